@@ -1,0 +1,40 @@
+// Lint rules that carry the architecture: ctl and the agent meet the control
+// plane only through src/api and src/protocol, and no promise is left floating.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test-artifacts/**', 'bin/**', 'eslint.config.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts', '**/*.tsx'],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: false }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/consistent-type-imports': 'error',
+    },
+  },
+  {
+    files: ['src/ctl/**/*.ts', 'src/api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/control/**', '**/agent/**'], message: 'ctl and the api client reach the control plane only over HTTP (src/api) and share types through src/protocol.' }] }],
+    },
+  },
+  {
+    files: ['src/agent/**/*.ts', 'src/engine/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/control/**'], message: 'the agent never imports the control plane; shared wire types live in src/protocol.' }] }],
+    },
+  },
+  {
+    files: ['src/protocol/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/control/**', '**/agent/**', '**/ctl/**'], message: 'src/protocol is shared by both sides and depends on neither.' }] }],
+    },
+  },
+);

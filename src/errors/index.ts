@@ -1,0 +1,97 @@
+// Errors llmgw raises on purpose. One base class with a stable `code` so that
+// callers branch on the code, never on message text; the message is written
+// for the person who has to fix the problem. Every code is listed in
+// docs/errors.md, and a test keeps the two in step.
+
+/** Every code llmgw can raise, with the HTTP status it maps to. */
+export const ERROR_CODES = {
+  LLMGW_CONFIG_INVALID: 400,
+  LLMGW_BAD_REQUEST: 400,
+  LLMGW_INVALID_JSON: 400,
+  LLMGW_BODY_TOO_LARGE: 413,
+  LLMGW_UNAUTHORIZED: 401,
+  LLMGW_FORBIDDEN: 403,
+  LLMGW_NOT_FOUND: 404,
+  LLMGW_METHOD_NOT_ALLOWED: 405,
+  LLMGW_CONFLICT: 409,
+  LLMGW_NO_STORE: 501,
+  LLMGW_CATALOG_INVALID: 400,
+  LLMGW_CATALOG_CONFLICT: 400,
+  LLMGW_MODEL_NOT_FOUND: 404,
+  LLMGW_MODEL_IN_USE: 400,
+  LLMGW_MODEL_FROM_FILE: 400,
+  LLMGW_NODE_NOT_FOUND: 404,
+  LLMGW_NODE_STATE_INVALID: 400,
+  LLMGW_JOIN_REFUSED: 401,
+  LLMGW_PLACEMENT_NO_FIT: 400,
+  LLMGW_STORE_UNAVAILABLE: 503,
+  LLMGW_STORE_MIGRATION: 500,
+  LLMGW_ILLEGAL_STATE: 500,
+  LLMGW_PROBE_FAILED: 500,
+  LLMGW_FETCH_FAILED: 502,
+  LLMGW_UPSTREAM: 502,
+  LLMGW_SIMULATE_SPEC_INVALID: 400,
+  LLMGW_SOURCE_INVALID: 400,
+  LLMGW_FETCH_NOT_FOUND: 404,
+  LLMGW_FETCH_UNAUTHORIZED: 401,
+  LLMGW_FETCH_VERIFY_FAILED: 502,
+  LLMGW_DISK_FULL: 507,
+  LLMGW_CACHE_REFUSED: 403,
+  LLMGW_ENGINE_UNKNOWN: 400,
+  LLMGW_ENGINE_START_FAILED: 500,
+  LLMGW_ENGINE_NOT_READY: 503,
+  LLMGW_PORT_EXHAUSTED: 503,
+  LLMGW_GGUF_INVALID: 400,
+  LLMGW_INTERNAL: 500,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface LlmgwErrorOptions {
+  /** Typed facts about the failure (ids, sizes), safe to log: never secrets. */
+  context?: Record<string, unknown>;
+  cause?: unknown;
+  /** Overrides the code's usual status where one code serves two (rare). */
+  status?: number;
+}
+
+export class LlmgwError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly context: Readonly<Record<string, unknown>>;
+
+  constructor(code: ErrorCode, message: string, options: LlmgwErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'LlmgwError';
+    this.code = code;
+    this.status = options.status ?? ERROR_CODES[code];
+    this.context = options.context ?? {};
+  }
+}
+
+/** Raised when a state machine is driven the wrong way: a bug, never user input. */
+export class IllegalStateError extends LlmgwError {
+  constructor(message: string, context?: Record<string, unknown>) {
+    super('LLMGW_ILLEGAL_STATE', message, context ? { context } : {});
+    this.name = 'IllegalStateError';
+  }
+}
+
+/**
+ * Several problems found at once (a catalog entry with three mistakes), so the
+ * operator fixes them in one round instead of three.
+ */
+export class ValidationError extends LlmgwError {
+  readonly problems: readonly string[];
+
+  constructor(code: ErrorCode, problems: readonly string[], lead?: string) {
+    const body = problems.length === 1 ? problems[0]! : problems.map((p) => `- ${p}`).join('\n');
+    super(code, lead ? `${lead}${problems.length === 1 ? ': ' : ':\n'}${body}` : body);
+    this.name = 'ValidationError';
+    this.problems = problems;
+  }
+}
+
+export function isLlmgwError(err: unknown): err is LlmgwError {
+  return err instanceof LlmgwError;
+}
