@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { planStandIn } from './stand-ins.js';
+
+describe('planStandIn reads what it needs from each real engine command line', () => {
+  it('vllm serve: served names, host, port, context; the model path when no names are given', () => {
+    expect(planStandIn('vllm', ['serve', '/m/llama', '--served-model-name', 'a', 'b', '--host', '127.0.0.2', '--port', '9000', '--max-model-len=8k'])).toMatchObject({
+      kind: 'serve',
+      options: { host: '127.0.0.2', port: 9000, models: ['a', 'b'], maxModelLen: 8000, flavor: 'vllm' },
+    });
+    expect(planStandIn('vllm', ['serve', '--model', '/m/llama'])).toMatchObject({ kind: 'serve', options: { models: ['/m/llama'], port: 8000, host: '127.0.0.1' } });
+    expect(planStandIn('vllm', ['serve', '/m/llama', '--headless'])).toMatchObject({ kind: 'headless' });
+    expect(planStandIn('vllm', ['bench'])).toMatchObject({ kind: 'exit', code: 2 });
+    expect(planStandIn('vllm', ['serve', '/m', '--port', 'x'])).toMatchObject({ kind: 'exit', code: 2, message: expect.stringContaining('--port') });
+  });
+
+  it('llama-server: comma-separated aliases, -c as the context, port 8080 by default', () => {
+    expect(planStandIn('llama-server', ['-m', '/m/q.gguf', '-a', 'q, q2', '-c', '4096'])).toMatchObject({
+      kind: 'serve',
+      options: { models: ['q', 'q2'], maxModelLen: 4096, port: 8080, flavor: 'llamacpp' },
+    });
+    expect(planStandIn('llama-server', ['--port', '1'])).toMatchObject({ kind: 'exit', code: 2 });
+  });
+
+  it('rpc-server listens on TCP, 127.0.0.1:50052 by default', () => {
+    expect(planStandIn('rpc-server', [])).toMatchObject({ kind: 'tcp', host: '127.0.0.1', port: 50052 });
+    expect(planStandIn('rpc-server', ['-H', '10.0.0.1', '-p', '6000'])).toMatchObject({ kind: 'tcp', host: '10.0.0.1', port: 6000 });
+  });
+
+  it('python: sglang (rank 0 serves, rank ≥ 1 only health), the vLLM module, nothing else', () => {
+    expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m/q', '--context-length', '2048'])).toMatchObject({
+      kind: 'serve',
+      options: { models: ['/m/q'], port: 30000, maxModelLen: 2048, flavor: 'sglang' },
+    });
+    expect(planStandIn('python', ['-m', 'sglang.launch_server', '--model-path', '/m/q', '--node-rank', '1', '--port', '31000'])).toMatchObject({
+      kind: 'health-only',
+      port: 31000,
+    });
+    expect(planStandIn('python', ['-m', 'vllm.entrypoints.openai.api_server', '--model', '/m/q'])).toMatchObject({ kind: 'serve' });
+    expect(planStandIn('python', ['-c', 'print(1)'])).toMatchObject({ kind: 'exit', code: 1 });
+  });
+});

@@ -1,0 +1,336 @@
+// Stand-in executables for the real engines (vllm, llama-server, rpc-server,
+// python -m sglang.launch_server), so that adapter and supervisor tests run
+// the exact command lines llmgw builds on a machine with no GPU and no
+// Python. Each stand-in appends its argv and engine environment to a record
+// file, then reads only what it needs from the real engine's flags (host,
+// port, served names, context length) and serves like the sim engine, with
+// that engine's /metrics names and ready log line.
+//
+// Ranks that run no API server: `vllm … --headless` opens no port at all
+// (as vLLM); SGLang `--node-rank` ≥ 1 serves only GET /health (200) on its
+// --port, as SGLang's dummy health server does. `rpc-server` listens on TCP
+// and speaks nothing. All stay up until SIGTERM/SIGINT, then exit 0.
+//
+// Two variables steer a stand-in at run time: LLMGW_STANDIN_SIM_ARGS adds sim
+// flags ("--startup-delay-ms 500 --ttft-ms 20"), and LLMGW_STANDIN_EXIT
+// ("1:CUDA out of memory") makes it print the message to stderr and exit with
+// the code right after recording, for tests of start-up failures.
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
+import { dirname, join, resolve, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { LlmgwError, isLlmgwError } from '../../errors/index.js';
+import { defaultSimCliIo, parseContextLength, parseSimEngineArgs, serveSimProcess, type SimCliIo } from './cli.js';
+import type { SimEngineOptions } from './options.js';
+import { appendStartRecord, readStartRecords, startRecord, type StartRecord } from './record.js';
+
+export const STAND_IN_PROGRAMS = ['vllm', 'llama-server', 'rpc-server', 'python', 'python3'] as const;
+export type StandInProgram = (typeof STAND_IN_PROGRAMS)[number];
+
+/** The file name of the record when neither the options nor $LLMGW_STANDIN_RECORD name one. */
+export const DEFAULT_STAND_IN_RECORD = 'stand-in-record.jsonl';
+const SCRIPT_NAME = 'llmgw-stand-in.mjs';
+
+export interface StandInOptions {
+  /** Where the stand-ins append their records; absent = `<dir>/stand-in-record.jsonl`. $LLMGW_STANDIN_RECORD, when set at run time, wins. */
+  recordFile?: string;
+  /** Sim flags every stand-in adds (e.g. ['--ttft-ms', '20']); absent = none. */
+  simArgs?: string[];
+  /** The built sim module the stand-ins import; absent = dist/engine/sim/index.js of this checkout. */
+  simModulePath?: string;
+}
+
+export interface StandIns {
+  readonly dir: string;
+  readonly recordFile: string;
+  /** Absolute path of each executable. */
+  readonly paths: Readonly<Record<StandInProgram, string>>;
+  /** Every record so far, oldest first. */
+  records(): StartRecord[];
+}
+
+/** dist/engine/sim/index.js of this checkout, whether this module runs from dist or from src under vitest. */
+export function builtSimModulePath(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const root = resolve(here, '..', '..', '..');
+  if (here.startsWith(join(root, 'dist') + sep)) return join(here, 'index.js');
+  return join(root, 'dist', 'engine', 'sim', 'index.js');
+}
+
+function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Writes the stand-in executables into `dir` (created if absent): one shared
+ * node script and a /bin/sh wrapper per program that runs it with this
+ * Node's absolute path, so a supervisor's PATH needs only `dir`. Throws
+ * LLMGW_ENGINE_START_FAILED when the sim is not built.
+ */
+export function writeStandIns(dir: string, options: StandInOptions = {}): StandIns {
+  const absDir = resolve(dir);
+  const modulePath = resolve(options.simModulePath ?? builtSimModulePath());
+  if (!existsSync(modulePath)) {
+    throw new LlmgwError(
+      'LLMGW_ENGINE_START_FAILED',
+      `the stand-ins run the built sim engine at ${modulePath}, which does not exist; run \`npm run build\` first`,
+      { context: { modulePath } },
+    );
+  }
+  const recordFile = resolve(options.recordFile ?? join(absDir, DEFAULT_STAND_IN_RECORD));
+  mkdirSync(absDir, { recursive: true });
+  const scriptPath = join(absDir, SCRIPT_NAME);
+  const runOptions = { recordFile, simArgs: options.simArgs ?? [] };
+  writeFileSync(
+    scriptPath,
+    [
+      '// Written by llmgw writeStandIns(): each stand-in executable beside this file runs it',
+      '// with its own name first. It records argv and env, then serves like the sim engine.',
+      `import { runStandIn } from ${JSON.stringify(pathToFileURL(modulePath).href)};`,
+      `await runStandIn(process.argv[2], process.argv.slice(3), ${JSON.stringify(runOptions)});`,
+      '',
+    ].join('\n'),
+  );
+  const paths = {} as Record<StandInProgram, string>;
+  for (const program of STAND_IN_PROGRAMS) {
+    const path = join(absDir, program);
+    writeFileSync(
+      path,
+      [
+        '#!/bin/sh',
+        `# llmgw stand-in for ${program}: records its argv and env, then serves like the sim engine (${SCRIPT_NAME}).`,
+        `exec ${shellQuote(process.execPath)} ${shellQuote(scriptPath)} ${program} "$@"`,
+        '',
+      ].join('\n'),
+    );
+    chmodSync(path, 0o755);
+    paths[program] = path;
+  }
+  return { dir: absDir, recordFile, paths, records: () => readStartRecords(recordFile) };
+}
+
+/**
+ * What a stand-in does with its command line; `planStandIn` decides,
+ * `runStandIn` carries it out. "{port}" in a line is replaced by the bound
+ * port, so a test may pass port 0 and read the real one from the line.
+ */
+export type StandInPlan =
+  | { readonly kind: 'serve'; readonly options: SimEngineOptions; readonly readyLine: string }
+  | { readonly kind: 'headless'; readonly line: string }
+  | { readonly kind: 'tcp'; readonly host: string; readonly port: number; readonly line: string }
+  | { readonly kind: 'health-only'; readonly host: string; readonly port: number; readonly line: string }
+  | { readonly kind: 'exit'; readonly code: number; readonly message: string; readonly toStdout?: boolean };
+
+/** Values after the first of `names` (`--x a b` or `--x=a`), up to the next flag; null when absent. */
+function flagValues(argv: readonly string[], names: readonly string[]): string[] | null {
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    for (const name of names) {
+      if (token.startsWith(`${name}=`)) return [token.slice(name.length + 1)];
+      if (token !== name) continue;
+      const values: string[] = [];
+      for (let j = i + 1; j < argv.length && !argv[j]!.startsWith('-'); j++) values.push(argv[j]!);
+      return values;
+    }
+  }
+  return null;
+}
+
+function flagValue(argv: readonly string[], names: readonly string[]): string | undefined {
+  return flagValues(argv, names)?.[0];
+}
+
+function portOf(argv: readonly string[], names: readonly string[], fallback: number): number | string {
+  const text = flagValue(argv, names);
+  if (text === undefined) return fallback;
+  const port = Number(text);
+  return Number.isInteger(port) && port >= 0 && port <= 65535 ? port : `${names[0]}: want a port number, got ${JSON.stringify(text)}`;
+}
+
+function contextOf(argv: readonly string[], names: readonly string[]): number | string {
+  const text = flagValue(argv, names);
+  if (text === undefined) return 0;
+  const len = parseContextLength(text);
+  return Number.isFinite(len) ? len : `${names[0]}: want a token count like 4096 or 32k, got ${JSON.stringify(text)}`;
+}
+
+function usage(program: string, message: string): StandInPlan {
+  return { kind: 'exit', code: 2, message: `${program} (llmgw stand-in): ${message}` };
+}
+
+/**
+ * Reads a real engine's command line. Hosts default to 127.0.0.1 even where
+ * the real engine binds all interfaces (vLLM): tests stay on loopback. Ports
+ * default as the engines do (vLLM 8000, llama-server 8080, SGLang 30000,
+ * rpc-server 50052).
+ */
+export function planStandIn(program: string, argv: readonly string[]): StandInPlan {
+  switch (program) {
+    case 'vllm':
+      if (argv[0] === '--version' || argv[0] === '-v') return { kind: 'exit', code: 0, message: '0.11.1+llmgw.stand.in', toStdout: true };
+      if (argv[0] !== 'serve') return usage('vllm', `only \`vllm serve\` is simulated, got ${JSON.stringify(argv.join(' '))}`);
+      return planVllm(argv.slice(1), 'vllm');
+    case 'llama-server':
+      return planLlamaServer(argv);
+    case 'rpc-server': {
+      const port = portOf(argv, ['-p', '--port'], 50052);
+      if (typeof port === 'string') return usage('rpc-server', port);
+      const host = flagValue(argv, ['-H', '--host']) ?? '127.0.0.1';
+      return { kind: 'tcp', host, port, line: `Starting RPC server v3.0.0\n  endpoint       : ${host}:{port}` };
+    }
+    case 'python':
+    case 'python3':
+      if (argv[0] === '-m' && argv[1] === 'sglang.launch_server') return planSglang(argv.slice(2));
+      if (argv[0] === '-m' && argv[1] === 'vllm.entrypoints.openai.api_server') return planVllm(argv.slice(2), program);
+      return {
+        kind: 'exit',
+        code: 1,
+        message: `${program} (llmgw stand-in): only \`-m sglang.launch_server\` and \`-m vllm.entrypoints.openai.api_server\` are simulated, got ${JSON.stringify(argv.join(' '))}`,
+      };
+    default:
+      return usage(program, `no stand-in is named ${JSON.stringify(program)}; there are ${STAND_IN_PROGRAMS.join(', ')}`);
+  }
+}
+
+function planVllm(argv: readonly string[], program: string): StandInPlan {
+  const model = argv[0] !== undefined && !argv[0].startsWith('-') ? argv[0] : flagValue(argv, ['--model']);
+  if (model === undefined) return usage(program, 'no model given: pass it after `serve` or as --model');
+  if (argv.includes('--headless')) return { kind: 'headless', line: `vLLM headless rank for ${model}: no API server` };
+  const port = portOf(argv, ['--port'], 8000);
+  if (typeof port === 'string') return usage(program, port);
+  const maxModelLen = contextOf(argv, ['--max-model-len']);
+  if (typeof maxModelLen === 'string') return usage(program, maxModelLen);
+  const names = flagValues(argv, ['--served-model-name']);
+  const host = flagValue(argv, ['--host']) || '127.0.0.1';
+  return {
+    kind: 'serve',
+    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm' },
+    readyLine: `INFO: Starting vLLM API server 0 on http://${host}:{port}`,
+  };
+}
+
+function planLlamaServer(argv: readonly string[]): StandInPlan {
+  if (argv.includes('--version')) return { kind: 'exit', code: 0, message: 'version: 0 (llmgw stand-in)', toStdout: true };
+  const model = flagValue(argv, ['-m', '--model']);
+  if (model === undefined) return usage('llama-server', 'no model given: pass -m PATH');
+  const port = portOf(argv, ['--port'], 8080);
+  if (typeof port === 'string') return usage('llama-server', port);
+  const maxModelLen = contextOf(argv, ['-c', '--ctx-size']);
+  if (typeof maxModelLen === 'string') return usage('llama-server', maxModelLen);
+  const alias = flagValue(argv, ['-a', '--alias']);
+  const names = alias ? alias.split(',').map((a) => a.trim()).filter((a) => a !== '') : [];
+  const host = flagValue(argv, ['--host']) ?? '127.0.0.1';
+  return {
+    kind: 'serve',
+    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp' },
+    readyLine: `main: server is listening on http://${host}:{port} - starting the main loop`,
+  };
+}
+
+function planSglang(argv: readonly string[]): StandInPlan {
+  const model = flagValue(argv, ['--model-path', '--model']);
+  if (model === undefined) return usage('sglang', 'no model given: pass --model-path');
+  const port = portOf(argv, ['--port'], 30000);
+  if (typeof port === 'string') return usage('sglang', port);
+  const host = flagValue(argv, ['--host']) ?? '127.0.0.1';
+  const rank = Number(flagValue(argv, ['--node-rank']) ?? '0');
+  if (rank >= 1) return { kind: 'health-only', host, port, line: `SGLang node rank ${rank}: dummy health server on http://${host}:{port}` };
+  const maxModelLen = contextOf(argv, ['--context-length']);
+  if (typeof maxModelLen === 'string') return usage('sglang', maxModelLen);
+  const name = flagValue(argv, ['--served-model-name']);
+  return {
+    kind: 'serve',
+    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang' },
+    readyLine: 'The server is fired up and ready to roll!',
+  };
+}
+
+export interface StandInRunOptions {
+  /** Where to append the record; $LLMGW_STANDIN_RECORD wins; absent and unset = no record. */
+  recordFile?: string;
+  /** Sim flags added to every serve (before $LLMGW_STANDIN_SIM_ARGS). */
+  simArgs?: string[];
+  io?: Partial<SimCliIo>;
+}
+
+/** The body of every stand-in executable: record, then carry out the plan. Resolves with the exit code given to io.exit. */
+export async function runStandIn(program: string, argv: readonly string[], options: StandInRunOptions = {}): Promise<number> {
+  const io = defaultSimCliIo(options.io);
+  const recordFile = io.env.LLMGW_STANDIN_RECORD || options.recordFile;
+  if (recordFile) appendStartRecord(recordFile, startRecord(program, argv, io.env));
+  const forced = io.env.LLMGW_STANDIN_EXIT;
+  if (forced) {
+    const match = /^(\d+)(?::([\s\S]*))?$/.exec(forced);
+    const code = match ? Number(match[1]) : 1;
+    io.stderr.write(`${match ? (match[2] ?? '') : forced}\n`);
+    io.exit(code);
+    return code;
+  }
+  const plan = planStandIn(program, argv);
+  switch (plan.kind) {
+    case 'exit':
+      (plan.toStdout ? io.stdout : io.stderr).write(`${plan.message}\n`);
+      io.exit(plan.code);
+      return plan.code;
+    case 'serve': {
+      let simOptions: SimEngineOptions;
+      try {
+        const extra = (io.env.LLMGW_STANDIN_SIM_ARGS ?? '').split(/\s+/).filter((t) => t !== '');
+        simOptions = { ...parseSimEngineArgs([...(options.simArgs ?? []), ...extra]), ...plan.options };
+      } catch (err) {
+        io.stderr.write(`${program} (llmgw stand-in): ${isLlmgwError(err) ? err.message : String(err)}\n`);
+        io.exit(2);
+        return 2;
+      }
+      return serveSimProcess(simOptions, io, (engine) => [plan.readyLine.replace('{port}', String(engine.port))]);
+    }
+    case 'headless':
+      return stayUp(io, plan.line, null);
+    case 'tcp':
+      return stayUp(io, plan.line, { host: plan.host, port: plan.port, server: createTcpServer((socket) => socket.on('error', () => {})) });
+    case 'health-only':
+      return stayUp(io, plan.line, {
+        host: plan.host,
+        port: plan.port,
+        server: createHttpServer((req, res) => {
+          const ok = req.method === 'GET' && req.url === '/health';
+          res.writeHead(ok ? 200 : 404, { 'content-type': 'application/json' });
+          res.end(ok ? '{}' : '{"error":{"message":"rank ≥ 1 serves only /health; send requests to rank 0","type":"NotFoundError","param":null,"code":404}}');
+        }),
+      });
+  }
+}
+
+/** Keeps the process up (listening on `listen` if given) until a signal, then exits 0. */
+async function stayUp(io: SimCliIo, line: string, listen: { host: string; port: number; server: TcpServer } | null): Promise<number> {
+  if (listen) {
+    try {
+      await new Promise<void>((ok, fail) => {
+        listen.server.once('error', fail);
+        listen.server.listen({ host: listen.host, port: listen.port }, ok);
+      });
+    } catch (err) {
+      io.stderr.write(`cannot listen on ${listen.host}:${listen.port}: ${(err as NodeJS.ErrnoException).code ?? String(err)}\n`);
+      io.exit(1);
+      return 1;
+    }
+  }
+  const bound = listen?.server.address();
+  io.stdout.write(`${line.replace('{port}', String(bound && typeof bound === 'object' ? bound.port : ''))}\n`);
+  // A headless rank has no socket to keep the event loop alive; this timer does.
+  const keepAlive = setInterval(() => {}, 2 ** 30);
+  await new Promise<void>((stop) => {
+    const off = io.onTerminate(() => {
+      off();
+      stop();
+    });
+  });
+  clearInterval(keepAlive);
+  if (listen) {
+    listen.server.close();
+    if ('closeAllConnections' in listen.server) (listen.server as unknown as { closeAllConnections(): void }).closeAllConnections();
+  }
+  io.exit(0);
+  return 0;
+}
