@@ -223,6 +223,8 @@ export async function makeTinyModel(outPath: string, options: MakeTinyModelOptio
     ['tokenizer.ggml.eos_token_id', { type: 'u32', value: 2 }],
     ['tokenizer.ggml.add_bos_token', { type: 'bool', value: true }],
     ['tokenizer.ggml.add_eos_token', { type: 'bool', value: false }],
+    // Otherwise each text piece after a special token gains a leading space ("<|im_start|> user").
+    ['tokenizer.ggml.add_space_prefix', { type: 'bool', value: false }],
     ['tokenizer.chat_template', { type: 'string', value: TINY_MODEL_CHAT_TEMPLATE }],
   ];
   await writeGguf(outPath, new Map(kv), tinyModelTensors(o, vocabulary.printable));

@@ -1,0 +1,107 @@
+// What the builtin engine is told (model file, listener, names, CPU share,
+// sequences, context) in the three stages every llmgw part uses: the options
+// as a caller writes them, compileBuiltinEngineOptions() that checks them and
+// fills defaults, and the readonly form the engine runs on.
+import { availableParallelism } from 'node:os';
+import { basename } from 'node:path';
+import { z } from 'zod';
+import { ValidationError } from '../../errors/index.js';
+import { describeIssues } from '../../validation/index.js';
+
+export interface BuiltinEngineOptions {
+  /** Path of the GGUF file to serve. */
+  modelPath: string;
+  /** Listener address; absent means 127.0.0.1 (the agent proxies to it). */
+  host?: string;
+  /** Listener port; absent or 0 means any free port (read it back from the engine). */
+  port?: number;
+  /**
+   * Model names requests may use and /v1/models lists, first one first;
+   * absent or empty means the file's name without `.gguf`.
+   */
+  aliases?: readonly string[];
+  /**
+   * CPU threads for evaluation: the cores the agent gives this shard. Absent
+   * means this machine's available parallelism, capped at MAX_DEFAULT_THREADS;
+   * never llama.cpp's own default, which oversubscribes small machines.
+   */
+  threads?: number;
+  /** Requests generated at once, each on its own sequence; absent means 1. Requests beyond it wait. */
+  parallel?: number;
+  /**
+   * KV-cache cells in tokens, shared evenly by the `parallel` sequences (as
+   * llama-server's --ctx-size is). Absent means the model's trained context,
+   * capped at DEFAULT_SEQUENCE_CONTEXT_TOKENS, for each sequence.
+   */
+  contextTokens?: number;
+  /** Where the engine writes its log lines; absent means stderr. */
+  log?: (line: string) => void;
+  /** Clock for `created` timestamps, in ms since the epoch; absent means Date.now. */
+  nowMs?: () => number;
+}
+
+/** Without --threads, more than this many threads rarely helps one CPU engine. */
+export const MAX_DEFAULT_THREADS = 16;
+/** Without --ctx-size, each sequence gets the model's context up to this many tokens. */
+export const DEFAULT_SEQUENCE_CONTEXT_TOKENS = 4096;
+/** A sequence smaller than this cannot hold a chat template and a reply. */
+export const MIN_SEQUENCE_CONTEXT_TOKENS = 64;
+
+export interface CompiledBuiltinEngineOptions {
+  readonly modelPath: string;
+  readonly host: string;
+  readonly port: number;
+  readonly modelNames: readonly string[];
+  readonly threads: number;
+  readonly parallel: number;
+  /** Absent until the model's metadata is read; see sequenceContextTokens(). */
+  readonly contextTokens: number | undefined;
+  readonly log: (line: string) => void;
+  readonly nowMs: () => number;
+}
+
+const BuiltinEngineOptionsSchema = z.strictObject({
+  modelPath: z.string().min(1, 'name the GGUF file to serve'),
+  host: z.string().min(1).optional(),
+  port: z.number().int().min(0).max(65535).optional(),
+  aliases: z.array(z.string().min(1, 'an alias cannot be empty')).optional(),
+  threads: z.number().int().min(1).max(1024).optional(),
+  parallel: z.number().int().min(1).max(256).optional(),
+  contextTokens: z.number().int().min(MIN_SEQUENCE_CONTEXT_TOKENS).max(16 * 1024 * 1024).optional(),
+  log: z.custom<(line: string) => void>((v) => typeof v === 'function', 'must be a function').optional(),
+  nowMs: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
+});
+
+export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): CompiledBuiltinEngineOptions {
+  const parsed = BuiltinEngineOptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(BuiltinEngineOptionsSchema, parsed.error), 'builtin engine options');
+  }
+  const o = parsed.data;
+  const parallel = o.parallel ?? 1;
+  if (o.contextTokens !== undefined && o.contextTokens / parallel < MIN_SEQUENCE_CONTEXT_TOKENS) {
+    throw new ValidationError('LLMGW_CONFIG_INVALID', [
+      `a context of ${o.contextTokens} tokens split over ${parallel} sequences leaves ${Math.floor(o.contextTokens / parallel)} each; ` +
+        `give at least ${MIN_SEQUENCE_CONTEXT_TOKENS * parallel} tokens or fewer parallel sequences`,
+    ], 'builtin engine options');
+  }
+  const aliases = o.aliases && o.aliases.length > 0 ? [...new Set(o.aliases)] : [basename(o.modelPath).replace(/\.gguf$/i, '')];
+  return Object.freeze({
+    modelPath: o.modelPath,
+    host: o.host ?? '127.0.0.1',
+    port: o.port ?? 0,
+    modelNames: Object.freeze(aliases),
+    threads: o.threads ?? Math.min(availableParallelism(), MAX_DEFAULT_THREADS),
+    parallel,
+    contextTokens: o.contextTokens,
+    log: options.log ?? ((line: string) => void process.stderr.write(`${line}\n`)),
+    nowMs: options.nowMs ?? Date.now,
+  });
+}
+
+/** Tokens each sequence holds, once the model's trained context is known. */
+export function sequenceContextTokens(options: CompiledBuiltinEngineOptions, trainedContextTokens: number): number {
+  if (options.contextTokens !== undefined) return Math.floor(options.contextTokens / options.parallel);
+  const trained = trainedContextTokens > 0 ? trainedContextTokens : DEFAULT_SEQUENCE_CONTEXT_TOKENS;
+  return Math.max(MIN_SEQUENCE_CONTEXT_TOKENS, Math.min(trained, DEFAULT_SEQUENCE_CONTEXT_TOKENS));
+}

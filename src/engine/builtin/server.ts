@@ -1,0 +1,463 @@
+// The builtin engine's HTTP listener: OpenAI's routes over BuiltinRuntime,
+// on node:http because streaming is a loop of res.write() and nothing more.
+// It listens before the model loads, so /health can say "loading" (as
+// llama-server does) while the agent waits; it stops generating the moment a
+// client goes away, and counts those aborts for /health and the logs.
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { isLlmgwError, LlmgwError } from '../../errors/index.js';
+import { readGgufModelFacts, type GgufModelFacts } from './gguf-check.js';
+import { BuiltinRuntime, type GenerationResult } from './llama-runtime.js';
+import {
+  base64Embedding,
+  ChatCompletionRequestSchema,
+  chatTurns,
+  completionPrompt,
+  CompletionRequestSchema,
+  EmbeddingRequestSchema,
+  errorBody,
+  openAiFinishReason,
+  parseBody,
+  samplingParams,
+  usage,
+} from './openai.js';
+import { compileBuiltinEngineOptions, type BuiltinEngineOptions, type CompiledBuiltinEngineOptions } from './options.js';
+
+/** Largest request body; a chat that needs more would not fit a CPU engine's context anyway. */
+const BODY_LIMIT_BYTES = 8 * 2 ** 20;
+
+export type BuiltinEngineState = 'loading' | 'ready' | 'failed' | 'stopping';
+
+export interface BuiltinEngineStats {
+  readonly state: BuiltinEngineState;
+  /** Generation and embedding requests answered to the end. */
+  readonly requestsServed: number;
+  /** Requests whose client went away before the answer was complete; their generation was stopped. */
+  readonly requestsAborted: number;
+  readonly requestsInFlight: number;
+  /** Requests waiting for one of the --parallel sequences to come free. */
+  readonly requestsWaiting: number;
+}
+
+export interface BuiltinEngine {
+  /** `http://host:port`, with the port actually bound. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly modelNames: readonly string[];
+  readonly facts: GgufModelFacts;
+  /** Resolves once the model is loaded and requests are served; rejects with LLMGW_ENGINE_START_FAILED if it cannot load. */
+  readonly ready: Promise<void>;
+  stats(): BuiltinEngineStats;
+  /** Stops generating, closes the listener and frees the model. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+const ROUTES: Readonly<Record<string, string>> = {
+  '/health': 'GET',
+  '/v1/models': 'GET',
+  '/v1/chat/completions': 'POST',
+  '/v1/completions': 'POST',
+  '/v1/embeddings': 'POST',
+};
+
+/** An answer that is not a 200: status, code and the sentence the client sees. */
+function httpError(status: number, code: ConstructorParameters<typeof LlmgwError>[0], message: string): LlmgwError {
+  return new LlmgwError(code, message, { status });
+}
+
+async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let lengthBytes = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    lengthBytes += chunk.length;
+    if (lengthBytes > BODY_LIMIT_BYTES) {
+      throw httpError(413, 'LLMGW_BODY_TOO_LARGE', `the body is over ${BODY_LIMIT_BYTES} bytes; send a shorter request`);
+    }
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch (err) {
+    throw httpError(400, 'LLMGW_INVALID_JSON', `the body is not valid JSON (${err instanceof Error ? err.message : String(err)})`);
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+/** What the engine is built from besides its options; tests replace parts. */
+export interface BuiltinEngineDeps {
+  /** Loads the model; absent means BuiltinRuntime.load. Tests wrap it to hold the engine in "loading". */
+  loadRuntime?: (options: CompiledBuiltinEngineOptions, facts: GgufModelFacts) => Promise<BuiltinRuntime>;
+}
+
+/**
+ * Starts the builtin engine: validates the GGUF (LLMGW_GGUF_INVALID before
+ * anything listens), binds the listener, then loads the model in the
+ * background. Resolves once listening; await `ready` for the model.
+ */
+export async function startBuiltinEngine(options: BuiltinEngineOptions, deps: BuiltinEngineDeps = {}): Promise<BuiltinEngine> {
+  const o = compileBuiltinEngineOptions(options);
+  const facts = await readGgufModelFacts(o.modelPath);
+  return BuiltinEngineServer.start(o, facts, deps.loadRuntime ?? ((opts, f) => BuiltinRuntime.load(opts, f)));
+}
+
+class BuiltinEngineServer implements BuiltinEngine {
+  private state: BuiltinEngineState = 'loading';
+  private runtime: BuiltinRuntime | undefined;
+  private loadError: LlmgwError | undefined;
+  private requestsServed = 0;
+  private requestsAborted = 0;
+  private readonly active = new Set<AbortController>();
+  private readonly handlers = new Set<Promise<void>>();
+  private closing: Promise<void> | undefined;
+  readonly ready: Promise<void>;
+  readonly host: string;
+  readonly port: number;
+  readonly url: string;
+  readonly modelNames: readonly string[];
+  private readonly createdSec: number;
+
+  private constructor(
+    private readonly options: CompiledBuiltinEngineOptions,
+    readonly facts: GgufModelFacts,
+    private readonly server: Server,
+    private readonly loadRuntime: NonNullable<BuiltinEngineDeps['loadRuntime']>,
+  ) {
+    const address = server.address() as AddressInfo;
+    this.host = options.host;
+    this.port = address.port;
+    this.url = `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${address.port}`;
+    this.modelNames = options.modelNames;
+    this.createdSec = Math.floor(options.nowMs() / 1000);
+    this.ready = this.load();
+    // `ready` is for callers to await; an unawaited load failure is already in state and the log.
+    this.ready.catch(() => undefined);
+  }
+
+  static async start(
+    options: CompiledBuiltinEngineOptions,
+    facts: GgufModelFacts,
+    loadRuntime: NonNullable<BuiltinEngineDeps['loadRuntime']>,
+  ): Promise<BuiltinEngineServer> {
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        reject(
+          new LlmgwError(
+            'LLMGW_ENGINE_START_FAILED',
+            err.code === 'EADDRINUSE'
+              ? `port ${options.port} on ${options.host} is already in use; pick another --port`
+              : `the builtin engine cannot listen on ${options.host}:${options.port}: ${err.message}`,
+            { cause: err },
+          ),
+        );
+      });
+      server.listen(options.port, options.host, () => resolve());
+    });
+    const engine = new BuiltinEngineServer(options, facts, server, loadRuntime);
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => engine.track(req, res));
+    return engine;
+  }
+
+  stats(): BuiltinEngineStats {
+    const load = this.runtime?.load ?? { inFlight: 0, waiting: 0 };
+    return {
+      state: this.state,
+      requestsServed: this.requestsServed,
+      requestsAborted: this.requestsAborted,
+      requestsInFlight: load.inFlight,
+      requestsWaiting: load.waiting,
+    };
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
+    this.state = 'stopping';
+    for (const controller of this.active) controller.abort(new Error('the engine is stopping'));
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    await Promise.allSettled([...this.handlers]);
+    this.server.closeAllConnections();
+    await closed;
+    // A model still loading is freed once it has loaded.
+    await this.ready.catch(() => undefined);
+    await this.runtime?.dispose();
+    this.runtime = undefined;
+  }
+
+  private async load(): Promise<void> {
+    const startedMs = this.options.nowMs();
+    try {
+      const runtime = await this.loadRuntime(this.options, this.facts);
+      if (this.state === 'stopping') {
+        this.runtime = runtime;
+        return;
+      }
+      this.runtime = runtime;
+      this.state = 'ready';
+      this.options.log(
+        `builtin engine loaded ${this.options.modelPath} in ${this.options.nowMs() - startedMs} ms: ` +
+          `${this.options.parallel} sequence(s) of ${runtime.sequenceContextTokens} tokens, ${this.options.threads} thread(s)`,
+      );
+    } catch (err) {
+      this.state = this.state === 'stopping' ? 'stopping' : 'failed';
+      this.loadError = isLlmgwError(err) ? err : new LlmgwError('LLMGW_ENGINE_START_FAILED', String(err), { cause: err });
+      this.options.log(`builtin engine failed to load: ${this.loadError.message}`);
+      throw this.loadError;
+    }
+  }
+
+  private track(req: IncomingMessage, res: ServerResponse): void {
+    const handled = this.handle(req, res).finally(() => this.handlers.delete(handled));
+    this.handlers.add(handled);
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const controller = new AbortController();
+    this.active.add(controller);
+    // 'close' before the answer is finished means the client went away: stop generating for it.
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort(new Error('the client went away'));
+    });
+    try {
+      await this.route(req, res, controller.signal);
+    } catch (err) {
+      this.fail(res, err);
+    } finally {
+      this.active.delete(controller);
+    }
+  }
+
+  private fail(res: ServerResponse, err: unknown): void {
+    const known = isLlmgwError(err) ? err : undefined;
+    if (!known || known.status >= 500) this.options.log(`builtin engine request failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    if (res.writableEnded || res.destroyed) return;
+    const status = known?.status ?? 500;
+    // 5xx bodies never carry internals; the log above has them.
+    const message = known ? known.message : 'the builtin engine failed to answer; its log has the details';
+    const param = typeof known?.context.param === 'string' ? known.context.param : null;
+    const body = errorBody(status, known?.code ?? 'LLMGW_INTERNAL', message, param);
+    if (res.headersSent) {
+      // Mid-stream: the only place left to say it is the stream itself.
+      res.end(`data: ${JSON.stringify(body)}\n\n`);
+      return;
+    }
+    const headers: Record<string, string> = typeof known?.context.allow === 'string' ? { allow: known.context.allow } : {};
+    sendJson(res, status, body, headers);
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const path = new URL(req.url ?? '/', 'http://engine').pathname.replace(/(.)\/+$/, '$1');
+    const method = ROUTES[path];
+    if (!method) {
+      throw httpError(404, 'LLMGW_NOT_FOUND', `no route ${req.method} ${path}; this engine serves ${Object.keys(ROUTES).join(', ')}`);
+    }
+    if (req.method !== method && !(method === 'GET' && req.method === 'HEAD')) {
+      throw new LlmgwError('LLMGW_METHOD_NOT_ALLOWED', `${path} takes ${method}, not ${req.method}`, { context: { allow: method } });
+    }
+    if (path === '/health') return this.health(res);
+    const runtime = this.runtime;
+    if (this.state !== 'ready' || !runtime) {
+      const why = this.state === 'loading' ? 'the model is still loading; retry once GET /health answers 200' : `the engine is ${this.state}`;
+      throw httpError(503, 'LLMGW_ENGINE_NOT_READY', why);
+    }
+    if (path === '/v1/models') {
+      return sendJson(res, 200, {
+        object: 'list',
+        data: this.modelNames.map((id) => ({ id, object: 'model', created: this.createdSec, owned_by: 'llmgw' })),
+      });
+    }
+    const body = await readJsonBody(req);
+    if (path === '/v1/chat/completions') return this.chatCompletions(runtime, body, res, signal);
+    if (path === '/v1/completions') return this.completions(runtime, body, res, signal);
+    return this.embeddings(runtime, body, res, signal);
+  }
+
+  private health(res: ServerResponse): void {
+    const stats = this.stats();
+    if (stats.state !== 'ready') {
+      return sendJson(res, 503, { status: stats.state, ...(this.loadError ? { error: this.loadError.message } : {}) });
+    }
+    sendJson(res, 200, {
+      status: 'ok',
+      model: this.modelNames[0],
+      requests_in_flight: stats.requestsInFlight,
+      requests_waiting: stats.requestsWaiting,
+      requests_served: stats.requestsServed,
+      requests_aborted: stats.requestsAborted,
+    });
+  }
+
+  private checkModel(model: string): void {
+    if (!this.modelNames.includes(model)) {
+      throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `this engine serves ${this.modelNames.map((n) => `"${n}"`).join(', ')}, not "${model}"`, {
+        context: { param: 'model' },
+      });
+    }
+  }
+
+  private async chatCompletions(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const request = parseBody(ChatCompletionRequestSchema, raw);
+    this.checkModel(request.model);
+    const turns = chatTurns(request);
+    const params = samplingParams(request, request.max_completion_tokens ?? request.max_tokens);
+    const id = `chatcmpl-${randomUUID()}`;
+    const head = { id, object: 'chat.completion.chunk', created: Math.floor(this.options.nowMs() / 1000), model: request.model };
+    if (!request.stream) {
+      const result = await this.generate(id, signal, () => runtime.chat(turns, params, () => undefined, signal));
+      if (!result) return;
+      return sendJson(res, 200, {
+        id,
+        object: 'chat.completion',
+        created: head.created,
+        model: request.model,
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: result.text, refusal: null },
+            logprobs: null,
+            finish_reason: openAiFinishReason(result.finishReason),
+          },
+        ],
+        usage: usage(result.promptTokens, result.completionTokens),
+      });
+    }
+    const includeUsage = request.stream_options?.include_usage === true;
+    // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
+    const chunk = (choice: object) => ({ ...head, choices: [choice], ...(includeUsage ? { usage: null } : {}) });
+    const stream = new SseWriter(res, () => [chunk({ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })]);
+    const result = await this.generate(id, signal, () =>
+      runtime.chat(turns, params, (text) => stream.send(chunk({ index: 0, delta: { content: text }, logprobs: null, finish_reason: null })), signal),
+    );
+    if (!result) return;
+    stream.send(chunk({ index: 0, delta: {}, logprobs: null, finish_reason: openAiFinishReason(result.finishReason) }));
+    if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
+    stream.done();
+  }
+
+  private async completions(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const request = parseBody(CompletionRequestSchema, raw);
+    this.checkModel(request.model);
+    const prompt = completionPrompt(request);
+    const params = samplingParams(request, request.max_tokens);
+    const id = `cmpl-${randomUUID()}`;
+    const head = { id, object: 'text_completion', created: Math.floor(this.options.nowMs() / 1000), model: request.model };
+    if (!request.stream) {
+      const result = await this.generate(id, signal, () => runtime.complete(prompt, params, () => undefined, signal));
+      if (!result) return;
+      return sendJson(res, 200, {
+        ...head,
+        choices: [{ text: result.text, index: 0, logprobs: null, finish_reason: openAiFinishReason(result.finishReason) }],
+        usage: usage(result.promptTokens, result.completionTokens),
+      });
+    }
+    const includeUsage = request.stream_options?.include_usage === true;
+    const chunk = (text: string, finish: string | null) => ({
+      ...head,
+      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+      ...(includeUsage ? { usage: null } : {}),
+    });
+    const stream = new SseWriter(res, () => []);
+    const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.send(chunk(text, null)), signal));
+    if (!result) return;
+    stream.send(chunk('', openAiFinishReason(result.finishReason)));
+    if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
+    stream.done();
+  }
+
+  private async embeddings(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const request = parseBody(EmbeddingRequestSchema, raw);
+    this.checkModel(request.model);
+    if (request.dimensions != null && request.dimensions !== this.facts.embeddingLength) {
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `this model's embeddings have ${this.facts.embeddingLength} dimensions and cannot be shortened; leave dimensions out`,
+        { context: { param: 'dimensions' } },
+      );
+    }
+    const inputs = typeof request.input === 'string' ? [request.input] : request.input;
+    const id = `embd-${randomUUID()}`;
+    const result = await this.generate(id, signal, async () => {
+      const embedded = await runtime.embed(inputs, signal);
+      return { ...embedded, completionTokens: 0, finishReason: 'stop' as const };
+    });
+    if (!result) return;
+    const base64 = request.encoding_format === 'base64';
+    sendJson(res, 200, {
+      object: 'list',
+      data: result.vectors.map((vector, index) => ({ object: 'embedding', index, embedding: base64 ? base64Embedding(vector) : vector })),
+      model: request.model,
+      usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
+    });
+  }
+
+  /**
+   * Runs one request's work and settles the counters. Returns undefined when
+   * the client went away (nobody is left to answer), after logging it.
+   */
+  private async generate<T extends Pick<GenerationResult, 'completionTokens' | 'finishReason'>>(
+    id: string,
+    signal: AbortSignal,
+    work: () => Promise<T>,
+  ): Promise<T | undefined> {
+    let result: T;
+    try {
+      result = await work();
+    } catch (err) {
+      if (!signal.aborted) throw err;
+      this.requestsAborted++;
+      this.options.log(`builtin engine request ${id} aborted before generating: ${String((signal.reason as Error)?.message ?? signal.reason)}`);
+      return undefined;
+    }
+    if (result.finishReason === 'aborted') {
+      this.requestsAborted++;
+      this.options.log(
+        `builtin engine request ${id} aborted after ${result.completionTokens} tokens: ${String((signal.reason as Error)?.message ?? signal.reason)}`,
+      );
+      return undefined;
+    }
+    this.requestsServed++;
+    return result;
+  }
+}
+
+/**
+ * Server-sent events in OpenAI's framing. Headers (and any opening chunks)
+ * go out with the first event, not before, so that a request refused before
+ * its first token still gets a plain JSON error with a real status.
+ */
+class SseWriter {
+  private started = false;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly opening: () => object[],
+  ) {}
+
+  send(event: object): void {
+    this.start();
+    if (!this.res.destroyed) this.res.write(`data: ${JSON.stringify(event)}\n\n`);
+  }
+
+  done(): void {
+    this.start();
+    this.res.end('data: [DONE]\n\n');
+  }
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    for (const event of this.opening()) this.res.write(`data: ${JSON.stringify(event)}\n\n`);
+  }
+}
