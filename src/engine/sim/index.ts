@@ -10,13 +10,17 @@
 //
 // Latency, rate and capacity are options (time to first token, tokens per
 // second, max concurrency with queue or reject), so a benchmark measures
-// llmgw and not the engine. Measured ceiling, bench/sim.mjs, the sim in its
-// own process with unpaced tokens, undici Pool of 200 connections on
-// loopback, 2-core shared VM (Node 20): see CEILING below; on a quiet
-// 16-core machine it is higher.
+// llmgw and not the engine.
 //
-// CEILING: ~13-16k non-streamed requests/s (16 tokens each) and ~250-300k
-// streamed tokens/s (256-token streams), one core for the sim.
+// Measured ceiling (bench/sim.mjs: the sim in its own process, unpaced,
+// undici Pool of 200 connections over loopback, Node 20, a shared 2-core VM
+// at load ~7): about 12,000 non-streamed chat requests (16 tokens) and
+// 350,000 streamed tokens (256-token streams) per core-second of the sim.
+// Wall-clock on that VM was 3,000-5,700 requests/s and 100,000-220,000
+// tokens/s, bounded by the client and the neighbours (a CPU profile showed
+// the sim ~25% idle and most of its time in writev). So one sim process
+// keeps up with a router that spends ~80 µs of CPU per request or more, and
+// a benchmark that needs more runs several sims.
 export { startSimEngine, type SimEngine, type SimEngineEnd, type SimEngineStats } from './server.js';
 export {
   compileSimEngineOptions,
