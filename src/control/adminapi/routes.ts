@@ -1,0 +1,68 @@
+// The admin API's routes under /api/v1, mounted on the admin listener: the
+// seed's paths, verbs and JSON field names, exactly. Reading and changing are
+// separate verbs so a mistyped command cannot remove anything.
+import { timingSafeEqual, createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { LlmgwError } from '../../errors/index.js';
+import type { Catalog } from '../catalog/index.js';
+import { actorOf, type RouteJsonWording } from '../http/index.js';
+import { modelViews, summaryView, type ViewSources } from './views.js';
+
+export interface AdminApiOptions extends ViewSources {
+  catalog: Catalog;
+  /** Null: no token needed (the control plane allows that only on a loopback admin address). */
+  adminToken: string | null;
+}
+
+/** The seed caps a model definition at 1 MiB. */
+const MODEL_BODY_LIMIT_BYTES = 1 << 20;
+
+export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions): void {
+  const checkToken = adminTokenCheck(options.adminToken);
+  app.addHook('onRequest', async (request) => {
+    if (!request.url.startsWith('/api/')) return;
+    checkToken(request);
+  });
+
+  app.get('/api/v1/summary', async () => summaryView(options));
+  app.get('/api/v1/models', async () => modelViews(options));
+
+  const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
+  app.post('/api/v1/models', { bodyLimit: MODEL_BODY_LIMIT_BYTES, config: modelWording }, async (request, reply) => {
+    if (!options.catalog.writable) {
+      throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store, so a model added here would not survive a restart');
+    }
+    if (request.body === undefined || request.body === null || typeof request.body !== 'object' || Array.isArray(request.body)) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', 'the model definition must be a JSON object with at least name, source and profiles');
+    }
+    const model = await options.catalog.add(request.body, actorOf(request));
+    return reply.code(200).send({ added: model.name });
+  });
+
+  app.delete<{ Params: { name: string } }>('/api/v1/models/:name', async (request) => {
+    if (!options.catalog.writable) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store');
+    await options.catalog.remove(request.params.name, actorOf(request));
+    return { removed: request.params.name };
+  });
+}
+
+/**
+ * A constant-time check of `Authorization: Bearer <admin token>`. Both sides
+ * are hashed first so the comparison takes the same time whatever the
+ * lengths, and neither the token nor what was sent reaches a log line.
+ */
+function adminTokenCheck(token: string | null): (request: FastifyRequest) => void {
+  if (token === null) return () => {};
+  const want = createHash('sha256').update(token).digest();
+  return (request) => {
+    const header = request.headers.authorization ?? '';
+    const match = /^Bearer (.+)$/i.exec(header);
+    const got = createHash('sha256').update(match?.[1] ?? '').digest();
+    if (!match || !timingSafeEqual(want, got)) {
+      throw new LlmgwError(
+        'LLMGW_UNAUTHORIZED',
+        match ? 'the admin token is wrong' : 'this admin API needs Authorization: Bearer <admin token> (set LLMGW_ADMIN_TOKEN for ctl)',
+      );
+    }
+  };
+}

@@ -1,0 +1,265 @@
+// The catalog: every model the control plane serves, from two origins that
+// live side by side. The catalog file is the operator's, loaded at start and
+// read-only through the API; models added through the API are kept in the
+// store. Validation that needs the whole catalog (names that collide,
+// fallbacks that point nowhere or in a circle) happens here, before anything
+// is written, so a rejected model leaves no trace.
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { LlmgwError, ValidationError } from '../../errors/index.js';
+import type { Store } from '../store/index.js';
+import { describeIssues } from '../../validation/index.js';
+import { compileModel, definitionProblems, type Model, ModelSchema } from './model.js';
+
+export interface CatalogOptions {
+  /** Absent: no store (`store: none`); models can come only from the file, and writes answer 501. */
+  store?: Store | null;
+  /** Path of the YAML catalog file; absent = none. */
+  catalogFile?: string | null;
+  /** Accept http:// sources (tests on loopback only). */
+  allowHttpSources?: boolean;
+}
+
+export class Catalog {
+  private byName = new Map<string, Model>();
+  /** Name and every alias, lower-cased is NOT applied: names are case-sensitive like the OpenAI API's. */
+  private byNameOrAlias = new Map<string, Model>();
+
+  private constructor(
+    private readonly store: Store | null,
+    private readonly fileModels: readonly Model[],
+    private readonly allowHttp: boolean,
+  ) {}
+
+  static async create(options: CatalogOptions): Promise<Catalog> {
+    const allowHttp = options.allowHttpSources ?? false;
+    const fileModels = options.catalogFile ? loadCatalogFile(options.catalogFile, allowHttp) : [];
+    const catalog = new Catalog(options.store ?? null, fileModels, allowHttp);
+    await catalog.reload();
+    return catalog;
+  }
+
+  /** Whether models can be added and removed (a store is configured). */
+  get writable(): boolean {
+    return this.store !== null;
+  }
+
+  /**
+   * Rebuilds the in-memory catalog from the file models and the store. A
+   * stored model that collides with a file model stops start-up: silently
+   * preferring either would serve something the operator did not choose.
+   */
+  async reload(): Promise<void> {
+    const stored = this.store ? await this.store.listModels() : [];
+    const models: Model[] = [...this.fileModels];
+    const fileNames = new Set(this.fileModels.flatMap((m) => [m.name, ...m.aliases]));
+    for (const row of stored) {
+      const parsed = ModelSchema.safeParse(row.definition);
+      if (!parsed.success) {
+        throw new LlmgwError('LLMGW_CATALOG_INVALID', `the stored model "${row.name}" no longer validates: ${describeIssues(ModelSchema, parsed.error).join('; ')}`);
+      }
+      const model = compileModel(parsed.data, 'store');
+      const clash = [model.name, ...model.aliases].find((n) => fileNames.has(n));
+      if (clash) {
+        throw new LlmgwError(
+          'LLMGW_CATALOG_CONFLICT',
+          `the catalog file and the store both define "${clash}" (stored model "${model.name}", added by ${row.createdBy}); remove it from one of them: edit the file, or run \`llmgw ctl models rm ${model.name}\` against a control plane started without the file`,
+        );
+      }
+      models.push(model);
+    }
+    this.index(models);
+  }
+
+  private index(models: readonly Model[]): void {
+    const byName = new Map<string, Model>();
+    const byNameOrAlias = new Map<string, Model>();
+    for (const m of models) {
+      byName.set(m.name, m);
+      byNameOrAlias.set(m.name, m);
+    }
+    for (const m of models) for (const a of m.aliases) if (!byNameOrAlias.has(a)) byNameOrAlias.set(a, m);
+    this.byName = byName;
+    this.byNameOrAlias = byNameOrAlias;
+  }
+
+  /** Every model, file models first, then stored ones, each group by name. */
+  models(): Model[] {
+    return [...this.byName.values()].sort((a, b) => (a.origin === b.origin ? a.name.localeCompare(b.name) : a.origin === 'file' ? -1 : 1));
+  }
+
+  get(name: string): Model | undefined {
+    return this.byName.get(name);
+  }
+
+  /** Finds a model by its name or one of its aliases. */
+  resolve(nameOrAlias: string): Model | undefined {
+    return this.byNameOrAlias.get(nameOrAlias);
+  }
+
+  /**
+   * Validates a definition against itself and the whole catalog; returns the
+   * compiled model or throws a ValidationError listing every problem.
+   */
+  validate(input: unknown): Model {
+    return validateAgainst(input, [...this.byName.values()], 'store', this.allowHttp);
+  }
+
+  /** Adds a model through the API: validated, stored with its audit row, then visible. */
+  async add(input: unknown, actor: string): Promise<Model> {
+    if (!this.store) throw noStore('a model added here would not survive a restart');
+    const model = this.validate(input);
+    await this.store.insertModel(model.name, model.definition, {
+      actor,
+      action: 'model.add',
+      target: model.name,
+      detail: { definition: model.definition },
+    });
+    this.index([...this.byName.values(), model]);
+    return model;
+  }
+
+  /** Removes a stored model. Refused for file models and for models others fall back to. */
+  async remove(name: string, actor: string): Promise<void> {
+    if (!this.store) throw noStore('nothing can be removed through the API');
+    const model = this.byName.get(name);
+    if (!model) {
+      const viaAlias = this.byNameOrAlias.get(name);
+      throw new LlmgwError(
+        'LLMGW_MODEL_NOT_FOUND',
+        viaAlias ? `"${name}" is an alias of "${viaAlias.name}"; remove the model by its name` : `no model named "${name}"`,
+      );
+    }
+    if (model.origin === 'file') {
+      throw new LlmgwError('LLMGW_MODEL_FROM_FILE', `model "${name}" comes from the catalog file; remove it from the file and restart the control plane`);
+    }
+    const dependents = [...this.byName.values()]
+      .filter((m) => m.name !== name && m.fallbacks.some((f) => f === name || model.aliases.includes(f)))
+      .map((m) => m.name)
+      .sort();
+    if (dependents.length) {
+      throw new LlmgwError(
+        'LLMGW_MODEL_IN_USE',
+        `model "${name}" is a fallback of ${dependents.map((d) => `"${d}"`).join(', ')}; remove it from their fallbacks first`,
+        { context: { dependents } },
+      );
+    }
+    const removed = await this.store.deleteModel(name, { actor, action: 'model.remove', target: name, detail: { definition: model.definition } });
+    if (!removed) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `no model named "${name}" (it was removed meanwhile)`);
+    this.index([...this.byName.values()].filter((m) => m.name !== name));
+  }
+}
+
+function noStore(why: string): LlmgwError {
+  return new LlmgwError('LLMGW_NO_STORE', `this control plane has no store, so ${why}; set store to sqlite:PATH or a postgres:// URL`);
+}
+
+/** Validation of one definition against a set of existing models. */
+export function validateAgainst(
+  input: unknown,
+  existing: readonly Model[],
+  origin: Model['origin'],
+  allowHttp: boolean,
+  /** Models that fallbacks may name but names need not avoid: later entries of the same file. */
+  peers: readonly Model[] = [],
+): Model {
+  const parsed = ModelSchema.safeParse(input);
+  const label = modelLabel(input);
+  if (!parsed.success) throw new ValidationError('LLMGW_CATALOG_INVALID', describeIssues(ModelSchema, parsed.error), label);
+  const def = parsed.data;
+  const problems = definitionProblems(def, { allowHttp });
+  const taken = new Map<string, string>();
+  for (const m of existing) {
+    taken.set(m.name, m.name);
+    for (const a of m.aliases) taken.set(a, m.name);
+  }
+  for (const n of [def.name, ...def.aliases]) {
+    const owner = taken.get(n);
+    if (owner === undefined) continue;
+    const what = n === def.name ? 'name' : 'alias';
+    problems.push(
+      owner === n
+        ? `${what} "${n}" is already the name of a model`
+        : `${what} "${n}" is already an alias of model "${owner}"`,
+    );
+  }
+  const known = new Map<string, Model>();
+  for (const m of [...existing, ...peers]) {
+    known.set(m.name, m);
+    for (const a of m.aliases) known.set(a, m);
+  }
+  for (const f of def.fallbacks) {
+    if (f !== def.name && !known.has(f)) problems.push(`fallbacks: "${f}" names no model in the catalog`);
+  }
+  const cycle = fallbackCycle(def.name, def.fallbacks, known);
+  if (cycle) problems.push(`fallbacks: a cycle ${cycle.join(' -> ')}; a fallback chain must end`);
+  if (problems.length) throw new ValidationError('LLMGW_CATALOG_INVALID', problems, label);
+  return compileModel(def, origin);
+}
+
+function modelName(input: unknown): unknown {
+  return typeof input === 'object' && input !== null ? (input as { name?: unknown }).name : undefined;
+}
+
+function modelLabel(input: unknown): string {
+  const name = modelName(input);
+  return typeof name === 'string' && name ? `model "${name}"` : 'the model definition';
+}
+
+/** The first cycle reachable from the new model through fallbacks, as names, or null. */
+function fallbackCycle(name: string, fallbacks: readonly string[], known: ReadonlyMap<string, Model>): string[] | null {
+  const walk = (current: string, path: string[]): string[] | null => {
+    const nexts = current === name ? fallbacks : (known.get(current)?.fallbacks ?? []);
+    for (const next of nexts) {
+      const target = next === name ? name : (known.get(next)?.name ?? next);
+      if (target === name) return [...path, next];
+      if (path.includes(target)) continue;
+      if (known.has(target)) {
+        const found = walk(target, [...path, target]);
+        if (found) return found;
+      }
+    }
+    return null;
+  };
+  return walk(name, [name]);
+}
+
+/** Reads the catalog file: a list of models, or `{models: [...]}`. Every problem of every model at once. */
+export function loadCatalogFile(path: string, allowHttp = false): Model[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `cannot read the catalog file ${path}: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new LlmgwError('LLMGW_CATALOG_INVALID', `the catalog file ${path} is not valid YAML: ${(err as Error).message}`);
+  }
+  const list = doc == null ? [] : Array.isArray(doc) ? doc : (doc as { models?: unknown }).models;
+  if (!Array.isArray(list)) {
+    throw new LlmgwError('LLMGW_CATALOG_INVALID', `the catalog file ${path} must be a list of models, or a mapping with a "models" list`);
+  }
+  // A fallback may name a model further down the file, so every entry that
+  // parses on its own is a possible fallback target for the others.
+  const provisional = list.flatMap((entry) => {
+    const parsed = ModelSchema.safeParse(entry);
+    return parsed.success ? [compileModel(parsed.data, 'file')] : [];
+  });
+  const models: Model[] = [];
+  const problems: string[] = [];
+  for (const entry of list) {
+    try {
+      const taken = new Set(models.map((m) => m.name));
+      const peers = provisional.filter((m) => !taken.has(m.name) && m.name !== modelName(entry));
+      models.push(validateAgainst(entry, models, 'file', allowHttp, peers));
+    } catch (err) {
+      if (err instanceof LlmgwError) problems.push(err.message);
+      else throw err;
+    }
+  }
+  if (problems.length) throw new ValidationError('LLMGW_CATALOG_INVALID', problems, `the catalog file ${path} has problems`);
+  return models;
+}

@@ -1,0 +1,173 @@
+// A model definition: the schema an operator writes (YAML in the catalog file,
+// JSON through the admin API) and the compiled form the rest of the control
+// plane reads. The written form keeps the seed's snake_case field names; the
+// compiled form carries units in its names.
+import { z } from 'zod';
+import { parseSource } from '../../protocol/index.js';
+import { parseDurationMs } from '../../units/index.js';
+
+export const ENGINES = ['vllm', 'llamacpp', 'sglang', 'builtin', 'sim'] as const;
+export type EngineName = (typeof ENGINES)[number];
+
+/** Engines that run on CPU unless told otherwise: their profiles default to `gpus: 0`. */
+const CPU_FIRST_ENGINES: ReadonlySet<string> = new Set(['builtin', 'sim']);
+
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+const nameSchema = z
+  .string()
+  .regex(NAME_RE, 'want 1-128 letters, digits, ".", "_", ":", "/" or "-", starting with a letter or digit');
+
+const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
+  message: 'want a duration with a unit, like 90s or 5m',
+});
+
+export const ProfileSchema = z.strictObject({
+  /** Shown in views and explain; absent = the engine's name (with a suffix if that repeats). */
+  name: nameSchema.optional(),
+  engine: z.enum(ENGINES, { error: `want one of ${ENGINES.join(', ')}` }),
+  /** GPUs per shard; 0 = a CPU profile. Absent = 0 for builtin and sim, 1 otherwise. */
+  gpus: z.number().int().min(0).max(64).optional(),
+  /** Nodes per replica; > 1 needs the nodes to share a fabric. */
+  shards: z.number().int().min(1).max(64).default(1),
+  /** Allowed GPU classes such as "h100-80gb"; absent or empty = any class. */
+  gpu_classes: z.array(z.string().min(1)).default([]),
+  /** GPU memory needed on each GPU, GiB; absent = no requirement beyond a free GPU. */
+  gpu_memory_gb: z.number().positive().optional(),
+  /** RAM needed on the node, GiB (CPU profiles); absent = unknown, not checked. */
+  memory_gb: z.number().positive().optional(),
+  /** Size of the weights on disk, GiB; absent = unknown: the disk check is skipped and explain says so. */
+  disk_gb: z.number().positive().optional(),
+  /** A label selector over node labels, e.g. `pool=a100` or `zone in (a,b)`; absent = every node. */
+  pool: z.string().min(1).optional(),
+  args: z.array(z.string()).default([]),
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'want an environment variable name'), z.string()).default({}),
+});
+
+export const ScalingSchema = z.strictObject({
+  min: z.number().int().min(0).max(10_000).default(1),
+  /** Absent = min (a fixed number of replicas). */
+  max: z.number().int().min(0).max(10_000).optional(),
+  /** A replica idle this long may be stopped (down to min); absent = never for idleness. */
+  idle_timeout: duration.optional(),
+  /** In-flight requests per ready replica above which the model scales up. */
+  target_inflight: z.number().int().min(1).max(100_000).default(8),
+});
+
+export const ModelSchema = z.strictObject({
+  name: nameSchema,
+  aliases: z.array(nameSchema).default([]),
+  source: z.string().min(1),
+  scaling: ScalingSchema.default({ min: 1, target_inflight: 8 }),
+  /** Models to try, in order, when this one cannot serve. */
+  fallbacks: z.array(nameSchema).default([]),
+  /** In order of preference; placement tries each in turn. */
+  profiles: z.array(ProfileSchema).min(1, 'a model needs at least one profile'),
+  /** How the router picks a replica: least in-flight, or prefix affinity for engines with a prefix cache. */
+  routing: z.enum(['least-load', 'prefix']).default('least-load'),
+  /** While no replica is ready, serve the first fallback at once instead of holding the request. */
+  fallback_while_cold: z.boolean().default(false),
+});
+
+export type ModelDefinition = z.input<typeof ModelSchema>;
+
+export interface Profile {
+  readonly name: string;
+  readonly engine: EngineName;
+  readonly gpus: number;
+  readonly shards: number;
+  readonly gpuClasses: readonly string[];
+  readonly gpuMemoryGiB: number | null;
+  readonly memoryGiB: number | null;
+  readonly diskGiB: number | null;
+  readonly pool: string | null;
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+}
+
+export interface Model {
+  readonly name: string;
+  readonly aliases: readonly string[];
+  readonly source: string;
+  readonly scaling: {
+    readonly min: number;
+    readonly max: number;
+    /** Null = idleness alone never stops a replica. */
+    readonly idleTimeoutMs: number | null;
+    readonly targetInflight: number;
+  };
+  readonly fallbacks: readonly string[];
+  readonly profiles: readonly Profile[];
+  readonly routing: 'least-load' | 'prefix';
+  readonly fallbackWhileCold: boolean;
+  /** Where the definition came from: the catalog file cannot be changed through the API. */
+  readonly origin: 'file' | 'store';
+  /** The definition as written, with defaults filled: what the store keeps and the API returns. */
+  readonly definition: z.output<typeof ModelSchema>;
+}
+
+/** Problems of one definition on its own (not against other models), as sentences. */
+export function definitionProblems(def: z.output<typeof ModelSchema>, options: { allowHttp?: boolean } = {}): string[] {
+  const problems: string[] = [];
+  const source = parseSource(def.source, options);
+  if (typeof source === 'string') problems.push(`source: ${source}`);
+  const max = def.scaling.max ?? def.scaling.min;
+  if (def.scaling.min > max) problems.push(`scaling: min (${def.scaling.min}) is greater than max (${max})`);
+  const seen = new Set<string>();
+  for (const alias of def.aliases) {
+    if (alias === def.name) problems.push(`aliases: "${alias}" is the model's own name`);
+    else if (seen.has(alias)) problems.push(`aliases: "${alias}" is listed twice`);
+    seen.add(alias);
+  }
+  const profileNames = new Set<string>();
+  def.profiles.forEach((p, i) => {
+    if (p.name && profileNames.has(p.name)) problems.push(`profiles[${i}].name: "${p.name}" is used by an earlier profile`);
+    if (p.name) profileNames.add(p.name);
+    const gpus = p.gpus ?? (CPU_FIRST_ENGINES.has(p.engine) ? 0 : 1);
+    if (gpus === 0 && (p.gpu_classes.length > 0 || p.gpu_memory_gb !== undefined)) {
+      problems.push(`profiles[${i}]: gpu_classes and gpu_memory_gb need gpus of at least 1 (this is a CPU profile)`);
+    }
+    if (p.shards > 1 && p.engine === 'builtin') problems.push(`profiles[${i}]: the builtin engine runs on one node; set shards to 1`);
+  });
+  if (def.fallbacks.includes(def.name)) problems.push(`fallbacks: a model cannot fall back to itself`);
+  return problems;
+}
+
+export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['origin']): Model {
+  const used = new Set<string>();
+  const profiles = def.profiles.map((p, i): Profile => {
+    let name = p.name ?? p.engine;
+    if (!p.name && used.has(name)) name = `${p.engine}-${i + 1}`;
+    used.add(name);
+    return {
+      name,
+      engine: p.engine,
+      gpus: p.gpus ?? (CPU_FIRST_ENGINES.has(p.engine) ? 0 : 1),
+      shards: p.shards,
+      gpuClasses: p.gpu_classes,
+      gpuMemoryGiB: p.gpu_memory_gb ?? null,
+      memoryGiB: p.memory_gb ?? null,
+      diskGiB: p.disk_gb ?? null,
+      pool: p.pool ?? null,
+      args: p.args,
+      env: p.env,
+    };
+  });
+  const idle = def.scaling.idle_timeout === undefined ? null : (parseDurationMs(def.scaling.idle_timeout) as number);
+  return Object.freeze({
+    name: def.name,
+    aliases: def.aliases,
+    source: def.source,
+    scaling: {
+      min: def.scaling.min,
+      max: def.scaling.max ?? def.scaling.min,
+      idleTimeoutMs: idle,
+      targetInflight: def.scaling.target_inflight,
+    },
+    fallbacks: def.fallbacks,
+    profiles,
+    routing: def.routing,
+    fallbackWhileCold: def.fallback_while_cold,
+    origin,
+    definition: def,
+  });
+}

@@ -1,0 +1,197 @@
+// The control plane's configuration: one schema, four sources. Each key can be
+// set in the YAML file (`client_addr`), the environment (`LLMGW_CLIENT_ADDR`)
+// or a flag (`--client-addr`); flags beat the environment, which beats the
+// file, which beats the defaults. Validation happens once, here, so that a
+// wrong value stops start-up with a sentence naming the key, instead of
+// surfacing later as a listener bound to the wrong place.
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { LlmgwError, ValidationError } from '../../errors/index.js';
+import { parseDurationMs } from '../../units/index.js';
+import { describeIssues } from '../../validation/index.js';
+
+const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
+  message: 'want a duration with a unit, like 500ms, 15s or 5m',
+});
+
+const address = z.string().refine((v) => parseAddress(v) !== null, {
+  message: 'want host:port, like 127.0.0.1:8080 or [::1]:8080 (port 0 picks a free one)',
+});
+
+/** The options as an operator writes them (file, env or flags). Absent keys take the defaults below. */
+export const ControlOptionsSchema = z.strictObject({
+  client_addr: address.default('127.0.0.1:8080'),
+  admin_addr: address.default('127.0.0.1:8081'),
+  agent_addr: address.default('127.0.0.1:8082'),
+  /** `sqlite:PATH`, a `postgres://` URL, or `none` (catalog file only; writes answer 501). */
+  store: z
+    .string()
+    .refine((v) => v === 'none' || v.startsWith('sqlite:') || /^postgres(ql)?:\/\//.test(v), {
+      message: 'want sqlite:PATH, a postgres:// URL, or none',
+    })
+    .default('sqlite:./.llmgw/llmgw.db'),
+  /** A YAML file of models loaded at start; absent = only models added through the API. */
+  catalog: z.string().optional(),
+  admin_token: z.string().min(16, 'the admin token must be at least 16 characters').optional(),
+  admin_token_file: z.string().optional(),
+  join_token: z.string().min(16, 'the join token must be at least 16 characters').optional(),
+  join_token_file: z.string().optional(),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** A node that has not reported for this long is stale: kept, but placed on no more. */
+  node_stale_after: duration.default('15s'),
+  /** A node that has not reported for this long is lost: its shards are given up and replaced. */
+  node_lost_after: duration.default('60s'),
+  /** How often the reconciler runs a pass when nothing notifies it sooner. */
+  reconcile_interval: duration.default('5s'),
+});
+
+export type ControlOptions = z.input<typeof ControlOptionsSchema>;
+export const CONTROL_OPTION_KEYS = Object.keys(ControlOptionsSchema.shape) as (keyof ControlOptions)[];
+
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The compiled form: validated, defaults filled, secrets read from files, units converted. */
+export interface ControlConfig {
+  readonly clientAddr: ListenAddress;
+  readonly adminAddr: ListenAddress;
+  readonly agentAddr: ListenAddress;
+  readonly store: { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string } | { kind: 'none' };
+  readonly catalogFile: string | null;
+  /** Null: admin requests need no token (allowed only on a loopback admin address). */
+  readonly adminToken: string | null;
+  /** Null: no agent can join (the agent listener answers 401 to every join). */
+  readonly joinToken: string | null;
+  readonly logLevel: string;
+  readonly nodeStaleAfterMs: number;
+  readonly nodeLostAfterMs: number;
+  readonly reconcileIntervalMs: number;
+}
+
+export function parseAddress(text: string): ListenAddress | null {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text.trim());
+  if (!match) return null;
+  const port = Number(match[3]);
+  if (port > 65535) return null;
+  return { host: (match[1] ?? match[2])!, port };
+}
+
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  if (isIP(host) === 6) return host === '::1';
+  return false;
+}
+
+export function envName(key: string): string {
+  return `LLMGW_${key.toUpperCase()}`;
+}
+
+export function flagName(key: string): string {
+  return `--${key.replaceAll('_', '-')}`;
+}
+
+export interface ConfigSources {
+  /** The YAML file's path, from --config; absent = no file. */
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Flag values keyed by option key (snake_case), only those given. */
+  flags?: Partial<Record<string, string>>;
+}
+
+/** Reads and merges the sources, then validates and compiles. Throws ValidationError listing every problem. */
+export function loadControlConfig(sources: ConfigSources): ControlConfig {
+  const merged: Record<string, unknown> = {};
+  if (sources.file) {
+    let text: string;
+    try {
+      text = readFileSync(sources.file, 'utf8');
+    } catch (err) {
+      throw new LlmgwError('LLMGW_CONFIG_INVALID', `cannot read the config file ${sources.file}: ${(err as Error).message}`);
+    }
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch (err) {
+      throw new LlmgwError('LLMGW_CONFIG_INVALID', `the config file ${sources.file} is not valid YAML: ${(err as Error).message}`);
+    }
+    if (doc !== null && doc !== undefined) {
+      if (typeof doc !== 'object' || Array.isArray(doc)) {
+        throw new LlmgwError('LLMGW_CONFIG_INVALID', `the config file ${sources.file} must be a mapping of keys to values`);
+      }
+      Object.assign(merged, doc);
+    }
+  }
+  const env = sources.env ?? {};
+  for (const key of CONTROL_OPTION_KEYS) {
+    const value = env[envName(key)];
+    if (value !== undefined && value !== '') merged[key] = value;
+  }
+  for (const [key, value] of Object.entries(sources.flags ?? {})) {
+    if (value !== undefined) merged[key] = value;
+  }
+  return compileControlOptions(merged);
+}
+
+export function compileControlOptions(input: unknown): ControlConfig {
+  const parsed = ControlOptionsSchema.safeParse(input);
+  if (!parsed.success) {
+    throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(ControlOptionsSchema, parsed.error), 'the configuration is not valid');
+  }
+  const o = parsed.data;
+  const problems: string[] = [];
+  const adminToken = secret(o.admin_token, o.admin_token_file, 'admin_token', problems);
+  const joinToken = secret(o.join_token, o.join_token_file, 'join_token', problems);
+  const adminAddr = parseAddress(o.admin_addr)!;
+  if (!adminToken && !isLoopbackHost(adminAddr.host)) {
+    problems.push(
+      `admin_addr ${o.admin_addr} is not a loopback address, so an admin token is required: set admin_token or admin_token_file`,
+    );
+  }
+  const staleMs = parseDurationMs(o.node_stale_after) as number;
+  const lostMs = parseDurationMs(o.node_lost_after) as number;
+  if (lostMs <= staleMs) problems.push(`node_lost_after (${o.node_lost_after}) must be longer than node_stale_after (${o.node_stale_after})`);
+  if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
+  return Object.freeze({
+    clientAddr: parseAddress(o.client_addr)!,
+    adminAddr,
+    agentAddr: parseAddress(o.agent_addr)!,
+    store:
+      o.store === 'none'
+        ? { kind: 'none' as const }
+        : o.store.startsWith('sqlite:')
+          ? { kind: 'sqlite' as const, path: o.store.slice('sqlite:'.length) }
+          : { kind: 'postgres' as const, url: o.store },
+    catalogFile: o.catalog ?? null,
+    adminToken,
+    joinToken,
+    logLevel: o.log_level,
+    nodeStaleAfterMs: staleMs,
+    nodeLostAfterMs: lostMs,
+    reconcileIntervalMs: parseDurationMs(o.reconcile_interval) as number,
+  });
+}
+
+function secret(value: string | undefined, file: string | undefined, key: string, problems: string[]): string | null {
+  if (value && file) {
+    problems.push(`${key} and ${key}_file are both set; keep one`);
+    return null;
+  }
+  if (value) return value;
+  if (!file) return null;
+  try {
+    const text = readFileSync(file, 'utf8').trim();
+    if (text.length < 16) {
+      problems.push(`${key}_file ${file} holds fewer than 16 characters; a token must be at least 16`);
+      return null;
+    }
+    return text;
+  } catch (err) {
+    problems.push(`${key}_file ${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    return null;
+  }
+}

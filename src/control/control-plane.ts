@@ -1,0 +1,94 @@
+// Assembles a control plane from its compiled configuration: the store, the
+// catalog and the three listeners. Building is separate from listening so
+// tests can use inject() or port 0, and so that start-up problems (a bad
+// catalog, an unreachable store) surface before any port is bound.
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import { registerAdminApi } from './adminapi/index.js';
+import { Catalog } from './catalog/index.js';
+import type { ControlConfig, ListenAddress } from './config/index.js';
+import { createJsonApp, type ErrorShaper } from './http/index.js';
+import { Store } from './store/index.js';
+
+export interface ControlPlaneDeps {
+  logger?: Logger;
+  /** Epoch ms; injected so tests control time. */
+  now?: () => number;
+  /** Accept http:// weight sources (loopback tests only). */
+  allowHttpSources?: boolean;
+}
+
+export interface ControlPlaneUrls {
+  client: string;
+  admin: string;
+  agent: string;
+}
+
+/** OpenAI's error shape, for the client listener. */
+const openAiErrorShape: ErrorShaper = (e) => ({
+  error: { message: e.message, type: e.status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: e.code },
+});
+
+export class ControlPlane {
+  private constructor(
+    readonly config: ControlConfig,
+    readonly logger: Logger,
+    readonly store: Store | null,
+    readonly catalog: Catalog,
+    readonly clientApp: FastifyInstance,
+    readonly adminApp: FastifyInstance,
+    readonly agentApp: FastifyInstance,
+  ) {}
+
+  static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
+    const logger = deps.logger ?? pino({ level: config.logLevel, base: { part: 'control' } });
+    const store =
+      config.store.kind === 'none' ? null : await Store.open({ location: config.store, ...(deps.now ? { now: deps.now } : {}) });
+    let catalog: Catalog;
+    try {
+      catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false });
+    } catch (err) {
+      await store?.close();
+      throw err;
+    }
+
+    const clientApp = createJsonApp({ logger: logger.child({ listener: 'client' }), bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
+    clientApp.get('/healthz', async () => ({ status: 'ok' }));
+    clientApp.get('/readyz', async (_request, reply) => {
+      try {
+        if (store) await store.listModels();
+        return { status: 'ready', models: catalog.models().length };
+      } catch {
+        return reply.code(503).send({ status: 'store unreachable' });
+      }
+    });
+
+    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20 });
+    registerAdminApi(adminApp, { catalog, adminToken: config.adminToken });
+
+    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20 });
+
+    return new ControlPlane(config, logger, store, catalog, clientApp, adminApp, agentApp);
+  }
+
+  /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
+  async listen(): Promise<ControlPlaneUrls> {
+    const bind = async (app: FastifyInstance, addr: ListenAddress): Promise<string> => {
+      await app.listen({ host: addr.host, port: addr.port });
+      const address = app.server.address();
+      const port = typeof address === 'object' && address ? address.port : addr.port;
+      const host = addr.host.includes(':') ? `[${addr.host}]` : addr.host;
+      return `http://${host}:${port}`;
+    };
+    return {
+      client: await bind(this.clientApp, this.config.clientAddr),
+      admin: await bind(this.adminApp, this.config.adminAddr),
+      agent: await bind(this.agentApp, this.config.agentAddr),
+    };
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
+    await this.store?.close();
+  }
+}

@@ -1,0 +1,124 @@
+// What the control plane's three listeners share: a Fastify instance that
+// answers every failure in one shape (the admin and agent listeners'
+// `{"error": "..."}`; the client listener passes OpenAI's shape), a 405 that
+// names the verbs a path does accept, a body limit that holds for chunked
+// bodies too, and logging that keeps 4xx at info and 5xx at error without
+// ever putting internals in a 5xx body.
+import Fastify, {
+  LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import FindMyWay from 'find-my-way';
+import type { Logger } from 'pino';
+import { isLlmgwError, type ErrorCode, type LlmgwError } from '../../errors/index.js';
+
+export interface ErrorBody {
+  status: number;
+  code: ErrorCode;
+  message: string;
+}
+
+/** Turns an error into the listener's body. The admin form is `{"error": message}`. */
+export type ErrorShaper = (error: ErrorBody) => unknown;
+
+export const adminErrorShape: ErrorShaper = (e) => ({ error: e.message });
+
+export interface JsonAppOptions {
+  logger: Logger;
+  /** Largest request body in bytes; beyond it the answer is 413 before the body is parsed. */
+  bodyLimitBytes: number;
+  shapeError?: ErrorShaper;
+  /** Seconds a client may take to send its headers; slow-loris connections are closed. */
+  headersTimeoutMs?: number;
+}
+
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+export function createJsonApp(options: JsonAppOptions): FastifyInstance {
+  const shape = options.shapeError ?? adminErrorShape;
+  const app = Fastify({
+    loggerInstance: options.logger as unknown as FastifyBaseLogger,
+    bodyLimit: options.bodyLimitBytes,
+    // Per-request lines are the router's own business (metrics, usage); Fastify's would double them.
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    // Clients get to send their headers in bounded time, like any server exposed to a network.
+    http: { headersTimeout: options.headersTimeoutMs ?? 30_000, requestTimeout: 0 } as never,
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  // A shadow router that knows each path's verbs, so a wrong verb is 405 with
+  // Allow rather than a 404 that suggests the path does not exist.
+  const shadow = FindMyWay({ ignoreTrailingSlash: true });
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const m of methods) {
+      if (m === 'HEAD' || m === 'OPTIONS') continue;
+      try {
+        shadow.on(m as 'GET', route.url, () => {});
+      } catch {
+        // Already known: Fastify registers HEAD beside GET; nothing to add.
+      }
+    }
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((m) => shadow.find(m, path) !== null);
+    if (allowed.length) {
+      void reply
+        .header('allow', allowed.join(', '))
+        .code(405)
+        .send(shape({ status: 405, code: 'LLMGW_METHOD_NOT_ALLOWED', message: `${request.method} is not allowed on ${path}; use ${allowed.join(' or ')}` }));
+      return;
+    }
+    void reply.code(404).send(shape({ status: 404, code: 'LLMGW_NOT_FOUND', message: `no route ${request.method} ${path}` }));
+  });
+
+  app.setErrorHandler((error: FastifyError | LlmgwError, request: FastifyRequest, reply: FastifyReply) => {
+    const body = toErrorBody(error, request);
+    if (body.status >= 500) request.log.error({ err: error, url: request.url.split('?')[0] }, 'request failed');
+    else request.log.info({ code: body.code, status: body.status, url: request.url.split('?')[0] }, body.message);
+    void reply.code(body.status).send(shape(body));
+  });
+
+  return app;
+}
+
+/** Per-route wording for a body that is not JSON, e.g. "the model definition is not valid JSON". */
+export interface RouteJsonWording {
+  invalidJson?: string;
+}
+
+function toErrorBody(error: FastifyError | LlmgwError, request: FastifyRequest): ErrorBody {
+  if (isLlmgwError(error)) {
+    // 5xx messages from our own code are still kept out of the body: they may name internals.
+    if (error.status >= 500 && error.code !== 'LLMGW_NO_STORE' && error.code !== 'LLMGW_STORE_UNAVAILABLE') {
+      return { status: error.status, code: error.code, message: 'internal error; the control plane log has the details' };
+    }
+    return { status: error.status, code: error.code, message: error.message };
+  }
+  const fe = error as FastifyError;
+  if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || fe.statusCode === 413) {
+    const limit = request.routeOptions.bodyLimit ?? 0;
+    return { status: 413, code: 'LLMGW_BODY_TOO_LARGE', message: `the request body is larger than ${limit} bytes; send less` };
+  }
+  if (fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || fe.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || error instanceof SyntaxError) {
+    const wording = (request.routeOptions.config as RouteJsonWording | undefined)?.invalidJson ?? 'the request body is not valid JSON';
+    return { status: 400, code: 'LLMGW_INVALID_JSON', message: `${wording}: ${error.message}` };
+  }
+  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    return { status: 415 as number, code: 'LLMGW_BAD_REQUEST', message: 'send the body as application/json' };
+  }
+  if (fe.validation) return { status: 400, code: 'LLMGW_BAD_REQUEST', message: fe.message };
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return { status: fe.statusCode, code: 'LLMGW_BAD_REQUEST', message: fe.message };
+  }
+  return { status: 500, code: 'LLMGW_INTERNAL', message: 'internal error; the control plane log has the details' };
+}
+
+/** Reads X-Llmgw-Actor: who is acting, for the audit log. Printable, bounded, "unknown" when absent. */
+export function actorOf(request: FastifyRequest): string {
+  const raw = request.headers['x-llmgw-actor'];
+  const value = (Array.isArray(raw) ? raw[0] : raw)?.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 200);
+  return value || 'unknown';
+}
+

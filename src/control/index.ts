@@ -1,0 +1,6 @@
+// The control plane: catalog, inventory, placement, reconciler and router
+// behind three listeners (client, admin, agent). `llmgw control` runs one;
+// `llmgw up` runs one beside an agent. See src/control/README.md for the words
+// this part uses.
+export * from './control-plane.js';
+export * from './config/index.js';

@@ -1,0 +1,47 @@
+// Versioned schema migrations, applied in order at start-up by Kysely's
+// Migrator. A migration is never edited once it has landed: a later change is
+// a new migration, so a store created by any earlier llmgw can be brought up
+// to date. Each migration knows the dialect because an auto-increment key is
+// spelt differently on each.
+import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** An auto-increment primary key: `integer … autoincrement` on SQLite, `bigserial` on Postgres. */
+function addId<T extends { addColumn: CreateTableBuilder<string, string>['addColumn'] }>(table: T, dialect: Dialect) {
+  return dialect === 'sqlite'
+    ? table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement())
+    : table.addColumn('id', 'bigserial', (c) => c.primaryKey());
+}
+
+export function migrations(dialect: Dialect): Record<string, Migration> {
+  return {
+    '0001_models_and_audit': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('models')
+          .addColumn('name', 'text', (c) => c.primaryKey())
+          .addColumn('definition', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await addId(db.schema.createTable('audit_log'), dialect)
+          .addColumn('at', 'bigint', (c) => c.notNull())
+          .addColumn('actor', 'text', (c) => c.notNull())
+          .addColumn('action', 'text', (c) => c.notNull())
+          .addColumn('target', 'text', (c) => c.notNull())
+          .addColumn('detail', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('audit_log_at').on('audit_log').column('at').execute();
+      },
+    },
+  };
+}
+
+export class StaticMigrationProvider implements MigrationProvider {
+  constructor(private readonly dialect: Dialect) {}
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return migrations(this.dialect);
+  }
+}

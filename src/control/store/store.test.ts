@@ -1,0 +1,115 @@
+// The store's contract, run against every dialect: SQLite always, Postgres
+// where LLMGW_TEST_POSTGRES names a server (CI starts one).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, POSTGRES_SKIP_REASON, POSTGRES_URL, type TestDatabase } from '../../../test/support/postgres.js';
+import { Store, type StoreLocation } from './store.js';
+
+interface Backend {
+  name: string;
+  skip: string;
+  setup(): Promise<{ location: StoreLocation; teardown(): Promise<void> }>;
+}
+
+const backends: Backend[] = [
+  {
+    name: 'sqlite',
+    skip: '',
+    async setup() {
+      const dir = mkdtempSync(join(tmpdir(), 'llmgw-store-'));
+      return { location: { kind: 'sqlite', path: join(dir, 'llmgw.db') }, teardown: async () => rmSync(dir, { recursive: true, force: true }) };
+    },
+  },
+  {
+    name: 'postgres',
+    skip: POSTGRES_SKIP_REASON,
+    async setup() {
+      const db: TestDatabase = await createTestDatabase();
+      return { location: { kind: 'postgres', url: db.url }, teardown: () => db.drop() };
+    },
+  },
+];
+
+for (const backend of backends) {
+  describe.skipIf(backend.skip !== '')(`store contract on ${backend.name}${backend.skip ? ` (skipped: ${backend.skip})` : ''}`, () => {
+    let location: StoreLocation;
+    let teardown: () => Promise<void>;
+    let clock = 1_000;
+    const now = () => clock;
+
+    beforeAll(async () => {
+      ({ location, teardown } = await backend.setup());
+    });
+    afterAll(async () => {
+      await teardown();
+    });
+
+    it('keeps a model and its audit row across a reopen', async () => {
+      const store = await Store.open({ location, now });
+      await store.insertModel('m1', { name: 'm1', source: 'hf://a/b' }, { actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
+      await store.close();
+
+      clock = 2_000;
+      const again = await Store.open({ location, now });
+      const models = await again.listModels();
+      expect(models).toEqual([{ name: 'm1', definition: { name: 'm1', source: 'hf://a/b' }, createdAt: 1_000, createdBy: 'alice', updatedAt: 1_000 }]);
+      const audit = await again.listAudit({ target: 'm1' });
+      expect(audit).toHaveLength(1);
+      expect(audit[0]).toMatchObject({ at: 1_000, actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
+      expect(typeof audit[0]!.id, 'ids come back as numbers on every dialect').toBe('number');
+      await again.close();
+    });
+
+    it('refuses a second model with the same name and writes nothing for it', async () => {
+      const store = await Store.open({ location, now });
+      await store.insertModel('dup', { v: 1 }, { actor: 'a', action: 'model.add', target: 'dup' });
+      await expect(store.insertModel('dup', { v: 2 }, { actor: 'b', action: 'model.add', target: 'dup' })).rejects.toMatchObject({
+        code: 'LLMGW_CATALOG_CONFLICT',
+      });
+      const audit = await store.listAudit({ target: 'dup' });
+      expect(audit.map((a) => a.actor), 'the refused write left no audit row').toEqual(['a']);
+      expect((await store.listModels()).find((m) => m.name === 'dup')?.definition).toEqual({ v: 1 });
+      await store.close();
+    });
+
+    it('deletes a model with an audit row, and reports a missing one without writing', async () => {
+      const store = await Store.open({ location, now });
+      await store.insertModel('gone', {}, { actor: 'a', action: 'model.add', target: 'gone' });
+      expect(await store.deleteModel('gone', { actor: 'b', action: 'model.remove', target: 'gone' })).toBe(true);
+      expect(await store.deleteModel('gone', { actor: 'c', action: 'model.remove', target: 'gone' })).toBe(false);
+      const audit = await store.listAudit({ target: 'gone' });
+      expect(audit.map((a) => `${a.action}:${a.actor}`)).toEqual(['model.remove:b', 'model.add:a']);
+      await store.close();
+    });
+
+    it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
+      const a = await Store.open({ location, now });
+      const before = await a.listModels();
+      await a.close();
+      const b = await Store.open({ location, now });
+      expect(await b.listModels()).toEqual(before);
+      await b.close();
+    });
+  });
+}
+
+describe('store errors', () => {
+  it('names the store it cannot reach', async () => {
+    await expect(Store.open({ location: { kind: 'postgres', url: 'postgres://nobody@127.0.0.1:1/x' } })).rejects.toMatchObject({
+      code: 'LLMGW_STORE_UNAVAILABLE',
+      message: expect.stringContaining('cannot reach the store'),
+    });
+  });
+
+  it('names the SQLite path it cannot open', async () => {
+    await expect(Store.open({ location: { kind: 'sqlite', path: '/dev/null/llmgw/nope.db' } })).rejects.toMatchObject({
+      message: expect.stringContaining('/dev/null/llmgw/nope.db'),
+    });
+  });
+
+  it.runIf(POSTGRES_URL === '')('says why the Postgres half was skipped', () => {
+    expect(POSTGRES_SKIP_REASON).toContain('LLMGW_TEST_POSTGRES');
+  });
+});

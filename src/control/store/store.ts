@@ -1,0 +1,181 @@
+// The control plane's persistent state behind one class, over Kysely, for
+// SQLite (embedded default) and Postgres (several control planes). Everything
+// above it speaks in records, never in SQL, so the contract suite can run the
+// same expectations against both dialects.
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, type Transaction } from 'kysely';
+import pg from 'pg';
+import { LlmgwError } from '../../errors/index.js';
+import { type Dialect, StaticMigrationProvider } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type StoreLocation = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
+
+export interface StoredModel {
+  name: string;
+  definition: unknown;
+  createdAt: number;
+  createdBy: string;
+  updatedAt: number;
+}
+
+export interface AuditEntry {
+  id: number;
+  at: number;
+  actor: string;
+  action: string;
+  target: string;
+  detail: Record<string, unknown>;
+}
+
+export interface AuditInput {
+  actor: string;
+  action: string;
+  target: string;
+  detail?: Record<string, unknown>;
+}
+
+export interface StoreOptions {
+  location: StoreLocation;
+  /** Epoch ms; injected so tests control time. */
+  now?: () => number;
+}
+
+const INT8_OID = 20;
+
+export class Store {
+  private constructor(
+    readonly db: Kysely<Database>,
+    readonly dialect: Dialect,
+    private readonly now: () => number,
+  ) {}
+
+  /** Opens the store and brings its schema up to date. */
+  static async open(options: StoreOptions): Promise<Store> {
+    const now = options.now ?? Date.now;
+    let db: Kysely<Database>;
+    let dialect: Dialect;
+    if (options.location.kind === 'sqlite') {
+      dialect = 'sqlite';
+      const path = options.location.path;
+      let sqlite: BetterSqlite3.Database;
+      try {
+        if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+        sqlite = new BetterSqlite3(path);
+      } catch (err) {
+        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot open the SQLite store at ${path}: ${(err as Error).message}`, { cause: err });
+      }
+      // WAL lets readers run beside the one writer; synchronous=FULL makes an
+      // acknowledged write survive a kill -9 or power loss, which the admin
+      // API promises; busy_timeout rides out a second process briefly holding the lock.
+      sqlite.pragma('journal_mode = WAL');
+      sqlite.pragma('synchronous = FULL');
+      sqlite.pragma('foreign_keys = ON');
+      sqlite.pragma('busy_timeout = 5000');
+      db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    } else {
+      dialect = 'postgres';
+      const pool = new pg.Pool({
+        connectionString: options.location.url,
+        max: 10,
+        connectionTimeoutMillis: 5000,
+        // bigint columns hold epoch milliseconds, well inside a double's exact range.
+        types: { getTypeParser: (oid: number, format?: string) => (oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format as 'text')) } as never,
+      });
+      // An idle client losing its server must not crash the process; the next query reports it.
+      pool.on('error', () => {});
+      db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    }
+    const store = new Store(db, dialect, now);
+    await store.migrate(options.location);
+    return store;
+  }
+
+  private async migrate(location: StoreLocation): Promise<void> {
+    const migrator = new Migrator({ db: this.db, provider: new StaticMigrationProvider(this.dialect) });
+    const { error, results } = await migrator.migrateToLatest();
+    if (error) {
+      await this.db.destroy();
+      const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+      const where = location.kind === 'sqlite' ? location.path : 'Postgres';
+      const cause = error as Error & { code?: string };
+      if (cause.code === 'ECONNREFUSED' || cause.code === 'ENOTFOUND' || /connect|timeout/i.test(cause.message)) {
+        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot reach the store (${where}): ${cause.message}`, { cause });
+      }
+      throw new LlmgwError(
+        'LLMGW_STORE_MIGRATION',
+        `cannot bring the store at ${where} up to date${failed ? ` (migration ${failed})` : ''}: ${cause.message}`,
+        { cause },
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+
+  // --- models ---
+
+  async listModels(): Promise<StoredModel[]> {
+    const rows = await this.db.selectFrom('models').selectAll().orderBy('name').execute();
+    return rows.map((r) => ({
+      name: r.name,
+      definition: JSON.parse(r.definition) as unknown,
+      createdAt: r.created_at,
+      createdBy: r.created_by,
+      updatedAt: r.updated_at,
+    }));
+  }
+
+  /**
+   * Inserts a model and its audit row in one transaction, so a model never
+   * exists without the record of who added it. Throws LLMGW_CATALOG_CONFLICT
+   * when the name is already stored (another control plane won the race).
+   */
+  async insertModel(name: string, definition: unknown, audit: AuditInput): Promise<void> {
+    const at = this.now();
+    await this.db.transaction().execute(async (tx) => {
+      const existing = await tx.selectFrom('models').select('name').where('name', '=', name).executeTakeFirst();
+      if (existing) throw new LlmgwError('LLMGW_CATALOG_CONFLICT', `a model named "${name}" already exists`);
+      await tx
+        .insertInto('models')
+        .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: audit.actor, updated_at: at })
+        .execute();
+      await this.insertAudit(tx, at, audit);
+    });
+  }
+
+  /** Deletes a model and records it; false when there was no such model (nothing written). */
+  async deleteModel(name: string, audit: AuditInput): Promise<boolean> {
+    const at = this.now();
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx.deleteFrom('models').where('name', '=', name).executeTakeFirst();
+      if (Number(result.numDeletedRows) === 0) return false;
+      await this.insertAudit(tx, at, audit);
+      return true;
+    });
+  }
+
+  // --- audit ---
+
+  async appendAudit(entry: AuditInput): Promise<void> {
+    await this.insertAudit(this.db, this.now(), entry);
+  }
+
+  /** Newest first; `limit` 0 or absent = 100. */
+  async listAudit(options: { limit?: number; target?: string } = {}): Promise<AuditEntry[]> {
+    let query = this.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
+    if (options.target) query = query.where('target', '=', options.target);
+    const rows = await query.execute();
+    return rows.map((r) => ({ ...r, id: Number(r.id), detail: JSON.parse(r.detail) as Record<string, unknown> }));
+  }
+
+  private async insertAudit(db: Kysely<Database> | Transaction<Database>, at: number, entry: AuditInput): Promise<void> {
+    await db
+      .insertInto('audit_log')
+      .values({ at, actor: entry.actor, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
+      .execute();
+  }
+}

@@ -1,0 +1,40 @@
+// A fresh Postgres database per test file, from the server named by
+// LLMGW_TEST_POSTGRES (a URL to a database we may create others from).
+// Unset: the Postgres half of a suite is skipped and says why. Set but
+// unreachable: a failure, because CI sets it exactly when a server must be there.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+export const POSTGRES_URL = process.env.LLMGW_TEST_POSTGRES ?? '';
+export const POSTGRES_SKIP_REASON = POSTGRES_URL
+  ? ''
+  : 'LLMGW_TEST_POSTGRES is not set, so the Postgres half of this suite is skipped (.ci/run starts a server and sets it)';
+
+export interface TestDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  if (!POSTGRES_URL) throw new Error(POSTGRES_SKIP_REASON);
+  const name = `llmgw_test_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 5000 });
+  try {
+    await admin.connect();
+  } catch (err) {
+    throw new Error(`LLMGW_TEST_POSTGRES is set but no server answers at it: ${(err as Error).message}`);
+  }
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.href,
+    async drop() {
+      const c = new pg.Client({ connectionString: POSTGRES_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
