@@ -91,7 +91,13 @@ async function removeNode(path: string, deviceId: number, mountPoints: ReadonlyS
       out.leftBehind.push({ path, reason: 'a mount point (a bind mount of another directory); left in place' });
       return false;
     }
-    const names = await readdir(path);
+    let names: string[];
+    try {
+      names = await readdir(path);
+    } catch (err) {
+      out.leftBehind.push({ path, reason: `could not be listed (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); left in place` });
+      return false;
+    }
     // The directory could have been swapped for a link between lstat and
     // readdir; the trash is written only by this agent, so check again rather
     // than descend through something that is no longer what we examined.
@@ -105,13 +111,25 @@ async function removeNode(path: string, deviceId: number, mountPoints: ReadonlyS
       if (!(await removeNode(posix.join(path, name), deviceId, mountPoints, out))) allGone = false;
     }
     if (!allGone) return false;
-    await rmdir(path);
-    return true;
+    return removeName(path, () => rmdir(path), out);
   }
   // Files, symlinks, sockets, fifos: unlink removes this name and nothing it points at.
-  await unlink(path);
-  if (stats.isFile() && stats.nlink === 1) out.bytesFreed += stats.size;
-  return true;
+  const gone = await removeName(path, () => unlink(path), out);
+  if (gone && stats.isFile() && stats.nlink === 1) out.bytesFreed += stats.size;
+  return gone;
+}
+
+/** Runs one unlink or rmdir; a name that will not go (EACCES, EBUSY) is reported, and the walk goes on with the rest. */
+async function removeName(path: string, remove: () => Promise<void>, out: TreeRemoval): Promise<boolean> {
+  try {
+    await remove();
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return true;
+    out.leftBehind.push({ path, reason: `could not be removed (${code ?? (err as Error).message}); left in place` });
+    return false;
+  }
 }
 
 async function lstatOrNull(path: string): Promise<Stats | null> {
