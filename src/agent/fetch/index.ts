@@ -1,0 +1,17 @@
+// Fetching weights onto this machine: hf:// through the hub's API (or a
+// mirror), https:// with resume, file:// used where it is. Separate from the
+// cache because fetching is about the network (sources, credentials, resume,
+// progress) while the cache owns the directory; fetch writes only through the
+// cache's temporary name and asks the cache to rename the result into place.
+export {
+  Fetcher,
+  compileFetcherOptions,
+  displaySource,
+  fileNameOf,
+  type FetchOptions,
+  type FetchResult,
+  type FetcherOptions,
+  type InFlightFetch,
+} from './fetcher.js';
+export { ProgressMeter, type FetchProgress, type ProgressMeterOptions } from './progress.js';
+export type { WriteStreamFactory } from './http-download.js';
