@@ -60,6 +60,12 @@ export function describeIssues(schema: AnySchema, error: z.ZodError, prefix = ''
       }
       continue;
     }
+    if (issue.code === 'invalid_key') {
+      // zod words a bad record key generically; the key's own check says what is wanted.
+      const inner = issue.issues[0]?.message ?? 'not a valid key here';
+      out.push(`${formatPath(issue.path, prefix)}: ${inner}`);
+      continue;
+    }
     if (issue.code === 'invalid_type' && issue.message.endsWith('received undefined')) {
       out.push(`${formatPath(issue.path, prefix)}: is required (${issue.expected})`);
       continue;

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { LlmgwError, ValidationError } from '../../errors/index.js';
 import type { Store } from '../store/index.js';
+import { parseSource } from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { compileModel, definitionProblems, type Model, ModelSchema } from './model.js';
 
@@ -165,7 +166,15 @@ export function validateAgainst(
 ): Model {
   const parsed = ModelSchema.safeParse(input);
   const label = modelLabel(input);
-  if (!parsed.success) throw new ValidationError('LLMGW_CATALOG_INVALID', describeIssues(ModelSchema, parsed.error), label);
+  if (!parsed.success) {
+    // The source is checked even when the shape is wrong, so a definition
+    // with several mistakes is fixed in one round.
+    const problems = describeIssues(ModelSchema, parsed.error);
+    const rawSource = typeof input === 'object' && input !== null ? (input as { source?: unknown }).source : undefined;
+    const source = typeof rawSource === 'string' && rawSource ? parseSource(rawSource, { allowHttp }) : null;
+    if (typeof source === 'string') problems.push(`source: ${source}`);
+    throw new ValidationError('LLMGW_CATALOG_INVALID', problems, label);
+  }
   const def = parsed.data;
   const problems = definitionProblems(def, { allowHttp });
   const taken = new Map<string, string>();

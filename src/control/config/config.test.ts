@@ -1,0 +1,74 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadControlConfig } from './index.js';
+
+function file(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-config-'));
+  const path = join(dir, 'control.yaml');
+  writeFileSync(path, text);
+  return path;
+}
+
+describe('control configuration', () => {
+  it('uses the defaults when nothing is set', () => {
+    const c = loadControlConfig({ env: {} });
+    expect(c.clientAddr).toEqual({ host: '127.0.0.1', port: 8080 });
+    expect(c.adminAddr).toEqual({ host: '127.0.0.1', port: 8081 });
+    expect(c.agentAddr).toEqual({ host: '127.0.0.1', port: 8082 });
+    expect(c.store).toEqual({ kind: 'sqlite', path: './.llmgw/llmgw.db' });
+    expect(c.adminToken).toBeNull();
+    expect(c.nodeLostAfterMs).toBe(60_000);
+  });
+
+  it('flags beat env, env beats file, file beats defaults', () => {
+    const path = file('client_addr: 127.0.0.1:1001\nadmin_addr: 127.0.0.1:1002\nagent_addr: 127.0.0.1:1003\n');
+    const c = loadControlConfig({
+      file: path,
+      env: { LLMGW_ADMIN_ADDR: '127.0.0.1:2002', LLMGW_AGENT_ADDR: '127.0.0.1:2003' },
+      flags: { agent_addr: '127.0.0.1:3003' },
+    });
+    expect([c.clientAddr.port, c.adminAddr.port, c.agentAddr.port]).toEqual([1001, 2002, 3003]);
+  });
+
+  it('names an unknown key and the nearest valid one', () => {
+    expect(() => loadControlConfig({ file: file('admin_adr: 127.0.0.1:1\n'), env: {} })).toThrow('admin_adr: unknown field; did you mean "admin_addr"?');
+  });
+
+  it('names a bad value and what it wants', () => {
+    expect(() => loadControlConfig({ env: { LLMGW_CLIENT_ADDR: 'localhost' } })).toThrow(/client_addr: want host:port/);
+    expect(() => loadControlConfig({ env: { LLMGW_STORE: 'mysql://x' } })).toThrow(/store: want sqlite:PATH, a postgres:\/\/ URL, or none/);
+    expect(() => loadControlConfig({ env: { LLMGW_NODE_LOST_AFTER: '60' } })).toThrow(/node_lost_after: want a duration/);
+  });
+
+  it('refuses a non-loopback admin address without a token', () => {
+    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081' } })).toThrow(/an admin token is required/);
+    const ok = loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081', LLMGW_ADMIN_TOKEN: 'a-long-enough-admin-token' } });
+    expect(ok.adminToken).toBe('a-long-enough-admin-token');
+  });
+
+  it('reads tokens from files and refuses both forms at once', () => {
+    const tokenFile = file('  join-token-from-a-file-0123\n');
+    expect(loadControlConfig({ env: { LLMGW_JOIN_TOKEN_FILE: tokenFile } }).joinToken).toBe('join-token-from-a-file-0123');
+    expect(() => loadControlConfig({ env: { LLMGW_JOIN_TOKEN_FILE: tokenFile, LLMGW_JOIN_TOKEN: 'join-token-inline-0123456' } })).toThrow(
+      'join_token and join_token_file are both set',
+    );
+    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_TOKEN_FILE: '/nonexistent/token' } })).toThrow(/admin_token_file \/nonexistent\/token cannot be read: ENOENT/);
+  });
+
+  it('refuses a config file that is not a mapping, or not YAML', () => {
+    expect(() => loadControlConfig({ file: file('- a\n- b\n'), env: {} })).toThrow('must be a mapping');
+    expect(() => loadControlConfig({ file: file('a: [\n'), env: {} })).toThrow('is not valid YAML');
+    expect(() => loadControlConfig({ file: '/nonexistent.yaml', env: {} })).toThrow('cannot read the config file /nonexistent.yaml');
+  });
+
+  it('lists every problem at once', () => {
+    try {
+      loadControlConfig({ env: { LLMGW_CLIENT_ADDR: 'x', LLMGW_STORE: 'y' } });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as { problems: string[] }).problems).toHaveLength(2);
+    }
+  });
+});

@@ -1,0 +1,132 @@
+// Real llmgw processes for end-to-end tests: started from the built dist/
+// exactly as a user would run `llmgw`, their JSON log lines collected, and
+// stopped by their own pid when the test ends.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const LLMGW_BIN = fileURLToPath(new URL('../../bin/llmgw.js', import.meta.url));
+
+export interface RunningProcess {
+  child: ChildProcess;
+  /** Every stdout line so far, parsed when it is JSON. */
+  lines: string[];
+  stderr: () => string;
+  /** Waits for a JSON log line matching `predicate`, or fails with what the process printed. */
+  waitForLog(predicate: (entry: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** Resolves with the exit code (or signal) once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const running = new Set<ChildProcess>();
+
+export function startLlmgw(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): RunningProcess {
+  const child = spawn(process.execPath, [LLMGW_BIN, ...args], {
+    cwd: options.cwd,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(child);
+  const lines: string[] = [];
+  let stderr = '';
+  let buffered = '';
+  const waiters = new Set<() => void>();
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    buffered += chunk;
+    let nl = buffered.indexOf('\n');
+    while (nl !== -1) {
+      lines.push(buffered.slice(0, nl));
+      buffered = buffered.slice(nl + 1);
+      nl = buffered.indexOf('\n');
+    }
+    for (const w of waiters) w();
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => {
+      running.delete(child);
+      for (const w of waiters) w();
+      resolve({ code, signal });
+    });
+  });
+
+  const parsed = (line: string): Record<string, unknown> | null => {
+    try {
+      return JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return null;
+    }
+  };
+
+  return {
+    child,
+    lines,
+    stderr: () => stderr,
+    exited,
+    waitForLog(predicate, timeoutMs = 30_000) {
+      return new Promise((resolve, reject) => {
+        let seen = 0;
+        const check = () => {
+          for (; seen < lines.length; seen++) {
+            const entry = parsed(lines[seen]!);
+            if (entry && predicate(entry)) {
+              cleanup();
+              resolve(entry);
+              return;
+            }
+          }
+          if (child.exitCode !== null || child.signalCode !== null) {
+            cleanup();
+            reject(new Error(`process exited (${child.exitCode ?? child.signalCode}) before the expected log line; stderr:\n${stderr}\nstdout:\n${lines.join('\n')}`));
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`no matching log line within ${timeoutMs} ms; stderr:\n${stderr}\nstdout:\n${lines.slice(-20).join('\n')}`));
+        }, timeoutMs);
+        const cleanup = () => {
+          clearTimeout(timer);
+          waiters.delete(check);
+        };
+        waiters.add(check);
+        check();
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** Kills whatever a test left running (by pid): call from afterAll/afterEach. */
+export async function stopAll(): Promise<void> {
+  await Promise.all(
+    [...running].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.kill('SIGKILL');
+        }),
+    ),
+  );
+}
+
+export interface ControlUrls {
+  client: string;
+  admin: string;
+  agent: string;
+}
+
+/** Starts `llmgw control` on free ports and waits until it listens. */
+export async function startControl(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<RunningProcess & { urls: ControlUrls }> {
+  const proc = startLlmgw(
+    ['control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', ...args],
+    options,
+  );
+  const entry = await proc.waitForLog((e) => e.msg === 'llmgw control listening');
+  return Object.assign(proc, { urls: { client: entry.client as string, admin: entry.admin as string, agent: entry.agent as string } });
+}
