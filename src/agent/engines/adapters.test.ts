@@ -1,0 +1,312 @@
+// Golden command lines for every adapter, one node and several: the argv and
+// environment are written out in full, so a changed flag shows up here as a
+// diff a reviewer can check against ENGINES.md rather than as an engine that
+// refuses to start on a GPU machine.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LlmgwError } from '../../errors/index.js';
+import { ENGINE_NAMES, adapterFor, findGgufFile, type EngineAdapterOptions, type ShardLaunch } from './index.js';
+
+const NODE = '/usr/bin/node';
+const BIN = '/opt/llmgw/bin/llmgw.js';
+const options: EngineAdapterOptions = { llmgwBin: BIN, nodePath: NODE, resolveGguf: (path) => (path.endsWith('.gguf') ? path : `${path}/model-Q4_K_M.gguf`) };
+
+function launch(engine: string, overrides: Partial<ShardLaunch> = {}, profile: Partial<ShardLaunch['profile']> = {}): ShardLaunch {
+  return {
+    replicaId: 'rep-1',
+    shardId: 'rep-1-s0',
+    model: { name: 'llama-3-8b', aliases: ['llama3', 'chat'] },
+    profile: { name: 'main', engine, gpus: 2, shards: 1, args: [], env: {}, ...profile },
+    weightsPath: '/var/lib/llmgw/cache/ab12/files',
+    gpuIndices: [2, 3],
+    host: '0.0.0.0',
+    port: 20001,
+    rank: 0,
+    peers: [],
+    ...overrides,
+  };
+}
+
+/** Three nodes on a fabric 10.1.0.0/24; rank 0 is the head. */
+const PEERS = [
+  { rank: 0, address: '10.1.0.10', port: 29600 },
+  { rank: 1, address: '10.1.0.11', port: 50060 },
+  { rank: 2, address: '10.1.0.12' },
+];
+
+function multi(engine: string, rank: number, profile: Partial<ShardLaunch['profile']> = {}): ShardLaunch {
+  return launch(engine, { rank, peers: PEERS, shardId: `rep-1-s${rank}` }, { shards: 3, ...profile });
+}
+
+function plan(l: ShardLaunch) {
+  return adapterFor(l.profile.engine, options).plan(l);
+}
+
+describe('vllm', () => {
+  it('serves one node with tensor parallel over its GPUs, names and aliases, profile args last and profile env over ours', () => {
+    const p = plan(launch('vllm', {}, { args: ['--max-model-len', '32k'], env: { VLLM_LOGGING_LEVEL: 'DEBUG', CUDA_VISIBLE_DEVICES: '2,3' } }));
+    expect(p.argv).toEqual([
+      'vllm', 'serve', '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name', 'llama-3-8b', 'llama3', 'chat',
+      '--host', '0.0.0.0', '--port', '20001',
+      '--tensor-parallel-size', '2',
+      '--max-model-len', '32k',
+    ]);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', VLLM_LOGGING_LEVEL: 'DEBUG' });
+    expect(p.readiness, 'a wildcard bind is probed on loopback').toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+    expect(p.servesApi).toBe(true);
+  });
+
+  it('runs rank 0 of several nodes with the mp backend and the API, meeting at its own fabric address', () => {
+    const p = plan(multi('vllm', 0));
+    expect(p.argv).toEqual([
+      'vllm', 'serve', '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name', 'llama-3-8b', 'llama3', 'chat',
+      '--host', '0.0.0.0', '--port', '20001',
+      '--tensor-parallel-size', '2',
+      '--pipeline-parallel-size', '3',
+      '--distributed-executor-backend', 'mp',
+      '--nnodes', '3', '--node-rank', '0',
+      '--master-addr', '10.1.0.10', '--master-port', '29600',
+    ]);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', VLLM_HOST_IP: '10.1.0.10' });
+    expect(p.servesApi).toBe(true);
+    expect(p.readiness.kind).toBe('http');
+  });
+
+  it('runs ranks ≥ 1 headless with no API, no port and nothing to probe', () => {
+    const l = multi('vllm', 2);
+    const p = plan(l);
+    expect(p.argv).toEqual([
+      'vllm', 'serve', '/var/lib/llmgw/cache/ab12/files',
+      '--tensor-parallel-size', '2',
+      '--pipeline-parallel-size', '3',
+      '--distributed-executor-backend', 'mp',
+      '--nnodes', '3', '--node-rank', '2',
+      '--master-addr', '10.1.0.10', '--master-port', '29600',
+      '--headless',
+    ]);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', VLLM_HOST_IP: '10.1.0.12' });
+    expect(p.readiness).toEqual({ kind: 'none' });
+    expect(p.servesApi).toBe(false);
+    expect(adapterFor('vllm', options).usesPort(l)).toBe(false);
+  });
+
+  it("uses vLLM's default master port when rank 0 names none", () => {
+    const l = launch('vllm', { rank: 1, peers: [{ rank: 0, address: 'fd00::10' }, { rank: 1, address: 'fd00::11' }] }, { shards: 2 });
+    expect(plan(l).argv).toContain('29501');
+  });
+});
+
+describe('llamacpp', () => {
+  it('serves one node with every layer on its GPUs and metrics on', () => {
+    const p = plan(launch('llamacpp', { host: '127.0.0.1' }, { gpus: 2, args: ['-c', '8192', '--fit', 'off'] }));
+    expect(p.argv).toEqual([
+      'llama-server',
+      '-m', '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
+      '--host', '127.0.0.1', '--port', '20001',
+      '--alias', 'llama-3-8b',
+      '-ngl', '999',
+      '--metrics',
+      '-c', '8192', '--fit', 'off',
+    ]);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
+    expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+  });
+
+  it('keeps a CPU profile off every GPU', () => {
+    const p = plan(launch('llamacpp', { gpuIndices: [] }, { gpus: 0 }));
+    expect(p.argv.slice(p.argv.indexOf('-ngl'), p.argv.indexOf('-ngl') + 2)).toEqual(['-ngl', '0']);
+    expect(p.env, 'an empty CUDA_VISIBLE_DEVICES hides every GPU').toEqual({ CUDA_VISIBLE_DEVICES: '' });
+  });
+
+  it('runs rank 0 of several nodes as llama-server over the other ranks as RPC devices', () => {
+    const p = plan(multi('llamacpp', 0));
+    expect(p.argv).toEqual([
+      'llama-server',
+      '-m', '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
+      '--host', '0.0.0.0', '--port', '20001',
+      '--alias', 'llama-3-8b',
+      '-ngl', '999',
+      '--metrics',
+      '--rpc', '10.1.0.11:50060,10.1.0.12:50052',
+    ]);
+    expect(p.servesApi).toBe(true);
+  });
+
+  it('runs ranks ≥ 1 as rpc-server on the fabric address and its peer port, probed by TCP', () => {
+    const l = multi('llamacpp', 1);
+    const p = plan(l);
+    expect(p.argv).toEqual(['rpc-server', '-H', '10.1.0.11', '-p', '50060']);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
+    expect(p.readiness).toEqual({ kind: 'tcp', host: '10.1.0.11', port: 50060 });
+    expect(p.servesApi).toBe(false);
+    expect(adapterFor('llamacpp', options).usesPort(l), 'the rpc port comes from the peers, not the range').toBe(false);
+    expect(plan(multi('llamacpp', 2)).argv).toEqual(['rpc-server', '-H', '10.1.0.12', '-p', '50052']);
+  });
+
+  it('brackets IPv6 peers in the --rpc list', () => {
+    const l = launch('llamacpp', { peers: [{ rank: 0, address: 'fd00::10' }, { rank: 1, address: 'fd00::11', port: 50100 }] }, { shards: 2 });
+    expect(plan(l).argv).toContain('[fd00::11]:50100');
+  });
+});
+
+describe('sglang', () => {
+  it('serves one node with tensor parallel over its GPUs and metrics on', () => {
+    const p = plan(launch('sglang', {}, { args: ['--mem-fraction-static', '0.85'] }));
+    expect(p.argv).toEqual([
+      'python3', '-m', 'sglang.launch_server',
+      '--model-path', '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name', 'llama-3-8b',
+      '--host', '0.0.0.0', '--port', '20001',
+      '--tp-size', '2',
+      '--enable-metrics',
+      '--mem-fraction-static', '0.85',
+    ]);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
+    expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+    expect(p.servesApi).toBe(true);
+  });
+
+  it('spans tensor parallel over every node and meets at rank 0; ranks ≥ 1 answer only /health', () => {
+    const head = plan(multi('sglang', 0));
+    const worker = plan(multi('sglang', 1));
+    const tail = ['--tp-size', '6', '--enable-metrics', '--nnodes', '3'];
+    expect(head.argv).toEqual([
+      'python3', '-m', 'sglang.launch_server',
+      '--model-path', '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name', 'llama-3-8b',
+      '--host', '0.0.0.0', '--port', '20001',
+      ...tail, '--node-rank', '0', '--dist-init-addr', '10.1.0.10:29600',
+    ]);
+    expect(worker.argv, 'the same command, only --node-rank differs').toEqual(head.argv.map((arg, i) => (head.argv[i - 1] === '--node-rank' ? '1' : arg)));
+    expect(head.servesApi).toBe(true);
+    expect(worker.servesApi).toBe(false);
+    expect(worker.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+  });
+});
+
+describe('sim', () => {
+  it("runs llmgw's own executable with every served name and the profile's sim flags", () => {
+    const p = plan(launch('sim', { host: '127.0.0.1' }, { args: ['--ttft-ms', '5'], env: { LLMGW_SIM_RECORD: '/tmp/r.jsonl' } }));
+    expect(p.argv).toEqual([
+      NODE, BIN, 'engine', 'sim',
+      '--host', '127.0.0.1', '--port', '20001',
+      '--model', 'llama-3-8b', '--model', 'llama3', '--model', 'chat',
+      '--ttft-ms', '5',
+    ]);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', LLMGW_SIM_RECORD: '/tmp/r.jsonl' });
+    expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+    expect(p.servesApi).toBe(true);
+  });
+
+  it('runs a sim on every rank of a multi-node profile; only rank 0 takes requests', () => {
+    expect(plan(multi('sim', 0)).servesApi).toBe(true);
+    const worker = plan(multi('sim', 2));
+    expect(worker.servesApi).toBe(false);
+    expect(worker.argv.slice(0, 4)).toEqual([NODE, BIN, 'engine', 'sim']);
+  });
+});
+
+describe('builtin', () => {
+  it('serves the GGUF file on the CPU with every name and the threads it was given', () => {
+    const p = plan(launch('builtin', { host: '127.0.0.1', gpuIndices: [], threads: 6 }, { gpus: 0, args: ['--ctx-size', '2048'] }));
+    expect(p.argv).toEqual([
+      NODE, BIN, 'engine', 'builtin',
+      '--model', '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
+      '--host', '127.0.0.1', '--port', '20001',
+      '--alias', 'llama-3-8b', '--alias', 'llama3', '--alias', 'chat',
+      '--threads', '6',
+      '--ctx-size', '2048',
+    ]);
+    expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '' });
+    expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+  });
+
+  it('leaves --threads to the engine when absent and refuses a multi-node profile', () => {
+    expect(plan(launch('builtin', { gpuIndices: [] }, { gpus: 0 })).argv).not.toContain('--threads');
+    expect(() => plan(multi('builtin', 0, { gpus: 0 }))).toThrow(/runs on one node/);
+  });
+});
+
+describe('adapterFor', () => {
+  it('refuses an unknown engine with LLMGW_ENGINE_UNKNOWN and the nearest name', () => {
+    const err = catchError(() => adapterFor('vlm', options));
+    expect(err.code).toBe('LLMGW_ENGINE_UNKNOWN');
+    expect(err.message).toMatch(/did you mean vllm\?/);
+  });
+
+  it('asks for llmgwBin before running the sim or builtin engine', () => {
+    expect(catchError(() => adapterFor('sim')).code).toBe('LLMGW_CONFIG_INVALID');
+    expect(catchError(() => adapterFor('builtin', { nodePath: NODE })).message).toMatch(/llmgwBin/);
+    expect(adapterFor('vllm').engine, 'the external engines need no llmgw path').toBe('vllm');
+  });
+
+  it('rejects an unknown option naming the nearest one', () => {
+    expect(catchError(() => adapterFor('vllm', { vllmExecutables: 'x' } as EngineAdapterOptions)).message).toMatch(/did you mean "vllmExecutable"/);
+  });
+
+  it('uses the executables it is given', () => {
+    const custom = { vllmExecutable: '/venv/bin/vllm', pythonExecutable: '/venv/bin/python', llamaServerExecutable: '/opt/ll/llama-server', rpcServerExecutable: '/opt/ll/rpc-server', resolveGguf: options.resolveGguf! };
+    expect(adapterFor('vllm', custom).plan(launch('vllm')).argv[0]).toBe('/venv/bin/vllm');
+    expect(adapterFor('sglang', custom).plan(launch('sglang')).argv[0]).toBe('/venv/bin/python');
+    expect(adapterFor('llamacpp', custom).plan(launch('llamacpp')).argv[0]).toBe('/opt/ll/llama-server');
+    expect(adapterFor('llamacpp', custom).plan(multi('llamacpp', 1)).argv[0]).toBe('/opt/ll/rpc-server');
+  });
+
+  it.each(ENGINE_NAMES.filter((e) => e !== 'builtin'))('%s refuses peers out of rank order, a wrong count, or a rank outside them', (engine) => {
+    const swapped = [PEERS[1]!, PEERS[0]!, PEERS[2]!];
+    expect(catchError(() => plan(launch(engine, { peers: swapped }, { shards: 3 }))).message).toMatch(/ordered by rank/);
+    expect(catchError(() => plan(launch(engine, { peers: PEERS.slice(0, 2) }, { shards: 3 }))).message).toMatch(/3 shards but 2 peers/);
+    expect(catchError(() => plan(launch(engine, { peers: PEERS, rank: 3 }, { shards: 3 }))).code).toBe('LLMGW_ENGINE_START_FAILED');
+    expect(catchError(() => plan(launch(engine, { rank: 1 }))).message).toMatch(/rank 0 only/);
+  });
+
+  it.each(['vllm', 'llamacpp', 'sglang'])('%s refuses a shard given fewer GPUs than its profile runs on', (engine) => {
+    const err = catchError(() => plan(launch(engine, { gpuIndices: [2] }, { gpus: 2 })));
+    expect(err.code).toBe('LLMGW_ENGINE_START_FAILED');
+    expect(err.message).toMatch(/2 GPUs per shard but 1 were given/);
+  });
+});
+
+describe('findGgufFile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-gguf-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const file = (path: string) => {
+    mkdirSync(join(dir, path, '..'), { recursive: true });
+    writeFileSync(join(dir, path), 'GGUF');
+  };
+
+  it("returns a .gguf path as it is and finds the one model under a cache entry's files/, skipping a projector", () => {
+    expect(findGgufFile('/nowhere/model.gguf')).toBe('/nowhere/model.gguf');
+    file('one/files/sub/model-Q8_0.gguf');
+    file('one/files/sub/mmproj-model-f16.gguf');
+    expect(findGgufFile(join(dir, 'one'))).toBe(join(dir, 'one/files/sub/model-Q8_0.gguf'));
+  });
+
+  it('loads a split model by its first part', () => {
+    for (const part of ['00001', '00002', '00003']) file(`split/big-${part}-of-00003.gguf`);
+    expect(findGgufFile(join(dir, 'split'))).toBe(join(dir, 'split/big-00001-of-00003.gguf'));
+  });
+
+  it('names the candidates when a directory holds several models, and says when it holds none', () => {
+    file('two/a-Q4.gguf');
+    file('two/a-Q8.gguf');
+    expect(() => findGgufFile(join(dir, 'two'))).toThrow(/holds 2 GGUF models .*a-Q4\.gguf.*a-Q8\.gguf/);
+    mkdirSync(join(dir, 'empty'));
+    expect(() => findGgufFile(join(dir, 'empty'))).toThrow(/no \.gguf file/);
+    expect(catchError(() => findGgufFile(join(dir, 'missing'))).code).toBe('LLMGW_ENGINE_START_FAILED');
+  });
+});
+
+function catchError(fn: () => unknown): LlmgwError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof LlmgwError) return err;
+    throw err;
+  }
+  throw new Error('expected an LlmgwError, none was thrown');
+}

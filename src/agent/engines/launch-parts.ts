@@ -1,0 +1,66 @@
+// Pieces every adapter builds the same way: GPU visibility, the environment
+// merge, where to probe a wildcard bind, and the checks on a multi-node
+// shard's peers. Shared so that five adapters cannot disagree on them.
+import { LlmgwError } from '../../errors/index.js';
+import type { EngineName, ShardLaunch, ShardPeer } from './shard-launch.js';
+
+/** Where to connect to reach an engine bound to `host`: a wildcard bind answers on loopback. */
+export function probeHost(host: string): string {
+  if (host === '' || host === '0.0.0.0') return '127.0.0.1';
+  if (host === '::' || host === '[::]') return '::1';
+  return host;
+}
+
+/** `host:port`, with an IPv6 address in brackets as URLs and --rpc lists want it. */
+export function hostPort(host: string, port: number): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
+ * CUDA_VISIBLE_DEVICES for the shard's GPUs. An empty list sets it to "" on
+ * purpose: a CPU shard must not take a GPU another shard was given.
+ */
+export function gpuEnv(launch: ShardLaunch): Record<string, string> {
+  return { CUDA_VISIBLE_DEVICES: launch.gpuIndices.join(',') };
+}
+
+/** llmgw's variables with the profile's merged over them (the operator's value wins). */
+export function mergeEnv(own: Record<string, string>, launch: ShardLaunch): Record<string, string> {
+  return { ...own, ...launch.profile.env };
+}
+
+/** True when the replica spans several nodes and this shard must meet its peers. */
+export function isMultiNode(launch: ShardLaunch): boolean {
+  return launch.profile.shards > 1;
+}
+
+export function launchError(engine: EngineName, launch: ShardLaunch, problem: string): LlmgwError {
+  return new LlmgwError('LLMGW_ENGINE_START_FAILED', `shard ${launch.shardId} (${engine}, profile ${launch.profile.name}): ${problem}`, {
+    context: { shardId: launch.shardId, replicaId: launch.replicaId, engine, profile: launch.profile.name },
+  });
+}
+
+/**
+ * The peers of a multi-node shard, checked: one per shard, ranks 0..n-1 in
+ * order, this shard's rank among them. A gap would start an engine that waits
+ * for a rank nobody runs until its rendezvous times out, minutes later.
+ */
+export function checkedPeers(engine: EngineName, launch: ShardLaunch): readonly ShardPeer[] {
+  const { shards } = launch.profile;
+  if (launch.peers.length !== shards) {
+    throw launchError(engine, launch, `the profile runs ${shards} shards but ${launch.peers.length} peers were given; want one per shard, rank 0 first`);
+  }
+  launch.peers.forEach((peer, index) => {
+    if (peer.rank !== index) throw launchError(engine, launch, `peers must be ordered by rank 0..${shards - 1}; position ${index} holds rank ${peer.rank}`);
+    if (peer.address.trim() === '') throw launchError(engine, launch, `peer rank ${peer.rank} has no fabric address`);
+  });
+  if (!Number.isInteger(launch.rank) || launch.rank < 0 || launch.rank >= shards) {
+    throw launchError(engine, launch, `rank ${launch.rank} is outside 0..${shards - 1}`);
+  }
+  return launch.peers;
+}
+
+/** The one-node shard's rank must be 0: a lone rank 1 would wait for a head that never comes. */
+export function checkSingleNode(engine: EngineName, launch: ShardLaunch): void {
+  if (launch.rank !== 0) throw launchError(engine, launch, `a one-shard profile runs rank 0 only, not rank ${launch.rank}`);
+}

@@ -1,0 +1,71 @@
+// llama.cpp: `llama-server` on rank 0, and for a replica over several nodes,
+// `rpc-server` on every other rank, which lends its GPUs to the head over the
+// fabric (`--rpc host:port,…`). Only flags ENGINES.md confirms in every build
+// are used: -m, --host, --port, --alias (one name: a comma list is recent
+// builds only; the router resolves aliases), a numeric -ngl (works where
+// `auto` is the default too), --metrics, --rpc. `--fit off` is left to the
+// profile's args, because older builds refuse it.
+import { checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { findGgufFile } from './gguf-file.js';
+import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch, ShardPeer } from './shard-launch.js';
+
+/** rpc-server's default port, used when a rank's peer entry names none. */
+export const RPC_SERVER_DEFAULT_PORT = 50052;
+/** -ngl high enough to offload every layer of any model. */
+const ALL_LAYERS = '999';
+
+export function llamacppAdapter(options: CompiledEngineAdapterOptions): EngineAdapter {
+  return {
+    engine: 'llamacpp',
+    // mmap load and warmup are seconds to a minute; large models over RPC copy tensors first.
+    defaultStartTimeoutMs: 5 * 60_000,
+    // An rpc-server listens on its peer port, which rank 0 must already know.
+    usesPort: (launch) => launch.rank === 0,
+    plan: (launch) => planLlamacpp(options, launch),
+  };
+}
+
+function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch): EngineLaunchPlan {
+  const { gpus } = launch.profile;
+  if (gpus > 0 && launch.gpuIndices.length !== gpus) {
+    throw launchError('llamacpp', launch, `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`);
+  }
+  const multiNode = isMultiNode(launch);
+  let peers: readonly ShardPeer[] = [];
+  if (multiNode) peers = checkedPeers('llamacpp', launch);
+  else checkSingleNode('llamacpp', launch);
+  const env = mergeEnv(gpuEnv(launch), launch);
+
+  if (launch.rank > 0) {
+    const self = peers[launch.rank]!;
+    const port = self.port ?? RPC_SERVER_DEFAULT_PORT;
+    return {
+      argv: [options.rpcServerExecutable, '-H', self.address, '-p', String(port), ...launch.profile.args],
+      env,
+      // rpc-server speaks no HTTP; accepting a connection is all it can tell.
+      readiness: { kind: 'tcp', host: probeHost(self.address), port },
+      servesApi: false,
+    };
+  }
+
+  const gguf = (options.resolveGguf ?? findGgufFile)(launch.weightsPath);
+  // With no GPU of its own, the head still offloads every layer when other ranks lend theirs.
+  const layers = gpus > 0 || multiNode ? ALL_LAYERS : '0';
+  const rpc = peers.slice(1).map((peer) => hostPort(peer.address, peer.port ?? RPC_SERVER_DEFAULT_PORT));
+  return {
+    argv: [
+      options.llamaServerExecutable,
+      '-m', gguf,
+      '--host', launch.host,
+      '--port', String(launch.port),
+      '--alias', launch.model.name,
+      '-ngl', layers,
+      '--metrics',
+      ...(rpc.length > 0 ? ['--rpc', rpc.join(',')] : []),
+      ...launch.profile.args,
+    ],
+    env,
+    readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
+    servesApi: true,
+  };
+}

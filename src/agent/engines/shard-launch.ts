@@ -1,0 +1,167 @@
+// What an adapter is given (one shard of one replica, with everything it needs
+// decided: weights on disk, GPUs, port, peers) and what it gives back (the
+// exact argv and environment, how to tell the engine is ready, whether it
+// serves the API). Kept apart from the adapters so that the supervisor and the
+// agent depend on these shapes and never on one engine's flags.
+import { LlmgwError } from '../../errors/index.js';
+import { nearestName } from '../../units/index.js';
+
+export const ENGINE_NAMES = ['vllm', 'llamacpp', 'sglang', 'builtin', 'sim'] as const;
+export type EngineName = (typeof ENGINE_NAMES)[number];
+
+export function isEngineName(name: string): name is EngineName {
+  return (ENGINE_NAMES as readonly string[]).includes(name);
+}
+
+/** Another shard of the same replica, as this shard reaches it over the fabric. */
+export interface ShardPeer {
+  readonly rank: number;
+  /** The peer's address on the replica's fabric (an IP or a host name). */
+  readonly address: string;
+  /**
+   * The port this rank listens on for the other ranks: the rendezvous port on
+   * rank 0 (vLLM --master-port, SGLang --dist-init-addr), the rpc-server port
+   * on llama.cpp ranks ≥ 1. Absent = that engine's default (vLLM 29501,
+   * SGLang 50000, rpc-server 50052), which is only safe while one multi-node
+   * replica per node uses it.
+   */
+  readonly port?: number;
+}
+
+/** One shard to run on this node: a replica's rank, with everything decided. */
+export interface ShardLaunch {
+  readonly replicaId: string;
+  readonly shardId: string;
+  readonly model: { readonly name: string; readonly aliases: readonly string[] };
+  readonly profile: {
+    readonly name: string;
+    /** An engine name; a string because it comes off the wire, checked by adapterFor(). */
+    readonly engine: string;
+    /** GPUs per shard; 0 = a CPU profile. */
+    readonly gpus: number;
+    /** Shards (nodes) per replica; 1 = one node. */
+    readonly shards: number;
+    /** Appended after llmgw's own flags, so an operator's flag wins where the engine takes the last one. */
+    readonly args: readonly string[];
+    /** Merged over the variables llmgw sets, so an operator's value wins. */
+    readonly env: Readonly<Record<string, string>>;
+  };
+  /** The weights on this node: a directory (vLLM, SGLang) or a GGUF file or the directory holding it (llama.cpp, builtin). */
+  readonly weightsPath: string;
+  /** GPUs this shard may use, as nvidia-smi numbers them; empty = none (the engine sees no GPU). */
+  readonly gpuIndices: readonly number[];
+  /** Address the engine binds; 0.0.0.0 = every interface. */
+  readonly host: string;
+  /** Port of the API (or, on ranks without one, the health server); 0 = the supervisor picks one from its range. */
+  readonly port: number;
+  /** 0 = the head, which serves the API. */
+  readonly rank: number;
+  /** Every shard of the replica ordered by rank, this one included; empty for a one-node replica. */
+  readonly peers: readonly ShardPeer[];
+  /** CPU threads for the builtin engine; absent = the engine's own choice. Other engines ignore it. */
+  readonly threads?: number;
+  /** How long the engine may take to become ready; absent = the supervisor's default for the engine. */
+  readonly startTimeoutMs?: number;
+}
+
+/**
+ * How to tell the engine is ready. `host` is where to connect (a wildcard bind
+ * is probed on loopback). 'none' is for ranks that open no port the agent can
+ * ask (vLLM headless): they are ready once started.
+ */
+export type Readiness =
+  | { readonly kind: 'http'; readonly host: string; readonly port: number; readonly path: string }
+  | { readonly kind: 'tcp'; readonly host: string; readonly port: number }
+  | { readonly kind: 'none' };
+
+/** A command line and environment; nothing in it ever passes through a shell. */
+export interface EngineLaunchPlan {
+  /** [executable, ...args]: an absolute path, or a name looked up on the engine's PATH. */
+  readonly argv: readonly string[];
+  /** The variables llmgw sets for this engine, profile env merged over; added to the agent's own environment. */
+  readonly env: Readonly<Record<string, string>>;
+  readonly readiness: Readiness;
+  /** True for the rank that serves the OpenAI API (rank 0); requests go only there. */
+  readonly servesApi: boolean;
+}
+
+export interface EngineAdapter {
+  readonly engine: EngineName;
+  /** How long this engine usually may take to become ready, before any override. */
+  readonly defaultStartTimeoutMs: number;
+  /**
+   * Whether the process listens on `launch.port`. False for ranks that listen
+   * on no port (vLLM headless) or on their peer port (rpc-server), so the
+   * supervisor does not hand them a port from its range.
+   */
+  usesPort(launch: ShardLaunch): boolean;
+  /** Throws LlmgwError (LLMGW_ENGINE_START_FAILED) when the shard cannot be run by this engine as given. */
+  plan(launch: ShardLaunch): EngineLaunchPlan;
+}
+
+export interface EngineAdapterOptions {
+  /** bin/llmgw.js of this install: `llmgw engine sim|builtin` runs through it. Required for those two engines. */
+  llmgwBin?: string;
+  /** The Node that runs llmgw's own engines; absent = this process's (process.execPath). */
+  nodePath?: string;
+  /** Executables of the external engines; absent = the bare name, found on the engine's PATH. */
+  vllmExecutable?: string;
+  llamaServerExecutable?: string;
+  rpcServerExecutable?: string;
+  /** The Python that has SGLang installed; absent = python3. */
+  pythonExecutable?: string;
+  /**
+   * Turns a weights path into the GGUF file llama.cpp and the builtin engine
+   * load. Absent = findGgufFile (reads the directory). Tests pass a pure one.
+   */
+  resolveGguf?: (weightsPath: string) => string;
+}
+
+export interface CompiledEngineAdapterOptions {
+  readonly llmgwBin: string | undefined;
+  readonly nodePath: string;
+  readonly vllmExecutable: string;
+  readonly llamaServerExecutable: string;
+  readonly rpcServerExecutable: string;
+  readonly pythonExecutable: string;
+  readonly resolveGguf: ((weightsPath: string) => string) | undefined;
+}
+
+const OPTION_KEYS = [
+  'llmgwBin',
+  'nodePath',
+  'vllmExecutable',
+  'llamaServerExecutable',
+  'rpcServerExecutable',
+  'pythonExecutable',
+  'resolveGguf',
+] as const;
+
+export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}): CompiledEngineAdapterOptions {
+  const problems: string[] = [];
+  for (const key of Object.keys(options)) {
+    if ((OPTION_KEYS as readonly string[]).includes(key)) continue;
+    const near = nearestName(key, OPTION_KEYS);
+    problems.push(`engine adapter option "${key}" is unknown${near ? `; did you mean "${near}"?` : ''}`);
+  }
+  const executable = (key: (typeof OPTION_KEYS)[number], fallback: string): string => {
+    const value = options[key];
+    if (value === undefined) return fallback;
+    if (typeof value !== 'string' || value.trim() === '') {
+      problems.push(`engine adapter option "${key}" must be a path or a command name; got ${JSON.stringify(value)}`);
+      return fallback;
+    }
+    return value;
+  };
+  const compiled: CompiledEngineAdapterOptions = {
+    llmgwBin: options.llmgwBin === undefined ? undefined : executable('llmgwBin', ''),
+    nodePath: executable('nodePath', process.execPath),
+    vllmExecutable: executable('vllmExecutable', 'vllm'),
+    llamaServerExecutable: executable('llamaServerExecutable', 'llama-server'),
+    rpcServerExecutable: executable('rpcServerExecutable', 'rpc-server'),
+    pythonExecutable: executable('pythonExecutable', 'python3'),
+    resolveGguf: options.resolveGguf,
+  };
+  if (problems.length > 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', problems.join('; '));
+  return compiled;
+}

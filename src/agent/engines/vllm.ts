@@ -1,0 +1,61 @@
+// vLLM (`vllm serve`). One node: tensor parallel over the shard's GPUs. Several
+// nodes: vLLM's own multiprocessing backend, not Ray (no Ray cluster to run
+// beside it): every node runs `vllm serve` with --nnodes/--node-rank and the
+// head's fabric address, tensor parallel inside a node and pipeline parallel
+// across nodes (world = TP × PP), and ranks ≥ 1 run --headless with no API.
+//
+// Versions (ENGINES.md): multi-node with the mp backend (--nnodes, --node-rank,
+// --master-addr, --master-port; PR #23691) first shipped around vLLM v0.11.1,
+// unconfirmed; --headless around v0.9. An older vLLM refuses these flags at
+// start, which the supervisor reports with the engine's last log lines.
+import { checkSingleNode, checkedPeers, gpuEnv, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch } from './shard-launch.js';
+
+/** vLLM's --master-port default, used when rank 0's peer entry names no port. */
+export const VLLM_DEFAULT_MASTER_PORT = 29501;
+
+export function vllmAdapter(options: CompiledEngineAdapterOptions): EngineAdapter {
+  return {
+    engine: 'vllm',
+    // Load, memory profiling and CUDA graph capture; multi-node adds NCCL rendezvous.
+    defaultStartTimeoutMs: 15 * 60_000,
+    usesPort: (launch) => launch.rank === 0,
+    plan: (launch) => planVllm(options, launch),
+  };
+}
+
+function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): EngineLaunchPlan {
+  const { gpus } = launch.profile;
+  if (gpus > 0 && launch.gpuIndices.length !== gpus) {
+    throw launchError('vllm', launch, `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`);
+  }
+  // A CPU build of vLLM still wants a tensor-parallel size of at least 1.
+  const parallel = ['--tensor-parallel-size', String(Math.max(1, gpus))];
+  const serve = [options.vllmExecutable, 'serve', launch.weightsPath];
+  const api = ['--served-model-name', launch.model.name, ...launch.model.aliases, '--host', launch.host, '--port', String(launch.port)];
+  const httpReady = { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' } as const;
+
+  if (!isMultiNode(launch)) {
+    checkSingleNode('vllm', launch);
+    return { argv: [...serve, ...api, ...parallel, ...launch.profile.args], env: mergeEnv(gpuEnv(launch), launch), readiness: httpReady, servesApi: true };
+  }
+
+  const peers = checkedPeers('vllm', launch);
+  const head = peers[0]!;
+  const self = peers[launch.rank]!;
+  const cluster = [
+    '--pipeline-parallel-size', String(launch.profile.shards),
+    // mp is named outright: some releases picked Ray by default for multi-node.
+    '--distributed-executor-backend', 'mp',
+    '--nnodes', String(launch.profile.shards),
+    '--node-rank', String(launch.rank),
+    '--master-addr', head.address,
+    '--master-port', String(head.port ?? VLLM_DEFAULT_MASTER_PORT),
+  ];
+  // On a machine with several NICs vLLM may pick the wrong one; the fabric address is the right one (ENGINES.md, pitfalls).
+  const env = mergeEnv({ ...gpuEnv(launch), VLLM_HOST_IP: self.address }, launch);
+  if (launch.rank === 0) {
+    return { argv: [...serve, ...api, ...parallel, ...cluster, ...launch.profile.args], env, readiness: httpReady, servesApi: true };
+  }
+  return { argv: [...serve, ...parallel, ...cluster, '--headless', ...launch.profile.args], env, readiness: { kind: 'none' }, servesApi: false };
+}
