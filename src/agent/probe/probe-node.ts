@@ -201,13 +201,13 @@ export class NodeProber {
     };
     const readKernelLog = d.readKernelLog ?? (() => runDmesg(pathEnv, d));
 
-    const [host, gpus, disks, weights, fabrics, engines] = await Promise.all([
-      attempt('RAM and CPUs', async () => {
-        const memory = sim?.ramBytes !== undefined
+    const [host, memory, gpus, disks, weights, fabrics, engines] = await Promise.all([
+      attempt('the hostname and CPUs', () => Promise.resolve({ hostname: d.hostname(), cpuCount: sim?.cpuCount ?? d.cpuCount() })),
+      attempt('RAM', async () =>
+        sim?.ramBytes !== undefined
           ? { totalBytes: sim.ramBytes, availableBytes: sim.ramBytes }
-          : parseMeminfo(await d.readFile(join(c.procRoot, 'meminfo')).catch(() => ''));
-        return { hostname: d.hostname(), cpuCount: sim?.cpuCount ?? d.cpuCount(), memory };
-      }),
+          : parseMeminfo(await d.readFile(join(c.procRoot, 'meminfo'))),
+      ),
       attempt('GPUs', async () => {
         if (sim) return { gpus: simulatedGpus(sim, c.simulateSeed ?? d.hostname()) };
         const result = await probeGpus(
@@ -242,9 +242,9 @@ export class NodeProber {
     if (host) {
       report.hostname = host.hostname;
       report.cpu_count = host.cpuCount;
-      if (host.memory.totalBytes !== undefined) report.memory_total_bytes = host.memory.totalBytes;
-      if (host.memory.availableBytes !== undefined) report.memory_available_bytes = host.memory.availableBytes;
     }
+    if (memory?.totalBytes !== undefined) report.memory_total_bytes = memory.totalBytes;
+    if (memory?.availableBytes !== undefined) report.memory_available_bytes = memory.availableBytes;
     if (gpus?.gpus) report.gpus = gpus.gpus;
     if (gpus && 'error' in gpus && gpus.error !== undefined) report.gpu_probe_error = gpus.error;
     if (disks) report.disks = disks;

@@ -158,7 +158,9 @@ export function parseSimulateSpec(spec: string): SimulatedMachine {
         break;
       case 'disk': {
         const disk = parseDisk(value, problems);
-        if (disk) (disks ??= []).push(disk);
+        if (disk && disks?.some((d) => d.mountPoint === disk.mountPoint)) {
+          problems.push(`disk=${value}: ${disk.mountPoint} is declared twice; declare each disk once`);
+        } else if (disk) (disks ??= []).push(disk);
         break;
       }
       case 'fabric': {
@@ -179,7 +181,8 @@ export function parseSimulateSpec(spec: string): SimulatedMachine {
   }
   for (const index of badGpus) {
     if (Number.isInteger(index) && index >= gpuClasses.length) {
-      problems.push(`bad=${index}: there is no GPU ${index}; declared GPUs are 0 to ${gpuClasses.length - 1}`);
+      const declared = gpuClasses.length === 0 ? 'no GPUs are declared' : `the declared GPUs are 0 to ${gpuClasses.length - 1}`;
+      problems.push(`bad=${index}: there is no GPU ${index}; ${declared}`);
     }
   }
   if (problems.length > 0) {

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import type { ExecFn, ExecResult } from './exec.js';
+import { type EngineProbeDeps, parseLlamaServerVersion, probeEngines, scriptPython } from './engines.js';
+
+const ok = (stdout: string, stderr = '', exitCode = 0): ExecResult => ({ exitCode, stdout, stderr, timedOut: false });
+
+function machine(files: Record<string, string>, answer: (file: string, args: readonly string[]) => ExecResult): EngineProbeDeps & { runs: string[] } {
+  const runs: string[] = [];
+  const exec: ExecFn = (file, args) => {
+    runs.push(file);
+    return Promise.resolve(answer(file, args));
+  };
+  return {
+    runs,
+    exec,
+    isExecutable: (path) => Promise.resolve(path in files),
+    readHead: (path, bytes) => (path in files ? Promise.resolve(files[path]!.slice(0, bytes)) : Promise.reject(new Error('ENOENT'))),
+  };
+}
+
+describe('probeEngines', () => {
+  it('finds every engine with its version, without running rpc-server or importing vllm', async () => {
+    const deps = machine(
+      {
+        '/opt/venv/bin/vllm': '#!/opt/venv/bin/python3\n# -*- coding: utf-8 -*-\nimport re\n',
+        '/opt/venv/bin/python3': '',
+        '/usr/local/bin/llama-server': '',
+        '/usr/local/bin/rpc-server': '',
+        '/usr/bin/python3': '',
+      },
+      (file, args) => {
+        if (file === '/opt/venv/bin/python3') return ok(args[1]!.includes('"vllm"') ? '0.11.2\n' : '0.5.4\n');
+        if (file === '/usr/local/bin/llama-server') return ok('', 'version: 6123 (9a96389e)\nbuilt with cc (GCC) 13.3.0 for x86_64-linux-gnu\n');
+        throw new Error(`unexpected run of ${file}`);
+      },
+    );
+    const engines = await probeEngines('/opt/venv/bin:/usr/local/bin:/usr/bin', 5000, deps);
+    expect(engines).toEqual([
+      { name: 'vllm', version: '0.11.2', path: '/opt/venv/bin/vllm' },
+      { name: 'llamacpp', version: 'b6123 (9a96389e)', path: '/usr/local/bin/llama-server' },
+      { name: 'llamacpp-rpc', path: '/usr/local/bin/rpc-server' },
+      // sglang has no launcher: the Python that has it is what the adapter runs.
+      { name: 'sglang', version: '0.5.4', path: '/opt/venv/bin/python3' },
+      { name: 'builtin' },
+      { name: 'sim' },
+    ]);
+    expect(deps.runs, 'rpc-server is never run').not.toContain('/usr/local/bin/rpc-server');
+  });
+
+  it('reports only the engines shipped inside llmgw on a bare machine', async () => {
+    expect(await probeEngines('/usr/bin', 5000, machine({}, () => ok('')))).toEqual([{ name: 'builtin' }, { name: 'sim' }]);
+  });
+
+  it('keeps an engine whose version cannot be read, and leaves sglang out when python3 cannot find it', async () => {
+    const deps = machine({ '/usr/bin/vllm': '\x7fELF binary', '/usr/bin/llama-server': '', '/usr/bin/python3': '' }, (file) => {
+      if (file === '/usr/bin/llama-server') return { exitCode: null, stdout: '', stderr: '', timedOut: true };
+      return ok('', '', 3);
+    });
+    expect(await probeEngines('/usr/bin', 5000, deps)).toEqual([
+      { name: 'vllm', path: '/usr/bin/vllm' },
+      { name: 'llamacpp', path: '/usr/bin/llama-server' },
+      { name: 'builtin' },
+      { name: 'sim' },
+    ]);
+  });
+});
+
+describe('scriptPython', () => {
+  it('reads the interpreter from a #! line, through env, and from pip\'s sh trampoline', () => {
+    expect(scriptPython('#!/opt/venv/bin/python3.11\nimport sys\n')).toEqual({ path: '/opt/venv/bin/python3.11' });
+    expect(scriptPython('#!/usr/bin/env python3\n')).toEqual({ name: 'python3' });
+    expect(scriptPython(`#!/bin/sh\n'''exec' "/very/long/path/venv/bin/python" "$0" "$@"\n' '''\n`)).toEqual({
+      path: '/very/long/path/venv/bin/python',
+    });
+    expect(scriptPython('#!/bin/bash\necho hi\n')).toBeNull();
+    expect(scriptPython('\x7fELF')).toBeNull();
+  });
+});
+
+describe('parseLlamaServerVersion', () => {
+  it('names the build the way llama.cpp tags releases, and is absent for other output', () => {
+    expect(parseLlamaServerVersion('version: 4567 (abc1234)\nbuilt with ...')).toBe('b4567 (abc1234)');
+    expect(parseLlamaServerVersion('error: unknown argument: --version')).toBeUndefined();
+  });
+});
