@@ -6,7 +6,7 @@
 import { labelMismatches } from './label-selector.js';
 import type { PlacementState, ProfileShape } from './state.js';
 import type { PlacementGpu, PlacementNote, Rejection, RejectionCode } from './types.js';
-import { formatBytes, gpuNoun, gpuRequest, plural, shortList } from './wording.js';
+import { formatBytes, gpuNoun, plural, shortList } from './wording.js';
 
 /** What the checks need to know about the request beyond the profile, in node positions. */
 export interface RequestContext {
@@ -37,9 +37,12 @@ export function nodeRejections(state: PlacementState, shape: ProfileShape, ctx: 
   const before = out.length;
   const entry = state.entries[i]!;
   const node = entry.node;
-  const b = { ...base(shape), node: entry.id };
-  const push = (code: RejectionCode, dimension: Rejection['dimension'], reason: string, extra: Partial<Rejection> = {}): void => {
-    out.push({ ...b, code, dimension, ...extra, reason });
+  const pool = shape.profile.pool;
+  const profile = shape.profile.name;
+  const push: Push = (code, dimension, reason, quantities) => {
+    const r: Rejection =
+      pool === undefined ? { profile, node: entry.id, code, dimension, reason } : { profile, pool, node: entry.id, code, dimension, reason };
+    out.push(quantities ? Object.assign(r, quantities) : r);
   };
 
   if (ctx.excluded.has(i)) push('excluded', 'node', 'node is excluded from this placement (the replica is moving off it)');
@@ -91,7 +94,8 @@ export function nodeRejections(state: PlacementState, shape: ProfileShape, ctx: 
   return out.length - before;
 }
 
-type Push = (code: RejectionCode, dimension: Rejection['dimension'], reason: string, extra?: Partial<Rejection>) => void;
+type Quantities = Pick<Rejection, 'unit' | 'requested' | 'free' | 'capacity'>;
+type Push = (code: RejectionCode, dimension: Rejection['dimension'], reason: string, quantities?: Quantities) => void;
 
 /**
  * The GPU check, one rejection at most. Each GPU falls out at the first stage
@@ -101,7 +105,7 @@ type Push = (code: RejectionCode, dimension: Rejection['dimension'], reason: str
  */
 function gpuRejection(state: PlacementState, shape: ProfileShape, i: number, push: Push): void {
   const entry = state.entries[i]!;
-  const want = gpuRequest(shape.profile);
+  const want = shape.gpuRequestText;
   if (!entry.gpusKnown) {
     push('gpus_unknown', 'gpus', `needs ${want}, but the node did not report its GPUs; check its agent's GPU probe`, {
       unit: 'gpus',
@@ -114,15 +118,18 @@ function gpuRejection(state: PlacementState, shape: ProfileShape, i: number, pus
     push('no_gpus', 'gpus', `needs ${want}; the node has no GPUs`, { unit: 'gpus', requested: shape.gpus, free: 0, capacity: 0 });
     return;
   }
-  const wrongClass = new Map<string, number>();
+  // Allocated only for a node with GPUs of another class: most rejected nodes have none.
+  let wrongClass: Map<string, number> | null = null;
   let wrongClassCount = 0;
   let lowMemory = 0;
   const unhealthy: PlacementGpu[] = [];
   let inUse = 0;
   let free = 0;
-  gpus.forEach((gpu, pos) => {
+  for (let pos = 0; pos < gpus.length; pos++) {
+    const gpu = gpus[pos]!;
     if (shape.classes.length > 0 && (gpu.class === undefined || !shape.classes.includes(gpu.class))) {
       const label = gpu.class ?? '';
+      wrongClass ??= new Map();
       wrongClass.set(label, (wrongClass.get(label) ?? 0) + 1);
       wrongClassCount++;
     } else if (shape.gpuMemoryMiB > 0 && gpu.memoryTotalMiB !== undefined && gpu.memoryTotalMiB < shape.gpuMemoryMiB) {
@@ -134,7 +141,7 @@ function gpuRejection(state: PlacementState, shape: ProfileShape, i: number, pus
     } else {
       free++;
     }
-  });
+  }
   if (free >= shape.gpus) return;
   const total = gpus.length;
   let code: RejectionCode = 'gpus_free';
@@ -145,7 +152,7 @@ function gpuRejection(state: PlacementState, shape: ProfileShape, i: number, pus
   const details: string[] = [];
   for (const gpu of unhealthy) details.push(`GPU ${gpu.index} is unhealthy${gpu.problem ? `: ${gpu.problem}` : ''}`);
   if (inUse > 0) details.push(`${inUse} ${plural(inUse, 'is', 'are')} in use`);
-  for (const [cls, n] of [...wrongClass].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+  for (const [cls, n] of [...(wrongClass ?? new Map<string, number>())].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
     details.push(cls === '' ? `${n} ${plural(n, 'reports', 'report')} no class` : `${n} ${plural(n, 'is', 'are')} ${cls}`);
   }
   if (lowMemory > 0) details.push(`${lowMemory} ${plural(lowMemory, 'has', 'have')} less than ${shape.profile.gpuMemoryGiB} GiB`);

@@ -37,7 +37,8 @@ export interface ExplainProfile {
 
 export interface ExplainNode {
   readonly node: string;
-  readonly rejections: readonly { readonly profile: string; readonly code: RejectionCode; readonly reason: string }[];
+  /** This node's rejections, every profile, in the order given. */
+  readonly rejections: readonly Rejection[];
 }
 
 export interface ExplainSummary {
@@ -209,12 +210,17 @@ function sizeOf(sample: Rejection, gib: number | undefined): string {
 }
 
 function drillDown(rejections: readonly Rejection[]): ExplainNode[] {
-  const byNode = new Map<string, { profile: string; code: RejectionCode; reason: string }[]>();
+  const byNode = new Map<string, Rejection[]>();
   for (const r of rejections) {
     if (r.node === undefined) continue;
-    let list = byNode.get(r.node);
-    if (!list) byNode.set(r.node, (list = []));
-    list.push({ profile: r.profile, code: r.code, reason: r.reason });
+    const list = byNode.get(r.node);
+    if (list) list.push(r);
+    else byNode.set(r.node, [r]);
   }
-  return [...byNode.keys()].sort().map((node) => ({ node, rejections: byNode.get(node)! }));
+  const nodes = [...byNode.keys()];
+  // Rejections from place() come in node order already; sorting is then only a check.
+  let sorted = true;
+  for (let i = 1; i < nodes.length && sorted; i++) sorted = nodes[i - 1]! < nodes[i]!;
+  if (!sorted) nodes.sort();
+  return nodes.map((node) => ({ node, rejections: byNode.get(node)! }));
 }

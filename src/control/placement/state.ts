@@ -15,7 +15,7 @@
 import { IllegalStateError, isLlmgwError } from '../../errors/index.js';
 import { matchesLabels, parseLabelSelector, type LabelSelector } from './label-selector.js';
 import type { PlacementGpu, PlacementNode, PlacementProfile, PlacementSnapshot } from './types.js';
-import { gibToBytes } from './wording.js';
+import { gibToBytes, gpuRequest } from './wording.js';
 
 export interface NodeEntry {
   readonly node: PlacementNode;
@@ -44,6 +44,8 @@ export interface ProfileShape {
   readonly selector: LabelSelector | null;
   /** Why the selector does not parse; null when it does (or there is none). */
   readonly selectorProblem: string | null;
+  /** "2 GPUs of class h100-80gb with 70 GiB each", worded once for every rejection that needs it. */
+  readonly gpuRequestText: string;
 }
 
 /**
@@ -90,6 +92,7 @@ export function profileShape(profile: PlacementProfile): ProfileShape {
     diskBytes: profile.diskGiB === undefined ? NaN : gibToBytes(profile.diskGiB),
     selector,
     selectorProblem,
+    gpuRequestText: gpus > 0 ? gpuRequest(profile) : '',
   };
 }
 

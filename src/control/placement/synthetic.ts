@@ -4,6 +4,8 @@
 // src rather than test/ so the benchmark can import it from dist/.
 import type { Placement, PlacementGpu, PlacementNode, PlacementProfile, PlacementRequest, PlacementSnapshot } from './types.js';
 
+const GiB = 2 ** 30;
+
 /** Returns numbers in [0, 1), the same sequence for the same seed (mulberry32). */
 export type Prng = () => number;
 
@@ -35,6 +37,34 @@ export function shuffled<T>(prng: Prng, items: readonly T[]): T[] {
     [out[i], out[j]] = [out[j]!, out[i]!];
   }
   return out;
+}
+
+/** `count` healthy GPUs of one class, indices 0…count-1. Default: H100 80GB. */
+export function syntheticGpus(count: number, cls = 'h100-80gb', memoryMiB = 81_559): PlacementGpu[] {
+  return Array.from({ length: count }, (_, index) => ({ index, class: cls, memoryTotalMiB: memoryMiB, healthy: true }));
+}
+
+/**
+ * One node for a hand-written test: ready, up, 8 free healthy H100s, 1 TiB
+ * of RAM free of 1 TiB, 2 TiB of local disk free, no weights, no fabric,
+ * every engine; `overrides` replace any of it.
+ */
+export function syntheticNode(id: string, overrides: Partial<PlacementNode> = {}): PlacementNode {
+  return {
+    id,
+    labels: {},
+    adminState: 'ready',
+    liveness: 'up',
+    gpus: syntheticGpus(8),
+    gpusInUse: [],
+    memoryTotalBytes: 1024 * GiB,
+    memoryFreeBytes: 1024 * GiB,
+    localDiskFreeBytes: 2048 * GiB,
+    weightsHeld: [],
+    fabrics: [],
+    engines: ['vllm', 'llamacpp', 'sglang', 'builtin', 'sim'],
+    ...overrides,
+  };
 }
 
 export interface SyntheticGpuClass {
@@ -83,8 +113,6 @@ export interface SyntheticFleetOptions {
   /** RAM per node, GiB, drawn uniformly. Default [512, 2048]. */
   readonly memoryGiB?: readonly [number, number];
 }
-
-const GiB = 2 ** 30;
 
 function weighted(prng: Prng, classes: readonly SyntheticGpuClass[]): SyntheticGpuClass {
   const total = classes.reduce((s, c) => s + c.weight, 0);
