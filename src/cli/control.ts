@@ -12,7 +12,8 @@ export async function runControl(opts: Record<string, string | undefined>): Prom
   const config = loadControlConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, flags });
   const plane = await ControlPlane.create(config);
   const urls = await plane.listen();
-  plane.logger.info({ client: urls.client, admin: urls.admin, agent: urls.agent, store: config.store.kind }, 'llmgw control listening');
+  // The listening line is printed whatever the log level: scripts and tests wait for it.
+  plane.logger.child({}, { level: 'info' }).info({ client: urls.client, admin: urls.admin, agent: urls.agent, store: config.store.kind }, 'llmgw control listening');
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

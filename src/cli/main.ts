@@ -4,6 +4,7 @@
 // 0 ok, 1 failed, 2 usage or configuration error.
 import { Command, Option } from 'commander';
 import { isLlmgwError } from '../errors/index.js';
+import { type AgentFlags, runAgent } from './agent.js';
 import { runControl } from './control.js';
 
 const program = new Command()
@@ -24,11 +25,64 @@ control.action(async (opts: Record<string, string | undefined>) => {
   await runControl(opts);
 });
 
+const collect = (value: string, previous: string[]) => [...previous, value];
+program
+  .command('agent')
+  .description('run the node agent: report this machine to the control plane and run its shards')
+  .requiredOption('--control <urls>', 'control plane agent URL(s), comma-separated for failover, e.g. http://10.0.0.1:8082')
+  .option('--join-token <token>', 'the control plane\'s join token (or LLMGW_JOIN_TOKEN)')
+  .option('--node-id <id>', 'node id (default: from /etc/machine-id and the hostname)')
+  .option('--labels <k=v,...>', 'node labels for pool selectors')
+  .option('--state-dir <dir>', 'where the agent keeps its credential and engine records', './.llmgw/agent')
+  .option('--cache-dir <dir>', 'weight cache directory (default: <state-dir>/cache)')
+  .option('--model-dir <dir>', 'an operator model directory, used in place and never deleted (repeatable)', collect, [])
+  .option('--mgmt-addr <host:port>', 'management API listener (default 127.0.0.1 on a free port)')
+  .option('--simulate <spec>', 'declare the hardware instead of probing it, e.g. gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local')
+  .option('--fabric <name=address>', 'a fabric this node is on (repeatable), e.g. ib0=10.1.0.5', collect, [])
+  .option('--heartbeat-interval <duration>', 'how often to report when the control plane does not say', '5s')
+  .option('--log-level <level>', 'pino level', 'info')
+  .action(async (opts: AgentFlags) => {
+    await runAgent(opts);
+  });
+
+const engine = program.command('engine').description('engines that ship with llmgw');
+engine
+  .command('sim')
+  .description('a simulated OpenAI-compatible engine for tests and benchmarks (--help for its flags)')
+  .helpOption(false)
+  .allowUnknownOption()
+  .allowExcessArguments()
+  .action(async (_opts: unknown, cmd: Command) => {
+    const { runSimEngineCli } = await import('../engine/sim/index.js');
+    process.exitCode = await runSimEngineCli(cmd.args);
+  });
+engine
+  .command('builtin')
+  .description('llmgw\'s own CPU engine over a GGUF file (--help for its flags)')
+  .helpOption(false)
+  .allowUnknownOption()
+  .allowExcessArguments()
+  .action(async (_opts: unknown, cmd: Command) => {
+    const { runBuiltinEngineCli } = await import('../engine/builtin/index.js');
+    process.exitCode = await runBuiltinEngineCli(cmd.args);
+  });
+
+program
+  .command('dev')
+  .description('developer tools')
+  .command('make-model')
+  .description('write a tiny llama GGUF with seeded random weights (for tests and the demo)')
+  .helpOption(false)
+  .allowUnknownOption()
+  .allowExcessArguments()
+  .action(async (_opts: unknown, cmd: Command) => {
+    const { runMakeModelCli } = await import('../dev/make-model/index.js');
+    process.exitCode = await runMakeModelCli(cmd.args);
+  });
+
 for (const [name, issue] of [
-  ['agent', 'the node agent'],
   ['ctl', 'the operator CLI'],
   ['up', 'the one-command quick start'],
-  ['engine', 'the builtin and sim engines'],
 ] as const) {
   program
     .command(name)

@@ -7,7 +7,9 @@ import pino, { type Logger } from 'pino';
 import { registerAdminApi } from './adminapi/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
+import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { createJsonApp, type ErrorShaper } from './http/index.js';
+import { Inventory } from './inventory/index.js';
 import { Store } from './store/index.js';
 
 export interface ControlPlaneDeps {
@@ -16,6 +18,8 @@ export interface ControlPlaneDeps {
   now?: () => number;
   /** Accept http:// weight sources (loopback tests only). */
   allowHttpSources?: boolean;
+  /** How often agents should report, ms (default 5000). */
+  heartbeatIntervalMs?: number;
 }
 
 export interface ControlPlaneUrls {
@@ -35,6 +39,8 @@ export class ControlPlane {
     readonly logger: Logger,
     readonly store: Store | null,
     readonly catalog: Catalog,
+    readonly inventory: Inventory,
+    readonly assignments: AssignmentBoard,
     readonly clientApp: FastifyInstance,
     readonly adminApp: FastifyInstance,
     readonly agentApp: FastifyInstance,
@@ -42,15 +48,19 @@ export class ControlPlane {
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
     const logger = deps.logger ?? pino({ level: config.logLevel, base: { part: 'control' } });
+    const now = deps.now ?? Date.now;
     const store =
       config.store.kind === 'none' ? null : await Store.open({ location: config.store, ...(deps.now ? { now: deps.now } : {}) });
     let catalog: Catalog;
+    let inventory: Inventory;
     try {
       catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false });
+      inventory = await Inventory.create({ store, now, staleAfterMs: config.nodeStaleAfterMs, lostAfterMs: config.nodeLostAfterMs });
     } catch (err) {
       await store?.close();
       throw err;
     }
+    const assignments = new AssignmentBoard(now());
 
     const clientApp = createJsonApp({ logger: logger.child({ listener: 'client' }), bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
@@ -64,11 +74,18 @@ export class ControlPlane {
     });
 
     const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20 });
-    registerAdminApi(adminApp, { catalog, adminToken: config.adminToken });
+    registerAdminApi(adminApp, {
+      catalog,
+      inventory,
+      now,
+      adminToken: config.adminToken,
+      onNodeState: (nodeId) => assignments.bump(nodeId),
+    });
 
     const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20 });
+    registerAgentApi(agentApp, { inventory, assignments, joinToken: config.joinToken, heartbeatIntervalMs: deps.heartbeatIntervalMs ?? 5000 });
 
-    return new ControlPlane(config, logger, store, catalog, clientApp, adminApp, agentApp);
+    return new ControlPlane(config, logger, store, catalog, inventory, assignments, clientApp, adminApp, agentApp);
   }
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
@@ -88,7 +105,9 @@ export class ControlPlane {
   }
 
   async close(): Promise<void> {
+    this.assignments.releaseAll();
     await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
+    await this.inventory.close();
     await this.store?.close();
   }
 }

@@ -3,3 +3,4 @@
 // the other; they meet here.
 export * from './node-report.js';
 export * from './source.js';
+export * from './agent-api.js';

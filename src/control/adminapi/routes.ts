@@ -6,10 +6,22 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
 import type { Catalog } from '../catalog/index.js';
 import { actorOf, type RouteJsonWording } from '../http/index.js';
-import { modelViews, summaryView, type ViewSources } from './views.js';
+import type { AdminState } from '../inventory/index.js';
+import { modelViews, nodeViews, summaryView, type ViewSources } from './views.js';
+
+const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
+  ['ready', 'ready'],
+  ['uncordon', 'ready'],
+  ['cordoned', 'cordoned'],
+  ['cordon', 'cordoned'],
+  ['draining', 'draining'],
+  ['drain', 'draining'],
+]);
 
 export interface AdminApiOptions extends ViewSources {
   catalog: Catalog;
+  /** Called after a node's admin state changed: the reconciler's Notify and the agent's wake-up. */
+  onNodeState?: (nodeId: string) => void;
   /** Null: no token needed (the control plane allows that only on a loopback admin address). */
   adminToken: string | null;
 }
@@ -26,6 +38,25 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
 
   app.get('/api/v1/summary', async () => summaryView(options));
   app.get('/api/v1/models', async () => modelViews(options));
+  app.get('/api/v1/nodes', async () => nodeViews(options));
+
+  // Cordon, uncordon and drain are one operation with different targets:
+  // cordon stops new placement, drain also moves existing work off.
+  app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/state', async (request) => {
+    const body = request.body as { state?: unknown } | undefined;
+    const wanted = typeof body?.state === 'string' ? NODE_STATE_WORDS.get(body.state) : undefined;
+    if (!wanted) {
+      throw new LlmgwError(
+        'LLMGW_NODE_STATE_INVALID',
+        `unknown state ${JSON.stringify(body?.state ?? null)} (want ready, cordoned or draining; uncordon, cordon and drain also work)`,
+      );
+    }
+    if (!options.inventory) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${request.params.id}"`);
+    const node = await options.inventory.setState(request.params.id, wanted, actorOf(request));
+    // Act now rather than at the next tick: an operator draining a node is usually about to do something to it.
+    options.onNodeState?.(node.id);
+    return { id: node.id, state: node.adminState };
+  });
 
   const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
   app.post('/api/v1/models', { bodyLimit: MODEL_BODY_LIMIT_BYTES, config: modelWording }, async (request, reply) => {

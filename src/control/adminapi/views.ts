@@ -4,6 +4,7 @@
 // back out through HTTP for what this process already holds would add a way
 // for the two to disagree.
 import type { Catalog } from '../catalog/index.js';
+import { fabricNames, type Inventory, localDisk } from '../inventory/index.js';
 
 /** A model as `ctl models` shows it. */
 export interface ModelView {
@@ -38,6 +39,11 @@ export interface ReplicaCounts {
 
 export interface ViewSources {
   catalog: Catalog;
+  /** Absent on a control plane built without one (tests of the catalog alone). */
+  inventory?: Inventory;
+  now?: () => number;
+  /** Shards per node and GPUs in use per node, from the reconciler; absent before it exists. */
+  nodeUsage?: () => ReadonlyMap<string, { replicas: number; gpusInUse: ReadonlySet<number> }>;
   /** Per model name; a model with no entry has none. */
   replicaCounts?: () => ReadonlyMap<string, ReplicaCounts>;
 }
@@ -66,7 +72,15 @@ export function modelViews(src: ViewSources): ModelView[] {
 export function summaryView(src: ViewSources): SummaryView {
   const models = modelViews(src);
   const notPlaced = models.filter((m) => m.min_replicas > 0 && m.total_replicas === 0).map((m) => m.name);
+  const nodes = nodeViews(src);
   const attention: string[] = [];
+  for (const n of nodes) {
+    if (n.liveness === 'lost') attention.push(`node ${n.id} is lost: no heartbeat for ${n.last_seen_ago || 'ever since it joined'}`);
+    else if (n.liveness === 'stale') attention.push(`node ${n.id} is stale: last heartbeat ${n.last_seen_ago} ago`);
+    for (const u of n.unhealthy_gpus ?? []) attention.push(`node ${n.id} ${u}`);
+    if (n.gpu_probe_error) attention.push(`node ${n.id}: ${n.gpu_probe_error}`);
+  }
+  for (const m of notPlaced) attention.push(`model ${m} has no replica`);
   if (!src.catalog.writable) attention.push('this control plane has no store: models come only from the catalog file, and writes are refused');
   return {
     models: {
@@ -75,9 +89,93 @@ export function summaryView(src: ViewSources): SummaryView {
       stored: models.filter((m) => m.origin === 'store').length,
       not_placed: notPlaced,
     },
-    nodes: { total: 0, by_state: {}, by_liveness: {} },
+    nodes: { total: nodes.length, by_state: countBy(nodes, (n) => n.state), by_liveness: countBy(nodes, (n) => n.liveness) },
     replicas: { total: 0, by_state: {} },
     attention,
     store: src.catalog.writable,
   };
+}
+
+/** A node as `ctl nodes` shows it. Zero or absent means "not reported", never "none". */
+export interface NodeView {
+  id: string;
+  hostname?: string;
+  mgmt_addr?: string;
+  state: string;
+  /** up, stale or lost, from the last heartbeat. */
+  liveness: string;
+  labels?: Record<string, string>;
+  gpu_total: number;
+  gpu_free: number;
+  memory_gb?: number;
+  models_on_disk?: string[];
+  disk_free_gb?: number;
+  disk_total_gb?: number;
+  gpu_classes?: string[];
+  fabrics?: string[];
+  unhealthy_gpus?: string[];
+  /** Set when the GPU probe itself failed: the node's GPUs are unknown, and why. */
+  gpu_probe_error?: string;
+  last_seen_ago: string;
+  agent_version?: string;
+  replicas: number;
+}
+
+export function nodeViews(src: ViewSources): NodeView[] {
+  if (!src.inventory) return [];
+  const inv = src.inventory;
+  const now = src.now?.() ?? Date.now();
+  const usage = src.nodeUsage?.() ?? new Map<string, { replicas: number; gpusInUse: ReadonlySet<number> }>();
+  return inv.list().map((n) => {
+    const report = n.report;
+    const gpus = report?.gpus ?? [];
+    const used = usage.get(n.id);
+    const v: NodeView = {
+      id: n.id,
+      state: n.adminState,
+      liveness: inv.liveness(n, now),
+      gpu_total: gpus.length,
+      gpu_free: gpus.filter((g) => g.problems.length === 0 && !used?.gpusInUse.has(g.index)).length,
+      last_seen_ago: n.lastSeenMs === null ? '' : formatAgo(now - n.lastSeenMs),
+      replicas: used?.replicas ?? 0,
+    };
+    if (n.hostname ?? report?.hostname) v.hostname = (n.hostname ?? report?.hostname)!;
+    if (n.mgmtAddr) v.mgmt_addr = n.mgmtAddr;
+    if (Object.keys(n.labels).length) v.labels = n.labels;
+    if (report?.memory_total_bytes) v.memory_gb = Math.floor(report.memory_total_bytes / 2 ** 30);
+    const weights = report?.weights ?? [];
+    if (weights.length) v.models_on_disk = weights.map((w) => w.path);
+    const disk = localDisk(n);
+    if (disk && disk.totalBytes > 0) {
+      v.disk_free_gb = Math.floor(disk.freeBytes / 2 ** 30);
+      v.disk_total_gb = Math.floor(disk.totalBytes / 2 ** 30);
+    }
+    const classes = [...new Set(gpus.map((g) => g.class).filter((c): c is string => !!c))];
+    if (classes.length) v.gpu_classes = classes;
+    const fabrics = fabricNames(n);
+    if (fabrics.length) v.fabrics = fabrics;
+    const unhealthy = gpus.filter((g) => g.problems.length > 0).map((g) => `gpu ${g.index}: ${g.problems[0]}`);
+    if (unhealthy.length) v.unhealthy_gpus = unhealthy;
+    if (report?.gpu_probe_error) v.gpu_probe_error = report.gpu_probe_error;
+    if (n.agentVersion) v.agent_version = n.agentVersion;
+    return v;
+  });
+}
+
+/** "4s", "3m12s", "2h5m": how long ago, to the second, like Go's Duration.Round(time.Second). */
+export function formatAgo(ms: number): string {
+  let s = Math.max(0, Math.round(ms / 1000));
+  const h = Math.floor(s / 3600);
+  s -= h * 3600;
+  const m = Math.floor(s / 60);
+  s -= m * 60;
+  if (h) return `${h}h${m}m${s}s`;
+  if (m) return `${m}m${s}s`;
+  return `${s}s`;
+}
+
+function countBy<T>(items: readonly T[], key: (t: T) => string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const item of items) out[key(item)] = (out[key(item)] ?? 0) + 1;
+  return out;
 }

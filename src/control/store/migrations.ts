@@ -36,6 +36,26 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('audit_log_at').on('audit_log').column('at').execute();
       },
     },
+    '0002_nodes': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('nodes')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('hostname', 'text')
+          .addColumn('mgmt_addr', 'text')
+          .addColumn('labels', 'text', (c) => c.notNull())
+          .addColumn('admin_state', 'text', (c) => c.notNull())
+          .addColumn('credential_hash', 'text', (c) => c.notNull())
+          .addColumn('mgmt_token', 'text', (c) => c.notNull())
+          .addColumn('agent_version', 'text')
+          .addColumn('protocol_version', 'integer')
+          .addColumn('last_seen', 'bigint')
+          .addColumn('report', 'text')
+          .addColumn('joined_at', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }
 

@@ -9,7 +9,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, type Transaction } fr
 import pg from 'pg';
 import { LlmgwError } from '../../errors/index.js';
 import { type Dialect, StaticMigrationProvider } from './migrations.js';
-import type { Database } from './schema.js';
+import type { Database, NodesTable } from './schema.js';
 
 export type StoreLocation = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
 
@@ -44,6 +44,59 @@ export interface StoreOptions {
 }
 
 const INT8_OID = 20;
+
+export interface NodeRow {
+  id: string;
+  hostname: string | null;
+  mgmtAddr: string | null;
+  labels: Record<string, string>;
+  adminState: string;
+  credentialHash: string;
+  mgmtToken: string;
+  agentVersion: string | null;
+  protocolVersion: number | null;
+  lastSeenMs: number | null;
+  /** The newest report as stored: unvalidated JSON, read through the protocol's lenient schema by the inventory. */
+  report: unknown;
+  joinedAt: number;
+}
+
+export interface NodeJoin {
+  id: string;
+  hostname: string | null;
+  mgmtAddr: string | null;
+  labels: Record<string, string>;
+  credentialHash: string;
+  mgmtToken: string;
+  agentVersion: string | null;
+  protocolVersion: number | null;
+}
+
+export interface HeartbeatWrite {
+  id: string;
+  lastSeenMs: number;
+  /** Absent: the heartbeat carried no report; the stored one is kept. */
+  report?: unknown;
+  agentVersion: string | null;
+  protocolVersion: number | null;
+}
+
+function toNodeRow(r: NodesTable): NodeRow {
+  return {
+    id: r.id,
+    hostname: r.hostname,
+    mgmtAddr: r.mgmt_addr,
+    labels: JSON.parse(r.labels) as Record<string, string>,
+    adminState: r.admin_state,
+    credentialHash: r.credential_hash,
+    mgmtToken: r.mgmt_token,
+    agentVersion: r.agent_version,
+    protocolVersion: r.protocol_version,
+    lastSeenMs: r.last_seen,
+    report: r.report === null ? null : (JSON.parse(r.report) as unknown),
+    joinedAt: r.joined_at,
+  };
+}
 
 export class Store {
   private constructor(
@@ -155,6 +208,71 @@ export class Store {
       if (Number(result.numDeletedRows) === 0) return false;
       await this.insertAudit(tx, at, audit);
       return true;
+    });
+  }
+
+  // --- nodes ---
+
+  async listNodes(): Promise<NodeRow[]> {
+    const rows = await this.db.selectFrom('nodes').selectAll().orderBy('id').execute();
+    return rows.map(toNodeRow);
+  }
+
+  /**
+   * Records a join: a new node, or a node joining again (new credential,
+   * fresh identity facts). The admin state survives a rejoin: an agent that
+   * restarts must not uncordon its own node.
+   */
+  async upsertNodeOnJoin(node: NodeJoin, audit: AuditInput): Promise<NodeRow> {
+    const at = this.now();
+    return this.db.transaction().execute(async (tx) => {
+      const existing = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirst();
+      const values = {
+        hostname: node.hostname,
+        mgmt_addr: node.mgmtAddr,
+        labels: JSON.stringify(node.labels),
+        credential_hash: node.credentialHash,
+        mgmt_token: node.mgmtToken,
+        agent_version: node.agentVersion,
+        protocol_version: node.protocolVersion,
+        updated_at: at,
+      };
+      if (existing) await tx.updateTable('nodes').set(values).where('id', '=', node.id).execute();
+      else await tx.insertInto('nodes').values({ id: node.id, admin_state: 'ready', last_seen: null, report: null, joined_at: at, ...values }).execute();
+      await this.insertAudit(tx, at, audit);
+      const row = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirstOrThrow();
+      return toNodeRow(row);
+    });
+  }
+
+  /** Sets a node's admin state with its audit row; false when there is no such node. */
+  async setNodeState(id: string, state: string, audit: AuditInput): Promise<boolean> {
+    const at = this.now();
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx.updateTable('nodes').set({ admin_state: state, updated_at: at }).where('id', '=', id).executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      await this.insertAudit(tx, at, audit);
+      return true;
+    });
+  }
+
+  /**
+   * Writes the newest heartbeat of many nodes in one transaction. Heartbeats
+   * arrive hundreds a second in a large fleet; one fsync per batch instead of
+   * per heartbeat is what keeps the store from being the bottleneck. A write
+   * never moves last_seen backwards (another control plane may have newer).
+   */
+  async saveHeartbeats(beats: readonly HeartbeatWrite[]): Promise<void> {
+    if (beats.length === 0) return;
+    await this.db.transaction().execute(async (tx) => {
+      for (const b of beats) {
+        await tx
+          .updateTable('nodes')
+          .set({ last_seen: b.lastSeenMs, report: b.report === undefined ? undefined : JSON.stringify(b.report), agent_version: b.agentVersion, protocol_version: b.protocolVersion })
+          .where('id', '=', b.id)
+          .where((eb) => eb.or([eb('last_seen', 'is', null), eb('last_seen', '<=', b.lastSeenMs)]))
+          .execute();
+      }
     });
   }
 

@@ -1,0 +1,317 @@
+// The node agent: joins a control plane, reports this machine with every
+// heartbeat, and converges on the shards the answer names. One heartbeat
+// loop does both reporting and receiving work, long-polled, so the report is
+// never older than the interval and an admin action arrives within a second.
+// Everything the loop touches is injected (prober, HTTP, clock), so a
+// benchmark can run thousands of simulated agents in one process.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import { request } from 'undici';
+import { z } from 'zod';
+import { LlmgwError, ValidationError } from '../errors/index.js';
+import {
+  AGENT_API_PREFIX,
+  type HeartbeatRequest,
+  HeartbeatResponseSchema,
+  JoinResponseSchema,
+  type NodeReport,
+  PROTOCOL_VERSION,
+  type ShardAssignment,
+  type ShardStatus,
+} from '../protocol/index.js';
+import { parseDurationMs } from '../units/index.js';
+import { describeIssues } from '../validation/index.js';
+import { LLMGW_VERSION } from '../version.js';
+import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
+
+/** The options as an operator writes them (flags). */
+export interface AgentOptions {
+  /** One or more control-plane agent URLs; the agent fails over between them in order. */
+  control: string[];
+  joinToken?: string;
+  /** Absent: derived from /etc/machine-id and the hostname. */
+  nodeId?: string;
+  labels?: Record<string, string>;
+  /** Where the agent keeps its credential and engine records. */
+  stateDir: string;
+  /** host:port for the management API (collect, logs); absent = 127.0.0.1 on a free port. */
+  mgmtAddr?: string;
+  /** How often to report when the control plane does not say; a duration like "5s". */
+  heartbeatInterval?: string;
+}
+
+const AgentOptionsSchema = z.strictObject({
+  control: z.array(z.string().url('want a URL like http://10.0.0.1:8082')).min(1, 'give at least one --control URL'),
+  joinToken: z.string().min(1).optional(),
+  nodeId: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'want 1-128 letters, digits, ".", "_" or "-"')
+    .optional(),
+  labels: z.record(z.string(), z.string()).default({}),
+  stateDir: z.string().min(1),
+  mgmtAddr: z.string().regex(/^[^:]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/, 'want host:port').default('127.0.0.1:0'),
+  heartbeatInterval: z.string().default('5s'),
+});
+
+export interface AgentConfig {
+  readonly controlUrls: readonly string[];
+  readonly joinToken: string | null;
+  readonly nodeId: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly stateDir: string;
+  readonly mgmtHost: string;
+  readonly mgmtPort: number;
+  readonly heartbeatIntervalMs: number;
+}
+
+export function compileAgentOptions(options: AgentOptions): AgentConfig {
+  const parsed = AgentOptionsSchema.safeParse(options);
+  if (!parsed.success) throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(AgentOptionsSchema, parsed.error), 'the agent options are not valid');
+  const o = parsed.data;
+  const interval = parseDurationMs(o.heartbeatInterval);
+  if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);
+  const at = o.mgmtAddr.lastIndexOf(':');
+  return Object.freeze({
+    controlUrls: o.control.map((u) => u.replace(/\/+$/, '')),
+    joinToken: o.joinToken ?? null,
+    nodeId: o.nodeId ?? defaultNodeId(),
+    labels: o.labels,
+    stateDir: o.stateDir,
+    mgmtHost: o.mgmtAddr.slice(0, at).replace(/^\[|\]$/g, ''),
+    mgmtPort: Number(o.mgmtAddr.slice(at + 1)),
+    heartbeatIntervalMs: interval,
+  });
+}
+
+/** What runs the node's shards; the agent hands it each answer's assignments. Absent: assignments are only recorded. */
+export interface ShardRunner {
+  desired(shards: readonly ShardAssignment[]): void | Promise<void>;
+  status(): ShardStatus[];
+}
+
+export interface AgentDeps {
+  probe: () => Promise<NodeReport>;
+  logger?: Logger;
+  runner?: ShardRunner;
+  /** When false, no management listener is started (simulated fleets in benchmarks). Default true. */
+  mgmt?: boolean;
+}
+
+export type AgentPhase = 'joining' | 'running' | 'stopped';
+
+export class Agent {
+  private identity: Identity | null = null;
+  private generation: number | undefined;
+  private controlIndex = 0;
+  private stopped = false;
+  private loop: Promise<void> | null = null;
+  private abort = new AbortController();
+  private mgmtApp: FastifyInstance | null = null;
+  private lastReport: { at: number; report: NodeReport } | null = null;
+  private intervalMs: number;
+  readonly logger: Logger;
+  /** The assignments of the newest answer; the runner converges on them. */
+  assignments: ShardAssignment[] = [];
+  mgmtUrl: string | null = null;
+  phase: AgentPhase = 'joining';
+  /** Count of heartbeats answered, for tests and the benchmark. */
+  heartbeats = 0;
+
+  constructor(
+    readonly config: AgentConfig,
+    private readonly deps: AgentDeps,
+  ) {
+    this.logger = deps.logger ?? pino({ base: { part: 'agent', node: config.nodeId } });
+    this.intervalMs = config.heartbeatIntervalMs;
+  }
+
+  get nodeId(): string {
+    return this.config.nodeId;
+  }
+
+  /** Starts the management listener and the heartbeat loop; resolves once the node has joined. */
+  async start(): Promise<void> {
+    if (this.deps.mgmt !== false) await this.startMgmt();
+    const saved = loadIdentity(this.config.stateDir);
+    if (saved && saved.node_id === this.config.nodeId) this.identity = saved;
+    if (!this.identity) await this.joinWithRetry();
+    this.phase = 'running';
+    this.loop = this.heartbeatLoop();
+  }
+
+  /** Stops reporting and the management listener. Engines are not touched: that is the runner's `detach`. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await this.loop?.catch(() => {});
+    await this.mgmtApp?.close();
+    this.phase = 'stopped';
+  }
+
+  private controlUrl(): string {
+    return this.config.controlUrls[this.controlIndex % this.config.controlUrls.length]!;
+  }
+
+  private failover(): void {
+    this.controlIndex = (this.controlIndex + 1) % this.config.controlUrls.length;
+  }
+
+  private async joinWithRetry(): Promise<void> {
+    let delayMs = 250;
+    for (;;) {
+      try {
+        await this.join();
+        return;
+      } catch (err) {
+        if (err instanceof LlmgwError && err.code === 'LLMGW_JOIN_REFUSED') throw err;
+        if (this.stopped) throw err;
+        this.logger.warn({ control: this.controlUrl(), err: (err as Error).message }, 'cannot join yet; retrying');
+        this.failover();
+        await sleep(delayMs, this.abort.signal);
+        delayMs = Math.min(delayMs * 2, this.intervalMs);
+      }
+    }
+  }
+
+  private async join(): Promise<void> {
+    if (!this.config.joinToken) {
+      throw new LlmgwError('LLMGW_JOIN_REFUSED', `node ${this.config.nodeId} has no saved credential and no join token; start the agent with --join-token`);
+    }
+    const report = await this.report(true);
+    const res = await request(`${this.controlUrl()}${AGENT_API_PREFIX}/join`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        join_token: this.config.joinToken,
+        node_id: this.config.nodeId,
+        hostname: report.hostname,
+        agent_version: LLMGW_VERSION,
+        protocol_version: PROTOCOL_VERSION,
+        labels: this.config.labels,
+        ...(this.mgmtUrl ? { mgmt_addr: new URL(this.mgmtUrl).host } : {}),
+      }),
+      signal: this.abort.signal,
+      headersTimeout: 10_000,
+      bodyTimeout: 10_000,
+    });
+    const text = await res.body.text();
+    if (res.statusCode === 401) {
+      throw new LlmgwError('LLMGW_JOIN_REFUSED', `the control plane at ${this.controlUrl()} refused the join: ${errorText(text)}`);
+    }
+    if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `join answered ${res.statusCode}: ${errorText(text)}`);
+    const answer = JoinResponseSchema.parse(JSON.parse(text));
+    this.identity = { node_id: answer.node_id, credential: answer.credential, mgmt_token: answer.mgmt_token, control: this.controlUrl() };
+    if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
+    saveIdentity(this.config.stateDir, this.identity);
+    this.generation = undefined;
+    this.logger.info({ control: this.controlUrl() }, 'joined');
+  }
+
+  /** The probe's report, reused while fresh: a long-poll answered early must not cost a full probe. */
+  private async report(force = false): Promise<NodeReport> {
+    const now = Date.now();
+    if (!force && this.lastReport && now - this.lastReport.at < this.intervalMs * 0.8) return this.lastReport.report;
+    const report = await this.deps.probe();
+    this.lastReport = { at: now, report };
+    return report;
+  }
+
+  private async heartbeatLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopped) {
+      try {
+        await this.heartbeatOnce(this.intervalMs);
+        failures = 0;
+      } catch (err) {
+        if (this.stopped) return;
+        failures++;
+        if (err instanceof LlmgwError && err.code === 'LLMGW_JOIN_REFUSED' && this.config.joinToken) {
+          this.logger.warn('the control plane no longer knows this node; joining again');
+          this.identity = null;
+          await this.joinWithRetry().catch((e: unknown) => this.logger.error({ err: (e as Error).message }, 'rejoin failed'));
+          continue;
+        }
+        this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, failures }, 'heartbeat failed');
+        if (this.config.controlUrls.length > 1) this.failover();
+        await sleep(Math.min(250 * 2 ** Math.min(failures, 6), this.intervalMs), this.abort.signal);
+      }
+    }
+  }
+
+  /** One heartbeat: report, then wait (long-poll) for the answer, then hand the assignments to the runner. */
+  async heartbeatOnce(waitMs: number): Promise<void> {
+    if (!this.identity) throw new LlmgwError('LLMGW_JOIN_REFUSED', 'not joined');
+    const body: HeartbeatRequest = {
+      node_id: this.config.nodeId,
+      agent_version: LLMGW_VERSION,
+      protocol_version: PROTOCOL_VERSION,
+      report: await this.report(),
+      shards: this.deps.runner?.status() ?? [],
+      ...(this.generation !== undefined ? { known_generation: this.generation, wait_ms: waitMs } : {}),
+    };
+    const res = await request(`${this.controlUrl()}${AGENT_API_PREFIX}/heartbeat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${this.identity.credential}` },
+      body: JSON.stringify(body),
+      signal: this.abort.signal,
+      headersTimeout: waitMs + 10_000,
+      bodyTimeout: 10_000,
+    });
+    const text = await res.body.text();
+    if (res.statusCode === 401) throw new LlmgwError('LLMGW_JOIN_REFUSED', errorText(text));
+    if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `heartbeat answered ${res.statusCode}: ${errorText(text)}`);
+    const answer = HeartbeatResponseSchema.parse(JSON.parse(text));
+    this.heartbeats++;
+    if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
+    this.generation = answer.generation;
+    this.assignments = answer.shards;
+    await this.deps.runner?.desired(answer.shards);
+  }
+
+  private async startMgmt(): Promise<void> {
+    const app = Fastify({ loggerInstance: this.logger.child({ listener: 'mgmt' }) as unknown as FastifyBaseLogger, bodyLimit: 1 << 20 });
+    app.addHook('onRequest', async (req, reply) => {
+      const token = this.identity?.mgmt_token;
+      const match = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '');
+      const ok =
+        token !== undefined &&
+        match !== null &&
+        timingSafeEqual(createHash('sha256').update(token).digest(), createHash('sha256').update(match[1]!).digest());
+      if (!ok) {
+        req.log.warn({ ip: req.ip, url: req.url.split('?')[0] }, 'management call refused: not from this node\'s control plane');
+        return reply.code(401).send({ error: 'only this node\'s control plane may call its management API' });
+      }
+    });
+    app.get('/mgmt/v1/health', async () => ({ node_id: this.config.nodeId, phase: this.phase }));
+    await app.listen({ host: this.config.mgmtHost, port: this.config.mgmtPort });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : this.config.mgmtPort;
+    const host = this.config.mgmtHost.includes(':') ? `[${this.config.mgmtHost}]` : this.config.mgmtHost;
+    this.mgmtUrl = `http://${host}:${port}`;
+    this.mgmtApp = app;
+  }
+}
+
+function errorText(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { error?: unknown };
+    if (typeof parsed.error === 'string') return parsed.error;
+  } catch {
+    // Not JSON: the raw text, bounded, says more than nothing.
+  }
+  return body.slice(0, 300);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

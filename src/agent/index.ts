@@ -1,0 +1,6 @@
+// The node agent: one per machine. It reports what the machine has (probe),
+// fetches and keeps weights (fetch, cache), and runs the shards it is
+// assigned (supervisor, engines). It never imports the control plane; the two
+// meet in src/protocol.
+export * from './agent.js';
+export * from './identity.js';

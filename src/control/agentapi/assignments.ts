@@ -1,0 +1,73 @@
+// What each node should run, with a generation per node so a heartbeat can
+// long-poll: the agent says which generation it has, and the answer waits
+// until there is a newer one (or the wait runs out). The reconciler writes
+// here; the agent API reads. Kept in memory: after a restart the reconciler
+// rebuilds it from the store in its first pass.
+import type { ShardAssignment } from '../../protocol/index.js';
+
+interface NodeBoard {
+  generation: number;
+  shards: ShardAssignment[];
+  waiters: Set<() => void>;
+}
+
+export class AssignmentBoard {
+  private readonly boards = new Map<string, NodeBoard>();
+  /** Generations start from the clock so that a restarted control plane never repeats one an agent saw. */
+  constructor(private readonly firstGeneration: number = Date.now()) {}
+
+  private board(nodeId: string): NodeBoard {
+    let b = this.boards.get(nodeId);
+    if (!b) {
+      b = { generation: this.firstGeneration, shards: [], waiters: new Set() };
+      this.boards.set(nodeId, b);
+    }
+    return b;
+  }
+
+  get(nodeId: string): { generation: number; shards: ShardAssignment[] } {
+    const b = this.board(nodeId);
+    return { generation: b.generation, shards: b.shards };
+  }
+
+  /** Replaces a node's assignments; wakes its pending heartbeat only when something changed. */
+  set(nodeId: string, shards: ShardAssignment[]): void {
+    const b = this.board(nodeId);
+    if (JSON.stringify(b.shards) === JSON.stringify(shards)) return;
+    b.shards = shards;
+    this.bump(nodeId);
+  }
+
+  /** A new generation with the same shards: tells the agent to report now (an admin action touched its node). */
+  bump(nodeId: string): void {
+    const b = this.board(nodeId);
+    b.generation++;
+    for (const w of b.waiters) w();
+    b.waiters.clear();
+  }
+
+  /** Resolves when the node's generation differs from `known`, or after `waitMs`, or on abort. */
+  async waitForChange(nodeId: string, known: number, waitMs: number, signal?: AbortSignal): Promise<void> {
+    const b = this.board(nodeId);
+    if (b.generation !== known || waitMs <= 0) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        b.waiters.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, waitMs);
+      b.waiters.add(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** Releases every pending heartbeat (shutdown). */
+  releaseAll(): void {
+    for (const b of this.boards.values()) {
+      for (const w of b.waiters) w();
+      b.waiters.clear();
+    }
+  }
+}

@@ -1,0 +1,88 @@
+// The agent listener's routes under /agent/v1. Join trades the join token
+// for a node credential; every later call carries that credential. A wrong
+// one is 401 and is logged with the node id, never with what was sent.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { LlmgwError } from '../../errors/index.js';
+import { AGENT_API_PREFIX, HeartbeatRequestSchema, type HeartbeatResponse, JoinRequestSchema, type JoinResponse, PROTOCOL_VERSION, type ShardStatus } from '../../protocol/index.js';
+import { describeIssues } from '../../validation/index.js';
+import type { Inventory, Node } from '../inventory/index.js';
+import type { AssignmentBoard } from './assignments.js';
+
+export interface AgentApiOptions {
+  inventory: Inventory;
+  assignments: AssignmentBoard;
+  /** Null: joining is closed (no join token configured). */
+  joinToken: string | null;
+  heartbeatIntervalMs: number;
+  /** Called after each heartbeat with the node's reported shard states (the reconciler's input). */
+  onShardReport?: (node: Node, shards: ShardStatus[]) => void;
+}
+
+export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions): void {
+  const joinCheck = constantTimeCheck(options.joinToken);
+
+  app.post(`${AGENT_API_PREFIX}/join`, async (request, reply) => {
+    const parsed = JoinRequestSchema.safeParse(request.body);
+    if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `join request: ${describeIssues(JoinRequestSchema, parsed.error).join('; ')}`);
+    const body = parsed.data;
+    if (!joinCheck(body.join_token)) {
+      request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: wrong join token');
+      throw new LlmgwError(
+        'LLMGW_JOIN_REFUSED',
+        options.joinToken === null ? 'this control plane accepts no agents: it has no join_token configured' : 'the join token is wrong',
+      );
+    }
+    const { credential, mgmtToken } = await options.inventory.join({
+      id: body.node_id,
+      hostname: body.hostname ?? null,
+      mgmtAddr: body.mgmt_addr ?? null,
+      labels: body.labels ?? {},
+      agentVersion: body.agent_version ?? null,
+      protocolVersion: body.protocol_version ?? null,
+    });
+    request.log.info({ node: body.node_id, agent_version: body.agent_version }, 'node joined');
+    const answer: JoinResponse = { node_id: body.node_id, credential, mgmt_token: mgmtToken, heartbeat_interval_ms: options.heartbeatIntervalMs };
+    return reply.send(answer);
+  });
+
+  app.post(`${AGENT_API_PREFIX}/heartbeat`, async (request) => {
+    const parsed = HeartbeatRequestSchema.safeParse(request.body);
+    if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`);
+    const body = parsed.data;
+    const node = authenticate(request, options.inventory, body.node_id);
+    const { reportProblem } = options.inventory.heartbeat(node, {
+      ...(body.report !== undefined ? { report: (request.body as { report?: unknown }).report } : {}),
+      agentVersion: body.agent_version ?? null,
+      protocolVersion: body.protocol_version ?? null,
+    });
+    if (reportProblem) request.log.info({ node: node.id }, reportProblem);
+    if (body.shards) options.onShardReport?.(node, body.shards);
+    if (body.known_generation !== undefined && body.wait_ms) {
+      const abort = new AbortController();
+      request.raw.once('close', () => abort.abort());
+      await options.assignments.waitForChange(node.id, body.known_generation, body.wait_ms, abort.signal);
+    }
+    const { generation, shards } = options.assignments.get(node.id);
+    const answer: HeartbeatResponse = { node_id: node.id, generation, shards, heartbeat_interval_ms: options.heartbeatIntervalMs };
+    return answer;
+  });
+
+  app.get(`${AGENT_API_PREFIX}/version`, async () => ({ protocol_version: PROTOCOL_VERSION }));
+}
+
+function authenticate(request: FastifyRequest, inventory: Inventory, nodeId: string): Node {
+  const match = /^Bearer (.+)$/i.exec(request.headers.authorization ?? '');
+  const node = match ? inventory.authenticate(nodeId, match[1]!) : null;
+  if (!node) {
+    request.log.warn({ node: nodeId, ip: request.ip }, 'agent call refused: unknown node or wrong credential');
+    throw new LlmgwError('LLMGW_JOIN_REFUSED', `node "${nodeId}" is unknown here or its credential is wrong; the agent will join again with its join token`);
+  }
+  return node;
+}
+
+function constantTimeCheck(secret: string | null): (candidate: string) => boolean {
+  if (secret === null) return () => false;
+  const want = createHash('sha256').update(secret).digest();
+  return (candidate) => timingSafeEqual(want, createHash('sha256').update(candidate).digest());
+}

@@ -1,0 +1,4 @@
+// The inventory: the fleet as the control plane knows it, from agents'
+// reports and operators' decisions. Placement reads a snapshot of it; the
+// admin API's node views are built from it.
+export * from './inventory.js';

@@ -1,0 +1,91 @@
+// The agent protocol under /agent/v1: join, then heartbeat. The heartbeat
+// carries the node's full report and is answered with the shards the node
+// should run, so the exchange is level-triggered: a lost answer is repaired
+// by the next one. It long-polls, so an admin action reaches the agent within
+// a second instead of at the next tick. Both sides read each other leniently
+// (unknown fields dropped, missing ones unknown) so that newer and older
+// agents and control planes work together.
+import { z } from 'zod';
+import { NodeReportSchema } from './node-report.js';
+
+export const AGENT_API_PREFIX = '/agent/v1';
+
+export const JoinRequestSchema = z.object({
+  join_token: z.string().max(4096),
+  node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'want 1-128 letters, digits, ".", "_" or "-"'),
+  hostname: z.string().max(256).optional(),
+  agent_version: z.string().max(64).optional(),
+  protocol_version: z.number().int().optional(),
+  labels: z.record(z.string().max(128), z.string().max(256)).optional(),
+  /** host:port where the agent's management API listens (collect, logs); absent = none. */
+  mgmt_addr: z.string().max(300).optional(),
+});
+export type JoinRequest = z.infer<typeof JoinRequestSchema>;
+
+export const JoinResponseSchema = z.object({
+  node_id: z.string(),
+  /** The node credential: sent as a bearer on every later call. The control plane keeps only its hash. */
+  credential: z.string(),
+  /** The token the control plane presents when it calls the agent's management API. */
+  mgmt_token: z.string(),
+  heartbeat_interval_ms: z.number().int().positive().optional(),
+});
+export type JoinResponse = z.infer<typeof JoinResponseSchema>;
+
+/** What an agent says about one shard it runs (or is preparing). */
+export const ShardStatusSchema = z.object({
+  shard_id: z.string(),
+  replica_id: z.string(),
+  state: z.string(),
+  /** http://host:port of an API-serving shard; absent for other ranks or before it listens. */
+  endpoint: z.string().optional(),
+  error: z.string().optional(),
+  restarts: z.number().int().optional(),
+  fetch: z
+    .object({ bytes_done: z.number(), total_bytes: z.number().optional(), bytes_per_second: z.number().optional() })
+    .optional(),
+});
+export type ShardStatus = z.infer<typeof ShardStatusSchema>;
+
+export const HeartbeatRequestSchema = z.object({
+  node_id: z.string(),
+  agent_version: z.string().optional(),
+  protocol_version: z.number().int().optional(),
+  report: NodeReportSchema.optional(),
+  shards: z.array(ShardStatusSchema).optional(),
+  /** The assignment generation the agent last saw; the answer waits while it is still current. Absent = answer at once. */
+  known_generation: z.number().int().optional(),
+  /** How long the control plane may hold the answer, ms; 0 or absent = answer at once. */
+  wait_ms: z.number().int().min(0).max(60_000).optional(),
+});
+export type HeartbeatRequest = z.infer<typeof HeartbeatRequestSchema>;
+
+/** One shard the node should run. Everything the agent needs to start it, nothing it must look up. */
+export const ShardAssignmentSchema = z.object({
+  shard_id: z.string(),
+  replica_id: z.string(),
+  model: z.string(),
+  aliases: z.array(z.string()).default([]),
+  source: z.string(),
+  profile: z.object({
+    name: z.string(),
+    engine: z.string(),
+    gpus: z.number().int(),
+    shards: z.number().int(),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).default({}),
+  }),
+  rank: z.number().int(),
+  gpu_indices: z.array(z.number().int()),
+  /** Fabric addresses of every shard of the replica, by rank (rank 0 first); empty for a one-node replica. */
+  peers: z.array(z.object({ rank: z.number().int(), node_id: z.string(), address: z.string().optional() })).default([]),
+});
+export type ShardAssignment = z.infer<typeof ShardAssignmentSchema>;
+
+export const HeartbeatResponseSchema = z.object({
+  node_id: z.string(),
+  generation: z.number().int(),
+  shards: z.array(ShardAssignmentSchema).default([]),
+  heartbeat_interval_ms: z.number().int().positive().optional(),
+});
+export type HeartbeatResponse = z.infer<typeof HeartbeatResponseSchema>;
