@@ -434,10 +434,16 @@ class BuiltinEngineServer implements BuiltinEngine {
 /**
  * Server-sent events in OpenAI's framing. Headers (and any opening chunks)
  * go out with the first event, not before, so that a request refused before
- * its first token still gets a plain JSON error with a real status.
+ * its first token still gets a plain JSON error with a real status. Events
+ * are queued and written on the next turn of the event loop: node-llama-cpp
+ * asks for the next token only after our per-token callback returns, so
+ * writing inside it would add the socket's cost to every token, while
+ * writing afterwards overlaps it with the next token's computation.
  */
 class SseWriter {
   private started = false;
+  private pending: string[] = [];
+  private flushScheduled = false;
 
   constructor(
     private readonly res: ServerResponse,
@@ -445,19 +451,27 @@ class SseWriter {
   ) {}
 
   send(event: object): void {
-    this.start();
-    if (!this.res.destroyed) this.res.write(`data: ${JSON.stringify(event)}\n\n`);
+    this.pending.push(`data: ${JSON.stringify(event)}\n\n`);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
   }
 
   done(): void {
-    this.start();
+    this.flush();
     this.res.end('data: [DONE]\n\n');
   }
 
-  private start(): void {
-    if (this.started) return;
-    this.started = true;
-    this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    for (const event of this.opening()) this.res.write(`data: ${JSON.stringify(event)}\n\n`);
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.res.destroyed || this.res.writableEnded) return;
+    if (!this.started) {
+      this.started = true;
+      this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      this.pending.unshift(...this.opening().map((event) => `data: ${JSON.stringify(event)}\n\n`));
+    }
+    if (this.pending.length === 0) return;
+    this.res.write(this.pending.join(''));
+    this.pending = [];
   }
 }

@@ -1,0 +1,171 @@
+// Measures what the builtin engine's HTTP layer costs: decode tokens/s of one
+// streamed completion through the engine's OpenAI API against the same
+// generation (same model file, prompt, threads, greedy sampling, token count)
+// called directly through node-llama-cpp, in one run. The model is made on
+// the spot, larger than the tests' tiny one so that a token costs enough to
+// time. Rounds alternate between the two ways and the median of each is
+// reported, so a noisy neighbour hurts both alike. Target: HTTP ≥ 90% of direct.
+//
+//   npm run build && node bench/builtin.mjs [--threads N] [--tokens 256] [--rounds 5]
+//     [--embedding-length 256] [--blocks 4]
+// Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
+import console from 'node:console';
+import { request } from 'node:http';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { getLlama, LlamaCompletion, LlamaLogLevel } from 'node-llama-cpp';
+import { startBuiltinEngine } from '../dist/engine/builtin/index.js';
+import { makeTinyModel } from '../dist/dev/make-model/index.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    threads: { type: 'string', default: String(Math.min(availableParallelism(), 4)) },
+    tokens: { type: 'string', default: '256' },
+    rounds: { type: 'string', default: '5' },
+    'embedding-length': { type: 'string', default: '256' },
+    blocks: { type: 'string', default: '4' },
+  },
+});
+const threads = Number(flags.threads);
+const tokens = Number(flags.tokens);
+const rounds = Number(flags.rounds);
+const prompt = 'The quick brown fox jumps over the lazy dog. Once upon a time,';
+const contextTokens = 1024;
+
+/** Decode rate: tokens after the first over the time between first and last, so prompt evaluation is not counted. */
+function rate(firstTokenMs, lastTokenMs, count) {
+  return (count - 1) / ((lastTokenMs - firstTokenMs) / 1000);
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+async function direct(modelPath) {
+  const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, maxThreads: threads, logLevel: LlamaLogLevel.error });
+  const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
+  const context = await model.createContext({ contextSize: contextTokens, threads, sequences: 1 });
+  const sequence = context.getSequence();
+  return {
+    async run() {
+      await sequence.clearHistory();
+      const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
+      let count = 0;
+      let first = 0;
+      let last = 0;
+      await completion.generateCompletionWithMeta(prompt, {
+        maxTokens: tokens,
+        temperature: 0,
+        repeatPenalty: false,
+        // Text as it comes, as the engine streams it: the fair baseline for a server.
+        onTextChunk: () => {
+          last = performance.now();
+          if (first === 0) first = last;
+        },
+        onToken: (t) => {
+          count += t.length;
+        },
+      });
+      completion.dispose({ disposeSequence: false });
+      return { count, tokensPerSec: rate(first, last, count) };
+    },
+    close: () => llama.dispose(),
+  };
+}
+
+/**
+ * One streamed completion, read as a lean client would: node:http, arrival
+ * times noted per read and the events parsed only once the stream has ended.
+ * The client shares the engine's thread (and, on a small machine, its
+ * cores), so a heavy client would bill the engine for its own work.
+ */
+function streamCompletion(url, body) {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      const reads = [];
+      res.setEncoding('utf8');
+      res.on('data', (text) => reads.push({ atMs: performance.now(), text }));
+      res.on('error', reject);
+      res.on('end', () => {
+        const withText = reads.filter((r) => /"text":"[^"]/.test(r.text));
+        const events = reads
+          .map((r) => r.text)
+          .join('')
+          .split('\n\n')
+          .filter((e) => e.startsWith('data: {'))
+          .map((e) => JSON.parse(e.slice(6)));
+        const chunks = events.filter((e) => e.choices?.[0]?.text).length;
+        const usage = events.find((e) => e.usage)?.usage;
+        resolve({ count: usage?.completion_tokens, chunks, tokensPerSec: rate(withText[0].atMs, withText.at(-1).atMs, chunks) });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function overHttp(modelPath) {
+  const engine = await startBuiltinEngine({ modelPath, threads, parallel: 1, contextTokens, aliases: ['bench'], log: () => undefined });
+  await engine.ready;
+  const body = JSON.stringify({ model: 'bench', prompt, max_tokens: tokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  return {
+    run: () => streamCompletion(engine.url, body),
+    close: () => engine.close(),
+  };
+}
+
+async function main() {
+  const dir = await mkdtemp(join(tmpdir(), 'llmgw-bench-builtin-'));
+  try {
+    const modelPath = join(dir, 'bench.gguf');
+    const info = await makeTinyModel(modelPath, {
+      embeddingLength: Number(flags['embedding-length']),
+      blockCount: Number(flags.blocks),
+      headCount: 4,
+      contextLength: contextTokens,
+    });
+    console.log(
+      `model: width ${info.options.embeddingLength}, ${info.options.blockCount} blocks, ff ${info.options.feedForwardLength}, ` +
+        `vocab ${info.vocabularySize}; ${threads} thread(s); ${tokens} tokens per run; ${rounds} rounds`,
+    );
+    const ways = { direct: await direct(modelPath), http: await overHttp(modelPath) };
+    const results = { direct: [], http: [] };
+    // Main-thread busy time per token: JS work (node-llama-cpp's loop, and for HTTP the server and the client too),
+    // a cost that neighbours inflate less than they do wall-clock rates.
+    const busy = { direct: [], http: [] };
+    // One warm-up each, unrecorded: first runs pay for page faults and allocator growth.
+    await ways.direct.run();
+    await ways.http.run();
+    for (let round = 0; round < rounds; round++) {
+      for (const name of round % 2 === 0 ? ['direct', 'http'] : ['http', 'direct']) {
+        const before = performance.eventLoopUtilization();
+        const r = await ways[name].run();
+        busy[name].push((performance.eventLoopUtilization(before).active * 1000) / tokens);
+        if (r.count !== tokens) throw new Error(`${name} generated ${r.count} tokens, not ${tokens}`);
+        results[name].push(r.tokensPerSec);
+      }
+    }
+    await ways.direct.close();
+    await ways.http.close();
+    // Neighbours only ever slow a run down, so the best round is the least disturbed one.
+    const fmt = (xs) => xs.map((x) => x.toFixed(0)).join(' ');
+    for (const [label, name] of [['direct node-llama-cpp', 'direct'], ['engine over HTTP     ', 'http']]) {
+      const xs = results[name];
+      console.log(
+        `${label}: best ${Math.max(...xs).toFixed(1)}, median ${median(xs).toFixed(1)} tokens/s (rounds: ${fmt(xs)}); ` +
+          `main thread busy ${median(busy[name]).toFixed(0)} µs/token`,
+      );
+    }
+    const best = Math.max(...results.http) / Math.max(...results.direct);
+    const mid = median(results.http) / median(results.direct);
+    console.log(`ratio http/direct: best ${(best * 100).toFixed(1)}%, median ${(mid * 100).toFixed(1)}% (target ≥ 90%)`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
