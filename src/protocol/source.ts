@@ -34,7 +34,14 @@ export function parseSource(raw: string, options: { allowHttp?: boolean } = {}):
     const [org, repoAndRev, ...pathParts] = parts as [string, string, ...string[]];
     const at = repoAndRev.indexOf('@');
     const repoName = at === -1 ? repoAndRev : repoAndRev.slice(0, at);
-    const revision = at === -1 ? HF_DEFAULT_REVISION : repoAndRev.slice(at + 1);
+    // A revision with a slash (refs/pr/1) is written percent-encoded (refs%2Fpr%2F1),
+    // since an unencoded slash would start the path in the repository.
+    let revision: string;
+    try {
+      revision = at === -1 ? HF_DEFAULT_REVISION : decodeURIComponent(repoAndRev.slice(at + 1));
+    } catch {
+      return `source ${JSON.stringify(raw)} has a badly percent-encoded revision`;
+    }
     if (!repoName || !revision) return `source ${JSON.stringify(raw)} has an empty repository or revision`;
     if (pathParts.some((p) => p === '' || p === '.' || p === '..')) {
       return `source ${JSON.stringify(raw)} has an empty, "." or ".." path segment`;
@@ -59,7 +66,10 @@ export function parseSource(raw: string, options: { allowHttp?: boolean } = {}):
   if (text.startsWith('file://')) {
     let path: string;
     try {
-      path = decodeURIComponent(new URL(text).pathname);
+      const url = new URL(text);
+      // file://models/x would silently mean /x on a host named "models".
+      if (url.host !== '' && url.host !== 'localhost') return `source ${JSON.stringify(raw)} must be an absolute path: file:///path/to/model`;
+      path = decodeURIComponent(url.pathname);
     } catch {
       return `source ${JSON.stringify(raw)} is not a valid file:// URL`;
     }
@@ -76,8 +86,8 @@ export function parseSource(raw: string, options: { allowHttp?: boolean } = {}):
  * The canonical text of a source: what two spellings of the same weights have
  * in common. HF repository ids are case-insensitive on the hub, revisions and
  * file paths are not; URLs are normalised by WHATWG rules (host case, default
- * port) and lose their verification fragment, which says how to check the
- * bytes, not which bytes they are.
+ * port); a URL pinned with #sha256= is named by that hash alone, since the
+ * hash says exactly which bytes they are, whatever URL serves them.
  */
 export function canonicalSource(source: WeightSource): string {
   switch (source.scheme) {
@@ -85,7 +95,9 @@ export function canonicalSource(source: WeightSource): string {
       return `hf://${source.repo.toLowerCase()}@${source.revision}${source.path ? `/${source.path}` : ''}`;
     case 'http':
     case 'https':
-      return source.url;
+      // Pinned bytes are the identity: a signed URL whose signature rotates
+      // must not become a new cache entry (and a new download) each time.
+      return source.sha256 ? `sha256:${source.sha256}` : source.url;
     case 'file':
       return `file://${source.path}`;
   }

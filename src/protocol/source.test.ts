@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { CACHE_NAME_RE, cacheName, cacheNameOf, canonicalSource, parseSource } from './source.js';
+
+const canon = (raw: string) => {
+  const s = parseSource(raw);
+  if (typeof s === 'string') throw new Error(s);
+  return canonicalSource(s);
+};
+
+describe('weight sources', () => {
+  it('makes spellings of the same weights canonical before hashing', () => {
+    expect(canon('hf://Qwen/Qwen2.5-0.5B')).toBe('hf://qwen/qwen2.5-0.5b@main');
+    expect(canon('hf://qwen/qwen2.5-0.5b@main/')).toBe('hf://qwen/qwen2.5-0.5b@main');
+    expect(cacheNameOf('hf://Qwen/Qwen2.5-0.5B')).toBe(cacheNameOf('hf://qwen/qwen2.5-0.5b@main'));
+    expect(cacheNameOf('hf://org/repo@v2')).not.toBe(cacheNameOf('hf://org/repo'));
+    expect(cacheNameOf('hf://org/repo/Model.gguf')).not.toBe(cacheNameOf('hf://org/repo/model.gguf'));
+    expect(canon('https://EXAMPLE.com:443/a/m.gguf')).toBe('https://example.com/a/m.gguf');
+  });
+
+  it('reads a percent-encoded revision with a slash', () => {
+    expect(parseSource('hf://org/repo@refs%2Fpr%2F1/model.gguf')).toEqual({ scheme: 'hf', repo: 'org/repo', revision: 'refs/pr/1', path: 'model.gguf' });
+  });
+
+  it('names a hash-pinned URL by its hash, so a rotating signed URL is one entry', () => {
+    const hash = 'a'.repeat(64);
+    expect(cacheNameOf(`https://cdn.example/m.gguf?sig=1#sha256=${hash}`)).toBe(cacheNameOf(`https://mirror.example/m.gguf?sig=2#sha256=${hash.toUpperCase()}`));
+  });
+
+  it('gives file:// no cache name: it is used in place and never owned by llmgw', () => {
+    const s = parseSource('file:///models/qwen/');
+    expect(s).toEqual({ scheme: 'file', path: '/models/qwen' });
+    expect(cacheName(s as never)).toBeNull();
+  });
+
+  it('cache names are 64 lowercase hex digits', () => {
+    expect(cacheNameOf('hf://a/b')).toMatch(CACHE_NAME_RE);
+  });
+
+  it('refuses what it cannot read, saying what it wants', () => {
+    expect(parseSource('hf://onlyorg')).toContain('names no repository');
+    expect(parseSource('hf://org/repo/../x')).toContain('".." path segment');
+    expect(parseSource('https://x/m#md5=abc')).toContain('#sha256=');
+    expect(parseSource('http://x/m')).toContain('plain http');
+    expect(parseSource('http://x/m', { allowHttp: true })).toMatchObject({ scheme: 'http' });
+    expect(parseSource('file://relative/path')).toContain('absolute');
+  });
+});
