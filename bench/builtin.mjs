@@ -5,6 +5,9 @@
 // the spot, larger than the tests' tiny one so that a token costs enough to
 // time. Rounds alternate between the two ways and the median of each is
 // reported, so a noisy neighbour hurts both alike. Target: HTTP ≥ 90% of direct.
+// On a small shared machine the engine's extra main-thread work competes with
+// llama.cpp's thread for cores, so the bench also measures the HTTP layer's
+// own cost per token against a stub generator, which neighbours barely move.
 //
 //   npm run build && node bench/builtin.mjs [--threads N] [--tokens 256] [--rounds 5]
 //     [--embedding-length 256] [--blocks 4]
@@ -15,6 +18,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { setImmediate } from 'node:timers';
 import { parseArgs } from 'node:util';
 import { getLlama, LlamaCompletion, LlamaLogLevel } from 'node-llama-cpp';
 import { startBuiltinEngine } from '../dist/engine/builtin/index.js';
@@ -118,6 +122,44 @@ async function overHttp(modelPath) {
   };
 }
 
+/**
+ * The HTTP layer's own cost per token, apart from llama.cpp and from the
+ * machine's neighbours: the engine serves a stub generator that yields a
+ * token per event-loop turn, as node-llama-cpp does, and the time per token
+ * over HTTP is compared with the same loop called bare.
+ */
+async function httpLayerCostUs(modelPath) {
+  const count = 20_000;
+  const generate = async (onText) => {
+    for (let i = 0; i < count; i++) {
+      onText('a');
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return { text: '', promptTokens: 1, completionTokens: count, finishReason: 'length' };
+  };
+  const stub = { load: { inFlight: 0, waiting: 0 }, sequenceContextTokens: 1 << 20, complete: (_p, _s, onText) => generate(onText), dispose: async () => {} };
+  const engine = await startBuiltinEngine({ modelPath, aliases: ['stub'], log: () => undefined }, { loadRuntime: async () => stub });
+  await engine.ready;
+  const costs = [];
+  for (let round = 0; round < 3; round++) {
+    const bareStart = performance.now();
+    await generate(() => undefined);
+    const bareMs = performance.now() - bareStart;
+    const httpStart = performance.now();
+    await new Promise((resolve, reject) => {
+      const req = request(`${engine.url}/v1/completions`, { method: 'POST' }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ model: 'stub', prompt: 'x', stream: true, max_tokens: count }));
+    });
+    costs.push(((performance.now() - httpStart - bareMs) * 1000) / count);
+  }
+  await engine.close();
+  return Math.min(...costs);
+}
+
 async function main() {
   const dir = await mkdtemp(join(tmpdir(), 'llmgw-bench-builtin-'));
   try {
@@ -160,6 +202,12 @@ async function main() {
           `main thread busy ${median(busy[name]).toFixed(0)} µs/token`,
       );
     }
+    const layerUs = await httpLayerCostUs(modelPath);
+    const directTokenUs = 1e6 / Math.max(...results.direct);
+    console.log(
+      `HTTP layer cost: ${layerUs.toFixed(1)} µs/token (stub generator, engine and client together); ` +
+        `on the best direct token (${directTokenUs.toFixed(0)} µs) that predicts ${((directTokenUs / (directTokenUs + layerUs)) * 100).toFixed(1)}%`,
+    );
     const best = Math.max(...results.http) / Math.max(...results.direct);
     const mid = median(results.http) / median(results.direct);
     console.log(`ratio http/direct: best ${(best * 100).toFixed(1)}%, median ${(mid * 100).toFixed(1)}% (target ≥ 90%)`);
