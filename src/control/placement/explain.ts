@@ -163,8 +163,10 @@ function clause(code: RejectionCode, count: number, sample: Rejection, profile: 
   const isAre = plural(count, 'is', 'are');
   const hasHave = plural(count, 'has', 'have');
   const wanted = sample.requested ?? profile?.gpus ?? 1;
-  const fewer = (adjective: string): string =>
-    wanted === 1 ? `${n} ${hasHave} no ${gpuNoun(profile, 1, adjective)}` : `${n} ${hasHave} fewer than ${wanted} ${gpuNoun(profile, wanted, adjective)}`;
+  const fewer = (adjective: string, withMemory = true): string =>
+    wanted === 1
+      ? `${n} ${hasHave} no ${gpuNoun(profile, 1, adjective, withMemory)}`
+      : `${n} ${hasHave} fewer than ${wanted} ${gpuNoun(profile, wanted, adjective, withMemory)}`;
   switch (code) {
     case 'excluded':
       return `${n} ${isAre} excluded`;
@@ -185,7 +187,7 @@ function clause(code: RejectionCode, count: number, sample: Rejection, profile: 
     case 'no_gpus':
       return `${n} ${hasHave} no GPUs`;
     case 'gpu_class':
-      return fewer('');
+      return fewer('', false);
     case 'gpu_memory':
       return fewer('');
     case 'gpu_unhealthy':

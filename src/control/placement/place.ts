@@ -1,11 +1,12 @@
 // Choosing where one replica goes, and a pass of several at once.
 //
 // Profiles are tried in catalog order; the first with a fitting candidate
-// wins. Candidates are scanned from an index of nodes the profile could use
-// if nothing were taken (see state.ts), so the common case, "it fits", costs
-// one loop of number comparisons over those nodes and builds no sentence.
-// Only when no profile fits anywhere are the full checks run, once per
-// profile and node, to say why (checks.ts).
+// wins. Candidates come from an index of the nodes the profile could use if
+// nothing were taken, filed by free GPUs (see state.ts), so the common case,
+// "it fits", looks at a handful of nodes and builds no sentence. Only when
+// no profile fits anywhere are the full checks run, once per profile and
+// node, to say why (checks.ts); a property test holds the two paths to the
+// same answer for every node.
 //
 // Scoring, among candidates that fit (lower wins, compared in this order):
 //  1. Replicas of this model already on the node, then whether the node holds
@@ -34,6 +35,7 @@ import { PlacementState, type ProfileIndex, type ProfileShape } from './state.js
 import type {
   Placement,
   PlacementNote,
+  PlacementProfile,
   PlacementRequest,
   PlacementResult,
   PlacementSnapshot,
@@ -303,6 +305,21 @@ function bestGroup(state: PlacementState, shape: ProfileShape, index: ProfileInd
     }
   }
   return best ? { members: best.members, fabric: best.fabric, considered: consideredNodes.size } : null;
+}
+
+/**
+ * Internal, for the test that holds the fast path to the full checks:
+ * whether node `nodeId` fits `profile` by the index and the dynamic checks
+ * alone, exactly as a scan would see it.
+ */
+export function fitsByIndex(state: PlacementState, request: PlacementRequest, profile: PlacementProfile, nodeId: string): boolean {
+  const { marks } = begin(state, request, []);
+  const shape = state.shape(profile);
+  const index = state.index(shape);
+  const i = state.positionById.get(nodeId);
+  if (!index || i === undefined) return false;
+  const k = index.kOf[i]!;
+  return k !== -1 && fitsNow(state, shape, index, k, i, marks);
 }
 
 function placeIn(

@@ -25,11 +25,15 @@ export function gpuRequest(profile: PlacementProfile): string {
   return out;
 }
 
-/** "free h100-80gb GPUs with 70 GiB" for `count` GPUs, adjective first: used as "N have fewer than 2 …". */
-export function gpuNoun(profile: PlacementProfile | undefined, count: number, adjective: string): string {
+/**
+ * "free h100-80gb GPUs with 70 GiB" for `count` GPUs, adjective first: used as
+ * "N have fewer than 2 …". `withMemory` false leaves the memory out, for the
+ * clause about class alone.
+ */
+export function gpuNoun(profile: PlacementProfile | undefined, count: number, adjective: string, withMemory = true): string {
   const classes = profile ? classList(profile) : '';
   const words = [adjective, classes, plural(count, 'GPU', 'GPUs')].filter((w) => w !== '').join(' ');
-  return profile?.gpuMemoryGiB !== undefined ? `${words} with ${profile.gpuMemoryGiB} GiB` : words;
+  return withMemory && profile?.gpuMemoryGiB !== undefined ? `${words} with ${profile.gpuMemoryGiB} GiB` : words;
 }
 
 export function gibToBytes(gib: number): number {
