@@ -58,6 +58,9 @@ describe('builtin engine over HTTP', () => {
     const res = await fetch(`${engine.url}/health`);
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ status: 'ok', model: MODEL, requests_in_flight: 0 });
+    expect(logLines.join('\n'), 'the load line names the binary: on the CPU, with the threads asked for').toMatch(
+      /loaded .*tiny\.gguf .*1 sequence\(s\) of 4096 tokens, 1 thread\(s\), (prebuilt|localBuild) llama\.cpp \S+, CPU/,
+    );
   });
 
   it('lists every alias in /v1/models', async () => {

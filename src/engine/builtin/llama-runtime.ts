@@ -157,6 +157,11 @@ export class BuiltinRuntime {
     }
   }
 
+  /** Which llama.cpp build serves, for the log: "prebuilt" from @node-llama-cpp/linux-x64, or "localBuild". */
+  get binary(): string {
+    return `${this.llama.buildType} llama.cpp ${this.llama.llamaCppRelease.release}, ${this.llama.gpu === false ? 'CPU' : this.llama.gpu}`;
+  }
+
   /** Requests generating now, and requests waiting for a free sequence. */
   get load(): { inFlight: number; waiting: number } {
     return { inFlight: this.inFlightCount, waiting: this.pool.waiting };

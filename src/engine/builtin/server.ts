@@ -207,7 +207,7 @@ class BuiltinEngineServer implements BuiltinEngine {
       this.state = 'ready';
       this.options.log(
         `builtin engine loaded ${this.options.modelPath} in ${this.options.nowMs() - startedMs} ms: ` +
-          `${this.options.parallel} sequence(s) of ${runtime.sequenceContextTokens} tokens, ${this.options.threads} thread(s)`,
+          `${this.options.parallel} sequence(s) of ${runtime.sequenceContextTokens} tokens, ${this.options.threads} thread(s), ${runtime.binary}`,
       );
     } catch (err) {
       this.state = this.state === 'stopping' ? 'stopping' : 'failed';
