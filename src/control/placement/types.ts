@@ -174,8 +174,11 @@ export interface PlacementSuccess {
   readonly ok: true;
   readonly placement: Placement;
   /**
-   * Candidates that fit the chosen profile and were scored: nodes for a
-   * single-node profile, nodes in fabrics large enough for a multi-node one.
+   * How wide the choice was, for logs and the dashboard. Single-node: nodes
+   * that pass the chosen profile's node checks and have enough free GPUs
+   * (RAM, disk and exclusion not counted: counting them would mean looking at
+   * every node, which the index exists to avoid). Multi-node: nodes that fit
+   * entirely, in fabrics with enough of them.
    */
   readonly candidatesConsidered: number;
   /** Checks skipped for the chosen profile and nodes because a size was unknown. */
