@@ -40,6 +40,7 @@ describe('catalog validation: one message per problem', () => {
     ['fallback naming no model', base({ fallbacks: ['ghost'] }), '"ghost" names no model in the catalog'],
     ['GPU class on a CPU profile', base({ profiles: [{ engine: 'builtin', gpu_classes: ['h100-80gb'] }] }), 'need gpus of at least 1'],
     ['multi-node builtin', base({ profiles: [{ engine: 'builtin', shards: 2 }] }), 'runs on one node'],
+    ['bad pool selector', base({ profiles: [{ engine: 'vllm', pool: 'zone in (a,' }] }), 'profiles[0].pool'],
     ['bad env name', base({ profiles: [{ engine: 'vllm', env: { 'BAD-NAME': '1' } }] }), 'want an environment variable name'],
   ];
 

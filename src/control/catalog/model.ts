@@ -4,6 +4,7 @@
 // compiled form carries units in its names.
 import { z } from 'zod';
 import { parseSource } from '../../protocol/index.js';
+import { labelSelectorProblem } from '../placement/index.js';
 import { parseDurationMs } from '../../units/index.js';
 
 export const ENGINES = ['vllm', 'llamacpp', 'sglang', 'builtin', 'sim'] as const;
@@ -126,6 +127,8 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: {
     if (gpus === 0 && (p.gpu_classes.length > 0 || p.gpu_memory_gb !== undefined)) {
       problems.push(`profiles[${i}]: gpu_classes and gpu_memory_gb need gpus of at least 1 (this is a CPU profile)`);
     }
+    const selectorProblem = p.pool === undefined ? null : labelSelectorProblem(p.pool);
+    if (selectorProblem) problems.push(`profiles[${i}].pool: ${selectorProblem}`);
     if (p.shards > 1 && p.engine === 'builtin') problems.push(`profiles[${i}]: the builtin engine runs on one node; set shards to 1`);
   });
   if (def.fallbacks.includes(def.name)) problems.push(`fallbacks: a model cannot fall back to itself`);
