@@ -56,6 +56,41 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Replicas and shards, so a restarted control plane adopts what agents still run instead of placing it again.
+    '0003_replicas': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('replicas')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('profile', 'text', (c) => c.notNull())
+          .addColumn('pool', 'text')
+          .addColumn('fabric', 'text')
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('endpoint', 'text')
+          .addColumn('error', 'text')
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('last_used_at', 'bigint')
+          .addColumn('failures', 'integer', (c) => c.notNull())
+          .addColumn('next_retry_at', 'bigint')
+          .addColumn('state_since', 'bigint', (c) => c.notNull())
+          .addColumn('replaces', 'text')
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('shards')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('replica_id', 'text', (c) => c.notNull().references('replicas.id').onDelete('cascade'))
+          .addColumn('node_id', 'text', (c) => c.notNull())
+          .addColumn('rank', 'integer', (c) => c.notNull())
+          .addColumn('gpu_indices', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('error', 'text')
+          .addColumn('endpoint', 'text')
+          .execute();
+        await db.schema.createIndex('shards_replica_id').on('shards').column('replica_id').execute();
+      },
+    },
   };
 }
 

@@ -47,8 +47,46 @@ export interface NodesTable {
   updated_at: number;
 }
 
+/** One running copy of a model; see the reconciler's ReplicaRecord for what each field means. */
+export interface ReplicasTable {
+  id: string;
+  model: string;
+  profile: string;
+  pool: string | null;
+  fabric: string | null;
+  /** pending | fetching | starting | ready | draining | stopping | failed. */
+  state: string;
+  endpoint: string | null;
+  error: string | null;
+  created_at: number;
+  /** Null = the router has reported no use. */
+  last_used_at: number | null;
+  failures: number;
+  next_retry_at: number | null;
+  /** When the state last changed (drain and stop deadlines count from it). */
+  state_since: number;
+  /** The replica this one replaces on a draining node; null = none. */
+  replaces: string | null;
+  updated_at: number;
+}
+
+/** The part of a replica on one node; deleted with its replica. */
+export interface ShardsTable {
+  id: string;
+  replica_id: string;
+  node_id: string;
+  rank: number;
+  /** JSON array of GPU indices. */
+  gpu_indices: string;
+  state: string;
+  error: string | null;
+  endpoint: string | null;
+}
+
 export interface Database {
   models: ModelsTable;
   audit_log: AuditLogTable;
   nodes: NodesTable;
+  replicas: ReplicasTable;
+  shards: ShardsTable;
 }

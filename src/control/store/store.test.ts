@@ -84,6 +84,62 @@ for (const backend of backends) {
       await store.close();
     });
 
+    it('keeps replicas and their shards across a reopen, so a restarted control plane can adopt them', async () => {
+      const replica = {
+        id: 'rep-1',
+        model: 'm',
+        profile: 'vllm-tp2',
+        pool: 'pool=a',
+        fabric: 'ib0',
+        state: 'starting',
+        endpoint: null,
+        error: null,
+        createdAtMs: 1_000,
+        lastUsedAtMs: null,
+        failures: 0,
+        nextRetryAtMs: null,
+        stateSinceMs: 1_000,
+        replaces: null,
+        updatedAtMs: 1_000,
+        shards: [
+          { id: 'sh-b', nodeId: 'n2', rank: 1, gpuIndices: [2, 3], state: 'starting', error: null, endpoint: null },
+          { id: 'sh-a', nodeId: 'n1', rank: 0, gpuIndices: [0, 1], state: 'starting', error: null, endpoint: null },
+        ],
+      };
+      const store = await Store.open({ location, now });
+      await store.insertReplica(replica);
+      expect(await store.setShardState('sh-a', 'ready', { endpoint: 'http://n1:9000' })).toBe(true);
+      expect(await store.setShardState('nope', 'ready')).toBe(false);
+      clock = 5_000;
+      expect(await store.setReplicaState('rep-1', 'failed', { error: 'engine exited' })).toBe(true);
+      await store.close();
+
+      const again = await Store.open({ location, now });
+      const [row] = await again.listReplicas();
+      expect(row, 'the replica comes back with its shards in rank order').toEqual({
+        ...replica,
+        state: 'failed',
+        error: 'engine exited',
+        stateSinceMs: 5_000,
+        updatedAtMs: 5_000,
+        shards: [
+          { id: 'sh-a', nodeId: 'n1', rank: 0, gpuIndices: [0, 1], state: 'ready', error: null, endpoint: 'http://n1:9000' },
+          { id: 'sh-b', nodeId: 'n2', rank: 1, gpuIndices: [2, 3], state: 'starting', error: null, endpoint: null },
+        ],
+      });
+
+      // A retry replaces the shards; a removal deletes the replica with its shards.
+      const retried = { ...row!, state: 'pending', failures: 1, nextRetryAtMs: null, shards: [{ id: 'sh-c', nodeId: 'n3', rank: 0, gpuIndices: [5], state: 'pending', error: null, endpoint: null }] };
+      const other = { ...replica, id: 'rep-2', shards: [{ ...replica.shards[1]!, id: 'sh-d', rank: 0 }] };
+      await again.saveReplicas([retried, other], []);
+      expect((await again.listReplicas()).map((r) => `${r.id}:${r.state}:${r.shards.map((s) => s.id).join('+')}`)).toEqual(['rep-1:pending:sh-c', 'rep-2:starting:sh-d']);
+      await again.saveReplicas([], ['rep-1', 'rep-2']);
+      expect(await again.listReplicas()).toEqual([]);
+      const shardsLeft = await again.db.selectFrom('shards').selectAll().execute();
+      expect(shardsLeft, 'no shard outlives its replica').toEqual([]);
+      await again.close();
+    });
+
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
       const before = await a.listModels();
