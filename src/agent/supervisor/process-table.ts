@@ -1,0 +1,129 @@
+// What the supervisor asks the operating system about processes: is this pid
+// still the engine we started (its start time since boot, and its command
+// line), is anyone left in its process group, and a signal to the whole group.
+// Behind an interface so unit tests need no processes, and because it is the
+// part that can kill the wrong thing: every group signal goes through the
+// guards here.
+import { readFileSync, readdirSync } from 'node:fs';
+import { basename } from 'node:path';
+
+export interface ProcessIdentity {
+  /**
+   * Checkable against the live process: the boot id and the process's start
+   * time in clock ticks since boot (/proc/<pid>/stat field 22). A reused pid
+   * has another start time; a reboot another boot id.
+   */
+  readonly startToken: string;
+  /** argv as the kernel holds it (/proc/<pid>/cmdline); an interpreter may come first. */
+  readonly cmdline: readonly string[];
+}
+
+export interface ProcessTable {
+  /** The identity of a living process; null when none has this pid, or it is a zombie. */
+  identity(pid: number): ProcessIdentity | null;
+  /** True while any process of the group lives (zombies do not count: they hold no GPU). */
+  groupAlive(pgid: number): boolean;
+  /** Sends `signal` to every process of the group; false when the group is gone or the pgid is refused. */
+  signalGroup(pgid: number, signal: NodeJS.Signals): boolean;
+}
+
+/** The /proc/<pid>/stat fields after "(comm)": field 3 (state) is index 0, field 5 (pgrp) index 2, field 22 (starttime) index 19. */
+function statFields(text: string): string[] | null {
+  const close = text.lastIndexOf(')');
+  if (close === -1) return null;
+  return text.slice(close + 2).split(' ');
+}
+
+function readStat(procRoot: string, pid: number | string): string[] | null {
+  try {
+    return statFields(readFileSync(`${procRoot}/${pid}/stat`, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+const DEAD_STATES = new Set(['Z', 'X', 'x']);
+
+/**
+ * The process table of this Linux machine, read from /proc. It never
+ * signals process group 0 or 1, nor its own group: a supervisor bug must
+ * not become `kill -TERM -1`.
+ */
+export function linuxProcessTable(procRoot = '/proc'): ProcessTable {
+  let bootId = 'unknown-boot';
+  try {
+    bootId = readFileSync(`${procRoot}/sys/kernel/random/boot_id`, 'utf8').trim();
+  } catch {
+    // Without a boot id the start time still tells a reused pid apart within one boot.
+  }
+  const ownGroup = Number(readStat(procRoot, 'self')?.[2] ?? process.pid);
+
+  const groupMembersAlive = (pgid: number): boolean => {
+    let entries: string[];
+    try {
+      entries = readdirSync(procRoot);
+    } catch {
+      return true; // Cannot look: the kill(…, 0) answer stands.
+    }
+    for (const entry of entries) {
+      if (!/^\d+$/.test(entry)) continue;
+      const fields = readStat(procRoot, entry);
+      if (fields && Number(fields[2]) === pgid && !DEAD_STATES.has(fields[0]!)) return true;
+    }
+    return false;
+  };
+
+  return {
+    identity(pid) {
+      const fields = readStat(procRoot, pid);
+      if (!fields || DEAD_STATES.has(fields[0]!) || fields[19] === undefined) return null;
+      let cmdline: string[];
+      try {
+        cmdline = readFileSync(`${procRoot}/${pid}/cmdline`, 'utf8').split('\0');
+      } catch {
+        return null;
+      }
+      if (cmdline.at(-1) === '') cmdline.pop();
+      return { startToken: `${bootId}:${fields[19]}`, cmdline };
+    },
+    groupAlive(pgid) {
+      if (!Number.isInteger(pgid) || pgid <= 1) return false;
+      try {
+        process.kill(-pgid, 0);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+        // EPERM: someone's group exists; ours would not say so.
+      }
+      return groupMembersAlive(pgid);
+    },
+    signalGroup(pgid, signal) {
+      if (!Number.isInteger(pgid) || pgid <= 1 || pgid === ownGroup) return false;
+      try {
+        process.kill(-pgid, signal);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+  };
+}
+
+/**
+ * Whether the kernel's command line is the one we started: our argv after the
+ * executable must end it. The executable itself may differ, because a script
+ * runs under its interpreter (`python3 /venv/bin/vllm serve …`) and a wrapper
+ * may exec another (`node stand-in.mjs vllm serve …`).
+ */
+export function cmdlineMatches(argv: readonly string[], cmdline: readonly string[]): boolean {
+  const program = argv[0];
+  if (program === undefined) return false;
+  const args = argv.slice(1);
+  const offset = cmdline.length - args.length;
+  // The program is named before its arguments (as itself, or as the script its interpreter runs).
+  if (offset < 1) return false;
+  return args.every((arg, i) => cmdline[offset + i] === arg) && cmdline.slice(0, offset).some((word) => sameProgram(program, word));
+}
+
+function sameProgram(a: string, b: string): boolean {
+  return basename(a) === basename(b);
+}
