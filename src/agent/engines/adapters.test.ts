@@ -271,6 +271,29 @@ describe('adapterFor', () => {
   });
 });
 
+// What every adapter promises, whatever its engine: the contract the supervisor relies on.
+describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine) => {
+  const shapes: [string, ShardLaunch][] = [['one node', launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 })]];
+  if (engine !== 'builtin') shapes.push(['multi-node head', multi(engine, 0)], ['multi-node rank 2', multi(engine, 2)]);
+
+  it.each(shapes)('%s', (_shape, base) => {
+    const l: ShardLaunch = { ...base, profile: { ...base.profile, args: ['--operator-flag', 'x'], env: { OPERATOR_VAR: '1', CUDA_VISIBLE_DEVICES: '7' } } };
+    const adapter = adapterFor(engine, options);
+    const p = adapter.plan(l);
+    expect(p.argv.every((arg) => typeof arg === 'string' && arg !== ''), `no empty argument: ${JSON.stringify(p.argv)}`).toBe(true);
+    expect(p.argv.slice(-2), "the profile's args come last, so they win").toEqual(['--operator-flag', 'x']);
+    expect(p.env, "the profile's env is merged over llmgw's").toMatchObject({ OPERATOR_VAR: '1', CUDA_VISIBLE_DEVICES: '7' });
+    expect(p.servesApi, 'only rank 0 serves the API').toBe(l.rank === 0);
+    if (adapter.usesPort(l)) {
+      expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: l.port, path: '/health' });
+      expect(p.argv).toContain(String(l.port));
+    } else {
+      expect(p.argv, 'a rank that takes no port from the range is not given one').not.toContain(String(l.port));
+    }
+    expect(adapter.defaultStartTimeoutMs).toBeGreaterThanOrEqual(60_000);
+  });
+});
+
 describe('findGgufFile', () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-gguf-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

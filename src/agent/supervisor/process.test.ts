@@ -201,6 +201,8 @@ describe('the supervisor over real processes', () => {
     expect(logger.entries.some((e) => e.fields.shardId === 'forking' && /sending SIGKILL/.test(e.message))).toBe(true);
   });
 
+  // Regression: the last probe before the deadline was cut to the time left (1 ms), so the error named
+  // the probe's own timeout instead of the engine's 503, and the operator learned nothing.
   it('reports an engine that is not ready within its start timeout as failed, and stops it', async () => {
     const s = await supervisor({ restartPolicy: { baseDelayMs: 3_600_000, jitterRatio: 0 } });
     await s.desired([simLaunch('slow', ['--startup-delay-ms', '600000'], { startTimeoutMs: 1_500 })]);
