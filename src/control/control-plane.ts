@@ -10,6 +10,7 @@ import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { createJsonApp, type ErrorShaper } from './http/index.js';
 import { Inventory } from './inventory/index.js';
+import { Reconciler } from './reconciler/index.js';
 import { Store } from './store/index.js';
 
 export interface ControlPlaneDeps {
@@ -41,6 +42,7 @@ export class ControlPlane {
     readonly catalog: Catalog,
     readonly inventory: Inventory,
     readonly assignments: AssignmentBoard,
+    readonly reconciler: Reconciler,
     readonly clientApp: FastifyInstance,
     readonly adminApp: FastifyInstance,
     readonly agentApp: FastifyInstance,
@@ -52,15 +54,29 @@ export class ControlPlane {
     const store =
       config.store.kind === 'none' ? null : await Store.open({ location: config.store, ...(deps.now ? { now: deps.now } : {}) });
     let catalog: Catalog;
-    let inventory: Inventory;
+    let inventory: Inventory | undefined;
+    let reconciler: Reconciler;
+    const assignments = new AssignmentBoard(now());
     try {
       catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false });
       inventory = await Inventory.create({ store, now, staleAfterMs: config.nodeStaleAfterMs, lostAfterMs: config.nodeLostAfterMs });
+      // Before any listener: it publishes the stored replicas' shards, so an agent's first heartbeat is told to keep them.
+      reconciler = await Reconciler.create({
+        catalog,
+        inventory,
+        assignments,
+        store,
+        now,
+        logger: logger.child({ part: 'reconciler' }),
+        intervalMs: config.reconcileIntervalMs,
+      });
     } catch (err) {
+      await inventory?.close();
       await store?.close();
       throw err;
     }
-    const assignments = new AssignmentBoard(now());
+    // A join, a report that changes capacity or an admin state change: worth a pass now rather than at the tick.
+    inventory.onChange(() => reconciler.notify());
 
     const clientApp = createJsonApp({ logger: logger.child({ listener: 'client' }), bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
@@ -79,13 +95,28 @@ export class ControlPlane {
       inventory,
       now,
       adminToken: config.adminToken,
-      onNodeState: (nodeId) => assignments.bump(nodeId),
+      onNodeState: (nodeId) => {
+        assignments.bump(nodeId);
+        reconciler.notify();
+      },
+      onCatalogChange: () => reconciler.notify(),
+      replicas: () => reconciler.replicas(),
+      replicaCounts: () => reconciler.replicaCounts(),
+      nodeUsage: () => reconciler.nodeUsage(),
+      explainPlacement: (model) => reconciler.explain(model),
+      blockedDrains: () => reconciler.blockedDrains(),
     });
 
     const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20 });
-    registerAgentApi(agentApp, { inventory, assignments, joinToken: config.joinToken, heartbeatIntervalMs: deps.heartbeatIntervalMs ?? 5000 });
+    registerAgentApi(agentApp, {
+      inventory,
+      assignments,
+      joinToken: config.joinToken,
+      heartbeatIntervalMs: deps.heartbeatIntervalMs ?? 5000,
+      onShardReport: (node, shards) => reconciler.onShardReport(node, shards),
+    });
 
-    return new ControlPlane(config, logger, store, catalog, inventory, assignments, clientApp, adminApp, agentApp);
+    return new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, clientApp, adminApp, agentApp);
   }
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
@@ -97,14 +128,17 @@ export class ControlPlane {
       const host = addr.host.includes(':') ? `[${addr.host}]` : addr.host;
       return `http://${host}:${port}`;
     };
-    return {
+    const urls = {
       client: await bind(this.clientApp, this.config.clientAddr),
       admin: await bind(this.adminApp, this.config.adminAddr),
       agent: await bind(this.agentApp, this.config.agentAddr),
     };
+    this.reconciler.start();
+    return urls;
   }
 
   async close(): Promise<void> {
+    await this.reconciler.stop();
     this.assignments.releaseAll();
     await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
     await this.inventory.close();

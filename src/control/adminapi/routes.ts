@@ -7,7 +7,7 @@ import { LlmgwError } from '../../errors/index.js';
 import type { Catalog } from '../catalog/index.js';
 import { actorOf, type RouteJsonWording } from '../http/index.js';
 import type { AdminState } from '../inventory/index.js';
-import { modelViews, nodeViews, summaryView, type ViewSources } from './views.js';
+import { explainView, modelViews, nodeViews, replicaViews, summaryView, type ViewSources } from './views.js';
 
 const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
   ['ready', 'ready'],
@@ -22,6 +22,8 @@ export interface AdminApiOptions extends ViewSources {
   catalog: Catalog;
   /** Called after a node's admin state changed: the reconciler's Notify and the agent's wake-up. */
   onNodeState?: (nodeId: string) => void;
+  /** Called after a model was added or removed: the reconciler's Notify. */
+  onCatalogChange?: () => void;
   /** Null: no token needed (the control plane allows that only on a loopback admin address). */
   adminToken: string | null;
 }
@@ -39,6 +41,14 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
   app.get('/api/v1/summary', async () => summaryView(options));
   app.get('/api/v1/models', async () => modelViews(options));
   app.get('/api/v1/nodes', async () => nodeViews(options));
+  app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', async (request) => replicaViews(options, request.query.model || undefined));
+  app.get<{ Querystring: { model?: string } }>('/api/v1/explain-placement', async (request) => {
+    const asked = request.query.model;
+    if (!asked) throw new LlmgwError('LLMGW_BAD_REQUEST', 'model is required');
+    const model = options.catalog.resolve(asked);
+    if (!model) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `model ${JSON.stringify(asked)} is not in the catalog`);
+    return explainView(options, model.name, asked);
+  });
 
   // Cordon, uncordon and drain are one operation with different targets:
   // cordon stops new placement, drain also moves existing work off.
@@ -67,12 +77,14 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
       throw new LlmgwError('LLMGW_BAD_REQUEST', 'the model definition must be a JSON object with at least name, source and profiles');
     }
     const model = await options.catalog.add(request.body, actorOf(request));
+    options.onCatalogChange?.();
     return reply.code(200).send({ added: model.name });
   });
 
   app.delete<{ Params: { name: string } }>('/api/v1/models/:name', async (request) => {
     if (!options.catalog.writable) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store');
     await options.catalog.remove(request.params.name, actorOf(request));
+    options.onCatalogChange?.();
     return { removed: request.params.name };
   });
 }

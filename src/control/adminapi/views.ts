@@ -5,6 +5,8 @@
 // for the two to disagree.
 import type { Catalog } from '../catalog/index.js';
 import { fabricNames, type Inventory, localDisk } from '../inventory/index.js';
+import { toRejectionViews, type RejectionView } from '../placement/index.js';
+import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord } from '../reconciler/index.js';
 
 /** A model as `ctl models` shows it. */
 export interface ModelView {
@@ -46,6 +48,79 @@ export interface ViewSources {
   nodeUsage?: () => ReadonlyMap<string, { replicas: number; gpusInUse: ReadonlySet<number> }>;
   /** Per model name; a model with no entry has none. */
   replicaCounts?: () => ReadonlyMap<string, ReplicaCounts>;
+  /** Every replica the reconciler holds; absent before it exists (the views then show none). */
+  replicas?: () => readonly ReplicaRecord[];
+  /** The last pass's rejections for a model; undefined = nothing failed to place. */
+  explainPlacement?: (model: string) => ModelRejections | undefined;
+  /** Replicas the last pass could not move off draining nodes. */
+  blockedDrains?: () => readonly BlockedDrain[];
+}
+
+/** A replica as `ctl replicas` shows it. */
+export interface ReplicaView {
+  id: string;
+  model: string;
+  profile: string;
+  state: string;
+  pool?: string;
+  fabric?: string;
+  endpoint?: string;
+  age_seconds: number;
+  /** Seconds since the router last sent it a request; -1 = the router has reported no use, which is not the same as idle. */
+  idle_seconds: number;
+  error?: string;
+  shards: ShardView[];
+}
+
+export interface ShardView {
+  id: string;
+  node: string;
+  rank: number;
+  gpus: number[];
+  state: string;
+  error?: string;
+}
+
+/** Why a model could not be placed. */
+export interface ExplainView {
+  model: string;
+  /** True when the model has replicas that count, in which case there is usually nothing to explain. */
+  placed: boolean;
+  /** Absent when placement was never attempted or nothing failed: the model is satisfied, or the reconciler has not run yet. */
+  rejections?: RejectionView[];
+}
+
+/** Replicas, optionally of one model (by name), id order. */
+export function replicaViews(src: ViewSources, model?: string): ReplicaView[] {
+  const now = src.now?.() ?? Date.now();
+  return (src.replicas?.() ?? [])
+    .filter((r) => !model || r.model === model)
+    .map((r) => {
+      const v: ReplicaView = {
+        id: r.id,
+        model: r.model,
+        profile: r.profile,
+        state: r.state,
+        age_seconds: Math.max(0, Math.floor((now - r.createdAtMs) / 1000)),
+        idle_seconds: r.lastUsedAtMs === null ? -1 : Math.max(0, Math.floor((now - r.lastUsedAtMs) / 1000)),
+        shards: r.shards.map((s) => ({ id: s.id, node: s.nodeId, rank: s.rank, gpus: [...s.gpuIndices], state: s.state, ...(s.error ? { error: s.error } : {}) })),
+      };
+      // omitempty in the seed.
+      if (r.pool) v.pool = r.pool;
+      if (r.fabric) v.fabric = r.fabric;
+      if (r.endpoint) v.endpoint = r.endpoint;
+      if (r.error) v.error = r.error;
+      return v;
+    });
+}
+
+/** The placement explanation of one model (by its catalog name); the caller has checked that it exists. */
+export function explainView(src: ViewSources, model: string, shownAs: string = model): ExplainView {
+  const placed = (src.replicas?.() ?? []).some((r) => r.model === model && COUNTING_STATES.has(r.state));
+  const v: ExplainView = { model: shownAs, placed };
+  const last = src.explainPlacement?.(model);
+  if (last && last.rejections.length) v.rejections = toRejectionViews(last.rejections);
+  return v;
 }
 
 export function modelViews(src: ViewSources): ModelView[] {
@@ -81,6 +156,9 @@ export function summaryView(src: ViewSources): SummaryView {
     if (n.gpu_probe_error) attention.push(`node ${n.id}: ${n.gpu_probe_error}`);
   }
   for (const m of notPlaced) attention.push(`model ${m} has no replica`);
+  const replicas = src.replicas?.() ?? [];
+  for (const r of replicas) if (r.state === 'failed') attention.push(`replica ${r.id} of ${r.model} failed: ${r.error ?? 'no error reported'}`);
+  for (const b of src.blockedDrains?.() ?? []) attention.push(b.reason);
   if (!src.catalog.writable) attention.push('this control plane has no store: models come only from the catalog file, and writes are refused');
   return {
     models: {
@@ -90,7 +168,7 @@ export function summaryView(src: ViewSources): SummaryView {
       not_placed: notPlaced,
     },
     nodes: { total: nodes.length, by_state: countBy(nodes, (n) => n.state), by_liveness: countBy(nodes, (n) => n.liveness) },
-    replicas: { total: 0, by_state: {} },
+    replicas: { total: replicas.length, by_state: countBy(replicas, (r) => r.state) },
     attention,
     store: src.catalog.writable,
   };

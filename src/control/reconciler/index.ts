@@ -12,3 +12,5 @@
 export * from './types.js';
 export * from './plan.js';
 export * from './apply.js';
+export { toPlacementNode } from './snapshot.js';
+export { Reconciler, type ReconcilerOptions, type ReplicaUse } from './reconciler.js';

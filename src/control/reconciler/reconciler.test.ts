@@ -1,0 +1,166 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ShardStatus } from '../../protocol/index.js';
+import { AssignmentBoard } from '../agentapi/index.js';
+import { Catalog } from '../catalog/index.js';
+import { Inventory } from '../inventory/index.js';
+import { Store } from '../store/index.js';
+import { Reconciler } from './reconciler.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A control plane's reconciler with its real neighbours over one SQLite file; `reopen` starts a second one on it, as a restart would. */
+async function setup(reuse?: string) {
+  const dir = reuse ?? mkdtempSync(join(tmpdir(), 'llmgw-reconciler-'));
+  if (!reuse) cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  let clock = 1_000_000;
+  const now = () => clock;
+  const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now });
+  const catalog = await Catalog.create({ store });
+  const inventory = await Inventory.create({ store, now, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0 });
+  const assignments = new AssignmentBoard(1);
+  let ids = 0;
+  const reconciler = await Reconciler.create({
+    catalog,
+    inventory,
+    assignments,
+    store,
+    now,
+    logger: pino({ level: 'silent' }),
+    intervalMs: 60_000,
+    newId: (kind) => `${kind}-${dir.slice(-6)}-${ids++}`,
+  });
+  cleanups.push(async () => {
+    await reconciler.stop();
+    await inventory.close();
+    await store.close();
+  });
+  return {
+    dir,
+    store,
+    catalog,
+    inventory,
+    assignments,
+    reconciler,
+    advance: (ms: number) => (clock += ms),
+    /** An agent joining and reporting a node with `gpus` healthy GPUs and the sim engine. */
+    async node(id: string, gpus = 2) {
+      await inventory.join({ id, hostname: id, mgmtAddr: null, labels: {}, agentVersion: '1', protocolVersion: 1 });
+      inventory.heartbeat(inventory.get(id)!, {
+        report: { gpus: Array.from({ length: gpus }, (_, index) => ({ index, class: 'h100-80gb', problems: [] })), engines: [{ name: 'sim' }, { name: 'vllm' }] },
+      });
+    },
+    heartbeat(id: string) {
+      inventory.heartbeat(inventory.get(id)!, {});
+    },
+    /** The agent on `nodeId` reports every shard it was assigned in `state`. */
+    async report(nodeId: string, state: string, endpoint?: (shardId: string) => string) {
+      const shards: ShardStatus[] = assignments.get(nodeId).shards.map((a) => ({
+        shard_id: a.shard_id,
+        replica_id: a.replica_id,
+        state,
+        ...(endpoint ? { endpoint: endpoint(a.shard_id) } : {}),
+      }));
+      reconciler.onShardReport(inventory.get(nodeId)!, shards);
+      await reconciler.pass();
+    },
+  };
+}
+
+const demo = { name: 'demo', aliases: ['d'], source: 'hf://org/demo', profiles: [{ name: 'gpu', engine: 'vllm', gpus: 1, args: ['--x'], env: { A: '1' } }] };
+
+describe('Reconciler', () => {
+  it('places a model, delivers its shard to the agent, and marks it ready from the agent report', async () => {
+    const t = await setup();
+    await t.node('n1');
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+
+    const [replica] = t.reconciler.replicas();
+    expect(replica).toMatchObject({ model: 'demo', profile: 'gpu', state: 'pending' });
+    const { shards } = t.assignments.get('n1');
+    expect(shards).toEqual([
+      {
+        shard_id: replica!.shards[0]!.id,
+        replica_id: replica!.id,
+        model: 'demo',
+        aliases: ['d'],
+        source: 'hf://org/demo',
+        profile: { name: 'gpu', engine: 'vllm', gpus: 1, shards: 1, args: ['--x'], env: { A: '1' } },
+        rank: 0,
+        gpu_indices: [0],
+        peers: [],
+      },
+    ]);
+
+    await t.report('n1', 'fetching');
+    expect(t.reconciler.replicas()[0]!.state).toBe('fetching');
+    await t.report('n1', 'ready', () => 'http://n1:9000');
+    expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
+    expect(t.reconciler.replicaCounts().get('demo')).toEqual({ ready: 1, total: 1 });
+    expect(t.reconciler.nodeUsage().get('n1')).toEqual({ replicas: 1, gpusInUse: new Set([0]) });
+    expect((await t.store.listReplicas())[0], 'the store holds what the agent reported').toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
+  });
+
+  it('a restarted control plane adopts the replicas in its store and tells agents to keep them', async () => {
+    const first = await setup();
+    await first.node('n1');
+    await first.catalog.add(demo, 'test');
+    await first.reconciler.pass();
+    await first.report('n1', 'ready', () => 'http://n1:9000');
+    const before = first.reconciler.replicas();
+    await first.reconciler.stop();
+
+    const second = await setup(first.dir);
+    expect(second.reconciler.replicas(), 'the records come back from the store').toEqual(before);
+    // The node is known from the store but has not reported since this control plane started; its shards are published anyway.
+    expect(second.assignments.get('n1').shards.map((s) => s.shard_id), 'published before any pass').toEqual([before[0]!.shards[0]!.id]);
+    second.heartbeat('n1');
+    const plan = await second.reconciler.pass();
+    expect(plan.actions, 'nothing is placed again').toEqual([]);
+  });
+
+  it('replaces the replica of a lost node and forgets the old one', async () => {
+    const t = await setup();
+    await t.node('a');
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    const first = t.reconciler.replicas()[0]!;
+    await t.node('b');
+    t.advance(61_000);
+    t.heartbeat('b');
+    const plan = await t.reconciler.pass();
+    expect(plan.actions.map((a) => a.kind)).toEqual(['markLost', 'create']);
+    expect(t.assignments.get('b').shards, 'the replacement went to b').toHaveLength(1);
+    expect(t.reconciler.replicas().find((r) => r.id === first.id)).toMatchObject({ state: 'stopping', error: 'node a lost' });
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => r.id), 'the lost replica is forgotten').not.toContain(first.id);
+  });
+
+  it('marks a replica failed from an agent report and keeps the error for the operator', async () => {
+    const t = await setup();
+    await t.node('n1');
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    const shard = t.assignments.get('n1').shards[0]!;
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'failed', error: 'CUDA out of memory' }]);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'failed', failures: 1, error: 'shard 0 on node n1 failed: CUDA out of memory' });
+    expect(t.assignments.get('n1').shards, 'a failed replica is no longer assigned, so the agent stops it').toEqual([]);
+  });
+
+  it('explains a model that fits nowhere', async () => {
+    const t = await setup();
+    await t.node('n1', 0);
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas()).toEqual([]);
+    expect(t.reconciler.explain('demo')?.rejections.map((r) => r.code)).toEqual(['no_gpus']);
+  });
+});

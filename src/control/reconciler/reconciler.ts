@@ -1,0 +1,263 @@
+// The reconciler's I/O around the pure pass: it holds the replica records
+// (loaded from the store at start, so a restarted control plane adopts what
+// agents still run), runs a pass on a tick and soon after notify(), persists
+// what the plan changed and then publishes each node's shards on the
+// assignment board, and folds the agents' shard reports back into the
+// records. Every change to the records goes through one queue, so a report
+// arriving while a pass is persisting is applied after it, never lost.
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { ShardStatus } from '../../protocol/index.js';
+import type { AssignmentBoard } from '../agentapi/index.js';
+import type { Catalog } from '../catalog/index.js';
+import type { Inventory, Node } from '../inventory/index.js';
+import type { PlacementNode } from '../placement/index.js';
+import type { ReplicaRow, Store } from '../store/index.js';
+import { applyPlan, assignmentsByNode } from './apply.js';
+import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
+import { toPlacementNode } from './snapshot.js';
+import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState, SHARD_STATES, type ShardRecord, type ShardState } from './types.js';
+
+export interface ReconcilerOptions {
+  catalog: Catalog;
+  inventory: Inventory;
+  assignments: AssignmentBoard;
+  /** Null: replicas live only in memory (`store: none`); a restart places everything again. */
+  store: Store | null;
+  /** Epoch ms; injected so tests control time. */
+  now: () => number;
+  logger: Logger;
+  /** How often a pass runs when nothing notifies sooner. */
+  intervalMs: number;
+  plan?: PlanOptions;
+  /** New ids; absent = random ones. Tests pass a counter. */
+  newId?: (kind: 'replica' | 'shard') => string;
+}
+
+/** What the router reports per replica: the seam for drains (in flight) and idleness (last used). */
+export interface ReplicaUse {
+  inFlight: number;
+  lastUsedAtMs: number | null;
+}
+
+export class Reconciler {
+  private records: ReplicaRecord[] = [];
+  private queue: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | null = null;
+  private soon: NodeJS.Immediate | null = null;
+  private lastRejections: ReadonlyMap<string, ModelRejections> = new Map();
+  private lastBlocked: readonly BlockedDrain[] = [];
+  private readonly inFlight = new Map<string, number>();
+  private readonly newId: (kind: 'replica' | 'shard') => string;
+  private closed = false;
+
+  private constructor(private readonly options: ReconcilerOptions) {
+    this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
+  }
+
+  /**
+   * Loads the records the store remembers and publishes their shards at once,
+   * before any agent can ask: an agent that heard "run nothing" from a
+   * freshly restarted control plane would stop engines it should keep.
+   */
+  static async create(options: ReconcilerOptions): Promise<Reconciler> {
+    const r = new Reconciler(options);
+    if (options.store) r.records = (await options.store.listReplicas()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1));
+    r.publish();
+    return r;
+  }
+
+  /** Starts the tick. */
+  start(): void {
+    if (this.timer || this.closed) return;
+    this.timer = setInterval(() => this.notify(), this.options.intervalMs);
+    this.timer.unref();
+    this.notify();
+  }
+
+  /** Stops the tick and waits for the pass in progress. */
+  async stop(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    if (this.soon) clearImmediate(this.soon);
+    this.timer = null;
+    this.soon = null;
+    await this.queue;
+  }
+
+  /** Runs a pass soon; calls before it starts are coalesced into one. */
+  notify(): void {
+    if (this.soon || this.closed) return;
+    this.soon = setImmediate(() => {
+      this.soon = null;
+      void this.pass().catch((err: unknown) => this.options.logger.error({ err }, 'reconciler pass failed'));
+    });
+  }
+
+  /** One pass now, after whatever is queued; resolves with its plan. */
+  pass(): Promise<Plan> {
+    return this.enqueue(() => this.runPass());
+  }
+
+  /** The agent's shard states for one node; applied in order with passes. */
+  onShardReport(node: Node, statuses: readonly ShardStatus[]): void {
+    void this.enqueue(() => this.applyReport(node.id, statuses)).catch((err: unknown) => this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'));
+  }
+
+  /** The router's seam: what a replica has in flight and when it was last used. */
+  reportUse(replicaId: string, use: ReplicaUse): void {
+    this.inFlight.set(replicaId, use.inFlight);
+    if (use.lastUsedAtMs !== null) this.records = this.records.map((r) => (r.id === replicaId ? { ...r, lastUsedAtMs: use.lastUsedAtMs } : r));
+  }
+
+  replicas(): readonly ReplicaRecord[] {
+    return this.records;
+  }
+
+  /** Why the model was not placed in the last pass; undefined = nothing failed to place. */
+  explain(model: string): ModelRejections | undefined {
+    return this.lastRejections.get(model);
+  }
+
+  /** Replicas the last pass could not move off draining nodes. */
+  blockedDrains(): readonly BlockedDrain[] {
+    return this.lastBlocked;
+  }
+
+  replicaCounts(): Map<string, { ready: number; total: number }> {
+    const out = new Map<string, { ready: number; total: number }>();
+    for (const r of this.records) {
+      if (!COUNTING_STATES.has(r.state)) continue;
+      const c = out.get(r.model) ?? { ready: 0, total: 0 };
+      c.total++;
+      if (r.state === 'ready') c.ready++;
+      out.set(r.model, c);
+    }
+    return out;
+  }
+
+  /** Replicas per node and the GPUs their shards hold, for the node views. */
+  nodeUsage(): Map<string, { replicas: number; gpusInUse: Set<number> }> {
+    const out = new Map<string, { replicas: number; gpusInUse: Set<number> }>();
+    for (const r of this.records) {
+      if (r.state === 'failed') continue;
+      const counted = new Set<string>();
+      for (const s of r.shards) {
+        if (s.state === 'stopped') continue;
+        const u = out.get(s.nodeId) ?? { replicas: 0, gpusInUse: new Set<number>() };
+        if (!counted.has(s.nodeId)) u.replicas++;
+        counted.add(s.nodeId);
+        for (const g of s.gpuIndices) u.gpusInUse.add(g);
+        out.set(s.nodeId, u);
+      }
+    }
+    return out;
+  }
+
+  private enqueue<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn);
+    this.queue = run.then(
+      () => {},
+      () => {},
+    );
+    return run;
+  }
+
+  private placementNodes(now: number): PlacementNode[] {
+    const inv = this.options.inventory;
+    return inv.list().map((n) => toPlacementNode(n, inv.liveness(n, now)));
+  }
+
+  private async runPass(): Promise<Plan> {
+    const now = this.options.now();
+    const nodes = this.placementNodes(now);
+    const plan = planPass(
+      { now, models: this.options.catalog.models(), nodes, replicas: this.records, inFlight: this.inFlight },
+      this.options.plan ?? {},
+    );
+    const applied = applyPlan(this.records, plan, { now, newId: this.newId });
+    // Persist before publishing: an agent must never run a shard the store does not know of.
+    await this.options.store?.saveReplicas(applied.changed, applied.removed);
+    this.records = applied.records;
+    for (const id of applied.removed) this.inFlight.delete(id);
+    this.lastRejections = plan.rejections;
+    this.lastBlocked = plan.blockedDrains;
+    this.publish(nodes);
+    if (plan.actions.length) {
+      const log = this.options.logger;
+      for (const a of plan.actions) log.info({ action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
+    }
+    return plan;
+  }
+
+  private publish(nodes: readonly PlacementNode[] = this.placementNodes(this.options.now())): void {
+    const models = new Map(this.options.catalog.models().map((m) => [m.name, m]));
+    const byNode = new Map(nodes.map((n) => [n.id, n]));
+    const assignments = assignmentsByNode(this.records, models, byNode, [...byNode.keys()]);
+    for (const [nodeId, shards] of assignments) this.options.assignments.set(nodeId, shards);
+  }
+
+  private async applyReport(nodeId: string, statuses: readonly ShardStatus[]): Promise<void> {
+    const reported = new Map(statuses.map((s) => [s.shard_id, s]));
+    const now = this.options.now();
+    const changed: ReplicaRecord[] = [];
+    let wake = false;
+    this.records = this.records.map((r) => {
+      let touched = false;
+      const shards = r.shards.map((s): ShardRecord => {
+        if (s.nodeId !== nodeId) return s;
+        const status = reported.get(s.id);
+        if (!status || status.replica_id !== r.id) {
+          // Not reported by the agent: a shard it was told to stop is gone.
+          if ((r.state === 'stopping' || r.state === 'failed') && s.state !== 'stopped') {
+            touched = true;
+            return { ...s, state: 'stopped', endpoint: null };
+          }
+          return s;
+        }
+        const state = shardStateOf(status.state) ?? s.state;
+        const next: ShardRecord = { ...s, state, endpoint: status.endpoint ?? null, error: status.error ?? (state === 'failed' ? s.error : null) };
+        if (next.state !== s.state || next.endpoint !== s.endpoint || next.error !== s.error) touched = true;
+        return next;
+      });
+      if (!touched) return r;
+      let next: ReplicaRecord = { ...r, shards, updatedAtMs: now };
+      if (COUNTING_STATES.has(r.state)) {
+        const state = derivedState(shards);
+        if (state !== r.state) {
+          next = { ...next, state, stateSinceMs: now };
+          wake = true;
+        }
+        if (state === 'ready') next = { ...next, endpoint: shards.find((s) => s.rank === 0)?.endpoint ?? null, failures: 0, error: null };
+        // The pass marks it failed, with its backoff; run one now rather than at the next tick.
+        if (shards.some((s) => s.state === 'failed')) wake = true;
+      }
+      changed.push(next);
+      return next;
+    });
+    if (changed.length === 0) return;
+    await this.options.store?.saveReplicas(changed, []);
+    if (wake) this.notify();
+  }
+}
+
+/** A replica that should run, as its shards show it: ready when all are, else the least advanced shard's stage. */
+function derivedState(shards: readonly ShardRecord[]): ReplicaState {
+  if (shards.length > 0 && shards.every((s) => s.state === 'ready')) return 'ready';
+  if (shards.some((s) => s.state === 'pending')) return 'pending';
+  if (shards.some((s) => s.state === 'fetching')) return 'fetching';
+  return 'starting';
+}
+
+function shardStateOf(reported: string): ShardState | undefined {
+  return (SHARD_STATES as readonly string[]).includes(reported) ? (reported as ShardState) : undefined;
+}
+
+/** Stored rows read leniently: an unknown state (from a newer control plane) reads as the nearest safe one. */
+function fromRow(row: ReplicaRow): ReplicaRecord {
+  return {
+    ...row,
+    state: (REPLICA_STATES as readonly string[]).includes(row.state) ? (row.state as ReplicaState) : 'starting',
+    shards: row.shards.map((s) => ({ ...s, state: shardStateOf(s.state) ?? 'starting' })),
+  };
+}
