@@ -96,6 +96,8 @@ export interface AgentDeps {
   runner?: ShardRunner;
   /** When false, no management listener is started (simulated fleets in benchmarks). Default true. */
   mgmt?: boolean;
+  /** Adds routes to the management API (weights removal, logs); every route is behind the control plane's token. */
+  mgmtRoutes?: (app: FastifyInstance) => void;
 }
 
 export type AgentPhase = 'joining' | 'running' | 'stopped';
@@ -107,6 +109,9 @@ export class Agent {
   private stopped = false;
   private loop: Promise<void> | null = null;
   private abort = new AbortController();
+  /** Aborts the heartbeat waiting in a long-poll, so news (a shard became ready) is reported now. */
+  private pollAbort: AbortController | null = null;
+  private poked = false;
   private mgmtApp: FastifyInstance | null = null;
   private lastReport: { at: number; report: NodeReport } | null = null;
   private intervalMs: number;
@@ -147,6 +152,12 @@ export class Agent {
     await this.loop?.catch(() => {});
     await this.mgmtApp?.close();
     this.phase = 'stopped';
+  }
+
+  /** Reports now instead of at the end of the current long-poll. */
+  poke(): void {
+    this.poked = true;
+    this.pollAbort?.abort();
   }
 
   private controlUrl(): string {
@@ -225,6 +236,10 @@ export class Agent {
         failures = 0;
       } catch (err) {
         if (this.stopped) return;
+        if (this.poked) {
+          this.poked = false;
+          continue;
+        }
         failures++;
         if (err instanceof LlmgwError && err.code === 'LLMGW_JOIN_REFUSED' && this.config.joinToken) {
           this.logger.warn('the control plane no longer knows this node; joining again');
@@ -242,19 +257,23 @@ export class Agent {
   /** One heartbeat: report, then wait (long-poll) for the answer, then hand the assignments to the runner. */
   async heartbeatOnce(waitMs: number): Promise<void> {
     if (!this.identity) throw new LlmgwError('LLMGW_JOIN_REFUSED', 'not joined');
+    const poked = this.poked;
+    this.poked = false;
     const body: HeartbeatRequest = {
       node_id: this.config.nodeId,
       agent_version: LLMGW_VERSION,
       protocol_version: PROTOCOL_VERSION,
       report: await this.report(),
       shards: this.deps.runner?.status() ?? [],
-      ...(this.generation !== undefined ? { known_generation: this.generation, wait_ms: waitMs } : {}),
+      // A poked heartbeat carries news: answer at once rather than hold it.
+      ...(this.generation !== undefined && !poked ? { known_generation: this.generation, wait_ms: waitMs } : {}),
     };
+    this.pollAbort = new AbortController();
     const res = await request(`${this.controlUrl()}${AGENT_API_PREFIX}/heartbeat`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${this.identity.credential}` },
       body: JSON.stringify(body),
-      signal: this.abort.signal,
+      signal: AbortSignal.any([this.abort.signal, this.pollAbort.signal]),
       headersTimeout: waitMs + 10_000,
       bodyTimeout: 10_000,
     });
@@ -284,6 +303,7 @@ export class Agent {
       }
     });
     app.get('/mgmt/v1/health', async () => ({ node_id: this.config.nodeId, phase: this.phase }));
+    this.deps.mgmtRoutes?.(app);
     await app.listen({ host: this.config.mgmtHost, port: this.config.mgmtPort });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : this.config.mgmtPort;

@@ -1,10 +1,17 @@
 // `llmgw agent`: probe this machine (or a declared one with --simulate), join
 // the control plane, report, and run what it is assigned. SIGINT/SIGTERM stop
 // the agent; engines it started keep running and are found again next start.
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { Agent, compileAgentOptions } from '../agent/index.js';
+import { WeightCache } from '../agent/cache/index.js';
+import { adapterFor } from '../agent/engines/index.js';
+import { Fetcher } from '../agent/fetch/index.js';
 import { NodeProber } from '../agent/probe/index.js';
+import { AgentShardRunner } from '../agent/shards.js';
+import { Supervisor } from '../agent/supervisor/index.js';
 import { LlmgwError } from '../errors/index.js';
 
 export interface AgentFlags {
@@ -20,7 +27,14 @@ export interface AgentFlags {
   fabric: string[];
   heartbeatInterval?: string;
   logLevel: string;
+  engineHost: string;
+  portRange: string;
+  /** Test-only: accept http:// weight sources. */
+  allowHttpSources?: boolean;
 }
+
+/** The installed `llmgw` entry point, for engines llmgw runs itself (sim, builtin). */
+const LLMGW_BIN = fileURLToPath(new URL('../../bin/llmgw.js', import.meta.url));
 
 export function parseLabels(text: string | undefined): Record<string, string> {
   const labels: Record<string, string> = {};
@@ -47,13 +61,45 @@ export async function runAgent(flags: AgentFlags): Promise<void> {
     ...(flags.heartbeatInterval ? { heartbeatInterval: flags.heartbeatInterval } : {}),
   });
   const logger = pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
+  const cacheDir = resolve(flags.cacheDir ?? `${stateDir}/cache`);
   const prober = new NodeProber({
-    cacheDir: resolve(flags.cacheDir ?? `${stateDir}/cache`),
+    cacheDir,
     modelDirs: flags.modelDir.map((d) => resolve(d)),
     fabrics: flags.fabric,
     ...(flags.simulate ? { simulate: flags.simulate, simulateSeed: config.nodeId } : {}),
   });
-  const agent = new Agent(config, { probe: () => prober.probe(), logger });
+  const ports = /^(\d+)-(\d+)$/.exec(flags.portRange);
+  if (!ports) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`);
+  const cache = await WeightCache.create({ cacheDir });
+  await cache.emptyTrash().catch(() => {});
+  const fetcher = new Fetcher({
+    cache,
+    ...(process.env.HF_TOKEN ? { hfToken: process.env.HF_TOKEN } : {}),
+    ...(process.env.HF_ENDPOINT ? { hubUrl: process.env.HF_ENDPOINT } : {}),
+    allowHttp: flags.allowHttpSources === true,
+  });
+  let agent: Agent | null = null;
+  const supervisor = await Supervisor.create({
+    logsDir: join(stateDir, 'logs'),
+    stateDir,
+    logger: logger.child({ part: 'supervisor' }),
+    adapterFor: (engine) => adapterFor(engine, { llmgwBin: LLMGW_BIN }),
+    firstPort: Number(ports[1]),
+    lastPort: Number(ports[2]),
+    // A shard's state changing (ready, failed) is news the control plane should hear now.
+    onChange: () => agent?.poke(),
+  });
+  const adoption = supervisor.adopt();
+  if (adoption.adopted.length || adoption.discarded.length) {
+    logger.info({ adopted: adoption.adopted.map((s) => s.shardId), discarded: adoption.discarded }, 'found engines from an earlier agent');
+  }
+  const runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: flags.engineHost, logger, onChange: () => agent?.poke() });
+  agent = new Agent(config, {
+    probe: () => prober.probe(),
+    logger,
+    runner,
+    mgmtRoutes: (app) => registerMgmtRoutes(app, { cache, supervisor, runner }),
+  });
   await agent.start();
   logger.child({}, { level: 'info' }).info({ mgmt: agent.mgmtUrl, control: config.controlUrls }, 'llmgw agent running');
   let stopping = false;
@@ -61,8 +107,40 @@ export async function runAgent(flags: AgentFlags): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping');
-    void agent.stop().then(() => process.exit(0));
+    // Engines keep serving while the agent is away; the next agent adopts them.
+    void agent!.stop().then(() => {
+      supervisor.detach();
+      process.exit(0);
+    });
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+/**
+ * The management API's own routes: tail a shard's log, and remove cache
+ * entries the control plane asks about. The node decides each removal itself
+ * (the cache checks every path again); the answer is per path.
+ */
+function registerMgmtRoutes(app: FastifyInstance, deps: { cache: WeightCache; supervisor: Supervisor; runner: AgentShardRunner }): void {
+  app.get<{ Params: { id: string }; Querystring: { lines?: string } }>('/mgmt/v1/shards/:id/log', async (request, reply) => {
+    const lines = Math.min(Math.max(Number(request.query.lines ?? 100) || 100, 1), 10_000);
+    try {
+      return { shard_id: request.params.id, lines: deps.supervisor.tailLog(request.params.id, lines) };
+    } catch (err) {
+      return reply.code(404).send({ error: (err as Error).message });
+    }
+  });
+  app.post('/mgmt/v1/weights/remove', async (request, reply) => {
+    const paths = (request.body as { paths?: unknown } | undefined)?.paths;
+    if (!Array.isArray(paths) || !paths.every((p) => typeof p === 'string')) {
+      return reply.code(400).send({ error: 'want {"paths": ["<cache dir>/<cache name>", ...]}' });
+    }
+    const results = [];
+    for (const path of paths as string[]) {
+      const result = await deps.cache.remove(path, (name) => deps.runner.inUse(name));
+      results.push(result.removed ? { path, removed: true, bytes_freed: result.bytesFreed } : { path, removed: false, check: result.check, reason: result.reason });
+    }
+    return { results };
+  });
 }

@@ -41,6 +41,9 @@ program
   .option('--fabric <name=address>', 'a fabric this node is on (repeatable), e.g. ib0=10.1.0.5', collect, [])
   .option('--heartbeat-interval <duration>', 'how often to report when the control plane does not say', '5s')
   .option('--log-level <level>', 'pino level', 'info')
+  .option('--engine-host <address>', 'address engines bind (0.0.0.0 or a fabric address for a fleet)', '127.0.0.1')
+  .option('--port-range <first-last>', 'ports for engines', '20000-20999')
+  .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
   .action(async (opts: AgentFlags) => {
     await runAgent(opts);
   });
