@@ -1,0 +1,46 @@
+// OpenAI's error shape for the client listener. Every refusal the router makes
+// (and every one Fastify makes on its behalf: 413, bad JSON) reaches clients
+// in the one shape the official SDKs parse, so a user's `except
+// openai.RateLimitError` works against llmgw exactly as against OpenAI.
+import type { FastifyReply } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import type { ErrorShaper } from '../control/http/index.js';
+import type { ErrorCode } from '../errors/index.js';
+
+/** OpenAI's `type` for a status: what its SDKs and users expect to read. */
+export function openAiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}
+
+export function openAiErrorBody(message: string, code: ErrorCode, status: number, param: string | null = null): string {
+  return JSON.stringify({ error: { message, type: openAiErrorType(status), param, code } });
+}
+
+/** For `createJsonApp({shapeError})` on the client listener, so Fastify's own refusals read the same. */
+export const openAiErrorShape: ErrorShaper = (e) => ({
+  error: { message: e.message, type: openAiErrorType(e.status), param: null, code: e.code },
+});
+
+/** A refusal sent through Fastify (before the reply is hijacked). */
+export function replyError(
+  reply: FastifyReply,
+  status: number,
+  code: ErrorCode,
+  message: string,
+  param: string | null = null,
+  headers: Record<string, string> = {},
+): FastifyReply {
+  return reply.code(status).headers({ 'content-type': 'application/json; charset=utf-8', ...headers }).send(openAiErrorBody(message, code, status, param));
+}
+
+/** A refusal written on the raw response (after hijack); a no-op once headers went out. */
+export function writeError(res: ServerResponse, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+  if (res.headersSent || res.destroyed) return;
+  const body = openAiErrorBody(message, code, status);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), ...headers });
+  res.end(body);
+}

@@ -1,0 +1,34 @@
+// The router: llmgw's OpenAI-compatible endpoint on the client listener,
+// relaying each request to a ready replica of the model it names. Separate
+// from the control plane's reconciler and store because it is the hot path:
+// it reads a replica directory and the catalog in memory, and reports use
+// back through counters, a usage sink and metrics, never waiting on I/O of
+// its own. Keys (hashes only) and their admin routes live here too, since
+// the router is their only reader.
+export {
+  registerRouter,
+  Router,
+  type RouterDeps,
+  type RouterCatalog,
+  type RouterReplica,
+  type RouterTimeouts,
+  type ReplicaDirectory,
+  type ReplicaUse,
+} from './router.js';
+export {
+  MemoryKeyStore,
+  registerKeyAdmin,
+  issueKey,
+  hashKey,
+  keyView,
+  type ApiKeyRecord,
+  type KeyStore,
+  type KeyAdminDeps,
+  type NewKey,
+} from './keys.js';
+export { MemoryUsageSink, usageFromTail, type UsageEvent, type UsageSink, type UsageTotals } from './usage.js';
+export { RateLimiter, type LimitDecision } from './rate-limit.js';
+export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
+export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
+export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';
+export { isLoopbackHost } from './loopback.js';

@@ -1,0 +1,195 @@
+// API keys for the client listener: issued once, kept only as SHA-256 hashes
+// plus a short display prefix, so a leaked store or log line never yields a
+// usable key. The KeyStore interface is what the router needs; the control
+// plane backs it with its store, tests and loopback setups with MemoryKeyStore.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { actorOf } from '../control/http/index.js';
+import { LlmgwError } from '../errors/index.js';
+import { describeIssues } from '../validation/index.js';
+
+export interface ApiKeyRecord {
+  readonly id: string;
+  /** The operator's label ("ci", "alice"); not secret. */
+  readonly name: string;
+  /** The first characters of the secret, for people to tell keys apart; never enough to use. */
+  readonly prefix: string;
+  /** Lower-case hex SHA-256 of the whole secret. */
+  readonly hash: string;
+  /** Model names (canonical) this key may use; null = every model. */
+  readonly allowedModels: readonly string[] | null;
+  /** Requests per minute; null = unlimited. */
+  readonly requestsPerMinute: number | null;
+  /** Prompt plus completion tokens per minute; null = unlimited. */
+  readonly tokensPerMinute: number | null;
+  /** Epoch ms after which the key is refused; null = never expires. */
+  readonly expiresAtMs: number | null;
+  readonly createdAtMs: number;
+  readonly createdBy: string;
+  /** Epoch ms the key was revoked; null = live. */
+  readonly revokedAtMs: number | null;
+}
+
+/**
+ * Where keys live. `lookupByHash` is on every request's path: implementations
+ * backed by a database keep a cache and may answer synchronously.
+ */
+export interface KeyStore {
+  create(record: ApiKeyRecord): Promise<void> | void;
+  list(): Promise<readonly ApiKeyRecord[]> | readonly ApiKeyRecord[];
+  /** Marks the key revoked; false when no key has that id. */
+  revoke(id: string, atMs: number): Promise<boolean> | boolean;
+  lookupByHash(hash: string): Promise<ApiKeyRecord | undefined> | ApiKeyRecord | undefined;
+}
+
+export class MemoryKeyStore implements KeyStore {
+  private readonly byId = new Map<string, ApiKeyRecord>();
+  private readonly byHash = new Map<string, ApiKeyRecord>();
+
+  create(record: ApiKeyRecord): void {
+    this.byId.set(record.id, record);
+    this.byHash.set(record.hash, record);
+  }
+
+  list(): readonly ApiKeyRecord[] {
+    return [...this.byId.values()];
+  }
+
+  revoke(id: string, atMs: number): boolean {
+    const old = this.byId.get(id);
+    if (!old) return false;
+    const revoked = { ...old, revokedAtMs: old.revokedAtMs ?? atMs };
+    this.byId.set(id, revoked);
+    this.byHash.set(revoked.hash, revoked);
+    return true;
+  }
+
+  lookupByHash(hash: string): ApiKeyRecord | undefined {
+    return this.byHash.get(hash);
+  }
+}
+
+const SECRET_PREFIX = 'llmgw-';
+/** Characters of the secret kept for display: "llmgw-" and six more, 36 bits: tells keys apart, guesses nothing. */
+const DISPLAY_PREFIX_CHARS = SECRET_PREFIX.length + 6;
+
+export function hashKey(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+export interface NewKey {
+  name: string;
+  allowedModels?: readonly string[] | null;
+  requestsPerMinute?: number | null;
+  tokensPerMinute?: number | null;
+  expiresAtMs?: number | null;
+}
+
+/** Creates a key and stores its hash. The secret is in the answer and nowhere else, ever. */
+export async function issueKey(keys: KeyStore, input: NewKey, nowMs: number, actor: string): Promise<{ record: ApiKeyRecord; secret: string }> {
+  const secret = SECRET_PREFIX + randomBytes(32).toString('base64url');
+  const record: ApiKeyRecord = {
+    id: `key_${randomUUID().replace(/-/g, '').slice(0, 16)}`,
+    name: input.name,
+    prefix: secret.slice(0, DISPLAY_PREFIX_CHARS),
+    hash: hashKey(secret),
+    allowedModels: input.allowedModels ?? null,
+    requestsPerMinute: input.requestsPerMinute ?? null,
+    tokensPerMinute: input.tokensPerMinute ?? null,
+    expiresAtMs: input.expiresAtMs ?? null,
+    createdAtMs: nowMs,
+    createdBy: actor,
+    revokedAtMs: null,
+  };
+  await keys.create(record);
+  return { record, secret };
+}
+
+/** A key as the admin API shows it: no hash (it is not secret, but nobody needs it). */
+export function keyView(k: ApiKeyRecord, nowMs: number): Record<string, unknown> {
+  const state = k.revokedAtMs !== null ? 'revoked' : k.expiresAtMs !== null && k.expiresAtMs <= nowMs ? 'expired' : 'active';
+  return {
+    id: k.id,
+    name: k.name,
+    prefix: k.prefix,
+    state,
+    allowed_models: k.allowedModels,
+    requests_per_minute: k.requestsPerMinute,
+    tokens_per_minute: k.tokensPerMinute,
+    expires_at: k.expiresAtMs === null ? null : new Date(k.expiresAtMs).toISOString(),
+    created_at: new Date(k.createdAtMs).toISOString(),
+    created_by: k.createdBy,
+    revoked_at: k.revokedAtMs === null ? null : new Date(k.revokedAtMs).toISOString(),
+  };
+}
+
+const NewKeySchema = z.strictObject({
+  name: z.string().min(1).max(200),
+  /** Absent or null = every model. */
+  allowed_models: z.array(z.string().min(1)).nullable().optional(),
+  requests_per_minute: z.number().int().min(1).nullable().optional(),
+  tokens_per_minute: z.number().int().min(1).nullable().optional(),
+  /** An ISO 8601 instant; absent or null = never. */
+  expires_at: z
+    .string()
+    .refine((v) => !Number.isNaN(Date.parse(v)), { message: 'want an ISO 8601 time such as 2027-01-31T00:00:00Z' })
+    .nullable()
+    .optional(),
+});
+
+export interface KeyAdminDeps {
+  keys: KeyStore;
+  now: () => number;
+  /** Records a write for the audit log; called after the write succeeded. */
+  audit: (actor: string, action: string, target: string, detail: Record<string, unknown>) => void | Promise<void>;
+  /** Checks a model name exists, so a key is not limited to a typo; absent = not checked. */
+  modelExists?: (name: string) => boolean;
+}
+
+/**
+ * POST/GET/DELETE /api/v1/keys on the admin listener (which has already
+ * checked the admin token). Revoking is by exact id, never by name or prefix.
+ */
+export function registerKeyAdmin(app: FastifyInstance, deps: KeyAdminDeps): void {
+  app.post('/api/v1/keys', async (request, reply) => {
+    const parsed = NewKeySchema.safeParse(request.body ?? {});
+    if (!parsed.success) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `the key is not valid: ${describeIssues(NewKeySchema, parsed.error).join('; ')}`);
+    }
+    const body = parsed.data;
+    const unknown = (body.allowed_models ?? []).filter((m) => deps.modelExists && !deps.modelExists(m));
+    if (unknown.length) throw new LlmgwError('LLMGW_BAD_REQUEST', `allowed_models: no model is named ${unknown.map((m) => `"${m}"`).join(', ')}`);
+    const now = deps.now();
+    const expiresAtMs = body.expires_at ? Date.parse(body.expires_at) : null;
+    if (expiresAtMs !== null && expiresAtMs <= now) throw new LlmgwError('LLMGW_BAD_REQUEST', 'expires_at: the time is in the past; a key must be usable when made');
+    const actor = actorOf(request);
+    const { record, secret } = await issueKey(
+      deps.keys,
+      {
+        name: body.name,
+        allowedModels: body.allowed_models ?? null,
+        requestsPerMinute: body.requests_per_minute ?? null,
+        tokensPerMinute: body.tokens_per_minute ?? null,
+        expiresAtMs,
+      },
+      now,
+      actor,
+    );
+    await deps.audit(actor, 'key.create', record.id, { name: record.name, prefix: record.prefix });
+    return reply.code(201).send({ ...keyView(record, now), secret, note: 'the secret is shown this once; store it now' });
+  });
+
+  app.get('/api/v1/keys', async () => {
+    const now = deps.now();
+    return { keys: (await deps.keys.list()).map((k) => keyView(k, now)) };
+  });
+
+  app.delete<{ Params: { id: string } }>('/api/v1/keys/:id', async (request) => {
+    const id = request.params.id;
+    const ok = await deps.keys.revoke(id, deps.now());
+    if (!ok) throw new LlmgwError('LLMGW_NOT_FOUND', `no key has the id "${id}"; \`GET /api/v1/keys\` lists them`);
+    await deps.audit(actorOf(request), 'key.revoke', id, {});
+    return { id, state: 'revoked' };
+  });
+}

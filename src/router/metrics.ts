@@ -1,0 +1,67 @@
+// The router's Prometheus metrics, registered on a Registry the caller owns
+// (the admin listener serves it at /metrics), never on prom-client's global
+// default, so two control planes in one test process do not collide.
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** Buckets for latency from ~1 ms to ~2 min. */
+const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+/** The router's own time is sub-millisecond when healthy. */
+const OVERHEAD_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
+
+export class RouterMetrics {
+  readonly requests: Counter<'model' | 'status' | 'key_prefix'>;
+  readonly ttft: Histogram<'model'>;
+  readonly duration: Histogram<'model'>;
+  readonly overhead: Histogram;
+  readonly inFlight: Gauge<'replica'>;
+  readonly retries: Counter<'model'>;
+  readonly fallbacks: Counter<'model' | 'fallback'>;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.requests = new Counter({
+      name: 'llmgw_router_requests_total',
+      help: 'Inference requests answered by the router, by requested model (canonical), HTTP status and API key prefix.',
+      labelNames: ['model', 'status', 'key_prefix'],
+      registers,
+    });
+    this.ttft = new Histogram({
+      name: 'llmgw_router_time_to_first_byte_seconds',
+      help: 'From the request arriving to the first byte of the answer reaching the client (time to first token when streaming).',
+      labelNames: ['model'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'llmgw_router_request_duration_seconds',
+      help: 'From the request arriving to the last byte of the answer.',
+      labelNames: ['model'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    });
+    this.overhead = new Histogram({
+      name: 'llmgw_router_overhead_seconds',
+      help: "Time spent in llmgw before the request was sent upstream (auth, validation, choice), excluding cold-start holds and retries' backoff.",
+      buckets: OVERHEAD_BUCKETS_S,
+      registers,
+    });
+    this.inFlight = new Gauge({
+      name: 'llmgw_router_replica_in_flight',
+      help: 'Requests the router has in flight to each replica.',
+      labelNames: ['replica'],
+      registers,
+    });
+    this.retries = new Counter({
+      name: 'llmgw_router_retries_total',
+      help: 'Attempts repeated on another replica or model after a failure before the first byte.',
+      labelNames: ['model'],
+      registers,
+    });
+    this.fallbacks = new Counter({
+      name: 'llmgw_router_fallbacks_total',
+      help: 'Requests served by a fallback model instead of the one asked for.',
+      labelNames: ['model', 'fallback'],
+      registers,
+    });
+  }
+}

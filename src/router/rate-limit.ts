@@ -1,0 +1,59 @@
+// Per-key requests- and tokens-per-minute limits as token buckets: a key may
+// burst up to its per-minute figure and refills continuously, which is what
+// OpenAI's own limits feel like. State is per control plane process: with
+// several control planes behind one address each enforces the limit on its own.
+export interface LimitDecision {
+  readonly ok: boolean;
+  /** Seconds until a request would be admitted (for Retry-After); 0 when ok. */
+  readonly retryAfterS: number;
+  /** Which limit refused: 'requests' or 'tokens'; null when ok. */
+  readonly limit: 'requests' | 'tokens' | null;
+}
+
+interface Bucket {
+  level: number;
+  atMs: number;
+}
+
+const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
+
+export class RateLimiter {
+  private readonly requests = new Map<string, Bucket>();
+  private readonly tokens = new Map<string, Bucket>();
+
+  constructor(private readonly now: () => number) {}
+
+  /** Takes one request from the key's bucket, or says how long to wait. Null limits always pass. */
+  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision {
+    const now = this.now();
+    if (tokensPerMinute !== null) {
+      // Tokens are charged after the answer (only then are they known), so admission needs a positive balance.
+      const b = refill(this.tokens, keyId, tokensPerMinute, now);
+      if (b.level <= 0) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / tokensPerMinute)), limit: 'tokens' };
+    }
+    if (requestsPerMinute !== null) {
+      const b = refill(this.requests, keyId, requestsPerMinute, now);
+      if (b.level < 1) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / requestsPerMinute)), limit: 'requests' };
+      b.level -= 1;
+    }
+    return OK;
+  }
+
+  /** Charges tokens used by an answered request. The balance may go negative: the next request waits. */
+  charge(keyId: string, tokensPerMinute: number | null, tokens: number): void {
+    if (tokensPerMinute === null || tokens <= 0) return;
+    refill(this.tokens, keyId, tokensPerMinute, this.now()).level -= tokens;
+  }
+}
+
+function refill(map: Map<string, Bucket>, keyId: string, perMinute: number, nowMs: number): Bucket {
+  let b = map.get(keyId);
+  if (!b) {
+    b = { level: perMinute, atMs: nowMs };
+    map.set(keyId, b);
+    return b;
+  }
+  b.level = Math.min(perMinute, b.level + ((nowMs - b.atMs) * perMinute) / 60_000);
+  b.atMs = nowMs;
+  return b;
+}

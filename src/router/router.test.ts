@@ -1,0 +1,419 @@
+// The router end to end on loopback: the official `openai` client against a
+// Fastify app from createJsonApp with the router registered, in-memory
+// catalog and replica directory stubs, and real sim engines as replicas.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { Readable } from 'node:stream';
+import { request as undiciRequest } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
+import { createJsonApp } from '../control/http/index.js';
+import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
+import {
+  issueKey,
+  MemoryKeyStore,
+  MemoryUsageSink,
+  openAiErrorShape,
+  registerRouter,
+  type ReplicaDirectory,
+  type Router,
+  type RouterDeps,
+  type RouterReplica,
+} from './index.js';
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+function model(def: Partial<ModelDefinition> & { name: string }): Model {
+  return compileModel(ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }), 'file');
+}
+
+class StubDirectory implements ReplicaDirectory {
+  readonly replicas = new Map<string, RouterReplica[]>();
+  /** Models for which demand() answers "one is starting". */
+  readonly starting = new Set<string>();
+  readonly demands: string[] = [];
+  private readonly listeners = new Set<() => void>();
+
+  ready(name: string): readonly RouterReplica[] {
+    return this.replicas.get(name) ?? [];
+  }
+  describe(name: string): string {
+    return this.starting.has(name) ? '1 fetching weights, 43%' : 'none is wanted (scaling min 0)';
+  }
+  demand(name: string): boolean {
+    this.demands.push(name);
+    return this.starting.has(name);
+  }
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  set(name: string, replicas: RouterReplica[]): void {
+    this.replicas.set(name, replicas);
+    for (const l of this.listeners) l();
+  }
+}
+
+interface Harness {
+  url: string;
+  router: Router;
+  directory: StubDirectory;
+  keys: MemoryKeyStore;
+  usage: MemoryUsageSink;
+  registry: Registry;
+  secret: string;
+  client: OpenAI;
+  clientWith(secret: string): OpenAI;
+}
+
+async function harness(models: Model[], overrides: Partial<RouterDeps> = {}): Promise<Harness> {
+  const logger = pino({ level: 'silent' });
+  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
+  const byName = new Map<string, Model>();
+  for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
+  const directory = new StubDirectory();
+  const keys = new MemoryKeyStore();
+  const usage = new MemoryUsageSink();
+  const registry = new Registry();
+  const router = registerRouter(app, {
+    catalog: { resolve: (n) => byName.get(n), models: () => models },
+    replicas: directory,
+    keys,
+    authRequired: true,
+    usage,
+    registry,
+    logger,
+    random: () => 0,
+    retryBackoffMs: 1,
+    sweepIntervalMs: 0,
+    ...overrides,
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  cleanups.push(() => app.close());
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const { secret } = await issueKey(keys, { name: 'test' }, Date.now(), 'test');
+  const clientWith = (s: string) => new OpenAI({ apiKey: s, baseURL: `${url}/v1`, maxRetries: 0, timeout: 20_000 });
+  return { url, router, directory, keys, usage, registry, secret, client: clientWith(secret), clientWith };
+}
+
+async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {}): Promise<SimEngine> {
+  const engine = await startSimEngine({ models: [m.name, ...m.aliases], shutdownGraceMs: 0, ...options });
+  cleanups.push(() => engine.close({ graceMs: 0 }));
+  return engine;
+}
+
+function replica(id: string, endpoint: string): RouterReplica {
+  return { id, endpoint, draining: false };
+}
+
+/** An endpoint nothing listens on: a port that was just bound and released. */
+async function closedEndpoint(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
+
+/** Re-checks `check` until it holds or the deadline passes (no fixed sleeps). */
+async function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+async function caught(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof OpenAI.APIError) return err;
+    throw err;
+  }
+  throw new Error('expected the request to fail');
+}
+
+describe('the router through the openai client', () => {
+  it('lists models with their aliases, and answers chat, streaming with usage, completions and embeddings', async () => {
+    const a = model({ name: 'alpha', aliases: ['a1'] });
+    const b = model({ name: 'beta' });
+    const h = await harness([a, b]);
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+
+    const list = await h.client.models.list();
+    expect(list.data.map((m) => m.id).sort(), 'every name and alias is listed').toEqual(['a1', 'alpha', 'beta']);
+
+    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 });
+    expect(chat.choices[0]?.message.content, 'the sim generated words').toBeTruthy();
+    expect(chat.usage?.completion_tokens).toBe(5);
+
+    const stream = await h.client.chat.completions.create({
+      model: 'alpha',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 7,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = '';
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text.length).toBeGreaterThan(0);
+    expect(usage?.completion_tokens, 'the final usage chunk is relayed').toBe(7);
+
+    const completion = await h.client.completions.create({ model: 'alpha', prompt: 'once upon', max_tokens: 3 });
+    expect(completion.choices[0]?.text).toBeTruthy();
+
+    const emb = await h.client.embeddings.create({ model: 'alpha', input: ['x', 'y'] });
+    expect(emb.data).toHaveLength(2);
+
+    // Usage reaches the sink after the response: non-streamed, streamed (from the last chunk), completions.
+    await eventually(() => (h.usage.snapshot()[0]?.requests ?? 0) === 4, 'four usage records');
+    const totals = h.usage.snapshot()[0]!;
+    expect(totals.completionTokens, '5 + 7 + 3 generated tokens, embeddings none').toBe(15);
+    expect(totals.model).toBe('alpha');
+
+    const metrics = await h.registry.metrics();
+    expect(metrics).toMatch(/llmgw_router_requests_total\{model="alpha",status="200",key_prefix="llmgw-/);
+    expect(h.router.replicaUse().get('r1')?.inFlight).toBe(0);
+    expect(h.router.replicaUse().get('r1')?.lastUsedMs).toBeGreaterThan(0);
+  });
+
+  it('serves a model by its alias without rewriting the body', async () => {
+    const a = model({ name: 'alpha', aliases: ['a1'] });
+    const h = await harness([a]);
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const chat = await h.client.chat.completions.create({ model: 'a1', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.model, 'the engine saw the alias: the original bytes went upstream').toBe('a1');
+  });
+
+  it('answers each refusal with the status and error class OpenAI would', async () => {
+    const a = model({ name: 'alpha' });
+    const b = model({ name: 'beta' });
+    const cold = model({ name: 'gamma' });
+    const h = await harness([a, b, cold], { bodyLimitBytes: 64 * 1024 });
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const betaEngine = await sim(b);
+    h.directory.set('beta', [replica('r2', betaEngine.url)]);
+    const msg = [{ role: 'user' as const, content: 'hi' }];
+
+    const bad = await caught(h.clientWith('llmgw-nope').chat.completions.create({ model: 'alpha', messages: msg }));
+    expect(bad).toBeInstanceOf(OpenAI.AuthenticationError);
+
+    const { secret: onlyBeta } = await issueKey(h.keys, { name: 'beta-only', allowedModels: ['beta'] }, Date.now(), 'test');
+    const denied = await caught(h.clientWith(onlyBeta).chat.completions.create({ model: 'alpha', messages: msg }));
+    expect(denied).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    const ok = await h.clientWith(onlyBeta).chat.completions.create({ model: 'beta', messages: msg });
+    expect(ok.choices).toHaveLength(1);
+    const visible = await h.clientWith(onlyBeta).models.list();
+    expect(visible.data.map((m) => m.id), 'a limited key sees only its models').toEqual(['beta']);
+
+    const unknown = await caught(h.client.chat.completions.create({ model: 'alpah', messages: msg }));
+    expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(unknown.message).toContain('Did you mean `alpha`?');
+
+    const big = await caught(h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'x'.repeat(100 * 1024) }] }));
+    expect(big.status).toBe(413);
+
+    const noReplica = await caught(h.client.chat.completions.create({ model: 'gamma', messages: msg }));
+    expect(noReplica.status).toBe(503);
+    expect(noReplica.message).toContain('model `gamma` has 0 ready replicas: none is wanted');
+
+    const redirect = await caught(
+      h.client.chat.completions.create({ model: 'alpha', messages: msg, api_base: 'http://evil.example' } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming),
+    );
+    expect(redirect).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(redirect.message).toContain('api_base');
+    const urlField = await caught(
+      h.client.chat.completions.create({ model: 'alpha', messages: msg, user: 'https://evil.example/v1' }),
+    );
+    expect(urlField).toBeInstanceOf(OpenAI.BadRequestError);
+    const badN = await caught(h.client.chat.completions.create({ model: 'alpha', messages: msg, n: 99 }));
+    expect(badN).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(badN.message).toContain('n: 99 is more than this server allows (16)');
+    const badShape = await caught(h.client.chat.completions.create({ model: 'alpha', messages: 'hi' } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming));
+    expect(badShape.message, 'zod names the field').toContain('messages');
+    expect(engine.stats().requestsSeen, 'no refused request reached an engine').toBe(0);
+    expect(betaEngine.stats().requestsSeen).toBe(1);
+  });
+
+  it('refuses a body over the limit when it is sent chunked, without a length', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a], { bodyLimitBytes: 4096 });
+    const chunks = Readable.from((async function* () {
+      yield Buffer.from('{"model":"alpha","messages":[{"role":"user","content":"');
+      for (let i = 0; i < 10; i++) yield Buffer.from('y'.repeat(1024));
+      yield Buffer.from('"}]}');
+    })());
+    const res = await undiciRequest(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${h.secret}` },
+      body: chunks,
+    });
+    expect(res.statusCode).toBe(413);
+    const body = (await res.body.json()) as { error: { code: string; type: string } };
+    expect(body.error.code).toBe('LLMGW_BODY_TOO_LARGE');
+  });
+
+  it('refuses revoked and expired keys, and rate-limits with Retry-After', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const msg = [{ role: 'user' as const, content: 'hi' }];
+
+    const revoked = await issueKey(h.keys, { name: 'gone' }, Date.now(), 'test');
+    await h.clientWith(revoked.secret).chat.completions.create({ model: 'alpha', messages: msg });
+    h.keys.revoke(revoked.record.id, Date.now());
+    const r = await caught(h.clientWith(revoked.secret).chat.completions.create({ model: 'alpha', messages: msg }));
+    expect(r).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(r.message).toContain('revoked');
+
+    const expired = await issueKey(h.keys, { name: 'old', expiresAtMs: Date.now() - 1 }, Date.now() - 60_000, 'test');
+    const e = await caught(h.clientWith(expired.secret).chat.completions.create({ model: 'alpha', messages: msg }));
+    expect(e).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(e.message).toContain('expired');
+
+    const limited = await issueKey(h.keys, { name: 'slow', requestsPerMinute: 2 }, Date.now(), 'test');
+    const c = h.clientWith(limited.secret);
+    await c.chat.completions.create({ model: 'alpha', messages: msg });
+    await c.chat.completions.create({ model: 'alpha', messages: msg });
+    const limit = await caught(c.chat.completions.create({ model: 'alpha', messages: msg }));
+    expect(limit).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(Number(limit.headers?.get('retry-after')), 'Retry-After in whole seconds').toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('retries, fallbacks and failures', () => {
+  it('retries on another replica when the first refuses the connection', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const engine = await sim(a);
+    // random() = 0 makes power of two choices pick the first listed on a tie: the dead one.
+    h.directory.set('alpha', [replica('dead', await closedEndpoint()), replica('live', engine.url)]);
+    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.choices).toHaveLength(1);
+    expect(engine.stats().requestsSeen).toBe(1);
+    expect(await h.registry.getSingleMetricAsString('llmgw_router_retries_total')).toContain('llmgw_router_retries_total{model="alpha"} 1');
+  });
+
+  it('never retries after the first byte: a stream that breaks ends with one error and no repeated tokens', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const healthy = await sim(a);
+    const breaking = await brokenStreamServer();
+    h.directory.set('alpha', [replica('breaks', breaking.url), replica('healthy', healthy.url)]);
+    const stream = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    const tokens: string[] = [];
+    let error: unknown = null;
+    try {
+      for await (const chunk of stream) tokens.push(chunk.choices[0]?.delta.content ?? '');
+    } catch (err) {
+      error = err;
+    }
+    expect(error, 'the client sees an error').toBeInstanceOf(OpenAI.APIError);
+    expect(tokens, 'the two tokens sent, once each').toEqual(['one', 'two']);
+    expect(healthy.stats().requestsSeen, 'nothing was sent to another replica').toBe(0);
+  });
+
+  it('tries the fallbacks in order, skipping one with nothing ready', async () => {
+    const a = model({ name: 'alpha', fallbacks: ['beta', 'gamma', 'delta'] });
+    const b = model({ name: 'beta' });
+    const g = model({ name: 'gamma' });
+    const d = model({ name: 'delta' });
+    const h = await harness([a, b, g, d]);
+    const gammaSim = await sim(g);
+    const deltaSim = await sim(d);
+    h.directory.set('alpha', [replica('a-dead', await closedEndpoint())]);
+    h.directory.set('gamma', [replica('g1', gammaSim.url)]);
+    h.directory.set('delta', [replica('d1', deltaSim.url)]);
+    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.model, 'gamma is the first fallback with a ready replica; the body was rewritten to its name').toBe('gamma');
+    expect(deltaSim.stats().requestsSeen).toBe(0);
+    expect(await h.registry.getSingleMetricAsString('llmgw_router_fallbacks_total')).toContain('fallback="gamma"');
+  });
+
+  it('aborts the upstream request as soon as the client goes away', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const engine = await sim(a, { tokensPerSecond: 50 });
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const controller = new AbortController();
+    const stream = await h.client.chat.completions.create(
+      { model: 'alpha', messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 10_000 },
+      { signal: controller.signal },
+    );
+    let seen = 0;
+    try {
+      for await (const _ of stream) {
+        if (++seen === 3) controller.abort();
+      }
+    } catch {
+      // The client's own abort.
+    }
+    await eventually(() => engine.stats().requestsAborted === 1, 'the sim to see the abort');
+    await eventually(() => h.router.replicaUse().get('r1')?.inFlight === 0, 'the replica to carry nothing');
+  });
+
+  it('holds a request for a cold model until a replica is ready', async () => {
+    const a = model({ name: 'alpha', scaling: { min: 0, max: 1 } });
+    const h = await harness([a], { timeouts: { coldStartTimeoutMs: 10_000 } });
+    h.directory.starting.add('alpha');
+    const pending = h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    await eventually(() => h.directory.demands.includes('alpha'), 'the router to report demand');
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const chat = await pending;
+    expect(chat.choices).toHaveLength(1);
+  });
+
+  it('answers 503 naming the cause when a cold model does not start in time', async () => {
+    const a = model({ name: 'alpha', scaling: { min: 0, max: 1 } });
+    const h = await harness([a], { timeouts: { coldStartTimeoutMs: 200 } });
+    h.directory.starting.add('alpha');
+    const err = await caught(h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }));
+    expect(err.status).toBe(503);
+    expect(err.message).toContain('has 0 ready replicas after waiting 0 s for one to start: 1 fetching weights, 43%');
+  });
+
+  it('serves the first fallback at once while cold when the model says fallback_while_cold', async () => {
+    const a = model({ name: 'alpha', fallbacks: ['beta'], fallback_while_cold: true, scaling: { min: 0, max: 1 } });
+    const b = model({ name: 'beta' });
+    const h = await harness([a, b], { timeouts: { coldStartTimeoutMs: 60_000 } });
+    h.directory.starting.add('alpha');
+    const betaSim = await sim(b);
+    h.directory.set('beta', [replica('b1', betaSim.url)]);
+    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.model).toBe('beta');
+    expect(h.directory.demands, 'the cold model is still asked for').toContain('alpha');
+  });
+});
+
+/** An engine that sends two SSE tokens and then resets the connection. */
+async function brokenStreamServer(): Promise<{ url: string }> {
+  const chunk = (content: string) =>
+    `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 0, model: 'alpha', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk('one'));
+      res.write(chunk('two'), () => res.socket?.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}

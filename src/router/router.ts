@@ -1,0 +1,740 @@
+// The router: OpenAI's inference endpoints on the client listener, in front
+// of the fleet's replicas. Per request it authenticates the key, checks the
+// body, resolves the model, chooses a replica and relays the engine's answer
+// byte for byte. It is separate from the reconciler because it is the hot
+// path: it reads the replica directory and the catalog, never the store, and
+// reports back only through cheap counters (replicaUse, UsageSink, metrics).
+//
+// Failure rules, in order: before the first byte reaches the client a refused
+// or reset connection, or a 502/503 from an engine, moves the attempt to
+// another replica and then to the model's fallbacks (bounded, with jittered
+// backoff); after it, never, and a broken stream ends with an SSE error
+// event. A model with no ready replica holds its request while one starts
+// (polling `ready()` every `coldPollMs`, woken early by the directory's
+// `subscribe` notification where it has one) up to `coldStartTimeoutMs`.
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { Pool, type Dispatcher } from 'undici';
+import type { Model } from '../control/catalog/index.js';
+import { isLlmgwError, type ErrorCode } from '../errors/index.js';
+import { nearestName } from '../units/index.js';
+import { openAiErrorBody, replyError, writeError } from './errors.js';
+import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
+import { RouterMetrics } from './metrics.js';
+import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
+import { RateLimiter } from './rate-limit.js';
+import { TailKeeper, usageFromTail, type UsageSink } from './usage.js';
+import { parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+
+/** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
+export interface RouterReplica {
+  readonly id: string;
+  /** The engine's base URL, e.g. http://10.0.0.5:8000 (the router appends /v1/...). */
+  readonly endpoint: string;
+  /** A draining replica finishes what it has and takes nothing new. */
+  readonly draining: boolean;
+  /**
+   * Model names the engine answers to; absent = the model's name and aliases
+   * (how agents start engines). A requested name not in it is rewritten to
+   * the model's canonical name.
+   */
+  readonly servedNames?: readonly string[];
+}
+
+/** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */
+export interface ReplicaDirectory {
+  /** Replicas of the model (canonical name) that answer requests now; draining ones may be included. */
+  ready(model: string): readonly RouterReplica[];
+  /**
+   * Why none is ready, to finish "model x has 0 ready replicas: …", e.g.
+   * "1 fetching weights, 43%" or "no replica is wanted (scaling min 0) and none can be placed".
+   */
+  describe(model: string): string;
+  /**
+   * A request waits for this model, which has no ready replica. Returns true
+   * when a replica is starting or will be started for it (worth holding the
+   * request), false when none will come (no fit, max 0).
+   */
+  demand(model: string): boolean;
+  /** Optional change notification (a replica became ready); the router then wakes held requests early. Returns an unsubscribe. */
+  subscribe?(listener: () => void): () => void;
+}
+
+export interface RouterCatalog {
+  resolve(nameOrAlias: string): Model | undefined;
+  models(): readonly Model[];
+}
+
+export interface RouterTimeouts {
+  /** From sending a request upstream to the engine's response headers (a non-streamed answer's headers come with the whole answer). Default 300 000. */
+  headersTimeoutMs: number;
+  /** Longest silence in a body: the client's request body, and the engine's answer between chunks. Default 60 000. */
+  idleBodyTimeoutMs: number;
+  /** Whole request, holds and retries included; then 504 (or an SSE error event once streaming). Default 600 000. */
+  totalTimeoutMs: number;
+  /** Longest hold for a model with no ready replica while one starts. Default 120 000. */
+  coldStartTimeoutMs: number;
+}
+
+export interface RouterDeps {
+  catalog: RouterCatalog;
+  replicas: ReplicaDirectory;
+  keys: KeyStore;
+  /** False only for a loopback-only listener (the caller refuses it on any other address): then no key is asked for. */
+  authRequired: boolean;
+  usage: UsageSink;
+  /** Where the router's metrics go; the admin listener serves it. */
+  registry: Registry;
+  logger: Logger;
+  /** Epoch ms; absent = Date.now. Key expiry, rate limits, last-used and cold-start deadlines read it. */
+  now?: () => number;
+  /** Uniform in [0, 1); absent = Math.random. Tests pass a seeded one. */
+  random?: () => number;
+  timeouts?: Partial<RouterTimeouts>;
+  /** Largest request body; absent = 8 MiB. Enforced on chunked bodies too. */
+  bodyLimitBytes?: number;
+  /** Largest `n`; absent = 16. */
+  maxN?: number;
+  /** Largest max_tokens / max_completion_tokens; absent = 1 000 000. */
+  maxTokens?: number;
+  /** Upstream attempts per request over all replicas and fallbacks; absent = 4. */
+  maxAttempts?: number;
+  /** Replicas tried per model before moving to the next fallback; absent = 2. */
+  attemptsPerModel?: number;
+  /** First retry's backoff; doubles per attempt, ×(0.5..1.5) jitter, capped at 500 ms. Absent = 20. */
+  retryBackoffMs?: number;
+  /** Characters of prompt hashed for `routing: prefix`; absent = 256. */
+  prefixChars?: number;
+  /** CHWBL's bound: a replica takes a prefix while under loadFactor × mean load; absent = 1.25. */
+  loadFactor?: number;
+  /** How often a held request re-reads `ready()`; absent = 100. */
+  coldPollMs?: number;
+  /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
+  sweepIntervalMs?: number;
+}
+
+export interface ReplicaUse {
+  /** Requests the router has in flight to the replica now. */
+  inFlight: number;
+  /** Epoch ms of the last request start or end; 0 = never used by this process. */
+  lastUsedMs: number;
+}
+
+type Outcome = { kind: 'done'; status: number } | { kind: 'retry'; reason: string };
+
+/** One client request through its life. */
+interface Exchange {
+  readonly endpoint: Endpoint;
+  readonly path: string;
+  readonly res: ServerResponse;
+  readonly key: ApiKeyRecord | null;
+  readonly parsed: ParsedRequest;
+  readonly raw: Buffer;
+  readonly requested: Model;
+  /** performance.now() at arrival. */
+  readonly startedAt: number;
+  clientGone: boolean;
+  timedOut: boolean;
+  /** Aborts the upstream attempt in progress; null between attempts. */
+  abort: (() => void) | null;
+  /** Wakes a cold hold or a backoff wait early. */
+  wake: (() => void) | null;
+  dispatched: boolean;
+}
+
+const UPSTREAM_PATHS: Record<Endpoint, string> = {
+  chat: '/v1/chat/completions',
+  completions: '/v1/completions',
+  embeddings: '/v1/embeddings',
+};
+
+/** Response headers passed to the client; the rest (hop-by-hop, server identity) stay behind. */
+const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-request-id'] as const;
+
+const RETRY_BACKOFF_CAP_MS = 500;
+
+export class Router {
+  private readonly now: () => number;
+  private readonly random: () => number;
+  readonly timeouts: RouterTimeouts;
+  readonly bodyLimitBytes: number;
+  private readonly maxN: number;
+  private readonly maxTokens: number;
+  private readonly maxAttempts: number;
+  private readonly attemptsPerModel: number;
+  private readonly retryBackoffMs: number;
+  private readonly prefixChars: number;
+  private readonly loadFactor: number;
+  private readonly coldPollMs: number;
+  private readonly metrics: RouterMetrics;
+  private readonly limiter: RateLimiter;
+  private readonly use = new Map<string, ReplicaUse>();
+  /** Keep-alive pools by endpoint origin, made on first use. */
+  private readonly pools = new Map<string, Pool>();
+  /** Prefix rings by model, with the id set they were built from. */
+  private readonly rings = new Map<string, HashRing>();
+  private readonly holds = new Set<() => void>();
+  private readonly unsubscribe: (() => void) | null;
+  private readonly sweepTimer: NodeJS.Timeout | null;
+  /** Seconds since epoch reported as every model's `created`: when this router started. */
+  private readonly createdS: number;
+
+  constructor(private readonly deps: RouterDeps) {
+    this.now = deps.now ?? Date.now;
+    this.random = deps.random ?? Math.random;
+    const t = deps.timeouts ?? {};
+    this.timeouts = {
+      headersTimeoutMs: t.headersTimeoutMs ?? 300_000,
+      idleBodyTimeoutMs: t.idleBodyTimeoutMs ?? 60_000,
+      totalTimeoutMs: t.totalTimeoutMs ?? 600_000,
+      coldStartTimeoutMs: t.coldStartTimeoutMs ?? 120_000,
+    };
+    this.bodyLimitBytes = deps.bodyLimitBytes ?? 8 * 2 ** 20;
+    this.maxN = deps.maxN ?? 16;
+    this.maxTokens = deps.maxTokens ?? 1_000_000;
+    this.maxAttempts = deps.maxAttempts ?? 4;
+    this.attemptsPerModel = deps.attemptsPerModel ?? 2;
+    this.retryBackoffMs = deps.retryBackoffMs ?? 20;
+    this.prefixChars = deps.prefixChars ?? 256;
+    this.loadFactor = deps.loadFactor ?? 1.25;
+    this.coldPollMs = deps.coldPollMs ?? 100;
+    this.metrics = new RouterMetrics(deps.registry);
+    this.limiter = new RateLimiter(this.now);
+    this.createdS = Math.floor(this.now() / 1000);
+    this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
+    const sweepMs = deps.sweepIntervalMs ?? 30_000;
+    this.sweepTimer = sweepMs > 0 ? setInterval(() => this.sweep(), sweepMs).unref() : null;
+  }
+
+  /** In flight and last used per replica id, for the reconciler (scaling, ReplicaView's idle_seconds). */
+  replicaUse(): Map<string, ReplicaUse> {
+    const out = new Map<string, ReplicaUse>();
+    for (const [id, u] of this.use) out.set(id, { ...u });
+    return out;
+  }
+
+  /** Closes the pools of endpoints no model lists as ready any more and that carry nothing. */
+  sweep(): void {
+    const live = new Set<string>();
+    for (const m of this.deps.catalog.models()) for (const r of this.deps.replicas.ready(m.name)) live.add(originOf(r.endpoint));
+    for (const [origin, pool] of this.pools) {
+      if (live.has(origin)) continue;
+      const stats = pool.stats;
+      if (stats.running > 0 || stats.pending > 0) continue;
+      this.pools.delete(origin);
+      void pool.close().catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.unsubscribe?.();
+    this.wakeHolds();
+    const pools = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(pools.map((p) => p.destroy().catch(() => undefined)));
+  }
+
+  // ---- the endpoints ----------------------------------------------------
+
+  async listModels(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    request.raw.socket?.setTimeout(0);
+    const key = await this.authenticate(request, reply);
+    if (key === undefined) return reply;
+    const data: unknown[] = [];
+    for (const m of this.deps.catalog.models()) {
+      if (key && !allows(key, m)) continue;
+      for (const id of [m.name, ...m.aliases]) data.push({ id, object: 'model', created: this.createdS, owned_by: 'llmgw', root: m.name });
+    }
+    return { object: 'list', data };
+  }
+
+  async infer(endpoint: Endpoint, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    // The body is in: from here the client may be slow to read, which the total timeout bounds.
+    request.raw.socket?.setTimeout(0);
+    const startedAt = performance.now() - reply.elapsedTime;
+    const key = await this.authenticate(request, reply);
+    if (key === undefined) return reply;
+    const raw = request.body;
+    if (!Buffer.isBuffer(raw)) return this.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
+    let parsed: ParsedRequest;
+    try {
+      parsed = parseRequest(endpoint, raw, { maxN: this.maxN, maxTokens: this.maxTokens });
+    } catch (err) {
+      if (!isLlmgwError(err)) throw err;
+      const param = typeof err.context.param === 'string' ? err.context.param : null;
+      return this.refuse(reply, err.status, err.code, err.message, param);
+    }
+    const model = this.deps.catalog.resolve(parsed.model);
+    if (!model) {
+      const visible = this.deps.catalog.models().filter((m) => !key || allows(key, m));
+      const near = nearestName(parsed.model, visible.flatMap((m) => [m.name, ...m.aliases]));
+      return this.refuse(
+        reply,
+        404,
+        'LLMGW_MODEL_NOT_FOUND',
+        `The model \`${parsed.model}\` does not exist.${near ? ` Did you mean \`${near}\`?` : ''} GET /v1/models lists the models this key may use.`,
+        'model',
+      );
+    }
+    if (key && !allows(key, model)) {
+      return this.refuse(
+        reply,
+        403,
+        'LLMGW_FORBIDDEN',
+        `this API key (${key.prefix}…) may not use the model \`${model.name}\`; it may use ${key.allowedModels!.map((m) => `\`${m}\``).join(', ') || 'no model'}`,
+        'model',
+      );
+    }
+    if (key) {
+      const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute);
+      if (!decision.ok) {
+        this.count(model.name, 429, key);
+        const per = decision.limit === 'requests' ? `${key.requestsPerMinute} requests` : `${key.tokensPerMinute} tokens`;
+        return this.refuse(
+          reply,
+          429,
+          'LLMGW_RATE_LIMITED',
+          `this API key (${key.prefix}…) is over its limit of ${per} per minute; retry in ${decision.retryAfterS} s`,
+          null,
+          { 'retry-after': String(decision.retryAfterS) },
+          true,
+        );
+      }
+    }
+
+    reply.hijack();
+    const res = reply.raw;
+    const ex: Exchange = {
+      endpoint,
+      path: UPSTREAM_PATHS[endpoint],
+      res,
+      key,
+      parsed,
+      raw,
+      requested: model,
+      startedAt,
+      clientGone: false,
+      timedOut: false,
+      abort: null,
+      wake: null,
+      dispatched: false,
+    };
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      ex.clientGone = true;
+      ex.abort?.();
+      ex.wake?.();
+    });
+    const total = setTimeout(() => {
+      ex.timedOut = true;
+      ex.abort?.();
+      ex.wake?.();
+    }, this.timeouts.totalTimeoutMs);
+    let status = 0;
+    try {
+      status = await this.route(ex);
+    } catch (err) {
+      this.deps.logger.error({ err, model: model.name }, 'router failed a request');
+      writeError(res, 500, 'LLMGW_INTERNAL', 'internal error; the control plane log has the details');
+      if (!res.writableEnded && res.headersSent) res.destroy();
+      status = 500;
+    } finally {
+      clearTimeout(total);
+    }
+    this.count(model.name, ex.clientGone ? 499 : status, key);
+    this.metrics.duration.observe({ model: model.name }, (performance.now() - startedAt) / 1000);
+    return reply;
+  }
+
+  // ---- routing ----------------------------------------------------------
+
+  /** Runs the attempts; returns the status the client got (0 if it went away). */
+  private async route(ex: Exchange): Promise<number> {
+    const model = ex.requested;
+    const chain: Model[] = [model];
+    for (const name of model.fallbacks) {
+      const f = this.deps.catalog.resolve(name);
+      if (f && !chain.includes(f)) chain.push(f);
+    }
+    let skipPrimary = false;
+    let coldNote = '';
+    if (this.candidates(model).length === 0) {
+      const willStart = this.deps.replicas.demand(model.name);
+      if (model.fallbackWhileCold && chain.length > 1) {
+        skipPrimary = true;
+      } else if (willStart) {
+        const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
+        await this.holdUntilReady(ex, model, deadline);
+        if (ex.clientGone) return 0;
+        if (ex.timedOut) return this.timeout(ex);
+        if (this.candidates(model).length === 0) coldNote = ` after waiting ${Math.round(this.timeouts.coldStartTimeoutMs / 1000)} s for one to start`;
+      }
+    }
+
+    let attempts = 0;
+    let lastFailure = '';
+    for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
+      const m = chain[i]!;
+      const tried = new Set<string>();
+      for (let k = 0; k < this.attemptsPerModel && attempts < this.maxAttempts; k++) {
+        const candidates = this.candidates(m).filter((r) => !tried.has(r.id));
+        if (candidates.length === 0) break;
+        const replica = this.choose(m, candidates, ex.parsed);
+        tried.add(replica.id);
+        if (attempts > 0) {
+          this.metrics.retries.inc({ model: model.name });
+          await this.backoff(ex, attempts);
+          if (ex.clientGone) return 0;
+          if (ex.timedOut) return this.timeout(ex);
+        }
+        attempts++;
+        const outcome = await this.forward(ex, m, replica);
+        if (outcome.kind === 'done') {
+          if (m !== model) this.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
+          return outcome.status;
+        }
+        if (ex.clientGone) return 0;
+        if (ex.timedOut) return this.timeout(ex);
+        lastFailure = `replica ${replica.id} of \`${m.name}\`: ${outcome.reason}`;
+        this.deps.logger.warn({ model: m.name, replica: replica.id, reason: outcome.reason }, 'upstream attempt failed before the first byte');
+      }
+      if (attempts >= this.maxAttempts) break;
+    }
+
+    if (attempts > 0) {
+      const message = `model \`${model.name}\`: ${attempts} attempt${attempts === 1 ? '' : 's'} failed before any answer; the last: ${lastFailure}`;
+      this.deps.logger.error({ model: model.name, attempts }, message);
+      writeError(ex.res, 502, 'LLMGW_UPSTREAM', message);
+      return 502;
+    }
+    let message = `model \`${model.name}\` has 0 ready replicas${coldNote}: ${this.deps.replicas.describe(model.name)}`;
+    if (chain.length > 1) message += `; its fallbacks (${chain.slice(1).map((m) => `\`${m.name}\``).join(', ')}) have none ready either`;
+    this.deps.logger.error({ model: model.name }, message);
+    writeError(ex.res, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
+    return 503;
+  }
+
+  private candidates(model: Model): readonly RouterReplica[] {
+    const all = this.deps.replicas.ready(model.name);
+    let draining = false;
+    for (const r of all) if (r.draining) draining = true;
+    return draining ? all.filter((r) => !r.draining) : all;
+  }
+
+  private choose(model: Model, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
+    const inFlight = (id: string) => this.use.get(id)?.inFlight ?? 0;
+    if (model.routing === 'prefix' && candidates.length > 1) {
+      const ids = candidates.map((c) => c.id).sort();
+      let ring = this.rings.get(model.name);
+      if (!ring || ring.ids.length !== ids.length || ring.ids.some((id, i) => id !== ids[i])) {
+        ring = new HashRing(ids);
+        this.rings.set(model.name, ring);
+      }
+      const hash = fnv1a(promptPrefix(parsed.body, this.prefixChars));
+      return pickByPrefix(candidates, ring, hash, inFlight, this.loadFactor)!;
+    }
+    return pickLeastLoaded(candidates, inFlight, this.random)!;
+  }
+
+  private async holdUntilReady(ex: Exchange, model: Model, deadlineMs: number): Promise<void> {
+    while (!ex.clientGone && !ex.timedOut && this.candidates(model).length === 0) {
+      const leftMs = deadlineMs - this.now();
+      if (leftMs <= 0) return;
+      await this.sleep(ex, Math.min(this.coldPollMs, leftMs), true);
+    }
+  }
+
+  private backoff(ex: Exchange, attempt: number): Promise<void> {
+    const ms = Math.min(RETRY_BACKOFF_CAP_MS, this.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.random()));
+    return this.sleep(ex, ms, false);
+  }
+
+  /** Waits `ms`, or less if the client leaves, the request times out, or (for holds) a replica may have appeared. */
+  private sleep(ex: Exchange, ms: number, hold: boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.holds.delete(done);
+        ex.wake = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      ex.wake = done;
+      if (hold) this.holds.add(done);
+    });
+  }
+
+  private wakeHolds(): void {
+    for (const wake of [...this.holds]) wake();
+  }
+
+  private timeout(ex: Exchange): number {
+    writeError(ex.res, 504, 'LLMGW_UPSTREAM', `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`);
+    return 504;
+  }
+
+  // ---- one upstream attempt ---------------------------------------------
+
+  private async forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
+    const body = this.bodyFor(ex, model, replica);
+    const pool = this.poolFor(replica.endpoint);
+    const controller = new AbortController();
+    ex.abort = () => controller.abort();
+    const use = this.useOf(replica.id);
+    use.inFlight++;
+    use.lastUsedMs = this.now();
+    this.metrics.inFlight.inc({ replica: replica.id });
+    if (!ex.dispatched) {
+      ex.dispatched = true;
+      this.metrics.overhead.observe((performance.now() - ex.startedAt) / 1000);
+    }
+    try {
+      const upstream = await pool.request({
+        path: pathOf(replica.endpoint) + ex.path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: ex.parsed.stream ? 'text/event-stream' : 'application/json' },
+        body,
+        signal: controller.signal,
+        headersTimeout: this.timeouts.headersTimeoutMs,
+        bodyTimeout: this.timeouts.idleBodyTimeoutMs,
+      });
+      if (upstream.statusCode === 502 || upstream.statusCode === 503) {
+        upstream.body.resume();
+        upstream.body.on('error', () => undefined);
+        return { kind: 'retry', reason: `the engine answered ${upstream.statusCode}` };
+      }
+      return await this.relay(ex, model, upstream.statusCode, upstream.headers, upstream.body);
+    } catch (err) {
+      if (ex.clientGone) return { kind: 'done', status: 0 };
+      if (ex.timedOut) return { kind: 'done', status: this.timeout(ex) };
+      return { kind: 'retry', reason: describeNetError(err) };
+    } finally {
+      ex.abort = null;
+      use.inFlight--;
+      use.lastUsedMs = this.now();
+      this.metrics.inFlight.dec({ replica: replica.id });
+    }
+  }
+
+  /**
+   * Streams the engine's answer to the client as it arrives. Headers go out
+   * with the first chunk, so a connection that breaks before any byte can
+   * still be retried elsewhere.
+   */
+  private relay(ex: Exchange, model: Model, status: number, headers: IncomingHttpHeaders, body: Dispatcher.ResponseData['body']): Promise<Outcome> {
+    const res = ex.res;
+    const out: Record<string, string> = {};
+    for (const name of PASSED_HEADERS) {
+      const v = headers[name];
+      if (typeof v === 'string') out[name] = v;
+    }
+    const sse = (out['content-type'] ?? '').startsWith('text/event-stream');
+    if (sse) out['x-accel-buffering'] = 'no';
+    const tail = new TailKeeper();
+    let started = false;
+    const start = () => {
+      started = true;
+      res.writeHead(status, out);
+      this.metrics.ttft.observe({ model: ex.requested.name }, (performance.now() - ex.startedAt) / 1000);
+    };
+    return new Promise<Outcome>((resolve) => {
+      let settled = false;
+      const settle = (o: Outcome) => {
+        if (settled) return;
+        settled = true;
+        resolve(o);
+      };
+      const onDrain = () => body.resume();
+      body.on('data', (chunk: Buffer) => {
+        if (ex.clientGone) return;
+        if (!started) start();
+        tail.push(chunk);
+        if (!res.write(chunk)) {
+          body.pause();
+          res.once('drain', onDrain);
+        }
+      });
+      body.on('end', () => {
+        if (!started && !ex.clientGone) start();
+        res.end();
+        settle({ kind: 'done', status });
+        this.account(ex, model, status, tail);
+      });
+      body.on('error', (err: Error) => {
+        res.off('drain', onDrain);
+        if (ex.clientGone) {
+          this.account(ex, model, 0, tail);
+          return settle({ kind: 'done', status: 0 });
+        }
+        if (!started) {
+          if (ex.timedOut) return settle({ kind: 'done', status: this.timeout(ex) });
+          return settle({ kind: 'retry', reason: `the answer broke before its first byte (${describeNetError(err)})` });
+        }
+        // After the first byte: never retried; say so in the stream's own terms, once.
+        const why = ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response';
+        this.deps.logger.error({ model: model.name, err: describeNetError(err) }, `upstream broke after the first byte: ${why}`);
+        if (sse) res.end(`data: ${openAiErrorBody(why, 'LLMGW_UPSTREAM', 502)}\n\n`);
+        else res.destroy();
+        this.account(ex, model, 502, tail);
+        settle({ kind: 'done', status: 502 });
+      });
+    });
+  }
+
+  private bodyFor(ex: Exchange, model: Model, replica: RouterReplica): Buffer {
+    const requested = ex.parsed.model;
+    const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
+    if (served === null || served.includes(requested)) return ex.raw;
+    return Buffer.from(JSON.stringify({ ...ex.parsed.body, model: model.name }));
+  }
+
+  private account(ex: Exchange, model: Model, status: number, tail: TailKeeper): void {
+    // Off the response's path: the client already has its last byte.
+    setImmediate(() => {
+      const usage = usageFromTail(tail.text());
+      const promptTokens = usage?.promptTokens ?? 0;
+      const completionTokens = usage?.completionTokens ?? 0;
+      const keyId = ex.key?.id ?? 'anonymous';
+      if (ex.key) this.limiter.charge(ex.key.id, ex.key.tokensPerMinute, promptTokens + completionTokens);
+      try {
+        this.deps.usage.record({ keyId, model: model.name, promptTokens, completionTokens, status });
+      } catch (err) {
+        this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
+      }
+    });
+  }
+
+  private useOf(id: string): ReplicaUse {
+    let u = this.use.get(id);
+    if (!u) {
+      u = { inFlight: 0, lastUsedMs: 0 };
+      this.use.set(id, u);
+    }
+    return u;
+  }
+
+  private poolFor(endpoint: string): Pool {
+    const origin = originOf(endpoint);
+    let pool = this.pools.get(origin);
+    if (!pool) {
+      // keepAliveTimeout under the engines' own (uvicorn's 5 s), so the router never reuses a socket the engine is closing.
+      pool = new Pool(origin, { keepAliveTimeout: 4_000, keepAliveMaxTimeout: 4_000, connect: { timeout: 5_000 } });
+      this.pools.set(origin, pool);
+    }
+    return pool;
+  }
+
+  // ---- keys and refusals ------------------------------------------------
+
+  /** The caller's key; null when keys are off; undefined when a refusal was sent. */
+  private async authenticate(request: FastifyRequest, reply: FastifyReply): Promise<ApiKeyRecord | null | undefined> {
+    if (!this.deps.authRequired) return null;
+    const header = request.headers.authorization;
+    const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    if (!m) {
+      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'no API key: send it as `Authorization: Bearer <key>`');
+      return undefined;
+    }
+    const found = this.deps.keys.lookupByHash(hashKey(m[1]!));
+    const key = found instanceof Promise ? await found : found;
+    if (!key) {
+      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'the API key is not valid; ask the operator for one (`POST /api/v1/keys`)');
+      return undefined;
+    }
+    if (key.revokedAtMs !== null) {
+      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… was revoked; ask the operator for a new one`);
+      return undefined;
+    }
+    if (key.expiresAtMs !== null && key.expiresAtMs <= this.now()) {
+      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… expired at ${new Date(key.expiresAtMs).toISOString()}; ask the operator for a new one`);
+      return undefined;
+    }
+    return key;
+  }
+
+  private refuse(
+    reply: FastifyReply,
+    status: number,
+    code: ErrorCode,
+    message: string,
+    param: string | null = null,
+    headers: Record<string, string> = {},
+    counted = false,
+  ): FastifyReply {
+    if (status >= 500) this.deps.logger.error({ code, status }, message);
+    else this.deps.logger.info({ code, status }, message);
+    if (!counted && status !== 401) this.count('none', status, null);
+    return replyError(reply, status, code, message, param, headers);
+  }
+
+  private count(model: string, status: number, key: ApiKeyRecord | null): void {
+    this.metrics.requests.inc({ model, status: String(status), key_prefix: key?.prefix ?? 'none' });
+  }
+}
+
+function allows(key: ApiKeyRecord, model: Model): boolean {
+  if (key.allowedModels === null) return true;
+  return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
+}
+
+function originOf(endpoint: string): string {
+  return new URL(endpoint).origin;
+}
+
+/** The endpoint's own path prefix, without a trailing slash ('' for a bare origin). */
+function pathOf(endpoint: string): string {
+  return new URL(endpoint).pathname.replace(/\/+$/, '');
+}
+
+/** A network failure in words, without addresses: "connection refused", "connection reset". */
+function describeNetError(err: unknown): string {
+  const e = err as { code?: string; cause?: { code?: string }; message?: string };
+  const code = e.code ?? e.cause?.code ?? '';
+  switch (code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+    case 'UND_ERR_SOCKET':
+      return 'connection reset';
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return 'connect timed out';
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return 'no response headers in time';
+    case 'UND_ERR_BODY_TIMEOUT':
+      return 'the answer went silent';
+    default:
+      return code || (e.message ?? 'failed');
+  }
+}
+
+/** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */
+export function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
+  socket?.setTimeout(ms);
+}
+
+/**
+ * Mounts the OpenAI endpoints on the client listener. The routes live in
+ * their own Fastify scope, whose JSON parser keeps the body as bytes so the
+ * request is forwarded exactly as sent. Call before the app listens; the
+ * app's close() closes the router's upstream pools.
+ */
+export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
+  const router = new Router(deps);
+  const bodyLimit = router.bodyLimitBytes;
+  void app.register(async (scope) => {
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
+    // A client that starts a body and stalls is cut after idleBodyTimeoutMs of silence (Node destroys a socket whose timeout nobody handles).
+    scope.addHook('onRequest', async (request) => armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs));
+    scope.get('/v1/models', (request, reply) => router.listModels(request, reply));
+    scope.post('/v1/chat/completions', { bodyLimit }, (request, reply) => router.infer('chat', request, reply));
+    scope.post('/v1/completions', { bodyLimit }, (request, reply) => router.infer('completions', request, reply));
+    scope.post('/v1/embeddings', { bodyLimit }, (request, reply) => router.infer('embeddings', request, reply));
+  });
+  app.addHook('onClose', async () => router.close());
+  return router;
+}

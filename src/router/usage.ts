@@ -1,0 +1,100 @@
+// Usage accounting: what each key spent on each model, read from the
+// engine's own `usage` (the body's, or the final SSE chunk when the client
+// asked for `stream_options.include_usage`). The router hands each finished
+// request to a UsageSink synchronously and never waits on it: a sink that
+// writes to a store batches and flushes on its own timer.
+
+export interface UsageEvent {
+  /** The key's id; 'anonymous' when the listener runs without keys. */
+  readonly keyId: string;
+  /** The canonical model that answered (a fallback's name when one served). */
+  readonly model: string;
+  /** Zero when the engine did not report usage (a stream without include_usage). */
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** The HTTP status the client got; 0 when the client went away first. */
+  readonly status: number;
+}
+
+export interface UsageSink {
+  /** Must not block or throw: it runs after the response, on the event loop. */
+  record(event: UsageEvent): void;
+}
+
+export interface UsageTotals {
+  requests: number;
+  errors: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/**
+ * Totals per key and model in memory; `drain()` hands them over and starts
+ * again, so a store writer can flush them in one batch on its own timer.
+ */
+export class MemoryUsageSink implements UsageSink {
+  private totals = new Map<string, UsageTotals & { keyId: string; model: string }>();
+
+  record(e: UsageEvent): void {
+    const k = `${e.keyId}\u0000${e.model}`;
+    let t = this.totals.get(k);
+    if (!t) {
+      t = { keyId: e.keyId, model: e.model, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+      this.totals.set(k, t);
+    }
+    t.requests++;
+    if (e.status === 0 || e.status >= 400) t.errors++;
+    t.promptTokens += e.promptTokens;
+    t.completionTokens += e.completionTokens;
+  }
+
+  snapshot(): (UsageTotals & { keyId: string; model: string })[] {
+    return [...this.totals.values()].map((t) => ({ ...t }));
+  }
+
+  drain(): (UsageTotals & { keyId: string; model: string })[] {
+    const out = [...this.totals.values()];
+    this.totals = new Map();
+    return out;
+  }
+}
+
+/** Bytes of the end of a response kept to find its usage: the usage object and [DONE] fit many times over. */
+export const USAGE_TAIL_BYTES = 4096;
+
+/**
+ * Keeps the last bytes of a response as it passes, without copying every
+ * chunk: usage is at the end of a JSON answer and in the last chunk of a stream.
+ */
+export class TailKeeper {
+  private chunks: Buffer[] = [];
+  private bytes = 0;
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.bytes += chunk.length;
+    while (this.chunks.length > 1 && this.bytes - this.chunks[0]!.length >= USAGE_TAIL_BYTES) {
+      this.bytes -= this.chunks.shift()!.length;
+    }
+  }
+
+  text(): string {
+    const all = Buffer.concat(this.chunks);
+    return all.subarray(Math.max(0, all.length - USAGE_TAIL_BYTES * 2)).toString('utf8');
+  }
+}
+
+/**
+ * Usage from the end of a response. Key names appear unescaped only as JSON
+ * keys (inside generated text they are escaped), so the last match is the
+ * engine's own usage object.
+ */
+export function usageFromTail(tail: string): { promptTokens: number; completionTokens: number } | null {
+  const at = tail.lastIndexOf('"usage":{');
+  if (at === -1) return null;
+  const part = tail.slice(at);
+  const p = /"prompt_tokens":\s*(\d+)/.exec(part);
+  const c = /"completion_tokens":\s*(\d+)/.exec(part);
+  if (!p) return null;
+  return { promptTokens: Number(p[1]), completionTokens: c ? Number(c[1]) : 0 };
+}

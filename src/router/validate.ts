@@ -1,0 +1,187 @@
+// What the router checks before a request leaves llmgw: the JSON shape of the
+// three inference endpoints (loosely: engines accept many extra fields and
+// the router must not lag behind them), the limits on `n` and `max_tokens`,
+// and that nothing in the body can point the request somewhere else. The
+// last matters because some gateways honour `api_base`/`base_url` from the
+// body; llmgw never does, and refuses such bodies so nobody believes it did.
+import { z } from 'zod';
+import { LlmgwError } from '../errors/index.js';
+import { describeIssues } from '../validation/index.js';
+
+export type Endpoint = 'chat' | 'completions' | 'embeddings';
+
+export interface RequestLimits {
+  /** Largest `n`. */
+  readonly maxN: number;
+  /** Largest `max_tokens` / `max_completion_tokens`. */
+  readonly maxTokens: number;
+}
+
+const model = z.string({ error: 'want the model name as a string' }).min(1, 'want a model name');
+const positiveInt = z.number({ error: 'want a whole number' }).int('want a whole number').min(1, 'want at least 1');
+
+const generation = {
+  model,
+  n: positiveInt.nullish(),
+  max_tokens: positiveInt.nullish(),
+  max_completion_tokens: positiveInt.nullish(),
+  stream: z.boolean({ error: 'want true or false' }).nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+};
+
+const ChatSchema = z.looseObject({
+  ...generation,
+  messages: z
+    .array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), { error: 'want an array of messages' })
+    .min(1, 'want at least one message'),
+});
+
+const CompletionSchema = z.looseObject({
+  ...generation,
+  prompt: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))], {
+    error: 'want a string, an array of strings, or token ids',
+  }),
+});
+
+const EmbeddingSchema = z.looseObject({
+  model,
+  input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))], {
+    error: 'want a string, an array of strings, or token ids',
+  }),
+});
+
+const SCHEMAS = { chat: ChatSchema, completions: CompletionSchema, embeddings: EmbeddingSchema } as const;
+
+export interface ParsedRequest {
+  readonly body: Record<string, unknown>;
+  readonly model: string;
+  readonly stream: boolean;
+}
+
+/** Fields whose strings are the user's content (or schemas), where a URL is ordinary text. */
+const CONTENT_FIELDS: ReadonlySet<string> = new Set([
+  'messages',
+  'prompt',
+  'input',
+  'suffix',
+  'tools',
+  'functions',
+  'tool_choice',
+  'response_format',
+  'stop',
+  'logit_bias',
+]);
+
+/** Field names that in some gateway or SDK mean "send this request there". */
+const REDIRECT_FIELDS: ReadonlySet<string> = new Set([
+  'api_base',
+  'base_url',
+  'api_url',
+  'api_host',
+  'endpoint',
+  'url',
+  'host',
+  'proxy',
+  'upstream',
+]);
+
+const URL_RE = /^\s*[a-z][a-z0-9+.-]*:\/\/|^\s*\/\/[^/]|^\s*(?:localhost|\d{1,3}(?:\.\d{1,3}){3})(?::\d+)?(?:\/|$)/i;
+
+/** Parses and checks a body; throws LLMGW_BAD_REQUEST naming the field. */
+export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLimits): ParsedRequest {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new LlmgwError('LLMGW_BAD_REQUEST', 'the request body must be a JSON object');
+  }
+  const schema = SCHEMAS[endpoint];
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    const problems = describeIssues(schema, parsed.error);
+    throw new LlmgwError('LLMGW_BAD_REQUEST', problems.join('; '), { context: { param: firstPath(parsed.error) } });
+  }
+  const body = json as Record<string, unknown>;
+  refuseRedirects(body);
+  if (endpoint !== 'embeddings') {
+    const n = body.n;
+    if (typeof n === 'number' && n > limits.maxN) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `n: ${n} is more than this server allows (${limits.maxN}); ask for fewer choices`, { context: { param: 'n' } });
+    }
+    for (const field of ['max_tokens', 'max_completion_tokens'] as const) {
+      const v = body[field];
+      if (typeof v === 'number' && v > limits.maxTokens) {
+        throw new LlmgwError('LLMGW_BAD_REQUEST', `${field}: ${v} is more than this server allows (${limits.maxTokens})`, { context: { param: field } });
+      }
+    }
+  }
+  return { body, model: body.model as string, stream: body.stream === true };
+}
+
+function firstPath(error: z.ZodError): string | null {
+  const p = error.issues[0]?.path;
+  return p && p.length ? String(p[0]) : null;
+}
+
+/** 400 for a redirecting field name, or a URL-looking string outside the content fields. */
+function refuseRedirects(body: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(body)) {
+    if (REDIRECT_FIELDS.has(key.toLowerCase())) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `${key}: llmgw chooses where a request goes; remove this field`, { context: { param: key } });
+    }
+    if (CONTENT_FIELDS.has(key)) continue;
+    const where = findUrl(value, key, 0);
+    if (where) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `${where}: a URL is not accepted here, because no field may redirect the request; remove it`, {
+        context: { param: key },
+      });
+    }
+  }
+}
+
+/** The path of the first URL-looking string or redirecting key under `value`; depth-bounded. */
+function findUrl(value: unknown, path: string, depth: number): string | null {
+  if (typeof value === 'string') return URL_RE.test(value) ? path : null;
+  if (depth > 8 || value === null || typeof value !== 'object') return null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const hit = findUrl(value[i], `${path}[${i}]`, depth + 1);
+      if (hit) return hit;
+    }
+    return null;
+  }
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (REDIRECT_FIELDS.has(k.toLowerCase())) return `${path}.${k}`;
+    const hit = findUrl(v, `${path}.${k}`, depth + 1);
+    if (hit) return hit;
+  }
+  return null;
+}
+
+/**
+ * The text a prefix cache would share: the messages' contents in order (or
+ * the prompt), cut at `chars`. Engines cache by token prefix, so the start of
+ * the conversation (system prompt, shared few-shot examples) is what counts.
+ */
+export function promptPrefix(body: Record<string, unknown>, chars: number): string {
+  let out = '';
+  const messages = body.messages;
+  if (Array.isArray(messages)) {
+    for (const m of messages) {
+      const content = (m as { content?: unknown }).content;
+      if (typeof content === 'string') out += content;
+      else if (Array.isArray(content)) for (const part of content) if (typeof (part as { text?: unknown }).text === 'string') out += (part as { text: string }).text;
+      if (out.length >= chars) break;
+      out += '\n';
+    }
+  } else {
+    const prompt = body.prompt;
+    if (typeof prompt === 'string') out = prompt;
+    else if (Array.isArray(prompt) && typeof prompt[0] === 'string') out = prompt[0];
+    else if (Array.isArray(prompt)) out = JSON.stringify(prompt.slice(0, chars));
+  }
+  return out.slice(0, chars);
+}
