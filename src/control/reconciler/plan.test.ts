@@ -22,11 +22,12 @@ class World {
   constructor(
     public nodes: PlacementNode[],
     public models: PlanModel[],
-    private readonly options: PlanOptions = {},
+    readonly options: PlanOptions = {},
   ) {}
 
   input(): PlanInput {
-    return { now: this.now, models: this.models, nodes: this.nodes, replicas: this.records, inFlight: this.inFlight };
+    const previous = this.plans.at(-1);
+    return { now: this.now, models: this.models, nodes: this.nodes, replicas: this.records, inFlight: this.inFlight, ...(previous ? { previous } : {}) };
   }
 
   pass(): Plan {
@@ -245,6 +246,21 @@ describe('planPass: table cases', () => {
     expect(w.pass().actions).toMatchObject([{ kind: 'stop', reason: 'model m is no longer in the catalog' }]);
   });
 
+  it('does not place a blocked model again until the fleet changes (or blockedRetryMs passes)', () => {
+    const w = new World([syntheticNode('a', { gpus: [{ index: 0, healthy: true }] })], [model('m', 1, { gpus: 2 })], { blockedRetryMs: 60_000 });
+    const first = w.pass().rejections.get('m')!;
+    expect(first.atMs).toBe(w.now);
+    w.now += 30_000;
+    expect(w.pass().rejections.get('m'), 'same fleet: the answer is kept, placement not asked again').toBe(first);
+    w.now += 30_000;
+    expect(w.pass().rejections.get('m')!.atMs, 'after blockedRetryMs it is asked again').toBe(w.now);
+    w.nodes = [...w.nodes, syntheticNode('b', { gpus: [{ index: 0, healthy: true }, { index: 1, healthy: true }] })];
+    w.now += 1_000;
+    const plan = w.pass();
+    expect(kinds(plan), 'a node with room arrives: placed at once').toEqual(['create']);
+    expect(plan.rejections.has('m')).toBe(false);
+  });
+
   it('keeps the rejections of a model that fits nowhere', () => {
     const w = new World([syntheticNode('a', { engines: ['llamacpp'] })], [model('m', 1)]);
     const plan = w.pass();
@@ -294,7 +310,10 @@ describe('planPass: properties over random fleets', () => {
       const w = randomWorld(prng);
       for (let step = 0; step < 20; step++) {
         const before = w.records;
+        const { previous: _previous, ...fresh } = w.input();
+        const unmemoised = planPass(fresh, w.options);
         const plan = w.pass();
+        expect(plan.actions, `seed ${seed}, pass ${step}: holding blocked models never changes what a pass does`).toEqual(unmemoised.actions);
         const where = `seed ${seed}, pass ${step}`;
 
         for (const a of plan.actions) {

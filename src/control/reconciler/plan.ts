@@ -26,6 +26,7 @@
 //    drain that finds no room keeps the old replica and says why.
 //  - Creations in one pass are capped, so that a rack going dark does not
 //    turn into a stampede of fetches onto the nodes that remain.
+import { createHash } from 'node:crypto';
 import { cacheNameOf } from '../../protocol/index.js';
 import {
   checkReplicas,
@@ -81,6 +82,13 @@ export interface PlanInput {
    * Always clamped to [min, max].
    */
   readonly wanted?: ReadonlyMap<string, number>;
+  /**
+   * The previous pass's plan. A model that could not be placed then is not
+   * tried again while the fleet looks the same (same snapshot key) and its
+   * definition has not changed, up to `blockedRetryMs`: a blocked model is
+   * re-evaluated when capacity changes, not in a hot loop. Absent = try all.
+   */
+  readonly previous?: Pick<Plan, 'snapshotKey' | 'rejections' | 'atMs'>;
 }
 
 export interface PlanOptions {
@@ -96,6 +104,8 @@ export interface PlanOptions {
   readonly stopGraceMs?: number;
   /** Most replicas created (or retried) in one pass; absent = 10% of the fleet, at least 10. */
   readonly maxCreatesPerPass?: number;
+  /** The longest a blocked model goes untried while the fleet looks unchanged; default 1 minute. */
+  readonly blockedRetryMs?: number;
 }
 
 export interface CompiledPlanOptions {
@@ -105,6 +115,7 @@ export interface CompiledPlanOptions {
   readonly retryMaxMs: number;
   readonly stopGraceMs: number;
   readonly maxCreatesPerPass: number | null;
+  readonly blockedRetryMs: number;
 }
 
 export function compilePlanOptions(options: PlanOptions = {}): CompiledPlanOptions {
@@ -115,6 +126,7 @@ export function compilePlanOptions(options: PlanOptions = {}): CompiledPlanOptio
     retryMaxMs: options.retryMaxMs ?? 10 * 60_000,
     stopGraceMs: options.stopGraceMs ?? 2 * 60_000,
     maxCreatesPerPass: options.maxCreatesPerPass ?? null,
+    blockedRetryMs: options.blockedRetryMs ?? 60_000,
   };
 }
 
@@ -144,6 +156,15 @@ export interface ModelRejections {
   readonly notes: readonly PlacementNote[];
   /** Nodes in the snapshot, the denominator of explain's "0/12 nodes fit". */
   readonly nodeCount: number;
+  /** The model's definition as placement read it; a change means it is tried again at once. */
+  readonly modelKey: string;
+  /** When placement last actually ran for it (a held rejection keeps the time it was made). */
+  readonly atMs: number;
+  /**
+   * True when an earlier placement in the same pass took capacity first: the
+   * snapshot alone does not explain the failure, so it is not held.
+   */
+  readonly contended: boolean;
 }
 
 /** A replica left on a draining node because nothing else could take it. */
@@ -161,6 +182,10 @@ export interface Plan {
   readonly blockedDrains: readonly BlockedDrain[];
   /** Placements left for a later pass by the creation cap; 0 = none. */
   readonly throttled: number;
+  /** A fingerprint of what placement saw (nodes, their free capacity); equal keys = the fleet looks the same. */
+  readonly snapshotKey: string;
+  /** The pass's `now`. */
+  readonly atMs: number;
 }
 
 /** Wanted replicas of a model: the scaler's number when there is one, clamped to [min, max]; scaling.min otherwise. */
@@ -200,6 +225,7 @@ interface PendingRequest {
   readonly request: PlacementRequest;
   readonly purpose: 'scale' | 'drain';
   readonly model: PlanModel;
+  readonly modelKey: string;
   /** For a retry: the failed replica placed again. */
   readonly retryOf?: ReplicaRecord;
   /** For a drain: the replica being moved off. */
@@ -299,6 +325,11 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
     return { ...n, gpusInUse: [...new Set([...n.gpusInUse, ...held])].sort((a, b) => a - b) };
   });
 
+  const snapshotKey = snapshotKeyOf(nodes);
+  const rejections = new Map<string, ModelRejections>();
+  const prev = input.previous;
+  const sameFleet = prev !== undefined && prev.snapshotKey === snapshotKey;
+
   // Replicas of models no longer in the catalog are stopped; their failed ones forgotten.
   const byModel = new Map<string, { live: ReplicaRecord[]; draining: ReplicaRecord[]; failed: ReplicaRecord[] }>();
   const group = (model: string) => {
@@ -348,11 +379,18 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
       ...(excludeNodes?.length ? { excludeNodes } : {}),
     });
 
-    for (const r of keptFailed) {
-      if ((r.nextRetryAtMs ?? 0) <= now) scaleRequests.push({ request: request(), purpose: 'scale', model, retryOf: r });
+    const modelKey = modelKeyOf(model);
+    const held = sameFleet ? prev.rejections.get(model.name) : undefined;
+    if (held && held.purpose === 'scale' && !held.contended && held.modelKey === modelKey && now - held.atMs < opts.blockedRetryMs) {
+      // Nothing it needs has changed since it last failed: keep the answer instead of asking again.
+      rejections.set(model.name, held);
+    } else {
+      for (const r of keptFailed) {
+        if ((r.nextRetryAtMs ?? 0) <= now) scaleRequests.push({ request: request(), purpose: 'scale', model, modelKey, retryOf: r });
+      }
+      const missing = wanted - effective - keptFailed.length;
+      for (let i = 0; i < missing; i++) scaleRequests.push({ request: request(), purpose: 'scale', model, modelKey });
     }
-    const missing = wanted - effective - keptFailed.length;
-    for (let i = 0; i < missing; i++) scaleRequests.push({ request: request(), purpose: 'scale', model });
 
     // Extras: replicas on draining nodes first (they were leaving anyway), then the newest.
     const stopped = new Set<string>();
@@ -378,7 +416,7 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
       }
       if (moving >= opts.maxParallel) continue;
       moving++;
-      drainRequests.push({ request: request(r.shards.map((s) => s.nodeId)), purpose: 'drain', model, replaces: r });
+      drainRequests.push({ request: request(r.shards.map((s) => s.nodeId)), purpose: 'drain', model, modelKey, replaces: r });
     }
     for (const r of g.draining) {
       const inFlight = input.inFlight?.get(r.id);
@@ -396,17 +434,29 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
   }
 
   // The cap: a pass places at most this many; the rest wait for the next pass.
+  // It counts placements, not attempts, so models that fit nowhere cannot
+  // use up a pass. Cutting placeMany's answers after the cap-th success is
+  // safe: each answer depends only on the requests before it.
   const cap = opts.maxCreatesPerPass ?? Math.max(10, Math.ceil(input.nodes.length / 10));
   const pending = [...scaleRequests, ...drainRequests];
-  const attempted = pending.slice(0, cap);
-  const throttled = pending.length - attempted.length;
+  const results = placeMany({ nodes }, pending.map((p) => p.request));
+  let placedCount = 0;
+  let cut = pending.length;
+  for (let i = 0; i < results.length; i++) {
+    if (results[i]!.ok && ++placedCount === cap) {
+      cut = i + 1;
+      break;
+    }
+  }
+  const attempted = pending.slice(0, cut);
+  const throttled = pending.length - cut;
 
-  const rejections = new Map<string, ModelRejections>();
   const blockedDrains: BlockedDrain[] = [];
-  const results = placeMany({ nodes }, attempted.map((p) => p.request));
+  let claimed = false;
   attempted.forEach((p, i) => {
     const result = results[i]!;
     if (result.ok) {
+      claimed = true;
       const placement = result.placement;
       const where = placement.shards.map((s) => s.nodeId).join(', ');
       if (p.retryOf) {
@@ -433,7 +483,16 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
       return;
     }
     if (!rejections.has(p.model.name) || p.purpose === 'scale') {
-      rejections.set(p.model.name, { model: p.model.name, purpose: p.purpose, rejections: result.rejections, notes: result.notes, nodeCount: result.nodeCount });
+      rejections.set(p.model.name, {
+        model: p.model.name,
+        purpose: p.purpose,
+        rejections: result.rejections,
+        notes: result.notes,
+        nodeCount: result.nodeCount,
+        modelKey: p.modelKey,
+        atMs: now,
+        contended: claimed,
+      });
     }
     if (p.replaces) {
       const nodeIds = p.replaces.shards.map((s) => s.nodeId);
@@ -446,7 +505,42 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
     }
   });
 
-  return { actions, rejections, blockedDrains, throttled };
+  return { actions, rejections, blockedDrains, throttled, snapshotKey, atMs: now };
+}
+
+/**
+ * What placement reads of each node, hashed. Free RAM and disk are rounded to
+ * GiB so the key does not change with every log line written; a change
+ * inside one GiB is picked up by blockedRetryMs.
+ */
+export function snapshotKeyOf(nodes: readonly PlacementNode[]): string {
+  const hash = createHash('sha256');
+  const GiB = 2 ** 30;
+  for (const n of nodes) {
+    const weights = [...n.weightsHeld].sort().join(',');
+    const gpus = n.gpus === undefined ? '?' : n.gpus.map((g) => `${g.index}:${g.class ?? ''}:${g.memoryTotalMiB ?? ''}:${g.healthy ? 1 : 0}`).join(',');
+    const labels = Object.entries(n.labels).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(',');
+    hash.update(
+      [
+        n.id,
+        n.adminState,
+        n.liveness,
+        gpus,
+        [...n.gpusInUse].sort((a, b) => a - b).join(','),
+        n.memoryFreeBytes === undefined ? '?' : Math.round(n.memoryFreeBytes / GiB),
+        n.localDiskFreeBytes === undefined ? '?' : Math.round(n.localDiskFreeBytes / GiB),
+        weights,
+        n.fabrics.map((f) => f.name).join(','),
+        [...n.engines].sort().join(','),
+        labels,
+      ].join('|') + '\n',
+    );
+  }
+  return hash.digest('hex');
+}
+
+function modelKeyOf(model: PlanModel): string {
+  return JSON.stringify([model.source, model.profiles]);
 }
 
 function isGone(node: PlacementNode | undefined): boolean {

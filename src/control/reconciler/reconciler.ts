@@ -45,9 +45,11 @@ export class Reconciler {
   private queue: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
   private soon: NodeJS.Immediate | null = null;
-  private lastRejections: ReadonlyMap<string, ModelRejections> = new Map();
-  private lastBlocked: readonly BlockedDrain[] = [];
+  /** The last applied pass: its rejections answer explain, and it lets the next pass skip models still blocked. */
+  private lastPlan: Plan | undefined;
   private readonly inFlight = new Map<string, number>();
+  /** Last use per replica as the router reported it, applied again after a pass so a report made while it persisted is kept. */
+  private readonly lastUsed = new Map<string, number>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
 
@@ -101,13 +103,17 @@ export class Reconciler {
 
   /** The agent's shard states for one node; applied in order with passes. */
   onShardReport(node: Node, statuses: readonly ShardStatus[]): void {
+    // A heartbeat answered while the control plane closes: the store may already be gone, and the next start re-reads the agents anyway.
+    if (this.closed) return;
     void this.enqueue(() => this.applyReport(node.id, statuses)).catch((err: unknown) => this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'));
   }
 
   /** The router's seam: what a replica has in flight and when it was last used. */
   reportUse(replicaId: string, use: ReplicaUse): void {
     this.inFlight.set(replicaId, use.inFlight);
-    if (use.lastUsedAtMs !== null) this.records = this.records.map((r) => (r.id === replicaId ? { ...r, lastUsedAtMs: use.lastUsedAtMs } : r));
+    if (use.lastUsedAtMs === null) return;
+    this.lastUsed.set(replicaId, use.lastUsedAtMs);
+    this.records = withLastUsed(this.records, this.lastUsed);
   }
 
   replicas(): readonly ReplicaRecord[] {
@@ -116,12 +122,12 @@ export class Reconciler {
 
   /** Why the model was not placed in the last pass; undefined = nothing failed to place. */
   explain(model: string): ModelRejections | undefined {
-    return this.lastRejections.get(model);
+    return this.lastPlan?.rejections.get(model);
   }
 
   /** Replicas the last pass could not move off draining nodes. */
   blockedDrains(): readonly BlockedDrain[] {
-    return this.lastBlocked;
+    return this.lastPlan?.blockedDrains ?? [];
   }
 
   replicaCounts(): Map<string, { ready: number; total: number }> {
@@ -172,16 +178,25 @@ export class Reconciler {
     const now = this.options.now();
     const nodes = this.placementNodes(now);
     const plan = planPass(
-      { now, models: this.options.catalog.models(), nodes, replicas: this.records, inFlight: this.inFlight },
+      {
+        now,
+        models: this.options.catalog.models(),
+        nodes,
+        replicas: this.records,
+        inFlight: this.inFlight,
+        ...(this.lastPlan ? { previous: this.lastPlan } : {}),
+      },
       this.options.plan ?? {},
     );
     const applied = applyPlan(this.records, plan, { now, newId: this.newId });
     // Persist before publishing: an agent must never run a shard the store does not know of.
     await this.options.store?.saveReplicas(applied.changed, applied.removed);
-    this.records = applied.records;
-    for (const id of applied.removed) this.inFlight.delete(id);
-    this.lastRejections = plan.rejections;
-    this.lastBlocked = plan.blockedDrains;
+    this.records = withLastUsed(applied.records, this.lastUsed);
+    for (const id of applied.removed) {
+      this.inFlight.delete(id);
+      this.lastUsed.delete(id);
+    }
+    this.lastPlan = plan;
     this.publish(nodes);
     if (plan.actions.length) {
       const log = this.options.logger;
@@ -239,6 +254,14 @@ export class Reconciler {
     await this.options.store?.saveReplicas(changed, []);
     if (wake) this.notify();
   }
+}
+
+function withLastUsed(records: ReplicaRecord[], lastUsed: ReadonlyMap<string, number>): ReplicaRecord[] {
+  if (lastUsed.size === 0) return records;
+  return records.map((r) => {
+    const at = lastUsed.get(r.id);
+    return at === undefined || at === r.lastUsedAtMs ? r : { ...r, lastUsedAtMs: at };
+  });
 }
 
 /** A replica that should run, as its shards show it: ready when all are, else the least advanced shard's stage. */
