@@ -1,0 +1,60 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { createJsonApp } from '../control/http/index.js';
+import { hashKey, MemoryKeyStore, registerKeyAdmin } from './keys.js';
+import { RateLimiter } from './rate-limit.js';
+
+describe('key admin routes', () => {
+  it('shows the secret once, keeps only its hash, lists without it, revokes by exact id, and audits each write', async () => {
+    const keys = new MemoryKeyStore();
+    const audits: string[] = [];
+    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
+    registerKeyAdmin(app, { keys, now: () => Date.parse('2026-12-01T00:00:00Z'), audit: (actor, action, target) => void audits.push(`${actor} ${action} ${target}`), modelExists: (m) => m === 'alpha' });
+    const created = await app.inject({ method: 'POST', url: '/api/v1/keys', headers: { 'x-llmgw-actor': 'alice' }, payload: { name: 'ci', allowed_models: ['alpha'], requests_per_minute: 60 } });
+    expect(created.statusCode).toBe(201);
+    const body = created.json<{ id: string; secret: string; prefix: string; state: string }>();
+    expect(body.secret.startsWith(body.prefix)).toBe(true);
+    expect(body.state).toBe('active');
+    expect(keys.lookupByHash(hashKey(body.secret))?.id, 'the store finds the key by the hash of its secret').toBe(body.id);
+    expect(JSON.stringify(keys.list()), 'the secret itself is stored nowhere').not.toContain(body.secret);
+
+    const listed = await app.inject({ method: 'GET', url: '/api/v1/keys' });
+    expect(listed.body).not.toContain(body.secret);
+    expect(listed.json<{ keys: { id: string }[] }>().keys.map((k) => k.id)).toEqual([body.id]);
+
+    const typo = await app.inject({ method: 'POST', url: '/api/v1/keys', payload: { name: 'x', allowed_models: ['alpah'] } });
+    expect(typo.statusCode).toBe(400);
+    const unknownField = await app.inject({ method: 'POST', url: '/api/v1/keys', payload: { name: 'x', requests_per_min: 5 } });
+    expect(unknownField.statusCode).toBe(400);
+    expect(unknownField.body).toContain('requests_per_minute');
+
+    expect((await app.inject({ method: 'DELETE', url: `/api/v1/keys/${body.id}x` })).statusCode).toBe(404);
+    expect((await app.inject({ method: 'DELETE', url: `/api/v1/keys/${body.id}` })).statusCode).toBe(200);
+    expect(keys.list()[0]?.revokedAtMs).not.toBeNull();
+    expect(audits).toEqual([`alice key.create ${body.id}`, `unknown key.revoke ${body.id}`]);
+  });
+});
+
+describe('rate limits', () => {
+  it('lets a key burst to its per-minute figure, then refills continuously', () => {
+    let now = 0;
+    const limiter = new RateLimiter(() => now);
+    for (let i = 0; i < 3; i++) expect(limiter.admit('k', 3, null).ok).toBe(true);
+    const refused = limiter.admit('k', 3, null);
+    expect(refused).toEqual({ ok: false, retryAfterS: 20, limit: 'requests' });
+    now += 20_000;
+    expect(limiter.admit('k', 3, null).ok, 'one request refilled after 20 s at 3/min').toBe(true);
+  });
+
+  it('charges tokens after the answer and refuses while the balance is spent', () => {
+    let now = 0;
+    const limiter = new RateLimiter(() => now);
+    expect(limiter.admit('k', null, 600).ok).toBe(true);
+    limiter.charge('k', 600, 700);
+    const refused = limiter.admit('k', null, 600);
+    expect(refused.ok).toBe(false);
+    expect(refused.limit).toBe('tokens');
+    now += refused.retryAfterS * 1000;
+    expect(limiter.admit('k', null, 600).ok).toBe(true);
+  });
+});
