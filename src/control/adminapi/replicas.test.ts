@@ -15,10 +15,12 @@ afterEach(async () => {
   await Promise.all(planes.splice(0).map((p) => p.close()));
 });
 
+const JOIN = 'join-token-for-tests-0123456789';
+
 async function plane(): Promise<{ p: ControlPlane; advance: (ms: number) => void }> {
   let clock = 1_000_000;
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-admin-replicas-'));
-  const config = compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN });
+  const config = compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN, join_token: JOIN });
   const p = await ControlPlane.create(config, { logger: pino({ level: 'silent' }), now: () => clock });
   planes.push(p);
   return { p, advance: (ms) => (clock += ms) };
@@ -116,5 +118,28 @@ describe('admin API: replicas and explain-placement', () => {
     expect(p.reconciler.replicas().map((r) => r.state), 'no room elsewhere: the old replica stays').toEqual(['pending']);
     const summary = await get(p, '/api/v1/summary');
     expect(summary.json<{ attention: string[] }>().attention.join('\n')).toContain('stays on draining node n1');
+  });
+
+  it('delivers shards in heartbeat answers and takes the agent\'s shard report back through the agent API', async () => {
+    const { p } = await plane();
+    const joined = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: JOIN, node_id: 'n1' } });
+    const { credential } = joined.json<{ credential: string }>();
+    const beat = (body: Record<string, unknown>) =>
+      p.agentApp.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1', ...body } });
+    const report = { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] };
+    expect((await beat({ report })).statusCode).toBe(200);
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model('m', 1) });
+    await p.reconciler.pass();
+
+    const answer = (await beat({ report })).json<{ shards: { shard_id: string; replica_id: string; model: string; gpu_indices: number[] }[] }>();
+    expect(answer.shards).toHaveLength(1);
+    const [shard] = answer.shards;
+    expect(shard).toMatchObject({ model: 'm', gpu_indices: [0] });
+
+    await beat({ report, shards: [{ shard_id: shard!.shard_id, replica_id: shard!.replica_id, state: 'ready', endpoint: 'http://n1:30000' }] });
+    await p.reconciler.pass();
+    const [view] = (await get(p, '/api/v1/replicas')).json<{ state: string; endpoint: string }[]>();
+    expect(view).toMatchObject({ state: 'ready', endpoint: 'http://n1:30000' });
+    expect((await get(p, '/api/v1/models')).json()).toMatchObject([{ name: 'm', ready_replicas: 1, total_replicas: 1 }]);
   });
 });

@@ -261,6 +261,17 @@ describe('planPass: table cases', () => {
     expect(plan.rejections.has('m')).toBe(false);
   });
 
+  it('replaces a replica whose profile the model no longer has', () => {
+    const w = new World([syntheticNode('a')], [model('m', 1)]);
+    w.pass();
+    w.models = [model('m', 1, { name: 'renamed' })];
+    const plan = w.pass();
+    expect(plan.actions).toMatchObject([
+      { kind: 'stop', replicaId: 'r0000', reason: 'model m no longer has profile vllm-1' },
+      { kind: 'create', profile: 'renamed' },
+    ]);
+  });
+
   it('keeps the rejections of a model that fits nowhere', () => {
     const w = new World([syntheticNode('a', { engines: ['llamacpp'] })], [model('m', 1)]);
     const plan = w.pass();

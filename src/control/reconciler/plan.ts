@@ -338,8 +338,12 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
     return g;
   };
   for (const r of survivors) {
-    if (!modelsByName.has(r.model)) actions.push({ kind: 'stop', replicaId: r.id, reason: `model ${r.model} is no longer in the catalog` });
-    else if (r.state === 'draining') group(r.model).draining.push(r);
+    const m = modelsByName.get(r.model);
+    if (!m) actions.push({ kind: 'stop', replicaId: r.id, reason: `model ${r.model} is no longer in the catalog` });
+    else if (!m.profiles.some((p) => p.name === r.profile)) {
+      // The model was redefined without this profile: nothing can tell the agent how to run it any more.
+      actions.push({ kind: 'stop', replicaId: r.id, reason: `model ${r.model} no longer has profile ${r.profile}` });
+    } else if (r.state === 'draining') group(r.model).draining.push(r);
     else group(r.model).live.push(r);
   }
   for (const r of failed) {
