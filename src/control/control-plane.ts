@@ -12,6 +12,7 @@ import { createJsonApp, type ErrorShaper } from './http/index.js';
 import { Inventory } from './inventory/index.js';
 import { Reconciler } from './reconciler/index.js';
 import { Store } from './store/index.js';
+import { registerWeightsApi } from './weights/index.js';
 
 export interface ControlPlaneDeps {
   logger?: Logger;
@@ -106,6 +107,8 @@ export class ControlPlane {
       explainPlacement: (model) => reconciler.explain(model),
       blockedDrains: () => reconciler.blockedDrains(),
     });
+
+    registerWeightsApi(adminApp, { catalog, inventory, store });
 
     const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20 });
     registerAgentApi(agentApp, {

@@ -45,6 +45,14 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     routerOptions: { ignoreTrailingSlash: true },
   });
 
+  // An empty body is "nothing to say" (POST /weights/collect), not bad JSON;
+  // anything else goes through Fastify's own parser, which refuses __proto__ tricks.
+  const strictJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    strictJson(request, body as string, done);
+  });
+
   // A shadow router that knows each path's verbs, so a wrong verb is 405 with
   // Allow rather than a 404 that suggests the path does not exist.
   const shadow = FindMyWay({ ignoreTrailingSlash: true });

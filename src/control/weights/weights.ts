@@ -1,0 +1,158 @@
+// Reclaiming weights: the control plane's half. The wanted set is a
+// calculation, not a heuristic: the cache name of every model's source in the
+// catalog. An orphan is a cache entry a node reports whose name is not in it.
+// Only entries the agent itself wrote (kind "cache", a cache name, directly
+// under the cache directory) can ever be orphans: anything an operator put on
+// a disk is none of llmgw's business, however unreferenced it looks.
+// Deleting is a separate verb, computed afresh at that moment, and each node
+// decides for itself: the summary says "asked to remove", because a node that
+// refuses a path it cannot prove it fetched is working, not failing.
+import { posix } from 'node:path';
+import { request } from 'undici';
+import { CACHE_NAME_RE, cacheNameOf } from '../../protocol/index.js';
+import type { Catalog } from '../catalog/index.js';
+import type { Inventory, Node } from '../inventory/index.js';
+
+export interface OrphanEntry {
+  path: string;
+  cache_name: string;
+  /** Absent: the agent did not report a size. */
+  size_bytes?: number;
+  source?: string;
+  /** Epoch ms of the last use the agent knows of; absent = unknown. */
+  last_used_ms?: number;
+}
+
+export interface NodeOrphans {
+  node: string;
+  entries: OrphanEntry[];
+  reclaimable_bytes: number;
+}
+
+export interface OrphansView {
+  nodes: NodeOrphans[];
+  total_bytes: number;
+}
+
+export interface NodeCollectSummary {
+  node: string;
+  asked: OrphanEntry[];
+  asked_bytes: number;
+  removed: { path: string; bytes_freed: number }[];
+  refused: { path: string; check: string; reason: string }[];
+  /** Set when the node could not be asked (no management address, not reachable, or it answered badly). */
+  unreachable?: string;
+}
+
+export interface CollectSummary {
+  nodes: NodeCollectSummary[];
+  asked: number;
+  removed: number;
+  refused: number;
+  unreachable: number;
+  bytes_freed: number;
+}
+
+/** The cache names of every model in the catalog, file and store alike; a model at zero replicas is still wanted. */
+export function wantedSet(catalog: Pick<Catalog, 'models'>): Set<string> {
+  const wanted = new Set<string>();
+  for (const m of catalog.models()) {
+    const name = cacheNameOf(m.source, { allowHttp: true });
+    if (name) wanted.add(name);
+  }
+  return wanted;
+}
+
+/** Cache entries of one node that no model wants. Pure: the node's last report and the wanted set. */
+export function orphansOf(node: Pick<Node, 'id' | 'report'>, wanted: ReadonlySet<string>): NodeOrphans {
+  const report = node.report;
+  const cacheDir = report?.cache_dir;
+  const entries: OrphanEntry[] = [];
+  for (const w of report?.weights ?? []) {
+    if (w.kind !== 'cache' || !w.cache_name || !CACHE_NAME_RE.test(w.cache_name)) continue;
+    // Only a direct child of the reported cache directory, named by its cache name, is llmgw's own.
+    if (!cacheDir || posix.normalize(w.path) !== posix.join(cacheDir, w.cache_name)) continue;
+    if (wanted.has(w.cache_name)) continue;
+    entries.push({
+      path: w.path,
+      cache_name: w.cache_name,
+      ...(w.size_bytes !== undefined ? { size_bytes: w.size_bytes } : {}),
+      ...(w.source ? { source: w.source } : {}),
+      ...(w.last_used_ms !== undefined ? { last_used_ms: w.last_used_ms } : {}),
+    });
+  }
+  entries.sort((a, b) => a.path.localeCompare(b.path));
+  return { node: node.id, entries, reclaimable_bytes: entries.reduce((s, e) => s + (e.size_bytes ?? 0), 0) };
+}
+
+export function orphansView(catalog: Pick<Catalog, 'models'>, inventory: Pick<Inventory, 'list'>, nodeFilter?: string): OrphansView {
+  const wanted = wantedSet(catalog);
+  const nodes = inventory
+    .list()
+    .filter((n) => !nodeFilter || n.id === nodeFilter)
+    .map((n) => orphansOf(n, wanted))
+    .filter((n) => n.entries.length > 0);
+  return { nodes, total_bytes: nodes.reduce((s, n) => s + n.reclaimable_bytes, 0) };
+}
+
+export interface CollectDeps {
+  catalog: Pick<Catalog, 'models'>;
+  inventory: Pick<Inventory, 'list' | 'get'>;
+  /** How long one node may take to answer, ms. */
+  timeoutMs?: number;
+}
+
+/**
+ * Asks each node to remove its orphans, computed now, never taken from the
+ * caller. The wanted set is computed again just before each node is asked, so
+ * a model added while collect runs keeps its weights.
+ */
+export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<CollectSummary> {
+  const summaries: NodeCollectSummary[] = [];
+  for (const node of deps.inventory.list()) {
+    if (nodeFilter && node.id !== nodeFilter) continue;
+    const { entries } = orphansOf(node, wantedSet(deps.catalog));
+    if (entries.length === 0) continue;
+    const summary: NodeCollectSummary = {
+      node: node.id,
+      asked: entries,
+      asked_bytes: entries.reduce((s, e) => s + (e.size_bytes ?? 0), 0),
+      removed: [],
+      refused: [],
+    };
+    summaries.push(summary);
+    if (!node.mgmtAddr) {
+      summary.unreachable = 'the node reported no management address';
+      continue;
+    }
+    try {
+      const res = await request(`http://${node.mgmtAddr}/mgmt/v1/weights/remove`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${node.mgmtToken}` },
+        body: JSON.stringify({ paths: entries.map((e) => e.path) }),
+        headersTimeout: deps.timeoutMs ?? 60_000,
+        bodyTimeout: deps.timeoutMs ?? 60_000,
+      });
+      const text = await res.body.text();
+      if (res.statusCode !== 200) {
+        summary.unreachable = `the node answered ${res.statusCode}: ${text.slice(0, 200)}`;
+        continue;
+      }
+      const answer = JSON.parse(text) as { results?: { path: string; removed: boolean; bytes_freed?: number; check?: string; reason?: string }[] };
+      for (const r of answer.results ?? []) {
+        if (r.removed) summary.removed.push({ path: r.path, bytes_freed: r.bytes_freed ?? 0 });
+        else summary.refused.push({ path: r.path, check: r.check ?? 'unknown', reason: r.reason ?? 'the node gave no reason' });
+      }
+    } catch (err) {
+      summary.unreachable = `cannot reach the node at ${node.mgmtAddr}: ${(err as Error).message}`;
+    }
+  }
+  return {
+    nodes: summaries,
+    asked: summaries.reduce((s, n) => s + n.asked.length, 0),
+    removed: summaries.reduce((s, n) => s + n.removed.length, 0),
+    refused: summaries.reduce((s, n) => s + n.refused.length, 0),
+    unreachable: summaries.filter((n) => n.unreachable).length,
+    bytes_freed: summaries.reduce((s, n) => s + n.removed.reduce((t, r) => t + r.bytes_freed, 0), 0),
+  };
+}
