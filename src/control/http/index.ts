@@ -50,7 +50,7 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   const strictJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    strictJson(request, body as string, done);
+    void strictJson(request, body as string, done);
   });
 
   // A shadow router that knows each path's verbs, so a wrong verb is 405 with
