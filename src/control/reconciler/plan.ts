@@ -182,7 +182,7 @@ export interface Plan {
   readonly blockedDrains: readonly BlockedDrain[];
   /** Placements left for a later pass by the creation cap; 0 = none. */
   readonly throttled: number;
-  /** A fingerprint of what placement saw (nodes, their free capacity); equal keys = the fleet looks the same. */
+  /** A fingerprint of what placement saw (nodes, their free capacity); equal keys = the fleet looks the same. '' = not computed: nothing was blocked. */
   readonly snapshotKey: string;
   /** The pass's `now`. */
   readonly atMs: number;
@@ -325,10 +325,12 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
     return { ...n, gpusInUse: [...new Set([...n.gpusInUse, ...held])].sort((a, b) => a - b) };
   });
 
-  const snapshotKey = snapshotKeyOf(nodes);
+  // The snapshot key is only needed when something was or is blocked; an idle pass never hashes the fleet.
+  let snapshotKey: string | undefined;
+  const snapshotKeyNow = (): string => (snapshotKey ??= snapshotKeyOf(nodes));
   const rejections = new Map<string, ModelRejections>();
   const prev = input.previous;
-  const sameFleet = prev !== undefined && prev.snapshotKey === snapshotKey;
+  const sameFleet = (): boolean => prev !== undefined && prev.snapshotKey !== '' && prev.snapshotKey === snapshotKeyNow();
 
   // Replicas of models no longer in the catalog are stopped; their failed ones forgotten.
   const byModel = new Map<string, { live: ReplicaRecord[]; draining: ReplicaRecord[]; failed: ReplicaRecord[] }>();
@@ -372,28 +374,39 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
       actions.push({ kind: 'forget', replicaId: r.id, reason: `model ${model.name} has its ${wanted} wanted replica(s) without it` });
     }
 
-    const profiles = model.profiles.map(toPlacementProfile);
-    const weightsKey = weightsKeyOf(model.source);
-    const footprints: ReplicaFootprint[] = g.live.map((r) => ({ nodeIds: r.shards.map((s) => s.nodeId), ...(r.fabric === null ? {} : { fabric: r.fabric }) }));
-    const request = (excludeNodes?: readonly string[]): PlacementRequest => ({
-      model: model.name,
-      weightsKey,
-      profiles,
-      existingReplicas: footprints,
-      ...(excludeNodes?.length ? { excludeNodes } : {}),
-    });
+    // Built only when this model has something to place: an idle pass hashes no source and maps no profile.
+    let base: Omit<PlacementRequest, 'excludeNodes'> | undefined;
+    const request = (excludeNodes?: readonly string[]): PlacementRequest => {
+      base ??= {
+        model: model.name,
+        weightsKey: weightsKeyOf(model.source),
+        profiles: model.profiles.map(toPlacementProfile),
+        existingReplicas: g.live.map((r): ReplicaFootprint => ({ nodeIds: r.shards.map((s) => s.nodeId), ...(r.fabric === null ? {} : { fabric: r.fabric }) })),
+      };
+      return excludeNodes?.length ? { ...base, excludeNodes } : base;
+    };
+    let modelKeyMemo: string | undefined;
+    const modelKey = (): string => (modelKeyMemo ??= modelKeyOf(model));
 
-    const modelKey = modelKeyOf(model);
-    const held = sameFleet ? prev.rejections.get(model.name) : undefined;
-    if (held && held.purpose === 'scale' && !held.contended && held.modelKey === modelKey && now - held.atMs < opts.blockedRetryMs) {
+    const held = prev?.rejections.get(model.name);
+    const missingNow = wanted - effective - keptFailed.length;
+    const wantsPlacement = missingNow > 0 || keptFailed.some((r) => (r.nextRetryAtMs ?? 0) <= now);
+    if (
+      wantsPlacement &&
+      held &&
+      held.purpose === 'scale' &&
+      !held.contended &&
+      now - held.atMs < opts.blockedRetryMs &&
+      held.modelKey === modelKey() &&
+      sameFleet()
+    ) {
       // Nothing it needs has changed since it last failed: keep the answer instead of asking again.
       rejections.set(model.name, held);
     } else {
       for (const r of keptFailed) {
-        if ((r.nextRetryAtMs ?? 0) <= now) scaleRequests.push({ request: request(), purpose: 'scale', model, modelKey, retryOf: r });
+        if ((r.nextRetryAtMs ?? 0) <= now) scaleRequests.push({ request: request(), purpose: 'scale', model, modelKey: modelKey(), retryOf: r });
       }
-      const missing = wanted - effective - keptFailed.length;
-      for (let i = 0; i < missing; i++) scaleRequests.push({ request: request(), purpose: 'scale', model, modelKey });
+      for (let i = 0; i < missingNow; i++) scaleRequests.push({ request: request(), purpose: 'scale', model, modelKey: modelKey() });
     }
 
     // Extras: replicas on draining nodes first (they were leaving anyway), then the newest.
@@ -420,7 +433,7 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
       }
       if (moving >= opts.maxParallel) continue;
       moving++;
-      drainRequests.push({ request: request(r.shards.map((s) => s.nodeId)), purpose: 'drain', model, modelKey, replaces: r });
+      drainRequests.push({ request: request(r.shards.map((s) => s.nodeId)), purpose: 'drain', model, modelKey: modelKey(), replaces: r });
     }
     for (const r of g.draining) {
       const inFlight = input.inFlight?.get(r.id);
@@ -509,7 +522,7 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
     }
   });
 
-  return { actions, rejections, blockedDrains, throttled, snapshotKey, atMs: now };
+  return { actions, rejections, blockedDrains, throttled, snapshotKey: rejections.size > 0 ? snapshotKeyNow() : '', atMs: now };
 }
 
 /**
