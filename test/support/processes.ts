@@ -2,6 +2,9 @@
 // exactly as a user would run `llmgw`, their JSON log lines collected, and
 // stopped by their own pid when the test ends.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const LLMGW_BIN = fileURLToPath(new URL('../../bin/llmgw.js', import.meta.url));
@@ -129,4 +132,54 @@ export async function startControl(args: string[], options: { env?: NodeJS.Proce
   );
   const entry = await proc.waitForLog((e) => e.msg === 'llmgw control listening');
   return Object.assign(proc, { urls: { client: entry.client as string, admin: entry.admin as string, agent: entry.agent as string } });
+}
+
+/**
+ * Engines outlive their agent by design (an agent restart must not cost a
+ * replica), so a test that kills agents ends their engines itself: by the
+ * process group each agent recorded in its state directory, never by name.
+ */
+export function killEnginesOf(stateDirs: readonly string[]): void {
+  for (const dir of stateDirs) {
+    let files: string[] = [];
+    try {
+      files = readdirSync(join(dir, 'shards')).filter((f) => f.endsWith('.json'));
+    } catch {
+      continue;
+    }
+    for (const f of files) {
+      try {
+        const record = JSON.parse(readFileSync(join(dir, 'shards', f), 'utf8')) as { pgid?: number; pid?: number };
+        const group = record.pgid ?? record.pid;
+        if (group && group > 1) process.kill(-group, 'SIGKILL');
+      } catch {
+        // Already gone, or not a record: nothing to end.
+      }
+    }
+  }
+}
+
+/** A free loopback port, for a control plane that must come back on the same address. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** Polls until `probe` returns a value, or fails naming what it waited for. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
 }
