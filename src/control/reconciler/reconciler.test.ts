@@ -163,4 +163,34 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas()).toEqual([]);
     expect(t.reconciler.explain('demo')?.rejections.map((r) => r.code)).toEqual(['no_gpus']);
   });
+
+  it('drains a node make-before-break through agent reports, and forgets the old replica once its agent stops it', async () => {
+    const t = await setup();
+    await t.node('a', 1);
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    await t.report('a', 'ready', () => 'http://a:1');
+    const old = t.reconciler.replicas()[0]!;
+    await t.node('b', 1);
+    await t.inventory.setState('a', 'draining', 'test');
+
+    await t.reconciler.pass();
+    expect(t.assignments.get('b').shards, 'the replacement is assigned to b first').toHaveLength(1);
+    expect(t.assignments.get('a').shards, 'the old replica keeps running meanwhile').toHaveLength(1);
+    await t.report('b', 'starting');
+    expect(t.reconciler.replicas().find((r) => r.id === old.id)!.state).toBe('ready');
+
+    await t.report('b', 'ready', () => 'http://b:1');
+    expect(t.reconciler.replicas().find((r) => r.id === old.id)!.state, 'the replacement is ready: the old one drains').toBe('draining');
+    t.advance(1_000);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().find((r) => r.id === old.id)!.state, 'nothing in flight: stopped').toBe('stopping');
+    expect(t.assignments.get('a').shards, 'the agent on a is told to stop it').toEqual([]);
+
+    // The agent on a no longer reports the shard: it has stopped, and the record goes.
+    t.reconciler.onShardReport(t.inventory.get('a')!, []);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => [r.state, r.shards[0]!.nodeId])).toEqual([['ready', 'b']]);
+    expect((await t.store.listReplicas()).map((r) => r.id), 'and the store forgets it too').toEqual([t.reconciler.replicas()[0]!.id]);
+  });
 });
