@@ -17,6 +17,30 @@ export class RouterMetrics {
   readonly retries: Counter<'model'>;
   readonly fallbacks: Counter<'model' | 'fallback'>;
 
+  /** Labelled children by label values: prom-client hashes a label object on every call, the router per request. */
+  private readonly requestChildren = new Map<string, { inc(): void }>();
+  private readonly modelChildren = new Map<string, { ttft: { observe(v: number): void }; duration: { observe(v: number): void } }>();
+
+  /** One more request answered with `status`. */
+  countRequest(model: string, status: number, keyPrefix: string): void {
+    const k = `${model}\u0000${status}\u0000${keyPrefix}`;
+    let c = this.requestChildren.get(k);
+    if (!c) {
+      c = this.requests.labels({ model, status: String(status), key_prefix: keyPrefix });
+      this.requestChildren.set(k, c);
+    }
+    c.inc();
+  }
+
+  forModel(model: string): { ttft: { observe(v: number): void }; duration: { observe(v: number): void } } {
+    let c = this.modelChildren.get(model);
+    if (!c) {
+      c = { ttft: this.ttft.labels({ model }), duration: this.duration.labels({ model }) };
+      this.modelChildren.set(model, c);
+    }
+    return c;
+  }
+
   constructor(registry: Registry) {
     const registers = [registry];
     this.requests = new Counter({
