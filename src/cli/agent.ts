@@ -49,7 +49,14 @@ export function parseLabels(text: string | undefined): Record<string, string> {
   return labels;
 }
 
-export async function runAgent(flags: AgentFlags): Promise<void> {
+export interface StartedAgent {
+  agent: Agent;
+  supervisor: Supervisor;
+  logger: pino.Logger;
+}
+
+/** Builds and starts an agent with its cache, fetcher and supervisor; `llmgw agent` and `llmgw up` share it. */
+export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger): Promise<StartedAgent> {
   const stateDir = resolve(flags.stateDir);
   const config = compileAgentOptions({
     control: flags.control.split(',').map((u) => u.trim()).filter(Boolean),
@@ -60,7 +67,7 @@ export async function runAgent(flags: AgentFlags): Promise<void> {
     ...(flags.mgmtAddr ? { mgmtAddr: flags.mgmtAddr } : {}),
     ...(flags.heartbeatInterval ? { heartbeatInterval: flags.heartbeatInterval } : {}),
   });
-  const logger = pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
+  const logger = parentLogger?.child({ part: 'agent', node: config.nodeId }) ?? pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
   const cacheDir = resolve(flags.cacheDir ?? `${stateDir}/cache`);
   const prober = new NodeProber({
     cacheDir,
@@ -101,14 +108,19 @@ export async function runAgent(flags: AgentFlags): Promise<void> {
     mgmtRoutes: (app) => registerMgmtRoutes(app, { cache, supervisor, runner }),
   });
   await agent.start();
-  logger.child({}, { level: 'info' }).info({ mgmt: agent.mgmtUrl, control: config.controlUrls }, 'llmgw agent running');
+  return { agent, supervisor, logger };
+}
+
+export async function runAgent(flags: AgentFlags): Promise<void> {
+  const { agent, supervisor, logger } = await startAgent(flags);
+  logger.child({}, { level: 'info' }).info({ mgmt: agent.mgmtUrl, control: agent.config.controlUrls }, 'llmgw agent running');
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping');
     // Engines keep serving while the agent is away; the next agent adopts them.
-    void agent!.stop().then(() => {
+    void agent.stop().then(() => {
       supervisor.detach();
       process.exit(0);
     });

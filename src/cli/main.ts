@@ -6,6 +6,7 @@ import { Command, Option } from 'commander';
 import { isLlmgwError } from '../errors/index.js';
 import { type AgentFlags, runAgent } from './agent.js';
 import { runControl } from './control.js';
+import { runUp, type UpFlags } from './up.js';
 
 const program = new Command()
   .name('llmgw')
@@ -83,10 +84,19 @@ program
     process.exitCode = await runMakeModelCli(cmd.args);
   });
 
-for (const [name, issue] of [
-  ['ctl', 'the operator CLI'],
-  ['up', 'the one-command quick start'],
-] as const) {
+program
+  .command('up')
+  .description('a control plane and an agent for this machine, with a demo model: the quick start')
+  .option('--data-dir <dir>', 'where the store, secrets, models and logs live', './.llmgw')
+  .option('--client-addr <host:port>', 'the OpenAI-compatible listener', '127.0.0.1:8080')
+  .option('--admin-addr <host:port>', 'the admin API and dashboard', '127.0.0.1:8081')
+  .option('--agent-addr <host:port>', 'the agent listener', '127.0.0.1:8082')
+  .option('--log-level <level>', 'pino level for the log file', 'info')
+  .action(async (opts: UpFlags) => {
+    await runUp(opts);
+  });
+
+for (const [name, issue] of [['ctl', 'the operator CLI']] as const) {
   program
     .command(name)
     .description(`${issue} (not yet)`)

@@ -1,0 +1,154 @@
+// `llmgw up`: the quick start. A control plane and one agent for this machine
+// in one process, embedded SQLite in the data directory, and a demo model
+// llmgw makes itself (a tiny GGUF on the builtin CPU engine), so a newcomer
+// sees a real chat completion in seconds with no GPU, Python or download.
+// Secrets are made on the first run and kept (owner-only) in the data dir,
+// where `llmgw ctl` finds them. Ctrl-C stops everything it started.
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import pino from 'pino';
+import { ControlPlane, compileControlOptions } from '../control/index.js';
+import { makeTinyModel } from '../dev/make-model/index.js';
+import { startAgent } from './agent.js';
+
+export interface UpFlags {
+  dataDir: string;
+  clientAddr: string;
+  adminAddr: string;
+  agentAddr: string;
+  logLevel: string;
+}
+
+/** The files `llmgw up` keeps in its data directory; `llmgw ctl` reads `control.json` and `admin-token`. */
+export const UP_FILES = { adminToken: 'admin-token', joinToken: 'join-token', apiKey: 'api-key', control: 'control.json', catalog: 'catalog.yaml', log: 'llmgw.log' } as const;
+
+function secretFile(path: string): { value: string; created: boolean } {
+  if (existsSync(path)) return { value: readFileSync(path, 'utf8').trim(), created: false };
+  const value = randomBytes(24).toString('base64url');
+  writeFileSync(path, `${value}\n`, { mode: 0o600 });
+  return { value, created: true };
+}
+
+function demoCatalog(modelPath: string): string {
+  return `# llmgw up's catalog. Models here are read at start; add more with
+#   llmgw ctl models add FILE.yaml     (kept in the store, not in this file)
+models:
+  # A tiny model llmgw generated itself: gibberish, but real inference through
+  # the real loading code, on the builtin CPU engine. Ready in seconds.
+  - name: demo
+    source: file://${modelPath}
+    scaling: { min: 1 }
+    profiles:
+      - { name: cpu, engine: builtin, memory_gb: 1 }
+
+  # A real small model on CPU (about 400 MB, fetched from Hugging Face):
+  # - name: qwen2.5-0.5b
+  #   source: hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf
+  #   profiles:
+  #     - { engine: builtin, memory_gb: 2, disk_gb: 0.5 }
+  #     - { engine: llamacpp, gpus: 1 }
+  #
+  # A tensor-parallel model on two GPUs of one node with vLLM:
+  # - name: qwen2.5-32b
+  #   source: hf://Qwen/Qwen2.5-32B-Instruct
+  #   scaling: { min: 1, max: 4, idle_timeout: 15m }
+  #   profiles:
+  #     - { name: h100-tp2, engine: vllm, gpus: 2, gpu_classes: [h100-80gb], gpu_memory_gb: 70, disk_gb: 66 }
+`;
+}
+
+export async function runUp(flags: UpFlags): Promise<void> {
+  const dataDir = resolve(flags.dataDir);
+  mkdirSync(join(dataDir, 'models'), { recursive: true, mode: 0o700 });
+  const say = (line: string) => process.stderr.write(`${line}\n`);
+  const admin = secretFile(join(dataDir, UP_FILES.adminToken));
+  const join_ = secretFile(join(dataDir, UP_FILES.joinToken));
+
+  const modelPath = join(dataDir, 'models', 'demo.gguf');
+  if (!existsSync(modelPath)) {
+    say('making the demo model (a tiny GGUF with seeded random weights)…');
+    await makeTinyModel(modelPath, { seed: 1 });
+  }
+  const catalogPath = join(dataDir, UP_FILES.catalog);
+  if (!existsSync(catalogPath)) writeFileSync(catalogPath, demoCatalog(modelPath));
+
+  const logger = pino({ level: flags.logLevel, base: { part: 'up' } }, pino.destination({ dest: join(dataDir, UP_FILES.log), mkdir: true, sync: false }));
+  const config = compileControlOptions({
+    client_addr: flags.clientAddr,
+    admin_addr: flags.adminAddr,
+    agent_addr: flags.agentAddr,
+    store: `sqlite:${join(dataDir, 'llmgw.db')}`,
+    catalog: catalogPath,
+    admin_token: admin.value,
+    join_token: join_.value,
+    log_level: flags.logLevel,
+    reconcile_interval: '1s',
+  });
+  const plane = await ControlPlane.create(config, { logger: logger.child({ part: 'control' }) });
+  const urls = await plane.listen();
+  writeFileSync(join(dataDir, UP_FILES.control), `${JSON.stringify({ admin_url: urls.admin, client_url: urls.client, agent_url: urls.agent }, null, 2)}\n`, { mode: 0o600 });
+
+  const { agent, supervisor } = await startAgent({
+    control: urls.agent,
+    joinToken: join_.value,
+    stateDir: join(dataDir, 'agent'),
+    modelDir: [],
+    fabric: [],
+    logLevel: flags.logLevel,
+    engineHost: '127.0.0.1',
+    portRange: '20000-20999',
+    heartbeatInterval: '2s',
+  }, logger);
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    say(`\n${signal}: stopping the agent, its engines and the control plane…`);
+    // Unlike `llmgw agent`, up owns its engines: nothing it started may outlive it.
+    void (async () => {
+      await agent.stop();
+      await supervisor.stop();
+      await plane.close();
+      logger.flush();
+      process.exit(0);
+    })();
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+
+  await showProgress(plane, say);
+  say('');
+  say(`llmgw is up. Data, secrets and logs: ${dataDir}`);
+  say(`  OpenAI-compatible endpoint  ${urls.client}/v1`);
+  say(`  admin API and dashboard     ${urls.admin}   (admin token in ${join(dataDir, UP_FILES.adminToken)})`);
+  if (admin.created) say(`  admin token                 ${admin.value}`);
+  say('');
+  say(`  curl ${urls.client}/v1/chat/completions -H 'content-type: application/json' \\`);
+  say(`    -d '{"model": "demo", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'`);
+  say('');
+  say('Ctrl-C stops everything.');
+  logger.info({ client: urls.client, admin: urls.admin }, 'llmgw up ready');
+  process.stdout.write(`${JSON.stringify({ msg: 'llmgw up ready', client: urls.client, admin: urls.admin, data_dir: dataDir })}\n`);
+}
+
+/** Prints each change of the demo model's replica state until it is ready (or failed), so a slow load is visible. */
+async function showProgress(plane: ControlPlane, say: (line: string) => void): Promise<void> {
+  const startedMs = Date.now();
+  let last = '';
+  for (;;) {
+    const replica = plane.reconciler.replicas().find((r) => r.model === 'demo');
+    const state = replica ? replica.state : 'waiting for placement';
+    if (state !== last) {
+      say(`demo: ${state}${replica?.error ? ` (${replica.error})` : ''}  [${((Date.now() - startedMs) / 1000).toFixed(1)}s]`);
+      last = state;
+    }
+    if (replica?.state === 'ready') return;
+    if (Date.now() - startedMs > 120_000) {
+      say('demo: still not ready after 2 minutes; `llmgw ctl replicas` and the log say why');
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
