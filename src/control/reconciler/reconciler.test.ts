@@ -8,6 +8,7 @@ import { AssignmentBoard } from '../agentapi/index.js';
 import { Catalog } from '../catalog/index.js';
 import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
+import type { ReplicaDirectory } from '../../router/index.js';
 import { Reconciler } from './reconciler.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -192,5 +193,33 @@ describe('Reconciler', () => {
     await t.reconciler.pass();
     expect(t.reconciler.replicas().map((r) => [r.state, r.shards[0]!.nodeId])).toEqual([['ready', 'b']]);
     expect((await t.store.listReplicas()).map((r) => r.id), 'and the store forgets it too').toEqual([t.reconciler.replicas()[0]!.id]);
+  });
+
+  it('answers the router: ready replicas with their endpoints, why none is ready, and a wake-up when one becomes ready', async () => {
+    const t = await setup();
+    const directory: ReplicaDirectory = t.reconciler;
+    await t.node('n1');
+    await t.catalog.add(demo, 'test');
+    expect(directory.describe('demo')).toBe('the reconciler has not placed one yet');
+    await t.reconciler.pass();
+    expect(directory.ready('demo')).toEqual([]);
+    expect(directory.describe('demo')).toBe('1 pending');
+    expect(directory.demand('demo'), 'a replica is on its way').toBe(true);
+
+    let woken = 0;
+    const unsubscribe = directory.subscribe!(() => woken++);
+    await t.report('n1', 'ready', () => 'http://n1:9000');
+    expect(woken).toBeGreaterThan(0);
+    unsubscribe();
+    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false }]);
+  });
+
+  it('tells the router a model that fits nowhere will not come', async () => {
+    const t = await setup();
+    await t.node('n1', 0);
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    expect(t.reconciler.demand('demo')).toBe(false);
+    expect(t.reconciler.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
   });
 });

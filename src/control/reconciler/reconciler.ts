@@ -40,6 +40,13 @@ export interface ReplicaUse {
   lastUsedAtMs: number | null;
 }
 
+/** A replica the router may send to; the router's RouterReplica has this shape. */
+export interface RoutableReplica {
+  readonly id: string;
+  readonly endpoint: string;
+  readonly draining: boolean;
+}
+
 export class Reconciler {
   private records: ReplicaRecord[] = [];
   private queue: Promise<void> = Promise.resolve();
@@ -50,6 +57,8 @@ export class Reconciler {
   private readonly inFlight = new Map<string, number>();
   /** Last use per replica as the router reported it, applied again after a pass so a report made while it persisted is kept. */
   private readonly lastUsed = new Map<string, number>();
+  private readonly readyCache = new Map<string, RoutableReplica[]>();
+  private readonly listeners = new Set<() => void>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
 
@@ -160,6 +169,67 @@ export class Reconciler {
     return out;
   }
 
+  // --- the router's view (structurally the router's ReplicaDirectory) ---
+
+  /** Replicas of a model that answer requests: ready ones, and draining ones, which finish what they have and take nothing new. */
+  ready(model: string): readonly RoutableReplica[] {
+    let cached = this.readyCache.get(model);
+    if (!cached) {
+      cached = this.records
+        .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
+        .map((r) => ({ id: r.id, endpoint: r.endpoint!, draining: r.state === 'draining' }));
+      this.readyCache.set(model, cached);
+    }
+    return cached;
+  }
+
+  /** Why a model has no ready replica, to finish "model x has 0 ready replicas: …". */
+  describe(model: string): string {
+    const counting = this.records.filter((r) => r.model === model && COUNTING_STATES.has(r.state));
+    if (counting.length > 0) {
+      const byState = new Map<string, number>();
+      for (const r of counting) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
+      return [...byState].map(([state, n]) => `${n} ${state}`).join(', ');
+    }
+    const failed = this.records.find((r) => r.model === model && r.state === 'failed');
+    if (failed) return `replica ${failed.id} failed: ${failed.error ?? 'no error reported'}`;
+    const blocked = this.explain(model);
+    if (blocked && blocked.rejections.length > 0) {
+      return `none can be placed (${blocked.rejections.length} rejection(s); first: ${blocked.rejections[0]!.reason}); see explain-placement`;
+    }
+    const wanted = this.options.catalog.get(model)?.scaling.min ?? 0;
+    return wanted === 0 ? 'no replica is wanted (scaling min 0)' : 'the reconciler has not placed one yet';
+  }
+
+  /**
+   * A request waits for a model with no ready replica: true when one is on
+   * its way (worth holding the request). Scaling from zero on demand is the
+   * scaler's (the `wanted` seam of planPass); this only says what is coming.
+   */
+  demand(model: string): boolean {
+    this.notify();
+    if (this.records.some((r) => r.model === model && COUNTING_STATES.has(r.state))) return true;
+    const wanted = this.options.catalog.get(model)?.scaling.min ?? 0;
+    return wanted > 0 && !this.explain(model)?.rejections.length;
+  }
+
+  /** Called after replica records change (a replica may have become ready); returns an unsubscribe. */
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private recordsChanged(): void {
+    this.readyCache.clear();
+    for (const l of this.listeners) {
+      try {
+        l();
+      } catch (err) {
+        this.options.logger.error({ err }, 'a replica listener threw');
+      }
+    }
+  }
+
   private enqueue<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.queue.then(fn);
     this.queue = run.then(
@@ -192,6 +262,7 @@ export class Reconciler {
     // Persist before publishing: an agent must never run a shard the store does not know of.
     await this.options.store?.saveReplicas(applied.changed, applied.removed);
     this.records = withLastUsed(applied.records, this.lastUsed);
+    this.recordsChanged();
     for (const id of applied.removed) {
       this.inFlight.delete(id);
       this.lastUsed.delete(id);
@@ -251,6 +322,7 @@ export class Reconciler {
       return next;
     });
     if (changed.length === 0) return;
+    this.recordsChanged();
     await this.options.store?.saveReplicas(changed, []);
     if (wake) this.notify();
   }
