@@ -196,6 +196,8 @@ describe('the router through the openai client', () => {
     h.directory.set('alpha', [replica('r1', engine.url)]);
     const chat = await h.client.chat.completions.create({ model: 'a1', messages: [{ role: 'user', content: 'hi' }] });
     expect(chat.model, 'the engine saw the alias: the original bytes went upstream').toBe('a1');
+    expect(((await h.client.models.retrieve('a1')) as unknown as { root: string }).root, 'an alias names its model').toBe('alpha');
+    expect(await caught(h.client.models.retrieve('nope'))).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
   it('answers each refusal with the status and error class OpenAI would', async () => {
@@ -399,10 +401,76 @@ describe('retries, fallbacks and failures', () => {
     expect(chat.model).toBe('beta');
     expect(h.directory.demands, 'the cold model is still asked for').toContain('alpha');
   });
+
+  it('retries a 502 or 503 from an engine, passes other errors through, and skips draining replicas', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const healthy = await sim(a);
+    const unavailable = await statusServer(503);
+    const limited = await statusServer(429);
+    h.directory.set('alpha', [replica('busy', unavailable.url), replica('ok', healthy.url)]);
+    const msg = [{ role: 'user' as const, content: 'hi' }];
+    await h.client.chat.completions.create({ model: 'alpha', messages: msg });
+    expect(unavailable.seen(), 'the 503 replica was tried first').toBe(1);
+    expect(healthy.stats().requestsSeen, 'then the request moved on').toBe(1);
+
+    h.directory.set('alpha', [replica('limited', limited.url), replica('ok', healthy.url)]);
+    const err = await caught(h.client.chat.completions.create({ model: 'alpha', messages: msg }));
+    expect(err, "an engine's 429 is the client's answer, not a reason to retry").toBeInstanceOf(OpenAI.RateLimitError);
+    expect(healthy.stats().requestsSeen).toBe(1);
+
+    h.directory.set('alpha', [{ ...replica('leaving', limited.url), draining: true }, replica('ok', healthy.url)]);
+    await h.client.chat.completions.create({ model: 'alpha', messages: msg });
+    expect(limited.seen(), 'a draining replica takes nothing new').toBe(1);
+  });
+
+  it('stops a request that outlives the total timeout with 504', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a], { timeouts: { totalTimeoutMs: 300 } });
+    const hung = await sim(a, { hang: true });
+    h.directory.set('alpha', [replica('hung', hung.url)]);
+    const err = await caught(h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }));
+    expect(err.status).toBe(504);
+    await eventually(() => hung.stats().hanging === 0, 'the upstream request to be cut');
+  });
+
+  it('drops a half-sent event when a stream breaks, so the error event that ends it parses', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const breaking = await brokenStreamServer({ halfEvent: true });
+    h.directory.set('alpha', [replica('breaks', breaking.url)]);
+    const stream = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    const tokens: string[] = [];
+    let error: unknown = null;
+    try {
+      for await (const chunk of stream) tokens.push(chunk.choices[0]?.delta.content ?? '');
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    expect((error as Error).message).toContain('the engine stopped answering mid-response');
+    expect(tokens).toEqual(['one', 'two']);
+  });
 });
 
-/** An engine that sends two SSE tokens and then resets the connection. */
-async function brokenStreamServer(): Promise<{ url: string }> {
+/** An engine that answers every request with `status` and an OpenAI error body; counts what it saw. */
+async function statusServer(status: number): Promise<{ url: string; seen(): number }> {
+  let seen = 0;
+  const server: Server = createServer((req, res) => {
+    seen++;
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: `status ${status} on purpose`, type: 'x', param: null, code: status } }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen: () => seen };
+}
+
+/** An engine that sends two SSE tokens (and optionally half of a third) and then resets the connection. */
+async function brokenStreamServer(options: { halfEvent?: boolean } = {}): Promise<{ url: string }> {
   const chunk = (content: string) =>
     `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 0, model: 'alpha', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
   const server: Server = createServer((req, res) => {
@@ -410,7 +478,7 @@ async function brokenStreamServer(): Promise<{ url: string }> {
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(chunk('one'));
-      res.write(chunk('two'), () => res.socket?.destroy());
+      res.write(chunk('two') + (options.halfEvent ? chunk('three').slice(0, 40) : ''), () => res.socket?.destroy());
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -259,6 +259,18 @@ export class Router {
     return { object: 'list', data };
   }
 
+  /** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
+  async getModel(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    request.raw.socket?.setTimeout(0);
+    const key = await this.authenticate(request, reply);
+    if (key === undefined) return reply;
+    const m = this.deps.catalog.resolve(id);
+    if (!m || (key && !allows(key, m))) {
+      return this.refuse(reply, 404, 'LLMGW_MODEL_NOT_FOUND', `The model \`${id}\` does not exist. GET /v1/models lists the models this key may use.`, 'model');
+    }
+    return { id, object: 'model', created: this.createdS, owned_by: 'llmgw', root: m.name };
+  }
+
   async infer(endpoint: Endpoint, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     // The body is in: from here the client may be slow to read, which the total timeout bounds.
     request.raw.socket?.setTimeout(0);
@@ -562,14 +574,29 @@ export class Router {
       // be hundreds; the bytes are the same, in the same order, unaltered.
       let pending: Buffer[] = [];
       let scheduled = false;
-      /** The last byte relayed, to close a half-sent SSE event before an error event. */
-      let lastByte = -1;
+      // A stream is relayed in whole events: bytes after the last event boundary
+      // wait for the rest of their event (engines write whole events, so this is
+      // empty unless TCP split one). If the engine breaks off, the half event is
+      // dropped and the error event that follows is one the client can parse.
+      let carry: Buffer | null = null;
       const flush = () => {
         scheduled = false;
         if (pending.length === 0 || res.destroyed) return;
-        const data = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
+        if (carry) pending.unshift(carry);
+        carry = null;
+        let data = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
         pending = [];
-        lastByte = data[data.length - 1]!;
+        if (sse) {
+          const end = eventEnd(data);
+          if (end === 0) {
+            carry = data;
+            return;
+          }
+          if (end < data.length) {
+            carry = data.subarray(end);
+            data = data.subarray(0, end);
+          }
+        }
         if (!res.write(data)) {
           body.pause();
           res.once('drain', onDrain);
@@ -588,7 +615,7 @@ export class Router {
       body.on('end', () => {
         if (!started && !ex.clientGone) start();
         flush();
-        res.end();
+        res.end(carry ?? undefined);
         settle({ kind: 'done', status });
         this.account(ex, model, status, tail);
       });
@@ -606,7 +633,7 @@ export class Router {
         flush();
         const why = ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response';
         this.deps.logger.error({ model: model.name, err: describeNetError(err) }, `upstream broke after the first byte: ${why}`);
-        if (sse) res.end(`${lastByte === 0x0a ? '' : '\n\n'}data: ${openAiErrorBody(why, 'LLMGW_UPSTREAM', 502)}\n\n`);
+        if (sse) res.end(`data: ${openAiErrorBody(why, 'LLMGW_UPSTREAM', 502)}\n\n`);
         else res.destroy();
         this.account(ex, model, 502, tail);
         settle({ kind: 'done', status: 502 });
@@ -699,7 +726,7 @@ export class Router {
   ): FastifyReply {
     if (status >= 500) this.deps.logger.error({ code, status }, message);
     else this.deps.logger.info({ code, status }, message);
-    if (!counted && status !== 401) this.count('none', status, null);
+    if (!counted) this.count('none', status, null);
     return replyError(reply, status, code, message, param, headers);
   }
 
@@ -726,6 +753,13 @@ class UpstreamAbort extends EventEmitter {
 function allows(key: ApiKeyRecord, model: Model): boolean {
   if (key.allowedModels === null) return true;
   return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
+}
+
+/** Bytes up to and including the last SSE event boundary ("\n\n" or "\r\n\r\n"); 0 when none. */
+function eventEnd(data: Buffer): number {
+  const lf = data.lastIndexOf('\n\n');
+  const crlf = data.lastIndexOf('\r\n\r\n');
+  return Math.max(lf === -1 ? 0 : lf + 2, crlf === -1 ? 0 : crlf + 4);
 }
 
 /** A network failure in words, without addresses: "connection refused", "connection reset". */
@@ -769,6 +803,10 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     // A client that starts a body and stalls is cut after idleBodyTimeoutMs of silence (Node destroys a socket whose timeout nobody handles).
     scope.addHook('onRequest', async (request) => armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs));
     scope.get('/v1/models', (request, reply) => router.listModels(request, reply));
+    // Model names may hold "/" (org/name), so the id is the rest of the path.
+    scope.get<{ Params: { '*': string } }>('/v1/models/*', (request, reply) =>
+      router.getModel(request.params['*'], request, reply),
+    );
     scope.post('/v1/chat/completions', { bodyLimit }, (request, reply) => router.infer('chat', request, reply));
     scope.post('/v1/completions', { bodyLimit }, (request, reply) => router.infer('completions', request, reply));
     scope.post('/v1/embeddings', { bodyLimit }, (request, reply) => router.infer('embeddings', request, reply));
