@@ -9,8 +9,10 @@ import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { createJsonApp, type ErrorShaper } from './http/index.js';
-import { Inventory } from './inventory/index.js';
-import { Reconciler } from './reconciler/index.js';
+import { Inventory, localDisk } from './inventory/index.js';
+import { explain, place } from './placement/index.js';
+import type { Model } from './catalog/index.js';
+import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Store } from './store/index.js';
 import { registerWeightsApi } from './weights/index.js';
 
@@ -101,6 +103,7 @@ export class ControlPlane {
         reconciler.notify();
       },
       onCatalogChange: () => reconciler.notify(),
+      checkFit: (model) => neverFits(model, inventory),
       replicas: () => reconciler.replicas(),
       replicaCounts: () => reconciler.replicaCounts(),
       nodeUsage: () => reconciler.nodeUsage(),
@@ -147,4 +150,28 @@ export class ControlPlane {
     await this.inventory.close();
     await this.store?.close();
   }
+}
+
+/**
+ * Why a model could not be placed even on an idle fleet (every known node
+ * ready and up, no GPU in use, all RAM and local disk free), or null when some
+ * node could hold it. Used to refuse a model that can never run.
+ */
+export function neverFits(model: Model, inventory: Inventory): string | null {
+  const nodes = inventory.list().map((n) => {
+    const base = toPlacementNode(n, 'up');
+    const disk = localDisk(n);
+    return {
+      ...base,
+      adminState: 'ready' as const,
+      gpusInUse: [],
+      ...(n.report?.memory_total_bytes === undefined ? {} : { memoryFreeBytes: n.report.memory_total_bytes }),
+      ...(disk === null ? {} : { localDiskFreeBytes: disk.totalBytes }),
+    };
+  });
+  const profiles = model.profiles.map((p) => toPlacementProfile(p));
+  const result = place({ nodes }, { model: model.name, weightsKey: weightsKeyOf(model.source), profiles });
+  if (result.ok) return null;
+  if (nodes.length === 0) return 'no node has joined yet';
+  return explain(model.name, result.rejections, { nodeCount: result.nodeCount, profiles, notes: result.notes }).text;
 }

@@ -17,7 +17,7 @@ describe('llmgw control, as a process', () => {
     const args = ['--store', `sqlite:${join(dir, 'llmgw.db')}`, '--admin-token', TOKEN];
     const first = await startControl(args);
     const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e' };
-    const add = await fetch(`${first.urls.admin}/api/v1/models`, {
+    const add = await fetch(`${first.urls.admin}/api/v1/models?force=true`, {
       method: 'POST',
       headers,
       body: JSON.stringify({ name: 'kept', aliases: ['k'], source: 'hf://org/kept', profiles: [{ engine: 'sim' }] }),

@@ -49,7 +49,7 @@ describe('weights: orphans and collect', () => {
     const admin = control.urls.admin;
     // min 0: wanted in the catalog, but nothing is placed (so nothing is fetched from the internet).
     const add = (name: string, source: string) =>
-      fetch(`${admin}/api/v1/models`, { method: 'POST', headers, body: JSON.stringify({ name, source, scaling: { min: 0 }, profiles: [{ engine: 'sim' }] }) });
+      fetch(`${admin}/api/v1/models?force=true`, { method: 'POST', headers, body: JSON.stringify({ name, source, scaling: { min: 0 }, profiles: [{ engine: 'sim' }] }) });
     expect((await add('kept', 'hf://org/kept')).status).toBe(200);
 
     startLlmgw(

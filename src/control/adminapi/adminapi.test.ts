@@ -27,7 +27,7 @@ const model = { name: 'demo', source: 'hf://org/demo', profiles: [{ engine: 'sim
 describe('admin API: models', () => {
   it('adds, lists and removes a model, recording who did it', async () => {
     const p = await plane();
-    const added = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: { ...auth, 'x-llmgw-actor': 'alice@laptop' }, payload: model });
+    const added = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: { ...auth, 'x-llmgw-actor': 'alice@laptop' }, payload: model });
     expect(added.statusCode).toBe(200);
     expect(added.json()).toEqual({ added: 'demo' });
 
@@ -44,7 +44,7 @@ describe('admin API: models', () => {
 
   it('answers a bad definition with 400 and every problem', async () => {
     const p = await plane();
-    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: { name: 'x', source: 'ftp://a', profiles: [] } });
+    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { name: 'x', source: 'ftp://a', profiles: [] } });
     expect(res.statusCode).toBe(400);
     const { error } = res.json<{ error: string }>();
     expect(error).toContain('source scheme "ftp:" is not supported');
@@ -55,7 +55,7 @@ describe('admin API: models', () => {
     const p = await plane();
     const res = await p.adminApp.inject({
       method: 'POST',
-      url: '/api/v1/models',
+      url: '/api/v1/models?force=true',
       headers: { ...auth, 'content-type': 'application/json' },
       payload: '{"name": "x",',
     });
@@ -66,7 +66,7 @@ describe('admin API: models', () => {
   it('refuses a body over 1 MiB with 413 and stores nothing', async () => {
     const p = await plane();
     const big = { ...model, name: 'big', args: ['x'.repeat(1 << 20)] };
-    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: big });
+    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: big });
     expect(res.statusCode).toBe(413);
     expect(res.json<{ error: string }>().error).toContain('larger than 1048576 bytes');
     expect(await p.store!.listModels()).toEqual([]);
@@ -77,8 +77,8 @@ describe('admin API: models', () => {
     const missing = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/models/ghost', headers: auth });
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toEqual({ error: 'no model named "ghost"' });
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model });
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: { ...model, name: 'big', fallbacks: ['demo'] } });
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model });
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { ...model, name: 'big', fallbacks: ['demo'] } });
     const inUse = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/models/demo', headers: auth });
     expect(inUse.statusCode).toBe(400);
     expect(inUse.json<{ error: string }>().error).toContain('is a fallback of "big"');
@@ -86,11 +86,36 @@ describe('admin API: models', () => {
 
   it('answers 501 when the control plane has no store', async () => {
     const p = await plane({ store: 'none' });
-    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model });
+    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model });
     expect(res.statusCode).toBe(501);
     expect(res.json()).toEqual({ error: 'this control plane has no store, so a model added here would not survive a restart' });
     const summary = await p.adminApp.inject({ method: 'GET', url: '/api/v1/summary', headers: auth });
     expect(summary.json<{ store: boolean }>().store).toBe(false);
+  });
+});
+
+describe('admin API: a model no node could ever run', () => {
+  it('is refused with the explanation unless forced', async () => {
+    const p = await plane({ join_token: 'join-token-for-tests-0123456789' });
+    const empty = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model });
+    expect(empty.statusCode).toBe(400);
+    expect(empty.json<{ error: string }>().error).toContain('no node has joined yet');
+
+    await p.inventory.join({ id: 'cpu-1', hostname: 'cpu-1', mgmtAddr: null, labels: {}, agentVersion: '1', protocolVersion: 1 });
+    p.inventory.heartbeat(p.inventory.get('cpu-1')!, {
+      report: { gpus: [], memory_total_bytes: 2 ** 34, engines: [{ name: 'sim' }, { name: 'builtin' }], disks: [] },
+    });
+    const gpuModel = { name: 'big', source: 'hf://org/big', profiles: [{ engine: 'vllm', gpus: 2, gpu_classes: ['h100-80gb'] }] };
+    const refused = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: gpuModel });
+    expect(refused.statusCode).toBe(400);
+    const { error } = refused.json<{ error: string }>();
+    expect(error).toContain('?force=true');
+    expect(error).toMatch(/0\/1 nodes fit profile vllm/);
+
+    const cpu = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model });
+    expect(cpu.statusCode, 'a model the CPU node can run is added without force').toBe(200);
+    const forced = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: gpuModel });
+    expect(forced.statusCode).toBe(200);
   });
 });
 
@@ -127,7 +152,7 @@ describe('admin API: the listener', () => {
 
   it('summarises what it knows', async () => {
     const p = await plane();
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model });
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model });
     const res = await p.adminApp.inject({ method: 'GET', url: '/api/v1/summary', headers: auth });
     expect(res.json()).toMatchObject({ models: { total: 1, from_file: 0, stored: 1, not_placed: ['demo'] }, store: true });
   });

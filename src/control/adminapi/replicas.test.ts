@@ -41,7 +41,7 @@ describe('admin API: replicas and explain-placement', () => {
     const { p, advance } = await plane();
     await addNode(p, 'n1', 2);
     for (const name of ['a', 'b']) {
-      const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model(name, 1) });
+      const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model(name, 1) });
       expect(res.statusCode).toBe(200);
     }
     await p.reconciler.pass();
@@ -79,7 +79,7 @@ describe('admin API: replicas and explain-placement', () => {
   it('explains why a model is not placed, and answers 400 and 404 as the seed does', async () => {
     const { p } = await plane();
     await addNode(p, 'n1', 1);
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: { ...model('big', 4), aliases: ['large'] } });
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { ...model('big', 4), aliases: ['large'] } });
     await p.reconciler.pass();
 
     const res = await get(p, '/api/v1/explain-placement?model=big');
@@ -102,7 +102,7 @@ describe('admin API: replicas and explain-placement', () => {
   it('says placed with no rejections once the model has its replicas', async () => {
     const { p } = await plane();
     await addNode(p, 'n1', 1);
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model('fits', 1) });
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model('fits', 1) });
     await p.reconciler.pass();
     expect((await get(p, '/api/v1/explain-placement?model=fits')).json()).toEqual({ model: 'fits', placed: true });
   });
@@ -110,7 +110,7 @@ describe('admin API: replicas and explain-placement', () => {
   it('puts a drained node into a pass at once and keeps the replica until a replacement exists', async () => {
     const { p } = await plane();
     await addNode(p, 'n1', 1);
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model('m', 1) });
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model('m', 1) });
     await p.reconciler.pass();
     const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/nodes/n1/state', headers: auth, payload: { state: 'drain' } });
     expect(res.statusCode).toBe(200);
@@ -128,7 +128,7 @@ describe('admin API: replicas and explain-placement', () => {
       p.agentApp.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1', ...body } });
     const report = { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] };
     expect((await beat({ report })).statusCode).toBe(200);
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model('m', 1) });
+    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model('m', 1) });
     await p.reconciler.pass();
 
     const answer = (await beat({ report })).json<{ shards: { shard_id: string; replica_id: string; model: string; gpu_indices: number[] }[] }>();

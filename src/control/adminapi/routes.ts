@@ -4,7 +4,7 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
-import type { Catalog } from '../catalog/index.js';
+import type { Catalog, Model } from '../catalog/index.js';
 import { actorOf, type RouteJsonWording } from '../http/index.js';
 import type { AdminState } from '../inventory/index.js';
 import { explainView, modelViews, nodeViews, replicaViews, summaryView, type ViewSources } from './views.js';
@@ -20,6 +20,8 @@ const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
 
 export interface AdminApiOptions extends ViewSources {
   catalog: Catalog;
+  /** Why a model could never be placed on the known fleet (empty, every node ready), or null when it fits somewhere. */
+  checkFit?: (model: Model) => string | null;
   /** Called after a node's admin state changed: the reconciler's Notify and the agent's wake-up. */
   onNodeState?: (nodeId: string) => void;
   /** Called after a model was added or removed: the reconciler's Notify. */
@@ -75,6 +77,15 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
     }
     if (request.body === undefined || request.body === null || typeof request.body !== 'object' || Array.isArray(request.body)) {
       throw new LlmgwError('LLMGW_BAD_REQUEST', 'the model definition must be a JSON object with at least name, source and profiles');
+    }
+    // A model no known node could ever hold is almost always a typo in a
+    // class, pool or size; ?force=true is for a fleet that is still joining.
+    const force = (request.query as { force?: string } | undefined)?.force === 'true';
+    if (!force && options.checkFit) {
+      const why = options.checkFit(options.catalog.validate(request.body));
+      if (why) {
+        throw new LlmgwError('LLMGW_PLACEMENT_NO_FIT', `no known node could ever run this model, so it was not added (add ?force=true to add it anyway, e.g. while the fleet is still joining):\n${why}`);
+      }
     }
     const model = await options.catalog.add(request.body, actorOf(request));
     options.onCatalogChange?.();
