@@ -2,6 +2,7 @@
 // Fastify app from createJsonApp with the router registered, in-memory
 // catalog and replica directory stubs, and real sim engines as replicas.
 import { createServer, type Server } from 'node:http';
+import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import pino from 'pino';
@@ -450,6 +451,52 @@ describe('retries, fallbacks and failures', () => {
     expect(error).toBeInstanceOf(OpenAI.APIError);
     expect((error as Error).message).toContain('the engine stopped answering mid-response');
     expect(tokens).toEqual(['one', 'two']);
+  });
+});
+
+describe('choice and connections', () => {
+  it('keeps one prompt prefix on one replica under routing: prefix, and spreads different prefixes', async () => {
+    const a = model({ name: 'alpha', routing: 'prefix' });
+    const h = await harness([a]);
+    const sims = [await sim(a), await sim(a), await sim(a)];
+    h.directory.set('alpha', sims.map((e, i) => replica(`r${i}`, e.url)));
+    const system = 'You are a careful assistant. '.repeat(20);
+    for (let i = 0; i < 6; i++) {
+      await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'system', content: system }, { role: 'user', content: `question ${i}` }] });
+    }
+    expect(sims.map((e) => e.stats().requestsSeen).sort(), 'one replica took every request sharing the prefix').toEqual([0, 0, 6]);
+    for (let i = 0; i < 30; i++) {
+      await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: `a different conversation ${i}` }] });
+    }
+    expect(sims.filter((e) => e.stats().requestsSeen > 0).length, 'different prefixes land on different replicas').toBe(3);
+  });
+
+  it('holds for the cold model itself when fallback_while_cold finds no fallback ready', async () => {
+    const a = model({ name: 'alpha', fallbacks: ['beta'], fallback_while_cold: true, scaling: { min: 0, max: 1 } });
+    const b = model({ name: 'beta', scaling: { min: 0, max: 1 } });
+    const h = await harness([a, b], { timeouts: { coldStartTimeoutMs: 10_000 } });
+    h.directory.starting.add('alpha');
+    const pending = h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    await eventually(() => h.directory.demands.includes('alpha'), 'the router to report demand');
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    expect((await pending).model).toBe('alpha');
+  });
+
+  it('answers a wrong verb with 405 in OpenAI shape, and cuts a client that stalls mid-body', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a], { timeouts: { idleBodyTimeoutMs: 200 } });
+    const res = await undiciRequest(`${h.url}/v1/chat/completions`, { method: 'GET' });
+    expect(res.statusCode).toBe(405);
+    expect(((await res.body.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
+
+    const port = Number(new URL(h.url).port);
+    const socket = connect(port, '127.0.0.1');
+    let closed = false;
+    socket.on('close', () => (closed = true));
+    socket.on('error', () => undefined);
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${h.secret}\r\ncontent-length: 100\r\n\r\n{"model":`);
+    await eventually(() => closed, 'the router to close a connection whose body went silent', 5_000);
   });
 });
 

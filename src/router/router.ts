@@ -383,7 +383,8 @@ export class Router {
     let coldNote = '';
     if (this.candidates(model).length === 0) {
       const willStart = this.deps.replicas.demand(model.name);
-      if (model.fallbackWhileCold && chain.length > 1) {
+      // Serve a fallback meanwhile only if one can answer now; otherwise holding for the model itself is the better wait.
+      if (model.fallbackWhileCold && chain.some((f) => f !== model && this.candidates(f).length > 0)) {
         skipPrimary = true;
       } else if (willStart) {
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
@@ -447,7 +448,8 @@ export class Router {
   private choose(model: Model, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
     const inFlight = (id: string) => this.use.get(id)?.inFlight ?? 0;
     if (model.routing === 'prefix' && candidates.length > 1) {
-      const ids = candidates.map((c) => c.id).sort();
+      // The ring covers every replica taking requests, not just this attempt's candidates, so a retry does not rebuild it.
+      const ids = this.candidates(model).map((c) => c.id).sort();
       let ring = this.rings.get(model.name);
       if (!ring || ring.ids.length !== ids.length || ring.ids.some((id, i) => id !== ids[i])) {
         ring = new HashRing(ids);
