@@ -14,6 +14,11 @@
 //
 //   npm run build && node bench/router.mjs [--requests 3000] [--streams 600]
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
+//   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
+//
+// On Linux it also prints the router process's CPU time per request: on a
+// shared machine wall-clock latency is inflated by the neighbours, CPU time
+// much less so.
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import { spawn } from 'node:child_process';
 import console from 'node:console';
@@ -173,7 +178,10 @@ async function main() {
       { name: `streaming, ${connections} connections`, conns: connections, count: Number(flags.streams) * 3, make: streamed, tokens: streamTokens },
     ];
     for (const p of phases) {
+      const sim0 = cpuSeconds(simProc.child.pid);
       const d = await drive(p.conns, p.count, limitMs, p.make(targets.direct));
+      const sim1 = cpuSeconds(simProc.child.pid);
+      const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / d.done;
       const cpu0 = cpuSeconds(routerProc.child.pid);
       const r = await drive(p.conns, p.count, limitMs, p.make(targets.router));
       const cpu1 = cpuSeconds(routerProc.child.pid);
@@ -184,7 +192,8 @@ async function main() {
         `${p.name}: direct p50 ${fmt(d.p50)} ms p99 ${fmt(d.p99)} ms ${Math.round(d.rate)}/s (${d.done}, errors ${d.errors}); ` +
         `routed p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${Math.round(r.rate)}/s (${r.done}, errors ${r.errors}); ` +
         `added p50 ${fmt(r.p50 - d.p50)} ms p99 ${fmt(r.p99 - d.p99)} ms; throughput ${(r.rate / d.rate).toFixed(2)}× direct` +
-        (cpuUs === null ? '' : `; router CPU ${Math.round(cpuUs)} µs/request${p.tokens ? ` (${((cpuUs * 1000) / p.tokens).toFixed(0)} ns/token)` : ''}`);
+        (cpuUs === null ? '' : `; router CPU ${Math.round(cpuUs)} µs/request${p.tokens ? ` (${((cpuUs * 1000) / p.tokens).toFixed(0)} ns/token)` : ''}`) +
+        (simUs === null ? '' : ` (the sim's own, direct: ${Math.round(simUs)} µs/request)`);
       if (p.tokens) {
         const dt = ((d.done - d.errors) * p.tokens) / d.seconds;
         const rt = ((r.done - r.errors) * p.tokens) / r.seconds;

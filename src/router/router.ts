@@ -803,7 +803,10 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.removeContentTypeParser('application/json');
     scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
     // A client that starts a body and stalls is cut after idleBodyTimeoutMs of silence (Node destroys a socket whose timeout nobody handles).
-    scope.addHook('onRequest', async (request) => armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs));
+    scope.addHook('onRequest', (request, _reply, done) => {
+      armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs);
+      done();
+    });
     scope.get('/v1/models', (request, reply) => router.listModels(request, reply));
     // Model names may hold "/" (org/name), so the id is the rest of the path.
     scope.get<{ Params: { '*': string } }>('/v1/models/*', (request, reply) =>
