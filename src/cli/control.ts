@@ -10,7 +10,7 @@ export async function runControl(opts: Record<string, string | undefined>): Prom
     if (value !== undefined) flags[key] = value;
   }
   const config = loadControlConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, flags });
-  const plane = await ControlPlane.create(config);
+  const plane = await ControlPlane.create(config, { allowHttpSources: opts.allowHttpSources !== undefined });
   const urls = await plane.listen();
   // The listening line is printed whatever the log level: scripts and tests wait for it.
   plane.logger.child({}, { level: 'info' }).info({ client: urls.client, admin: urls.admin, agent: urls.agent, store: config.store.kind }, 'llmgw control listening');

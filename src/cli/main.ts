@@ -22,6 +22,7 @@ control.addOption(new Option('--config <file>', 'YAML configuration file'));
 for (const [key, help] of Object.entries(CONTROL_FLAG_HELP())) {
   control.addOption(new Option(`--${key.replaceAll('_', '-')} <value>`, help));
 }
+control.addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp());
 control.action(async (opts: Record<string, string | undefined>) => {
   await runControl(opts);
 });

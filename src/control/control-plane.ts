@@ -109,6 +109,7 @@ export class ControlPlane {
       nodeUsage: () => reconciler.nodeUsage(),
       explainPlacement: (model) => reconciler.explain(model),
       blockedDrains: () => reconciler.blockedDrains(),
+      fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
     });
 
     registerWeightsApi(adminApp, { catalog, inventory, store });
@@ -158,6 +159,9 @@ export class ControlPlane {
  * node could hold it. Used to refuse a model that can never run.
  */
 export function neverFits(model: Model, inventory: Inventory): string | null {
+  // A node that has joined but not reported yet might hold it: refusing on
+  // what is not known would turn a race into an error.
+  if (inventory.list().some((n) => n.report === null)) return null;
   const nodes = inventory.list().map((n) => {
     const base = toPlacementNode(n, 'up');
     const disk = localDisk(n);

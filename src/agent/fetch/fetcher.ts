@@ -196,7 +196,20 @@ export class Fetcher {
 
   /** Downloads under way, for the heartbeat. */
   downloads(): InFlightFetch[] {
-    return [...this.#inFlight.values()].map((shared) => ({ cacheName: shared.name, source: shared.label, progress: shared.meter.last }));
+    // The bytes so far, not the last throttled report: a download that stalls
+    // right after a burst must not read as further behind than it is.
+    return [...this.#inFlight.values()].map((shared) => {
+      const { meter } = shared;
+      const progress: FetchProgress | null =
+        meter.last === null
+          ? null
+          : {
+              bytesDone: meter.bytesDone,
+              ...(meter.totalBytes !== undefined ? { totalBytes: meter.totalBytes } : {}),
+              ...(meter.last.bytesPerSecond !== undefined ? { bytesPerSecond: meter.last.bytesPerSecond } : {}),
+            };
+      return { cacheName: shared.name, source: shared.label, progress };
+    });
   }
 
   #start(name: string, source: Exclude<WeightSource, { scheme: 'file' }>, rawSource: string): SharedFetch {

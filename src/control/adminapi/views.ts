@@ -52,6 +52,8 @@ export interface ViewSources {
   replicas?: () => readonly ReplicaRecord[];
   /** The last pass's rejections for a model; undefined = nothing failed to place. */
   explainPlacement?: (model: string) => ModelRejections | undefined;
+  /** Download progress of a fetching shard, from the agent's last heartbeat. */
+  fetchProgress?: (shardId: string) => { bytes_done: number; total_bytes?: number; bytes_per_second?: number } | undefined;
   /** Replicas the last pass could not move off draining nodes. */
   blockedDrains?: () => readonly BlockedDrain[];
 }
@@ -79,6 +81,8 @@ export interface ShardView {
   gpus: number[];
   state: string;
   error?: string;
+  /** While the shard is fetching weights: bytes so far, of how many (absent = size unknown), and the rate. */
+  fetch?: { bytes_done: number; total_bytes?: number; bytes_per_second?: number; percent?: number };
 }
 
 /** Why a model could not be placed. */
@@ -103,7 +107,18 @@ export function replicaViews(src: ViewSources, model?: string): ReplicaView[] {
         state: r.state,
         age_seconds: Math.max(0, Math.floor((now - r.createdAtMs) / 1000)),
         idle_seconds: r.lastUsedAtMs === null ? -1 : Math.max(0, Math.floor((now - r.lastUsedAtMs) / 1000)),
-        shards: r.shards.map((s) => ({ id: s.id, node: s.nodeId, rank: s.rank, gpus: [...s.gpuIndices], state: s.state, ...(s.error ? { error: s.error } : {}) })),
+        shards: r.shards.map((s) => {
+          const fetch = s.state === 'fetching' ? src.fetchProgress?.(s.id) : undefined;
+          return {
+            id: s.id,
+            node: s.nodeId,
+            rank: s.rank,
+            gpus: [...s.gpuIndices],
+            state: s.state,
+            ...(s.error ? { error: s.error } : {}),
+            ...(fetch ? { fetch: { ...fetch, ...(fetch.total_bytes ? { percent: Math.floor((100 * fetch.bytes_done) / fetch.total_bytes) } : {}) } } : {}),
+          };
+        }),
       };
       // omitempty in the seed.
       if (r.pool) v.pool = r.pool;

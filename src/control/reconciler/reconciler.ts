@@ -59,6 +59,7 @@ export class Reconciler {
   private readonly lastUsed = new Map<string, number>();
   private readonly readyCache = new Map<string, RoutableReplica[]>();
   private readonly listeners = new Set<() => void>();
+  private readonly fetches = new Map<string, NonNullable<ShardStatus['fetch']>>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
 
@@ -112,9 +113,19 @@ export class Reconciler {
 
   /** The agent's shard states for one node; applied in order with passes. */
   onShardReport(node: Node, statuses: readonly ShardStatus[]): void {
+    // Fetch progress is for people, changes every heartbeat and is worthless after a restart: memory only, never the store.
+    for (const s of statuses) {
+      if (s.state === 'fetching' && s.fetch) this.fetches.set(s.shard_id, s.fetch);
+      else this.fetches.delete(s.shard_id);
+    }
     // A heartbeat answered while the control plane closes: the store may already be gone, and the next start re-reads the agents anyway.
     if (this.closed) return;
     void this.enqueue(() => this.applyReport(node.id, statuses)).catch((err: unknown) => this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'));
+  }
+
+  /** The newest download progress an agent reported for a shard that is fetching; undefined when none. */
+  fetchProgress(shardId: string): NonNullable<ShardStatus['fetch']> | undefined {
+    return this.fetches.get(shardId);
   }
 
   /** The router's seam: what a replica has in flight and when it was last used. */
