@@ -12,22 +12,22 @@
 // event. A model with no ready replica holds its request while one starts
 // (polling `ready()` every `coldPollMs`, woken early by the directory's
 // `subscribe` notification where it has one) up to `coldStartTimeoutMs`.
-import { EventEmitter } from 'node:events';
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { Pool, type Dispatcher } from 'undici';
+import { Pool } from 'undici';
 import type { Model } from '../control/catalog/index.js';
 import { isLlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
-import { openAiErrorBody, replyError, writeError } from './errors.js';
+import { replyError, writeError } from './errors.js';
 import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
 import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter } from './rate-limit.js';
-import { TailKeeper, usageFromTail, type UsageSink } from './usage.js';
+import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
+import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
 import { parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
@@ -130,8 +130,6 @@ interface Upstream {
   readonly basePath: string;
 }
 
-type Outcome = { kind: 'done'; status: number } | { kind: 'retry'; reason: string };
-
 /** One client request through its life. */
 interface Exchange {
   readonly endpoint: Endpoint;
@@ -157,9 +155,6 @@ const UPSTREAM_PATHS: Record<Endpoint, string> = {
   completions: '/v1/completions',
   embeddings: '/v1/embeddings',
 };
-
-/** Response headers passed to the client; the rest (hop-by-hop, server identity) stay behind. */
-const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-request-id'] as const;
 
 const RETRY_BACKOFF_CAP_MS = 500;
 
@@ -503,8 +498,6 @@ export class Router {
   private async forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
     const body = this.bodyFor(ex, model, replica);
     const { pool, basePath } = this.upstreamOf(replica.endpoint);
-    const controller = new UpstreamAbort();
-    ex.abort = () => controller.abort();
     const use = this.useOf(replica.id);
     use.inFlight++;
     use.lastUsedMs = this.now();
@@ -514,133 +507,33 @@ export class Router {
       this.metrics.overhead.observe((performance.now() - ex.startedAt) / 1000);
     }
     try {
-      const upstream = await pool.request({
-        path: basePath + ex.path,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: ex.parsed.stream ? 'text/event-stream' : 'application/json' },
-        body,
-        signal: controller,
-        headersTimeout: this.timeouts.headersTimeoutMs,
-        bodyTimeout: this.timeouts.idleBodyTimeoutMs,
+      return await new Promise<Outcome>((resolve) => {
+        const hooks: RelayHooks = {
+          onFirstByte: () => this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000),
+          onAnswered: (status, tail) => this.account(ex, model, status, tail),
+          brokenMessage: () =>
+            ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
+          onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason }, 'upstream broke after the first byte'),
+          timeout: () => this.timeout(ex),
+        };
+        pool.dispatch(
+          {
+            path: basePath + ex.path,
+            method: 'POST',
+            headers: { 'content-type': 'application/json', accept: ex.parsed.stream ? 'text/event-stream' : 'application/json' },
+            body,
+            headersTimeout: this.timeouts.headersTimeoutMs,
+            bodyTimeout: this.timeouts.idleBodyTimeoutMs,
+          },
+          new RelayHandler(ex, hooks, resolve),
+        );
       });
-      if (upstream.statusCode === 502 || upstream.statusCode === 503) {
-        upstream.body.resume();
-        upstream.body.on('error', () => undefined);
-        return { kind: 'retry', reason: `the engine answered ${upstream.statusCode}` };
-      }
-      return await this.relay(ex, model, upstream.statusCode, upstream.headers, upstream.body);
-    } catch (err) {
-      if (ex.clientGone) return { kind: 'done', status: 0 };
-      if (ex.timedOut) return { kind: 'done', status: this.timeout(ex) };
-      return { kind: 'retry', reason: describeNetError(err) };
     } finally {
       ex.abort = null;
       use.inFlight--;
       use.lastUsedMs = this.now();
       this.metrics.inFlight.dec({ replica: replica.id });
     }
-  }
-
-  /**
-   * Streams the engine's answer to the client as it arrives. Headers go out
-   * with the first chunk, so a connection that breaks before any byte can
-   * still be retried elsewhere.
-   */
-  private relay(ex: Exchange, model: Model, status: number, headers: IncomingHttpHeaders, body: Dispatcher.ResponseData['body']): Promise<Outcome> {
-    const res = ex.res;
-    const out: Record<string, string> = {};
-    for (const name of PASSED_HEADERS) {
-      const v = headers[name];
-      if (typeof v === 'string') out[name] = v;
-    }
-    const sse = (out['content-type'] ?? '').startsWith('text/event-stream');
-    if (sse) out['x-accel-buffering'] = 'no';
-    const tail = new TailKeeper();
-    let started = false;
-    const start = () => {
-      started = true;
-      res.writeHead(status, out);
-      this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000);
-    };
-    return new Promise<Outcome>((resolve) => {
-      let settled = false;
-      const settle = (o: Outcome) => {
-        if (settled) return;
-        settled = true;
-        resolve(o);
-      };
-      const onDrain = () => body.resume();
-      // Engines send one HTTP chunk per token, and undici hands each over as its
-      // own 'data' within one socket read. Gathering a read's worth and writing
-      // it once on the next tick makes one chunk and one syscall of what would
-      // be hundreds; the bytes are the same, in the same order, unaltered.
-      let pending: Buffer[] = [];
-      let scheduled = false;
-      // A stream is relayed in whole events: bytes after the last event boundary
-      // wait for the rest of their event (engines write whole events, so this is
-      // empty unless TCP split one). If the engine breaks off, the half event is
-      // dropped and the error event that follows is one the client can parse.
-      let carry: Buffer | null = null;
-      const flush = () => {
-        scheduled = false;
-        if (pending.length === 0 || res.destroyed) return;
-        if (carry) pending.unshift(carry);
-        carry = null;
-        let data = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
-        pending = [];
-        if (sse) {
-          const end = eventEnd(data);
-          if (end === 0) {
-            carry = data;
-            return;
-          }
-          if (end < data.length) {
-            carry = data.subarray(end);
-            data = data.subarray(0, end);
-          }
-        }
-        if (!res.write(data)) {
-          body.pause();
-          res.once('drain', onDrain);
-        }
-      };
-      body.on('data', (chunk: Buffer) => {
-        if (ex.clientGone) return;
-        if (!started) start();
-        tail.push(chunk);
-        pending.push(chunk);
-        if (!scheduled) {
-          scheduled = true;
-          process.nextTick(flush);
-        }
-      });
-      body.on('end', () => {
-        if (!started && !ex.clientGone) start();
-        flush();
-        res.end(carry ?? undefined);
-        settle({ kind: 'done', status });
-        this.account(ex, model, status, tail);
-      });
-      body.on('error', (err: Error) => {
-        res.off('drain', onDrain);
-        if (ex.clientGone) {
-          this.account(ex, model, 0, tail);
-          return settle({ kind: 'done', status: 0 });
-        }
-        if (!started) {
-          if (ex.timedOut) return settle({ kind: 'done', status: this.timeout(ex) });
-          return settle({ kind: 'retry', reason: `the answer broke before its first byte (${describeNetError(err)})` });
-        }
-        // After the first byte: never retried. What did arrive is delivered, then one error event says why.
-        flush();
-        const why = ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response';
-        this.deps.logger.error({ model: model.name, err: describeNetError(err) }, `upstream broke after the first byte: ${why}`);
-        if (sse) res.end(`data: ${openAiErrorBody(why, 'LLMGW_UPSTREAM', 502)}\n\n`);
-        else res.destroy();
-        this.account(ex, model, 502, tail);
-        settle({ kind: 'done', status: 502 });
-      });
-    });
   }
 
   private bodyFor(ex: Exchange, model: Model, replica: RouterReplica): Buffer {
@@ -737,52 +630,9 @@ export class Router {
   }
 }
 
-/**
- * undici accepts an EventEmitter with `aborted` as a request's signal; it is
- * several times cheaper to make than an AbortController, and the router
- * makes one per upstream attempt.
- */
-class UpstreamAbort extends EventEmitter {
-  aborted = false;
-
-  abort(): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.emit('abort');
-  }
-}
-
 function allows(key: ApiKeyRecord, model: Model): boolean {
   if (key.allowedModels === null) return true;
   return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
-}
-
-/** Bytes up to and including the last SSE event boundary ("\n\n" or "\r\n\r\n"); 0 when none. */
-function eventEnd(data: Buffer): number {
-  const lf = data.lastIndexOf('\n\n');
-  const crlf = data.lastIndexOf('\r\n\r\n');
-  return Math.max(lf === -1 ? 0 : lf + 2, crlf === -1 ? 0 : crlf + 4);
-}
-
-/** A network failure in words, without addresses: "connection refused", "connection reset". */
-function describeNetError(err: unknown): string {
-  const e = err as { code?: string; cause?: { code?: string }; message?: string };
-  const code = e.code ?? e.cause?.code ?? '';
-  switch (code) {
-    case 'ECONNREFUSED':
-      return 'connection refused';
-    case 'ECONNRESET':
-    case 'UND_ERR_SOCKET':
-      return 'connection reset';
-    case 'UND_ERR_CONNECT_TIMEOUT':
-      return 'connect timed out';
-    case 'UND_ERR_HEADERS_TIMEOUT':
-      return 'no response headers in time';
-    case 'UND_ERR_BODY_TIMEOUT':
-      return 'the answer went silent';
-    default:
-      return code || (e.message ?? 'failed');
-  }
 }
 
 /** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */

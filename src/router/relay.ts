@@ -1,0 +1,203 @@
+// One upstream attempt, relayed to the client as it arrives. Built on
+// undici's dispatch handler rather than `request()`: the router needs no
+// Readable between the engine's socket and the client's, and skipping it
+// is most of undici's cost per request. Kept apart from router.ts because
+// this is where the byte-level rules live: headers go out with the first
+// byte (so a failure before it can still be retried), a stream is relayed in
+// whole SSE events (so a break can end with an error event the client
+// parses), and a read's worth of chunks goes out in one write.
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { openAiErrorBody } from './errors.js';
+import { TailKeeper } from './usage.js';
+
+/** How an attempt ended: answered (whatever the status), or failed before the first byte and may be retried. */
+export type Outcome = { kind: 'done'; status: number } | { kind: 'retry'; reason: string };
+
+/** What the relay needs to know of the request it serves, and tells back. */
+export interface RelayTarget {
+  readonly res: ServerResponse;
+  readonly clientGone: boolean;
+  readonly timedOut: boolean;
+  /** Set while this attempt runs, so a client that leaves or a timeout aborts it. */
+  abort: (() => void) | null;
+}
+
+export interface RelayHooks {
+  /** The first byte is about to be written (for time to first byte). */
+  onFirstByte(): void;
+  /** The attempt ended with an answer; `tail` holds the end of it, for usage. */
+  onAnswered(status: number, tail: TailKeeper): void;
+  /** Written in the error event when a stream breaks after its first byte. */
+  brokenMessage(): string;
+  /** Logged once when a response breaks after its first byte. */
+  onBroken(reason: string): void;
+  /** The 504 for a timeout before any byte was sent; returns the status written. */
+  timeout(): number;
+}
+
+/** Response headers passed to the client; the rest (hop-by-hop, server identity) stay behind. */
+const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-request-id'] as const;
+
+export class RelayHandler implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | null = null;
+  private status = 0;
+  private retryReason: string | null = null;
+  private sse = false;
+  private out: Record<string, string> = {};
+  private started = false;
+  private settled = false;
+  private readonly tail = new TailKeeper();
+  private pending: Buffer[] = [];
+  private scheduled = false;
+  /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
+  private carry: Buffer | null = null;
+  private readonly flushBound = () => this.flush();
+  private readonly onDrain = () => this.controller?.resume();
+
+  constructor(
+    private readonly target: RelayTarget,
+    private readonly hooks: RelayHooks,
+    private readonly resolve: (o: Outcome) => void,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.target.clientGone || this.target.timedOut) {
+      controller.abort(new Error('the client went away before the request was sent'));
+      return;
+    }
+    this.target.abort = () => controller.abort(new Error('the client went away'));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    this.status = statusCode;
+    if (statusCode === 502 || statusCode === 503) {
+      // Nothing of it reaches the client: the request moves to another replica.
+      this.retryReason = `the engine answered ${statusCode}`;
+      return;
+    }
+    for (const name of PASSED_HEADERS) {
+      const v = headers[name];
+      if (typeof v === 'string') this.out[name] = v;
+    }
+    this.sse = (this.out['content-type'] ?? '').startsWith('text/event-stream');
+    if (this.sse) this.out['x-accel-buffering'] = 'no';
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.retryReason !== null || this.target.clientGone) return;
+    if (!this.started) this.start();
+    this.tail.push(chunk);
+    this.pending.push(chunk);
+    if (!this.scheduled) {
+      // Engines send one HTTP chunk per token and undici hands each over in one
+      // socket read: gathering them until the next tick makes one write of many.
+      this.scheduled = true;
+      process.nextTick(this.flushBound);
+    }
+  }
+
+  onResponseEnd(): void {
+    const res = this.target.res;
+    if (this.retryReason !== null) return this.settle({ kind: 'retry', reason: this.retryReason });
+    if (this.target.clientGone) {
+      this.hooks.onAnswered(0, this.tail);
+      return this.settle({ kind: 'done', status: 0 });
+    }
+    if (!this.started) this.start();
+    this.flush();
+    res.end(this.carry ?? undefined);
+    this.settle({ kind: 'done', status: this.status });
+    this.hooks.onAnswered(this.status, this.tail);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    const res = this.target.res;
+    res.off('drain', this.onDrain);
+    if (this.target.clientGone) {
+      this.hooks.onAnswered(0, this.tail);
+      return this.settle({ kind: 'done', status: 0 });
+    }
+    if (!this.started) {
+      if (this.target.timedOut) return this.settle({ kind: 'done', status: this.hooks.timeout() });
+      const reason = this.retryReason ?? (this.status ? `the answer broke before its first byte (${describeNetError(err)})` : describeNetError(err));
+      return this.settle({ kind: 'retry', reason });
+    }
+    // After the first byte: never retried. What arrived whole is delivered, a half event dropped, then one error event says why.
+    this.carry = null;
+    this.flush();
+    this.carry = null;
+    this.hooks.onBroken(describeNetError(err));
+    if (this.sse) res.end(`data: ${openAiErrorBody(this.hooks.brokenMessage(), 'LLMGW_UPSTREAM', 502)}\n\n`);
+    else res.destroy();
+    this.hooks.onAnswered(502, this.tail);
+    this.settle({ kind: 'done', status: 502 });
+  }
+
+  private start(): void {
+    this.started = true;
+    this.hooks.onFirstByte();
+    this.target.res.writeHead(this.status, this.out);
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const res = this.target.res;
+    if (this.pending.length === 0 || res.destroyed) return;
+    if (this.carry) this.pending.unshift(this.carry);
+    this.carry = null;
+    let data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+    this.pending = [];
+    if (this.sse) {
+      const end = eventEnd(data);
+      if (end === 0) {
+        this.carry = data;
+        return;
+      }
+      if (end < data.length) {
+        this.carry = data.subarray(end);
+        data = data.subarray(0, end);
+      }
+    }
+    if (!res.write(data) && this.controller) {
+      this.controller.pause();
+      res.once('drain', this.onDrain);
+    }
+  }
+
+  private settle(o: Outcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.target.abort = null;
+    this.resolve(o);
+  }
+}
+
+/** Bytes up to and including the last SSE event boundary ("\n\n" or "\r\n\r\n"); 0 when none. */
+export function eventEnd(data: Buffer): number {
+  const lf = data.lastIndexOf('\n\n');
+  const crlf = data.lastIndexOf('\r\n\r\n');
+  return Math.max(lf === -1 ? 0 : lf + 2, crlf === -1 ? 0 : crlf + 4);
+}
+
+/** A network failure in words, without addresses: "connection refused", "connection reset". */
+export function describeNetError(err: unknown): string {
+  const e = err as { code?: string; cause?: { code?: string }; message?: string };
+  const code = e.code ?? e.cause?.code ?? '';
+  switch (code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+    case 'UND_ERR_SOCKET':
+      return 'connection reset';
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return 'connect timed out';
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return 'no response headers in time';
+    case 'UND_ERR_BODY_TIMEOUT':
+      return 'the answer went silent';
+    default:
+      return code || (e.message ?? 'failed');
+  }
+}
