@@ -1,0 +1,624 @@
+// Measures what a fleet's heartbeats cost one control plane: 2,000 simulated
+// agents, each with its own node id and credential, report every 5 s for a
+// minute, and the control plane's CPU share (of one core), RSS and heartbeat
+// latency are printed against the targets: under 30% of one core and 300 MB.
+// (GPUStack, the closest peer, slowed 68x with 40 workers and timed out
+// registering 200.)
+//
+// The control plane runs as a child process so that its CPU and memory are
+// read alone, from /proc. The simulated agents are not Agent instances: an
+// Agent long-polls (the control plane holds each answer up to the interval),
+// so its round trip says nothing about what a heartbeat costs. Instead this
+// process joins every node, then sends each node's heartbeat every interval,
+// staggered uniformly over it, without long-poll, so the answer is immediate
+// and its latency is the control plane's work plus loopback. Each report is
+// what a real 8-GPU node sends (about 3 KB of JSON). Beside them, a few real
+// Agents (long-poll included) run in this process to show the real client
+// keeps working under the load; their heartbeats are counted. --long-poll
+// sends the simulated heartbeats as the agent does instead (held, one
+// connection per node), for the CPU and memory of the real shape; latency then
+// comes from a few direct probes a second.
+//
+// CPU and latency are taken over the steady window: the heartbeat phase less
+// its first interval, in which every node reports for the first time since
+// joining (a one-off capacity change each). With --prof the control plane is
+// started under --cpu-prof and the samples of the steady window are
+// summarised (self and inclusive time by function); the profile is kept.
+// --llmgw runs another build's control plane, for before-and-after runs.
+//
+//   npm run build && node bench/heartbeats.mjs [--agents 2000] [--seconds 60]
+//     [--interval-ms 5000] [--real-agents 20] [--connections 64] [--long-poll]
+//     [--prof] [--llmgw path/to/bin/llmgw.js]
+// Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
+import { execFileSync, spawn } from 'node:child_process';
+import console from 'node:console';
+import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import process from 'node:process';
+import { clearInterval, clearTimeout, setInterval, setTimeout } from 'node:timers';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath, URL } from 'node:url';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { Agent as UndiciAgent, Pool, setGlobalDispatcher } from 'undici';
+import { Agent, compileAgentOptions } from '../dist/agent/index.js';
+import { PROTOCOL_VERSION } from '../dist/protocol/index.js';
+import { LLMGW_VERSION } from '../dist/version.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    agents: { type: 'string', default: '2000' },
+    seconds: { type: 'string', default: '60' },
+    'interval-ms': { type: 'string', default: '5000' },
+    'real-agents': { type: 'string', default: '20' },
+    connections: { type: 'string', default: '64' },
+    'long-poll': { type: 'boolean', default: false },
+    prof: { type: 'boolean', default: false },
+    llmgw: { type: 'string', default: fileURLToPath(new URL('../bin/llmgw.js', import.meta.url)) },
+  },
+});
+const agentCount = Number(flags.agents);
+const phaseMs = Number(flags.seconds) * 1000;
+const intervalMs = Number(flags['interval-ms']);
+const realAgentCount = Number(flags['real-agents']);
+const connections = Number(flags.connections);
+for (const [name, value] of Object.entries({ agents: agentCount, seconds: phaseMs, 'interval-ms': intervalMs, connections })) {
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} wants a positive number`);
+}
+if (!Number.isInteger(realAgentCount) || realAgentCount < 0) throw new Error('--real-agents wants a whole number, 0 or more');
+
+const TARGET_CPU_SHARE = 0.3;
+const TARGET_RSS_MB = 300;
+/** The first interval of the phase is left out of CPU and latency: every node's first report lands there. */
+const warmupMs = Math.min(intervalMs, phaseMs / 2);
+const CLOCK_TICKS_PER_SECOND = clockTicks();
+const joinToken = randomBytes(24).toString('base64url');
+const longPoll = flags['long-poll'];
+/** Direct heartbeats sent per second to time the control plane in --long-poll mode, where the answers are held. */
+const PROBES_PER_SECOND = 20;
+
+/** `getconf CLK_TCK`, read once; 100 on every Linux this runs on, so that is the fallback. */
+function clockTicks() {
+  try {
+    const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
+    return Number.isFinite(ticks) && ticks > 0 ? ticks : 100;
+  } catch {
+    return 100;
+  }
+}
+
+/** CPU seconds (user + system) and resident MB of a process, from /proc; null once it is gone. */
+function readProc(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of stat, in clock ticks.
+    const userSeconds = Number(fields[11]) / CLOCK_TICKS_PER_SECOND;
+    const systemSeconds = Number(fields[12]) / CLOCK_TICKS_PER_SECOND;
+    const rssKb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+    return { atMs: performance.now(), cpuSeconds: userSeconds + systemSeconds, userSeconds, systemSeconds, rssMb: rssKb / 1024 };
+  } catch {
+    return null;
+  }
+}
+
+/** Microseconds on the monotonic clock V8's profiler stamps its samples with. */
+function monotonicUs() {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/** The report of an 8×H100 node, as a real agent's probe makes it (about 3 KB of JSON). */
+function nodeReport(i, hostname) {
+  const hex = (n) => randomBytes(n).toString('hex');
+  const tib = 2 ** 40;
+  return {
+    hostname,
+    cpu_count: 224,
+    memory_total_bytes: 2 * tib,
+    memory_available_bytes: 1.9 * tib,
+    gpus: Array.from({ length: 8 }, (_, index) => ({
+      index,
+      uuid: `GPU-${hex(4)}-${hex(2)}-${hex(2)}-${hex(2)}-${hex(6)}`,
+      name: 'NVIDIA H100 80GB HBM3',
+      class: 'h100-80gb',
+      memory_total_mib: 81559,
+      memory_used_mib: 0,
+      temperature_c: 30,
+      problems: [],
+    })),
+    disks: [{ mount_point: '/data', fs_type: 'ext4', shared: false, free_bytes: 3.1 * tib, total_bytes: 3.5 * tib, paths: ['/data/llmgw'] }],
+    weights: [
+      { path: `/data/llmgw/cache/${hex(32)}`, size_bytes: 140e9, kind: 'cache', cache_name: hex(32), source: 'hf://meta-llama/Llama-3.3-70B-Instruct', last_used_ms: Date.now() },
+      { path: `/data/llmgw/cache/${hex(32)}`, size_bytes: 16e9, kind: 'cache', cache_name: hex(32), source: 'hf://Qwen/Qwen2.5-7B-Instruct', last_used_ms: Date.now() },
+      { path: `/data/llmgw/cache/${hex(32)}`, size_bytes: 4.9e9, kind: 'cache', cache_name: hex(32), source: 'hf://bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf' },
+    ],
+    fabrics: [{ name: 'ib0', address: `10.1.${(i >> 8) & 255}.${i & 255}`, kind: 'configured' }],
+    engines: [{ name: 'vllm', version: '0.11.1' }, { name: 'builtin' }, { name: 'sim' }],
+    cache_dir: '/data/llmgw/cache',
+    model_dirs: [],
+  };
+}
+
+/** Starts `llmgw control` as a child; resolves once it prints its listening line. */
+async function startControl(dir, profDir) {
+  const args = [
+    ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
+    flags.llmgw,
+    'control',
+    '--client-addr', '127.0.0.1:0',
+    '--admin-addr', '127.0.0.1:0',
+    '--agent-addr', '127.0.0.1:0',
+    '--store', `sqlite:${join(dir, 'llmgw.db')}`,
+    '--join-token', joinToken,
+    // The listening line is logged at info; in steady state nothing else is
+    // (request logging is off, heartbeats log only a report that fails to parse).
+    '--log-level', 'info',
+  ];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const urls = await new Promise((resolve, reject) => {
+    let buffered = '';
+    const timer = setTimeout(() => reject(new Error('the control plane did not print its listening line within 30 s')), 30_000);
+    child.stdout.on('data', (chunk) => {
+      if (buffered === null) return; // Found already: the rest (joins) is read only so the pipe never fills.
+      buffered += chunk;
+      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        if (!line.includes('llmgw control listening')) continue;
+        clearTimeout(timer);
+        buffered = null;
+        resolve(JSON.parse(line));
+        return;
+      }
+    });
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`the control plane exited (${signal ?? code}) before listening`));
+    });
+  });
+  return {
+    pid: child.pid,
+    agentUrl: urls.agent,
+    /** SIGTERM (a clean exit writes the CPU profile), SIGKILL after 30 s; resolves with how it ended and how long it took. */
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return { ...(await exited), seconds: 0 };
+      const startedAt = performance.now();
+      process.kill(child.pid, 'SIGTERM');
+      const timer = setTimeout(() => process.kill(child.pid, 'SIGKILL'), 30_000);
+      const result = await exited;
+      clearTimeout(timer);
+      return { ...result, seconds: (performance.now() - startedAt) / 1000 };
+    },
+  };
+}
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
+}
+
+/** Where a profiled function lives, short: a package name, a path under dist/, or Node's internals. */
+function shortUrl(url) {
+  if (!url) return '';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\/(.*)$/.exec(url);
+  if (pkg) return `${pkg[1]}/${pkg[2]}`;
+  const dist = /\/(dist\/.*)$/.exec(url);
+  if (dist) return dist[1];
+  return url.replace(/^file:\/\//, '');
+}
+
+/** The package (or the folder under dist/, or Node's internals) a function belongs to, for a coarse breakdown. */
+function packageOf(url) {
+  if (!url) return '(native)';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
+  if (pkg) return pkg[1];
+  const dist = /\/(dist\/[^/]+\/[^/]+)\//.exec(url) ?? /\/(dist\/[^/]+)/.exec(url);
+  if (dist) return dist[1];
+  if (url.startsWith('node:')) return 'node:internal';
+  return shortUrl(url);
+}
+
+/** Self and inclusive time by function over the samples taken between fromUs and toUs (monotonic µs). */
+function summariseProfile(profile, fromUs, toUs) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const keyOf = (n) => {
+    const f = n.callFrame;
+    return f.url ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}` : f.functionName || '(native, unnamed)';
+  };
+  let inWindow = fromUs >= profile.startTime && toUs <= profile.endTime;
+  if (!inWindow) {
+    fromUs = profile.startTime;
+    toUs = profile.endTime;
+  }
+  const self = new Map();
+  const inclusive = new Map();
+  /** Inclusive time of llmgw's own functions (dist/): where in llmgw the time goes, whatever library spends it. */
+  const own = new Map();
+  const byPackage = new Map();
+  let total = 0;
+  let busy = 0;
+  let at = profile.startTime;
+  for (let s = 0; s < profile.samples.length; s++) {
+    at += profile.timeDeltas[s] ?? 0;
+    if (at < fromUs || at > toUs) continue;
+    const node = byId.get(profile.samples[s]);
+    total++;
+    const key = keyOf(node);
+    if (key === '(idle)') continue;
+    busy++;
+    self.set(key, (self.get(key) ?? 0) + 1);
+    if (key === '(program)' || key === '(garbage collector)') continue;
+    const pkg = packageOf(node.callFrame.url);
+    byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + 1);
+    const seen = new Set();
+    for (let id = node.id; id !== undefined; id = parent.get(id)) {
+      const k = keyOf(byId.get(id));
+      if (k === '(root)' || seen.has(k)) continue;
+      seen.add(k);
+      inclusive.set(k, (inclusive.get(k) ?? 0) + 1);
+      const url = byId.get(id).callFrame.url;
+      if (url.includes('/dist/') && !url.includes('/node_modules/')) own.set(k, (own.get(k) ?? 0) + 1);
+    }
+  }
+  return { inWindow, total, busy, self, inclusive, own, byPackage };
+}
+
+function printTop(title, counts, total, limit) {
+  console.log(title);
+  const rows = [...counts.entries()].sort((a, b) => b[1] - a[1]).slice(0, limit);
+  for (const [key, n] of rows) console.log(`  ${((100 * n) / total).toFixed(1).padStart(5)}%  ${key}`);
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'llmgw-heartbeats-'));
+const profDir = flags.prof ? await mkdtemp(join(tmpdir(), 'llmgw-heartbeats-prof-')) : null;
+let control = null;
+let pool = null;
+let holdPool = null;
+const realAgents = [];
+const samples = [];
+let sampler = null;
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+// The real Agents call through undici's global dispatcher; one of our own can be
+// destroyed before the control plane is stopped, so that a socket the Agents
+// left open (an aborted long-poll) does not hold its shutdown up.
+const realAgentDispatcher = new UndiciAgent();
+setGlobalDispatcher(realAgentDispatcher);
+
+try {
+  control = await startControl(dir, profDir);
+  const pid = control.pid;
+  sampler = setInterval(() => {
+    const s = readProc(pid);
+    if (s) samples.push(s);
+  }, 1000);
+  pool = new Pool(control.agentUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
+  // A held heartbeat keeps its connection, so --long-poll needs one per node, as a real fleet has.
+  holdPool = longPoll ? new Pool(control.agentUrl, { connections: agentCount + 16, pipelining: 1, keepAliveTimeout: 60_000 }) : null;
+  const post = async (path, body, credential, via = pool, signal = undefined) => {
+    const res = await via.request({
+      path,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(credential ? { authorization: `Bearer ${credential}` } : {}) },
+      body,
+      headersTimeout: (longPoll ? intervalMs : 0) + 10_000,
+      bodyTimeout: 10_000,
+      ...(signal ? { signal } : {}),
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, text };
+  };
+
+  // --- join: every simulated node, `connections` at a time, plus the real agents ---
+  const nodes = Array.from({ length: agentCount }, (_, i) => {
+    const id = `sim-${String(i).padStart(4, '0')}`;
+    return { id, report: nodeReport(i, `${id}.bench.local`), credential: null };
+  });
+  const joinStart = performance.now();
+  let nextJoin = 0;
+  const joinFailures = [];
+  /** The interval the control plane tells its agents (the real Agents follow it, whatever --interval-ms says). */
+  let announcedIntervalMs = intervalMs;
+  await Promise.all(
+    Array.from({ length: Math.min(connections, agentCount) }, async () => {
+      while (nextJoin < nodes.length) {
+        const node = nodes[nextJoin++];
+        const body = JSON.stringify({
+          join_token: joinToken,
+          node_id: node.id,
+          hostname: node.report.hostname,
+          agent_version: LLMGW_VERSION,
+          protocol_version: PROTOCOL_VERSION,
+          labels: { pool: 'h100', rack: `r${Number(node.id.slice(4)) % 40}` },
+        });
+        // Tried up to three times, as an agent retries: on a busy machine a join can time out.
+        let why = '';
+        for (let attempt = 0; attempt < 3 && node.credential === null; attempt++) {
+          try {
+            const { status, text } = await post('/agent/v1/join', body);
+            if (status === 200) {
+              const answer = JSON.parse(text);
+              node.credential = answer.credential;
+              announcedIntervalMs = answer.heartbeat_interval_ms ?? announcedIntervalMs;
+            } else {
+              why = `${status} ${text.slice(0, 200)}`;
+              if (status < 500) break;
+            }
+          } catch (err) {
+            why = err.message;
+          }
+        }
+        if (node.credential === null) joinFailures.push(`${node.id}: ${why}`);
+      }
+    }),
+  );
+  const joinSeconds = (performance.now() - joinStart) / 1000;
+  if (joinFailures.length) throw new Error(`${joinFailures.length} joins failed, first: ${joinFailures[0]}`);
+
+  for (let i = 0; i < realAgentCount; i++) {
+    const nodeId = `real-${String(i).padStart(2, '0')}`;
+    const report = nodeReport(agentCount + i, `${nodeId}.bench.local`);
+    const config = compileAgentOptions({
+      control: [control.agentUrl],
+      joinToken,
+      nodeId,
+      stateDir: join(dir, 'agents', nodeId),
+      heartbeatInterval: `${intervalMs}ms`,
+      labels: { pool: 'h100' },
+    });
+    realAgents.push(new Agent(config, { probe: async () => report, logger: pino({ level: 'silent' }), mgmt: false }));
+  }
+  await Promise.all(realAgents.map((a) => a.start()));
+  const realBeatsBefore = realAgents.map((a) => a.heartbeats);
+
+  // --- heartbeats: each node every interval, staggered over it ---
+  let sent = 0;
+  let ok = 0;
+  let failed = 0;
+  /** --long-poll: answers that came back well before the wait ran out, although nothing changed. */
+  let early = 0;
+  let probes = 0;
+  /** Heartbeats answered inside the steady window (probes and real Agents included): the denominator of CPU per heartbeat. */
+  let answeredInWindow = 0;
+  let windowOpen = false;
+  const realBeatsNow = () => realAgents.reduce((sum, a) => sum + a.heartbeats, 0);
+  let realBeatsAtWindowStart = 0;
+  const failures = new Map();
+  const fail = (why) => {
+    failed++;
+    failures.set(why, (failures.get(why) ?? 0) + 1);
+  };
+  const firstPassMs = [];
+  const steadyMs = [];
+  const inFlight = new Set();
+  const track = (p) => {
+    inFlight.add(p);
+    void p.finally(() => inFlight.delete(p));
+  };
+  const stop = new globalThis.AbortController();
+  setMaxListeners(0, stop.signal); // One listener per held heartbeat and per pause: thousands, by design.
+  const phaseStart = performance.now();
+  const phaseEnd = phaseStart + phaseMs;
+  const steadyStart = phaseStart + warmupMs;
+  let steadyStartProc = null;
+  let steadyStartUs = 0;
+  const timers = new Set();
+  const benchCpuStart = process.cpuUsage();
+  loopDelay.enable();
+
+  const heartbeatBody = (node, extra) => {
+    // What changes from one probe to the next on an idle node; the rest is as the probe found it.
+    node.report.memory_available_bytes = Math.round(1.9 * 2 ** 40 - Math.random() * 2 ** 30);
+    for (const g of node.report.gpus) g.temperature_c = 29 + Math.round(Math.random() * 3);
+    return JSON.stringify({ node_id: node.id, agent_version: LLMGW_VERSION, protocol_version: PROTOCOL_VERSION, report: node.report, shards: [], ...extra });
+  };
+  /** One heartbeat answered at once; its latency is recorded. Returns the answer's generation, or null. */
+  const timedBeat = async (node) => {
+    const startedAt = performance.now();
+    try {
+      const { status, text } = await post('/agent/v1/heartbeat', heartbeatBody(node, {}), node.credential);
+      const generation = status === 200 ? JSON.parse(text).generation : undefined;
+      if (typeof generation !== 'number') {
+        fail(`${status} ${text.slice(0, 160)}`);
+        return null;
+      }
+      (startedAt >= steadyStart ? steadyMs : firstPassMs).push(performance.now() - startedAt);
+      if (windowOpen) answeredInWindow++;
+      return generation;
+    } catch (err) {
+      fail(err.message);
+      return null;
+    }
+  };
+  /** The default: every interval, a heartbeat without long-poll. */
+  const schedule = (node, dueAt) => {
+    if (dueAt >= phaseEnd) return;
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      sent++;
+      track(timedBeat(node).then((g) => g !== null && ok++));
+      schedule(node, dueAt + intervalMs);
+    }, Math.max(0, dueAt - performance.now()));
+    timers.add(timer);
+  };
+  /** --long-poll: as the real agent does it, each heartbeat held by the control plane until the interval runs out. */
+  const holdLoop = async (node, firstAt) => {
+    const signal = stop.signal;
+    await sleep(Math.max(0, firstAt - performance.now()), undefined, { signal });
+    let generation;
+    while (!signal.aborted) {
+      const startedAt = performance.now();
+      const waiting = generation !== undefined;
+      sent++;
+      let answered = false;
+      try {
+        const body = heartbeatBody(node, waiting ? { known_generation: generation, wait_ms: intervalMs } : {});
+        const { status, text } = await post('/agent/v1/heartbeat', body, node.credential, holdPool, signal);
+        answered = true;
+        const answer = status === 200 ? JSON.parse(text) : null;
+        if (typeof answer?.generation !== 'number') {
+          fail(`${status} ${text.slice(0, 160)}`);
+          await sleep(1000, undefined, { signal });
+          continue;
+        }
+        ok++;
+        if (windowOpen) answeredInWindow++;
+        generation = answer.generation;
+        const heldMs = performance.now() - startedAt;
+        if (waiting && heldMs < intervalMs / 2) {
+          // Not held: counted, then paced as if it had been, so the load stays a fleet's and not a spin.
+          early++;
+          await sleep(intervalMs - heldMs, undefined, { signal });
+        }
+      } catch (err) {
+        if (signal.aborted) {
+          if (!answered) sent--; // Cut by the end of the phase, not failed.
+          break;
+        }
+        fail(err.message);
+        await sleep(1000, undefined, { signal });
+      }
+    }
+  };
+  if (longPoll) {
+    nodes.forEach((node, i) => track(holdLoop(node, phaseStart + (i / nodes.length) * intervalMs).catch(() => {})));
+    const prober = setInterval(() => {
+      if (performance.now() >= phaseEnd) return;
+      probes++;
+      track(timedBeat(nodes[Math.floor(Math.random() * nodes.length)]));
+    }, 1000 / PROBES_PER_SECOND);
+    timers.add(prober);
+  } else {
+    nodes.forEach((node, i) => schedule(node, phaseStart + (i / nodes.length) * intervalMs));
+  }
+  const markSteady = setTimeout(() => {
+    windowOpen = true;
+    realBeatsAtWindowStart = realBeatsNow();
+    steadyStartProc = readProc(pid);
+    steadyStartUs = monotonicUs();
+  }, warmupMs);
+
+  await sleep(phaseMs);
+  windowOpen = false;
+  // The real Agents' heartbeats cost the control plane as much as the simulated ones: counted alike.
+  answeredInWindow += realBeatsNow() - realBeatsAtWindowStart;
+  const steadyEndProc = readProc(pid);
+  const steadyEndUs = monotonicUs();
+  clearTimeout(markSteady);
+  for (const t of timers) clearTimeout(t);
+  stop.abort();
+  const benchCpu = process.cpuUsage(benchCpuStart);
+  loopDelay.disable();
+  await Promise.race([Promise.allSettled([...inFlight]), sleep(15_000)]);
+  const realBeats = realAgents.map((a, i) => a.heartbeats - (realBeatsBefore[i] ?? 0));
+  const realOk = realAgents.every((a) => a.phase === 'running');
+
+  // --- numbers ---
+  if (!steadyStartProc || !steadyEndProc) throw new Error('the control plane exited during the run; its stderr above says why');
+  const windowSeconds = (steadyEndProc.atMs - steadyStartProc.atMs) / 1000;
+  const cpuShare = (steadyEndProc.cpuSeconds - steadyStartProc.cpuSeconds) / windowSeconds;
+  // CPU per heartbeat does not depend on how many heartbeats a starved client managed to send; at the
+  // fleet's rate it gives the share the control plane would need, whatever the neighbours did.
+  const cpuMsPerBeat = (1000 * (steadyEndProc.cpuSeconds - steadyStartProc.cpuSeconds)) / answeredInWindow;
+  const fleetRatePerSecond = agentCount / (intervalMs / 1000);
+  const userShare = (steadyEndProc.userSeconds - steadyStartProc.userSeconds) / windowSeconds;
+  const systemShare = (steadyEndProc.systemSeconds - steadyStartProc.systemSeconds) / windowSeconds;
+  const windowSamples = [steadyStartProc, ...samples.filter((s) => s.atMs > steadyStartProc.atMs && s.atMs < steadyEndProc.atMs), steadyEndProc];
+  const rssAvg = windowSamples.reduce((s, x) => s + x.rssMb, 0) / windowSamples.length;
+  const rssPeak = Math.max(...windowSamples.map((s) => s.rssMb));
+  const rssPeakRun = Math.max(...samples.map((s) => s.rssMb), rssPeak);
+  steadyMs.sort((a, b) => a - b);
+  firstPassMs.sort((a, b) => a - b);
+  const phaseSeconds = phaseMs / 1000;
+  const cpuPass = cpuShare < TARGET_CPU_SHARE;
+  const rssPass = rssPeak < TARGET_RSS_MB;
+  // A few early answers are legitimate (an admin action bumps a node); more mean the long-poll does not hold.
+  const beatsPass = failed === 0 && ok > 0 && early <= ok / 100;
+  // A long-polled agent is answered about once an interval: fewer on a busy machine (each round trip adds to
+  // the wait), so half is enough; far more means the control plane answers at once and the agents spin, a
+  // load of their own and not the fleet's.
+  const expectedRealBeats = phaseMs / announcedIntervalMs;
+  const realPass = realOk && realBeats.every((n) => n >= Math.floor(expectedRealBeats / 2) && n <= Math.ceil(expectedRealBeats) + 2);
+  const verdict = (p) => (p ? 'PASS' : 'FAIL');
+  const ms = (v) => (Number.isFinite(v) ? v.toFixed(1) : '-');
+
+  console.log(`heartbeats bench: 1 control plane (pid ${pid}, own process, sqlite store), loopback, Node ${process.version}`);
+  console.log(`  ${agentCount} simulated agents joined in ${joinSeconds.toFixed(1)} s (${Math.round(agentCount / joinSeconds)} joins/s), undici Pool of ${connections} connections`);
+  console.log(
+    `  heartbeat every ${intervalMs} ms, staggered, ${longPoll ? `long-polled (held up to the interval, one connection per node; latency from ${PROBES_PER_SECOND}/s direct probes)` : 'answered at once'}, ` +
+      `for ${phaseSeconds} s; steady window ${windowSeconds.toFixed(1)} s (first ${warmupMs / 1000} s left out)`,
+  );
+  const rows = [
+    ['agents (simulated + real)', `${agentCount} + ${realAgentCount}`, ''],
+    ['heartbeats sent / ok / failed', `${sent} / ${ok} / ${failed}`, verdict(beatsPass)],
+    ...(longPoll ? [['  answered early (not held)', String(early), early > ok / 100 ? 'FAIL: the long-poll does not hold' : '']] : []),
+    ['heartbeats/s', (ok / phaseSeconds).toFixed(1), `(expected ${(agentCount / (intervalMs / 1000)).toFixed(1)})`],
+    ['latency p50 / p90 / p99 / max ms', [0.5, 0.9, 0.99, 1].map((p) => ms(percentile(steadyMs, p))).join(' / '), `(${steadyMs.length} in window${longPoll ? `, of ${probes} probes` : ''})`],
+    ['  first pass p50 / p99 / max ms', [0.5, 0.99, 1].map((p) => ms(percentile(firstPassMs, p))).join(' / '), '(each node\'s first report)'],
+    ['control plane CPU, % of one core', (100 * cpuShare).toFixed(1), `${verdict(cpuPass)} (target < ${TARGET_CPU_SHARE * 100})`],
+    ['  CPU ms per heartbeat; % at the full rate', `${cpuMsPerBeat.toFixed(3)}; ${((cpuMsPerBeat * fleetRatePerSecond) / 10).toFixed(1)}`, `(${answeredInWindow} answered in window, full rate ${fleetRatePerSecond.toFixed(0)}/s)`],
+    ['  user / system, % of one core', `${(100 * userShare).toFixed(1)} / ${(100 * systemShare).toFixed(1)}`, ''],
+    ['control plane RSS avg / peak MB', `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`, `${verdict(rssPass)} (target < ${TARGET_RSS_MB})`],
+    ['  whole-run peak MB', rssPeakRun.toFixed(0), ''],
+    ['real Agents: heartbeats each, min..max', realAgentCount ? `${Math.min(...realBeats)}..${Math.max(...realBeats)}` : '-', `${verdict(realPass)} (long-poll: expected about ${expectedRealBeats.toFixed(0)})`],
+    ['bench process CPU %, loop delay p99 / max ms', `${((100 * (benchCpu.user + benchCpu.system)) / 1e6 / phaseSeconds).toFixed(1)}, ${(loopDelay.percentile(99) / 1e6).toFixed(0)} / ${(loopDelay.max / 1e6).toFixed(0)}`, '(the client; high = latency is partly ours)'],
+  ];
+  const w0 = Math.max(...rows.map((r) => r[0].length));
+  const w1 = Math.max(...rows.map((r) => r[1].length));
+  for (const [a, b, c] of rows) console.log(`  ${a.padEnd(w0)}  ${b.padStart(w1)}  ${c}`);
+  const every5s = windowSamples.filter((x, i) => i % 5 === 0 || i === windowSamples.length - 1);
+  console.log(`  RSS over the window, MB: ${every5s.map((x) => x.rssMb.toFixed(0)).join(' ')}`);
+  for (const [why, n] of failures) console.log(`  failed ×${n}: ${why}`);
+  if (realBeats.some((n) => n > Math.ceil(expectedRealBeats) + 2)) {
+    console.log(`  the real Agents were answered at once instead of held: the long-poll does not hold, so they spin and their load is counted above`);
+  }
+  const pass = cpuPass && rssPass && beatsPass && realPass;
+  console.log(`${verdict(pass)}: CPU ${(100 * cpuShare).toFixed(1)}% of one core (< 30), RSS peak ${rssPeak.toFixed(0)} MB (< 300)`);
+  if (!pass) process.exitCode = 1;
+
+  // --- profile, while the control plane writes it on exit ---
+  await Promise.all(realAgents.map((a) => a.stop()));
+  realAgents.length = 0;
+  await realAgentDispatcher.destroy();
+  await pool.close();
+  pool = null;
+  await holdPool?.close();
+  holdPool = null;
+  clearInterval(sampler);
+  const stopped = await control.stop();
+  control = null;
+  console.log(`control plane stopped in ${stopped.seconds.toFixed(1)} s after SIGTERM (${stopped.signal ?? `exit code ${stopped.code}`})`);
+  if (profDir) {
+    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) {
+      console.log(`no .cpuprofile in ${profDir}: the control plane did not exit cleanly`);
+    } else {
+      const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8'));
+      const sum = summariseProfile(profile, steadyStartUs, steadyEndUs);
+      console.log(`\ncontrol plane profile (${sum.inWindow ? 'steady window' : 'whole run: the window did not line up with the profile clock'}): ${join(profDir, file)}`);
+      console.log(`  ${sum.total} samples, ${sum.busy} not idle (${((100 * sum.busy) / sum.total).toFixed(1)}%); percentages are of the samples not idle`);
+      printTop('self time, by function:', sum.self, sum.busy, 25);
+      printTop('inclusive time, by function:', sum.inclusive, sum.busy, 30);
+      printTop('inclusive time, llmgw\'s own functions (dist/):', sum.own, sum.busy, 15);
+      printTop('self time, by package or file tree:', sum.byPackage, sum.busy, 15);
+    }
+  }
+} catch (err) {
+  console.error(`heartbeats bench: ${err.message}`);
+  process.exitCode = 1;
+} finally {
+  if (sampler) clearInterval(sampler);
+  await Promise.allSettled(realAgents.map((a) => a.stop()));
+  if (!realAgentDispatcher.destroyed) await realAgentDispatcher.destroy();
+  await pool?.close();
+  await holdPool?.close();
+  await control?.stop();
+  await rm(dir, { recursive: true, force: true });
+}
