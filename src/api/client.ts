@@ -1,0 +1,224 @@
+// The admin API client: one typed method per endpoint the control plane
+// serves under /api/v1, and two typed errors — the server said no
+// (AdminApiError, with its status and its own words) and the server could not
+// be reached (AdminApiUnreachableError, with what to do about it). Everything
+// it needs is passed in (base URL, token, actor, dispatcher), so ctl, tests
+// and the dashboard tests each build their own.
+import { type Dispatcher, request } from 'undici';
+import type {
+  AddedView,
+  CollectSummary,
+  ExplainView,
+  ModelDefinition,
+  ModelView,
+  NodeStateView,
+  NodeStateWord,
+  NodeView,
+  OrphansView,
+  RemovedView,
+  ReplicaView,
+  SummaryView,
+} from './types.js';
+
+export interface AdminClientOptions {
+  /** e.g. http://127.0.0.1:8081; a trailing slash is ignored. */
+  baseUrl: string;
+  /** The admin token; null or absent = send none (a loopback control plane may need none). */
+  token?: string | null;
+  /** Who is acting, sent as X-Llmgw-Actor for the audit log; absent = not sent. */
+  actor?: string;
+  /** Absent = undici's global dispatcher. */
+  dispatcher?: Dispatcher;
+  /** How long to wait for the answer's headers, ms; absent = 30 s. 0 = no limit. */
+  timeoutMs?: number;
+}
+
+/**
+ * Why the server refused, as far as the client can tell. The admin API's
+ * error body is only `{"error": message}`, so this is derived here, in one
+ * place, from the status and (for the no-fit refusal, which shares 400 with
+ * every other bad definition) the server's fixed wording.
+ */
+export type AdminApiErrorKind = 'placement_no_fit' | 'unauthorized' | 'not_found' | 'no_store' | 'bad_request' | 'server';
+
+/** The server answered, and not with success. */
+export class AdminApiError extends Error {
+  readonly status: number;
+  /** The server's `error` field, or the start of its body when it sent no JSON. */
+  readonly serverMessage: string;
+  readonly method: string;
+  readonly path: string;
+  readonly kind: AdminApiErrorKind;
+
+  constructor(init: { status: number; serverMessage: string; method: string; path: string }) {
+    super(init.serverMessage || `the admin API answered ${init.status} to ${init.method} ${init.path}`);
+    this.name = 'AdminApiError';
+    this.status = init.status;
+    this.serverMessage = init.serverMessage;
+    this.method = init.method;
+    this.path = init.path;
+    this.kind = kindOf(init.status, init.serverMessage);
+  }
+}
+
+/** No answer at all: nothing listening, a wrong host, a timeout. */
+export class AdminApiUnreachableError extends Error {
+  readonly baseUrl: string;
+
+  constructor(baseUrl: string, detail: string, cause: unknown) {
+    super(`cannot reach the admin API at ${baseUrl} (${detail}): is \`llmgw control\` running? set LLMGW_ADMIN_URL`, { cause });
+    this.name = 'AdminApiUnreachableError';
+    this.baseUrl = baseUrl;
+  }
+}
+
+/** The server's fixed opening for LLMGW_PLACEMENT_NO_FIT (src/control/adminapi/routes.ts). */
+const NO_FIT_WORDING = 'no known node could ever run this model';
+
+function kindOf(status: number, message: string): AdminApiErrorKind {
+  if (status === 401 || status === 403) return 'unauthorized';
+  if (status === 404) return 'not_found';
+  if (status === 501) return 'no_store';
+  if (status >= 500) return 'server';
+  if (message.startsWith(NO_FIT_WORDING)) return 'placement_no_fit';
+  return 'bad_request';
+}
+
+export class AdminClient {
+  readonly baseUrl: string;
+  readonly #token: string | null;
+  readonly #actor: string | undefined;
+  readonly #dispatcher: Dispatcher | undefined;
+  readonly #timeoutMs: number;
+
+  constructor(options: AdminClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.#token = options.token ?? null;
+    this.#actor = options.actor;
+    this.#dispatcher = options.dispatcher;
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  summary(): Promise<SummaryView> {
+    return this.#call('GET', '/api/v1/summary');
+  }
+
+  nodes(): Promise<NodeView[]> {
+    return this.#call('GET', '/api/v1/nodes');
+  }
+
+  /** Cordon (no new replicas), drain (also move existing ones off) or ready (uncordon). */
+  setNodeState(nodeId: string, state: NodeStateWord): Promise<NodeStateView> {
+    return this.#call('POST', `/api/v1/nodes/${encodeURIComponent(nodeId)}/state`, { state });
+  }
+
+  cordon(nodeId: string): Promise<NodeStateView> {
+    return this.setNodeState(nodeId, 'cordon');
+  }
+
+  uncordon(nodeId: string): Promise<NodeStateView> {
+    return this.setNodeState(nodeId, 'uncordon');
+  }
+
+  drain(nodeId: string): Promise<NodeStateView> {
+    return this.setNodeState(nodeId, 'drain');
+  }
+
+  models(): Promise<ModelView[]> {
+    return this.#call('GET', '/api/v1/models');
+  }
+
+  /** `force`: add it even when no known node could ever run it (a fleet still joining). */
+  addModel(definition: ModelDefinition | Record<string, unknown>, options: { force?: boolean } = {}): Promise<AddedView> {
+    return this.#call('POST', `/api/v1/models${options.force ? '?force=true' : ''}`, definition);
+  }
+
+  /** Takes the model's exact name. */
+  removeModel(name: string): Promise<RemovedView> {
+    return this.#call('DELETE', `/api/v1/models/${encodeURIComponent(name)}`);
+  }
+
+  /** Every replica, or those of one model (by name). */
+  replicas(options: { model?: string } = {}): Promise<ReplicaView[]> {
+    return this.#call('GET', `/api/v1/replicas${query({ model: options.model })}`);
+  }
+
+  explain(model: string): Promise<ExplainView> {
+    return this.#call('GET', `/api/v1/explain-placement${query({ model })}`);
+  }
+
+  orphans(options: { node?: string } = {}): Promise<OrphansView> {
+    return this.#call('GET', `/api/v1/weights/orphans${query({ node: options.node })}`);
+  }
+
+  /** Asks nodes to remove their orphans; each node waits up to a minute, so this waits without a limit. */
+  collect(options: { node?: string } = {}): Promise<CollectSummary> {
+    return this.#call('POST', `/api/v1/weights/collect${query({ node: options.node })}`, undefined, 0);
+  }
+
+  async #call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<T> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    if (this.#actor) headers['x-llmgw-actor'] = this.#actor;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(`${this.baseUrl}${path}`, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+    } catch (err) {
+      throw new AdminApiUnreachableError(this.baseUrl, describeNetworkError(err), err);
+    }
+    const text = await res.body.text();
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      throw new AdminApiError({ status: res.statusCode, serverMessage: errorMessageOf(text), method, path: path.split('?')[0]! });
+    }
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new AdminApiError({ status: res.statusCode, serverMessage: `the answer to ${method} ${path} is not JSON: ${text.slice(0, 200)}`, method, path });
+    }
+  }
+}
+
+function query(params: Record<string, string | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+function errorMessageOf(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as { error?: unknown };
+    if (typeof parsed.error === 'string') return parsed.error;
+  } catch {
+    // Not JSON (a proxy's HTML page, say): show its start below.
+  }
+  return text.trim().slice(0, 200);
+}
+
+/** "connection refused" rather than undici's class names: the reader wants to know what happened. */
+function describeNetworkError(err: unknown): string {
+  const code = (err as { code?: string }).code ?? ((err as { cause?: { code?: string } }).cause?.code);
+  switch (code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'the host name does not resolve';
+    case 'ECONNRESET':
+      return 'the connection was reset';
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_CONNECT_TIMEOUT':
+    case 'ETIMEDOUT':
+      return 'no answer in time';
+    default:
+      return (err as Error).message || String(err);
+  }
+}

@@ -1,0 +1,187 @@
+// The admin API's JSON, as the wire carries it: field names exactly as the
+// control plane sends them (the seed's snake_case). Declared here rather than
+// imported from src/control so that ctl, the dashboard tests and the e2e tests
+// depend on the wire, never on the server's internals; a lint rule keeps it so.
+// Optional fields are the server's omitempty: absent means "not reported",
+// which a reader must show as unknown, never as zero.
+
+/** GET /api/v1/summary */
+export interface SummaryView {
+  models: { total: number; from_file: number; stored: number; not_placed: string[] };
+  nodes: { total: number; by_state: Record<string, number>; by_liveness: Record<string, number> };
+  replicas: { total: number; by_state: Record<string, number> };
+  /** Sentences for whatever needs a person; empty = nothing does. */
+  attention: string[];
+  /** False when the control plane runs without a store: model writes are refused. */
+  store: boolean;
+}
+
+/** GET /api/v1/nodes: one node. Zero or absent means "not reported", never "none". */
+export interface NodeView {
+  id: string;
+  hostname?: string;
+  mgmt_addr?: string;
+  /** Admin state: ready, cordoned or draining. */
+  state: string;
+  /** up, stale or lost, from the last heartbeat. */
+  liveness: string;
+  labels?: Record<string, string>;
+  gpu_total: number;
+  gpu_free: number;
+  /** RAM in GiB (rounded down); absent = the agent did not report it. */
+  memory_gb?: number;
+  /** Paths of the weights the node reports; absent = it reported none or was not asked. */
+  models_on_disk?: string[];
+  /** Local filesystems holding weights, summed, GiB; absent = unknown (not a full disk). */
+  disk_free_gb?: number;
+  disk_total_gb?: number;
+  gpu_classes?: string[];
+  fabrics?: string[];
+  /** "gpu 3: <first problem>" per GPU kept out of placement. */
+  unhealthy_gpus?: string[];
+  /** Set when the GPU probe itself failed: the node's GPUs are unknown. */
+  gpu_probe_error?: string;
+  /** "4s", "3m12s"; empty = no heartbeat yet. */
+  last_seen_ago: string;
+  agent_version?: string;
+  replicas: number;
+}
+
+/** GET /api/v1/models: one model. */
+export interface ModelView {
+  name: string;
+  aliases?: string[];
+  source: string;
+  min_replicas: number;
+  max_replicas: number;
+  ready_replicas: number;
+  total_replicas: number;
+  fallbacks?: string[];
+  profiles: string[];
+  /** "file": from the catalog file, read-only through the API; "store": added through the API. */
+  origin?: 'file' | 'store';
+}
+
+export interface ShardFetchView {
+  bytes_done: number;
+  /** Absent = the size is not known yet. */
+  total_bytes?: number;
+  bytes_per_second?: number;
+  percent?: number;
+}
+
+export interface ShardView {
+  id: string;
+  node: string;
+  rank: number;
+  gpus: number[];
+  state: string;
+  error?: string;
+  /** Present while the shard fetches weights. */
+  fetch?: ShardFetchView;
+}
+
+/** GET /api/v1/replicas: one replica. */
+export interface ReplicaView {
+  id: string;
+  model: string;
+  profile: string;
+  state: string;
+  pool?: string;
+  fabric?: string;
+  endpoint?: string;
+  age_seconds: number;
+  /** -1 = the router has reported no use, which is not the same as idle. */
+  idle_seconds: number;
+  error?: string;
+  shards: ShardView[];
+}
+
+export interface RejectionView {
+  profile: string;
+  pool?: string;
+  node?: string;
+  reason: string;
+}
+
+/** GET /api/v1/explain-placement?model= */
+export interface ExplainView {
+  model: string;
+  /** True when the model has replicas that count. */
+  placed: boolean;
+  /** Absent when placement was never attempted or nothing failed. */
+  rejections?: RejectionView[];
+}
+
+/** POST /api/v1/nodes/{id}/state */
+export interface NodeStateView {
+  id: string;
+  state: string;
+}
+
+/** The words the server accepts for a node's admin state. */
+export type NodeStateWord = 'ready' | 'uncordon' | 'cordoned' | 'cordon' | 'draining' | 'drain';
+
+export interface OrphanEntry {
+  path: string;
+  cache_name: string;
+  /** Absent: the agent did not report a size. */
+  size_bytes?: number;
+  source?: string;
+  /** Epoch ms of the last use the agent knows of; absent = unknown. */
+  last_used_ms?: number;
+}
+
+export interface NodeOrphans {
+  node: string;
+  entries: OrphanEntry[];
+  /** Sum of the sizes that were reported; entries without a size add nothing. */
+  reclaimable_bytes: number;
+}
+
+/** GET /api/v1/weights/orphans */
+export interface OrphansView {
+  nodes: NodeOrphans[];
+  total_bytes: number;
+}
+
+export interface NodeCollectSummary {
+  node: string;
+  asked: OrphanEntry[];
+  asked_bytes: number;
+  removed: { path: string; bytes_freed: number }[];
+  refused: { path: string; check: string; reason: string }[];
+  /** Set when the node could not be asked, and why. */
+  unreachable?: string;
+}
+
+/** POST /api/v1/weights/collect */
+export interface CollectSummary {
+  nodes: NodeCollectSummary[];
+  asked: number;
+  removed: number;
+  refused: number;
+  unreachable: number;
+  bytes_freed: number;
+}
+
+/** POST /api/v1/models */
+export interface AddedView {
+  added: string;
+}
+
+/** DELETE /api/v1/models/{name} */
+export interface RemovedView {
+  removed: string;
+}
+
+/**
+ * A model definition as an operator writes it (YAML or JSON). Only the fields
+ * a client must see are typed; the control plane validates the whole of it.
+ */
+export interface ModelDefinition {
+  name: string;
+  source: string;
+  profiles: Array<{ engine: string; [field: string]: unknown }>;
+  [field: string]: unknown;
+}

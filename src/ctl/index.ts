@@ -1,0 +1,289 @@
+// `llmgw ctl`: the operator's command line over the admin API. Separate from
+// the control plane because it reaches it only the way any operator does, over
+// HTTP through src/api (a lint rule keeps src/control out of here), so what it
+// shows is what the API serves. main.ts hands it the arguments after `ctl`;
+// it returns the exit code (0 ok, 1 the request failed, 2 usage, 3 placement
+// impossible) and never calls process.exit, so tests can run it in process.
+import { createInterface } from 'node:readline/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Command, CommanderError, Option } from 'commander';
+import type { Dispatcher } from 'undici';
+import { AdminApiError, AdminApiUnreachableError, AdminClient } from '../api/index.js';
+import { ConnectionConfigError, resolveConnection, type ConnectionFlags } from './connection.js';
+import { type CtlContext, EXIT } from './context.js';
+import { ModelFileError } from './model-file.js';
+import * as read from './read.js';
+import { Output } from './render.js';
+import * as write from './write.js';
+
+export { EXIT } from './context.js';
+
+type Stdout = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
+
+export interface CtlIo {
+  stdout: Stdout;
+  stderr: NodeJS.WritableStream;
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  /** Subscribes to Ctrl-C while a command waits (--watch, drain --wait); returns the unsubscribe. Default: SIGINT. */
+  onInterrupt: (handler: () => void) => () => void;
+  /** For tests: the HTTP dispatcher the admin client uses; absent = undici's global one. */
+  dispatcher?: Dispatcher;
+}
+
+/** How often --watch re-renders, ms. */
+const WATCH_INTERVAL_MS = 2000;
+
+export async function runCtl(argv: string[], overrides: Partial<CtlIo> = {}): Promise<number> {
+  const io: CtlIo = {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+    env: process.env,
+    cwd: process.cwd(),
+    onInterrupt: (handler) => {
+      process.on('SIGINT', handler);
+      return () => process.off('SIGINT', handler);
+    },
+    ...overrides,
+  };
+  const warn = (line: string) => io.stderr.write(`${line}\n`);
+  let code: number = EXIT.ok;
+  const release: { current?: () => void } = {};
+
+  /** Builds the context from the global flags and runs one command, turning typed errors into a sentence and a code. */
+  const run =
+    <A extends unknown[]>(fn: (ctx: CtlContext, ...args: A) => Promise<number>) =>
+    async (...args: A): Promise<void> => {
+      const cmd = args[args.length - 1] as Command;
+      const flags = cmd.optsWithGlobals<GlobalFlags>();
+      try {
+        const ctx = contextFor(io, flags, warn, release);
+        code = await fn(ctx, ...(args.slice(0, -1) as A));
+      } catch (err) {
+        code = explainFailure(err, warn);
+      }
+    };
+
+  // Set before any subcommand exists: commander copies these into each one as it is created,
+  // and a subcommand without them would call process.exit itself.
+  const root = new Command('llmgw ctl').exitOverride().configureOutput({
+    writeOut: (s) => io.stdout.write(s),
+    writeErr: (s) => io.stderr.write(s),
+  });
+  const program = buildProgram(root, run);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    throw err;
+  } finally {
+    release.current?.();
+  }
+  return code;
+}
+
+interface GlobalFlags extends ConnectionFlags {
+  output: 'table' | 'json';
+}
+
+type Runner = <A extends unknown[]>(fn: (ctx: CtlContext, ...args: A) => Promise<number>) => (...args: A) => Promise<void>;
+
+function buildProgram(root: Command, run: Runner): Command {
+  const program = root
+    .description('operate an llmgw fleet through the admin API')
+    .addOption(new Option('--admin-url <url>', 'the admin API, e.g. http://127.0.0.1:8081 (or LLMGW_ADMIN_URL; default: a local `llmgw up`, then http://127.0.0.1:8081)'))
+    .addOption(new Option('--token <token>', 'the admin token (or LLMGW_ADMIN_TOKEN; default: a local `llmgw up`\'s)'))
+    .addOption(new Option('--data-dir <dir>', 'where a local `llmgw up` keeps control.json and admin-token (or LLMGW_DATA_DIR)').default(undefined, './.llmgw'))
+    .addOption(new Option('--actor <who>', 'who is acting, for the audit log (default: user@host)'))
+    .addOption(new Option('-o, --output <format>', 'table, or json: the API\'s own JSON').choices(['table', 'json']).default('table'))
+    .showHelpAfterError('(llmgw ctl --help lists the commands)')
+    .showSuggestionAfterError();
+
+  const watchable = (cmd: Command) => cmd.option('-w, --watch', 're-render every 2 s until Ctrl-C');
+  type WatchOpts = { watch?: boolean };
+
+  watchable(program.command('summary').description('the fleet in a few lines, and what needs a person')).action(
+    run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.summary(ctx))),
+  );
+  watchable(program.command('nodes').description('every node: state, GPUs, RAM, disk, replicas')).action(run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.nodes(ctx))));
+  watchable(program.command('node').argument('<node>', 'node id').description('one node: GPUs with health, disk, weights, replicas')).action(
+    run((ctx, id: string, o: WatchOpts) => watchOr(ctx, o, () => read.node(ctx, id))),
+  );
+
+  const models = watchable(program.command('models').description('the catalog: models with ready replicas; `models add` and `models rm` change it')).action(
+    run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.models(ctx))),
+  );
+  models
+    .command('add')
+    .argument('<file>', 'YAML or JSON: one model, a list, or {models: [...]}')
+    .description('add models to the catalog')
+    .option('--dry-run', 'check the file and print what would be sent; sends nothing (the API has no server-side dry run yet)')
+    .option('--force', 'add even if no known node could ever run it (a fleet still joining)')
+    .action(run((ctx, file: string, o: { dryRun?: boolean; force?: boolean }) => write.addModels(ctx, file, { dryRun: !!o.dryRun, force: !!o.force })));
+  models
+    .command('rm')
+    .argument('<name>', 'the model\'s exact name (not an alias)')
+    .description('remove a model from the catalog; its replicas stop')
+    .option('-y, --yes', 'do not ask (for scripts)')
+    .action(run((ctx, name: string, o: { yes?: boolean }) => write.removeModel(ctx, name, { yes: !!o.yes })));
+
+  watchable(program.command('model').argument('<name>', 'model name or alias').description('one model: profiles, replicas, and why it is not placed')).action(
+    run((ctx, name: string, o: WatchOpts) => watchOr(ctx, o, () => read.model(ctx, name))),
+  );
+  watchable(program.command('replicas').description('replicas with their shards').option('--model <name>', 'only this model\'s')).action(
+    run((ctx, o: WatchOpts & { model?: string }) => watchOr(ctx, o, () => read.replicas(ctx, o.model))),
+  );
+  program
+    .command('explain')
+    .argument('<model>', 'model name or alias')
+    .description('why a model is not placed; exits 3 when no node can run it')
+    .action(run((ctx, name: string) => read.explain(ctx, name)));
+
+  program
+    .command('cordon')
+    .argument('<node>', 'node id')
+    .description('take no new replicas on a node; the ones it runs keep serving')
+    .action(run((ctx, id: string) => write.setNodeState(ctx, id, 'cordon')));
+  program
+    .command('uncordon')
+    .argument('<node>', 'node id')
+    .description('let a cordoned or draining node take replicas again')
+    .action(run((ctx, id: string) => write.setNodeState(ctx, id, 'uncordon')));
+  program
+    .command('drain')
+    .argument('<node>', 'node id')
+    .description('move every replica off a node (each keeps serving until its replacement is ready)')
+    .option('--wait', 'follow the drain until no replica runs on the node')
+    .option('--timeout <duration>', 'with --wait: give up waiting after this long, e.g. 10m (the drain goes on)')
+    .action(
+      run((ctx, id: string, o: { wait?: boolean; timeout?: string }) => {
+        const timeoutMs = o.timeout === undefined ? undefined : parseDuration(o.timeout);
+        if (timeoutMs === null) throw new UsageError(`--timeout: "${o.timeout}" is not a duration; want e.g. 90s or 10m`);
+        return write.drain(ctx, id, { wait: !!o.wait, ...(timeoutMs === undefined ? {} : { timeoutMs }) });
+      }),
+    );
+
+  watchable(
+    program
+      .command('weights')
+      .description('weights on nodes that no model wants (orphans); --collect asks the nodes to remove them')
+      .option('--node <node>', 'only this node')
+      .option('--collect', 'ask the nodes to remove their orphans (computed afresh by the control plane)')
+      .option('-y, --yes', 'with --collect: do not ask (for scripts)'),
+  ).action(
+    run((ctx, o: WatchOpts & { node?: string; collect?: boolean; yes?: boolean }) => {
+      if (o.collect && o.watch) throw new UsageError('--collect and --watch do not go together: collect is a change, not a listing');
+      if (o.collect) return write.collect(ctx, { ...(o.node ? { node: o.node } : {}), yes: !!o.yes });
+      return watchOr(ctx, o, () => read.weights(ctx, o.node));
+    }),
+  );
+
+  // Commands of issue 9 whose admin endpoints do not exist yet: present so
+  // that `--help` tells the truth about what is coming, and exit 1.
+  const notYet = (name: string, args: string, description: string, what: string) =>
+    program
+      .command(name)
+      .argument(args, '')
+      .description(`${description} (not yet)`)
+      .allowUnknownOption()
+      .allowExcessArguments()
+      .action(
+        run(async (ctx) => {
+          ctx.warn(`llmgw ctl ${name}: not yet: ${what}`);
+          return EXIT.failed;
+        }),
+      );
+  notYet('keys', '[action]', 'API keys: create, ls, rm', 'API keys (keys create|ls|rm) land with issue 6, with the admin endpoints for keys');
+  notYet('usage', '[args...]', 'tokens and requests per key and model', 'usage lands with issue 6, once the router writes usage to the store and the admin API serves it');
+  notYet('logs', '[replica]', 'an engine\'s log: logs REPLICA [--shard RANK] [-f]', 'logs land with issue 9\'s second half, once agents serve engine logs and the admin API relays them');
+  notYet('events', '[args...]', 'what the fleet did: scaling, joins, drains, placement failures', 'events land with issue 10 (GET /api/v1/events)');
+  return program;
+}
+
+class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void, release: { current?: () => void }): CtlContext {
+  const conn = resolveConnection(flags, io.env, io.cwd);
+  const tty = io.stdout.isTTY === true;
+  const columns = tty ? io.stdout.columns : Number(io.env.COLUMNS) || undefined;
+  const out = new Output((s) => io.stdout.write(s), { tty, color: !io.env.NO_COLOR, ...(columns ? { width: columns } : {}) });
+  const client = new AdminClient({ baseUrl: conn.adminUrl, token: conn.token, actor: conn.actor, ...(io.dispatcher ? { dispatcher: io.dispatcher } : {}) });
+  // Ctrl-C is only ours once a command waits on purpose (--watch, drain --wait);
+  // before that it ends the process as usual. Held until runCtl returns.
+  const controller = new AbortController();
+  const pause = async (ms: number): Promise<boolean> => {
+    if (!controller.signal.aborted && !release.current) release.current = io.onInterrupt(() => controller.abort());
+    try {
+      await sleep(ms, undefined, { signal: controller.signal });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  return {
+    client,
+    out,
+    warn,
+    json: flags.output === 'json',
+    interactive: io.stdin.isTTY === true,
+    confirm: async (question) => {
+      const rl = createInterface({ input: io.stdin, output: io.stderr });
+      try {
+        return /^y(es)?$/i.test((await rl.question(question)).trim());
+      } finally {
+        rl.close();
+      }
+    },
+    pause,
+    ...(tty ? { progressStream: io.stdout } : {}),
+  };
+}
+
+/** Renders once, or every 2 s until Ctrl-C with --watch; a failed round is shown and the next one tried. */
+async function watchOr(ctx: CtlContext, o: { watch?: boolean }, render: () => Promise<number>): Promise<number> {
+  if (!o.watch) return render();
+  for (;;) {
+    if (ctx.out.tty) ctx.out.raw('\x1b[2J\x1b[H');
+    if (!ctx.json) ctx.out.line(ctx.out.c.dim(`every ${WATCH_INTERVAL_MS / 1000}s, Ctrl-C to stop · ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}`));
+    try {
+      await render();
+    } catch (err) {
+      explainFailure(err, ctx.warn);
+    }
+    if (!ctx.out.tty && !ctx.json) ctx.out.line();
+    if (!(await ctx.pause(WATCH_INTERVAL_MS))) return EXIT.ok;
+  }
+}
+
+/** A typed failure as one sentence on stderr, and its exit code. */
+function explainFailure(err: unknown, warn: (line: string) => void): number {
+  if (err instanceof AdminApiUnreachableError) {
+    warn(`llmgw ctl: ${err.message}`);
+    return EXIT.failed;
+  }
+  if (err instanceof AdminApiError) {
+    const hint = err.kind === 'unauthorized' ? ' (pass --token or set LLMGW_ADMIN_TOKEN)' : '';
+    warn(`llmgw ctl: ${err.message}${hint}`);
+    return err.kind === 'placement_no_fit' ? EXIT.noFit : EXIT.failed;
+  }
+  if (err instanceof ModelFileError || err instanceof ConnectionConfigError || err instanceof UsageError) {
+    warn(`llmgw ctl: ${err.message}`);
+    return EXIT.usage;
+  }
+  throw err;
+}
+
+/** "90s", "10m", "1h", "500ms"; null = not a duration. */
+function parseDuration(s: string): number | null {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(s.trim());
+  if (!m) return null;
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
+  return Number(m[1]) * unit;
+}

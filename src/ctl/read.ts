@@ -1,0 +1,283 @@
+// The reading commands: summary, nodes, node, models, model, replicas,
+// explain, weights. Each fetches what it shows and renders it, or prints the
+// API's JSON with -o json. None of them changes anything.
+import type { ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView } from '../api/index.js';
+import { type CtlContext, EXIT } from './context.js';
+import { formatBytes, formatGiB, formatSeconds, list, orUnknown, type Output, UNKNOWN } from './render.js';
+
+export async function summary(ctx: CtlContext): Promise<number> {
+  const s = await ctx.client.summary();
+  if (ctx.json) ctx.out.json(s);
+  else renderSummary(ctx.out, s);
+  return EXIT.ok;
+}
+
+export function renderSummary(out: Output, s: SummaryView): void {
+  const counts = (r: Record<string, number>) =>
+    Object.entries(r)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${out.state(k)} ${v}`)
+      .join(', ') || 'none';
+  out.line(`${out.heading('models')}    ${s.models.total} (${s.models.stored} stored, ${s.models.from_file} from the catalog file)${s.models.not_placed.length ? `; not placed: ${out.c.red(s.models.not_placed.join(', '))}` : ''}`);
+  out.line(`${out.heading('nodes')}     ${s.nodes.total}: ${counts(s.nodes.by_state)}; ${counts(s.nodes.by_liveness)}`);
+  out.line(`${out.heading('replicas')}  ${s.replicas.total}: ${counts(s.replicas.by_state)}`);
+  out.line(`${out.heading('store')}     ${s.store ? 'yes' : out.c.yellow('none: models come only from the catalog file')}`);
+  if (s.attention.length === 0) {
+    out.line(`${out.heading('attention')} nothing needs a person`);
+    return;
+  }
+  out.line(`${out.heading('attention')} ${s.attention.length}`);
+  for (const a of s.attention) out.line(`  ${out.c.yellow('!')} ${a.replace(/\n/g, '\n    ')}`);
+}
+
+export async function nodes(ctx: CtlContext): Promise<number> {
+  const ns = await ctx.client.nodes();
+  if (ctx.json) {
+    ctx.out.json(ns);
+    return EXIT.ok;
+  }
+  if (ns.length === 0) {
+    ctx.out.line('no node has joined yet: start `llmgw agent --control <agent url> --join-token …` on a machine');
+    return EXIT.ok;
+  }
+  ctx.out.line(
+    ctx.out.table(
+      ['NODE', 'STATE', 'LIVENESS', 'GPUS FREE', 'GPU CLASS', 'RAM', 'DISK FREE', 'REPLICAS', 'LAST SEEN', 'AGENT'],
+      ns.map((n) => [
+        n.id,
+        ctx.out.state(n.state),
+        ctx.out.state(n.liveness),
+        gpuCell(ctx.out, n),
+        list(n.gpu_classes),
+        formatGiB(n.memory_gb),
+        diskCell(n),
+        String(n.replicas),
+        n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never',
+        orUnknown(n.agent_version),
+      ]),
+    ),
+  );
+  return EXIT.ok;
+}
+
+/** "8/8", "6/8 (1 unhealthy)", or "unknown" when the GPU probe failed. */
+function gpuCell(out: Output, n: NodeView): string {
+  if (n.gpu_probe_error) return out.c.red('unknown');
+  const unhealthy = n.unhealthy_gpus?.length ?? 0;
+  return `${n.gpu_free}/${n.gpu_total}${unhealthy ? ` ${out.c.red(`(${unhealthy} unhealthy)`)}` : ''}`;
+}
+
+function diskCell(n: NodeView): string {
+  return n.disk_total_gb === undefined ? UNKNOWN : `${n.disk_free_gb ?? UNKNOWN}/${n.disk_total_gb} GiB`;
+}
+
+export async function node(ctx: CtlContext, id: string): Promise<number> {
+  const [ns, reps, orphans] = await Promise.all([ctx.client.nodes(), ctx.client.replicas(), ctx.client.orphans({ node: id })]);
+  const n = ns.find((x) => x.id === id);
+  if (!n) {
+    ctx.warn(`no node "${id}"; \`llmgw ctl nodes\` lists them${ns.length ? ` (${ns.map((x) => x.id).slice(0, 10).join(', ')})` : ''}`);
+    return EXIT.failed;
+  }
+  const here = reps.filter((r) => r.shards.some((s) => s.node === id));
+  if (ctx.json) {
+    ctx.out.json({ node: n, replicas: here, orphans: orphans.nodes.find((o) => o.node === id) ?? { node: id, entries: [], reclaimable_bytes: 0 } });
+    return EXIT.ok;
+  }
+  const out = ctx.out;
+  out.line(`${out.heading(`node ${n.id}`)}  state ${out.state(n.state)}, ${out.state(n.liveness)}, last seen ${n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'}`);
+  out.line(`  hostname  ${orUnknown(n.hostname)}`);
+  out.line(`  mgmt      ${orUnknown(n.mgmt_addr)}`);
+  out.line(`  agent     ${orUnknown(n.agent_version)}`);
+  out.line(`  labels    ${n.labels && Object.keys(n.labels).length ? Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(', ') : UNKNOWN}`);
+  out.line(`  fabrics   ${list(n.fabrics)}`);
+  out.line(`  RAM       ${formatGiB(n.memory_gb)}`);
+  out.line(`  disk      ${n.disk_total_gb === undefined ? `${UNKNOWN} (not reported)` : `${n.disk_free_gb ?? UNKNOWN} GiB free of ${n.disk_total_gb} GiB (local filesystems, summed)`}`);
+  out.line();
+  if (n.gpu_probe_error) {
+    out.line(`${out.heading('GPUs')} unknown: ${out.c.red(n.gpu_probe_error)}`);
+  } else if (n.gpu_total === 0) {
+    out.line(`${out.heading('GPUs')} none (a CPU node)`);
+  } else {
+    out.line(`${out.heading('GPUs')} ${n.gpu_free} free of ${n.gpu_total}`);
+    const problems = new Map<number, string>();
+    for (const u of n.unhealthy_gpus ?? []) {
+      const m = /^gpu (\d+): (.*)$/s.exec(u);
+      if (m) problems.set(Number(m[1]), m[2]!);
+    }
+    const users = new Map<number, string[]>();
+    for (const r of here) for (const s of r.shards) if (s.node === id && s.state !== 'stopped') for (const g of s.gpus) users.set(g, [...(users.get(g) ?? []), `${r.id} (${r.model})`]);
+    // The view names classes per node, not per GPU: a single class is every GPU's, several leave each unknown.
+    const cls = n.gpu_classes?.length === 1 ? n.gpu_classes[0]! : UNKNOWN;
+    out.line(
+      out.table(
+        ['GPU', 'CLASS', 'HEALTH', 'IN USE BY'],
+        Array.from({ length: n.gpu_total }, (_, i) => [String(i), cls, problems.has(i) ? out.c.red(`unhealthy: ${problems.get(i)}`) : out.state('ok'), users.get(i)?.join(', ') ?? UNKNOWN]),
+      ),
+    );
+  }
+  out.line();
+  out.line(`${out.heading('weights on disk')} ${n.models_on_disk?.length ?? 'none reported'}`);
+  const orphanOf = new Map((orphans.nodes.find((o) => o.node === id)?.entries ?? []).map((e) => [e.path, e]));
+  for (const p of n.models_on_disk ?? []) {
+    const o = orphanOf.get(p);
+    out.line(`  ${p}${o ? `  ${out.c.yellow(`orphan, ${formatBytes(o.size_bytes)}: no model wants it (\`llmgw ctl weights --collect --node ${id}\`)`)}` : ''}`);
+  }
+  out.line();
+  out.line(`${out.heading('replicas on this node')} ${here.length || 'none'}`);
+  if (here.length) out.line(replicaTable(out, here, id));
+  return EXIT.ok;
+}
+
+export async function models(ctx: CtlContext): Promise<number> {
+  const ms = await ctx.client.models();
+  if (ctx.json) {
+    ctx.out.json(ms);
+    return EXIT.ok;
+  }
+  if (ms.length === 0) {
+    ctx.out.line('no model in the catalog: `llmgw ctl models add FILE` adds one');
+    return EXIT.ok;
+  }
+  ctx.out.line(
+    ctx.out.table(
+      ['MODEL', 'READY', 'WANTED', 'PROFILES', 'SOURCE', 'FROM', 'ALIASES', 'FALLBACKS'],
+      ms.map((m) => [m.name, readyCell(ctx.out, m), wanted(m), m.profiles.join(', '), m.source, orUnknown(m.origin), list(m.aliases), list(m.fallbacks)]),
+    ),
+  );
+  return EXIT.ok;
+}
+
+/** ready/total, red when the model wants replicas and has none ready. */
+function readyCell(out: Output, m: ModelView): string {
+  const s = `${m.ready_replicas}/${m.total_replicas}`;
+  if (m.min_replicas > 0 && m.ready_replicas === 0) return out.c.red(s);
+  if (m.ready_replicas < m.min_replicas) return out.c.yellow(s);
+  return out.c.green(s);
+}
+
+function wanted(m: ModelView): string {
+  return m.min_replicas === m.max_replicas ? String(m.min_replicas) : `${m.min_replicas}-${m.max_replicas}`;
+}
+
+export async function model(ctx: CtlContext, name: string): Promise<number> {
+  const ms = await ctx.client.models();
+  const m = ms.find((x) => x.name === name) ?? ms.find((x) => x.aliases?.includes(name));
+  if (!m) {
+    ctx.warn(`no model "${name}" in the catalog; \`llmgw ctl models\` lists them`);
+    return EXIT.failed;
+  }
+  const [reps, why] = await Promise.all([ctx.client.replicas({ model: m.name }), ctx.client.explain(m.name)]);
+  if (ctx.json) {
+    ctx.out.json({ model: m, replicas: reps, explain: why });
+    return EXIT.ok;
+  }
+  const out = ctx.out;
+  out.line(`${out.heading(`model ${m.name}`)}  ${readyCell(out, m)} ready, wants ${wanted(m)}`);
+  out.line(`  source     ${m.source}`);
+  out.line(`  from       ${m.origin === 'file' ? 'the catalog file (read-only through the API)' : m.origin === 'store' ? 'the store (added through the API)' : UNKNOWN}`);
+  out.line(`  aliases    ${list(m.aliases)}`);
+  out.line(`  fallbacks  ${list(m.fallbacks)}`);
+  out.line(`  profiles   ${m.profiles.map((p, i) => `${i + 1}. ${p}`).join('  ')}  (tried in this order)`);
+  out.line();
+  out.line(`${out.heading('replicas')} ${reps.length || 'none'}`);
+  if (reps.length) out.line(replicaTable(out, reps));
+  if (why.rejections?.length) {
+    out.line();
+    renderExplain(out, why);
+  }
+  return EXIT.ok;
+}
+
+export async function replicas(ctx: CtlContext, modelName?: string): Promise<number> {
+  const reps = await ctx.client.replicas(modelName ? { model: modelName } : {});
+  if (ctx.json) {
+    ctx.out.json(reps);
+    return EXIT.ok;
+  }
+  if (reps.length === 0) {
+    ctx.out.line(modelName ? `no replica of ${modelName}` : 'no replica');
+    return EXIT.ok;
+  }
+  ctx.out.line(replicaTable(ctx.out, reps));
+  return EXIT.ok;
+}
+
+/** One row per replica; `onNode` limits the shard column to that node's shards. */
+export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?: string): string {
+  return out.table(
+    ['REPLICA', 'MODEL', 'PROFILE', 'STATE', 'SHARDS', 'AGE', 'IDLE', 'ENDPOINT / ERROR'],
+    reps.map((r) => [
+      r.id,
+      r.model,
+      r.profile,
+      out.state(r.state),
+      r.shards
+        .filter((s) => !onNode || s.node === onNode)
+        .map((s) => `${s.rank}: ${s.node}${s.gpus.length ? ` gpu ${s.gpus.join(',')}` : ''} ${out.state(s.state)}${s.fetch ? ` ${fetchCell(s.fetch)}` : ''}`)
+        .join('\n') || UNKNOWN,
+      formatSeconds(r.age_seconds),
+      // -1: the router has reported no use, which is not "idle for 0s".
+      r.idle_seconds < 0 ? 'unknown' : formatSeconds(r.idle_seconds),
+      r.error ? out.c.red(r.error.split('\n')[0]!) : orUnknown(r.endpoint),
+    ]),
+  );
+}
+
+function fetchCell(f: NonNullable<ReplicaView['shards'][number]['fetch']>): string {
+  const pct = f.percent === undefined ? '' : `${f.percent}% `;
+  return `${pct}${formatBytes(f.bytes_done)} of ${formatBytes(f.total_bytes)}${f.bytes_per_second ? ` at ${formatBytes(f.bytes_per_second)}/s` : ''}`;
+}
+
+export async function explain(ctx: CtlContext, name: string): Promise<number> {
+  const why = await ctx.client.explain(name);
+  if (ctx.json) ctx.out.json(why);
+  else renderExplain(ctx.out, why);
+  // 3 only when placement was tried and nothing fit; a model placed, or never tried, is not a failure to explain.
+  return !why.placed && why.rejections?.length ? EXIT.noFit : EXIT.ok;
+}
+
+export function renderExplain(out: Output, why: ExplainView): void {
+  if (!why.rejections?.length) {
+    out.line(
+      why.placed
+        ? `model ${why.model} is ${out.state('placed')}: it has replicas, and the last placement pass rejected nothing`
+        : `model ${why.model} has no replica, and no placement attempt failed: it wants none (min 0), or the reconciler has not run yet`,
+    );
+    return;
+  }
+  out.line(
+    why.placed
+      ? `model ${why.model} is ${out.state('placed')}, but the last pass could not place every replica it wanted:`
+      : `model ${why.model} is ${out.c.red('not placed')}: no node can run any of its profiles now. Rejections:`,
+  );
+  out.line(out.table(['PROFILE', 'POOL', 'NODE', 'REASON'], why.rejections.map((r) => [r.profile, orUnknown(r.pool), orUnknown(r.node), r.reason])));
+}
+
+export async function weights(ctx: CtlContext, nodeId?: string): Promise<number> {
+  const o = await ctx.client.orphans(nodeId ? { node: nodeId } : {});
+  if (ctx.json) ctx.out.json(o);
+  else renderOrphans(ctx.out, o, nodeId);
+  return EXIT.ok;
+}
+
+export function renderOrphans(out: Output, o: OrphansView, nodeId?: string): void {
+  if (o.nodes.length === 0) {
+    out.line(`no weights that no model wants${nodeId ? ` on ${nodeId}` : ''}: nothing to collect`);
+    return;
+  }
+  const rows: string[][] = [];
+  let unsized = 0;
+  let entries = 0;
+  for (const n of o.nodes) {
+    for (const e of n.entries) {
+      entries++;
+      if (e.size_bytes === undefined) unsized++;
+      rows.push([n.node, e.path, formatBytes(e.size_bytes), e.last_used_ms === undefined ? UNKNOWN : new Date(e.last_used_ms).toISOString().replace(/\.\d+Z$/, 'Z'), orUnknown(e.source)]);
+    }
+  }
+  out.line(out.table(['NODE', 'PATH', 'SIZE', 'LAST USED', 'SOURCE'], rows));
+  for (const n of o.nodes) out.line(`node ${n.node}: ${n.entries.length} orphan(s), ${formatBytes(n.reclaimable_bytes)}`);
+  out.line(
+    `total: ${formatBytes(o.total_bytes)}${unsized ? ` or more (${unsized} of ${entries} entries did not report a size)` : ''} in ${entries} orphan(s) on ${o.nodes.length} node(s); \`llmgw ctl weights --collect\` asks the nodes to remove them`,
+  );
+}
