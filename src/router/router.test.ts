@@ -188,6 +188,9 @@ describe('the router through the openai client', () => {
     expect(metrics).toMatch(/llmgw_router_requests_total\{model="alpha",status="200",key_prefix="llmgw-/);
     expect(h.router.replicaUse().get('r1')?.inFlight).toBe(0);
     expect(h.router.replicaUse().get('r1')?.lastUsedMs).toBeGreaterThan(0);
+    h.directory.set('alpha', []);
+    h.router.sweep();
+    expect(h.router.replicaUse().has('r1'), 'a replica that is gone is forgotten').toBe(false);
   });
 
   it('serves a model by its alias without rewriting the body', async () => {
@@ -233,6 +236,7 @@ describe('the router through the openai client', () => {
     const noReplica = await caught(h.client.chat.completions.create({ model: 'gamma', messages: msg }));
     expect(noReplica.status).toBe(503);
     expect(noReplica.message).toContain('model `gamma` has 0 ready replicas: none is wanted');
+    await eventually(() => h.usage.snapshot().some((u) => u.model === 'gamma' && u.errors === 1), 'the refusal to be counted as an error of its key and model');
 
     const redirect = await caught(
       h.client.chat.completions.create({ model: 'alpha', messages: msg, api_base: 'http://evil.example' } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming),

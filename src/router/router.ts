@@ -148,6 +148,8 @@ interface Exchange {
   /** Wakes a cold hold or a backoff wait early. */
   wake: (() => void) | null;
   dispatched: boolean;
+  /** A usage record was made (by the relay); otherwise infer() makes one with no tokens. */
+  accounted: boolean;
 }
 
 const UPSTREAM_PATHS: Record<Endpoint, string> = {
@@ -218,10 +220,24 @@ export class Router {
     return out;
   }
 
-  /** Closes the pools of endpoints no model lists as ready any more and that carry nothing. */
+  /**
+   * Closes the pools of endpoints no model lists as ready any more and that
+   * carry nothing, and forgets the use of replicas that are gone.
+   */
   sweep(): void {
     const live = new Set<string>();
-    for (const m of this.deps.catalog.models()) for (const r of this.deps.replicas.ready(m.name)) live.add(r.endpoint);
+    const liveIds = new Set<string>();
+    for (const m of this.deps.catalog.models()) {
+      for (const r of this.deps.replicas.ready(m.name)) {
+        live.add(r.endpoint);
+        liveIds.add(r.id);
+      }
+    }
+    for (const [id, u] of this.use) {
+      if (liveIds.has(id) || u.inFlight > 0) continue;
+      this.use.delete(id);
+      this.metrics.inFlight.remove({ replica: id });
+    }
     for (const [endpoint, { pool }] of this.pools) {
       if (live.has(endpoint)) continue;
       const stats = pool.stats;
@@ -307,6 +323,7 @@ export class Router {
       const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute);
       if (!decision.ok) {
         this.count(model.name, 429, key);
+        this.recordUsage(key, model.name, 429, 0, 0);
         const per = decision.limit === 'requests' ? `${key.requestsPerMinute} requests` : `${key.tokensPerMinute} tokens`;
         return this.refuse(
           reply,
@@ -336,6 +353,7 @@ export class Router {
       abort: null,
       wake: null,
       dispatched: false,
+      accounted: false,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -359,6 +377,7 @@ export class Router {
     } finally {
       clearTimeout(total);
     }
+    if (!ex.accounted) this.recordUsage(key, model.name, ex.clientGone ? 0 : status, 0, 0);
     this.count(model.name, ex.clientGone ? 499 : status, key);
     this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
     return reply;
@@ -544,19 +563,23 @@ export class Router {
   }
 
   private account(ex: Exchange, model: Model, status: number, tail: TailKeeper): void {
+    ex.accounted = true;
     // Off the response's path: the client already has its last byte.
     setImmediate(() => {
       const usage = usageFromTail(tail.text());
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
-      const keyId = ex.key?.id ?? 'anonymous';
       if (ex.key) this.limiter.charge(ex.key.id, ex.key.tokensPerMinute, promptTokens + completionTokens);
-      try {
-        this.deps.usage.record({ keyId, model: model.name, promptTokens, completionTokens, status });
-      } catch (err) {
-        this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
-      }
+      this.recordUsage(ex.key, model.name, status, promptTokens, completionTokens);
     });
+  }
+
+  private recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void {
+    try {
+      this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, promptTokens, completionTokens, status });
+    } catch (err) {
+      this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
+    }
   }
 
   private useOf(id: string): ReplicaUse {
