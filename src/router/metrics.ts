@@ -32,6 +32,24 @@ export class RouterMetrics {
     c.inc();
   }
 
+  private readonly replicaChildren = new Map<string, { inc(): void; dec(): void }>();
+
+  /** The in-flight gauge of one replica. */
+  forReplica(replica: string): { inc(): void; dec(): void } {
+    let c = this.replicaChildren.get(replica);
+    if (!c) {
+      c = this.inFlight.labels({ replica });
+      this.replicaChildren.set(replica, c);
+    }
+    return c;
+  }
+
+  /** Drops a replica that is gone from the in-flight gauge. */
+  forgetReplica(replica: string): void {
+    this.replicaChildren.delete(replica);
+    this.inFlight.remove({ replica });
+  }
+
   forModel(model: string): { ttft: { observe(v: number): void }; duration: { observe(v: number): void } } {
     let c = this.modelChildren.get(model);
     if (!c) {

@@ -204,6 +204,16 @@ describe('the router through the openai client', () => {
     expect(await caught(h.client.models.retrieve('nope'))).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
+  it('asks for no key on a listener configured without keys (loopback only)', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a], { authRequired: false });
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const chat = await h.clientWith('anything').chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.choices).toHaveLength(1);
+    await eventually(() => h.usage.snapshot()[0]?.keyId === 'anonymous', 'usage under the anonymous key');
+  });
+
   it('answers each refusal with the status and error class OpenAI would', async () => {
     const a = model({ name: 'alpha' });
     const b = model({ name: 'beta' });

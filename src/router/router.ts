@@ -236,7 +236,7 @@ export class Router {
     for (const [id, u] of this.use) {
       if (liveIds.has(id) || u.inFlight > 0) continue;
       this.use.delete(id);
-      this.metrics.inFlight.remove({ replica: id });
+      this.metrics.forgetReplica(id);
     }
     for (const [endpoint, { pool }] of this.pools) {
       if (live.has(endpoint)) continue;
@@ -520,7 +520,7 @@ export class Router {
     const use = this.useOf(replica.id);
     use.inFlight++;
     use.lastUsedMs = this.now();
-    this.metrics.inFlight.inc({ replica: replica.id });
+    this.metrics.forReplica(replica.id).inc();
     if (!ex.dispatched) {
       ex.dispatched = true;
       this.metrics.overhead.observe((performance.now() - ex.startedAt) / 1000);
@@ -551,7 +551,7 @@ export class Router {
       ex.abort = null;
       use.inFlight--;
       use.lastUsedMs = this.now();
-      this.metrics.inFlight.dec({ replica: replica.id });
+      this.metrics.forReplica(replica.id).dec();
     }
   }
 
