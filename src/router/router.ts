@@ -12,6 +12,7 @@
 // event. A model with no ready replica holds its request while one starts
 // (polling `ready()` every `coldPollMs`, woken early by the directory's
 // `subscribe` notification where it has one) up to `coldStartTimeoutMs`.
+// The byte-level relay of one attempt is in relay.ts.
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -659,7 +660,7 @@ function allows(key: ApiKeyRecord, model: Model): boolean {
 }
 
 /** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */
-export function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
+function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
   socket?.setTimeout(ms);
 }
 
