@@ -22,7 +22,7 @@ export interface ControlPlaneDeps {
   now?: () => number;
   /** Accept http:// weight sources (loopback tests only). */
   allowHttpSources?: boolean;
-  /** How often agents should report, ms (default 5000). */
+  /** How often agents should report, ms. Absent: a third of node_stale_after, at most 5000. */
   heartbeatIntervalMs?: number;
 }
 
@@ -114,12 +114,13 @@ export class ControlPlane {
 
     registerWeightsApi(adminApp, { catalog, inventory, store });
 
-    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20 });
+    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true });
     registerAgentApi(agentApp, {
       inventory,
       assignments,
       joinToken: config.joinToken,
-      heartbeatIntervalMs: deps.heartbeatIntervalMs ?? 5000,
+      // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
+      heartbeatIntervalMs: deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3))),
       onShardReport: (node, shards) => reconciler.onShardReport(node, shards),
     });
 

@@ -6,7 +6,6 @@
 // (unknown fields dropped, missing ones unknown) so that newer and older
 // agents and control planes work together.
 import { z } from 'zod';
-import { NodeReportSchema } from './node-report.js';
 
 export const AGENT_API_PREFIX = '/agent/v1';
 
@@ -51,7 +50,8 @@ export const HeartbeatRequestSchema = z.object({
   node_id: z.string(),
   agent_version: z.string().optional(),
   protocol_version: z.number().int().optional(),
-  report: NodeReportSchema.optional(),
+  /** Validated by the receiver against NodeReportSchema on its own, so that a bad report keeps the previous one instead of failing the heartbeat. */
+  report: z.unknown().optional(),
   shards: z.array(ShardStatusSchema).optional(),
   /** The assignment generation the agent last saw; the answer waits while it is still current. Absent = answer at once. */
   known_generation: z.number().int().optional(),

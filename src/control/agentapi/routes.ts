@@ -46,22 +46,29 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     return reply.send(answer);
   });
 
-  app.post(`${AGENT_API_PREFIX}/heartbeat`, async (request) => {
+  app.post(`${AGENT_API_PREFIX}/heartbeat`, async (request, reply) => {
     const parsed = HeartbeatRequestSchema.safeParse(request.body);
     if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`);
     const body = parsed.data;
     const node = authenticate(request, options.inventory, body.node_id);
     const { reportProblem } = options.inventory.heartbeat(node, {
-      ...(body.report !== undefined ? { report: (request.body as { report?: unknown }).report } : {}),
+      ...(body.report !== undefined ? { report: body.report } : {}),
       agentVersion: body.agent_version ?? null,
       protocolVersion: body.protocol_version ?? null,
     });
     if (reportProblem) request.log.info({ node: node.id }, reportProblem);
     if (body.shards) options.onShardReport?.(node, body.shards);
     if (body.known_generation !== undefined && body.wait_ms) {
+      // The response's close, not the request's: in Node the request emits
+      // 'close' as soon as its body has been read, which would end every wait at once.
       const abort = new AbortController();
-      request.raw.once('close', () => abort.abort());
-      await options.assignments.waitForChange(node.id, body.known_generation, body.wait_ms, abort.signal);
+      const onClose = () => abort.abort();
+      reply.raw.once('close', onClose);
+      try {
+        await options.assignments.waitForChange(node.id, body.known_generation, body.wait_ms, abort.signal);
+      } finally {
+        reply.raw.removeListener('close', onClose);
+      }
     }
     const { generation, shards } = options.assignments.get(node.id);
     const answer: HeartbeatResponse = { node_id: node.id, generation, shards, heartbeat_interval_ms: options.heartbeatIntervalMs };

@@ -28,6 +28,8 @@ export interface JsonAppOptions {
   shapeError?: ErrorShaper;
   /** Seconds a client may take to send its headers; slow-loris connections are closed. */
   headersTimeoutMs?: number;
+  /** Close every connection on close(), not only idle ones: for long-polled listeners, whose sockets are never idle for long. */
+  forceCloseConnections?: boolean;
 }
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -40,6 +42,7 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     // Per-request lines are the router's own business (metrics, usage); Fastify's would double them.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
+    forceCloseConnections: options.forceCloseConnections ?? 'idle',
     // Clients get to send their headers in bounded time, like any server exposed to a network.
     http: { headersTimeout: options.headersTimeoutMs ?? 30_000, requestTimeout: 0 } as never,
     routerOptions: { ignoreTrailingSlash: true },
