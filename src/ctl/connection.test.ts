@@ -1,0 +1,41 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConnectionConfigError, DEFAULT_ADMIN_URL, resolveConnection } from './connection.js';
+
+function upDir(url: string, token: string): string {
+  const cwd = mkdtempSync(join(tmpdir(), 'llmgw-ctl-conn-'));
+  mkdirSync(join(cwd, '.llmgw'));
+  writeFileSync(join(cwd, '.llmgw', 'control.json'), JSON.stringify({ admin_url: url }));
+  writeFileSync(join(cwd, '.llmgw', 'admin-token'), `${token}\n`);
+  return cwd;
+}
+
+describe('where ctl finds the admin API', () => {
+  it('prefers the flag, then the environment, then a local llmgw up, then the default', () => {
+    const cwd = upDir('http://127.0.0.1:9001', 'local-token');
+    expect(resolveConnection({ adminUrl: 'http://a:1' }, { LLMGW_ADMIN_URL: 'http://b:2' }, cwd).adminUrl).toBe('http://a:1');
+    expect(resolveConnection({}, { LLMGW_ADMIN_URL: 'http://b:2' }, cwd).adminUrl).toBe('http://b:2');
+    expect(resolveConnection({}, {}, cwd)).toMatchObject({ adminUrl: 'http://127.0.0.1:9001', token: 'local-token' });
+    expect(resolveConnection({}, {}, tmpdir()).adminUrl).toBe(DEFAULT_ADMIN_URL);
+  });
+
+  it('never sends the local token to a URL named elsewhere', () => {
+    const cwd = upDir('http://127.0.0.1:9001', 'local-token');
+    expect(resolveConnection({}, { LLMGW_ADMIN_URL: 'http://elsewhere:8081' }, cwd).token).toBeNull();
+  });
+
+  it('says what is wrong with a bad URL or control.json', () => {
+    expect(() => resolveConnection({ adminUrl: 'localhost:8081' }, {}, tmpdir())).toThrow(ConnectionConfigError);
+    const cwd = mkdtempSync(join(tmpdir(), 'llmgw-ctl-conn-'));
+    mkdirSync(join(cwd, 'd'));
+    writeFileSync(join(cwd, 'd', 'control.json'), '{');
+    expect(() => resolveConnection({ dataDir: 'd' }, {}, cwd)).toThrow(/control.json is not JSON/);
+  });
+
+  it('names the actor user@host unless told', () => {
+    expect(resolveConnection({}, {}, tmpdir()).actor).toMatch(/^.+@.+$/);
+    expect(resolveConnection({ actor: 'ci' }, {}, tmpdir()).actor).toBe('ci');
+  });
+});

@@ -1,0 +1,76 @@
+// runCtl in process against a canned admin API: what a node that reports
+// little looks like (unknown, never zero), and that usage errors come back as
+// exit code 2 instead of ending the process.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NodeView, ReplicaView } from '../api/index.js';
+import { runCtl } from './index.js';
+
+const sparse: NodeView = { id: 'quiet', state: 'ready', liveness: 'up', gpu_total: 0, gpu_free: 0, last_seen_ago: '', replicas: 0, gpu_probe_error: 'nvidia-smi: not found' };
+const full: NodeView = {
+  id: 'gpu-3', state: 'cordoned', liveness: 'stale', gpu_total: 4, gpu_free: 2, memory_gb: 512, disk_free_gb: 100, disk_total_gb: 900,
+  gpu_classes: ['h100-80gb'], unhealthy_gpus: ['gpu 1: Xid 79 (fallen off the bus)'], last_seen_ago: '20s', agent_version: '0.1.0', replicas: 1,
+};
+const replica: ReplicaView = {
+  id: 'r-1a2b', model: 'chat', profile: 'vllm', state: 'ready', age_seconds: 60, idle_seconds: -1, endpoint: 'http://10.0.0.3:20000',
+  shards: [{ id: 's1', node: 'gpu-3', rank: 0, gpus: [0], state: 'ready' }],
+};
+
+let server: Server;
+let url: string;
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const path = req.url!.split('?')[0];
+    const body =
+      path === '/api/v1/nodes' ? [sparse, full] : path === '/api/v1/replicas' ? [replica] : path === '/api/v1/weights/orphans' ? { nodes: [], total_bytes: 0 } : undefined;
+    if (body === undefined) res.writeHead(404).end('{"error":"no route"}');
+    else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+async function ctl(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = '';
+  let err = '';
+  stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
+  stderr.setEncoding('utf8').on('data', (s: string) => (err += s));
+  const code = await runCtl(argv, { stdout, stderr, stdin: new PassThrough(), env: { LLMGW_ADMIN_URL: url }, cwd: '/' });
+  return { code, stdout: out, stderr: err };
+}
+
+describe('runCtl', () => {
+  it('shows what a node did not report as unknown, never as zero', async () => {
+    const r = await ctl('nodes');
+    expect(r.code, r.stderr).toBe(0);
+    const quiet = r.stdout.split('\n').find((l) => l.includes(' quiet '))!;
+    expect(quiet).toContain('unknown');
+    expect(quiet).toContain('never');
+    expect(quiet).not.toMatch(/\b0\/0\b|0 GiB/);
+    const full = r.stdout.split('\n').find((l) => l.includes(' gpu-3 '))!;
+    expect(full).toContain('2/4 (1 unhealthy)');
+    expect(full).toContain('100/900 GiB');
+  });
+
+  it('shows one node\'s GPUs with their health and who uses them', async () => {
+    const r = await ctl('node', 'gpu-3');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/│ 0 +│ h100-80gb │ ok +│ r-1a2b \(chat\)/);
+    expect(r.stdout).toMatch(/│ 1 +│ h100-80gb │ unhealthy: Xid 79/);
+    expect((await ctl('node', 'nope')).code).toBe(1);
+  });
+
+  it('returns 2 for usage errors instead of exiting the process', async () => {
+    expect((await ctl('nodes', '--nope')).code).toBe(2);
+    expect((await ctl('-o', 'yaml', 'nodes')).code).toBe(2);
+    expect((await ctl('drain', 'n1', '--wait', '--timeout', 'soon')).code).toBe(2);
+    expect((await ctl('--help')).code).toBe(0);
+  });
+});
