@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NodeView, ReplicaView } from '../api/index.js';
+import type { CollectSummary, NodeView, ReplicaView } from '../api/index.js';
 import { runCtl } from './index.js';
 
 const sparse: NodeView = { id: 'quiet', state: 'ready', liveness: 'up', gpu_total: 0, gpu_free: 0, last_seen_ago: '', replicas: 0, gpu_probe_error: 'nvidia-smi: not found' };
@@ -18,6 +18,21 @@ const replica: ReplicaView = {
   shards: [{ id: 's1', node: 'gpu-3', rank: 0, gpus: [0], state: 'ready' }],
 };
 
+const GiB = 2 ** 30;
+const collected: CollectSummary = {
+  nodes: [
+    {
+      node: 'gpu-3',
+      asked: [{ path: '/c/a', cache_name: 'a', size_bytes: 70 * GiB }, { path: '/c/b', cache_name: 'b', size_bytes: 71 * GiB }],
+      asked_bytes: 141 * GiB,
+      removed: [{ path: '/c/a', bytes_freed: 70 * GiB }],
+      refused: [{ path: '/c/b', check: 'in-use', reason: 'in use by replica r-1a2b' }],
+    },
+    { node: 'gpu-4', asked: [{ path: '/c/z', cache_name: 'z' }], asked_bytes: 0, removed: [], refused: [], unreachable: 'cannot reach the node at 10.0.0.4:9000: connect ECONNREFUSED' },
+  ],
+  asked: 3, removed: 1, refused: 1, unreachable: 1, bytes_freed: 70 * GiB,
+};
+
 let server: Server;
 let url: string;
 
@@ -25,7 +40,11 @@ beforeAll(async () => {
   server = createServer((req, res) => {
     const path = req.url!.split('?')[0];
     const body =
-      path === '/api/v1/nodes' ? [sparse, full] : path === '/api/v1/replicas' ? [replica] : path === '/api/v1/weights/orphans' ? { nodes: [], total_bytes: 0 } : undefined;
+      path === '/api/v1/nodes' ? [sparse, full]
+      : path === '/api/v1/replicas' ? [replica]
+      : path === '/api/v1/weights/orphans' ? { nodes: [], total_bytes: 0 }
+      : path === '/api/v1/weights/collect' ? collected
+      : undefined;
     if (body === undefined) res.writeHead(404).end('{"error":"no route"}');
     else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   });
@@ -65,6 +84,14 @@ describe('runCtl', () => {
     expect(r.stdout).toMatch(/│ 0 +│ h100-80gb │ ok +│ r-1a2b \(chat\)/);
     expect(r.stdout).toMatch(/│ 1 +│ h100-80gb │ unhealthy: Xid 79/);
     expect((await ctl('node', 'nope')).code).toBe(1);
+  });
+
+  it('reports per node what collect asked, removed and refused, and fails when a node could not be asked', async () => {
+    const r = await ctl('weights', '--collect');
+    expect(r.code, 'a node that could not be asked makes collect fail').toBe(1);
+    expect(r.stdout).toContain('node gpu-3: asked to remove 2 (141 GiB), removed 1, refused 1: in use by replica r-1a2b');
+    expect(r.stdout).toContain('node gpu-4: asked to remove 1 (size unknown), not reachable: cannot reach the node at 10.0.0.4:9000');
+    expect(r.stderr).toContain('1 node(s) could not be asked');
   });
 
   it('returns 2 for usage errors instead of exiting the process', async () => {

@@ -180,7 +180,10 @@ export async function collect(ctx: CtlContext, options: { node?: string; yes: bo
     ctx.out.line(`no weights that no model wants${options.node ? ` on ${options.node}` : ''}: nothing to collect`);
   } else {
     for (const n of s.nodes) {
-      const asked = `node ${n.node}: asked to remove ${n.asked.length} (${n.asked.some((a) => a.size_bytes === undefined) ? `${formatBytes(n.asked_bytes)} or more` : formatBytes(n.asked_bytes)})`;
+      const unsized = n.asked.filter((a) => a.size_bytes === undefined).length;
+      // asked_bytes sums only the sizes nodes reported: a sum of some is a lower bound, a sum of none is unknown.
+      const size = unsized === 0 ? formatBytes(n.asked_bytes) : unsized === n.asked.length ? 'size unknown' : `${formatBytes(n.asked_bytes)} or more`;
+      const asked = `node ${n.node}: asked to remove ${n.asked.length} (${size})`;
       if (n.unreachable) {
         ctx.out.line(`${asked}, ${ctx.out.c.red('not reachable')}: ${n.unreachable}`);
         continue;

@@ -1,5 +1,6 @@
 // `llmgw ctl` at a terminal: run in a real pseudo-terminal (a private tmux
-// server), it colours states and draws tables that fit the window; --watch
+// server), it colours states and draws tables that fit the window, asks
+// before removing a model (and keeps it on "n"), and --watch
 // re-renders until Ctrl-C and then exits 0. The pipe form (no colour) is
 // checked in ctl.test.ts; this is the other half of that promise.
 import { execFileSync } from 'node:child_process';
@@ -17,6 +18,7 @@ const WIDTH = 80;
 const SOCKET = `llmgw-ctl-test-${process.pid}-${Date.now()}`;
 
 let adminUrl: string;
+let api: AdminClient;
 
 function tmux(...args: string[]): string {
   return execFileSync('tmux', ['-L', SOCKET, ...args], { encoding: 'utf8' });
@@ -43,7 +45,7 @@ beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-ctl-tty-'));
   const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', 'e2e-ctl-tty-join-0123456789abcdef', '--admin-token', ADMIN, '--log-level', 'warn']);
   adminUrl = control.urls.admin;
-  const api = new AdminClient({ baseUrl: adminUrl, token: ADMIN });
+  api = new AdminClient({ baseUrl: adminUrl, token: ADMIN });
   // min 0 and --force: a catalog to draw without a fleet to run it. The long source must wrap, not overflow.
   await api.addModel(
     { name: 'wide', source: 'hf://some-organisation/a-repository-name-long-enough-to-overflow-an-eighty-column-terminal', scaling: { min: 0 }, profiles: [{ engine: 'sim' }] },
@@ -78,6 +80,25 @@ describe('llmgw ctl in a terminal', () => {
     for (const l of tableLines) expect(/[┐│┤┘]$/.test(l), `a table line was broken by the terminal: ${l}`).toBe(true);
   });
 
+  it('asks before removing a model when a person is at the terminal, and keeps it on no', async () => {
+    const answer = async (session: string, key: string): Promise<string> => {
+      startInTerminal(session, ['models', 'rm', 'wanted']);
+      await waitFor('the question', async () => (strip(screen(session)).includes('[y/N]') ? true : undefined));
+      tmux('send-keys', '-t', session, key, 'Enter');
+      return waitFor('ctl to finish', async () => {
+        const s = strip(screen(session));
+        return s.includes('EXIT=') ? s : undefined;
+      });
+    };
+    const no = await answer('rm-no', 'n');
+    expect(no).toContain('EXIT=1');
+    expect(no).toContain('model wanted was not removed');
+    expect((await api.models()).map((m) => m.name)).toContain('wanted');
+    const yes = await answer('rm-yes', 'y');
+    expect(yes).toContain('EXIT=0');
+    expect((await api.models()).map((m) => m.name)).not.toContain('wanted');
+  });
+
   it('re-renders with --watch until Ctrl-C, then exits 0', async () => {
     startInTerminal('watch', ['summary', '--watch']);
     await waitFor('the first render', async () => (strip(screen('watch')).includes('Ctrl-C to stop') ? true : undefined));
@@ -87,6 +108,6 @@ describe('llmgw ctl in a terminal', () => {
       return s.includes('EXIT=') ? s : undefined;
     });
     expect(shown).toContain('EXIT=0');
-    expect(shown).toMatch(/^models\s+2/m);
+    expect(shown).toMatch(/^models\s+\d+ \(/m);
   });
 });
