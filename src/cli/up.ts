@@ -87,6 +87,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
   });
   const plane = await ControlPlane.create(config, { logger: logger.child({ part: 'control' }) });
   const urls = await plane.listen();
+  const apiKey = await firstApiKey(plane, join(dataDir, UP_FILES.apiKey), admin.value);
   writeFileSync(join(dataDir, UP_FILES.control), `${JSON.stringify({ admin_url: urls.admin, client_url: urls.client, agent_url: urls.agent }, null, 2)}\n`, { mode: 0o600 });
 
   const { agent, supervisor } = await startAgent({
@@ -124,13 +125,32 @@ export async function runUp(flags: UpFlags): Promise<void> {
   say(`  OpenAI-compatible endpoint  ${urls.client}/v1`);
   say(`  admin API and dashboard     ${urls.admin}   (admin token in ${join(dataDir, UP_FILES.adminToken)})`);
   if (admin.created) say(`  admin token                 ${admin.value}`);
+  say(`  API key                     ${apiKey.value}${apiKey.created ? '' : `   (from ${join(dataDir, UP_FILES.apiKey)})`}`);
   say('');
-  say(`  curl ${urls.client}/v1/chat/completions -H 'content-type: application/json' \\`);
+  say(`  curl ${urls.client}/v1/chat/completions -H "authorization: Bearer ${apiKey.value}" -H 'content-type: application/json' \\`);
   say(`    -d '{"model": "demo", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'`);
   say('');
   say('Ctrl-C stops everything.');
   logger.info({ client: urls.client, admin: urls.admin }, 'llmgw up ready');
-  process.stdout.write(`${JSON.stringify({ msg: 'llmgw up ready', client: urls.client, admin: urls.admin, data_dir: dataDir })}\n`);
+  process.stdout.write(`${JSON.stringify({ msg: 'llmgw up ready', client: urls.client, admin: urls.admin, data_dir: dataDir, api_key_file: join(dataDir, UP_FILES.apiKey) })}\n`);
+}
+
+/**
+ * The API key `up` made on its first run, kept owner-only in the data dir. It
+ * is made through the admin API in process, so it is audited like any other.
+ */
+async function firstApiKey(plane: ControlPlane, path: string, adminToken: string): Promise<{ value: string; created: boolean }> {
+  if (existsSync(path)) return { value: readFileSync(path, 'utf8').trim(), created: false };
+  const res = await plane.adminApp.inject({
+    method: 'POST',
+    url: '/api/v1/keys',
+    headers: { authorization: `Bearer ${adminToken}`, 'x-llmgw-actor': 'llmgw up' },
+    payload: { name: 'llmgw up' },
+  });
+  if (res.statusCode !== 201) throw new Error(`could not create the first API key: ${res.body}`);
+  const { secret } = res.json<{ secret: string }>();
+  writeFileSync(path, `${secret}\n`, { mode: 0o600 });
+  return { value: secret, created: true };
 }
 
 /** Prints each change of the demo model's replica state until it is ready (or failed), so a slow load is visible. */

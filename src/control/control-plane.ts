@@ -8,12 +8,14 @@ import { registerAdminApi } from './adminapi/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
-import { createJsonApp, type ErrorShaper } from './http/index.js';
+import { createJsonApp } from './http/index.js';
 import { Inventory, localDisk } from './inventory/index.js';
 import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
-import { Store } from './store/index.js';
+import { Registry } from 'prom-client';
+import { MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
+import { Store, StoredKeys, StoredUsage } from './store/index.js';
 import { registerWeightsApi } from './weights/index.js';
 
 export interface ControlPlaneDeps {
@@ -32,12 +34,10 @@ export interface ControlPlaneUrls {
   agent: string;
 }
 
-/** OpenAI's error shape, for the client listener. */
-const openAiErrorShape: ErrorShaper = (e) => ({
-  error: { message: e.message, type: e.status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: e.code },
-});
 
 export class ControlPlane {
+  private useTimer: NodeJS.Timeout | null = null;
+
   private constructor(
     readonly config: ControlConfig,
     readonly logger: Logger,
@@ -46,6 +46,8 @@ export class ControlPlane {
     readonly inventory: Inventory,
     readonly assignments: AssignmentBoard,
     readonly reconciler: Reconciler,
+    readonly router: Router,
+    private readonly usage: UsageSink & { close?(): Promise<void> },
     readonly clientApp: FastifyInstance,
     readonly adminApp: FastifyInstance,
     readonly agentApp: FastifyInstance,
@@ -81,7 +83,22 @@ export class ControlPlane {
     // A join, a report that changes capacity or an admin state change: worth a pass now rather than at the tick.
     inventory.onChange(() => reconciler.notify());
 
+    // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
+    const keys: KeyStore = store ? await StoredKeys.create(store) : new MemoryKeyStore();
+    const usage: (UsageSink & { close?(): Promise<void> }) = store ? new StoredUsage(store, now) : new MemoryUsageSink();
+    const registry = new Registry();
+
     const clientApp = createJsonApp({ logger: logger.child({ listener: 'client' }), bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
+    const router = registerRouter(clientApp, {
+      catalog,
+      replicas: reconciler,
+      keys,
+      authRequired: config.apiKeysRequired,
+      usage,
+      registry,
+      logger: logger.child({ part: 'router' }),
+      now,
+    });
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
       try {
@@ -113,6 +130,14 @@ export class ControlPlane {
     });
 
     registerWeightsApi(adminApp, { catalog, inventory, store });
+    registerKeyAdmin(adminApp, {
+      keys,
+      now,
+      audit: (actor, action, target, detail) => void store?.appendAudit({ actor, action, target, detail }).catch((err: unknown) => logger.error({ err }, 'audit write failed')),
+      modelExists: (name) => catalog.resolve(name) !== undefined,
+    });
+    adminApp.get('/api/v1/usage', async () => (usage instanceof StoredUsage ? usage.list() : []));
+    adminApp.get('/metrics', async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
 
     const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true });
     registerAgentApi(agentApp, {
@@ -124,7 +149,7 @@ export class ControlPlane {
       onShardReport: (node, shards) => reconciler.onShardReport(node, shards),
     });
 
-    return new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, clientApp, adminApp, agentApp);
+    return new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp);
   }
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
@@ -142,14 +167,23 @@ export class ControlPlane {
       agent: await bind(this.agentApp, this.config.agentAddr),
     };
     this.reconciler.start();
+    // The router's per-replica use feeds idle_seconds and, later, scaling.
+    this.useTimer = setInterval(() => {
+      for (const [id, use] of this.router.replicaUse()) {
+        this.reconciler.reportUse(id, { inFlight: use.inFlight, lastUsedAtMs: use.lastUsedMs === 0 ? null : use.lastUsedMs });
+      }
+    }, 1000);
+    this.useTimer.unref();
     return urls;
   }
 
   async close(): Promise<void> {
+    if (this.useTimer) clearInterval(this.useTimer);
     await this.reconciler.stop();
     this.assignments.releaseAll();
     await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
     await this.inventory.close();
+    await this.usage.close?.();
     await this.store?.close();
   }
 }

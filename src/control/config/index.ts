@@ -38,6 +38,8 @@ export const ControlOptionsSchema = z.strictObject({
   admin_token_file: z.string().optional(),
   join_token: z.string().min(16, 'the join token must be at least 16 characters').optional(),
   join_token_file: z.string().optional(),
+  /** `required`: every client request carries an API key. `off`: none is asked (allowed only on a loopback client_addr). */
+  api_keys: z.enum(['required', 'off']).default('required'),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** A node that has not reported for this long is stale: kept, but placed on no more. */
   node_stale_after: duration.default('15s'),
@@ -66,6 +68,8 @@ export interface ControlConfig {
   readonly adminToken: string | null;
   /** Null: no agent can join (the agent listener answers 401 to every join). */
   readonly joinToken: string | null;
+  /** False: the client listener asks for no API key (only ever on loopback). */
+  readonly apiKeysRequired: boolean;
   readonly logLevel: string;
   readonly nodeStaleAfterMs: number;
   readonly nodeLostAfterMs: number;
@@ -152,12 +156,16 @@ export function compileControlOptions(input: unknown): ControlConfig {
       `admin_addr ${o.admin_addr} is not a loopback address, so an admin token is required: set admin_token or admin_token_file`,
     );
   }
+  const clientAddr = parseAddress(o.client_addr)!;
+  if (o.api_keys === 'off' && !isLoopbackHost(clientAddr.host)) {
+    problems.push(`api_keys is off but client_addr ${o.client_addr} is not a loopback address: anyone who can reach it could use every model; set api_keys to required`);
+  }
   const staleMs = parseDurationMs(o.node_stale_after) as number;
   const lostMs = parseDurationMs(o.node_lost_after) as number;
   if (lostMs <= staleMs) problems.push(`node_lost_after (${o.node_lost_after}) must be longer than node_stale_after (${o.node_stale_after})`);
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
   return Object.freeze({
-    clientAddr: parseAddress(o.client_addr)!,
+    clientAddr,
     adminAddr,
     agentAddr: parseAddress(o.agent_addr)!,
     store:
@@ -169,6 +177,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     catalogFile: o.catalog ?? null,
     adminToken,
     joinToken,
+    apiKeysRequired: o.api_keys === 'required',
     logLevel: o.log_level,
     nodeStaleAfterMs: staleMs,
     nodeLostAfterMs: lostMs,

@@ -91,6 +91,35 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('shards_replica_id').on('shards').column('replica_id').execute();
       },
     },
+    '0004_keys_and_usage': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('api_keys')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('prefix', 'text', (c) => c.notNull())
+          .addColumn('hash', 'text', (c) => c.notNull().unique())
+          .addColumn('allowed_models', 'text')
+          .addColumn('requests_per_minute', 'integer')
+          .addColumn('tokens_per_minute', 'integer')
+          .addColumn('expires_at', 'bigint')
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('revoked_at', 'bigint')
+          .execute();
+        await db.schema
+          .createTable('usage')
+          .addColumn('key_id', 'text', (c) => c.notNull())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('requests', 'bigint', (c) => c.notNull())
+          .addColumn('errors', 'bigint', (c) => c.notNull())
+          .addColumn('prompt_tokens', 'bigint', (c) => c.notNull())
+          .addColumn('completion_tokens', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('usage_pk', ['key_id', 'model'])
+          .execute();
+      },
+    },
   };
 }
 

@@ -83,7 +83,36 @@ export interface ShardsTable {
   endpoint: string | null;
 }
 
+export interface ApiKeysTable {
+  id: string;
+  name: string;
+  prefix: string;
+  /** SHA-256 hex of the secret; the secret itself is shown once and never stored. */
+  hash: string;
+  /** JSON array of model names; null = every model. */
+  allowed_models: string | null;
+  requests_per_minute: number | null;
+  tokens_per_minute: number | null;
+  expires_at: number | null;
+  created_at: number;
+  created_by: string;
+  revoked_at: number | null;
+}
+
+/** Totals per key and model since the key was made; 'anonymous' when the listener runs without keys. */
+export interface UsageTable {
+  key_id: string;
+  model: string;
+  requests: number;
+  errors: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  updated_at: number;
+}
+
 export interface Database {
+  api_keys: ApiKeysTable;
+  usage: UsageTable;
   models: ModelsTable;
   audit_log: AuditLogTable;
   nodes: NodesTable;

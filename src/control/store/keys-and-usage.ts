@@ -1,0 +1,175 @@
+// API keys and usage in the store, behind the router's KeyStore and UsageSink
+// interfaces. Keys are read on every request, so they are cached in memory
+// and the cache is updated by this process's own writes; usage is added up in
+// memory and written in batches, never on a request's path.
+import type { ApiKeyRecord, KeyStore, UsageEvent, UsageSink } from '../../router/index.js';
+import type { Store } from './store.js';
+
+export class StoredKeys implements KeyStore {
+  private byHash = new Map<string, ApiKeyRecord>();
+  private byId = new Map<string, ApiKeyRecord>();
+
+  private constructor(private readonly store: Store) {}
+
+  static async create(store: Store): Promise<StoredKeys> {
+    const keys = new StoredKeys(store);
+    await keys.reload();
+    return keys;
+  }
+
+  async reload(): Promise<void> {
+    const rows = await this.store.db.selectFrom('api_keys').selectAll().execute();
+    const byHash = new Map<string, ApiKeyRecord>();
+    const byId = new Map<string, ApiKeyRecord>();
+    for (const r of rows) {
+      const record: ApiKeyRecord = {
+        id: r.id,
+        name: r.name,
+        prefix: r.prefix,
+        hash: r.hash,
+        allowedModels: r.allowed_models === null ? null : (JSON.parse(r.allowed_models) as string[]),
+        requestsPerMinute: r.requests_per_minute,
+        tokensPerMinute: r.tokens_per_minute,
+        expiresAtMs: r.expires_at,
+        createdAtMs: r.created_at,
+        createdBy: r.created_by,
+        revokedAtMs: r.revoked_at,
+      };
+      byHash.set(record.hash, record);
+      byId.set(record.id, record);
+    }
+    this.byHash = byHash;
+    this.byId = byId;
+  }
+
+  async create(record: ApiKeyRecord): Promise<void> {
+    await this.store.db
+      .insertInto('api_keys')
+      .values({
+        id: record.id,
+        name: record.name,
+        prefix: record.prefix,
+        hash: record.hash,
+        allowed_models: record.allowedModels === null ? null : JSON.stringify(record.allowedModels),
+        requests_per_minute: record.requestsPerMinute,
+        tokens_per_minute: record.tokensPerMinute,
+        expires_at: record.expiresAtMs,
+        created_at: record.createdAtMs,
+        created_by: record.createdBy,
+        revoked_at: record.revokedAtMs,
+      })
+      .execute();
+    this.byHash.set(record.hash, record);
+    this.byId.set(record.id, record);
+  }
+
+  list(): readonly ApiKeyRecord[] {
+    return [...this.byId.values()].sort((a, b) => a.createdAtMs - b.createdAtMs);
+  }
+
+  async revoke(id: string, atMs: number): Promise<boolean> {
+    const result = await this.store.db.updateTable('api_keys').set({ revoked_at: atMs }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
+    const old = this.byId.get(id);
+    if (!old) return Number(result.numUpdatedRows) > 0;
+    const revoked = { ...old, revokedAtMs: old.revokedAtMs ?? atMs };
+    this.byId.set(id, revoked);
+    this.byHash.set(revoked.hash, revoked);
+    return true;
+  }
+
+  lookupByHash(hash: string): ApiKeyRecord | undefined {
+    return this.byHash.get(hash);
+  }
+}
+
+interface Totals {
+  requests: number;
+  errors: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface UsageRow {
+  key_id: string;
+  model: string;
+  requests: number;
+  errors: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+/** Adds usage up in memory; `flush()` writes the sums in one transaction (called on a timer and at close). */
+export class StoredUsage implements UsageSink {
+  private pending = new Map<string, Totals & { keyId: string; model: string }>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly now: () => number = Date.now,
+    flushIntervalMs = 2000,
+  ) {
+    if (flushIntervalMs > 0) {
+      this.timer = setInterval(() => void this.flush().catch(() => {}), flushIntervalMs);
+      this.timer.unref();
+    }
+  }
+
+  record(e: UsageEvent): void {
+    this.add(e.keyId, e.model, {
+      requests: 1,
+      errors: e.status === 0 || e.status >= 400 ? 1 : 0,
+      promptTokens: e.promptTokens,
+      completionTokens: e.completionTokens,
+    });
+  }
+
+  private add(keyId: string, model: string, totals: Totals): void {
+    const key = `${keyId}\0${model}`;
+    const t = this.pending.get(key) ?? { keyId, model, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+    t.requests += totals.requests;
+    t.errors += totals.errors;
+    t.promptTokens += totals.promptTokens;
+    t.completionTokens += totals.completionTokens;
+    this.pending.set(key, t);
+  }
+
+  async flush(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const batch = [...this.pending.values()];
+    this.pending = new Map();
+    const at = this.now();
+    try {
+      await this.store.db.transaction().execute(async (tx) => {
+        for (const t of batch) {
+          await tx
+            .insertInto('usage')
+            .values({ key_id: t.keyId, model: t.model, requests: t.requests, errors: t.errors, prompt_tokens: t.promptTokens, completion_tokens: t.completionTokens, updated_at: at })
+            .onConflict((oc) =>
+              oc.columns(['key_id', 'model']).doUpdateSet((eb) => ({
+                requests: eb('usage.requests', '+', t.requests),
+                errors: eb('usage.errors', '+', t.errors),
+                prompt_tokens: eb('usage.prompt_tokens', '+', t.promptTokens),
+                completion_tokens: eb('usage.completion_tokens', '+', t.completionTokens),
+                updated_at: at,
+              })),
+            )
+            .execute();
+        }
+      });
+    } catch (err) {
+      // The store is away: put the sums back so the next flush carries them.
+      for (const t of batch) this.add(t.keyId, t.model, t);
+      throw err;
+    }
+  }
+
+  async list(): Promise<UsageRow[]> {
+    const rows = await this.store.db.selectFrom('usage').select(['key_id', 'model', 'requests', 'errors', 'prompt_tokens', 'completion_tokens']).orderBy('key_id').orderBy('model').execute();
+    return rows.map((r) => ({ ...r, requests: Number(r.requests), errors: Number(r.errors), prompt_tokens: Number(r.prompt_tokens), completion_tokens: Number(r.completion_tokens) }));
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.flush().catch(() => {});
+  }
+}
