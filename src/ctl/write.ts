@@ -33,7 +33,7 @@ export async function drain(ctx: CtlContext, id: string, options: DrainOptions):
   if (!ctx.json) ctx.out.line(`node ${r.id} is ${ctx.out.state(r.state)}`);
   const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
   const bar = ctx.progressStream && !ctx.json
-    ? new SingleBar({ stream: ctx.progressStream, format: `draining ${id} [{bar}] {value}/{total} replicas off | {waiting}`, hideCursor: true, clearOnComplete: true })
+    ? new SingleBar({ stream: ctx.progressStream, format: `draining ${id} [{bar}] {value}/{total} off | waiting for {waiting}`, barsize: 20, hideCursor: true, clearOnComplete: true })
     : undefined;
   let total = 0;
   let lastWaiting = '';
@@ -52,9 +52,11 @@ export async function drain(ctx: CtlContext, id: string, options: DrainOptions):
         return EXIT.ok;
       }
       if (bar) {
-        if (!bar.isActive) bar.start(total, 0, { waiting });
+        // One line at the terminal's width: the first, then a count.
+        const short = remaining.slice(0, 1).map((x) => `${x.id} (${x.state})`).join(', ') + (remaining.length > 1 ? ` and ${remaining.length - 1} more` : '');
+        if (!bar.isActive) bar.start(total, 0, { waiting: short });
         bar.setTotal(total);
-        bar.update(total - remaining.length, { waiting });
+        bar.update(total - remaining.length, { waiting: short });
       } else if (waiting !== lastWaiting && !ctx.json) {
         ctx.out.line(`waiting for ${remaining.length} replica(s) on ${id} to move off: ${waiting}`);
       }
