@@ -1,0 +1,85 @@
+// The quick start as a user runs it: a fresh copy of the repository, the
+// README's install-and-start command exactly as written, a chat completion
+// through the router with the key it printed, then Ctrl-C (SIGINT to the
+// whole foreground group, as a terminal sends it) and nothing left running.
+// The commands are read from the README so the two cannot drift apart.
+import { spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The shell commands of the README's "Quick start" section, one per code block. */
+function quickStartCommands(): string[] {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.split(/^## /m).find((s) => s.startsWith('Quick start'));
+  if (!section) throw new Error('README.md has no "## Quick start" section');
+  return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
+}
+
+/** Processes whose command line mentions `dir`: what a clean Ctrl-C must leave none of. */
+function processesUnder(dir: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (cmd.includes(dir) && Number(pid) !== process.pid) found.push(`${pid}: ${cmd}`);
+    } catch {
+      // Gone while we looked.
+    }
+  }
+  return found;
+}
+
+describe('the README quick start', () => {
+  it('is two commands, and the first brings up an llmgw that answers a chat completion and stops cleanly on Ctrl-C', async () => {
+    const [start, test] = quickStartCommands();
+    expect(test, 'the second command runs every test').toBe('npm test');
+    expect(start, 'the first command installs and starts').toBe('npm ci && npm start');
+
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-quick-start-'));
+    // A fresh copy: what git tracks, nothing built, nothing installed.
+    const files = execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8' }).split('\0').filter(Boolean);
+    execFileSync('tar', ['-cf', join(dir, 'src.tar'), '--null', '-T', '-'], { cwd: root, input: files.join('\0') });
+    const copy = join(dir, 'llmgw');
+    execFileSync('mkdir', ['-p', copy]);
+    execFileSync('tar', ['-xf', join(dir, 'src.tar'), '-C', copy]);
+
+    const child = spawn('sh', ['-c', start!], { cwd: copy, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CI: 'true' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 540_000;
+      while (!stdout.includes('"msg":"llmgw up ready"')) {
+        if (child.exitCode !== null) throw new Error(`the quick start exited (${child.exitCode}) before it was ready:\n${stderr.slice(-4000)}\n${stdout.slice(-2000)}`);
+        if (Date.now() > deadline) throw new Error(`not ready in time:\n${stderr.slice(-4000)}`);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      const key = /API key\s+(\S+)/.exec(stderr)?.[1];
+      expect(key, 'llmgw up prints the API key').toBeTruthy();
+      const client = new OpenAI({ baseURL: 'http://127.0.0.1:8080/v1', apiKey: key! });
+      const reply = await client.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8 });
+      expect(reply.choices[0]!.message.content, 'a real completion from the demo model').toBeTruthy();
+      expect(reply.usage?.completion_tokens).toBe(8);
+    } finally {
+      // Ctrl-C: SIGINT to the foreground process group.
+      process.kill(-child.pid!, 'SIGINT');
+    }
+    await exited;
+    const deadline = Date.now() + 30_000;
+    let left = processesUnder(copy);
+    while (left.length && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      left = processesUnder(copy);
+    }
+    expect(left, 'nothing the quick start started is still running').toEqual([]);
+  }, 600_000);
+});
