@@ -118,6 +118,8 @@ describe('admin API: replicas and explain-placement', () => {
     expect(p.reconciler.replicas().map((r) => r.state), 'no room elsewhere: the old replica stays').toEqual(['pending']);
     const summary = await get(p, '/api/v1/summary');
     expect(summary.json<{ attention: string[] }>().attention.join('\n')).toContain('stays on draining node n1');
+    const [node] = (await get(p, '/api/v1/nodes')).json<{ id: string; drain_blocked?: string[] }[]>();
+    expect(node!.drain_blocked?.join('\n'), 'the node view says why its drain is not finishing').toContain('stays on draining node n1');
   });
 
   it('delivers shards in heartbeat answers and takes the agent\'s shard report back through the agent API', async () => {

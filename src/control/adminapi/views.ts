@@ -212,6 +212,8 @@ export interface NodeView {
   last_seen_ago: string;
   agent_version?: string;
   replicas: number;
+  /** Set while the node drains and a replica cannot be moved off it yet: why, in words. The replica keeps serving meanwhile. */
+  drain_blocked?: string[];
 }
 
 export function nodeViews(src: ViewSources): NodeView[] {
@@ -251,6 +253,8 @@ export function nodeViews(src: ViewSources): NodeView[] {
     if (unhealthy.length) v.unhealthy_gpus = unhealthy;
     if (report?.gpu_probe_error) v.gpu_probe_error = report.gpu_probe_error;
     if (n.agentVersion) v.agent_version = n.agentVersion;
+    const blocked = (src.blockedDrains?.() ?? []).filter((b) => b.nodeIds.includes(n.id)).map((b) => b.reason);
+    if (blocked.length) v.drain_blocked = blocked;
     return v;
   });
 }
