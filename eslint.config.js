@@ -1,12 +1,18 @@
 // Lint rules that carry the architecture: ctl and the agent meet the control
 // plane only through src/api and src/protocol, and no promise is left floating.
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test-artifacts/**', 'bin/**', 'eslint.config.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
+  {
+    // Plain JavaScript (benchmarks, small test launchers) runs on Node.
+    files: ['**/*.mjs', '**/*.js'],
+    languageOptions: { globals: globals.node },
+  },
   {
     files: ['**/*.ts', '**/*.tsx'],
     languageOptions: {
