@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
 
 afterAll(stopAll);
 
@@ -30,21 +30,6 @@ interface NodeView {
 
 async function nodes(adminUrl: string): Promise<NodeView[]> {
   return (await (await fetch(`${adminUrl}/api/v1/nodes`, { headers: auth })).json()) as NodeView[];
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
 
 function agentArgs(control: string, id: string, dir: string, extra: string[] = []): string[] {

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cacheNameOf } from '../../src/protocol/index.js';
-import { startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
 
 afterAll(stopAll);
 
@@ -20,16 +20,6 @@ function entry(cacheDir: string, source: string, bytes: number): string {
   writeFileSync(join(path, 'files', 'model.gguf'), Buffer.alloc(bytes, 7));
   writeFileSync(join(path, 'manifest.json'), JSON.stringify({ source, files: [] }));
   return path;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 describe('weights: orphans and collect', () => {
