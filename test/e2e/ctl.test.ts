@@ -45,7 +45,8 @@ beforeAll(async () => {
   mkdirSync(join(orphanPath, 'files'), { recursive: true });
   writeFileSync(join(orphanPath, 'files', 'model.gguf'), Buffer.alloc(4096, 1));
   writeFileSync(join(orphanPath, 'manifest.json'), JSON.stringify({ source: 'hf://org/forgotten', files: [] }));
-  let ports = 24500;
+  // Engine ports apart from the other e2e files (fleet 23000+, fetch-progress 24500), which may run at the same time.
+  let ports = 26100;
   for (const id of ['n1', 'n2']) {
     const stateDir = join(dir, id);
     stateDirs.push(stateDir);
