@@ -212,8 +212,8 @@ class UsageError extends Error {
 function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void, release: { current?: () => void }): CtlContext {
   const conn = resolveConnection(flags, io.env, io.cwd);
   const tty = io.stdout.isTTY === true;
-  const columns = tty ? io.stdout.columns : Number(io.env.COLUMNS) || undefined;
-  const out = new Output((s) => io.stdout.write(s), { tty, color: !io.env.NO_COLOR, ...(columns ? { width: columns } : {}) });
+  const columns = () => (tty ? io.stdout.columns : Number(io.env.COLUMNS) || undefined);
+  const out = new Output((s) => io.stdout.write(s), { tty, color: !io.env.NO_COLOR, width: columns });
   const client = new AdminClient({ baseUrl: conn.adminUrl, token: conn.token, actor: conn.actor, ...(io.dispatcher ? { dispatcher: io.dispatcher } : {}) });
   // Ctrl-C is only ours once a command waits on purpose (--watch, drain --wait);
   // before that it ends the process as usual. Held until runCtl returns.

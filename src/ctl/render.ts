@@ -14,20 +14,21 @@ export interface OutputOptions {
   tty: boolean;
   /** Colour for states; absent = tty. Never true for pipes and files. */
   color?: boolean;
-  /** Columns to fit tables into; absent = no limit (a pipe: let the reader's tools wrap). */
-  width?: number;
+  /** Columns to fit tables into, read at each table (a terminal resized under --watch); absent or undefined = no limit (a pipe: let the reader's tools wrap). */
+  width?: number | (() => number | undefined);
 }
 
 export class Output {
   readonly tty: boolean;
-  readonly width: number | undefined;
+  readonly #width: () => number | undefined;
   readonly c: Colors;
   readonly #write: (s: string) => void;
 
   constructor(write: (s: string) => void, options: OutputOptions) {
     this.#write = write;
     this.tty = options.tty;
-    this.width = options.width;
+    const w = options.width;
+    this.#width = typeof w === 'function' ? w : () => w;
     this.c = picocolors.createColors(options.tty && (options.color ?? true));
   }
 
@@ -60,7 +61,8 @@ export class Output {
   /** A table whose columns shrink (widest first, wrapping) to fit `width`. */
   table(head: string[], rows: string[][]): string {
     const natural = head.map((h, i) => Math.max(visibleWidth(h), ...rows.map((r) => longestLine(r[i] ?? ''))) + 2);
-    const colWidths = this.width === undefined ? natural : fit(natural, this.width - (head.length + 1));
+    const width = this.#width();
+    const colWidths = width === undefined ? natural : fit(natural, width - (head.length + 1));
     const table = new Table({
       head: head.map((h) => this.c.bold(h)),
       colWidths,
