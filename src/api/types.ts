@@ -45,6 +45,8 @@ export interface NodeView {
   last_seen_ago: string;
   agent_version?: string;
   replicas: number;
+  /** Set while the node drains and a replica cannot be moved off it yet: why, in words. The replica keeps serving meanwhile. */
+  drain_blocked?: string[];
 }
 
 /** GET /api/v1/models: one model. */

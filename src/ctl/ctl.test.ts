@@ -12,6 +12,7 @@ const sparse: NodeView = { id: 'quiet', state: 'ready', liveness: 'up', gpu_tota
 const full: NodeView = {
   id: 'gpu-3', state: 'cordoned', liveness: 'stale', gpu_total: 4, gpu_free: 2, memory_gb: 512, disk_free_gb: 100, disk_total_gb: 900,
   gpu_classes: ['h100-80gb'], unhealthy_gpus: ['gpu 1: Xid 79 (fallen off the bus)'], last_seen_ago: '20s', agent_version: '0.1.0', replicas: 1,
+  drain_blocked: ['replica r-1a2b of chat has nowhere to go: no other node has a free h100-80gb'],
 };
 const replica: ReplicaView = {
   id: 'r-1a2b', model: 'chat', profile: 'vllm', state: 'ready', age_seconds: 60, idle_seconds: -1, endpoint: 'http://10.0.0.3:20000',
@@ -76,6 +77,7 @@ describe('runCtl', () => {
     const full = r.stdout.split('\n').find((l) => l.includes(' gpu-3 '))!;
     expect(full).toContain('2/4 (1 unhealthy)');
     expect(full).toContain('100/900 GiB');
+    expect(full, 'a drain that cannot finish shows on the node').toContain('cordoned (blocked)');
   });
 
   it('shows one node\'s GPUs with their health and who uses them', async () => {
@@ -83,6 +85,7 @@ describe('runCtl', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/│ 0 +│ h100-80gb │ ok +│ r-1a2b \(chat\)/);
     expect(r.stdout).toMatch(/│ 1 +│ h100-80gb │ unhealthy: Xid 79/);
+    expect(r.stdout).toContain('drain blocked: replica r-1a2b of chat has nowhere to go');
     expect((await ctl('node', 'nope')).code).toBe(1);
   });
 

@@ -45,7 +45,7 @@ export async function nodes(ctx: CtlContext): Promise<number> {
       ['NODE', 'STATE', 'LIVENESS', 'GPUS FREE', 'GPU CLASS', 'RAM', 'DISK FREE', 'REPLICAS', 'LAST SEEN', 'AGENT'],
       ns.map((n) => [
         n.id,
-        ctx.out.state(n.state),
+        n.drain_blocked?.length ? `${ctx.out.state(n.state)} ${ctx.out.c.red('(blocked)')}` : ctx.out.state(n.state),
         ctx.out.state(n.liveness),
         gpuCell(ctx.out, n),
         list(n.gpu_classes),
@@ -85,6 +85,7 @@ export async function node(ctx: CtlContext, id: string): Promise<number> {
   }
   const out = ctx.out;
   out.line(`${out.heading(`node ${n.id}`)}  state ${out.state(n.state)}, ${out.state(n.liveness)}, last seen ${n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'}`);
+  for (const b of n.drain_blocked ?? []) out.line(`  ${out.c.red('drain blocked')}: ${b}`);
   out.line(`  hostname  ${orUnknown(n.hostname)}`);
   out.line(`  mgmt      ${orUnknown(n.mgmt_addr)}`);
   out.line(`  agent     ${orUnknown(n.agent_version)}`);

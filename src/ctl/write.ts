@@ -40,7 +40,7 @@ export async function drain(ctx: CtlContext, id: string, options: DrainOptions):
   const seenAttention = new Set<string>();
   try {
     for (;;) {
-      const [reps, s] = await Promise.all([ctx.client.replicas(), ctx.client.summary()]);
+      const [reps, ns] = await Promise.all([ctx.client.replicas(), ctx.client.nodes()]);
       const remaining = remainingOn(reps, id);
       total = Math.max(total, remaining.length);
       const waiting = remaining.map((x) => `${x.id} (${x.model}, ${x.state})`).join(', ');
@@ -61,9 +61,9 @@ export async function drain(ctx: CtlContext, id: string, options: DrainOptions):
         ctx.out.line(`waiting for ${remaining.length} replica(s) on ${id} to move off: ${waiting}`);
       }
       lastWaiting = waiting;
-      // A drain the reconciler cannot finish says why in the summary; say it once, where the operator is looking.
-      for (const a of s.attention) {
-        if (a.includes(id) && !seenAttention.has(a)) {
+      // A drain the reconciler cannot finish says why on the node; say it once, where the operator is looking.
+      for (const a of ns.find((n) => n.id === id)?.drain_blocked ?? []) {
+        if (!seenAttention.has(a)) {
           seenAttention.add(a);
           if (bar) ctx.warn(`\n${a}`);
           else ctx.out.line(`  ${ctx.out.c.yellow('!')} ${a}`);
