@@ -97,17 +97,16 @@ program
     await runUp(opts);
   });
 
-for (const [name, issue] of [['ctl', 'the operator CLI']] as const) {
-  program
-    .command(name)
-    .description(`${issue} (not yet)`)
-    .allowUnknownOption()
-    .allowExcessArguments()
-    .action(() => {
-      process.stderr.write(`llmgw ${name}: not yet: ${issue} has not landed in this build\n`);
-      process.exit(2);
-    });
-}
+program
+  .command('ctl')
+  .description('the operator CLI over the admin API (llmgw ctl --help for its commands)')
+  .helpOption(false)
+  .allowUnknownOption()
+  .allowExcessArguments()
+  .action(async (_opts: unknown, cmd: Command) => {
+    const { runCtl } = await import('../ctl/index.js');
+    process.exitCode = await runCtl(cmd.args);
+  });
 
 function CONTROL_FLAG_HELP(): Record<string, string> {
   return {

@@ -1,12 +1,11 @@
 // Running `llmgw ctl` as a user does, for the ctl end-to-end tests: a child
 // process with its own environment, its output collected, its exit code
-// returned. The command line is named once, here, so that moving from the
-// stand-in script to `bin/llmgw.js ctl` is a one-line change.
+// returned: the real `llmgw ctl`, through bin/llmgw.js.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-/** The ctl command line: becomes [LLMGW_BIN, 'ctl'] once main.ts wires `llmgw ctl`. */
-export const CTL_ARGV: readonly string[] = [fileURLToPath(new URL('./ctl-run.mjs', import.meta.url))];
+/** The ctl command line, as a user types it after `node`. */
+export const CTL_ARGV: readonly string[] = [fileURLToPath(new URL('../../bin/llmgw.js', import.meta.url)), 'ctl'];
 
 export interface CtlResult {
   code: number | null;
