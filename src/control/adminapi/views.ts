@@ -3,35 +3,13 @@
 // functions because the dashboard renders the same data server-side; going
 // back out through HTTP for what this process already holds would add a way
 // for the two to disagree.
+import type { ExplainView, ModelView, NodeView, ReplicaView, ShardView, SummaryView } from '../../api/types.js';
 import type { Catalog } from '../catalog/index.js';
 import { fabricNames, type Inventory, localDisk } from '../inventory/index.js';
-import { toRejectionViews, type RejectionView } from '../placement/index.js';
+import { toRejectionViews } from '../placement/index.js';
 import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord } from '../reconciler/index.js';
 
-/** A model as `ctl models` shows it. */
-export interface ModelView {
-  name: string;
-  aliases?: string[];
-  source: string;
-  min_replicas: number;
-  max_replicas: number;
-  ready_replicas: number;
-  total_replicas: number;
-  fallbacks?: string[];
-  profiles: string[];
-  /** Where the model is defined: "file" (read-only through the API) or "store". */
-  origin: 'file' | 'store';
-}
 
-export interface SummaryView {
-  models: { total: number; from_file: number; stored: number; not_placed: string[] };
-  nodes: { total: number; by_state: Record<string, number>; by_liveness: Record<string, number> };
-  replicas: { total: number; by_state: Record<string, number> };
-  /** Sentences for whatever needs a person: unplaced models, lost nodes, unhealthy GPUs, failing replicas. Empty = nothing. */
-  attention: string[];
-  /** False when the control plane runs with `store: none`: models can only come from the catalog file. */
-  store: boolean;
-}
 
 /** Replica counts per model, from whatever tracks replicas; absent before the reconciler exists. */
 export interface ReplicaCounts {
@@ -58,41 +36,8 @@ export interface ViewSources {
   blockedDrains?: () => readonly BlockedDrain[];
 }
 
-/** A replica as `ctl replicas` shows it. */
-export interface ReplicaView {
-  id: string;
-  model: string;
-  profile: string;
-  state: string;
-  pool?: string;
-  fabric?: string;
-  endpoint?: string;
-  age_seconds: number;
-  /** Seconds since the router last sent it a request; -1 = the router has reported no use, which is not the same as idle. */
-  idle_seconds: number;
-  error?: string;
-  shards: ShardView[];
-}
 
-export interface ShardView {
-  id: string;
-  node: string;
-  rank: number;
-  gpus: number[];
-  state: string;
-  error?: string;
-  /** While the shard is fetching weights: bytes so far, of how many (absent = size unknown), and the rate. */
-  fetch?: { bytes_done: number; total_bytes?: number; bytes_per_second?: number; percent?: number };
-}
 
-/** Why a model could not be placed. */
-export interface ExplainView {
-  model: string;
-  /** True when the model has replicas that count, in which case there is usually nothing to explain. */
-  placed: boolean;
-  /** Absent when placement was never attempted or nothing failed: the model is satisfied, or the reconciler has not run yet. */
-  rejections?: RejectionView[];
-}
 
 /** Replicas, optionally of one model (by name), id order. */
 export function replicaViews(src: ViewSources, model?: string): ReplicaView[] {
@@ -189,32 +134,6 @@ export function summaryView(src: ViewSources): SummaryView {
   };
 }
 
-/** A node as `ctl nodes` shows it. Zero or absent means "not reported", never "none". */
-export interface NodeView {
-  id: string;
-  hostname?: string;
-  mgmt_addr?: string;
-  state: string;
-  /** up, stale or lost, from the last heartbeat. */
-  liveness: string;
-  labels?: Record<string, string>;
-  gpu_total: number;
-  gpu_free: number;
-  memory_gb?: number;
-  models_on_disk?: string[];
-  disk_free_gb?: number;
-  disk_total_gb?: number;
-  gpu_classes?: string[];
-  fabrics?: string[];
-  unhealthy_gpus?: string[];
-  /** Set when the GPU probe itself failed: the node's GPUs are unknown, and why. */
-  gpu_probe_error?: string;
-  last_seen_ago: string;
-  agent_version?: string;
-  replicas: number;
-  /** Set while the node drains and a replica cannot be moved off it yet: why, in words. The replica keeps serving meanwhile. */
-  drain_blocked?: string[];
-}
 
 export function nodeViews(src: ViewSources): NodeView[] {
   if (!src.inventory) return [];
@@ -276,3 +195,7 @@ function countBy<T>(items: readonly T[], key: (t: T) => string): Record<string, 
   for (const item of items) out[key(item)] = (out[key(item)] ?? 0) + 1;
   return out;
 }
+
+// The wire shapes are defined once, in the typed admin client (src/api), and
+// built here: the client and the server cannot disagree about a field.
+export type { ExplainView, ModelView, NodeView, ReplicaView, ShardView, SummaryView };

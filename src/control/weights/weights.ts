@@ -10,48 +10,14 @@
 import { posix } from 'node:path';
 import { request } from 'undici';
 import { CACHE_NAME_RE, cacheNameOf } from '../../protocol/index.js';
+import type { CollectSummary, NodeCollectSummary, NodeOrphans, OrphanEntry, OrphansView } from '../../api/types.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 
-export interface OrphanEntry {
-  path: string;
-  cache_name: string;
-  /** Absent: the agent did not report a size. */
-  size_bytes?: number;
-  source?: string;
-  /** Epoch ms of the last use the agent knows of; absent = unknown. */
-  last_used_ms?: number;
-}
 
-export interface NodeOrphans {
-  node: string;
-  entries: OrphanEntry[];
-  reclaimable_bytes: number;
-}
 
-export interface OrphansView {
-  nodes: NodeOrphans[];
-  total_bytes: number;
-}
 
-export interface NodeCollectSummary {
-  node: string;
-  asked: OrphanEntry[];
-  asked_bytes: number;
-  removed: { path: string; bytes_freed: number }[];
-  refused: { path: string; check: string; reason: string }[];
-  /** Set when the node could not be asked (no management address, not reachable, or it answered badly). */
-  unreachable?: string;
-}
 
-export interface CollectSummary {
-  nodes: NodeCollectSummary[];
-  asked: number;
-  removed: number;
-  refused: number;
-  unreachable: number;
-  bytes_freed: number;
-}
 
 /** The cache names of every model in the catalog, file and store alike; a model at zero replicas is still wanted. */
 export function wantedSet(catalog: Pick<Catalog, 'models'>): Set<string> {
@@ -156,3 +122,6 @@ export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<C
     bytes_freed: summaries.reduce((s, n) => s + n.removed.reduce((t, r) => t + r.bytes_freed, 0), 0),
   };
 }
+
+// The wire shapes are defined once, in the typed admin client (src/api).
+export type { CollectSummary, NodeCollectSummary, NodeOrphans, OrphanEntry, OrphansView };
