@@ -1,9 +1,9 @@
 // `llmgw dev make-model OUT.gguf [--seed N]`: the tiny model from the command
 // line, for trying the builtin engine or a catalog entry by hand. Shape flags
 // exist for benchmarks that want a model big enough to time.
-import { parseArgs } from 'node:util';
-import { isLlmgwError, LlmgwError } from '../../errors/index.js';
-import { formatBytes, nearestName } from '../../units/index.js';
+import { isLlmgwError } from '../../errors/index.js';
+import { formatBytes } from '../../units/index.js';
+import { parseFlags, usageError as flagUsageError, wholeNumberFlag } from '../../validation/flags.js';
 import { makeTinyModel, type MakeTinyModelOptions } from './make-tiny-model.js';
 import { stat } from 'node:fs/promises';
 
@@ -20,27 +20,11 @@ const FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-function usageError(problem: string): LlmgwError {
-  return new LlmgwError('LLMGW_CONFIG_INVALID', `${problem}\n${USAGE}`);
-}
-
-function wholeNumber(flag: string, text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^\d+$/.test(text)) throw usageError(`--${flag} takes a whole number, not "${text}"`);
-  return Number(text);
-}
+const usageError = (problem: string) => flagUsageError(problem, USAGE);
+const wholeNumber = (flag: string, text: string | undefined) => wholeNumberFlag(flag, text, USAGE);
 
 function parse(argv: readonly string[]): { outPath: string; options: MakeTinyModelOptions } | 'help' {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: true });
-  } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    const unknown = /'(-{1,2}[^']+)'/.exec(message)?.[1];
-    const near = unknown ? nearestName(unknown.replace(/^-+/, ''), Object.keys(FLAGS)) : null;
-    throw usageError(near ? `${message}; did you mean --${near}?` : message);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseFlags(argv, FLAGS, USAGE, true);
   if (values.help) return 'help';
   if (positionals.length !== 1) throw usageError('name one output file, e.g. tiny.gguf');
   const options: MakeTinyModelOptions = {};

@@ -2,9 +2,8 @@
 // into BuiltinEngineOptions; then run until SIGTERM or SIGINT. The engine is
 // always its own process (a child of the agent), so a model that fails here
 // fails alone: the message goes to stderr and the exit code says it failed.
-import { parseArgs } from 'node:util';
-import { isLlmgwError, LlmgwError } from '../../errors/index.js';
-import { nearestName } from '../../units/index.js';
+import { isLlmgwError } from '../../errors/index.js';
+import { parseFlags, usageError as flagUsageError, wholeNumberFlag } from '../../validation/flags.js';
 import { startBuiltinEngine } from './server.js';
 import type { BuiltinEngineOptions } from './options.js';
 
@@ -23,27 +22,12 @@ const FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-function usageError(problem: string): LlmgwError {
-  return new LlmgwError('LLMGW_CONFIG_INVALID', `${problem}\n${USAGE}`);
-}
-
-function wholeNumber(flag: string, text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^\d+$/.test(text)) throw usageError(`--${flag} takes a whole number, not "${text}"`);
-  return Number(text);
-}
+const usageError = (problem: string) => flagUsageError(problem, USAGE);
+const wholeNumber = (flag: string, text: string | undefined) => wholeNumberFlag(flag, text, USAGE);
 
 /** Flags to options; exported for tests. Throws LLMGW_CONFIG_INVALID with the usage line. */
 export function parseBuiltinEngineArgs(argv: readonly string[]): BuiltinEngineOptions | 'help' {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: false }));
-  } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    const unknown = /'(-{1,2}[^']+)'/.exec(message)?.[1];
-    const near = unknown ? nearestName(unknown.replace(/^-+/, ''), Object.keys(FLAGS)) : null;
-    throw usageError(near ? `${message}; did you mean --${near}?` : message);
-  }
+  const { values } = parseFlags(argv, FLAGS, USAGE, false);
   if (values.help) return 'help';
   if (!values.model) throw usageError('--model is required: the GGUF file to serve');
   return {

@@ -1,0 +1,33 @@
+// Command-line flags for llmgw's small subcommands (engine builtin, dev
+// make-model): node's strict parseArgs, with the mistakes worded the way the
+// rest of llmgw words them: the usage line, and the nearest real flag for a
+// mistyped one.
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { LlmgwError } from '../errors/index.js';
+import { nearestName } from '../units/index.js';
+
+export type FlagSpec = NonNullable<ParseArgsConfig['options']>;
+
+/** A usage mistake: what is wrong, then the usage line. */
+export function usageError(problem: string, usage: string): LlmgwError {
+  return new LlmgwError('LLMGW_CONFIG_INVALID', `${problem}\n${usage}`);
+}
+
+/** parseArgs, strict; an unknown flag names the nearest known one. */
+export function parseFlags<T extends FlagSpec>(argv: readonly string[], flags: T, usage: string, allowPositionals: boolean) {
+  try {
+    return parseArgs({ args: [...argv], options: flags, strict: true, allowPositionals });
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    const unknown = /'(-{1,2}[^']+)'/.exec(message)?.[1];
+    const near = unknown ? nearestName(unknown.replace(/^-+/, ''), Object.keys(flags)) : null;
+    throw usageError(near ? `${message}; did you mean --${near}?` : message, usage);
+  }
+}
+
+/** A flag that takes a whole number; undefined when the flag was not given. */
+export function wholeNumberFlag(flag: string, text: string | undefined, usage: string): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^\d+$/.test(text)) throw usageError(`--${flag} takes a whole number, not "${text}"`, usage);
+  return Number(text);
+}
