@@ -181,29 +181,35 @@ export class BuiltinRuntime {
         const { contextText } = chat.chatWrapper.generateContextState({ chatHistory: history });
         const promptTokens = contextText.tokenize(this.model.tokenizer).length;
         const maxTokens = this.replyBudget(promptTokens, params.maxTokens);
-        let completionTokens = 0;
-        const result = await chat.generateResponse(history, {
-          ...this.sampling(params),
-          maxTokens,
-          signal,
-          stopOnAbortSignal: true,
-          onTextChunk: (text) => {
-            if (text !== '') onText(text);
-          },
-          onToken: (tokens) => {
-            completionTokens += tokens.length;
-          },
-        });
-        return {
-          text: result.response,
-          promptTokens,
-          completionTokens,
-          finishReason: finishReason(result.metadata.stopReason, signal),
-        };
+        const { counted, options } = this.streaming(params, maxTokens, signal, onText);
+        const result = await chat.generateResponse(history, options);
+        return { text: result.response, promptTokens, completionTokens: counted.tokens, finishReason: finishReason(result.metadata.stopReason, signal) };
       } finally {
         chat.dispose({ disposeSequence: false });
       }
     });
+  }
+
+  /**
+   * What chat and completion both hand node-llama-cpp: sampling, the budget,
+   * the client's abort, text as it streams, and a count of the tokens made
+   * (usage reports exactly what was generated, not a re-tokenisation).
+   */
+  private streaming(params: SamplingParams, maxTokens: number, signal: AbortSignal, onText: (text: string) => void) {
+    const counted = { tokens: 0 };
+    const options = {
+      ...this.sampling(params),
+      maxTokens,
+      signal,
+      stopOnAbortSignal: true,
+      onTextChunk: (text: string) => {
+        if (text !== '') onText(text);
+      },
+      onToken: (tokens: Token[]) => {
+        counted.tokens += tokens.length;
+      },
+    };
+    return { counted, options };
   }
 
   async complete(prompt: string, params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
@@ -215,26 +221,9 @@ export class BuiltinRuntime {
     return this.withSequence(signal, async (sequence) => {
       const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
       try {
-        let completionTokens = 0;
-        const result = await completion.generateCompletionWithMeta(input, {
-          ...this.sampling(params),
-          maxTokens,
-          disableContextShift: true,
-          signal,
-          stopOnAbortSignal: true,
-          onTextChunk: (text) => {
-            if (text !== '') onText(text);
-          },
-          onToken: (tokens) => {
-            completionTokens += tokens.length;
-          },
-        });
-        return {
-          text: result.response,
-          promptTokens,
-          completionTokens,
-          finishReason: finishReason(result.metadata.stopReason, signal),
-        };
+        const { counted, options } = this.streaming(params, maxTokens, signal, onText);
+        const result = await completion.generateCompletionWithMeta(input, { ...options, disableContextShift: true });
+        return { text: result.response, promptTokens, completionTokens: counted.tokens, finishReason: finishReason(result.metadata.stopReason, signal) };
       } finally {
         completion.dispose({ disposeSequence: false });
       }
