@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['src/**/*.test.ts', 'src/**/*.test.tsx', 'test/**/*.test.ts'],
     // End-to-end tests spawn `node dist/cli/main.js`; build once before any test runs.
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
