@@ -36,6 +36,9 @@ export interface RelayHooks {
   timeout(): number;
 }
 
+/** How much of a non-stream answer is held before it is written: one write for almost every answer, bounded memory for the rest. */
+const WHOLE_ANSWER_SLICE = 256 * 1024;
+
 /** Response headers passed to the client; the rest (hop-by-hop, server identity) stay behind. */
 const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-request-id'] as const;
 
@@ -50,6 +53,8 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
   private readonly tail = new TailKeeper();
   private pending: Buffer[] = [];
   private scheduled = false;
+  /** Bytes of a non-stream answer held since the last write. */
+  private pendingBytes = 0;
   /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
   private carry: Buffer | null = null;
   private readonly flushBound = () => this.flush();
@@ -87,9 +92,20 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.retryReason !== null || this.target.clientGone) return;
-    if (!this.started) this.start();
     this.tail.push(chunk);
     this.pending.push(chunk);
+    if (!this.sse) {
+      // A whole answer usually arrives in one read: held until its end, it goes
+      // out with the headers in one write (each syscall is a real cost on a
+      // small VM). A large one (embeddings of a long batch) streams in slices.
+      this.pendingBytes += chunk.length;
+      if (this.pendingBytes < WHOLE_ANSWER_SLICE) return;
+      this.pendingBytes = 0;
+      if (!this.started) this.start();
+      this.flush();
+      return;
+    }
+    if (!this.started) this.start();
     if (!this.scheduled) {
       // Engines send one HTTP chunk per token and undici hands each over in one
       // socket read: gathering them until the next tick makes one write of many.
@@ -105,9 +121,16 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
       this.hooks.onAnswered(0, this.tail);
       return this.settle({ kind: 'done', status: 0 });
     }
-    if (!this.started) this.start();
-    this.flush();
-    res.end(this.carry ?? undefined);
+    if (!this.started) {
+      // Nothing written yet: headers, body and end in one write.
+      this.start();
+      const body = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+      this.pending = [];
+      res.end(body);
+    } else {
+      this.flush();
+      res.end(this.carry ?? undefined);
+    }
     this.settle({ kind: 'done', status: this.status });
     this.hooks.onAnswered(this.status, this.tail);
   }
