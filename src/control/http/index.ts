@@ -88,10 +88,42 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     const body = toErrorBody(error, request);
     if (body.status >= 500) request.log.error({ err: error, url: request.url.split('?')[0] }, 'request failed');
     else request.log.info({ code: body.code, status: body.status, url: request.url.split('?')[0] }, body.message);
+    if (body.status === 413) discardRestOfBody(request, reply);
     void reply.code(body.status).send(shape(body));
   });
 
   return app;
+}
+
+/** What a refused body may still send before its connection is cut: enough for any honest client to read its 413. */
+const DISCARD_CAP_BYTES = 64 * 2 ** 20;
+const DISCARD_CAP_MS = 10_000;
+
+/**
+ * A client still sending a body it was refused for cannot read the 413 if the
+ * connection is cut under it: HTTP clients (the openai client's fetch among
+ * them) report a reset instead. So, like nginx's lingering close, the rest of
+ * the body is read and thrown away, and the connection cut only if it goes on
+ * past a bound in bytes or time.
+ */
+function discardRestOfBody(request: FastifyRequest, reply: FastifyReply): void {
+  const raw = request.raw;
+  if (raw.complete) return;
+  reply.removeHeader('connection');
+  let discarded = 0;
+  const cut = () => {
+    clearTimeout(timer);
+    raw.socket?.destroy();
+  };
+  const timer = setTimeout(cut, DISCARD_CAP_MS);
+  timer.unref();
+  raw.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > DISCARD_CAP_BYTES) cut();
+  });
+  raw.once('end', () => clearTimeout(timer));
+  raw.once('close', () => clearTimeout(timer));
+  raw.resume();
 }
 
 /** Per-route wording for a body that is not JSON, e.g. "the model definition is not valid JSON". */
