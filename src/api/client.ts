@@ -18,6 +18,12 @@ import type {
   RemovedView,
   ReplicaView,
   SummaryView,
+  CreatedKeyView,
+  KeyView,
+  ModelLogView,
+  ModelPlansView,
+  NewKey,
+  UsageView,
 } from './types.js';
 
 export interface AdminClientOptions {
@@ -154,6 +160,35 @@ export class AdminClient {
   /** Asks nodes to remove their orphans; each node waits up to a minute, so this waits without a limit. */
   collect(options: { node?: string } = {}): Promise<CollectSummary> {
     return this.#call('POST', `/api/v1/weights/collect${query({ node: options.node })}`, undefined, 0);
+  }
+
+  /** Where each model would be placed if it were added now; nothing is added. */
+  planModels(definitions: readonly (ModelDefinition | Record<string, unknown>)[]): Promise<ModelPlansView> {
+    return this.#call('POST', '/api/v1/models/plan', { models: definitions });
+  }
+
+  /** The newest `lines` of a replica's engine log (rank 0 unless `shard` says otherwise), fetched from its node. */
+  replicaLog(replicaId: string, options: { shard?: number; lines?: number } = {}): Promise<ModelLogView> {
+    const q = query({ shard: options.shard === undefined ? undefined : String(options.shard), lines: options.lines === undefined ? undefined : String(options.lines) });
+    return this.#call('GET', `/api/v1/replicas/${encodeURIComponent(replicaId)}/log${q}`);
+  }
+
+  keys(): Promise<{ keys: KeyView[] }> {
+    return this.#call('GET', '/api/v1/keys');
+  }
+
+  /** The answer holds the secret, shown this once. */
+  createKey(key: NewKey): Promise<CreatedKeyView> {
+    return this.#call('POST', '/api/v1/keys', key);
+  }
+
+  /** Takes the key's exact id. */
+  revokeKey(id: string): Promise<{ id: string; state: 'revoked' }> {
+    return this.#call('DELETE', `/api/v1/keys/${encodeURIComponent(id)}`);
+  }
+
+  usage(): Promise<UsageView[]> {
+    return this.#call('GET', '/api/v1/usage');
   }
 
   async #call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<T> {

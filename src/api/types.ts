@@ -187,3 +187,77 @@ export interface ModelDefinition {
   profiles: Array<{ engine: string; [field: string]: unknown }>;
   [field: string]: unknown;
 }
+
+/** One replica a plan would create: where its shards would run. */
+export interface PlannedReplicaView {
+  profile: string;
+  pool?: string;
+  shards: { node: string; rank: number; gpus: number[] }[];
+}
+
+/** POST /api/v1/models/plan: per model, what adding it now would place. */
+export interface ModelPlanView {
+  name: string;
+  /** Replicas the model wants at once (scaling.min). */
+  wanted: number;
+  /** Fewer than `wanted` means the rest could not be placed; `explain` says why. */
+  placed: PlannedReplicaView[];
+  explain?: string;
+}
+
+export interface ModelPlansView {
+  models: ModelPlanView[];
+}
+
+/** GET /api/v1/replicas/{id}/log: the newest lines of one shard's engine log, as its node keeps it. */
+export interface ModelLogView {
+  replica: string;
+  shard: string;
+  rank: number;
+  node: string;
+  lines: string[];
+}
+
+/** GET /api/v1/keys: one API key; the secret is never listed. */
+export interface KeyView {
+  id: string;
+  name: string;
+  /** The secret's first characters, for telling keys apart. */
+  prefix: string;
+  state: 'active' | 'revoked' | 'expired';
+  /** Null = every model. */
+  allowed_models: string[] | null;
+  /** Null = no limit. */
+  requests_per_minute: number | null;
+  tokens_per_minute: number | null;
+  /** Null = never. */
+  expires_at: string | null;
+  created_at: string;
+  created_by: string;
+  revoked_at: string | null;
+}
+
+/** POST /api/v1/keys: the new key, with its secret shown this once. */
+export interface CreatedKeyView extends KeyView {
+  secret: string;
+  note: string;
+}
+
+/** POST /api/v1/keys: what may be asked for. */
+export interface NewKey {
+  name: string;
+  allowed_models?: string[] | null;
+  requests_per_minute?: number | null;
+  tokens_per_minute?: number | null;
+  expires_at?: string | null;
+}
+
+/** GET /api/v1/usage: totals per key and model since the store was made. */
+export interface UsageView {
+  key_id: string;
+  model: string;
+  requests: number;
+  errors: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}

@@ -127,6 +127,7 @@ export class ControlPlane {
       explainPlacement: (model) => reconciler.explain(model),
       blockedDrains: () => reconciler.blockedDrains(),
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
+      previewPlacement: (models) => reconciler.preview(models),
     });
 
     registerWeightsApi(adminApp, { catalog, inventory, store });

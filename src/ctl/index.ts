@@ -12,6 +12,7 @@ import { AdminApiError, AdminApiUnreachableError, AdminClient } from '../api/ind
 import { ConnectionConfigError, resolveConnection, type ConnectionFlags } from './connection.js';
 import { type CtlContext, EXIT } from './context.js';
 import { ModelFileError } from './model-file.js';
+import * as access from './access.js';
 import * as read from './read.js';
 import { Output } from './render.js';
 import * as write from './write.js';
@@ -180,8 +181,58 @@ function buildProgram(root: Command, run: Runner): Command {
     }),
   );
 
-  // Commands of issue 9 whose admin endpoints do not exist yet: present so
-  // that `--help` tells the truth about what is coming, and exit 1.
+  const keys = program.command('keys').description('API keys for the client listener: create, ls, rm');
+  keys
+    .command('create')
+    .argument('<name>', 'who or what the key is for')
+    .description('make a key; its secret is printed this once')
+    .option('--models <names>', 'only these models (comma-separated); default every model')
+    .option('--rpm <n>', 'requests per minute; default no limit')
+    .option('--tpm <n>', 'tokens per minute; default no limit')
+    .option('--expires <when>', 'a duration from now (30d, 12h, 90m) or a time (2027-01-31T00:00:00Z); default never')
+    .action(
+      run((ctx, name: string, o: access.KeyCreateOptions) => {
+        let key;
+        try {
+          key = access.newKeyFrom(name, o, Date.now());
+        } catch (err) {
+          if (err instanceof access.KeyFlagError) throw new UsageError(err.message);
+          throw err;
+        }
+        return access.createKey(ctx, key);
+      }),
+    );
+  keys.command('ls').description('every key, with its limits and state; never a secret').action(run((ctx) => access.listKeys(ctx)));
+  keys
+    .command('rm')
+    .argument('<id>', 'the key\'s exact id (from keys ls)')
+    .description('revoke a key: clients using it get 401 at once')
+    .option('-y, --yes', 'do not ask (for scripts)')
+    .action(run((ctx, id: string, o: { yes?: boolean }) => access.revokeKey(ctx, id, { yes: !!o.yes })));
+
+  watchable(program.command('usage').description('requests and tokens per key and model').option('--model <name>', 'only this model')).action(
+    run((ctx, o: WatchOpts & { model?: string }) => watchOr(ctx, o, () => access.usage(ctx, o))),
+  );
+
+  program
+    .command('logs')
+    .argument('<replica>', 'replica id (from `replicas`)')
+    .description("an engine's log, fetched from the node that runs it")
+    .option('--shard <rank>', 'the shard of a multi-node replica; default 0')
+    .option('-n, --lines <n>', 'how many of the newest lines', '100')
+    .option('-f, --follow', 'keep printing new lines until Ctrl-C')
+    .action(
+      run((ctx, replica: string, o: { shard?: string; lines: string; follow?: boolean }) => {
+        const shard = o.shard === undefined ? undefined : Number(o.shard);
+        if (shard !== undefined && (!Number.isInteger(shard) || shard < 0)) throw new UsageError(`--shard: "${o.shard}" is not a shard rank (0, 1, …)`);
+        const lines = Number(o.lines);
+        if (!Number.isInteger(lines) || lines < 1 || lines > 10_000) throw new UsageError(`--lines: "${o.lines}" is not a whole number from 1 to 10000`);
+        return access.logs(ctx, replica, { ...(shard === undefined ? {} : { shard }), lines, follow: !!o.follow });
+      }),
+    );
+
+  // Commands whose admin endpoints do not exist yet: present so that `--help`
+  // tells the truth about what is coming, and exit 1.
   const notYet = (name: string, args: string, description: string, what: string) =>
     program
       .command(name)
@@ -195,9 +246,6 @@ function buildProgram(root: Command, run: Runner): Command {
           return EXIT.failed;
         }),
       );
-  notYet('keys', '[action]', 'API keys: create, ls, rm', 'API keys (keys create|ls|rm) land with issue 6, with the admin endpoints for keys');
-  notYet('usage', '[args...]', 'tokens and requests per key and model', 'usage lands with issue 6, once the router writes usage to the store and the admin API serves it');
-  notYet('logs', '[replica]', 'an engine\'s log: logs REPLICA [--shard RANK] [-f]', 'logs land with issue 9\'s second half, once agents serve engine logs and the admin API relays them');
   notYet('events', '[args...]', 'what the fleet did: scaling, joins, drains, placement failures', 'events land with issue 10 (GET /api/v1/events)');
   return program;
 }

@@ -3,7 +3,7 @@
 // reads, takes exact names, and asks first where it removes something and a
 // person is at the terminal (--yes for scripts).
 import { SingleBar } from 'cli-progress';
-import { AdminApiError, type ReplicaView } from '../api/index.js';
+import { AdminApiError, type ModelDefinition, type ReplicaView } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { readModelFile } from './model-file.js';
 import { formatBytes } from './render.js';
@@ -97,25 +97,7 @@ export interface AddOptions {
 
 export async function addModels(ctx: CtlContext, file: string, options: AddOptions): Promise<number> {
   const defs = readModelFile(file);
-  const path = `/api/v1/models${options.force ? '?force=true' : ''}`;
-  if (options.dryRun) {
-    // The admin API has no dry run, so where a model would go cannot be known
-    // without adding it; saying so beats printing a guess that disagrees with
-    // the control plane.
-    if (ctx.json) {
-      ctx.out.json({ dry_run: true, sent: false, would_send: defs.map((d) => ({ method: 'POST', path, body: d })) });
-      return EXIT.ok;
-    }
-    ctx.out.line(`dry run: nothing was sent. ${defs.length} model(s) in ${file} have the shape of a definition (name, source, profiles with an engine).`);
-    ctx.out.line('The admin API has no dry run yet, so where each would be placed is not known here: the control plane checks the rest of the');
-    ctx.out.line('definition, and whether any known node could ever run it, when it is added (a refusal for no fit exits 3; --force adds it anyway).');
-    for (const d of defs) {
-      ctx.out.line();
-      ctx.out.line(`would send POST ${path}`);
-      ctx.out.line(JSON.stringify(d, null, 2));
-    }
-    return EXIT.ok;
-  }
+  if (options.dryRun) return planModels(ctx, file, defs);
   const results: Array<{ name: string; added?: string; error?: string; status?: number }> = [];
   let failed = false;
   let noFit = false;
@@ -137,6 +119,39 @@ export async function addModels(ctx: CtlContext, file: string, options: AddOptio
   const added = results.filter((r) => r.added).length;
   if (added < defs.length && defs.length > 1) ctx.warn(`added ${added} of ${defs.length} model(s) from ${file}`);
   return failed ? EXIT.failed : noFit ? EXIT.noFit : EXIT.ok;
+}
+
+/**
+ * `models add --dry-run`: the control plane plans the models on the fleet as
+ * it is now (nothing is added) and this prints where each replica would run,
+ * or why it could not be placed. Exit 3 when any model would be short of its
+ * wanted replicas.
+ */
+async function planModels(ctx: CtlContext, file: string, defs: ModelDefinition[]): Promise<number> {
+  const plan = await ctx.client.planModels(defs);
+  const short = plan.models.filter((m) => m.placed.length < m.wanted);
+  if (ctx.json) {
+    ctx.out.json(plan);
+    return short.length ? EXIT.noFit : EXIT.ok;
+  }
+  ctx.out.line(`dry run: nothing was added. Where ${defs.length} model(s) from ${file} would run on the fleet as it is now:`);
+  for (const m of plan.models) {
+    ctx.out.line();
+    const ok = m.placed.length >= m.wanted;
+    ctx.out.line(`${ctx.out.heading(m.name)}: ${ok ? ctx.out.c.green(`${m.placed.length}/${m.wanted} replica(s) placed`) : ctx.out.c.red(`${m.placed.length}/${m.wanted} replica(s) placed`)}`);
+    if (m.placed.length) {
+      ctx.out.line(
+        ctx.out.table(
+          ['REPLICA', 'PROFILE', 'POOL', 'SHARD', 'NODE', 'GPUS'],
+          m.placed.flatMap((r, i) => r.shards.map((sh) => [`#${i + 1}`, r.profile, r.pool ?? '-', String(sh.rank), sh.node, sh.gpus.length ? sh.gpus.join(',') : 'none (CPU)'])),
+        ),
+      );
+    }
+    if (m.wanted === 0) ctx.out.line('  scaling.min is 0: no replica starts until a request arrives');
+    if (m.explain) ctx.out.line(`  ${m.explain.replace(/\n/g, '\n  ')}`);
+  }
+  if (short.length) ctx.warn(`${short.length} model(s) could not be fully placed: ${short.map((m) => m.name).join(', ')}`);
+  return short.length ? EXIT.noFit : EXIT.ok;
 }
 
 export async function removeModel(ctx: CtlContext, name: string, options: { yes: boolean }): Promise<number> {

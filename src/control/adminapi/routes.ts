@@ -7,6 +7,7 @@ import { LlmgwError } from '../../errors/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import { actorOf, type RouteJsonWording } from '../http/index.js';
 import type { AdminState } from '../inventory/index.js';
+import { registerPlanAndLogs, type PlanAndLogsDeps } from './plan-and-logs.js';
 import { explainView, modelViews, nodeViews, replicaViews, summaryView, type ViewSources } from './views.js';
 
 const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
@@ -18,7 +19,7 @@ const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
   ['drain', 'draining'],
 ]);
 
-export interface AdminApiOptions extends ViewSources {
+export interface AdminApiOptions extends ViewSources, Pick<PlanAndLogsDeps, 'previewPlacement'> {
   catalog: Catalog;
   /** Why a model could never be placed on the known fleet (empty, every node ready), or null when it fits somewhere. */
   checkFit?: (model: Model) => string | null;
@@ -91,6 +92,8 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
     options.onCatalogChange?.();
     return reply.code(200).send({ added: model.name });
   });
+
+  registerPlanAndLogs(app, options);
 
   app.delete<{ Params: { name: string } }>('/api/v1/models/:name', async (request) => {
     if (!options.catalog.writable) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store');

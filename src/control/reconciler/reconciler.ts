@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ShardStatus } from '../../protocol/index.js';
 import type { AssignmentBoard } from '../agentapi/index.js';
-import type { Catalog } from '../catalog/index.js';
+import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { PlacementNode } from '../placement/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
@@ -228,6 +228,25 @@ export class Reconciler {
   subscribe(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * A pass as it would run now with `models` added to the catalog, for a
+   * dry run: nothing is applied, stored or published, and the creation cap
+   * does not apply (it paces real fetches, not a plan).
+   */
+  preview(models: readonly Model[]): Plan {
+    const names = new Set(models.map((m) => m.name));
+    return planPass(
+      {
+        now: this.options.now(),
+        models: [...this.options.catalog.models().filter((m) => !names.has(m.name)), ...models],
+        nodes: this.placementNodes(this.options.now()),
+        replicas: this.records,
+        inFlight: this.inFlight,
+      },
+      { ...this.options.plan, maxCreatesPerPass: Number.MAX_SAFE_INTEGER },
+    );
   }
 
   private recordsChanged(): void {

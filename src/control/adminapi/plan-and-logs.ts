@@ -1,0 +1,104 @@
+// Two admin endpoints that answer from what the control plane can work out
+// but does not keep: a placement plan for models not yet added (ctl's
+// `models add --dry-run`, like `nomad job plan`), and an engine's log, which
+// lives on the node that runs the shard and is fetched from its agent's
+// management API when asked. Apart from routes.ts because neither is in the
+// seed's API: both are additions, with their own shapes in src/api/types.ts.
+import type { FastifyInstance } from 'fastify';
+import { request as httpRequest } from 'undici';
+import type { ModelLogView, ModelPlanView, PlannedReplicaView } from '../../api/types.js';
+import { LlmgwError } from '../../errors/index.js';
+import type { Catalog, Model } from '../catalog/index.js';
+import type { Inventory } from '../inventory/index.js';
+import { explain } from '../placement/index.js';
+import { toPlacementProfile, type Plan, type ReplicaRecord } from '../reconciler/index.js';
+
+export interface PlanAndLogsDeps {
+  catalog: Catalog;
+  inventory?: Inventory;
+  /** A pass over the fleet as it is now, with these models added; nothing is applied. */
+  previewPlacement?: (models: readonly Model[]) => Plan;
+  replicas?: () => readonly ReplicaRecord[];
+  /** How long an agent may take to answer for a log; default 10 s. */
+  agentTimeoutMs?: number;
+}
+
+/** The most models one plan request may carry. */
+const MAX_PLANNED_MODELS = 100;
+
+export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps): void {
+  app.post('/api/v1/models/plan', { bodyLimit: 4 << 20 }, async (request) => {
+    const body = request.body as { models?: unknown } | undefined;
+    const defs = Array.isArray(body?.models) ? body.models : body && typeof body === 'object' && !Array.isArray(body) ? [body] : null;
+    if (!defs || defs.length === 0) throw new LlmgwError('LLMGW_BAD_REQUEST', 'want a model definition, or {"models": [definitions]}');
+    if (defs.length > MAX_PLANNED_MODELS) throw new LlmgwError('LLMGW_BAD_REQUEST', `at most ${MAX_PLANNED_MODELS} models per plan; split the file`);
+    if (!deps.previewPlacement) throw new LlmgwError('LLMGW_BAD_REQUEST', 'this control plane has no reconciler to plan with');
+    // Every definition is checked first: one bad model in a file is a usage error for the whole file, nothing is planned.
+    const problems: string[] = [];
+    const models: Model[] = [];
+    defs.forEach((def, i) => {
+      try {
+        models.push(deps.catalog.validate(def));
+      } catch (err) {
+        const name = (def as { name?: unknown } | null)?.name;
+        problems.push(`model ${typeof name === 'string' ? JSON.stringify(name) : `#${i + 1}`}: ${(err as Error).message}`);
+      }
+    });
+    if (problems.length) throw new LlmgwError('LLMGW_CATALOG_INVALID', problems.join('\n'));
+    const plan = deps.previewPlacement(models);
+    const nodeCount = deps.inventory?.list().length ?? 0;
+    return {
+      models: models.map((m): ModelPlanView => {
+        const placed: PlannedReplicaView[] = [];
+        for (const a of plan.actions) {
+          if ((a.kind !== 'create' && a.kind !== 'retry') || a.model !== m.name) continue;
+          placed.push({
+            profile: a.placement.profile,
+            ...(a.placement.pool ? { pool: a.placement.pool } : {}),
+            shards: a.placement.shards.map((s) => ({ node: s.nodeId, rank: s.rank, gpus: [...s.gpuIndices] })),
+          });
+        }
+        const view: ModelPlanView = { name: m.name, wanted: m.scaling.min, placed };
+        const rejected = plan.rejections.get(m.name);
+        if (placed.length < m.scaling.min && rejected) {
+          const profiles = m.profiles.map((p) => toPlacementProfile(p));
+          view.explain = explain(m.name, rejected.rejections, { nodeCount: rejected.nodeCount || nodeCount, profiles, notes: rejected.notes }).text;
+        }
+        return view;
+      }),
+    };
+  });
+
+  app.get<{ Params: { id: string }; Querystring: { shard?: string; lines?: string } }>('/api/v1/replicas/:id/log', async (request): Promise<ModelLogView> => {
+    const replica = deps.replicas?.().find((r) => r.id === request.params.id);
+    if (!replica) throw new LlmgwError('LLMGW_NOT_FOUND', `no replica has the id "${request.params.id}"; \`GET /api/v1/replicas\` lists them`);
+    const rank = request.query.shard === undefined ? 0 : Number(request.query.shard);
+    const shard = replica.shards.find((s) => s.rank === rank);
+    if (!Number.isInteger(rank) || !shard) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `replica ${replica.id} has no shard of rank ${request.query.shard}; its ranks are ${replica.shards.map((s) => s.rank).join(', ')}`);
+    }
+    const lines = request.query.lines === undefined ? 100 : Number(request.query.lines);
+    if (!Number.isInteger(lines) || lines < 1 || lines > 10_000) throw new LlmgwError('LLMGW_BAD_REQUEST', 'lines: want a whole number from 1 to 10000');
+    const node = deps.inventory?.get(shard.nodeId);
+    if (!node?.mgmtAddr) {
+      throw new LlmgwError('LLMGW_UPSTREAM', `node ${shard.nodeId} reported no management address, so its engine logs cannot be fetched; read them on the node under the agent's state directory`);
+    }
+    const timeoutMs = deps.agentTimeoutMs ?? 10_000;
+    let res;
+    try {
+      res = await httpRequest(`http://${node.mgmtAddr}/mgmt/v1/shards/${encodeURIComponent(shard.id)}/log?lines=${lines}`, {
+        headers: { authorization: `Bearer ${node.mgmtToken}` },
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+    } catch (err) {
+      throw new LlmgwError('LLMGW_UPSTREAM', `cannot reach the agent of node ${node.id} at ${node.mgmtAddr}: ${(err as Error).message}`);
+    }
+    const text = await res.body.text();
+    if (res.statusCode === 404) throw new LlmgwError('LLMGW_NOT_FOUND', `node ${node.id} has no log for shard ${shard.id} (yet): the engine may not have started there`);
+    if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `the agent of node ${node.id} answered ${res.statusCode}: ${text.slice(0, 200)}`);
+    const answer = JSON.parse(text) as { lines?: unknown };
+    const got = Array.isArray(answer.lines) ? answer.lines.filter((l): l is string => typeof l === 'string') : [];
+    return { replica: replica.id, shard: shard.id, rank, node: node.id, lines: got };
+  });
+}
