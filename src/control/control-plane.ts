@@ -88,7 +88,12 @@ export class ControlPlane {
     const usage: (UsageSink & { close?(): Promise<void> }) = store ? new StoredUsage(store, now) : new MemoryUsageSink();
     const registry = new Registry();
 
-    const clientApp = createJsonApp({ logger: logger.child({ listener: 'client' }), bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
+    const clientApp = createJsonApp({
+      logger: logger.child({ listener: 'client' }),
+      bodyLimitBytes: 8 << 20,
+      shapeError: openAiErrorShape,
+      headersTimeoutMs: config.clientHeadersTimeoutMs,
+    });
     const router = registerRouter(clientApp, {
       catalog,
       replicas: reconciler,
@@ -98,6 +103,7 @@ export class ControlPlane {
       registry,
       logger: logger.child({ part: 'router' }),
       now,
+      timeouts: config.router,
     });
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {

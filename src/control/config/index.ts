@@ -47,6 +47,16 @@ export const ControlOptionsSchema = z.strictObject({
   node_lost_after: duration.default('60s'),
   /** How often the reconciler runs a pass when nothing notifies it sooner. */
   reconcile_interval: duration.default('5s'),
+  /** How long a client may take to send its request headers; a slower one is cut (slow-loris). */
+  client_headers_timeout: duration.default('30s'),
+  /** From a request sent to an engine until its response headers (a non-streamed answer's come with the whole answer). */
+  upstream_headers_timeout: duration.default('5m'),
+  /** Longest silence in a body: the client's request, or the engine's answer between chunks. */
+  idle_body_timeout: duration.default('60s'),
+  /** A whole client request, holds and retries included; then 504 (or an error event once streaming). */
+  request_timeout: duration.default('10m'),
+  /** Longest a request waits for a model with no ready replica while one starts. */
+  cold_start_timeout: duration.default('2m'),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -74,6 +84,14 @@ export interface ControlConfig {
   readonly nodeStaleAfterMs: number;
   readonly nodeLostAfterMs: number;
   readonly reconcileIntervalMs: number;
+  readonly clientHeadersTimeoutMs: number;
+  /** The router's timeouts, in ms. */
+  readonly router: {
+    readonly headersTimeoutMs: number;
+    readonly idleBodyTimeoutMs: number;
+    readonly totalTimeoutMs: number;
+    readonly coldStartTimeoutMs: number;
+  };
 }
 
 export function parseAddress(text: string): ListenAddress | null {
@@ -182,6 +200,13 @@ export function compileControlOptions(input: unknown): ControlConfig {
     nodeStaleAfterMs: staleMs,
     nodeLostAfterMs: lostMs,
     reconcileIntervalMs: parseDurationMs(o.reconcile_interval) as number,
+    clientHeadersTimeoutMs: parseDurationMs(o.client_headers_timeout) as number,
+    router: Object.freeze({
+      headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
+      idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
+      totalTimeoutMs: parseDurationMs(o.request_timeout) as number,
+      coldStartTimeoutMs: parseDurationMs(o.cold_start_timeout) as number,
+    }),
   });
 }
 

@@ -6,6 +6,8 @@
 // ever putting internals in a 5xx body.
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import FindMyWay from 'find-my-way';
 import type { Logger } from 'pino';
 import { isLlmgwError, type ErrorCode, type LlmgwError } from '../../errors/index.js';
@@ -44,8 +46,25 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     return503OnClosing: true,
     forceCloseConnections: options.forceCloseConnections ?? 'idle',
     // Clients get to send their headers in bounded time, like any server exposed to a network.
-    http: { headersTimeout: options.headersTimeoutMs ?? 30_000, requestTimeout: 0 } as never,
+    // Node checks these timeouts only every connectionsCheckingInterval (30 s by default): checked more often, a short limit holds.
+    http: {
+      headersTimeout: options.headersTimeoutMs ?? 30_000,
+      requestTimeout: 0,
+      connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor((options.headersTimeoutMs ?? 30_000) / 4))),
+    } as never,
     routerOptions: { ignoreTrailingSlash: true },
+    // What Node's HTTP parser refuses never reaches a route: it still gets an answer in the listener's shape.
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
+      if (err.code === 'ECONNRESET' || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const { status, message } = clientErrorOf(err.code);
+      const body = JSON.stringify(shape({ status, code: 'LLMGW_BAD_REQUEST', message }));
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    },
   });
 
   // An empty body is "nothing to say" (POST /weights/collect), not bad JSON;
@@ -93,6 +112,20 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   });
 
   return app;
+}
+
+/** The status and sentence for a request Node's HTTP parser refused, by its error code. */
+function clientErrorOf(code: string | undefined): { status: number; message: string } {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, message: 'the request headers are larger than 16 KiB; an API key or token is far shorter' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, message: 'the request headers took too long to arrive; the connection is closed' };
+    case 'HPE_INVALID_HEADER_TOKEN':
+      return { status: 400, message: 'a request header holds a character HTTP does not allow (such as NUL or a line break); send it without' };
+    default:
+      return { status: 400, message: 'the request is not valid HTTP/1.1' };
+  }
 }
 
 /** What a refused body may still send before its connection is cut: enough for any honest client to read its 413. */
