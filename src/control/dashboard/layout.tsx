@@ -24,14 +24,14 @@ main{padding:1em;max-width:1400px}
 h1{font-size:1.4em;margin:.2em 0 .6em}h2{font-size:1.1em;margin:0 0 .5em}
 .panel{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:.8em 1em;margin-bottom:1em}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #eaeef2;vertical-align:top}
-th{font-weight:600;color:#57606a;font-size:.9em}
+th{font-weight:600;color:#57606a;font-size:.9em}.details th{width:14em}
 .unknown{color:#8c959f}.empty{color:#57606a;font-style:italic}
 .state{padding:0 .4em;border-radius:4px;font-size:.9em}.state.ok{background:#dafbe1}.state.warn{background:#fff8c5}.state.bad{background:#ffebe9}
 .bar{display:inline-flex;align-items:center;gap:.4em}.bar-track{display:inline-block;width:90px;height:8px;background:#eaeef2;border-radius:4px;overflow:hidden}
 .bar-fill{display:block;height:100%;background:#2da44e}.bar-fill.hot{background:#cf222e}
 .attention li{color:#9a6700}.error{color:#cf222e}
 form.inline{display:inline}button{font:inherit;margin-right:.3em;cursor:pointer}
-.cards{display:flex;gap:1em;flex-wrap:wrap}.card{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:.6em 1em;min-width:10em}
+.cards{display:flex;gap:1em;flex-wrap:wrap;margin-bottom:1em}.card{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:.6em 1em;min-width:10em}
 .card .n{font-size:1.6em;font-weight:600}.mono{font-family:ui-monospace,monospace;font-size:.9em;word-break:break-all}
 .legend{margin-right:1em}.swatch{display:inline-block;width:10px;height:10px}
 .notice{background:#ddf4ff;border:1px solid #54aeff;padding:.5em 1em;border-radius:6px;margin-bottom:1em}

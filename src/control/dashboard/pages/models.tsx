@@ -52,7 +52,8 @@ export function ModelsPage({ models }: { models: ModelView[] }) {
   );
 }
 
-const gib = (v: number | null) => (v === null ? <Unknown /> : `${v} GiB`);
+/** A profile's size; absent means what the catalog says it means for that field, in words. */
+const gib = (v: number | null, absent: string) => (v === null ? <Unknown text={absent} /> : `${v} GiB`);
 
 export function ModelPage({ data }: { data: ModelData }) {
   const { model: m, definition: d, explain } = data;
@@ -95,9 +96,9 @@ export function ModelPage({ data }: { data: ModelData }) {
                 <td>{p.gpus === 0 ? 'CPU' : p.gpus}</td>
                 <td>{p.shards}</td>
                 <td>{p.gpuClasses.length ? p.gpuClasses.join(', ') : 'any'}</td>
-                <td>{gib(p.gpuMemoryGiB)}</td>
-                <td>{gib(p.memoryGiB)}</td>
-                <td>{gib(p.diskGiB)}</td>
+                <td>{gib(p.gpuMemoryGiB, 'no requirement')}</td>
+                <td>{gib(p.memoryGiB, 'not checked')}</td>
+                <td>{gib(p.diskGiB, 'unknown')}</td>
                 <td>{p.pool ?? 'every node'}</td>
               </tr>
             ))}
