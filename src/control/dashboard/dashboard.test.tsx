@@ -282,6 +282,23 @@ describe('dashboard: pages', () => {
     expect(partial.body).toContain('Needs attention');
   });
 
+  it('finds a model whose name has a slash in it', async () => {
+    const p = await plane();
+    const b = await login(p);
+    const add = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: { authorization: `Bearer ${TOKEN}` },
+      payload: { name: 'org/chat', source: 'hf://org/chat', scaling: { min: 0 }, profiles: [{ engine: 'sim' }] },
+    });
+    expect(add.statusCode, add.body).toBe(200);
+    const models = await p.adminApp.inject({ method: 'GET', url: '/models', headers: { cookie: b.cookie } });
+    expect(models.body).toContain('href="/models/org%2Fchat"');
+    const res = await p.adminApp.inject({ method: 'GET', url: '/models/org%2Fchat', headers: { cookie: b.cookie } });
+    expect(res.statusCode, res.body.slice(-400)).toBe(200);
+    expect(res.body).toContain('Model org/chat');
+  });
+
   it('answers an unknown model with 404 and escapes the name that was asked for', async () => {
     const p = await plane();
     const b = await login(p);
