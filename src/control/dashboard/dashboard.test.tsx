@@ -79,6 +79,24 @@ describe('dashboard: login and sessions', () => {
     expect(res.headers['set-cookie']).toBeUndefined();
   });
 
+  it('stops answering login attempts from an address after ten wrong tokens', async () => {
+    const p = await plane();
+    const attempt = () => p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: 'guess' }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    for (let i = 0; i < 10; i++) expect((await attempt()).statusCode).toBe(401);
+    const refused = await attempt();
+    expect(refused.statusCode).toBe(429);
+    expect(refused.headers['retry-after']).toBeDefined();
+    const right = await p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: TOKEN }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(right.statusCode, 'even the right token waits: otherwise the limit would tell a guesser when it guessed right').toBe(429);
+  });
+
+  it('needs no login on a control plane without an admin token (loopback only)', async () => {
+    const p = await plane({ admin_token: undefined });
+    const res = await p.adminApp.inject({ method: 'GET', url: '/' });
+    expect(res.statusCode).toBe(200);
+    expect(String(res.headers['set-cookie'])).toMatch(/^llmgw_session=/);
+  });
+
   it('sets an HttpOnly SameSite=Strict cookie holding a random id, never the token', async () => {
     const p = await plane();
     const res = await p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: TOKEN, next: '/models' }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });

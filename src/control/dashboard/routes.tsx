@@ -30,7 +30,7 @@ import { OverviewPage } from './pages/overview.js';
 import { ReplicasPage } from './pages/replicas.js';
 import { TrafficPage } from './pages/traffic.js';
 import { CollectConfirmPage, CollectResultPage, WeightsPage } from './pages/weights.js';
-import { csrfProblem, type Session, sessionCookie, Sessions } from './session.js';
+import { csrfProblem, LoginThrottle, type Session, sessionCookie, Sessions } from './session.js';
 import { TrafficSampler, trafficView } from './traffic.js';
 
 export interface DashboardOptions extends DashboardSources {
@@ -69,6 +69,7 @@ export function registerDashboard(app: FastifyInstance, options: DashboardOption
 
 function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void {
   const sessions = new Sessions({ adminToken: options.adminToken, now: options.now });
+  const throttle = new LoginThrottle(options.now);
   const refreshMs = options.refreshMs ?? 5000;
   const sampler = new TrafficSampler({ registry: options.registry, now: options.now, intervalMs: options.trafficSampleMs ?? 5000 });
   scope.addHook('onReady', async () => sampler.start());
@@ -196,7 +197,18 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     if (problem) {
       return send(request, reply, null, { title: 'llmgw dashboard', refresh: false, status: 403, body: <LoginPage open={sessions.open} problem={problem} next={next} /> });
     }
+    const wait = throttle.retryAfterSeconds(request.ip);
+    if (wait > 0) {
+      void reply.header('retry-after', String(wait));
+      return send(request, reply, null, {
+        title: 'llmgw dashboard',
+        refresh: false,
+        status: 429,
+        body: <LoginPage open={sessions.open} problem={`Too many wrong admin tokens from this address; try again in ${wait} s.`} next={next} />,
+      });
+    }
     if (!sessions.tokenMatches(form.token ?? '')) {
+      throttle.fail(request.ip);
       // Logged without what was typed: a near-miss of the token is still a secret.
       request.log.info({ remote: request.ip }, 'dashboard login with a wrong admin token');
       return send(request, reply, null, {

@@ -2,7 +2,7 @@
 // open mode of a control plane that needs no admin token.
 import type { FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { cookieValue, csrfProblem, sessionCookie, Sessions } from './session.js';
+import { cookieValue, csrfProblem, LoginThrottle, sessionCookie, Sessions } from './session.js';
 
 const request = (headers: Record<string, string>) => ({ headers }) as unknown as FastifyRequest;
 
@@ -46,5 +46,19 @@ describe('dashboard sessions', () => {
     expect(csrfProblem(request({ host: 'h:1' }), s, s.csrfToken)).toBeNull();
     expect(csrfProblem(request({ host: 'h:1', origin: 'http://h:1', 'sec-fetch-site': 'same-origin' }), s, s.csrfToken)).toBeNull();
     expect(csrfProblem(request({ host: 'h:1', origin: 'null' }), s, s.csrfToken)).toMatch(/another origin/);
+  });
+});
+
+describe('login throttle', () => {
+  it('refuses an address after too many wrong tokens until the window has passed, and only that address', () => {
+    let now = 0;
+    const throttle = new LoginThrottle(() => now, 3, 60_000);
+    for (let i = 0; i < 3; i++) throttle.fail('10.0.0.1');
+    expect(throttle.retryAfterSeconds('10.0.0.1')).toBe(60);
+    expect(throttle.retryAfterSeconds('10.0.0.2')).toBe(0);
+    now = 30_000;
+    expect(throttle.retryAfterSeconds('10.0.0.1')).toBe(30);
+    now = 60_001;
+    expect(throttle.retryAfterSeconds('10.0.0.1')).toBe(0);
   });
 });

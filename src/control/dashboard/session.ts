@@ -95,6 +95,48 @@ export class Sessions {
 }
 
 /**
+ * Wrong admin tokens per remote address: after `maxFailures` within
+ * `windowMs`, logins from that address are refused until the window has
+ * passed, so a login form cannot be used to guess the token at network speed.
+ * A right token does not clear the count: it would let a guesser reset it.
+ */
+export class LoginThrottle {
+  private readonly failures = new Map<string, number[]>();
+
+  constructor(
+    private readonly now: () => number,
+    private readonly maxFailures = 10,
+    private readonly windowMs = 5 * 60_000,
+  ) {}
+
+  /** Seconds until this address may try again; 0 = it may now. */
+  retryAfterSeconds(remote: string): number {
+    const recent = this.recent(remote);
+    if (recent.length < this.maxFailures) return 0;
+    return Math.max(1, Math.ceil((recent[0]! + this.windowMs - this.now()) / 1000));
+  }
+
+  fail(remote: string): void {
+    const recent = this.recent(remote);
+    recent.push(this.now());
+    this.failures.set(remote, recent);
+    // Bound memory under a spray from many addresses: forget the oldest address.
+    if (this.failures.size > 10_000) {
+      const oldest = this.failures.keys().next();
+      if (!oldest.done) this.failures.delete(oldest.value);
+    }
+  }
+
+  private recent(remote: string): number[] {
+    const since = this.now() - this.windowMs;
+    const kept = (this.failures.get(remote) ?? []).filter((t) => t > since);
+    if (kept.length) this.failures.set(remote, kept);
+    else this.failures.delete(remote);
+    return kept;
+  }
+}
+
+/**
  * The Set-Cookie value for a session: HttpOnly (no script reads it),
  * SameSite=Strict (no other site's page sends it), Secure when the request
  * came over TLS. `null` clears the cookie.
