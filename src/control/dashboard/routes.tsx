@@ -53,7 +53,7 @@ interface PageSpec {
   title: string;
   /** The nav entry to mark current. */
   section?: string;
-  /** Null: never refreshed (forms, confirmations, results). */
+  /** False: never refreshed (forms, confirmations, results), so nothing changes under a reader about to confirm. */
   refresh: boolean;
   body: VNode;
   status?: number;
