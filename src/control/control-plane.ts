@@ -4,7 +4,8 @@
 // catalog, an unreachable store) surface before any port is bound.
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { registerAdminApi } from './adminapi/index.js';
+import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
+import { registerDashboard } from './dashboard/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
@@ -16,7 +17,7 @@ import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from '.
 import { Registry } from 'prom-client';
 import { MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
 import { Store, StoredKeys, StoredUsage } from './store/index.js';
-import { registerWeightsApi } from './weights/index.js';
+import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 
 export interface ControlPlaneDeps {
   logger?: Logger;
@@ -116,7 +117,7 @@ export class ControlPlane {
     });
 
     const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20 });
-    registerAdminApi(adminApp, {
+    const adminApi: AdminApiOptions = {
       catalog,
       inventory,
       now,
@@ -134,9 +135,12 @@ export class ControlPlane {
       blockedDrains: () => reconciler.blockedDrains(),
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
       previewPlacement: (models) => reconciler.preview(models),
-    });
-
-    registerWeightsApi(adminApp, { catalog, inventory, store });
+    };
+    registerAdminApi(adminApp, adminApi);
+    const weightsApi: WeightsApiOptions = { catalog, inventory, store };
+    registerWeightsApi(adminApp, weightsApi);
+    // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
+    registerDashboard(adminApp, { admin: adminApi, weights: weightsApi, adminToken: config.adminToken, registry, now });
     registerKeyAdmin(adminApp, {
       keys,
       now,

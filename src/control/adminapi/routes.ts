@@ -57,18 +57,7 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
   // cordon stops new placement, drain also moves existing work off.
   app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/state', async (request) => {
     const body = request.body as { state?: unknown } | undefined;
-    const wanted = typeof body?.state === 'string' ? NODE_STATE_WORDS.get(body.state) : undefined;
-    if (!wanted) {
-      throw new LlmgwError(
-        'LLMGW_NODE_STATE_INVALID',
-        `unknown state ${JSON.stringify(body?.state ?? null)} (want ready, cordoned or draining; uncordon, cordon and drain also work)`,
-      );
-    }
-    if (!options.inventory) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${request.params.id}"`);
-    const node = await options.inventory.setState(request.params.id, wanted, actorOf(request));
-    // Act now rather than at the next tick: an operator draining a node is usually about to do something to it.
-    options.onNodeState?.(node.id);
-    return { id: node.id, state: node.adminState };
+    return changeNodeState(options, request.params.id, body?.state, actorOf(request));
   });
 
   const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
@@ -101,6 +90,31 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
     options.onCatalogChange?.();
     return { removed: request.params.name };
   });
+}
+
+/**
+ * Cordon, uncordon or drain one node: the one path the API and the dashboard
+ * share, so both write the same audit record and wake the reconciler alike.
+ * `word` is what the caller sent: any of NodeStateWord.
+ */
+export async function changeNodeState(
+  options: Pick<AdminApiOptions, 'inventory' | 'onNodeState'>,
+  nodeId: string,
+  word: unknown,
+  actor: string,
+): Promise<{ id: string; state: AdminState }> {
+  const wanted = typeof word === 'string' ? NODE_STATE_WORDS.get(word) : undefined;
+  if (!wanted) {
+    throw new LlmgwError(
+      'LLMGW_NODE_STATE_INVALID',
+      `unknown state ${JSON.stringify(word ?? null)} (want ready, cordoned or draining; uncordon, cordon and drain also work)`,
+    );
+  }
+  if (!options.inventory) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${nodeId}"`);
+  const node = await options.inventory.setState(nodeId, wanted, actor);
+  // Act now rather than at the next tick: an operator draining a node is usually about to do something to it.
+  options.onNodeState?.(node.id);
+  return { id: node.id, state: node.adminState };
 }
 
 /**

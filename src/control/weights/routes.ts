@@ -1,6 +1,7 @@
 // The seed's two weights endpoints: listing is a read, deleting a separate
 // verb, so a mistyped command cannot remove anything.
 import type { FastifyInstance } from 'fastify';
+import type { CollectSummary } from '../../api/types.js';
 import type { Store } from '../store/index.js';
 import { actorOf } from '../http/index.js';
 import { collect, type CollectDeps, orphansView } from './weights.js';
@@ -13,21 +14,30 @@ export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOpti
   app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', async (request) =>
     orphansView(options.catalog, options.inventory, request.query.node || undefined),
   );
-  app.post<{ Querystring: { node?: string } }>('/api/v1/weights/collect', async (request) => {
-    const summary = await collect(options, request.query.node || undefined);
-    await options.store?.appendAudit({
-      actor: actorOf(request),
-      action: 'weights.collect',
-      target: request.query.node || '*',
-      detail: {
-        asked: summary.asked,
-        removed: summary.removed,
-        refused: summary.refused,
-        unreachable: summary.unreachable,
-        bytes_freed: summary.bytes_freed,
-        nodes: summary.nodes.map((n) => ({ node: n.node, removed: n.removed.map((r) => r.path), refused: n.refused, unreachable: n.unreachable })),
-      },
-    });
-    return summary;
+  app.post<{ Querystring: { node?: string } }>('/api/v1/weights/collect', async (request) =>
+    collectAndAudit(options, request.query.node || undefined, actorOf(request)),
+  );
+}
+
+/**
+ * Collect with its audit record: the one path the API and the dashboard
+ * share, so a collect from either reads the same in the audit log.
+ * `nodeFilter` absent = every node.
+ */
+export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: string | undefined, actor: string): Promise<CollectSummary> {
+  const summary = await collect(options, nodeFilter);
+  await options.store?.appendAudit({
+    actor,
+    action: 'weights.collect',
+    target: nodeFilter || '*',
+    detail: {
+      asked: summary.asked,
+      removed: summary.removed,
+      refused: summary.refused,
+      unreachable: summary.unreachable,
+      bytes_freed: summary.bytes_freed,
+      nodes: summary.nodes.map((n) => ({ node: n.node, removed: n.removed.map((r) => r.path), refused: n.refused, unreachable: n.unreachable })),
+    },
   });
+  return summary;
 }

@@ -1,0 +1,100 @@
+// What each dashboard page shows, gathered from the very view functions the
+// admin API serves (src/control/adminapi/views.ts, src/control/weights), in
+// this process: a number on a page and the same number from `llmgw ctl` are
+// one computation, so they cannot disagree. No page reads state any other way.
+import type { ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView } from '../../api/types.js';
+import { explainView, modelViews, nodeViews, replicaViews, summaryView, type AdminApiOptions } from '../adminapi/index.js';
+import type { Model } from '../catalog/index.js';
+import { orphansView, type WeightsApiOptions } from '../weights/index.js';
+
+/** One recorded event, as GET /api/v1/events will serve it. */
+export interface DashboardEvent {
+  /** Epoch ms. */
+  atMs: number;
+  /** What kind of thing happened, e.g. "replica.failed". */
+  kind: string;
+  message: string;
+}
+
+/**
+ * Where the node and model pages get their events from. Absent until the
+ * events change lands: the pages then say that none are recorded.
+ */
+export type EventsSource = (about: { model?: string; node?: string }) => readonly DashboardEvent[];
+
+export interface DashboardSources {
+  /** The admin API's own options: the views and the cordon/drain action read and change exactly what /api/v1 does. */
+  admin: AdminApiOptions;
+  /** The weights API's own options: orphans and collect. */
+  weights: WeightsApiOptions;
+  events?: EventsSource;
+}
+
+export interface OverviewData {
+  summary: SummaryView;
+  nodes: NodeView[];
+  models: ModelView[];
+  replicas: ReplicaView[];
+}
+
+export function overviewData(src: DashboardSources): OverviewData {
+  return { summary: summaryView(src.admin), nodes: nodeViews(src.admin), models: modelViews(src.admin), replicas: replicaViews(src.admin) };
+}
+
+export function nodesData(src: DashboardSources): NodeView[] {
+  return nodeViews(src.admin);
+}
+
+export interface NodeData {
+  node: NodeView;
+  /** Replicas with at least one shard on this node. */
+  replicas: ReplicaView[];
+  events: readonly DashboardEvent[] | null;
+}
+
+/** Null when no node has that id. */
+export function nodeData(src: DashboardSources, id: string): NodeData | null {
+  const node = nodeViews(src.admin).find((n) => n.id === id);
+  if (!node) return null;
+  return {
+    node,
+    replicas: replicaViews(src.admin).filter((r) => r.shards.some((s) => s.node === id)),
+    events: src.events ? src.events({ node: id }) : null,
+  };
+}
+
+export function modelsData(src: DashboardSources): ModelView[] {
+  return modelViews(src.admin);
+}
+
+export interface ModelData {
+  model: ModelView;
+  definition: Model;
+  replicas: ReplicaView[];
+  explain: ExplainView;
+  /** Null: no events source yet (not the same as none recorded). */
+  events: readonly DashboardEvent[] | null;
+}
+
+/** By name or alias; null when the catalog has no such model. */
+export function modelData(src: DashboardSources, asked: string): ModelData | null {
+  const definition = src.admin.catalog.resolve(asked);
+  if (!definition) return null;
+  const model = modelViews(src.admin).find((m) => m.name === definition.name);
+  if (!model) return null;
+  return {
+    model,
+    definition,
+    replicas: replicaViews(src.admin, definition.name),
+    explain: explainView(src.admin, definition.name),
+    events: src.events ? src.events({ model: definition.name }) : null,
+  };
+}
+
+export function replicasData(src: DashboardSources): ReplicaView[] {
+  return replicaViews(src.admin);
+}
+
+export function orphansData(src: DashboardSources, node?: string): OrphansView {
+  return orphansView(src.weights.catalog, src.weights.inventory, node);
+}

@@ -1,0 +1,70 @@
+// Rendering on its own, without a control plane: unknown values read as a
+// word and never as 0, fetch progress with and without a known size, events
+// when a source exists and when none does, and text from agents escaped.
+import { render } from 'preact-render-to-string';
+import { describe, expect, it } from 'vitest';
+import type { NodeView, ReplicaView } from '../../api/types.js';
+import { LineChart } from './components.js';
+import { localPath } from './routes.js';
+import { EventsPanel } from './pages/events.js';
+import { NodesPage } from './pages/nodes.js';
+import { ReplicaTable } from './pages/replicas.js';
+
+const ctx = { csrfToken: 'tok', here: '/nodes' };
+
+const replica = (over: Partial<ReplicaView>): ReplicaView => ({
+  id: 'r1',
+  model: 'chat',
+  profile: 'sim',
+  state: 'fetching',
+  age_seconds: 30,
+  idle_seconds: -1,
+  shards: [{ id: 's1', node: 'n1', rank: 0, gpus: [0], state: 'fetching', fetch: { bytes_done: 512 * 2 ** 20, total_bytes: 2 ** 30, percent: 50 } }],
+  ...over,
+});
+
+describe('dashboard rendering', () => {
+  it('shows idle -1 as unknown and fetch progress as a share of the size', () => {
+    const html = render(<ReplicaTable replicas={[replica({})]} />);
+    expect(html).toMatch(/data-field="idle"><span class="unknown"[^>]*>-</);
+    expect(html).toContain('50% of 1.0 GiB');
+  });
+
+  it('shows a fetch of unknown size as unknown, not as 0%', () => {
+    const r = replica({ shards: [{ id: 's1', node: 'n1', rank: 0, gpus: [], state: 'fetching', fetch: { bytes_done: 1024 } }] });
+    const html = render(<ReplicaTable replicas={[r]} />);
+    expect(html).toContain('1.0 KiB');
+    expect(html).toContain('fetched of <span class="unknown" title="not reported">unknown</span>');
+    expect(html).not.toContain('0%');
+  });
+
+  it('escapes a replica error and a hostname an agent reported', () => {
+    const html = render(<ReplicaTable replicas={[replica({ state: 'failed', error: '<img src=x onerror=alert(1)>' })]} />);
+    expect(html).not.toContain('<img');
+    const node: NodeView = { id: 'n1', hostname: '"><svg onload=alert(1)>', state: 'ready', liveness: 'up', gpu_total: 0, gpu_free: 0, last_seen_ago: '', replicas: 0 };
+    const nodes = render(<NodesPage nodes={[node]} ctx={ctx} />);
+    expect(nodes).not.toContain('<svg');
+    expect(nodes).toContain('none reported');
+    expect(nodes).toContain('never');
+  });
+
+  it('says no events are recorded when there is no source, and lists them escaped when there is', () => {
+    expect(render(<EventsPanel events={null} />)).toContain('No events recorded.');
+    const html = render(<EventsPanel events={[{ atMs: 0, kind: 'replica.failed', message: '<b>boom</b>' }]} />);
+    expect(html).toContain('1970-01-01T00:00:00.000Z');
+    expect(html).toContain('&lt;b>boom&lt;/b>');
+  });
+
+  it('draws a chart with gaps where a point is unknown, and says so when there is too little to draw', () => {
+    const series = new Map([['a', [{ atMs: 0, value: 1 }, { atMs: 1000, value: 2 }, { atMs: 2000, value: null }, { atMs: 3000, value: 1 }]]]);
+    const html = render(<LineChart title="rps" series={series} format={String} />);
+    expect(html.match(/<polyline/g)).toHaveLength(1);
+    expect(html.match(/<circle/g)).toHaveLength(1);
+    expect(render(<LineChart title="rps" series={new Map()} format={String} />)).toContain('not enough samples yet');
+  });
+
+  it('goes back only to a path on this site', () => {
+    expect(localPath('/nodes?x=1')).toBe('/nodes?x=1');
+    for (const bad of ['//evil.example', '/\\evil.example', 'https://evil.example', 'nodes', '/a\r\nSet-Cookie: x=1', undefined]) expect(localPath(bad)).toBeUndefined();
+  });
+});

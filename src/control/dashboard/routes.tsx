@@ -1,0 +1,312 @@
+// The dashboard's routes on the admin listener, in their own Fastify scope:
+// the form-body parser, the HTML error page and the session check apply to
+// the dashboard's paths only, so the admin API under /api/v1 keeps answering
+// JSON exactly as before. Every page is rendered on the server; every change
+// is a POST form checked for its session's CSRF token, and goes through the
+// same function the admin API calls, with the logged-in person as the actor.
+import { randomBytes } from 'node:crypto';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { VNode } from 'preact';
+import type { Registry } from 'prom-client';
+import { isLlmgwError } from '../../errors/index.js';
+import { changeNodeState } from '../adminapi/index.js';
+import { collectAndAudit } from '../weights/index.js';
+import type { PageContext } from './components.js';
+import {
+  type DashboardSources,
+  modelData,
+  modelsData,
+  nodeData,
+  nodesData,
+  orphansData,
+  overviewData,
+  replicasData,
+} from './data.js';
+import { Layout, renderDocument, renderFragment } from './layout.js';
+import { ModelPage, ModelsPage } from './pages/models.js';
+import { NodePage, NodesPage } from './pages/nodes.js';
+import { LoginPage, MessagePage } from './pages/login.js';
+import { OverviewPage } from './pages/overview.js';
+import { ReplicasPage } from './pages/replicas.js';
+import { TrafficPage } from './pages/traffic.js';
+import { CollectConfirmPage, CollectResultPage, WeightsPage } from './pages/weights.js';
+import { csrfProblem, LoginThrottle, type Session, sessionCookie, Sessions } from './session.js';
+import { TrafficSampler, trafficView } from './traffic.js';
+
+export interface DashboardOptions extends DashboardSources {
+  /** Null: no token needed (the control plane allows that only on a loopback admin address); a session is issued on the first visit. */
+  adminToken: string | null;
+  /** The registry the router's metrics live in: the traffic page reads it. */
+  registry: Registry;
+  now: () => number;
+  /** How often the panels refresh in the browser, ms. Absent = 5000. */
+  refreshMs?: number;
+  /** How often traffic is sampled, ms. Absent = 5000. */
+  trafficSampleMs?: number;
+  /** The window the traffic page's rates and percentiles cover, ms. Absent = 5 minutes. */
+  trafficWindowMs?: number;
+}
+
+type Form = Record<string, string | undefined>;
+
+interface PageSpec {
+  title: string;
+  /** The nav entry to mark current. */
+  section?: string;
+  /** False: never refreshed (forms, confirmations, results), so nothing changes under a reader about to confirm. */
+  refresh: boolean;
+  body: VNode;
+  status?: number;
+  notice?: string;
+}
+
+export function registerDashboard(app: FastifyInstance, options: DashboardOptions): void {
+  void app.register((scope, _opts, done) => {
+    dashboardScope(scope, options);
+    done();
+  });
+}
+
+function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void {
+  const sessions = new Sessions({ adminToken: options.adminToken, now: options.now });
+  const throttle = new LoginThrottle(options.now);
+  const refreshMs = options.refreshMs ?? 5000;
+  const sampler = new TrafficSampler({ registry: options.registry, now: options.now, intervalMs: options.trafficSampleMs ?? 5000 });
+  scope.addHook('onReady', async () => sampler.start());
+  scope.addHook('onClose', async () => sampler.stop());
+
+  // Forms post application/x-www-form-urlencoded; the admin listener's body limit still holds.
+  scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+    const form: Form = Object.create(null) as Form;
+    for (const [k, v] of new URLSearchParams(body as string)) form[k] = v;
+    done(null, form);
+  });
+
+  const send = (request: FastifyRequest, reply: FastifyReply, ctx: PageContext | null, spec: PageSpec): FastifyReply => {
+    const nonce = randomBytes(16).toString('base64');
+    void reply
+      .code(spec.status ?? 200)
+      .header('content-type', 'text/html; charset=utf-8')
+      .header('cache-control', 'no-store')
+      .header('x-content-type-options', 'nosniff')
+      .header('x-frame-options', 'DENY')
+      .header('referrer-policy', 'same-origin')
+      .header(
+        'content-security-policy',
+        `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'unsafe-inline'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+      );
+    const partial = (request.query as { partial?: string } | undefined)?.partial === '1';
+    if (partial && spec.refresh) return reply.send(renderFragment(spec.body));
+    return reply.send(
+      renderDocument(
+        <Layout title={spec.title} ctx={ctx} section={spec.section} refreshMs={spec.refresh ? refreshMs : null} nonce={nonce} notice={spec.notice}>
+          {spec.body}
+        </Layout>,
+      ),
+    );
+  };
+
+  /** The session of a page request, or null after answering with a redirect to the login page. */
+  const sessionOf = (request: FastifyRequest, reply: FastifyReply): Session | null => {
+    const session = sessions.fromRequest(request);
+    if (session) return session;
+    if (sessions.open) {
+      const fresh = sessions.create(actorFor(request));
+      void reply.header('set-cookie', sessionCookie(fresh, request.protocol === 'https'));
+      return fresh;
+    }
+    const here = request.url;
+    void reply.redirect(here === '/' ? '/login' : `/login?next=${encodeURIComponent(here)}`, 303);
+    return null;
+  };
+
+  const ctxOf = (request: FastifyRequest, session: Session): PageContext => ({
+    csrfToken: session.csrfToken,
+    here: localPath(request.url.replace(/([?&])partial=1(&|$)/, '$1').replace(/[?&]$/, '')) ?? '/',
+  });
+
+  /** A page behind the login: renders `build` with the session's context. */
+  const page = (build: (request: FastifyRequest, ctx: PageContext) => PageSpec) => async (request: FastifyRequest, reply: FastifyReply) => {
+    const session = sessionOf(request, reply);
+    if (!session) return reply;
+    const ctx = ctxOf(request, session);
+    return send(request, reply, ctx, build(request, ctx));
+  };
+
+  /** A state-changing form: session and CSRF checked before `act` runs. */
+  const action =
+    (act: (request: FastifyRequest, form: Form, session: Session, ctx: PageContext) => Promise<PageSpec | { redirect: string; setCookie?: string }>) =>
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      const form = formOf(request);
+      const session = sessions.fromRequest(request);
+      if (!session && !sessions.open) {
+        return send(request, reply, null, {
+          title: 'Not logged in',
+          refresh: false,
+          status: 403,
+          body: <MessagePage message="This form needs a dashboard session; log in and send it again." back="/login" />,
+        });
+      }
+      const problem = csrfProblem(request, session, form.csrf);
+      if (problem || !session) {
+        request.log.info({ url: request.url.split('?')[0] }, `dashboard form refused: ${problem ?? 'no session'}`);
+        return send(request, reply, session ? ctxOf(request, session) : null, {
+          title: 'Refused',
+          refresh: false,
+          status: 403,
+          body: <MessagePage message={problem ?? 'This form needs a dashboard session; reload the page and send it again.'} />,
+        });
+      }
+      const ctx = ctxOf(request, session);
+      const result = await act(request, form, session, ctx);
+      if ('redirect' in result) {
+        if (result.setCookie) void reply.header('set-cookie', result.setCookie);
+        return reply.redirect(result.redirect, 303);
+      }
+      return send(request, reply, ctx, result);
+    };
+
+  scope.setErrorHandler((error: FastifyError, request, reply) => {
+    const session = sessions.fromRequest(request);
+    const ctx = session ? ctxOf(request, session) : null;
+    let status = 500;
+    let message = 'Something failed inside the control plane; its log has the details.';
+    if (isLlmgwError(error) && error.status < 500) {
+      status = error.status;
+      message = error.message;
+    } else if (!isLlmgwError(error) && typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+      status = error.statusCode;
+      message = error.statusCode === 413 ? 'The form is larger than this listener accepts.' : error.message;
+    }
+    if (status >= 500) request.log.error({ err: error, url: request.url.split('?')[0] }, 'dashboard request failed');
+    else request.log.info({ status, url: request.url.split('?')[0] }, message);
+    return send(request, reply, ctx, { title: status >= 500 ? 'Error' : 'Could not do that', refresh: false, status, body: <MessagePage message={message} /> });
+  });
+
+  // Login and logout.
+  scope.get('/login', async (request, reply) => {
+    if (sessions.fromRequest(request)) return reply.redirect('/', 303);
+    const next = localPath((request.query as { next?: string }).next);
+    return send(request, reply, null, { title: 'llmgw dashboard', refresh: false, body: <LoginPage open={sessions.open} next={next} /> });
+  });
+
+  scope.post('/login', async (request, reply) => {
+    const form = formOf(request);
+    const next = localPath(form.next);
+    const problem = csrfProblem(request, null, undefined);
+    if (problem) {
+      return send(request, reply, null, { title: 'llmgw dashboard', refresh: false, status: 403, body: <LoginPage open={sessions.open} problem={problem} next={next} /> });
+    }
+    const wait = throttle.retryAfterSeconds(request.ip);
+    if (wait > 0) {
+      void reply.header('retry-after', String(wait));
+      return send(request, reply, null, {
+        title: 'llmgw dashboard',
+        refresh: false,
+        status: 429,
+        body: <LoginPage open={sessions.open} problem={`Too many wrong admin tokens from this address; try again in ${wait} s.`} next={next} />,
+      });
+    }
+    if (!sessions.tokenMatches(form.token ?? '')) {
+      throttle.fail(request.ip);
+      // Logged without what was typed: a near-miss of the token is still a secret.
+      request.log.info({ remote: request.ip }, 'dashboard login with a wrong admin token');
+      return send(request, reply, null, {
+        title: 'llmgw dashboard',
+        refresh: false,
+        status: 401,
+        body: <LoginPage open={sessions.open} problem="That admin token is wrong. Use the token the control plane was started with (--admin-token or LLMGW_ADMIN_TOKEN)." next={next} />,
+      });
+    }
+    const session = sessions.create(actorFor(request));
+    void reply.header('set-cookie', sessionCookie(session, request.protocol === 'https'));
+    return reply.redirect(next ?? '/', 303);
+  });
+
+  scope.post(
+    '/logout',
+    action(async (request, _form, session) => {
+      sessions.end(session);
+      return { redirect: '/login', setCookie: sessionCookie(null, request.protocol === 'https') };
+    }),
+  );
+
+  // Pages.
+  scope.get('/', page(() => ({ title: 'Overview', section: '/', refresh: true, body: <OverviewPage data={overviewData(options)} /> })));
+  scope.get('/nodes', page((_r, ctx) => ({ title: 'Nodes', section: '/nodes', refresh: true, body: <NodesPage nodes={nodesData(options)} ctx={ctx} /> })));
+  scope.get<{ Params: { id: string } }>(
+    '/nodes/:id',
+    page((request, ctx) => {
+      const id = (request.params as { id: string }).id;
+      const data = nodeData(options, id);
+      if (!data) return { title: 'No such node', section: '/nodes', refresh: false, status: 404, body: <MessagePage message={`No node "${id}" has joined this control plane.`} back="/nodes" /> };
+      return { title: `Node ${id}`, section: '/nodes', refresh: true, body: <NodePage data={data} ctx={ctx} /> };
+    }),
+  );
+  scope.get('/models', page(() => ({ title: 'Models', section: '/models', refresh: true, body: <ModelsPage models={modelsData(options)} /> })));
+  scope.get<{ Params: { name: string } }>(
+    '/models/:name',
+    page((request) => {
+      const name = (request.params as { name: string }).name;
+      const data = modelData(options, name);
+      if (!data) return { title: 'No such model', section: '/models', refresh: false, status: 404, body: <MessagePage message={`The catalog has no model or alias "${name}".`} back="/models" /> };
+      return { title: `Model ${data.model.name}`, section: '/models', refresh: true, body: <ModelPage data={data} /> };
+    }),
+  );
+  scope.get('/replicas', page(() => ({ title: 'Replicas', section: '/replicas', refresh: true, body: <ReplicasPage replicas={replicasData(options)} /> })));
+  scope.get(
+    '/traffic',
+    page(() => ({
+      title: 'Traffic',
+      section: '/traffic',
+      refresh: true,
+      body: <TrafficPage view={trafficView(sampler.samples(), options.trafficWindowMs ?? 5 * 60_000, sampler.intervalMs)} />,
+    })),
+  );
+  scope.get('/weights', page(() => ({ title: 'Weights', section: '/weights', refresh: true, body: <WeightsPage view={orphansData(options)} /> })));
+  scope.get(
+    '/weights/collect',
+    page((request, ctx) => {
+      const node = (request.query as { node?: string }).node || undefined;
+      return {
+        title: node ? `Collect orphaned weights on ${node}?` : 'Collect orphaned weights on every node?',
+        section: '/weights',
+        refresh: false,
+        body: <CollectConfirmPage view={orphansData(options, node)} node={node} ctx={ctx} />,
+      };
+    }),
+  );
+
+  // Actions: the admin API's own functions, with the dashboard session as the actor.
+  scope.post(
+    '/nodes/:id/state',
+    action(async (request, form, session) => {
+      const id = (request.params as { id: string }).id;
+      await changeNodeState(options.admin, id, form.state, session.actor);
+      return { redirect: localPath(form.back) ?? `/nodes/${encodeURIComponent(id)}` };
+    }),
+  );
+  scope.post(
+    '/weights/collect',
+    action(async (_request, form, session) => {
+      const summary = await collectAndAudit(options.weights, form.node || undefined, session.actor);
+      return { title: 'Collect: what each node did', section: '/weights', refresh: false, body: <CollectResultPage summary={summary} /> };
+    }),
+  );
+}
+
+/** Who acts, for audit records: the dashboard and the address the person logged in from. */
+function actorFor(request: FastifyRequest): string {
+  return `dashboard:${request.ip}`;
+}
+
+function formOf(request: FastifyRequest): Form {
+  const body = request.body;
+  return body && typeof body === 'object' && !Array.isArray(body) ? (body as Form) : {};
+}
+
+/** A path on this site to go back to, or undefined: never another host (`//evil`, `/\evil`, `https://…`). */
+export function localPath(p: string | undefined): string | undefined {
+  if (!p || !p.startsWith('/') || p.startsWith('//') || p.startsWith('/\\') || /[\r\n]/.test(p)) return undefined;
+  return p;
+}

@@ -1,0 +1,209 @@
+// Browser sessions for the dashboard: login with the admin token, a cookie
+// that carries only a random session id, and a CSRF token per session. Kept
+// apart from the pages because it is the security boundary: every rule about
+// who may see or change anything is here, and tested on its own.
+//
+// The cookie never holds the admin token or anything derived from it alone:
+// a random id maps, in this process's memory, to the session. A restarted
+// control plane forgets its sessions, and the operator logs in again.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+
+export const SESSION_COOKIE = 'llmgw_session';
+
+export interface Session {
+  readonly id: string;
+  /** Sent in a hidden field of every form, checked on every POST. */
+  readonly csrfToken: string;
+  readonly createdMs: number;
+  lastSeenMs: number;
+  /** Who logged in, for audit records: `dashboard:<remote address>`. */
+  readonly actor: string;
+}
+
+export interface SessionOptions {
+  /** Null: this control plane needs no admin token (loopback admin address only); a session is issued without one. */
+  adminToken: string | null;
+  now: () => number;
+  /** A session unused this long is forgotten, ms. Absent = 8 hours. */
+  idleTimeoutMs?: number;
+  /** A session older than this is forgotten however busy, ms. Absent = 7 days. */
+  maxAgeMs?: number;
+  /** Sessions kept at most; the oldest goes first. Bounds memory against a script that logs in in a loop. Absent = 1000. */
+  maxSessions?: number;
+}
+
+export class Sessions {
+  private readonly sessions = new Map<string, Session>();
+  private readonly tokenHash: Buffer | null;
+  private readonly idleTimeoutMs: number;
+  private readonly maxAgeMs: number;
+  private readonly maxSessions: number;
+
+  constructor(private readonly options: SessionOptions) {
+    this.tokenHash = options.adminToken === null ? null : sha256(options.adminToken);
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 8 * 3600_000;
+    this.maxAgeMs = options.maxAgeMs ?? 7 * 24 * 3600_000;
+    this.maxSessions = options.maxSessions ?? 1000;
+  }
+
+  /** True when logging in needs no token at all. */
+  get open(): boolean {
+    return this.tokenHash === null;
+  }
+
+  /** Constant-time: both sides are hashed first, so neither length nor content leaks through timing. */
+  tokenMatches(given: string): boolean {
+    if (this.tokenHash === null) return true;
+    return timingSafeEqual(this.tokenHash, sha256(given));
+  }
+
+  create(actor: string): Session {
+    while (this.sessions.size >= this.maxSessions) {
+      const oldest = this.sessions.keys().next();
+      if (oldest.done) break;
+      this.sessions.delete(oldest.value);
+    }
+    const now = this.options.now();
+    const session: Session = { id: randomToken(), csrfToken: randomToken(), createdMs: now, lastSeenMs: now, actor };
+    this.sessions.set(session.id, session);
+    return session;
+  }
+
+  /** The live session a request's cookie names, or null (no cookie, unknown id, expired). */
+  fromRequest(request: FastifyRequest): Session | null {
+    const id = cookieValue(request.headers.cookie, SESSION_COOKIE);
+    if (!id) return null;
+    const session = this.sessions.get(id);
+    if (!session) return null;
+    const now = this.options.now();
+    if (now - session.lastSeenMs > this.idleTimeoutMs || now - session.createdMs > this.maxAgeMs) {
+      this.sessions.delete(id);
+      return null;
+    }
+    session.lastSeenMs = now;
+    return session;
+  }
+
+  end(session: Session): void {
+    this.sessions.delete(session.id);
+  }
+
+  get size(): number {
+    return this.sessions.size;
+  }
+}
+
+/**
+ * Wrong admin tokens per remote address: after `maxFailures` within
+ * `windowMs`, logins from that address are refused until the window has
+ * passed, so a login form cannot be used to guess the token at network speed.
+ * A right token does not clear the count: it would let a guesser reset it.
+ */
+export class LoginThrottle {
+  private readonly failures = new Map<string, number[]>();
+
+  constructor(
+    private readonly now: () => number,
+    private readonly maxFailures = 10,
+    private readonly windowMs = 5 * 60_000,
+  ) {}
+
+  /** Seconds until this address may try again; 0 = it may now. */
+  retryAfterSeconds(remote: string): number {
+    const recent = this.recent(remote);
+    if (recent.length < this.maxFailures) return 0;
+    return Math.max(1, Math.ceil((recent[0]! + this.windowMs - this.now()) / 1000));
+  }
+
+  fail(remote: string): void {
+    const recent = this.recent(remote);
+    recent.push(this.now());
+    this.failures.set(remote, recent);
+    // Bound memory under a spray from many addresses: forget the oldest address.
+    if (this.failures.size > 10_000) {
+      const oldest = this.failures.keys().next();
+      if (!oldest.done) this.failures.delete(oldest.value);
+    }
+  }
+
+  private recent(remote: string): number[] {
+    const since = this.now() - this.windowMs;
+    const kept = (this.failures.get(remote) ?? []).filter((t) => t > since);
+    if (kept.length) this.failures.set(remote, kept);
+    else this.failures.delete(remote);
+    return kept;
+  }
+}
+
+/**
+ * The Set-Cookie value for a session: HttpOnly (no script reads it),
+ * SameSite=Strict (no other site's page sends it), Secure when the request
+ * came over TLS. `null` clears the cookie.
+ */
+export function sessionCookie(session: Session | null, secure: boolean): string {
+  const attrs = ['Path=/', 'HttpOnly', 'SameSite=Strict'];
+  if (secure) attrs.push('Secure');
+  if (session === null) return [`${SESSION_COOKIE}=`, 'Max-Age=0', ...attrs].join('; ');
+  return [`${SESSION_COOKIE}=${session.id}`, ...attrs].join('; ');
+}
+
+/**
+ * Why a state-changing request must be refused, or null when it may go on.
+ * Three checks, each enough on its own in some browser: the per-session token
+ * in the form (absent `session` = a login, which has no session yet), the
+ * Origin header (must be this host), and Fetch Metadata (same-origin or a
+ * person typing the URL). Headers a browser did not send are not held against
+ * it: older browsers send neither, and the token still holds.
+ */
+export function csrfProblem(request: FastifyRequest, session: Session | null, formToken: unknown): string | null {
+  const site = header(request, 'sec-fetch-site');
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    return `the form was sent from another site (Sec-Fetch-Site: ${site}); use the dashboard's own pages`;
+  }
+  const origin = header(request, 'origin');
+  if (origin !== undefined) {
+    const host = header(request, 'host');
+    if (!host || !sameHost(origin, host)) return 'the form was sent from another origin; use the dashboard\'s own pages';
+  }
+  if (session !== null) {
+    if (typeof formToken !== 'string' || formToken.length === 0) return 'the form carried no CSRF token; reload the page and try again';
+    if (!timingSafeEqual(sha256(formToken), sha256(session.csrfToken))) return 'the form\'s CSRF token is not this session\'s; reload the page and try again';
+  }
+  return null;
+}
+
+/** Whether an Origin names the Host a request was sent to, default ports normalised (`http://h:80` is `h`). */
+function sameHost(origin: string, host: string): boolean {
+  try {
+    if (origin === 'null') return false;
+    const o = new URL(origin);
+    return o.host === new URL(`${o.protocol}//${host}`).host;
+  } catch {
+    return false;
+  }
+}
+
+/** One cookie's value from a Cookie header; undefined when absent. */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function randomToken(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+function sha256(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
