@@ -29,7 +29,7 @@ import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter } from './rate-limit.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
-import { parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
 export interface RouterReplica {
@@ -319,6 +319,13 @@ export class Router {
         `this API key (${key.prefix}…) may not use the model \`${model.name}\`; it may use ${key.allowedModels!.map((m) => `\`${m}\``).join(', ') || 'no model'}`,
         'model',
       );
+    }
+    try {
+      checkModelLimits(endpoint, parsed, model.name, model.limits);
+    } catch (err) {
+      if (!isLlmgwError(err)) throw err;
+      const param = typeof err.context.param === 'string' ? err.context.param : null;
+      return this.refuse(reply, err.status, err.code, err.message, param);
     }
     if (key) {
       const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute);

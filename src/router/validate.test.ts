@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { isLlmgwError } from '../errors/index.js';
 import { isLoopbackHost } from './loopback.js';
 import { usageFromTail } from './usage.js';
-import { parseRequest, promptPrefix } from './validate.js';
+import { checkModelLimits, parseRequest, promptPrefix } from './validate.js';
 
 const limits = { maxN: 16, maxTokens: 1000 };
 const chat = (extra: Record<string, unknown>) =>
@@ -62,5 +62,36 @@ describe('loopback check for running without keys', () => {
   it('accepts only loopback addresses', () => {
     for (const h of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', '::ffff:127.0.0.1']) expect(isLoopbackHost(h), h).toBe(true);
     for (const h of ['0.0.0.0', '::', '10.0.0.1', 'example.com', '']) expect(isLoopbackHost(h), h).toBe(false);
+  });
+});
+
+describe('a model’s own limits', () => {
+  const limits = { contextTokens: 4096, maxTokens: 1024, maxN: 4 };
+  const parsed = (endpoint: 'chat' | 'completions' | 'embeddings', body: Record<string, unknown>) =>
+    parseRequest(endpoint, Buffer.from(JSON.stringify({ model: 'm', ...body })), { maxN: 128, maxTokens: 1_000_000 });
+  const check = (endpoint: 'chat' | 'completions' | 'embeddings', body: Record<string, unknown>) => () => checkModelLimits(endpoint, parsed(endpoint, body), 'm', limits);
+  const chat = (content: unknown, extra: Record<string, unknown> = {}) => ({ messages: [{ role: 'user', content }], ...extra });
+
+  it('lets through what fits', () => {
+    expect(check('chat', chat('hello', { max_tokens: 1024, n: 4 }))).not.toThrow();
+    expect(check('completions', { prompt: [1, 2, 3], max_tokens: 10 })).not.toThrow();
+    // 4096 × 4 bytes of English is about 4096 tokens: not certainly too long, so the engine decides.
+    expect(check('chat', chat('word '.repeat(3000)))).not.toThrow();
+    expect(() => checkModelLimits('chat', parsed('chat', chat('x'.repeat(1e6))), 'm', { contextTokens: null, maxTokens: null, maxN: null })).not.toThrow();
+  });
+
+  it('refuses n and max_tokens beyond the model, naming the field', () => {
+    expect(check('chat', chat('hi', { n: 5 }))).toThrow(/^n: 5 is more than model `m` allows \(4\)$/);
+    expect(check('chat', chat('hi', { max_tokens: 2000 }))).toThrow(/max_tokens: 2000 is more than model `m` allows \(1024\)/);
+    expect(() => checkModelLimits('chat', parsed('chat', chat('hi', { max_completion_tokens: 4096 })), 'm', { ...limits, maxTokens: null })).toThrow(
+      /does not fit model `m`'s context of 4096 tokens/,
+    );
+  });
+
+  it('refuses a prompt that cannot fit the context, counting text parts and token ids', () => {
+    expect(check('chat', chat('x'.repeat(16 * 5000)))).toThrow(/messages: the prompt is at least 5000 tokens, beyond model `m`'s context of 4096/);
+    expect(check('chat', chat([{ type: 'text', text: 'x'.repeat(16 * 4000) }], { max_tokens: 200 }))).toThrow(/at least 4000 tokens and max_tokens asks for 200 more/);
+    expect(check('completions', { prompt: Array.from({ length: 5000 }, (_, i) => i) })).toThrow(/prompt: the prompt is at least 5000 tokens/);
+    expect(check('embeddings', { input: ['y'.repeat(16 * 4097)] })).toThrow(/input: the prompt is at least 4097 tokens/);
   });
 });

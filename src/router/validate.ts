@@ -121,6 +121,76 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLim
   return { body, model: body.model as string, stream: body.stream === true };
 }
 
+/** A model's own limits, from its catalog entry; null = not declared. */
+export interface ModelLimits {
+  readonly contextTokens: number | null;
+  readonly maxTokens: number | null;
+  readonly maxN: number | null;
+}
+
+/**
+ * The least number of tokens a prompt of this many UTF-8 bytes can be. No
+ * tokenizer in use packs more than a few bytes into a token on average over
+ * a prompt (English is about 4); 16 leaves room for whitespace-heavy code, so
+ * a prompt refused on this count could not have fitted.
+ */
+export const BYTES_PER_TOKEN_AT_MOST = 16;
+
+/**
+ * The checks that need the model: `n` and `max_tokens` within its declared
+ * limits, and a prompt that cannot fit its context. Throws LLMGW_BAD_REQUEST
+ * naming the field, before any engine sees the request.
+ */
+export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, modelName: string, limits: ModelLimits): void {
+  const body = parsed.body;
+  const refuse = (param: string, message: string): never => {
+    throw new LlmgwError('LLMGW_BAD_REQUEST', message, { context: { param } });
+  };
+  if (endpoint !== 'embeddings') {
+    if (limits.maxN !== null && typeof body.n === 'number' && body.n > limits.maxN) {
+      refuse('n', `n: ${body.n} is more than model \`${modelName}\` allows (${limits.maxN})`);
+    }
+    for (const field of ['max_tokens', 'max_completion_tokens'] as const) {
+      const v = body[field];
+      if (typeof v !== 'number') continue;
+      if (limits.maxTokens !== null && v > limits.maxTokens) refuse(field, `${field}: ${v} is more than model \`${modelName}\` allows (${limits.maxTokens})`);
+      if (limits.contextTokens !== null && v >= limits.contextTokens) {
+        refuse(field, `${field}: ${v} does not fit model \`${modelName}\`'s context of ${limits.contextTokens} tokens with any prompt`);
+      }
+    }
+  }
+  if (limits.contextTokens === null) return;
+  const field = endpoint === 'chat' ? 'messages' : endpoint === 'completions' ? 'prompt' : 'input';
+  const least = leastTokens(body[field]);
+  const asked = endpoint === 'embeddings' ? 0 : Number(body.max_tokens ?? body.max_completion_tokens ?? 0);
+  if (least + asked > limits.contextTokens) {
+    refuse(
+      field,
+      `${field}: the prompt is at least ${least} tokens${asked ? ` and max_tokens asks for ${asked} more` : ''}, beyond model \`${modelName}\`'s context of ${limits.contextTokens} tokens; send a shorter prompt`,
+    );
+  }
+}
+
+/** A lower bound on the tokens in a prompt: token ids counted exactly, text by BYTES_PER_TOKEN_AT_MOST. */
+function leastTokens(value: unknown): number {
+  let tokens = 0;
+  let bytes = 0;
+  const walk = (v: unknown, depth: number): void => {
+    if (depth > 8) return;
+    if (typeof v === 'string') bytes += Buffer.byteLength(v);
+    else if (typeof v === 'number') tokens++;
+    else if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
+    else if (v && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      // Chat messages: their text is in content (a string, or parts with text).
+      if ('content' in o) walk(o.content, depth + 1);
+      else if (typeof o.text === 'string') bytes += Buffer.byteLength(o.text);
+    }
+  };
+  walk(value, 0);
+  return tokens + Math.floor(bytes / BYTES_PER_TOKEN_AT_MOST);
+}
+
 function firstPath(error: z.ZodError): string | null {
   const p = error.issues[0]?.path;
   return p && p.length ? String(p[0]) : null;

@@ -67,6 +67,17 @@ export const ModelSchema = z.strictObject({
   routing: z.enum(['least-load', 'prefix']).default('least-load'),
   /** While no replica is ready, serve the first fallback at once instead of holding the request. */
   fallback_while_cold: z.boolean().default(false),
+  /** What the router refuses before an engine sees it; each absent = only the router's own caps apply. */
+  limits: z
+    .strictObject({
+      /** The model's context window in tokens (vLLM's --max-model-len): a prompt plus max_tokens must fit. */
+      context_tokens: z.number().int().min(1).max(100_000_000).optional(),
+      /** Largest max_tokens a request may ask for. */
+      max_tokens: z.number().int().min(1).max(100_000_000).optional(),
+      /** Largest n (choices per request). */
+      max_n: z.number().int().min(1).max(10_000).optional(),
+    })
+    .default({}),
 });
 
 export type ModelDefinition = z.input<typeof ModelSchema>;
@@ -100,6 +111,8 @@ export interface Model {
   readonly profiles: readonly Profile[];
   readonly routing: 'least-load' | 'prefix';
   readonly fallbackWhileCold: boolean;
+  /** Null = not declared: only the router's own caps apply. */
+  readonly limits: { readonly contextTokens: number | null; readonly maxTokens: number | null; readonly maxN: number | null };
   /** Where the definition came from: the catalog file cannot be changed through the API. */
   readonly origin: 'file' | 'store';
   /** The definition as written, with defaults filled: what the store keeps and the API returns. */
@@ -132,6 +145,10 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: {
     if (p.shards > 1 && p.engine === 'builtin') problems.push(`profiles[${i}]: the builtin engine runs on one node; set shards to 1`);
   });
   if (def.fallbacks.includes(def.name)) problems.push(`fallbacks: a model cannot fall back to itself`);
+  const { context_tokens: ctx, max_tokens: maxTokens } = def.limits;
+  if (ctx !== undefined && maxTokens !== undefined && maxTokens >= ctx) {
+    problems.push(`limits: max_tokens (${maxTokens}) leaves no room for a prompt in context_tokens (${ctx})`);
+  }
   return problems;
 }
 
@@ -170,6 +187,7 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
     profiles,
     routing: def.routing,
     fallbackWhileCold: def.fallback_while_cold,
+    limits: { contextTokens: def.limits.context_tokens ?? null, maxTokens: def.limits.max_tokens ?? null, maxN: def.limits.max_n ?? null },
     origin,
     definition: def,
   });
