@@ -5,6 +5,7 @@
 import { Command, Option } from 'commander';
 import { isLlmgwError } from '../errors/index.js';
 import { type AgentFlags, runAgent } from './agent.js';
+import type { ControlOptions } from '../control/index.js';
 import { runControl } from './control.js';
 import { runUp, type UpFlags } from './up.js';
 
@@ -108,7 +109,8 @@ program
     process.exitCode = await runCtl(cmd.args);
   });
 
-function CONTROL_FLAG_HELP(): Record<string, string> {
+/** One line per config key; typed by the options' own keys, so a key added to the config without a flag fails to compile. */
+function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
   return {
     client_addr: 'client (inference) listener, host:port (default 127.0.0.1:8080)',
     admin_addr: 'admin API and dashboard listener (default 127.0.0.1:8081)',
@@ -124,6 +126,11 @@ function CONTROL_FLAG_HELP(): Record<string, string> {
     node_stale_after: 'a node silent this long is stale (default 15s)',
     node_lost_after: 'a node silent this long is lost and its work moved (default 60s)',
     reconcile_interval: 'how often the reconciler runs without being notified (default 5s)',
+    client_headers_timeout: 'how long a client may take to send its request headers (default 30s)',
+    upstream_headers_timeout: "from a request sent to an engine to its response headers (default 5m)",
+    idle_body_timeout: 'the longest silence in a request or an answer body (default 60s)',
+    request_timeout: 'a whole client request, holds and retries included (default 10m)',
+    cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
   };
 }
 

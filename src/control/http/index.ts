@@ -124,7 +124,7 @@ function clientErrorOf(code: string | undefined): { status: number; message: str
     case 'HPE_INVALID_HEADER_TOKEN':
       return { status: 400, message: 'a request header holds a character HTTP does not allow (such as NUL or a line break); send it without' };
     default:
-      return { status: 400, message: 'the request is not valid HTTP/1.1' };
+      return { status: 400, message: `the request is not valid HTTP/1.1${code ? ` (${code})` : ''}` };
   }
 }
 
