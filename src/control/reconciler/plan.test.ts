@@ -106,7 +106,7 @@ describe('planPass: table cases', () => {
     w.records = w.records.map((r) => ({ ...r, lastUsedAtMs: r.id === 'r0001' ? w.now - 60_000 : w.now - 1000 }));
     w.inFlight = new Map([['r0002', 1]]);
     w.wanted.set('m', 2);
-    let plan = w.pass();
+    const plan = w.pass();
     expect(plan.actions.map((a) => [a.kind, 'replicaId' in a ? a.replicaId : ''])).toEqual([['drain', 'r0001']]);
     expect(plan.actions[0]!.reason).toMatch(/wants 2 replica\(s\) and has 3.*idle 60s.*finishes what it serves/);
 
