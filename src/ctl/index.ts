@@ -180,6 +180,20 @@ function buildProgram(root: Command, run: Runner): Command {
     }),
   );
 
+  program
+    .command('events')
+    .description('what the fleet did and why: scaling decisions, nodes joining and lost, drains, placement failures')
+    .option('--model <name>', 'only this model\'s')
+    .option('--limit <n>', 'how many of the newest (default 100, at most 1000)')
+    .option('-w, --watch', 'keep printing new events as they happen, until Ctrl-C')
+    .action(
+      run((ctx, o: { model?: string; limit?: string; watch?: boolean }) => {
+        const limit = o.limit === undefined ? undefined : Number(o.limit);
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
+        return read.events(ctx, { ...(o.model ? { model: o.model } : {}), ...(limit === undefined ? {} : { limit }), follow: !!o.watch });
+      }),
+    );
+
   // Commands of issue 9 whose admin endpoints do not exist yet: present so
   // that `--help` tells the truth about what is coming, and exit 1.
   const notYet = (name: string, args: string, description: string, what: string) =>
@@ -198,7 +212,6 @@ function buildProgram(root: Command, run: Runner): Command {
   notYet('keys', '[action]', 'API keys: create, ls, rm', 'API keys (keys create|ls|rm) land with issue 6, with the admin endpoints for keys');
   notYet('usage', '[args...]', 'tokens and requests per key and model', 'usage lands with issue 6, once the router writes usage to the store and the admin API serves it');
   notYet('logs', '[replica]', 'an engine\'s log: logs REPLICA [--shard RANK] [-f]', 'logs land with issue 9\'s second half, once agents serve engine logs and the admin API relays them');
-  notYet('events', '[args...]', 'what the fleet did: scaling, joins, drains, placement failures', 'events land with issue 10 (GET /api/v1/events)');
   return program;
 }
 

@@ -137,6 +137,21 @@ export class Events implements EventSink {
   }
 }
 
+/**
+ * The inventory's change notices (onChange's `why`) that are events: a node
+ * joining or joining again, coming back after heartbeats stopped, an admin
+ * state change. Null for the rest (a report whose capacity changed).
+ */
+export function nodeChangeEvent(nodeId: string, why: string): NewEvent | null {
+  if (why === 'joined') return { kind: 'node_joined', node: nodeId, message: `node ${nodeId} joined` };
+  if (why === 'rejoined') return { kind: 'node_joined', node: nodeId, message: `node ${nodeId} joined again (its agent restarted or re-registered)` };
+  const back = /^back \((\w+)\)$/.exec(why);
+  if (back) return { kind: 'node_back', node: nodeId, message: `node ${nodeId} is sending heartbeats again (it was ${back[1]})` };
+  const state = /^state (\w+) -> (\w+)$/.exec(why);
+  if (state) return { kind: 'node_state', node: nodeId, message: `node ${nodeId}: ${state[1]} → ${state[2]}` };
+  return null;
+}
+
 function toFleetEvent(e: (EventRow | (NewEvent & { id: number; atMs: number }))): FleetEvent {
   return {
     id: e.id,

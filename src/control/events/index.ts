@@ -5,3 +5,4 @@
 // for; this records what the control plane did on its own. Kept in the store
 // (bounded) so every control plane sharing it shows the same history.
 export * from './events.js';
+export { registerEventsApi, eventView } from './routes.js';
