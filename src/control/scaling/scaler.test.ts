@@ -125,6 +125,23 @@ describe('decideScale', () => {
     run(policy(), [{ at: 100, replicas: busy, want: 2 }], { wanted: 4, aboveSinceMs: null, lastUpAtMs: null });
   });
 
+  it('gives up capacity a trickle does not need, though the trickle leaves no replica idle', () => {
+    // Four replicas, each touched every second or so by one or two requests: none idle, but one would do.
+    const trickle = (t: number, inFlight: number) => ready(4, inFlight, t * 1000);
+    const decisions = run(policy({ idleTimeoutMs: 60_000 }), [
+      { at: 0, replicas: trickle(0, 1), want: 4 },
+      { at: 30, replicas: trickle(30, 5), want: 4 },
+      { at: 40, replicas: trickle(40, 2), want: 4 },
+      { at: 59, replicas: trickle(59, 1), want: 4 },
+      { at: 60, replicas: trickle(60, 1), want: 2 },
+      // The next step down needs another full idle_timeout of low demand.
+      { at: 100, replicas: ready(2, 1, 100_000), want: 2 },
+      { at: 159, replicas: ready(2, 1, 159_000), want: 2 },
+      { at: 160, replicas: ready(2, 1, 160_000), want: 1 },
+    ], { wanted: 4, aboveSinceMs: null, lastUpAtMs: null });
+    expect(decisions[0]).toMatchObject({ from: 4, to: 2, reason: expect.stringMatching(/demand needed at most 2 replica\(s\).*for 1m/) });
+  });
+
   it('does not scale down within the cool-down after a scale-up', () => {
     run(policy({ idleTimeoutMs: 10_000, cooldownMs: 120_000 }), [
       { at: 0, replicas: ready(1, 20), want: 1 },

@@ -15,9 +15,14 @@
 //    not placed yet, count as capacity, so a slow start is not a reason to
 //    add more.
 //  - Down: a ready replica with nothing in flight for idle_timeout is given
-//    up, down to min and never below what the current demand needs, and
-//    never within the cool-down after a scale-up. Which replica goes (the
-//    idle one) and how (drained: it finishes what it serves) is the plan's.
+//    up. So is capacity the model has not needed for idle_timeout: when
+//    ceil(demand / target) stayed below wanted that long, wanted drops to
+//    the most it needed meanwhile (a trickle of requests spread over every
+//    replica by least-load routing leaves none of them idle, yet most are
+//    surplus). Never below min or what the current demand needs, and never
+//    within the cool-down after a scale-up. Which replica goes (the least
+//    busy, then the idlest) and how (drained: it finishes what it serves)
+//    is the plan's.
 import { formatDurationMs } from '../../units/index.js';
 
 /** A model's compiled `scaling`; the catalog's Model['scaling'] has this shape. */
@@ -62,6 +67,10 @@ export interface ScaleState {
   readonly aboveSinceMs: number | null;
   /** The last scale-up, for the cool-down; null = none since this control plane started. */
   readonly lastUpAtMs: number | null;
+  /** Since when ceil(demand / target) has stayed below wanted; null = it is not below (absent reads as null). */
+  readonly belowSinceMs?: number | null;
+  /** The most replicas demand needed since belowSinceMs; 0 with it null. */
+  readonly neededPeak?: number;
 }
 
 export type ScaleDirection = 'up' | 'down';
@@ -101,6 +110,8 @@ export function decideScale(signals: ModelSignals, previous: ScaleState | undefi
   let wanted = from;
   let aboveSinceMs = previous?.aboveSinceMs ?? null;
   let lastUpAtMs = previous?.lastUpAtMs ?? null;
+  let belowSinceMs = previous?.belowSinceMs ?? null;
+  let neededPeak = previous?.neededPeak ?? 0;
   let reason = '';
 
   if (wanted < min) {
@@ -138,22 +149,42 @@ export function decideScale(signals: ModelSignals, previous: ScaleState | undefi
     aboveSinceMs = null;
   }
 
-  // Down: only idle replicas go, and a scale-up is not undone while its replicas are still finding traffic.
+  // How long the model has needed fewer replicas than it wants, and the most it needed meanwhile.
+  // Counted only while all wanted capacity is ready: a replica still starting has had no chance to be needed.
+  const needed = Math.ceil(demand / target);
+  const allReady = capacity >= wanted && signals.replicas.every((r) => r.ready);
+  if (needed < wanted && signals.queued === 0 && allReady) {
+    if (belowSinceMs === null) neededPeak = 0;
+    belowSinceMs ??= now;
+    neededPeak = Math.max(neededPeak, needed);
+  } else {
+    belowSinceMs = null;
+    neededPeak = 0;
+  }
+
+  // Down: only idle capacity goes, and a scale-up is not undone while its replicas are still finding traffic.
   const cooling = lastUpAtMs !== null && now - lastUpAtMs < p.cooldownMs;
   if (p.idleTimeoutMs !== null && wanted > min && !cooling && signals.queued === 0 && reason === '') {
     const idleTimeoutMs = p.idleTimeoutMs;
+    const floor = Math.max(min, needed);
     const idle = signals.replicas.filter((r) => r.ready && r.inFlight === 0 && now - r.idleSinceMs >= idleTimeoutMs).length;
-    if (idle > 0) {
-      const exists = Math.min(wanted, capacity + signals.failed);
-      const desired = Math.max(min, Math.ceil(demand / target), exists - idle);
-      if (desired < wanted) {
-        reason = `${idle} replica(s) idle for ${formatDurationMs(idleTimeoutMs)} or more (scaling.idle_timeout)${desired === min && exists - idle < min ? `; kept at scaling.min ${min}` : ''}`;
-        wanted = desired;
-      }
+    const exists = Math.min(wanted, capacity + signals.failed);
+    const byIdle = idle > 0 ? Math.max(floor, exists - idle) : wanted;
+    const byDemand = belowSinceMs !== null && now - belowSinceMs >= idleTimeoutMs ? Math.max(floor, neededPeak) : wanted;
+    const desired = Math.min(byIdle, byDemand);
+    if (desired < wanted) {
+      const kept = desired === min && min > 0 ? `; kept at scaling.min ${min}` : '';
+      reason =
+        byIdle <= byDemand
+          ? `${idle} replica(s) idle for ${formatDurationMs(idleTimeoutMs)} or more (scaling.idle_timeout)${kept}`
+          : `demand needed at most ${neededPeak} replica(s) (target_inflight ${target} each) for ${formatDurationMs(idleTimeoutMs)} (scaling.idle_timeout); the rest are surplus${kept}`;
+      wanted = desired;
+      belowSinceMs = null;
+      neededPeak = 0;
     }
   }
 
-  const state: ScaleState = { wanted, aboveSinceMs, lastUpAtMs };
+  const state: ScaleState = { wanted, aboveSinceMs, lastUpAtMs, belowSinceMs, neededPeak };
   if (wanted === from) return { wanted, state, decision: null };
   return { wanted, state, decision: { from, to: wanted, direction: wanted > from ? 'up' : 'down', reason } };
 }
