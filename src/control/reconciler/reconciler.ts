@@ -356,12 +356,15 @@ export class Reconciler {
     }
     this.records = withLastUsed(this.records, this.lastUsed);
 
+    // A replica being moved off a draining node and its replacement fill one slot, as in the plan: until the old one
+    // starts draining it is the one serving (its in-flight is demand), so the replacement is not counted a second time.
+    const counting = new Set(this.records.filter((r) => COUNTING_STATES.has(r.state)).map((r) => r.id));
     const byModel = new Map<string, { replicas: ReplicaSignal[]; failed: number }>();
     for (const r of this.records) {
       let g = byModel.get(r.model);
       if (!g) byModel.set(r.model, (g = { replicas: [], failed: 0 }));
       if (r.state === 'failed') g.failed++;
-      if (!COUNTING_STATES.has(r.state)) continue;
+      if (!COUNTING_STATES.has(r.state) || (r.replaces !== null && counting.has(r.replaces))) continue;
       const ready = r.state === 'ready';
       g.replicas.push({
         id: r.id,
