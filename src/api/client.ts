@@ -8,6 +8,7 @@ import { type Dispatcher, request } from 'undici';
 import type {
   AddedView,
   CollectSummary,
+  EventsView,
   ExplainView,
   ModelDefinition,
   ModelView,
@@ -189,6 +190,14 @@ export class AdminClient {
 
   usage(): Promise<UsageView[]> {
     return this.#call('GET', '/api/v1/usage');
+  }
+
+  /** Newest first; `limit` absent = 100 (the server caps it at 1000); `after` = only events with a greater id (for following). */
+  events(options: { model?: string; limit?: number; after?: number } = {}): Promise<EventsView> {
+    return this.#call(
+      'GET',
+      `/api/v1/events${query({ model: options.model, limit: options.limit === undefined ? undefined : String(options.limit), after: options.after === undefined ? undefined : String(options.after) })}`,
+    );
   }
 
   async #call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<T> {

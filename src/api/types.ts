@@ -261,3 +261,30 @@ export interface UsageView {
   prompt_tokens: number;
   completion_tokens: number;
 }
+
+/**
+ * GET /api/v1/events: one thing the fleet did on its own, and why. Kinds:
+ * scale (from → to wanted replicas), node_joined, node_state, node_back,
+ * node_stale, node_lost, drain, replica_failed, replica_lost,
+ * placement_failed; a reader shows a kind it does not know as it is.
+ * Absent fields are not about that (no model for a node joining; from and
+ * to only on scale).
+ */
+export interface EventView {
+  /** Grows with time: `?after=<id>` asks for newer ones only. */
+  id: number;
+  /** RFC 3339, UTC. */
+  at: string;
+  kind: string;
+  model?: string;
+  node?: string;
+  replica?: string;
+  from?: number;
+  to?: number;
+  message: string;
+}
+
+/** GET /api/v1/events[?model=M][&limit=N][&after=ID]: newest first. */
+export interface EventsView {
+  events: EventView[];
+}

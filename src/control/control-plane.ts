@@ -9,6 +9,7 @@ import { registerDashboard } from './dashboard/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
+import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
 import { createJsonApp } from './http/index.js';
 import { Inventory, localDisk } from './inventory/index.js';
 import { explain, place } from './placement/index.js';
@@ -52,6 +53,8 @@ export class ControlPlane {
     readonly clientApp: FastifyInstance,
     readonly adminApp: FastifyInstance,
     readonly agentApp: FastifyInstance,
+    /** The events log (scaling, nodes, drains, placement failures); `list()` is what GET /api/v1/events and the dashboard read. */
+    readonly events: Events,
   ) {}
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
@@ -63,6 +66,7 @@ export class ControlPlane {
     let inventory: Inventory | undefined;
     let reconciler: Reconciler;
     const assignments = new AssignmentBoard(now());
+    const events = new Events({ store, now, logger: logger.child({ part: 'events' }) });
     try {
       catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false });
       inventory = await Inventory.create({ store, now, staleAfterMs: config.nodeStaleAfterMs, lostAfterMs: config.nodeLostAfterMs });
@@ -75,6 +79,7 @@ export class ControlPlane {
         now,
         logger: logger.child({ part: 'reconciler' }),
         intervalMs: config.reconcileIntervalMs,
+        events,
       });
     } catch (err) {
       await inventory?.close();
@@ -83,6 +88,10 @@ export class ControlPlane {
     }
     // A join, a report that changes capacity or an admin state change: worth a pass now rather than at the tick.
     inventory.onChange(() => reconciler.notify());
+    inventory.onChange((nodeId, why) => {
+      const event = nodeChangeEvent(nodeId, why);
+      if (event) events.record(event);
+    });
 
     // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
     const keys: KeyStore = store ? await StoredKeys.create(store) : new MemoryKeyStore();
@@ -106,6 +115,8 @@ export class ControlPlane {
       now,
       timeouts: config.router,
     });
+    // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
+    reconciler.attachDemand(() => ({ replicas: router.replicaUse(), queued: router.queued() }));
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
       try {
@@ -140,7 +151,15 @@ export class ControlPlane {
     const weightsApi: WeightsApiOptions = { catalog, inventory, store };
     registerWeightsApi(adminApp, weightsApi);
     // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
-    registerDashboard(adminApp, { admin: adminApi, weights: weightsApi, adminToken: config.adminToken, registry, now });
+    registerDashboard(adminApp, {
+      admin: adminApi,
+      weights: weightsApi,
+      adminToken: config.adminToken,
+      registry,
+      now,
+      events: async (about) => (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
+    });
+    registerEventsApi(adminApp, { events });
     registerKeyAdmin(adminApp, {
       keys,
       now,
@@ -160,7 +179,7 @@ export class ControlPlane {
       onShardReport: (node, shards) => reconciler.onShardReport(node, shards),
     });
 
-    return new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp);
+    return new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events);
   }
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
@@ -178,7 +197,7 @@ export class ControlPlane {
       agent: await bind(this.agentApp, this.config.agentAddr),
     };
     this.reconciler.start();
-    // The router's per-replica use feeds idle_seconds and, later, scaling.
+    // The router's per-replica use feeds idle_seconds between passes; scaling reads it fresh at each pass (attachDemand).
     this.useTimer = setInterval(() => {
       for (const [id, use] of this.router.replicaUse()) {
         this.reconciler.reportUse(id, { inFlight: use.inFlight, lastUsedAtMs: use.lastUsedMs === 0 ? null : use.lastUsedMs });
@@ -195,6 +214,7 @@ export class ControlPlane {
     await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
     await this.inventory.close();
     await this.usage.close?.();
+    await this.events.flush();
     await this.store?.close();
   }
 }

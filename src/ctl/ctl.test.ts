@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CollectSummary, NodeView, ReplicaView } from '../api/index.js';
+import type { CollectSummary, EventsView, NodeView, ReplicaView } from '../api/index.js';
 import { runCtl } from './index.js';
 
 const sparse: NodeView = { id: 'quiet', state: 'ready', liveness: 'up', gpu_total: 0, gpu_free: 0, last_seen_ago: '', replicas: 0, gpu_probe_error: 'nvidia-smi: not found' };
@@ -34,17 +34,27 @@ const collected: CollectSummary = {
   asked: 3, removed: 1, refused: 1, unreachable: 1, bytes_freed: 70 * GiB,
 };
 
+const events: EventsView = {
+  events: [
+    { id: 7, at: '2026-05-01T12:03:04.123Z', kind: 'drain', model: 'chat', node: 'gpu-3', replica: 'r-9', message: 'replica r-9 drains: idle' },
+    { id: 6, at: '2026-05-01T12:00:00.000Z', kind: 'scale', model: 'chat', from: 1, to: 4, message: 'chat: 1 → 4 replica(s): busy' },
+  ],
+};
+
 let server: Server;
+const asked: string[] = [];
 let url: string;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
     const path = req.url!.split('?')[0];
+    asked.push(req.url!);
     const body =
       path === '/api/v1/nodes' ? [sparse, full]
       : path === '/api/v1/replicas' ? [replica]
       : path === '/api/v1/weights/orphans' ? { nodes: [], total_bytes: 0 }
       : path === '/api/v1/weights/collect' ? collected
+      : path === '/api/v1/events' ? events
       : undefined;
     if (body === undefined) res.writeHead(404).end('{"error":"no route"}');
     else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
@@ -95,6 +105,21 @@ describe('runCtl', () => {
     expect(r.stdout).toContain('node gpu-3: asked to remove 2 (141 GiB), removed 1, refused 1: in use by replica r-1a2b');
     expect(r.stdout).toContain('node gpu-4: asked to remove 1 (size unknown), not reachable: cannot reach the node at 10.0.0.4:9000');
     expect(r.stderr).toContain('1 node(s) could not be asked');
+  });
+
+  it('lists events oldest first with scaling changes as from → to, and passes the filters on', async () => {
+    const r = await ctl('events', '--model', 'chat', '--limit', '5');
+    expect(r.code, r.stderr).toBe(0);
+    expect(asked.at(-1)).toBe('/api/v1/events?model=chat&limit=5');
+    const lines = r.stdout.split('\n');
+    const scale = lines.findIndex((l) => l.includes('1 → 4'));
+    const drain = lines.findIndex((l) => l.includes('drains: idle'));
+    expect(scale, r.stdout).toBeGreaterThan(0);
+    expect(drain, 'the newest is at the bottom').toBeGreaterThan(scale);
+    expect(lines[drain]).toContain('2026-05-01 12:03:04Z');
+    const json = await ctl('-o', 'json', 'events');
+    expect(JSON.parse(json.stdout), '-o json is the API\'s own answer').toEqual(events);
+    expect((await ctl('events', '--limit', 'lots')).code).toBe(2);
   });
 
   it('returns 2 for usage errors instead of exiting the process', async () => {

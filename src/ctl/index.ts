@@ -231,22 +231,20 @@ function buildProgram(root: Command, run: Runner): Command {
       }),
     );
 
-  // Commands whose admin endpoints do not exist yet: present so that `--help`
-  // tells the truth about what is coming, and exit 1.
-  const notYet = (name: string, args: string, description: string, what: string) =>
-    program
-      .command(name)
-      .argument(args, '')
-      .description(`${description} (not yet)`)
-      .allowUnknownOption()
-      .allowExcessArguments()
-      .action(
-        run(async (ctx) => {
-          ctx.warn(`llmgw ctl ${name}: not yet: ${what}`);
-          return EXIT.failed;
-        }),
-      );
-  notYet('events', '[args...]', 'what the fleet did: scaling, joins, drains, placement failures', 'events land with issue 10 (GET /api/v1/events)');
+  program
+    .command('events')
+    .description('what the fleet did and why: scaling decisions, nodes joining and lost, drains, placement failures')
+    .option('--model <name>', 'only this model\'s')
+    .option('--limit <n>', 'how many of the newest (default 100, at most 1000)')
+    .option('-w, --watch', 'keep printing new events as they happen, until Ctrl-C')
+    .action(
+      run((ctx, o: { model?: string; limit?: string; watch?: boolean }) => {
+        const limit = o.limit === undefined ? undefined : Number(o.limit);
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
+        return read.events(ctx, { ...(o.model ? { model: o.model } : {}), ...(limit === undefined ? {} : { limit }), follow: !!o.watch });
+      }),
+    );
+
   return program;
 }
 

@@ -1,7 +1,7 @@
 // The reading commands: summary, nodes, node, models, model, replicas,
-// explain, weights. Each fetches what it shows and renders it, or prints the
+// explain, weights, events. Each fetches what it shows and renders it, or prints the
 // API's JSON with -o json. None of them changes anything.
-import type { ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView } from '../api/index.js';
+import type { EventView, ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { formatBytes, formatGiB, formatSeconds, list, orUnknown, type Output, UNKNOWN } from './render.js';
 
@@ -281,4 +281,71 @@ export function renderOrphans(out: Output, o: OrphansView, nodeId?: string): voi
   out.line(
     `total: ${formatBytes(o.total_bytes)}${unsized ? ` or more (${unsized} of ${entries} entries did not report a size)` : ''} in ${entries} orphan(s) on ${o.nodes.length} node(s); \`llmgw ctl weights --collect\` asks the nodes to remove them`,
   );
+}
+
+/** How often `events --watch` asks for newer events, ms. */
+const EVENTS_FOLLOW_MS = 2000;
+
+/**
+ * The events log, oldest at the top so the newest is next to the prompt (the
+ * API answers newest first). With `follow`, keeps asking for events newer
+ * than the last one shown and prints each as a line (as JSON lines with -o
+ * json) until Ctrl-C.
+ */
+export async function events(ctx: CtlContext, o: { model?: string; limit?: number; follow?: boolean }): Promise<number> {
+  const filter = { ...(o.model ? { model: o.model } : {}) };
+  const first = await ctx.client.events({ ...filter, ...(o.limit === undefined ? {} : { limit: o.limit }) });
+  const shown = [...first.events].reverse();
+  if (!o.follow) {
+    if (ctx.json) ctx.out.json(first);
+    else if (shown.length === 0) ctx.out.line(o.model ? `no event for ${o.model}` : 'no event yet');
+    else ctx.out.line(eventTable(ctx.out, shown));
+    return EXIT.ok;
+  }
+  let lastId = 0;
+  const print = (list: readonly EventView[]) => {
+    for (const e of list) {
+      lastId = Math.max(lastId, e.id);
+      ctx.out.line(ctx.json ? JSON.stringify(e) : eventLine(ctx.out, e));
+    }
+  };
+  print(shown);
+  while (await ctx.pause(EVENTS_FOLLOW_MS)) {
+    try {
+      const next = await ctx.client.events({ ...filter, limit: 1000, after: lastId });
+      print([...next.events].reverse());
+    } catch (err) {
+      // One failed round (a restarting control plane) is said and the next one tried, as --watch does elsewhere.
+      ctx.warn(`llmgw ctl events: ${(err as Error).message}; trying again`);
+    }
+  }
+  return EXIT.ok;
+}
+
+export function eventTable(out: Output, list: readonly EventView[]): string {
+  return out.table(
+    ['TIME', 'KIND', 'MODEL', 'NODE', 'CHANGE', 'MESSAGE'],
+    list.map((e) => [shortTime(e.at), eventKind(out, e.kind), orUnknown(e.model), orUnknown(e.node), change(e), e.message]),
+  );
+}
+
+function eventLine(out: Output, e: EventView): string {
+  const subject = [e.model, e.node].filter(Boolean).join(' ');
+  return `${shortTime(e.at)}  ${eventKind(out, e.kind)}  ${subject ? `${subject}  ` : ''}${e.from !== undefined || e.to !== undefined ? `${change(e)}  ` : ''}${e.message}`;
+}
+
+/** "3 → 5" for a scaling decision; "-" for the rest. */
+function change(e: EventView): string {
+  return e.from === undefined && e.to === undefined ? UNKNOWN : `${e.from ?? UNKNOWN} → ${e.to ?? UNKNOWN}`;
+}
+
+function eventKind(out: Output, kind: string): string {
+  if (kind === 'node_lost' || kind === 'replica_failed' || kind === 'replica_lost' || kind === 'placement_failed') return out.c.red(kind);
+  if (kind === 'node_stale' || kind === 'drain') return out.c.yellow(kind);
+  return kind;
+}
+
+/** "2026-05-01 12:03:04" in UTC: what an operator lines up with other logs. */
+function shortTime(iso: string): string {
+  return iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 }

@@ -390,10 +390,12 @@ describe('retries, fallbacks and failures', () => {
     h.directory.starting.add('alpha');
     const pending = h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
     await eventually(() => h.directory.demands.includes('alpha'), 'the router to report demand');
+    await eventually(() => h.router.queued().get('alpha') === 1, 'the held request to count as queued for the scaler');
     const engine = await sim(a);
     h.directory.set('alpha', [replica('r1', engine.url)]);
     const chat = await pending;
     expect(chat.choices).toHaveLength(1);
+    expect(h.router.queued().size, 'nothing queued once it was served').toBe(0);
   });
 
   it('answers 503 naming the cause when a cold model does not start in time', async () => {

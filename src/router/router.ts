@@ -177,6 +177,8 @@ export class Router {
   private readonly metrics: RouterMetrics;
   private readonly limiter: RateLimiter;
   private readonly use = new Map<string, ReplicaUse>();
+  /** Requests held per model name while none of its replicas is ready; no entry = none. */
+  private readonly held = new Map<string, number>();
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
   /** Prefix rings by model, with the id set they were built from. */
@@ -219,6 +221,11 @@ export class Router {
     const out = new Map<string, ReplicaUse>();
     for (const [id, u] of this.use) out.set(id, { ...u });
     return out;
+  }
+
+  /** Requests held per model (canonical name) waiting for a replica to become ready, for the scaler; no entry = none. */
+  queued(): Map<string, number> {
+    return new Map(this.held);
   }
 
   /**
@@ -410,7 +417,14 @@ export class Router {
         skipPrimary = true;
       } else if (willStart) {
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
-        await this.holdUntilReady(ex, model, deadline);
+        this.held.set(model.name, (this.held.get(model.name) ?? 0) + 1);
+        try {
+          await this.holdUntilReady(ex, model, deadline);
+        } finally {
+          const left = (this.held.get(model.name) ?? 1) - 1;
+          if (left > 0) this.held.set(model.name, left);
+          else this.held.delete(model.name);
+        }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         if (this.candidates(model).length === 0) coldNote = ` after waiting ${Math.round(this.timeouts.coldStartTimeoutMs / 1000)} s for one to start`;

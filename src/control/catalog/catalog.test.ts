@@ -89,7 +89,7 @@ describe('catalog validation: one message per problem', () => {
   it('fills the defaults a user expects', async () => {
     const { catalog, store } = await freshCatalog();
     const m = await catalog.add(base({ profiles: [{ engine: 'vllm' }, { engine: 'builtin' }, { engine: 'vllm', gpus: 2 }] }), 't');
-    expect(m.scaling).toEqual({ min: 1, max: 1, idleTimeoutMs: null, targetInflight: 8 });
+    expect(m.scaling).toEqual({ min: 1, max: 1, idleTimeoutMs: null, targetInflight: 8, windowMs: 30_000, cooldownMs: 300_000 });
     expect(m.profiles.map((p) => [p.name, p.gpus, p.shards])).toEqual([
       ['vllm', 1, 1],
       ['builtin', 0, 1],

@@ -45,14 +45,24 @@ export const ProfileSchema = z.strictObject({
 });
 
 export const ScalingSchema = z.strictObject({
+  /** Replicas kept however idle; 0 = the model may have none, and one is started when a request for it arrives (needs max ≥ 1). */
   min: z.number().int().min(0).max(10_000).default(1),
-  /** Absent = min (a fixed number of replicas). */
+  /** Absent = min (a fixed number of replicas: no scaling on demand). */
   max: z.number().int().min(0).max(10_000).optional(),
-  /** A replica idle this long may be stopped (down to min); absent = never for idleness. */
+  /** A replica with nothing in flight for this long is drained and stopped (down to min); absent = never for idleness. */
   idle_timeout: duration.optional(),
-  /** In-flight requests per ready replica above which the model scales up. */
+  /** In-flight plus held requests per replica above which the model scales up (to ceil(demand / target)). */
   target_inflight: z.number().int().min(1).max(100_000).default(8),
+  /** How long demand must stay above target before replicas are added; absent = 30s. Short bursts inside it add nothing. */
+  window: duration.optional(),
+  /** After a scale-up, no replica is stopped for idleness for this long; absent = 5m. */
+  cooldown: duration.optional(),
 });
+
+/** `scaling.window` when absent: long enough that a burst does not start replicas that would be idle by the time they are ready. */
+export const DEFAULT_SCALING_WINDOW_MS = 30_000;
+/** `scaling.cooldown` when absent: a scale-up is not undone by idleness within it (new replicas are idle until traffic spreads to them). */
+export const DEFAULT_SCALING_COOLDOWN_MS = 5 * 60_000;
 
 export const ModelSchema = z.strictObject({
   name: nameSchema,
@@ -106,6 +116,10 @@ export interface Model {
     /** Null = idleness alone never stops a replica. */
     readonly idleTimeoutMs: number | null;
     readonly targetInflight: number;
+    /** How long demand stays above target before a scale-up; never 0 unless written `0s`. */
+    readonly windowMs: number;
+    /** No scale-down for idleness this long after a scale-up. */
+    readonly cooldownMs: number;
   };
   readonly fallbacks: readonly string[];
   readonly profiles: readonly Profile[];
@@ -182,6 +196,8 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
       max: def.scaling.max ?? def.scaling.min,
       idleTimeoutMs: idle,
       targetInflight: def.scaling.target_inflight,
+      windowMs: def.scaling.window === undefined ? DEFAULT_SCALING_WINDOW_MS : (parseDurationMs(def.scaling.window) as number),
+      cooldownMs: def.scaling.cooldown === undefined ? DEFAULT_SCALING_COOLDOWN_MS : (parseDurationMs(def.scaling.cooldown) as number),
     },
     fallbacks: def.fallbacks,
     profiles,

@@ -17,10 +17,10 @@ export interface DashboardEvent {
 }
 
 /**
- * Where the node and model pages get their events from. Absent until the
- * events change lands: the pages then say that none are recorded.
+ * Where the node and model pages get their events from (the control plane's
+ * events log, newest first). Absent: the pages say that none are recorded.
  */
-export type EventsSource = (about: { model?: string; node?: string }) => readonly DashboardEvent[];
+export type EventsSource = (about: { model?: string; node?: string }) => Promise<readonly DashboardEvent[]>;
 
 export interface DashboardSources {
   /** The admin API's own options: the views and the cordon/drain action read and change exactly what /api/v1 does. */
@@ -53,13 +53,13 @@ export interface NodeData {
 }
 
 /** Null when no node has that id. */
-export function nodeData(src: DashboardSources, id: string): NodeData | null {
+export async function nodeData(src: DashboardSources, id: string): Promise<NodeData | null> {
   const node = nodeViews(src.admin).find((n) => n.id === id);
   if (!node) return null;
   return {
     node,
     replicas: replicaViews(src.admin).filter((r) => r.shards.some((s) => s.node === id)),
-    events: src.events ? src.events({ node: id }) : null,
+    events: src.events ? await src.events({ node: id }) : null,
   };
 }
 
@@ -77,7 +77,7 @@ export interface ModelData {
 }
 
 /** By name or alias; null when the catalog has no such model. */
-export function modelData(src: DashboardSources, asked: string): ModelData | null {
+export async function modelData(src: DashboardSources, asked: string): Promise<ModelData | null> {
   const definition = src.admin.catalog.resolve(asked);
   if (!definition) return null;
   const model = modelViews(src.admin).find((m) => m.name === definition.name);
@@ -87,7 +87,7 @@ export function modelData(src: DashboardSources, asked: string): ModelData | nul
     definition,
     replicas: replicaViews(src.admin, definition.name),
     explain: explainView(src.admin, definition.name),
-    events: src.events ? src.events({ model: definition.name }) : null,
+    events: src.events ? await src.events({ model: definition.name }) : null,
   };
 }
 

@@ -126,11 +126,11 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   });
 
   /** A page behind the login: renders `build` with the session's context. */
-  const page = (build: (request: FastifyRequest, ctx: PageContext) => PageSpec) => async (request: FastifyRequest, reply: FastifyReply) => {
+  const page = (build: (request: FastifyRequest, ctx: PageContext) => PageSpec | Promise<PageSpec>) => async (request: FastifyRequest, reply: FastifyReply) => {
     const session = sessionOf(request, reply);
     if (!session) return reply;
     const ctx = ctxOf(request, session);
-    return send(request, reply, ctx, build(request, ctx));
+    return send(request, reply, ctx, await build(request, ctx));
   };
 
   /** A state-changing form: session and CSRF checked before `act` runs. */
@@ -236,9 +236,9 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   scope.get('/nodes', page((_r, ctx) => ({ title: 'Nodes', section: '/nodes', refresh: true, body: <NodesPage nodes={nodesData(options)} ctx={ctx} /> })));
   scope.get<{ Params: { id: string } }>(
     '/nodes/:id',
-    page((request, ctx) => {
+    page(async (request, ctx) => {
       const id = (request.params as { id: string }).id;
-      const data = nodeData(options, id);
+      const data = await nodeData(options, id);
       if (!data) return { title: 'No such node', section: '/nodes', refresh: false, status: 404, body: <MessagePage message={`No node "${id}" has joined this control plane.`} back="/nodes" /> };
       return { title: `Node ${id}`, section: '/nodes', refresh: true, body: <NodePage data={data} ctx={ctx} /> };
     }),
@@ -246,9 +246,9 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   scope.get('/models', page(() => ({ title: 'Models', section: '/models', refresh: true, body: <ModelsPage models={modelsData(options)} /> })));
   scope.get<{ Params: { name: string } }>(
     '/models/:name',
-    page((request) => {
+    page(async (request) => {
       const name = (request.params as { name: string }).name;
-      const data = modelData(options, name);
+      const data = await modelData(options, name);
       if (!data) return { title: 'No such model', section: '/models', refresh: false, status: 404, body: <MessagePage message={`The catalog has no model or alias "${name}".`} back="/models" /> };
       return { title: `Model ${data.model.name}`, section: '/models', refresh: true, body: <ModelPage data={data} /> };
     }),

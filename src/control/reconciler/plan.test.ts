@@ -19,6 +19,8 @@ class World {
   private readonly nextId = { replica: 0, shard: 0 };
   plans: Plan[] = [];
   inFlight = new Map<string, number>();
+  /** The scaler's numbers; absent = scaling.min. */
+  wanted: Map<string, number> | undefined;
   constructor(
     public nodes: PlacementNode[],
     public models: PlanModel[],
@@ -27,7 +29,15 @@ class World {
 
   input(): PlanInput {
     const previous = this.plans.at(-1);
-    return { now: this.now, models: this.models, nodes: this.nodes, replicas: this.records, inFlight: this.inFlight, ...(previous ? { previous } : {}) };
+    return {
+      now: this.now,
+      models: this.models,
+      nodes: this.nodes,
+      replicas: this.records,
+      inFlight: this.inFlight,
+      ...(previous ? { previous } : {}),
+      ...(this.wanted ? { wanted: this.wanted } : {}),
+    };
   }
 
   pass(): Plan {
@@ -83,6 +93,30 @@ describe('planPass: table cases', () => {
     expect(stops.map((s) => s.kind === 'stop' && s.replicaId)).toEqual(['r0002', 'r0001']);
     for (const s of stops) expect(s.reason, 'every stop says why').toMatch(/wants 1 replica\(s\) and has 3/);
     expect(w.counting('m').map((r) => r.id)).toEqual(['r0000']);
+  });
+
+  it('scales down by the scaler\'s number: drains the idlest replica (not the newest), and stops it once nothing is in flight', () => {
+    const gpus = [0, 1, 2].map((index) => ({ index, healthy: true }));
+    const w = new World([syntheticNode('n1', { gpus })], [{ ...model('m', 1), scaling: { min: 1, max: 3 } }]);
+    w.wanted = new Map([['m', 3]]);
+    expect(kinds(w.pass())).toEqual(['create', 'create', 'create']);
+    w.report('ready');
+    w.now += 60_000;
+    // r0001 served last a minute ago; r0000 and r0002 just now, and r0002 still has a request in flight.
+    w.records = w.records.map((r) => ({ ...r, lastUsedAtMs: r.id === 'r0001' ? w.now - 60_000 : w.now - 1000 }));
+    w.inFlight = new Map([['r0002', 1]]);
+    w.wanted.set('m', 2);
+    const plan = w.pass();
+    expect(plan.actions.map((a) => [a.kind, 'replicaId' in a ? a.replicaId : ''])).toEqual([['drain', 'r0001']]);
+    expect(plan.actions[0]!.reason).toMatch(/wants 2 replica\(s\) and has 3.*idle 60s.*finishes what it serves/);
+
+    // Still serving one request: it stays draining (the router sends it nothing new).
+    w.inFlight = new Map([['r0001', 1]]);
+    w.now += 1000;
+    expect(w.pass().actions, 'a draining replica with a request in flight is not stopped').toEqual([]);
+    w.inFlight = new Map();
+    expect(w.pass().actions).toEqual([{ kind: 'stop', replicaId: 'r0001', reason: 'drained: no requests in flight' }]);
+    expect(w.counting('m').map((r) => r.id)).toEqual(['r0000', 'r0002']);
   });
 
   it('replaces a replica on a lost node, and moves nothing for a stale one', () => {

@@ -16,9 +16,13 @@
 //    backoff before it is placed again; its last error is kept.
 //  - A replica that can no longer run where it is (GPU gone or unhealthy,
 //    engine gone, fabric broken, GPU given twice) is stopped and replaced.
-//  - Wanted (scaling.min for now; see wantedCount) is compared with the
-//    replicas that count; missing ones are created (failed ones retried
-//    first, when their backoff is over), extra ones stopped, newest first.
+//  - Wanted (the scaler's number through the `wanted` seam, clamped to
+//    [min, max]; scaling.min without one) is compared with the replicas that
+//    count; missing ones are created (failed ones retried first, when their
+//    backoff is over). Extra ones: with a scaler's number, the idle ones go
+//    first and a ready one is drained (it takes nothing new and is stopped
+//    once what it serves is done); without one, extras are stopped at once,
+//    newest first.
 //  - A replica on a draining node is moved make-before-break: a replacement
 //    is placed elsewhere; when it is ready the old one is marked draining;
 //    when its in-flight requests are done (or the drain deadline passes) it
@@ -78,8 +82,10 @@ export interface PlanInput {
   readonly inFlight?: ReadonlyMap<string, number>;
   /**
    * The seam for demand-based scaling: wanted replicas per model name, from
-   * whatever watches demand. Absent, or no entry for a model = scaling.min.
-   * Always clamped to [min, max].
+   * whatever watches demand (src/control/scaling). Absent, or no entry for a
+   * model = scaling.min. Always clamped to [min, max]. A model with an entry
+   * is scaled down by draining its idlest replicas rather than stopping the
+   * newest.
    */
   readonly wanted?: ReadonlyMap<string, number>;
   /**
@@ -410,12 +416,27 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
     }
 
     // Extras: replicas on draining nodes first (they were leaving anyway), then the newest.
+    // Scaled down by demand: the least busy first, then the longest idle (a replica still starting has been idle since it was made), and a ready one is drained, not cut off.
     const stopped = new Set<string>();
     if (effective > wanted) {
-      const candidates = g.live.filter((r) => !movingOut.has(r.id)).sort((a, b) => Number(onDraining(b)) - Number(onDraining(a)) || newestFirst(a, b));
+      const scaled = input.wanted?.has(model.name) === true;
+      const inFlightOf = (r: ReplicaRecord) => input.inFlight?.get(r.id) ?? 0;
+      const idleSince = (r: ReplicaRecord) => Math.max(r.lastUsedAtMs ?? 0, r.state === 'ready' ? r.stateSinceMs : r.createdAtMs);
+      const order = scaled
+        ? (a: ReplicaRecord, b: ReplicaRecord) =>
+            Number(onDraining(b)) - Number(onDraining(a)) ||
+            inFlightOf(a) - inFlightOf(b) ||
+            idleSince(a) - idleSince(b) ||
+            newestFirst(a, b)
+        : (a: ReplicaRecord, b: ReplicaRecord) => Number(onDraining(b)) - Number(onDraining(a)) || newestFirst(a, b);
+      const candidates = g.live.filter((r) => !movingOut.has(r.id)).sort(order);
       for (const r of candidates.slice(0, effective - wanted)) {
         stopped.add(r.id);
-        actions.push({ kind: 'stop', replicaId: r.id, reason: `model ${model.name} wants ${wanted} replica(s) and has ${effective}; this one is surplus` });
+        const reason = `model ${model.name} wants ${wanted} replica(s) and has ${effective}; this one is surplus`;
+        if (scaled && r.state === 'ready') {
+          const idleS = Math.max(0, Math.floor((now - idleSince(r)) / 1000));
+          actions.push({ kind: 'drain', replicaId: r.id, reason: `${reason} (idle ${idleS}s): it finishes what it serves, then stops` });
+        } else actions.push({ kind: 'stop', replicaId: r.id, reason });
       }
     }
 
@@ -445,7 +466,8 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
           reason: `drain deadline of ${formatMs(opts.drainDeadlineMs)} passed${inFlight ? ` with ${inFlight} request(s) still in flight` : ''}`,
         });
       } else if ((inFlight ?? 0) === 0 && drainedMs > 0) {
-        actions.push({ kind: 'stop', replicaId: r.id, reason: 'drained: no requests in flight, and its replacement is serving' });
+        const replaced = g.live.some((x) => x.replaces === r.id);
+        actions.push({ kind: 'stop', replicaId: r.id, reason: replaced ? 'drained: no requests in flight, and its replacement is serving' : 'drained: no requests in flight' });
       }
     }
   }

@@ -9,7 +9,8 @@ import { Catalog } from '../catalog/index.js';
 import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
 import type { ReplicaDirectory } from '../../router/index.js';
-import { Reconciler } from './reconciler.js';
+import type { NewEvent } from '../events/index.js';
+import { Reconciler, type DemandSnapshot, type ReconcilerOptions } from './reconciler.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -17,7 +18,7 @@ afterEach(async () => {
 });
 
 /** A control plane's reconciler with its real neighbours over one SQLite file; `reopen` starts a second one on it, as a restart would. */
-async function setup(reuse?: string) {
+async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}) {
   const dir = reuse ?? mkdtempSync(join(tmpdir(), 'llmgw-reconciler-'));
   if (!reuse) cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
   let clock = 1_000_000;
@@ -36,6 +37,7 @@ async function setup(reuse?: string) {
     logger: pino({ level: 'silent' }),
     intervalMs: 60_000,
     newId: (kind) => `${kind}-${dir.slice(-6)}-${ids++}`,
+    ...extra,
   });
   cleanups.push(async () => {
     await reconciler.stop();
@@ -221,5 +223,43 @@ describe('Reconciler', () => {
     await t.reconciler.pass();
     expect(t.reconciler.demand('demo')).toBe(false);
     expect(t.reconciler.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
+  });
+
+  it('starts one replica for a model at zero however many requests wait, records why, and drains it back to zero when idle', async () => {
+    const events: NewEvent[] = [];
+    const t = await setup(undefined, { events: { record: (e) => events.push(e) } });
+    const demand: { replicas: Map<string, { inFlight: number; lastUsedMs: number }>; queued: Map<string, number> } = { replicas: new Map(), queued: new Map() };
+    t.reconciler.attachDemand((): DemandSnapshot => demand);
+    await t.node('n1', 4);
+    await t.catalog.add({ ...demo, scaling: { min: 0, max: 3, idle_timeout: '3s', cooldown: '1s', target_inflight: 4 } }, 'test');
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas(), 'min 0: nothing runs before a request').toEqual([]);
+
+    // Twenty requests arrive at once: each asks, the router holds them all.
+    const answers = Array.from({ length: 20 }, () => t.reconciler.demand('demo'));
+    expect(answers.every(Boolean), 'each held request is told a replica is coming').toBe(true);
+    demand.queued.set('demo', 20);
+    await t.reconciler.pass();
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => r.state), 'one replica for twenty requests').toEqual(['pending']);
+    expect(events.filter((e) => e.kind === 'scale')).toEqual([expect.objectContaining({ model: 'demo', from: 0, to: 1, message: expect.stringMatching(/no replica.*20 requests wait/) })]);
+
+    await t.report('n1', 'ready', () => 'http://n1:9000');
+    const [replica] = t.reconciler.replicas();
+    demand.queued.clear();
+    demand.replicas.set(replica!.id, { inFlight: 1, lastUsedMs: 1_000_000 });
+    t.advance(10_000);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas()[0]!.state, 'busy, so not idle whatever the clock says').toBe('ready');
+
+    demand.replicas.set(replica!.id, { inFlight: 0, lastUsedMs: 1_010_000 });
+    t.advance(3_000);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas()[0]!.state, 'idle for idle_timeout: drained first').toBe('draining');
+    expect(events.map((e) => e.kind)).toEqual(['scale', 'scale', 'drain']);
+    expect(events[1]).toMatchObject({ from: 1, to: 0, message: expect.stringMatching(/idle for 3s/) });
+    t.advance(1);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas()[0]!.state, 'nothing in flight: stopped').toBe('stopping');
   });
 });

@@ -5,13 +5,19 @@
 // assignment board, and folds the agents' shard reports back into the
 // records. Every change to the records goes through one queue, so a report
 // arriving while a pass is persisting is applied after it, never lost.
+// Before each pass it reads the router's demand (attachDemand) and asks the
+// scaler for each model's wanted number; after it, it records what the pass
+// decided that an operator would want to know (the events log).
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ShardStatus } from '../../protocol/index.js';
 import type { AssignmentBoard } from '../agentapi/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
+import type { EventSink } from '../events/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { PlacementNode } from '../placement/index.js';
+import type { Liveness } from '../placement/index.js';
+import { decideScale, type ReplicaSignal, type ScaleState } from '../scaling/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
@@ -32,6 +38,20 @@ export interface ReconcilerOptions {
   plan?: PlanOptions;
   /** New ids; absent = random ones. Tests pass a counter. */
   newId?: (kind: 'replica' | 'shard') => string;
+  /** Where scaling decisions, drains, failures and node liveness changes are recorded; absent = the log only. */
+  events?: EventSink;
+}
+
+/**
+ * The router's demand as a pass reads it, fresh: a drain is ended by
+ * in-flight reaching zero, so a number a second old could stop a replica
+ * that just took a request.
+ */
+export interface DemandSnapshot {
+  /** Per replica id, as the router counts: lastUsedMs 0 = never used by this router. */
+  readonly replicas: ReadonlyMap<string, { readonly inFlight: number; readonly lastUsedMs: number }>;
+  /** Requests held per model name because it has no ready replica; no entry = none. */
+  readonly queued: ReadonlyMap<string, number>;
 }
 
 /** What the router reports per replica: the seam for drains (in flight) and idleness (last used). */
@@ -62,6 +82,13 @@ export class Reconciler {
   private readonly fetches = new Map<string, NonNullable<ShardStatus['fetch']>>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
+  private demandSource: (() => DemandSnapshot) | null = null;
+  /** The scaler's memory per model name; absent = not decided since this control plane started. */
+  private readonly scaleStates = new Map<string, ScaleState>();
+  /** Models a request asked for while they had no ready replica, since the last pass. */
+  private readonly coldDemand = new Set<string>();
+  /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
+  private readonly livenessSeen = new Map<string, Liveness>();
 
   private constructor(private readonly options: ReconcilerOptions) {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
@@ -126,6 +153,15 @@ export class Reconciler {
   /** The newest download progress an agent reported for a shard that is fetching; undefined when none. */
   fetchProgress(shardId: string): NonNullable<ShardStatus['fetch']> | undefined {
     return this.fetches.get(shardId);
+  }
+
+  /**
+   * Where each pass reads demand from (the router). Without one, nothing
+   * scales on demand: a model runs scaling.min replicas, as before
+   * autoscaling, and drains rely on reportUse.
+   */
+  attachDemand(source: () => DemandSnapshot): void {
+    this.demandSource = source;
   }
 
   /** The router's seam: what a replica has in flight and when it was last used. */
@@ -214,14 +250,22 @@ export class Reconciler {
 
   /**
    * A request waits for a model with no ready replica: true when one is on
-   * its way (worth holding the request). Scaling from zero on demand is the
-   * scaler's (the `wanted` seam of planPass); this only says what is coming.
+   * its way (worth holding the request). With a demand source attached, a
+   * model at zero that may scale (max ≥ 1) gets one from the next pass,
+   * which runs at once; concurrent calls for it are one demand, so they
+   * start one replica.
    */
   demand(model: string): boolean {
+    const m = this.options.catalog.get(model);
+    const coming = this.records.some((r) => r.model === model && COUNTING_STATES.has(r.state));
+    const blocked = !!this.explain(model)?.rejections.length;
+    let willStart = coming || ((m?.scaling.min ?? 0) > 0 && !blocked);
+    if (!coming && m && this.demandSource && Math.max(m.scaling.min, m.scaling.max) >= 1 && !blocked) {
+      this.coldDemand.add(model);
+      willStart = true;
+    }
     this.notify();
-    if (this.records.some((r) => r.model === model && COUNTING_STATES.has(r.state))) return true;
-    const wanted = this.options.catalog.get(model)?.scaling.min ?? 0;
-    return wanted > 0 && !this.explain(model)?.rejections.length;
+    return willStart;
   }
 
   /** Called after replica records change (a replica may have become ready); returns an unsubscribe. */
@@ -277,6 +321,9 @@ export class Reconciler {
   private async runPass(): Promise<Plan> {
     const now = this.options.now();
     const nodes = this.placementNodes(now);
+    this.recordLiveness(nodes);
+    const wanted = this.scale(now);
+    const previous = this.lastPlan;
     const plan = planPass(
       {
         now,
@@ -284,7 +331,8 @@ export class Reconciler {
         nodes,
         replicas: this.records,
         inFlight: this.inFlight,
-        ...(this.lastPlan ? { previous: this.lastPlan } : {}),
+        ...(previous ? { previous } : {}),
+        ...(wanted ? { wanted } : {}),
       },
       this.options.plan ?? {},
     );
@@ -299,11 +347,115 @@ export class Reconciler {
     }
     this.lastPlan = plan;
     this.publish(nodes);
+    this.recordPlanEvents(plan, previous);
     if (plan.actions.length) {
       const log = this.options.logger;
       for (const a of plan.actions) log.info({ action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
     }
     return plan;
+  }
+
+  /**
+   * Reads the router's demand and asks the scaler for each model's wanted
+   * number; undefined without a demand source (every model at scaling.min).
+   * In-flight and last-use numbers read here also feed the pass's drains.
+   */
+  private scale(now: number): Map<string, number> | undefined {
+    if (!this.demandSource) return undefined;
+    let snapshot: DemandSnapshot;
+    try {
+      snapshot = this.demandSource();
+    } catch (err) {
+      this.options.logger.error({ err }, 'reading the router\'s demand failed; this pass keeps the previous wanted numbers');
+      return new Map([...this.scaleStates].map(([model, st]) => [model, st.wanted]));
+    }
+    for (const [id, use] of snapshot.replicas) {
+      this.inFlight.set(id, use.inFlight);
+      if (use.lastUsedMs > 0) this.lastUsed.set(id, use.lastUsedMs);
+    }
+    this.records = withLastUsed(this.records, this.lastUsed);
+
+    // A replica being moved off a draining node and its replacement fill one slot, as in the plan: until the old one
+    // starts draining it is the one serving (its in-flight is demand), so the replacement is not counted a second time.
+    const counting = new Set(this.records.filter((r) => COUNTING_STATES.has(r.state)).map((r) => r.id));
+    const byModel = new Map<string, { replicas: ReplicaSignal[]; failed: number }>();
+    for (const r of this.records) {
+      let g = byModel.get(r.model);
+      if (!g) byModel.set(r.model, (g = { replicas: [], failed: 0 }));
+      if (r.state === 'failed') g.failed++;
+      if (!COUNTING_STATES.has(r.state) || (r.replaces !== null && counting.has(r.replaces))) continue;
+      const ready = r.state === 'ready';
+      g.replicas.push({
+        id: r.id,
+        ready,
+        inFlight: this.inFlight.get(r.id) ?? 0,
+        idleSinceMs: Math.max(r.lastUsedAtMs ?? 0, ready ? r.stateSinceMs : r.createdAtMs),
+      });
+    }
+    const wanted = new Map<string, number>();
+    const models = this.options.catalog.models();
+    for (const m of models) {
+      const g = byModel.get(m.name) ?? { replicas: [], failed: 0 };
+      const result = decideScale(
+        { policy: m.scaling, replicas: g.replicas, failed: g.failed, queued: snapshot.queued.get(m.name) ?? 0, coldDemand: this.coldDemand.has(m.name) },
+        this.scaleStates.get(m.name),
+        now,
+      );
+      this.scaleStates.set(m.name, result.state);
+      wanted.set(m.name, result.wanted);
+      if (result.decision) {
+        const d = result.decision;
+        this.options.events?.record({ kind: 'scale', model: m.name, from: d.from, to: d.to, message: `${m.name}: ${d.from} → ${d.to} replica(s): ${d.reason}` });
+      }
+    }
+    this.coldDemand.clear();
+    // A model removed from the catalog starts afresh if it comes back.
+    const names = new Set(models.map((m) => m.name));
+    for (const name of this.scaleStates.keys()) if (!names.has(name)) this.scaleStates.delete(name);
+    return wanted;
+  }
+
+  /** Nodes that went stale or were lost since the last pass (coming back is the inventory's to tell). */
+  private recordLiveness(nodes: readonly PlacementNode[]): void {
+    const first = this.livenessSeen.size === 0;
+    for (const n of nodes) {
+      const before = this.livenessSeen.get(n.id);
+      this.livenessSeen.set(n.id, n.liveness);
+      if (first || before === n.liveness || !this.options.events) continue;
+      if (n.liveness === 'stale') this.options.events.record({ kind: 'node_stale', node: n.id, message: `node ${n.id} stopped sending heartbeats; its replicas stay until it is lost` });
+      if (n.liveness === 'lost') this.options.events.record({ kind: 'node_lost', node: n.id, message: `node ${n.id} is lost (no heartbeat); its replicas are replaced elsewhere` });
+    }
+  }
+
+  /** Drains, failures and new placement failures of a pass, for the events log. */
+  private recordPlanEvents(plan: Plan, previous: Plan | undefined): void {
+    const events = this.options.events;
+    if (!events) return;
+    const byId = new Map(this.records.map((r) => [r.id, r]));
+    for (const a of plan.actions) {
+      const model = 'model' in a ? a.model : byId.get(a.replicaId ?? '')?.model;
+      const on = (id: string) => byId.get(id)?.shards[0]?.nodeId;
+      if (a.kind === 'drain') {
+        const node = on(a.replicaId);
+        events.record({ kind: 'drain', replica: a.replicaId, ...(model ? { model } : {}), ...(node ? { node } : {}), message: `replica ${a.replicaId} drains: ${a.reason}` });
+      } else if (a.kind === 'markFailed') {
+        const node = on(a.replicaId);
+        events.record({ kind: 'replica_failed', replica: a.replicaId, ...(model ? { model } : {}), ...(node ? { node } : {}), message: `replica ${a.replicaId}: ${a.reason}` });
+      } else if (a.kind === 'markLost') {
+        events.record({ kind: 'replica_lost', replica: a.replicaId, ...(model ? { model } : {}), message: `replica ${a.replicaId}: ${a.reason}` });
+      }
+    }
+    // A blocked model is re-evaluated every pass that the fleet changes; only a new or different reason is news.
+    for (const [model, rej] of plan.rejections) {
+      const before = previous?.rejections.get(model);
+      const first = rej.rejections[0]?.reason ?? 'no node fits';
+      if (before && (before.rejections[0]?.reason ?? 'no node fits') === first) continue;
+      events.record({
+        kind: 'placement_failed',
+        model,
+        message: `${model}: ${rej.purpose === 'drain' ? 'a replacement for a draining node' : 'a replica'} cannot be placed: ${rej.rejections.length} rejection(s); first: ${first} (see explain-placement)`,
+      });
+    }
   }
 
   private publish(nodes: readonly PlacementNode[] = this.placementNodes(this.options.now())): void {

@@ -120,6 +120,22 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // The fleet's events log (scaling decisions, nodes joining and lost, drains, placement failures), newest kept, old pruned.
+    '0005_events': {
+      async up(db: Kysely<unknown>) {
+        await addId(db.schema.createTable('events'), dialect)
+          .addColumn('at', 'bigint', (c) => c.notNull())
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('model', 'text')
+          .addColumn('node', 'text')
+          .addColumn('replica', 'text')
+          .addColumn('from_count', 'integer')
+          .addColumn('to_count', 'integer')
+          .addColumn('message', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('events_model_id').on('events').columns(['model', 'id']).execute();
+      },
+    },
   };
 }
 

@@ -110,7 +110,23 @@ export interface UsageTable {
   updated_at: number;
 }
 
+/** One entry of the events log; see src/control/events for the kinds. */
+export interface EventsTable {
+  id: Generated<number>;
+  at: number;
+  kind: string;
+  /** Null = not about one model (a node joining). */
+  model: string | null;
+  node: string | null;
+  replica: string | null;
+  /** Replica counts of a scaling decision; null for other kinds. */
+  from_count: number | null;
+  to_count: number | null;
+  message: string;
+}
+
 export interface Database {
+  events: EventsTable;
   api_keys: ApiKeysTable;
   usage: UsageTable;
   models: ModelsTable;

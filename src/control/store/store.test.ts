@@ -140,6 +140,25 @@ for (const backend of backends) {
       await again.close();
     });
 
+    it('keeps events newest first, filters them by model and by id, and prunes all but the newest', async () => {
+      const store = await Store.open({ location, now });
+      const ids: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        ids.push(await store.appendEvent({ atMs: 5_000 + i, kind: 'scale', model: i % 2 ? 'a' : 'b', from: i, to: i + 1, message: `step ${i}` }));
+      }
+      ids.push(await store.appendEvent({ atMs: 6_000, kind: 'node_joined', node: 'n1', message: 'node n1 joined' }));
+      expect([...ids].sort((x, y) => x - y), 'ids grow with each event').toEqual(ids);
+      const all = await store.listEvents();
+      expect(all.map((e) => e.message)).toEqual(['node n1 joined', 'step 5', 'step 4', 'step 3', 'step 2', 'step 1', 'step 0']);
+      expect(all[0]).toEqual({ id: ids[6], atMs: 6_000, kind: 'node_joined', model: null, node: 'n1', replica: null, from: null, to: null, message: 'node n1 joined' });
+      expect((await store.listEvents({ model: 'a', limit: 2 })).map((e) => [e.from, e.to])).toEqual([[5, 6], [3, 4]]);
+      expect((await store.listEvents({ afterId: ids[4]! })).map((e) => e.message)).toEqual(['node n1 joined', 'step 5']);
+      expect(await store.pruneEvents(3), 'four of seven pruned').toBe(4);
+      expect((await store.listEvents()).map((e) => e.id)).toEqual([ids[6], ids[5], ids[4]]);
+      expect(await store.pruneEvents(3), 'nothing more to prune').toBe(0);
+      await store.close();
+    });
+
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
       const before = await a.listModels();

@@ -1,6 +1,6 @@
-// EVENTS: the place a later change fills from GET /api/v1/events. Until an
-// events source is passed to the dashboard, the panel says that no events
-// are recorded; it never invents any.
+// The events panel of the model and node pages: what the control plane's
+// events log (GET /api/v1/events) holds about them, newest first. With no
+// events source, or none recorded, it says so; it never invents any.
 import { Empty, Panel } from '../components.js';
 import type { DashboardEvent } from '../data.js';
 
