@@ -173,7 +173,11 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     const explain = await api.explain('huge');
     expect(explain.rejections?.length, 'placement has rejected huge by now').toBeGreaterThan(0);
     expect(await text('#placement')).toContain(explain.rejections![0]!.reason);
-    expect(await text('#events')).toContain('No events recorded');
+    // The placement failure is in the model's events, as the events log records it.
+    await waitFor('the placement failure in the events panel', async () => {
+      await page.reload();
+      return (await text('#events')).includes('placement_failed') ? true : undefined;
+    });
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-model-huge.png'), fullPage: true });
     await page.goto(`${adminUrl}/replicas`);
     for (const r of await api.replicas()) {
