@@ -10,6 +10,7 @@ import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { createJsonApp } from './http/index.js';
 import { Inventory, localDisk } from './inventory/index.js';
+import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
@@ -37,6 +38,7 @@ export interface ControlPlaneUrls {
 
 export class ControlPlane {
   private useTimer: NodeJS.Timeout | null = null;
+  private adminUrl: string | null = null;
 
   private constructor(
     readonly config: ControlConfig,
@@ -51,6 +53,8 @@ export class ControlPlane {
     readonly clientApp: FastifyInstance,
     readonly adminApp: FastifyInstance,
     readonly agentApp: FastifyInstance,
+    /** Null: this is the only instance (SQLite or no store) and always leads. */
+    readonly cluster: Cluster | null = null,
   ) {}
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
@@ -58,6 +62,8 @@ export class ControlPlane {
     const now = deps.now ?? Date.now;
     const store =
       config.store.kind === 'none' ? null : await Store.open({ location: config.store, ...(deps.now ? { now: deps.now } : {}) });
+    // Several instances on one Postgres: one leads the reconciler, the rest follow through the store (src/control/leader).
+    const cluster = store && config.store.kind === 'postgres' ? new Cluster({ store, url: config.store.url, now, logger: logger.child({ part: 'cluster' }) }) : null;
     let catalog: Catalog;
     let inventory: Inventory | undefined;
     let reconciler: Reconciler;
@@ -74,6 +80,7 @@ export class ControlPlane {
         now,
         logger: logger.child({ part: 'reconciler' }),
         intervalMs: config.reconcileIntervalMs,
+        ...(cluster ? { leads: () => cluster.leads() } : {}),
       });
     } catch (err) {
       await inventory?.close();
@@ -98,6 +105,7 @@ export class ControlPlane {
       registry,
       logger: logger.child({ part: 'router' }),
       now,
+      ...(cluster ? { limiter: cluster.limiter } : {}),
     });
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
@@ -146,10 +154,16 @@ export class ControlPlane {
       joinToken: config.joinToken,
       // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
       heartbeatIntervalMs: deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3))),
-      onShardReport: (node, shards) => reconciler.onShardReport(node, shards),
+      onShardReport: (node, shards) => {
+        reconciler.onShardReport(node, shards);
+        cluster?.onShardReport(node, shards);
+      },
     });
 
-    return new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp);
+    cluster?.attach({ catalog, keys: { reload: async () => (keys instanceof StoredKeys ? keys.reload() : undefined) }, inventory, reconciler, replicaUse: () => router.replicaUse() });
+    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, cluster);
+    registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
+    return plane;
   }
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
@@ -166,7 +180,13 @@ export class ControlPlane {
       admin: await bind(this.adminApp, this.config.adminAddr),
       agent: await bind(this.agentApp, this.config.agentAddr),
     };
+    this.adminUrl = urls.admin;
     this.reconciler.start();
+    // Several instances: the cluster sums every instance's use through the store for the leader instead.
+    if (this.cluster) {
+      this.cluster.start(urls);
+      return urls;
+    }
     // The router's per-replica use feeds idle_seconds and, later, scaling.
     this.useTimer = setInterval(() => {
       for (const [id, use] of this.router.replicaUse()) {
@@ -179,6 +199,8 @@ export class ControlPlane {
 
   async close(): Promise<void> {
     if (this.useTimer) clearInterval(this.useTimer);
+    // First: ending the lock connection lets another instance lead within a second.
+    await this.cluster?.close();
     await this.reconciler.stop();
     this.assignments.releaseAll();
     await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);

@@ -17,7 +17,13 @@ interface Bucket {
 
 const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
 
-export class RateLimiter {
+/** What the router asks of a limiter; RateLimiter is this process's own, src/control/leader has one shared through the store. */
+export interface RequestLimiter {
+  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision;
+  charge(keyId: string, tokensPerMinute: number | null, tokens: number): void;
+}
+
+export class RateLimiter implements RequestLimiter {
   private readonly requests = new Map<string, Bucket>();
   private readonly tokens = new Map<string, Bucket>();
 

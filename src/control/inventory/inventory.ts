@@ -202,6 +202,50 @@ export class Inventory {
     return this.flushing;
   }
 
+  /**
+   * Merges what other control planes on the same store wrote: nodes that
+   * joined there, credentials from a rejoin there, admin states set there,
+   * and heartbeats received there. Liveness is judged on the newest
+   * heartbeat from any instance, so last_seen only moves forwards. One
+   * instance alone never needs it (its memory is the newest).
+   */
+  async refresh(): Promise<void> {
+    const store = this.options.store;
+    if (!store) return;
+    const now = this.options.now();
+    for (const row of await store.listNodes()) {
+      const fresh = fromRow(row);
+      const node = this.nodes.get(row.id);
+      if (!node) {
+        this.nodes.set(row.id, fresh);
+        if (fresh.report) this.fingerprints.set(row.id, capacityFingerprint(fresh.report));
+        this.changed(row.id, 'joined through another control plane');
+        continue;
+      }
+      node.hostname = fresh.hostname;
+      node.mgmtAddr = fresh.mgmtAddr;
+      node.labels = fresh.labels;
+      node.credentialHash = fresh.credentialHash;
+      node.mgmtToken = fresh.mgmtToken;
+      if (fresh.adminState !== node.adminState) {
+        const from = node.adminState;
+        node.adminState = fresh.adminState;
+        this.changed(row.id, `state ${from} -> ${fresh.adminState} (set through another control plane)`);
+      }
+      if (fresh.lastSeenMs === null || (node.lastSeenMs !== null && fresh.lastSeenMs <= node.lastSeenMs)) continue;
+      const wasLive = this.liveness(node, now);
+      node.lastSeenMs = fresh.lastSeenMs;
+      // The stored report is rewritten only when capacity changed, so a differing one is news.
+      const fingerprint = capacityFingerprint(fresh.report);
+      const reportChanged = fresh.report !== null && this.fingerprints.get(row.id) !== fingerprint;
+      if (reportChanged) {
+        node.report = fresh.report;
+        this.fingerprints.set(row.id, fingerprint);
+      }
+      if (wasLive !== this.liveness(node, now) || reportChanged) this.changed(row.id, reportChanged ? 'capacity changed (reported to another control plane)' : `back (${wasLive})`);
+    }
+  }
+
   async setState(id: string, state: AdminState, actor: string): Promise<Node> {
     const node = this.nodes.get(id);
     if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);

@@ -1,0 +1,194 @@
+// Per-key rate limits enforced across every control plane on one Postgres.
+// Admission stays in memory (no query on a request's path): each instance
+// counts what it admits per key per minute, adds its counts to the shared
+// rows every sync interval, and reads back everyone's totals in the same
+// transaction. A key's use is estimated over a sliding minute (this minute's
+// count plus the previous minute's, weighted by how much of it is still
+// inside the last 60 s).
+//
+// Tolerance: an instance sees the others' admissions at most about two sync
+// intervals late (their flush, then its own read: ~400 ms at the default
+// 200 ms), so across N instances a key can exceed its per-minute limit by at
+// most what the other N-1 instances admit for it in that time. While the
+// store is unreachable each instance enforces the limit on the last shared
+// totals it read plus its own counts since: up to N times the limit for keys
+// spread evenly over N instances, until the store returns.
+import type { Logger } from 'pino';
+import type { LimitDecision, RequestLimiter } from '../../router/index.js';
+import { addRateCounts, pruneRateCounts, type Store } from '../store/index.js';
+
+const WINDOW_MS = 60_000;
+const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
+
+export interface SharedRateLimiterOptions {
+  store: Store;
+  now: () => number;
+  logger: Logger;
+  /** How often counts are written and the shared totals read, ms; 0 = never on a timer (call sync()). Default 200. */
+  syncIntervalMs?: number;
+}
+
+interface Counts {
+  requests: number;
+  tokens: number;
+}
+
+interface KeyState {
+  /** Everyone's totals per window start as last read from the store (this instance's flushed counts included). */
+  shared: Map<number, Counts>;
+  /** This instance's counts per window start not yet written. */
+  pending: Map<number, Counts>;
+  /** Epoch ms of the last admission; keys idle for two windows are no longer read. */
+  lastUsedMs: number;
+}
+
+export class SharedRateLimiter implements RequestLimiter {
+  private readonly keys = new Map<string, KeyState>();
+  private timer: NodeJS.Timeout | null = null;
+  private syncing: Promise<void> = Promise.resolve();
+  private lastPruneMs = 0;
+  private failing = false;
+
+  constructor(private readonly options: SharedRateLimiterOptions) {
+    const interval = options.syncIntervalMs ?? 200;
+    if (interval > 0) {
+      this.timer = setInterval(() => void this.sync(), interval);
+      this.timer.unref();
+    }
+  }
+
+  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision {
+    if (requestsPerMinute === null && tokensPerMinute === null) return OK;
+    const now = this.options.now();
+    const state = this.state(keyId, now);
+    const start = windowStart(now);
+    const fraction = (now - start) / WINDOW_MS;
+    const current = this.total(state, start);
+    const previous = this.total(state, start - WINDOW_MS);
+    if (tokensPerMinute !== null) {
+      // Tokens are charged after the answer, so admission needs room left, as with the in-process buckets.
+      const used = previous.tokens * (1 - fraction) + current.tokens;
+      if (used >= tokensPerMinute) return { ok: false, retryAfterS: retryAfterS(previous.tokens, current.tokens, fraction, tokensPerMinute, 1), limit: 'tokens' };
+    }
+    if (requestsPerMinute !== null) {
+      const used = previous.requests * (1 - fraction) + current.requests;
+      if (used + 1 > requestsPerMinute) return { ok: false, retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1), limit: 'requests' };
+    }
+    add(state.pending, start, { requests: 1, tokens: 0 });
+    return OK;
+  }
+
+  charge(keyId: string, tokensPerMinute: number | null, tokens: number): void {
+    if (tokensPerMinute === null || tokens <= 0) return;
+    const now = this.options.now();
+    add(this.state(keyId, now).pending, windowStart(now), { requests: 0, tokens });
+  }
+
+  /** Writes this instance's counts and reads everyone's; safe to call at any time (calls never overlap). */
+  sync(): Promise<void> {
+    this.syncing = this.syncing.then(() => this.syncOnce());
+    return this.syncing;
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.sync();
+  }
+
+  private state(keyId: string, now: number): KeyState {
+    let s = this.keys.get(keyId);
+    if (!s) {
+      s = { shared: new Map(), pending: new Map(), lastUsedMs: now };
+      this.keys.set(keyId, s);
+    }
+    s.lastUsedMs = now;
+    return s;
+  }
+
+  private total(state: KeyState, start: number): Counts {
+    const a = state.shared.get(start);
+    const b = state.pending.get(start);
+    return { requests: (a?.requests ?? 0) + (b?.requests ?? 0), tokens: (a?.tokens ?? 0) + (b?.tokens ?? 0) };
+  }
+
+  private async syncOnce(): Promise<void> {
+    const now = this.options.now();
+    const oldest = windowStart(now) - WINDOW_MS;
+    const adds: { keyId: string; windowStartMs: number; requests: number; tokens: number }[] = [];
+    const read: string[] = [];
+    const sent = new Map<string, Map<number, Counts>>();
+    for (const [keyId, state] of this.keys) {
+      if (state.pending.size === 0 && now - state.lastUsedMs > 2 * WINDOW_MS) {
+        this.keys.delete(keyId);
+        continue;
+      }
+      read.push(keyId);
+      if (state.pending.size === 0) continue;
+      sent.set(keyId, state.pending);
+      for (const [start, c] of state.pending) if (start >= oldest) adds.push({ keyId, windowStartMs: start, ...c });
+      state.pending = new Map();
+    }
+    if (read.length === 0) return;
+    try {
+      const rows = await addRateCounts(this.options.store, adds, read, oldest);
+      const byKey = new Map<string, Map<number, Counts>>();
+      for (const r of rows) {
+        let m = byKey.get(r.keyId);
+        if (!m) byKey.set(r.keyId, (m = new Map()));
+        m.set(r.windowStartMs, { requests: r.requests, tokens: r.tokens });
+      }
+      for (const keyId of read) {
+        const state = this.keys.get(keyId);
+        if (state) state.shared = byKey.get(keyId) ?? new Map();
+      }
+      if (this.failing) this.options.logger.info('shared rate limits are in step with the store again');
+      this.failing = false;
+      if (now - this.lastPruneMs > WINDOW_MS) {
+        this.lastPruneMs = now;
+        await pruneRateCounts(this.options.store, oldest - WINDOW_MS);
+      }
+    } catch (err) {
+      // The store is away: keep the counts so the next sync carries them, and keep enforcing on what is known.
+      for (const [keyId, pending] of sent) {
+        const state = this.keys.get(keyId) ?? { shared: new Map(), pending: new Map(), lastUsedMs: now };
+        this.keys.set(keyId, state);
+        for (const [start, c] of pending) add(state.pending, start, c);
+      }
+      if (!this.failing) this.options.logger.warn({ err: (err as Error).message }, 'cannot sync rate limits with the store; each control plane enforces them on what it knows until it returns');
+      this.failing = true;
+    }
+  }
+}
+
+function windowStart(nowMs: number): number {
+  return Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
+}
+
+function add(map: Map<number, Counts>, start: number, c: Counts): void {
+  const t = map.get(start) ?? { requests: 0, tokens: 0 };
+  t.requests += c.requests;
+  t.tokens += c.tokens;
+  map.set(start, t);
+}
+
+/**
+ * Seconds until `need` more fits under `limit`, if nothing else is admitted:
+ * first while the previous minute's weight fades, else into the next minute,
+ * where this minute's count becomes the fading one. At least 1, at most 60.
+ */
+function retryAfterS(previous: number, current: number, fraction: number, limit: number, need: number): number {
+  const leftS = (1 - fraction) * 60;
+  if (current + need <= limit && previous > 0) {
+    // previous × (1 − f − t/60) + current + need ≤ limit
+    const t = ((previous * (1 - fraction) + current + need - limit) / previous) * 60;
+    return clampS(t);
+  }
+  if (current === 0) return clampS(leftS);
+  const t = leftS + ((current + need - limit) / current) * 60;
+  return clampS(t);
+}
+
+function clampS(s: number): number {
+  return Math.min(60, Math.max(1, Math.ceil(s)));
+}
