@@ -15,7 +15,7 @@
 // spread evenly over N instances, until the store returns.
 import type { Logger } from 'pino';
 import type { LimitDecision, RequestLimiter } from '../../router/index.js';
-import { addRateCounts, pruneRateCounts, type Store } from '../store/index.js';
+import { addRateCounts, pruneRateCounts, type RateCount, type Store } from '../store/index.js';
 
 const WINDOW_MS = 60_000;
 const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
@@ -33,17 +33,11 @@ interface Counts {
   tokens: number;
 }
 
-interface KeyState {
-  /** Everyone's totals per window start as last read from the store (this instance's flushed counts included). */
-  shared: Map<number, Counts>;
-  /** This instance's counts per window start not yet written. */
-  pending: Map<number, Counts>;
-  /** Epoch ms of the last admission; keys idle for two windows are no longer read. */
-  lastUsedMs: number;
-}
-
 export class SharedRateLimiter implements RequestLimiter {
-  private readonly keys = new Map<string, KeyState>();
+  /** Everyone's totals per key and window start as last read from the store (this instance's written counts included). */
+  private shared = new Map<string, Map<number, Counts>>();
+  /** This instance's counts per key and window start not yet written. */
+  private pending = new Map<string, Map<number, Counts>>();
   private timer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> = Promise.resolve();
   private lastPruneMs = 0;
@@ -60,11 +54,10 @@ export class SharedRateLimiter implements RequestLimiter {
   admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision {
     if (requestsPerMinute === null && tokensPerMinute === null) return OK;
     const now = this.options.now();
-    const state = this.state(keyId, now);
     const start = windowStart(now);
     const fraction = (now - start) / WINDOW_MS;
-    const current = this.total(state, start);
-    const previous = this.total(state, start - WINDOW_MS);
+    const current = this.total(keyId, start);
+    const previous = this.total(keyId, start - WINDOW_MS);
     if (tokensPerMinute !== null) {
       // Tokens are charged after the answer, so admission needs room left, as with the in-process buckets.
       const used = previous.tokens * (1 - fraction) + current.tokens;
@@ -74,14 +67,13 @@ export class SharedRateLimiter implements RequestLimiter {
       const used = previous.requests * (1 - fraction) + current.requests;
       if (used + 1 > requestsPerMinute) return { ok: false, retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1), limit: 'requests' };
     }
-    add(state.pending, start, { requests: 1, tokens: 0 });
+    add(this.pending, keyId, start, { requests: 1, tokens: 0 });
     return OK;
   }
 
   charge(keyId: string, tokensPerMinute: number | null, tokens: number): void {
     if (tokensPerMinute === null || tokens <= 0) return;
-    const now = this.options.now();
-    add(this.state(keyId, now).pending, windowStart(now), { requests: 0, tokens });
+    add(this.pending, keyId, windowStart(this.options.now()), { requests: 0, tokens });
   }
 
   /** Writes this instance's counts and reads everyone's; safe to call at any time (calls never overlap). */
@@ -96,52 +88,26 @@ export class SharedRateLimiter implements RequestLimiter {
     await this.sync();
   }
 
-  private state(keyId: string, now: number): KeyState {
-    let s = this.keys.get(keyId);
-    if (!s) {
-      s = { shared: new Map(), pending: new Map(), lastUsedMs: now };
-      this.keys.set(keyId, s);
-    }
-    s.lastUsedMs = now;
-    return s;
-  }
-
-  private total(state: KeyState, start: number): Counts {
-    const a = state.shared.get(start);
-    const b = state.pending.get(start);
+  private total(keyId: string, start: number): Counts {
+    const a = this.shared.get(keyId)?.get(start);
+    const b = this.pending.get(keyId)?.get(start);
     return { requests: (a?.requests ?? 0) + (b?.requests ?? 0), tokens: (a?.tokens ?? 0) + (b?.tokens ?? 0) };
   }
 
   private async syncOnce(): Promise<void> {
     const now = this.options.now();
     const oldest = windowStart(now) - WINDOW_MS;
-    const adds: { keyId: string; windowStartMs: number; requests: number; tokens: number }[] = [];
-    const read: string[] = [];
-    const sent = new Map<string, Map<number, Counts>>();
-    for (const [keyId, state] of this.keys) {
-      if (state.pending.size === 0 && now - state.lastUsedMs > 2 * WINDOW_MS) {
-        this.keys.delete(keyId);
-        continue;
-      }
-      read.push(keyId);
-      if (state.pending.size === 0) continue;
-      sent.set(keyId, state.pending);
-      for (const [start, c] of state.pending) if (start >= oldest) adds.push({ keyId, windowStartMs: start, ...c });
-      state.pending = new Map();
-    }
-    if (read.length === 0) return;
+    const sent = this.pending;
+    this.pending = new Map();
+    const adds: RateCount[] = [];
+    for (const [keyId, windows] of sent) for (const [start, c] of windows) if (start >= oldest) adds.push({ keyId, windowStartMs: start, ...c });
     try {
-      const rows = await addRateCounts(this.options.store, adds, read, oldest);
-      const byKey = new Map<string, Map<number, Counts>>();
-      for (const r of rows) {
-        let m = byKey.get(r.keyId);
-        if (!m) byKey.set(r.keyId, (m = new Map()));
-        m.set(r.windowStartMs, { requests: r.requests, tokens: r.tokens });
-      }
-      for (const keyId of read) {
-        const state = this.keys.get(keyId);
-        if (state) state.shared = byKey.get(keyId) ?? new Map();
-      }
+      // Every key's recent windows, not only keys seen here: the first request for a key on this instance must
+      // already count what the others admitted. Two rows per key used in the last two minutes.
+      const rows = await addRateCounts(this.options.store, adds, null, oldest);
+      const shared = new Map<string, Map<number, Counts>>();
+      for (const r of rows) add(shared, r.keyId, r.windowStartMs, { requests: r.requests, tokens: r.tokens });
+      this.shared = shared;
       if (this.failing) this.options.logger.info('shared rate limits are in step with the store again');
       this.failing = false;
       if (now - this.lastPruneMs > WINDOW_MS) {
@@ -150,11 +116,7 @@ export class SharedRateLimiter implements RequestLimiter {
       }
     } catch (err) {
       // The store is away: keep the counts so the next sync carries them, and keep enforcing on what is known.
-      for (const [keyId, pending] of sent) {
-        const state = this.keys.get(keyId) ?? { shared: new Map(), pending: new Map(), lastUsedMs: now };
-        this.keys.set(keyId, state);
-        for (const [start, c] of pending) add(state.pending, start, c);
-      }
+      for (const [keyId, windows] of sent) for (const [start, c] of windows) add(this.pending, keyId, start, c);
       if (!this.failing) this.options.logger.warn({ err: (err as Error).message }, 'cannot sync rate limits with the store; each control plane enforces them on what it knows until it returns');
       this.failing = true;
     }
@@ -165,11 +127,13 @@ function windowStart(nowMs: number): number {
   return Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
 }
 
-function add(map: Map<number, Counts>, start: number, c: Counts): void {
-  const t = map.get(start) ?? { requests: 0, tokens: 0 };
+function add(map: Map<string, Map<number, Counts>>, keyId: string, start: number, c: Counts): void {
+  let windows = map.get(keyId);
+  if (!windows) map.set(keyId, (windows = new Map()));
+  const t = windows.get(start) ?? { requests: 0, tokens: 0 };
   t.requests += c.requests;
   t.tokens += c.tokens;
-  map.set(start, t);
+  windows.set(start, t);
 }
 
 /**

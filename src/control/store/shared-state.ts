@@ -144,10 +144,10 @@ export interface RateCount {
 
 /**
  * Adds this instance's counts to the shared ones and returns the totals of
- * every window of those keys at or after `sinceMs` (all instances' counts,
- * this batch's included), in one transaction.
+ * every window of those keys (null = of every key) at or after `sinceMs`
+ * (all instances' counts, this batch's included), in one transaction.
  */
-export async function addRateCounts(store: Store, adds: readonly RateCount[], keyIds: readonly string[], sinceMs: number): Promise<RateCount[]> {
+export async function addRateCounts(store: Store, adds: readonly RateCount[], keyIds: readonly string[] | null, sinceMs: number): Promise<RateCount[]> {
   return store.db.transaction().execute(async (tx) => {
     for (const a of adds) {
       await tx
@@ -161,8 +161,10 @@ export async function addRateCounts(store: Store, adds: readonly RateCount[], ke
         )
         .execute();
     }
-    if (keyIds.length === 0) return [];
-    const rows = await tx.selectFrom('rate_windows').selectAll().where('key_id', 'in', [...keyIds]).where('window_start', '>=', sinceMs).execute();
+    if (keyIds !== null && keyIds.length === 0) return [];
+    let query = tx.selectFrom('rate_windows').selectAll().where('window_start', '>=', sinceMs);
+    if (keyIds !== null) query = query.where('key_id', 'in', [...keyIds]);
+    const rows = await query.execute();
     return rows.map((r) => ({ keyId: r.key_id, windowStartMs: Number(r.window_start), requests: Number(r.requests), tokens: Number(r.tokens) }));
   });
 }
