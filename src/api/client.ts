@@ -8,6 +8,7 @@ import { type Dispatcher, request } from 'undici';
 import type {
   AddedView,
   CollectSummary,
+  ControlPlaneView,
   ExplainView,
   ModelDefinition,
   ModelView,
@@ -141,6 +142,11 @@ export class AdminClient {
   /** Every replica, or those of one model (by name). */
   replicas(options: { model?: string } = {}): Promise<ReplicaView[]> {
     return this.#call('GET', `/api/v1/replicas${query({ model: options.model })}`);
+  }
+
+  /** The control-plane instances sharing the store, and which one leads the reconciler. */
+  controlPlanes(): Promise<ControlPlaneView[]> {
+    return this.#call('GET', '/api/v1/control-planes');
   }
 
   explain(model: string): Promise<ExplainView> {

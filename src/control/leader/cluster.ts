@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import type { ControlPlaneView } from '../../api/types.js';
 import { ShardStatusSchema, type ShardStatus } from '../../protocol/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
@@ -76,24 +77,6 @@ export interface ClusterParts {
   reconciler: Reconciler;
   /** The router's use per replica: lastUsedMs 0 = never used here. */
   replicaUse: () => ReadonlyMap<string, { inFlight: number; lastUsedMs: number }>;
-}
-
-/** GET /api/v1/control-planes: one instance. */
-export interface ControlPlaneView {
-  id: string;
-  /** The admin listener's URL as the instance bound it; absent = not listening yet. */
-  address?: string;
-  client_url?: string;
-  agent_url?: string;
-  is_leader: boolean;
-  /** The leadership epoch this instance holds; absent = it does not lead. */
-  epoch?: number;
-  /** ISO time of its last sync with the store. */
-  last_seen: string;
-  /** Seconds since last_seen, by this instance's clock. */
-  last_seen_seconds: number;
-  /** True for the instance that answered. */
-  self: boolean;
 }
 
 const ShardStatusList = z.array(ShardStatusSchema);

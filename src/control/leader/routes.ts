@@ -2,7 +2,8 @@
 // leads the reconciler. With one instance (SQLite or no store) the answer is
 // this instance alone, leading, with no epoch (there is no election).
 import type { FastifyInstance } from 'fastify';
-import type { Cluster, ControlPlaneView } from './cluster.js';
+import type { ControlPlaneView } from '../../api/types.js';
+import type { Cluster } from './cluster.js';
 
 export interface ControlPlanesRouteOptions {
   /** Null: a single instance. */

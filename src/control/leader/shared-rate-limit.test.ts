@@ -53,6 +53,18 @@ describePostgres('rate limits shared through Postgres', () => {
     await b.close();
   });
 
+  it('counts admissions being written while their sync is in flight', async () => {
+    // Guards a gap that let one request too many through on a busy instance: counts taken out of "pending" for a
+    // sync were, until the totals came back, in neither the pending nor the shared counts.
+    const a = make(storeA);
+    for (let i = 0; i < 4; i++) expect(a.admit('key-4', 4, null).ok).toBe(true);
+    const inFlight = a.sync();
+    expect(a.admit('key-4', 4, null).ok, 'refused while its counts are on their way to the store').toBe(false);
+    await inFlight;
+    expect(a.admit('key-4', 4, null).ok, 'and after').toBe(false);
+    await a.close();
+  });
+
   it('charges tokens on one instance against admissions on the other', async () => {
     const a = make(storeA);
     const b = make(storeB);

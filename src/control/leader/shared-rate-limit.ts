@@ -38,6 +38,8 @@ export class SharedRateLimiter implements RequestLimiter {
   private shared = new Map<string, Map<number, Counts>>();
   /** This instance's counts per key and window start not yet written. */
   private pending = new Map<string, Map<number, Counts>>();
+  /** Counts being written now: still counted until the totals that include them are read back. */
+  private sending = new Map<string, Map<number, Counts>>();
   private timer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> = Promise.resolve();
   private lastPruneMs = 0;
@@ -89,15 +91,20 @@ export class SharedRateLimiter implements RequestLimiter {
   }
 
   private total(keyId: string, start: number): Counts {
-    const a = this.shared.get(keyId)?.get(start);
-    const b = this.pending.get(keyId)?.get(start);
-    return { requests: (a?.requests ?? 0) + (b?.requests ?? 0), tokens: (a?.tokens ?? 0) + (b?.tokens ?? 0) };
+    const out = { requests: 0, tokens: 0 };
+    for (const map of [this.shared, this.sending, this.pending]) {
+      const c = map.get(keyId)?.get(start);
+      out.requests += c?.requests ?? 0;
+      out.tokens += c?.tokens ?? 0;
+    }
+    return out;
   }
 
   private async syncOnce(): Promise<void> {
     const now = this.options.now();
     const oldest = windowStart(now) - WINDOW_MS;
     const sent = this.pending;
+    this.sending = sent;
     this.pending = new Map();
     const adds: RateCount[] = [];
     for (const [keyId, windows] of sent) for (const [start, c] of windows) if (start >= oldest) adds.push({ keyId, windowStartMs: start, ...c });
@@ -108,6 +115,7 @@ export class SharedRateLimiter implements RequestLimiter {
       const shared = new Map<string, Map<number, Counts>>();
       for (const r of rows) add(shared, r.keyId, r.windowStartMs, { requests: r.requests, tokens: r.tokens });
       this.shared = shared;
+      this.sending = new Map();
       if (this.failing) this.options.logger.info('shared rate limits are in step with the store again');
       this.failing = false;
       if (now - this.lastPruneMs > WINDOW_MS) {
@@ -116,6 +124,7 @@ export class SharedRateLimiter implements RequestLimiter {
       }
     } catch (err) {
       // The store is away: keep the counts so the next sync carries them, and keep enforcing on what is known.
+      this.sending = new Map();
       for (const [keyId, windows] of sent) for (const [start, c] of windows) add(this.pending, keyId, start, c);
       if (!this.failing) this.options.logger.warn({ err: (err as Error).message }, 'cannot sync rate limits with the store; each control plane enforces them on what it knows until it returns');
       this.failing = true;

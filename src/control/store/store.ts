@@ -240,13 +240,23 @@ export class Store {
       // A connection that cannot be made is the one failure every caller treats alike: the store is away.
       // Mapped here, once, so an admin write answers 503 with where the store is instead of a bare 500.
       const unreachable = storeUnavailable(where);
+      // pg emits 'error' on a checked-out client that loses its server between two queries (inside a
+      // transaction, say) and the pool listens only on idle ones: unheard, it would end the process. The
+      // query in progress, or the next one, fails on its own; the pool drops the client on release.
+      const heard = new WeakSet<pg.PoolClient>();
       const guarded = {
         connect: async () => {
+          let client: pg.PoolClient;
           try {
-            return await pool.connect();
+            client = await pool.connect();
           } catch (err) {
             throw unreachable(err);
           }
+          if (!heard.has(client)) {
+            heard.add(client);
+            client.on('error', () => {});
+          }
+          return client;
         },
         end: () => pool.end(),
       };
