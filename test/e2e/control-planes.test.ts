@@ -101,6 +101,8 @@ describePostgres('several control planes on one Postgres', () => {
       expect(list.every((r) => r.state === 'ready'), `all still ready: ${JSON.stringify(list.map((r) => r.state))}`).toBe(true);
     }
     expect(stateDirs.map(enginePids), 'no engine was started again').toEqual(pids);
+    const nodes = await getJson<{ id: string; liveness: string }[]>(`${next.address}/api/v1/nodes`);
+    expect(nodes.map((n) => [n.id, n.liveness]), 'the agents failed over and the new leader judges them up').toEqual([['h1', 'up'], ['h2', 'up']]);
 
     // A key limited to 6 requests a minute gets 6 over two instances, not 6 on each.
     const limited = await postJson(`${admins[survivors[0]!]}/api/v1/keys`, { name: 'limited', requests_per_minute: 6 });
