@@ -45,6 +45,9 @@ export interface DiskTotals {
 
 type Listener = (nodeId: string, why: string) => void;
 
+/** How far back each refresh() looks again, ms: a few flush intervals plus clock skew between instances. */
+const REFRESH_OVERLAP_MS = 10_000;
+
 export function hashCredential(credential: string): string {
   return createHash('sha256').update(credential).digest('hex');
 }
@@ -57,6 +60,8 @@ export class Inventory {
   private readonly listeners = new Set<Listener>();
   /** Per node, the capacity fingerprint of its newest report: computed once per report, not twice. */
   private readonly fingerprints = new Map<string, string>();
+  /** When refresh() last read the store, by this clock; null = never (the first reads every node). */
+  private refreshedAtMs: number | null = null;
 
   private constructor(private readonly options: InventoryOptions) {}
 
@@ -213,7 +218,13 @@ export class Inventory {
     const store = this.options.store;
     if (!store) return;
     const now = this.options.now();
-    for (const row of await store.listNodes()) {
+    // After the first, only rows changed lately: reading every node's report each second would cost
+    // megabytes a second in a large fleet. The overlap covers clocks that differ between instances
+    // and heartbeats another instance still holds in its flush buffer.
+    const since = this.refreshedAtMs === null ? undefined : this.refreshedAtMs - REFRESH_OVERLAP_MS;
+    const rows = await store.listNodes(since === undefined ? {} : { changedSinceMs: since });
+    this.refreshedAtMs = now;
+    for (const row of rows) {
       const fresh = fromRow(row);
       const node = this.nodes.get(row.id);
       if (!node) {

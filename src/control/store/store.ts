@@ -338,8 +338,12 @@ export class Store {
 
   // --- nodes ---
 
-  async listNodes(): Promise<NodeRow[]> {
-    const rows = await this.db.selectFrom('nodes').selectAll().orderBy('id').execute();
+  /** Every node; with `changedSinceMs`, only those heard from or changed (joined, state set) at or after it. */
+  async listNodes(options: { changedSinceMs?: number } = {}): Promise<NodeRow[]> {
+    let query = this.db.selectFrom('nodes').selectAll().orderBy('id');
+    const since = options.changedSinceMs;
+    if (since !== undefined) query = query.where((eb) => eb.or([eb('last_seen', '>=', since), eb('updated_at', '>=', since)]));
+    const rows = await query.execute();
     return rows.map(toNodeRow);
   }
 
