@@ -27,7 +27,7 @@ describePostgres('leader election over an advisory lock', () => {
     await db?.drop();
   });
 
-  async function elector(id: string): Promise<LeaderElector> {
+  async function elector(id: string, idleSessionTimeoutMs?: number): Promise<LeaderElector> {
     const store = await Store.open({ location: { kind: 'postgres', url: db.url } });
     stores.push(store);
     const e = new LeaderElector({
@@ -35,6 +35,7 @@ describePostgres('leader election over an advisory lock', () => {
       url: db.url,
       instanceId: id,
       retryIntervalMs: 100,
+      ...(idleSessionTimeoutMs === undefined ? {} : { idleSessionTimeoutMs }),
       now: Date.now,
       logger: pino({ level: 'silent' }),
       onElected: async (epoch) => {
@@ -80,5 +81,49 @@ describePostgres('leader election over an advisory lock', () => {
     await b.close();
     await waitFor('cp-a to lead again', async () => (a.leading ? true : undefined), 5000);
     expect(a.heldEpoch).toBe(3);
+  });
+});
+
+describePostgres('a paused leader', () => {
+  it('loses the lead once the server ends its idle session, and steps down when it wakes', async () => {
+    // A SIGSTOPped leader keeps its TCP connection and, without a server-side timeout, its lock forever:
+    // no instance would lead again until someone killed it by hand.
+    const db = await createTestDatabase();
+    const stores: Store[] = [];
+    const made: LeaderElector[] = [];
+    const deposed: string[] = [];
+    const make = async (id: string) => {
+      const store = await Store.open({ location: { kind: 'postgres', url: db.url } });
+      stores.push(store);
+      const e = new LeaderElector({
+        store,
+        url: db.url,
+        instanceId: id,
+        retryIntervalMs: 100,
+        idleSessionTimeoutMs: 600,
+        now: Date.now,
+        logger: pino({ level: 'silent' }),
+        onElected: async () => {},
+        onDeposed: (reason) => void deposed.push(`${id}: ${reason}`),
+      });
+      made.push(e);
+      return e;
+    };
+    try {
+      const paused = await make('cp-paused');
+      await paused.kick(); // leads, then never probes again: paused
+      expect(paused.leading).toBe(true);
+      const other = await make('cp-other');
+      other.start();
+      await waitFor('the other instance to lead', async () => (other.leading ? true : undefined), 5000);
+      expect(other.heldEpoch).toBe(2);
+      await paused.kick(); // wakes up
+      expect(paused.leading, 'the woken leader found its session gone and stepped down').toBe(false);
+      expect(deposed.some((d) => d.startsWith('cp-paused'))).toBe(true);
+    } finally {
+      for (const e of made) await e.close();
+      for (const s of stores) await s.close();
+      await db.drop();
+    }
   });
 });

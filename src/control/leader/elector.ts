@@ -22,6 +22,14 @@ export interface LeaderElectorOptions {
   role?: string;
   /** How often a follower tries for the lock and a leader probes its connection, ms. Default 1000. */
   retryIntervalMs?: number;
+  /**
+   * The server ends the lock session after this long without a query, ms
+   * (Postgres 14+ idle_session_timeout). A paused leader (SIGSTOP, a frozen
+   * VM) keeps its TCP connection, and so its lock, forever otherwise; this is
+   * how long such a pause may last before another instance leads. Default
+   * five retry intervals; 0 = never (then only a closed connection frees the lock).
+   */
+  idleSessionTimeoutMs?: number;
   now: () => number;
   logger: Logger;
   /** Told once per acquisition, after the epoch is stored. A throw steps down again. */
@@ -149,6 +157,12 @@ export class LeaderElector {
     try {
       await client.connect();
       await client.query(`listen ${CHANGES_CHANNEL}`);
+      const idleMs = this.options.idleSessionTimeoutMs ?? this.retryMs * 5;
+      if (idleMs > 0) {
+        await client.query(`set idle_session_timeout = ${Math.round(idleMs)}`).catch((err: unknown) => {
+          this.options.logger.warn({ err: (err as Error).message }, 'this Postgres has no idle_session_timeout (it needs 14 or newer): a paused leader keeps the lead until its connection closes');
+        });
+      }
     } catch (err) {
       client.removeAllListeners('end');
       await client.end().catch(() => {});
