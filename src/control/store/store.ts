@@ -268,7 +268,9 @@ export class Store {
   }
 
   private async migrate(location: StoreLocation): Promise<void> {
-    const migrator = new Migrator({ db: this.db, provider: new StaticMigrationProvider(this.dialect) });
+    // Unordered: migrations written in parallel (0005 beside 0006) may land in either order, and a store that
+    // ran the later number first must still take the earlier one rather than refuse to start.
+    const migrator = new Migrator({ db: this.db, provider: new StaticMigrationProvider(this.dialect), allowUnorderedMigrations: true });
     const { error, results } = await migrator.migrateToLatest();
     if (error) {
       await this.db.destroy();
