@@ -199,9 +199,9 @@ export class ControlPlane {
 
   async close(): Promise<void> {
     if (this.useTimer) clearInterval(this.useTimer);
-    // First: ending the lock connection lets another instance lead within a second.
-    await this.cluster?.close();
     await this.reconciler.stop();
+    // Right after the pass in progress: ending the lock connection lets another instance lead within a second.
+    await this.cluster?.close();
     this.assignments.releaseAll();
     await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
     await this.inventory.close();

@@ -1,7 +1,8 @@
 // Per-key requests- and tokens-per-minute limits as token buckets: a key may
 // burst up to its per-minute figure and refills continuously, which is what
-// OpenAI's own limits feel like. State is per control plane process: with
-// several control planes behind one address each enforces the limit on its own.
+// OpenAI's own limits feel like. State is per control plane process; several
+// control planes on one Postgres pass a limiter shared through the store
+// instead (src/control/leader/shared-rate-limit.ts).
 export interface LimitDecision {
   readonly ok: boolean;
   /** Seconds until a request would be admitted (for Retry-After); 0 when ok. */
