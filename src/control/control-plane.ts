@@ -132,8 +132,9 @@ export class ControlPlane {
       replicas: () => reconciler.replicas(),
       replicaCounts: () => reconciler.replicaCounts(),
       nodeUsage: () => reconciler.nodeUsage(),
-      explainPlacement: (model) => reconciler.explain(model),
-      blockedDrains: () => reconciler.blockedDrains(),
+      // A follower shows the leader's last pass, which the leader writes to the store.
+      explainPlacement: (model) => (cluster && !cluster.leads() ? cluster.explain(model) : reconciler.explain(model)),
+      blockedDrains: () => (cluster && !cluster.leads() ? cluster.blockedDrains() : reconciler.blockedDrains()),
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
     });
 

@@ -25,11 +25,13 @@ import type { ControlPlaneView } from '../../api/types.js';
 import { ShardStatusSchema, type ShardStatus } from '../../protocol/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
-import type { Reconciler } from '../reconciler/index.js';
+import type { BlockedDrain, ModelRejections, Reconciler } from '../reconciler/index.js';
 import {
   listControlPlanes,
   pruneControlPlanes,
+  readLeaderNotes,
   readLeadership,
+  saveLeaderNotes,
   saveReplicaUse,
   saveShardReports,
   shardReportsSince,
@@ -102,6 +104,9 @@ export class Cluster {
   private readonly appliedReportAt = new Map<string, number>();
   private reportCursorMs = 0;
   private storeReachable = true;
+  /** The leader's last pass as it wrote it (followers show it); the leader answers from its own reconciler. */
+  private notes: LeaderNotes = { explain: [], blockedDrains: [] };
+  private notesWritten = '';
   private closed = false;
   private readonly syncMs: number;
   private readonly reportMs: number;
@@ -159,11 +164,11 @@ export class Cluster {
     this.elector.start();
   }
 
-  /** An agent's shard report received here: written for the leader (and applied here too when this is the leader). */
+  /** An agent's shard report received here (the reconciler has it already): written for the other instances. */
   onShardReport(node: Node, shards: readonly ShardStatus[]): void {
     const at = this.options.now();
     this.pendingReports.set(node.id, { shards: [...shards], atMs: at });
-    if (this.leadingNow) this.appliedReportAt.set(node.id, at);
+    this.appliedReportAt.set(node.id, at);
   }
 
   async close(): Promise<void> {
@@ -174,6 +179,16 @@ export class Cluster {
     await this.syncing;
     await this.reporting;
     await this.limiter.close();
+  }
+
+  /** Why the leader's last pass could not place `model`, as it wrote it; for followers' explain-placement. */
+  explain(model: string): ModelRejections | undefined {
+    return this.notes.explain.find((e) => e.model === model);
+  }
+
+  /** Replicas the leader's last pass could not move off draining nodes, as it wrote them. */
+  blockedDrains(): readonly BlockedDrain[] {
+    return this.notes.blockedDrains;
   }
 
   /** Every instance seen in the last ten minutes, with which one leads. */
@@ -260,6 +275,19 @@ export class Cluster {
           // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
           for (const [id, u] of await sumReplicaUse(store, now - 3 * this.syncMs)) parts.reconciler.reportUse(id, { inFlight: u.inFlight, lastUsedAtMs: u.lastUsedAtMs });
           await pruneControlPlanes(store, now - 3_600_000);
+          const notes: LeaderNotes = {
+            explain: parts.catalog.models().flatMap((m) => parts.reconciler.explain(m.name) ?? []),
+            blockedDrains: [...parts.reconciler.blockedDrains()],
+          };
+          const body = JSON.stringify(notes);
+          if (body !== this.notesWritten && this.epoch !== null) {
+            await saveLeaderNotes(store, RECONCILER_ROLE, notes, this.epoch, now);
+            this.notesWritten = body;
+          }
+        } else {
+          const stored = await readLeaderNotes(store, RECONCILER_ROLE);
+          this.notes = toLeaderNotes(stored?.body);
+          this.notesWritten = '';
         }
       }
       if (!this.storeReachable) this.options.logger.info('the store is reachable again; shared state is back in step');
@@ -272,7 +300,11 @@ export class Cluster {
     }
   }
 
-  /** Writes the shard reports received here; on the leader, applies those received elsewhere. */
+  /**
+   * Writes the shard reports received here and hands those received
+   * elsewhere to the reconciler: the leader folds them into the replicas; a
+   * follower only keeps their fetch progress, so every instance shows it.
+   */
   private exchangeReports(): Promise<void> {
     this.reporting = this.reporting.then(async () => {
       const parts = this.parts;
@@ -286,7 +318,6 @@ export class Cluster {
         for (const b of batch) if (!this.pendingReports.has(b.nodeId)) this.pendingReports.set(b.nodeId, { shards: b.shards as ShardStatus[], atMs: b.atMs });
         return;
       }
-      if (!this.leadingNow) return;
       const now = this.options.now();
       const maxAge = this.options.reportMaxAgeMs ?? 15_000;
       let rows;
@@ -307,6 +338,20 @@ export class Cluster {
     });
     return this.reporting;
   }
+}
+
+interface LeaderNotes {
+  explain: ModelRejections[];
+  blockedDrains: BlockedDrain[];
+}
+
+/** Notes as stored, read leniently: anything unexpected (a newer leader's shape) reads as none. */
+function toLeaderNotes(body: unknown): LeaderNotes {
+  const b = body as Partial<LeaderNotes> | null | undefined;
+  return {
+    explain: Array.isArray(b?.explain) ? b.explain.filter((e) => typeof e?.model === 'string' && Array.isArray(e.rejections)) : [],
+    blockedDrains: Array.isArray(b?.blockedDrains) ? b.blockedDrains.filter((d) => typeof d?.reason === 'string' && Array.isArray(d.nodeIds)) : [],
+  };
 }
 
 function modelsFingerprint(catalog: Catalog): string {

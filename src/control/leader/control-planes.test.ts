@@ -1,7 +1,8 @@
 // Two control planes in one process on one Postgres (real listeners on port
 // 0): exactly one leads, both list each other, and an admin write on either
 // (a model, a key, a node state) is visible on the other within a second,
-// which is what an operator behind a load balancer expects. A single SQLite
+// which is what an operator behind a load balancer expects; explain-placement
+// answers the same on both. A single SQLite
 // instance answers the same endpoint as the one leader.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -89,5 +90,14 @@ describePostgres('two control planes on one Postgres, in one process', () => {
     expect(cordon.statusCode, cordon.body).toBe(200);
     await waitFor('cordoned on A', async () => (a.inventory.get('n1')?.adminState === 'cordoned' ? true : undefined), 5000);
     expect(Date.now() - t, 'the node state reached A within a second').toBeLessThan(1000);
+
+    // Explain-placement answers the same on both: a follower shows what the leader's last pass wrote.
+    const big = await a.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { name: 'big', source: 'hf://org/big', profiles: [{ engine: 'vllm', gpus: 8 }] } });
+    expect(big.statusCode, big.body).toBe(200);
+    const explained = await waitFor('the same explanation on both instances', async () => {
+      const [ea, eb] = await Promise.all([a, b].map(async (p) => (await p.adminApp.inject({ method: 'GET', url: '/api/v1/explain-placement?model=big', headers: auth })).json<{ rejections?: unknown[] }>()));
+      return ea!.rejections?.length && JSON.stringify(ea) === JSON.stringify(eb) ? ea : undefined;
+    }, 10_000);
+    expect(JSON.stringify(explained), 'it names the cordoned node').toContain('n1');
   });
 });

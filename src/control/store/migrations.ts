@@ -145,7 +145,8 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     // State each instance writes for the others: agents' shard reports for the leader, the router's use of
-    // replicas for scaling, and per-key request and token counts per minute for shared rate limits.
+    // replicas for scaling, per-key request and token counts per minute for shared rate limits, and the
+    // leader's placement notes (explain, blocked drains) for admin views on followers.
     '0007_shared_router_state': {
       async up(db: Kysely<unknown>) {
         await db.schema
@@ -171,6 +172,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('requests', 'bigint', (c) => c.notNull())
           .addColumn('tokens', 'bigint', (c) => c.notNull())
           .addPrimaryKeyConstraint('rate_windows_pk', ['key_id', 'window_start'])
+          .execute();
+        await db.schema
+          .createTable('leader_notes')
+          .addColumn('name', 'text', (c) => c.primaryKey())
+          .addColumn('body', 'text', (c) => c.notNull())
+          .addColumn('epoch', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
           .execute();
       },
     },

@@ -157,7 +157,17 @@ export interface RateWindowsTable {
   tokens: number;
 }
 
+/** What the leader of a role knows that followers show: for 'reconciler', its last pass's rejections and blocked drains (JSON). */
+export interface LeaderNotesTable {
+  name: string;
+  body: string;
+  /** The epoch of the leader that wrote it. */
+  epoch: number;
+  updated_at: number;
+}
+
 export interface Database {
+  leader_notes: LeaderNotesTable;
   leadership: LeadershipTable;
   control_planes: ControlPlanesTable;
   shard_reports: ShardReportsTable;

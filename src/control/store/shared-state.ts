@@ -173,3 +173,19 @@ export async function addRateCounts(store: Store, adds: readonly RateCount[], ke
 export async function pruneRateCounts(store: Store, beforeMs: number): Promise<void> {
   await store.db.deleteFrom('rate_windows').where('window_start', '<', beforeMs).execute();
 }
+
+/** Replaces the leader's notes for `role` (unvalidated JSON; readers check what they need). */
+export async function saveLeaderNotes(store: Store, role: string, body: unknown, epoch: number, nowMs: number): Promise<void> {
+  const values = { body: JSON.stringify(body), epoch, updated_at: nowMs };
+  await store.db
+    .insertInto('leader_notes')
+    .values({ name: role, ...values })
+    .onConflict((oc) => oc.column('name').doUpdateSet(values))
+    .execute();
+}
+
+/** The leader's notes for `role`; undefined = none written yet. */
+export async function readLeaderNotes(store: Store, role: string): Promise<{ body: unknown; epoch: number; updatedAtMs: number } | undefined> {
+  const row = await store.db.selectFrom('leader_notes').selectAll().where('name', '=', role).executeTakeFirst();
+  return row ? { body: JSON.parse(row.body) as unknown, epoch: Number(row.epoch), updatedAtMs: Number(row.updated_at) } : undefined;
+}
