@@ -9,6 +9,7 @@ import type {
   AddedView,
   CollectSummary,
   EventsView,
+  ControlPlaneView,
   ExplainView,
   ModelDefinition,
   ModelView,
@@ -148,6 +149,11 @@ export class AdminClient {
   /** Every replica, or those of one model (by name). */
   replicas(options: { model?: string } = {}): Promise<ReplicaView[]> {
     return this.#call('GET', `/api/v1/replicas${query({ model: options.model })}`);
+  }
+
+  /** The control-plane instances sharing the store, and which one leads the reconciler. */
+  controlPlanes(): Promise<ControlPlaneView[]> {
+    return this.#call('GET', '/api/v1/control-planes');
   }
 
   explain(model: string): Promise<ExplainView> {

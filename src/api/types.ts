@@ -288,3 +288,21 @@ export interface EventView {
 export interface EventsView {
   events: EventView[];
 }
+
+/** GET /api/v1/control-planes: one instance. With one instance (SQLite) it is alone, leading, without an epoch. */
+export interface ControlPlaneView {
+  id: string;
+  /** The admin listener's URL as the instance bound it; absent = not listening yet. */
+  address?: string;
+  client_url?: string;
+  agent_url?: string;
+  is_leader: boolean;
+  /** The leadership epoch; present only on the leader of several instances. */
+  epoch?: number;
+  /** ISO time of the instance's last sync with the store. */
+  last_seen: string;
+  /** Seconds since last_seen by the answering instance's clock; more than a few = the instance is gone. */
+  last_seen_seconds: number;
+  /** True for the instance that answered. */
+  self: boolean;
+}

@@ -12,6 +12,7 @@ import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
 import { createJsonApp } from './http/index.js';
 import { Inventory, localDisk } from './inventory/index.js';
+import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
@@ -39,6 +40,7 @@ export interface ControlPlaneUrls {
 
 export class ControlPlane {
   private useTimer: NodeJS.Timeout | null = null;
+  private adminUrl: string | null = null;
 
   private constructor(
     readonly config: ControlConfig,
@@ -55,6 +57,8 @@ export class ControlPlane {
     readonly agentApp: FastifyInstance,
     /** The events log (scaling, nodes, drains, placement failures); `list()` is what GET /api/v1/events and the dashboard read. */
     readonly events: Events,
+    /** Null: this is the only instance (SQLite or no store) and always leads. */
+    readonly cluster: Cluster | null = null,
   ) {}
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
@@ -62,6 +66,8 @@ export class ControlPlane {
     const now = deps.now ?? Date.now;
     const store =
       config.store.kind === 'none' ? null : await Store.open({ location: config.store, ...(deps.now ? { now: deps.now } : {}) });
+    // Several instances on one Postgres: one leads the reconciler, the rest follow through the store (src/control/leader).
+    const cluster = store && config.store.kind === 'postgres' ? new Cluster({ store, url: config.store.url, now, logger: logger.child({ part: 'cluster' }) }) : null;
     let catalog: Catalog;
     let inventory: Inventory | undefined;
     let reconciler: Reconciler;
@@ -80,6 +86,7 @@ export class ControlPlane {
         logger: logger.child({ part: 'reconciler' }),
         intervalMs: config.reconcileIntervalMs,
         events,
+        ...(cluster ? { leads: () => cluster.leads() } : {}),
       });
     } catch (err) {
       await inventory?.close();
@@ -114,9 +121,11 @@ export class ControlPlane {
       logger: logger.child({ part: 'router' }),
       now,
       timeouts: config.router,
+      ...(cluster ? { limiter: cluster.limiter } : {}),
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
-    reconciler.attachDemand(() => ({ replicas: router.replicaUse(), queued: router.queued() }));
+    // With several instances the leader scales on every instance's use, summed through the store.
+    reconciler.attachDemand(() => ({ replicas: cluster?.fleetUse() ?? router.replicaUse(), queued: router.queued() }));
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
       try {
@@ -142,8 +151,9 @@ export class ControlPlane {
       replicas: () => reconciler.replicas(),
       replicaCounts: () => reconciler.replicaCounts(),
       nodeUsage: () => reconciler.nodeUsage(),
-      explainPlacement: (model) => reconciler.explain(model),
-      blockedDrains: () => reconciler.blockedDrains(),
+      // A follower shows the leader's last pass, which the leader writes to the store.
+      explainPlacement: (model) => (cluster && !cluster.leads() ? cluster.explain(model) : reconciler.explain(model)),
+      blockedDrains: () => (cluster && !cluster.leads() ? cluster.blockedDrains() : reconciler.blockedDrains()),
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
       previewPlacement: (models) => reconciler.preview(models),
     };
@@ -176,10 +186,16 @@ export class ControlPlane {
       joinToken: config.joinToken,
       // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
       heartbeatIntervalMs: deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3))),
-      onShardReport: (node, shards) => reconciler.onShardReport(node, shards),
+      onShardReport: (node, shards) => {
+        reconciler.onShardReport(node, shards);
+        cluster?.onShardReport(node, shards);
+      },
     });
 
-    return new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events);
+    cluster?.attach({ catalog, keys: { reload: async () => (keys instanceof StoredKeys ? keys.reload() : undefined) }, inventory, reconciler, replicaUse: () => router.replicaUse() });
+    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster);
+    registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
+    return plane;
   }
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
@@ -196,7 +212,13 @@ export class ControlPlane {
       admin: await bind(this.adminApp, this.config.adminAddr),
       agent: await bind(this.agentApp, this.config.agentAddr),
     };
+    this.adminUrl = urls.admin;
     this.reconciler.start();
+    // Several instances: the cluster sums every instance's use through the store for the leader instead.
+    if (this.cluster) {
+      this.cluster.start(urls);
+      return urls;
+    }
     // The router's per-replica use feeds idle_seconds between passes; scaling reads it fresh at each pass (attachDemand).
     this.useTimer = setInterval(() => {
       for (const [id, use] of this.router.replicaUse()) {
@@ -210,6 +232,8 @@ export class ControlPlane {
   async close(): Promise<void> {
     if (this.useTimer) clearInterval(this.useTimer);
     await this.reconciler.stop();
+    // Right after the pass in progress: ending the lock connection lets another instance lead within a second.
+    await this.cluster?.close();
     this.assignments.releaseAll();
     await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
     await this.inventory.close();

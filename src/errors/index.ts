@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   LLMGW_PLACEMENT_NO_FIT: 400,
   LLMGW_STORE_UNAVAILABLE: 503,
   LLMGW_STORE_MIGRATION: 500,
+  LLMGW_STALE_LEADER: 409,
   LLMGW_ILLEGAL_STATE: 500,
   LLMGW_PROBE_FAILED: 500,
   LLMGW_FETCH_FAILED: 502,
@@ -92,6 +93,29 @@ export class ValidationError extends LlmgwError {
     super(code, lead ? `${lead}${problems.length === 1 ? ': ' : ':\n'}${body}` : body);
     this.name = 'ValidationError';
     this.problems = problems;
+  }
+}
+
+/**
+ * A write to replicas or shards from a control plane whose leadership epoch
+ * is no longer the store's: another instance took the lead while this one was
+ * paused or cut off. The write is refused whole, so a leader that wakes up late
+ * cannot undo its successor's work; the instance steps down on seeing it.
+ */
+export class StaleLeaderError extends LlmgwError {
+  constructor(
+    readonly role: string,
+    readonly heldEpoch: number | null,
+    readonly currentEpoch: number | null,
+  ) {
+    super(
+      'LLMGW_STALE_LEADER',
+      heldEpoch === null
+        ? `this control plane does not lead the ${role}, so it may not write replicas or shards; the leader does`
+        : `this control plane led the ${role} at epoch ${heldEpoch}, but the store is at epoch ${currentEpoch ?? 'none'}: another instance leads now, so this write was refused`,
+      { context: { role, heldEpoch, currentEpoch } },
+    );
+    this.name = 'StaleLeaderError';
   }
 }
 

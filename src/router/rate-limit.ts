@@ -1,7 +1,8 @@
 // Per-key requests- and tokens-per-minute limits as token buckets: a key may
 // burst up to its per-minute figure and refills continuously, which is what
-// OpenAI's own limits feel like. State is per control plane process: with
-// several control planes behind one address each enforces the limit on its own.
+// OpenAI's own limits feel like. State is per control plane process; several
+// control planes on one Postgres pass a limiter shared through the store
+// instead (src/control/leader/shared-rate-limit.ts).
 export interface LimitDecision {
   readonly ok: boolean;
   /** Seconds until a request would be admitted (for Retry-After); 0 when ok. */
@@ -17,7 +18,13 @@ interface Bucket {
 
 const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
 
-export class RateLimiter {
+/** What the router asks of a limiter; RateLimiter is this process's own, src/control/leader has one shared through the store. */
+export interface RequestLimiter {
+  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision;
+  charge(keyId: string, tokensPerMinute: number | null, tokens: number): void;
+}
+
+export class RateLimiter implements RequestLimiter {
   private readonly requests = new Map<string, Bucket>();
   private readonly tokens = new Map<string, Bucket>();
 

@@ -26,7 +26,7 @@ import { replyError, writeError } from './errors.js';
 import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
 import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
-import { RateLimiter } from './rate-limit.js';
+import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
 import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
@@ -93,6 +93,8 @@ export interface RouterDeps {
   logger: Logger;
   /** Epoch ms; absent = Date.now. Key expiry, rate limits, last-used and cold-start deadlines read it. */
   now?: () => number;
+  /** Per-key rate limits; absent = this process's own token buckets (several control planes share one through the store). */
+  limiter?: RequestLimiter;
   /** Uniform in [0, 1); absent = Math.random. Tests pass a seeded one. */
   random?: () => number;
   timeouts?: Partial<RouterTimeouts>;
@@ -175,7 +177,7 @@ export class Router {
   private readonly loadFactor: number;
   private readonly coldPollMs: number;
   private readonly metrics: RouterMetrics;
-  private readonly limiter: RateLimiter;
+  private readonly limiter: RequestLimiter;
   private readonly use = new Map<string, ReplicaUse>();
   /** Requests held per model name while none of its replicas is ready; no entry = none. */
   private readonly held = new Map<string, number>();
@@ -209,7 +211,7 @@ export class Router {
     this.loadFactor = deps.loadFactor ?? 1.25;
     this.coldPollMs = deps.coldPollMs ?? 100;
     this.metrics = new RouterMetrics(deps.registry);
-    this.limiter = new RateLimiter(this.now);
+    this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
     const sweepMs = deps.sweepIntervalMs ?? 30_000;

@@ -4,6 +4,7 @@
 // unreachable: a failure, because CI sets it exactly when a server must be there.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { describe, it } from 'vitest';
 
 export const POSTGRES_URL = process.env.LLMGW_TEST_POSTGRES ?? '';
 export const POSTGRES_SKIP_REASON = POSTGRES_URL
@@ -37,4 +38,25 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       await c.end();
     },
   };
+}
+
+/**
+ * A describe block that needs LLMGW_TEST_POSTGRES: skipped, saying why, when
+ * it is unset on a developer's machine; a failing test when CI is set and it
+ * is not, because there a skipped suite would pass for the wrong reason.
+ */
+export function describePostgres(name: string, fn: () => void): void {
+  if (POSTGRES_URL) {
+    describe(name, fn);
+    return;
+  }
+  if (process.env.CI) {
+    describe(name, () => {
+      it('has a Postgres server to run against', () => {
+        throw new Error(`CI is set but LLMGW_TEST_POSTGRES is not: "${name}" needs a Postgres server (.ci/run starts one and sets it)`);
+      });
+    });
+    return;
+  }
+  describe.skip(`${name} (skipped: ${POSTGRES_SKIP_REASON})`, fn);
 }

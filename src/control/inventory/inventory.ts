@@ -45,6 +45,9 @@ export interface DiskTotals {
 
 type Listener = (nodeId: string, why: string) => void;
 
+/** How far back each refresh() looks again, ms: a few flush intervals plus clock skew between instances. */
+const REFRESH_OVERLAP_MS = 10_000;
+
 export function hashCredential(credential: string): string {
   return createHash('sha256').update(credential).digest('hex');
 }
@@ -57,6 +60,8 @@ export class Inventory {
   private readonly listeners = new Set<Listener>();
   /** Per node, the capacity fingerprint of its newest report: computed once per report, not twice. */
   private readonly fingerprints = new Map<string, string>();
+  /** When refresh() last read the store, by this clock; null = never (the first reads every node). */
+  private refreshedAtMs: number | null = null;
 
   private constructor(private readonly options: InventoryOptions) {}
 
@@ -200,6 +205,56 @@ export class Inventory {
         for (const b of batch) if (!this.pending.has(b.id)) this.pending.set(b.id, b);
       });
     return this.flushing;
+  }
+
+  /**
+   * Merges what other control planes on the same store wrote: nodes that
+   * joined there, credentials from a rejoin there, admin states set there,
+   * and heartbeats received there. Liveness is judged on the newest
+   * heartbeat from any instance, so last_seen only moves forwards. One
+   * instance alone never needs it (its memory is the newest).
+   */
+  async refresh(): Promise<void> {
+    const store = this.options.store;
+    if (!store) return;
+    const now = this.options.now();
+    // After the first, only rows changed lately: reading every node's report each second would cost
+    // megabytes a second in a large fleet. The overlap covers clocks that differ between instances
+    // and heartbeats another instance still holds in its flush buffer.
+    const since = this.refreshedAtMs === null ? undefined : this.refreshedAtMs - REFRESH_OVERLAP_MS;
+    const rows = await store.listNodes(since === undefined ? {} : { changedSinceMs: since });
+    this.refreshedAtMs = now;
+    for (const row of rows) {
+      const fresh = fromRow(row);
+      const node = this.nodes.get(row.id);
+      if (!node) {
+        this.nodes.set(row.id, fresh);
+        if (fresh.report) this.fingerprints.set(row.id, capacityFingerprint(fresh.report));
+        this.changed(row.id, 'joined through another control plane');
+        continue;
+      }
+      node.hostname = fresh.hostname;
+      node.mgmtAddr = fresh.mgmtAddr;
+      node.labels = fresh.labels;
+      node.credentialHash = fresh.credentialHash;
+      node.mgmtToken = fresh.mgmtToken;
+      if (fresh.adminState !== node.adminState) {
+        const from = node.adminState;
+        node.adminState = fresh.adminState;
+        this.changed(row.id, `state ${from} -> ${fresh.adminState} (set through another control plane)`);
+      }
+      if (fresh.lastSeenMs === null || (node.lastSeenMs !== null && fresh.lastSeenMs <= node.lastSeenMs)) continue;
+      const wasLive = this.liveness(node, now);
+      node.lastSeenMs = fresh.lastSeenMs;
+      // The stored report is rewritten only when capacity changed, so a differing one is news.
+      const fingerprint = capacityFingerprint(fresh.report);
+      const reportChanged = fresh.report !== null && this.fingerprints.get(row.id) !== fingerprint;
+      if (reportChanged) {
+        node.report = fresh.report;
+        this.fingerprints.set(row.id, fingerprint);
+      }
+      if (wasLive !== this.liveness(node, now) || reportChanged) this.changed(row.id, reportChanged ? 'capacity changed (reported to another control plane)' : `back (${wasLive})`);
+    }
   }
 
   async setState(id: string, state: AdminState, actor: string): Promise<Node> {

@@ -36,6 +36,12 @@ export interface ReconcilerOptions {
   /** How often a pass runs when nothing notifies sooner. */
   intervalMs: number;
   plan?: PlanOptions;
+  /**
+   * Whether this process leads the reconciler now; absent = always (SQLite or
+   * no store: one instance). A follower runs no pass and writes no replica;
+   * it serves the records reload() reads from the store (see src/control/leader).
+   */
+  leads?: () => boolean;
   /** New ids; absent = random ones. Tests pass a counter. */
   newId?: (kind: 'replica' | 'shard') => string;
   /** Where scaling decisions, drains, failures and node liveness changes are recorded; absent = the log only. */
@@ -126,7 +132,7 @@ export class Reconciler {
 
   /** Runs a pass soon; calls before it starts are coalesced into one. */
   notify(): void {
-    if (this.soon || this.closed) return;
+    if (this.soon || this.closed || this.options.leads?.() === false) return;
     this.soon = setImmediate(() => {
       this.soon = null;
       void this.pass().catch((err: unknown) => this.options.logger.error({ err }, 'reconciler pass failed'));
@@ -136,6 +142,23 @@ export class Reconciler {
   /** One pass now, after whatever is queued; resolves with its plan. */
   pass(): Promise<Plan> {
     return this.enqueue(() => this.runPass());
+  }
+
+  /**
+   * Replaces the records with the store's, after whatever is queued: how a
+   * follower sees the leader's work, and how a new leader adopts it. Listeners
+   * and agents hear only of a real change.
+   */
+  reload(): Promise<void> {
+    return this.enqueue(async () => {
+      const store = this.options.store;
+      if (!store || this.closed) return;
+      const records = withLastUsed((await store.listReplicas()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)), this.lastUsed);
+      if (JSON.stringify(records) === JSON.stringify(this.records)) return;
+      this.records = records;
+      this.recordsChanged();
+      this.publish();
+    });
   }
 
   /** The agent's shard states for one node; applied in order with passes. */
@@ -466,6 +489,8 @@ export class Reconciler {
   }
 
   private async applyReport(nodeId: string, statuses: readonly ShardStatus[]): Promise<void> {
+    // A follower forwards reports through the store (src/control/leader); only the leader folds them in.
+    if (this.options.leads?.() === false) return;
     const reported = new Map(statuses.map((s) => [s.shard_id, s]));
     const now = this.options.now();
     const changed: ReplicaRecord[] = [];

@@ -59,6 +59,7 @@ export class StoredKeys implements KeyStore {
         revoked_at: record.revokedAtMs,
       })
       .execute();
+    await this.store.announce(this.store.db, 'keys');
     this.byHash.set(record.hash, record);
     this.byId.set(record.id, record);
   }
@@ -69,6 +70,7 @@ export class StoredKeys implements KeyStore {
 
   async revoke(id: string, atMs: number): Promise<boolean> {
     const result = await this.store.db.updateTable('api_keys').set({ revoked_at: atMs }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
+    await this.store.announce(this.store.db, 'keys');
     const old = this.byId.get(id);
     if (!old) return Number(result.numUpdatedRows) > 0;
     const revoked = { ...old, revokedAtMs: old.revokedAtMs ?? atMs };

@@ -136,6 +136,68 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('events_model_id').on('events').columns(['model', 'id']).execute();
       },
     },
+    // 0005 is another change's (an events table); numbers are names, so the two land in either order.
+    // Several control planes on one Postgres: who leads the reconciler (the epoch fences a stale leader's
+    // writes) and which instances are alive. Created on SQLite too, where one instance always leads, so the
+    // schema is one schema.
+    '0006_leadership': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('leadership')
+          .addColumn('name', 'text', (c) => c.primaryKey())
+          .addColumn('epoch', 'bigint', (c) => c.notNull())
+          .addColumn('holder', 'text', (c) => c.notNull())
+          .addColumn('acquired_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('control_planes')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('client_url', 'text')
+          .addColumn('admin_url', 'text')
+          .addColumn('agent_url', 'text')
+          .addColumn('started_at', 'bigint', (c) => c.notNull())
+          .addColumn('last_seen', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
+    // State each instance writes for the others: agents' shard reports for the leader, the router's use of
+    // replicas for scaling, per-key request and token counts per minute for shared rate limits, and the
+    // leader's placement notes (explain, blocked drains) for admin views on followers.
+    '0007_shared_router_state': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('shard_reports')
+          .addColumn('node_id', 'text', (c) => c.primaryKey())
+          .addColumn('instance_id', 'text', (c) => c.notNull())
+          .addColumn('shards', 'text', (c) => c.notNull())
+          .addColumn('at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('replica_use')
+          .addColumn('instance_id', 'text', (c) => c.notNull())
+          .addColumn('replica_id', 'text', (c) => c.notNull())
+          .addColumn('in_flight', 'integer', (c) => c.notNull())
+          .addColumn('last_used_at', 'bigint')
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('replica_use_pk', ['instance_id', 'replica_id'])
+          .execute();
+        await db.schema
+          .createTable('rate_windows')
+          .addColumn('key_id', 'text', (c) => c.notNull())
+          .addColumn('window_start', 'bigint', (c) => c.notNull())
+          .addColumn('requests', 'bigint', (c) => c.notNull())
+          .addColumn('tokens', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('rate_windows_pk', ['key_id', 'window_start'])
+          .execute();
+        await db.schema
+          .createTable('leader_notes')
+          .addColumn('name', 'text', (c) => c.primaryKey())
+          .addColumn('body', 'text', (c) => c.notNull())
+          .addColumn('epoch', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }
 

@@ -125,8 +125,70 @@ export interface EventsTable {
   message: string;
 }
 
+/** Who leads a singleton role ('reconciler'); the epoch grows on every acquisition and fences a stale leader's writes. */
+export interface LeadershipTable {
+  name: string;
+  epoch: number;
+  /** The control plane's instance id. */
+  holder: string;
+  acquired_at: number;
+}
+
+/** One row per control-plane instance that has run against this store; last_seen says whether it still does. */
+export interface ControlPlanesTable {
+  id: string;
+  /** Listener URLs as the instance bound them; null = not listening yet. */
+  client_url: string | null;
+  admin_url: string | null;
+  agent_url: string | null;
+  started_at: number;
+  last_seen: number;
+}
+
+/** The newest shard statuses an agent reported to some instance, for the leader to apply. */
+export interface ShardReportsTable {
+  node_id: string;
+  instance_id: string;
+  /** JSON array of ShardStatus as the agent sent it. */
+  shards: string;
+  at: number;
+}
+
+/** Each instance's router use of each replica; the leader sums in_flight over fresh rows. */
+export interface ReplicaUseTable {
+  instance_id: string;
+  replica_id: string;
+  in_flight: number;
+  /** Null = this instance never used it. */
+  last_used_at: number | null;
+  updated_at: number;
+}
+
+/** Requests admitted and tokens charged per key per minute (window_start: epoch ms, a multiple of 60 000), summed over instances. */
+export interface RateWindowsTable {
+  key_id: string;
+  window_start: number;
+  requests: number;
+  tokens: number;
+}
+
+/** What the leader of a role knows that followers show: for 'reconciler', its last pass's rejections and blocked drains (JSON). */
+export interface LeaderNotesTable {
+  name: string;
+  body: string;
+  /** The epoch of the leader that wrote it. */
+  epoch: number;
+  updated_at: number;
+}
+
 export interface Database {
   events: EventsTable;
+  leader_notes: LeaderNotesTable;
+  leadership: LeadershipTable;
+  control_planes: ControlPlanesTable;
+  shard_reports: ShardReportsTable;
+  replica_use: ReplicaUseTable;
+  rate_windows: RateWindowsTable;
   api_keys: ApiKeysTable;
   usage: UsageTable;
   models: ModelsTable;

@@ -5,9 +5,9 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, type Transaction } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
-import { LlmgwError } from '../../errors/index.js';
+import { LlmgwError, StaleLeaderError } from '../../errors/index.js';
 import { type Dialect, StaticMigrationProvider } from './migrations.js';
 import type { Database, NodesTable, ReplicasTable, ShardsTable } from './schema.js';
 
@@ -57,6 +57,27 @@ export type EventInput = Omit<EventRow, 'id' | 'model' | 'node' | 'replica' | 'f
   from?: number | null;
   to?: number | null;
 };
+
+/**
+ * What a leading control plane holds: the role's name in the leadership
+ * table and the epoch it acquired. With a fence set, every replica and shard
+ * write first checks (under a share lock on the leadership row, so an
+ * acquisition waits for the write to commit) that the stored epoch is still
+ * this one, and throws StaleLeaderError when it is not.
+ */
+export interface LeaderFence {
+  readonly role: string;
+  /** The epoch this instance holds; null = it does not lead now (every fenced write is refused). */
+  epoch(): number | null;
+  /** Told when a write was refused because the store moved on: the holder steps down. */
+  onStale?(err: StaleLeaderError): void;
+}
+
+/** What changed, as sent on CHANGES_CHANNEL; other instances reload that part. */
+export type ChangeTopic = 'catalog' | 'keys' | 'nodes' | 'replicas';
+
+/** The Postgres channel on which writes announce themselves (NOTIFY is sent at commit, so a listener reads committed rows). */
+export const CHANGES_CHANNEL = 'llmgw_changes';
 
 export interface StoreOptions {
   location: StoreLocation;
@@ -189,16 +210,27 @@ export class Store {
     readonly db: Kysely<Database>,
     readonly dialect: Dialect,
     private readonly now: () => number,
+    /** Where the store is, for messages: "Postgres at db:5432" or the SQLite path; never credentials. */
+    readonly where: string,
   ) {}
+
+  private fence: LeaderFence | null = null;
+
+  /** Fences replica and shard writes from now on (Postgres with several instances); null removes the fence. */
+  setLeaderFence(fence: LeaderFence | null): void {
+    this.fence = fence;
+  }
 
   /** Opens the store and brings its schema up to date. */
   static async open(options: StoreOptions): Promise<Store> {
     const now = options.now ?? Date.now;
     let db: Kysely<Database>;
     let dialect: Dialect;
+    let where: string;
     if (options.location.kind === 'sqlite') {
       dialect = 'sqlite';
       const path = options.location.path;
+      where = `SQLite at ${path}`;
       let sqlite: BetterSqlite3.Database;
       try {
         if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -216,6 +248,7 @@ export class Store {
       db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
     } else {
       dialect = 'postgres';
+      where = postgresWhere(options.location.url);
       const pool = new pg.Pool({
         connectionString: options.location.url,
         max: 10,
@@ -225,21 +258,48 @@ export class Store {
       });
       // An idle client losing its server must not crash the process; the next query reports it.
       pool.on('error', () => {});
-      db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+      // A connection that cannot be made is the one failure every caller treats alike: the store is away.
+      // Mapped here, once, so an admin write answers 503 with where the store is instead of a bare 500.
+      const unreachable = storeUnavailable(where);
+      // pg emits 'error' on a checked-out client that loses its server between two queries (inside a
+      // transaction, say) and the pool listens only on idle ones: unheard, it would end the process. The
+      // query in progress, or the next one, fails on its own; the pool drops the client on release.
+      const heard = new WeakSet<pg.PoolClient>();
+      const guarded = {
+        connect: async () => {
+          let client: pg.PoolClient;
+          try {
+            client = await pool.connect();
+          } catch (err) {
+            throw unreachable(err);
+          }
+          if (!heard.has(client)) {
+            heard.add(client);
+            client.on('error', () => {});
+          }
+          return client;
+        },
+        end: () => pool.end(),
+      };
+      db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guarded as unknown as pg.Pool }) });
     }
-    const store = new Store(db, dialect, now);
+    const store = new Store(db, dialect, now, where);
     await store.migrate(options.location);
     return store;
   }
 
   private async migrate(location: StoreLocation): Promise<void> {
-    const migrator = new Migrator({ db: this.db, provider: new StaticMigrationProvider(this.dialect) });
+    // Unordered: migrations written in parallel (0005 beside 0006) may land in either order, and a store that
+    // ran the later number first must still take the earlier one rather than refuse to start.
+    const migrator = new Migrator({ db: this.db, provider: new StaticMigrationProvider(this.dialect), allowUnorderedMigrations: true });
     const { error, results } = await migrator.migrateToLatest();
     if (error) {
       await this.db.destroy();
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       const where = location.kind === 'sqlite' ? location.path : 'Postgres';
-      const cause = error as Error & { code?: string };
+      // At start-up "admin writes are refused" would mislead: nothing starts. Report the connection's own error.
+      const unwrapped = error instanceof LlmgwError && error.code === 'LLMGW_STORE_UNAVAILABLE' ? error.cause : error;
+      const cause = unwrapped as Error & { code?: string };
       if (cause.code === 'ECONNREFUSED' || cause.code === 'ENOTFOUND' || /connect|timeout/i.test(cause.message)) {
         throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot reach the store (${where}): ${cause.message}`, { cause });
       }
@@ -283,6 +343,7 @@ export class Store {
         .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: audit.actor, updated_at: at })
         .execute();
       await this.insertAudit(tx, at, audit);
+      await this.announce(tx, 'catalog');
     });
   }
 
@@ -293,14 +354,19 @@ export class Store {
       const result = await tx.deleteFrom('models').where('name', '=', name).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0) return false;
       await this.insertAudit(tx, at, audit);
+      await this.announce(tx, 'catalog');
       return true;
     });
   }
 
   // --- nodes ---
 
-  async listNodes(): Promise<NodeRow[]> {
-    const rows = await this.db.selectFrom('nodes').selectAll().orderBy('id').execute();
+  /** Every node; with `changedSinceMs`, only those heard from or changed (joined, state set) at or after it. */
+  async listNodes(options: { changedSinceMs?: number } = {}): Promise<NodeRow[]> {
+    let query = this.db.selectFrom('nodes').selectAll().orderBy('id');
+    const since = options.changedSinceMs;
+    if (since !== undefined) query = query.where((eb) => eb.or([eb('last_seen', '>=', since), eb('updated_at', '>=', since)]));
+    const rows = await query.execute();
     return rows.map(toNodeRow);
   }
 
@@ -326,6 +392,7 @@ export class Store {
       if (existing) await tx.updateTable('nodes').set(values).where('id', '=', node.id).execute();
       else await tx.insertInto('nodes').values({ id: node.id, admin_state: 'ready', last_seen: null, report: null, joined_at: at, ...values }).execute();
       await this.insertAudit(tx, at, audit);
+      await this.announce(tx, 'nodes');
       const row = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirstOrThrow();
       return toNodeRow(row);
     });
@@ -338,6 +405,7 @@ export class Store {
       const result = await tx.updateTable('nodes').set({ admin_state: state, updated_at: at }).where('id', '=', id).executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return false;
       await this.insertAudit(tx, at, audit);
+      await this.announce(tx, 'nodes');
       return true;
     });
   }
@@ -392,6 +460,7 @@ export class Store {
   async saveReplicas(upserts: readonly ReplicaWrite[], removed: readonly string[]): Promise<void> {
     if (upserts.length === 0 && removed.length === 0) return;
     await this.db.transaction().execute(async (tx) => {
+      await this.checkFence(tx);
       if (removed.length) {
         await tx.deleteFrom('shards').where('replica_id', 'in', [...removed]).execute();
         await tx.deleteFrom('replicas').where('id', 'in', [...removed]).execute();
@@ -437,28 +506,37 @@ export class Store {
             .execute();
         }
       }
+      await this.announce(tx, 'replicas');
     });
   }
 
   /** Sets one replica's state (and error, when given); false when there is no such replica. */
   async setReplicaState(id: string, state: string, options: { error?: string | null; stateSinceMs?: number } = {}): Promise<boolean> {
     const at = this.now();
-    const result = await this.db
-      .updateTable('replicas')
-      .set({ state, updated_at: at, state_since: options.stateSinceMs ?? at, ...(options.error === undefined ? {} : { error: options.error }) })
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+    return this.db.transaction().execute(async (tx) => {
+      await this.checkFence(tx);
+      const result = await tx
+        .updateTable('replicas')
+        .set({ state, updated_at: at, state_since: options.stateSinceMs ?? at, ...(options.error === undefined ? {} : { error: options.error }) })
+        .where('id', '=', id)
+        .executeTakeFirst();
+      await this.announce(tx, 'replicas');
+      return Number(result.numUpdatedRows) > 0;
+    });
   }
 
   /** Sets one shard's state as its agent reported it; false when there is no such shard. */
   async setShardState(id: string, state: string, options: { error?: string | null; endpoint?: string | null } = {}): Promise<boolean> {
-    const result = await this.db
-      .updateTable('shards')
-      .set({ state, ...(options.error === undefined ? {} : { error: options.error }), ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }) })
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+    return this.db.transaction().execute(async (tx) => {
+      await this.checkFence(tx);
+      const result = await tx
+        .updateTable('shards')
+        .set({ state, ...(options.error === undefined ? {} : { error: options.error }), ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }) })
+        .where('id', '=', id)
+        .executeTakeFirst();
+      await this.announce(tx, 'replicas');
+      return Number(result.numUpdatedRows) > 0;
+    });
   }
 
   // --- audit ---
@@ -525,10 +603,58 @@ export class Store {
     return Number(result.numDeletedRows);
   }
 
+  /**
+   * Tells the other instances that `topic` changed (Postgres only; SQLite has
+   * one instance). Inside a transaction it is sent at commit, never for a
+   * write that rolled back.
+   */
+  async announce(db: Kysely<Database> | Transaction<Database>, topic: ChangeTopic): Promise<void> {
+    if (this.dialect !== 'postgres') return;
+    await sql`select pg_notify(${CHANGES_CHANNEL}, ${topic})`.execute(db);
+  }
+
+  /** Throws StaleLeaderError when a fence is set and the store's epoch is not the one held. */
+  private async checkFence(tx: Transaction<Database>): Promise<void> {
+    const fence = this.fence;
+    if (!fence) return;
+    const held = fence.epoch();
+    if (held === null) throw new StaleLeaderError(fence.role, null, null);
+    // FOR SHARE: an instance acquiring the role (UPDATE … epoch + 1) waits for this write to commit, so
+    // it reads the replicas only after every write the old epoch could still make.
+    let query = tx.selectFrom('leadership').select('epoch').where('name', '=', fence.role);
+    if (this.dialect === 'postgres') query = query.forShare();
+    const row = await query.executeTakeFirst();
+    const current = row ? Number(row.epoch) : null;
+    if (current !== held) {
+      const err = new StaleLeaderError(fence.role, held, current);
+      fence.onStale?.(err);
+      throw err;
+    }
+  }
+
   private async insertAudit(db: Kysely<Database> | Transaction<Database>, at: number, entry: AuditInput): Promise<void> {
     await db
       .insertInto('audit_log')
       .values({ at, actor: entry.actor, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
       .execute();
   }
+}
+
+/** "Postgres at host:port" from a connection URL, never its user or password. */
+export function postgresWhere(url: string): string {
+  try {
+    const u = new URL(url);
+    return `Postgres at ${u.hostname || 'localhost'}:${u.port || '5432'}`;
+  } catch {
+    return 'Postgres';
+  }
+}
+
+/** Wraps a connection failure as LLMGW_STORE_UNAVAILABLE (503) naming the store and what to expect. */
+function storeUnavailable(where: string): (err: unknown) => LlmgwError {
+  return (err) => {
+    if (err instanceof LlmgwError) return err;
+    const message = err instanceof Error ? err.message || (err as Error & { code?: string }).code || 'unknown error' : String(err);
+    return new LlmgwError('LLMGW_STORE_UNAVAILABLE', `the store (${where}) is unreachable: ${message}; admin writes are refused until it returns`, { cause: err });
+  };
 }

@@ -1,0 +1,372 @@
+// One control-plane instance among several on one Postgres: the glue that
+// makes the others' work visible here and this one's visible there. Every
+// instance serves clients, admins and agents; one, elected through an
+// advisory lock (elector.ts), leads the reconciler and fences its writes with
+// its epoch. What the others need crosses through the store:
+//
+// - catalog, keys, node states and replicas: written by whichever instance,
+//   announced with NOTIFY, reloaded here at once (and polled every sync
+//   interval in case a notification was missed);
+// - heartbeats: each instance flushes the ones it received; liveness here is
+//   judged on the newest from any instance (Inventory.refresh);
+// - agents' shard reports: written by the instance that received them, read
+//   and applied by the leader;
+// - the router's use of replicas (in flight, last used): written by every
+//   instance, summed by the leader for scaling and idleness.
+//
+// A follower serves replica readiness and draining from the store's rows; the
+// leader serves from its own records, which it writes. With SQLite there is
+// one instance and none of this runs: it always leads.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { ControlPlaneView } from '../../api/types.js';
+import { ShardStatusSchema, type ShardStatus } from '../../protocol/index.js';
+import type { Catalog } from '../catalog/index.js';
+import type { Inventory, Node } from '../inventory/index.js';
+import type { BlockedDrain, ModelRejections, Reconciler } from '../reconciler/index.js';
+import {
+  listControlPlanes,
+  pruneControlPlanes,
+  readLeaderNotes,
+  readLeadership,
+  saveLeaderNotes,
+  saveReplicaUse,
+  saveShardReports,
+  shardReportsSince,
+  type Store,
+  sumReplicaUse,
+  touchControlPlane,
+} from '../store/index.js';
+import { LeaderElector } from './elector.js';
+import { SharedRateLimiter } from './shared-rate-limit.js';
+
+export const RECONCILER_ROLE = 'reconciler';
+
+export interface ClusterOptions {
+  /** A Postgres store; the cluster sets its leader fence. */
+  store: Store;
+  /** The same store's URL: the elector holds its lock and LISTENs on a connection of its own. */
+  url: string;
+  /** This instance's id; absent = hostname, pid and a random suffix. */
+  instanceId?: string;
+  now: () => number;
+  logger: Logger;
+  /** How often everything shared is polled (a missed NOTIFY costs at most this), ms. Default 1000. */
+  syncIntervalMs?: number;
+  /** How often received shard reports are written, and read by the leader, ms. Default 200. */
+  reportIntervalMs?: number;
+  /** How often rate-limit counts are exchanged, ms. Default 200 (see shared-rate-limit.ts for the tolerance). */
+  rateSyncIntervalMs?: number;
+  /** How often followers try for the lock, ms. Default 1000. */
+  electionRetryMs?: number;
+  /**
+   * After winning the lock, how long to wait before the first pass, ms, so
+   * heartbeats the other instances received (flushed every second) are in
+   * the store and no live node is judged lost. Default 1500.
+   */
+  takeoverGraceMs?: number;
+  /** Reports older than this are a dead instance's and never applied, ms; the inventory's stale window fits. Default 15 000. */
+  reportMaxAgeMs?: number;
+}
+
+/** What the cluster reads and drives; attached once the control plane has built them. */
+export interface ClusterParts {
+  catalog: Catalog;
+  keys: { reload(): Promise<void> };
+  inventory: Inventory;
+  reconciler: Reconciler;
+  /** The router's use per replica: lastUsedMs 0 = never used here. */
+  replicaUse: () => ReadonlyMap<string, { inFlight: number; lastUsedMs: number }>;
+}
+
+const ShardStatusList = z.array(ShardStatusSchema);
+
+export class Cluster {
+  readonly instanceId: string;
+  /** Per-key rate limits counted across every instance; the router's limiter. */
+  readonly limiter: SharedRateLimiter;
+  private readonly elector: LeaderElector;
+  private parts: ClusterParts | null = null;
+  /** True once a new leader has adopted the store's replicas; the reconciler's `leads`. */
+  private leadingNow = false;
+  /** The last sum of every instance's replica use; null before the first (see fleetUse). */
+  private fleetUseSeen: ReadonlyMap<string, { inFlight: number; lastUsedMs: number }> | null = null;
+  private urls: { client: string; admin: string; agent: string } | null = null;
+  private readonly startedAtMs: number;
+  private syncTimer: NodeJS.Timeout | null = null;
+  private reportTimer: NodeJS.Timeout | null = null;
+  private syncing: Promise<void> = Promise.resolve();
+  private reporting: Promise<void> = Promise.resolve();
+  private dirty = new Set<string>();
+  private dirtyTimer: NodeJS.Timeout | null = null;
+  private readonly pendingReports = new Map<string, { shards: ShardStatus[]; atMs: number }>();
+  /** Per node, when the report the leader last applied was received (by any instance). */
+  private readonly appliedReportAt = new Map<string, number>();
+  private reportCursorMs = 0;
+  private storeReachable = true;
+  /** The leader's last pass as it wrote it (followers show it); the leader answers from its own reconciler. */
+  private notes: LeaderNotes = { explain: [], blockedDrains: [] };
+  private notesWritten = '';
+  private closed = false;
+  private readonly syncMs: number;
+  private readonly reportMs: number;
+
+  constructor(private readonly options: ClusterOptions) {
+    this.instanceId = options.instanceId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+    this.startedAtMs = options.now();
+    this.syncMs = options.syncIntervalMs ?? 1000;
+    this.reportMs = options.reportIntervalMs ?? 200;
+    this.limiter = new SharedRateLimiter({ store: options.store, now: options.now, logger: options.logger, ...(options.rateSyncIntervalMs === undefined ? {} : { syncIntervalMs: options.rateSyncIntervalMs }) });
+    this.elector = new LeaderElector({
+      store: options.store,
+      url: options.url,
+      instanceId: this.instanceId,
+      role: RECONCILER_ROLE,
+      retryIntervalMs: options.electionRetryMs ?? 1000,
+      now: options.now,
+      logger: options.logger,
+      onElected: (epoch) => this.takeOver(epoch),
+      onDeposed: () => {
+        this.leadingNow = false;
+      },
+      onChange: (topic) => this.changed(topic),
+    });
+    options.store.setLeaderFence({
+      role: RECONCILER_ROLE,
+      // Only once adoption is done: a pass queued before it must not write over the store's newer rows.
+      epoch: () => (this.leadingNow ? this.elector.heldEpoch : null),
+      onStale: (err) => this.elector.stepDown(err.message),
+    });
+  }
+
+  /** Whether this instance leads the reconciler now (and has adopted the store's replicas). */
+  /**
+   * Every instance's use of each replica, summed at the last sync, for the
+   * scaler on the leader (in flight everywhere, newest use anywhere). Null on
+   * a follower and before the first sum: then only this instance's own is known.
+   */
+  fleetUse(): ReadonlyMap<string, { inFlight: number; lastUsedMs: number }> | null {
+    return this.leadingNow ? this.fleetUseSeen : null;
+  }
+
+  leads(): boolean {
+    return this.leadingNow;
+  }
+
+  get epoch(): number | null {
+    return this.leadingNow ? this.elector.heldEpoch : null;
+  }
+
+  attach(parts: ClusterParts): void {
+    this.parts = parts;
+  }
+
+  /** Starts election and the sync loops; `urls` are what this instance listens on, for the control-planes list. */
+  start(urls: { client: string; admin: string; agent: string }): void {
+    if (this.closed || this.syncTimer) return;
+    this.urls = urls;
+    this.syncTimer = setInterval(() => void this.sync('*'), this.syncMs);
+    this.syncTimer.unref();
+    this.reportTimer = setInterval(() => void this.exchangeReports(), this.reportMs);
+    this.reportTimer.unref();
+    void this.sync('*');
+    this.elector.start();
+  }
+
+  /** An agent's shard report received here (the reconciler has it already): written for the other instances. */
+  onShardReport(node: Node, shards: readonly ShardStatus[]): void {
+    const at = this.options.now();
+    this.pendingReports.set(node.id, { shards: [...shards], atMs: at });
+    this.appliedReportAt.set(node.id, at);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const t of [this.syncTimer, this.reportTimer, this.dirtyTimer]) if (t) clearTimeout(t);
+    await this.elector.close();
+    this.leadingNow = false;
+    await this.syncing;
+    await this.reporting;
+    await this.limiter.close();
+  }
+
+  /** Why the leader's last pass could not place `model`, as it wrote it; for followers' explain-placement. */
+  explain(model: string): ModelRejections | undefined {
+    return this.notes.explain.find((e) => e.model === model);
+  }
+
+  /** Replicas the leader's last pass could not move off draining nodes, as it wrote them. */
+  blockedDrains(): readonly BlockedDrain[] {
+    return this.notes.blockedDrains;
+  }
+
+  /** Every instance seen in the last ten minutes, with which one leads. */
+  async controlPlanes(): Promise<ControlPlaneView[]> {
+    const now = this.options.now();
+    const [rows, leader] = await Promise.all([listControlPlanes(this.options.store, now - 600_000), readLeadership(this.options.store, RECONCILER_ROLE)]);
+    return rows.map((r) => {
+      const isLeader = r.id === this.instanceId ? this.leadingNow : leader?.holder === r.id;
+      return {
+        id: r.id,
+        ...(r.adminUrl ? { address: r.adminUrl } : {}),
+        ...(r.clientUrl ? { client_url: r.clientUrl } : {}),
+        ...(r.agentUrl ? { agent_url: r.agentUrl } : {}),
+        is_leader: isLeader,
+        ...(isLeader && leader ? { epoch: leader.epoch } : {}),
+        last_seen: new Date(r.lastSeenMs).toISOString(),
+        last_seen_seconds: Math.max(0, Math.floor((now - r.lastSeenMs) / 1000)),
+        self: r.id === this.instanceId,
+      };
+    });
+  }
+
+  private async takeOver(epoch: number): Promise<void> {
+    const grace = this.options.takeoverGraceMs ?? 1500;
+    if (grace > 0) await new Promise((r) => setTimeout(r, grace));
+    if (this.elector.heldEpoch !== epoch || this.closed) return;
+    const parts = this.parts;
+    if (!parts) throw new Error('the cluster was elected before the control plane attached its parts');
+    await parts.inventory.refresh();
+    // Adopt: the replicas as the store has them, with every write of the previous epoch committed (the epoch
+    // increment waited for them). Nothing running is restarted: the records say what agents already run.
+    await parts.reconciler.reload();
+    this.reportCursorMs = this.options.now() - (this.options.reportMaxAgeMs ?? 15_000);
+    if (this.elector.heldEpoch !== epoch || this.closed) return;
+    this.leadingNow = true;
+    this.options.logger.info({ epoch, replicas: parts.reconciler.replicas().length }, 'leading the reconciler: adopted the stored replicas');
+    parts.reconciler.notify();
+  }
+
+  /** A NOTIFY: reload that part soon, coalescing a burst of them. */
+  private changed(topic: string): void {
+    this.dirty.add(topic);
+    if (this.dirtyTimer) return;
+    this.dirtyTimer = setTimeout(() => {
+      this.dirtyTimer = null;
+      const topics = this.dirty;
+      this.dirty = new Set();
+      for (const t of topics) void this.sync(t);
+    }, 20);
+  }
+
+  private sync(topic: string): Promise<void> {
+    this.syncing = this.syncing.then(() => this.syncOnce(topic));
+    return this.syncing;
+  }
+
+  private async syncOnce(topic: string): Promise<void> {
+    const parts = this.parts;
+    if (!parts || this.closed) return;
+    const all = topic === '*';
+    const store = this.options.store;
+    const now = this.options.now();
+    try {
+      if (all || topic === 'catalog') {
+        const before = modelsFingerprint(parts.catalog);
+        await parts.catalog.reload();
+        if (modelsFingerprint(parts.catalog) !== before) parts.reconciler.notify();
+      }
+      if (all || topic === 'keys') await parts.keys.reload();
+      if (all || topic === 'nodes') await parts.inventory.refresh();
+      if ((all || topic === 'replicas') && !this.leadingNow) await parts.reconciler.reload();
+      if (all) {
+        await touchControlPlane(store, {
+          id: this.instanceId,
+          clientUrl: this.urls?.client ?? null,
+          adminUrl: this.urls?.admin ?? null,
+          agentUrl: this.urls?.agent ?? null,
+          startedAtMs: this.startedAtMs,
+          lastSeenMs: now,
+        });
+        const use = [...parts.replicaUse()].map(([replicaId, u]) => ({ replicaId, inFlight: u.inFlight, lastUsedAtMs: u.lastUsedMs === 0 ? null : u.lastUsedMs }));
+        await saveReplicaUse(store, this.instanceId, use, now);
+        if (this.leadingNow) {
+          // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
+          const summed = await sumReplicaUse(store, now - 3 * this.syncMs);
+          for (const [id, u] of summed) parts.reconciler.reportUse(id, { inFlight: u.inFlight, lastUsedAtMs: u.lastUsedAtMs });
+          this.fleetUseSeen = new Map([...summed].map(([id, u]) => [id, { inFlight: u.inFlight, lastUsedMs: u.lastUsedAtMs ?? 0 }]));
+          await pruneControlPlanes(store, now - 3_600_000);
+          const notes: LeaderNotes = {
+            explain: parts.catalog.models().flatMap((m) => parts.reconciler.explain(m.name) ?? []),
+            blockedDrains: [...parts.reconciler.blockedDrains()],
+          };
+          const body = JSON.stringify(notes);
+          if (body !== this.notesWritten && this.epoch !== null) {
+            await saveLeaderNotes(store, RECONCILER_ROLE, notes, this.epoch, now);
+            this.notesWritten = body;
+          }
+        } else {
+          const stored = await readLeaderNotes(store, RECONCILER_ROLE);
+          this.notes = toLeaderNotes(stored?.body);
+          this.notesWritten = '';
+        }
+      }
+      if (!this.storeReachable) this.options.logger.info('the store is reachable again; shared state is back in step');
+      this.storeReachable = true;
+    } catch (err) {
+      if (this.storeReachable) {
+        this.options.logger.warn({ err: (err as Error).message, topic }, 'cannot sync with the store; serving from what this instance knows until it returns');
+      }
+      this.storeReachable = false;
+    }
+  }
+
+  /**
+   * Writes the shard reports received here and hands those received
+   * elsewhere to the reconciler: the leader folds them into the replicas; a
+   * follower only keeps their fetch progress, so every instance shows it.
+   */
+  private exchangeReports(): Promise<void> {
+    this.reporting = this.reporting.then(async () => {
+      const parts = this.parts;
+      if (!parts || this.closed) return;
+      const batch = [...this.pendingReports].map(([nodeId, r]) => ({ nodeId, instanceId: this.instanceId, shards: r.shards, atMs: r.atMs }));
+      this.pendingReports.clear();
+      try {
+        await saveShardReports(this.options.store, batch);
+      } catch {
+        // Put back what is not newer already; the next round retries. Reports are level-triggered, so only the newest matters.
+        for (const b of batch) if (!this.pendingReports.has(b.nodeId)) this.pendingReports.set(b.nodeId, { shards: b.shards as ShardStatus[], atMs: b.atMs });
+        return;
+      }
+      const now = this.options.now();
+      const maxAge = this.options.reportMaxAgeMs ?? 15_000;
+      let rows;
+      try {
+        rows = await shardReportsSince(this.options.store, this.reportCursorMs, this.instanceId);
+      } catch {
+        return;
+      }
+      for (const row of rows) {
+        this.reportCursorMs = Math.max(this.reportCursorMs, row.atMs);
+        if (row.atMs < now - maxAge || row.atMs <= (this.appliedReportAt.get(row.nodeId) ?? 0)) continue;
+        const node = parts.inventory.get(row.nodeId);
+        const statuses = ShardStatusList.safeParse(row.shards);
+        if (!node || !statuses.success) continue;
+        this.appliedReportAt.set(row.nodeId, row.atMs);
+        parts.reconciler.onShardReport(node, statuses.data);
+      }
+    });
+    return this.reporting;
+  }
+}
+
+interface LeaderNotes {
+  explain: ModelRejections[];
+  blockedDrains: BlockedDrain[];
+}
+
+/** Notes as stored, read leniently: anything unexpected (a newer leader's shape) reads as none. */
+function toLeaderNotes(body: unknown): LeaderNotes {
+  const b = body as Partial<LeaderNotes> | null | undefined;
+  return {
+    explain: Array.isArray(b?.explain) ? b.explain.filter((e) => typeof e?.model === 'string' && Array.isArray(e.rejections)) : [],
+    blockedDrains: Array.isArray(b?.blockedDrains) ? b.blockedDrains.filter((d) => typeof d?.reason === 'string' && Array.isArray(d.nodeIds)) : [],
+  };
+}
+
+function modelsFingerprint(catalog: Catalog): string {
+  return JSON.stringify(catalog.models().map((m) => [m.name, m.definition]));
+}

@@ -1,0 +1,116 @@
+// Epoch fencing at the store, the guard behind leader election: a control
+// plane that led, was paused (GC, a stopped VM, a cut network) and wakes up
+// after another instance took the lead must not be able to write replicas or
+// shards. Without the fence it would undo its successor's work, e.g. delete a
+// replica the new leader just started, costing a running engine.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { StaleLeaderError } from '../../errors/index.js';
+import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
+import { acquireEpoch, readLeadership } from './shared-state.js';
+import { type ReplicaWrite, Store } from './store.js';
+
+function replica(id: string, state: string): ReplicaWrite {
+  return {
+    id,
+    model: 'm',
+    profile: 'p',
+    pool: null,
+    fabric: null,
+    state,
+    endpoint: null,
+    error: null,
+    createdAtMs: 1,
+    lastUsedAtMs: null,
+    failures: 0,
+    nextRetryAtMs: null,
+    stateSinceMs: 1,
+    replaces: null,
+    updatedAtMs: 1,
+    shards: [{ id: `${id}-s0`, nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'pending', error: null, endpoint: null }],
+  };
+}
+
+describePostgres('leadership epochs fence replica writes (two Store handles on one Postgres)', () => {
+  let db: TestDatabase;
+  let old: Store;
+  let fresh: Store;
+  let oldEpoch: number | null = null;
+  let freshEpoch: number | null = null;
+  const staleSeen: StaleLeaderError[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    old = await Store.open({ location: { kind: 'postgres', url: db.url } });
+    fresh = await Store.open({ location: { kind: 'postgres', url: db.url } });
+    old.setLeaderFence({ role: 'reconciler', epoch: () => oldEpoch, onStale: (err) => staleSeen.push(err) });
+    fresh.setLeaderFence({ role: 'reconciler', epoch: () => freshEpoch });
+  });
+
+  afterAll(async () => {
+    await old?.close();
+    await fresh?.close();
+    await db?.drop();
+  });
+
+  it('refuses a write from an instance that holds no epoch', async () => {
+    await expect(old.saveReplicas([replica('rep-0', 'pending')], [])).rejects.toMatchObject({ code: 'LLMGW_STALE_LEADER' });
+  });
+
+  it('lets the holder of the current epoch write, and refuses it once another instance acquired a newer one', async () => {
+    oldEpoch = await acquireEpoch(old, 'reconciler', 'cp-old', 1000);
+    expect(oldEpoch).toBe(1);
+    await old.saveReplicas([replica('rep-1', 'pending')], []);
+
+    freshEpoch = await acquireEpoch(fresh, 'reconciler', 'cp-new', 2000);
+    expect(freshEpoch, 'each acquisition increments the epoch').toBe(2);
+    expect(await readLeadership(fresh, 'reconciler')).toMatchObject({ epoch: 2, holder: 'cp-new' });
+    await fresh.saveReplicas([replica('rep-1', 'ready')], []);
+
+    // The paused leader wakes up, still believing it holds epoch 1, and tries to remove the replica.
+    const err = await old.saveReplicas([], ['rep-1']).catch((e: unknown) => e);
+    expect(err, 'the stale write is refused with a typed error').toBeInstanceOf(StaleLeaderError);
+    expect(err).toMatchObject({ code: 'LLMGW_STALE_LEADER', heldEpoch: 1, currentEpoch: 2 });
+    expect(staleSeen.length, 'the stale instance is told, so it steps down').toBe(1);
+    await expect(old.setReplicaState('rep-1', 'failed')).rejects.toBeInstanceOf(StaleLeaderError);
+    await expect(old.setShardState('rep-1-s0', 'failed')).rejects.toBeInstanceOf(StaleLeaderError);
+
+    const rows = await fresh.listReplicas();
+    expect(rows.map((r) => [r.id, r.state, r.shards[0]?.state]), "the new leader's work is intact").toEqual([['rep-1', 'ready', 'pending']]);
+  });
+
+  it('makes an acquisition wait for a write of the old epoch in flight, so the new leader reads it', async () => {
+    // The old leader's write holds the leadership row FOR SHARE until it commits; the increment queues behind it.
+    oldEpoch = await acquireEpoch(old, 'reconciler', 'cp-old', 3000);
+    const slow = old.db.transaction().execute(async (tx) => {
+      await tx.selectFrom('leadership').select('epoch').where('name', '=', 'reconciler').forShare().execute();
+      await new Promise((r) => setTimeout(r, 300));
+      await tx.insertInto('replicas').values({ ...row('rep-late') }).execute();
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const started = Date.now();
+    freshEpoch = await acquireEpoch(fresh, 'reconciler', 'cp-new', 4000);
+    expect(Date.now() - started, 'the acquisition waited for the in-flight write').toBeGreaterThanOrEqual(150);
+    await slow;
+    expect((await fresh.listReplicas()).map((r) => r.id)).toContain('rep-late');
+  });
+});
+
+function row(id: string) {
+  return {
+    id,
+    model: 'm',
+    profile: 'p',
+    pool: null,
+    fabric: null,
+    state: 'pending',
+    endpoint: null,
+    error: null,
+    created_at: 1,
+    last_used_at: null,
+    failures: 0,
+    next_retry_at: null,
+    state_since: 1,
+    replaces: null,
+    updated_at: 1,
+  };
+}

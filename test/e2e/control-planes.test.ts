@@ -1,0 +1,129 @@
+// Three `llmgw control` processes on one Postgres, with simulated agents that
+// know all three and sim engines. Every instance serves: a model added on
+// one is listed and routed on the others. One leads the reconciler; when it
+// is killed with SIGKILL under client load, another leads within a few
+// seconds and adopts the running replicas: no engine is started again (pids
+// and replica ids unchanged) and no client request to a surviving instance
+// fails. A key's rate limit holds across instances.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { ADMIN, chat, clientLoad, type ControlPlaneView, enginePids, getJson, JOIN, postJson, replicasOf, startSimAgent, weightsDir } from '../support/fleet.js';
+import { createTestDatabase, describePostgres, type TestDatabase } from '../support/postgres.js';
+import { killEnginesOf, startControl, stopAll, waitFor } from '../support/processes.js';
+
+const stateDirs: string[] = [];
+let db: TestDatabase | undefined;
+
+afterAll(async () => {
+  await stopAll();
+  killEnginesOf(stateDirs);
+  await db?.drop();
+});
+
+describePostgres('several control planes on one Postgres', () => {
+  it('share the catalog and routing, survive kill -9 of the leader without restarting a replica, and share rate limits', { timeout: 240_000 }, async () => {
+    db = await createTestDatabase();
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-ha-'));
+    const args = ['--store', db.url, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '500ms', '--log-level', 'warn'];
+    const cps = [await startControl(args), await startControl(args), await startControl(args)];
+    const admins = cps.map((c) => c.urls.admin);
+
+    const planes = await waitFor('exactly one leader among three instances', async () => {
+      const list = await getJson<ControlPlaneView[]>(`${admins[1]}/api/v1/control-planes`);
+      return list.length === 3 && list.filter((c) => c.is_leader).length === 1 ? list : undefined;
+    });
+    const leaderView = planes.find((c) => c.is_leader)!;
+    const leaderIndex = admins.indexOf(leaderView.address!);
+    expect(leaderIndex, `the leader's address ${leaderView.address} is one of ${admins.join(', ')}`).toBeGreaterThanOrEqual(0);
+    expect(leaderView.epoch, 'the leader shows its epoch').toBeGreaterThanOrEqual(1);
+
+    // Agents list every instance, leader first, so killing the leader forces them to fail over.
+    const order = [leaderIndex, ...[0, 1, 2].filter((i) => i !== leaderIndex)];
+    const controlList = order.map((i) => cps[i]!.urls.agent).join(',');
+    for (const [n, id] of ['h1', 'h2'].entries()) {
+      const stateDir = join(dir, id);
+      stateDirs.push(stateDir);
+      startSimAgent(controlList, stateDir, id, { first: 29000 + n * 50, count: 50 });
+    }
+    for (const admin of admins) {
+      await waitFor(`two nodes up as ${admin} sees them`, async () => {
+        const nodes = await getJson<{ liveness: string }[]>(`${admin}/api/v1/nodes`);
+        return nodes.length === 2 && nodes.every((n) => n.liveness === 'up') ? true : undefined;
+      });
+    }
+
+    // A model added on a follower is placed by the leader and listed everywhere.
+    const follower = order[1]!;
+    const add = await postJson(`${admins[follower]}/api/v1/models`, { name: 'chat', source: weightsDir(dir), scaling: { min: 2 }, profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }] });
+    expect(add.status, await add.clone().text()).toBe(200);
+    for (const admin of admins) {
+      await waitFor(`two ready replicas as ${admin} sees them`, async () => {
+        const list = await replicasOf(admin, 'chat');
+        return list.length === 2 && list.every((r) => r.state === 'ready') ? true : undefined;
+      }, 60_000);
+    }
+
+    // A key made on one instance works on every instance, and the model routes through each.
+    const made = await postJson(`${admins[order[2]!]}/api/v1/keys`, { name: 'load' });
+    expect(made.status).toBe(201);
+    const { secret } = (await made.json()) as { secret: string };
+    for (const cp of cps) {
+      await waitFor(`a completion routed through ${cp.urls.client}`, async () => ((await chat(cp.urls.client, secret, 'chat')) === 200 ? true : undefined), 10_000);
+    }
+
+    // Kill the leader under load on the survivors.
+    const ids = (await replicasOf(admins[follower]!, 'chat')).map((r) => r.id).sort();
+    const pids = stateDirs.map(enginePids);
+    const survivors = order.slice(1);
+    const load = clientLoad(survivors.map((i) => cps[i]!.urls.client), secret, 'chat');
+    await new Promise((r) => setTimeout(r, 500));
+    const killedAt = Date.now();
+    await cps[leaderIndex]!.stop('SIGKILL');
+    const next = await waitFor('another instance leads', async () => {
+      const list = await getJson<ControlPlaneView[]>(`${admins[follower]}/api/v1/control-planes`);
+      const leader = list.find((c) => c.is_leader && c.address !== admins[leaderIndex]);
+      return leader && (leader.epoch ?? 0) > leaderView.epoch! ? leader : undefined;
+    }, 20_000);
+    const takeoverMs = Date.now() - killedAt;
+    expect(takeoverMs, 'a new leader within the bound (lock retry 1 s + takeover grace 1.5 s + slack)').toBeLessThan(10_000);
+    expect(survivors.map((i) => admins[i])).toContain(next.address);
+
+    // Let the new leader run several passes with agents failing over to it, then look again.
+    await new Promise((r) => setTimeout(r, 4000));
+    const statuses = await load.stop();
+    expect(statuses.length, 'the load ran').toBeGreaterThan(20);
+    expect(statuses.filter((s) => s !== 200), `no request to a surviving instance failed (statuses: ${[...new Set(statuses)].join(', ')})`).toEqual([]);
+    for (const i of survivors) {
+      const list = await replicasOf(admins[i]!, 'chat');
+      expect(list.map((r) => r.id).sort(), `the same replicas on ${admins[i]}, not new ones`).toEqual(ids);
+      expect(list.every((r) => r.state === 'ready'), `all still ready: ${JSON.stringify(list.map((r) => r.state))}`).toBe(true);
+    }
+    expect(stateDirs.map(enginePids), 'no engine was started again').toEqual(pids);
+    const nodes = await getJson<{ id: string; liveness: string }[]>(`${next.address}/api/v1/nodes`);
+    expect(nodes.map((n) => [n.id, n.liveness]), 'the agents failed over and the new leader judges them up').toEqual([['h1', 'up'], ['h2', 'up']]);
+
+    // A key limited to 6 requests a minute gets 6 over two instances, not 6 on each.
+    const limited = await postJson(`${admins[survivors[0]!]}/api/v1/keys`, { name: 'limited', requests_per_minute: 6 });
+    const limitedSecret = ((await limited.json()) as { secret: string }).secret;
+    const [a, b] = survivors.map((i) => cps[i]!.urls.client) as [string, string];
+    await waitFor('the limited key known on the other instance', async () => {
+      const res = await fetch(`${b}/v1/models`, { headers: { authorization: `Bearer ${limitedSecret}` } });
+      return res.status === 200 ? true : undefined;
+    });
+    // The estimate slides over two fixed minutes; keep both batches inside one so the expected counts are exact.
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 50_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
+    const first: number[] = [];
+    for (let i = 0; i < 4; i++) first.push(await chat(a, limitedSecret, 'chat'));
+    // Two sync intervals (200 ms each) is the stated tolerance; wait well past it.
+    await new Promise((r) => setTimeout(r, 1000));
+    const second: number[] = [];
+    for (let i = 0; i < 4; i++) second.push(await chat(b, limitedSecret, 'chat'));
+    expect(first, 'the first instance admits four').toEqual([200, 200, 200, 200]);
+    expect(second, 'the second admits only the two left of six').toEqual([200, 200, 429, 429]);
+  });
+});
+
+

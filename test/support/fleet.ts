@@ -1,0 +1,100 @@
+// Helpers for end-to-end tests that run a fleet of real processes: simulated
+// agents, the admin and client calls the tests make, and the sim engines'
+// pids (read from the agents' state directories) to tell a replica that kept
+// running from one that was started again.
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startLlmgw } from './processes.js';
+
+export const JOIN = 'e2e-join-token-0123456789abcdef';
+export const ADMIN = 'e2e-admin-token-0123456789abcdef';
+export const adminHeaders = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e' };
+
+export interface ReplicaView {
+  id: string;
+  model: string;
+  state: string;
+  endpoint?: string;
+  shards: { node: string; state: string }[];
+}
+
+export interface ControlPlaneView {
+  id: string;
+  address?: string;
+  is_leader: boolean;
+  epoch?: number;
+  last_seen_seconds: number;
+  self: boolean;
+}
+
+/** Starts a simulated agent (no GPUs) with its own port range; `control` may list several URLs, comma-separated. */
+export function startSimAgent(control: string, stateDir: string, id: string, ports: { first: number; count: number }) {
+  return startLlmgw([
+    'agent', '--control', control, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir,
+    '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', `${ports.first}-${ports.first + ports.count - 1}`, '--log-level', 'warn',
+  ]);
+}
+
+export async function getJson<T>(url: string): Promise<T> {
+  const res = await fetch(url, { headers: adminHeaders });
+  if (res.status !== 200) throw new Error(`GET ${url} answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+export async function replicasOf(admin: string, model: string): Promise<ReplicaView[]> {
+  return getJson<ReplicaView[]>(`${admin}/api/v1/replicas?model=${encodeURIComponent(model)}`);
+}
+
+export async function postJson(url: string, body: unknown): Promise<Response> {
+  return fetch(url, { method: 'POST', headers: adminHeaders, body: JSON.stringify(body) });
+}
+
+/** A tiny chat completion; resolves with the HTTP status (0 when the connection failed). */
+export async function chat(client: string, key: string, model: string): Promise<number> {
+  try {
+    const res = await fetch(`${client}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** The sim engines' pids an agent recorded, sorted: unchanged means nothing was restarted. */
+export function enginePids(stateDir: string): number[] {
+  const dir = join(stateDir, 'shards');
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => (JSON.parse(readFileSync(join(dir, f), 'utf8')) as { pid: number }).pid)
+    .sort((a, b) => a - b);
+}
+
+export function weightsDir(dir: string): string {
+  const w = join(dir, 'weights');
+  mkdirSync(w, { recursive: true });
+  return `file://${w}`;
+}
+
+/**
+ * Sends requests back to back from `workers` loops, round robin over
+ * `clients`, until stop() is called; stop resolves with every status seen.
+ */
+export function clientLoad(clients: readonly string[], key: string, model: string, workers = 3): { stop(): Promise<number[]> } {
+  let running = true;
+  const statuses: number[] = [];
+  const loops = Array.from({ length: workers }, async (_, w) => {
+    for (let i = w; running; i++) statuses.push(await chat(clients[i % clients.length]!, key, model));
+  });
+  return {
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      return statuses;
+    },
+  };
+}
