@@ -193,6 +193,29 @@ describe('the router through the openai client', () => {
     expect(h.router.replicaUse().has('r1'), 'a replica that is gone is forgotten').toBe(false);
   });
 
+  it('answers injected requests (no real socket) like real ones', async () => {
+    const logger = pino({ level: 'silent' });
+    const app = createJsonApp({ logger, bodyLimitBytes: 1 << 20, shapeError: openAiErrorShape });
+    const keys = new MemoryKeyStore();
+    const m = model({ name: 'alpha' });
+    registerRouter(app, {
+      catalog: { resolve: (n) => (n === 'alpha' ? m : undefined), models: () => [m] },
+      replicas: new StubDirectory(),
+      keys,
+      authRequired: true,
+      usage: new MemoryUsageSink(),
+      registry: new Registry(),
+      logger,
+      sweepIntervalMs: 0,
+    });
+    cleanups.push(() => app.close());
+    const { secret } = await issueKey(keys, { name: 'inject' }, Date.now(), 'test');
+    const list = await app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${secret}` } });
+    expect(list.statusCode, list.body).toBe(200);
+    const chat = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: { model: 'nope', messages: [{ role: 'user', content: 'x' }] }, headers: { authorization: `Bearer ${secret}` } });
+    expect(chat.statusCode, chat.body).toBe(404);
+  });
+
   it('serves a model by its alias without rewriting the body', async () => {
     const a = model({ name: 'alpha', aliases: ['a1'] });
     const h = await harness([a]);

@@ -269,7 +269,7 @@ export class Router {
   // ---- the endpoints ----------------------------------------------------
 
   async listModels(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    request.raw.socket?.setTimeout(0);
+    armBodyTimeout(request.raw.socket, 0);
     const key = await this.authenticate(request, reply);
     if (key === undefined) return reply;
     const data: unknown[] = [];
@@ -282,7 +282,7 @@ export class Router {
 
   /** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
   async getModel(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    request.raw.socket?.setTimeout(0);
+    armBodyTimeout(request.raw.socket, 0);
     const key = await this.authenticate(request, reply);
     if (key === undefined) return reply;
     const m = this.deps.catalog.resolve(id);
@@ -294,7 +294,7 @@ export class Router {
 
   async infer(endpoint: Endpoint, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     // The body is in: from here the client may be slow to read, which the total timeout bounds.
-    request.raw.socket?.setTimeout(0);
+    armBodyTimeout(request.raw.socket, 0);
     const startedAt = performance.now() - reply.elapsedTime;
     const key = await this.authenticate(request, reply);
     if (key === undefined) return reply;
@@ -684,7 +684,8 @@ function allows(key: ApiKeyRecord, model: Model): boolean {
 
 /** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */
 function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
-  socket?.setTimeout(ms);
+  // An injected request (Fastify's inject, in tests) has a socket stand-in without timeouts.
+  if (typeof socket?.setTimeout === 'function') socket.setTimeout(ms);
 }
 
 /**
