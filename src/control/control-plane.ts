@@ -125,7 +125,7 @@ export class ControlPlane {
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
     // With several instances the leader scales on every instance's use, summed through the store.
-    reconciler.attachDemand(() => ({ replicas: cluster?.fleetUse() ?? router.replicaUse(), queued: router.queued() }));
+    reconciler.attachDemand(() => ({ replicas: cluster?.fleetUse() ?? router.replicaUse(), queued: withFleetQueued(router.queued(), cluster?.fleetQueued() ?? null) }));
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
       try {
@@ -192,7 +192,14 @@ export class ControlPlane {
       },
     });
 
-    cluster?.attach({ catalog, keys: { reload: async () => (keys instanceof StoredKeys ? keys.reload() : undefined) }, inventory, reconciler, replicaUse: () => router.replicaUse() });
+    cluster?.attach({
+      catalog,
+      keys: { reload: async () => (keys instanceof StoredKeys ? keys.reload() : undefined) },
+      inventory,
+      reconciler,
+      replicaUse: () => router.replicaUse(),
+      queued: () => router.queued(),
+    });
     const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster);
     registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
     return plane;
@@ -241,6 +248,17 @@ export class ControlPlane {
     await this.events.flush();
     await this.store?.close();
   }
+}
+
+/**
+ * Held requests per model as the scaler sees them: this instance's own, now,
+ * or every instance's summed at the last sync (which lags this one's by up
+ * to a sync), whichever is more. `fleet` null = this instance alone.
+ */
+function withFleetQueued(local: ReadonlyMap<string, number>, fleet: ReadonlyMap<string, number> | null): Map<string, number> {
+  const out = new Map(local);
+  for (const [model, n] of fleet ?? []) out.set(model, Math.max(n, out.get(model) ?? 0));
+  return out;
 }
 
 /**

@@ -115,14 +115,36 @@ describePostgres('several control planes on one Postgres', () => {
     // The estimate slides over two fixed minutes; keep both batches inside one so the expected counts are exact.
     const intoMinute = Date.now() % 60_000;
     if (intoMinute > 50_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
-    const first: number[] = [];
-    for (let i = 0; i < 4; i++) first.push(await chat(a, limitedSecret, 'chat'));
+    const firstBatch: number[] = [];
+    for (let i = 0; i < 4; i++) firstBatch.push(await chat(a, limitedSecret, 'chat'));
     // Two sync intervals (200 ms each) is the stated tolerance; wait well past it.
     await new Promise((r) => setTimeout(r, 1000));
     const second: number[] = [];
     for (let i = 0; i < 4; i++) second.push(await chat(b, limitedSecret, 'chat'));
-    expect(first, 'the first instance admits four').toEqual([200, 200, 200, 200]);
+    expect(firstBatch, 'the first instance admits four').toEqual([200, 200, 200, 200]);
     expect(second, 'the second admits only the two left of six').toEqual([200, 200, 429, 429]);
+
+    // A model at zero, asked for through a follower: the request is held there, its demand reaches the
+    // leader through the store, the leader starts one replica, and the request is answered.
+    const newLeader = admins.indexOf(next.address!);
+    const aFollower = survivors.find((i) => i !== newLeader)!;
+    const cold = await postJson(`${admins[newLeader]}/api/v1/models`, {
+      name: 'cold',
+      source: weightsDir(dir),
+      scaling: { min: 0, max: 1 },
+      profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }],
+    });
+    expect(cold.status, await cold.clone().text()).toBe(200);
+    await waitFor('the cold model known on the follower', async () => ((await getJson<{ name: string }[]>(`${admins[aFollower]}/api/v1/models`)).some((m) => m.name === 'cold') ? true : undefined));
+    expect(await replicasOf(admins[aFollower]!, 'cold'), 'nothing runs for it yet').toEqual([]);
+    const first = await fetch(`${cps[aFollower]!.urls.client}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cold', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+      signal: AbortSignal.timeout(90_000),
+    });
+    expect(first.status, `the first request, held through a cold start on a follower: ${await first.clone().text()}`).toBe(200);
+    expect((await replicasOf(admins[newLeader]!, 'cold')).length, 'one replica was started for it').toBe(1);
   });
 });
 

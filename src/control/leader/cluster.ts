@@ -37,6 +37,8 @@ import {
   shardReportsSince,
   type Store,
   sumReplicaUse,
+  saveModelDemand,
+  sumModelDemand,
   touchControlPlane,
 } from '../store/index.js';
 import { LeaderElector } from './elector.js';
@@ -79,6 +81,8 @@ export interface ClusterParts {
   reconciler: Reconciler;
   /** The router's use per replica: lastUsedMs 0 = never used here. */
   replicaUse: () => ReadonlyMap<string, { inFlight: number; lastUsedMs: number }>;
+  /** Requests the router holds per model while no replica is ready; absent = none are reported. */
+  queued?: () => ReadonlyMap<string, number>;
 }
 
 const ShardStatusList = z.array(ShardStatusSchema);
@@ -93,6 +97,8 @@ export class Cluster {
   private leadingNow = false;
   /** The last sum of every instance's replica use; null before the first (see fleetUse). */
   private fleetUseSeen: ReadonlyMap<string, { inFlight: number; lastUsedMs: number }> | null = null;
+  /** The last sum of every instance's held requests per model; null before the first (see fleetQueued). */
+  private fleetQueuedSeen: ReadonlyMap<string, number> | null = null;
   private urls: { client: string; admin: string; agent: string } | null = null;
   private readonly startedAtMs: number;
   private syncTimer: NodeJS.Timeout | null = null;
@@ -149,6 +155,15 @@ export class Cluster {
    */
   fleetUse(): ReadonlyMap<string, { inFlight: number; lastUsedMs: number }> | null {
     return this.leadingNow ? this.fleetUseSeen : null;
+  }
+
+  /**
+   * Requests held for models with no ready replica on every instance, summed
+   * at the last sync: how a request for a model at zero that arrived on a
+   * follower reaches the leader's scaler. Null on a follower and before the first sum.
+   */
+  fleetQueued(): ReadonlyMap<string, number> | null {
+    return this.leadingNow ? this.fleetQueuedSeen : null;
   }
 
   leads(): boolean {
@@ -282,11 +297,16 @@ export class Cluster {
         });
         const use = [...parts.replicaUse()].map(([replicaId, u]) => ({ replicaId, inFlight: u.inFlight, lastUsedAtMs: u.lastUsedMs === 0 ? null : u.lastUsedMs }));
         await saveReplicaUse(store, this.instanceId, use, now);
+        await saveModelDemand(store, this.instanceId, parts.queued?.() ?? new Map(), now);
         if (this.leadingNow) {
           // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
           const summed = await sumReplicaUse(store, now - 3 * this.syncMs);
           for (const [id, u] of summed) parts.reconciler.reportUse(id, { inFlight: u.inFlight, lastUsedAtMs: u.lastUsedAtMs });
           this.fleetUseSeen = new Map([...summed].map(([id, u]) => [id, { inFlight: u.inFlight, lastUsedMs: u.lastUsedAtMs ?? 0 }]));
+          const queuedBefore = this.fleetQueuedSeen;
+          this.fleetQueuedSeen = await sumModelDemand(store, now - 3 * this.syncMs);
+          // A request held on another instance for a model at zero: a pass now, not at the next tick.
+          if ([...this.fleetQueuedSeen].some(([m, n]) => n > (queuedBefore?.get(m) ?? 0))) parts.reconciler.notify();
           await pruneControlPlanes(store, now - 3_600_000);
           const notes: LeaderNotes = {
             explain: parts.catalog.models().flatMap((m) => parts.reconciler.explain(m.name) ?? []),

@@ -198,6 +198,20 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Requests each instance holds for a model with no ready replica: how a request for a model at zero,
+    // arriving on any instance, reaches the leader's scaler.
+    '0008_model_demand': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('model_demand')
+          .addColumn('instance_id', 'text', (c) => c.notNull())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('queued', 'integer', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('model_demand_pk', ['instance_id', 'model'])
+          .execute();
+      },
+    },
   };
 }
 

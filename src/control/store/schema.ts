@@ -181,7 +181,16 @@ export interface LeaderNotesTable {
   updated_at: number;
 }
 
+/** Requests an instance holds per model while no replica is ready; the leader sums fresh rows for scaling from zero. */
+export interface ModelDemandTable {
+  instance_id: string;
+  model: string;
+  queued: number;
+  updated_at: number;
+}
+
 export interface Database {
+  model_demand: ModelDemandTable;
   events: EventsTable;
   leader_notes: LeaderNotesTable;
   leadership: LeadershipTable;

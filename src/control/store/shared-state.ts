@@ -123,6 +123,26 @@ export async function saveReplicaUse(store: Store, instanceId: string, use: read
   });
 }
 
+/** Replaces this instance's held-request counts per model (models with none held are left out). */
+export async function saveModelDemand(store: Store, instanceId: string, queued: ReadonlyMap<string, number>, nowMs: number): Promise<void> {
+  await store.db.transaction().execute(async (tx) => {
+    await tx.deleteFrom('model_demand').where('instance_id', '=', instanceId).execute();
+    const rows = [...queued].filter(([, n]) => n > 0).map(([model, n]) => ({ instance_id: instanceId, model, queued: n, updated_at: nowMs }));
+    if (rows.length) await tx.insertInto('model_demand').values(rows).execute();
+  });
+}
+
+/** Held requests per model summed over every instance's rows written since `sinceMs`. */
+export async function sumModelDemand(store: Store, sinceMs: number): Promise<Map<string, number>> {
+  const rows = await store.db
+    .selectFrom('model_demand')
+    .select(['model', sql<number>`sum(queued)`.as('queued')])
+    .where('updated_at', '>=', sinceMs)
+    .groupBy('model')
+    .execute();
+  return new Map(rows.map((r) => [r.model, Number(r.queued)]));
+}
+
 /** In flight summed and last use maxed over every instance's rows written since `sinceMs` (older rows are dead instances'). */
 export async function sumReplicaUse(store: Store, sinceMs: number): Promise<Map<string, ReplicaUseRow>> {
   const rows = await store.db
