@@ -75,6 +75,7 @@ export class ControlPlane {
         now,
         logger: logger.child({ part: 'reconciler' }),
         intervalMs: config.reconcileIntervalMs,
+        ...(config.maxCreatesPerPass === null ? {} : { plan: { maxCreatesPerPass: config.maxCreatesPerPass } }),
       });
     } catch (err) {
       await inventory?.close();
