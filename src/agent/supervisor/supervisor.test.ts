@@ -97,7 +97,13 @@ describe('starting', () => {
     expect(starting.port).toBe(20000);
     const process = processes.byPid(starting.pid)!;
     expect(process.argv).toEqual(['/usr/bin/node', '/opt/llmgw/bin/llmgw.js', 'engine', 'sim', '--host', '127.0.0.1', '--port', '20000', '--model', 'tiny', '--model', 'tiny-chat']);
-    expect(process.env, "the agent's environment with the plan's merged over it").toEqual({ PATH: '/usr/bin', CUDA_VISIBLE_DEVICES: '' });
+    expect(process.env, "the agent's environment with the plan's merged over it, and the marks that find the engine again").toEqual({
+      PATH: '/usr/bin',
+      CUDA_VISIBLE_DEVICES: '',
+      LLMGW_AGENT_STATE_DIR: s.options.stateDir,
+      LLMGW_SHARD_ID: 'a',
+      LLMGW_SHARD_PORT: '20000',
+    });
 
     prober.answer = () => ({ ok: true });
     await clock.until(() => state(s, 'a') === 'ready', 'shard a ready');
