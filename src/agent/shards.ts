@@ -50,13 +50,18 @@ export class AgentShardRunner implements ShardRunner {
   /** Starts what has its weights, stops what is no longer wanted. Never throws: a bad launch is the shard's error. */
   private async converge(): Promise<void> {
     const launches: ShardLaunch[] = [];
+    // Wanted, weights not (yet) on disk: an engine already running it is kept, not stopped while they are checked.
+    const pending: string[] = [];
     for (const shard of this.wanted) {
       const w = this.weights.get(shard.source);
-      if (w?.state !== 'ready') continue;
+      if (w?.state !== 'ready') {
+        pending.push(shard.shard_id);
+        continue;
+      }
       launches.push(toLaunch(shard, w.path, this.options.engineHost));
     }
     try {
-      await this.options.supervisor.desired(launches);
+      await this.options.supervisor.desired(launches, { pending });
     } catch (err) {
       this.options.logger.warn({ err: (err as Error).message }, 'supervisor refused the wanted shards');
     }

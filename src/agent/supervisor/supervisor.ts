@@ -233,10 +233,12 @@ export class Supervisor {
   readonly #records: ShardRecords;
   readonly #shards = new Map<string, Shard>();
   #wanted = new Map<string, { launch: ShardLaunch; specHash: string }>();
+  /** Shard ids wanted but not launchable yet (see desired()): kept if running, not started. */
+  #pending = new Set<string>();
   #phase: SupervisorPhase = 'open';
   /** adopt() may run once, and only before the first desired(): afterwards a record could describe an engine we started ourselves. */
   #adoptable = true;
-  /** Engines found by their marks without a record, by shard id, until the first desired() decides each. */
+  /** Engines found by their marks without a record, by shard id, until a desired() that lists each (or drops it) decides. */
   readonly #unrecorded = new Map<string, Unrecorded>();
   readonly #maintenance = new AbortController();
 
@@ -390,9 +392,16 @@ export class Supervisor {
    * listed, and replaces one whose launch changed (same shardId, another
    * argv or env). Resolves once every start of this pass has spawned its
    * engine or failed, not when engines are ready: watch status().
+   *
+   * `pending` names shards that are wanted but cannot be launched yet (their
+   * weights are still being checked or fetched): one already running, or
+   * found running by adopt(), is left alone rather than stopped for not
+   * being listed. Without it, an agent that restarts would stop every engine
+   * it had just adopted on its first heartbeat, while it re-checks weights.
    */
-  desired(shards: readonly ShardLaunch[]): Promise<void> {
+  desired(shards: readonly ShardLaunch[], options: { readonly pending?: readonly string[] } = {}): Promise<void> {
     this.#assertOpen('desired');
+    this.#pending = new Set(options.pending ?? []);
     this.#adoptable = false;
     const wanted = new Map<string, { launch: ShardLaunch; specHash: string }>();
     for (const launch of shards) {
@@ -449,14 +458,17 @@ export class Supervisor {
     for (const [id, shard] of this.#shards) {
       const want = this.#wanted.get(id);
       if (shard.state === 'stopping' || shard.state === 'stopped') continue;
-      if (!want) void shard.stop('no longer wanted');
+      if (!want) {
+        if (!this.#pending.has(id)) void shard.stop('no longer wanted');
+      }
       else if (want.specHash !== shard.specHash) void shard.stop('its launch changed; it starts again with the new one');
     }
-    // Unrecorded engines are decided once, by the first wanted set: adopted when they run a wanted launch, stopped before anything replaces them otherwise.
-    const unrecorded = [...this.#unrecorded.values()];
-    this.#unrecorded.clear();
-    for (const u of unrecorded) {
+    // Unrecorded engines are decided once, by the first wanted set that lists their launch or drops them: adopted when they run the wanted launch, stopped before anything replaces them otherwise.
+    for (const u of [...this.#unrecorded.values()]) {
       const want = this.#wanted.get(u.shardId);
+      // Still wanted, its launch not known yet: decided by a later pass.
+      if (!want && this.#pending.has(u.shardId)) continue;
+      this.#unrecorded.delete(u.shardId);
       const record = want && !this.#shards.has(u.shardId) ? this.#recordFor(u, want.launch, want.specHash) : null;
       if (want && record) {
         const shard = this.#newShard(want.launch, want.specHash);
