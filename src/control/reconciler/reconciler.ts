@@ -274,6 +274,9 @@ export class Reconciler {
     return inv.list().map((n) => toPlacementNode(n, inv.liveness(n, now)));
   }
 
+  /** Passes that did something, counted for the log. */
+  private passesWithActions = 0;
+
   private async runPass(): Promise<Plan> {
     const now = this.options.now();
     const nodes = this.placementNodes(now);
@@ -301,7 +304,11 @@ export class Reconciler {
     this.publish(nodes);
     if (plan.actions.length) {
       const log = this.options.logger;
-      for (const a of plan.actions) log.info({ action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
+      // The pass number groups one pass's actions in the log (how many replicas one pass created, for instance).
+      this.passesWithActions++;
+      for (const a of plan.actions) {
+        log.info({ pass: this.passesWithActions, action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
+      }
     }
     return plan;
   }
