@@ -59,6 +59,8 @@ export interface ShardStatus {
   readonly error?: ShardError;
   /** Times the engine was started again after a failure, across agent restarts. */
   readonly restarts: number;
+  /** Failures since the engine last ran long enough to count as stable (the restart policy's count); 0 when none. */
+  readonly failuresInARow: number;
   /** When the running process started (ISO 8601); absent when none runs. */
   readonly startedAt?: string;
   /** When the running process became ready (ISO 8601); absent until it does. */
@@ -244,6 +246,7 @@ export class Shard {
       ...(servesApi && port !== undefined && this.#state !== 'stopped' ? { endpoint: `http://${hostPort(host, port)}` } : {}),
       ...(this.#error ? { error: this.#error } : {}),
       restarts: this.#restarts,
+      failuresInARow: this.#consecutiveFailures,
       ...(run ? { startedAt: iso(run.startedAtMs) } : {}),
       ...(run?.readyAtMs !== undefined ? { readyAt: iso(run.readyAtMs) } : {}),
       ...(this.#nextRestartAtMs !== undefined ? { nextRestartAt: iso(this.#nextRestartAtMs) } : {}),

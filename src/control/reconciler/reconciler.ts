@@ -338,8 +338,16 @@ export class Reconciler {
           }
           return s;
         }
-        const state = shardStateOf(status.state) ?? s.state;
-        const next: ShardRecord = { ...s, state, endpoint: status.endpoint ?? null, error: status.error ?? (state === 'failed' ? s.error : null) };
+        // A failed engine its agent is about to restart in place is starting again, not a failed replica: placing the
+        // replica anew would throw away a warm node (weights on disk, GPUs held) for a crash the agent handles in a second.
+        const restarting = status.state === 'failed' && status.restarting === true;
+        const state = restarting ? 'starting' : (shardStateOf(status.state) ?? s.state);
+        const next: ShardRecord = {
+          ...s,
+          state,
+          endpoint: restarting ? null : (status.endpoint ?? null),
+          error: status.error ?? (state === 'failed' ? s.error : null),
+        };
         if (next.state !== s.state || next.endpoint !== s.endpoint || next.error !== s.error) touched = true;
         return next;
       });
