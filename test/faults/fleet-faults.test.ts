@@ -76,17 +76,20 @@ describe('fleet faults', () => {
     const cap = 2;
     // Info level: each pass's actions are logged with the pass number, which is what is counted.
     const control = await fleet.startControl([
-      '--reconcile-interval', '300ms', '--node-stale-after', '2s', '--node-lost-after', '5s', '--max-creates-per-pass', String(cap), '--log-level', 'info',
+      '--reconcile-interval', '300ms', '--node-stale-after', '3s', '--node-lost-after', '8s', '--max-creates-per-pass', String(cap), '--log-level', 'info',
     ]);
     const ids = ['v1', 'v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8'];
     for (const id of ids) fleet.startAgent(id);
     await fleet.nodesUp(8, 90_000);
     await fleet.addModel({ name: 'many', scaling: { min: 8 }, profiles: [{ engine: 'sim' }] });
     const before = await fleet.ready('many', 8, 120_000);
-    expect(new Set(before.map((r) => r.shards[0]!.node)).size, 'one replica per node').toBe(8);
+    // Half the nodes, those running the most replicas (placement spreads, but a node slow to report under load may get none).
+    const load = new Map(ids.map((id) => [id, before.filter((r) => r.shards[0]!.node === id).length]));
+    const gone = [...ids].sort((a, b) => load.get(b)! - load.get(a)!).slice(0, 4);
+    const lost = before.filter((r) => gone.includes(r.shards[0]!.node));
+    expect(lost.length, 'more replicas lost than one pass may create').toBeGreaterThan(cap);
 
     const mark = control.lines.length;
-    const gone = ids.slice(0, 4);
     await Promise.all(gone.map((id) => fleet.agents.get(id)!.stop('SIGKILL')));
     killEnginesOf(gone.map((id) => fleet.stateDir(id)));
 
@@ -94,7 +97,7 @@ describe('fleet faults', () => {
       const ready = (await fleet.replicas('many')).filter((r) => r.state === 'ready');
       return ready.length === 8 && ready.every((r) => !gone.includes(r.shards[0]!.node)) ? ready : undefined;
     }, 120_000);
-    expect(after.filter((r) => before.some((b) => b.id === r.id)).length, 'the four replicas on live nodes were kept').toBe(4);
+    expect(after.filter((r) => before.some((b) => b.id === r.id)).length, 'the replicas on live nodes were kept').toBe(8 - lost.length);
 
     // Creations per pass, from the control plane's own log of each pass's actions.
     const perPass = new Map<number, number>();
@@ -108,7 +111,7 @@ describe('fleet faults', () => {
       if (entry.pass !== undefined && (entry.action === 'create' || entry.action === 'retry')) perPass.set(entry.pass, (perPass.get(entry.pass) ?? 0) + 1);
     }
     const counts = [...perPass.values()];
-    expect(counts.reduce((a, b) => a + b, 0), `replacements created (per pass: ${JSON.stringify([...perPass])})`).toBeGreaterThanOrEqual(4);
+    expect(counts.reduce((a, b) => a + b, 0), `replacements created (per pass: ${JSON.stringify([...perPass])})`).toBeGreaterThanOrEqual(lost.length);
     expect(Math.max(...counts), `no pass creates more than the cap (per pass: ${JSON.stringify([...perPass])})`).toBeLessThanOrEqual(cap);
     expect(counts.length, 'the replacements were spread over passes, not one stampede').toBeGreaterThanOrEqual(2);
   }, 300_000);
