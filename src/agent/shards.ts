@@ -12,6 +12,14 @@ import { displaySource, type Fetcher } from './fetch/index.js';
 import type { ShardRunner } from './agent.js';
 import type { Supervisor } from './supervisor/index.js';
 
+/**
+ * Failures in a row this agent restarts an engine in place before it stops
+ * telling the control plane a restart is coming: past it the replica counts
+ * as failed and is placed again (perhaps elsewhere) with the control plane's
+ * backoff.
+ */
+export const IN_PLACE_RESTARTS = 3;
+
 export interface ShardRunnerOptions {
   fetcher: Fetcher;
   cache: WeightCache;
@@ -50,13 +58,18 @@ export class AgentShardRunner implements ShardRunner {
   /** Starts what has its weights, stops what is no longer wanted. Never throws: a bad launch is the shard's error. */
   private async converge(): Promise<void> {
     const launches: ShardLaunch[] = [];
+    // Wanted, weights not (yet) on disk: an engine already running it is kept, not stopped while they are checked.
+    const pending: string[] = [];
     for (const shard of this.wanted) {
       const w = this.weights.get(shard.source);
-      if (w?.state !== 'ready') continue;
+      if (w?.state !== 'ready') {
+        pending.push(shard.shard_id);
+        continue;
+      }
       launches.push(toLaunch(shard, w.path, this.options.engineHost));
     }
     try {
-      await this.options.supervisor.desired(launches);
+      await this.options.supervisor.desired(launches, { pending });
     } catch (err) {
       this.options.logger.warn({ err: (err as Error).message }, 'supervisor refused the wanted shards');
     }
@@ -102,6 +115,8 @@ export class AgentShardRunner implements ShardRunner {
           ...(s.endpoint ? { endpoint: s.endpoint } : {}),
           ...(s.error ? { error: s.error.message } : {}),
           restarts: s.restarts,
+          // A crash or hang the supervisor restarts in place, until it looks like a crash loop: then the control plane places the replica again.
+          ...(s.state === 'failed' && s.nextRestartAt !== undefined && s.failuresInARow <= IN_PLACE_RESTARTS ? { restarting: true } : {}),
         });
         continue;
       }

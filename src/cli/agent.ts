@@ -13,6 +13,7 @@ import { NodeProber } from '../agent/probe/index.js';
 import { AgentShardRunner } from '../agent/shards.js';
 import { Supervisor } from '../agent/supervisor/index.js';
 import { LlmgwError } from '../errors/index.js';
+import { parseDurationMs } from '../units/index.js';
 
 export interface AgentFlags {
   control: string;
@@ -29,6 +30,10 @@ export interface AgentFlags {
   logLevel: string;
   engineHost: string;
   portRange: string;
+  /** A duration ("10s"); "0" turns the liveness probe off. Absent: 10s. */
+  livenessInterval?: string;
+  /** A whole number, 1 or more. Absent: 3. */
+  livenessFailures?: string;
   /** Test-only: accept http:// weight sources. */
   allowHttpSources?: boolean;
 }
@@ -77,6 +82,12 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   });
   const ports = /^(\d+)-(\d+)$/.exec(flags.portRange);
   if (!ports) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`);
+  const livenessIntervalMs = flags.livenessInterval === undefined ? 10_000 : flags.livenessInterval === '0' ? 0 : parseDurationMs(flags.livenessInterval);
+  if (typeof livenessIntervalMs === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-interval: ${livenessIntervalMs}`);
+  const livenessFailures = Number(flags.livenessFailures ?? 3);
+  if (!Number.isInteger(livenessFailures) || livenessFailures < 1) {
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-failures: want a whole number, 1 or more; got "${flags.livenessFailures}"`);
+  }
   const cache = await WeightCache.create({ cacheDir });
   await cache.emptyTrash().catch(() => {});
   const fetcher = new Fetcher({
@@ -93,12 +104,14 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     adapterFor: (engine) => adapterFor(engine, { llmgwBin: LLMGW_BIN }),
     firstPort: Number(ports[1]),
     lastPort: Number(ports[2]),
+    livenessIntervalMs,
+    livenessFailures,
     // A shard's state changing (ready, failed) is news the control plane should hear now.
     onChange: () => agent?.poke(),
   });
   const adoption = supervisor.adopt();
-  if (adoption.adopted.length || adoption.discarded.length) {
-    logger.info({ adopted: adoption.adopted.map((s) => s.shardId), discarded: adoption.discarded }, 'found engines from an earlier agent');
+  if (adoption.adopted.length || adoption.discarded.length || adoption.unrecorded.length) {
+    logger.info({ adopted: adoption.adopted.map((s) => s.shardId), discarded: adoption.discarded, unrecorded: adoption.unrecorded }, 'found engines from an earlier agent');
   }
   const runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: flags.engineHost, logger, onChange: () => agent?.poke() });
   agent = new Agent(config, {

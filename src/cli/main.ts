@@ -46,6 +46,8 @@ program
   .option('--log-level <level>', 'pino level', 'info')
   .option('--engine-host <address>', 'address engines bind (0.0.0.0 or a fabric address for a fleet)', '127.0.0.1')
   .option('--port-range <first-last>', 'ports for engines', '20000-20999')
+  .option('--liveness-interval <duration>', 'how often a ready engine is health-checked again to catch a hang; 0 = never', '10s')
+  .option('--liveness-failures <n>', 'failed health checks in a row after which a ready engine is stopped and restarted', '3')
   .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
   .action(async (opts: AgentFlags) => {
     await runAgent(opts);
@@ -127,10 +129,11 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     node_lost_after: 'a node silent this long is lost and its work moved (default 60s)',
     reconcile_interval: 'how often the reconciler runs without being notified (default 5s)',
     client_headers_timeout: 'how long a client may take to send its request headers (default 30s)',
-    upstream_headers_timeout: "from a request sent to an engine to its response headers (default 5m)",
-    idle_body_timeout: 'the longest silence in a request or an answer body (default 60s)',
+    upstream_headers_timeout: 'from a request sent to an engine to its response headers (default 5m)',
+    idle_body_timeout: 'the longest silence in a request or response body (default 60s)',
     request_timeout: 'a whole client request, holds and retries included (default 10m)',
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
+    max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
   };
 }
 

@@ -87,6 +87,7 @@ export class ControlPlane {
         intervalMs: config.reconcileIntervalMs,
         events,
         ...(cluster ? { leads: () => cluster.leads() } : {}),
+        ...(config.maxCreatesPerPass === null ? {} : { plan: { maxCreatesPerPass: config.maxCreatesPerPass } }),
       });
     } catch (err) {
       await inventory?.close();

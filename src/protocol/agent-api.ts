@@ -40,6 +40,13 @@ export const ShardStatusSchema = z.object({
   endpoint: z.string().optional(),
   error: z.string().optional(),
   restarts: z.number().int().optional(),
+  /**
+   * With state 'failed': the agent will start this engine again by itself,
+   * soon (a crash, a hang, within its restart budget), so the control plane
+   * keeps the replica where it is rather than placing it again. Absent: no
+   * restart is coming (or an older agent), and the failure is the replica's.
+   */
+  restarting: z.boolean().optional(),
   fetch: z
     .object({ bytes_done: z.number(), total_bytes: z.number().optional(), bytes_per_second: z.number().optional() })
     .optional(),

@@ -25,6 +25,18 @@ export interface ProcessTable {
   groupAlive(pgid: number): boolean;
   /** Sends `signal` to every process of the group; false when the group is gone or the pgid is refused. */
   signalGroup(pgid: number, signal: NodeJS.Signals): boolean;
+  /**
+   * Living group leaders whose environment sets `key`, with their whole
+   * environment: how a supervisor finds engines it started whose records are
+   * gone. Absent: this table cannot look (such engines are then not found).
+   */
+  marked?(key: string): MarkedProcess[];
+}
+
+export interface MarkedProcess {
+  readonly pid: number;
+  readonly pgid: number;
+  readonly env: Readonly<Record<string, string>>;
 }
 
 /** The /proc/<pid>/stat fields after "(comm)": field 3 (state) is index 0, field 5 (pgrp) index 2, field 22 (starttime) index 19. */
@@ -95,6 +107,36 @@ export function linuxProcessTable(procRoot = '/proc'): ProcessTable {
         // EPERM: someone's group exists; ours would not say so.
       }
       return groupMembersAlive(pgid);
+    },
+    marked(key) {
+      const found: MarkedProcess[] = [];
+      let entries: string[] = [];
+      try {
+        entries = readdirSync(procRoot);
+      } catch {
+        return found;
+      }
+      const prefix = `${key}=`;
+      for (const entry of entries) {
+        if (!/^\d+$/.test(entry)) continue;
+        const fields = readStat(procRoot, entry);
+        // Leaders only: an engine's forked workers share its environment and its group.
+        if (!fields || DEAD_STATES.has(fields[0]!) || Number(fields[2]) !== Number(entry)) continue;
+        let raw: string;
+        try {
+          raw = readFileSync(`${procRoot}/${entry}/environ`, 'utf8');
+        } catch {
+          continue; // Another user's process, or gone: not one of ours.
+        }
+        if (!raw.includes(prefix)) continue;
+        const env: Record<string, string> = {};
+        for (const pair of raw.split('\0')) {
+          const eq = pair.indexOf('=');
+          if (eq > 0) env[pair.slice(0, eq)] = pair.slice(eq + 1);
+        }
+        if (env[key] !== undefined) found.push({ pid: Number(entry), pgid: Number(fields[2]), env });
+      }
+      return found;
     },
     signalGroup(pgid, signal) {
       if (!Number.isInteger(pgid) || pgid <= 1 || pgid === ownGroup) return false;

@@ -59,6 +59,8 @@ export interface ShardStatus {
   readonly error?: ShardError;
   /** Times the engine was started again after a failure, across agent restarts. */
   readonly restarts: number;
+  /** Failures since the engine last ran long enough to count as stable (the restart policy's count); 0 when none. */
+  readonly failuresInARow: number;
   /** When the running process started (ISO 8601); absent when none runs. */
   readonly startedAt?: string;
   /** When the running process became ready (ISO 8601); absent until it does. */
@@ -102,11 +104,25 @@ export interface ShardSettings {
   readonly readinessPollMaxMs: number;
   readonly probeTimeoutMs: number;
   readonly adoptedPollIntervalMs: number;
+  /** How often a ready engine's probe is asked again; 0 = never (a hung engine is then only found by its clients). */
+  readonly livenessIntervalMs: number;
+  /** Failed liveness probes in a row after which a ready engine counts as hung and is stopped (then restarted). */
+  readonly livenessFailures: number;
   readonly lastLogLines: number;
   readonly baseEnv: Readonly<Record<string, string>>;
   /** Host in endpoints; absent = the bind host (loopback for a wildcard bind). */
   readonly advertiseHost: string | undefined;
 }
+
+/**
+ * Environment variables every engine is started with, so that the engines of
+ * an agent whose state directory was lost can still be told apart from
+ * everything else on the machine: the state directory (which agent), the
+ * shard and the port.
+ */
+export const STATE_DIR_MARK = 'LLMGW_AGENT_STATE_DIR';
+export const SHARD_ID_MARK = 'LLMGW_SHARD_ID';
+export const SHARD_PORT_MARK = 'LLMGW_SHARD_PORT';
 
 /** How often a stop re-checks whether the process group is gone. */
 const GROUP_POLL_MS = 50;
@@ -230,6 +246,7 @@ export class Shard {
       ...(servesApi && port !== undefined && this.#state !== 'stopped' ? { endpoint: `http://${hostPort(host, port)}` } : {}),
       ...(this.#error ? { error: this.#error } : {}),
       restarts: this.#restarts,
+      failuresInARow: this.#consecutiveFailures,
       ...(run ? { startedAt: iso(run.startedAtMs) } : {}),
       ...(run?.readyAtMs !== undefined ? { readyAt: iso(run.readyAtMs) } : {}),
       ...(this.#nextRestartAtMs !== undefined ? { nextRestartAt: iso(this.#nextRestartAtMs) } : {}),
@@ -300,7 +317,9 @@ export class Shard {
     try {
       this.log.noteStart(`${this.launch.profile.engine} at ${new Date(startedAtMs).toISOString()}: ${redactArgv(plan.argv).join(' ')}`);
       fd = this.log.openForEngine();
-      process = await this.#deps.spawner.spawn({ argv: plan.argv, env: { ...this.#deps.settings.baseEnv, ...plan.env }, logFd: fd });
+      // The marks let a later agent that lost its records find this engine again (supervisor.adopt()).
+      const marks = { [SHARD_ID_MARK]: this.shardId, ...(this.#port === undefined ? {} : { [SHARD_PORT_MARK]: String(this.#port) }) };
+      process = await this.#deps.spawner.spawn({ argv: plan.argv, env: { ...this.#deps.settings.baseEnv, ...plan.env, ...marks }, logFd: fd });
     } catch (err) {
       this.#fail(asLlmgwError(err), 0, true);
       return;
@@ -380,6 +399,7 @@ export class Shard {
         run.readyAtMs = clock.now();
         this.#error = undefined;
         this.#transition('ready', `${describeReadiness(run.plan)} answered after ${formatElapsedMs(run.readyAtMs - run.startedAtMs)}`);
+        void this.#watchLiveness(run);
         return;
       }
       last = result.detail;
@@ -390,6 +410,57 @@ export class Shard {
       await clock.sleep(Math.min(delayMs, Math.max(0, deadlineMs - clock.now())), run.abort.signal);
       delayMs = Math.min(settings.readinessPollMaxMs, delayMs * 1.5);
     }
+  }
+
+  /**
+   * Readiness once is not health forever: an engine can hang (a deadlocked
+   * scheduler, a wedged GPU) with its process alive, and no exit event ever
+   * comes. So a ready engine is probed again on an interval, each probe
+   * bounded by the probe timeout; after livenessFailures failures in a row it
+   * is stopped and restarted like an engine that exited.
+   */
+  async #watchLiveness(run: Run): Promise<void> {
+    const { clock, prober, settings } = this.#deps;
+    if (settings.livenessIntervalMs === 0 || run.plan.readiness.kind === 'none') return;
+    let failures = 0;
+    for (;;) {
+      await clock.sleep(settings.livenessIntervalMs, run.abort.signal);
+      if (run.abort.signal.aborted || run !== this.#run || this.#state !== 'ready') return;
+      const result = await prober.probe(run.plan.readiness, settings.probeTimeoutMs);
+      if (run.abort.signal.aborted || run !== this.#run || this.#state !== 'ready') return;
+      if (result.ok) {
+        failures = 0;
+        continue;
+      }
+      failures++;
+      this.#deps.logger.warn(this.#fields({ failures, detail: result.detail }), `shard ${this.shardId}: liveness probe failed (${failures} of ${settings.livenessFailures}): ${result.detail}`);
+      if (failures >= settings.livenessFailures) {
+        this.#notLive(run, result.detail, failures);
+        return;
+      }
+    }
+  }
+
+  #notLive(run: Run, lastProbe: string, failures: number): void {
+    const uptimeMs = this.#deps.clock.now() - run.startedAtMs;
+    const { probeTimeoutMs } = this.#deps.settings;
+    const reason = `${describeReadiness(run.plan)} failed ${failures} times in a row while ready (last: ${lastProbe}); the engine is hung`;
+    this.#transition('stopping', reason);
+    run.abort.abort();
+    this.log.note(`stopping pid ${run.process.pid}: ${reason}`);
+    this.#cleanup = (async () => {
+      const gone = await this.#killGroup(run.process.pgid);
+      if (!gone) this.#stuck(run.process.pgid);
+      run.ended = true;
+      this.#cleanup = undefined;
+      if (this.#stopWanted || this.#detached) return;
+      const error = new LlmgwError(
+        'LLMGW_ENGINE_UNRESPONSIVE',
+        `engine stopped answering its health check (${failures} probes in a row failed, each given ${formatElapsedMs(probeTimeoutMs)}; last: ${lastProbe}), so it was stopped and will be started again; ${this.#lastLines()}`,
+        { context: { shardId: this.shardId, failures } },
+      );
+      this.#fail(error, uptimeMs, true);
+    })();
   }
 
   #notReady(run: Run, lastProbe: string): void {

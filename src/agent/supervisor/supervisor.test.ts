@@ -97,7 +97,13 @@ describe('starting', () => {
     expect(starting.port).toBe(20000);
     const process = processes.byPid(starting.pid)!;
     expect(process.argv).toEqual(['/usr/bin/node', '/opt/llmgw/bin/llmgw.js', 'engine', 'sim', '--host', '127.0.0.1', '--port', '20000', '--model', 'tiny', '--model', 'tiny-chat']);
-    expect(process.env, "the agent's environment with the plan's merged over it").toEqual({ PATH: '/usr/bin', CUDA_VISIBLE_DEVICES: '' });
+    expect(process.env, "the agent's environment with the plan's merged over it, and the marks that find the engine again").toEqual({
+      PATH: '/usr/bin',
+      CUDA_VISIBLE_DEVICES: '',
+      LLMGW_AGENT_STATE_DIR: s.options.stateDir,
+      LLMGW_SHARD_ID: 'a',
+      LLMGW_SHARD_PORT: '20000',
+    });
 
     prober.answer = () => ({ ok: true });
     await clock.until(() => state(s, 'a') === 'ready', 'shard a ready');
@@ -419,6 +425,38 @@ describe('adoption', () => {
     await second.desired([]);
     await clock.until(() => second.status().length === 0, 'stopped');
     expect(unwanted.signals).toEqual(['SIGTERM']);
+  });
+
+  it('keeps an adopted engine whose shard is wanted but pending (weights being checked) instead of stopping it', async () => {
+    // Guards the agent restart that stopped every engine it had just adopted: its first wanted set
+    // lists no launch until the weights are checked again, and "not listed" read as "not wanted".
+    const first = await supervisor();
+    await first.desired([launch('a')]);
+    await clock.until(() => state(first, 'a') === 'ready', 'ready');
+    const pid = shard(first, 'a').pid!;
+    first.detach();
+    const second = await supervisor();
+    second.adopt();
+    await second.desired([], { pending: ['a'] });
+    await clock.advance(20_000);
+    expect(shard(second, 'a'), 'still the adopted engine').toMatchObject({ state: 'ready', pid, restarts: 0 });
+    expect(processes.byPid(pid)!.signals, 'never signalled').toEqual([]);
+    await second.desired([launch('a')]);
+    expect(shard(second, 'a').pid, 'the launch, once known, matches: kept').toBe(pid);
+  });
+
+  it('stops and restarts a ready engine whose liveness probe fails in a row', async () => {
+    const s = await supervisor({ livenessIntervalMs: 1_000, livenessFailures: 3 });
+    await s.desired([launch('a')]);
+    await clock.until(() => state(s, 'a') === 'ready', 'ready');
+    const pid = shard(s, 'a').pid!;
+    prober.answer = () => ({ ok: false, detail: 'timed out after 2s' });
+    await clock.until(() => state(s, 'a') === 'failed', 'failed after the liveness probes');
+    expect(shard(s, 'a').error).toMatchObject({ code: 'LLMGW_ENGINE_UNRESPONSIVE', message: expect.stringContaining('3 probes in a row failed') as unknown as string });
+    expect(processes.byPid(pid)!.signals[0], 'the hung engine was stopped').toBe('SIGTERM');
+    prober.answer = () => ({ ok: true });
+    await clock.until(() => state(s, 'a') === 'ready' && shard(s, 'a').restarts === 1, 'restarted');
+    expect(shard(s, 'a').pid).not.toBe(pid);
   });
 
   it('notices that an adopted engine died, without an exit event, and restarts it', async () => {

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, stat, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { IllegalStateError, LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { nearestName } from '../../units/index.js';
 import { adapterFor as defaultAdapterFor, type EngineAdapter, type EngineName, type ShardLaunch } from '../engines/index.js';
@@ -18,9 +18,9 @@ import { formatElapsedMs } from './elapsed.js';
 import { cmdlineMatches, linuxProcessTable, type ProcessTable } from './process-table.js';
 import { networkReadinessProber, type ReadinessProber } from './readiness.js';
 import { RestartPolicy, type RestartPolicyOptions } from './restart-policy.js';
-import { Shard, type ShardLogger, type ShardSettings, type ShardStatus } from './shard.js';
+import { SHARD_ID_MARK, SHARD_PORT_MARK, STATE_DIR_MARK, Shard, type ShardLogger, type ShardSettings, type ShardStatus } from './shard.js';
 import { ShardLog } from './shard-log.js';
-import { ShardRecords, fileNameFor, type ShardRecord } from './shard-records.js';
+import { SHARD_RECORD_VERSION, ShardRecords, fileNameFor, type ShardRecord } from './shard-records.js';
 import { nodeSpawner, type Spawner } from './spawner.js';
 
 export interface SupervisorOptions {
@@ -63,6 +63,10 @@ export interface SupervisorOptions {
   probeTimeoutMs?: number;
   /** How often an adopted engine (not this agent's child, so no exit event) is checked to be alive. Absent: 1000. */
   adoptedPollIntervalMs?: number;
+  /** How often a ready engine is probed again to catch a hang. Absent: 10000. 0: never. */
+  livenessIntervalMs?: number;
+  /** Failed liveness probes in a row after which a ready engine is stopped and restarted. Absent: 3. */
+  livenessFailures?: number;
   /** A shard's log is rotated above this size. Absent: 10 MiB. */
   logFileMaxBytes?: number;
   /** Log files kept per shard, the live one included. Absent: 2 (so at most about 2 × logFileMaxBytes). */
@@ -112,7 +116,7 @@ export interface CompiledSupervisorOptions {
 const OPTION_KEYS = [
   'logsDir', 'stateDir', 'logger', 'adapterFor', 'spawner', 'processTable', 'prober', 'clock', 'firstPort', 'lastPort', 'isPortFree',
   'startTimeoutMs', 'stopGraceMs', 'killWaitMs', 'restartPolicy', 'readinessPollInitialMs', 'readinessPollMaxMs', 'probeTimeoutMs',
-  'adoptedPollIntervalMs', 'logFileMaxBytes', 'logFilesKept', 'logCheckIntervalMs', 'stoppedLogRetentionMs', 'lastLogLines', 'baseEnv', 'advertiseHost', 'onChange',
+  'adoptedPollIntervalMs', 'livenessIntervalMs', 'livenessFailures', 'logFileMaxBytes', 'logFilesKept', 'logCheckIntervalMs', 'stoppedLogRetentionMs', 'lastLogLines', 'baseEnv', 'advertiseHost', 'onChange',
 ] as const;
 
 export function compileSupervisorOptions(options: SupervisorOptions): CompiledSupervisorOptions {
@@ -148,6 +152,8 @@ export function compileSupervisorOptions(options: SupervisorOptions): CompiledSu
   }
   const baseEnv: Record<string, string> = {};
   for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) if (value !== undefined) baseEnv[key] = value;
+  // Which agent started an engine, readable from the engine's own environment (see adopt()).
+  if (typeof options.stateDir === 'string') baseEnv[STATE_DIR_MARK] = resolve(options.stateDir);
 
   let restartPolicy: RestartPolicy | undefined;
   try {
@@ -180,6 +186,8 @@ export function compileSupervisorOptions(options: SupervisorOptions): CompiledSu
       readinessPollMaxMs: ms('readinessPollMaxMs', options.readinessPollMaxMs, 2_000, 1),
       probeTimeoutMs: ms('probeTimeoutMs', options.probeTimeoutMs, 2_000, 1),
       adoptedPollIntervalMs: ms('adoptedPollIntervalMs', options.adoptedPollIntervalMs, 1_000, 1),
+      livenessIntervalMs: ms('livenessIntervalMs', options.livenessIntervalMs, 10_000),
+      livenessFailures: count('livenessFailures', options.livenessFailures, 3, 1),
       lastLogLines: count('lastLogLines', options.lastLogLines, 8, 0),
       baseEnv,
       advertiseHost: options.advertiseHost,
@@ -196,6 +204,24 @@ export interface AdoptionReport {
   readonly adopted: readonly ShardStatus[];
   /** Records removed, and why; their processes, where alive, were left alone. */
   readonly discarded: readonly { readonly shardId: string | null; readonly pid: number | null; readonly reason: string }[];
+  /**
+   * Engines this state directory's agent started whose records are gone (the
+   * directory was deleted or restored from elsewhere), found by the marks in
+   * their environment. Each is adopted if its shard is still wanted with the
+   * same launch, and stopped otherwise, before anything is started in its
+   * place: it may hold GPUs.
+   */
+  readonly unrecorded: readonly { readonly shardId: string; readonly pid: number }[];
+}
+
+/** An engine found by its marks, with no record. */
+interface Unrecorded {
+  readonly shardId: string;
+  readonly pid: number;
+  readonly pgid: number;
+  readonly startToken: string;
+  readonly cmdline: readonly string[];
+  readonly port: number | null;
 }
 
 /** 'open' until stop() or detach(); then nothing more is started, and misuse is an IllegalStateError. */
@@ -207,9 +233,13 @@ export class Supervisor {
   readonly #records: ShardRecords;
   readonly #shards = new Map<string, Shard>();
   #wanted = new Map<string, { launch: ShardLaunch; specHash: string }>();
+  /** Shard ids wanted but not launchable yet (see desired()): kept if running, not started. */
+  #pending = new Set<string>();
   #phase: SupervisorPhase = 'open';
   /** adopt() may run once, and only before the first desired(): afterwards a record could describe an engine we started ourselves. */
   #adoptable = true;
+  /** Engines found by their marks without a record, by shard id, until a desired() that lists each (or drops it) decides. */
+  readonly #unrecorded = new Map<string, Unrecorded>();
   readonly #maintenance = new AbortController();
 
   /** Builds a supervisor over compiled options; create() is the usual way in, as it also makes the directories. */
@@ -262,7 +292,86 @@ export class Supervisor {
       shard.adopt(record);
       adopted.push(shard.status());
     }
-    return { adopted, discarded };
+    const unrecorded = this.#findUnrecorded(new Set(adopted.map((s) => s.pid)));
+    return { adopted, discarded, unrecorded: unrecorded.map((u) => ({ shardId: u.shardId, pid: u.pid })) };
+  }
+
+  /**
+   * Engines marked as started from this state directory that no record
+   * describes. Without this, an agent whose state directory was lost would
+   * start every wanted shard a second time beside the engine still running
+   * it: two engines on one GPU, the second failing out of memory, or both
+   * serving at half speed.
+   */
+  #findUnrecorded(known: ReadonlySet<number | undefined>): Unrecorded[] {
+    const { processTable, logger } = this.options;
+    const ours = this.options.shard.baseEnv[STATE_DIR_MARK];
+    const found: Unrecorded[] = [];
+    for (const p of processTable.marked?.(STATE_DIR_MARK) ?? []) {
+      const shardId = p.env[SHARD_ID_MARK];
+      if (p.env[STATE_DIR_MARK] !== ours || shardId === undefined || known.has(p.pid) || p.pid === process.pid) continue;
+      const identity = processTable.identity(p.pid);
+      if (!identity || this.#shards.has(shardId) || this.#unrecorded.has(shardId)) continue;
+      const port = Number(p.env[SHARD_PORT_MARK]);
+      const u: Unrecorded = { shardId, pid: p.pid, pgid: p.pgid, startToken: identity.startToken, cmdline: identity.cmdline, port: Number.isInteger(port) && port > 0 ? port : null };
+      this.#unrecorded.set(shardId, u);
+      found.push(u);
+      logger.warn(
+        { shardId, pid: p.pid },
+        `shard ${shardId}: found engine pid ${p.pid} started from this state directory with no record of it (was the directory deleted?); it is adopted if the control plane still wants it, and stopped otherwise`,
+      );
+    }
+    return found;
+  }
+
+  /** A record for an unrecorded engine, if it runs exactly what `launch` would start (same adapter plan at its port). */
+  #recordFor(u: Unrecorded, launch: ShardLaunch, specHash: string): ShardRecord | null {
+    let plan;
+    try {
+      plan = this.options.adapterFor(launch.profile.engine).plan(u.port === null ? launch : { ...launch, port: u.port });
+    } catch {
+      return null;
+    }
+    if (!cmdlineMatches(plan.argv, u.cmdline)) return null;
+    return {
+      version: SHARD_RECORD_VERSION,
+      shardId: u.shardId,
+      pid: u.pid,
+      pgid: u.pgid,
+      startToken: u.startToken,
+      port: u.port,
+      argv: plan.argv,
+      startedAt: new Date(this.options.clock.now()).toISOString(),
+      specHash,
+      // Unknown: the count went with the record.
+      restarts: 0,
+      launch,
+      plan,
+    };
+  }
+
+  /** Ends an unrecorded engine's group (SIGTERM, SIGKILL after the grace period) and resolves once it is gone or stuck. */
+  async #stopUnrecorded(u: Unrecorded, reason: string): Promise<void> {
+    const { processTable: table, clock, logger } = this.options;
+    const { stopGraceMs, killWaitMs } = this.options.shard;
+    const identity = table.identity(u.pid);
+    // Only the very process that was found: a pid reused since is someone else's.
+    if (!identity || identity.startToken !== u.startToken) return;
+    logger.warn({ shardId: u.shardId, pid: u.pid, reason }, `shard ${u.shardId}: stopping unrecorded engine pid ${u.pid}: ${reason}`);
+    const waitGone = async (forMs: number): Promise<boolean> => {
+      const deadline = clock.now() + forMs;
+      while (table.groupAlive(u.pgid)) {
+        if (clock.now() >= deadline) return false;
+        await clock.sleep(50);
+      }
+      return true;
+    };
+    table.signalGroup(u.pgid, 'SIGTERM');
+    if (await waitGone(stopGraceMs)) return;
+    table.signalGroup(u.pgid, 'SIGKILL');
+    if (!(await waitGone(killWaitMs))) {
+      logger.error({ shardId: u.shardId, pgid: u.pgid }, `shard ${u.shardId}: process group ${u.pgid} is still alive after SIGKILL; it may hold a GPU until the node is rebooted`);
+    }
   }
 
   #adoptionProblem(record: ShardRecord): string | null {
@@ -283,9 +392,16 @@ export class Supervisor {
    * listed, and replaces one whose launch changed (same shardId, another
    * argv or env). Resolves once every start of this pass has spawned its
    * engine or failed, not when engines are ready: watch status().
+   *
+   * `pending` names shards that are wanted but cannot be launched yet (their
+   * weights are still being checked or fetched): one already running, or
+   * found running by adopt(), is left alone rather than stopped for not
+   * being listed. Without it, an agent that restarts would stop every engine
+   * it had just adopted on its first heartbeat, while it re-checks weights.
    */
-  desired(shards: readonly ShardLaunch[]): Promise<void> {
+  desired(shards: readonly ShardLaunch[], options: { readonly pending?: readonly string[] } = {}): Promise<void> {
     this.#assertOpen('desired');
+    this.#pending = new Set(options.pending ?? []);
     this.#adoptable = false;
     const wanted = new Map<string, { launch: ShardLaunch; specHash: string }>();
     for (const launch of shards) {
@@ -342,8 +458,28 @@ export class Supervisor {
     for (const [id, shard] of this.#shards) {
       const want = this.#wanted.get(id);
       if (shard.state === 'stopping' || shard.state === 'stopped') continue;
-      if (!want) void shard.stop('no longer wanted');
+      if (!want) {
+        if (!this.#pending.has(id)) void shard.stop('no longer wanted');
+      }
       else if (want.specHash !== shard.specHash) void shard.stop('its launch changed; it starts again with the new one');
+    }
+    // Unrecorded engines are decided once, by the first wanted set that lists their launch or drops them: adopted when they run the wanted launch, stopped before anything replaces them otherwise.
+    for (const u of [...this.#unrecorded.values()]) {
+      const want = this.#wanted.get(u.shardId);
+      // Still wanted, its launch not known yet: decided by a later pass.
+      if (!want && this.#pending.has(u.shardId)) continue;
+      this.#unrecorded.delete(u.shardId);
+      const record = want && !this.#shards.has(u.shardId) ? this.#recordFor(u, want.launch, want.specHash) : null;
+      if (want && record) {
+        const shard = this.#newShard(want.launch, want.specHash);
+        this.#shards.set(u.shardId, shard);
+        shard.adopt(record);
+        this.#records.write(record);
+        this.options.logger.info({ shardId: u.shardId, pid: u.pid }, `shard ${u.shardId}: adopted unrecorded engine pid ${u.pid}; its record is written again`);
+      } else {
+        await this.#stopUnrecorded(u, want ? 'it runs another launch than the one wanted' : 'the control plane no longer wants it');
+        if (this.#phase !== 'open') return;
+      }
     }
     const starts: Promise<void>[] = [];
     for (const [id, want] of this.#wanted) {

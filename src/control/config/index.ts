@@ -47,6 +47,14 @@ export const ControlOptionsSchema = z.strictObject({
   node_lost_after: duration.default('60s'),
   /** How often the reconciler runs a pass when nothing notifies it sooner. */
   reconcile_interval: duration.default('5s'),
+  /**
+   * Most replicas the reconciler creates (or retries) in one pass, so that a
+   * rack going dark does not start every replacement at once. Absent = 10%
+   * of the fleet, at least 10.
+   */
+  max_creates_per_pass: z
+    .union([z.number().int().min(1), z.string().regex(/^[1-9]\d*$/, 'want a whole number, 1 or more')])
+    .optional(),
   /** How long a client may take to send its request headers; a slower one is cut (slow-loris). */
   client_headers_timeout: duration.default('30s'),
   /** From a request sent to an engine until its response headers (a non-streamed answer's come with the whole answer). */
@@ -84,6 +92,8 @@ export interface ControlConfig {
   readonly nodeStaleAfterMs: number;
   readonly nodeLostAfterMs: number;
   readonly reconcileIntervalMs: number;
+  /** Null: the reconciler's default (10% of the fleet, at least 10). */
+  readonly maxCreatesPerPass: number | null;
   readonly clientHeadersTimeoutMs: number;
   /** The router's timeouts, in ms. */
   readonly router: {
@@ -200,6 +210,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     nodeStaleAfterMs: staleMs,
     nodeLostAfterMs: lostMs,
     reconcileIntervalMs: parseDurationMs(o.reconcile_interval) as number,
+    maxCreatesPerPass: o.max_creates_per_pass === undefined ? null : Number(o.max_creates_per_pass),
     clientHeadersTimeoutMs: parseDurationMs(o.client_headers_timeout) as number,
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,

@@ -158,6 +158,26 @@ describe('Reconciler', () => {
     expect(t.assignments.get('n1').shards, 'a failed replica is no longer assigned, so the agent stops it').toEqual([]);
   });
 
+  it('keeps a replica whose agent is restarting its crashed engine in place: starting, the error kept, still assigned', async () => {
+    // Guards the double restart: the agent restarting a crashed engine in a second while the control plane failed
+    // the replica, told the agent to stop it, and placed it again after a 10 s backoff.
+    const t = await setup();
+    await t.node('n1');
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    const shard = t.assignments.get('n1').shards[0]!;
+    const report = { shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'failed', error: 'engine was killed by SIGKILL', restarts: 0, restarting: true };
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [report]);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'starting', failures: 0 });
+    expect(t.reconciler.replicas()[0]!.shards[0]).toMatchObject({ state: 'starting', error: 'engine was killed by SIGKILL' });
+    expect(t.assignments.get('n1').shards, 'still assigned: the agent keeps restarting it').toHaveLength(1);
+    // Past its in-place budget the agent reports a plain failure: then it is the replica's.
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ ...report, restarting: undefined }]);
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'failed', failures: 1 });
+  });
+
   it('explains a model that fits nowhere', async () => {
     const t = await setup();
     await t.node('n1', 0);

@@ -341,6 +341,9 @@ export class Reconciler {
     return inv.list().map((n) => toPlacementNode(n, inv.liveness(n, now)));
   }
 
+  /** Passes that did something, counted for the log. */
+  private passesWithActions = 0;
+
   private async runPass(): Promise<Plan> {
     const now = this.options.now();
     const nodes = this.placementNodes(now);
@@ -373,7 +376,11 @@ export class Reconciler {
     this.recordPlanEvents(plan, previous);
     if (plan.actions.length) {
       const log = this.options.logger;
-      for (const a of plan.actions) log.info({ action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
+      // The pass number groups one pass's actions in the log (how many replicas one pass created, for instance).
+      this.passesWithActions++;
+      for (const a of plan.actions) {
+        log.info({ pass: this.passesWithActions, action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
+      }
     }
     return plan;
   }
@@ -508,8 +515,16 @@ export class Reconciler {
           }
           return s;
         }
-        const state = shardStateOf(status.state) ?? s.state;
-        const next: ShardRecord = { ...s, state, endpoint: status.endpoint ?? null, error: status.error ?? (state === 'failed' ? s.error : null) };
+        // A failed engine its agent is about to restart in place is starting again, not a failed replica: placing the
+        // replica anew would throw away a warm node (weights on disk, GPUs held) for a crash the agent handles in a second.
+        const restarting = status.state === 'failed' && status.restarting === true;
+        const state = restarting ? 'starting' : (shardStateOf(status.state) ?? s.state);
+        const next: ShardRecord = {
+          ...s,
+          state,
+          endpoint: restarting ? null : (status.endpoint ?? null),
+          error: status.error ?? (state === 'failed' ? s.error : null),
+        };
         if (next.state !== s.state || next.endpoint !== s.endpoint || next.error !== s.error) touched = true;
         return next;
       });
