@@ -14,6 +14,13 @@
 //    at least, so this is how --connections concurrent clients meet the
 //    router in a fleet. Its phases measure the added latency at that
 //    concurrency and the tokens relayed per second as a share of direct.
+//    Its clients wait a random 0..--think-ms before each request, as
+//    independent clients do; without it equal answer times keep all of them
+//    in lockstep, so every request of a wave arrives in the same millisecond.
+//
+// The sequential phase also runs a bare Node proxy (node:http in, undici out,
+// nothing else) beside the router: the floor any Node proxy pays on this
+// machine, for reading the router's own figure against.
 //
 // Prints per phase: latency p50/p99 direct and routed, the router's added
 // latency (routed minus direct, per percentile), throughput routed/direct,
@@ -24,7 +31,7 @@
 //
 //   npm run build && node bench/router.mjs [--requests 3000] [--streams 600]
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
-//     [--ttft-ms 50] [--tokens-per-second 100]
+//     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import { spawn } from 'node:child_process';
@@ -47,6 +54,8 @@ const { values: flags } = parseArgs({
     'stream-tokens': { type: 'string', default: '256' },
     'ttft-ms': { type: 'string', default: '50' },
     'tokens-per-second': { type: 'string', default: '100' },
+    'think-ms': { type: 'string', default: '20' },
+    'serve-bare': { type: 'string' },
   },
 });
 
@@ -54,6 +63,8 @@ const dist = (path) => new URL(`../dist/${path}`, import.meta.url).href;
 
 if (flags['serve-router']) {
   await serveRouter(flags['serve-router']);
+} else if (flags['serve-bare']) {
+  await serveBare(flags['serve-bare']);
 } else {
   await main();
 }
@@ -90,6 +101,49 @@ async function serveRouter(urls) {
   process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));
 }
 
+/**
+ * Child mode: the least a Node proxy can be, as a reference for the router's
+ * figures: node:http in, undici's dispatch out to `simUrl`, the answer
+ * written in one go. No key, no validation, no choice, no metrics, no usage.
+ */
+async function serveBare(simUrl) {
+  const { createServer } = await import('node:http');
+  const upstream = new Pool(simUrl, { connections: 256 });
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const parts = [];
+      let status = 502;
+      let type = 'application/json';
+      upstream.dispatch(
+        { path: req.url, method: 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.concat(chunks) },
+        {
+          onRequestStart() {},
+          onResponseStart(_c, code, headers) {
+            status = code;
+            type = headers['content-type'] ?? type;
+          },
+          onResponseData(_c, data) {
+            parts.push(data);
+          },
+          onResponseEnd() {
+            res.writeHead(status, { 'content-type': type });
+            res.end(Buffer.concat(parts));
+          },
+          onResponseError() {
+            res.writeHead(502);
+            res.end();
+          },
+        },
+      );
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  console.log(`bare proxy listening on http://127.0.0.1:${server.address().port}`);
+  process.on('SIGTERM', () => server.close(() => process.exit(0)));
+}
+
 /** Spawns `args` and resolves with the first stdout match of `re` and the child. */
 function spawnUntil(args, re) {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -124,8 +178,14 @@ function cpuSeconds(pid) {
   }
 }
 
-/** Runs `one` from `connections` workers until `count` calls or the time limit; returns calls, errors, latencies. */
-async function drive(connections, count, limitMs, one) {
+/**
+ * Runs `one` from `connections` workers until `count` calls or the time limit;
+ * returns calls, errors, latencies. `thinkMs` > 0: each worker waits a random
+ * 0..thinkMs before each call (not counted in its latency), as independent
+ * clients do; without it, equal answer times keep the workers in lockstep and
+ * every request of a wave arrives in the same millisecond.
+ */
+async function drive(connections, count, limitMs, one, thinkMs = 0) {
   let started = 0;
   let errors = 0;
   const latenciesMs = [];
@@ -133,6 +193,7 @@ async function drive(connections, count, limitMs, one) {
   const worker = async () => {
     while (started < count && performance.now() - t0 < limitMs) {
       started++;
+      if (thinkMs > 0) await new Promise((resolve) => setTimeout(resolve, Math.random() * thinkMs));
       const s = performance.now();
       try {
         if (!(await one())) errors++;
@@ -166,6 +227,7 @@ async function main() {
   );
   const routerUrl = routerProc.match[1];
   const key = routerProc.match[2];
+  const bareProc = await spawnUntil([new URL(import.meta.url).pathname, '--serve-bare', instant.match[1]], /bare proxy listening on (\S+)/);
 
   const connections = Number(flags.connections);
   const limitMs = Number(flags.seconds) * 1000;
@@ -183,7 +245,7 @@ async function main() {
   };
   const routerTarget = target(routerUrl, { authorization: `Bearer ${key}` });
   const targets = {
-    instant: { direct: target(instant.match[1], {}), router: routerTarget, bodies: bodies('instant') },
+    instant: { direct: target(instant.match[1], {}), router: routerTarget, bare: target(bareProc.match[1], {}), bodies: bodies('instant') },
     paced: { direct: target(paced.match[1], {}), router: routerTarget, bodies: bodies('paced') },
   };
   const whole = (t, b) => async () => {
@@ -199,28 +261,31 @@ async function main() {
   };
 
   const fmt = (x) => x.toFixed(2);
+  const thinkMs = Number(flags['think-ms']);
   const results = {};
   try {
-    // Warm both paths (JIT, pools) before measuring.
-    for (const side of ['direct', 'router']) await drive(Math.min(50, connections), 1500, limitMs, whole(targets.instant[side], targets.instant.bodies));
+    // Warm every path (JIT, pools) before measuring.
+    for (const side of ['direct', 'router', 'bare']) await drive(Math.min(50, connections), 1500, limitMs, whole(targets.instant[side], targets.instant.bodies));
     const requests = Number(flags.requests);
     const streams = Number(flags.streams);
     const phases = [
       { id: 'seq', name: 'instant sim, non-streaming, sequential', sim: 'instant', conns: 1, count: requests, make: whole, tokens: 0 },
       { id: 'seqStream', name: 'instant sim, streaming, sequential', sim: 'instant', conns: 1, count: streams, make: streamed, tokens: streamTokens },
-      { id: 'conc', name: `paced sim, non-streaming, ${connections} connections`, sim: 'paced', conns: connections, count: requests * 3, make: whole, tokens: 0 },
-      { id: 'concStream', name: `paced sim, streaming, ${connections} connections`, sim: 'paced', conns: connections, count: streams * 3, make: streamed, tokens: streamTokens },
+      { id: 'conc', name: `paced sim, non-streaming, ${connections} connections`, sim: 'paced', conns: connections, count: requests * 3, make: whole, tokens: 0, think: thinkMs },
+      { id: 'concStream', name: `paced sim, streaming, ${connections} connections`, sim: 'paced', conns: connections, count: streams * 3, make: streamed, tokens: streamTokens, think: thinkMs },
       { id: 'ceiling', name: `instant sim, non-streaming, ${connections} connections (the router's ceiling)`, sim: 'instant', conns: connections, count: requests * 3, make: whole, tokens: 0 },
     ];
     for (const p of phases) {
       const t = targets[p.sim];
       const simPid = sims[p.sim].child.pid;
       const sim0 = cpuSeconds(simPid);
-      const d = await drive(p.conns, p.count, limitMs, p.make(t.direct, t.bodies));
+      const d = await drive(p.conns, p.count, limitMs, p.make(t.direct, t.bodies), p.think);
       const sim1 = cpuSeconds(simPid);
       const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / d.done;
       const cpu0 = cpuSeconds(routerProc.child.pid);
-      const r = await drive(p.conns, p.count, limitMs, p.make(t.router, t.bodies));
+      const r = await drive(p.conns, p.count, limitMs, p.make(t.router, t.bodies), p.think);
+      // The floor for comparison: what the least Node proxy adds on this machine, sequentially.
+      const b = p.id === 'seq' ? await drive(p.conns, p.count, limitMs, p.make(t.bare, t.bodies)) : null;
       const cpu1 = cpuSeconds(routerProc.child.pid);
       // The router's own CPU per request: unlike wall-clock latency, not inflated by neighbours on a shared machine.
       const cpuUs = cpu0 === null || cpu1 === null ? null : ((cpu1 - cpu0) * 1e6) / r.done;
@@ -237,6 +302,7 @@ async function main() {
         res.tokenShare = rt / dt;
         line += `; tokens/s direct ${Math.round(dt)} routed ${Math.round(rt)} (${Math.round(100 * res.tokenShare)}%)`;
       }
+      if (b) line += `; a bare Node proxy (node:http + undici, nothing else) adds p50 ${fmt(b.p50 - d.p50)} ms p99 ${fmt(b.p99 - d.p99)} ms`;
       if (d.errors || r.errors) line += ' — ERRORS';
       results[p.id] = res;
       console.log(line);
@@ -244,6 +310,7 @@ async function main() {
   } finally {
     await Promise.all(pools.map((p) => p.close()));
     await stop(routerProc.child);
+    await stop(bareProc.child);
     await Promise.all(Object.values(sims).map((s) => stop(s.child)));
   }
   const checks = [
@@ -255,7 +322,7 @@ async function main() {
   console.log('targets:');
   for (const [what, ok, got] of checks) console.log(`  ${ok ? 'met   ' : 'MISSED'} ${what}: ${got}`);
   console.log(
-    `router bench: sims (paced: ttft ${flags['ttft-ms']} ms, ${flags['tokens-per-second']} tokens/s per stream) and router each in their own process, undici load generator, loopback, Node ${process.version}`,
+    `router bench: sims (paced: ttft ${flags['ttft-ms']} ms, ${flags['tokens-per-second']} tokens/s per stream; clients think 0-${thinkMs} ms between paced requests) and router each in their own process, undici load generator, loopback, Node ${process.version}`,
   );
   if (checks.some(([, ok]) => !ok)) process.exitCode = 1;
 }
