@@ -29,7 +29,7 @@
 // inflated by the neighbours, CPU time much less so). Ends with the targets
 // and whether this run met them.
 //
-//   npm run build && node bench/router.mjs [--requests 3000] [--streams 600]
+//   npm run build && node bench/router.mjs [--requests 5000] [--streams 600]
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
 //     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
@@ -47,7 +47,7 @@ const { values: flags } = parseArgs({
   options: {
     'serve-router': { type: 'string' },
     connections: { type: 'string', default: '200' },
-    requests: { type: 'string', default: '3000' },
+    requests: { type: 'string', default: '5000' },
     streams: { type: 'string', default: '600' },
     seconds: { type: 'string', default: '6' },
     'max-tokens': { type: 'string', default: '16' },
@@ -179,35 +179,45 @@ function cpuSeconds(pid) {
 }
 
 /**
- * Runs `one` from `connections` workers until `count` calls or the time limit;
- * returns calls, errors, latencies. `thinkMs` > 0: each worker waits a random
+ * Runs the calls in `ones` from `connections` workers until `count` calls in
+ * all or the time limit; returns, per entry of `ones`, calls, errors and
+ * latencies. With several entries each worker takes them in turn, so direct
+ * and routed requests share every moment of the run and a stall of the
+ * machine falls on both alike (two runs one after the other would each meet
+ * different neighbours). `thinkMs` > 0: each worker waits a random
  * 0..thinkMs before each call (not counted in its latency), as independent
- * clients do; without it, equal answer times keep the workers in lockstep and
- * every request of a wave arrives in the same millisecond.
+ * clients do; without it, equal answer times keep the workers in lockstep
+ * and every request of a wave arrives in the same millisecond.
  */
-async function drive(connections, count, limitMs, one, thinkMs = 0) {
+async function drive(connections, count, limitMs, ones, thinkMs = 0) {
+  const list = Array.isArray(ones) ? ones : [ones];
   let started = 0;
-  let errors = 0;
-  const latenciesMs = [];
+  const errors = list.map(() => 0);
+  const latencies = list.map(() => []);
   const t0 = performance.now();
-  const worker = async () => {
+  const worker = async (w) => {
+    let turn = w;
     while (started < count && performance.now() - t0 < limitMs) {
       started++;
+      const i = turn++ % list.length;
       if (thinkMs > 0) await new Promise((resolve) => setTimeout(resolve, Math.random() * thinkMs));
       const s = performance.now();
       try {
-        if (!(await one())) errors++;
+        if (!(await list[i]())) errors[i]++;
       } catch {
-        errors++;
+        errors[i]++;
       }
-      latenciesMs.push(performance.now() - s);
+      latencies[i].push(performance.now() - s);
     }
   };
-  await Promise.all(Array.from({ length: connections }, worker));
+  await Promise.all(Array.from({ length: connections }, (_, w) => worker(w)));
   const seconds = (performance.now() - t0) / 1000;
-  latenciesMs.sort((a, b) => a - b);
-  const pct = (p) => latenciesMs[Math.min(latenciesMs.length - 1, Math.floor(latenciesMs.length * p))] ?? NaN;
-  return { done: latenciesMs.length, errors, seconds, p50: pct(0.5), p99: pct(0.99), rate: latenciesMs.length / seconds };
+  const results = latencies.map((ms, i) => {
+    ms.sort((a, b) => a - b);
+    const pct = (p) => ms[Math.min(ms.length - 1, Math.floor(ms.length * p))] ?? NaN;
+    return { done: ms.length, errors: errors[i], seconds, p50: pct(0.5), p99: pct(0.99), rate: ms.length / seconds };
+  });
+  return Array.isArray(ones) ? results : results[0];
 }
 
 async function main() {
@@ -265,13 +275,17 @@ async function main() {
   const results = {};
   try {
     // Warm every path (JIT, pools) before measuring.
-    for (const side of ['direct', 'router', 'bare']) await drive(Math.min(50, connections), 1500, limitMs, whole(targets.instant[side], targets.instant.bodies));
+    // A server runs warm: concurrent and sequential rounds first, so the sequential phase does not time the JIT's tiers.
+    for (const side of ['direct', 'router', 'bare']) {
+      await drive(Math.min(50, connections), 1500, limitMs, whole(targets.instant[side], targets.instant.bodies));
+      await drive(1, 3000, limitMs, whole(targets.instant[side], targets.instant.bodies));
+    }
     const requests = Number(flags.requests);
     const streams = Number(flags.streams);
     const phases = [
-      { id: 'seq', name: 'instant sim, non-streaming, sequential', sim: 'instant', conns: 1, count: requests, make: whole, tokens: 0 },
+      { id: 'seq', name: 'instant sim, non-streaming, sequential', sim: 'instant', conns: 1, count: requests, make: whole, tokens: 0, interleave: true },
       { id: 'seqStream', name: 'instant sim, streaming, sequential', sim: 'instant', conns: 1, count: streams, make: streamed, tokens: streamTokens },
-      { id: 'conc', name: `paced sim, non-streaming, ${connections} connections`, sim: 'paced', conns: connections, count: requests * 3, make: whole, tokens: 0, think: thinkMs },
+      { id: 'conc', name: `paced sim, non-streaming, ${connections} connections`, sim: 'paced', conns: connections, count: requests * 3, make: whole, tokens: 0, think: thinkMs, interleave: true },
       { id: 'concStream', name: `paced sim, streaming, ${connections} connections`, sim: 'paced', conns: connections, count: streams * 3, make: streamed, tokens: streamTokens, think: thinkMs },
       { id: 'ceiling', name: `instant sim, non-streaming, ${connections} connections (the router's ceiling)`, sim: 'instant', conns: connections, count: requests * 3, make: whole, tokens: 0 },
     ];
@@ -279,23 +293,35 @@ async function main() {
       const t = targets[p.sim];
       const simPid = sims[p.sim].child.pid;
       const sim0 = cpuSeconds(simPid);
-      const d = await drive(p.conns, p.count, limitMs, p.make(t.direct, t.bodies), p.think);
-      const sim1 = cpuSeconds(simPid);
-      const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / d.done;
       const cpu0 = cpuSeconds(routerProc.child.pid);
-      const r = await drive(p.conns, p.count, limitMs, p.make(t.router, t.bodies), p.think);
-      // The floor for comparison: what the least Node proxy adds on this machine, sequentially.
-      const b = p.id === 'seq' ? await drive(p.conns, p.count, limitMs, p.make(t.bare, t.bodies)) : null;
+      let d;
+      let r;
+      let b = null;
+      let simRequests;
+      if (p.interleave) {
+        // Direct, routed (and for the sequential phase the bare proxy) in turn, in one run.
+        const ways = [p.make(t.direct, t.bodies), p.make(t.router, t.bodies), ...(p.id === 'seq' ? [p.make(t.bare, t.bodies)] : [])];
+        [d, r, b = null] = await drive(p.conns, p.count * ways.length, limitMs, ways, p.think);
+        simRequests = d.done + r.done + (b?.done ?? 0);
+      } else {
+        d = await drive(p.conns, p.count, limitMs, p.make(t.direct, t.bodies), p.think);
+        simRequests = d.done;
+      }
+      const sim1 = cpuSeconds(simPid);
+      const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / simRequests;
+      const cpuR0 = p.interleave ? cpu0 : cpuSeconds(routerProc.child.pid);
+      if (!p.interleave) r = await drive(p.conns, p.count, limitMs, p.make(t.router, t.bodies), p.think);
       const cpu1 = cpuSeconds(routerProc.child.pid);
       // The router's own CPU per request: unlike wall-clock latency, not inflated by neighbours on a shared machine.
-      const cpuUs = cpu0 === null || cpu1 === null ? null : ((cpu1 - cpu0) * 1e6) / r.done;
+      const cpuUs = cpuR0 === null || cpu1 === null ? null : ((cpu1 - cpuR0) * 1e6) / r.done;
       const res = { d, r, addedP50: r.p50 - d.p50, addedP99: r.p99 - d.p99, throughput: r.rate / d.rate, tokenShare: null };
       let line =
         `${p.name}: direct p50 ${fmt(d.p50)} ms p99 ${fmt(d.p99)} ms ${Math.round(d.rate)}/s (${d.done}, errors ${d.errors}); ` +
         `routed p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${Math.round(r.rate)}/s (${r.done}, errors ${r.errors}); ` +
-        `added p50 ${fmt(res.addedP50)} ms p99 ${fmt(res.addedP99)} ms; throughput ${res.throughput.toFixed(2)}× direct` +
+        `added p50 ${fmt(res.addedP50)} ms p99 ${fmt(res.addedP99)} ms` +
+        (p.interleave ? '; direct and routed interleaved' : `; throughput ${res.throughput.toFixed(2)}× direct`) +
         (cpuUs === null ? '' : `; router CPU ${Math.round(cpuUs)} µs/request${p.tokens ? ` (${((cpuUs * 1000) / p.tokens).toFixed(0)} ns/token)` : ''}`) +
-        (simUs === null ? '' : ` (the sim's own, direct: ${Math.round(simUs)} µs/request)`);
+        (simUs === null ? '' : ` (the sim's own: ${Math.round(simUs)} µs/request)`);
       if (p.tokens) {
         const dt = ((d.done - d.errors) * p.tokens) / d.seconds;
         const rt = ((r.done - r.errors) * p.tokens) / r.seconds;
