@@ -33,6 +33,7 @@
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
 //     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
+//   BENCH_NODE_FLAGS='--max-semi-space-size=64' node bench/router.mjs   # Node flags for the router process only
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import { spawn } from 'node:child_process';
 import console from 'node:console';
@@ -229,6 +230,7 @@ async function main() {
   const routerProc = await spawnUntil(
     [
       ...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROF] : []),
+      ...(process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ') : []),
       new URL(import.meta.url).pathname,
       '--serve-router',
       `instant=${instant.match[1]},paced=${paced.match[1]}`,
