@@ -442,31 +442,38 @@ export class Shard {
   }
 
   #notLive(run: Run, lastProbe: string, failures: number): void {
-    const uptimeMs = this.#deps.clock.now() - run.startedAtMs;
     const { probeTimeoutMs } = this.#deps.settings;
-    const reason = `${describeReadiness(run.plan)} failed ${failures} times in a row while ready (last: ${lastProbe}); the engine is hung`;
-    this.#transition('stopping', reason);
-    run.abort.abort();
-    this.log.note(`stopping pid ${run.process.pid}: ${reason}`);
-    this.#cleanup = (async () => {
-      const gone = await this.#killGroup(run.process.pgid);
-      if (!gone) this.#stuck(run.process.pgid);
-      run.ended = true;
-      this.#cleanup = undefined;
-      if (this.#stopWanted || this.#detached) return;
-      const error = new LlmgwError(
-        'LLMGW_ENGINE_UNRESPONSIVE',
-        `engine stopped answering its health check (${failures} probes in a row failed, each given ${formatElapsedMs(probeTimeoutMs)}; last: ${lastProbe}), so it was stopped and will be started again; ${this.#lastLines()}`,
-        { context: { shardId: this.shardId, failures } },
-      );
-      this.#fail(error, uptimeMs, true);
-    })();
+    this.#killThenFail(
+      run,
+      `${describeReadiness(run.plan)} failed ${failures} times in a row while ready (last: ${lastProbe}); the engine is hung`,
+      (lines) =>
+        new LlmgwError(
+          'LLMGW_ENGINE_UNRESPONSIVE',
+          `engine stopped answering its health check (${failures} probes in a row failed, each given ${formatElapsedMs(probeTimeoutMs)}; last: ${lastProbe}), so it was stopped and will be started again; ${lines}`,
+          { context: { shardId: this.shardId, failures } },
+        ),
+    );
   }
 
   #notReady(run: Run, lastProbe: string): void {
-    const { clock } = this.#deps;
-    const uptimeMs = clock.now() - run.startedAtMs;
-    const reason = `not ready within ${formatElapsedMs(this.#startTimeoutMs)} (last probe: ${lastProbe})`;
+    this.#killThenFail(
+      run,
+      `not ready within ${formatElapsedMs(this.#startTimeoutMs)} (last probe: ${lastProbe})`,
+      (lines) =>
+        new LlmgwError('LLMGW_ENGINE_NOT_READY', `engine did not become ready within ${formatElapsedMs(this.#startTimeoutMs)} (last probe: ${lastProbe}), so it was stopped; ${lines}`, {
+          context: { shardId: this.shardId, startTimeoutMs: this.#startTimeoutMs },
+        }),
+    );
+  }
+
+  /**
+   * Stops a run the probes gave up on (never ready, or hung once ready), then
+   * fails the shard with the error `errorFor` makes from the log's last lines,
+   * so the usual backoff restarts it. A stop asked for meanwhile finishes the
+   * shard itself instead.
+   */
+  #killThenFail(run: Run, reason: string, errorFor: (lastLines: string) => LlmgwError): void {
+    const uptimeMs = this.#deps.clock.now() - run.startedAtMs;
     this.#transition('stopping', reason);
     run.abort.abort();
     this.log.note(`stopping pid ${run.process.pid}: ${reason}`);
@@ -475,13 +482,8 @@ export class Shard {
       if (!gone) this.#stuck(run.process.pgid);
       run.ended = true;
       this.#cleanup = undefined;
-      // A stop asked for meanwhile finishes this shard itself.
       if (this.#stopWanted || this.#detached) return;
-      const lines = this.#lastLines();
-      const error = new LlmgwError('LLMGW_ENGINE_NOT_READY', `engine did not become ready within ${formatElapsedMs(this.#startTimeoutMs)} (last probe: ${lastProbe}), so it was stopped; ${lines}`, {
-        context: { shardId: this.shardId, startTimeoutMs: this.#startTimeoutMs },
-      });
-      this.#fail(error, uptimeMs, true);
+      this.#fail(errorFor(this.#lastLines()), uptimeMs, true);
     })();
   }
 
