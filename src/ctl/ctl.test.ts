@@ -129,3 +129,11 @@ describe('runCtl', () => {
     expect((await ctl('--help')).code).toBe(0);
   });
 });
+
+describe('fetch progress in a table cell', () => {
+  it('draws a bar with the percent when the size is known, and none when it is not', async () => {
+    const { fetchCell } = await import('./read.js');
+    expect(fetchCell({ bytes_done: 43 * 2 ** 20, total_bytes: 100 * 2 ** 20, percent: 43, bytes_per_second: 2 ** 20 })).toMatch(/^\[####------\] 43% 43 MiB of 100 MiB at 1(\.0)? MiB\/s$/);
+    expect(fetchCell({ bytes_done: 5 * 2 ** 20 })).not.toContain('[');
+  });
+});

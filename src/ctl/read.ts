@@ -224,8 +224,14 @@ export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?:
   );
 }
 
-function fetchCell(f: NonNullable<ReplicaView['shards'][number]['fetch']>): string {
-  const pct = f.percent === undefined ? '' : `${f.percent}% `;
+/** Cells of a fetch progress bar in a table; a listing redrawn by --watch, where one live bar per fetch would not fit. */
+const FETCH_BAR_CELLS = 10;
+
+export function fetchCell(f: NonNullable<ReplicaView['shards'][number]['fetch']>): string {
+  // Unknown size: no bar and no percent, never a bar stuck at 0.
+  const filled = f.percent === undefined ? null : Math.max(0, Math.min(FETCH_BAR_CELLS, Math.round((f.percent / 100) * FETCH_BAR_CELLS)));
+  const bar = filled === null ? '' : `[${'#'.repeat(filled)}${'-'.repeat(FETCH_BAR_CELLS - filled)}] `;
+  const pct = f.percent === undefined ? '' : `${bar}${f.percent}% `;
   return `${pct}${formatBytes(f.bytes_done)} of ${formatBytes(f.total_bytes)}${f.bytes_per_second ? ` at ${formatBytes(f.bytes_per_second)}/s` : ''}`;
 }
 
