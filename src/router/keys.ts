@@ -52,8 +52,9 @@ export class MemoryKeyStore implements KeyStore {
     this.byHash.set(record.hash, record);
   }
 
+  /** Oldest first. */
   list(): readonly ApiKeyRecord[] {
-    return [...this.byId.values()];
+    return [...this.byId.values()].sort((a, b) => a.createdAtMs - b.createdAtMs);
   }
 
   revoke(id: string, atMs: number): boolean {

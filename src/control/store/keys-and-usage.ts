@@ -2,12 +2,13 @@
 // interfaces. Keys are read on every request, so they are cached in memory
 // and the cache is updated by this process's own writes; usage is added up in
 // memory and written in batches, never on a request's path.
+import { MemoryKeyStore } from '../../router/keys.js';
 import type { ApiKeyRecord, KeyStore, UsageEvent, UsageSink } from '../../router/index.js';
 import type { Store } from './store.js';
 
 export class StoredKeys implements KeyStore {
-  private byHash = new Map<string, ApiKeyRecord>();
-  private byId = new Map<string, ApiKeyRecord>();
+  /** The keys as the store holds them, indexed as the router reads them; replaced whole on reload. */
+  private cache = new MemoryKeyStore();
 
   private constructor(private readonly store: Store) {}
 
@@ -19,10 +20,9 @@ export class StoredKeys implements KeyStore {
 
   async reload(): Promise<void> {
     const rows = await this.store.db.selectFrom('api_keys').selectAll().execute();
-    const byHash = new Map<string, ApiKeyRecord>();
-    const byId = new Map<string, ApiKeyRecord>();
+    const cache = new MemoryKeyStore();
     for (const r of rows) {
-      const record: ApiKeyRecord = {
+      cache.create({
         id: r.id,
         name: r.name,
         prefix: r.prefix,
@@ -34,12 +34,9 @@ export class StoredKeys implements KeyStore {
         createdAtMs: r.created_at,
         createdBy: r.created_by,
         revokedAtMs: r.revoked_at,
-      };
-      byHash.set(record.hash, record);
-      byId.set(record.id, record);
+      });
     }
-    this.byHash = byHash;
-    this.byId = byId;
+    this.cache = cache;
   }
 
   async create(record: ApiKeyRecord): Promise<void> {
@@ -60,27 +57,22 @@ export class StoredKeys implements KeyStore {
       })
       .execute();
     await this.store.announce(this.store.db, 'keys');
-    this.byHash.set(record.hash, record);
-    this.byId.set(record.id, record);
+    this.cache.create(record);
   }
 
   list(): readonly ApiKeyRecord[] {
-    return [...this.byId.values()].sort((a, b) => a.createdAtMs - b.createdAtMs);
+    return this.cache.list();
   }
 
   async revoke(id: string, atMs: number): Promise<boolean> {
     const result = await this.store.db.updateTable('api_keys').set({ revoked_at: atMs }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
     await this.store.announce(this.store.db, 'keys');
-    const old = this.byId.get(id);
-    if (!old) return Number(result.numUpdatedRows) > 0;
-    const revoked = { ...old, revokedAtMs: old.revokedAtMs ?? atMs };
-    this.byId.set(id, revoked);
-    this.byHash.set(revoked.hash, revoked);
-    return true;
+    // A key another instance made and this one has not reloaded yet: the store's answer stands.
+    return this.cache.revoke(id, atMs) || Number(result.numUpdatedRows) > 0;
   }
 
   lookupByHash(hash: string): ApiKeyRecord | undefined {
-    return this.byHash.get(hash);
+    return this.cache.lookupByHash(hash);
   }
 }
 
