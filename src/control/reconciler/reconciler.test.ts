@@ -245,6 +245,22 @@ describe('Reconciler', () => {
     expect(t.reconciler.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
   });
 
+  it('previews a new model around the replicas scaling keeps, and applies nothing', async () => {
+    const t = await setup();
+    const demand: DemandSnapshot = { replicas: new Map(), queued: new Map([['demo', 3]]) };
+    t.reconciler.attachDemand(() => demand);
+    await t.node('n1', 1);
+    await t.catalog.add({ ...demo, scaling: { min: 0, max: 1 } }, 'test');
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => r.model), 'scaled from zero: demo holds the one GPU').toEqual(['demo']);
+
+    const other = t.catalog.validate({ name: 'other', source: 'hf://org/other', profiles: [{ engine: 'vllm', gpus: 1 }] });
+    const plan = t.reconciler.preview([other]);
+    expect(plan.actions.filter((a) => a.kind === 'create' && a.model === 'other'), 'the GPU demo was scaled onto is not offered').toEqual([]);
+    expect(plan.actions.filter((a) => a.kind === 'stop' || a.kind === 'drain'), 'demo is kept at the number scaling gave it').toEqual([]);
+    expect(t.reconciler.replicas().map((r) => r.model), 'a preview changes nothing').toEqual(['demo']);
+  });
+
   it('starts one replica for a model at zero however many requests wait, records why, and drains it back to zero when idle', async () => {
     const events: NewEvent[] = [];
     const t = await setup(undefined, { events: { record: (e) => events.push(e) } });

@@ -300,17 +300,21 @@ export class Reconciler {
   /**
    * A pass as it would run now with `models` added to the catalog, for a
    * dry run: nothing is applied, stored or published, and the creation cap
-   * does not apply (it paces real fetches, not a plan).
+   * does not apply (it paces real fetches, not a plan). Models already in
+   * the catalog keep the wanted numbers scaling last gave them, so the GPUs
+   * their replicas hold are not offered to the new ones.
    */
   preview(models: readonly Model[]): Plan {
     const names = new Set(models.map((m) => m.name));
+    const now = this.options.now();
     return planPass(
       {
-        now: this.options.now(),
+        now,
         models: [...this.options.catalog.models().filter((m) => !names.has(m.name)), ...models],
-        nodes: this.placementNodes(this.options.now()),
+        nodes: this.placementNodes(now),
         replicas: this.records,
         inFlight: this.inFlight,
+        ...(this.demandSource ? { wanted: this.lastWanted() } : {}),
       },
       { ...this.options.plan, maxCreatesPerPass: Number.MAX_SAFE_INTEGER },
     );
@@ -390,6 +394,11 @@ export class Reconciler {
    * number; undefined without a demand source (every model at scaling.min).
    * In-flight and last-use numbers read here also feed the pass's drains.
    */
+  /** Each model's wanted number as the last pass decided it; a model not seen yet has none (its min applies). */
+  private lastWanted(): Map<string, number> {
+    return new Map([...this.scaleStates].map(([model, st]) => [model, st.wanted]));
+  }
+
   private scale(now: number): Map<string, number> | undefined {
     if (!this.demandSource) return undefined;
     let snapshot: DemandSnapshot;
@@ -397,7 +406,7 @@ export class Reconciler {
       snapshot = this.demandSource();
     } catch (err) {
       this.options.logger.error({ err }, 'reading the router\'s demand failed; this pass keeps the previous wanted numbers');
-      return new Map([...this.scaleStates].map(([model, st]) => [model, st.wanted]));
+      return this.lastWanted();
     }
     for (const [id, use] of snapshot.replicas) {
       this.inFlight.set(id, use.inFlight);
