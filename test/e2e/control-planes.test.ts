@@ -78,7 +78,7 @@ describePostgres('several control planes on one Postgres', () => {
     const pids = stateDirs.map(enginePids);
     const survivors = order.slice(1);
     const load = clientLoad(survivors.map((i) => cps[i]!.urls.client), secret, 'chat');
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor('the load to be running', async () => (load.count() >= 10 ? true : undefined));
     const killedAt = Date.now();
     await cps[leaderIndex]!.stop('SIGKILL');
     const next = await waitFor('another instance leads', async () => {

@@ -84,13 +84,15 @@ export function weightsDir(dir: string): string {
  * Sends requests back to back from `workers` loops, round robin over
  * `clients`, until stop() is called; stop resolves with every status seen.
  */
-export function clientLoad(clients: readonly string[], key: string, model: string, workers = 3): { stop(): Promise<number[]> } {
+export function clientLoad(clients: readonly string[], key: string, model: string, workers = 3): { count(): number; stop(): Promise<number[]> } {
   let running = true;
   const statuses: number[] = [];
   const loops = Array.from({ length: workers }, async (_, w) => {
     for (let i = w; running; i++) statuses.push(await chat(clients[i % clients.length]!, key, model));
   });
   return {
+    /** Requests answered (or failed) so far. */
+    count: () => statuses.length,
     async stop() {
       running = false;
       await Promise.all(loops);
