@@ -99,6 +99,8 @@ export class Cluster {
   private fleetUseSeen: ReadonlyMap<string, { inFlight: number; lastUsedMs: number }> | null = null;
   /** The last sum of every instance's held requests per model; null before the first (see fleetQueued). */
   private fleetQueuedSeen: ReadonlyMap<string, number> | null = null;
+  /** This instance's last sync wrote held requests (so the next one with none must clear them). */
+  private demandWritten = false;
   private urls: { client: string; admin: string; agent: string } | null = null;
   private readonly startedAtMs: number;
   private syncTimer: NodeJS.Timeout | null = null;
@@ -297,7 +299,11 @@ export class Cluster {
         });
         const use = [...parts.replicaUse()].map(([replicaId, u]) => ({ replicaId, inFlight: u.inFlight, lastUsedAtMs: u.lastUsedMs === 0 ? null : u.lastUsedMs }));
         await saveReplicaUse(store, this.instanceId, use, now);
-        await saveModelDemand(store, this.instanceId, parts.queued?.() ?? new Map(), now);
+        // Rows are refreshed while requests are held (the leader reads only fresh ones); with none held, and none written last time, there is nothing to say.
+        const queued = parts.queued?.() ?? new Map<string, number>();
+        const holding = [...queued.values()].some((n) => n > 0);
+        if (holding || this.demandWritten) await saveModelDemand(store, this.instanceId, queued, now);
+        this.demandWritten = holding;
         if (this.leadingNow) {
           // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
           const summed = await sumReplicaUse(store, now - 3 * this.syncMs);
