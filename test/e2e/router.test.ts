@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ReplicaView } from '../../src/api/index.js';
 import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor, type RunningProcess } from '../support/processes.js';
 
 const JOIN = 'e2e-join-token-router-0123456789';
@@ -18,13 +19,6 @@ const stateDirs: string[] = [];
 /** Agent processes by node id. */
 const agents = new Map<string, RunningProcess>();
 
-interface ReplicaView {
-  id: string;
-  model: string;
-  state: string;
-  endpoint?: string;
-  shards: { node: string; state: string }[];
-}
 
 let adminUrl = '';
 let clientUrl = '';

@@ -7,26 +7,15 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'vitest';
+import type { NodeView, ReplicaView } from '../../src/api/index.js';
 import { startControl, startLlmgw, waitFor, type RunningProcess } from '../support/processes.js';
 
 export const JOIN = 'faults-join-token-0123456789abcdef';
 export const ADMIN = 'faults-admin-token-0123456789abcdef';
 export const adminHeaders = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'faults' };
 
-export interface ReplicaView {
-  id: string;
-  model: string;
-  state: string;
-  endpoint?: string;
-  error?: string;
-  shards: { node: string; state: string; error?: string }[];
-}
-
-export interface NodeView {
-  id: string;
-  liveness: string;
-  state: string;
-}
+// The admin API's own shapes, as the typed client declares them.
+export type { NodeView, ReplicaView } from '../../src/api/index.js';
 
 /** One running engine, from the record its agent keeps in `<stateDir>/shards`. */
 export interface EngineRecord {

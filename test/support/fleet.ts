@@ -4,28 +4,15 @@
 // running from one that was started again.
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ReplicaView } from '../../src/api/index.js';
 import { startLlmgw } from './processes.js';
 
 export const JOIN = 'e2e-join-token-0123456789abcdef';
 export const ADMIN = 'e2e-admin-token-0123456789abcdef';
 export const adminHeaders = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e' };
 
-export interface ReplicaView {
-  id: string;
-  model: string;
-  state: string;
-  endpoint?: string;
-  shards: { node: string; state: string }[];
-}
-
-export interface ControlPlaneView {
-  id: string;
-  address?: string;
-  is_leader: boolean;
-  epoch?: number;
-  last_seen_seconds: number;
-  self: boolean;
-}
+// The admin API's own shapes, as the typed client declares them.
+export type { ControlPlaneView, ReplicaView } from '../../src/api/index.js';
 
 /** Starts a simulated agent (no GPUs) with its own port range; `control` may list several URLs, comma-separated. */
 export function startSimAgent(control: string, stateDir: string, id: string, ports: { first: number; count: number }) {
