@@ -97,7 +97,8 @@ async function serveRouter(urls) {
     models.set(name, compileModel(ModelSchema.parse({ name, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }), 'file'));
     replicas.set(name, [{ id: `r-${name}`, endpoint: url, draining: false }]);
   }
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
+  // As the control plane builds its client listener.
+  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false });
   const keys = new MemoryKeyStore();
   registerRouter(app, {
     catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },

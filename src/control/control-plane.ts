@@ -111,6 +111,7 @@ export class ControlPlane {
       bodyLimitBytes: 8 << 20,
       shapeError: openAiErrorShape,
       headersTimeoutMs: config.clientHeadersTimeoutMs,
+      requestLoggers: false,
     });
     const router = registerRouter(clientApp, {
       catalog,

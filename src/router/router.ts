@@ -133,6 +133,8 @@ interface Upstream {
   readonly basePath: string;
 }
 
+type MaybePromise<T> = T | Promise<T>;
+
 /** One client request through its life. */
 interface Exchange {
   readonly endpoint: Endpoint;
@@ -162,6 +164,10 @@ const UPSTREAM_PATHS: Record<Endpoint, string> = {
 };
 
 const RETRY_BACKOFF_CAP_MS = 500;
+
+/** The headers of every upstream request, made once: undici only reads them. */
+const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
+const WHOLE_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
 
 export class Router {
   private readonly now: () => number;
@@ -270,7 +276,8 @@ export class Router {
 
   async listModels(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     armBodyTimeout(request.raw.socket, 0);
-    const key = await this.authenticate(request, reply);
+    const auth = this.authenticate(request, reply);
+    const key = auth instanceof Promise ? await auth : auth;
     if (key === undefined) return reply;
     const data: unknown[] = [];
     for (const m of this.deps.catalog.models()) {
@@ -283,7 +290,8 @@ export class Router {
   /** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
   async getModel(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     armBodyTimeout(request.raw.socket, 0);
-    const key = await this.authenticate(request, reply);
+    const auth = this.authenticate(request, reply);
+    const key = auth instanceof Promise ? await auth : auth;
     if (key === undefined) return reply;
     const m = this.deps.catalog.resolve(id);
     if (!m || (key && !allows(key, m))) {
@@ -296,7 +304,8 @@ export class Router {
     // The body is in: from here the client may be slow to read, which the total timeout bounds.
     armBodyTimeout(request.raw.socket, 0);
     const startedAt = performance.now() - reply.elapsedTime;
-    const key = await this.authenticate(request, reply);
+    const auth = this.authenticate(request, reply);
+    const key = auth instanceof Promise ? await auth : auth;
     if (key === undefined) return reply;
     const raw = request.body;
     if (!Buffer.isBuffer(raw)) return this.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
@@ -563,7 +572,7 @@ export class Router {
           {
             path: basePath + ex.path,
             method: 'POST',
-            headers: { 'content-type': 'application/json', accept: ex.parsed.stream ? 'text/event-stream' : 'application/json' },
+            headers: ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS,
             body,
             headersTimeout: this.timeouts.headersTimeoutMs,
             bodyTimeout: this.timeouts.idleBodyTimeoutMs,
@@ -631,8 +640,12 @@ export class Router {
 
   // ---- keys and refusals ------------------------------------------------
 
-  /** The caller's key; null when keys are off; undefined when a refusal was sent. */
-  private async authenticate(request: FastifyRequest, reply: FastifyReply): Promise<ApiKeyRecord | null | undefined> {
+  /**
+   * The caller's key; null when keys are off; undefined when a refusal was
+   * sent. A promise only when the key store answers with one: a cached key
+   * costs the request no extra turn of the event loop.
+   */
+  private authenticate(request: FastifyRequest, reply: FastifyReply): MaybePromise<ApiKeyRecord | null | undefined> {
     if (!this.deps.authRequired) return null;
     const header = request.headers.authorization;
     const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
@@ -641,7 +654,11 @@ export class Router {
       return undefined;
     }
     const found = this.deps.keys.lookupByHash(hashKey(m[1]!));
-    const key = found instanceof Promise ? await found : found;
+    return found instanceof Promise ? found.then((key) => this.admitKey(key, reply)) : this.admitKey(found, reply);
+  }
+
+  /** A looked-up key, or the 401 that says why it cannot be used (undefined). */
+  private admitKey(key: ApiKeyRecord | null | undefined, reply: FastifyReply): ApiKeyRecord | undefined {
     if (!key) {
       this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'the API key is not valid; ask the operator for one (`POST /api/v1/keys`)');
       return undefined;

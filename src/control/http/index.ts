@@ -32,6 +32,14 @@ export interface JsonAppOptions {
   headersTimeoutMs?: number;
   /** Close every connection on close(), not only idle ones: for long-polled listeners, whose sockets are never idle for long. */
   forceCloseConnections?: boolean;
+  /**
+   * False: requests log through the listener's logger itself, without the
+   * child logger (bound to a request id) Fastify makes for each request. For
+   * the client listener, whose hot path logs nothing per request: a pino child
+   * per request is allocation the garbage collector pays for under load.
+   * Absent = true.
+   */
+  requestLoggers?: boolean;
 }
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -53,6 +61,7 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
       connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor((options.headersTimeoutMs ?? 30_000) / 4))),
     } as never,
     routerOptions: { ignoreTrailingSlash: true },
+    ...(options.requestLoggers === false ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
     // What Node's HTTP parser refuses never reaches a route: it still gets an answer in the listener's shape.
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
       if (err.code === 'ECONNRESET' || !socket.writable) {
