@@ -323,6 +323,7 @@ async function main() {
       const simPid = sims[p.sim].child.pid;
       const sim0 = cpuSeconds(simPid);
       const cpu0 = cpuSeconds(routerProc.child.pid);
+      const phaseMs = p.limitMs ?? limitMs;
       let d;
       let r;
       let b = null;
@@ -330,16 +331,16 @@ async function main() {
       if (p.interleave) {
         // Direct, routed (and for the sequential phase the bare proxy) in turn, in one run.
         const ways = [p.make(t.direct, t.bodies), p.make(t.router, t.bodies), p.make(t.bare, t.bodies)];
-        [d, r, b = null] = await drive(p.conns, p.count * ways.length, p.limitMs ?? limitMs, ways, p.think, p.warmMs);
+        [d, r, b = null] = await drive(p.conns, p.count * ways.length, phaseMs, ways, p.think, p.warmMs);
         simRequests = d.done + r.done + (b?.done ?? 0);
       } else {
-        d = await drive(p.conns, p.count, limitMs, p.make(t.direct, t.bodies), p.think, p.warmMs);
+        d = await drive(p.conns, p.count, phaseMs, p.make(t.direct, t.bodies), p.think, p.warmMs);
         simRequests = d.done;
       }
       const sim1 = cpuSeconds(simPid);
       const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / simRequests;
       const cpuR0 = p.interleave ? cpu0 : cpuSeconds(routerProc.child.pid);
-      if (!p.interleave) r = await drive(p.conns, p.count, limitMs, p.make(t.router, t.bodies), p.think, p.warmMs);
+      if (!p.interleave) r = await drive(p.conns, p.count, phaseMs, p.make(t.router, t.bodies), p.think, p.warmMs);
       const cpu1 = cpuSeconds(routerProc.child.pid);
       // The router's own CPU per request: unlike wall-clock latency, not inflated by neighbours on a shared machine.
       const cpuUs = cpuR0 === null || cpu1 === null ? null : ((cpu1 - cpuR0) * 1e6) / r.done;
@@ -348,7 +349,7 @@ async function main() {
         `${p.name}: direct p50 ${fmt(d.p50)} ms p99 ${fmt(d.p99)} ms ${Math.round(d.rate)}/s (${d.done}, errors ${d.errors}); ` +
         `routed p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${Math.round(r.rate)}/s (${r.done}, errors ${r.errors}); ` +
         `added p50 ${fmt(res.addedP50)} ms p99 ${fmt(res.addedP99)} ms` +
-        (p.interleave ? '; direct and routed interleaved' : `; throughput ${res.throughput.toFixed(2)}× direct`) +
+        (p.interleave ? '; direct, routed and bare proxy in turn' : `; throughput ${res.throughput.toFixed(2)}× direct`) +
         (cpuUs === null ? '' : `; router CPU ${Math.round(cpuUs)} µs/request${p.tokens ? ` (${((cpuUs * 1000) / p.tokens).toFixed(0)} ns/token)` : ''}`) +
         (simUs === null ? '' : ` (the sim's own: ${Math.round(simUs)} µs/request)`);
       if (p.tokens) {

@@ -276,8 +276,7 @@ export class Router {
 
   async listModels(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     armBodyTimeout(request.raw.socket, 0);
-    const auth = this.authenticate(request, reply);
-    const key = auth instanceof Promise ? await auth : auth;
+    const key = await this.authenticate(request, reply);
     if (key === undefined) return reply;
     const data: unknown[] = [];
     for (const m of this.deps.catalog.models()) {
@@ -290,8 +289,7 @@ export class Router {
   /** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
   async getModel(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     armBodyTimeout(request.raw.socket, 0);
-    const auth = this.authenticate(request, reply);
-    const key = auth instanceof Promise ? await auth : auth;
+    const key = await this.authenticate(request, reply);
     if (key === undefined) return reply;
     const m = this.deps.catalog.resolve(id);
     if (!m || (key && !allows(key, m))) {

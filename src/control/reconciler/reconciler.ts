@@ -389,16 +389,16 @@ export class Reconciler {
     return plan;
   }
 
-  /**
-   * Reads the router's demand and asks the scaler for each model's wanted
-   * number; undefined without a demand source (every model at scaling.min).
-   * In-flight and last-use numbers read here also feed the pass's drains.
-   */
   /** Each model's wanted number as the last pass decided it; a model not seen yet has none (its min applies). */
   private lastWanted(): Map<string, number> {
     return new Map([...this.scaleStates].map(([model, st]) => [model, st.wanted]));
   }
 
+  /**
+   * Reads the router's demand and asks the scaler for each model's wanted
+   * number; undefined without a demand source (every model at scaling.min).
+   * In-flight and last-use numbers read here also feed the pass's drains.
+   */
   private scale(now: number): Map<string, number> | undefined {
     if (!this.demandSource) return undefined;
     let snapshot: DemandSnapshot;
