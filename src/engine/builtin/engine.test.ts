@@ -96,6 +96,23 @@ describe('builtin engine over HTTP', () => {
     expect(reply.model, 'the name the client used').toBe('tiny-alias');
   });
 
+  it('counts a last token that node-llama-cpp holds back and never releases', async () => {
+    // With the tiny model, seed 329 ends a 7-token reply on a token that
+    // node-llama-cpp keeps back from its text (a possible start of a stop
+    // string): six tokens' text, but seven were generated and billed.
+    const reply = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 7, seed: 329 });
+    expect(reply.choices[0]!.message.content!.length, 'this seed still ends on a held-back token').toBeLessThan(7);
+    expect(reply.choices[0]!.finish_reason).toBe('length');
+    expect(reply.usage?.completion_tokens).toBe(7);
+  });
+
+  it('samples afresh for each request without a seed, as OpenAI does', async () => {
+    const ask = () => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Pick a word.' }], max_tokens: 8 });
+    const replies = await Promise.all([ask(), ask(), ask()]);
+    // Without a seed of our own, node-llama-cpp seeds with the current second: three equal replies.
+    expect(new Set(replies.map((r) => r.choices[0]!.message.content)).size).toBeGreaterThan(1);
+  });
+
   it('streams OpenAI chunks: role first, content deltas, finish, then usage when asked', async () => {
     const stream = await client.chat.completions.create({
       model: MODEL,

@@ -4,6 +4,7 @@
 // chat, raw completion and embedding requests on them with real token
 // counts. The HTTP layer (server.ts) only translates OpenAI's shapes to these
 // calls, so this file is where node-llama-cpp's API is known.
+import { randomInt } from 'node:crypto';
 import {
   getLlama,
   LlamaChat,
@@ -181,9 +182,9 @@ export class BuiltinRuntime {
         const { contextText } = chat.chatWrapper.generateContextState({ chatHistory: history });
         const promptTokens = contextText.tokenize(this.model.tokenizer).length;
         const maxTokens = this.replyBudget(promptTokens, params.maxTokens);
-        const { counted, options } = this.streaming(params, maxTokens, signal, onText);
+        const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result = await chat.generateResponse(history, options);
-        return { text: result.response, promptTokens, completionTokens: counted.tokens, finishReason: finishReason(result.metadata.stopReason, signal) };
+        return { text: result.response, promptTokens, completionTokens: generated(), finishReason: finishReason(result.metadata.stopReason, signal) };
       } finally {
         chat.dispose({ disposeSequence: false });
       }
@@ -192,11 +193,16 @@ export class BuiltinRuntime {
 
   /**
    * What chat and completion both hand node-llama-cpp: sampling, the budget,
-   * the client's abort, text as it streams, and a count of the tokens made
-   * (usage reports exactly what was generated, not a re-tokenisation).
+   * the client's abort and text as it streams; and how many tokens the
+   * sequence sampled for this request. Usage reports what was generated, as
+   * llama.cpp's server does, not a re-tokenisation and not what `onToken`
+   * saw: node-llama-cpp holds back a token that ends inside a UTF-8
+   * character (or may start a stop string) and never releases it when the
+   * budget runs out there, which once made a reply stopped at 7 tokens
+   * report 6.
    */
-  private streaming(params: SamplingParams, maxTokens: number, signal: AbortSignal, onText: (text: string) => void) {
-    const counted = { tokens: 0 };
+  private streaming(sequence: LlamaContextSequence, params: SamplingParams, maxTokens: number, signal: AbortSignal, onText: (text: string) => void) {
+    const before = sequence.tokenMeter.getState();
     const options = {
       ...this.sampling(params),
       maxTokens,
@@ -205,11 +211,9 @@ export class BuiltinRuntime {
       onTextChunk: (text: string) => {
         if (text !== '') onText(text);
       },
-      onToken: (tokens: Token[]) => {
-        counted.tokens += tokens.length;
-      },
     };
-    return { counted, options };
+    // Each sampled token is one evaluation with logits: the meter's "output" tokens.
+    return { generated: () => sequence.tokenMeter.diff(before).usedOutputTokens, options };
   }
 
   async complete(prompt: string, params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
@@ -221,9 +225,9 @@ export class BuiltinRuntime {
     return this.withSequence(signal, async (sequence) => {
       const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
       try {
-        const { counted, options } = this.streaming(params, maxTokens, signal, onText);
+        const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result = await completion.generateCompletionWithMeta(input, { ...options, disableContextShift: true });
-        return { text: result.response, promptTokens, completionTokens: counted.tokens, finishReason: finishReason(result.metadata.stopReason, signal) };
+        return { text: result.response, promptTokens, completionTokens: generated(), finishReason: finishReason(result.metadata.stopReason, signal) };
       } finally {
         completion.dispose({ disposeSequence: false });
       }
@@ -295,7 +299,9 @@ export class BuiltinRuntime {
     return {
       temperature: params.temperature,
       topP: params.topP,
-      ...(params.seed === undefined ? {} : { seed: params.seed }),
+      // Absent, node-llama-cpp seeds with the current second, so the same
+      // prompt within one second would get the same reply; OpenAI varies it.
+      seed: params.seed ?? randomInt(2 ** 32),
       customStopTriggers: params.stop,
       trimWhitespaceSuffix: false,
       repeatPenalty: penalised
