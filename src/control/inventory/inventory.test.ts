@@ -14,7 +14,9 @@ describe('inventory', () => {
     const inv = await Inventory.create({ store: null, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000 });
     await inv.join(joinInput('n1'));
     const node = inv.get('n1')!;
-    expect(inv.liveness(node), 'a node that never reported is not up').toBe('lost');
+    expect(inv.liveness(node), 'a node that has not reported yet is not up, nor lost').toBe('stale');
+    now += 60_000;
+    expect(inv.liveness(node), 'a node silent for the lost window after joining').toBe('lost');
     inv.heartbeat(node, {});
     expect(inv.liveness(node)).toBe('up');
     now += 14_999;
@@ -94,7 +96,7 @@ describe('inventory', () => {
     inv.heartbeat(node, { report });
     inv.heartbeat(node, { report });
     inv.heartbeat(node, { report: { gpus: [{ index: 0, class: 'h100-80gb', problems: ['12 uncorrectable ECC errors'] }] } });
-    expect(seen).toEqual(['n: joined', 'n: back (lost)', 'n: capacity changed']);
+    expect(seen).toEqual(['n: joined', 'n: first heartbeat', 'n: capacity changed']);
   });
 });
 

@@ -62,8 +62,14 @@ export class Inventory {
   private readonly fingerprints = new Map<string, string>();
   /** When refresh() last read the store, by this clock; null = never (the first reads every node). */
   private refreshedAtMs: number | null = null;
+  /** When this process started listening for heartbeats. */
+  private readonly listeningSinceMs: number;
+  /** Per node that joined while this process listened: when it joined. */
+  private readonly joinedMs = new Map<string, number>();
 
-  private constructor(private readonly options: InventoryOptions) {}
+  private constructor(private readonly options: InventoryOptions) {
+    this.listeningSinceMs = options.now();
+  }
 
   /** Loads the fleet the store remembers, so a restarted control plane knows its nodes before the first heartbeat. */
   static async create(options: InventoryOptions): Promise<Inventory> {
@@ -95,12 +101,19 @@ export class Inventory {
     return this.nodes.get(id);
   }
 
+  /**
+   * Up while heartbeats are fresh; then stale, then lost. Silence counts
+   * only while this process was there to hear: a control plane that was
+   * down for ten minutes heard nothing, which says nothing of the nodes, so
+   * after a restart each is given the whole lost window again (stale, so
+   * nothing is placed on it or moved off it, until it reports). A node that
+   * joined and has not sent its first heartbeat yet is stale, not lost.
+   */
   liveness(node: Node, now = this.options.now()): Liveness {
-    if (node.lastSeenMs === null) return 'lost';
-    const age = now - node.lastSeenMs;
-    if (age < this.options.staleAfterMs) return 'up';
-    if (age < this.options.lostAfterMs) return 'stale';
-    return 'lost';
+    const seen = node.lastSeenMs;
+    if (seen !== null && now - seen < this.options.staleAfterMs) return 'up';
+    const silentSince = Math.max(seen ?? -Infinity, this.joinedMs.get(node.id) ?? this.listeningSinceMs);
+    return now - silentSince < this.options.lostAfterMs ? 'stale' : 'lost';
   }
 
   /** Admits a node that presented the right join token; returns its new credential and management token. */
@@ -116,6 +129,7 @@ export class Inventory {
     const mgmtToken = randomBytes(32).toString('base64url');
     const credentialHash = hashCredential(credential);
     const existing = this.nodes.get(input.id);
+    this.joinedMs.set(input.id, this.options.now());
     const fields = { ...input, credentialHash, mgmtToken };
     if (this.options.store) {
       const row = await this.options.store.upsertNodeOnJoin(fields, {
@@ -156,6 +170,8 @@ export class Inventory {
   heartbeat(node: Node, input: { report?: unknown; agentVersion?: string | null; protocolVersion?: number | null }): { reportProblem: string | null } {
     const now = this.options.now();
     const wasLive = this.liveness(node, now);
+    // Not coming back: arriving (capacity to place on, not a recovery to tell of).
+    const firstBeat = node.lastSeenMs === null;
     node.lastSeenMs = now;
     if (input.agentVersion !== undefined) node.agentVersion = input.agentVersion;
     if (input.protocolVersion !== undefined) node.protocolVersion = input.protocolVersion;
@@ -188,7 +204,7 @@ export class Inventory {
       });
       if ((this.options.flushIntervalMs ?? 1000) === 0) void this.flush();
     }
-    if (capacityChanged) this.changed(node.id, wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed');
+    if (capacityChanged) this.changed(node.id, firstBeat ? 'first heartbeat' : wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed');
     return { reportProblem };
   }
 
@@ -229,6 +245,7 @@ export class Inventory {
       const node = this.nodes.get(row.id);
       if (!node) {
         this.nodes.set(row.id, fresh);
+        this.joinedMs.set(row.id, now);
         if (fresh.report) this.fingerprints.set(row.id, capacityFingerprint(fresh.report));
         this.changed(row.id, 'joined through another control plane');
         continue;

@@ -18,10 +18,10 @@ afterEach(async () => {
 });
 
 /** A control plane's reconciler with its real neighbours over one SQLite file; `reopen` starts a second one on it, as a restart would. */
-async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}) {
+async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}, startMs = 1_000_000) {
   const dir = reuse ?? mkdtempSync(join(tmpdir(), 'llmgw-reconciler-'));
   if (!reuse) cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-  let clock = 1_000_000;
+  let clock = startMs;
   const now = () => clock;
   const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now });
   const catalog = await Catalog.create({ store });
@@ -127,6 +127,31 @@ describe('Reconciler', () => {
     second.heartbeat('n1');
     const plan = await second.reconciler.pass();
     expect(plan.actions, 'nothing is placed again').toEqual([]);
+  });
+
+  it('a control plane restarted after a long outage gives every node its lost window again before replacing anything', async () => {
+    const first = await setup();
+    await first.node('n1');
+    await first.node('n2');
+    await first.catalog.add(demo, 'test');
+    await first.reconciler.pass();
+    const replicaNode = first.reconciler.replicas()[0]!.shards[0]!.nodeId;
+    await first.report(replicaNode, 'ready', () => 'http://n:9000');
+    const before = first.reconciler.replicas();
+    await first.reconciler.stop();
+
+    // Ten minutes down: no heartbeat could reach it, which says nothing of the nodes.
+    const second = await setup(first.dir, {}, 1_000_000 + 10 * 60_000);
+    const n1 = second.inventory.get('n1')!;
+    expect(second.inventory.liveness(n1), 'not heard from yet: stale, not lost').toBe('stale');
+    expect((await second.reconciler.pass()).actions, 'nothing is marked lost or placed again').toEqual([]);
+    second.heartbeat(replicaNode);
+    expect((await second.reconciler.pass()).actions).toEqual([]);
+    expect(second.reconciler.replicas()).toEqual(before);
+    const silent = replicaNode === 'n1' ? 'n2' : 'n1';
+    second.advance(60_000);
+    second.heartbeat(replicaNode);
+    expect(second.inventory.liveness(second.inventory.get(silent)!), 'silent for the whole window since the restart').toBe('lost');
   });
 
   it('replaces the replica of a lost node and forgets the old one', async () => {
