@@ -23,7 +23,11 @@
 // with it and with direct requests: the floor any Node proxy pays on this
 // machine, for reading the router's own figure against. Taking turns, the
 // --connections clients of that phase are shared three ways: about a third
-// of them are in flight through the router at any moment.
+// of them are in flight through the router at any moment. A second paced
+// phase gives each its --connections clients to itself instead: all of them
+// send directly for --slice-ms, then all through the router, then all
+// through the bare proxy, round and round, so the router carries every one
+// of them at once while a stall of the machine still falls on all three.
 //
 // The paced non-streaming phase runs --paced-seconds (20) after --warm-ms
 // (1000) not counted: its p99 is the 1% slowest of ~6000 routed requests. In
@@ -42,6 +46,7 @@
 //   npm run build && node bench/router.mjs [--requests 5000] [--streams 600]
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
 //     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20] [--warm-ms 1000] [--paced-seconds 20]
+//     [--slice-ms 1000] [--phases seq,seqStream,conc,concEach,concStream,ceiling]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -68,6 +73,8 @@ const { values: flags } = parseArgs({
     'think-ms': { type: 'string', default: '20' },
     'warm-ms': { type: 'string', default: '1000' },
     'paced-seconds': { type: 'string', default: '20' },
+    'slice-ms': { type: 'string', default: '1000' },
+    phases: { type: 'string' },
     'serve-bare': { type: 'string' },
   },
 });
@@ -122,7 +129,8 @@ async function serveRouter(urls) {
  */
 async function serveBare(simUrl) {
   const { createServer } = await import('node:http');
-  const upstream = new Pool(simUrl, { connections: 256 });
+  // No cap on connections, as the router's pools: a cap queues requests once more clients than it are in flight.
+  const upstream = new Pool(simUrl);
   const server = createServer((req, res) => {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
@@ -206,20 +214,35 @@ function cpuSeconds(pid) {
  * counted, so a concurrent phase measures the steady state rather than its
  * start, when every worker sends its first request in the same few
  * milliseconds and every pool opens its connections at once.
+ * `slice` ({ ms, settleMs }): instead of taking turns per call, every worker
+ * calls the same entry for `ms`, then the next, round and round, so each
+ * entry meets all `connections` at once while the machine's stalls still
+ * fall on all of them alike; calls started in the first `settleMs` of a
+ * slice (while the previous entry's last calls finish) are not counted.
  */
-async function drive(connections, count, limitMs, ones, thinkMs = 0, warmMs = 0) {
+async function drive(connections, count, limitMs, ones, thinkMs = 0, warmMs = 0, slice = null) {
   const list = Array.isArray(ones) ? ones : [ones];
   let started = 0;
   const errors = list.map(() => 0);
   const latencies = list.map(() => []);
+  /** Every call per entry, counted or not: what the servers did, for CPU per request. */
+  const sent = list.map(() => 0);
   const t0 = performance.now();
   const worker = async (w) => {
     let turn = w;
     while (started < count && performance.now() - t0 < warmMs + limitMs) {
-      const counted = performance.now() - t0 >= warmMs;
-      if (counted) started++;
-      const i = turn++ % list.length;
       if (thinkMs > 0) await new Promise((resolve) => setTimeout(resolve, Math.random() * thinkMs));
+      const since = performance.now() - t0;
+      let counted = since >= warmMs;
+      let i;
+      if (slice) {
+        i = Math.floor(since / slice.ms) % list.length;
+        counted &&= since % slice.ms >= slice.settleMs;
+      } else {
+        i = turn++ % list.length;
+      }
+      if (counted) started++;
+      sent[i]++;
       const s = performance.now();
       let ok = false;
       try {
@@ -233,11 +256,13 @@ async function drive(connections, count, limitMs, ones, thinkMs = 0, warmMs = 0)
     }
   };
   await Promise.all(Array.from({ length: connections }, (_, w) => worker(w)));
-  const seconds = (performance.now() - t0 - warmMs) / 1000;
+  // Sliced, each entry had its share of the time (less each slice's settling) to itself.
+  const share = slice ? (1 - slice.settleMs / slice.ms) / list.length : 1;
+  const seconds = ((performance.now() - t0 - warmMs) / 1000) * share;
   const results = latencies.map((ms, i) => {
     ms.sort((a, b) => a - b);
     const pct = (p) => ms[Math.min(ms.length - 1, Math.floor(ms.length * p))] ?? NaN;
-    return { done: ms.length, errors: errors[i], seconds, p50: pct(0.5), p99: pct(0.99), rate: ms.length / seconds };
+    return { done: ms.length, sent: sent[i], errors: errors[i], seconds, p50: pct(0.5), p99: pct(0.99), rate: ms.length / seconds };
   });
   return Array.isArray(ones) ? results : results[0];
 }
@@ -315,14 +340,18 @@ async function main() {
       { id: 'seq', name: 'instant sim, non-streaming, sequential', sim: 'instant', conns: 1, count: requests, make: whole, tokens: 0, interleave: true },
       { id: 'seqStream', name: 'instant sim, streaming, sequential', sim: 'instant', conns: 1, count: streams, make: streamed, tokens: streamTokens },
       { id: 'conc', name: `paced sim, non-streaming, ${connections} connections (direct, routed and bare proxy in turn)`, sim: 'paced', conns: connections, count: requests * 10, make: whole, tokens: 0, think: thinkMs, interleave: true, warmMs, limitMs: Number(flags['paced-seconds']) * 1000 },
+      { id: 'concEach', name: `paced sim, non-streaming, ${connections} connections to each (direct, routed and bare proxy by turns of ${flags['slice-ms']} ms)`, sim: 'paced', conns: connections, count: requests * 10, make: whole, tokens: 0, think: thinkMs, interleave: true, warmMs, limitMs: Number(flags['paced-seconds']) * 1500, slice: { ms: Number(flags['slice-ms']), settleMs: 300 } },
       { id: 'concStream', name: `paced sim, streaming, ${connections} connections`, sim: 'paced', conns: connections, count: streams * 3, make: streamed, tokens: streamTokens, think: thinkMs, warmMs },
       { id: 'ceiling', name: `instant sim, non-streaming, ${connections} connections (the router's ceiling)`, sim: 'instant', conns: connections, count: requests * 3, make: whole, tokens: 0, warmMs },
     ];
+    const only = flags.phases ? new Set(flags.phases.split(',')) : null;
     for (const p of phases) {
+      if (only && !only.has(p.id)) continue;
       const t = targets[p.sim];
       const simPid = sims[p.sim].child.pid;
       const sim0 = cpuSeconds(simPid);
       const cpu0 = cpuSeconds(routerProc.child.pid);
+      const bare0 = cpuSeconds(bareProcs[p.sim].child.pid);
       const phaseMs = p.limitMs ?? limitMs;
       let d;
       let r;
@@ -331,19 +360,21 @@ async function main() {
       if (p.interleave) {
         // Direct, routed (and for the sequential phase the bare proxy) in turn, in one run.
         const ways = [p.make(t.direct, t.bodies), p.make(t.router, t.bodies), p.make(t.bare, t.bodies)];
-        [d, r, b = null] = await drive(p.conns, p.count * ways.length, phaseMs, ways, p.think, p.warmMs);
-        simRequests = d.done + r.done + (b?.done ?? 0);
+        [d, r, b = null] = await drive(p.conns, p.count * ways.length, phaseMs, ways, p.think, p.warmMs, p.slice);
+        simRequests = d.sent + r.sent + (b?.sent ?? 0);
       } else {
         d = await drive(p.conns, p.count, phaseMs, p.make(t.direct, t.bodies), p.think, p.warmMs);
-        simRequests = d.done;
+        simRequests = d.sent;
       }
+      const bare1 = cpuSeconds(bareProcs[p.sim].child.pid);
+      const bareUs = b && bare0 !== null && bare1 !== null ? ((bare1 - bare0) * 1e6) / b.sent : null;
       const sim1 = cpuSeconds(simPid);
       const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / simRequests;
       const cpuR0 = p.interleave ? cpu0 : cpuSeconds(routerProc.child.pid);
       if (!p.interleave) r = await drive(p.conns, p.count, phaseMs, p.make(t.router, t.bodies), p.think, p.warmMs);
       const cpu1 = cpuSeconds(routerProc.child.pid);
       // The router's own CPU per request: unlike wall-clock latency, not inflated by neighbours on a shared machine.
-      const cpuUs = cpuR0 === null || cpu1 === null ? null : ((cpu1 - cpuR0) * 1e6) / r.done;
+      const cpuUs = cpuR0 === null || cpu1 === null ? null : ((cpu1 - cpuR0) * 1e6) / r.sent;
       const res = { d, r, b, addedP50: r.p50 - d.p50, addedP99: r.p99 - d.p99, throughput: r.rate / d.rate, tokenShare: null };
       let line =
         `${p.name}: direct p50 ${fmt(d.p50)} ms p99 ${fmt(d.p99)} ms ${Math.round(d.rate)}/s (${d.done}, errors ${d.errors}); ` +
@@ -358,7 +389,7 @@ async function main() {
         res.tokenShare = rt / dt;
         line += `; tokens/s direct ${Math.round(dt)} routed ${Math.round(rt)} (${Math.round(100 * res.tokenShare)}%)`;
       }
-      if (b) line += `; a bare Node proxy (node:http + undici, nothing else) adds p50 ${fmt(b.p50 - d.p50)} ms p99 ${fmt(b.p99 - d.p99)} ms`;
+      if (b) line += `; a bare Node proxy (node:http + undici, nothing else) adds p50 ${fmt(b.p50 - d.p50)} ms p99 ${fmt(b.p99 - d.p99)} ms${bareUs === null ? '' : `, CPU ${Math.round(bareUs)} µs/request`}`;
       if (d.errors || r.errors) line += ' — ERRORS';
       results[p.id] = res;
       console.log(line);
@@ -372,11 +403,15 @@ async function main() {
   // Beside each latency target: what a bare Node proxy added in the same run, the floor on this machine.
   const floor = (res, pick) => (res.b ? ` (bare Node proxy: ${fmt(pick(res.b) - pick(res.d))} ms)` : '');
   const checks = [
-    [`sequential added p50 < 0.5 ms`, results.seq.addedP50 < 0.5, `${fmt(results.seq.addedP50)} ms${floor(results.seq, (x) => x.p50)}`],
-    [`${connections} connections in turn (paced) added p50 < 1 ms`, results.conc.addedP50 < 1, `${fmt(results.conc.addedP50)} ms${floor(results.conc, (x) => x.p50)}`],
-    [`${connections} connections in turn (paced) added p99 < 5 ms`, results.conc.addedP99 < 5, `${fmt(results.conc.addedP99)} ms${floor(results.conc, (x) => x.p99)}`],
-    [`streamed tokens relayed >= 90% of direct (paced, ${connections} streams)`, results.concStream.tokenShare >= 0.9, `${Math.round(100 * results.concStream.tokenShare)}%`],
-  ];
+    ['seq', (r) => [`sequential added p50 < 0.5 ms`, r.addedP50 < 0.5, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`]],
+    ['conc', (r) => [`${connections} connections in turn (paced) added p50 < 1 ms`, r.addedP50 < 1, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`]],
+    ['conc', (r) => [`${connections} connections in turn (paced) added p99 < 5 ms`, r.addedP99 < 5, `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`]],
+    ['concEach', (r) => [`${connections} connections to each (paced) added p50 < 1 ms`, r.addedP50 < 1, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`]],
+    ['concEach', (r) => [`${connections} connections to each (paced) added p99 < 5 ms`, r.addedP99 < 5, `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`]],
+    ['concStream', (r) => [`streamed tokens relayed >= 90% of direct (paced, ${connections} streams)`, r.tokenShare >= 0.9, `${Math.round(100 * r.tokenShare)}%`]],
+  ]
+    .filter(([id]) => results[id])
+    .map(([id, check]) => check(results[id]));
   console.log('targets:');
   for (const [what, ok, got] of checks) console.log(`  ${ok ? 'met   ' : 'MISSED'} ${what}: ${got}`);
   console.log(
