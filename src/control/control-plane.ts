@@ -73,6 +73,8 @@ export class ControlPlane {
     let reconciler: Reconciler;
     const assignments = new AssignmentBoard(now());
     const events = new Events({ store, now, logger: logger.child({ part: 'events' }) });
+    // Every part's metrics, served on the admin listener at /metrics.
+    const registry = new Registry();
     try {
       catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false });
       inventory = await Inventory.create({ store, now, staleAfterMs: config.nodeStaleAfterMs, lostAfterMs: config.nodeLostAfterMs });
@@ -86,6 +88,7 @@ export class ControlPlane {
         logger: logger.child({ part: 'reconciler' }),
         intervalMs: config.reconcileIntervalMs,
         events,
+        registry,
         ...(cluster ? { leads: () => cluster.leads() } : {}),
         ...(config.maxCreatesPerPass === null ? {} : { plan: { maxCreatesPerPass: config.maxCreatesPerPass } }),
       });
@@ -104,7 +107,6 @@ export class ControlPlane {
     // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
     const keys: KeyStore = store ? await StoredKeys.create(store) : new MemoryKeyStore();
     const usage: (UsageSink & { close?(): Promise<void> }) = store ? new StoredUsage(store, now) : new MemoryUsageSink();
-    const registry = new Registry();
 
     const clientApp = createJsonApp({
       logger: logger.child({ listener: 'client' }),

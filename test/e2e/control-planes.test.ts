@@ -9,7 +9,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { ADMIN, chat, clientLoad, type ControlPlaneView, enginePids, getJson, JOIN, postJson, replicasOf, startSimAgent, weightsDir } from '../support/fleet.js';
+import { ADMIN, afterPasses, chat, clientLoad, type ControlPlaneView, enginePids, getJson, JOIN, postJson, replicasOf, startSimAgent, weightsDir } from '../support/fleet.js';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../support/postgres.js';
 import { killEnginesOf, startControl, stopAll, waitFor } from '../support/processes.js';
 
@@ -91,7 +91,7 @@ describePostgres('several control planes on one Postgres', () => {
     expect(survivors.map((i) => admins[i])).toContain(next.address);
 
     // Let the new leader run several passes with agents failing over to it, then look again.
-    await new Promise((r) => setTimeout(r, 4000));
+    await afterPasses(next.address!, 6);
     const statuses = await load.stop();
     expect(statuses.length, 'the load ran').toBeGreaterThan(20);
     expect(statuses.filter((s) => s !== 200), `no request to a surviving instance failed (statuses: ${[...new Set(statuses)].join(', ')})`).toEqual([]);

@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { ADMIN, chat, clientLoad, type ControlPlaneView, enginePids, getJson, JOIN, postJson, replicasOf, startSimAgent, weightsDir } from '../support/fleet.js';
+import { ADMIN, afterPasses, chat, clientLoad, type ControlPlaneView, enginePids, getJson, JOIN, postJson, replicasOf, startSimAgent, weightsDir } from '../support/fleet.js';
 import { describePostgres } from '../support/postgres.js';
 import { type PrivatePostgres, startPrivatePostgres } from '../support/private-postgres.js';
 import { killEnginesOf, startControl, stopAll, waitFor } from '../support/processes.js';
@@ -76,16 +76,16 @@ describePostgres('control planes while Postgres is away', () => {
       return res.status === 200 ? true : undefined;
     }, 30_000);
     expect(back).toBe(true);
-    await waitFor('one leader again', async () => {
-      const list = await getJson<ControlPlaneView[]>(`${admins[0]}/api/v1/control-planes`);
-      return list.filter((c) => c.is_leader).length === 1 ? true : undefined;
+    const leader = await waitFor('one leader again', async () => {
+      const leaders = (await getJson<ControlPlaneView[]>(`${admins[0]}/api/v1/control-planes`)).filter((c) => c.is_leader);
+      return leaders.length === 1 ? leaders[0] : undefined;
     }, 20_000);
     await waitFor('the model added after the outage listed on the other instance', async () => {
       const models = await getJson<{ name: string }[]>(`${admins[0]}/api/v1/models`);
       return models.some((m) => m.name === 'after') ? true : undefined;
     }, 10_000);
     // A few passes of the new leader: it must adopt, not replace.
-    await new Promise((r) => setTimeout(r, 3000));
+    await afterPasses(leader.address!, 5);
     const statuses = await load.stop();
     expect(statuses.length, 'the load ran through the outage').toBeGreaterThan(20);
     expect(statuses.filter((s) => s !== 200), `every request was served (statuses: ${[...new Set(statuses)].join(', ')})`).toEqual([]);

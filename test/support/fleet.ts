@@ -5,7 +5,7 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ReplicaView } from '../../src/api/index.js';
-import { startLlmgw } from './processes.js';
+import { startLlmgw, waitFor } from './processes.js';
 
 export const JOIN = 'e2e-join-token-0123456789abcdef';
 export const ADMIN = 'e2e-admin-token-0123456789abcdef';
@@ -26,6 +26,21 @@ export async function getJson<T>(url: string): Promise<T> {
   const res = await fetch(url, { headers: adminHeaders });
   if (res.status !== 200) throw new Error(`GET ${url} answered ${res.status}: ${await res.text()}`);
   return (await res.json()) as T;
+}
+
+/** Reconciler passes the control plane at `admin` has run (only a leader runs them), from its /metrics. */
+export async function reconcilerPasses(admin: string): Promise<number> {
+  const res = await fetch(`${admin}/metrics`, { headers: adminHeaders });
+  if (res.status !== 200) throw new Error(`GET ${admin}/metrics answered ${res.status}`);
+  const m = /^llmgw_reconciler_passes_total (\d+)$/m.exec(await res.text());
+  if (!m) throw new Error(`${admin}/metrics has no llmgw_reconciler_passes_total`);
+  return Number(m[1]);
+}
+
+/** Returns once the control plane at `admin` has run `passes` more reconciler passes than when called. */
+export async function afterPasses(admin: string, passes: number, deadlineMs = 30_000): Promise<void> {
+  const from = await reconcilerPasses(admin);
+  await waitFor(`${passes} reconciler passes on ${admin}`, async () => ((await reconcilerPasses(admin)) >= from + passes ? true : undefined), deadlineMs);
 }
 
 export async function replicasOf(admin: string, model: string): Promise<ReplicaView[]> {

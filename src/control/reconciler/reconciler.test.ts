@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ShardStatus } from '../../protocol/index.js';
 import { AssignmentBoard } from '../agentapi/index.js';
@@ -109,6 +110,21 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicaCounts().get('demo')).toEqual({ ready: 1, total: 1 });
     expect(t.reconciler.nodeUsage().get('n1')).toEqual({ replicas: 1, gpusInUse: new Set([0]) });
     expect((await t.store.listReplicas())[0], 'the store holds what the agent reported').toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
+  });
+
+  it('counts its passes, their actions and its replicas by state in Prometheus metrics', async () => {
+    const registry = new Registry();
+    const t = await setup(undefined, { registry });
+    await t.node('n1');
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    await t.report('n1', 'ready', () => 'http://n1:9000');
+    const text = await registry.metrics();
+    expect(text).toContain('llmgw_reconciler_passes_total 2');
+    expect(text).toContain('llmgw_reconciler_actions_total{action="create"} 1');
+    expect(text).toContain('llmgw_reconciler_pass_seconds_count 2');
+    expect(text).toContain('llmgw_replicas{model="demo",state="ready"} 1');
+    expect(text, 'the gauge is the records now, not a stale pending').not.toContain('state="pending"');
   });
 
   it('a restarted control plane adopts the replicas in its store and tells agents to keep them', async () => {

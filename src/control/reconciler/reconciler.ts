@@ -10,6 +10,7 @@
 // decided that an operator would want to know (the events log).
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
 import type { ShardStatus } from '../../protocol/index.js';
 import type { AssignmentBoard } from '../agentapi/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
@@ -20,6 +21,7 @@ import type { Liveness } from '../placement/index.js';
 import { decideScale, type ReplicaSignal, type ScaleState } from '../scaling/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
+import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { toPlacementNode } from './snapshot.js';
 import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState, SHARD_STATES, type ShardRecord, type ShardState } from './types.js';
@@ -46,6 +48,8 @@ export interface ReconcilerOptions {
   newId?: (kind: 'replica' | 'shard') => string;
   /** Where scaling decisions, drains, failures and node liveness changes are recorded; absent = the log only. */
   events?: EventSink;
+  /** Where the reconciler's metrics go (passes, their duration and actions, replicas by state); absent = none. */
+  registry?: Registry;
 }
 
 /**
@@ -96,8 +100,11 @@ export class Reconciler {
   /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
   private readonly livenessSeen = new Map<string, Liveness>();
 
+  private readonly metrics: ReconcilerMetrics | null;
+
   private constructor(private readonly options: ReconcilerOptions) {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
+    this.metrics = options.registry ? new ReconcilerMetrics(options.registry, () => this.records) : null;
   }
 
   /**
@@ -349,6 +356,7 @@ export class Reconciler {
   private passesWithActions = 0;
 
   private async runPass(): Promise<Plan> {
+    const startedAt = performance.now();
     const now = this.options.now();
     const nodes = this.placementNodes(now);
     this.recordLiveness(nodes);
@@ -386,6 +394,7 @@ export class Reconciler {
         log.info({ pass: this.passesWithActions, action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
       }
     }
+    this.metrics?.passed((performance.now() - startedAt) / 1000, plan.actions);
     return plan;
   }
 
