@@ -302,6 +302,28 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas().map((r) => r.model), 'a preview changes nothing').toEqual(['demo']);
   });
 
+  it('after a restart gives an idle replica the whole idle_timeout again: the outage was not idleness', async () => {
+    const first = await setup();
+    await first.node('n1');
+    await first.catalog.add({ ...demo, scaling: { min: 0, max: 2, idle_timeout: '5m' } }, 'test');
+    first.reconciler.attachDemand((): DemandSnapshot => ({ replicas: new Map(), queued: new Map([['demo', 1]]) }));
+    await first.reconciler.pass();
+    await first.report('n1', 'ready', () => 'http://n1:9000');
+    const [replica] = first.reconciler.replicas();
+    await first.reconciler.stop();
+
+    // Down for ten minutes, twice idle_timeout: no request could reach the replica meanwhile.
+    const second = await setup(first.dir, {}, 1_000_000 + 10 * 60_000);
+    second.reconciler.attachDemand((): DemandSnapshot => ({ replicas: new Map(), queued: new Map() }));
+    second.heartbeat('n1');
+    await second.reconciler.pass();
+    expect(second.reconciler.replicas().map((r) => [r.id, r.state]), 'kept, not drained at the first pass').toEqual([[replica!.id, 'ready']]);
+    second.advance(5 * 60_000);
+    second.heartbeat('n1');
+    await second.reconciler.pass();
+    expect(second.reconciler.replicas()[0]!.state, 'idle for idle_timeout since the restart: drained').toBe('draining');
+  });
+
   it('starts one replica for a model at zero however many requests wait, records why, and drains it back to zero when idle', async () => {
     const events: NewEvent[] = [];
     const t = await setup(undefined, { events: { record: (e) => events.push(e) } });

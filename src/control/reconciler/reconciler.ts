@@ -93,6 +93,8 @@ export class Reconciler {
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
   private demandSource: (() => DemandSnapshot) | null = null;
+  /** When this process began reading the router's demand; idleness before it was not seen (0 = not yet). */
+  private demandSinceMs = 0;
   /** The scaler's memory per model name; absent = not decided since this control plane started. */
   private readonly scaleStates = new Map<string, ScaleState>();
   /** Models a request asked for while they had no ready replica, since the last pass. */
@@ -192,6 +194,7 @@ export class Reconciler {
    */
   attachDemand(source: () => DemandSnapshot): void {
     this.demandSource = source;
+    this.demandSinceMs = this.options.now();
   }
 
   /** The router's seam: what a replica has in flight and when it was last used. */
@@ -437,7 +440,9 @@ export class Reconciler {
         id: r.id,
         ready,
         inFlight: this.inFlight.get(r.id) ?? 0,
-        idleSinceMs: Math.max(r.lastUsedAtMs ?? 0, ready ? r.stateSinceMs : r.createdAtMs),
+        // Idle only as far as this process saw: after a restart (its router was down too, so no request
+        // could reach any replica) a replica is given the whole idle_timeout again, not drained at once.
+        idleSinceMs: Math.max(r.lastUsedAtMs ?? 0, ready ? r.stateSinceMs : r.createdAtMs, this.demandSinceMs),
       });
     }
     const wanted = new Map<string, number>();
