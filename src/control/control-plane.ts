@@ -18,7 +18,7 @@ import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
 import { MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
-import { Store, StoredKeys, StoredUsage } from './store/index.js';
+import { Store, StoredKeys, StoredSessions, StoredUsage } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 
 export interface ControlPlaneDeps {
@@ -171,6 +171,7 @@ export class ControlPlane {
       adminToken: config.adminToken,
       registry,
       now,
+      ...(store ? { sessionBackend: new StoredSessions(store) } : {}),
       events: async (about) => (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
     });
     registerEventsApi(adminApp, { events });

@@ -73,6 +73,20 @@ describePostgres('several control planes on one Postgres', () => {
       await waitFor(`a completion routed through ${cp.urls.client}`, async () => ((await chat(cp.urls.client, secret, 'chat')) === 200 ? true : undefined), 10_000);
     }
 
+    // A dashboard login on one instance holds on another (one address in front of them), and logging out there ends it here.
+    const form = (body: Record<string, string>) => ({ method: 'POST', redirect: 'manual' as const, headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(body).toString() });
+    const login = await fetch(`${admins[0]}/login`, form({ token: ADMIN }));
+    expect(login.status).toBe(303);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const elsewhere = await fetch(`${admins[1]}/`, { headers: { cookie }, redirect: 'manual' });
+    expect(elsewhere.status, 'the other instance serves the page, not the login').toBe(200);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await elsewhere.text())![1]!;
+    const logout = await fetch(`${admins[1]}/logout`, { ...form({ csrf }), headers: { ...form({}).headers, cookie } });
+    expect(logout.status).toBe(303);
+    const after = await fetch(`${admins[0]}/`, { headers: { cookie }, redirect: 'manual' });
+    expect(after.status, 'logged out there: the first instance asks for a login again').toBe(303);
+    expect(after.headers.get('location')).toBe('/login');
+
     // Kill the leader under load on the survivors.
     const ids = (await replicasOf(admins[follower]!, 'chat')).map((r) => r.id).sort();
     const pids = stateDirs.map(enginePids);

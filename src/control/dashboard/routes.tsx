@@ -30,7 +30,7 @@ import { OverviewPage } from './pages/overview.js';
 import { ReplicasPage } from './pages/replicas.js';
 import { TrafficPage } from './pages/traffic.js';
 import { CollectConfirmPage, CollectResultPage, WeightsPage } from './pages/weights.js';
-import { csrfProblem, LoginThrottle, type Session, sessionCookie, Sessions } from './session.js';
+import { csrfProblem, LoginThrottle, type Session, type SessionBackend, sessionCookie, Sessions } from './session.js';
 import { TrafficSampler, trafficView } from './traffic.js';
 
 export interface DashboardOptions extends DashboardSources {
@@ -38,6 +38,8 @@ export interface DashboardOptions extends DashboardSources {
   adminToken: string | null;
   /** The registry the router's metrics live in: the traffic page reads it. */
   registry: Registry;
+  /** Where sessions are shared between control planes and kept across restarts (the store); absent = memory. */
+  sessionBackend?: SessionBackend;
   now: () => number;
   /** How often the panels refresh in the browser, ms. Absent = 5000. */
   refreshMs?: number;
@@ -68,7 +70,12 @@ export function registerDashboard(app: FastifyInstance, options: DashboardOption
 }
 
 function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void {
-  const sessions = new Sessions({ adminToken: options.adminToken, now: options.now });
+  const sessions = new Sessions({
+    adminToken: options.adminToken,
+    now: options.now,
+    ...(options.sessionBackend ? { backend: options.sessionBackend } : {}),
+    onBackendError: (err, doing) => scope.log.warn({ err }, `${doing} in the store failed; this instance goes on with the sessions it has seen`),
+  });
   const throttle = new LoginThrottle(options.now);
   const refreshMs = options.refreshMs ?? 5000;
   const sampler = new TrafficSampler({ registry: options.registry, now: options.now, intervalMs: options.trafficSampleMs ?? 5000 });
@@ -107,11 +114,11 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   };
 
   /** The session of a page request, or null after answering with a redirect to the login page. */
-  const sessionOf = (request: FastifyRequest, reply: FastifyReply): Session | null => {
-    const session = sessions.fromRequest(request);
+  const sessionOf = async (request: FastifyRequest, reply: FastifyReply): Promise<Session | null> => {
+    const session = await sessions.fromRequest(request);
     if (session) return session;
     if (sessions.open) {
-      const fresh = sessions.create(actorFor(request));
+      const fresh = await sessions.create(actorFor(request));
       void reply.header('set-cookie', sessionCookie(fresh, request.protocol === 'https'));
       return fresh;
     }
@@ -127,7 +134,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
 
   /** A page behind the login: renders `build` with the session's context. */
   const page = (build: (request: FastifyRequest, ctx: PageContext) => PageSpec | Promise<PageSpec>) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const session = sessionOf(request, reply);
+    const session = await sessionOf(request, reply);
     if (!session) return reply;
     const ctx = ctxOf(request, session);
     return send(request, reply, ctx, await build(request, ctx));
@@ -138,7 +145,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     (act: (request: FastifyRequest, form: Form, session: Session, ctx: PageContext) => Promise<PageSpec | { redirect: string; setCookie?: string }>) =>
     async (request: FastifyRequest, reply: FastifyReply) => {
       const form = formOf(request);
-      const session = sessions.fromRequest(request);
+      const session = await sessions.fromRequest(request);
       if (!session && !sessions.open) {
         return send(request, reply, null, {
           title: 'Not logged in',
@@ -166,8 +173,8 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       return send(request, reply, ctx, result);
     };
 
-  scope.setErrorHandler((error: FastifyError, request, reply) => {
-    const session = sessions.fromRequest(request);
+  scope.setErrorHandler(async (error: FastifyError, request, reply) => {
+    const session = await sessions.fromRequest(request);
     const ctx = session ? ctxOf(request, session) : null;
     let status = 500;
     let message = 'Something failed inside the control plane; its log has the details.';
@@ -185,7 +192,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
 
   // Login and logout.
   scope.get('/login', async (request, reply) => {
-    if (sessions.fromRequest(request)) return reply.redirect('/', 303);
+    if (await sessions.fromRequest(request)) return reply.redirect('/', 303);
     const next = localPath((request.query as { next?: string }).next);
     return send(request, reply, null, { title: 'llmgw dashboard', refresh: false, body: <LoginPage open={sessions.open} next={next} /> });
   });
@@ -218,7 +225,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
         body: <LoginPage open={sessions.open} problem="That admin token is wrong. Use the token the control plane was started with (--admin-token or LLMGW_ADMIN_TOKEN)." next={next} />,
       });
     }
-    const session = sessions.create(actorFor(request));
+    const session = await sessions.create(actorFor(request));
     void reply.header('set-cookie', sessionCookie(session, request.protocol === 'https'));
     return reply.redirect(next ?? '/', 303);
   });
@@ -226,7 +233,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   scope.post(
     '/logout',
     action(async (request, _form, session) => {
-      sessions.end(session);
+      await sessions.end(session);
       return { redirect: '/login', setCookie: sessionCookie(null, request.protocol === 'https') };
     }),
   );

@@ -1,32 +1,37 @@
-// Sessions on their own: expiry, the bound on how many are kept, and the
-// open mode of a control plane that needs no admin token.
+// Sessions on their own: expiry, the bound on how many are kept, the open
+// mode of a control plane that needs no admin token, and sessions shared
+// through a real store by two instances.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { FastifyRequest } from 'fastify';
-import { describe, expect, it } from 'vitest';
-import { cookieValue, csrfProblem, LoginThrottle, sessionCookie, Sessions } from './session.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Store, StoredSessions } from '../store/index.js';
+import { cookieValue, csrfProblem, LoginThrottle, type SessionBackend, sessionCookie, Sessions } from './session.js';
 
 const request = (headers: Record<string, string>) => ({ headers }) as unknown as FastifyRequest;
 
 describe('dashboard sessions', () => {
-  it('forgets a session idle past its timeout', () => {
+  it('forgets a session idle past its timeout', async () => {
     let now = 0;
     const sessions = new Sessions({ adminToken: 't', now: () => now, idleTimeoutMs: 1000 });
-    const s = sessions.create('dashboard:127.0.0.1');
+    const s = await sessions.create('dashboard:127.0.0.1');
     const cookie = sessionCookie(s, false).split(';')[0]!;
     now = 900;
-    expect(sessions.fromRequest(request({ cookie }))?.id).toBe(s.id);
+    expect((await sessions.fromRequest(request({ cookie })))?.id).toBe(s.id);
     now = 1800;
-    expect(sessions.fromRequest(request({ cookie })), 'used at 900, so still alive at 1800').not.toBeNull();
+    expect(await sessions.fromRequest(request({ cookie })), 'used at 900, so still alive at 1800').not.toBeNull();
     now = 3000;
-    expect(sessions.fromRequest(request({ cookie }))).toBeNull();
+    expect(await sessions.fromRequest(request({ cookie }))).toBeNull();
   });
 
-  it('keeps at most maxSessions, dropping the oldest', () => {
+  it('keeps at most maxSessions, dropping the oldest', async () => {
     const sessions = new Sessions({ adminToken: 't', now: () => 0, maxSessions: 2 });
-    const first = sessions.create('a');
-    sessions.create('b');
-    sessions.create('c');
+    const first = await sessions.create('a');
+    await sessions.create('b');
+    await sessions.create('c');
     expect(sessions.size).toBe(2);
-    expect(sessions.fromRequest(request({ cookie: `llmgw_session=${first.id}` }))).toBeNull();
+    expect(await sessions.fromRequest(request({ cookie: `llmgw_session=${first.id}` }))).toBeNull();
   });
 
   it('checks the token in constant time and accepts anything when no token is configured', () => {
@@ -40,12 +45,83 @@ describe('dashboard sessions', () => {
     expect(cookieValue(undefined, 'x')).toBeUndefined();
   });
 
-  it('lets a form without Origin or Fetch Metadata through on its token alone (older browsers)', () => {
+  it('lets a form without Origin or Fetch Metadata through on its token alone (older browsers)', async () => {
     const sessions = new Sessions({ adminToken: 't', now: () => 0 });
-    const s = sessions.create('a');
+    const s = await sessions.create('a');
     expect(csrfProblem(request({ host: 'h:1' }), s, s.csrfToken)).toBeNull();
     expect(csrfProblem(request({ host: 'h:1', origin: 'http://h:1', 'sec-fetch-site': 'same-origin' }), s, s.csrfToken)).toBeNull();
     expect(csrfProblem(request({ host: 'h:1', origin: 'null' }), s, s.csrfToken)).toMatch(/another origin/);
+  });
+});
+
+describe('dashboard sessions in the store', () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+
+  /** Two control planes' session tables over one SQLite file. */
+  async function twoInstances(options: { now?: () => number; maxSessions?: number } = {}) {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-sessions-'));
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
+    cleanups.push(async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const backend = new StoredSessions(store);
+    const make = () => new Sessions({ adminToken: 't', now: options.now ?? (() => 1_000_000), backend, ...(options.maxSessions ? { maxSessions: options.maxSessions } : {}) });
+    return { store, backend, a: make(), b: make() };
+  }
+  const cookieOf = (s: { id: string }) => request({ cookie: `llmgw_session=${s.id}` });
+
+  it('holds a login made on one control plane on another, with the same CSRF token, and a logout on either ends it on both', async () => {
+    const { store, a, b } = await twoInstances();
+    const session = await a.create('dashboard:10.0.0.7');
+    const seen = await b.fromRequest(cookieOf(session));
+    expect(seen, 'the other instance knows it').toMatchObject({ id: session.id, csrfToken: session.csrfToken, actor: 'dashboard:10.0.0.7' });
+    const rows = await store.db.selectFrom('dashboard_sessions').selectAll().execute();
+    expect(rows.map((r) => r.id_hash), 'the store holds a hash, never the cookie').not.toContain(session.id);
+    await b.end(seen!);
+    expect(await a.fromRequest(cookieOf(session)), 'logged out there, so out here too').toBeNull();
+  });
+
+  it('expires a session by the last use on any instance, and keeps the table bounded', async () => {
+    let now = 1_000_000;
+    const { store, a, b } = await twoInstances({ now: () => now, maxSessions: 3 });
+    const s = await a.create('x');
+    now += 7 * 3600_000;
+    expect(await b.fromRequest(cookieOf(s)), 'used on b after 7 h').not.toBeNull();
+    now += 7 * 3600_000;
+    expect(await a.fromRequest(cookieOf(s)), 'idle 7 h since its use on b, within 8 h').not.toBeNull();
+    now += 9 * 3600_000;
+    expect(await a.fromRequest(cookieOf(s)), 'idle past 8 h').toBeNull();
+    for (let i = 0; i < 5; i++) {
+      now += 1000;
+      await b.create(`login ${i}`);
+    }
+    expect((await store.db.selectFrom('dashboard_sessions').select('actor').execute()).map((r) => r.actor).sort()).toEqual(['login 2', 'login 3', 'login 4']);
+  });
+
+  it('goes on with the sessions it has seen while the store is away, and says so', async () => {
+    const { backend } = await twoInstances();
+    const failures: string[] = [];
+    let away = false;
+    const flaky: SessionBackend = {
+      put: (s) => (away ? Promise.reject(new Error('store away')) : backend.put(s)),
+      get: (h) => (away ? Promise.reject(new Error('store away')) : backend.get(h)),
+      touch: (h, t) => (away ? Promise.reject(new Error('store away')) : backend.touch(h, t)),
+      delete: (h) => (away ? Promise.reject(new Error('store away')) : backend.delete(h)),
+      prune: (i, c, k) => (away ? Promise.reject(new Error('store away')) : backend.prune(i, c, k)),
+    };
+    const sessions = new Sessions({ adminToken: 't', now: () => 1_000_000, backend: flaky, onBackendError: (_err, doing) => failures.push(doing) });
+    const known = await sessions.create('x');
+    away = true;
+    expect(await sessions.fromRequest(cookieOf(known)), 'known here: still valid').not.toBeNull();
+    const local = await sessions.create('y');
+    expect(await sessions.fromRequest(cookieOf(local)), 'made while away: valid here').not.toBeNull();
+    await expect(sessions.end(known), 'a logout that did not reach the store is not hidden').rejects.toThrow(/store away/);
+    expect(failures).toContain('reading a dashboard session');
+    expect(failures).toContain('saving a new dashboard session');
   });
 });
 

@@ -4,8 +4,12 @@
 // who may see or change anything is here, and tested on its own.
 //
 // The cookie never holds the admin token or anything derived from it alone:
-// a random id maps, in this process's memory, to the session. A restarted
-// control plane forgets its sessions, and the operator logs in again.
+// a random id maps to the session. With a store, sessions live there (the id
+// only as its hash), so a login holds on every control plane behind one
+// address and across a restart, and logging out on one ends it on all;
+// while the store is unreachable an instance goes on with the sessions it
+// has seen. Without a store they live in this process's memory, and a
+// restart means logging in again.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 
@@ -21,6 +25,25 @@ export interface Session {
   readonly actor: string;
 }
 
+/** A session where every control plane reads it: the id only as its SHA-256 (hex). */
+export interface StoredSession {
+  readonly idHash: string;
+  readonly csrfToken: string;
+  readonly actor: string;
+  readonly createdMs: number;
+  readonly lastSeenMs: number;
+}
+
+/** Where sessions are shared (the store). Every call may reject when the store is away. */
+export interface SessionBackend {
+  put(session: StoredSession): Promise<void>;
+  get(idHash: string): Promise<StoredSession | null>;
+  touch(idHash: string, lastSeenMs: number): Promise<void>;
+  delete(idHash: string): Promise<void>;
+  /** Deletes sessions last seen before `idleBeforeMs` or created before `createdBeforeMs`, then all but the newest `keep`. */
+  prune(idleBeforeMs: number, createdBeforeMs: number, keep: number): Promise<void>;
+}
+
 export interface SessionOptions {
   /** Null: this control plane needs no admin token (loopback admin address only); a session is issued without one. */
   adminToken: string | null;
@@ -31,9 +54,17 @@ export interface SessionOptions {
   maxAgeMs?: number;
   /** Sessions kept at most; the oldest goes first. Bounds memory against a script that logs in in a loop. Absent = 1000. */
   maxSessions?: number;
+  /** Where sessions are shared; absent = this process's memory only. */
+  backend?: SessionBackend;
+  /** Told when the backend failed and this instance went on with what it knows; absent = silent. */
+  onBackendError?: (err: unknown, doing: string) => void;
 }
 
+/** How stale the stored last-seen may get before a request rewrites it: idle expiry is hours, a page refresh seconds. */
+const TOUCH_AFTER_MS = 60_000;
+
 export class Sessions {
+  /** Without a backend, every session; with one, those this instance has seen (its fallback while the store is away). */
   private readonly sessions = new Map<string, Session>();
   private readonly tokenHash: Buffer | null;
   private readonly idleTimeoutMs: number;
@@ -58,39 +89,80 @@ export class Sessions {
     return timingSafeEqual(this.tokenHash, sha256(given));
   }
 
-  create(actor: string): Session {
+  /** A new session. Should the store refuse it, it holds on this instance only (and the failure is told). */
+  async create(actor: string): Promise<Session> {
+    const now = this.options.now();
+    const session: Session = { id: randomToken(), csrfToken: randomToken(), createdMs: now, lastSeenMs: now, actor };
+    this.remember(session);
+    const backend = this.options.backend;
+    if (backend) {
+      try {
+        await backend.prune(now - this.idleTimeoutMs, now - this.maxAgeMs, this.maxSessions - 1);
+        await backend.put({ idHash: hashId(session.id), csrfToken: session.csrfToken, actor, createdMs: now, lastSeenMs: now });
+      } catch (err) {
+        this.options.onBackendError?.(err, 'saving a new dashboard session');
+      }
+    }
+    return session;
+  }
+
+  /** The live session a request's cookie names, or null (no cookie, unknown id, ended, expired). */
+  async fromRequest(request: FastifyRequest): Promise<Session | null> {
+    const id = cookieValue(request.headers.cookie, SESSION_COOKIE);
+    if (!id) return null;
+    let session = this.sessions.get(id) ?? null;
+    let storedSeenMs: number | null = null;
+    const backend = this.options.backend;
+    if (backend) {
+      try {
+        // The store is the truth: a session ended or expired on another instance is gone here too.
+        const stored = await backend.get(hashId(id));
+        if (!stored) {
+          this.sessions.delete(id);
+          return null;
+        }
+        storedSeenMs = stored.lastSeenMs;
+        if (!session) {
+          session = { id, csrfToken: stored.csrfToken, actor: stored.actor, createdMs: stored.createdMs, lastSeenMs: stored.lastSeenMs };
+          this.remember(session);
+        }
+        session.lastSeenMs = Math.max(session.lastSeenMs, stored.lastSeenMs);
+      } catch (err) {
+        this.options.onBackendError?.(err, 'reading a dashboard session');
+      }
+    }
+    if (!session) return null;
+    const now = this.options.now();
+    if (now - session.lastSeenMs > this.idleTimeoutMs || now - session.createdMs > this.maxAgeMs) {
+      this.sessions.delete(id);
+      if (backend) void backend.delete(hashId(id)).catch((err: unknown) => this.options.onBackendError?.(err, 'deleting an expired dashboard session'));
+      return null;
+    }
+    session.lastSeenMs = now;
+    if (backend && storedSeenMs !== null && now - storedSeenMs >= TOUCH_AFTER_MS) {
+      void backend.touch(hashId(id), now).catch((err: unknown) => this.options.onBackendError?.(err, 'recording a dashboard session\'s use'));
+    }
+    return session;
+  }
+
+  /** Logs out, everywhere: with a store, a failure to delete it there is thrown, not hidden. */
+  async end(session: Session): Promise<void> {
+    this.sessions.delete(session.id);
+    await this.options.backend?.delete(hashId(session.id));
+  }
+
+  /** Sessions this instance holds in memory. */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  private remember(session: Session): void {
     while (this.sessions.size >= this.maxSessions) {
       const oldest = this.sessions.keys().next();
       if (oldest.done) break;
       this.sessions.delete(oldest.value);
     }
-    const now = this.options.now();
-    const session: Session = { id: randomToken(), csrfToken: randomToken(), createdMs: now, lastSeenMs: now, actor };
     this.sessions.set(session.id, session);
-    return session;
-  }
-
-  /** The live session a request's cookie names, or null (no cookie, unknown id, expired). */
-  fromRequest(request: FastifyRequest): Session | null {
-    const id = cookieValue(request.headers.cookie, SESSION_COOKIE);
-    if (!id) return null;
-    const session = this.sessions.get(id);
-    if (!session) return null;
-    const now = this.options.now();
-    if (now - session.lastSeenMs > this.idleTimeoutMs || now - session.createdMs > this.maxAgeMs) {
-      this.sessions.delete(id);
-      return null;
-    }
-    session.lastSeenMs = now;
-    return session;
-  }
-
-  end(session: Session): void {
-    this.sessions.delete(session.id);
-  }
-
-  get size(): number {
-    return this.sessions.size;
   }
 }
 
@@ -206,4 +278,9 @@ function randomToken(): string {
 
 function sha256(s: string): Buffer {
   return createHash('sha256').update(s).digest();
+}
+
+/** How a session id is kept in the store: whoever reads the store cannot present it as a cookie. */
+function hashId(id: string): string {
+  return sha256(id).toString('hex');
 }

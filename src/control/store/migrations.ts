@@ -212,6 +212,20 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Dashboard sessions, so that a login on one control plane holds on the others (behind one address)
+    // and across a restart. The cookie's id is stored only as its hash.
+    '0009_dashboard_sessions': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('dashboard_sessions')
+          .addColumn('id_hash', 'text', (c) => c.primaryKey())
+          .addColumn('csrf_token', 'text', (c) => c.notNull())
+          .addColumn('actor', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('last_seen', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }
 

@@ -189,7 +189,19 @@ export interface ModelDemandTable {
   updated_at: number;
 }
 
+/** A dashboard login; the cookie carries the id, the store only its SHA-256. */
+export interface DashboardSessionsTable {
+  id_hash: string;
+  csrf_token: string;
+  /** Who logged in, for audit records: `dashboard:<remote address>`. */
+  actor: string;
+  created_at: number;
+  /** Written at most about once a minute per session: idle expiry is hours. */
+  last_seen: number;
+}
+
 export interface Database {
+  dashboard_sessions: DashboardSessionsTable;
   model_demand: ModelDemandTable;
   events: EventsTable;
   leader_notes: LeaderNotesTable;
