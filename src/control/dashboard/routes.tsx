@@ -145,7 +145,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     (act: (request: FastifyRequest, form: Form, session: Session, ctx: PageContext) => Promise<PageSpec | { redirect: string; setCookie?: string }>) =>
     async (request: FastifyRequest, reply: FastifyReply) => {
       const form = formOf(request);
-      const session = await sessions.fromRequest(request);
+      const session = await sessions.fromRequest(request, 'change');
       if (!session && !sessions.open) {
         return send(request, reply, null, {
           title: 'Not logged in',
@@ -178,7 +178,8 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     const ctx = session ? ctxOf(request, session) : null;
     let status = 500;
     let message = 'Something failed inside the control plane; its log has the details.';
-    if (isLlmgwError(error) && error.status < 500) {
+    // An unreachable store is worth saying as it is: what was refused, and that it passes.
+    if (isLlmgwError(error) && (error.status < 500 || error.code === 'LLMGW_STORE_UNAVAILABLE')) {
       status = error.status;
       message = error.message;
     } else if (!isLlmgwError(error) && typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {

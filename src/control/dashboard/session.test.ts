@@ -102,26 +102,60 @@ describe('dashboard sessions in the store', () => {
     expect((await store.db.selectFrom('dashboard_sessions').select('actor').execute()).map((r) => r.actor).sort()).toEqual(['login 2', 'login 3', 'login 4']);
   });
 
-  it('goes on with the sessions it has seen while the store is away, and says so', async () => {
+  it('finds a stored session only with the admin token it was made under: rotating the token logs everyone out', async () => {
     const { backend } = await twoInstances();
+    const at = (adminToken: string | null) => new Sessions({ adminToken, now: () => 1_000_000, backend });
+    const before = await at('token-a').create('x');
+    expect(await at('token-a').fromRequest(cookieOf(before)), 'another instance with the same token').not.toBeNull();
+    expect(await at('token-b').fromRequest(cookieOf(before)), 'after the token changed').toBeNull();
+    const open = await at(null).create('loopback');
+    expect(await at('token-a').fromRequest(cookieOf(open)), 'a session of a token-less loopback instance is not one here').toBeNull();
+  });
+
+  it('while the store is away: pages only for sessions it confirmed lately, no forms, no login, no logout that does not reach the store', async () => {
+    const { backend } = await twoInstances();
+    let now = 1_000_000;
     const failures: string[] = [];
     let away = false;
+    const gate = <T>(call: () => Promise<T>) => (away ? Promise.reject(new Error('store away')) : call());
     const flaky: SessionBackend = {
-      put: (s) => (away ? Promise.reject(new Error('store away')) : backend.put(s)),
-      get: (h) => (away ? Promise.reject(new Error('store away')) : backend.get(h)),
-      touch: (h, t) => (away ? Promise.reject(new Error('store away')) : backend.touch(h, t)),
-      delete: (h) => (away ? Promise.reject(new Error('store away')) : backend.delete(h)),
-      prune: (i, c, k) => (away ? Promise.reject(new Error('store away')) : backend.prune(i, c, k)),
+      put: (x) => gate(() => backend.put(x)),
+      get: (h) => gate(() => backend.get(h)),
+      touch: (h, t) => gate(() => backend.touch(h, t)),
+      delete: (h) => gate(() => backend.delete(h)),
+      prune: (i, c, k) => gate(() => backend.prune(i, c, k)),
     };
-    const sessions = new Sessions({ adminToken: 't', now: () => 1_000_000, backend: flaky, onBackendError: (_err, doing) => failures.push(doing) });
-    const known = await sessions.create('x');
+    const here = new Sessions({ adminToken: 't', now: () => now, backend: flaky, onBackendError: (_err, doing) => failures.push(doing) });
+    const elsewhere = new Sessions({ adminToken: 't', now: () => now, backend });
+    const known = await here.create('x');
+    const other = await elsewhere.create('y');
     away = true;
-    expect(await sessions.fromRequest(cookieOf(known)), 'known here: still valid').not.toBeNull();
-    const local = await sessions.create('y');
-    expect(await sessions.fromRequest(cookieOf(local)), 'made while away: valid here').not.toBeNull();
-    await expect(sessions.end(known), 'a logout that did not reach the store is not hidden').rejects.toThrow(/store away/);
-    expect(failures).toContain('reading a dashboard session');
-    expect(failures).toContain('saving a new dashboard session');
+    expect(await here.fromRequest(cookieOf(known)), 'confirmed by the store just now: pages still open').not.toBeNull();
+    expect(await here.fromRequest(cookieOf(other)), 'never confirmed here: refused').toBeNull();
+    await expect(here.fromRequest(cookieOf(known), 'change'), 'a form needs the store to say it was not ended').rejects.toThrow(/cannot confirm the dashboard session/);
+    await expect(here.create('z'), 'a login that would hold on one instance only is refused').rejects.toThrow(/logging in needs the store/);
+    await expect(here.end(known), 'a logout that did not reach the store is not pretended').rejects.toThrow(/still valid, so log out again/);
+    now += 5 * 60_000 + 1;
+    expect(await here.fromRequest(cookieOf(known)), 'unconfirmed for over five minutes: refused').toBeNull();
+    away = false;
+    now += 1;
+    expect(await here.fromRequest(cookieOf(known)), 'the store is back and the session was never ended').not.toBeNull();
+    expect(failures).toEqual(expect.arrayContaining(['reading a dashboard session', 'saving a new dashboard session', 'ending a dashboard session']));
+  });
+
+  it('does not hang a page on a store that does not answer', async () => {
+    const { backend } = await twoInstances();
+    const sessions = new Sessions({ adminToken: 't', now: () => 1_000_000, backend, storeReadTimeoutMs: 50 });
+    const s = await sessions.create('x');
+    const silent: SessionBackend = {
+      put: (x) => backend.put(x),
+      get: () => new Promise(() => undefined),
+      touch: (h, t) => backend.touch(h, t),
+      delete: (h) => backend.delete(h),
+      prune: (i, c, k) => backend.prune(i, c, k),
+    };
+    const hung = new Sessions({ adminToken: 't', now: () => 1_000_000, backend: silent, storeReadTimeoutMs: 50 });
+    expect(await hung.fromRequest(cookieOf(s)), 'never confirmed by this instance, and the store is silent: refused, not hung').toBeNull();
   });
 });
 

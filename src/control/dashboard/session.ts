@@ -10,8 +10,9 @@
 // while the store is unreachable an instance goes on with the sessions it
 // has seen. Without a store they live in this process's memory, and a
 // restart means logging in again.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
+import { LlmgwError } from '../../errors/index.js';
 
 export const SESSION_COOKIE = 'llmgw_session';
 
@@ -56,26 +57,45 @@ export interface SessionOptions {
   maxSessions?: number;
   /** Where sessions are shared; absent = this process's memory only. */
   backend?: SessionBackend;
-  /** Told when the backend failed and this instance went on with what it knows; absent = silent. */
+  /** Told when the backend failed; absent = silent. */
   onBackendError?: (err: unknown, doing: string) => void;
+  /** How long a session read may take before the store counts as away, ms: a page must not hang on it. Absent = 1000. */
+  storeReadTimeoutMs?: number;
 }
+
+/** What a request wants a session for: a page to read, or a form that changes something. */
+export type SessionUse = 'read' | 'change';
 
 /** How stale the stored last-seen may get before a request rewrites it: idle expiry is hours, a page refresh seconds. */
 const TOUCH_AFTER_MS = 60_000;
 
+/**
+ * While the store is away, a session this instance saw confirmed by the
+ * store this recently still opens pages (not forms): a logout on another
+ * instance that this one could not hear of holds at most this long.
+ */
+const UNCONFIRMED_READS_MS = 5 * 60_000;
+
 export class Sessions {
-  /** Without a backend, every session; with one, those this instance has seen (its fallback while the store is away). */
+  /** Without a backend, every session; with one, those this instance has seen (for pages while the store is away). */
   private readonly sessions = new Map<string, Session>();
+  /** Per session id, when the store last confirmed it (with a backend). */
+  private readonly confirmedMs = new Map<string, number>();
   private readonly tokenHash: Buffer | null;
+  /** Keys the stored hash of a session id: a session is found only by control planes with the same admin token (or none, apart). */
+  private readonly idKey: Buffer;
   private readonly idleTimeoutMs: number;
   private readonly maxAgeMs: number;
   private readonly maxSessions: number;
+  private readonly readTimeoutMs: number;
 
   constructor(private readonly options: SessionOptions) {
     this.tokenHash = options.adminToken === null ? null : sha256(options.adminToken);
+    this.idKey = sha256(options.adminToken === null ? 'llmgw dashboard, no admin token' : `llmgw dashboard session\u0000${options.adminToken}`);
     this.idleTimeoutMs = options.idleTimeoutMs ?? 8 * 3600_000;
     this.maxAgeMs = options.maxAgeMs ?? 7 * 24 * 3600_000;
     this.maxSessions = options.maxSessions ?? 1000;
+    this.readTimeoutMs = options.storeReadTimeoutMs ?? 1000;
   }
 
   /** True when logging in needs no token at all. */
@@ -89,66 +109,101 @@ export class Sessions {
     return timingSafeEqual(this.tokenHash, sha256(given));
   }
 
-  /** A new session. Should the store refuse it, it holds on this instance only (and the failure is told). */
+  /** A new session. With a store it must be written there (to hold on every instance), or this throws LLMGW_STORE_UNAVAILABLE. */
   async create(actor: string): Promise<Session> {
     const now = this.options.now();
     const session: Session = { id: randomToken(), csrfToken: randomToken(), createdMs: now, lastSeenMs: now, actor };
-    this.remember(session);
     const backend = this.options.backend;
     if (backend) {
       try {
         await backend.prune(now - this.idleTimeoutMs, now - this.maxAgeMs, this.maxSessions - 1);
-        await backend.put({ idHash: hashId(session.id), csrfToken: session.csrfToken, actor, createdMs: now, lastSeenMs: now });
+      } catch (err) {
+        this.options.onBackendError?.(err, 'pruning expired dashboard sessions');
+      }
+      try {
+        await backend.put({ idHash: this.rowKey(session.id), csrfToken: session.csrfToken, actor, createdMs: now, lastSeenMs: now });
       } catch (err) {
         this.options.onBackendError?.(err, 'saving a new dashboard session');
+        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', 'logging in needs the store, which is unreachable now; try again once it is back', { cause: err });
       }
+      this.confirmedMs.set(session.id, now);
     }
+    this.remember(session);
     return session;
   }
 
-  /** The live session a request's cookie names, or null (no cookie, unknown id, ended, expired). */
-  async fromRequest(request: FastifyRequest): Promise<Session | null> {
+  /**
+   * The live session a request's cookie names, or null (no cookie, unknown
+   * id, ended, expired). With a store, the store decides: a session ended or
+   * expired on another instance is gone here too. While the store is away,
+   * a page (`read`) may still use a session this instance saw confirmed
+   * within the last few minutes; a form (`change`) throws
+   * LLMGW_STORE_UNAVAILABLE, since only the store can say it was not ended.
+   */
+  async fromRequest(request: FastifyRequest, use: SessionUse = 'read'): Promise<Session | null> {
     const id = cookieValue(request.headers.cookie, SESSION_COOKIE);
     if (!id) return null;
     let session = this.sessions.get(id) ?? null;
     let storedSeenMs: number | null = null;
     const backend = this.options.backend;
     if (backend) {
-      try {
-        // The store is the truth: a session ended or expired on another instance is gone here too.
-        const stored = await backend.get(hashId(id));
-        if (!stored) {
-          this.sessions.delete(id);
-          return null;
+      const stored = await this.withReadTimeout(backend.get(this.rowKey(id))).catch((err: unknown) => {
+        this.options.onBackendError?.(err, 'reading a dashboard session');
+        if (use === 'change') {
+          throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', 'the store is unreachable, so this control plane cannot confirm the dashboard session for a change; try again once it is back', { cause: err });
         }
+        return 'away' as const;
+      });
+      if (stored === 'away') {
+        const confirmed = this.confirmedMs.get(id);
+        if (!session || confirmed === undefined || this.options.now() - confirmed > UNCONFIRMED_READS_MS) return null;
+      } else if (stored === null) {
+        this.forget(id);
+        return null;
+      } else {
         storedSeenMs = stored.lastSeenMs;
+        this.confirmedMs.set(id, this.options.now());
         if (!session) {
           session = { id, csrfToken: stored.csrfToken, actor: stored.actor, createdMs: stored.createdMs, lastSeenMs: stored.lastSeenMs };
           this.remember(session);
         }
         session.lastSeenMs = Math.max(session.lastSeenMs, stored.lastSeenMs);
-      } catch (err) {
-        this.options.onBackendError?.(err, 'reading a dashboard session');
       }
     }
     if (!session) return null;
     const now = this.options.now();
     if (now - session.lastSeenMs > this.idleTimeoutMs || now - session.createdMs > this.maxAgeMs) {
-      this.sessions.delete(id);
-      if (backend) void backend.delete(hashId(id)).catch((err: unknown) => this.options.onBackendError?.(err, 'deleting an expired dashboard session'));
+      this.forget(id);
+      if (backend) void backend.delete(this.rowKey(id)).catch((err: unknown) => this.options.onBackendError?.(err, 'deleting an expired dashboard session'));
       return null;
     }
     session.lastSeenMs = now;
     if (backend && storedSeenMs !== null && now - storedSeenMs >= TOUCH_AFTER_MS) {
-      void backend.touch(hashId(id), now).catch((err: unknown) => this.options.onBackendError?.(err, 'recording a dashboard session\'s use'));
+      void backend.touch(this.rowKey(id), now).catch((err: unknown) => this.options.onBackendError?.(err, 'recording a dashboard session\'s use'));
     }
     return session;
   }
 
-  /** Logs out, everywhere: with a store, a failure to delete it there is thrown, not hidden. */
+  /**
+   * Logs out, everywhere. With a store, only once it is deleted there:
+   * otherwise this throws LLMGW_STORE_UNAVAILABLE and the session stays, as
+   * it does on every other instance, rather than seeming to end.
+   */
   async end(session: Session): Promise<void> {
-    this.sessions.delete(session.id);
-    await this.options.backend?.delete(hashId(session.id));
+    const backend = this.options.backend;
+    if (backend) {
+      try {
+        await backend.delete(this.rowKey(session.id));
+      } catch (err) {
+        this.options.onBackendError?.(err, 'ending a dashboard session');
+        throw new LlmgwError(
+          'LLMGW_STORE_UNAVAILABLE',
+          'logging out needs the store (to end the session on every control plane), which is unreachable now; the session is still valid, so log out again once it is back',
+          { cause: err },
+        );
+      }
+    }
+    this.forget(session.id);
   }
 
   /** Sessions this instance holds in memory. */
@@ -156,13 +211,31 @@ export class Sessions {
     return this.sessions.size;
   }
 
+  /** The stored hash of a session id. */
+  private rowKey(id: string): string {
+    return createHmac('sha256', this.idKey).update(id).digest('hex');
+  }
+
+  private withReadTimeout<T>(read: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the store did not answer within ${this.readTimeoutMs} ms`)), this.readTimeoutMs);
+    });
+    return Promise.race([read, late]).finally(() => clearTimeout(timer));
+  }
+
   private remember(session: Session): void {
     while (this.sessions.size >= this.maxSessions) {
       const oldest = this.sessions.keys().next();
       if (oldest.done) break;
-      this.sessions.delete(oldest.value);
+      this.forget(oldest.value);
     }
     this.sessions.set(session.id, session);
+  }
+
+  private forget(id: string): void {
+    this.sessions.delete(id);
+    this.confirmedMs.delete(id);
   }
 }
 
@@ -278,9 +351,4 @@ function randomToken(): string {
 
 function sha256(s: string): Buffer {
   return createHash('sha256').update(s).digest();
-}
-
-/** How a session id is kept in the store: whoever reads the store cannot present it as a cookie. */
-function hashId(id: string): string {
-  return sha256(id).toString('hex');
 }
