@@ -30,8 +30,24 @@ describe('request validation', () => {
   it('refuses any field that could redirect the request, at the top or nested outside content', () => {
     expect(refusal(() => parseRequest('chat', chat({ base_url: 'x' }), limits))).toMatch(/^400 base_url: llmgw chooses where a request goes/);
     expect(refusal(() => parseRequest('chat', chat({ extra_body: { api_base: 'x' } }), limits))).toContain('extra_body.api_base');
-    expect(refusal(() => parseRequest('chat', chat({ metadata: { callback: 'http://10.0.0.1:8000/x' } }), limits))).toContain('metadata.callback');
+    expect(refusal(() => parseRequest('chat', chat({ routing_hints: { callback: 'http://10.0.0.1:8000/x' } }), limits))).toContain('routing_hints.callback');
+    expect(refusal(() => parseRequest('chat', chat({ user: 'localhost:8000' }), limits))).toMatch(/^400 user: a URL is not accepted/);
     expect(refusal(() => parseRequest('completions', Buffer.from('{"model":"m","prompt":"p","user":"//evil.example/x"}'), limits))).toContain('user');
+  });
+
+  it('lets through what OpenAI and vLLM accept: URLs in tags, predictions, documents and guided choices, addresses as user ids, a nested key named endpoint', () => {
+    const body = chat({
+      user: '10.0.0.5',
+      safety_identifier: '192.168.1.7',
+      metadata: { endpoint: 'checkout', source: 'https://shop.example/cart' },
+      prediction: { type: 'content', content: 'see https://example.com/docs' },
+      documents: [{ title: 'a', url: 'https://example.com/a' }],
+      guided_choice: ['https://a.example', 'https://b.example'],
+      structured_outputs: { choice: ['http://x.example'] },
+      chat_template_kwargs: { host: 'docs.example.com' },
+      vendor_options: { endpoint: 'fast', region: 'eu' },
+    });
+    expect(parseRequest('chat', body, limits).model).toBe('m');
   });
 
   it('names the field that is wrong and the limit that was passed', () => {

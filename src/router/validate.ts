@@ -58,7 +58,11 @@ export interface ParsedRequest {
   readonly stream: boolean;
 }
 
-/** Fields whose strings are the user's content (or schemas), where a URL is ordinary text. */
+/**
+ * Fields whose strings are the user's content, schemas or tags, where a URL
+ * is ordinary text: OpenAI's (a predicted output, metadata tags) and the
+ * extensions vLLM accepts (RAG documents, guided decoding, chat templates).
+ */
 const CONTENT_FIELDS: ReadonlySet<string> = new Set([
   'messages',
   'prompt',
@@ -70,6 +74,17 @@ const CONTENT_FIELDS: ReadonlySet<string> = new Set([
   'response_format',
   'stop',
   'logit_bias',
+  'prediction',
+  'metadata',
+  'documents',
+  'guided_json',
+  'guided_regex',
+  'guided_choice',
+  'guided_grammar',
+  'structured_outputs',
+  'chat_template',
+  'chat_template_kwargs',
+  'mm_processor_kwargs',
 ]);
 
 /** Field names that in some gateway or SDK mean "send this request there". */
@@ -85,7 +100,8 @@ const REDIRECT_FIELDS: ReadonlySet<string> = new Set([
   'upstream',
 ]);
 
-const URL_RE = /^\s*[a-z][a-z0-9+.-]*:\/\/|^\s*\/\/[^/]|^\s*(?:localhost|\d{1,3}(?:\.\d{1,3}){3})(?::\d+)?(?:\/|$)/i;
+/** scheme://…, //host…, or a bare host with a port or a path (localhost:8000, 10.0.0.1/v1); a bare address alone is an identifier. */
+const URL_RE = /^\s*[a-z][a-z0-9+.-]*:\/\/|^\s*\/\/[^/]|^\s*(?:localhost|\d{1,3}(?:\.\d{1,3}){3})(?::\d+(?:\/|$)|\/)/i;
 
 /** Parses and checks a body; throws LLMGW_BAD_REQUEST naming the field. */
 export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLimits): ParsedRequest {
@@ -196,11 +212,23 @@ function firstPath(error: z.ZodError): string | null {
   return p && p.length ? String(p[0]) : null;
 }
 
-/** 400 for a redirecting field name, or a URL-looking string outside the content fields. */
+/**
+ * 400 for a redirecting field name at the top (or in `extra_body`, where
+ * some SDKs and gateways take them), or a URL-looking string anywhere
+ * outside the content fields. A nested key named `endpoint` or `host` whose
+ * value is no URL is data, not a destination.
+ */
 function refuseRedirects(body: Record<string, unknown>): void {
   for (const [key, value] of Object.entries(body)) {
     if (REDIRECT_FIELDS.has(key.toLowerCase())) {
       throw new LlmgwError('LLMGW_BAD_REQUEST', `${key}: llmgw chooses where a request goes; remove this field`, { context: { param: key } });
+    }
+    if (key === 'extra_body' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      for (const inner of Object.keys(value)) {
+        if (REDIRECT_FIELDS.has(inner.toLowerCase())) {
+          throw new LlmgwError('LLMGW_BAD_REQUEST', `extra_body.${inner}: llmgw chooses where a request goes; remove this field`, { context: { param: key } });
+        }
+      }
     }
     if (CONTENT_FIELDS.has(key)) continue;
     const where = findUrl(value, key, 0);
@@ -212,7 +240,7 @@ function refuseRedirects(body: Record<string, unknown>): void {
   }
 }
 
-/** The path of the first URL-looking string or redirecting key under `value`; depth-bounded. */
+/** The path of the first URL-looking string under `value`; depth-bounded. */
 function findUrl(value: unknown, path: string, depth: number): string | null {
   if (typeof value === 'string') return URL_RE.test(value) ? path : null;
   if (depth > 8 || value === null || typeof value !== 'object') return null;
@@ -224,7 +252,6 @@ function findUrl(value: unknown, path: string, depth: number): string | null {
     return null;
   }
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    if (REDIRECT_FIELDS.has(k.toLowerCase())) return `${path}.${k}`;
     const hit = findUrl(v, `${path}.${k}`, depth + 1);
     if (hit) return hit;
   }
