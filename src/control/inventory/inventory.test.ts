@@ -27,6 +27,20 @@ describe('inventory', () => {
     expect(inv.liveness(node)).toBe('lost');
   });
 
+  it('counts silence afresh from a takeover: what reached only another instance may not be in the store yet', async () => {
+    let now = 1_000_000;
+    const inv = await Inventory.create({ store: null, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000 });
+    await inv.join(joinInput('n1'));
+    const node = inv.get('n1')!;
+    inv.heartbeat(node, {});
+    now += 61_000;
+    expect(inv.liveness(node)).toBe('lost');
+    inv.restartSilenceClock();
+    expect(inv.liveness(node), 'given the whole window from the takeover').toBe('stale');
+    now += 60_000;
+    expect(inv.liveness(node)).toBe('lost');
+  });
+
   it('authenticates a credential only for its own node', async () => {
     const inv = await Inventory.create({ store: null, now: () => 0, staleAfterMs: 1, lostAfterMs: 2 });
     const a = await inv.join(joinInput('a'));

@@ -62,8 +62,8 @@ export class Inventory {
   private readonly fingerprints = new Map<string, string>();
   /** When refresh() last read the store, by this clock; null = never (the first reads every node). */
   private refreshedAtMs: number | null = null;
-  /** When this process started listening for heartbeats. */
-  private readonly listeningSinceMs: number;
+  /** When this process started listening for heartbeats (or, leading, since it took over: see restartSilenceClock). */
+  private listeningSinceMs: number;
   /** Per node that joined while this process listened: when it joined. */
   private readonly joinedMs = new Map<string, number>();
 
@@ -112,8 +112,18 @@ export class Inventory {
   liveness(node: Node, now = this.options.now()): Liveness {
     const seen = node.lastSeenMs;
     if (seen !== null && now - seen < this.options.staleAfterMs) return 'up';
-    const silentSince = Math.max(seen ?? -Infinity, this.joinedMs.get(node.id) ?? this.listeningSinceMs);
+    const silentSince = Math.max(seen ?? -Infinity, this.joinedMs.get(node.id) ?? -Infinity, this.listeningSinceMs);
     return now - silentSince < this.options.lostAfterMs ? 'stale' : 'lost';
+  }
+
+  /**
+   * Counts silence from now, as after a restart: for an instance that takes
+   * over the lead, whose view of heartbeats received elsewhere was only as
+   * good as the store's while another led (heartbeats other instances hold
+   * in their flush buffers, or could not write while the store was away).
+   */
+  restartSilenceClock(): void {
+    this.listeningSinceMs = this.options.now();
   }
 
   /** Admits a node that presented the right join token; returns its new credential and management token. */

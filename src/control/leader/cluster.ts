@@ -138,6 +138,9 @@ export class Cluster {
       onElected: (epoch) => this.takeOver(epoch),
       onDeposed: () => {
         this.leadingNow = false;
+        // Sums from this stint must not feed the next one's first pass.
+        this.fleetUseSeen = null;
+        this.fleetQueuedSeen = null;
       },
       onChange: (topic) => this.changed(topic),
     });
@@ -250,10 +253,27 @@ export class Cluster {
     // increment waited for them). Nothing running is restarted: the records say what agents already run.
     await parts.reconciler.reload();
     this.reportCursorMs = this.options.now() - (this.options.reportMaxAgeMs ?? 15_000);
+    // What this instance remembers from leading before is stale, and silence it judged through the store
+    // may be the store's, not the nodes': start both afresh. Then the fleet's demand, before the first pass
+    // (a draining replica with requests in flight through another instance must not look finished).
+    parts.reconciler.beginLeading();
+    parts.inventory.restartSilenceClock();
+    await this.sumFleetDemand(parts, this.options.now());
     if (this.elector.heldEpoch !== epoch || this.closed) return;
     this.leadingNow = true;
     this.options.logger.info({ epoch, replicas: parts.reconciler.replicas().length }, 'leading the reconciler: adopted the stored replicas');
     parts.reconciler.notify();
+  }
+
+  /** Every instance's use of each replica and held requests per model, summed for the scaler; returns the held ones. */
+  private async sumFleetDemand(parts: ClusterParts, now: number): Promise<ReadonlyMap<string, number>> {
+    const store = this.options.store;
+    // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
+    const summed = await sumReplicaUse(store, now - 3 * this.syncMs);
+    for (const [id, u] of summed) parts.reconciler.reportUse(id, { inFlight: u.inFlight, lastUsedAtMs: u.lastUsedAtMs });
+    this.fleetUseSeen = new Map([...summed].map(([id, u]) => [id, { inFlight: u.inFlight, lastUsedMs: u.lastUsedAtMs ?? 0 }]));
+    this.fleetQueuedSeen = await sumModelDemand(store, now - 3 * this.syncMs);
+    return this.fleetQueuedSeen;
   }
 
   /** A NOTIFY: reload that part soon, coalescing a burst of them. */
@@ -305,14 +325,10 @@ export class Cluster {
         if (holding || this.demandWritten) await saveModelDemand(store, this.instanceId, queued, now);
         this.demandWritten = holding;
         if (this.leadingNow) {
-          // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
-          const summed = await sumReplicaUse(store, now - 3 * this.syncMs);
-          for (const [id, u] of summed) parts.reconciler.reportUse(id, { inFlight: u.inFlight, lastUsedAtMs: u.lastUsedAtMs });
-          this.fleetUseSeen = new Map([...summed].map(([id, u]) => [id, { inFlight: u.inFlight, lastUsedMs: u.lastUsedAtMs ?? 0 }]));
           const queuedBefore = this.fleetQueuedSeen;
-          this.fleetQueuedSeen = await sumModelDemand(store, now - 3 * this.syncMs);
+          const queuedNow = await this.sumFleetDemand(parts, now);
           // A request held on another instance for a model at zero: a pass now, not at the next tick.
-          if ([...this.fleetQueuedSeen].some(([m, n]) => n > (queuedBefore?.get(m) ?? 0))) parts.reconciler.notify();
+          if ([...queuedNow].some(([m, n]) => n > (queuedBefore?.get(m) ?? 0))) parts.reconciler.notify();
           await pruneControlPlanes(store, now - 3_600_000);
           const notes: LeaderNotes = {
             explain: parts.catalog.models().flatMap((m) => parts.reconciler.explain(m.name) ?? []),

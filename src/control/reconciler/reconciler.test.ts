@@ -324,6 +324,42 @@ describe('Reconciler', () => {
     expect(second.reconciler.replicas()[0]!.state, 'idle for idle_timeout since the restart: drained').toBe('draining');
   });
 
+  it('an instance that leads again forgets its first stint: the scaler adopts what the other leader scaled to, and idleness counts from the takeover', async () => {
+    let leads = true;
+    const t = await setup(undefined, { leads: () => leads });
+    const use = new Map<string, { inFlight: number; lastUsedMs: number }>();
+    t.reconciler.attachDemand((): DemandSnapshot => ({ replicas: use, queued: new Map() }));
+    await t.node('n1', 4);
+    await t.catalog.add({ ...demo, scaling: { min: 1, max: 3, target_inflight: 4, idle_timeout: '10m' } }, 'test');
+    await t.reconciler.pass();
+    await t.report('n1', 'ready', () => 'http://n1:1');
+    const [one] = t.reconciler.replicas();
+
+    // Deposed; the other leader scales demo to 3 and this instance, following, reloads them from the store.
+    leads = false;
+    t.advance(60_000);
+    const copy = (i: number) => ({ ...one!, id: `other-${i}`, createdAtMs: 1_060_000, stateSinceMs: 1_060_000, shards: one!.shards.map((s) => ({ ...s, id: `other-sh-${i}`, gpuIndices: [i] })) });
+    await t.store.saveReplicas([copy(1), copy(2)], []);
+    await t.reconciler.reload();
+
+    // Hours later, under load that needs all three, it leads again, as Cluster.takeOver does it.
+    t.advance(3 * 3_600_000);
+    t.heartbeat('n1');
+    for (const r of t.reconciler.replicas()) use.set(r.id, { inFlight: r.id === one!.id ? 4 : 3, lastUsedMs: 1_000_000 + 60_000 + 3 * 3_600_000 });
+    leads = true;
+    t.reconciler.beginLeading();
+    const plan = await t.reconciler.pass();
+    expect(plan.actions, 'its old wanted number (1) is not applied').toEqual([]);
+    expect(t.reconciler.replicas().map((r) => r.state)).toEqual(['ready', 'ready', 'ready']);
+
+    // No use heard at all (requests went through an instance that died with the old leader): a full idle_timeout from the takeover.
+    use.clear();
+    t.advance(9 * 60_000);
+    t.heartbeat('n1');
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().filter((r) => r.state === 'draining'), 'nine minutes into the stint: nothing idle yet').toEqual([]);
+  });
+
   it('starts one replica for a model at zero however many requests wait, records why, and drains it back to zero when idle', async () => {
     const events: NewEvent[] = [];
     const t = await setup(undefined, { events: { record: (e) => events.push(e) } });

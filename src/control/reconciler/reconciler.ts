@@ -197,6 +197,23 @@ export class Reconciler {
     this.demandSinceMs = this.options.now();
   }
 
+  /**
+   * This instance starts leading (again): what it remembered of demand and
+   * decisions is from another time, while another instance led. Scaling
+   * memory, in-flight and last-use numbers, liveness seen and the last plan
+   * are dropped; idleness counts from now, as after a restart. The caller
+   * reports the fleet's use (reportUse) before the first pass.
+   */
+  beginLeading(): void {
+    this.scaleStates.clear();
+    this.inFlight.clear();
+    this.lastUsed.clear();
+    this.coldDemand.clear();
+    this.livenessSeen.clear();
+    this.lastPlan = undefined;
+    this.demandSinceMs = this.options.now();
+  }
+
   /** The router's seam: what a replica has in flight and when it was last used. */
   reportUse(replicaId: string, use: ReplicaUse): void {
     this.inFlight.set(replicaId, use.inFlight);
@@ -578,7 +595,8 @@ function withLastUsed(records: ReplicaRecord[], lastUsed: ReadonlyMap<string, nu
   if (lastUsed.size === 0) return records;
   return records.map((r) => {
     const at = lastUsed.get(r.id);
-    return at === undefined || at === r.lastUsedAtMs ? r : { ...r, lastUsedAtMs: at };
+    // The newer of the two: a stored use (another instance's) is not undone by an older one heard here.
+    return at === undefined || (r.lastUsedAtMs !== null && at <= r.lastUsedAtMs) ? r : { ...r, lastUsedAtMs: at };
   });
 }
 
