@@ -195,6 +195,8 @@ export class ControlPlane {
         reconciler.onShardReport(node, shards);
         cluster?.onShardReport(node, shards);
       },
+      // Half the stale window: agents move to another instance well before the leader could think their nodes stale.
+      ...(cluster ? { refuseHeartbeatsUnsavedForMs: config.nodeStaleAfterMs / 2 } : {}),
     });
 
     cluster?.attach({

@@ -17,6 +17,13 @@ export interface AgentApiOptions {
   heartbeatIntervalMs: number;
   /** Called after each heartbeat with the node's reported shard states (the reconciler's input). */
   onShardReport?: (node: Node, shards: ShardStatus[]) => void;
+  /**
+   * With several control planes: once heartbeats received here have failed
+   * to reach the store this long, heartbeats are refused (503), so agents
+   * move to another control plane instead of looking silent to the leader.
+   * Absent = never (one control plane: there is nowhere else to go).
+   */
+  refuseHeartbeatsUnsavedForMs?: number;
 }
 
 export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions): void {
@@ -51,6 +58,13 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`);
     const body = parsed.data;
     const node = authenticate(request, options.inventory, body.node_id);
+    const unsavedMs = options.inventory.unsavedHeartbeatsMs();
+    if (options.refuseHeartbeatsUnsavedForMs !== undefined && unsavedMs > options.refuseHeartbeatsUnsavedForMs) {
+      throw new LlmgwError(
+        'LLMGW_STORE_UNAVAILABLE',
+        `this control plane has not been able to save heartbeats to the store for ${Math.round(unsavedMs / 1000)} s, so the leader would not see this node; heartbeat to another control plane`,
+      );
+    }
     const { reportProblem } = options.inventory.heartbeat(node, {
       ...(body.report !== undefined ? { report: body.report } : {}),
       agentVersion: body.agent_version ?? null,

@@ -66,6 +66,8 @@ export class Inventory {
   private listeningSinceMs: number;
   /** Per node that joined while this process listened: when it joined. */
   private readonly joinedMs = new Map<string, number>();
+  /** Since when buffered heartbeats have failed to reach the store; null = the last flush succeeded. */
+  private unsavedSinceMs: number | null = null;
 
   private constructor(private readonly options: InventoryOptions) {
     this.listeningSinceMs = options.now();
@@ -226,11 +228,26 @@ export class Inventory {
     this.pending = new Map();
     this.flushing = this.flushing
       .then(() => store.saveHeartbeats(batch))
-      .catch(() => {
-        // The store is away: keep the newest of each so the next flush retries them.
-        for (const b of batch) if (!this.pending.has(b.id)) this.pending.set(b.id, b);
-      });
+      .then(
+        () => {
+          this.unsavedSinceMs = null;
+        },
+        () => {
+          // The store is away: keep the newest of each so the next flush retries them.
+          for (const b of batch) if (!this.pending.has(b.id)) this.pending.set(b.id, b);
+          this.unsavedSinceMs ??= this.options.now();
+        },
+      );
     return this.flushing;
+  }
+
+  /**
+   * How long heartbeats received here have failed to reach the store, ms; 0
+   * when they reach it. With several control planes, only what is in the
+   * store counts for the leader: a node heard only here looks silent there.
+   */
+  unsavedHeartbeatsMs(now = this.options.now()): number {
+    return this.unsavedSinceMs === null ? 0 : now - this.unsavedSinceMs;
   }
 
   /**
