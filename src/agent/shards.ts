@@ -140,6 +140,13 @@ export class AgentShardRunner implements ShardRunner {
       }
       out.push({ shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'fetching', ...(fetch ? { fetch } : {}) });
     }
+    // Engines told to stop that have not exited yet still hold their GPUs' memory: reported as stopping until they are
+    // gone, or the control plane would count the GPUs free and place another engine on them meanwhile.
+    const wantedIds = new Set(this.wanted.map((w) => w.shard_id));
+    for (const s of running.values()) {
+      if (wantedIds.has(s.shardId) || s.state === 'stopped') continue;
+      out.push({ shard_id: s.shardId, replica_id: s.replicaId, state: 'stopping', restarts: s.restarts });
+    }
     return out;
   }
 

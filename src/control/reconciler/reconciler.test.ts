@@ -170,6 +170,31 @@ describe('Reconciler', () => {
     expect(second.inventory.liveness(second.inventory.get(silent)!), 'silent for the whole window since the restart').toBe('lost');
   });
 
+  it('keeps the GPUs of a stopping replica while its agent reports the engine still stopping, and gives them to another model once it is gone', async () => {
+    const t = await setup();
+    await t.node('n1', 1);
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    await t.report('n1', 'ready', () => 'http://n1:9000');
+    const [old] = t.reconciler.replicas();
+    await t.catalog.remove('demo', 'test');
+    await t.catalog.add({ ...demo, name: 'next', aliases: [] }, 'test');
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => [r.model, r.state])).toEqual([['demo', 'stopping']]);
+
+    const stillStopping = () => t.reconciler.onShardReport(t.inventory.get('n1')!, [{ shard_id: old!.shards[0]!.id, replica_id: old!.id, state: 'stopping' }]);
+    stillStopping();
+    await t.reconciler.pass();
+    stillStopping();
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => [r.model, r.state]), 'the engine still holds the GPU: nothing else is placed on it').toEqual([['demo', 'stopping']]);
+
+    t.reconciler.onShardReport(t.inventory.get('n1')!, []);
+    await t.reconciler.pass();
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => [r.model, r.state])).toEqual([['next', 'pending']]);
+  });
+
   it('replaces the replica of a lost node and forgets the old one', async () => {
     const t = await setup();
     await t.node('a');
