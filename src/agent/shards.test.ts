@@ -7,7 +7,7 @@ import { AgentShardRunner } from './shards.js';
 import type { Supervisor } from './supervisor/index.js';
 import type { ShardStatus } from './supervisor/shard.js';
 
-const engine = (shardId: string, state: ShardStatus['state']): ShardStatus => ({ shardId, replicaId: `rep-${shardId}`, engine: 'vllm', state, restarts: 0, failuresInARow: 0 });
+const engine = (shardId: string, state: ShardStatus['state']): ShardStatus => ({ shardId, replicaId: `rep-${shardId}`, engine: 'vllm', state, restarts: 0, failuresInARow: 0, adopted: false });
 
 describe('shard runner status', () => {
   it('reports an engine that is no longer wanted as stopping until it has exited, so its GPUs are not given to another', async () => {

@@ -67,6 +67,8 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
     private readonly target: RelayTarget,
     private readonly hooks: RelayHooks,
     private readonly resolve: (o: Outcome) => void,
+    /** The router asked this stream for its usage on the client's behalf: the usage-only event is kept from the client. */
+    private readonly withholdUsage = false,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -187,6 +189,10 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
         this.carry = data.subarray(end);
         data = data.subarray(0, end);
       }
+      if (this.withholdUsage && (data.includes(EMPTY_CHOICES) || data.includes(EMPTY_CHOICES_SPACED))) {
+        data = withoutUsageEvent(data);
+        if (data.length === 0) return;
+      }
     }
     if (!res.write(data) && this.controller) {
       this.controller.pause();
@@ -199,6 +205,37 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
     this.settled = true;
     this.target.abort = null;
     this.resolve(o);
+  }
+}
+
+/** How a usage-only event starts to show: an empty choices list, compact (vLLM, pydantic) or as Python's json.dumps spaces it. */
+const EMPTY_CHOICES = Buffer.from('"choices":[]');
+const EMPTY_CHOICES_SPACED = Buffer.from('"choices": []');
+
+/**
+ * Whole SSE events without the usage-only one (`"choices": []` and a usage
+ * object: what an engine sends last when asked for include_usage). Only
+ * events with an empty choices list are parsed; the rest pass as bytes
+ * (engines put `"usage": null` on every chunk, so "usage" alone says nothing).
+ */
+export function withoutUsageEvent(data: Buffer): Buffer {
+  const text = data.toString('utf8');
+  const events = text.split(/(?<=\r?\n\r?\n)/);
+  const kept = events.filter((event) => !(/"choices":\s*\[\s*\]/.test(event) && isUsageOnly(event)));
+  return kept.length === events.length ? data : Buffer.from(kept.join(''), 'utf8');
+}
+
+function isUsageOnly(event: string): boolean {
+  const payload = event
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(5).trimStart())
+    .join('\n');
+  try {
+    const chunk = JSON.parse(payload) as { choices?: unknown; usage?: unknown };
+    return Array.isArray(chunk.choices) && chunk.choices.length === 0 && typeof chunk.usage === 'object' && chunk.usage !== null;
+  } catch {
+    return false;
   }
 }
 

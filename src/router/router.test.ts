@@ -193,6 +193,30 @@ describe('the router through the openai client', () => {
     expect(h.router.replicaUse().has('r1'), 'a replica that is gone is forgotten').toBe(false);
   });
 
+  it('counts a stream whose client did not ask for usage, and against the key\'s token limit, without showing it the usage chunk', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const limited = await issueKey(h.keys, { name: 'tokens', tokensPerMinute: 20 }, Date.now(), 'test');
+    const client = h.clientWith(limited.secret);
+    const streamOnce = async () => {
+      const stream = await client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hello' }], max_tokens: 12, stream: true });
+      const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      return chunks;
+    };
+    const chunks = await streamOnce();
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(chunks.every((c) => c.choices.length === 1), 'no usage-only chunk (choices: []) reaches a client that did not ask').toBe(true);
+    expect(chunks.some((c) => c.usage), 'nor usage on any chunk').toBe(false);
+    await eventually(() => (h.usage.snapshot().find((u) => u.keyId === limited.record.id)?.completionTokens ?? 0) === 12, 'the stream\'s 12 tokens counted');
+    await streamOnce();
+    // 24 tokens in a minute against a limit of 20: the next request waits, stream or not.
+    const over = await caught(client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hello' }], max_tokens: 1, stream: true }));
+    expect(over).toBeInstanceOf(OpenAI.RateLimitError);
+  });
+
   it('answers injected requests (no real socket) like real ones', async () => {
     const logger = pino({ level: 'silent' });
     const app = createJsonApp({ logger, bodyLimitBytes: 1 << 20, shapeError: openAiErrorShape });

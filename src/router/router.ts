@@ -575,7 +575,7 @@ export class Router {
             headersTimeout: this.timeouts.headersTimeoutMs,
             bodyTimeout: this.timeouts.idleBodyTimeoutMs,
           },
-          new RelayHandler(ex, hooks, resolve),
+          new RelayHandler(ex, hooks, resolve, ex.parsed.usageWithheld),
         );
       });
     } finally {
@@ -586,11 +586,25 @@ export class Router {
     }
   }
 
+  /**
+   * The bytes sent upstream: the client's own, unless the engine must hear
+   * another model name, or a stream must be asked for its usage (without it
+   * a stream's tokens go uncounted and past the key's token limit; the
+   * usage chunk is then kept from the client, who did not ask for it).
+   */
   private bodyFor(ex: Exchange, model: Model, replica: RouterReplica): Buffer {
     const requested = ex.parsed.model;
     const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
-    if (served === null || served.includes(requested)) return ex.raw;
-    return Buffer.from(JSON.stringify({ ...ex.parsed.body, model: model.name }));
+    const rename = served !== null && !served.includes(requested);
+    if (!rename && !ex.parsed.usageWithheld) return ex.raw;
+    const body = ex.parsed.body;
+    return Buffer.from(
+      JSON.stringify({
+        ...body,
+        ...(rename ? { model: model.name } : {}),
+        ...(ex.parsed.usageWithheld ? { stream_options: { ...(body.stream_options as object | null | undefined), include_usage: true } } : {}),
+      }),
+    );
   }
 
   private account(ex: Exchange, model: Model, status: number, tail: TailKeeper): void {

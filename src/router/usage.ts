@@ -1,6 +1,6 @@
 // Usage accounting: what each key spent on each model, read from the
-// engine's own `usage` (the body's, or the final SSE chunk when the client
-// asked for `stream_options.include_usage`). The router hands each finished
+// engine's own `usage` (the body's, or a stream's final SSE chunk: the
+// router asks every stream for it, and keeps it from a client that did not). The router hands each finished
 // request to a UsageSink synchronously and never waits on it: a sink that
 // writes to a store batches and flushes on its own timer.
 
@@ -9,7 +9,7 @@ export interface UsageEvent {
   readonly keyId: string;
   /** The canonical model that answered (a fallback's name when one served). */
   readonly model: string;
-  /** Zero when the engine did not report usage (a stream without include_usage). */
+  /** Zero when the engine did not report usage (one that ignores include_usage, or a stream that broke or lost its client first). */
   readonly promptTokens: number;
   readonly completionTokens: number;
   /** The HTTP status the client got; 0 when the client went away first. */

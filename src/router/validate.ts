@@ -56,6 +56,8 @@ export interface ParsedRequest {
   readonly body: Record<string, unknown>;
   readonly model: string;
   readonly stream: boolean;
+  /** A stream whose client did not ask for `stream_options.include_usage`: the router asks for it and keeps the usage chunk back. */
+  readonly usageWithheld: boolean;
 }
 
 /**
@@ -134,7 +136,9 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLim
       }
     }
   }
-  return { body, model: body.model as string, stream: body.stream === true };
+  const stream = body.stream === true;
+  const usageAsked = (body.stream_options as { include_usage?: unknown } | null | undefined)?.include_usage === true;
+  return { body, model: body.model as string, stream, usageWithheld: stream && !usageAsked && endpoint !== 'embeddings' };
 }
 
 /** A model's own limits, from its catalog entry; null = not declared. */
