@@ -105,7 +105,7 @@ async function serveRouter(urls) {
     replicas.set(name, [{ id: `r-${name}`, endpoint: url, draining: false }]);
   }
   // As the control plane builds its client listener.
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false });
+  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
   const keys = new MemoryKeyStore();
   registerRouter(app, {
     catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },

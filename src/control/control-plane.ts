@@ -114,6 +114,7 @@ export class ControlPlane {
       shapeError: openAiErrorShape,
       headersTimeoutMs: config.clientHeadersTimeoutMs,
       requestLoggers: false,
+      requestIds: true,
     });
     const router = registerRouter(clientApp, {
       catalog,

@@ -42,8 +42,8 @@ const WHOLE_ANSWER_SLICE = 256 * 1024;
 /** Answers up to this size go out as one string write (see onResponseEnd); larger ones are not worth the copy. */
 const ONE_WRITE_BYTES = 64 * 1024;
 
-/** Response headers passed to the client; the rest (hop-by-hop, server identity) stay behind. */
-const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after', 'x-request-id'] as const;
+/** Response headers passed to the client; the rest (hop-by-hop, server identity, the engine's own request id: llmgw's is sent) stay behind. */
+const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after'] as const;
 
 export class RelayHandler implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | null = null;

@@ -75,7 +75,8 @@ interface Harness {
 
 async function harness(models: Model[], overrides: Partial<RouterDeps> = {}): Promise<Harness> {
   const logger = pino({ level: 'silent' });
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape });
+  // As the control plane builds its client listener.
+  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const directory = new StubDirectory();
@@ -215,6 +216,49 @@ describe('the router through the openai client', () => {
     // 24 tokens in a minute against a limit of 20: the next request waits, stream or not.
     const over = await caught(client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hello' }], max_tokens: 1, stream: true }));
     expect(over).toBeInstanceOf(OpenAI.RateLimitError);
+  });
+
+  it('gives every answer a request id, the client\'s own when it sends a sane one, and sends it to the engine', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const seen: (string | undefined)[] = [];
+    const upstream = createServer((req, res) => {
+      seen.push(req.headers['x-request-id'] as string | undefined);
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'the-engine-own-id' });
+        res.end(JSON.stringify({ id: 'c', object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => upstream.close(resolve)));
+    h.directory.set('alpha', [replica('r1', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`)]);
+    const post = (headers: Record<string, string>, path = '/v1/chat/completions') =>
+      undiciRequest(`${h.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${h.secret}`, ...headers },
+        body: JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'x' }] }),
+      });
+
+    const mine = await post({ 'x-request-id': 'trace-42.a:b' });
+    await mine.body.text();
+    expect(mine.headers['x-request-id'], 'the client\'s id back, not the engine\'s').toBe('trace-42.a:b');
+    const made = await post({});
+    await made.body.text();
+    expect(made.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/);
+    const odd = await post({ 'x-request-id': 'has spaces in it' });
+    await odd.body.text();
+    expect(odd.headers['x-request-id'], 'an id unfit for a log line is replaced').toMatch(/^req_/);
+    expect(seen, 'the engine hears the same ids').toEqual(['trace-42.a:b', made.headers['x-request-id'], odd.headers['x-request-id']]);
+
+    const refused = await post({ authorization: 'Bearer wrong', 'x-request-id': 'r-401' });
+    await refused.body.text();
+    expect([refused.statusCode, refused.headers['x-request-id']]).toEqual([401, 'r-401']);
+    const missing = await post({ 'x-request-id': 'r-404' }, '/v1/nothing');
+    await missing.body.text();
+    expect([missing.statusCode, missing.headers['x-request-id']]).toEqual([404, 'r-404']);
+    const err = await caught(h.client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.requestID, "the openai client's error carries it").toMatch(/^req_/);
   });
 
   it('answers injected requests (no real socket) like real ones', async () => {

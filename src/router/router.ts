@@ -137,6 +137,8 @@ type MaybePromise<T> = T | Promise<T>;
 
 /** One client request through its life. */
 interface Exchange {
+  /** The listener's request id (sent back as x-request-id), sent upstream and in every log line about it. */
+  readonly id: string;
   readonly endpoint: Endpoint;
   readonly path: string;
   readonly res: ServerResponse;
@@ -165,7 +167,7 @@ const UPSTREAM_PATHS: Record<Endpoint, string> = {
 
 const RETRY_BACKOFF_CAP_MS = 500;
 
-/** The headers of every upstream request, made once: undici only reads them. */
+/** The headers every upstream request starts from (its request id is added per request). */
 const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
 const WHOLE_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
 
@@ -364,6 +366,7 @@ export class Router {
     reply.hijack();
     const res = reply.raw;
     const ex: Exchange = {
+      id: request.id,
       endpoint,
       path: UPSTREAM_PATHS[endpoint],
       res,
@@ -394,7 +397,7 @@ export class Router {
     try {
       status = await this.route(ex);
     } catch (err) {
-      this.deps.logger.error({ err, model: model.name }, 'router failed a request');
+      this.deps.logger.error({ err, model: model.name, request: ex.id }, 'router failed a request');
       writeError(res, 500, 'LLMGW_INTERNAL', 'internal error; the control plane log has the details');
       if (!res.writableEnded && res.headersSent) res.destroy();
       status = 500;
@@ -465,20 +468,20 @@ export class Router {
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${outcome.reason}`;
-        this.deps.logger.warn({ model: m.name, replica: replica.id, reason: outcome.reason }, 'upstream attempt failed before the first byte');
+        this.deps.logger.warn({ model: m.name, replica: replica.id, reason: outcome.reason, request: ex.id }, 'upstream attempt failed before the first byte');
       }
       if (attempts >= this.maxAttempts) break;
     }
 
     if (attempts > 0) {
       const message = `model \`${model.name}\`: ${attempts} attempt${attempts === 1 ? '' : 's'} failed before any answer; the last: ${lastFailure}`;
-      this.deps.logger.error({ model: model.name, attempts }, message);
+      this.deps.logger.error({ model: model.name, attempts, request: ex.id }, message);
       writeError(ex.res, 502, 'LLMGW_UPSTREAM', message);
       return 502;
     }
     let message = `model \`${model.name}\` has 0 ready replicas${coldNote}: ${this.deps.replicas.describe(model.name)}`;
     if (chain.length > 1) message += `; its fallbacks (${chain.slice(1).map((m) => `\`${m.name}\``).join(', ')}) have none ready either`;
-    this.deps.logger.error({ model: model.name }, message);
+    this.deps.logger.error({ model: model.name, request: ex.id }, message);
     writeError(ex.res, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
     return 503;
   }
@@ -563,14 +566,14 @@ export class Router {
           onAnswered: (status, tail) => this.account(ex, model, status, tail),
           brokenMessage: () =>
             ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
-          onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason }, 'upstream broke after the first byte'),
+          onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte'),
           timeout: () => this.timeout(ex),
         };
         pool.dispatch(
           {
             path: basePath + ex.path,
             method: 'POST',
-            headers: ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS,
+            headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS), 'x-request-id': ex.id },
             body,
             headersTimeout: this.timeouts.headersTimeoutMs,
             bodyTimeout: this.timeouts.idleBodyTimeoutMs,
@@ -695,8 +698,8 @@ export class Router {
     headers: Record<string, string> = {},
     counted = false,
   ): FastifyReply {
-    if (status >= 500) this.deps.logger.error({ code, status }, message);
-    else this.deps.logger.info({ code, status }, message);
+    if (status >= 500) this.deps.logger.error({ code, status, request: reply.request.id }, message);
+    else this.deps.logger.info({ code, status, request: reply.request.id }, message);
     if (!counted) this.count('none', status, null);
     return replyError(reply, status, code, message, param, headers);
   }

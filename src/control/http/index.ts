@@ -6,6 +6,7 @@
 // ever putting internals in a 5xx body.
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import FindMyWay from 'find-my-way';
@@ -40,6 +41,22 @@ export interface JsonAppOptions {
    * Absent = true.
    */
   requestLoggers?: boolean;
+  /**
+   * True: every request gets an id, the client's own `x-request-id` when it
+   * sends a sane one (up to 128 of [A-Za-z0-9._:-]) or a new `req_…`; it is
+   * `request.id`, and every answer carries it back as `x-request-id`, so a
+   * user's failure can be matched to a log line. Absent = Fastify's counter,
+   * not sent back.
+   */
+  requestIds?: boolean;
+}
+
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The client's request id when it is one we can log and send on as it is; otherwise a new one. */
+function requestIdFor(raw: { headers: Record<string, string | string[] | undefined> }): string {
+  const given = raw.headers['x-request-id'];
+  return typeof given === 'string' && CLIENT_REQUEST_ID.test(given) ? given : `req_${randomUUID().replaceAll('-', '')}`;
 }
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -62,6 +79,7 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     } as never,
     routerOptions: { ignoreTrailingSlash: true },
     ...(options.requestLoggers === false ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
+    ...(options.requestIds ? { genReqId: requestIdFor } : {}),
     // What Node's HTTP parser refuses never reaches a route: it still gets an answer in the listener's shape.
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
       if (err.code === 'ECONNRESET' || !socket.writable) {
@@ -83,6 +101,14 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
     void strictJson(request, body as string, done);
   });
+
+  if (options.requestIds) {
+    // On the raw response: answers the router writes itself (relayed, or written after hijacking) carry it too.
+    app.addHook('onRequest', (request, reply, done) => {
+      reply.raw.setHeader('x-request-id', request.id);
+      done();
+    });
+  }
 
   // A shadow router that knows each path's verbs, so a wrong verb is 405 with
   // Allow rather than a 404 that suggests the path does not exist.
