@@ -16,14 +16,29 @@ export function openAiErrorType(status: number): string {
   return 'invalid_request_error';
 }
 
+/**
+ * OpenAI's `code` for the refusals it has one for, which clients branch on
+ * (an SDK's retry on `rate_limit_exceeded`, a framework trimming history on
+ * `context_length_exceeded`); llmgw's own code otherwise. llmgw's code is
+ * always in `llmgw_code` beside it.
+ */
+const OPENAI_CODES: Partial<Record<string, string>> = {
+  LLMGW_UNAUTHORIZED: 'invalid_api_key',
+  LLMGW_MODEL_NOT_FOUND: 'model_not_found',
+  LLMGW_RATE_LIMITED: 'rate_limit_exceeded',
+  LLMGW_CONTEXT_LENGTH_EXCEEDED: 'context_length_exceeded',
+};
+
+function errorObject(message: string, code: string, status: number, param: string | null) {
+  return { error: { message, type: openAiErrorType(status), param, code: OPENAI_CODES[code] ?? code, llmgw_code: code } };
+}
+
 export function openAiErrorBody(message: string, code: ErrorCode, status: number, param: string | null = null): string {
-  return JSON.stringify({ error: { message, type: openAiErrorType(status), param, code } });
+  return JSON.stringify(errorObject(message, code, status, param));
 }
 
 /** For `createJsonApp({shapeError})` on the client listener, so Fastify's own refusals read the same. */
-export const openAiErrorShape: ErrorShaper = (e) => ({
-  error: { message: e.message, type: openAiErrorType(e.status), param: null, code: e.code },
-});
+export const openAiErrorShape: ErrorShaper = (e) => errorObject(e.message, e.code, e.status, null);
 
 /** A refusal sent through Fastify (before the reply is hijacked). */
 export function replyError(

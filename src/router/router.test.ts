@@ -318,6 +318,7 @@ describe('the router through the openai client', () => {
 
     const bad = await caught(h.clientWith('llmgw-nope').chat.completions.create({ model: 'alpha', messages: msg }));
     expect(bad).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect([bad.code, (bad.error as { llmgw_code?: string }).llmgw_code], "OpenAI's code, llmgw's beside it").toEqual(['invalid_api_key', 'LLMGW_UNAUTHORIZED']);
 
     const { secret: onlyBeta } = await issueKey(h.keys, { name: 'beta-only', allowedModels: ['beta'] }, Date.now(), 'test');
     const denied = await caught(h.clientWith(onlyBeta).chat.completions.create({ model: 'alpha', messages: msg }));
@@ -330,6 +331,7 @@ describe('the router through the openai client', () => {
     const unknown = await caught(h.client.chat.completions.create({ model: 'alpah', messages: msg }));
     expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
     expect(unknown.message).toContain('Did you mean `alpha`?');
+    expect(unknown.code).toBe('model_not_found');
 
     const big = await caught(h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'x'.repeat(100 * 1024) }] }));
     expect(big.status).toBe(413);
@@ -400,6 +402,7 @@ describe('the router through the openai client', () => {
     await c.chat.completions.create({ model: 'alpha', messages: msg });
     const limit = await caught(c.chat.completions.create({ model: 'alpha', messages: msg }));
     expect(limit).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(limit.code).toBe('rate_limit_exceeded');
     expect(Number(limit.headers?.get('retry-after')), 'Retry-After in whole seconds').toBeGreaterThanOrEqual(1);
   });
 });

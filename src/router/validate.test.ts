@@ -100,14 +100,18 @@ describe('a model’s own limits', () => {
     expect(check('chat', chat('hi', { n: 5 }))).toThrow(/^n: 5 is more than model `m` allows \(4\)$/);
     expect(check('chat', chat('hi', { max_tokens: 2000 }))).toThrow(/max_tokens: 2000 is more than model `m` allows \(1024\)/);
     expect(() => checkModelLimits('chat', parsed('chat', chat('hi', { max_completion_tokens: 4096 })), 'm', { ...limits, maxTokens: null })).toThrow(
-      /does not fit model `m`'s context of 4096 tokens/,
+      /^This model's maximum context length is 4096 tokens, and max_completion_tokens asks for 4096, which leaves no room/,
     );
   });
 
   it('refuses a prompt that cannot fit the context, counting text parts and token ids', () => {
-    expect(check('chat', chat('x'.repeat(16 * 5000)))).toThrow(/messages: the prompt is at least 5000 tokens, beyond model `m`'s context of 4096/);
-    expect(check('chat', chat([{ type: 'text', text: 'x'.repeat(16 * 4000) }], { max_tokens: 200 }))).toThrow(/at least 4000 tokens and max_tokens asks for 200 more/);
-    expect(check('completions', { prompt: Array.from({ length: 5000 }, (_, i) => i) })).toThrow(/prompt: the prompt is at least 5000 tokens/);
-    expect(check('embeddings', { input: ['y'.repeat(16 * 4097)] })).toThrow(/input: the prompt is at least 4097 tokens/);
+    // OpenAI's words and code, which clients and frameworks recognise an overflow by.
+    expect(check('chat', chat('x'.repeat(16 * 5000)))).toThrow(
+      /^This model's maximum context length is 4096 tokens\. However, you requested at least 5000 tokens \(at least 5000 in the messages\); send a shorter prompt/,
+    );
+    expect(check('chat', chat('x'.repeat(16 * 5000)))).toThrow(expect.objectContaining({ code: 'LLMGW_CONTEXT_LENGTH_EXCEEDED', context: { param: 'messages' } }));
+    expect(check('chat', chat([{ type: 'text', text: 'x'.repeat(16 * 4000) }], { max_tokens: 200 }))).toThrow(/at least 4200 tokens \(at least 4000 in the messages, 200 for the completion\)/);
+    expect(check('completions', { prompt: Array.from({ length: 5000 }, (_, i) => i) })).toThrow(/at least 5000 in the prompt/);
+    expect(check('embeddings', { input: ['y'.repeat(16 * 4097)] })).toThrow(/at least 4097 in the input/);
   });
 });

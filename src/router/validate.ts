@@ -166,6 +166,9 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
   const refuse = (param: string, message: string): never => {
     throw new LlmgwError('LLMGW_BAD_REQUEST', message, { context: { param } });
   };
+  const tooLong = (param: string, message: string): never => {
+    throw new LlmgwError('LLMGW_CONTEXT_LENGTH_EXCEEDED', message, { context: { param } });
+  };
   if (endpoint !== 'embeddings') {
     if (limits.maxN !== null && typeof body.n === 'number' && body.n > limits.maxN) {
       refuse('n', `n: ${body.n} is more than model \`${modelName}\` allows (${limits.maxN})`);
@@ -175,7 +178,7 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
       if (typeof v !== 'number') continue;
       if (limits.maxTokens !== null && v > limits.maxTokens) refuse(field, `${field}: ${v} is more than model \`${modelName}\` allows (${limits.maxTokens})`);
       if (limits.contextTokens !== null && v >= limits.contextTokens) {
-        refuse(field, `${field}: ${v} does not fit model \`${modelName}\`'s context of ${limits.contextTokens} tokens with any prompt`);
+        tooLong(field, `This model's maximum context length is ${limits.contextTokens} tokens, and ${field} asks for ${v}, which leaves no room for any prompt; ask for fewer tokens (model \`${modelName}\`)`);
       }
     }
   }
@@ -184,9 +187,11 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
   const least = leastTokens(body[field]);
   const asked = endpoint === 'embeddings' ? 0 : Number(body.max_tokens ?? body.max_completion_tokens ?? 0);
   if (least + asked > limits.contextTokens) {
-    refuse(
+    // OpenAI's words: clients and frameworks recognise an overflow by them (and by the code) to trim the history.
+    tooLong(
       field,
-      `${field}: the prompt is at least ${least} tokens${asked ? ` and max_tokens asks for ${asked} more` : ''}, beyond model \`${modelName}\`'s context of ${limits.contextTokens} tokens; send a shorter prompt`,
+      `This model's maximum context length is ${limits.contextTokens} tokens. However, you requested at least ${least + asked} tokens ` +
+        `(at least ${least} in the ${field}${asked ? `, ${asked} for the completion` : ''}); send a shorter prompt${asked ? ' or ask for fewer tokens' : ''} (model \`${modelName}\`)`,
     );
   }
 }

@@ -134,7 +134,7 @@ describe('the client listener refuses bad credentials with 401 and nothing else'
     for (const authorization of [`Bearer ' OR '1'='1`, 'Bearer ', 'Bearer', `Basic ${Buffer.from('a:b').toString('base64')}`, `Bearer ${CANARY_ADMIN}`, `Bearer ${apiKey}x`]) {
       const res = await send(`${clientUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization, 'content-type': 'application/json' }, body: chat() });
       expect(res.status, authorization).toBe(401);
-      expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'LLMGW_UNAUTHORIZED', type: expect.any(String) } });
+      expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'invalid_api_key', llmgw_code: 'LLMGW_UNAUTHORIZED', type: 'authentication_error' } });
     }
   });
 
