@@ -261,6 +261,25 @@ describe('the router through the openai client', () => {
     expect(err.requestID, "the openai client's error carries it").toMatch(/^req_/);
   });
 
+  it('reads a body as vLLM would (no content type, a byte-order mark) and refuses a compressed or non-JSON one by name', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const body = JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+    const post = async (headers: Record<string, string>, payload: string | Buffer = body) => {
+      const res = await undiciRequest(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${h.secret}`, ...headers }, body: payload });
+      return { status: res.statusCode, text: await res.body.text() };
+    };
+    expect((await post({})).status, 'no content type: read as JSON').toBe(200);
+    expect((await post({ 'content-type': 'application/json' }, `\ufeff${body}`)).status, 'a BOM is dropped, for the engine too').toBe(200);
+    const plain = await post({ 'content-type': 'text/plain' });
+    expect([plain.status, JSON.parse(plain.text).error.message]).toEqual([415, 'send the body as JSON with Content-Type: application/json, not text/plain']);
+    const gzip = await post({ 'content-type': 'application/json', 'content-encoding': 'gzip' }, Buffer.from([0x1f, 0x8b, 8, 0]));
+    expect(gzip.status).toBe(415);
+    expect(JSON.parse(gzip.text).error.message).toBe('the body is sent with Content-Encoding: gzip, which llmgw does not decode; send it uncompressed');
+  });
+
   it('answers injected requests (no real socket) like real ones', async () => {
     const logger = pino({ level: 'silent' });
     const app = createJsonApp({ logger, bodyLimitBytes: 1 << 20, shapeError: openAiErrorShape });

@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { Pool } from 'undici';
 import type { Model } from '../control/catalog/index.js';
-import { isLlmgwError, type ErrorCode } from '../errors/index.js';
+import { isLlmgwError, LlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
 import { replyError, writeError } from './errors.js';
 import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
@@ -730,10 +730,23 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
   const router = new Router(deps);
   const bodyLimit = router.bodyLimitBytes;
   void app.register(async (scope) => {
-    scope.removeContentTypeParser('application/json');
-    scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
-    // A client that starts a body and stalls is cut after idleBodyTimeoutMs of silence (Node destroys a socket whose timeout nobody handles).
-    scope.addHook('onRequest', (request, _reply, done) => {
+    scope.removeContentTypeParser(['application/json', 'text/plain']);
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body: Buffer, done) => {
+      // A byte-order mark (PowerShell 5 writes one before UTF-8) is not JSON, and some engines refuse it: dropped.
+      done(null, body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body);
+    });
+    scope.addContentTypeParser('*', (request, _payload, done) => {
+      done(new LlmgwError('LLMGW_BAD_REQUEST', `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']}`, { status: 415 }));
+    });
+    scope.addHook('onRequest', (request, reply, done) => {
+      // A body without a content type (curl -d without -H, a bare script) is read as JSON, as vLLM reads it.
+      if (request.headers['content-type'] === undefined && request.method === 'POST') request.headers['content-type'] = 'application/json';
+      const encoding = request.headers['content-encoding'];
+      if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+        replyError(reply, 415, 'LLMGW_BAD_REQUEST', `the body is sent with Content-Encoding: ${encoding.slice(0, 40)}, which llmgw does not decode; send it uncompressed`);
+        return;
+      }
+      // A client that starts a body and stalls is cut after idleBodyTimeoutMs of silence (Node destroys a socket whose timeout nobody handles).
       armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs);
       done();
     });
