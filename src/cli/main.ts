@@ -134,6 +134,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     request_timeout: 'a whole client request, holds and retries included (default 10m)',
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
     max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
+    cors_origins: 'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',
   };
 }
 

@@ -2,6 +2,7 @@
 // catalog and the three listeners. Building is separate from listening so
 // tests can use inject() or port 0, and so that start-up problems (a bad
 // catalog, an unreachable store) surface before any port is bound.
+import fastifyCors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
@@ -116,6 +117,15 @@ export class ControlPlane {
       requestLoggers: false,
       requestIds: true,
     });
+    if (config.corsOrigins.length > 0) {
+      // Browser apps calling llmgw as they would call OpenAI or vLLM. Keys travel in Authorization, never cookies: no credentials mode.
+      await clientApp.register(fastifyCors, {
+        origin: config.corsOrigins.includes('*') ? '*' : [...config.corsOrigins],
+        methods: ['GET', 'POST', 'OPTIONS'],
+        exposedHeaders: ['x-request-id', 'retry-after'],
+        maxAge: 600,
+      });
+    }
     const router = registerRouter(clientApp, {
       catalog,
       replicas: reconciler,

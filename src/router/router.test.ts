@@ -4,6 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import fastifyCors from '@fastify/cors';
 import OpenAI from 'openai';
 import pino from 'pino';
 import { Registry } from 'prom-client';
@@ -73,10 +74,11 @@ interface Harness {
   clientWith(secret: string): OpenAI;
 }
 
-async function harness(models: Model[], overrides: Partial<RouterDeps> = {}): Promise<Harness> {
+async function harness(models: Model[], overrides: Partial<RouterDeps> = {}, corsOrigins: string[] = []): Promise<Harness> {
   const logger = pino({ level: 'silent' });
   // As the control plane builds its client listener.
   const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  if (corsOrigins.length) await app.register(fastifyCors, { origin: corsOrigins, methods: ['GET', 'POST', 'OPTIONS'], exposedHeaders: ['x-request-id', 'retry-after'], maxAge: 600 });
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const directory = new StubDirectory();
@@ -278,6 +280,33 @@ describe('the router through the openai client', () => {
     const gzip = await post({ 'content-type': 'application/json', 'content-encoding': 'gzip' }, Buffer.from([0x1f, 0x8b, 8, 0]));
     expect(gzip.status).toBe(415);
     expect(JSON.parse(gzip.text).error.message).toBe('the body is sent with Content-Encoding: gzip, which llmgw does not decode; send it uncompressed');
+  });
+
+  it("answers a browser app's preflight for an allowed origin, and its relayed answers carry the CORS headers", async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a], {}, ['https://chat.example.com']);
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const preflight = await undiciRequest(`${h.url}/v1/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://chat.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,x-stainless-os' },
+    });
+    await preflight.body.text();
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe('https://chat.example.com');
+    expect(String(preflight.headers['access-control-allow-headers'])).toContain('authorization');
+    const answer = await undiciRequest(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { origin: 'https://chat.example.com', authorization: `Bearer ${h.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+    });
+    await answer.body.text();
+    expect(answer.statusCode).toBe(200);
+    expect(answer.headers['access-control-allow-origin'], 'on the relayed answer too').toBe('https://chat.example.com');
+    expect(String(answer.headers['access-control-expose-headers'])).toContain('x-request-id');
+    const other = await undiciRequest(`${h.url}/v1/models`, { headers: { origin: 'https://evil.example', authorization: `Bearer ${h.secret}` } });
+    await other.body.text();
+    expect(other.headers['access-control-allow-origin'], 'another origin is not allowed').toBeUndefined();
   });
 
   it('answers injected requests (no real socket) like real ones', async () => {

@@ -363,6 +363,9 @@ export class Router {
       }
     }
 
+    // Headers hooks set on the reply (CORS) go out with what is written raw from here on.
+    const hooked = reply.getHeaders();
+    for (const name in hooked) reply.raw.setHeader(name, hooked[name]!);
     reply.hijack();
     const res = reply.raw;
     const ex: Exchange = {

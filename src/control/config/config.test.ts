@@ -22,6 +22,14 @@ describe('control configuration', () => {
     expect(c.nodeLostAfterMs).toBe(60_000);
   });
 
+  it('reads CORS origins as a list or comma-separated, and refuses what is no origin or * without keys', () => {
+    expect(loadControlConfig({ env: {} }).corsOrigins, 'none by default').toEqual([]);
+    expect(loadControlConfig({ env: { LLMGW_CORS_ORIGINS: 'https://a.example, http://localhost:3000' } }).corsOrigins).toEqual(['https://a.example', 'http://localhost:3000']);
+    expect(loadControlConfig({ file: file('cors_origins: ["*"]\n') }).corsOrigins).toEqual(['*']);
+    expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: 'https://a.example/app' } })).toThrow(/cors_origins: https:\/\/a\.example\/app is not an origin/);
+    expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: '*', LLMGW_API_KEYS: 'off' } })).toThrow(/any web page open in a browser on this machine could use every model/);
+  });
+
   it('flags beat env, env beats file, file beats defaults', () => {
     const path = file('client_addr: 127.0.0.1:1001\nadmin_addr: 127.0.0.1:1002\nagent_addr: 127.0.0.1:1003\n');
     const c = loadControlConfig({

@@ -65,6 +65,12 @@ export const ControlOptionsSchema = z.strictObject({
   request_timeout: duration.default('10m'),
   /** Longest a request waits for a model with no ready replica while one starts. */
   cold_start_timeout: duration.default('2m'),
+  /**
+   * Web origins whose pages may call the client listener from a browser
+   * (CORS), e.g. `https://chat.example.com`, or `*` for any; a list, or
+   * comma-separated. Absent = none: browsers refuse cross-origin calls.
+   */
+  cors_origins: z.union([z.string(), z.array(z.string())]).optional(),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -95,6 +101,8 @@ export interface ControlConfig {
   /** Null: the reconciler's default (10% of the fleet, at least 10). */
   readonly maxCreatesPerPass: number | null;
   readonly clientHeadersTimeoutMs: number;
+  /** Origins allowed to call the client listener from a browser; `*` = any; empty = none (no CORS headers). */
+  readonly corsOrigins: readonly string[];
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -191,6 +199,15 @@ export function compileControlOptions(input: unknown): ControlConfig {
   const staleMs = parseDurationMs(o.node_stale_after) as number;
   const lostMs = parseDurationMs(o.node_lost_after) as number;
   if (lostMs <= staleMs) problems.push(`node_lost_after (${o.node_lost_after}) must be longer than node_stale_after (${o.node_stale_after})`);
+  const corsOrigins = (typeof o.cors_origins === 'string' ? o.cors_origins.split(',') : (o.cors_origins ?? [])).map((x) => x.trim()).filter(Boolean);
+  for (const origin of corsOrigins) {
+    if (origin !== '*' && !/^https?:\/\/[^/\s?#]+$/.test(origin)) {
+      problems.push(`cors_origins: ${origin} is not an origin; want scheme://host[:port] like https://chat.example.com, or *`);
+    }
+  }
+  if (corsOrigins.includes('*') && o.api_keys === 'off') {
+    problems.push('cors_origins is * while api_keys is off: any web page open in a browser on this machine could use every model; name the origins, or require keys');
+  }
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
   return Object.freeze({
     clientAddr,
@@ -212,6 +229,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     reconcileIntervalMs: parseDurationMs(o.reconcile_interval) as number,
     maxCreatesPerPass: o.max_creates_per_pass === undefined ? null : Number(o.max_creates_per_pass),
     clientHeadersTimeoutMs: parseDurationMs(o.client_headers_timeout) as number,
+    corsOrigins: Object.freeze(corsOrigins),
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
