@@ -18,7 +18,7 @@ import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
-import { MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
+import { clientCorsOptions, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
 import { Store, StoredKeys, StoredSessions, StoredUsage } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 
@@ -118,13 +118,8 @@ export class ControlPlane {
       requestIds: true,
     });
     if (config.corsOrigins.length > 0) {
-      // Browser apps calling llmgw as they would call OpenAI or vLLM. Keys travel in Authorization, never cookies: no credentials mode.
-      await clientApp.register(fastifyCors, {
-        origin: config.corsOrigins.includes('*') ? '*' : [...config.corsOrigins],
-        methods: ['GET', 'POST', 'OPTIONS'],
-        exposedHeaders: ['x-request-id', 'retry-after'],
-        maxAge: 600,
-      });
+      // Browser apps calling llmgw as they would call OpenAI or vLLM.
+      await clientApp.register(fastifyCors, clientCorsOptions(config.corsOrigins));
     }
     const router = registerRouter(clientApp, {
       catalog,

@@ -39,9 +39,9 @@ describe('rate limits', () => {
   it('lets a key burst to its per-minute figure, then refills continuously', () => {
     let now = 0;
     const limiter = new RateLimiter(() => now);
-    for (let i = 0; i < 3; i++) expect(limiter.admit('k', 3, null).ok).toBe(true);
+    expect([0, 1, 2].map(() => limiter.admit('k', 3, null).remaining), 'what is left after each').toEqual([{ requests: 2 }, { requests: 1 }, { requests: 0 }]);
     const refused = limiter.admit('k', 3, null);
-    expect(refused).toEqual({ ok: false, retryAfterS: 20, limit: 'requests' });
+    expect(refused).toEqual({ ok: false, retryAfterS: 20, limit: 'requests', remaining: { requests: 0 } });
     now += 20_000;
     expect(limiter.admit('k', 3, null).ok, 'one request refilled after 20 s at 3/min').toBe(true);
   });

@@ -9,6 +9,12 @@ export interface LimitDecision {
   readonly retryAfterS: number;
   /** Which limit refused: 'requests' or 'tokens'; null when ok. */
   readonly limit: 'requests' | 'tokens' | null;
+  /**
+   * What is left of each limit after this request (rounded down, never
+   * below 0); a limit the key does not have is absent. For OpenAI's
+   * x-ratelimit-* headers, which clients read to pace themselves.
+   */
+  readonly remaining?: { readonly requests?: number; readonly tokens?: number };
 }
 
 interface Bucket {
@@ -32,18 +38,22 @@ export class RateLimiter implements RequestLimiter {
 
   /** Takes one request from the key's bucket, or says how long to wait. Null limits always pass. */
   admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision {
+    if (requestsPerMinute === null && tokensPerMinute === null) return OK;
     const now = this.now();
+    const remaining: { requests?: number; tokens?: number } = {};
     if (tokensPerMinute !== null) {
       // Tokens are charged after the answer (only then are they known), so admission needs a positive balance.
       const b = refill(this.tokens, keyId, tokensPerMinute, now);
-      if (b.level <= 0) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / tokensPerMinute)), limit: 'tokens' };
+      if (b.level <= 0) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / tokensPerMinute)), limit: 'tokens', remaining: { tokens: 0 } };
+      remaining.tokens = Math.floor(b.level);
     }
     if (requestsPerMinute !== null) {
       const b = refill(this.requests, keyId, requestsPerMinute, now);
-      if (b.level < 1) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / requestsPerMinute)), limit: 'requests' };
+      if (b.level < 1) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / requestsPerMinute)), limit: 'requests', remaining: { requests: 0 } };
       b.level -= 1;
+      remaining.requests = Math.floor(b.level);
     }
-    return OK;
+    return { ok: true, retryAfterS: 0, limit: null, remaining };
   }
 
   /** Charges tokens used by an answered request. The balance may go negative: the next request waits. */

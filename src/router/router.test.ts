@@ -15,6 +15,7 @@ import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../
 import { createJsonApp } from '../control/http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import {
+  clientCorsOptions,
   issueKey,
   MemoryKeyStore,
   MemoryUsageSink,
@@ -78,7 +79,7 @@ async function harness(models: Model[], overrides: Partial<RouterDeps> = {}, cor
   const logger = pino({ level: 'silent' });
   // As the control plane builds its client listener.
   const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
-  if (corsOrigins.length) await app.register(fastifyCors, { origin: corsOrigins, methods: ['GET', 'POST', 'OPTIONS'], exposedHeaders: ['x-request-id', 'retry-after'], maxAge: 600 });
+  if (corsOrigins.length) await app.register(fastifyCors, clientCorsOptions(corsOrigins));
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const directory = new StubDirectory();
@@ -446,11 +447,14 @@ describe('the router through the openai client', () => {
 
     const limited = await issueKey(h.keys, { name: 'slow', requestsPerMinute: 2 }, Date.now(), 'test');
     const c = h.clientWith(limited.secret);
-    await c.chat.completions.create({ model: 'alpha', messages: msg });
+    const first = await c.chat.completions.create({ model: 'alpha', messages: msg }).withResponse();
+    expect(['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests'].map((n) => first.response.headers.get(n)), "OpenAI's rate-limit headers").toEqual(['2', '1']);
+    expect(first.response.headers.get('x-ratelimit-limit-tokens'), 'no token limit, no token headers').toBeNull();
     await c.chat.completions.create({ model: 'alpha', messages: msg });
     const limit = await caught(c.chat.completions.create({ model: 'alpha', messages: msg }));
     expect(limit).toBeInstanceOf(OpenAI.RateLimitError);
     expect(limit.code).toBe('rate_limit_exceeded');
+    expect(limit.headers?.get('x-ratelimit-remaining-requests')).toBe('0');
     expect(Number(limit.headers?.get('retry-after')), 'Retry-After in whole seconds').toBeGreaterThanOrEqual(1);
   });
 });

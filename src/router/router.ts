@@ -347,6 +347,7 @@ export class Router {
     }
     if (key) {
       const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute);
+      if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
       if (!decision.ok) {
         this.count(model.name, 429, key);
         this.recordUsage(key, model.name, 429, 0, 0);
@@ -712,9 +713,46 @@ export class Router {
   }
 }
 
+/**
+ * OpenAI's x-ratelimit-* headers for a key with limits: each limit and
+ * what is left of it after this request (a client paces itself by them).
+ */
+function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: { readonly requests?: number; readonly tokens?: number }): void {
+  if (key.requestsPerMinute !== null && remaining.requests !== undefined) {
+    res.setHeader('x-ratelimit-limit-requests', String(key.requestsPerMinute));
+    res.setHeader('x-ratelimit-remaining-requests', String(remaining.requests));
+  }
+  if (key.tokensPerMinute !== null && remaining.tokens !== undefined) {
+    res.setHeader('x-ratelimit-limit-tokens', String(key.tokensPerMinute));
+    res.setHeader('x-ratelimit-remaining-tokens', String(remaining.tokens));
+  }
+}
+
 function allows(key: ApiKeyRecord, model: Model): boolean {
   if (key.allowedModels === null) return true;
   return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
+}
+
+/**
+ * @fastify/cors options for the client listener, when `origins` may call it
+ * from a browser ('*' = any). Keys travel in Authorization, never in
+ * cookies, so there is no credentials mode; the headers a browser app reads
+ * (request id, Retry-After, rate limits) are exposed to it.
+ */
+export function clientCorsOptions(origins: readonly string[]) {
+  return {
+    origin: origins.includes('*') ? '*' : [...origins],
+    methods: ['GET', 'POST', 'OPTIONS'],
+    exposedHeaders: [
+      'x-request-id',
+      'retry-after',
+      'x-ratelimit-limit-requests',
+      'x-ratelimit-remaining-requests',
+      'x-ratelimit-limit-tokens',
+      'x-ratelimit-remaining-tokens',
+    ],
+    maxAge: 600,
+  };
 }
 
 /** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */
