@@ -54,6 +54,7 @@ describe('rate limits', () => {
     const refused = limiter.admit('k', null, 600);
     expect(refused.ok).toBe(false);
     expect(refused.limit).toBe('tokens');
+    expect(limiter.admit('k', 5, 600).remaining, 'refused for tokens, both limits still told').toEqual({ requests: 5, tokens: 0 });
     now += refused.retryAfterS * 1000;
     expect(limiter.admit('k', null, 600).ok).toBe(true);
   });

@@ -40,19 +40,19 @@ export class RateLimiter implements RequestLimiter {
   admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision {
     if (requestsPerMinute === null && tokensPerMinute === null) return OK;
     const now = this.now();
-    const remaining: { requests?: number; tokens?: number } = {};
-    if (tokensPerMinute !== null) {
-      // Tokens are charged after the answer (only then are they known), so admission needs a positive balance.
-      const b = refill(this.tokens, keyId, tokensPerMinute, now);
-      if (b.level <= 0) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / tokensPerMinute)), limit: 'tokens', remaining: { tokens: 0 } };
-      remaining.tokens = Math.floor(b.level);
+    const tokens = tokensPerMinute === null ? null : refill(this.tokens, keyId, tokensPerMinute, now);
+    const requests = requestsPerMinute === null ? null : refill(this.requests, keyId, requestsPerMinute, now);
+    const left = (admitted: boolean) => ({
+      ...(requests ? { requests: Math.max(0, Math.floor(requests.level - (admitted ? 1 : 0))) } : {}),
+      ...(tokens ? { tokens: Math.max(0, Math.floor(tokens.level)) } : {}),
+    });
+    // Tokens are charged after the answer (only then are they known), so admission needs a positive balance.
+    if (tokens && tokens.level <= 0) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - tokens.level) * 60) / tokensPerMinute!)), limit: 'tokens', remaining: left(false) };
+    if (requests && requests.level < 1) {
+      return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - requests.level) * 60) / requestsPerMinute!)), limit: 'requests', remaining: left(false) };
     }
-    if (requestsPerMinute !== null) {
-      const b = refill(this.requests, keyId, requestsPerMinute, now);
-      if (b.level < 1) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - b.level) * 60) / requestsPerMinute)), limit: 'requests', remaining: { requests: 0 } };
-      b.level -= 1;
-      remaining.requests = Math.floor(b.level);
-    }
+    const remaining = left(true);
+    if (requests) requests.level -= 1;
     return { ok: true, retryAfterS: 0, limit: null, remaining };
   }
 

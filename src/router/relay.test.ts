@@ -20,6 +20,7 @@ describe('SSE relay helpers', () => {
     expect(withoutUsageEvent(Buffer.from(usageEvent.replace('\n\n', '\r\n\r\n'))).toString(), 'CRLF framing').toBe('');
     const spaced = 'data: {"choices": [], "usage": {"completion_tokens": 2}}\n\n';
     expect(withoutUsageEvent(Buffer.from(spaced)).toString(), "Python's json.dumps spacing").toBe('');
+    expect(withoutUsageEvent(Buffer.from(content + usageEvent.trimEnd() + '\n')).toString(), 'a last event without its blank line').toBe(content);
     const untouched = Buffer.from(content);
     expect(withoutUsageEvent(untouched), 'nothing dropped: the same bytes, not a copy').toBe(untouched);
   });

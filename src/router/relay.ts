@@ -11,8 +11,12 @@ import type { Dispatcher } from 'undici';
 import { openAiErrorBody } from './errors.js';
 import { TailKeeper } from './usage.js';
 
-/** How an attempt ended: answered (whatever the status), or failed before the first byte and may be retried. */
-export type Outcome = { kind: 'done'; status: number } | { kind: 'retry'; reason: string };
+/**
+ * How an attempt ended: answered (whatever the status), failed before the
+ * first byte and may be retried, or refused the stream_options the router
+ * added (to be sent again as the client wrote it).
+ */
+export type Outcome = { kind: 'done'; status: number } | { kind: 'retry'; reason: string } | { kind: 'usageRefused' };
 
 /** What the relay needs to know of the request it serves, and tells back. */
 export interface RelayTarget {
@@ -127,16 +131,21 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
       return this.settle({ kind: 'done', status: 0 });
     }
     if (!this.started) {
+      const body = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+      if (this.withholdUsage && (this.status === 400 || this.status === 422) && body.includes(STREAM_OPTIONS)) {
+        this.pending = [];
+        return this.settle({ kind: 'usageRefused' });
+      }
       // Nothing written yet: headers, body and end in one write.
       this.start();
-      const body = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
       this.pending = [];
       // As a latin1 string (the same bytes), Node sends a small answer in one write with its headers; as a Buffer, in a writev of two.
       if (body.length <= ONE_WRITE_BYTES) res.end(body.toString('latin1'), 'latin1');
       else res.end(body);
     } else {
       this.flush();
-      res.end(this.carry ?? undefined);
+      // The engine's last event may end without its blank line: what is left is filtered as whole events are.
+      res.end(this.carry && this.withholdUsage ? withoutUsageEvent(this.carry) : (this.carry ?? undefined));
     }
     this.settle({ kind: 'done', status: this.status });
     this.hooks.onAnswered(this.status, this.tail);
@@ -189,7 +198,7 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
         this.carry = data.subarray(end);
         data = data.subarray(0, end);
       }
-      if (this.withholdUsage && (data.includes(EMPTY_CHOICES) || data.includes(EMPTY_CHOICES_SPACED))) {
+      if (this.withholdUsage && (data.includes(EMPTY_LIST) || data.includes(EMPTY_LIST_SPACED))) {
         data = withoutUsageEvent(data);
         if (data.length === 0) return;
       }
@@ -208,9 +217,10 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
   }
 }
 
-/** How a usage-only event starts to show: an empty choices list, compact (vLLM, pydantic) or as Python's json.dumps spaces it. */
-const EMPTY_CHOICES = Buffer.from('"choices":[]');
-const EMPTY_CHOICES_SPACED = Buffer.from('"choices": []');
+/** What a usage-only event must hold, however it is spaced: an empty list (its choices). Only reads with one are looked at closely. */
+const EMPTY_LIST = Buffer.from('[]');
+const EMPTY_LIST_SPACED = Buffer.from('[ ]');
+const STREAM_OPTIONS = Buffer.from('stream_options');
 
 /**
  * Whole SSE events without the usage-only one (`"choices": []` and a usage
@@ -221,7 +231,7 @@ const EMPTY_CHOICES_SPACED = Buffer.from('"choices": []');
 export function withoutUsageEvent(data: Buffer): Buffer {
   const text = data.toString('utf8');
   const events = text.split(/(?<=\r?\n\r?\n)/);
-  const kept = events.filter((event) => !(/"choices":\s*\[\s*\]/.test(event) && isUsageOnly(event)));
+  const kept = events.filter((event) => !(/"choices"\s*:\s*\[\s*\]/.test(event) && isUsageOnly(event)));
   return kept.length === events.length ? data : Buffer.from(kept.join(''), 'utf8');
 }
 

@@ -252,7 +252,15 @@ describe('the router through the openai client', () => {
     const odd = await post({ 'x-request-id': 'has spaces in it' });
     await odd.body.text();
     expect(odd.headers['x-request-id'], 'an id unfit for a log line is replaced').toMatch(/^req_/);
-    expect(seen, 'the engine hears the same ids').toEqual(['trace-42.a:b', made.headers['x-request-id'], odd.headers['x-request-id']]);
+    // The engine hears each id with a suffix of its own per attempt: vLLM refuses an id already running, and clients reuse theirs.
+    expect(seen).toEqual([
+      expect.stringMatching(/^trace-42\.a:b-[0-9a-z]+\.[0-9a-f]{6}$/),
+      expect.stringMatching(new RegExp(`^${made.headers['x-request-id']}-[0-9a-z]+\\.`)),
+      expect.stringMatching(new RegExp(`^${odd.headers['x-request-id']}-[0-9a-z]+\\.`)),
+    ]);
+    const again = await post({ 'x-request-id': 'trace-42.a:b' });
+    await again.body.text();
+    expect(seen[3], 'the same client id twice: two ids upstream').not.toBe(seen[0]);
 
     const refused = await post({ authorization: 'Bearer wrong', 'x-request-id': 'r-401' });
     await refused.body.text();
@@ -308,6 +316,51 @@ describe('the router through the openai client', () => {
     const other = await undiciRequest(`${h.url}/v1/models`, { headers: { origin: 'https://evil.example', authorization: `Bearer ${h.secret}` } });
     await other.body.text();
     expect(other.headers['access-control-allow-origin'], 'another origin is not allowed').toBeUndefined();
+  });
+
+  it("adds stream_options to the client's own bytes (a 64-bit seed arrives intact), and sends a stream without it to an engine that refuses the field", async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const bodies: string[] = [];
+    let strict = false;
+    const upstream = createServer((req, res) => {
+      let text = '';
+      req.on('data', (d: Buffer) => (text += d.toString('utf8')));
+      req.on('end', () => {
+        bodies.push(text);
+        if (strict && text.includes('stream_options')) {
+          res.writeHead(400, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ object: 'error', message: "stream_options: Extra inputs are not permitted", type: 'BadRequestError', code: 400 }));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n');
+        if (text.includes('"include_usage":true')) res.write('data: {"id":"c","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}\n\n');
+        res.end('data: [DONE]\n\n');
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => upstream.close(resolve)));
+    h.directory.set('alpha', [replica('r1', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`)]);
+    const send = async () => {
+      const res = await undiciRequest(`${h.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${h.secret}`, 'content-type': 'application/json' },
+        body: '{"model":"alpha","seed":9223372036854775807,"stream":true,"messages":[{"role":"user","content":"x"}]}',
+      });
+      return { status: res.statusCode, text: await res.body.text() };
+    };
+
+    const first = await send();
+    expect(first.status).toBe(200);
+    expect(first.text, 'the usage chunk is kept from a client that did not ask').not.toContain('"usage"');
+    expect(bodies[0]).toBe('{"model":"alpha","seed":9223372036854775807,"stream":true,"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}');
+
+    strict = true;
+    const second = await send();
+    expect(second.status, 'the engine that refuses the field still answers the stream').toBe(200);
+    expect(second.text).toContain('"content":"hi"');
+    expect(bodies.slice(1), 'asked with the field, then as the client wrote it').toEqual([bodies[0], '{"model":"alpha","seed":9223372036854775807,"stream":true,"messages":[{"role":"user","content":"x"}]}']);
   });
 
   it('answers injected requests (no real socket) like real ones', async () => {

@@ -14,6 +14,7 @@
 // `subscribe` notification where it has one) up to `coldStartTimeoutMs`.
 // The byte-level relay of one attempt is in relay.ts.
 import type { ServerResponse } from 'node:http';
+import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
@@ -157,6 +158,8 @@ interface Exchange {
   dispatched: boolean;
   /** A usage record was made (by the relay); otherwise infer() makes one with no tokens. */
   accounted: boolean;
+  /** The engine refused the stream_options the router added: sent as the client wrote it from then on. */
+  usageRefused: boolean;
 }
 
 const UPSTREAM_PATHS: Record<Endpoint, string> = {
@@ -198,6 +201,10 @@ export class Router {
   private readonly sweepTimer: NodeJS.Timeout | null;
   /** Seconds since epoch reported as every model's `created`: when this router started. */
   private readonly createdS: number;
+  /** Ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine. */
+  private readonly idTag = `.${randomBytes(3).toString('hex')}`;
+  /** Upstream attempts this router made: numbers every upstream request id. */
+  private upstreamSeq = 0;
 
   constructor(private readonly deps: RouterDeps) {
     this.now = deps.now ?? Date.now;
@@ -385,6 +392,7 @@ export class Router {
       wake: null,
       dispatched: false,
       accounted: false,
+      usageRefused: false,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -464,15 +472,23 @@ export class Router {
           if (ex.timedOut) return this.timeout(ex);
         }
         attempts++;
-        const outcome = await this.forward(ex, m, replica);
+        let outcome = await this.forward(ex, m, replica);
+        if (outcome.kind === 'usageRefused') {
+          // An engine that refuses stream_options (one that forbids unknown fields) gets the request as the client sent it.
+          this.deps.logger.warn({ model: m.name, replica: replica.id, request: ex.id }, 'the engine refused stream_options; this stream is sent without it and its tokens go uncounted');
+          ex.usageRefused = true;
+          outcome = await this.forward(ex, m, replica);
+        }
         if (outcome.kind === 'done') {
           if (m !== model) this.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
           return outcome.status;
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
-        lastFailure = `replica ${replica.id} of \`${m.name}\`: ${outcome.reason}`;
-        this.deps.logger.warn({ model: m.name, replica: replica.id, reason: outcome.reason, request: ex.id }, 'upstream attempt failed before the first byte');
+        // (Sent again as the client wrote it, an attempt cannot refuse stream_options a second time.)
+        const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
+        lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
+        this.deps.logger.warn({ model: m.name, replica: replica.id, reason, request: ex.id }, 'upstream attempt failed before the first byte');
       }
       if (attempts >= this.maxAttempts) break;
     }
@@ -577,12 +593,13 @@ export class Router {
           {
             path: basePath + ex.path,
             method: 'POST',
-            headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS), 'x-request-id': ex.id },
+            // Unique per attempt: vLLM takes it as its own request id and refuses one already running (a client reusing its id, a retry).
+            headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS), 'x-request-id': `${ex.id}-${(++this.upstreamSeq).toString(36)}${this.idTag}` },
             body,
             headersTimeout: this.timeouts.headersTimeoutMs,
             bodyTimeout: this.timeouts.idleBodyTimeoutMs,
           },
-          new RelayHandler(ex, hooks, resolve, ex.parsed.usageWithheld),
+          new RelayHandler(ex, hooks, resolve, withholdsUsage(ex)),
         );
       });
     } finally {
@@ -597,21 +614,21 @@ export class Router {
    * The bytes sent upstream: the client's own, unless the engine must hear
    * another model name, or a stream must be asked for its usage (without it
    * a stream's tokens go uncounted and past the key's token limit; the
-   * usage chunk is then kept from the client, who did not ask for it).
+   * usage chunk is then kept from the client, who did not ask for it). Those
+   * fields are appended to the client's bytes, not re-serialised: JSON
+   * readers keep a repeated key's last value, and the rest (a 64-bit seed,
+   * key order) reaches the engine exactly as sent.
    */
   private bodyFor(ex: Exchange, model: Model, replica: RouterReplica): Buffer {
     const requested = ex.parsed.model;
     const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
     const rename = served !== null && !served.includes(requested);
-    if (!rename && !ex.parsed.usageWithheld) return ex.raw;
-    const body = ex.parsed.body;
-    return Buffer.from(
-      JSON.stringify({
-        ...body,
-        ...(rename ? { model: model.name } : {}),
-        ...(ex.parsed.usageWithheld ? { stream_options: { ...(body.stream_options as object | null | undefined), include_usage: true } } : {}),
-      }),
-    );
+    const askUsage = withholdsUsage(ex);
+    if (!rename && !askUsage) return ex.raw;
+    let tail = '';
+    if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
+    if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
+    return appendFields(ex.raw, tail);
   }
 
   private account(ex: Exchange, model: Model, status: number, tail: TailKeeper): void {
@@ -733,6 +750,22 @@ function allows(key: ApiKeyRecord, model: Model): boolean {
   return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
 }
 
+/** Whether the router asks this request's stream for usage on the client's behalf (not after the engine refused the field). */
+function withholdsUsage(ex: Exchange): boolean {
+  return ex.parsed.usageWithheld && !ex.usageRefused;
+}
+
+/** A JSON object's bytes with `,"k":v…` added before its closing brace (the body was parsed as an object, so it has one). */
+function appendFields(raw: Buffer, fields: string): Buffer {
+  let end = raw.length - 1;
+  while (end > 0 && (raw[end] === 0x20 || raw[end] === 0x0a || raw[end] === 0x0d || raw[end] === 0x09)) end--;
+  let before = end - 1;
+  while (before > 0 && (raw[before] === 0x20 || raw[before] === 0x0a || raw[before] === 0x0d || raw[before] === 0x09)) before--;
+  // An empty object takes no leading comma.
+  const text = raw[before] === 0x7b ? fields.slice(1) : fields;
+  return Buffer.concat([raw.subarray(0, end), Buffer.from(text, 'utf8'), raw.subarray(end)]);
+}
+
 /**
  * @fastify/cors options for the client listener, when `origins` may call it
  * from a browser ('*' = any). Keys travel in Authorization, never in
@@ -752,6 +785,8 @@ export function clientCorsOptions(origins: readonly string[]) {
       'x-ratelimit-remaining-tokens',
     ],
     maxAge: 600,
+    // A bare OPTIONS (no Origin) goes on to the routes and is answered in the listener's shape, not as a refused preflight.
+    strictPreflight: false,
   };
 }
 
@@ -777,13 +812,14 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       done(null, body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body);
     });
     scope.addContentTypeParser('*', (request, _payload, done) => {
-      done(new LlmgwError('LLMGW_BAD_REQUEST', `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']}`, { status: 415 }));
+      done(new LlmgwError('LLMGW_BAD_REQUEST', `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']?.slice(0, 80)}`, { status: 415 }));
     });
     scope.addHook('onRequest', (request, reply, done) => {
-      // A body without a content type (curl -d without -H, a bare script) is read as JSON, as vLLM reads it.
-      if (request.headers['content-type'] === undefined && request.method === 'POST') request.headers['content-type'] = 'application/json';
+      const post = request.method === 'POST';
+      // A body without a content type (a script that sets none) is read as JSON, as vLLM reads it.
+      if (post && request.headers['content-type'] === undefined) request.headers['content-type'] = 'application/json';
       const encoding = request.headers['content-encoding'];
-      if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      if (post && encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
         replyError(reply, 415, 'LLMGW_BAD_REQUEST', `the body is sent with Content-Encoding: ${encoding.slice(0, 40)}, which llmgw does not decode; send it uncompressed`);
         return;
       }

@@ -60,24 +60,21 @@ export class SharedRateLimiter implements RequestLimiter {
     const fraction = (now - start) / WINDOW_MS;
     const current = this.total(keyId, start);
     const previous = this.total(keyId, start - WINDOW_MS);
-    const remaining: { requests?: number; tokens?: number } = {};
-    if (tokensPerMinute !== null) {
-      // Tokens are charged after the answer, so admission needs room left, as with the in-process buckets.
-      const used = previous.tokens * (1 - fraction) + current.tokens;
-      if (used >= tokensPerMinute) {
-        return { ok: false, retryAfterS: retryAfterS(previous.tokens, current.tokens, fraction, tokensPerMinute, 1), limit: 'tokens', remaining: { tokens: 0 } };
-      }
-      remaining.tokens = Math.floor(tokensPerMinute - used);
+    const usedTokens = previous.tokens * (1 - fraction) + current.tokens;
+    const usedRequests = previous.requests * (1 - fraction) + current.requests;
+    const left = (admitted: boolean) => ({
+      ...(requestsPerMinute !== null ? { requests: Math.max(0, Math.floor(requestsPerMinute - usedRequests - (admitted ? 1 : 0))) } : {}),
+      ...(tokensPerMinute !== null ? { tokens: Math.max(0, Math.floor(tokensPerMinute - usedTokens)) } : {}),
+    });
+    // Tokens are charged after the answer, so admission needs room left, as with the in-process buckets.
+    if (tokensPerMinute !== null && usedTokens >= tokensPerMinute) {
+      return { ok: false, retryAfterS: retryAfterS(previous.tokens, current.tokens, fraction, tokensPerMinute, 1), limit: 'tokens', remaining: left(false) };
     }
-    if (requestsPerMinute !== null) {
-      const used = previous.requests * (1 - fraction) + current.requests;
-      if (used + 1 > requestsPerMinute) {
-        return { ok: false, retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1), limit: 'requests', remaining: { requests: 0 } };
-      }
-      remaining.requests = Math.max(0, Math.floor(requestsPerMinute - used - 1));
+    if (requestsPerMinute !== null && usedRequests + 1 > requestsPerMinute) {
+      return { ok: false, retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1), limit: 'requests', remaining: left(false) };
     }
     add(this.pending, keyId, start, { requests: 1, tokens: 0 });
-    return { ok: true, retryAfterS: 0, limit: null, remaining };
+    return { ok: true, retryAfterS: 0, limit: null, remaining: left(true) };
   }
 
   charge(keyId: string, tokensPerMinute: number | null, tokens: number): void {
