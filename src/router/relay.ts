@@ -30,8 +30,8 @@ export interface RelayTarget {
 export interface RelayHooks {
   /** The first byte is about to be written (for time to first byte). */
   onFirstByte(): void;
-  /** The attempt ended with an answer; `tail` holds the end of it, for usage. */
-  onAnswered(status: number, tail: TailKeeper): void;
+  /** The attempt ended with an answer; `tail` holds the end of it, for usage; `events`: SSE events relayed (0 for a whole answer). */
+  onAnswered(status: number, tail: TailKeeper, events: number): void;
   /** Written in the error event when a stream breaks after its first byte. */
   brokenMessage(): string;
   /** Logged once when a response breaks after its first byte. */
@@ -64,6 +64,8 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
   private pendingBytes = 0;
   /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
   private carry: Buffer | null = null;
+  /** Whole SSE events written to the client: a lower bound on tokens when the engine's usage never comes. */
+  private events = 0;
   private readonly flushBound = () => this.flush();
   private readonly onDrain = () => this.controller?.resume();
 
@@ -127,7 +129,7 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
     const res = this.target.res;
     if (this.retryReason !== null) return this.settle({ kind: 'retry', reason: this.retryReason });
     if (this.target.clientGone) {
-      this.hooks.onAnswered(0, this.tail);
+      this.hooks.onAnswered(0, this.tail, this.events);
       return this.settle({ kind: 'done', status: 0 });
     }
     if (!this.started) {
@@ -148,14 +150,14 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
       res.end(this.carry && this.withholdUsage ? withoutUsageEvent(this.carry) : (this.carry ?? undefined));
     }
     this.settle({ kind: 'done', status: this.status });
-    this.hooks.onAnswered(this.status, this.tail);
+    this.hooks.onAnswered(this.status, this.tail, this.events);
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
     const res = this.target.res;
     res.off('drain', this.onDrain);
     if (this.target.clientGone) {
-      this.hooks.onAnswered(0, this.tail);
+      this.hooks.onAnswered(0, this.tail, this.events);
       return this.settle({ kind: 'done', status: 0 });
     }
     if (!this.started) {
@@ -170,7 +172,7 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
     this.hooks.onBroken(describeNetError(err));
     if (this.sse) res.end(`data: ${openAiErrorBody(this.hooks.brokenMessage(), 'LLMGW_UPSTREAM', 502)}\n\n`);
     else res.destroy();
-    this.hooks.onAnswered(502, this.tail);
+    this.hooks.onAnswered(502, this.tail, this.events);
     this.settle({ kind: 'done', status: 502 });
   }
 
@@ -202,6 +204,7 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
         data = withoutUsageEvent(data);
         if (data.length === 0) return;
       }
+      this.events += countEvents(data);
     }
     if (!res.write(data) && this.controller) {
       this.controller.pause();
@@ -247,6 +250,19 @@ function isUsageOnly(event: string): boolean {
   } catch {
     return false;
   }
+}
+
+const LF_LF = Buffer.from('\n\n');
+const CRLF_CRLF = Buffer.from('\r\n\r\n');
+
+/** SSE events that end in `data` (their blank lines, LF or CRLF framed). */
+export function countEvents(data: Buffer): number {
+  let n = 0;
+  for (const boundary of [LF_LF, CRLF_CRLF]) {
+    for (let i = data.indexOf(boundary); i !== -1; i = data.indexOf(boundary, i + boundary.length)) n++;
+    if (n > 0) return n;
+  }
+  return n;
 }
 
 /** Bytes up to and including the last SSE event boundary ("\n\n" or "\r\n\r\n"); 0 when none. */

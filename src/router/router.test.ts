@@ -574,13 +574,18 @@ describe('retries, fallbacks and failures', () => {
     let seen = 0;
     try {
       for await (const _ of stream) {
-        if (++seen === 3) controller.abort();
+        if (++seen === 8) controller.abort();
       }
     } catch {
       // The client's own abort.
     }
     await eventually(() => engine.stats().requestsAborted === 1, 'the sim to see the abort');
     await eventually(() => h.router.replicaUse().get('r1')?.inFlight === 0, 'the replica to carry nothing');
+    // Its usage never came: counted at no less than what was relayed, so leaving a stream early does not make it free.
+    await eventually(() => h.usage.snapshot().length === 1, 'the usage record');
+    const [left] = h.usage.snapshot();
+    expect(left!.completionTokens, 'at least the tokens relayed, less the role, finish and [DONE] events').toBeGreaterThanOrEqual(5);
+    expect(left!.promptTokens).toBeGreaterThanOrEqual(0);
   });
 
   it('holds a request for a cold model until a replica is ready', async () => {

@@ -30,7 +30,7 @@ import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
-import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+import { checkModelLimits, leastPromptTokens, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
 export interface RouterReplica {
@@ -583,7 +583,7 @@ export class Router {
       return await new Promise<Outcome>((resolve) => {
         const hooks: RelayHooks = {
           onFirstByte: () => this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000),
-          onAnswered: (status, tail) => this.account(ex, model, status, tail),
+          onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
           brokenMessage: () =>
             ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
           onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte'),
@@ -631,11 +631,17 @@ export class Router {
     return appendFields(ex.raw, tail);
   }
 
-  private account(ex: Exchange, model: Model, status: number, tail: TailKeeper): void {
+  private account(ex: Exchange, model: Model, status: number, tail: TailKeeper, events: number): void {
     ex.accounted = true;
     // Off the response's path: the client already has its last byte.
     setImmediate(() => {
-      const usage = usageFromTail(tail.text());
+      let usage = usageFromTail(tail.text());
+      if (!usage && events > 0) {
+        // The engine's usage never came (the stream broke, the client left, or the engine ignores include_usage):
+        // lower bounds, so that leaving a stream just before its end does not make its tokens free. An engine sends a
+        // role chunk, a chunk per token, a finish chunk and [DONE].
+        usage = { promptTokens: leastPromptTokens(ex.endpoint, ex.parsed.body), completionTokens: Math.max(0, events - 3) };
+      }
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
       if (ex.key) this.limiter.charge(ex.key.id, ex.key.tokensPerMinute, promptTokens + completionTokens);

@@ -9,7 +9,12 @@ export interface UsageEvent {
   readonly keyId: string;
   /** The canonical model that answered (a fallback's name when one served). */
   readonly model: string;
-  /** Zero when the engine did not report usage (one that ignores include_usage, or a stream that broke or lost its client first). */
+  /**
+   * The engine's figures; for a stream whose usage never came (it broke,
+   * its client left, the engine ignores include_usage), lower bounds from
+   * the prompt's size and the events relayed; zero for a whole answer
+   * without usage.
+   */
   readonly promptTokens: number;
   readonly completionTokens: number;
   /** The HTTP status the client got; 0 when the client went away first. */
@@ -90,7 +95,9 @@ export class TailKeeper {
  * engine's own usage object.
  */
 export function usageFromTail(tail: string): { promptTokens: number; completionTokens: number } | null {
-  const at = tail.lastIndexOf('"usage":{');
+  let at = -1;
+  // However the engine spaces its JSON (`"usage":{` or Python's `"usage": {`).
+  for (const m of tail.matchAll(/"usage"\s*:\s*\{/g)) at = m.index;
   if (at === -1) return null;
   const part = tail.slice(at);
   const p = /"prompt_tokens":\s*(\d+)/.exec(part);

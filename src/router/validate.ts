@@ -184,7 +184,7 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
   }
   if (limits.contextTokens === null) return;
   const field = endpoint === 'chat' ? 'messages' : endpoint === 'completions' ? 'prompt' : 'input';
-  const least = leastTokens(body[field]);
+  const least = leastPromptTokens(endpoint, body);
   const asked = endpoint === 'embeddings' ? 0 : Number(body.max_tokens ?? body.max_completion_tokens ?? 0);
   if (least + asked > limits.contextTokens) {
     // OpenAI's words: clients and frameworks recognise an overflow by them (and by the code) to trim the history.
@@ -194,6 +194,11 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
         `(at least ${least} in the ${field}${asked ? `, ${asked} for the completion` : ''}); send a shorter prompt${asked ? ' or ask for fewer tokens' : ''} (model \`${modelName}\`)`,
     );
   }
+}
+
+/** The fewest tokens a request's prompt can be (its messages, prompt or input): see leastTokens. */
+export function leastPromptTokens(endpoint: Endpoint, body: Record<string, unknown>): number {
+  return leastTokens(body[endpoint === 'chat' ? 'messages' : endpoint === 'completions' ? 'prompt' : 'input']);
 }
 
 /** A lower bound on the tokens in a prompt: token ids counted exactly, text by BYTES_PER_TOKEN_AT_MOST. */
