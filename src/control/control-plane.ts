@@ -2,7 +2,6 @@
 // catalog and the three listeners. Building is separate from listening so
 // tests can use inject() or port 0, and so that start-up problems (a bad
 // catalog, an unreachable store) surface before any port is bound.
-import fastifyCors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
@@ -18,7 +17,7 @@ import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
-import { clientCorsOptions, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
+import { MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
 import { Store, StoredKeys, StoredSessions, StoredUsage } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 
@@ -117,10 +116,6 @@ export class ControlPlane {
       requestLoggers: false,
       requestIds: true,
     });
-    if (config.corsOrigins.length > 0) {
-      // Browser apps calling llmgw as they would call OpenAI or vLLM.
-      await clientApp.register(fastifyCors, clientCorsOptions(config.corsOrigins));
-    }
     const router = registerRouter(clientApp, {
       catalog,
       replicas: reconciler,
@@ -131,6 +126,7 @@ export class ControlPlane {
       logger: logger.child({ part: 'router' }),
       now,
       timeouts: config.router,
+      corsOrigins: config.corsOrigins,
       ...(cluster ? { limiter: cluster.limiter } : {}),
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.

@@ -6,7 +6,6 @@
 // its own. Keys (hashes only) and their admin routes live here too, since
 // the router is their only reader.
 export {
-  clientCorsOptions,
   registerRouter,
   Router,
   type RouterDeps,

@@ -4,7 +4,6 @@
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import fastifyCors from '@fastify/cors';
 import OpenAI from 'openai';
 import pino from 'pino';
 import { Registry } from 'prom-client';
@@ -15,7 +14,6 @@ import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../
 import { createJsonApp } from '../control/http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import {
-  clientCorsOptions,
   issueKey,
   MemoryKeyStore,
   MemoryUsageSink,
@@ -75,11 +73,10 @@ interface Harness {
   clientWith(secret: string): OpenAI;
 }
 
-async function harness(models: Model[], overrides: Partial<RouterDeps> = {}, corsOrigins: string[] = []): Promise<Harness> {
+async function harness(models: Model[], overrides: Partial<RouterDeps> = {}): Promise<Harness> {
   const logger = pino({ level: 'silent' });
   // As the control plane builds its client listener.
   const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
-  if (corsOrigins.length) await app.register(fastifyCors, clientCorsOptions(corsOrigins));
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const directory = new StubDirectory();
@@ -293,7 +290,7 @@ describe('the router through the openai client', () => {
 
   it("answers a browser app's preflight for an allowed origin, and its relayed answers carry the CORS headers", async () => {
     const a = model({ name: 'alpha' });
-    const h = await harness([a], {}, ['https://chat.example.com']);
+    const h = await harness([a], { corsOrigins: ['https://chat.example.com'] });
     const engine = await sim(a);
     h.directory.set('alpha', [replica('r1', engine.url)]);
     const preflight = await undiciRequest(`${h.url}/v1/chat/completions`, {

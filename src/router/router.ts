@@ -16,6 +16,7 @@
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
+import fastifyCors from '@fastify/cors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -27,7 +28,7 @@ import { replyError, writeError } from './errors.js';
 import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
 import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
-import { RateLimiter, type RequestLimiter } from './rate-limit.js';
+import { RateLimiter, type LimitDecision, type RequestLimiter } from './rate-limit.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
 import { checkModelLimits, leastPromptTokens, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
@@ -117,6 +118,8 @@ export interface RouterDeps {
   loadFactor?: number;
   /** How often a held request re-reads `ready()`; absent = 100. */
   coldPollMs?: number;
+  /** Web origins whose pages may call these endpoints from a browser (CORS); '*' = any; absent or empty = none. */
+  corsOrigins?: readonly string[];
   /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
   sweepIntervalMs?: number;
 }
@@ -205,6 +208,8 @@ export class Router {
   private readonly idTag = `.${randomBytes(3).toString('hex')}`;
   /** Upstream attempts this router made: numbers every upstream request id. */
   private upstreamSeq = 0;
+  /** CORS headers are set by a hook on the reply, and must be carried over to answers written raw. */
+  private readonly corsOn: boolean;
 
   constructor(private readonly deps: RouterDeps) {
     this.now = deps.now ?? Date.now;
@@ -225,6 +230,7 @@ export class Router {
     this.prefixChars = deps.prefixChars ?? 256;
     this.loadFactor = deps.loadFactor ?? 1.25;
     this.coldPollMs = deps.coldPollMs ?? 100;
+    this.corsOn = (deps.corsOrigins?.length ?? 0) > 0;
     this.metrics = new RouterMetrics(deps.registry);
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
@@ -371,9 +377,11 @@ export class Router {
       }
     }
 
-    // Headers hooks set on the reply (CORS) go out with what is written raw from here on.
-    const hooked = reply.getHeaders();
-    for (const name in hooked) reply.raw.setHeader(name, hooked[name]!);
+    if (this.corsOn) {
+      // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
+      const hooked = reply.getHeaders();
+      for (const name in hooked) reply.raw.setHeader(name, hooked[name]!);
+    }
     reply.hijack();
     const res = reply.raw;
     const ex: Exchange = {
@@ -475,7 +483,7 @@ export class Router {
         let outcome = await this.forward(ex, m, replica);
         if (outcome.kind === 'usageRefused') {
           // An engine that refuses stream_options (one that forbids unknown fields) gets the request as the client sent it.
-          this.deps.logger.warn({ model: m.name, replica: replica.id, request: ex.id }, 'the engine refused stream_options; this stream is sent without it and its tokens go uncounted');
+          this.deps.logger.warn({ model: m.name, replica: replica.id, request: ex.id }, 'the engine refused stream_options; this stream is sent without it and its tokens are counted at lower bounds');
           ex.usageRefused = true;
           outcome = await this.forward(ex, m, replica);
         }
@@ -740,12 +748,13 @@ export class Router {
  * OpenAI's x-ratelimit-* headers for a key with limits: each limit and
  * what is left of it after this request (a client paces itself by them).
  */
-function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: { readonly requests?: number; readonly tokens?: number }): void {
-  if (key.requestsPerMinute !== null && remaining.requests !== undefined) {
+function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: NonNullable<LimitDecision['remaining']>): void {
+  // A limit the key has is in `remaining`; one it has not is absent.
+  if (remaining.requests !== undefined) {
     res.setHeader('x-ratelimit-limit-requests', String(key.requestsPerMinute));
     res.setHeader('x-ratelimit-remaining-requests', String(remaining.requests));
   }
-  if (key.tokensPerMinute !== null && remaining.tokens !== undefined) {
+  if (remaining.tokens !== undefined) {
     res.setHeader('x-ratelimit-limit-tokens', String(key.tokensPerMinute));
     res.setHeader('x-ratelimit-remaining-tokens', String(remaining.tokens));
   }
@@ -763,13 +772,18 @@ function withholdsUsage(ex: Exchange): boolean {
 
 /** A JSON object's bytes with `,"k":v…` added before its closing brace (the body was parsed as an object, so it has one). */
 function appendFields(raw: Buffer, fields: string): Buffer {
-  let end = raw.length - 1;
-  while (end > 0 && (raw[end] === 0x20 || raw[end] === 0x0a || raw[end] === 0x0d || raw[end] === 0x09)) end--;
-  let before = end - 1;
-  while (before > 0 && (raw[before] === 0x20 || raw[before] === 0x0a || raw[before] === 0x0d || raw[before] === 0x09)) before--;
+  const end = lastNonSpace(raw, raw.length - 1);
   // An empty object takes no leading comma.
+  const before = lastNonSpace(raw, end - 1);
   const text = raw[before] === 0x7b ? fields.slice(1) : fields;
   return Buffer.concat([raw.subarray(0, end), Buffer.from(text, 'utf8'), raw.subarray(end)]);
+}
+
+/** The index of the last byte at or before `from` that is not JSON whitespace. */
+function lastNonSpace(raw: Buffer, from: number): number {
+  let i = from;
+  while (i > 0 && (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09)) i--;
+  return i;
 }
 
 /**
@@ -778,7 +792,7 @@ function appendFields(raw: Buffer, fields: string): Buffer {
  * cookies, so there is no credentials mode; the headers a browser app reads
  * (request id, Retry-After, rate limits) are exposed to it.
  */
-export function clientCorsOptions(origins: readonly string[]) {
+function clientCorsOptions(origins: readonly string[]) {
   return {
     origin: origins.includes('*') ? '*' : [...origins],
     methods: ['GET', 'POST', 'OPTIONS'],
@@ -811,6 +825,8 @@ function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
 export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
   const router = new Router(deps);
   const bodyLimit = router.bodyLimitBytes;
+  // At the listener's root, before the routes: browser apps calling llmgw as they would call OpenAI or vLLM.
+  if (deps.corsOrigins?.length) void app.register(fastifyCors, clientCorsOptions(deps.corsOrigins));
   void app.register(async (scope) => {
     scope.removeContentTypeParser(['application/json', 'text/plain']);
     scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body: Buffer, done) => {

@@ -1,8 +1,9 @@
 // Usage accounting: what each key spent on each model, read from the
 // engine's own `usage` (the body's, or a stream's final SSE chunk: the
-// router asks every stream for it, and keeps it from a client that did not). The router hands each finished
-// request to a UsageSink synchronously and never waits on it: a sink that
-// writes to a store batches and flushes on its own timer.
+// router asks every stream for it, and keeps it from a client that did
+// not). The router hands each finished request to a UsageSink synchronously
+// and never waits on it: a sink that writes to a store batches and flushes
+// on its own timer.
 
 export interface UsageEvent {
   /** The key's id; 'anonymous' when the listener runs without keys. */

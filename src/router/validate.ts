@@ -183,7 +183,7 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
     }
   }
   if (limits.contextTokens === null) return;
-  const field = endpoint === 'chat' ? 'messages' : endpoint === 'completions' ? 'prompt' : 'input';
+  const field = promptField(endpoint);
   const least = leastPromptTokens(endpoint, body);
   const asked = endpoint === 'embeddings' ? 0 : Number(body.max_tokens ?? body.max_completion_tokens ?? 0);
   if (least + asked > limits.contextTokens) {
@@ -196,9 +196,14 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
   }
 }
 
+/** The field an endpoint's prompt is in. */
+function promptField(endpoint: Endpoint): 'messages' | 'prompt' | 'input' {
+  return endpoint === 'chat' ? 'messages' : endpoint === 'completions' ? 'prompt' : 'input';
+}
+
 /** The fewest tokens a request's prompt can be (its messages, prompt or input): see leastTokens. */
 export function leastPromptTokens(endpoint: Endpoint, body: Record<string, unknown>): number {
-  return leastTokens(body[endpoint === 'chat' ? 'messages' : endpoint === 'completions' ? 'prompt' : 'input']);
+  return leastTokens(body[promptField(endpoint)]);
 }
 
 /** A lower bound on the tokens in a prompt: token ids counted exactly, text by BYTES_PER_TOKEN_AT_MOST. */
@@ -233,16 +238,15 @@ function firstPath(error: z.ZodError): string | null {
  * value is no URL is data, not a destination.
  */
 function refuseRedirects(body: Record<string, unknown>): void {
-  for (const [key, value] of Object.entries(body)) {
-    if (REDIRECT_FIELDS.has(key.toLowerCase())) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `${key}: llmgw chooses where a request goes; remove this field`, { context: { param: key } });
+  const refuseName = (name: string, path: string, param: string) => {
+    if (REDIRECT_FIELDS.has(name.toLowerCase())) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `${path}: llmgw chooses where a request goes; remove this field`, { context: { param } });
     }
+  };
+  for (const [key, value] of Object.entries(body)) {
+    refuseName(key, key, key);
     if (key === 'extra_body' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
-      for (const inner of Object.keys(value)) {
-        if (REDIRECT_FIELDS.has(inner.toLowerCase())) {
-          throw new LlmgwError('LLMGW_BAD_REQUEST', `extra_body.${inner}: llmgw chooses where a request goes; remove this field`, { context: { param: key } });
-        }
-      }
+      for (const inner of Object.keys(value)) refuseName(inner, `extra_body.${inner}`, key);
     }
     if (CONTENT_FIELDS.has(key)) continue;
     const where = findUrl(value, key, 0);

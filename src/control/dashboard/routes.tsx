@@ -74,7 +74,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     adminToken: options.adminToken,
     now: options.now,
     ...(options.sessionBackend ? { backend: options.sessionBackend } : {}),
-    onBackendError: (err, doing) => scope.log.warn({ err }, `${doing} in the store failed; this instance goes on with the sessions it has seen`),
+    onBackendError: (err, doing) => scope.log.warn({ err }, `${doing} in the store failed`),
   });
   const throttle = new LoginThrottle(options.now);
   const refreshMs = options.refreshMs ?? 5000;

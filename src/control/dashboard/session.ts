@@ -5,11 +5,12 @@
 //
 // The cookie never holds the admin token or anything derived from it alone:
 // a random id maps to the session. With a store, sessions live there (the id
-// only as its hash), so a login holds on every control plane behind one
-// address and across a restart, and logging out on one ends it on all;
-// while the store is unreachable an instance goes on with the sessions it
-// has seen. Without a store they live in this process's memory, and a
-// restart means logging in again.
+// only as an HMAC keyed by the admin token), so a login holds on every
+// control plane behind one address and across a restart, and logging out on
+// one ends it on all; while the store is unreachable, pages open for
+// sessions an instance saw confirmed there lately, and nothing else does.
+// Without a store they live in this process's memory, and a restart means
+// logging in again.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
@@ -26,7 +27,7 @@ export interface Session {
   readonly actor: string;
 }
 
-/** A session where every control plane reads it: the id only as its SHA-256 (hex). */
+/** A session where every control plane reads it: the id only as its HMAC-SHA256 under the admin token (hex). */
 export interface StoredSession {
   readonly idHash: string;
   readonly csrfToken: string;
@@ -77,10 +78,12 @@ const TOUCH_AFTER_MS = 60_000;
 const UNCONFIRMED_READS_MS = 5 * 60_000;
 
 export class Sessions {
-  /** Without a backend, every session; with one, those this instance has seen (for pages while the store is away). */
-  private readonly sessions = new Map<string, Session>();
-  /** Per session id, when the store last confirmed it (with a backend). */
-  private readonly confirmedMs = new Map<string, number>();
+  /**
+   * Without a backend, every session; with one, those this instance has
+   * seen, with when the store last confirmed each (for pages while the
+   * store is away; null without a backend).
+   */
+  private readonly sessions = new Map<string, { session: Session; confirmedMs: number | null }>();
   private readonly tokenHash: Buffer | null;
   /** Keys the stored hash of a session id: a session is found only by control planes with the same admin token (or none, apart). */
   private readonly idKey: Buffer;
@@ -126,9 +129,8 @@ export class Sessions {
         this.options.onBackendError?.(err, 'saving a new dashboard session');
         throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', 'logging in needs the store, which is unreachable now; try again once it is back', { cause: err });
       }
-      this.confirmedMs.set(session.id, now);
     }
-    this.remember(session);
+    this.remember(session, backend ? now : null);
     return session;
   }
 
@@ -143,7 +145,8 @@ export class Sessions {
   async fromRequest(request: FastifyRequest, use: SessionUse = 'read'): Promise<Session | null> {
     const id = cookieValue(request.headers.cookie, SESSION_COOKIE);
     if (!id) return null;
-    let session = this.sessions.get(id) ?? null;
+    const known = this.sessions.get(id);
+    let session = known?.session ?? null;
     let storedSeenMs: number | null = null;
     const backend = this.options.backend;
     if (backend) {
@@ -155,25 +158,22 @@ export class Sessions {
         return 'away' as const;
       });
       if (stored === 'away') {
-        const confirmed = this.confirmedMs.get(id);
-        if (!session || confirmed === undefined || this.options.now() - confirmed > UNCONFIRMED_READS_MS) return null;
+        const confirmed = known?.confirmedMs ?? null;
+        if (confirmed === null || this.options.now() - confirmed > UNCONFIRMED_READS_MS) return null;
       } else if (stored === null) {
-        this.forget(id);
+        this.sessions.delete(id);
         return null;
       } else {
         storedSeenMs = stored.lastSeenMs;
-        this.confirmedMs.set(id, this.options.now());
-        if (!session) {
-          session = { id, csrfToken: stored.csrfToken, actor: stored.actor, createdMs: stored.createdMs, lastSeenMs: stored.lastSeenMs };
-          this.remember(session);
-        }
+        if (known) known.confirmedMs = this.options.now();
+        session ??= this.remember({ id, csrfToken: stored.csrfToken, actor: stored.actor, createdMs: stored.createdMs, lastSeenMs: stored.lastSeenMs }, this.options.now());
         session.lastSeenMs = Math.max(session.lastSeenMs, stored.lastSeenMs);
       }
     }
     if (!session) return null;
     const now = this.options.now();
     if (now - session.lastSeenMs > this.idleTimeoutMs || now - session.createdMs > this.maxAgeMs) {
-      this.forget(id);
+      this.sessions.delete(id);
       if (backend) void backend.delete(this.rowKey(id)).catch((err: unknown) => this.options.onBackendError?.(err, 'deleting an expired dashboard session'));
       return null;
     }
@@ -203,7 +203,7 @@ export class Sessions {
         );
       }
     }
-    this.forget(session.id);
+    this.sessions.delete(session.id);
   }
 
   /** Sessions this instance holds in memory. */
@@ -224,18 +224,14 @@ export class Sessions {
     return Promise.race([read, late]).finally(() => clearTimeout(timer));
   }
 
-  private remember(session: Session): void {
+  private remember(session: Session, confirmedMs: number | null): Session {
     while (this.sessions.size >= this.maxSessions) {
       const oldest = this.sessions.keys().next();
       if (oldest.done) break;
-      this.forget(oldest.value);
+      this.sessions.delete(oldest.value);
     }
-    this.sessions.set(session.id, session);
-  }
-
-  private forget(id: string): void {
-    this.sessions.delete(id);
-    this.confirmedMs.delete(id);
+    this.sessions.set(session.id, { session, confirmedMs });
+    return session;
   }
 }
 

@@ -487,12 +487,11 @@ export class Reconciler {
 
   /** Nodes that went stale or were lost since the last pass (coming back is the inventory's to tell). */
   private recordLiveness(nodes: readonly PlacementNode[]): void {
-    const first = this.livenessSeen.size === 0;
     for (const n of nodes) {
       const before = this.livenessSeen.get(n.id);
       this.livenessSeen.set(n.id, n.liveness);
-      // A node seen for the first time (one that just joined) has changed nothing yet.
-      if (first || before === undefined || before === n.liveness || !this.options.events) continue;
+      // A node seen for the first time (at the first pass, or one that just joined) has changed nothing yet.
+      if (before === undefined || before === n.liveness || !this.options.events) continue;
       if (n.liveness === 'stale') this.options.events.record({ kind: 'node_stale', node: n.id, message: `node ${n.id} stopped sending heartbeats; its replicas stay until it is lost` });
       if (n.liveness === 'lost') this.options.events.record({ kind: 'node_lost', node: n.id, message: `node ${n.id} is lost (no heartbeat); its replicas are replaced elsewhere` });
     }
