@@ -28,6 +28,12 @@ export interface CtlContext {
   confirm(question: string): Promise<boolean>;
   /** Waits `ms`; false when Ctrl-C ended the wait (and every later one): how --watch and drain --wait stop. */
   pause(ms: number): Promise<boolean>;
+  /**
+   * Ctrl-C is this command's from now on: it ends the next pause (or the
+   * one in progress) instead of the process. pause() takes it by itself;
+   * --watch takes it before its first render, which Ctrl-C may interrupt.
+   */
+  holdInterrupt(): void;
   /** Where a progress bar may draw; absent when stdout is not a terminal. */
   progressStream?: NodeJS.WritableStream;
 }

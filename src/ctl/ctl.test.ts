@@ -77,6 +77,29 @@ async function ctl(...argv: string[]): Promise<{ code: number; stdout: string; s
 }
 
 describe('runCtl', () => {
+  it('ends --watch with 0 on a Ctrl-C that comes during its first render, not only between renders', async () => {
+    let interrupt: (() => void) | null = null;
+    const rendering = asked.length;
+    const stdout = new PassThrough();
+    stdout.resume();
+    const code = await runCtl(['nodes', '--watch'], {
+      stdout,
+      stderr: new PassThrough(),
+      stdin: new PassThrough(),
+      env: { LLMGW_ADMIN_URL: url },
+      cwd: '/',
+      onInterrupt: (handler) => {
+        interrupt = handler;
+        // Ctrl-C before the first answer arrives: the first render is still under way.
+        expect(asked.length, 'Ctrl-C is held before the first render asks anything').toBe(rendering);
+        handler();
+        return () => undefined;
+      },
+    });
+    expect(interrupt).not.toBeNull();
+    expect(code).toBe(0);
+  });
+
   it('shows what a node did not report as unknown, never as zero', async () => {
     const r = await ctl('nodes');
     expect(r.code, r.stderr).toBe(0);

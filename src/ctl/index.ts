@@ -264,8 +264,11 @@ function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void,
   // Ctrl-C is only ours once a command waits on purpose (--watch, drain --wait);
   // before that it ends the process as usual. Held until runCtl returns.
   const controller = new AbortController();
-  const pause = async (ms: number): Promise<boolean> => {
+  const holdInterrupt = () => {
     if (!controller.signal.aborted && !release.current) release.current = io.onInterrupt(() => controller.abort());
+  };
+  const pause = async (ms: number): Promise<boolean> => {
+    holdInterrupt();
     try {
       await sleep(ms, undefined, { signal: controller.signal });
       return true;
@@ -288,6 +291,7 @@ function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void,
       }
     },
     pause,
+    holdInterrupt,
     ...(tty ? { progressStream: io.stdout } : {}),
   };
 }
@@ -295,6 +299,8 @@ function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void,
 /** Renders once, or every 2 s until Ctrl-C with --watch; a failed round is shown and the next one tried. */
 async function watchOr(ctx: CtlContext, o: { watch?: boolean }, render: () => Promise<number>): Promise<number> {
   if (!o.watch) return render();
+  // Ctrl-C during a render (not only between them) ends the watch with 0, not the process by the signal.
+  ctx.holdInterrupt();
   for (;;) {
     if (ctx.out.tty) ctx.out.raw('\x1b[2J\x1b[H');
     if (!ctx.json) ctx.out.line(ctx.out.c.dim(`every ${WATCH_INTERVAL_MS / 1000}s, Ctrl-C to stop · ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}`));
