@@ -7,6 +7,7 @@ import { isLlmgwError } from '../errors/index.js';
 import { type AgentFlags, runAgent } from './agent.js';
 import type { ControlOptions } from '../control/index.js';
 import { runControl } from './control.js';
+import { runTlsInit, type TlsInitFlags } from './tls.js';
 import { runUp, type UpFlags } from './up.js';
 
 const program = new Command()
@@ -98,6 +99,20 @@ program
   .option('--log-level <level>', 'pino level for the log file', 'info')
   .action(async (opts: UpFlags) => {
     await runUp(opts);
+  });
+
+program
+  .command('tls')
+  .description('TLS certificates for the control plane and agents')
+  .command('init')
+  .description('make a private CA and certificates signed by it for the control plane and each node named')
+  .argument('<dir>', 'where to write them (created 0700; keys 0600)')
+  .option('--name <node[=host,...]>', 'a node id to make a certificate for, with any more names or addresses it is reached by (repeatable)', collect, [])
+  .option('--host <name>', 'a DNS name or address the control plane is reached by (repeatable; localhost, 127.0.0.1 and ::1 are always in)', collect, [])
+  .option('--days <n>', 'how long the control plane and node certificates are valid; the CA lives 10 years', '365')
+  .option('--force', 'replace files that exist (a new CA: certificates it signed before stop being trusted)')
+  .action(async (dir: string, opts: TlsInitFlags) => {
+    await runTlsInit(dir, opts);
   });
 
 program

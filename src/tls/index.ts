@@ -1,0 +1,77 @@
+// TLS for llmgw's listeners and for the calls its parts make to each other:
+// reading a certificate and key for a listener, and building an HTTP client
+// that trusts one private CA. Separate from the control plane and the agent
+// because both (and ctl) need the same few lines and must not import each
+// other. Making certificates (`llmgw tls init`) lives in ./init.ts, loaded
+// only by that command: it pulls in an X.509 library nothing else needs.
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { Agent, type Dispatcher } from 'undici';
+import { LlmgwError } from '../errors/index.js';
+
+/** A listener's certificate chain and private key, as Node's `https.createServer` takes them. */
+export interface ServerTls {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
+/**
+ * Reads a PEM certificate and key for a listener. `what` names where the
+ * paths came from (`tls_cert`, `--tls-cert`) so a wrong path is fixed in the
+ * right place. Both or neither must be given; neither = plain HTTP (null).
+ */
+export function readServerTls(certFile: string | undefined, keyFile: string | undefined, what: { cert: string; key: string }): ServerTls | null {
+  if (!certFile && !keyFile) return null;
+  if (!certFile || !keyFile) {
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `${certFile ? what.cert : what.key} is set without ${certFile ? what.key : what.cert}; a listener needs both its certificate and its key`);
+  }
+  const cert = readPem(certFile, what.cert, 'CERTIFICATE');
+  const key = readPem(keyFile, what.key, 'PRIVATE KEY');
+  return { cert, key };
+}
+
+/** The PEM CA certificate(s) in `file`, to trust instead of the system's CAs. */
+export function readCa(file: string, what: string): Buffer {
+  return readPem(file, what, 'CERTIFICATE');
+}
+
+/**
+ * An HTTP client that verifies servers against the CA in `caFile` (and only
+ * it: a certificate from a public CA is refused, so a stolen DNS name is not
+ * enough). Absent file = null: the caller keeps undici's global dispatcher,
+ * which trusts the system's CAs.
+ */
+export function caDispatcher(caFile: string | null | undefined, what: string): Dispatcher | null {
+  if (!caFile) return null;
+  return new Agent({ connect: { ca: readCa(caFile, what) } });
+}
+
+/** The same, from CA bytes already read (the control plane reads its files once, at start). */
+export function dispatcherForCa(ca: Buffer | null): Dispatcher | null {
+  return ca ? new Agent({ connect: { ca } }) : null;
+}
+
+/** True when `url` is http:// to a host other than this machine: whatever it carries crosses the network in clear. */
+export function isPlainHttpOffLoopback(url: string): boolean {
+  const parsed = new URL(url);
+  if (parsed.protocol !== 'http:') return false;
+  const host = parsed.hostname.replace(/^\[|\]$/g, '');
+  if (host === 'localhost') return false;
+  if (isIP(host) === 4) return !host.startsWith('127.');
+  if (isIP(host) === 6) return host !== '::1';
+  return true;
+}
+
+function readPem(file: string, what: string, label: 'CERTIFICATE' | 'PRIVATE KEY'): Buffer {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(file);
+  } catch (err) {
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `${what} ${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  // Any "-----BEGIN ... PRIVATE KEY-----" (PKCS#8, EC, RSA) is a key; a certificate file may hold a chain.
+  if (!bytes.toString('latin1').includes(label === 'CERTIFICATE' ? '-----BEGIN CERTIFICATE-----' : 'PRIVATE KEY-----')) {
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `${what} ${file} holds no PEM ${label.toLowerCase()}; want the file \`llmgw tls init\` wrote, or one in PEM form`);
+  }
+  return bytes;
+}

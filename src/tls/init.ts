@@ -1,0 +1,194 @@
+// `llmgw tls init`: a private CA and the certificates llmgw's parts present,
+// so a fleet can run TLS without a PKI of its own. Certificates are built by
+// @peculiar/x509 over WebCrypto (ECDSA P-256, SHA-256), never by hand-written
+// ASN.1. Kept apart from ./index.ts so that only this command loads the X.509
+// library and the reflect-metadata shim it needs.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+import { chmodSync, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { basename, join, resolve } from 'node:path';
+import { webcrypto } from 'node:crypto';
+import { LlmgwError } from '../errors/index.js';
+
+/** A node's certificate: its name (the agent's node id) and any more names or addresses the control plane dials it by. */
+export interface NodeCertRequest {
+  name: string;
+  /** DNS names or IP addresses beside the name; empty = the name and loopback only. */
+  hosts: readonly string[];
+}
+
+export interface TlsInitOptions {
+  dir: string;
+  /** DNS names or IP addresses clients and agents use for the control plane; localhost, 127.0.0.1 and ::1 are always added. */
+  controlHosts: readonly string[];
+  nodes: readonly NodeCertRequest[];
+  /** How long the control plane's and nodes' certificates are valid, in days. The CA lives ten years, or `days` if longer. */
+  days: number;
+  /** True: replace files that exist (a new CA: every certificate it signed before stops being trusted). */
+  force: boolean;
+  /** Injected so tests control validity; absent = now. */
+  now?: Date;
+}
+
+export interface TlsInitResult {
+  /** Every file written, in the order a reader needs them (the CA first). */
+  files: { path: string; what: string }[];
+  /** Sentences for the operator, e.g. the directory is readable by others. */
+  warnings: string[];
+}
+
+/** Node names become file names and certificate names: the agent's own node id rule. */
+const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const HOST = /^[A-Za-z0-9*]([A-Za-z0-9.-]{0,252})?$/;
+const LOOPBACK = ['localhost', '127.0.0.1', '::1'];
+const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+const DAY_MS = 86_400_000;
+
+/** Parses `--name gpu-7` or `--name gpu-7=10.0.0.7,gpu-7.example` into a request. */
+export function parseNodeArg(text: string): NodeCertRequest {
+  const [name = '', rest] = text.split('=', 2);
+  const hosts = (rest ?? '').split(',').map((h) => h.trim()).filter(Boolean);
+  return { name: name.trim(), hosts };
+}
+
+export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
+  const problems = checkOptions(options);
+  if (problems.length) throw new LlmgwError('LLMGW_CONFIG_INVALID', `llmgw tls init: ${problems.join('; ')}`);
+  const dir = resolve(options.dir);
+  const plan: { file: string; what: string }[] = [
+    { file: 'ca.pem', what: 'CA certificate: give it to agents (--ca), ctl (--ca) and the control plane (agent_ca)' },
+    { file: 'ca-key.pem', what: 'CA private key: keep it offline; it signs every certificate here' },
+    { file: 'control.pem', what: 'control plane certificate (tls_cert)' },
+    { file: 'control-key.pem', what: 'control plane private key (tls_key)' },
+    ...options.nodes.flatMap((n) => [
+      { file: `node-${n.name}.pem`, what: `node ${n.name} certificate (agent --tls-cert)` },
+      { file: `node-${n.name}-key.pem`, what: `node ${n.name} private key (agent --tls-key)` },
+    ]),
+  ];
+  // Checked before anything is made, so a refusal leaves the directory as it was.
+  const existing = plan.filter((p) => existsSync(join(dir, p.file))).map((p) => p.file);
+  if (existing.length && !options.force) {
+    throw new LlmgwError(
+      'LLMGW_TLS_FILE_EXISTS',
+      `${dir} already holds ${existing.join(', ')}; pass --force to replace them (a new CA: certificates it signed before stop being trusted), or choose another directory`,
+    );
+  }
+
+  const warnings: string[] = [];
+  if (existsSync(dir)) {
+    const mode = statSync(dir).mode & 0o777;
+    // The operator's own directory: not ours to change, but the keys in it are only as private as it is.
+    if (mode & 0o077) warnings.push(`${dir} is mode ${mode.toString(8)}; others on this machine can list it. chmod 700 it, or keep the keys elsewhere`);
+  } else {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+  }
+
+  x509.cryptoProvider.set(webcrypto as unknown as Crypto);
+  const now = options.now ?? new Date();
+  const notBefore = new Date(now.getTime() - 5 * 60_000); // a little back: clocks in a fleet are never quite in step
+  const leafNotAfter = new Date(now.getTime() + options.days * DAY_MS);
+  const caNotAfter = new Date(now.getTime() + Math.max(options.days, 3650) * DAY_MS);
+
+  const caKeys = await newKeys();
+  const caName = `CN=llmgw private CA (${basename(dir)}), O=llmgw`;
+  const ca = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: serial(),
+    name: caName,
+    keys: caKeys,
+    notBefore,
+    notAfter: caNotAfter,
+    signingAlgorithm: ALG,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, 0, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
+    ],
+  });
+
+  const leaf = async (commonName: string, hosts: readonly string[]) => {
+    const keys = await newKeys();
+    const cert = await x509.X509CertificateGenerator.create({
+      serialNumber: serial(),
+      subject: `CN=${commonName}, O=llmgw`,
+      issuer: ca.subject,
+      publicKey: keys.publicKey,
+      signingKey: caKeys.privateKey,
+      notBefore,
+      notAfter: leafNotAfter,
+      signingAlgorithm: ALG,
+      extensions: [
+        new x509.BasicConstraintsExtension(false, undefined, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        // Client auth too: the same certificate can later prove a node to the control plane (mutual TLS).
+        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
+        new x509.SubjectAlternativeNameExtension(unique([...hosts, ...LOOPBACK]).map((h) => ({ type: isIP(h) ? ('ip' as const) : ('dns' as const), value: h }))),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+        await x509.AuthorityKeyIdentifierExtension.create(caKeys.publicKey),
+      ],
+    });
+    return { cert: cert.toString('pem'), key: await privatePem(keys.privateKey) };
+  };
+
+  const contents = new Map<string, string>([
+    ['ca.pem', ca.toString('pem')],
+    ['ca-key.pem', await privatePem(caKeys.privateKey)],
+  ]);
+  const control = await leaf('llmgw control', options.controlHosts);
+  contents.set('control.pem', control.cert).set('control-key.pem', control.key);
+  for (const node of options.nodes) {
+    const made = await leaf(node.name, [node.name, ...node.hosts]);
+    contents.set(`node-${node.name}.pem`, made.cert).set(`node-${node.name}-key.pem`, made.key);
+  }
+
+  const files: TlsInitResult['files'] = [];
+  for (const { file, what } of plan) {
+    const path = join(dir, file);
+    const mode = file.endsWith('-key.pem') ? 0o600 : 0o644;
+    // 'wx' unless forced: a file that appeared since the check above is still not overwritten.
+    writeFileSync(path, contents.get(file)!, { mode, flag: options.force ? 'w' : 'wx' });
+    chmodSync(path, mode); // an overwritten file keeps its old mode otherwise
+    files.push({ path, what });
+  }
+  return { files, warnings };
+}
+
+function checkOptions(o: TlsInitOptions): string[] {
+  const problems: string[] = [];
+  if (!Number.isInteger(o.days) || o.days < 1 || o.days > 36_500) problems.push(`--days: want a whole number of days from 1 to 36500; got ${o.days}`);
+  for (const host of o.controlHosts) {
+    if (!isIP(host) && !HOST.test(host)) problems.push(`--host: "${host}" is neither a DNS name nor an IP address`);
+  }
+  const seen = new Set<string>();
+  for (const node of o.nodes) {
+    if (!NODE_NAME.test(node.name)) problems.push(`--name: "${node.name}" is not a node id; want 1-128 letters, digits, ".", "_" or "-", like gpu-7`);
+    if (seen.has(node.name)) problems.push(`--name: ${node.name} is given twice`);
+    seen.add(node.name);
+    for (const host of node.hosts) {
+      if (!isIP(host) && !HOST.test(host)) problems.push(`--name ${node.name}: "${host}" is neither a DNS name nor an IP address`);
+    }
+  }
+  return problems;
+}
+
+async function newKeys(): Promise<CryptoKeyPair> {
+  return (await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify'])) as CryptoKeyPair;
+}
+
+async function privatePem(key: CryptoKey): Promise<string> {
+  const der = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', key as webcrypto.CryptoKey));
+  const lines = der.toString('base64').match(/.{1,64}/g) ?? [];
+  return `-----BEGIN PRIVATE KEY-----\n${lines.join('\n')}\n-----END PRIVATE KEY-----\n`;
+}
+
+/** 16 random bytes with the top bit clear: a positive serial, unique in practice, as RFC 5280 asks. */
+function serial(): string {
+  const bytes = webcrypto.getRandomValues(new Uint8Array(16));
+  bytes[0] = bytes[0]! & 0x7f;
+  return Buffer.from(bytes).toString('hex');
+}
+
+function unique(values: readonly string[]): string[] {
+  return [...new Set(values.map((v) => v.toLowerCase()))];
+}
