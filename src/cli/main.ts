@@ -150,6 +150,11 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
     max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
     cors_origins: 'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',
+    tls_cert: 'PEM certificate all three listeners serve TLS with (default: plain HTTP)',
+    tls_key: 'PEM private key for tls_cert',
+    client_tls_cert: 'PEM certificate for the client listener alone, replacing tls_cert there',
+    client_tls_key: 'PEM private key for client_tls_cert',
+    agent_ca: 'PEM CA agents\' management certificates are signed by; set = call agents over https',
   };
 }
 

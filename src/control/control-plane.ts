@@ -115,6 +115,7 @@ export class ControlPlane {
       headersTimeoutMs: config.clientHeadersTimeoutMs,
       requestLoggers: false,
       requestIds: true,
+      https: config.tls.client,
     });
     const router = registerRouter(clientApp, {
       catalog,
@@ -142,7 +143,7 @@ export class ControlPlane {
       }
     });
 
-    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20 });
+    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20, https: config.tls.admin });
     const adminApi: AdminApiOptions = {
       catalog,
       inventory,
@@ -186,7 +187,7 @@ export class ControlPlane {
     adminApp.get('/api/v1/usage', async () => (usage instanceof StoredUsage ? usage.list() : []));
     adminApp.get('/metrics', async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
 
-    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true });
+    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true, https: config.tls.agent });
     registerAgentApi(agentApp, {
       inventory,
       assignments,
@@ -216,17 +217,17 @@ export class ControlPlane {
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
   async listen(): Promise<ControlPlaneUrls> {
-    const bind = async (app: FastifyInstance, addr: ListenAddress): Promise<string> => {
+    const bind = async (app: FastifyInstance, addr: ListenAddress, tls: unknown): Promise<string> => {
       await app.listen({ host: addr.host, port: addr.port });
       const address = app.server.address();
       const port = typeof address === 'object' && address ? address.port : addr.port;
       const host = addr.host.includes(':') ? `[${addr.host}]` : addr.host;
-      return `http://${host}:${port}`;
+      return `${tls ? 'https' : 'http'}://${host}:${port}`;
     };
     const urls = {
-      client: await bind(this.clientApp, this.config.clientAddr),
-      admin: await bind(this.adminApp, this.config.adminAddr),
-      agent: await bind(this.agentApp, this.config.agentAddr),
+      client: await bind(this.clientApp, this.config.clientAddr, this.config.tls.client),
+      admin: await bind(this.adminApp, this.config.adminAddr, this.config.tls.admin),
+      agent: await bind(this.agentApp, this.config.agentAddr, this.config.tls.agent),
     };
     this.adminUrl = urls.admin;
     this.reconciler.start();

@@ -75,3 +75,21 @@ function readPem(file: string, what: string, label: 'CERTIFICATE' | 'PRIVATE KEY
   }
   return bytes;
 }
+
+/**
+ * How one part calls another's HTTP API (the control plane calling an agent's
+ * management API): https verified against a private CA, or plain http when
+ * no CA is configured.
+ */
+export interface PeerClient {
+  readonly scheme: 'http' | 'https';
+  /** Undefined: undici's global dispatcher (plain http; nothing to verify). */
+  readonly dispatcher: Dispatcher | undefined;
+}
+
+export const PLAIN_HTTP_PEER: PeerClient = Object.freeze({ scheme: 'http', dispatcher: undefined });
+
+/** A peer client for CA bytes; null CA = plain http. */
+export function peerClient(ca: Buffer | null): PeerClient {
+  return ca ? Object.freeze({ scheme: 'https', dispatcher: new Agent({ connect: { ca } }) }) : PLAIN_HTTP_PEER;
+}

@@ -1,7 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { initTls } from '../../tls/init.js';
 import { loadControlConfig } from './index.js';
 
 function file(text: string): string {
@@ -78,5 +79,44 @@ describe('control configuration', () => {
     } catch (err) {
       expect((err as { problems: string[] }).problems).toHaveLength(2);
     }
+  });
+
+  describe('TLS', () => {
+    let pki = '';
+    beforeAll(async () => {
+      pki = join(mkdtempSync(join(tmpdir(), 'llmgw-config-tls-')), 'pki');
+      await initTls({ dir: pki, controlHosts: [], nodes: [], days: 1, force: false });
+    });
+
+    it('is off on every listener when no certificate is set', () => {
+      const c = loadControlConfig({ env: {} });
+      expect(c.tls).toEqual({ client: null, admin: null, agent: null });
+      expect(c.agentCa).toBeNull();
+    });
+
+    it('serves one certificate on all three listeners, and the client one where client_tls_* is set', () => {
+      const c = loadControlConfig({ file: file(`tls_cert: ${pki}/control.pem\ntls_key: ${pki}/control-key.pem\n`) });
+      expect(c.tls.admin?.cert.toString()).toContain('-----BEGIN CERTIFICATE-----');
+      expect(c.tls.admin?.key.toString()).toContain('PRIVATE KEY-----');
+      expect(c.tls.agent).toBe(c.tls.admin);
+      expect(c.tls.client, 'the same pair unless the client listener has its own').toBe(c.tls.admin);
+      const split = loadControlConfig({
+        env: { LLMGW_TLS_CERT: `${pki}/control.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` },
+        flags: { client_tls_cert: `${pki}/ca.pem`, client_tls_key: `${pki}/ca-key.pem` },
+      });
+      expect(split.tls.client?.cert.equals(split.tls.admin!.cert), 'the client listener has its own certificate').toBe(false);
+    });
+
+    it('refuses a certificate without its key, a file that cannot be read, and one that is not PEM, naming the key', () => {
+      expect(() => loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/control.pem` } })).toThrow(/tls_cert is set without tls_key; a listener needs both/);
+      expect(() => loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/nope.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` } })).toThrow(/tls_cert .*nope\.pem cannot be read: ENOENT/);
+      expect(() => loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/control-key.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` } })).toThrow(/tls_cert .* holds no PEM certificate/);
+      expect(() => loadControlConfig({ env: { LLMGW_CLIENT_TLS_KEY: `${pki}/control-key.pem` } })).toThrow(/client_tls_key is set without client_tls_cert/);
+    });
+
+    it('reads agent_ca, and refuses one that is no certificate', () => {
+      expect(loadControlConfig({ flags: { agent_ca: `${pki}/ca.pem` } }).agentCa?.toString()).toContain('-----BEGIN CERTIFICATE-----');
+      expect(() => loadControlConfig({ flags: { agent_ca: `${pki}/ca-key.pem` } })).toThrow(/agent_ca .* holds no PEM certificate/);
+    });
   });
 });

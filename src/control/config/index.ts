@@ -8,7 +8,8 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { LlmgwError, ValidationError } from '../../errors/index.js';
+import { isLlmgwError, LlmgwError, ValidationError } from '../../errors/index.js';
+import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
 import { parseDurationMs } from '../../units/index.js';
 import { describeIssues } from '../../validation/index.js';
 
@@ -71,6 +72,22 @@ export const ControlOptionsSchema = z.strictObject({
    * comma-separated. Absent = none: browsers refuse cross-origin calls.
    */
   cors_origins: z.union([z.string(), z.array(z.string())]).optional(),
+  /**
+   * PEM certificate (chain) and private key every listener serves TLS with
+   * (`llmgw tls init` writes control.pem and control-key.pem). Absent = plain
+   * HTTP. One pair serves all three listeners; client_tls_cert/key replace it
+   * on the client listener alone, e.g. with a public CA's certificate.
+   */
+  tls_cert: z.string().min(1).optional(),
+  tls_key: z.string().min(1).optional(),
+  client_tls_cert: z.string().min(1).optional(),
+  client_tls_key: z.string().min(1).optional(),
+  /**
+   * PEM CA that agents' management certificates are signed by. Set: the
+   * control plane calls `https://<mgmt_addr>` and trusts only this CA.
+   * Absent = plain http to agents (they must then run without --tls-cert).
+   */
+  agent_ca: z.string().min(1).optional(),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -103,6 +120,10 @@ export interface ControlConfig {
   readonly clientHeadersTimeoutMs: number;
   /** Origins allowed to call the client listener from a browser; `*` = any; empty = none (no CORS headers). */
   readonly corsOrigins: readonly string[];
+  /** Certificate and key per listener, read at start; null = that listener speaks plain HTTP. */
+  readonly tls: { readonly client: ServerTls | null; readonly admin: ServerTls | null; readonly agent: ServerTls | null };
+  /** The CA agents' management APIs are verified with; null = they are called over plain http. */
+  readonly agentCa: Buffer | null;
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -208,6 +229,11 @@ export function compileControlOptions(input: unknown): ControlConfig {
   if (corsOrigins.includes('*') && o.api_keys === 'off') {
     problems.push('cors_origins is * while api_keys is off: any web page open in a browser on this machine could use every model; name the origins, or require keys');
   }
+  const sharedTls = collected(problems, () => readServerTls(o.tls_cert, o.tls_key, { cert: 'tls_cert', key: 'tls_key' }));
+  const clientTls = o.client_tls_cert || o.client_tls_key
+    ? collected(problems, () => readServerTls(o.client_tls_cert, o.client_tls_key, { cert: 'client_tls_cert', key: 'client_tls_key' }))
+    : sharedTls;
+  const agentCa = o.agent_ca ? collected(problems, () => readCa(o.agent_ca!, 'agent_ca')) : null;
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
   return Object.freeze({
     clientAddr,
@@ -230,6 +256,8 @@ export function compileControlOptions(input: unknown): ControlConfig {
     maxCreatesPerPass: o.max_creates_per_pass === undefined ? null : Number(o.max_creates_per_pass),
     clientHeadersTimeoutMs: parseDurationMs(o.client_headers_timeout) as number,
     corsOrigins: Object.freeze(corsOrigins),
+    tls: Object.freeze({ client: clientTls, admin: sharedTls, agent: sharedTls }),
+    agentCa,
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
@@ -237,6 +265,17 @@ export function compileControlOptions(input: unknown): ControlConfig {
       coldStartTimeoutMs: parseDurationMs(o.cold_start_timeout) as number,
     }),
   });
+}
+
+/** Runs a read that throws a configuration error, adding its sentence to `problems` instead (null then). */
+function collected<T>(problems: string[], read: () => T): T | null {
+  try {
+    return read();
+  } catch (err) {
+    if (!isLlmgwError(err)) throw err;
+    problems.push(err.message);
+    return null;
+  }
 }
 
 function secret(value: string | undefined, file: string | undefined, key: string, problems: string[]): string | null {

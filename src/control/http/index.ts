@@ -5,13 +5,14 @@
 // bodies too, and logging that keeps 4xx at info and 5xx at error without
 // ever putting internals in a 5xx body.
 import Fastify, {
-  LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+  LogController, type FastifyBaseLogger, type FastifyHttpOptions, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import FindMyWay from 'find-my-way';
 import type { Logger } from 'pino';
 import { isLlmgwError, type ErrorCode, type LlmgwError } from '../../errors/index.js';
+import type { ServerTls } from '../../tls/index.js';
 
 export interface ErrorBody {
   status: number;
@@ -49,6 +50,8 @@ export interface JsonAppOptions {
    * not sent back.
    */
   requestIds?: boolean;
+  /** Certificate and key to serve TLS with; absent or null = plain HTTP. */
+  https?: ServerTls | null;
 }
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -63,7 +66,7 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   const shape = options.shapeError ?? adminErrorShape;
-  const app = Fastify({
+  const app = Fastify(withTls(options.https, {
     loggerInstance: options.logger as unknown as FastifyBaseLogger,
     bodyLimit: options.bodyLimitBytes,
     // Per-request lines are the router's own business (metrics, usage); Fastify's would double them.
@@ -92,7 +95,7 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
         `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
       );
     },
-  });
+  }));
 
   // An empty body is "nothing to say" (POST /weights/collect), not bad JSON;
   // anything else goes through Fastify's own parser, which refuses __proto__ tricks.
@@ -147,6 +150,17 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   });
 
   return app;
+}
+
+/**
+ * Fastify gives Node's server only `https` when it is set, so the limits
+ * under `http` move there beside the certificate. The plain-HTTP type is
+ * kept so routes need not care; the server is an https.Server then.
+ */
+function withTls(tls: ServerTls | null | undefined, fastifyOptions: FastifyHttpOptions<Server>): FastifyHttpOptions<Server> {
+  if (!tls) return fastifyOptions;
+  const { http, ...rest } = fastifyOptions;
+  return { ...rest, https: { ...http, cert: tls.cert, key: tls.key } } as FastifyHttpOptions<Server>;
 }
 
 /** The status and sentence for a request Node's HTTP parser refused, by its error code. */
