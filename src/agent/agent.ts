@@ -7,7 +7,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { request } from 'undici';
+import { type Dispatcher, request } from 'undici';
 import { z } from 'zod';
 import { LlmgwError, ValidationError } from '../errors/index.js';
 import {
@@ -20,6 +20,7 @@ import {
   type ShardAssignment,
   type ShardStatus,
 } from '../protocol/index.js';
+import { dispatcherForCa, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
@@ -39,6 +40,13 @@ export interface AgentOptions {
   mgmtAddr?: string;
   /** How often to report when the control plane does not say; a duration like "5s". */
   heartbeatInterval?: string;
+  /** PEM CA file the control plane's certificate must chain to; absent = the system's CAs. */
+  ca?: string;
+  /** True: allow http:// to a control plane on another machine (the join token then crosses the network in clear). */
+  insecureHttp?: boolean;
+  /** PEM certificate and key the management API serves TLS with; absent = plain HTTP. */
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 const AgentOptionsSchema = z.strictObject({
@@ -52,6 +60,10 @@ const AgentOptionsSchema = z.strictObject({
   stateDir: z.string().min(1),
   mgmtAddr: z.string().regex(/^[^:]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/, 'want host:port').default('127.0.0.1:0'),
   heartbeatInterval: z.string().default('5s'),
+  ca: z.string().min(1).optional(),
+  insecureHttp: z.boolean().default(false),
+  tlsCert: z.string().min(1).optional(),
+  tlsKey: z.string().min(1).optional(),
 });
 
 export interface AgentConfig {
@@ -63,6 +75,10 @@ export interface AgentConfig {
   readonly mgmtHost: string;
   readonly mgmtPort: number;
   readonly heartbeatIntervalMs: number;
+  /** The CA the control plane is verified with; null = the system's CAs. */
+  readonly ca: Buffer | null;
+  /** The management API's certificate and key; null = plain HTTP. */
+  readonly mgmtTls: ServerTls | null;
 }
 
 export function compileAgentOptions(options: AgentOptions): AgentConfig {
@@ -72,7 +88,10 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
   const interval = parseDurationMs(o.heartbeatInterval);
   if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);
   const at = o.mgmtAddr.lastIndexOf(':');
+  checkControlTransport(o.control, o.ca, o.insecureHttp);
   return Object.freeze({
+    ca: o.ca ? readCa(o.ca, '--ca') : null,
+    mgmtTls: readServerTls(o.tlsCert, o.tlsKey, { cert: '--tls-cert', key: '--tls-key' }),
     controlUrls: o.control.map((u) => u.replace(/\/+$/, '')),
     joinToken: o.joinToken ?? null,
     nodeId: o.nodeId ?? defaultNodeId(),
@@ -82,6 +101,27 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
     mgmtPort: Number(o.mgmtAddr.slice(at + 1)),
     heartbeatIntervalMs: interval,
   });
+}
+
+/**
+ * The join token and the node credential travel on every control URL, so a
+ * plain-http URL to another machine is refused unless the operator says the
+ * network is trusted; a --ca beside an http URL would verify nothing, which
+ * is a mistake worth stopping on too.
+ */
+function checkControlTransport(urls: readonly string[], ca: string | undefined, insecureHttp: boolean): void {
+  const problems: string[] = [];
+  for (const url of urls) {
+    if (ca && new URL(url).protocol === 'http:') {
+      problems.push(`--ca is given but --control ${url} is plain http, so there is no certificate to verify; use https://`);
+    } else if (!insecureHttp && isPlainHttpOffLoopback(url)) {
+      problems.push(
+        `--control ${url} is plain http to another machine: the join token and this node's credential would cross the network in clear. ` +
+          'Serve the control plane with tls_cert/tls_key and use https:// (with --ca for a private CA), or pass --insecure-http on a network you trust',
+      );
+    }
+  }
+  if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the agent options are not valid');
 }
 
 /** What runs the node's shards; the agent hands it each answer's assignments. Absent: assignments are only recorded. */
@@ -98,6 +138,8 @@ export interface AgentDeps {
   mgmt?: boolean;
   /** Adds routes to the management API (weights removal, logs); every route is behind the control plane's token. */
   mgmtRoutes?: (app: FastifyInstance) => void;
+  /** The HTTP client for the control plane; absent = one trusting config.ca, or undici's global one (system CAs) without it. */
+  dispatcher?: Dispatcher;
 }
 
 export type AgentPhase = 'joining' | 'running' | 'stopped';
@@ -115,6 +157,8 @@ export class Agent {
   private mgmtApp: FastifyInstance | null = null;
   private lastReport: { at: number; report: NodeReport } | null = null;
   private intervalMs: number;
+  /** Undefined: undici's global dispatcher, which trusts the system's CAs. */
+  private readonly dispatcher: Dispatcher | undefined;
   readonly logger: Logger;
   /** The assignments of the newest answer; the runner converges on them. */
   assignments: ShardAssignment[] = [];
@@ -129,6 +173,7 @@ export class Agent {
   ) {
     this.logger = deps.logger ?? pino({ base: { part: 'agent', node: config.nodeId } });
     this.intervalMs = config.heartbeatIntervalMs;
+    this.dispatcher = deps.dispatcher ?? dispatcherForCa(config.ca) ?? undefined;
   }
 
   get nodeId(): string {
@@ -205,6 +250,7 @@ export class Agent {
       signal: this.abort.signal,
       headersTimeout: 10_000,
       bodyTimeout: 10_000,
+      ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
     });
     const text = await res.body.text();
     if (res.statusCode === 401) {
@@ -276,6 +322,7 @@ export class Agent {
       signal: AbortSignal.any([this.abort.signal, this.pollAbort.signal]),
       headersTimeout: waitMs + 10_000,
       bodyTimeout: 10_000,
+      ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
     });
     const text = await res.body.text();
     if (res.statusCode === 401) throw new LlmgwError('LLMGW_JOIN_REFUSED', errorText(text));
@@ -289,7 +336,12 @@ export class Agent {
   }
 
   private async startMgmt(): Promise<void> {
-    const app = Fastify({ loggerInstance: this.logger.child({ listener: 'mgmt' }) as unknown as FastifyBaseLogger, bodyLimit: 1 << 20 });
+    const tls = this.config.mgmtTls;
+    const app = Fastify({
+      loggerInstance: this.logger.child({ listener: 'mgmt' }) as unknown as FastifyBaseLogger,
+      bodyLimit: 1 << 20,
+      ...(tls ? { https: { cert: tls.cert, key: tls.key } } : {}),
+    }) as unknown as FastifyInstance;
     app.addHook('onRequest', async (req, reply) => {
       const token = this.identity?.mgmt_token;
       const match = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '');
@@ -308,7 +360,7 @@ export class Agent {
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : this.config.mgmtPort;
     const host = this.config.mgmtHost.includes(':') ? `[${this.config.mgmtHost}]` : this.config.mgmtHost;
-    this.mgmtUrl = `http://${host}:${port}`;
+    this.mgmtUrl = `${tls ? 'https' : 'http'}://${host}:${port}`;
     this.mgmtApp = app;
   }
 }

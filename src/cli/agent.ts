@@ -13,6 +13,7 @@ import { NodeProber } from '../agent/probe/index.js';
 import { AgentShardRunner } from '../agent/shards.js';
 import { Supervisor } from '../agent/supervisor/index.js';
 import { LlmgwError } from '../errors/index.js';
+import { isPlainHttpOffLoopback } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 
 export interface AgentFlags {
@@ -36,6 +37,12 @@ export interface AgentFlags {
   livenessFailures?: string;
   /** Test-only: accept http:// weight sources. */
   allowHttpSources?: boolean;
+  /** PEM CA file to verify the control plane with (or LLMGW_CA); absent = the system's CAs. */
+  ca?: string;
+  insecureHttp?: boolean;
+  /** The management API's certificate and key; absent = plain HTTP. */
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 /** The installed `llmgw` entry point, for engines llmgw runs itself (sim, builtin). */
@@ -71,8 +78,14 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     stateDir,
     ...(flags.mgmtAddr ? { mgmtAddr: flags.mgmtAddr } : {}),
     ...(flags.heartbeatInterval ? { heartbeatInterval: flags.heartbeatInterval } : {}),
+    ...(flags.ca ?? process.env.LLMGW_CA ? { ca: flags.ca ?? process.env.LLMGW_CA } : {}),
+    insecureHttp: flags.insecureHttp === true,
+    ...(flags.tlsCert ? { tlsCert: flags.tlsCert } : {}),
+    ...(flags.tlsKey ? { tlsKey: flags.tlsKey } : {}),
   });
   const logger = parentLogger?.child({ part: 'agent', node: config.nodeId }) ?? pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
+  const clear = config.controlUrls.filter(isPlainHttpOffLoopback);
+  if (clear.length) logger.warn({ control: clear }, '--insecure-http: the join token and this node\'s credential cross the network in clear');
   const cacheDir = resolve(flags.cacheDir ?? `${stateDir}/cache`);
   const prober = new NodeProber({
     cacheDir,

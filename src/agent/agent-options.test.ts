@@ -1,0 +1,42 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { initTls } from '../tls/init.js';
+import { compileAgentOptions } from './agent.js';
+
+const base = { stateDir: '/tmp/unused', nodeId: 'n1' };
+
+describe('agent options: how the control plane is reached', () => {
+  let pki = '';
+  beforeAll(async () => {
+    pki = join(mkdtempSync(join(tmpdir(), 'llmgw-agent-tls-')), 'pki');
+    await initTls({ dir: pki, controlHosts: [], nodes: [{ name: 'n1', hosts: [] }], days: 1, force: false });
+  });
+
+  it('allows plain http on loopback, as `llmgw up` and tests use it', () => {
+    for (const url of ['http://127.0.0.1:8082', 'http://localhost:8082', 'http://[::1]:8082']) {
+      expect(compileAgentOptions({ ...base, control: [url] }).ca, url).toBeNull();
+    }
+  });
+
+  it('refuses plain http to another machine, since the join token would cross it in clear, unless --insecure-http', () => {
+    expect(() => compileAgentOptions({ ...base, control: ['http://10.0.0.1:8082'] })).toThrow(/plain http to another machine: the join token .* --insecure-http/);
+    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082', 'http://control.example:8082'] })).toThrow(/http:\/\/control\.example:8082 is plain http/);
+    expect(compileAgentOptions({ ...base, control: ['http://10.0.0.1:8082'], insecureHttp: true }).controlUrls).toEqual(['http://10.0.0.1:8082']);
+  });
+
+  it('reads --ca, and refuses it beside an http URL where it would verify nothing', () => {
+    const config = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], ca: `${pki}/ca.pem` });
+    expect(config.ca?.toString()).toContain('-----BEGIN CERTIFICATE-----');
+    expect(() => compileAgentOptions({ ...base, control: ['http://127.0.0.1:8082'], ca: `${pki}/ca.pem` })).toThrow(/--ca is given but --control http:\/\/127\.0\.0\.1:8082 is plain http/);
+    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], ca: `${pki}/nope.pem` })).toThrow(/--ca .*nope\.pem cannot be read/);
+  });
+
+  it('reads the management certificate as a pair', () => {
+    const config = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsCert: `${pki}/node-n1.pem`, tlsKey: `${pki}/node-n1-key.pem` });
+    expect(config.mgmtTls?.cert.toString()).toContain('-----BEGIN CERTIFICATE-----');
+    expect(compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'] }).mgmtTls, 'absent = plain HTTP').toBeNull();
+    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsKey: `${pki}/node-n1-key.pem` })).toThrow(/--tls-key is set without --tls-cert/);
+  });
+});
