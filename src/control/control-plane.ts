@@ -20,6 +20,7 @@ import { Registry } from 'prom-client';
 import { MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
 import { Store, StoredKeys, StoredSessions, StoredUsage } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
+import { peerClient } from '../tls/index.js';
 
 export interface ControlPlaneDeps {
   logger?: Logger;
@@ -143,6 +144,8 @@ export class ControlPlane {
       }
     });
 
+    // Agents' management APIs (logs, weight removal): https verified against agent_ca when it is set.
+    const agentMgmt = peerClient(config.agentCa);
     const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20, https: config.tls.admin });
     const adminApi: AdminApiOptions = {
       catalog,
@@ -163,9 +166,10 @@ export class ControlPlane {
       blockedDrains: () => (cluster && !cluster.leads() ? cluster.blockedDrains() : reconciler.blockedDrains()),
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
       previewPlacement: (models) => reconciler.preview(models),
+      agentMgmt,
     };
     registerAdminApi(adminApp, adminApi);
-    const weightsApi: WeightsApiOptions = { catalog, inventory, store };
+    const weightsApi: WeightsApiOptions = { catalog, inventory, store, agentMgmt };
     registerWeightsApi(adminApp, weightsApi);
     // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
     registerDashboard(adminApp, {

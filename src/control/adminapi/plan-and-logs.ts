@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
 import type { ModelLogView, ModelPlanView, PlannedReplicaView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
+import type { PeerClient } from '../../tls/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
 import { explain } from '../placement/index.js';
@@ -21,6 +22,8 @@ export interface PlanAndLogsDeps {
   replicas?: () => readonly ReplicaRecord[];
   /** How long an agent may take to answer for a log; default 10 s. */
   agentTimeoutMs?: number;
+  /** How agents' management APIs are called (https with agent_ca); absent = plain http. */
+  agentMgmt?: PeerClient;
 }
 
 /** The most models one plan request may carry. */
@@ -86,10 +89,11 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
     const timeoutMs = deps.agentTimeoutMs ?? 10_000;
     let res;
     try {
-      res = await httpRequest(`http://${node.mgmtAddr}/mgmt/v1/shards/${encodeURIComponent(shard.id)}/log?lines=${lines}`, {
+      res = await httpRequest(`${deps.agentMgmt?.scheme ?? 'http'}://${node.mgmtAddr}/mgmt/v1/shards/${encodeURIComponent(shard.id)}/log?lines=${lines}`, {
         headers: { authorization: `Bearer ${node.mgmtToken}` },
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
+        ...(deps.agentMgmt?.dispatcher ? { dispatcher: deps.agentMgmt.dispatcher } : {}),
       });
     } catch (err) {
       throw new LlmgwError('LLMGW_UPSTREAM', `cannot reach the agent of node ${node.id} at ${node.mgmtAddr}: ${(err as Error).message}`);

@@ -11,6 +11,7 @@ import { posix } from 'node:path';
 import { request } from 'undici';
 import { CACHE_NAME_RE, cacheNameOf } from '../../protocol/index.js';
 import type { CollectSummary, NodeCollectSummary, NodeOrphans, OrphanEntry, OrphansView } from '../../api/types.js';
+import type { PeerClient } from '../../tls/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 
@@ -66,6 +67,8 @@ export interface CollectDeps {
   inventory: Pick<Inventory, 'list' | 'get'>;
   /** How long one node may take to answer, ms. */
   timeoutMs?: number;
+  /** How agents' management APIs are called (https with agent_ca); absent = plain http. */
+  agentMgmt?: PeerClient;
 }
 
 /**
@@ -92,12 +95,13 @@ export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<C
       continue;
     }
     try {
-      const res = await request(`http://${node.mgmtAddr}/mgmt/v1/weights/remove`, {
+      const res = await request(`${deps.agentMgmt?.scheme ?? 'http'}://${node.mgmtAddr}/mgmt/v1/weights/remove`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${node.mgmtToken}` },
         body: JSON.stringify({ paths: entries.map((e) => e.path) }),
         headersTimeout: deps.timeoutMs ?? 60_000,
         bodyTimeout: deps.timeoutMs ?? 60_000,
+        ...(deps.agentMgmt?.dispatcher ? { dispatcher: deps.agentMgmt.dispatcher } : {}),
       });
       const text = await res.body.text();
       if (res.statusCode !== 200) {
