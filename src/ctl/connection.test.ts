@@ -38,4 +38,17 @@ describe('where ctl finds the admin API', () => {
     expect(resolveConnection({}, {}, tmpdir()).actor).toMatch(/^.+@.+$/);
     expect(resolveConnection({ actor: 'ci' }, {}, tmpdir()).actor).toBe('ci');
   });
+
+  it('reads the CA from --ca, then LLMGW_CA, and says what is wrong with a file that is no certificate', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-ctl-ca-'));
+    const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    writeFileSync(join(dir, 'a.pem'), pem);
+    writeFileSync(join(dir, 'b.pem'), pem.replace('MIIB', 'MIIC'));
+    writeFileSync(join(dir, 'key.pem'), '-----BEGIN PRIVATE KEY-----\n');
+    expect(resolveConnection({}, {}, tmpdir()).ca, 'absent = the system CAs').toBeNull();
+    expect(resolveConnection({ ca: join(dir, 'a.pem') }, { LLMGW_CA: join(dir, 'b.pem') }, tmpdir()).ca?.toString()).toContain('MIIB');
+    expect(resolveConnection({}, { LLMGW_CA: join(dir, 'b.pem') }, tmpdir()).ca?.toString()).toContain('MIIC');
+    expect(() => resolveConnection({ ca: join(dir, 'key.pem') }, {}, tmpdir())).toThrow(/--ca: .*key\.pem holds no PEM certificate/);
+    expect(() => resolveConnection({}, { LLMGW_CA: join(dir, 'none.pem') }, tmpdir())).toThrow(/LLMGW_CA: cannot read .*none\.pem \(ENOENT\)/);
+  });
 });

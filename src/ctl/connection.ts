@@ -19,6 +19,8 @@ export interface ConnectionFlags {
   token?: string;
   dataDir?: string;
   actor?: string;
+  /** PEM CA file to verify an https admin URL with. */
+  ca?: string;
 }
 
 export interface Connection {
@@ -28,6 +30,8 @@ export interface Connection {
   actor: string;
   /** Where the URL came from, for messages: "--admin-url", "LLMGW_ADMIN_URL", a control.json path, or "default". */
   source: string;
+  /** The CA (from --ca or LLMGW_CA) an https admin API must chain to; null = the system's CAs. Unused for http. */
+  ca: Buffer | null;
 }
 
 export class ConnectionConfigError extends Error {
@@ -39,17 +43,18 @@ export class ConnectionConfigError extends Error {
 
 export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv, cwd: string): Connection {
   const actor = flags.actor || env.LLMGW_ACTOR || defaultActor();
+  const ca = readCaFile(flags.ca ? { file: flags.ca, from: '--ca' } : env.LLMGW_CA ? { file: env.LLMGW_CA, from: 'LLMGW_CA' } : null);
   const explicitToken = flags.token || env.LLMGW_ADMIN_TOKEN || null;
   const explicitUrl = flags.adminUrl || env.LLMGW_ADMIN_URL;
   if (explicitUrl) {
     checkUrl(explicitUrl, flags.adminUrl ? '--admin-url' : 'LLMGW_ADMIN_URL');
-    return { adminUrl: explicitUrl, token: explicitToken, actor, source: flags.adminUrl ? '--admin-url' : 'LLMGW_ADMIN_URL' };
+    return { adminUrl: explicitUrl, token: explicitToken, actor, source: flags.adminUrl ? '--admin-url' : 'LLMGW_ADMIN_URL', ca };
   }
   const dataDir = resolve(cwd, flags.dataDir || env.LLMGW_DATA_DIR || '.llmgw');
   const controlPath = resolve(dataDir, CONTROL_FILE);
   const local = readLocal(controlPath);
-  if (!local) return { adminUrl: DEFAULT_ADMIN_URL, token: explicitToken, actor, source: 'default' };
-  return { adminUrl: local, token: explicitToken ?? readToken(resolve(dataDir, TOKEN_FILE)), actor, source: controlPath };
+  if (!local) return { adminUrl: DEFAULT_ADMIN_URL, token: explicitToken, actor, source: 'default', ca };
+  return { adminUrl: local, token: explicitToken ?? readToken(resolve(dataDir, TOKEN_FILE)), actor, source: controlPath, ca };
 }
 
 function readLocal(path: string): string | null {
@@ -68,6 +73,20 @@ function readLocal(path: string): string | null {
   if (typeof parsed.admin_url !== 'string') throw new ConnectionConfigError(`${path} has no admin_url; start \`llmgw up\` again to rewrite it`);
   checkUrl(parsed.admin_url, path);
   return parsed.admin_url;
+}
+
+function readCaFile(given: { file: string; from: string } | null): Buffer | null {
+  if (!given) return null;
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(given.file);
+  } catch (err) {
+    throw new ConnectionConfigError(`${given.from}: cannot read ${given.file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); want the ca.pem \`llmgw tls init\` wrote`);
+  }
+  if (!bytes.toString('latin1').includes('-----BEGIN CERTIFICATE-----')) {
+    throw new ConnectionConfigError(`${given.from}: ${given.file} holds no PEM certificate; want the ca.pem \`llmgw tls init\` wrote`);
+  }
+  return bytes;
 }
 
 function readToken(path: string): string | null {

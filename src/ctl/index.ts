@@ -10,6 +10,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { Dispatcher } from 'undici';
 import { AdminApiError, AdminApiUnreachableError, AdminClient } from '../api/index.js';
 import { ConnectionConfigError, resolveConnection, type ConnectionFlags } from './connection.js';
+import { dispatcherForCa } from '../tls/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { ModelFileError } from './model-file.js';
 import * as access from './access.js';
@@ -96,6 +97,7 @@ function buildProgram(root: Command, run: Runner): Command {
     .description('operate an llmgw fleet through the admin API')
     .addOption(new Option('--admin-url <url>', 'the admin API, e.g. http://127.0.0.1:8081 (or LLMGW_ADMIN_URL; default: a local `llmgw up`, then http://127.0.0.1:8081)'))
     .addOption(new Option('--token <token>', 'the admin token (or LLMGW_ADMIN_TOKEN; default: a local `llmgw up`\'s)'))
+    .addOption(new Option('--ca <file>', 'PEM CA an https admin URL must chain to (or LLMGW_CA; default: the system\'s CAs)'))
     .addOption(new Option('--data-dir <dir>', 'where a local `llmgw up` keeps control.json and admin-token (or LLMGW_DATA_DIR)').default(undefined, './.llmgw'))
     .addOption(new Option('--actor <who>', 'who is acting, for the audit log (default: user@host)'))
     .addOption(new Option('-o, --output <format>', 'table, or json: the API\'s own JSON').choices(['table', 'json']).default('table'))
@@ -260,7 +262,8 @@ function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void,
   const tty = io.stdout.isTTY === true;
   const columns = () => (tty ? io.stdout.columns : Number(io.env.COLUMNS) || undefined);
   const out = new Output((s) => io.stdout.write(s), { tty, color: !io.env.NO_COLOR, width: columns });
-  const client = new AdminClient({ baseUrl: conn.adminUrl, token: conn.token, actor: conn.actor, ...(io.dispatcher ? { dispatcher: io.dispatcher } : {}) });
+  const dispatcher = io.dispatcher ?? dispatcherForCa(conn.ca);
+  const client = new AdminClient({ baseUrl: conn.adminUrl, token: conn.token, actor: conn.actor, ...(dispatcher ? { dispatcher } : {}) });
   // Ctrl-C is only ours once a command waits on purpose (--watch, drain --wait);
   // before that it ends the process as usual. Held until runCtl returns.
   const controller = new AbortController();
