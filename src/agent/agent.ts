@@ -20,7 +20,7 @@ import {
   type ShardAssignment,
   type ShardStatus,
 } from '../protocol/index.js';
-import { dispatcherForCa, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
+import { certificateProblem, dispatcherForCa, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
@@ -222,7 +222,9 @@ export class Agent {
       } catch (err) {
         if (err instanceof LlmgwError && err.code === 'LLMGW_JOIN_REFUSED') throw err;
         if (this.stopped) throw err;
-        this.logger.warn({ control: this.controlUrl(), err: (err as Error).message }, 'cannot join yet; retrying');
+        // Nothing was sent when TLS verification failed: say so, and what to fix, since retrying will not.
+        const hint = certificateProblem(err, '--ca');
+        this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, ...(hint ? { hint } : {}) }, 'cannot join yet; retrying');
         this.failover();
         await sleep(delayMs, this.abort.signal);
         delayMs = Math.min(delayMs * 2, this.intervalMs);

@@ -5,6 +5,7 @@
 // it needs is passed in (base URL, token, actor, dispatcher), so ctl, tests
 // and the dashboard tests each build their own.
 import { type Dispatcher, request } from 'undici';
+import { certificateProblem } from '../tls/index.js';
 import type {
   AddedView,
   CollectSummary,
@@ -255,6 +256,9 @@ function errorMessageOf(text: string): string {
 
 /** "connection refused" rather than undici's class names: the reader wants to know what happened. */
 function describeNetworkError(err: unknown): string {
+  // A private CA's certificate checked against the system's CAs (or another CA), a name it lacks, an http port.
+  const tls = certificateProblem(err, '--ca (or LLMGW_CA)');
+  if (tls) return tls;
   const code = (err as { code?: string }).code ?? ((err as { cause?: { code?: string } }).cause?.code);
   switch (code) {
     case 'ECONNREFUSED':
@@ -268,17 +272,6 @@ function describeNetworkError(err: unknown): string {
     case 'UND_ERR_CONNECT_TIMEOUT':
     case 'ETIMEDOUT':
       return 'no answer in time';
-    // A private CA's certificate, checked against the system's CAs or another private CA.
-    case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
-    case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
-    case 'SELF_SIGNED_CERT_IN_CHAIN':
-    case 'DEPTH_ZERO_SELF_SIGNED_CERT':
-    case 'CERT_SIGNATURE_FAILURE':
-      return `its TLS certificate is not signed by a CA this client trusts (${code}); pass --ca with the CA that signed it, or set LLMGW_CA`;
-    case 'ERR_TLS_CERT_ALTNAME_INVALID':
-      return 'its TLS certificate does not name this host; use a name the certificate lists, or make one that does (llmgw tls init --host)';
-    case 'CERT_HAS_EXPIRED':
-      return 'its TLS certificate has expired; make a new one (llmgw tls init)';
     default:
       return (err as Error).message || String(err);
   }

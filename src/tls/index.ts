@@ -93,3 +93,30 @@ export const PLAIN_HTTP_PEER: PeerClient = Object.freeze({ scheme: 'http', dispa
 export function peerClient(ca: Buffer | null): PeerClient {
   return ca ? Object.freeze({ scheme: 'https', dispatcher: new Agent({ connect: { ca } }) }) : PLAIN_HTTP_PEER;
 }
+
+/**
+ * What to do about a failed connection when TLS verification is what failed,
+ * or null for any other failure. `caFlag` names where the trusted CA is set
+ * (`--ca`, `agent_ca`), so the sentence points at the right place.
+ */
+export function certificateProblem(err: unknown, caFlag: string): string | null {
+  const code = (err as { code?: unknown }).code ?? (err as { cause?: { code?: unknown } }).cause?.code;
+  switch (code) {
+    case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
+    case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
+    case 'SELF_SIGNED_CERT_IN_CHAIN':
+    case 'DEPTH_ZERO_SELF_SIGNED_CERT':
+    case 'CERT_SIGNATURE_FAILURE':
+      return `the server's certificate is not signed by a CA this process trusts (${code}); give ${caFlag} the ca.pem that signed it`;
+    case 'ERR_TLS_CERT_ALTNAME_INVALID':
+      return 'the server\'s certificate does not name the host in the URL; use a name it lists, or make one that does (llmgw tls init --host / --name)';
+    case 'CERT_HAS_EXPIRED':
+    case 'CERT_NOT_YET_VALID':
+      return `the server's certificate is not valid now (${code}); make a new one, or check this machine's clock`;
+    case 'ERR_SSL_WRONG_VERSION_NUMBER':
+    case 'ERR_SSL_PACKET_LENGTH_TOO_LONG':
+      return 'the server does not speak TLS on that port; give it a certificate (tls_cert, or --tls-cert for an agent), or call it over http://';
+    default:
+      return null;
+  }
+}

@@ -131,7 +131,8 @@ describe('TLS on every listener', () => {
     ]);
     // Two failed attempts: it keeps refusing, not a one-off.
     let attempts = 0;
-    await wrong.waitForLog((e) => e.msg === 'cannot join yet; retrying' && /certificate|self.signed|issuer/i.test(String(e.err)) && ++attempts >= 2);
+    const refused = await wrong.waitForLog((e) => e.msg === 'cannot join yet; retrying' && /certificate|self.signed|issuer/i.test(String(e.err)) && ++attempts >= 2);
+    expect(String(refused.hint), 'the log says what to fix').toContain('give --ca the ca.pem that signed it');
     expect(joinLines('wrong'), 'the control plane saw no join at all: the token never reached it').toEqual([]);
     await wrong.stop();
     await unchanged();
@@ -158,6 +159,6 @@ describe('TLS on every listener', () => {
     expect((JSON.parse(ok.stdout) as { nodes: { total: number } }).nodes.total).toBeGreaterThanOrEqual(1);
     const untrusted = await run(['ctl', '--admin-url', control.urls.admin, '--token', ADMIN, '-o', 'json', 'summary']);
     expect(untrusted.code).not.toBe(0);
-    expect(untrusted.stderr).toContain('pass --ca');
+    expect(untrusted.stderr, 'it names the flag to set').toContain('give --ca (or LLMGW_CA) the ca.pem that signed it');
   });
 });

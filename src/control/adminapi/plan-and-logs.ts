@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
 import type { ModelLogView, ModelPlanView, PlannedReplicaView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
-import type { PeerClient } from '../../tls/index.js';
+import { certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
 import { explain } from '../placement/index.js';
@@ -96,7 +96,7 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
         ...(deps.agentMgmt?.dispatcher ? { dispatcher: deps.agentMgmt.dispatcher } : {}),
       });
     } catch (err) {
-      throw new LlmgwError('LLMGW_UPSTREAM', `cannot reach the agent of node ${node.id} at ${node.mgmtAddr}: ${(err as Error).message}`);
+      throw new LlmgwError('LLMGW_UPSTREAM', `cannot reach the agent of node ${node.id} at ${node.mgmtAddr}: ${certificateProblem(err, 'agent_ca') ?? (err as Error).message}`);
     }
     const text = await res.body.text();
     if (res.statusCode === 404) throw new LlmgwError('LLMGW_NOT_FOUND', `node ${node.id} has no log for shard ${shard.id} (yet): the engine may not have started there`);

@@ -11,7 +11,7 @@ import { posix } from 'node:path';
 import { request } from 'undici';
 import { CACHE_NAME_RE, cacheNameOf } from '../../protocol/index.js';
 import type { CollectSummary, NodeCollectSummary, NodeOrphans, OrphanEntry, OrphansView } from '../../api/types.js';
-import type { PeerClient } from '../../tls/index.js';
+import { certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 
@@ -114,7 +114,7 @@ export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<C
         else summary.refused.push({ path: r.path, check: r.check ?? 'unknown', reason: r.reason ?? 'the node gave no reason' });
       }
     } catch (err) {
-      summary.unreachable = `cannot reach the node at ${node.mgmtAddr}: ${(err as Error).message}`;
+      summary.unreachable = `cannot reach the node at ${node.mgmtAddr}: ${certificateProblem(err, 'agent_ca') ?? (err as Error).message}`;
     }
   }
   return {
