@@ -436,9 +436,24 @@ export class Router {
   private async route(ex: Exchange): Promise<number> {
     const model = ex.requested;
     const chain: Model[] = [model];
+    // A fallback is a model like any other: a key limited to some models is never served by another through it.
+    const skipped: string[] = [];
     for (const name of model.fallbacks) {
       const f = this.deps.catalog.resolve(name);
-      if (f && !chain.includes(f)) chain.push(f);
+      if (!f || chain.includes(f)) continue;
+      if (ex.key && !allows(ex.key, f)) {
+        if (!skipped.includes(f.name)) skipped.push(f.name);
+        continue;
+      }
+      chain.push(f);
+    }
+    if (skipped.length > 0) {
+      // Said in the answer (the caller learns why a fallback it expected did not answer) and in the log (the operator does).
+      ex.res.setHeader('x-llmgw-fallback-skipped', skipped.join(', '));
+      this.deps.logger.info(
+        { model: model.name, skipped, key: ex.key!.prefix, request: ex.id },
+        `fallbacks this API key may not use were skipped: ${skipped.join(', ')}`,
+      );
     }
     let skipPrimary = false;
     let coldNote = '';
@@ -803,6 +818,7 @@ function clientCorsOptions(origins: readonly string[]) {
       'x-ratelimit-remaining-requests',
       'x-ratelimit-limit-tokens',
       'x-ratelimit-remaining-tokens',
+      'x-llmgw-fallback-skipped',
     ],
     maxAge: 600,
     // A bare OPTIONS (no Origin) goes on to the routes and is answered in the listener's shape, not as a refused preflight.

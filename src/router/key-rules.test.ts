@@ -1,0 +1,105 @@
+// What an API key holds to through the router: the models it may use (its
+// fallbacks included), its token limit under concurrency, and how many of its
+// requests may wait for a cold model. Real sim engines as replicas behind a
+// stub directory, the router on a loopback listener, plain fetch as client.
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
+import { createJsonApp } from '../control/http/index.js';
+import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
+import { issueKey, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+function model(def: Partial<ModelDefinition> & { name: string }): Model {
+  return compileModel(ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }), 'file');
+}
+
+class Directory implements ReplicaDirectory {
+  readonly replicas = new Map<string, RouterReplica[]>();
+  readonly starting = new Set<string>();
+  ready(name: string): readonly RouterReplica[] {
+    return this.replicas.get(name) ?? [];
+  }
+  describe(name: string): string {
+    return this.starting.has(name) ? '1 starting' : 'none is wanted (scaling min 0)';
+  }
+  demand(name: string): boolean {
+    return this.starting.has(name);
+  }
+}
+
+async function harness(models: Model[], overrides: Partial<RouterDeps> = {}) {
+  const logger = pino({ level: 'silent' });
+  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  const byName = new Map<string, Model>();
+  for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
+  const directory = new Directory();
+  const keys = new MemoryKeyStore();
+  const usage = new MemoryUsageSink();
+  const router: Router = registerRouter(app, {
+    catalog: { resolve: (n) => byName.get(n), models: () => models },
+    replicas: directory,
+    keys,
+    authRequired: true,
+    usage,
+    registry: new Registry(),
+    logger,
+    random: () => 0,
+    retryBackoffMs: 1,
+    sweepIntervalMs: 0,
+    coldPollMs: 10,
+    ...overrides,
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  cleanups.push(() => app.close());
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const chat = (secret: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
+      ...(signal ? { signal } : {}),
+    });
+  return { router, directory, keys, usage, chat };
+}
+
+async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {}): Promise<SimEngine> {
+  const engine = await startSimEngine({ models: [m.name, ...m.aliases], shutdownGraceMs: 0, ...options });
+  cleanups.push(() => engine.close({ graceMs: 0 }));
+  return engine;
+}
+
+async function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe('fallbacks a key may not use', () => {
+  // A key limited to public-model was served by secret-model through public-model's fallback.
+  it('skips them, says so in x-llmgw-fallback-skipped, and answers as if there were none', async () => {
+    const pub = model({ name: 'public-model', fallbacks: ['secret-model'], fallback_while_cold: true, scaling: { min: 0, max: 1 } });
+    const secret = model({ name: 'secret-model' });
+    const h = await harness([pub, secret]);
+    const secretSim = await sim(secret);
+    h.directory.replicas.set('secret-model', [{ id: 's1', endpoint: secretSim.url, draining: false }]);
+    const limited = await issueKey(h.keys, { name: 'public', allowedModels: ['public-model'] }, Date.now(), 'test');
+    const res = await h.chat(limited.secret, { model: 'public-model' });
+    expect(res.status, 'no replica of public-model, and the only fallback is forbidden: 503 as without fallbacks').toBe(503);
+    expect(res.headers.get('x-llmgw-fallback-skipped')).toBe('secret-model');
+    expect(secretSim.stats().requestsSeen, 'secret-model never saw the request').toBe(0);
+
+    const everything = await issueKey(h.keys, { name: 'all' }, Date.now(), 'test');
+    const allowed = await h.chat(everything.secret, { model: 'public-model' });
+    expect(allowed.status, 'a key that may use secret-model is still served by it').toBe(200);
+    expect(allowed.headers.get('x-llmgw-fallback-skipped')).toBeNull();
+  });
+});
