@@ -103,3 +103,25 @@ describe('fallbacks a key may not use', () => {
     expect(allowed.headers.get('x-llmgw-fallback-skipped')).toBeNull();
   });
 });
+
+describe('token limits under concurrency', () => {
+  // Every concurrent request was admitted while the balance was above zero, so a burst spent many minutes of tokens.
+  it('admits only the requests whose max_tokens fit the balance, and refuses the rest with 429 at once', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    // Slow enough that every request of the burst is admitted before the first settles.
+    const engine = await sim(a, { tokensPerSecond: 5 });
+    h.directory.replicas.set('alpha', [{ id: 'r1', endpoint: engine.url, draining: false }]);
+    // Each reserves 10 + the prompt's least size (0 for "hi"): 3 fit in 35.
+    const key = await issueKey(h.keys, { name: 'tpm', tokensPerMinute: 35 }, Date.now(), 'test');
+    const answers = await Promise.all([0, 1, 2, 3, 4, 5].map(() => h.chat(key.secret, { model: 'alpha', max_tokens: 10 })));
+    const statuses = answers.map((r) => r.status).sort();
+    expect(statuses, 'three fit, three are refused').toEqual([200, 200, 200, 429, 429, 429]);
+    const refused = answers.find((r) => r.status === 429)!;
+    const body = (await refused.json()) as { error: { code: string; type: string } };
+    expect(body.error).toMatchObject({ code: 'rate_limit_exceeded', type: 'rate_limit_error' });
+    expect(refused.headers.get('x-ratelimit-limit-tokens')).toBe('35');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(engine.stats().requestsSeen, 'the refused never reached the engine').toBe(3);
+  });
+});

@@ -122,6 +122,12 @@ export interface RouterDeps {
   corsOrigins?: readonly string[];
   /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
   sweepIntervalMs?: number;
+  /**
+   * Completion tokens a request reserves against its key's token limit when
+   * it sets neither max_tokens nor max_completion_tokens and its model
+   * declares no limits.max_tokens. Absent = 1024.
+   */
+  defaultReserveTokens?: number;
 }
 
 export interface ReplicaUse {
@@ -163,6 +169,8 @@ interface Exchange {
   accounted: boolean;
   /** The engine refused the stream_options the router added: sent as the client wrote it from then on. */
   usageRefused: boolean;
+  /** Tokens reserved against the key's token limit at admission, given back or charged when the request ends; 0 = none. */
+  reservedTokens: number;
 }
 
 const UPSTREAM_PATHS: Record<Endpoint, string> = {
@@ -195,6 +203,7 @@ export class Router {
   private readonly use = new Map<string, ReplicaUse>();
   /** Requests held per model name while none of its replicas is ready; no entry = none. */
   private readonly held = new Map<string, number>();
+  private readonly defaultReserveTokens: number;
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
   /** Prefix rings by model, with the id set they were built from. */
@@ -230,6 +239,7 @@ export class Router {
     this.prefixChars = deps.prefixChars ?? 256;
     this.loadFactor = deps.loadFactor ?? 1.25;
     this.coldPollMs = deps.coldPollMs ?? 100;
+    this.defaultReserveTokens = deps.defaultReserveTokens ?? 1024;
     this.corsOn = (deps.corsOrigins?.length ?? 0) > 0;
     this.metrics = new RouterMetrics(deps.registry);
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
@@ -358,23 +368,29 @@ export class Router {
       const param = typeof err.context.param === 'string' ? err.context.param : null;
       return this.refuse(reply, err.status, err.code, err.message, param);
     }
+    let reservedTokens = 0;
     if (key) {
-      const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute);
+      const reserve = key.tokensPerMinute === null ? 0 : this.tokensToReserve(endpoint, parsed, model);
+      const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
       if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
       if (!decision.ok) {
         this.count(model.name, 429, key);
         this.recordUsage(key, model.name, 429, 0, 0);
-        const per = decision.limit === 'requests' ? `${key.requestsPerMinute} requests` : `${key.tokensPerMinute} tokens`;
+        const over =
+          decision.limit === 'requests'
+            ? `is over its limit of ${key.requestsPerMinute} requests per minute`
+            : `has too few of its ${key.tokensPerMinute} tokens per minute left for this request, which reserves ${Math.min(reserve, key.tokensPerMinute!)} (max_tokens and the prompt; a smaller max_tokens reserves less)`;
         return this.refuse(
           reply,
           429,
           'LLMGW_RATE_LIMITED',
-          `this API key (${key.prefix}…) is over its limit of ${per} per minute; retry in ${decision.retryAfterS} s`,
+          `this API key (${key.prefix}…) ${over}; retry in ${decision.retryAfterS} s`,
           null,
           { 'retry-after': String(decision.retryAfterS) },
           true,
         );
       }
+      reservedTokens = decision.reservedTokens ?? 0;
     }
 
     if (this.corsOn) {
@@ -401,6 +417,7 @@ export class Router {
       dispatched: false,
       accounted: false,
       usageRefused: false,
+      reservedTokens,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -424,7 +441,11 @@ export class Router {
     } finally {
       clearTimeout(total);
     }
-    if (!ex.accounted) this.recordUsage(key, model.name, ex.clientGone ? 0 : status, 0, 0);
+    if (!ex.accounted) {
+      // No answer came from an engine: no token was used, and the whole reservation goes back.
+      if (key) this.limiter.settle(key.id, key.tokensPerMinute, ex.reservedTokens, 0);
+      this.recordUsage(key, model.name, ex.clientGone ? 0 : status, 0, 0);
+    }
     this.count(model.name, ex.clientGone ? 499 : status, key);
     this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
     return reply;
@@ -667,7 +688,7 @@ export class Router {
       }
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
-      if (ex.key) this.limiter.charge(ex.key.id, ex.key.tokensPerMinute, promptTokens + completionTokens);
+      if (ex.key) this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
       this.recordUsage(ex.key, model.name, status, promptTokens, completionTokens);
     });
   }
@@ -678,6 +699,22 @@ export class Router {
     } catch (err) {
       this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
+  }
+
+  /**
+   * What a request may cost at most, reserved against its key's token limit:
+   * the completion it asks for (max_tokens, else max_completion_tokens, else
+   * the model's limits.max_tokens, else defaultReserveTokens) per choice,
+   * plus the prompt's least size. Embeddings complete nothing.
+   */
+  private tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model): number {
+    const prompt = leastPromptTokens(endpoint, parsed.body);
+    if (endpoint === 'embeddings') return prompt;
+    const body = parsed.body;
+    const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
+    const completion = asked ?? model.limits.maxTokens ?? this.defaultReserveTokens;
+    const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+    return prompt + completion * n;
   }
 
   private useOf(id: string): ReplicaUse {
