@@ -127,6 +127,7 @@ export class ControlPlane {
       now,
       timeouts: config.router,
       corsOrigins: config.corsOrigins,
+      maxHeldPerKey: config.maxHeldPerKey,
       ...(cluster ? { limiter: cluster.limiter } : {}),
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.

@@ -125,3 +125,26 @@ describe('token limits under concurrency', () => {
     expect(engine.stats().requestsSeen, 'the refused never reached the engine').toBe(3);
   });
 });
+
+describe('requests held for a cold model', () => {
+  // One key could hold any number of requests open while a model started.
+  it('holds at most max_held_per_key per key, and refuses the next with 429 naming the limit', async () => {
+    const a = model({ name: 'alpha', scaling: { min: 0, max: 1 } });
+    const h = await harness([a], { maxHeldPerKey: 2, timeouts: { coldStartTimeoutMs: 30_000 } });
+    h.directory.starting.add('alpha');
+    const key = await issueKey(h.keys, { name: 'waits' }, Date.now(), 'test');
+    const other = await issueKey(h.keys, { name: 'other' }, Date.now(), 'test');
+    const abort = new AbortController();
+    const held = [h.chat(key.secret, { model: 'alpha' }, abort.signal), h.chat(key.secret, { model: 'alpha' }, abort.signal)].map((p) => p.catch(() => null));
+    await eventually(() => h.router.queued().get('alpha') === 2, 'two held');
+    const third = await h.chat(key.secret, { model: 'alpha' });
+    expect(third.status).toBe(429);
+    const body = (await third.json()) as { error: { message: string } };
+    expect(body.error.message).toContain('max_held_per_key');
+    const another = h.chat(other.secret, { model: 'alpha' }, abort.signal).catch(() => null);
+    await eventually(() => h.router.queued().get('alpha') === 3, 'another key still holds');
+    abort.abort();
+    await Promise.all([...held, another]);
+    await eventually(() => h.router.queued().size === 0, 'the holds to end with their clients');
+  });
+});

@@ -123,6 +123,12 @@ export interface RouterDeps {
   /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
   sweepIntervalMs?: number;
   /**
+   * Most requests of one key held at once for models with no ready replica
+   * (`max_held_per_key`); the next is refused with 429. Absent = 32. Requests
+   * without a key (api_keys off, loopback only) are not limited.
+   */
+  maxHeldPerKey?: number;
+  /**
    * Completion tokens a request reserves against its key's token limit when
    * it sets neither max_tokens nor max_completion_tokens and its model
    * declares no limits.max_tokens. Absent = 1024.
@@ -203,6 +209,9 @@ export class Router {
   private readonly use = new Map<string, ReplicaUse>();
   /** Requests held per model name while none of its replicas is ready; no entry = none. */
   private readonly held = new Map<string, number>();
+  /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
+  private readonly heldByKey = new Map<string, number>();
+  private readonly maxHeldPerKey: number;
   private readonly defaultReserveTokens: number;
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
@@ -239,6 +248,7 @@ export class Router {
     this.prefixChars = deps.prefixChars ?? 256;
     this.loadFactor = deps.loadFactor ?? 1.25;
     this.coldPollMs = deps.coldPollMs ?? 100;
+    this.maxHeldPerKey = deps.maxHeldPerKey ?? 32;
     this.defaultReserveTokens = deps.defaultReserveTokens ?? 1024;
     this.corsOn = (deps.corsOrigins?.length ?? 0) > 0;
     this.metrics = new RouterMetrics(deps.registry);
@@ -484,14 +494,24 @@ export class Router {
       if (model.fallbackWhileCold && chain.some((f) => f !== model && this.candidates(f).length > 0)) {
         skipPrimary = true;
       } else if (willStart) {
+        const keyId = ex.key?.id ?? null;
+        // One key cannot fill the control plane with waiting requests (each holds a socket and a timer for minutes).
+        if (keyId !== null && (this.heldByKey.get(keyId) ?? 0) >= this.maxHeldPerKey) {
+          const message =
+            `this API key (${ex.key!.prefix}…) already has ${this.maxHeldPerKey} requests waiting for models with no ready replica, ` +
+            `the most one key may hold (max_held_per_key); retry once model \`${model.name}\` is up, or ask the operator to raise max_held_per_key`;
+          this.deps.logger.info({ code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id }, message);
+          writeError(ex.res, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
+          return 429;
+        }
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
-        this.held.set(model.name, (this.held.get(model.name) ?? 0) + 1);
+        countUp(this.held, model.name);
+        if (keyId !== null) countUp(this.heldByKey, keyId);
         try {
           await this.holdUntilReady(ex, model, deadline);
         } finally {
-          const left = (this.held.get(model.name) ?? 1) - 1;
-          if (left > 0) this.held.set(model.name, left);
-          else this.held.delete(model.name);
+          countDown(this.held, model.name);
+          if (keyId !== null) countDown(this.heldByKey, keyId);
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
@@ -810,6 +830,17 @@ function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: 
     res.setHeader('x-ratelimit-limit-tokens', String(key.tokensPerMinute));
     res.setHeader('x-ratelimit-remaining-tokens', String(remaining.tokens));
   }
+}
+
+function countUp(counts: Map<string, number>, name: string): void {
+  counts.set(name, (counts.get(name) ?? 0) + 1);
+}
+
+/** Takes one off; the entry goes at zero, so an absent entry means none. */
+function countDown(counts: Map<string, number>, name: string): void {
+  const left = (counts.get(name) ?? 1) - 1;
+  if (left > 0) counts.set(name, left);
+  else counts.delete(name);
 }
 
 function allows(key: ApiKeyRecord, model: Model): boolean {
