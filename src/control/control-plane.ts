@@ -144,9 +144,13 @@ export class ControlPlane {
     });
 
     const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20 });
+    // Why this instance refused a node's mgmt_addr at its join here, by node id; no entry = not refused (or joined elsewhere).
+    const mgmtRefusals = new Map<string, string>();
+    const mgmtRefusal = (nodeId: string) => mgmtRefusals.get(nodeId);
     const adminApi: AdminApiOptions = {
       catalog,
       inventory,
+      mgmtRefusal,
       now,
       adminToken: config.adminToken,
       onNodeState: (nodeId) => {
@@ -165,7 +169,7 @@ export class ControlPlane {
       previewPlacement: (models) => reconciler.preview(models),
     };
     registerAdminApi(adminApp, adminApi);
-    const weightsApi: WeightsApiOptions = { catalog, inventory, store };
+    const weightsApi: WeightsApiOptions = { catalog, inventory, store, mgmtRefusal };
     registerWeightsApi(adminApp, weightsApi);
     // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
     registerDashboard(adminApp, {
@@ -194,6 +198,10 @@ export class ControlPlane {
       joinToken: config.joinToken,
       // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
       heartbeatIntervalMs: deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3))),
+      onMgmtAddrChecked: (nodeId, refusal) => {
+        if (refusal === null) mgmtRefusals.delete(nodeId);
+        else mgmtRefusals.set(nodeId, refusal);
+      },
       onShardReport: (node, shards) => {
         reconciler.onShardReport(node, shards);
         cluster?.onShardReport(node, shards);

@@ -3,7 +3,8 @@
 // node's bearer wherever it said. One table per address kind: what is taken
 // (and as what) and what is refused (and why).
 import { describe, expect, it } from 'vitest';
-import { checkMgmtAddr, checkShardEndpoint, declaredAddressing, type NodeAddressing } from './report-checks.js';
+import type { ShardStatus } from '../../protocol/index.js';
+import { checkMgmtAddr, checkShardEndpoint, declaredAddressing, type NodeAddressing, screenShards, usableMgmtAddr } from './report-checks.js';
 
 const remote: NodeAddressing = { sourceAddr: '10.0.0.5', engineHost: '10.1.0.5', portRange: { first: 20000, last: 20999 } };
 const older: NodeAddressing = { sourceAddr: '10.0.0.5', engineHost: null, portRange: null };
@@ -75,5 +76,30 @@ describe('what an agent declares', () => {
     expect(declaredAddressing(undefined, '10.0.0.5')).toEqual(older);
     expect(declaredAddressing({ engine_host: '0.0.0.0', port_range: { first: 9, last: 1 } }, '10.0.0.5')).toEqual(older);
     expect(declaredAddressing({ engine_host: 5, port_range: { first: 0, last: 70000 } }, '10.0.0.5')).toEqual(older);
+  });
+});
+
+describe('a heartbeat\'s shards', () => {
+  it('keeps taken endpoints in their normal form and strips refused ones, with the reason as the shard\'s error', () => {
+    const { shards, refused } = screenShards<ShardStatus>(
+      [
+        { shard_id: 's1', replica_id: 'r1', state: 'ready', endpoint: '127.0.0.1:20001' },
+        { shard_id: 's2', replica_id: 'r2', state: 'ready', endpoint: 'http://127.0.0.1:9/internal' },
+        { shard_id: 's3', replica_id: 'r3', state: 'fetching' },
+      ],
+      local,
+    );
+    expect(shards[0]).toEqual({ shard_id: 's1', replica_id: 'r1', state: 'ready', endpoint: 'http://127.0.0.1:20001' });
+    expect(shards[1]!.endpoint, 'nothing left to route to').toBeUndefined();
+    expect(shards[1]!.state, 'the state is the agent\'s').toBe('ready');
+    expect(shards[1]!.error).toMatch(/refused this shard's endpoint .* not routed to/);
+    expect(shards[2]).toEqual({ shard_id: 's3', replica_id: 'r3', state: 'fetching' });
+    expect(refused.map((r) => r.shardId)).toEqual(['s2']);
+  });
+
+  it('takes a stored management address only as plain host:port', () => {
+    expect(usableMgmtAddr('10.0.0.5:7000')).toBe(true);
+    expect(usableMgmtAddr('10.0.0.5:7000/x')).toBe(false);
+    expect(usableMgmtAddr('http://10.0.0.5:7000')).toBe(false);
   });
 });

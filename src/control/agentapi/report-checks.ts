@@ -132,3 +132,39 @@ function unmapped(host: string): string {
 function joinHostPort(host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
+
+/** A shard status as far as these checks read it (the wire type's fields they touch). */
+interface ReportedShard {
+  readonly shard_id: string;
+  readonly endpoint?: string | undefined;
+  readonly error?: string | undefined;
+}
+
+/**
+ * A heartbeat's shard statuses with every endpoint checked: a taken one in
+ * its normal form; a refused one removed, with the reason as the shard's
+ * error, so the replica has no endpoint to route to and the operator sees
+ * why. `refused` lists each refusal for the log.
+ */
+export function screenShards<S extends ReportedShard>(shards: readonly S[], node: NodeAddressing): { shards: S[]; refused: { shardId: string; reason: string }[] } {
+  const refused: { shardId: string; reason: string }[] = [];
+  const out = shards.map((s): S => {
+    if (s.endpoint === undefined) return s;
+    const check = checkShardEndpoint(s.endpoint, node);
+    if (check.ok) return check.value === s.endpoint ? s : { ...s, endpoint: check.value };
+    refused.push({ shardId: s.shard_id, reason: check.reason });
+    const { endpoint: _refused, ...rest } = s;
+    return { ...rest, error: `the control plane refused this shard's ${check.reason}; it is not routed to` } as unknown as S;
+  });
+  return { shards: out, refused };
+}
+
+/**
+ * Whether a stored management address is plain host:port, checked again
+ * where it is called: an address stored before these checks existed (or by
+ * an older control plane on the same store) is not trusted either.
+ */
+export function usableMgmtAddr(addr: string): boolean {
+  const parsed = parseHostPort(addr);
+  return parsed !== null && parsed.scheme === null;
+}

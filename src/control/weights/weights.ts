@@ -13,6 +13,7 @@ import { CACHE_NAME_RE, cacheNameOf } from '../../protocol/index.js';
 import type { CollectSummary, NodeCollectSummary, NodeOrphans, OrphanEntry, OrphansView } from '../../api/types.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
+import { usableMgmtAddr } from '../agentapi/report-checks.js';
 
 
 
@@ -66,6 +67,8 @@ export interface CollectDeps {
   inventory: Pick<Inventory, 'list' | 'get'>;
   /** How long one node may take to answer, ms. */
   timeoutMs?: number;
+  /** Why the control plane refused the management address a node reported; undefined = it did not. Absent = never says. */
+  mgmtRefusal?: (nodeId: string) => string | undefined;
 }
 
 /**
@@ -87,7 +90,12 @@ export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<C
       refused: [],
     };
     summaries.push(summary);
-    if (!node.mgmtAddr) {
+    const refusal = deps.mgmtRefusal?.(node.id);
+    if (refusal !== undefined) {
+      summary.unreachable = `the control plane refused the node's ${refusal}, so it is not called; fix the agent's --mgmt-addr`;
+      continue;
+    }
+    if (!node.mgmtAddr || !usableMgmtAddr(node.mgmtAddr)) {
       summary.unreachable = 'the node reported no management address';
       continue;
     }
