@@ -507,11 +507,13 @@ export class Router {
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
         countUp(this.held, model.name);
         if (keyId !== null) countUp(this.heldByKey, keyId);
+        this.metrics.held.inc({ model: model.name });
         try {
           await this.holdUntilReady(ex, model, deadline);
         } finally {
           countDown(this.held, model.name);
           if (keyId !== null) countDown(this.heldByKey, keyId);
+          this.metrics.held.dec({ model: model.name });
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
