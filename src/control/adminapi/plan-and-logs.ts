@@ -85,7 +85,8 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
     const node = deps.inventory?.get(shard.nodeId);
     const refusal = deps.mgmtRefusal?.(shard.nodeId);
     if (refusal !== undefined) {
-      throw new LlmgwError('LLMGW_UPSTREAM', `the control plane does not call node ${shard.nodeId}: it refused the node's ${refusal}; fix the agent's --mgmt-addr, or read the logs on the node under the agent's state directory`);
+      // 409, not a 5xx: the message is for the operator, and a 5xx body would hide it.
+      throw new LlmgwError('LLMGW_CONFLICT', `the control plane does not call node ${shard.nodeId}: it refused the node's ${refusal}; fix the agent's --mgmt-addr, or read the logs on the node under the agent's state directory`);
     }
     if (!node?.mgmtAddr || !usableMgmtAddr(node.mgmtAddr)) {
       throw new LlmgwError('LLMGW_UPSTREAM', `node ${shard.nodeId} reported no management address, so its engine logs cannot be fetched; read them on the node under the agent's state directory`);
