@@ -248,6 +248,9 @@ export class Agent {
         protocol_version: PROTOCOL_VERSION,
         labels: this.config.labels,
         ...(this.mgmtUrl ? { mgmt_addr: new URL(this.mgmtUrl).host } : {}),
+        // The control plane checks mgmt_addr against these (and the address this join comes from).
+        ...(report.engine_host !== undefined ? { engine_host: report.engine_host } : {}),
+        ...(report.port_range !== undefined ? { port_range: report.port_range } : {}),
       }),
       signal: this.abort.signal,
       headersTimeout: 10_000,

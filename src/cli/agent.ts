@@ -61,6 +61,10 @@ export function parseLabels(text: string | undefined): Record<string, string> {
   return labels;
 }
 
+function isWildcardHost(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
 export interface StartedAgent {
   agent: Agent;
   supervisor: Supervisor;
@@ -95,6 +99,11 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   });
   const ports = /^(\d+)-(\d+)$/.exec(flags.portRange);
   if (!ports) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`);
+  // A wildcard is where engines bind, not where anyone reaches them: not declared (endpoints then show loopback).
+  const engineAddressing = {
+    ...(isWildcardHost(flags.engineHost) ? {} : { engine_host: flags.engineHost }),
+    port_range: { first: Number(ports[1]), last: Number(ports[2]) },
+  };
   const livenessIntervalMs = flags.livenessInterval === undefined ? 10_000 : flags.livenessInterval === '0' ? 0 : parseDurationMs(flags.livenessInterval);
   if (typeof livenessIntervalMs === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-interval: ${livenessIntervalMs}`);
   const livenessFailures = Number(flags.livenessFailures ?? 3);
@@ -128,7 +137,8 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   }
   const runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: flags.engineHost, logger, onChange: () => agent?.poke() });
   agent = new Agent(config, {
-    probe: () => prober.probe(),
+    // Declared in every report: the control plane routes only to endpoints on this host and in this range.
+    probe: async () => ({ ...(await prober.probe()), ...engineAddressing }),
     logger,
     runner,
     mgmtRoutes: (app) => registerMgmtRoutes(app, { cache, supervisor, runner }),

@@ -152,6 +152,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     idle_body_timeout: 'the longest silence in a request or response body (default 60s)',
     request_timeout: 'a whole client request, holds and retries included (default 10m)',
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
+    max_held_per_key: 'most requests of one API key waiting for models with no ready replica; then 429 (default 32)',
     max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
     cors_origins: 'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',
     tls_cert: 'PEM certificate all three listeners serve TLS with (default: plain HTTP)',

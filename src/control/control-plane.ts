@@ -129,6 +129,7 @@ export class ControlPlane {
       now,
       timeouts: config.router,
       corsOrigins: config.corsOrigins,
+      maxHeldPerKey: config.maxHeldPerKey,
       ...(cluster ? { limiter: cluster.limiter } : {}),
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
@@ -147,9 +148,13 @@ export class ControlPlane {
     // Agents' management APIs (logs, weight removal): https verified against agent_ca when it is set.
     const agentMgmt = peerClient(config.agentCa);
     const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20, https: config.tls.admin });
+    // Why this instance refused a node's mgmt_addr at its join here, by node id; no entry = not refused (or joined elsewhere).
+    const mgmtRefusals = new Map<string, string>();
+    const mgmtRefusal = (nodeId: string) => mgmtRefusals.get(nodeId);
     const adminApi: AdminApiOptions = {
       catalog,
       inventory,
+      mgmtRefusal,
       now,
       adminToken: config.adminToken,
       onNodeState: (nodeId) => {
@@ -169,7 +174,7 @@ export class ControlPlane {
       agentMgmt,
     };
     registerAdminApi(adminApp, adminApi);
-    const weightsApi: WeightsApiOptions = { catalog, inventory, store, agentMgmt };
+    const weightsApi: WeightsApiOptions = { catalog, inventory, store, agentMgmt, mgmtRefusal };
     registerWeightsApi(adminApp, weightsApi);
     // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
     registerDashboard(adminApp, {
@@ -198,6 +203,10 @@ export class ControlPlane {
       joinToken: config.joinToken,
       // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
       heartbeatIntervalMs: deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3))),
+      onMgmtAddrChecked: (nodeId, refusal) => {
+        if (refusal === null) mgmtRefusals.delete(nodeId);
+        else mgmtRefusals.set(nodeId, refusal);
+      },
       onShardReport: (node, shards) => {
         reconciler.onShardReport(node, shards);
         cluster?.onShardReport(node, shards);

@@ -6,6 +6,7 @@
 // (unknown fields dropped, missing ones unknown) so that newer and older
 // agents and control planes work together.
 import { z } from 'zod';
+import { PortRangeSchema } from './node-report.js';
 
 export const AGENT_API_PREFIX = '/agent/v1';
 
@@ -18,6 +19,10 @@ export const JoinRequestSchema = z.object({
   labels: z.record(z.string().max(128), z.string().max(256)).optional(),
   /** host:port where the agent's management API listens (collect, logs); absent = none. */
   mgmt_addr: z.string().max(300).optional(),
+  /** The host the control plane reaches this node's engines at; absent = not declared (an older agent, or engines on a wildcard). */
+  engine_host: z.string().max(256).optional(),
+  /** The ports the agent gives engines, inclusive; absent = not declared (an older agent). */
+  port_range: PortRangeSchema.optional(),
 });
 export type JoinRequest = z.infer<typeof JoinRequestSchema>;
 

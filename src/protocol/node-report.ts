@@ -74,6 +74,9 @@ export const EngineReportSchema = z.object({
 });
 export type EngineReport = z.infer<typeof EngineReportSchema>;
 
+/** Engine ports, inclusive. The control plane routes only to endpoints inside them. */
+export const PortRangeSchema = z.object({ first: z.number().int().min(1).max(65535), last: z.number().int().min(1).max(65535) });
+
 export const NodeReportSchema = z.object({
   hostname: z.string().optional(),
   cpu_count: z.number().int().nonnegative().optional(),
@@ -91,5 +94,14 @@ export const NodeReportSchema = z.object({
   model_dirs: z.array(z.string()).optional(),
   /** Set when the agent runs with --simulate: the hardware is declared, not probed. */
   simulated: z.boolean().optional(),
+  /**
+   * Where the control plane reaches this node's engines (--engine-host, unless
+   * a wildcard) and the ports they take (--port-range). The control plane
+   * refuses shard endpoints elsewhere. Absent = not declared (an older agent):
+   * endpoints must then be on the address the node reports from. A malformed
+   * range reads as not declared rather than losing the whole report.
+   */
+  engine_host: z.string().max(256).optional().catch(undefined),
+  port_range: PortRangeSchema.optional().catch(undefined),
 });
 export type NodeReport = z.infer<typeof NodeReportSchema>;

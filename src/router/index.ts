@@ -27,7 +27,7 @@ export {
   type NewKey,
 } from './keys.js';
 export { MemoryUsageSink, usageFromTail, type UsageEvent, type UsageSink, type UsageTotals } from './usage.js';
-export { RateLimiter, type LimitDecision, type RequestLimiter } from './rate-limit.js';
+export { RateLimiter, tokensToReserve, type LimitDecision, type RequestLimiter } from './rate-limit.js';
 export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
 export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';

@@ -16,6 +16,7 @@ export class RouterMetrics {
   readonly inFlight: Gauge<'replica'>;
   readonly retries: Counter<'model'>;
   readonly fallbacks: Counter<'model' | 'fallback'>;
+  readonly held: Gauge<'model'>;
 
   /** Labelled children by label values: prom-client hashes a label object on every call, the router per request. */
   private readonly requestChildren = new Map<string, { inc(): void }>();
@@ -103,6 +104,12 @@ export class RouterMetrics {
       name: 'llmgw_router_fallbacks_total',
       help: 'Requests served by a fallback model instead of the one asked for.',
       labelNames: ['model', 'fallback'],
+      registers,
+    });
+    this.held = new Gauge({
+      name: 'llmgw_router_held_requests',
+      help: 'Requests waiting for a model with no ready replica while one starts, by model (canonical).',
+      labelNames: ['model'],
       registers,
     });
   }

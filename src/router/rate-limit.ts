@@ -3,6 +3,12 @@
 // OpenAI's own limits feel like. State is per control plane process; several
 // control planes on one Postgres pass a limiter shared through the store
 // instead (src/control/leader/shared-rate-limit.ts).
+//
+// Tokens are known only once an answer ends, so admission reserves what a
+// request may cost (its max_tokens plus its prompt, as the router estimates
+// it) and the end settles the reservation to the real usage. Without the
+// reservation every request admitted while the balance is above zero would
+// run, and a burst of concurrent ones would spend many minutes' worth.
 export interface LimitDecision {
   readonly ok: boolean;
   /** Seconds until a request would be admitted (for Retry-After); 0 when ok. */
@@ -15,6 +21,12 @@ export interface LimitDecision {
    * x-ratelimit-* headers, which clients read to pace themselves.
    */
   readonly remaining?: { readonly requests?: number; readonly tokens?: number };
+  /**
+   * Tokens taken from the key's balance at admission, to be settled with
+   * `settle()` when the request ends; 0 when nothing was reserved (refused,
+   * or the key has no token limit).
+   */
+  readonly reservedTokens?: number;
 }
 
 interface Bucket {
@@ -26,8 +38,20 @@ const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
 
 /** What the router asks of a limiter; RateLimiter is this process's own, src/control/leader has one shared through the store. */
 export interface RequestLimiter {
-  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision;
-  charge(keyId: string, tokensPerMinute: number | null, tokens: number): void;
+  /**
+   * Admits one request or says why not. `reserveTokens` (absent = 0) is what
+   * the request may cost; with a token limit it must fit in what is left, and
+   * is taken at once (capped at the per-minute limit, so that one request
+   * always fits a full balance). With 0, a positive balance admits.
+   */
+  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null, reserveTokens?: number): LimitDecision;
+  /** Ends a request: gives back its `reservedTokens` and charges what it really used (0 when it failed before any token). */
+  settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void;
+}
+
+/** The tokens a request reserves: what it asked, but never more than a whole minute's limit. */
+export function tokensToReserve(reserveTokens: number, tokensPerMinute: number): number {
+  return Math.max(0, Math.min(Math.ceil(reserveTokens), tokensPerMinute));
 }
 
 export class RateLimiter implements RequestLimiter {
@@ -36,30 +60,39 @@ export class RateLimiter implements RequestLimiter {
 
   constructor(private readonly now: () => number) {}
 
-  /** Takes one request from the key's bucket, or says how long to wait. Null limits always pass. */
-  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision {
+  /** Takes one request (and its token reservation) from the key's buckets, or says how long to wait. Null limits always pass. */
+  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null, reserveTokens = 0): LimitDecision {
     if (requestsPerMinute === null && tokensPerMinute === null) return OK;
     const now = this.now();
     const tokens = tokensPerMinute === null ? null : refill(this.tokens, keyId, tokensPerMinute, now);
     const requests = requestsPerMinute === null ? null : refill(this.requests, keyId, requestsPerMinute, now);
+    const need = tokensPerMinute === null ? 0 : tokensToReserve(reserveTokens, tokensPerMinute);
     const left = (admitted: boolean) => ({
       ...(requests ? { requests: Math.max(0, Math.floor(requests.level - (admitted ? 1 : 0))) } : {}),
-      ...(tokens ? { tokens: Math.max(0, Math.floor(tokens.level)) } : {}),
+      ...(tokens ? { tokens: Math.max(0, Math.floor(tokens.level - (admitted ? need : 0))) } : {}),
     });
-    // Tokens are charged after the answer (only then are they known), so admission needs a positive balance.
-    if (tokens && tokens.level <= 0) return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - tokens.level) * 60) / tokensPerMinute!)), limit: 'tokens', remaining: left(false) };
+    // A request that reserves nothing still needs a positive balance: the tokens charged after earlier answers count.
+    if (tokens && (tokens.level <= 0 || tokens.level < need)) {
+      const target = Math.max(need, 1);
+      return { ok: false, retryAfterS: Math.max(1, Math.ceil(((target - tokens.level) * 60) / tokensPerMinute!)), limit: 'tokens', remaining: left(false) };
+    }
     if (requests && requests.level < 1) {
       return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - requests.level) * 60) / requestsPerMinute!)), limit: 'requests', remaining: left(false) };
     }
     const remaining = left(true);
     if (requests) requests.level -= 1;
-    return { ok: true, retryAfterS: 0, limit: null, remaining };
+    if (tokens) tokens.level -= need;
+    return { ok: true, retryAfterS: 0, limit: null, remaining, reservedTokens: need };
   }
 
-  /** Charges tokens used by an answered request. The balance may go negative: the next request waits. */
-  charge(keyId: string, tokensPerMinute: number | null, tokens: number): void {
-    if (tokensPerMinute === null || tokens <= 0) return;
-    refill(this.tokens, keyId, tokensPerMinute, this.now()).level -= tokens;
+  /** The difference between use and reservation goes to the balance, which may go negative: the next request waits. */
+  settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void {
+    if (tokensPerMinute === null) return;
+    const delta = Math.max(0, usedTokens) - reservedTokens;
+    if (delta === 0) return;
+    const b = refill(this.tokens, keyId, tokensPerMinute, this.now());
+    // A refund never fills the bucket past its size.
+    b.level = Math.min(tokensPerMinute, b.level - delta);
   }
 }
 

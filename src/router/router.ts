@@ -122,6 +122,18 @@ export interface RouterDeps {
   corsOrigins?: readonly string[];
   /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
   sweepIntervalMs?: number;
+  /**
+   * Most requests of one key held at once for models with no ready replica
+   * (`max_held_per_key`); the next is refused with 429. Absent = 32. Requests
+   * without a key (api_keys off, loopback only) are not limited.
+   */
+  maxHeldPerKey?: number;
+  /**
+   * Completion tokens a request reserves against its key's token limit when
+   * it sets neither max_tokens nor max_completion_tokens and its model
+   * declares no limits.max_tokens. Absent = 1024.
+   */
+  defaultReserveTokens?: number;
 }
 
 export interface ReplicaUse {
@@ -163,6 +175,8 @@ interface Exchange {
   accounted: boolean;
   /** The engine refused the stream_options the router added: sent as the client wrote it from then on. */
   usageRefused: boolean;
+  /** Tokens reserved against the key's token limit at admission, given back or charged when the request ends; 0 = none. */
+  reservedTokens: number;
 }
 
 const UPSTREAM_PATHS: Record<Endpoint, string> = {
@@ -195,6 +209,10 @@ export class Router {
   private readonly use = new Map<string, ReplicaUse>();
   /** Requests held per model name while none of its replicas is ready; no entry = none. */
   private readonly held = new Map<string, number>();
+  /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
+  private readonly heldByKey = new Map<string, number>();
+  private readonly maxHeldPerKey: number;
+  private readonly defaultReserveTokens: number;
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
   /** Prefix rings by model, with the id set they were built from. */
@@ -230,6 +248,8 @@ export class Router {
     this.prefixChars = deps.prefixChars ?? 256;
     this.loadFactor = deps.loadFactor ?? 1.25;
     this.coldPollMs = deps.coldPollMs ?? 100;
+    this.maxHeldPerKey = deps.maxHeldPerKey ?? 32;
+    this.defaultReserveTokens = deps.defaultReserveTokens ?? 1024;
     this.corsOn = (deps.corsOrigins?.length ?? 0) > 0;
     this.metrics = new RouterMetrics(deps.registry);
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
@@ -358,23 +378,29 @@ export class Router {
       const param = typeof err.context.param === 'string' ? err.context.param : null;
       return this.refuse(reply, err.status, err.code, err.message, param);
     }
+    let reservedTokens = 0;
     if (key) {
-      const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute);
+      const reserve = key.tokensPerMinute === null ? 0 : this.tokensToReserve(endpoint, parsed, model);
+      const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
       if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
       if (!decision.ok) {
         this.count(model.name, 429, key);
         this.recordUsage(key, model.name, 429, 0, 0);
-        const per = decision.limit === 'requests' ? `${key.requestsPerMinute} requests` : `${key.tokensPerMinute} tokens`;
+        const over =
+          decision.limit === 'requests'
+            ? `is over its limit of ${key.requestsPerMinute} requests per minute`
+            : `has too few of its ${key.tokensPerMinute} tokens per minute left for this request, which reserves ${Math.min(reserve, key.tokensPerMinute!)} (max_tokens and the prompt; a smaller max_tokens reserves less)`;
         return this.refuse(
           reply,
           429,
           'LLMGW_RATE_LIMITED',
-          `this API key (${key.prefix}…) is over its limit of ${per} per minute; retry in ${decision.retryAfterS} s`,
+          `this API key (${key.prefix}…) ${over}; retry in ${decision.retryAfterS} s`,
           null,
           { 'retry-after': String(decision.retryAfterS) },
           true,
         );
       }
+      reservedTokens = decision.reservedTokens ?? 0;
     }
 
     if (this.corsOn) {
@@ -401,6 +427,7 @@ export class Router {
       dispatched: false,
       accounted: false,
       usageRefused: false,
+      reservedTokens,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -424,7 +451,11 @@ export class Router {
     } finally {
       clearTimeout(total);
     }
-    if (!ex.accounted) this.recordUsage(key, model.name, ex.clientGone ? 0 : status, 0, 0);
+    if (!ex.accounted) {
+      // No answer came from an engine: no token was used, and the whole reservation goes back.
+      if (key) this.limiter.settle(key.id, key.tokensPerMinute, ex.reservedTokens, 0);
+      this.recordUsage(key, model.name, ex.clientGone ? 0 : status, 0, 0);
+    }
     this.count(model.name, ex.clientGone ? 499 : status, key);
     this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
     return reply;
@@ -436,9 +467,24 @@ export class Router {
   private async route(ex: Exchange): Promise<number> {
     const model = ex.requested;
     const chain: Model[] = [model];
+    // A fallback is a model like any other: a key limited to some models is never served by another through it.
+    const skipped: string[] = [];
     for (const name of model.fallbacks) {
       const f = this.deps.catalog.resolve(name);
-      if (f && !chain.includes(f)) chain.push(f);
+      if (!f || chain.includes(f)) continue;
+      if (ex.key && !allows(ex.key, f)) {
+        if (!skipped.includes(f.name)) skipped.push(f.name);
+        continue;
+      }
+      chain.push(f);
+    }
+    if (skipped.length > 0) {
+      // Said in the answer (the caller learns why a fallback it expected did not answer) and in the log (the operator does).
+      ex.res.setHeader('x-llmgw-fallback-skipped', skipped.join(', '));
+      this.deps.logger.info(
+        { model: model.name, skipped, key: ex.key!.prefix, request: ex.id },
+        `fallbacks this API key may not use were skipped: ${skipped.join(', ')}`,
+      );
     }
     let skipPrimary = false;
     let coldNote = '';
@@ -448,14 +494,26 @@ export class Router {
       if (model.fallbackWhileCold && chain.some((f) => f !== model && this.candidates(f).length > 0)) {
         skipPrimary = true;
       } else if (willStart) {
+        const keyId = ex.key?.id ?? null;
+        // One key cannot fill the control plane with waiting requests (each holds a socket and a timer for minutes).
+        if (keyId !== null && (this.heldByKey.get(keyId) ?? 0) >= this.maxHeldPerKey) {
+          const message =
+            `this API key (${ex.key!.prefix}…) already has ${this.maxHeldPerKey} requests waiting for models with no ready replica, ` +
+            `the most one key may hold (max_held_per_key); retry once model \`${model.name}\` is up, or ask the operator to raise max_held_per_key`;
+          this.deps.logger.info({ code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id }, message);
+          writeError(ex.res, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
+          return 429;
+        }
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
-        this.held.set(model.name, (this.held.get(model.name) ?? 0) + 1);
+        countUp(this.held, model.name);
+        if (keyId !== null) countUp(this.heldByKey, keyId);
+        this.metrics.held.inc({ model: model.name });
         try {
           await this.holdUntilReady(ex, model, deadline);
         } finally {
-          const left = (this.held.get(model.name) ?? 1) - 1;
-          if (left > 0) this.held.set(model.name, left);
-          else this.held.delete(model.name);
+          countDown(this.held, model.name);
+          if (keyId !== null) countDown(this.heldByKey, keyId);
+          this.metrics.held.dec({ model: model.name });
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
@@ -652,7 +710,7 @@ export class Router {
       }
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
-      if (ex.key) this.limiter.charge(ex.key.id, ex.key.tokensPerMinute, promptTokens + completionTokens);
+      if (ex.key) this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
       this.recordUsage(ex.key, model.name, status, promptTokens, completionTokens);
     });
   }
@@ -663,6 +721,22 @@ export class Router {
     } catch (err) {
       this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
+  }
+
+  /**
+   * What a request may cost at most, reserved against its key's token limit:
+   * the completion it asks for (max_tokens, else max_completion_tokens, else
+   * the model's limits.max_tokens, else defaultReserveTokens) per choice,
+   * plus the prompt's least size. Embeddings complete nothing.
+   */
+  private tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model): number {
+    const prompt = leastPromptTokens(endpoint, parsed.body);
+    if (endpoint === 'embeddings') return prompt;
+    const body = parsed.body;
+    const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
+    const completion = asked ?? model.limits.maxTokens ?? this.defaultReserveTokens;
+    const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+    return prompt + completion * n;
   }
 
   private useOf(id: string): ReplicaUse {
@@ -760,6 +834,17 @@ function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: 
   }
 }
 
+function countUp(counts: Map<string, number>, name: string): void {
+  counts.set(name, (counts.get(name) ?? 0) + 1);
+}
+
+/** Takes one off; the entry goes at zero, so an absent entry means none. */
+function countDown(counts: Map<string, number>, name: string): void {
+  const left = (counts.get(name) ?? 1) - 1;
+  if (left > 0) counts.set(name, left);
+  else counts.delete(name);
+}
+
 function allows(key: ApiKeyRecord, model: Model): boolean {
   if (key.allowedModels === null) return true;
   return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
@@ -803,6 +888,7 @@ function clientCorsOptions(origins: readonly string[]) {
       'x-ratelimit-remaining-requests',
       'x-ratelimit-limit-tokens',
       'x-ratelimit-remaining-tokens',
+      'x-llmgw-fallback-skipped',
     ],
     maxAge: 600,
     // A bare OPTIONS (no Origin) goes on to the routes and is answered in the listener's shape, not as a refused preflight.

@@ -13,6 +13,7 @@ import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
 import { explain } from '../placement/index.js';
 import { toPlacementProfile, type Plan, type ReplicaRecord } from '../reconciler/index.js';
+import { usableMgmtAddr } from '../agentapi/report-checks.js';
 
 export interface PlanAndLogsDeps {
   catalog: Catalog;
@@ -24,6 +25,8 @@ export interface PlanAndLogsDeps {
   agentTimeoutMs?: number;
   /** How agents' management APIs are called (https with agent_ca); absent = plain http. */
   agentMgmt?: PeerClient;
+  /** Why the control plane refused the management address a node reported; undefined = it did not. Absent = never says. */
+  mgmtRefusal?: (nodeId: string) => string | undefined;
 }
 
 /** The most models one plan request may carry. */
@@ -83,7 +86,12 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
     const lines = request.query.lines === undefined ? 100 : Number(request.query.lines);
     if (!Number.isInteger(lines) || lines < 1 || lines > 10_000) throw new LlmgwError('LLMGW_BAD_REQUEST', 'lines: want a whole number from 1 to 10000');
     const node = deps.inventory?.get(shard.nodeId);
-    if (!node?.mgmtAddr) {
+    const refusal = deps.mgmtRefusal?.(shard.nodeId);
+    if (refusal !== undefined) {
+      // 409, not a 5xx: the message is for the operator, and a 5xx body would hide it.
+      throw new LlmgwError('LLMGW_CONFLICT', `the control plane does not call node ${shard.nodeId}: it refused the node's ${refusal}; fix the agent's --mgmt-addr, or read the logs on the node under the agent's state directory`);
+    }
+    if (!node?.mgmtAddr || !usableMgmtAddr(node.mgmtAddr)) {
       throw new LlmgwError('LLMGW_UPSTREAM', `node ${shard.nodeId} reported no management address, so its engine logs cannot be fetched; read them on the node under the agent's state directory`);
     }
     const timeoutMs = deps.agentTimeoutMs ?? 10_000;

@@ -128,7 +128,8 @@ describe('admin API: replicas and explain-placement', () => {
     const { credential } = joined.json<{ credential: string }>();
     const beat = (body: Record<string, unknown>) =>
       p.agentApp.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1', ...body } });
-    const report = { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] };
+    // Engines reached at n1 on ports 30000-30099: the control plane routes only to endpoints the node declares so.
+    const report = { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }], engine_host: 'n1', port_range: { first: 30000, last: 30099 } };
     expect((await beat({ report })).statusCode).toBe(200);
     await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model('m', 1) });
     await p.reconciler.pass();

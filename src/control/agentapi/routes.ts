@@ -8,6 +8,7 @@ import { AGENT_API_PREFIX, HeartbeatRequestSchema, type HeartbeatResponse, JoinR
 import { describeIssues } from '../../validation/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { AssignmentBoard } from './assignments.js';
+import { checkMgmtAddr, declaredAddressing, type NodeAddressing, screenShards } from './report-checks.js';
 
 export interface AgentApiOptions {
   inventory: Inventory;
@@ -24,10 +25,20 @@ export interface AgentApiOptions {
    * Absent = never (one control plane: there is nowhere else to go).
    */
   refuseHeartbeatsUnsavedForMs?: number;
+  /**
+   * Told at each join whether the node's mgmt_addr was refused (the reason)
+   * or taken (null), so collect and logs can say why they cannot reach a
+   * node. Absent = not told.
+   */
+  onMgmtAddrChecked?: (nodeId: string, refusal: string | null) => void;
 }
 
 export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions): void {
   const joinCheck = constantTimeCheck(options.joinToken);
+  // What each node declared at its last join here: a heartbeat whose report leaves it out is still held to it.
+  const declaredAtJoin = new Map<string, Omit<NodeAddressing, 'sourceAddr'>>();
+  // Endpoint refusals already logged, by node and shard: the reason last logged (logged again only when it changes).
+  const loggedRefusals = new Map<string, string>();
 
   app.post(`${AGENT_API_PREFIX}/join`, async (request, reply) => {
     const parsed = JoinRequestSchema.safeParse(request.body);
@@ -40,10 +51,11 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
         options.joinToken === null ? 'this control plane accepts no agents: it has no join_token configured' : 'the join token is wrong',
       );
     }
+    const mgmtAddr = checkedMgmtAddr(request, body, declaredAtJoin, options.onMgmtAddrChecked);
     const { credential, mgmtToken } = await options.inventory.join({
       id: body.node_id,
       hostname: body.hostname ?? null,
-      mgmtAddr: body.mgmt_addr ?? null,
+      mgmtAddr,
       labels: body.labels ?? {},
       agentVersion: body.agent_version ?? null,
       protocolVersion: body.protocol_version ?? null,
@@ -71,7 +83,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
       protocolVersion: body.protocol_version ?? null,
     });
     if (reportProblem) request.log.info({ node: node.id }, reportProblem);
-    if (body.shards) options.onShardReport?.(node, body.shards);
+    if (body.shards) options.onShardReport?.(node, checkedShards(request, node.id, body.report, body.shards, declaredAtJoin, loggedRefusals));
     if (body.known_generation !== undefined && body.wait_ms) {
       // The response's close, not the request's: in Node the request emits
       // 'close' as soon as its body has been read, which would end every wait at once.
@@ -90,6 +102,57 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
   });
 
   app.get(`${AGENT_API_PREFIX}/version`, async () => ({ protocol_version: PROTOCOL_VERSION }));
+}
+
+/** The join's mgmt_addr if it is one of the node's own addresses; null (and a logged reason) otherwise. */
+function checkedMgmtAddr(
+  request: FastifyRequest,
+  body: { node_id: string; mgmt_addr?: string | undefined },
+  declaredAtJoin: Map<string, Omit<NodeAddressing, 'sourceAddr'>>,
+  told: AgentApiOptions['onMgmtAddrChecked'],
+): string | null {
+  const { sourceAddr: _source, ...declared } = declaredAddressing(body, request.ip);
+  declaredAtJoin.set(body.node_id, declared);
+  if (body.mgmt_addr === undefined) {
+    told?.(body.node_id, null);
+    return null;
+  }
+  const check = checkMgmtAddr(body.mgmt_addr, { sourceAddr: request.ip, ...declared });
+  if (check.ok) {
+    told?.(body.node_id, null);
+    return check.value;
+  }
+  request.log.warn({ node: body.node_id, field: 'mgmt_addr', ip: request.ip, reason: check.reason }, 'refused the management address a node reported; collect and logs will not call it');
+  told?.(body.node_id, check.reason);
+  return null;
+}
+
+/** The heartbeat's shards with their endpoints checked against where this node may listen; each refusal logged. */
+function checkedShards(
+  request: FastifyRequest,
+  nodeId: string,
+  report: unknown,
+  shards: ShardStatus[],
+  declaredAtJoin: Map<string, Omit<NodeAddressing, 'sourceAddr'>>,
+  loggedRefusals: Map<string, string>,
+): ShardStatus[] {
+  const fromReport = declaredAddressing(report, request.ip);
+  const atJoin = declaredAtJoin.get(nodeId);
+  const node: NodeAddressing = {
+    sourceAddr: request.ip,
+    engineHost: fromReport.engineHost ?? atJoin?.engineHost ?? null,
+    portRange: fromReport.portRange ?? atJoin?.portRange ?? null,
+  };
+  const screened = screenShards(shards, node);
+  for (const r of screened.refused) {
+    // Once per shard and reason, not at every heartbeat.
+    const seen = `${nodeId}\u0000${r.shardId}`;
+    if (loggedRefusals.get(seen) === r.reason) continue;
+    loggedRefusals.set(seen, r.reason);
+    if (loggedRefusals.size > 10_000) loggedRefusals.clear();
+    request.log.warn({ node: nodeId, shard: r.shardId, field: 'endpoint', ip: request.ip, reason: r.reason }, 'refused the endpoint a node reported for a shard; it is not routed to');
+  }
+  return screened.shards;
 }
 
 function authenticate(request: FastifyRequest, inventory: Inventory, nodeId: string): Node {

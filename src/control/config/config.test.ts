@@ -31,6 +31,14 @@ describe('control configuration', () => {
     expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: '*', LLMGW_API_KEYS: 'off' } })).toThrow(/any web page open in a browser on this machine could use every model/);
   });
 
+  it('reads max_held_per_key from file, env or flag, 32 by default, and refuses less than 1', () => {
+    expect(loadControlConfig({ env: {} }).maxHeldPerKey).toBe(32);
+    expect(loadControlConfig({ file: file('max_held_per_key: 4\n') }).maxHeldPerKey).toBe(4);
+    expect(loadControlConfig({ env: { LLMGW_MAX_HELD_PER_KEY: '7' } }).maxHeldPerKey).toBe(7);
+    expect(loadControlConfig({ flags: { max_held_per_key: '2' } }).maxHeldPerKey).toBe(2);
+    expect(() => loadControlConfig({ env: { LLMGW_MAX_HELD_PER_KEY: '0' } })).toThrow(/max_held_per_key/);
+  });
+
   it('flags beat env, env beats file, file beats defaults', () => {
     const path = file('client_addr: 127.0.0.1:1001\nadmin_addr: 127.0.0.1:1002\nagent_addr: 127.0.0.1:1003\n');
     const c = loadControlConfig({

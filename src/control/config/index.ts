@@ -67,6 +67,14 @@ export const ControlOptionsSchema = z.strictObject({
   /** Longest a request waits for a model with no ready replica while one starts. */
   cold_start_timeout: duration.default('2m'),
   /**
+   * Most requests of one API key waiting at once for models with no ready
+   * replica; the next gets 429. Bounds what one key can hold open (sockets,
+   * timers) while replicas start. At least 1.
+   */
+  max_held_per_key: z
+    .union([z.number().int().min(1), z.string().regex(/^[1-9]\d*$/, 'want a whole number, 1 or more')])
+    .default(32),
+  /**
    * Web origins whose pages may call the client listener from a browser
    * (CORS), e.g. `https://chat.example.com`, or `*` for any; a list, or
    * comma-separated. Absent = none: browsers refuse cross-origin calls.
@@ -124,6 +132,8 @@ export interface ControlConfig {
   readonly tls: { readonly client: ServerTls | null; readonly admin: ServerTls | null; readonly agent: ServerTls | null };
   /** The CA agents' management APIs are verified with; null = they are called over plain http. */
   readonly agentCa: Buffer | null;
+  /** Most requests of one key held for cold models at once (at least 1). */
+  readonly maxHeldPerKey: number;
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -258,6 +268,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     corsOrigins: Object.freeze(corsOrigins),
     tls: Object.freeze({ client: clientTls, admin: sharedTls, agent: sharedTls }),
     agentCa,
+    maxHeldPerKey: Number(o.max_held_per_key),
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,

@@ -72,10 +72,27 @@ describePostgres('rate limits shared through Postgres', () => {
     const a = make(storeA);
     const b = make(storeB);
     expect(a.admit('key-2', null, 1000).ok).toBe(true);
-    a.charge('key-2', 1000, 1200);
+    a.settle('key-2', 1000, 0, 1200);
     await a.sync();
     await b.sync();
     expect(b.admit('key-2', null, 1000)).toMatchObject({ ok: false, limit: 'tokens' });
+    await a.close();
+    await b.close();
+  });
+
+  // Every concurrent request was admitted while the balance was above zero, so a burst spent minutes' worth of tokens.
+  it('reserves tokens at admission on each instance, counts the reservations across instances, and settles them', async () => {
+    const a = make(storeA);
+    const b = make(storeB);
+    expect([0, 1, 2].map(() => a.admit('key-5', null, 100, 40).ok), 'two reservations of 40 fit in 100 on one instance').toEqual([true, true, false]);
+    await a.sync();
+    await b.sync();
+    expect(b.admit('key-5', null, 100, 40).ok, 'the other instance sees the 80 reserved').toBe(false);
+    a.settle('key-5', 100, 40, 0);
+    a.settle('key-5', 100, 40, 5);
+    await a.sync();
+    await b.sync();
+    expect(b.admit('key-5', null, 100, 90).ok, 'after settling only 5 are spent, everywhere').toBe(true);
     await a.close();
     await b.close();
   });

@@ -13,8 +13,14 @@
 // store is unreachable each instance enforces the limit on the last shared
 // totals it read plus its own counts since: up to N times the limit for keys
 // spread evenly over N instances, until the store returns.
+//
+// Tokens: admission reserves what a request may cost (counted at once in this
+// instance's pending counts, so concurrent requests here see each other's
+// reservations), and the end settles the difference to the real use, into
+// the window current at settling. Across instances the same tolerance holds:
+// each instance reserves, and sees the others' reservations a sync late.
 import type { Logger } from 'pino';
-import type { LimitDecision, RequestLimiter } from '../../router/index.js';
+import { tokensToReserve, type LimitDecision, type RequestLimiter } from '../../router/index.js';
 import { addRateCounts, pruneRateCounts, type RateCount, type Store } from '../store/index.js';
 
 const WINDOW_MS = 60_000;
@@ -53,7 +59,7 @@ export class SharedRateLimiter implements RequestLimiter {
     }
   }
 
-  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null): LimitDecision {
+  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null, reserveTokens = 0): LimitDecision {
     if (requestsPerMinute === null && tokensPerMinute === null) return OK;
     const now = this.options.now();
     const start = windowStart(now);
@@ -62,24 +68,28 @@ export class SharedRateLimiter implements RequestLimiter {
     const previous = this.total(keyId, start - WINDOW_MS);
     const usedTokens = previous.tokens * (1 - fraction) + current.tokens;
     const usedRequests = previous.requests * (1 - fraction) + current.requests;
+    const need = tokensPerMinute === null ? 0 : tokensToReserve(reserveTokens, tokensPerMinute);
     const left = (admitted: boolean) => ({
       ...(requestsPerMinute !== null ? { requests: Math.max(0, Math.floor(requestsPerMinute - usedRequests - (admitted ? 1 : 0))) } : {}),
-      ...(tokensPerMinute !== null ? { tokens: Math.max(0, Math.floor(tokensPerMinute - usedTokens)) } : {}),
+      ...(tokensPerMinute !== null ? { tokens: Math.max(0, Math.floor(tokensPerMinute - usedTokens - (admitted ? need : 0))) } : {}),
     });
-    // Tokens are charged after the answer, so admission needs room left, as with the in-process buckets.
-    if (tokensPerMinute !== null && usedTokens >= tokensPerMinute) {
-      return { ok: false, retryAfterS: retryAfterS(previous.tokens, current.tokens, fraction, tokensPerMinute, 1), limit: 'tokens', remaining: left(false) };
+    // As with the in-process buckets: the reservation must fit, and one that reserves nothing needs room left.
+    if (tokensPerMinute !== null && (usedTokens >= tokensPerMinute || usedTokens + need > tokensPerMinute)) {
+      return { ok: false, retryAfterS: retryAfterS(previous.tokens, current.tokens, fraction, tokensPerMinute, Math.max(need, 1)), limit: 'tokens', remaining: left(false) };
     }
     if (requestsPerMinute !== null && usedRequests + 1 > requestsPerMinute) {
       return { ok: false, retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1), limit: 'requests', remaining: left(false) };
     }
-    add(this.pending, keyId, start, { requests: 1, tokens: 0 });
-    return { ok: true, retryAfterS: 0, limit: null, remaining: left(true) };
+    add(this.pending, keyId, start, { requests: 1, tokens: need });
+    return { ok: true, retryAfterS: 0, limit: null, remaining: left(true), reservedTokens: need };
   }
 
-  charge(keyId: string, tokensPerMinute: number | null, tokens: number): void {
-    if (tokensPerMinute === null || tokens <= 0) return;
-    add(this.pending, keyId, windowStart(this.options.now()), { requests: 0, tokens });
+  settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void {
+    if (tokensPerMinute === null) return;
+    // Negative when the request used less than it reserved: the refund lowers this window's count.
+    const delta = Math.max(0, usedTokens) - reservedTokens;
+    if (delta === 0) return;
+    add(this.pending, keyId, windowStart(this.options.now()), { requests: 0, tokens: delta });
   }
 
   /** Writes this instance's counts and reads everyone's; safe to call at any time (calls never overlap). */

@@ -14,6 +14,7 @@ import type { CollectSummary, NodeCollectSummary, NodeOrphans, OrphanEntry, Orph
 import { certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
+import { usableMgmtAddr } from '../agentapi/report-checks.js';
 
 
 
@@ -69,6 +70,8 @@ export interface CollectDeps {
   timeoutMs?: number;
   /** How agents' management APIs are called (https with agent_ca); absent = plain http. */
   agentMgmt?: PeerClient;
+  /** Why the control plane refused the management address a node reported; undefined = it did not. Absent = never says. */
+  mgmtRefusal?: (nodeId: string) => string | undefined;
 }
 
 /**
@@ -90,7 +93,12 @@ export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<C
       refused: [],
     };
     summaries.push(summary);
-    if (!node.mgmtAddr) {
+    const refusal = deps.mgmtRefusal?.(node.id);
+    if (refusal !== undefined) {
+      summary.unreachable = `the control plane refused the node's ${refusal}, so it is not called; fix the agent's --mgmt-addr`;
+      continue;
+    }
+    if (!node.mgmtAddr || !usableMgmtAddr(node.mgmtAddr)) {
       summary.unreachable = 'the node reported no management address';
       continue;
     }

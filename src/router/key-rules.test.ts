@@ -1,0 +1,150 @@
+// What an API key holds to through the router: the models it may use (its
+// fallbacks included), its token limit under concurrency, and how many of its
+// requests may wait for a cold model. Real sim engines as replicas behind a
+// stub directory, the router on a loopback listener, plain fetch as client.
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
+import { createJsonApp } from '../control/http/index.js';
+import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
+import { issueKey, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+function model(def: Partial<ModelDefinition> & { name: string }): Model {
+  return compileModel(ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }), 'file');
+}
+
+class Directory implements ReplicaDirectory {
+  readonly replicas = new Map<string, RouterReplica[]>();
+  readonly starting = new Set<string>();
+  ready(name: string): readonly RouterReplica[] {
+    return this.replicas.get(name) ?? [];
+  }
+  describe(name: string): string {
+    return this.starting.has(name) ? '1 starting' : 'none is wanted (scaling min 0)';
+  }
+  demand(name: string): boolean {
+    return this.starting.has(name);
+  }
+}
+
+async function harness(models: Model[], overrides: Partial<RouterDeps> = {}) {
+  const logger = pino({ level: 'silent' });
+  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  const byName = new Map<string, Model>();
+  for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
+  const directory = new Directory();
+  const keys = new MemoryKeyStore();
+  const usage = new MemoryUsageSink();
+  const router: Router = registerRouter(app, {
+    catalog: { resolve: (n) => byName.get(n), models: () => models },
+    replicas: directory,
+    keys,
+    authRequired: true,
+    usage,
+    registry: new Registry(),
+    logger,
+    random: () => 0,
+    retryBackoffMs: 1,
+    sweepIntervalMs: 0,
+    coldPollMs: 10,
+    ...overrides,
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  cleanups.push(() => app.close());
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const chat = (secret: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
+      ...(signal ? { signal } : {}),
+    });
+  return { router, directory, keys, usage, chat };
+}
+
+async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {}): Promise<SimEngine> {
+  const engine = await startSimEngine({ models: [m.name, ...m.aliases], shutdownGraceMs: 0, ...options });
+  cleanups.push(() => engine.close({ graceMs: 0 }));
+  return engine;
+}
+
+async function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe('fallbacks a key may not use', () => {
+  // A key limited to public-model was served by secret-model through public-model's fallback.
+  it('skips them, says so in x-llmgw-fallback-skipped, and answers as if there were none', async () => {
+    const pub = model({ name: 'public-model', fallbacks: ['secret-model'], fallback_while_cold: true, scaling: { min: 0, max: 1 } });
+    const secret = model({ name: 'secret-model' });
+    const h = await harness([pub, secret]);
+    const secretSim = await sim(secret);
+    h.directory.replicas.set('secret-model', [{ id: 's1', endpoint: secretSim.url, draining: false }]);
+    const limited = await issueKey(h.keys, { name: 'public', allowedModels: ['public-model'] }, Date.now(), 'test');
+    const res = await h.chat(limited.secret, { model: 'public-model' });
+    expect(res.status, 'no replica of public-model, and the only fallback is forbidden: 503 as without fallbacks').toBe(503);
+    expect(res.headers.get('x-llmgw-fallback-skipped')).toBe('secret-model');
+    expect(secretSim.stats().requestsSeen, 'secret-model never saw the request').toBe(0);
+
+    const everything = await issueKey(h.keys, { name: 'all' }, Date.now(), 'test');
+    const allowed = await h.chat(everything.secret, { model: 'public-model' });
+    expect(allowed.status, 'a key that may use secret-model is still served by it').toBe(200);
+    expect(allowed.headers.get('x-llmgw-fallback-skipped')).toBeNull();
+  });
+});
+
+describe('token limits under concurrency', () => {
+  // Every concurrent request was admitted while the balance was above zero, so a burst spent many minutes of tokens.
+  it('admits only the requests whose max_tokens fit the balance, and refuses the rest with 429 at once', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    // Slow enough that every request of the burst is admitted before the first settles.
+    const engine = await sim(a, { tokensPerSecond: 5 });
+    h.directory.replicas.set('alpha', [{ id: 'r1', endpoint: engine.url, draining: false }]);
+    // Each reserves 10 + the prompt's least size (0 for "hi"): 3 fit in 35.
+    const key = await issueKey(h.keys, { name: 'tpm', tokensPerMinute: 35 }, Date.now(), 'test');
+    const answers = await Promise.all([0, 1, 2, 3, 4, 5].map(() => h.chat(key.secret, { model: 'alpha', max_tokens: 10 })));
+    const statuses = answers.map((r) => r.status).sort();
+    expect(statuses, 'three fit, three are refused').toEqual([200, 200, 200, 429, 429, 429]);
+    const refused = answers.find((r) => r.status === 429)!;
+    const body = (await refused.json()) as { error: { code: string; type: string } };
+    expect(body.error).toMatchObject({ code: 'rate_limit_exceeded', type: 'rate_limit_error' });
+    expect(refused.headers.get('x-ratelimit-limit-tokens')).toBe('35');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(engine.stats().requestsSeen, 'the refused never reached the engine').toBe(3);
+  });
+});
+
+describe('requests held for a cold model', () => {
+  // One key could hold any number of requests open while a model started.
+  it('holds at most max_held_per_key per key, and refuses the next with 429 naming the limit', async () => {
+    const a = model({ name: 'alpha', scaling: { min: 0, max: 1 } });
+    const h = await harness([a], { maxHeldPerKey: 2, timeouts: { coldStartTimeoutMs: 30_000 } });
+    h.directory.starting.add('alpha');
+    const key = await issueKey(h.keys, { name: 'waits' }, Date.now(), 'test');
+    const other = await issueKey(h.keys, { name: 'other' }, Date.now(), 'test');
+    const abort = new AbortController();
+    const held = [h.chat(key.secret, { model: 'alpha' }, abort.signal), h.chat(key.secret, { model: 'alpha' }, abort.signal)].map((p) => p.catch(() => null));
+    await eventually(() => h.router.queued().get('alpha') === 2, 'two held');
+    const third = await h.chat(key.secret, { model: 'alpha' });
+    expect(third.status).toBe(429);
+    const body = (await third.json()) as { error: { message: string } };
+    expect(body.error.message).toContain('max_held_per_key');
+    const another = h.chat(other.secret, { model: 'alpha' }, abort.signal).catch(() => null);
+    await eventually(() => h.router.queued().get('alpha') === 3, 'another key still holds');
+    abort.abort();
+    await Promise.all([...held, another]);
+    await eventually(() => h.router.queued().size === 0, 'the holds to end with their clients');
+  });
+});
