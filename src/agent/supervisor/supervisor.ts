@@ -11,7 +11,7 @@ import { mkdir, readdir, stat, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { IllegalStateError, LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { nearestName } from '../../units/index.js';
-import { adapterFor as defaultAdapterFor, type EngineAdapter, type EngineName, type ShardLaunch } from '../engines/index.js';
+import { adapterFor as defaultAdapterFor, engineBaseEnv, type EngineAdapter, type EngineName, type ShardLaunch } from '../engines/index.js';
 import { systemClock, type SupervisorClock } from './clock.js';
 import { PortAllocator, bindTest } from './port-allocator.js';
 import { formatElapsedMs } from './elapsed.js';
@@ -82,7 +82,10 @@ export interface SupervisorOptions {
   stoppedLogRetentionMs?: number;
   /** Engine log lines quoted in a failure. Absent: 8. */
   lastLogLines?: number;
-  /** The environment every engine starts from, its plan's variables merged over. Absent: this process's environment. */
+  /**
+   * The environment engines start from, its plan's variables merged over;
+   * only the names engineBaseEnv allows are kept. Absent: this process's environment.
+   */
   baseEnv?: Readonly<Record<string, string | undefined>>;
   /** The host put in endpoints, as the control plane reaches this node. Absent: the bind host (loopback for a wildcard bind). */
   advertiseHost?: string;
@@ -150,8 +153,8 @@ export function compileSupervisorOptions(options: SupervisorOptions): CompiledSu
   for (const [engine, value] of Object.entries(options.startTimeoutMs ?? {})) {
     startTimeoutMs[engine as EngineName] = ms(`startTimeoutMs.${engine}`, value, 60_000, 1);
   }
-  const baseEnv: Record<string, string> = {};
-  for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) if (value !== undefined) baseEnv[key] = value;
+  // Only what the allowlist names: the agent's own secrets (join token, HF token) must never reach model code.
+  const baseEnv = engineBaseEnv(options.baseEnv ?? process.env);
   // Which agent started an engine, readable from the engine's own environment (see adopt()).
   if (typeof options.stateDir === 'string') baseEnv[STATE_DIR_MARK] = resolve(options.stateDir);
 
