@@ -48,6 +48,7 @@ program
   .option('--port-range <first-last>', 'ports for engines', '20000-20999')
   .option('--liveness-interval <duration>', 'how often a ready engine is health-checked again to catch a hang; 0 = never', '10s')
   .option('--liveness-failures <n>', 'failed health checks in a row after which a ready engine is stopped and restarted', '3')
+  .option('--allow-unsafe-profile-env', 'start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); the control plane can then run code on this node')
   .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
   .action(async (opts: AgentFlags) => {
     await runAgent(opts);
@@ -135,6 +136,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
     max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
     cors_origins: 'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',
+    allow_unsafe_profile_env: 'true accepts loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in profile env; whoever adds a model then runs code on every node (default false)',
   };
 }
 

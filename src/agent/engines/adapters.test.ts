@@ -294,6 +294,17 @@ describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine
   });
 });
 
+describe.each(ENGINE_NAMES)('%s refuses a profile env that would load code', (engine) => {
+  // A profile env with NODE_OPTIONS=--import=data:… ran code on a GPU node through a tampered or careless control plane (issue 17).
+  it('fails the launch naming the key, unless this agent allows it', () => {
+    const l = launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2, env: { OMP_NUM_THREADS: '4', NODE_OPTIONS: '--import=data:text/javascript,1' } });
+    const err = catchError(() => adapterFor(engine, options).plan(l));
+    expect(err.code).toBe('LLMGW_ENGINE_START_FAILED');
+    expect(err.message).toMatch(/NODE_OPTIONS is a loader or interpreter hook.*--allow-unsafe-profile-env/);
+    expect(adapterFor(engine, { ...options, allowUnsafeProfileEnv: true }).plan(l).env).toMatchObject({ NODE_OPTIONS: '--import=data:text/javascript,1' });
+  });
+});
+
 describe('findGgufFile', () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-gguf-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -34,7 +34,7 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
   let peers: readonly ShardPeer[] = [];
   if (multiNode) peers = checkedPeers('llamacpp', launch);
   else checkSingleNode('llamacpp', launch);
-  const env = mergeEnv(gpuEnv(launch), launch);
+  const env = mergeEnv('llamacpp', options, gpuEnv(launch), launch);
 
   if (launch.rank > 0) {
     const self = peers[launch.rank]!;

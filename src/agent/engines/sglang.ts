@@ -46,7 +46,7 @@ function planSglang(options: CompiledEngineAdapterOptions, launch: ShardLaunch):
   }
   return {
     argv: [...argv, ...launch.profile.args],
-    env: mergeEnv(gpuEnv(launch), launch),
+    env: mergeEnv('sglang', options, gpuEnv(launch), launch),
     readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
     servesApi: launch.rank === 0,
   };

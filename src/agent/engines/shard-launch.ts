@@ -115,6 +115,12 @@ export interface EngineAdapterOptions {
    * load. Absent = findGgufFile (reads the directory). Tests pass a pure one.
    */
   resolveGguf?: (weightsPath: string) => string;
+  /**
+   * Start engines whose profile env sets a loader or interpreter hook
+   * (LD_PRELOAD, NODE_OPTIONS, …). Absent = false: such a shard fails with
+   * the key named, whatever the control plane sent.
+   */
+  allowUnsafeProfileEnv?: boolean;
 }
 
 export interface CompiledEngineAdapterOptions {
@@ -125,6 +131,7 @@ export interface CompiledEngineAdapterOptions {
   readonly rpcServerExecutable: string;
   readonly pythonExecutable: string;
   readonly resolveGguf: ((weightsPath: string) => string) | undefined;
+  readonly allowUnsafeProfileEnv: boolean;
 }
 
 const OPTION_KEYS = [
@@ -135,6 +142,7 @@ const OPTION_KEYS = [
   'rpcServerExecutable',
   'pythonExecutable',
   'resolveGguf',
+  'allowUnsafeProfileEnv',
 ] as const;
 
 export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}): CompiledEngineAdapterOptions {
@@ -161,6 +169,7 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
     rpcServerExecutable: executable('rpcServerExecutable', 'rpc-server'),
     pythonExecutable: executable('pythonExecutable', 'python3'),
     resolveGguf: options.resolveGguf,
+    allowUnsafeProfileEnv: options.allowUnsafeProfileEnv === true,
   };
   if (problems.length > 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', problems.join('; '));
   return compiled;

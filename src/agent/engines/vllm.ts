@@ -37,7 +37,7 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
 
   if (!isMultiNode(launch)) {
     checkSingleNode('vllm', launch);
-    return { argv: [...serve, ...api, ...parallel, ...launch.profile.args], env: mergeEnv(gpuEnv(launch), launch), readiness: httpReady, servesApi: true };
+    return { argv: [...serve, ...api, ...parallel, ...launch.profile.args], env: mergeEnv('vllm', options, gpuEnv(launch), launch), readiness: httpReady, servesApi: true };
   }
 
   const peers = checkedPeers('vllm', launch);
@@ -53,7 +53,7 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
     '--master-port', String(head.port ?? VLLM_DEFAULT_MASTER_PORT),
   ];
   // On a machine with several NICs vLLM may pick the wrong one; the fabric address is the right one (ENGINES.md, pitfalls).
-  const env = mergeEnv({ ...gpuEnv(launch), VLLM_HOST_IP: self.address }, launch);
+  const env = mergeEnv('vllm', options, { ...gpuEnv(launch), VLLM_HOST_IP: self.address }, launch);
   if (launch.rank === 0) {
     return { argv: [...serve, ...api, ...parallel, ...cluster, ...launch.profile.args], env, readiness: httpReady, servesApi: true };
   }

@@ -71,6 +71,15 @@ export const ControlOptionsSchema = z.strictObject({
    * comma-separated. Absent = none: browsers refuse cross-origin calls.
    */
   cors_origins: z.union([z.string(), z.array(z.string())]).optional(),
+  /**
+   * Accept loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS,
+   * PYTHONPATH, …) in a model profile's env. Off by default: with them,
+   * whoever may add a model may run code on every node that runs it. Agents
+   * check again and need --allow-unsafe-profile-env too.
+   */
+  allow_unsafe_profile_env: z
+    .union([z.boolean(), z.enum(['true', 'false'], { message: 'want true or false' })])
+    .default(false),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -103,6 +112,8 @@ export interface ControlConfig {
   readonly clientHeadersTimeoutMs: number;
   /** Origins allowed to call the client listener from a browser; `*` = any; empty = none (no CORS headers). */
   readonly corsOrigins: readonly string[];
+  /** True: profiles may set loader and interpreter hooks in their env (see allow_unsafe_profile_env). */
+  readonly allowUnsafeProfileEnv: boolean;
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -230,6 +241,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     maxCreatesPerPass: o.max_creates_per_pass === undefined ? null : Number(o.max_creates_per_pass),
     clientHeadersTimeoutMs: parseDurationMs(o.client_headers_timeout) as number,
     corsOrigins: Object.freeze(corsOrigins),
+    allowUnsafeProfileEnv: o.allow_unsafe_profile_env === true || o.allow_unsafe_profile_env === 'true',
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
