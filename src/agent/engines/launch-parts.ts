@@ -42,6 +42,15 @@ export function mergeEnv(engine: EngineName, options: Pick<CompiledEngineAdapter
   return { ...own, ...launch.profile.env };
 }
 
+/**
+ * `--api-key <secret>` when the replica has a secret, else nothing. The same
+ * flag in all five engines (vLLM, llama-server, SGLang, sim, builtin); given
+ * only to a process that serves the API.
+ */
+export function apiKeyArgs(launch: ShardLaunch): string[] {
+  return launch.apiKey === undefined || launch.apiKey === '' ? [] : ['--api-key', launch.apiKey];
+}
+
 /** True when the replica spans several nodes and this shard must meet its peers. */
 export function isMultiNode(launch: ShardLaunch): boolean {
   return launch.profile.shards > 1;

@@ -58,6 +58,13 @@ export interface ShardLaunch {
   readonly rank: number;
   /** Every shard of the replica ordered by rank, this one included; empty for a one-node replica. */
   readonly peers: readonly ShardPeer[];
+  /**
+   * The replica's secret: the engine asks it (--api-key) of every API
+   * request, and only the router, which got it from the control plane,
+   * sends it. Absent = the engine asks no key (a control plane too old to
+   * make secrets). Never logged: the supervisor redacts it from argv.
+   */
+  readonly apiKey?: string;
   /** CPU threads for the builtin engine; absent = the engine's own choice. Other engines ignore it. */
   readonly threads?: number;
   /** How long the engine may take to become ready; absent = the supervisor's default for the engine. */
