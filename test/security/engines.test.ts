@@ -25,9 +25,12 @@ afterAll(async () => {
 
 interface Plane {
   control: RunningProcess & { urls: { client: string; admin: string; agent: string } };
+  /** The agent now running (replaced by restartAgent). */
   agent: RunningProcess;
   stateDir: string;
   source: string;
+  /** Kills the agent (SIGKILL: engines keep running) and starts it again on the same state directory. */
+  restartAgent(): Promise<RunningProcess>;
   api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
 }
 
@@ -40,13 +43,15 @@ async function startPlane(name: string, firstPort: number, controlArgs: string[]
   const stateDir = join(dir, 'agent');
   stateDirs.push(stateDir);
   // The join token comes from the environment, as a service manager would set it; no --join-token flag.
-  const agent = startLlmgw(
-    [
-      'agent', '--control', control.urls.agent, '--node-id', `${name}-n1`, '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-      '--heartbeat-interval', '300ms', '--port-range', `${firstPort}-${firstPort + 49}`, '--log-level', 'debug', ...agentArgs,
-    ],
-    { env: { LLMGW_JOIN_TOKEN: JOIN, HF_TOKEN: HF_CANARY, SECRET_CANARY } },
-  );
+  const startAgent = () =>
+    startLlmgw(
+      [
+        'agent', '--control', control.urls.agent, '--node-id', `${name}-n1`, '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
+        '--heartbeat-interval', '300ms', '--port-range', `${firstPort}-${firstPort + 49}`, '--log-level', 'debug', ...agentArgs,
+      ],
+      { env: { LLMGW_JOIN_TOKEN: JOIN, HF_TOKEN: HF_CANARY, SECRET_CANARY } },
+    );
+  const agent = startAgent();
   const api = async <T>(method: string, path: string, body?: unknown) => {
     const res = await fetch(`${control.urls.admin}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
     return { status: res.status, body: (await res.json()) as T };
@@ -57,7 +62,19 @@ async function startPlane(name: string, firstPort: number, controlArgs: string[]
   });
   const weights = join(dir, 'weights');
   mkdirSync(weights);
-  return { control, agent, stateDir, source: `file://${weights}`, api };
+  const plane: Plane = {
+    control,
+    agent,
+    stateDir,
+    source: `file://${weights}`,
+    api,
+    async restartAgent() {
+      await plane.agent.stop('SIGKILL');
+      plane.agent = startAgent();
+      return plane.agent;
+    },
+  };
+  return plane;
 }
 
 /** The agent's record of the engine running a replica: its pid and the launch it was given. */
@@ -151,17 +168,36 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
     expect(plane.agent.child.exitCode).toBeNull();
   });
 
+  it('keeps an adopted engine keyed and serving after its agent restarts', async () => {
+    // Attack surface: an agent restart must neither drop the engine's key nor break routing to the engine it adopts.
+    const { pid, launch } = engineRecord(plane.stateDir, replica.id);
+    const agent = await plane.restartAgent();
+    const found = await agent.waitForLog((e) => e.msg === 'found engines from an earlier agent', 60_000);
+    expect(found.adopted, 'the engine was adopted, not started again').toHaveLength(1);
+    await waitFor('the node up again and the replica ready', async () => {
+      const { body: nodes } = await plane.api<{ liveness: string }[]>('GET', '/api/v1/nodes');
+      const { body: replicas } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=chat');
+      return nodes[0]?.liveness === 'up' && replicas[0]?.id === replica.id && replicas[0].state === 'ready' ? true : undefined;
+    });
+    const again = engineRecord(plane.stateDir, replica.id);
+    expect([again.pid, again.launch.apiKey], 'the same engine with the same secret, heard again from the assignment').toEqual([pid, launch.apiKey]);
+    const routed = await fetch(`${plane.control.urls.client}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: chatBody });
+    expect(routed.status, 'the router still reaches it').toBe(200);
+    expect((await fetch(`${replica.endpoint!}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody })).status, 'and it still refuses strangers').toBe(401);
+  });
+
   it('refuses a model whose profile env would load code, naming the key, and adds nothing', async () => {
     // Attack: a profile env NODE_OPTIONS=--import=data:… ran code on a GPU node.
-    const before = await plane.api<unknown[]>('GET', '/api/v1/models');
+    const names = async () => (await plane.api<{ name: string }[]>('GET', '/api/v1/models')).body.map((m) => m.name);
+    const before = await names();
     const evil = { name: 'evil', source: plane.source, scaling: { min: 1 }, profiles: [{ engine: 'sim', env: { NODE_OPTIONS: '--import=data:text/javascript,process.exit(7)' } }] };
     for (const path of ['/api/v1/models', '/api/v1/models?force=true']) {
       const res = await plane.api<{ error: string }>('POST', path, evil);
       expect(res.status, path).toBe(400);
       expect(res.body.error, 'the refusal names the key and the way out').toMatch(/NODE_OPTIONS.*allow_unsafe_profile_env/);
     }
-    const after = await plane.api<unknown[]>('GET', '/api/v1/models');
-    expect(after.body, 'the catalog is unchanged').toEqual(before.body);
+    expect(await names(), 'the catalog is unchanged').toEqual(before);
+    expect(before).toEqual(['chat']);
     const { body: replicas } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas');
     expect(replicas.map((r) => r.model)).toEqual(['chat']);
   });
