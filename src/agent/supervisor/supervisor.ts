@@ -19,7 +19,7 @@ import { cmdlineMatches, linuxProcessTable, type ProcessTable } from './process-
 import { networkReadinessProber, type ReadinessProber } from './readiness.js';
 import { RestartPolicy, type RestartPolicyOptions } from './restart-policy.js';
 import { SHARD_ID_MARK, SHARD_PORT_MARK, STATE_DIR_MARK, Shard, type ShardLogger, type ShardSettings, type ShardStatus } from './shard.js';
-import { ShardLog } from './shard-log.js';
+import { ShardLog, redactSecret } from './shard-log.js';
 import { SHARD_RECORD_VERSION, ShardRecords, fileNameFor, type ShardRecord } from './shard-records.js';
 import { nodeSpawner, type Spawner } from './spawner.js';
 
@@ -425,11 +425,14 @@ export class Supervisor {
   /** The last `lines` lines of a shard's log, its rotated file included; also after the shard stopped. Throws LLMGW_NOT_FOUND when it has no log. */
   tailLog(shardId: string, lines: number): string[] {
     const count = Math.max(0, Math.min(10_000, Math.floor(lines)));
-    const log = this.#shards.get(shardId)?.log ?? this.#logFor(shardId);
+    const shard = this.#shards.get(shardId);
+    const log = shard?.log ?? this.#logFor(shardId);
     if (!existsSync(log.path)) {
       throw new LlmgwError('LLMGW_NOT_FOUND', `shard ${shardId} has no log on this node`, { context: { shardId } });
     }
-    return log.tail(count);
+    // Engines echo their --api-key at start; the key of a shard still held here is cut from what ctl logs shows.
+    const secret = shard?.launch.apiKey;
+    return log.tail(count).map((line) => redactSecret(line, secret));
   }
 
   /** Every engine exits (SIGTERM, then SIGKILL after the grace period) and supervision ends. Resolves when none is left. */
