@@ -1,6 +1,8 @@
 // What the agent's shard runner reports in its heartbeat, on its own with a
 // stand-in supervisor: an engine told to stop is reported until it is gone.
 import { describe, expect, it } from 'vitest';
+import { ShardAssignmentSchema } from '../protocol/index.js';
+import type { ShardLaunch } from './engines/index.js';
 import type { WeightCache } from './cache/index.js';
 import type { Fetcher } from './fetch/index.js';
 import { AgentShardRunner } from './shards.js';
@@ -20,5 +22,21 @@ describe('shard runner status', () => {
     expect(runner.status()).toEqual([{ shard_id: 'sh-old', replica_id: 'rep-sh-old', state: 'stopping', restarts: 0 }]);
     running = [];
     expect(runner.status(), 'gone: no longer reported, which the control plane reads as stopped').toEqual([]);
+  });
+
+  it("hands the replica's secret to the engine launch, and none when an older control plane sent none", async () => {
+    const launches: ShardLaunch[][] = [];
+    const supervisor = { status: () => [], desired: async (l: ShardLaunch[]) => void launches.push(l) } as unknown as Supervisor;
+    const fetcher = { downloads: () => [], fetch: async () => ({ path: '/w' }) } as unknown as Fetcher;
+    const cache = { nameFor: () => 'w', markUsed: async () => undefined } as unknown as WeightCache;
+    const runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: '127.0.0.1', logger: { info: () => undefined, warn: () => undefined } });
+    const assignment = (id: string, secret?: string) =>
+      ShardAssignmentSchema.parse({ shard_id: id, replica_id: `rep-${id}`, model: 'm', source: 'file:///w', profile: { name: 'p', engine: 'sim', gpus: 0, shards: 1 }, rank: 0, gpu_indices: [], ...(secret ? { engine_secret: secret } : {}) });
+    await runner.desired([assignment('a', 'replica-secret'), assignment('b')]);
+    const deadline = Date.now() + 5000;
+    while (!launches.some((l) => l.length === 2) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    const last = launches.find((l) => l.length === 2);
+    expect(last?.find((l) => l.shardId === 'a')?.apiKey).toBe('replica-secret');
+    expect(last?.find((l) => l.shardId === 'b'), 'no secret: no key asked').not.toHaveProperty('apiKey');
   });
 });

@@ -182,6 +182,7 @@ function toLaunch(shard: ShardAssignment, weightsPath: string, host: string): Sh
     port: 0,
     rank: shard.rank,
     peers: shard.peers.filter((p) => p.address).map((p) => ({ rank: p.rank, address: p.address! })),
+    ...(shard.engine_secret === undefined ? {} : { apiKey: shard.engine_secret }),
   };
 }
 

@@ -43,6 +43,8 @@ export interface AgentFlags {
   /** The management API's certificate and key; absent = plain HTTP. */
   tlsCert?: string;
   tlsKey?: string;
+  /** Start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); absent = refuse them. */
+  allowUnsafeProfileEnv?: boolean;
 }
 
 /** The installed `llmgw` entry point, for engines llmgw runs itself (sim, builtin). */
@@ -123,7 +125,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     logsDir: join(stateDir, 'logs'),
     stateDir,
     logger: logger.child({ part: 'supervisor' }),
-    adapterFor: (engine) => adapterFor(engine, { llmgwBin: LLMGW_BIN }),
+    adapterFor: (engine) => adapterFor(engine, { llmgwBin: LLMGW_BIN, allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true }),
     firstPort: Number(ports[1]),
     lastPort: Number(ports[2]),
     livenessIntervalMs,

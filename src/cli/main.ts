@@ -53,6 +53,7 @@ program
   .option('--insecure-http', 'allow an http:// --control URL on another machine (the join token then crosses the network in clear)')
   .option('--tls-cert <file>', 'PEM certificate the management API serves TLS with (the control plane then needs agent_ca)')
   .option('--tls-key <file>', 'PEM private key for --tls-cert')
+  .option('--allow-unsafe-profile-env', 'start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); the control plane can then run code on this node')
   .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
   .action(async (opts: AgentFlags) => {
     await runAgent(opts);
@@ -160,6 +161,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     client_tls_cert: 'PEM certificate for the client listener alone, replacing tls_cert there',
     client_tls_key: 'PEM private key for client_tls_cert',
     agent_ca: 'PEM CA agents\' management certificates are signed by; set = call agents over https',
+    allow_unsafe_profile_env: 'true accepts loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in profile env; whoever adds a model then runs code on every node (default false)',
   };
 }
 

@@ -77,7 +77,7 @@ export class ControlPlane {
     // Every part's metrics, served on the admin listener at /metrics.
     const registry = new Registry();
     try {
-      catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false });
+      catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false, allowUnsafeProfileEnv: config.allowUnsafeProfileEnv });
       inventory = await Inventory.create({ store, now, staleAfterMs: config.nodeStaleAfterMs, lostAfterMs: config.nodeLostAfterMs });
       // Before any listener: it publishes the stored replicas' shards, so an agent's first heartbeat is told to keep them.
       reconciler = await Reconciler.create({

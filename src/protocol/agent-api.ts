@@ -91,6 +91,14 @@ export const ShardAssignmentSchema = z.object({
   gpu_indices: z.array(z.number().int()),
   /** Fabric addresses of every shard of the replica, by rank (rank 0 first); empty for a one-node replica. */
   peers: z.array(z.object({ rank: z.number().int(), node_id: z.string(), address: z.string().optional() })).default([]),
+  /**
+   * The replica's secret: the engine is started asking it (--api-key) of
+   * every API request, and the router sends it. The same for every shard of
+   * the replica and for its whole life, so an agent that restarts and adopts
+   * its engines hears it again. Absent = the engine asks no key (a control
+   * plane from before secrets). Never logged or shown.
+   */
+  engine_secret: z.string().min(1).max(512).optional(),
 });
 export type ShardAssignment = z.infer<typeof ShardAssignmentSchema>;
 

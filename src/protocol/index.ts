@@ -4,3 +4,4 @@
 export * from './node-report.js';
 export * from './source.js';
 export * from './agent-api.js';
+export * from './profile-env.js';

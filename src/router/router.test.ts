@@ -268,6 +268,37 @@ describe('the router through the openai client', () => {
     expect(err.requestID, "the openai client's error carries it").toMatch(/^req_/);
   });
 
+  // Engines took no credential, and a client's own key must never reach an engine (issue 17).
+  it("sends the replica's engine secret upstream as the bearer token, never the client's key, and serves through a keyed engine", async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const seen: (string | undefined)[] = [];
+    const upstream = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'c', object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => upstream.close(resolve)));
+    const endpoint = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    h.directory.set('alpha', [{ ...replica('r1', endpoint), engineSecret: 'replica-secret' }]);
+    await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'x' }] });
+    h.directory.set('alpha', [replica('r1', endpoint)]);
+    await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'x' }] });
+    expect(seen, "the secret when the replica has one, nothing otherwise; the client's key never").toEqual(['Bearer replica-secret', undefined]);
+
+    const b = model({ name: 'beta' });
+    const h2 = await harness([b]);
+    const keyed = await sim(b, { apiKey: 'beta-secret' });
+    h2.directory.set('beta', [{ ...replica('r2', keyed.url), engineSecret: 'beta-secret' }]);
+    const answer = await h2.client.chat.completions.create({ model: 'beta', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+    expect(answer.choices[0]!.message.content, 'a keyed sim serves the router').toBeTruthy();
+    expect((await fetch(`${keyed.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${h2.secret}`, 'content-type': 'application/json' }, body: '{}' })).status, 'and refuses the client key sent straight to it').toBe(401);
+  });
+
   it('reads a body as vLLM would (no content type, a byte-order mark) and refuses a compressed or non-JSON one by name', async () => {
     const a = model({ name: 'alpha' });
     const h = await harness([a]);

@@ -46,6 +46,12 @@ export interface RouterReplica {
    * the model's canonical name.
    */
   readonly servedNames?: readonly string[];
+  /**
+   * The replica's engine secret, sent upstream as `Authorization: Bearer`
+   * in place of anything the client sent (a client's key never reaches an
+   * engine); absent = the engine asks none.
+   */
+  readonly engineSecret?: string;
 }
 
 /** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */
@@ -660,7 +666,11 @@ export class Router {
             path: basePath + ex.path,
             method: 'POST',
             // Unique per attempt: vLLM takes it as its own request id and refuses one already running (a client reusing its id, a retry).
-            headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS), 'x-request-id': `${ex.id}-${(++this.upstreamSeq).toString(36)}${this.idTag}` },
+            headers: {
+              ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS),
+              'x-request-id': `${ex.id}-${(++this.upstreamSeq).toString(36)}${this.idTag}`,
+              ...(replica.engineSecret === undefined ? {} : { authorization: `Bearer ${replica.engineSecret}` }),
+            },
             body,
             headersTimeout: this.timeouts.headersTimeoutMs,
             bodyTimeout: this.timeouts.idleBodyTimeoutMs,

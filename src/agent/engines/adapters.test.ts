@@ -294,6 +294,43 @@ describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine
   });
 });
 
+describe.each(ENGINE_NAMES)('%s takes the replica secret as --api-key', (engine) => {
+  // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
+  const keyed = (l: ShardLaunch): ShardLaunch => ({ ...l, apiKey: 'replica-secret', profile: { ...l.profile, args: ['--operator-flag', 'x'] } });
+  const shapes: [string, ShardLaunch][] = [['one node', keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }))]];
+  if (engine !== 'builtin') shapes.push(['multi-node head', keyed(multi(engine, 0))], ['multi-node rank 2', keyed(multi(engine, 2))]);
+
+  it.each(shapes)('%s', (_shape, l) => {
+    const p = adapterFor(engine, options).plan(l);
+    const at = p.argv.indexOf('--api-key');
+    // The sim serves on every rank, so every rank asks the key; the real engines' other ranks serve no API.
+    if (p.servesApi || engine === 'sim') {
+      expect(at, `--api-key in ${JSON.stringify(p.argv)}`).toBeGreaterThan(0);
+      expect(p.argv[at + 1]).toBe('replica-secret');
+      expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
+    } else {
+      expect(at, 'a rank that serves no API is given no key').toBe(-1);
+    }
+    expect(Object.values(p.env), 'the secret is a flag, never a variable a child process inherits').not.toContain('replica-secret');
+  });
+
+  it('asks no key when the control plane sent none', () => {
+    const p = adapterFor(engine, options).plan(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }));
+    expect(p.argv).not.toContain('--api-key');
+  });
+});
+
+describe.each(ENGINE_NAMES)('%s refuses a profile env that would load code', (engine) => {
+  // A profile env with NODE_OPTIONS=--import=data:… ran code on a GPU node through a tampered or careless control plane (issue 17).
+  it('fails the launch naming the key, unless this agent allows it', () => {
+    const l = launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2, env: { OMP_NUM_THREADS: '4', NODE_OPTIONS: '--import=data:text/javascript,1' } });
+    const err = catchError(() => adapterFor(engine, options).plan(l));
+    expect(err.code).toBe('LLMGW_ENGINE_START_FAILED');
+    expect(err.message).toMatch(/NODE_OPTIONS is a loader or interpreter hook.*--allow-unsafe-profile-env/);
+    expect(adapterFor(engine, { ...options, allowUnsafeProfileEnv: true }).plan(l).env).toMatchObject({ NODE_OPTIONS: '--import=data:text/javascript,1' });
+  });
+});
+
 describe('findGgufFile', () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-gguf-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

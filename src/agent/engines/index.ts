@@ -6,6 +6,7 @@
 // same for every engine. Adapters do no I/O except finding a GGUF file in a
 // directory, and that is injectable.
 export { adapterFor } from './adapter-for.js';
+export { engineBaseEnv, isPassedToEngine } from './engine-env.js';
 export { findGgufFile } from './gguf-file.js';
 export { RPC_SERVER_DEFAULT_PORT } from './llamacpp.js';
 export { probeHost, hostPort } from './launch-parts.js';

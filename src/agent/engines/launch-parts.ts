@@ -2,7 +2,8 @@
 // merge, where to probe a wildcard bind, and the checks on a multi-node
 // shard's peers. Shared so that five adapters cannot disagree on them.
 import { LlmgwError } from '../../errors/index.js';
-import type { EngineName, ShardLaunch, ShardPeer } from './shard-launch.js';
+import { unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
+import type { CompiledEngineAdapterOptions, EngineName, ShardLaunch, ShardPeer } from './shard-launch.js';
 
 /** Where to connect to reach an engine bound to `host`: a wildcard bind answers on loopback. */
 export function probeHost(host: string): string {
@@ -24,9 +25,30 @@ export function gpuEnv(launch: ShardLaunch): Record<string, string> {
   return { CUDA_VISIBLE_DEVICES: launch.gpuIndices.join(',') };
 }
 
-/** llmgw's variables with the profile's merged over them (the operator's value wins). */
-export function mergeEnv(own: Record<string, string>, launch: ShardLaunch): Record<string, string> {
+/**
+ * llmgw's variables with the profile's merged over them (the operator's value
+ * wins). A loader or interpreter hook in the profile is refused here, on the
+ * node, whatever the control plane let through: a tampered or misconfigured
+ * control plane must not be able to run code in an engine, unless this
+ * agent's own operator allowed it (--allow-unsafe-profile-env).
+ */
+export function mergeEnv(engine: EngineName, options: Pick<CompiledEngineAdapterOptions, 'allowUnsafeProfileEnv'>, own: Record<string, string>, launch: ShardLaunch): Record<string, string> {
+  if (!options.allowUnsafeProfileEnv) {
+    const unsafe = unsafeProfileEnvNames(launch.profile.env);
+    if (unsafe.length > 0) {
+      throw launchError(engine, launch, `refused the profile's env: ${unsafe.map((name) => unsafeProfileEnvProblem(name, 'start the agent with --allow-unsafe-profile-env')).join('; ')}`);
+    }
+  }
   return { ...own, ...launch.profile.env };
+}
+
+/**
+ * `--api-key <secret>` when the replica has a secret, else nothing. The same
+ * flag in all five engines (vLLM, llama-server, SGLang, sim, builtin); given
+ * only to a process that serves the API.
+ */
+export function apiKeyArgs(launch: ShardLaunch): string[] {
+  return launch.apiKey === undefined || launch.apiKey === '' ? [] : ['--api-key', launch.apiKey];
 }
 
 /** True when the replica spans several nodes and this shard must meet its peers. */

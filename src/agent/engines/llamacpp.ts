@@ -5,7 +5,7 @@
 // builds only; the router resolves aliases), a numeric -ngl (works where
 // `auto` is the default too), --metrics, --rpc. `--fit off` is left to the
 // profile's args, because older builds refuse it.
-import { checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
 import { findGgufFile } from './gguf-file.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch, ShardPeer } from './shard-launch.js';
 
@@ -34,7 +34,7 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
   let peers: readonly ShardPeer[] = [];
   if (multiNode) peers = checkedPeers('llamacpp', launch);
   else checkSingleNode('llamacpp', launch);
-  const env = mergeEnv(gpuEnv(launch), launch);
+  const env = mergeEnv('llamacpp', options, gpuEnv(launch), launch);
 
   if (launch.rank > 0) {
     const self = peers[launch.rank]!;
@@ -61,6 +61,7 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
       '--alias', launch.model.name,
       '-ngl', layers,
       '--metrics',
+      ...apiKeyArgs(launch),
       ...(rpc.length > 0 ? ['--rpc', rpc.join(',')] : []),
       ...launch.profile.args,
     ],

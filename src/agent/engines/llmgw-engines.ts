@@ -4,7 +4,7 @@
 // it treats vLLM. Together because both run through the same executable.
 import { LlmgwError } from '../../errors/index.js';
 import { findGgufFile } from './gguf-file.js';
-import { checkSingleNode, checkedPeers, gpuEnv, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, EngineName, ShardLaunch } from './shard-launch.js';
 
 function llmgwCommand(options: CompiledEngineAdapterOptions, engine: EngineName): [string, string] {
@@ -25,18 +25,18 @@ export function simAdapter(options: CompiledEngineAdapterOptions): EngineAdapter
     engine: 'sim',
     defaultStartTimeoutMs: 60_000,
     usesPort: () => true,
-    plan: (launch) => planSim(command, launch),
+    plan: (launch) => planSim(options, command, launch),
   };
 }
 
-function planSim(command: [string, string], launch: ShardLaunch): EngineLaunchPlan {
+function planSim(options: CompiledEngineAdapterOptions, command: [string, string], launch: ShardLaunch): EngineLaunchPlan {
   if (isMultiNode(launch)) checkedPeers('sim', launch);
   else checkSingleNode('sim', launch);
   const names = [launch.model.name, ...launch.model.aliases].flatMap((name) => ['--model', name]);
   return {
-    argv: [...command, 'engine', 'sim', '--host', launch.host, '--port', String(launch.port), ...names, ...launch.profile.args],
+    argv: [...command, 'engine', 'sim', '--host', launch.host, '--port', String(launch.port), ...names, ...apiKeyArgs(launch), ...launch.profile.args],
     // The sim uses no GPU, but records CUDA_VISIBLE_DEVICES, so fleet tests can check which GPUs a shard was given.
-    env: mergeEnv(gpuEnv(launch), launch),
+    env: mergeEnv('sim', options, gpuEnv(launch), launch),
     readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
     servesApi: launch.rank === 0,
   };
@@ -71,10 +71,11 @@ function planBuiltin(options: CompiledEngineAdapterOptions, command: [string, st
       '--port', String(launch.port),
       ...names,
       ...(launch.threads === undefined ? [] : ['--threads', String(launch.threads)]),
+      ...apiKeyArgs(launch),
       ...launch.profile.args,
     ],
     // A CPU engine: an empty CUDA_VISIBLE_DEVICES keeps it off GPUs other shards hold.
-    env: mergeEnv(gpuEnv(launch), launch),
+    env: mergeEnv('builtin', options, gpuEnv(launch), launch),
     readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
     servesApi: true,
   };

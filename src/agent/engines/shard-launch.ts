@@ -58,6 +58,13 @@ export interface ShardLaunch {
   readonly rank: number;
   /** Every shard of the replica ordered by rank, this one included; empty for a one-node replica. */
   readonly peers: readonly ShardPeer[];
+  /**
+   * The replica's secret: the engine asks it (--api-key) of every API
+   * request, and only the router, which got it from the control plane,
+   * sends it. Absent = the engine asks no key (a control plane too old to
+   * make secrets). Never logged: the supervisor redacts it from argv.
+   */
+  readonly apiKey?: string;
   /** CPU threads for the builtin engine; absent = the engine's own choice. Other engines ignore it. */
   readonly threads?: number;
   /** How long the engine may take to become ready; absent = the supervisor's default for the engine. */
@@ -115,6 +122,12 @@ export interface EngineAdapterOptions {
    * load. Absent = findGgufFile (reads the directory). Tests pass a pure one.
    */
   resolveGguf?: (weightsPath: string) => string;
+  /**
+   * Start engines whose profile env sets a loader or interpreter hook
+   * (LD_PRELOAD, NODE_OPTIONS, …). Absent = false: such a shard fails with
+   * the key named, whatever the control plane sent.
+   */
+  allowUnsafeProfileEnv?: boolean;
 }
 
 export interface CompiledEngineAdapterOptions {
@@ -125,6 +138,7 @@ export interface CompiledEngineAdapterOptions {
   readonly rpcServerExecutable: string;
   readonly pythonExecutable: string;
   readonly resolveGguf: ((weightsPath: string) => string) | undefined;
+  readonly allowUnsafeProfileEnv: boolean;
 }
 
 const OPTION_KEYS = [
@@ -135,6 +149,7 @@ const OPTION_KEYS = [
   'rpcServerExecutable',
   'pythonExecutable',
   'resolveGguf',
+  'allowUnsafeProfileEnv',
 ] as const;
 
 export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}): CompiledEngineAdapterOptions {
@@ -161,6 +176,7 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
     rpcServerExecutable: executable('rpcServerExecutable', 'rpc-server'),
     pythonExecutable: executable('pythonExecutable', 'python3'),
     resolveGguf: options.resolveGguf,
+    allowUnsafeProfileEnv: options.allowUnsafeProfileEnv === true,
   };
   if (problems.length > 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', problems.join('; '));
   return compiled;

@@ -5,7 +5,7 @@ import { closeSync, existsSync, mkdtempSync, readFileSync, rmSync, writeSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ShardLog, lastLines, redactArgv } from './shard-log.js';
+import { ShardLog, lastLines, redactArgv, redactSecret } from './shard-log.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'llmgw-shard-log-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -73,5 +73,14 @@ describe('redactArgv', () => {
     expect(redactArgv(['vllm', 'serve', '/m', '--api-key', 'sk-1', '--hf-token=hf_x', '--port', '8000', '--max-model-len', '32k'])).toEqual([
       'vllm', 'serve', '/m', '--api-key', '<redacted>', '--hf-token=<redacted>', '--port', '8000', '--max-model-len', '32k',
     ]);
+  });
+});
+
+describe('redactSecret', () => {
+  it("cuts an engine's key out of a log line that echoes its arguments, and leaves a line alone without one", () => {
+    expect(redactSecret("INFO non-default args: {'api_key': ['k3y-XYZ'], 'port': 20001}", 'k3y-XYZ')).toBe("INFO non-default args: {'api_key': ['<redacted>'], 'port': 20001}");
+    expect(redactSecret('api_key=k3y-XYZ again k3y-XYZ', 'k3y-XYZ')).toBe('api_key=<redacted> again <redacted>');
+    expect(redactSecret('nothing here', undefined)).toBe('nothing here');
+    expect(redactSecret('nothing here', '')).toBe('nothing here');
   });
 });

@@ -124,6 +124,16 @@ export function lastLines(file: string, count: number): string[] {
 }
 
 /** argv for a log line: the value after a flag that names a key, token, secret or password is replaced. */
+/**
+ * `line` with every occurrence of `secret` replaced. Engines echo their own
+ * arguments (vLLM's "non-default args", SGLang's ServerArgs), --api-key
+ * included, so log lines quoted in an error or served to `ctl logs` pass
+ * through this. Absent or empty secret: the line as it is.
+ */
+export function redactSecret(line: string, secret: string | undefined): string {
+  return secret ? line.replaceAll(secret, '<redacted>') : line;
+}
+
 export function redactArgv(argv: readonly string[]): string[] {
   const secret = /key|token|secret|password|credential/i;
   return argv.map((arg, i) => {

@@ -14,7 +14,7 @@ import type { PortAllocator } from './port-allocator.js';
 import type { ProcessTable } from './process-table.js';
 import type { ReadinessProber } from './readiness.js';
 import type { RestartPolicy } from './restart-policy.js';
-import { redactArgv, type ShardLog } from './shard-log.js';
+import { redactArgv, redactSecret, type ShardLog } from './shard-log.js';
 import { SHARD_RECORD_VERSION, type ShardRecord, type ShardRecords } from './shard-records.js';
 import type { ProcessExit, SpawnedProcess, Spawner } from './spawner.js';
 
@@ -583,7 +583,8 @@ export class Shard {
   #lastLines(): string {
     let lines: string[] = [];
     try {
-      lines = this.log.lastRunLines(this.#deps.settings.lastLogLines);
+      // The engine's key goes to the control plane in no error, however the engine echoed it.
+      lines = this.log.lastRunLines(this.#deps.settings.lastLogLines).map((line) => redactSecret(line, this.launch.apiKey));
     } catch {
       // No log file: nothing to quote.
     }

@@ -223,6 +223,20 @@ describe('crashes', () => {
     });
   });
 
+  // vLLM and SGLang echo their arguments at start, --api-key included; a failure quoting them sent the engine's key to every admin.
+  it("cuts the engine's key out of the last lines it quotes and out of the log it serves", async () => {
+    const s = await supervisor();
+    prober.answer = () => ({ ok: false, detail: 'ECONNREFUSED' });
+    processes.behaviour = () => ({ output: ["non-default args: {'api_key': ['replica-secret']}", 'error: CUDA out of memory'] });
+    await s.desired([launch('a', { apiKey: 'replica-secret' })]);
+    processes.byPid(shard(s, 'a').pid)!.exit(1);
+    await clock.until(() => state(s, 'a') === 'failed', 'failed');
+    expect(shard(s, 'a').error?.message).toContain("non-default args: {'api_key': ['<redacted>']}");
+    expect(shard(s, 'a').error?.message).not.toContain('replica-secret');
+    expect(s.tailLog('a', 50).join('\n'), 'ctl logs').not.toContain('replica-secret');
+    expect(JSON.stringify(logger.entries), "the agent's own log").not.toContain('replica-secret');
+  });
+
   it('gives up after the policy says so and stays failed', async () => {
     const s = await supervisor({ restartPolicy: { maxConsecutiveFailures: 2, baseDelayMs: 10, jitterRatio: 0 } });
     await s.desired([launch('a')]);

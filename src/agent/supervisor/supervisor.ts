@@ -11,7 +11,7 @@ import { mkdir, readdir, stat, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { IllegalStateError, LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { nearestName } from '../../units/index.js';
-import { adapterFor as defaultAdapterFor, type EngineAdapter, type EngineName, type ShardLaunch } from '../engines/index.js';
+import { adapterFor as defaultAdapterFor, engineBaseEnv, type EngineAdapter, type EngineName, type ShardLaunch } from '../engines/index.js';
 import { systemClock, type SupervisorClock } from './clock.js';
 import { PortAllocator, bindTest } from './port-allocator.js';
 import { formatElapsedMs } from './elapsed.js';
@@ -19,7 +19,7 @@ import { cmdlineMatches, linuxProcessTable, type ProcessTable } from './process-
 import { networkReadinessProber, type ReadinessProber } from './readiness.js';
 import { RestartPolicy, type RestartPolicyOptions } from './restart-policy.js';
 import { SHARD_ID_MARK, SHARD_PORT_MARK, STATE_DIR_MARK, Shard, type ShardLogger, type ShardSettings, type ShardStatus } from './shard.js';
-import { ShardLog } from './shard-log.js';
+import { ShardLog, redactSecret } from './shard-log.js';
 import { SHARD_RECORD_VERSION, ShardRecords, fileNameFor, type ShardRecord } from './shard-records.js';
 import { nodeSpawner, type Spawner } from './spawner.js';
 
@@ -82,7 +82,10 @@ export interface SupervisorOptions {
   stoppedLogRetentionMs?: number;
   /** Engine log lines quoted in a failure. Absent: 8. */
   lastLogLines?: number;
-  /** The environment every engine starts from, its plan's variables merged over. Absent: this process's environment. */
+  /**
+   * The environment engines start from, its plan's variables merged over;
+   * only the names engineBaseEnv allows are kept. Absent: this process's environment.
+   */
   baseEnv?: Readonly<Record<string, string | undefined>>;
   /** The host put in endpoints, as the control plane reaches this node. Absent: the bind host (loopback for a wildcard bind). */
   advertiseHost?: string;
@@ -150,8 +153,8 @@ export function compileSupervisorOptions(options: SupervisorOptions): CompiledSu
   for (const [engine, value] of Object.entries(options.startTimeoutMs ?? {})) {
     startTimeoutMs[engine as EngineName] = ms(`startTimeoutMs.${engine}`, value, 60_000, 1);
   }
-  const baseEnv: Record<string, string> = {};
-  for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) if (value !== undefined) baseEnv[key] = value;
+  // Only what the allowlist names: the agent's own secrets (join token, HF token) must never reach model code.
+  const baseEnv = engineBaseEnv(options.baseEnv ?? process.env);
   // Which agent started an engine, readable from the engine's own environment (see adopt()).
   if (typeof options.stateDir === 'string') baseEnv[STATE_DIR_MARK] = resolve(options.stateDir);
 
@@ -422,11 +425,14 @@ export class Supervisor {
   /** The last `lines` lines of a shard's log, its rotated file included; also after the shard stopped. Throws LLMGW_NOT_FOUND when it has no log. */
   tailLog(shardId: string, lines: number): string[] {
     const count = Math.max(0, Math.min(10_000, Math.floor(lines)));
-    const log = this.#shards.get(shardId)?.log ?? this.#logFor(shardId);
+    const shard = this.#shards.get(shardId);
+    const log = shard?.log ?? this.#logFor(shardId);
     if (!existsSync(log.path)) {
       throw new LlmgwError('LLMGW_NOT_FOUND', `shard ${shardId} has no log on this node`, { context: { shardId } });
     }
-    return log.tail(count);
+    // Engines echo their --api-key at start; the key of a shard still held here is cut from what ctl logs shows.
+    const secret = shard?.launch.apiKey;
+    return log.tail(count).map((line) => redactSecret(line, secret));
   }
 
   /** Every engine exits (SIGTERM, then SIGKILL after the grace period) and supervision ends. Resolves when none is left. */

@@ -42,6 +42,9 @@ describe('catalog validation: one message per problem', () => {
     ['multi-node builtin', base({ profiles: [{ engine: 'builtin', shards: 2 }] }), 'runs on one node'],
     ['bad pool selector', base({ profiles: [{ engine: 'vllm', pool: 'zone in (a,' }] }), 'profiles[0].pool'],
     ['bad env name', base({ profiles: [{ engine: 'vllm', env: { 'BAD-NAME': '1' } }] }), 'want an environment variable name'],
+    // A profile env that preloads or imports code ran the model author's code on a GPU node (issue 17).
+    ['a loader hook in a profile env', base({ profiles: [{ engine: 'vllm', env: { LD_PRELOAD: '/tmp/x.so' } }] }), 'profiles[0].env.LD_PRELOAD: LD_PRELOAD is a loader or interpreter hook'],
+    ['an interpreter hook in a profile env', base({ profiles: [{ engine: 'sim', env: { NODE_OPTIONS: '--import=data:text/javascript,1' } }] }), 'allow_unsafe_profile_env: true'],
   ];
 
   for (const [what, def, message] of table) {
@@ -152,6 +155,19 @@ describe('catalog resolve, remove and origins', () => {
   it('without a store, refuses writes with a reason', async () => {
     const catalog = await Catalog.create({ store: null });
     await expect(catalog.add(base(), 't')).rejects.toMatchObject({ code: 'LLMGW_NO_STORE', message: expect.stringContaining('would not survive a restart') });
+  });
+
+  it('accepts loader and interpreter hooks in a profile env only when the operator allows them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-unsafe-env-'));
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
+    const catalog = await Catalog.create({ store, allowUnsafeProfileEnv: true });
+    const model = await catalog.add(base({ profiles: [{ engine: 'vllm', env: { PYTHONPATH: '/opt/plugins' } }] }), 't');
+    expect(model.profiles[0]!.env).toEqual({ PYTHONPATH: '/opt/plugins' });
+    await store.close();
+    const file = join(dir, 'catalog.yaml');
+    writeFileSync(file, '- name: a\n  source: hf://a/b\n  profiles: [{engine: sim, env: {BASH_ENV: /tmp/x}}]\n');
+    expect(() => loadCatalogFile(file), 'the catalog file is checked too').toThrow(/model "a": profiles\[0\]\.env\.BASH_ENV: BASH_ENV is a loader or interpreter hook/);
+    expect(loadCatalogFile(file, { allowUnsafeProfileEnv: true }).map((m) => m.name)).toEqual(['a']);
   });
 
   it('reports every problem of a catalog file, per model', () => {

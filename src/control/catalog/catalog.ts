@@ -10,7 +10,7 @@ import { LlmgwError, ValidationError } from '../../errors/index.js';
 import type { Store } from '../store/index.js';
 import { parseSource } from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
-import { compileModel, definitionProblems, type Model, ModelSchema } from './model.js';
+import { compileModel, definitionProblems, type DefinitionChecks, type Model, ModelSchema } from './model.js';
 
 export interface CatalogOptions {
   /** Absent: no store (`store: none`); models can come only from the file, and writes answer 501. */
@@ -19,6 +19,12 @@ export interface CatalogOptions {
   catalogFile?: string | null;
   /** Accept http:// sources (tests on loopback only). */
   allowHttpSources?: boolean;
+  /**
+   * Accept loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in a
+   * profile's env, from the file and the API. Absent = refused: with them,
+   * whoever may add a model may run code on every node.
+   */
+  allowUnsafeProfileEnv?: boolean;
 }
 
 export class Catalog {
@@ -29,13 +35,13 @@ export class Catalog {
   private constructor(
     private readonly store: Store | null,
     private readonly fileModels: readonly Model[],
-    private readonly allowHttp: boolean,
+    private readonly checks: DefinitionChecks,
   ) {}
 
   static async create(options: CatalogOptions): Promise<Catalog> {
-    const allowHttp = options.allowHttpSources ?? false;
-    const fileModels = options.catalogFile ? loadCatalogFile(options.catalogFile, allowHttp) : [];
-    const catalog = new Catalog(options.store ?? null, fileModels, allowHttp);
+    const checks: DefinitionChecks = { allowHttp: options.allowHttpSources ?? false, allowUnsafeProfileEnv: options.allowUnsafeProfileEnv ?? false };
+    const fileModels = options.catalogFile ? loadCatalogFile(options.catalogFile, checks) : [];
+    const catalog = new Catalog(options.store ?? null, fileModels, checks);
     await catalog.reload();
     return catalog;
   }
@@ -103,7 +109,7 @@ export class Catalog {
    * compiled model or throws a ValidationError listing every problem.
    */
   validate(input: unknown): Model {
-    return validateAgainst(input, [...this.byName.values()], 'store', this.allowHttp);
+    return validateAgainst(input, [...this.byName.values()], 'store', this.checks);
   }
 
   /** Adds a model through the API: validated, stored with its audit row, then visible. */
@@ -160,7 +166,7 @@ export function validateAgainst(
   input: unknown,
   existing: readonly Model[],
   origin: Model['origin'],
-  allowHttp: boolean,
+  checks: DefinitionChecks,
   /** Models that fallbacks may name but names need not avoid: later entries of the same file. */
   peers: readonly Model[] = [],
 ): Model {
@@ -171,12 +177,12 @@ export function validateAgainst(
     // with several mistakes is fixed in one round.
     const problems = describeIssues(ModelSchema, parsed.error);
     const rawSource = typeof input === 'object' && input !== null ? (input as { source?: unknown }).source : undefined;
-    const source = typeof rawSource === 'string' && rawSource ? parseSource(rawSource, { allowHttp }) : null;
+    const source = typeof rawSource === 'string' && rawSource ? parseSource(rawSource, { allowHttp: checks.allowHttp ?? false }) : null;
     if (typeof source === 'string') problems.push(`source: ${source}`);
     throw new ValidationError('LLMGW_CATALOG_INVALID', problems, label);
   }
   const def = parsed.data;
-  const problems = definitionProblems(def, { allowHttp });
+  const problems = definitionProblems(def, checks);
   const taken = new Map<string, string>();
   for (const m of existing) {
     taken.set(m.name, m.name);
@@ -234,7 +240,7 @@ function fallbackCycle(name: string, fallbacks: readonly string[], known: Readon
 }
 
 /** Reads the catalog file: a list of models, or `{models: [...]}`. Every problem of every model at once. */
-export function loadCatalogFile(path: string, allowHttp = false): Model[] {
+export function loadCatalogFile(path: string, checks: DefinitionChecks = {}): Model[] {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -263,7 +269,7 @@ export function loadCatalogFile(path: string, allowHttp = false): Model[] {
     try {
       const taken = new Set(models.map((m) => m.name));
       const peers = provisional.filter((m) => !taken.has(m.name) && m.name !== modelName(entry));
-      models.push(validateAgainst(entry, models, 'file', allowHttp, peers));
+      models.push(validateAgainst(entry, models, 'file', checks, peers));
     } catch (err) {
       if (err instanceof LlmgwError) problems.push(err.message);
       else throw err;

@@ -3,7 +3,7 @@
 // plane reads. The written form keeps the seed's snake_case field names; the
 // compiled form carries units in its names.
 import { z } from 'zod';
-import { parseSource } from '../../protocol/index.js';
+import { parseSource, unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
 import { labelSelectorProblem } from '../placement/index.js';
 import { parseDurationMs } from '../../units/index.js';
 
@@ -134,7 +134,17 @@ export interface Model {
 }
 
 /** Problems of one definition on its own (not against other models), as sentences. */
-export function definitionProblems(def: z.output<typeof ModelSchema>, options: { allowHttp?: boolean } = {}): string[] {
+export interface DefinitionChecks {
+  /** Accept http:// sources (tests on loopback only). */
+  allowHttp?: boolean;
+  /** Accept loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in a profile's env; absent = refused. */
+  allowUnsafeProfileEnv?: boolean;
+}
+
+/** How the control plane's operator turns the profile env check off, for the refusal's last words. */
+export const ALLOW_UNSAFE_PROFILE_ENV_SWITCH = 'start the control plane with allow_unsafe_profile_env: true';
+
+export function definitionProblems(def: z.output<typeof ModelSchema>, options: DefinitionChecks = {}): string[] {
   const problems: string[] = [];
   const source = parseSource(def.source, options);
   if (typeof source === 'string') problems.push(`source: ${source}`);
@@ -157,6 +167,9 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: {
     const selectorProblem = p.pool === undefined ? null : labelSelectorProblem(p.pool);
     if (selectorProblem) problems.push(`profiles[${i}].pool: ${selectorProblem}`);
     if (p.shards > 1 && p.engine === 'builtin') problems.push(`profiles[${i}]: the builtin engine runs on one node; set shards to 1`);
+    if (!options.allowUnsafeProfileEnv) {
+      for (const name of unsafeProfileEnvNames(p.env)) problems.push(`profiles[${i}].env.${name}: ${unsafeProfileEnvProblem(name, ALLOW_UNSAFE_PROFILE_ENV_SWITCH)}`);
+    }
   });
   if (def.fallbacks.includes(def.name)) problems.push(`fallbacks: a model cannot fall back to itself`);
   const { context_tokens: ctx, max_tokens: maxTokens } = def.limits;

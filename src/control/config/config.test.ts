@@ -39,6 +39,14 @@ describe('control configuration', () => {
     expect(() => loadControlConfig({ env: { LLMGW_MAX_HELD_PER_KEY: '0' } })).toThrow(/max_held_per_key/);
   });
 
+  it('refuses unsafe profile env unless allow_unsafe_profile_env is true, from the file, the environment or a flag', () => {
+    expect(loadControlConfig({ env: {} }).allowUnsafeProfileEnv, 'off by default').toBe(false);
+    expect(loadControlConfig({ file: file('allow_unsafe_profile_env: true\n') }).allowUnsafeProfileEnv).toBe(true);
+    expect(loadControlConfig({ env: { LLMGW_ALLOW_UNSAFE_PROFILE_ENV: 'true' } }).allowUnsafeProfileEnv).toBe(true);
+    expect(loadControlConfig({ env: {}, flags: { allow_unsafe_profile_env: 'false' } }).allowUnsafeProfileEnv).toBe(false);
+    expect(() => loadControlConfig({ env: { LLMGW_ALLOW_UNSAFE_PROFILE_ENV: 'yes' } })).toThrow(/allow_unsafe_profile_env/);
+  });
+
   it('flags beat env, env beats file, file beats defaults', () => {
     const path = file('client_addr: 127.0.0.1:1001\nadmin_addr: 127.0.0.1:1002\nagent_addr: 127.0.0.1:1003\n');
     const c = loadControlConfig({

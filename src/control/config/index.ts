@@ -96,6 +96,15 @@ export const ControlOptionsSchema = z.strictObject({
    * Absent = plain http to agents (they must then run without --tls-cert).
    */
   agent_ca: z.string().min(1).optional(),
+  /**
+   * Accept loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS,
+   * PYTHONPATH, …) in a model profile's env. Off by default: with them,
+   * whoever may add a model may run code on every node that runs it. Agents
+   * check again and need --allow-unsafe-profile-env too.
+   */
+  allow_unsafe_profile_env: z
+    .union([z.boolean(), z.enum(['true', 'false'], { message: 'want true or false' })])
+    .default(false),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -134,6 +143,8 @@ export interface ControlConfig {
   readonly agentCa: Buffer | null;
   /** Most requests of one key held for cold models at once (at least 1). */
   readonly maxHeldPerKey: number;
+  /** True: profiles may set loader and interpreter hooks in their env (see allow_unsafe_profile_env). */
+  readonly allowUnsafeProfileEnv: boolean;
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -269,6 +280,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     tls: Object.freeze({ client: clientTls, admin: sharedTls, agent: sharedTls }),
     agentCa,
     maxHeldPerKey: Number(o.max_held_per_key),
+    allowUnsafeProfileEnv: o.allow_unsafe_profile_env === true || o.allow_unsafe_profile_env === 'true',
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,

@@ -2,6 +2,7 @@
 // agent should run. Both are pure (ids come from a function passed in), so
 // the reconciler's I/O is only "persist what changed, publish what agents
 // run", and the property tests can run many passes without a store.
+import { randomBytes } from 'node:crypto';
 import type { ShardAssignment } from '../../protocol/index.js';
 import type { Placement, PlacementNode } from '../placement/index.js';
 import type { Plan, PlanModel, PlanProfile } from './plan.js';
@@ -31,6 +32,13 @@ export interface ApplyContext {
   readonly now: number;
   /** A new unique id; called once per created replica and once per shard. */
   readonly newId: (kind: 'replica' | 'shard') => string;
+  /** A new engine secret, called once per created replica; absent = newEngineSecret (32 random bytes). */
+  readonly newSecret?: () => string;
+}
+
+/** 32 random bytes, base64url: an engine's --api-key that nobody can guess and no shell or header mangles. */
+export function newEngineSecret(): string {
+  return randomBytes(32).toString('base64url');
 }
 
 export function applyPlan(records: readonly ReplicaRecord[], plan: Plan, ctx: ApplyContext): ApplyResult {
@@ -67,6 +75,7 @@ export function applyPlan(records: readonly ReplicaRecord[], plan: Plan, ctx: Ap
           stateSinceMs: now,
           updatedAtMs: now,
           replaces: a.replaces,
+          engineSecret: (ctx.newSecret ?? newEngineSecret)(),
           shards: shardsOf(a.placement),
         });
         changed.add(id);
@@ -158,6 +167,7 @@ export function assignmentsByNode(
         rank: s.rank,
         gpu_indices: [...s.gpuIndices],
         peers,
+        ...(r.engineSecret ? { engine_secret: r.engineSecret } : {}),
       });
     }
   }

@@ -100,6 +100,7 @@ describe('Reconciler', () => {
         rank: 0,
         gpu_indices: [0],
         peers: [],
+        engine_secret: replica!.engineSecret,
       },
     ]);
 
@@ -110,6 +111,26 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicaCounts().get('demo')).toEqual({ ready: 1, total: 1 });
     expect(t.reconciler.nodeUsage().get('n1')).toEqual({ replicas: 1, gpusInUse: new Set([0]) });
     expect((await t.store.listReplicas())[0], 'the store holds what the agent reported').toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
+  });
+
+  // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
+  it("makes each replica a secret of its own, sends it to the agent and the router, and keeps it across a restart", async () => {
+    const first = await setup();
+    await first.node('n1');
+    await first.catalog.add({ ...demo, scaling: { min: 2 } }, 'test');
+    await first.reconciler.pass();
+    const secrets = first.reconciler.replicas().map((r) => r.engineSecret);
+    expect(secrets).toHaveLength(2);
+    for (const secret of secrets) expect(secret, '32 random bytes, base64url').toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(new Set(secrets).size, 'one secret per replica').toBe(2);
+    expect(first.assignments.get('n1').shards.map((a) => a.engine_secret).sort()).toEqual([...secrets].sort());
+    await first.report('n1', 'ready', (shard) => `http://n1:${shard.endsWith('0') ? 9000 : 9001}`);
+    expect(first.reconciler.ready('demo').map((r) => r.engineSecret).sort(), "the router's view carries it").toEqual([...secrets].sort());
+    await first.reconciler.stop();
+
+    const second = await setup(first.dir);
+    expect(second.reconciler.replicas().map((r) => r.engineSecret), 'a restarted control plane can still call the engines').toEqual(secrets);
+    expect(second.assignments.get('n1').shards.map((a) => a.engine_secret).sort(), 'and an agent that restarted hears it again').toEqual([...secrets].sort());
   });
 
   it('counts its passes, their actions and its replicas by state in Prometheus metrics', async () => {
@@ -299,7 +320,7 @@ describe('Reconciler', () => {
     await t.report('n1', 'ready', () => 'http://n1:9000');
     expect(woken).toBeGreaterThan(0);
     unsubscribe();
-    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false }]);
+    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: t.reconciler.replicas()[0]!.engineSecret }]);
   });
 
   it('tells the router a model that fits nowhere will not come', async () => {

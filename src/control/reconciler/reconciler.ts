@@ -75,6 +75,8 @@ export interface RoutableReplica {
   readonly id: string;
   readonly endpoint: string;
   readonly draining: boolean;
+  /** Sent to the engine as its bearer token; absent = the engine asks none. */
+  readonly engineSecret?: string;
 }
 
 export class Reconciler {
@@ -274,7 +276,7 @@ export class Reconciler {
     if (!cached) {
       cached = this.records
         .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
-        .map((r) => ({ id: r.id, endpoint: r.endpoint!, draining: r.state === 'draining' }));
+        .map((r) => ({ id: r.id, endpoint: r.endpoint!, draining: r.state === 'draining', ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}) }));
       this.readyCache.set(model, cached);
     }
     return cached;

@@ -52,6 +52,13 @@ export interface ReplicaRecord {
   readonly updatedAtMs: number;
   /** The replica this one was placed to replace (make-before-break on a draining node); null = none. */
   readonly replaces: string | null;
+  /**
+   * The secret its engines ask of every API request (--api-key) and the
+   * router sends; made with the replica and kept for its life, retries
+   * included. Null or absent = none (a replica made before secrets: its
+   * engine asks no key). Never shown in a view, an event or a log.
+   */
+  readonly engineSecret?: string | null;
   /** Rank order. */
   readonly shards: readonly ShardRecord[];
 }

@@ -226,6 +226,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Each replica's engine secret (the engine's --api-key), so a restarted control plane and every follower can
+    // still call the engines a leader started. Null = a replica from before secrets: its engine asks no key.
+    '0012_engine_secrets': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('replicas').addColumn('engine_secret', 'text').execute();
+      },
+    },
   };
 }
 

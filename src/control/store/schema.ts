@@ -68,6 +68,8 @@ export interface ReplicasTable {
   /** The replica this one replaces on a draining node; null = none. */
   replaces: string | null;
   updated_at: number;
+  /** The engine's --api-key, which the router sends; null = none (made before secrets, or a store before 0012). */
+  engine_secret: string | null;
 }
 
 /** The part of a replica on one node; deleted with its replica. */

@@ -101,6 +101,8 @@ for (const backend of backends) {
         stateSinceMs: 1_000,
         replaces: null,
         updatedAtMs: 1_000,
+        // Kept, so a restarted control plane or a follower can still call the engines (their --api-key).
+        engineSecret: 'replica-secret',
         shards: [
           { id: 'sh-b', nodeId: 'n2', rank: 1, gpuIndices: [2, 3], state: 'starting', error: null, endpoint: null },
           { id: 'sh-a', nodeId: 'n1', rank: 0, gpuIndices: [0, 1], state: 'starting', error: null, endpoint: null },

@@ -140,6 +140,8 @@ export interface ReplicaRow {
   stateSinceMs: number;
   replaces: string | null;
   updatedAtMs: number;
+  /** The engine's --api-key; null or absent = none. Never shown in a view or a log. */
+  engineSecret?: string | null;
   /** Rank order. */
   shards: ShardRow[];
 }
@@ -174,6 +176,7 @@ function toReplicaRow(r: ReplicasTable, shards: ShardsTable[]): ReplicaRow {
     stateSinceMs: r.state_since,
     replaces: r.replaces,
     updatedAtMs: r.updated_at,
+    engineSecret: r.engine_secret,
     shards: shards
       .map((s) => ({
         id: s.id,
@@ -481,6 +484,7 @@ export class Store {
           state_since: r.stateSinceMs,
           replaces: r.replaces,
           updated_at: r.updatedAtMs,
+          engine_secret: r.engineSecret ?? null,
         };
         await tx
           .insertInto('replicas')

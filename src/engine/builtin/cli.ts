@@ -9,7 +9,7 @@ import type { BuiltinEngineOptions } from './options.js';
 
 const USAGE =
   'usage: llmgw engine builtin --model FILE.gguf --port N [--host 127.0.0.1] [--alias NAME]... ' +
-  '[--threads N] [--parallel N] [--ctx-size N]';
+  '[--threads N] [--parallel N] [--ctx-size N] [--api-key KEY]';
 
 const FLAGS = {
   model: { type: 'string' },
@@ -19,6 +19,7 @@ const FLAGS = {
   threads: { type: 'string' },
   parallel: { type: 'string' },
   'ctx-size': { type: 'string' },
+  'api-key': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -38,6 +39,7 @@ export function parseBuiltinEngineArgs(argv: readonly string[]): BuiltinEngineOp
     ...(values.threads === undefined ? {} : { threads: wholeNumber('threads', values.threads) }),
     ...(values.parallel === undefined ? {} : { parallel: wholeNumber('parallel', values.parallel) }),
     ...(values['ctx-size'] === undefined ? {} : { contextTokens: wholeNumber('ctx-size', values['ctx-size']) }),
+    ...(values['api-key'] === undefined ? {} : { apiKey: values['api-key'] }),
   };
 }
 

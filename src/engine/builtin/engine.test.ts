@@ -170,6 +170,30 @@ describe('builtin engine over HTTP', () => {
     expect(b.every((v, i) => Math.abs(v - a[i]!) < 1e-5), 'one input, one vector, however encoded').toBe(true);
   });
 
+  // An engine on 0.0.0.0 took requests from anyone who reached its port, skipping keys, limits and accounting (issue 17).
+  it('with --api-key, refuses /v1/* without the key with 401 and keeps /health open for the probe', async () => {
+    let endLoad: (err: Error) => void = () => undefined;
+    const keyed = await startBuiltinEngine(
+      { modelPath: join(dir, 'tiny.gguf'), aliases: [MODEL], threads: 1, apiKey: 'engine-secret', log: () => undefined },
+      // Stays loading until the test ends: the key is checked before the model is asked for anything.
+      { loadRuntime: () => new Promise<never>((_, reject) => (endLoad = reject)) },
+    );
+    try {
+      const bare = await fetch(`${keyed.url}/v1/models`);
+      expect(bare.status).toBe(401);
+      const body = (await bare.json()) as { error: { message: string; code: unknown } };
+      expect(body.error.message).toMatch(/only with its API key/);
+      const wrong = await fetch(`${keyed.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer nope', 'content-type': 'application/json' }, body: '{}' });
+      expect(wrong.status).toBe(401);
+      const right = await fetch(`${keyed.url}/v1/models`, { headers: { authorization: 'Bearer engine-secret' } });
+      expect(right.status, 'past the key, the engine answers as it would (still loading)').toBe(503);
+      expect((await fetch(`${keyed.url}/health`)).status, 'the probe needs no key: 503 is "loading", not 401').toBe(503);
+    } finally {
+      endLoad(new Error('the test is over'));
+      await keyed.close();
+    }
+  });
+
   it("answers mistakes in OpenAI's error shape", async () => {
     await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
       status: 404,

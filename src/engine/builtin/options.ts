@@ -34,6 +34,11 @@ export interface BuiltinEngineOptions {
    * capped at DEFAULT_SEQUENCE_CONTEXT_TOKENS, for each sequence.
    */
   contextTokens?: number;
+  /**
+   * Requests to /v1/* must carry `Authorization: Bearer <apiKey>` or get 401;
+   * /health stays open for the agent's probe. Absent means no key is asked.
+   */
+  apiKey?: string;
   /** Where the engine writes its log lines; absent means stderr. */
   log?: (line: string) => void;
   /** Clock for `created` timestamps, in ms since the epoch; absent means Date.now. */
@@ -56,6 +61,8 @@ export interface CompiledBuiltinEngineOptions {
   readonly parallel: number;
   /** Absent until the model's metadata is read; see sequenceContextTokens(). */
   readonly contextTokens: number | undefined;
+  /** Undefined: no key asked. */
+  readonly apiKey: string | undefined;
   readonly log: (line: string) => void;
   readonly nowMs: () => number;
 }
@@ -68,6 +75,7 @@ const BuiltinEngineOptionsSchema = z.strictObject({
   threads: z.number().int().min(1).max(1024).optional(),
   parallel: z.number().int().min(1).max(256).optional(),
   contextTokens: z.number().int().min(MIN_SEQUENCE_CONTEXT_TOKENS).max(16 * 1024 * 1024).optional(),
+  apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
   log: z.custom<(line: string) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   nowMs: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
 });
@@ -94,6 +102,7 @@ export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): Comp
     threads: o.threads ?? Math.min(availableParallelism(), MAX_DEFAULT_THREADS),
     parallel,
     contextTokens: o.contextTokens,
+    apiKey: o.apiKey,
     log: options.log ?? ((line: string) => void process.stderr.write(`${line}\n`)),
     nowMs: options.nowMs ?? Date.now,
   });

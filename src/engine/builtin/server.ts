@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { isLlmgwError, LlmgwError } from '../../errors/index.js';
+import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
 import { readGgufModelFacts, type GgufModelFacts } from './gguf-check.js';
 import { BuiltinRuntime, type GenerationResult } from './llama-runtime.js';
 import {
@@ -266,6 +267,9 @@ class BuiltinEngineServer implements BuiltinEngine {
       throw new LlmgwError('LLMGW_METHOD_NOT_ALLOWED', `${path} takes ${method}, not ${req.method}`, { context: { allow: method } });
     }
     if (path === '/health') return this.health(res);
+    if (this.options.apiKey !== undefined && apiKeyGuards(path) && !bearerMatches(req.headers.authorization, this.options.apiKey)) {
+      throw httpError(401, 'LLMGW_UNAUTHORIZED', API_KEY_REFUSAL);
+    }
     const runtime = this.runtime;
     if (this.state !== 'ready' || !runtime) {
       const why = this.state === 'loading' ? 'the model is still loading; retry once GET /health answers 200' : `the engine is ${this.state}`;

@@ -60,6 +60,7 @@ const FLAGS: Readonly<Record<string, { key: keyof SimEngineOptions; kind: FlagKi
   '--seed': { key: 'seed', kind: 'number', help: 'seed of the generated text and the error draw (default 0)' },
   '--shutdown-grace-ms': { key: 'shutdownGraceMs', kind: 'number', help: 'on SIGTERM, how long running requests may finish (default 5000)' },
   '--flavor': { key: 'flavor', kind: 'string', help: 'which engine /metrics and /health imitate: vllm, llamacpp or sglang (default vllm)' },
+  '--api-key': { key: 'apiKey', kind: 'string', help: 'requests to /v1/* need Authorization: Bearer KEY, else 401; /health stays open (default none)' },
 };
 
 export const SIM_CLI_USAGE = [

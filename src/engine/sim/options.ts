@@ -49,6 +49,11 @@ export interface SimEngineOptions {
   /** Absent = 'vllm'. */
   flavor?: SimFlavor;
   /**
+   * Requests to /v1/* must carry `Authorization: Bearer <apiKey>` or get 401
+   * (/health and /metrics stay open, as in vLLM). Absent = no key asked.
+   */
+  apiKey?: string;
+  /**
    * The monotonic clock, in milliseconds, that the startup delay is measured
    * on; absent = performance.now. Tests pass a fake one. Token pacing always
    * runs on real timers.
@@ -76,6 +81,7 @@ const SimEngineOptionsSchema = z.strictObject({
   seed: z.number().int().default(0),
   shutdownGraceMs: z.number().min(0).default(5000),
   flavor: z.enum(['vllm', 'llamacpp', 'sglang']).default('vllm'),
+  apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
   nowMs: z.custom<() => number>((v) => typeof v === 'function', { message: 'want a function returning milliseconds' }).optional(),
 });
 
@@ -101,6 +107,8 @@ export interface SimEngineConfig {
   readonly seed: number;
   readonly shutdownGraceMs: number;
   readonly flavor: SimFlavor;
+  /** Undefined = no key asked. */
+  readonly apiKey: string | undefined;
   readonly nowMs: () => number;
 }
 
@@ -143,6 +151,7 @@ export function compileSimEngineOptions(options: SimEngineOptions = {}): SimEngi
     seed: o.seed,
     shutdownGraceMs: o.shutdownGraceMs,
     flavor: o.flavor,
+    apiKey: o.apiKey,
     nowMs: o.nowMs ?? (() => performance.now()),
   });
 }

@@ -6,6 +6,7 @@
 // capacity, failures, crashes, hangs) is simulated on purpose, by option.
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
 import { LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { ChoiceGenerator, FIRST_TOKEN_JSON, NEXT_TOKEN_JSON, embeddingOf, mixSeed, nextRandom } from './generate.js';
 import { compileSimEngineOptions, type SimEngineConfig, type SimEngineOptions } from './options.js';
@@ -236,6 +237,11 @@ class SimServer implements SimEngine {
     const method = req.method;
     if (this.hanging) {
       this.hold(req, res);
+      return;
+    }
+    if (this.config.apiKey !== undefined && apiKeyGuards(path) && !bearerMatches(req.headers.authorization, this.config.apiKey)) {
+      req.resume();
+      sendError(res, 401, 'AuthenticationError', API_KEY_REFUSAL, null, this.closing);
       return;
     }
     if (method === 'POST') {

@@ -1,7 +1,7 @@
 // The sim engine through the official OpenAI client, in process, on port 0:
 // if these shapes drift from OpenAI's, every router test built on the sim
 // would be testing against a server no real client talks to.
-import OpenAI, { BadRequestError, InternalServerError, NotFoundError, RateLimitError } from 'openai';
+import OpenAI, { AuthenticationError, BadRequestError, InternalServerError, NotFoundError, RateLimitError } from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from './index.js';
 
@@ -343,6 +343,22 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(engine.stats().requestsAborted).toBe(0);
     expect(await engine.ended).toBe('closed');
     await expect(fetch(`${engine.url}/health`)).rejects.toThrow();
+  });
+
+  // An engine on 0.0.0.0 took requests from anyone who reached its port, skipping keys, limits and accounting (issue 17).
+  it('with --api-key, answers /v1/* only to its key in OpenAI\'s 401 shape, and leaves /health and /metrics open', async () => {
+    const { engine, client } = await start({ apiKey: 'engine-secret' });
+    await expect(chatText(client), 'no key (the client sends "unused")').rejects.toBeInstanceOf(AuthenticationError);
+    const bare = await fetch(`${engine.url}/v1/models`);
+    expect(bare.status).toBe(401);
+    const body = (await bare.json()) as { error: { message: string; type: string } };
+    expect(body.error.message).toMatch(/only with its API key/);
+    expect(body.error.message, 'the refusal never shows the key').not.toContain('engine-secret');
+    expect((await fetch(`${engine.url}/health`)).status, 'the agent probes without the key').toBe(200);
+    expect((await fetch(`${engine.url}/metrics`)).status).toBe(200);
+    const keyed = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: 'engine-secret', maxRetries: 0 });
+    expect(await chatText(keyed)).not.toBe('');
+    expect(engine.stats().requestsSeen, 'refused requests never reach the model: only the keyed one was seen').toBe(1);
   });
 
   it('imitates llama.cpp and SGLang metric names when its flavor says so', async () => {

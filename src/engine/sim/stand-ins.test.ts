@@ -38,4 +38,11 @@ describe('planStandIn reads what it needs from each real engine command line', (
     expect(planStandIn('python', ['-m', 'vllm.entrypoints.openai.api_server', '--model', '/m/q'])).toMatchObject({ kind: 'serve' });
     expect(planStandIn('python', ['-c', 'print(1)'])).toMatchObject({ kind: 'exit', code: 1 });
   });
+
+  it('takes --api-key from each engine, so a stand-in refuses what the real engine would', () => {
+    expect(planStandIn('vllm', ['serve', '/m', '--api-key', 'k1'])).toMatchObject({ kind: 'serve', options: { apiKey: 'k1' } });
+    expect(planStandIn('llama-server', ['-m', '/m/q.gguf', '--api-key', 'k2,k3'])).toMatchObject({ kind: 'serve', options: { apiKey: 'k2' } });
+    expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m/q', '--api-key=k4'])).toMatchObject({ kind: 'serve', options: { apiKey: 'k4' } });
+    expect(planStandIn('vllm', ['serve', '/m'])).not.toHaveProperty('options.apiKey');
+  });
 });

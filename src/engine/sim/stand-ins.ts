@@ -155,6 +155,12 @@ function contextOf(argv: readonly string[], names: readonly string[]): number | 
   return Number.isFinite(len) ? len : `${names[0]}: want a token count like 4096 or 32k, got ${JSON.stringify(text)}`;
 }
 
+/** --api-key as the three engines take it (one key; llama-server's comma list is read as its first), so a stand-in refuses what the real engine would. */
+function apiKeyOf(argv: readonly string[]): { apiKey?: string } {
+  const key = flagValue(argv, ['--api-key'])?.split(',')[0];
+  return key ? { apiKey: key } : {};
+}
+
 function usage(program: string, message: string): StandInPlan {
   return { kind: 'exit', code: 2, message: `${program} (llmgw stand-in): ${message}` };
 }
@@ -205,7 +211,7 @@ function planVllm(argv: readonly string[], program: string): StandInPlan {
   const host = flagValue(argv, ['--host']) || '127.0.0.1';
   return {
     kind: 'serve',
-    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm' },
+    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm', ...apiKeyOf(argv) },
     readyLine: `INFO: Starting vLLM API server 0 on http://${host}:{port}`,
   };
 }
@@ -223,7 +229,7 @@ function planLlamaServer(argv: readonly string[]): StandInPlan {
   const host = flagValue(argv, ['--host']) ?? '127.0.0.1';
   return {
     kind: 'serve',
-    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp' },
+    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp', ...apiKeyOf(argv) },
     readyLine: `main: server is listening on http://${host}:{port} - starting the main loop`,
   };
 }
@@ -241,7 +247,7 @@ function planSglang(argv: readonly string[]): StandInPlan {
   const name = flagValue(argv, ['--served-model-name']);
   return {
     kind: 'serve',
-    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang' },
+    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang', ...apiKeyOf(argv) },
     readyLine: 'The server is fired up and ready to roll!',
   };
 }
