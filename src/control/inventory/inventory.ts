@@ -200,6 +200,8 @@ export class Inventory {
     proof: JoinProof = { previousCredential: null, nodeToken: false },
   ): Promise<{ credential: string; mgmtToken: string }> {
     const existing = await this.current(input.id);
+    // What the decision below rests on; a join that changed it meanwhile wins, and this one is refused.
+    const decidedOn = existing?.credentialHash ?? null;
     const proven = existing !== undefined && proof.previousCredential !== null && matchesHash(proof.previousCredential, existing.credentialHash);
     if (existing && !proven && !proof.nodeToken) {
       const live = this.liveness(existing);
@@ -217,7 +219,7 @@ export class Inventory {
     const action = !existing ? 'node.join' : proven ? 'node.rejoin' : proof.nodeToken ? 'node.rejoin_with_node_token' : 'node.rejoin_after_lost';
     if (this.options.store) {
       const row = await this.options.store.upsertNodeOnJoin(
-        { ...input, credentialHash, mgmtNonce, mgmtTokenHash: sha256Hex(mgmtToken), approvalIfNew, ...(approval ? { approval } : {}) },
+        { ...input, credentialHash, mgmtNonce, mgmtTokenHash: sha256Hex(mgmtToken), approvalIfNew, expectCredentialHash: decidedOn, ...(approval ? { approval } : {}) },
         {
           actor: `node:${input.id}`,
           action,
@@ -229,6 +231,9 @@ export class Inventory {
       // What this process heard more recently than the store wins.
       this.nodes.set(input.id, { ...fresh, report: existing?.report ?? fresh.report, lastSeenMs: existing?.lastSeenMs ?? fresh.lastSeenMs });
     } else {
+      if ((this.nodes.get(input.id)?.credentialHash ?? null) !== decidedOn) {
+        throw new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${input.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
+      }
       this.nodes.set(input.id, {
         adminState: existing?.adminState ?? 'ready',
         lastSeenMs: existing?.lastSeenMs ?? null,

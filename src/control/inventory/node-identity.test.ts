@@ -56,6 +56,19 @@ describe('node identity', () => {
     expect(inv.get('n1')).toBeDefined();
   });
 
+  it('lets only one of two joins racing for a new id win, with or without a store', async () => {
+    for (const store of [null, (await sqlite()).store]) {
+      const inv = await Inventory.create({ store, now: () => 0, staleAfterMs: 15_000, lostAfterMs: 60_000, joinToken: JOIN });
+      const results = await Promise.allSettled([inv.join(joinInput('race')), inv.join(joinInput('race'))]);
+      const won = results.filter((r): r is PromiseFulfilledResult<{ credential: string; mgmtToken: string }> => r.status === 'fulfilled');
+      expect(won, store ? 'sqlite' : 'memory').toHaveLength(1);
+      expect(results.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'LLMGW_NODE_ID_TAKEN' } });
+      expect(inv.authenticate('race', won[0]!.value.credential), 'the winner holds the id').not.toBeNull();
+      await inv.close();
+      await store?.close();
+    }
+  });
+
   it('uses a per-node join token once, for its node only, until it expires', async () => {
     let now = 0;
     for (const store of [null, (await sqlite()).store]) {

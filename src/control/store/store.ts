@@ -122,6 +122,12 @@ export interface NodeJoin {
   approvalIfNew: string;
   /** Set: the approval this join gives even a known node (another machine taking a lost node's id). */
   approval?: string;
+  /**
+   * The credential hash the caller decided on (null = no member held the
+   * id). Checked in the transaction, so two joins racing for one id cannot
+   * both win: the later finds the row changed and is refused. Absent = no check.
+   */
+  expectCredentialHash?: string | null;
   agentVersion: string | null;
   protocolVersion: number | null;
 }
@@ -408,6 +414,10 @@ export class Store {
     const at = this.now();
     return this.db.transaction().execute(async (tx) => {
       const existing = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirst();
+      const held = existing && existing.removed_at === null ? existing.credential_hash : null;
+      if (node.expectCredentialHash !== undefined && held !== node.expectCredentialHash) {
+        throw new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${node.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
+      }
       const values = {
         hostname: node.hostname,
         mgmt_addr: node.mgmtAddr,
