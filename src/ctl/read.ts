@@ -357,7 +357,7 @@ function change(e: EventView): string {
 
 function eventKind(out: Output, kind: string): string {
   if (kind === 'node_lost' || kind === 'replica_failed' || kind === 'replica_lost' || kind === 'placement_failed') return out.c.red(kind);
-  if (kind === 'node_stale' || kind === 'drain') return out.c.yellow(kind);
+  if (kind === 'node_stale' || kind === 'drain' || kind === 'node_pending' || kind === 'node_hardware_changed') return out.c.yellow(kind);
   return kind;
 }
 
