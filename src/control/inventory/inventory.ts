@@ -366,7 +366,7 @@ export class Inventory {
    * Returns whether the node's approval changed.
    */
   private checkHardware(node: Node): boolean {
-    const now = hardwareFingerprint(node.report?.gpus);
+    const now = reportedHardware(node);
     if (now === null) return false;
     if (node.approvedHardware === null) {
       node.approvedHardware = now;
@@ -391,7 +391,7 @@ export class Inventory {
   async approve(id: string, actor: string): Promise<Node> {
     const node = this.nodes.get(id);
     if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
-    const hardware = hardwareFingerprint(node.report?.gpus) ?? node.approvedHardware;
+    const hardware = reportedHardware(node) ?? node.approvedHardware;
     const fields = { approval: 'approved' as const, approvedHardware: hardware, hardwareChange: null };
     if (this.options.store) {
       const ok = await this.options.store.setNodeApproval(id, fields, { actor, action: 'node.approve', target: id, detail: { from: node.approval, hardware } });
@@ -627,6 +627,11 @@ function capacityFingerprint(report: NodeReport | null): string {
   const weights = (report.weights ?? []).map((w) => w.cache_name ?? w.path);
   const engines = (report.engines ?? []).map((e) => e.name);
   return JSON.stringify([gpus, disks, weights, engines, report.memory_total_bytes, (report.fabrics ?? []).map((f) => f.name)]);
+}
+
+/** The node's GPUs as its report tells them; null = unknown (no report, none said, or the GPU probe failed: not a change). */
+function reportedHardware(node: Node): string | null {
+  return node.report?.gpu_probe_error ? null : hardwareFingerprint(node.report?.gpus);
 }
 
 /** The refusal of a join under a live node's id: what happened and the three ways out. */

@@ -169,6 +169,8 @@ describe('node identity', () => {
       const node = inv.get('n1')!;
       inv.heartbeat(node, { report: gpus(8) });
       expect(node.hardwareChange).toBeNull();
+      inv.heartbeat(node, { report: { gpus: [], gpu_probe_error: 'nvidia-smi could not be started' } });
+      expect(node.hardwareChange, 'a failed GPU probe is not a hardware change').toBeNull();
       inv.heartbeat(node, { report: gpus(8, 'a100-40gb') });
       expect(node.hardwareChange).toBe('GPUs changed from 8 gpus: h100-80gb, h100-80gb, h100-80gb, h100-80gb, h100-80gb, h100-80gb, h100-80gb, h100-80gb to 8 gpus: a100-40gb, a100-40gb, a100-40gb, a100-40gb, a100-40gb, a100-40gb, a100-40gb, a100-40gb');
       expect(node.approval, joinApproval).toBe(joinApproval === 'manual' ? 'pending' : 'approved');
