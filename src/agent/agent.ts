@@ -224,7 +224,13 @@ export class Agent {
         if (this.stopped) throw err;
         // Nothing was sent when TLS verification failed: say so, and what to fix, since retrying will not.
         const hint = certificateProblem(err, '--ca');
-        this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, ...(hint ? { hint } : {}) }, 'cannot join yet; retrying');
+        if (err instanceof LlmgwError && err.code === 'LLMGW_NODE_ID_TAKEN') {
+          // Not final: the node holding the id may be lost or removed later, or an admin may hand out a
+          // per-node token. Said at every try, so whoever reads the log sees why this node is not up.
+          this.logger.warn({ control: this.controlUrl(), err: err.message }, 'join refused: the node id belongs to a live node; retrying');
+        } else {
+          this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, ...(hint ? { hint } : {}) }, 'cannot join yet; retrying');
+        }
         this.failover();
         await sleep(delayMs, this.abort.signal);
         delayMs = Math.min(delayMs * 2, this.intervalMs);
@@ -251,6 +257,8 @@ export class Agent {
         // The control plane checks mgmt_addr against these (and the address this join comes from).
         ...(report.engine_host !== undefined ? { engine_host: report.engine_host } : {}),
         ...(report.port_range !== undefined ? { port_range: report.port_range } : {}),
+        // Proof that this is the node that holds the id: the control plane gives a live node's id to no one else.
+        ...(this.identity ? { credential: this.identity.credential } : {}),
       }),
       signal: this.abort.signal,
       headersTimeout: 10_000,
@@ -261,6 +269,7 @@ export class Agent {
     if (res.statusCode === 401) {
       throw new LlmgwError('LLMGW_JOIN_REFUSED', `the control plane at ${this.controlUrl()} refused the join: ${errorText(text)}`);
     }
+    if (res.statusCode === 409) throw new LlmgwError('LLMGW_NODE_ID_TAKEN', errorText(text));
     if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `join answered ${res.statusCode}: ${errorText(text)}`);
     const answer = JoinResponseSchema.parse(JSON.parse(text));
     this.identity = { node_id: answer.node_id, credential: answer.credential, mgmt_token: answer.mgmt_token, control: this.controlUrl() };
@@ -293,9 +302,15 @@ export class Agent {
         }
         failures++;
         if (err instanceof LlmgwError && err.code === 'LLMGW_JOIN_REFUSED' && this.config.joinToken) {
+          // The identity is kept until the new one arrives: its credential is the proof that lets this
+          // node have its id back while the control plane still counts it live.
           this.logger.warn('the control plane no longer knows this node; joining again');
-          this.identity = null;
-          await this.joinWithRetry().catch((e: unknown) => this.logger.error({ err: (e as Error).message }, 'rejoin failed'));
+          try {
+            await this.joinWithRetry();
+          } catch (e) {
+            this.logger.error({ err: (e as Error).message }, 'rejoin failed');
+            await sleep(this.intervalMs, this.abort.signal);
+          }
           continue;
         }
         this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, failures }, 'heartbeat failed');
@@ -336,6 +351,13 @@ export class Agent {
     this.heartbeats++;
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
     this.generation = answer.generation;
+    if (answer.mgmt_token !== undefined && answer.mgmt_token !== this.identity.mgmt_token) {
+      // The control plane issued a new management token (its join token was rotated, or the node's
+      // record came from a store that held only a hash): the old one no longer opens anything.
+      this.identity = { ...this.identity, mgmt_token: answer.mgmt_token };
+      saveIdentity(this.config.stateDir, this.identity);
+      this.logger.info('the control plane issued a new management token');
+    }
     this.assignments = answer.shards;
     await this.deps.runner?.desired(answer.shards);
   }

@@ -17,6 +17,10 @@ import type {
   NodeStateView,
   NodeStateWord,
   NodeView,
+  NodeApprovedView,
+  NodeRemovedView,
+  JoinTokenCreatedView,
+  JoinTokenView,
   OrphansView,
   RemovedView,
   ReplicaView,
@@ -131,6 +135,29 @@ export class AdminClient {
 
   drain(nodeId: string): Promise<NodeStateView> {
     return this.setNodeState(nodeId, 'drain');
+  }
+
+  /**
+   * Removes a node: its credential stops working and its id is free to join
+   * again. A live node with replicas is refused unless `force` (they are then
+   * replaced elsewhere, as a lost node's are).
+   */
+  removeNode(nodeId: string, options: { force?: boolean } = {}): Promise<NodeRemovedView> {
+    return this.#call('DELETE', `/api/v1/nodes/${encodeURIComponent(nodeId)}${options.force ? '?force=true' : ''}`);
+  }
+
+  /** Lets a pending node take placements, and accepts the GPUs it reports now. */
+  approveNode(nodeId: string): Promise<NodeApprovedView> {
+    return this.#call('POST', `/api/v1/nodes/${encodeURIComponent(nodeId)}/approve`, {});
+  }
+
+  /** A single-use token that lets only `node` join, for `expires` (a duration like "1h"; absent = 1h). */
+  createJoinToken(input: { node: string; expires?: string }): Promise<JoinTokenCreatedView> {
+    return this.#call('POST', '/api/v1/join-tokens', input);
+  }
+
+  joinTokens(): Promise<JoinTokenView[]> {
+    return this.#call('GET', '/api/v1/join-tokens');
   }
 
   models(): Promise<ModelView[]> {

@@ -47,6 +47,44 @@ export interface NodeView {
   replicas: number;
   /** Set while the node drains and a replica cannot be moved off it yet: why, in words. The replica keeps serving meanwhile. */
   drain_blocked?: string[];
+  /** "pending" while the node waits for an admin's approval and takes no new replicas; absent = approved. */
+  approval?: 'pending';
+  /** What changed in the node's GPUs since it was approved, in words; absent = nothing. Cleared by approving it. */
+  hardware_change?: string;
+}
+
+/** DELETE /api/v1/nodes/{id}: what was removed and what becomes of its replicas. */
+export interface NodeRemovedView {
+  removed: string;
+  /** Replicas that had a shard on the node; the reconciler replaces them elsewhere as it would a lost node's. */
+  replicas: number;
+  note: string;
+}
+
+/** POST /api/v1/nodes/{id}/approve. */
+export interface NodeApprovedView {
+  approved: string;
+  /** The GPUs the node is now approved with; absent = it has reported none yet. */
+  hardware?: string;
+}
+
+/** A per-node join token as listed: never its secret. */
+export interface JoinTokenView {
+  id: string;
+  node: string;
+  /** RFC 3339. */
+  expires_at: string;
+  created_at: string;
+  created_by: string;
+  /** RFC 3339 of its use; absent = unused. */
+  used_at?: string;
+  /** unused, used or expired. */
+  status: 'unused' | 'used' | 'expired';
+}
+
+/** POST /api/v1/join-tokens: the only time the secret is shown. */
+export interface JoinTokenCreatedView extends JoinTokenView {
+  token: string;
 }
 
 /** GET /api/v1/models: one model. */

@@ -143,6 +143,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     admin_token_file: 'file holding the admin token',
     join_token: 'token node agents present to join',
     join_token_file: 'file holding the join token',
+    join_approval: 'auto (default) or manual (new nodes, and nodes whose GPUs change, wait for ctl nodes approve)',
     api_keys: 'required (default) or off (no API key asked; loopback client_addr only)',
     log_level: 'fatal, error, warn, info, debug, trace or silent (default info)',
     node_stale_after: 'a node silent this long is stale (default 15s)',

@@ -78,7 +78,14 @@ export class ControlPlane {
     const registry = new Registry();
     try {
       catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false, allowUnsafeProfileEnv: config.allowUnsafeProfileEnv });
-      inventory = await Inventory.create({ store, now, staleAfterMs: config.nodeStaleAfterMs, lostAfterMs: config.nodeLostAfterMs });
+      inventory = await Inventory.create({
+        store,
+        now,
+        staleAfterMs: config.nodeStaleAfterMs,
+        lostAfterMs: config.nodeLostAfterMs,
+        joinToken: config.joinToken,
+        joinApproval: config.joinApproval,
+      });
       // Before any listener: it publishes the stored replicas' shards, so an agent's first heartbeat is told to keep them.
       reconciler = await Reconciler.create({
         catalog,
@@ -104,6 +111,7 @@ export class ControlPlane {
       const event = nodeChangeEvent(nodeId, why);
       if (event) events.record(event);
     });
+    inventory.onNodeEvent((event) => events.record(event));
 
     // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
     const keys: KeyStore = store ? await StoredKeys.create(store) : new MemoryKeyStore();

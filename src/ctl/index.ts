@@ -14,6 +14,7 @@ import { dispatcherForCa } from '../tls/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { ModelFileError } from './model-file.js';
 import * as access from './access.js';
+import * as membership from './membership.js';
 import * as read from './read.js';
 import { Output } from './render.js';
 import * as write from './write.js';
@@ -110,7 +111,30 @@ function buildProgram(root: Command, run: Runner): Command {
   watchable(program.command('summary').description('the fleet in a few lines, and what needs a person')).action(
     run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.summary(ctx))),
   );
-  watchable(program.command('nodes').description('every node: state, GPUs, RAM, disk, replicas')).action(run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.nodes(ctx))));
+  const nodes = watchable(program.command('nodes').description('every node: state, GPUs, RAM, disk, replicas; `nodes rm` and `nodes approve` change who is one')).action(
+    run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.nodes(ctx))),
+  );
+  nodes
+    .command('rm')
+    .argument('<node>', 'node id')
+    .description('remove a node: its credential stops working and its id is free to join again')
+    .option('--force', 'remove a live node that still runs replicas (they are replaced elsewhere, as a lost node\'s are); without it, drain first')
+    .option('-y, --yes', 'do not ask (for scripts)')
+    .action(run((ctx, id: string, o: { yes?: boolean; force?: boolean }) => membership.removeNode(ctx, id, { yes: !!o.yes, force: !!o.force })));
+  nodes
+    .command('approve')
+    .argument('<node>', 'node id')
+    .description('let a pending node take replicas (join_approval: manual), accepting the GPUs it reports now')
+    .action(run((ctx, id: string) => membership.approveNode(ctx, id)));
+
+  const joinTokens = program.command('join-token').description('per-node join tokens: single use, expiring, for one node id');
+  joinTokens
+    .command('create')
+    .requiredOption('--node <id>', 'the only node id the token admits')
+    .option('--expires <duration>', 'how long it is valid, e.g. 30m or 1h (default 1h, at most 7d)')
+    .description('make a token; its secret is printed this once')
+    .action(run((ctx, o: { node: string; expires?: string }) => membership.createJoinToken(ctx, o.node, o.expires)));
+  joinTokens.command('ls').description('per-node join tokens with their state; never a secret').action(run((ctx) => membership.listJoinTokens(ctx)));
   watchable(program.command('node').argument('<node>', 'node id').description('one node: GPUs with health, disk, weights, replicas')).action(
     run((ctx, id: string, o: WatchOpts) => watchOr(ctx, o, () => read.node(ctx, id))),
   );

@@ -45,7 +45,7 @@ export async function nodes(ctx: CtlContext): Promise<number> {
       ['NODE', 'STATE', 'LIVENESS', 'GPUS FREE', 'GPU CLASS', 'RAM', 'DISK FREE', 'REPLICAS', 'LAST SEEN', 'AGENT'],
       ns.map((n) => [
         n.id,
-        n.drain_blocked?.length ? `${ctx.out.state(n.state)} ${ctx.out.c.red('(blocked)')}` : ctx.out.state(n.state),
+        stateCell(ctx.out, n),
         ctx.out.state(n.liveness),
         gpuCell(ctx.out, n),
         list(n.gpu_classes),
@@ -58,6 +58,16 @@ export async function nodes(ctx: CtlContext): Promise<number> {
     ),
   );
   return EXIT.ok;
+}
+
+/** The admin state, and what holds the node back: a blocked drain, a pending approval, changed GPUs. */
+function stateCell(out: Output, n: NodeView): string {
+  const marks = [
+    ...(n.drain_blocked?.length ? [out.c.red('(blocked)')] : []),
+    ...(n.approval === 'pending' ? [out.c.yellow('(pending approval)')] : []),
+    ...(n.hardware_change ? [out.c.yellow('(GPUs changed)')] : []),
+  ];
+  return [out.state(n.state), ...marks].join(' ');
 }
 
 /** "8/8", "6/8 (1 unhealthy)", or "unknown" when the GPU probe failed. */
@@ -347,7 +357,7 @@ function change(e: EventView): string {
 
 function eventKind(out: Output, kind: string): string {
   if (kind === 'node_lost' || kind === 'replica_failed' || kind === 'replica_lost' || kind === 'placement_failed') return out.c.red(kind);
-  if (kind === 'node_stale' || kind === 'drain') return out.c.yellow(kind);
+  if (kind === 'node_stale' || kind === 'drain' || kind === 'node_pending' || kind === 'node_hardware_changed') return out.c.yellow(kind);
   return kind;
 }
 

@@ -11,6 +11,7 @@ import { PortRangeSchema } from './node-report.js';
 export const AGENT_API_PREFIX = '/agent/v1';
 
 export const JoinRequestSchema = z.object({
+  /** The fleet's shared join token, or a per-node join token an admin created for this node id. */
   join_token: z.string().max(4096),
   node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'want 1-128 letters, digits, ".", "_" or "-"'),
   hostname: z.string().max(256).optional(),
@@ -23,6 +24,12 @@ export const JoinRequestSchema = z.object({
   engine_host: z.string().max(256).optional(),
   /** The ports the agent gives engines, inclusive; absent = not declared (an older agent). */
   port_range: PortRangeSchema.optional(),
+  /**
+   * The credential the agent saved from its previous join, proving it is the
+   * node that holds this id: a live node's id is given only to a join that
+   * proves it (or uses a per-node join token). Absent = a fresh agent.
+   */
+  credential: z.string().max(4096).optional(),
 });
 export type JoinRequest = z.infer<typeof JoinRequestSchema>;
 
@@ -107,5 +114,12 @@ export const HeartbeatResponseSchema = z.object({
   generation: z.number().int(),
   shards: z.array(ShardAssignmentSchema).default([]),
   heartbeat_interval_ms: z.number().int().positive().optional(),
+  /**
+   * The token the control plane presents to the agent's management API now.
+   * The agent saves it when it differs from the one it holds (the control
+   * plane issued a new one, e.g. after its join token was rotated). Absent
+   * = unchanged (an older control plane).
+   */
+  mgmt_token: z.string().optional(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponseSchema>;

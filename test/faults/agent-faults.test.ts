@@ -113,7 +113,13 @@ describe('agent faults', () => {
     await agent.stop('SIGKILL');
     // Everything the agent knew: its credential, its engine records, its logs.
     rmSync(fleet.stateDir('g1'), { recursive: true, force: true });
-    agent = fleet.startAgent('g1', gpuNode);
+    // Without its saved credential the agent cannot prove it is g1, and g1 is still live (stale) to the
+    // control plane, so a join with the shared token alone is refused: anyone holding it could otherwise
+    // take over a live node. The recovery path is an admin's per-node join token, which may replace the
+    // credential of a live node with that one id.
+    const token = await fleet.api<{ token: string }>('POST', '/api/v1/join-tokens', { node: 'g1', expires: '10m' });
+    expect(token.status, JSON.stringify(token.body)).toBe(201);
+    agent = fleet.startAgent('g1', [...gpuNode, '--join-token', token.body.token]);
     const found = await agent.waitForLog((e) => e.msg === 'found engines from an earlier agent', 60_000);
     expect(found.unrecorded, 'the engine is found by the marks in its environment').toEqual([{ shardId: engine!.shardId, pid: engine!.pid }]);
 

@@ -7,6 +7,7 @@ import { LlmgwError } from '../../errors/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import { actorOf, type RouteJsonWording } from '../http/index.js';
 import type { AdminState } from '../inventory/index.js';
+import { registerNodeIdentityRoutes } from './nodes.js';
 import { registerPlanAndLogs, type PlanAndLogsDeps } from './plan-and-logs.js';
 import { explainView, modelViews, nodeViews, replicaViews, summaryView, type ViewSources } from './views.js';
 
@@ -59,6 +60,8 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
     const body = request.body as { state?: unknown } | undefined;
     return changeNodeState(options, request.params.id, body?.state, actorOf(request));
   });
+
+  registerNodeIdentityRoutes(app, options);
 
   const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
   app.post('/api/v1/models', { bodyLimit: MODEL_BODY_LIMIT_BYTES, config: modelWording }, async (request, reply) => {

@@ -114,6 +114,8 @@ export function summaryView(src: ViewSources): SummaryView {
     else if (n.liveness === 'stale') attention.push(`node ${n.id} is stale: last heartbeat ${n.last_seen_ago} ago`);
     for (const u of n.unhealthy_gpus ?? []) attention.push(`node ${n.id} ${u}`);
     if (n.gpu_probe_error) attention.push(`node ${n.id}: ${n.gpu_probe_error}`);
+    if (n.approval === 'pending') attention.push(`node ${n.id} waits for approval and takes no new replicas: llmgw ctl nodes approve ${n.id}`);
+    if (n.hardware_change) attention.push(`node ${n.id}: ${n.hardware_change} since it was approved (llmgw ctl nodes approve ${n.id} accepts it)`);
   }
   for (const m of notPlaced) attention.push(`model ${m} has no replica`);
   const replicas = src.replicas?.() ?? [];
@@ -174,6 +176,8 @@ export function nodeViews(src: ViewSources): NodeView[] {
     if (n.agentVersion) v.agent_version = n.agentVersion;
     const blocked = (src.blockedDrains?.() ?? []).filter((b) => b.nodeIds.includes(n.id)).map((b) => b.reason);
     if (blocked.length) v.drain_blocked = blocked;
+    if (n.approval === 'pending') v.approval = 'pending';
+    if (n.hardwareChange) v.hardware_change = n.hardwareChange;
     return v;
   });
 }

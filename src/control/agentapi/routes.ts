@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
 import { AGENT_API_PREFIX, HeartbeatRequestSchema, type HeartbeatResponse, JoinRequestSchema, type JoinResponse, PROTOCOL_VERSION, type ShardStatus } from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
-import type { Inventory, Node } from '../inventory/index.js';
+import { type Inventory, type Node, NODE_JOIN_TOKEN_PREFIX } from '../inventory/index.js';
 import type { AssignmentBoard } from './assignments.js';
 import { checkMgmtAddr, declaredAddressing, type NodeAddressing, screenShards } from './report-checks.js';
 
@@ -44,23 +44,39 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     const parsed = JoinRequestSchema.safeParse(request.body);
     if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `join request: ${describeIssues(JoinRequestSchema, parsed.error).join('; ')}`);
     const body = parsed.data;
-    if (!joinCheck(body.join_token)) {
+    // A per-node token is an admin's act for one node id: it is used up here, before the join, so it admits once.
+    const nodeToken = !joinCheck(body.join_token) && body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX) && (await options.inventory.consumeJoinToken(body.join_token, body.node_id));
+    if (!nodeToken && !joinCheck(body.join_token)) {
       request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: wrong join token');
       throw new LlmgwError(
         'LLMGW_JOIN_REFUSED',
-        options.joinToken === null ? 'this control plane accepts no agents: it has no join_token configured' : 'the join token is wrong',
+        body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX)
+          ? `the per-node join token is unknown, used, expired or for another node than "${body.node_id}"; ask an admin for a new one (llmgw ctl join-token create --node ${body.node_id})`
+          : options.joinToken === null
+            ? 'this control plane accepts no agents: it has no join_token configured'
+            : 'the join token is wrong',
       );
     }
     const mgmtAddr = checkedMgmtAddr(request, body, declaredAtJoin, options.onMgmtAddrChecked);
-    const { credential, mgmtToken } = await options.inventory.join({
-      id: body.node_id,
-      hostname: body.hostname ?? null,
-      mgmtAddr,
-      labels: body.labels ?? {},
-      agentVersion: body.agent_version ?? null,
-      protocolVersion: body.protocol_version ?? null,
-    });
-    request.log.info({ node: body.node_id, agent_version: body.agent_version }, 'node joined');
+    let joined: { credential: string; mgmtToken: string };
+    try {
+      joined = await options.inventory.join(
+        {
+          id: body.node_id,
+          hostname: body.hostname ?? null,
+          mgmtAddr,
+          labels: body.labels ?? {},
+          agentVersion: body.agent_version ?? null,
+          protocolVersion: body.protocol_version ?? null,
+        },
+        { previousCredential: body.credential ?? null, nodeToken },
+      );
+    } catch (err) {
+      if (err instanceof LlmgwError && err.code === 'LLMGW_NODE_ID_TAKEN') request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: the node id belongs to a live node');
+      throw err;
+    }
+    const { credential, mgmtToken } = joined;
+    request.log.info({ node: body.node_id, agent_version: body.agent_version, node_token: nodeToken }, 'node joined');
     const answer: JoinResponse = { node_id: body.node_id, credential, mgmt_token: mgmtToken, heartbeat_interval_ms: options.heartbeatIntervalMs };
     return reply.send(answer);
   });
@@ -77,7 +93,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
         `this control plane has not been able to save heartbeats to the store for ${Math.round(unsavedMs / 1000)} s, so the leader would not see this node; heartbeat to another control plane`,
       );
     }
-    const { reportProblem } = options.inventory.heartbeat(node, {
+    const { reportProblem, mgmtToken } = options.inventory.heartbeat(node, {
       ...(body.report !== undefined ? { report: body.report } : {}),
       agentVersion: body.agent_version ?? null,
       protocolVersion: body.protocol_version ?? null,
@@ -97,7 +113,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
       }
     }
     const { generation, shards } = options.assignments.get(node.id);
-    const answer: HeartbeatResponse = { node_id: node.id, generation, shards, heartbeat_interval_ms: options.heartbeatIntervalMs };
+    const answer: HeartbeatResponse = { node_id: node.id, generation, shards, heartbeat_interval_ms: options.heartbeatIntervalMs, mgmt_token: mgmtToken };
     return answer;
   });
 
@@ -160,7 +176,7 @@ function authenticate(request: FastifyRequest, inventory: Inventory, nodeId: str
   const node = match ? inventory.authenticate(nodeId, match[1]!) : null;
   if (!node) {
     request.log.warn({ node: nodeId, ip: request.ip }, 'agent call refused: unknown node or wrong credential');
-    throw new LlmgwError('LLMGW_JOIN_REFUSED', `node "${nodeId}" is unknown here or its credential is wrong; the agent will join again with its join token`);
+    throw new LlmgwError('LLMGW_JOIN_REFUSED', `node "${nodeId}" is unknown here or its credential is wrong; the agent will join again, proving its saved credential`);
   }
   return node;
 }

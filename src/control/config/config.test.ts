@@ -57,6 +57,13 @@ describe('control configuration', () => {
     expect([c.clientAddr.port, c.adminAddr.port, c.agentAddr.port]).toEqual([1001, 2002, 3003]);
   });
 
+  it('reads join_approval, auto unless set to manual', () => {
+    expect(loadControlConfig({ env: {} }).joinApproval).toBe('auto');
+    expect(loadControlConfig({ env: { LLMGW_JOIN_APPROVAL: 'manual' } }).joinApproval).toBe('manual');
+    expect(loadControlConfig({ file: file('join_approval: manual\n') }).joinApproval).toBe('manual');
+    expect(() => loadControlConfig({ env: { LLMGW_JOIN_APPROVAL: 'maybe' } })).toThrow(/join_approval/);
+  });
+
   it('names an unknown key and the nearest valid one', () => {
     expect(() => loadControlConfig({ file: file('admin_adr: 127.0.0.1:1\n'), env: {} })).toThrow('admin_adr: unknown field; did you mean "admin_addr"?');
   });

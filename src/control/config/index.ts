@@ -39,6 +39,8 @@ export const ControlOptionsSchema = z.strictObject({
   admin_token_file: z.string().optional(),
   join_token: z.string().min(16, 'the join token must be at least 16 characters').optional(),
   join_token_file: z.string().optional(),
+  /** `manual`: a node that joins afresh, or whose GPUs change, takes no placements until an admin approves it. */
+  join_approval: z.enum(['auto', 'manual']).default('auto'),
   /** `required`: every client request carries an API key. `off`: none is asked (allowed only on a loopback client_addr). */
   api_keys: z.enum(['required', 'off']).default('required'),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -126,6 +128,8 @@ export interface ControlConfig {
   readonly adminToken: string | null;
   /** Null: no agent can join (the agent listener answers 401 to every join). */
   readonly joinToken: string | null;
+  /** manual: new nodes wait as pending until approved (ctl nodes approve), and a GPU change holds a node out again. */
+  readonly joinApproval: 'auto' | 'manual';
   /** False: the client listener asks for no API key (only ever on loopback). */
   readonly apiKeysRequired: boolean;
   readonly logLevel: string;
@@ -269,6 +273,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     catalogFile: o.catalog ?? null,
     adminToken,
     joinToken,
+    joinApproval: o.join_approval,
     apiKeysRequired: o.api_keys === 'required',
     logLevel: o.log_level,
     nodeStaleAfterMs: staleMs,

@@ -48,6 +48,16 @@ describe('dashboard rendering', () => {
     expect(nodes).toContain('never');
   });
 
+  it('shows a pending node and a GPU change visibly on the nodes page', () => {
+    const node: NodeView = { id: 'n1', state: 'ready', liveness: 'up', gpu_total: 2, gpu_free: 2, last_seen_ago: '1s', replicas: 0, approval: 'pending', hardware_change: 'GPUs changed from 1 gpu: a to 2 gpus: a, a' };
+    const html = render(<NodesPage nodes={[node]} ctx={ctx} />);
+    expect(html).toContain('data-field="approval"');
+    expect(html).toContain('pending approval');
+    expect(html).toContain('GPUs changed from 1 gpu: a to 2 gpus: a, a');
+    const plain = render(<NodesPage nodes={[{ ...node, approval: undefined, hardware_change: undefined }]} ctx={ctx} />);
+    expect(plain).not.toContain('pending approval');
+  });
+
   it('says no events are recorded when there is no source, and lists them escaped when there is', () => {
     expect(render(<EventsPanel events={null} />)).toContain('No events recorded.');
     const html = render(<EventsPanel events={[{ atMs: 0, kind: 'replica.failed', message: '<b>boom</b>' }]} />);

@@ -12,6 +12,10 @@ export type EventKind =
   | 'node_back'
   | 'node_stale'
   | 'node_lost'
+  | 'node_pending'
+  | 'node_approved'
+  | 'node_hardware_changed'
+  | 'node_removed'
   | 'drain'
   | 'replica_failed'
   | 'replica_lost'
@@ -24,6 +28,10 @@ export const EVENT_KINDS: readonly EventKind[] = [
   'node_back',
   'node_stale',
   'node_lost',
+  'node_pending',
+  'node_approved',
+  'node_hardware_changed',
+  'node_removed',
   'drain',
   'replica_failed',
   'replica_lost',

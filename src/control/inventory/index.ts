@@ -2,3 +2,4 @@
 // reports and operators' decisions. Placement reads a snapshot of it; the
 // admin API's node views are built from it.
 export * from './inventory.js';
+export { NODE_JOIN_TOKEN_PREFIX, hardwareFingerprint } from './node-secrets.js';

@@ -82,10 +82,11 @@ describe('inventory', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-inv-'));
     const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
     const inv = await Inventory.create({ store, now: () => 5_000, staleAfterMs: 10_000, lostAfterMs: 20_000, flushIntervalMs: 0 });
-    await inv.join(joinInput('n'));
+    const first = await inv.join(joinInput('n'));
     inv.heartbeat(inv.get('n')!, { report: { hostname: 'n', memory_total_bytes: 2 ** 36 } });
     await inv.setState('n', 'cordoned', 'ops');
-    await inv.join(joinInput('n'));
+    // The node is up: only a join proving its credential may take the id again.
+    await inv.join(joinInput('n'), { previousCredential: first.credential, nodeToken: false });
     await inv.close();
 
     const again = await Inventory.create({ store, now: () => 6_000, staleAfterMs: 10_000, lostAfterMs: 20_000 });

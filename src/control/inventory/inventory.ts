@@ -6,11 +6,15 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LlmgwError } from '../../errors/index.js';
 import { type NodeReport, NodeReportSchema } from '../../protocol/index.js';
-import type { NodeRow, Store } from '../store/index.js';
+import type { JoinTokenRow, NodeRow, Store } from '../store/index.js';
+import { deriveMgmtToken, hardwareFingerprint, matchesHash, mgmtKey, newNodeJoinToken, newNonce, sha256Hex } from './node-secrets.js';
 
 export type AdminState = 'ready' | 'cordoned' | 'draining';
 export type Liveness = 'up' | 'stale' | 'lost';
 export const ADMIN_STATES: readonly AdminState[] = ['ready', 'cordoned', 'draining'];
+/** Pending: held out of placement until an admin approves it (join_approval: manual, or its hardware changed). */
+export type Approval = 'approved' | 'pending';
+export type JoinApproval = 'auto' | 'manual';
 
 export interface Node {
   readonly id: string;
@@ -19,7 +23,16 @@ export interface Node {
   labels: Record<string, string>;
   adminState: AdminState;
   credentialHash: string;
+  /** The nonce the management token is derived from; null = none yet (the next heartbeat issues one). */
+  mgmtNonce: string | null;
+  mgmtTokenHash: string | null;
+  /** What the control plane presents to the agent's management API, derived; '' = not known until the next heartbeat issues one. */
   mgmtToken: string;
+  approval: Approval;
+  /** The GPUs the node was approved with (hardwareFingerprint); null = none reported yet. */
+  approvedHardware: string | null;
+  /** What changed in its GPUs since approval, in words; null = nothing. Cleared by an approval. */
+  hardwareChange: string | null;
   agentVersion: string | null;
   protocolVersion: number | null;
   /** Epoch ms of the newest heartbeat; null = none since the node joined. */
@@ -36,7 +49,21 @@ export interface InventoryOptions {
   lostAfterMs: number;
   /** How often buffered heartbeats are written to the store; 0 = on every heartbeat. */
   flushIntervalMs?: number;
+  /** The fleet's shared join token: the key management tokens are derived from. Absent or null: joining is closed. */
+  joinToken?: string | null;
+  /** manual: nodes that join afresh wait as pending until approved, and a hardware change holds a node out again. Absent = auto. */
+  joinApproval?: JoinApproval;
 }
+
+/** Who vouches for a join beyond the shared join token. */
+export interface JoinProof {
+  /** The credential the agent saved from its previous join; null = none (a fresh agent). */
+  previousCredential: string | null;
+  /** True when a per-node join token for this id was used: an admin's act, which may replace a live node's credential. */
+  nodeToken: boolean;
+}
+
+export type NodeEventListener = (event: { kind: 'node_hardware_changed' | 'node_removed' | 'node_approved' | 'node_pending'; node: string; message: string }) => void;
 
 export interface DiskTotals {
   freeBytes: number;
@@ -69,14 +96,38 @@ export class Inventory {
   /** Since when buffered heartbeats have failed to reach the store; null = the last flush succeeded. */
   private unsavedSinceMs: number | null = null;
 
+  private readonly mgmtKey: Buffer;
+  private readonly eventListeners = new Set<NodeEventListener>();
+  /** Per-node join tokens when there is no store (`store: none`): by hash. */
+  private readonly memoryJoinTokens = new Map<string, JoinTokenRow>();
+
   private constructor(private readonly options: InventoryOptions) {
     this.listeningSinceMs = options.now();
+    this.mgmtKey = mgmtKey(options.joinToken ?? null);
+  }
+
+  get joinApproval(): JoinApproval {
+    return this.options.joinApproval ?? 'auto';
+  }
+
+  /** Identity events worth the events log: a hardware change, a removal, an approval. */
+  onNodeEvent(listener: NodeEventListener): () => void {
+    this.eventListeners.add(listener);
+    return () => this.eventListeners.delete(listener);
+  }
+
+  private nodeEvent(kind: Parameters<NodeEventListener>[0]['kind'], node: string, message: string): void {
+    for (const l of this.eventListeners) l({ kind, node, message });
+  }
+
+  private fromRow(row: NodeRow): Node {
+    return fromRow(row, this.mgmtKey);
   }
 
   /** Loads the fleet the store remembers, so a restarted control plane knows its nodes before the first heartbeat. */
   static async create(options: InventoryOptions): Promise<Inventory> {
     const inv = new Inventory(options);
-    if (options.store) for (const row of await options.store.listNodes()) inv.nodes.set(row.id, fromRow(row));
+    if (options.store) for (const row of await options.store.listNodes()) if (row.removedAtMs === null) inv.nodes.set(row.id, inv.fromRow(row));
     const interval = options.flushIntervalMs ?? 1000;
     if (options.store && interval > 0) {
       inv.flushTimer = setInterval(() => void inv.flush(), interval);
@@ -128,41 +179,109 @@ export class Inventory {
     this.listeningSinceMs = this.options.now();
   }
 
-  /** Admits a node that presented the right join token; returns its new credential and management token. */
-  async join(input: {
-    id: string;
-    hostname: string | null;
-    mgmtAddr: string | null;
-    labels: Record<string, string>;
-    agentVersion: string | null;
-    protocolVersion: number | null;
-  }): Promise<{ credential: string; mgmtToken: string }> {
+  /**
+   * Admits a node that presented a valid join token; returns its new
+   * credential and management token. A node id is bound to its credential:
+   * while the node is live (up or stale) only a join that proves the
+   * current credential, or one made with a per-node join token, may take
+   * the id; otherwise the join is refused and the live node keeps its
+   * credential, assignments and management address. A removed or lost node
+   * frees its id.
+   */
+  async join(
+    input: {
+      id: string;
+      hostname: string | null;
+      mgmtAddr: string | null;
+      labels: Record<string, string>;
+      agentVersion: string | null;
+      protocolVersion: number | null;
+    },
+    proof: JoinProof = { previousCredential: null, nodeToken: false },
+  ): Promise<{ credential: string; mgmtToken: string }> {
+    const existing = await this.current(input.id);
+    // What the decision below rests on; a join that changed it meanwhile wins, and this one is refused.
+    const decidedOn = existing?.credentialHash ?? null;
+    const proven = existing !== undefined && proof.previousCredential !== null && matchesHash(proof.previousCredential, existing.credentialHash);
+    if (existing && !proven && !proof.nodeToken) {
+      const live = this.liveness(existing);
+      if (live !== 'lost') throw idTaken(existing, live, this.options.now(), this.options.lostAfterMs);
+    }
     const credential = randomBytes(32).toString('base64url');
-    const mgmtToken = randomBytes(32).toString('base64url');
     const credentialHash = hashCredential(credential);
-    const existing = this.nodes.get(input.id);
+    const mgmtNonce = newNonce();
+    const mgmtToken = deriveMgmtToken(this.mgmtKey, input.id, mgmtNonce);
+    const manual = this.joinApproval === 'manual';
+    // Another machine taking a lost node's id, with manual approval, is a new machine to the operator.
+    const approval: Approval | undefined = existing && !proven && !proof.nodeToken && manual ? 'pending' : undefined;
+    const approvalIfNew: Approval = manual ? 'pending' : 'approved';
     this.joinedMs.set(input.id, this.options.now());
-    const fields = { ...input, credentialHash, mgmtToken };
+    const action = !existing ? 'node.join' : proven ? 'node.rejoin' : proof.nodeToken ? 'node.rejoin_with_node_token' : 'node.rejoin_after_lost';
     if (this.options.store) {
-      const row = await this.options.store.upsertNodeOnJoin(fields, {
-        actor: `node:${input.id}`,
-        action: existing ? 'node.rejoin' : 'node.join',
-        target: input.id,
-        detail: { hostname: input.hostname, labels: input.labels, agent_version: input.agentVersion },
-      });
-      const fresh = fromRow(row);
+      const row = await this.options.store.upsertNodeOnJoin(
+        { ...input, credentialHash, mgmtNonce, mgmtTokenHash: sha256Hex(mgmtToken), approvalIfNew, expectCredentialHash: decidedOn, ...(approval ? { approval } : {}) },
+        {
+          actor: `node:${input.id}`,
+          action,
+          target: input.id,
+          detail: { hostname: input.hostname, labels: input.labels, agent_version: input.agentVersion },
+        },
+      );
+      const fresh = this.fromRow(row);
       // What this process heard more recently than the store wins.
       this.nodes.set(input.id, { ...fresh, report: existing?.report ?? fresh.report, lastSeenMs: existing?.lastSeenMs ?? fresh.lastSeenMs });
     } else {
+      if ((this.nodes.get(input.id)?.credentialHash ?? null) !== decidedOn) {
+        throw new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${input.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
+      }
       this.nodes.set(input.id, {
         adminState: existing?.adminState ?? 'ready',
         lastSeenMs: existing?.lastSeenMs ?? null,
         report: existing?.report ?? null,
-        ...fields,
+        approval: approval ?? existing?.approval ?? approvalIfNew,
+        approvedHardware: existing?.approvedHardware ?? null,
+        hardwareChange: existing?.hardwareChange ?? null,
+        ...input,
+        credentialHash,
+        mgmtNonce,
+        mgmtTokenHash: sha256Hex(mgmtToken),
+        mgmtToken,
       });
     }
     this.changed(input.id, existing ? 'rejoined' : 'joined');
+    if (!existing && manual) this.nodeEvent('node_pending', input.id, `node ${input.id} joined and waits for approval (join_approval: manual): llmgw ctl nodes approve ${input.id}`);
     return { credential, mgmtToken };
+  }
+
+  /**
+   * The node under this id as the fleet knows it now: with a store, the
+   * stored row decides whether it exists (another control plane may have
+   * removed it or admitted it), merged with what this process heard.
+   */
+  private async current(id: string): Promise<Node | undefined> {
+    const store = this.options.store;
+    const mine = this.nodes.get(id);
+    if (!store) return mine;
+    const row = await store.getNode(id);
+    if (!row || row.removedAtMs !== null) {
+      if (mine) this.forget(id);
+      return undefined;
+    }
+    if (!mine) {
+      const fresh = this.fromRow(row);
+      this.nodes.set(id, fresh);
+      return fresh;
+    }
+    mine.credentialHash = row.credentialHash;
+    if (row.lastSeenMs !== null && (mine.lastSeenMs === null || row.lastSeenMs > mine.lastSeenMs)) mine.lastSeenMs = row.lastSeenMs;
+    return mine;
+  }
+
+  private forget(id: string): void {
+    this.nodes.delete(id);
+    this.pending.delete(id);
+    this.fingerprints.delete(id);
+    this.joinedMs.delete(id);
   }
 
   /** The node a credential belongs to, checked in constant time; null when it matches none. */
@@ -179,7 +298,7 @@ export class Inventory {
    * dropped); a report that does not parse at all keeps the previous one and
    * says so, rather than wiping what is known about the node.
    */
-  heartbeat(node: Node, input: { report?: unknown; agentVersion?: string | null; protocolVersion?: number | null }): { reportProblem: string | null } {
+  heartbeat(node: Node, input: { report?: unknown; agentVersion?: string | null; protocolVersion?: number | null }): { reportProblem: string | null; mgmtToken: string } {
     const now = this.options.now();
     const wasLive = this.liveness(node, now);
     // Not coming back: arriving (capacity to place on, not a recovery to tell of).
@@ -198,6 +317,7 @@ export class Inventory {
         capacityChanged ||= reportChanged;
         this.fingerprints.set(node.id, fingerprint);
         node.report = parsed.data;
+        if (this.checkHardware(node)) capacityChanged = true;
       } else {
         reportProblem = `the report did not validate (${parsed.error.issues[0]?.message ?? 'unknown problem'}); the previous one is kept`;
       }
@@ -217,7 +337,120 @@ export class Inventory {
       if ((this.options.flushIntervalMs ?? 1000) === 0) void this.flush();
     }
     if (capacityChanged) this.changed(node.id, firstBeat ? 'first heartbeat' : wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed');
-    return { reportProblem };
+    return { reportProblem, mgmtToken: this.ensureMgmtToken(node) };
+  }
+
+  /**
+   * The node's management token, issuing a new one when none is known: a
+   * row migrated from a plaintext token, or a join token rotated since it
+   * was derived (the derived value no longer matches the stored hash). The
+   * heartbeat answer carries it, so the agent takes the new one at once.
+   */
+  private ensureMgmtToken(node: Node): string {
+    if (node.mgmtToken) return node.mgmtToken;
+    const nonce = newNonce();
+    const token = deriveMgmtToken(this.mgmtKey, node.id, nonce);
+    node.mgmtNonce = nonce;
+    node.mgmtTokenHash = sha256Hex(token);
+    node.mgmtToken = token;
+    // Not awaited: a heartbeat never waits on the store. Should the write fail, the next instance to
+    // load the row finds no match and issues another; the agent takes whichever answer it gets last.
+    void this.options.store?.setNodeMgmtToken(node.id, nonce, node.mgmtTokenHash).catch(() => {});
+    return token;
+  }
+
+  /**
+   * Compares the node's reported GPUs with those it was approved with. The
+   * first report sets them; a change is flagged (kept until an admin
+   * approves) and, with manual approval, holds the node out of placement.
+   * Returns whether the node's approval changed.
+   */
+  private checkHardware(node: Node): boolean {
+    const now = reportedHardware(node);
+    if (now === null) return false;
+    if (node.approvedHardware === null) {
+      node.approvedHardware = now;
+      void this.options.store?.setNodeApproval(node.id, { approval: node.approval, approvedHardware: now, hardwareChange: node.hardwareChange }, null).catch(() => {});
+      return false;
+    }
+    const change = now === node.approvedHardware ? null : `GPUs changed from ${node.approvedHardware} to ${now}`;
+    if (change === node.hardwareChange || change === null) return false;
+    node.hardwareChange = change;
+    const hold = this.joinApproval === 'manual' && node.approval === 'approved';
+    if (hold) node.approval = 'pending';
+    void this.options.store?.setNodeApproval(node.id, { approval: node.approval, approvedHardware: node.approvedHardware, hardwareChange: change }, null).catch(() => {});
+    this.nodeEvent(
+      'node_hardware_changed',
+      node.id,
+      `node ${node.id}: ${change}${hold ? '; it takes no new replicas until approved' : ''} (llmgw ctl nodes approve ${node.id} accepts it)`,
+    );
+    return hold;
+  }
+
+  /** Approves a pending node and accepts the hardware it reports now. */
+  async approve(id: string, actor: string): Promise<Node> {
+    const node = this.nodes.get(id);
+    if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
+    const hardware = reportedHardware(node) ?? node.approvedHardware;
+    const fields = { approval: 'approved' as const, approvedHardware: hardware, hardwareChange: null };
+    if (this.options.store) {
+      const ok = await this.options.store.setNodeApproval(id, fields, { actor, action: 'node.approve', target: id, detail: { from: node.approval, hardware } });
+      if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
+    }
+    const was = node.approval;
+    Object.assign(node, fields);
+    if (was !== 'approved') {
+      this.nodeEvent('node_approved', id, `node ${id} was approved by ${actor}`);
+      this.changed(id, 'approved');
+    }
+    return node;
+  }
+
+  /**
+   * Removes a node: its credential stops working at once, its id is free to
+   * join again, and the reconciler replaces its replicas as it would a lost
+   * node's. The caller decides whether a node with replicas may go.
+   */
+  async remove(id: string, actor: string, detail: Record<string, unknown> = {}): Promise<void> {
+    if (!this.nodes.has(id)) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
+    if (this.options.store) {
+      const ok = await this.options.store.removeNode(id, { actor, action: 'node.remove', target: id, detail });
+      if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
+    }
+    this.forget(id);
+    this.nodeEvent('node_removed', id, `node ${id} was removed by ${actor}; its id is free to join again`);
+    this.changed(id, 'removed');
+  }
+
+  /** Creates a single-use join token that admits only `nodeId`, until `expiresAtMs`; returns the secret (shown once). */
+  async createJoinToken(nodeId: string, expiresAtMs: number, actor: string): Promise<{ token: string; row: JoinTokenRow }> {
+    const token = newNodeJoinToken();
+    const hash = sha256Hex(token);
+    const id = `jt-${hash.slice(0, 12)}`;
+    const input = { id, node: nodeId, hash, expiresAtMs, createdBy: actor };
+    if (this.options.store) {
+      const row = await this.options.store.createJoinToken(input, { actor, action: 'join_token.create', target: nodeId, detail: { id, expires_at: expiresAtMs } });
+      return { token, row };
+    }
+    const row: JoinTokenRow = { id, node: nodeId, expiresAtMs, createdAtMs: this.options.now(), createdBy: actor, usedAtMs: null };
+    this.memoryJoinTokens.set(hash, row);
+    return { token, row };
+  }
+
+  async listJoinTokens(): Promise<JoinTokenRow[]> {
+    if (this.options.store) return this.options.store.listJoinTokens();
+    return [...this.memoryJoinTokens.values()].sort((a, b) => b.createdAtMs - a.createdAtMs);
+  }
+
+  /** Uses up a per-node join token for this node id; false when it is unknown, used, expired or for another node. */
+  async consumeJoinToken(token: string, nodeId: string): Promise<boolean> {
+    const hash = sha256Hex(token);
+    const now = this.options.now();
+    if (this.options.store) return (await this.options.store.consumeJoinToken(hash, nodeId, now)) !== null;
+    const row = this.memoryJoinTokens.get(hash);
+    if (!row || row.node !== nodeId || row.usedAtMs !== null || row.expiresAtMs <= now) return false;
+    row.usedAtMs = now;
+    return true;
   }
 
   /** Writes buffered heartbeats to the store in one transaction. Safe to call at any time. */
@@ -268,8 +501,15 @@ export class Inventory {
     const rows = await store.listNodes(since === undefined ? {} : { changedSinceMs: since });
     this.refreshedAtMs = now;
     for (const row of rows) {
-      const fresh = fromRow(row);
       const node = this.nodes.get(row.id);
+      if (row.removedAtMs !== null) {
+        if (node) {
+          this.forget(row.id);
+          this.changed(row.id, 'removed through another control plane');
+        }
+        continue;
+      }
+      const fresh = this.fromRow(row);
       if (!node) {
         this.nodes.set(row.id, fresh);
         this.joinedMs.set(row.id, now);
@@ -281,7 +521,17 @@ export class Inventory {
       node.mgmtAddr = fresh.mgmtAddr;
       node.labels = fresh.labels;
       node.credentialHash = fresh.credentialHash;
-      node.mgmtToken = fresh.mgmtToken;
+      if (fresh.mgmtNonce !== node.mgmtNonce) {
+        node.mgmtNonce = fresh.mgmtNonce;
+        node.mgmtTokenHash = fresh.mgmtTokenHash;
+        node.mgmtToken = fresh.mgmtToken;
+      }
+      node.approvedHardware = fresh.approvedHardware;
+      node.hardwareChange = fresh.hardwareChange;
+      if (fresh.approval !== node.approval) {
+        node.approval = fresh.approval;
+        this.changed(row.id, `approval ${fresh.approval} (set through another control plane)`);
+      }
       if (fresh.adminState !== node.adminState) {
         const from = node.adminState;
         node.adminState = fresh.adminState;
@@ -344,8 +594,11 @@ export function fabricNames(node: Node): string[] {
   return [...new Set((node.report?.fabrics ?? []).map((f) => f.name))];
 }
 
-function fromRow(row: NodeRow): Node {
+function fromRow(row: NodeRow, key: Buffer): Node {
   const parsed = row.report === null ? null : NodeReportSchema.safeParse(row.report);
+  // A token that no longer matches its hash was derived from another join token: unknown until re-issued.
+  const derived = row.mgmtNonce === null ? '' : deriveMgmtToken(key, row.id, row.mgmtNonce);
+  const mgmtToken = derived && matchesHash(derived, row.mgmtTokenHash) ? derived : '';
   return {
     id: row.id,
     hostname: row.hostname,
@@ -353,7 +606,12 @@ function fromRow(row: NodeRow): Node {
     labels: row.labels,
     adminState: (ADMIN_STATES as readonly string[]).includes(row.adminState) ? (row.adminState as AdminState) : 'ready',
     credentialHash: row.credentialHash,
-    mgmtToken: row.mgmtToken,
+    mgmtNonce: row.mgmtNonce,
+    mgmtTokenHash: row.mgmtTokenHash,
+    mgmtToken,
+    approval: row.approval === 'pending' ? 'pending' : 'approved',
+    approvedHardware: row.approvedHardware,
+    hardwareChange: row.hardwareChange,
     agentVersion: row.agentVersion,
     protocolVersion: row.protocolVersion,
     lastSeenMs: row.lastSeenMs,
@@ -369,4 +627,22 @@ function capacityFingerprint(report: NodeReport | null): string {
   const weights = (report.weights ?? []).map((w) => w.cache_name ?? w.path);
   const engines = (report.engines ?? []).map((e) => e.name);
   return JSON.stringify([gpus, disks, weights, engines, report.memory_total_bytes, (report.fabrics ?? []).map((f) => f.name)]);
+}
+
+/** The node's GPUs as its report tells them; null = unknown (no report, none said, or the GPU probe failed: not a change). */
+function reportedHardware(node: Node): string | null {
+  return node.report?.gpu_probe_error ? null : hardwareFingerprint(node.report?.gpus);
+}
+
+/** The refusal of a join under a live node's id: what happened and the three ways out. */
+function idTaken(node: Node, live: Liveness, nowMs: number, lostAfterMs: number): LlmgwError {
+  const heard = node.lastSeenMs === null ? 'has not sent a heartbeat yet' : `last sent a heartbeat ${Math.round((nowMs - node.lastSeenMs) / 1000)} s ago`;
+  return new LlmgwError(
+    'LLMGW_NODE_ID_TAKEN',
+    `node id "${node.id}" belongs to a node that is ${live} (it ${heard}), and this join did not prove that node's credential, so it was refused. ` +
+      `If this is that machine and its state directory was lost, ask an admin for a per-node join token (llmgw ctl join-token create --node ${node.id}); ` +
+      `if the old node is gone, an admin can remove it (llmgw ctl nodes rm ${node.id}), or it frees its id after ${Math.round(lostAfterMs / 1000)} s of silence (node_lost_after); ` +
+      `if this is another machine, give it its own --node-id`,
+    { context: { node: node.id, liveness: live } },
+  );
 }

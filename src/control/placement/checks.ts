@@ -47,6 +47,7 @@ export function nodeRejections(state: PlacementState, shape: ProfileShape, ctx: 
 
   if (ctx.excluded.has(i)) push('excluded', 'node', 'node is excluded from this placement (the replica is moving off it)');
   if (node.adminState === 'cordoned') push('cordoned', 'node', 'node is cordoned, so it takes no new replicas; uncordon it to allow them');
+  if (node.pendingApproval) push('pending_approval', 'node', `node waits for an admin's approval (it is new, or its GPUs changed), so it takes no new replicas; llmgw ctl nodes approve ${entry.id} admits it`);
   if (node.adminState === 'draining') push('draining', 'node', 'node is draining: it takes no new replicas and its replicas are moving off');
   if (node.liveness === 'stale') push('stale', 'node', "node's agent has not reported recently; it takes no new replicas until it does");
   if (node.liveness === 'lost') push('lost', 'node', 'node is lost: its agent stopped reporting; check the machine and its agent');

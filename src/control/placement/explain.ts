@@ -64,6 +64,7 @@ const CODE_ORDER: readonly RejectionCode[] = [
   'pool_invalid',
   'excluded',
   'cordoned',
+  'pending_approval',
   'draining',
   'stale',
   'lost',
@@ -174,6 +175,8 @@ function clause(code: RejectionCode, count: number, sample: Rejection, profile: 
       return `${n} ${isAre} cordoned`;
     case 'draining':
       return `${n} ${isAre} draining`;
+    case 'pending_approval':
+      return `${n} ${plural(count, 'waits', 'wait')} for approval`;
     case 'stale':
       return `${n} ${plural(count, 'has', 'have')} not reported recently`;
     case 'lost':

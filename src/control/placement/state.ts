@@ -169,7 +169,7 @@ export class PlacementState {
         gpus,
         gpusKnown: node.gpus !== undefined,
         fabricNames,
-        schedulable: node.adminState === 'ready' && node.liveness === 'up',
+        schedulable: node.adminState === 'ready' && node.liveness === 'up' && !node.pendingApproval,
       });
       const groupKey = fabricNames.length === 1 ? fabricNames[0]! : fabricNames.join('\u0000');
       let group = groupIds.get(groupKey);

@@ -30,6 +30,8 @@ export interface PlacementNode {
   readonly labels: Readonly<Record<string, string>>;
   readonly adminState: AdminState;
   readonly liveness: Liveness;
+  /** True: the node waits for an admin's approval (new, or its GPUs changed) and takes no new replicas. Absent = approved. */
+  readonly pendingApproval?: boolean;
   /** Undefined = not reported (unknown); [] = looked and found none (a CPU node). */
   readonly gpus: readonly PlacementGpu[] | undefined;
   /** GPU indices already given to shards of existing replicas. */
@@ -120,6 +122,7 @@ export type RejectionCode =
   | 'pool_invalid'
   | 'excluded'
   | 'cordoned'
+  | 'pending_approval'
   | 'draining'
   | 'stale'
   | 'lost'

@@ -564,6 +564,8 @@ export function snapshotKeyOf(nodes: readonly PlacementNode[]): string {
         n.id,
         n.adminState,
         n.liveness,
+        // An approval changes what may be placed as much as an uncordon does.
+        n.pendingApproval ? 'pending' : 'approved',
         gpus,
         [...n.gpusInUse].sort((a, b) => a - b).join(','),
         n.memoryFreeBytes === undefined ? '?' : Math.round(n.memoryFreeBytes / GiB),

@@ -22,6 +22,7 @@ export function toPlacementNode(node: Node, liveness: Liveness): PlacementNode {
     labels: node.labels,
     adminState: node.adminState,
     liveness,
+    ...(node.approval === 'pending' ? { pendingApproval: true } : {}),
     gpus: report?.gpus?.map((g) => ({
       index: g.index,
       ...(g.class === undefined ? {} : { class: g.class }),

@@ -3,6 +3,7 @@
 // a new migration, so a store created by any earlier llmgw can be brought up
 // to date. Each migration knows the dialect because an auto-increment key is
 // spelt differently on each.
+import { createHash } from 'node:crypto';
 import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -223,6 +224,35 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('actor', 'text', (c) => c.notNull())
           .addColumn('created_at', 'bigint', (c) => c.notNull())
           .addColumn('last_seen', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
+    // Node identity: management tokens hashed (the plaintext is derived, see inventory/node-secrets.ts),
+    // admin approval and the hardware a node was approved with, removal that frees a node id, and
+    // per-node join tokens. Rows with a plaintext token keep only its hash and no nonce, so the control
+    // plane issues a derived token at the node's next heartbeat; the plaintext column is then dropped.
+    '0011_node_identity': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('nodes').addColumn('mgmt_nonce', 'text').execute();
+        await db.schema.alterTable('nodes').addColumn('mgmt_token_hash', 'text').execute();
+        await db.schema.alterTable('nodes').addColumn('approval', 'text', (c) => c.notNull().defaultTo('approved')).execute();
+        await db.schema.alterTable('nodes').addColumn('approved_hardware', 'text').execute();
+        await db.schema.alterTable('nodes').addColumn('hardware_change', 'text').execute();
+        await db.schema.alterTable('nodes').addColumn('removed_at', 'bigint').execute();
+        const typed = db as unknown as Kysely<{ nodes: { id: string; mgmt_token: string; mgmt_token_hash: string | null } }>;
+        for (const row of await typed.selectFrom('nodes').select(['id', 'mgmt_token']).execute()) {
+          await typed.updateTable('nodes').set({ mgmt_token_hash: createHash('sha256').update(row.mgmt_token).digest('hex') }).where('id', '=', row.id).execute();
+        }
+        await db.schema.alterTable('nodes').dropColumn('mgmt_token').execute();
+        await db.schema
+          .createTable('join_tokens')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('node', 'text', (c) => c.notNull())
+          .addColumn('hash', 'text', (c) => c.notNull().unique())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('used_at', 'bigint')
           .execute();
       },
     },

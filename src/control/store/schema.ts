@@ -35,8 +35,22 @@ export interface NodesTable {
   admin_state: string;
   /** SHA-256 hex of the node credential; the credential itself is never stored. */
   credential_hash: string;
-  /** What the control plane presents to the agent's management API. */
-  mgmt_token: string;
+  /**
+   * The nonce the management token is derived from (see
+   * inventory/node-secrets.ts); null = none yet (a row migrated from a
+   * plaintext token: the next heartbeat issues one).
+   */
+  mgmt_nonce: string | null;
+  /** SHA-256 hex of the management token; the token itself is never stored. */
+  mgmt_token_hash: string | null;
+  /** approved | pending: pending nodes take no placements until an admin approves them. */
+  approval: string;
+  /** The GPU fingerprint the node was approved with; null = none reported yet. */
+  approved_hardware: string | null;
+  /** What changed in the node's hardware since approval, in words; null = nothing. */
+  hardware_change: string | null;
+  /** Epoch ms an admin removed the node; null = not removed. A removed row frees its id and holds no credential. */
+  removed_at: number | null;
   agent_version: string | null;
   protocol_version: number | null;
   /** Epoch ms of the newest heartbeat any control plane received; null = none since joining. */
@@ -45,6 +59,20 @@ export interface NodesTable {
   report: string | null;
   joined_at: number;
   updated_at: number;
+}
+
+/** Per-node join tokens: single use, expiring, stored only as a hash. */
+export interface JoinTokensTable {
+  id: string;
+  /** The only node id this token admits. */
+  node: string;
+  /** SHA-256 hex of the token. */
+  hash: string;
+  expires_at: number;
+  created_at: number;
+  created_by: string;
+  /** Epoch ms it was used; null = unused. */
+  used_at: number | null;
 }
 
 /** One running copy of a model; see the reconciler's ReplicaRecord for what each field means. */
@@ -217,6 +245,7 @@ export interface Database {
   models: ModelsTable;
   audit_log: AuditLogTable;
   nodes: NodesTable;
+  join_tokens: JoinTokensTable;
   replicas: ReplicasTable;
   shards: ShardsTable;
 }

@@ -161,6 +161,35 @@ for (const backend of backends) {
       await store.close();
     });
 
+    it('keeps node secrets as hashes, frees a removed node id, and uses a per-node join token once', async () => {
+      const store = await Store.open({ location, now });
+      const audit = { actor: 'node:x1', action: 'node.join', target: 'x1', detail: {} };
+      const join = { id: 'x1', hostname: null, mgmtAddr: '10.0.0.1:1', labels: {}, credentialHash: 'a'.repeat(64), mgmtNonce: 'n1', mgmtTokenHash: 'b'.repeat(64), agentVersion: null, protocolVersion: null };
+      const row = await store.upsertNodeOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
+      expect([row.approval, row.mgmtNonce, row.mgmtTokenHash, row.removedAtMs]).toEqual(['pending', 'n1', 'b'.repeat(64), null]);
+      expect(await store.setNodeApproval('x1', { approval: 'approved', approvedHardware: '1 gpu: a', hardwareChange: null }, null)).toBe(true);
+      expect(await store.setNodeMgmtToken('x1', 'n2', 'c'.repeat(64))).toBe(true);
+      const rejoined = await store.upsertNodeOnJoin({ ...join, mgmtNonce: 'n3', approvalIfNew: 'pending' }, audit);
+      expect([rejoined.approval, rejoined.approvedHardware, rejoined.mgmtNonce], 'a rejoin keeps the approval').toEqual(['approved', '1 gpu: a', 'n3']);
+
+      clock += 1;
+      expect(await store.removeNode('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} })).toBe(true);
+      expect(await store.removeNode('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} }), 'once').toBe(false);
+      const tomb = (await store.getNode('x1'))!;
+      expect([tomb.removedAtMs, tomb.credentialHash, tomb.mgmtNonce, tomb.mgmtTokenHash]).toEqual([clock, '', null, null]);
+      expect((await store.listNodes({ changedSinceMs: clock })).map((n) => n.id), 'other instances see the removal').toContain('x1');
+      const back = await store.upsertNodeOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
+      expect([back.removedAtMs, back.approval, back.approvedHardware], 'joins afresh').toEqual([null, 'pending', null]);
+
+      await store.createJoinToken({ id: 'jt-1', node: 'x2', hash: 'd'.repeat(64), expiresAtMs: clock + 100, createdBy: 'ops' }, { actor: 'ops', action: 'join_token.create', target: 'x2', detail: {} });
+      expect(await store.consumeJoinToken('d'.repeat(64), 'x3', clock), 'another node').toBeNull();
+      expect(await store.consumeJoinToken('d'.repeat(64), 'x2', clock + 100), 'expired').toBeNull();
+      expect((await store.consumeJoinToken('d'.repeat(64), 'x2', clock))?.usedAtMs).toBe(clock);
+      expect(await store.consumeJoinToken('d'.repeat(64), 'x2', clock), 'used').toBeNull();
+      expect((await store.listJoinTokens()).map((t) => [t.id, t.node, t.usedAtMs])).toEqual([['jt-1', 'x2', clock]]);
+      await store.close();
+    });
+
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
       const before = await a.listModels();

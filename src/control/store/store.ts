@@ -94,7 +94,14 @@ export interface NodeRow {
   labels: Record<string, string>;
   adminState: string;
   credentialHash: string;
-  mgmtToken: string;
+  /** Null: no derived management token yet (a migrated row); see inventory/node-secrets.ts. */
+  mgmtNonce: string | null;
+  mgmtTokenHash: string | null;
+  approval: string;
+  approvedHardware: string | null;
+  hardwareChange: string | null;
+  /** Epoch ms an admin removed it; null = a member of the fleet. */
+  removedAtMs: number | null;
   agentVersion: string | null;
   protocolVersion: number | null;
   lastSeenMs: number | null;
@@ -109,9 +116,31 @@ export interface NodeJoin {
   mgmtAddr: string | null;
   labels: Record<string, string>;
   credentialHash: string;
-  mgmtToken: string;
+  mgmtNonce: string;
+  mgmtTokenHash: string;
+  /** The approval a node that joins afresh (new, or removed before) gets; a rejoin keeps the one it has. */
+  approvalIfNew: string;
+  /** Set: the approval this join gives even a known node (another machine taking a lost node's id). */
+  approval?: string;
+  /**
+   * The credential hash the caller decided on (null = no member held the
+   * id). Checked in the transaction, so two joins racing for one id cannot
+   * both win: the later finds the row changed and is refused. Absent = no check.
+   */
+  expectCredentialHash?: string | null;
   agentVersion: string | null;
   protocolVersion: number | null;
+}
+
+/** A per-node join token as listed: never its secret. */
+export interface JoinTokenRow {
+  id: string;
+  node: string;
+  expiresAtMs: number;
+  createdAtMs: number;
+  createdBy: string;
+  /** Null = unused. */
+  usedAtMs: number | null;
 }
 
 export interface HeartbeatWrite {
@@ -199,7 +228,12 @@ function toNodeRow(r: NodesTable): NodeRow {
     labels: JSON.parse(r.labels) as Record<string, string>,
     adminState: r.admin_state,
     credentialHash: r.credential_hash,
-    mgmtToken: r.mgmt_token,
+    mgmtNonce: r.mgmt_nonce,
+    mgmtTokenHash: r.mgmt_token_hash,
+    approval: r.approval,
+    approvedHardware: r.approved_hardware,
+    hardwareChange: r.hardware_change,
+    removedAtMs: r.removed_at,
     agentVersion: r.agent_version,
     protocolVersion: r.protocol_version,
     lastSeenMs: r.last_seen,
@@ -375,30 +409,151 @@ export class Store {
 
   /**
    * Records a join: a new node, or a node joining again (new credential,
-   * fresh identity facts). The admin state survives a rejoin: an agent that
-   * restarts must not uncordon its own node.
+   * fresh identity facts). The admin state and approval survive a rejoin: an
+   * agent that restarts must not uncordon or approve its own node. A node an
+   * admin removed joins as new: its old state, report and approval are gone.
    */
   async upsertNodeOnJoin(node: NodeJoin, audit: AuditInput): Promise<NodeRow> {
     const at = this.now();
     return this.db.transaction().execute(async (tx) => {
       const existing = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirst();
+      const held = existing && existing.removed_at === null ? existing.credential_hash : null;
+      if (node.expectCredentialHash !== undefined && held !== node.expectCredentialHash) {
+        throw new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${node.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
+      }
       const values = {
         hostname: node.hostname,
         mgmt_addr: node.mgmtAddr,
         labels: JSON.stringify(node.labels),
         credential_hash: node.credentialHash,
-        mgmt_token: node.mgmtToken,
+        mgmt_nonce: node.mgmtNonce,
+        mgmt_token_hash: node.mgmtTokenHash,
         agent_version: node.agentVersion,
         protocol_version: node.protocolVersion,
         updated_at: at,
+        ...(node.approval === undefined ? {} : { approval: node.approval }),
       };
-      if (existing) await tx.updateTable('nodes').set(values).where('id', '=', node.id).execute();
-      else await tx.insertInto('nodes').values({ id: node.id, admin_state: 'ready', last_seen: null, report: null, joined_at: at, ...values }).execute();
+      const afresh = {
+        admin_state: 'ready',
+        last_seen: null,
+        report: null,
+        joined_at: at,
+        approval: node.approvalIfNew,
+        approved_hardware: null,
+        hardware_change: null,
+        removed_at: null,
+      };
+      if (existing && existing.removed_at === null) await tx.updateTable('nodes').set(values).where('id', '=', node.id).execute();
+      else if (existing) await tx.updateTable('nodes').set({ ...values, ...afresh }).where('id', '=', node.id).execute();
+      else await tx.insertInto('nodes').values({ id: node.id, ...values, ...afresh }).execute();
       await this.insertAudit(tx, at, audit);
       await this.announce(tx, 'nodes');
       const row = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirstOrThrow();
       return toNodeRow(row);
     });
+  }
+
+  /** One node as stored, removed or not; undefined when the id was never seen. */
+  async getNode(id: string): Promise<NodeRow | undefined> {
+    const row = await this.db.selectFrom('nodes').selectAll().where('id', '=', id).executeTakeFirst();
+    return row ? toNodeRow(row) : undefined;
+  }
+
+  /** Records a new derived management token (its nonce and hash); false when there is no such node. */
+  async setNodeMgmtToken(id: string, nonce: string, hash: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('nodes')
+      .set({ mgmt_nonce: nonce, mgmt_token_hash: hash, updated_at: this.now() })
+      .where('id', '=', id)
+      .where('removed_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /**
+   * Sets a node's approval, the hardware it is approved with and the change
+   * not yet approved, with an audit row when an admin acted; false when
+   * there is no such node.
+   */
+  async setNodeApproval(
+    id: string,
+    fields: { approval: string; approvedHardware: string | null; hardwareChange: string | null },
+    audit: AuditInput | null,
+  ): Promise<boolean> {
+    const at = this.now();
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('nodes')
+        .set({ approval: fields.approval, approved_hardware: fields.approvedHardware, hardware_change: fields.hardwareChange, updated_at: at })
+        .where('id', '=', id)
+        .where('removed_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      if (audit) await this.insertAudit(tx, at, audit);
+      await this.announce(tx, 'nodes');
+      return true;
+    });
+  }
+
+  /**
+   * Removes a node from the fleet: its credential and management token are
+   * wiped and its id is free to join again. The row stays as a tombstone so
+   * other control planes on this store see the removal (a deleted row
+   * would look like an unchanged one). False when there is no such node.
+   */
+  async removeNode(id: string, audit: AuditInput): Promise<boolean> {
+    const at = this.now();
+    return this.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('nodes')
+        .set({ removed_at: at, credential_hash: '', mgmt_nonce: null, mgmt_token_hash: null, updated_at: at })
+        .where('id', '=', id)
+        .where('removed_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      await this.insertAudit(tx, at, audit);
+      await this.announce(tx, 'nodes');
+      return true;
+    });
+  }
+
+  // --- per-node join tokens ---
+
+  async createJoinToken(token: { id: string; node: string; hash: string; expiresAtMs: number; createdBy: string }, audit: AuditInput): Promise<JoinTokenRow> {
+    const at = this.now();
+    await this.db.transaction().execute(async (tx) => {
+      await tx
+        .insertInto('join_tokens')
+        .values({ id: token.id, node: token.node, hash: token.hash, expires_at: token.expiresAtMs, created_at: at, created_by: token.createdBy, used_at: null })
+        .execute();
+      await this.insertAudit(tx, at, audit);
+    });
+    return { id: token.id, node: token.node, expiresAtMs: token.expiresAtMs, createdAtMs: at, createdBy: token.createdBy, usedAtMs: null };
+  }
+
+  /** Newest first. */
+  async listJoinTokens(): Promise<JoinTokenRow[]> {
+    const rows = await this.db.selectFrom('join_tokens').selectAll().orderBy('created_at', 'desc').orderBy('id').execute();
+    return rows.map((r) => ({ id: r.id, node: r.node, expiresAtMs: r.expires_at, createdAtMs: r.created_at, createdBy: r.created_by, usedAtMs: r.used_at }));
+  }
+
+  /**
+   * Uses up the token with this hash for this node, if it is unused and
+   * unexpired: one conditional update, so two control planes racing with
+   * the same token cannot both win. Null when it admits nothing.
+   */
+  async consumeJoinToken(hash: string, nodeId: string, nowMs: number): Promise<JoinTokenRow | null> {
+    const result = await this.db
+      .updateTable('join_tokens')
+      .set({ used_at: nowMs })
+      .where('hash', '=', hash)
+      .where('node', '=', nodeId)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', nowMs)
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) === 0) return null;
+    const r = await this.db.selectFrom('join_tokens').selectAll().where('hash', '=', hash).executeTakeFirstOrThrow();
+    return { id: r.id, node: r.node, expiresAtMs: r.expires_at, createdAtMs: r.created_at, createdBy: r.created_by, usedAtMs: r.used_at };
   }
 
   /** Sets a node's admin state with its audit row; false when there is no such node. */

@@ -18,6 +18,25 @@ export function DiskBar({ n }: { n: NodeView }) {
   return <Bar used={n.disk_total_gb - n.disk_free_gb} total={n.disk_total_gb} label={`${n.disk_free_gb}/${n.disk_total_gb} GiB free`} />;
 }
 
+/** What holds a node back beside its admin state: a pending approval, GPUs changed since it was approved. Empty when nothing. */
+export function Membership({ n }: { n: NodeView }) {
+  return (
+    <>
+      {n.approval === 'pending' && (
+        <strong class="error" data-field="approval" title={`llmgw ctl nodes approve ${n.id}`}>
+          {' '}pending approval
+        </strong>
+      )}
+      {n.hardware_change && (
+        <span class="error" data-field="hardware-change">
+          {' '}
+          {n.hardware_change}
+        </span>
+      )}
+    </>
+  );
+}
+
 export function NodesPage({ nodes, ctx }: { nodes: NodeView[]; ctx: PageContext }) {
   if (!nodes.length) return <Empty>No node has joined yet. Start `llmgw agent` with the join token on a machine.</Empty>;
   return (
@@ -50,6 +69,7 @@ export function NodesPage({ nodes, ctx }: { nodes: NodeView[]; ctx: PageContext 
             </td>
             <td data-field="state">
               <State value={n.state} />
+              <Membership n={n} />
             </td>
             <td data-field="liveness">
               <State value={n.liveness} />
@@ -91,7 +111,7 @@ export function NodePage({ data, ctx }: { data: NodeData; ctx: PageContext }) {
             <tr><th>Id</th><td>{n.id}</td></tr>
             <tr><th>Hostname</th><td><Val v={n.hostname} unknown="unknown" /></td></tr>
             <tr><th>Management address</th><td><Val v={n.mgmt_addr} unknown="unknown" /></td></tr>
-            <tr><th>State</th><td data-field="state"><State value={n.state} /> <NodeActions ctx={ctx} nodeId={n.id} state={n.state} /></td></tr>
+            <tr><th>State</th><td data-field="state"><State value={n.state} /><Membership n={n} /> <NodeActions ctx={ctx} nodeId={n.id} state={n.state} /></td></tr>
             <tr><th>Liveness</th><td><State value={n.liveness} /> (last heartbeat {n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'})</td></tr>
             <tr><th>GPUs</th><td><GpuBar n={n} /></td></tr>
             <tr><th>GPU classes</th><td><Val v={n.gpu_classes?.join(', ')} /></td></tr>

@@ -1,0 +1,84 @@
+// The membership routes in process: who may remove, approve and hand out
+// per-node join tokens, what each answers, and what the audit log keeps.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { compileControlOptions } from '../config/index.js';
+import { ControlPlane } from '../control-plane.js';
+
+const TOKEN = 'admin-token-for-tests-0123456789';
+const JOIN = 'join-token-for-tests-0123456789';
+const auth = { authorization: `Bearer ${TOKEN}`, 'x-llmgw-actor': 'ops' };
+const planes: ControlPlane[] = [];
+
+async function plane(over: Record<string, unknown> = {}): Promise<ControlPlane> {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-admin-nodes-'));
+  const config = compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN, join_token: JOIN, ...over });
+  const p = await ControlPlane.create(config, { logger: pino({ level: 'silent' }) });
+  planes.push(p);
+  return p;
+}
+
+afterEach(async () => {
+  await Promise.all(planes.splice(0).map((p) => p.close()));
+});
+
+const joinBody = (id: string, extra: Record<string, unknown> = {}) => ({ join_token: JOIN, node_id: id, ...extra });
+
+describe('admin API: node membership', () => {
+  it('creates a per-node join token once, lists it without its secret, and the agent listener honours it', async () => {
+    const p = await plane();
+    const bad = await p.adminApp.inject({ method: 'POST', url: '/api/v1/join-tokens', headers: auth, payload: { node: 'gpu 7' } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json<{ error: string }>().error).toContain('node: want the node id');
+    const tooLong = await p.adminApp.inject({ method: 'POST', url: '/api/v1/join-tokens', headers: auth, payload: { node: 'gpu-7', expires: '30d' } });
+    expect(tooLong.json<{ error: string }>().error).toContain('at most 7d');
+
+    const created = await p.adminApp.inject({ method: 'POST', url: '/api/v1/join-tokens', headers: auth, payload: { node: 'gpu-7', expires: '1h' } });
+    expect(created.statusCode).toBe(201);
+    const { token, id, status } = created.json<{ token: string; id: string; status: string }>();
+    expect(status).toBe('unused');
+    const listed = await p.adminApp.inject({ method: 'GET', url: '/api/v1/join-tokens', headers: auth });
+    expect(listed.body).not.toContain(token);
+    expect(listed.json<{ id: string }[]>().map((t) => t.id)).toEqual([id]);
+
+    // The shared join token cannot take gpu-7's id while it is live; the per-node token, an admin's act, can.
+    const first = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: joinBody('gpu-7') });
+    expect(first.statusCode).toBe(200);
+    const refused = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: joinBody('gpu-7') });
+    expect(refused.statusCode).toBe(409);
+    const recovered = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: token, node_id: 'gpu-7' } });
+    expect(recovered.statusCode).toBe(200);
+    const audit = await p.store!.listAudit({ target: 'gpu-7' });
+    expect(audit.map((a) => a.action)).toEqual(['node.rejoin_with_node_token', 'node.join', 'join_token.create']);
+  });
+
+  it('removes a node (refused while it runs replicas unless forced), and approves a pending one', async () => {
+    const p = await plane({ join_approval: 'manual' });
+    await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: joinBody('n1') });
+    const nodes = await p.adminApp.inject({ method: 'GET', url: '/api/v1/nodes', headers: auth });
+    expect(nodes.json<{ id: string; approval?: string }[]>()).toMatchObject([{ id: 'n1', approval: 'pending' }]);
+    const summary = await p.adminApp.inject({ method: 'GET', url: '/api/v1/summary', headers: auth });
+    expect(summary.json<{ attention: string[] }>().attention.join('\n')).toContain('node n1 waits for approval');
+
+    const approved = await p.adminApp.inject({ method: 'POST', url: '/api/v1/nodes/n1/approve', headers: auth, payload: {} });
+    expect(approved.json()).toEqual({ approved: 'n1' });
+    expect(p.inventory.get('n1')!.approval).toBe('approved');
+    const missing = await p.adminApp.inject({ method: 'POST', url: '/api/v1/nodes/nope/approve', headers: auth, payload: {} });
+    expect(missing.statusCode).toBe(404);
+
+    const removed = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/nodes/n1', headers: auth });
+    expect(removed.statusCode).toBe(200);
+    expect(removed.json<{ removed: string; replicas: number }>()).toMatchObject({ removed: 'n1', replicas: 0 });
+    expect(p.inventory.get('n1')).toBeUndefined();
+    const again = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/nodes/n1', headers: auth });
+    expect(again.statusCode).toBe(404);
+    const rejoin = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: joinBody('n1') });
+    expect(rejoin.statusCode, 'a removed id is free').toBe(200);
+    expect(p.inventory.get('n1')!.approval, 'and joins as new: pending again').toBe('pending');
+    const audit = await p.store!.listAudit({ target: 'n1' });
+    expect(audit.map((a) => `${a.action} by ${a.actor}`)).toEqual(['node.join by node:n1', 'node.remove by ops', 'node.approve by ops', 'node.join by node:n1']);
+  });
+});

@@ -1,0 +1,99 @@
+// Admin routes about who may be a node: removing one (its id is freed),
+// approving a pending one, and per-node join tokens. Apart from the routes
+// that read and cordon nodes because these change the fleet's membership,
+// not its work, and each is an admin's act recorded in the audit log.
+import type { FastifyInstance } from 'fastify';
+import type { JoinTokenCreatedView, JoinTokenView, NodeApprovedView, NodeRemovedView } from '../../api/types.js';
+import { LlmgwError } from '../../errors/index.js';
+import { parseDurationMs } from '../../units/index.js';
+import { actorOf } from '../http/index.js';
+import type { Inventory } from '../inventory/index.js';
+import type { JoinTokenRow } from '../store/index.js';
+
+export interface NodeIdentityRouteOptions {
+  /** Absent: a control plane built without one (catalog-only tests); every route answers 404 for nodes. */
+  inventory?: Inventory;
+  now?: () => number;
+  /** Replicas per node, from the reconciler; absent = none known. */
+  nodeUsage?: () => ReadonlyMap<string, { replicas: number }>;
+  /** Called after membership changed: the reconciler's Notify. */
+  onNodeState?: (nodeId: string) => void;
+}
+
+const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+/** How long a per-node join token may live: it is a one-off for a machine being set up, not a standing secret. */
+const MAX_JOIN_TOKEN_MS = 7 * 24 * 3600_000;
+const DEFAULT_JOIN_TOKEN_EXPIRY = '1h';
+
+export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeIdentityRouteOptions): void {
+  const now = options.now ?? Date.now;
+  const inventoryOrThrow = (id: string): Inventory => {
+    if (!options.inventory) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
+    return options.inventory;
+  };
+
+  // A live node still serving is most likely removed by mistake: drain first
+  // (make-before-break), or say --force and have its replicas replaced as
+  // if it were lost. A lost node goes at once: its replicas are already being replaced.
+  app.delete<{ Params: { id: string }; Querystring: { force?: string } }>('/api/v1/nodes/:id', async (request) => {
+    const id = request.params.id;
+    const inventory = inventoryOrThrow(id);
+    const node = inventory.get(id);
+    if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
+    const replicas = options.nodeUsage?.().get(id)?.replicas ?? 0;
+    const liveness = inventory.liveness(node);
+    const force = request.query.force === 'true';
+    if (replicas > 0 && liveness !== 'lost' && !force) {
+      throw new LlmgwError(
+        'LLMGW_NODE_HAS_REPLICAS',
+        `node ${id} is ${liveness} and runs ${replicas} replica${replicas === 1 ? '' : 's'}; drain it first (llmgw ctl nodes drain ${id}) so they move before it goes, or add --force to remove it now and have them replaced elsewhere`,
+      );
+    }
+    await inventory.remove(id, actorOf(request), { liveness, replicas, force });
+    options.onNodeState?.(id);
+    const answer: NodeRemovedView = {
+      removed: id,
+      replicas,
+      note:
+        (replicas > 0 ? `its ${replicas} replica${replicas === 1 ? ' is' : 's are'} replaced elsewhere, as a lost node's would be; ` : '') +
+        'its credential no longer works and its id is free to join again; a running agent that still holds the credential joins again by proving it, so stop that agent first if the machine is to stay out',
+    };
+    return answer;
+  });
+
+  app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/approve', async (request) => {
+    const node = await inventoryOrThrow(request.params.id).approve(request.params.id, actorOf(request));
+    options.onNodeState?.(node.id);
+    const answer: NodeApprovedView = { approved: node.id, ...(node.approvedHardware ? { hardware: node.approvedHardware } : {}) };
+    return answer;
+  });
+
+  app.post('/api/v1/join-tokens', async (request, reply) => {
+    const body = (request.body ?? {}) as { node?: unknown; expires?: unknown };
+    if (typeof body.node !== 'string' || !NODE_ID.test(body.node)) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', 'node: want the node id the token admits (1-128 letters, digits, ".", "_" or "-"), e.g. {"node":"gpu-7","expires":"1h"}');
+    }
+    const expires = body.expires === undefined ? DEFAULT_JOIN_TOKEN_EXPIRY : body.expires;
+    const ms = typeof expires === 'string' ? parseDurationMs(expires) : 'want a duration string like "1h"';
+    if (typeof ms === 'string') throw new LlmgwError('LLMGW_BAD_REQUEST', `expires: ${ms}`);
+    if (ms <= 0 || ms > MAX_JOIN_TOKEN_MS) throw new LlmgwError('LLMGW_BAD_REQUEST', `expires: want more than 0 and at most 7d (a per-node join token is for setting up one machine); got ${String(expires)}`);
+    if (!options.inventory) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no inventory');
+    const { token, row } = await options.inventory.createJoinToken(body.node, now() + ms, actorOf(request));
+    const answer: JoinTokenCreatedView = { ...joinTokenView(row, now()), token };
+    return reply.code(201).send(answer);
+  });
+
+  app.get('/api/v1/join-tokens', async () => (options.inventory ? (await options.inventory.listJoinTokens()).map((r) => joinTokenView(r, now())) : []));
+}
+
+function joinTokenView(row: JoinTokenRow, nowMs: number): JoinTokenView {
+  return {
+    id: row.id,
+    node: row.node,
+    expires_at: new Date(row.expiresAtMs).toISOString(),
+    created_at: new Date(row.createdAtMs).toISOString(),
+    created_by: row.createdBy,
+    ...(row.usedAtMs === null ? {} : { used_at: new Date(row.usedAtMs).toISOString() }),
+    status: row.usedAtMs !== null ? 'used' : row.expiresAtMs <= nowMs ? 'expired' : 'unused',
+  };
+}
