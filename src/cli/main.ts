@@ -135,6 +135,9 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
     max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
     cors_origins: 'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',
+    admin_hosts: 'host names the admin listener answers to besides its address and loopback, comma-separated (default none)',
+    client_hosts: 'host names the client listener answers to besides its address and loopback, comma-separated (default none)',
+    metrics_public: 'true: /metrics answers without the admin token (default false)',
   };
 }
 

@@ -5,12 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
+import { AdminGuard } from './adminapi/auth.js';
 import { registerDashboard } from './dashboard/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
 import { createJsonApp } from './http/index.js';
+import { checkHost, hostAllowlist } from './http/guards.js';
 import { Inventory, localDisk } from './inventory/index.js';
 import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
@@ -58,7 +60,9 @@ export class ControlPlane {
     /** The events log (scaling, nodes, drains, placement failures); `list()` is what GET /api/v1/events and the dashboard read. */
     readonly events: Events,
     /** Null: this is the only instance (SQLite or no store) and always leads. */
-    readonly cluster: Cluster | null = null,
+    readonly cluster: Cluster | null,
+    /** Who may use the admin listener; `routes()` lists every admin route with the access it declared. */
+    readonly adminGuard: AdminGuard,
   ) {}
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
@@ -116,6 +120,9 @@ export class ControlPlane {
       requestLoggers: false,
       requestIds: true,
     });
+    // Before the router: a request under a Host this listener does not answer to (a rebound DNS name) reaches no route.
+    const clientHosts = hostAllowlist({ boundHost: config.clientAddr.host, extra: config.clientHosts, credentialsRequired: config.apiKeysRequired });
+    clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
     const router = registerRouter(clientApp, {
       catalog,
       replicas: reconciler,
@@ -143,11 +150,15 @@ export class ControlPlane {
     });
 
     const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20 });
+    // First, before any route: every route registered on the admin app from here on is behind the admin token unless it says otherwise.
+    const adminGuard = AdminGuard.install(adminApp, {
+      adminToken: config.adminToken,
+      hosts: hostAllowlist({ boundHost: config.adminAddr.host, extra: config.adminHosts, credentialsRequired: config.adminToken !== null }),
+    });
     const adminApi: AdminApiOptions = {
       catalog,
       inventory,
       now,
-      adminToken: config.adminToken,
       onNodeState: (nodeId) => {
         assignments.bump(nodeId);
         reconciler.notify();
@@ -168,6 +179,7 @@ export class ControlPlane {
     registerWeightsApi(adminApp, weightsApi);
     // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
     registerDashboard(adminApp, {
+      guard: adminGuard,
       admin: adminApi,
       weights: weightsApi,
       adminToken: config.adminToken,
@@ -184,7 +196,7 @@ export class ControlPlane {
       modelExists: (name) => catalog.resolve(name) !== undefined,
     });
     adminApp.get('/api/v1/usage', async () => (usage instanceof StoredUsage ? usage.list() : []));
-    adminApp.get('/metrics', async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
+    adminApp.get('/metrics', { config: { access: config.metricsPublic ? 'public' : 'admin' } }, async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
 
     const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true });
     registerAgentApi(agentApp, {
@@ -209,7 +221,7 @@ export class ControlPlane {
       replicaUse: () => router.replicaUse(),
       queued: () => router.queued(),
     });
-    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster);
+    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster, adminGuard);
     registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
     return plane;
   }

@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import FindMyWay from 'find-my-way';
 import type { Logger } from 'pino';
 import { isLlmgwError, type ErrorCode, type LlmgwError } from '../../errors/index.js';
+import type { AuditActor } from '../store/actor.js';
 
 export interface ErrorBody {
   status: number;
@@ -226,10 +227,22 @@ function toErrorBody(error: FastifyError | LlmgwError, request: FastifyRequest):
   return { status: 500, code: 'LLMGW_INTERNAL', message: 'internal error; the control plane log has the details' };
 }
 
-/** Reads X-Llmgw-Actor: who is acting, for the audit log. Printable, bounded, "unknown" when absent. */
-export function actorOf(request: FastifyRequest): string {
-  const raw = request.headers['x-llmgw-actor'];
-  const value = (Array.isArray(raw) ? raw[0] : raw)?.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 200);
-  return value || 'unknown';
+/** The authenticated identity of each admin request, set by the admin guard (adminapi/auth.ts). */
+const identities = new WeakMap<FastifyRequest, string>();
+
+/** Records who a request proved to be: `admin-token`, `dashboard:<session hash prefix>`, `loopback-no-token`. */
+export function setIdentity(request: FastifyRequest, identity: string): void {
+  identities.set(request, identity);
 }
 
+/**
+ * Who is acting, for the audit log: the identity the request proved (absent
+ * = `unauthenticated`, which only a listener without the admin guard, such
+ * as a unit test's, ever records), and X-Llmgw-Actor beside it as a label
+ * the caller chose (printable, bounded; null when not sent).
+ */
+export function actorOf(request: FastifyRequest): AuditActor {
+  const raw = request.headers['x-llmgw-actor'];
+  const value = (Array.isArray(raw) ? raw[0] : raw)?.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 200);
+  return { identity: identities.get(request) ?? 'unauthenticated', label: value || null };
+}

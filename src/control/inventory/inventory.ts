@@ -6,7 +6,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LlmgwError } from '../../errors/index.js';
 import { type NodeReport, NodeReportSchema } from '../../protocol/index.js';
-import type { NodeRow, Store } from '../store/index.js';
+import type { AuditActor, NodeRow, Store } from '../store/index.js';
 
 export type AdminState = 'ready' | 'cordoned' | 'draining';
 export type Liveness = 'up' | 'stale' | 'lost';
@@ -301,7 +301,7 @@ export class Inventory {
     }
   }
 
-  async setState(id: string, state: AdminState, actor: string): Promise<Node> {
+  async setState(id: string, state: AdminState, actor: string | AuditActor): Promise<Node> {
     const node = this.nodes.get(id);
     if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     const from = node.adminState;

@@ -226,6 +226,14 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // The audit log's actor becomes the identity the request proved (admin-token, dashboard:<session>, node:<id>);
+    // what the caller said of itself (X-Llmgw-Actor) moves beside it as a label. Rows from before keep their
+    // actor as it was written (the caller's own claim) with no label.
+    '0010_audit_identity': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('audit_log').addColumn('actor_label', 'text').execute();
+      },
+    },
   };
 }
 

@@ -10,6 +10,9 @@ import pg from 'pg';
 import { LlmgwError, StaleLeaderError } from '../../errors/index.js';
 import { type Dialect, StaticMigrationProvider } from './migrations.js';
 import type { Database, NodesTable, ReplicasTable, ShardsTable } from './schema.js';
+import { type AuditActor, actorText, auditActor } from './actor.js';
+
+export { type AuditActor, actorText, auditActor } from './actor.js';
 
 export type StoreLocation = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
 
@@ -24,14 +27,18 @@ export interface StoredModel {
 export interface AuditEntry {
   id: number;
   at: number;
+  /** The authenticated identity (see AuditLogTable.actor). */
   actor: string;
+  /** What the caller called itself; null = nothing. */
+  actorLabel: string | null;
   action: string;
   target: string;
   detail: Record<string, unknown>;
 }
 
 export interface AuditInput {
-  actor: string;
+  /** The authenticated identity, or a whole AuditActor (identity and label). */
+  actor: string | AuditActor;
   action: string;
   target: string;
   detail?: Record<string, unknown>;
@@ -340,7 +347,7 @@ export class Store {
       if (existing) throw new LlmgwError('LLMGW_CATALOG_CONFLICT', `a model named "${name}" already exists`);
       await tx
         .insertInto('models')
-        .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: audit.actor, updated_at: at })
+        .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: actorText(audit.actor), updated_at: at })
         .execute();
       await this.insertAudit(tx, at, audit);
       await this.announce(tx, 'catalog');
@@ -550,7 +557,7 @@ export class Store {
     let query = this.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
     if (options.target) query = query.where('target', '=', options.target);
     const rows = await query.execute();
-    return rows.map((r) => ({ ...r, id: Number(r.id), detail: JSON.parse(r.detail) as Record<string, unknown> }));
+    return rows.map(({ actor_label, ...r }) => ({ ...r, actorLabel: actor_label ?? null, id: Number(r.id), detail: JSON.parse(r.detail) as Record<string, unknown> }));
   }
 
   // --- events ---
@@ -633,9 +640,10 @@ export class Store {
   }
 
   private async insertAudit(db: Kysely<Database> | Transaction<Database>, at: number, entry: AuditInput): Promise<void> {
+    const who = auditActor(entry.actor);
     await db
       .insertInto('audit_log')
-      .values({ at, actor: entry.actor, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
+      .values({ at, actor: who.identity, actor_label: who.label, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
       .execute();
   }
 }
