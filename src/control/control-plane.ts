@@ -149,7 +149,10 @@ export class ControlPlane {
       }
     });
 
-    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20 });
+    // The admin and agent listeners take a client's headers and body in bounded time, as the client listener does:
+    // a stalled body is cut with 408, and an idle keep-alive connection is closed.
+    const listenerTimeouts = { headersTimeoutMs: config.clientHeadersTimeoutMs, bodyTimeoutMs: config.router.idleBodyTimeoutMs };
+    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20, ...listenerTimeouts, keepAliveTimeoutMs: 10_000 });
     // First, before any route: every route registered on the admin app from here on is behind the admin token unless it says otherwise.
     const adminGuard = AdminGuard.install(adminApp, {
       adminToken: config.adminToken,
@@ -198,7 +201,8 @@ export class ControlPlane {
     adminApp.get('/api/v1/usage', async () => (usage instanceof StoredUsage ? usage.list() : []));
     adminApp.get('/metrics', { config: { access: config.metricsPublic ? 'public' : 'admin' } }, async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
 
-    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true });
+    // Agents keep their connection between heartbeats (every few seconds): the idle keep-alive is left at Fastify's 72 s.
+    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true, ...listenerTimeouts });
     registerAgentApi(agentApp, {
       inventory,
       assignments,
