@@ -69,7 +69,11 @@ export class ControlPlane {
     const logger = deps.logger ?? pino({ level: config.logLevel, base: { part: 'control' } });
     const now = deps.now ?? Date.now;
     const store =
-      config.store.kind === 'none' ? null : await Store.open({ location: config.store, ...(deps.now ? { now: deps.now } : {}) });
+      config.store.kind === 'none' ? null : await Store.open({
+            location: config.store,
+            onWarning: (message, context) => logger.warn(context, message),
+            ...(deps.now ? { now: deps.now } : {}),
+          });
     // Several instances on one Postgres: one leads the reconciler, the rest follow through the store (src/control/leader).
     const cluster = store && config.store.kind === 'postgres' ? new Cluster({ store, url: config.store.url, now, logger: logger.child({ part: 'cluster' }) }) : null;
     let catalog: Catalog;
