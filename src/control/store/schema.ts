@@ -199,7 +199,7 @@ export interface ModelDemandTable {
 export interface DashboardSessionsTable {
   id_hash: string;
   csrf_token: string;
-  /** Who logged in, for audit records: `dashboard:<remote address>`. */
+  /** Where the person logged in from, `dashboard:<remote address>`: the label beside the session's audit identity. */
   actor: string;
   created_at: number;
   /** Written at most about once a minute per session: idle expiry is hours. */
