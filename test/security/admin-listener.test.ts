@@ -207,13 +207,16 @@ describe('admin listener with an admin token', () => {
     });
     expect(res.status).toBe(201);
     const { id } = (await res.json()) as { id: string };
-    const db = new BetterSqlite3(join(dir, 'state', 'llmgw.db'), { readonly: true });
-    try {
-      const row = db.prepare('select actor, actor_label from audit_log where target = ? and action = ?').get(id, 'key.create') as { actor: string; actor_label: string };
-      expect(row).toEqual({ actor: 'admin-token', actor_label: 'the-ceo' });
-    } finally {
-      db.close();
-    }
+    // The key's audit row is written after the answer: read the store until it is there.
+    const row = await waitFor('the key.create audit row', async () => {
+      const db = new BetterSqlite3(join(dir, 'state', 'llmgw.db'), { readonly: true });
+      try {
+        return db.prepare('select actor, actor_label from audit_log where target = ? and action = ?').get(id, 'key.create') as { actor: string; actor_label: string } | undefined;
+      } finally {
+        db.close();
+      }
+    });
+    expect(row).toEqual({ actor: 'admin-token', actor_label: 'the-ceo' });
   });
 
   // Attack: the SQLite file (node tokens, key hashes) was created 0644 in a 0755 directory.
