@@ -198,6 +198,25 @@ describe('admin listener with an admin token', () => {
     expect(nodes.map((n) => n.id), 'the stalled join made no node').toEqual(['n1']);
   });
 
+  // Attack: idle keep-alive connections held open for Fastify's 72 s each, so a client could pile them up.
+  it('closes an idle keep-alive connection on the admin listener', async () => {
+    const { hostname, port } = new URL(admin);
+    const socket = connect({ host: hostname, port: Number(port) });
+    socket.on('error', () => {});
+    let answered = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (answered += chunk));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(`GET /api/v1/summary HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${ADMIN}\r\n\r\n`);
+    // 10 s is the listener's idle limit; 40 s only the test's patience.
+    let timer: NodeJS.Timeout | undefined;
+    const patience = new Promise<'still open'>((resolve) => (timer = setTimeout(() => resolve('still open'), 40_000)));
+    const outcome = await Promise.race([closed.then(() => 'closed' as const), patience]);
+    clearTimeout(timer);
+    socket.destroy();
+    expect(answered, 'the request on it was answered first').toMatch(/^HTTP\/1\.1 200 /);
+    expect(outcome, 'the server closed the idle connection').toBe('closed');
+  });
+
   // Attack: X-Llmgw-Actor let a caller name themselves anyone in the audit log.
   it('records the identity the request proved, with X-Llmgw-Actor only as a label', async () => {
     const res = await fetch(`${admin}/api/v1/keys`, {
