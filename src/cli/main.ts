@@ -149,9 +149,9 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     node_stale_after: 'a node silent this long is stale (default 15s)',
     node_lost_after: 'a node silent this long is lost and its work moved (default 60s)',
     reconcile_interval: 'how often the reconciler runs without being notified (default 5s)',
-    client_headers_timeout: 'how long a client may take to send its request headers (default 30s)',
+    client_headers_timeout: 'how long a client of any listener may take to send its request headers (default 30s)',
     upstream_headers_timeout: 'from a request sent to an engine to its response headers (default 5m)',
-    idle_body_timeout: 'the longest silence in a request or response body (default 60s)',
+    idle_body_timeout: 'the longest silence in a request or response body; on the admin and agent listeners, most a request body may take (default 60s)',
     request_timeout: 'a whole client request, holds and retries included (default 10m)',
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
     max_held_per_key: 'most requests of one API key waiting for models with no ready replica; then 429 (default 32)',
@@ -163,6 +163,9 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     client_tls_key: 'PEM private key for client_tls_cert',
     agent_ca: 'PEM CA agents\' management certificates are signed by; set = call agents over https',
     allow_unsafe_profile_env: 'true accepts loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in profile env; whoever adds a model then runs code on every node (default false)',
+    admin_hosts: 'host names the admin listener answers to besides its address and loopback, comma-separated (default none)',
+    client_hosts: 'host names the client listener answers to besides its address and loopback, comma-separated (default none)',
+    metrics_public: 'true: /metrics answers without the admin token (default false)',
   };
 }
 

@@ -5,12 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
+import { AdminGuard } from './adminapi/auth.js';
 import { registerDashboard } from './dashboard/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
 import { createJsonApp } from './http/index.js';
+import { checkHost, hostAllowlist } from './http/guards.js';
 import { Inventory, localDisk } from './inventory/index.js';
 import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
@@ -59,14 +61,20 @@ export class ControlPlane {
     /** The events log (scaling, nodes, drains, placement failures); `list()` is what GET /api/v1/events and the dashboard read. */
     readonly events: Events,
     /** Null: this is the only instance (SQLite or no store) and always leads. */
-    readonly cluster: Cluster | null = null,
+    readonly cluster: Cluster | null,
+    /** Who may use the admin listener; `routes()` lists every admin route with the access it declared. */
+    readonly adminGuard: AdminGuard,
   ) {}
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
     const logger = deps.logger ?? pino({ level: config.logLevel, base: { part: 'control' } });
     const now = deps.now ?? Date.now;
     const store =
-      config.store.kind === 'none' ? null : await Store.open({ location: config.store, ...(deps.now ? { now: deps.now } : {}) });
+      config.store.kind === 'none' ? null : await Store.open({
+            location: config.store,
+            onWarning: (message, context) => logger.warn(context, message),
+            ...(deps.now ? { now: deps.now } : {}),
+          });
     // Several instances on one Postgres: one leads the reconciler, the rest follow through the store (src/control/leader).
     const cluster = store && config.store.kind === 'postgres' ? new Cluster({ store, url: config.store.url, now, logger: logger.child({ part: 'cluster' }) }) : null;
     let catalog: Catalog;
@@ -126,6 +134,9 @@ export class ControlPlane {
       requestIds: true,
       https: config.tls.client,
     });
+    // Before the router: a request under a Host this listener does not answer to (a rebound DNS name) reaches no route.
+    const clientHosts = hostAllowlist({ boundHost: config.clientAddr.host, extra: config.clientHosts, credentialsRequired: config.apiKeysRequired });
+    clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
     const router = registerRouter(clientApp, {
       catalog,
       replicas: reconciler,
@@ -155,7 +166,15 @@ export class ControlPlane {
 
     // Agents' management APIs (logs, weight removal): https verified against agent_ca when it is set.
     const agentMgmt = peerClient(config.agentCa);
-    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20, https: config.tls.admin });
+    // The admin and agent listeners take a client's headers and body in bounded time, as the client listener does:
+    // a stalled body is cut with 408, and an idle keep-alive connection is closed.
+    const listenerTimeouts = { headersTimeoutMs: config.clientHeadersTimeoutMs, bodyTimeoutMs: config.router.idleBodyTimeoutMs };
+    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20, https: config.tls.admin, ...listenerTimeouts, keepAliveTimeoutMs: 10_000 });
+    // First, before any route: every route registered on the admin app from here on is behind the admin token unless it says otherwise.
+    const adminGuard = AdminGuard.install(adminApp, {
+      adminToken: config.adminToken,
+      hosts: hostAllowlist({ boundHost: config.adminAddr.host, extra: config.adminHosts, credentialsRequired: config.adminToken !== null }),
+    });
     // Why this instance refused a node's mgmt_addr at its join here, by node id; no entry = not refused (or joined elsewhere).
     const mgmtRefusals = new Map<string, string>();
     const mgmtRefusal = (nodeId: string) => mgmtRefusals.get(nodeId);
@@ -164,7 +183,6 @@ export class ControlPlane {
       inventory,
       mgmtRefusal,
       now,
-      adminToken: config.adminToken,
       onNodeState: (nodeId) => {
         assignments.bump(nodeId);
         reconciler.notify();
@@ -186,6 +204,7 @@ export class ControlPlane {
     registerWeightsApi(adminApp, weightsApi);
     // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
     registerDashboard(adminApp, {
+      guard: adminGuard,
       admin: adminApi,
       weights: weightsApi,
       adminToken: config.adminToken,
@@ -202,9 +221,10 @@ export class ControlPlane {
       modelExists: (name) => catalog.resolve(name) !== undefined,
     });
     adminApp.get('/api/v1/usage', async () => (usage instanceof StoredUsage ? usage.list() : []));
-    adminApp.get('/metrics', async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
+    adminApp.get('/metrics', { config: { access: config.metricsPublic ? 'public' : 'admin' } }, async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
 
-    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true, https: config.tls.agent });
+    // Agents keep their connection between heartbeats (every few seconds): the idle keep-alive is left at Fastify's 72 s.
+    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true, https: config.tls.agent, ...listenerTimeouts });
     registerAgentApi(agentApp, {
       inventory,
       assignments,
@@ -231,7 +251,7 @@ export class ControlPlane {
       replicaUse: () => router.replicaUse(),
       queued: () => router.queued(),
     });
-    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster);
+    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster, adminGuard);
     registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
     return plane;
   }

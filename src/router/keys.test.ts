@@ -9,7 +9,7 @@ describe('key admin routes', () => {
     const keys = new MemoryKeyStore();
     const audits: string[] = [];
     const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
-    registerKeyAdmin(app, { keys, now: () => Date.parse('2026-12-01T00:00:00Z'), audit: (actor, action, target) => void audits.push(`${actor} ${action} ${target}`), modelExists: (m) => m === 'alpha' });
+    registerKeyAdmin(app, { keys, now: () => Date.parse('2026-12-01T00:00:00Z'), audit: (actor, action, target) => void audits.push(`${actor.label ?? 'unlabelled'} ${action} ${target}`), modelExists: (m) => m === 'alpha' });
     const created = await app.inject({ method: 'POST', url: '/api/v1/keys', headers: { 'x-llmgw-actor': 'alice' }, payload: { name: 'ci', allowed_models: ['alpha'], requests_per_minute: 60 } });
     expect(created.statusCode).toBe(201);
     const body = created.json<{ id: string; secret: string; prefix: string; state: string }>();
@@ -31,7 +31,7 @@ describe('key admin routes', () => {
     expect((await app.inject({ method: 'DELETE', url: `/api/v1/keys/${body.id}x` })).statusCode).toBe(404);
     expect((await app.inject({ method: 'DELETE', url: `/api/v1/keys/${body.id}` })).statusCode).toBe(200);
     expect(keys.list()[0]?.revokedAtMs).not.toBeNull();
-    expect(audits).toEqual([`alice key.create ${body.id}`, `unknown key.revoke ${body.id}`]);
+    expect(audits).toEqual([`alice key.create ${body.id}`, `unlabelled key.revoke ${body.id}`]);
   });
 });
 

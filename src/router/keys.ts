@@ -6,6 +6,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { actorOf } from '../control/http/index.js';
+import { actorText, type AuditActor } from '../control/store/actor.js';
 import { LlmgwError } from '../errors/index.js';
 import { describeIssues } from '../validation/index.js';
 
@@ -88,7 +89,7 @@ export interface NewKey {
 }
 
 /** Creates a key and stores its hash. The secret is in the answer and nowhere else, ever. */
-export async function issueKey(keys: KeyStore, input: NewKey, nowMs: number, actor: string): Promise<{ record: ApiKeyRecord; secret: string }> {
+export async function issueKey(keys: KeyStore, input: NewKey, nowMs: number, actor: string | AuditActor): Promise<{ record: ApiKeyRecord; secret: string }> {
   const secret = SECRET_PREFIX + randomBytes(32).toString('base64url');
   const record: ApiKeyRecord = {
     id: `key_${randomUUID().replace(/-/g, '').slice(0, 16)}`,
@@ -100,7 +101,7 @@ export async function issueKey(keys: KeyStore, input: NewKey, nowMs: number, act
     tokensPerMinute: input.tokensPerMinute ?? null,
     expiresAtMs: input.expiresAtMs ?? null,
     createdAtMs: nowMs,
-    createdBy: actor,
+    createdBy: actorText(actor),
     revokedAtMs: null,
   };
   await keys.create(record);
@@ -143,7 +144,7 @@ export interface KeyAdminDeps {
   keys: KeyStore;
   now: () => number;
   /** Records a write for the audit log; called after the write succeeded. */
-  audit: (actor: string, action: string, target: string, detail: Record<string, unknown>) => void | Promise<void>;
+  audit: (actor: AuditActor, action: string, target: string, detail: Record<string, unknown>) => void | Promise<void>;
   /** Checks a model name exists, so a key is not limited to a typo; absent = not checked. */
   modelExists?: (name: string) => boolean;
 }

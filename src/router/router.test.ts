@@ -318,6 +318,26 @@ describe('the router through the openai client', () => {
     expect(JSON.parse(gzip.text).error.message).toBe('the body is sent with Content-Encoding: gzip, which llmgw does not decode; send it uncompressed');
   });
 
+  // Guards against any web page driving inference on a keyless loopback gateway: a page can POST a
+  // Blob (no content type) or text/plain without a CORS preflight, and both were read as JSON.
+  it('refuses a body that is not declared JSON when it asks for no key, in OpenAI\'s shape', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a], { authRequired: false });
+    const engine = await sim(a);
+    h.directory.set('alpha', [replica('r1', engine.url)]);
+    const body = JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+    const post = async (headers: Record<string, string>) => {
+      const res = await undiciRequest(`${h.url}/v1/chat/completions`, { method: 'POST', headers, body });
+      return { status: res.statusCode, json: (await res.body.json()) as { error: { message: string; llmgw_code?: string } } };
+    };
+    const untyped = await post({});
+    expect(untyped.status, 'no content type: refused without keys').toBe(415);
+    expect(untyped.json.error.llmgw_code).toBe('LLMGW_UNSUPPORTED_MEDIA_TYPE');
+    expect(untyped.json.error.message).toMatch(/Content-Type: application\/json/);
+    expect((await post({ 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await post({ 'content-type': 'application/json' })).status, 'declared JSON still works').toBe(200);
+  });
+
   it("answers a browser app's preflight for an allowed origin, and its relayed answers carry the CORS headers", async () => {
     const a = model({ name: 'alpha' });
     const h = await harness([a], { corsOrigins: ['https://chat.example.com'] });

@@ -934,8 +934,16 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     });
     scope.addHook('onRequest', (request, reply, done) => {
       const post = request.method === 'POST';
-      // A body without a content type (a script that sets none) is read as JSON, as vLLM reads it.
-      if (post && request.headers['content-type'] === undefined) request.headers['content-type'] = 'application/json';
+      if (post && request.headers['content-type'] === undefined) {
+        // Without keys, nothing but the type stops a web page in the user's browser from driving inference:
+        // a page can send a body with no type (a Blob) without a CORS preflight, but never application/json.
+        if (!deps.authRequired) {
+          replyError(reply, 415, 'LLMGW_UNSUPPORTED_MEDIA_TYPE', 'this gateway asks for no API key (api_keys: off), so it reads only bodies sent with Content-Type: application/json; send that header');
+          return;
+        }
+        // With keys, a body without a content type (a script that sets none) is read as JSON, as vLLM reads it.
+        request.headers['content-type'] = 'application/json';
+      }
       const encoding = request.headers['content-encoding'];
       if (post && encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
         replyError(reply, 415, 'LLMGW_BAD_REQUEST', `the body is sent with Content-Encoding: ${encoding.slice(0, 40)}, which llmgw does not decode; send it uncompressed`);

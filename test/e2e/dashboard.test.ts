@@ -186,7 +186,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
   });
 
   it('counts the requests the router answered, as /metrics does', async () => {
-    const metrics = await (await fetch(`${adminUrl}/metrics`)).text();
+    const metrics = await (await fetch(`${adminUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })).text();
     const counted = metrics
       .split('\n')
       .filter((l) => l.startsWith('llmgw_router_requests_total{') && l.includes('model="chat"'))

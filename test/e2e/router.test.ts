@@ -77,7 +77,7 @@ async function running(endpoint: string): Promise<number> {
 }
 
 async function metric(name: string, label: string): Promise<number> {
-  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  const text = await (await fetch(`${adminUrl}/metrics`, { headers: admin })).text();
   return text
     .split('\n')
     .filter((l) => l.startsWith(name) && l.includes(label))

@@ -140,12 +140,12 @@ describe('the client listener refuses bad credentials with 401 and nothing else'
 
   it('refuses a 1 MB bearer and a NUL byte in the header before any key is looked at, and keeps serving', async () => {
     const huge = await raw(clientUrl, (s) => {
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${'k'.repeat(1 << 20)}\r\ncontent-length: 2\r\n\r\n{}`);
+      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${'k'.repeat(1 << 20)}\r\ncontent-length: 2\r\n\r\n{}`);
     });
     expect(huge.reply).toMatch(/^HTTP\/1\.1 431 /);
     expect(huge.reply).toContain('larger than 16 KiB');
     const nul = await raw(clientUrl, (s) => {
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer abc\u0000def\r\ncontent-length: 2\r\n\r\n{}`);
+      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer abc\u0000def\r\ncontent-length: 2\r\n\r\n{}`);
     });
     expect(nul.reply).toMatch(/^HTTP\/1\.1 400 /);
     expect(nul.reply).toContain('character HTTP does not allow');
@@ -176,11 +176,11 @@ describe('oversized and slow requests', () => {
     const before = await engineCounters();
     const declared = await raw(clientUrl, (s) => {
       s.once('data', () => s.end());
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${100 << 20}\r\n\r\n{"model":`);
+      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${100 << 20}\r\n\r\n{"model":`);
     });
     expect(declared.reply).toMatch(/^HTTP\/1\.1 413 /);
     const chunked = await raw(clientUrl, async (s) => {
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`);
+      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`);
       const piece = Buffer.alloc(1 << 20, 0x20);
       for (let i = 0; i < 100 && !s.destroyed; i++) {
         s.write(`${piece.length.toString(16)}\r\n`);
@@ -195,7 +195,7 @@ describe('oversized and slow requests', () => {
   });
 
   it('closes a connection whose headers arrive a byte at a time, by the headers timeout', async () => {
-    const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\n\r\n`;
+    const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\n\r\n`;
     let sent = 0;
     const r = await raw(clientUrl, async (s) => {
       while (sent < head.length && !s.destroyed) {

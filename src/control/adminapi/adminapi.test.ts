@@ -39,7 +39,8 @@ describe('admin API: models', () => {
     const removed = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/models/demo', headers: auth });
     expect(removed.json()).toEqual({ removed: 'demo' });
     const audit = await p.store!.listAudit({ target: 'demo' });
-    expect(audit.map((a) => `${a.action} by ${a.actor}`)).toEqual(['model.remove by unknown', 'model.add by alice@laptop']);
+    // The actor is who the request proved to be; X-Llmgw-Actor is only a label beside it.
+    expect(audit.map((a) => `${a.action} by ${a.actor} as ${a.actorLabel}`)).toEqual(['model.remove by admin-token as null', 'model.add by admin-token as alice@laptop']);
   });
 
   it('answers a bad definition with 400 and every problem', async () => {

@@ -4,3 +4,4 @@
 // change the catalog, cordon nodes and read the cluster's shape.
 export * from './routes.js';
 export * from './views.js';
+export * from './auth.js';

@@ -1,11 +1,11 @@
 // The admin API's routes under /api/v1, mounted on the admin listener: the
 // seed's paths, verbs and JSON field names, exactly. Reading and changing are
 // separate verbs so a mistyped command cannot remove anything.
-import { timingSafeEqual, createHash } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import { actorOf, type RouteJsonWording } from '../http/index.js';
+import type { AuditActor } from '../store/index.js';
 import type { AdminState } from '../inventory/index.js';
 import { registerNodeIdentityRoutes } from './nodes.js';
 import { registerPlanAndLogs, type PlanAndLogsDeps } from './plan-and-logs.js';
@@ -28,20 +28,13 @@ export interface AdminApiOptions extends ViewSources, Pick<PlanAndLogsDeps, 'pre
   onNodeState?: (nodeId: string) => void;
   /** Called after a model was added or removed: the reconciler's Notify. */
   onCatalogChange?: () => void;
-  /** Null: no token needed (the control plane allows that only on a loopback admin address). */
-  adminToken: string | null;
 }
 
 /** The seed caps a model definition at 1 MiB. */
 const MODEL_BODY_LIMIT_BYTES = 1 << 20;
 
+/** Mounts the admin API; the admin guard (auth.ts), installed on `app` first, keeps every route behind the admin token. */
 export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions): void {
-  const checkToken = adminTokenCheck(options.adminToken);
-  app.addHook('onRequest', async (request) => {
-    if (!request.url.startsWith('/api/')) return;
-    checkToken(request);
-  });
-
   app.get('/api/v1/summary', async () => summaryView(options));
   app.get('/api/v1/models', async () => modelViews(options));
   app.get('/api/v1/nodes', async () => nodeViews(options));
@@ -104,7 +97,7 @@ export async function changeNodeState(
   options: Pick<AdminApiOptions, 'inventory' | 'onNodeState'>,
   nodeId: string,
   word: unknown,
-  actor: string,
+  actor: string | AuditActor,
 ): Promise<{ id: string; state: AdminState }> {
   const wanted = typeof word === 'string' ? NODE_STATE_WORDS.get(word) : undefined;
   if (!wanted) {
@@ -118,25 +111,4 @@ export async function changeNodeState(
   // Act now rather than at the next tick: an operator draining a node is usually about to do something to it.
   options.onNodeState?.(node.id);
   return { id: node.id, state: node.adminState };
-}
-
-/**
- * A constant-time check of `Authorization: Bearer <admin token>`. Both sides
- * are hashed first so the comparison takes the same time whatever the
- * lengths, and neither the token nor what was sent reaches a log line.
- */
-function adminTokenCheck(token: string | null): (request: FastifyRequest) => void {
-  if (token === null) return () => {};
-  const want = createHash('sha256').update(token).digest();
-  return (request) => {
-    const header = request.headers.authorization ?? '';
-    const match = /^Bearer (.+)$/i.exec(header);
-    const got = createHash('sha256').update(match?.[1] ?? '').digest();
-    if (!match || !timingSafeEqual(want, got)) {
-      throw new LlmgwError(
-        'LLMGW_UNAUTHORIZED',
-        match ? 'the admin token is wrong' : 'this admin API needs Authorization: Bearer <admin token> (set LLMGW_ADMIN_TOKEN for ctl)',
-      );
-    }
-  };
 }

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { LlmgwError, ValidationError } from '../../errors/index.js';
-import type { Store } from '../store/index.js';
+import type { AuditActor, Store } from '../store/index.js';
 import { parseSource } from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { compileModel, definitionProblems, type DefinitionChecks, type Model, ModelSchema } from './model.js';
@@ -113,7 +113,7 @@ export class Catalog {
   }
 
   /** Adds a model through the API: validated, stored with its audit row, then visible. */
-  async add(input: unknown, actor: string): Promise<Model> {
+  async add(input: unknown, actor: string | AuditActor): Promise<Model> {
     if (!this.store) throw noStore('a model added here would not survive a restart');
     const model = this.validate(input);
     await this.store.insertModel(model.name, model.definition, {
@@ -127,7 +127,7 @@ export class Catalog {
   }
 
   /** Removes a stored model. Refused for file models and for models others fall back to. */
-  async remove(name: string, actor: string): Promise<void> {
+  async remove(name: string, actor: string | AuditActor): Promise<void> {
     if (!this.store) throw noStore('nothing can be removed through the API');
     const model = this.byName.get(name);
     if (!model) {

@@ -47,6 +47,18 @@ describe('control configuration', () => {
     expect(() => loadControlConfig({ env: { LLMGW_ALLOW_UNSAFE_PROFILE_ENV: 'yes' } })).toThrow(/allow_unsafe_profile_env/);
   });
 
+  it('reads admin_hosts and client_hosts as a list or comma-separated, and refuses what is no host name', () => {
+    const none = loadControlConfig({ env: {} });
+    expect([none.adminHosts, none.clientHosts, none.metricsPublic], 'none added, metrics behind the token by default').toEqual([[], [], false]);
+    const c = loadControlConfig({ env: { LLMGW_ADMIN_HOSTS: 'Gateway.example.com, 10.0.0.5', LLMGW_METRICS_PUBLIC: 'true' }, file: file('client_hosts: ["api.example.com", "[::1]"]\n') });
+    expect(c.adminHosts).toEqual(['gateway.example.com', '10.0.0.5']);
+    expect(c.clientHosts).toEqual(['api.example.com', '::1']);
+    expect(c.metricsPublic).toBe(true);
+    expect(loadControlConfig({ file: file('metrics_public: true\n') }).metricsPublic).toBe(true);
+    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_HOSTS: 'gw.example.com:8081' } })).toThrow(/admin_hosts: gw\.example\.com:8081 is not a host name; want a DNS name or an IP address without a port/);
+    expect(() => loadControlConfig({ env: { LLMGW_CLIENT_HOSTS: 'http://api.example.com' } })).toThrow(/client_hosts: http:\/\/api\.example\.com is not a host name/);
+  });
+
   it('flags beat env, env beats file, file beats defaults', () => {
     const path = file('client_addr: 127.0.0.1:1001\nadmin_addr: 127.0.0.1:1002\nagent_addr: 127.0.0.1:1003\n');
     const c = loadControlConfig({

@@ -107,6 +107,19 @@ export const ControlOptionsSchema = z.strictObject({
   allow_unsafe_profile_env: z
     .union([z.boolean(), z.enum(['true', 'false'], { message: 'want true or false' })])
     .default(false),
+  /**
+   * Host names (no port) the admin listener answers to besides its own bound
+   * address and, on loopback, localhost/127.0.0.1/::1; a list, or
+   * comma-separated. Any other Host is refused with 421, which is what stops
+   * a web page from reaching it through a DNS name rebound to this machine.
+   * Absent = none added; on 0.0.0.0 or :: (where a token is required) any
+   * Host is then accepted.
+   */
+  admin_hosts: z.union([z.string(), z.array(z.string())]).optional(),
+  /** As admin_hosts, for the client listener; on 0.0.0.0 or :: with none set, any Host is accepted (keys are required there). */
+  client_hosts: z.union([z.string(), z.array(z.string())]).optional(),
+  /** True: /metrics on the admin listener answers without the admin token (for a scraper kept apart by the network). Absent = false. */
+  metrics_public: z.union([z.boolean(), z.enum(['true', 'false'])]).default(false),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -149,6 +162,12 @@ export interface ControlConfig {
   readonly maxHeldPerKey: number;
   /** True: profiles may set loader and interpreter hooks in their env (see allow_unsafe_profile_env). */
   readonly allowUnsafeProfileEnv: boolean;
+  /** Host names the admin listener answers to beyond its own address and loopback names; empty = none added. */
+  readonly adminHosts: readonly string[];
+  /** Host names the client listener answers to beyond its own address and loopback names; empty = none added. */
+  readonly clientHosts: readonly string[];
+  /** True: /metrics needs no admin token. */
+  readonly metricsPublic: boolean;
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -259,6 +278,8 @@ export function compileControlOptions(input: unknown): ControlConfig {
     ? collected(problems, () => readServerTls(o.client_tls_cert, o.client_tls_key, { cert: 'client_tls_cert', key: 'client_tls_key' }))
     : sharedTls;
   const agentCa = o.agent_ca ? collected(problems, () => readCa(o.agent_ca!, 'agent_ca')) : null;
+  const adminHosts = hostList(o.admin_hosts, 'admin_hosts', problems);
+  const clientHosts = hostList(o.client_hosts, 'client_hosts', problems);
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
   return Object.freeze({
     clientAddr,
@@ -286,6 +307,9 @@ export function compileControlOptions(input: unknown): ControlConfig {
     agentCa,
     maxHeldPerKey: Number(o.max_held_per_key),
     allowUnsafeProfileEnv: o.allow_unsafe_profile_env === true || o.allow_unsafe_profile_env === 'true',
+    adminHosts: Object.freeze(adminHosts),
+    clientHosts: Object.freeze(clientHosts),
+    metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
@@ -304,6 +328,17 @@ function collected<T>(problems: string[], read: () => T): T | null {
     problems.push(err.message);
     return null;
   }
+}
+
+/** A list of host names, as a YAML list or comma-separated; each a DNS name or an IP address, without a port. */
+function hostList(value: string | string[] | undefined, key: string, problems: string[]): string[] {
+  const names = (typeof value === 'string' ? value.split(',') : (value ?? [])).map((x) => x.trim().toLowerCase()).filter(Boolean);
+  for (const name of names) {
+    if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?$/.test(name) && isIP(name.replace(/^\[(.*)\]$/, '$1')) === 0) {
+      problems.push(`${key}: ${name} is not a host name; want a DNS name or an IP address without a port, like gateway.example.com or 10.0.0.5`);
+    }
+  }
+  return names.map((n) => n.replace(/^\[(.*)\]$/, '$1'));
 }
 
 function secret(value: string | undefined, file: string | undefined, key: string, problems: string[]): string | null {

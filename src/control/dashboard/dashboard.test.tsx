@@ -161,7 +161,8 @@ describe('dashboard: actions', () => {
     expect(api.json<{ id: string; state: string }[]>().find((n) => n.id === 'n1')?.state).toBe('cordoned');
     const audit = await p.store!.listAudit({ target: 'n1' });
     const record = audit.find((a) => a.action === 'node.state');
-    expect(record?.actor, 'the audit record names the dashboard and the remote address').toMatch(/^dashboard:/);
+    expect(record?.actor, 'the audit record names the session that proved itself, never its cookie').toMatch(/^dashboard:[0-9a-f]{12}$/);
+    expect(record?.actorLabel, 'and the address it logged in from, as a label').toMatch(/^dashboard:/);
   });
 
   it('refuses a form without the CSRF token, with a wrong one, or from another origin (403), and changes nothing', async () => {

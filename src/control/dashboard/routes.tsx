@@ -4,12 +4,14 @@
 // JSON exactly as before. Every page is rendered on the server; every change
 // is a POST form checked for its session's CSRF token, and goes through the
 // same function the admin API calls, with the logged-in person as the actor.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { VNode } from 'preact';
 import type { Registry } from 'prom-client';
 import { isLlmgwError } from '../../errors/index.js';
-import { changeNodeState } from '../adminapi/index.js';
+import { ADMIN_TOKEN_IDENTITY, type AdminGuard, changeNodeState } from '../adminapi/index.js';
+import { actorOf } from '../http/index.js';
+import type { AuditActor } from '../store/actor.js';
 import { collectAndAudit } from '../weights/index.js';
 import type { PageContext } from './components.js';
 import {
@@ -34,6 +36,8 @@ import { csrfProblem, LoginThrottle, type Session, type SessionBackend, sessionC
 import { TrafficSampler, trafficView } from './traffic.js';
 
 export interface DashboardOptions extends DashboardSources {
+  /** The admin listener's guard: the dashboard's pages let in its sessions through it. Absent = pages take only the admin token. */
+  guard?: AdminGuard;
   /** Null: no token needed (the control plane allows that only on a loopback admin address); a session is issued on the first visit. */
   adminToken: string | null;
   /** The registry the router's metrics live in: the traffic page reads it. */
@@ -50,6 +54,10 @@ export interface DashboardOptions extends DashboardSources {
 }
 
 type Form = Record<string, string | undefined>;
+
+/** The guard's route options for the dashboard: the login page is for anyone, everything else needs a session or the token. */
+const PUBLIC = { config: { access: 'public' } } as const;
+const SESSION = { config: { access: 'session' } } as const;
 
 interface PageSpec {
   title: string;
@@ -77,6 +85,25 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     onBackendError: (err, doing) => scope.log.warn({ err }, `${doing} in the store failed`),
   });
   const throttle = new LoginThrottle(options.now);
+  // The session the guard found for a request, so a page does not read the store for it twice.
+  const verified = new WeakMap<FastifyRequest, Session>();
+  options.guard?.acceptSessions({
+    verify: async (request, use) => {
+      const session = await sessions.fromRequest(request, use);
+      if (!session) return null;
+      verified.set(request, session);
+      return sessionIdentity(session);
+    },
+    refuse: async (request, reply) => {
+      if (request.method === 'GET' || request.method === 'HEAD') return loginRedirect(request, reply);
+      return send(request, reply, null, {
+        title: 'Not logged in',
+        refresh: false,
+        status: 403,
+        body: <MessagePage message="This form needs a dashboard session; log in and send it again." back="/login" />,
+      });
+    },
+  });
   const refreshMs = options.refreshMs ?? 5000;
   const sampler = new TrafficSampler({ registry: options.registry, now: options.now, intervalMs: options.trafficSampleMs ?? 5000 });
   scope.addHook('onReady', async () => sampler.start());
@@ -113,22 +140,32 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     );
   };
 
-  /** The session of a page request, or null after answering with a redirect to the login page. */
-  const sessionOf = async (request: FastifyRequest, reply: FastifyReply): Promise<Session | null> => {
-    const session = await sessions.fromRequest(request);
+  const loginRedirect = (request: FastifyRequest, reply: FastifyReply): FastifyReply => {
+    const here = request.url;
+    return reply.redirect(here === '/' ? '/login' : `/login?next=${encodeURIComponent(here)}`, 303);
+  };
+
+  /**
+   * The session of a page request; 'token' for a caller that sent the admin
+   * token instead (a script reading a page: no session, so its forms carry no
+   * CSRF token and would be refused); null after answering with a redirect
+   * to the login page.
+   */
+  const sessionOf = async (request: FastifyRequest, reply: FastifyReply): Promise<Session | 'token' | null> => {
+    const session = verified.get(request) ?? (await sessions.fromRequest(request));
     if (session) return session;
     if (sessions.open) {
       const fresh = await sessions.create(actorFor(request));
       void reply.header('set-cookie', sessionCookie(fresh, request.protocol === 'https'));
       return fresh;
     }
-    const here = request.url;
-    void reply.redirect(here === '/' ? '/login' : `/login?next=${encodeURIComponent(here)}`, 303);
+    if (actorOf(request).identity === ADMIN_TOKEN_IDENTITY) return 'token';
+    loginRedirect(request, reply);
     return null;
   };
 
-  const ctxOf = (request: FastifyRequest, session: Session): PageContext => ({
-    csrfToken: session.csrfToken,
+  const ctxOf = (request: FastifyRequest, session: Session | 'token'): PageContext => ({
+    csrfToken: session === 'token' ? '' : session.csrfToken,
     here: localPath(request.url.replace(/([?&])partial=1(&|$)/, '$1').replace(/[?&]$/, '')) ?? '/',
   });
 
@@ -145,7 +182,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     (act: (request: FastifyRequest, form: Form, session: Session, ctx: PageContext) => Promise<PageSpec | { redirect: string; setCookie?: string }>) =>
     async (request: FastifyRequest, reply: FastifyReply) => {
       const form = formOf(request);
-      const session = await sessions.fromRequest(request, 'change');
+      const session = verified.get(request) ?? (await sessions.fromRequest(request, 'change'));
       if (!session && !sessions.open) {
         return send(request, reply, null, {
           title: 'Not logged in',
@@ -192,13 +229,13 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   });
 
   // Login and logout.
-  scope.get('/login', async (request, reply) => {
+  scope.get('/login', PUBLIC, async (request, reply) => {
     if (await sessions.fromRequest(request)) return reply.redirect('/', 303);
     const next = localPath((request.query as { next?: string }).next);
     return send(request, reply, null, { title: 'llmgw dashboard', refresh: false, body: <LoginPage open={sessions.open} next={next} /> });
   });
 
-  scope.post('/login', async (request, reply) => {
+  scope.post('/login', PUBLIC, async (request, reply) => {
     const form = formOf(request);
     const next = localPath(form.next);
     const problem = csrfProblem(request, null, undefined);
@@ -233,6 +270,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
 
   scope.post(
     '/logout',
+    SESSION,
     action(async (request, _form, session) => {
       await sessions.end(session);
       return { redirect: '/login', setCookie: sessionCookie(null, request.protocol === 'https') };
@@ -240,10 +278,11 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   );
 
   // Pages.
-  scope.get('/', page(() => ({ title: 'Overview', section: '/', refresh: true, body: <OverviewPage data={overviewData(options)} /> })));
-  scope.get('/nodes', page((_r, ctx) => ({ title: 'Nodes', section: '/nodes', refresh: true, body: <NodesPage nodes={nodesData(options)} ctx={ctx} /> })));
+  scope.get('/', SESSION, page(() => ({ title: 'Overview', section: '/', refresh: true, body: <OverviewPage data={overviewData(options)} /> })));
+  scope.get('/nodes', SESSION, page((_r, ctx) => ({ title: 'Nodes', section: '/nodes', refresh: true, body: <NodesPage nodes={nodesData(options)} ctx={ctx} /> })));
   scope.get<{ Params: { id: string } }>(
     '/nodes/:id',
+    SESSION,
     page(async (request, ctx) => {
       const id = (request.params as { id: string }).id;
       const data = await nodeData(options, id);
@@ -251,9 +290,10 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       return { title: `Node ${id}`, section: '/nodes', refresh: true, body: <NodePage data={data} ctx={ctx} /> };
     }),
   );
-  scope.get('/models', page(() => ({ title: 'Models', section: '/models', refresh: true, body: <ModelsPage models={modelsData(options)} /> })));
+  scope.get('/models', SESSION, page(() => ({ title: 'Models', section: '/models', refresh: true, body: <ModelsPage models={modelsData(options)} /> })));
   scope.get<{ Params: { name: string } }>(
     '/models/:name',
+    SESSION,
     page(async (request) => {
       const name = (request.params as { name: string }).name;
       const data = await modelData(options, name);
@@ -261,9 +301,10 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       return { title: `Model ${data.model.name}`, section: '/models', refresh: true, body: <ModelPage data={data} /> };
     }),
   );
-  scope.get('/replicas', page(() => ({ title: 'Replicas', section: '/replicas', refresh: true, body: <ReplicasPage replicas={replicasData(options)} /> })));
+  scope.get('/replicas', SESSION, page(() => ({ title: 'Replicas', section: '/replicas', refresh: true, body: <ReplicasPage replicas={replicasData(options)} /> })));
   scope.get(
     '/traffic',
+    SESSION,
     page(() => ({
       title: 'Traffic',
       section: '/traffic',
@@ -271,9 +312,10 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       body: <TrafficPage view={trafficView(sampler.samples(), options.trafficWindowMs ?? 5 * 60_000, sampler.intervalMs)} />,
     })),
   );
-  scope.get('/weights', page(() => ({ title: 'Weights', section: '/weights', refresh: true, body: <WeightsPage view={orphansData(options)} /> })));
+  scope.get('/weights', SESSION, page(() => ({ title: 'Weights', section: '/weights', refresh: true, body: <WeightsPage view={orphansData(options)} /> })));
   scope.get(
     '/weights/collect',
+    SESSION,
     page((request, ctx) => {
       const node = (request.query as { node?: string }).node || undefined;
       return {
@@ -288,22 +330,38 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   // Actions: the admin API's own functions, with the dashboard session as the actor.
   scope.post(
     '/nodes/:id/state',
+    SESSION,
     action(async (request, form, session) => {
       const id = (request.params as { id: string }).id;
-      await changeNodeState(options.admin, id, form.state, session.actor);
+      await changeNodeState(options.admin, id, form.state, sessionActor(session));
       return { redirect: localPath(form.back) ?? `/nodes/${encodeURIComponent(id)}` };
     }),
   );
   scope.post(
     '/weights/collect',
+    SESSION,
     action(async (_request, form, session) => {
-      const summary = await collectAndAudit(options.weights, form.node || undefined, session.actor);
+      const summary = await collectAndAudit(options.weights, form.node || undefined, sessionActor(session));
       return { title: 'Collect: what each node did', section: '/weights', refresh: false, body: <CollectResultPage summary={summary} /> };
     }),
   );
 }
 
-/** Who acts, for audit records: the dashboard and the address the person logged in from. */
+/**
+ * A session's identity in the audit log: `dashboard:` and the first 12 hex
+ * digits of the SHA-256 of its id, which names one login without letting a
+ * reader of the log use it.
+ */
+export function sessionIdentity(session: Session): string {
+  return `dashboard:${createHash('sha256').update(session.id).digest('hex').slice(0, 12)}`;
+}
+
+/** Who acts in a dashboard form: the session, labelled with where it logged in from. */
+function sessionActor(session: Session): AuditActor {
+  return { identity: sessionIdentity(session), label: session.actor };
+}
+
+/** The label of a new session, for audit records: the dashboard and the address the person logged in from. */
 function actorFor(request: FastifyRequest): string {
   return `dashboard:${request.ip}`;
 }

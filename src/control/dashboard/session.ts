@@ -23,7 +23,7 @@ export interface Session {
   readonly csrfToken: string;
   readonly createdMs: number;
   lastSeenMs: number;
-  /** Who logged in, for audit records: `dashboard:<remote address>`. */
+  /** Where the person logged in from, `dashboard:<remote address>`: the label beside the session's audit identity (dashboard/routes.tsx sessionIdentity). */
   readonly actor: string;
 }
 

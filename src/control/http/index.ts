@@ -13,6 +13,7 @@ import FindMyWay from 'find-my-way';
 import type { Logger } from 'pino';
 import { isLlmgwError, type ErrorCode, type LlmgwError } from '../../errors/index.js';
 import type { ServerTls } from '../../tls/index.js';
+import type { AuditActor } from '../store/actor.js';
 
 export interface ErrorBody {
   status: number;
@@ -32,6 +33,16 @@ export interface JsonAppOptions {
   shapeError?: ErrorShaper;
   /** Seconds a client may take to send its headers; slow-loris connections are closed. */
   headersTimeoutMs?: number;
+  /**
+   * Most a request may take to arrive whole once its headers are in, ms: a
+   * body that stalls is cut with 408 within this (plus the header timeout)
+   * and a check interval. Only the request counts: an answer the server is
+   * still preparing (a long-polled heartbeat) is no stall. Absent or 0 = no
+   * limit (the client listener, whose router arms its own idle timeout).
+   */
+  bodyTimeoutMs?: number;
+  /** How long an idle keep-alive connection is kept open, ms. Absent = Fastify's 72 s. */
+  keepAliveTimeoutMs?: number;
   /** Close every connection on close(), not only idle ones: for long-polled listeners, whose sockets are never idle for long. */
   forceCloseConnections?: boolean;
   /**
@@ -75,6 +86,10 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     forceCloseConnections: options.forceCloseConnections ?? 'idle',
     // Clients get to send their headers in bounded time, like any server exposed to a network.
     // Node checks these timeouts only every connectionsCheckingInterval (30 s by default): checked more often, a short limit holds.
+    // Fastify sets these two on the server itself, over anything in `http`. Node measures requestTimeout
+    // from the request's start, so it is the header allowance plus the body's.
+    ...(options.keepAliveTimeoutMs ? { keepAliveTimeout: options.keepAliveTimeoutMs } : {}),
+    requestTimeout: options.bodyTimeoutMs ? (options.headersTimeoutMs ?? 30_000) + options.bodyTimeoutMs : 0,
     http: {
       headersTimeout: options.headersTimeoutMs ?? 30_000,
       requestTimeout: 0,
@@ -90,7 +105,7 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
         return;
       }
       const { status, message } = clientErrorOf(err.code);
-      const body = JSON.stringify(shape({ status, code: 'LLMGW_BAD_REQUEST', message }));
+      const body = JSON.stringify(shape({ status, code: status === 408 ? 'LLMGW_REQUEST_TIMEOUT' : 'LLMGW_BAD_REQUEST', message }));
       socket.end(
         `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
       );
@@ -169,7 +184,7 @@ function clientErrorOf(code: string | undefined): { status: number; message: str
     case 'HPE_HEADER_OVERFLOW':
       return { status: 431, message: 'the request headers are larger than 16 KiB; an API key or token is far shorter' };
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return { status: 408, message: 'the request headers took too long to arrive; the connection is closed' };
+      return { status: 408, message: 'the request (its headers or its body) took too long to arrive; the connection is closed' };
     case 'HPE_INVALID_HEADER_TOKEN':
       return { status: 400, message: 'a request header holds a character HTTP does not allow (such as NUL or a line break); send it without' };
     default:
@@ -240,10 +255,22 @@ function toErrorBody(error: FastifyError | LlmgwError, request: FastifyRequest):
   return { status: 500, code: 'LLMGW_INTERNAL', message: 'internal error; the control plane log has the details' };
 }
 
-/** Reads X-Llmgw-Actor: who is acting, for the audit log. Printable, bounded, "unknown" when absent. */
-export function actorOf(request: FastifyRequest): string {
-  const raw = request.headers['x-llmgw-actor'];
-  const value = (Array.isArray(raw) ? raw[0] : raw)?.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 200);
-  return value || 'unknown';
+/** The authenticated identity of each admin request, set by the admin guard (adminapi/auth.ts). */
+const identities = new WeakMap<FastifyRequest, string>();
+
+/** Records who a request proved to be: `admin-token`, `dashboard:<session hash prefix>`, `loopback-no-token`. */
+export function setIdentity(request: FastifyRequest, identity: string): void {
+  identities.set(request, identity);
 }
 
+/**
+ * Who is acting, for the audit log: the identity the request proved (absent
+ * = `unauthenticated`, which only a listener without the admin guard, such
+ * as a unit test's, ever records), and X-Llmgw-Actor beside it as a label
+ * the caller chose (printable, bounded; null when not sent).
+ */
+export function actorOf(request: FastifyRequest): AuditActor {
+  const raw = request.headers['x-llmgw-actor'];
+  const value = (Array.isArray(raw) ? raw[0] : raw)?.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 200);
+  return { identity: identities.get(request) ?? 'unauthenticated', label: value || null };
+}

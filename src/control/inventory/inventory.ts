@@ -6,7 +6,8 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LlmgwError } from '../../errors/index.js';
 import { type NodeReport, NodeReportSchema } from '../../protocol/index.js';
-import type { JoinTokenRow, NodeRow, Store } from '../store/index.js';
+import type { AuditActor, JoinTokenRow, NodeRow, Store } from '../store/index.js';
+import { actorText } from '../store/actor.js';
 import { deriveMgmtToken, hardwareFingerprint, matchesHash, mgmtKey, newNodeJoinToken, newNonce, sha256Hex } from './node-secrets.js';
 
 export type AdminState = 'ready' | 'cordoned' | 'draining';
@@ -388,7 +389,7 @@ export class Inventory {
   }
 
   /** Approves a pending node and accepts the hardware it reports now. */
-  async approve(id: string, actor: string): Promise<Node> {
+  async approve(id: string, actor: string | AuditActor): Promise<Node> {
     const node = this.nodes.get(id);
     if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
     const hardware = reportedHardware(node) ?? node.approvedHardware;
@@ -400,7 +401,7 @@ export class Inventory {
     const was = node.approval;
     Object.assign(node, fields);
     if (was !== 'approved') {
-      this.nodeEvent('node_approved', id, `node ${id} was approved by ${actor}`);
+      this.nodeEvent('node_approved', id, `node ${id} was approved by ${actorText(actor)}`);
       this.changed(id, 'approved');
     }
     return node;
@@ -411,28 +412,28 @@ export class Inventory {
    * join again, and the reconciler replaces its replicas as it would a lost
    * node's. The caller decides whether a node with replicas may go.
    */
-  async remove(id: string, actor: string, detail: Record<string, unknown> = {}): Promise<void> {
+  async remove(id: string, actor: string | AuditActor, detail: Record<string, unknown> = {}): Promise<void> {
     if (!this.nodes.has(id)) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
     if (this.options.store) {
       const ok = await this.options.store.removeNode(id, { actor, action: 'node.remove', target: id, detail });
       if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     }
     this.forget(id);
-    this.nodeEvent('node_removed', id, `node ${id} was removed by ${actor}; its id is free to join again`);
+    this.nodeEvent('node_removed', id, `node ${id} was removed by ${actorText(actor)}; its id is free to join again`);
     this.changed(id, 'removed');
   }
 
   /** Creates a single-use join token that admits only `nodeId`, until `expiresAtMs`; returns the secret (shown once). */
-  async createJoinToken(nodeId: string, expiresAtMs: number, actor: string): Promise<{ token: string; row: JoinTokenRow }> {
+  async createJoinToken(nodeId: string, expiresAtMs: number, actor: string | AuditActor): Promise<{ token: string; row: JoinTokenRow }> {
     const token = newNodeJoinToken();
     const hash = sha256Hex(token);
     const id = `jt-${hash.slice(0, 12)}`;
-    const input = { id, node: nodeId, hash, expiresAtMs, createdBy: actor };
+    const input = { id, node: nodeId, hash, expiresAtMs, createdBy: actorText(actor) };
     if (this.options.store) {
       const row = await this.options.store.createJoinToken(input, { actor, action: 'join_token.create', target: nodeId, detail: { id, expires_at: expiresAtMs } });
       return { token, row };
     }
-    const row: JoinTokenRow = { id, node: nodeId, expiresAtMs, createdAtMs: this.options.now(), createdBy: actor, usedAtMs: null };
+    const row: JoinTokenRow = { id, node: nodeId, expiresAtMs, createdAtMs: this.options.now(), createdBy: actorText(actor), usedAtMs: null };
     this.memoryJoinTokens.set(hash, row);
     return { token, row };
   }
@@ -551,7 +552,7 @@ export class Inventory {
     }
   }
 
-  async setState(id: string, state: AdminState, actor: string): Promise<Node> {
+  async setState(id: string, state: AdminState, actor: string | AuditActor): Promise<Node> {
     const node = this.nodes.get(id);
     if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     const from = node.adminState;

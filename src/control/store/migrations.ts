@@ -227,6 +227,14 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // The audit log's actor becomes the identity the request proved (admin-token, dashboard:<session>, node:<id>);
+    // what the caller said of itself (X-Llmgw-Actor) moves beside it as a label. Rows from before keep their
+    // actor as it was written (the caller's own claim) with no label.
+    '0010_audit_identity': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('audit_log').addColumn('actor_label', 'text').execute();
+      },
+    },
     // Node identity: management tokens hashed (the plaintext is derived, see inventory/node-secrets.ts),
     // admin approval and the hardware a node was approved with, removal that frees a node id, and
     // per-node join tokens. Rows with a plaintext token keep only its hash and no nonce, so the control

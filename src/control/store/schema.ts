@@ -15,8 +15,14 @@ export interface ModelsTable {
 export interface AuditLogTable {
   id: Generated<number>;
   at: number;
-  /** From X-Llmgw-Actor, or "unknown". */
+  /**
+   * Who acted, as authenticated: `admin-token`, `dashboard:<session hash
+   * prefix>`, `loopback-no-token`, `node:<id>`. Rows written before
+   * 0010_audit_identity hold the caller's own X-Llmgw-Actor here instead.
+   */
   actor: string;
+  /** What the caller called itself (X-Llmgw-Actor, a dashboard login's address); null = nothing said, or a row from before 0010. */
+  actor_label: string | null;
   /** A verb such as "model.add", "node.state". */
   action: string;
   /** The object acted on: a model name, a node id. */
@@ -223,7 +229,7 @@ export interface ModelDemandTable {
 export interface DashboardSessionsTable {
   id_hash: string;
   csrf_token: string;
-  /** Who logged in, for audit records: `dashboard:<remote address>`. */
+  /** Where the person logged in from, `dashboard:<remote address>`: the label beside the session's audit identity. */
   actor: string;
   created_at: number;
   /** Written at most about once a minute per session: idle expiry is hours. */

@@ -46,6 +46,18 @@ for (const backend of backends) {
       await teardown();
     });
 
+    it('keeps the proven identity and the claimed label of an audit row apart', async () => {
+      const store = await Store.open({ location, now });
+      await store.appendAudit({ actor: { identity: 'admin-token', label: 'the-ceo' }, action: 'key.create', target: 'audit-id-test' });
+      await store.insertModel('audit-id-model', {}, { actor: { identity: 'admin-token', label: 'alice' }, action: 'model.add', target: 'audit-id-model' });
+      await store.appendAudit({ actor: 'node:n9', action: 'node.join', target: 'audit-id-test' });
+      const rows = await store.listAudit({ target: 'audit-id-test' });
+      expect(rows.map((r) => [r.actor, r.actorLabel])).toEqual([['node:n9', null], ['admin-token', 'the-ceo']]);
+      expect((await store.listModels()).find((m) => m.name === 'audit-id-model')?.createdBy, 'created_by shows both').toBe('admin-token (alice)');
+      await store.deleteModel('audit-id-model', { actor: 'admin-token', action: 'model.remove', target: 'audit-id-model' });
+      await store.close();
+    });
+
     it('keeps a model and its audit row across a reopen', async () => {
       const store = await Store.open({ location, now });
       await store.insertModel('m1', { name: 'm1', source: 'hf://a/b' }, { actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });

@@ -2,7 +2,7 @@
 // SQLite (embedded default) and Postgres (several control planes). Everything
 // above it speaks in records, never in SQL, so the contract suite can run the
 // same expectations against both dialects.
-import { mkdirSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
@@ -10,6 +10,9 @@ import pg from 'pg';
 import { LlmgwError, StaleLeaderError } from '../../errors/index.js';
 import { type Dialect, StaticMigrationProvider } from './migrations.js';
 import type { Database, NodesTable, ReplicasTable, ShardsTable } from './schema.js';
+import { type AuditActor, actorText, auditActor } from './actor.js';
+
+export { type AuditActor, actorText, auditActor } from './actor.js';
 
 export type StoreLocation = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
 
@@ -24,14 +27,18 @@ export interface StoredModel {
 export interface AuditEntry {
   id: number;
   at: number;
+  /** The authenticated identity (see AuditLogTable.actor). */
   actor: string;
+  /** What the caller called itself; null = nothing. */
+  actorLabel: string | null;
   action: string;
   target: string;
   detail: Record<string, unknown>;
 }
 
 export interface AuditInput {
-  actor: string;
+  /** The authenticated identity, or a whole AuditActor (identity and label). */
+  actor: string | AuditActor;
   action: string;
   target: string;
   detail?: Record<string, unknown>;
@@ -83,6 +90,8 @@ export interface StoreOptions {
   location: StoreLocation;
   /** Epoch ms; injected so tests control time. */
   now?: () => number;
+  /** Told of something an operator should fix but that does not stop the store (a database file others can read); absent = silent. */
+  onWarning?: (message: string, context: Record<string, unknown>) => void;
 }
 
 const INT8_OID = 20;
@@ -270,7 +279,7 @@ export class Store {
       where = `SQLite at ${path}`;
       let sqlite: BetterSqlite3.Database;
       try {
-        if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+        if (path !== ':memory:') prepareSqliteFiles(path, options.onWarning);
         sqlite = new BetterSqlite3(path);
       } catch (err) {
         throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot open the SQLite store at ${path}: ${(err as Error).message}`, { cause: err });
@@ -377,7 +386,7 @@ export class Store {
       if (existing) throw new LlmgwError('LLMGW_CATALOG_CONFLICT', `a model named "${name}" already exists`);
       await tx
         .insertInto('models')
-        .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: audit.actor, updated_at: at })
+        .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: actorText(audit.actor), updated_at: at })
         .execute();
       await this.insertAudit(tx, at, audit);
       await this.announce(tx, 'catalog');
@@ -709,7 +718,7 @@ export class Store {
     let query = this.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
     if (options.target) query = query.where('target', '=', options.target);
     const rows = await query.execute();
-    return rows.map((r) => ({ ...r, id: Number(r.id), detail: JSON.parse(r.detail) as Record<string, unknown> }));
+    return rows.map(({ actor_label, ...r }) => ({ ...r, actorLabel: actor_label ?? null, id: Number(r.id), detail: JSON.parse(r.detail) as Record<string, unknown> }));
   }
 
   // --- events ---
@@ -792,11 +801,38 @@ export class Store {
   }
 
   private async insertAudit(db: Kysely<Database> | Transaction<Database>, at: number, entry: AuditInput): Promise<void> {
+    const who = auditActor(entry.actor);
     await db
       .insertInto('audit_log')
-      .values({ at, actor: entry.actor, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
+      .values({ at, actor: who.identity, actor_label: who.label, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
       .execute();
   }
+}
+
+/**
+ * The SQLite file holds key hashes, node credentials' hashes and each node's
+ * management token, so only the control plane's user may read it: a new
+ * directory is made 0700 and a new file 0600 (SQLite gives its -wal and -shm
+ * files the database file's mode). An existing file or directory is left as
+ * the operator set it, with a warning naming the path and its looser mode.
+ */
+function prepareSqliteFiles(path: string, warn: StoreOptions['onWarning']): void {
+  const dir = dirname(path);
+  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  else looserThan(dir, 0o700, 'directory', warn);
+  if (!existsSync(path)) closeSync(openSync(path, 'wx', 0o600));
+  else looserThan(path, 0o600, 'file', warn);
+  for (const side of [`${path}-wal`, `${path}-shm`]) if (existsSync(side)) looserThan(side, 0o600, 'file', warn);
+}
+
+function looserThan(path: string, wanted: number, what: string, warn: StoreOptions['onWarning']): void {
+  const mode = statSync(path).mode & 0o777;
+  if ((mode & ~wanted) === 0) return;
+  const octal = (m: number) => `0${m.toString(8).padStart(3, '0')}`;
+  warn?.(
+    `the SQLite store's ${what} ${path} has mode ${octal(mode)}, so other users of this machine can read node credentials and key hashes in it; run chmod ${octal(wanted)} ${path}`,
+    { path, mode: octal(mode), wanted: octal(wanted) },
+  );
 }
 
 /** "Postgres at host:port" from a connection URL, never its user or password. */

@@ -2,7 +2,7 @@
 // verb, so a mistyped command cannot remove anything.
 import type { FastifyInstance } from 'fastify';
 import type { CollectSummary } from '../../api/types.js';
-import type { Store } from '../store/index.js';
+import type { AuditActor, Store } from '../store/index.js';
 import { actorOf } from '../http/index.js';
 import { collect, type CollectDeps, orphansView } from './weights.js';
 
@@ -24,7 +24,7 @@ export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOpti
  * share, so a collect from either reads the same in the audit log.
  * `nodeFilter` absent = every node.
  */
-export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: string | undefined, actor: string): Promise<CollectSummary> {
+export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: string | undefined, actor: string | AuditActor): Promise<CollectSummary> {
   const summary = await collect(options, nodeFilter);
   await options.store?.appendAudit({
     actor,
