@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, killEnginesOf, startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { engineSecretOf } from '../support/fleet.js';
 
 const JOIN = 'e2e-join-token-0123456789abcdef';
 const ADMIN = 'e2e-admin-token-0123456789abcdef';
@@ -84,7 +85,8 @@ describe('the fleet end to end', () => {
     });
     expect(new Set(ready.map((r) => r.shards[0]!.node)), 'replicas of one model spread over nodes').toEqual(new Set(['n1', 'n2']));
 
-    const client = new OpenAI({ baseURL: `${ready[0]!.endpoint}/v1`, apiKey: 'unused' });
+    // Engines take only their shard secret, as the router sends it.
+    const client = new OpenAI({ baseURL: `${ready[0]!.endpoint}/v1`, apiKey: engineSecretOf(stateDirs, ready[0]!.id) });
     const completion = await client.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 });
     expect(completion.choices[0]!.message.content, 'the replica answers a real chat completion').toMatch(/\S/);
     expect(completion.usage?.completion_tokens).toBe(4);

@@ -12,6 +12,7 @@ import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, killEnginesOf, stopAll, waitFor } from '../support/processes.js';
 import { Fleet } from './fleet-support.js';
+import { engineSecretOf } from '../support/fleet.js';
 
 let fleet: Fleet | undefined;
 
@@ -59,7 +60,7 @@ describe('control plane faults', () => {
 
     // Every engine still answers when a client reaches it directly.
     for (const r of replicas) {
-      const direct = new OpenAI({ baseURL: `${r.endpoint}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const direct = new OpenAI({ baseURL: `${r.endpoint}/v1`, apiKey: engineSecretOf(f.stateDirs, r.id), maxRetries: 0 });
       const reply = await direct.chat.completions.create({ model: 'load', messages: [{ role: 'user', content: 'x' }], max_tokens: 3 });
       expect(reply.usage?.completion_tokens, `replica ${r.id} serves with the control plane dead`).toBe(3);
     }

@@ -76,6 +76,29 @@ export function enginePids(stateDir: string): number[] {
     .sort((a, b) => a - b);
 }
 
+/**
+ * The secret a replica's engine takes (its --api-key), read from the record
+ * of whichever agent runs it: engines refuse requests without it, and a test
+ * that reaches an engine directly (with the control plane dead, say) must
+ * present it as the router does.
+ */
+export function engineSecretOf(stateDirs: readonly string[], replicaId: string): string {
+  for (const stateDir of stateDirs) {
+    const dir = join(stateDir, 'shards');
+    let files: string[];
+    try {
+      files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+    } catch {
+      continue;
+    }
+    for (const f of files) {
+      const rec = JSON.parse(readFileSync(join(dir, f), 'utf8')) as { launch: { replicaId: string; apiKey?: string } };
+      if (rec.launch.replicaId === replicaId && rec.launch.apiKey) return rec.launch.apiKey;
+    }
+  }
+  throw new Error(`no agent under ${stateDirs.join(', ')} runs an engine with a secret for replica ${replicaId}`);
+}
+
 export function weightsDir(dir: string): string {
   const w = join(dir, 'weights');
   mkdirSync(w, { recursive: true });

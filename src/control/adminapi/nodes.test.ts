@@ -79,6 +79,12 @@ describe('admin API: node membership', () => {
     expect(rejoin.statusCode, 'a removed id is free').toBe(200);
     expect(p.inventory.get('n1')!.approval, 'and joins as new: pending again').toBe('pending');
     const audit = await p.store!.listAudit({ target: 'n1' });
-    expect(audit.map((a) => `${a.action} by ${a.actor}`)).toEqual(['node.join by node:n1', 'node.remove by ops', 'node.approve by ops', 'node.join by node:n1']);
+    // The actor is who proved themselves (the admin token); what they called themselves is only the label.
+    expect(audit.map((a) => `${a.action} by ${a.actor} (${a.actorLabel ?? '-'})`)).toEqual([
+      'node.join by node:n1 (-)',
+      'node.remove by admin-token (ops)',
+      'node.approve by admin-token (ops)',
+      'node.join by node:n1 (-)',
+    ]);
   });
 });
