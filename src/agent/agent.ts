@@ -4,6 +4,7 @@
 // never older than the interval and an admin action arrives within a second.
 // Everything the loop touches is injected (prober, HTTP, clock), so a
 // benchmark can run thousands of simulated agents in one process.
+import { isWildcardHost } from './address/index.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -140,6 +141,8 @@ export interface AgentDeps {
   mgmtRoutes?: (app: FastifyInstance) => void;
   /** The HTTP client for the control plane; absent = one trusting config.ca, or undici's global one (system CAs) without it. */
   dispatcher?: Dispatcher;
+  /** The host the management address names when the listener binds a wildcard (see src/agent/address); absent = the bind host. */
+  advertiseHost?: string;
 }
 
 export type AgentPhase = 'joining' | 'running' | 'stopped';
@@ -386,7 +389,9 @@ export class Agent {
     await app.listen({ host: this.config.mgmtHost, port: this.config.mgmtPort });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : this.config.mgmtPort;
-    const host = this.config.mgmtHost.includes(':') ? `[${this.config.mgmtHost}]` : this.config.mgmtHost;
+    // A wildcard bind is reached at the node's advertised address: the control plane accepts no other.
+    const reached = isWildcardHost(this.config.mgmtHost) && this.deps.advertiseHost ? this.deps.advertiseHost : this.config.mgmtHost;
+    const host = reached.includes(':') ? `[${reached}]` : reached;
     this.mgmtUrl = `${tls ? 'https' : 'http'}://${host}:${port}`;
     this.mgmtApp = app;
   }

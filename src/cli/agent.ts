@@ -12,6 +12,7 @@ import { Fetcher } from '../agent/fetch/index.js';
 import { NodeProber } from '../agent/probe/index.js';
 import { AgentShardRunner } from '../agent/shards.js';
 import { Supervisor } from '../agent/supervisor/index.js';
+import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { isPlainHttpOffLoopback } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
@@ -45,6 +46,8 @@ export interface AgentFlags {
   tlsKey?: string;
   /** Start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); absent = refuse them. */
   allowUnsafeProfileEnv?: boolean;
+  /** The address the control plane reaches this node's engines and management API at; absent = --engine-host, or for a wildcard this machine's address toward the control plane. */
+  advertiseHost?: string;
 }
 
 /** The installed `llmgw` entry point, for engines llmgw runs itself (sim, builtin). */
@@ -61,10 +64,6 @@ export function parseLabels(text: string | undefined): Record<string, string> {
     labels[trimmed.slice(0, eq)] = trimmed.slice(eq + 1);
   }
   return labels;
-}
-
-function isWildcardHost(host: string): boolean {
-  return host === '0.0.0.0' || host === '::' || host === '[::]';
 }
 
 export interface StartedAgent {
@@ -101,9 +100,11 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   });
   const ports = /^(\d+)-(\d+)$/.exec(flags.portRange);
   if (!ports) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`);
-  // A wildcard is where engines bind, not where anyone reaches them: not declared (endpoints then show loopback).
+  // A wildcard is where engines bind, not where anyone reaches them: endpoints name the advertised address instead.
+  const advertise = await advertisedHost({ engineHost: flags.engineHost, ...(flags.advertiseHost ? { advertiseHost: flags.advertiseHost } : {}), controlUrls: config.controlUrls });
+  if (advertise === null) logger.warn({ control: config.controlUrls[0] }, 'no route to the control plane to learn this node\'s address from; engine endpoints name loopback (set --advertise-host)');
   const engineAddressing = {
-    ...(isWildcardHost(flags.engineHost) ? {} : { engine_host: flags.engineHost }),
+    ...(advertise === null ? {} : { engine_host: advertise }),
     port_range: { first: Number(ports[1]), last: Number(ports[2]) },
   };
   const livenessIntervalMs = flags.livenessInterval === undefined ? 10_000 : flags.livenessInterval === '0' ? 0 : parseDurationMs(flags.livenessInterval);
@@ -125,6 +126,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     logsDir: join(stateDir, 'logs'),
     stateDir,
     logger: logger.child({ part: 'supervisor' }),
+    ...(advertise === null ? {} : { advertiseHost: advertise }),
     adapterFor: (engine) => adapterFor(engine, { llmgwBin: LLMGW_BIN, allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true }),
     firstPort: Number(ports[1]),
     lastPort: Number(ports[2]),
@@ -143,6 +145,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     probe: async () => ({ ...(await prober.probe()), ...engineAddressing }),
     logger,
     runner,
+    ...(advertise === null ? {} : { advertiseHost: advertise }),
     mgmtRoutes: (app) => registerMgmtRoutes(app, { cache, supervisor, runner }),
   });
   await agent.start();

@@ -46,6 +46,7 @@ program
   .option('--heartbeat-interval <duration>', 'how often to report when the control plane does not say', '5s')
   .option('--log-level <level>', 'pino level', 'info')
   .option('--engine-host <address>', 'address engines bind (0.0.0.0 or a fabric address for a fleet)', '127.0.0.1')
+  .option('--advertise-host <address>', 'the address the control plane reaches engines and the management API at (default: --engine-host; for 0.0.0.0, this machine\'s address on the route to the control plane)')
   .option('--port-range <first-last>', 'ports for engines', '20000-20999')
   .option('--liveness-interval <duration>', 'how often a ready engine is health-checked again to catch a hang; 0 = never', '10s')
   .option('--liveness-failures <n>', 'failed health checks in a row after which a ready engine is stopped and restarted', '3')

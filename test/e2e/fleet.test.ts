@@ -152,4 +152,29 @@ describe('the fleet end to end', () => {
     }, 45_000);
     expect(replaced.id).not.toBe(moved.id);
   });
+
+  // Regression: with --engine-host 0.0.0.0 (the README's second-machine
+  // example) an agent named 127.0.0.1 in its endpoints and 0.0.0.0 in its
+  // management address; a control plane that checks what nodes report
+  // refused both, so nothing on such a node could be routed to or reached.
+  it('reaches an agent whose engines and management API bind a wildcard at its address toward the control plane', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-wildcard-'));
+    const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '500ms', '--log-level', 'warn']);
+    startAgent(control.urls.agent, dir, 'w1', ['--engine-host', '0.0.0.0', '--mgmt-addr', '0.0.0.0:0']);
+    await waitFor('the wildcard node up', async () => {
+      const nodes = (await (await fetch(`${control.urls.admin}/api/v1/nodes`, { headers })).json()) as { liveness: string }[];
+      return nodes.length === 1 && nodes[0]!.liveness === 'up' ? true : undefined;
+    });
+    await addModel(control.urls.admin, { name: 'wild', source: weightsDir(dir), profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }] });
+    const ready = await waitFor('a ready replica on the wildcard node', async () => (await replicas(control.urls.admin, 'wild')).find((r) => r.state === 'ready'));
+    expect(ready.endpoint, 'the endpoint names the address the control plane sees the node at, not the wildcard').toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+
+    const key = (await (await fetch(`${control.urls.admin}/api/v1/keys`, { method: 'POST', headers, body: JSON.stringify({ name: 'wild' }) })).json()) as { secret: string };
+    const client = new OpenAI({ baseURL: `${control.urls.client}/v1`, apiKey: key.secret, maxRetries: 0 });
+    const reply = await client.chat.completions.create({ model: 'wild', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 });
+    expect(reply.usage?.completion_tokens, 'routed to the engine on the wildcard node').toBe(2);
+
+    const log = await fetch(`${control.urls.admin}/api/v1/replicas/${ready.id}/log?lines=5`, { headers });
+    expect(log.status, `the management API is reached at the advertised address: ${await log.clone().text()}`).toBe(200);
+  });
 });
