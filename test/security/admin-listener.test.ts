@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPrng } from '../../src/control/placement/synthetic.js';
 import { ADMIN, JOIN, startSimAgent } from '../support/fleet.js';
 import { type RunningProcess, type ControlUrls, startControl, stopAll, waitFor } from '../support/processes.js';
 
@@ -59,18 +60,6 @@ async function keyCount(admin: string): Promise<number> {
   const res = await fetch(`${admin}/api/v1/keys`, { headers: auth });
   expect(res.status, 'the real token still lists keys').toBe(200);
   return ((await res.json()) as { keys: unknown[] }).keys.length;
-}
-
-/** A small seeded generator (mulberry32), so a failing fuzz case can be replayed from its seed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** One random spelling of a path: escapes (single and double), case, doubled slashes, dot segments, `;` parameters, absolute form. */
@@ -157,7 +146,8 @@ describe('admin listener with an admin token', () => {
   // Attack: any spelling the table above missed. A seeded fuzz over request targets against a protected POST.
   it('never answers 2xx to a fuzzed spelling of POST /api/v1/keys without the token', async () => {
     const before = await keyCount(admin);
-    const rnd = seeded(17);
+    // Seeded (mulberry32), so a failing fuzz case can be replayed from its seed.
+    const rnd = createPrng(17);
     for (let i = 0; i < 250; i++) {
       const target = mangle('/api/v1/keys', rnd);
       const res = await raw(admin, requestText('POST', target, host, { 'content-type': 'application/json' }, '{"name":"fuzz"}'));

@@ -14,6 +14,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
+import { originMatchesHost } from '../http/guards.js';
 
 export const SESSION_COOKIE = 'llmgw_session';
 
@@ -305,24 +306,13 @@ export function csrfProblem(request: FastifyRequest, session: Session | null, fo
   const origin = header(request, 'origin');
   if (origin !== undefined) {
     const host = header(request, 'host');
-    if (!host || !sameHost(origin, host)) return 'the form was sent from another origin; use the dashboard\'s own pages';
+    if (!host || !originMatchesHost(origin, host)) return 'the form was sent from another origin; use the dashboard\'s own pages';
   }
   if (session !== null) {
     if (typeof formToken !== 'string' || formToken.length === 0) return 'the form carried no CSRF token; reload the page and try again';
     if (!timingSafeEqual(sha256(formToken), sha256(session.csrfToken))) return 'the form\'s CSRF token is not this session\'s; reload the page and try again';
   }
   return null;
-}
-
-/** Whether an Origin names the Host a request was sent to, default ports normalised (`http://h:80` is `h`). */
-function sameHost(origin: string, host: string): boolean {
-  try {
-    if (origin === 'null') return false;
-    const o = new URL(origin);
-    return o.host === new URL(`${o.protocol}//${host}`).host;
-  } catch {
-    return false;
-  }
 }
 
 /** One cookie's value from a Cookie header; undefined when absent. */
