@@ -3,10 +3,12 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Fastify from 'fastify';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { compileControlOptions } from '../config/index.js';
 import { ControlPlane } from '../control-plane.js';
+import { registerNodeIdentityRoutes } from './nodes.js';
 
 const TOKEN = 'admin-token-for-tests-0123456789';
 const JOIN = 'join-token-for-tests-0123456789';
@@ -86,5 +88,24 @@ describe('admin API: node membership', () => {
       'node.approve by admin-token (ops)',
       'node.join by node:n1 (-)',
     ]);
+  });
+});
+
+describe('admin API built without an inventory', () => {
+  // The join-token route answered 501 LLMGW_NO_STORE "has no inventory" here, blaming a store that
+  // every real control plane has (store: none included) and sending an operator to fix the wrong thing.
+  it('does not mount the join-token routes, so they answer 404 like any unknown path, never LLMGW_NO_STORE', async () => {
+    const app = Fastify();
+    registerNodeIdentityRoutes(app, {});
+    await app.ready();
+    try {
+      const created = await app.inject({ method: 'POST', url: '/api/v1/join-tokens', payload: { node: 'gpu-7', expires: '1h' } });
+      expect(created.statusCode, created.body).toBe(404);
+      expect(created.body, 'no store is blamed').not.toContain('LLMGW_NO_STORE');
+      const listed = await app.inject({ method: 'GET', url: '/api/v1/join-tokens' });
+      expect(listed.statusCode, listed.body).toBe(404);
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -11,7 +11,7 @@ import type { Inventory } from '../inventory/index.js';
 import type { JoinTokenRow } from '../store/index.js';
 
 export interface NodeIdentityRouteOptions {
-  /** Absent: a control plane built without one (catalog-only tests); every route answers 404 for nodes. */
+  /** Absent: a control plane built without one (catalog-only tests); every route answers 404 for nodes, and the join-token routes are not mounted. */
   inventory?: Inventory;
   now?: () => number;
   /** Replicas per node, from the reconciler; absent = none known. */
@@ -68,6 +68,13 @@ export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeId
     return answer;
   });
 
+  // Per-node join tokens admit a node into the inventory; a control plane
+  // built without one (catalog-only tests) has nowhere to admit it, so the
+  // routes are not mounted and answer 404 like any unknown path. (Every real
+  // control plane has an inventory, with any store, `none` included.)
+  const { inventory } = options;
+  if (!inventory) return;
+
   app.post('/api/v1/join-tokens', async (request, reply) => {
     const body = (request.body ?? {}) as { node?: unknown; expires?: unknown };
     if (typeof body.node !== 'string' || !NODE_ID.test(body.node)) {
@@ -77,13 +84,12 @@ export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeId
     const ms = typeof expires === 'string' ? parseDurationMs(expires) : 'want a duration string like "1h"';
     if (typeof ms === 'string') throw new LlmgwError('LLMGW_BAD_REQUEST', `expires: ${ms}`);
     if (ms <= 0 || ms > MAX_JOIN_TOKEN_MS) throw new LlmgwError('LLMGW_BAD_REQUEST', `expires: want more than 0 and at most 7d (a per-node join token is for setting up one machine); got ${String(expires)}`);
-    if (!options.inventory) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no inventory');
-    const { token, row } = await options.inventory.createJoinToken(body.node, now() + ms, actorOf(request));
+    const { token, row } = await inventory.createJoinToken(body.node, now() + ms, actorOf(request));
     const answer: JoinTokenCreatedView = { ...joinTokenView(row, now()), token };
     return reply.code(201).send(answer);
   });
 
-  app.get('/api/v1/join-tokens', async () => (options.inventory ? (await options.inventory.listJoinTokens()).map((r) => joinTokenView(r, now())) : []));
+  app.get('/api/v1/join-tokens', async () => (await inventory.listJoinTokens()).map((r) => joinTokenView(r, now())));
 }
 
 function joinTokenView(row: JoinTokenRow, nowMs: number): JoinTokenView {

@@ -40,10 +40,6 @@ export function newNonce(): string {
   return randomBytes(16).toString('base64url');
 }
 
-export function newSecret(): string {
-  return randomBytes(32).toString('base64url');
-}
-
 /** Per-node join tokens carry a prefix so that a log or a ticket that shows one says what it is. */
 export const NODE_JOIN_TOKEN_PREFIX = 'llmgw-njt-';
 
