@@ -48,6 +48,28 @@ describe('addresses a node reports, at the agent listener', () => {
     await l.app.close();
   });
 
+  it('keeps what the live node declared at join when a join under its id is refused', async () => {
+    // Regression: the join's addresses were recorded before the join was
+    // decided, so a join-token holder refused with 409 still replaced the live
+    // node's declared port range (its shards' endpoints were then taken on any
+    // port) and its mgmt_addr refusal.
+    const l = await listener();
+    const credential = await l.join({ mgmt_addr: '127.0.0.1:7000', engine_host: '127.0.0.1', port_range: { first: 20000, last: 20009 } });
+    const refused = await l.app.inject({
+      method: 'POST',
+      url: '/agent/v1/join',
+      payload: { join_token: JOIN, node_id: 'n1', mgmt_addr: '127.0.0.1:7000/internal', engine_host: '127.0.0.1', port_range: { first: 1, last: 65535 } },
+    });
+    expect(refused.statusCode, 'n1 is live and the join proves no credential').toBe(409);
+    expect(l.told, 'a refused join tells nothing about the live node\'s address').toEqual([['n1', null]]);
+    const shards = [{ shard_id: 's1', replica_id: 'r1', state: 'ready', endpoint: 'http://127.0.0.1:9' }];
+    const res = await l.app.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1', shards } });
+    expect(res.statusCode).toBe(200);
+    expect(l.reports[0]![0]!.endpoint, 'the range the live node declared still holds').toBeUndefined();
+    expect(l.reports[0]![0]!.error).toMatch(/port 9 is outside the node's engine port range 20000-20009/);
+    await l.app.close();
+  });
+
   it('strips a shard endpoint outside the range declared at join before the reconciler hears it, even from a report that leaves the range out', async () => {
     const l = await listener();
     const credential = await l.join({ engine_host: '127.0.0.1', port_range: { first: 20000, last: 20009 } });

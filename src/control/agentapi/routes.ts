@@ -45,8 +45,9 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `join request: ${describeIssues(JoinRequestSchema, parsed.error).join('; ')}`);
     const body = parsed.data;
     // A per-node token is an admin's act for one node id: it is used up here, before the join, so it admits once.
-    const nodeToken = !joinCheck(body.join_token) && body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX) && (await options.inventory.consumeJoinToken(body.join_token, body.node_id));
-    if (!nodeToken && !joinCheck(body.join_token)) {
+    const sharedToken = joinCheck(body.join_token);
+    const nodeToken = !sharedToken && body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX) && (await options.inventory.consumeJoinToken(body.join_token, body.node_id));
+    if (!nodeToken && !sharedToken) {
       request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: wrong join token');
       throw new LlmgwError(
         'LLMGW_JOIN_REFUSED',
@@ -57,7 +58,10 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
             : 'the join token is wrong',
       );
     }
-    const mgmtAddr = checkedMgmtAddr(request, body, declaredAtJoin, options.onMgmtAddrChecked);
+    // Checked now, recorded only once the join is won: a refused join must not
+    // change what the live node under this id declared or why its address was refused.
+    const addressing = checkJoinAddresses(request, body);
+    const mgmtAddr = addressing.mgmtAddr;
     let joined: { credential: string; mgmtToken: string };
     try {
       joined = await options.inventory.join(
@@ -76,6 +80,11 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
       throw err;
     }
     const { credential, mgmtToken } = joined;
+    declaredAtJoin.set(body.node_id, addressing.declared);
+    if (addressing.refusal !== null) {
+      request.log.warn({ node: body.node_id, field: 'mgmt_addr', ip: request.ip, reason: addressing.refusal }, 'refused the management address a node reported; collect and logs will not call it');
+    }
+    options.onMgmtAddrChecked?.(body.node_id, addressing.refusal);
     request.log.info({ node: body.node_id, agent_version: body.agent_version, node_token: nodeToken }, 'node joined');
     const answer: JoinResponse = { node_id: body.node_id, credential, mgmt_token: mgmtToken, heartbeat_interval_ms: options.heartbeatIntervalMs };
     return reply.send(answer);
@@ -120,27 +129,19 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
   app.get(`${AGENT_API_PREFIX}/version`, async () => ({ protocol_version: PROTOCOL_VERSION }));
 }
 
-/** The join's mgmt_addr if it is one of the node's own addresses; null (and a logged reason) otherwise. */
-function checkedMgmtAddr(
+/**
+ * What a join declares about where the node listens, and its mgmt_addr if
+ * that is one of the node's own addresses (null otherwise, with the reason
+ * in `refusal`). No side effects: the caller records them after the join succeeds.
+ */
+function checkJoinAddresses(
   request: FastifyRequest,
   body: { node_id: string; mgmt_addr?: string | undefined },
-  declaredAtJoin: Map<string, Omit<NodeAddressing, 'sourceAddr'>>,
-  told: AgentApiOptions['onMgmtAddrChecked'],
-): string | null {
+): { declared: Omit<NodeAddressing, 'sourceAddr'>; mgmtAddr: string | null; refusal: string | null } {
   const { sourceAddr: _source, ...declared } = declaredAddressing(body, request.ip);
-  declaredAtJoin.set(body.node_id, declared);
-  if (body.mgmt_addr === undefined) {
-    told?.(body.node_id, null);
-    return null;
-  }
+  if (body.mgmt_addr === undefined) return { declared, mgmtAddr: null, refusal: null };
   const check = checkMgmtAddr(body.mgmt_addr, { sourceAddr: request.ip, ...declared });
-  if (check.ok) {
-    told?.(body.node_id, null);
-    return check.value;
-  }
-  request.log.warn({ node: body.node_id, field: 'mgmt_addr', ip: request.ip, reason: check.reason }, 'refused the management address a node reported; collect and logs will not call it');
-  told?.(body.node_id, check.reason);
-  return null;
+  return check.ok ? { declared, mgmtAddr: check.value, refusal: null } : { declared, mgmtAddr: null, refusal: check.reason };
 }
 
 /** The heartbeat's shards with their endpoints checked against where this node may listen; each refusal logged. */
