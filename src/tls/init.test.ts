@@ -1,7 +1,7 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isLlmgwError } from '../errors/index.js';
 import { initTls, parseNodeArg } from './init.js';
@@ -48,6 +48,26 @@ describe('initTls', () => {
     await initTls({ dir, controlHosts: [], nodes: [], days: 1, force: true });
     expect(readFileSync(join(dir, 'ca-key.pem'), 'utf8')).not.toBe(before);
     expect(statSync(join(dir, 'control-key.pem')).mode & 0o777, 'an overwritten key is 0600 again').toBe(0o600);
+  });
+
+  it('with --force, writes a new key to a fresh 0600 file renamed over the old one, never into the old file', async () => {
+    // The new private key was written into the existing file, under its old mode (0644 if loosened) until
+    // a chmod, and into every hard link to it for good: anyone who could read the old key got the new one.
+    const dir = scratch();
+    await initTls({ dir, controlHosts: [], nodes: [], days: 1, force: false });
+    const key = join(dir, 'control-key.pem');
+    chmodSync(key, 0o644);
+    const oldKey = readFileSync(key, 'utf8');
+    const link = join(dirname(dir), 'readable-link-to-old-key.pem');
+    linkSync(key, link);
+    const oldInode = statSync(key).ino;
+
+    await initTls({ dir, controlHosts: [], nodes: [], days: 1, force: true });
+    expect(readFileSync(key, 'utf8'), 'a new key').not.toBe(oldKey);
+    expect(statSync(key).ino, 'a new file, not the old one rewritten').not.toBe(oldInode);
+    expect(readFileSync(link, 'utf8'), 'a hard link to the old file keeps the old key, not the new one').toBe(oldKey);
+    expect(statSync(key).mode & 0o777).toBe(0o600);
+    expect(readdirSync(dir).filter((f) => f.endsWith('.tmp')), 'no temporary file left behind').toEqual([]);
   });
 
   it('refuses a node name that is not a node id, and a bad --days, before writing anything', async () => {

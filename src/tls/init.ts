@@ -5,10 +5,10 @@
 // library and the reflect-metadata shim it needs.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { chmodSync, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { basename, join, resolve } from 'node:path';
-import { webcrypto } from 'node:crypto';
+import { basename, dirname, join, resolve } from 'node:path';
+import { randomBytes, webcrypto } from 'node:crypto';
 import { LlmgwError } from '../errors/index.js';
 
 /** A node's certificate: its name (the agent's node id) and any more names or addresses the control plane dials it by. */
@@ -146,12 +146,44 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
   for (const { file, what } of plan) {
     const path = join(dir, file);
     const mode = file.endsWith('-key.pem') ? 0o600 : 0o644;
-    // 'wx' unless forced: a file that appeared since the check above is still not overwritten.
-    writeFileSync(path, contents.get(file)!, { mode, flag: options.force ? 'w' : 'wx' });
-    chmodSync(path, mode); // an overwritten file keeps its old mode otherwise
+    if (options.force) {
+      replaceFile(path, contents.get(file)!, mode);
+    } else {
+      // 'wx': a file that appeared since the check above is still not overwritten. A new
+      // file is created with `mode` less the umask, never looser; chmod restores what the umask took.
+      writeFileSync(path, contents.get(file)!, { mode, flag: 'wx' });
+      chmodSync(path, mode);
+    }
     files.push({ path, what });
   }
   return { files, warnings };
+}
+
+/**
+ * Puts `text` at `path` through a new file in the same directory, created
+ * with `mode` (0600 for a key) and renamed over the old one. Writing into
+ * the existing file would put a new private key, for a moment, under the
+ * old file's mode (0644 if someone loosened it), and into every hard link
+ * to it for good; a rename leaves the old inode, and its links, with the
+ * old contents. On failure the temporary file is removed and the old one
+ * is untouched.
+ */
+function replaceFile(path: string, text: string, mode: number): void {
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+  try {
+    const fd = openSync(temp, 'wx', mode);
+    try {
+      writeFileSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    chmodSync(temp, mode); // the umask may have taken bits a certificate (0644) should have
+    renameSync(temp, path);
+  } catch (err) {
+    rmSync(temp, { force: true });
+    throw err;
+  }
 }
 
 function checkOptions(o: TlsInitOptions): string[] {
