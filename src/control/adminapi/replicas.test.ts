@@ -128,8 +128,8 @@ describe('admin API: replicas and explain-placement', () => {
     const { credential } = joined.json<{ credential: string }>();
     const beat = (body: Record<string, unknown>) =>
       p.agentApp.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1', ...body } });
-    // Engines reached at n1 on ports 30000-30099: the control plane routes only to endpoints the node declares so.
-    const report = { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }], engine_host: 'n1', port_range: { first: 30000, last: 30099 } };
+    // Engines reached at 10.1.0.1 on ports 30000-30099: the control plane routes only to endpoints the node declares so.
+    const report = { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }], engine_host: '10.1.0.1', port_range: { first: 30000, last: 30099 } };
     expect((await beat({ report })).statusCode).toBe(200);
     await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model('m', 1) });
     await p.reconciler.pass();
@@ -139,10 +139,10 @@ describe('admin API: replicas and explain-placement', () => {
     const [shard] = answer.shards;
     expect(shard).toMatchObject({ model: 'm', gpu_indices: [0] });
 
-    await beat({ report, shards: [{ shard_id: shard!.shard_id, replica_id: shard!.replica_id, state: 'ready', endpoint: 'http://n1:30000' }] });
+    await beat({ report, shards: [{ shard_id: shard!.shard_id, replica_id: shard!.replica_id, state: 'ready', endpoint: 'http://10.1.0.1:30000' }] });
     await p.reconciler.pass();
     const [view] = (await get(p, '/api/v1/replicas')).json<{ state: string; endpoint: string }[]>();
-    expect(view).toMatchObject({ state: 'ready', endpoint: 'http://n1:30000' });
+    expect(view).toMatchObject({ state: 'ready', endpoint: 'http://10.1.0.1:30000' });
     expect((await get(p, '/api/v1/models')).json()).toMatchObject([{ name: 'm', ready_replicas: 1, total_replicas: 1 }]);
   });
 });

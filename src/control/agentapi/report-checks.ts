@@ -8,23 +8,31 @@
 //
 // The rules: an address is `host:port` (an endpoint may also be written
 // `http://host:port` or `https://host:port`, with nothing after the port but
-// an optional "/": no path, query, fragment or userinfo). The host is the
-// address the node reports from, or the engine host it declares; a loopback
-// host only from a node that itself reports from loopback (otherwise the
-// control plane would call itself); a wildcard (0.0.0.0, ::) never. An
-// endpoint's port lies inside the port range the node declares. An older
-// agent declares neither engine host nor port range: then the host must be
-// the report's source address, and any port is taken. The management port
-// is not held to the engine range: the agent binds it apart from its
-// engines (a free port by default).
-import { isIP } from 'node:net';
+// an optional "/": no path, query, fragment or userinfo). The host is an IP
+// address in its plain form (dotted quad or IPv6), never a name: a name is
+// resolved again at each call and may point anywhere by then (DNS
+// rebinding), and odd IPv4 spellings (127.1, 2130706433, 0x7f.1, 0) resolve
+// to loopback or the wildcard past any text comparison. Addresses are
+// compared normalised (::ffff:10.0.0.5 is 10.0.0.5). The host is the address
+// the node reports from, or the engine host it declares; a loopback host
+// (127.0.0.0/8, ::1) only from a node that itself reports from loopback
+// (otherwise the control plane would call itself); an unspecified (0.0.0.0,
+// ::), link-local (169.254.0.0/16, fe80::/10: where cloud metadata answers)
+// or multicast address never. An endpoint's port lies inside the port range
+// the node declares. An older agent declares neither engine host nor port
+// range: then the host must be the report's source address, and any port is
+// taken. The management port is not held to the engine range: the agent
+// binds it apart from its engines (a free port by default).
+import { BlockList, isIP } from 'node:net';
 
 /** What the control plane knows of where a node may listen, at the moment of one join or heartbeat. */
 export interface NodeAddressing {
   /** The address the join or heartbeat came from (the listener's `request.ip`). */
   readonly sourceAddr: string;
-  /** The host the agent says its engines are reached at; null = not declared (an older agent). */
+  /** The host the agent says its engines are reached at, a normalised IP address; null = not declared (an older agent) or not taken. */
   readonly engineHost: string | null;
+  /** Why a declared engine host was not taken (it was not an IP address), for the refusals it causes; absent = nothing to say. */
+  readonly engineHostIgnored?: string | undefined;
   /** The agent's engine ports, inclusive; null = not declared (an older agent: any port). */
   readonly portRange: { readonly first: number; readonly last: number } | null;
 }
@@ -35,7 +43,7 @@ export type AddressCheck =
 
 interface HostPort {
   readonly scheme: 'http' | 'https' | null;
-  /** Lower case, IPv6 without brackets. */
+  /** An IP address normalised (see normalIp), or else the name as written, lower case: refused by the checks. */
   readonly host: string;
   readonly port: number;
 }
@@ -52,7 +60,8 @@ export function parseHostPort(text: string): HostPort | null {
   if (v6 !== undefined && isIP(v6) !== 6) return null;
   // A trailing "/" is only meaningful after a scheme; "host:port/" is as wrong as any other path.
   if (m[5] === '/' && m[1] === undefined) return null;
-  return { scheme: (m[1]?.toLowerCase() as 'http' | 'https' | undefined) ?? null, host: unmapped((v6 ?? m[3]!).toLowerCase()), port };
+  const host = (v6 ?? m[3]!).toLowerCase();
+  return { scheme: (m[1]?.toLowerCase() as 'http' | 'https' | undefined) ?? null, host: normalIp(host) ?? host, port };
 }
 
 /** The management address a node gives at join (`mgmt_addr`), checked. */
@@ -93,40 +102,85 @@ export function declaredAddressing(from: unknown, sourceAddr: string): NodeAddre
   const first = r ? r.first : undefined;
   const last = r ? r.last : undefined;
   const validPort = (p: unknown): p is number => typeof p === 'number' && Number.isInteger(p) && p >= 1 && p <= 65535;
+  const ip = host ? normalIp(host) : null;
   return {
     sourceAddr,
     // A wildcard is where engines bind, not where anyone reaches them: as good as not declared.
-    engineHost: host && !isWildcard(host) ? unmapped(host) : null,
+    engineHost: ip !== null && kindOf(ip) !== 'unspecified' ? ip : null,
+    ...(host && ip === null ? { engineHostIgnored: `its declared engine host ${JSON.stringify(host.slice(0, 80))} is not an IP address, so it was not taken` } : {}),
     portRange: validPort(first) && validPort(last) && first <= last ? { first, last } : null,
   };
 }
 
+type AddressKind = 'loopback' | 'unspecified' | 'link-local' | 'multicast' | 'other';
+
+const SPECIAL = new Map<Exclude<AddressKind, 'other'>, BlockList>();
+for (const [kind, ranges] of [
+  ['loopback', [['127.0.0.0', 8, 'ipv4'], ['::1', 128, 'ipv6']]],
+  // 0.0.0.0/8 is "this network": no machine, and a connect to it reaches this one.
+  ['unspecified', [['0.0.0.0', 8, 'ipv4'], ['::', 128, 'ipv6']]],
+  ['link-local', [['169.254.0.0', 16, 'ipv4'], ['fe80::', 10, 'ipv6']]],
+  ['multicast', [['224.0.0.0', 4, 'ipv4'], ['255.255.255.255', 32, 'ipv4'], ['ff00::', 8, 'ipv6']]],
+] as const) {
+  const list = new BlockList();
+  for (const [net, prefix, family] of ranges) list.addSubnet(net, prefix, family);
+  SPECIAL.set(kind, list);
+}
+
+/** What kind of address a normalised IP address is. */
+function kindOf(ip: string): AddressKind {
+  const family = isIP(ip) === 6 ? 'ipv6' : 'ipv4';
+  for (const [kind, list] of SPECIAL) if (list.check(ip, family)) return kind;
+  return 'other';
+}
+
+/**
+ * An IP address in one form per address, so that two spellings compare
+ * equal: IPv4 as a dotted quad (Node's isIP takes no octal, hex or short
+ * forms), IPv6 lower case and compressed, an IPv4-mapped IPv6 address
+ * (::ffff:10.0.0.5, ::ffff:a00:5) as its IPv4 address. Null: not an IP address.
+ */
+export function normalIp(text: string): string | null {
+  const bare = text.replace(/^\[|\]$/g, '');
+  const family = isIP(bare);
+  if (family === 4) return bare;
+  if (family !== 6 || bare.includes('%')) return null;
+  let v6: string;
+  try {
+    v6 = new URL(`http://[${bare}]/`).hostname.slice(1, -1);
+  } catch {
+    return null;
+  }
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(v6);
+  if (!mapped) return v6;
+  const hi = parseInt(mapped[1]!, 16);
+  const lo = parseInt(mapped[2]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
 /** Why `host` is not one of the node's own addresses; null when it is. */
 function checkHost(host: string, node: NodeAddressing): string | null {
-  if (isWildcard(host)) return `${host} is a wildcard address, which names no machine; report the address the control plane reaches the node at`;
-  const source = unmapped(node.sourceAddr.toLowerCase());
-  if (isLoopback(host)) {
-    return isLoopback(source) ? null : `a loopback host reported by a node that reports from ${source} would make the control plane call itself`;
+  const ip = normalIp(host);
+  if (ip === null) {
+    return `host ${host} is not an IP address (a name may resolve elsewhere by the time it is called, and only plain IPv4 and IPv6 forms are taken); report the node's IP address, e.g. with the agent's --advertise-host`;
   }
-  if (host === source || (node.engineHost !== null && host === node.engineHost)) return null;
-  const allowed = node.engineHost !== null && node.engineHost !== source ? `${source} (where it reports from) or ${node.engineHost} (its engine host)` : `${source}, where it reports from`;
-  return `host ${host} is not the node's own address; it may be ${allowed}`;
-}
-
-function isWildcard(host: string): boolean {
-  return host === '0.0.0.0' || host === '::' || host === '0:0:0:0:0:0:0:0';
-}
-
-function isLoopback(host: string): boolean {
-  if (host === 'localhost') return true;
-  if (isIP(host) === 4) return host.startsWith('127.');
-  return host === '::1';
-}
-
-/** An IPv4 address as a dual-stack listener shows it (::ffff:10.0.0.5) in its own form. */
-function unmapped(host: string): string {
-  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(host);
-  return m ? m[1]! : host;
+  const source = normalIp(node.sourceAddr) ?? node.sourceAddr.toLowerCase();
+  switch (kindOf(ip)) {
+    case 'unspecified':
+      return `${ip} is a wildcard address, which names no machine; report the address the control plane reaches the node at`;
+    case 'link-local':
+      return `${ip} is link-local (169.254.0.0/16, fe80::/10), where cloud metadata services answer; report the address the control plane reaches the node at`;
+    case 'multicast':
+      return `${ip} is a multicast or broadcast address, which names no one machine; report the address the control plane reaches the node at`;
+    case 'loopback':
+      return isIP(source) !== 0 && kindOf(source) === 'loopback' ? null : `a loopback host reported by a node that reports from ${source} would make the control plane call itself`;
+    case 'other':
+      break;
+  }
+  const engineHost = node.engineHost === null ? null : normalIp(node.engineHost);
+  if (ip === source || (engineHost !== null && ip === engineHost)) return null;
+  const allowed = engineHost !== null && engineHost !== source ? `${source} (where it reports from) or ${engineHost} (its engine host)` : `${source}, where it reports from`;
+  return `host ${ip} is not the node's own address; it may be ${allowed}${node.engineHostIgnored ? ` (${node.engineHostIgnored}: report an IP address, e.g. with the agent's --advertise-host)` : ''}`;
 }
 
 function joinHostPort(host: string, port: number): string {
@@ -166,5 +220,8 @@ export function screenShards<S extends ReportedShard>(shards: readonly S[], node
  */
 export function usableMgmtAddr(addr: string): boolean {
   const parsed = parseHostPort(addr);
-  return parsed !== null && parsed.scheme === null;
+  if (parsed === null || parsed.scheme !== null || isIP(parsed.host) === 0) return false;
+  const kind = kindOf(parsed.host);
+  // Loopback is left to the join's check, which knew where the node reported from.
+  return kind === 'other' || kind === 'loopback';
 }

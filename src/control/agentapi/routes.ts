@@ -155,9 +155,11 @@ function checkedShards(
 ): ShardStatus[] {
   const fromReport = declaredAddressing(report, request.ip);
   const atJoin = declaredAtJoin.get(nodeId);
+  const engineHost = fromReport.engineHost ?? atJoin?.engineHost ?? null;
   const node: NodeAddressing = {
     sourceAddr: request.ip,
-    engineHost: fromReport.engineHost ?? atJoin?.engineHost ?? null,
+    engineHost,
+    engineHostIgnored: engineHost === null ? (fromReport.engineHostIgnored ?? atJoin?.engineHostIgnored) : undefined,
     portRange: fromReport.portRange ?? atJoin?.portRange ?? null,
   };
   const screened = screenShards(shards, node);
