@@ -12,8 +12,29 @@ describe('unsafe profile env', () => {
     }
   });
 
+  // The first list missed these: each runs code in the engine, set by whoever may add a model (issue 17 review).
+  it.each([
+    ['PYTHONWARNINGS', 'a warning category is imported by name: PYTHONWARNINGS=all:0:antigravity.x:0:0 imports antigravity'],
+    ['BROWSER', 'the command webbrowser runs; with PYTHONWARNINGS importing antigravity, a shell command'],
+    ['PYTHONPLATLIBDIR', 'where extension modules of the standard library are loaded from'],
+    ['CUDA_INJECTION64_PATH', 'a library the CUDA driver loads into the process'],
+    ['CUDA_INJECTION32_PATH', 'the same for 32-bit processes'],
+    ['GCONV_PATH', 'iconv modules (shared libraries) glibc loads'],
+    ['OPENSSL_CONF', 'a config that loads an engine or provider library'],
+    ['OPENSSL_ENGINES', 'where OpenSSL engines are loaded from'],
+    ['OPENSSL_MODULES', 'where OpenSSL 3 providers are loaded from'],
+    ['SHELLOPTS', 'xtrace in every bash, which expands PS4'],
+    ['PS4', 'expanded, command substitution included, before each traced command'],
+    ['BASH_FUNC_ls%%', 'an exported bash function that replaces a command'],
+    ['CC', 'the compiler Triton runs to build kernels'],
+    ['CXX', 'the compiler PyTorch runs to build kernels'],
+  ])('refuses %s (%s)', (name) => {
+    expect(isUnsafeProfileEnvName(name), name).toBe(true);
+    expect(unsafeProfileEnvNames({ OMP_NUM_THREADS: '4', [name]: 'x' }), `${name} is listed as unsafe in an env`).toEqual([name]);
+  });
+
   it('lets engine tuning through', () => {
-    for (const name of ['VLLM_ATTENTION_BACKEND', 'NCCL_SOCKET_IFNAME', 'OMP_NUM_THREADS', 'CUDA_LAUNCH_BLOCKING', 'HF_HUB_OFFLINE', 'LLMGW_SIM_RECORD', 'ENVIRONMENT', 'PYTHONUNBUFFERED']) {
+    for (const name of ['VLLM_ATTENTION_BACKEND', 'NCCL_SOCKET_IFNAME', 'OMP_NUM_THREADS', 'CUDA_LAUNCH_BLOCKING', 'HF_HUB_OFFLINE', 'LLMGW_SIM_RECORD', 'ENVIRONMENT', 'PYTHONUNBUFFERED', 'PYTHONSAFEPATH', 'CUDA_MODULE_LOADING', 'CCACHE_DIR', 'MALLOC_ARENA_MAX']) {
       expect(isUnsafeProfileEnvName(name), name).toBe(false);
     }
   });

@@ -27,9 +27,33 @@ const UNSAFE_NAMES: ReadonlySet<string> = new Set([
   'PYTHONUSERBASE',
   'PYTHONINSPECT',
   'PYTHONBREAKPOINT',
-  // Shells: a script read by every non-interactive bash or sh.
+  // Python: the directory name under the prefix where the standard library's
+  // extension modules are found; a relative path leads anywhere (the model's own files).
+  'PYTHONPLATLIBDIR',
+  // Python: a warning filter's category is imported by name, so any module on
+  // sys.path runs at start-up. With BROWSER (the command Python's webbrowser
+  // module runs) it is a known chain: PYTHONWARNINGS=…:antigravity.x:… imports
+  // antigravity, which opens a browser, which runs $BROWSER.
+  'PYTHONWARNINGS',
+  'BROWSER',
+  // Shells: a script read by every non-interactive bash or sh; bash xtrace
+  // expanding $PS4 (command substitution included) before each command.
   'BASH_ENV',
   'ENV',
+  'SHELLOPTS',
+  'PS4',
+  // The CUDA driver loads this library into every process that initialises CUDA (how profilers hook in).
+  'CUDA_INJECTION64_PATH',
+  'CUDA_INJECTION32_PATH',
+  // glibc's iconv loads conversion modules (shared libraries) from this directory.
+  'GCONV_PATH',
+  // OpenSSL: a config file can load any engine or provider (a shared library), from these directories too.
+  'OPENSSL_CONF',
+  'OPENSSL_ENGINES',
+  'OPENSSL_MODULES',
+  // Triton and PyTorch compile kernels at run time with the program these name.
+  'CC',
+  'CXX',
   // Perl and Ruby: options (-M, -r) that load a module first.
   'PERL5OPT',
   'PERL5LIB',
@@ -40,8 +64,12 @@ const UNSAFE_NAMES: ReadonlySet<string> = new Set([
   '_JAVA_OPTIONS',
 ]);
 
-/** Prefixes refused: macOS's loader (DYLD_INSERT_LIBRARIES and its kin), and every LD_ variable the loader may read in some libc. */
-const UNSAFE_PREFIXES: readonly string[] = ['DYLD_', 'LD_'];
+/**
+ * Prefixes refused: macOS's loader (DYLD_INSERT_LIBRARIES and its kin), every
+ * LD_ variable the loader may read in some libc, and bash's exported functions
+ * (BASH_FUNC_name%%), which replace a command in every bash script the engine runs.
+ */
+const UNSAFE_PREFIXES: readonly string[] = ['DYLD_', 'LD_', 'BASH_FUNC_'];
 
 /** True when a profile may not set `name`: it would load code into the engine. */
 export function isUnsafeProfileEnvName(name: string): boolean {
