@@ -97,6 +97,39 @@ describePostgres('rate limits shared through Postgres', () => {
     await b.close();
   });
 
+  it('gives a reservation back to the minute it was made in, so a refund in the next minute frees no extra room', async () => {
+    // A refund settled in the next minute was counted there as negative tokens while the reservation still weighed
+    // in the previous minute: a key that reserved at a minute's end and used nothing got up to twice its limit.
+    const a = make(storeA);
+    const b = make(storeB);
+    const minute = (Math.floor(clock / 60_000) + 10) * 60_000;
+    clock = minute + 59_000;
+    expect(a.admit('key-6', null, 1000, 1000).ok, 'a whole minute reserved at the end of a minute').toBe(true);
+    clock = minute + 61_000;
+    a.settle('key-6', 1000, 1000, 0);
+    expect(a.admit('key-6', null, 1000, 1000).ok, 'nothing was used, so the whole limit is free again').toBe(true);
+    a.settle('key-6', 1000, 1000, 1000);
+    await a.sync();
+    await b.sync();
+    clock = minute + 90_000;
+    const onB = b.admit('key-6', null, 1000, 200);
+    expect(onB, 'the key used its 1000 tokens 29 s ago: the other instance has nothing left to give this minute').toMatchObject({ ok: false, limit: 'tokens' });
+    expect(a.admit('key-6', null, 1000, 200), 'nor has this one').toMatchObject({ ok: false, limit: 'tokens' });
+    await a.close();
+    await b.close();
+  });
+
+  it('settles a reservation and the use of the same minute as one difference', async () => {
+    const a = make(storeA);
+    const minute = (Math.floor(clock / 60_000) + 10) * 60_000;
+    clock = minute + 1_000;
+    expect(a.admit('key-7', null, 100, 60).ok).toBe(true);
+    expect(a.admit('key-7', null, 100, 60).ok, '60 + 60 reserved does not fit in 100').toBe(false);
+    a.settle('key-7', 100, 60, 10);
+    expect(a.admit('key-7', null, 100, 90), 'only the 10 used still count').toMatchObject({ ok: true, remaining: { tokens: 0 } });
+    await a.close();
+  });
+
   it('keeps enforcing on what it knows when the store is away, and carries its counts over when it returns', async () => {
     const a = make(storeA);
     const broken = await Store.open({ location: { kind: 'postgres', url: db.url } });

@@ -16,14 +16,21 @@
 //
 // Tokens: admission reserves what a request may cost (counted at once in this
 // instance's pending counts, so concurrent requests here see each other's
-// reservations), and the end settles the difference to the real use, into
-// the window current at settling. Across instances the same tolerance holds:
-// each instance reserves, and sees the others' reservations a sync late.
+// reservations). The end gives the reservation back to the window it was
+// made in, and charges the real use to the window current at settling. A
+// refund must never land in a later window than its reservation: there it
+// would be negative tokens against that window's real use while the
+// reservation still weighed in the earlier one, and a key that reserved at
+// the end of a minute and used nothing would get up to twice its limit in
+// the next. Across instances the same tolerance holds: each instance
+// reserves, and sees the others' reservations a sync late.
 import type { Logger } from 'pino';
 import { tokensToReserve, type LimitDecision, type RequestLimiter } from '../../router/index.js';
 import { addRateCounts, pruneRateCounts, type RateCount, type Store } from '../store/index.js';
 
 const WINDOW_MS = 60_000;
+/** Reservations never settled (a request the router lost track of) are forgotten after this long, ms. */
+const RESERVATION_KEPT_MS = 60 * WINDOW_MS;
 const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
 
 export interface SharedRateLimiterOptions {
@@ -46,6 +53,11 @@ export class SharedRateLimiter implements RequestLimiter {
   private pending = new Map<string, Map<number, Counts>>();
   /** Counts being written now: still counted until the totals that include them are read back. */
   private sending = new Map<string, Map<number, Counts>>();
+  /**
+   * Tokens this instance reserved and has not settled yet, per key and the
+   * window they were reserved in: where a settle gives its reservation back.
+   */
+  private outstanding = new Map<string, Map<number, number>>();
   private timer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> = Promise.resolve();
   private lastPruneMs = 0;
@@ -81,15 +93,48 @@ export class SharedRateLimiter implements RequestLimiter {
       return { ok: false, retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1), limit: 'requests', remaining: left(false) };
     }
     add(this.pending, keyId, start, { requests: 1, tokens: need });
+    if (need > 0) addOutstanding(this.outstanding, keyId, start, need);
     return { ok: true, retryAfterS: 0, limit: null, remaining: left(true), reservedTokens: need };
   }
 
   settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void {
     if (tokensPerMinute === null) return;
-    // Negative when the request used less than it reserved: the refund lowers this window's count.
-    const delta = Math.max(0, usedTokens) - reservedTokens;
-    if (delta === 0) return;
-    add(this.pending, keyId, windowStart(this.options.now()), { requests: 0, tokens: delta });
+    const used = Math.max(0, usedTokens);
+    const now = windowStart(this.options.now());
+    // Within one window the two moves are one: add the difference.
+    const refunds = this.takeReservation(keyId, reservedTokens);
+    let charge = used;
+    for (const [start, tokens] of refunds) {
+      if (start === now) charge -= tokens;
+      else add(this.pending, keyId, start, { requests: 0, tokens: -tokens });
+    }
+    if (charge !== 0) add(this.pending, keyId, now, { requests: 0, tokens: charge });
+  }
+
+  /**
+   * Takes `reserved` tokens out of this key's outstanding reservations, oldest
+   * window first, and says how many came from each window. The router does not
+   * say which admission a settle ends, so with reservations in two windows the
+   * older one is refunded first: it weighs less in the sliding minute, so a
+   * wrong guess counts more, never less. What no outstanding reservation
+   * covers (one forgotten after RESERVATION_KEPT_MS) is not refunded at all.
+   */
+  private takeReservation(keyId: string, reserved: number): [number, number][] {
+    const windows = this.outstanding.get(keyId);
+    const out: [number, number][] = [];
+    if (!windows || reserved <= 0) return out;
+    let left = reserved;
+    for (const start of [...windows.keys()].sort((x, y) => x - y)) {
+      if (left <= 0) break;
+      const held = windows.get(start)!;
+      const taken = Math.min(held, left);
+      left -= taken;
+      out.push([start, taken]);
+      if (held - taken > 0) windows.set(start, held - taken);
+      else windows.delete(start);
+    }
+    if (windows.size === 0) this.outstanding.delete(keyId);
+    return out;
   }
 
   /** Writes this instance's counts and reads everyone's; safe to call at any time (calls never overlap). */
@@ -114,6 +159,15 @@ export class SharedRateLimiter implements RequestLimiter {
     return out;
   }
 
+  /** Drops reservations older than RESERVATION_KEPT_MS: a request that was never settled must not hold memory for ever. */
+  private forgetOldReservations(nowMs: number): void {
+    const before = windowStart(nowMs) - RESERVATION_KEPT_MS;
+    for (const [keyId, windows] of this.outstanding) {
+      for (const start of windows.keys()) if (start < before) windows.delete(start);
+      if (windows.size === 0) this.outstanding.delete(keyId);
+    }
+  }
+
   private async syncOnce(): Promise<void> {
     const now = this.options.now();
     const oldest = windowStart(now) - WINDOW_MS;
@@ -134,6 +188,7 @@ export class SharedRateLimiter implements RequestLimiter {
       this.failing = false;
       if (now - this.lastPruneMs > WINDOW_MS) {
         this.lastPruneMs = now;
+        this.forgetOldReservations(now);
         await pruneRateCounts(this.options.store, oldest - WINDOW_MS);
       }
     } catch (err) {
@@ -144,6 +199,12 @@ export class SharedRateLimiter implements RequestLimiter {
       this.failing = true;
     }
   }
+}
+
+function addOutstanding(map: Map<string, Map<number, number>>, keyId: string, start: number, tokens: number): void {
+  let windows = map.get(keyId);
+  if (!windows) map.set(keyId, (windows = new Map()));
+  windows.set(start, (windows.get(start) ?? 0) + tokens);
 }
 
 function windowStart(nowMs: number): number {
