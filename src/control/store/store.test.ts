@@ -202,6 +202,35 @@ for (const backend of backends) {
       await store.close();
     });
 
+    it('lets exactly one of two joins racing for one id win, for a live id and for a new one', async () => {
+      // Regression: on Postgres (READ COMMITTED) both joins read the live
+      // node's credential before either wrote, and the UPDATE did not test it,
+      // so both won: two machines each held a credential for one node id. A
+      // race for a new id failed the loser with a raw unique-key error (a 500).
+      // Several rounds, because one round can happen to run in order.
+      const store = await Store.open({ location, now });
+      const audit = { actor: 'node:race', action: 'node.join', target: 'race', detail: {} };
+      const join = (id: string, credentialHash: string, expectCredentialHash: string | null) =>
+        store.upsertNodeOnJoin(
+          { id, hostname: null, mgmtAddr: null, labels: {}, credentialHash, mgmtNonce: 'n', mgmtTokenHash: 'f'.repeat(64), approvalIfNew: 'approved', expectCredentialHash, agentVersion: null, protocolVersion: null },
+          audit,
+        );
+      const race = async (id: string, expect_: string | null) => {
+        const settled = await Promise.allSettled(['b', 'c'].map((c) => join(id, c.repeat(64), expect_)));
+        const won = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value.credentialHash] : []));
+        const lost = settled.flatMap((r) => (r.status === 'rejected' ? [(r.reason as { code?: string }).code] : []));
+        expect(won, `${id}: exactly one join wins`).toHaveLength(1);
+        expect(lost, `${id}: the other is refused as a race, not a store failure`).toEqual(['LLMGW_NODE_ID_TAKEN']);
+        expect((await store.getNode(id))?.credentialHash, `${id}: the store holds the winner's credential`).toBe(won[0]);
+      };
+      for (let round = 0; round < 8; round++) {
+        await join(`race-live-${round}`, 'a'.repeat(64), null);
+        await race(`race-live-${round}`, 'a'.repeat(64));
+        await race(`race-new-${round}`, null);
+      }
+      await store.close();
+    });
+
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
       const before = await a.listModels();

@@ -424,12 +424,16 @@ export class Store {
    */
   async upsertNodeOnJoin(node: NodeJoin, audit: AuditInput): Promise<NodeRow> {
     const at = this.now();
+    const raced = () => new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${node.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
     return this.db.transaction().execute(async (tx) => {
-      const existing = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirst();
+      // Postgres runs transactions at READ COMMITTED: without the row lock two
+      // joins under one id both read the old credential and both win. The lock
+      // makes the later one wait and then read what the first wrote. SQLite
+      // runs one write transaction at a time, and has no FOR UPDATE.
+      const select = tx.selectFrom('nodes').selectAll().where('id', '=', node.id);
+      const existing = await (this.dialect === 'postgres' ? select.forUpdate() : select).executeTakeFirst();
       const held = existing && existing.removed_at === null ? existing.credential_hash : null;
-      if (node.expectCredentialHash !== undefined && held !== node.expectCredentialHash) {
-        throw new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${node.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
-      }
+      if (node.expectCredentialHash !== undefined && held !== node.expectCredentialHash) throw raced();
       const values = {
         hostname: node.hostname,
         mgmt_addr: node.mgmtAddr,
@@ -452,9 +456,27 @@ export class Store {
         hardware_change: null,
         removed_at: null,
       };
-      if (existing && existing.removed_at === null) await tx.updateTable('nodes').set(values).where('id', '=', node.id).execute();
-      else if (existing) await tx.updateTable('nodes').set({ ...values, ...afresh }).where('id', '=', node.id).execute();
-      else await tx.insertInto('nodes').values({ id: node.id, ...values, ...afresh }).execute();
+      // Each write also checks that the row is still as read, so a join that lost the race
+      // changes nothing even where the lock above is not taken: no row to lock (a new id).
+      let written: bigint | undefined;
+      if (existing) {
+        const result = await tx
+          .updateTable('nodes')
+          .set(existing.removed_at === null ? values : { ...values, ...afresh })
+          .where('id', '=', node.id)
+          .where('credential_hash', '=', existing.credential_hash)
+          .where('removed_at', existing.removed_at === null ? 'is' : 'is not', null)
+          .executeTakeFirst();
+        written = result.numUpdatedRows;
+      } else {
+        const result = await tx
+          .insertInto('nodes')
+          .values({ id: node.id, ...values, ...afresh })
+          .onConflict((oc) => oc.column('id').doNothing())
+          .executeTakeFirst();
+        written = result.numInsertedOrUpdatedRows;
+      }
+      if (Number(written ?? 0) === 0) throw raced();
       await this.insertAudit(tx, at, audit);
       await this.announce(tx, 'nodes');
       const row = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirstOrThrow();
