@@ -146,7 +146,7 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
   it('never shows the engine secret in an admin view or a log line', async () => {
     // Attack: reading the secret where it leaks (admin API, logs) would make the engine key worthless.
     const secret = engineRecord(plane.stateDir, replica.id).launch.apiKey;
-    expect(secret, 'the agent started the engine with the replica secret').toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(secret, 'the agent started the engine with the replica secret').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
     for (const path of ['/api/v1/replicas', '/api/v1/nodes', '/api/v1/summary', '/api/v1/models']) {
       const res = await fetch(`${plane.control.urls.admin}${path}`, { headers: admin });
       expect(await res.text(), path).not.toContain(secret!);

@@ -95,7 +95,7 @@ describe('a follower instance', () => {
     expect(follower.reconciler.ready('demo'), "readiness for routing comes from the store, with the leader's engine secret").toEqual([
       { id: placed!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: placed!.engineSecret },
     ]);
-    expect(placed!.engineSecret, 'the leader made one').toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(placed!.engineSecret, 'the leader made one').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
 
     // Admin state set through the leader; a newer heartbeat here is never moved back by an older stored one.
     clock += 5000;

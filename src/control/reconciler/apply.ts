@@ -32,13 +32,22 @@ export interface ApplyContext {
   readonly now: number;
   /** A new unique id; called once per created replica and once per shard. */
   readonly newId: (kind: 'replica' | 'shard') => string;
-  /** A new engine secret, called once per created replica; absent = newEngineSecret (32 random bytes). */
+  /** A new engine secret, called once per created replica; absent = newEngineSecret (32 random bytes behind ENGINE_SECRET_PREFIX). */
   readonly newSecret?: () => string;
 }
 
-/** 32 random bytes, base64url: an engine's --api-key that nobody can guess and no shell or header mangles. */
+/**
+ * What every engine secret starts with. Never `-`: base64url alone starts
+ * with `-` one time in 64, and an engine's option parser (argparse in vLLM and
+ * SGLang, util.parseArgs in the builtin engine) reads `--api-key -xyz` as a
+ * missing value and refuses to start, so that replica could never run. It
+ * also says what a leaked string is, as the key and join-token prefixes do.
+ */
+export const ENGINE_SECRET_PREFIX = 'llmgw-es-';
+
+/** 32 random bytes, base64url, behind ENGINE_SECRET_PREFIX: an engine's API key that nobody can guess and no shell, header or option parser mangles. */
 export function newEngineSecret(): string {
-  return randomBytes(32).toString('base64url');
+  return ENGINE_SECRET_PREFIX + randomBytes(32).toString('base64url');
 }
 
 export function applyPlan(records: readonly ReplicaRecord[], plan: Plan, ctx: ApplyContext): ApplyResult {

@@ -121,7 +121,7 @@ describe('Reconciler', () => {
     await first.reconciler.pass();
     const secrets = first.reconciler.replicas().map((r) => r.engineSecret);
     expect(secrets).toHaveLength(2);
-    for (const secret of secrets) expect(secret, '32 random bytes, base64url').toMatch(/^[A-Za-z0-9_-]{43}$/);
+    for (const secret of secrets) expect(secret, '32 random bytes, base64url, behind llmgw-es-').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
     expect(new Set(secrets).size, 'one secret per replica').toBe(2);
     expect(first.assignments.get('n1').shards.map((a) => a.engine_secret).sort()).toEqual([...secrets].sort());
     await first.report('n1', 'ready', (shard) => `http://n1:${shard.endsWith('0') ? 9000 : 9001}`);
