@@ -74,6 +74,22 @@ describe('redactArgv', () => {
       'vllm', 'serve', '/m', '--api-key', '<redacted>', '--hf-token=<redacted>', '--port', '8000', '--max-model-len', '32k',
     ]);
   });
+
+  it('hides the value after --api-key even when it starts with "-", in both spellings', () => {
+    // One engine secret in 64 started with "-", and redaction took such a value for the next flag and logged it
+    // in the clear, in the agent's log and the engine's log file that ctl logs serves.
+    expect(redactArgv(['python3', '-m', 'sglang.launch_server', '--api-key', '-Xk9_secret', '--port', '20001'])).toEqual([
+      'python3', '-m', 'sglang.launch_server', '--api-key', '<redacted>', '--port', '20001',
+    ]);
+    expect(redactArgv(['llmgw', 'engine', 'sim', '--api-key=-Xk9_secret', '--port', '20001'])).toEqual(['llmgw', 'engine', 'sim', '--api-key=<redacted>', '--port', '20001']);
+    expect(redactArgv(['llmgw', 'engine', 'sim', '--api-key', '--port', '20001']), 'a secret that is exactly a flag name is hidden too').toEqual([
+      'llmgw', 'engine', 'sim', '--api-key', '<redacted>', '20001',
+    ]);
+  });
+
+  it('does not take the flag after a value-less flag that names a token for a secret', () => {
+    expect(redactArgv(['vllm', 'serve', '/m', '--skip-tokenizer-init', '--port', '8000'])).toEqual(['vllm', 'serve', '/m', '--skip-tokenizer-init', '--port', '8000']);
+  });
 });
 
 describe('redactSecret', () => {

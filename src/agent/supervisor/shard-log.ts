@@ -123,7 +123,6 @@ export function lastLines(file: string, count: number): string[] {
   }
 }
 
-/** argv for a log line: the value after a flag that names a key, token, secret or password is replaced. */
 /**
  * `line` with every occurrence of `secret` replaced. Engines echo their own
  * arguments (vLLM's "non-default args", SGLang's ServerArgs), --api-key
@@ -134,12 +133,24 @@ export function redactSecret(line: string, secret: string | undefined): string {
   return secret ? line.replaceAll(secret, '<redacted>') : line;
 }
 
+/**
+ * Flags whose next argument is always a secret, whatever it looks like. The
+ * value after another flag that names a key, token or secret is taken for a
+ * secret only when it does not look like a flag, because such a flag may take
+ * no value (`--skip-tokenizer-init --port 8000`); the engines' --api-key always
+ * takes one, and a value that starts with `-` is a value there.
+ */
+const SECRET_VALUE_FLAGS: ReadonlySet<string> = new Set(['--api-key', '--hf-token', '--join-token', '--admin-token']);
+
+/** argv for a log line: the value after a flag that names a key, token, secret or password is replaced. */
 export function redactArgv(argv: readonly string[]): string[] {
   const secret = /key|token|secret|password|credential/i;
   return argv.map((arg, i) => {
     const eq = arg.indexOf('=');
     if (arg.startsWith('-') && eq !== -1 && secret.test(arg.slice(0, eq))) return `${arg.slice(0, eq)}=<redacted>`;
     const previous = argv[i - 1];
-    return previous !== undefined && previous.startsWith('-') && !previous.includes('=') && secret.test(previous) && !arg.startsWith('-') ? '<redacted>' : arg;
+    if (previous === undefined || !previous.startsWith('-') || previous.includes('=')) return arg;
+    if (SECRET_VALUE_FLAGS.has(previous)) return '<redacted>';
+    return secret.test(previous) && !arg.startsWith('-') ? '<redacted>' : arg;
   });
 }
