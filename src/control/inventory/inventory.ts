@@ -92,7 +92,7 @@ export class Inventory {
   private refreshedAtMs: number | null = null;
   /** When this process started listening for heartbeats (or, leading, since it took over: see restartSilenceClock). */
   private listeningSinceMs: number;
-  /** Per node that joined while this process listened: when it joined. */
+  /** Per node: when it last joined, here or (as the store says) through another control plane; silence counts from here at the earliest. */
   private readonly joinedMs = new Map<string, number>();
   /** Since when buffered heartbeats have failed to reach the store; null = the last flush succeeded. */
   private unsavedSinceMs: number | null = null;
@@ -268,6 +268,9 @@ export class Inventory {
       if (mine) this.forget(id);
       return undefined;
     }
+    // A node that joined through another control plane and has not sent a heartbeat yet
+    // is live from its join, not lost because this process has listened longer than node_lost_after.
+    this.heardJoin(id, row.joinedAt);
     if (!mine) {
       const fresh = this.fromRow(row);
       this.nodes.set(id, fresh);
@@ -276,6 +279,12 @@ export class Inventory {
     mine.credentialHash = row.credentialHash;
     if (row.lastSeenMs !== null && (mine.lastSeenMs === null || row.lastSeenMs > mine.lastSeenMs)) mine.lastSeenMs = row.lastSeenMs;
     return mine;
+  }
+
+  /** Records a join time read from the store, keeping the later of it and the one known here. */
+  private heardJoin(id: string, joinedAtMs: number): void {
+    const known = this.joinedMs.get(id);
+    if (known === undefined || joinedAtMs > known) this.joinedMs.set(id, joinedAtMs);
   }
 
   private forget(id: string): void {
@@ -518,6 +527,7 @@ export class Inventory {
         this.changed(row.id, 'joined through another control plane');
         continue;
       }
+      this.heardJoin(row.id, row.joinedAt);
       node.hostname = fresh.hostname;
       node.mgmtAddr = fresh.mgmtAddr;
       node.labels = fresh.labels;

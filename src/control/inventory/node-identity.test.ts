@@ -69,6 +69,37 @@ describe('node identity', () => {
     }
   });
 
+  it('counts a node that joined through another control plane as live from its join, not from when this one started', async () => {
+    // Regression: an instance that loaded the row of a node joined elsewhere
+    // knew no join time, only when it had itself started; once it had been up
+    // longer than node_lost_after, a node that had just joined and not yet
+    // sent a heartbeat counted as lost, and any join-token holder took its id.
+    let now = 1_000_000;
+    const clock = () => now;
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-identity-'));
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now: clock });
+    const options = { store, now: clock, staleAfterMs: 15_000, lostAfterMs: 60_000, joinToken: JOIN, flushIntervalMs: 0 };
+    const b = await Inventory.create(options);
+    now += 10 * 60_000;
+    const a = await Inventory.create(options);
+    const real = await a.join(joinInput('n1', '10.0.0.1:9000'));
+    now += 1_000;
+    await expect(b.join(joinInput('n1', '10.6.6.6:9000')), 'joined 1 s ago through a').rejects.toMatchObject({ code: 'LLMGW_NODE_ID_TAKEN' });
+    expect(b.liveness(b.get('n1')!), 'no heartbeat yet, but joined within node_lost_after').toBe('stale');
+    expect(a.authenticate('n1', real.credential), 'the real node keeps its credential').not.toBeNull();
+
+    // Silent past node_lost_after, the id is free; whoever takes it (through a) is live from that join on b too.
+    now += 60_000;
+    const taker = await a.join(joinInput('n1', '10.0.0.2:9000'));
+    now += 1_000;
+    await expect(b.join(joinInput('n1', '10.6.6.6:9000')), 'taken again 1 s ago through a').rejects.toMatchObject({ code: 'LLMGW_NODE_ID_TAKEN' });
+    expect((await store.getNode('n1'))?.credentialHash, 'the store still holds the taker\'s credential').toBe(a.get('n1')?.credentialHash);
+    expect(a.authenticate('n1', taker.credential)).not.toBeNull();
+    await a.close();
+    await b.close();
+    await store.close();
+  });
+
   it('uses a per-node join token once, for its node only, until it expires', async () => {
     let now = 0;
     for (const store of [null, (await sqlite()).store]) {

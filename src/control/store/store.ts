@@ -116,6 +116,7 @@ export interface NodeRow {
   lastSeenMs: number | null;
   /** The newest report as stored: unvalidated JSON, read through the protocol's lenient schema by the inventory. */
   report: unknown;
+  /** Epoch ms of its latest join (a rejoin too): until its first heartbeat, every instance counts its silence from here. */
   joinedAt: number;
 }
 
@@ -444,13 +445,14 @@ export class Store {
         agent_version: node.agentVersion,
         protocol_version: node.protocolVersion,
         updated_at: at,
+        // Every join, a rejoin too: another control plane judges a node that has not sent a heartbeat since by it.
+        joined_at: at,
         ...(node.approval === undefined ? {} : { approval: node.approval }),
       };
       const afresh = {
         admin_state: 'ready',
         last_seen: null,
         report: null,
-        joined_at: at,
         approval: node.approvalIfNew,
         approved_hardware: null,
         hardware_change: null,
