@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LlmgwError } from '../../errors/index.js';
-import { ENGINE_NAMES, adapterFor, findGgufFile, type EngineAdapterOptions, type ShardLaunch } from './index.js';
+import { ENGINE_NAMES, adapterFor, findGgufFile, type EngineAdapterOptions, type EngineName, type ShardLaunch } from './index.js';
 
 const NODE = '/usr/bin/node';
 const BIN = '/opt/llmgw/bin/llmgw.js';
@@ -294,29 +294,57 @@ describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine
   });
 });
 
-describe.each(ENGINE_NAMES)('%s takes the replica secret as --api-key', (engine) => {
+/** Where each engine takes the replica's secret: a variable the engine reads, out of the world-readable command line, where it has one. */
+const KEY_VARIABLE: Partial<Record<EngineName, string>> = { vllm: 'VLLM_API_KEY', llamacpp: 'LLAMA_API_KEY' };
+
+describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
   // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
-  const keyed = (l: ShardLaunch): ShardLaunch => ({ ...l, apiKey: 'replica-secret', profile: { ...l.profile, args: ['--operator-flag', 'x'] } });
+  const keyed = (l: ShardLaunch, apiKey = 'replica-secret'): ShardLaunch => ({ ...l, apiKey, profile: { ...l.profile, args: ['--operator-flag', 'x'] } });
   const shapes: [string, ShardLaunch][] = [['one node', keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }))]];
   if (engine !== 'builtin') shapes.push(['multi-node head', keyed(multi(engine, 0))], ['multi-node rank 2', keyed(multi(engine, 2))]);
+  const variable = KEY_VARIABLE[engine];
 
   it.each(shapes)('%s', (_shape, l) => {
     const p = adapterFor(engine, options).plan(l);
-    const at = p.argv.indexOf('--api-key');
+    const flags = p.argv.filter((a) => a.startsWith('--api-key'));
     // The sim serves on every rank, so every rank asks the key; the real engines' other ranks serve no API.
-    if (p.servesApi || engine === 'sim') {
-      expect(at, `--api-key in ${JSON.stringify(p.argv)}`).toBeGreaterThan(0);
-      expect(p.argv[at + 1]).toBe('replica-secret');
-      expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
+    const asks = p.servesApi || engine === 'sim';
+    if (variable !== undefined) {
+      // A command line is readable by every user of the node (ps, /proc/PID/cmdline); an environment only by its owner.
+      expect(flags, `no --api-key on the command line ${JSON.stringify(p.argv)}`).toEqual([]);
+      expect(p.argv.join(' '), 'the secret is nowhere on the command line').not.toContain('replica-secret');
+      if (asks) expect(p.env[variable], `the secret in ${variable}`).toBe('replica-secret');
+      else expect(p.env[variable], 'a rank that serves no API is given no key').toBeUndefined();
+    } else if (asks) {
+      expect(flags, `--api-key=SECRET, one argument, in ${JSON.stringify(p.argv)}`).toEqual(['--api-key=replica-secret']);
+      expect(Object.values(p.env), 'an engine that reads no key variable gets none').not.toContain('replica-secret');
     } else {
-      expect(at, 'a rank that serves no API is given no key').toBe(-1);
+      expect(flags, 'a rank that serves no API is given no key').toEqual([]);
     }
-    expect(Object.values(p.env), 'the secret is a flag, never a variable a child process inherits').not.toContain('replica-secret');
+    expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
   });
+
+  it('keeps a secret that starts with "-" one argument, so the engine does not take it for a flag', () => {
+    // Secrets made before they were prefixed start with "-" one time in 64; stored, they stay the replica's for life.
+    // As two arguments, argparse (vLLM, SGLang) and util.parseArgs (builtin) refused `--api-key -xyz` and the engine never started.
+    const p = adapterFor(engine, options).plan(keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }), '-Xk9_old-secret'));
+    const at = p.argv.indexOf('-Xk9_old-secret');
+    expect(at, `the secret is never an argument of its own: ${JSON.stringify(p.argv)}`).toBe(-1);
+    if (variable !== undefined) expect(p.env[variable]).toBe('-Xk9_old-secret');
+    else expect(p.argv).toContain('--api-key=-Xk9_old-secret');
+  });
+
+  if (variable !== undefined) {
+    it(`puts its own secret in ${variable} over a profile that sets one`, () => {
+      const l = keyed(launch(engine, {}, { gpus: 2, env: { [variable]: 'operator-key' } }));
+      expect(adapterFor(engine, options).plan(l).env[variable], 'the key the router sends').toBe('replica-secret');
+    });
+  }
 
   it('asks no key when the control plane sent none', () => {
     const p = adapterFor(engine, options).plan(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }));
-    expect(p.argv).not.toContain('--api-key');
+    expect(p.argv.filter((a) => a.startsWith('--api-key'))).toEqual([]);
+    if (variable !== undefined) expect(p.env[variable]).toBeUndefined();
   });
 });
 

@@ -43,12 +43,26 @@ export function mergeEnv(engine: EngineName, options: Pick<CompiledEngineAdapter
 }
 
 /**
- * `--api-key <secret>` when the replica has a secret, else nothing. The same
- * flag in all five engines (vLLM, llama-server, SGLang, sim, builtin); given
- * only to a process that serves the API.
+ * `--api-key=<secret>` when the replica has a secret, else nothing: for the
+ * engines that read the key from no variable (SGLang, sim, builtin). One
+ * argument, not two: an option parser reads a separate value that starts
+ * with `-` (a secret made before they were prefixed) as a missing value and
+ * the engine refuses to start. Given only to a process that serves the API.
  */
 export function apiKeyArgs(launch: ShardLaunch): string[] {
-  return launch.apiKey === undefined || launch.apiKey === '' ? [] : ['--api-key', launch.apiKey];
+  return launch.apiKey === undefined || launch.apiKey === '' ? [] : [`--api-key=${launch.apiKey}`];
+}
+
+/**
+ * The secret in the variable an engine reads in place of --api-key (vLLM:
+ * VLLM_API_KEY, llama-server: LLAMA_API_KEY; ENGINES.md), else nothing. A
+ * command line is world-readable (/proc/PID/cmdline, ps), a process's
+ * environment only by its own user and root. Merged after the profile's env,
+ * so a profile cannot replace the key the router sends. Given only to a
+ * process that serves the API.
+ */
+export function apiKeyEnv(launch: ShardLaunch, variable: 'VLLM_API_KEY' | 'LLAMA_API_KEY'): Record<string, string> {
+  return launch.apiKey === undefined || launch.apiKey === '' ? {} : { [variable]: launch.apiKey };
 }
 
 /** True when the replica spans several nodes and this shard must meet its peers. */

@@ -4,8 +4,10 @@
 // are used: -m, --host, --port, --alias (one name: a comma list is recent
 // builds only; the router resolves aliases), a numeric -ngl (works where
 // `auto` is the default too), --metrics, --rpc. `--fit off` is left to the
-// profile's args, because older builds refuse it.
-import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+// profile's args, because older builds refuse it. The API key goes in
+// LLAMA_API_KEY, which common/arg.cpp binds to --api-key (set_env); a build
+// old enough that its options read no variables would serve without a key.
+import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
 import { findGgufFile } from './gguf-file.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch, ShardPeer } from './shard-launch.js';
 
@@ -61,11 +63,11 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
       '--alias', launch.model.name,
       '-ngl', layers,
       '--metrics',
-      ...apiKeyArgs(launch),
       ...(rpc.length > 0 ? ['--rpc', rpc.join(',')] : []),
       ...launch.profile.args,
     ],
-    env,
+    // The replica's secret as LLAMA_API_KEY, not --api-key: out of the world-readable command line.
+    env: { ...env, ...apiKeyEnv(launch, 'LLAMA_API_KEY') },
     readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
     servesApi: true,
   };

@@ -59,10 +59,12 @@ export interface ShardLaunch {
   /** Every shard of the replica ordered by rank, this one included; empty for a one-node replica. */
   readonly peers: readonly ShardPeer[];
   /**
-   * The replica's secret: the engine asks it (--api-key) of every API
-   * request, and only the router, which got it from the control plane,
-   * sends it. Absent = the engine asks no key (a control plane too old to
-   * make secrets). Never logged: the supervisor redacts it from argv.
+   * The replica's secret: the engine asks it of every API request, and only
+   * the router, which got it from the control plane, sends it. vLLM and
+   * llama-server take it from a variable (VLLM_API_KEY, LLAMA_API_KEY),
+   * the others as --api-key=SECRET. Absent = the engine asks no key (a
+   * control plane too old to make secrets). Never logged: the supervisor
+   * redacts it from argv and from the engine's log lines.
    */
   readonly apiKey?: string;
   /** CPU threads for the builtin engine; absent = the engine's own choice. Other engines ignore it. */

@@ -296,4 +296,33 @@ describe('the supervisor over real processes', () => {
       expect(seen?.env.VLLM_LOGGING_LEVEL, "the profile's env reaches the engine").toBe('DEBUG');
     }
   });
+
+  it('starts vLLM, llama-server and SGLang with the replica secret where each reads it, and each refuses a request without it', async () => {
+    // vLLM and llama-server now take the secret from VLLM_API_KEY and LLAMA_API_KEY, out of the world-readable
+    // command line; a stand-in that read only --api-key would serve everyone, and a real engine would too.
+    const s = await supervisor();
+    const secret = 'llmgw-es-process-test-secret';
+    const keyed = (engine: string, shardId: string): ShardLaunch => ({
+      ...simLaunch(shardId),
+      profile: { name: 'gpu', engine, gpus: 1, shards: 1, args: [], env: {} },
+      weightsPath: join(root, 'model.gguf'),
+      gpuIndices: [0],
+      apiKey: secret,
+    });
+    const launches = [keyed('vllm', 'vllm-keyed'), keyed('llamacpp', 'llama-keyed'), keyed('sglang', 'sglang-keyed')];
+    await s.desired(launches);
+    const ready = await waitFor(() => {
+      const all = s.status();
+      for (const x of all) if (x.pid) pids.add(x.pid);
+      return all.length === launches.length && all.every((x) => x.state === 'ready') ? all : undefined;
+    }, `every keyed stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`);
+    for (const x of ready) {
+      const bare = await fetch(`${x.endpoint!}/v1/models`);
+      expect(bare.status, `${x.shardId}: no key, refused`).toBe(401);
+      const keyedAnswer = await fetch(`${x.endpoint!}/v1/models`, { headers: { authorization: `Bearer ${secret}` } });
+      expect(keyedAnswer.status, `${x.shardId}: the replica secret is served`).toBe(200);
+      const record = JSON.parse(readFileSync(join(dir, 'state', 'shards', `${fileNameFor(x.shardId)}.json`), 'utf8')) as ShardRecord;
+      if (x.shardId !== 'sglang-keyed') expect(record.argv.join(' '), `${x.shardId}: the secret is not on the command line`).not.toContain(secret);
+    }
+  });
 });

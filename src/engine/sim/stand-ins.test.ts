@@ -21,6 +21,14 @@ describe('planStandIn reads what it needs from each real engine command line', (
     expect(planStandIn('llama-server', ['--port', '1'])).toMatchObject({ kind: 'exit', code: 2 });
   });
 
+  it('takes the API key from --api-key, or from the variable the real engine reads in its place', () => {
+    expect(planStandIn('vllm', ['serve', '/m'], { VLLM_API_KEY: 'k-env' })).toMatchObject({ options: { apiKey: 'k-env' } });
+    expect(planStandIn('vllm', ['serve', '/m', '--api-key', 'k-flag'], { VLLM_API_KEY: 'k-env' }), 'the flag wins, as in vLLM').toMatchObject({ options: { apiKey: 'k-flag' } });
+    expect(planStandIn('llama-server', ['-m', '/m/q.gguf'], { LLAMA_API_KEY: 'k-env' })).toMatchObject({ options: { apiKey: 'k-env' } });
+    expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m', '--api-key=-k-dash'])).toMatchObject({ options: { apiKey: '-k-dash' } });
+    expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m'], { VLLM_API_KEY: 'k', LLAMA_API_KEY: 'k' }), 'SGLang reads no variable').not.toHaveProperty('options.apiKey');
+  });
+
   it('rpc-server listens on TCP, 127.0.0.1:50052 by default', () => {
     expect(planStandIn('rpc-server', [])).toMatchObject({ kind: 'tcp', host: '127.0.0.1', port: 50052 });
     expect(planStandIn('rpc-server', ['-H', '10.0.0.1', '-p', '6000'])).toMatchObject({ kind: 'tcp', host: '10.0.0.1', port: 6000 });

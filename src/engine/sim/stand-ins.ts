@@ -155,9 +155,14 @@ function contextOf(argv: readonly string[], names: readonly string[]): number | 
   return Number.isFinite(len) ? len : `${names[0]}: want a token count like 4096 or 32k, got ${JSON.stringify(text)}`;
 }
 
-/** --api-key as the three engines take it (one key; llama-server's comma list is read as its first), so a stand-in refuses what the real engine would. */
-function apiKeyOf(argv: readonly string[]): { apiKey?: string } {
-  const key = flagValue(argv, ['--api-key'])?.split(',')[0];
+/**
+ * --api-key as the three engines take it (one key; llama-server's comma list
+ * is read as its first), or else the variable the engine reads in its place
+ * (vLLM VLLM_API_KEY, llama-server LLAMA_API_KEY; SGLang none), so a stand-in
+ * refuses what the real engine would.
+ */
+function apiKeyOf(argv: readonly string[], fromEnv?: string): { apiKey?: string } {
+  const key = (flagValue(argv, ['--api-key']) ?? fromEnv)?.split(',')[0];
   return key ? { apiKey: key } : {};
 }
 
@@ -166,19 +171,20 @@ function usage(program: string, message: string): StandInPlan {
 }
 
 /**
- * Reads a real engine's command line. Hosts default to 127.0.0.1 even where
+ * Reads a real engine's command line, and from `env` the variables the real
+ * engine reads in place of a flag (the API key). Hosts default to 127.0.0.1 even where
  * the real engine binds all interfaces (vLLM): tests stay on loopback. Ports
  * default as the engines do (vLLM 8000, llama-server 8080, SGLang 30000,
  * rpc-server 50052).
  */
-export function planStandIn(program: string, argv: readonly string[]): StandInPlan {
+export function planStandIn(program: string, argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): StandInPlan {
   switch (program) {
     case 'vllm':
       if (argv[0] === '--version' || argv[0] === '-v') return { kind: 'exit', code: 0, message: '0.11.1+llmgw.stand.in', toStdout: true };
       if (argv[0] !== 'serve') return usage('vllm', `only \`vllm serve\` is simulated, got ${JSON.stringify(argv.join(' '))}`);
-      return planVllm(argv.slice(1), 'vllm');
+      return planVllm(argv.slice(1), 'vllm', env);
     case 'llama-server':
-      return planLlamaServer(argv);
+      return planLlamaServer(argv, env);
     case 'rpc-server': {
       const port = portOf(argv, ['-p', '--port'], 50052);
       if (typeof port === 'string') return usage('rpc-server', port);
@@ -188,7 +194,7 @@ export function planStandIn(program: string, argv: readonly string[]): StandInPl
     case 'python':
     case 'python3':
       if (argv[0] === '-m' && argv[1] === 'sglang.launch_server') return planSglang(argv.slice(2));
-      if (argv[0] === '-m' && argv[1] === 'vllm.entrypoints.openai.api_server') return planVllm(argv.slice(2), program);
+      if (argv[0] === '-m' && argv[1] === 'vllm.entrypoints.openai.api_server') return planVllm(argv.slice(2), program, env);
       return {
         kind: 'exit',
         code: 1,
@@ -199,7 +205,7 @@ export function planStandIn(program: string, argv: readonly string[]): StandInPl
   }
 }
 
-function planVllm(argv: readonly string[], program: string): StandInPlan {
+function planVllm(argv: readonly string[], program: string, env: Readonly<Record<string, string | undefined>>): StandInPlan {
   const model = argv[0] !== undefined && !argv[0].startsWith('-') ? argv[0] : flagValue(argv, ['--model']);
   if (model === undefined) return usage(program, 'no model given: pass it after `serve` or as --model');
   if (argv.includes('--headless')) return { kind: 'headless', line: `vLLM headless rank for ${model}: no API server` };
@@ -211,12 +217,12 @@ function planVllm(argv: readonly string[], program: string): StandInPlan {
   const host = flagValue(argv, ['--host']) || '127.0.0.1';
   return {
     kind: 'serve',
-    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm', ...apiKeyOf(argv) },
+    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm', ...apiKeyOf(argv, env.VLLM_API_KEY) },
     readyLine: `INFO: Starting vLLM API server 0 on http://${host}:{port}`,
   };
 }
 
-function planLlamaServer(argv: readonly string[]): StandInPlan {
+function planLlamaServer(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): StandInPlan {
   if (argv.includes('--version')) return { kind: 'exit', code: 0, message: 'version: 0 (llmgw stand-in)', toStdout: true };
   const model = flagValue(argv, ['-m', '--model']);
   if (model === undefined) return usage('llama-server', 'no model given: pass -m PATH');
@@ -229,7 +235,7 @@ function planLlamaServer(argv: readonly string[]): StandInPlan {
   const host = flagValue(argv, ['--host']) ?? '127.0.0.1';
   return {
     kind: 'serve',
-    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp', ...apiKeyOf(argv) },
+    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp', ...apiKeyOf(argv, env.LLAMA_API_KEY) },
     readyLine: `main: server is listening on http://${host}:{port} - starting the main loop`,
   };
 }
@@ -273,7 +279,7 @@ export async function runStandIn(program: string, argv: readonly string[], optio
     io.exit(code);
     return code;
   }
-  const plan = planStandIn(program, argv);
+  const plan = planStandIn(program, argv, io.env);
   switch (plan.kind) {
     case 'exit':
       (plan.toStdout ? io.stdout : io.stderr).write(`${plan.message}\n`);
