@@ -5,7 +5,7 @@
 // builds only; the router resolves aliases), a numeric -ngl (works where
 // `auto` is the default too), --metrics, --rpc. `--fit off` is left to the
 // profile's args, because older builds refuse it.
-import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, hostPort, httpReadiness, isMultiNode, launchError, mergeEnv, probeHost, tlsArgs } from './launch-parts.js';
 import { findGgufFile } from './gguf-file.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch, ShardPeer } from './shard-launch.js';
 
@@ -62,11 +62,12 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
       '-ngl', layers,
       '--metrics',
       ...apiKeyArgs(launch),
+      ...tlsArgs('llamacpp', options),
       ...(rpc.length > 0 ? ['--rpc', rpc.join(',')] : []),
       ...launch.profile.args,
     ],
     env,
-    readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
+    readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: true,
   };
 }
