@@ -54,6 +54,7 @@ program
   .option('--insecure-http', 'allow an http:// --control URL on another machine (the join token then crosses the network in clear)')
   .option('--tls-cert <file>', 'PEM certificate the management API serves TLS with (the control plane then needs agent_ca)')
   .option('--tls-key <file>', 'PEM private key for --tls-cert')
+  .option('--engine-tls', 'engines serve https with --tls-cert/--tls-key (the control plane then needs engine_ca); probes verify them against --ca')
   .option('--allow-unsafe-profile-env', 'start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); the control plane can then run code on this node')
   .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
   .action(async (opts: AgentFlags) => {
