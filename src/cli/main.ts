@@ -164,6 +164,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     client_tls_cert: 'PEM certificate for the client listener alone, replacing tls_cert there',
     client_tls_key: 'PEM private key for client_tls_cert',
     agent_ca: 'PEM CA agents\' management certificates are signed by; set = call agents over https',
+    engine_ca: 'PEM CA engines\' certificates are signed by (agents with --engine-tls); https endpoints are verified against it (default: the system\'s CAs)',
     allow_unsafe_profile_env: 'true accepts loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in profile env; whoever adds a model then runs code on every node (default false)',
     admin_hosts: 'host names the admin listener answers to besides its address and loopback, comma-separated (default none)',
     client_hosts: 'host names the client listener answers to besides its address and loopback, comma-separated (default none)',
