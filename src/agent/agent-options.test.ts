@@ -39,4 +39,12 @@ describe('agent options: how the control plane is reached', () => {
     expect(compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'] }).mgmtTls, 'absent = plain HTTP').toBeNull();
     expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsKey: `${pki}/node-n1-key.pem` })).toThrow(/--tls-key is set without --tls-cert/);
   });
+
+  it('serves engines with the node certificate under --engine-tls, and refuses the flag without one', () => {
+    const config = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsCert: `${pki}/node-n1.pem`, tlsKey: `${pki}/node-n1-key.pem`, engineTls: true });
+    expect(config.engineTls).toEqual({ certFile: `${pki}/node-n1.pem`, keyFile: `${pki}/node-n1-key.pem` });
+    const mgmtOnly = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsCert: `${pki}/node-n1.pem`, tlsKey: `${pki}/node-n1-key.pem` });
+    expect(mgmtOnly.engineTls, 'absent = engines serve plain http').toBeNull();
+    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], engineTls: true })).toThrow(/--engine-tls .* needs --tls-cert and --tls-key/);
+  });
 });

@@ -6,6 +6,7 @@
 // benchmark can run thousands of simulated agents in one process.
 import { isWildcardHost } from './address/index.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type Dispatcher, request } from 'undici';
@@ -48,6 +49,12 @@ export interface AgentOptions {
   /** PEM certificate and key the management API serves TLS with; absent = plain HTTP. */
   tlsCert?: string;
   tlsKey?: string;
+  /**
+   * True: engines serve https with tlsCert/tlsKey (the node certificate), and
+   * the agent's probes verify them against `ca`. Needs tlsCert and tlsKey.
+   * Absent = engines serve plain http.
+   */
+  engineTls?: boolean;
 }
 
 const AgentOptionsSchema = z.strictObject({
@@ -65,6 +72,7 @@ const AgentOptionsSchema = z.strictObject({
   insecureHttp: z.boolean().default(false),
   tlsCert: z.string().min(1).optional(),
   tlsKey: z.string().min(1).optional(),
+  engineTls: z.boolean().default(false),
 });
 
 export interface AgentConfig {
@@ -80,6 +88,8 @@ export interface AgentConfig {
   readonly ca: Buffer | null;
   /** The management API's certificate and key; null = plain HTTP. */
   readonly mgmtTls: ServerTls | null;
+  /** The files engines serve https with (absolute paths: engines may run elsewhere); null = plain http. */
+  readonly engineTls: { readonly certFile: string; readonly keyFile: string } | null;
 }
 
 export function compileAgentOptions(options: AgentOptions): AgentConfig {
@@ -90,9 +100,16 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
   if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);
   const at = o.mgmtAddr.lastIndexOf(':');
   checkControlTransport(o.control, o.ca, o.insecureHttp);
+  if (o.engineTls && (!o.tlsCert || !o.tlsKey)) {
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      '--engine-tls serves engines with the node certificate, so it needs --tls-cert and --tls-key (the node-NAME.pem and node-NAME-key.pem `llmgw tls init` wrote)',
+    );
+  }
   return Object.freeze({
     ca: o.ca ? readCa(o.ca, '--ca') : null,
     mgmtTls: readServerTls(o.tlsCert, o.tlsKey, { cert: '--tls-cert', key: '--tls-key' }),
+    engineTls: o.engineTls && o.tlsCert && o.tlsKey ? Object.freeze({ certFile: resolve(o.tlsCert), keyFile: resolve(o.tlsKey) }) : null,
     controlUrls: o.control.map((u) => u.replace(/\/+$/, '')),
     joinToken: o.joinToken ?? null,
     nodeId: o.nodeId ?? defaultNodeId(),

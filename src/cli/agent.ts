@@ -11,7 +11,7 @@ import { adapterFor } from '../agent/engines/index.js';
 import { Fetcher } from '../agent/fetch/index.js';
 import { NodeProber } from '../agent/probe/index.js';
 import { AgentShardRunner } from '../agent/shards.js';
-import { Supervisor } from '../agent/supervisor/index.js';
+import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js';
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { isPlainHttpOffLoopback } from '../tls/index.js';
@@ -44,6 +44,8 @@ export interface AgentFlags {
   /** The management API's certificate and key; absent = plain HTTP. */
   tlsCert?: string;
   tlsKey?: string;
+  /** Engines serve https with --tls-cert/--tls-key; absent = plain http. */
+  engineTls?: boolean;
   /** Start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); absent = refuse them. */
   allowUnsafeProfileEnv?: boolean;
   /** The address the control plane reaches this node's engines and management API at; absent = --engine-host, or for a wildcard this machine's address toward the control plane. */
@@ -87,6 +89,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     insecureHttp: flags.insecureHttp === true,
     ...(flags.tlsCert ? { tlsCert: flags.tlsCert } : {}),
     ...(flags.tlsKey ? { tlsKey: flags.tlsKey } : {}),
+    engineTls: flags.engineTls === true,
   });
   const logger = parentLogger?.child({ part: 'agent', node: config.nodeId }) ?? pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
   const clear = config.controlUrls.filter(isPlainHttpOffLoopback);
@@ -127,7 +130,10 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     stateDir,
     logger: logger.child({ part: 'supervisor' }),
     ...(advertise === null ? {} : { advertiseHost: advertise }),
-    adapterFor: (engine) => adapterFor(engine, { llmgwBin: LLMGW_BIN, allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true }),
+    adapterFor: (engine) =>
+      adapterFor(engine, { llmgwBin: LLMGW_BIN, allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true, ...(config.engineTls ? { engineTls: config.engineTls } : {}) }),
+    // The node's CA signed the certificate engines serve under --engine-tls; the probes verify it.
+    prober: networkReadinessProber({ ca: config.ca }),
     firstPort: Number(ports[1]),
     lastPort: Number(ports[2]),
     livenessIntervalMs,

@@ -54,6 +54,7 @@ program
   .option('--insecure-http', 'allow an http:// --control URL on another machine (the join token then crosses the network in clear)')
   .option('--tls-cert <file>', 'PEM certificate the management API serves TLS with (the control plane then needs agent_ca)')
   .option('--tls-key <file>', 'PEM private key for --tls-cert')
+  .option('--engine-tls', 'engines serve https with --tls-cert/--tls-key (the control plane then needs engine_ca); probes verify them against --ca')
   .option('--allow-unsafe-profile-env', 'start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); the control plane can then run code on this node')
   .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
   .action(async (opts: AgentFlags) => {
@@ -163,6 +164,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     client_tls_cert: 'PEM certificate for the client listener alone, replacing tls_cert there',
     client_tls_key: 'PEM private key for client_tls_cert',
     agent_ca: 'PEM CA agents\' management certificates are signed by; set = call agents over https',
+    engine_ca: 'PEM CA engines\' certificates are signed by (agents with --engine-tls); https endpoints are verified against it (default: the system\'s CAs)',
     allow_unsafe_profile_env: 'true accepts loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in profile env; whoever adds a model then runs code on every node (default false)',
     admin_hosts: 'host names the admin listener answers to besides its address and loopback, comma-separated (default none)',
     client_hosts: 'host names the client listener answers to besides its address and loopback, comma-separated (default none)',

@@ -149,6 +149,7 @@ export class ControlPlane {
       timeouts: config.router,
       corsOrigins: config.corsOrigins,
       maxHeldPerKey: config.maxHeldPerKey,
+      engineCa: config.engineCa,
       ...(cluster ? { limiter: cluster.limiter } : {}),
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.

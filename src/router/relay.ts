@@ -10,6 +10,7 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { openAiErrorBody } from './errors.js';
 import { TailKeeper } from './usage.js';
+import { certificateProblem } from '../tls/index.js';
 
 /**
  * How an attempt ended: answered (whatever the status), failed before the
@@ -274,6 +275,9 @@ export function eventEnd(data: Buffer): number {
 
 /** A network failure in words, without addresses: "connection refused", "connection reset". */
 export function describeNetError(err: unknown): string {
+  // An engine serving a certificate the router cannot verify: say where its CA is configured.
+  const tls = certificateProblem(err, 'engine_ca');
+  if (tls) return tls;
   const e = err as { code?: string; cause?: { code?: string }; message?: string };
   const code = e.code ?? e.cause?.code ?? '';
   switch (code) {

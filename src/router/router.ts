@@ -140,6 +140,12 @@ export interface RouterDeps {
    * declares no limits.max_tokens. Absent = 1024.
    */
   defaultReserveTokens?: number;
+  /**
+   * PEM CA that https endpoints (agents with --engine-tls) are verified
+   * against, and only it (`engine_ca`). Absent or null = the system's CAs.
+   * Plain http endpoints are unaffected.
+   */
+  engineCa?: Buffer | null;
 }
 
 export interface ReplicaUse {
@@ -764,7 +770,11 @@ export class Router {
       const url = new URL(endpoint);
       // keepAliveTimeout under the engines' own (uvicorn's 5 s), so the router never reuses a socket the engine is closing.
       up = {
-        pool: new Pool(url.origin, { keepAliveTimeout: 4_000, keepAliveMaxTimeout: 4_000, connect: { timeout: 5_000 } }),
+        pool: new Pool(url.origin, {
+          keepAliveTimeout: 4_000,
+          keepAliveMaxTimeout: 4_000,
+          connect: { timeout: 5_000, ...(url.protocol === 'https:' && this.deps.engineCa ? { ca: this.deps.engineCa } : {}) },
+        }),
         basePath: url.pathname.replace(/\/+$/, ''),
       };
       this.pools.set(endpoint, up);

@@ -3,7 +3,9 @@
 // listeners with them; an agent that trusts the CA joins and serves a
 // replica through the router, while one that trusts another CA refuses to
 // talk (its join token never leaves it); plain HTTP to a TLS listener gets
-// nowhere; ctl reads the fleet with --ca. Without this, tokens and keys
+// nowhere; ctl reads the fleet with --ca. An agent with --engine-tls runs
+// engines that serve https under the node certificate, which the router
+// verifies against engine_ca (and, without it, refuses to use, naming it). Without this, tokens and keys
 // cross the network in clear, and an agent hands its join token to whoever
 // answers its --control URL.
 import { spawnSync } from 'node:child_process';
@@ -151,6 +153,67 @@ describe('TLS on every listener', () => {
     expect(await keyCount(), 'no key was created').toBe(keysBefore);
     expect(joinLines('sneak'), 'no join reached the control plane').toEqual([]);
     await unchanged();
+  });
+
+  // Without TLS to engines, clients' prompts and answers crossed the fleet network in clear between the
+  // router and the engines, and the router could not tell an engine from anything else listening on its port.
+  describe('TLS to engines (agent --engine-tls, control plane engine_ca)', () => {
+    /** A TLS control plane, with or without engine_ca, and one agent with --engine-tls running a ready sim replica of `model`. */
+    async function engineTlsFleet(name: string, engineCa: boolean, ports: string) {
+      const cp = await startControl([
+        '--store', `sqlite:${join(dir, `${name}.db`)}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms',
+        '--tls-cert', join(pki, 'control.pem'), '--tls-key', join(pki, 'control-key.pem'), '--agent-ca', join(pki, 'ca.pem'),
+        ...(engineCa ? ['--engine-ca', join(pki, 'ca.pem')] : []),
+      ]);
+      const stateDir = join(dir, name);
+      stateDirs.push(stateDir);
+      startLlmgw([
+        'agent', '--control', cp.urls.agent, '--ca', join(pki, 'ca.pem'), '--join-token', JOIN, '--node-id', name,
+        '--tls-cert', join(pki, 'node-n1.pem'), '--tls-key', join(pki, 'node-n1-key.pem'), '--engine-tls',
+        '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', ports, '--log-level', 'warn',
+      ]);
+      await waitFor(`${name} up`, async () => {
+        const list = (await call<{ id: string; liveness: string }[]>('GET', `${cp.urls.admin}/api/v1/nodes`)).json;
+        return list.some((n) => n.id === name && n.liveness === 'up') ? true : undefined;
+      });
+      const model = `${name}-chat`;
+      const added = await call('POST', `${cp.urls.admin}/api/v1/models`, { name: model, source: weightsDir(dir), scaling: { min: 1 }, profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }] });
+      expect(added.status, JSON.stringify(added.json)).toBe(200);
+      const replica = await waitFor(`a ready replica of ${model}`, async () => {
+        const list = (await call<{ id: string; state: string; endpoint?: string }[]>('GET', `${cp.urls.admin}/api/v1/replicas?model=${model}`)).json;
+        return list.find((r) => r.state === 'ready');
+      }, 60_000);
+      const key = await call<{ secret: string }>('POST', `${cp.urls.admin}/api/v1/keys`, { name });
+      expect(key.status).toBe(201);
+      const chat = () =>
+        call<{ choices?: unknown[]; error?: { message: string } }>('POST', `${cp.urls.client}/v1/chat/completions`, { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }, { authorization: `Bearer ${key.json.secret}` });
+      return { cp, replica, chat };
+    }
+
+    it('an engine serves https under the node certificate: reported as https, routed to with engine_ca, deaf to plain http', async () => {
+      const { replica, chat } = await engineTlsFleet('e1', true, '31800-31819');
+      expect(replica.endpoint, 'the agent reports the engine as https').toMatch(/^https:\/\/127\.0\.0\.1:318[01]\d$/);
+      const answer = await chat();
+      expect(answer.status, JSON.stringify(answer.json)).toBe(200);
+      expect(answer.json.choices?.length).toBeGreaterThan(0);
+      // Sniffing or downgrading at the engine port: plain http gets no answer at all.
+      const port = new URL(replica.endpoint!).port;
+      await expect(request(`http://127.0.0.1:${port}/health`), 'plain http to the engine port').rejects.toThrow();
+      await expect(request(`http://127.0.0.1:${port}/v1/models`), 'plain http to the engine API').rejects.toThrow();
+      const health = await request(`https://127.0.0.1:${port}/health`, { dispatcher: trusting });
+      await health.body.dump();
+      expect(health.statusCode, 'https under the node CA answers').toBe(200);
+    }, 90_000);
+
+    it('a control plane without engine_ca cannot route to such an engine, and says to set engine_ca', async () => {
+      const { cp, replica, chat } = await engineTlsFleet('e2', false, '31820-31839');
+      expect(replica.endpoint).toMatch(/^https:\/\//);
+      const answer = await chat();
+      expect(answer.status, 'the router cannot verify the engine against the system CAs').toBe(502);
+      expect(answer.json.error?.message, 'the answer names the key to set').toContain('engine_ca');
+      const logged = await cp.waitForLog((e) => e.msg === 'upstream attempt failed before the first byte' && String(e.reason).includes('engine_ca'));
+      expect(String(logged.reason)).toMatch(/not signed by a CA this process trusts/);
+    }, 90_000);
   });
 
   it('ctl reads the summary with --ca, and without it says which flag is missing', async () => {

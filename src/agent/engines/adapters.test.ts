@@ -348,6 +348,49 @@ describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
   });
 });
 
+describe('with --engine-tls every process that serves the API serves https with the node certificate', () => {
+  // Without it the router sent clients' prompts to engines in clear over the fleet network, and could not tell an engine from anything else on its port (issue 17).
+  const tls: EngineAdapterOptions = { ...options, engineTls: { certFile: '/pki/node-gpu-1.pem', keyFile: '/pki/node-gpu-1-key.pem' } };
+  const flags: Record<string, [string, string]> = {
+    vllm: ['--ssl-certfile', '--ssl-keyfile'],
+    llamacpp: ['--ssl-cert-file', '--ssl-key-file'],
+    sglang: ['--ssl-certfile', '--ssl-keyfile'],
+    sim: ['--tls-cert', '--tls-key'],
+    builtin: ['--tls-cert', '--tls-key'],
+  };
+
+  it.each(ENGINE_NAMES)('%s: its own flag names, before the profile args, and an https probe', (engine) => {
+    const l = launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2, args: ['--operator-flag', 'x'] });
+    const p = adapterFor(engine, tls).plan(l);
+    const [certFlag, keyFlag] = flags[engine]!;
+    expect(p.argv[p.argv.indexOf(certFlag) + 1], `${certFlag} in ${JSON.stringify(p.argv)}`).toBe('/pki/node-gpu-1.pem');
+    expect(p.argv[p.argv.indexOf(keyFlag) + 1], `${keyFlag} in ${JSON.stringify(p.argv)}`).toBe('/pki/node-gpu-1-key.pem');
+    expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
+    expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health', tls: true });
+    const plain = adapterFor(engine, options).plan(l);
+    expect(plain.argv, 'no TLS flag without --engine-tls').not.toContain(certFlag);
+    expect(plain.readiness).not.toHaveProperty('tls');
+  });
+
+  it('gives no certificate to ranks that serve no API, and probes them as before', () => {
+    const vllmWorker = adapterFor('vllm', tls).plan(multi('vllm', 1));
+    expect(vllmWorker.argv).not.toContain('--ssl-certfile');
+    expect(vllmWorker.readiness).toEqual({ kind: 'none' });
+    const rpc = adapterFor('llamacpp', tls).plan(multi('llamacpp', 1));
+    expect(rpc.argv).not.toContain('--ssl-cert-file');
+    expect(rpc.readiness.kind).toBe('tcp');
+    const sglangWorker = adapterFor('sglang', tls).plan(multi('sglang', 1));
+    expect(sglangWorker.argv, "SGLang's dummy health server is left plain").not.toContain('--ssl-certfile');
+    expect(sglangWorker.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+    const sglangHead = adapterFor('sglang', tls).plan(multi('sglang', 0));
+    expect(sglangHead.readiness).toMatchObject({ tls: true });
+  });
+
+  it('refuses an engineTls without both files', () => {
+    expect(catchError(() => adapterFor('vllm', { engineTls: { certFile: '/c.pem', keyFile: '' } })).message).toMatch(/engineTls.*certFile, keyFile/);
+  });
+});
+
 describe.each(ENGINE_NAMES)('%s refuses a profile env that would load code', (engine) => {
   // A profile env with NODE_OPTIONS=--import=data:… ran code on a GPU node through a tampered or careless control plane (issue 17).
   it('fails the launch naming the key, unless this agent allows it', () => {

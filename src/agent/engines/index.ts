@@ -20,6 +20,7 @@ export {
   type EngineAdapter,
   type EngineAdapterOptions,
   type EngineLaunchPlan,
+  type EngineTlsFiles,
   type EngineName,
   type Readiness,
   type ShardLaunch,

@@ -3,7 +3,7 @@
 // shard's peers. Shared so that five adapters cannot disagree on them.
 import { LlmgwError } from '../../errors/index.js';
 import { unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
-import type { CompiledEngineAdapterOptions, EngineName, ShardLaunch, ShardPeer } from './shard-launch.js';
+import type { CompiledEngineAdapterOptions, EngineName, Readiness, ShardLaunch, ShardPeer } from './shard-launch.js';
 
 /** Where to connect to reach an engine bound to `host`: a wildcard bind answers on loopback. */
 export function probeHost(host: string): string {
@@ -63,6 +63,32 @@ export function apiKeyArgs(launch: ShardLaunch): string[] {
  */
 export function apiKeyEnv(launch: ShardLaunch, variable: 'VLLM_API_KEY' | 'LLAMA_API_KEY'): Record<string, string> {
   return launch.apiKey === undefined || launch.apiKey === '' ? {} : { [variable]: launch.apiKey };
+}
+
+/** Each engine's own names for its TLS certificate and key flags. */
+const TLS_FLAGS: Readonly<Record<EngineName, readonly [string, string]>> = {
+  vllm: ['--ssl-certfile', '--ssl-keyfile'],
+  // SGLang's ServerArgs has ssl_certfile/ssl_keyfile (sgl-project/sglang:python/sglang/srt/server_args.py, "SSL/TLS"); first release unconfirmed (?).
+  sglang: ['--ssl-certfile', '--ssl-keyfile'],
+  llamacpp: ['--ssl-cert-file', '--ssl-key-file'],
+  sim: ['--tls-cert', '--tls-key'],
+  builtin: ['--tls-cert', '--tls-key'],
+};
+
+/**
+ * The engine's certificate and key flags when the agent runs engines over
+ * TLS (--engine-tls), else nothing. Given only to a process that serves the
+ * API, as --api-key is.
+ */
+export function tlsArgs(engine: EngineName, options: Pick<CompiledEngineAdapterOptions, 'engineTls'>): string[] {
+  if (!options.engineTls) return [];
+  const [cert, key] = TLS_FLAGS[engine];
+  return [cert, options.engineTls.certFile, key, options.engineTls.keyFile];
+}
+
+/** The readiness probe of a process serving HTTP on `host:port`: https when the agent runs engines over TLS. */
+export function httpReadiness(options: Pick<CompiledEngineAdapterOptions, 'engineTls'>, host: string, port: number, tls = true): Readiness {
+  return { kind: 'http', host: probeHost(host), port, path: '/health', ...(tls && options.engineTls ? { tls: true as const } : {}) };
 }
 
 /** True when the replica spans several nodes and this shard must meet its peers. */

@@ -7,7 +7,7 @@
 // profile's args, because older builds refuse it. The API key goes in
 // LLAMA_API_KEY, which common/arg.cpp binds to --api-key (set_env); a build
 // old enough that its options read no variables would serve without a key.
-import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, hostPort, httpReadiness, isMultiNode, launchError, mergeEnv, probeHost, tlsArgs } from './launch-parts.js';
 import { findGgufFile } from './gguf-file.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch, ShardPeer } from './shard-launch.js';
 
@@ -63,12 +63,13 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
       '--alias', launch.model.name,
       '-ngl', layers,
       '--metrics',
+      ...tlsArgs('llamacpp', options),
       ...(rpc.length > 0 ? ['--rpc', rpc.join(',')] : []),
       ...launch.profile.args,
     ],
     // The replica's secret as LLAMA_API_KEY, not --api-key: out of the world-readable command line.
     env: { ...env, ...apiKeyEnv(launch, 'LLAMA_API_KEY') },
-    readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
+    readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: true,
   };
 }

@@ -4,7 +4,7 @@
 // it treats vLLM. Together because both run through the same executable.
 import { LlmgwError } from '../../errors/index.js';
 import { findGgufFile } from './gguf-file.js';
-import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, httpReadiness, isMultiNode, launchError, mergeEnv, tlsArgs } from './launch-parts.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, EngineName, ShardLaunch } from './shard-launch.js';
 
 function llmgwCommand(options: CompiledEngineAdapterOptions, engine: EngineName): [string, string] {
@@ -34,10 +34,10 @@ function planSim(options: CompiledEngineAdapterOptions, command: [string, string
   else checkSingleNode('sim', launch);
   const names = [launch.model.name, ...launch.model.aliases].flatMap((name) => ['--model', name]);
   return {
-    argv: [...command, 'engine', 'sim', '--host', launch.host, '--port', String(launch.port), ...names, ...apiKeyArgs(launch), ...launch.profile.args],
+    argv: [...command, 'engine', 'sim', '--host', launch.host, '--port', String(launch.port), ...names, ...apiKeyArgs(launch), ...tlsArgs('sim', options), ...launch.profile.args],
     // The sim uses no GPU, but records CUDA_VISIBLE_DEVICES, so fleet tests can check which GPUs a shard was given.
     env: mergeEnv('sim', options, gpuEnv(launch), launch),
-    readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
+    readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: launch.rank === 0,
   };
 }
@@ -72,11 +72,12 @@ function planBuiltin(options: CompiledEngineAdapterOptions, command: [string, st
       ...names,
       ...(launch.threads === undefined ? [] : ['--threads', String(launch.threads)]),
       ...apiKeyArgs(launch),
+      ...tlsArgs('builtin', options),
       ...launch.profile.args,
     ],
     // A CPU engine: an empty CUDA_VISIBLE_DEVICES keeps it off GPUs other shards hold.
     env: mergeEnv('builtin', options, gpuEnv(launch), launch),
-    readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
+    readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: true,
   };
 }

@@ -3,7 +3,7 @@
 // them (--tp-size = GPUs per shard × shards) and they meet at rank 0's
 // fabric address (--dist-init-addr). Ranks ≥ 1 serve only a dummy /health on
 // --port, which is what readiness asks; requests go to rank 0.
-import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, hostPort, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, hostPort, httpReadiness, isMultiNode, launchError, mergeEnv, tlsArgs } from './launch-parts.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch } from './shard-launch.js';
 
 /**
@@ -44,12 +44,13 @@ function planSglang(options: CompiledEngineAdapterOptions, launch: ShardLaunch):
   } else {
     checkSingleNode('sglang', launch);
   }
-  // Ranks ≥ 1 serve only a dummy /health, which SGLang leaves open anyway.
-  if (launch.rank === 0) argv.push(...apiKeyArgs(launch));
+  // Ranks ≥ 1 serve only a dummy /health, which SGLang leaves open anyway; whether that
+  // server would take TLS is unconfirmed, so it stays plain http and is probed so.
+  if (launch.rank === 0) argv.push(...apiKeyArgs(launch), ...tlsArgs('sglang', options));
   return {
     argv: [...argv, ...launch.profile.args],
     env: mergeEnv('sglang', options, gpuEnv(launch), launch),
-    readiness: { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' },
+    readiness: httpReadiness(options, launch.host, launch.port, launch.rank === 0),
     servesApi: launch.rank === 0,
   };
 }

@@ -79,7 +79,14 @@ export interface ShardLaunch {
  * ask (vLLM headless): they are ready once started.
  */
 export type Readiness =
-  | { readonly kind: 'http'; readonly host: string; readonly port: number; readonly path: string }
+  | {
+      readonly kind: 'http';
+      readonly host: string;
+      readonly port: number;
+      readonly path: string;
+      /** True: the engine serves https (the agent's --engine-tls); absent = plain http. */
+      readonly tls?: true;
+    }
   | { readonly kind: 'tcp'; readonly host: string; readonly port: number }
   | { readonly kind: 'none' };
 
@@ -130,6 +137,18 @@ export interface EngineAdapterOptions {
    * the key named, whatever the control plane sent.
    */
   allowUnsafeProfileEnv?: boolean;
+  /**
+   * PEM certificate and key files every process that serves the API serves
+   * https with (vLLM, SGLang --ssl-certfile/--ssl-keyfile, llama-server
+   * --ssl-cert-file/--ssl-key-file, sim and builtin --tls-cert/--tls-key).
+   * Absent = plain http.
+   */
+  engineTls?: EngineTlsFiles;
+}
+
+export interface EngineTlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
 }
 
 export interface CompiledEngineAdapterOptions {
@@ -141,6 +160,8 @@ export interface CompiledEngineAdapterOptions {
   readonly pythonExecutable: string;
   readonly resolveGguf: ((weightsPath: string) => string) | undefined;
   readonly allowUnsafeProfileEnv: boolean;
+  /** Null = plain http. */
+  readonly engineTls: EngineTlsFiles | null;
 }
 
 const OPTION_KEYS = [
@@ -152,6 +173,7 @@ const OPTION_KEYS = [
   'pythonExecutable',
   'resolveGguf',
   'allowUnsafeProfileEnv',
+  'engineTls',
 ] as const;
 
 export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}): CompiledEngineAdapterOptions {
@@ -170,6 +192,10 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
     }
     return value;
   };
+  const tls = options.engineTls;
+  if (tls !== undefined && (typeof tls?.certFile !== 'string' || tls.certFile === '' || typeof tls.keyFile !== 'string' || tls.keyFile === '')) {
+    problems.push('engine adapter option "engineTls" wants {certFile, keyFile}, both PEM file paths');
+  }
   const compiled: CompiledEngineAdapterOptions = {
     llmgwBin: options.llmgwBin === undefined ? undefined : executable('llmgwBin', ''),
     nodePath: executable('nodePath', process.execPath),
@@ -179,6 +205,7 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
     pythonExecutable: executable('pythonExecutable', 'python3'),
     resolveGguf: options.resolveGguf,
     allowUnsafeProfileEnv: options.allowUnsafeProfileEnv === true,
+    engineTls: tls === undefined ? null : Object.freeze({ certFile: tls.certFile, keyFile: tls.keyFile }),
   };
   if (problems.length > 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', problems.join('; '));
   return compiled;

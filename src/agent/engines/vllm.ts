@@ -8,7 +8,7 @@
 // --master-addr, --master-port; PR #23691) first shipped around vLLM v0.11.1,
 // unconfirmed; --headless around v0.9. An older vLLM refuses these flags at
 // start, which the supervisor reports with the engine's last log lines.
-import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, isMultiNode, launchError, mergeEnv, probeHost } from './launch-parts.js';
+import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, httpReadiness, isMultiNode, launchError, mergeEnv, tlsArgs } from './launch-parts.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch } from './shard-launch.js';
 
 /** vLLM's --master-port default, used when rank 0's peer entry names no port. */
@@ -32,10 +32,10 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
   // A CPU build of vLLM still wants a tensor-parallel size of at least 1.
   const parallel = ['--tensor-parallel-size', String(Math.max(1, gpus))];
   const serve = [options.vllmExecutable, 'serve', launch.weightsPath];
-  const api = ['--served-model-name', launch.model.name, ...launch.model.aliases, '--host', launch.host, '--port', String(launch.port)];
+  const api = ['--served-model-name', launch.model.name, ...launch.model.aliases, '--host', launch.host, '--port', String(launch.port), ...tlsArgs('vllm', options)];
   // The replica's secret as VLLM_API_KEY, not --api-key: out of the world-readable command line.
   const key = apiKeyEnv(launch, 'VLLM_API_KEY');
-  const httpReady = { kind: 'http', host: probeHost(launch.host), port: launch.port, path: '/health' } as const;
+  const httpReady = httpReadiness(options, launch.host, launch.port);
 
   if (!isMultiNode(launch)) {
     checkSingleNode('vllm', launch);

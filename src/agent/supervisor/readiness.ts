@@ -4,11 +4,14 @@
 // speaks no HTTP, a TCP connection accepted. Injected, so state-machine tests
 // decide what the engine answers; the real one is loopback HTTP with a
 // timeout per probe and no connection reuse (a stale pooled socket from the
-// engine's previous run must not answer for this one).
-import { request } from 'node:http';
+// engine's previous run must not answer for this one). An engine serving TLS
+// (--engine-tls) is asked over https, verified against the node's CA.
+import { request, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import type { Readiness } from '../engines/index.js';
 import { hostPort } from '../engines/index.js';
+import { certificateProblem } from '../../tls/index.js';
 
 /** ok, or a few words on what the engine said instead ("HTTP 503", "ECONNREFUSED"), for the not-ready error. */
 export type ProbeResult = { readonly ok: true } | { readonly ok: false; readonly detail: string };
@@ -17,7 +20,16 @@ export interface ReadinessProber {
   probe(readiness: Readiness, timeoutMs: number): Promise<ProbeResult>;
 }
 
-export function networkReadinessProber(): ReadinessProber {
+export interface NetworkProberOptions {
+  /**
+   * PEM CA certificate(s) an https engine's certificate must chain to: the
+   * agent's --ca, which signed the node certificate engines serve. Absent or
+   * null = the system's CAs (a private CA's certificate then fails).
+   */
+  readonly ca?: Buffer | null;
+}
+
+export function networkReadinessProber(options: NetworkProberOptions = {}): ReadinessProber {
   return {
     probe(readiness, timeoutMs) {
       switch (readiness.kind) {
@@ -26,7 +38,7 @@ export function networkReadinessProber(): ReadinessProber {
         case 'tcp':
           return tcpProbe(readiness.host, readiness.port, timeoutMs);
         case 'http':
-          return httpProbe(readiness.host, readiness.port, readiness.path, timeoutMs);
+          return httpProbe(readiness.host, readiness.port, readiness.path, timeoutMs, readiness.tls ? { ca: options.ca ?? undefined } : null);
       }
     },
   };
@@ -45,7 +57,7 @@ function tcpProbe(host: string, port: number, timeoutMs: number): Promise<ProbeR
   });
 }
 
-function httpProbe(host: string, port: number, path: string, timeoutMs: number): Promise<ProbeResult> {
+function httpProbe(host: string, port: number, path: string, timeoutMs: number, tls: { ca: Buffer | undefined } | null): Promise<ProbeResult> {
   return new Promise((resolve) => {
     let settled = false;
     const settle = (result: ProbeResult) => {
@@ -54,12 +66,17 @@ function httpProbe(host: string, port: number, path: string, timeoutMs: number):
       req.destroy();
       resolve(result);
     };
-    const req = request({ host, port, path, method: 'GET', agent: false, timeout: timeoutMs }, (res) => {
+    const target = { host, port, path, method: 'GET', agent: false, timeout: timeoutMs } as const;
+    const onResponse = (res: IncomingMessage) => {
       res.resume();
       settle(res.statusCode === 200 ? { ok: true } : { ok: false, detail: `HTTP ${res.statusCode ?? '?'} from GET ${path}` });
-    });
+    };
+    const req = tls ? httpsRequest({ ...target, ...(tls.ca ? { ca: tls.ca } : {}) }, onResponse) : request(target, onResponse);
     req.once('timeout', () => settle({ ok: false, detail: `no answer to GET ${path} within ${timeoutMs}ms` }));
-    req.once('error', (err: NodeJS.ErrnoException) => settle({ ok: false, detail: `${err.code ?? err.message} on GET http://${hostPort(host, port)}${path}` }));
+    req.once('error', (err: NodeJS.ErrnoException) => {
+      const hint = tls ? certificateProblem(err, "the agent's --ca") : null;
+      settle({ ok: false, detail: `${err.code ?? err.message} on GET ${tls ? 'https' : 'http'}://${hostPort(host, port)}${path}${hint ? ` (${hint})` : ''}` });
+    });
     req.end();
   });
 }

@@ -53,7 +53,7 @@ export interface ShardStatus {
   readonly pid?: number;
   /** The port the engine listens on; absent when it has none (vLLM headless) or none is held yet. */
   readonly port?: number;
-  /** http://host:port for the rank that serves the API; absent for other ranks and before a port is known. */
+  /** http://host:port (https:// for an engine serving TLS) for the rank that serves the API; absent for other ranks and before a port is known. */
   readonly endpoint?: string;
   /** The latest failure; kept through a restart until the engine is ready again. */
   readonly error?: ShardError;
@@ -243,7 +243,7 @@ export class Shard {
       state: this.#state,
       ...(run ? { pid: run.process.pid } : {}),
       ...(port === undefined ? {} : { port }),
-      ...(servesApi && port !== undefined && this.#state !== 'stopped' ? { endpoint: `http://${hostPort(host, port)}` } : {}),
+      ...(servesApi && port !== undefined && this.#state !== 'stopped' ? { endpoint: `${schemeOf(this.#run?.plan)}://${hostPort(host, port)}` } : {}),
       ...(this.#error ? { error: this.#error } : {}),
       restarts: this.#restarts,
       failuresInARow: this.#consecutiveFailures,
@@ -629,6 +629,11 @@ export class Shard {
 
 function portOf(plan: EngineLaunchPlan | null): number | undefined {
   return plan && plan.readiness.kind !== 'none' ? plan.readiness.port : undefined;
+}
+
+/** The endpoint's scheme: that of the engine's last run (between runs, the next one is planned alike); https when it serves TLS. */
+function schemeOf(plan: EngineLaunchPlan | undefined): 'http' | 'https' {
+  return plan?.readiness.kind === 'http' && plan.readiness.tls ? 'https' : 'http';
 }
 
 function describeReadiness(plan: EngineLaunchPlan): string {

@@ -153,5 +153,12 @@ describe('control configuration', () => {
       expect(loadControlConfig({ flags: { agent_ca: `${pki}/ca.pem` } }).agentCa?.toString()).toContain('-----BEGIN CERTIFICATE-----');
       expect(() => loadControlConfig({ flags: { agent_ca: `${pki}/ca-key.pem` } })).toThrow(/agent_ca .* holds no PEM certificate/);
     });
+
+    it('reads engine_ca from a flag, a file or the environment, and refuses one that is no certificate', () => {
+      expect(loadControlConfig({ flags: { engine_ca: `${pki}/ca.pem` } }).engineCa?.toString()).toContain('-----BEGIN CERTIFICATE-----');
+      expect(loadControlConfig({ env: { LLMGW_ENGINE_CA: `${pki}/ca.pem` } }).engineCa, 'LLMGW_ENGINE_CA').not.toBeNull();
+      expect(loadControlConfig({ env: {} }).engineCa, "absent = the system's CAs").toBeNull();
+      expect(() => loadControlConfig({ flags: { engine_ca: `${pki}/ca-key.pem` } })).toThrow(/engine_ca .* holds no PEM certificate/);
+    });
   });
 });

@@ -99,6 +99,13 @@ export const ControlOptionsSchema = z.strictObject({
    */
   agent_ca: z.string().min(1).optional(),
   /**
+   * PEM CA that engines' certificates are signed by (agents run with
+   * --engine-tls). The router verifies https endpoints against it alone.
+   * Absent = https endpoints are verified against the system's CAs, so an
+   * engine serving a private CA's certificate cannot be routed to.
+   */
+  engine_ca: z.string().min(1).optional(),
+  /**
    * Accept loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS,
    * PYTHONPATH, …) in a model profile's env. Off by default: with them,
    * whoever may add a model may run code on every node that runs it. Agents
@@ -158,6 +165,8 @@ export interface ControlConfig {
   readonly tls: { readonly client: ServerTls | null; readonly admin: ServerTls | null; readonly agent: ServerTls | null };
   /** The CA agents' management APIs are verified with; null = they are called over plain http. */
   readonly agentCa: Buffer | null;
+  /** The CA https engine endpoints are verified with; null = the system's CAs. */
+  readonly engineCa: Buffer | null;
   /** Most requests of one key held for cold models at once (at least 1). */
   readonly maxHeldPerKey: number;
   /** True: profiles may set loader and interpreter hooks in their env (see allow_unsafe_profile_env). */
@@ -278,6 +287,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     ? collected(problems, () => readServerTls(o.client_tls_cert, o.client_tls_key, { cert: 'client_tls_cert', key: 'client_tls_key' }))
     : sharedTls;
   const agentCa = o.agent_ca ? collected(problems, () => readCa(o.agent_ca!, 'agent_ca')) : null;
+  const engineCa = o.engine_ca ? collected(problems, () => readCa(o.engine_ca!, 'engine_ca')) : null;
   const adminHosts = hostList(o.admin_hosts, 'admin_hosts', problems);
   const clientHosts = hostList(o.client_hosts, 'client_hosts', problems);
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
@@ -305,6 +315,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     corsOrigins: Object.freeze(corsOrigins),
     tls: Object.freeze({ client: clientTls, admin: sharedTls, agent: sharedTls }),
     agentCa,
+    engineCa,
     maxHeldPerKey: Number(o.max_held_per_key),
     allowUnsafeProfileEnv: o.allow_unsafe_profile_env === true || o.allow_unsafe_profile_env === 'true',
     adminHosts: Object.freeze(adminHosts),

@@ -122,6 +122,10 @@ describe('parseBuiltinEngineArgs', () => {
     ).toEqual({ modelPath: 'm.gguf', port: 9000, host: '0.0.0.0', aliases: ['a', 'b'], threads: 3, parallel: 2, contextTokens: 8192 });
   });
 
+  it('takes the certificate and key the agent passes under --engine-tls', () => {
+    expect(parseBuiltinEngineArgs(['--model', 'm.gguf', '--tls-cert', '/p/c.pem', '--tls-key', '/p/k.pem'])).toEqual({ modelPath: 'm.gguf', tlsCert: '/p/c.pem', tlsKey: '/p/k.pem' });
+  });
+
   it('names the nearest flag and shows the usage for a mistake', () => {
     expect(() => parseBuiltinEngineArgs(['--model', 'm.gguf', '--thread', '2'])).toThrow(/did you mean --threads\?[\s\S]*usage: llmgw engine builtin/);
     expect(() => parseBuiltinEngineArgs(['--port', '1'])).toThrow(/--model is required/);

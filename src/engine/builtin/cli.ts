@@ -9,7 +9,7 @@ import type { BuiltinEngineOptions } from './options.js';
 
 const USAGE =
   'usage: llmgw engine builtin --model FILE.gguf --port N [--host 127.0.0.1] [--alias NAME]... ' +
-  '[--threads N] [--parallel N] [--ctx-size N] [--api-key KEY]';
+  '[--threads N] [--parallel N] [--ctx-size N] [--api-key KEY] [--tls-cert FILE --tls-key FILE]';
 
 const FLAGS = {
   model: { type: 'string' },
@@ -20,6 +20,8 @@ const FLAGS = {
   parallel: { type: 'string' },
   'ctx-size': { type: 'string' },
   'api-key': { type: 'string' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -40,6 +42,8 @@ export function parseBuiltinEngineArgs(argv: readonly string[]): BuiltinEngineOp
     ...(values.parallel === undefined ? {} : { parallel: wholeNumber('parallel', values.parallel) }),
     ...(values['ctx-size'] === undefined ? {} : { contextTokens: wholeNumber('ctx-size', values['ctx-size']) }),
     ...(values['api-key'] === undefined ? {} : { apiKey: values['api-key'] }),
+    ...(values['tls-cert'] === undefined ? {} : { tlsCert: values['tls-cert'] }),
+    ...(values['tls-key'] === undefined ? {} : { tlsKey: values['tls-key'] }),
   };
 }
 

@@ -1,12 +1,14 @@
 // The builtin engine in-process, driven by the official OpenAI client: what a
 // client sees (shapes, usage, limits, errors) and what the engine does under
 // it (waiting for a sequence, stopping when the client goes away).
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTinyModel } from '../../dev/make-model/index.js';
+import { initTls } from '../../tls/init.js';
 import { BuiltinRuntime } from './llama-runtime.js';
 import { startBuiltinEngine, type BuiltinEngine, type BuiltinEngineStats } from './server.js';
 
@@ -191,6 +193,29 @@ describe('builtin engine over HTTP', () => {
     } finally {
       endLoad(new Error('the test is over'));
       await keyed.close();
+    }
+  });
+
+  // Engines spoke plain http only, so prompts crossed the fleet network in clear between router and engine (issue 17).
+  it('with --tls-cert/--tls-key, serves https (even while loading) and nothing over plain http', async () => {
+    const pki = join(dir, 'pki');
+    await initTls({ dir: pki, controlHosts: [], nodes: [{ name: 'n1', hosts: [] }], days: 1, force: false });
+    let endLoad: (err: Error) => void = () => undefined;
+    const secure = await startBuiltinEngine(
+      { modelPath: join(dir, 'tiny.gguf'), aliases: [MODEL], threads: 1, tlsCert: join(pki, 'node-n1.pem'), tlsKey: join(pki, 'node-n1-key.pem'), log: () => undefined },
+      { loadRuntime: () => new Promise<never>((_, reject) => (endLoad = reject)) },
+    );
+    const trusting = new Agent({ connect: { ca: await readFile(join(pki, 'ca.pem')) } });
+    try {
+      expect(secure.url).toMatch(/^https:\/\//);
+      const health = await request(`${secure.url}/health`, { dispatcher: trusting });
+      await health.body.dump();
+      expect(health.statusCode, 'the probe reaches it over https: 503 is "loading"').toBe(503);
+      await expect(request(`${secure.url.replace('https:', 'http:')}/health`), 'plain http gets no answer').rejects.toThrow();
+    } finally {
+      endLoad(new Error('the test is over'));
+      await trusting.close();
+      await secure.close();
     }
   });
 

@@ -39,6 +39,9 @@ export interface BuiltinEngineOptions {
    * /health stays open for the agent's probe. Absent means no key is asked.
    */
   apiKey?: string;
+  /** PEM certificate and key files: serve https (as llama-server's --ssl-cert-file/--ssl-key-file). Both or neither; absent means plain http. */
+  tlsCert?: string;
+  tlsKey?: string;
   /** Where the engine writes its log lines; absent means stderr. */
   log?: (line: string) => void;
   /** Clock for `created` timestamps, in ms since the epoch; absent means Date.now. */
@@ -63,6 +66,9 @@ export interface CompiledBuiltinEngineOptions {
   readonly contextTokens: number | undefined;
   /** Undefined: no key asked. */
   readonly apiKey: string | undefined;
+  /** Undefined: plain http. Both are set or neither. */
+  readonly tlsCert: string | undefined;
+  readonly tlsKey: string | undefined;
   readonly log: (line: string) => void;
   readonly nowMs: () => number;
 }
@@ -76,6 +82,8 @@ const BuiltinEngineOptionsSchema = z.strictObject({
   parallel: z.number().int().min(1).max(256).optional(),
   contextTokens: z.number().int().min(MIN_SEQUENCE_CONTEXT_TOKENS).max(16 * 1024 * 1024).optional(),
   apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
+  tlsCert: z.string().min(1).optional(),
+  tlsKey: z.string().min(1).optional(),
   log: z.custom<(line: string) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   nowMs: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
 });
@@ -93,6 +101,11 @@ export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): Comp
         `give at least ${MIN_SEQUENCE_CONTEXT_TOKENS * parallel} tokens or fewer parallel sequences`,
     ], 'builtin engine options');
   }
+  if ((o.tlsCert === undefined) !== (o.tlsKey === undefined)) {
+    throw new ValidationError('LLMGW_CONFIG_INVALID', [
+      `${o.tlsCert === undefined ? '--tls-key' : '--tls-cert'} is set without ${o.tlsCert === undefined ? '--tls-cert' : '--tls-key'}; serving TLS needs both the certificate and its key`,
+    ], 'builtin engine options');
+  }
   const aliases = o.aliases && o.aliases.length > 0 ? [...new Set(o.aliases)] : [basename(o.modelPath).replace(/\.gguf$/i, '')];
   return Object.freeze({
     modelPath: o.modelPath,
@@ -103,6 +116,8 @@ export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): Comp
     parallel,
     contextTokens: o.contextTokens,
     apiKey: o.apiKey,
+    tlsCert: o.tlsCert,
+    tlsKey: o.tlsKey,
     log: options.log ?? ((line: string) => void process.stderr.write(`${line}\n`)),
     nowMs: options.nowMs ?? Date.now,
   });

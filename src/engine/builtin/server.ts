@@ -5,8 +5,10 @@
 // client goes away, and counts those aborts for /health and the logs.
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isLlmgwError, LlmgwError } from '../../errors/index.js';
+import { readServerTls } from '../../tls/index.js';
 import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
 import { readGgufModelFacts, type GgufModelFacts } from './gguf-check.js';
 import { BuiltinRuntime, type GenerationResult } from './llama-runtime.js';
@@ -127,13 +129,13 @@ class BuiltinEngineServer implements BuiltinEngine {
   private constructor(
     private readonly options: CompiledBuiltinEngineOptions,
     readonly facts: GgufModelFacts,
-    private readonly server: Server,
+    private readonly server: Server | HttpsServer,
     private readonly loadRuntime: NonNullable<BuiltinEngineDeps['loadRuntime']>,
   ) {
     const address = server.address() as AddressInfo;
     this.host = options.host;
     this.port = address.port;
-    this.url = `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${address.port}`;
+    this.url = `${options.tlsCert === undefined ? 'http' : 'https'}://${options.host.includes(':') ? `[${options.host}]` : options.host}:${address.port}`;
     this.modelNames = options.modelNames;
     this.createdSec = Math.floor(options.nowMs() / 1000);
     this.ready = this.load();
@@ -146,7 +148,9 @@ class BuiltinEngineServer implements BuiltinEngine {
     facts: GgufModelFacts,
     loadRuntime: NonNullable<BuiltinEngineDeps['loadRuntime']>,
   ): Promise<BuiltinEngineServer> {
-    const server = createServer();
+    // Read before binding: a wrong path fails the start naming the flag, with nothing listening.
+    const tls = readServerTls(options.tlsCert, options.tlsKey, { cert: '--tls-cert', key: '--tls-key' });
+    const server = tls ? createHttpsServer(tls) : createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) => {
         reject(

@@ -61,6 +61,8 @@ const FLAGS: Readonly<Record<string, { key: keyof SimEngineOptions; kind: FlagKi
   '--shutdown-grace-ms': { key: 'shutdownGraceMs', kind: 'number', help: 'on SIGTERM, how long running requests may finish (default 5000)' },
   '--flavor': { key: 'flavor', kind: 'string', help: 'which engine /metrics and /health imitate: vllm, llamacpp or sglang (default vllm)' },
   '--api-key': { key: 'apiKey', kind: 'string', help: 'requests to /v1/* need Authorization: Bearer KEY, else 401; /health stays open (default none)' },
+  '--tls-cert': { key: 'tlsCert', kind: 'string', help: 'PEM certificate file: serve https (needs --tls-key) (default plain http)' },
+  '--tls-key': { key: 'tlsKey', kind: 'string', help: 'PEM private key file for --tls-cert' },
 };
 
 export const SIM_CLI_USAGE = [

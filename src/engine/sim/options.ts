@@ -54,6 +54,12 @@ export interface SimEngineOptions {
    */
   apiKey?: string;
   /**
+   * PEM certificate and key files: the engine serves https (as vLLM's
+   * --ssl-certfile/--ssl-keyfile). Both or neither; absent = plain http.
+   */
+  tlsCert?: string;
+  tlsKey?: string;
+  /**
    * The monotonic clock, in milliseconds, that the startup delay is measured
    * on; absent = performance.now. Tests pass a fake one. Token pacing always
    * runs on real timers.
@@ -82,6 +88,8 @@ const SimEngineOptionsSchema = z.strictObject({
   shutdownGraceMs: z.number().min(0).default(5000),
   flavor: z.enum(['vllm', 'llamacpp', 'sglang']).default('vllm'),
   apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
+  tlsCert: z.string().min(1).optional(),
+  tlsKey: z.string().min(1).optional(),
   nowMs: z.custom<() => number>((v) => typeof v === 'function', { message: 'want a function returning milliseconds' }).optional(),
 });
 
@@ -109,6 +117,9 @@ export interface SimEngineConfig {
   readonly flavor: SimFlavor;
   /** Undefined = no key asked. */
   readonly apiKey: string | undefined;
+  /** Undefined = plain http; both are set or neither. */
+  readonly tlsCert: string | undefined;
+  readonly tlsKey: string | undefined;
   readonly nowMs: () => number;
 }
 
@@ -132,6 +143,9 @@ export function compileSimEngineOptions(options: SimEngineOptions = {}): SimEngi
   if (o.hang && o.hangAfterRequests > 0) {
     problems.push('hang and hangAfterRequests are both set; hang already hangs from the first request, keep one');
   }
+  if ((o.tlsCert === undefined) !== (o.tlsKey === undefined)) {
+    problems.push(`${o.tlsCert === undefined ? 'tlsKey' : 'tlsCert'}: is set without ${o.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}; serving TLS needs both the certificate and its key`);
+  }
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the sim engine options are not valid');
   return Object.freeze({
     host: o.host,
@@ -152,6 +166,8 @@ export function compileSimEngineOptions(options: SimEngineOptions = {}): SimEngi
     shutdownGraceMs: o.shutdownGraceMs,
     flavor: o.flavor,
     apiKey: o.apiKey,
+    tlsCert: o.tlsCert,
+    tlsKey: o.tlsKey,
     nowMs: o.nowMs ?? (() => performance.now()),
   });
 }

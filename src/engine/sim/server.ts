@@ -6,8 +6,10 @@
 // capacity, failures, crashes, hangs) is simulated on purpose, by option.
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
 import { LlmgwError, isLlmgwError } from '../../errors/index.js';
+import { readServerTls } from '../../tls/index.js';
 import { ChoiceGenerator, FIRST_TOKEN_JSON, NEXT_TOKEN_JSON, embeddingOf, mixSeed, nextRandom } from './generate.js';
 import { compileSimEngineOptions, type SimEngineConfig, type SimEngineOptions } from './options.js';
 import {
@@ -110,7 +112,7 @@ class SimServer implements SimEngine {
   host = '';
   port = 0;
 
-  private readonly server: Server;
+  private readonly server: Server | HttpsServer;
   private readonly counters: Counters = {
     requestsSeen: 0,
     requestsEnded: 0,
@@ -156,7 +158,11 @@ class SimServer implements SimEngine {
     this.ended = new Promise((resolve) => (this.resolveEnded = resolve));
     // keepAliveTimeout as uvicorn's (vLLM, SGLang): 5 s. requestTimeout 0: a hung
     // request must stay hung for as long as the test that asked for it wants.
-    this.server = createServer({ keepAliveTimeout: 5000, requestTimeout: 0, noDelay: true }, (req, res) => this.onRequest(req, res));
+    const serverOptions = { keepAliveTimeout: 5000, requestTimeout: 0, noDelay: true };
+    const onRequest = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res);
+    // Files are read once, here: a wrong path fails the start, naming the flag, before anything listens.
+    const tls = readServerTls(config.tlsCert, config.tlsKey, { cert: 'tlsCert (--tls-cert)', key: 'tlsKey (--tls-key)' });
+    this.server = tls ? createHttpsServer({ ...serverOptions, ...tls }, onRequest) : createServer(serverOptions, onRequest);
     this.server.on('close', () => {
       if (this.graceTimer) clearTimeout(this.graceTimer);
       this.resolveEnded(this.endReason ?? 'closed');
@@ -184,7 +190,7 @@ class SimServer implements SimEngine {
         }
         this.host = address.address;
         this.port = address.port;
-        this.url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+        this.url = `${this.config.tlsCert === undefined ? 'http' : 'https'}://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
         this.startedAtMs = this.config.nowMs();
         resolve();
       });

@@ -1,8 +1,13 @@
 // The sim engine through the official OpenAI client, in process, on port 0:
 // if these shapes drift from OpenAI's, every router test built on the sim
 // would be testing against a server no real client talks to.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Agent, request } from 'undici';
 import OpenAI, { AuthenticationError, BadRequestError, InternalServerError, NotFoundError, RateLimitError } from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
+import { initTls } from '../../tls/init.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from './index.js';
 
 const engines: SimEngine[] = [];
@@ -359,6 +364,25 @@ describe('sim engine, as the OpenAI client sees it', () => {
     const keyed = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: 'engine-secret', maxRetries: 0 });
     expect(await chatText(keyed)).not.toBe('');
     expect(engine.stats().requestsSeen, 'refused requests never reach the model: only the keyed one was seen').toBe(1);
+  });
+
+  // Engines spoke plain http only, so prompts crossed the fleet network in clear between router and engine (issue 17).
+  it('with --tls-cert/--tls-key, serves https under that certificate and nothing over plain http', async () => {
+    const pki = join(mkdtempSync(join(tmpdir(), 'llmgw-sim-tls-')), 'pki');
+    await initTls({ dir: pki, controlHosts: [], nodes: [{ name: 'n1', hosts: [] }], days: 1, force: false });
+    const { engine } = await start({ tlsCert: join(pki, 'node-n1.pem'), tlsKey: join(pki, 'node-n1-key.pem') });
+    expect(engine.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const trusting = new Agent({ connect: { ca: readFileSync(join(pki, 'ca.pem')) } });
+    try {
+      const res = await request(`${engine.url}/v1/chat/completions`, { method: 'POST', dispatcher: trusting, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-model', messages, max_tokens: 3 }) });
+      expect(res.statusCode).toBe(200);
+      expect(((await res.body.json()) as { choices: unknown[] }).choices).toHaveLength(1);
+      await expect(request(engine.url.replace('https:', 'http:') + '/health'), 'plain http gets no answer').rejects.toThrow();
+      await expect(request(`${engine.url}/health`), 'a client that does not trust the CA refuses the engine').rejects.toThrow(/certificate|self.signed|issuer/i);
+    } finally {
+      await trusting.close();
+    }
+    await expect(startSimEngine({ tlsCert: join(pki, 'node-n1.pem') }), 'a certificate without its key').rejects.toThrow(/tlsCert: is set without tlsKey/);
   });
 
   it('imitates llama.cpp and SGLang metric names when its flavor says so', async () => {

@@ -53,4 +53,22 @@ describe('planStandIn reads what it needs from each real engine command line', (
     expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m/q', '--api-key=k4'])).toMatchObject({ kind: 'serve', options: { apiKey: 'k4' } });
     expect(planStandIn('vllm', ['serve', '/m'])).not.toHaveProperty('options.apiKey');
   });
+
+  it("takes each engine's TLS flags, so a stand-in serves https where the real engine would", () => {
+    expect(planStandIn('vllm', ['serve', '/m', '--ssl-certfile', '/p/c.pem', '--ssl-keyfile', '/p/k.pem'])).toMatchObject({
+      kind: 'serve',
+      options: { tlsCert: '/p/c.pem', tlsKey: '/p/k.pem' },
+      readyLine: expect.stringContaining('on https://'),
+    });
+    expect(planStandIn('llama-server', ['-m', '/m/q.gguf', '--ssl-cert-file', '/p/c.pem', '--ssl-key-file', '/p/k.pem'])).toMatchObject({
+      kind: 'serve',
+      options: { tlsCert: '/p/c.pem', tlsKey: '/p/k.pem' },
+      readyLine: expect.stringContaining('listening on https://'),
+    });
+    expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m/q', '--ssl-certfile=/p/c.pem', '--ssl-keyfile=/p/k.pem'])).toMatchObject({
+      kind: 'serve',
+      options: { tlsCert: '/p/c.pem', tlsKey: '/p/k.pem' },
+    });
+    expect(planStandIn('vllm', ['serve', '/m'])).not.toHaveProperty('options.tlsCert');
+  });
 });

@@ -166,6 +166,21 @@ function apiKeyOf(argv: readonly string[], fromEnv?: string): { apiKey?: string 
   return key ? { apiKey: key } : {};
 }
 
+/**
+ * The engine's TLS flags (vLLM and SGLang --ssl-certfile/--ssl-keyfile,
+ * llama-server --ssl-cert-file/--ssl-key-file) as the sim's, so a stand-in
+ * serves https where the real engine would.
+ */
+function tlsOf(argv: readonly string[], certFlag: string, keyFlag: string): { tlsCert?: string; tlsKey?: string } {
+  const cert = flagValue(argv, [certFlag]);
+  const key = flagValue(argv, [keyFlag]);
+  return { ...(cert ? { tlsCert: cert } : {}), ...(key ? { tlsKey: key } : {}) };
+}
+
+function scheme(tls: { tlsCert?: string }): string {
+  return tls.tlsCert === undefined ? 'http' : 'https';
+}
+
 function usage(program: string, message: string): StandInPlan {
   return { kind: 'exit', code: 2, message: `${program} (llmgw stand-in): ${message}` };
 }
@@ -215,10 +230,11 @@ function planVllm(argv: readonly string[], program: string, env: Readonly<Record
   if (typeof maxModelLen === 'string') return usage(program, maxModelLen);
   const names = flagValues(argv, ['--served-model-name']);
   const host = flagValue(argv, ['--host']) || '127.0.0.1';
+  const tls = tlsOf(argv, '--ssl-certfile', '--ssl-keyfile');
   return {
     kind: 'serve',
-    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm', ...apiKeyOf(argv, env.VLLM_API_KEY) },
-    readyLine: `INFO: Starting vLLM API server 0 on http://${host}:{port}`,
+    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm', ...apiKeyOf(argv, env.VLLM_API_KEY), ...tls },
+    readyLine: `INFO: Starting vLLM API server 0 on ${scheme(tls)}://${host}:{port}`,
   };
 }
 
@@ -233,10 +249,11 @@ function planLlamaServer(argv: readonly string[], env: Readonly<Record<string, s
   const alias = flagValue(argv, ['-a', '--alias']);
   const names = alias ? alias.split(',').map((a) => a.trim()).filter((a) => a !== '') : [];
   const host = flagValue(argv, ['--host']) ?? '127.0.0.1';
+  const tls = tlsOf(argv, '--ssl-cert-file', '--ssl-key-file');
   return {
     kind: 'serve',
-    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp', ...apiKeyOf(argv, env.LLAMA_API_KEY) },
-    readyLine: `main: server is listening on http://${host}:{port} - starting the main loop`,
+    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp', ...apiKeyOf(argv, env.LLAMA_API_KEY), ...tls },
+    readyLine: `main: server is listening on ${scheme(tls)}://${host}:{port} - starting the main loop`,
   };
 }
 
@@ -253,7 +270,7 @@ function planSglang(argv: readonly string[]): StandInPlan {
   const name = flagValue(argv, ['--served-model-name']);
   return {
     kind: 'serve',
-    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang', ...apiKeyOf(argv) },
+    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang', ...apiKeyOf(argv), ...tlsOf(argv, '--ssl-certfile', '--ssl-keyfile') },
     readyLine: 'The server is fired up and ready to roll!',
   };
 }
