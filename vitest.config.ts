@@ -1,14 +1,43 @@
 import { defineConfig } from 'vitest/config';
 
+// Tests that run the built llmgw (dist/ and bin/llmgw.js): every test under
+// test/, and the few unit files beside the code that spawn engines or import
+// the built CLI. Only they wait for the build; every other unit file runs
+// straight from source, so `npx vitest run src/router/keys.test.ts` takes
+// seconds instead of a tsc run first.
+const BUILT_UNIT_FILES = [
+  'src/agent/engines/adapters.test.ts',
+  'src/agent/supervisor/process.test.ts',
+  'src/agent/supervisor/supervisor.test.ts',
+  'src/engine/builtin/cli.test.ts',
+  'src/engine/sim/process.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'src/**/*.test.tsx', 'test/**/*.test.ts'],
-    // End-to-end tests spawn `node dist/cli/main.js`; build once before any test runs.
-    globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: real processes per test file, so keep the fan-out modest.
     maxWorkers: 2,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['src/**/*.test.ts', 'src/**/*.test.tsx'],
+          exclude: BUILT_UNIT_FILES,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'built',
+          include: ['test/**/*.test.ts', ...BUILT_UNIT_FILES],
+          // End-to-end tests spawn `node dist/cli/main.js`; build once before any of them runs.
+          globalSetup: ['test/global-setup.ts'],
+        },
+      },
+    ],
   },
 });
