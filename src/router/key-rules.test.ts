@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
 import { createJsonApp } from '../control/http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
+import { waitFor } from '../../test/support/processes.js';
 import { issueKey, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
@@ -75,14 +76,6 @@ async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {})
   return engine;
 }
 
-async function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 describe('fallbacks a key may not use', () => {
   // A key limited to public-model was served by secret-model through public-model's fallback.
   it('skips them, says so in x-llmgw-fallback-skipped, and answers as if there were none', async () => {
@@ -136,15 +129,15 @@ describe('requests held for a cold model', () => {
     const other = await issueKey(h.keys, { name: 'other' }, Date.now(), 'test');
     const abort = new AbortController();
     const held = [h.chat(key.secret, { model: 'alpha' }, abort.signal), h.chat(key.secret, { model: 'alpha' }, abort.signal)].map((p) => p.catch(() => null));
-    await eventually(() => h.router.queued().get('alpha') === 2, 'two held');
+    await waitFor('two held', async () => (h.router.queued().get('alpha') === 2 ? true : undefined), 5_000);
     const third = await h.chat(key.secret, { model: 'alpha' });
     expect(third.status).toBe(429);
     const body = (await third.json()) as { error: { message: string } };
     expect(body.error.message).toContain('max_held_per_key');
     const another = h.chat(other.secret, { model: 'alpha' }, abort.signal).catch(() => null);
-    await eventually(() => h.router.queued().get('alpha') === 3, 'another key still holds');
+    await waitFor('another key still holds', async () => (h.router.queued().get('alpha') === 3 ? true : undefined), 5_000);
     abort.abort();
     await Promise.all([...held, another]);
-    await eventually(() => h.router.queued().size === 0, 'the holds to end with their clients');
+    await waitFor('the holds to end with their clients', async () => (h.router.queued().size === 0 ? true : undefined), 5_000);
   });
 });
