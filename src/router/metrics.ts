@@ -60,7 +60,8 @@ export class RouterMetrics {
     return c;
   }
 
-  constructor(registry: Registry) {
+  /** `heldNow`: the router's own count of held requests per model, read at each scrape (absent = none). */
+  constructor(registry: Registry, heldNow: () => ReadonlyMap<string, number> = () => new Map()) {
     const registers = [registry];
     this.requests = new Counter({
       name: 'llmgw_router_requests_total',
@@ -106,11 +107,16 @@ export class RouterMetrics {
       labelNames: ['model', 'fallback'],
       registers,
     });
+    // Read from the router's own map at each scrape rather than kept twice: a hold then costs no label hashing.
     this.held = new Gauge({
       name: 'llmgw_router_held_requests',
       help: 'Requests waiting for a model with no ready replica while one starts, by model (canonical).',
       labelNames: ['model'],
       registers,
+      collect() {
+        this.reset();
+        for (const [model, n] of heldNow()) this.set({ model }, n);
+      },
     });
   }
 }

@@ -263,7 +263,7 @@ export class Router {
     this.maxHeldPerKey = deps.maxHeldPerKey ?? 32;
     this.defaultReserveTokens = deps.defaultReserveTokens ?? 1024;
     this.corsOn = (deps.corsOrigins?.length ?? 0) > 0;
-    this.metrics = new RouterMetrics(deps.registry);
+    this.metrics = new RouterMetrics(deps.registry, () => this.held);
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
@@ -519,13 +519,11 @@ export class Router {
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
         countUp(this.held, model.name);
         if (keyId !== null) countUp(this.heldByKey, keyId);
-        this.metrics.held.inc({ model: model.name });
         try {
           await this.holdUntilReady(ex, model, deadline);
         } finally {
           countDown(this.held, model.name);
           if (keyId !== null) countDown(this.heldByKey, keyId);
-          this.metrics.held.dec({ model: model.name });
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
