@@ -31,7 +31,7 @@ import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter, type LimitDecision, type RequestLimiter } from './rate-limit.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
-import { checkModelLimits, leastPromptTokens, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
 export interface RouterReplica {
@@ -720,7 +720,7 @@ export class Router {
         // The engine's usage never came (the stream broke, the client left, or the engine ignores include_usage):
         // lower bounds, so that leaving a stream just before its end does not make its tokens free. An engine sends a
         // role chunk, a chunk per token, a finish chunk and [DONE].
-        usage = { promptTokens: leastPromptTokens(ex.endpoint, ex.parsed.body), completionTokens: Math.max(0, events - 3) };
+        usage = { promptTokens: ex.parsed.leastPromptTokens(), completionTokens: Math.max(0, events - 3) };
       }
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
@@ -744,7 +744,7 @@ export class Router {
    * plus the prompt's least size. Embeddings complete nothing.
    */
   private tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model): number {
-    const prompt = leastPromptTokens(endpoint, parsed.body);
+    const prompt = parsed.leastPromptTokens();
     if (endpoint === 'embeddings') return prompt;
     const body = parsed.body;
     const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;

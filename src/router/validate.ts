@@ -58,6 +58,12 @@ export interface ParsedRequest {
   readonly stream: boolean;
   /** A stream whose client did not ask for `stream_options.include_usage`: the router asks for it and keeps the usage chunk back. */
   readonly usageWithheld: boolean;
+  /**
+   * The fewest tokens the prompt can be (see leastPromptTokens), walked once
+   * on first use: the context check, the token reservation and a cut
+   * stream's accounting all ask, and most requests need none of them.
+   */
+  leastPromptTokens(): number;
 }
 
 /**
@@ -138,7 +144,14 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLim
   }
   const stream = body.stream === true;
   const usageAsked = (body.stream_options as { include_usage?: unknown } | null | undefined)?.include_usage === true;
-  return { body, model: body.model as string, stream, usageWithheld: stream && !usageAsked && endpoint !== 'embeddings' };
+  let least: number | undefined;
+  return {
+    body,
+    model: body.model as string,
+    stream,
+    usageWithheld: stream && !usageAsked && endpoint !== 'embeddings',
+    leastPromptTokens: () => (least ??= leastPromptTokens(endpoint, body)),
+  };
 }
 
 /** A model's own limits, from its catalog entry; null = not declared. */
@@ -184,7 +197,7 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
   }
   if (limits.contextTokens === null) return;
   const field = promptField(endpoint);
-  const least = leastPromptTokens(endpoint, body);
+  const least = parsed.leastPromptTokens();
   const asked = endpoint === 'embeddings' ? 0 : Number(body.max_tokens ?? body.max_completion_tokens ?? 0);
   if (least + asked > limits.contextTokens) {
     // OpenAI's words: clients and frameworks recognise an overflow by them (and by the code) to trim the history.
