@@ -124,9 +124,9 @@ export class SharedRateLimiter implements RequestLimiter {
     const out: [number, number][] = [];
     if (!windows || reserved <= 0) return out;
     let left = reserved;
-    for (const start of [...windows.keys()].sort((x, y) => x - y)) {
+    // Oldest first without sorting: a window is added when an admission first falls in it, so in time order.
+    for (const [start, held] of windows) {
       if (left <= 0) break;
-      const held = windows.get(start)!;
       const taken = Math.min(held, left);
       left -= taken;
       out.push([start, taken]);
