@@ -3,7 +3,7 @@
 // liveness (up, stale, lost) is derived from the last heartbeat and never
 // stored as a state, so it cannot drift from the clock. Reports are kept as
 // the agents sent them, read leniently: absent is unknown, never zero.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { LlmgwError } from '../../errors/index.js';
 import { type NodeReport, NodeReportSchema } from '../../protocol/index.js';
 import type { AuditActor, JoinTokenRow, NodeRow, Store } from '../store/index.js';
@@ -75,10 +75,6 @@ type Listener = (nodeId: string, why: string) => void;
 
 /** How far back each refresh() looks again, ms: a few flush intervals plus clock skew between instances. */
 const REFRESH_OVERLAP_MS = 10_000;
-
-export function hashCredential(credential: string): string {
-  return createHash('sha256').update(credential).digest('hex');
-}
 
 export class Inventory {
   private readonly nodes = new Map<string, Node>();
@@ -209,7 +205,7 @@ export class Inventory {
       if (live !== 'lost') throw idTaken(existing, live, this.options.now(), this.options.lostAfterMs);
     }
     const credential = randomBytes(32).toString('base64url');
-    const credentialHash = hashCredential(credential);
+    const credentialHash = sha256Hex(credential);
     const mgmtNonce = newNonce();
     const mgmtToken = deriveMgmtToken(this.mgmtKey, input.id, mgmtNonce);
     const manual = this.joinApproval === 'manual';
@@ -298,9 +294,7 @@ export class Inventory {
   authenticate(nodeId: string, credential: string): Node | null {
     const node = this.nodes.get(nodeId);
     if (!node) return null;
-    const want = Buffer.from(node.credentialHash, 'hex');
-    const got = Buffer.from(hashCredential(credential), 'hex');
-    return want.length === got.length && timingSafeEqual(want, got) ? node : null;
+    return matchesHash(credential, node.credentialHash) ? node : null;
   }
 
   /**
