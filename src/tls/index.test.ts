@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initTls } from './init.js';
-import { certificateProblem, caDispatcher, isPlainHttpOffLoopback, peerClient } from './index.js';
+import { certificateProblem, dispatcherForCa, isPlainHttpOffLoopback, peerClient, readCa } from './index.js';
 
 describe('isPlainHttpOffLoopback', () => {
   it('is true only for http:// to another machine', () => {
@@ -38,7 +38,7 @@ describe('clients of a TLS server', () => {
 
   it('trust the CA they are given, and a failed check says which flag to set', async () => {
     const port = await listen(createHttpsServer({ cert: readFileSync(join(pki, 'control.pem')), key: readFileSync(join(pki, 'control-key.pem')) }, (_req, res) => res.end('ok')));
-    const dispatcher = caDispatcher(join(pki, 'ca.pem'), '--ca')!;
+    const dispatcher = dispatcherForCa(readCa(join(pki, 'ca.pem'), '--ca'))!;
     const res = await request(`https://127.0.0.1:${port}/`, { dispatcher });
     expect(await res.body.text()).toBe('ok');
     expect(peerClient(readFileSync(join(pki, 'ca.pem'))).scheme).toBe('https');

@@ -36,17 +36,11 @@ export function readCa(file: string, what: string): Buffer {
 }
 
 /**
- * An HTTP client that verifies servers against the CA in `caFile` (and only
- * it: a certificate from a public CA is refused, so a stolen DNS name is not
- * enough). Absent file = null: the caller keeps undici's global dispatcher,
- * which trusts the system's CAs.
+ * An HTTP client that verifies servers against `ca` (and only it: a
+ * certificate from a public CA is refused, so a stolen DNS name is not
+ * enough). Null = null: the caller keeps undici's global dispatcher, which
+ * trusts the system's CAs.
  */
-export function caDispatcher(caFile: string | null | undefined, what: string): Dispatcher | null {
-  if (!caFile) return null;
-  return new Agent({ connect: { ca: readCa(caFile, what) } });
-}
-
-/** The same, from CA bytes already read (the control plane reads its files once, at start). */
 export function dispatcherForCa(ca: Buffer | null): Dispatcher | null {
   return ca ? new Agent({ connect: { ca } }) : null;
 }
@@ -91,7 +85,7 @@ export const PLAIN_HTTP_PEER: PeerClient = Object.freeze({ scheme: 'http', dispa
 
 /** A peer client for CA bytes; null CA = plain http. */
 export function peerClient(ca: Buffer | null): PeerClient {
-  return ca ? Object.freeze({ scheme: 'https', dispatcher: new Agent({ connect: { ca } }) }) : PLAIN_HTTP_PEER;
+  return ca ? Object.freeze({ scheme: 'https', dispatcher: dispatcherForCa(ca)! }) : PLAIN_HTTP_PEER;
 }
 
 /**
