@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReplicaView } from '../../src/api/index.js';
 import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor, type RunningProcess } from '../support/processes.js';
+import { engineRecordOf } from '../support/fleet.js';
 
 const JOIN = 'sec-join-token-engines-0123456789';
 const ADMIN = 'sec-admin-token-engines-012345678';
@@ -77,16 +78,6 @@ async function startPlane(name: string, firstPort: number, controlArgs: string[]
   return plane;
 }
 
-/** The agent's record of the engine running a replica: its pid and the launch it was given. */
-function engineRecord(stateDir: string, replicaId: string): { pid: number; launch: { apiKey?: string } } {
-  const shards = join(stateDir, 'shards');
-  for (const f of readdirSync(shards).filter((n) => n.endsWith('.json'))) {
-    const rec = JSON.parse(readFileSync(join(shards, f), 'utf8')) as { pid: number; launch: { replicaId: string; apiKey?: string } };
-    if (rec.launch.replicaId === replicaId) return rec;
-  }
-  throw new Error(`the agent runs no engine for replica ${replicaId}`);
-}
-
 /** One process's environment, as the kernel holds it. */
 function environOf(pid: number): Map<string, string> {
   const out = new Map<string, string>();
@@ -120,7 +111,7 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
   it('refuses a request sent straight to an engine port, with no key or with a client key, while the router serves it', async () => {
     // Attack: with engines on a reachable address, a caller skips API keys, limits and accounting by posting to the engine's port.
     const endpoint = replica.endpoint!;
-    const pidBefore = engineRecord(plane.stateDir, replica.id).pid;
+    const pidBefore = engineRecordOf([plane.stateDir], replica.id).pid;
     const bare = await fetch(`${endpoint}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody });
     expect(bare.status, 'no key: refused by the engine').toBe(401);
     const body = (await bare.json()) as { error?: { message?: string } };
@@ -136,7 +127,7 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
     // Nothing changed: the same replica on the same engine process, still ready; the node still up; no key made.
     const { body: after } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=chat');
     expect(after.map((r) => [r.id, r.state, r.endpoint])).toEqual([[replica.id, 'ready', endpoint]]);
-    expect(engineRecord(plane.stateDir, replica.id).pid, 'the engine was not restarted').toBe(pidBefore);
+    expect(engineRecordOf([plane.stateDir], replica.id).pid, 'the engine was not restarted').toBe(pidBefore);
     const { body: nodes } = await plane.api<{ liveness: string }[]>('GET', '/api/v1/nodes');
     expect(nodes.map((n) => n.liveness)).toEqual(['up']);
     const { body: listed } = await plane.api<{ keys: unknown[] }>('GET', '/api/v1/keys');
@@ -145,7 +136,7 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
 
   it('never shows the engine secret in an admin view or a log line', async () => {
     // Attack: reading the secret where it leaks (admin API, logs) would make the engine key worthless.
-    const secret = engineRecord(plane.stateDir, replica.id).launch.apiKey;
+    const secret = engineRecordOf([plane.stateDir], replica.id).launch.apiKey;
     expect(secret, 'the agent started the engine with the replica secret').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
     for (const path of ['/api/v1/replicas', '/api/v1/nodes', '/api/v1/summary', '/api/v1/models']) {
       const res = await fetch(`${plane.control.urls.admin}${path}`, { headers: admin });
@@ -157,7 +148,7 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
 
   it("starts the engine without the agent's secrets in its environment, keeping the agent's marks", () => {
     // Attack: model code (trust_remote_code) reads LLMGW_JOIN_TOKEN or HF_TOKEN from the environment it inherited from the agent.
-    const env = environOf(engineRecord(plane.stateDir, replica.id).pid);
+    const env = environOf(engineRecordOf([plane.stateDir], replica.id).pid);
     for (const name of ['LLMGW_JOIN_TOKEN', 'HF_TOKEN', 'SECRET_CANARY']) expect(env.has(name), `${name} reached the engine`).toBe(false);
     const values = [...env.values()].join('\n');
     for (const canary of [JOIN, HF_CANARY, SECRET_CANARY]) expect(values, 'no canary value under another name').not.toContain(canary);
@@ -170,7 +161,7 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
 
   it('keeps an adopted engine keyed and serving after its agent restarts', async () => {
     // Attack surface: an agent restart must neither drop the engine's key nor break routing to the engine it adopts.
-    const { pid, launch } = engineRecord(plane.stateDir, replica.id);
+    const { pid, launch } = engineRecordOf([plane.stateDir], replica.id);
     const agent = await plane.restartAgent();
     const found = await agent.waitForLog((e) => e.msg === 'found engines from an earlier agent', 60_000);
     expect(found.adopted, 'the engine was adopted, not started again').toHaveLength(1);
@@ -179,7 +170,7 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
       const { body: replicas } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=chat');
       return nodes[0]?.liveness === 'up' && replicas[0]?.id === replica.id && replicas[0].state === 'ready' ? true : undefined;
     });
-    const again = engineRecord(plane.stateDir, replica.id);
+    const again = engineRecordOf([plane.stateDir], replica.id);
     expect([again.pid, again.launch.apiKey], 'the same engine with the same secret, heard again from the assignment').toEqual([pid, launch.apiKey]);
     const routed = await fetch(`${plane.control.urls.client}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: chatBody });
     expect(routed.status, 'the router still reaches it').toBe(200);

@@ -76,13 +76,14 @@ export function enginePids(stateDir: string): number[] {
     .sort((a, b) => a - b);
 }
 
-/**
- * The secret a replica's engine takes (its --api-key), read from the record
- * of whichever agent runs it: engines refuse requests without it, and a test
- * that reaches an engine directly (with the control plane dead, say) must
- * present it as the router does.
- */
-export function engineSecretOf(stateDirs: readonly string[], replicaId: string): string {
+/** An agent's record of the engine running a replica: its pid and the launch it was given (apiKey: the shard secret). */
+export interface EngineRecord {
+  pid: number;
+  launch: { replicaId: string; apiKey?: string };
+}
+
+/** The record of the engine running `replicaId`, from whichever of these agents runs it. */
+export function engineRecordOf(stateDirs: readonly string[], replicaId: string): EngineRecord {
   for (const stateDir of stateDirs) {
     const dir = join(stateDir, 'shards');
     let files: string[];
@@ -92,11 +93,22 @@ export function engineSecretOf(stateDirs: readonly string[], replicaId: string):
       continue;
     }
     for (const f of files) {
-      const rec = JSON.parse(readFileSync(join(dir, f), 'utf8')) as { launch: { replicaId: string; apiKey?: string } };
-      if (rec.launch.replicaId === replicaId && rec.launch.apiKey) return rec.launch.apiKey;
+      const rec = JSON.parse(readFileSync(join(dir, f), 'utf8')) as EngineRecord;
+      if (rec.launch.replicaId === replicaId) return rec;
     }
   }
-  throw new Error(`no agent under ${stateDirs.join(', ')} runs an engine with a secret for replica ${replicaId}`);
+  throw new Error(`no agent under ${stateDirs.join(', ')} runs an engine for replica ${replicaId}`);
+}
+
+/**
+ * The secret a replica's engine takes: engines refuse requests without it,
+ * and a test that reaches an engine directly (with the control plane dead,
+ * say) must present it as the router does.
+ */
+export function engineSecretOf(stateDirs: readonly string[], replicaId: string): string {
+  const secret = engineRecordOf(stateDirs, replicaId).launch.apiKey;
+  if (!secret) throw new Error(`the engine for replica ${replicaId} was started without a secret`);
+  return secret;
 }
 
 export function weightsDir(dir: string): string {
