@@ -1,5 +1,6 @@
 // What the agent's shard runner reports in its heartbeat, on its own with a
 // stand-in supervisor: an engine told to stop is reported until it is gone.
+import { waitFor } from '../../test/support/processes.js';
 import { describe, expect, it } from 'vitest';
 import { ShardAssignmentSchema } from '../protocol/index.js';
 import type { ShardLaunch } from './engines/index.js';
@@ -33,10 +34,8 @@ describe('shard runner status', () => {
     const assignment = (id: string, secret?: string) =>
       ShardAssignmentSchema.parse({ shard_id: id, replica_id: `rep-${id}`, model: 'm', source: 'file:///w', profile: { name: 'p', engine: 'sim', gpus: 0, shards: 1 }, rank: 0, gpu_indices: [], ...(secret ? { engine_secret: secret } : {}) });
     await runner.desired([assignment('a', 'replica-secret'), assignment('b')]);
-    const deadline = Date.now() + 5000;
-    while (!launches.some((l) => l.length === 2) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    const last = launches.find((l) => l.length === 2);
-    expect(last?.find((l) => l.shardId === 'a')?.apiKey).toBe('replica-secret');
-    expect(last?.find((l) => l.shardId === 'b'), 'no secret: no key asked').not.toHaveProperty('apiKey');
+    const last = await waitFor('both shards launched', async () => launches.find((l) => l.length === 2), 5_000);
+    expect(last.find((l) => l.shardId === 'a')?.apiKey).toBe('replica-secret');
+    expect(last.find((l) => l.shardId === 'b'), 'no secret: no key asked').not.toHaveProperty('apiKey');
   });
 });
