@@ -3,28 +3,11 @@
 // node: the token was checked on the raw URL's `/api/` prefix, so any route
 // reached another way (an escape, an absolute-form target) was open. Here
 // every route the admin app knows is walked, and one added after the fact.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { compileControlOptions } from '../config/index.js';
-import { ControlPlane } from '../control-plane.js';
+import { describe, expect, it } from 'vitest';
+import { inProcessPlanes } from '../../../test/support/control-plane.js';
 
 const TOKEN = 'admin-token-for-tests-0123456789';
-const planes: ControlPlane[] = [];
-
-async function plane(over: Record<string, unknown> = {}): Promise<ControlPlane> {
-  const dir = mkdtempSync(join(tmpdir(), 'llmgw-auth-'));
-  const config = compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN, ...over });
-  const p = await ControlPlane.create(config, { logger: pino({ level: 'silent' }) });
-  planes.push(p);
-  return p;
-}
-
-afterEach(async () => {
-  await Promise.all(planes.splice(0).map((p) => p.close()));
-});
+const plane = inProcessPlanes({ admin_token: TOKEN });
 
 /** A concrete URL for a route pattern: every parameter and wildcard filled. */
 function concrete(url: string): string {

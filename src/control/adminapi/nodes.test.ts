@@ -1,31 +1,14 @@
 // The membership routes in process: who may remove, approve and hand out
 // per-node join tokens, what each answers, and what the audit log keeps.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Fastify from 'fastify';
-import pino from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { compileControlOptions } from '../config/index.js';
-import { ControlPlane } from '../control-plane.js';
+import { describe, expect, it } from 'vitest';
+import { inProcessPlanes } from '../../../test/support/control-plane.js';
 import { registerNodeIdentityRoutes } from './nodes.js';
 
 const TOKEN = 'admin-token-for-tests-0123456789';
 const JOIN = 'join-token-for-tests-0123456789';
 const auth = { authorization: `Bearer ${TOKEN}`, 'x-llmgw-actor': 'ops' };
-const planes: ControlPlane[] = [];
-
-async function plane(over: Record<string, unknown> = {}): Promise<ControlPlane> {
-  const dir = mkdtempSync(join(tmpdir(), 'llmgw-admin-nodes-'));
-  const config = compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN, join_token: JOIN, ...over });
-  const p = await ControlPlane.create(config, { logger: pino({ level: 'silent' }) });
-  planes.push(p);
-  return p;
-}
-
-afterEach(async () => {
-  await Promise.all(planes.splice(0).map((p) => p.close()));
-});
+const plane = inProcessPlanes({ admin_token: TOKEN, join_token: JOIN });
 
 const joinBody = (id: string, extra: Record<string, unknown> = {}) => ({ join_token: JOIN, node_id: id, ...extra });
 
