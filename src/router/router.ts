@@ -480,23 +480,22 @@ export class Router {
     const model = ex.requested;
     const chain: Model[] = [model];
     // A fallback is a model like any other: a key limited to some models is never served by another through it.
-    const skipped: string[] = [];
+    let skipped: string[] | null = null;
     for (const name of model.fallbacks) {
       const f = this.deps.catalog.resolve(name);
       if (!f || chain.includes(f)) continue;
       if (ex.key && !allows(ex.key, f)) {
+        skipped ??= [];
         if (!skipped.includes(f.name)) skipped.push(f.name);
         continue;
       }
       chain.push(f);
     }
-    if (skipped.length > 0) {
-      // Said in the answer (the caller learns why a fallback it expected did not answer) and in the log (the operator does).
+    if (skipped) {
+      // Said in the answer, where the caller learns why a fallback it expected did not answer. The same for every
+      // request of that key and model, so the log has it at debug only, not a line per request.
       ex.res.setHeader('x-llmgw-fallback-skipped', skipped.join(', '));
-      this.deps.logger.info(
-        { model: model.name, skipped, key: ex.key!.prefix, request: ex.id },
-        `fallbacks this API key may not use were skipped: ${skipped.join(', ')}`,
-      );
+      this.deps.logger.debug({ model: model.name, skipped, key: ex.key!.prefix, request: ex.id }, 'fallbacks this API key may not use were skipped');
     }
     let skipPrimary = false;
     let coldNote = '';
