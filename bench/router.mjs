@@ -91,7 +91,7 @@ if (flags['serve-router']) {
 
 /** Child mode: a client listener with the router in front of the sims at `urls` ("instant=URL,paced=URL"). Prints its URL and a key. */
 async function serveRouter(urls) {
-  const { createJsonApp } = await import(dist('control/http/index.js'));
+  const { createJsonApp } = await import(dist('http/index.js'));
   const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
   const { registerRouter, MemoryKeyStore, MemoryUsageSink, issueKey, openAiErrorShape } = await import(dist('router/index.js'));
   const { Registry } = await import('prom-client');

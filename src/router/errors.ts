@@ -4,7 +4,7 @@
 // openai.RateLimitError` works against llmgw exactly as against OpenAI.
 import type { FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
-import type { ErrorShaper } from '../control/http/index.js';
+import type { ErrorShaper } from '../http/index.js';
 import type { ErrorCode } from '../errors/index.js';
 
 /** OpenAI's `type` for a status: what its SDKs and users expect to read. */

@@ -7,7 +7,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
-import { createJsonApp } from '../control/http/index.js';
+import { createJsonApp } from '../http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import { waitFor } from '../../test/support/processes.js';
 import { issueKey, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';

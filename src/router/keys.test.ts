@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createJsonApp } from '../control/http/index.js';
+import { createJsonApp } from '../http/index.js';
 import { hashKey, MemoryKeyStore, registerKeyAdmin } from './keys.js';
 import { RateLimiter } from './rate-limit.js';
 

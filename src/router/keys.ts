@@ -5,8 +5,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { actorOf } from '../control/http/index.js';
-import { actorText, type AuditActor } from '../control/store/actor.js';
+import { actorOf, actorText, type AuditActor } from '../http/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { describeIssues } from '../validation/index.js';
 

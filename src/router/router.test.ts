@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { request as undiciRequest } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
-import { createJsonApp } from '../control/http/index.js';
+import { createJsonApp } from '../http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import {
   issueKey,

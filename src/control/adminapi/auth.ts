@@ -14,8 +14,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
-import { checkHost, crossSiteProblem, hasBody, type HostAllowlist, isJsonContentType } from '../http/guards.js';
-import { setIdentity } from '../http/index.js';
+import { checkHost, crossSiteProblem, hasBody, type HostAllowlist, isJsonContentType, setIdentity } from '../../http/index.js';
 
 /**
  * Who a route lets in. `admin` (the default, also when absent): the admin

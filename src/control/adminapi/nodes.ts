@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { JoinTokenCreatedView, JoinTokenView, NodeApprovedView, NodeRemovedView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { parseDurationMs } from '../../units/index.js';
-import { actorOf } from '../http/index.js';
+import { actorOf } from '../../http/index.js';
 import type { Inventory } from '../inventory/index.js';
 import type { JoinTokenRow } from '../store/index.js';
 

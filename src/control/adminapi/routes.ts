@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
-import { actorOf, type RouteJsonWording } from '../http/index.js';
+import { actorOf, type RouteJsonWording } from '../../http/index.js';
 import type { AuditActor } from '../store/index.js';
 import type { AdminState } from '../inventory/index.js';
 import { registerNodeIdentityRoutes } from './nodes.js';

@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { compileControlOptions } from '../config/index.js';
 import { ControlPlane } from '../control-plane.js';
-import { createJsonApp } from '../http/index.js';
+import { createJsonApp } from '../../http/index.js';
 import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
 import { AssignmentBoard } from './assignments.js';

@@ -5,7 +5,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { ShardStatus } from '../../protocol/index.js';
-import { createJsonApp } from '../http/index.js';
+import { createJsonApp } from '../../http/index.js';
 import { Inventory } from '../inventory/index.js';
 import { AssignmentBoard } from './assignments.js';
 import { registerAgentApi } from './routes.js';

@@ -10,8 +10,7 @@ import type { VNode } from 'preact';
 import type { Registry } from 'prom-client';
 import { isLlmgwError } from '../../errors/index.js';
 import { ADMIN_TOKEN_IDENTITY, type AdminGuard, changeNodeState } from '../adminapi/index.js';
-import { actorOf } from '../http/index.js';
-import type { AuditActor } from '../store/actor.js';
+import { actorOf, type AuditActor } from '../../http/index.js';
 import { collectAndAudit } from '../weights/index.js';
 import type { PageContext } from './components.js';
 import {

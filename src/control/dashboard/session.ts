@@ -14,7 +14,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
-import { originMatchesHost } from '../http/guards.js';
+import { originMatchesHost } from '../../http/index.js';
 
 export const SESSION_COOKIE = 'llmgw_session';
 

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { LlmgwError } from '../../errors/index.js';
 import { type NodeReport, NodeReportSchema } from '../../protocol/index.js';
 import type { AuditActor, JoinTokenRow, NodeRow, Store } from '../store/index.js';
-import { actorText } from '../store/actor.js';
+import { actorText } from '../../http/index.js';
 import { deriveMgmtToken, hardwareFingerprint, matchesHash, mgmtKey, newNodeJoinToken, newNonce, sha256Hex } from './node-secrets.js';
 
 export type AdminState = 'ready' | 'cordoned' | 'draining';

@@ -10,9 +10,9 @@ import pg from 'pg';
 import { LlmgwError, StaleLeaderError } from '../../errors/index.js';
 import { type Dialect, StaticMigrationProvider } from './migrations.js';
 import type { Database, NodesTable, ReplicasTable, ShardsTable } from './schema.js';
-import { type AuditActor, actorText, auditActor } from './actor.js';
+import { type AuditActor, actorText, auditActor } from '../../http/actor.js';
 
-export { type AuditActor, actorText, auditActor } from './actor.js';
+export { type AuditActor, actorText, auditActor } from '../../http/actor.js';
 
 export type StoreLocation = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
 

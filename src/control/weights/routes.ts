@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { CollectSummary } from '../../api/types.js';
 import type { AuditActor, Store } from '../store/index.js';
-import { actorOf } from '../http/index.js';
+import { actorOf } from '../../http/index.js';
 import { collect, type CollectDeps, orphansView } from './weights.js';
 
 export interface WeightsApiOptions extends CollectDeps {

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { initTls } from '../../tls/init.js';
-import { readServerTls } from '../../tls/index.js';
+import { initTls } from '../tls/init.js';
+import { readServerTls } from '../tls/index.js';
 import { createJsonApp } from './index.js';
 
 describe('a listener with a certificate', () => {

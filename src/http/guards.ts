@@ -6,7 +6,7 @@
 // a loopback listener is exactly when they are the only protection.
 import { isIP } from 'node:net';
 import type { FastifyRequest } from 'fastify';
-import { LlmgwError } from '../../errors/index.js';
+import { LlmgwError } from '../errors/index.js';
 
 /** Names every loopback listener answers to, whatever it was bound to. */
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1'];

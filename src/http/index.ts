@@ -3,7 +3,9 @@
 // `{"error": "..."}`; the client listener passes OpenAI's shape), a 405 that
 // names the verbs a path does accept, a body limit that holds for chunked
 // bodies too, and logging that keeps 4xx at info and 5xx at error without
-// ever putting internals in a 5xx body.
+// ever putting internals in a 5xx body. Outside src/control because the
+// router's client listener uses it as much as the admin and agent listeners
+// do: the router and the control plane both import it, it imports neither.
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyHttpOptions, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
@@ -11,9 +13,21 @@ import { type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import FindMyWay from 'find-my-way';
 import type { Logger } from 'pino';
-import { isLlmgwError, type ErrorCode, type LlmgwError } from '../../errors/index.js';
-import type { ServerTls } from '../../tls/index.js';
-import type { AuditActor } from '../store/actor.js';
+import { isLlmgwError, type ErrorCode, type LlmgwError } from '../errors/index.js';
+import type { ServerTls } from '../tls/index.js';
+
+export { actorOf, actorText, auditActor, setIdentity, type AuditActor } from './actor.js';
+export {
+  checkHost,
+  crossSiteProblem,
+  hasBody,
+  hostAllowlist,
+  hostNameOf,
+  isJsonContentType,
+  originMatchesHost,
+  type HostAllowlist,
+  type HostAllowlistInput,
+} from './guards.js';
 
 export interface ErrorBody {
   status: number;
@@ -253,24 +267,4 @@ function toErrorBody(error: FastifyError | LlmgwError, request: FastifyRequest):
     return { status: fe.statusCode, code: 'LLMGW_BAD_REQUEST', message: fe.message };
   }
   return { status: 500, code: 'LLMGW_INTERNAL', message: 'internal error; the control plane log has the details' };
-}
-
-/** The authenticated identity of each admin request, set by the admin guard (adminapi/auth.ts). */
-const identities = new WeakMap<FastifyRequest, string>();
-
-/** Records who a request proved to be: `admin-token`, `dashboard:<session hash prefix>`, `loopback-no-token`. */
-export function setIdentity(request: FastifyRequest, identity: string): void {
-  identities.set(request, identity);
-}
-
-/**
- * Who is acting, for the audit log: the identity the request proved (absent
- * = `unauthenticated`, which only a listener without the admin guard, such
- * as a unit test's, ever records), and X-Llmgw-Actor beside it as a label
- * the caller chose (printable, bounded; null when not sent).
- */
-export function actorOf(request: FastifyRequest): AuditActor {
-  const raw = request.headers['x-llmgw-actor'];
-  const value = (Array.isArray(raw) ? raw[0] : raw)?.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 200);
-  return { identity: identities.get(request) ?? 'unauthenticated', label: value || null };
 }
