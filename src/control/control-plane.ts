@@ -18,8 +18,9 @@ import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
-import { MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerKeyAdmin, registerRouter, type KeyStore, type Router, type UsageSink } from '../router/index.js';
-import { Store, StoredKeys, StoredSessions, StoredUsage } from './store/index.js';
+import { openAiErrorShape, registerRouter, type Router } from '../router/index.js';
+import { MemoryKeyStore, MemoryUsageSink, registerKeyAdmin, registerUsageAdmin, StoredKeys, StoredUsage, type KeyStore, type UsageSink } from './keys/index.js';
+import { Store, StoredSessions } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 import { peerClient } from '../tls/index.js';
 
@@ -220,7 +221,7 @@ export class ControlPlane {
       audit: (actor, action, target, detail) => void store?.appendAudit({ actor, action, target, detail }).catch((err: unknown) => logger.error({ err }, 'audit write failed')),
       modelExists: (name) => catalog.resolve(name) !== undefined,
     });
-    adminApp.get('/api/v1/usage', async () => (usage instanceof StoredUsage ? usage.list() : []));
+    registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage } : {});
     adminApp.get('/metrics', { config: { access: config.metricsPublic ? 'public' : 'admin' } }, async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
 
     // Agents keep their connection between heartbeats (every few seconds): the idle keep-alive is left at Fastify's 72 s.

@@ -3,8 +3,8 @@
 // from the control plane's reconciler and store because it is the hot path:
 // it reads a replica directory and the catalog in memory, and reports use
 // back through counters, a usage sink and metrics, never waiting on I/O of
-// its own. Keys (hashes only) and their admin routes live here too, since
-// the router is their only reader.
+// its own. Keys and usage are src/control/keys': the router sees only their
+// KeyStore and UsageSink interfaces.
 export {
   registerRouter,
   Router,
@@ -15,18 +15,7 @@ export {
   type ReplicaDirectory,
   type ReplicaUse,
 } from './router.js';
-export {
-  MemoryKeyStore,
-  registerKeyAdmin,
-  issueKey,
-  hashKey,
-  keyView,
-  type ApiKeyRecord,
-  type KeyStore,
-  type KeyAdminDeps,
-  type NewKey,
-} from './keys.js';
-export { MemoryUsageSink, usageFromTail, type UsageEvent, type UsageSink, type UsageTotals } from './usage.js';
+export { usageFromTail } from './usage.js';
 export { RateLimiter, tokensToReserve, type LimitDecision, type RequestLimiter } from './rate-limit.js';
 export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
 export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';

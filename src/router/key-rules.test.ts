@@ -10,7 +10,8 @@ import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../
 import { createJsonApp } from '../http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import { waitFor } from '../../test/support/processes.js';
-import { issueKey, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
+import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
+import { openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {

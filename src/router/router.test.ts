@@ -13,10 +13,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
 import { createJsonApp } from '../http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
+import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
 import {
-  issueKey,
-  MemoryKeyStore,
-  MemoryUsageSink,
   openAiErrorShape,
   registerRouter,
   type ReplicaDirectory,

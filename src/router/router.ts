@@ -25,12 +25,12 @@ import type { Model } from '../control/catalog/index.js';
 import { isLlmgwError, LlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
 import { replyError, writeError } from './errors.js';
-import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
+import { hashKey, type ApiKeyRecord, type KeyStore, type UsageSink } from '../control/keys/index.js';
 import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter, type LimitDecision, type RequestLimiter } from './rate-limit.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
-import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
+import { usageFromTail, type TailKeeper } from './usage.js';
 import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */

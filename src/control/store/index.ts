@@ -4,6 +4,5 @@
 export * from './store.js';
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
-export * from './keys-and-usage.js';
 export * from './shared-state.js';
 export * from './sessions.js';

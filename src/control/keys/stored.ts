@@ -1,10 +1,13 @@
-// API keys and usage in the store, behind the router's KeyStore and UsageSink
-// interfaces. Keys are read on every request, so they are cached in memory
-// and the cache is updated by this process's own writes; usage is added up in
-// memory and written in batches, never on a request's path.
-import { MemoryKeyStore } from '../../router/keys.js';
-import type { ApiKeyRecord, KeyStore, UsageEvent, UsageSink } from '../../router/index.js';
-import type { Store } from './store.js';
+// API keys and usage in the store, behind the KeyStore and UsageSink
+// interfaces the router reads and writes. Keys are read on every request, so
+// they are cached in memory and the cache is updated by this process's own
+// writes; usage is added up in memory and written in batches, never on a
+// request's path. Here, not in the store, so that the store knows nothing of
+// keys: it only imports types from it, and nothing of it is loaded for the
+// router, which sees KeyStore and UsageSink alone.
+import type { Store } from '../store/index.js';
+import { MemoryKeyStore, type ApiKeyRecord, type KeyStore } from './keys.js';
+import type { UsageEvent, UsageSink } from './usage.js';
 
 export class StoredKeys implements KeyStore {
   /** The keys as the store holds them, indexed as the router reads them; replaced whole on reload. */

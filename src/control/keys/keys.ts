@@ -1,13 +1,10 @@
 // API keys for the client listener: issued once, kept only as SHA-256 hashes
 // plus a short display prefix, so a leaked store or log line never yields a
 // usable key. The KeyStore interface is what the router needs; the control
-// plane backs it with its store, tests and loopback setups with MemoryKeyStore.
+// plane backs it with its store (stored.ts), tests and loopback setups with
+// MemoryKeyStore.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
-import { actorOf, actorText, type AuditActor } from '../http/index.js';
-import { LlmgwError } from '../errors/index.js';
-import { describeIssues } from '../validation/index.js';
+import { actorText, type AuditActor } from '../../http/index.js';
 
 export interface ApiKeyRecord {
   readonly id: string;
@@ -123,74 +120,4 @@ export function keyView(k: ApiKeyRecord, nowMs: number): Record<string, unknown>
     created_by: k.createdBy,
     revoked_at: k.revokedAtMs === null ? null : new Date(k.revokedAtMs).toISOString(),
   };
-}
-
-const NewKeySchema = z.strictObject({
-  name: z.string().min(1).max(200),
-  /** Absent or null = every model. */
-  allowed_models: z.array(z.string().min(1)).nullable().optional(),
-  requests_per_minute: z.number().int().min(1).nullable().optional(),
-  tokens_per_minute: z.number().int().min(1).nullable().optional(),
-  /** An ISO 8601 instant; absent or null = never. */
-  expires_at: z
-    .string()
-    .refine((v) => !Number.isNaN(Date.parse(v)), { message: 'want an ISO 8601 time such as 2027-01-31T00:00:00Z' })
-    .nullable()
-    .optional(),
-});
-
-export interface KeyAdminDeps {
-  keys: KeyStore;
-  now: () => number;
-  /** Records a write for the audit log; called after the write succeeded. */
-  audit: (actor: AuditActor, action: string, target: string, detail: Record<string, unknown>) => void | Promise<void>;
-  /** Checks a model name exists, so a key is not limited to a typo; absent = not checked. */
-  modelExists?: (name: string) => boolean;
-}
-
-/**
- * POST/GET/DELETE /api/v1/keys on the admin listener (which has already
- * checked the admin token). Revoking is by exact id, never by name or prefix.
- */
-export function registerKeyAdmin(app: FastifyInstance, deps: KeyAdminDeps): void {
-  app.post('/api/v1/keys', async (request, reply) => {
-    const parsed = NewKeySchema.safeParse(request.body ?? {});
-    if (!parsed.success) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `the key is not valid: ${describeIssues(NewKeySchema, parsed.error).join('; ')}`);
-    }
-    const body = parsed.data;
-    const unknown = (body.allowed_models ?? []).filter((m) => deps.modelExists && !deps.modelExists(m));
-    if (unknown.length) throw new LlmgwError('LLMGW_BAD_REQUEST', `allowed_models: no model is named ${unknown.map((m) => `"${m}"`).join(', ')}`);
-    const now = deps.now();
-    const expiresAtMs = body.expires_at ? Date.parse(body.expires_at) : null;
-    if (expiresAtMs !== null && expiresAtMs <= now) throw new LlmgwError('LLMGW_BAD_REQUEST', 'expires_at: the time is in the past; a key must be usable when made');
-    const actor = actorOf(request);
-    const { record, secret } = await issueKey(
-      deps.keys,
-      {
-        name: body.name,
-        allowedModels: body.allowed_models ?? null,
-        requestsPerMinute: body.requests_per_minute ?? null,
-        tokensPerMinute: body.tokens_per_minute ?? null,
-        expiresAtMs,
-      },
-      now,
-      actor,
-    );
-    await deps.audit(actor, 'key.create', record.id, { name: record.name, prefix: record.prefix });
-    return reply.code(201).send({ ...keyView(record, now), secret, note: 'the secret is shown this once; store it now' });
-  });
-
-  app.get('/api/v1/keys', async () => {
-    const now = deps.now();
-    return { keys: (await deps.keys.list()).map((k) => keyView(k, now)) };
-  });
-
-  app.delete<{ Params: { id: string } }>('/api/v1/keys/:id', async (request) => {
-    const id = request.params.id;
-    const ok = await deps.keys.revoke(id, deps.now());
-    if (!ok) throw new LlmgwError('LLMGW_NOT_FOUND', `no key has the id "${id}"; \`GET /api/v1/keys\` lists them`);
-    await deps.audit(actorOf(request), 'key.revoke', id, {});
-    return { id, state: 'revoked' };
-  });
 }

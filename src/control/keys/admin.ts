@@ -1,0 +1,90 @@
+// The admin listener's routes over keys and usage: issuing, listing and
+// revoking keys, and reading what each key spent. Apart from keys.ts
+// because the router, which reads keys on every request, needs none of it.
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { LlmgwError } from '../../errors/index.js';
+import { actorOf, type AuditActor } from '../../http/index.js';
+import { describeIssues } from '../../validation/index.js';
+import { issueKey, keyView, type KeyStore } from './keys.js';
+import type { UsageRow } from './stored.js';
+
+const NewKeySchema = z.strictObject({
+  name: z.string().min(1).max(200),
+  /** Absent or null = every model. */
+  allowed_models: z.array(z.string().min(1)).nullable().optional(),
+  requests_per_minute: z.number().int().min(1).nullable().optional(),
+  tokens_per_minute: z.number().int().min(1).nullable().optional(),
+  /** An ISO 8601 instant; absent or null = never. */
+  expires_at: z
+    .string()
+    .refine((v) => !Number.isNaN(Date.parse(v)), { message: 'want an ISO 8601 time such as 2027-01-31T00:00:00Z' })
+    .nullable()
+    .optional(),
+});
+
+export interface KeyAdminDeps {
+  keys: KeyStore;
+  now: () => number;
+  /** Records a write for the audit log; called after the write succeeded. */
+  audit: (actor: AuditActor, action: string, target: string, detail: Record<string, unknown>) => void | Promise<void>;
+  /** Checks a model name exists, so a key is not limited to a typo; absent = not checked. */
+  modelExists?: (name: string) => boolean;
+}
+
+/**
+ * POST/GET/DELETE /api/v1/keys on the admin listener (which has already
+ * checked the admin token). Revoking is by exact id, never by name or prefix.
+ */
+export function registerKeyAdmin(app: FastifyInstance, deps: KeyAdminDeps): void {
+  app.post('/api/v1/keys', async (request, reply) => {
+    const parsed = NewKeySchema.safeParse(request.body ?? {});
+    if (!parsed.success) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `the key is not valid: ${describeIssues(NewKeySchema, parsed.error).join('; ')}`);
+    }
+    const body = parsed.data;
+    const unknown = (body.allowed_models ?? []).filter((m) => deps.modelExists && !deps.modelExists(m));
+    if (unknown.length) throw new LlmgwError('LLMGW_BAD_REQUEST', `allowed_models: no model is named ${unknown.map((m) => `"${m}"`).join(', ')}`);
+    const now = deps.now();
+    const expiresAtMs = body.expires_at ? Date.parse(body.expires_at) : null;
+    if (expiresAtMs !== null && expiresAtMs <= now) throw new LlmgwError('LLMGW_BAD_REQUEST', 'expires_at: the time is in the past; a key must be usable when made');
+    const actor = actorOf(request);
+    const { record, secret } = await issueKey(
+      deps.keys,
+      {
+        name: body.name,
+        allowedModels: body.allowed_models ?? null,
+        requestsPerMinute: body.requests_per_minute ?? null,
+        tokensPerMinute: body.tokens_per_minute ?? null,
+        expiresAtMs,
+      },
+      now,
+      actor,
+    );
+    await deps.audit(actor, 'key.create', record.id, { name: record.name, prefix: record.prefix });
+    return reply.code(201).send({ ...keyView(record, now), secret, note: 'the secret is shown this once; store it now' });
+  });
+
+  app.get('/api/v1/keys', async () => {
+    const now = deps.now();
+    return { keys: (await deps.keys.list()).map((k) => keyView(k, now)) };
+  });
+
+  app.delete<{ Params: { id: string } }>('/api/v1/keys/:id', async (request) => {
+    const id = request.params.id;
+    const ok = await deps.keys.revoke(id, deps.now());
+    if (!ok) throw new LlmgwError('LLMGW_NOT_FOUND', `no key has the id "${id}"; \`GET /api/v1/keys\` lists them`);
+    await deps.audit(actorOf(request), 'key.revoke', id, {});
+    return { id, state: 'revoked' };
+  });
+}
+
+export interface UsageAdminDeps {
+  /** The usage rows the store holds; absent = this control plane has no store, and the answer is an empty list. */
+  usage?: { list(): Promise<UsageRow[]> };
+}
+
+/** GET /api/v1/usage on the admin listener: the totals per key and model. */
+export function registerUsageAdmin(app: FastifyInstance, deps: UsageAdminDeps): void {
+  app.get('/api/v1/usage', async () => (deps.usage ? deps.usage.list() : []));
+}

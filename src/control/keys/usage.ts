@@ -1,0 +1,66 @@
+// Usage accounting: what each key spent on each model, read from the
+// engine's own `usage` (the body's, or a stream's final SSE chunk: the
+// router asks every stream for it, and keeps it from a client that did
+// not). The router hands each finished request to a UsageSink synchronously
+// and never waits on it: a sink that writes to a store batches and flushes
+// on its own timer.
+
+export interface UsageEvent {
+  /** The key's id; 'anonymous' when the listener runs without keys. */
+  readonly keyId: string;
+  /** The canonical model that answered (a fallback's name when one served). */
+  readonly model: string;
+  /**
+   * The engine's figures; for a stream whose usage never came (it broke,
+   * its client left, the engine ignores include_usage), lower bounds from
+   * the prompt's size and the events relayed; zero for a whole answer
+   * without usage.
+   */
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** The HTTP status the client got; 0 when the client went away first. */
+  readonly status: number;
+}
+
+export interface UsageSink {
+  /** Must not block or throw: it runs after the response, on the event loop. */
+  record(event: UsageEvent): void;
+}
+
+export interface UsageTotals {
+  requests: number;
+  errors: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/**
+ * Totals per key and model in memory; `drain()` hands them over and starts
+ * again, so a store writer can flush them in one batch on its own timer.
+ */
+export class MemoryUsageSink implements UsageSink {
+  private totals = new Map<string, UsageTotals & { keyId: string; model: string }>();
+
+  record(e: UsageEvent): void {
+    const k = `${e.keyId}\u0000${e.model}`;
+    let t = this.totals.get(k);
+    if (!t) {
+      t = { keyId: e.keyId, model: e.model, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+      this.totals.set(k, t);
+    }
+    t.requests++;
+    if (e.status === 0 || e.status >= 400) t.errors++;
+    t.promptTokens += e.promptTokens;
+    t.completionTokens += e.completionTokens;
+  }
+
+  snapshot(): (UsageTotals & { keyId: string; model: string })[] {
+    return [...this.totals.values()].map((t) => ({ ...t }));
+  }
+
+  drain(): (UsageTotals & { keyId: string; model: string })[] {
+    const out = [...this.totals.values()];
+    this.totals = new Map();
+    return out;
+  }
+}
