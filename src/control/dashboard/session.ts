@@ -15,6 +15,10 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
 import { originMatchesHost } from '../../http/index.js';
+import type { SessionBackend } from '../store/index.js';
+
+// The store holds the shape of a shared session, so that it need not import the dashboard.
+export type { SessionBackend, StoredSession } from '../store/index.js';
 
 export const SESSION_COOKIE = 'llmgw_session';
 
@@ -26,25 +30,6 @@ export interface Session {
   lastSeenMs: number;
   /** Where the person logged in from, `dashboard:<remote address>`: the label beside the session's audit identity (dashboard/routes.tsx sessionIdentity). */
   readonly actor: string;
-}
-
-/** A session where every control plane reads it: the id only as its HMAC-SHA256 under the admin token (hex). */
-export interface StoredSession {
-  readonly idHash: string;
-  readonly csrfToken: string;
-  readonly actor: string;
-  readonly createdMs: number;
-  readonly lastSeenMs: number;
-}
-
-/** Where sessions are shared (the store). Every call may reject when the store is away. */
-export interface SessionBackend {
-  put(session: StoredSession): Promise<void>;
-  get(idHash: string): Promise<StoredSession | null>;
-  touch(idHash: string, lastSeenMs: number): Promise<void>;
-  delete(idHash: string): Promise<void>;
-  /** Deletes sessions last seen before `idleBeforeMs` or created before `createdBeforeMs`, then all but the newest `keep`. */
-  prune(idleBeforeMs: number, createdBeforeMs: number, keep: number): Promise<void>;
 }
 
 export interface SessionOptions {

@@ -1,10 +1,29 @@
-// Dashboard sessions in the store, behind the dashboard's SessionBackend:
-// what lets a login on one control plane hold on the others and across a
-// restart. Kept here, beside keys and usage, because it is the store's SQL;
-// the rules (expiry, the hash, what happens while the store is away) are the
-// dashboard's, in src/control/dashboard/session.ts.
-import type { SessionBackend, StoredSession } from '../dashboard/session.js';
+// Dashboard sessions in the store: what lets a login on one control plane
+// hold on the others and across a restart. Kept here because it is the
+// store's SQL; the rules (expiry, the hash, what happens while the store is
+// away) are the dashboard's, in src/control/dashboard/session.ts. The
+// SessionBackend interface is defined here and the dashboard imports it, so
+// the store depends on no part above it.
 import type { Store } from './store.js';
+
+/** A session where every control plane reads it: the id only as its HMAC-SHA256 under the admin token (hex). */
+export interface StoredSession {
+  readonly idHash: string;
+  readonly csrfToken: string;
+  readonly actor: string;
+  readonly createdMs: number;
+  readonly lastSeenMs: number;
+}
+
+/** Where sessions are shared (the store). Every call may reject when the store is away. */
+export interface SessionBackend {
+  put(session: StoredSession): Promise<void>;
+  get(idHash: string): Promise<StoredSession | null>;
+  touch(idHash: string, lastSeenMs: number): Promise<void>;
+  delete(idHash: string): Promise<void>;
+  /** Deletes sessions last seen before `idleBeforeMs` or created before `createdBeforeMs`, then all but the newest `keep`. */
+  prune(idleBeforeMs: number, createdBeforeMs: number, keep: number): Promise<void>;
+}
 
 export class StoredSessions implements SessionBackend {
   constructor(private readonly store: Store) {}
