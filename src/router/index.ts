@@ -16,7 +16,7 @@ export {
   type ReplicaUse,
 } from './router.js';
 export { usageFromTail } from './usage.js';
-export { RateLimiter, tokensToReserve, type LimitDecision, type RequestLimiter } from './rate-limit.js';
+export { RateLimiter, cappedReservation, type LimitDecision, type RequestLimiter } from './rate-limit.js';
 export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
 export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';

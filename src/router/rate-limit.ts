@@ -50,7 +50,7 @@ export interface RequestLimiter {
 }
 
 /** The tokens a request reserves: what it asked, but never more than a whole minute's limit. */
-export function tokensToReserve(reserveTokens: number, tokensPerMinute: number): number {
+export function cappedReservation(reserveTokens: number, tokensPerMinute: number): number {
   return Math.max(0, Math.min(Math.ceil(reserveTokens), tokensPerMinute));
 }
 
@@ -66,7 +66,7 @@ export class RateLimiter implements RequestLimiter {
     const now = this.now();
     const tokens = tokensPerMinute === null ? null : refill(this.tokens, keyId, tokensPerMinute, now);
     const requests = requestsPerMinute === null ? null : refill(this.requests, keyId, requestsPerMinute, now);
-    const need = tokensPerMinute === null ? 0 : tokensToReserve(reserveTokens, tokensPerMinute);
+    const need = tokensPerMinute === null ? 0 : cappedReservation(reserveTokens, tokensPerMinute);
     const left = (admitted: boolean) => ({
       ...(requests ? { requests: Math.max(0, Math.floor(requests.level - (admitted ? 1 : 0))) } : {}),
       ...(tokens ? { tokens: Math.max(0, Math.floor(tokens.level - (admitted ? need : 0))) } : {}),

@@ -25,7 +25,7 @@
 // the next. Across instances the same tolerance holds: each instance
 // reserves, and sees the others' reservations a sync late.
 import type { Logger } from 'pino';
-import { tokensToReserve, type LimitDecision, type RequestLimiter } from '../../router/index.js';
+import { cappedReservation, type LimitDecision, type RequestLimiter } from '../../router/index.js';
 import { addRateCounts, pruneRateCounts, type RateCount, type Store } from '../store/index.js';
 
 const WINDOW_MS = 60_000;
@@ -80,7 +80,7 @@ export class SharedRateLimiter implements RequestLimiter {
     const previous = this.total(keyId, start - WINDOW_MS);
     const usedTokens = previous.tokens * (1 - fraction) + current.tokens;
     const usedRequests = previous.requests * (1 - fraction) + current.requests;
-    const need = tokensPerMinute === null ? 0 : tokensToReserve(reserveTokens, tokensPerMinute);
+    const need = tokensPerMinute === null ? 0 : cappedReservation(reserveTokens, tokensPerMinute);
     const left = (admitted: boolean) => ({
       ...(requestsPerMinute !== null ? { requests: Math.max(0, Math.floor(requestsPerMinute - usedRequests - (admitted ? 1 : 0))) } : {}),
       ...(tokensPerMinute !== null ? { tokens: Math.max(0, Math.floor(tokensPerMinute - usedTokens - (admitted ? need : 0))) } : {}),
