@@ -2,19 +2,22 @@
 // SQLite (embedded default) and Postgres (several control planes). Everything
 // above it speaks in records, never in SQL, so the contract suite can run the
 // same expectations against both dialects.
-import { closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
-import pg from 'pg';
-import { LlmgwError, StaleLeaderError } from '../../errors/index.js';
-import { type Dialect, StaticMigrationProvider } from './migrations.js';
+import type { Kysely, Transaction } from 'kysely';
+import { LlmgwError } from '../../errors/index.js';
+import { type ChangeTopic, type LeaderFence, type Queryable, StoreConnection, type StoreOptions } from './connection.js';
+import type { Dialect } from './migrations.js';
 import type { Database, NodesTable, ReplicasTable, ShardsTable } from './schema.js';
 import { type AuditActor, actorText, auditActor } from './actor.js';
 
 export { type AuditActor, actorText, auditActor } from './actor.js';
-
-export type StoreLocation = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
+export {
+  CHANGES_CHANNEL,
+  type ChangeTopic,
+  type LeaderFence,
+  type StoreLocation,
+  type StoreOptions,
+} from './connection.js';
+export { postgresWhere } from './postgres.js';
 
 export interface StoredModel {
   name: string;
@@ -64,37 +67,6 @@ export type EventInput = Omit<EventRow, 'id' | 'model' | 'node' | 'replica' | 'f
   from?: number | null;
   to?: number | null;
 };
-
-/**
- * What a leading control plane holds: the role's name in the leadership
- * table and the epoch it acquired. With a fence set, every replica and shard
- * write first checks (under a share lock on the leadership row, so an
- * acquisition waits for the write to commit) that the stored epoch is still
- * this one, and throws StaleLeaderError when it is not.
- */
-export interface LeaderFence {
-  readonly role: string;
-  /** The epoch this instance holds; null = it does not lead now (every fenced write is refused). */
-  epoch(): number | null;
-  /** Told when a write was refused because the store moved on: the holder steps down. */
-  onStale?(err: StaleLeaderError): void;
-}
-
-/** What changed, as sent on CHANGES_CHANNEL; other instances reload that part. */
-export type ChangeTopic = 'catalog' | 'keys' | 'nodes' | 'replicas';
-
-/** The Postgres channel on which writes announce themselves (NOTIFY is sent at commit, so a listener reads committed rows). */
-export const CHANGES_CHANNEL = 'llmgw_changes';
-
-export interface StoreOptions {
-  location: StoreLocation;
-  /** Epoch ms; injected so tests control time. */
-  now?: () => number;
-  /** Told of something an operator should fix but that does not stop the store (a database file others can read); absent = silent. */
-  onWarning?: (message: string, context: Record<string, unknown>) => void;
-}
-
-const INT8_OID = 20;
 
 export interface NodeRow {
   id: string;
@@ -253,113 +225,33 @@ function toNodeRow(r: NodesTable): NodeRow {
 }
 
 export class Store {
-  private constructor(
-    readonly db: Kysely<Database>,
-    readonly dialect: Dialect,
-    private readonly now: () => number,
-    /** Where the store is, for messages: "Postgres at db:5432" or the SQLite path; never credentials. */
-    readonly where: string,
-  ) {}
-
-  private fence: LeaderFence | null = null;
-
-  /** Fences replica and shard writes from now on (Postgres with several instances); null removes the fence. */
-  setLeaderFence(fence: LeaderFence | null): void {
-    this.fence = fence;
-  }
+  private constructor(readonly connection: StoreConnection) {}
 
   /** Opens the store and brings its schema up to date. */
   static async open(options: StoreOptions): Promise<Store> {
-    const now = options.now ?? Date.now;
-    let db: Kysely<Database>;
-    let dialect: Dialect;
-    let where: string;
-    if (options.location.kind === 'sqlite') {
-      dialect = 'sqlite';
-      const path = options.location.path;
-      where = `SQLite at ${path}`;
-      let sqlite: BetterSqlite3.Database;
-      try {
-        if (path !== ':memory:') prepareSqliteFiles(path, options.onWarning);
-        sqlite = new BetterSqlite3(path);
-      } catch (err) {
-        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot open the SQLite store at ${path}: ${(err as Error).message}`, { cause: err });
-      }
-      // WAL lets readers run beside the one writer; synchronous=FULL makes an
-      // acknowledged write survive a kill -9 or power loss, which the admin
-      // API promises; busy_timeout rides out a second process briefly holding the lock.
-      sqlite.pragma('journal_mode = WAL');
-      sqlite.pragma('synchronous = FULL');
-      sqlite.pragma('foreign_keys = ON');
-      sqlite.pragma('busy_timeout = 5000');
-      db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
-    } else {
-      dialect = 'postgres';
-      where = postgresWhere(options.location.url);
-      const pool = new pg.Pool({
-        connectionString: options.location.url,
-        max: 10,
-        connectionTimeoutMillis: 5000,
-        // bigint columns hold epoch milliseconds, well inside a double's exact range.
-        types: { getTypeParser: (oid: number, format?: string) => (oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format as 'text')) } as never,
-      });
-      // An idle client losing its server must not crash the process; the next query reports it.
-      pool.on('error', () => {});
-      // A connection that cannot be made is the one failure every caller treats alike: the store is away.
-      // Mapped here, once, so an admin write answers 503 with where the store is instead of a bare 500.
-      const unreachable = storeUnavailable(where);
-      // pg emits 'error' on a checked-out client that loses its server between two queries (inside a
-      // transaction, say) and the pool listens only on idle ones: unheard, it would end the process. The
-      // query in progress, or the next one, fails on its own; the pool drops the client on release.
-      const heard = new WeakSet<pg.PoolClient>();
-      const guarded = {
-        connect: async () => {
-          let client: pg.PoolClient;
-          try {
-            client = await pool.connect();
-          } catch (err) {
-            throw unreachable(err);
-          }
-          if (!heard.has(client)) {
-            heard.add(client);
-            client.on('error', () => {});
-          }
-          return client;
-        },
-        end: () => pool.end(),
-      };
-      db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: guarded as unknown as pg.Pool }) });
-    }
-    const store = new Store(db, dialect, now, where);
-    await store.migrate(options.location);
-    return store;
+    return new Store(await StoreConnection.open(options));
   }
 
-  private async migrate(location: StoreLocation): Promise<void> {
-    // Unordered: migrations written in parallel (0005 beside 0006) may land in either order, and a store that
-    // ran the later number first must still take the earlier one rather than refuse to start.
-    const migrator = new Migrator({ db: this.db, provider: new StaticMigrationProvider(this.dialect), allowUnorderedMigrations: true });
-    const { error, results } = await migrator.migrateToLatest();
-    if (error) {
-      await this.db.destroy();
-      const failed = results?.find((r) => r.status === 'Error')?.migrationName;
-      const where = location.kind === 'sqlite' ? location.path : 'Postgres';
-      // At start-up "admin writes are refused" would mislead: nothing starts. Report the connection's own error.
-      const unwrapped = error instanceof LlmgwError && error.code === 'LLMGW_STORE_UNAVAILABLE' ? error.cause : error;
-      const cause = unwrapped as Error & { code?: string };
-      if (cause.code === 'ECONNREFUSED' || cause.code === 'ENOTFOUND' || /connect|timeout/i.test(cause.message)) {
-        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot reach the store (${where}): ${cause.message}`, { cause });
-      }
-      throw new LlmgwError(
-        'LLMGW_STORE_MIGRATION',
-        `cannot bring the store at ${where} up to date${failed ? ` (migration ${failed})` : ''}: ${cause.message}`,
-        { cause },
-      );
-    }
+  /** The connection's Kysely handle, for the modules that still query it themselves (stored keys, usage and sessions). */
+  get db(): Kysely<Database> {
+    return this.connection.db;
+  }
+
+  private get dialect(): Dialect {
+    return this.connection.dialect;
+  }
+
+  private now(): number {
+    return this.connection.now();
+  }
+
+  /** Fences replica and shard writes from now on (Postgres with several instances); null removes the fence. */
+  setLeaderFence(fence: LeaderFence | null): void {
+    this.connection.setLeaderFence(fence);
   }
 
   async close(): Promise<void> {
-    await this.db.destroy();
+    await this.connection.close();
   }
 
   // --- models ---
@@ -795,85 +687,20 @@ export class Store {
     return Number(result.numDeletedRows);
   }
 
-  /**
-   * Tells the other instances that `topic` changed (Postgres only; SQLite has
-   * one instance). Inside a transaction it is sent at commit, never for a
-   * write that rolled back.
-   */
-  async announce(db: Kysely<Database> | Transaction<Database>, topic: ChangeTopic): Promise<void> {
-    if (this.dialect !== 'postgres') return;
-    await sql`select pg_notify(${CHANGES_CHANNEL}, ${topic})`.execute(db);
+  /** Tells the other instances that `topic` changed; see StoreConnection.announce. */
+  async announce(db: Queryable, topic: ChangeTopic): Promise<void> {
+    await this.connection.announce(db, topic);
   }
 
-  /** Throws StaleLeaderError when a fence is set and the store's epoch is not the one held. */
   private async checkFence(tx: Transaction<Database>): Promise<void> {
-    const fence = this.fence;
-    if (!fence) return;
-    const held = fence.epoch();
-    if (held === null) throw new StaleLeaderError(fence.role, null, null);
-    // FOR SHARE: an instance acquiring the role (UPDATE … epoch + 1) waits for this write to commit, so
-    // it reads the replicas only after every write the old epoch could still make.
-    let query = tx.selectFrom('leadership').select('epoch').where('name', '=', fence.role);
-    if (this.dialect === 'postgres') query = query.forShare();
-    const row = await query.executeTakeFirst();
-    const current = row ? Number(row.epoch) : null;
-    if (current !== held) {
-      const err = new StaleLeaderError(fence.role, held, current);
-      fence.onStale?.(err);
-      throw err;
-    }
+    await this.connection.checkFence(tx);
   }
 
-  private async insertAudit(db: Kysely<Database> | Transaction<Database>, at: number, entry: AuditInput): Promise<void> {
+  private async insertAudit(db: Queryable, at: number, entry: AuditInput): Promise<void> {
     const who = auditActor(entry.actor);
     await db
       .insertInto('audit_log')
       .values({ at, actor: who.identity, actor_label: who.label, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
       .execute();
   }
-}
-
-/**
- * The SQLite file holds key hashes, node credentials' hashes and each node's
- * management token, so only the control plane's user may read it: a new
- * directory is made 0700 and a new file 0600 (SQLite gives its -wal and -shm
- * files the database file's mode). An existing file or directory is left as
- * the operator set it, with a warning naming the path and its looser mode.
- */
-function prepareSqliteFiles(path: string, warn: StoreOptions['onWarning']): void {
-  const dir = dirname(path);
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
-  else looserThan(dir, 0o700, 'directory', warn);
-  if (!existsSync(path)) closeSync(openSync(path, 'wx', 0o600));
-  else looserThan(path, 0o600, 'file', warn);
-  for (const side of [`${path}-wal`, `${path}-shm`]) if (existsSync(side)) looserThan(side, 0o600, 'file', warn);
-}
-
-function looserThan(path: string, wanted: number, what: string, warn: StoreOptions['onWarning']): void {
-  const mode = statSync(path).mode & 0o777;
-  if ((mode & ~wanted) === 0) return;
-  const octal = (m: number) => `0${m.toString(8).padStart(3, '0')}`;
-  warn?.(
-    `the SQLite store's ${what} ${path} has mode ${octal(mode)}, so other users of this machine can read node credentials and key hashes in it; run chmod ${octal(wanted)} ${path}`,
-    { path, mode: octal(mode), wanted: octal(wanted) },
-  );
-}
-
-/** "Postgres at host:port" from a connection URL, never its user or password. */
-export function postgresWhere(url: string): string {
-  try {
-    const u = new URL(url);
-    return `Postgres at ${u.hostname || 'localhost'}:${u.port || '5432'}`;
-  } catch {
-    return 'Postgres';
-  }
-}
-
-/** Wraps a connection failure as LLMGW_STORE_UNAVAILABLE (503) naming the store and what to expect. */
-function storeUnavailable(where: string): (err: unknown) => LlmgwError {
-  return (err) => {
-    if (err instanceof LlmgwError) return err;
-    const message = err instanceof Error ? err.message || (err as Error & { code?: string }).code || 'unknown error' : String(err);
-    return new LlmgwError('LLMGW_STORE_UNAVAILABLE', `the store (${where}) is unreachable: ${message}; admin writes are refused until it returns`, { cause: err });
-  };
 }
