@@ -218,7 +218,7 @@ export class ControlPlane {
     registerKeyAdmin(adminApp, {
       keys,
       now,
-      audit: (actor, action, target, detail) => void store?.appendAudit({ actor, action, target, detail }).catch((err: unknown) => logger.error({ err }, 'audit write failed')),
+      audit: (actor, action, target, detail) => void store?.audit.append({ actor, action, target, detail }).catch((err: unknown) => logger.error({ err }, 'audit write failed')),
       modelExists: (name) => catalog.resolve(name) !== undefined,
     });
     adminApp.get('/api/v1/usage', async () => (usage instanceof StoredUsage ? usage.list() : []));

@@ -2,6 +2,8 @@
 // catalog, the audit log, and, as later parts land, nodes, replicas, keys and
 // usage). SQLite by default, Postgres when several control planes share one.
 export * from './store.js';
+export { AuditRepository, type AuditEntry, type AuditInput } from './audit.js';
+export { EventRepository, type EventInput, type EventRow } from './events.js';
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
 export * from './keys-and-usage.js';

@@ -48,10 +48,10 @@ for (const backend of backends) {
 
     it('keeps the proven identity and the claimed label of an audit row apart', async () => {
       const store = await Store.open({ location, now });
-      await store.appendAudit({ actor: { identity: 'admin-token', label: 'the-ceo' }, action: 'key.create', target: 'audit-id-test' });
+      await store.audit.append({ actor: { identity: 'admin-token', label: 'the-ceo' }, action: 'key.create', target: 'audit-id-test' });
       await store.insertModel('audit-id-model', {}, { actor: { identity: 'admin-token', label: 'alice' }, action: 'model.add', target: 'audit-id-model' });
-      await store.appendAudit({ actor: 'node:n9', action: 'node.join', target: 'audit-id-test' });
-      const rows = await store.listAudit({ target: 'audit-id-test' });
+      await store.audit.append({ actor: 'node:n9', action: 'node.join', target: 'audit-id-test' });
+      const rows = await store.audit.list({ target: 'audit-id-test' });
       expect(rows.map((r) => [r.actor, r.actorLabel])).toEqual([['node:n9', null], ['admin-token', 'the-ceo']]);
       expect((await store.listModels()).find((m) => m.name === 'audit-id-model')?.createdBy, 'created_by shows both').toBe('admin-token (alice)');
       await store.deleteModel('audit-id-model', { actor: 'admin-token', action: 'model.remove', target: 'audit-id-model' });
@@ -67,7 +67,7 @@ for (const backend of backends) {
       const again = await Store.open({ location, now });
       const models = await again.listModels();
       expect(models).toEqual([{ name: 'm1', definition: { name: 'm1', source: 'hf://a/b' }, createdAt: 1_000, createdBy: 'alice', updatedAt: 1_000 }]);
-      const audit = await again.listAudit({ target: 'm1' });
+      const audit = await again.audit.list({ target: 'm1' });
       expect(audit).toHaveLength(1);
       expect(audit[0]).toMatchObject({ at: 1_000, actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
       expect(typeof audit[0]!.id, 'ids come back as numbers on every dialect').toBe('number');
@@ -80,7 +80,7 @@ for (const backend of backends) {
       await expect(store.insertModel('dup', { v: 2 }, { actor: 'b', action: 'model.add', target: 'dup' })).rejects.toMatchObject({
         code: 'LLMGW_CATALOG_CONFLICT',
       });
-      const audit = await store.listAudit({ target: 'dup' });
+      const audit = await store.audit.list({ target: 'dup' });
       expect(audit.map((a) => a.actor), 'the refused write left no audit row').toEqual(['a']);
       expect((await store.listModels()).find((m) => m.name === 'dup')?.definition).toEqual({ v: 1 });
       await store.close();
@@ -91,7 +91,7 @@ for (const backend of backends) {
       await store.insertModel('gone', {}, { actor: 'a', action: 'model.add', target: 'gone' });
       expect(await store.deleteModel('gone', { actor: 'b', action: 'model.remove', target: 'gone' })).toBe(true);
       expect(await store.deleteModel('gone', { actor: 'c', action: 'model.remove', target: 'gone' })).toBe(false);
-      const audit = await store.listAudit({ target: 'gone' });
+      const audit = await store.audit.list({ target: 'gone' });
       expect(audit.map((a) => `${a.action}:${a.actor}`)).toEqual(['model.remove:b', 'model.add:a']);
       await store.close();
     });
@@ -158,18 +158,18 @@ for (const backend of backends) {
       const store = await Store.open({ location, now });
       const ids: number[] = [];
       for (let i = 0; i < 6; i++) {
-        ids.push(await store.appendEvent({ atMs: 5_000 + i, kind: 'scale', model: i % 2 ? 'a' : 'b', from: i, to: i + 1, message: `step ${i}` }));
+        ids.push(await store.events.append({ atMs: 5_000 + i, kind: 'scale', model: i % 2 ? 'a' : 'b', from: i, to: i + 1, message: `step ${i}` }));
       }
-      ids.push(await store.appendEvent({ atMs: 6_000, kind: 'node_joined', node: 'n1', message: 'node n1 joined' }));
+      ids.push(await store.events.append({ atMs: 6_000, kind: 'node_joined', node: 'n1', message: 'node n1 joined' }));
       expect([...ids].sort((x, y) => x - y), 'ids grow with each event').toEqual(ids);
-      const all = await store.listEvents();
+      const all = await store.events.list();
       expect(all.map((e) => e.message)).toEqual(['node n1 joined', 'step 5', 'step 4', 'step 3', 'step 2', 'step 1', 'step 0']);
       expect(all[0]).toEqual({ id: ids[6], atMs: 6_000, kind: 'node_joined', model: null, node: 'n1', replica: null, from: null, to: null, message: 'node n1 joined' });
-      expect((await store.listEvents({ model: 'a', limit: 2 })).map((e) => [e.from, e.to])).toEqual([[5, 6], [3, 4]]);
-      expect((await store.listEvents({ afterId: ids[4]! })).map((e) => e.message)).toEqual(['node n1 joined', 'step 5']);
-      expect(await store.pruneEvents(3), 'four of seven pruned').toBe(4);
-      expect((await store.listEvents()).map((e) => e.id)).toEqual([ids[6], ids[5], ids[4]]);
-      expect(await store.pruneEvents(3), 'nothing more to prune').toBe(0);
+      expect((await store.events.list({ model: 'a', limit: 2 })).map((e) => [e.from, e.to])).toEqual([[5, 6], [3, 4]]);
+      expect((await store.events.list({ afterId: ids[4]! })).map((e) => e.message)).toEqual(['node n1 joined', 'step 5']);
+      expect(await store.events.prune(3), 'four of seven pruned').toBe(4);
+      expect((await store.events.list()).map((e) => e.id)).toEqual([ids[6], ids[5], ids[4]]);
+      expect(await store.events.prune(3), 'nothing more to prune').toBe(0);
       await store.close();
     });
 

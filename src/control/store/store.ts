@@ -7,7 +7,9 @@ import { LlmgwError } from '../../errors/index.js';
 import { type ChangeTopic, type LeaderFence, type Queryable, StoreConnection, type StoreOptions } from './connection.js';
 import type { Dialect } from './migrations.js';
 import type { Database, NodesTable, ReplicasTable, ShardsTable } from './schema.js';
-import { type AuditActor, actorText, auditActor } from './actor.js';
+import { actorText } from './actor.js';
+import { AuditRepository, type AuditInput, insertAudit } from './audit.js';
+import { EventRepository } from './events.js';
 
 export { type AuditActor, actorText, auditActor } from './actor.js';
 export {
@@ -26,47 +28,6 @@ export interface StoredModel {
   createdBy: string;
   updatedAt: number;
 }
-
-export interface AuditEntry {
-  id: number;
-  at: number;
-  /** The authenticated identity (see AuditLogTable.actor). */
-  actor: string;
-  /** What the caller called itself; null = nothing. */
-  actorLabel: string | null;
-  action: string;
-  target: string;
-  detail: Record<string, unknown>;
-}
-
-export interface AuditInput {
-  /** The authenticated identity, or a whole AuditActor (identity and label). */
-  actor: string | AuditActor;
-  action: string;
-  target: string;
-  detail?: Record<string, unknown>;
-}
-
-/** An event as the store keeps it; null = not about that (no model, no node, not a scaling decision). */
-export interface EventRow {
-  id: number;
-  atMs: number;
-  kind: string;
-  model: string | null;
-  node: string | null;
-  replica: string | null;
-  from: number | null;
-  to: number | null;
-  message: string;
-}
-
-export type EventInput = Omit<EventRow, 'id' | 'model' | 'node' | 'replica' | 'from' | 'to'> & {
-  model?: string | null;
-  node?: string | null;
-  replica?: string | null;
-  from?: number | null;
-  to?: number | null;
-};
 
 export interface NodeRow {
   id: string;
@@ -225,7 +186,13 @@ function toNodeRow(r: NodesTable): NodeRow {
 }
 
 export class Store {
-  private constructor(readonly connection: StoreConnection) {}
+  readonly audit: AuditRepository;
+  readonly events: EventRepository;
+
+  private constructor(readonly connection: StoreConnection) {
+    this.audit = new AuditRepository(connection);
+    this.events = new EventRepository(connection);
+  }
 
   /** Opens the store and brings its schema up to date. */
   static async open(options: StoreOptions): Promise<Store> {
@@ -281,7 +248,7 @@ export class Store {
         .insertInto('models')
         .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: actorText(audit.actor), updated_at: at })
         .execute();
-      await this.insertAudit(tx, at, audit);
+      await insertAudit(tx, at, audit);
       await this.announce(tx, 'catalog');
     });
   }
@@ -292,7 +259,7 @@ export class Store {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx.deleteFrom('models').where('name', '=', name).executeTakeFirst();
       if (Number(result.numDeletedRows) === 0) return false;
-      await this.insertAudit(tx, at, audit);
+      await insertAudit(tx, at, audit);
       await this.announce(tx, 'catalog');
       return true;
     });
@@ -371,7 +338,7 @@ export class Store {
         written = result.numInsertedOrUpdatedRows;
       }
       if (Number(written ?? 0) === 0) throw raced();
-      await this.insertAudit(tx, at, audit);
+      await insertAudit(tx, at, audit);
       await this.announce(tx, 'nodes');
       const row = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirstOrThrow();
       return toNodeRow(row);
@@ -414,7 +381,7 @@ export class Store {
         .where('removed_at', 'is', null)
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return false;
-      if (audit) await this.insertAudit(tx, at, audit);
+      if (audit) await insertAudit(tx, at, audit);
       await this.announce(tx, 'nodes');
       return true;
     });
@@ -436,7 +403,7 @@ export class Store {
         .where('removed_at', 'is', null)
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return false;
-      await this.insertAudit(tx, at, audit);
+      await insertAudit(tx, at, audit);
       await this.announce(tx, 'nodes');
       return true;
     });
@@ -451,7 +418,7 @@ export class Store {
         .insertInto('join_tokens')
         .values({ id: token.id, node: token.node, hash: token.hash, expires_at: token.expiresAtMs, created_at: at, created_by: token.createdBy, used_at: null })
         .execute();
-      await this.insertAudit(tx, at, audit);
+      await insertAudit(tx, at, audit);
     });
     return { id: token.id, node: token.node, expiresAtMs: token.expiresAtMs, createdAtMs: at, createdBy: token.createdBy, usedAtMs: null };
   }
@@ -487,7 +454,7 @@ export class Store {
     return this.db.transaction().execute(async (tx) => {
       const result = await tx.updateTable('nodes').set({ admin_state: state, updated_at: at }).where('id', '=', id).executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return false;
-      await this.insertAudit(tx, at, audit);
+      await insertAudit(tx, at, audit);
       await this.announce(tx, 'nodes');
       return true;
     });
@@ -623,70 +590,6 @@ export class Store {
     });
   }
 
-  // --- audit ---
-
-  async appendAudit(entry: AuditInput): Promise<void> {
-    await this.insertAudit(this.db, this.now(), entry);
-  }
-
-  /** Newest first; `limit` 0 or absent = 100. */
-  async listAudit(options: { limit?: number; target?: string } = {}): Promise<AuditEntry[]> {
-    let query = this.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
-    if (options.target) query = query.where('target', '=', options.target);
-    const rows = await query.execute();
-    return rows.map(({ actor_label, ...r }) => ({ ...r, actorLabel: actor_label ?? null, id: Number(r.id), detail: JSON.parse(r.detail) as Record<string, unknown> }));
-  }
-
-  // --- events ---
-
-  /** Appends one event; returns its id (ids grow with time, so newest first is id order). */
-  async appendEvent(event: EventInput): Promise<number> {
-    const row = await this.db
-      .insertInto('events')
-      .values({
-        at: event.atMs,
-        kind: event.kind,
-        model: event.model ?? null,
-        node: event.node ?? null,
-        replica: event.replica ?? null,
-        from_count: event.from ?? null,
-        to_count: event.to ?? null,
-        message: event.message,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    return Number(row.id);
-  }
-
-  /** Newest first. `limit` 0 or absent = 100; `afterId` = only events newer than that one (for --watch). */
-  async listEvents(options: { model?: string; node?: string; limit?: number; afterId?: number } = {}): Promise<EventRow[]> {
-    let query = this.db.selectFrom('events').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
-    if (options.model) query = query.where('model', '=', options.model);
-    if (options.node) query = query.where('node', '=', options.node);
-    if (options.afterId !== undefined) query = query.where('id', '>', options.afterId);
-    const rows = await query.execute();
-    return rows.map((r) => ({
-      id: Number(r.id),
-      atMs: r.at,
-      kind: r.kind,
-      model: r.model,
-      node: r.node,
-      replica: r.replica,
-      from: r.from_count,
-      to: r.to_count,
-      message: r.message,
-    }));
-  }
-
-  /** Deletes all but the newest `keep` events; returns how many went. */
-  async pruneEvents(keep: number): Promise<number> {
-    const newest = await this.db.selectFrom('events').select((eb) => eb.fn.max('id').as('max')).executeTakeFirst();
-    const max = newest?.max === null || newest?.max === undefined ? 0 : Number(newest.max);
-    if (max <= keep) return 0;
-    const result = await this.db.deleteFrom('events').where('id', '<=', max - keep).executeTakeFirst();
-    return Number(result.numDeletedRows);
-  }
-
   /** Tells the other instances that `topic` changed; see StoreConnection.announce. */
   async announce(db: Queryable, topic: ChangeTopic): Promise<void> {
     await this.connection.announce(db, topic);
@@ -694,13 +597,5 @@ export class Store {
 
   private async checkFence(tx: Transaction<Database>): Promise<void> {
     await this.connection.checkFence(tx);
-  }
-
-  private async insertAudit(db: Queryable, at: number, entry: AuditInput): Promise<void> {
-    const who = auditActor(entry.actor);
-    await db
-      .insertInto('audit_log')
-      .values({ at, actor: who.identity, actor_label: who.label, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
-      .execute();
   }
 }
