@@ -158,7 +158,7 @@ export class ControlPlane {
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
       try {
-        if (store) await store.listModels();
+        if (store) await store.models.list();
         return { status: 'ready', models: catalog.models().length };
       } catch {
         return reply.code(503).send({ status: 'store unreachable' });

@@ -53,7 +53,7 @@ describe('admin API: models', () => {
     const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: big });
     expect(res.statusCode).toBe(413);
     expect(res.json<{ error: string }>().error).toContain('larger than 1048576 bytes');
-    expect(await p.store!.listModels()).toEqual([]);
+    expect(await p.store!.models.list()).toEqual([]);
   });
 
   it('answers 400 for removing a model that is not there, and for a model others fall back to', async () => {

@@ -4,6 +4,7 @@
 export * from './store.js';
 export { AuditRepository, type AuditEntry, type AuditInput } from './audit.js';
 export { EventRepository, type EventInput, type EventRow } from './events.js';
+export { ModelRepository, type StoredModel } from './models.js';
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
 export * from './keys-and-usage.js';

@@ -49,23 +49,23 @@ for (const backend of backends) {
     it('keeps the proven identity and the claimed label of an audit row apart', async () => {
       const store = await Store.open({ location, now });
       await store.audit.append({ actor: { identity: 'admin-token', label: 'the-ceo' }, action: 'key.create', target: 'audit-id-test' });
-      await store.insertModel('audit-id-model', {}, { actor: { identity: 'admin-token', label: 'alice' }, action: 'model.add', target: 'audit-id-model' });
+      await store.models.insert('audit-id-model', {}, { actor: { identity: 'admin-token', label: 'alice' }, action: 'model.add', target: 'audit-id-model' });
       await store.audit.append({ actor: 'node:n9', action: 'node.join', target: 'audit-id-test' });
       const rows = await store.audit.list({ target: 'audit-id-test' });
       expect(rows.map((r) => [r.actor, r.actorLabel])).toEqual([['node:n9', null], ['admin-token', 'the-ceo']]);
-      expect((await store.listModels()).find((m) => m.name === 'audit-id-model')?.createdBy, 'created_by shows both').toBe('admin-token (alice)');
-      await store.deleteModel('audit-id-model', { actor: 'admin-token', action: 'model.remove', target: 'audit-id-model' });
+      expect((await store.models.list()).find((m) => m.name === 'audit-id-model')?.createdBy, 'created_by shows both').toBe('admin-token (alice)');
+      await store.models.delete('audit-id-model', { actor: 'admin-token', action: 'model.remove', target: 'audit-id-model' });
       await store.close();
     });
 
     it('keeps a model and its audit row across a reopen', async () => {
       const store = await Store.open({ location, now });
-      await store.insertModel('m1', { name: 'm1', source: 'hf://a/b' }, { actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
+      await store.models.insert('m1', { name: 'm1', source: 'hf://a/b' }, { actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
       await store.close();
 
       clock = 2_000;
       const again = await Store.open({ location, now });
-      const models = await again.listModels();
+      const models = await again.models.list();
       expect(models).toEqual([{ name: 'm1', definition: { name: 'm1', source: 'hf://a/b' }, createdAt: 1_000, createdBy: 'alice', updatedAt: 1_000 }]);
       const audit = await again.audit.list({ target: 'm1' });
       expect(audit).toHaveLength(1);
@@ -76,21 +76,21 @@ for (const backend of backends) {
 
     it('refuses a second model with the same name and writes nothing for it', async () => {
       const store = await Store.open({ location, now });
-      await store.insertModel('dup', { v: 1 }, { actor: 'a', action: 'model.add', target: 'dup' });
-      await expect(store.insertModel('dup', { v: 2 }, { actor: 'b', action: 'model.add', target: 'dup' })).rejects.toMatchObject({
+      await store.models.insert('dup', { v: 1 }, { actor: 'a', action: 'model.add', target: 'dup' });
+      await expect(store.models.insert('dup', { v: 2 }, { actor: 'b', action: 'model.add', target: 'dup' })).rejects.toMatchObject({
         code: 'LLMGW_CATALOG_CONFLICT',
       });
       const audit = await store.audit.list({ target: 'dup' });
       expect(audit.map((a) => a.actor), 'the refused write left no audit row').toEqual(['a']);
-      expect((await store.listModels()).find((m) => m.name === 'dup')?.definition).toEqual({ v: 1 });
+      expect((await store.models.list()).find((m) => m.name === 'dup')?.definition).toEqual({ v: 1 });
       await store.close();
     });
 
     it('deletes a model with an audit row, and reports a missing one without writing', async () => {
       const store = await Store.open({ location, now });
-      await store.insertModel('gone', {}, { actor: 'a', action: 'model.add', target: 'gone' });
-      expect(await store.deleteModel('gone', { actor: 'b', action: 'model.remove', target: 'gone' })).toBe(true);
-      expect(await store.deleteModel('gone', { actor: 'c', action: 'model.remove', target: 'gone' })).toBe(false);
+      await store.models.insert('gone', {}, { actor: 'a', action: 'model.add', target: 'gone' });
+      expect(await store.models.delete('gone', { actor: 'b', action: 'model.remove', target: 'gone' })).toBe(true);
+      expect(await store.models.delete('gone', { actor: 'c', action: 'model.remove', target: 'gone' })).toBe(false);
       const audit = await store.audit.list({ target: 'gone' });
       expect(audit.map((a) => `${a.action}:${a.actor}`)).toEqual(['model.remove:b', 'model.add:a']);
       await store.close();
@@ -233,10 +233,10 @@ for (const backend of backends) {
 
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
-      const before = await a.listModels();
+      const before = await a.models.list();
       await a.close();
       const b = await Store.open({ location, now });
-      expect(await b.listModels()).toEqual(before);
+      expect(await b.models.list()).toEqual(before);
       await b.close();
     });
   });

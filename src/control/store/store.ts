@@ -7,9 +7,9 @@ import { LlmgwError } from '../../errors/index.js';
 import { type ChangeTopic, type LeaderFence, type Queryable, StoreConnection, type StoreOptions } from './connection.js';
 import type { Dialect } from './migrations.js';
 import type { Database, NodesTable, ReplicasTable, ShardsTable } from './schema.js';
-import { actorText } from './actor.js';
 import { AuditRepository, type AuditInput, insertAudit } from './audit.js';
 import { EventRepository } from './events.js';
+import { ModelRepository } from './models.js';
 
 export { type AuditActor, actorText, auditActor } from './actor.js';
 export {
@@ -20,14 +20,6 @@ export {
   type StoreOptions,
 } from './connection.js';
 export { postgresWhere } from './postgres.js';
-
-export interface StoredModel {
-  name: string;
-  definition: unknown;
-  createdAt: number;
-  createdBy: string;
-  updatedAt: number;
-}
 
 export interface NodeRow {
   id: string;
@@ -186,10 +178,12 @@ function toNodeRow(r: NodesTable): NodeRow {
 }
 
 export class Store {
+  readonly models: ModelRepository;
   readonly audit: AuditRepository;
   readonly events: EventRepository;
 
   private constructor(readonly connection: StoreConnection) {
+    this.models = new ModelRepository(connection);
     this.audit = new AuditRepository(connection);
     this.events = new EventRepository(connection);
   }
@@ -219,50 +213,6 @@ export class Store {
 
   async close(): Promise<void> {
     await this.connection.close();
-  }
-
-  // --- models ---
-
-  async listModels(): Promise<StoredModel[]> {
-    const rows = await this.db.selectFrom('models').selectAll().orderBy('name').execute();
-    return rows.map((r) => ({
-      name: r.name,
-      definition: JSON.parse(r.definition) as unknown,
-      createdAt: r.created_at,
-      createdBy: r.created_by,
-      updatedAt: r.updated_at,
-    }));
-  }
-
-  /**
-   * Inserts a model and its audit row in one transaction, so a model never
-   * exists without the record of who added it. Throws LLMGW_CATALOG_CONFLICT
-   * when the name is already stored (another control plane won the race).
-   */
-  async insertModel(name: string, definition: unknown, audit: AuditInput): Promise<void> {
-    const at = this.now();
-    await this.db.transaction().execute(async (tx) => {
-      const existing = await tx.selectFrom('models').select('name').where('name', '=', name).executeTakeFirst();
-      if (existing) throw new LlmgwError('LLMGW_CATALOG_CONFLICT', `a model named "${name}" already exists`);
-      await tx
-        .insertInto('models')
-        .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: actorText(audit.actor), updated_at: at })
-        .execute();
-      await insertAudit(tx, at, audit);
-      await this.announce(tx, 'catalog');
-    });
-  }
-
-  /** Deletes a model and records it; false when there was no such model (nothing written). */
-  async deleteModel(name: string, audit: AuditInput): Promise<boolean> {
-    const at = this.now();
-    return this.db.transaction().execute(async (tx) => {
-      const result = await tx.deleteFrom('models').where('name', '=', name).executeTakeFirst();
-      if (Number(result.numDeletedRows) === 0) return false;
-      await insertAudit(tx, at, audit);
-      await this.announce(tx, 'catalog');
-      return true;
-    });
   }
 
   // --- nodes ---
