@@ -177,28 +177,28 @@ for (const backend of backends) {
       const store = await Store.open({ location, now });
       const audit = { actor: 'node:x1', action: 'node.join', target: 'x1', detail: {} };
       const join = { id: 'x1', hostname: null, mgmtAddr: '10.0.0.1:1', labels: {}, credentialHash: 'a'.repeat(64), mgmtNonce: 'n1', mgmtTokenHash: 'b'.repeat(64), agentVersion: null, protocolVersion: null };
-      const row = await store.upsertNodeOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
+      const row = await store.nodes.upsertOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
       expect([row.approval, row.mgmtNonce, row.mgmtTokenHash, row.removedAtMs]).toEqual(['pending', 'n1', 'b'.repeat(64), null]);
-      expect(await store.setNodeApproval('x1', { approval: 'approved', approvedHardware: '1 gpu: a', hardwareChange: null }, null)).toBe(true);
-      expect(await store.setNodeMgmtToken('x1', 'n2', 'c'.repeat(64))).toBe(true);
-      const rejoined = await store.upsertNodeOnJoin({ ...join, mgmtNonce: 'n3', approvalIfNew: 'pending' }, audit);
+      expect(await store.nodes.setApproval('x1', { approval: 'approved', approvedHardware: '1 gpu: a', hardwareChange: null }, null)).toBe(true);
+      expect(await store.nodes.setMgmtToken('x1', 'n2', 'c'.repeat(64))).toBe(true);
+      const rejoined = await store.nodes.upsertOnJoin({ ...join, mgmtNonce: 'n3', approvalIfNew: 'pending' }, audit);
       expect([rejoined.approval, rejoined.approvedHardware, rejoined.mgmtNonce], 'a rejoin keeps the approval').toEqual(['approved', '1 gpu: a', 'n3']);
 
       clock += 1;
-      expect(await store.removeNode('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} })).toBe(true);
-      expect(await store.removeNode('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} }), 'once').toBe(false);
-      const tomb = (await store.getNode('x1'))!;
+      expect(await store.nodes.remove('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} })).toBe(true);
+      expect(await store.nodes.remove('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} }), 'once').toBe(false);
+      const tomb = (await store.nodes.get('x1'))!;
       expect([tomb.removedAtMs, tomb.credentialHash, tomb.mgmtNonce, tomb.mgmtTokenHash]).toEqual([clock, '', null, null]);
-      expect((await store.listNodes({ changedSinceMs: clock })).map((n) => n.id), 'other instances see the removal').toContain('x1');
-      const back = await store.upsertNodeOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
+      expect((await store.nodes.list({ changedSinceMs: clock })).map((n) => n.id), 'other instances see the removal').toContain('x1');
+      const back = await store.nodes.upsertOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
       expect([back.removedAtMs, back.approval, back.approvedHardware], 'joins afresh').toEqual([null, 'pending', null]);
 
-      await store.createJoinToken({ id: 'jt-1', node: 'x2', hash: 'd'.repeat(64), expiresAtMs: clock + 100, createdBy: 'ops' }, { actor: 'ops', action: 'join_token.create', target: 'x2', detail: {} });
-      expect(await store.consumeJoinToken('d'.repeat(64), 'x3', clock), 'another node').toBeNull();
-      expect(await store.consumeJoinToken('d'.repeat(64), 'x2', clock + 100), 'expired').toBeNull();
-      expect((await store.consumeJoinToken('d'.repeat(64), 'x2', clock))?.usedAtMs).toBe(clock);
-      expect(await store.consumeJoinToken('d'.repeat(64), 'x2', clock), 'used').toBeNull();
-      expect((await store.listJoinTokens()).map((t) => [t.id, t.node, t.usedAtMs])).toEqual([['jt-1', 'x2', clock]]);
+      await store.joinTokens.create({ id: 'jt-1', node: 'x2', hash: 'd'.repeat(64), expiresAtMs: clock + 100, createdBy: 'ops' }, { actor: 'ops', action: 'join_token.create', target: 'x2', detail: {} });
+      expect(await store.joinTokens.consume('d'.repeat(64), 'x3', clock), 'another node').toBeNull();
+      expect(await store.joinTokens.consume('d'.repeat(64), 'x2', clock + 100), 'expired').toBeNull();
+      expect((await store.joinTokens.consume('d'.repeat(64), 'x2', clock))?.usedAtMs).toBe(clock);
+      expect(await store.joinTokens.consume('d'.repeat(64), 'x2', clock), 'used').toBeNull();
+      expect((await store.joinTokens.list()).map((t) => [t.id, t.node, t.usedAtMs])).toEqual([['jt-1', 'x2', clock]]);
       await store.close();
     });
 
@@ -211,7 +211,7 @@ for (const backend of backends) {
       const store = await Store.open({ location, now });
       const audit = { actor: 'node:race', action: 'node.join', target: 'race', detail: {} };
       const join = (id: string, credentialHash: string, expectCredentialHash: string | null) =>
-        store.upsertNodeOnJoin(
+        store.nodes.upsertOnJoin(
           { id, hostname: null, mgmtAddr: null, labels: {}, credentialHash, mgmtNonce: 'n', mgmtTokenHash: 'f'.repeat(64), approvalIfNew: 'approved', expectCredentialHash, agentVersion: null, protocolVersion: null },
           audit,
         );
@@ -221,7 +221,7 @@ for (const backend of backends) {
         const lost = settled.flatMap((r) => (r.status === 'rejected' ? [(r.reason as { code?: string }).code] : []));
         expect(won, `${id}: exactly one join wins`).toHaveLength(1);
         expect(lost, `${id}: the other is refused as a race, not a store failure`).toEqual(['LLMGW_NODE_ID_TAKEN']);
-        expect((await store.getNode(id))?.credentialHash, `${id}: the store holds the winner's credential`).toBe(won[0]);
+        expect((await store.nodes.get(id))?.credentialHash, `${id}: the store holds the winner's credential`).toBe(won[0]);
       };
       for (let round = 0; round < 8; round++) {
         await join(`race-live-${round}`, 'a'.repeat(64), null);
