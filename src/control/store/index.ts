@@ -7,6 +7,7 @@ export { EventRepository, type EventInput, type EventRow } from './events.js';
 export { JoinTokenRepository, type JoinTokenRow } from './join-tokens.js';
 export { ModelRepository, type StoredModel } from './models.js';
 export { NodeRepository, type HeartbeatWrite, type NodeJoin, type NodeRow } from './nodes.js';
+export { ReplicaRepository, type ReplicaRow, type ReplicaWrite, type ShardRow } from './replicas.js';
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
 export * from './keys-and-usage.js';

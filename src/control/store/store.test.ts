@@ -121,15 +121,15 @@ for (const backend of backends) {
         ],
       };
       const store = await Store.open({ location, now });
-      await store.insertReplica(replica);
-      expect(await store.setShardState('sh-a', 'ready', { endpoint: 'http://n1:9000' })).toBe(true);
-      expect(await store.setShardState('nope', 'ready')).toBe(false);
+      await store.replicas.insert(replica);
+      expect(await store.replicas.setShardState('sh-a', 'ready', { endpoint: 'http://n1:9000' })).toBe(true);
+      expect(await store.replicas.setShardState('nope', 'ready')).toBe(false);
       clock = 5_000;
-      expect(await store.setReplicaState('rep-1', 'failed', { error: 'engine exited' })).toBe(true);
+      expect(await store.replicas.setState('rep-1', 'failed', { error: 'engine exited' })).toBe(true);
       await store.close();
 
       const again = await Store.open({ location, now });
-      const [row] = await again.listReplicas();
+      const [row] = await again.replicas.list();
       expect(row, 'the replica comes back with its shards in rank order').toEqual({
         ...replica,
         state: 'failed',
@@ -145,10 +145,10 @@ for (const backend of backends) {
       // A retry replaces the shards; a removal deletes the replica with its shards.
       const retried = { ...row!, state: 'pending', failures: 1, nextRetryAtMs: null, shards: [{ id: 'sh-c', nodeId: 'n3', rank: 0, gpuIndices: [5], state: 'pending', error: null, endpoint: null }] };
       const other = { ...replica, id: 'rep-2', shards: [{ ...replica.shards[1]!, id: 'sh-d', rank: 0 }] };
-      await again.saveReplicas([retried, other], []);
-      expect((await again.listReplicas()).map((r) => `${r.id}:${r.state}:${r.shards.map((s) => s.id).join('+')}`)).toEqual(['rep-1:pending:sh-c', 'rep-2:starting:sh-d']);
-      await again.saveReplicas([], ['rep-1', 'rep-2']);
-      expect(await again.listReplicas()).toEqual([]);
+      await again.replicas.save([retried, other], []);
+      expect((await again.replicas.list()).map((r) => `${r.id}:${r.state}:${r.shards.map((s) => s.id).join('+')}`)).toEqual(['rep-1:pending:sh-c', 'rep-2:starting:sh-d']);
+      await again.replicas.save([], ['rep-1', 'rep-2']);
+      expect(await again.replicas.list()).toEqual([]);
       const shardsLeft = await again.db.selectFrom('shards').selectAll().execute();
       expect(shardsLeft, 'no shard outlives its replica').toEqual([]);
       await again.close();
