@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StaleLeaderError } from '../../errors/index.js';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
-import { acquireEpoch, readLeadership } from './shared-state.js';
 import type { ReplicaWrite } from './replicas.js';
 import { Store } from './store.js';
 
@@ -58,13 +57,13 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
   });
 
   it('lets the holder of the current epoch write, and refuses it once another instance acquired a newer one', async () => {
-    oldEpoch = await acquireEpoch(old, 'reconciler', 'cp-old', 1000);
+    oldEpoch = await old.leadership.acquireEpoch('reconciler', 'cp-old', 1000);
     expect(oldEpoch).toBe(1);
     await old.replicas.save([replica('rep-1', 'pending')], []);
 
-    freshEpoch = await acquireEpoch(fresh, 'reconciler', 'cp-new', 2000);
+    freshEpoch = await fresh.leadership.acquireEpoch('reconciler', 'cp-new', 2000);
     expect(freshEpoch, 'each acquisition increments the epoch').toBe(2);
-    expect(await readLeadership(fresh, 'reconciler')).toMatchObject({ epoch: 2, holder: 'cp-new' });
+    expect(await fresh.leadership.read('reconciler')).toMatchObject({ epoch: 2, holder: 'cp-new' });
     await fresh.replicas.save([replica('rep-1', 'ready')], []);
 
     // The paused leader wakes up, still believing it holds epoch 1, and tries to remove the replica.
@@ -81,7 +80,7 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
 
   it('makes an acquisition wait for a write of the old epoch in flight, so the new leader reads it', async () => {
     // The old leader's write holds the leadership row FOR SHARE until it commits; the increment queues behind it.
-    oldEpoch = await acquireEpoch(old, 'reconciler', 'cp-old', 3000);
+    oldEpoch = await old.leadership.acquireEpoch('reconciler', 'cp-old', 3000);
     const slow = old.db.transaction().execute(async (tx) => {
       await tx.selectFrom('leadership').select('epoch').where('name', '=', 'reconciler').forShare().execute();
       await new Promise((r) => setTimeout(r, 300));
@@ -89,7 +88,7 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
     });
     await new Promise((r) => setTimeout(r, 50));
     const started = Date.now();
-    freshEpoch = await acquireEpoch(fresh, 'reconciler', 'cp-new', 4000);
+    freshEpoch = await fresh.leadership.acquireEpoch('reconciler', 'cp-new', 4000);
     expect(Date.now() - started, 'the acquisition waited for the in-flight write').toBeGreaterThanOrEqual(150);
     await slow;
     expect((await fresh.replicas.list()).map((r) => r.id)).toContain('rep-late');

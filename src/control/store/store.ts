@@ -11,6 +11,12 @@ import { JoinTokenRepository } from './join-tokens.js';
 import { ModelRepository } from './models.js';
 import { NodeRepository } from './nodes.js';
 import { ReplicaRepository } from './replicas.js';
+import { ControlPlaneRepository } from './control-planes.js';
+import { LeadershipRepository } from './leadership.js';
+import { ModelDemandRepository } from './model-demand.js';
+import { RateCountRepository } from './rate-counts.js';
+import { ReplicaUseRepository } from './replica-use.js';
+import { ShardReportRepository } from './shard-reports.js';
 
 export { type AuditActor, actorText, auditActor } from './actor.js';
 export {
@@ -29,6 +35,14 @@ export class Store {
   readonly replicas: ReplicaRepository;
   readonly audit: AuditRepository;
   readonly events: EventRepository;
+  // What several instances on one store tell each other through it. None of it is an
+  // operator's state: losing any of it costs seconds, never a replica.
+  readonly leadership: LeadershipRepository;
+  readonly controlPlanes: ControlPlaneRepository;
+  readonly shardReports: ShardReportRepository;
+  readonly replicaUse: ReplicaUseRepository;
+  readonly modelDemand: ModelDemandRepository;
+  readonly rateCounts: RateCountRepository;
 
   private constructor(readonly connection: StoreConnection) {
     this.models = new ModelRepository(connection);
@@ -37,6 +51,12 @@ export class Store {
     this.replicas = new ReplicaRepository(connection);
     this.audit = new AuditRepository(connection);
     this.events = new EventRepository(connection);
+    this.leadership = new LeadershipRepository(connection);
+    this.controlPlanes = new ControlPlaneRepository(connection);
+    this.shardReports = new ShardReportRepository(connection);
+    this.replicaUse = new ReplicaUseRepository(connection);
+    this.modelDemand = new ModelDemandRepository(connection);
+    this.rateCounts = new RateCountRepository(connection);
   }
 
   /** Opens the store and brings its schema up to date. */
