@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, POSTGRES_SKIP_REASON, POSTGRES_URL, type TestDatabase } from '../../../test/support/postgres.js';
-import { Store, type StoreLocation } from './store.js';
+import type { StoreLocation } from './connection.js';
+import { Store } from './store.js';
 
 interface Backend {
   name: string;

@@ -1,32 +1,23 @@
-// The control plane's persistent state behind one class, over Kysely, for
-// SQLite (embedded default) and Postgres (several control planes). Everything
-// above it speaks in records, never in SQL, so the contract suite can run the
-// same expectations against both dialects.
+// The control plane's persistent state as one object: the connection and a
+// repository per kind of record, so a part takes `store` and reads
+// `store.nodes`, `store.replicas`... Everything above it speaks in records,
+// never in SQL, so the contract suite can run the same expectations against
+// both dialects. No SQL lives here; it is in the repositories.
 import type { Kysely } from 'kysely';
 import { type ChangeTopic, type LeaderFence, type Queryable, StoreConnection, type StoreOptions } from './connection.js';
 import type { Database } from './schema.js';
 import { AuditRepository } from './audit.js';
+import { ControlPlaneRepository } from './control-planes.js';
 import { EventRepository } from './events.js';
 import { JoinTokenRepository } from './join-tokens.js';
-import { ModelRepository } from './models.js';
-import { NodeRepository } from './nodes.js';
-import { ReplicaRepository } from './replicas.js';
-import { ControlPlaneRepository } from './control-planes.js';
 import { LeadershipRepository } from './leadership.js';
 import { ModelDemandRepository } from './model-demand.js';
+import { ModelRepository } from './models.js';
+import { NodeRepository } from './nodes.js';
 import { RateCountRepository } from './rate-counts.js';
 import { ReplicaUseRepository } from './replica-use.js';
+import { ReplicaRepository } from './replicas.js';
 import { ShardReportRepository } from './shard-reports.js';
-
-export { type AuditActor, actorText, auditActor } from './actor.js';
-export {
-  CHANGES_CHANNEL,
-  type ChangeTopic,
-  type LeaderFence,
-  type StoreLocation,
-  type StoreOptions,
-} from './connection.js';
-export { postgresWhere } from './postgres.js';
 
 export class Store {
   readonly models: ModelRepository;
