@@ -1,6 +1,7 @@
 // Per-node join tokens: single-use secrets an admin makes for one node id,
-// kept as hashes. Apart from the nodes because a token outlives no join and
-// is consumed by a conditional update of its own, never by a node's row.
+// kept as hashes. Apart from the nodes because a token is made before its
+// node exists and is used up by a conditional update of its own, never
+// through the node's row.
 import { type AuditInput, insertAudit } from './audit.js';
 import type { StoreConnection } from './connection.js';
 
