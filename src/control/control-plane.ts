@@ -122,8 +122,8 @@ export class ControlPlane {
     inventory.onNodeEvent((event) => events.record(event));
 
     // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
-    const keys: KeyStore = store ? await StoredKeys.create(store) : new MemoryKeyStore();
-    const usage: (UsageSink & { close?(): Promise<void> }) = store ? new StoredUsage(store, now) : new MemoryUsageSink();
+    const keys: KeyStore = store ? await StoredKeys.create(store.connection) : new MemoryKeyStore();
+    const usage: (UsageSink & { close?(): Promise<void> }) = store ? new StoredUsage(store.connection, now) : new MemoryUsageSink();
 
     const clientApp = createJsonApp({
       logger: logger.child({ listener: 'client' }),
@@ -158,7 +158,7 @@ export class ControlPlane {
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
       try {
-        if (store) await store.listModels();
+        if (store) await store.models.list();
         return { status: 'ready', models: catalog.models().length };
       } catch {
         return reply.code(503).send({ status: 'store unreachable' });
@@ -211,14 +211,14 @@ export class ControlPlane {
       adminToken: config.adminToken,
       registry,
       now,
-      ...(store ? { sessionBackend: new StoredSessions(store) } : {}),
+      ...(store ? { sessionBackend: new StoredSessions(store.connection) } : {}),
       events: async (about) => (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
     });
     registerEventsApi(adminApp, { events });
     registerKeyAdmin(adminApp, {
       keys,
       now,
-      audit: (actor, action, target, detail) => void store?.appendAudit({ actor, action, target, detail }).catch((err: unknown) => logger.error({ err }, 'audit write failed')),
+      audit: (actor, action, target, detail) => void store?.audit.append({ actor, action, target, detail }).catch((err: unknown) => logger.error({ err }, 'audit write failed')),
       modelExists: (name) => catalog.resolve(name) !== undefined,
     });
     registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage } : {});

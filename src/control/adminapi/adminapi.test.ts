@@ -21,7 +21,7 @@ describe('admin API: models', () => {
 
     const removed = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/models/demo', headers: auth });
     expect(removed.json()).toEqual({ removed: 'demo' });
-    const audit = await p.store!.listAudit({ target: 'demo' });
+    const audit = await p.store!.audit.list({ target: 'demo' });
     // The actor is who the request proved to be; X-Llmgw-Actor is only a label beside it.
     expect(audit.map((a) => `${a.action} by ${a.actor} as ${a.actorLabel}`)).toEqual(['model.remove by admin-token as null', 'model.add by admin-token as alice@laptop']);
   });
@@ -53,7 +53,7 @@ describe('admin API: models', () => {
     const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: big });
     expect(res.statusCode).toBe(413);
     expect(res.json<{ error: string }>().error).toContain('larger than 1048576 bytes');
-    expect(await p.store!.listModels()).toEqual([]);
+    expect(await p.store!.models.list()).toEqual([]);
   });
 
   it('answers 400 for removing a model that is not there, and for a model others fall back to', async () => {

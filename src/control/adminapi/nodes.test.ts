@@ -36,7 +36,7 @@ describe('admin API: node membership', () => {
     expect(refused.statusCode).toBe(409);
     const recovered = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: token, node_id: 'gpu-7' } });
     expect(recovered.statusCode).toBe(200);
-    const audit = await p.store!.listAudit({ target: 'gpu-7' });
+    const audit = await p.store!.audit.list({ target: 'gpu-7' });
     expect(audit.map((a) => a.action)).toEqual(['node.rejoin_with_node_token', 'node.join', 'join_token.create']);
   });
 
@@ -63,7 +63,7 @@ describe('admin API: node membership', () => {
     const rejoin = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: joinBody('n1') });
     expect(rejoin.statusCode, 'a removed id is free').toBe(200);
     expect(p.inventory.get('n1')!.approval, 'and joins as new: pending again').toBe('pending');
-    const audit = await p.store!.listAudit({ target: 'n1' });
+    const audit = await p.store!.audit.list({ target: 'n1' });
     // The actor is who proved themselves (the admin token); what they called themselves is only the label.
     expect(audit.map((a) => `${a.action} by ${a.actor} (${a.actorLabel ?? '-'})`)).toEqual([
       'node.join by node:n1 (-)',

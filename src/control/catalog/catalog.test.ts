@@ -51,7 +51,7 @@ describe('catalog validation: one message per problem', () => {
     it(`refuses ${what}`, async () => {
       const { catalog, store } = await freshCatalog();
       await expect(catalog.add(def, 'test')).rejects.toMatchObject({ code: 'LLMGW_CATALOG_INVALID', message: expect.stringContaining(message) });
-      expect(await store.listModels(), 'a refused model leaves nothing in the store').toEqual([]);
+      expect(await store.models.list(), 'a refused model leaves nothing in the store').toEqual([]);
       await store.close();
     });
   }

@@ -57,7 +57,7 @@ export class Catalog {
    * preferring either would serve something the operator did not choose.
    */
   async reload(): Promise<void> {
-    const stored = this.store ? await this.store.listModels() : [];
+    const stored = this.store ? await this.store.models.list() : [];
     const models: Model[] = [...this.fileModels];
     const fileNames = new Set(this.fileModels.flatMap((m) => [m.name, ...m.aliases]));
     for (const row of stored) {
@@ -116,7 +116,7 @@ export class Catalog {
   async add(input: unknown, actor: string | AuditActor): Promise<Model> {
     if (!this.store) throw noStore('a model added here would not survive a restart');
     const model = this.validate(input);
-    await this.store.insertModel(model.name, model.definition, {
+    await this.store.models.insert(model.name, model.definition, {
       actor,
       action: 'model.add',
       target: model.name,
@@ -151,7 +151,7 @@ export class Catalog {
         { context: { dependents } },
       );
     }
-    const removed = await this.store.deleteModel(name, { actor, action: 'model.remove', target: name, detail: { definition: model.definition } });
+    const removed = await this.store.models.delete(name, { actor, action: 'model.remove', target: name, detail: { definition: model.definition } });
     if (!removed) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `no model named "${name}" (it was removed meanwhile)`);
     this.index([...this.byName.values()].filter((m) => m.name !== name));
   }

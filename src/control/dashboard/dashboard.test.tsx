@@ -159,7 +159,7 @@ describe('dashboard: actions', () => {
     expect(res.headers.location).toBe('/nodes');
     const api = await p.adminApp.inject({ method: 'GET', url: '/api/v1/nodes', headers: { authorization: `Bearer ${TOKEN}` } });
     expect(api.json<{ id: string; state: string }[]>().find((n) => n.id === 'n1')?.state).toBe('cordoned');
-    const audit = await p.store!.listAudit({ target: 'n1' });
+    const audit = await p.store!.audit.list({ target: 'n1' });
     const record = audit.find((a) => a.action === 'node.state');
     expect(record?.actor, 'the audit record names the session that proved itself, never its cookie').toMatch(/^dashboard:[0-9a-f]{12}$/);
     expect(record?.actorLabel, 'and the address it logged in from, as a label').toMatch(/^dashboard:/);

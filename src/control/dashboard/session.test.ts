@@ -68,7 +68,7 @@ describe('dashboard sessions in the store', () => {
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     });
-    const backend = new StoredSessions(store);
+    const backend = new StoredSessions(store.connection);
     const make = () => new Sessions({ adminToken: 't', now: options.now ?? (() => 1_000_000), backend, ...(options.maxSessions ? { maxSessions: options.maxSessions } : {}) });
     return { store, backend, a: make(), b: make() };
   }
@@ -79,7 +79,7 @@ describe('dashboard sessions in the store', () => {
     const session = await a.create('dashboard:10.0.0.7');
     const seen = await b.fromRequest(cookieOf(session));
     expect(seen, 'the other instance knows it').toMatchObject({ id: session.id, csrfToken: session.csrfToken, actor: 'dashboard:10.0.0.7' });
-    const rows = await store.db.selectFrom('dashboard_sessions').selectAll().execute();
+    const rows = await store.connection.db.selectFrom('dashboard_sessions').selectAll().execute();
     expect(rows.map((r) => r.id_hash), 'the store holds a hash, never the cookie').not.toContain(session.id);
     await b.end(seen!);
     expect(await a.fromRequest(cookieOf(session)), 'logged out there, so out here too').toBeNull();
@@ -99,7 +99,7 @@ describe('dashboard sessions in the store', () => {
       now += 1000;
       await b.create(`login ${i}`);
     }
-    expect((await store.db.selectFrom('dashboard_sessions').select('actor').execute()).map((r) => r.actor).sort()).toEqual(['login 2', 'login 3', 'login 4']);
+    expect((await store.connection.db.selectFrom('dashboard_sessions').select('actor').execute()).map((r) => r.actor).sort()).toEqual(['login 2', 'login 3', 'login 4']);
   });
 
   it('finds a stored session only with the admin token it was made under: rotating the token logs everyone out', async () => {

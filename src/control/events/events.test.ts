@@ -36,7 +36,7 @@ describe('Events', () => {
     for (let i = 0; i < 250; i++) events.record({ kind: 'drain', model: 'm', replica: `r${i}`, message: `drain ${i}` });
     const newest = await events.list({ limit: 2 });
     expect(newest.map((e) => e.replica), 'no write is lost or reordered').toEqual(['r249', 'r248']);
-    const kept = await store.listEvents({ limit: 1000 });
+    const kept = await store.events.list({ limit: 1000 });
     expect(kept.length, 'pruned to the newest 50 every hundred appends').toBeLessThanOrEqual(50 + 100);
     expect(kept.at(-1)!.replica, 'what is kept is the newest').not.toBe('r0');
     await store.close();

@@ -117,8 +117,8 @@ export class Events implements EventSink {
     }
     this.queue = this.queue
       .then(async () => {
-        await store.appendEvent({ atMs, ...event });
-        if (++this.appended % PRUNE_EVERY === 0) await store.pruneEvents(this.keep);
+        await store.events.append({ atMs, ...event });
+        if (++this.appended % PRUNE_EVERY === 0) await store.events.prune(this.keep);
       })
       .catch((err: unknown) => this.options.logger.error({ err, event: event.kind }, 'an event could not be written to the store; it is in this log only'));
   }
@@ -138,7 +138,7 @@ export class Events implements EventSink {
       return out;
     }
     await this.queue;
-    const rows = await this.options.store.listEvents({ ...(options.model ? { model: options.model } : {}), ...(options.node ? { node: options.node } : {}), limit, ...(options.afterId === undefined ? {} : { afterId: options.afterId }) });
+    const rows = await this.options.store.events.list({ ...(options.model ? { model: options.model } : {}), ...(options.node ? { node: options.node } : {}), limit, ...(options.afterId === undefined ? {} : { afterId: options.afterId }) });
     return rows.map(toFleetEvent);
   }
 

@@ -95,7 +95,7 @@ describe('inventory', () => {
     expect(node.lastSeenMs).toBe(5_000);
     expect(node.report?.memory_total_bytes).toBe(2 ** 36);
     expect(again.liveness(node)).toBe('up');
-    const audit = await store.listAudit({ target: 'n' });
+    const audit = await store.audit.list({ target: 'n' });
     expect(audit.map((a) => a.action)).toEqual(['node.rejoin', 'node.state', 'node.join']);
     await again.close();
     await store.close();

@@ -124,7 +124,7 @@ export class Inventory {
   /** Loads the fleet the store remembers, so a restarted control plane knows its nodes before the first heartbeat. */
   static async create(options: InventoryOptions): Promise<Inventory> {
     const inv = new Inventory(options);
-    if (options.store) for (const row of await options.store.listNodes()) if (row.removedAtMs === null) inv.nodes.set(row.id, inv.fromRow(row));
+    if (options.store) for (const row of await options.store.nodes.list()) if (row.removedAtMs === null) inv.nodes.set(row.id, inv.fromRow(row));
     const interval = options.flushIntervalMs ?? 1000;
     if (options.store && interval > 0) {
       inv.flushTimer = setInterval(() => void inv.flush(), interval);
@@ -215,7 +215,7 @@ export class Inventory {
     this.joinedMs.set(input.id, this.options.now());
     const action = !existing ? 'node.join' : proven ? 'node.rejoin' : proof.nodeToken ? 'node.rejoin_with_node_token' : 'node.rejoin_after_lost';
     if (this.options.store) {
-      const row = await this.options.store.upsertNodeOnJoin(
+      const row = await this.options.store.nodes.upsertOnJoin(
         { ...input, credentialHash, mgmtNonce, mgmtTokenHash: sha256Hex(mgmtToken), approvalIfNew, expectCredentialHash: decidedOn, ...(approval ? { approval } : {}) },
         {
           actor: `node:${input.id}`,
@@ -259,7 +259,7 @@ export class Inventory {
     const store = this.options.store;
     const mine = this.nodes.get(id);
     if (!store) return mine;
-    const row = await store.getNode(id);
+    const row = await store.nodes.get(id);
     if (!row || row.removedAtMs !== null) {
       if (mine) this.forget(id);
       return undefined;
@@ -359,7 +359,7 @@ export class Inventory {
     node.mgmtToken = token;
     // Not awaited: a heartbeat never waits on the store. Should the write fail, the next instance to
     // load the row finds no match and issues another; the agent takes whichever answer it gets last.
-    void this.options.store?.setNodeMgmtToken(node.id, nonce, node.mgmtTokenHash).catch(() => {});
+    void this.options.store?.nodes.setMgmtToken(node.id, nonce, node.mgmtTokenHash).catch(() => {});
     return token;
   }
 
@@ -374,7 +374,7 @@ export class Inventory {
     if (now === null) return false;
     if (node.approvedHardware === null) {
       node.approvedHardware = now;
-      void this.options.store?.setNodeApproval(node.id, { approval: node.approval, approvedHardware: now, hardwareChange: node.hardwareChange }, null).catch(() => {});
+      void this.options.store?.nodes.setApproval(node.id, { approval: node.approval, approvedHardware: now, hardwareChange: node.hardwareChange }, null).catch(() => {});
       return false;
     }
     const change = now === node.approvedHardware ? null : `GPUs changed from ${node.approvedHardware} to ${now}`;
@@ -382,7 +382,7 @@ export class Inventory {
     node.hardwareChange = change;
     const hold = this.joinApproval === 'manual' && node.approval === 'approved';
     if (hold) node.approval = 'pending';
-    void this.options.store?.setNodeApproval(node.id, { approval: node.approval, approvedHardware: node.approvedHardware, hardwareChange: change }, null).catch(() => {});
+    void this.options.store?.nodes.setApproval(node.id, { approval: node.approval, approvedHardware: node.approvedHardware, hardwareChange: change }, null).catch(() => {});
     this.nodeEvent(
       'node_hardware_changed',
       node.id,
@@ -398,7 +398,7 @@ export class Inventory {
     const hardware = reportedHardware(node) ?? node.approvedHardware;
     const fields = { approval: 'approved' as const, approvedHardware: hardware, hardwareChange: null };
     if (this.options.store) {
-      const ok = await this.options.store.setNodeApproval(id, fields, { actor, action: 'node.approve', target: id, detail: { from: node.approval, hardware } });
+      const ok = await this.options.store.nodes.setApproval(id, fields, { actor, action: 'node.approve', target: id, detail: { from: node.approval, hardware } });
       if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     }
     const was = node.approval;
@@ -418,7 +418,7 @@ export class Inventory {
   async remove(id: string, actor: string | AuditActor, detail: Record<string, unknown> = {}): Promise<void> {
     if (!this.nodes.has(id)) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
     if (this.options.store) {
-      const ok = await this.options.store.removeNode(id, { actor, action: 'node.remove', target: id, detail });
+      const ok = await this.options.store.nodes.remove(id, { actor, action: 'node.remove', target: id, detail });
       if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     }
     this.forget(id);
@@ -433,7 +433,7 @@ export class Inventory {
     const id = `jt-${hash.slice(0, 12)}`;
     const input = { id, node: nodeId, hash, expiresAtMs, createdBy: actorText(actor) };
     if (this.options.store) {
-      const row = await this.options.store.createJoinToken(input, { actor, action: 'join_token.create', target: nodeId, detail: { id, expires_at: expiresAtMs } });
+      const row = await this.options.store.joinTokens.create(input, { actor, action: 'join_token.create', target: nodeId, detail: { id, expires_at: expiresAtMs } });
       return { token, row };
     }
     const row: JoinTokenRow = { id, node: nodeId, expiresAtMs, createdAtMs: this.options.now(), createdBy: actorText(actor), usedAtMs: null };
@@ -442,7 +442,7 @@ export class Inventory {
   }
 
   async listJoinTokens(): Promise<JoinTokenRow[]> {
-    if (this.options.store) return this.options.store.listJoinTokens();
+    if (this.options.store) return this.options.store.joinTokens.list();
     return [...this.memoryJoinTokens.values()].sort((a, b) => b.createdAtMs - a.createdAtMs);
   }
 
@@ -450,7 +450,7 @@ export class Inventory {
   async consumeJoinToken(token: string, nodeId: string): Promise<boolean> {
     const hash = sha256Hex(token);
     const now = this.options.now();
-    if (this.options.store) return (await this.options.store.consumeJoinToken(hash, nodeId, now)) !== null;
+    if (this.options.store) return (await this.options.store.joinTokens.consume(hash, nodeId, now)) !== null;
     const row = this.memoryJoinTokens.get(hash);
     if (!row || row.node !== nodeId || row.usedAtMs !== null || row.expiresAtMs <= now) return false;
     row.usedAtMs = now;
@@ -464,7 +464,7 @@ export class Inventory {
     const batch = [...this.pending.entries()].map(([id, b]) => ({ id, ...b }));
     this.pending = new Map();
     this.flushing = this.flushing
-      .then(() => store.saveHeartbeats(batch))
+      .then(() => store.nodes.saveHeartbeats(batch))
       .then(
         () => {
           this.unsavedSinceMs = null;
@@ -502,7 +502,7 @@ export class Inventory {
     // megabytes a second in a large fleet. The overlap covers clocks that differ between instances
     // and heartbeats another instance still holds in its flush buffer.
     const since = this.refreshedAtMs === null ? undefined : this.refreshedAtMs - REFRESH_OVERLAP_MS;
-    const rows = await store.listNodes(since === undefined ? {} : { changedSinceMs: since });
+    const rows = await store.nodes.list(since === undefined ? {} : { changedSinceMs: since });
     this.refreshedAtMs = now;
     for (const row of rows) {
       const node = this.nodes.get(row.id);
@@ -561,7 +561,7 @@ export class Inventory {
     if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     const from = node.adminState;
     if (this.options.store) {
-      const ok = await this.options.store.setNodeState(id, state, { actor, action: 'node.state', target: id, detail: { from, to: state } });
+      const ok = await this.options.store.nodes.setState(id, state, { actor, action: 'node.state', target: id, detail: { from, to: state } });
       if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     }
     node.adminState = state;

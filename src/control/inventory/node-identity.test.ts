@@ -93,7 +93,7 @@ describe('node identity', () => {
     const taker = await a.join(joinInput('n1', '10.0.0.2:9000'));
     now += 1_000;
     await expect(b.join(joinInput('n1', '10.6.6.6:9000')), 'taken again 1 s ago through a').rejects.toMatchObject({ code: 'LLMGW_NODE_ID_TAKEN' });
-    expect((await store.getNode('n1'))?.credentialHash, 'the store still holds the taker\'s credential').toBe(a.get('n1')?.credentialHash);
+    expect((await store.nodes.get('n1'))?.credentialHash, 'the store still holds the taker\'s credential').toBe(a.get('n1')?.credentialHash);
     expect(a.authenticate('n1', taker.credential)).not.toBeNull();
     await a.close();
     await b.close();
@@ -123,7 +123,7 @@ describe('node identity', () => {
     const inv = await Inventory.create({ store, now: () => 0, staleAfterMs: 15_000, lostAfterMs: 60_000, joinToken: JOIN, flushIntervalMs: 0 });
     const { mgmtToken, credential } = await inv.join(joinInput('n1'));
     await inv.close();
-    const row = (await store.getNode('n1'))!;
+    const row = (await store.nodes.get('n1'))!;
     expect(row.mgmtNonce).not.toBeNull();
     expect(matchesHash(mgmtToken, row.mgmtTokenHash)).toBe(true);
     expect(deriveMgmtToken(mgmtKey(JOIN), 'n1', row.mgmtNonce!)).toBe(mgmtToken);
@@ -149,7 +149,7 @@ describe('node identity', () => {
     expect(issued.length).toBeGreaterThan(20);
     await rotated.close();
     await new Promise((r) => setImmediate(r));
-    const row = (await store.getNode('n1'))!;
+    const row = (await store.nodes.get('n1'))!;
     expect(row.mgmtTokenHash).toBe(sha256Hex(issued));
     await store.close();
   });
@@ -165,7 +165,7 @@ describe('node identity', () => {
     await old.destroy();
 
     const store = await Store.open({ location: { kind: 'sqlite', path } });
-    const row = (await store.getNode('old'))!;
+    const row = (await store.nodes.get('old'))!;
     expect([row.mgmtNonce, row.mgmtTokenHash, row.approval, row.adminState]).toEqual([null, sha256Hex(plaintext), 'approved', 'cordoned']);
     const inv = await Inventory.create({ store, now: () => 0, staleAfterMs: 15_000, lostAfterMs: 60_000, joinToken: JOIN, flushIntervalMs: 0 });
     expect(inv.authenticate('old', 'cred'), 'the credential still works').not.toBeNull();
@@ -173,7 +173,7 @@ describe('node identity', () => {
     expect(issued).not.toBe(plaintext);
     await inv.close();
     await new Promise((r) => setImmediate(r));
-    expect((await store.getNode('old'))!.mgmtTokenHash).toBe(sha256Hex(issued));
+    expect((await store.nodes.get('old'))!.mgmtTokenHash).toBe(sha256Hex(issued));
     await store.close();
     const bytes = readFileSync(path).toString('latin1') + readFileSync(`${path}-wal`, { flag: 'a+' }).toString('latin1');
     expect(bytes.includes(issued)).toBe(false);

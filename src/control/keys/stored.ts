@@ -5,7 +5,7 @@
 // request's path. Here, not in the store, so that the store knows nothing of
 // keys: it only imports types from it, and nothing of it is loaded for the
 // router, which sees KeyStore and UsageSink alone.
-import type { Store } from '../store/index.js';
+import type { StoreConnection } from '../store/index.js';
 import { MemoryKeyStore, type ApiKeyRecord, type KeyStore } from './keys.js';
 import type { UsageEvent, UsageSink } from './usage.js';
 
@@ -13,9 +13,9 @@ export class StoredKeys implements KeyStore {
   /** The keys as the store holds them, indexed as the router reads them; replaced whole on reload. */
   private cache = new MemoryKeyStore();
 
-  private constructor(private readonly store: Store) {}
+  private constructor(private readonly store: StoreConnection) {}
 
-  static async create(store: Store): Promise<StoredKeys> {
+  static async create(store: StoreConnection): Promise<StoredKeys> {
     const keys = new StoredKeys(store);
     await keys.reload();
     return keys;
@@ -101,7 +101,7 @@ export class StoredUsage implements UsageSink {
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: StoreConnection,
     private readonly now: () => number = Date.now,
     flushIntervalMs = 2000,
   ) {

@@ -26,21 +26,7 @@ import { ShardStatusSchema, type ShardStatus } from '../../protocol/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { BlockedDrain, ModelRejections, Reconciler } from '../reconciler/index.js';
-import {
-  listControlPlanes,
-  pruneControlPlanes,
-  readLeaderNotes,
-  readLeadership,
-  saveLeaderNotes,
-  saveReplicaUse,
-  saveShardReports,
-  shardReportsSince,
-  type Store,
-  sumReplicaUse,
-  saveModelDemand,
-  sumModelDemand,
-  touchControlPlane,
-} from '../store/index.js';
+import type { Store } from '../store/index.js';
 import { LeaderElector } from './elector.js';
 import { SharedRateLimiter } from './shared-rate-limit.js';
 
@@ -225,7 +211,7 @@ export class Cluster {
   /** Every instance seen in the last ten minutes, with which one leads. */
   async controlPlanes(): Promise<ControlPlaneView[]> {
     const now = this.options.now();
-    const [rows, leader] = await Promise.all([listControlPlanes(this.options.store, now - 600_000), readLeadership(this.options.store, RECONCILER_ROLE)]);
+    const [rows, leader] = await Promise.all([this.options.store.controlPlanes.list(now - 600_000), this.options.store.leadership.read(RECONCILER_ROLE)]);
     return rows.map((r) => {
       const isLeader = r.id === this.instanceId ? this.leadingNow : leader?.holder === r.id;
       return {
@@ -269,10 +255,10 @@ export class Cluster {
   private async sumFleetDemand(parts: ClusterParts, now: number): Promise<ReadonlyMap<string, number>> {
     const store = this.options.store;
     // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
-    const summed = await sumReplicaUse(store, now - 3 * this.syncMs);
+    const summed = await store.replicaUse.sum(now - 3 * this.syncMs);
     for (const [id, u] of summed) parts.reconciler.reportUse(id, { inFlight: u.inFlight, lastUsedAtMs: u.lastUsedAtMs });
     this.fleetUseSeen = new Map([...summed].map(([id, u]) => [id, { inFlight: u.inFlight, lastUsedMs: u.lastUsedAtMs ?? 0 }]));
-    this.fleetQueuedSeen = await sumModelDemand(store, now - 3 * this.syncMs);
+    this.fleetQueuedSeen = await store.modelDemand.sum(now - 3 * this.syncMs);
     return this.fleetQueuedSeen;
   }
 
@@ -309,7 +295,7 @@ export class Cluster {
       if (all || topic === 'nodes') await parts.inventory.refresh();
       if ((all || topic === 'replicas') && !this.leadingNow) await parts.reconciler.reload();
       if (all) {
-        await touchControlPlane(store, {
+        await store.controlPlanes.touch({
           id: this.instanceId,
           clientUrl: this.urls?.client ?? null,
           adminUrl: this.urls?.admin ?? null,
@@ -318,29 +304,30 @@ export class Cluster {
           lastSeenMs: now,
         });
         const use = [...parts.replicaUse()].map(([replicaId, u]) => ({ replicaId, inFlight: u.inFlight, lastUsedAtMs: u.lastUsedMs === 0 ? null : u.lastUsedMs }));
-        await saveReplicaUse(store, this.instanceId, use, now);
+        await store.replicaUse.save(this.instanceId, use, now);
         // Rows are refreshed while requests are held (the leader reads only fresh ones); with none held, and none written last time, there is nothing to say.
         const queued = parts.queued?.() ?? new Map<string, number>();
         const holding = [...queued.values()].some((n) => n > 0);
-        if (holding || this.demandWritten) await saveModelDemand(store, this.instanceId, queued, now);
+        if (holding || this.demandWritten) await store.modelDemand.save(this.instanceId, queued, now);
         this.demandWritten = holding;
         if (this.leadingNow) {
           const queuedBefore = this.fleetQueuedSeen;
           const queuedNow = await this.sumFleetDemand(parts, now);
           // A request held on another instance for a model at zero: a pass now, not at the next tick.
           if ([...queuedNow].some(([m, n]) => n > (queuedBefore?.get(m) ?? 0))) parts.reconciler.notify();
-          await pruneControlPlanes(store, now - 3_600_000);
+          await store.controlPlanes.prune(now - 3_600_000);
+          await store.replicaUse.prune(now - 3_600_000);
           const notes: LeaderNotes = {
             explain: parts.catalog.models().flatMap((m) => parts.reconciler.explain(m.name) ?? []),
             blockedDrains: [...parts.reconciler.blockedDrains()],
           };
           const body = JSON.stringify(notes);
           if (body !== this.notesWritten && this.epoch !== null) {
-            await saveLeaderNotes(store, RECONCILER_ROLE, notes, this.epoch, now);
+            await store.leadership.saveNotes(RECONCILER_ROLE, notes, this.epoch, now);
             this.notesWritten = body;
           }
         } else {
-          const stored = await readLeaderNotes(store, RECONCILER_ROLE);
+          const stored = await store.leadership.readNotes(RECONCILER_ROLE);
           this.notes = toLeaderNotes(stored?.body);
           this.notesWritten = '';
         }
@@ -367,7 +354,7 @@ export class Cluster {
       const batch = [...this.pendingReports].map(([nodeId, r]) => ({ nodeId, instanceId: this.instanceId, shards: r.shards, atMs: r.atMs }));
       this.pendingReports.clear();
       try {
-        await saveShardReports(this.options.store, batch);
+        await this.options.store.shardReports.save(batch);
       } catch {
         // Put back what is not newer already; the next round retries. Reports are level-triggered, so only the newest matters.
         for (const b of batch) if (!this.pendingReports.has(b.nodeId)) this.pendingReports.set(b.nodeId, { shards: b.shards as ShardStatus[], atMs: b.atMs });
@@ -377,7 +364,7 @@ export class Cluster {
       const maxAge = this.options.reportMaxAgeMs ?? 15_000;
       let rows;
       try {
-        rows = await shardReportsSince(this.options.store, this.reportCursorMs, this.instanceId);
+        rows = await this.options.store.shardReports.since(this.reportCursorMs, this.instanceId);
       } catch {
         return;
       }

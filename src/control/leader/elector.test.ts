@@ -8,7 +8,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
 import { waitFor } from '../../../test/support/processes.js';
-import { readLeadership, Store } from '../store/index.js';
+import { Store } from '../store/index.js';
 import { LeaderElector } from './elector.js';
 
 describePostgres('leader election over an advisory lock', () => {
@@ -71,7 +71,7 @@ describePostgres('leader election over an advisory lock', () => {
     expect(a.leading, 'the old leader stepped down').toBe(false);
     expect(events.filter((e) => e.startsWith('cp-a deposed')).length).toBe(1);
     expect(events).toContain('cp-b elected 2');
-    expect(await readLeadership(stores[1]!, 'reconciler')).toMatchObject({ epoch: 2, holder: 'cp-b' });
+    expect(await stores[1]!.leadership.read('reconciler')).toMatchObject({ epoch: 2, holder: 'cp-b' });
 
     // cp-a reconnects as a follower and never leads while cp-b holds the lock.
     await new Promise((r) => setTimeout(r, 400));

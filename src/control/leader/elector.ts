@@ -7,7 +7,7 @@
 // role's epoch in the store, which fences writes of any earlier holder.
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { acquireEpoch, CHANGES_CHANNEL, type Store } from '../store/index.js';
+import { CHANGES_CHANNEL, type Store } from '../store/index.js';
 
 /** The advisory lock's key pair: "llmg" and the role number; any other user of advisory locks on this database must avoid it. */
 const LOCK_CLASS = 0x6c6c6d67;
@@ -129,7 +129,7 @@ export class LeaderElector {
     if (!got || this.closed) return;
     let epoch: number;
     try {
-      epoch = await acquireEpoch(this.options.store, this.role, this.options.instanceId, this.options.now());
+      epoch = await this.options.store.leadership.acquireEpoch(this.role, this.options.instanceId, this.options.now());
     } catch (err) {
       // Holding the lock without an epoch would block every other instance: give it back.
       this.options.logger.warn({ err: (err as Error).message }, 'took the leader lock but could not record the epoch; releasing it');

@@ -85,7 +85,7 @@ describe('a follower instance', () => {
     follower.reconciler.notify();
     await new Promise((r) => setTimeout(r, 20));
     await follower.reconciler.reload();
-    expect((await follower.store.listReplicas())[0]!.state, 'the follower wrote nothing').toBe('pending');
+    expect((await follower.store.replicas.list())[0]!.state, 'the follower wrote nothing').toBe('pending');
     expect(follower.reconciler.ready('demo')).toEqual([]);
 
     // The leader hears the report (through the store, in a cluster) and writes; the follower routes on it.

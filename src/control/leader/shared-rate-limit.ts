@@ -26,7 +26,7 @@
 // reserves, and sees the others' reservations a sync late.
 import type { Logger } from 'pino';
 import { cappedReservation, type LimitDecision, type RequestLimiter } from '../../router/index.js';
-import { addRateCounts, pruneRateCounts, type RateCount, type Store } from '../store/index.js';
+import type { RateCount, Store } from '../store/index.js';
 
 const WINDOW_MS = 60_000;
 /** Reservations never settled (a request the router lost track of) are forgotten after this long, ms. */
@@ -179,7 +179,7 @@ export class SharedRateLimiter implements RequestLimiter {
     try {
       // Every key's recent windows, not only keys seen here: the first request for a key on this instance must
       // already count what the others admitted. Two rows per key used in the last two minutes.
-      const rows = await addRateCounts(this.options.store, adds, null, oldest);
+      const rows = await this.options.store.rateCounts.add(adds, null, oldest);
       const shared = new Map<string, Map<number, Counts>>();
       for (const r of rows) add(shared, r.keyId, r.windowStartMs, { requests: r.requests, tokens: r.tokens });
       this.shared = shared;
@@ -189,7 +189,7 @@ export class SharedRateLimiter implements RequestLimiter {
       if (now - this.lastPruneMs > WINDOW_MS) {
         this.lastPruneMs = now;
         this.forgetOldReservations(now);
-        await pruneRateCounts(this.options.store, oldest - WINDOW_MS);
+        await this.options.store.rateCounts.prune(oldest - WINDOW_MS);
       }
     } catch (err) {
       // The store is away: keep the counts so the next sync carries them, and keep enforcing on what is known.

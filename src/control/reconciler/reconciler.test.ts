@@ -110,7 +110,7 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
     expect(t.reconciler.replicaCounts().get('demo')).toEqual({ ready: 1, total: 1 });
     expect(t.reconciler.nodeUsage().get('n1')).toEqual({ replicas: 1, gpusInUse: new Set([0]) });
-    expect((await t.store.listReplicas())[0], 'the store holds what the agent reported').toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
+    expect((await t.store.replicas.list())[0], 'the store holds what the agent reported').toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
   });
 
   // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
@@ -301,7 +301,7 @@ describe('Reconciler', () => {
     t.reconciler.onShardReport(t.inventory.get('a')!, []);
     await t.reconciler.pass();
     expect(t.reconciler.replicas().map((r) => [r.state, r.shards[0]!.nodeId])).toEqual([['ready', 'b']]);
-    expect((await t.store.listReplicas()).map((r) => r.id), 'and the store forgets it too').toEqual([t.reconciler.replicas()[0]!.id]);
+    expect((await t.store.replicas.list()).map((r) => r.id), 'and the store forgets it too').toEqual([t.reconciler.replicas()[0]!.id]);
   });
 
   it('answers the router: ready replicas with their endpoints, why none is ready, and a wake-up when one becomes ready', async () => {
@@ -385,7 +385,7 @@ describe('Reconciler', () => {
     leads = false;
     t.advance(60_000);
     const copy = (i: number) => ({ ...one!, id: `other-${i}`, createdAtMs: 1_060_000, stateSinceMs: 1_060_000, shards: one!.shards.map((s) => ({ ...s, id: `other-sh-${i}`, gpuIndices: [i] })) });
-    await t.store.saveReplicas([copy(1), copy(2)], []);
+    await t.store.replicas.save([copy(1), copy(2)], []);
     await t.reconciler.reload();
 
     // Hours later, under load that needs all three, it leads again, as Cluster.takeOver does it.

@@ -118,7 +118,7 @@ export class Reconciler {
    */
   static async create(options: ReconcilerOptions): Promise<Reconciler> {
     const r = new Reconciler(options);
-    if (options.store) r.records = (await options.store.listReplicas()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1));
+    if (options.store) r.records = (await options.store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1));
     r.publish();
     return r;
   }
@@ -164,7 +164,7 @@ export class Reconciler {
     return this.enqueue(async () => {
       const store = this.options.store;
       if (!store || this.closed) return;
-      const records = withLastUsed((await store.listReplicas()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)), this.lastUsed);
+      const records = withLastUsed((await store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)), this.lastUsed);
       if (JSON.stringify(records) === JSON.stringify(this.records)) return;
       this.records = records;
       this.recordsChanged();
@@ -398,7 +398,7 @@ export class Reconciler {
     );
     const applied = applyPlan(this.records, plan, { now, newId: this.newId });
     // Persist before publishing: an agent must never run a shard the store does not know of.
-    await this.options.store?.saveReplicas(applied.changed, applied.removed);
+    await this.options.store?.replicas.save(applied.changed, applied.removed);
     this.records = withLastUsed(applied.records, this.lastUsed);
     this.recordsChanged();
     for (const id of applied.removed) {
@@ -587,7 +587,7 @@ export class Reconciler {
     });
     if (changed.length === 0) return;
     this.recordsChanged();
-    await this.options.store?.saveReplicas(changed, []);
+    await this.options.store?.replicas.save(changed, []);
     if (wake) this.notify();
   }
 }

@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StaleLeaderError } from '../../errors/index.js';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
-import { acquireEpoch, readLeadership } from './shared-state.js';
-import { type ReplicaWrite, Store } from './store.js';
+import type { ReplicaWrite } from './replicas.js';
+import { Store } from './store.js';
 
 function replica(id: string, state: string): ReplicaWrite {
   return {
@@ -53,45 +53,45 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
   });
 
   it('refuses a write from an instance that holds no epoch', async () => {
-    await expect(old.saveReplicas([replica('rep-0', 'pending')], [])).rejects.toMatchObject({ code: 'LLMGW_STALE_LEADER' });
+    await expect(old.replicas.save([replica('rep-0', 'pending')], [])).rejects.toMatchObject({ code: 'LLMGW_STALE_LEADER' });
   });
 
   it('lets the holder of the current epoch write, and refuses it once another instance acquired a newer one', async () => {
-    oldEpoch = await acquireEpoch(old, 'reconciler', 'cp-old', 1000);
+    oldEpoch = await old.leadership.acquireEpoch('reconciler', 'cp-old', 1000);
     expect(oldEpoch).toBe(1);
-    await old.saveReplicas([replica('rep-1', 'pending')], []);
+    await old.replicas.save([replica('rep-1', 'pending')], []);
 
-    freshEpoch = await acquireEpoch(fresh, 'reconciler', 'cp-new', 2000);
+    freshEpoch = await fresh.leadership.acquireEpoch('reconciler', 'cp-new', 2000);
     expect(freshEpoch, 'each acquisition increments the epoch').toBe(2);
-    expect(await readLeadership(fresh, 'reconciler')).toMatchObject({ epoch: 2, holder: 'cp-new' });
-    await fresh.saveReplicas([replica('rep-1', 'ready')], []);
+    expect(await fresh.leadership.read('reconciler')).toMatchObject({ epoch: 2, holder: 'cp-new' });
+    await fresh.replicas.save([replica('rep-1', 'ready')], []);
 
     // The paused leader wakes up, still believing it holds epoch 1, and tries to remove the replica.
-    const err = await old.saveReplicas([], ['rep-1']).catch((e: unknown) => e);
+    const err = await old.replicas.save([], ['rep-1']).catch((e: unknown) => e);
     expect(err, 'the stale write is refused with a typed error').toBeInstanceOf(StaleLeaderError);
     expect(err).toMatchObject({ code: 'LLMGW_STALE_LEADER', heldEpoch: 1, currentEpoch: 2 });
     expect(staleSeen.length, 'the stale instance is told, so it steps down').toBe(1);
-    await expect(old.setReplicaState('rep-1', 'failed')).rejects.toBeInstanceOf(StaleLeaderError);
-    await expect(old.setShardState('rep-1-s0', 'failed')).rejects.toBeInstanceOf(StaleLeaderError);
+    await expect(old.replicas.setState('rep-1', 'failed')).rejects.toBeInstanceOf(StaleLeaderError);
+    await expect(old.replicas.setShardState('rep-1-s0', 'failed')).rejects.toBeInstanceOf(StaleLeaderError);
 
-    const rows = await fresh.listReplicas();
+    const rows = await fresh.replicas.list();
     expect(rows.map((r) => [r.id, r.state, r.shards[0]?.state]), "the new leader's work is intact").toEqual([['rep-1', 'ready', 'pending']]);
   });
 
   it('makes an acquisition wait for a write of the old epoch in flight, so the new leader reads it', async () => {
     // The old leader's write holds the leadership row FOR SHARE until it commits; the increment queues behind it.
-    oldEpoch = await acquireEpoch(old, 'reconciler', 'cp-old', 3000);
-    const slow = old.db.transaction().execute(async (tx) => {
+    oldEpoch = await old.leadership.acquireEpoch('reconciler', 'cp-old', 3000);
+    const slow = old.connection.db.transaction().execute(async (tx) => {
       await tx.selectFrom('leadership').select('epoch').where('name', '=', 'reconciler').forShare().execute();
       await new Promise((r) => setTimeout(r, 300));
       await tx.insertInto('replicas').values({ ...row('rep-late') }).execute();
     });
     await new Promise((r) => setTimeout(r, 50));
     const started = Date.now();
-    freshEpoch = await acquireEpoch(fresh, 'reconciler', 'cp-new', 4000);
+    freshEpoch = await fresh.leadership.acquireEpoch('reconciler', 'cp-new', 4000);
     expect(Date.now() - started, 'the acquisition waited for the in-flight write').toBeGreaterThanOrEqual(150);
     await slow;
-    expect((await fresh.listReplicas()).map((r) => r.id)).toContain('rep-late');
+    expect((await fresh.replicas.list()).map((r) => r.id)).toContain('rep-late');
   });
 });
 

@@ -4,7 +4,7 @@
 // away) are the dashboard's, in src/control/dashboard/session.ts. The
 // SessionBackend interface is defined here and the dashboard imports it, so
 // the store depends on no part above it.
-import type { Store } from './store.js';
+import type { StoreConnection } from './connection.js';
 
 /** A session where every control plane reads it: the id only as its HMAC-SHA256 under the admin token (hex). */
 export interface StoredSession {
@@ -26,7 +26,7 @@ export interface SessionBackend {
 }
 
 export class StoredSessions implements SessionBackend {
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: StoreConnection) {}
 
   async put(s: StoredSession): Promise<void> {
     await this.store.db

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, POSTGRES_SKIP_REASON, POSTGRES_URL, type TestDatabase } from '../../../test/support/postgres.js';
-import { Store, type StoreLocation } from './store.js';
+import type { StoreLocation } from './connection.js';
+import { Store } from './store.js';
 
 interface Backend {
   name: string;
@@ -48,26 +49,26 @@ for (const backend of backends) {
 
     it('keeps the proven identity and the claimed label of an audit row apart', async () => {
       const store = await Store.open({ location, now });
-      await store.appendAudit({ actor: { identity: 'admin-token', label: 'the-ceo' }, action: 'key.create', target: 'audit-id-test' });
-      await store.insertModel('audit-id-model', {}, { actor: { identity: 'admin-token', label: 'alice' }, action: 'model.add', target: 'audit-id-model' });
-      await store.appendAudit({ actor: 'node:n9', action: 'node.join', target: 'audit-id-test' });
-      const rows = await store.listAudit({ target: 'audit-id-test' });
+      await store.audit.append({ actor: { identity: 'admin-token', label: 'the-ceo' }, action: 'key.create', target: 'audit-id-test' });
+      await store.models.insert('audit-id-model', {}, { actor: { identity: 'admin-token', label: 'alice' }, action: 'model.add', target: 'audit-id-model' });
+      await store.audit.append({ actor: 'node:n9', action: 'node.join', target: 'audit-id-test' });
+      const rows = await store.audit.list({ target: 'audit-id-test' });
       expect(rows.map((r) => [r.actor, r.actorLabel])).toEqual([['node:n9', null], ['admin-token', 'the-ceo']]);
-      expect((await store.listModels()).find((m) => m.name === 'audit-id-model')?.createdBy, 'created_by shows both').toBe('admin-token (alice)');
-      await store.deleteModel('audit-id-model', { actor: 'admin-token', action: 'model.remove', target: 'audit-id-model' });
+      expect((await store.models.list()).find((m) => m.name === 'audit-id-model')?.createdBy, 'created_by shows both').toBe('admin-token (alice)');
+      await store.models.delete('audit-id-model', { actor: 'admin-token', action: 'model.remove', target: 'audit-id-model' });
       await store.close();
     });
 
     it('keeps a model and its audit row across a reopen', async () => {
       const store = await Store.open({ location, now });
-      await store.insertModel('m1', { name: 'm1', source: 'hf://a/b' }, { actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
+      await store.models.insert('m1', { name: 'm1', source: 'hf://a/b' }, { actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
       await store.close();
 
       clock = 2_000;
       const again = await Store.open({ location, now });
-      const models = await again.listModels();
+      const models = await again.models.list();
       expect(models).toEqual([{ name: 'm1', definition: { name: 'm1', source: 'hf://a/b' }, createdAt: 1_000, createdBy: 'alice', updatedAt: 1_000 }]);
-      const audit = await again.listAudit({ target: 'm1' });
+      const audit = await again.audit.list({ target: 'm1' });
       expect(audit).toHaveLength(1);
       expect(audit[0]).toMatchObject({ at: 1_000, actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });
       expect(typeof audit[0]!.id, 'ids come back as numbers on every dialect').toBe('number');
@@ -76,22 +77,22 @@ for (const backend of backends) {
 
     it('refuses a second model with the same name and writes nothing for it', async () => {
       const store = await Store.open({ location, now });
-      await store.insertModel('dup', { v: 1 }, { actor: 'a', action: 'model.add', target: 'dup' });
-      await expect(store.insertModel('dup', { v: 2 }, { actor: 'b', action: 'model.add', target: 'dup' })).rejects.toMatchObject({
+      await store.models.insert('dup', { v: 1 }, { actor: 'a', action: 'model.add', target: 'dup' });
+      await expect(store.models.insert('dup', { v: 2 }, { actor: 'b', action: 'model.add', target: 'dup' })).rejects.toMatchObject({
         code: 'LLMGW_CATALOG_CONFLICT',
       });
-      const audit = await store.listAudit({ target: 'dup' });
+      const audit = await store.audit.list({ target: 'dup' });
       expect(audit.map((a) => a.actor), 'the refused write left no audit row').toEqual(['a']);
-      expect((await store.listModels()).find((m) => m.name === 'dup')?.definition).toEqual({ v: 1 });
+      expect((await store.models.list()).find((m) => m.name === 'dup')?.definition).toEqual({ v: 1 });
       await store.close();
     });
 
     it('deletes a model with an audit row, and reports a missing one without writing', async () => {
       const store = await Store.open({ location, now });
-      await store.insertModel('gone', {}, { actor: 'a', action: 'model.add', target: 'gone' });
-      expect(await store.deleteModel('gone', { actor: 'b', action: 'model.remove', target: 'gone' })).toBe(true);
-      expect(await store.deleteModel('gone', { actor: 'c', action: 'model.remove', target: 'gone' })).toBe(false);
-      const audit = await store.listAudit({ target: 'gone' });
+      await store.models.insert('gone', {}, { actor: 'a', action: 'model.add', target: 'gone' });
+      expect(await store.models.delete('gone', { actor: 'b', action: 'model.remove', target: 'gone' })).toBe(true);
+      expect(await store.models.delete('gone', { actor: 'c', action: 'model.remove', target: 'gone' })).toBe(false);
+      const audit = await store.audit.list({ target: 'gone' });
       expect(audit.map((a) => `${a.action}:${a.actor}`)).toEqual(['model.remove:b', 'model.add:a']);
       await store.close();
     });
@@ -121,15 +122,15 @@ for (const backend of backends) {
         ],
       };
       const store = await Store.open({ location, now });
-      await store.insertReplica(replica);
-      expect(await store.setShardState('sh-a', 'ready', { endpoint: 'http://n1:9000' })).toBe(true);
-      expect(await store.setShardState('nope', 'ready')).toBe(false);
+      await store.replicas.insert(replica);
+      expect(await store.replicas.setShardState('sh-a', 'ready', { endpoint: 'http://n1:9000' })).toBe(true);
+      expect(await store.replicas.setShardState('nope', 'ready')).toBe(false);
       clock = 5_000;
-      expect(await store.setReplicaState('rep-1', 'failed', { error: 'engine exited' })).toBe(true);
+      expect(await store.replicas.setState('rep-1', 'failed', { error: 'engine exited' })).toBe(true);
       await store.close();
 
       const again = await Store.open({ location, now });
-      const [row] = await again.listReplicas();
+      const [row] = await again.replicas.list();
       expect(row, 'the replica comes back with its shards in rank order').toEqual({
         ...replica,
         state: 'failed',
@@ -145,11 +146,11 @@ for (const backend of backends) {
       // A retry replaces the shards; a removal deletes the replica with its shards.
       const retried = { ...row!, state: 'pending', failures: 1, nextRetryAtMs: null, shards: [{ id: 'sh-c', nodeId: 'n3', rank: 0, gpuIndices: [5], state: 'pending', error: null, endpoint: null }] };
       const other = { ...replica, id: 'rep-2', shards: [{ ...replica.shards[1]!, id: 'sh-d', rank: 0 }] };
-      await again.saveReplicas([retried, other], []);
-      expect((await again.listReplicas()).map((r) => `${r.id}:${r.state}:${r.shards.map((s) => s.id).join('+')}`)).toEqual(['rep-1:pending:sh-c', 'rep-2:starting:sh-d']);
-      await again.saveReplicas([], ['rep-1', 'rep-2']);
-      expect(await again.listReplicas()).toEqual([]);
-      const shardsLeft = await again.db.selectFrom('shards').selectAll().execute();
+      await again.replicas.save([retried, other], []);
+      expect((await again.replicas.list()).map((r) => `${r.id}:${r.state}:${r.shards.map((s) => s.id).join('+')}`)).toEqual(['rep-1:pending:sh-c', 'rep-2:starting:sh-d']);
+      await again.replicas.save([], ['rep-1', 'rep-2']);
+      expect(await again.replicas.list()).toEqual([]);
+      const shardsLeft = await again.connection.db.selectFrom('shards').selectAll().execute();
       expect(shardsLeft, 'no shard outlives its replica').toEqual([]);
       await again.close();
     });
@@ -158,18 +159,18 @@ for (const backend of backends) {
       const store = await Store.open({ location, now });
       const ids: number[] = [];
       for (let i = 0; i < 6; i++) {
-        ids.push(await store.appendEvent({ atMs: 5_000 + i, kind: 'scale', model: i % 2 ? 'a' : 'b', from: i, to: i + 1, message: `step ${i}` }));
+        ids.push(await store.events.append({ atMs: 5_000 + i, kind: 'scale', model: i % 2 ? 'a' : 'b', from: i, to: i + 1, message: `step ${i}` }));
       }
-      ids.push(await store.appendEvent({ atMs: 6_000, kind: 'node_joined', node: 'n1', message: 'node n1 joined' }));
+      ids.push(await store.events.append({ atMs: 6_000, kind: 'node_joined', node: 'n1', message: 'node n1 joined' }));
       expect([...ids].sort((x, y) => x - y), 'ids grow with each event').toEqual(ids);
-      const all = await store.listEvents();
+      const all = await store.events.list();
       expect(all.map((e) => e.message)).toEqual(['node n1 joined', 'step 5', 'step 4', 'step 3', 'step 2', 'step 1', 'step 0']);
       expect(all[0]).toEqual({ id: ids[6], atMs: 6_000, kind: 'node_joined', model: null, node: 'n1', replica: null, from: null, to: null, message: 'node n1 joined' });
-      expect((await store.listEvents({ model: 'a', limit: 2 })).map((e) => [e.from, e.to])).toEqual([[5, 6], [3, 4]]);
-      expect((await store.listEvents({ afterId: ids[4]! })).map((e) => e.message)).toEqual(['node n1 joined', 'step 5']);
-      expect(await store.pruneEvents(3), 'four of seven pruned').toBe(4);
-      expect((await store.listEvents()).map((e) => e.id)).toEqual([ids[6], ids[5], ids[4]]);
-      expect(await store.pruneEvents(3), 'nothing more to prune').toBe(0);
+      expect((await store.events.list({ model: 'a', limit: 2 })).map((e) => [e.from, e.to])).toEqual([[5, 6], [3, 4]]);
+      expect((await store.events.list({ afterId: ids[4]! })).map((e) => e.message)).toEqual(['node n1 joined', 'step 5']);
+      expect(await store.events.prune(3), 'four of seven pruned').toBe(4);
+      expect((await store.events.list()).map((e) => e.id)).toEqual([ids[6], ids[5], ids[4]]);
+      expect(await store.events.prune(3), 'nothing more to prune').toBe(0);
       await store.close();
     });
 
@@ -177,28 +178,28 @@ for (const backend of backends) {
       const store = await Store.open({ location, now });
       const audit = { actor: 'node:x1', action: 'node.join', target: 'x1', detail: {} };
       const join = { id: 'x1', hostname: null, mgmtAddr: '10.0.0.1:1', labels: {}, credentialHash: 'a'.repeat(64), mgmtNonce: 'n1', mgmtTokenHash: 'b'.repeat(64), agentVersion: null, protocolVersion: null };
-      const row = await store.upsertNodeOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
+      const row = await store.nodes.upsertOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
       expect([row.approval, row.mgmtNonce, row.mgmtTokenHash, row.removedAtMs]).toEqual(['pending', 'n1', 'b'.repeat(64), null]);
-      expect(await store.setNodeApproval('x1', { approval: 'approved', approvedHardware: '1 gpu: a', hardwareChange: null }, null)).toBe(true);
-      expect(await store.setNodeMgmtToken('x1', 'n2', 'c'.repeat(64))).toBe(true);
-      const rejoined = await store.upsertNodeOnJoin({ ...join, mgmtNonce: 'n3', approvalIfNew: 'pending' }, audit);
+      expect(await store.nodes.setApproval('x1', { approval: 'approved', approvedHardware: '1 gpu: a', hardwareChange: null }, null)).toBe(true);
+      expect(await store.nodes.setMgmtToken('x1', 'n2', 'c'.repeat(64))).toBe(true);
+      const rejoined = await store.nodes.upsertOnJoin({ ...join, mgmtNonce: 'n3', approvalIfNew: 'pending' }, audit);
       expect([rejoined.approval, rejoined.approvedHardware, rejoined.mgmtNonce], 'a rejoin keeps the approval').toEqual(['approved', '1 gpu: a', 'n3']);
 
       clock += 1;
-      expect(await store.removeNode('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} })).toBe(true);
-      expect(await store.removeNode('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} }), 'once').toBe(false);
-      const tomb = (await store.getNode('x1'))!;
+      expect(await store.nodes.remove('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} })).toBe(true);
+      expect(await store.nodes.remove('x1', { actor: 'ops', action: 'node.remove', target: 'x1', detail: {} }), 'once').toBe(false);
+      const tomb = (await store.nodes.get('x1'))!;
       expect([tomb.removedAtMs, tomb.credentialHash, tomb.mgmtNonce, tomb.mgmtTokenHash]).toEqual([clock, '', null, null]);
-      expect((await store.listNodes({ changedSinceMs: clock })).map((n) => n.id), 'other instances see the removal').toContain('x1');
-      const back = await store.upsertNodeOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
+      expect((await store.nodes.list({ changedSinceMs: clock })).map((n) => n.id), 'other instances see the removal').toContain('x1');
+      const back = await store.nodes.upsertOnJoin({ ...join, approvalIfNew: 'pending' }, audit);
       expect([back.removedAtMs, back.approval, back.approvedHardware], 'joins afresh').toEqual([null, 'pending', null]);
 
-      await store.createJoinToken({ id: 'jt-1', node: 'x2', hash: 'd'.repeat(64), expiresAtMs: clock + 100, createdBy: 'ops' }, { actor: 'ops', action: 'join_token.create', target: 'x2', detail: {} });
-      expect(await store.consumeJoinToken('d'.repeat(64), 'x3', clock), 'another node').toBeNull();
-      expect(await store.consumeJoinToken('d'.repeat(64), 'x2', clock + 100), 'expired').toBeNull();
-      expect((await store.consumeJoinToken('d'.repeat(64), 'x2', clock))?.usedAtMs).toBe(clock);
-      expect(await store.consumeJoinToken('d'.repeat(64), 'x2', clock), 'used').toBeNull();
-      expect((await store.listJoinTokens()).map((t) => [t.id, t.node, t.usedAtMs])).toEqual([['jt-1', 'x2', clock]]);
+      await store.joinTokens.create({ id: 'jt-1', node: 'x2', hash: 'd'.repeat(64), expiresAtMs: clock + 100, createdBy: 'ops' }, { actor: 'ops', action: 'join_token.create', target: 'x2', detail: {} });
+      expect(await store.joinTokens.consume('d'.repeat(64), 'x3', clock), 'another node').toBeNull();
+      expect(await store.joinTokens.consume('d'.repeat(64), 'x2', clock + 100), 'expired').toBeNull();
+      expect((await store.joinTokens.consume('d'.repeat(64), 'x2', clock))?.usedAtMs).toBe(clock);
+      expect(await store.joinTokens.consume('d'.repeat(64), 'x2', clock), 'used').toBeNull();
+      expect((await store.joinTokens.list()).map((t) => [t.id, t.node, t.usedAtMs])).toEqual([['jt-1', 'x2', clock]]);
       await store.close();
     });
 
@@ -211,7 +212,7 @@ for (const backend of backends) {
       const store = await Store.open({ location, now });
       const audit = { actor: 'node:race', action: 'node.join', target: 'race', detail: {} };
       const join = (id: string, credentialHash: string, expectCredentialHash: string | null) =>
-        store.upsertNodeOnJoin(
+        store.nodes.upsertOnJoin(
           { id, hostname: null, mgmtAddr: null, labels: {}, credentialHash, mgmtNonce: 'n', mgmtTokenHash: 'f'.repeat(64), approvalIfNew: 'approved', expectCredentialHash, agentVersion: null, protocolVersion: null },
           audit,
         );
@@ -221,7 +222,7 @@ for (const backend of backends) {
         const lost = settled.flatMap((r) => (r.status === 'rejected' ? [(r.reason as { code?: string }).code] : []));
         expect(won, `${id}: exactly one join wins`).toHaveLength(1);
         expect(lost, `${id}: the other is refused as a race, not a store failure`).toEqual(['LLMGW_NODE_ID_TAKEN']);
-        expect((await store.getNode(id))?.credentialHash, `${id}: the store holds the winner's credential`).toBe(won[0]);
+        expect((await store.nodes.get(id))?.credentialHash, `${id}: the store holds the winner's credential`).toBe(won[0]);
       };
       for (let round = 0; round < 8; round++) {
         await join(`race-live-${round}`, 'a'.repeat(64), null);
@@ -233,10 +234,10 @@ for (const backend of backends) {
 
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
-      const before = await a.listModels();
+      const before = await a.models.list();
       await a.close();
       const b = await Store.open({ location, now });
-      expect(await b.listModels()).toEqual(before);
+      expect(await b.models.list()).toEqual(before);
       await b.close();
     });
   });

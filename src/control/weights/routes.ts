@@ -26,7 +26,7 @@ export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOpti
  */
 export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: string | undefined, actor: string | AuditActor): Promise<CollectSummary> {
   const summary = await collect(options, nodeFilter);
-  await options.store?.appendAudit({
+  await options.store?.audit.append({
     actor,
     action: 'weights.collect',
     target: nodeFilter || '*',

@@ -1,0 +1,262 @@
+// The fleet's nodes as the store keeps them: identity, credentials (as
+// hashes), admin state, approval, and the newest heartbeat. A removed node
+// stays as a tombstone so every instance sees the removal.
+import { LlmgwError } from '../../errors/index.js';
+import { type AuditInput, insertAudit } from './audit.js';
+import type { StoreConnection } from './connection.js';
+import type { NodesTable } from './schema.js';
+
+export interface NodeRow {
+  id: string;
+  hostname: string | null;
+  mgmtAddr: string | null;
+  labels: Record<string, string>;
+  adminState: string;
+  credentialHash: string;
+  /** Null: no derived management token yet (a migrated row); see inventory/node-secrets.ts. */
+  mgmtNonce: string | null;
+  mgmtTokenHash: string | null;
+  approval: string;
+  approvedHardware: string | null;
+  hardwareChange: string | null;
+  /** Epoch ms an admin removed it; null = a member of the fleet. */
+  removedAtMs: number | null;
+  agentVersion: string | null;
+  protocolVersion: number | null;
+  lastSeenMs: number | null;
+  /** The newest report as stored: unvalidated JSON, read through the protocol's lenient schema by the inventory. */
+  report: unknown;
+  /** Epoch ms of its latest join (a rejoin too): until its first heartbeat, every instance counts its silence from here. */
+  joinedAt: number;
+}
+
+export interface NodeJoin {
+  id: string;
+  hostname: string | null;
+  mgmtAddr: string | null;
+  labels: Record<string, string>;
+  credentialHash: string;
+  mgmtNonce: string;
+  mgmtTokenHash: string;
+  /** The approval a node that joins afresh (new, or removed before) gets; a rejoin keeps the one it has. */
+  approvalIfNew: string;
+  /** Set: the approval this join gives even a known node (another machine taking a lost node's id). */
+  approval?: string;
+  /**
+   * The credential hash the caller decided on (null = no member held the
+   * id). Checked in the transaction, so two joins racing for one id cannot
+   * both win: the later finds the row changed and is refused. Absent = no check.
+   */
+  expectCredentialHash?: string | null;
+  agentVersion: string | null;
+  protocolVersion: number | null;
+}
+
+export interface HeartbeatWrite {
+  id: string;
+  lastSeenMs: number;
+  /** Absent: the heartbeat carried no report; the stored one is kept. */
+  report?: unknown;
+  agentVersion: string | null;
+  protocolVersion: number | null;
+}
+
+export class NodeRepository {
+  constructor(private readonly connection: StoreConnection) {}
+
+  /** Every node; with `changedSinceMs`, only those heard from or changed (joined, state set) at or after it. */
+  async list(options: { changedSinceMs?: number } = {}): Promise<NodeRow[]> {
+    let query = this.connection.db.selectFrom('nodes').selectAll().orderBy('id');
+    const since = options.changedSinceMs;
+    if (since !== undefined) query = query.where((eb) => eb.or([eb('last_seen', '>=', since), eb('updated_at', '>=', since)]));
+    const rows = await query.execute();
+    return rows.map(toNodeRow);
+  }
+
+  /**
+   * Records a join: a new node, or a node joining again (new credential,
+   * fresh identity facts). The admin state and approval survive a rejoin: an
+   * agent that restarts must not uncordon or approve its own node. A node an
+   * admin removed joins as new: its old state, report and approval are gone.
+   */
+  async upsertOnJoin(node: NodeJoin, audit: AuditInput): Promise<NodeRow> {
+    const at = this.connection.now();
+    const raced = () => new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${node.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
+    return this.connection.db.transaction().execute(async (tx) => {
+      // Postgres runs transactions at READ COMMITTED: without the row lock two
+      // joins under one id both read the old credential and both win. The lock
+      // makes the later one wait and then read what the first wrote. SQLite
+      // runs one write transaction at a time, and has no FOR UPDATE.
+      const select = tx.selectFrom('nodes').selectAll().where('id', '=', node.id);
+      const existing = await this.connection.forUpdate(select).executeTakeFirst();
+      const held = existing && existing.removed_at === null ? existing.credential_hash : null;
+      if (node.expectCredentialHash !== undefined && held !== node.expectCredentialHash) throw raced();
+      const values = {
+        hostname: node.hostname,
+        mgmt_addr: node.mgmtAddr,
+        labels: JSON.stringify(node.labels),
+        credential_hash: node.credentialHash,
+        mgmt_nonce: node.mgmtNonce,
+        mgmt_token_hash: node.mgmtTokenHash,
+        agent_version: node.agentVersion,
+        protocol_version: node.protocolVersion,
+        updated_at: at,
+        // Every join, a rejoin too: another control plane judges a node that has not sent a heartbeat since by it.
+        joined_at: at,
+        ...(node.approval === undefined ? {} : { approval: node.approval }),
+      };
+      const afresh = {
+        admin_state: 'ready',
+        last_seen: null,
+        report: null,
+        approval: node.approvalIfNew,
+        approved_hardware: null,
+        hardware_change: null,
+        removed_at: null,
+      };
+      // Each write also checks that the row is still as read, so a join that lost the race
+      // changes nothing even where the lock above is not taken: no row to lock (a new id).
+      let written: bigint | undefined;
+      if (existing) {
+        const result = await tx
+          .updateTable('nodes')
+          .set(existing.removed_at === null ? values : { ...values, ...afresh })
+          .where('id', '=', node.id)
+          .where('credential_hash', '=', existing.credential_hash)
+          .where('removed_at', existing.removed_at === null ? 'is' : 'is not', null)
+          .executeTakeFirst();
+        written = result.numUpdatedRows;
+      } else {
+        const result = await tx
+          .insertInto('nodes')
+          .values({ id: node.id, ...values, ...afresh })
+          .onConflict((oc) => oc.column('id').doNothing())
+          .executeTakeFirst();
+        written = result.numInsertedOrUpdatedRows;
+      }
+      if (Number(written ?? 0) === 0) throw raced();
+      await insertAudit(tx, at, audit);
+      await this.connection.announce(tx, 'nodes');
+      const row = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirstOrThrow();
+      return toNodeRow(row);
+    });
+  }
+
+  /** One node as stored, removed or not; undefined when the id was never seen. */
+  async get(id: string): Promise<NodeRow | undefined> {
+    const row = await this.connection.db.selectFrom('nodes').selectAll().where('id', '=', id).executeTakeFirst();
+    return row ? toNodeRow(row) : undefined;
+  }
+
+  /** Records a new derived management token (its nonce and hash); false when there is no such node. */
+  async setMgmtToken(id: string, nonce: string, hash: string): Promise<boolean> {
+    const result = await this.connection.db
+      .updateTable('nodes')
+      .set({ mgmt_nonce: nonce, mgmt_token_hash: hash, updated_at: this.connection.now() })
+      .where('id', '=', id)
+      .where('removed_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /**
+   * Sets a node's approval, the hardware it is approved with and the change
+   * not yet approved, with an audit row when an admin acted; false when
+   * there is no such node.
+   */
+  async setApproval(
+    id: string,
+    fields: { approval: string; approvedHardware: string | null; hardwareChange: string | null },
+    audit: AuditInput | null,
+  ): Promise<boolean> {
+    const at = this.connection.now();
+    return this.connection.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('nodes')
+        .set({ approval: fields.approval, approved_hardware: fields.approvedHardware, hardware_change: fields.hardwareChange, updated_at: at })
+        .where('id', '=', id)
+        .where('removed_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      if (audit) await insertAudit(tx, at, audit);
+      await this.connection.announce(tx, 'nodes');
+      return true;
+    });
+  }
+
+  /**
+   * Removes a node from the fleet: its credential and management token are
+   * wiped and its id is free to join again. The row stays as a tombstone so
+   * other control planes on this store see the removal (a deleted row
+   * would look like an unchanged one). False when there is no such node.
+   */
+  async remove(id: string, audit: AuditInput): Promise<boolean> {
+    const at = this.connection.now();
+    return this.connection.db.transaction().execute(async (tx) => {
+      const result = await tx
+        .updateTable('nodes')
+        .set({ removed_at: at, credential_hash: '', mgmt_nonce: null, mgmt_token_hash: null, updated_at: at })
+        .where('id', '=', id)
+        .where('removed_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      await insertAudit(tx, at, audit);
+      await this.connection.announce(tx, 'nodes');
+      return true;
+    });
+  }
+
+  /** Sets a node's admin state with its audit row; false when there is no such node. */
+  async setState(id: string, state: string, audit: AuditInput): Promise<boolean> {
+    const at = this.connection.now();
+    return this.connection.db.transaction().execute(async (tx) => {
+      const result = await tx.updateTable('nodes').set({ admin_state: state, updated_at: at }).where('id', '=', id).executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      await insertAudit(tx, at, audit);
+      await this.connection.announce(tx, 'nodes');
+      return true;
+    });
+  }
+
+  /**
+   * Writes the newest heartbeat of many nodes in one transaction. Heartbeats
+   * arrive hundreds a second in a large fleet; one fsync per batch instead of
+   * per heartbeat is what keeps the store from being the bottleneck. A write
+   * never moves last_seen backwards (another control plane may have newer).
+   */
+  async saveHeartbeats(beats: readonly HeartbeatWrite[]): Promise<void> {
+    if (beats.length === 0) return;
+    await this.connection.db.transaction().execute(async (tx) => {
+      for (const b of beats) {
+        await tx
+          .updateTable('nodes')
+          .set({ last_seen: b.lastSeenMs, report: b.report === undefined ? undefined : JSON.stringify(b.report), agent_version: b.agentVersion, protocol_version: b.protocolVersion })
+          .where('id', '=', b.id)
+          .where((eb) => eb.or([eb('last_seen', 'is', null), eb('last_seen', '<=', b.lastSeenMs)]))
+          .execute();
+      }
+    });
+  }
+}
+
+function toNodeRow(r: NodesTable): NodeRow {
+  return {
+    id: r.id,
+    hostname: r.hostname,
+    mgmtAddr: r.mgmt_addr,
+    labels: JSON.parse(r.labels) as Record<string, string>,
+    adminState: r.admin_state,
+    credentialHash: r.credential_hash,
+    mgmtNonce: r.mgmt_nonce,
+    mgmtTokenHash: r.mgmt_token_hash,
+    approval: r.approval,
+    approvedHardware: r.approved_hardware,
+    hardwareChange: r.hardware_change,
+    removedAtMs: r.removed_at,
+    agentVersion: r.agent_version,
+    protocolVersion: r.protocol_version,
+    lastSeenMs: r.last_seen,
+    report: r.report === null ? null : (JSON.parse(r.report) as unknown),
+    joinedAt: r.joined_at,
+  };
+}

@@ -1,0 +1,37 @@
+// The agents' shard reports, passed through the store from whichever
+// instance a node's heartbeat reached to the leader, which folds them into
+// its replicas. Only the newest report per node is kept.
+import type { StoreConnection } from './connection.js';
+
+export interface ShardReportRow {
+  nodeId: string;
+  instanceId: string;
+  /** The agent's shard statuses as sent (unvalidated JSON; the leader reads them through the protocol's schema). */
+  shards: unknown;
+  atMs: number;
+}
+
+export class ShardReportRepository {
+  constructor(private readonly connection: StoreConnection) {}
+
+  /** Keeps the newest shard report per node; an older one (from a slower instance) never replaces a newer. */
+  async save(reports: readonly ShardReportRow[]): Promise<void> {
+    if (reports.length === 0) return;
+    await this.connection.db.transaction().execute(async (tx) => {
+      for (const r of reports) {
+        const values = { instance_id: r.instanceId, shards: JSON.stringify(r.shards), at: r.atMs };
+        await tx
+          .insertInto('shard_reports')
+          .values({ node_id: r.nodeId, ...values })
+          .onConflict((oc) => oc.column('node_id').doUpdateSet(values).where('shard_reports.at', '<=', r.atMs))
+          .execute();
+      }
+    });
+  }
+
+  /** Reports newer than `afterMs` received by instances other than `instanceId`. */
+  async since(afterMs: number, instanceId: string): Promise<ShardReportRow[]> {
+    const rows = await this.connection.db.selectFrom('shard_reports').selectAll().where('at', '>', afterMs).where('instance_id', '!=', instanceId).execute();
+    return rows.map((r) => ({ nodeId: r.node_id, instanceId: r.instance_id, shards: JSON.parse(r.shards) as unknown, atMs: Number(r.at) }));
+  }
+}
