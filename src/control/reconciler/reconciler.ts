@@ -24,7 +24,8 @@ import { applyPlan, assignmentsByNode } from './apply.js';
 import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { toPlacementNode } from './snapshot.js';
-import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState, SHARD_STATES, type ShardRecord, type ShardState } from './types.js';
+import { foldReport, shardStateOf } from './fold-report.js';
+import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
 
 export interface ReconcilerOptions {
   catalog: Catalog;
@@ -540,55 +541,12 @@ export class Reconciler {
   private async applyReport(nodeId: string, statuses: readonly ShardStatus[]): Promise<void> {
     // A follower forwards reports through the store (src/control/leader); only the leader folds them in.
     if (this.options.leads?.() === false) return;
-    const reported = new Map(statuses.map((s) => [s.shard_id, s]));
-    const now = this.options.now();
-    const changed: ReplicaRecord[] = [];
-    let wake = false;
-    this.records = this.records.map((r) => {
-      let touched = false;
-      const shards = r.shards.map((s): ShardRecord => {
-        if (s.nodeId !== nodeId) return s;
-        const status = reported.get(s.id);
-        if (!status || status.replica_id !== r.id) {
-          // Not reported by the agent: a shard it was told to stop is gone.
-          if ((r.state === 'stopping' || r.state === 'failed') && s.state !== 'stopped') {
-            touched = true;
-            return { ...s, state: 'stopped', endpoint: null };
-          }
-          return s;
-        }
-        // A failed engine its agent is about to restart in place is starting again, not a failed replica: placing the
-        // replica anew would throw away a warm node (weights on disk, GPUs held) for a crash the agent handles in a second.
-        const restarting = status.state === 'failed' && status.restarting === true;
-        const state = restarting ? 'starting' : (shardStateOf(status.state) ?? s.state);
-        const next: ShardRecord = {
-          ...s,
-          state,
-          endpoint: restarting ? null : (status.endpoint ?? null),
-          error: status.error ?? (state === 'failed' ? s.error : null),
-        };
-        if (next.state !== s.state || next.endpoint !== s.endpoint || next.error !== s.error) touched = true;
-        return next;
-      });
-      if (!touched) return r;
-      let next: ReplicaRecord = { ...r, shards, updatedAtMs: now };
-      if (COUNTING_STATES.has(r.state)) {
-        const state = derivedState(shards);
-        if (state !== r.state) {
-          next = { ...next, state, stateSinceMs: now };
-          wake = true;
-        }
-        if (state === 'ready') next = { ...next, endpoint: shards.find((s) => s.rank === 0)?.endpoint ?? null, failures: 0, error: null };
-        // The pass marks it failed, with its backoff; run one now rather than at the next tick.
-        if (shards.some((s) => s.state === 'failed')) wake = true;
-      }
-      changed.push(next);
-      return next;
-    });
-    if (changed.length === 0) return;
+    const folded = foldReport(this.records, nodeId, statuses, this.options.now());
+    this.records = folded.records;
+    if (folded.changed.length === 0) return;
     this.recordsChanged();
-    await this.options.store?.saveReplicas(changed, []);
-    if (wake) this.notify();
+    await this.options.store?.saveReplicas(folded.changed, []);
+    if (folded.wake) this.notify();
   }
 }
 
@@ -599,18 +557,6 @@ function withLastUsed(records: ReplicaRecord[], lastUsed: ReadonlyMap<string, nu
     // The newer of the two: a stored use (another instance's) is not undone by an older one heard here.
     return at === undefined || (r.lastUsedAtMs !== null && at <= r.lastUsedAtMs) ? r : { ...r, lastUsedAtMs: at };
   });
-}
-
-/** A replica that should run, as its shards show it: ready when all are, else the least advanced shard's stage. */
-function derivedState(shards: readonly ShardRecord[]): ReplicaState {
-  if (shards.length > 0 && shards.every((s) => s.state === 'ready')) return 'ready';
-  if (shards.some((s) => s.state === 'pending')) return 'pending';
-  if (shards.some((s) => s.state === 'fetching')) return 'fetching';
-  return 'starting';
-}
-
-function shardStateOf(reported: string): ShardState | undefined {
-  return (SHARD_STATES as readonly string[]).includes(reported) ? (reported as ShardState) : undefined;
 }
 
 /** Stored rows read leniently: an unknown state (from a newer control plane) reads as the nearest safe one. */
