@@ -13,7 +13,6 @@ export {
   type RouterReplica,
   type RouterTimeouts,
   type ReplicaDirectory,
-  type ReplicaUse,
 } from './router.js';
 export {
   MemoryKeyStore,

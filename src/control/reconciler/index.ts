@@ -13,4 +13,4 @@ export * from './types.js';
 export * from './plan.js';
 export * from './apply.js';
 export { toPlacementNode } from './snapshot.js';
-export { Reconciler, type ReconcilerOptions, type ReplicaUse, type RoutableReplica } from './reconciler.js';
+export { Reconciler, type ReconcilerOptions, type RoutableReplica } from './reconciler.js';

@@ -11,7 +11,8 @@ import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
 import type { ReplicaDirectory } from '../../router/index.js';
 import type { NewEvent } from '../events/index.js';
-import { Reconciler, type DemandSnapshot, type ReconcilerOptions } from './reconciler.js';
+import type { DemandSnapshot, ReplicaUse } from '../scaling/index.js';
+import { Reconciler, type ReconcilerOptions } from './reconciler.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -373,7 +374,7 @@ describe('Reconciler', () => {
   it('an instance that leads again forgets its first stint: the scaler adopts what the other leader scaled to, and idleness counts from the takeover', async () => {
     let leads = true;
     const t = await setup(undefined, { leads: () => leads });
-    const use = new Map<string, { inFlight: number; lastUsedMs: number }>();
+    const use = new Map<string, ReplicaUse>();
     t.reconciler.attachDemand((): DemandSnapshot => ({ replicas: use, queued: new Map() }));
     await t.node('n1', 4);
     await t.catalog.add({ ...demo, scaling: { min: 1, max: 3, target_inflight: 4, idle_timeout: '10m' } }, 'test');
@@ -391,7 +392,7 @@ describe('Reconciler', () => {
     // Hours later, under load that needs all three, it leads again, as Cluster.takeOver does it.
     t.advance(3 * 3_600_000);
     t.heartbeat('n1');
-    for (const r of t.reconciler.replicas()) use.set(r.id, { inFlight: r.id === one!.id ? 4 : 3, lastUsedMs: 1_000_000 + 60_000 + 3 * 3_600_000 });
+    for (const r of t.reconciler.replicas()) use.set(r.id, { inFlight: r.id === one!.id ? 4 : 3, lastUsedAtMs: 1_000_000 + 60_000 + 3 * 3_600_000 });
     leads = true;
     t.reconciler.beginLeading();
     const plan = await t.reconciler.pass();
@@ -409,7 +410,7 @@ describe('Reconciler', () => {
   it('starts one replica for a model at zero however many requests wait, records why, and drains it back to zero when idle', async () => {
     const events: NewEvent[] = [];
     const t = await setup(undefined, { events: { record: (e) => events.push(e) } });
-    const demand: { replicas: Map<string, { inFlight: number; lastUsedMs: number }>; queued: Map<string, number> } = { replicas: new Map(), queued: new Map() };
+    const demand: { replicas: Map<string, ReplicaUse>; queued: Map<string, number> } = { replicas: new Map(), queued: new Map() };
     t.reconciler.attachDemand((): DemandSnapshot => demand);
     await t.node('n1', 4);
     await t.catalog.add({ ...demo, scaling: { min: 0, max: 3, idle_timeout: '3s', cooldown: '1s', target_inflight: 4 } }, 'test');
@@ -428,12 +429,12 @@ describe('Reconciler', () => {
     await t.report('n1', 'ready', () => 'http://n1:9000');
     const [replica] = t.reconciler.replicas();
     demand.queued.clear();
-    demand.replicas.set(replica!.id, { inFlight: 1, lastUsedMs: 1_000_000 });
+    demand.replicas.set(replica!.id, { inFlight: 1, lastUsedAtMs: 1_000_000 });
     t.advance(10_000);
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]!.state, 'busy, so not idle whatever the clock says').toBe('ready');
 
-    demand.replicas.set(replica!.id, { inFlight: 0, lastUsedMs: 1_010_000 });
+    demand.replicas.set(replica!.id, { inFlight: 0, lastUsedAtMs: 1_010_000 });
     t.advance(3_000);
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]!.state, 'idle for idle_timeout: drained first').toBe('draining');

@@ -18,7 +18,7 @@ import type { EventSink } from '../events/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { PlacementNode } from '../placement/index.js';
 import type { Liveness } from '../placement/index.js';
-import { decideScale, type ReplicaSignal, type ScaleState } from '../scaling/index.js';
+import { decideScale, type DemandSnapshot, type ReplicaSignal, type ReplicaUse, type ScaleState } from '../scaling/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
 import { ReconcilerMetrics } from './metrics.js';
@@ -51,24 +51,6 @@ export interface ReconcilerOptions {
   events?: EventSink;
   /** Where the reconciler's metrics go (passes, their duration and actions, replicas by state); absent = none. */
   registry?: Registry;
-}
-
-/**
- * The router's demand as a pass reads it, fresh: a drain is ended by
- * in-flight reaching zero, so a number a second old could stop a replica
- * that just took a request.
- */
-export interface DemandSnapshot {
-  /** Per replica id, as the router counts: lastUsedMs 0 = never used by this router. */
-  readonly replicas: ReadonlyMap<string, { readonly inFlight: number; readonly lastUsedMs: number }>;
-  /** Requests held per model name because it has no ready replica; no entry = none. */
-  readonly queued: ReadonlyMap<string, number>;
-}
-
-/** What the router reports per replica: the seam for drains (in flight) and idleness (last used). */
-export interface ReplicaUse {
-  inFlight: number;
-  lastUsedAtMs: number | null;
 }
 
 /** A replica the router may send to; the router's RouterReplica has this shape. */
@@ -218,7 +200,7 @@ export class Reconciler {
   }
 
   /** The router's seam: what a replica has in flight and when it was last used. */
-  reportUse(replicaId: string, use: ReplicaUse): void {
+  reportUse(replicaId: string, use: Readonly<ReplicaUse>): void {
     this.inFlight.set(replicaId, use.inFlight);
     if (use.lastUsedAtMs === null) return;
     this.lastUsed.set(replicaId, use.lastUsedAtMs);
@@ -442,7 +424,7 @@ export class Reconciler {
     }
     for (const [id, use] of snapshot.replicas) {
       this.inFlight.set(id, use.inFlight);
-      if (use.lastUsedMs > 0) this.lastUsed.set(id, use.lastUsedMs);
+      if (use.lastUsedAtMs !== null) this.lastUsed.set(id, use.lastUsedAtMs);
     }
     this.records = withLastUsed(this.records, this.lastUsed);
 

@@ -4,6 +4,7 @@
 // and per-key rate-limit counts. Kept apart from store.ts because none of it
 // is an operator's state: losing any of it costs seconds, never a replica.
 import { sql } from 'kysely';
+import type { ReplicaUse } from '../scaling/index.js';
 import type { Store } from './store.js';
 
 export interface Leadership {
@@ -98,11 +99,9 @@ export async function shardReportsSince(store: Store, afterMs: number, instanceI
   return rows.map((r) => ({ nodeId: r.node_id, instanceId: r.instance_id, shards: JSON.parse(r.shards) as unknown, atMs: Number(r.at) }));
 }
 
-export interface ReplicaUseRow {
+/** One instance's use of one replica (or, summed, every instance's). */
+export interface ReplicaUseRow extends ReplicaUse {
   replicaId: string;
-  inFlight: number;
-  /** Null = never used. */
-  lastUsedAtMs: number | null;
 }
 
 /** Replaces this instance's use rows with `use` (replicas it no longer tracks are deleted). */
