@@ -1,13 +1,14 @@
-// The reconciler's I/O around the pure pass: it holds the replica records
-// (loaded from the store at start, so a restarted control plane adopts what
-// agents still run), runs a pass on a tick and soon after notify(), persists
-// what the plan changed and then publishes each node's shards on the
-// assignment board, and folds the agents' shard reports back into the
-// records. Every change to the records goes through one queue, so a report
-// arriving while a pass is persisting is applied after it, never lost.
-// Before each pass it reads the router's demand (attachDemand) and asks the
-// scaler for each model's wanted number; after it, it records what the pass
-// decided that an operator would want to know (the events log).
+// The reconciler's loop and I/O around the pure pass: it holds the replica
+// records (loaded from the store at start, so a restarted control plane
+// adopts what agents still run), runs a pass on a tick and soon after
+// notify(), persists what the plan changed and then publishes each node's
+// shards on the assignment board, and writes the agents' shard reports
+// (folded by fold-report.ts) back to the records. Every change to the
+// records goes through one queue, so a report arriving while a pass is
+// persisting is applied after it, never lost. Before each pass the scaling
+// bridge (scaling-bridge.ts) turns the router's demand into wanted numbers;
+// after it, the class records what the pass decided that an operator would
+// want to know (the events log).
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -18,13 +19,14 @@ import type { EventSink } from '../events/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { PlacementNode } from '../placement/index.js';
 import type { Liveness } from '../placement/index.js';
-import { decideScale, type DemandSnapshot, type ReplicaSignal, type ReplicaUse, type ScaleState } from '../scaling/index.js';
+import type { DemandSnapshot, ReplicaUse } from '../scaling/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
 import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { toPlacementNode } from './snapshot.js';
 import { foldReport, shardStateOf } from './fold-report.js';
+import { ScalingBridge } from './scaling-bridge.js';
 import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
 
 export interface ReconcilerOptions {
@@ -69,21 +71,13 @@ export class Reconciler {
   private soon: NodeJS.Immediate | null = null;
   /** The last applied pass: its rejections answer explain, and it lets the next pass skip models still blocked. */
   private lastPlan: Plan | undefined;
-  private readonly inFlight = new Map<string, number>();
-  /** Last use per replica as the router reported it, applied again after a pass so a report made while it persisted is kept. */
-  private readonly lastUsed = new Map<string, number>();
-  private readonly readyCache = new Map<string, RoutableReplica[]>();
-  private readonly listeners = new Set<() => void>();
   private readonly fetches = new Map<string, NonNullable<ShardStatus['fetch']>>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
-  private demandSource: (() => DemandSnapshot) | null = null;
-  /** When this process began reading the router's demand; idleness before it was not seen (0 = not yet). */
-  private demandSinceMs = 0;
-  /** The scaler's memory per model name; absent = not decided since this control plane started. */
-  private readonly scaleStates = new Map<string, ScaleState>();
-  /** Models a request asked for while they had no ready replica, since the last pass. */
-  private readonly coldDemand = new Set<string>();
+  /** The router's demand (use per replica, cold models) and the scaler's memory, turned into wanted numbers. */
+  private readonly scaling: ScalingBridge;
+  private readonly readyCache = new Map<string, RoutableReplica[]>();
+  private readonly listeners = new Set<() => void>();
   /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
   private readonly livenessSeen = new Map<string, Liveness>();
 
@@ -92,6 +86,7 @@ export class Reconciler {
   private constructor(private readonly options: ReconcilerOptions) {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
     this.metrics = options.registry ? new ReconcilerMetrics(options.registry, () => this.records) : null;
+    this.scaling = new ScalingBridge({ now: options.now, logger: options.logger, ...(options.events ? { events: options.events } : {}) });
   }
 
   /**
@@ -147,7 +142,7 @@ export class Reconciler {
     return this.enqueue(async () => {
       const store = this.options.store;
       if (!store || this.closed) return;
-      const records = withLastUsed((await store.listReplicas()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)), this.lastUsed);
+      const records = this.scaling.withLastUsed((await store.listReplicas()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)));
       if (JSON.stringify(records) === JSON.stringify(this.records)) return;
       this.records = records;
       this.recordsChanged();
@@ -178,8 +173,7 @@ export class Reconciler {
    * autoscaling, and drains rely on reportUse.
    */
   attachDemand(source: () => DemandSnapshot): void {
-    this.demandSource = source;
-    this.demandSinceMs = this.options.now();
+    this.scaling.attach(source);
   }
 
   /**
@@ -190,21 +184,14 @@ export class Reconciler {
    * reports the fleet's use (reportUse) before the first pass.
    */
   beginLeading(): void {
-    this.scaleStates.clear();
-    this.inFlight.clear();
-    this.lastUsed.clear();
-    this.coldDemand.clear();
+    this.scaling.reset();
     this.livenessSeen.clear();
     this.lastPlan = undefined;
-    this.demandSinceMs = this.options.now();
   }
 
   /** The router's seam: what a replica has in flight and when it was last used. */
   reportUse(replicaId: string, use: Readonly<ReplicaUse>): void {
-    this.inFlight.set(replicaId, use.inFlight);
-    if (use.lastUsedAtMs === null) return;
-    this.lastUsed.set(replicaId, use.lastUsedAtMs);
-    this.records = withLastUsed(this.records, this.lastUsed);
+    if (this.scaling.report(replicaId, use)) this.records = this.scaling.withLastUsed(this.records);
   }
 
   replicas(): readonly ReplicaRecord[] {
@@ -295,8 +282,8 @@ export class Reconciler {
     const coming = this.records.some((r) => r.model === model && COUNTING_STATES.has(r.state));
     const blocked = !!this.explain(model)?.rejections.length;
     let willStart = coming || ((m?.scaling.min ?? 0) > 0 && !blocked);
-    if (!coming && m && this.demandSource && Math.max(m.scaling.min, m.scaling.max) >= 1 && !blocked) {
-      this.coldDemand.add(model);
+    if (!coming && m && this.scaling.attached && Math.max(m.scaling.min, m.scaling.max) >= 1 && !blocked) {
+      this.scaling.wantCold(model);
       willStart = true;
     }
     this.notify();
@@ -325,8 +312,8 @@ export class Reconciler {
         models: [...this.options.catalog.models().filter((m) => !names.has(m.name)), ...models],
         nodes: this.placementNodes(now),
         replicas: this.records,
-        inFlight: this.inFlight,
-        ...(this.demandSource ? { wanted: this.lastWanted() } : {}),
+        inFlight: this.scaling.inFlight,
+        ...(this.scaling.attached ? { wanted: this.scaling.lastWanted() } : {}),
       },
       { ...this.options.plan, maxCreatesPerPass: Number.MAX_SAFE_INTEGER },
     );
@@ -373,7 +360,7 @@ export class Reconciler {
         models: this.options.catalog.models(),
         nodes,
         replicas: this.records,
-        inFlight: this.inFlight,
+        inFlight: this.scaling.inFlight,
         ...(previous ? { previous } : {}),
         ...(wanted ? { wanted } : {}),
       },
@@ -382,12 +369,9 @@ export class Reconciler {
     const applied = applyPlan(this.records, plan, { now, newId: this.newId });
     // Persist before publishing: an agent must never run a shard the store does not know of.
     await this.options.store?.saveReplicas(applied.changed, applied.removed);
-    this.records = withLastUsed(applied.records, this.lastUsed);
+    this.records = this.scaling.withLastUsed(applied.records);
     this.recordsChanged();
-    for (const id of applied.removed) {
-      this.inFlight.delete(id);
-      this.lastUsed.delete(id);
-    }
+    this.scaling.forget(applied.removed);
     this.lastPlan = plan;
     this.publish(nodes);
     this.recordPlanEvents(plan, previous);
@@ -403,71 +387,17 @@ export class Reconciler {
     return plan;
   }
 
-  /** Each model's wanted number as the last pass decided it; a model not seen yet has none (its min applies). */
-  private lastWanted(): Map<string, number> {
-    return new Map([...this.scaleStates].map(([model, st]) => [model, st.wanted]));
-  }
-
   /**
    * Reads the router's demand and asks the scaler for each model's wanted
    * number; undefined without a demand source (every model at scaling.min).
    * In-flight and last-use numbers read here also feed the pass's drains.
    */
   private scale(now: number): Map<string, number> | undefined {
-    if (!this.demandSource) return undefined;
-    let snapshot: DemandSnapshot;
-    try {
-      snapshot = this.demandSource();
-    } catch (err) {
-      this.options.logger.error({ err }, 'reading the router\'s demand failed; this pass keeps the previous wanted numbers');
-      return this.lastWanted();
-    }
-    for (const [id, use] of snapshot.replicas) {
-      this.inFlight.set(id, use.inFlight);
-      if (use.lastUsedAtMs !== null) this.lastUsed.set(id, use.lastUsedAtMs);
-    }
-    this.records = withLastUsed(this.records, this.lastUsed);
-
-    // A replica being moved off a draining node and its replacement fill one slot, as in the plan: until the old one
-    // starts draining it is the one serving (its in-flight is demand), so the replacement is not counted a second time.
-    const counting = new Set(this.records.filter((r) => COUNTING_STATES.has(r.state)).map((r) => r.id));
-    const byModel = new Map<string, { replicas: ReplicaSignal[]; failed: number }>();
-    for (const r of this.records) {
-      let g = byModel.get(r.model);
-      if (!g) byModel.set(r.model, (g = { replicas: [], failed: 0 }));
-      if (r.state === 'failed') g.failed++;
-      if (!COUNTING_STATES.has(r.state) || (r.replaces !== null && counting.has(r.replaces))) continue;
-      const ready = r.state === 'ready';
-      g.replicas.push({
-        id: r.id,
-        ready,
-        inFlight: this.inFlight.get(r.id) ?? 0,
-        // Idle only as far as this process saw: after a restart (its router was down too, so no request
-        // could reach any replica) a replica is given the whole idle_timeout again, not drained at once.
-        idleSinceMs: Math.max(r.lastUsedAtMs ?? 0, ready ? r.stateSinceMs : r.createdAtMs, this.demandSinceMs),
-      });
-    }
-    const wanted = new Map<string, number>();
-    const models = this.options.catalog.models();
-    for (const m of models) {
-      const g = byModel.get(m.name) ?? { replicas: [], failed: 0 };
-      const result = decideScale(
-        { policy: m.scaling, replicas: g.replicas, failed: g.failed, queued: snapshot.queued.get(m.name) ?? 0, coldDemand: this.coldDemand.has(m.name) },
-        this.scaleStates.get(m.name),
-        now,
-      );
-      this.scaleStates.set(m.name, result.state);
-      wanted.set(m.name, result.wanted);
-      if (result.decision) {
-        const d = result.decision;
-        this.options.events?.record({ kind: 'scale', model: m.name, from: d.from, to: d.to, message: `${m.name}: ${d.from} → ${d.to} replica(s): ${d.reason}` });
-      }
-    }
-    this.coldDemand.clear();
-    // A model removed from the catalog starts afresh if it comes back.
-    const names = new Set(models.map((m) => m.name));
-    for (const name of this.scaleStates.keys()) if (!names.has(name)) this.scaleStates.delete(name);
-    return wanted;
+    const demand = this.scaling.read();
+    if (demand === undefined) return undefined;
+    if (demand === null) return this.scaling.lastWanted();
+    this.records = this.scaling.withLastUsed(this.records);
+    return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued);
   }
 
   /** Nodes that went stale or were lost since the last pass (coming back is the inventory's to tell). */
@@ -530,15 +460,6 @@ export class Reconciler {
     await this.options.store?.saveReplicas(folded.changed, []);
     if (folded.wake) this.notify();
   }
-}
-
-function withLastUsed(records: ReplicaRecord[], lastUsed: ReadonlyMap<string, number>): ReplicaRecord[] {
-  if (lastUsed.size === 0) return records;
-  return records.map((r) => {
-    const at = lastUsed.get(r.id);
-    // The newer of the two: a stored use (another instance's) is not undone by an older one heard here.
-    return at === undefined || (r.lastUsedAtMs !== null && at <= r.lastUsedAtMs) ? r : { ...r, lastUsedAtMs: at };
-  });
 }
 
 /** Stored rows read leniently: an unknown state (from a newer control plane) reads as the nearest safe one. */
