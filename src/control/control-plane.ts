@@ -139,7 +139,7 @@ export class ControlPlane {
     clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
     const router = registerRouter(clientApp, {
       catalog,
-      replicas: reconciler,
+      replicas: reconciler.view,
       keys,
       authRequired: config.apiKeysRequired,
       usage,

@@ -13,4 +13,5 @@ export * from './types.js';
 export * from './plan.js';
 export * from './apply.js';
 export { toPlacementNode } from './snapshot.js';
-export { Reconciler, type ReconcilerOptions, type RoutableReplica } from './reconciler.js';
+export { Reconciler, type ReconcilerOptions } from './reconciler.js';
+export { RouterView, type RoutableReplica } from './router-view.js';

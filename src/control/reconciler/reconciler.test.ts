@@ -126,7 +126,7 @@ describe('Reconciler', () => {
     expect(new Set(secrets).size, 'one secret per replica').toBe(2);
     expect(first.assignments.get('n1').shards.map((a) => a.engine_secret).sort()).toEqual([...secrets].sort());
     await first.report('n1', 'ready', (shard) => `http://n1:${shard.endsWith('0') ? 9000 : 9001}`);
-    expect(first.reconciler.ready('demo').map((r) => r.engineSecret).sort(), "the router's view carries it").toEqual([...secrets].sort());
+    expect(first.reconciler.view.ready('demo').map((r) => r.engineSecret).sort(), "the router's view carries it").toEqual([...secrets].sort());
     await first.reconciler.stop();
 
     const second = await setup(first.dir);
@@ -307,7 +307,7 @@ describe('Reconciler', () => {
 
   it('answers the router: ready replicas with their endpoints, why none is ready, and a wake-up when one becomes ready', async () => {
     const t = await setup();
-    const directory: ReplicaDirectory = t.reconciler;
+    const directory: ReplicaDirectory = t.reconciler.view;
     await t.node('n1');
     await t.catalog.add(demo, 'test');
     expect(directory.describe('demo')).toBe('the reconciler has not placed one yet');
@@ -329,8 +329,8 @@ describe('Reconciler', () => {
     await t.node('n1', 0);
     await t.catalog.add(demo, 'test');
     await t.reconciler.pass();
-    expect(t.reconciler.demand('demo')).toBe(false);
-    expect(t.reconciler.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
+    expect(t.reconciler.view.demand('demo')).toBe(false);
+    expect(t.reconciler.view.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
   });
 
   it('previews a new model around the replicas scaling keeps, and applies nothing', async () => {
@@ -418,7 +418,7 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas(), 'min 0: nothing runs before a request').toEqual([]);
 
     // Twenty requests arrive at once: each asks, the router holds them all.
-    const answers = Array.from({ length: 20 }, () => t.reconciler.demand('demo'));
+    const answers = Array.from({ length: 20 }, () => t.reconciler.view.demand('demo'));
     expect(answers.every(Boolean), 'each held request is told a replica is coming').toBe(true);
     demand.queued.set('demo', 20);
     await t.reconciler.pass();

@@ -8,7 +8,8 @@
 // persisting is applied after it, never lost. Before each pass the scaling
 // bridge (scaling-bridge.ts) turns the router's demand into wanted numbers;
 // after it, the class records what the pass decided that an operator would
-// want to know (the events log).
+// want to know (the events log). What the router reads of the records is
+// the RouterView (router-view.ts), `view` here.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -26,6 +27,7 @@ import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { toPlacementNode } from './snapshot.js';
 import { foldReport, shardStateOf } from './fold-report.js';
+import { RouterView } from './router-view.js';
 import { ScalingBridge } from './scaling-bridge.js';
 import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
 
@@ -55,15 +57,6 @@ export interface ReconcilerOptions {
   registry?: Registry;
 }
 
-/** A replica the router may send to; the router's RouterReplica has this shape. */
-export interface RoutableReplica {
-  readonly id: string;
-  readonly endpoint: string;
-  readonly draining: boolean;
-  /** Sent to the engine as its bearer token; absent = the engine asks none. */
-  readonly engineSecret?: string;
-}
-
 export class Reconciler {
   private records: ReplicaRecord[] = [];
   private queue: Promise<void> = Promise.resolve();
@@ -76,8 +69,8 @@ export class Reconciler {
   private closed = false;
   /** The router's demand (use per replica, cold models) and the scaler's memory, turned into wanted numbers. */
   private readonly scaling: ScalingBridge;
-  private readonly readyCache = new Map<string, RoutableReplica[]>();
-  private readonly listeners = new Set<() => void>();
+  /** What the router reads: ready replicas, why none, whether one is coming (structurally the router's ReplicaDirectory). */
+  readonly view: RouterView;
   /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
   private readonly livenessSeen = new Map<string, Liveness>();
 
@@ -87,6 +80,15 @@ export class Reconciler {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
     this.metrics = options.registry ? new ReconcilerMetrics(options.registry, () => this.records) : null;
     this.scaling = new ScalingBridge({ now: options.now, logger: options.logger, ...(options.events ? { events: options.events } : {}) });
+    this.view = new RouterView({
+      records: () => this.records,
+      explain: (model) => this.explain(model),
+      scaling: (model) => options.catalog.get(model)?.scaling,
+      scalesOnDemand: () => this.scaling.attached,
+      wantCold: (model) => this.scaling.wantCold(model),
+      notify: () => this.notify(),
+      logger: options.logger,
+    });
   }
 
   /**
@@ -238,64 +240,6 @@ export class Reconciler {
     return out;
   }
 
-  // --- the router's view (structurally the router's ReplicaDirectory) ---
-
-  /** Replicas of a model that answer requests: ready ones, and draining ones, which finish what they have and take nothing new. */
-  ready(model: string): readonly RoutableReplica[] {
-    let cached = this.readyCache.get(model);
-    if (!cached) {
-      cached = this.records
-        .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
-        .map((r) => ({ id: r.id, endpoint: r.endpoint!, draining: r.state === 'draining', ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}) }));
-      this.readyCache.set(model, cached);
-    }
-    return cached;
-  }
-
-  /** Why a model has no ready replica, to finish "model x has 0 ready replicas: …". */
-  describe(model: string): string {
-    const counting = this.records.filter((r) => r.model === model && COUNTING_STATES.has(r.state));
-    if (counting.length > 0) {
-      const byState = new Map<string, number>();
-      for (const r of counting) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
-      return [...byState].map(([state, n]) => `${n} ${state}`).join(', ');
-    }
-    const failed = this.records.find((r) => r.model === model && r.state === 'failed');
-    if (failed) return `replica ${failed.id} failed: ${failed.error ?? 'no error reported'}`;
-    const blocked = this.explain(model);
-    if (blocked && blocked.rejections.length > 0) {
-      return `none can be placed (${blocked.rejections.length} rejection(s); first: ${blocked.rejections[0]!.reason}); see explain-placement`;
-    }
-    const wanted = this.options.catalog.get(model)?.scaling.min ?? 0;
-    return wanted === 0 ? 'no replica is wanted (scaling min 0)' : 'the reconciler has not placed one yet';
-  }
-
-  /**
-   * A request waits for a model with no ready replica: true when one is on
-   * its way (worth holding the request). With a demand source attached, a
-   * model at zero that may scale (max ≥ 1) gets one from the next pass,
-   * which runs at once; concurrent calls for it are one demand, so they
-   * start one replica.
-   */
-  demand(model: string): boolean {
-    const m = this.options.catalog.get(model);
-    const coming = this.records.some((r) => r.model === model && COUNTING_STATES.has(r.state));
-    const blocked = !!this.explain(model)?.rejections.length;
-    let willStart = coming || ((m?.scaling.min ?? 0) > 0 && !blocked);
-    if (!coming && m && this.scaling.attached && Math.max(m.scaling.min, m.scaling.max) >= 1 && !blocked) {
-      this.scaling.wantCold(model);
-      willStart = true;
-    }
-    this.notify();
-    return willStart;
-  }
-
-  /** Called after replica records change (a replica may have become ready); returns an unsubscribe. */
-  subscribe(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
   /**
    * A pass as it would run now with `models` added to the catalog, for a
    * dry run: nothing is applied, stored or published, and the creation cap
@@ -320,14 +264,7 @@ export class Reconciler {
   }
 
   private recordsChanged(): void {
-    this.readyCache.clear();
-    for (const l of this.listeners) {
-      try {
-        l();
-      } catch (err) {
-        this.options.logger.error({ err }, 'a replica listener threw');
-      }
-    }
+    this.view.changed();
   }
 
   private enqueue<T>(fn: () => Promise<T>): Promise<T> {
