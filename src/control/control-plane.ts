@@ -139,7 +139,7 @@ export class ControlPlane {
     clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
     const router = registerRouter(clientApp, {
       catalog,
-      replicas: reconciler,
+      replicas: reconciler.view,
       keys,
       authRequired: config.apiKeysRequired,
       usage,
@@ -281,7 +281,7 @@ export class ControlPlane {
     // The router's per-replica use feeds idle_seconds between passes; scaling reads it fresh at each pass (attachDemand).
     this.useTimer = setInterval(() => {
       for (const [id, use] of this.router.replicaUse()) {
-        this.reconciler.reportUse(id, { inFlight: use.inFlight, lastUsedAtMs: use.lastUsedMs === 0 ? null : use.lastUsedMs });
+        this.reconciler.reportUse(id, use);
       }
     }, 1000);
     this.useTimer.unref();

@@ -13,7 +13,6 @@ export {
   type RouterReplica,
   type RouterTimeouts,
   type ReplicaDirectory,
-  type ReplicaUse,
 } from './router.js';
 export { usageFromTail } from './usage.js';
 export { RateLimiter, cappedReservation, type LimitDecision, type RequestLimiter } from './rate-limit.js';

@@ -186,7 +186,7 @@ describe('the router through the openai client', () => {
     const metrics = await h.registry.metrics();
     expect(metrics).toMatch(/llmgw_router_requests_total\{model="alpha",status="200",key_prefix="llmgw-/);
     expect(h.router.replicaUse().get('r1')?.inFlight).toBe(0);
-    expect(h.router.replicaUse().get('r1')?.lastUsedMs).toBeGreaterThan(0);
+    expect(h.router.replicaUse().get('r1')?.lastUsedAtMs).toBeGreaterThan(0);
     h.directory.set('alpha', []);
     h.router.sweep();
     expect(h.router.replicaUse().has('r1'), 'a replica that is gone is forgotten').toBe(false);

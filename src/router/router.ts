@@ -22,6 +22,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { Pool } from 'undici';
 import type { Model } from '../control/catalog/index.js';
+import type { ReplicaUse } from '../control/scaling/index.js';
 import { isLlmgwError, LlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
 import { replyError, writeError } from './errors.js';
@@ -146,13 +147,6 @@ export interface RouterDeps {
    * Plain http endpoints are unaffected.
    */
   engineCa?: Buffer | null;
-}
-
-export interface ReplicaUse {
-  /** Requests the router has in flight to the replica now. */
-  inFlight: number;
-  /** Epoch ms of the last request start or end; 0 = never used by this process. */
-  lastUsedMs: number;
 }
 
 /** A replica endpoint's keep-alive pool and its path prefix ('' for a bare origin). */
@@ -648,7 +642,7 @@ export class Router {
     const { pool, basePath } = this.upstreamOf(replica.endpoint);
     const use = this.useOf(replica.id);
     use.inFlight++;
-    use.lastUsedMs = this.now();
+    use.lastUsedAtMs = this.now();
     this.metrics.forReplica(replica.id).inc();
     if (!ex.dispatched) {
       ex.dispatched = true;
@@ -684,7 +678,7 @@ export class Router {
     } finally {
       ex.abort = null;
       use.inFlight--;
-      use.lastUsedMs = this.now();
+      use.lastUsedAtMs = this.now();
       this.metrics.forReplica(replica.id).dec();
     }
   }
@@ -755,7 +749,7 @@ export class Router {
   private useOf(id: string): ReplicaUse {
     let u = this.use.get(id);
     if (!u) {
-      u = { inFlight: 0, lastUsedMs: 0 };
+      u = { inFlight: 0, lastUsedAtMs: null };
       this.use.set(id, u);
     }
     return u;

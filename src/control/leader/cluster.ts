@@ -26,6 +26,7 @@ import { ShardStatusSchema, type ShardStatus } from '../../protocol/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { BlockedDrain, ModelRejections, Reconciler } from '../reconciler/index.js';
+import type { ReplicaUse } from '../scaling/index.js';
 import type { Store } from '../store/index.js';
 import { LeaderElector } from './elector.js';
 import { SharedRateLimiter } from './shared-rate-limit.js';
@@ -65,8 +66,8 @@ export interface ClusterParts {
   keys: { reload(): Promise<void> };
   inventory: Inventory;
   reconciler: Reconciler;
-  /** The router's use per replica: lastUsedMs 0 = never used here. */
-  replicaUse: () => ReadonlyMap<string, { inFlight: number; lastUsedMs: number }>;
+  /** The router's use per replica; no entry = no use here. */
+  replicaUse: () => ReadonlyMap<string, ReplicaUse>;
   /** Requests the router holds per model while no replica is ready; absent = none are reported. */
   queued?: () => ReadonlyMap<string, number>;
 }
@@ -82,7 +83,7 @@ export class Cluster {
   /** True once a new leader has adopted the store's replicas; the reconciler's `leads`. */
   private leadingNow = false;
   /** The last sum of every instance's replica use; null before the first (see fleetUse). */
-  private fleetUseSeen: ReadonlyMap<string, { inFlight: number; lastUsedMs: number }> | null = null;
+  private fleetUseSeen: ReadonlyMap<string, ReplicaUse> | null = null;
   /** The last sum of every instance's held requests per model; null before the first (see fleetQueued). */
   private fleetQueuedSeen: ReadonlyMap<string, number> | null = null;
   /** This instance's last sync wrote held requests (so the next one with none must clear them). */
@@ -144,7 +145,7 @@ export class Cluster {
    * scaler on the leader (in flight everywhere, newest use anywhere). Null on
    * a follower and before the first sum: then only this instance's own is known.
    */
-  fleetUse(): ReadonlyMap<string, { inFlight: number; lastUsedMs: number }> | null {
+  fleetUse(): ReadonlyMap<string, ReplicaUse> | null {
     return this.leadingNow ? this.fleetUseSeen : null;
   }
 
@@ -256,8 +257,8 @@ export class Cluster {
     const store = this.options.store;
     // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
     const summed = await store.replicaUse.sum(now - 3 * this.syncMs);
-    for (const [id, u] of summed) parts.reconciler.reportUse(id, { inFlight: u.inFlight, lastUsedAtMs: u.lastUsedAtMs });
-    this.fleetUseSeen = new Map([...summed].map(([id, u]) => [id, { inFlight: u.inFlight, lastUsedMs: u.lastUsedAtMs ?? 0 }]));
+    for (const [id, u] of summed) parts.reconciler.reportUse(id, u);
+    this.fleetUseSeen = summed;
     this.fleetQueuedSeen = await store.modelDemand.sum(now - 3 * this.syncMs);
     return this.fleetQueuedSeen;
   }
@@ -303,7 +304,7 @@ export class Cluster {
           startedAtMs: this.startedAtMs,
           lastSeenMs: now,
         });
-        const use = [...parts.replicaUse()].map(([replicaId, u]) => ({ replicaId, inFlight: u.inFlight, lastUsedAtMs: u.lastUsedMs === 0 ? null : u.lastUsedMs }));
+        const use = [...parts.replicaUse()].map(([replicaId, u]) => ({ replicaId, ...u }));
         await store.replicaUse.save(this.instanceId, use, now);
         // Rows are refreshed while requests are held (the leader reads only fresh ones); with none held, and none written last time, there is nothing to say.
         const queued = parts.queued?.() ?? new Map<string, number>();

@@ -86,13 +86,13 @@ describe('a follower instance', () => {
     await new Promise((r) => setTimeout(r, 20));
     await follower.reconciler.reload();
     expect((await follower.store.replicas.list())[0]!.state, 'the follower wrote nothing').toBe('pending');
-    expect(follower.reconciler.ready('demo')).toEqual([]);
+    expect(follower.reconciler.view.ready('demo')).toEqual([]);
 
     // The leader hears the report (through the store, in a cluster) and writes; the follower routes on it.
     leader.reconciler.onShardReport(leader.inventory.get('n1')!, ready);
     await leader.reconciler.pass();
     await follower.reconciler.reload();
-    expect(follower.reconciler.ready('demo'), "readiness for routing comes from the store, with the leader's engine secret").toEqual([
+    expect(follower.reconciler.view.ready('demo'), "readiness for routing comes from the store, with the leader's engine secret").toEqual([
       { id: placed!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: placed!.engineSecret },
     ]);
     expect(placed!.engineSecret, 'the leader made one').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);

@@ -7,10 +7,14 @@
 // could one replica go", while the reconciler owns time: lifecycles,
 // deadlines, backoff, and what has already been asked of the agents.
 //
-// The decision is pure (plan.ts, apply.ts); the class in reconciler.ts does
-// the I/O around it: the store, the assignment board, agents' reports.
+// The decision is pure (plan.ts composing one module per rule, apply.ts,
+// fold-report.ts); the class in reconciler.ts runs the loop and does the
+// I/O around it: the store, the assignment board, agents' reports. What the
+// router reads (router-view.ts) and what it feeds the scaler
+// (scaling-bridge.ts) are their own parts.
 export * from './types.js';
 export * from './plan.js';
 export * from './apply.js';
 export { toPlacementNode } from './snapshot.js';
-export { Reconciler, type ReconcilerOptions, type ReplicaUse, type RoutableReplica } from './reconciler.js';
+export { Reconciler, type ReconcilerOptions } from './reconciler.js';
+export { RouterView, type RoutableReplica } from './router-view.js';

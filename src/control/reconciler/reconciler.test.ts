@@ -11,7 +11,8 @@ import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
 import type { ReplicaDirectory } from '../../router/index.js';
 import type { NewEvent } from '../events/index.js';
-import { Reconciler, type DemandSnapshot, type ReconcilerOptions } from './reconciler.js';
+import type { DemandSnapshot, ReplicaUse } from '../scaling/index.js';
+import { Reconciler, type ReconcilerOptions } from './reconciler.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -125,7 +126,7 @@ describe('Reconciler', () => {
     expect(new Set(secrets).size, 'one secret per replica').toBe(2);
     expect(first.assignments.get('n1').shards.map((a) => a.engine_secret).sort()).toEqual([...secrets].sort());
     await first.report('n1', 'ready', (shard) => `http://n1:${shard.endsWith('0') ? 9000 : 9001}`);
-    expect(first.reconciler.ready('demo').map((r) => r.engineSecret).sort(), "the router's view carries it").toEqual([...secrets].sort());
+    expect(first.reconciler.view.ready('demo').map((r) => r.engineSecret).sort(), "the router's view carries it").toEqual([...secrets].sort());
     await first.reconciler.stop();
 
     const second = await setup(first.dir);
@@ -306,7 +307,7 @@ describe('Reconciler', () => {
 
   it('answers the router: ready replicas with their endpoints, why none is ready, and a wake-up when one becomes ready', async () => {
     const t = await setup();
-    const directory: ReplicaDirectory = t.reconciler;
+    const directory: ReplicaDirectory = t.reconciler.view;
     await t.node('n1');
     await t.catalog.add(demo, 'test');
     expect(directory.describe('demo')).toBe('the reconciler has not placed one yet');
@@ -328,8 +329,8 @@ describe('Reconciler', () => {
     await t.node('n1', 0);
     await t.catalog.add(demo, 'test');
     await t.reconciler.pass();
-    expect(t.reconciler.demand('demo')).toBe(false);
-    expect(t.reconciler.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
+    expect(t.reconciler.view.demand('demo')).toBe(false);
+    expect(t.reconciler.view.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
   });
 
   it('previews a new model around the replicas scaling keeps, and applies nothing', async () => {
@@ -373,7 +374,7 @@ describe('Reconciler', () => {
   it('an instance that leads again forgets its first stint: the scaler adopts what the other leader scaled to, and idleness counts from the takeover', async () => {
     let leads = true;
     const t = await setup(undefined, { leads: () => leads });
-    const use = new Map<string, { inFlight: number; lastUsedMs: number }>();
+    const use = new Map<string, ReplicaUse>();
     t.reconciler.attachDemand((): DemandSnapshot => ({ replicas: use, queued: new Map() }));
     await t.node('n1', 4);
     await t.catalog.add({ ...demo, scaling: { min: 1, max: 3, target_inflight: 4, idle_timeout: '10m' } }, 'test');
@@ -391,7 +392,7 @@ describe('Reconciler', () => {
     // Hours later, under load that needs all three, it leads again, as Cluster.takeOver does it.
     t.advance(3 * 3_600_000);
     t.heartbeat('n1');
-    for (const r of t.reconciler.replicas()) use.set(r.id, { inFlight: r.id === one!.id ? 4 : 3, lastUsedMs: 1_000_000 + 60_000 + 3 * 3_600_000 });
+    for (const r of t.reconciler.replicas()) use.set(r.id, { inFlight: r.id === one!.id ? 4 : 3, lastUsedAtMs: 1_000_000 + 60_000 + 3 * 3_600_000 });
     leads = true;
     t.reconciler.beginLeading();
     const plan = await t.reconciler.pass();
@@ -409,7 +410,7 @@ describe('Reconciler', () => {
   it('starts one replica for a model at zero however many requests wait, records why, and drains it back to zero when idle', async () => {
     const events: NewEvent[] = [];
     const t = await setup(undefined, { events: { record: (e) => events.push(e) } });
-    const demand: { replicas: Map<string, { inFlight: number; lastUsedMs: number }>; queued: Map<string, number> } = { replicas: new Map(), queued: new Map() };
+    const demand: { replicas: Map<string, ReplicaUse>; queued: Map<string, number> } = { replicas: new Map(), queued: new Map() };
     t.reconciler.attachDemand((): DemandSnapshot => demand);
     await t.node('n1', 4);
     await t.catalog.add({ ...demo, scaling: { min: 0, max: 3, idle_timeout: '3s', cooldown: '1s', target_inflight: 4 } }, 'test');
@@ -417,7 +418,7 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas(), 'min 0: nothing runs before a request').toEqual([]);
 
     // Twenty requests arrive at once: each asks, the router holds them all.
-    const answers = Array.from({ length: 20 }, () => t.reconciler.demand('demo'));
+    const answers = Array.from({ length: 20 }, () => t.reconciler.view.demand('demo'));
     expect(answers.every(Boolean), 'each held request is told a replica is coming').toBe(true);
     demand.queued.set('demo', 20);
     await t.reconciler.pass();
@@ -428,12 +429,12 @@ describe('Reconciler', () => {
     await t.report('n1', 'ready', () => 'http://n1:9000');
     const [replica] = t.reconciler.replicas();
     demand.queued.clear();
-    demand.replicas.set(replica!.id, { inFlight: 1, lastUsedMs: 1_000_000 });
+    demand.replicas.set(replica!.id, { inFlight: 1, lastUsedAtMs: 1_000_000 });
     t.advance(10_000);
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]!.state, 'busy, so not idle whatever the clock says').toBe('ready');
 
-    demand.replicas.set(replica!.id, { inFlight: 0, lastUsedMs: 1_010_000 });
+    demand.replicas.set(replica!.id, { inFlight: 0, lastUsedAtMs: 1_010_000 });
     t.advance(3_000);
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]!.state, 'idle for idle_timeout: drained first').toBe('draining');

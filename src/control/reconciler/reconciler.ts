@@ -1,13 +1,15 @@
-// The reconciler's I/O around the pure pass: it holds the replica records
-// (loaded from the store at start, so a restarted control plane adopts what
-// agents still run), runs a pass on a tick and soon after notify(), persists
-// what the plan changed and then publishes each node's shards on the
-// assignment board, and folds the agents' shard reports back into the
-// records. Every change to the records goes through one queue, so a report
-// arriving while a pass is persisting is applied after it, never lost.
-// Before each pass it reads the router's demand (attachDemand) and asks the
-// scaler for each model's wanted number; after it, it records what the pass
-// decided that an operator would want to know (the events log).
+// The reconciler's loop and I/O around the pure pass: it holds the replica
+// records (loaded from the store at start, so a restarted control plane
+// adopts what agents still run), runs a pass on a tick and soon after
+// notify(), persists what the plan changed and then publishes each node's
+// shards on the assignment board, and writes the agents' shard reports
+// (folded by fold-report.ts) back to the records. Every change to the
+// records goes through one queue, so a report arriving while a pass is
+// persisting is applied after it, never lost. Before each pass the scaling
+// bridge (scaling-bridge.ts) turns the router's demand into wanted numbers;
+// after it, the class records what the pass decided that an operator would
+// want to know (the events log). What the router reads of the records is
+// the RouterView (router-view.ts), `view` here.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -18,13 +20,16 @@ import type { EventSink } from '../events/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { PlacementNode } from '../placement/index.js';
 import type { Liveness } from '../placement/index.js';
-import { decideScale, type ReplicaSignal, type ScaleState } from '../scaling/index.js';
+import type { DemandSnapshot, ReplicaUse } from '../scaling/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
 import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { toPlacementNode } from './snapshot.js';
-import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState, SHARD_STATES, type ShardRecord, type ShardState } from './types.js';
+import { foldReport, shardStateOf } from './fold-report.js';
+import { RouterView } from './router-view.js';
+import { ScalingBridge } from './scaling-bridge.js';
+import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
 
 export interface ReconcilerOptions {
   catalog: Catalog;
@@ -52,33 +57,6 @@ export interface ReconcilerOptions {
   registry?: Registry;
 }
 
-/**
- * The router's demand as a pass reads it, fresh: a drain is ended by
- * in-flight reaching zero, so a number a second old could stop a replica
- * that just took a request.
- */
-export interface DemandSnapshot {
-  /** Per replica id, as the router counts: lastUsedMs 0 = never used by this router. */
-  readonly replicas: ReadonlyMap<string, { readonly inFlight: number; readonly lastUsedMs: number }>;
-  /** Requests held per model name because it has no ready replica; no entry = none. */
-  readonly queued: ReadonlyMap<string, number>;
-}
-
-/** What the router reports per replica: the seam for drains (in flight) and idleness (last used). */
-export interface ReplicaUse {
-  inFlight: number;
-  lastUsedAtMs: number | null;
-}
-
-/** A replica the router may send to; the router's RouterReplica has this shape. */
-export interface RoutableReplica {
-  readonly id: string;
-  readonly endpoint: string;
-  readonly draining: boolean;
-  /** Sent to the engine as its bearer token; absent = the engine asks none. */
-  readonly engineSecret?: string;
-}
-
 export class Reconciler {
   private records: ReplicaRecord[] = [];
   private queue: Promise<void> = Promise.resolve();
@@ -86,21 +64,13 @@ export class Reconciler {
   private soon: NodeJS.Immediate | null = null;
   /** The last applied pass: its rejections answer explain, and it lets the next pass skip models still blocked. */
   private lastPlan: Plan | undefined;
-  private readonly inFlight = new Map<string, number>();
-  /** Last use per replica as the router reported it, applied again after a pass so a report made while it persisted is kept. */
-  private readonly lastUsed = new Map<string, number>();
-  private readonly readyCache = new Map<string, RoutableReplica[]>();
-  private readonly listeners = new Set<() => void>();
   private readonly fetches = new Map<string, NonNullable<ShardStatus['fetch']>>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
-  private demandSource: (() => DemandSnapshot) | null = null;
-  /** When this process began reading the router's demand; idleness before it was not seen (0 = not yet). */
-  private demandSinceMs = 0;
-  /** The scaler's memory per model name; absent = not decided since this control plane started. */
-  private readonly scaleStates = new Map<string, ScaleState>();
-  /** Models a request asked for while they had no ready replica, since the last pass. */
-  private readonly coldDemand = new Set<string>();
+  /** The router's demand (use per replica, cold models) and the scaler's memory, turned into wanted numbers. */
+  private readonly scaling: ScalingBridge;
+  /** What the router reads: ready replicas, why none, whether one is coming (structurally the router's ReplicaDirectory). */
+  readonly view: RouterView;
   /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
   private readonly livenessSeen = new Map<string, Liveness>();
 
@@ -109,6 +79,16 @@ export class Reconciler {
   private constructor(private readonly options: ReconcilerOptions) {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
     this.metrics = options.registry ? new ReconcilerMetrics(options.registry, () => this.records) : null;
+    this.scaling = new ScalingBridge({ now: options.now, logger: options.logger, ...(options.events ? { events: options.events } : {}) });
+    this.view = new RouterView({
+      records: () => this.records,
+      explain: (model) => this.explain(model),
+      scaling: (model) => options.catalog.get(model)?.scaling,
+      scalesOnDemand: () => this.scaling.attached,
+      wantCold: (model) => this.scaling.wantCold(model),
+      notify: () => this.notify(),
+      logger: options.logger,
+    });
   }
 
   /**
@@ -164,7 +144,7 @@ export class Reconciler {
     return this.enqueue(async () => {
       const store = this.options.store;
       if (!store || this.closed) return;
-      const records = withLastUsed((await store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)), this.lastUsed);
+      const records = this.scaling.withLastUsed((await store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)));
       if (JSON.stringify(records) === JSON.stringify(this.records)) return;
       this.records = records;
       this.recordsChanged();
@@ -195,8 +175,7 @@ export class Reconciler {
    * autoscaling, and drains rely on reportUse.
    */
   attachDemand(source: () => DemandSnapshot): void {
-    this.demandSource = source;
-    this.demandSinceMs = this.options.now();
+    this.scaling.attach(source);
   }
 
   /**
@@ -207,21 +186,14 @@ export class Reconciler {
    * reports the fleet's use (reportUse) before the first pass.
    */
   beginLeading(): void {
-    this.scaleStates.clear();
-    this.inFlight.clear();
-    this.lastUsed.clear();
-    this.coldDemand.clear();
+    this.scaling.reset();
     this.livenessSeen.clear();
     this.lastPlan = undefined;
-    this.demandSinceMs = this.options.now();
   }
 
   /** The router's seam: what a replica has in flight and when it was last used. */
-  reportUse(replicaId: string, use: ReplicaUse): void {
-    this.inFlight.set(replicaId, use.inFlight);
-    if (use.lastUsedAtMs === null) return;
-    this.lastUsed.set(replicaId, use.lastUsedAtMs);
-    this.records = withLastUsed(this.records, this.lastUsed);
+  reportUse(replicaId: string, use: Readonly<ReplicaUse>): void {
+    if (this.scaling.report(replicaId, use)) this.records = this.scaling.withLastUsed(this.records);
   }
 
   replicas(): readonly ReplicaRecord[] {
@@ -268,64 +240,6 @@ export class Reconciler {
     return out;
   }
 
-  // --- the router's view (structurally the router's ReplicaDirectory) ---
-
-  /** Replicas of a model that answer requests: ready ones, and draining ones, which finish what they have and take nothing new. */
-  ready(model: string): readonly RoutableReplica[] {
-    let cached = this.readyCache.get(model);
-    if (!cached) {
-      cached = this.records
-        .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
-        .map((r) => ({ id: r.id, endpoint: r.endpoint!, draining: r.state === 'draining', ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}) }));
-      this.readyCache.set(model, cached);
-    }
-    return cached;
-  }
-
-  /** Why a model has no ready replica, to finish "model x has 0 ready replicas: …". */
-  describe(model: string): string {
-    const counting = this.records.filter((r) => r.model === model && COUNTING_STATES.has(r.state));
-    if (counting.length > 0) {
-      const byState = new Map<string, number>();
-      for (const r of counting) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
-      return [...byState].map(([state, n]) => `${n} ${state}`).join(', ');
-    }
-    const failed = this.records.find((r) => r.model === model && r.state === 'failed');
-    if (failed) return `replica ${failed.id} failed: ${failed.error ?? 'no error reported'}`;
-    const blocked = this.explain(model);
-    if (blocked && blocked.rejections.length > 0) {
-      return `none can be placed (${blocked.rejections.length} rejection(s); first: ${blocked.rejections[0]!.reason}); see explain-placement`;
-    }
-    const wanted = this.options.catalog.get(model)?.scaling.min ?? 0;
-    return wanted === 0 ? 'no replica is wanted (scaling min 0)' : 'the reconciler has not placed one yet';
-  }
-
-  /**
-   * A request waits for a model with no ready replica: true when one is on
-   * its way (worth holding the request). With a demand source attached, a
-   * model at zero that may scale (max ≥ 1) gets one from the next pass,
-   * which runs at once; concurrent calls for it are one demand, so they
-   * start one replica.
-   */
-  demand(model: string): boolean {
-    const m = this.options.catalog.get(model);
-    const coming = this.records.some((r) => r.model === model && COUNTING_STATES.has(r.state));
-    const blocked = !!this.explain(model)?.rejections.length;
-    let willStart = coming || ((m?.scaling.min ?? 0) > 0 && !blocked);
-    if (!coming && m && this.demandSource && Math.max(m.scaling.min, m.scaling.max) >= 1 && !blocked) {
-      this.coldDemand.add(model);
-      willStart = true;
-    }
-    this.notify();
-    return willStart;
-  }
-
-  /** Called after replica records change (a replica may have become ready); returns an unsubscribe. */
-  subscribe(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
   /**
    * A pass as it would run now with `models` added to the catalog, for a
    * dry run: nothing is applied, stored or published, and the creation cap
@@ -342,22 +256,15 @@ export class Reconciler {
         models: [...this.options.catalog.models().filter((m) => !names.has(m.name)), ...models],
         nodes: this.placementNodes(now),
         replicas: this.records,
-        inFlight: this.inFlight,
-        ...(this.demandSource ? { wanted: this.lastWanted() } : {}),
+        inFlight: this.scaling.inFlight,
+        ...(this.scaling.attached ? { wanted: this.scaling.lastWanted() } : {}),
       },
       { ...this.options.plan, maxCreatesPerPass: Number.MAX_SAFE_INTEGER },
     );
   }
 
   private recordsChanged(): void {
-    this.readyCache.clear();
-    for (const l of this.listeners) {
-      try {
-        l();
-      } catch (err) {
-        this.options.logger.error({ err }, 'a replica listener threw');
-      }
-    }
+    this.view.changed();
   }
 
   private enqueue<T>(fn: () => Promise<T>): Promise<T> {
@@ -390,7 +297,7 @@ export class Reconciler {
         models: this.options.catalog.models(),
         nodes,
         replicas: this.records,
-        inFlight: this.inFlight,
+        inFlight: this.scaling.inFlight,
         ...(previous ? { previous } : {}),
         ...(wanted ? { wanted } : {}),
       },
@@ -399,12 +306,9 @@ export class Reconciler {
     const applied = applyPlan(this.records, plan, { now, newId: this.newId });
     // Persist before publishing: an agent must never run a shard the store does not know of.
     await this.options.store?.replicas.save(applied.changed, applied.removed);
-    this.records = withLastUsed(applied.records, this.lastUsed);
+    this.records = this.scaling.withLastUsed(applied.records);
     this.recordsChanged();
-    for (const id of applied.removed) {
-      this.inFlight.delete(id);
-      this.lastUsed.delete(id);
-    }
+    this.scaling.forget(applied.removed);
     this.lastPlan = plan;
     this.publish(nodes);
     this.recordPlanEvents(plan, previous);
@@ -420,71 +324,17 @@ export class Reconciler {
     return plan;
   }
 
-  /** Each model's wanted number as the last pass decided it; a model not seen yet has none (its min applies). */
-  private lastWanted(): Map<string, number> {
-    return new Map([...this.scaleStates].map(([model, st]) => [model, st.wanted]));
-  }
-
   /**
    * Reads the router's demand and asks the scaler for each model's wanted
    * number; undefined without a demand source (every model at scaling.min).
    * In-flight and last-use numbers read here also feed the pass's drains.
    */
   private scale(now: number): Map<string, number> | undefined {
-    if (!this.demandSource) return undefined;
-    let snapshot: DemandSnapshot;
-    try {
-      snapshot = this.demandSource();
-    } catch (err) {
-      this.options.logger.error({ err }, 'reading the router\'s demand failed; this pass keeps the previous wanted numbers');
-      return this.lastWanted();
-    }
-    for (const [id, use] of snapshot.replicas) {
-      this.inFlight.set(id, use.inFlight);
-      if (use.lastUsedMs > 0) this.lastUsed.set(id, use.lastUsedMs);
-    }
-    this.records = withLastUsed(this.records, this.lastUsed);
-
-    // A replica being moved off a draining node and its replacement fill one slot, as in the plan: until the old one
-    // starts draining it is the one serving (its in-flight is demand), so the replacement is not counted a second time.
-    const counting = new Set(this.records.filter((r) => COUNTING_STATES.has(r.state)).map((r) => r.id));
-    const byModel = new Map<string, { replicas: ReplicaSignal[]; failed: number }>();
-    for (const r of this.records) {
-      let g = byModel.get(r.model);
-      if (!g) byModel.set(r.model, (g = { replicas: [], failed: 0 }));
-      if (r.state === 'failed') g.failed++;
-      if (!COUNTING_STATES.has(r.state) || (r.replaces !== null && counting.has(r.replaces))) continue;
-      const ready = r.state === 'ready';
-      g.replicas.push({
-        id: r.id,
-        ready,
-        inFlight: this.inFlight.get(r.id) ?? 0,
-        // Idle only as far as this process saw: after a restart (its router was down too, so no request
-        // could reach any replica) a replica is given the whole idle_timeout again, not drained at once.
-        idleSinceMs: Math.max(r.lastUsedAtMs ?? 0, ready ? r.stateSinceMs : r.createdAtMs, this.demandSinceMs),
-      });
-    }
-    const wanted = new Map<string, number>();
-    const models = this.options.catalog.models();
-    for (const m of models) {
-      const g = byModel.get(m.name) ?? { replicas: [], failed: 0 };
-      const result = decideScale(
-        { policy: m.scaling, replicas: g.replicas, failed: g.failed, queued: snapshot.queued.get(m.name) ?? 0, coldDemand: this.coldDemand.has(m.name) },
-        this.scaleStates.get(m.name),
-        now,
-      );
-      this.scaleStates.set(m.name, result.state);
-      wanted.set(m.name, result.wanted);
-      if (result.decision) {
-        const d = result.decision;
-        this.options.events?.record({ kind: 'scale', model: m.name, from: d.from, to: d.to, message: `${m.name}: ${d.from} → ${d.to} replica(s): ${d.reason}` });
-      }
-    }
-    this.coldDemand.clear();
-    // A model removed from the catalog starts afresh if it comes back.
-    const names = new Set(models.map((m) => m.name));
-    for (const name of this.scaleStates.keys()) if (!names.has(name)) this.scaleStates.delete(name);
-    return wanted;
+    const demand = this.scaling.read();
+    if (demand === undefined) return undefined;
+    if (demand === null) return this.scaling.lastWanted();
+    this.records = this.scaling.withLastUsed(this.records);
+    return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued);
   }
 
   /** Nodes that went stale or were lost since the last pass (coming back is the inventory's to tell). */
@@ -540,77 +390,13 @@ export class Reconciler {
   private async applyReport(nodeId: string, statuses: readonly ShardStatus[]): Promise<void> {
     // A follower forwards reports through the store (src/control/leader); only the leader folds them in.
     if (this.options.leads?.() === false) return;
-    const reported = new Map(statuses.map((s) => [s.shard_id, s]));
-    const now = this.options.now();
-    const changed: ReplicaRecord[] = [];
-    let wake = false;
-    this.records = this.records.map((r) => {
-      let touched = false;
-      const shards = r.shards.map((s): ShardRecord => {
-        if (s.nodeId !== nodeId) return s;
-        const status = reported.get(s.id);
-        if (!status || status.replica_id !== r.id) {
-          // Not reported by the agent: a shard it was told to stop is gone.
-          if ((r.state === 'stopping' || r.state === 'failed') && s.state !== 'stopped') {
-            touched = true;
-            return { ...s, state: 'stopped', endpoint: null };
-          }
-          return s;
-        }
-        // A failed engine its agent is about to restart in place is starting again, not a failed replica: placing the
-        // replica anew would throw away a warm node (weights on disk, GPUs held) for a crash the agent handles in a second.
-        const restarting = status.state === 'failed' && status.restarting === true;
-        const state = restarting ? 'starting' : (shardStateOf(status.state) ?? s.state);
-        const next: ShardRecord = {
-          ...s,
-          state,
-          endpoint: restarting ? null : (status.endpoint ?? null),
-          error: status.error ?? (state === 'failed' ? s.error : null),
-        };
-        if (next.state !== s.state || next.endpoint !== s.endpoint || next.error !== s.error) touched = true;
-        return next;
-      });
-      if (!touched) return r;
-      let next: ReplicaRecord = { ...r, shards, updatedAtMs: now };
-      if (COUNTING_STATES.has(r.state)) {
-        const state = derivedState(shards);
-        if (state !== r.state) {
-          next = { ...next, state, stateSinceMs: now };
-          wake = true;
-        }
-        if (state === 'ready') next = { ...next, endpoint: shards.find((s) => s.rank === 0)?.endpoint ?? null, failures: 0, error: null };
-        // The pass marks it failed, with its backoff; run one now rather than at the next tick.
-        if (shards.some((s) => s.state === 'failed')) wake = true;
-      }
-      changed.push(next);
-      return next;
-    });
-    if (changed.length === 0) return;
+    const folded = foldReport(this.records, nodeId, statuses, this.options.now());
+    this.records = folded.records;
+    if (folded.changed.length === 0) return;
     this.recordsChanged();
-    await this.options.store?.replicas.save(changed, []);
-    if (wake) this.notify();
+    await this.options.store?.replicas.save(folded.changed, []);
+    if (folded.wake) this.notify();
   }
-}
-
-function withLastUsed(records: ReplicaRecord[], lastUsed: ReadonlyMap<string, number>): ReplicaRecord[] {
-  if (lastUsed.size === 0) return records;
-  return records.map((r) => {
-    const at = lastUsed.get(r.id);
-    // The newer of the two: a stored use (another instance's) is not undone by an older one heard here.
-    return at === undefined || (r.lastUsedAtMs !== null && at <= r.lastUsedAtMs) ? r : { ...r, lastUsedAtMs: at };
-  });
-}
-
-/** A replica that should run, as its shards show it: ready when all are, else the least advanced shard's stage. */
-function derivedState(shards: readonly ShardRecord[]): ReplicaState {
-  if (shards.length > 0 && shards.every((s) => s.state === 'ready')) return 'ready';
-  if (shards.some((s) => s.state === 'pending')) return 'pending';
-  if (shards.some((s) => s.state === 'fetching')) return 'fetching';
-  return 'starting';
-}
-
-function shardStateOf(reported: string): ShardState | undefined {
-  return (SHARD_STATES as readonly string[]).includes(reported) ? (reported as ShardState) : undefined;
 }
 
 /** Stored rows read leniently: an unknown state (from a newer control plane) reads as the nearest safe one. */

@@ -6,3 +6,4 @@
 // here reads a timer, the store or the network, so every rule is tested as a
 // table of snapshots.
 export * from './scaler.js';
+export type { DemandSnapshot, ReplicaUse } from './demand.js';

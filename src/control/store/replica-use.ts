@@ -2,13 +2,12 @@
 // per instance and replica, so the leader scales and stops idle replicas on
 // the whole fleet's traffic rather than its own.
 import { sql } from 'kysely';
+import type { ReplicaUse } from '../scaling/index.js';
 import type { StoreConnection } from './connection.js';
 
-export interface ReplicaUseRow {
+/** One instance's use of one replica (or, summed, every instance's). */
+export interface ReplicaUseRow extends ReplicaUse {
   replicaId: string;
-  inFlight: number;
-  /** Null = never used. */
-  lastUsedAtMs: number | null;
 }
 
 export class ReplicaUseRepository {

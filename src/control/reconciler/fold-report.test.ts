@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import type { ShardStatus } from '../../protocol/index.js';
+import { derivedState, foldReport } from './fold-report.js';
+import type { ReplicaRecord, ReplicaState, ShardRecord, ShardState } from './types.js';
+
+const NOW = 5_000;
+
+function shard(id: string, over: Partial<ShardRecord> = {}): ShardRecord {
+  return { id, nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'starting', error: null, endpoint: null, ...over };
+}
+
+function replica(state: ReplicaState, shards: ShardRecord[], over: Partial<ReplicaRecord> = {}): ReplicaRecord {
+  return {
+    id: 'r', model: 'm', profile: 'p', pool: null, fabric: null, state, endpoint: null, error: null, createdAtMs: 0, lastUsedAtMs: null, failures: 0,
+    nextRetryAtMs: null, stateSinceMs: 0, updatedAtMs: 0, replaces: null, shards, ...over,
+  };
+}
+
+const status = (shard_id: string, state: string, over: Partial<ShardStatus> = {}): ShardStatus => ({ shard_id, replica_id: 'r', state, ...over });
+
+describe('foldReport', () => {
+  it('makes a replica ready when every shard is, with rank 0\'s endpoint, its failures and error reset', () => {
+    const r = replica('starting', [shard('s0'), shard('s1', { rank: 1, nodeId: 'n2', state: 'ready' })], { failures: 2, error: 'old' });
+    const out = foldReport([r], 'n1', [status('s0', 'ready', { endpoint: 'http://n1:9000' })], NOW);
+    expect(out.changed).toHaveLength(1);
+    expect(out.records[0]).toMatchObject({ state: 'ready', stateSinceMs: NOW, updatedAtMs: NOW, endpoint: 'http://n1:9000', failures: 0, error: null });
+    expect(out.wake, 'a state change runs a pass now').toBe(true);
+  });
+
+  it('reads a failed engine its agent restarts in place as starting again, not a failed replica', () => {
+    const r = replica('ready', [shard('s0', { state: 'ready', endpoint: 'http://n1:9000' })]);
+    const out = foldReport([r], 'n1', [status('s0', 'failed', { restarting: true, error: 'crashed', endpoint: 'http://n1:9000' })], NOW);
+    expect(out.records[0]!.shards[0]).toMatchObject({ state: 'starting', endpoint: null, error: 'crashed' });
+    expect(out.records[0]!.state).toBe('starting');
+  });
+
+  it('wakes a pass for a failed shard even when the replica\'s state stays', () => {
+    const r = replica('starting', [shard('s0'), shard('s1', { rank: 1 })]);
+    const out = foldReport([r], 'n1', [status('s0', 'failed', { error: 'oom' }), status('s1', 'starting')], NOW);
+    expect(out.records[0]!.state).toBe('starting');
+    expect(out.records[0]!.shards[0]).toMatchObject({ state: 'failed', error: 'oom' });
+    expect(out.wake).toBe(true);
+  });
+
+  it('keeps a failed shard\'s error when the agent reports none, and clears it otherwise', () => {
+    const failed = replica('starting', [shard('s0', { state: 'failed', error: 'oom' })]);
+    expect(foldReport([failed], 'n1', [status('s0', 'failed')], NOW).changed, 'nothing new').toEqual([]);
+    expect(foldReport([failed], 'n1', [status('s0', 'starting')], NOW).records[0]!.shards[0]!.error).toBeNull();
+  });
+
+  const unreported: { state: ReplicaState; shard: ShardState; stopped: boolean }[] = [
+    { state: 'stopping', shard: 'stopping', stopped: true },
+    { state: 'failed', shard: 'failed', stopped: true },
+    { state: 'ready', shard: 'ready', stopped: false },
+    { state: 'draining', shard: 'ready', stopped: false },
+  ];
+  for (const c of unreported) {
+    it(`${c.stopped ? 'stops' : 'keeps'} an unreported shard of a ${c.state} replica`, () => {
+      const out = foldReport([replica(c.state, [shard('s0', { state: c.shard, endpoint: 'http://x' })])], 'n1', [], NOW);
+      expect(out.records[0]!.shards[0]!.state).toBe(c.stopped ? 'stopped' : c.shard);
+      expect(out.records[0]!.state, 'only counting replicas take their shards\' state').toBe(c.state);
+      expect(out.wake).toBe(false);
+    });
+  }
+
+  it('takes a shard reported under another replica id as not reported', () => {
+    const r = replica('stopping', [shard('s0', { state: 'stopping' })]);
+    expect(foldReport([r], 'n1', [{ ...status('s0', 'ready'), replica_id: 'other' }], NOW).records[0]!.shards[0]!.state).toBe('stopped');
+  });
+
+  it('leaves shards on other nodes, and an unknown state, as they were', () => {
+    const elsewhere = replica('starting', [shard('s0', { nodeId: 'n2' })]);
+    const out = foldReport([elsewhere], 'n1', [status('s0', 'ready')], NOW);
+    expect(out.records[0], 'the same object').toBe(elsewhere);
+    const here = replica('starting', [shard('s0')]);
+    expect(foldReport([here], 'n1', [status('s0', 'hibernating')], NOW).changed).toEqual([]);
+  });
+});
+
+describe('derivedState', () => {
+  const cases: [ShardState[], ReplicaState][] = [
+    [['ready', 'ready'], 'ready'],
+    [['ready', 'pending'], 'pending'],
+    [['fetching', 'pending'], 'pending'],
+    [['fetching', 'ready'], 'fetching'],
+    [['starting', 'ready'], 'starting'],
+    [['failed', 'ready'], 'starting'],
+    [[], 'starting'],
+  ];
+  for (const [shards, want] of cases) {
+    it(`[${shards.join(', ')}] → ${want}`, () => {
+      expect(derivedState(shards.map((state, rank) => shard(`s${rank}`, { rank, state })))).toBe(want);
+    });
+  }
+});

@@ -1,0 +1,114 @@
+// The replicas as the router reads them (structurally the router's
+// ReplicaDirectory, which this part does not import): which replicas of a
+// model answer requests, why a model has none, whether one is coming for a
+// request that waits, and a wake-up when the records change. Its own class
+// because the router reads it on every request and the Reconciler class
+// is about passes: this part only reads the records and the last plan, and
+// the one thing it asks back (a pass for a cold model) goes through the
+// functions it is given.
+import type { Logger } from 'pino';
+import type { ModelRejections } from './plan-types.js';
+import { COUNTING_STATES, type ReplicaRecord } from './types.js';
+
+/** A replica the router may send to; the router's RouterReplica has this shape. */
+export interface RoutableReplica {
+  readonly id: string;
+  readonly endpoint: string;
+  readonly draining: boolean;
+  /** Sent to the engine as its bearer token; absent = the engine asks none. */
+  readonly engineSecret?: string;
+}
+
+export interface RouterViewDeps {
+  /** The records now; read on every call, never kept. */
+  readonly records: () => readonly ReplicaRecord[];
+  /** Why the model was not placed in the last pass; undefined = nothing failed to place. */
+  readonly explain: (model: string) => ModelRejections | undefined;
+  /** The catalog's scaling bounds of a model; undefined = not in the catalog. */
+  readonly scaling: (model: string) => { readonly min: number; readonly max: number } | undefined;
+  /** True when demand-based scaling is on (a demand source is attached): a model at zero can be started for a request. */
+  readonly scalesOnDemand: () => boolean;
+  /** A request waits for this model at zero: the next pass should start one. */
+  readonly wantCold: (model: string) => void;
+  /** Runs a pass soon. */
+  readonly notify: () => void;
+  readonly logger: Logger;
+}
+
+export class RouterView {
+  /** Ready replicas per model, rebuilt on the first read after a change. */
+  private readonly readyCache = new Map<string, RoutableReplica[]>();
+  private readonly listeners = new Set<() => void>();
+
+  constructor(private readonly deps: RouterViewDeps) {}
+
+  /** Replicas of a model that answer requests: ready ones, and draining ones, which finish what they have and take nothing new. */
+  ready(model: string): readonly RoutableReplica[] {
+    let cached = this.readyCache.get(model);
+    if (!cached) {
+      cached = this.deps
+        .records()
+        .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
+        .map((r) => ({ id: r.id, endpoint: r.endpoint!, draining: r.state === 'draining', ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}) }));
+      this.readyCache.set(model, cached);
+    }
+    return cached;
+  }
+
+  /** Why a model has no ready replica, to finish "model x has 0 ready replicas: …". */
+  describe(model: string): string {
+    const records = this.deps.records();
+    const counting = records.filter((r) => r.model === model && COUNTING_STATES.has(r.state));
+    if (counting.length > 0) {
+      const byState = new Map<string, number>();
+      for (const r of counting) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
+      return [...byState].map(([state, n]) => `${n} ${state}`).join(', ');
+    }
+    const failed = records.find((r) => r.model === model && r.state === 'failed');
+    if (failed) return `replica ${failed.id} failed: ${failed.error ?? 'no error reported'}`;
+    const blocked = this.deps.explain(model);
+    if (blocked && blocked.rejections.length > 0) {
+      return `none can be placed (${blocked.rejections.length} rejection(s); first: ${blocked.rejections[0]!.reason}); see explain-placement`;
+    }
+    const wanted = this.deps.scaling(model)?.min ?? 0;
+    return wanted === 0 ? 'no replica is wanted (scaling min 0)' : 'the reconciler has not placed one yet';
+  }
+
+  /**
+   * A request waits for a model with no ready replica: true when one is on
+   * its way (worth holding the request). With demand-based scaling, a model
+   * at zero that may scale (max ≥ 1) gets one from the next pass, which runs
+   * at once; concurrent calls for it are one demand, so they start one
+   * replica.
+   */
+  demand(model: string): boolean {
+    const scaling = this.deps.scaling(model);
+    const coming = this.deps.records().some((r) => r.model === model && COUNTING_STATES.has(r.state));
+    const blocked = !!this.deps.explain(model)?.rejections.length;
+    let willStart = coming || ((scaling?.min ?? 0) > 0 && !blocked);
+    if (!coming && scaling && this.deps.scalesOnDemand() && Math.max(scaling.min, scaling.max) >= 1 && !blocked) {
+      this.deps.wantCold(model);
+      willStart = true;
+    }
+    this.deps.notify();
+    return willStart;
+  }
+
+  /** Called after replica records change (a replica may have become ready); returns an unsubscribe. */
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The records changed: forget what was read of them and tell the listeners. A listener that throws is logged, not fatal. */
+  changed(): void {
+    this.readyCache.clear();
+    for (const l of this.listeners) {
+      try {
+        l();
+      } catch (err) {
+        this.deps.logger.error({ err }, 'a replica listener threw');
+      }
+    }
+  }
+}
