@@ -1,6 +1,6 @@
 // What the agent's shard runner reports in its heartbeat, on its own with a
 // stand-in supervisor: an engine told to stop is reported until it is gone.
-import { waitFor } from '../../test/support/processes.js';
+import { waitFor } from '../../test/support/wait.js';
 import { describe, expect, it } from 'vitest';
 import { ShardAssignmentSchema } from '../protocol/index.js';
 import type { ShardLaunch } from './engines/index.js';

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
 import { createJsonApp } from '../control/http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
-import { waitFor } from '../../test/support/processes.js';
+import { waitFor } from '../../test/support/wait.js';
 import { issueKey, MemoryKeyStore, MemoryUsageSink, openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];

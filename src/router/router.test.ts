@@ -24,6 +24,7 @@ import {
   type RouterDeps,
   type RouterReplica,
 } from './index.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
@@ -123,13 +124,9 @@ async function closedEndpoint(): Promise<string> {
   return `http://127.0.0.1:${port}`;
 }
 
-/** Re-checks `check` until it holds or the deadline passes (no fixed sleeps). */
-async function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+/** The shared wait, in the order this file's checks read (condition first). */
+function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<true> {
+  return waitFor(what, check, { timeoutMs, intervalMs: 10 });
 }
 
 async function caught(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {

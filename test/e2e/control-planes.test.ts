@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { ADMIN, afterPasses, chat, clientLoad, type ControlPlaneView, enginePids, getJson, JOIN, postJson, replicasOf, startSimAgent, weightsDir } from '../support/fleet.js';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../support/postgres.js';
-import { killEnginesOf, startControl, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, startControl, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDirs: string[] = [];
 let db: TestDatabase | undefined;

@@ -7,7 +7,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
-import { waitFor } from '../../../test/support/processes.js';
+import { waitFor } from '../../../test/support/wait.js';
 import { readLeadership, Store } from '../store/index.js';
 import { LeaderElector } from './elector.js';
 
