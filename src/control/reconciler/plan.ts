@@ -32,6 +32,7 @@
 //    turn into a stampede of fetches onto the nodes that remain.
 import { createHash } from 'node:crypto';
 import { cacheNameOf } from '../../protocol/index.js';
+import { GiB, formatDurationMs as formatMs } from '../../units/index.js';
 import {
   checkReplicas,
   placeMany,
@@ -554,7 +555,6 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
  */
 export function snapshotKeyOf(nodes: readonly PlacementNode[]): string {
   const hash = createHash('sha256');
-  const GiB = 2 ** 30;
   for (const n of nodes) {
     const weights = [...n.weightsHeld].sort().join(',');
     const gpus = n.gpus === undefined ? '?' : n.gpus.map((g) => `${g.index}:${g.class ?? ''}:${g.memoryTotalMiB ?? ''}:${g.healthy ? 1 : 0}`).join(',');
@@ -586,12 +586,4 @@ function modelKeyOf(model: PlanModel): string {
 
 function isGone(node: PlacementNode | undefined): boolean {
   return node === undefined || node.liveness === 'lost';
-}
-
-/** "5m", "90s", "1h": a delay as an operator reads it. */
-export function formatMs(ms: number): string {
-  if (ms % 3_600_000 === 0 && ms > 0) return `${ms / 3_600_000}h`;
-  if (ms % 60_000 === 0 && ms > 0) return `${ms / 60_000}m`;
-  if (ms % 1000 === 0) return `${ms / 1000}s`;
-  return `${ms}ms`;
 }
