@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HubStandIn } from '../../src/agent/fetch/test-servers.js';
+import { HubStandIn } from '../support/weight-servers.js';
 import { killEnginesOf, startControl, startLlmgw, stopAll, type RunningProcess } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 

@@ -9,7 +9,7 @@ import { cacheNameOf } from '../../protocol/index.js';
 import { WeightCache } from '../cache/index.js';
 import { Fetcher, fileNameOf, type FetcherOptions } from './fetcher.js';
 import type { FetchProgress } from './progress.js';
-import { FileServer, patternBytes, sha256 } from './test-servers.js';
+import { FileServer, patternBytes, sha256 } from '../../../test/support/weight-servers.js';
 import { waitFor } from '../../../test/support/wait.js';
 
 const MiB = 1024 * 1024;

@@ -47,4 +47,3 @@ export {
   type SimulatedMachine,
 } from './simulate.js';
 export { execProcess, findOnPath, isExecutableFile, type ExecFn, type ExecOptions, type ExecResult } from './exec.js';
-export { queryGpuCsv, writeFakeNvidiaSmi, type FakeNvidiaSmi, type FakeNvidiaSmiOptions } from './fake-nvidia-smi.js';

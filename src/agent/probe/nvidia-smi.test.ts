@@ -7,7 +7,7 @@ import type { GpuReport } from '../../protocol/index.js';
 import { GpuReportSchema } from '../../protocol/index.js';
 import type { ExecFn, ExecResult } from './exec.js';
 import { execProcess, isExecutableFile } from './exec.js';
-import { queryGpuCsv, writeFakeNvidiaSmi } from './fake-nvidia-smi.js';
+import { queryGpuCsv, writeFakeNvidiaSmi } from '../../../test/support/fake-nvidia-smi.js';
 import {
   fallbackFields,
   GPU_QUERY_FIELDS,

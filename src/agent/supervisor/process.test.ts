@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { builtSimModulePath, writeStandIns, type StandIns } from '../../engine/sim/index.js';
 import { adapterFor, type EngineAdapter, type ShardLaunch } from '../engines/index.js';
 import { Supervisor, fileNameFor, linuxProcessTable, type ShardRecord, type ShardStatus, type SupervisorOptions } from './index.js';
-import { CapturingLogger } from './testing.js';
+import { CapturingLogger } from '../../../test/support/supervisor-fakes.js';
 import { waitFor } from '../../../test/support/wait.js';
 
 const table = linuxProcessTable();
