@@ -10,7 +10,8 @@ import { Registry } from 'prom-client';
 import { Readable } from 'node:stream';
 import { request as undiciRequest } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
+import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
+import type { ModelDefinition } from '../control/catalog/model.js';
 import { createJsonApp } from '../control/http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import {

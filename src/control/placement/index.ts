@@ -13,7 +13,16 @@
 // operators both rely on it), and lets property tests run it over thousands
 // of made-up fleets. Its input types are its own; the inventory and catalog
 // map into them.
-export * from './types.js';
+export {
+  type Liveness,
+  type Placement,
+  type PlacementNode,
+  type PlacementNote,
+  type PlacementProfile,
+  type PlacementRequest,
+  type Rejection,
+  type ReplicaFootprint,
+} from './types.js';
 export { place, placeMany } from './place.js';
 export { checkReplicas, type ExistingReplica, type ReplicaProblem, type ReplicaProblemCode } from './replicas.js';
 export {
@@ -34,4 +43,3 @@ export {
   type LabelRequirement,
   type LabelSelector,
 } from './label-selector.js';
-export * from './synthetic.js';

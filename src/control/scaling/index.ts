@@ -5,4 +5,4 @@
 // reconciler applies the decision through planPass's `wanted` seam. Nothing
 // here reads a timer, the store or the network, so every rule is tested as a
 // table of snapshots.
-export * from './scaler.js';
+export { decideScale, type ReplicaSignal, type ScaleState } from './scaler.js';
