@@ -73,9 +73,11 @@ describePostgres('leader election over an advisory lock', () => {
     expect(events).toContain('cp-b elected 2');
     expect(await readLeadership(stores[1]!, 'reconciler')).toMatchObject({ epoch: 2, holder: 'cp-b' });
 
-    // cp-a reconnects as a follower and never leads while cp-b holds the lock.
-    await new Promise((r) => setTimeout(r, 400));
-    expect(a.leading).toBe(false);
+    // cp-a reconnects as a follower and never leads while cp-b holds the lock: attempts of its
+    // own, awaited (the first reconnects and tries the lock, the second tries again), not slept through.
+    await a.kick();
+    await a.kick();
+    expect(a.leading, 'cp-a tried for the held lock and stayed a follower').toBe(false);
 
     // A clean shutdown releases the lock at once.
     await b.close();
