@@ -2,4 +2,4 @@
 // reports and operators' decisions. Placement reads a snapshot of it; the
 // admin API's node views are built from it.
 export { fabricNames, Inventory, localDisk, type AdminState, type Node } from './inventory.js';
-export { NODE_JOIN_TOKEN_PREFIX, hardwareFingerprint } from './node-secrets.js';
+export { NODE_JOIN_TOKEN_PREFIX } from './node-secrets.js';

@@ -24,22 +24,6 @@ export {
   type ReplicaFootprint,
 } from './types.js';
 export { place, placeMany } from './place.js';
-export { checkReplicas, type ExistingReplica, type ReplicaProblem, type ReplicaProblemCode } from './replicas.js';
-export {
-  explain,
-  toRejectionViews,
-  type ExplainClause,
-  type ExplainNode,
-  type ExplainOptions,
-  type ExplainProfile,
-  type ExplainSummary,
-  type RejectionView,
-} from './explain.js';
-export {
-  labelMismatches,
-  labelSelectorProblem,
-  matchesLabels,
-  parseLabelSelector,
-  type LabelRequirement,
-  type LabelSelector,
-} from './label-selector.js';
+export { checkReplicas, type ReplicaProblem } from './replicas.js';
+export { explain, toRejectionViews } from './explain.js';
+export { labelSelectorProblem } from './label-selector.js';
