@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { builtSimModulePath, writeStandIns, type StandIns } from '../../engine/sim/stand-ins.js';
+import { builtSimModulePath, writeStandIns, type StandIns } from '../../../test/support/engine-stand-ins.js';
 import { adapterFor, type EngineAdapter, type ShardLaunch } from '../engines/index.js';
 import { Supervisor, type ShardStatus, type SupervisorOptions } from './index.js';
 import { fileNameFor, type ShardRecord } from './shard-records.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { builtSimModulePath, writeStandIns, type StandIns } from './stand-ins.js';
+import { builtSimModulePath, writeStandIns, type StandIns } from '../../../test/support/engine-stand-ins.js';
 import { readStartRecords } from './record.js';
 import { StopWaiting, waitFor } from '../../../test/support/wait.js';
 
