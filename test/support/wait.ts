@@ -7,7 +7,7 @@
 export interface WaitOptions {
   /** How long to keep re-checking before failing; absent means 30 s, far beyond any healthy run. */
   timeoutMs?: number;
-  /** Pause between checks; absent means 50 ms. */
+  /** Pause between checks; absent means 100 ms, gentle on the processes an end-to-end probe asks. */
   intervalMs?: number;
 }
 
@@ -33,7 +33,7 @@ export async function waitFor<T>(
   probe: () => T | undefined | false | Promise<T | undefined | false>,
   options: WaitOptions | number = {},
 ): Promise<T> {
-  const { timeoutMs = 30_000, intervalMs = 50 } = typeof options === 'number' ? { timeoutMs: options } : options;
+  const { timeoutMs = 30_000, intervalMs = 100 } = typeof options === 'number' ? { timeoutMs: options } : options;
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
