@@ -17,16 +17,9 @@
 import console from 'node:console';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
-import {
-  checkReplicas,
-  explain,
-  occupy,
-  place,
-  placeMany,
-  syntheticFleet,
-  syntheticRequests,
-  syntheticWeightsKey,
-} from '../dist/control/placement/index.js';
+import { checkReplicas, explain, place, placeMany } from '../dist/control/placement/index.js';
+// The made-up fleets are not part of placement's interface: straight from their module.
+import { occupy, syntheticFleet, syntheticRequests, syntheticWeightsKey } from '../dist/control/placement/synthetic.js';
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);

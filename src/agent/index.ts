@@ -2,5 +2,4 @@
 // fetches and keeps weights (fetch, cache), and runs the shards it is
 // assigned (supervisor, engines). It never imports the control plane; the two
 // meet in src/protocol.
-export * from './agent.js';
-export * from './identity.js';
+export { Agent, compileAgentOptions } from './agent.js';

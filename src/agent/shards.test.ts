@@ -1,8 +1,8 @@
 // What the agent's shard runner reports in its heartbeat, on its own with a
 // stand-in supervisor: an engine told to stop is reported until it is gone.
-import { waitFor } from '../../test/support/processes.js';
+import { waitFor } from '../../test/support/wait.js';
 import { describe, expect, it } from 'vitest';
-import { ShardAssignmentSchema } from '../protocol/index.js';
+import { ShardAssignmentSchema } from '../protocol/agent-api.js';
 import type { ShardLaunch } from './engines/index.js';
 import type { WeightCache } from './cache/index.js';
 import type { Fetcher } from './fetch/index.js';

@@ -2,5 +2,5 @@
 // end-to-end tests. Separate from src/control because its callers must reach
 // the control plane only the way an operator does, over HTTP: the types here
 // mirror the wire, not the server's internals.
-export { AdminApiError, AdminApiUnreachableError, AdminClient, type AdminApiErrorKind, type AdminClientOptions } from './client.js';
+export { AdminApiError, AdminApiUnreachableError, AdminClient, type AdminClientOptions } from './client.js';
 export type * from './types.js';

@@ -14,6 +14,7 @@ import { AgentShardRunner } from '../agent/shards.js';
 import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js';
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
+import { childLogger } from '../log/index.js';
 import { isPlainHttpOffLoopback } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 
@@ -91,7 +92,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     ...(flags.tlsKey ? { tlsKey: flags.tlsKey } : {}),
     engineTls: flags.engineTls === true,
   });
-  const logger = parentLogger?.child({ part: 'agent', node: config.nodeId }) ?? pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
+  const logger = parentLogger ? childLogger(parentLogger, 'agent', { node: config.nodeId }) : pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
   const clear = config.controlUrls.filter(isPlainHttpOffLoopback);
   if (clear.length) logger.warn({ control: clear }, '--insecure-http: the join token and this node\'s credential cross the network in clear');
   const cacheDir = resolve(flags.cacheDir ?? `${stateDir}/cache`);
@@ -128,7 +129,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   const supervisor = await Supervisor.create({
     logsDir: join(stateDir, 'logs'),
     stateDir,
-    logger: logger.child({ part: 'supervisor' }),
+    logger: childLogger(logger, 'supervisor'),
     ...(advertise === null ? {} : { advertiseHost: advertise }),
     adapterFor: (engine) =>
       adapterFor(engine, { llmgwBin: LLMGW_BIN, allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true, ...(config.engineTls ? { engineTls: config.engineTls } : {}) }),

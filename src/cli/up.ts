@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import pino from 'pino';
 import { ControlPlane, compileControlOptions } from '../control/index.js';
 import { makeTinyModel } from '../dev/make-model/index.js';
+import { childLogger } from '../log/index.js';
 import { startAgent } from './agent.js';
 
 export interface UpFlags {
@@ -85,7 +86,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     log_level: flags.logLevel,
     reconcile_interval: '1s',
   });
-  const plane = await ControlPlane.create(config, { logger: logger.child({ part: 'control' }) });
+  const plane = await ControlPlane.create(config, { logger: childLogger(logger, 'control') });
   const urls = await plane.listen();
   const apiKey = await firstApiKey(plane, join(dataDir, UP_FILES.apiKey), admin.value);
   writeFileSync(join(dataDir, UP_FILES.control), `${JSON.stringify({ admin_url: urls.admin, client_url: urls.client, agent_url: urls.agent }, null, 2)}\n`, { mode: 0o600 });

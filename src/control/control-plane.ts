@@ -23,6 +23,7 @@ import { MemoryKeyStore, MemoryUsageSink, registerKeyAdmin, registerUsageAdmin, 
 import { Store, StoredSessions } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 import { peerClient } from '../tls/index.js';
+import { childLogger } from '../log/index.js';
 
 export interface ControlPlaneDeps {
   logger?: Logger;
@@ -76,12 +77,12 @@ export class ControlPlane {
             ...(deps.now ? { now: deps.now } : {}),
           });
     // Several instances on one Postgres: one leads the reconciler, the rest follow through the store (src/control/leader).
-    const cluster = store && config.store.kind === 'postgres' ? new Cluster({ store, url: config.store.url, now, logger: logger.child({ part: 'cluster' }) }) : null;
+    const cluster = store && config.store.kind === 'postgres' ? new Cluster({ store, url: config.store.url, now, logger: childLogger(logger, 'cluster') }) : null;
     let catalog: Catalog;
     let inventory: Inventory | undefined;
     let reconciler: Reconciler;
     const assignments = new AssignmentBoard(now());
-    const events = new Events({ store, now, logger: logger.child({ part: 'events' }) });
+    const events = new Events({ store, now, logger: childLogger(logger, 'events') });
     // Every part's metrics, served on the admin listener at /metrics.
     const registry = new Registry();
     try {
@@ -101,7 +102,7 @@ export class ControlPlane {
         assignments,
         store,
         now,
-        logger: logger.child({ part: 'reconciler' }),
+        logger: childLogger(logger, 'reconciler'),
         intervalMs: config.reconcileIntervalMs,
         events,
         registry,
@@ -144,7 +145,7 @@ export class ControlPlane {
       authRequired: config.apiKeysRequired,
       usage,
       registry,
-      logger: logger.child({ part: 'router' }),
+      logger: childLogger(logger, 'router'),
       now,
       timeouts: config.router,
       corsOrigins: config.corsOrigins,

@@ -2,5 +2,5 @@
 // behind three listeners (client, admin, agent). `llmgw control` runs one;
 // `llmgw up` runs one beside an agent. See src/control/README.md for the words
 // this part uses.
-export * from './control-plane.js';
-export * from './config/index.js';
+export { ControlPlane } from './control-plane.js';
+export { compileControlOptions, CONTROL_OPTION_KEYS, loadControlConfig, type ControlOptions } from './config/index.js';

@@ -19,7 +19,6 @@ import * as read from './read.js';
 import { Output } from './render.js';
 import * as write from './write.js';
 
-export { EXIT } from './context.js';
 
 type Stdout = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
 

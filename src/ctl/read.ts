@@ -3,7 +3,7 @@
 // API's JSON with -o json. None of them changes anything.
 import type { EventView, ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
-import { formatBytes, formatGiB, formatSeconds, list, orUnknown, type Output, UNKNOWN } from './render.js';
+import { bytesOrUnknown, formatGiB, formatSeconds, list, orUnknown, type Output, UNKNOWN } from './render.js';
 
 export async function summary(ctx: CtlContext): Promise<number> {
   const s = await ctx.client.summary();
@@ -131,7 +131,7 @@ export async function node(ctx: CtlContext, id: string): Promise<number> {
   const orphanOf = new Map((orphans.nodes.find((o) => o.node === id)?.entries ?? []).map((e) => [e.path, e]));
   for (const p of n.models_on_disk ?? []) {
     const o = orphanOf.get(p);
-    out.line(`  ${p}${o ? `  ${out.c.yellow(`orphan, ${formatBytes(o.size_bytes)}: no model wants it (\`llmgw ctl weights --collect --node ${id}\`)`)}` : ''}`);
+    out.line(`  ${p}${o ? `  ${out.c.yellow(`orphan, ${bytesOrUnknown(o.size_bytes)}: no model wants it (\`llmgw ctl weights --collect --node ${id}\`)`)}` : ''}`);
   }
   out.line();
   out.line(`${out.heading('replicas on this node')} ${here.length || 'none'}`);
@@ -242,7 +242,7 @@ export function fetchCell(f: NonNullable<ReplicaView['shards'][number]['fetch']>
   const filled = f.percent === undefined ? null : Math.max(0, Math.min(FETCH_BAR_CELLS, Math.round((f.percent / 100) * FETCH_BAR_CELLS)));
   const bar = filled === null ? '' : `[${'#'.repeat(filled)}${'-'.repeat(FETCH_BAR_CELLS - filled)}] `;
   const pct = f.percent === undefined ? '' : `${bar}${f.percent}% `;
-  return `${pct}${formatBytes(f.bytes_done)} of ${formatBytes(f.total_bytes)}${f.bytes_per_second ? ` at ${formatBytes(f.bytes_per_second)}/s` : ''}`;
+  return `${pct}${bytesOrUnknown(f.bytes_done)} of ${bytesOrUnknown(f.total_bytes)}${f.bytes_per_second ? ` at ${bytesOrUnknown(f.bytes_per_second)}/s` : ''}`;
 }
 
 export async function explain(ctx: CtlContext, name: string): Promise<number> {
@@ -289,13 +289,13 @@ export function renderOrphans(out: Output, o: OrphansView, nodeId?: string): voi
     for (const e of n.entries) {
       entries++;
       if (e.size_bytes === undefined) unsized++;
-      rows.push([n.node, e.path, formatBytes(e.size_bytes), e.last_used_ms === undefined ? UNKNOWN : new Date(e.last_used_ms).toISOString().replace(/\.\d+Z$/, 'Z'), orUnknown(e.source)]);
+      rows.push([n.node, e.path, bytesOrUnknown(e.size_bytes), e.last_used_ms === undefined ? UNKNOWN : new Date(e.last_used_ms).toISOString().replace(/\.\d+Z$/, 'Z'), orUnknown(e.source)]);
     }
   }
   out.line(out.table(['NODE', 'PATH', 'SIZE', 'LAST USED', 'SOURCE'], rows));
-  for (const n of o.nodes) out.line(`node ${n.node}: ${n.entries.length} orphan(s), ${formatBytes(n.reclaimable_bytes)}`);
+  for (const n of o.nodes) out.line(`node ${n.node}: ${n.entries.length} orphan(s), ${bytesOrUnknown(n.reclaimable_bytes)}`);
   out.line(
-    `total: ${formatBytes(o.total_bytes)}${unsized ? ` or more (${unsized} of ${entries} entries did not report a size)` : ''} in ${entries} orphan(s) on ${o.nodes.length} node(s); \`llmgw ctl weights --collect\` asks the nodes to remove them`,
+    `total: ${bytesOrUnknown(o.total_bytes)}${unsized ? ` or more (${unsized} of ${entries} entries did not report a size)` : ''} in ${entries} orphan(s) on ${o.nodes.length} node(s); \`llmgw ctl weights --collect\` asks the nodes to remove them`,
   );
 }
 

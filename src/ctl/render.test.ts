@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fit, formatBytes, formatSeconds, Output, visibleWidth } from './render.js';
+import { bytesOrUnknown, fit, formatSeconds, Output, visibleWidth } from './render.js';
 
 function capture(tty: boolean, width?: number): { out: Output; text: () => string } {
   let text = '';
@@ -23,10 +23,10 @@ describe('render', () => {
   });
 
   it('prints unknown as "-", never as zero', () => {
-    expect(formatBytes(undefined)).toBe('-');
-    expect(formatBytes(0)).toBe('0 B');
-    expect(formatBytes(141 * 2 ** 30)).toBe('141 GiB');
-    expect(formatBytes(1.5 * 2 ** 20)).toBe('1.5 MiB');
+    expect(bytesOrUnknown(undefined)).toBe('-');
+    expect(bytesOrUnknown(0)).toBe('0 B');
+    expect(bytesOrUnknown(141 * 2 ** 30)).toBe('141 GiB');
+    expect(bytesOrUnknown(1.5 * 2 ** 20)).toBe('1.5 MiB');
     expect(formatSeconds(-1)).toBe('-');
     expect(formatSeconds(192)).toBe('3m12s');
   });

@@ -4,6 +4,7 @@
 // command prints the same way and the rules are tested once.
 import Table from 'cli-table3';
 import picocolors from 'picocolors';
+import { formatBytes } from '../units/index.js';
 
 type Colors = ReturnType<typeof picocolors.createColors>;
 
@@ -109,17 +110,8 @@ export function fit(widths: number[], budget: number): number[] {
 }
 
 /** Bytes in binary units, to three significant figures; absent = unknown. */
-export function formatBytes(bytes: number | undefined): string {
-  if (bytes === undefined || !Number.isFinite(bytes)) return UNKNOWN;
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-  let v = bytes;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  const shown = u === 0 || v >= 100 ? Math.round(v).toString() : v >= 10 ? v.toFixed(1).replace(/\.0$/, '') : v.toFixed(2).replace(/\.?0+$/, '');
-  return `${shown} ${units[u]}`;
+export function bytesOrUnknown(bytes: number | undefined): string {
+  return bytes === undefined || !Number.isFinite(bytes) ? UNKNOWN : formatBytes(bytes, { threeFigures: true });
 }
 
 /** GiB as the API reports it (whole GiB); absent = unknown. */

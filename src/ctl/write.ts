@@ -6,7 +6,7 @@ import { SingleBar } from 'cli-progress';
 import { AdminApiError, type ModelDefinition, type ReplicaView } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { readModelFile } from './model-file.js';
-import { formatBytes } from './render.js';
+import { bytesOrUnknown } from './render.js';
 
 export async function setNodeState(ctx: CtlContext, id: string, verb: 'cordon' | 'uncordon'): Promise<number> {
   const r = await ctx.client.setNodeState(id, verb);
@@ -184,8 +184,8 @@ export async function collect(ctx: CtlContext, options: { node?: string; yes: bo
       ctx.out.line(`no weights that no model wants${options.node ? ` on ${options.node}` : ''}: nothing to collect`);
       return EXIT.ok;
     }
-    for (const n of o.nodes) for (const e of n.entries) ctx.out.line(`  ${n.node}  ${e.path}  ${formatBytes(e.size_bytes)}`);
-    if (!(await ctx.confirm(`ask ${o.nodes.length} node(s) to remove these (${formatBytes(o.total_bytes)})? [y/N] `))) {
+    for (const n of o.nodes) for (const e of n.entries) ctx.out.line(`  ${n.node}  ${e.path}  ${bytesOrUnknown(e.size_bytes)}`);
+    if (!(await ctx.confirm(`ask ${o.nodes.length} node(s) to remove these (${bytesOrUnknown(o.total_bytes)})? [y/N] `))) {
       ctx.warn('nothing was collected');
       return EXIT.failed;
     }
@@ -199,7 +199,7 @@ export async function collect(ctx: CtlContext, options: { node?: string; yes: bo
     for (const n of s.nodes) {
       const unsized = n.asked.filter((a) => a.size_bytes === undefined).length;
       // asked_bytes sums only the sizes nodes reported: a sum of some is a lower bound, a sum of none is unknown.
-      const size = unsized === 0 ? formatBytes(n.asked_bytes) : unsized === n.asked.length ? 'size unknown' : `${formatBytes(n.asked_bytes)} or more`;
+      const size = unsized === 0 ? bytesOrUnknown(n.asked_bytes) : unsized === n.asked.length ? 'size unknown' : `${bytesOrUnknown(n.asked_bytes)} or more`;
       const asked = `node ${n.node}: asked to remove ${n.asked.length} (${size})`;
       if (n.unreachable) {
         ctx.out.line(`${asked}, ${ctx.out.c.red('not reachable')}: ${n.unreachable}`);
@@ -208,7 +208,7 @@ export async function collect(ctx: CtlContext, options: { node?: string; yes: bo
       const refused = n.refused.length ? `: ${[...new Set(n.refused.map((x) => x.reason))].join("; ")}` : '';
       ctx.out.line(`${asked}, removed ${n.removed.length}, refused ${n.refused.length}${refused}`);
     }
-    ctx.out.line(`freed ${formatBytes(s.bytes_freed)}: removed ${s.removed}, refused ${s.refused}, ${s.unreachable} node(s) unreachable`);
+    ctx.out.line(`freed ${bytesOrUnknown(s.bytes_freed)}: removed ${s.removed}, refused ${s.refused}, ${s.unreachable} node(s) unreachable`);
   }
   if (s.unreachable > 0) {
     ctx.warn(`${s.unreachable} node(s) could not be asked; their weights are untouched`);

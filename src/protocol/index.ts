@@ -1,7 +1,28 @@
 // The wire between the agent and the control plane: types, schemas and the
 // calculations both sides must agree on (cache names). Neither side imports
 // the other; they meet here.
-export * from './node-report.js';
-export * from './source.js';
-export * from './agent-api.js';
-export * from './profile-env.js';
+export {
+  NodeReportSchema,
+  PROTOCOL_VERSION,
+  type DiskReport,
+  type EngineReport,
+  type FabricReport,
+  type GpuReport,
+  type NodeReport,
+  type WeightsReport,
+} from './node-report.js';
+export { CACHE_NAME_RE, cacheName, cacheNameOf, canonicalSource, parseSource, type WeightSource } from './source.js';
+export {
+  AGENT_API_PREFIX,
+  HeartbeatRequestSchema,
+  HeartbeatResponseSchema,
+  JoinRequestSchema,
+  JoinResponseSchema,
+  ShardStatusSchema,
+  type HeartbeatRequest,
+  type HeartbeatResponse,
+  type JoinResponse,
+  type ShardAssignment,
+  type ShardStatus,
+} from './agent-api.js';
+export { unsafeProfileEnvNames, unsafeProfileEnvProblem } from './profile-env.js';

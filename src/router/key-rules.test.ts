@@ -6,10 +6,11 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
+import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
+import type { ModelDefinition } from '../control/catalog/model.js';
 import { createJsonApp } from '../http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
-import { waitFor } from '../../test/support/processes.js';
+import { waitFor } from '../../test/support/wait.js';
 import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
 import { openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
 

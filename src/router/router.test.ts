@@ -10,7 +10,8 @@ import { Registry } from 'prom-client';
 import { Readable } from 'node:stream';
 import { request as undiciRequest } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model, type ModelDefinition } from '../control/catalog/index.js';
+import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
+import type { ModelDefinition } from '../control/catalog/model.js';
 import { createJsonApp } from '../http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
@@ -22,6 +23,7 @@ import {
   type RouterDeps,
   type RouterReplica,
 } from './index.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
@@ -121,13 +123,9 @@ async function closedEndpoint(): Promise<string> {
   return `http://127.0.0.1:${port}`;
 }
 
-/** Re-checks `check` until it holds or the deadline passes (no fixed sleeps). */
-async function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+/** The shared wait, in the order this file's checks read (condition first). */
+function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<true> {
+  return waitFor(what, check, { timeoutMs, intervalMs: 10 });
 }
 
 async function caught(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {

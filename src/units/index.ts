@@ -43,8 +43,12 @@ export function parseSizeBytes(text: string): number | string {
 
 export const GiB = 2 ** 30;
 
-/** "141 GiB", "512 MiB": for messages, one decimal at most. */
-export function formatBytes(bytes: number): string {
+/**
+ * "141 GiB", "512 MiB": for messages, one decimal at most. With
+ * `threeFigures`, values under 10 keep two decimals ("1.25 GiB"), as ctl's
+ * tables show them.
+ */
+export function formatBytes(bytes: number, options: { threeFigures?: boolean } = {}): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   let value = bytes;
   let unit = 0;
@@ -52,8 +56,10 @@ export function formatBytes(bytes: number): string {
     value /= 1024;
     unit++;
   }
-  const rounded = value >= 100 || unit === 0 ? Math.round(value) : Math.round(value * 10) / 10;
-  return `${rounded} ${units[unit]}`;
+  if (unit === 0 || value >= 100) return `${Math.round(value)} ${units[unit]}`;
+  if (!options.threeFigures) return `${Math.round(value * 10) / 10} ${units[unit]}`;
+  const shown = value >= 10 ? value.toFixed(1).replace(/\.0$/, '') : value.toFixed(2).replace(/\.?0+$/, '');
+  return `${shown} ${units[unit]}`;
 }
 
 /** The valid name nearest to a mistyped one, for "did you mean …?"; null when nothing is close. */

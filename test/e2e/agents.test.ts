@@ -5,7 +5,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 afterAll(stopAll);
 

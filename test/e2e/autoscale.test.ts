@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventView, EventsView, ReplicaView } from '../../src/api/types.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor, type ControlUrls } from '../support/processes.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll, type ControlUrls } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const JOIN = 'e2e-join-token-0123456789abcdef';
 const ADMIN = 'e2e-admin-token-0123456789abcdef';

@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeTinyModel } from '../../src/dev/make-model/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const JOIN = 'e2e-join-token-0123456789abcdef';
 const ADMIN = 'e2e-admin-token-0123456789abcdef';

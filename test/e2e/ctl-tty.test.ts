@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient } from '../../src/api/index.js';
-import { startControl, stopAll, waitFor } from '../support/processes.js';
+import { startControl, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { ANSI_RE, CTL_ARGV } from './ctl-support.js';
 
 const ADMIN = 'e2e-ctl-tty-admin-token-0123456789';

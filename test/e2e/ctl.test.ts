@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, type NodeView } from '../../src/api/index.js';
 import { cacheNameOf } from '../../src/protocol/index.js';
-import { freePort, killEnginesOf, startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { freePort, killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { ANSI_RE, type CtlResult, runCtlCli } from './ctl-support.js';
 
 const JOIN = 'e2e-ctl-join-token-0123456789abcdef';

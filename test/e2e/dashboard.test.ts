@@ -16,7 +16,8 @@ import { type Browser, type BrowserContext, chromium, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, type NodeView } from '../../src/api/index.js';
 import { cacheNameOf } from '../../src/protocol/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { runCtlCli } from './ctl-support.js';
 
 const CHROMIUM = '/usr/bin/chromium';

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, killEnginesOf, startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { freePort, killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { engineSecretOf } from '../support/fleet.js';
 
 const JOIN = 'e2e-join-token-0123456789abcdef';

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
+import { StopWaiting, waitFor } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -57,12 +58,14 @@ describe('the README quick start', () => {
     child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     try {
-      const deadline = Date.now() + 540_000;
-      while (!stdout.includes('"msg":"llmgw up ready"')) {
-        if (child.exitCode !== null) throw new Error(`the quick start exited (${child.exitCode}) before it was ready:\n${stderr.slice(-4000)}\n${stdout.slice(-2000)}`);
-        if (Date.now() > deadline) throw new Error(`not ready in time:\n${stderr.slice(-4000)}`);
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      await waitFor(
+        () => `the quick start to be ready:\n${stderr.slice(-4000)}`,
+        () => {
+          if (child.exitCode !== null) throw new StopWaiting(`the quick start exited (${child.exitCode}) before it was ready:\n${stderr.slice(-4000)}\n${stdout.slice(-2000)}`);
+          return stdout.includes('"msg":"llmgw up ready"');
+        },
+        { timeoutMs: 540_000, intervalMs: 250 },
+      );
       const key = /API key\s+(\S+)/.exec(stderr)?.[1];
       expect(key, 'llmgw up prints the API key').toBeTruthy();
       const client = new OpenAI({ baseURL: 'http://127.0.0.1:8080/v1', apiKey: key! });
@@ -74,12 +77,7 @@ describe('the README quick start', () => {
       process.kill(-child.pid!, 'SIGINT');
     }
     await exited;
-    const deadline = Date.now() + 30_000;
-    let left = processesUnder(copy);
-    while (left.length && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      left = processesUnder(copy);
-    }
-    expect(left, 'nothing the quick start started is still running').toEqual([]);
+    await waitFor(() => `the quick start's processes to end: ${processesUnder(copy).join(', ')}`, () => processesUnder(copy).length === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    expect(processesUnder(copy), 'nothing the quick start started is still running').toEqual([]);
   }, 600_000);
 });

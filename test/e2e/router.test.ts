@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReplicaView } from '../../src/api/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor, type RunningProcess } from '../support/processes.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll, type RunningProcess } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const JOIN = 'e2e-join-token-router-0123456789';
 const ADMIN = 'e2e-admin-token-router-012345678';

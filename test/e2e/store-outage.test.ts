@@ -11,7 +11,8 @@ import { afterAll, expect, it } from 'vitest';
 import { ADMIN, afterPasses, chat, clientLoad, type ControlPlaneView, enginePids, getJson, JOIN, postJson, replicasOf, startSimAgent, weightsDir } from '../support/fleet.js';
 import { describePostgres } from '../support/postgres.js';
 import { type PrivatePostgres, startPrivatePostgres } from '../support/private-postgres.js';
-import { killEnginesOf, startControl, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, startControl, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDirs: string[] = [];
 let pg: PrivatePostgres | undefined;

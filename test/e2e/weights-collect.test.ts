@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cacheNameOf } from '../../src/protocol/index.js';
-import { startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 afterAll(stopAll);
 

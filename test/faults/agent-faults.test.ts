@@ -10,7 +10,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { killEnginesOf, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { alive, enginesInProcessTable, Fleet } from './fleet-support.js';
 
 const fleets: Fleet[] = [];

@@ -13,8 +13,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HubStandIn } from '../../src/agent/fetch/test-servers.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor, type RunningProcess } from '../support/processes.js';
+import { HubStandIn } from '../support/weight-servers.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll, type RunningProcess } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const CANARY_ADMIN = 'canary-admin-token-7f3a9c1e5b';
 const CANARY_JOIN = 'canary-join-token-2d8e6f4a0c';

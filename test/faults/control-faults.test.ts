@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, killEnginesOf, stopAll, waitFor } from '../support/processes.js';
+import { freePort, killEnginesOf, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { Fleet } from './fleet-support.js';
 import { engineSecretOf } from '../support/fleet.js';
 

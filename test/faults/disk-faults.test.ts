@@ -12,7 +12,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { killEnginesOf, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { Fleet } from './fleet-support.js';
 
 const MiB = 1024 * 1024;

@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killEnginesOf, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { alive, Fleet } from './fleet-support.js';
 
 let fleet: Fleet;

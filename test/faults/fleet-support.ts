@@ -8,7 +8,8 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { NodeView, ReplicaView } from '../../src/api/index.js';
-import { startControl, startLlmgw, waitFor, type RunningProcess } from '../support/processes.js';
+import { startControl, startLlmgw, type RunningProcess } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 export const JOIN = 'faults-join-token-0123456789abcdef';
 export const ADMIN = 'faults-admin-token-0123456789abcdef';

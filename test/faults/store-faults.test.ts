@@ -7,7 +7,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { stopAll, waitFor } from '../support/processes.js';
+import { stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { adminHeaders, Fleet } from './fleet-support.js';
 
 afterAll(stopAll);

@@ -12,7 +12,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPrng } from '../../src/control/placement/synthetic.js';
 import { ADMIN, JOIN, startSimAgent } from '../support/fleet.js';
-import { type RunningProcess, type ControlUrls, startControl, stopAll, waitFor } from '../support/processes.js';
+import { type RunningProcess, type ControlUrls, startControl, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 afterAll(stopAll);
 

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReplicaView } from '../../src/api/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor, type RunningProcess } from '../support/processes.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll, type RunningProcess } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 import { engineRecordOf } from '../support/fleet.js';
 
 const JOIN = 'sec-join-token-engines-0123456789';

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CollectSummary, ReplicaView } from '../../src/api/index.js';
 import { NodeProber } from '../../src/agent/probe/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const JOIN = 'e2e-join-token-security-01234567';
 const ADMIN = 'e2e-admin-token-security-0123456';

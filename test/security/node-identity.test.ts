@@ -11,7 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { JoinTokenView, NodeView, SummaryView } from '../../src/api/index.js';
 import { runCtlCli } from '../e2e/ctl-support.js';
 import { ADMIN, Fleet, JOIN } from '../faults/fleet-support.js';
-import { freePort, killEnginesOf, stopAll, waitFor } from '../support/processes.js';
+import { freePort, killEnginesOf, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const fleets: Fleet[] = [];
 

@@ -15,7 +15,8 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN, JOIN, weightsDir } from '../support/fleet.js';
-import { killEnginesOf, type RunningProcess, startControl, startLlmgw, stopAll, waitFor } from '../support/processes.js';
+import { killEnginesOf, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'llmgw-sec-tls-'));
 const pki = join(dir, 'pki');

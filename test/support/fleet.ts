@@ -5,7 +5,8 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ReplicaView } from '../../src/api/index.js';
-import { startLlmgw, waitFor } from './processes.js';
+import { startLlmgw } from './processes.js';
+import { waitFor } from './wait.js';
 
 export const JOIN = 'e2e-join-token-0123456789abcdef';
 export const ADMIN = 'e2e-admin-token-0123456789abcdef';

@@ -3,21 +3,5 @@
 // itself, that the path is one this agent wrote. Separate from fetch because
 // the cache owns the directory and its safety rules; fetch only fills it,
 // through a temporary name the cache then renames into place.
-export {
-  WeightCache,
-  toWeightsReport,
-  type CacheEntry,
-  type InUseCheck,
-  type RemoveCheck,
-  type RemoveResult,
-  type WeightCacheOptions,
-} from './weight-cache.js';
-export {
-  FILES_DIR,
-  MANIFEST_FILE,
-  MANIFEST_VERSION,
-  parseManifest,
-  type ManifestFile,
-  type WeightManifest,
-} from './manifest.js';
-export { pathSyntaxProblem, removeTreeOnDevice, readMountPoints, type TreeRemoval } from './safe-remove.js';
+export { WeightCache, type CacheEntry, type WeightCacheOptions } from './weight-cache.js';
+export { FILES_DIR, MANIFEST_VERSION, type ManifestFile, type WeightManifest } from './manifest.js';

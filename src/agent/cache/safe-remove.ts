@@ -132,7 +132,8 @@ async function removeName(path: string, remove: () => Promise<void>, out: TreeRe
   }
 }
 
-async function lstatOrNull(path: string): Promise<Stats | null> {
+/** What lstat says of `path`; null when nothing is there. */
+export async function lstatOrNull(path: string): Promise<Stats | null> {
   try {
     return await lstat(path);
   } catch (err) {

@@ -6,16 +6,15 @@
 // start-up and checks every path it is asked to remove against them at the
 // moment of removal, because the control plane asking is no proof that the
 // path is something this agent fetched.
-import type { Stats } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, open, readdir, readFile, realpath, rename, stat, unlink, utimes } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, realpath, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { posix, resolve } from 'node:path';
 import { LlmgwError } from '../../errors/index.js';
 import { CACHE_NAME_RE, cacheName, canonicalSource, parseSource, type WeightSource } from '../../protocol/index.js';
 import type { WeightsReport } from '../../protocol/index.js';
 import { nearestName } from '../../units/index.js';
 import { MANIFEST_FILE, parseManifest, type WeightManifest } from './manifest.js';
-import { pathSyntaxProblem, readMountPoints, removeTreeOnDevice, type TreeRemoval } from './safe-remove.js';
+import { lstatOrNull, pathSyntaxProblem, readMountPoints, removeTreeOnDevice, type TreeRemoval } from './safe-remove.js';
 
 export interface WeightCacheOptions {
   /** Where fetched weights live. Created if missing; its real path is pinned at start-up. */
@@ -390,14 +389,6 @@ function assertCacheName(name: string): void {
   }
 }
 
-async function lstatOrNull(path: string): Promise<Stats | null> {
-  try {
-    return await lstat(path);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
-}
 
 /** Flushes a directory's entries (a rename, a new file) to disk, so a crash cannot undo them. */
 async function syncDir(path: string): Promise<void> {

@@ -7,7 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LlmgwError } from '../../errors/index.js';
-import { ENGINE_NAMES, adapterFor, findGgufFile, type EngineAdapterOptions, type EngineName, type ShardLaunch } from './index.js';
+import { adapterFor, type EngineName, type ShardLaunch } from './index.js';
+import { ENGINE_NAMES, type EngineAdapterOptions } from './shard-launch.js';
+import { findGgufFile } from './gguf-file.js';
 
 const NODE = '/usr/bin/node';
 const BIN = '/opt/llmgw/bin/llmgw.js';

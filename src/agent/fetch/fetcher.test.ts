@@ -9,7 +9,8 @@ import { cacheNameOf } from '../../protocol/index.js';
 import { WeightCache } from '../cache/index.js';
 import { Fetcher, fileNameOf, type FetcherOptions } from './fetcher.js';
 import type { FetchProgress } from './progress.js';
-import { FileServer, patternBytes, sha256 } from './test-servers.js';
+import { FileServer, patternBytes, sha256 } from '../../../test/support/weight-servers.js';
+import { waitFor } from '../../../test/support/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -50,15 +51,6 @@ function fetcher(options: Partial<FetcherOptions> = {}, onCache = cache): Fetche
 
 async function cacheListing(dir = cache.cacheDir): Promise<string[]> {
   return (await readdir(dir)).filter((n) => n !== '.trash' && n !== '.used').sort();
-}
-
-/** Re-checks `condition` until it holds, failing after a generous deadline that no healthy run comes near. */
-async function until(condition: () => boolean, what: string, deadlineMs = 20_000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > deadlineMs) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 async function errorOf(promise: Promise<unknown>): Promise<Error & { code?: string }> {
@@ -204,10 +196,10 @@ describe('fetching a URL', () => {
     const quitter = new AbortController();
     const first = shared.fetch(source, { signal: quitter.signal });
     const firstSettled = first.catch((err: unknown) => err);
-    await until(() => server.requests.length === 1, 'the download request reaches the server');
+    await waitFor('the download request to reach the server', () => server.requests.length === 1, { timeoutMs: 20_000, intervalMs: 5 });
     const joined: FetchProgress[] = [];
     const second = shared.fetch(source, { onProgress: (p) => joined.push(p) });
-    await until(() => joined.length > 0, 'the second caller joins and gets the latest progress');
+    await waitFor('the second caller to join and get the latest progress', () => joined.length > 0, { timeoutMs: 20_000, intervalMs: 5 });
 
     quitter.abort();
     expect(String(await firstSettled), 'the caller that gave up stops waiting').toMatch(/abort/i);

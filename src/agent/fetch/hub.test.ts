@@ -8,7 +8,7 @@ import { cacheNameOf } from '../../protocol/index.js';
 import { WeightCache } from '../cache/index.js';
 import { Fetcher, type FetcherOptions } from './fetcher.js';
 import { unsafeRepoPath } from './hub.js';
-import { HubStandIn, patternBytes, sha256, type HubRepoFixture } from './test-servers.js';
+import { HubStandIn, patternBytes, sha256, type HubRepoFixture } from '../../../test/support/weight-servers.js';
 
 const MiB = 1024 * 1024;
 const COMMIT = 'c0ffee'.padEnd(40, '0');

@@ -3,15 +3,5 @@
 // cache because fetching is about the network (sources, credentials, resume,
 // progress) while the cache owns the directory; fetch writes only through the
 // cache's temporary name and asks the cache to rename the result into place.
-export {
-  Fetcher,
-  compileFetcherOptions,
-  displaySource,
-  fileNameOf,
-  type FetchOptions,
-  type FetchResult,
-  type FetcherOptions,
-  type InFlightFetch,
-} from './fetcher.js';
-export { ProgressMeter, type FetchProgress, type ProgressMeterOptions } from './progress.js';
-export type { WriteStreamFactory } from './http-download.js';
+export { Fetcher, displaySource, type FetchOptions, type FetchResult, type FetcherOptions } from './fetcher.js';
+export { type FetchProgress } from './progress.js';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DiskReportSchema } from '../../protocol/index.js';
+import { DiskReportSchema } from '../../protocol/node-report.js';
 import { type DiskProbeDeps, probeDisks, type StatfsResult } from './disks.js';
 
 const podTable = readFileSync(new URL('./fixtures/mountinfo/own-k8s-pod-nfs4-pvc.txt', import.meta.url), 'utf8');

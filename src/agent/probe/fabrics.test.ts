@@ -1,7 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { FabricReportSchema } from '../../protocol/index.js';
+import { FabricReportSchema } from '../../protocol/node-report.js';
 import { parseFabricFlag, probeInfiniband } from './fabrics.js';
 
 const sysfs = fileURLToPath(new URL('./fixtures/infiniband/sys-class-infiniband-h100', import.meta.url));

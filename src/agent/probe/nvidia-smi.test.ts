@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { GpuReport } from '../../protocol/index.js';
-import { GpuReportSchema } from '../../protocol/index.js';
+import { GpuReportSchema } from '../../protocol/node-report.js';
 import type { ExecFn, ExecResult } from './exec.js';
 import { execProcess, isExecutableFile } from './exec.js';
-import { queryGpuCsv, writeFakeNvidiaSmi } from './fake-nvidia-smi.js';
+import { queryGpuCsv, writeFakeNvidiaSmi } from '../../../test/support/fake-nvidia-smi.js';
 import {
   fallbackFields,
   GPU_QUERY_FIELDS,

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLlmgwError, type LlmgwError } from '../../errors/index.js';
 import { NodeReportSchema } from '../../protocol/index.js';
 import type { ExecFn } from './exec.js';
-import { queryGpuCsv, writeFakeNvidiaSmi } from './fake-nvidia-smi.js';
+import { queryGpuCsv, writeFakeNvidiaSmi } from '../../../test/support/fake-nvidia-smi.js';
 import { compileProbeOptions, NodeProber, probeNode, type ProbeOptions } from './probe-node.js';
 
 const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isLlmgwError, type ValidationError } from '../../errors/index.js';
-import { GpuReportSchema } from '../../protocol/index.js';
+import { GpuReportSchema } from '../../protocol/node-report.js';
 import { gpuClass } from './gpu-class.js';
 import { parseSimulateSpec, simulatedDisks, simulatedEngines, simulatedGpus, simulatedGpuUuid } from './simulate.js';
 

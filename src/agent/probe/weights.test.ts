@@ -3,7 +3,8 @@ import { lstat, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { cacheNameOf, WeightsReportSchema } from '../../protocol/index.js';
+import { cacheNameOf } from '../../protocol/index.js';
+import { WeightsReportSchema } from '../../protocol/node-report.js';
 import { listWeights, treeSizeBytes, type WeightsProbeDeps } from './weights.js';
 
 const deps: WeightsProbeDeps = {

@@ -8,19 +8,6 @@
 // engine, and from the agent because it is the one part that signals
 // processes: processes, clock, probes and ports are injected, so its state
 // machine is tested without any of them.
-export {
-  Supervisor,
-  compileSupervisorOptions,
-  type AdoptionReport,
-  type CompiledSupervisorOptions,
-  type SupervisorOptions,
-} from './supervisor.js';
-export type { ShardError, ShardLogger, ShardState, ShardStatus } from './shard.js';
-export { RestartPolicy, compileRestartPolicyOptions, type CompiledRestartPolicyOptions, type RestartDecision, type RestartPolicyOptions } from './restart-policy.js';
-export { PortAllocator, bindTest, type PortAllocatorOptions } from './port-allocator.js';
-export { systemClock, type SupervisorClock } from './clock.js';
-export { nodeSpawner, type ProcessExit, type SpawnRequest, type SpawnedProcess, type Spawner } from './spawner.js';
-export { cmdlineMatches, linuxProcessTable, type ProcessIdentity, type ProcessTable } from './process-table.js';
-export { networkReadinessProber, type ProbeResult, type ReadinessProber } from './readiness.js';
-export { ShardLog, SUPERVISOR_LINE_PREFIX, lastLines, redactArgv, type ShardLogLimits } from './shard-log.js';
-export { SHARD_RECORD_VERSION, ShardRecords, fileNameFor, type ShardRecord } from './shard-records.js';
+export { Supervisor, type SupervisorOptions } from './supervisor.js';
+export type { ShardState, ShardStatus } from './shard.js';
+export { networkReadinessProber } from './readiness.js';

@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { cmdlineMatches, linuxProcessTable } from './process-table.js';
+import { waitFor } from '../../../test/support/wait.js';
 
 describe('linuxProcessTable', () => {
   it.runIf(process.platform === 'linux')('reads a stable start token and the command line of a live process, and nothing for a dead one', async () => {
@@ -22,8 +23,7 @@ describe('linuxProcessTable', () => {
     } finally {
       table.signalGroup(child.pid!, 'SIGKILL');
     }
-    const deadline = Date.now() + 10_000;
-    while (table.identity(child.pid!) !== null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor('the killed child to read as no process (dead, or a zombie)', () => table.identity(child.pid!) === null, { timeoutMs: 10_000, intervalMs: 20 });
     expect(table.identity(child.pid!), 'dead (or a zombie) reads as no process').toBeNull();
     expect(table.groupAlive(child.pid!)).toBe(false);
   });

@@ -6,6 +6,7 @@
 // guards here.
 import { readFileSync, readdirSync } from 'node:fs';
 import { basename } from 'node:path';
+import type { SupervisorClock } from './clock.js';
 
 export interface ProcessIdentity {
   /**
@@ -168,4 +169,43 @@ export function cmdlineMatches(argv: readonly string[], cmdline: readonly string
 
 function sameProgram(a: string, b: string): boolean {
   return basename(a) === basename(b);
+}
+
+/** How often a stop re-checks whether the group is gone. */
+const GROUP_POLL_MS = 50;
+
+export interface KillProcessGroupOptions {
+  table: ProcessTable;
+  clock: SupervisorClock;
+  /** How long the group has after SIGTERM before SIGKILL; 0 sends SIGKILL at the first check. */
+  stopGraceMs: number;
+  /** How long to wait for the group to go after SIGKILL before calling it stuck. */
+  killWaitMs: number;
+  /** Called once, just before SIGKILL: the group outlived its grace period. Absent: nothing is said. */
+  onSigkill?: () => void;
+}
+
+/**
+ * The one way the supervisor ends a process group, for a shard it runs and
+ * for an engine it found without a record alike: SIGTERM, SIGKILL after the
+ * grace period. True once no process of the group is left; false when it
+ * outlived SIGKILL too (a process stuck in the kernel), for the caller to
+ * report.
+ */
+export async function killProcessGroup(pgid: number, options: KillProcessGroupOptions): Promise<boolean> {
+  const { table, clock } = options;
+  const waitGone = async (forMs: number): Promise<boolean> => {
+    const deadline = clock.now() + forMs;
+    for (;;) {
+      if (!table.groupAlive(pgid)) return true;
+      if (clock.now() >= deadline) return false;
+      await clock.sleep(Math.min(GROUP_POLL_MS, deadline - clock.now()));
+    }
+  };
+  if (!table.groupAlive(pgid)) return true;
+  table.signalGroup(pgid, 'SIGTERM');
+  if (await waitGone(options.stopGraceMs)) return true;
+  options.onSigkill?.();
+  table.signalGroup(pgid, 'SIGKILL');
+  return waitGone(options.killWaitMs);
 }

@@ -10,10 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { builtSimModulePath, writeStandIns, type StandIns } from '../../engine/sim/index.js';
+import { builtSimModulePath, writeStandIns, type StandIns } from '../../../test/support/engine-stand-ins.js';
 import { adapterFor, type EngineAdapter, type ShardLaunch } from '../engines/index.js';
-import { Supervisor, fileNameFor, linuxProcessTable, type ShardRecord, type ShardStatus, type SupervisorOptions } from './index.js';
-import { CapturingLogger } from './testing.js';
+import { Supervisor, type ShardStatus, type SupervisorOptions } from './index.js';
+import { fileNameFor, type ShardRecord } from './shard-records.js';
+import { linuxProcessTable } from './process-table.js';
+import { CapturingLogger } from '../../../test/support/supervisor-fakes.js';
+import { waitFor } from '../../../test/support/wait.js';
 
 const table = linuxProcessTable();
 let root: string;
@@ -112,16 +115,6 @@ function simLaunch(shardId: string, args: string[] = [], overrides: Partial<Shar
   };
 }
 
-async function waitFor<T>(read: () => T | undefined | false, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = read();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 function statusOf(s: Supervisor, shardId: string): ShardStatus | undefined {
   const status = s.status().find((x) => x.shardId === shardId);
   if (status?.pid) pids.add(status.pid);
@@ -129,10 +122,14 @@ function statusOf(s: Supervisor, shardId: string): ShardStatus | undefined {
 }
 
 function whenState(s: Supervisor, shardId: string, state: ShardStatus['state'], timeoutMs?: number): Promise<ShardStatus> {
-  return waitFor(() => {
-    const status = statusOf(s, shardId);
-    return status?.state === state ? status : undefined;
-  }, `shard ${shardId} to be ${state} (now ${JSON.stringify(statusOf(s, shardId))})`, timeoutMs);
+  return waitFor(
+    () => `shard ${shardId} to be ${state} (now ${JSON.stringify(statusOf(s, shardId))})`,
+    () => {
+      const status = statusOf(s, shardId);
+      return status?.state === state ? status : undefined;
+    },
+    { timeoutMs: timeoutMs ?? 20_000, intervalMs: 25 },
+  );
 }
 
 function freePort(): Promise<number> {
@@ -170,10 +167,10 @@ describe('the supervisor over real processes', () => {
     const reply = await fetch(`${first.endpoint}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 2 }) });
     expect(reply.status).toBe(200);
     await reply.text();
-    const again = await waitFor(() => {
+    const again = await waitFor('the restarted engine to be ready', () => {
       const status = statusOf(s, 'sim-crash');
       return status?.state === 'ready' && status.restarts === 1 ? status : undefined;
-    }, 'the restarted engine to be ready');
+    }, { timeoutMs: 20_000, intervalMs: 25 });
     expect(again.pid, 'a new process').not.toBe(first.pid);
     expect(again.port, 'on the same port').toBe(first.port);
     const failed = seen.find((x) => x.state === 'failed');
@@ -187,14 +184,14 @@ describe('the supervisor over real processes', () => {
     const s = await supervisor({ stopGraceMs: 300 });
     await s.desired([simLaunch('forking', [], { profile: { name: 'p', engine: 'script', gpus: 0, shards: 1, args: [], env: {} } })]);
     const ready = await whenState(s, 'forking', 'ready');
-    const worker = await waitFor(() => {
+    const worker = await waitFor('the worker to print its pid', () => {
       const line = s.tailLog('forking', 20).find((l) => l.startsWith('worker '));
       return line ? Number(line.split(' ')[1]) : undefined;
-    }, 'the worker to print its pid');
+    }, { timeoutMs: 20_000, intervalMs: 25 });
     pids.add(worker);
     expect(table.identity(worker), 'the worker runs').not.toBeNull();
     await s.desired([]);
-    await waitFor(() => s.status().length === 0, 'the shard to be stopped');
+    await waitFor('the shard to be stopped', () => s.status().length === 0, { timeoutMs: 20_000, intervalMs: 25 });
     expect(table.identity(ready.pid!), 'the engine is gone').toBeNull();
     expect(table.identity(worker), 'the worker that ignored SIGTERM is gone').toBeNull();
     expect(s.tailLog('forking', 20).some((l) => l === 'worker ignores SIGTERM'), 'the worker did get SIGTERM first').toBe(true);
@@ -274,11 +271,15 @@ describe('the supervisor over real processes', () => {
       gpu('sglang', 'sglang-worker', { rank: 1, peers }, 2),
     ];
     await s.desired(launches);
-    const ready = await waitFor(() => {
-      const all = s.status();
-      for (const x of all) if (x.pid) pids.add(x.pid);
-      return all.length === launches.length && all.every((x) => x.state === 'ready') ? all : undefined;
-    }, `every stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`);
+    const ready = await waitFor(
+      () => `every stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`,
+      () => {
+        const all = s.status();
+        for (const x of all) if (x.pid) pids.add(x.pid);
+        return all.length === launches.length && all.every((x) => x.state === 'ready') ? all : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 25 },
+    );
     const byId = Object.fromEntries(ready.map((x) => [x.shardId, x]));
     expect(byId['llama-rpc']?.port, 'rpc-server listens on its peer port').toBe(rpcPort);
     expect(byId['llama-rpc']?.endpoint, 'ranks without the API have no endpoint').toBeUndefined();
@@ -311,11 +312,15 @@ describe('the supervisor over real processes', () => {
     });
     const launches = [keyed('vllm', 'vllm-keyed'), keyed('llamacpp', 'llama-keyed'), keyed('sglang', 'sglang-keyed')];
     await s.desired(launches);
-    const ready = await waitFor(() => {
-      const all = s.status();
-      for (const x of all) if (x.pid) pids.add(x.pid);
-      return all.length === launches.length && all.every((x) => x.state === 'ready') ? all : undefined;
-    }, `every keyed stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`);
+    const ready = await waitFor(
+      () => `every keyed stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`,
+      () => {
+        const all = s.status();
+        for (const x of all) if (x.pid) pids.add(x.pid);
+        return all.length === launches.length && all.every((x) => x.state === 'ready') ? all : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 25 },
+    );
     for (const x of ready) {
       const bare = await fetch(`${x.endpoint!}/v1/models`);
       expect(bare.status, `${x.shardId}: no key, refused`).toBe(401);

@@ -11,7 +11,7 @@ import { hostPort, probeHost, type EngineAdapter, type EngineLaunchPlan, type Sh
 import type { SupervisorClock } from './clock.js';
 import { formatElapsedMs } from './elapsed.js';
 import type { PortAllocator } from './port-allocator.js';
-import type { ProcessTable } from './process-table.js';
+import { killProcessGroup, type ProcessTable } from './process-table.js';
 import type { ReadinessProber } from './readiness.js';
 import type { RestartPolicy } from './restart-policy.js';
 import { redactArgv, redactSecret, type ShardLog } from './shard-log.js';
@@ -123,9 +123,6 @@ export interface ShardSettings {
 export const STATE_DIR_MARK = 'LLMGW_AGENT_STATE_DIR';
 export const SHARD_ID_MARK = 'LLMGW_SHARD_ID';
 export const SHARD_PORT_MARK = 'LLMGW_SHARD_PORT';
-
-/** How often a stop re-checks whether the process group is gone. */
-const GROUP_POLL_MS = 50;
 
 interface Run {
   readonly process: SpawnedProcess;
@@ -547,23 +544,18 @@ export class Shard {
   }
 
   /** SIGTERM to the group, SIGKILL after the grace period; true once no process of the group is left. */
-  async #killGroup(pgid: number): Promise<boolean> {
+  #killGroup(pgid: number): Promise<boolean> {
     const { table, clock, settings } = this.#deps;
-    const waitGone = async (forMs: number): Promise<boolean> => {
-      const deadline = clock.now() + forMs;
-      for (;;) {
-        if (!table.groupAlive(pgid)) return true;
-        if (clock.now() >= deadline) return false;
-        await clock.sleep(Math.min(GROUP_POLL_MS, deadline - clock.now()));
-      }
-    };
-    if (!table.groupAlive(pgid)) return true;
-    table.signalGroup(pgid, 'SIGTERM');
-    if (await waitGone(settings.stopGraceMs)) return true;
-    this.#deps.logger.warn(this.#fields({ pgid }), `shard ${this.shardId}: process group ${pgid} outlived SIGTERM by ${formatElapsedMs(settings.stopGraceMs)}; sending SIGKILL`);
-    this.log.note(`process group ${pgid} still alive after ${formatElapsedMs(settings.stopGraceMs)}: SIGKILL`);
-    table.signalGroup(pgid, 'SIGKILL');
-    return waitGone(settings.killWaitMs);
+    return killProcessGroup(pgid, {
+      table,
+      clock,
+      stopGraceMs: settings.stopGraceMs,
+      killWaitMs: settings.killWaitMs,
+      onSigkill: () => {
+        this.#deps.logger.warn(this.#fields({ pgid }), `shard ${this.shardId}: process group ${pgid} outlived SIGTERM by ${formatElapsedMs(settings.stopGraceMs)}; sending SIGKILL`);
+        this.log.note(`process group ${pgid} still alive after ${formatElapsedMs(settings.stopGraceMs)}: SIGKILL`);
+      },
+    });
   }
 
   #stuck(pgid: number): void {

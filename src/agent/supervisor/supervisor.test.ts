@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { IllegalStateError, LlmgwError } from '../../errors/index.js';
 import { adapterFor, type ShardLaunch } from '../engines/index.js';
 import { Supervisor, type SupervisorOptions } from './index.js';
-import { CapturingLogger, FakeProcesses, ManualClock, ScriptedProber } from './testing.js';
+import { CapturingLogger, FakeProcesses, ManualClock, ScriptedProber } from '../../../test/support/supervisor-fakes.js';
 
 let dir: string;
 let clock: ManualClock;

@@ -15,7 +15,7 @@ import { adapterFor as defaultAdapterFor, engineBaseEnv, type EngineAdapter, typ
 import { systemClock, type SupervisorClock } from './clock.js';
 import { PortAllocator, bindTest } from './port-allocator.js';
 import { formatElapsedMs } from './elapsed.js';
-import { cmdlineMatches, linuxProcessTable, type ProcessTable } from './process-table.js';
+import { cmdlineMatches, killProcessGroup, linuxProcessTable, type ProcessTable } from './process-table.js';
 import { networkReadinessProber, type ReadinessProber } from './readiness.js';
 import { RestartPolicy, type RestartPolicyOptions } from './restart-policy.js';
 import { SHARD_ID_MARK, SHARD_PORT_MARK, STATE_DIR_MARK, Shard, type ShardLogger, type ShardSettings, type ShardStatus } from './shard.js';
@@ -361,18 +361,7 @@ export class Supervisor {
     // Only the very process that was found: a pid reused since is someone else's.
     if (!identity || identity.startToken !== u.startToken) return;
     logger.warn({ shardId: u.shardId, pid: u.pid, reason }, `shard ${u.shardId}: stopping unrecorded engine pid ${u.pid}: ${reason}`);
-    const waitGone = async (forMs: number): Promise<boolean> => {
-      const deadline = clock.now() + forMs;
-      while (table.groupAlive(u.pgid)) {
-        if (clock.now() >= deadline) return false;
-        await clock.sleep(50);
-      }
-      return true;
-    };
-    table.signalGroup(u.pgid, 'SIGTERM');
-    if (await waitGone(stopGraceMs)) return;
-    table.signalGroup(u.pgid, 'SIGKILL');
-    if (!(await waitGone(killWaitMs))) {
+    if (!(await killProcessGroup(u.pgid, { table, clock, stopGraceMs, killWaitMs }))) {
       logger.error({ shardId: u.shardId, pgid: u.pgid }, `shard ${u.shardId}: process group ${u.pgid} is still alive after SIGKILL; it may hold a GPU until the node is rebooted`);
     }
   }

@@ -2,6 +2,6 @@
 // listener rather than the client one because the audiences differ: one
 // serves inference to whoever holds an API key, the other lets a caller
 // change the catalog, cordon nodes and read the cluster's shape.
-export * from './routes.js';
-export * from './views.js';
-export * from './auth.js';
+export { changeNodeState, registerAdminApi, type AdminApiOptions } from './routes.js';
+export { explainView, modelViews, nodeViews, replicaViews, summaryView } from './views.js';
+export { ADMIN_TOKEN_IDENTITY, AdminGuard } from './auth.js';

@@ -1,5 +1,5 @@
 // The catalog: which models exist, how each may be run (profiles), and what
 // to serve instead (fallbacks). The source of the wanted set for placement,
 // the reconciler and weight collection alike.
-export * from './catalog.js';
-export * from './model.js';
+export { Catalog } from './catalog.js';
+export { compileModel, ModelSchema, type Model } from './model.js';

@@ -3,7 +3,4 @@
 // API because its audience and its security model differ (a browser: login
 // with the admin token, a session cookie, CSRF-checked forms), while its data
 // are the admin API's own in-process views, so it never contradicts `ctl`.
-export { registerDashboard, localPath, type DashboardOptions } from './routes.js';
-export type { DashboardEvent, DashboardSources, EventsSource } from './data.js';
-export { Sessions, csrfProblem, sessionCookie, SESSION_COOKIE } from './session.js';
-export { TrafficSampler, trafficView, quantile } from './traffic.js';
+export { registerDashboard, type DashboardOptions } from './routes.js';

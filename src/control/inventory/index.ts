@@ -1,5 +1,5 @@
 // The inventory: the fleet as the control plane knows it, from agents'
 // reports and operators' decisions. Placement reads a snapshot of it; the
 // admin API's node views are built from it.
-export * from './inventory.js';
-export { NODE_JOIN_TOKEN_PREFIX, hardwareFingerprint } from './node-secrets.js';
+export { fabricNames, Inventory, localDisk, type AdminState, type Node } from './inventory.js';
+export { NODE_JOIN_TOKEN_PREFIX } from './node-secrets.js';

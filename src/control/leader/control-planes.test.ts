@@ -11,7 +11,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ControlPlaneView } from '../../api/types.js';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
-import { waitFor } from '../../../test/support/processes.js';
+import { waitFor } from '../../../test/support/wait.js';
 import { compileControlOptions } from '../config/index.js';
 import { ControlPlane } from '../control-plane.js';
 

@@ -7,7 +7,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
-import { waitFor } from '../../../test/support/processes.js';
+import { waitFor } from '../../../test/support/wait.js';
 import { Store } from '../store/index.js';
 import { LeaderElector } from './elector.js';
 
@@ -73,9 +73,11 @@ describePostgres('leader election over an advisory lock', () => {
     expect(events).toContain('cp-b elected 2');
     expect(await stores[1]!.leadership.read('reconciler')).toMatchObject({ epoch: 2, holder: 'cp-b' });
 
-    // cp-a reconnects as a follower and never leads while cp-b holds the lock.
-    await new Promise((r) => setTimeout(r, 400));
-    expect(a.leading).toBe(false);
+    // cp-a reconnects as a follower and never leads while cp-b holds the lock: attempts of its
+    // own, awaited (the first reconnects and tries the lock, the second tries again), not slept through.
+    await a.kick();
+    await a.kick();
+    expect(a.leading, 'cp-a tried for the held lock and stayed a follower').toBe(false);
 
     // A clean shutdown releases the lock at once.
     await b.close();

@@ -83,7 +83,9 @@ describe('a follower instance', () => {
     const ready: ShardStatus[] = [{ shard_id: shardId, replica_id: placed!.id, state: 'ready', endpoint: 'http://n1:9000' }];
     follower.reconciler.onShardReport(follower.inventory.get('n1')!, ready);
     follower.reconciler.notify();
-    await new Promise((r) => setTimeout(r, 20));
+    // A pass notify() started would begin on the next setImmediate turn; let that turn come, and
+    // reload() below queues behind any such pass, so no wall-clock wait is needed.
+    await new Promise((r) => setImmediate(r));
     await follower.reconciler.reload();
     expect((await follower.store.replicas.list())[0]!.state, 'the follower wrote nothing').toBe('pending');
     expect(follower.reconciler.view.ready('demo')).toEqual([]);

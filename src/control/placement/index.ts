@@ -13,25 +13,17 @@
 // operators both rely on it), and lets property tests run it over thousands
 // of made-up fleets. Its input types are its own; the inventory and catalog
 // map into them.
-export * from './types.js';
+export {
+  type Liveness,
+  type Placement,
+  type PlacementNode,
+  type PlacementNote,
+  type PlacementProfile,
+  type PlacementRequest,
+  type Rejection,
+  type ReplicaFootprint,
+} from './types.js';
 export { place, placeMany } from './place.js';
-export { checkReplicas, type ExistingReplica, type ReplicaProblem, type ReplicaProblemCode } from './replicas.js';
-export {
-  explain,
-  toRejectionViews,
-  type ExplainClause,
-  type ExplainNode,
-  type ExplainOptions,
-  type ExplainProfile,
-  type ExplainSummary,
-  type RejectionView,
-} from './explain.js';
-export {
-  labelMismatches,
-  labelSelectorProblem,
-  matchesLabels,
-  parseLabelSelector,
-  type LabelRequirement,
-  type LabelSelector,
-} from './label-selector.js';
-export * from './synthetic.js';
+export { checkReplicas, type ReplicaProblem } from './replicas.js';
+export { explain, toRejectionViews } from './explain.js';
+export { labelSelectorProblem } from './label-selector.js';

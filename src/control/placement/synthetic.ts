@@ -2,9 +2,8 @@
 // benchmark (bench/placement.mjs), from a seeded generator so that every run
 // sees the same fleet and a failure can be replayed from its seed. Lives in
 // src rather than test/ so the benchmark can import it from dist/.
+import { GiB } from '../../units/index.js';
 import type { Placement, PlacementGpu, PlacementNode, PlacementProfile, PlacementRequest, PlacementSnapshot } from './types.js';
-
-const GiB = 2 ** 30;
 
 /** Returns numbers in [0, 1), the same sequence for the same seed (mulberry32). */
 export type Prng = () => number;

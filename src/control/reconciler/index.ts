@@ -12,9 +12,8 @@
 // I/O around it: the store, the assignment board, agents' reports. What the
 // router reads (router-view.ts) and what it feeds the scaler
 // (scaling-bridge.ts) are their own parts.
-export * from './types.js';
-export * from './plan.js';
-export * from './apply.js';
+export { COUNTING_STATES, type ReplicaRecord } from './types.js';
+export { toPlacementProfile, weightsKeyOf, type BlockedDrain, type ModelRejections, type Plan } from './plan.js';
 export { toPlacementNode } from './snapshot.js';
 export { Reconciler, type ReconcilerOptions } from './reconciler.js';
 export { RouterView, type RoutableReplica } from './router-view.js';

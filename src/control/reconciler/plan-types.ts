@@ -4,6 +4,7 @@
 // plan.ts so that each rule module can import them without importing the
 // pass that composes the rules.
 import { cacheNameOf } from '../../protocol/index.js';
+import { formatDurationMs as formatMs } from '../../units/index.js';
 import type { Placement, PlacementNode, PlacementNote, PlacementProfile, Rejection } from '../placement/index.js';
 import type { ReplicaRecord } from './types.js';
 
@@ -197,10 +198,4 @@ export function modelKeyOf(model: PlanModel): string {
   return JSON.stringify([model.source, model.profiles]);
 }
 
-/** "5m", "90s", "1h": a delay as an operator reads it. */
-export function formatMs(ms: number): string {
-  if (ms % 3_600_000 === 0 && ms > 0) return `${ms / 3_600_000}h`;
-  if (ms % 60_000 === 0 && ms > 0) return `${ms / 60_000}m`;
-  if (ms % 1000 === 0) return `${ms / 1000}s`;
-  return `${ms}ms`;
-}
+export { formatMs };

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createPrng, pick, randomInt, syntheticNode, type PlacementNode, type Prng } from '../placement/index.js';
+import type { PlacementNode } from '../placement/index.js';
+import { createPrng, pick, randomInt, syntheticNode, type Prng } from '../placement/synthetic.js';
 import { applyPlan } from './apply.js';
 import { planPass, type Plan, type PlanInput, type PlanModel, type PlanOptions, type PlanProfile } from './plan.js';
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';

@@ -32,6 +32,7 @@
 //    that a rack going dark does not turn into a stampede of fetches onto
 //    the nodes that remain.
 import { createHash } from 'node:crypto';
+import { GiB } from '../../units/index.js';
 import type { PlacementNode } from '../placement/index.js';
 import { classifyReplicas, filterByDraining, groupByModel } from './classify.js';
 import { reconcileCounts } from './counts.js';
@@ -123,7 +124,6 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
  */
 export function snapshotKeyOf(nodes: readonly PlacementNode[]): string {
   const hash = createHash('sha256');
-  const GiB = 2 ** 30;
   for (const n of nodes) {
     const weights = [...n.weightsHeld].sort().join(',');
     const gpus = n.gpus === undefined ? '?' : n.gpus.map((g) => `${g.index}:${g.class ?? ''}:${g.memoryTotalMiB ?? ''}:${g.healthy ? 1 : 0}`).join(',');

@@ -10,7 +10,7 @@ import { Catalog } from '../catalog/index.js';
 import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
 import type { ReplicaDirectory } from '../../router/index.js';
-import type { NewEvent } from '../events/index.js';
+import type { NewEvent } from '../events/events.js';
 import type { DemandSnapshot, ReplicaUse } from '../scaling/index.js';
 import { Reconciler, type ReconcilerOptions } from './reconciler.js';
 

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { NewEvent } from '../events/index.js';
+import type { NewEvent } from '../events/events.js';
 import type { DemandSnapshot, ScalingPolicy } from '../scaling/index.js';
 import { type ScalableModel, ScalingBridge, scaleSignals } from './scaling-bridge.js';
 import type { ReplicaRecord, ReplicaState } from './types.js';

@@ -1,5 +1,5 @@
 // Weights from the control plane's side: the wanted set, the orphans each
 // node reports, and collect, which asks nodes to remove theirs. The agent's
 // side, which decides each removal, is src/agent/cache.
-export * from './weights.js';
-export * from './routes.js';
+export { orphansView } from './weights.js';
+export { collectAndAudit, registerWeightsApi, type WeightsApiOptions } from './routes.js';

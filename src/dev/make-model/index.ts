@@ -3,6 +3,5 @@
 // because it is a fixture maker, not a server: the builtin engine's tests,
 // the end-to-end tests, the benchmarks and the quick start's demo catalog all
 // need a real model file that no download can break.
-export { makeTinyModel, compileMakeTinyModelOptions, TINY_MODEL_CHAT_TEMPLATE, type MakeTinyModelOptions, type CompiledMakeTinyModelOptions, type TinyModelInfo } from './make-tiny-model.js';
-export { writeGguf, GGUF_ALIGNMENT_BYTES, type GgufTensor, type GgufValue } from './gguf-writer.js';
+export { makeTinyModel, type MakeTinyModelOptions, type TinyModelInfo } from './make-tiny-model.js';
 export { runMakeModelCli } from './cli.js';

@@ -5,7 +5,8 @@ import { gguf } from '@huggingface/gguf';
 import { getLlama, LlamaChat, LlamaCompletion, LlamaLogLevel } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLlmgwError } from '../../errors/index.js';
-import { compileMakeTinyModelOptions, makeTinyModel, runMakeModelCli, TINY_MODEL_CHAT_TEMPLATE } from './index.js';
+import { makeTinyModel, runMakeModelCli } from './index.js';
+import { compileMakeTinyModelOptions, TINY_MODEL_CHAT_TEMPLATE } from './make-tiny-model.js';
 
 let dir: string;
 let modelPath: string;

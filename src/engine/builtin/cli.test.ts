@@ -11,6 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { makeTinyModel } from '../../dev/make-model/index.js';
 import { parseBuiltinEngineArgs } from './cli.js';
+import { StopWaiting, waitFor } from '../../../test/support/wait.js';
 
 const ENGINE_MODULE = fileURLToPath(new URL('../../../dist/engine/builtin/index.js', import.meta.url));
 // A script file, not `node -e`: node-llama-cpp tests its binary in a child that inherits execArgv.
@@ -43,18 +44,6 @@ function startEngine(args: string[]): Child {
   return { process: child, stdout: () => out, stderr: () => err, exited };
 }
 
-/** Resolves with what `until` returns once it is truthy; rejects at the deadline with the child's output. */
-async function waitFor<T>(child: Child, what: string, until: () => T | undefined, deadlineMs = 45_000): Promise<T> {
-  const end = Date.now() + deadlineMs;
-  for (;;) {
-    const value = until();
-    if (value) return value;
-    if (child.process.exitCode !== null) throw new Error(`the engine exited (${child.process.exitCode}) before ${what}; stderr:\n${child.stderr()}`);
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}; stderr:\n${child.stderr()}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 function withDeadline<T>(promise: Promise<T>, what: string, ms = 45_000): Promise<T> {
   return Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out: ${what}`)), ms).unref())]);
 }
@@ -79,7 +68,14 @@ afterAll(async () => {
 describe('llmgw engine builtin (child process)', () => {
   it('serves the OpenAI API once it prints its URL, and exits 0 on SIGTERM', async () => {
     const child = startEngine(['--model', modelPath, '--port', '0', '--alias', 'tiny', '--threads', '1', '--ctx-size', '256']);
-    const url = await waitFor(child, 'the ready line', () => /builtin engine listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(child.stdout())?.[1]);
+    const url = await waitFor(
+      () => `the ready line; stderr:\n${child.stderr()}`,
+      () => {
+        if (child.process.exitCode !== null) throw new StopWaiting(`the engine exited (${child.process.exitCode}) before its ready line; stderr:\n${child.stderr()}`);
+        return /builtin engine listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(child.stdout())?.[1];
+      },
+      { timeoutMs: 45_000, intervalMs: 20 },
+    );
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const reply = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
     expect(reply.usage?.completion_tokens).toBe(4);

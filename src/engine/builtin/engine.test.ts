@@ -11,6 +11,10 @@ import { makeTinyModel } from '../../dev/make-model/index.js';
 import { initTls } from '../../tls/init.js';
 import { BuiltinRuntime } from './llama-runtime.js';
 import { startBuiltinEngine, type BuiltinEngine, type BuiltinEngineStats } from './server.js';
+import { waitFor } from '../../../test/support/wait.js';
+
+/** Waits as the engine's own counters move; a real model run can take seconds. */
+const promptly = { timeoutMs: 30_000, intervalMs: 10 };
 
 const MODEL = 'tiny';
 let dir: string;
@@ -18,15 +22,6 @@ let engine: BuiltinEngine;
 let client: OpenAI;
 let healthWhileLoading: { status: number; body: unknown };
 const logLines: string[] = [];
-
-/** Re-checks a condition until it holds or the deadline passes; never a fixed sleep. */
-async function waitFor(what: string, check: () => boolean | Promise<boolean>, deadlineMs = 30_000): Promise<void> {
-  const until = Date.now() + deadlineMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'llmgw-builtin-'));
@@ -260,12 +255,12 @@ describe('builtin engine over HTTP', () => {
     expect(stats().requestsInFlight, 'the long request holds the only sequence').toBe(1);
 
     const queued = client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Me next.' }], max_tokens: 4 });
-    await waitFor('the second request waits for a sequence', () => stats().requestsWaiting === 1);
+    await waitFor('the second request waits for a sequence', () => stats().requestsWaiting === 1, promptly);
 
     gone.abort();
     const reply = await queued;
     expect(reply.usage?.completion_tokens, 'the waiting request is served once the sequence is free').toBe(4);
-    await waitFor('the abort is counted', () => stats().requestsAborted === abortedBefore + 1);
+    await waitFor('the abort is counted', () => stats().requestsAborted === abortedBefore + 1, promptly);
     expect(stats()).toMatchObject({ requestsInFlight: 0, requestsWaiting: 0, requestsServed: servedBefore + 1 });
     const line = logLines.find((l) => /aborted after \d+ tokens/.test(l));
     expect(line, 'the log says the request was aborted').toBeDefined();

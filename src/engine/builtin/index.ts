@@ -5,20 +5,6 @@
 // agent's child process (`llmgw engine builtin`): a model that crashes the
 // loader takes down one engine, never the agent. The agent reaches it only
 // over HTTP, like any other engine.
-export { runBuiltinEngineCli, parseBuiltinEngineArgs, type BuiltinEngineCliIo } from './cli.js';
-export {
-  estimateBuiltinMemory,
-  ggufModelFacts,
-  readGgufModelFacts,
-  type BuiltinMemoryEstimate,
-  type GgufModelFacts,
-} from './gguf-check.js';
-export {
-  compileBuiltinEngineOptions,
-  DEFAULT_SEQUENCE_CONTEXT_TOKENS,
-  MAX_DEFAULT_THREADS,
-  type BuiltinEngineOptions,
-  type CompiledBuiltinEngineOptions,
-} from './options.js';
-export { startBuiltinEngine, type BuiltinEngine, type BuiltinEngineDeps, type BuiltinEngineState, type BuiltinEngineStats } from './server.js';
-export { BuiltinRuntime } from './llama-runtime.js';
+export { runBuiltinEngineCli } from './cli.js';
+export { type BuiltinEngineOptions } from './options.js';
+export { startBuiltinEngine, type BuiltinEngine, type BuiltinEngineStats } from './server.js';

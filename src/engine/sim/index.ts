@@ -21,36 +21,7 @@
 // the sim ~25% idle and most of its time in writev). So one sim process
 // keeps up with a router that spends ~80 µs of CPU per request or more, and
 // a benchmark that needs more runs several sims.
-export { startSimEngine, type SimEngine, type SimEngineEnd, type SimEngineStats } from './server.js';
-export {
-  compileSimEngineOptions,
-  SIM_ENGINE_OPTION_KEYS,
-  type SimEngineConfig,
-  type SimEngineOptions,
-  type SimFlavor,
-  type SimOverflow,
-} from './options.js';
-export {
-  runSimEngineCli,
-  parseSimEngineArgs,
-  parseContextLength,
-  serveSimProcess,
-  defaultSimCliIo,
-  SIM_CLI_USAGE,
-  type SimCliIo,
-} from './cli.js';
-export {
-  writeStandIns,
-  runStandIn,
-  planStandIn,
-  builtSimModulePath,
-  STAND_IN_PROGRAMS,
-  DEFAULT_STAND_IN_RECORD,
-  type StandInProgram,
-  type StandInOptions,
-  type StandIns,
-  type StandInPlan,
-  type StandInRunOptions,
-} from './stand-ins.js';
-export { readStartRecords, selectEnv, type StartRecord } from './record.js';
-export { VOCABULARY } from './generate.js';
+export { startSimEngine, type SimEngine, type SimEngineStats } from './server.js';
+export { type SimEngineOptions } from './options.js';
+export { runSimEngineCli } from './cli.js';
+export { runStandIn } from './stand-ins.js';

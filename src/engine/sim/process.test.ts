@@ -8,7 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { builtSimModulePath, readStartRecords, writeStandIns, type StandIns } from './index.js';
+import { builtSimModulePath, writeStandIns, type StandIns } from '../../../test/support/engine-stand-ins.js';
+import { readStartRecords } from './record.js';
+import { StopWaiting, waitFor } from '../../../test/support/wait.js';
 
 let dir: string;
 let cliScript: string;
@@ -55,15 +57,15 @@ function run(command: string, args: string[], env: Record<string, string> = {}):
     exited,
     stdout: () => out,
     stderr: () => err,
-    async line(re, timeoutMs = 20_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const match = re.exec(out);
-        if (match) return match;
-        if (done) throw new Error(`exited before printing ${re}; stdout: ${out} stderr: ${err}`);
-        if (Date.now() > deadline) throw new Error(`no ${re} within ${timeoutMs} ms; stdout: ${out} stderr: ${err}`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
+    line(re, timeoutMs = 20_000) {
+      return waitFor(
+        () => `${re}; stdout: ${out} stderr: ${err}`,
+        () => {
+          if (done) throw new StopWaiting(`exited before printing ${re}; stdout: ${out} stderr: ${err}`);
+          return re.exec(out) ?? undefined;
+        },
+        { timeoutMs, intervalMs: 10 },
+      );
     },
   };
 }

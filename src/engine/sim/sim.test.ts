@@ -9,6 +9,10 @@ import OpenAI, { AuthenticationError, BadRequestError, InternalServerError, NotF
 import { afterEach, describe, expect, it } from 'vitest';
 import { initTls } from '../../tls/init.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from './index.js';
+import { waitFor } from '../../../test/support/wait.js';
+
+/** Waits as the engine's own counters move: they change within milliseconds. */
+const promptly = { timeoutMs: 10_000, intervalMs: 5 };
 
 const engines: SimEngine[] = [];
 
@@ -22,15 +26,6 @@ async function start(options: SimEngineOptions = {}): Promise<{ engine: SimEngin
 afterEach(async () => {
   await Promise.all(engines.splice(0).map((e) => e.close({ graceMs: 0 })));
 });
-
-/** Re-checks `condition` until it holds or `timeoutMs` passes; never a fixed sleep. */
-async function waitFor(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 const messages = [{ role: 'user' as const, content: 'Tell me about rivers.' }];
 
@@ -213,7 +208,7 @@ describe('sim engine, as the OpenAI client sees it', () => {
     const { engine, client } = await start({ maxConcurrency: 1, overflow: 'reject', ttftMs: 60_000 });
     const holder = new AbortController();
     const first = client.chat.completions.create({ model: 'sim-model', messages }, { signal: holder.signal }).catch(() => 'aborted');
-    await waitFor('the first request to take the only slot', () => engine.stats().running === 1);
+    await waitFor('the first request to take the only slot', () => engine.stats().running === 1, promptly);
     const err = await client.chat.completions.create({ model: 'sim-model', messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RateLimitError);
     expect((err as RateLimitError).headers.get('retry-after')).toBe('1');
@@ -226,13 +221,13 @@ describe('sim engine, as the OpenAI client sees it', () => {
     const { engine, client } = await start({ maxConcurrency: 1, ttftMs: 60_000 });
     const controller = new AbortController();
     const requests = [1, 2].map(() => client.chat.completions.create({ model: 'sim-model', messages }, { signal: controller.signal }).catch(() => null));
-    await waitFor('one running, one waiting', () => engine.stats().running === 1 && engine.stats().waiting === 1);
+    await waitFor('one running, one waiting', () => engine.stats().running === 1 && engine.stats().waiting === 1, promptly);
     const metrics = await (await fetch(`${engine.url}/metrics`)).text();
     expect(metrics).toContain('vllm:num_requests_running{model_name="sim-model"} 1');
     expect(metrics).toContain('vllm:num_requests_waiting{model_name="sim-model"} 1');
     controller.abort();
     await Promise.all(requests);
-    await waitFor('both aborts counted', () => engine.stats().requestsAborted === 2);
+    await waitFor('both aborts counted', () => engine.stats().requestsAborted === 2, promptly);
     expect(engine.stats().inFlight, 'an aborted queued request leaves the queue').toBe(0);
   });
 
@@ -266,7 +261,7 @@ describe('sim engine, as the OpenAI client sees it', () => {
     const early = await client.chat.completions.create({ model: 'sim-model', messages }).catch((e: unknown) => e);
     expect((early as { status?: number }).status, 'inference waits for the model too').toBe(503);
     nowMs = 30_000;
-    await waitFor('health to answer 200', async () => (await fetch(`${engine.url}/health`)).status === 200);
+    await waitFor('health to answer 200', async () => (await fetch(`${engine.url}/health`)).status === 200, promptly);
     expect(await chatText(client)).not.toBe('');
   });
 
@@ -278,7 +273,7 @@ describe('sim engine, as the OpenAI client sees it', () => {
       if (chunk.choices[0]?.delta.content) received++;
       if (received === 2) break; // leaving the loop aborts the request
     }
-    await waitFor('the engine to see the abort', () => engine.stats().requestsAborted === 1);
+    await waitFor('the engine to see the abort', () => engine.stats().requestsAborted === 1, promptly);
     const stats = engine.stats();
     expect(stats.running).toBe(0);
     const generated = stats.generatedTokens;
@@ -307,7 +302,7 @@ describe('sim engine, as the OpenAI client sees it', () => {
       () => (settled = true),
       () => 'cut',
     );
-    await waitFor('the request to be held', () => engine.stats().hanging === 1);
+    await waitFor('the request to be held', () => engine.stats().hanging === 1, promptly);
     expect(settled).toBe(false);
     await engine.close({ graceMs: 0 });
     expect(await pending, 'close cuts a held request').toBe('cut');
@@ -317,7 +312,7 @@ describe('sim engine, as the OpenAI client sees it', () => {
     const { engine, client } = await start({ hangAfterRequests: 1 });
     expect(await chatText(client)).not.toBe('');
     const pending = fetch(`${engine.url}/health`).catch(() => 'cut');
-    await waitFor('health to be held', () => engine.stats().hanging === 1);
+    await waitFor('health to be held', () => engine.stats().hanging === 1, promptly);
     await engine.close({ graceMs: 0 });
     expect(await pending).toBe('cut');
   });

@@ -1,10 +1,13 @@
-// Stand-in executables for the real engines (vllm, llama-server, rpc-server,
-// python -m sglang.launch_server), so that adapter and supervisor tests run
-// the exact command lines llmgw builds on a machine with no GPU and no
-// Python. Each stand-in appends its argv and engine environment to a record
-// file, then reads only what it needs from the real engine's flags (host,
-// port, served names, context length) and serves like the sim engine, with
-// that engine's /metrics names and ready log line.
+// What the stand-in executables for the real engines (vllm, llama-server,
+// rpc-server, python -m sglang.launch_server) do, so that adapter and
+// supervisor tests run the exact command lines llmgw builds on a machine with
+// no GPU and no Python. The executables import runStandIn from the built sim
+// (so it lives here, in dist/); tests write them with
+// test/support/engine-stand-ins.ts. Each stand-in appends its argv and
+// engine environment to a record file, then reads only what it needs from
+// the real engine's flags (host, port, served names, context length) and
+// serves like the sim engine, with that engine's /metrics names and ready
+// log line.
 //
 // Ranks that run no API server: `vllm … --headless` opens no port at all
 // (as vLLM); SGLang `--node-rank` ≥ 1 serves only GET /health (200) on its
@@ -15,100 +18,18 @@
 // flags ("--startup-delay-ms 500 --ttft-ms 20"), and LLMGW_STANDIN_EXIT
 // ("1:CUDA out of memory") makes it print the message to stderr and exit with
 // the code right after recording, for tests of start-up failures.
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
-import { dirname, join, resolve, sep } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { LlmgwError, isLlmgwError } from '../../errors/index.js';
+import { isLlmgwError } from '../../errors/index.js';
 import { defaultSimCliIo, parseContextLength, parseSimEngineArgs, serveSimProcess, type SimCliIo } from './cli.js';
 import type { SimEngineOptions } from './options.js';
-import { appendStartRecord, readStartRecords, startRecord, type StartRecord } from './record.js';
+import { appendStartRecord, startRecord } from './record.js';
 
 export const STAND_IN_PROGRAMS = ['vllm', 'llama-server', 'rpc-server', 'python', 'python3'] as const;
 export type StandInProgram = (typeof STAND_IN_PROGRAMS)[number];
 
 /** The file name of the record when neither the options nor $LLMGW_STANDIN_RECORD name one. */
 export const DEFAULT_STAND_IN_RECORD = 'stand-in-record.jsonl';
-const SCRIPT_NAME = 'llmgw-stand-in.mjs';
-
-export interface StandInOptions {
-  /** Where the stand-ins append their records; absent = `<dir>/stand-in-record.jsonl`. $LLMGW_STANDIN_RECORD, when set at run time, wins. */
-  recordFile?: string;
-  /** Sim flags every stand-in adds (e.g. ['--ttft-ms', '20']); absent = none. */
-  simArgs?: string[];
-  /** The built sim module the stand-ins import; absent = dist/engine/sim/index.js of this checkout. */
-  simModulePath?: string;
-}
-
-export interface StandIns {
-  readonly dir: string;
-  readonly recordFile: string;
-  /** Absolute path of each executable. */
-  readonly paths: Readonly<Record<StandInProgram, string>>;
-  /** Every record so far, oldest first. */
-  records(): StartRecord[];
-}
-
-/** dist/engine/sim/index.js of this checkout, whether this module runs from dist or from src under vitest. */
-export function builtSimModulePath(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const root = resolve(here, '..', '..', '..');
-  if (here.startsWith(join(root, 'dist') + sep)) return join(here, 'index.js');
-  return join(root, 'dist', 'engine', 'sim', 'index.js');
-}
-
-function shellQuote(text: string): string {
-  return `'${text.replaceAll("'", `'\\''`)}'`;
-}
-
-/**
- * Writes the stand-in executables into `dir` (created if absent): one shared
- * node script and a /bin/sh wrapper per program that runs it with this
- * Node's absolute path, so a supervisor's PATH needs only `dir`. Throws
- * LLMGW_ENGINE_START_FAILED when the sim is not built.
- */
-export function writeStandIns(dir: string, options: StandInOptions = {}): StandIns {
-  const absDir = resolve(dir);
-  const modulePath = resolve(options.simModulePath ?? builtSimModulePath());
-  if (!existsSync(modulePath)) {
-    throw new LlmgwError(
-      'LLMGW_ENGINE_START_FAILED',
-      `the stand-ins run the built sim engine at ${modulePath}, which does not exist; run \`npm run build\` first`,
-      { context: { modulePath } },
-    );
-  }
-  const recordFile = resolve(options.recordFile ?? join(absDir, DEFAULT_STAND_IN_RECORD));
-  mkdirSync(absDir, { recursive: true });
-  const scriptPath = join(absDir, SCRIPT_NAME);
-  const runOptions = { recordFile, simArgs: options.simArgs ?? [] };
-  writeFileSync(
-    scriptPath,
-    [
-      '// Written by llmgw writeStandIns(): each stand-in executable beside this file runs it',
-      '// with its own name first. It records argv and env, then serves like the sim engine.',
-      `import { runStandIn } from ${JSON.stringify(pathToFileURL(modulePath).href)};`,
-      `await runStandIn(process.argv[2], process.argv.slice(3), ${JSON.stringify(runOptions)});`,
-      '',
-    ].join('\n'),
-  );
-  const paths = {} as Record<StandInProgram, string>;
-  for (const program of STAND_IN_PROGRAMS) {
-    const path = join(absDir, program);
-    writeFileSync(
-      path,
-      [
-        '#!/bin/sh',
-        `# llmgw stand-in for ${program}: records its argv and env, then serves like the sim engine (${SCRIPT_NAME}).`,
-        `exec ${shellQuote(process.execPath)} ${shellQuote(scriptPath)} ${program} "$@"`,
-        '',
-      ].join('\n'),
-    );
-    chmodSync(path, 0o755);
-    paths[program] = path;
-  }
-  return { dir: absDir, recordFile, paths, records: () => readStartRecords(recordFile) };
-}
 
 /**
  * What a stand-in does with its command line; `planStandIn` decides,

@@ -1,16 +1,16 @@
 // Stand-ins for what the supervisor is given (clock, processes, probes,
 // logger), so its state machine is tested in milliseconds: a clock moved by
 // hand, processes that exist only as objects, probes that answer what the
-// test says. For the supervisor's own tests and the agent's; not exported
-// from index.ts, so production code cannot pick them up by accident.
+// test says. For the supervisor's own tests and the agent's; under test/ so
+// the build leaves them out and production code cannot pick them up.
 import { writeSync } from 'node:fs';
-import type { LlmgwError } from '../../errors/index.js';
-import type { Readiness } from '../engines/index.js';
-import type { SupervisorClock } from './clock.js';
-import type { ProcessIdentity, ProcessTable } from './process-table.js';
-import type { ProbeResult, ReadinessProber } from './readiness.js';
-import type { ShardLogger } from './shard.js';
-import type { ProcessExit, SpawnRequest, SpawnedProcess, Spawner } from './spawner.js';
+import type { LlmgwError } from '../../src/errors/index.js';
+import type { Readiness } from '../../src/agent/engines/index.js';
+import type { SupervisorClock } from '../../src/agent/supervisor/clock.js';
+import type { ProcessIdentity, ProcessTable } from '../../src/agent/supervisor/process-table.js';
+import type { ProbeResult, ReadinessProber } from '../../src/agent/supervisor/readiness.js';
+import type { ShardLogger } from '../../src/agent/supervisor/shard.js';
+import type { ProcessExit, SpawnRequest, SpawnedProcess, Spawner } from '../../src/agent/supervisor/spawner.js';
 
 /** Lets promise chains and setImmediate callbacks woken by the last step run before the next. */
 export async function settle(rounds = 8): Promise<void> {

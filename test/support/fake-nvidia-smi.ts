@@ -1,11 +1,11 @@
 // A stand-in `nvidia-smi` for tests: an executable that prints a captured
 // output and exits with a chosen code, to be put first on an agent's PATH so
-// that end-to-end tests exercise the real probe on machines without GPUs.
-// Shipped beside the probe (not under a test folder) because tests of other
-// parts (the agent, the CLI) start agents that need one too.
+// that tests exercise the real probe on machines without GPUs. Only tests
+// use it, so it lives here and no production index exports it; the
+// simulated agent (--simulate) declares its GPUs instead of faking the tool.
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GPU_QUERY_FIELDS } from './nvidia-smi.js';
+import { GPU_QUERY_FIELDS } from '../../src/agent/probe/nvidia-smi.js';
 
 export interface FakeNvidiaSmiOptions {
   /** Printed on stdout, byte for byte. Absent: nothing. */
