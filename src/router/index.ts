@@ -11,10 +11,10 @@ export {
   type RouterDeps,
   type RouterCatalog,
   type RouterReplica,
-  type RouterTimeouts,
   type ReplicaDirectory,
   type ReplicaUse,
 } from './router.js';
+export { compileRouterOptions, ROUTER_DEFAULTS, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 export {
   MemoryKeyStore,
   registerKeyAdmin,

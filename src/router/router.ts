@@ -29,6 +29,7 @@ import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
 import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter, type LimitDecision, type RequestLimiter } from './rate-limit.js';
+import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
 import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
@@ -78,18 +79,8 @@ export interface RouterCatalog {
   models(): readonly Model[];
 }
 
-export interface RouterTimeouts {
-  /** From sending a request upstream to the engine's response headers (a non-streamed answer's headers come with the whole answer). Default 300 000. */
-  headersTimeoutMs: number;
-  /** Longest silence in a body: the client's request body, and the engine's answer between chunks. Default 60 000. */
-  idleBodyTimeoutMs: number;
-  /** Whole request, holds and retries included; then 504 (or an SSE error event once streaming). Default 600 000. */
-  totalTimeoutMs: number;
-  /** Longest hold for a model with no ready replica while one starts. Default 120 000. */
-  coldStartTimeoutMs: number;
-}
-
-export interface RouterDeps {
+/** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
+export interface RouterDeps extends RouterSettings {
   catalog: RouterCatalog;
   replicas: ReplicaDirectory;
   keys: KeyStore;
@@ -99,53 +90,8 @@ export interface RouterDeps {
   /** Where the router's metrics go; the admin listener serves it. */
   registry: Registry;
   logger: Logger;
-  /** Epoch ms; absent = Date.now. Key expiry, rate limits, last-used and cold-start deadlines read it. */
-  now?: () => number;
   /** Per-key rate limits; absent = this process's own token buckets (several control planes share one through the store). */
   limiter?: RequestLimiter;
-  /** Uniform in [0, 1); absent = Math.random. Tests pass a seeded one. */
-  random?: () => number;
-  timeouts?: Partial<RouterTimeouts>;
-  /** Largest request body; absent = 8 MiB. Enforced on chunked bodies too. */
-  bodyLimitBytes?: number;
-  /** Largest `n`; absent = 16. */
-  maxN?: number;
-  /** Largest max_tokens / max_completion_tokens; absent = 1 000 000. */
-  maxTokens?: number;
-  /** Upstream attempts per request over all replicas and fallbacks; absent = 4. */
-  maxAttempts?: number;
-  /** Replicas tried per model before moving to the next fallback; absent = 2. */
-  attemptsPerModel?: number;
-  /** First retry's backoff; doubles per attempt, ×(0.5..1.5) jitter, capped at 500 ms. Absent = 20. */
-  retryBackoffMs?: number;
-  /** Characters of prompt hashed for `routing: prefix`; absent = 256. */
-  prefixChars?: number;
-  /** CHWBL's bound: a replica takes a prefix while under loadFactor × mean load; absent = 1.25. */
-  loadFactor?: number;
-  /** How often a held request re-reads `ready()`; absent = 100. */
-  coldPollMs?: number;
-  /** Web origins whose pages may call these endpoints from a browser (CORS); '*' = any; absent or empty = none. */
-  corsOrigins?: readonly string[];
-  /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
-  sweepIntervalMs?: number;
-  /**
-   * Most requests of one key held at once for models with no ready replica
-   * (`max_held_per_key`); the next is refused with 429. Absent = 32. Requests
-   * without a key (api_keys off, loopback only) are not limited.
-   */
-  maxHeldPerKey?: number;
-  /**
-   * Completion tokens a request reserves against its key's token limit when
-   * it sets neither max_tokens nor max_completion_tokens and its model
-   * declares no limits.max_tokens. Absent = 1024.
-   */
-  defaultReserveTokens?: number;
-  /**
-   * PEM CA that https endpoints (agents with --engine-tls) are verified
-   * against, and only it (`engine_ca`). Absent or null = the system's CAs.
-   * Plain http endpoints are unaffected.
-   */
-  engineCa?: Buffer | null;
 }
 
 export interface ReplicaUse {
@@ -204,18 +150,12 @@ const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accep
 const WHOLE_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
 
 export class Router {
+  /** The compiled settings: every default filled once, here, from ROUTER_DEFAULTS. */
+  readonly options: RouterOptions;
   private readonly now: () => number;
   private readonly random: () => number;
-  readonly timeouts: RouterTimeouts;
+  readonly timeouts: Readonly<RouterTimeouts>;
   readonly bodyLimitBytes: number;
-  private readonly maxN: number;
-  private readonly maxTokens: number;
-  private readonly maxAttempts: number;
-  private readonly attemptsPerModel: number;
-  private readonly retryBackoffMs: number;
-  private readonly prefixChars: number;
-  private readonly loadFactor: number;
-  private readonly coldPollMs: number;
   private readonly metrics: RouterMetrics;
   private readonly limiter: RequestLimiter;
   private readonly use = new Map<string, ReplicaUse>();
@@ -223,8 +163,6 @@ export class Router {
   private readonly held = new Map<string, number>();
   /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
   private readonly heldByKey = new Map<string, number>();
-  private readonly maxHeldPerKey: number;
-  private readonly defaultReserveTokens: number;
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
   /** Prefix rings by model, with the id set they were built from. */
@@ -242,32 +180,18 @@ export class Router {
   private readonly corsOn: boolean;
 
   constructor(private readonly deps: RouterDeps) {
-    this.now = deps.now ?? Date.now;
-    this.random = deps.random ?? Math.random;
-    const t = deps.timeouts ?? {};
-    this.timeouts = {
-      headersTimeoutMs: t.headersTimeoutMs ?? 300_000,
-      idleBodyTimeoutMs: t.idleBodyTimeoutMs ?? 60_000,
-      totalTimeoutMs: t.totalTimeoutMs ?? 600_000,
-      coldStartTimeoutMs: t.coldStartTimeoutMs ?? 120_000,
-    };
-    this.bodyLimitBytes = deps.bodyLimitBytes ?? 8 * 2 ** 20;
-    this.maxN = deps.maxN ?? 16;
-    this.maxTokens = deps.maxTokens ?? 1_000_000;
-    this.maxAttempts = deps.maxAttempts ?? 4;
-    this.attemptsPerModel = deps.attemptsPerModel ?? 2;
-    this.retryBackoffMs = deps.retryBackoffMs ?? 20;
-    this.prefixChars = deps.prefixChars ?? 256;
-    this.loadFactor = deps.loadFactor ?? 1.25;
-    this.coldPollMs = deps.coldPollMs ?? 100;
-    this.maxHeldPerKey = deps.maxHeldPerKey ?? 32;
-    this.defaultReserveTokens = deps.defaultReserveTokens ?? 1024;
-    this.corsOn = (deps.corsOrigins?.length ?? 0) > 0;
+    const o = compileRouterOptions(deps);
+    this.options = o;
+    this.now = o.now;
+    this.random = o.random;
+    this.timeouts = o.timeouts;
+    this.bodyLimitBytes = o.bodyLimitBytes;
+    this.corsOn = o.corsOrigins.length > 0;
     this.metrics = new RouterMetrics(deps.registry, () => this.held);
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
-    const sweepMs = deps.sweepIntervalMs ?? 30_000;
+    const sweepMs = o.sweepIntervalMs;
     this.sweepTimer = sweepMs > 0 ? setInterval(() => this.sweep(), sweepMs).unref() : null;
   }
 
@@ -356,7 +280,7 @@ export class Router {
     if (!Buffer.isBuffer(raw)) return this.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
     let parsed: ParsedRequest;
     try {
-      parsed = parseRequest(endpoint, raw, { maxN: this.maxN, maxTokens: this.maxTokens });
+      parsed = parseRequest(endpoint, raw, { maxN: this.options.maxN, maxTokens: this.options.maxTokens });
     } catch (err) {
       if (!isLlmgwError(err)) throw err;
       const param = typeof err.context.param === 'string' ? err.context.param : null;
@@ -507,9 +431,9 @@ export class Router {
       } else if (willStart) {
         const keyId = ex.key?.id ?? null;
         // One key cannot fill the control plane with waiting requests (each holds a socket and a timer for minutes).
-        if (keyId !== null && (this.heldByKey.get(keyId) ?? 0) >= this.maxHeldPerKey) {
+        if (keyId !== null && (this.heldByKey.get(keyId) ?? 0) >= this.options.maxHeldPerKey) {
           const message =
-            `this API key (${ex.key!.prefix}…) already has ${this.maxHeldPerKey} requests waiting for models with no ready replica, ` +
+            `this API key (${ex.key!.prefix}…) already has ${this.options.maxHeldPerKey} requests waiting for models with no ready replica, ` +
             `the most one key may hold (max_held_per_key); retry once model \`${model.name}\` is up, or ask the operator to raise max_held_per_key`;
           this.deps.logger.info({ code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id }, message);
           writeError(ex.res, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
@@ -535,7 +459,7 @@ export class Router {
     for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
       const m = chain[i]!;
       const tried = new Set<string>();
-      for (let k = 0; k < this.attemptsPerModel && attempts < this.maxAttempts; k++) {
+      for (let k = 0; k < this.options.attemptsPerModel && attempts < this.options.maxAttempts; k++) {
         const candidates = this.candidates(m).filter((r) => !tried.has(r.id));
         if (candidates.length === 0) break;
         const replica = this.choose(m, candidates, ex.parsed);
@@ -565,7 +489,7 @@ export class Router {
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
         this.deps.logger.warn({ model: m.name, replica: replica.id, reason, request: ex.id }, 'upstream attempt failed before the first byte');
       }
-      if (attempts >= this.maxAttempts) break;
+      if (attempts >= this.options.maxAttempts) break;
     }
 
     if (attempts > 0) {
@@ -598,8 +522,8 @@ export class Router {
         ring = new HashRing(ids);
         this.rings.set(model.name, ring);
       }
-      const hash = fnv1a(promptPrefix(parsed.body, this.prefixChars));
-      return pickByPrefix(candidates, ring, hash, inFlight, this.loadFactor)!;
+      const hash = fnv1a(promptPrefix(parsed.body, this.options.prefixChars));
+      return pickByPrefix(candidates, ring, hash, inFlight, this.options.loadFactor)!;
     }
     return pickLeastLoaded(candidates, inFlight, this.random)!;
   }
@@ -608,12 +532,12 @@ export class Router {
     while (!ex.clientGone && !ex.timedOut && this.candidates(model).length === 0) {
       const leftMs = deadlineMs - this.now();
       if (leftMs <= 0) return;
-      await this.sleep(ex, Math.min(this.coldPollMs, leftMs), true);
+      await this.sleep(ex, Math.min(this.options.coldPollMs, leftMs), true);
     }
   }
 
   private backoff(ex: Exchange, attempt: number): Promise<void> {
-    const ms = Math.min(RETRY_BACKOFF_CAP_MS, this.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.random()));
+    const ms = Math.min(RETRY_BACKOFF_CAP_MS, this.options.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.random()));
     return this.sleep(ex, ms, false);
   }
 
@@ -747,7 +671,7 @@ export class Router {
     if (endpoint === 'embeddings') return prompt;
     const body = parsed.body;
     const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
-    const completion = asked ?? model.limits.maxTokens ?? this.defaultReserveTokens;
+    const completion = asked ?? model.limits.maxTokens ?? this.options.defaultReserveTokens;
     const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
     return prompt + completion * n;
   }
@@ -770,7 +694,7 @@ export class Router {
         pool: new Pool(url.origin, {
           keepAliveTimeout: 4_000,
           keepAliveMaxTimeout: 4_000,
-          connect: { timeout: 5_000, ...(url.protocol === 'https:' && this.deps.engineCa ? { ca: this.deps.engineCa } : {}) },
+          connect: { timeout: 5_000, ...(url.protocol === 'https:' && this.options.engineCa ? { ca: this.options.engineCa } : {}) },
         }),
         basePath: url.pathname.replace(/\/+$/, ''),
       };
@@ -928,8 +852,9 @@ function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
 export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
   const router = new Router(deps);
   const bodyLimit = router.bodyLimitBytes;
+  const corsOrigins = router.options.corsOrigins;
   // At the listener's root, before the routes: browser apps calling llmgw as they would call OpenAI or vLLM.
-  if (deps.corsOrigins?.length) void app.register(fastifyCors, clientCorsOptions(deps.corsOrigins));
+  if (corsOrigins.length) void app.register(fastifyCors, clientCorsOptions(corsOrigins));
   void app.register(async (scope) => {
     scope.removeContentTypeParser(['application/json', 'text/plain']);
     scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body: Buffer, done) => {
