@@ -15,24 +15,23 @@
 // The byte-level relay of one attempt is in relay.ts.
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import type { Socket } from 'node:net';
 import fastifyCors from '@fastify/cors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { Pool } from 'undici';
 import type { Model } from '../control/catalog/index.js';
-import { isLlmgwError, LlmgwError, type ErrorCode } from '../errors/index.js';
-import { nearestName } from '../units/index.js';
+import { LlmgwError, type ErrorCode } from '../errors/index.js';
+import { allows, armBodyTimeout, callHook, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
 import { replyError, writeError } from './errors.js';
-import { hashKey, type ApiKeyRecord, type KeyStore } from './keys.js';
+import type { ApiKeyRecord, KeyStore } from './keys.js';
 import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
-import { RateLimiter, type LimitDecision, type RequestLimiter } from './rate-limit.js';
+import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
-import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
 export interface RouterReplica {
@@ -106,8 +105,6 @@ interface Upstream {
   readonly pool: Pool;
   readonly basePath: string;
 }
-
-type MaybePromise<T> = T | Promise<T>;
 
 /** One client request through its life. */
 interface Exchange {
@@ -243,12 +240,25 @@ export class Router {
     await Promise.all(pools.map((u) => u.pool.destroy().catch(() => undefined)));
   }
 
+  /** What the admission hooks (admission.ts) use of this router. */
+  admission(): AdmissionDeps {
+    return {
+      keys: this.deps.keys,
+      authRequired: this.deps.authRequired,
+      catalog: this.deps.catalog,
+      limiter: this.limiter,
+      options: this.options,
+      refuse: (...args) => this.refuse(...args),
+      count: (model, status, key) => this.count(model, status, key),
+      recordUsage: (key, model, status, promptTokens, completionTokens) => this.recordUsage(key, model, status, promptTokens, completionTokens),
+    };
+  }
+
   // ---- the endpoints ----------------------------------------------------
 
-  async listModels(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    armBodyTimeout(request.raw.socket, 0);
-    const key = await this.authenticate(request, reply);
-    if (key === undefined) return reply;
+  /** GET /v1/models: the models (and aliases) this key may use. */
+  listModels(request: FastifyRequest): unknown {
+    const key = request.apiKey;
     const data: unknown[] = [];
     for (const m of this.deps.catalog.models()) {
       if (key && !allows(key, m)) continue;
@@ -258,10 +268,8 @@ export class Router {
   }
 
   /** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
-  async getModel(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    armBodyTimeout(request.raw.socket, 0);
-    const key = await this.authenticate(request, reply);
-    if (key === undefined) return reply;
+  getModel(id: string, request: FastifyRequest, reply: FastifyReply): unknown {
+    const key = request.apiKey;
     const m = this.deps.catalog.resolve(id);
     if (!m || (key && !allows(key, m))) {
       return this.refuse(reply, 404, 'LLMGW_MODEL_NOT_FOUND', `The model \`${id}\` does not exist. GET /v1/models lists the models this key may use.`, 'model');
@@ -269,76 +277,14 @@ export class Router {
     return { id, object: 'model', created: this.createdS, owned_by: 'llmgw', root: m.name };
   }
 
-  async infer(endpoint: Endpoint, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    // The body is in: from here the client may be slow to read, which the total timeout bounds.
-    armBodyTimeout(request.raw.socket, 0);
+  /**
+   * An inference request the admission hooks let through (`request.call`):
+   * relayed from here on the raw response, to the end of its answer.
+   */
+  async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
-    const auth = this.authenticate(request, reply);
-    const key = auth instanceof Promise ? await auth : auth;
-    if (key === undefined) return reply;
-    const raw = request.body;
-    if (!Buffer.isBuffer(raw)) return this.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
-    let parsed: ParsedRequest;
-    try {
-      parsed = parseRequest(endpoint, raw, { maxN: this.options.maxN, maxTokens: this.options.maxTokens });
-    } catch (err) {
-      if (!isLlmgwError(err)) throw err;
-      const param = typeof err.context.param === 'string' ? err.context.param : null;
-      return this.refuse(reply, err.status, err.code, err.message, param);
-    }
-    const model = this.deps.catalog.resolve(parsed.model);
-    if (!model) {
-      const visible = this.deps.catalog.models().filter((m) => !key || allows(key, m));
-      const near = nearestName(parsed.model, visible.flatMap((m) => [m.name, ...m.aliases]));
-      return this.refuse(
-        reply,
-        404,
-        'LLMGW_MODEL_NOT_FOUND',
-        `The model \`${parsed.model}\` does not exist.${near ? ` Did you mean \`${near}\`?` : ''} GET /v1/models lists the models this key may use.`,
-        'model',
-      );
-    }
-    if (key && !allows(key, model)) {
-      return this.refuse(
-        reply,
-        403,
-        'LLMGW_FORBIDDEN',
-        `this API key (${key.prefix}…) may not use the model \`${model.name}\`; it may use ${key.allowedModels!.map((m) => `\`${m}\``).join(', ') || 'no model'}`,
-        'model',
-      );
-    }
-    try {
-      checkModelLimits(endpoint, parsed, model.name, model.limits);
-    } catch (err) {
-      if (!isLlmgwError(err)) throw err;
-      const param = typeof err.context.param === 'string' ? err.context.param : null;
-      return this.refuse(reply, err.status, err.code, err.message, param);
-    }
-    let reservedTokens = 0;
-    if (key) {
-      const reserve = key.tokensPerMinute === null ? 0 : this.tokensToReserve(endpoint, parsed, model);
-      const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
-      if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
-      if (!decision.ok) {
-        this.count(model.name, 429, key);
-        this.recordUsage(key, model.name, 429, 0, 0);
-        const over =
-          decision.limit === 'requests'
-            ? `is over its limit of ${key.requestsPerMinute} requests per minute`
-            : `has too few of its ${key.tokensPerMinute} tokens per minute left for this request, which reserves ${Math.min(reserve, key.tokensPerMinute!)} (max_tokens and the prompt; a smaller max_tokens reserves less)`;
-        return this.refuse(
-          reply,
-          429,
-          'LLMGW_RATE_LIMITED',
-          `this API key (${key.prefix}…) ${over}; retry in ${decision.retryAfterS} s`,
-          null,
-          { 'retry-after': String(decision.retryAfterS) },
-          true,
-        );
-      }
-      reservedTokens = decision.reservedTokens ?? 0;
-    }
-
+    const key = request.apiKey;
+    const { endpoint, parsed, raw, model, reservedTokens } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -652,28 +598,12 @@ export class Router {
     });
   }
 
-  private recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void {
+  recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void {
     try {
       this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, promptTokens, completionTokens, status });
     } catch (err) {
       this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
-  }
-
-  /**
-   * What a request may cost at most, reserved against its key's token limit:
-   * the completion it asks for (max_tokens, else max_completion_tokens, else
-   * the model's limits.max_tokens, else defaultReserveTokens) per choice,
-   * plus the prompt's least size. Embeddings complete nothing.
-   */
-  private tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model): number {
-    const prompt = parsed.leastPromptTokens();
-    if (endpoint === 'embeddings') return prompt;
-    const body = parsed.body;
-    const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
-    const completion = asked ?? model.limits.maxTokens ?? this.options.defaultReserveTokens;
-    const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
-    return prompt + completion * n;
   }
 
   private useOf(id: string): ReplicaUse {
@@ -705,41 +635,8 @@ export class Router {
 
   // ---- keys and refusals ------------------------------------------------
 
-  /**
-   * The caller's key; null when keys are off; undefined when a refusal was
-   * sent. A promise only when the key store answers with one: a cached key
-   * costs the request no extra turn of the event loop.
-   */
-  private authenticate(request: FastifyRequest, reply: FastifyReply): MaybePromise<ApiKeyRecord | null | undefined> {
-    if (!this.deps.authRequired) return null;
-    const header = request.headers.authorization;
-    const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!m) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'no API key: send it as `Authorization: Bearer <key>`');
-      return undefined;
-    }
-    const found = this.deps.keys.lookupByHash(hashKey(m[1]!));
-    return found instanceof Promise ? found.then((key) => this.admitKey(key, reply)) : this.admitKey(found, reply);
-  }
-
-  /** A looked-up key, or the 401 that says why it cannot be used (undefined). */
-  private admitKey(key: ApiKeyRecord | null | undefined, reply: FastifyReply): ApiKeyRecord | undefined {
-    if (!key) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'the API key is not valid; ask the operator for one (`POST /api/v1/keys`)');
-      return undefined;
-    }
-    if (key.revokedAtMs !== null) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… was revoked; ask the operator for a new one`);
-      return undefined;
-    }
-    if (key.expiresAtMs !== null && key.expiresAtMs <= this.now()) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… expired at ${new Date(key.expiresAtMs).toISOString()}; ask the operator for a new one`);
-      return undefined;
-    }
-    return key;
-  }
-
-  private refuse(
+  /** Logs a refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
+  refuse(
     reply: FastifyReply,
     status: number,
     code: ErrorCode,
@@ -754,24 +651,8 @@ export class Router {
     return replyError(reply, status, code, message, param, headers);
   }
 
-  private count(model: string, status: number, key: ApiKeyRecord | null): void {
+  count(model: string, status: number, key: ApiKeyRecord | null): void {
     this.metrics.countRequest(model, status, key?.prefix ?? 'none');
-  }
-}
-
-/**
- * OpenAI's x-ratelimit-* headers for a key with limits: each limit and
- * what is left of it after this request (a client paces itself by them).
- */
-function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: NonNullable<LimitDecision['remaining']>): void {
-  // A limit the key has is in `remaining`; one it has not is absent.
-  if (remaining.requests !== undefined) {
-    res.setHeader('x-ratelimit-limit-requests', String(key.requestsPerMinute));
-    res.setHeader('x-ratelimit-remaining-requests', String(remaining.requests));
-  }
-  if (remaining.tokens !== undefined) {
-    res.setHeader('x-ratelimit-limit-tokens', String(key.tokensPerMinute));
-    res.setHeader('x-ratelimit-remaining-tokens', String(remaining.tokens));
   }
 }
 
@@ -784,11 +665,6 @@ function countDown(counts: Map<string, number>, name: string): void {
   const left = (counts.get(name) ?? 1) - 1;
   if (left > 0) counts.set(name, left);
   else counts.delete(name);
-}
-
-function allows(key: ApiKeyRecord, model: Model): boolean {
-  if (key.allowedModels === null) return true;
-  return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
 }
 
 /** Whether the router asks this request's stream for usage on the client's behalf (not after the engine refused the field). */
@@ -837,12 +713,6 @@ function clientCorsOptions(origins: readonly string[]) {
   };
 }
 
-/** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */
-function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
-  // An injected request (Fastify's inject, in tests) has a socket stand-in without timeouts.
-  if (typeof socket?.setTimeout === 'function') socket.setTimeout(ms);
-}
-
 /**
  * Mounts the OpenAI endpoints on the client listener. The routes live in
  * their own Fastify scope, whose JSON parser keeps the body as bytes so the
@@ -885,14 +755,21 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs);
       done();
     });
-    scope.get('/v1/models', (request, reply) => router.listModels(request, reply));
+    // The key, for every route here; then, per inference route, the call (body, model, permission, limits) and the rate limit.
+    const admission = router.admission();
+    scope.decorateRequest('apiKey', null);
+    scope.decorateRequest('call', null);
+    scope.addHook('preHandler', keyHook(admission));
+    const rateLimit = rateLimitHook(admission);
+    const inference = (endpoint: Endpoint) => ({ bodyLimit, preHandler: [callHook(admission, endpoint), rateLimit] });
+    scope.get('/v1/models', async (request) => router.listModels(request));
     // Model names may hold "/" (org/name), so the id is the rest of the path.
-    scope.get<{ Params: { '*': string } }>('/v1/models/*', (request, reply) =>
+    scope.get<{ Params: { '*': string } }>('/v1/models/*', async (request, reply) =>
       router.getModel(request.params['*'], request, reply),
     );
-    scope.post('/v1/chat/completions', { bodyLimit }, (request, reply) => router.infer('chat', request, reply));
-    scope.post('/v1/completions', { bodyLimit }, (request, reply) => router.infer('completions', request, reply));
-    scope.post('/v1/embeddings', { bodyLimit }, (request, reply) => router.infer('embeddings', request, reply));
+    scope.post('/v1/chat/completions', inference('chat'), (request, reply) => router.infer(request, reply));
+    scope.post('/v1/completions', inference('completions'), (request, reply) => router.infer(request, reply));
+    scope.post('/v1/embeddings', inference('embeddings'), (request, reply) => router.infer(request, reply));
   });
   app.addHook('onClose', async () => router.close());
   return router;
