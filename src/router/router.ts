@@ -29,6 +29,7 @@ import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
+import { attemptMetrics, compose, inFlight, requestId, rewriteBody, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
 import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
@@ -107,7 +108,7 @@ interface Upstream {
 }
 
 /** One client request through its life. */
-interface Exchange {
+interface Exchange extends AttemptExchange {
   /** The listener's request id (sent back as x-request-id), sent upstream and in every log line about it. */
   readonly id: string;
   readonly endpoint: Endpoint;
@@ -169,10 +170,8 @@ export class Router {
   private readonly sweepTimer: NodeJS.Timeout | null;
   /** Seconds since epoch reported as every model's `created`: when this router started. */
   private readonly createdS: number;
-  /** Ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine. */
-  private readonly idTag = `.${randomBytes(3).toString('hex')}`;
-  /** Upstream attempts this router made: numbers every upstream request id. */
-  private upstreamSeq = 0;
+  /** One upstream attempt: send() behind the interceptors of dispatch.ts, composed once. */
+  private readonly dispatch: Dispatch<Exchange>;
   /** CORS headers are set by a hook on the reply, and must be carried over to answers written raw. */
   private readonly corsOn: boolean;
 
@@ -188,6 +187,13 @@ export class Router {
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
+    this.dispatch = compose((a) => this.send(a), [
+      rewriteBody(),
+      inFlight((id) => this.useOf(id), this.now),
+      attemptMetrics(this.metrics),
+      // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
+      requestId(`.${randomBytes(3).toString('hex')}`),
+    ]);
     const sweepMs = o.sweepIntervalMs;
     this.sweepTimer = sweepMs > 0 ? setInterval(() => this.sweep(), sweepMs).unref() : null;
   }
@@ -513,71 +519,38 @@ export class Router {
 
   // ---- one upstream attempt ---------------------------------------------
 
-  private async forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
-    const body = this.bodyFor(ex, model, replica);
-    const { pool, basePath } = this.upstreamOf(replica.endpoint);
-    const use = this.useOf(replica.id);
-    use.inFlight++;
-    use.lastUsedMs = this.now();
-    this.metrics.forReplica(replica.id).inc();
-    if (!ex.dispatched) {
-      ex.dispatched = true;
-      this.metrics.overhead.observe((performance.now() - ex.startedAt) / 1000);
-    }
-    try {
-      return await new Promise<Outcome>((resolve) => {
-        const hooks: RelayHooks = {
-          onFirstByte: () => this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000),
-          onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
-          brokenMessage: () =>
-            ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
-          onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte'),
-          timeout: () => this.timeout(ex),
-        };
-        pool.dispatch(
-          {
-            path: basePath + ex.path,
-            method: 'POST',
-            // Unique per attempt: vLLM takes it as its own request id and refuses one already running (a client reusing its id, a retry).
-            headers: {
-              ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS),
-              'x-request-id': `${ex.id}-${(++this.upstreamSeq).toString(36)}${this.idTag}`,
-              ...(replica.engineSecret === undefined ? {} : { authorization: `Bearer ${replica.engineSecret}` }),
-            },
-            body,
-            headersTimeout: this.timeouts.headersTimeoutMs,
-            bodyTimeout: this.timeouts.idleBodyTimeoutMs,
-          },
-          new RelayHandler(ex, hooks, resolve, withholdsUsage(ex)),
-        );
-      });
-    } finally {
-      ex.abort = null;
-      use.inFlight--;
-      use.lastUsedMs = this.now();
-      this.metrics.forReplica(replica.id).dec();
-    }
+  /** One attempt at `replica` of `model`, through the interceptors (the body, the request id, in-flight, metrics). */
+  private forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
+    return this.dispatch({ ex, model, replica, body: ex.raw, headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) } });
   }
 
-  /**
-   * The bytes sent upstream: the client's own, unless the engine must hear
-   * another model name, or a stream must be asked for its usage (without it
-   * a stream's tokens go uncounted and past the key's token limit; the
-   * usage chunk is then kept from the client, who did not ask for it). Those
-   * fields are appended to the client's bytes, not re-serialised: JSON
-   * readers keep a repeated key's last value, and the rest (a 64-bit seed,
-   * key order) reaches the engine exactly as sent.
-   */
-  private bodyFor(ex: Exchange, model: Model, replica: RouterReplica): Buffer {
-    const requested = ex.parsed.model;
-    const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
-    const rename = served !== null && !served.includes(requested);
-    const askUsage = withholdsUsage(ex);
-    if (!rename && !askUsage) return ex.raw;
-    let tail = '';
-    if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
-    if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
-    return appendFields(ex.raw, tail);
+  /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
+  private send(a: Attempt<Exchange>): Promise<Outcome> {
+    const { ex, model, replica } = a;
+    const { pool, basePath } = this.upstreamOf(replica.endpoint);
+    // The engine's secret replaces anything the client sent: a client's key never reaches an engine.
+    if (replica.engineSecret !== undefined) a.headers.authorization = `Bearer ${replica.engineSecret}`;
+    return new Promise<Outcome>((resolve) => {
+      const hooks: RelayHooks = {
+        onFirstByte: () => this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000),
+        onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
+        brokenMessage: () =>
+          ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
+        onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte'),
+        timeout: () => this.timeout(ex),
+      };
+      pool.dispatch(
+        {
+          path: basePath + ex.path,
+          method: 'POST',
+          headers: a.headers,
+          body: a.body,
+          headersTimeout: this.timeouts.headersTimeoutMs,
+          bodyTimeout: this.timeouts.idleBodyTimeoutMs,
+        },
+        new RelayHandler(ex, hooks, resolve, withholdsUsage(ex)),
+      );
+    });
   }
 
   private account(ex: Exchange, model: Model, status: number, tail: TailKeeper, events: number): void {
@@ -665,27 +638,6 @@ function countDown(counts: Map<string, number>, name: string): void {
   const left = (counts.get(name) ?? 1) - 1;
   if (left > 0) counts.set(name, left);
   else counts.delete(name);
-}
-
-/** Whether the router asks this request's stream for usage on the client's behalf (not after the engine refused the field). */
-function withholdsUsage(ex: Exchange): boolean {
-  return ex.parsed.usageWithheld && !ex.usageRefused;
-}
-
-/** A JSON object's bytes with `,"k":v…` added before its closing brace (the body was parsed as an object, so it has one). */
-function appendFields(raw: Buffer, fields: string): Buffer {
-  const end = lastNonSpace(raw, raw.length - 1);
-  // An empty object takes no leading comma.
-  const before = lastNonSpace(raw, end - 1);
-  const text = raw[before] === 0x7b ? fields.slice(1) : fields;
-  return Buffer.concat([raw.subarray(0, end), Buffer.from(text, 'utf8'), raw.subarray(end)]);
-}
-
-/** The index of the last byte at or before `from` that is not JSON whitespace. */
-function lastNonSpace(raw: Buffer, from: number): number {
-  let i = from;
-  while (i > 0 && (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09)) i--;
-  return i;
 }
 
 /**
