@@ -31,7 +31,7 @@ import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import { attemptMetrics, compose, inFlight, requestId, rewriteBody, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
-import { usageFromTail, type TailKeeper, type UsageSink } from './usage.js';
+import type { TailKeeper, UsageSink } from './usage.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
@@ -557,7 +557,7 @@ export class Router {
     ex.accounted = true;
     // Off the response's path: the client already has its last byte.
     setImmediate(() => {
-      let usage = usageFromTail(tail.text());
+      let usage = tail.usage();
       if (!usage && events > 0) {
         // The engine's usage never came (the stream broke, the client left, or the engine ignores include_usage):
         // lower bounds, so that leaving a stream just before its end does not make its tokens free. An engine sends a
