@@ -1,7 +1,7 @@
 // One upstream attempt as a chain: small interceptors around the dispatch
 // to the replica's pool, each doing one thing before the attempt and,
 // where it must, one after it (the body the engine hears, the request id
-// it is sent under, the replica's in-flight count, its metrics). The same
+// it is sent under, the replica's in-flight count, the router's overhead). The same
 // shape as undici's interceptors, `(next) => (attempt) => …`, but over the
 // router's own attempt (the exchange, the model and replica chosen), which
 // undici's dispatch options cannot carry; composed once when the router
@@ -106,16 +106,17 @@ export function inFlight(useOf: (replicaId: string) => ReplicaUse, now: () => nu
   };
 }
 
-/** The replica's in-flight gauge while the attempt runs, and the router's own overhead, observed at a request's first attempt. */
+/**
+ * The router's own overhead, observed at a request's first attempt. (The
+ * replica in-flight gauge is read from inFlight's counts at each scrape.)
+ */
 export function attemptMetrics(metrics: RouterMetrics): Interceptor {
   return (next) => (a) => {
-    const gauge = metrics.forReplica(a.replica.id);
-    gauge.inc();
     if (!a.ex.dispatched) {
       a.ex.dispatched = true;
       metrics.overhead.observe((performance.now() - a.ex.startedAt) / 1000);
     }
-    return next(a).finally(() => gauge.dec());
+    return next(a);
   };
 }
 

@@ -183,7 +183,7 @@ export class Router {
     this.timeouts = o.timeouts;
     this.bodyLimitBytes = o.bodyLimitBytes;
     this.corsOn = o.corsOrigins.length > 0;
-    this.metrics = new RouterMetrics(deps.registry, () => this.held);
+    this.metrics = new RouterMetrics(deps.registry, () => this.held, () => this.use);
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
@@ -226,7 +226,6 @@ export class Router {
     for (const [id, u] of this.use) {
       if (liveIds.has(id) || u.inFlight > 0) continue;
       this.use.delete(id);
-      this.metrics.forgetReplica(id);
     }
     for (const [endpoint, { pool }] of this.pools) {
       if (live.has(endpoint)) continue;
