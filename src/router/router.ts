@@ -12,7 +12,11 @@
 // event. A model with no ready replica holds its request while one starts
 // (polling `ready()` every `coldPollMs`, woken early by the directory's
 // `subscribe` notification where it has one) up to `coldStartTimeoutMs`.
-// The byte-level relay of one attempt is in relay.ts.
+// The byte-level relay of one attempt is in relay.ts; the checks before the
+// handler (key, call, rate limit) are Fastify hooks in admission.ts; the
+// bookkeeping around each attempt (body, request id, in-flight, overhead)
+// is a chain of interceptors in dispatch.ts; the settings and their one
+// table of defaults are in options.ts.
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import fastifyCors from '@fastify/cors';
