@@ -44,6 +44,9 @@
 // added p50/p90/p99 (a stream's tail: whatever a proxy does per chunk, and
 // its pauses), and --cpu-connections (50) concurrent streams, for the CPU
 // time per request of the router against the bare proxy's in the same run.
+// The same CPU figure for whole answers comes from the instant sim at
+// --cpu-connections (cpuWhole): there the router's own work per request
+// (key, checks, choice, metrics) weighs most.
 //
 // Prints per phase: latency p50/p99 direct and routed, the router's added
 // latency (routed minus direct, per percentile), throughput routed/direct,
@@ -56,7 +59,7 @@
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
 //     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20] [--warm-ms 1000] [--paced-seconds 20]
 //     [--slice-ms 1000] [--chunks 64] [--cpu-connections 50]
-//     [--phases seq,seqStream,conc,concEach,concStream,seqChunks,cpuChunks,ceiling]
+//     [--phases seq,seqStream,conc,concEach,concStream,seqChunks,cpuChunks,cpuWhole,ceiling]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -472,6 +475,7 @@ async function main() {
       { id: 'concStream', name: `paced sim, streaming, ${connections} connections`, sim: 'paced', conns: connections, count: streams * 3, make: streamed, tokens: streamTokens, think: thinkMs, warmMs },
       { id: 'seqChunks', name: `${chunkCount}-chunk streams, sequential (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`, sim: 'chunks', conns: 1, count: streams, make: streamed, tokens: chunkCount, interleave: true, tail: true },
       { id: 'cpuChunks', name: `${chunkCount}-chunk streams, ${cpuConns} connections (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`, sim: 'chunks', conns: cpuConns, count: streams * 5, make: streamed, tokens: chunkCount, interleave: true, warmMs },
+      { id: 'cpuWhole', name: `instant sim, non-streaming, ${cpuConns} connections (direct, routed, bare proxy in turn)`, sim: 'instant', conns: cpuConns, count: requests * 3, make: whole, tokens: 0, interleave: true, warmMs },
       { id: 'ceiling', name: `instant sim, non-streaming, ${connections} connections (the router's ceiling)`, sim: 'instant', conns: connections, count: requests * 3, make: whole, tokens: 0, warmMs },
     ];
     const only = flags.phases ? new Set(flags.phases.split(',')) : null;
@@ -550,6 +554,7 @@ async function main() {
     ['concEach', (r) => [`${connections} connections to each (paced) added p99 < 5 ms`, r.addedP99 < 5, `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`]],
     ['seqChunks', (r) => [`${chunkCount}-chunk streams, sequential, added p99 < 1 ms`, r.addedP99 < 1, `${fmt(r.addedP99)} ms (p90 ${fmt(r.addedP90)} ms)${floor(r, (x) => x.p99)}`]],
     ['cpuChunks', (r) => [`${chunkCount}-chunk streams at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`, r.bareUs !== null && r.cpuUs <= 2 * r.bareUs, r.bareUs === null ? 'no /proc' : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`]],
+    ['cpuWhole', (r) => [`non-streaming at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`, r.bareUs !== null && r.cpuUs <= 2 * r.bareUs, r.bareUs === null ? 'no /proc' : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`]],
     ['concStream', (r) => [`streamed tokens relayed >= 90% of direct (paced, ${connections} streams)`, r.tokenShare >= 0.9, `${Math.round(100 * r.tokenShare)}%`]],
   ]
     .filter(([id]) => results[id])
