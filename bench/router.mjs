@@ -36,6 +36,18 @@
 // first request in the same few milliseconds while every pool opens its
 // connections, which is the start of a run, not its steady state.
 //
+// A third backend, the chunk server, writes every stream as --chunks (64)
+// separate chunks, each on its own turn of its event loop, as an engine on
+// a GPU writes one per token (the sim corks a turn's tokens into one write).
+// Two phases use it, direct, routed, bare proxy (and nginx, when `nginx` is
+// on PATH; the bench never needs it) in turn: sequential streams, for the
+// added p50/p90/p99 (a stream's tail: whatever a proxy does per chunk, and
+// its pauses), and --cpu-connections (50) concurrent streams, for the CPU
+// time per request of the router against the bare proxy's in the same run.
+// The same CPU figure for whole answers comes from the instant sim at
+// --cpu-connections (cpuWhole): there the router's own work per request
+// (key, checks, choice, metrics) weighs most.
+//
 // Prints per phase: latency p50/p99 direct and routed, the router's added
 // latency (routed minus direct, per percentile), throughput routed/direct,
 // for streams tokens/s relayed vs direct, and the router process's CPU time
@@ -46,7 +58,8 @@
 //   npm run build && node bench/router.mjs [--requests 5000] [--streams 600]
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
 //     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20] [--warm-ms 1000] [--paced-seconds 20]
-//     [--slice-ms 1000] [--phases seq,seqStream,conc,concEach,concStream,ceiling]
+//     [--slice-ms 1000] [--chunks 64] [--cpu-connections 50]
+//     [--phases seq,seqStream,conc,concEach,concStream,seqChunks,cpuChunks,cpuWhole,ceiling]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -76,6 +89,9 @@ const { values: flags } = parseArgs({
     'slice-ms': { type: 'string', default: '1000' },
     phases: { type: 'string' },
     'serve-bare': { type: 'string' },
+    'serve-chunks': { type: 'boolean' },
+    chunks: { type: 'string', default: '64' },
+    'cpu-connections': { type: 'string', default: '50' },
   },
 });
 
@@ -85,6 +101,8 @@ if (flags['serve-router']) {
   await serveRouter(flags['serve-router']);
 } else if (flags['serve-bare']) {
   await serveBare(flags['serve-bare']);
+} else if (flags['serve-chunks']) {
+  await serveChunks(Number(flags.chunks));
 } else {
   await main();
 }
@@ -125,8 +143,9 @@ async function serveRouter(urls) {
 
 /**
  * Child mode: the least a Node proxy can be, as a reference for the router's
- * figures: node:http in, undici's dispatch out to `simUrl`, the answer
- * written in one go. No key, no validation, no choice, no metrics, no usage.
+ * figures: node:http in, undici's dispatch out to `simUrl`, a whole answer
+ * written in one go and a stream's chunks written as they come. No key, no
+ * validation, no choice, no metrics, no usage.
  */
 async function serveBare(simUrl) {
   const { createServer } = await import('node:http');
@@ -139,6 +158,7 @@ async function serveBare(simUrl) {
       const parts = [];
       let status = 502;
       let type = 'application/json';
+      let streaming = false;
       upstream.dispatch(
         { path: req.url, method: 'POST', headers: { 'content-type': 'application/json' }, body: Buffer.concat(chunks) },
         {
@@ -146,15 +166,20 @@ async function serveBare(simUrl) {
           onResponseStart(_c, code, headers) {
             status = code;
             type = headers['content-type'] ?? type;
+            streaming = type.startsWith('text/event-stream');
+            if (streaming) res.writeHead(status, { 'content-type': type });
           },
           onResponseData(_c, data) {
-            parts.push(data);
+            if (streaming) res.write(data);
+            else parts.push(data);
           },
           onResponseEnd() {
+            if (streaming) return void res.end();
             res.writeHead(status, { 'content-type': type });
             res.end(Buffer.concat(parts));
           },
           onResponseError() {
+            if (res.headersSent) return void res.destroy();
             res.writeHead(502);
             res.end();
           },
@@ -165,6 +190,97 @@ async function serveBare(simUrl) {
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   console.log(`bare proxy listening on http://127.0.0.1:${server.address().port}`);
   process.on('SIGTERM', () => server.close(() => process.exit(0)));
+}
+
+/**
+ * Child mode: a backend that answers every request with a stream of `count`
+ * chat chunks, each written on its own turn of the event loop (so each is
+ * its own socket write and, mostly, its own read at the proxy), then the
+ * usage chunk when the body asks for it, then [DONE]. The sim corks a turn's
+ * tokens into one write; an engine on a GPU writes one chunk per token,
+ * which is what a stream's per-chunk costs in a proxy are measured against.
+ */
+async function serveChunks(count) {
+  const { createServer } = await import('node:http');
+  const head = 'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"chunks","choices":';
+  const token = (i) => `${head}[{"index":0,"delta":{"content":" word${i}"},"logprobs":null,"finish_reason":null}]}\n\n`;
+  const server = createServer((req, res) => {
+    const parts = [];
+    req.on('data', (c) => parts.push(c));
+    req.on('end', () => {
+      const usage = /"include_usage"\s*:\s*true/.test(Buffer.concat(parts).toString('latin1'));
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+      let i = 0;
+      const next = () => {
+        if (res.destroyed) return;
+        if (i < count) {
+          res.write(token(i++));
+          setImmediate(next);
+          return;
+        }
+        if (usage) res.write(`${head}[],"usage":{"prompt_tokens":8,"completion_tokens":${count},"total_tokens":${count + 8}}}\n\n`);
+        res.end('data: [DONE]\n\n');
+      };
+      next();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  console.log(`chunks listening on http://127.0.0.1:${server.address().port}`);
+  process.on('SIGTERM', () => server.close(() => process.exit(0)));
+}
+
+/**
+ * nginx in front of `url`, when `nginx` is on PATH (null otherwise: the bench
+ * never needs it). One process (master_process off), so /proc/<pid> is all
+ * of its CPU; buffering off and keep-alive upstream, as a streaming proxy is
+ * configured in front of engines.
+ */
+async function startNginx(url) {
+  const { spawnSync } = await import('node:child_process');
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const probe = spawnSync('nginx', ['-v'], { stdio: 'ignore' });
+  if (probe.error || probe.status !== 0) return null;
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-bench-nginx-'));
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const upstream = new URL(url);
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    `daemon off; master_process off; worker_processes 1; pid ${dir}/nginx.pid; error_log ${dir}/error.log error;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;
+  upstream backend { server ${upstream.host}; keepalive 256; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+`,
+  );
+  const child = spawn('nginx', ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const base = `http://127.0.0.1:${port}`;
+  // nginx prints nothing when it is up: poll until it answers.
+  const probePool = new Pool(base);
+  for (let i = 0; i < 100; i++) {
+    try {
+      const res = await probePool.request({ path: '/', method: 'GET' });
+      await res.body.dump();
+      break;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  await probePool.close();
+  return { child, url: base };
 }
 
 /** Spawns `args` and resolves with the first stdout match of `re` and the child. */
@@ -263,7 +379,7 @@ async function drive(connections, count, limitMs, ones, thinkMs = 0, warmMs = 0,
   const results = latencies.map((ms, i) => {
     ms.sort((a, b) => a - b);
     const pct = (p) => ms[Math.min(ms.length - 1, Math.floor(ms.length * p))] ?? NaN;
-    return { done: ms.length, sent: sent[i], errors: errors[i], seconds, p50: pct(0.5), p99: pct(0.99), rate: ms.length / seconds };
+    return { done: ms.length, sent: sent[i], errors: errors[i], seconds, p50: pct(0.5), p90: pct(0.9), p99: pct(0.99), rate: ms.length / seconds };
   });
   return Array.isArray(ones) ? results : results[0];
 }
@@ -273,7 +389,8 @@ async function main() {
   const startSim = (name, extra) => spawnUntil(['--input-type=module', '-e', simCode, '--', '--port', '0', '--model', name, ...extra], /listening on (\S+)/);
   const instant = await startSim('instant', []);
   const paced = await startSim('paced', ['--ttft-ms', flags['ttft-ms'], '--tokens-per-second', flags['tokens-per-second']]);
-  const sims = { instant, paced };
+  const chunksSim = await spawnUntil([new URL(import.meta.url).pathname, '--serve-chunks', '--chunks', flags.chunks], /chunks listening on (\S+)/);
+  const sims = { instant, paced, chunks: chunksSim };
   // The router runs with the Node flags `npm start` gives llmgw (package.json), unless BENCH_NODE_FLAGS names others ('' = Node's defaults).
   const startScript = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).scripts.start;
   const nodeFlags = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : (startScript.match(/--[\w-]+=\S+/g) ?? []);
@@ -283,7 +400,7 @@ async function main() {
       ...nodeFlags,
       new URL(import.meta.url).pathname,
       '--serve-router',
-      `instant=${instant.match[1]},paced=${paced.match[1]}`,
+      `instant=${instant.match[1]},paced=${paced.match[1]},chunks=${chunksSim.match[1]}`,
     ],
     /router listening on (\S+) key (\S+)/,
   );
@@ -291,7 +408,9 @@ async function main() {
   const key = routerProc.match[2];
   // One bare proxy per sim, run with the router's Node flags, so each figure has its floor beside it.
   const startBare = (sim) => spawnUntil([...nodeFlags, new URL(import.meta.url).pathname, '--serve-bare', sim.match[1]], /bare proxy listening on (\S+)/);
-  const bareProcs = { instant: await startBare(instant), paced: await startBare(paced) };
+  const bareProcs = { instant: await startBare(instant), paced: await startBare(paced), chunks: await startBare(chunksSim) };
+  // nginx in front of the chunk backend, only where it is installed: a figure from outside Node beside the bare proxy's.
+  const nginx = await startNginx(chunksSim.match[1]);
 
   const connections = Number(flags.connections);
   const limitMs = Number(flags.seconds) * 1000;
@@ -311,6 +430,13 @@ async function main() {
   const targets = {
     instant: { direct: target(instant.match[1], {}), router: routerTarget, bare: target(bareProcs.instant.match[1], {}), bodies: bodies('instant') },
     paced: { direct: target(paced.match[1], {}), router: routerTarget, bare: target(bareProcs.paced.match[1], {}), bodies: bodies('paced') },
+    chunks: {
+      direct: target(chunksSim.match[1], {}),
+      router: routerTarget,
+      bare: target(bareProcs.chunks.match[1], {}),
+      nginx: nginx ? target(nginx.url, {}) : null,
+      bodies: bodies('chunks'),
+    },
   };
   const whole = (t, b) => async () => {
     const res = await t.pool.request({ path: '/v1/chat/completions', method: 'POST', headers: t.headers, body: b.whole });
@@ -326,6 +452,8 @@ async function main() {
 
   const fmt = (x) => x.toFixed(2);
   const thinkMs = Number(flags['think-ms']);
+  const chunkCount = Number(flags.chunks);
+  const cpuConns = Number(flags['cpu-connections']);
   const results = {};
   try {
     // Warm every path (JIT, pools) before measuring.
@@ -333,6 +461,9 @@ async function main() {
     for (const side of ['direct', 'router', 'bare']) {
       await drive(Math.min(50, connections), 1500, limitMs, whole(targets.instant[side], targets.instant.bodies));
       await drive(1, 3000, limitMs, whole(targets.instant[side], targets.instant.bodies));
+    }
+    for (const side of ['direct', 'router', 'bare', 'nginx']) {
+      if (targets.chunks[side]) await drive(cpuConns, 500, limitMs, streamed(targets.chunks[side], targets.chunks.bodies));
     }
     const requests = Number(flags.requests);
     const streams = Number(flags.streams);
@@ -343,6 +474,9 @@ async function main() {
       { id: 'conc', name: `paced sim, non-streaming, ${connections} connections (direct, routed and bare proxy in turn)`, sim: 'paced', conns: connections, count: requests * 10, make: whole, tokens: 0, think: thinkMs, interleave: true, warmMs, limitMs: Number(flags['paced-seconds']) * 1000 },
       { id: 'concEach', name: `paced sim, non-streaming, ${connections} connections to each (direct, routed and bare proxy by turns of ${flags['slice-ms']} ms)`, sim: 'paced', conns: connections, count: requests * 10, make: whole, tokens: 0, think: thinkMs, interleave: true, warmMs, limitMs: Number(flags['paced-seconds']) * 1500, slice: { ms: Number(flags['slice-ms']), settleMs: 300 } },
       { id: 'concStream', name: `paced sim, streaming, ${connections} connections`, sim: 'paced', conns: connections, count: streams * 3, make: streamed, tokens: streamTokens, think: thinkMs, warmMs },
+      { id: 'seqChunks', name: `${chunkCount}-chunk streams, sequential (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`, sim: 'chunks', conns: 1, count: streams, make: streamed, tokens: chunkCount, interleave: true, tail: true },
+      { id: 'cpuChunks', name: `${chunkCount}-chunk streams, ${cpuConns} connections (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`, sim: 'chunks', conns: cpuConns, count: streams * 5, make: streamed, tokens: chunkCount, interleave: true, warmMs },
+      { id: 'cpuWhole', name: `instant sim, non-streaming, ${cpuConns} connections (direct, routed, bare proxy in turn)`, sim: 'instant', conns: cpuConns, count: requests * 3, make: whole, tokens: 0, interleave: true, warmMs },
       { id: 'ceiling', name: `instant sim, non-streaming, ${connections} connections (the router's ceiling)`, sim: 'instant', conns: connections, count: requests * 3, make: whole, tokens: 0, warmMs },
     ];
     const only = flags.phases ? new Set(flags.phases.split(',')) : null;
@@ -357,18 +491,23 @@ async function main() {
       let d;
       let r;
       let b = null;
+      let n = null;
       let simRequests;
+      const nginx0 = t.nginx ? cpuSeconds(nginx.child.pid) : null;
       if (p.interleave) {
-        // Direct, routed (and for the sequential phase the bare proxy) in turn, in one run.
+        // Direct, routed, the bare proxy (and nginx where there is one) in turn, in one run.
         const ways = [p.make(t.direct, t.bodies), p.make(t.router, t.bodies), p.make(t.bare, t.bodies)];
-        [d, r, b = null] = await drive(p.conns, p.count * ways.length, phaseMs, ways, p.think, p.warmMs, p.slice);
-        simRequests = d.sent + r.sent + (b?.sent ?? 0);
+        if (t.nginx) ways.push(p.make(t.nginx, t.bodies));
+        [d, r, b = null, n = null] = await drive(p.conns, p.count * ways.length, phaseMs, ways, p.think, p.warmMs, p.slice);
+        simRequests = d.sent + r.sent + (b?.sent ?? 0) + (n?.sent ?? 0);
       } else {
         d = await drive(p.conns, p.count, phaseMs, p.make(t.direct, t.bodies), p.think, p.warmMs);
         simRequests = d.sent;
       }
       const bare1 = cpuSeconds(bareProcs[p.sim].child.pid);
       const bareUs = b && bare0 !== null && bare1 !== null ? ((bare1 - bare0) * 1e6) / b.sent : null;
+      const nginx1 = t.nginx ? cpuSeconds(nginx.child.pid) : null;
+      const nginxUs = n && nginx0 !== null && nginx1 !== null ? ((nginx1 - nginx0) * 1e6) / n.sent : null;
       const sim1 = cpuSeconds(simPid);
       const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / simRequests;
       const cpuR0 = p.interleave ? cpu0 : cpuSeconds(routerProc.child.pid);
@@ -376,12 +515,14 @@ async function main() {
       const cpu1 = cpuSeconds(routerProc.child.pid);
       // The router's own CPU per request: unlike wall-clock latency, not inflated by neighbours on a shared machine.
       const cpuUs = cpuR0 === null || cpu1 === null ? null : ((cpu1 - cpuR0) * 1e6) / r.sent;
-      const res = { d, r, b, addedP50: r.p50 - d.p50, addedP99: r.p99 - d.p99, throughput: r.rate / d.rate, tokenShare: null };
+      const res = { d, r, b, addedP50: r.p50 - d.p50, addedP90: r.p90 - d.p90, addedP99: r.p99 - d.p99, throughput: r.rate / d.rate, tokenShare: null, cpuUs, bareUs };
+      // The tail phases also print p90: a p99 far above it is a stall, not a steady cost.
+      const added = (x) => (p.tail ? `p50 ${fmt(x.p50 - d.p50)} ms p90 ${fmt(x.p90 - d.p90)} ms p99 ${fmt(x.p99 - d.p99)} ms` : `p50 ${fmt(x.p50 - d.p50)} ms p99 ${fmt(x.p99 - d.p99)} ms`);
       let line =
         `${p.name}: direct p50 ${fmt(d.p50)} ms p99 ${fmt(d.p99)} ms ${Math.round(d.rate)}/s (${d.done}, errors ${d.errors}); ` +
         `routed p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${Math.round(r.rate)}/s (${r.done}, errors ${r.errors}); ` +
-        `added p50 ${fmt(res.addedP50)} ms p99 ${fmt(res.addedP99)} ms` +
-        (p.interleave ? '; direct, routed and bare proxy in turn' : `; throughput ${res.throughput.toFixed(2)}× direct`) +
+        `added ${added(r)}` +
+        (p.interleave ? `; direct, routed and bare proxy${n ? ' and nginx' : ''} in turn` : `; throughput ${res.throughput.toFixed(2)}× direct`) +
         (cpuUs === null ? '' : `; router CPU ${Math.round(cpuUs)} µs/request${p.tokens ? ` (${((cpuUs * 1000) / p.tokens).toFixed(0)} ns/token)` : ''}`) +
         (simUs === null ? '' : ` (the sim's own: ${Math.round(simUs)} µs/request)`);
       if (p.tokens) {
@@ -390,8 +531,10 @@ async function main() {
         res.tokenShare = rt / dt;
         line += `; tokens/s direct ${Math.round(dt)} routed ${Math.round(rt)} (${Math.round(100 * res.tokenShare)}%)`;
       }
-      if (b) line += `; a bare Node proxy (node:http + undici, nothing else) adds p50 ${fmt(b.p50 - d.p50)} ms p99 ${fmt(b.p99 - d.p99)} ms${bareUs === null ? '' : `, CPU ${Math.round(bareUs)} µs/request`}`;
-      if (d.errors || r.errors) line += ' — ERRORS';
+      if (b) line += `; a bare Node proxy (node:http + undici, nothing else) adds ${added(b)}${bareUs === null ? '' : `, CPU ${Math.round(bareUs)} µs/request`}`;
+      if (n) line += `; nginx adds ${added(n)}${nginxUs === null ? '' : `, CPU ${Math.round(nginxUs)} µs/request`}`;
+      if (cpuUs !== null && bareUs !== null) line += `; router CPU/request ${(cpuUs / bareUs).toFixed(2)}× the bare proxy's`;
+      if (d.errors || r.errors || b?.errors || n?.errors) line += ' — ERRORS';
       results[p.id] = res;
       console.log(line);
     }
@@ -399,6 +542,7 @@ async function main() {
     await Promise.all(pools.map((p) => p.close()));
     await stop(routerProc.child);
     await Promise.all(Object.values(bareProcs).map((b) => stop(b.child)));
+    if (nginx) await stop(nginx.child);
     await Promise.all(Object.values(sims).map((s) => stop(s.child)));
   }
   // Beside each latency target: what a bare Node proxy added in the same run, the floor on this machine.
@@ -409,6 +553,9 @@ async function main() {
     ['conc', (r) => [`${connections} connections in turn (paced) added p99 < 5 ms`, r.addedP99 < 5, `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`]],
     ['concEach', (r) => [`${connections} connections to each (paced) added p50 < 1 ms`, r.addedP50 < 1, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`]],
     ['concEach', (r) => [`${connections} connections to each (paced) added p99 < 5 ms`, r.addedP99 < 5, `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`]],
+    ['seqChunks', (r) => [`${chunkCount}-chunk streams, sequential, added p99 < 1 ms`, r.addedP99 < 1, `${fmt(r.addedP99)} ms (p90 ${fmt(r.addedP90)} ms)${floor(r, (x) => x.p99)}`]],
+    ['cpuChunks', (r) => [`${chunkCount}-chunk streams at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`, r.bareUs !== null && r.cpuUs <= 2 * r.bareUs, r.bareUs === null ? 'no /proc' : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`]],
+    ['cpuWhole', (r) => [`non-streaming at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`, r.bareUs !== null && r.cpuUs <= 2 * r.bareUs, r.bareUs === null ? 'no /proc' : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`]],
     ['concStream', (r) => [`streamed tokens relayed >= 90% of direct (paced, ${connections} streams)`, r.tokenShare >= 0.9, `${Math.round(100 * r.tokenShare)}%`]],
   ]
     .filter(([id]) => results[id])

@@ -11,11 +11,11 @@ export {
   type RouterDeps,
   type RouterCatalog,
   type RouterReplica,
-  type RouterTimeouts,
   type ReplicaDirectory,
 } from './router.js';
 export { usageFromTail } from './usage.js';
 export { RateLimiter, cappedReservation, type LimitDecision, type RequestLimiter } from './rate-limit.js';
+export { compileRouterOptions, ROUTER_DEFAULTS, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
 export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';

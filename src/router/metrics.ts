@@ -33,24 +33,6 @@ export class RouterMetrics {
     c.inc();
   }
 
-  private readonly replicaChildren = new Map<string, { inc(): void; dec(): void }>();
-
-  /** The in-flight gauge of one replica. */
-  forReplica(replica: string): { inc(): void; dec(): void } {
-    let c = this.replicaChildren.get(replica);
-    if (!c) {
-      c = this.inFlight.labels({ replica });
-      this.replicaChildren.set(replica, c);
-    }
-    return c;
-  }
-
-  /** Drops a replica that is gone from the in-flight gauge. */
-  forgetReplica(replica: string): void {
-    this.replicaChildren.delete(replica);
-    this.inFlight.remove({ replica });
-  }
-
   forModel(model: string): { ttft: { observe(v: number): void }; duration: { observe(v: number): void } } {
     let c = this.modelChildren.get(model);
     if (!c) {
@@ -60,8 +42,17 @@ export class RouterMetrics {
     return c;
   }
 
-  /** `heldNow`: the router's own count of held requests per model, read at each scrape (absent = none). */
-  constructor(registry: Registry, heldNow: () => ReadonlyMap<string, number> = () => new Map()) {
+  /**
+   * `heldNow`: the router's own count of held requests per model, read at
+   * each scrape (absent = none). `inFlightNow`: its in-flight count per
+   * replica id, likewise (absent = none); a replica it has forgotten is
+   * gone from the gauge.
+   */
+  constructor(
+    registry: Registry,
+    heldNow: () => ReadonlyMap<string, number> = () => new Map(),
+    inFlightNow: () => ReadonlyMap<string, { readonly inFlight: number }> = () => new Map(),
+  ) {
     const registers = [registry];
     this.requests = new Counter({
       name: 'llmgw_router_requests_total',
@@ -89,11 +80,16 @@ export class RouterMetrics {
       buckets: OVERHEAD_BUCKETS_S,
       registers,
     });
+    // Read from the router's own counts at each scrape, as the held gauge is: an attempt then costs no label hashing.
     this.inFlight = new Gauge({
       name: 'llmgw_router_replica_in_flight',
       help: 'Requests the router has in flight to each replica.',
       labelNames: ['replica'],
       registers,
+      collect() {
+        this.reset();
+        for (const [replica, use] of inFlightNow()) this.set({ replica }, use.inFlight);
+      },
     });
     this.retries = new Counter({
       name: 'llmgw_router_retries_total',

@@ -183,11 +183,13 @@ describe('the router through the openai client', () => {
 
     const metrics = await h.registry.metrics();
     expect(metrics).toMatch(/llmgw_router_requests_total\{model="alpha",status="200",key_prefix="llmgw-/);
+    expect(metrics, "the in-flight gauge is read from the router's own counts").toContain('llmgw_router_replica_in_flight{replica="r1"} 0');
     expect(h.router.replicaUse().get('r1')?.inFlight).toBe(0);
     expect(h.router.replicaUse().get('r1')?.lastUsedAtMs).toBeGreaterThan(0);
     h.directory.set('alpha', []);
     h.router.sweep();
     expect(h.router.replicaUse().has('r1'), 'a replica that is gone is forgotten').toBe(false);
+    expect(await h.registry.getSingleMetricAsString('llmgw_router_replica_in_flight'), 'and leaves the gauge').not.toContain('r1');
   });
 
   it('counts a stream whose client did not ask for usage, and against the key\'s token limit, without showing it the usage chunk', async () => {

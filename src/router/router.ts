@@ -12,10 +12,13 @@
 // event. A model with no ready replica holds its request while one starts
 // (polling `ready()` every `coldPollMs`, woken early by the directory's
 // `subscribe` notification where it has one) up to `coldStartTimeoutMs`.
-// The byte-level relay of one attempt is in relay.ts.
+// The byte-level relay of one attempt is in relay.ts; the checks before the
+// handler (key, call, rate limit) are Fastify hooks in admission.ts; the
+// bookkeeping around each attempt (body, request id, in-flight, overhead)
+// is a chain of interceptors in dispatch.ts; the settings and their one
+// table of defaults are in options.ts.
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import type { Socket } from 'node:net';
 import fastifyCors from '@fastify/cors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
@@ -23,16 +26,18 @@ import type { Registry } from 'prom-client';
 import { Pool } from 'undici';
 import type { Model } from '../control/catalog/index.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
-import { isLlmgwError, LlmgwError, type ErrorCode } from '../errors/index.js';
-import { nearestName } from '../units/index.js';
+import { LlmgwError, type ErrorCode } from '../errors/index.js';
+import { allows, armBodyTimeout, callHook, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
 import { replyError, writeError } from './errors.js';
-import { hashKey, type ApiKeyRecord, type KeyStore, type UsageSink } from '../control/keys/index.js';
+import type { ApiKeyRecord, KeyStore, UsageSink } from '../control/keys/index.js';
 import { RouterMetrics } from './metrics.js';
 import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
-import { RateLimiter, type LimitDecision, type RequestLimiter } from './rate-limit.js';
+import { RateLimiter, type RequestLimiter } from './rate-limit.js';
+import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
+import { attemptMetrics, compose, inFlight, requestId, rewriteBody, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
 import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
-import { usageFromTail, type TailKeeper } from './usage.js';
-import { checkModelLimits, parseRequest, promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+import type { TailKeeper } from './usage.js';
+import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
 export interface RouterReplica {
@@ -79,18 +84,8 @@ export interface RouterCatalog {
   models(): readonly Model[];
 }
 
-export interface RouterTimeouts {
-  /** From sending a request upstream to the engine's response headers (a non-streamed answer's headers come with the whole answer). Default 300 000. */
-  headersTimeoutMs: number;
-  /** Longest silence in a body: the client's request body, and the engine's answer between chunks. Default 60 000. */
-  idleBodyTimeoutMs: number;
-  /** Whole request, holds and retries included; then 504 (or an SSE error event once streaming). Default 600 000. */
-  totalTimeoutMs: number;
-  /** Longest hold for a model with no ready replica while one starts. Default 120 000. */
-  coldStartTimeoutMs: number;
-}
-
-export interface RouterDeps {
+/** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
+export interface RouterDeps extends RouterSettings {
   catalog: RouterCatalog;
   replicas: ReplicaDirectory;
   keys: KeyStore;
@@ -100,53 +95,8 @@ export interface RouterDeps {
   /** Where the router's metrics go; the admin listener serves it. */
   registry: Registry;
   logger: Logger;
-  /** Epoch ms; absent = Date.now. Key expiry, rate limits, last-used and cold-start deadlines read it. */
-  now?: () => number;
   /** Per-key rate limits; absent = this process's own token buckets (several control planes share one through the store). */
   limiter?: RequestLimiter;
-  /** Uniform in [0, 1); absent = Math.random. Tests pass a seeded one. */
-  random?: () => number;
-  timeouts?: Partial<RouterTimeouts>;
-  /** Largest request body; absent = 8 MiB. Enforced on chunked bodies too. */
-  bodyLimitBytes?: number;
-  /** Largest `n`; absent = 16. */
-  maxN?: number;
-  /** Largest max_tokens / max_completion_tokens; absent = 1 000 000. */
-  maxTokens?: number;
-  /** Upstream attempts per request over all replicas and fallbacks; absent = 4. */
-  maxAttempts?: number;
-  /** Replicas tried per model before moving to the next fallback; absent = 2. */
-  attemptsPerModel?: number;
-  /** First retry's backoff; doubles per attempt, ×(0.5..1.5) jitter, capped at 500 ms. Absent = 20. */
-  retryBackoffMs?: number;
-  /** Characters of prompt hashed for `routing: prefix`; absent = 256. */
-  prefixChars?: number;
-  /** CHWBL's bound: a replica takes a prefix while under loadFactor × mean load; absent = 1.25. */
-  loadFactor?: number;
-  /** How often a held request re-reads `ready()`; absent = 100. */
-  coldPollMs?: number;
-  /** Web origins whose pages may call these endpoints from a browser (CORS); '*' = any; absent or empty = none. */
-  corsOrigins?: readonly string[];
-  /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
-  sweepIntervalMs?: number;
-  /**
-   * Most requests of one key held at once for models with no ready replica
-   * (`max_held_per_key`); the next is refused with 429. Absent = 32. Requests
-   * without a key (api_keys off, loopback only) are not limited.
-   */
-  maxHeldPerKey?: number;
-  /**
-   * Completion tokens a request reserves against its key's token limit when
-   * it sets neither max_tokens nor max_completion_tokens and its model
-   * declares no limits.max_tokens. Absent = 1024.
-   */
-  defaultReserveTokens?: number;
-  /**
-   * PEM CA that https endpoints (agents with --engine-tls) are verified
-   * against, and only it (`engine_ca`). Absent or null = the system's CAs.
-   * Plain http endpoints are unaffected.
-   */
-  engineCa?: Buffer | null;
 }
 
 /** A replica endpoint's keep-alive pool and its path prefix ('' for a bare origin). */
@@ -155,10 +105,8 @@ interface Upstream {
   readonly basePath: string;
 }
 
-type MaybePromise<T> = T | Promise<T>;
-
 /** One client request through its life. */
-interface Exchange {
+interface Exchange extends AttemptExchange {
   /** The listener's request id (sent back as x-request-id), sent upstream and in every log line about it. */
   readonly id: string;
   readonly endpoint: Endpoint;
@@ -198,18 +146,12 @@ const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accep
 const WHOLE_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
 
 export class Router {
+  /** The compiled settings: every default filled once, here, from ROUTER_DEFAULTS. */
+  readonly options: RouterOptions;
   private readonly now: () => number;
   private readonly random: () => number;
-  readonly timeouts: RouterTimeouts;
+  readonly timeouts: Readonly<RouterTimeouts>;
   readonly bodyLimitBytes: number;
-  private readonly maxN: number;
-  private readonly maxTokens: number;
-  private readonly maxAttempts: number;
-  private readonly attemptsPerModel: number;
-  private readonly retryBackoffMs: number;
-  private readonly prefixChars: number;
-  private readonly loadFactor: number;
-  private readonly coldPollMs: number;
   private readonly metrics: RouterMetrics;
   private readonly limiter: RequestLimiter;
   private readonly use = new Map<string, ReplicaUse>();
@@ -217,8 +159,6 @@ export class Router {
   private readonly held = new Map<string, number>();
   /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
   private readonly heldByKey = new Map<string, number>();
-  private readonly maxHeldPerKey: number;
-  private readonly defaultReserveTokens: number;
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
   /** Prefix rings by model, with the id set they were built from. */
@@ -228,40 +168,31 @@ export class Router {
   private readonly sweepTimer: NodeJS.Timeout | null;
   /** Seconds since epoch reported as every model's `created`: when this router started. */
   private readonly createdS: number;
-  /** Ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine. */
-  private readonly idTag = `.${randomBytes(3).toString('hex')}`;
-  /** Upstream attempts this router made: numbers every upstream request id. */
-  private upstreamSeq = 0;
+  /** One upstream attempt: send() behind the interceptors of dispatch.ts, composed once. */
+  private readonly dispatch: Dispatch<Exchange>;
   /** CORS headers are set by a hook on the reply, and must be carried over to answers written raw. */
   private readonly corsOn: boolean;
 
   constructor(private readonly deps: RouterDeps) {
-    this.now = deps.now ?? Date.now;
-    this.random = deps.random ?? Math.random;
-    const t = deps.timeouts ?? {};
-    this.timeouts = {
-      headersTimeoutMs: t.headersTimeoutMs ?? 300_000,
-      idleBodyTimeoutMs: t.idleBodyTimeoutMs ?? 60_000,
-      totalTimeoutMs: t.totalTimeoutMs ?? 600_000,
-      coldStartTimeoutMs: t.coldStartTimeoutMs ?? 120_000,
-    };
-    this.bodyLimitBytes = deps.bodyLimitBytes ?? 8 * 2 ** 20;
-    this.maxN = deps.maxN ?? 16;
-    this.maxTokens = deps.maxTokens ?? 1_000_000;
-    this.maxAttempts = deps.maxAttempts ?? 4;
-    this.attemptsPerModel = deps.attemptsPerModel ?? 2;
-    this.retryBackoffMs = deps.retryBackoffMs ?? 20;
-    this.prefixChars = deps.prefixChars ?? 256;
-    this.loadFactor = deps.loadFactor ?? 1.25;
-    this.coldPollMs = deps.coldPollMs ?? 100;
-    this.maxHeldPerKey = deps.maxHeldPerKey ?? 32;
-    this.defaultReserveTokens = deps.defaultReserveTokens ?? 1024;
-    this.corsOn = (deps.corsOrigins?.length ?? 0) > 0;
-    this.metrics = new RouterMetrics(deps.registry, () => this.held);
+    const o = compileRouterOptions(deps);
+    this.options = o;
+    this.now = o.now;
+    this.random = o.random;
+    this.timeouts = o.timeouts;
+    this.bodyLimitBytes = o.bodyLimitBytes;
+    this.corsOn = o.corsOrigins.length > 0;
+    this.metrics = new RouterMetrics(deps.registry, () => this.held, () => this.use);
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
-    const sweepMs = deps.sweepIntervalMs ?? 30_000;
+    this.dispatch = compose((a) => this.send(a), [
+      rewriteBody(),
+      inFlight((id) => this.useOf(id), this.now),
+      attemptMetrics(this.metrics),
+      // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
+      requestId(`.${randomBytes(3).toString('hex')}`),
+    ]);
+    const sweepMs = o.sweepIntervalMs;
     this.sweepTimer = sweepMs > 0 ? setInterval(() => this.sweep(), sweepMs).unref() : null;
   }
 
@@ -293,7 +224,6 @@ export class Router {
     for (const [id, u] of this.use) {
       if (liveIds.has(id) || u.inFlight > 0) continue;
       this.use.delete(id);
-      this.metrics.forgetReplica(id);
     }
     for (const [endpoint, { pool }] of this.pools) {
       if (live.has(endpoint)) continue;
@@ -313,12 +243,25 @@ export class Router {
     await Promise.all(pools.map((u) => u.pool.destroy().catch(() => undefined)));
   }
 
+  /** What the admission hooks (admission.ts) use of this router. */
+  admission(): AdmissionDeps {
+    return {
+      keys: this.deps.keys,
+      authRequired: this.deps.authRequired,
+      catalog: this.deps.catalog,
+      limiter: this.limiter,
+      options: this.options,
+      refuse: (...args) => this.refuse(...args),
+      count: (model, status, key) => this.count(model, status, key),
+      recordUsage: (key, model, status, promptTokens, completionTokens) => this.recordUsage(key, model, status, promptTokens, completionTokens),
+    };
+  }
+
   // ---- the endpoints ----------------------------------------------------
 
-  async listModels(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    armBodyTimeout(request.raw.socket, 0);
-    const key = await this.authenticate(request, reply);
-    if (key === undefined) return reply;
+  /** GET /v1/models: the models (and aliases) this key may use. */
+  listModels(request: FastifyRequest): unknown {
+    const key = request.apiKey;
     const data: unknown[] = [];
     for (const m of this.deps.catalog.models()) {
       if (key && !allows(key, m)) continue;
@@ -328,10 +271,8 @@ export class Router {
   }
 
   /** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
-  async getModel(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    armBodyTimeout(request.raw.socket, 0);
-    const key = await this.authenticate(request, reply);
-    if (key === undefined) return reply;
+  getModel(id: string, request: FastifyRequest, reply: FastifyReply): unknown {
+    const key = request.apiKey;
     const m = this.deps.catalog.resolve(id);
     if (!m || (key && !allows(key, m))) {
       return this.refuse(reply, 404, 'LLMGW_MODEL_NOT_FOUND', `The model \`${id}\` does not exist. GET /v1/models lists the models this key may use.`, 'model');
@@ -339,76 +280,14 @@ export class Router {
     return { id, object: 'model', created: this.createdS, owned_by: 'llmgw', root: m.name };
   }
 
-  async infer(endpoint: Endpoint, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
-    // The body is in: from here the client may be slow to read, which the total timeout bounds.
-    armBodyTimeout(request.raw.socket, 0);
+  /**
+   * An inference request the admission hooks let through (`request.call`):
+   * relayed from here on the raw response, to the end of its answer.
+   */
+  async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
-    const auth = this.authenticate(request, reply);
-    const key = auth instanceof Promise ? await auth : auth;
-    if (key === undefined) return reply;
-    const raw = request.body;
-    if (!Buffer.isBuffer(raw)) return this.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
-    let parsed: ParsedRequest;
-    try {
-      parsed = parseRequest(endpoint, raw, { maxN: this.maxN, maxTokens: this.maxTokens });
-    } catch (err) {
-      if (!isLlmgwError(err)) throw err;
-      const param = typeof err.context.param === 'string' ? err.context.param : null;
-      return this.refuse(reply, err.status, err.code, err.message, param);
-    }
-    const model = this.deps.catalog.resolve(parsed.model);
-    if (!model) {
-      const visible = this.deps.catalog.models().filter((m) => !key || allows(key, m));
-      const near = nearestName(parsed.model, visible.flatMap((m) => [m.name, ...m.aliases]));
-      return this.refuse(
-        reply,
-        404,
-        'LLMGW_MODEL_NOT_FOUND',
-        `The model \`${parsed.model}\` does not exist.${near ? ` Did you mean \`${near}\`?` : ''} GET /v1/models lists the models this key may use.`,
-        'model',
-      );
-    }
-    if (key && !allows(key, model)) {
-      return this.refuse(
-        reply,
-        403,
-        'LLMGW_FORBIDDEN',
-        `this API key (${key.prefix}…) may not use the model \`${model.name}\`; it may use ${key.allowedModels!.map((m) => `\`${m}\``).join(', ') || 'no model'}`,
-        'model',
-      );
-    }
-    try {
-      checkModelLimits(endpoint, parsed, model.name, model.limits);
-    } catch (err) {
-      if (!isLlmgwError(err)) throw err;
-      const param = typeof err.context.param === 'string' ? err.context.param : null;
-      return this.refuse(reply, err.status, err.code, err.message, param);
-    }
-    let reservedTokens = 0;
-    if (key) {
-      const reserve = key.tokensPerMinute === null ? 0 : this.tokensToReserve(endpoint, parsed, model);
-      const decision = this.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
-      if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
-      if (!decision.ok) {
-        this.count(model.name, 429, key);
-        this.recordUsage(key, model.name, 429, 0, 0);
-        const over =
-          decision.limit === 'requests'
-            ? `is over its limit of ${key.requestsPerMinute} requests per minute`
-            : `has too few of its ${key.tokensPerMinute} tokens per minute left for this request, which reserves ${Math.min(reserve, key.tokensPerMinute!)} (max_tokens and the prompt; a smaller max_tokens reserves less)`;
-        return this.refuse(
-          reply,
-          429,
-          'LLMGW_RATE_LIMITED',
-          `this API key (${key.prefix}…) ${over}; retry in ${decision.retryAfterS} s`,
-          null,
-          { 'retry-after': String(decision.retryAfterS) },
-          true,
-        );
-      }
-      reservedTokens = decision.reservedTokens ?? 0;
-    }
-
+    const key = request.apiKey;
+    const { endpoint, parsed, raw, model, reservedTokens } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -501,9 +380,9 @@ export class Router {
       } else if (willStart) {
         const keyId = ex.key?.id ?? null;
         // One key cannot fill the control plane with waiting requests (each holds a socket and a timer for minutes).
-        if (keyId !== null && (this.heldByKey.get(keyId) ?? 0) >= this.maxHeldPerKey) {
+        if (keyId !== null && (this.heldByKey.get(keyId) ?? 0) >= this.options.maxHeldPerKey) {
           const message =
-            `this API key (${ex.key!.prefix}…) already has ${this.maxHeldPerKey} requests waiting for models with no ready replica, ` +
+            `this API key (${ex.key!.prefix}…) already has ${this.options.maxHeldPerKey} requests waiting for models with no ready replica, ` +
             `the most one key may hold (max_held_per_key); retry once model \`${model.name}\` is up, or ask the operator to raise max_held_per_key`;
           this.deps.logger.info({ code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id }, message);
           writeError(ex.res, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
@@ -529,7 +408,7 @@ export class Router {
     for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
       const m = chain[i]!;
       const tried = new Set<string>();
-      for (let k = 0; k < this.attemptsPerModel && attempts < this.maxAttempts; k++) {
+      for (let k = 0; k < this.options.attemptsPerModel && attempts < this.options.maxAttempts; k++) {
         const candidates = this.candidates(m).filter((r) => !tried.has(r.id));
         if (candidates.length === 0) break;
         const replica = this.choose(m, candidates, ex.parsed);
@@ -559,7 +438,7 @@ export class Router {
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
         this.deps.logger.warn({ model: m.name, replica: replica.id, reason, request: ex.id }, 'upstream attempt failed before the first byte');
       }
-      if (attempts >= this.maxAttempts) break;
+      if (attempts >= this.options.maxAttempts) break;
     }
 
     if (attempts > 0) {
@@ -592,8 +471,8 @@ export class Router {
         ring = new HashRing(ids);
         this.rings.set(model.name, ring);
       }
-      const hash = fnv1a(promptPrefix(parsed.body, this.prefixChars));
-      return pickByPrefix(candidates, ring, hash, inFlight, this.loadFactor)!;
+      const hash = fnv1a(promptPrefix(parsed.body, this.options.prefixChars));
+      return pickByPrefix(candidates, ring, hash, inFlight, this.options.loadFactor)!;
     }
     return pickLeastLoaded(candidates, inFlight, this.random)!;
   }
@@ -602,12 +481,12 @@ export class Router {
     while (!ex.clientGone && !ex.timedOut && this.candidates(model).length === 0) {
       const leftMs = deadlineMs - this.now();
       if (leftMs <= 0) return;
-      await this.sleep(ex, Math.min(this.coldPollMs, leftMs), true);
+      await this.sleep(ex, Math.min(this.options.coldPollMs, leftMs), true);
     }
   }
 
   private backoff(ex: Exchange, attempt: number): Promise<void> {
-    const ms = Math.min(RETRY_BACKOFF_CAP_MS, this.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.random()));
+    const ms = Math.min(RETRY_BACKOFF_CAP_MS, this.options.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.random()));
     return this.sleep(ex, ms, false);
   }
 
@@ -637,78 +516,45 @@ export class Router {
 
   // ---- one upstream attempt ---------------------------------------------
 
-  private async forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
-    const body = this.bodyFor(ex, model, replica);
-    const { pool, basePath } = this.upstreamOf(replica.endpoint);
-    const use = this.useOf(replica.id);
-    use.inFlight++;
-    use.lastUsedAtMs = this.now();
-    this.metrics.forReplica(replica.id).inc();
-    if (!ex.dispatched) {
-      ex.dispatched = true;
-      this.metrics.overhead.observe((performance.now() - ex.startedAt) / 1000);
-    }
-    try {
-      return await new Promise<Outcome>((resolve) => {
-        const hooks: RelayHooks = {
-          onFirstByte: () => this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000),
-          onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
-          brokenMessage: () =>
-            ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
-          onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte'),
-          timeout: () => this.timeout(ex),
-        };
-        pool.dispatch(
-          {
-            path: basePath + ex.path,
-            method: 'POST',
-            // Unique per attempt: vLLM takes it as its own request id and refuses one already running (a client reusing its id, a retry).
-            headers: {
-              ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS),
-              'x-request-id': `${ex.id}-${(++this.upstreamSeq).toString(36)}${this.idTag}`,
-              ...(replica.engineSecret === undefined ? {} : { authorization: `Bearer ${replica.engineSecret}` }),
-            },
-            body,
-            headersTimeout: this.timeouts.headersTimeoutMs,
-            bodyTimeout: this.timeouts.idleBodyTimeoutMs,
-          },
-          new RelayHandler(ex, hooks, resolve, withholdsUsage(ex)),
-        );
-      });
-    } finally {
-      ex.abort = null;
-      use.inFlight--;
-      use.lastUsedAtMs = this.now();
-      this.metrics.forReplica(replica.id).dec();
-    }
+  /** One attempt at `replica` of `model`, through the interceptors (the body, the request id, in-flight, metrics). */
+  private forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
+    return this.dispatch({ ex, model, replica, body: ex.raw, headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) } });
   }
 
-  /**
-   * The bytes sent upstream: the client's own, unless the engine must hear
-   * another model name, or a stream must be asked for its usage (without it
-   * a stream's tokens go uncounted and past the key's token limit; the
-   * usage chunk is then kept from the client, who did not ask for it). Those
-   * fields are appended to the client's bytes, not re-serialised: JSON
-   * readers keep a repeated key's last value, and the rest (a 64-bit seed,
-   * key order) reaches the engine exactly as sent.
-   */
-  private bodyFor(ex: Exchange, model: Model, replica: RouterReplica): Buffer {
-    const requested = ex.parsed.model;
-    const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
-    const rename = served !== null && !served.includes(requested);
-    const askUsage = withholdsUsage(ex);
-    if (!rename && !askUsage) return ex.raw;
-    let tail = '';
-    if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
-    if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
-    return appendFields(ex.raw, tail);
+  /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
+  private send(a: Attempt<Exchange>): Promise<Outcome> {
+    const { ex, model, replica } = a;
+    const { pool, basePath } = this.upstreamOf(replica.endpoint);
+    // The engine's secret replaces anything the client sent: a client's key never reaches an engine.
+    if (replica.engineSecret !== undefined) a.headers.authorization = `Bearer ${replica.engineSecret}`;
+    return new Promise<Outcome>((resolve) => {
+      const hooks: RelayHooks = {
+        onFirstByte: () => this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000),
+        onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
+        brokenMessage: () =>
+          ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
+        onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte'),
+        timeout: () => this.timeout(ex),
+      };
+      pool.dispatch(
+        {
+          path: basePath + ex.path,
+          method: 'POST',
+          headers: a.headers,
+          body: a.body,
+          headersTimeout: this.timeouts.headersTimeoutMs,
+          bodyTimeout: this.timeouts.idleBodyTimeoutMs,
+        },
+        new RelayHandler(ex, hooks, resolve, withholdsUsage(ex)),
+      );
+    });
   }
 
   private account(ex: Exchange, model: Model, status: number, tail: TailKeeper, events: number): void {
     ex.accounted = true;
     // Off the response's path: the client already has its last byte.
     setImmediate(() => {
-      let usage = usageFromTail(tail.text());
+      let usage = tail.usage();
       if (!usage && events > 0) {
         // The engine's usage never came (the stream broke, the client left, or the engine ignores include_usage):
         // lower bounds, so that leaving a stream just before its end does not make its tokens free. An engine sends a
@@ -722,28 +568,12 @@ export class Router {
     });
   }
 
-  private recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void {
+  recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void {
     try {
       this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, promptTokens, completionTokens, status });
     } catch (err) {
       this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
-  }
-
-  /**
-   * What a request may cost at most, reserved against its key's token limit:
-   * the completion it asks for (max_tokens, else max_completion_tokens, else
-   * the model's limits.max_tokens, else defaultReserveTokens) per choice,
-   * plus the prompt's least size. Embeddings complete nothing.
-   */
-  private tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model): number {
-    const prompt = parsed.leastPromptTokens();
-    if (endpoint === 'embeddings') return prompt;
-    const body = parsed.body;
-    const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
-    const completion = asked ?? model.limits.maxTokens ?? this.defaultReserveTokens;
-    const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
-    return prompt + completion * n;
   }
 
   private useOf(id: string): ReplicaUse {
@@ -764,7 +594,7 @@ export class Router {
         pool: new Pool(url.origin, {
           keepAliveTimeout: 4_000,
           keepAliveMaxTimeout: 4_000,
-          connect: { timeout: 5_000, ...(url.protocol === 'https:' && this.deps.engineCa ? { ca: this.deps.engineCa } : {}) },
+          connect: { timeout: 5_000, ...(url.protocol === 'https:' && this.options.engineCa ? { ca: this.options.engineCa } : {}) },
         }),
         basePath: url.pathname.replace(/\/+$/, ''),
       };
@@ -775,41 +605,8 @@ export class Router {
 
   // ---- keys and refusals ------------------------------------------------
 
-  /**
-   * The caller's key; null when keys are off; undefined when a refusal was
-   * sent. A promise only when the key store answers with one: a cached key
-   * costs the request no extra turn of the event loop.
-   */
-  private authenticate(request: FastifyRequest, reply: FastifyReply): MaybePromise<ApiKeyRecord | null | undefined> {
-    if (!this.deps.authRequired) return null;
-    const header = request.headers.authorization;
-    const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!m) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'no API key: send it as `Authorization: Bearer <key>`');
-      return undefined;
-    }
-    const found = this.deps.keys.lookupByHash(hashKey(m[1]!));
-    return found instanceof Promise ? found.then((key) => this.admitKey(key, reply)) : this.admitKey(found, reply);
-  }
-
-  /** A looked-up key, or the 401 that says why it cannot be used (undefined). */
-  private admitKey(key: ApiKeyRecord | null | undefined, reply: FastifyReply): ApiKeyRecord | undefined {
-    if (!key) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'the API key is not valid; ask the operator for one (`POST /api/v1/keys`)');
-      return undefined;
-    }
-    if (key.revokedAtMs !== null) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… was revoked; ask the operator for a new one`);
-      return undefined;
-    }
-    if (key.expiresAtMs !== null && key.expiresAtMs <= this.now()) {
-      this.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… expired at ${new Date(key.expiresAtMs).toISOString()}; ask the operator for a new one`);
-      return undefined;
-    }
-    return key;
-  }
-
-  private refuse(
+  /** Logs a refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
+  refuse(
     reply: FastifyReply,
     status: number,
     code: ErrorCode,
@@ -824,24 +621,8 @@ export class Router {
     return replyError(reply, status, code, message, param, headers);
   }
 
-  private count(model: string, status: number, key: ApiKeyRecord | null): void {
+  count(model: string, status: number, key: ApiKeyRecord | null): void {
     this.metrics.countRequest(model, status, key?.prefix ?? 'none');
-  }
-}
-
-/**
- * OpenAI's x-ratelimit-* headers for a key with limits: each limit and
- * what is left of it after this request (a client paces itself by them).
- */
-function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: NonNullable<LimitDecision['remaining']>): void {
-  // A limit the key has is in `remaining`; one it has not is absent.
-  if (remaining.requests !== undefined) {
-    res.setHeader('x-ratelimit-limit-requests', String(key.requestsPerMinute));
-    res.setHeader('x-ratelimit-remaining-requests', String(remaining.requests));
-  }
-  if (remaining.tokens !== undefined) {
-    res.setHeader('x-ratelimit-limit-tokens', String(key.tokensPerMinute));
-    res.setHeader('x-ratelimit-remaining-tokens', String(remaining.tokens));
   }
 }
 
@@ -854,32 +635,6 @@ function countDown(counts: Map<string, number>, name: string): void {
   const left = (counts.get(name) ?? 1) - 1;
   if (left > 0) counts.set(name, left);
   else counts.delete(name);
-}
-
-function allows(key: ApiKeyRecord, model: Model): boolean {
-  if (key.allowedModels === null) return true;
-  return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
-}
-
-/** Whether the router asks this request's stream for usage on the client's behalf (not after the engine refused the field). */
-function withholdsUsage(ex: Exchange): boolean {
-  return ex.parsed.usageWithheld && !ex.usageRefused;
-}
-
-/** A JSON object's bytes with `,"k":v…` added before its closing brace (the body was parsed as an object, so it has one). */
-function appendFields(raw: Buffer, fields: string): Buffer {
-  const end = lastNonSpace(raw, raw.length - 1);
-  // An empty object takes no leading comma.
-  const before = lastNonSpace(raw, end - 1);
-  const text = raw[before] === 0x7b ? fields.slice(1) : fields;
-  return Buffer.concat([raw.subarray(0, end), Buffer.from(text, 'utf8'), raw.subarray(end)]);
-}
-
-/** The index of the last byte at or before `from` that is not JSON whitespace. */
-function lastNonSpace(raw: Buffer, from: number): number {
-  let i = from;
-  while (i > 0 && (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09)) i--;
-  return i;
 }
 
 /**
@@ -907,12 +662,6 @@ function clientCorsOptions(origins: readonly string[]) {
   };
 }
 
-/** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */
-function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
-  // An injected request (Fastify's inject, in tests) has a socket stand-in without timeouts.
-  if (typeof socket?.setTimeout === 'function') socket.setTimeout(ms);
-}
-
 /**
  * Mounts the OpenAI endpoints on the client listener. The routes live in
  * their own Fastify scope, whose JSON parser keeps the body as bytes so the
@@ -922,8 +671,9 @@ function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
 export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
   const router = new Router(deps);
   const bodyLimit = router.bodyLimitBytes;
+  const corsOrigins = router.options.corsOrigins;
   // At the listener's root, before the routes: browser apps calling llmgw as they would call OpenAI or vLLM.
-  if (deps.corsOrigins?.length) void app.register(fastifyCors, clientCorsOptions(deps.corsOrigins));
+  if (corsOrigins.length) void app.register(fastifyCors, clientCorsOptions(corsOrigins));
   void app.register(async (scope) => {
     scope.removeContentTypeParser(['application/json', 'text/plain']);
     scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body: Buffer, done) => {
@@ -954,14 +704,21 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs);
       done();
     });
-    scope.get('/v1/models', (request, reply) => router.listModels(request, reply));
+    // The key, for every route here; then, per inference route, the call (body, model, permission, limits) and the rate limit.
+    const admission = router.admission();
+    scope.decorateRequest('apiKey', null);
+    scope.decorateRequest('call', null);
+    scope.addHook('preHandler', keyHook(admission));
+    const rateLimit = rateLimitHook(admission);
+    const inference = (endpoint: Endpoint) => ({ bodyLimit, preHandler: [callHook(admission, endpoint), rateLimit] });
+    scope.get('/v1/models', async (request) => router.listModels(request));
     // Model names may hold "/" (org/name), so the id is the rest of the path.
-    scope.get<{ Params: { '*': string } }>('/v1/models/*', (request, reply) =>
+    scope.get<{ Params: { '*': string } }>('/v1/models/*', async (request, reply) =>
       router.getModel(request.params['*'], request, reply),
     );
-    scope.post('/v1/chat/completions', { bodyLimit }, (request, reply) => router.infer('chat', request, reply));
-    scope.post('/v1/completions', { bodyLimit }, (request, reply) => router.infer('completions', request, reply));
-    scope.post('/v1/embeddings', { bodyLimit }, (request, reply) => router.infer('embeddings', request, reply));
+    scope.post('/v1/chat/completions', inference('chat'), (request, reply) => router.infer(request, reply));
+    scope.post('/v1/completions', inference('completions'), (request, reply) => router.infer(request, reply));
+    scope.post('/v1/embeddings', inference('embeddings'), (request, reply) => router.infer(request, reply));
   });
   app.addHook('onClose', async () => router.close());
   return router;

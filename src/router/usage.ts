@@ -6,6 +6,9 @@
 /** Bytes of the end of a response kept to find its usage: the usage object and [DONE] fit many times over. */
 export const USAGE_TAIL_BYTES = 4096;
 
+/** The key an engine's usage object is under; found as bytes, then checked to open an object. */
+const USAGE_KEY = Buffer.from('"usage"');
+
 /**
  * Keeps the last bytes of a response as it passes, without copying every
  * chunk: usage is at the end of a JSON answer and in the last chunk of a stream.
@@ -22,9 +25,18 @@ export class TailKeeper {
     }
   }
 
-  text(): string {
-    const all = Buffer.concat(this.chunks);
-    return all.subarray(Math.max(0, all.length - USAGE_TAIL_BYTES * 2)).toString('utf8');
+  /**
+   * The engine's usage from the kept bytes, as usageFromTail reads it from
+   * text, but searched backwards as bytes: only what follows the usage key
+   * (the end of the last event and [DONE]) is decoded, not the whole tail.
+   */
+  usage(): { promptTokens: number; completionTokens: number } | null {
+    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+    const from = Math.max(0, all.length - USAGE_TAIL_BYTES * 2);
+    for (let at = all.lastIndexOf(USAGE_KEY); at >= from; at = at === 0 ? -1 : all.lastIndexOf(USAGE_KEY, at - 1)) {
+      if (opensObject(all, at + USAGE_KEY.length)) return usageIn(all.toString('utf8', at));
+    }
+    return null;
   }
 }
 
@@ -38,9 +50,27 @@ export function usageFromTail(tail: string): { promptTokens: number; completionT
   // However the engine spaces its JSON (`"usage":{` or Python's `"usage": {`).
   for (const m of tail.matchAll(/"usage"\s*:\s*\{/g)) at = m.index;
   if (at === -1) return null;
-  const part = tail.slice(at);
+  return usageIn(tail.slice(at));
+}
+
+/** The counts of a usage object that `part` starts with. */
+function usageIn(part: string): { promptTokens: number; completionTokens: number } | null {
   const p = /"prompt_tokens":\s*(\d+)/.exec(part);
   const c = /"completion_tokens":\s*(\d+)/.exec(part);
   if (!p) return null;
   return { promptTokens: Number(p[1]), completionTokens: c ? Number(c[1]) : 0 };
+}
+
+/** Whether `bytes` from `i` is `:` and `{`, with JSON whitespace around the colon (`"usage":{` or Python's `"usage": {`). */
+function opensObject(bytes: Buffer, i: number): boolean {
+  let k = skipSpace(bytes, i);
+  if (bytes[k] !== 0x3a) return false;
+  k = skipSpace(bytes, k + 1);
+  return bytes[k] === 0x7b;
+}
+
+function skipSpace(bytes: Buffer, i: number): number {
+  let k = i;
+  while (bytes[k] === 0x20 || bytes[k] === 0x0a || bytes[k] === 0x0d || bytes[k] === 0x09) k++;
+  return k;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isLlmgwError } from '../errors/index.js';
 import { isLoopbackHost } from './loopback.js';
-import { usageFromTail } from './usage.js';
+import { TailKeeper, usageFromTail } from './usage.js';
 import { checkModelLimits, parseRequest, promptPrefix } from './validate.js';
 
 const limits = { maxN: 16, maxTokens: 1000 };
@@ -113,5 +113,24 @@ describe('a model’s own limits', () => {
     expect(check('chat', chat([{ type: 'text', text: 'x'.repeat(16 * 4000) }], { max_tokens: 200 }))).toThrow(/at least 4200 tokens \(at least 4000 in the messages, 200 for the completion\)/);
     expect(check('completions', { prompt: Array.from({ length: 5000 }, (_, i) => i) })).toThrow(/at least 5000 in the prompt/);
     expect(check('embeddings', { input: ['y'.repeat(16 * 4097)] })).toThrow(/at least 4097 in the input/);
+  });
+});
+
+describe('usage from the kept bytes of an answer', () => {
+  const keep = (...parts: string[]) => {
+    const t = new TailKeeper();
+    for (const p of parts) t.push(Buffer.from(p));
+    return t;
+  };
+
+  it('reads it as usageFromTail reads text: the last usage object, however spaced, even split across chunks', () => {
+    const tail = '{"choices":[{"text":"\\"usage\\":{\\"prompt_tokens\\": 999"}],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}';
+    expect(keep(tail.slice(0, 70), tail.slice(70)).usage()).toEqual({ promptTokens: 12, completionTokens: 34 });
+    expect(keep('data: {"choices":[],"usage": {"prompt_tokens": 5, "completion_tokens": 6}}\n\n', 'data: [DONE]\n\n').usage(), "Python's spacing").toEqual({
+      promptTokens: 5,
+      completionTokens: 6,
+    });
+    expect(keep('data: {"choices":[{"delta":{}}],"usage":null}\n\n', 'data: [DONE]\n\n').usage(), '"usage": null on every chunk is no usage').toBeNull();
+    expect(keep().usage(), 'nothing kept').toBeNull();
   });
 });

@@ -10,8 +10,9 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { isLlmgwError, LlmgwError, ValidationError } from '../../errors/index.js';
 import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
-import { parseDurationMs } from '../../units/index.js';
+import { formatDurationMs, parseDurationMs } from '../../units/index.js';
 import { describeIssues } from '../../validation/index.js';
+import { ROUTER_DEFAULTS } from '../../router/options.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
   message: 'want a duration with a unit, like 500ms, 15s or 5m',
@@ -21,7 +22,11 @@ const address = z.string().refine((v) => parseAddress(v) !== null, {
   message: 'want host:port, like 127.0.0.1:8080 or [::1]:8080 (port 0 picks a free one)',
 });
 
-/** The options as an operator writes them (file, env or flags). Absent keys take the defaults below. */
+/**
+ * The options as an operator writes them (file, env or flags). Absent keys
+ * take the defaults below; the router's (timeouts, max_held_per_key) come
+ * from its own table, ROUTER_DEFAULTS, so the two cannot disagree.
+ */
 export const ControlOptionsSchema = z.strictObject({
   client_addr: address.default('127.0.0.1:8080'),
   admin_addr: address.default('127.0.0.1:8081'),
@@ -61,13 +66,13 @@ export const ControlOptionsSchema = z.strictObject({
   /** How long a client may take to send its request headers; a slower one is cut (slow-loris). */
   client_headers_timeout: duration.default('30s'),
   /** From a request sent to an engine until its response headers (a non-streamed answer's come with the whole answer). */
-  upstream_headers_timeout: duration.default('5m'),
+  upstream_headers_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.headersTimeoutMs)),
   /** Longest silence in a body: the client's request, or the engine's answer between chunks. */
-  idle_body_timeout: duration.default('60s'),
+  idle_body_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.idleBodyTimeoutMs)),
   /** A whole client request, holds and retries included; then 504 (or an error event once streaming). */
-  request_timeout: duration.default('10m'),
+  request_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.totalTimeoutMs)),
   /** Longest a request waits for a model with no ready replica while one starts. */
-  cold_start_timeout: duration.default('2m'),
+  cold_start_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs)),
   /**
    * Most requests of one API key waiting at once for models with no ready
    * replica; the next gets 429. Bounds what one key can hold open (sockets,
@@ -75,7 +80,7 @@ export const ControlOptionsSchema = z.strictObject({
    */
   max_held_per_key: z
     .union([z.number().int().min(1), z.string().regex(/^[1-9]\d*$/, 'want a whole number, 1 or more')])
-    .default(32),
+    .default(ROUTER_DEFAULTS.maxHeldPerKey),
   /**
    * Web origins whose pages may call the client listener from a browser
    * (CORS), e.g. `https://chat.example.com`, or `*` for any; a list, or

@@ -1,0 +1,253 @@
+// What a client request passes before the router relays it, as Fastify
+// preHandler hooks in the client listener's router scope: the key (every
+// route), then for inference the body, the model and the key's permission
+// for it, then the key's rate limit. Each hook sets a typed decoration the
+// next one and the handler read (`request.apiKey`, `request.call`), and a
+// refusal is the hook's reply: the chain stops there. Kept apart from
+// router.ts so the handler is only the relay, and each check can be read,
+// and reordered, on its own. The hooks run after the body is read (Fastify
+// parses it between onRequest and preHandler), so a refusal for the body
+// itself (415, 413) still comes before one for the key, as it always has.
+//
+// The hooks are callback-style and call `done` synchronously when nothing
+// waits (a cached key): a request pays no extra turn of the event loop and
+// no promise for them.
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { Model } from '../control/catalog/index.js';
+import { isLlmgwError, type ErrorCode } from '../errors/index.js';
+import { nearestName } from '../units/index.js';
+import { hashKey, type ApiKeyRecord, type KeyStore } from '../control/keys/index.js';
+import type { RouterOptions } from './options.js';
+import type { LimitDecision, RequestLimiter } from './rate-limit.js';
+import { checkModelLimits, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
+
+/** An inference request that passed every check: what the handler relays. */
+export interface AdmittedCall {
+  readonly endpoint: Endpoint;
+  /** The body as the client sent it (a byte-order mark dropped). */
+  readonly raw: Buffer;
+  readonly parsed: ParsedRequest;
+  /** The model the request names, resolved from a name or an alias. */
+  readonly model: Model;
+  /** Tokens reserved against the key's token limit, given back or charged when the request ends; 0 = none. */
+  reservedTokens: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller's API key, set by the router's key hook; null when keys are off (api_keys: off) and outside the router's routes. */
+    apiKey: ApiKeyRecord | null;
+    /** Set by the router's admission hooks on its inference routes; null before they ran and on every other route. */
+    call: AdmittedCall | null;
+  }
+}
+
+/** What the hooks need of the router: its collaborators, settings and its one way of refusing. */
+export interface AdmissionDeps {
+  readonly keys: KeyStore;
+  readonly authRequired: boolean;
+  readonly catalog: { resolve(nameOrAlias: string): Model | undefined; models(): readonly Model[] };
+  readonly limiter: RequestLimiter;
+  readonly options: RouterOptions;
+  /** Logs the refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
+  refuse(reply: FastifyReply, status: number, code: ErrorCode, message: string, param?: string | null, headers?: Record<string, string>, counted?: boolean): FastifyReply;
+  count(model: string, status: number, key: ApiKeyRecord | null): void;
+  recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void;
+}
+
+type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
+
+/** Whether the key may use the model (by its name or any alias). */
+export function allows(key: ApiKeyRecord, model: Model): boolean {
+  if (key.allowedModels === null) return true;
+  return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
+}
+
+/** Socket timeouts per connection: armed when a request starts, disarmed once its body is in (see registerRouter). */
+export function armBodyTimeout(socket: Socket | null | undefined, ms: number): void {
+  // An injected request (Fastify's inject, in tests) has a socket stand-in without timeouts.
+  if (typeof socket?.setTimeout === 'function') socket.setTimeout(ms);
+}
+
+/**
+ * The key hook, for every route of the router: the body is in (so its idle
+ * timeout is disarmed: from here a slow reader is bounded by the total
+ * timeout), then `request.apiKey` is the caller's key, or the request is
+ * refused with 401 saying why.
+ */
+export function keyHook(deps: AdmissionDeps): Hook {
+  const admitKey = (key: ApiKeyRecord | null | undefined, reply: FastifyReply): ApiKeyRecord | undefined => {
+    if (!key) {
+      deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'the API key is not valid; ask the operator for one (`POST /api/v1/keys`)');
+      return undefined;
+    }
+    if (key.revokedAtMs !== null) {
+      deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… was revoked; ask the operator for a new one`);
+      return undefined;
+    }
+    if (key.expiresAtMs !== null && key.expiresAtMs <= deps.options.now()) {
+      deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… expired at ${new Date(key.expiresAtMs).toISOString()}; ask the operator for a new one`);
+      return undefined;
+    }
+    return key;
+  };
+  return (request, reply, done) => {
+    armBodyTimeout(request.raw.socket, 0);
+    if (!deps.authRequired) return done();
+    const header = request.headers.authorization;
+    const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    if (!m) {
+      deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'no API key: send it as `Authorization: Bearer <key>`');
+      return;
+    }
+    const found = deps.keys.lookupByHash(hashKey(m[1]!));
+    if (!(found instanceof Promise)) {
+      const key = admitKey(found, reply);
+      if (key === undefined) return;
+      request.apiKey = key;
+      return done();
+    }
+    found.then(
+      (looked) => {
+        const key = admitKey(looked, reply);
+        if (key === undefined) return;
+        request.apiKey = key;
+        done();
+      },
+      (err: unknown) => done(err as Error),
+    );
+  };
+}
+
+/**
+ * The call hook, for one inference endpoint: the body parsed and checked,
+ * the model resolved (404 with the nearest name this key may use), the key
+ * allowed to use it (403), the request within the model's limits; then
+ * `request.call` holds it all.
+ */
+export function callHook(deps: AdmissionDeps, endpoint: Endpoint): Hook {
+  const { maxN, maxTokens } = deps.options;
+  /** A check's refusal as the client's error; anything else is a fault, for the listener's 500. */
+  const refuseError = (reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
+    if (!isLlmgwError(err)) return done(err as Error);
+    const param = typeof err.context.param === 'string' ? err.context.param : null;
+    deps.refuse(reply, err.status, err.code, err.message, param);
+  };
+  return (request, reply, done) => {
+    const key = request.apiKey;
+    const raw = request.body;
+    if (!Buffer.isBuffer(raw)) {
+      deps.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
+      return;
+    }
+    let parsed: ParsedRequest;
+    try {
+      parsed = parseRequest(endpoint, raw, { maxN, maxTokens });
+    } catch (err) {
+      return refuseError(reply, err, done);
+    }
+    const model = deps.catalog.resolve(parsed.model);
+    if (!model) {
+      const visible = deps.catalog.models().filter((m) => !key || allows(key, m));
+      const near = nearestName(parsed.model, visible.flatMap((m) => [m.name, ...m.aliases]));
+      deps.refuse(
+        reply,
+        404,
+        'LLMGW_MODEL_NOT_FOUND',
+        `The model \`${parsed.model}\` does not exist.${near ? ` Did you mean \`${near}\`?` : ''} GET /v1/models lists the models this key may use.`,
+        'model',
+      );
+      return;
+    }
+    if (key && !allows(key, model)) {
+      deps.refuse(
+        reply,
+        403,
+        'LLMGW_FORBIDDEN',
+        `this API key (${key.prefix}…) may not use the model \`${model.name}\`; it may use ${key.allowedModels!.map((m) => `\`${m}\``).join(', ') || 'no model'}`,
+        'model',
+      );
+      return;
+    }
+    try {
+      checkModelLimits(endpoint, parsed, model.name, model.limits);
+    } catch (err) {
+      return refuseError(reply, err, done);
+    }
+    request.call = { endpoint, raw, parsed, model, reservedTokens: 0 };
+    done();
+  };
+}
+
+/**
+ * The rate-limit hook, after the call hook: a key with limits takes one
+ * request and reserves the most tokens the call may cost (OpenAI's
+ * x-ratelimit-* headers say what is left), or is refused with 429 and
+ * Retry-After. A refusal is counted and recorded as usage under its model.
+ */
+export function rateLimitHook(deps: AdmissionDeps): Hook {
+  const { defaultReserveTokens } = deps.options;
+  return (request, reply, done) => {
+    const key = request.apiKey;
+    const call = request.call!;
+    if (!key) return done();
+    const model = call.model;
+    const reserve = key.tokensPerMinute === null ? 0 : tokensToReserve(call.endpoint, call.parsed, model, defaultReserveTokens);
+    const decision = deps.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
+    if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
+    if (!decision.ok) {
+      deps.count(model.name, 429, key);
+      deps.recordUsage(key, model.name, 429, 0, 0);
+      const over =
+        decision.limit === 'requests'
+          ? `is over its limit of ${key.requestsPerMinute} requests per minute`
+          : `has too few of its ${key.tokensPerMinute} tokens per minute left for this request, which reserves ${Math.min(reserve, key.tokensPerMinute!)} (max_tokens and the prompt; a smaller max_tokens reserves less)`;
+      deps.refuse(
+        reply,
+        429,
+        'LLMGW_RATE_LIMITED',
+        `this API key (${key.prefix}…) ${over}; retry in ${decision.retryAfterS} s`,
+        null,
+        { 'retry-after': String(decision.retryAfterS) },
+        true,
+      );
+      return;
+    }
+    call.reservedTokens = decision.reservedTokens ?? 0;
+    done();
+  };
+}
+
+/**
+ * What a request may cost at most, reserved against its key's token limit:
+ * the completion it asks for (max_tokens, else max_completion_tokens, else
+ * the model's limits.max_tokens, else `defaultReserveTokens`) per choice,
+ * plus the prompt's least size. Embeddings complete nothing.
+ */
+function tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model, defaultReserveTokens: number): number {
+  const prompt = parsed.leastPromptTokens();
+  if (endpoint === 'embeddings') return prompt;
+  const body = parsed.body;
+  const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
+  const completion = asked ?? model.limits.maxTokens ?? defaultReserveTokens;
+  const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+  return prompt + completion * n;
+}
+
+/**
+ * OpenAI's x-ratelimit-* headers for a key with limits: each limit and
+ * what is left of it after this request (a client paces itself by them).
+ */
+function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: NonNullable<LimitDecision['remaining']>): void {
+  // A limit the key has is in `remaining`; one it has not is absent.
+  if (remaining.requests !== undefined) {
+    res.setHeader('x-ratelimit-limit-requests', String(key.requestsPerMinute));
+    res.setHeader('x-ratelimit-remaining-requests', String(remaining.requests));
+  }
+  if (remaining.tokens !== undefined) {
+    res.setHeader('x-ratelimit-limit-tokens', String(key.tokensPerMinute));
+    res.setHeader('x-ratelimit-remaining-tokens', String(remaining.tokens));
+  }
+}

@@ -1,0 +1,80 @@
+// The interceptors around an upstream attempt, without a network: the order
+// they compose in, the request ids they make, the body the engine hears.
+import { describe, expect, it } from 'vitest';
+import { compileModel, ModelSchema } from '../control/catalog/index.js';
+import { compose, inFlight, requestId, rewriteBody, type Attempt, type Dispatch, type Interceptor } from './dispatch.js';
+import type { ReplicaUse } from '../control/scaling/index.js';
+import { parseRequest } from './validate.js';
+
+const model = (name: string, aliases: string[] = []) =>
+  compileModel(ModelSchema.parse({ name, aliases, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }), 'file');
+
+function attempt(body: string, servedNames?: string[]): Attempt {
+  const raw = Buffer.from(body);
+  const m = model('m', ['alias']);
+  const parsed = parseRequest('chat', raw, { maxN: 16, maxTokens: 1000 });
+  return {
+    ex: { id: 'req-1', parsed, raw, requested: m, startedAt: 0, dispatched: false, usageRefused: false },
+    model: m,
+    replica: { id: 'r1', endpoint: 'http://127.0.0.1:1', draining: false, ...(servedNames ? { servedNames } : {}) },
+    body: raw,
+    headers: {},
+  };
+}
+
+const answered: Dispatch = async () => ({ kind: 'done', status: 200 });
+
+describe('the dispatch chain', () => {
+  it('runs the first interceptor outermost: it sees the attempt first and its end last', async () => {
+    const seen: string[] = [];
+    const mark =
+      (name: string): Interceptor =>
+      (next) =>
+      async (a) => {
+        seen.push(`${name} in`);
+        const o = await next(a);
+        seen.push(`${name} out`);
+        return o;
+      };
+    await compose(answered, [mark('a'), mark('b')])(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+    expect(seen).toEqual(['a in', 'b in', 'b out', 'a out']);
+  });
+
+  it('gives every attempt its own upstream request id, made from the client request id and the tag', async () => {
+    const ids: string[] = [];
+    const send = compose(async (a) => {
+      ids.push(a.headers['x-request-id']!);
+      return { kind: 'done', status: 200 };
+    }, [requestId('.tag')]);
+    await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+    await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+    expect(ids).toEqual(['req-1-1.tag', 'req-1-2.tag']);
+  });
+
+  it('sends the client bytes as they are unless a rename or a usage request is due, then appends the fields', async () => {
+    let body = '';
+    const send = compose(async (a) => {
+      body = a.body.toString();
+      return { kind: 'done', status: 200 };
+    }, [rewriteBody()]);
+    const plain = '{"model":"alias","messages":[{"role":"user","content":"hi"}]} ';
+    await send(attempt(plain));
+    expect(body, 'the model answers to its aliases: nothing to rewrite').toBe(plain);
+    await send(attempt(plain, ['m']));
+    expect(body, 'a replica serving only the canonical name hears it').toBe('{"model":"alias","messages":[{"role":"user","content":"hi"}],"model":"m"} ');
+    await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'));
+    expect(JSON.parse(body).stream_options, 'a stream is asked for its usage').toEqual({ include_usage: true });
+  });
+
+  it('counts the attempt in flight on its replica until its outcome, and stamps its last use', async () => {
+    const use: ReplicaUse = { inFlight: 0, lastUsedAtMs: null };
+    let during = -1;
+    const send = compose(async () => {
+      during = use.inFlight;
+      return { kind: 'done', status: 200 };
+    }, [inFlight(() => use, () => 42)]);
+    await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+    expect(during).toBe(1);
+    expect(use).toEqual({ inFlight: 0, lastUsedAtMs: 42 });
+  });
+});

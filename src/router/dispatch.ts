@@ -1,0 +1,143 @@
+// One upstream attempt as a chain: small interceptors around the dispatch
+// to the replica's pool, each doing one thing before the attempt and,
+// where it must, one after it (the body the engine hears, the request id
+// it is sent under, the replica's in-flight count, the router's overhead). The same
+// shape as undici's interceptors, `(next) => (attempt) => …`, but over the
+// router's own attempt (the exchange, the model and replica chosen), which
+// undici's dispatch options cannot carry; composed once when the router
+// is built, so an attempt pays one plain call per interceptor.
+import type { Model } from '../control/catalog/index.js';
+import type { ReplicaUse } from '../control/scaling/index.js';
+import type { RouterReplica } from './router.js';
+import type { RouterMetrics } from './metrics.js';
+import type { Outcome } from './relay.js';
+import type { ParsedRequest } from './validate.js';
+
+/** What the interceptors read of the client request an attempt serves. */
+export interface AttemptExchange {
+  /** The listener's request id: upstream ids are made from it. */
+  readonly id: string;
+  readonly parsed: ParsedRequest;
+  /** The body as the client sent it. */
+  readonly raw: Buffer;
+  /** The model the client asked for (a fallback may serve it). */
+  readonly requested: Model;
+  /** performance.now() at arrival. */
+  readonly startedAt: number;
+  /** An attempt was dispatched already (the router's overhead is observed once, at the first). */
+  dispatched: boolean;
+  /** The engine refused the stream_options the router added: sent as the client wrote it from then on. */
+  readonly usageRefused: boolean;
+}
+
+/** One attempt on its way upstream; `E` is the router's whole exchange, which the dispatch at the end of the chain needs. */
+export interface Attempt<E extends AttemptExchange = AttemptExchange> {
+  readonly ex: E;
+  /** The model this attempt asks for: the requested one or a fallback. */
+  readonly model: Model;
+  readonly replica: RouterReplica;
+  /** The bytes sent upstream; the client's own until an interceptor rewrites them. */
+  body: Buffer;
+  /** The upstream request's headers; interceptors add theirs. */
+  readonly headers: Record<string, string>;
+}
+
+export type Dispatch<E extends AttemptExchange = AttemptExchange> = (attempt: Attempt<E>) => Promise<Outcome>;
+/** Reads and adds to the attempt, passes it on with `next`, and may act on the outcome; it never needs more of the exchange than AttemptExchange. */
+export type Interceptor = <E extends AttemptExchange>(next: Dispatch<E>) => Dispatch<E>;
+
+/** `base` wrapped in `interceptors`, the first listed outermost (it sees the attempt first and its end last). */
+export function compose<E extends AttemptExchange>(base: Dispatch<E>, interceptors: readonly Interceptor[]): Dispatch<E> {
+  let dispatch = base;
+  for (let i = interceptors.length - 1; i >= 0; i--) dispatch = interceptors[i]!(dispatch);
+  return dispatch;
+}
+
+/**
+ * The bytes sent upstream: the client's own, unless the engine must hear
+ * another model name, or a stream must be asked for its usage (without it
+ * a stream's tokens go uncounted and past the key's token limit; the
+ * usage chunk is then kept from the client, who did not ask for it). Those
+ * fields are appended to the client's bytes, not re-serialised: JSON
+ * readers keep a repeated key's last value, and the rest (a 64-bit seed,
+ * key order) reaches the engine exactly as sent.
+ */
+export function rewriteBody(): Interceptor {
+  return (next) => (a) => {
+    const { ex, model, replica } = a;
+    const requested = ex.parsed.model;
+    const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
+    const rename = served !== null && !served.includes(requested);
+    const askUsage = withholdsUsage(ex);
+    if (rename || askUsage) {
+      let tail = '';
+      if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
+      if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
+      a.body = appendFields(ex.raw, tail);
+    }
+    return next(a);
+  };
+}
+
+/**
+ * The upstream request id: the client's request id, then this router's
+ * attempt number and `tag`, unique per attempt (vLLM takes it as its own
+ * request id and refuses one already running: a client reusing its id, a
+ * retry), and across control planes and restarts by the tag.
+ */
+export function requestId(tag: string): Interceptor {
+  /** Upstream attempts made through this chain: numbers every id. */
+  let seq = 0;
+  return (next) => (a) => {
+    a.headers['x-request-id'] = `${a.ex.id}-${(++seq).toString(36)}${tag}`;
+    return next(a);
+  };
+}
+
+/** The replica's in-flight count and last use, for the router's choice and the reconciler's scaling, kept while the attempt runs. */
+export function inFlight(useOf: (replicaId: string) => ReplicaUse, now: () => number): Interceptor {
+  return (next) => (a) => {
+    const use = useOf(a.replica.id);
+    use.inFlight++;
+    use.lastUsedAtMs = now();
+    return next(a).finally(() => {
+      use.inFlight--;
+      use.lastUsedAtMs = now();
+    });
+  };
+}
+
+/**
+ * The router's own overhead, observed at a request's first attempt. (The
+ * replica in-flight gauge is read from inFlight's counts at each scrape.)
+ */
+export function attemptMetrics(metrics: RouterMetrics): Interceptor {
+  return (next) => (a) => {
+    if (!a.ex.dispatched) {
+      a.ex.dispatched = true;
+      metrics.overhead.observe((performance.now() - a.ex.startedAt) / 1000);
+    }
+    return next(a);
+  };
+}
+
+/** Whether the router asks this request's stream for usage on the client's behalf (not after the engine refused the field). */
+export function withholdsUsage(ex: AttemptExchange): boolean {
+  return ex.parsed.usageWithheld && !ex.usageRefused;
+}
+
+/** A JSON object's bytes with `,"k":v…` added before its closing brace (the body was parsed as an object, so it has one). */
+function appendFields(raw: Buffer, fields: string): Buffer {
+  const end = lastNonSpace(raw, raw.length - 1);
+  // An empty object takes no leading comma.
+  const before = lastNonSpace(raw, end - 1);
+  const text = raw[before] === 0x7b ? fields.slice(1) : fields;
+  return Buffer.concat([raw.subarray(0, end), Buffer.from(text, 'utf8'), raw.subarray(end)]);
+}
+
+/** The index of the last byte at or before `from` that is not JSON whitespace. */
+function lastNonSpace(raw: Buffer, from: number): number {
+  let i = from;
+  while (i > 0 && (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09)) i--;
+  return i;
+}

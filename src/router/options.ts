@@ -1,0 +1,160 @@
+// The router's options in three stages: as a caller writes them (the
+// option fields of RouterDeps, every one optional), ROUTER_DEFAULTS, the one
+// table of what an absent option means, and the readonly RouterOptions that
+// compileRouterOptions() makes of them once, at construction. Kept apart
+// from router.ts so that the control plane's configuration takes its
+// defaults for the same settings (timeouts, max_held_per_key) from this
+// table instead of repeating them.
+import { LlmgwError } from '../errors/index.js';
+
+/** Every router default, in the unit its name carries. */
+export const ROUTER_DEFAULTS = Object.freeze({
+  /** From sending a request upstream to the engine's response headers. */
+  headersTimeoutMs: 300_000,
+  /** Longest silence in a body: the client's request, and the engine's answer between chunks. */
+  idleBodyTimeoutMs: 60_000,
+  /** Whole request, holds and retries included. */
+  totalTimeoutMs: 600_000,
+  /** Longest hold for a model with no ready replica while one starts. */
+  coldStartTimeoutMs: 120_000,
+  bodyLimitBytes: 8 * 2 ** 20,
+  maxN: 16,
+  maxTokens: 1_000_000,
+  maxAttempts: 4,
+  attemptsPerModel: 2,
+  retryBackoffMs: 20,
+  prefixChars: 256,
+  loadFactor: 1.25,
+  coldPollMs: 100,
+  sweepIntervalMs: 30_000,
+  maxHeldPerKey: 32,
+  defaultReserveTokens: 1024,
+});
+
+export interface RouterTimeouts {
+  /** From sending a request upstream to the engine's response headers (a non-streamed answer's headers come with the whole answer). Default 300 000. */
+  headersTimeoutMs: number;
+  /** Longest silence in a body: the client's request body, and the engine's answer between chunks. Default 60 000. */
+  idleBodyTimeoutMs: number;
+  /** Whole request, holds and retries included; then 504 (or an SSE error event once streaming). Default 600 000. */
+  totalTimeoutMs: number;
+  /** Longest hold for a model with no ready replica while one starts. Default 120 000. */
+  coldStartTimeoutMs: number;
+}
+
+/** The router's settings as a caller writes them; absent = ROUTER_DEFAULTS (or the default named). */
+export interface RouterSettings {
+  /** Epoch ms; absent = Date.now. Key expiry, rate limits, last-used and cold-start deadlines read it. */
+  now?: () => number;
+  /** Uniform in [0, 1); absent = Math.random. Tests pass a seeded one. */
+  random?: () => number;
+  timeouts?: Partial<RouterTimeouts>;
+  /** Largest request body; absent = 8 MiB. Enforced on chunked bodies too. */
+  bodyLimitBytes?: number;
+  /** Largest `n`; absent = 16. */
+  maxN?: number;
+  /** Largest max_tokens / max_completion_tokens; absent = 1 000 000. */
+  maxTokens?: number;
+  /** Upstream attempts per request over all replicas and fallbacks; absent = 4. */
+  maxAttempts?: number;
+  /** Replicas tried per model before moving to the next fallback; absent = 2. */
+  attemptsPerModel?: number;
+  /** First retry's backoff; doubles per attempt, ×(0.5..1.5) jitter, capped at 500 ms. Absent = 20. */
+  retryBackoffMs?: number;
+  /** Characters of prompt hashed for `routing: prefix`; absent = 256. */
+  prefixChars?: number;
+  /** CHWBL's bound: a replica takes a prefix while under loadFactor × mean load; absent = 1.25. */
+  loadFactor?: number;
+  /** How often a held request re-reads `ready()`; absent = 100. */
+  coldPollMs?: number;
+  /** Web origins whose pages may call these endpoints from a browser (CORS); '*' = any; absent or empty = none. */
+  corsOrigins?: readonly string[];
+  /** How often pools of replicas that are gone are closed; absent = 30 000; 0 = never (call sweep()). */
+  sweepIntervalMs?: number;
+  /**
+   * Most requests of one key held at once for models with no ready replica
+   * (`max_held_per_key`); the next is refused with 429. Absent = 32. Requests
+   * without a key (api_keys off, loopback only) are not limited.
+   */
+  maxHeldPerKey?: number;
+  /**
+   * Completion tokens a request reserves against its key's token limit when
+   * it sets neither max_tokens nor max_completion_tokens and its model
+   * declares no limits.max_tokens. Absent = 1024.
+   */
+  defaultReserveTokens?: number;
+  /**
+   * PEM CA that https endpoints (agents with --engine-tls) are verified
+   * against, and only it (`engine_ca`). Absent or null = the system's CAs.
+   * Plain http endpoints are unaffected.
+   */
+  engineCa?: Buffer | null;
+}
+
+/** The compiled settings: every default filled, read on the hot path without a `??`. */
+export interface RouterOptions {
+  readonly now: () => number;
+  readonly random: () => number;
+  readonly timeouts: Readonly<RouterTimeouts>;
+  readonly bodyLimitBytes: number;
+  readonly maxN: number;
+  readonly maxTokens: number;
+  readonly maxAttempts: number;
+  readonly attemptsPerModel: number;
+  readonly retryBackoffMs: number;
+  readonly prefixChars: number;
+  readonly loadFactor: number;
+  readonly coldPollMs: number;
+  /** Empty = no CORS. */
+  readonly corsOrigins: readonly string[];
+  /** 0 = never. */
+  readonly sweepIntervalMs: number;
+  readonly maxHeldPerKey: number;
+  readonly defaultReserveTokens: number;
+  /** Null = the system's CAs. */
+  readonly engineCa: Buffer | null;
+}
+
+/** The numeric settings, each checked to be a finite number, not negative. */
+const NUMERIC = [
+  'bodyLimitBytes',
+  'maxN',
+  'maxTokens',
+  'maxAttempts',
+  'attemptsPerModel',
+  'retryBackoffMs',
+  'prefixChars',
+  'loadFactor',
+  'coldPollMs',
+  'sweepIntervalMs',
+  'maxHeldPerKey',
+  'defaultReserveTokens',
+] as const;
+
+/** Fills every absent setting from ROUTER_DEFAULTS; a negative or non-finite number is refused, naming the setting. */
+export function compileRouterOptions(settings: RouterSettings): RouterOptions {
+  const problems: string[] = [];
+  const pick = (name: (typeof NUMERIC)[number] | keyof RouterTimeouts, value: number | undefined): number => {
+    if (value === undefined) return ROUTER_DEFAULTS[name];
+    if (!Number.isFinite(value) || value < 0) problems.push(`${name} is ${value}; want a number, 0 or more`);
+    return value;
+  };
+  const t = settings.timeouts ?? {};
+  const timeouts = Object.freeze({
+    headersTimeoutMs: pick('headersTimeoutMs', t.headersTimeoutMs),
+    idleBodyTimeoutMs: pick('idleBodyTimeoutMs', t.idleBodyTimeoutMs),
+    totalTimeoutMs: pick('totalTimeoutMs', t.totalTimeoutMs),
+    coldStartTimeoutMs: pick('coldStartTimeoutMs', t.coldStartTimeoutMs),
+  });
+  const numbers = {} as Record<(typeof NUMERIC)[number], number>;
+  for (const name of NUMERIC) numbers[name] = pick(name, settings[name]);
+  if (problems.length) throw new LlmgwError('LLMGW_CONFIG_INVALID', `the router's options are not valid: ${problems.join('; ')}`);
+  return Object.freeze({
+    now: settings.now ?? Date.now,
+    random: settings.random ?? Math.random,
+    timeouts,
+    ...numbers,
+    corsOrigins: Object.freeze([...(settings.corsOrigins ?? [])]),
+    engineCa: settings.engineCa ?? null,
+  });
+}
