@@ -5,7 +5,6 @@
 // Everything the loop touches is injected (prober, HTTP, clock), so a
 // benchmark can run thousands of simulated agents in one process.
 import { isWildcardHost } from './address/index.js';
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -27,6 +26,7 @@ import { parseDurationMs } from '../units/index.js';
 import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
+import { bearerToken, sameSecret } from '../http/index.js';
 
 /** The options as an operator writes them (flags). */
 export interface AgentOptions {
@@ -391,11 +391,8 @@ export class Agent {
     }) as unknown as FastifyInstance;
     app.addHook('onRequest', async (req, reply) => {
       const token = this.identity?.mgmt_token;
-      const match = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '');
-      const ok =
-        token !== undefined &&
-        match !== null &&
-        timingSafeEqual(createHash('sha256').update(token).digest(), createHash('sha256').update(match[1]!).digest());
+      const given = bearerToken(req.headers.authorization);
+      const ok = token !== undefined && given !== null && sameSecret(given, token);
       if (!ok) {
         req.log.warn({ ip: req.ip, url: req.url.split('?')[0] }, 'management call refused: not from this node\'s control plane');
         return reply.code(401).send({ error: 'only this node\'s control plane may call its management API' });

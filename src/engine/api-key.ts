@@ -5,7 +5,7 @@
 // 0.0.0.0 on a fleet node) cannot skip API keys, limits and accounting.
 // Only /v1/* is guarded; /health and /metrics stay open, as in vLLM, so
 // the agent's probes need no secret.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { bearerToken, sameSecret } from '../http/index.js';
 
 /** True when `path` needs the key: the OpenAI API, not the probes. */
 export function apiKeyGuards(path: string): boolean {
@@ -18,11 +18,8 @@ export function apiKeyGuards(path: string): boolean {
  * through timing.
  */
 export function bearerMatches(authorization: string | undefined, apiKey: string): boolean {
-  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization ?? '');
-  if (!match) return false;
-  const given = createHash('sha256').update(match[1]!).digest();
-  const wanted = createHash('sha256').update(apiKey).digest();
-  return timingSafeEqual(given, wanted);
+  const given = bearerToken(authorization);
+  return given !== null && sameSecret(given, apiKey);
 }
 
 /** The sentence a refused caller reads (never the key, never a hint of it). */

@@ -17,6 +17,7 @@ import { isLlmgwError, type ErrorCode, type LlmgwError } from '../errors/index.j
 import type { ServerTls } from '../tls/index.js';
 
 export { actorOf, actorText, auditActor, setIdentity, type AuditActor } from './actor.js';
+export { bearerToken, sameSecret } from './bearer.js';
 export {
   checkHost,
   crossSiteProblem,

@@ -22,6 +22,7 @@ import { hashKey, type ApiKeyRecord, type KeyStore } from '../control/keys/index
 import type { RouterOptions } from './options.js';
 import type { LimitDecision, RequestLimiter } from './rate-limit.js';
 import { checkModelLimits, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
+import { bearerToken } from '../http/index.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -96,13 +97,12 @@ export function keyHook(deps: AdmissionDeps): Hook {
   return (request, reply, done) => {
     armBodyTimeout(request.raw.socket, 0);
     if (!deps.authRequired) return done();
-    const header = request.headers.authorization;
-    const m = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!m) {
+    const presented = bearerToken(request.headers.authorization);
+    if (presented === null) {
       deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'no API key: send it as `Authorization: Bearer <key>`');
       return;
     }
-    const found = deps.keys.lookupByHash(hashKey(m[1]!));
+    const found = deps.keys.lookupByHash(hashKey(presented));
     if (!(found instanceof Promise)) {
       const key = admitKey(found, reply);
       if (key === undefined) return;

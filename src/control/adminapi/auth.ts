@@ -14,7 +14,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
-import { checkHost, crossSiteProblem, hasBody, type HostAllowlist, isJsonContentType, setIdentity } from '../../http/index.js';
+import { bearerToken, checkHost, crossSiteProblem, hasBody, type HostAllowlist, isJsonContentType, setIdentity } from '../../http/index.js';
 
 /**
  * Who a route lets in. `admin` (the default, also when absent): the admin
@@ -145,8 +145,7 @@ function checkSameOriginJson(request: FastifyRequest): void {
 
 /** The token of an `Authorization: Bearer …` header, or null when there is none. */
 function bearerOf(request: FastifyRequest): string | null {
-  const match = /^Bearer (.+)$/i.exec(request.headers.authorization ?? '');
-  return match ? match[1]! : null;
+  return bearerToken(request.headers.authorization);
 }
 
 /** Both sides are hashed before comparing, so neither length nor content leaks through timing. */

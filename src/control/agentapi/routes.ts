@@ -9,6 +9,7 @@ import { describeIssues } from '../../validation/index.js';
 import { type Inventory, type Node, NODE_JOIN_TOKEN_PREFIX } from '../inventory/index.js';
 import type { AssignmentBoard } from './assignments.js';
 import { checkMgmtAddr, declaredAddressing, type NodeAddressing, screenShards } from './report-checks.js';
+import { bearerToken } from '../../http/index.js';
 
 export interface AgentApiOptions {
   inventory: Inventory;
@@ -175,8 +176,8 @@ function checkedShards(
 }
 
 function authenticate(request: FastifyRequest, inventory: Inventory, nodeId: string): Node {
-  const match = /^Bearer (.+)$/i.exec(request.headers.authorization ?? '');
-  const node = match ? inventory.authenticate(nodeId, match[1]!) : null;
+  const token = bearerToken(request.headers.authorization);
+  const node = token === null ? null : inventory.authenticate(nodeId, token);
   if (!node) {
     request.log.warn({ node: nodeId, ip: request.ip }, 'agent call refused: unknown node or wrong credential');
     throw new LlmgwError('LLMGW_JOIN_REFUSED', `node "${nodeId}" is unknown here or its credential is wrong; the agent will join again, proving its saved credential`);
