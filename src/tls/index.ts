@@ -5,9 +5,9 @@
 // other. Making certificates (`llmgw tls init`) lives in ./init.ts, loaded
 // only by that command: it pulls in an X.509 library nothing else needs.
 import { readFileSync } from 'node:fs';
-import { isIP } from 'node:net';
 import { Agent, type Dispatcher } from 'undici';
 import { LlmgwError } from '../errors/index.js';
+import { isLoopbackHost } from '../net/index.js';
 
 /** A listener's certificate chain and private key, as Node's `https.createServer` takes them. */
 export interface ServerTls {
@@ -49,11 +49,7 @@ export function dispatcherForCa(ca: Buffer | null): Dispatcher | null {
 export function isPlainHttpOffLoopback(url: string): boolean {
   const parsed = new URL(url);
   if (parsed.protocol !== 'http:') return false;
-  const host = parsed.hostname.replace(/^\[|\]$/g, '');
-  if (host === 'localhost') return false;
-  if (isIP(host) === 4) return !host.startsWith('127.');
-  if (isIP(host) === 6) return host !== '::1';
-  return true;
+  return !isLoopbackHost(parsed.hostname);
 }
 
 function readPem(file: string, what: string, label: 'CERTIFICATE' | 'PRIVATE KEY'): Buffer {

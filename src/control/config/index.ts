@@ -9,6 +9,7 @@ import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { isLlmgwError, LlmgwError, ValidationError } from '../../errors/index.js';
+import { isLoopbackHost } from '../../net/index.js';
 import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
 import { formatDurationMs, parseDurationMs } from '../../units/index.js';
 import { describeIssues } from '../../validation/index.js';
@@ -197,13 +198,6 @@ export function parseAddress(text: string): ListenAddress | null {
   const port = Number(match[3]);
   if (port > 65535) return null;
   return { host: (match[1] ?? match[2])!, port };
-}
-
-export function isLoopbackHost(host: string): boolean {
-  if (host === 'localhost') return true;
-  if (isIP(host) === 4) return host.startsWith('127.');
-  if (isIP(host) === 6) return host === '::1';
-  return false;
 }
 
 export function envName(key: string): string {

@@ -1,0 +1,11 @@
+import { describe, expect, it } from 'vitest';
+import { isLoopbackHost } from './index.js';
+
+describe('isLoopbackHost', () => {
+  it.each(['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', 'LOCALHOST', '::ffff:127.0.0.1'])('counts %j as this machine', (h) => {
+    expect(isLoopbackHost(h)).toBe(true);
+  });
+  it.each(['0.0.0.0', '::', '[::]', '10.0.0.1', '::ffff:10.0.0.1', 'example.com', 'localhost.example.com', ''])('does not count %j', (h) => {
+    expect(isLoopbackHost(h)).toBe(false);
+  });
+});
