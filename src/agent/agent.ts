@@ -4,7 +4,7 @@
 // never older than the interval and an admin action arrives within a second.
 // Everything the loop touches is injected (prober, HTTP, clock), so a
 // benchmark can run thousands of simulated agents in one process.
-import { isWildcardHost } from './address/index.js';
+import { isWildcardHost } from '../net/index.js';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';

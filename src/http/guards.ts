@@ -7,6 +7,7 @@
 import { isIP } from 'node:net';
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../errors/index.js';
+import { isWildcardHost } from '../net/index.js';
 
 /** Names every loopback listener answers to, whatever it was bound to. */
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1'];
@@ -34,7 +35,7 @@ export interface HostAllowlistInput {
  */
 export function hostAllowlist(input: HostAllowlistInput): HostAllowlist {
   const bound = normaliseHostName(input.boundHost);
-  const everyInterface = bound === '0.0.0.0' || bound === '::';
+  const everyInterface = isWildcardHost(bound);
   if (everyInterface && input.extra.length === 0 && input.credentialsRequired) return null;
   const names = new Set(input.extra.map(normaliseHostName));
   if (!everyInterface) names.add(bound);

@@ -4,6 +4,11 @@
 // loopback is, so the answer lives here, in a leaf every part may import.
 import { isIP } from 'node:net';
 
+/** True for the addresses that mean "every interface" when bound to: 0.0.0.0 and :: (brackets allowed). */
+export function isWildcardHost(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
 /** True for 127.0.0.0/8, ::1, ::ffff:127.x and "localhost" (brackets allowed); false for anything else, 0.0.0.0 and :: included. */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();

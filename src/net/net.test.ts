@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { isLoopbackHost } from './index.js';
+import { isLoopbackHost, isWildcardHost } from './index.js';
+
+describe('isWildcardHost', () => {
+  it('knows the every-interface binds and nothing else', () => {
+    expect(['0.0.0.0', '::', '[::]'].map(isWildcardHost)).toEqual([true, true, true]);
+    expect(['127.0.0.1', '::1', '10.0.0.1', '', 'localhost'].map(isWildcardHost)).toEqual([false, false, false, false, false]);
+  });
+});
 
 describe('isLoopbackHost', () => {
   it.each(['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', 'LOCALHOST', '::ffff:127.0.0.1'])('counts %j as this machine', (h) => {

@@ -8,10 +8,7 @@
 import { createSocket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-
-export function isWildcardHost(host: string): boolean {
-  return host === '0.0.0.0' || host === '::' || host === '[::]';
-}
+import { isWildcardHost } from '../../net/index.js';
 
 /**
  * The local address this machine would send from to reach `url`'s host;

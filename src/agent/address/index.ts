@@ -1,3 +1,3 @@
 // Where this node is reached: the host its engines' endpoints and its
 // management address name, separate from where they bind.
-export { advertisedHost, isWildcardHost, type AdvertiseInput } from './advertise.js';
+export { advertisedHost, type AdvertiseInput } from './advertise.js';

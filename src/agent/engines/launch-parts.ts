@@ -2,14 +2,14 @@
 // merge, where to probe a wildcard bind, and the checks on a multi-node
 // shard's peers. Shared so that five adapters cannot disagree on them.
 import { LlmgwError } from '../../errors/index.js';
+import { isWildcardHost } from '../../net/index.js';
 import { unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
 import type { CompiledEngineAdapterOptions, EngineName, Readiness, ShardLaunch, ShardPeer } from './shard-launch.js';
 
 /** Where to connect to reach an engine bound to `host`: a wildcard bind answers on loopback. */
 export function probeHost(host: string): string {
   if (host === '' || host === '0.0.0.0') return '127.0.0.1';
-  if (host === '::' || host === '[::]') return '::1';
-  return host;
+  return isWildcardHost(host) ? '::1' : host;
 }
 
 /** `host:port`, with an IPv6 address in brackets as URLs and --rpc lists want it. */
