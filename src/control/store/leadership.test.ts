@@ -3,9 +3,11 @@
 // after another instance took the lead must not be able to write replicas or
 // shards. Without the fence it would undo its successor's work, e.g. delete a
 // replica the new leader just started, costing a running engine.
+import { sql } from 'kysely';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StaleLeaderError } from '../../errors/index.js';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../../../test/support/postgres.js';
+import { waitFor } from '../../../test/support/wait.js';
 import type { ReplicaWrite } from './replicas.js';
 import { Store } from './store.js';
 
@@ -81,16 +83,28 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
   it('makes an acquisition wait for a write of the old epoch in flight, so the new leader reads it', async () => {
     // The old leader's write holds the leadership row FOR SHARE until it commits; the increment queues behind it.
     oldEpoch = await old.leadership.acquireEpoch('reconciler', 'cp-old', 3000);
+    const order: string[] = [];
+    let lockTaken!: () => void;
+    const locked = new Promise<void>((resolve) => (lockTaken = resolve));
     const slow = old.connection.db.transaction().execute(async (tx) => {
       await tx.selectFrom('leadership').select('epoch').where('name', '=', 'reconciler').forShare().execute();
-      await new Promise((r) => setTimeout(r, 300));
+      lockTaken();
+      // Write only once Postgres shows the acquisition queued on a lock in this database: proof that it waits, not a guess at how long it takes.
+      await waitFor('the new leader waiting on the leadership row', async () => {
+        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(old.connection.db);
+        return rows[0]!.n > 0 ? true : undefined;
+      }, 10_000);
       await tx.insertInto('replicas').values({ ...row('rep-late') }).execute();
+      order.push('old write');
     });
-    await new Promise((r) => setTimeout(r, 50));
-    const started = Date.now();
-    freshEpoch = await fresh.leadership.acquireEpoch('reconciler', 'cp-new', 4000);
-    expect(Date.now() - started, 'the acquisition waited for the in-flight write').toBeGreaterThanOrEqual(150);
+    await locked;
+    const acquiring = fresh.leadership.acquireEpoch('reconciler', 'cp-new', 4000).then((epoch) => {
+      order.push('new epoch');
+      return epoch;
+    });
     await slow;
+    freshEpoch = await acquiring;
+    expect(order, 'the acquisition ended only after the in-flight write').toEqual(['old write', 'new epoch']);
     expect((await fresh.replicas.list()).map((r) => r.id)).toContain('rep-late');
   });
 });
