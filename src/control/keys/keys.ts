@@ -3,7 +3,7 @@
 // usable key. The KeyStore interface is what the router needs; the control
 // plane backs it with its store (stored.ts), tests and loopback setups with
 // MemoryKeyStore.
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { hash, randomBytes, randomUUID } from 'node:crypto';
 import { actorText, type AuditActor } from '../../http/index.js';
 
 export interface ApiKeyRecord {
@@ -73,7 +73,8 @@ const SECRET_PREFIX = 'llmgw-';
 const DISPLAY_PREFIX_CHARS = SECRET_PREFIX.length + 6;
 
 export function hashKey(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex');
+  // One call, no Hash object: this runs on every request the router admits.
+  return hash('sha256', secret, 'hex');
 }
 
 export interface NewKey {
