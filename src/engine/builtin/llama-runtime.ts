@@ -19,7 +19,7 @@ import {
 } from 'node-llama-cpp';
 import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
-import { sequenceContextTokens, type CompiledBuiltinEngineOptions } from './options.js';
+import { sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
 
 export interface ChatTurn {
   role: 'system' | 'user' | 'assistant';
@@ -56,42 +56,83 @@ export interface EmbeddingResult {
   promptTokens: number;
 }
 
-/** Hands out the context's sequences, one per request; later requests wait in arrival order. */
-class SequencePool {
-  private readonly free: LlamaContextSequence[];
-  private readonly waiters: { resolve: (s: LlamaContextSequence) => void; reject: (e: unknown) => void; signal: AbortSignal }[] = [];
+/** Seconds a refused request is told to wait: about one short reply on a CPU engine. */
+export const BUSY_RETRY_AFTER_SECONDS = 1;
 
-  constructor(sequences: LlamaContextSequence[]) {
-    this.free = sequences;
+/**
+ * Hands out the context's sequences, one per request; later requests wait in
+ * arrival order, at most `maxQueue` of them. Past that a request is refused
+ * at once (429 with Retry-After) rather than left to wait without bound, so
+ * a client or the router can go elsewhere or back off. A waiter whose client
+ * goes away leaves the queue at once.
+ */
+export class SequencePool<S = LlamaContextSequence> {
+  private readonly free: S[];
+  private readonly busy = new Set<S>();
+  private readonly waiters: { resolve: (s: S) => void; reject: (e: unknown) => void; signal: AbortSignal }[] = [];
+
+  constructor(
+    sequences: S[],
+    private readonly maxQueue: number,
+  ) {
+    this.free = [...sequences].reverse();
   }
 
   get waiting(): number {
     return this.waiters.length;
   }
 
-  acquire(signal: AbortSignal): Promise<LlamaContextSequence> {
-    signal.throwIfAborted();
+  /** The sequences serving a request now. */
+  get inUse(): ReadonlySet<S> {
+    return this.busy;
+  }
+
+  acquire(signal: AbortSignal): Promise<S> {
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
     const ready = this.free.pop();
-    if (ready) return Promise.resolve(ready);
-    return new Promise((resolve, reject) => {
-      const waiter = { resolve, reject, signal };
-      this.waiters.push(waiter);
-      signal.addEventListener(
-        'abort',
-        () => {
-          const at = this.waiters.indexOf(waiter);
-          if (at >= 0) this.waiters.splice(at, 1);
-          reject(signal.reason);
-        },
-        { once: true },
+    if (ready !== undefined) {
+      this.busy.add(ready);
+      return Promise.resolve(ready);
+    }
+    if (this.waiters.length >= this.maxQueue) {
+      const size = this.busy.size;
+      return Promise.reject(
+        new LlmgwError(
+          'LLMGW_ENGINE_BUSY',
+          `all ${size} sequence(s) of this engine are generating and ${this.waiters.length} request(s) already wait (--max-queue ${this.maxQueue}); ` +
+            `retry after ${BUSY_RETRY_AFTER_SECONDS} s, or start the engine with more --parallel sequences or a longer --max-queue`,
+          { context: { retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS } },
+        ),
       );
+    }
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        const at = this.waiters.indexOf(waiter);
+        if (at >= 0) this.waiters.splice(at, 1);
+        reject(signal.reason);
+      };
+      const waiter = {
+        resolve: (s: S) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(s);
+        },
+        reject,
+        signal,
+      };
+      this.waiters.push(waiter);
+      signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
-  release(sequence: LlamaContextSequence): void {
+  /** Hands the sequence straight to the longest waiter, or back to the free list. */
+  release(sequence: S): void {
     const next = this.waiters.shift();
-    if (next) next.resolve(sequence);
-    else this.free.push(sequence);
+    if (next) {
+      next.resolve(sequence);
+      return;
+    }
+    this.busy.delete(sequence);
+    this.free.push(sequence);
   }
 }
 
@@ -106,6 +147,8 @@ export class BuiltinRuntime {
     private readonly llama: Llama,
     readonly model: LlamaModel,
     private readonly pool: SequencePool,
+    /** Sequences in the context: requests generated at once. */
+    readonly parallel: number,
     /** Tokens each sequence holds: prompt and reply together. */
     readonly sequenceContextTokens: number,
   ) {}
@@ -139,15 +182,18 @@ export class BuiltinRuntime {
     }
     try {
       const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
-      const perSequence = sequenceContextTokens(options, facts.trainedContextTokens);
+      const layout = sequenceLayout(options, facts.trainedContextTokens);
+      // One context, `parallel` sequences: node-llama-cpp decodes the tokens
+      // of every busy sequence in one batch, which is the whole point of
+      // parallel decoding. contextSize is per sequence in node-llama-cpp.
       const context = await model.createContext({
-        sequences: options.parallel,
-        contextSize: perSequence,
+        sequences: layout.parallel,
+        contextSize: layout.perSequence,
         threads: options.threads,
       });
       const sequences: LlamaContextSequence[] = [];
-      for (let i = 0; i < options.parallel; i++) sequences.push(context.getSequence());
-      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences.reverse()), perSequence);
+      for (let i = 0; i < layout.parallel; i++) sequences.push(context.getSequence());
+      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences, layout.maxQueue), layout.parallel, layout.perSequence);
     } catch (err) {
       await llama.dispose().catch(() => undefined);
       throw new LlmgwError(
@@ -163,9 +209,17 @@ export class BuiltinRuntime {
     return `${this.llama.buildType} llama.cpp ${this.llama.llamaCppRelease.release}, ${this.llama.gpu === false ? 'CPU' : this.llama.gpu}`;
   }
 
-  /** Requests generating now, and requests waiting for a free sequence. */
-  get load(): { inFlight: number; waiting: number } {
-    return { inFlight: this.inFlightCount, waiting: this.pool.waiting };
+  /**
+   * Requests generating now, requests waiting for a free sequence, and the
+   * share of the KV cache that generating requests hold (0 to 1): their
+   * sequences' tokens over every sequence's room. A free sequence keeps its
+   * tokens for prefix reuse, but they are given up on its next request, so
+   * like vLLM's kv_cache_usage_perc they count as free.
+   */
+  get load(): { inFlight: number; waiting: number; kvCacheUsage: number } {
+    let held = 0;
+    for (const sequence of this.pool.inUse) held += sequence.nextTokenIndex;
+    return { inFlight: this.inFlightCount, waiting: this.pool.waiting, kvCacheUsage: held / (this.parallel * this.sequenceContextTokens) };
   }
 
   async chat(turns: readonly ChatTurn[], params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
@@ -315,3 +369,4 @@ function finishReason(stopReason: string, signal: AbortSignal): FinishReason {
   if (signal.aborted || stopReason === 'abort') return 'aborted';
   return stopReason === 'maxTokens' ? 'length' : 'stop';
 }
+
