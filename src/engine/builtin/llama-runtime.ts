@@ -235,7 +235,7 @@ export class BuiltinRuntime {
         history.push({ type: 'model', response: [] });
         const { contextText } = chat.chatWrapper.generateContextState({ chatHistory: history });
         const promptTokens = contextText.tokenize(this.model.tokenizer).length;
-        const maxTokens = this.replyBudget(promptTokens, params.maxTokens);
+        const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'messages');
         const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result = await chat.generateResponse(history, options);
         return { text: result.response, promptTokens, completionTokens: generated(), finishReason: finishReason(result.metadata.stopReason, signal) };
@@ -275,7 +275,7 @@ export class BuiltinRuntime {
     const bos = this.model.tokens.shouldPrependBosToken ? this.model.tokens.bos : null;
     const input: Token[] = this.model.tokenize(prompt, false, bos === null ? undefined : 'trimLeadingSpace');
     const promptTokens = input.length + (bos === null ? 0 : 1);
-    const maxTokens = this.replyBudget(promptTokens, params.maxTokens);
+    const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'prompt');
     return this.withSequence(signal, async (sequence) => {
       const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
       try {
@@ -302,11 +302,7 @@ export class BuiltinRuntime {
         signal.throwIfAborted();
         const length = context.calculateInputLength(input);
         if (length > this.sequenceContextTokens) {
-          throw new LlmgwError(
-            'LLMGW_BAD_REQUEST',
-            `input[${i}] is ${length} tokens but this engine embeds at most ${this.sequenceContextTokens}; split it or raise --ctx-size`,
-            { context: { param: 'input' } },
-          );
+          throw contextLengthExceeded(this.sequenceContextTokens, length, 'input', this.parallel, `input[${i}]`);
         }
         promptTokens += length;
         vectors.push([...(await context.getEmbeddingFor(input)).vector]);
@@ -334,17 +330,15 @@ export class BuiltinRuntime {
     }
   }
 
-  /** Tokens left for the reply: what was asked, capped by what the sequence has room for. */
-  private replyBudget(promptTokens: number, requested: number | undefined): number {
+  /**
+   * Tokens left for the reply: what was asked, capped by what the sequence
+   * has room for (as llama-server does). A prompt that leaves no room is
+   * OpenAI's context_length_exceeded, in OpenAI's words (clients that trim
+   * history match them), then what to change on this engine.
+   */
+  private replyBudget(promptTokens: number, requested: number | undefined, param: 'messages' | 'prompt'): number {
     const room = this.sequenceContextTokens - promptTokens;
-    if (room <= 0) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `the prompt is ${promptTokens} tokens but each sequence of this engine holds ${this.sequenceContextTokens}; ` +
-          'send a shorter prompt or start the engine with a larger --ctx-size',
-        { context: { param: 'messages' } },
-      );
-    }
+    if (room <= 0) throw contextLengthExceeded(this.sequenceContextTokens, promptTokens, param, this.parallel);
     return requested === undefined ? room : Math.min(requested, room);
   }
 
@@ -370,3 +364,19 @@ function finishReason(stopReason: string, signal: AbortSignal): FinishReason {
   return stopReason === 'maxTokens' ? 'length' : 'stop';
 }
 
+/**
+ * OpenAI's context_length_exceeded, worded as OpenAI words it for chat
+ * (`messages`) and for completions and embeddings, then the engine's remedy.
+ * The limit is one sequence's: --ctx-size is shared by --parallel sequences.
+ */
+export function contextLengthExceeded(limit: number, tokens: number, param: 'messages' | 'prompt' | 'input', parallel: number, what?: string): LlmgwError {
+  const openAi =
+    param === 'messages'
+      ? `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`
+      : `This model's maximum context length is ${limit} tokens, however you requested ${tokens} tokens (${tokens} in your prompt; 0 for the completion). ` +
+        'Please reduce your prompt; or completion length.';
+  const remedy =
+    ` (${what ?? 'the prompt'} is ${tokens} tokens; each of this engine's ${parallel} sequence(s) holds ${limit}: ` +
+    'start it with a larger --ctx-size or fewer --parallel sequences)';
+  return new LlmgwError('LLMGW_CONTEXT_LENGTH_EXCEEDED', openAi + remedy, { context: { param } });
+}
