@@ -319,7 +319,13 @@ export class BuiltinRuntime {
     await this.llama.dispose();
   }
 
-  private async withSequence<T>(signal: AbortSignal, work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` on a sequence of the pool: waiting for one (or refused with
+   * LLMGW_ENGINE_BUSY past --max-queue), counted as in flight while it
+   * runs, and handed on the moment `work` settles. Public so that tests can
+   * hold sequences busy and watch requests queue without racing a model.
+   */
+  async withSequence<T>(signal: AbortSignal, work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
     const sequence = await this.pool.acquire(signal);
     this.inFlightCount++;
     try {

@@ -317,6 +317,7 @@ class BuiltinEngineServer implements BuiltinEngine {
     sendJson(res, 200, {
       status: 'ok',
       model: this.modelNames[0],
+      sequences: this.runtime?.parallel ?? 0,
       requests_in_flight: stats.requestsInFlight,
       requests_waiting: stats.requestsWaiting,
       requests_served: stats.requestsServed,
