@@ -10,7 +10,9 @@ import {
   LlamaChat,
   LlamaCompletion,
   LlamaLogLevel,
+  resolveChatWrapper,
   type ChatHistoryItem,
+  type ChatWrapper,
   type Llama,
   type LlamaContextSequence,
   type LlamaEmbeddingContext,
@@ -151,6 +153,13 @@ export class BuiltinRuntime {
     readonly parallel: number,
     /** Tokens each sequence holds: prompt and reply together. */
     readonly sequenceContextTokens: number,
+    /**
+     * The model's chat template, resolved once at load as LlamaChat's
+     * "auto" would: resolved per LlamaChat, a Jinja template renders sample
+     * histories each time, about 0.4 s a request on the tiny model (longer
+     * than its reply) and a cost no parallelism hides.
+     */
+    private readonly chatWrapper: ChatWrapper,
   ) {}
 
   /** Loads the model and creates its context. Throws LLMGW_ENGINE_START_FAILED with llama.cpp's reason. */
@@ -193,7 +202,7 @@ export class BuiltinRuntime {
       });
       const sequences: LlamaContextSequence[] = [];
       for (let i = 0; i < layout.parallel; i++) sequences.push(context.getSequence());
-      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences, layout.maxQueue), layout.parallel, layout.perSequence);
+      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences, layout.maxQueue), layout.parallel, layout.perSequence, resolveChatWrapper(model));
     } catch (err) {
       await llama.dispose().catch(() => undefined);
       throw new LlmgwError(
@@ -224,7 +233,7 @@ export class BuiltinRuntime {
 
   async chat(turns: readonly ChatTurn[], params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
     return this.withSequence(signal, async (sequence) => {
-      const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false });
+      const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false, chatWrapper: this.chatWrapper });
       try {
         const history: ChatHistoryItem[] = turns.map((t): ChatHistoryItem => {
           if (t.role === 'system') return { type: 'system', text: t.content };
