@@ -187,7 +187,7 @@ async function directConcurrent(modelPath) {
       const start = performance.now();
       const counts = await Promise.all(
         sequences.slice(0, n).map(async (sequence, i) => {
-          await sequence.clearHistory();
+          // No clearHistory(): the engine keeps each sequence's tokens and reuses the prompt's prefix, and so does this.
           const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
           let count = 0;
           await completion.generateCompletionWithMeta(`${prompt} ${i}`, {
