@@ -127,6 +127,7 @@ describe('builtin engine, parallel decoding', () => {
         { signal: gone.signal },
       );
       await long[Symbol.asyncIterator]().next();
+      expect((await metrics())['vllm:kv_cache_usage_perc'], 'the generating request holds KV cells').toBeGreaterThan(0);
       const next = ask('Me next.');
       await waitFor('the next request waits for the last sequence', () => engine.stats().requestsWaiting === 1, promptly);
       const abortedBefore = engine.stats().requestsAborted;
