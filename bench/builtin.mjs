@@ -8,9 +8,13 @@
 // On a small shared machine the engine's extra main-thread work competes with
 // llama.cpp's thread for cores, so the bench also measures the HTTP layer's
 // own cost per token against a stub generator, which neighbours barely move.
+// A concurrency phase then runs 1, 2, 4 and 8 streams at once on an engine
+// of 8 sequences against as many sequences of one node-llama-cpp context
+// driven directly, and prints aggregate tokens/s, their ratio (target ≥ 90%)
+// and the speed-up of 4 sequences over 1.
 //
 //   npm run build && node bench/builtin.mjs [--threads N] [--tokens 256] [--rounds 5]
-//     [--embedding-length 256] [--blocks 4]
+//     [--embedding-length 256] [--blocks 4] [--concurrency 1,2,4,8] [--concurrent-tokens 64]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import console from 'node:console';
 import { request } from 'node:http';
@@ -31,6 +35,8 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '5' },
     'embedding-length': { type: 'string', default: '256' },
     blocks: { type: 'string', default: '4' },
+    concurrency: { type: 'string', default: '1,2,4,8' },
+    'concurrent-tokens': { type: 'string', default: '64' },
   },
 });
 const threads = Number(flags.threads);
@@ -38,6 +44,9 @@ const tokens = Number(flags.tokens);
 const rounds = Number(flags.rounds);
 const prompt = 'The quick brown fox jumps over the lazy dog. Once upon a time,';
 const contextTokens = 1024;
+const levels = flags.concurrency.split(',').map(Number);
+const maxLevel = Math.max(...levels);
+const concurrentTokens = Number(flags['concurrent-tokens']);
 
 /** Decode rate: tokens after the first over the time between first and last, so prompt evaluation is not counted. */
 function rate(firstTokenMs, lastTokenMs, count) {
@@ -137,7 +146,7 @@ async function httpLayerCostUs(modelPath) {
     }
     return { text: '', promptTokens: 1, completionTokens: count, finishReason: 'length' };
   };
-  const stub = { load: { inFlight: 0, waiting: 0 }, sequenceContextTokens: 1 << 20, complete: (_p, _s, onText) => generate(onText), dispose: async () => {} };
+  const stub = { load: { inFlight: 0, waiting: 0, kvCacheUsage: 0 }, parallel: 1, sequenceContextTokens: 1 << 20, complete: (_p, _s, onText) => generate(onText), dispose: async () => {} };
   const engine = await startBuiltinEngine({ modelPath, aliases: ['stub'], log: () => undefined }, { loadRuntime: async () => stub });
   await engine.ready;
   const costs = [];
@@ -158,6 +167,100 @@ async function httpLayerCostUs(modelPath) {
   }
   await engine.close();
   return Math.min(...costs);
+}
+
+/**
+ * N streams at once on N of `maxLevel` sequences of one context, driven
+ * straight through node-llama-cpp: the baseline the engine's parallel
+ * decoding is held to. Each stream gets its own greedy completion of
+ * `concurrentTokens`; the rate is all their tokens over the wall time from
+ * the first start to the last end, prompt evaluation included, as a client
+ * waiting on all of them sees it.
+ */
+async function directConcurrent(modelPath) {
+  const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, maxThreads: threads, logLevel: LlamaLogLevel.error });
+  const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
+  const context = await model.createContext({ contextSize: contextTokens, threads, sequences: maxLevel });
+  const sequences = Array.from({ length: maxLevel }, () => context.getSequence());
+  return {
+    async run(n) {
+      const start = performance.now();
+      const counts = await Promise.all(
+        sequences.slice(0, n).map(async (sequence, i) => {
+          // No clearHistory(): the engine keeps each sequence's tokens and reuses the prompt's prefix, and so does this.
+          const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
+          let count = 0;
+          await completion.generateCompletionWithMeta(`${prompt} ${i}`, {
+            maxTokens: concurrentTokens,
+            temperature: 0,
+            repeatPenalty: false,
+            onTextChunk: () => undefined,
+            onToken: (t) => {
+              count += t.length;
+            },
+          });
+          completion.dispose({ disposeSequence: false });
+          return count;
+        }),
+      );
+      const total = counts.reduce((a, b) => a + b, 0);
+      return { total, tokensPerSec: total / ((performance.now() - start) / 1000) };
+    },
+    close: () => llama.dispose(),
+  };
+}
+
+/** The same N streams through the engine's OpenAI API, on an engine of `maxLevel` sequences. */
+async function httpConcurrent(modelPath) {
+  const engine = await startBuiltinEngine({ modelPath, threads, parallel: maxLevel, contextTokens: contextTokens * maxLevel, aliases: ['bench'], log: () => undefined });
+  await engine.ready;
+  const body = (i) =>
+    JSON.stringify({ model: 'bench', prompt: `${prompt} ${i}`, max_tokens: concurrentTokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  return {
+    async run(n) {
+      const start = performance.now();
+      const results = await Promise.all(Array.from({ length: n }, (_, i) => streamCompletion(engine.url, body(i))));
+      const total = results.reduce((a, r) => a + r.count, 0);
+      return { total, tokensPerSec: total / ((performance.now() - start) / 1000) };
+    },
+    close: () => engine.close(),
+  };
+}
+
+async function concurrencyPhase(modelPath) {
+  console.log(`concurrency: ${levels.join(', ')} streams of ${concurrentTokens} tokens on ${maxLevel} sequences; best of ${rounds} rounds`);
+  const ways = { direct: await directConcurrent(modelPath), http: await httpConcurrent(modelPath) };
+  const best = { direct: new Map(), http: new Map() };
+  try {
+    await ways.direct.run(maxLevel);
+    await ways.http.run(maxLevel);
+    for (let round = 0; round < rounds; round++) {
+      for (const n of levels) {
+        for (const name of round % 2 === 0 ? ['direct', 'http'] : ['http', 'direct']) {
+          const r = await ways[name].run(n);
+          if (r.total !== n * concurrentTokens) throw new Error(`${name} generated ${r.total} tokens over ${n} streams, not ${n * concurrentTokens}`);
+          best[name].set(n, Math.max(best[name].get(n) ?? 0, r.tokensPerSec));
+        }
+      }
+    }
+  } finally {
+    await ways.direct.close();
+    await ways.http.close();
+  }
+  for (const n of levels) {
+    const d = best.direct.get(n);
+    const h = best.http.get(n);
+    console.log(
+      `  ${String(n).padStart(2)} stream(s): direct ${d.toFixed(1)} tokens/s, engine over HTTP ${h.toFixed(1)} tokens/s, ` +
+        `ratio ${((h / d) * 100).toFixed(1)}% (target ≥ 90%)`,
+    );
+  }
+  if (best.direct.has(1) && best.direct.has(4)) {
+    console.log(
+      `  speed-up of 4 sequences over 1: direct ${(best.direct.get(4) / best.direct.get(1)).toFixed(2)}x, ` +
+        `engine over HTTP ${(best.http.get(4) / best.http.get(1)).toFixed(2)}x`,
+    );
+  }
 }
 
 async function main() {
@@ -211,6 +314,7 @@ async function main() {
     const best = Math.max(...results.http) / Math.max(...results.direct);
     const mid = median(results.http) / median(results.direct);
     console.log(`ratio http/direct: best ${(best * 100).toFixed(1)}%, median ${(mid * 100).toFixed(1)}% (target ≥ 90%)`);
+    await concurrencyPhase(modelPath);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

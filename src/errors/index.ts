@@ -50,6 +50,7 @@ export const ERROR_CODES = {
   LLMGW_ENGINE_UNKNOWN: 400,
   LLMGW_ENGINE_START_FAILED: 500,
   LLMGW_ENGINE_NOT_READY: 503,
+  LLMGW_ENGINE_BUSY: 429,
   LLMGW_ENGINE_EXITED: 502,
   LLMGW_ENGINE_UNRESPONSIVE: 504,
   LLMGW_PORT_EXHAUSTED: 503,
@@ -126,6 +127,32 @@ export class StaleLeaderError extends LlmgwError {
     );
     this.name = 'StaleLeaderError';
   }
+}
+
+/** OpenAI's `type` for a status: what its SDKs and users expect to read. */
+export function openAiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}
+
+/**
+ * OpenAI's `code` for the refusals it has one for, which clients branch on
+ * (an SDK's retry on `rate_limit_exceeded`, a framework trimming history on
+ * `context_length_exceeded`); llmgw's own code otherwise. Here rather than
+ * in the router because the builtin engine answers in the same shape.
+ */
+const OPENAI_CODES: Partial<Record<string, string>> = {
+  LLMGW_UNAUTHORIZED: 'invalid_api_key',
+  LLMGW_MODEL_NOT_FOUND: 'model_not_found',
+  LLMGW_RATE_LIMITED: 'rate_limit_exceeded',
+  LLMGW_CONTEXT_LENGTH_EXCEEDED: 'context_length_exceeded',
+};
+
+export function openAiErrorCode(code: string): string {
+  return OPENAI_CODES[code] ?? code;
 }
 
 export function isLlmgwError(err: unknown): err is LlmgwError {

@@ -5,32 +5,12 @@
 import type { FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import type { ErrorShaper } from '../http/index.js';
-import type { ErrorCode } from '../errors/index.js';
+import { openAiErrorCode, openAiErrorType, type ErrorCode } from '../errors/index.js';
 
-/** OpenAI's `type` for a status: what its SDKs and users expect to read. */
-export function openAiErrorType(status: number): string {
-  if (status === 401) return 'authentication_error';
-  if (status === 403) return 'permission_error';
-  if (status === 429) return 'rate_limit_error';
-  if (status >= 500) return 'server_error';
-  return 'invalid_request_error';
-}
-
-/**
- * OpenAI's `code` for the refusals it has one for, which clients branch on
- * (an SDK's retry on `rate_limit_exceeded`, a framework trimming history on
- * `context_length_exceeded`); llmgw's own code otherwise. llmgw's code is
- * always in `llmgw_code` beside it.
- */
-const OPENAI_CODES: Partial<Record<string, string>> = {
-  LLMGW_UNAUTHORIZED: 'invalid_api_key',
-  LLMGW_MODEL_NOT_FOUND: 'model_not_found',
-  LLMGW_RATE_LIMITED: 'rate_limit_exceeded',
-  LLMGW_CONTEXT_LENGTH_EXCEEDED: 'context_length_exceeded',
-};
+export { openAiErrorType };
 
 function errorObject(message: string, code: string, status: number, param: string | null) {
-  return { error: { message, type: openAiErrorType(status), param, code: OPENAI_CODES[code] ?? code, llmgw_code: code } };
+  return { error: { message, type: openAiErrorType(status), param, code: openAiErrorCode(code), llmgw_code: code } };
 }
 
 export function openAiErrorBody(message: string, code: ErrorCode, status: number, param: string | null = null): string {

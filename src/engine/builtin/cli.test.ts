@@ -114,8 +114,8 @@ describe('llmgw engine builtin (child process)', () => {
 describe('parseBuiltinEngineArgs', () => {
   it('maps the agent flags to options', () => {
     expect(
-      parseBuiltinEngineArgs(['--model', 'm.gguf', '--port', '9000', '--host', '0.0.0.0', '--alias', 'a', '--alias', 'b', '--threads', '3', '--parallel', '2', '--ctx-size', '8192']),
-    ).toEqual({ modelPath: 'm.gguf', port: 9000, host: '0.0.0.0', aliases: ['a', 'b'], threads: 3, parallel: 2, contextTokens: 8192 });
+      parseBuiltinEngineArgs(['--model', 'm.gguf', '--port', '9000', '--host', '0.0.0.0', '--alias', 'a', '--alias', 'b', '--threads', '3', '--parallel', '2', '--max-queue', '0', '--ctx-size', '8192']),
+    ).toEqual({ modelPath: 'm.gguf', port: 9000, host: '0.0.0.0', aliases: ['a', 'b'], threads: 3, parallel: 2, maxQueue: 0, contextTokens: 8192 });
   });
 
   it('takes the certificate and key the agent passes under --engine-tls', () => {

@@ -9,7 +9,7 @@ import type { BuiltinEngineOptions } from './options.js';
 
 const USAGE =
   'usage: llmgw engine builtin --model FILE.gguf --port N [--host 127.0.0.1] [--alias NAME]... ' +
-  '[--threads N] [--parallel N] [--ctx-size N] [--api-key KEY] [--tls-cert FILE --tls-key FILE]';
+  '[--threads N] [--parallel N] [--max-queue N] [--ctx-size N] [--api-key KEY] [--tls-cert FILE --tls-key FILE]';
 
 const FLAGS = {
   model: { type: 'string' },
@@ -18,6 +18,7 @@ const FLAGS = {
   alias: { type: 'string', multiple: true },
   threads: { type: 'string' },
   parallel: { type: 'string' },
+  'max-queue': { type: 'string' },
   'ctx-size': { type: 'string' },
   'api-key': { type: 'string' },
   'tls-cert': { type: 'string' },
@@ -40,6 +41,7 @@ export function parseBuiltinEngineArgs(argv: readonly string[]): BuiltinEngineOp
     ...(values.alias === undefined ? {} : { aliases: values.alias }),
     ...(values.threads === undefined ? {} : { threads: wholeNumber('threads', values.threads) }),
     ...(values.parallel === undefined ? {} : { parallel: wholeNumber('parallel', values.parallel) }),
+    ...(values['max-queue'] === undefined ? {} : { maxQueue: wholeNumber('max-queue', values['max-queue']) }),
     ...(values['ctx-size'] === undefined ? {} : { contextTokens: wholeNumber('ctx-size', values['ctx-size']) }),
     ...(values['api-key'] === undefined ? {} : { apiKey: values['api-key'] }),
     ...(values['tls-cert'] === undefined ? {} : { tlsCert: values['tls-cert'] }),

@@ -217,7 +217,8 @@ describe('builtin engine over HTTP', () => {
   it("answers mistakes in OpenAI's error shape", async () => {
     await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
       status: 404,
-      code: 'LLMGW_MODEL_NOT_FOUND',
+      code: 'model_not_found',
+      error: { llmgw_code: 'LLMGW_MODEL_NOT_FOUND' },
       param: 'model',
       type: 'invalid_request_error',
     });
@@ -229,16 +230,48 @@ describe('builtin engine over HTTP', () => {
     await expect(client.chat.completions.create({ model: MODEL, messages: [] })).rejects.toMatchObject({ status: 400, param: 'messages' });
     const raw = await fetch(`${engine.url}/v1/chat/completions`, { method: 'POST', body: '{"model":' });
     expect(raw.status).toBe(400);
-    expect(await raw.json()).toMatchObject({ error: { code: 'LLMGW_INVALID_JSON', type: 'invalid_request_error', param: null } });
+    expect(await raw.json()).toMatchObject({ error: { code: 'LLMGW_INVALID_JSON', llmgw_code: 'LLMGW_INVALID_JSON', type: 'invalid_request_error', param: null } });
     const missing = await fetch(`${engine.url}/v1/nothing`);
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { error: { message: string } }).error.message).toContain('/v1/chat/completions');
   });
 
-  it('refuses a prompt longer than a sequence holds, saying what to change', async () => {
+  it('refuses a message without content, naming it', async () => {
+    const noContent = { role: 'user', content: null } as unknown as OpenAI.ChatCompletionMessageParam;
+    await expect(
+      client.chat.completions.create({ model: MODEL, messages: [{ role: 'system', content: 'Be brief.' }, noContent] }),
+    ).rejects.toMatchObject({ status: 400, code: 'LLMGW_BAD_REQUEST', param: 'messages[1].content', message: expect.stringContaining('needs content') });
+    const missing = await fetch(`${engine.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user' }] }) });
+    expect(missing.status).toBe(400);
+    expect(await missing.json()).toMatchObject({ error: { param: 'messages[0].content', llmgw_code: 'LLMGW_BAD_REQUEST' } });
+  });
+
+  it("refuses a prompt longer than a sequence holds as OpenAI's context_length_exceeded, saying what to change", async () => {
     await expect(
       client.completions.create({ model: MODEL, prompt: 'x '.repeat(5000), max_tokens: 1 }),
-    ).rejects.toMatchObject({ status: 400, message: expect.stringContaining('--ctx-size') });
+    ).rejects.toMatchObject({
+      status: 400,
+      code: 'context_length_exceeded',
+      param: 'prompt',
+      error: {
+        llmgw_code: 'LLMGW_CONTEXT_LENGTH_EXCEEDED',
+        message: expect.stringMatching(/^This model's maximum context length is 4096 tokens, however you requested \d+ tokens .*--ctx-size/),
+      },
+    });
+    await expect(
+      client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x '.repeat(5000) }] }),
+    ).rejects.toMatchObject({
+      status: 400,
+      code: 'context_length_exceeded',
+      param: 'messages',
+      error: { message: expect.stringMatching(/^This model's maximum context length is 4096 tokens\. However, your messages resulted in \d+ tokens\. Please reduce the length of the messages\./) },
+    });
+    await expect(client.embeddings.create({ model: MODEL, input: ['short', 'x '.repeat(5000)] })).rejects.toMatchObject({
+      status: 400,
+      code: 'context_length_exceeded',
+      param: 'input',
+      message: expect.stringContaining('input[1] is'),
+    });
   });
 
   it('queues requests beyond --parallel, and stops generating when the client goes away', async () => {

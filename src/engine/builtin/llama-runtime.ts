@@ -10,7 +10,9 @@ import {
   LlamaChat,
   LlamaCompletion,
   LlamaLogLevel,
+  resolveChatWrapper,
   type ChatHistoryItem,
+  type ChatWrapper,
   type Llama,
   type LlamaContextSequence,
   type LlamaEmbeddingContext,
@@ -19,7 +21,7 @@ import {
 } from 'node-llama-cpp';
 import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
-import { sequenceContextTokens, type CompiledBuiltinEngineOptions } from './options.js';
+import { sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
 
 export interface ChatTurn {
   role: 'system' | 'user' | 'assistant';
@@ -56,42 +58,83 @@ export interface EmbeddingResult {
   promptTokens: number;
 }
 
-/** Hands out the context's sequences, one per request; later requests wait in arrival order. */
-class SequencePool {
-  private readonly free: LlamaContextSequence[];
-  private readonly waiters: { resolve: (s: LlamaContextSequence) => void; reject: (e: unknown) => void; signal: AbortSignal }[] = [];
+/** Seconds a refused request is told to wait: about one short reply on a CPU engine. */
+export const BUSY_RETRY_AFTER_SECONDS = 1;
 
-  constructor(sequences: LlamaContextSequence[]) {
-    this.free = sequences;
+/**
+ * Hands out the context's sequences, one per request; later requests wait in
+ * arrival order, at most `maxQueue` of them. Past that a request is refused
+ * at once (429 with Retry-After) rather than left to wait without bound, so
+ * a client or the router can go elsewhere or back off. A waiter whose client
+ * goes away leaves the queue at once.
+ */
+export class SequencePool<S = LlamaContextSequence> {
+  private readonly free: S[];
+  private readonly busy = new Set<S>();
+  private readonly waiters: { resolve: (s: S) => void; reject: (e: unknown) => void; signal: AbortSignal }[] = [];
+
+  constructor(
+    sequences: S[],
+    private readonly maxQueue: number,
+  ) {
+    this.free = [...sequences].reverse();
   }
 
   get waiting(): number {
     return this.waiters.length;
   }
 
-  acquire(signal: AbortSignal): Promise<LlamaContextSequence> {
-    signal.throwIfAborted();
+  /** The sequences serving a request now. */
+  get inUse(): ReadonlySet<S> {
+    return this.busy;
+  }
+
+  acquire(signal: AbortSignal): Promise<S> {
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
     const ready = this.free.pop();
-    if (ready) return Promise.resolve(ready);
-    return new Promise((resolve, reject) => {
-      const waiter = { resolve, reject, signal };
-      this.waiters.push(waiter);
-      signal.addEventListener(
-        'abort',
-        () => {
-          const at = this.waiters.indexOf(waiter);
-          if (at >= 0) this.waiters.splice(at, 1);
-          reject(signal.reason);
-        },
-        { once: true },
+    if (ready !== undefined) {
+      this.busy.add(ready);
+      return Promise.resolve(ready);
+    }
+    if (this.waiters.length >= this.maxQueue) {
+      const size = this.busy.size;
+      return Promise.reject(
+        new LlmgwError(
+          'LLMGW_ENGINE_BUSY',
+          `all ${size} sequence(s) of this engine are generating and ${this.waiters.length} request(s) already wait (--max-queue ${this.maxQueue}); ` +
+            `retry after ${BUSY_RETRY_AFTER_SECONDS} s, or start the engine with more --parallel sequences or a longer --max-queue`,
+          { context: { retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS } },
+        ),
       );
+    }
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        const at = this.waiters.indexOf(waiter);
+        if (at >= 0) this.waiters.splice(at, 1);
+        reject(signal.reason);
+      };
+      const waiter = {
+        resolve: (s: S) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(s);
+        },
+        reject,
+        signal,
+      };
+      this.waiters.push(waiter);
+      signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
-  release(sequence: LlamaContextSequence): void {
+  /** Hands the sequence straight to the longest waiter, or back to the free list. */
+  release(sequence: S): void {
     const next = this.waiters.shift();
-    if (next) next.resolve(sequence);
-    else this.free.push(sequence);
+    if (next) {
+      next.resolve(sequence);
+      return;
+    }
+    this.busy.delete(sequence);
+    this.free.push(sequence);
   }
 }
 
@@ -106,8 +149,17 @@ export class BuiltinRuntime {
     private readonly llama: Llama,
     readonly model: LlamaModel,
     private readonly pool: SequencePool,
+    /** Sequences in the context: requests generated at once. */
+    readonly parallel: number,
     /** Tokens each sequence holds: prompt and reply together. */
     readonly sequenceContextTokens: number,
+    /**
+     * The model's chat template, resolved once at load as LlamaChat's
+     * "auto" would: resolved per LlamaChat, a Jinja template renders sample
+     * histories each time, about 0.4 s a request on the tiny model (longer
+     * than its reply) and a cost no parallelism hides.
+     */
+    private readonly chatWrapper: ChatWrapper,
   ) {}
 
   /** Loads the model and creates its context. Throws LLMGW_ENGINE_START_FAILED with llama.cpp's reason. */
@@ -139,15 +191,18 @@ export class BuiltinRuntime {
     }
     try {
       const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: 0 });
-      const perSequence = sequenceContextTokens(options, facts.trainedContextTokens);
+      const layout = sequenceLayout(options, facts.trainedContextTokens);
+      // One context, `parallel` sequences: node-llama-cpp decodes the tokens
+      // of every busy sequence in one batch, which is the whole point of
+      // parallel decoding. contextSize is per sequence in node-llama-cpp.
       const context = await model.createContext({
-        sequences: options.parallel,
-        contextSize: perSequence,
+        sequences: layout.parallel,
+        contextSize: layout.perSequence,
         threads: options.threads,
       });
       const sequences: LlamaContextSequence[] = [];
-      for (let i = 0; i < options.parallel; i++) sequences.push(context.getSequence());
-      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences.reverse()), perSequence);
+      for (let i = 0; i < layout.parallel; i++) sequences.push(context.getSequence());
+      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences, layout.maxQueue), layout.parallel, layout.perSequence, resolveChatWrapper(model));
     } catch (err) {
       await llama.dispose().catch(() => undefined);
       throw new LlmgwError(
@@ -163,14 +218,22 @@ export class BuiltinRuntime {
     return `${this.llama.buildType} llama.cpp ${this.llama.llamaCppRelease.release}, ${this.llama.gpu === false ? 'CPU' : this.llama.gpu}`;
   }
 
-  /** Requests generating now, and requests waiting for a free sequence. */
-  get load(): { inFlight: number; waiting: number } {
-    return { inFlight: this.inFlightCount, waiting: this.pool.waiting };
+  /**
+   * Requests generating now, requests waiting for a free sequence, and the
+   * share of the KV cache that generating requests hold (0 to 1): their
+   * sequences' tokens over every sequence's room. A free sequence keeps its
+   * tokens for prefix reuse, but they are given up on its next request, so
+   * like vLLM's kv_cache_usage_perc they count as free.
+   */
+  get load(): { inFlight: number; waiting: number; kvCacheUsage: number } {
+    let held = 0;
+    for (const sequence of this.pool.inUse) held += sequence.nextTokenIndex;
+    return { inFlight: this.inFlightCount, waiting: this.pool.waiting, kvCacheUsage: held / (this.parallel * this.sequenceContextTokens) };
   }
 
   async chat(turns: readonly ChatTurn[], params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
     return this.withSequence(signal, async (sequence) => {
-      const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false });
+      const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false, chatWrapper: this.chatWrapper });
       try {
         const history: ChatHistoryItem[] = turns.map((t): ChatHistoryItem => {
           if (t.role === 'system') return { type: 'system', text: t.content };
@@ -181,7 +244,7 @@ export class BuiltinRuntime {
         history.push({ type: 'model', response: [] });
         const { contextText } = chat.chatWrapper.generateContextState({ chatHistory: history });
         const promptTokens = contextText.tokenize(this.model.tokenizer).length;
-        const maxTokens = this.replyBudget(promptTokens, params.maxTokens);
+        const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'messages');
         const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result = await chat.generateResponse(history, options);
         return { text: result.response, promptTokens, completionTokens: generated(), finishReason: finishReason(result.metadata.stopReason, signal) };
@@ -221,7 +284,7 @@ export class BuiltinRuntime {
     const bos = this.model.tokens.shouldPrependBosToken ? this.model.tokens.bos : null;
     const input: Token[] = this.model.tokenize(prompt, false, bos === null ? undefined : 'trimLeadingSpace');
     const promptTokens = input.length + (bos === null ? 0 : 1);
-    const maxTokens = this.replyBudget(promptTokens, params.maxTokens);
+    const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'prompt');
     return this.withSequence(signal, async (sequence) => {
       const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
       try {
@@ -248,11 +311,7 @@ export class BuiltinRuntime {
         signal.throwIfAborted();
         const length = context.calculateInputLength(input);
         if (length > this.sequenceContextTokens) {
-          throw new LlmgwError(
-            'LLMGW_BAD_REQUEST',
-            `input[${i}] is ${length} tokens but this engine embeds at most ${this.sequenceContextTokens}; split it or raise --ctx-size`,
-            { context: { param: 'input' } },
-          );
+          throw contextLengthExceeded(this.sequenceContextTokens, length, 'input', this.parallel, `input[${i}]`);
         }
         promptTokens += length;
         vectors.push([...(await context.getEmbeddingFor(input)).vector]);
@@ -269,7 +328,13 @@ export class BuiltinRuntime {
     await this.llama.dispose();
   }
 
-  private async withSequence<T>(signal: AbortSignal, work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` on a sequence of the pool: waiting for one (or refused with
+   * LLMGW_ENGINE_BUSY past --max-queue), counted as in flight while it
+   * runs, and handed on the moment `work` settles. Public so that tests can
+   * hold sequences busy and watch requests queue without racing a model.
+   */
+  async withSequence<T>(signal: AbortSignal, work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
     const sequence = await this.pool.acquire(signal);
     this.inFlightCount++;
     try {
@@ -280,17 +345,15 @@ export class BuiltinRuntime {
     }
   }
 
-  /** Tokens left for the reply: what was asked, capped by what the sequence has room for. */
-  private replyBudget(promptTokens: number, requested: number | undefined): number {
+  /**
+   * Tokens left for the reply: what was asked, capped by what the sequence
+   * has room for (as llama-server does). A prompt that leaves no room is
+   * OpenAI's context_length_exceeded, in OpenAI's words (clients that trim
+   * history match them), then what to change on this engine.
+   */
+  private replyBudget(promptTokens: number, requested: number | undefined, param: 'messages' | 'prompt'): number {
     const room = this.sequenceContextTokens - promptTokens;
-    if (room <= 0) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `the prompt is ${promptTokens} tokens but each sequence of this engine holds ${this.sequenceContextTokens}; ` +
-          'send a shorter prompt or start the engine with a larger --ctx-size',
-        { context: { param: 'messages' } },
-      );
-    }
+    if (room <= 0) throw contextLengthExceeded(this.sequenceContextTokens, promptTokens, param, this.parallel);
     return requested === undefined ? room : Math.min(requested, room);
   }
 
@@ -314,4 +377,21 @@ export class BuiltinRuntime {
 function finishReason(stopReason: string, signal: AbortSignal): FinishReason {
   if (signal.aborted || stopReason === 'abort') return 'aborted';
   return stopReason === 'maxTokens' ? 'length' : 'stop';
+}
+
+/**
+ * OpenAI's context_length_exceeded, worded as OpenAI words it for chat
+ * (`messages`) and for completions and embeddings, then the engine's remedy.
+ * The limit is one sequence's: --ctx-size is shared by --parallel sequences.
+ */
+export function contextLengthExceeded(limit: number, tokens: number, param: 'messages' | 'prompt' | 'input', parallel: number, what?: string): LlmgwError {
+  const openAi =
+    param === 'messages'
+      ? `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`
+      : `This model's maximum context length is ${limit} tokens, however you requested ${tokens} tokens (${tokens} in your prompt; 0 for the completion). ` +
+        'Please reduce your prompt; or completion length.';
+  const remedy =
+    ` (${what ?? 'the prompt'} is ${tokens} tokens; each of this engine's ${parallel} sequence(s) holds ${limit}: ` +
+    'start it with a larger --ctx-size or fewer --parallel sequences)';
+  return new LlmgwError('LLMGW_CONTEXT_LENGTH_EXCEEDED', openAi + remedy, { context: { param } });
 }

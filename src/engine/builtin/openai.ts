@@ -5,7 +5,7 @@
 // apart from server.ts so that the HTTP plumbing and the API's shapes can be
 // read, and changed, one at a time.
 import { z } from 'zod';
-import { LlmgwError } from '../../errors/index.js';
+import { LlmgwError, openAiErrorCode, openAiErrorType } from '../../errors/index.js';
 import { describeIssues, formatPath } from '../../validation/index.js';
 import type { ChatTurn, FinishReason, SamplingParams } from './llama-runtime.js';
 
@@ -102,6 +102,10 @@ export function chatTurns(request: ChatCompletionRequest): ChatTurn[] {
     throw unsupported('response_format', `the builtin engine only writes plain text; response_format ${request.response_format.type} is not supported`);
   }
   return request.messages.map((message, i): ChatTurn => {
+    // OpenAI lets only an assistant turn (one that calls tools) leave content out.
+    if (message.content == null && message.role !== 'assistant') {
+      throw unsupported(`messages[${i}].content`, `messages[${i}] (role ${message.role}) has no content; a ${message.role} message needs content, a string or text parts`);
+    }
     const parts = typeof message.content === 'string' ? [message.content] : (message.content ?? []).map((part, j) => {
       if (part.type !== 'text' || part.text === undefined) {
         throw unsupported(`messages[${i}].content[${j}]`, `the builtin engine reads text only; content of type ${part.type} is not supported`);
@@ -140,12 +144,12 @@ export function openAiFinishReason(reason: FinishReason): 'stop' | 'length' {
 }
 
 export interface OpenAiErrorBody {
-  error: { message: string; type: string; param: string | null; code: string };
+  error: { message: string; type: string; param: string | null; code: string; llmgw_code: string };
 }
 
+/** The router's error shape: OpenAI's `code` where it has one, llmgw's always in `llmgw_code`. */
 export function errorBody(status: number, code: string, message: string, param: string | null = null): OpenAiErrorBody {
-  const type = status >= 500 ? 'server_error' : status === 401 ? 'authentication_error' : 'invalid_request_error';
-  return { error: { message, type, param, code } };
+  return { error: { message, type: openAiErrorType(status), param, code: openAiErrorCode(code), llmgw_code: code } };
 }
 
 /** Float32 little-endian bytes in base64: what the OpenAI SDKs ask for by default and decode. */

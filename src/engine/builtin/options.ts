@@ -26,8 +26,20 @@ export interface BuiltinEngineOptions {
    * never llama.cpp's own default, which oversubscribes small machines.
    */
   threads?: number;
-  /** Requests generated at once, each on its own sequence; absent means 1. Requests beyond it wait. */
+  /**
+   * Requests generated at once, each on its own sequence of one shared
+   * context (decoded together in one batch). Absent means chosen from the
+   * threads and the model's context: see sequenceLayout(). Requests beyond
+   * it wait, up to `maxQueue`.
+   */
   parallel?: number;
+  /**
+   * Requests that may wait for a free sequence; the next is refused with 429
+   * LLMGW_ENGINE_BUSY and Retry-After. 0 means none wait: a request that
+   * finds every sequence busy is refused at once. Absent means
+   * DEFAULT_QUEUE_PER_SEQUENCE per sequence.
+   */
+  maxQueue?: number;
   /**
    * KV-cache cells in tokens, shared evenly by the `parallel` sequences (as
    * llama-server's --ctx-size is). Absent means the model's trained context,
@@ -54,6 +66,14 @@ export const MAX_DEFAULT_THREADS = 16;
 export const DEFAULT_SEQUENCE_CONTEXT_TOKENS = 4096;
 /** A sequence smaller than this cannot hold a chat template and a reply. */
 export const MIN_SEQUENCE_CONTEXT_TOKENS = 64;
+/**
+ * Without --parallel, at most this many sequences (llama-server's own
+ * default slot count). On a CPU the batch's sequences share the threads,
+ * so fewer threads than this get one sequence per thread.
+ */
+export const MAX_DEFAULT_PARALLEL = 4;
+/** Without --max-queue, this many waiting requests per sequence before 429. */
+export const DEFAULT_QUEUE_PER_SEQUENCE = 4;
 
 export interface CompiledBuiltinEngineOptions {
   readonly modelPath: string;
@@ -61,8 +81,11 @@ export interface CompiledBuiltinEngineOptions {
   readonly port: number;
   readonly modelNames: readonly string[];
   readonly threads: number;
-  readonly parallel: number;
-  /** Absent until the model's metadata is read; see sequenceContextTokens(). */
+  /** Undefined: chosen once the model's context is known; see sequenceLayout(). */
+  readonly parallel: number | undefined;
+  /** Undefined: DEFAULT_QUEUE_PER_SEQUENCE per sequence; see sequenceLayout(). */
+  readonly maxQueue: number | undefined;
+  /** Absent until the model's metadata is read; see sequenceLayout(). */
   readonly contextTokens: number | undefined;
   /** Undefined: no key asked. */
   readonly apiKey: string | undefined;
@@ -80,6 +103,7 @@ const BuiltinEngineOptionsSchema = z.strictObject({
   aliases: z.array(z.string().min(1, 'an alias cannot be empty')).optional(),
   threads: z.number().int().min(1).max(1024).optional(),
   parallel: z.number().int().min(1).max(256).optional(),
+  maxQueue: z.number().int().min(0).max(1_000_000).optional(),
   contextTokens: z.number().int().min(MIN_SEQUENCE_CONTEXT_TOKENS).max(16 * 1024 * 1024).optional(),
   apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
   tlsCert: z.string().min(1).optional(),
@@ -113,7 +137,8 @@ export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): Comp
     port: o.port ?? 0,
     modelNames: Object.freeze(aliases),
     threads: o.threads ?? Math.min(availableParallelism(), MAX_DEFAULT_THREADS),
-    parallel,
+    parallel: o.parallel,
+    maxQueue: o.maxQueue,
     contextTokens: o.contextTokens,
     apiKey: o.apiKey,
     tlsCert: o.tlsCert,
@@ -123,9 +148,31 @@ export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): Comp
   });
 }
 
-/** Tokens each sequence holds, once the model's trained context is known. */
-export function sequenceContextTokens(options: CompiledBuiltinEngineOptions, trainedContextTokens: number): number {
-  if (options.contextTokens !== undefined) return Math.floor(options.contextTokens / options.parallel);
+/** How the context is cut up, once the model's trained context is known. */
+export interface SequenceLayout {
+  /** Sequences, each serving one request at a time. */
+  readonly parallel: number;
+  /** Tokens each sequence holds: prompt and reply together. */
+  readonly perSequence: number;
+  /** Requests that may wait for a sequence before the next is refused. */
+  readonly maxQueue: number;
+}
+
+/**
+ * Sequences, their size and the queue. Each sequence wants the model's
+ * trained context (capped at DEFAULT_SEQUENCE_CONTEXT_TOKENS). Without
+ * --parallel: one per thread up to MAX_DEFAULT_PARALLEL and, when --ctx-size
+ * is given, only as many as it holds at that size (at least one), so a
+ * small --ctx-size is not cut into sequences too short for a chat.
+ */
+export function sequenceLayout(options: CompiledBuiltinEngineOptions, trainedContextTokens: number): SequenceLayout {
   const trained = trainedContextTokens > 0 ? trainedContextTokens : DEFAULT_SEQUENCE_CONTEXT_TOKENS;
-  return Math.max(MIN_SEQUENCE_CONTEXT_TOKENS, Math.min(trained, DEFAULT_SEQUENCE_CONTEXT_TOKENS));
+  const wanted = Math.max(MIN_SEQUENCE_CONTEXT_TOKENS, Math.min(trained, DEFAULT_SEQUENCE_CONTEXT_TOKENS));
+  let parallel = options.parallel;
+  if (parallel === undefined) {
+    const byThreads = Math.min(MAX_DEFAULT_PARALLEL, options.threads);
+    parallel = options.contextTokens === undefined ? byThreads : Math.max(1, Math.min(byThreads, Math.floor(options.contextTokens / wanted)));
+  }
+  const perSequence = options.contextTokens === undefined ? wanted : Math.floor(options.contextTokens / parallel);
+  return { parallel, perSequence, maxQueue: options.maxQueue ?? DEFAULT_QUEUE_PER_SEQUENCE * parallel };
 }

@@ -41,6 +41,13 @@ export interface BuiltinEngineStats {
   readonly requestsInFlight: number;
   /** Requests waiting for one of the --parallel sequences to come free. */
   readonly requestsWaiting: number;
+  /** Requests refused because every sequence was busy and the queue full (429 LLMGW_ENGINE_BUSY). */
+  readonly requestsRefusedBusy: number;
+  /** Share of the sequences' KV cells that generating requests hold, 0 to 1. */
+  readonly kvCacheUsage: number;
+  /** Prompt tokens of every request run (embeddings included), and tokens generated. */
+  readonly promptTokens: number;
+  readonly generatedTokens: number;
 }
 
 export interface BuiltinEngine {
@@ -59,6 +66,7 @@ export interface BuiltinEngine {
 
 const ROUTES: Readonly<Record<string, string>> = {
   '/health': 'GET',
+  '/metrics': 'GET',
   '/v1/models': 'GET',
   '/v1/chat/completions': 'POST',
   '/v1/completions': 'POST',
@@ -116,6 +124,9 @@ class BuiltinEngineServer implements BuiltinEngine {
   private loadError: LlmgwError | undefined;
   private requestsServed = 0;
   private requestsAborted = 0;
+  private requestsRefusedBusy = 0;
+  private promptTokens = 0;
+  private generatedTokens = 0;
   private readonly active = new Set<AbortController>();
   private readonly handlers = new Set<Promise<void>>();
   private closing: Promise<void> | undefined;
@@ -171,13 +182,17 @@ class BuiltinEngineServer implements BuiltinEngine {
   }
 
   stats(): BuiltinEngineStats {
-    const load = this.runtime?.load ?? { inFlight: 0, waiting: 0 };
+    const load = this.runtime?.load ?? { inFlight: 0, waiting: 0, kvCacheUsage: 0 };
     return {
       state: this.state,
       requestsServed: this.requestsServed,
       requestsAborted: this.requestsAborted,
       requestsInFlight: load.inFlight,
       requestsWaiting: load.waiting,
+      requestsRefusedBusy: this.requestsRefusedBusy,
+      kvCacheUsage: load.kvCacheUsage,
+      promptTokens: this.promptTokens,
+      generatedTokens: this.generatedTokens,
     };
   }
 
@@ -212,7 +227,7 @@ class BuiltinEngineServer implements BuiltinEngine {
       this.state = 'ready';
       this.options.log(
         `builtin engine loaded ${this.options.modelPath} in ${this.options.nowMs() - startedMs} ms: ` +
-          `${this.options.parallel} sequence(s) of ${runtime.sequenceContextTokens} tokens, ${this.options.threads} thread(s), ${runtime.binary}`,
+          `${runtime.parallel} sequence(s) of ${runtime.sequenceContextTokens} tokens, ${this.options.threads} thread(s), ${runtime.binary}`,
       );
     } catch (err) {
       this.state = this.state === 'stopping' ? 'stopping' : 'failed';
@@ -258,6 +273,7 @@ class BuiltinEngineServer implements BuiltinEngine {
       return;
     }
     const headers: Record<string, string> = typeof known?.context.allow === 'string' ? { allow: known.context.allow } : {};
+    if (typeof known?.context.retryAfterSeconds === 'number') headers['retry-after'] = String(known.context.retryAfterSeconds);
     sendJson(res, status, body, headers);
   }
 
@@ -271,13 +287,15 @@ class BuiltinEngineServer implements BuiltinEngine {
       throw new LlmgwError('LLMGW_METHOD_NOT_ALLOWED', `${path} takes ${method}, not ${req.method}`, { context: { allow: method } });
     }
     if (path === '/health') return this.health(res);
+    // Open like /health: the agent scrapes it, as it scrapes vLLM's, without the API key.
+    if (path === '/metrics') return this.metrics(res);
     if (this.options.apiKey !== undefined && apiKeyGuards(path) && !bearerMatches(req.headers.authorization, this.options.apiKey)) {
       throw httpError(401, 'LLMGW_UNAUTHORIZED', API_KEY_REFUSAL);
     }
     const runtime = this.runtime;
     if (this.state !== 'ready' || !runtime) {
       const why = this.state === 'loading' ? 'the model is still loading; retry once GET /health answers 200' : `the engine is ${this.state}`;
-      throw httpError(503, 'LLMGW_ENGINE_NOT_READY', why);
+      throw new LlmgwError('LLMGW_ENGINE_NOT_READY', why, { status: 503, context: { retryAfterSeconds: 1 } });
     }
     if (path === '/v1/models') {
       return sendJson(res, 200, {
@@ -299,11 +317,44 @@ class BuiltinEngineServer implements BuiltinEngine {
     sendJson(res, 200, {
       status: 'ok',
       model: this.modelNames[0],
+      sequences: this.runtime?.parallel ?? 0,
       requests_in_flight: stats.requestsInFlight,
       requests_waiting: stats.requestsWaiting,
       requests_served: stats.requestsServed,
       requests_aborted: stats.requestsAborted,
     });
+  }
+
+  /**
+   * Prometheus text in the names the router reads from vLLM (labelled with
+   * the first model name, as vLLM labels its served name) and from
+   * llama-server, so load-aware routing treats this engine like either.
+   * Before the model loads the gauges read 0.
+   */
+  private metrics(res: ServerResponse): void {
+    const s = this.stats();
+    const label = `{model_name="${this.modelNames[0]!.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"}`;
+    const metric = (name: string, type: 'gauge' | 'counter', help: string, value: number, labels = '') => [
+      `# HELP ${name} ${help}`,
+      `# TYPE ${name} ${type}`,
+      `${name}${labels} ${value}`,
+    ];
+    const lines = [
+      ...metric('vllm:num_requests_running', 'gauge', 'Requests generating now, one per busy sequence.', s.requestsInFlight, label),
+      ...metric('vllm:num_requests_waiting', 'gauge', 'Requests waiting for a free sequence.', s.requestsWaiting, label),
+      ...metric('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage by generating requests. 1 means 100 percent.', s.kvCacheUsage, label),
+      ...metric('vllm:prompt_tokens_total', 'counter', 'Prompt tokens processed.', s.promptTokens, label),
+      ...metric('vllm:generation_tokens_total', 'counter', 'Tokens generated.', s.generatedTokens, label),
+      ...metric('llamacpp:requests_processing', 'gauge', 'Requests generating now.', s.requestsInFlight),
+      ...metric('llamacpp:requests_deferred', 'gauge', 'Requests waiting for a free sequence.', s.requestsWaiting),
+      ...metric('llamacpp:prompt_tokens_total', 'counter', 'Prompt tokens processed.', s.promptTokens),
+      ...metric('llamacpp:tokens_predicted_total', 'counter', 'Tokens generated.', s.generatedTokens),
+      ...metric('llmgw_engine_requests_refused_busy_total', 'counter', 'Requests refused with 429 because every sequence was busy and the queue full.', s.requestsRefusedBusy),
+      '',
+    ];
+    const body = lines.join('\n');
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
   }
 
   private checkModel(model: string): void {
@@ -413,7 +464,7 @@ class BuiltinEngineServer implements BuiltinEngine {
    * Runs one request's work and settles the counters. Returns undefined when
    * the client went away (nobody is left to answer), after logging it.
    */
-  private async generate<T extends Pick<GenerationResult, 'completionTokens' | 'finishReason'>>(
+  private async generate<T extends Pick<GenerationResult, 'promptTokens' | 'completionTokens' | 'finishReason'>>(
     id: string,
     signal: AbortSignal,
     work: () => Promise<T>,
@@ -422,11 +473,15 @@ class BuiltinEngineServer implements BuiltinEngine {
     try {
       result = await work();
     } catch (err) {
+      if (isLlmgwError(err) && err.code === 'LLMGW_ENGINE_BUSY') this.requestsRefusedBusy++;
       if (!signal.aborted) throw err;
       this.requestsAborted++;
       this.options.log(`builtin engine request ${id} aborted before generating: ${String((signal.reason as Error)?.message ?? signal.reason)}`);
       return undefined;
     }
+    // Counted whether or not the client stayed: the engine did the work.
+    this.promptTokens += result.promptTokens;
+    this.generatedTokens += result.completionTokens;
     if (result.finishReason === 'aborted') {
       this.requestsAborted++;
       this.options.log(
