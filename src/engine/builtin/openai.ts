@@ -8,6 +8,10 @@ import { z } from 'zod';
 import { LlmgwError } from '../../errors/index.js';
 import { describeIssues, formatPath } from '../../validation/index.js';
 import type { ChatTurn, FinishReason, SamplingParams } from './llama-runtime.js';
+import { ResponseFormatSchema, ToolCallSchema, ToolChoiceSchema, ToolSchema } from './tools.js';
+
+/** Most choices one request may ask for: each is a whole generation on this CPU engine. */
+export const MAX_CHOICES = 16;
 
 const Stop = z.union([z.string(), z.array(z.string()).max(4, 'OpenAI allows at most 4 stop sequences')]).nullish();
 
@@ -16,6 +20,8 @@ const ContentPart = z.object({ type: z.string(), text: z.string().optional() });
 const ChatMessage = z.object({
   role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
   content: z.union([z.string(), z.array(ContentPart)]).nullish(),
+  tool_calls: z.array(ToolCallSchema).nullish(),
+  tool_call_id: z.string().nullish(),
 });
 
 const sampling = {
@@ -27,7 +33,7 @@ const sampling = {
   stop: Stop,
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
-  n: z.number().int().nullish(),
+  n: z.number().int().min(1).max(MAX_CHOICES, `this engine writes at most ${MAX_CHOICES} choices per request`).nullish(),
   logprobs: z.union([z.boolean(), z.number()]).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
@@ -37,8 +43,10 @@ export const ChatCompletionRequestSchema = z.object({
   ...sampling,
   messages: z.array(ChatMessage).min(1, 'send at least one message'),
   max_completion_tokens: z.number().int().min(1).nullish(),
-  tools: z.array(z.unknown()).nullish(),
-  response_format: z.object({ type: z.string() }).nullish(),
+  tools: z.array(ToolSchema).nullish(),
+  tool_choice: ToolChoiceSchema.nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  response_format: ResponseFormatSchema.nullish(),
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
@@ -75,7 +83,6 @@ function unsupported(param: string, message: string): LlmgwError {
 
 /** Fields this engine cannot honour are refused by name rather than silently ignored. */
 function refuseUnsupported(request: ChatCompletionRequest | CompletionRequest): void {
-  if (request.n != null && request.n !== 1) throw unsupported('n', 'the builtin engine generates one choice per request; send n: 1 or leave it out');
   if (request.logprobs) throw unsupported('logprobs', 'the builtin engine does not return logprobs; leave logprobs out');
 }
 
@@ -95,13 +102,16 @@ export function samplingParams(request: ChatCompletionRequest | CompletionReques
   };
 }
 
-/** OpenAI messages as chat turns; developer counts as system, and only text content is read. */
+/**
+ * OpenAI messages as chat turns; developer counts as system, and only text
+ * content is read. A tool message is the result of a call the assistant
+ * made earlier: it is folded into that call, which is how node-llama-cpp's
+ * chat templates write a call and its result.
+ */
 export function chatTurns(request: ChatCompletionRequest): ChatTurn[] {
-  if (request.tools && request.tools.length > 0) throw unsupported('tools', 'the builtin engine does not call tools; leave tools out');
-  if (request.response_format && request.response_format.type !== 'text') {
-    throw unsupported('response_format', `the builtin engine only writes plain text; response_format ${request.response_format.type} is not supported`);
-  }
-  return request.messages.map((message, i): ChatTurn => {
+  const turns: ChatTurn[] = [];
+  const calls = new Map<string, NonNullable<ChatTurn['toolCalls']>[number]>();
+  for (const [i, message] of request.messages.entries()) {
     const parts = typeof message.content === 'string' ? [message.content] : (message.content ?? []).map((part, j) => {
       if (part.type !== 'text' || part.text === undefined) {
         throw unsupported(`messages[${i}].content[${j}]`, `the builtin engine reads text only; content of type ${part.type} is not supported`);
@@ -109,14 +119,39 @@ export function chatTurns(request: ChatCompletionRequest): ChatTurn[] {
       return part.text;
     });
     const content = parts.join('');
-    if (message.role === 'system' || message.role === 'developer') return { role: 'system', content };
-    if (message.role === 'assistant') return { role: 'assistant', content };
-    if (message.role === 'user') return { role: 'user', content };
-    throw unsupported(`messages[${i}].role`, `the builtin engine does not call tools, so a ${message.role} message has nothing to answer`);
-  });
+    if (message.role === 'system' || message.role === 'developer') turns.push({ role: 'system', content });
+    else if (message.role === 'user') turns.push({ role: 'user', content });
+    else if (message.role === 'assistant') {
+      const toolCalls = (message.tool_calls ?? []).map((call, j) => {
+        let args: unknown;
+        try {
+          args = JSON.parse(call.function.arguments);
+        } catch {
+          throw unsupported(`messages[${i}].tool_calls[${j}].function.arguments`, 'the arguments of an earlier tool call are not JSON; send them as the model wrote them');
+        }
+        const turnCall = { name: call.function.name, arguments: args, result: undefined as string | undefined };
+        calls.set(call.id, turnCall);
+        return turnCall;
+      });
+      turns.push(toolCalls.length > 0 ? { role: 'assistant', content, toolCalls } : { role: 'assistant', content });
+    } else if (message.role === 'tool') {
+      const call = message.tool_call_id == null ? undefined : calls.get(message.tool_call_id);
+      if (!call) {
+        throw unsupported(
+          `messages[${i}].tool_call_id`,
+          `a tool message answers a call an earlier assistant message made; no assistant message has a tool call with id "${message.tool_call_id ?? ''}"`,
+        );
+      }
+      call.result = content;
+    } else {
+      throw unsupported(`messages[${i}].role`, 'the builtin engine reads function results from tool messages; the deprecated function role is not supported');
+    }
+  }
+  return turns;
 }
 
 export function completionPrompt(request: CompletionRequest): string {
+  if (request.n != null && request.n !== 1) throw unsupported('n', 'the builtin engine writes one completion per request on /v1/completions; send n: 1 or use /v1/chat/completions');
   if (request.echo) throw unsupported('echo', 'the builtin engine does not echo prompts; leave echo out');
   if (request.suffix) throw unsupported('suffix', 'the builtin engine does not fill in the middle; leave suffix out');
   if (typeof request.prompt === 'string') return request.prompt;
@@ -134,9 +169,9 @@ export function usage(promptTokens: number, completionTokens: number): Usage {
   return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }
 
-/** An aborted generation has no client to read its reason; what remains is OpenAI's two. */
-export function openAiFinishReason(reason: FinishReason): 'stop' | 'length' {
-  return reason === 'length' ? 'length' : 'stop';
+/** An aborted generation has no client to read its reason; what remains is OpenAI's three. */
+export function openAiFinishReason(reason: FinishReason): 'stop' | 'length' | 'tool_calls' {
+  return reason === 'aborted' ? 'stop' : reason;
 }
 
 export interface OpenAiErrorBody {
