@@ -5,7 +5,7 @@
 // content, or a forced call's arguments, or nothing until the call is
 // whole), and that decision is easier to read in one place.
 import type { ChatResult } from './llama-runtime.js';
-import { openAiFinishReason } from './openai.js';
+import { chatLogprobs, openAiFinishReason } from './openai.js';
 import { toolCallId, type ChatOutput, type ToolCall } from './tools.js';
 
 interface OpenAiToolCall {
@@ -29,7 +29,7 @@ export function chatChoice(index: number, result: ChatResult) {
       refusal: null,
       ...(calls ? { tool_calls: calls } : {}),
     },
-    logprobs: null,
+    logprobs: chatLogprobs(result.logprobs),
     finish_reason: openAiFinishReason(result.finishReason),
   };
 }

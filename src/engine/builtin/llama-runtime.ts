@@ -23,6 +23,7 @@ import {
 import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
 import { sequenceContextTokens, type CompiledBuiltinEngineOptions } from './options.js';
+import { replyLogprobs, type TokenLogprob } from './logprobs.js';
 import { forcedCall, forcedCallSchema, type ChatOutput, type JsonSchema, type ToolCall } from './tools.js';
 
 export interface ChatTurn {
@@ -46,6 +47,8 @@ export interface SamplingParams {
   /** 0 and 0 mean no repetition penalty at all (OpenAI's default, unlike llama.cpp's). */
   frequencyPenalty: number;
   presencePenalty: number;
+  /** Alternatives to report per token; absent means no logprobs at all, 0 the chosen token's alone. */
+  logprobs?: number | undefined;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'aborted';
@@ -55,6 +58,8 @@ export interface GenerationResult {
   promptTokens: number;
   completionTokens: number;
   finishReason: FinishReason;
+  /** One entry per token of `text`; absent unless SamplingParams.logprobs asked for it. */
+  logprobs?: TokenLogprob[];
 }
 
 export interface ChatResult extends GenerationResult {
@@ -214,7 +219,7 @@ export class BuiltinRuntime {
         });
         const promptTokens = contextText.tokenize(this.model.tokenizer).length;
         const maxTokens = this.replyBudget(promptTokens, params.maxTokens);
-        const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
+        const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result =
           output.kind === 'tools'
             ? await chat.generateResponse(history, {
@@ -225,7 +230,7 @@ export class BuiltinRuntime {
               })
             : await chat.generateResponse(history, { ...options, ...(grammar ? { grammar } : {}) });
         const reason = finishReason(result.metadata.stopReason, signal);
-        const base = { promptTokens, completionTokens: generated() };
+        const base = { promptTokens, completionTokens: generated(), ...(await logprobs(promptTokens)) };
         if (output.kind === 'forcedTool') {
           return { ...base, text: '', toolCalls: [forcedCall(output.tools, result.response)], finishReason: reason === 'stop' ? 'tool_calls' : reason };
         }
@@ -275,9 +280,17 @@ export class BuiltinRuntime {
       onTextChunk: (text: string) => {
         if (text !== '') onText(text);
       },
+      // The tokens behind the text, as released with it: what logprobs are reported for.
+      ...(params.logprobs === undefined ? {} : { onToken: (tokens: Token[]) => released.push(...tokens) }),
     };
-    // Each sampled token is one evaluation with logits: the meter's "output" tokens.
-    return { generated: () => sequence.tokenMeter.diff(before).usedOutputTokens, options };
+    const released: Token[] = [];
+    return {
+      // Each sampled token is one evaluation with logits: the meter's "output" tokens. Read it before logprobs re-evaluates the reply.
+      generated: () => sequence.tokenMeter.diff(before).usedOutputTokens,
+      options,
+      logprobs: async (promptTokens: number): Promise<{ logprobs?: TokenLogprob[] }> =>
+        params.logprobs === undefined || signal.aborted ? {} : { logprobs: await replyLogprobs(this.model, sequence, promptTokens, released, params.logprobs) },
+    };
   }
 
   async complete(prompt: string, params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
@@ -289,9 +302,10 @@ export class BuiltinRuntime {
     return this.withSequence(signal, async (sequence) => {
       const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
       try {
-        const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
+        const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result = await completion.generateCompletionWithMeta(input, { ...options, disableContextShift: true });
-        return { text: result.response, promptTokens, completionTokens: generated(), finishReason: finishReason(result.metadata.stopReason, signal) };
+        const completionTokens = generated();
+        return { text: result.response, promptTokens, completionTokens, finishReason: finishReason(result.metadata.stopReason, signal), ...(await logprobs(promptTokens)) };
       } finally {
         completion.dispose({ disposeSequence: false });
       }

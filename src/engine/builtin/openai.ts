@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { LlmgwError } from '../../errors/index.js';
 import { describeIssues, formatPath } from '../../validation/index.js';
 import type { ChatTurn, FinishReason, SamplingParams } from './llama-runtime.js';
+import { MAX_TOP_LOGPROBS, type TokenLogprob } from './logprobs.js';
 import { ResponseFormatSchema, ToolCallSchema, ToolChoiceSchema, ToolSchema } from './tools.js';
 
 /** Most choices one request may ask for: each is a whole generation on this CPU engine. */
@@ -43,6 +44,7 @@ export const ChatCompletionRequestSchema = z.object({
   ...sampling,
   messages: z.array(ChatMessage).min(1, 'send at least one message'),
   max_completion_tokens: z.number().int().min(1).nullish(),
+  top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS, `top_logprobs is at most ${MAX_TOP_LOGPROBS}`).nullish(),
   tools: z.array(ToolSchema).nullish(),
   tool_choice: ToolChoiceSchema.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
@@ -81,13 +83,31 @@ function unsupported(param: string, message: string): LlmgwError {
   return new LlmgwError('LLMGW_BAD_REQUEST', message, { context: { param } });
 }
 
-/** Fields this engine cannot honour are refused by name rather than silently ignored. */
-function refuseUnsupported(request: ChatCompletionRequest | CompletionRequest): void {
-  if (request.logprobs) throw unsupported('logprobs', 'the builtin engine does not return logprobs; leave logprobs out');
+/**
+ * How many alternatives per token the request wants, or undefined for no
+ * logprobs. Chat asks with `logprobs: true` and `top_logprobs`; completions
+ * with `logprobs: <count>`, at most 5 as OpenAI allows there.
+ */
+function requestedLogprobs(request: ChatCompletionRequest | CompletionRequest): number | undefined {
+  if ('messages' in request) {
+    if (request.logprobs !== true && request.logprobs != null && request.logprobs !== false) {
+      throw unsupported('logprobs', 'logprobs on /v1/chat/completions is true or false; send the number of alternatives as top_logprobs');
+    }
+    if (request.logprobs !== true) {
+      if (request.top_logprobs != null) throw unsupported('top_logprobs', 'top_logprobs needs logprobs: true');
+      return undefined;
+    }
+    return request.top_logprobs ?? 0;
+  }
+  if (request.logprobs == null || request.logprobs === false) return undefined;
+  if (typeof request.logprobs !== 'number' || !Number.isInteger(request.logprobs) || request.logprobs < 0 || request.logprobs > 5) {
+    throw unsupported('logprobs', 'logprobs on /v1/completions is the number of alternatives per token, 0 to 5');
+  }
+  return request.logprobs;
 }
 
 export function samplingParams(request: ChatCompletionRequest | CompletionRequest, maxTokens: number | null | undefined): SamplingParams {
-  refuseUnsupported(request);
+  const logprobs = requestedLogprobs(request);
   const stop = request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop;
   return {
     maxTokens: maxTokens ?? undefined,
@@ -99,6 +119,33 @@ export function samplingParams(request: ChatCompletionRequest | CompletionReques
     stop: stop.filter((s) => s !== ''),
     frequencyPenalty: request.frequency_penalty ?? 0,
     presencePenalty: request.presence_penalty ?? 0,
+    ...(logprobs === undefined ? {} : { logprobs }),
+  };
+}
+
+/** A chat choice's `logprobs` in OpenAI's shape; null when none were asked for. */
+export function chatLogprobs(logprobs: readonly TokenLogprob[] | undefined) {
+  if (!logprobs) return null;
+  return {
+    content: logprobs.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes, top_logprobs: t.top.map(({ token, logprob, bytes }) => ({ token, logprob, bytes })) })),
+    refusal: null,
+  };
+}
+
+/** A completion choice's `logprobs` in the legacy shape /v1/completions answers with; null when none were asked for. */
+export function completionLogprobs(logprobs: readonly TokenLogprob[] | undefined) {
+  if (!logprobs) return null;
+  let offset = 0;
+  const textOffset = logprobs.map((t) => {
+    const at = offset;
+    offset += t.token.length;
+    return at;
+  });
+  return {
+    tokens: logprobs.map((t) => t.token),
+    token_logprobs: logprobs.map((t) => t.logprob),
+    top_logprobs: logprobs.map((t) => Object.fromEntries(t.top.map((a) => [a.token, a.logprob]))),
+    text_offset: textOffset,
   };
 }
 

@@ -17,7 +17,9 @@ import { BuiltinRuntime, type GenerationResult } from './llama-runtime.js';
 import {
   base64Embedding,
   ChatCompletionRequestSchema,
+  chatLogprobs,
   chatTurns,
+  completionLogprobs,
   completionPrompt,
   CompletionRequestSchema,
   EmbeddingRequestSchema,
@@ -366,7 +368,8 @@ class BuiltinEngineServer implements BuiltinEngine {
     if (!result) return;
     for (const [index, choice] of result.choices.entries()) {
       for (const delta of deltas[index]!.end(choice)) stream.send(chunk({ index, delta, logprobs: null, finish_reason: null }));
-      stream.send(chunk({ index, delta: {}, logprobs: null, finish_reason: openAiFinishReason(choice.finishReason) }));
+      // Logprobs are computed once the reply is whole (see logprobs.ts), so they ride on the finish chunk.
+      stream.send(chunk({ index, delta: {}, logprobs: chatLogprobs(choice.logprobs), finish_reason: openAiFinishReason(choice.finishReason) }));
     }
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
     stream.done();
@@ -384,20 +387,20 @@ class BuiltinEngineServer implements BuiltinEngine {
       if (!result) return;
       return sendJson(res, 200, {
         ...head,
-        choices: [{ text: result.text, index: 0, logprobs: null, finish_reason: openAiFinishReason(result.finishReason) }],
+        choices: [{ text: result.text, index: 0, logprobs: completionLogprobs(result.logprobs), finish_reason: openAiFinishReason(result.finishReason) }],
         usage: usage(result.promptTokens, result.completionTokens),
       });
     }
     const includeUsage = request.stream_options?.include_usage === true;
-    const chunk = (text: string, finish: string | null) => ({
+    const chunk = (text: string, finish: string | null, logprobs: ReturnType<typeof completionLogprobs> = null) => ({
       ...head,
-      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+      choices: [{ text, index: 0, logprobs, finish_reason: finish }],
       ...(includeUsage ? { usage: null } : {}),
     });
     const stream = new SseWriter(res, () => []);
     const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.send(chunk(text, null)), signal));
     if (!result) return;
-    stream.send(chunk('', openAiFinishReason(result.finishReason)));
+    stream.send(chunk('', openAiFinishReason(result.finishReason), completionLogprobs(result.logprobs)));
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
     stream.done();
   }

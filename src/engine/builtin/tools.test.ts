@@ -1,4 +1,4 @@
-// Tools, structured output and n > 1 on the builtin engine, driven by the
+// Tools, structured output, n > 1 and logprobs on the builtin engine, driven by the
 // official OpenAI client against the engine's HTTP server on the generated
 // tiny GGUF. Its weights are random, so only grammars can make its answers
 // parse: these tests check that a forced call's arguments and a json_schema
@@ -274,5 +274,49 @@ describe('schemas a grammar cannot enforce', () => {
       max_tokens: 3,
     });
     expect(auto.choices).toHaveLength(1);
+  });
+});
+
+describe('logprobs', () => {
+  it('reports each token of a chat reply with its logprob and the top alternatives; greedy picks the first', async () => {
+    const reply = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 3 });
+    const choice = reply.choices[0]!;
+    const content = choice.logprobs!.content!;
+    expect(content.map((t) => t.token).join(''), 'the tokens spell the reply').toBe(choice.message.content);
+    expect(content.length).toBeGreaterThan(0);
+    for (const t of content) {
+      expect(t.logprob).toBeLessThanOrEqual(0);
+      expect(t.top_logprobs).toHaveLength(3);
+      const tops = t.top_logprobs.map((a) => a.logprob);
+      expect(tops, 'most likely first').toEqual([...tops].sort((a, b) => b - a));
+      expect(tops.reduce((sum, lp) => sum + Math.exp(lp), 0)).toBeLessThanOrEqual(1 + 1e-6);
+      // At temperature 0 the sampler takes the most likely token, so the reply's token is the first alternative.
+      expect(t.top_logprobs[0]!.token).toBe(t.token);
+      expect(t.logprob).toBeCloseTo(t.top_logprobs[0]!.logprob, 5);
+      expect(Buffer.from(t.bytes!).toString('utf8')).toBe(t.token);
+    }
+    const plain = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 2 });
+    expect(plain.choices[0]!.logprobs, 'none unless asked').toBeNull();
+  });
+
+  it('puts a streamed reply\'s logprobs on its finish chunk, and answers /v1/completions in its legacy shape', async () => {
+    const stream = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 6, logprobs: true, stream: true, seed: 3 });
+    let text = '';
+    const tokens: string[] = [];
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      for (const t of chunk.choices[0]?.logprobs?.content ?? []) tokens.push(t.token);
+    }
+    expect(tokens.join('')).toBe(text);
+    const completion = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 6, logprobs: 2, temperature: 0 });
+    const lp = completion.choices[0]!.logprobs!;
+    expect(lp.tokens!.join('')).toBe(completion.choices[0]!.text);
+    expect(lp.token_logprobs!.every((v) => v <= 0)).toBe(true);
+    expect(lp.top_logprobs!.every((alts) => Object.keys(alts).length >= 1 && Object.keys(alts).length <= 2)).toBe(true);
+    expect(lp.text_offset![0]).toBe(0);
+  });
+
+  it('refuses top_logprobs without logprobs, naming it', async () => {
+    await expect(client.chat.completions.create({ model: MODEL, messages: ASK, top_logprobs: 2 })).rejects.toMatchObject({ status: 400, param: 'top_logprobs' });
   });
 });
