@@ -222,7 +222,7 @@ describe('builtin engine over HTTP', () => {
       param: 'model',
       type: 'invalid_request_error',
     });
-    await expect(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], n: 2 })).rejects.toMatchObject({
+    await expect(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], n: 17 })).rejects.toMatchObject({
       status: 400,
       code: 'LLMGW_BAD_REQUEST',
       param: 'n',

@@ -13,7 +13,10 @@ import {
   resolveChatWrapper,
   type ChatHistoryItem,
   type ChatWrapper,
+  type ChatModelFunctions,
+  type GbnfJsonSchema,
   type Llama,
+  type LlamaGrammar,
   type LlamaContextSequence,
   type LlamaEmbeddingContext,
   type LlamaModel,
@@ -22,10 +25,14 @@ import {
 import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
 import { sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
+import { replyLogprobs, type TokenLogprob } from './logprobs.js';
+import { forcedCall, forcedCallSchema, type ChatOutput, type JsonSchema, type ToolCall } from './tools.js';
 
 export interface ChatTurn {
   role: 'system' | 'user' | 'assistant';
   content: string;
+  /** Calls an assistant turn made, each with the result a tool message gave; absent result means none came back. */
+  toolCalls?: { name: string; arguments: unknown; result: string | undefined }[];
 }
 
 export interface SamplingParams {
@@ -42,15 +49,24 @@ export interface SamplingParams {
   /** 0 and 0 mean no repetition penalty at all (OpenAI's default, unlike llama.cpp's). */
   frequencyPenalty: number;
   presencePenalty: number;
+  /** Alternatives to report per token; absent means no logprobs at all, 0 the chosen token's alone. */
+  logprobs?: number | undefined;
 }
 
-export type FinishReason = 'stop' | 'length' | 'aborted';
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'aborted';
 
 export interface GenerationResult {
   text: string;
   promptTokens: number;
   completionTokens: number;
   finishReason: FinishReason;
+  /** One entry per token of `text`; absent unless SamplingParams.logprobs asked for it. */
+  logprobs?: TokenLogprob[];
+}
+
+export interface ChatResult extends GenerationResult {
+  /** Calls the model made instead of (or after) text; empty when it only wrote text. */
+  toolCalls: ToolCall[];
 }
 
 export interface EmbeddingResult {
@@ -231,27 +247,80 @@ export class BuiltinRuntime {
     return { inFlight: this.inFlightCount, waiting: this.pool.waiting, kvCacheUsage: held / (this.parallel * this.sequenceContextTokens) };
   }
 
-  async chat(turns: readonly ChatTurn[], params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
+  /**
+   * One chat answer. `output` decides its shape: free text, JSON under a
+   * grammar, or tool calls (see ChatOutput). A schema that cannot become a
+   * grammar is refused before a sequence is taken, so the client gets a 400
+   * and not a broken stream.
+   */
+  async chat(
+    turns: readonly ChatTurn[],
+    params: SamplingParams,
+    output: ChatOutput,
+    onText: (text: string) => void,
+    signal: AbortSignal,
+  ): Promise<ChatResult> {
+    const grammar = await this.grammarFor(output);
+    const functions = output.kind === 'tools' || output.kind === 'forcedTool' ? chatFunctions(output.tools) : undefined;
     return this.withSequence(signal, async (sequence) => {
       const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false, chatWrapper: this.chatWrapper });
       try {
-        const history: ChatHistoryItem[] = turns.map((t): ChatHistoryItem => {
+        let history: ChatHistoryItem[] = turns.map((t): ChatHistoryItem => {
           if (t.role === 'system') return { type: 'system', text: t.content };
           if (t.role === 'user') return { type: 'user', text: t.content };
-          return { type: 'model', response: [t.content] };
+          const calls = (t.toolCalls ?? []).map((c) => ({ type: 'functionCall' as const, name: c.name, params: c.arguments, result: c.result ?? '' }));
+          return { type: 'model', response: t.content === '' && calls.length > 0 ? calls : [t.content, ...calls] };
         });
+        // A forced call is written by a grammar, not in the template's call
+        // syntax; the template's own description of the functions tells the model what it is writing.
+        if (output.kind === 'forcedTool') history = [...chat.chatWrapper.addAvailableFunctionsSystemMessageToHistory(history, functions, { documentParams: true })];
         // An empty model turn is the one the chat template leaves open for the reply.
         history.push({ type: 'model', response: [] });
-        const { contextText } = chat.chatWrapper.generateContextState({ chatHistory: history });
+        const { contextText } = chat.chatWrapper.generateContextState({
+          chatHistory: history,
+          ...(output.kind === 'tools' ? { availableFunctions: functions, documentFunctionParams: true } : {}),
+        });
         const promptTokens = contextText.tokenize(this.model.tokenizer).length;
         const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'messages');
-        const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
-        const result = await chat.generateResponse(history, options);
-        return { text: result.response, promptTokens, completionTokens: generated(), finishReason: finishReason(result.metadata.stopReason, signal) };
+        const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
+        const result =
+          output.kind === 'tools'
+            ? await chat.generateResponse(history, {
+                ...options,
+                functions,
+                documentFunctionParams: true,
+                ...(output.parallel ? {} : { maxParallelFunctionCalls: 1 }),
+              })
+            : await chat.generateResponse(history, { ...options, ...(grammar ? { grammar } : {}) });
+        const reason = finishReason(result.metadata.stopReason, signal);
+        const base = { promptTokens, completionTokens: generated(), ...(await logprobs(promptTokens)) };
+        if (output.kind === 'forcedTool') {
+          return { ...base, text: '', toolCalls: [forcedCall(output.tools, result.response)], finishReason: reason === 'stop' ? 'tool_calls' : reason };
+        }
+        const toolCalls = (result.functionCalls ?? []).map((call) => ({ name: call.functionName, arguments: JSON.stringify(call.params ?? {}) }));
+        return { ...base, text: result.response, toolCalls, finishReason: toolCalls.length > 0 && reason === 'stop' ? 'tool_calls' : reason };
       } finally {
         chat.dispose({ disposeSequence: false });
       }
     });
+  }
+
+  /** The grammar an answer is written under; undefined for free text and for calls the template's syntax governs. */
+  private async grammarFor(output: ChatOutput): Promise<LlamaGrammar | undefined> {
+    if (output.kind === 'json' && output.schema === undefined) return this.llama.getGrammarFor('json');
+    const [schema, param] =
+      output.kind === 'json' ? [output.schema!, output.param] : output.kind === 'forcedTool' ? [forcedCallSchema(output.tools), 'tools'] : [];
+    if (!schema) return undefined;
+    try {
+      return await this.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema as GbnfJsonSchema);
+    } catch (err) {
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `the JSON schema in ${param} cannot be turned into a grammar (${err instanceof Error ? err.message : String(err)}); ` +
+          'use the types, properties, items, enum, const, oneOf and $defs/$ref that llama.cpp grammars support',
+        { context: { param } },
+      );
+    }
   }
 
   /**
@@ -274,9 +343,17 @@ export class BuiltinRuntime {
       onTextChunk: (text: string) => {
         if (text !== '') onText(text);
       },
+      // The tokens behind the text, as released with it: what logprobs are reported for.
+      ...(params.logprobs === undefined ? {} : { onToken: (tokens: Token[]) => released.push(...tokens) }),
     };
-    // Each sampled token is one evaluation with logits: the meter's "output" tokens.
-    return { generated: () => sequence.tokenMeter.diff(before).usedOutputTokens, options };
+    const released: Token[] = [];
+    return {
+      // Each sampled token is one evaluation with logits: the meter's "output" tokens. Read it before logprobs re-evaluates the reply.
+      generated: () => sequence.tokenMeter.diff(before).usedOutputTokens,
+      options,
+      logprobs: async (promptTokens: number): Promise<{ logprobs?: TokenLogprob[] }> =>
+        params.logprobs === undefined || signal.aborted ? {} : { logprobs: await replyLogprobs(this.model, sequence, promptTokens, released, params.logprobs) },
+    };
   }
 
   async complete(prompt: string, params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
@@ -288,9 +365,10 @@ export class BuiltinRuntime {
     return this.withSequence(signal, async (sequence) => {
       const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
       try {
-        const { generated, options } = this.streaming(sequence, params, maxTokens, signal, onText);
+        const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result = await completion.generateCompletionWithMeta(input, { ...options, disableContextShift: true });
-        return { text: result.response, promptTokens, completionTokens: generated(), finishReason: finishReason(result.metadata.stopReason, signal) };
+        const completionTokens = generated();
+        return { text: result.response, promptTokens, completionTokens, finishReason: finishReason(result.metadata.stopReason, signal), ...(await logprobs(promptTokens)) };
       } finally {
         completion.dispose({ disposeSequence: false });
       }
@@ -372,6 +450,13 @@ export class BuiltinRuntime {
         : (false as const),
     };
   }
+}
+
+/** Tools as node-llama-cpp's function table; no handlers, since the client, not the engine, runs them. */
+function chatFunctions(tools: readonly { name: string; description: string | undefined; parameters: JsonSchema }[]): ChatModelFunctions {
+  return Object.fromEntries(
+    tools.map((t) => [t.name, { ...(t.description === undefined ? {} : { description: t.description }), params: t.parameters as GbnfJsonSchema }]),
+  );
 }
 
 function finishReason(stopReason: string, signal: AbortSignal): FinishReason {

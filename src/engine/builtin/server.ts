@@ -10,12 +10,16 @@ import type { AddressInfo } from 'node:net';
 import { isLlmgwError, LlmgwError } from '../../errors/index.js';
 import { readServerTls } from '../../tls/index.js';
 import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
+import { chatChoice, ChoiceDeltas, openingDelta } from './chat-answer.js';
+import { choiceSeed, runChoices } from './choices.js';
 import { readGgufModelFacts, type GgufModelFacts } from './gguf-check.js';
 import { BuiltinRuntime, type GenerationResult } from './llama-runtime.js';
 import {
   base64Embedding,
   ChatCompletionRequestSchema,
+  chatLogprobs,
   chatTurns,
+  completionLogprobs,
   completionPrompt,
   CompletionRequestSchema,
   EmbeddingRequestSchema,
@@ -25,6 +29,7 @@ import {
   samplingParams,
   usage,
 } from './openai.js';
+import { chatOutput } from './tools.js';
 import { compileBuiltinEngineOptions, type BuiltinEngineOptions, type CompiledBuiltinEngineOptions } from './options.js';
 
 /** Largest request body; a chat that needs more would not fit a CPU engine's context anyway. */
@@ -369,37 +374,54 @@ class BuiltinEngineServer implements BuiltinEngine {
     const request = parseBody(ChatCompletionRequestSchema, raw);
     this.checkModel(request.model);
     const turns = chatTurns(request);
+    const output = chatOutput(request);
     const params = samplingParams(request, request.max_completion_tokens ?? request.max_tokens);
+    const n = request.n ?? 1;
     const id = `chatcmpl-${randomUUID()}`;
     const head = { id, object: 'chat.completion.chunk', created: Math.floor(this.options.nowMs() / 1000), model: request.model };
+    // Each choice is its own generation on its own sequence (see choices.ts);
+    // the prompt is one, so usage counts it once and the replies together.
+    const answer = (onText: (index: number, text: string) => void) =>
+      this.generate(id, signal, async () => {
+        const choices = await runChoices(n, signal, (index, choiceSignal) =>
+          runtime.chat(turns, { ...params, seed: choiceSeed(params.seed, index) }, output, (text) => onText(index, text), choiceSignal),
+        );
+        return {
+          choices,
+          promptTokens: choices[0]!.promptTokens,
+          completionTokens: choices.reduce((sum, c) => sum + c.completionTokens, 0),
+          finishReason: choices.some((c) => c.finishReason === 'aborted') ? ('aborted' as const) : ('stop' as const),
+        };
+      });
     if (!request.stream) {
-      const result = await this.generate(id, signal, () => runtime.chat(turns, params, () => undefined, signal));
+      const result = await answer(() => undefined);
       if (!result) return;
       return sendJson(res, 200, {
         id,
         object: 'chat.completion',
         created: head.created,
         model: request.model,
-        choices: [
-          {
-            index: 0,
-            message: { role: 'assistant', content: result.text, refusal: null },
-            logprobs: null,
-            finish_reason: openAiFinishReason(result.finishReason),
-          },
-        ],
+        choices: result.choices.map((choice, index) => chatChoice(index, choice)),
         usage: usage(result.promptTokens, result.completionTokens),
       });
     }
     const includeUsage = request.stream_options?.include_usage === true;
     // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
     const chunk = (choice: object) => ({ ...head, choices: [choice], ...(includeUsage ? { usage: null } : {}) });
-    const stream = new SseWriter(res, () => [chunk({ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })]);
-    const result = await this.generate(id, signal, () =>
-      runtime.chat(turns, params, (text) => stream.send(chunk({ index: 0, delta: { content: text }, logprobs: null, finish_reason: null })), signal),
+    const stream = new SseWriter(res, () =>
+      Array.from({ length: n }, (_, index) => chunk({ index, delta: openingDelta(output), logprobs: null, finish_reason: null })),
     );
+    const deltas = Array.from({ length: n }, () => new ChoiceDeltas(output));
+    const result = await answer((index, text) => {
+      const delta = deltas[index]!.text(text);
+      if (delta) stream.send(chunk({ index, delta, logprobs: null, finish_reason: null }));
+    });
     if (!result) return;
-    stream.send(chunk({ index: 0, delta: {}, logprobs: null, finish_reason: openAiFinishReason(result.finishReason) }));
+    for (const [index, choice] of result.choices.entries()) {
+      for (const delta of deltas[index]!.end(choice)) stream.send(chunk({ index, delta, logprobs: null, finish_reason: null }));
+      // Logprobs are computed once the reply is whole (see logprobs.ts), so they ride on the finish chunk.
+      stream.send(chunk({ index, delta: {}, logprobs: chatLogprobs(choice.logprobs), finish_reason: openAiFinishReason(choice.finishReason) }));
+    }
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
     stream.done();
   }
@@ -416,20 +438,20 @@ class BuiltinEngineServer implements BuiltinEngine {
       if (!result) return;
       return sendJson(res, 200, {
         ...head,
-        choices: [{ text: result.text, index: 0, logprobs: null, finish_reason: openAiFinishReason(result.finishReason) }],
+        choices: [{ text: result.text, index: 0, logprobs: completionLogprobs(result.logprobs), finish_reason: openAiFinishReason(result.finishReason) }],
         usage: usage(result.promptTokens, result.completionTokens),
       });
     }
     const includeUsage = request.stream_options?.include_usage === true;
-    const chunk = (text: string, finish: string | null) => ({
+    const chunk = (text: string, finish: string | null, logprobs: ReturnType<typeof completionLogprobs> = null) => ({
       ...head,
-      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+      choices: [{ text, index: 0, logprobs, finish_reason: finish }],
       ...(includeUsage ? { usage: null } : {}),
     });
     const stream = new SseWriter(res, () => []);
     const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.send(chunk(text, null)), signal));
     if (!result) return;
-    stream.send(chunk('', openAiFinishReason(result.finishReason)));
+    stream.send(chunk('', openAiFinishReason(result.finishReason), completionLogprobs(result.logprobs)));
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
     stream.done();
   }
