@@ -3,8 +3,8 @@
 // sim engines as replicas), so the translation is proven where a client
 // reads it: the SDK's own parsing of answers, streams and errors.
 import type { AddressInfo } from 'node:net';
-import { createServer } from 'node:http';
-import Anthropic, { AuthenticationError, BadRequestError, NotFoundError, PermissionDeniedError } from '@anthropic-ai/sdk';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import Anthropic, { APIError, AuthenticationError, BadRequestError, InternalServerError, NotFoundError, PermissionDeniedError } from '@anthropic-ai/sdk';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -70,6 +70,26 @@ async function simReplicas(m: Model): Promise<RouterReplica[]> {
   cleanups.push(() => engine.close({ graceMs: 0 }));
   return [{ id: 'r1', endpoint: engine.url, draining: false }];
 }
+
+/** An engine stand-in that answers as `answer` says, with the request's parsed body; counts what it saw. */
+async function scripted(answer: (body: Record<string, unknown>, res: ServerResponse) => void): Promise<{ replica: RouterReplica; seen(): Record<string, unknown>[] }> {
+  const seen: Record<string, unknown>[] = [];
+  const server: Server = createServer((req: IncomingMessage, res) => {
+    let raw = '';
+    req.on('data', (c: Buffer) => (raw += c.toString('utf8')));
+    req.on('end', () => {
+      const body = JSON.parse(raw) as Record<string, unknown>;
+      seen.push(body);
+      answer(body, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  return { replica: { id: `scripted-${(server.address() as AddressInfo).port}`, endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, draining: false }, seen: () => seen };
+}
+
+const chunk = (choice: Record<string, unknown>) =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 0, model: 'demo', choices: [{ index: 0, logprobs: null, finish_reason: null, ...choice }] })}\n\n`;
 
 const weather = { name: 'get_weather', description: 'the weather in a city', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } } };
 
@@ -201,5 +221,81 @@ describe('POST /v1/messages', () => {
     });
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ type: 'error', error: { type: 'overloaded_error', message: expect.stringMatching(/0 ready replicas/) } });
+  });
+
+  it('says which stop sequence ended the answer where the engine tells (vLLM’s stop_reason), whole and streamed', async () => {
+    const engine = await scripted((body, res) => {
+      if (body.stream === true) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ delta: { role: 'assistant', content: '' } }) + chunk({ delta: { content: 'one two' } }));
+        res.end(chunk({ delta: {}, finish_reason: 'stop', stop_reason: 'END' }) + 'data: [DONE]\n\n');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'chatcmpl-w', choices: [{ index: 0, message: { role: 'assistant', content: 'one two' }, finish_reason: 'stop', stop_reason: 'END' }], usage: { prompt_tokens: 4, completion_tokens: 2 } }));
+    });
+    const h = await harness(async () => [engine.replica]);
+    const params = { model: 'demo', max_tokens: 9, stop_sequences: ['END'], temperature: 0.2, metadata: { user_id: 'u1' }, messages: [{ role: 'user' as const, content: 'count' }] };
+    const whole = await h.client.messages.create(params);
+    expect(whole).toMatchObject({ id: 'msg_w', stop_reason: 'stop_sequence', stop_sequence: 'END', usage: { input_tokens: 4, output_tokens: 2 } });
+    const streamed = await h.client.messages.stream(params).finalMessage();
+    expect(streamed).toMatchObject({ id: 'msg_s', stop_reason: 'stop_sequence', stop_sequence: 'END', content: [{ type: 'text', text: 'one two' }] });
+    // What the engine heard: a chat request, the stops as `stop`, metadata left out, and the stream asked for its usage.
+    const [first, second] = engine.seen();
+    expect(first).toEqual({ model: 'demo', messages: [{ role: 'user', content: 'count' }], max_tokens: 9, stream: false, temperature: 0.2, stop: ['END'] });
+    expect(second).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+  });
+
+  it('moves on from a 503 before the first byte, and never after it: a broken stream ends with an error event', async () => {
+    const busy = await scripted((_body, res) => {
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"busy"}}');
+    });
+    const breaking = await scripted((_body, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk({ delta: { content: 'one' } }));
+      res.write(chunk({ delta: { content: ' two' } }), () => res.socket?.destroy());
+    });
+    const h = await harness(async (m) => [busy.replica, ...(await simReplicas(m))]);
+    const msg = await h.client.messages.create({ model: 'demo', max_tokens: 3, messages: [{ role: 'user', content: 'x' }] });
+    expect(msg.usage.output_tokens).toBe(3);
+    expect(busy.seen()).toHaveLength(1);
+
+    const h2 = await harness(async () => [breaking.replica]);
+    let text = '';
+    const failed = await h2.client.messages
+      .stream({ model: 'demo', max_tokens: 30, messages: [{ role: 'user', content: 'x' }] })
+      .on('text', (d) => (text += d))
+      .finalMessage()
+      .then(() => null, (e: unknown) => e);
+    expect(failed, 'the client sees an error').toBeInstanceOf(APIError);
+    expect(String((failed as Error).message)).toMatch(/stopped answering mid-response/);
+    expect(text, 'what came before the break, once').toBe('one two');
+    expect(breaking.seen()).toHaveLength(1);
+  });
+
+  it('resends a stream without stream_options to an engine that refuses it, and passes an engine’s 500 on as api_error', async () => {
+    const strict = await scripted((body, res) => {
+      if ('stream_options' in body) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"unknown field stream_options"}}');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(chunk({ delta: { content: 'ok' } }) + chunk({ delta: {}, finish_reason: 'length' }) + 'data: [DONE]\n\n');
+    });
+    const h = await harness(async () => [strict.replica]);
+    const final = await h.client.messages.stream({ model: 'demo', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }).finalMessage();
+    expect(final).toMatchObject({ stop_reason: 'max_tokens', content: [{ type: 'text', text: 'ok' }] });
+    expect(strict.seen().map((b) => 'stream_options' in b)).toEqual([true, false]);
+
+    const failing = await scripted((_body, res) => {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"CUDA out of memory"}}');
+    });
+    const h2 = await harness(async () => [failing.replica]);
+    const err = await h2.client.messages.create({ model: 'demo', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InternalServerError);
+    expect((err as { error: unknown }).error).toEqual({ type: 'error', error: { type: 'api_error', message: 'CUDA out of memory' } });
   });
 });
