@@ -4,7 +4,7 @@
 // reads it: the SDK's own parsing of answers, streams and errors.
 import type { AddressInfo } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import Anthropic, { APIError, AuthenticationError, BadRequestError, InternalServerError, NotFoundError, PermissionDeniedError } from '@anthropic-ai/sdk';
+import Anthropic, { APIError, AuthenticationError, BadRequestError, InternalServerError, NotFoundError, PermissionDeniedError, RateLimitError } from '@anthropic-ai/sdk';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -61,8 +61,9 @@ async function harness(replicasOf: (m: Model) => Promise<RouterReplica[]>) {
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   const { secret } = await issueKey(keys, { name: 'test' }, Date.now(), 'test');
   const { secret: demoOnly } = await issueKey(keys, { name: 'other-only', allowedModels: ['other'] }, Date.now(), 'test');
+  const { secret: onePerMinute } = await issueKey(keys, { name: 'one-per-minute', requestsPerMinute: 1 }, Date.now(), 'test');
   const client = new Anthropic({ apiKey: secret, baseURL: url, maxRetries: 0, timeout: 20_000 });
-  return { url, usage, secret, demoOnly, client };
+  return { url, usage, secret, demoOnly, onePerMinute, client };
 }
 
 async function simReplicas(m: Model): Promise<RouterReplica[]> {
@@ -190,6 +191,12 @@ describe('POST /v1/messages', () => {
     const forbidden = await refused(new Anthropic({ apiKey: h.demoOnly, baseURL: h.url, maxRetries: 0 }).messages.create({ model: 'demo', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] }));
     expect(forbidden).toBeInstanceOf(PermissionDeniedError);
     expect(forbidden.error.error.type).toBe('permission_error');
+    const limited = new Anthropic({ apiKey: h.onePerMinute, baseURL: h.url, maxRetries: 0 });
+    await limited.messages.create({ model: 'demo', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] });
+    const tooMany = await refused(limited.messages.create({ model: 'demo', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }));
+    expect(tooMany).toBeInstanceOf(RateLimitError);
+    expect(tooMany.error.error).toEqual({ type: 'rate_limit_error', message: expect.stringMatching(/1 requests per minute/) });
+    expect((tooMany as unknown as { headers: Headers }).headers.get('retry-after')).toMatch(/^\d+$/);
     // The engine's own refusal (a forced tool that is not listed) reaches the client in Anthropic's shape too.
     const engine = await refused(h.client.messages.create({ model: 'demo', max_tokens: 2, tools: [weather], tool_choice: { type: 'tool', name: 'nope' }, messages: [{ role: 'user', content: 'x' }] }));
     expect(engine.status).toBe(400);
@@ -198,6 +205,10 @@ describe('POST /v1/messages', () => {
     const badJson = await fetch(`${h.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': h.secret }, body: '{"model":' });
     expect(badJson.status).toBe(400);
     expect(((await badJson.json()) as { type: string; error: { type: string } }).error.type).toBe('invalid_request_error');
+    // Fastify's own refusals (a body that is not JSON by its type) leave in the same shape.
+    const notJson = await fetch(`${h.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'text/plain', 'x-api-key': h.secret }, body: 'hi' });
+    expect(notJson.status).toBe(415);
+    expect(await notJson.json()).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/Content-Type: application\/json/) } });
     // count_tokens is refused, saying so.
     const count = await fetch(`${h.url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': h.secret }, body: '{}' });
     expect(count.status).toBe(400);
