@@ -43,16 +43,21 @@ export interface AdmittedCall {
 export type Translate = (raw: Buffer) => { raw: Buffer; anthropic: AnthropicCall };
 
 /** POST /v1/messages: Anthropic's body as a chat body, or a 400 naming the field. */
-export const fromAnthropic: Translate = (raw) => {
+export const fromAnthropic: Translate = (raw) => anthropicAsChat(raw, false);
+
+/** POST /v1/messages/count_tokens: the same, without max_tokens. */
+export const fromAnthropicCount: Translate = (raw) => anthropicAsChat(raw, true);
+
+function anthropicAsChat(raw: Buffer, forCount: boolean): { raw: Buffer; anthropic: AnthropicCall } {
   let json: unknown;
   try {
     json = JSON.parse(raw.toString('utf8'));
   } catch (err) {
     throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
   }
-  const { chat, call } = toChatRequest(json);
+  const { chat, call } = toChatRequest(json, forCount);
   return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), anthropic: call };
-};
+}
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -73,7 +73,7 @@ async function simReplicas(m: Model): Promise<RouterReplica[]> {
 }
 
 /** An engine stand-in that answers as `answer` says, with the request's parsed body; counts what it saw. */
-async function scripted(answer: (body: Record<string, unknown>, res: ServerResponse) => void): Promise<{ replica: RouterReplica; seen(): Record<string, unknown>[] }> {
+async function scripted(answer: (body: Record<string, unknown>, res: ServerResponse, path: string) => void): Promise<{ replica: RouterReplica; seen(): Record<string, unknown>[] }> {
   const seen: Record<string, unknown>[] = [];
   const server: Server = createServer((req: IncomingMessage, res) => {
     let raw = '';
@@ -81,7 +81,7 @@ async function scripted(answer: (body: Record<string, unknown>, res: ServerRespo
     req.on('end', () => {
       const body = JSON.parse(raw) as Record<string, unknown>;
       seen.push(body);
-      answer(body, res);
+      answer(body, res, req.url ?? '');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -209,10 +209,10 @@ describe('POST /v1/messages', () => {
     const notJson = await fetch(`${h.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'text/plain', 'x-api-key': h.secret }, body: 'hi' });
     expect(notJson.status).toBe(415);
     expect(await notJson.json()).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/Content-Type: application\/json/) } });
-    // count_tokens is refused, saying so.
-    const count = await fetch(`${h.url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': h.secret }, body: '{}' });
-    expect(count.status).toBe(400);
-    expect(await count.json()).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/count_tokens is not supported/) } });
+    // The sim has no tokenizer endpoint: count_tokens is refused, saying why.
+    const count = await refused(h.client.messages.countTokens({ model: 'demo', messages: [{ role: 'user', content: 'x' }] }));
+    expect(count).toBeInstanceOf(BadRequestError);
+    expect(count.error.error).toEqual({ type: 'invalid_request_error', message: expect.stringMatching(/engine serving model `demo` has none \(its \/tokenize answered 404/) });
   });
 
   it('moves to another replica when one refuses the connection, before any byte', async () => {
@@ -221,6 +221,32 @@ describe('POST /v1/messages', () => {
       const msg = await h.client.messages.create({ model: 'demo', max_tokens: 3, messages: [{ role: 'user', content: `try ${i}` }] });
       expect(msg.usage.output_tokens).toBe(3);
     }
+  });
+
+  it('counts tokens with the engine’s tokenizer, from the translated messages', async () => {
+    const seen: Array<{ path: string; body: Record<string, unknown> }> = [];
+    const tokenizer = await scripted((body, res, path) => {
+      seen.push({ path, body });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ count: 42, max_model_len: 4096, tokens: [] }));
+    });
+    const h = await harness(async () => [tokenizer.replica]);
+    const counted = await h.client.messages.countTokens({ model: 'demo-alias', system: 'Be brief.', tools: [weather], messages: [{ role: 'user', content: 'hi' }] });
+    expect(counted).toEqual({ input_tokens: 42 });
+    expect(seen.map((x) => x.path)).toEqual(['/tokenize']);
+    expect(seen[0]!.body).toEqual({
+      model: 'demo-alias',
+      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }],
+      tools: [{ type: 'function', function: { name: 'get_weather', description: weather.description, parameters: weather.input_schema } }],
+      add_generation_prompt: true,
+    });
+    const withMax = await fetch(`${h.url}/v1/messages/count_tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': h.secret },
+      body: JSON.stringify({ model: 'demo', max_tokens: 3, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(withMax.status).toBe(400);
+    expect(((await withMax.json()) as { error: { message: string } }).error.message).toMatch(/counts the prompt only/);
   });
 
   it('answers 503 with no ready replica as overloaded_error', async () => {
@@ -232,6 +258,13 @@ describe('POST /v1/messages', () => {
     });
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ type: 'error', error: { type: 'overloaded_error', message: expect.stringMatching(/0 ready replicas/) } });
+    const count = await fetch(`${h.url}/v1/messages/count_tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': h.secret },
+      body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(count.status).toBe(503);
+    expect(((await count.json()) as { error: { type: string } }).error.type).toBe('overloaded_error');
   });
 
   it('says which stop sequence ended the answer where the engine tells (vLLM’s stop_reason), whole and streamed', async () => {

@@ -27,7 +27,7 @@ import { Pool } from 'undici';
 import type { Model } from '../control/catalog/index.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
-import { allows, armBodyTimeout, callHook, fromAnthropic, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
+import { allows, armBodyTimeout, callHook, fromAnthropic, fromAnthropicCount, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
 import { anthropicErrorBody, toAnthropicError, type AnthropicCall } from './anthropic/index.js';
 import { AnthropicRelayHandler } from './relay-anthropic.js';
 import { replyError, writeError } from './errors.js';
@@ -37,7 +37,7 @@ import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import { attemptMetrics, compose, inFlight, requestId, rewriteBody, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
-import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
+import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from './relay.js';
 import type { TailKeeper } from './usage.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
@@ -349,6 +349,71 @@ export class Router {
     this.count(model.name, ex.clientGone ? 499 : status, key);
     this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
     return reply;
+  }
+
+  /**
+   * POST /v1/messages/count_tokens: the prompt counted by the engine's own
+   * tokenizer, at one ready replica of the model: vLLM's /tokenize, which
+   * takes chat messages (and tools) and applies the model's chat template.
+   * An engine without one that does (llama.cpp's takes text only, the sim
+   * and builtin engines have none) is refused with a 400 saying so; with no
+   * ready replica, 503 (nothing is held or started for a count). The call
+   * counts against the key's request limit and costs it no tokens.
+   */
+  async countTokens(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const key = request.apiKey;
+    const { parsed, model, reservedTokens } = request.call!;
+    if (key) this.limiter.settle(key.id, key.tokensPerMinute, reservedTokens, 0);
+    const candidates = this.candidates(model);
+    if (candidates.length === 0) {
+      return this.refuse(reply, 503, 'LLMGW_NO_REPLICA', `model \`${model.name}\` has 0 ready replicas: ${this.deps.replicas.describe(model.name)}; count_tokens asks a ready replica's tokenizer`);
+    }
+    const replica = this.choose(model, candidates, parsed);
+    const served = replica.servedNames ?? [model.name, ...model.aliases];
+    const body = JSON.stringify({
+      model: served.includes(parsed.model) ? parsed.model : model.name,
+      messages: parsed.body.messages,
+      ...(parsed.body.tools === undefined ? {} : { tools: parsed.body.tools }),
+      add_generation_prompt: true,
+    });
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': request.id };
+    if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
+    const { pool, basePath } = this.upstreamOf(replica.endpoint);
+    let status: number;
+    let text: string;
+    try {
+      const res = await pool.request({
+        path: `${basePath}/tokenize`,
+        method: 'POST',
+        headers,
+        body,
+        headersTimeout: this.timeouts.headersTimeoutMs,
+        bodyTimeout: this.timeouts.idleBodyTimeoutMs,
+      });
+      status = res.statusCode;
+      text = await res.body.text();
+    } catch (err) {
+      return this.refuse(reply, 502, 'LLMGW_UPSTREAM', `replica ${replica.id} of \`${model.name}\` did not answer count_tokens: ${describeNetError(err)}`);
+    }
+    let count: unknown;
+    try {
+      count = status === 200 ? (JSON.parse(text) as { count?: unknown }).count : undefined;
+    } catch {
+      count = undefined;
+    }
+    if (typeof count === 'number') {
+      this.count(model.name, 200, key);
+      return reply.code(200).header('content-type', 'application/json').send(JSON.stringify({ input_tokens: count }));
+    }
+    if (status >= 500) return this.refuse(reply, 502, 'LLMGW_UPSTREAM', `replica ${replica.id} of \`${model.name}\` answered count_tokens with ${status}`);
+    return this.refuse(
+      reply,
+      400,
+      'LLMGW_BAD_REQUEST',
+      `count_tokens needs a tokenizer endpoint that takes chat messages, and the engine serving model \`${model.name}\` has none ` +
+        `(its /tokenize answered ${status}; vLLM has one, llama.cpp's takes text only, the sim and builtin engines have none); ` +
+        'the usage of each answer (input_tokens) has the exact count',
+    );
   }
 
   // ---- routing ----------------------------------------------------------
@@ -749,13 +814,8 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
         done(null, toAnthropicError(payload, reply.statusCode));
       });
       messages.post('/v1/messages', { bodyLimit, preHandler: [callHook(admission, 'chat', fromAnthropic), rateLimit] }, (request, reply) => router.infer(request, reply));
-      messages.post('/v1/messages/count_tokens', (request, reply) =>
-        router.refuse(
-          reply,
-          400,
-          'LLMGW_BAD_REQUEST',
-          'llmgw does not count tokens for the Messages API yet: POST /v1/messages/count_tokens is not supported; the usage of each answer (input_tokens) has the exact count',
-        ),
+      messages.post('/v1/messages/count_tokens', { bodyLimit, preHandler: [callHook(admission, 'chat', fromAnthropicCount), rateLimit] }, (request, reply) =>
+        router.countTokens(request, reply),
       );
     });
   });

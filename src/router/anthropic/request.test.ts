@@ -108,6 +108,11 @@ describe('toChatRequest', () => {
     expect(chat).not.toHaveProperty('metadata');
   });
 
+  it('a count_tokens body has no max_tokens, and its chat body none either', () => {
+    expect(toChatRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }] }, true).chat).toEqual({ model: 'm', messages: [{ role: 'user', content: 'x' }] });
+    expect(() => toChatRequest({ ...base, messages: [{ role: 'user', content: 'x' }] }, true)).toThrow(/counts the prompt only/);
+  });
+
   it('returns what the answer is translated back with', () => {
     expect(toChatRequest({ ...base, model: 'alias', stream: true, stop_sequences: ['a', ''], messages: [{ role: 'user', content: 'x' }] }).call).toEqual({
       model: 'alias',

@@ -56,8 +56,12 @@ const KNOWN = new Set([
   'service_tier',
 ]);
 
-/** Parses an Anthropic Messages body (already JSON) into a chat body; throws LLMGW_BAD_REQUEST naming the field. */
-export function toChatRequest(body: unknown): TranslatedRequest {
+/**
+ * Parses an Anthropic Messages body (already JSON) into a chat body; throws
+ * LLMGW_BAD_REQUEST naming the field. `forCount`: a count_tokens body,
+ * which has no max_tokens (and the chat body then none either).
+ */
+export function toChatRequest(body: unknown, forCount = false): TranslatedRequest {
   if (!isObject(body)) throw bad('body', 'the request body must be a JSON object');
   for (const key of Object.keys(body)) {
     if (!KNOWN.has(key)) throw bad(key, `${key}: not supported by llmgw's Messages API; remove it (see the README's list of what is)`);
@@ -65,8 +69,9 @@ export function toChatRequest(body: unknown): TranslatedRequest {
   const model = body.model;
   if (typeof model !== 'string' || model === '') throw bad('model', 'model: is required, the model name as a string');
   const maxTokens = body.max_tokens;
-  if (maxTokens === undefined || maxTokens === null) throw bad('max_tokens', 'max_tokens: is required by the Messages API; say how many tokens the answer may have');
-  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) throw bad('max_tokens', 'max_tokens: want a whole number of at least 1');
+  if (forCount && maxTokens !== undefined) throw bad('max_tokens', 'max_tokens: count_tokens counts the prompt only; remove it');
+  if (!forCount && (maxTokens === undefined || maxTokens === null)) throw bad('max_tokens', 'max_tokens: is required by the Messages API; say how many tokens the answer may have');
+  if (!forCount && (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1)) throw bad('max_tokens', 'max_tokens: want a whole number of at least 1');
   const stream = body.stream ?? false;
   if (typeof stream !== 'boolean') throw bad('stream', 'stream: want true or false');
 
@@ -78,7 +83,7 @@ export function toChatRequest(body: unknown): TranslatedRequest {
   }
   body.messages.forEach((m, i) => messages.push(...chatMessages(m, `messages[${i}]`)));
 
-  const chat: Json = { model, messages, max_tokens: maxTokens, stream };
+  const chat: Json = forCount ? { model, messages } : { model, messages, max_tokens: maxTokens, stream };
   for (const field of ['temperature', 'top_p', 'top_k'] as const) {
     const v = body[field];
     if (v === undefined || v === null) continue;
