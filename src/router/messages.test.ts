@@ -110,6 +110,11 @@ describe('POST /v1/messages', () => {
     expect(msg.usage.input_tokens).toBeGreaterThan(0);
     // The usage record has the engine's counts, under the model's canonical name.
     await waitFor('the usage record', () => h.usage.snapshot().find((u) => u.model === 'demo' && u.completionTokens === 8));
+    // The SDK's request id is llmgw's, the one its logs name.
+    const withResponse = await h.client.messages
+      .create({ model: 'demo', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }, { headers: { 'x-request-id': 'my-request-7' } })
+      .withResponse();
+    expect(withResponse.request_id).toBe('my-request-7');
   });
 
   it('streams the same text as it answers whole, with the usage in the final message', async () => {

@@ -146,8 +146,8 @@ export class AnthropicRelayHandler implements Dispatcher.DispatchHandler {
   }
 
   private write(out: string): void {
-    if (out === '') return;
     const res = this.target.res;
+    if (out === '' || res.destroyed) return;
     if (!this.started) {
       this.started = true;
       this.hooks.onFirstByte();

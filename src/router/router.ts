@@ -804,7 +804,9 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     // Anthropic's Messages API, in a scope of its own: its key may come as x-api-key, and every refusal made
     // for it (by the hooks above, by Fastify) leaves in Anthropic's error shape.
     void scope.register(async (messages) => {
-      messages.addHook('onRequest', (request, _reply, done) => {
+      messages.addHook('onRequest', (request, reply, done) => {
+        // Anthropic's SDKs read the request id from `request-id` (message._request_id); x-request-id is sent too.
+        reply.raw.setHeader('request-id', request.id);
         const apiKey = request.headers['x-api-key'];
         if (request.headers.authorization === undefined && typeof apiKey === 'string') request.headers.authorization = `Bearer ${apiKey}`;
         done();
