@@ -16,24 +16,47 @@ import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Model } from '../control/catalog/index.js';
-import { isLlmgwError, type ErrorCode } from '../errors/index.js';
+import { LlmgwError, isLlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
 import { hashKey, type ApiKeyRecord, type KeyStore } from '../control/keys/index.js';
 import type { RouterOptions } from './options.js';
 import type { LimitDecision, RequestLimiter } from './rate-limit.js';
 import { checkModelLimits, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
 import { bearerToken } from '../http/index.js';
+import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
   readonly endpoint: Endpoint;
-  /** The body as the client sent it (a byte-order mark dropped). */
+  /** The body as the client sent it (a byte-order mark dropped), or as translated to the endpoint's shape (`anthropic`). */
   readonly raw: Buffer;
   readonly parsed: ParsedRequest;
   /** The model the request names, resolved from a name or an alias. */
   readonly model: Model;
   /** Tokens reserved against the key's token limit, given back or charged when the request ends; 0 = none. */
   reservedTokens: number;
+  /** A Messages API request (POST /v1/messages) translated to chat: how its answer is translated back; null = an OpenAI request. */
+  readonly anthropic: AnthropicCall | null;
+}
+
+/** The client's body in another API's shape, turned into the endpoint's own (OpenAI's) before the checks. */
+export type Translate = (raw: Buffer) => { raw: Buffer; anthropic: AnthropicCall };
+
+/** POST /v1/messages: Anthropic's body as a chat body, or a 400 naming the field. */
+export const fromAnthropic: Translate = (raw) => anthropicAsChat(raw, false);
+
+/** POST /v1/messages/count_tokens: the same, without max_tokens. */
+export const fromAnthropicCount: Translate = (raw) => anthropicAsChat(raw, true);
+
+function anthropicAsChat(raw: Buffer, forCount: boolean): { raw: Buffer; anthropic: AnthropicCall } {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
+  }
+  const { chat, call } = toChatRequest(json, forCount);
+  return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), anthropic: call };
 }
 
 declare module 'fastify' {
@@ -127,7 +150,7 @@ export function keyHook(deps: AdmissionDeps): Hook {
  * allowed to use it (403), the request within the model's limits; then
  * `request.call` holds it all.
  */
-export function callHook(deps: AdmissionDeps, endpoint: Endpoint): Hook {
+export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Translate | null = null): Hook {
   const { maxN, maxTokens } = deps.options;
   /** A check's refusal as the client's error; anything else is a fault, for the listener's 500. */
   const refuseError = (reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
@@ -137,13 +160,16 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint): Hook {
   };
   return (request, reply, done) => {
     const key = request.apiKey;
-    const raw = request.body;
-    if (!Buffer.isBuffer(raw)) {
+    const body = request.body;
+    if (!Buffer.isBuffer(body)) {
       deps.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
       return;
     }
     let parsed: ParsedRequest;
+    let raw: Buffer = body;
+    let anthropic: AnthropicCall | null = null;
     try {
+      if (translate) ({ raw, anthropic } = translate(raw));
       parsed = parseRequest(endpoint, raw, { maxN, maxTokens });
     } catch (err) {
       return refuseError(reply, err, done);
@@ -176,7 +202,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint): Hook {
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    request.call = { endpoint, raw, parsed, model, reservedTokens: 0 };
+    request.call = { endpoint, raw, parsed, model, reservedTokens: 0, anthropic };
     done();
   };
 }

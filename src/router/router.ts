@@ -27,7 +27,9 @@ import { Pool } from 'undici';
 import type { Model } from '../control/catalog/index.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
-import { allows, armBodyTimeout, callHook, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
+import { allows, armBodyTimeout, callHook, fromAnthropic, fromAnthropicCount, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
+import { anthropicErrorBody, toAnthropicError, type AnthropicCall } from './anthropic/index.js';
+import { AnthropicRelayHandler } from './relay-anthropic.js';
 import { replyError, writeError } from './errors.js';
 import type { ApiKeyRecord, KeyStore, UsageSink } from '../control/keys/index.js';
 import { RouterMetrics } from './metrics.js';
@@ -35,7 +37,7 @@ import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
 import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import { attemptMetrics, compose, inFlight, requestId, rewriteBody, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
-import { RelayHandler, type Outcome, type RelayHooks } from './relay.js';
+import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from './relay.js';
 import type { TailKeeper } from './usage.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
@@ -131,6 +133,8 @@ interface Exchange extends AttemptExchange {
   usageRefused: boolean;
   /** Tokens reserved against the key's token limit at admission, given back or charged when the request ends; 0 = none. */
   reservedTokens: number;
+  /** A Messages API request: its answer and refusals are translated to Anthropic's shapes; null = OpenAI's. */
+  readonly anthropic: AnthropicCall | null;
 }
 
 const UPSTREAM_PATHS: Record<Endpoint, string> = {
@@ -287,7 +291,7 @@ export class Router {
   async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
     const key = request.apiKey;
-    const { endpoint, parsed, raw, model, reservedTokens } = request.call!;
+    const { endpoint, parsed, raw, model, reservedTokens, anthropic } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -313,6 +317,7 @@ export class Router {
       accounted: false,
       usageRefused: false,
       reservedTokens,
+      anthropic,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -330,7 +335,7 @@ export class Router {
       status = await this.route(ex);
     } catch (err) {
       this.deps.logger.error({ err, model: model.name, request: ex.id }, 'router failed a request');
-      writeError(res, 500, 'LLMGW_INTERNAL', 'internal error; the control plane log has the details');
+      this.fail(ex, 500, 'LLMGW_INTERNAL', 'internal error; the control plane log has the details');
       if (!res.writableEnded && res.headersSent) res.destroy();
       status = 500;
     } finally {
@@ -344,6 +349,71 @@ export class Router {
     this.count(model.name, ex.clientGone ? 499 : status, key);
     this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
     return reply;
+  }
+
+  /**
+   * POST /v1/messages/count_tokens: the prompt counted by the engine's own
+   * tokenizer, at one ready replica of the model: vLLM's /tokenize, which
+   * takes chat messages (and tools) and applies the model's chat template.
+   * An engine without one that does (llama.cpp's takes text only, the sim
+   * and builtin engines have none) is refused with a 400 saying so; with no
+   * ready replica, 503 (nothing is held or started for a count). The call
+   * counts against the key's request limit and costs it no tokens.
+   */
+  async countTokens(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const key = request.apiKey;
+    const { parsed, model, reservedTokens } = request.call!;
+    if (key) this.limiter.settle(key.id, key.tokensPerMinute, reservedTokens, 0);
+    const candidates = this.candidates(model);
+    if (candidates.length === 0) {
+      return this.refuse(reply, 503, 'LLMGW_NO_REPLICA', `model \`${model.name}\` has 0 ready replicas: ${this.deps.replicas.describe(model.name)}; count_tokens asks a ready replica's tokenizer`);
+    }
+    const replica = this.choose(model, candidates, parsed);
+    const served = replica.servedNames ?? [model.name, ...model.aliases];
+    const body = JSON.stringify({
+      model: served.includes(parsed.model) ? parsed.model : model.name,
+      messages: parsed.body.messages,
+      ...(parsed.body.tools === undefined ? {} : { tools: parsed.body.tools }),
+      add_generation_prompt: true,
+    });
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': request.id };
+    if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
+    const { pool, basePath } = this.upstreamOf(replica.endpoint);
+    let status: number;
+    let text: string;
+    try {
+      const res = await pool.request({
+        path: `${basePath}/tokenize`,
+        method: 'POST',
+        headers,
+        body,
+        headersTimeout: this.timeouts.headersTimeoutMs,
+        bodyTimeout: this.timeouts.idleBodyTimeoutMs,
+      });
+      status = res.statusCode;
+      text = await res.body.text();
+    } catch (err) {
+      return this.refuse(reply, 502, 'LLMGW_UPSTREAM', `replica ${replica.id} of \`${model.name}\` did not answer count_tokens: ${describeNetError(err)}`);
+    }
+    let count: unknown;
+    try {
+      count = status === 200 ? (JSON.parse(text) as { count?: unknown }).count : undefined;
+    } catch {
+      count = undefined;
+    }
+    if (typeof count === 'number') {
+      this.count(model.name, 200, key);
+      return reply.code(200).header('content-type', 'application/json').send(JSON.stringify({ input_tokens: count }));
+    }
+    if (status >= 500) return this.refuse(reply, 502, 'LLMGW_UPSTREAM', `replica ${replica.id} of \`${model.name}\` answered count_tokens with ${status}`);
+    return this.refuse(
+      reply,
+      400,
+      'LLMGW_BAD_REQUEST',
+      `count_tokens needs a tokenizer endpoint that takes chat messages, and the engine serving model \`${model.name}\` has none ` +
+        `(its /tokenize answered ${status}; vLLM has one, llama.cpp's takes text only, the sim and builtin engines have none); ` +
+        'the usage of each answer (input_tokens) has the exact count',
+    );
   }
 
   // ---- routing ----------------------------------------------------------
@@ -385,7 +455,7 @@ export class Router {
             `this API key (${ex.key!.prefix}…) already has ${this.options.maxHeldPerKey} requests waiting for models with no ready replica, ` +
             `the most one key may hold (max_held_per_key); retry once model \`${model.name}\` is up, or ask the operator to raise max_held_per_key`;
           this.deps.logger.info({ code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id }, message);
-          writeError(ex.res, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
+          this.fail(ex, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
           return 429;
         }
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
@@ -444,13 +514,13 @@ export class Router {
     if (attempts > 0) {
       const message = `model \`${model.name}\`: ${attempts} attempt${attempts === 1 ? '' : 's'} failed before any answer; the last: ${lastFailure}`;
       this.deps.logger.error({ model: model.name, attempts, request: ex.id }, message);
-      writeError(ex.res, 502, 'LLMGW_UPSTREAM', message);
+      this.fail(ex, 502, 'LLMGW_UPSTREAM', message);
       return 502;
     }
     let message = `model \`${model.name}\` has 0 ready replicas${coldNote}: ${this.deps.replicas.describe(model.name)}`;
     if (chain.length > 1) message += `; its fallbacks (${chain.slice(1).map((m) => `\`${m.name}\``).join(', ')}) have none ready either`;
     this.deps.logger.error({ model: model.name, request: ex.id }, message);
-    writeError(ex.res, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
+    this.fail(ex, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
     return 503;
   }
 
@@ -509,8 +579,18 @@ export class Router {
     for (const wake of [...this.holds]) wake();
   }
 
+  /** A refusal written on the raw response, in the shape of the API the client speaks. */
+  private fail(ex: Exchange, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+    if (ex.anthropic === null) return writeError(ex.res, status, code, message, headers);
+    const res = ex.res;
+    if (res.headersSent || res.destroyed) return;
+    const body = anthropicErrorBody(message, status);
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), ...headers });
+    res.end(body);
+  }
+
   private timeout(ex: Exchange): number {
-    writeError(ex.res, 504, 'LLMGW_UPSTREAM', `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`);
+    this.fail(ex, 504, 'LLMGW_UPSTREAM', `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`);
     return 504;
   }
 
@@ -545,7 +625,9 @@ export class Router {
           headersTimeout: this.timeouts.headersTimeoutMs,
           bodyTimeout: this.timeouts.idleBodyTimeoutMs,
         },
-        new RelayHandler(ex, hooks, resolve, withholdsUsage(ex)),
+        ex.anthropic === null
+          ? new RelayHandler(ex, hooks, resolve, withholdsUsage(ex))
+          : new AnthropicRelayHandler(ex, hooks, resolve, ex.anthropic, ex.id, withholdsUsage(ex)),
       );
     });
   }
@@ -719,6 +801,25 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.post('/v1/chat/completions', inference('chat'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/completions', inference('completions'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/embeddings', inference('embeddings'), (request, reply) => router.infer(request, reply));
+    // Anthropic's Messages API, in a scope of its own: its key may come as x-api-key, and every refusal made
+    // for it (by the hooks above, by Fastify) leaves in Anthropic's error shape.
+    void scope.register(async (messages) => {
+      messages.addHook('onRequest', (request, reply, done) => {
+        // Anthropic's SDKs read the request id from `request-id` (message._request_id); x-request-id is sent too.
+        reply.raw.setHeader('request-id', request.id);
+        const apiKey = request.headers['x-api-key'];
+        if (request.headers.authorization === undefined && typeof apiKey === 'string') request.headers.authorization = `Bearer ${apiKey}`;
+        done();
+      });
+      messages.addHook('onSend', (_request, reply, payload, done) => {
+        if (reply.statusCode < 400 || typeof payload !== 'string') return done(null, payload);
+        done(null, toAnthropicError(payload, reply.statusCode));
+      });
+      messages.post('/v1/messages', { bodyLimit, preHandler: [callHook(admission, 'chat', fromAnthropic), rateLimit] }, (request, reply) => router.infer(request, reply));
+      messages.post('/v1/messages/count_tokens', { bodyLimit, preHandler: [callHook(admission, 'chat', fromAnthropicCount), rateLimit] }, (request, reply) =>
+        router.countTokens(request, reply),
+      );
+    });
   });
   app.addHook('onClose', async () => router.close());
   return router;

@@ -26,6 +26,13 @@ export interface GenerationRequest {
   readonly seed: number | null;
   /** Chat: exactly one. Completions: one per prompt of a batch. */
   readonly prompts: readonly PromptFacts[];
+  /**
+   * The function the chat request forces a call to (tool_choice naming one,
+   * or "required" with tools: the first listed), answered with one
+   * deterministic tool call instead of text; null = answered in text (the
+   * sim never chooses a tool on its own).
+   */
+  readonly toolCall: string | null;
 }
 
 export interface EmbeddingRequest {
@@ -129,7 +136,25 @@ export function parseChatRequest(body: unknown): GenerationRequest {
     hash = fnvUpdateInt(hash, 1);
     chars += text.length;
   }
-  return { kind: 'chat', ...common(o), prompts: [{ hash, promptTokens: promptTokensOfText(chars) }] };
+  return { kind: 'chat', ...common(o), prompts: [{ hash, promptTokens: promptTokensOfText(chars) }], toolCall: forcedTool(o) };
+}
+
+/** The function a chat request forces a call to (see GenerationRequest.toolCall). */
+function forcedTool(o: Record<string, unknown>): string | null {
+  const choice = o.tool_choice;
+  if (choice === undefined || choice === null || choice === 'auto' || choice === 'none') return null;
+  const tools = o.tools;
+  const names = Array.isArray(tools)
+    ? tools.map((t) => (t as { function?: { name?: unknown } } | null)?.function?.name).filter((n): n is string => typeof n === 'string')
+    : [];
+  if (choice === 'required') {
+    if (names.length === 0) throw bad('tool_choice', 'tool_choice: "required" needs at least one function in tools');
+    return names[0]!;
+  }
+  const named = (choice as { function?: { name?: unknown } }).function?.name;
+  if (typeof named !== 'string') throw bad('tool_choice', 'tool_choice: want "auto", "none", "required" or {"type": "function", "function": {"name"}}');
+  if (!names.includes(named)) throw bad('tool_choice', `tool_choice: the function \`${named}\` is not in tools`);
+  return named;
 }
 
 function isTokenIds(v: unknown): v is number[] {
@@ -167,7 +192,7 @@ export function parseCompletionRequest(body: unknown): GenerationRequest {
   if (prompts.length * facts.n > MAX_CHOICES * 4) {
     throw bad('prompt', `prompt: ${prompts.length} prompts × n=${facts.n} is more choices than the sim engine returns (${MAX_CHOICES * 4})`);
   }
-  return { kind: 'completion', ...facts, prompts };
+  return { kind: 'completion', ...facts, prompts, toolCall: null };
 }
 
 export function parseEmbeddingRequest(body: unknown): EmbeddingRequest {

@@ -402,7 +402,8 @@ class SimServer implements SimEngine {
       const model = this.resolveModel(request.model);
       for (const prompt of request.prompts) this.checkContext(prompt.promptTokens, request.maxTokens);
       if (this.injectFailure(job)) return;
-      job.start = request.stream ? () => this.runStream(job, request, model) : () => this.runWhole(job, request, model);
+      if (request.toolCall !== null) job.start = () => this.runToolCall(job, request, request.toolCall!, model);
+      else job.start = request.stream ? () => this.runStream(job, request, model) : () => this.runWhole(job, request, model);
     }
     this.admit(job);
   }
@@ -665,6 +666,50 @@ class SimServer implements SimEngine {
     }
     if (this.config.ttftMs > 0) job.timer = setTimeout(tick, this.config.ttftMs);
     else tick();
+  }
+
+  /**
+   * A forced tool call, as vLLM sends one: a single call to `name` whose
+   * arguments are made from the prompt (the same prompt, the same call), with
+   * finish_reason "tool_calls", whole or streamed (the call's head, then its
+   * arguments, then the finish chunk), after the time to first token.
+   */
+  private runToolCall(job: Job, request: GenerationRequest, name: string, model: string): void {
+    const { promptTokens } = this.generators(request);
+    const prompt = request.prompts[0]!;
+    const args = JSON.stringify({ seed: prompt.hash % 1000 });
+    const completionTokens = Math.max(1, Math.ceil(args.length / 4));
+    const callId = this.newId('call_');
+    const usage = `"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},"total_tokens":${promptTokens + completionTokens}}`;
+    const send = () => {
+      job.timer = null;
+      if (job.state !== 'running') return;
+      this.counters.generatedTokens += completionTokens;
+      const id = this.newId('chatcmpl-');
+      const created = Math.floor(Date.now() / 1000);
+      if (!request.stream) {
+        const call = { id: callId, type: 'function', function: { name, arguments: args } };
+        const body =
+          `{"id":"${id}","object":"chat.completion","created":${created},"model":${JSON.stringify(model)},` +
+          `"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[${JSON.stringify(call)}]},"logprobs":null,"finish_reason":"tool_calls"}],${usage}}`;
+        sendJson(job.res, 200, body, this.closing);
+        return;
+      }
+      const res = job.res;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...(this.closing ? { connection: 'close' } : {}) });
+      const chunk = (delta: unknown, finish: string | null) =>
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+      res.write(
+        chunk({ role: 'assistant', content: null }, null) +
+          chunk({ tool_calls: [{ index: 0, id: callId, type: 'function', function: { name, arguments: '' } }] }, null) +
+          chunk({ tool_calls: [{ index: 0, function: { arguments: args } }] }, null) +
+          chunk({}, 'tool_calls') +
+          (request.includeUsage ? `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"choices":[],${usage}}\n\n` : ''),
+      );
+      res.end('data: [DONE]\n\n');
+    };
+    if (this.config.ttftMs > 0) job.timer = setTimeout(send, this.config.ttftMs);
+    else send();
   }
 
   private runEmbedding(job: Job, request: EmbeddingRequest, model: string): void {

@@ -96,6 +96,34 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(chunks.slice(0, -1).every((c) => c.usage === null), 'other chunks carry usage: null').toBe(true);
   });
 
+  it('answers a forced tool choice with one deterministic tool call, whole or streamed (the client accumulates the same call)', async () => {
+    const { client } = await start();
+    const tools = [
+      { type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object' } } },
+      { type: 'function' as const, function: { name: 'other', parameters: { type: 'object' } } },
+    ];
+    const whole = await client.chat.completions.create({ model: 'sim-model', messages, tools, tool_choice: { type: 'function', function: { name: 'other' } } });
+    const choice = whole.choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.content).toBeNull();
+    const call = choice.message.tool_calls![0]! as { id: string; function: { name: string; arguments: string } };
+    expect(call.function.name).toBe('other');
+    expect(JSON.parse(call.function.arguments)).toEqual({ seed: expect.any(Number) });
+    expect(whole.usage!.completion_tokens).toBeGreaterThan(0);
+    // "required" calls the first tool; the same prompt makes the same arguments.
+    const stream = client.chat.completions.stream({ model: 'sim-model', messages, tools, tool_choice: 'required', stream_options: { include_usage: true } });
+    const done = await stream.finalChatCompletion();
+    const streamed = done.choices[0]!;
+    expect(streamed.finish_reason).toBe('tool_calls');
+    const streamedCall = streamed.message.tool_calls![0]! as { function: { name: string; arguments: string } };
+    expect(streamedCall.function).toEqual({ name: 'lookup', arguments: call.function.arguments });
+    // Text as before when no tool is forced.
+    expect(await chatText(client, { tools, tool_choice: 'auto' })).not.toBe('');
+    await expect(client.chat.completions.create({ model: 'sim-model', messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } } })).rejects.toThrow(
+      /`nope` is not in tools/,
+    );
+  });
+
   it('streams text completions with the same text as unstreamed, and no usage chunk unless asked', async () => {
     const { client } = await start();
     const whole = await client.completions.create({ model: 'sim-model', prompt: 'p', max_tokens: 9 });

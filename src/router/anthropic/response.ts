@@ -1,0 +1,99 @@
+// A Chat Completions answer turned into an Anthropic message: its first
+// choice's text as a text block, its tool calls as tool_use blocks, its
+// finish reason as a stop_reason and its usage as input/output tokens. Pure,
+// shared by the whole answer and the stream's end (stream.ts).
+import type { AnthropicCall } from './request.js';
+
+export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal';
+
+export interface AnthropicUsage {
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export type ContentBlock = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
+
+export interface AnthropicMessage {
+  id: string;
+  type: 'message';
+  role: 'assistant';
+  model: string;
+  content: ContentBlock[];
+  stop_reason: StopReason | null;
+  stop_sequence: string | null;
+  usage: AnthropicUsage;
+}
+
+/**
+ * Anthropic's stop reason for a chat finish reason. `stopMatched` is what
+ * vLLM reports in a choice's `stop_reason` (the stop string that ended it);
+ * an engine that does not say which stop matched gets `end_turn`.
+ */
+export function stopReasonOf(finish: unknown, stopMatched: unknown, call: AnthropicCall): { reason: StopReason; sequence: string | null } {
+  if (finish === 'length') return { reason: 'max_tokens', sequence: null };
+  if (finish === 'tool_calls' || finish === 'function_call') return { reason: 'tool_use', sequence: null };
+  if (finish === 'content_filter') return { reason: 'refusal', sequence: null };
+  if (typeof stopMatched === 'string' && call.stopSequences.includes(stopMatched)) return { reason: 'stop_sequence', sequence: stopMatched };
+  return { reason: 'end_turn', sequence: null };
+}
+
+/** A tool call's arguments as the object Anthropic's tool_use.input is; text that is not a JSON object is kept under `arguments`, not lost. */
+export function toolInput(args: unknown): unknown {
+  if (typeof args !== 'string' || args.trim() === '') return {};
+  try {
+    const parsed = JSON.parse(args) as unknown;
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : { arguments: args };
+  } catch {
+    return { arguments: args };
+  }
+}
+
+/** A message id in Anthropic's form, from the engine's completion id (or `fallback` when it has none). */
+export function messageId(chatId: unknown, fallback: string): string {
+  const id = typeof chatId === 'string' && chatId !== '' ? chatId : fallback;
+  return `msg_${id.replace(/^chatcmpl-/, '')}`;
+}
+
+interface ChatCompletion {
+  id?: unknown;
+  choices?: Array<{
+    message?: { content?: unknown; tool_calls?: Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }> };
+    finish_reason?: unknown;
+    stop_reason?: unknown;
+  }>;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+}
+
+/** The whole answer. `fallbackId` names it when the engine gave no id (the request id). */
+export function toMessage(completion: ChatCompletion, call: AnthropicCall, fallbackId: string): AnthropicMessage {
+  const choice = completion.choices?.[0];
+  const content: ContentBlock[] = [];
+  const text = choice?.message?.content;
+  if (typeof text === 'string' && text !== '') content.push({ type: 'text', text });
+  for (const [i, tc] of (choice?.message?.tool_calls ?? []).entries()) {
+    content.push({
+      type: 'tool_use',
+      id: typeof tc.id === 'string' ? tc.id : `toolu_${fallbackId}_${i}`,
+      name: typeof tc.function?.name === 'string' ? tc.function.name : '',
+      input: toolInput(tc.function?.arguments),
+    });
+  }
+  const stop = stopReasonOf(choice?.finish_reason, choice?.stop_reason, call);
+  return {
+    id: messageId(completion.id, fallbackId),
+    type: 'message',
+    role: 'assistant',
+    model: call.model,
+    content,
+    stop_reason: stop.reason,
+    stop_sequence: stop.sequence,
+    usage: usageOf(completion.usage),
+  };
+}
+
+export function usageOf(usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined): AnthropicUsage {
+  return {
+    input_tokens: typeof usage?.prompt_tokens === 'number' ? usage.prompt_tokens : 0,
+    output_tokens: typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : 0,
+  };
+}
