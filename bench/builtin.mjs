@@ -25,12 +25,12 @@ import { performance } from 'node:perf_hooks';
 import { setImmediate } from 'node:timers';
 import { parseArgs } from 'node:util';
 import { getLlama, LlamaCompletion, LlamaLogLevel } from 'node-llama-cpp';
-import { startBuiltinEngine } from '../dist/engine/builtin/index.js';
+import { defaultThreads, startBuiltinEngine } from '../dist/engine/builtin/index.js';
 import { makeTinyModel } from '../dist/dev/make-model/index.js';
 
 const { values: flags } = parseArgs({
   options: {
-    threads: { type: 'string', default: String(Math.min(availableParallelism(), 4)) },
+    threads: { type: 'string', default: String(defaultThreads(availableParallelism())) },
     tokens: { type: 'string', default: '256' },
     rounds: { type: 'string', default: '5' },
     'embedding-length': { type: 'string', default: '256' },

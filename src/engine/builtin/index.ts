@@ -6,5 +6,5 @@
 // loader takes down one engine, never the agent. The agent reaches it only
 // over HTTP, like any other engine.
 export { runBuiltinEngineCli } from './cli.js';
-export { type BuiltinEngineOptions } from './options.js';
+export { defaultThreads, type BuiltinEngineOptions } from './options.js';
 export { startBuiltinEngine, type BuiltinEngine, type BuiltinEngineStats } from './server.js';

@@ -2,16 +2,26 @@
 // queue when the flags leave it to the engine.
 import { describe, expect, it } from 'vitest';
 import { LlmgwError } from '../../errors/index.js';
-import { compileBuiltinEngineOptions, DEFAULT_QUEUE_PER_SEQUENCE, sequenceLayout, type BuiltinEngineOptions } from './options.js';
+import { compileBuiltinEngineOptions, DEFAULT_QUEUE_PER_SEQUENCE, defaultThreads, MAX_DEFAULT_THREADS, sequenceLayout, type BuiltinEngineOptions } from './options.js';
 
-const layout = (options: Omit<BuiltinEngineOptions, 'modelPath'>, trained: number) =>
-  sequenceLayout(compileBuiltinEngineOptions({ modelPath: 'm.gguf', ...options }), trained);
+// On a one-core machine, so that threads alone decide; the cores case is its own test.
+const layout = (options: Omit<BuiltinEngineOptions, 'modelPath'>, trained: number, cores = 1) =>
+  sequenceLayout({ ...compileBuiltinEngineOptions({ modelPath: 'm.gguf', ...options }), cores }, trained);
 
 describe('sequenceLayout', () => {
   it('without --parallel gives one sequence per thread, up to 4, each the model context up to 4096', () => {
     expect(layout({ threads: 1 }, 2048)).toEqual({ parallel: 1, perSequence: 2048, maxQueue: DEFAULT_QUEUE_PER_SEQUENCE });
     expect(layout({ threads: 3 }, 32768)).toEqual({ parallel: 3, perSequence: 4096, maxQueue: 3 * DEFAULT_QUEUE_PER_SEQUENCE });
     expect(layout({ threads: 16 }, 512)).toMatchObject({ parallel: 4, perSequence: 512 });
+  });
+
+  it('without --parallel counts the cores too, since the default threads leave one for the engine itself', () => {
+    expect(layout({ threads: 1 }, 2048, 2)).toMatchObject({ parallel: 2 });
+    expect(layout({ threads: 7 }, 2048, 8)).toMatchObject({ parallel: 4 });
+  });
+
+  it('leaves one core to the engine when --threads is absent', () => {
+    expect([1, 2, 3, 8, 64].map(defaultThreads)).toEqual([1, 1, 2, 7, MAX_DEFAULT_THREADS]);
   });
 
   it('without --parallel cuts --ctx-size only into sequences that hold the model context', () => {

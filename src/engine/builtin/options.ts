@@ -22,7 +22,7 @@ export interface BuiltinEngineOptions {
   aliases?: readonly string[];
   /**
    * CPU threads for evaluation: the cores the agent gives this shard. Absent
-   * means this machine's available parallelism, capped at MAX_DEFAULT_THREADS;
+   * means defaultThreads(): every core but one, capped at MAX_DEFAULT_THREADS;
    * never llama.cpp's own default, which oversubscribes small machines.
    */
   threads?: number;
@@ -62,6 +62,17 @@ export interface BuiltinEngineOptions {
 
 /** Without --threads, more than this many threads rarely helps one CPU engine. */
 export const MAX_DEFAULT_THREADS = 16;
+/**
+ * Threads without --threads: every core but one, at least one. The engine's
+ * own JavaScript (HTTP, JSON, the per-token callbacks node-llama-cpp waits
+ * on) needs a core between tokens; with every core given to llama.cpp its
+ * spinning threads and the main thread take turns, and on two cores a
+ * stream ran at about 100 tokens/s with 2 threads against 850 with 1.
+ */
+export function defaultThreads(cores: number): number {
+  return Math.max(1, Math.min(cores - 1, MAX_DEFAULT_THREADS));
+}
+
 /** Without --ctx-size, each sequence gets the model's context up to this many tokens. */
 export const DEFAULT_SEQUENCE_CONTEXT_TOKENS = 4096;
 /** A sequence smaller than this cannot hold a chat template and a reply. */
@@ -81,6 +92,8 @@ export interface CompiledBuiltinEngineOptions {
   readonly port: number;
   readonly modelNames: readonly string[];
   readonly threads: number;
+  /** This machine's cores (available parallelism): with threads, what the default sequence count is drawn from. */
+  readonly cores: number;
   /** Undefined: chosen once the model's context is known; see sequenceLayout(). */
   readonly parallel: number | undefined;
   /** Undefined: DEFAULT_QUEUE_PER_SEQUENCE per sequence; see sequenceLayout(). */
@@ -136,7 +149,8 @@ export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): Comp
     host: o.host ?? '127.0.0.1',
     port: o.port ?? 0,
     modelNames: Object.freeze(aliases),
-    threads: o.threads ?? Math.min(availableParallelism(), MAX_DEFAULT_THREADS),
+    threads: o.threads ?? defaultThreads(availableParallelism()),
+    cores: availableParallelism(),
     parallel: o.parallel,
     maxQueue: o.maxQueue,
     contextTokens: o.contextTokens,
@@ -170,8 +184,9 @@ export function sequenceLayout(options: CompiledBuiltinEngineOptions, trainedCon
   const wanted = Math.max(MIN_SEQUENCE_CONTEXT_TOKENS, Math.min(trained, DEFAULT_SEQUENCE_CONTEXT_TOKENS));
   let parallel = options.parallel;
   if (parallel === undefined) {
-    const byThreads = Math.min(MAX_DEFAULT_PARALLEL, options.threads);
-    parallel = options.contextTokens === undefined ? byThreads : Math.max(1, Math.min(byThreads, Math.floor(options.contextTokens / wanted)));
+    // Cores, not threads alone: the default leaves a core for the engine's own JavaScript, and a batch of two sequences on one thread still beats two requests in turn.
+    const byCores = Math.min(MAX_DEFAULT_PARALLEL, Math.max(options.threads, options.cores));
+    parallel = options.contextTokens === undefined ? byCores : Math.max(1, Math.min(byCores, Math.floor(options.contextTokens / wanted)));
   }
   const perSequence = options.contextTokens === undefined ? wanted : Math.floor(options.contextTokens / parallel);
   return { parallel, perSequence, maxQueue: options.maxQueue ?? DEFAULT_QUEUE_PER_SEQUENCE * parallel };
