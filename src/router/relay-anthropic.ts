@@ -9,56 +9,34 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { MessageStreamTranslator, toAnthropicError, toMessage, type AnthropicCall } from './anthropic/index.js';
-import { describeNetError, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from './relay.js';
-import { TailKeeper } from './usage.js';
+import { AttemptRelay, describeNetError, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from './relay.js';
 
 const STREAM_OPTIONS = Buffer.from('stream_options');
 
-export class AnthropicRelayHandler implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | null = null;
-  private status = 0;
-  private retryReason: string | null = null;
+export class AnthropicRelayHandler extends AttemptRelay {
   private sse = false;
-  private started = false;
-  private settled = false;
-  private readonly tail = new TailKeeper();
   /** A whole answer (or an error body), held until its end: it is translated whole. */
   private pending: Buffer[] = [];
   /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
   private carry: Buffer | null = null;
-  /** Upstream SSE events translated: a lower bound on tokens when the engine's usage never comes. */
-  private events = 0;
   private readonly translator: MessageStreamTranslator;
-  private readonly onDrain = () => this.controller?.resume();
 
   constructor(
-    private readonly target: RelayTarget,
-    private readonly hooks: RelayHooks,
-    private readonly resolve: (o: Outcome) => void,
+    target: RelayTarget,
+    hooks: RelayHooks,
+    resolve: (o: Outcome) => void,
     private readonly call: AnthropicCall,
     /** Names the message when the engine gives no id: the request id. */
     private readonly requestId: string,
     /** The router asked this stream for its usage: an engine refusing that is sent the request again without it. */
     private readonly askedUsage: boolean,
   ) {
+    super(target, hooks, resolve);
     this.translator = new MessageStreamTranslator(call, requestId);
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.target.clientGone || this.target.timedOut) {
-      controller.abort(new Error('the client went away before the request was sent'));
-      return;
-    }
-    this.target.abort = () => controller.abort(new Error('the client went away'));
-  }
-
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
-    this.status = statusCode;
-    if (statusCode === 502 || statusCode === 503) {
-      this.retryReason = `the engine answered ${statusCode}`;
-      return;
-    }
+    if (!this.takeStatus(statusCode)) return;
     const type = headers['content-type'];
     this.sse = statusCode < 400 && typeof type === 'string' && type.startsWith('text/event-stream');
   }
@@ -103,17 +81,8 @@ export class AnthropicRelayHandler implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    if (this.settledEarly(err)) return;
     const res = this.target.res;
-    res.off('drain', this.onDrain);
-    if (this.target.clientGone) {
-      this.hooks.onAnswered(0, this.tail, this.events);
-      return this.settle({ kind: 'done', status: 0 });
-    }
-    if (!this.started) {
-      if (this.target.timedOut) return this.settle({ kind: 'done', status: this.hooks.timeout() });
-      const reason = this.retryReason ?? (this.status ? `the answer broke before its first byte (${describeNetError(err)})` : describeNetError(err));
-      return this.settle({ kind: 'retry', reason });
-    }
     this.hooks.onBroken(describeNetError(err));
     if (this.sse) res.end(this.translator.fail(this.hooks.brokenMessage()));
     else res.destroy();
@@ -177,12 +146,5 @@ export class AnthropicRelayHandler implements Dispatcher.DispatchHandler {
     this.status = status;
     this.target.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
     this.target.res.end(out);
-  }
-
-  private settle(o: Outcome): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.target.abort = null;
-    this.resolve(o);
   }
 }

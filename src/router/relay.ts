@@ -50,32 +50,30 @@ const ONE_WRITE_BYTES = 64 * 1024;
 /** Response headers passed to the client; the rest (hop-by-hop, server identity, the engine's own request id: llmgw's is sent) stay behind. */
 const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after'] as const;
 
-export class RelayHandler implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | null = null;
-  private status = 0;
-  private retryReason: string | null = null;
-  private sse = false;
-  private out: Record<string, string> = {};
-  private started = false;
+/**
+ * What every relay of one attempt shares, whatever it writes: the attempt's
+ * controller (aborted when the client leaves), the status, the rule that
+ * 502/503 move the request on, the tail kept for usage, and how an attempt
+ * that failed before its first byte is settled (retried, or the timeout's
+ * 504). The byte relay below and the Messages relay (relay-anthropic.ts)
+ * differ only in what they write.
+ */
+export abstract class AttemptRelay implements Dispatcher.DispatchHandler {
+  protected controller: Dispatcher.DispatchController | null = null;
+  protected status = 0;
+  /** Why this attempt is to be retried; null = it is not (yet). */
+  protected retryReason: string | null = null;
+  protected started = false;
   private settled = false;
-  private readonly tail = new TailKeeper();
-  private pending: Buffer[] = [];
-  private scheduled = false;
-  /** Bytes of a non-stream answer held since the last write. */
-  private pendingBytes = 0;
-  /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
-  private carry: Buffer | null = null;
-  /** Whole SSE events written to the client: a lower bound on tokens when the engine's usage never comes. */
-  private events = 0;
-  private readonly flushBound = () => this.flush();
-  private readonly onDrain = () => this.controller?.resume();
+  protected readonly tail = new TailKeeper();
+  /** SSE events relayed: a lower bound on tokens when the engine's usage never comes. */
+  protected events = 0;
+  protected readonly onDrain = () => this.controller?.resume();
 
   constructor(
-    private readonly target: RelayTarget,
-    private readonly hooks: RelayHooks,
+    protected readonly target: RelayTarget,
+    protected readonly hooks: RelayHooks,
     private readonly resolve: (o: Outcome) => void,
-    /** The router asked this stream for its usage on the client's behalf: the usage-only event is kept from the client. */
-    private readonly withholdUsage = false,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -87,13 +85,72 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
     this.target.abort = () => controller.abort(new Error('the client went away'));
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+  /** Records the status; true when the answer is to be relayed, false for a 502/503 (nothing of it reaches the client: the request moves on). */
+  protected takeStatus(statusCode: number): boolean {
     this.status = statusCode;
-    if (statusCode === 502 || statusCode === 503) {
-      // Nothing of it reaches the client: the request moves to another replica.
-      this.retryReason = `the engine answered ${statusCode}`;
-      return;
+    if (statusCode !== 502 && statusCode !== 503) return true;
+    this.retryReason = `the engine answered ${statusCode}`;
+    return false;
+  }
+
+  /**
+   * Settles an error when nothing is left to write: the client is gone, or
+   * no byte went out yet (a retry, or the timeout's answer). False = bytes
+   * were written, and the subclass ends the response its own way.
+   */
+  protected settledEarly(err: Error): boolean {
+    this.target.res.off('drain', this.onDrain);
+    if (this.target.clientGone) {
+      this.hooks.onAnswered(0, this.tail, this.events);
+      this.settle({ kind: 'done', status: 0 });
+      return true;
     }
+    if (this.started) return false;
+    if (this.target.timedOut) {
+      this.settle({ kind: 'done', status: this.hooks.timeout() });
+      return true;
+    }
+    const reason = this.retryReason ?? (this.status ? `the answer broke before its first byte (${describeNetError(err)})` : describeNetError(err));
+    this.settle({ kind: 'retry', reason });
+    return true;
+  }
+
+  protected settle(o: Outcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.target.abort = null;
+    this.resolve(o);
+  }
+
+  abstract onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void;
+  abstract onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void;
+  abstract onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void;
+  abstract onResponseError(controller: Dispatcher.DispatchController | undefined, err: Error): void;
+}
+
+export class RelayHandler extends AttemptRelay {
+  private sse = false;
+  private out: Record<string, string> = {};
+  private pending: Buffer[] = [];
+  private scheduled = false;
+  /** Bytes of a non-stream answer held since the last write. */
+  private pendingBytes = 0;
+  /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
+  private carry: Buffer | null = null;
+  private readonly flushBound = () => this.flush();
+
+  constructor(
+    target: RelayTarget,
+    hooks: RelayHooks,
+    resolve: (o: Outcome) => void,
+    /** The router asked this stream for its usage on the client's behalf: the usage-only event is kept from the client. */
+    private readonly withholdUsage = false,
+  ) {
+    super(target, hooks, resolve);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (!this.takeStatus(statusCode)) return;
     for (const name of PASSED_HEADERS) {
       const v = headers[name];
       if (typeof v === 'string') this.out[name] = v;
@@ -155,17 +212,8 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    if (this.settledEarly(err)) return;
     const res = this.target.res;
-    res.off('drain', this.onDrain);
-    if (this.target.clientGone) {
-      this.hooks.onAnswered(0, this.tail, this.events);
-      return this.settle({ kind: 'done', status: 0 });
-    }
-    if (!this.started) {
-      if (this.target.timedOut) return this.settle({ kind: 'done', status: this.hooks.timeout() });
-      const reason = this.retryReason ?? (this.status ? `the answer broke before its first byte (${describeNetError(err)})` : describeNetError(err));
-      return this.settle({ kind: 'retry', reason });
-    }
     // After the first byte: never retried. What arrived whole is delivered, a half event dropped, then one error event says why.
     this.carry = null;
     this.flush();
@@ -213,12 +261,6 @@ export class RelayHandler implements Dispatcher.DispatchHandler {
     }
   }
 
-  private settle(o: Outcome): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.target.abort = null;
-    this.resolve(o);
-  }
 }
 
 /** What a usage-only event must hold, however it is spaced: an empty list (its choices). Only reads with one are looked at closely. */
