@@ -16,11 +16,13 @@
 //   npm run build && node bench/builtin.mjs [--threads N] [--tokens 256] [--rounds 5]
 //     [--embedding-length 256] [--blocks 4] [--concurrency 1,2,4,8] [--concurrent-tokens 64]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
+import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { request } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { setImmediate } from 'node:timers';
 import { parseArgs } from 'node:util';
@@ -210,20 +212,43 @@ async function directConcurrent(modelPath) {
   };
 }
 
-/** The same N streams through the engine's OpenAI API, on an engine of `maxLevel` sequences. */
+/**
+ * The same N streams through the engine's OpenAI API, on an engine of
+ * `maxLevel` sequences run as its own process (`llmgw engine builtin`), as
+ * the agent runs it: the load generator's parsing then costs the engine's
+ * main thread nothing, and what is measured is the engine alone.
+ */
 async function httpConcurrent(modelPath) {
-  const engine = await startBuiltinEngine({ modelPath, threads, parallel: maxLevel, contextTokens: contextTokens * maxLevel, aliases: ['bench'], log: () => undefined });
-  await engine.ready;
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(new URL('../bin/llmgw.js', import.meta.url)), 'engine', 'builtin', '--model', modelPath, '--port', '0', '--alias', 'bench',
+      '--threads', String(threads), '--parallel', String(maxLevel), '--ctx-size', String(contextTokens * maxLevel)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (text) => {
+      out += text;
+      const match = /builtin engine listening on (\S+)/.exec(out);
+      if (match) resolve(match[1]);
+    });
+    child.once('exit', (code) => reject(new Error(`the engine exited (${code}) before listening`)));
+  });
   const body = (i) =>
     JSON.stringify({ model: 'bench', prompt: `${prompt} ${i}`, max_tokens: concurrentTokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
   return {
     async run(n) {
       const start = performance.now();
-      const results = await Promise.all(Array.from({ length: n }, (_, i) => streamCompletion(engine.url, body(i))));
+      const results = await Promise.all(Array.from({ length: n }, (_, i) => streamCompletion(url, body(i))));
       const total = results.reduce((a, r) => a + r.count, 0);
       return { total, tokensPerSec: total / ((performance.now() - start) / 1000) };
     },
-    close: () => engine.close(),
+    close: () =>
+      new Promise((resolve) => {
+        child.once('exit', resolve);
+        child.kill('SIGTERM');
+      }),
   };
 }
 
