@@ -85,11 +85,11 @@ describe('forced calls', () => {
 
 describe('runChoices', () => {
   it('runs each choice with its index and returns them in order', async () => {
-    const results = await runChoices(3, new AbortController().signal, async (i) => {
-      await new Promise((resolve) => setTimeout(resolve, (3 - i) * 5));
-      return i * 10;
-    });
-    expect(results).toEqual([0, 10, 20]);
+    const finish: (() => void)[] = [];
+    const run = runChoices(3, new AbortController().signal, (i) => new Promise<number>((resolve) => (finish[i] = () => resolve(i * 10))));
+    // The last choice finishes first, the first last: the answer is still in index order.
+    for (const done of [...finish].reverse()) done();
+    expect(await run).toEqual([0, 10, 20]);
   });
 
   it('stops the other choices when one fails, and fails with its error', async () => {
