@@ -60,6 +60,12 @@ export interface RouterReplica {
    * engine); absent = the engine asks none.
    */
   readonly engineSecret?: string;
+  /**
+   * The engine the replica runs (vllm, llamacpp, sglang, builtin, sim), for
+   * what it serves natively; absent = unknown, treated as serving only the
+   * OpenAI endpoints every engine has.
+   */
+  readonly engine?: string;
 }
 
 /** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */

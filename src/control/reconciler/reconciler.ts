@@ -84,6 +84,7 @@ export class Reconciler {
       records: () => this.records,
       explain: (model) => this.explain(model),
       scaling: (model) => options.catalog.get(model)?.scaling,
+      engineOf: (model, profile) => options.catalog.get(model)?.profiles.find((p) => p.name === profile)?.engine,
       scalesOnDemand: () => this.scaling.attached,
       wantCold: (model) => this.scaling.wantCold(model),
       notify: () => this.notify(),

@@ -23,6 +23,7 @@ function world(over: Partial<RouterViewDeps> = {}) {
     records: () => w.records,
     explain: () => w.rejections,
     scaling: () => w.scaling,
+    engineOf: (_model, profile) => (profile === 'gone' ? undefined : 'sim'),
     scalesOnDemand: () => w.onDemand,
     wantCold: (model) => w.cold.push(model),
     notify: () => w.notified++,
@@ -33,17 +34,17 @@ function world(over: Partial<RouterViewDeps> = {}) {
 }
 
 describe('RouterView.ready', () => {
-  it('lists ready and draining replicas with an endpoint, carrying the engine secret only when there is one', () => {
+  it('lists ready and draining replicas with an endpoint, carrying the engine secret and engine only when known', () => {
     const { w, view } = world();
     w.records = [
       replica('a', 'ready', { endpoint: 'http://a', engineSecret: 's' }),
-      replica('b', 'draining', { endpoint: 'http://b', engineSecret: null }),
+      replica('b', 'draining', { endpoint: 'http://b', engineSecret: null, profile: 'gone' }),
       replica('c', 'ready'),
       replica('d', 'starting', { endpoint: 'http://d' }),
       replica('e', 'ready', { model: 'other', endpoint: 'http://e' }),
     ];
     expect(view.ready('m')).toEqual([
-      { id: 'a', endpoint: 'http://a', draining: false, engineSecret: 's' },
+      { id: 'a', endpoint: 'http://a', draining: false, engineSecret: 's', engine: 'sim' },
       { id: 'b', endpoint: 'http://b', draining: true },
     ]);
   });

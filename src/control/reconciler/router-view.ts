@@ -17,6 +17,8 @@ export interface RoutableReplica {
   readonly draining: boolean;
   /** Sent to the engine as its bearer token; absent = the engine asks none. */
   readonly engineSecret?: string;
+  /** The engine its profile runs (vllm, llamacpp, ...); absent = the profile is no longer in the catalog. */
+  readonly engine?: string;
 }
 
 export interface RouterViewDeps {
@@ -26,6 +28,8 @@ export interface RouterViewDeps {
   readonly explain: (model: string) => ModelRejections | undefined;
   /** The catalog's scaling bounds of a model; undefined = not in the catalog. */
   readonly scaling: (model: string) => { readonly min: number; readonly max: number } | undefined;
+  /** The engine a model's profile runs; undefined = the model or profile is not in the catalog (any more). */
+  readonly engineOf: (model: string, profile: string) => string | undefined;
   /** True when demand-based scaling is on (a demand source is attached): a model at zero can be started for a request. */
   readonly scalesOnDemand: () => boolean;
   /** A request waits for this model at zero: the next pass should start one. */
@@ -49,7 +53,16 @@ export class RouterView {
       cached = this.deps
         .records()
         .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
-        .map((r) => ({ id: r.id, endpoint: r.endpoint!, draining: r.state === 'draining', ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}) }));
+        .map((r) => {
+          const engine = this.deps.engineOf(r.model, r.profile);
+          return {
+            id: r.id,
+            endpoint: r.endpoint!,
+            draining: r.state === 'draining',
+            ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}),
+            ...(engine === undefined ? {} : { engine }),
+          };
+        });
       this.readyCache.set(model, cached);
     }
     return cached;
