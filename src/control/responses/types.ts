@@ -1,0 +1,43 @@
+// Responses kept for the Responses API's `store` and `previous_response_id`:
+// the record and the interface the router depends on. A part of its own, as
+// keys are, so the router needs nothing of the store but this interface, and
+// the store nothing of the router. Every read and delete is by key: one API
+// key never reads, continues or deletes another's responses, and a response
+// of another key answers exactly as one that does not exist.
+
+/** One kept response. */
+export interface StoredResponse {
+  /** The response's id as the client saw it (`resp_…`); unique across keys. */
+  readonly id: string;
+  /** The key that made it; 'anonymous' when the listener asks no key. Only this key reads, continues or deletes it. */
+  readonly keyId: string;
+  /** The model's canonical name. */
+  readonly model: string;
+  readonly createdAtMs: number;
+  /** The Response object as the client received it (status completed, incomplete or failed), returned by GET. */
+  readonly response: Readonly<Record<string, unknown>>;
+  /**
+   * The conversation up to and including this response, as Responses input
+   * items: the items of the response it continued (if any), this request's
+   * input, then this response's output items. A request naming it as
+   * previous_response_id continues from exactly these. Instructions are not
+   * among them: as at OpenAI, each request brings its own.
+   */
+  readonly items: readonly unknown[];
+}
+
+/** Where responses are kept: in memory for a control plane without a store, in the store otherwise. */
+export interface ResponseStore {
+  /**
+   * Keeps a response until its time to live passes. When the key's kept
+   * responses then exceed its size cap, its oldest are dropped first (never
+   * the one just kept).
+   */
+  put(response: StoredResponse): Promise<void>;
+  /** The response if this key kept it and it has not expired; undefined otherwise (unknown, expired, deleted, another key's). */
+  get(keyId: string, id: string): Promise<StoredResponse | undefined>;
+  /** True when this key had it and it is now gone; false when there was nothing of this key's to delete. */
+  delete(keyId: string, id: string): Promise<boolean>;
+  /** Drops every response past its time to live; returns how many went. */
+  sweep(nowMs: number): Promise<number>;
+}
