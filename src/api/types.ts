@@ -303,8 +303,8 @@ export interface UsageView {
 /**
  * GET /api/v1/events: one thing the fleet did on its own, and why. Kinds:
  * scale (from → to wanted replicas), node_joined, node_state, node_back,
- * node_stale, node_lost, drain, replica_failed, replica_lost,
- * placement_failed; a reader shows a kind it does not know as it is.
+ * node_stale, node_lost, drain, replica_placed, replica_ready,
+ * replica_failed, replica_lost, placement_failed; a reader shows a kind it does not know as it is.
  * Absent fields are not about that (no model for a node joining; from and
  * to only on scale).
  */

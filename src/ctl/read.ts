@@ -358,6 +358,7 @@ function change(e: EventView): string {
 function eventKind(out: Output, kind: string): string {
   if (kind === 'node_lost' || kind === 'replica_failed' || kind === 'replica_lost' || kind === 'placement_failed') return out.c.red(kind);
   if (kind === 'node_stale' || kind === 'drain' || kind === 'node_pending' || kind === 'node_hardware_changed') return out.c.yellow(kind);
+  if (kind === 'replica_ready' || kind === 'node_back') return out.c.green(kind);
   return kind;
 }
 

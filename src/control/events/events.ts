@@ -17,6 +17,8 @@ export type EventKind =
   | 'node_hardware_changed'
   | 'node_removed'
   | 'drain'
+  | 'replica_placed'
+  | 'replica_ready'
   | 'replica_failed'
   | 'replica_lost'
   | 'placement_failed';
@@ -33,6 +35,8 @@ export const EVENT_KINDS: readonly EventKind[] = [
   'node_hardware_changed',
   'node_removed',
   'drain',
+  'replica_placed',
+  'replica_ready',
   'replica_failed',
   'replica_lost',
   'placement_failed',

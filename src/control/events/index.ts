@@ -4,5 +4,5 @@
 // failures. Separate from the audit log, which records what people asked
 // for; this records what the control plane did on its own. Kept in the store
 // (bounded) so every control plane sharing it shows the same history.
-export { Events, nodeChangeEvent, type EventSink } from './events.js';
+export { Events, nodeChangeEvent, type EventSink, type NewEvent } from './events.js';
 export { registerEventsApi } from './routes.js';

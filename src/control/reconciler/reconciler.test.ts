@@ -321,7 +321,7 @@ describe('Reconciler', () => {
     await t.report('n1', 'ready', () => 'http://n1:9000');
     expect(woken).toBeGreaterThan(0);
     unsubscribe();
-    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: t.reconciler.replicas()[0]!.engineSecret }]);
+    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: t.reconciler.replicas()[0]!.engineSecret, engine: 'vllm' }]);
   });
 
   it('tells the router a model that fits nowhere will not come', async () => {
@@ -438,8 +438,10 @@ describe('Reconciler', () => {
     t.advance(3_000);
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]!.state, 'idle for idle_timeout: drained first').toBe('draining');
-    expect(events.map((e) => e.kind)).toEqual(['scale', 'scale', 'drain']);
-    expect(events[1]).toMatchObject({ from: 1, to: 0, message: expect.stringMatching(/idle for 3s/) });
+    expect(events.map((e) => e.kind)).toEqual(['scale', 'replica_placed', 'replica_ready', 'scale', 'drain']);
+    expect(events[1]).toMatchObject({ model: 'demo', replica: replica!.id, node: 'n1', message: expect.stringMatching(/placed on node n1/) });
+    expect(events[2]).toMatchObject({ model: 'demo', replica: replica!.id, message: expect.stringMatching(/is ready on n1, \d+s after it was placed$/) });
+    expect(events[3]).toMatchObject({ from: 1, to: 0, message: expect.stringMatching(/idle for 3s/) });
     t.advance(1);
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]!.state, 'nothing in flight: stopped').toBe('stopping');

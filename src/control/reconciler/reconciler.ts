@@ -27,6 +27,7 @@ import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { toPlacementNode } from './snapshot.js';
 import { foldReport, shardStateOf } from './fold-report.js';
+import { placedEvents, readyEvents } from './lifecycle-events.js';
 import { RouterView } from './router-view.js';
 import { ScalingBridge } from './scaling-bridge.js';
 import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
@@ -304,6 +305,7 @@ export class Reconciler {
       },
       this.options.plan ?? {},
     );
+    const known = new Set(this.records.map((r) => r.id));
     const applied = applyPlan(this.records, plan, { now, newId: this.newId });
     // Persist before publishing: an agent must never run a shard the store does not know of.
     await this.options.store?.replicas.save(applied.changed, applied.removed);
@@ -312,7 +314,7 @@ export class Reconciler {
     this.scaling.forget(applied.removed);
     this.lastPlan = plan;
     this.publish(nodes);
-    this.recordPlanEvents(plan, previous);
+    this.recordPlanEvents(plan, previous, applied.changed, known);
     if (plan.actions.length) {
       const log = this.options.logger;
       // The pass number groups one pass's actions in the log (how many replicas one pass created, for instance).
@@ -350,10 +352,13 @@ export class Reconciler {
     }
   }
 
-  /** Drains, failures and new placement failures of a pass, for the events log. */
-  private recordPlanEvents(plan: Plan, previous: Plan | undefined): void {
+  /** Placements, drains, failures and new placement failures of a pass, for the events log. */
+  private recordPlanEvents(plan: Plan, previous: Plan | undefined, changed: readonly ReplicaRecord[], known: ReadonlySet<string>): void {
     const events = this.options.events;
     if (!events) return;
+    const retried = new Set(plan.actions.flatMap((a) => (a.kind === 'retry' ? [a.replicaId] : [])));
+    const placed = changed.filter((r) => !known.has(r.id) || retried.has(r.id));
+    for (const e of placedEvents(placed, retried, previous?.rejections)) events.record(e);
     const byId = new Map(this.records.map((r) => [r.id, r]));
     for (const a of plan.actions) {
       const model = 'model' in a ? a.model : byId.get(a.replicaId ?? '')?.model;
@@ -391,9 +396,15 @@ export class Reconciler {
   private async applyReport(nodeId: string, statuses: readonly ShardStatus[]): Promise<void> {
     // A follower forwards reports through the store (src/control/leader); only the leader folds them in.
     if (this.options.leads?.() === false) return;
-    const folded = foldReport(this.records, nodeId, statuses, this.options.now());
+    const now = this.options.now();
+    const before = this.records;
+    const folded = foldReport(before, nodeId, statuses, now);
     this.records = folded.records;
     if (folded.changed.length === 0) return;
+    if (this.options.events) {
+      const byId = new Map(before.map((r) => [r.id, r]));
+      for (const e of readyEvents(byId, folded.changed, now)) this.options.events.record(e);
+    }
     this.recordsChanged();
     await this.options.store?.replicas.save(folded.changed, []);
     if (folded.wake) this.notify();
