@@ -30,6 +30,8 @@ export interface NodeView {
   gpu_free: number;
   /** RAM in GiB (rounded down); absent = the agent did not report it. */
   memory_gb?: number;
+  /** RAM the kernel says is available (MemAvailable), GiB rounded down; absent = not reported. */
+  memory_free_gb?: number;
   /** Paths of the weights the node reports; absent = it reported none or was not asked. */
   models_on_disk?: string[];
   /** Local filesystems holding weights, summed, GiB; absent = unknown (not a full disk). */

@@ -10,7 +10,7 @@ import { runCtl } from './index.js';
 
 const sparse: NodeView = { id: 'quiet', state: 'ready', liveness: 'up', gpu_total: 0, gpu_free: 0, last_seen_ago: '', replicas: 0, gpu_probe_error: 'nvidia-smi: not found' };
 const full: NodeView = {
-  id: 'gpu-3', state: 'cordoned', liveness: 'stale', gpu_total: 4, gpu_free: 2, memory_gb: 512, disk_free_gb: 100, disk_total_gb: 900,
+  id: 'gpu-3', state: 'cordoned', liveness: 'stale', gpu_total: 4, gpu_free: 2, memory_gb: 512, memory_free_gb: 480, disk_free_gb: 100, disk_total_gb: 900,
   gpu_classes: ['h100-80gb'], unhealthy_gpus: ['gpu 1: Xid 79 (fallen off the bus)'], last_seen_ago: '20s', agent_version: '0.1.0', replicas: 1,
   drain_blocked: ['replica r-1a2b of chat has nowhere to go: no other node has a free h100-80gb'],
 };
@@ -110,6 +110,7 @@ describe('runCtl', () => {
     const full = r.stdout.split('\n').find((l) => l.includes(' gpu-3 '))!;
     expect(full).toContain('2/4 (1 unhealthy)');
     expect(full).toContain('100/900 GiB');
+    expect(full, 'RAM as free of total, as disk').toContain('480/512 GiB');
     expect(full, 'a drain that cannot finish shows on the node').toContain('cordoned (blocked)');
   });
 

@@ -42,14 +42,14 @@ export async function nodes(ctx: CtlContext): Promise<number> {
   }
   ctx.out.line(
     ctx.out.table(
-      ['NODE', 'STATE', 'LIVENESS', 'GPUS FREE', 'GPU CLASS', 'RAM', 'DISK FREE', 'REPLICAS', 'LAST SEEN', 'AGENT'],
+      ['NODE', 'STATE', 'LIVENESS', 'GPUS FREE', 'GPU CLASS', 'RAM FREE', 'DISK FREE', 'REPLICAS', 'LAST SEEN', 'AGENT'],
       ns.map((n) => [
         n.id,
         stateCell(ctx.out, n),
         ctx.out.state(n.liveness),
         gpuCell(ctx.out, n),
         list(n.gpu_classes),
-        formatGiB(n.memory_gb),
+        ramCell(n),
         diskCell(n),
         String(n.replicas),
         n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never',
@@ -77,6 +77,12 @@ function gpuCell(out: Output, n: NodeView): string {
   return `${n.gpu_free}/${n.gpu_total}${unhealthy ? ` ${out.c.red(`(${unhealthy} unhealthy)`)}` : ''}`;
 }
 
+/** "1900/2048 GiB" free of total; the total alone when free is not reported. */
+function ramCell(n: NodeView): string {
+  if (n.memory_gb === undefined) return UNKNOWN;
+  return n.memory_free_gb === undefined ? `${UNKNOWN}/${n.memory_gb} GiB` : `${n.memory_free_gb}/${n.memory_gb} GiB`;
+}
+
 function diskCell(n: NodeView): string {
   return n.disk_total_gb === undefined ? UNKNOWN : `${n.disk_free_gb ?? UNKNOWN}/${n.disk_total_gb} GiB`;
 }
@@ -101,7 +107,7 @@ export async function node(ctx: CtlContext, id: string): Promise<number> {
   out.line(`  agent     ${orUnknown(n.agent_version)}`);
   out.line(`  labels    ${n.labels && Object.keys(n.labels).length ? Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(', ') : UNKNOWN}`);
   out.line(`  fabrics   ${list(n.fabrics)}`);
-  out.line(`  RAM       ${formatGiB(n.memory_gb)}`);
+  out.line(`  RAM       ${n.memory_gb === undefined ? `${UNKNOWN} (not reported)` : `${n.memory_free_gb ?? UNKNOWN} GiB available of ${formatGiB(n.memory_gb)}`}`);
   out.line(`  disk      ${n.disk_total_gb === undefined ? `${UNKNOWN} (not reported)` : `${n.disk_free_gb ?? UNKNOWN} GiB free of ${n.disk_total_gb} GiB (local filesystems, summed)`}`);
   out.line();
   if (n.gpu_probe_error) {

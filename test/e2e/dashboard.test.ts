@@ -148,7 +148,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     for (const n of nodes) {
       const row = `tr[data-node="${n.id}"]`;
       expect(await text(`${row} [data-field=gpus]`), `GPUs of ${n.id}`).toBe(`${n.gpu_free}/${n.gpu_total} free`);
-      expect(await text(`${row} [data-field=ram]`), `RAM of ${n.id}`).toBe(`${n.memory_gb} GiB`);
+      expect(await text(`${row} [data-field=ram]`), `RAM of ${n.id}`).toBe(`${n.memory_free_gb}/${n.memory_gb} GiB free`);
       expect(await text(`${row} [data-field=disk]`), `disk of ${n.id}`).toBe(`${n.disk_free_gb}/${n.disk_total_gb} GiB free`);
       expect(await text(`${row} [data-field=state]`)).toBe(n.state);
       expect(await text(`${row} [data-field=agent]`)).toBe(n.agent_version);

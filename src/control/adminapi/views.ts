@@ -159,6 +159,7 @@ export function nodeViews(src: ViewSources): NodeView[] {
     if (n.mgmtAddr) v.mgmt_addr = n.mgmtAddr;
     if (Object.keys(n.labels).length) v.labels = n.labels;
     if (report?.memory_total_bytes) v.memory_gb = Math.floor(report.memory_total_bytes / 2 ** 30);
+    if (report?.memory_available_bytes !== undefined) v.memory_free_gb = Math.floor(report.memory_available_bytes / 2 ** 30);
     const weights = report?.weights ?? [];
     if (weights.length) v.models_on_disk = weights.map((w) => w.path);
     const disk = localDisk(n);

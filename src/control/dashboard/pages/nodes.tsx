@@ -18,6 +18,13 @@ export function DiskBar({ n }: { n: NodeView }) {
   return <Bar used={n.disk_total_gb - n.disk_free_gb} total={n.disk_total_gb} label={`${n.disk_free_gb}/${n.disk_total_gb} GiB free`} />;
 }
 
+/** RAM available (the kernel's MemAvailable) of the total; the total alone when available is not reported. */
+export function RamBar({ n }: { n: NodeView }) {
+  if (n.memory_gb === undefined) return <Unknown text="unknown" />;
+  if (n.memory_free_gb === undefined) return <>{`${n.memory_gb} GiB`} <Unknown text="(free unknown)" /></>;
+  return <Bar used={n.memory_gb - n.memory_free_gb} total={n.memory_gb} label={`${n.memory_free_gb}/${n.memory_gb} GiB free`} />;
+}
+
 /** What holds a node back beside its admin state: a pending approval, GPUs changed since it was approved. Empty when nothing. */
 export function Membership({ n }: { n: NodeView }) {
   return (
@@ -80,7 +87,9 @@ export function NodesPage({ nodes, ctx }: { nodes: NodeView[]; ctx: PageContext 
             <td>
               <Val v={n.gpu_classes?.join(', ')} />
             </td>
-            <td data-field="ram">{n.memory_gb === undefined ? <Unknown text="unknown" /> : `${n.memory_gb} GiB`}</td>
+            <td data-field="ram">
+              <RamBar n={n} />
+            </td>
             <td data-field="disk">
               <DiskBar n={n} />
             </td>
@@ -115,7 +124,7 @@ export function NodePage({ data, ctx }: { data: NodeData; ctx: PageContext }) {
             <tr><th>Liveness</th><td><State value={n.liveness} /> (last heartbeat {n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'})</td></tr>
             <tr><th>GPUs</th><td><GpuBar n={n} /></td></tr>
             <tr><th>GPU classes</th><td><Val v={n.gpu_classes?.join(', ')} /></td></tr>
-            <tr><th>RAM</th><td>{n.memory_gb === undefined ? <Unknown text="unknown" /> : `${n.memory_gb} GiB`}</td></tr>
+            <tr><th>RAM</th><td data-field="ram"><RamBar n={n} /></td></tr>
             <tr><th>Disk (local, for weights)</th><td><DiskBar n={n} /></td></tr>
             <tr><th>Fabrics</th><td><Val v={n.fabrics?.join(', ')} /></td></tr>
             <tr><th>Agent version</th><td><Val v={n.agent_version} unknown="unknown" /></td></tr>
