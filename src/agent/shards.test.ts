@@ -38,4 +38,22 @@ describe('shard runner status', () => {
     expect(last.find((l) => l.shardId === 'a')?.apiKey).toBe('replica-secret');
     expect(last.find((l) => l.shardId === 'b'), 'no secret: no key asked').not.toHaveProperty('apiKey');
   });
+
+  it('names the file:// weights wanted shards use in place, once per path, with the source as written', async () => {
+    const supervisor = { status: () => [], desired: async () => undefined } as unknown as Supervisor;
+    const fetcher = {
+      downloads: () => [],
+      fetch: async (source: string) => ({ path: source.startsWith('file://') ? new URL(source).pathname.replace(/\/+$/, '') : '/cache/abc' }),
+    } as unknown as Fetcher;
+    const cache = { nameFor: () => 'abc', markUsed: async () => undefined } as unknown as WeightCache;
+    const runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: '127.0.0.1', logger: { info: () => undefined, warn: () => undefined } });
+    const assignment = (id: string, source: string) =>
+      ShardAssignmentSchema.parse({ shard_id: id, replica_id: `rep-${id}`, model: 'm', source, profile: { name: 'p', engine: 'sim', gpus: 0, shards: 1 }, rank: 0, gpu_indices: [] });
+    expect(runner.inPlace(), 'nothing wanted yet').toEqual([]);
+    await runner.desired([assignment('a', 'file:///data/demo.gguf'), assignment('b', 'file:///data/demo.gguf'), assignment('c', 'hf://org/repo')]);
+    const inPlace = await waitFor('the file:// weights ready', async () => (runner.inPlace().length > 0 ? runner.inPlace() : undefined), 5_000);
+    expect(inPlace, 'fetched weights are the cache\'s to report, not in-place ones').toEqual([{ path: '/data/demo.gguf', source: 'file:///data/demo.gguf' }]);
+    await runner.desired([assignment('c', 'hf://org/repo')]);
+    expect(runner.inPlace(), 'no longer wanted: no longer named').toEqual([]);
+  });
 });

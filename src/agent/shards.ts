@@ -34,6 +34,12 @@ export interface ShardRunnerOptions {
   logger: { info(o: object, m: string): void; warn(o: object, m: string): void };
 }
 
+/** A file:// source used where it lies: its path on this node and the source as written. */
+export interface InPlaceWeights {
+  readonly path: string;
+  readonly source: string;
+}
+
 type WeightsState =
   | { state: 'fetching'; startedMs: number }
   | { state: 'ready'; path: string }
@@ -47,6 +53,23 @@ export class AgentShardRunner implements ShardRunner {
 
   constructor(private readonly options: ShardRunnerOptions) {
     this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * The file:// weights wanted shards use in place, by path with the source
+   * as the catalog wrote it: on this disk though perhaps in no cache or
+   * model directory the probe lists, so the weights report names them and
+   * placement knows this node holds them.
+   */
+  inPlace(): InPlaceWeights[] {
+    const out = new Map<string, InPlaceWeights>();
+    for (const shard of this.wanted) {
+      const w = this.weights.get(shard.source);
+      if (w?.state !== 'ready' || out.has(w.path)) continue;
+      const parsed = parseSource(shard.source, { allowHttp: true });
+      if (typeof parsed !== 'string' && parsed.scheme === 'file') out.set(w.path, { path: w.path, source: shard.source });
+    }
+    return [...out.values()];
   }
 
   async desired(shards: readonly ShardAssignment[]): Promise<void> {

@@ -96,12 +96,17 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   const clear = config.controlUrls.filter(isPlainHttpOffLoopback);
   if (clear.length) logger.warn({ control: clear }, '--insecure-http: the join token and this node\'s credential cross the network in clear');
   const cacheDir = resolve(flags.cacheDir ?? `${stateDir}/cache`);
-  const prober = new NodeProber({
-    cacheDir,
-    modelDirs: flags.modelDir.map((d) => resolve(d)),
-    fabrics: flags.fabric,
-    ...(flags.simulate ? { simulate: flags.simulate, simulateSeed: config.nodeId } : {}),
-  });
+  // The runner is made below; until then no engine uses anything in place.
+  let runner: AgentShardRunner | null = null;
+  const prober = new NodeProber(
+    {
+      cacheDir,
+      modelDirs: flags.modelDir.map((d) => resolve(d)),
+      fabrics: flags.fabric,
+      ...(flags.simulate ? { simulate: flags.simulate, simulateSeed: config.nodeId } : {}),
+    },
+    { inPlace: () => runner?.inPlace() ?? [] },
+  );
   const ports = /^(\d+)-(\d+)$/.exec(flags.portRange);
   if (!ports) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`);
   // A wildcard is where engines bind, not where anyone reaches them: endpoints name the advertised address instead.
@@ -146,7 +151,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   if (adoption.adopted.length || adoption.discarded.length || adoption.unrecorded.length) {
     logger.info({ adopted: adoption.adopted.map((s) => s.shardId), discarded: adoption.discarded, unrecorded: adoption.unrecorded }, 'found engines from an earlier agent');
   }
-  const runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: flags.engineHost, logger, onChange: () => agent?.poke() });
+  runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: flags.engineHost, logger, onChange: () => agent?.poke() });
   agent = new Agent(config, {
     // Declared in every report: the control plane routes only to endpoints on this host and in this range.
     probe: async () => ({ ...(await prober.probe()), ...engineAddressing }),

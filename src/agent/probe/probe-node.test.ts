@@ -77,7 +77,7 @@ describe('probeNode on a machine (real processes and files, a stand-in nvidia-sm
     expect(report.disks).toHaveLength(1);
     expect(report.disks![0]).toMatchObject({ mount_point: '/', fs_type: 'overlay', shared: false, paths: [cacheDir, modelDir] });
     expect(report.disks![0]!.free_bytes).toBeGreaterThan(0);
-    expect(report.weights).toEqual([{ path: join(modelDir, 'qwen'), size_bytes: 128, kind: 'model_dir' }]);
+    expect(report.weights).toEqual([{ path: join(modelDir, 'qwen'), size_bytes: 128, kind: 'model_dir', source: `file://${join(modelDir, 'qwen')}` }]);
     expect(report.fabrics![0]).toEqual({ name: 'ib0', address: '10.1.0.5', kind: 'configured' });
     expect(report.fabrics!.length, 'configured plus 9 RDMA ports').toBe(10);
     expect(report.engines).toEqual([{ name: 'builtin' }, { name: 'sim' }]);

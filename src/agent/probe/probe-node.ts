@@ -132,6 +132,8 @@ export interface ProbeDeps {
    * `dmesg` from the PATH.
    */
   readKernelLog?: () => Promise<string | null>;
+  /** The file:// weights this node's engines use in place now (path and source as written); absent = none. */
+  inPlace?: () => readonly { readonly path: string; readonly source: string }[];
   /** Told each problem that has no field of its own in the report (an unreadable model directory). Absent: dropped. */
   warn?: (message: string) => void;
 }
@@ -224,7 +226,7 @@ export class NodeProber {
         return result.disks;
       }),
       attempt('weights on disk', async () => {
-        const result = await listWeights(c.cacheDir, c.modelDirs, d);
+        const result = await listWeights(c.cacheDir, c.modelDirs, d, d.inPlace?.() ?? []);
         result.problems.forEach(warn);
         return result.weights;
       }),

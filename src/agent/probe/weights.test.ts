@@ -62,11 +62,37 @@ describe('listWeights', () => {
     await symlink(join(root, 'elsewhere'), join(models, 'linked'));
 
     const { weights } = await listWeights(join(root, 'no-cache-yet'), [models], deps);
-    expect(weights).toEqual([
-      { path: join(models, 'linked'), kind: 'model_dir' },
-      { path: join(models, 'llama'), size_bytes: 300, kind: 'model_dir' },
-      { path: join(models, 'tiny.gguf'), size_bytes: 42, kind: 'model_dir' },
+    expect(weights, 'each with the file:// source placement matches a model against').toEqual([
+      { path: join(models, 'linked'), kind: 'model_dir', source: `file://${join(models, 'linked')}` },
+      { path: join(models, 'llama'), size_bytes: 300, kind: 'model_dir', source: `file://${join(models, 'llama')}` },
+      { path: join(models, 'tiny.gguf'), size_bytes: 42, kind: 'model_dir', source: `file://${join(models, 'tiny.gguf')}` },
     ]);
+  });
+
+  it('reports file:// weights used in place outside every listed directory, as the operator\'s, with the source as written', async () => {
+    const models = join(root, 'models');
+    await file(join(models, 'tiny.gguf'), 42);
+    await file(join(models, 'llama', 'model.gguf'), 300);
+    await file(join(root, 'data', 'demo.gguf'), 64);
+    const inPlace = [
+      // llmgw up's demo model: no model directory lists it.
+      { path: join(root, 'data', 'demo.gguf'), source: `file://${join(root, 'data', 'demo.gguf')}` },
+      // Listed already, spelt differently in the catalog: the catalog's spelling wins, so placement matches it.
+      { path: join(models, 'tiny.gguf'), source: `file://localhost${join(models, 'tiny.gguf')}` },
+      // Inside a listed entry: named for placement, its bytes already counted with the entry.
+      { path: join(models, 'llama', 'model.gguf'), source: `file://${join(models, 'llama', 'model.gguf')}` },
+      // Gone since the engine started: not reported.
+      { path: join(root, 'gone.gguf'), source: `file://${join(root, 'gone.gguf')}` },
+    ];
+    const { weights, problems } = await listWeights(join(root, 'cache'), [models], deps, inPlace);
+    expect(problems).toEqual([]);
+    expect(weights).toEqual([
+      { path: join(models, 'llama'), size_bytes: 300, kind: 'model_dir', source: `file://${join(models, 'llama')}` },
+      { path: join(models, 'tiny.gguf'), size_bytes: 42, kind: 'model_dir', source: `file://localhost${join(models, 'tiny.gguf')}` },
+      { path: join(root, 'data', 'demo.gguf'), size_bytes: 64, kind: 'model_dir', source: `file://${join(root, 'data', 'demo.gguf')}` },
+      { path: join(models, 'llama', 'model.gguf'), kind: 'model_dir', source: `file://${join(models, 'llama', 'model.gguf')}` },
+    ]);
+    for (const w of weights) WeightsReportSchema.parse(w);
   });
 
   it('says which model directory could not be listed and still lists the others', async () => {

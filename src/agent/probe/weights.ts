@@ -68,13 +68,20 @@ async function entryReport(path: string, isLink: boolean, deps: WeightsProbeDeps
  * Every direct child of the cache directory and of each model directory,
  * with its size. In the cache, a child whose name is a cache name is a
  * cache entry; anything else there was put there by someone else and is
- * reported as the operator's (`model_dir`), never as llmgw's. A directory
- * that cannot be read contributes nothing and a sentence.
+ * reported as the operator's (`model_dir`), never as llmgw's. A model
+ * directory's child carries the file:// source that names it, which is
+ * how placement matches it to a model. `inPlace` adds the file:// weights
+ * engines use where they lie, outside those directories (`llmgw up`'s demo
+ * model, a path named in the catalog), as the operator's too: they are on
+ * this disk, and nothing of llmgw's. A directory that cannot be read
+ * contributes nothing and a sentence; an in-place path that is gone,
+ * nothing.
  */
 export async function listWeights(
   cacheDir: string,
   modelDirs: readonly string[],
   deps: WeightsProbeDeps,
+  inPlace: readonly { readonly path: string; readonly source: string }[] = [],
 ): Promise<{ weights: WeightsReport[]; problems: string[] }> {
   const weights: WeightsReport[] = [];
   const problems: string[] = [];
@@ -99,9 +106,30 @@ export async function listWeights(
         const source = await manifestSource(path, deps.readFile);
         weights.push({ ...base, kind: 'cache', cache_name: child.name, ...(source === undefined ? {} : { source }) });
       } else {
-        weights.push({ ...base, kind: 'model_dir' });
+        weights.push({ ...base, kind: 'model_dir', ...(isCache ? {} : { source: `file://${path}` }) });
       }
     }
+  }
+  for (const used of inPlace) {
+    const listed = weights.find((w) => w.path === used.path);
+    if (listed) {
+      // The catalog may spell the source differently (file://localhost/…, a trailing slash): match it as written.
+      if (listed.kind === 'model_dir' && listed.source !== used.source) listed.source = used.source;
+      continue;
+    }
+    // Inside a listed entry (a file in a model directory's subfolder): named, so placement matches its source, but
+    // with no size, as its bytes are already counted with that entry.
+    if (weights.some((w) => used.path.startsWith(`${w.path}/`))) {
+      weights.push({ path: used.path, kind: 'model_dir', source: used.source });
+      continue;
+    }
+    let isLink: boolean;
+    try {
+      isLink = (await deps.lstat(used.path)).isSymbolicLink();
+    } catch {
+      continue;
+    }
+    weights.push({ ...(await entryReport(used.path, isLink, deps)), kind: 'model_dir', source: used.source });
   }
   return { weights, problems };
 }
