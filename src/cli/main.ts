@@ -9,11 +9,13 @@ import type { ControlOptions } from '../control/index.js';
 import { runControl } from './control.js';
 import { runTlsInit, type TlsInitFlags } from './tls.js';
 import { runUp, type UpFlags } from './up.js';
+import { LLMGW_VERSION } from '../version.js';
 
 const program = new Command()
   .name('llmgw')
   .description('One OpenAI-compatible endpoint in front of your GPU fleet')
-  .version(process.env.npm_package_version ?? '0.1.0')
+  // From package.json beside dist/: npm_package_version is set only under `npm run`, never for an installed llmgw.
+  .version(LLMGW_VERSION)
   .showHelpAfterError()
   .exitOverride((err) => {
     process.exit(err.exitCode === 0 ? 0 : 2);

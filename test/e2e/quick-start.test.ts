@@ -72,6 +72,24 @@ describe('the README quick start', () => {
       const reply = await client.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8 });
       expect(reply.choices[0]!.message.content, 'a real completion from the demo model').toBeTruthy();
       expect(reply.usage?.completion_tokens).toBe(8);
+
+      // What an operator asks next, from the same copy, through ctl with up's defaults (./.llmgw).
+      const ctl = (...args: string[]) => execFileSync(process.execPath, ['bin/llmgw.js', ...args], { cwd: copy, encoding: 'utf8' });
+      expect(ctl('--version').trim(), 'the version from package.json, not from npm run').toBe(JSON.parse(readFileSync(join(copy, 'package.json'), 'utf8')).version);
+      const { events } = JSON.parse(ctl('ctl', 'events', '-o', 'json')) as { events: { kind: string; model?: string }[] };
+      const kinds = events.filter((e) => e.model === 'demo').map((e) => e.kind);
+      // Newest first: however the startup went, the log ends with the demo model placed and ready.
+      expect(kinds[0], `the demo model's last event (${kinds.join(', ')})`).toBe('replica_ready');
+      expect(kinds, 'its placement is told too').toContain('replica_placed');
+      type Node = { models_on_disk?: string[]; memory_gb?: number; memory_free_gb?: number };
+      // The agent's next report (every 2 s under up) names the weights its engine uses.
+      const node = await waitFor(
+        'the node to report the demo GGUF on its disk',
+        () => (JSON.parse(ctl('ctl', 'nodes', '-o', 'json')) as Node[]).find((n) => n.models_on_disk?.length),
+        { timeoutMs: 30_000, intervalMs: 500 },
+      );
+      expect(node.models_on_disk, 'the demo GGUF, used in place').toEqual([join(copy, '.llmgw', 'models', 'demo.gguf')]);
+      expect(node.memory_free_gb, 'RAM free beside its total').toBeLessThanOrEqual(node.memory_gb!);
     } finally {
       // Ctrl-C: SIGINT to the foreground process group.
       process.kill(-child.pid!, 'SIGINT');
