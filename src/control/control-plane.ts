@@ -12,7 +12,7 @@ import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
 import { checkHost, createJsonApp, hostAllowlist } from '../http/index.js';
-import { Inventory, localDisk } from './inventory/index.js';
+import { Inventory, localDisk, registerNodeMetrics } from './inventory/index.js';
 import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
@@ -114,6 +114,7 @@ export class ControlPlane {
       await store?.close();
       throw err;
     }
+    registerNodeMetrics(registry, inventory);
     // A join, a report that changes capacity or an admin state change: worth a pass now rather than at the tick.
     inventory.onChange(() => reconciler.notify());
     inventory.onChange((nodeId, why) => {

@@ -3,3 +3,4 @@
 // admin API's node views are built from it.
 export { fabricNames, Inventory, localDisk, type AdminState, type Node } from './inventory.js';
 export { NODE_JOIN_TOKEN_PREFIX } from './node-secrets.js';
+export { registerNodeMetrics } from './metrics.js';
