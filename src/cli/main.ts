@@ -9,6 +9,7 @@ import type { ControlOptions } from '../control/index.js';
 import { runControl } from './control.js';
 import { runTlsInit, type TlsInitFlags } from './tls.js';
 import { runUp, type UpFlags } from './up.js';
+import { runInstallService, type InstallServiceFlags } from './service.js';
 import { LLMGW_VERSION } from '../version.js';
 
 const program = new Command()
@@ -122,6 +123,20 @@ program
   .option('--force', 'replace files that exist (a new CA: certificates it signed before stop being trusted)')
   .action(async (dir: string, opts: TlsInitFlags) => {
     await runTlsInit(dir, opts);
+  });
+
+program
+  .command('install-service')
+  .description('write a systemd unit and an environment file for the control plane or a node agent')
+  .argument('<kind>', 'control (the control plane) or agent (a GPU node)')
+  .option('--print', 'print the unit and write nothing')
+  .option('--unit-dir <dir>', 'where the unit goes', '/etc/systemd/system')
+  .option('--env-dir <dir>', 'where the environment file with the tokens goes (written 0600, never overwritten)', '/etc/llmgw')
+  .option('--user <name>', 'the system user the service runs as', 'llmgw')
+  .option('--state-name <name>', 'its state directory under /var/lib, made by systemd for the user', 'llmgw')
+  .option('--node <path>', 'the node binary the unit runs (default: this one)')
+  .action((kind: string, opts: InstallServiceFlags) => {
+    runInstallService(kind, opts);
   });
 
 program
