@@ -17,7 +17,7 @@ describe('toChat', () => {
       { messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }] },
     ],
     [
-      'message items with and without type; developer as system',
+      'message items with and without type; developer as system; leading system text joined',
       {
         ...base,
         input: [
@@ -29,10 +29,20 @@ describe('toChat', () => {
       },
       {
         messages: [
-          { role: 'system', content: 'rules' },
-          { role: 'system', content: 'more rules' },
+          { role: 'system', content: 'rules\n\nmore rules' },
           { role: 'user', content: 'hi' },
           { role: 'assistant', content: 'hello' },
+        ],
+      },
+    ],
+    [
+      'instructions and leading system items are one system message; a later one stays where it is',
+      { ...base, instructions: 'i', input: [{ role: 'system', content: 's' }, { role: 'user', content: 'u' }, { role: 'developer', content: 'd' }] },
+      {
+        messages: [
+          { role: 'system', content: 'i\n\ns' },
+          { role: 'user', content: 'u' },
+          { role: 'system', content: 'd' },
         ],
       },
     ],

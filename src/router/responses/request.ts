@@ -159,7 +159,13 @@ export function toChat(request: ResponsesRequest, previousItems: readonly unknow
   const items = conversation(request, previousItems, referenced);
   const messages: Json[] = [];
   if (typeof b.instructions === 'string' && b.instructions !== '') messages.push({ role: 'system', content: b.instructions });
-  messages.push(...chatMessages(items, false));
+  for (const m of chatMessages(items, false)) {
+    // Leading system text (instructions, then system or developer items) as one message: many chat templates refuse a second.
+    const last = messages.at(-1);
+    if (m.role === 'system' && last?.role === 'system' && messages.length === 1 && typeof last.content === 'string' && typeof m.content === 'string') {
+      last.content = `${last.content}\n\n${m.content}`;
+    } else messages.push(m);
+  }
   if (!messages.some((m) => m.role !== 'system')) throw bad('input', 'input: the conversation has no message to answer; send at least one input item');
 
   const chat: Json = { model: request.model, messages, stream: request.stream };
