@@ -236,7 +236,32 @@ export interface DashboardSessionsTable {
   last_seen: number;
 }
 
+/** A kept Responses API response (src/control/responses); only its key reads it. */
+export interface ResponsesTable {
+  /** `resp_…`, as the client saw it. */
+  id: string;
+  /** The API key that made it; 'anonymous' when the listener asks no key. */
+  key_id: string;
+  model: string;
+  created_at_ms: number;
+  /** Past this it is never returned, and the next sweep deletes it. */
+  expires_at_ms: number;
+  /** The size of `body` in UTF-8 bytes: what counts against the key's cap. */
+  bytes: number;
+  /** JSON: {"response": the Response object, "items": the conversation after it}. */
+  body: string;
+}
+
+/** Which kept response an output item is in, for item_reference inputs; per key, as the responses are. */
+export interface ResponseItemsTable {
+  key_id: string;
+  item_id: string;
+  response_id: string;
+}
+
 export interface Database {
+  responses: ResponsesTable;
+  response_items: ResponseItemsTable;
   dashboard_sessions: DashboardSessionsTable;
   model_demand: ModelDemandTable;
   events: EventsTable;
