@@ -98,6 +98,8 @@ export interface ModelView {
   total_replicas: number;
   fallbacks?: string[];
   profiles: string[];
+  /** The engine endpoints the model serves (chat, embeddings, rerank, …): declared, or what its profiles' engines serve. */
+  endpoints: string[];
   /** "file": from the catalog file, read-only through the API; "store": added through the API. */
   origin?: 'file' | 'store';
 }
