@@ -292,10 +292,12 @@ export interface NewKey {
   expires_at?: string | null;
 }
 
-/** GET /api/v1/usage: totals per key and model since the store was made. */
+/** GET /api/v1/usage: totals per key, model and endpoint since the store was made. */
 export interface UsageView {
   key_id: string;
   model: string;
+  /** The API called (chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, responses); 'unknown' for what was counted before usage was kept per endpoint. */
+  endpoint: string;
   requests: number;
   errors: number;
   prompt_tokens: number;

@@ -78,7 +78,7 @@ export interface AdmissionDeps {
   /** Logs the refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
   refuse(reply: FastifyReply, status: number, code: ErrorCode, message: string, param?: string | null, headers?: Record<string, string>, counted?: boolean): FastifyReply;
   count(model: string, status: number, key: ApiKeyRecord | null): void;
-  recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void;
+  recordUsage(key: ApiKeyRecord | null, model: string, endpoint: Endpoint, status: number, promptTokens: number, completionTokens: number): void;
 }
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
@@ -225,7 +225,7 @@ export function rateLimitHook(deps: AdmissionDeps): Hook {
     if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
     if (!decision.ok) {
       deps.count(model.name, 429, key);
-      deps.recordUsage(key, model.name, 429, 0, 0);
+      deps.recordUsage(key, model.name, call.endpoint, 429, 0, 0);
       const over =
         decision.limit === 'requests'
           ? `is over its limit of ${key.requestsPerMinute} requests per minute`

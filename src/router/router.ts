@@ -263,7 +263,7 @@ export class Router {
       options: this.options,
       refuse: (...args) => this.refuse(...args),
       count: (model, status, key) => this.count(model, status, key),
-      recordUsage: (key, model, status, promptTokens, completionTokens) => this.recordUsage(key, model, status, promptTokens, completionTokens),
+      recordUsage: (key, model, endpoint, status, promptTokens, completionTokens) => this.recordUsage(key, model, endpoint, status, promptTokens, completionTokens),
     };
   }
 
@@ -350,7 +350,7 @@ export class Router {
     if (!ex.accounted) {
       // No answer came from an engine: no token was used, and the whole reservation goes back.
       if (key) this.limiter.settle(key.id, key.tokensPerMinute, ex.reservedTokens, 0);
-      this.recordUsage(key, model.name, ex.clientGone ? 0 : status, 0, 0);
+      this.recordUsage(key, model.name, endpoint, ex.clientGone ? 0 : status, 0, 0);
     }
     this.count(model.name, ex.clientGone ? 499 : status, key);
     this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
@@ -652,13 +652,13 @@ export class Router {
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
       if (ex.key) this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
-      this.recordUsage(ex.key, model.name, status, promptTokens, completionTokens);
+      this.recordUsage(ex.key, model.name, ex.endpoint, status, promptTokens, completionTokens);
     });
   }
 
-  recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void {
+  recordUsage(key: ApiKeyRecord | null, model: string, endpoint: Endpoint, status: number, promptTokens: number, completionTokens: number): void {
     try {
-      this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, promptTokens, completionTokens, status });
+      this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, endpoint, promptTokens, completionTokens, status });
     } catch (err) {
       this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }

@@ -18,6 +18,9 @@ export type ServedEndpoint = (typeof SERVED_ENDPOINTS)[number];
  */
 export type Endpoint = ServedEndpoint | 'detokenize' | 'messages' | 'responses';
 
+/** Every Endpoint, for checking a name read at run time (a usage filter). */
+export const API_ENDPOINTS: readonly Endpoint[] = [...SERVED_ENDPOINTS, 'detokenize', 'messages', 'responses'];
+
 /** The served endpoint each API needs of the model's engine. */
 const ENDPOINT_NEEDS: Readonly<Record<Endpoint, ServedEndpoint>> = {
   chat: 'chat',

@@ -4,6 +4,7 @@
 export { Catalog } from './catalog.js';
 export { compileModel, ModelSchema, type Model } from './model.js';
 export {
+  API_ENDPOINTS,
   ENGINE_ENDPOINTS,
   SERVED_ENDPOINTS,
   endpointNeeds,
