@@ -61,9 +61,10 @@ export function compose<E extends AttemptExchange>(base: Dispatch<E>, intercepto
  * another model name, or a stream must be asked for its usage (without it
  * a stream's tokens go uncounted and past the key's token limit; the
  * usage chunk is then kept from the client, who did not ask for it). Those
- * fields are appended (in a multipart form, the model field is rewritten) to the client's bytes, not re-serialised: JSON
+ * fields are appended to the client's bytes, not re-serialised: JSON
  * readers keep a repeated key's last value, and the rest (a 64-bit seed,
- * key order) reaches the engine exactly as sent.
+ * key order) reaches the engine exactly as sent. A multipart form (an
+ * upload) has its model field's value replaced in place, likewise.
  */
 export function rewriteBody(): Interceptor {
   return (next) => (a) => {

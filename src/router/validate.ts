@@ -1,7 +1,8 @@
-// What the router checks before a request leaves llmgw: the JSON shape of
-// each endpoint (loosely, and only what routing needs for the pass-through
-// ones — rerank, score, tokenize, a transcription's form —: engines accept many extra fields and
-// the router must not lag behind them), the limits on `n` and `max_tokens`,
+// What the router checks before a request leaves llmgw: the shape of each
+// endpoint's body (loosely: engines accept many extra fields and the router
+// must not lag behind them; for the pass-through endpoints, rerank, score,
+// tokenize and a transcription's form, only what routing needs), the limits
+// on `n` and `max_tokens`,
 // and that nothing in the body can point the request somewhere else. The
 // last matters because some gateways honour `api_base`/`base_url` from the
 // body; llmgw never does, and refuses such bodies so nobody believes it did.
