@@ -222,8 +222,9 @@ export class AdminClient {
     return this.#call('DELETE', `/api/v1/keys/${encodeURIComponent(id)}`);
   }
 
-  usage(): Promise<UsageView[]> {
-    return this.#call('GET', '/api/v1/usage');
+  /** `endpoint` absent = every endpoint's rows. */
+  usage(options: { endpoint?: string } = {}): Promise<UsageView[]> {
+    return this.#call('GET', `/api/v1/usage${options.endpoint === undefined ? '' : `?endpoint=${encodeURIComponent(options.endpoint)}`}`);
   }
 
   /** Newest first; `limit` absent = 100 (the server caps it at 1000); `after` = only events with a greater id (for following). */

@@ -100,6 +100,8 @@ export interface ModelView {
   total_replicas: number;
   fallbacks?: string[];
   profiles: string[];
+  /** The engine endpoints the model serves (chat, embeddings, rerank, …): declared, or what its profiles' engines serve. */
+  endpoints: string[];
   /** "file": from the catalog file, read-only through the API; "store": added through the API. */
   origin?: 'file' | 'store';
 }
@@ -292,10 +294,12 @@ export interface NewKey {
   expires_at?: string | null;
 }
 
-/** GET /api/v1/usage: totals per key and model since the store was made. */
+/** GET /api/v1/usage: totals per key, model and endpoint since the store was made. */
 export interface UsageView {
   key_id: string;
   model: string;
+  /** The API called (chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, responses); 'unknown' for what was counted before usage was kept per endpoint. */
+  endpoint: string;
   requests: number;
   errors: number;
   prompt_tokens: number;

@@ -224,6 +224,7 @@ export class ControlPlane {
       now,
       ...(store ? { sessionBackend: new StoredSessions(store.connection) } : {}),
       events: async (about) => (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
+      ...(usage instanceof StoredUsage ? { usage: () => usage.list() } : {}),
     });
     registerEventsApi(adminApp, { events });
     registerKeyAdmin(adminApp, {

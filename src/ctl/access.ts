@@ -120,15 +120,17 @@ export async function revokeKey(ctx: CtlContext, id: string, options: { yes: boo
   return EXIT.ok;
 }
 
-export async function usage(ctx: CtlContext, options: { model?: string }): Promise<number> {
-  const [rows, { keys }] = await Promise.all([ctx.client.usage(), ctx.client.keys()]);
+export async function usage(ctx: CtlContext, options: { model?: string; endpoint?: string }): Promise<number> {
+  // The endpoint is filtered by the control plane, which refuses a name that is no endpoint (a typo never reads as "no usage").
+  const [rows, { keys }] = await Promise.all([ctx.client.usage(options.endpoint === undefined ? {} : { endpoint: options.endpoint }), ctx.client.keys()]);
   const shown = rows.filter((r) => !options.model || r.model === options.model);
   if (ctx.json) {
     ctx.out.json(shown);
     return EXIT.ok;
   }
   if (shown.length === 0) {
-    ctx.out.line(options.model ? `no request for ${options.model} has been counted yet` : 'no request has been counted yet');
+    const what = [options.model && `for ${options.model}`, options.endpoint && `to ${options.endpoint}`].filter(Boolean).join(' ');
+    ctx.out.line(what ? `no request ${what} has been counted yet` : 'no request has been counted yet');
     return EXIT.ok;
   }
   const byId = new Map(keys.map((k) => [k.id, k]));
@@ -139,8 +141,8 @@ export async function usage(ctx: CtlContext, options: { model?: string }): Promi
   };
   ctx.out.line(
     ctx.out.table(
-      ['KEY', 'MODEL', 'REQUESTS', 'ERRORS', 'PROMPT TOKENS', 'COMPLETION TOKENS'],
-      shown.map((r) => [keyCell(r), r.model, String(r.requests), r.errors ? ctx.out.c.red(String(r.errors)) : '0', String(r.prompt_tokens), String(r.completion_tokens)]),
+      ['KEY', 'MODEL', 'ENDPOINT', 'REQUESTS', 'ERRORS', 'PROMPT TOKENS', 'COMPLETION TOKENS'],
+      shown.map((r) => [keyCell(r), r.model, r.endpoint, String(r.requests), r.errors ? ctx.out.c.red(String(r.errors)) : '0', String(r.prompt_tokens), String(r.completion_tokens)]),
     ),
   );
   ctx.out.line(ctx.out.c.dim('counted since the store was made; the router writes its counts every few seconds'));

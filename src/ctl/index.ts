@@ -235,9 +235,13 @@ function buildProgram(root: Command, run: Runner): Command {
     .option('-y, --yes', 'do not ask (for scripts)')
     .action(run((ctx, id: string, o: { yes?: boolean }) => access.revokeKey(ctx, id, { yes: !!o.yes })));
 
-  watchable(program.command('usage').description('requests and tokens per key and model').option('--model <name>', 'only this model')).action(
-    run((ctx, o: WatchOpts & { model?: string }) => watchOr(ctx, o, () => access.usage(ctx, o))),
-  );
+  watchable(
+    program
+      .command('usage')
+      .description('requests and tokens per key, model and endpoint')
+      .option('--model <name>', 'only this model')
+      .option('--endpoint <name>', 'only this endpoint (chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, responses)'),
+  ).action(run((ctx, o: WatchOpts & { model?: string; endpoint?: string }) => watchOr(ctx, o, () => access.usage(ctx, o))));
 
   program
     .command('logs')

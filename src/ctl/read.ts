@@ -195,6 +195,7 @@ export async function model(ctx: CtlContext, name: string): Promise<number> {
   out.line(`  aliases    ${list(m.aliases)}`);
   out.line(`  fallbacks  ${list(m.fallbacks)}`);
   out.line(`  profiles   ${m.profiles.map((p, i) => `${i + 1}. ${p}`).join('  ')}  (tried in this order)`);
+  out.line(`  endpoints  ${list(m.endpoints)}`);
   out.line();
   out.line(`${out.heading('replicas')} ${reps.length || 'none'}`);
   if (reps.length) out.line(replicaTable(out, reps));

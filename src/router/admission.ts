@@ -21,13 +21,19 @@ import { nearestName } from '../units/index.js';
 import { hashKey, type ApiKeyRecord, type KeyStore } from '../control/keys/index.js';
 import type { RouterOptions } from './options.js';
 import type { LimitDecision, RequestLimiter } from './rate-limit.js';
-import { checkModelLimits, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
-import { bearerToken } from '../http/index.js';
+import { checkModelLimits, generates, parseFormRequest, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
+import { modelServes } from '../control/catalog/index.js';
+import { bearerToken, readForm } from '../http/index.js';
 import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
   readonly endpoint: Endpoint;
+  /**
+   * The body's Content-Type, sent upstream with it: application/json, or a
+   * form's multipart/form-data with its boundary (the bytes go on as sent).
+   */
+  readonly contentType: string;
   /** The body as the client sent it (a byte-order mark dropped), or as translated to the endpoint's shape (`anthropic`). */
   readonly raw: Buffer;
   readonly parsed: ParsedRequest;
@@ -78,7 +84,7 @@ export interface AdmissionDeps {
   /** Logs the refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
   refuse(reply: FastifyReply, status: number, code: ErrorCode, message: string, param?: string | null, headers?: Record<string, string>, counted?: boolean): FastifyReply;
   count(model: string, status: number, key: ApiKeyRecord | null): void;
-  recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void;
+  recordUsage(key: ApiKeyRecord | null, model: string, endpoint: Endpoint, status: number, promptTokens: number, completionTokens: number): void;
 }
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
@@ -144,14 +150,24 @@ export function keyHook(deps: AdmissionDeps): Hook {
   };
 }
 
+/** The endpoint that takes a multipart form (the audio upload); every other one takes JSON. */
+const FORM_ENDPOINTS: ReadonlySet<Endpoint> = new Set(['transcriptions']);
+
+/** The API and path a refusal names: "rerank (POST /v1/rerank)". */
+function endpointPhrase(endpoint: Endpoint, path: string): string {
+  return `${endpoint} (POST ${path})`;
+}
+
 /**
  * The call hook, for one inference endpoint: the body parsed and checked,
  * the model resolved (404 with the nearest name this key may use), the key
- * allowed to use it (403), the request within the model's limits; then
+ * allowed to use it (403), the model serving the endpoint (400 naming what
+ * it does serve), the request within the model's limits; then
  * `request.call` holds it all.
  */
 export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Translate | null = null): Hook {
   const { maxN, maxTokens } = deps.options;
+  const form = FORM_ENDPOINTS.has(endpoint);
   /** A check's refusal as the client's error; anything else is a fault, for the listener's 500. */
   const refuseError = (reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
     if (!isLlmgwError(err)) return done(err as Error);
@@ -159,10 +175,26 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     deps.refuse(reply, err.status, err.code, err.message, param);
   };
   return (request, reply, done) => {
-    const key = request.apiKey;
     const body = request.body;
-    if (!Buffer.isBuffer(body)) {
-      deps.refuse(reply, 415, 'LLMGW_BAD_REQUEST', 'send the body as application/json');
+    const contentType = request.headers['content-type'] ?? 'application/json';
+    const isForm = /^multipart\/form-data\b/i.test(contentType);
+    if (!Buffer.isBuffer(body) || isForm !== form) {
+      deps.refuse(reply, 415, 'LLMGW_BAD_REQUEST', form ? 'send the upload as multipart/form-data, with the audio as a file part named "file" and a model field' : 'send the body as application/json');
+      return;
+    }
+    if (form) {
+      readForm(body, contentType).then(
+        (read) => {
+          let parsed: ParsedRequest;
+          try {
+            parsed = parseFormRequest(endpoint, read, { maxN, maxTokens });
+          } catch (err) {
+            return refuseError(reply, err, done);
+          }
+          admit(request, reply, done, parsed, body, null, contentType);
+        },
+        (err: unknown) => refuseError(reply, err, done),
+      );
       return;
     }
     let parsed: ParsedRequest;
@@ -174,6 +206,20 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     } catch (err) {
       return refuseError(reply, err, done);
     }
+    admit(request, reply, done, parsed, raw, anthropic, 'application/json');
+  };
+
+  /** The checks that need the model, once the body is read. */
+  function admit(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: HookHandlerDoneFunction,
+    parsed: ParsedRequest,
+    raw: Buffer,
+    anthropic: AnthropicCall | null,
+    contentType: string,
+  ): void {
+    const key = request.apiKey;
     const model = deps.catalog.resolve(parsed.model);
     if (!model) {
       const visible = deps.catalog.models().filter((m) => !key || allows(key, m));
@@ -197,14 +243,25 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       );
       return;
     }
+    if (!modelServes(model, endpoint)) {
+      deps.refuse(
+        reply,
+        400,
+        'LLMGW_ENDPOINT_NOT_SERVED',
+        `model \`${model.name}\` does not serve ${endpointPhrase(endpoint, request.routeOptions.url ?? request.url)}; it serves ${model.endpoints.join(', ')}. ` +
+          'Send the request to one of those, or ask the operator to list the endpoint in the model\'s `endpoints` if its engine serves it',
+        'model',
+      );
+      return;
+    }
     try {
       checkModelLimits(endpoint, parsed, model.name, model.limits);
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    request.call = { endpoint, raw, parsed, model, reservedTokens: 0, anthropic };
+    request.call = { endpoint, contentType, raw, parsed, model, reservedTokens: 0, anthropic };
     done();
-  };
+  }
 }
 
 /**
@@ -225,7 +282,7 @@ export function rateLimitHook(deps: AdmissionDeps): Hook {
     if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
     if (!decision.ok) {
       deps.count(model.name, 429, key);
-      deps.recordUsage(key, model.name, 429, 0, 0);
+      deps.recordUsage(key, model.name, call.endpoint, 429, 0, 0);
       const over =
         decision.limit === 'requests'
           ? `is over its limit of ${key.requestsPerMinute} requests per minute`
@@ -250,11 +307,12 @@ export function rateLimitHook(deps: AdmissionDeps): Hook {
  * What a request may cost at most, reserved against its key's token limit:
  * the completion it asks for (max_tokens, else max_completion_tokens, else
  * the model's limits.max_tokens, else `defaultReserveTokens`) per choice,
- * plus the prompt's least size. Embeddings complete nothing.
+ * plus the prompt's least size. Embeddings, rerank, score, tokenize and
+ * transcriptions complete nothing: their prompt's least size alone.
  */
 function tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model, defaultReserveTokens: number): number {
   const prompt = parsed.leastPromptTokens();
-  if (endpoint === 'embeddings') return prompt;
+  if (!generates(endpoint)) return prompt;
   const body = parsed.body;
   const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
   const completion = asked ?? model.limits.maxTokens ?? defaultReserveTokens;

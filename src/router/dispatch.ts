@@ -12,6 +12,7 @@ import type { RouterReplica } from './router.js';
 import type { RouterMetrics } from './metrics.js';
 import type { Outcome } from './relay.js';
 import type { ParsedRequest } from './validate.js';
+import { withFormField } from '../http/index.js';
 
 /** What the interceptors read of the client request an attempt serves. */
 export interface AttemptExchange {
@@ -20,6 +21,8 @@ export interface AttemptExchange {
   readonly parsed: ParsedRequest;
   /** The body as the client sent it. */
   readonly raw: Buffer;
+  /** Its Content-Type: a multipart form's names its boundary; absent = application/json. */
+  readonly contentType?: string;
   /** The model the client asked for (a fallback may serve it). */
   readonly requested: Model;
   /** performance.now() at arrival. */
@@ -60,7 +63,8 @@ export function compose<E extends AttemptExchange>(base: Dispatch<E>, intercepto
  * usage chunk is then kept from the client, who did not ask for it). Those
  * fields are appended to the client's bytes, not re-serialised: JSON
  * readers keep a repeated key's last value, and the rest (a 64-bit seed,
- * key order) reaches the engine exactly as sent.
+ * key order) reaches the engine exactly as sent. A multipart form (an
+ * upload) has its model field's value replaced in place, likewise.
  */
 export function rewriteBody(): Interceptor {
   return (next) => (a) => {
@@ -69,7 +73,10 @@ export function rewriteBody(): Interceptor {
     const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
     const rename = served !== null && !served.includes(requested);
     const askUsage = withholdsUsage(ex);
-    if (rename || askUsage) {
+    if (rename && ex.contentType !== undefined && ex.contentType !== 'application/json') {
+      // A form (an audio upload): its model field's value is replaced, every other byte sent as it came.
+      a.body = withFormField(ex.raw, ex.contentType, 'model', model.name) ?? ex.raw;
+    } else if (rename || askUsage) {
       let tail = '';
       if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
       if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;

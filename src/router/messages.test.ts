@@ -214,10 +214,11 @@ describe('POST /v1/messages', () => {
     const notJson = await fetch(`${h.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'text/plain', 'x-api-key': h.secret }, body: 'hi' });
     expect(notJson.status).toBe(415);
     expect(await notJson.json()).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/Content-Type: application\/json/) } });
-    // The sim has no tokenizer endpoint: count_tokens is refused, saying why.
-    const count = await refused(h.client.messages.countTokens({ model: 'demo', messages: [{ role: 'user', content: 'x' }] }));
-    expect(count).toBeInstanceOf(BadRequestError);
-    expect(count.error.error).toEqual({ type: 'invalid_request_error', message: expect.stringMatching(/engine serving model `demo` has none \(its \/tokenize answered 404/) });
+    // The sim's /tokenize takes chat messages, as vLLM's does: count_tokens agrees with the answer's input_tokens.
+    const asked = { model: 'demo', system: 'Be brief.', messages: [{ role: 'user' as const, content: 'Tell me about rivers.' }] };
+    const count = await h.client.messages.countTokens(asked);
+    const answered = await h.client.messages.create({ ...asked, max_tokens: 1 });
+    expect(count.input_tokens, 'the same count as the usage of the answer').toBe(answered.usage.input_tokens);
   });
 
   it('moves to another replica when one refuses the connection, before any byte', async () => {

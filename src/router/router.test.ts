@@ -176,10 +176,12 @@ describe('the router through the openai client', () => {
     expect(emb.data).toHaveLength(2);
 
     // Usage reaches the sink after the response: non-streamed, streamed (from the last chunk), completions.
-    await eventually(() => (h.usage.snapshot()[0]?.requests ?? 0) === 4, 'four usage records');
-    const totals = h.usage.snapshot()[0]!;
-    expect(totals.completionTokens, '5 + 7 + 3 generated tokens, embeddings none').toBe(15);
-    expect(totals.model).toBe('alpha');
+    const counted = () => h.usage.snapshot().reduce((n, u) => n + u.requests, 0);
+    await eventually(() => counted() === 4, 'four usage records');
+    const rows = h.usage.snapshot();
+    expect(rows.reduce((n, u) => n + u.completionTokens, 0), '5 + 7 + 3 generated tokens, embeddings none').toBe(15);
+    expect(new Set(rows.map((u) => u.model))).toEqual(new Set(['alpha']));
+    expect(Object.fromEntries(rows.map((u) => [u.endpoint, u.requests])), 'counted per endpoint').toEqual({ chat: 2, completions: 1, embeddings: 1 });
 
     const metrics = await h.registry.metrics();
     expect(metrics).toMatch(/llmgw_router_requests_total\{model="alpha",status="200",key_prefix="llmgw-/);

@@ -24,7 +24,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { Pool } from 'undici';
-import type { Model } from '../control/catalog/index.js';
+import { modelServes, type Model } from '../control/catalog/index.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
 import { allows, armBodyTimeout, callHook, fromAnthropic, fromAnthropicCount, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
@@ -119,6 +119,8 @@ interface Exchange extends AttemptExchange {
   readonly id: string;
   readonly endpoint: Endpoint;
   readonly path: string;
+  /** The body's Content-Type as the engine gets it (a form keeps its boundary). */
+  readonly contentType: string;
   readonly res: ServerResponse;
   readonly key: ApiKeyRecord | null;
   readonly parsed: ParsedRequest;
@@ -143,10 +145,18 @@ interface Exchange extends AttemptExchange {
   readonly anthropic: AnthropicCall | null;
 }
 
+/** Where each endpoint goes on the engine (rerank goes to the path the client called: vLLM serves three). */
 const UPSTREAM_PATHS: Record<Endpoint, string> = {
   chat: '/v1/chat/completions',
   completions: '/v1/completions',
   embeddings: '/v1/embeddings',
+  rerank: '/v1/rerank',
+  score: '/v1/score',
+  transcriptions: '/v1/audio/transcriptions',
+  tokenize: '/tokenize',
+  detokenize: '/detokenize',
+  messages: '/v1/chat/completions',
+  responses: '/v1/responses',
 };
 
 const RETRY_BACKOFF_CAP_MS = 500;
@@ -263,7 +273,7 @@ export class Router {
       options: this.options,
       refuse: (...args) => this.refuse(...args),
       count: (model, status, key) => this.count(model, status, key),
-      recordUsage: (key, model, status, promptTokens, completionTokens) => this.recordUsage(key, model, status, promptTokens, completionTokens),
+      recordUsage: (key, model, endpoint, status, promptTokens, completionTokens) => this.recordUsage(key, model, endpoint, status, promptTokens, completionTokens),
     };
   }
 
@@ -297,7 +307,7 @@ export class Router {
   async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
     const key = request.apiKey;
-    const { endpoint, parsed, raw, model, reservedTokens, anthropic } = request.call!;
+    const { endpoint, contentType, parsed, raw, model, reservedTokens, anthropic } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -308,7 +318,8 @@ export class Router {
     const ex: Exchange = {
       id: request.id,
       endpoint,
-      path: UPSTREAM_PATHS[endpoint],
+      path: endpoint === 'rerank' ? (request.routeOptions.url ?? UPSTREAM_PATHS.rerank) : UPSTREAM_PATHS[endpoint],
+      contentType,
       res,
       key,
       parsed,
@@ -350,7 +361,7 @@ export class Router {
     if (!ex.accounted) {
       // No answer came from an engine: no token was used, and the whole reservation goes back.
       if (key) this.limiter.settle(key.id, key.tokensPerMinute, ex.reservedTokens, 0);
-      this.recordUsage(key, model.name, ex.clientGone ? 0 : status, 0, 0);
+      this.recordUsage(key, model.name, endpoint, ex.clientGone ? 0 : status, 0, 0);
     }
     this.count(model.name, ex.clientGone ? 499 : status, key);
     this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
@@ -360,9 +371,9 @@ export class Router {
   /**
    * POST /v1/messages/count_tokens: the prompt counted by the engine's own
    * tokenizer, at one ready replica of the model: vLLM's /tokenize, which
-   * takes chat messages (and tools) and applies the model's chat template.
-   * An engine without one that does (llama.cpp's takes text only, the sim
-   * and builtin engines have none) is refused with a 400 saying so; with no
+   * takes chat messages (and tools) and applies the model's chat template,
+   * as the builtin and sim engines' do. An engine without one that does
+   * (llama.cpp's takes text only) is refused with a 400 saying so; with no
    * ready replica, 503 (nothing is held or started for a count). The call
    * counts against the key's request limit and costs it no tokens.
    */
@@ -417,7 +428,7 @@ export class Router {
       400,
       'LLMGW_BAD_REQUEST',
       `count_tokens needs a tokenizer endpoint that takes chat messages, and the engine serving model \`${model.name}\` has none ` +
-        `(its /tokenize answered ${status}; vLLM has one, llama.cpp's takes text only, the sim and builtin engines have none); ` +
+        `(its /tokenize answered ${status}; vLLM, the builtin and the sim engines have one, llama.cpp's takes text only); ` +
         'the usage of each answer (input_tokens) has the exact count',
     );
   }
@@ -432,7 +443,8 @@ export class Router {
     let skipped: string[] | null = null;
     for (const name of model.fallbacks) {
       const f = this.deps.catalog.resolve(name);
-      if (!f || chain.includes(f)) continue;
+      // A fallback that does not serve the endpoint would answer an engine's 404: it is no fallback for this request.
+      if (!f || chain.includes(f) || !modelServes(f, ex.endpoint)) continue;
       if (ex.key && !allows(ex.key, f)) {
         skipped ??= [];
         if (!skipped.includes(f.name)) skipped.push(f.name);
@@ -604,7 +616,9 @@ export class Router {
 
   /** One attempt at `replica` of `model`, through the interceptors (the body, the request id, in-flight, metrics). */
   private forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
-    return this.dispatch({ ex, model, replica, body: ex.raw, headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) } });
+    const headers: Record<string, string> = { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) };
+    if (ex.contentType !== 'application/json') headers['content-type'] = ex.contentType;
+    return this.dispatch({ ex, model, replica, body: ex.raw, headers });
   }
 
   /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
@@ -652,13 +666,13 @@ export class Router {
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
       if (ex.key) this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
-      this.recordUsage(ex.key, model.name, status, promptTokens, completionTokens);
+      this.recordUsage(ex.key, model.name, ex.endpoint, status, promptTokens, completionTokens);
     });
   }
 
-  recordUsage(key: ApiKeyRecord | null, model: string, status: number, promptTokens: number, completionTokens: number): void {
+  recordUsage(key: ApiKeyRecord | null, model: string, endpoint: Endpoint, status: number, promptTokens: number, completionTokens: number): void {
     try {
-      this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, promptTokens, completionTokens, status });
+      this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, endpoint, promptTokens, completionTokens, status });
     } catch (err) {
       this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
@@ -768,6 +782,8 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       // A byte-order mark (PowerShell 5 writes one before UTF-8) is not JSON, and some engines refuse it: dropped.
       done(null, body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body);
     });
+    // An audio upload, kept as its bytes (within the same body limit: 413 past it) to be read for its model and sent on as is.
+    scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer', bodyLimit }, (_request, body: Buffer, done) => done(null, body));
     scope.addContentTypeParser('*', (request, _payload, done) => {
       done(new LlmgwError('LLMGW_BAD_REQUEST', `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']?.slice(0, 80)}`, { status: 415 }));
     });
@@ -782,6 +798,17 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
         }
         // With keys, a body without a content type (a script that sets none) is read as JSON, as vLLM reads it.
         request.headers['content-type'] = 'application/json';
+      }
+      if (post && !deps.authRequired && /^multipart\/form-data\b/i.test(request.headers['content-type'] ?? '') && request.headers.authorization === undefined) {
+        // A web page can post a form anywhere without a CORS preflight, but cannot add an Authorization header
+        // without one: without keys, that header (any value; OpenAI's clients always send one) is what a form must carry.
+        replyError(
+          reply,
+          415,
+          'LLMGW_UNSUPPORTED_MEDIA_TYPE',
+          'this gateway asks for no API key (api_keys: off), so it reads a multipart upload only with an Authorization header (any value, as OpenAI clients send); add one',
+        );
+        return;
       }
       const encoding = request.headers['content-encoding'];
       if (post && encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
@@ -807,6 +834,12 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.post('/v1/chat/completions', inference('chat'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/completions', inference('completions'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/embeddings', inference('embeddings'), (request, reply) => router.infer(request, reply));
+    // Pass-through endpoints: relayed as the engine answers, through the same checks. Rerank answers on vLLM's three paths.
+    for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) scope.post(path, inference('rerank'), (request, reply) => router.infer(request, reply));
+    scope.post('/v1/score', inference('score'), (request, reply) => router.infer(request, reply));
+    scope.post('/v1/audio/transcriptions', inference('transcriptions'), (request, reply) => router.infer(request, reply));
+    scope.post('/tokenize', inference('tokenize'), (request, reply) => router.infer(request, reply));
+    scope.post('/detokenize', inference('detokenize'), (request, reply) => router.infer(request, reply));
     // Anthropic's Messages API, in a scope of its own: its key may come as x-api-key, and every refusal made
     // for it (by the hooks above, by Fastify) leaves in Anthropic's error shape.
     void scope.register(async (messages) => {
@@ -821,8 +854,8 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
         if (reply.statusCode < 400 || typeof payload !== 'string') return done(null, payload);
         done(null, toAnthropicError(payload, reply.statusCode));
       });
-      messages.post('/v1/messages', { bodyLimit, preHandler: [callHook(admission, 'chat', fromAnthropic), rateLimit] }, (request, reply) => router.infer(request, reply));
-      messages.post('/v1/messages/count_tokens', { bodyLimit, preHandler: [callHook(admission, 'chat', fromAnthropicCount), rateLimit] }, (request, reply) =>
+      messages.post('/v1/messages', { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropic), rateLimit] }, (request, reply) => router.infer(request, reply));
+      messages.post('/v1/messages/count_tokens', { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropicCount), rateLimit] }, (request, reply) =>
         router.countTokens(request, reply),
       );
     });

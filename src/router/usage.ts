@@ -53,12 +53,27 @@ export function usageFromTail(tail: string): { promptTokens: number; completionT
   return usageIn(tail.slice(at));
 }
 
-/** The counts of a usage object that `part` starts with. */
+/**
+ * The counts of a usage object that `part` starts with, in each API's own
+ * names: prompt_tokens and completion_tokens (Chat Completions, embeddings,
+ * vLLM's score), input_tokens and output_tokens (Responses, OpenAI's
+ * token-billed transcriptions), or total_tokens alone (rerank, as vLLM and
+ * Jina answer it), counted as prompt. None of them (vLLM's transcription
+ * usage is in seconds of audio) = null.
+ */
 function usageIn(part: string): { promptTokens: number; completionTokens: number } | null {
   const p = /"prompt_tokens":\s*(\d+)/.exec(part);
-  const c = /"completion_tokens":\s*(\d+)/.exec(part);
-  if (!p) return null;
-  return { promptTokens: Number(p[1]), completionTokens: c ? Number(c[1]) : 0 };
+  if (p) {
+    const c = /"completion_tokens":\s*(\d+)/.exec(part);
+    return { promptTokens: Number(p[1]), completionTokens: c ? Number(c[1]) : 0 };
+  }
+  const input = /"input_tokens":\s*(\d+)/.exec(part);
+  if (input) {
+    const output = /"output_tokens":\s*(\d+)/.exec(part);
+    return { promptTokens: Number(input[1]), completionTokens: output ? Number(output[1]) : 0 };
+  }
+  const total = /"total_tokens":\s*(\d+)/.exec(part);
+  return total ? { promptTokens: Number(total[1]), completionTokens: 0 } : null;
 }
 
 /** Whether `bytes` from `i` is `:` and `{`, with JSON whitespace around the colon (`"usage":{` or Python's `"usage": {`). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isLlmgwError } from '../errors/index.js';
 import { TailKeeper, usageFromTail } from './usage.js';
-import { checkModelLimits, parseRequest, promptPrefix } from './validate.js';
+import { checkModelLimits, parseFormRequest, parseRequest, promptPrefix } from './validate.js';
 
 const limits = { maxN: 16, maxTokens: 1000 };
 const chat = (extra: Record<string, unknown>) =>
@@ -108,7 +108,52 @@ describe('a model’s own limits', () => {
   });
 });
 
+describe('pass-through endpoints: enough checked to route, the rest left to the engine', () => {
+  const json = (o: unknown) => Buffer.from(JSON.stringify(o));
+
+  it('accepts the bodies vLLM, llama.cpp and SGLang take, with extra fields', () => {
+    expect(parseRequest('rerank', json({ model: 'r', query: 'q', documents: ['a', { text: 'b' }], top_n: 1, return_documents: true }), limits).model).toBe('r');
+    expect(parseRequest('score', json({ model: 's', text_1: 'a', text_2: ['b', 'c'] }), limits).model, "vLLM's").toBe('s');
+    expect(parseRequest('score', json({ model: 's', query: 'a', items: ['b'], label_token_ids: [1] }), limits).model, "SGLang's").toBe('s');
+    expect(parseRequest('tokenize', json({ model: 't', prompt: 'hi', add_special_tokens: false }), limits).model).toBe('t');
+    expect(parseRequest('tokenize', json({ model: 't', content: 'hi' }), limits).model, "llama.cpp's").toBe('t');
+    expect(parseRequest('tokenize', json({ model: 't', messages: [{ role: 'user', content: 'hi' }] }), limits).model, 'chat messages').toBe('t');
+    expect(parseRequest('detokenize', json({ model: 't', tokens: [1, 2, 3] }), limits).model).toBe('t');
+  });
+
+  it('refuses a body it cannot route or the engine would refuse, naming the field', () => {
+    expect(refusal(() => parseRequest('rerank', json({ model: 'r', documents: ['a'] }), limits))).toMatch(/^400 query: want the query as a string/);
+    expect(refusal(() => parseRequest('rerank', json({ model: 'r', query: 'q', documents: [] }), limits))).toContain('documents: want at least one document');
+    expect(refusal(() => parseRequest('score', json({ model: 's', text_1: 'a' }), limits))).toContain('want text_1 and text_2 (vLLM), or query and items (SGLang)');
+    expect(refusal(() => parseRequest('tokenize', json({ model: 't' }), limits))).toContain('want the text as prompt (vLLM) or content (llama.cpp), or chat messages');
+    expect(refusal(() => parseRequest('detokenize', json({ model: 't', tokens: [1.5] }), limits))).toContain('tokens[0]: want whole token ids');
+    expect(refusal(() => parseRequest('tokenize', json({ prompt: 'x' }), limits)), 'a model is named in the body').toMatch(/^400 model: want the model name/);
+  });
+
+  it('reads a transcription form: a model and a file, `stream` as a boolean', () => {
+    const file = new Map([['file', { filename: 'a.wav', sizeBytes: 10, bytes: null }]]);
+    const parsed = parseFormRequest('transcriptions', { fields: { model: 'whisper', stream: 'true', response_format: 'text' }, files: file }, limits);
+    expect([parsed.model, parsed.stream, parsed.body.response_format, parsed.usageWithheld]).toEqual(['whisper', true, 'text', false]);
+    expect(refusal(() => parseFormRequest('transcriptions', { fields: { model: 'whisper' }, files: new Map() }, limits))).toContain(
+      'the form has no file field; send the audio as a file part named "file"',
+    );
+    expect(refusal(() => parseFormRequest('transcriptions', { fields: {}, files: file }, limits))).toContain('the form has no model field; add one');
+  });
+
+  it('holds rerank and score to no context (each pair is its own sequence), and reserves their text', () => {
+    const parsed = parseRequest('rerank', json({ model: 'r', query: 'q'.repeat(16 * 10), documents: ['d'.repeat(16 * 5000)] }), limits);
+    expect(() => checkModelLimits('rerank', parsed, 'r', { contextTokens: 4096, maxTokens: null, maxN: null })).not.toThrow();
+    expect(parsed.leastPromptTokens()).toBe(5010);
+  });
+});
+
 describe('usage from the kept bytes of an answer', () => {
+  it("reads each API's own names: input/output tokens, and total_tokens alone as the prompt; seconds of audio are no tokens", () => {
+    expect(usageFromTail('{"output":[],"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens":3}}')).toEqual({ promptTokens: 7, completionTokens: 3 });
+    expect(usageFromTail('{"results":[],"usage":{"total_tokens":18}}'), 'rerank').toEqual({ promptTokens: 18, completionTokens: 0 });
+    expect(usageFromTail('{"text":"hi","usage":{"type":"duration","seconds":3}}'), "vLLM's transcription").toBeNull();
+  });
+
   const keep = (...parts: string[]) => {
     const t = new TailKeeper();
     for (const p of parts) t.push(Buffer.from(p));

@@ -1,14 +1,28 @@
-// What the router checks before a request leaves llmgw: the JSON shape of the
-// three inference endpoints (loosely: engines accept many extra fields and
-// the router must not lag behind them), the limits on `n` and `max_tokens`,
+// What the router checks before a request leaves llmgw: the shape of each
+// endpoint's body (loosely: engines accept many extra fields and the router
+// must not lag behind them; for the pass-through endpoints, rerank, score,
+// tokenize and a transcription's form, only what routing needs), the limits
+// on `n` and `max_tokens`,
 // and that nothing in the body can point the request somewhere else. The
 // last matters because some gateways honour `api_base`/`base_url` from the
 // body; llmgw never does, and refuses such bodies so nobody believes it did.
 import { z } from 'zod';
 import { LlmgwError } from '../errors/index.js';
+import type { Endpoint } from '../control/catalog/index.js';
+import type { ReadForm } from '../http/index.js';
 import { describeIssues } from '../validation/index.js';
 
-export type Endpoint = 'chat' | 'completions' | 'embeddings';
+export type { Endpoint };
+
+/** Endpoints that generate tokens: `n` and `max_tokens` are theirs, and a stream's usage is asked for. */
+const GENERATES: ReadonlySet<Endpoint> = new Set(['chat', 'completions', 'messages', 'responses']);
+/** Whether an endpoint generates tokens (a completion to reserve against a token limit). */
+export function generates(endpoint: Endpoint): boolean {
+  return GENERATES.has(endpoint);
+}
+
+/** Endpoints whose stream the router asks for usage with stream_options (Chat Completions' and Completions' own field). */
+const STREAM_USAGE: ReadonlySet<Endpoint> = new Set(['chat', 'completions', 'messages']);
 
 export interface RequestLimits {
   /** Largest `n`. */
@@ -50,7 +64,60 @@ const EmbeddingSchema = z.looseObject({
   }),
 });
 
-const SCHEMAS = { chat: ChatSchema, completions: CompletionSchema, embeddings: EmbeddingSchema } as const;
+/** vLLM's, llama.cpp's and SGLang's rerank body (Jina's and Cohere's shape): a query and the documents to order. */
+const RerankSchema = z.looseObject({
+  model,
+  query: z.union([z.string().min(1, 'want the query as a non-empty string'), z.looseObject({})], { error: 'want the query as a string' }),
+  documents: z.union([z.array(z.unknown()).min(1, 'want at least one document'), z.looseObject({})], { error: 'want a list of documents' }),
+  top_n: positiveInt.nullish(),
+});
+
+const scoreSide = z.union([z.string(), z.array(z.unknown()), z.looseObject({})], { error: 'want a string or a list' });
+
+/** vLLM's score body (text_1 against text_2), or SGLang's (query against items). */
+const ScoreSchema = z
+  .looseObject({ model, text_1: scoreSide.optional(), text_2: scoreSide.optional(), query: scoreSide.optional(), items: scoreSide.optional() })
+  .refine((b) => (b.text_1 !== undefined && b.text_2 !== undefined) || (b.query !== undefined && b.items !== undefined), {
+    message: 'want text_1 and text_2 (vLLM), or query and items (SGLang)',
+    path: ['text_1'],
+  });
+
+/** vLLM's /tokenize (prompt, or chat messages with the model's template) and llama.cpp's (content). */
+const TokenizeSchema = z
+  .looseObject({
+    model,
+    prompt: z.string({ error: 'want the text as a string' }).optional(),
+    content: z.string({ error: 'want the text as a string' }).optional(),
+    messages: z.array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), { error: 'want an array of messages' }).min(1, 'want at least one message').optional(),
+  })
+  .refine((b) => b.prompt !== undefined || b.content !== undefined || b.messages !== undefined, {
+    message: 'want the text as prompt (vLLM) or content (llama.cpp), or chat messages',
+    path: ['prompt'],
+  });
+
+const DetokenizeSchema = z.looseObject({
+  model,
+  tokens: z.array(z.number().int('want whole token ids'), { error: 'want a list of token ids' }),
+});
+
+/** Responses API bodies are checked where they are translated; routing needs the model. */
+const ModelOnlySchema = z.looseObject({ model });
+
+/** A transcription's form fields (the file is checked apart: it is no text field). */
+const TranscriptionSchema = z.looseObject({ model: z.string({ error: 'the form has no model field; add one naming the model' }).min(1, 'want a model name') });
+
+const SCHEMAS: Record<Endpoint, z.ZodType> = {
+  chat: ChatSchema,
+  messages: ChatSchema,
+  completions: CompletionSchema,
+  embeddings: EmbeddingSchema,
+  rerank: RerankSchema,
+  score: ScoreSchema,
+  tokenize: TokenizeSchema,
+  detokenize: DetokenizeSchema,
+  transcriptions: TranscriptionSchema,
+  responses: ModelOnlySchema,
+};
 
 export interface ParsedRequest {
   readonly body: Record<string, unknown>;
@@ -93,6 +160,11 @@ const CONTENT_FIELDS: ReadonlySet<string> = new Set([
   'chat_template',
   'chat_template_kwargs',
   'mm_processor_kwargs',
+  'query',
+  'text_1',
+  'text_2',
+  'items',
+  'content',
 ]);
 
 /** Field names that in some gateway or SDK mean "send this request there". */
@@ -122,15 +194,38 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLim
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new LlmgwError('LLMGW_BAD_REQUEST', 'the request body must be a JSON object');
   }
+  return checked(endpoint, json as Record<string, unknown>, limits);
+}
+
+/**
+ * Checks a transcription's form: a `model` field and a `file` (a form
+ * without either is refused, saying so); its text fields are the body the
+ * router reads (`stream`, `response_format`), its bytes go on as sent.
+ */
+export function parseFormRequest(endpoint: Endpoint, form: ReadForm, limits: RequestLimits): ParsedRequest {
+  if (!form.files.has('file')) {
+    const named = [...form.files.keys()];
+    throw new LlmgwError(
+      'LLMGW_BAD_REQUEST',
+      `the form has no file field; send the audio as a file part named "file"${named.length ? ` (it has ${named.map((n) => `"${n.slice(0, 40)}"`).join(', ')})` : ''}`,
+      { context: { param: 'file' } },
+    );
+  }
+  const body: Record<string, unknown> = { ...form.fields };
+  // A form's values are text: `stream=true` is a stream, as vLLM reads it.
+  if (typeof body.stream === 'string') body.stream = body.stream === 'true';
+  return checked(endpoint, body, limits);
+}
+
+function checked(endpoint: Endpoint, body: Record<string, unknown>, limits: RequestLimits): ParsedRequest {
   const schema = SCHEMAS[endpoint];
-  const parsed = schema.safeParse(json);
+  const parsed = schema.safeParse(body);
   if (!parsed.success) {
     const problems = describeIssues(schema, parsed.error);
     throw new LlmgwError('LLMGW_BAD_REQUEST', problems.join('; '), { context: { param: firstPath(parsed.error) } });
   }
-  const body = json as Record<string, unknown>;
   refuseRedirects(body);
-  if (endpoint !== 'embeddings') {
+  if (GENERATES.has(endpoint)) {
     const n = body.n;
     if (typeof n === 'number' && n > limits.maxN) {
       throw new LlmgwError('LLMGW_BAD_REQUEST', `n: ${n} is more than this server allows (${limits.maxN}); ask for fewer choices`, { context: { param: 'n' } });
@@ -149,7 +244,7 @@ export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLim
     body,
     model: body.model as string,
     stream,
-    usageWithheld: stream && !usageAsked && endpoint !== 'embeddings',
+    usageWithheld: stream && !usageAsked && STREAM_USAGE.has(endpoint),
     leastPromptTokens: () => (least ??= leastPromptTokens(endpoint, body)),
   };
 }
@@ -182,7 +277,7 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
   const tooLong = (param: string, message: string): never => {
     throw new LlmgwError('LLMGW_CONTEXT_LENGTH_EXCEEDED', message, { context: { param } });
   };
-  if (endpoint !== 'embeddings') {
+  if (GENERATES.has(endpoint)) {
     if (limits.maxN !== null && typeof body.n === 'number' && body.n > limits.maxN) {
       refuse('n', `n: ${body.n} is more than model \`${modelName}\` allows (${limits.maxN})`);
     }
@@ -195,10 +290,11 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
       }
     }
   }
-  if (limits.contextTokens === null) return;
   const field = promptField(endpoint);
+  // Rerank and score send each pair as its own sequence, tokenize and audio generate nothing: no prompt to fit.
+  if (limits.contextTokens === null || field === null) return;
   const least = parsed.leastPromptTokens();
-  const asked = endpoint === 'embeddings' ? 0 : Number(body.max_tokens ?? body.max_completion_tokens ?? 0);
+  const asked = GENERATES.has(endpoint) ? Number(body.max_tokens ?? body.max_completion_tokens ?? 0) : 0;
   if (least + asked > limits.contextTokens) {
     // OpenAI's words: clients and frameworks recognise an overflow by them (and by the code) to trim the history.
     tooLong(
@@ -209,14 +305,33 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
   }
 }
 
-/** The field an endpoint's prompt is in. */
-function promptField(endpoint: Endpoint): 'messages' | 'prompt' | 'input' {
-  return endpoint === 'chat' ? 'messages' : endpoint === 'completions' ? 'prompt' : 'input';
+/** The field an endpoint's prompt is in, as one sequence the context must hold; null = none does. */
+function promptField(endpoint: Endpoint): 'messages' | 'prompt' | 'input' | null {
+  switch (endpoint) {
+    case 'chat':
+    case 'messages':
+      return 'messages';
+    case 'completions':
+      return 'prompt';
+    case 'embeddings':
+    case 'responses':
+      return 'input';
+    default:
+      return null;
+  }
 }
 
-/** The fewest tokens a request's prompt can be (its messages, prompt or input): see leastTokens. */
+/** Where each endpoint's text is, for the least tokens it can be; an endpoint not listed has none that counts. */
+const TEXT_FIELDS: Partial<Record<Endpoint, readonly string[]>> = {
+  rerank: ['query', 'documents'],
+  score: ['text_1', 'text_2', 'query', 'items'],
+};
+
+/** The fewest tokens a request's prompt can be (its messages, prompt or input; rerank's query and documents): see leastTokens. */
 export function leastPromptTokens(endpoint: Endpoint, body: Record<string, unknown>): number {
-  return leastTokens(body[promptField(endpoint)]);
+  const field = promptField(endpoint);
+  if (field !== null) return leastTokens(body[field]);
+  return (TEXT_FIELDS[endpoint] ?? []).reduce((sum, f) => sum + leastTokens(body[f]), 0);
 }
 
 /** A lower bound on the tokens in a prompt: token ids counted exactly, text by BYTES_PER_TOKEN_AT_MOST. */

@@ -200,6 +200,13 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
         return (await page.locator('tr[data-model="chat"] [data-field=total]').count()) ? text('tr[data-model="chat"] [data-field=total]') : '';
       }, { timeout: 15_000 })
       .toBe(String(counted));
+    // Usage per endpoint, from the store (written every few seconds): the three chat requests, under endpoint chat.
+    await expect
+      .poll(async () => {
+        await page.goto(`${adminUrl}/traffic`);
+        return (await page.locator('tr[data-usage="chat:chat"]').count()) ? `${await text('tr[data-usage="chat:chat"] [data-field=endpoint]')} ${await text('tr[data-usage="chat:chat"] [data-field=requests]')}` : '';
+      }, { timeout: 15_000 })
+      .toBe('chat 3');
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-traffic.png'), fullPage: true });
   });
 

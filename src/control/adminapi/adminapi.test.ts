@@ -16,7 +16,7 @@ describe('admin API: models', () => {
 
     const list = await p.adminApp.inject({ method: 'GET', url: '/api/v1/models', headers: auth });
     expect(list.json()).toEqual([
-      { name: 'demo', source: 'hf://org/demo', min_replicas: 1, max_replicas: 1, ready_replicas: 0, total_replicas: 0, profiles: ['sim'], origin: 'store' },
+      { name: 'demo', source: 'hf://org/demo', min_replicas: 1, max_replicas: 1, ready_replicas: 0, total_replicas: 0, profiles: ['sim'], endpoints: ['chat', 'completions', 'embeddings', 'rerank', 'score', 'transcriptions', 'tokenize'], origin: 'store' },
     ]);
 
     const removed = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/models/demo', headers: auth });

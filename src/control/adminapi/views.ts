@@ -95,6 +95,7 @@ export function modelViews(src: ViewSources): ModelView[] {
       ready_replicas: c?.ready ?? 0,
       total_replicas: c?.total ?? 0,
       profiles: m.profiles.map((p) => p.name),
+      endpoints: [...m.endpoints],
       origin: m.origin,
     };
     // omitempty in the seed: an empty list is left out, not sent as [].

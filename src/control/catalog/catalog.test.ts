@@ -44,6 +44,9 @@ describe('catalog validation: one message per problem', () => {
     ['bad env name', base({ profiles: [{ engine: 'vllm', env: { 'BAD-NAME': '1' } }] }), 'want an environment variable name'],
     // A profile env that preloads or imports code ran the model author's code on a GPU node (issue 17).
     ['a loader hook in a profile env', base({ profiles: [{ engine: 'vllm', env: { LD_PRELOAD: '/tmp/x.so' } }] }), 'profiles[0].env.LD_PRELOAD: LD_PRELOAD is a loader or interpreter hook'],
+    ['an endpoint no engine has', base({ endpoints: ['chat', 'speech'] }), 'endpoints[1]: want one of chat, completions, embeddings, rerank, score, transcriptions, tokenize'],
+    ['an empty endpoints list', base({ endpoints: [] }), 'leave endpoints out for what its engines serve'],
+    ['an endpoint listed twice', base({ endpoints: ['rerank', 'rerank'] }), 'endpoints: rerank listed twice'],
     ['an interpreter hook in a profile env', base({ profiles: [{ engine: 'sim', env: { NODE_OPTIONS: '--import=data:text/javascript,1' } }] }), 'allow_unsafe_profile_env: true'],
   ];
 

@@ -3,3 +3,13 @@
 // the reconciler and weight collection alike.
 export { Catalog } from './catalog.js';
 export { compileModel, ModelSchema, type Model } from './model.js';
+export {
+  API_ENDPOINTS,
+  ENGINE_ENDPOINTS,
+  SERVED_ENDPOINTS,
+  endpointNeeds,
+  endpointsOfEngines,
+  modelServes,
+  type Endpoint,
+  type ServedEndpoint,
+} from './endpoints.js';

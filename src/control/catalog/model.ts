@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { parseSource, unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
 import { labelSelectorProblem } from '../placement/index.js';
 import { parseDurationMs } from '../../units/index.js';
+import { endpointsOfEngines, SERVED_ENDPOINTS, type ServedEndpoint } from './endpoints.js';
 
 export const ENGINES = ['vllm', 'llamacpp', 'sglang', 'builtin', 'sim'] as const;
 export type EngineName = (typeof ENGINES)[number];
@@ -77,6 +78,14 @@ export const ModelSchema = z.strictObject({
   routing: z.enum(['least-load', 'prefix']).default('least-load'),
   /** While no replica is ready, serve the first fallback at once instead of holding the request. */
   fallback_while_cold: z.boolean().default(false),
+  /**
+   * The engine endpoints the model serves (chat, embeddings, rerank, …); the router refuses the rest with a 400
+   * naming these. Absent = what its profiles' engines can serve (ENGINE_ENDPOINTS).
+   */
+  endpoints: z
+    .array(z.enum(SERVED_ENDPOINTS, { error: `want one of ${SERVED_ENDPOINTS.join(', ')}` }))
+    .min(1, `a model serves at least one endpoint (${SERVED_ENDPOINTS.join(', ')}); leave endpoints out for what its engines serve`)
+    .optional(),
   /** What the router refuses before an engine sees it; each absent = only the router's own caps apply. */
   limits: z
     .strictObject({
@@ -125,6 +134,8 @@ export interface Model {
   readonly profiles: readonly Profile[];
   readonly routing: 'least-load' | 'prefix';
   readonly fallbackWhileCold: boolean;
+  /** The engine endpoints the router lets through to it (see endpoints.ts), declared or from its engines. */
+  readonly endpoints: readonly ServedEndpoint[];
   /** Null = not declared: only the router's own caps apply. */
   readonly limits: { readonly contextTokens: number | null; readonly maxTokens: number | null; readonly maxN: number | null };
   /** Where the definition came from: the catalog file cannot be changed through the API. */
@@ -171,6 +182,10 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: D
       for (const name of unsafeProfileEnvNames(p.env)) problems.push(`profiles[${i}].env.${name}: ${unsafeProfileEnvProblem(name, ALLOW_UNSAFE_PROFILE_ENV_SWITCH)}`);
     }
   });
+  if (def.endpoints) {
+    const twice = def.endpoints.filter((e, i) => def.endpoints!.indexOf(e) !== i);
+    if (twice.length) problems.push(`endpoints: ${[...new Set(twice)].join(', ')} listed twice`);
+  }
   if (def.fallbacks.includes(def.name)) problems.push(`fallbacks: a model cannot fall back to itself`);
   const { context_tokens: ctx, max_tokens: maxTokens } = def.limits;
   if (ctx !== undefined && maxTokens !== undefined && maxTokens >= ctx) {
@@ -216,6 +231,7 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
     profiles,
     routing: def.routing,
     fallbackWhileCold: def.fallback_while_cold,
+    endpoints: def.endpoints ? SERVED_ENDPOINTS.filter((e) => def.endpoints!.includes(e)) : endpointsOfEngines(profiles.map((p) => p.engine)),
     limits: { contextTokens: def.limits.context_tokens ?? null, maxTokens: def.limits.max_tokens ?? null, maxN: def.limits.max_n ?? null },
     origin,
     definition: def,

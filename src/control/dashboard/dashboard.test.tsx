@@ -260,6 +260,9 @@ describe('dashboard: pages', () => {
     expect(nodes.body).toContain('gpu 1: XID 79: fell off the bus');
     const model = await p.adminApp.inject({ method: 'GET', url: '/models/demo', headers: { cookie: b.cookie } });
     expect(model.body).toContain('id="events"');
+    expect(model.body, 'what a vLLM model serves, from the engine table').toContain('<td data-field="endpoints">chat, completions, embeddings, rerank, score, transcriptions, tokenize</td>');
+    const traffic = await p.adminApp.inject({ method: 'GET', url: '/traffic', headers: { cookie: b.cookie } });
+    expect(traffic.body, 'usage per endpoint, kept in the store: none counted yet').toContain('No request has been counted yet');
     // The model page lists the model's own events from the control plane's log, as GET /api/v1/events serves them.
     const events = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/events?model=demo', headers: { authorization: `Bearer ${TOKEN}` } })).json<{ events: { message: string }[] }>().events;
     if (events.length === 0) expect(model.body).toContain('No events recorded.');

@@ -2,7 +2,7 @@
 // admin API serves (src/control/adminapi/views.ts, src/control/weights), in
 // this process: a number on a page and the same number from `llmgw ctl` are
 // one computation, so they cannot disagree. No page reads state any other way.
-import type { ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView } from '../../api/types.js';
+import type { ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView, UsageView } from '../../api/types.js';
 import { explainView, modelViews, nodeViews, replicaViews, summaryView, type AdminApiOptions } from '../adminapi/index.js';
 import type { Model } from '../catalog/index.js';
 import { orphansView, type WeightsApiOptions } from '../weights/index.js';
@@ -28,6 +28,34 @@ export interface DashboardSources {
   /** The weights API's own options: orphans and collect. */
   weights: WeightsApiOptions;
   events?: EventsSource;
+  /** The rows GET /api/v1/usage serves; absent = this control plane keeps no usage (no store), and the traffic page says so. */
+  usage?: () => Promise<readonly UsageView[]>;
+}
+
+/** Usage summed over keys, per model and endpoint: what the traffic page lists. */
+export interface EndpointUsage {
+  model: string;
+  endpoint: string;
+  requests: number;
+  errors: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** Null = no usage is kept (no store). Ordered by model, then endpoint. */
+export async function endpointUsageData(src: DashboardSources): Promise<EndpointUsage[] | null> {
+  if (!src.usage) return null;
+  const sums = new Map<string, EndpointUsage>();
+  for (const r of await src.usage()) {
+    const k = `${r.model}\u0000${r.endpoint}`;
+    const t = sums.get(k) ?? { model: r.model, endpoint: r.endpoint, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+    t.requests += r.requests;
+    t.errors += r.errors;
+    t.promptTokens += r.prompt_tokens;
+    t.completionTokens += r.completion_tokens;
+    sums.set(k, t);
+  }
+  return [...sums.values()].sort((a, b) => a.model.localeCompare(b.model) || a.endpoint.localeCompare(b.endpoint));
 }
 
 export interface OverviewData {

@@ -15,6 +15,7 @@ import { collectAndAudit } from '../weights/index.js';
 import type { PageContext } from './components.js';
 import {
   type DashboardSources,
+  endpointUsageData,
   modelData,
   modelsData,
   nodeData,
@@ -304,11 +305,11 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   scope.get(
     '/traffic',
     SESSION,
-    page(() => ({
+    page(async () => ({
       title: 'Traffic',
       section: '/traffic',
       refresh: true,
-      body: <TrafficPage view={trafficView(sampler.samples(), options.trafficWindowMs ?? 5 * 60_000, sampler.intervalMs)} />,
+      body: <TrafficPage view={trafficView(sampler.samples(), options.trafficWindowMs ?? 5 * 60_000, sampler.intervalMs)} usage={await endpointUsageData(options)} />,
     })),
   );
   scope.get('/weights', SESSION, page(() => ({ title: 'Weights', section: '/weights', refresh: true, body: <WeightsPage view={orphansData(options)} /> })));

@@ -37,10 +37,15 @@ describe('key admin routes', () => {
 
 describe('usage admin route', () => {
   it('lists the stored totals, and nothing on a control plane without a store', async () => {
-    const row = { key_id: 'key_1', model: 'alpha', requests: 2, errors: 0, prompt_tokens: 10, completion_tokens: 4 };
+    const row = { key_id: 'key_1', model: 'alpha', endpoint: 'chat', requests: 2, errors: 0, prompt_tokens: 10, completion_tokens: 4 };
+    const rerank = { ...row, endpoint: 'rerank', requests: 1 };
     const stored = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
-    registerUsageAdmin(stored, { usage: { list: async () => [row] } });
-    expect((await stored.inject({ method: 'GET', url: '/api/v1/usage' })).json(), 'the rows as the store holds them').toEqual([row]);
+    registerUsageAdmin(stored, { usage: { list: async (filter = {}) => [row, rerank].filter((r) => filter.endpoint === undefined || r.endpoint === filter.endpoint) } });
+    expect((await stored.inject({ method: 'GET', url: '/api/v1/usage' })).json(), 'the rows as the store holds them').toEqual([row, rerank]);
+    expect((await stored.inject({ method: 'GET', url: '/api/v1/usage?endpoint=rerank' })).json(), 'one endpoint').toEqual([rerank]);
+    const bad = await stored.inject({ method: 'GET', url: '/api/v1/usage?endpoint=speech' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body, 'the refusal lists the endpoints').toContain('want one of chat, completions, embeddings, rerank');
     const memoryOnly = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
     registerUsageAdmin(memoryOnly, {});
     expect((await memoryOnly.inject({ method: 'GET', url: '/api/v1/usage' })).json(), 'no store, no usage kept').toEqual([]);

@@ -8,6 +8,7 @@ import { actorOf, type AuditActor } from '../../http/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { issueKey, keyView, type KeyStore } from './keys.js';
 import type { UsageRow } from './stored.js';
+import { API_ENDPOINTS } from '../catalog/index.js';
 
 const NewKeySchema = z.strictObject({
   name: z.string().min(1).max(200),
@@ -81,10 +82,20 @@ export function registerKeyAdmin(app: FastifyInstance, deps: KeyAdminDeps): void
 
 export interface UsageAdminDeps {
   /** The usage rows the store holds; absent = this control plane has no store, and the answer is an empty list. */
-  usage?: { list(): Promise<UsageRow[]> };
+  usage?: { list(filter?: { endpoint?: string }): Promise<UsageRow[]> };
 }
 
-/** GET /api/v1/usage on the admin listener: the totals per key and model. */
+/** What `?endpoint=` may name: every API of the client listener, and 'unknown' for what was counted before endpoints were. */
+const USAGE_ENDPOINTS: readonly string[] = [...API_ENDPOINTS, 'unknown'];
+
+/** GET /api/v1/usage on the admin listener: the totals per key, model and endpoint; `?endpoint=rerank` keeps one endpoint's rows. */
 export function registerUsageAdmin(app: FastifyInstance, deps: UsageAdminDeps): void {
-  app.get('/api/v1/usage', async () => (deps.usage ? deps.usage.list() : []));
+  app.get<{ Querystring: { endpoint?: string } }>('/api/v1/usage', async (request) => {
+    const endpoint = request.query.endpoint;
+    if (endpoint !== undefined && !USAGE_ENDPOINTS.includes(endpoint)) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `endpoint: "${endpoint.slice(0, 40)}" is no endpoint; want one of ${USAGE_ENDPOINTS.join(', ')}`);
+    }
+    if (!deps.usage) return [];
+    return deps.usage.list(endpoint === undefined ? {} : { endpoint });
+  });
 }

@@ -89,6 +89,8 @@ interface Totals {
 export interface UsageRow {
   key_id: string;
   model: string;
+  /** The API called; 'unknown' for what was counted before usage was kept per endpoint. */
+  endpoint: string;
   requests: number;
   errors: number;
   prompt_tokens: number;
@@ -97,7 +99,7 @@ export interface UsageRow {
 
 /** Adds usage up in memory; `flush()` writes the sums in one transaction (called on a timer and at close). */
 export class StoredUsage implements UsageSink {
-  private pending = new Map<string, Totals & { keyId: string; model: string }>();
+  private pending = new Map<string, Totals & { keyId: string; model: string; endpoint: string }>();
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -112,7 +114,7 @@ export class StoredUsage implements UsageSink {
   }
 
   record(e: UsageEvent): void {
-    this.add(e.keyId, e.model, {
+    this.add(e.keyId, e.model, e.endpoint, {
       requests: 1,
       errors: e.status === 0 || e.status >= 400 ? 1 : 0,
       promptTokens: e.promptTokens,
@@ -120,9 +122,9 @@ export class StoredUsage implements UsageSink {
     });
   }
 
-  private add(keyId: string, model: string, totals: Totals): void {
-    const key = `${keyId}\0${model}`;
-    const t = this.pending.get(key) ?? { keyId, model, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+  private add(keyId: string, model: string, endpoint: string, totals: Totals): void {
+    const key = `${keyId}\0${model}\0${endpoint}`;
+    const t = this.pending.get(key) ?? { keyId, model, endpoint, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
     t.requests += totals.requests;
     t.errors += totals.errors;
     t.promptTokens += totals.promptTokens;
@@ -140,9 +142,9 @@ export class StoredUsage implements UsageSink {
         for (const t of batch) {
           await tx
             .insertInto('usage')
-            .values({ key_id: t.keyId, model: t.model, requests: t.requests, errors: t.errors, prompt_tokens: t.promptTokens, completion_tokens: t.completionTokens, updated_at: at })
+            .values({ key_id: t.keyId, model: t.model, endpoint: t.endpoint, requests: t.requests, errors: t.errors, prompt_tokens: t.promptTokens, completion_tokens: t.completionTokens, updated_at: at })
             .onConflict((oc) =>
-              oc.columns(['key_id', 'model']).doUpdateSet((eb) => ({
+              oc.columns(['key_id', 'model', 'endpoint']).doUpdateSet((eb) => ({
                 requests: eb('usage.requests', '+', t.requests),
                 errors: eb('usage.errors', '+', t.errors),
                 prompt_tokens: eb('usage.prompt_tokens', '+', t.promptTokens),
@@ -155,13 +157,16 @@ export class StoredUsage implements UsageSink {
       });
     } catch (err) {
       // The store is away: put the sums back so the next flush carries them.
-      for (const t of batch) this.add(t.keyId, t.model, t);
+      for (const t of batch) this.add(t.keyId, t.model, t.endpoint, t);
       throw err;
     }
   }
 
-  async list(): Promise<UsageRow[]> {
-    const rows = await this.store.db.selectFrom('usage').select(['key_id', 'model', 'requests', 'errors', 'prompt_tokens', 'completion_tokens']).orderBy('key_id').orderBy('model').execute();
+  /** Every row, or those of one endpoint; ordered by key, model and endpoint. */
+  async list(filter: { endpoint?: string } = {}): Promise<UsageRow[]> {
+    let query = this.store.db.selectFrom('usage').select(['key_id', 'model', 'endpoint', 'requests', 'errors', 'prompt_tokens', 'completion_tokens']);
+    if (filter.endpoint !== undefined) query = query.where('endpoint', '=', filter.endpoint);
+    const rows = await query.orderBy('key_id').orderBy('model').orderBy('endpoint').execute();
     return rows.map((r) => ({ ...r, requests: Number(r.requests), errors: Number(r.errors), prompt_tokens: Number(r.prompt_tokens), completion_tokens: Number(r.completion_tokens) }));
   }
 

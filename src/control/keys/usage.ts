@@ -10,6 +10,8 @@ export interface UsageEvent {
   readonly keyId: string;
   /** The canonical model that answered (a fallback's name when one served). */
   readonly model: string;
+  /** The API the client called: chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, … */
+  readonly endpoint: string;
   /**
    * The engine's figures; for a stream whose usage never came (it broke,
    * its client left, the engine ignores include_usage), lower bounds from
@@ -34,18 +36,21 @@ export interface UsageTotals {
   completionTokens: number;
 }
 
+/** Totals per key, model and endpoint. */
+export type UsageTotalsOf = UsageTotals & { keyId: string; model: string; endpoint: string };
+
 /**
- * Totals per key and model in memory; `drain()` hands them over and starts
+ * Totals per key, model and endpoint in memory; `drain()` hands them over and starts
  * again, so a store writer can flush them in one batch on its own timer.
  */
 export class MemoryUsageSink implements UsageSink {
-  private totals = new Map<string, UsageTotals & { keyId: string; model: string }>();
+  private totals = new Map<string, UsageTotalsOf>();
 
   record(e: UsageEvent): void {
-    const k = `${e.keyId}\u0000${e.model}`;
+    const k = `${e.keyId}\u0000${e.model}\u0000${e.endpoint}`;
     let t = this.totals.get(k);
     if (!t) {
-      t = { keyId: e.keyId, model: e.model, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+      t = { keyId: e.keyId, model: e.model, endpoint: e.endpoint, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
       this.totals.set(k, t);
     }
     t.requests++;
@@ -54,11 +59,11 @@ export class MemoryUsageSink implements UsageSink {
     t.completionTokens += e.completionTokens;
   }
 
-  snapshot(): (UsageTotals & { keyId: string; model: string })[] {
+  snapshot(): UsageTotalsOf[] {
     return [...this.totals.values()].map((t) => ({ ...t }));
   }
 
-  drain(): (UsageTotals & { keyId: string; model: string })[] {
+  drain(): UsageTotalsOf[] {
     const out = [...this.totals.values()];
     this.totals = new Map();
     return out;

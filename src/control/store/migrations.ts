@@ -4,7 +4,7 @@
 // to date. Each migration knows the dialect because an auto-increment key is
 // spelt differently on each.
 import { createHash } from 'node:crypto';
-import type { CreateTableBuilder, Kysely, Migration, MigrationProvider } from 'kysely';
+import { sql, type CreateTableBuilder, type Kysely, type Migration, type MigrationProvider } from 'kysely';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -271,9 +271,39 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.alterTable('replicas').addColumn('engine_secret', 'text').execute();
       },
     },
+    // Usage per endpoint (chat, rerank, transcriptions, …): the endpoint joins the primary key. Rows from before
+    // become endpoint 'unknown': they summed chat, completions, embeddings and Messages API requests alike, and
+    // calling them all 'chat' would count embeddings as chat. SQLite cannot change a primary key in place, so its
+    // table is rebuilt; Postgres swaps the constraint.
+    '0013_usage_endpoint': {
+      async up(db: Kysely<unknown>) {
+        if (dialect === 'postgres') {
+          await db.schema.alterTable('usage').addColumn('endpoint', 'text', (c) => c.notNull().defaultTo('unknown')).execute();
+          await db.schema.alterTable('usage').dropConstraint('usage_pk').execute();
+          await db.schema.alterTable('usage').addPrimaryKeyConstraint('usage_pk', ['key_id', 'model', 'endpoint']).execute();
+          await sql`ALTER TABLE usage ALTER COLUMN endpoint DROP DEFAULT`.execute(db);
+          return;
+        }
+        await db.schema
+          .createTable('usage_0013')
+          .addColumn('key_id', 'text', (c) => c.notNull())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('endpoint', 'text', (c) => c.notNull())
+          .addColumn('requests', 'bigint', (c) => c.notNull())
+          .addColumn('errors', 'bigint', (c) => c.notNull())
+          .addColumn('prompt_tokens', 'bigint', (c) => c.notNull())
+          .addColumn('completion_tokens', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('usage_pk', ['key_id', 'model', 'endpoint'])
+          .execute();
+        await sql`INSERT INTO usage_0013 (key_id, model, endpoint, requests, errors, prompt_tokens, completion_tokens, updated_at)
+          SELECT key_id, model, 'unknown', requests, errors, prompt_tokens, completion_tokens, updated_at FROM usage`.execute(db);
+        await db.schema.dropTable('usage').execute();
+        await db.schema.alterTable('usage_0013').renameTo('usage').execute();
+      },
+    },
     // Responses API responses kept for previous_response_id and GET/DELETE /v1/responses/{id}, per key,
     // with a time to live and a size cap per key. The body is the Response and its conversation as JSON.
-    // 0013 is another change's; the two land together.
     '0014_responses': {
       async up(db: Kysely<unknown>) {
         await db.schema

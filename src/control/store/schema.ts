@@ -139,6 +139,8 @@ export interface ApiKeysTable {
 export interface UsageTable {
   key_id: string;
   model: string;
+  /** The API called (chat, rerank, messages, …; see catalog/endpoints.ts); 'unknown' for rows from before 0013. */
+  endpoint: string;
   requests: number;
   errors: number;
   prompt_tokens: number;

@@ -214,6 +214,38 @@ describe('builtin engine over HTTP', () => {
     }
   });
 
+  it('tokenizes text and chat messages with the model\'s own tokenizer, counting as usage does, and detokenizes back', async () => {
+    const post = async (path: string, body: unknown) => {
+      const res = await fetch(`${engine.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+    const messages = [
+      { role: 'system' as const, content: 'You are terse.' },
+      { role: 'user' as const, content: 'Count these words for me.' },
+    ];
+    const counted = await post('/tokenize', { model: MODEL, messages });
+    expect(counted.status, JSON.stringify(counted.json)).toBe(200);
+    const reply = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 1 });
+    expect(counted.json.count, "the chat template's tokens: the answer's prompt_tokens").toBe(reply.usage?.prompt_tokens);
+    expect(counted.json.max_model_len).toBe(4096);
+
+    const prompt = 'once upon a time';
+    const text = await post('/tokenize', { model: 'tiny-alias', prompt, return_token_strs: true });
+    const completion = await client.completions.create({ model: MODEL, prompt, max_tokens: 1 });
+    expect(text.json.count, "a completion prompt's tokens: its prompt_tokens").toBe(completion.usage?.prompt_tokens);
+    const tokens = text.json.tokens as number[];
+    expect((text.json.token_strs as string[]).length).toBe(tokens.length);
+    const withoutBos = await post('/tokenize', { model: MODEL, prompt, add_special_tokens: false });
+    const back = await post('/detokenize', { model: MODEL, tokens: withoutBos.json.tokens });
+    expect((back.json.prompt as string).trim(), 'the text again').toBe(prompt);
+    expect((await post('/tokenize', { content: prompt })).json, "llama.cpp's shape for its field").toEqual({ tokens: withoutBos.json.tokens });
+
+    const outside = await post('/detokenize', { model: MODEL, tokens: [1, 10_000_000] });
+    expect(outside.status).toBe(400);
+    expect((outside.json.error as { message: string }).message).toMatch(/^tokens\[1\]: 10000000 is outside this model's vocabulary of \d+ tokens/);
+    expect((await post('/tokenize', { model: 'other', prompt })).status, 'another model').toBe(404);
+  });
+
   it("answers mistakes in OpenAI's error shape", async () => {
     await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
       status: 404,

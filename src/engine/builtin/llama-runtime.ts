@@ -265,22 +265,8 @@ export class BuiltinRuntime {
     return this.withSequence(signal, async (sequence) => {
       const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false, chatWrapper: this.chatWrapper });
       try {
-        let history: ChatHistoryItem[] = turns.map((t): ChatHistoryItem => {
-          if (t.role === 'system') return { type: 'system', text: t.content };
-          if (t.role === 'user') return { type: 'user', text: t.content };
-          const calls = (t.toolCalls ?? []).map((c) => ({ type: 'functionCall' as const, name: c.name, params: c.arguments, result: c.result ?? '' }));
-          return { type: 'model', response: t.content === '' && calls.length > 0 ? calls : [t.content, ...calls] };
-        });
-        // A forced call is written by a grammar, not in the template's call
-        // syntax; the template's own description of the functions tells the model what it is writing.
-        if (output.kind === 'forcedTool') history = [...chat.chatWrapper.addAvailableFunctionsSystemMessageToHistory(history, functions, { documentParams: true })];
-        // An empty model turn is the one the chat template leaves open for the reply.
-        history.push({ type: 'model', response: [] });
-        const { contextText } = chat.chatWrapper.generateContextState({
-          chatHistory: history,
-          ...(output.kind === 'tools' ? { availableFunctions: functions, documentFunctionParams: true } : {}),
-        });
-        const promptTokens = contextText.tokenize(this.model.tokenizer).length;
+        const { history, tokens } = this.chatPrompt(turns, output, functions);
+        const promptTokens = tokens.length;
         const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'messages');
         const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result =
@@ -354,6 +340,48 @@ export class BuiltinRuntime {
       logprobs: async (promptTokens: number): Promise<{ logprobs?: TokenLogprob[] }> =>
         params.logprobs === undefined || signal.aborted ? {} : { logprobs: await replyLogprobs(this.model, sequence, promptTokens, released, params.logprobs) },
     };
+  }
+
+  /**
+   * The chat prompt as chat() evaluates it: the history, with the open turn
+   * the template leaves for the reply, and its tokens. No sequence is
+   * needed, so /tokenize counts a conversation exactly as its usage will.
+   */
+  private chatPrompt(turns: readonly ChatTurn[], output: ChatOutput, functions: ReturnType<typeof chatFunctions> | undefined): { history: ChatHistoryItem[]; tokens: Token[] } {
+    let history: ChatHistoryItem[] = turns.map((t): ChatHistoryItem => {
+      if (t.role === 'system') return { type: 'system', text: t.content };
+      if (t.role === 'user') return { type: 'user', text: t.content };
+      const calls = (t.toolCalls ?? []).map((c) => ({ type: 'functionCall' as const, name: c.name, params: c.arguments, result: c.result ?? '' }));
+      return { type: 'model', response: t.content === '' && calls.length > 0 ? calls : [t.content, ...calls] };
+    });
+    // A forced call is written by a grammar, not in the template's call
+    // syntax; the template's own description of the functions tells the model what it is writing.
+    if (output.kind === 'forcedTool') history = [...this.chatWrapper.addAvailableFunctionsSystemMessageToHistory(history, functions, { documentParams: true })];
+    // An empty model turn is the one the chat template leaves open for the reply.
+    history.push({ type: 'model', response: [] });
+    const { contextText } = this.chatWrapper.generateContextState({
+      chatHistory: history,
+      ...(output.kind === 'tools' ? { availableFunctions: functions, documentFunctionParams: true } : {}),
+    });
+    return { history, tokens: contextText.tokenize(this.model.tokenizer) };
+  }
+
+  /** A conversation's prompt tokens under the model's chat template (vLLM's /tokenize with messages): what chat() reports as prompt_tokens. */
+  chatTokens(turns: readonly ChatTurn[], output: ChatOutput): number[] {
+    const functions = output.kind === 'tools' || output.kind === 'forcedTool' ? chatFunctions(output.tools) : undefined;
+    return this.chatPrompt(turns, output, functions).tokens;
+  }
+
+  /** Text as complete() tokenizes a prompt; with `addSpecial`, the BOS token first where the model wants one (vLLM's add_special_tokens). */
+  textTokens(text: string, addSpecial: boolean): number[] {
+    const bos = addSpecial && this.model.tokens.shouldPrependBosToken ? this.model.tokens.bos : null;
+    const input = this.model.tokenize(text, false, bos === null ? undefined : 'trimLeadingSpace');
+    return bos === null ? [...input] : [bos, ...input];
+  }
+
+  /** Token ids back to text (checked against the vocabulary by the caller: llama.cpp does not check them). */
+  detokenize(tokens: readonly number[]): string {
+    return this.model.detokenize(tokens as Token[], false);
   }
 
   async complete(prompt: string, params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {

@@ -52,6 +52,35 @@ export const ChatCompletionRequestSchema = z.object({
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 
+/**
+ * POST /tokenize as vLLM takes it (`prompt`, or chat `messages` with the
+ * model's template) and as llama.cpp does (`content`); model absent = the
+ * engine's own, as both engines allow.
+ */
+export const TokenizeRequestSchema = z
+  .object({
+    model: z.string().min(1).nullish(),
+    prompt: z.string().optional(),
+    content: z.string().optional(),
+    messages: z.array(z.unknown()).optional(),
+    tools: z.array(z.unknown()).nullish(),
+    tool_choice: z.unknown().optional(),
+    /** vLLM's: the BOS token first where the model has one; absent = true. */
+    add_special_tokens: z.boolean().nullish(),
+    /** llama.cpp's name for the same; absent = false, as llama.cpp's default for /tokenize. */
+    add_special: z.boolean().nullish(),
+    return_token_strs: z.boolean().nullish(),
+  })
+  .refine((b) => b.prompt !== undefined || b.content !== undefined || b.messages !== undefined, {
+    message: 'want the text as prompt (or content), or chat messages',
+    path: ['prompt'],
+  });
+
+export const DetokenizeRequestSchema = z.object({
+  model: z.string().min(1).nullish(),
+  tokens: z.array(z.number().int('want whole token ids').min(0, 'want token ids of 0 or more')),
+});
+
 export const CompletionRequestSchema = z.object({
   ...sampling,
   prompt: z.union([z.string(), z.array(z.string())]),

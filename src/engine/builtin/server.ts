@@ -22,11 +22,13 @@ import {
   completionLogprobs,
   completionPrompt,
   CompletionRequestSchema,
+  DetokenizeRequestSchema,
   EmbeddingRequestSchema,
   errorBody,
   openAiFinishReason,
   parseBody,
   samplingParams,
+  TokenizeRequestSchema,
   usage,
 } from './openai.js';
 import { chatOutput } from './tools.js';
@@ -76,6 +78,8 @@ const ROUTES: Readonly<Record<string, string>> = {
   '/v1/chat/completions': 'POST',
   '/v1/completions': 'POST',
   '/v1/embeddings': 'POST',
+  '/tokenize': 'POST',
+  '/detokenize': 'POST',
 };
 
 /** An answer that is not a 200: status, code and the sentence the client sees. */
@@ -311,6 +315,8 @@ class BuiltinEngineServer implements BuiltinEngine {
     const body = await readJsonBody(req);
     if (path === '/v1/chat/completions') return this.chatCompletions(runtime, body, res, signal);
     if (path === '/v1/completions') return this.completions(runtime, body, res, signal);
+    if (path === '/tokenize') return this.tokenize(runtime, body, res);
+    if (path === '/detokenize') return this.detokenize(runtime, body, res);
     return this.embeddings(runtime, body, res, signal);
   }
 
@@ -424,6 +430,54 @@ class BuiltinEngineServer implements BuiltinEngine {
     }
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
     stream.done();
+  }
+
+  /**
+   * POST /tokenize in vLLM's shape ({count, max_model_len, tokens,
+   * token_strs?}): text as a completion prompt counts it, chat messages
+   * under the model's template as chat counts them (so the router's
+   * count_tokens agrees with usage); llama.cpp's `content` answers
+   * llama.cpp's {tokens}. Needs no sequence: it never waits behind generation.
+   */
+  private tokenize(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse): void {
+    const request = parseBody(TokenizeRequestSchema, raw);
+    if (request.model != null) this.checkModel(request.model);
+    if (request.prompt === undefined && request.messages === undefined && request.content !== undefined) {
+      return sendJson(res, 200, { tokens: runtime.textTokens(request.content, request.add_special === true) });
+    }
+    let tokens: number[];
+    if (request.messages !== undefined) {
+      const chat = parseBody(ChatCompletionRequestSchema, {
+        model: request.model ?? this.modelNames[0],
+        messages: request.messages,
+        ...(request.tools == null ? {} : { tools: request.tools }),
+        ...(request.tool_choice === undefined ? {} : { tool_choice: request.tool_choice }),
+      });
+      tokens = runtime.chatTokens(chatTurns(chat), chatOutput(chat));
+    } else {
+      tokens = runtime.textTokens(request.prompt ?? request.content ?? '', request.add_special_tokens !== false);
+    }
+    sendJson(res, 200, {
+      count: tokens.length,
+      max_model_len: runtime.sequenceContextTokens,
+      tokens,
+      ...(request.return_token_strs === true ? { token_strs: tokens.map((t) => runtime.detokenize([t])) } : {}),
+    });
+  }
+
+  /** POST /detokenize: vLLM's {prompt}; an id outside the vocabulary is a 400 naming it (llama.cpp itself would not check). */
+  private detokenize(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse): void {
+    const request = parseBody(DetokenizeRequestSchema, raw);
+    if (request.model != null) this.checkModel(request.model);
+    const vocabulary = this.facts.vocabularySize;
+    // 0 = the file does not say (gguf-check.ts): nothing to check against.
+    const outside = vocabulary > 0 ? request.tokens.findIndex((t) => t >= vocabulary) : -1;
+    if (outside !== -1) {
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `tokens[${outside}]: ${request.tokens[outside]} is outside this model's vocabulary of ${vocabulary} tokens`, {
+        context: { param: 'tokens' },
+      });
+    }
+    sendJson(res, 200, { prompt: runtime.detokenize(request.tokens) });
   }
 
   private async completions(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse, signal: AbortSignal): Promise<void> {

@@ -12,6 +12,8 @@ import { LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { readServerTls } from '../../tls/index.js';
 import { ChoiceGenerator, FIRST_TOKEN_JSON, NEXT_TOKEN_JSON, embeddingOf, mixSeed, nextRandom } from './generate.js';
 import { compileSimEngineOptions, type SimEngineConfig, type SimEngineOptions } from './options.js';
+import { readForm } from '../../http/index.js';
+import { detokenizeAnswer, rerankAnswer, scoreAnswer, SimTokenizer, tokenizeAnswer, transcriptionAnswer, type PassthroughAnswer } from './passthrough.js';
 import {
   parseChatRequest,
   parseCompletionRequest,
@@ -22,7 +24,7 @@ import {
 
 /** Counters for tests and benchmarks; a snapshot, so later requests do not change it. */
 export interface SimEngineStats {
-  /** Inference requests received (chat, completions, embeddings), whatever became of them. */
+  /** Inference requests received (chat, completions, embeddings, and the pass-through ones: rerank, score, audio, tokenize), whatever became of them. */
   readonly requestsSeen: number;
   /** Inference requests whose response ended: answered, refused, failed or aborted. */
   readonly requestsEnded: number;
@@ -75,6 +77,9 @@ const UNPACED_BATCH_STEPS = 64;
 const DEFAULT_MAX_TOKENS = 16;
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+
+/** Paths answered beside generation (passthrough.ts), as vLLM serves them. */
+const PASSTHROUGH_PATHS: ReadonlySet<string> = new Set(['/v1/rerank', '/rerank', '/v2/rerank', '/v1/score', '/score', '/v1/audio/transcriptions', '/tokenize', '/detokenize']);
 
 type JobState = 'reading' | 'waiting' | 'running' | 'ended';
 
@@ -129,6 +134,7 @@ class SimServer implements SimEngine {
   private readonly canonicalModel: string;
   private readonly errorRng: { s: number };
   private readonly idBase = randomBytes(5).toString('hex');
+  private readonly tokenizer = new SimTokenizer();
   /** FIFO behind maxConcurrency; entries before queueHead are spent, ended ones are skipped. */
   private readonly queue: (Job | undefined)[] = [];
   private queueHead = 0;
@@ -251,7 +257,7 @@ class SimServer implements SimEngine {
       return;
     }
     if (method === 'POST') {
-      if (path === '/v1/chat/completions' || path === '/v1/completions' || path === '/v1/embeddings') {
+      if (path === '/v1/chat/completions' || path === '/v1/completions' || path === '/v1/embeddings' || PASSTHROUGH_PATHS.has(path)) {
         this.onInference(path, req, res);
         return;
       }
@@ -367,21 +373,76 @@ class SimServer implements SimEngine {
       if (size > MAX_BODY_BYTES) {
         return sendError(res, 413, 'BadRequestError', `the request body is over ${MAX_BODY_BYTES} bytes; send less`, null, true);
       }
-      const text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8');
+      const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      if (path === '/v1/audio/transcriptions') return this.onTranscription(raw, req.headers['content-type'], job);
       try {
-        this.dispatch(path, text, job);
+        this.dispatch(path, raw.toString('utf8'), job);
       } catch (err) {
-        if (res.headersSent) {
-          res.destroy();
-        } else if (isLlmgwError(err) && err.status < 500) {
-          const param = typeof err.context.param === 'string' ? err.context.param : null;
-          sendError(res, err.status, err.status === 404 ? 'NotFoundError' : 'BadRequestError', err.message, param, this.closing);
-        } else {
-          process.emitWarning(`sim engine: internal error on ${path}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-          sendError(res, 500, 'InternalServerError', 'the sim engine failed unexpectedly; its stderr has the details', null, this.closing);
-        }
+        this.refuse(job, path, err);
       }
     });
+  }
+
+  /** A request's refusal: 4xx in OpenAI's shape, anything else a 500 with the details on stderr. */
+  private refuse(job: Job, path: string, err: unknown): void {
+    const res = job.res;
+    if (res.headersSent) {
+      res.destroy();
+    } else if (isLlmgwError(err) && err.status < 500) {
+      const param = typeof err.context.param === 'string' ? err.context.param : null;
+      sendError(res, err.status, err.status === 404 ? 'NotFoundError' : 'BadRequestError', err.message, param, this.closing);
+    } else {
+      process.emitWarning(`sim engine: internal error on ${path}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      sendError(res, 500, 'InternalServerError', 'the sim engine failed unexpectedly; its stderr has the details', null, this.closing);
+    }
+  }
+
+  /** An audio upload: the form is read (with its file), then answered as the other pass-through requests are. */
+  private onTranscription(raw: Buffer, contentType: string | undefined, job: Job): void {
+    readForm(raw, contentType, { keepFiles: true }).then(
+      (form) => {
+        if (job.state !== 'reading') return;
+        try {
+          const answer = transcriptionAnswer(form);
+          this.resolveModel(answer.model);
+          if (this.injectFailure(job)) return;
+          job.start = () => this.runPassthrough(job, answer);
+          this.admit(job);
+        } catch (err) {
+          this.refuse(job, '/v1/audio/transcriptions', err);
+        }
+      },
+      (err: unknown) => this.refuse(job, '/v1/audio/transcriptions', err),
+    );
+  }
+
+  /** The answer of a pass-through request, after the time to first token (there is no other token to pace). */
+  private runPassthrough(job: Job, answer: PassthroughAnswer): void {
+    this.counters.promptTokens += answer.promptTokens;
+    const send = () => {
+      job.timer = null;
+      if (job.state !== 'running' || job.res.headersSent || job.res.writableEnded) return;
+      job.res.writeHead(answer.status, { 'content-type': answer.contentType, 'content-length': Buffer.byteLength(answer.body), ...(this.closing ? { connection: 'close' } : {}) });
+      job.res.end(answer.body);
+    };
+    if (this.config.ttftMs > 0) job.timer = setTimeout(send, this.config.ttftMs);
+    else send();
+  }
+
+  /** The answer to a JSON pass-through request (rerank, score, tokenize, detokenize); throws LLMGW_BAD_REQUEST naming the field. */
+  private passthrough(path: string, o: Record<string, unknown>): PassthroughAnswer {
+    const model = this.resolveModel(typeof o.model === 'string' ? o.model : undefined);
+    switch (path) {
+      case '/tokenize':
+        return tokenizeAnswer(o, this.tokenizer, this.config.maxModelLen);
+      case '/detokenize':
+        return detokenizeAnswer(o, this.tokenizer, this.config.flavor === 'llamacpp');
+      case '/v1/score':
+      case '/score':
+        return scoreAnswer(o, model, this.newId('score-'), this.config.seed);
+      default:
+        return rerankAnswer(o, model, this.newId('rerank-'), this.config.seed);
+    }
   }
 
   private dispatch(path: string, text: string, job: Job): void {
@@ -391,7 +452,12 @@ class SimServer implements SimEngine {
     } catch (err) {
       throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`, { context: { param: 'body' } });
     }
-    if (path === '/v1/embeddings') {
+    if (PASSTHROUGH_PATHS.has(path)) {
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new LlmgwError('LLMGW_BAD_REQUEST', 'the request body must be a JSON object', { context: { param: 'body' } });
+      const answer = this.passthrough(path, body as Record<string, unknown>);
+      if (this.injectFailure(job)) return;
+      job.start = () => this.runPassthrough(job, answer);
+    } else if (path === '/v1/embeddings') {
       const request = parseEmbeddingRequest(body);
       const model = this.resolveModel(request.model);
       for (const input of request.inputs) this.checkContext(input.promptTokens, null);

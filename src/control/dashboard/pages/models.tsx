@@ -69,6 +69,7 @@ export function ModelPage({ data }: { data: ModelData }) {
             <tr><th>Scaling</th><td>min {m.min_replicas}, max {m.max_replicas}, target {d.scaling.targetInflight} in flight per replica, idle timeout {d.scaling.idleTimeoutMs === null ? 'none' : `${d.scaling.idleTimeoutMs / 1000} s`}</td></tr>
             <tr><th>Fallbacks</th><td><Val v={m.fallbacks?.join(' → ')} /></td></tr>
             <tr><th>Routing</th><td>{d.routing}</td></tr>
+            <tr><th>Endpoints</th><td data-field="endpoints">{d.endpoints.join(', ')}</td></tr>
             <tr><th>Origin</th><td><Val v={m.origin} unknown="unknown" /></td></tr>
           </tbody>
         </table>

@@ -3,9 +3,10 @@
 // metrics; the charts are SVG drawn here. A rate needs two samples: until
 // then, and for a percentile with no requests behind it, the page says "-".
 import { Empty, LineChart, Panel, rate, seconds, Val } from '../components.js';
+import type { EndpointUsage } from '../data.js';
 import type { TrafficView } from '../traffic.js';
 
-export function TrafficPage({ view }: { view: TrafficView }) {
+export function TrafficPage({ view, usage }: { view: TrafficView; usage: EndpointUsage[] | null }) {
   const window = view.windowMs === null ? null : Math.round(view.windowMs / 1000);
   return (
     <>
@@ -56,6 +57,38 @@ export function TrafficPage({ view }: { view: TrafficView }) {
           </table>
         ) : (
           <Empty>No requests since the control plane started.</Empty>
+        )}
+      </Panel>
+      <Panel title="Usage per model and endpoint, since the store was made" id="usage-table">
+        {usage === null ? (
+          <Empty>This control plane has no store, so it keeps no usage.</Empty>
+        ) : usage.length ? (
+          <table id="usage">
+            <thead>
+              <tr>
+                <th>Model</th>
+                <th>Endpoint</th>
+                <th>Requests</th>
+                <th>Errors</th>
+                <th>Prompt tokens</th>
+                <th>Completion tokens</th>
+              </tr>
+            </thead>
+            <tbody>
+              {usage.map((u) => (
+                <tr data-usage={`${u.model}:${u.endpoint}`}>
+                  <td>{u.model}</td>
+                  <td data-field="endpoint">{u.endpoint}</td>
+                  <td data-field="requests">{u.requests}</td>
+                  <td>{u.errors}</td>
+                  <td>{u.promptTokens}</td>
+                  <td>{u.completionTokens}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ) : (
+          <Empty>No request has been counted yet; the router writes its counts every few seconds.</Empty>
         )}
       </Panel>
       <Panel title="Charts" id="traffic-charts">

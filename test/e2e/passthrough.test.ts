@@ -1,0 +1,127 @@
+// The pass-through endpoints as a user meets them: rerank, score, audio
+// transcriptions (a real multipart upload, from FormData and from the
+// openai client's `audio.transcriptions.create` with `toFile`), tokenize and
+// detokenize, against a real `llmgw control` whose replicas are sim engines
+// started by a simulated agent; usage lands in the store per endpoint and
+// shows in GET /api/v1/usage and `llmgw ctl usage`. The in-process tests
+// (src/router/passthrough.test.ts) cover each rule.
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI, { toFile } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ReplicaView, UsageView } from '../../src/api/index.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
+import { runCtlCli } from './ctl-support.js';
+
+const JOIN = 'e2e-join-token-passthrough-012345';
+const ADMIN = 'e2e-admin-token-passthrough-01234';
+const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e-passthrough' };
+const stateDirs: string[] = [];
+
+let adminUrl = '';
+let clientUrl = '';
+let key = { id: '', secret: '' };
+
+async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  return { status: res.status, body: (await res.json()) as T };
+}
+
+async function post(path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> & { error?: { message: string; llmgw_code: string } } }> {
+  const res = await fetch(`${clientUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> & { error?: { message: string; llmgw_code: string } } };
+}
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-passthrough-'));
+  const control = await startControl([
+    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn',
+  ]);
+  adminUrl = control.urls.admin;
+  clientUrl = control.urls.client;
+  const stateDir = join(dir, 'n1');
+  stateDirs.push(stateDir);
+  // Engine ports in 26800-26899, apart from the other e2e files that may run at the same time.
+  startLlmgw([
+    'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
+    '--heartbeat-interval', '300ms', '--port-range', '26800-26899', '--log-level', 'warn',
+  ]);
+  await waitFor('the node up', async () => {
+    const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
+    return body.some((n) => n.liveness === 'up') ? true : undefined;
+  });
+  const weights = join(dir, 'weights');
+  mkdirSync(weights);
+  const multi = await api('POST', '/api/v1/models', { name: 'multi', aliases: ['whisper-sim'], source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
+  expect(multi.status, JSON.stringify(multi.body)).toBe(200);
+  const chatOnly = await api('POST', '/api/v1/models', { name: 'chat-only', source: `file://${weights}`, scaling: { min: 0, max: 1 }, endpoints: ['chat'], profiles: [{ engine: 'sim' }] });
+  expect(chatOnly.status, JSON.stringify(chatOnly.body)).toBe(200);
+  const created = await api<{ id: string; secret: string }>('POST', '/api/v1/keys', { name: 'passthrough' });
+  expect(created.status).toBe(201);
+  key = created.body;
+  await waitFor('a ready replica of multi', async () => {
+    const { body } = await api<ReplicaView[]>('GET', '/api/v1/replicas?model=multi');
+    return body.some((r) => r.state === 'ready') ? true : undefined;
+  }, 60_000);
+}, 120_000);
+
+afterAll(async () => {
+  await stopAll();
+  killEnginesOf(stateDirs);
+});
+
+describe('pass-through endpoints against a real control plane', () => {
+  it('reranks and scores, tokenizes and detokenizes, as the engine answers', async () => {
+    const documents = ['rivers run to the sea', 'a recipe for bread', 'the sea is salt'];
+    const rerank = await post('/v1/rerank', { model: 'multi', query: 'sea', documents, top_n: 2 });
+    expect(rerank.status, JSON.stringify(rerank.json)).toBe(200);
+    expect(rerank.json.results).toHaveLength(2);
+    const score = await post('/v1/score', { model: 'multi', text_1: 'sea', text_2: documents });
+    expect(score.status).toBe(200);
+    expect(score.json.data).toHaveLength(3);
+    const tok = await post('/tokenize', { model: 'multi', prompt: 'The sea is salt.' });
+    expect(tok.json.count).toBe(4);
+    expect(await post('/detokenize', { model: 'multi', tokens: tok.json.tokens })).toEqual({ status: 200, json: { prompt: 'The sea is salt.' } });
+  });
+
+  it('transcribes an upload from the openai client and from a plain FormData, the bytes arriving as sent', async () => {
+    const audio = new Uint8Array(48_000).map((_, i) => (i * 31) % 256);
+    const client = new OpenAI({ apiKey: key.secret, baseURL: `${clientUrl}/v1`, maxRetries: 0 });
+    const t = await client.audio.transcriptions.create({ model: 'whisper-sim', file: await toFile(Buffer.from(audio), 'meeting.wav') });
+    expect(t.text).toMatch(/^heard 48000 bytes of meeting\.wav \(fnv1a [0-9a-f]{8}\)$/);
+    const form = new FormData();
+    form.append('model', 'multi');
+    form.append('response_format', 'text');
+    form.append('file', new Blob([audio], { type: 'audio/wav' }), 'meeting.wav');
+    const res = await fetch(`${clientUrl}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key.secret}` }, body: form });
+    expect(res.status).toBe(200);
+    expect(await res.text(), 'the same file heard the same way, as text').toBe(t.text);
+  });
+
+  it('refuses an endpoint the model does not serve, naming what it serves', async () => {
+    const refused = await post('/v1/rerank', { model: 'chat-only', query: 'q', documents: ['d'] });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error?.llmgw_code).toBe('LLMGW_ENDPOINT_NOT_SERVED');
+    expect(refused.json.error?.message).toContain('model `chat-only` does not serve rerank (POST /v1/rerank); it serves chat');
+  });
+
+  it('counts usage per endpoint, in the admin API and in ctl usage', async () => {
+    const rows = await waitFor('usage of every endpoint', async () => {
+      const { body } = await api<UsageView[]>('GET', '/api/v1/usage');
+      const mine = body.filter((u) => u.key_id === key.id && u.model === 'multi');
+      return ['rerank', 'score', 'tokenize', 'detokenize', 'transcriptions'].every((e) => mine.some((u) => u.endpoint === e)) ? mine : undefined;
+    }, 20_000);
+    const of = (e: string) => rows.find((u) => u.endpoint === e)!;
+    expect(of('rerank')).toMatchObject({ requests: 1, errors: 0 });
+    expect(of('rerank').prompt_tokens, "rerank's total_tokens").toBeGreaterThan(0);
+    expect(of('transcriptions').requests).toBe(2);
+    const { body: onlyRerank } = await api<UsageView[]>('GET', '/api/v1/usage?endpoint=rerank');
+    expect(new Set(onlyRerank.map((u) => u.endpoint))).toEqual(new Set(['rerank']));
+    const ctl = await runCtlCli(['usage', '--model', 'multi'], { env: { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: ADMIN } });
+    expect(ctl.code, ctl.stderr).toBe(0);
+    expect(ctl.stdout).toContain('ENDPOINT');
+    for (const e of ['rerank', 'score', 'tokenize', 'detokenize', 'transcriptions']) expect(ctl.stdout, e).toContain(e);
+  });
+});
