@@ -1,5 +1,6 @@
 // The end of a response, where the engine puts its usage: the body's last
-// object, or a stream's final SSE chunk (the router asks every stream for
+// object, or a stream's final SSE chunk (or, for the Responses API, the
+// final event's response) (the router asks every stream for
 // it, and keeps it from a client that did not). What the figures are
 // recorded into (UsageSink) is src/control/keys' business.
 
@@ -53,12 +54,21 @@ export function usageFromTail(tail: string): { promptTokens: number; completionT
   return usageIn(tail.slice(at));
 }
 
-/** The counts of a usage object that `part` starts with. */
+/**
+ * The counts of a usage object that `part` starts with: Chat Completions'
+ * names, or the Responses API's (input_tokens, output_tokens), which an
+ * engine serving that API natively reports.
+ */
 function usageIn(part: string): { promptTokens: number; completionTokens: number } | null {
   const p = /"prompt_tokens":\s*(\d+)/.exec(part);
-  const c = /"completion_tokens":\s*(\d+)/.exec(part);
-  if (!p) return null;
-  return { promptTokens: Number(p[1]), completionTokens: c ? Number(c[1]) : 0 };
+  if (p) {
+    const c = /"completion_tokens":\s*(\d+)/.exec(part);
+    return { promptTokens: Number(p[1]), completionTokens: c ? Number(c[1]) : 0 };
+  }
+  const i = /"input_tokens":\s*(\d+)/.exec(part);
+  if (!i) return null;
+  const o = /"output_tokens":\s*(\d+)/.exec(part);
+  return { promptTokens: Number(i[1]), completionTokens: o ? Number(o[1]) : 0 };
 }
 
 /** Whether `bytes` from `i` is `:` and `{`, with JSON whitespace around the colon (`"usage":{` or Python's `"usage": {`). */
