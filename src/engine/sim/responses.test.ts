@@ -27,7 +27,7 @@ describe('sim engine, POST /v1/responses as the OpenAI client sees it', () => {
     expect(res.output_text.split(' '), 'one word per token').toHaveLength(5);
     expect(res.status, 'cut by max_output_tokens').toBe('incomplete');
     expect(res.incomplete_details).toEqual({ reason: 'max_output_tokens' });
-    expect(res.store, 'the sim keeps nothing').toBe(false);
+    expect((res as unknown as { store: unknown }).store, 'the sim keeps nothing').toBe(false);
     // "Be terse." and "Tell me about rivers." are 30 characters: ceil(30 / 4).
     expect(res.usage).toMatchObject({ input_tokens: 8, output_tokens: 5, total_tokens: 13 });
     const chat = await client.chat.completions.create({
