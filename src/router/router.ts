@@ -604,7 +604,7 @@ export class Router {
 
   /** One attempt at `replica` of `model`, through the interceptors (the body, the request id, in-flight, metrics). */
   private forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
-    return this.dispatch({ ex, model, replica, body: ex.raw, headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) } });
+    return this.dispatch({ ex, model, replica, path: ex.path, passThrough: false, body: ex.raw, headers: { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) } });
   }
 
   /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
@@ -624,7 +624,7 @@ export class Router {
       };
       pool.dispatch(
         {
-          path: basePath + ex.path,
+          path: basePath + a.path,
           method: 'POST',
           headers: a.headers,
           body: a.body,
