@@ -24,6 +24,7 @@ import type { LimitDecision, RequestLimiter } from './rate-limit.js';
 import { checkModelLimits, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
 import { bearerToken } from '../http/index.js';
 import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
+import type { ResponsesRelayCall } from './relay-responses.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -37,10 +38,19 @@ export interface AdmittedCall {
   reservedTokens: number;
   /** A Messages API request (POST /v1/messages) translated to chat: how its answer is translated back; null = an OpenAI request. */
   readonly anthropic: AnthropicCall | null;
+  /** A Responses API request (POST /v1/responses): how each attempt sends it and its answer comes back; null = another API. */
+  readonly responses: ResponsesRelayCall | null;
+}
+
+/** A body translated to the endpoint's own (OpenAI's chat) shape, with what its answer needs to go back in the client's API. */
+export interface Translated {
+  readonly raw: Buffer;
+  readonly anthropic?: AnthropicCall;
+  readonly responses?: ResponsesRelayCall;
 }
 
 /** The client's body in another API's shape, turned into the endpoint's own (OpenAI's) before the checks. */
-export type Translate = (raw: Buffer) => { raw: Buffer; anthropic: AnthropicCall };
+export type Translate = (raw: Buffer, request: FastifyRequest) => Translated;
 
 /** POST /v1/messages: Anthropic's body as a chat body, or a 400 naming the field. */
 export const fromAnthropic: Translate = (raw) => anthropicAsChat(raw, false);
@@ -168,8 +178,14 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     let parsed: ParsedRequest;
     let raw: Buffer = body;
     let anthropic: AnthropicCall | null = null;
+    let responses: ResponsesRelayCall | null = null;
     try {
-      if (translate) ({ raw, anthropic } = translate(raw));
+      if (translate) {
+        const t = translate(raw, request);
+        raw = t.raw;
+        anthropic = t.anthropic ?? null;
+        responses = t.responses ?? null;
+      }
       parsed = parseRequest(endpoint, raw, { maxN, maxTokens });
     } catch (err) {
       return refuseError(reply, err, done);
@@ -202,7 +218,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    request.call = { endpoint, raw, parsed, model, reservedTokens: 0, anthropic };
+    request.call = { endpoint, raw, parsed, model, reservedTokens: 0, anthropic, responses };
     done();
   };
 }
