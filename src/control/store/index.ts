@@ -28,6 +28,7 @@ export { ShardReportRepository, type ShardReportRow } from './shard-reports.js';
 export { ReplicaUseRepository, type ReplicaUseRow } from './replica-use.js';
 export { ModelDemandRepository } from './model-demand.js';
 export { RateCountRepository, type RateCount } from './rate-counts.js';
+export { ResponseRepository, type ResponseRow, type ResponseSize } from './responses.js';
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
 export { StoredSessions, type SessionBackend, type StoredSession } from './sessions.js';

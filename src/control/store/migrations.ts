@@ -271,6 +271,26 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.alterTable('replicas').addColumn('engine_secret', 'text').execute();
       },
     },
+    // Responses API responses kept for previous_response_id and GET/DELETE /v1/responses/{id}, per key,
+    // with a time to live and a size cap per key. The body is the Response and its conversation as JSON.
+    // 0013 is another change's; the two land together.
+    '0014_responses': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('responses')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('key_id', 'text', (c) => c.notNull())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('created_at_ms', 'bigint', (c) => c.notNull())
+          .addColumn('expires_at_ms', 'bigint', (c) => c.notNull())
+          .addColumn('bytes', 'bigint', (c) => c.notNull())
+          .addColumn('body', 'text', (c) => c.notNull())
+          .execute();
+        // A key's responses newest first: the size cap drops from the old end.
+        await db.schema.createIndex('responses_key_age').on('responses').columns(['key_id', 'created_at_ms']).execute();
+        await db.schema.createIndex('responses_expiry').on('responses').column('expires_at_ms').execute();
+      },
+    },
   };
 }
 

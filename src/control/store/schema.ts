@@ -236,7 +236,24 @@ export interface DashboardSessionsTable {
   last_seen: number;
 }
 
+/** A kept Responses API response (src/control/responses); only its key reads it. */
+export interface ResponsesTable {
+  /** `resp_…`, as the client saw it. */
+  id: string;
+  /** The API key that made it; 'anonymous' when the listener asks no key. */
+  key_id: string;
+  model: string;
+  created_at_ms: number;
+  /** Past this it is never returned, and the next sweep deletes it. */
+  expires_at_ms: number;
+  /** The size of `body` in UTF-8 bytes: what counts against the key's cap. */
+  bytes: number;
+  /** JSON: {"response": the Response object, "items": the conversation after it}. */
+  body: string;
+}
+
 export interface Database {
+  responses: ResponsesTable;
   dashboard_sessions: DashboardSessionsTable;
   model_demand: ModelDemandTable;
   events: EventsTable;

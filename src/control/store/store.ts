@@ -15,6 +15,7 @@ import { NodeRepository } from './nodes.js';
 import { RateCountRepository } from './rate-counts.js';
 import { ReplicaUseRepository } from './replica-use.js';
 import { ReplicaRepository } from './replicas.js';
+import { ResponseRepository } from './responses.js';
 import { ShardReportRepository } from './shard-reports.js';
 
 export class Store {
@@ -24,6 +25,8 @@ export class Store {
   readonly replicas: ReplicaRepository;
   readonly audit: AuditRepository;
   readonly events: EventRepository;
+  /** Responses API responses kept for previous_response_id, per key, until their time to live. */
+  readonly responses: ResponseRepository;
   // What several instances on one store tell each other through it. None of it is an
   // operator's state: losing any of it costs seconds, never a replica.
   readonly leadership: LeadershipRepository;
@@ -40,6 +43,7 @@ export class Store {
     this.replicas = new ReplicaRepository(connection);
     this.audit = new AuditRepository(connection);
     this.events = new EventRepository(connection);
+    this.responses = new ResponseRepository(connection);
     this.leadership = new LeadershipRepository(connection);
     this.controlPlanes = new ControlPlaneRepository(connection);
     this.shardReports = new ShardReportRepository(connection);
