@@ -17,26 +17,9 @@ import { compileModel, ModelSchema, type Model } from '../control/catalog/index.
 import { createJsonApp } from '../http/index.js';
 import { startSimEngine } from '../engine/sim/index.js';
 import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
-import type { ResponseStore, StoredResponse } from '../control/responses/types.js';
+import { MemoryResponseStore, RESPONSE_STORE_DEFAULTS } from '../control/responses/index.js';
 import { openAiErrorShape, registerRouter, type RouterReplica } from './index.js';
 import { waitFor } from '../../test/support/wait.js';
-
-/** Kept responses in a map, by key then id: the store's contract, without its time to live and size cap. */
-class MemoryResponseStore implements ResponseStore {
-  private readonly kept = new Map<string, StoredResponse>();
-  async put(r: StoredResponse): Promise<void> {
-    this.kept.set(`${r.keyId}\0${r.id}`, r);
-  }
-  async get(keyId: string, id: string): Promise<StoredResponse | undefined> {
-    return this.kept.get(`${keyId}\0${id}`);
-  }
-  async delete(keyId: string, id: string): Promise<boolean> {
-    return this.kept.delete(`${keyId}\0${id}`);
-  }
-  async sweep(): Promise<number> {
-    return 0;
-  }
-}
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
@@ -85,7 +68,7 @@ async function harness(replicas?: Partial<Record<string, RouterReplica[]>>) {
   ready.set(TRANSLATED, replicas?.[TRANSLATED] ?? [await simReplica(models[1]!, 'llamacpp')]);
   const keys = new MemoryKeyStore();
   const usage = new MemoryUsageSink();
-  const responses = new MemoryResponseStore();
+  const responses = new MemoryResponseStore(RESPONSE_STORE_DEFAULTS);
   registerRouter(app, {
     catalog: { resolve: (n) => models.find((m) => m.name === n), models: () => models },
     replicas: { ready: (n) => ready.get(n) ?? [], describe: () => 'none is wanted', demand: () => false },
