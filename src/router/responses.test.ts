@@ -186,6 +186,22 @@ describe('POST /v1/responses, natively and translated', () => {
     }
   });
 
+  it('lists the items a response answered, the previous conversation included, pages and all', async () => {
+    const h = await harness();
+    const first = await h.client().responses.create({ model: TRANSLATED, input: 'My name is Ada.', max_output_tokens: 2 });
+    const second = await h.client().responses.create({ model: TRANSLATED, input: [{ role: 'user', content: 'What is my name?' }], previous_response_id: first.id, max_output_tokens: 2 });
+    const text = (item: unknown) => JSON.stringify(item);
+    const all: unknown[] = [];
+    for await (const item of h.client().responses.inputItems.list(second.id, { order: 'asc', limit: 1 })) all.push(item);
+    expect(all, 'the first input, its answer, the second input: not the second answer').toHaveLength(3);
+    expect(text(all[0])).toContain('My name is Ada.');
+    expect(text(all[1])).toContain(first.output_text);
+    expect(text(all[2])).toContain('What is my name?');
+    const newest = await h.client().responses.inputItems.list(second.id);
+    expect(text(newest.data[0]), 'newest first by default').toContain('What is my name?');
+    await expect(h.client(h.other).responses.inputItems.list(second.id), 'another key’s').rejects.toBeInstanceOf(NotFoundError);
+  });
+
   it('deletes by key as OpenAI answers, and asks a key on every Responses route', async () => {
     const h = await harness();
     const res = await h.client().responses.create({ model: TRANSLATED, input: 'x', max_output_tokens: 1 });
@@ -194,7 +210,7 @@ describe('POST /v1/responses, natively and translated', () => {
     const deleted = await fetch(`${h.url}/v1/responses/${res.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${h.secret}` } });
     expect(await deleted.json()).toEqual({ id: res.id, object: 'response', deleted: true });
     await expect(h.client().responses.retrieve(res.id)).rejects.toBeInstanceOf(NotFoundError);
-    for (const [method, path] of [['POST', '/v1/responses'], ['GET', `/v1/responses/${res.id}`], ['DELETE', `/v1/responses/${res.id}`]] as const) {
+    for (const [method, path] of [['POST', '/v1/responses'], ['GET', `/v1/responses/${res.id}`], ['GET', `/v1/responses/${res.id}/input_items`], ['DELETE', `/v1/responses/${res.id}`]] as const) {
       const r = await fetch(`${h.url}${path}`, { method, headers: { 'content-type': 'application/json' }, ...(method === 'POST' ? { body: '{}' } : {}) });
       expect(r.status, `${method} ${path} without a key`).toBe(401);
     }

@@ -720,6 +720,37 @@ export class Router {
     return kept.response;
   }
 
+  /**
+   * GET /v1/responses/{id}/input_items: what the response answered (the
+   * conversation before its output), as OpenAI lists it: newest first
+   * unless `order=asc`, `limit` items (1-100, default 20) after the item
+   * `after`. An item kept without an id (a message as the client sent it)
+   * is listed under one made from the response's id and its place, the
+   * same on every call, so paging by it works.
+   */
+  async listInputItems(id: string, query: Record<string, unknown>, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const kept = await this.keptResponse(request.apiKey, id);
+    if (!kept) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
+    const limit = query.limit === undefined ? 20 : Number(query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `limit: want a whole number from 1 to 100, got ${String(query.limit)}`, 'limit');
+    const order = query.order ?? 'desc';
+    if (order !== 'asc' && order !== 'desc') return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `order: want "asc" or "desc", got ${String(order)}`, 'order');
+    const output = Array.isArray(kept.response.output) ? kept.response.output.length : 0;
+    const items = kept.items.slice(0, Math.max(0, kept.items.length - output)).map((item, i) => {
+      const o = item as Record<string, unknown>;
+      return typeof o.id === 'string' ? o : { ...o, id: `item_${id.replace(/^resp_/, '')}_${i}` };
+    });
+    if (order === 'desc') items.reverse();
+    let from = 0;
+    if (typeof query.after === 'string') {
+      const at = items.findIndex((item) => item.id === query.after);
+      if (at === -1) return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `after: response ${id} has no input item ${query.after}`, 'after');
+      from = at + 1;
+    }
+    const data = items.slice(from, from + limit);
+    return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < items.length };
+  }
+
   /** DELETE /v1/responses/{id}: as OpenAI answers it. */
   async deleteResponse(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const store = this.deps.responses;
@@ -904,6 +935,9 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       router.infer(request, reply),
     );
     scope.get<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) => router.getResponse(request.params.id, request, reply));
+    scope.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>('/v1/responses/:id/input_items', async (request, reply) =>
+      router.listInputItems(request.params.id, request.query, request, reply),
+    );
     scope.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) => router.deleteResponse(request.params.id, request, reply));
     // Anthropic's Messages API, in a scope of its own: its key may come as x-api-key, and every refusal made
     // for it (by the hooks above, by Fastify) leaves in Anthropic's error shape.
