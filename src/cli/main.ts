@@ -169,6 +169,8 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     admin_hosts: 'host names the admin listener answers to besides its address and loopback, comma-separated (default none)',
     client_hosts: 'host names the client listener answers to besides its address and loopback, comma-separated (default none)',
     metrics_public: 'true: /metrics answers without the admin token (default false)',
+    responses_ttl: 'how long a Responses API response is kept for previous_response_id (default 30d)',
+    responses_max_per_key: 'most bytes of Responses API responses one key keeps, oldest dropped first; 0 = none (default 64m)',
   };
 }
 

@@ -20,6 +20,7 @@ import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from '.
 import { Registry } from 'prom-client';
 import { openAiErrorShape, registerRouter, type Router } from '../router/index.js';
 import { MemoryKeyStore, MemoryUsageSink, registerKeyAdmin, registerUsageAdmin, StoredKeys, StoredUsage, type KeyStore, type UsageSink } from './keys/index.js';
+import { MemoryResponseStore, StoredResponses, type ResponseStore } from './responses/index.js';
 import { Store, StoredSessions } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 import { peerClient } from '../tls/index.js';
@@ -44,6 +45,7 @@ export interface ControlPlaneUrls {
 
 export class ControlPlane {
   private useTimer: NodeJS.Timeout | null = null;
+  private responsesSweepTimer: NodeJS.Timeout | null = null;
   private adminUrl: string | null = null;
 
   private constructor(
@@ -65,6 +67,10 @@ export class ControlPlane {
     readonly cluster: Cluster | null,
     /** Who may use the admin listener; `routes()` lists every admin route with the access it declared. */
     readonly adminGuard: AdminGuard,
+    /** Responses API responses kept per key for previous_response_id and GET/DELETE /v1/responses/{id}. */
+    readonly responses: ResponseStore,
+    /** The clock the control plane was built with (deps.now, or Date.now). */
+    private readonly now: () => number,
   ) {}
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
@@ -125,6 +131,9 @@ export class ControlPlane {
     // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
     const keys: KeyStore = store ? await StoredKeys.create(store.connection) : new MemoryKeyStore();
     const usage: (UsageSink & { close?(): Promise<void> }) = store ? new StoredUsage(store.connection, now) : new MemoryUsageSink();
+    // Responses API responses (store: true), per key, with responses_ttl and responses_max_per_key: in the store when there is one.
+    const responsesOptions = { ...config.responses, now, logger: childLogger(logger, 'responses') };
+    const responses: ResponseStore = store ? new StoredResponses(store.responses, responsesOptions) : new MemoryResponseStore(responsesOptions);
 
     const clientApp = createJsonApp({
       logger: logger.child({ listener: 'client' }),
@@ -253,7 +262,7 @@ export class ControlPlane {
       replicaUse: () => router.replicaUse(),
       queued: () => router.queued(),
     });
-    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster, adminGuard);
+    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster, adminGuard, responses, now);
     registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
     return plane;
   }
@@ -274,6 +283,7 @@ export class ControlPlane {
     };
     this.adminUrl = urls.admin;
     this.reconciler.start();
+    this.startResponsesSweep();
     // Several instances: the cluster sums every instance's use through the store for the leader instead.
     if (this.cluster) {
       this.cluster.start(urls);
@@ -289,8 +299,27 @@ export class ControlPlane {
     return urls;
   }
 
+  /**
+   * Deletes expired responses every ten minutes (get never returns one, so
+   * this only frees the space). Every instance sweeps; deleting what is
+   * already gone costs nothing. A failure (the store away) waits for the next.
+   */
+  private startResponsesSweep(): void {
+    const log = childLogger(this.logger, 'responses');
+    this.responsesSweepTimer = setInterval(() => {
+      this.responses.sweep(this.now()).then(
+        (dropped) => {
+          if (dropped > 0) log.debug({ dropped }, 'expired responses deleted');
+        },
+        (err: unknown) => log.warn({ err }, 'could not delete expired responses; trying again at the next sweep'),
+      );
+    }, 600_000);
+    this.responsesSweepTimer.unref();
+  }
+
   async close(): Promise<void> {
     if (this.useTimer) clearInterval(this.useTimer);
+    if (this.responsesSweepTimer) clearInterval(this.responsesSweepTimer);
     await this.reconciler.stop();
     // Right after the pass in progress: ending the lock connection lets another instance lead within a second.
     await this.cluster?.close();

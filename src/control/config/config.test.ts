@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { initTls } from '../../tls/init.js';
+import { RESPONSE_STORE_DEFAULTS } from '../responses/index.js';
 import { loadControlConfig } from './index.js';
 
 function file(text: string): string {
@@ -29,6 +30,14 @@ describe('control configuration', () => {
     expect(loadControlConfig({ file: file('cors_origins: ["*"]\n') }).corsOrigins).toEqual(['*']);
     expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: 'https://a.example/app' } })).toThrow(/cors_origins: https:\/\/a\.example\/app is not an origin/);
     expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: '*', LLMGW_API_KEYS: 'off' } })).toThrow(/any web page open in a browser on this machine could use every model/);
+  });
+
+  it('keeps Responses API responses 30 days and 64 MiB per key by default; 0 bytes keeps none; ttl must be more than 0', () => {
+    expect(loadControlConfig({ env: {} }).responses, 'the defaults the stores document').toEqual(RESPONSE_STORE_DEFAULTS);
+    expect(loadControlConfig({ env: { LLMGW_RESPONSES_TTL: '1h', LLMGW_RESPONSES_MAX_PER_KEY: '1g' } }).responses).toEqual({ ttlMs: 3_600_000, maxBytesPerKey: 2 ** 30 });
+    expect(loadControlConfig({ file: file('responses_max_per_key: "0"\n') }).responses.maxBytesPerKey).toBe(0);
+    expect(() => loadControlConfig({ flags: { responses_max_per_key: 'lots' } })).toThrow(/responses_max_per_key: want a size/);
+    expect(() => loadControlConfig({ flags: { responses_ttl: '0s' } })).toThrow(/responses_ttl \(0s\) must be longer than 0/);
   });
 
   it('reads max_held_per_key from file, env or flag, 32 by default, and refuses less than 1', () => {

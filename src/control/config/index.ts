@@ -11,12 +11,16 @@ import { z } from 'zod';
 import { isLlmgwError, LlmgwError, ValidationError } from '../../errors/index.js';
 import { isLoopbackHost } from '../../net/index.js';
 import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
-import { formatDurationMs, parseDurationMs } from '../../units/index.js';
+import { formatDurationMs, parseDurationMs, parseSizeBytes } from '../../units/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { ROUTER_DEFAULTS } from '../../router/options.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
   message: 'want a duration with a unit, like 500ms, 15s or 5m',
+});
+
+const size = z.string().refine((v) => typeof parseSizeBytes(v) === 'number', {
+  message: 'want a size, like 64m or 1g (binary units; a bare number is bytes)',
 });
 
 const address = z.string().refine((v) => parseAddress(v) !== null, {
@@ -133,6 +137,14 @@ export const ControlOptionsSchema = z.strictObject({
   client_hosts: z.union([z.string(), z.array(z.string())]).optional(),
   /** True: /metrics on the admin listener answers without the admin token (for a scraper kept apart by the network). Absent = false. */
   metrics_public: z.union([z.boolean(), z.enum(['true', 'false'])]).default(false),
+  /** How long a Responses API response (store: true) is kept for previous_response_id and GET, from when it was made. */
+  responses_ttl: duration.default('30d'),
+  /**
+   * The most one API key keeps of Responses API responses (their JSON);
+   * past it the key's oldest go first. 0 = none is kept (previous_response_id
+   * then finds nothing).
+   */
+  responses_max_per_key: size.default('64m'),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -183,6 +195,8 @@ export interface ControlConfig {
   readonly clientHosts: readonly string[];
   /** True: /metrics needs no admin token. */
   readonly metricsPublic: boolean;
+  /** Responses API responses kept per key: how long, and how many bytes at most (0 = none kept). */
+  readonly responses: { readonly ttlMs: number; readonly maxBytesPerKey: number };
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -287,6 +301,8 @@ export function compileControlOptions(input: unknown): ControlConfig {
     : sharedTls;
   const agentCa = o.agent_ca ? collected(problems, () => readCa(o.agent_ca!, 'agent_ca')) : null;
   const engineCa = o.engine_ca ? collected(problems, () => readCa(o.engine_ca!, 'engine_ca')) : null;
+  const responsesTtlMs = parseDurationMs(o.responses_ttl) as number;
+  if (responsesTtlMs <= 0) problems.push(`responses_ttl (${o.responses_ttl}) must be longer than 0; to keep no responses, set responses_max_per_key to 0`);
   const adminHosts = hostList(o.admin_hosts, 'admin_hosts', problems);
   const clientHosts = hostList(o.client_hosts, 'client_hosts', problems);
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
@@ -320,6 +336,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     adminHosts: Object.freeze(adminHosts),
     clientHosts: Object.freeze(clientHosts),
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
+    responses: Object.freeze({ ttlMs: responsesTtlMs, maxBytesPerKey: parseSizeBytes(o.responses_max_per_key) as number }),
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
