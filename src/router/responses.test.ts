@@ -267,5 +267,35 @@ describe('POST /v1/responses, natively and translated', () => {
     expect(types.at(-1), 'the last event says it failed').toBe('response.failed');
     expect(failed!.response.error?.message).toMatch(/stopped answering mid-response/);
     expect(text, 'what came before the break, once').toBe('one two');
+
+    // Natively, the byte relay's own ending: the events that came whole, then one error event.
+    const event = (type: string, fields: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...fields })}\n\n`;
+    const nativeBreaking = await scripted((_body, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(event('response.created', { sequence_number: 0, response: { id: 'resp_x', object: 'response', status: 'in_progress', output: [] } }));
+      res.write(event('response.output_text.delta', { sequence_number: 1, item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'one' }), () => res.socket?.destroy());
+    }, 'vllm');
+    const h3 = await harness({ [NATIVE]: [nativeBreaking.replica] });
+    const raw = await fetch(`${h3.url}/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h3.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: NATIVE, input: 'x', stream: true }),
+    });
+    const body = await raw.text();
+    expect(body.startsWith('event: response.created'), body).toBe(true);
+    expect(body, 'the delta that came whole').toContain('"delta":"one"');
+    expect(body.trimEnd().split('\n\n').at(-1), 'then the error event').toMatch(/^data: \{"error":\{"message":"the engine stopped answering mid-response"/);
+  });
+
+  it('decides the path per replica: a fallback on another engine is served its own way', async () => {
+    const busy = await scripted((_body, res) => {
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"busy"}}');
+    }, 'vllm');
+    // One model whose replicas run two engines: the native one refuses before its first byte, the other is sent chat.
+    const h = await harness({ [NATIVE]: [busy.replica, await simReplica(model(NATIVE), 'builtin')] });
+    const res = await h.client().responses.create({ model: NATIVE, input: 'Tell me about rivers.', max_output_tokens: 3 });
+    expect(res.output_text.split(' ')).toHaveLength(3);
+    expect(busy.seen.map((s) => s.path), 'the first attempt went natively').toEqual(['/v1/responses']);
   });
 });
