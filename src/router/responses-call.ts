@@ -41,6 +41,8 @@ declare module 'fastify' {
 /** What the hook needs of the router: the store lookup (which waits for a write in flight) and its one way of refusing. */
 export interface ResponsesLookup {
   keptResponse(key: ApiKeyRecord | null, id: string): Promise<StoredResponse | undefined>;
+  /** Input items with the item_references this key's kept responses answer replaced by their items. */
+  resolveReferences(key: ApiKeyRecord | null, items: readonly unknown[]): Promise<unknown[]>;
   refuse(reply: FastifyReply, status: number, code: ErrorCode, message: string, param?: string | null): FastifyReply;
 }
 
@@ -54,44 +56,56 @@ type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDone
  * key's all read the same.
  */
 export function previousResponseHook(router: ResponsesLookup): Hook {
+  /** A check's refusal as the client's error; anything else is a fault, for the listener's 500. */
+  const refuseError = (reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
+    if (!isLlmgwError(err)) return done(err as Error);
+    router.refuse(reply, err.status, err.code, err.message, typeof err.context.param === 'string' ? err.context.param : null);
+  };
   return (request, reply, done) => {
     const body = request.body;
     // Not bytes: the call hook refuses it (415), as on every inference route.
     if (!Buffer.isBuffer(body)) return done();
-    let parsed: ResponsesRequest;
+    let json: unknown;
     try {
-      let json: unknown;
-      try {
-        json = JSON.parse(body.toString('utf8'));
-      } catch (err) {
-        throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
-      }
-      parsed = parseRequest(json);
+      json = JSON.parse(body.toString('utf8'));
     } catch (err) {
-      if (!isLlmgwError(err)) return done(err as Error);
-      router.refuse(reply, err.status, err.code, err.message, typeof err.context.param === 'string' ? err.context.param : null);
-      return;
+      return refuseError(reply, new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`), done);
     }
-    const previousId = parsed.previousResponseId;
-    if (previousId === null) {
-      request.responsesTurn = { request: parsed, previousItems: [] };
-      return done();
-    }
-    router.keptResponse(request.apiKey, previousId).then(
-      (kept) => {
-        if (!kept) {
-          router.refuse(
-            reply,
-            400,
-            'LLMGW_PREVIOUS_RESPONSE_NOT_FOUND',
-            `Previous response with id '${previousId}' not found. Responses are kept per API key, only with store: true (the default), until they expire or are deleted; send the whole conversation as input instead.`,
-            'previous_response_id',
-          );
-          return;
-        }
-        request.responsesTurn = { request: parsed, previousItems: kept.items };
-        done();
-      },
+    const proceed = (resolved: unknown) => {
+      let parsed: ResponsesRequest;
+      try {
+        parsed = parseRequest(resolved);
+      } catch (err) {
+        return refuseError(reply, err, done);
+      }
+      const previousId = parsed.previousResponseId;
+      if (previousId === null) {
+        request.responsesTurn = { request: parsed, previousItems: [] };
+        return done();
+      }
+      router.keptResponse(request.apiKey, previousId).then(
+        (kept) => {
+          if (!kept) {
+            router.refuse(
+              reply,
+              400,
+              'LLMGW_PREVIOUS_RESPONSE_NOT_FOUND',
+              `Previous response with id '${previousId}' not found. Responses are kept per API key, only with store: true (the default), until they expire or are deleted; send the whole conversation as input instead.`,
+              'previous_response_id',
+            );
+            return;
+          }
+          request.responsesTurn = { request: parsed, previousItems: kept.items };
+          done();
+        },
+        (err: unknown) => done(err as Error),
+      );
+    };
+    // Earlier answers sent back by reference (the AI SDK does so for every assistant turn it knows the id of) are resolved first.
+    const input = (json as { input?: unknown } | null)?.input;
+    if (!Array.isArray(input) || !input.some((item) => (item as { type?: unknown } | null)?.type === 'item_reference')) return proceed(json);
+    router.resolveReferences(request.apiKey, input).then(
+      (resolved) => proceed({ ...(json as object), input: resolved }),
       (err: unknown) => done(err as Error),
     );
   };

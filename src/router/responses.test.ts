@@ -9,6 +9,9 @@
 // conversation exactly.
 import type { AddressInfo } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, stepCountIs, tool } from 'ai';
+import { z } from 'zod';
 import OpenAI, { APIError, AuthenticationError, BadRequestError, NotFoundError } from 'openai';
 import pino from 'pino';
 import { Registry } from 'prom-client';
@@ -200,6 +203,33 @@ describe('POST /v1/responses, natively and translated', () => {
     const newest = await h.client().responses.inputItems.list(second.id);
     expect(text(newest.data[0]), 'newest first by default').toContain('What is my name?');
     await expect(h.client(h.other).responses.inputItems.list(second.id), 'another key’s').rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('resolves the item references the AI SDK sends for earlier answers: a second turn and a tool loop, on both paths', async () => {
+    const h = await harness();
+    const provider = createOpenAI({ baseURL: `${h.url}/v1`, apiKey: h.secret });
+    for (const path of PATHS) {
+      const first = await generateText({ model: provider(path), prompt: 'My name is Ada.', maxOutputTokens: 3, maxRetries: 0 });
+      // With store (its default) the SDK sends the assistant turn back as an item_reference to its id.
+      const second = await generateText({
+        model: provider(path),
+        messages: [{ role: 'user', content: 'My name is Ada.' }, ...first.response.messages, { role: 'user', content: 'What is my name?' }],
+        maxOutputTokens: 3,
+        maxRetries: 0,
+      });
+      expect(second.text.split(' '), path).toHaveLength(3);
+      const loop = await generateText({
+        model: provider(path),
+        prompt: 'Weather in Oslo?',
+        tools: { get_weather: tool({ description: 'the weather', inputSchema: z.object({ seed: z.number() }), execute: async () => '21 °C' }) },
+        prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? 'required' : 'none' }),
+        stopWhen: stepCountIs(2),
+        maxOutputTokens: 3,
+        maxRetries: 0,
+      });
+      expect(loop.steps.map((step) => step.finishReason), path).toEqual(['tool-calls', expect.any(String)]);
+      expect(loop.text.split(' '), `${path}: answered after the tool`).toHaveLength(3);
+    }
   });
 
   it('deletes by key as OpenAI answers, and asks a key on every Responses route', async () => {
