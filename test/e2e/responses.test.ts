@@ -17,9 +17,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOpenAI } from '@ai-sdk/openai';
 import { ChatOpenAI } from '@langchain/openai';
-import { generateText, streamText } from 'ai';
+import { generateText, stepCountIs, streamText, tool } from 'ai';
 import OpenAI, { BadRequestError, NotFoundError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import type { ReplicaView, UsageView } from '../../src/api/index.js';
 import { makeTinyModel } from '../../src/dev/make-model/index.js';
 import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
@@ -207,6 +208,23 @@ describe('the Responses API through the Vercel AI SDK and LangChain', () => {
     expect(errors, 'no error reached onError').toEqual([]);
     expect(text.length).toBeGreaterThan(0);
     expect((await streamed.usage).outputTokens).toBeGreaterThan(0);
+
+    // A tool loop: the SDK sends the call back as an item_reference to the kept response's item, then the tool's result.
+    // The sim makes its arguments from the prompt ({seed}); the builtin engine follows the schema's grammar.
+    const inputSchema: z.ZodType<Record<string, unknown>> = model === 'demo' ? z.object({ seed: z.number() }) : z.object({ city: z.enum(['Oslo', 'Lima']) });
+    const loop = await generateText({
+      model: provider(model),
+      prompt: 'What is the weather in Oslo?',
+      tools: { get_weather: tool({ description: 'The weather in a city.', inputSchema, execute: async () => '21 °C, sunny' }) },
+      prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? 'required' : 'none' }),
+      stopWhen: stepCountIs(2),
+      maxOutputTokens: 32,
+      maxRetries: 0,
+    });
+    expect(loop.steps[0]!.toolCalls.map((c) => c.toolName)).toEqual(['get_weather']);
+    expect(loop.steps[0]!.toolResults, 'the tool ran on valid input').toHaveLength(1);
+    expect(loop.steps).toHaveLength(2);
+    expect(loop.steps[1]!.finishReason, 'answered after the tool').not.toBe('error');
   });
 
   it.each(MODELS)('%s: LangChain’s ChatOpenAI with useResponsesApi: invoke and stream', async (model) => {
