@@ -53,3 +53,15 @@ export function logTooBig(logger: Logger | undefined, r: StoredResponse, bytes: 
       : 'a response was not kept: it alone is bigger than responses_max_per_key; raise it to continue such conversations by previous_response_id',
   );
 }
+
+/** A kept response's output items that have an id, by id: what item_reference inputs name. */
+export function outputItems(response: Readonly<Record<string, unknown>>): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  const output = response.output;
+  if (!Array.isArray(output)) return out;
+  for (const item of output) {
+    const id = typeof item === 'object' && item !== null ? (item as { id?: unknown }).id : undefined;
+    if (typeof id === 'string' && id !== '') out.set(id, item);
+  }
+  return out;
+}

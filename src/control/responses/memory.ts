@@ -1,7 +1,7 @@
 // Responses kept in this process's memory, for a control plane without a
 // store: lost at a restart, and seen by this instance alone. The same rules
 // as the stored ones (limits.ts).
-import { logTooBig, overCap, responseBody, type ResponseStoreOptions } from './limits.js';
+import { logTooBig, outputItems, overCap, responseBody, type ResponseStoreOptions } from './limits.js';
 import type { ResponseStore, StoredResponse } from './types.js';
 
 interface Entry {
@@ -44,6 +44,17 @@ export class MemoryResponseStore implements ResponseStore {
   async delete(keyId: string, id: string): Promise<boolean> {
     if ((await this.get(keyId, id)) === undefined) return false;
     return this.entries.delete(id);
+  }
+
+  async findItems(keyId: string, itemIds: readonly string[]): Promise<ReadonlyMap<string, unknown>> {
+    const wanted = new Set(itemIds);
+    const found = new Map<string, unknown>();
+    const nowMs = this.now();
+    for (const e of this.entries.values()) {
+      if (e.response.keyId !== keyId || e.expiresAtMs <= nowMs) continue;
+      for (const [id, item] of outputItems(e.response.response)) if (wanted.has(id)) found.set(id, item);
+    }
+    return found;
   }
 
   async sweep(nowMs: number): Promise<number> {

@@ -144,6 +144,24 @@ for (const backend of backends) {
       expect(lines.join('')).toMatch(/"responseId":"resp_huge".*bigger than responses_max_per_key/);
     });
 
+    it("finds a key's kept output items by id, for item_reference, and no other key's or expired ones", async () => {
+      const store = await open({ ttlMs: 60_000 });
+      const item = { id: 'msg_found', type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'x', annotations: [] }] };
+      await store.put({ ...response('resp_i', 'k1', clock), response: { id: 'resp_i', output: [item, { id: 'fc_1', type: 'function_call' }] } });
+      expect(await store.findItems('k1', ['msg_found', 'msg_missing'])).toEqual(new Map([['msg_found', item]]));
+      expect((await store.findItems('k2', ['msg_found'])).size, "another key's items are not found").toBe(0);
+      expect(await store.findItems('k1', []), 'nothing asked, nothing found').toEqual(new Map());
+      clock += 60_000;
+      expect((await store.findItems('k1', ['msg_found'])).size, 'expired items are not found').toBe(0);
+    });
+
+    it('a deleted response takes its items with it', async () => {
+      const store = await open();
+      await store.put({ ...response('resp_del', 'k1', clock), response: { id: 'resp_del', output: [{ id: 'msg_del', type: 'message' }] } });
+      expect(await store.delete('k1', 'resp_del')).toBe(true);
+      expect((await store.findItems('k1', ['msg_del'])).size).toBe(0);
+    });
+
     it('putting the same response again replaces it', async () => {
       const store = await open();
       await store.put(response('resp_r', 'k1', clock));

@@ -4,7 +4,7 @@
 // write is a few statements, not a transaction: two puts of one key racing
 // can leave it briefly over its cap, which the next put corrects.
 import type { ResponseRepository } from '../store/index.js';
-import { logTooBig, overCap, responseBody, type ResponseStoreOptions } from './limits.js';
+import { logTooBig, outputItems, overCap, responseBody, type ResponseStoreOptions } from './limits.js';
 import type { ResponseStore, StoredResponse } from './types.js';
 
 export class StoredResponses implements ResponseStore {
@@ -26,15 +26,8 @@ export class StoredResponses implements ResponseStore {
       return;
     }
     const nowMs = this.now();
-    await this.repository.put({
-      id: response.id,
-      keyId: response.keyId,
-      model: response.model,
-      createdAtMs: response.createdAtMs,
-      expiresAtMs: nowMs + this.options.ttlMs,
-      bytes,
-      body,
-    });
+    const row = { id: response.id, keyId: response.keyId, model: response.model, createdAtMs: response.createdAtMs, expiresAtMs: nowMs + this.options.ttlMs, bytes, body };
+    await this.repository.put(row, [...outputItems(response.response).keys()]);
     const sizes = await this.repository.sizesOfKey(response.keyId, nowMs);
     await this.repository.deleteIds(response.keyId, overCap(sizes, response.id, cap));
   }
@@ -48,6 +41,16 @@ export class StoredResponses implements ResponseStore {
 
   async delete(keyId: string, id: string): Promise<boolean> {
     return this.repository.delete(keyId, id, this.now());
+  }
+
+  async findItems(keyId: string, itemIds: readonly string[]): Promise<ReadonlyMap<string, unknown>> {
+    const found = new Map<string, unknown>();
+    for (const row of await this.repository.findByItems(keyId, itemIds, this.now())) {
+      const body = JSON.parse(row.body) as { response: Record<string, unknown> };
+      const item = outputItems(body.response).get(row.itemId);
+      if (item !== undefined) found.set(row.itemId, item);
+    }
+    return found;
   }
 
   async sweep(nowMs: number): Promise<number> {

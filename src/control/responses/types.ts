@@ -38,6 +38,13 @@ export interface ResponseStore {
   get(keyId: string, id: string): Promise<StoredResponse | undefined>;
   /** True when this key had it and it is now gone; false when there was nothing of this key's to delete. */
   delete(keyId: string, id: string): Promise<boolean>;
+  /**
+   * Output items of this key's kept, unexpired responses, by item id, for
+   * the Responses API's `item_reference` input items (the AI SDK sends its
+   * earlier answers' text as references when `store` is on). Ids not found
+   * (unknown, expired, another key's) are absent from the map.
+   */
+  findItems(keyId: string, itemIds: readonly string[]): Promise<ReadonlyMap<string, unknown>>;
   /** Drops every response past its time to live; returns how many went. */
   sweep(nowMs: number): Promise<number>;
 }

@@ -289,6 +289,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         // A key's responses newest first: the size cap drops from the old end.
         await db.schema.createIndex('responses_key_age').on('responses').columns(['key_id', 'created_at_ms']).execute();
         await db.schema.createIndex('responses_expiry').on('responses').column('expires_at_ms').execute();
+        // Which kept response holds each output item, for item_reference inputs; a response's rows go with it.
+        await db.schema
+          .createTable('response_items')
+          .addColumn('key_id', 'text', (c) => c.notNull())
+          .addColumn('item_id', 'text', (c) => c.notNull())
+          .addColumn('response_id', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('response_items_pk', ['key_id', 'item_id'])
+          .execute();
+        await db.schema.createIndex('response_items_response').on('response_items').column('response_id').execute();
       },
     },
   };

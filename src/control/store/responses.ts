@@ -25,8 +25,8 @@ export interface ResponseSize {
 export class ResponseRepository {
   constructor(private readonly connection: StoreConnection) {}
 
-  /** Keeps a row; one with the same id (the same response kept again) is replaced. */
-  async put(row: ResponseRow): Promise<void> {
+  /** Keeps a row; one with the same id (the same response kept again) is replaced. `itemIds`: its output items', for findByItems. */
+  async put(row: ResponseRow, itemIds: readonly string[]): Promise<void> {
     const values = {
       id: row.id,
       key_id: row.keyId,
@@ -37,11 +37,36 @@ export class ResponseRepository {
       body: row.body,
     };
     const { id: _id, ...update } = values;
-    await this.connection.db
-      .insertInto('responses')
-      .values(values)
-      .onConflict((oc) => oc.column('id').doUpdateSet(update))
+    await this.connection.db.transaction().execute(async (tx) => {
+      await tx
+        .insertInto('responses')
+        .values(values)
+        .onConflict((oc) => oc.column('id').doUpdateSet(update))
+        .execute();
+      for (const itemId of new Set(itemIds)) {
+        // An item kept again (a response stored twice) points at the latest response that holds it.
+        await tx
+          .insertInto('response_items')
+          .values({ key_id: row.keyId, item_id: itemId, response_id: row.id })
+          .onConflict((oc) => oc.columns(['key_id', 'item_id']).doUpdateSet({ response_id: row.id }))
+          .execute();
+      }
+    });
+  }
+
+  /** The bodies of this key's unexpired responses that hold any of these output items, with which item each holds. */
+  async findByItems(keyId: string, itemIds: readonly string[], nowMs: number): Promise<Array<{ itemId: string; body: string }>> {
+    if (itemIds.length === 0) return [];
+    const rows = await this.connection.db
+      .selectFrom('response_items')
+      .innerJoin('responses', 'responses.id', 'response_items.response_id')
+      .select(['response_items.item_id as itemId', 'responses.body as body'])
+      .where('response_items.key_id', '=', keyId)
+      .where('responses.key_id', '=', keyId)
+      .where('response_items.item_id', 'in', [...itemIds])
+      .where('responses.expires_at_ms', '>', nowMs)
       .execute();
+    return rows;
   }
 
   /** The row if this key has it and it expires after `nowMs`. */
@@ -68,13 +93,12 @@ export class ResponseRepository {
 
   /** Deletes this key's unexpired row; true when there was one. */
   async delete(keyId: string, id: string, nowMs: number): Promise<boolean> {
-    const result = await this.connection.db
-      .deleteFrom('responses')
-      .where('id', '=', id)
-      .where('key_id', '=', keyId)
-      .where('expires_at_ms', '>', nowMs)
-      .executeTakeFirst();
-    return Number(result.numDeletedRows) > 0;
+    return this.connection.db.transaction().execute(async (tx) => {
+      const result = await tx.deleteFrom('responses').where('id', '=', id).where('key_id', '=', keyId).where('expires_at_ms', '>', nowMs).executeTakeFirst();
+      const deleted = Number(result.numDeletedRows) > 0;
+      if (deleted) await tx.deleteFrom('response_items').where('response_id', '=', id).execute();
+      return deleted;
+    });
   }
 
   /** A key's unexpired rows' sizes, newest first (ties by id, so every instance orders them alike). */
@@ -92,12 +116,19 @@ export class ResponseRepository {
 
   async deleteIds(keyId: string, ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
-    await this.connection.db.deleteFrom('responses').where('key_id', '=', keyId).where('id', 'in', [...ids]).execute();
+    await this.connection.db.transaction().execute(async (tx) => {
+      await tx.deleteFrom('response_items').where('key_id', '=', keyId).where('response_id', 'in', [...ids]).execute();
+      await tx.deleteFrom('responses').where('key_id', '=', keyId).where('id', 'in', [...ids]).execute();
+    });
   }
 
-  /** Deletes every row that expired at or before `nowMs`; returns how many. */
+  /** Deletes every row that expired at or before `nowMs`, with its items; returns how many responses. */
   async deleteExpired(nowMs: number): Promise<number> {
-    const result = await this.connection.db.deleteFrom('responses').where('expires_at_ms', '<=', nowMs).executeTakeFirst();
-    return Number(result.numDeletedRows);
+    return this.connection.db.transaction().execute(async (tx) => {
+      const expired = tx.selectFrom('responses').select('id').where('expires_at_ms', '<=', nowMs);
+      await tx.deleteFrom('response_items').where('response_id', 'in', expired).execute();
+      const result = await tx.deleteFrom('responses').where('expires_at_ms', '<=', nowMs).executeTakeFirst();
+      return Number(result.numDeletedRows);
+    });
   }
 }

@@ -252,8 +252,16 @@ export interface ResponsesTable {
   body: string;
 }
 
+/** Which kept response an output item is in, for item_reference inputs; per key, as the responses are. */
+export interface ResponseItemsTable {
+  key_id: string;
+  item_id: string;
+  response_id: string;
+}
+
 export interface Database {
   responses: ResponsesTable;
+  response_items: ResponseItemsTable;
   dashboard_sessions: DashboardSessionsTable;
   model_demand: ModelDemandTable;
   events: EventsTable;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isLlmgwError } from '../../errors/index.js';
-import { parseRequest, toChat, toNative } from './request.js';
+import { itemReferences, parseRequest, toChat, toNative } from './request.js';
 
 const base = { model: 'm' };
 
@@ -17,7 +17,7 @@ describe('toChat', () => {
       { messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }] },
     ],
     [
-      'message items with and without type; developer as system',
+      'message items with and without type; developer as system; leading system text joined',
       {
         ...base,
         input: [
@@ -29,10 +29,20 @@ describe('toChat', () => {
       },
       {
         messages: [
-          { role: 'system', content: 'rules' },
-          { role: 'system', content: 'more rules' },
+          { role: 'system', content: 'rules\n\nmore rules' },
           { role: 'user', content: 'hi' },
           { role: 'assistant', content: 'hello' },
+        ],
+      },
+    ],
+    [
+      'instructions and leading system items are one system message; a later one stays where it is',
+      { ...base, instructions: 'i', input: [{ role: 'system', content: 's' }, { role: 'user', content: 'u' }, { role: 'developer', content: 'd' }] },
+      {
+        messages: [
+          { role: 'system', content: 'i\n\ns' },
+          { role: 'user', content: 'u' },
+          { role: 'system', content: 'd' },
         ],
       },
     ],
@@ -196,7 +206,28 @@ describe('toChat', () => {
       { role: 'user', content: 'again' },
     ]);
     expect(call.items[2], 'kept as the item, not the reference').toEqual(previous[1]);
-    expect(() => toChat(parseRequest({ ...base, input: [{ type: 'item_reference', id: 'msg_8' }] }), previous)).toThrow(/item_reference "msg_8" names no item/);
+    expect(() => toChat(parseRequest({ ...base, input: [{ type: 'item_reference', id: 'msg_8' }] }), previous)).toThrow(/item_reference "msg_8" names no item this key has kept/);
+  });
+
+  it('an item_reference without a previous response resolves among the items looked up by id', () => {
+    // The AI SDK's second step with store on: its first answer's text comes back as a reference, with no previous_response_id.
+    const request = parseRequest({
+      ...base,
+      input: [
+        { role: 'user', content: 'weather?' },
+        { type: 'item_reference', id: 'msg_1' },
+        { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'call_1', output: 'sunny' },
+      ],
+    });
+    expect(itemReferences(request)).toEqual(['msg_1']);
+    const found = new Map([['msg_1', { id: 'msg_1', type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'checking', annotations: [] }] }]]);
+    expect(toChat(request, [], found).chat.messages).toEqual([
+      { role: 'user', content: 'weather?' },
+      { role: 'assistant', content: 'checking', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+    ]);
+    expect(toNative(request, [], found).body.input, 'the native path gets the item too').toContainEqual(found.get('msg_1'));
   });
 
   it('parses store, stream and previous_response_id for the router', () => {

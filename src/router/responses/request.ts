@@ -142,18 +142,30 @@ export function parseRequest(body: unknown): ResponsesRequest {
   return { body: b, model: b.model, stream: b.stream ?? false, store: b.store ?? true, previousResponseId, input };
 }
 
+/** The ids this request's item_reference items name: what to look up (ResponseStore.findItems) before translating. */
+export function itemReferences(request: ResponsesRequest): string[] {
+  return request.input.filter((item) => item.type === 'item_reference' && typeof item.id === 'string').map((item) => item.id as string);
+}
+
 /**
  * The chat body for a parsed request continuing `previousItems` (the
  * StoredResponse.items of previous_response_id; empty for a new
  * conversation). An item_reference resolves to the item of that id among
- * `previousItems`; one that names no such item is refused.
+ * `previousItems`, else in `referenced` (the key's kept output items, by
+ * id); one found in neither is refused.
  */
-export function toChat(request: ResponsesRequest, previousItems: readonly unknown[] = []): TranslatedResponsesRequest {
+export function toChat(request: ResponsesRequest, previousItems: readonly unknown[] = [], referenced: ReadonlyMap<string, unknown> = new Map()): TranslatedResponsesRequest {
   const b = request.body;
-  const items = conversation(request, previousItems);
+  const items = conversation(request, previousItems, referenced);
   const messages: Json[] = [];
   if (typeof b.instructions === 'string' && b.instructions !== '') messages.push({ role: 'system', content: b.instructions });
-  messages.push(...chatMessages(items, false));
+  for (const m of chatMessages(items, false)) {
+    // Leading system text (instructions, then system or developer items) as one message: many chat templates refuse a second.
+    const last = messages.at(-1);
+    if (m.role === 'system' && last?.role === 'system' && messages.length === 1 && typeof last.content === 'string' && typeof m.content === 'string') {
+      last.content = `${last.content}\n\n${m.content}`;
+    } else messages.push(m);
+  }
   if (!messages.some((m) => m.role !== 'system')) throw bad('input', 'input: the conversation has no message to answer; send at least one input item');
 
   const chat: Json = { model: request.model, messages, stream: request.stream };
@@ -186,8 +198,12 @@ export function toChat(request: ResponsesRequest, previousItems: readonly unknow
  * it; llmgw keeps conversations) and `store: false` (so the engine keeps
  * nothing: what llmgw keeps, it keeps per key, in its own store).
  */
-export function toNative(request: ResponsesRequest, previousItems: readonly unknown[] = []): { readonly body: Json; readonly call: ResponsesCall } {
-  const items = conversation(request, previousItems);
+export function toNative(
+  request: ResponsesRequest,
+  previousItems: readonly unknown[] = [],
+  referenced: ReadonlyMap<string, unknown> = new Map(),
+): { readonly body: Json; readonly call: ResponsesCall } {
+  const items = conversation(request, previousItems, referenced);
   const body: Json = { ...request.body, input: items, store: false };
   delete body.previous_response_id;
   return { body, call: callOf(request, items) };
@@ -216,9 +232,11 @@ function callOf(request: ResponsesRequest, items: readonly Json[]): ResponsesCal
 }
 
 /** The previous items then this request's input, every item_reference replaced by the item it names. */
-function conversation(request: ResponsesRequest, previousItems: readonly unknown[]): Json[] {
+function conversation(request: ResponsesRequest, previousItems: readonly unknown[], referenced: ReadonlyMap<string, unknown>): Json[] {
   const previous = previousItems.filter(isObject);
   const byId = new Map<string, Json>();
+  for (const [id, item] of referenced) if (isObject(item)) byId.set(id, item);
+  // The conversation's own items win over a lookup by id.
   for (const item of previous) if (typeof item.id === 'string') byId.set(item.id, item);
   const input = request.input.map((item, i) => {
     if (item.type !== 'item_reference') return item;
@@ -226,7 +244,7 @@ function conversation(request: ResponsesRequest, previousItems: readonly unknown
     if (!found) {
       throw bad(
         'input',
-        `input[${i}]: item_reference ${JSON.stringify(item.id)} names no item of the conversation given by previous_response_id; llmgw resolves references only there, so send the item itself (the AI SDK does with providerOptions.openai.store: false)`,
+        `input[${i}]: item_reference ${JSON.stringify(item.id)} names no item this key has kept (it may have expired or been dropped); send the item itself (the AI SDK does with providerOptions.openai.store: false)`,
       );
     }
     return found;

@@ -1,3 +1,6 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { parseRequest, toChat } from './request.js';
 import { keptItems, toResponse, usageOf } from './response.js';
@@ -131,5 +134,36 @@ describe('keptItems', () => {
       { role: 'assistant', content: 'answer' },
       { role: 'user', content: 'third' },
     ]);
+  });
+});
+
+describe('the openai SDK reads a translated answer', () => {
+  it('responses.create(): output_text from the message item, and the function calls', async () => {
+    const answer = toResponse(
+      {
+        choices: [
+          {
+            message: { content: 'Checking.', tool_calls: [{ id: 'call_1', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+            finish_reason: 'tool_calls',
+          },
+        ],
+        usage: { prompt_tokens: 4, completion_tokens: 3 },
+      },
+      call,
+    );
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer)));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const client = new OpenAI({ baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const r = await client.responses.create({ model: 'alias', input: 'hi' });
+      expect(r.output_text).toBe('Checking.');
+      expect(r.output.filter((o) => o.type === 'function_call').map((o) => [o.call_id, o.name, JSON.parse(o.arguments) as unknown])).toEqual([['call_1', 'get_weather', { city: 'Oslo' }]]);
+      expect(r.usage?.total_tokens).toBe(7);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
