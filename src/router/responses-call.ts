@@ -13,6 +13,7 @@ import { LlmgwError, isLlmgwError, type ErrorCode } from '../errors/index.js';
 import type { Translate } from './admission.js';
 import type { ResponsesRelayCall } from './relay-responses.js';
 import {
+  itemReferences,
   keptItems,
   newId,
   parseRequest,
@@ -29,6 +30,8 @@ import {
 export interface ResponsesTurn {
   readonly request: ResponsesRequest;
   readonly previousItems: readonly unknown[];
+  /** The kept items this request's item_reference inputs name, by id (empty: none named, or none found). */
+  readonly referenced: ReadonlyMap<string, unknown>;
 }
 
 declare module 'fastify' {
@@ -41,8 +44,8 @@ declare module 'fastify' {
 /** What the hook needs of the router: the store lookup (which waits for a write in flight) and its one way of refusing. */
 export interface ResponsesLookup {
   keptResponse(key: ApiKeyRecord | null, id: string): Promise<StoredResponse | undefined>;
-  /** Input items with the item_references this key's kept responses answer replaced by their items. */
-  resolveReferences(key: ApiKeyRecord | null, items: readonly unknown[]): Promise<unknown[]>;
+  /** The output items of this key's kept responses that the ids name (absent: not found). */
+  keptItems(key: ApiKeyRecord | null, itemIds: readonly string[]): Promise<ReadonlyMap<string, unknown>>;
   refuse(reply: FastifyReply, status: number, code: ErrorCode, message: string, param?: string | null): FastifyReply;
 }
 
@@ -50,62 +53,56 @@ type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDone
 
 /**
  * After the key hook: the body parsed as a Responses request (400 naming
- * the field), and a previous_response_id loaded from this key's kept
+ * the field), a previous_response_id loaded from this key's kept
  * responses, or refused as OpenAI refuses it (400,
  * previous_response_not_found): unknown, expired, deleted and another
- * key's all read the same.
+ * key's all read the same; and the items its item_references name looked
+ * up among the key's kept output items (one not found is refused by the
+ * translation, saying to send the item itself).
  */
 export function previousResponseHook(router: ResponsesLookup): Hook {
-  /** A check's refusal as the client's error; anything else is a fault, for the listener's 500. */
-  const refuseError = (reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
-    if (!isLlmgwError(err)) return done(err as Error);
-    router.refuse(reply, err.status, err.code, err.message, typeof err.context.param === 'string' ? err.context.param : null);
-  };
   return (request, reply, done) => {
     const body = request.body;
     // Not bytes: the call hook refuses it (415), as on every inference route.
     if (!Buffer.isBuffer(body)) return done();
-    let json: unknown;
+    let parsed: ResponsesRequest;
     try {
-      json = JSON.parse(body.toString('utf8'));
-    } catch (err) {
-      return refuseError(reply, new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`), done);
-    }
-    const proceed = (resolved: unknown) => {
-      let parsed: ResponsesRequest;
+      let json: unknown;
       try {
-        parsed = parseRequest(resolved);
+        json = JSON.parse(body.toString('utf8'));
       } catch (err) {
-        return refuseError(reply, err, done);
+        throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
       }
-      const previousId = parsed.previousResponseId;
-      if (previousId === null) {
-        request.responsesTurn = { request: parsed, previousItems: [] };
-        return done();
-      }
-      router.keptResponse(request.apiKey, previousId).then(
-        (kept) => {
-          if (!kept) {
-            router.refuse(
-              reply,
-              400,
-              'LLMGW_PREVIOUS_RESPONSE_NOT_FOUND',
-              `Previous response with id '${previousId}' not found. Responses are kept per API key, only with store: true (the default), until they expire or are deleted; send the whole conversation as input instead.`,
-              'previous_response_id',
-            );
-            return;
-          }
-          request.responsesTurn = { request: parsed, previousItems: kept.items };
-          done();
-        },
-        (err: unknown) => done(err as Error),
-      );
-    };
-    // Earlier answers sent back by reference (the AI SDK does so for every assistant turn it knows the id of) are resolved first.
-    const input = (json as { input?: unknown } | null)?.input;
-    if (!Array.isArray(input) || !input.some((item) => (item as { type?: unknown } | null)?.type === 'item_reference')) return proceed(json);
-    router.resolveReferences(request.apiKey, input).then(
-      (resolved) => proceed({ ...(json as object), input: resolved }),
+      parsed = parseRequest(json);
+    } catch (err) {
+      if (!isLlmgwError(err)) return done(err as Error);
+      router.refuse(reply, err.status, err.code, err.message, typeof err.context.param === 'string' ? err.context.param : null);
+      return;
+    }
+    const previousId = parsed.previousResponseId;
+    const references = itemReferences(parsed);
+    if (previousId === null && references.length === 0) {
+      request.responsesTurn = { request: parsed, previousItems: [], referenced: new Map() };
+      return done();
+    }
+    // Earlier answers sent back by id (the AI SDK does so for every one it knows the id of) are looked up among the key's kept items.
+    const referenced = references.length === 0 ? Promise.resolve(new Map<string, unknown>()) : router.keptItems(request.apiKey, references);
+    const previous = previousId === null ? Promise.resolve(null) : router.keptResponse(request.apiKey, previousId);
+    Promise.all([previous, referenced]).then(
+      ([kept, found]) => {
+        if (previousId !== null && !kept) {
+          router.refuse(
+            reply,
+            400,
+            'LLMGW_PREVIOUS_RESPONSE_NOT_FOUND',
+            `Previous response with id '${previousId}' not found. Responses are kept per API key, only with store: true (the default), until they expire or are deleted; send the whole conversation as input instead.`,
+            'previous_response_id',
+          );
+          return;
+        }
+        request.responsesTurn = { request: parsed, previousItems: kept?.items ?? [], referenced: found };
+        done();
+      },
       (err: unknown) => done(err as Error),
     );
   };
@@ -115,8 +112,8 @@ export function previousResponseHook(router: ResponsesLookup): Hook {
 export const fromResponses: Translate = (_raw, request) => {
   const turn = request.responsesTurn;
   if (turn === null) throw new LlmgwError('LLMGW_INTERNAL', 'a Responses request reached its translation without being parsed');
-  const { chat, call } = toChat(turn.request, turn.previousItems);
-  const native = toNative(turn.request, turn.previousItems);
+  const { chat, call } = toChat(turn.request, turn.previousItems, turn.referenced);
+  const native = toNative(turn.request, turn.previousItems, turn.referenced);
   // One id per request, whichever attempt answers: the translated answer carries it (an engine's native answer has its own).
   const identity: ResponseIdentity = { id: newId('resp'), createdAtS: Math.floor(Date.now() / 1000) };
   return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), responses: relayCall(call, Buffer.from(JSON.stringify(native.body), 'utf8'), identity) };

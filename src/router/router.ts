@@ -155,15 +155,6 @@ interface Exchange extends AttemptExchange {
   readonly responses: ResponsesRelayCall | null;
 }
 
-/** Output items the router remembers the kept response of, for item references (about 100 bytes each). */
-const ITEM_INDEX_ENTRIES = 100_000;
-
-/** The id an `item_reference` input item names; null for any other item. */
-function referenceId(item: unknown): string | null {
-  const o = item as { type?: unknown; id?: unknown } | null;
-  return o !== null && typeof o === 'object' && o.type === 'item_reference' && typeof o.id === 'string' ? o.id : null;
-}
-
 /** Where an engine serving the Responses API natively takes it. */
 const RESPONSES_PATH = '/v1/responses';
 
@@ -217,15 +208,6 @@ export class Router {
    * instead of missing it. No entry = nothing pending.
    */
   private readonly keeping = new Map<string, Promise<void>>();
-  /**
-   * Which kept response holds an output item, by key and item id, for the
-   * `item_reference`s clients send in place of an earlier answer (the AI
-   * SDK does for every assistant turn it has an id for). Oldest first, at
-   * most ITEM_INDEX_ENTRIES; this process's own responses only, so after a
-   * restart or on another instance a reference is refused, saying to send
-   * the item itself.
-   */
-  private readonly itemIndex = new Map<string, string>();
 
   constructor(private readonly deps: RouterDeps) {
     const o = compileRouterOptions(deps);
@@ -721,46 +703,18 @@ export class Router {
         if (this.keeping.get(id) === put) this.keeping.delete(id);
       });
     this.keeping.set(id, put);
-    const keyId = ex.key?.id ?? 'anonymous';
-    for (const item of Array.isArray(response.output) ? (response.output as unknown[]) : []) {
-      const itemId = (item as { id?: unknown } | null)?.id;
-      if (typeof itemId !== 'string') continue;
-      const at = `${keyId}\0${itemId}`;
-      this.itemIndex.delete(at);
-      this.itemIndex.set(at, id);
-    }
-    for (const oldest of this.itemIndex.keys()) {
-      if (this.itemIndex.size <= ITEM_INDEX_ENTRIES) break;
-      this.itemIndex.delete(oldest);
-    }
   }
 
   /**
-   * `items` with every `item_reference` this key's kept responses answer
-   * replaced by the item it names; the rest as they are (the translation
-   * then resolves them among previous_response_id's items, or refuses them).
+   * The output items of this key's kept responses that `itemIds` name (for
+   * item_reference inputs), once the responses being kept now are written:
+   * the AI SDK sends its next step the moment an answer ends.
    */
-  async resolveReferences(key: ApiKeyRecord | null, items: readonly unknown[]): Promise<unknown[]> {
-    const keyId = key?.id ?? 'anonymous';
-    const owners = new Set<string>();
-    for (const item of items) {
-      const ref = referenceId(item);
-      const owner = ref === null ? undefined : this.itemIndex.get(`${keyId}\0${ref}`);
-      if (owner !== undefined) owners.add(owner);
-    }
-    if (owners.size === 0) return [...items];
-    const byId = new Map<string, unknown>();
-    for (const owner of owners) {
-      const kept = await this.keptResponse(key, owner);
-      for (const item of kept?.items ?? []) {
-        const itemId = (item as { id?: unknown } | null)?.id;
-        if (typeof itemId === 'string') byId.set(itemId, item);
-      }
-    }
-    return items.map((item) => {
-      const ref = referenceId(item);
-      return (ref !== null && byId.get(ref)) || item;
-    });
+  async keptItems(key: ApiKeyRecord | null, itemIds: readonly string[]): Promise<ReadonlyMap<string, unknown>> {
+    const store = this.deps.responses;
+    if (!store) return new Map();
+    await Promise.all(this.keeping.values());
+    return store.findItems(key?.id ?? 'anonymous', itemIds);
   }
 
   /** A kept response of this key, once any write of it in flight is done; undefined when there is none (or no store). */
