@@ -277,6 +277,8 @@ export class Router {
     const pools = [...this.pools.values()];
     this.pools.clear();
     await Promise.all(pools.map((u) => u.pool.destroy().catch(() => undefined)));
+    // Responses still being written to the store finish first: their clients have them and may continue from them.
+    await Promise.all(this.keeping.values());
   }
 
   /** What the admission hooks (admission.ts) use of this router. */
