@@ -161,6 +161,7 @@ export class ControlPlane {
       corsOrigins: config.corsOrigins,
       maxHeldPerKey: config.maxHeldPerKey,
       engineCa: config.engineCa,
+      responses,
       ...(cluster ? { limiter: cluster.limiter } : {}),
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.

@@ -40,6 +40,7 @@ export const ERROR_CODES = {
   LLMGW_FETCH_FAILED: 502,
   LLMGW_UPSTREAM: 502,
   LLMGW_NO_REPLICA: 503,
+  LLMGW_PREVIOUS_RESPONSE_NOT_FOUND: 400,
   LLMGW_RATE_LIMITED: 429,
   LLMGW_SIMULATE_SPEC_INVALID: 400,
   LLMGW_SOURCE_INVALID: 400,
@@ -150,6 +151,7 @@ const OPENAI_CODES: Partial<Record<string, string>> = {
   LLMGW_MODEL_NOT_FOUND: 'model_not_found',
   LLMGW_RATE_LIMITED: 'rate_limit_exceeded',
   LLMGW_CONTEXT_LENGTH_EXCEEDED: 'context_length_exceeded',
+  LLMGW_PREVIOUS_RESPONSE_NOT_FOUND: 'previous_response_not_found',
 };
 
 export function openAiErrorCode(code: string): string {

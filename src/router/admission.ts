@@ -25,6 +25,7 @@ import { checkModelLimits, generates, parseFormRequest, parseRequest, type Endpo
 import { modelServes } from '../control/catalog/index.js';
 import { bearerToken, readForm } from '../http/index.js';
 import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
+import type { ResponsesRelayCall } from './relay-responses.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -43,10 +44,19 @@ export interface AdmittedCall {
   reservedTokens: number;
   /** A Messages API request (POST /v1/messages) translated to chat: how its answer is translated back; null = an OpenAI request. */
   readonly anthropic: AnthropicCall | null;
+  /** A Responses API request (POST /v1/responses): how each attempt sends it and its answer comes back; null = another API. */
+  readonly responses: ResponsesRelayCall | null;
+}
+
+/** A body translated to the endpoint's own (OpenAI's chat) shape, with what its answer needs to go back in the client's API. */
+export interface Translated {
+  readonly raw: Buffer;
+  readonly anthropic?: AnthropicCall;
+  readonly responses?: ResponsesRelayCall;
 }
 
 /** The client's body in another API's shape, turned into the endpoint's own (OpenAI's) before the checks. */
-export type Translate = (raw: Buffer) => { raw: Buffer; anthropic: AnthropicCall };
+export type Translate = (raw: Buffer, request: FastifyRequest) => Translated;
 
 /** POST /v1/messages: Anthropic's body as a chat body, or a 400 naming the field. */
 export const fromAnthropic: Translate = (raw) => anthropicAsChat(raw, false);
@@ -191,7 +201,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
           } catch (err) {
             return refuseError(reply, err, done);
           }
-          admit(request, reply, done, parsed, body, null, contentType);
+          admit(request, reply, done, parsed, body, { anthropic: null, responses: null }, contentType);
         },
         (err: unknown) => refuseError(reply, err, done),
       );
@@ -200,13 +210,19 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     let parsed: ParsedRequest;
     let raw: Buffer = body;
     let anthropic: AnthropicCall | null = null;
+    let responses: ResponsesRelayCall | null = null;
     try {
-      if (translate) ({ raw, anthropic } = translate(raw));
+      if (translate) {
+        const t = translate(raw, request);
+        raw = t.raw;
+        anthropic = t.anthropic ?? null;
+        responses = t.responses ?? null;
+      }
       parsed = parseRequest(endpoint, raw, { maxN, maxTokens });
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    admit(request, reply, done, parsed, raw, anthropic, 'application/json');
+    admit(request, reply, done, parsed, raw, { anthropic, responses }, 'application/json');
   };
 
   /** The checks that need the model, once the body is read. */
@@ -216,7 +232,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     done: HookHandlerDoneFunction,
     parsed: ParsedRequest,
     raw: Buffer,
-    anthropic: AnthropicCall | null,
+    translated: { readonly anthropic: AnthropicCall | null; readonly responses: ResponsesRelayCall | null },
     contentType: string,
   ): void {
     const key = request.apiKey;
@@ -259,7 +275,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    request.call = { endpoint, contentType, raw, parsed, model, reservedTokens: 0, anthropic };
+    request.call = { endpoint, contentType, raw, parsed, model, reservedTokens: 0, ...translated };
     done();
   }
 }

@@ -9,7 +9,7 @@ import { parseRequest } from './validate.js';
 const model = (name: string, aliases: string[] = []) =>
   compileModel(ModelSchema.parse({ name, aliases, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }), 'file');
 
-function attempt(body: string, servedNames?: string[]): Attempt {
+function attempt(body: string, servedNames?: string[], native?: string): Attempt {
   const raw = Buffer.from(body);
   const m = model('m', ['alias']);
   const parsed = parseRequest('chat', raw, { maxN: 16, maxTokens: 1000 });
@@ -17,7 +17,9 @@ function attempt(body: string, servedNames?: string[]): Attempt {
     ex: { id: 'req-1', parsed, raw, requested: m, startedAt: 0, dispatched: false, usageRefused: false },
     model: m,
     replica: { id: 'r1', endpoint: 'http://127.0.0.1:1', draining: false, ...(servedNames ? { servedNames } : {}) },
-    body: raw,
+    path: native === undefined ? '/v1/chat/completions' : '/v1/responses',
+    passThrough: native !== undefined,
+    body: native === undefined ? raw : Buffer.from(native),
     headers: {},
   };
 }
@@ -64,6 +66,9 @@ describe('the dispatch chain', () => {
     expect(body, 'a replica serving only the canonical name hears it').toBe('{"model":"alias","messages":[{"role":"user","content":"hi"}],"model":"m"} ');
     await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'));
     expect(JSON.parse(body).stream_options, 'a stream is asked for its usage').toEqual({ include_usage: true });
+    const chatStream = '{"model":"alias","messages":[{"role":"user","content":"hi"}],"stream":true}';
+    await send(attempt(chatStream, ['m'], '{"model":"alias","input":"hi","stream":true}'));
+    expect(body, 'a body passed through in its own API is renamed, never given stream_options').toBe('{"model":"alias","input":"hi","stream":true,"model":"m"}');
   });
 
   it('counts the attempt in flight on its replica until its outcome, and stamps its last use', async () => {

@@ -39,7 +39,15 @@ export interface Attempt<E extends AttemptExchange = AttemptExchange> {
   /** The model this attempt asks for: the requested one or a fallback. */
   readonly model: Model;
   readonly replica: RouterReplica;
-  /** The bytes sent upstream; the client's own until an interceptor rewrites them. */
+  /** The engine's path for this attempt (`/v1/chat/completions`, ...): the endpoint's, or another API's where the replica serves it natively. */
+  readonly path: string;
+  /**
+   * The body is in another API's shape that the engine serves natively (a
+   * Responses request passed through): only the model name may be
+   * rewritten, since stream_options is a Chat Completions field.
+   */
+  readonly passThrough: boolean;
+  /** The bytes sent upstream; the client's own (or their translation) until an interceptor rewrites them. */
   body: Buffer;
   /** The upstream request's headers; interceptors add theirs. */
   readonly headers: Record<string, string>;
@@ -72,7 +80,7 @@ export function rewriteBody(): Interceptor {
     const requested = ex.parsed.model;
     const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
     const rename = served !== null && !served.includes(requested);
-    const askUsage = withholdsUsage(ex);
+    const askUsage = !a.passThrough && withholdsUsage(ex);
     if (rename && ex.contentType !== undefined && ex.contentType !== 'application/json') {
       // A form (an audio upload): its model field's value is replaced, every other byte sent as it came.
       a.body = withFormField(ex.raw, ex.contentType, 'model', model.name) ?? ex.raw;
@@ -80,7 +88,7 @@ export function rewriteBody(): Interceptor {
       let tail = '';
       if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
       if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
-      a.body = appendFields(ex.raw, tail);
+      a.body = appendFields(a.body, tail);
     }
     return next(a);
   };

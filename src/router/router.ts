@@ -23,13 +23,17 @@ import fastifyCors from '@fastify/cors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { modelServes, type Model } from '../control/catalog/index.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
 import { allows, armBodyTimeout, callHook, fromAnthropic, fromAnthropicCount, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
 import { anthropicErrorBody, toAnthropicError, type AnthropicCall } from './anthropic/index.js';
 import { AnthropicRelayHandler } from './relay-anthropic.js';
+import { NativeResponsesRelay, ResponsesRelayHandler, type ResponsesRelayCall } from './relay-responses.js';
+import { servesResponsesNatively } from './native.js';
+import { fromResponses, previousResponseHook } from './responses-call.js';
+import type { ResponseStore, StoredResponse } from '../control/responses/types.js';
 import { replyError, writeError } from './errors.js';
 import type { ApiKeyRecord, KeyStore, UsageSink } from '../control/keys/index.js';
 import { RouterMetrics } from './metrics.js';
@@ -105,6 +109,12 @@ export interface RouterDeps extends RouterSettings {
   logger: Logger;
   /** Per-key rate limits; absent = this process's own token buckets (several control planes share one through the store). */
   limiter?: RequestLimiter;
+  /**
+   * Where Responses API answers are kept (`store`, `previous_response_id`,
+   * GET/DELETE /v1/responses/{id}); absent = none is kept: `store` is
+   * ignored, and a previous_response_id or an id to GET is never found.
+   */
+  responses?: ResponseStore;
 }
 
 /** A replica endpoint's keep-alive pool and its path prefix ('' for a bare origin). */
@@ -143,6 +153,16 @@ interface Exchange extends AttemptExchange {
   reservedTokens: number;
   /** A Messages API request: its answer and refusals are translated to Anthropic's shapes; null = OpenAI's. */
   readonly anthropic: AnthropicCall | null;
+  /** A Responses API request: sent natively or as chat per replica, its answer kept when it asks; null = another API. */
+  readonly responses: ResponsesRelayCall | null;
+}
+
+/** Where an engine serving the Responses API natively takes it. */
+const RESPONSES_PATH = '/v1/responses';
+
+/** OpenAI's words for an id it has no response for (GET and DELETE). */
+function responseNotFound(id: string): string {
+  return `Response with id '${id}' not found. Responses are kept per API key (with store: true, the default) until they expire or are deleted.`;
 }
 
 /** Where each endpoint goes on the engine (rerank goes to the path the client called: vLLM serves three). */
@@ -156,7 +176,8 @@ const UPSTREAM_PATHS: Record<Endpoint, string> = {
   tokenize: '/tokenize',
   detokenize: '/detokenize',
   messages: '/v1/chat/completions',
-  responses: '/v1/responses',
+  // Translated to chat at admission; a replica serving the Responses API itself is sent RESPONSES_PATH instead.
+  responses: '/v1/chat/completions',
 };
 
 const RETRY_BACKOFF_CAP_MS = 500;
@@ -192,6 +213,12 @@ export class Router {
   private readonly dispatch: Dispatch<Exchange>;
   /** CORS headers are set by a hook on the reply, and must be carried over to answers written raw. */
   private readonly corsOn: boolean;
+  /**
+   * Responses being kept, by id, until the store has them: a continuation
+   * sent the moment its predecessor's answer ends waits for the write
+   * instead of missing it. No entry = nothing pending.
+   */
+  private readonly keeping = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: RouterDeps) {
     const o = compileRouterOptions(deps);
@@ -261,6 +288,8 @@ export class Router {
     const pools = [...this.pools.values()];
     this.pools.clear();
     await Promise.all(pools.map((u) => u.pool.destroy().catch(() => undefined)));
+    // Responses still being written to the store finish first: their clients have them and may continue from them.
+    await Promise.all(this.keeping.values());
   }
 
   /** What the admission hooks (admission.ts) use of this router. */
@@ -307,7 +336,7 @@ export class Router {
   async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
     const key = request.apiKey;
-    const { endpoint, contentType, parsed, raw, model, reservedTokens, anthropic } = request.call!;
+    const { endpoint, contentType, parsed, raw, model, reservedTokens, anthropic, responses } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -335,6 +364,7 @@ export class Router {
       usageRefused: false,
       reservedTokens,
       anthropic,
+      responses,
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -614,11 +644,18 @@ export class Router {
 
   // ---- one upstream attempt ---------------------------------------------
 
-  /** One attempt at `replica` of `model`, through the interceptors (the body, the request id, in-flight, metrics). */
+  /**
+   * One attempt at `replica` of `model`, through the interceptors (the body,
+   * the request id, in-flight, metrics). A Responses request goes as it is
+   * to an engine that serves that API, and as chat to any other.
+   */
   private forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
     const headers: Record<string, string> = { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) };
     if (ex.contentType !== 'application/json') headers['content-type'] = ex.contentType;
-    return this.dispatch({ ex, model, replica, body: ex.raw, headers });
+    if (ex.responses !== null && servesResponsesNatively(replica.engine)) {
+      return this.dispatch({ ex, model, replica, path: RESPONSES_PATH, passThrough: true, body: ex.responses.native, headers });
+    }
+    return this.dispatch({ ex, model, replica, path: ex.path, passThrough: false, body: ex.raw, headers });
   }
 
   /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
@@ -638,18 +675,117 @@ export class Router {
       };
       pool.dispatch(
         {
-          path: basePath + ex.path,
+          path: basePath + a.path,
           method: 'POST',
           headers: a.headers,
           body: a.body,
           headersTimeout: this.timeouts.headersTimeoutMs,
           bodyTimeout: this.timeouts.idleBodyTimeoutMs,
         },
-        ex.anthropic === null
-          ? new RelayHandler(ex, hooks, resolve, withholdsUsage(ex))
-          : new AnthropicRelayHandler(ex, hooks, resolve, ex.anthropic, ex.id, withholdsUsage(ex)),
+        this.handlerFor(a, hooks, resolve),
       );
     });
+  }
+
+  /** The relay for an attempt: bytes as they come, or translated to the client's API. */
+  private handlerFor(a: Attempt<Exchange>, hooks: RelayHooks, resolve: (o: Outcome) => void): Dispatcher.DispatchHandler {
+    const { ex, model } = a;
+    if (ex.responses !== null) {
+      const keep = (response: Record<string, unknown>) => this.keepResponse(ex, ex.responses!, model, response);
+      if (a.passThrough) return new NativeResponsesRelay(ex, hooks, resolve, keep);
+      return new ResponsesRelayHandler(ex, hooks, resolve, ex.responses, keep, withholdsUsage(ex));
+    }
+    if (ex.anthropic !== null) return new AnthropicRelayHandler(ex, hooks, resolve, ex.anthropic, ex.id, withholdsUsage(ex));
+    return new RelayHandler(ex, hooks, resolve, withholdsUsage(ex));
+  }
+
+  /**
+   * A finished Response kept for previous_response_id and GET, when the
+   * request asks (`store`, default true) and there is a store. Called before
+   * the client has the answer's last byte; a lookup of the id meanwhile
+   * waits for the write (see `keeping`). A write that fails is logged: the
+   * client has its answer, only the continuation by id is lost.
+   */
+  private keepResponse(ex: Exchange, call: ResponsesRelayCall, model: Model, response: Record<string, unknown>): void {
+    const store = this.deps.responses;
+    if (!store || !call.store) return;
+    const id = response.id as string;
+    // An engine serving the API natively was sent store false and no previous id: the kept copy says what the client asked.
+    const kept = { ...response, store: true, previous_response_id: call.previousResponseId };
+    const put = store
+      .put({ id, keyId: ex.key?.id ?? 'anonymous', model: model.name, createdAtMs: this.now(), response: kept, items: call.itemsAfter(kept) })
+      .catch((err: unknown) => this.deps.logger.error({ err, request: ex.id, response: id }, 'a Responses answer could not be kept; continuing from it by id will not find it'))
+      .finally(() => {
+        if (this.keeping.get(id) === put) this.keeping.delete(id);
+      });
+    this.keeping.set(id, put);
+  }
+
+  /**
+   * The output items of this key's kept responses that `itemIds` name (for
+   * item_reference inputs), once the responses being kept now are written:
+   * the AI SDK sends its next step the moment an answer ends.
+   */
+  async keptItems(key: ApiKeyRecord | null, itemIds: readonly string[]): Promise<ReadonlyMap<string, unknown>> {
+    const store = this.deps.responses;
+    if (!store) return new Map();
+    await Promise.all(this.keeping.values());
+    return store.findItems(key?.id ?? 'anonymous', itemIds);
+  }
+
+  /** A kept response of this key, once any write of it in flight is done; undefined when there is none (or no store). */
+  async keptResponse(key: ApiKeyRecord | null, id: string): Promise<StoredResponse | undefined> {
+    const store = this.deps.responses;
+    if (!store) return undefined;
+    await this.keeping.get(id);
+    return store.get(key?.id ?? 'anonymous', id);
+  }
+
+  /** GET /v1/responses/{id}: the kept Response, if this key kept it. */
+  async getResponse(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const kept = await this.keptResponse(request.apiKey, id);
+    if (!kept) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
+    return kept.response;
+  }
+
+  /**
+   * GET /v1/responses/{id}/input_items: what the response answered (the
+   * conversation before its output), as OpenAI lists it: newest first
+   * unless `order=asc`, `limit` items (1-100, default 20) after the item
+   * `after`. An item kept without an id (a message as the client sent it)
+   * is listed under one made from the response's id and its place, the
+   * same on every call, so paging by it works.
+   */
+  async listInputItems(id: string, query: Record<string, unknown>, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const kept = await this.keptResponse(request.apiKey, id);
+    if (!kept) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
+    const limit = query.limit === undefined ? 20 : Number(query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `limit: want a whole number from 1 to 100, got ${String(query.limit)}`, 'limit');
+    const order = query.order ?? 'desc';
+    if (order !== 'asc' && order !== 'desc') return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `order: want "asc" or "desc", got ${String(order)}`, 'order');
+    const output = Array.isArray(kept.response.output) ? kept.response.output.length : 0;
+    const items = kept.items.slice(0, Math.max(0, kept.items.length - output)).map((item, i) => {
+      const o = item as Record<string, unknown>;
+      return typeof o.id === 'string' ? o : { ...o, id: `item_${id.replace(/^resp_/, '')}_${i}` };
+    });
+    if (order === 'desc') items.reverse();
+    let from = 0;
+    if (typeof query.after === 'string') {
+      const at = items.findIndex((item) => item.id === query.after);
+      if (at === -1) return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `after: response ${id} has no input item ${query.after}`, 'after');
+      from = at + 1;
+    }
+    const data = items.slice(from, from + limit);
+    return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < items.length };
+  }
+
+  /** DELETE /v1/responses/{id}: as OpenAI answers it. */
+  async deleteResponse(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const store = this.deps.responses;
+    await this.keeping.get(id);
+    const deleted = store ? await store.delete(request.apiKey?.id ?? 'anonymous', id) : false;
+    if (!deleted) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
+    return { id, object: 'response', deleted: true };
   }
 
   private account(ex: Exchange, model: Model, status: number, tail: TailKeeper, events: number): void {
@@ -748,7 +884,7 @@ function countDown(counts: Map<string, number>, name: string): void {
 function clientCorsOptions(origins: readonly string[]) {
   return {
     origin: origins.includes('*') ? '*' : [...origins],
-    methods: ['GET', 'POST', 'OPTIONS'],
+    methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
     exposedHeaders: [
       'x-request-id',
       'retry-after',
@@ -823,6 +959,7 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     const admission = router.admission();
     scope.decorateRequest('apiKey', null);
     scope.decorateRequest('call', null);
+    scope.decorateRequest('responsesTurn', null);
     scope.addHook('preHandler', keyHook(admission));
     const rateLimit = rateLimitHook(admission);
     const inference = (endpoint: Endpoint) => ({ bodyLimit, preHandler: [callHook(admission, endpoint), rateLimit] });
@@ -840,6 +977,15 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.post('/v1/audio/transcriptions', inference('transcriptions'), (request, reply) => router.infer(request, reply));
     scope.post('/tokenize', inference('tokenize'), (request, reply) => router.infer(request, reply));
     scope.post('/detokenize', inference('detokenize'), (request, reply) => router.infer(request, reply));
+    // OpenAI's Responses API: the previous response loaded (by key) before the body is translated to chat for the checks.
+    scope.post('/v1/responses', { bodyLimit, preHandler: [previousResponseHook(router), callHook(admission, 'responses', fromResponses), rateLimit] }, (request, reply) =>
+      router.infer(request, reply),
+    );
+    scope.get<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) => router.getResponse(request.params.id, request, reply));
+    scope.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>('/v1/responses/:id/input_items', async (request, reply) =>
+      router.listInputItems(request.params.id, request.query, request, reply),
+    );
+    scope.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) => router.deleteResponse(request.params.id, request, reply));
     // Anthropic's Messages API, in a scope of its own: its key may come as x-api-key, and every refusal made
     // for it (by the hooks above, by Fastify) leaves in Anthropic's error shape.
     void scope.register(async (messages) => {

@@ -1,5 +1,6 @@
 // The end of a response, where the engine puts its usage: the body's last
-// object, or a stream's final SSE chunk (the router asks every stream for
+// object, or a stream's final SSE chunk (or, for the Responses API, the
+// final event's response) (the router asks every stream for
 // it, and keeps it from a client that did not). What the figures are
 // recorded into (UsageSink) is src/control/keys' business.
 

@@ -170,4 +170,12 @@ describe('usage from the kept bytes of an answer', () => {
     expect(keep('data: {"choices":[{"delta":{}}],"usage":null}\n\n', 'data: [DONE]\n\n').usage(), '"usage": null on every chunk is no usage').toBeNull();
     expect(keep().usage(), 'nothing kept').toBeNull();
   });
+
+  it("reads the Responses API's names from an engine that serves it natively, whole or in its last event", () => {
+    const usage = '"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens":9,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":16}';
+    expect(keep(`{"object":"response","output":[],${usage},"user":null}`).usage()).toEqual({ promptTokens: 7, completionTokens: 9 });
+    expect(
+      keep('event: response.created\ndata: {"type":"response.created","response":{"usage":null}}\n\n', `event: response.completed\ndata: {"type":"response.completed","response":{${usage}}}\n\n`).usage(),
+    ).toEqual({ promptTokens: 7, completionTokens: 9 });
+  });
 });

@@ -100,8 +100,6 @@ const DetokenizeSchema = z.looseObject({
   tokens: z.array(z.number().int('want whole token ids'), { error: 'want a list of token ids' }),
 });
 
-/** Responses API bodies are checked where they are translated; routing needs the model. */
-const ModelOnlySchema = z.looseObject({ model });
 
 /** A transcription's form fields (the file is checked apart: it is no text field). */
 const TranscriptionSchema = z.looseObject({ model: z.string({ error: 'the form has no model field; add one naming the model' }).min(1, 'want a model name') });
@@ -116,7 +114,8 @@ const SCHEMAS: Record<Endpoint, z.ZodType> = {
   tokenize: TokenizeSchema,
   detokenize: DetokenizeSchema,
   transcriptions: TranscriptionSchema,
-  responses: ModelOnlySchema,
+  // Checked as the Chat Completions body admission translates it to (responses/request.ts checks the Responses shape).
+  responses: ChatSchema,
 };
 
 export interface ParsedRequest {
@@ -310,11 +309,11 @@ function promptField(endpoint: Endpoint): 'messages' | 'prompt' | 'input' | null
   switch (endpoint) {
     case 'chat':
     case 'messages':
+    case 'responses':
       return 'messages';
     case 'completions':
       return 'prompt';
     case 'embeddings':
-    case 'responses':
       return 'input';
     default:
       return null;

@@ -1,5 +1,6 @@
 // sim: a simulated inference engine that speaks OpenAI's HTTP API exactly as
 // vLLM serves it (/v1/chat/completions, /v1/completions, /v1/embeddings,
+// /v1/responses as vLLM 0.10 and later serve it,
 // /v1/models, /health, /metrics) but generates deterministic words instead of
 // running a model. Every test and benchmark of llmgw leans on it: the router
 // (streaming, aborts, retries on 429 and 500), the reconciler and supervisor

@@ -10,10 +10,11 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
 import { LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { readServerTls } from '../../tls/index.js';
-import { ChoiceGenerator, FIRST_TOKEN_JSON, NEXT_TOKEN_JSON, embeddingOf, mixSeed, nextRandom } from './generate.js';
+import { ChoiceGenerator, FIRST_TOKEN_JSON, NEXT_TOKEN_JSON, VOCABULARY, embeddingOf, mixSeed, nextRandom } from './generate.js';
 import { compileSimEngineOptions, type SimEngineConfig, type SimEngineOptions } from './options.js';
 import { readForm } from '../../http/index.js';
 import { detokenizeAnswer, rerankAnswer, scoreAnswer, SimTokenizer, tokenizeAnswer, transcriptionAnswer, type PassthroughAnswer } from './passthrough.js';
+import { parseResponsesRequest, responseObject, responsesEvent, type ResponsesRequest } from './responses.js';
 import {
   parseChatRequest,
   parseCompletionRequest,
@@ -257,7 +258,7 @@ class SimServer implements SimEngine {
       return;
     }
     if (method === 'POST') {
-      if (path === '/v1/chat/completions' || path === '/v1/completions' || path === '/v1/embeddings' || PASSTHROUGH_PATHS.has(path)) {
+      if (path === '/v1/chat/completions' || path === '/v1/completions' || path === '/v1/embeddings' || path === '/v1/responses' || PASSTHROUGH_PATHS.has(path)) {
         this.onInference(path, req, res);
         return;
       }
@@ -463,6 +464,12 @@ class SimServer implements SimEngine {
       for (const input of request.inputs) this.checkContext(input.promptTokens, null);
       if (this.injectFailure(job)) return;
       job.start = () => this.runEmbedding(job, request, model);
+    } else if (path === '/v1/responses') {
+      const request = parseResponsesRequest(body);
+      const model = this.resolveModel(request.generation.model);
+      this.checkContext(request.generation.prompts[0]!.promptTokens, request.generation.maxTokens);
+      if (this.injectFailure(job)) return;
+      job.start = () => this.runResponses(job, request, model);
     } else {
       const request = path === '/v1/completions' ? parseCompletionRequest(body) : parseChatRequest(body);
       const model = this.resolveModel(request.model);
@@ -776,6 +783,120 @@ class SimServer implements SimEngine {
     };
     if (this.config.ttftMs > 0) job.timer = setTimeout(send, this.config.ttftMs);
     else send();
+  }
+
+  /**
+   * POST /v1/responses, as vLLM serves the Responses API: one output item
+   * (a message of generated words, or the forced function call made as
+   * runToolCall makes it), whole or as the event stream OpenAI's clients
+   * parse (created, in_progress, the item and its part opened, a delta per
+   * token paced as chat streams are, the dones, then completed or, when
+   * max_output_tokens cut it, incomplete), each event numbered from 0.
+   */
+  private runResponses(job: Job, request: ResponsesRequest, model: string): void {
+    const res = job.res;
+    const gen = request.generation;
+    const { gens, promptTokens } = this.generators(gen);
+    const g = gens[0]!;
+    const id = this.newId('resp_');
+    const createdAtS = Math.floor(Date.now() / 1000);
+    const itemId = this.newId(gen.toolCall === null ? 'msg_' : 'fc_');
+    const callId = this.newId('call_');
+    const args = JSON.stringify({ seed: gen.prompts[0]!.hash % 1000 });
+    let seq = 0;
+    const event = (type: string, fields: Record<string, unknown>) => responsesEvent(type, seq++, fields);
+    const status = (): 'completed' | 'incomplete' => (request.maxOutputTokens !== null && g.tokens >= request.maxOutputTokens ? 'incomplete' : 'completed');
+    const messageItem = (text: string, done: boolean) => ({
+      id: itemId,
+      type: 'message',
+      status: done ? 'completed' : 'in_progress',
+      role: 'assistant',
+      content: done ? [{ type: 'output_text', text, annotations: [], logprobs: [] }] : [],
+    });
+    const callItem = (done: boolean) => ({ id: itemId, type: 'function_call', status: done ? 'completed' : 'in_progress', call_id: callId, name: gen.toolCall, arguments: done ? args : '' });
+    const final = (output: unknown[], completionTokens: number) =>
+      responseObject(id, model, createdAtS, request, gen.toolCall === null ? status() : 'completed', output, { input: promptTokens, output: completionTokens });
+    const callTokens = Math.max(1, Math.ceil(args.length / 4));
+
+    if (!gen.stream) {
+      const text = gen.toolCall === null ? g.rest() : '';
+      const completionTokens = gen.toolCall === null ? g.tokens : callTokens;
+      const send = () => {
+        job.timer = null;
+        if (job.state !== 'running') return;
+        this.counters.generatedTokens += completionTokens;
+        const output = gen.toolCall === null ? [messageItem(text, true)] : [callItem(true)];
+        sendJson(res, 200, JSON.stringify(final(output, completionTokens)), this.closing);
+      };
+      const tps = this.config.tokensPerSecond;
+      const delayMs = this.config.ttftMs + (tps > 0 && completionTokens > 1 ? ((completionTokens - 1) * 1000) / tps : 0);
+      if (delayMs > 0) job.timer = setTimeout(send, delayMs);
+      else send();
+      return;
+    }
+
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...(this.closing ? { connection: 'close' } : {}) });
+    res.flushHeaders();
+    const opening = () =>
+      event('response.created', { response: responseObject(id, model, createdAtS, request, 'in_progress', [], null) }) +
+      event('response.in_progress', { response: responseObject(id, model, createdAtS, request, 'in_progress', [], null) });
+    if (gen.toolCall !== null) {
+      const send = () => {
+        job.timer = null;
+        if (job.state !== 'running') return;
+        this.counters.generatedTokens += callTokens;
+        res.end(
+          opening() +
+            event('response.output_item.added', { output_index: 0, item: callItem(false) }) +
+            event('response.function_call_arguments.delta', { item_id: itemId, output_index: 0, delta: args }) +
+            event('response.function_call_arguments.done', { item_id: itemId, output_index: 0, name: gen.toolCall, arguments: args }) +
+            event('response.output_item.done', { output_index: 0, item: callItem(true) }) +
+            event('response.completed', { response: final([callItem(true)], callTokens) }),
+        );
+      };
+      if (this.config.ttftMs > 0) job.timer = setTimeout(send, this.config.ttftMs);
+      else send();
+      return;
+    }
+
+    const part = { item_id: itemId, output_index: 0, content_index: 0 };
+    let text = '';
+    const intervalMs = this.config.tokensPerSecond > 0 ? 1000 / this.config.tokensPerSecond : 0;
+    const t0 = performance.now() + this.config.ttftMs;
+    let steps = 0;
+    const tick = () => {
+      job.timer = null;
+      job.immediate = null;
+      if (job.state !== 'running') return;
+      let out = steps === 0 ? opening() + event('response.output_item.added', { output_index: 0, item: messageItem('', false) }) + event('response.content_part.added', { ...part, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }) : '';
+      const due = intervalMs > 0 ? Math.min(UNPACED_BATCH_STEPS, Math.floor((performance.now() - t0) / intervalMs) + 1 - steps) : UNPACED_BATCH_STEPS;
+      for (let k = 0; k < due && g.finishReason === null; k++) {
+        const first = g.tokens === 0;
+        const word = VOCABULARY[g.nextWord()]!;
+        const delta = first ? word : ` ${word}`;
+        text += delta;
+        this.counters.generatedTokens++;
+        steps++;
+        out += event('response.output_text.delta', { ...part, delta, logprobs: [] });
+      }
+      if (g.finishReason !== null) {
+        const done = messageItem(text, true);
+        res.end(
+          out +
+            event('response.output_text.done', { ...part, text, logprobs: [] }) +
+            event('response.content_part.done', { ...part, part: done.content[0] }) +
+            event('response.output_item.done', { output_index: 0, item: done }) +
+            event(status() === 'completed' ? 'response.completed' : 'response.incomplete', { response: final([done], g.tokens) }),
+        );
+        return;
+      }
+      const ok = res.write(out);
+      if (!ok) res.once('drain', tick);
+      else if (intervalMs === 0) job.immediate = setImmediate(tick);
+      else job.timer = setTimeout(tick, Math.max(0, t0 + steps * intervalMs - performance.now()));
+    };
+    if (this.config.ttftMs > 0) job.timer = setTimeout(tick, this.config.ttftMs);
+    else tick();
   }
 
   private runEmbedding(job: Job, request: EmbeddingRequest, model: string): void {
