@@ -145,6 +145,7 @@ describe('llamacpp', () => {
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
     expect(p.readiness).toEqual({ kind: 'tcp', host: '10.1.0.11', port: 50060 });
     expect(p.servesApi).toBe(false);
+    expect(p.probeWhileReady, 'a connection beside the head\'s would only queue, so it is not probed once ready').toBe(false);
     expect(adapterFor('llamacpp', options).usesPort(l), 'the rpc port comes from the peers, not the range').toBe(false);
     expect(plan(multi('llamacpp', 2)).argv).toEqual(['rpc-server', '-H', '10.1.0.12', '-p', '50052']);
   });

@@ -51,6 +51,8 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
       // rpc-server speaks no HTTP; accepting a connection is all it can tell.
       readiness: { kind: 'tcp', host: probeHost(self.address), port },
       servesApi: false,
+      // It accepts no connection while it serves the head's, so once ready a probe would only fill its queue.
+      probeWhileReady: false,
     };
   }
 
