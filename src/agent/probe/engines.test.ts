@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -81,9 +81,17 @@ describe('scriptPython', () => {
 });
 
 describe('parseLlamaServerVersion', () => {
-  it('names the build the way llama.cpp tags releases, and is absent for other output', () => {
-    expect(parseLlamaServerVersion('version: 4567 (abc1234)\nbuilt with ...')).toBe('b4567 (abc1234)');
-    expect(parseLlamaServerVersion('error: unknown argument: --version')).toBeUndefined();
+  // The real build's output (scripts/build-llamacpp.sh, from node-llama-cpp's bundle), captured.
+  const realBuild = readFileSync(new URL('./fixtures/llama-server/own-version-0.4.0-dev.txt', import.meta.url), 'utf8');
+  it.each([
+    ['builds up to late 2025: the build number and commit', 'version: 4567 (abc1234)\nbuilt with cc (GCC) 13.3.0 for x86_64-linux-gnu\n', 'b4567 (abc1234)'],
+    ['0.4 and later: a semantic version, then build and commit', 'version: 0.4.0-dev (build 1, commit 80fb11a)\n', '0.4.0-dev b1 (80fb11a)'],
+    ['a release of the semantic form', 'version: 0.5.2 (build 7301, commit 0a1b2c3)\n', '0.5.2 b7301 (0a1b2c3)'],
+    ['the real llama-server this suite builds', realBuild, '0.4.0-dev b1 (80fb11a)'],
+    ['a build too old to know --version', 'error: unknown argument: --version', undefined],
+    ['no output', '', undefined],
+  ])('%s', (_case, output, version) => {
+    expect(parseLlamaServerVersion(output)).toBe(version);
   });
 });
 

@@ -51,10 +51,20 @@ export function scriptPython(head: string): { path: string } | { name: string } 
   return trampoline ? { path: trampoline[1]! } : null;
 }
 
-/** "version: 4567 (abc1234)" -> "b4567 (abc1234)", the way llama.cpp tags its releases. */
+/**
+ * What `llama-server --version` prints, in the form llama.cpp tags releases
+ * ("b4567 (abc1234)"). Two formats are read: builds up to late 2025 print
+ * "version: 4567 (abc1234)" (the build number, the commit); later ones print
+ * their semantic version first, "version: 0.4.0-dev (build 1, commit
+ * 80fb11a)", which becomes "0.4.0-dev b1 (80fb11a)". The build number is a
+ * commit count, so a build from a shallow clone says 1. Undefined for any
+ * other output (a build too old to know --version).
+ */
 export function parseLlamaServerVersion(output: string): string | undefined {
-  const match = /version:\s*(\d+)\s*\(([0-9a-f]+)\)/i.exec(output);
-  return match ? `b${match[1]} (${match[2]})` : undefined;
+  const semantic = /version:\s*(\S+)\s*\(build\s+(\d+),\s*commit\s+([0-9a-z]+)\)/i.exec(output);
+  if (semantic) return `${semantic[1]} b${semantic[2]} (${semantic[3]})`;
+  const numbered = /version:\s*(\d+)\s*\(([0-9a-f]+)\)/i.exec(output);
+  return numbered ? `b${numbered[1]} (${numbered[2]})` : undefined;
 }
 
 /**
