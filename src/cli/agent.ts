@@ -9,7 +9,7 @@ import { Agent, compileAgentOptions } from '../agent/index.js';
 import { WeightCache } from '../agent/cache/index.js';
 import { adapterFor } from '../agent/engines/index.js';
 import { Fetcher } from '../agent/fetch/index.js';
-import { NodeProber } from '../agent/probe/index.js';
+import { NodeProber, rpcServerOnPath } from '../agent/probe/index.js';
 import { AgentShardRunner } from '../agent/shards.js';
 import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js';
 import { advertisedHost } from '../agent/address/index.js';
@@ -137,7 +137,13 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     logger: childLogger(logger, 'supervisor'),
     ...(advertise === null ? {} : { advertiseHost: advertise }),
     adapterFor: (engine) =>
-      adapterFor(engine, { llmgwBin: LLMGW_BIN, allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true, ...(config.engineTls ? { engineTls: config.engineTls } : {}) }),
+      adapterFor(engine, {
+        llmgwBin: LLMGW_BIN,
+        allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true,
+        ...(config.engineTls ? { engineTls: config.engineTls } : {}),
+        // Looked up at each launch, as the probe looks each heartbeat: llama.cpp renamed it (ggml-rpc-server).
+        ...(engine === 'llamacpp' ? { rpcServerExecutable: rpcServerOnPath(process.env.PATH ?? '') } : {}),
+      }),
     // The node's CA signed the certificate engines serve under --engine-tls; the probes verify it.
     prober: networkReadinessProber({ ca: config.ca }),
     firstPort: Number(ports[1]),

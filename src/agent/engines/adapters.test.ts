@@ -145,8 +145,19 @@ describe('llamacpp', () => {
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
     expect(p.readiness).toEqual({ kind: 'tcp', host: '10.1.0.11', port: 50060 });
     expect(p.servesApi).toBe(false);
+    expect(p.probeWhileReady, 'a connection beside the head\'s would only queue, so it is not probed once ready').toBe(false);
     expect(adapterFor('llamacpp', options).usesPort(l), 'the rpc port comes from the peers, not the range').toBe(false);
     expect(plan(multi('llamacpp', 2)).argv).toEqual(['rpc-server', '-H', '10.1.0.12', '-p', '50052']);
+  });
+
+  // Regression: rpc-server was given the profile's args, which are
+  // llama-server's; the real ggml-rpc-server exits on the first one it does
+  // not know ("error: unknown argument"), so a two-node replica with any
+  // profile args never started its rank 1.
+  it('gives the profile\'s args to llama-server only, not to the rpc-server ranks', () => {
+    const profile = { args: ['-c', '4096', '--fit', 'off'] };
+    expect(plan(multi('llamacpp', 1, profile)).argv).toEqual(['rpc-server', '-H', '10.1.0.11', '-p', '50060']);
+    expect(plan(multi('llamacpp', 0, profile)).argv.slice(-4), 'rank 0 still takes them last').toEqual(['-c', '4096', '--fit', 'off']);
   });
 
   it('brackets IPv6 peers in the --rpc list', () => {
@@ -273,6 +284,9 @@ describe('adapterFor', () => {
   });
 });
 
+/** llama.cpp's ranks ≥ 1 run rpc-server, another program than the one the profile's args are for. */
+const takesProfileArgs = (l: ShardLaunch): boolean => !(l.profile.engine === 'llamacpp' && l.rank > 0);
+
 // What every adapter promises, whatever its engine: the contract the supervisor relies on.
 describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine) => {
   const shapes: [string, ShardLaunch][] = [['one node', launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 })]];
@@ -283,7 +297,8 @@ describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine
     const adapter = adapterFor(engine, options);
     const p = adapter.plan(l);
     expect(p.argv.every((arg) => typeof arg === 'string' && arg !== ''), `no empty argument: ${JSON.stringify(p.argv)}`).toBe(true);
-    expect(p.argv.slice(-2), "the profile's args come last, so they win").toEqual(['--operator-flag', 'x']);
+    if (takesProfileArgs(l)) expect(p.argv.slice(-2), "the profile's args come last, so they win").toEqual(['--operator-flag', 'x']);
+    else expect(p.argv, "rpc-server is given none of llama-server's args").not.toContain('--operator-flag');
     expect(p.env, "the profile's env is merged over llmgw's").toMatchObject({ OPERATOR_VAR: '1', CUDA_VISIBLE_DEVICES: '7' });
     expect(p.servesApi, 'only rank 0 serves the API').toBe(l.rank === 0);
     if (adapter.usesPort(l)) {
@@ -323,7 +338,7 @@ describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
     } else {
       expect(flags, 'a rank that serves no API is given no key').toEqual([]);
     }
-    expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
+    if (takesProfileArgs(l)) expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
   });
 
   it('keeps a secret that starts with "-" one argument, so the engine does not take it for a flag', () => {
@@ -367,7 +382,7 @@ describe('with --engine-tls every process that serves the API serves https with 
     const [certFlag, keyFlag] = flags[engine]!;
     expect(p.argv[p.argv.indexOf(certFlag) + 1], `${certFlag} in ${JSON.stringify(p.argv)}`).toBe('/pki/node-gpu-1.pem');
     expect(p.argv[p.argv.indexOf(keyFlag) + 1], `${keyFlag} in ${JSON.stringify(p.argv)}`).toBe('/pki/node-gpu-1-key.pem');
-    expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
+    if (takesProfileArgs(l)) expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
     expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health', tls: true });
     const plain = adapterFor(engine, options).plan(l);
     expect(plain.argv, 'no TLS flag without --engine-tls').not.toContain(certFlag);

@@ -1,6 +1,7 @@
 // llama.cpp: `llama-server` on rank 0, and for a replica over several nodes,
 // `rpc-server` on every other rank, which lends its GPUs to the head over the
-// fabric (`--rpc host:port,…`). Only flags ENGINES.md confirms in every build
+// fabric (`--rpc host:port,…`). The profile's args are llama-server's and go
+// only to rank 0. Only flags ENGINES.md confirms in every build
 // are used: -m, --host, --port, --alias (one name: a comma list is recent
 // builds only; the router resolves aliases), a numeric -ngl (works where
 // `auto` is the default too), --metrics, --rpc. `--fit off` is left to the
@@ -42,11 +43,16 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
     const self = peers[launch.rank]!;
     const port = self.port ?? RPC_SERVER_DEFAULT_PORT;
     return {
-      argv: [options.rpcServerExecutable, '-H', self.address, '-p', String(port), ...launch.profile.args],
+      // None of the profile's args: they are llama-server's, which rpc-server
+      // refuses ("unknown argument") or reads otherwise (-c is the context
+      // size there and the tensor cache here).
+      argv: [options.rpcServerExecutable, '-H', self.address, '-p', String(port)],
       env,
       // rpc-server speaks no HTTP; accepting a connection is all it can tell.
       readiness: { kind: 'tcp', host: probeHost(self.address), port },
       servesApi: false,
+      // It accepts no connection while it serves the head's, so once ready a probe would only fill its queue.
+      probeWhileReady: false,
     };
   }
 

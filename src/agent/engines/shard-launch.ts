@@ -99,6 +99,14 @@ export interface EngineLaunchPlan {
   readonly readiness: Readiness;
   /** True for the rank that serves the OpenAI API (rank 0); requests go only there. */
   readonly servesApi: boolean;
+  /**
+   * False: once ready, the engine is not probed again, because asking it
+   * disturbs it (llama.cpp's rpc-server serves one client at a time and
+   * queues at most two more connections, so repeated TCP probes beside the
+   * head's connection fill its queue, and the next probe times out); its
+   * exit is what says it died. Absent = probed on the liveness interval.
+   */
+  readonly probeWhileReady?: false;
 }
 
 export interface EngineAdapter {

@@ -1,6 +1,9 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ExecFn, ExecResult } from './exec.js';
-import { type EngineProbeDeps, parseLlamaServerVersion, probeEngines, scriptPython } from './engines.js';
+import { type EngineProbeDeps, parseLlamaServerVersion, probeEngines, rpcServerOnPath, scriptPython } from './engines.js';
 
 const ok = (stdout: string, stderr = '', exitCode = 0): ExecResult => ({ exitCode, stdout, stderr, timedOut: false });
 
@@ -78,8 +81,41 @@ describe('scriptPython', () => {
 });
 
 describe('parseLlamaServerVersion', () => {
-  it('names the build the way llama.cpp tags releases, and is absent for other output', () => {
-    expect(parseLlamaServerVersion('version: 4567 (abc1234)\nbuilt with ...')).toBe('b4567 (abc1234)');
-    expect(parseLlamaServerVersion('error: unknown argument: --version')).toBeUndefined();
+  // The real build's output (scripts/build-llamacpp.sh, from node-llama-cpp's bundle), captured.
+  const realBuild = readFileSync(new URL('./fixtures/llama-server/own-version-0.4.0-dev.txt', import.meta.url), 'utf8');
+  it.each([
+    ['builds up to late 2025: the build number and commit', 'version: 4567 (abc1234)\nbuilt with cc (GCC) 13.3.0 for x86_64-linux-gnu\n', 'b4567 (abc1234)'],
+    ['0.4 and later: a semantic version, then build and commit', 'version: 0.4.0-dev (build 1, commit 80fb11a)\n', '0.4.0-dev b1 (80fb11a)'],
+    ['a release of the semantic form', 'version: 0.5.2 (build 7301, commit 0a1b2c3)\n', '0.5.2 b7301 (0a1b2c3)'],
+    ['the real llama-server this suite builds', realBuild, '0.4.0-dev b1 (80fb11a)'],
+    ['a build too old to know --version', 'error: unknown argument: --version', undefined],
+    ['no output', '', undefined],
+  ])('%s', (_case, output, version) => {
+    expect(parseLlamaServerVersion(output)).toBe(version);
+  });
+});
+
+describe('rpc-server under either name', () => {
+  it('finds ggml-rpc-server, the name llama.cpp 0.4 gives it, when there is no rpc-server', async () => {
+    const deps = machine({ '/opt/llama/bin/llama-server': '', '/opt/llama/bin/ggml-rpc-server': '' }, (file) => {
+      if (file === '/opt/llama/bin/llama-server') return ok('', 'version: 0.4.0-dev (build 1, commit 80fb11a)\n');
+      throw new Error(`unexpected run of ${file}`);
+    });
+    const engines = await probeEngines('/opt/llama/bin', 5000, deps);
+    expect(engines.find((e) => e.name === 'llamacpp-rpc'), 'the renamed rpc server counts').toEqual({ name: 'llamacpp-rpc', path: '/opt/llama/bin/ggml-rpc-server' });
+    expect(deps.runs, 'and is never run').toEqual(['/opt/llama/bin/llama-server']);
+  });
+
+  it('is what the agent launches: the first name on PATH, else the bare rpc-server so the failure names it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-rpc-path-'));
+    try {
+      expect(rpcServerOnPath(dir), 'nothing on PATH').toBe('rpc-server');
+      writeFileSync(join(dir, 'ggml-rpc-server'), '', { mode: 0o755 });
+      expect(rpcServerOnPath(`relative:${dir}`)).toBe(join(dir, 'ggml-rpc-server'));
+      writeFileSync(join(dir, 'rpc-server'), '', { mode: 0o755 });
+      expect(rpcServerOnPath(dir), 'the older name first, as the probe looks').toBe(join(dir, 'rpc-server'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

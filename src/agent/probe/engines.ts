@@ -7,16 +7,17 @@
 // - vllm: the `vllm` launcher on PATH; its version from the package metadata,
 //   asked of the Python its launcher names on the #! line (no torch import).
 // - llamacpp: `llama-server` on PATH; `llama-server --version`, bounded.
-// - llamacpp-rpc: `rpc-server` on PATH, what multi-node llama.cpp runs on the
-//   other nodes. Never run: older builds take no --version, and an
-//   rpc-server given an argument it ignores starts listening.
+// - llamacpp-rpc: `rpc-server` (or `ggml-rpc-server`, its name since
+//   llama.cpp 0.4) on PATH, what multi-node llama.cpp runs on the other
+//   nodes. Never run: older builds take no --version, and an rpc-server given
+//   an argument it ignores starts listening.
 // - sglang: has no launcher of its own (it runs as `python3 -m
 //   sglang.launch_server`), so it counts when `python3` on PATH can find the
 //   module. The check uses importlib's find_spec and the package metadata,
 //   which neither import sglang nor torch: tens of milliseconds.
 // - builtin and sim ship inside llmgw and are always present.
 import type { EngineReport } from '../../protocol/index.js';
-import { type ExecFn, findOnPath, type IsExecutableFn } from './exec.js';
+import { type ExecFn, findOnPath, findOnPathSync, type IsExecutableFn } from './exec.js';
 
 export interface EngineProbeDeps {
   exec: ExecFn;
@@ -50,10 +51,40 @@ export function scriptPython(head: string): { path: string } | { name: string } 
   return trampoline ? { path: trampoline[1]! } : null;
 }
 
-/** "version: 4567 (abc1234)" -> "b4567 (abc1234)", the way llama.cpp tags its releases. */
+/**
+ * What `llama-server --version` prints, in the form llama.cpp tags releases
+ * ("b4567 (abc1234)"). Two formats are read: builds up to late 2025 print
+ * "version: 4567 (abc1234)" (the build number, the commit); later ones print
+ * their semantic version first, "version: 0.4.0-dev (build 1, commit
+ * 80fb11a)", which becomes "0.4.0-dev b1 (80fb11a)". The build number is a
+ * commit count, so a build from a shallow clone says 1. Undefined for any
+ * other output (a build too old to know --version).
+ */
 export function parseLlamaServerVersion(output: string): string | undefined {
-  const match = /version:\s*(\d+)\s*\(([0-9a-f]+)\)/i.exec(output);
-  return match ? `b${match[1]} (${match[2]})` : undefined;
+  const semantic = /version:\s*(\S+)\s*\(build\s+(\d+),\s*commit\s+([0-9a-z]+)\)/i.exec(output);
+  if (semantic) return `${semantic[1]} b${semantic[2]} (${semantic[3]})`;
+  const numbered = /version:\s*(\d+)\s*\(([0-9a-f]+)\)/i.exec(output);
+  return numbered ? `b${numbered[1]} (${numbered[2]})` : undefined;
+}
+
+/**
+ * The names llama.cpp's RPC server goes by, in the order they are looked
+ * for: `rpc-server` up to late 2025, `ggml-rpc-server` in builds that print
+ * a semantic version (0.4 and later).
+ */
+export const RPC_SERVER_NAMES = ['rpc-server', 'ggml-rpc-server'] as const;
+
+/**
+ * The RPC server the agent runs on ranks ≥ 1: the first of RPC_SERVER_NAMES
+ * on `pathEnv`, as the probe found it; when there is none, the bare
+ * `rpc-server`, so the launch fails naming the program that is missing.
+ */
+export function rpcServerOnPath(pathEnv: string): string {
+  for (const name of RPC_SERVER_NAMES) {
+    const path = findOnPathSync(name, pathEnv);
+    if (path !== null) return path;
+  }
+  return RPC_SERVER_NAMES[0];
 }
 
 /** Exit code with which the sglang check says "no such module". */
@@ -102,8 +133,11 @@ export async function probeEngines(pathEnv: string, timeoutMs: number, deps: Eng
   };
 
   const rpc = async (): Promise<EngineReport | null> => {
-    const path = await find('rpc-server');
-    return path === null ? null : { name: 'llamacpp-rpc', path };
+    for (const name of RPC_SERVER_NAMES) {
+      const path = await find(name);
+      if (path !== null) return { name: 'llamacpp-rpc', path };
+    }
+    return null;
   };
 
   const sglang = async (): Promise<EngineReport | null> => {

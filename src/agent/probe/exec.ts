@@ -3,7 +3,7 @@
 // probe starts processes, so tests replace it with a function that returns
 // captured output and no probe needs a GPU to be tested.
 import { execFile } from 'node:child_process';
-import { constants } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { delimiter, isAbsolute, join } from 'node:path';
 
@@ -91,6 +91,24 @@ export async function findOnPath(name: string, pathEnv: string, isExecutable: Is
     if (dir === '' || !isAbsolute(dir)) continue;
     const candidate = join(dir, name);
     if (await isExecutable(candidate)) return candidate;
+  }
+  return null;
+}
+
+/**
+ * findOnPath without waiting, for a caller that must answer at once (the
+ * agent choosing an engine's executable as it builds the command line).
+ */
+export function findOnPathSync(name: string, pathEnv: string): string | null {
+  for (const dir of pathEnv.split(delimiter)) {
+    if (dir === '' || !isAbsolute(dir)) continue;
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {
+      // Not here; the next directory.
+    }
   }
   return null;
 }

@@ -7,3 +7,4 @@
 // and --simulate replaces the hardware with a declared machine, so the fleet
 // can be tested, and simulated, on hosts without a GPU.
 export { NodeProber, type ProbeDeps, type ProbeOptions } from './probe-node.js';
+export { rpcServerOnPath } from './engines.js';

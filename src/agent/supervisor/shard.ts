@@ -418,7 +418,7 @@ export class Shard {
    */
   async #watchLiveness(run: Run): Promise<void> {
     const { clock, prober, settings } = this.#deps;
-    if (settings.livenessIntervalMs === 0 || run.plan.readiness.kind === 'none') return;
+    if (settings.livenessIntervalMs === 0 || run.plan.readiness.kind === 'none' || run.plan.probeWhileReady === false) return;
     let failures = 0;
     for (;;) {
       await clock.sleep(settings.livenessIntervalMs, run.abort.signal);

@@ -473,6 +473,27 @@ describe('adoption', () => {
     expect(shard(s, 'a').pid).not.toBe(pid);
   });
 
+  // Regression: a two-node llama.cpp replica would lose its rank 1 some
+  // liveness intervals after it was ready. rpc-server serves one client at a
+  // time (the head) and listens with a backlog of 1 (ggml-rpc's
+  // transport.cpp); the liveness probe's TCP connects fill that queue, the
+  // next one times out, and the agent kills the "hung" rpc-server, and with
+  // it the replica.
+  it('does not probe a ready rpc-server rank again: only its exit says it died', async () => {
+    const s = await supervisor({ livenessIntervalMs: 1_000, livenessFailures: 1 });
+    const peers = [{ rank: 0, address: '127.0.0.1' }, { rank: 1, address: '127.0.0.1', port: 50052 }];
+    await s.desired([launch('rpc', { rank: 1, peers }, { engine: 'llamacpp', shards: 2 })]);
+    await clock.until(() => state(s, 'rpc') === 'ready', 'ready');
+    const pid = shard(s, 'rpc').pid!;
+    const probes = prober.probesAtMs.length;
+    prober.answer = () => ({ ok: false, detail: 'timed out after 2s' });
+    await clock.advance(30_000);
+    expect(prober.probesAtMs.length, 'no probe once ready').toBe(probes);
+    expect(shard(s, 'rpc'), 'still the same ready process').toMatchObject({ state: 'ready', pid, restarts: 0 });
+    processes.byPid(pid)!.exit(1);
+    await clock.until(() => state(s, 'rpc') === 'failed', 'its exit is noticed');
+  });
+
   it('notices that an adopted engine died, without an exit event, and restarts it', async () => {
     const first = await supervisor();
     await first.desired([launch('a')]);
