@@ -188,6 +188,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     metrics_public: 'true: /metrics answers without the admin token (default false)',
     responses_ttl: 'how long a Responses API response is kept for previous_response_id (default 30d)',
     responses_max_per_key: 'most bytes of Responses API responses one key keeps, oldest dropped first; 0 = none (default 64m)',
+    max_upload_size: 'largest upload the client listener reads, an audio file for transcriptions (default 25m)',
   };
 }
 

@@ -160,6 +160,7 @@ export class ControlPlane {
       timeouts: config.router,
       corsOrigins: config.corsOrigins,
       maxHeldPerKey: config.maxHeldPerKey,
+      uploadLimitBytes: config.uploadLimitBytes,
       engineCa: config.engineCa,
       responses,
       ...(cluster ? { limiter: cluster.limiter } : {}),

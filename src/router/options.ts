@@ -18,6 +18,8 @@ export const ROUTER_DEFAULTS = Object.freeze({
   /** Longest hold for a model with no ready replica while one starts. */
   coldStartTimeoutMs: 120_000,
   bodyLimitBytes: 8 * 2 ** 20,
+  /** OpenAI's own limit for an audio file. */
+  uploadLimitBytes: 25 * 2 ** 20,
   maxN: 16,
   maxTokens: 1_000_000,
   maxAttempts: 4,
@@ -51,6 +53,8 @@ export interface RouterSettings {
   timeouts?: Partial<RouterTimeouts>;
   /** Largest request body; absent = 8 MiB. Enforced on chunked bodies too. */
   bodyLimitBytes?: number;
+  /** Largest multipart upload (/v1/audio/transcriptions), read whole to find its model; absent = 25 MiB. */
+  uploadLimitBytes?: number;
   /** Largest `n`; absent = 16. */
   maxN?: number;
   /** Largest max_tokens / max_completion_tokens; absent = 1 000 000. */
@@ -97,6 +101,7 @@ export interface RouterOptions {
   readonly random: () => number;
   readonly timeouts: Readonly<RouterTimeouts>;
   readonly bodyLimitBytes: number;
+  readonly uploadLimitBytes: number;
   readonly maxN: number;
   readonly maxTokens: number;
   readonly maxAttempts: number;
@@ -118,6 +123,7 @@ export interface RouterOptions {
 /** The numeric settings, each checked to be a finite number, not negative. */
 const NUMERIC = [
   'bodyLimitBytes',
+  'uploadLimitBytes',
   'maxN',
   'maxTokens',
   'maxAttempts',

@@ -203,7 +203,7 @@ describe('pass-through endpoints', () => {
 
   it('answers the openai client’s audio.transcriptions.create from the sim, and refuses bad forms saying what to fix', async () => {
     const m = model({ name: 'whisper' });
-    const h = await harness([m], { whisper: [await simReplica(m)] }, { bodyLimitBytes: 64 * 1024 });
+    const h = await harness([m], { whisper: [await simReplica(m)] }, { bodyLimitBytes: 64 * 1024, uploadLimitBytes: 256 * 1024 });
     const audio = Buffer.alloc(32_000, 3);
     const t = await h.client.audio.transcriptions.create({ model: 'whisper', file: await toFile(audio, 'hello.wav') });
     expect(t.text).toMatch(/^heard 32000 bytes of hello\.wav \(fnv1a [0-9a-f]{8}\)$/);
@@ -216,8 +216,12 @@ describe('pass-through endpoints', () => {
     };
     expect(await send(await formBytes([['model', 'whisper']]))).toEqual({ status: 400, message: expect.stringContaining('the form has no file field') });
     expect(await send(await formBytes([['file', new Blob(['x']), 'a.wav']]))).toEqual({ status: 400, message: expect.stringContaining('the form has no model field') });
-    const big = await send(await formBytes([['model', 'whisper'], ['file', new Blob([Buffer.alloc(65 * 1024)]), 'big.wav']]));
-    expect(big.status, 'past the body limit').toBe(413);
+    const longer = await h.client.audio.transcriptions.create({ model: 'whisper', file: await toFile(Buffer.alloc(100 * 1024, 1), 'long.wav') });
+    expect(longer.text, 'an upload past the JSON body limit, within the upload limit').toMatch(/^heard 102400 bytes/);
+    const big = await send(await formBytes([['model', 'whisper'], ['file', new Blob([Buffer.alloc(257 * 1024)]), 'big.wav']]));
+    expect(big.status, 'past the upload limit').toBe(413);
+    const bigJson = await h.post('/v1/chat/completions', { model: 'whisper', messages: [{ role: 'user', content: 'x'.repeat(65 * 1024) }] });
+    expect(bigJson.status, 'JSON keeps its own, smaller limit').toBe(413);
     const json = await h.post('/v1/audio/transcriptions', { model: 'whisper' });
     expect([json.status, json.json.error?.message]).toEqual([415, expect.stringContaining('send the upload as multipart/form-data')]);
     const form = await formBytes([['model', 'whisper'], ['file', new Blob(['x']), 'a.wav']]);

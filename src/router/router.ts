@@ -919,7 +919,9 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       done(null, body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body);
     });
     // An audio upload, kept as its bytes (within the same body limit: 413 past it) to be read for its model and sent on as is.
-    scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer', bodyLimit }, (_request, body: Buffer, done) => done(null, body));
+    // An upload (an audio file) is larger than any JSON body: its own limit, on its one route.
+    const uploadLimit = router.options.uploadLimitBytes;
+    scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer', bodyLimit: uploadLimit }, (_request, body: Buffer, done) => done(null, body));
     scope.addContentTypeParser('*', (request, _payload, done) => {
       done(new LlmgwError('LLMGW_BAD_REQUEST', `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']?.slice(0, 80)}`, { status: 415 }));
     });
@@ -974,7 +976,7 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     // Pass-through endpoints: relayed as the engine answers, through the same checks. Rerank answers on vLLM's three paths.
     for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) scope.post(path, inference('rerank'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/score', inference('score'), (request, reply) => router.infer(request, reply));
-    scope.post('/v1/audio/transcriptions', inference('transcriptions'), (request, reply) => router.infer(request, reply));
+    scope.post('/v1/audio/transcriptions', { ...inference('transcriptions'), bodyLimit: Math.max(bodyLimit, uploadLimit) }, (request, reply) => router.infer(request, reply));
     scope.post('/tokenize', inference('tokenize'), (request, reply) => router.infer(request, reply));
     scope.post('/detokenize', inference('detokenize'), (request, reply) => router.infer(request, reply));
     // OpenAI's Responses API: the previous response loaded (by key) before the body is translated to chat for the checks.

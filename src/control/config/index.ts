@@ -145,6 +145,8 @@ export const ControlOptionsSchema = z.strictObject({
    * then finds nothing).
    */
   responses_max_per_key: size.default('64m'),
+  /** The largest upload the client listener reads (an audio file for /v1/audio/transcriptions); JSON bodies stay under 8 MiB. */
+  max_upload_size: size.default('25m'),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -187,6 +189,8 @@ export interface ControlConfig {
   readonly engineCa: Buffer | null;
   /** Most requests of one key held for cold models at once (at least 1). */
   readonly maxHeldPerKey: number;
+  /** Largest multipart upload on the client listener, bytes. */
+  readonly uploadLimitBytes: number;
   /** True: profiles may set loader and interpreter hooks in their env (see allow_unsafe_profile_env). */
   readonly allowUnsafeProfileEnv: boolean;
   /** Host names the admin listener answers to beyond its own address and loopback names; empty = none added. */
@@ -332,6 +336,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
     agentCa,
     engineCa,
     maxHeldPerKey: Number(o.max_held_per_key),
+    uploadLimitBytes: parseSizeBytes(o.max_upload_size) as number,
     allowUnsafeProfileEnv: o.allow_unsafe_profile_env === true || o.allow_unsafe_profile_env === 'true',
     adminHosts: Object.freeze(adminHosts),
     clientHosts: Object.freeze(clientHosts),
