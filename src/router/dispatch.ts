@@ -108,6 +108,28 @@ export function inFlight(useOf: (replicaId: string) => ReplicaUse, now: () => nu
 }
 
 /**
+ * The start time of each attempt in flight, per replica, kept while it
+ * runs: least-load counts the sends an engine's last sample cannot have
+ * seen. A replica's list is dropped when its last attempt ends.
+ */
+export function sendTimes(sends: Map<string, number[]>, now: () => number): Interceptor {
+  return (next) => (a) => {
+    const id = a.replica.id;
+    let list = sends.get(id);
+    if (!list) sends.set(id, (list = []));
+    const started = now();
+    list.push(started);
+    return next(a).finally(() => {
+      const mine = sends.get(id);
+      if (!mine) return;
+      const i = mine.indexOf(started);
+      if (i >= 0) mine.splice(i, 1);
+      if (mine.length === 0) sends.delete(id);
+    });
+  };
+}
+
+/**
  * The router's own overhead, observed at a request's first attempt. (The
  * replica in-flight gauge is read from inFlight's counts at each scrape.)
  */
