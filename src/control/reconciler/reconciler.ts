@@ -33,6 +33,13 @@ import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState 
 
 /** How long a load sample is kept without a newer one, ms: far past any staleness rule, so only the departed are dropped. */
 const LOAD_KEPT_MS = 60_000;
+/**
+ * How old an engine sample the scaler still counts, ms. Longer than the
+ * router's staleness (4 s): scaling decides over windows of tens of
+ * seconds, and a sample refreshed every two scrapes of a busy engine must
+ * not drop out between passes.
+ */
+const LOAD_FRESH_FOR_SCALING_MS = 10_000;
 
 export interface ReconcilerOptions {
   catalog: Catalog;
@@ -387,7 +394,10 @@ export class Reconciler {
     if (demand === undefined) return undefined;
     if (demand === null) return this.scaling.lastWanted();
     this.records = this.scaling.withLastUsed(this.records);
-    return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued);
+    // Engines' own counts, while fresh: an old one would keep a replica that went quiet looking busy.
+    const engineQueued = new Map<string, number>();
+    for (const [id, l] of this.loads) if (now - l.sampledAtMs <= LOAD_FRESH_FOR_SCALING_MS) engineQueued.set(id, l.running + l.waiting);
+    return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued, engineQueued);
   }
 
   /** Nodes that went stale or were lost since the last pass (coming back is the inventory's to tell). */
