@@ -87,6 +87,8 @@ describe('expected load', () => {
     ['an idle engine', { inFlight: 0, sample: { running: 0, waiting: 0, sentSince: 0 } }, 0],
     ['running, and sends since the sample', { inFlight: 9, sample: { running: 4, waiting: 0, sentSince: 2 } }, 6],
     ['a waiting request weighs double', { inFlight: 0, sample: { running: 4, waiting: 3, sentSince: 0 } }, 10],
+    ['requests of this router the sample counted that finished since come off', { inFlight: 1, sample: { running: 4, waiting: 0, sentSince: 1, finishedSince: 3 } }, 2],
+    ['never below nothing at the engine', { inFlight: 0, sample: { running: 1, waiting: 0, sentSince: 0, finishedSince: 3 } }, 0],
     ['KV at the threshold: no penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.9, sentSince: 0 } }, 1],
     ['KV half way to full: half the penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.95, sentSince: 0 } }, 3],
     ['KV full: the whole penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 1, sentSince: 0 } }, 5],
@@ -105,6 +107,16 @@ describe('loadViewOf', () => {
     ['dated a little ahead of this clock: fresh', { ...sample, sampledAtMs: 11_050 }, [11_000], 11_000, { inFlight: 1, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 0 } }],
   ] as const)('%s', (_name, s, sends, now, want) => {
     expect(loadViewOf(s, sends, now, 4_000)).toEqual(want);
+  });
+
+  it('counts as finished since only the sends the sample saw that ended after it', () => {
+    const finished = [
+      { startMs: 9_000, endMs: 9_900 }, // ended before the sample: not in it
+      { startMs: 9_000, endMs: 10_500 }, // in the sample, gone since
+      { startMs: 10_000, endMs: 10_100 }, // sent at the sample's moment: in it, gone since
+      { startMs: 10_200, endMs: 10_400 }, // sent after the sample and gone: never in it
+    ];
+    expect(loadViewOf(sample, [], 11_000, 4_000, finished).sample?.finishedSince).toBe(2);
   });
 });
 

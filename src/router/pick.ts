@@ -37,6 +37,8 @@ export interface LoadView {
     readonly kvUsage?: number;
     /** Requests this router sent the replica after the sample was taken that are still in flight. */
     readonly sentSince: number;
+    /** Requests this router had sent before the sample was taken (so the engine counted them) that have finished since. */
+    readonly finishedSince?: number;
   };
 }
 
@@ -46,18 +48,28 @@ export const KV_PENALTY_FROM = 0.9;
 export const KV_PENALTY_AT_FULL = 4;
 
 /**
- * A replica's expected load in requests, lower is better. Fresh:
- * running + 2 × waiting + sent since + KV penalty; a waiting request is
- * weighed double because it means the engine has no free sequence, so a
- * request sent there waits for one to finish before its first token. Stale
- * or absent: this router's in-flight count.
+ * A replica's expected load in requests, lower is better. Fresh: the
+ * engine's running + 2 × waiting, less this router's requests it counted
+ * that have finished since, plus this router's sends since, plus the KV
+ * penalty. A waiting request is weighed double because it means the engine
+ * has no free sequence, so a request sent there waits for one to finish
+ * before its first token. Correcting by what finished and what was sent
+ * keeps a sample a second old honest: without it a replica that just
+ * drained looks full, and one that just took a burst looks empty, until
+ * the next sample. Stale or absent: this router's in-flight count.
  */
 export function expectedLoad(view: LoadView): number {
   const s = view.sample;
   if (!s) return view.inFlight;
   const kv = s.kvUsage ?? 0;
   const penalty = kv > KV_PENALTY_FROM ? ((Math.min(kv, 1) - KV_PENALTY_FROM) / (1 - KV_PENALTY_FROM)) * KV_PENALTY_AT_FULL : 0;
-  return s.running + 2 * s.waiting + s.sentSince + penalty;
+  return Math.max(0, s.running + 2 * s.waiting - (s.finishedSince ?? 0)) + s.sentSince + penalty;
+}
+
+/** One of this router's attempts that has ended: when it was sent and when it finished, epoch ms. */
+export interface FinishedSend {
+  readonly startMs: number;
+  readonly endMs: number;
 }
 
 /** An engine sample as the replica directory gives it (the control plane's RoutableReplica.load). */
@@ -71,19 +83,35 @@ export interface EngineSample {
 
 /**
  * What the choice knows of a replica at `nowMs`: `sendStartsMs` are the
- * start times of this router's attempts to it still in flight. The sample
- * is used while at most `staleAfterMs` old (a sample dated in the future,
- * from clocks a little apart, counts as just taken); past that, or absent,
- * only the in-flight count is.
+ * start times of this router's attempts to it still in flight, `finished`
+ * its recent attempts that ended (at least the last `staleAfterMs`). The
+ * sample is used while at most `staleAfterMs` old (a sample dated in the
+ * future, from clocks a little apart, counts as just taken); past that, or
+ * absent, only the in-flight count is.
  */
-export function loadViewOf(sample: EngineSample | undefined, sendStartsMs: readonly number[], nowMs: number, staleAfterMs: number): LoadView {
+export function loadViewOf(
+  sample: EngineSample | undefined,
+  sendStartsMs: readonly number[],
+  nowMs: number,
+  staleAfterMs: number,
+  finished: readonly FinishedSend[] = [],
+): LoadView {
   const inFlight = sendStartsMs.length;
   if (!sample || staleAfterMs <= 0 || nowMs - sample.sampledAtMs > staleAfterMs) return { inFlight };
+  const at = sample.sampledAtMs;
   let sentSince = 0;
-  for (const t of sendStartsMs) if (t > sample.sampledAtMs) sentSince++;
+  for (const t of sendStartsMs) if (t > at) sentSince++;
+  let finishedSince = 0;
+  for (const f of finished) if (f.startMs <= at && f.endMs > at) finishedSince++;
   return {
     inFlight,
-    sample: { running: sample.running, waiting: sample.waiting, ...(sample.kvUsage === undefined ? {} : { kvUsage: sample.kvUsage }), sentSince },
+    sample: {
+      running: sample.running,
+      waiting: sample.waiting,
+      ...(sample.kvUsage === undefined ? {} : { kvUsage: sample.kvUsage }),
+      sentSince,
+      ...(finishedSince > 0 ? { finishedSince } : {}),
+    },
   };
 }
 

@@ -157,6 +157,7 @@ const UPSTREAM_PATHS: Record<Endpoint, string> = {
 
 const RETRY_BACKOFF_CAP_MS = 500;
 const NO_SENDS: readonly number[] = Object.freeze([]);
+const NO_FINISHED: readonly { startMs: number; endMs: number }[] = Object.freeze([]);
 
 /** The headers every upstream request starts from (its request id is added per request). */
 const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
@@ -174,6 +175,8 @@ export class Router {
   private readonly use = new Map<string, ReplicaUse>();
   /** Start times (epoch ms) of the attempts in flight per replica id, oldest first: the sends an engine sample has not seen yet. */
   private readonly sends = new Map<string, number[]>();
+  /** Attempts per replica id that ended within the last loadStaleMs: the ones an engine sample counted that are gone since. */
+  private readonly finished = new Map<string, { startMs: number; endMs: number }[]>();
   /** Requests held per model name while none of its replicas is ready; no entry = none. */
   private readonly held = new Map<string, number>();
   /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
@@ -207,7 +210,7 @@ export class Router {
     this.dispatch = compose((a) => this.send(a), [
       rewriteBody(),
       inFlight((id) => this.useOf(id), this.now),
-      sendTimes(this.sends, this.now),
+      sendTimes(this.sends, this.finished, o.loadStaleMs, this.now),
       attemptMetrics(this.metrics),
       // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
       requestId(`.${randomBytes(3).toString('hex')}`),
@@ -245,6 +248,7 @@ export class Router {
       if (liveIds.has(id) || u.inFlight > 0) continue;
       this.use.delete(id);
     }
+    for (const id of this.finished.keys()) if (!liveIds.has(id)) this.finished.delete(id);
     for (const [endpoint, { pool }] of this.pools) {
       if (live.has(endpoint)) continue;
       const stats = pool.stats;
@@ -552,7 +556,9 @@ export class Router {
     // Scored once per choice: the prefix walk asks a replica's load more than once.
     const now = this.now();
     const scores = new Map<string, number>();
-    for (const c of candidates) scores.set(c.id, expectedLoad(loadViewOf(c.load, this.sends.get(c.id) ?? NO_SENDS, now, this.options.loadStaleMs)));
+    for (const c of candidates) {
+      scores.set(c.id, expectedLoad(loadViewOf(c.load, this.sends.get(c.id) ?? NO_SENDS, now, this.options.loadStaleMs, this.finished.get(c.id) ?? NO_FINISHED)));
+    }
     const load = (id: string) => scores.get(id) ?? 0;
     if (model.routing === 'prefix' && candidates.length > 1) {
       // The ring covers every replica taking requests, not just this attempt's candidates, so a retry does not rebuild it.
