@@ -16,6 +16,8 @@ describe('parseEngineLoad', () => {
     ['llamacpp-old.prom', { running: 1, waiting: 0, kvUsage: 0.62 }],
     // Two tensor-parallel ranks report one scheduler: counted once.
     ['sglang.prom', { running: 9, waiting: 26, kvUsage: 0.28 }],
+    // llmgw's builtin engine serves vLLM's names and llama.cpp's (src/engine/builtin/server.ts): vLLM's, with KV use, are read.
+    ['builtin.prom', { running: 2, waiting: 1, kvUsage: 0.5 }],
   ])('reads %s', (name, want) => {
     expect(parseEngineLoad(fixture(name)), `the load in ${name}`).toEqual(want);
   });
