@@ -160,6 +160,8 @@ export interface AgentDeps {
   dispatcher?: Dispatcher;
   /** The host the management address names when the listener binds a wildcard (see src/agent/address); absent = the bind host. */
   advertiseHost?: string;
+  /** Parts that run alongside the heartbeat (the load scraper): started once the node has joined, stopped with the agent. Absent = none. */
+  companions?: readonly { start(): void; stop(): Promise<void> }[];
 }
 
 export type AgentPhase = 'joining' | 'running' | 'stopped';
@@ -208,12 +210,14 @@ export class Agent {
     if (!this.identity) await this.joinWithRetry();
     this.phase = 'running';
     this.loop = this.heartbeatLoop();
+    for (const c of this.deps.companions ?? []) c.start();
   }
 
   /** Stops reporting and the management listener. Engines are not touched: that is the runner's `detach`. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
+    await Promise.all((this.deps.companions ?? []).map((c) => c.stop().catch(() => {})));
     await this.loop?.catch(() => {});
     await this.mgmtApp?.close();
     this.phase = 'stopped';

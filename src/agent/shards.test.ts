@@ -25,6 +25,30 @@ describe('shard runner status', () => {
     expect(runner.status(), 'gone: no longer reported, which the control plane reads as stopped').toEqual([]);
   });
 
+  it('carries the engine load of ready shards only, as the scraper last read it', async () => {
+    const running: ShardStatus[] = [{ ...engine('sh-ready', 'ready'), endpoint: 'http://127.0.0.1:20000' }, engine('sh-starting', 'starting')];
+    const supervisor = { status: () => running, desired: async () => undefined } as unknown as Supervisor;
+    const fetcher = { downloads: () => [], fetch: async () => ({ path: '/w' }) } as unknown as Fetcher;
+    const cache = { nameFor: () => 'w', markUsed: async () => undefined } as unknown as WeightCache;
+    const asked: string[] = [];
+    const runner = new AgentShardRunner({
+      fetcher,
+      cache,
+      supervisor,
+      engineHost: '127.0.0.1',
+      logger: { info: () => undefined, warn: () => undefined },
+      load: (id) => (asked.push(id), { running: 1, waiting: 2, age_ms: 30 }),
+    });
+    const assignment = (id: string) =>
+      ShardAssignmentSchema.parse({ shard_id: id, replica_id: `rep-${id}`, model: 'm', source: 'file:///w', profile: { name: 'p', engine: 'sim', gpus: 0, shards: 1 }, rank: 0, gpu_indices: [] });
+    await runner.desired([assignment('sh-ready'), assignment('sh-starting')]);
+    await waitFor('the weights to be ready', async () => (runner.status().every((s) => s.state !== 'fetching') ? true : undefined), 5_000);
+    const byId = new Map(runner.status().map((s) => [s.shard_id, s]));
+    expect(byId.get('sh-ready')?.load).toEqual({ running: 1, waiting: 2, age_ms: 30 });
+    expect(byId.get('sh-starting'), 'a starting engine has no load to report').not.toHaveProperty('load');
+    expect(asked, 'the scraper is asked only for ready shards (asking marks the sample as heard)').not.toContain('sh-starting');
+  });
+
   it("hands the replica's secret to the engine launch, and none when an older control plane sent none", async () => {
     const launches: ShardLaunch[][] = [];
     const supervisor = { status: () => [], desired: async (l: ShardLaunch[]) => void launches.push(l) } as unknown as Supervisor;

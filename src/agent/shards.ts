@@ -29,6 +29,8 @@ export interface ShardRunnerOptions {
   /** A failed fetch is tried again after this long, ms. */
   fetchRetryMs?: number;
   now?: () => number;
+  /** A ready shard's engine load at the last scrape, for its status; absent = load is not reported. */
+  load?: (shardId: string) => WireShardStatus['load'];
   /** Called when something changed that the control plane should hear before the next heartbeat. */
   onChange?: () => void;
   logger: { info(o: object, m: string): void; warn(o: object, m: string): void };
@@ -131,6 +133,7 @@ export class AgentShardRunner implements ShardRunner {
     for (const shard of this.wanted) {
       const s = running.get(shard.shard_id);
       if (s) {
+        const load = s.state === 'ready' ? this.options.load?.(s.shardId) : undefined;
         out.push({
           shard_id: s.shardId,
           replica_id: s.replicaId,
@@ -138,6 +141,7 @@ export class AgentShardRunner implements ShardRunner {
           ...(s.endpoint ? { endpoint: s.endpoint } : {}),
           ...(s.error ? { error: s.error.message } : {}),
           restarts: s.restarts,
+          ...(load === undefined ? {} : { load }),
           // A crash or hang the supervisor restarts in place, until it looks like a crash loop: then the control plane places the replica again.
           ...(s.state === 'failed' && s.nextRestartAt !== undefined && s.failuresInARow <= IN_PLACE_RESTARTS ? { restarting: true } : {}),
         });

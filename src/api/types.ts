@@ -139,6 +139,22 @@ export interface ReplicaView {
   idle_seconds: number;
   error?: string;
   shards: ShardView[];
+  /**
+   * The engine's load at its agent's last read of its metrics; absent = not
+   * reported (not ready, metrics off, an engine or agent that does not say).
+   */
+  load?: ReplicaLoadView;
+}
+
+export interface ReplicaLoadView {
+  /** Requests the engine is generating for. */
+  running: number;
+  /** Requests queued inside the engine for a free sequence. */
+  waiting: number;
+  /** KV-cache use, 0..1; absent = the engine does not report it (llama.cpp). */
+  kv_usage?: number;
+  /** How old the sample is; the router stops using one after a few seconds (see the README's routing section). */
+  age_ms: number;
 }
 
 export interface RejectionView {

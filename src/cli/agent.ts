@@ -11,6 +11,7 @@ import { adapterFor } from '../agent/engines/index.js';
 import { Fetcher } from '../agent/fetch/index.js';
 import { NodeProber, rpcServerOnPath } from '../agent/probe/index.js';
 import { AgentShardRunner } from '../agent/shards.js';
+import { LoadScraper } from '../agent/load/index.js';
 import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js';
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
@@ -37,6 +38,8 @@ export interface AgentFlags {
   livenessInterval?: string;
   /** A whole number, 1 or more. Absent: 3. */
   livenessFailures?: string;
+  /** How often ready engines' metrics are read for the router, a duration ("1s"); "0" = never. Absent: 1s. */
+  loadInterval?: string;
   /** Test-only: accept http:// weight sources. */
   allowHttpSources?: boolean;
   /** PEM CA file to verify the control plane with (or LLMGW_CA); absent = the system's CAs. */
@@ -157,7 +160,22 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   if (adoption.adopted.length || adoption.discarded.length || adoption.unrecorded.length) {
     logger.info({ adopted: adoption.adopted.map((s) => s.shardId), discarded: adoption.discarded, unrecorded: adoption.unrecorded }, 'found engines from an earlier agent');
   }
-  runner = new AgentShardRunner({ fetcher, cache, supervisor, engineHost: flags.engineHost, logger, onChange: () => agent?.poke() });
+  const loadIntervalMs = flags.loadInterval === undefined ? 1000 : flags.loadInterval === '0' ? 0 : parseDurationMs(flags.loadInterval);
+  if (typeof loadIntervalMs === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--load-interval: ${loadIntervalMs}`);
+  // A load that changed is news the router should have now, not at the end of the long-poll.
+  const scraper =
+    loadIntervalMs > 0
+      ? new LoadScraper({ targets: () => supervisor.metricsTargets(), ca: config.ca, intervalMs: loadIntervalMs, onChange: () => agent?.poke(), logger: childLogger(logger, 'load') })
+      : null;
+  runner = new AgentShardRunner({
+    fetcher,
+    cache,
+    supervisor,
+    engineHost: flags.engineHost,
+    logger,
+    onChange: () => agent?.poke(),
+    ...(scraper ? { load: (shardId: string) => scraper.take(shardId) } : {}),
+  });
   agent = new Agent(config, {
     // Declared in every report: the control plane routes only to endpoints on this host and in this range.
     probe: async () => ({ ...(await prober.probe()), ...engineAddressing }),
@@ -165,6 +183,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     runner,
     ...(advertise === null ? {} : { advertiseHost: advertise }),
     mgmtRoutes: (app) => registerMgmtRoutes(app, { cache, supervisor, runner }),
+    ...(scraper ? { companions: [scraper] } : {}),
   });
   await agent.start();
   return { agent, supervisor, logger };

@@ -53,6 +53,7 @@ program
   .option('--port-range <first-last>', 'ports for engines', '20000-20999')
   .option('--liveness-interval <duration>', 'how often a ready engine is health-checked again to catch a hang; 0 = never', '10s')
   .option('--liveness-failures <n>', 'failed health checks in a row after which a ready engine is stopped and restarted', '3')
+  .option('--load-interval <duration>', 'how often ready engines\' /metrics are read for load-aware routing; 0 = never', '1s')
   .option('--ca <file>', 'PEM CA the control plane\'s certificate must chain to (or LLMGW_CA; default: the system\'s CAs)')
   .option('--insecure-http', 'allow an http:// --control URL on another machine (the join token then crosses the network in clear)')
   .option('--tls-cert <file>', 'PEM certificate the management API serves TLS with (the control plane then needs agent_ca)')

@@ -210,6 +210,7 @@ export class ControlPlane {
       explainPlacement: (model) => (cluster && !cluster.leads() ? cluster.explain(model) : reconciler.explain(model)),
       blockedDrains: () => (cluster && !cluster.leads() ? cluster.blockedDrains() : reconciler.blockedDrains()),
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
+      load: (replicaId) => reconciler.loadOf(replicaId),
       previewPlacement: (models) => reconciler.preview(models),
       agentMgmt,
     };

@@ -19,6 +19,12 @@ const replica: ReplicaView = {
   shards: [{ id: 's1', node: 'gpu-3', rank: 0, gpus: [0], state: 'ready' }],
 };
 
+const loaded: ReplicaView = {
+  ...replica, id: 'r-3c4d', endpoint: 'http://10.0.0.4:20000',
+  shards: [{ id: 's2', node: 'gpu-4', rank: 0, gpus: [0], state: 'ready' }],
+  load: { running: 4, waiting: 3, kv_usage: 0.437, age_ms: 800 },
+};
+
 const GiB = 2 ** 30;
 const collected: CollectSummary = {
   nodes: [
@@ -51,7 +57,7 @@ beforeAll(async () => {
     asked.push(req.url!);
     const body =
       path === '/api/v1/nodes' ? [sparse, full]
-      : path === '/api/v1/replicas' ? [replica]
+      : path === '/api/v1/replicas' ? [replica, loaded]
       : path === '/api/v1/weights/orphans' ? { nodes: [], total_bytes: 0 }
       : path === '/api/v1/weights/collect' ? collected
       : path === '/api/v1/events' ? events
@@ -112,6 +118,16 @@ describe('runCtl', () => {
     expect(full).toContain('100/900 GiB');
     expect(full, 'RAM as free of total, as disk').toContain('480/512 GiB');
     expect(full, 'a drain that cannot finish shows on the node').toContain('cordoned (blocked)');
+  });
+
+  it('shows each replica\'s engine queue and KV use, and unknown where the engine reported none', async () => {
+    const r = await ctl('replicas');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/WAIT\/RUN/);
+    const withLoad = r.stdout.split('\n').find((l) => l.includes('r-3c4d'))!;
+    expect(withLoad, 'waiting/running, then KV use in per cent').toMatch(/│ 3\/4 +│ 44% +│/);
+    const without = r.stdout.split('\n').find((l) => l.includes('r-1a2b'))!;
+    expect(without, 'not reported is not zero').toMatch(/│ - +│ - +│/);
   });
 
   it('shows one node\'s GPUs with their health and who uses them', async () => {

@@ -223,7 +223,7 @@ export async function replicas(ctx: CtlContext, modelName?: string): Promise<num
 /** One row per replica; `onNode` limits the shard column to that node's shards. */
 export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?: string): string {
   return out.table(
-    ['REPLICA', 'MODEL', 'PROFILE', 'STATE', 'SHARDS', 'AGE', 'IDLE', 'ENDPOINT / ERROR'],
+    ['REPLICA', 'MODEL', 'PROFILE', 'STATE', 'SHARDS', 'AGE', 'IDLE', 'WAIT/RUN', 'KV', 'ENDPOINT / ERROR'],
     reps.map((r) => [
       r.id,
       r.model,
@@ -236,6 +236,9 @@ export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?:
       formatSeconds(r.age_seconds),
       // -1: the router has reported no use, which is not "idle for 0s".
       r.idle_seconds < 0 ? 'unknown' : formatSeconds(r.idle_seconds),
+      // The engine's own queue: waiting for a sequence / generating. Not reported: the house's unknown mark.
+      r.load ? `${r.load.waiting}/${r.load.running}` : UNKNOWN,
+      r.load?.kv_usage === undefined ? UNKNOWN : `${Math.round(r.load.kv_usage * 100)}%`,
       r.error ? out.c.red(r.error.split('\n')[0]!) : orUnknown(r.endpoint),
     ]),
   );

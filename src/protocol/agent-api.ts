@@ -6,7 +6,7 @@
 // (unknown fields dropped, missing ones unknown) so that newer and older
 // agents and control planes work together.
 import { z } from 'zod';
-import { PortRangeSchema } from './node-report.js';
+import { PortRangeSchema, ShardLoadSchema } from './node-report.js';
 
 export const AGENT_API_PREFIX = '/agent/v1';
 
@@ -59,6 +59,8 @@ export const ShardStatusSchema = z.object({
    * restart is coming (or an older agent), and the failure is the replica's.
    */
   restarting: z.boolean().optional(),
+  /** The engine's load at the agent's last scrape; absent = not scraped (not ready, no metrics, an older agent). */
+  load: ShardLoadSchema,
   fetch: z
     .object({ bytes_done: z.number(), total_bytes: z.number().optional(), bytes_per_second: z.number().optional() })
     .optional(),

@@ -4,11 +4,13 @@
 export {
   NodeReportSchema,
   PROTOCOL_VERSION,
+  ShardLoadSchema,
   type DiskReport,
   type EngineReport,
   type FabricReport,
   type GpuReport,
   type NodeReport,
+  type ShardLoad,
   type WeightsReport,
 } from './node-report.js';
 export { CACHE_NAME_RE, cacheName, cacheNameOf, canonicalSource, parseSource, type WeightSource } from './source.js';

@@ -105,3 +105,28 @@ export const NodeReportSchema = z.object({
   port_range: PortRangeSchema.optional().catch(undefined),
 });
 export type NodeReport = z.infer<typeof NodeReportSchema>;
+
+/**
+ * What one engine said of its load at the agent's last scrape of its
+ * Prometheus endpoint, carried on that shard's status in each heartbeat.
+ * Counts are requests; a malformed sample reads as none (not reported)
+ * rather than failing the shard's status. Added within protocol version 1:
+ * an older control plane drops the field, an older agent never sends it.
+ */
+export const ShardLoadSchema = z
+  .object({
+    /** Requests the engine is generating for now (vLLM num_requests_running, llama.cpp requests_processing). */
+    running: z.number().nonnegative().max(1e9),
+    /** Requests queued inside the engine for a free sequence (vLLM num_requests_waiting, llama.cpp requests_deferred). */
+    waiting: z.number().nonnegative().max(1e9),
+    /** Share of the KV cache in use, 0..1; absent = the engine does not report it (llama.cpp). */
+    kv_usage: z.number().min(0).max(1).optional(),
+    /**
+     * How long before this heartbeat was sent the scrape happened, ms. An age
+     * rather than a time, so the agent's and control plane's clocks need not agree.
+     */
+    age_ms: z.number().int().nonnegative(),
+  })
+  .optional()
+  .catch(undefined);
+export type ShardLoad = NonNullable<z.infer<typeof ShardLoadSchema>>;

@@ -123,6 +123,45 @@ export function inFlight(useOf: (replicaId: string) => ReplicaUse, now: () => nu
 }
 
 /**
+ * The start time of each attempt in flight, per replica, kept while it
+ * runs, and of those that ended in the last `keepFinishedMs` their start
+ * and end: least-load counts the sends an engine's last sample cannot have
+ * seen, and takes off the ones it saw that have finished since. A
+ * replica's lists are dropped once empty.
+ */
+export function sendTimes(
+  sends: Map<string, number[]>,
+  finished: Map<string, { startMs: number; endMs: number }[]>,
+  keepFinishedMs: number,
+  now: () => number,
+): Interceptor {
+  return (next) => (a) => {
+    const id = a.replica.id;
+    let list = sends.get(id);
+    if (!list) sends.set(id, (list = []));
+    const started = now();
+    list.push(started);
+    return next(a).finally(() => {
+      const ended = now();
+      const mine = sends.get(id);
+      if (mine) {
+        const i = mine.indexOf(started);
+        if (i >= 0) mine.splice(i, 1);
+        if (mine.length === 0) sends.delete(id);
+      }
+      if (keepFinishedMs <= 0) return;
+      let done = finished.get(id);
+      if (!done) finished.set(id, (done = []));
+      // Ends arrive in order, so the old ones are at the front.
+      let drop = 0;
+      while (drop < done.length && done[drop]!.endMs < ended - keepFinishedMs) drop++;
+      if (drop > 0) done.splice(0, drop);
+      done.push({ startMs: started, endMs: ended });
+    });
+  };
+}
+
+/**
  * The router's own overhead, observed at a request's first attempt. (The
  * replica in-flight gauge is read from inFlight's counts at each scrape.)
  */

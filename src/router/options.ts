@@ -27,6 +27,7 @@ export const ROUTER_DEFAULTS = Object.freeze({
   retryBackoffMs: 20,
   prefixChars: 256,
   loadFactor: 1.25,
+  loadStaleMs: 4_000,
   coldPollMs: 100,
   sweepIntervalMs: 30_000,
   maxHeldPerKey: 32,
@@ -69,6 +70,13 @@ export interface RouterSettings {
   prefixChars?: number;
   /** CHWBL's bound: a replica takes a prefix while under loadFactor × mean load; absent = 1.25. */
   loadFactor?: number;
+  /**
+   * An engine load sample older than this no longer counts, ms: the replica
+   * is then chosen by the router's own in-flight count. Absent = 4000, four
+   * of the agent's default scrape intervals (a busy engine's sample is
+   * refreshed at least every two). 0 = samples are never used.
+   */
+  loadStaleMs?: number;
   /** How often a held request re-reads `ready()`; absent = 100. */
   coldPollMs?: number;
   /** Web origins whose pages may call these endpoints from a browser (CORS); '*' = any; absent or empty = none. */
@@ -109,6 +117,8 @@ export interface RouterOptions {
   readonly retryBackoffMs: number;
   readonly prefixChars: number;
   readonly loadFactor: number;
+  /** 0 = engine samples are never used. */
+  readonly loadStaleMs: number;
   readonly coldPollMs: number;
   /** Empty = no CORS. */
   readonly corsOrigins: readonly string[];
@@ -131,6 +141,7 @@ const NUMERIC = [
   'retryBackoffMs',
   'prefixChars',
   'loadFactor',
+  'loadStaleMs',
   'coldPollMs',
   'sweepIntervalMs',
   'maxHeldPerKey',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
+import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
 
 /** A seeded generator (mulberry32), so the spread checks are repeatable. */
 function seeded(seed: number): () => number {
@@ -78,5 +78,89 @@ describe('consistent hashing with bounded loads', () => {
       if (x !== 'c' && x !== y) moved++;
     }
     expect(moved, 'prefixes on the other replicas stay put').toBe(0);
+  });
+});
+
+describe('expected load', () => {
+  it.each([
+    ['no sample: the in-flight count', { inFlight: 3 }, 3],
+    ['an idle engine', { inFlight: 0, sample: { running: 0, waiting: 0, sentSince: 0 } }, 0],
+    ['running, and sends since the sample', { inFlight: 9, sample: { running: 4, waiting: 0, sentSince: 2 } }, 6],
+    ['a waiting request weighs double', { inFlight: 0, sample: { running: 4, waiting: 3, sentSince: 0 } }, 10],
+    ['requests of this router the sample counted that finished since come off', { inFlight: 1, sample: { running: 4, waiting: 0, sentSince: 1, finishedSince: 3 } }, 2],
+    ['never below nothing at the engine', { inFlight: 0, sample: { running: 1, waiting: 0, sentSince: 0, finishedSince: 3 } }, 0],
+    ['KV at the threshold: no penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.9, sentSince: 0 } }, 1],
+    ['KV half way to full: half the penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.95, sentSince: 0 } }, 3],
+    ['KV full: the whole penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 1, sentSince: 0 } }, 5],
+  ])('%s', (_name, view, want) => {
+    expect(expectedLoad(view)).toBeCloseTo(want, 9);
+  });
+});
+
+describe('loadViewOf', () => {
+  const sample = { running: 2, waiting: 1, kvUsage: 0.4, sampledAtMs: 10_000 };
+  it.each([
+    ['fresh: sends after the sample count, those before are in it', sample, [9_000, 9_500, 10_200, 10_900], 11_000, { inFlight: 4, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 2 } }],
+    ['exactly at the staleness limit: still fresh', sample, [], 14_000, { inFlight: 0, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 0 } }],
+    ['past it: in-flight counting', sample, [9_000, 13_000], 14_001, { inFlight: 2 }],
+    ['never reported: in-flight counting', undefined, [1], 14_000, { inFlight: 1 }],
+    ['dated a little ahead of this clock: fresh', { ...sample, sampledAtMs: 11_050 }, [11_000], 11_000, { inFlight: 1, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 0 } }],
+  ] as const)('%s', (_name, s, sends, now, want) => {
+    expect(loadViewOf(s, sends, now, 4_000)).toEqual(want);
+  });
+
+  it('counts as finished since only the sends the sample saw that ended after it', () => {
+    const finished = [
+      { startMs: 9_000, endMs: 9_900 }, // ended before the sample: not in it
+      { startMs: 9_000, endMs: 10_500 }, // in the sample, gone since
+      { startMs: 10_000, endMs: 10_100 }, // sent at the sample's moment: in it, gone since
+      { startMs: 10_200, endMs: 10_400 }, // sent after the sample and gone: never in it
+    ];
+    expect(loadViewOf(sample, [], 11_000, 4_000, finished).sample?.finishedSince).toBe(2);
+  });
+});
+
+describe('least load', () => {
+  const score = (loads: Record<string, number>) => (id: string) => loads[id] ?? 0;
+
+  it.each([
+    ['the engine with a queue loses to one with free sequences', { r0: expectedLoad({ inFlight: 1, sample: { running: 4, waiting: 3, sentSince: 0 } }), r1: expectedLoad({ inFlight: 3, sample: { running: 3, waiting: 0, sentSince: 0 } }) }, 'r1'],
+    ['a burst since the sample counts against a replica', { r0: expectedLoad({ inFlight: 5, sample: { running: 0, waiting: 0, sentSince: 5 } }), r1: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, sentSince: 0 } }) }, 'r1'],
+    ['a nearly full KV cache tips an otherwise equal choice', { r0: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, kvUsage: 0.97, sentSince: 0 } }), r1: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, kvUsage: 0.5, sentSince: 0 } }) }, 'r1'],
+    // Mixed fresh and stale: both are requests at the engine. The stale replica's two in flight beat the fresh one's queue.
+    ['a stale replica competes by its in-flight count', { r0: expectedLoad({ inFlight: 2 }), r1: expectedLoad({ inFlight: 0, sample: { running: 1, waiting: 1, sentSince: 0 } }) }, 'r0'],
+    ['a long prompt queued by another client shows only in the sample', { r0: expectedLoad({ inFlight: 0, sample: { running: 4, waiting: 2, sentSince: 0 } }), r1: expectedLoad({ inFlight: 1, sample: { running: 1, waiting: 0, sentSince: 0 } }), r2: expectedLoad({ inFlight: 2 }) }, 'r1'],
+  ])('%s', (_name, loads, want) => {
+    expect(pickLeastLoad(replicas(Object.keys(loads).length), score(loads), () => 0.5)?.id).toBe(want);
+  });
+
+  it('breaks ties at random, evenly', () => {
+    const random = seeded(3);
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 3000; i++) {
+      const c = pickLeastLoad(replicas(4), score({ r0: 1, r1: 1, r2: 1, r3: 2 }), random)!;
+      counts.set(c.id, (counts.get(c.id) ?? 0) + 1);
+    }
+    expect(counts.get('r3'), 'the busier one is never taken').toBeUndefined();
+    for (const id of ['r0', 'r1', 'r2']) expect(counts.get(id), `${id} gets about a third`).toBeGreaterThan(850);
+  });
+
+  it('returns the only candidate, or none', () => {
+    expect(pickLeastLoad([{ id: 'a' }], () => 99, () => 0)?.id).toBe('a');
+    expect(pickLeastLoad([], () => 0, () => 0)).toBeUndefined();
+  });
+});
+
+describe('prefix affinity over engine load', () => {
+  it('leaves the prefix owner when its engine queue, not just its in-flight count, passes the bound', () => {
+    const cands = replicas(3);
+    const ring = new HashRing(cands.map((c) => c.id));
+    const hash = fnv1a('the same system prompt');
+    const owner = ring.walk(hash).next().value!;
+    const idle = () => 0;
+    expect(pickByPrefix(cands, ring, hash, idle, 1.25)?.id, 'an idle fleet: the owner').toBe(owner);
+    // The owner has nothing in flight from this router, but its engine reports a queue.
+    const queued = (id: string) => (id === owner ? expectedLoad({ inFlight: 0, sample: { running: 4, waiting: 2, sentSince: 0 } }) : 1);
+    expect(pickByPrefix(cands, ring, hash, queued, 1.25)?.id, 'over the bound: the next on the ring').not.toBe(owner);
   });
 });

@@ -1,13 +1,127 @@
-// Choosing a replica: pure functions over the candidates and their in-flight
-// counts, so the policy is tested without sockets. Least-load is power of two
-// choices (two random candidates, the less busy wins: near-best balance
-// without a global scan or herding). Prefix routing is consistent hashing
-// with bounded loads (CHWBL, as KubeAI does): a prompt prefix goes to the
-// same replica while that replica is within `loadFactor` of the mean load,
-// so an engine's prefix cache is reused but one hot prefix cannot swamp it.
+// Choosing a replica: pure functions over the candidates and their load, so
+// the policy is tested without sockets.
+//
+// Least-load (the default) scores each replica by the wait a request sent
+// there can expect, and takes the lowest, ties broken at random. A replica
+// whose engine reported a fresh sample (see expectedLoad) is scored by what
+// the engine said: its running and waiting requests, plus the requests this
+// router sent it since the sample was taken (so a burst between samples is
+// not invisible), plus a penalty when its KV cache is nearly full. One whose
+// sample is stale or absent is scored by this router's own in-flight
+// requests to it. Both are estimates of the requests at that engine, so
+// fresh and stale replicas compare directly; what a stale score misses is
+// load this router did not send (other control planes, other clients, a long
+// prompt), which is what engine samples are for.
+//
+// Least-inflight (`routing: least-inflight`) is the choice before engine
+// samples: power of two choices by this router's in-flight count (two random
+// candidates, the less busy wins). Prefix routing is consistent hashing with
+// bounded loads (CHWBL, as KubeAI does), over the same score as least-load:
+// a prompt prefix goes to the same replica while that replica is within
+// `loadFactor` of the mean load, so an engine's prefix cache is reused but
+// one hot prefix cannot swamp it.
 
 export interface Candidate {
   readonly id: string;
+}
+
+/** What the choice knows of one replica's load. */
+export interface LoadView {
+  /** Requests this router has in flight to the replica now. */
+  readonly inFlight: number;
+  /** The engine's last sample, when fresh; absent = stale or never reported (in-flight counting). */
+  readonly sample?: {
+    readonly running: number;
+    readonly waiting: number;
+    /** 0..1; absent = not reported (no penalty). */
+    readonly kvUsage?: number;
+    /** Requests this router sent the replica after the sample was taken that are still in flight. */
+    readonly sentSince: number;
+    /** Requests this router had sent before the sample was taken (so the engine counted them) that have finished since. */
+    readonly finishedSince?: number;
+  };
+}
+
+/** KV use above which a replica is penalised: near a full cache engines preempt or stop admitting. */
+export const KV_PENALTY_FROM = 0.9;
+/** The penalty at a full cache, in requests; it grows linearly from 0 at KV_PENALTY_FROM. */
+export const KV_PENALTY_AT_FULL = 4;
+
+/**
+ * A replica's expected load in requests, lower is better. Fresh: the
+ * engine's running + 2 × waiting, less this router's requests it counted
+ * that have finished since, plus this router's sends since, plus the KV
+ * penalty. A waiting request is weighed double because it means the engine
+ * has no free sequence, so a request sent there waits for one to finish
+ * before its first token. Correcting by what finished and what was sent
+ * keeps a sample a second old honest: without it a replica that just
+ * drained looks full, and one that just took a burst looks empty, until
+ * the next sample. Stale or absent: this router's in-flight count.
+ */
+export function expectedLoad(view: LoadView): number {
+  const s = view.sample;
+  if (!s) return view.inFlight;
+  const kv = s.kvUsage ?? 0;
+  const penalty = kv > KV_PENALTY_FROM ? ((Math.min(kv, 1) - KV_PENALTY_FROM) / (1 - KV_PENALTY_FROM)) * KV_PENALTY_AT_FULL : 0;
+  return Math.max(0, s.running + 2 * s.waiting - (s.finishedSince ?? 0)) + s.sentSince + penalty;
+}
+
+/** One of this router's attempts that has ended: when it was sent and when it finished, epoch ms. */
+export interface FinishedSend {
+  readonly startMs: number;
+  readonly endMs: number;
+}
+
+/** An engine sample as the replica directory gives it (the control plane's RoutableReplica.load). */
+export interface EngineSample {
+  readonly running: number;
+  readonly waiting: number;
+  readonly kvUsage?: number;
+  /** Epoch ms the engine was read at. */
+  readonly sampledAtMs: number;
+}
+
+/**
+ * What the choice knows of a replica at `nowMs`: `sendStartsMs` are the
+ * start times of this router's attempts to it still in flight, `finished`
+ * its recent attempts that ended (at least the last `staleAfterMs`). The
+ * sample is used while at most `staleAfterMs` old (a sample dated in the
+ * future, from clocks a little apart, counts as just taken); past that, or
+ * absent, only the in-flight count is.
+ */
+export function loadViewOf(
+  sample: EngineSample | undefined,
+  sendStartsMs: readonly number[],
+  nowMs: number,
+  staleAfterMs: number,
+  finished: readonly FinishedSend[] = [],
+): LoadView {
+  const inFlight = sendStartsMs.length;
+  if (!sample || staleAfterMs <= 0 || nowMs - sample.sampledAtMs > staleAfterMs) return { inFlight };
+  const at = sample.sampledAtMs;
+  let sentSince = 0;
+  for (const t of sendStartsMs) if (t > at) sentSince++;
+  let finishedSince = 0;
+  for (const f of finished) if (f.startMs <= at && f.endMs > at) finishedSince++;
+  return {
+    inFlight,
+    sample: {
+      running: sample.running,
+      waiting: sample.waiting,
+      ...(sample.kvUsage === undefined ? {} : { kvUsage: sample.kvUsage }),
+      sentSince,
+      ...(finishedSince > 0 ? { finishedSince } : {}),
+    },
+  };
+}
+
+/** The candidate with the lowest load; among equals one at random (`random` in [0, 1), injected so tests are deterministic). */
+export function pickLeastLoad<T extends Candidate>(candidates: readonly T[], load: (id: string) => number, random: () => number): T | undefined {
+  if (candidates.length <= 1) return candidates[0];
+  let bestLoad = Infinity;
+  for (const c of candidates) bestLoad = Math.min(bestLoad, load(c.id));
+  const best = candidates.filter((c) => load(c.id) === bestLoad);
+  return best[Math.floor(random() * best.length) % best.length];
 }
 
 /** Power of two choices by in-flight count; `random` in [0, 1) is injected so tests are deterministic. */
@@ -77,7 +191,9 @@ export class HashRing {
 
 /**
  * CHWBL: the first replica clockwise from the prefix's hash whose load after
- * taking this request stays within ceil(loadFactor × mean load). Falls back to
+ * taking this request stays within ceil(loadFactor × mean load). Load is
+ * whatever `load` says: expectedLoad's score, so the bound sees the engines'
+ * queues too. Falls back to
  * the least loaded when every one is over (cannot happen with loadFactor > 1,
  * kept for safety).
  */
@@ -85,19 +201,19 @@ export function pickByPrefix<T extends Candidate>(
   candidates: readonly T[],
   ring: HashRing,
   prefixHash: number,
-  inFlight: (id: string) => number,
+  load: (id: string) => number,
   loadFactor: number,
 ): T | undefined {
   if (candidates.length <= 1) return candidates[0];
   const byId = new Map(candidates.map((c) => [c.id, c]));
   let total = 0;
-  for (const c of candidates) total += inFlight(c.id);
+  for (const c of candidates) total += load(c.id);
   const bound = Math.ceil((loadFactor * (total + 1)) / candidates.length);
   for (const id of ring.walk(prefixHash)) {
     const c = byId.get(id);
-    if (c && inFlight(id) + 1 <= bound) return c;
+    if (c && load(id) + 1 <= bound) return c;
   }
   let best = candidates[0]!;
-  for (const c of candidates) if (inFlight(c.id) < inFlight(best.id)) best = c;
+  for (const c of candidates) if (load(c.id) < load(best.id)) best = c;
   return best;
 }

@@ -738,6 +738,41 @@ describe('choice and connections', () => {
     expect(sims.filter((e) => e.stats().requestsSeen > 0).length, 'different prefixes land on different replicas').toBe(3);
   });
 
+  it('sends to the replica whose engine reports the shorter queue, and counts its own sends since the sample', async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const busy = await sim(a, { ttftMs: 1500 });
+    const idle = await sim(a, { ttftMs: 1500 });
+    const now = Date.now();
+    // The busy engine's queue came from elsewhere (another control plane, a long prompt): this router has nothing in flight there.
+    h.directory.set('alpha', [
+      { ...replica('busy', busy.url), load: { running: 4, waiting: 3, kvUsage: 0.5, sampledAtMs: now } },
+      { ...replica('idle', idle.url), load: { running: 0, waiting: 0, kvUsage: 0, sampledAtMs: now } },
+    ]);
+    await Promise.all(Array.from({ length: 16 }, (_, i) => h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: `q${i}` }] })));
+    // busy scores 4 + 2×3 = 10; idle 0 plus what was sent to it since its sample, so it takes 10 before they tie and share.
+    expect(idle.stats().requestsSeen, 'the idle engine took the burst until its own sends made it as busy').toBeGreaterThanOrEqual(10);
+    expect(busy.stats().requestsSeen, 'then the sends since the sample counted, and the busy one took some too').toBeGreaterThanOrEqual(1);
+  });
+
+  it('ignores a stale sample, and every sample under routing: least-inflight', async () => {
+    const stale = model({ name: 'alpha' });
+    const inflight = model({ name: 'beta', routing: 'least-inflight' });
+    const h = await harness([stale, inflight], { loadStaleMs: 4000 });
+    const [a0, a1, b0, b1] = [await sim(stale), await sim(stale), await sim(inflight), await sim(inflight)];
+    const queued = { running: 8, waiting: 8, sampledAtMs: Date.now() };
+    // With random() = 0 a tie goes to the first candidate: were its old queue read, a1 would win instead.
+    h.directory.set('alpha', [{ ...replica('a0', a0.url), load: { ...queued, sampledAtMs: Date.now() - 60_000 } }, replica('a1', a1.url)]);
+    // Least-inflight's two draws with random() = 0 are b0, then b1; it keeps b0 on equal in-flight counts.
+    h.directory.set('beta', [{ ...replica('b0', b0.url), load: queued }, replica('b1', b1.url)]);
+    for (let i = 0; i < 3; i++) {
+      await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+      await h.client.chat.completions.create({ model: 'beta', messages: [{ role: 'user', content: 'hi' }] });
+    }
+    expect([a0.stats().requestsSeen, a1.stats().requestsSeen], 'a minute-old sample is not read').toEqual([3, 0]);
+    expect([b0.stats().requestsSeen, b1.stats().requestsSeen], 'least-inflight reads no sample').toEqual([3, 0]);
+  });
+
   it('holds for the cold model itself when fallback_while_cold finds no fallback ready', async () => {
     const a = model({ name: 'alpha', fallbacks: ['beta'], fallback_while_cold: true, scaling: { min: 0, max: 1 } });
     const b = model({ name: 'beta', scaling: { min: 0, max: 1 } });

@@ -37,10 +37,10 @@ import type { ResponseStore, StoredResponse } from '../control/responses/types.j
 import { replyError, writeError } from './errors.js';
 import type { ApiKeyRecord, KeyStore, UsageSink } from '../control/keys/index.js';
 import { RouterMetrics } from './metrics.js';
-import { HashRing, fnv1a, pickByPrefix, pickLeastLoaded } from './pick.js';
+import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded, type EngineSample } from './pick.js';
 import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
-import { attemptMetrics, compose, inFlight, requestId, rewriteBody, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
+import { attemptMetrics, compose, inFlight, requestId, rewriteBody, sendTimes, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
 import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from './relay.js';
 import type { TailKeeper } from './usage.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
@@ -70,6 +70,12 @@ export interface RouterReplica {
    * OpenAI endpoints every engine has.
    */
   readonly engine?: string;
+  /**
+   * The engine's load at its agent's last read of its metrics, dated on the
+   * control plane's clock; its age is now less sampledAtMs. Absent = never
+   * reported (or cleared): the router counts its own in-flight requests.
+   */
+  readonly load?: EngineSample;
 }
 
 /** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */
@@ -181,6 +187,8 @@ const UPSTREAM_PATHS: Record<Endpoint, string> = {
 };
 
 const RETRY_BACKOFF_CAP_MS = 500;
+const NO_SENDS: readonly number[] = Object.freeze([]);
+const NO_FINISHED: readonly { startMs: number; endMs: number }[] = Object.freeze([]);
 
 /** The headers every upstream request starts from (its request id is added per request). */
 const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
@@ -196,6 +204,10 @@ export class Router {
   private readonly metrics: RouterMetrics;
   private readonly limiter: RequestLimiter;
   private readonly use = new Map<string, ReplicaUse>();
+  /** Start times (epoch ms) of the attempts in flight per replica id, oldest first: the sends an engine sample has not seen yet. */
+  private readonly sends = new Map<string, number[]>();
+  /** Attempts per replica id that ended within the last loadStaleMs: the ones an engine sample counted that are gone since. */
+  private readonly finished = new Map<string, { startMs: number; endMs: number }[]>();
   /** Requests held per model name while none of its replicas is ready; no entry = none. */
   private readonly held = new Map<string, number>();
   /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
@@ -235,6 +247,7 @@ export class Router {
     this.dispatch = compose((a) => this.send(a), [
       rewriteBody(),
       inFlight((id) => this.useOf(id), this.now),
+      sendTimes(this.sends, this.finished, o.loadStaleMs, this.now),
       attemptMetrics(this.metrics),
       // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
       requestId(`.${randomBytes(3).toString('hex')}`),
@@ -272,6 +285,7 @@ export class Router {
       if (liveIds.has(id) || u.inFlight > 0) continue;
       this.use.delete(id);
     }
+    for (const id of this.finished.keys()) if (!liveIds.has(id)) this.finished.delete(id);
     for (const [endpoint, { pool }] of this.pools) {
       if (live.has(endpoint)) continue;
       const stats = pool.stats;
@@ -580,7 +594,14 @@ export class Router {
   }
 
   private choose(model: Model, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
-    const inFlight = (id: string) => this.use.get(id)?.inFlight ?? 0;
+    if (model.routing === 'least-inflight') return pickLeastLoaded(candidates, (id) => this.use.get(id)?.inFlight ?? 0, this.random)!;
+    // Scored once per choice: the prefix walk asks a replica's load more than once.
+    const now = this.now();
+    const scores = new Map<string, number>();
+    for (const c of candidates) {
+      scores.set(c.id, expectedLoad(loadViewOf(c.load, this.sends.get(c.id) ?? NO_SENDS, now, this.options.loadStaleMs, this.finished.get(c.id) ?? NO_FINISHED)));
+    }
+    const load = (id: string) => scores.get(id) ?? 0;
     if (model.routing === 'prefix' && candidates.length > 1) {
       // The ring covers every replica taking requests, not just this attempt's candidates, so a retry does not rebuild it.
       const ids = this.candidates(model).map((c) => c.id).sort();
@@ -590,9 +611,9 @@ export class Router {
         this.rings.set(model.name, ring);
       }
       const hash = fnv1a(promptPrefix(parsed.body, this.options.prefixChars));
-      return pickByPrefix(candidates, ring, hash, inFlight, this.options.loadFactor)!;
+      return pickByPrefix(candidates, ring, hash, load, this.options.loadFactor)!;
     }
-    return pickLeastLoaded(candidates, inFlight, this.random)!;
+    return pickLeastLoad(candidates, load, this.random)!;
   }
 
   private async holdUntilReady(ex: Exchange, model: Model, deadlineMs: number): Promise<void> {

@@ -180,9 +180,15 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
       return (await text('#events')).includes('placement_failed') ? true : undefined;
     });
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-model-huge.png'), fullPage: true });
+    // The agent reads the sim engine's metrics each second: its idle queue shows once the first sample has arrived.
+    await waitFor('the ready replica\'s engine load', async () => ((await api.replicas({ model: 'chat' })).some((r) => r.load) ? true : undefined));
     await page.goto(`${adminUrl}/replicas`);
     for (const r of await api.replicas()) {
       expect(await text(`tr[data-replica="${r.id}"] [data-field=state]`), `state of ${r.id}`).toBe(r.state);
+      const queue = r.load ? `${r.load.waiting}/${r.load.running}` : '-';
+      expect(await text(`tr[data-replica="${r.id}"] [data-field=queue]`), `engine queue of ${r.id} (waiting/running)`).toBe(queue);
+      const kv = r.load?.kv_usage === undefined ? '-' : `${Math.round(r.load.kv_usage * 100)}%`;
+      expect(await text(`tr[data-replica="${r.id}"] [data-field=kv]`), `KV use of ${r.id}`).toBe(kv);
     }
   });
 

@@ -411,6 +411,21 @@ export class Supervisor {
     return [...this.#shards.values()].map((shard) => shard.status()).sort((a, b) => a.shardId.localeCompare(b.shardId));
   }
 
+  /**
+   * Ready engines that serve the API, where to read their metrics, and the
+   * key their /metrics may ask (llama.cpp guards it with --api-key): what
+   * the load scraper (src/agent/load) reads each second.
+   */
+  metricsTargets(): { shardId: string; replicaId: string; engine: string; endpoint: string; apiKey?: string }[] {
+    const out: { shardId: string; replicaId: string; engine: string; endpoint: string; apiKey?: string }[] = [];
+    for (const shard of this.#shards.values()) {
+      const s = shard.status();
+      if (s.state !== 'ready' || s.endpoint === undefined) continue;
+      out.push({ shardId: s.shardId, replicaId: s.replicaId, engine: s.engine, endpoint: s.endpoint, ...(shard.launch.apiKey === undefined ? {} : { apiKey: shard.launch.apiKey }) });
+    }
+    return out;
+  }
+
   /** The last `lines` lines of a shard's log, its rotated file included; also after the shard stopped. Throws LLMGW_NOT_FOUND when it has no log. */
   tailLog(shardId: string, lines: number): string[] {
     const count = Math.max(0, Math.min(10_000, Math.floor(lines)));

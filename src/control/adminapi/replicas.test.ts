@@ -144,5 +144,13 @@ describe('admin API: replicas and explain-placement', () => {
     const [view] = (await get(p, '/api/v1/replicas')).json<{ state: string; endpoint: string }[]>();
     expect(view).toMatchObject({ state: 'ready', endpoint: 'http://10.1.0.1:30000' });
     expect((await get(p, '/api/v1/models')).json()).toMatchObject([{ name: 'm', ready_replicas: 1, total_replicas: 1 }]);
+    expect(view, 'no load reported yet: the field is absent, not zeros').not.toHaveProperty('load');
+
+    // The agent read the engine's metrics 300 ms before this heartbeat.
+    const load = { running: 4, waiting: 3, kv_usage: 0.5, age_ms: 300 };
+    await beat({ report, shards: [{ shard_id: shard!.shard_id, replica_id: shard!.replica_id, state: 'ready', endpoint: 'http://10.1.0.1:30000', load }] });
+    const [loaded] = (await get(p, '/api/v1/replicas')).json<Record<string, unknown>[]>();
+    expect(loaded?.load, 'the engine queue and KV use, with the sample age').toEqual({ running: 4, waiting: 3, kv_usage: 0.5, age_ms: 300 });
+    expect(p.reconciler.view.ready('m')[0]?.load, 'and the router reads the same sample').toMatchObject({ running: 4, waiting: 3, kvUsage: 0.5 });
   });
 });

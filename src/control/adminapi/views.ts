@@ -8,6 +8,7 @@ import type { Catalog } from '../catalog/index.js';
 import { fabricNames, type Inventory, localDisk } from '../inventory/index.js';
 import { toRejectionViews } from '../placement/index.js';
 import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord } from '../reconciler/index.js';
+import type { ReplicaLoad } from '../scaling/index.js';
 
 
 
@@ -34,6 +35,8 @@ export interface ViewSources {
   fetchProgress?: (shardId: string) => { bytes_done: number; total_bytes?: number; bytes_per_second?: number } | undefined;
   /** Replicas the last pass could not move off draining nodes. */
   blockedDrains?: () => readonly BlockedDrain[];
+  /** A replica's engine load from its agent's last heartbeat; undefined = none reported. */
+  load?: (replicaId: string) => ReplicaLoad | undefined;
 }
 
 
@@ -70,6 +73,16 @@ export function replicaViews(src: ViewSources, model?: string): ReplicaView[] {
       if (r.fabric) v.fabric = r.fabric;
       if (r.endpoint) v.endpoint = r.endpoint;
       if (r.error) v.error = r.error;
+      // Only a replica that serves has a load worth showing; a stopped one's last sample would mislead.
+      const load = r.state === 'ready' || r.state === 'draining' ? src.load?.(r.id) : undefined;
+      if (load) {
+        v.load = {
+          running: load.running,
+          waiting: load.waiting,
+          ...(load.kvUsage === undefined ? {} : { kv_usage: load.kvUsage }),
+          age_ms: Math.max(0, now - load.sampledAtMs),
+        };
+      }
       return v;
     });
 }

@@ -74,8 +74,14 @@ export const ModelSchema = z.strictObject({
   fallbacks: z.array(nameSchema).default([]),
   /** In order of preference; placement tries each in turn. */
   profiles: z.array(ProfileSchema).min(1, 'a model needs at least one profile'),
-  /** How the router picks a replica: least in-flight, or prefix affinity for engines with a prefix cache. */
-  routing: z.enum(['least-load', 'prefix']).default('least-load'),
+  /**
+   * How the router picks a replica: least-load (by the engines' reported
+   * queues, running requests and KV use, and the router's own sends),
+   * prefix affinity on top of that for engines with a prefix cache, or
+   * least-inflight (the router's own in-flight count only, the choice
+   * before engines were read).
+   */
+  routing: z.enum(['least-load', 'prefix', 'least-inflight']).default('least-load'),
   /** While no replica is ready, serve the first fallback at once instead of holding the request. */
   fallback_while_cold: z.boolean().default(false),
   /**
@@ -132,7 +138,7 @@ export interface Model {
   };
   readonly fallbacks: readonly string[];
   readonly profiles: readonly Profile[];
-  readonly routing: 'least-load' | 'prefix';
+  readonly routing: 'least-load' | 'prefix' | 'least-inflight';
   readonly fallbackWhileCold: boolean;
   /** The engine endpoints the router lets through to it (see endpoints.ts), declared or from its engines. */
   readonly endpoints: readonly ServedEndpoint[];

@@ -376,7 +376,7 @@ export class Cluster {
         const statuses = ShardStatusList.safeParse(row.shards);
         if (!node || !statuses.success) continue;
         this.appliedReportAt.set(row.nodeId, row.atMs);
-        parts.reconciler.onShardReport(node, statuses.data);
+        parts.reconciler.onShardReport(node, statuses.data, row.atMs);
       }
     });
     return this.reporting;

@@ -99,6 +99,12 @@ describe('a follower instance', () => {
     ]);
     expect(placed!.engineSecret, 'the leader made one').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
 
+    // A load sample received by another instance and passed on through the store (dated by when that instance got it):
+    // the follower routes by it without any store write of its own.
+    const loaded: ShardStatus[] = [{ ...ready[0]!, load: { running: 2, waiting: 5, kv_usage: 0.75, age_ms: 200 } }];
+    follower.reconciler.onShardReport(follower.inventory.get('n1')!, loaded, clock - 100);
+    expect(follower.reconciler.view.ready('demo')[0]?.load, 'the follower\'s router reads the sample').toEqual({ running: 2, waiting: 5, kvUsage: 0.75, sampledAtMs: clock - 300 });
+
     // Admin state set through the leader; a newer heartbeat here is never moved back by an older stored one.
     clock += 5000;
     follower.inventory.heartbeat(follower.inventory.get('n1')!, {});

@@ -114,6 +114,24 @@ describe('Reconciler', () => {
     expect((await t.store.replicas.list())[0], 'the store holds what the agent reported').toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
   });
 
+  it("gives the router each ready replica's engine load, dated by its age, and drops it when the agent stops sending one", async () => {
+    const t = await setup();
+    await t.node('n1');
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    await t.report('n1', 'ready', () => 'http://n1:9000');
+    expect(t.reconciler.view.ready('demo')[0], 'no sample yet').not.toHaveProperty('load');
+    const [a] = t.assignments.get('n1').shards;
+    const status = { shard_id: a!.shard_id, replica_id: a!.replica_id, state: 'ready', endpoint: 'http://n1:9000' };
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ ...status, load: { running: 3, waiting: 2, kv_usage: 0.5, age_ms: 400 } }]);
+    expect(t.reconciler.view.ready('demo')[0]?.load, 'read 400 ms before the heartbeat arrived').toEqual({ running: 3, waiting: 2, kvUsage: 0.5, sampledAtMs: 1_000_000 - 400 });
+    // A report the store passed on late, older than what is held: ignored.
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ ...status, load: { running: 9, waiting: 9, age_ms: 0 } }], 1_000_000 - 1000);
+    expect(t.reconciler.view.ready('demo')[0]?.load?.running).toBe(3);
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [status]);
+    expect(t.reconciler.view.ready('demo')[0], 'the engine stopped answering its metrics').not.toHaveProperty('load');
+  });
+
   // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
   it("makes each replica a secret of its own, sends it to the agent and the router, and keeps it across a restart", async () => {
     const first = await setup();

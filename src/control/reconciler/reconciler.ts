@@ -20,7 +20,7 @@ import type { EventSink } from '../events/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { PlacementNode } from '../placement/index.js';
 import type { Liveness } from '../placement/index.js';
-import type { DemandSnapshot, ReplicaUse } from '../scaling/index.js';
+import type { DemandSnapshot, ReplicaLoad, ReplicaUse } from '../scaling/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
 import { ReconcilerMetrics } from './metrics.js';
@@ -31,6 +31,16 @@ import { placedEvents, readyEvents } from './lifecycle-events.js';
 import { RouterView } from './router-view.js';
 import { ScalingBridge } from './scaling-bridge.js';
 import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
+
+/** How long a load sample is kept without a newer one, ms: far past any staleness rule, so only the departed are dropped. */
+const LOAD_KEPT_MS = 60_000;
+/**
+ * How old an engine sample the scaler still counts, ms. Longer than the
+ * router's staleness (4 s): scaling decides over windows of tens of
+ * seconds, and a sample refreshed every two scrapes of a busy engine must
+ * not drop out between passes.
+ */
+const LOAD_FRESH_FOR_SCALING_MS = 10_000;
 
 export interface ReconcilerOptions {
   catalog: Catalog;
@@ -66,6 +76,14 @@ export class Reconciler {
   /** The last applied pass: its rejections answer explain, and it lets the next pass skip models still blocked. */
   private lastPlan: Plan | undefined;
   private readonly fetches = new Map<string, NonNullable<ShardStatus['fetch']>>();
+  /**
+   * Each ready replica's engine load, from its API shard's status. Memory
+   * only, like fetch progress: it changes every second and is worthless
+   * after a restart. Every instance of several keeps its own copy from the
+   * reports it receives and those the store passes on (src/control/leader),
+   * so followers route by it too without a store write per sample.
+   */
+  private readonly loads = new Map<string, ReplicaLoad>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
   /** The router's demand (use per replica, cold models) and the scaler's memory, turned into wanted numbers. */
@@ -86,6 +104,7 @@ export class Reconciler {
       explain: (model) => this.explain(model),
       scaling: (model) => options.catalog.get(model)?.scaling,
       engineOf: (model, profile) => options.catalog.get(model)?.profiles.find((p) => p.name === profile)?.engine,
+      load: (replicaId) => this.loads.get(replicaId),
       scalesOnDemand: () => this.scaling.attached,
       wantCold: (model) => this.scaling.wantCold(model),
       notify: () => this.notify(),
@@ -154,16 +173,56 @@ export class Reconciler {
     });
   }
 
-  /** The agent's shard states for one node; applied in order with passes. */
-  onShardReport(node: Node, statuses: readonly ShardStatus[]): void {
+  /**
+   * The agent's shard states for one node; applied in order with passes.
+   * `receivedAtMs` is when the heartbeat reached a control plane (this one
+   * when absent; another for a report passed on through the store), which
+   * engine load samples are dated from.
+   */
+  onShardReport(node: Node, statuses: readonly ShardStatus[], receivedAtMs?: number): void {
     // Fetch progress is for people, changes every heartbeat and is worthless after a restart: memory only, never the store.
     for (const s of statuses) {
       if (s.state === 'fetching' && s.fetch) this.fetches.set(s.shard_id, s.fetch);
       else this.fetches.delete(s.shard_id);
     }
+    this.foldLoads(statuses, receivedAtMs ?? this.options.now());
     // A heartbeat answered while the control plane closes: the store may already be gone, and the next start re-reads the agents anyway.
     if (this.closed) return;
     void this.enqueue(() => this.applyReport(node.id, statuses)).catch((err: unknown) => this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'));
+  }
+
+  /**
+   * Takes the engine loads of a report: a shard that serves the API and
+   * carries a sample sets its replica's; one that serves the API without a
+   * sample (metrics off, a failed read, not ready) clears it, so the router
+   * counts in-flight requests instead of trusting an old number. A sample
+   * older than what is held (a report the store passed on late) is ignored.
+   */
+  private foldLoads(statuses: readonly ShardStatus[], receivedAtMs: number): void {
+    let changed = false;
+    for (const s of statuses) {
+      if (s.load) {
+        const sampledAtMs = receivedAtMs - s.load.age_ms;
+        if ((this.loads.get(s.replica_id)?.sampledAtMs ?? -Infinity) > sampledAtMs) continue;
+        const kv = s.load.kv_usage;
+        this.loads.set(s.replica_id, { running: s.load.running, waiting: s.load.waiting, ...(kv === undefined ? {} : { kvUsage: kv }), sampledAtMs });
+        changed = true;
+      } else if (s.endpoint !== undefined && this.loads.delete(s.replica_id)) {
+        // Only the API shard (the one with an endpoint) speaks for the replica's load; other ranks never carry one.
+        changed = true;
+      }
+    }
+    // Replicas gone from the records leave their last sample behind: dropped once it could not be fresh anyway.
+    if (this.loads.size > 0 && changed) {
+      const floor = this.options.now() - LOAD_KEPT_MS;
+      for (const [id, l] of this.loads) if (l.sampledAtMs < floor) this.loads.delete(id);
+    }
+    if (changed) this.view.loadsChanged();
+  }
+
+  /** The engine load last reported for a replica; undefined = none (not reported, or cleared). */
+  loadOf(replicaId: string): ReplicaLoad | undefined {
+    return this.loads.get(replicaId);
   }
 
   /** The newest download progress an agent reported for a shard that is fetching; undefined when none. */
@@ -337,7 +396,10 @@ export class Reconciler {
     if (demand === undefined) return undefined;
     if (demand === null) return this.scaling.lastWanted();
     this.records = this.scaling.withLastUsed(this.records);
-    return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued);
+    // Engines' own counts, while fresh: an old one would keep a replica that went quiet looking busy.
+    const engineQueued = new Map<string, number>();
+    for (const [id, l] of this.loads) if (now - l.sampledAtMs <= LOAD_FRESH_FOR_SCALING_MS) engineQueued.set(id, l.running + l.waiting);
+    return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued, engineQueued);
   }
 
   /** Nodes that went stale or were lost since the last pass (coming back is the inventory's to tell). */

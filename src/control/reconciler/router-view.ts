@@ -8,6 +8,7 @@
 // functions it is given.
 import type { Logger } from 'pino';
 import type { ModelRejections } from './plan-types.js';
+import type { ReplicaLoad } from '../scaling/index.js';
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';
 
 /** A replica the router may send to; the router's RouterReplica has this shape. */
@@ -19,6 +20,8 @@ export interface RoutableReplica {
   readonly engineSecret?: string;
   /** The engine its profile runs (vllm, llamacpp, ...); absent = the profile is no longer in the catalog. */
   readonly engine?: string;
+  /** The engine's load at its agent's last read; absent = none reported (the router counts its own in-flight requests). */
+  readonly load?: ReplicaLoad;
 }
 
 export interface RouterViewDeps {
@@ -30,6 +33,8 @@ export interface RouterViewDeps {
   readonly scaling: (model: string) => { readonly min: number; readonly max: number } | undefined;
   /** The engine a model's profile runs; undefined = the model or profile is not in the catalog (any more). */
   readonly engineOf: (model: string, profile: string) => string | undefined;
+  /** A replica's engine load; undefined = none reported. */
+  readonly load?: (replicaId: string) => ReplicaLoad | undefined;
   /** True when demand-based scaling is on (a demand source is attached): a model at zero can be started for a request. */
   readonly scalesOnDemand: () => boolean;
   /** A request waits for this model at zero: the next pass should start one. */
@@ -55,12 +60,14 @@ export class RouterView {
         .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
         .map((r) => {
           const engine = this.deps.engineOf(r.model, r.profile);
+          const load = this.deps.load?.(r.id);
           return {
             id: r.id,
             endpoint: r.endpoint!,
             draining: r.state === 'draining',
             ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}),
             ...(engine === undefined ? {} : { engine }),
+            ...(load === undefined ? {} : { load }),
           };
         });
       this.readyCache.set(model, cached);
@@ -111,6 +118,11 @@ export class RouterView {
   subscribe(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /** An engine load changed: the next read rebuilds the replicas with it. Listeners are not told: no replica came or went. */
+  loadsChanged(): void {
+    this.readyCache.clear();
   }
 
   /** The records changed: forget what was read of them and tell the listeners. A listener that throws is logged, not fatal. */

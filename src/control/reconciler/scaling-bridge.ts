@@ -34,7 +34,12 @@ export interface ModelScaleSignals {
  * restart (its router was down too, so no request could reach any replica)
  * a replica is given the whole idle_timeout again, not drained at once.
  */
-export function scaleSignals(records: readonly ReplicaRecord[], inFlight: ReadonlyMap<string, number>, demandSinceMs: number): Map<string, ModelScaleSignals> {
+export function scaleSignals(
+  records: readonly ReplicaRecord[],
+  inFlight: ReadonlyMap<string, number>,
+  demandSinceMs: number,
+  engineQueued: ReadonlyMap<string, number> = new Map(),
+): Map<string, ModelScaleSignals> {
   const counting = new Set(records.filter((r) => COUNTING_STATES.has(r.state)).map((r) => r.id));
   const byModel = new Map<string, { replicas: ReplicaSignal[]; failed: number }>();
   for (const r of records) {
@@ -43,10 +48,12 @@ export function scaleSignals(records: readonly ReplicaRecord[], inFlight: Readon
     if (r.state === 'failed') g.failed++;
     if (!COUNTING_STATES.has(r.state) || (r.replaces !== null && counting.has(r.replaces))) continue;
     const ready = r.state === 'ready';
+    const engine = engineQueued.get(r.id);
     g.replicas.push({
       id: r.id,
       ready,
       inFlight: inFlight.get(r.id) ?? 0,
+      ...(engine === undefined ? {} : { engineQueued: engine }),
       idleSinceMs: Math.max(r.lastUsedAtMs ?? 0, ready ? r.stateSinceMs : r.createdAtMs, demandSinceMs),
     });
   }
@@ -159,12 +166,19 @@ export class ScalingBridge {
 
   /**
    * Asks the scaler for each catalog model's wanted number at `now`, from
-   * `records` (with their last uses laid over) and the requests `queued` per
-   * model; records each change as a scale event. Cold demand is used up; a
+   * `records` (with their last uses laid over), the requests `queued` per
+   * model and the engines' own running + waiting per replica id (fresh
+   * samples only; absent = none); records each change as a scale event. Cold demand is used up; a
    * model gone from the catalog starts afresh if it comes back.
    */
-  decide(now: number, records: readonly ReplicaRecord[], models: readonly ScalableModel[], queued: ReadonlyMap<string, number>): Map<string, number> {
-    const signals = scaleSignals(records, this.inFlightById, this.sinceMs);
+  decide(
+    now: number,
+    records: readonly ReplicaRecord[],
+    models: readonly ScalableModel[],
+    queued: ReadonlyMap<string, number>,
+    engineQueued?: ReadonlyMap<string, number>,
+  ): Map<string, number> {
+    const signals = scaleSignals(records, this.inFlightById, this.sinceMs, engineQueued);
     const wanted = new Map<string, number>();
     for (const m of models) {
       const g = signals.get(m.name) ?? { replicas: [], failed: 0 };

@@ -24,3 +24,20 @@ export interface DemandSnapshot {
   /** Requests held per model name because it has no ready replica; no entry = none. */
   readonly queued: ReadonlyMap<string, number>;
 }
+
+/**
+ * A replica's engine load as its agent last read it from the engine's
+ * metrics, for the router's choice and the scaler. The control plane's
+ * clock: `sampledAtMs` is when the control plane received the heartbeat
+ * less the age the agent gave, so a reader knows how old it is.
+ */
+export interface ReplicaLoad {
+  /** Requests the engine is generating for. */
+  readonly running: number;
+  /** Requests queued inside the engine for a free sequence. */
+  readonly waiting: number;
+  /** KV-cache use, 0..1; absent = the engine does not report it. */
+  readonly kvUsage?: number;
+  /** Epoch ms (the control plane's clock) of the engine read. */
+  readonly sampledAtMs: number;
+}

@@ -6,4 +6,4 @@
 // here reads a timer, the store or the network, so every rule is tested as a
 // table of snapshots.
 export { decideScale, type ModelSignals, type ReplicaSignal, type ScaleDecision, type ScalingPolicy, type ScaleState } from './scaler.js';
-export type { DemandSnapshot, ReplicaUse } from './demand.js';
+export type { DemandSnapshot, ReplicaLoad, ReplicaUse } from './demand.js';

@@ -77,6 +77,35 @@ describe('decideScale', () => {
     expect(decisions).toEqual([{ from: 1, to: 5, direction: 'up', reason: expect.stringMatching(/20 request\(s\).*target_inflight 4.*for 30s; ceil\(20 \/ 4\) = 5/) }]);
   });
 
+  it('counts what engines queue beyond the router\'s own requests as demand, and never twice', () => {
+    // Two replicas, 2 requests in flight from this router each; their engines say 10 each (8 came from elsewhere).
+    const busy = ready(2, 4).map((r) => ({ ...r, engineQueued: 10 }));
+    run(policy(), [
+      { at: 0, replicas: busy, want: 2 },
+      { at: 30, replicas: busy, want: 5 },
+    ]);
+    // The engines' counts include the router's requests: 6 in flight with engines at 6 is 6, not 12.
+    const counted = ready(2, 6).map((r) => ({ ...r, engineQueued: 3 }));
+    run(policy(), [
+      { at: 0, replicas: counted, want: 2 },
+      { at: 30, replicas: counted, want: 2 },
+    ]);
+  });
+
+  it('does not count a replica whose engine is busy with requests from elsewhere as idle', () => {
+    // No router traffic for a minute: without the engines' word all three are idle and go down to min.
+    run(policy({ min: 1 }), [
+      { at: 0, replicas: ready(3, 0), want: 3 },
+      { at: 61, replicas: ready(3, 0), want: 1 },
+    ]);
+    // The engines hold 2 each from elsewhere: 6 requests need 2 replicas at target 4, so one goes, not two.
+    const busy = ready(3, 0).map((r) => ({ ...r, engineQueued: 2 }));
+    run(policy({ min: 1 }), [
+      { at: 0, replicas: busy, want: 3 },
+      { at: 61, replicas: busy, want: 2 },
+    ]);
+  });
+
   it('a burst shorter than the window adds nothing', () => {
     run(policy(), [
       { at: 0, replicas: ready(1, 0), want: 1 },

@@ -9,7 +9,9 @@
 //  - Zero: a model with no replica and a request waiting for it wants one at
 //    once (no window: the request is being held). Many waiting requests
 //    still want one: the up rule below is what adds more, after its window.
-//  - Up: when in-flight plus held requests exceed target_inflight per replica
+//  - Up: when in-flight plus held requests (a replica's in-flight being the
+//    larger of the router's count and the engine's own running + waiting,
+//    when it reported them lately) exceed target_inflight per replica
 //    for a whole window, wanted becomes ceil(demand / target) (proportional,
 //    not one per pass), up to max. Replicas still starting, and wanted ones
 //    not placed yet, count as capacity, so a slow start is not a reason to
@@ -44,6 +46,14 @@ export interface ReplicaSignal {
   readonly ready: boolean;
   /** Requests the router has in flight to it now. */
   readonly inFlight: number;
+  /**
+   * Requests at the engine by its own fresh sample (running + waiting);
+   * absent = no fresh sample. The router's in-flight requests are among
+   * them, so a replica's demand is the larger of the two: what the engine
+   * holds beyond them came from elsewhere (another client, another control
+   * plane) and is demand too.
+   */
+  readonly engineQueued?: number;
   /** Epoch ms since which it has had nothing to do: its last request's start or end, or when it became ready if later. */
   readonly idleSinceMs: number;
 }
@@ -102,7 +112,7 @@ export function decideScale(signals: ModelSignals, previous: ScaleState | undefi
   const max = Math.max(min, p.max);
   const capacity = signals.replicas.length;
   let inFlight = 0;
-  for (const r of signals.replicas) inFlight += r.inFlight;
+  for (const r of signals.replicas) inFlight += Math.max(r.inFlight, r.engineQueued ?? 0);
   const demand = inFlight + signals.queued;
   const target = Math.max(1, p.targetInflight);
 
@@ -167,7 +177,7 @@ export function decideScale(signals: ModelSignals, previous: ScaleState | undefi
   if (p.idleTimeoutMs !== null && wanted > min && !cooling && signals.queued === 0 && reason === '') {
     const idleTimeoutMs = p.idleTimeoutMs;
     const floor = Math.max(min, needed);
-    const idle = signals.replicas.filter((r) => r.ready && r.inFlight === 0 && now - r.idleSinceMs >= idleTimeoutMs).length;
+    const idle = signals.replicas.filter((r) => r.ready && r.inFlight === 0 && !(r.engineQueued! > 0) && now - r.idleSinceMs >= idleTimeoutMs).length;
     const exists = Math.min(wanted, capacity + signals.failed);
     const byIdle = idle > 0 ? Math.max(floor, exists - idle) : wanted;
     const byDemand = belowSinceMs !== null && now - belowSinceMs >= idleTimeoutMs ? Math.max(floor, neededPeak) : wanted;

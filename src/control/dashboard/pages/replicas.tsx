@@ -1,5 +1,6 @@
-// Replicas with their shards: state, idle time, errors and fetch progress.
-// idle -1 in the view means "no use reported", shown as "-", not as 0 s.
+// Replicas with their shards: state, idle time, engine queue and KV use,
+// errors and fetch progress. idle -1 in the view means "no use reported",
+// shown as "-", not as 0 s; so is a load the engine did not report.
 import type { ReplicaView, ShardView } from '../../../api/types.js';
 import { Bar, bytes, Empty, seconds, State, Unknown, Val } from '../components.js';
 
@@ -58,6 +59,8 @@ export function ReplicaTable({ replicas }: { replicas: ReplicaView[] }) {
           <th>Endpoint</th>
           <th>Age</th>
           <th>Idle</th>
+          <th title="requests waiting in the engine for a free sequence / generating, as the engine last reported">Queue (wait/run)</th>
+          <th title="KV-cache use, as the engine last reported">KV</th>
           <th>Error</th>
           <th>Shards</th>
         </tr>
@@ -82,6 +85,8 @@ export function ReplicaTable({ replicas }: { replicas: ReplicaView[] }) {
             </td>
             <td>{seconds(r.age_seconds)}</td>
             <td data-field="idle">{r.idle_seconds < 0 ? <Unknown /> : seconds(r.idle_seconds)}</td>
+            <td data-field="queue">{r.load ? `${r.load.waiting}/${r.load.running}` : <Unknown />}</td>
+            <td data-field="kv">{r.load?.kv_usage === undefined ? <Unknown /> : `${Math.round(r.load.kv_usage * 100)}%`}</td>
             <td>{r.error ? <span class="error">{r.error}</span> : ''}</td>
             <td>
               <Shards shards={r.shards} />
