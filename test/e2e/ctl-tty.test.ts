@@ -102,7 +102,11 @@ describe('llmgw ctl in a terminal', () => {
 
   it('re-renders with --watch until Ctrl-C, then exits 0', async () => {
     startInTerminal('watch', ['summary', '--watch']);
-    await waitFor('the first render', async () => (strip(screen('watch')).includes('Ctrl-C to stop') ? true : undefined));
+    // The whole first render, to its last line: a Ctrl-C sent mid-render is echoed (^C) into the line being drawn.
+    await waitFor('the first render', async () => {
+      const s = strip(screen('watch'));
+      return s.includes('Ctrl-C to stop') && /^attention /m.test(s) ? true : undefined;
+    });
     tmux('send-keys', '-t', 'watch', 'C-c');
     const shown = await waitFor('ctl to stop watching', async () => {
       const s = strip(screen('watch'));
