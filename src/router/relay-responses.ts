@@ -13,7 +13,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { openAiErrorBody } from './errors.js';
-import { AttemptRelay, RelayHandler, describeNetError, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from './relay.js';
+import { RelayHandler, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from './relay.js';
+import { TranslatingRelay, type StreamTranslator } from './relay-translating.js';
 
 /**
  * What the router needs of a Responses request once admitted: how to send it
@@ -36,21 +37,14 @@ export interface ResponsesRelayCall {
   itemsAfter(response: Readonly<Record<string, unknown>>): unknown[];
 }
 
-/** Chat chunks in, Responses SSE events out (each a string of whole events, '' when a chunk makes none). */
-export interface ResponsesStream {
-  push(chunk: unknown): string;
-  /** The closing events (completed or incomplete); '' once ended. */
-  end(): string;
-  /** A `response.failed` event saying why; '' once ended. */
-  fail(message: string): string;
+/** Chat chunks in, Responses SSE events out (end: completed or incomplete; fail: response.failed), and the Response they made. */
+export interface ResponsesStream extends StreamTranslator {
   /** The finished Response once end() has run; null before it, or after fail(). */
   response(): Record<string, unknown> | null;
 }
 
 /** Called with the finished Response an attempt delivered whole (status 200), to be kept when the request asks. */
 export type KeepResponse = (response: Record<string, unknown>) => void;
-
-const STREAM_OPTIONS = 'stream_options';
 
 /** The most of a native answer the tap holds to find its Response; a larger one is relayed but not kept. */
 const TAP_LIMIT_BYTES = 16 * 2 ** 20;
@@ -69,6 +63,7 @@ export class NativeResponsesRelay extends RelayHandler {
   /** Bytes after the last event boundary (stream), waiting for the rest of their event. */
   private tapCarry: Buffer | null = null;
   private finished: Record<string, unknown> | null = null;
+  private kept = false;
 
   constructor(
     target: RelayTarget,
@@ -86,7 +81,11 @@ export class NativeResponsesRelay extends RelayHandler {
   }
 
   override onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.status === 200 && this.retryReason === null && !this.target.clientGone) this.tap(chunk);
+    if (this.status === 200 && this.retryReason === null && !this.target.clientGone) {
+      this.tap(chunk);
+      // The final event is kept before its bytes go on: an engine may hold the stream open after it.
+      this.keepOnce();
+    }
     super.onResponseData(controller, chunk);
   }
 
@@ -102,9 +101,15 @@ export class NativeResponsesRelay extends RelayHandler {
         }
       }
       this.tapped = [];
-      if (this.finished) this.keep(this.finished);
+      this.keepOnce();
     }
     super.onResponseEnd();
+  }
+
+  private keepOnce(): void {
+    if (this.finished === null || this.kept) return;
+    this.kept = true;
+    this.keep(this.finished);
   }
 
   private tap(chunk: Buffer): void {
@@ -140,13 +145,8 @@ export class NativeResponsesRelay extends RelayHandler {
 }
 
 /** The translated path: the engine answers in Chat Completions, the client reads the Responses API. */
-export class ResponsesRelayHandler extends AttemptRelay {
-  private sse = false;
-  /** A whole answer (or an error body), held until its end: it is translated whole. */
-  private pending: Buffer[] = [];
-  /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
-  private carry: Buffer | null = null;
-  private readonly translator: ResponsesStream;
+export class ResponsesRelayHandler extends TranslatingRelay {
+  private readonly stream: ResponsesStream;
 
   constructor(
     target: RelayTarget,
@@ -154,126 +154,29 @@ export class ResponsesRelayHandler extends AttemptRelay {
     resolve: (o: Outcome) => void,
     private readonly call: ResponsesRelayCall,
     private readonly keep: KeepResponse,
-    /** The router asked this stream for its usage: an engine refusing that is sent the request again without it. */
-    private readonly askedUsage: boolean,
+    askedUsage: boolean,
   ) {
-    super(target, hooks, resolve);
-    this.translator = call.newStream();
+    const stream = call.newStream();
+    super(target, hooks, resolve, stream, askedUsage);
+    this.stream = stream;
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
-    if (!this.takeStatus(statusCode)) return;
-    const type = headers['content-type'];
-    this.sse = statusCode < 400 && typeof type === 'string' && type.startsWith('text/event-stream');
+  /** The finished Response is kept before its closing events reach the client, who may continue from it at once. */
+  protected override streamEnded(): void {
+    const finished = this.stream.response();
+    if (finished) this.keep(finished);
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.retryReason !== null || this.target.clientGone) return;
-    this.tail.push(chunk);
-    if (!this.sse) {
-      this.pending.push(chunk);
-      return;
+  /** A whole answer as a Response (kept), or the engine's error as it sent it (OpenAI's shape already) with its status. */
+  protected whole(body: string, status: number): { status: number; body: string } {
+    if (status >= 400) return { status, body };
+    try {
+      const response = this.call.toResponse(JSON.parse(body));
+      this.keep(response);
+      return { status, body: JSON.stringify(response) };
+    } catch {
+      return { status: 502, body: openAiErrorBody('the engine answered with a body that is not a chat completion', 'LLMGW_UPSTREAM', 502) };
     }
-    // Decoded in whole events only: a character split across two reads is never cut in half.
-    const data = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
-    const end = eventEnd(data);
-    this.carry = end < data.length ? data.subarray(end) : null;
-    if (end > 0) this.write(this.translate(data.toString('utf8', 0, end)));
-  }
-
-  onResponseEnd(): void {
-    const res = this.target.res;
-    if (this.retryReason !== null) return this.settle({ kind: 'retry', reason: this.retryReason });
-    if (this.target.clientGone) {
-      this.hooks.onAnswered(0, this.tail, this.events);
-      return this.settle({ kind: 'done', status: 0 });
-    }
-    if (this.sse) {
-      // The engine's last event may end without its blank line; a stream without [DONE] is ended here.
-      let out = this.carry ? this.translate(this.carry.toString('utf8')) : '';
-      this.carry = null;
-      out += this.translator.end();
-      const finished = this.translator.response();
-      if (finished) this.keep(finished);
-      this.write(out);
-      res.end();
-    } else {
-      const body = Buffer.concat(this.pending).toString('utf8');
-      this.pending = [];
-      if (this.askedUsage && (this.status === 400 || this.status === 422) && body.includes(STREAM_OPTIONS)) {
-        return this.settle({ kind: 'usageRefused' });
-      }
-      this.answerWhole(body);
-    }
-    this.settle({ kind: 'done', status: this.status });
-    this.hooks.onAnswered(this.status, this.tail, this.events);
-  }
-
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
-    if (this.settledEarly(err)) return;
-    const res = this.target.res;
-    this.hooks.onBroken(describeNetError(err));
-    if (this.sse) res.end(this.translator.fail(this.hooks.brokenMessage()));
-    else res.destroy();
-    this.hooks.onAnswered(502, this.tail, this.events);
-    this.settle({ kind: 'done', status: 502 });
-  }
-
-  /** Responses events for whole upstream SSE events. */
-  private translate(text: string): string {
-    let out = '';
-    for (const event of text.split(/\r?\n\r?\n/)) {
-      let data = '';
-      for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(5).trimStart();
-      if (data === '') continue;
-      this.events++;
-      if (data === '[DONE]') continue;
-      try {
-        const chunk = JSON.parse(data) as { error?: { message?: unknown } };
-        // An engine that reports an error inside its stream: the client gets it as response.failed.
-        if (chunk.error && typeof chunk.error === 'object') out += this.translator.fail(typeof chunk.error.message === 'string' ? chunk.error.message : 'the engine failed mid-response');
-        else out += this.translator.push(chunk);
-      } catch {
-        // A line that is not JSON (a comment, a keep-alive) carries nothing to translate.
-      }
-    }
-    return out;
-  }
-
-  private write(out: string): void {
-    const res = this.target.res;
-    if (out === '' || res.destroyed) return;
-    if (!this.started) {
-      this.started = true;
-      this.hooks.onFirstByte();
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-    }
-    if (!res.write(out) && this.controller) {
-      this.controller.pause();
-      res.once('drain', this.onDrain);
-    }
-  }
-
-  /** A whole answer as a Response, or the engine's error as it sent it (OpenAI's shape already) with its status. */
-  private answerWhole(body: string): void {
-    let status = this.status;
-    let out: string;
-    if (status >= 400) out = body;
-    else {
-      try {
-        const response = this.call.toResponse(JSON.parse(body));
-        this.keep(response);
-        out = JSON.stringify(response);
-      } catch {
-        status = 502;
-        out = openAiErrorBody('the engine answered with a body that is not a chat completion', 'LLMGW_UPSTREAM', 502);
-      }
-    }
-    this.started = true;
-    this.hooks.onFirstByte();
-    this.status = status;
-    this.target.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
-    this.target.res.end(out);
   }
 }
 
