@@ -120,7 +120,7 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     await makeTinyModel(gguf, { seed: 7 });
     control = await startPlane(dir);
     // A short liveness window, so a hung engine is caught in seconds: probed every 500 ms, stopped after 2 failures.
-    agent = startRealAgent(binaries, control.urls.agent, dir, 'l1', '27300-27349', ['--liveness-interval', '500ms', '--liveness-failures', '2']);
+    agent = startRealAgent(binaries, control.urls.agent, dir, 'l1', '28000-28049', ['--liveness-interval', '500ms', '--liveness-failures', '2']);
     await nodesUp(control.urls.admin, 1);
     await addModel(control.urls.admin, { name: 'tiny-llama', aliases: ['tl'], source: `file://${gguf}`, profiles: [{ engine: 'llamacpp', gpus: 0, memory_gb: 1 }] });
     key = await newKey(control.urls.admin, 'llamacpp-e2e');
@@ -261,8 +261,8 @@ describeWithLlamaCpp('a llama.cpp replica over two nodes', (binaries) => {
     // Two nodes on one machine: each its own state dir, port range and engine address, on one fabric over loopback.
     // A short liveness window on both, so that a probe which disturbs the rpc-server would show within the test.
     const liveness = ['--liveness-interval', '500ms', '--liveness-failures', '2'];
-    startRealAgent(binaries, control.urls.agent, dir, 'm1', '27350-27399', ['--engine-host', '127.0.0.1', '--fabric', 'lo=127.0.0.1', ...liveness]);
-    startRealAgent(binaries, control.urls.agent, dir, 'm2', '27400-27449', ['--engine-host', '127.0.0.2', '--fabric', 'lo=127.0.0.2', ...liveness]);
+    startRealAgent(binaries, control.urls.agent, dir, 'm1', '28050-28099', ['--engine-host', '127.0.0.1', '--fabric', 'lo=127.0.0.1', ...liveness]);
+    startRealAgent(binaries, control.urls.agent, dir, 'm2', '28100-28149', ['--engine-host', '127.0.0.2', '--fabric', 'lo=127.0.0.2', ...liveness]);
     await nodesUp(control.urls.admin, 2);
     await addModel(control.urls.admin, { name: 'split', source: `file://${gguf}`, profiles: [{ engine: 'llamacpp', gpus: 0, shards: 2, memory_gb: 1 }] });
 

@@ -72,9 +72,10 @@ beforeAll(async () => {
   clientUrl = control.urls.client;
   const stateDir = join(dir, 'n1');
   stateDirs.push(stateDir);
+  // Engine ports in 26900-26999, apart from the other e2e files that may run at the same time.
   startLlmgw([
     'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-    '--heartbeat-interval', '300ms', '--port-range', '26800-26899', '--log-level', 'warn',
+    '--heartbeat-interval', '300ms', '--port-range', '26900-26999', '--log-level', 'warn',
   ]);
   await waitFor('the node up', async () => {
     const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
