@@ -143,47 +143,33 @@ describe('POST /v1/responses, natively and translated', () => {
     }
   });
 
-  it('keeps a translated stream\'s Response before its last event reaches the client, though the engine has not closed yet', async () => {
-    let release = () => {};
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const engine = await scripted((body, res) => {
+  // An engine that lingers after its last event: the client, done reading, may continue the conversation at once.
+  const lastEvents: Record<(typeof PATHS)[number], (model: unknown) => string> = {
+    [TRANSLATED]: (model) => {
       const chunk = (delta: object, finish: string | null, usage?: object) =>
-        `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: body.model, choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(chunk({ role: 'assistant', content: 'hi' }, null) + chunk({}, 'stop', { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 }) + 'data: [DONE]\n\n');
-      // An engine that lingers after [DONE]: the client, done reading, may continue the conversation at once.
-      void held.then(() => res.end());
-    });
-    const h = await harness({ [TRANSLATED]: [engine.replica] });
-    const stream = await h.client().responses.create({ model: TRANSLATED, input: 'Say hi', stream: true });
-    let id = '';
-    for await (const event of stream) {
-      if (event.type !== 'response.completed') continue;
-      id = event.response.id;
-      break;
-    }
-    try {
-      expect((await h.client().responses.retrieve(id)).output_text, 'kept by the time the client read response.completed').toBe('hi');
-    } finally {
-      release();
-    }
-  });
-
-  it('keeps a natively streamed Response as its final event passes, though the engine has not closed yet', async () => {
-    let release = () => {};
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const engine = await scripted((body, res) => {
+        `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
+      return chunk({ role: 'assistant', content: 'hi' }, null) + chunk({}, 'stop', { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 }) + 'data: [DONE]\n\n';
+    },
+    [NATIVE]: (model) => {
       const response = {
-        id: 'resp_native_held', object: 'response', created_at: 1, status: 'completed', model: body.model,
+        id: 'resp_native_held', object: 'response', created_at: 1, status: 'completed', model,
         output: [{ id: 'msg_1', type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'hi', annotations: [] }] }],
         usage: { input_tokens: 2, output_tokens: 1, total_tokens: 3 },
       };
+      return `event: response.completed\ndata: ${JSON.stringify({ type: 'response.completed', sequence_number: 0, response })}\n\n`;
+    },
+  };
+
+  it.each(PATHS)('%s: keeps a streamed Response before its final event reaches the client, though the engine has not closed yet', async (path) => {
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const engine = await scripted((body, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(`event: response.completed\ndata: ${JSON.stringify({ type: 'response.completed', sequence_number: 0, response })}\n\n`);
+      res.write(lastEvents[path](body.model));
       void held.then(() => res.end());
-    }, 'vllm');
-    const h = await harness({ [NATIVE]: [engine.replica] });
-    const stream = await h.client().responses.create({ model: NATIVE, input: 'Say hi', stream: true });
+    }, path === NATIVE ? 'vllm' : 'llamacpp');
+    const h = await harness({ [path]: [engine.replica] });
+    const stream = await h.client().responses.create({ model: path, input: 'Say hi', stream: true });
     let id = '';
     for await (const event of stream) {
       if (event.type !== 'response.completed') continue;
