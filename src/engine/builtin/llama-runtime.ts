@@ -83,8 +83,18 @@ export const BUSY_RETRY_AFTER_SECONDS = 1;
  * at once (429 with Retry-After) rather than left to wait without bound, so
  * a client or the router can go elsewhere or back off. A waiter whose client
  * goes away leaves the queue at once.
+ *
+ * A free sequence keeps the tokens of its last request, and llama.cpp reuses
+ * whatever prefix a new prompt shares with them instead of evaluating it
+ * again. So a request takes the free sequence holding the longest prefix of
+ * its prompt when that covers at least half of it (a conversation's next
+ * turn finds its own history; llama-server's slot similarity uses the same
+ * half); otherwise the one used least recently, which keeps the others'
+ * histories longest. A waiter takes whichever sequence frees first: arrival
+ * order beats reuse.
  */
 export class SequencePool<S = LlamaContextSequence> {
+  /** Least recently used first. */
   private readonly free: S[];
   private readonly busy = new Set<S>();
   private readonly waiters: { resolve: (s: S) => void; reject: (e: unknown) => void; signal: AbortSignal }[] = [];
@@ -92,8 +102,10 @@ export class SequencePool<S = LlamaContextSequence> {
   constructor(
     sequences: S[],
     private readonly maxQueue: number,
+    /** The tokens a sequence holds now; absent = none known, so every choice is by release order. */
+    private readonly held: (sequence: S) => readonly number[] = () => [],
   ) {
-    this.free = [...sequences].reverse();
+    this.free = [...sequences];
   }
 
   get waiting(): number {
@@ -105,9 +117,10 @@ export class SequencePool<S = LlamaContextSequence> {
     return this.busy;
   }
 
-  acquire(signal: AbortSignal): Promise<S> {
+  /** `prompt`: the tokens the request will evaluate first; absent = no preference. */
+  acquire(signal: AbortSignal, prompt?: readonly number[]): Promise<S> {
     if (signal.aborted) return Promise.reject(signal.reason as Error);
-    const ready = this.free.pop();
+    const ready = this.takeFree(prompt);
     if (ready !== undefined) {
       this.busy.add(ready);
       return Promise.resolve(ready);
@@ -152,6 +165,30 @@ export class SequencePool<S = LlamaContextSequence> {
     this.busy.delete(sequence);
     this.free.push(sequence);
   }
+
+  private takeFree(prompt: readonly number[] | undefined): S | undefined {
+    if (this.free.length === 0) return undefined;
+    let best = 0;
+    if (prompt !== undefined && prompt.length > 0) {
+      let bestShared = 0;
+      for (const [i, sequence] of this.free.entries()) {
+        const shared = sharedPrefix(this.held(sequence), prompt);
+        if (shared > bestShared) {
+          bestShared = shared;
+          best = i;
+        }
+      }
+      if (bestShared * 2 < prompt.length) best = 0;
+    }
+    return this.free.splice(best, 1)[0];
+  }
+}
+
+function sharedPrefix(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
 }
 
 export class BuiltinRuntime {
@@ -218,7 +255,7 @@ export class BuiltinRuntime {
       });
       const sequences: LlamaContextSequence[] = [];
       for (let i = 0; i < layout.parallel; i++) sequences.push(context.getSequence());
-      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences, layout.maxQueue), layout.parallel, layout.perSequence, resolveChatWrapper(model));
+      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences, layout.maxQueue, (sequence) => sequence.contextTokens), layout.parallel, layout.perSequence, resolveChatWrapper(model));
     } catch (err) {
       await llama.dispose().catch(() => undefined);
       throw new LlmgwError(
@@ -262,12 +299,12 @@ export class BuiltinRuntime {
   ): Promise<ChatResult> {
     const grammar = await this.grammarFor(output);
     const functions = output.kind === 'tools' || output.kind === 'forcedTool' ? chatFunctions(output.tools) : undefined;
-    return this.withSequence(signal, async (sequence) => {
+    const { history, tokens } = this.chatPrompt(turns, output, functions);
+    const promptTokens = tokens.length;
+    const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'messages');
+    return this.withSequence(signal, tokens, async (sequence) => {
       const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false, chatWrapper: this.chatWrapper });
       try {
-        const { history, tokens } = this.chatPrompt(turns, output, functions);
-        const promptTokens = tokens.length;
-        const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'messages');
         const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result =
           output.kind === 'tools'
@@ -390,7 +427,7 @@ export class BuiltinRuntime {
     const input: Token[] = this.model.tokenize(prompt, false, bos === null ? undefined : 'trimLeadingSpace');
     const promptTokens = input.length + (bos === null ? 0 : 1);
     const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'prompt');
-    return this.withSequence(signal, async (sequence) => {
+    return this.withSequence(signal, bos === null ? input : [bos, ...input], async (sequence) => {
       const completion = new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false });
       try {
         const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
@@ -440,8 +477,9 @@ export class BuiltinRuntime {
    * runs, and handed on the moment `work` settles. Public so that tests can
    * hold sequences busy and watch requests queue without racing a model.
    */
-  async withSequence<T>(signal: AbortSignal, work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
-    const sequence = await this.pool.acquire(signal);
+  /** Runs `work` on a free sequence, preferring one that holds a prefix of `prompt` (empty = no preference). */
+  async withSequence<T>(signal: AbortSignal, prompt: readonly number[], work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
+    const sequence = await this.pool.acquire(signal, prompt);
     this.inFlightCount++;
     try {
       return await work(sequence);

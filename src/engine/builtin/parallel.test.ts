@@ -57,7 +57,7 @@ async function holdSequences(n: number): Promise<() => Promise<void>> {
     open = resolve;
   });
   const before = engine.stats().requestsInFlight;
-  const held = Array.from({ length: n }, () => runtime.withSequence(new AbortController().signal, () => gate));
+  const held = Array.from({ length: n }, () => runtime.withSequence(new AbortController().signal, [], () => gate));
   await waitFor(`${n} sequences held`, () => engine.stats().requestsInFlight === before + n, promptly);
   return async () => {
     open();
@@ -137,6 +137,18 @@ describe('builtin engine, parallel decoding', () => {
       expect(engine.stats()).toMatchObject({ requestsAborted: abortedBefore + 1, requestsInFlight: PARALLEL - 1, requestsWaiting: 0 });
     } finally {
       await release();
+    }
+  });
+
+  it('gives a prompt back the sequence that holds its history, so llama.cpp reuses it, and others a sequence used least recently', async () => {
+    const first = 'Tell me about the first topic, in great and careful detail please.';
+    const second = 'Something else entirely: what is the weather like today where you are?';
+    await client.completions.create({ model: MODEL, prompt: first, max_tokens: 4, temperature: 0 });
+    await client.completions.create({ model: MODEL, prompt: second, max_tokens: 4, temperature: 0 });
+    for (const prompt of [first, second]) {
+      const tokens = runtime.textTokens(prompt, true);
+      const held = await runtime.withSequence(new AbortController().signal, tokens, async (sequence) => sequence.contextTokens.slice(0, tokens.length));
+      expect(held, `the sequence handed to a repeat of "${prompt.slice(0, 20)}…" still holds it`).toEqual(tokens);
     }
   });
 });

@@ -57,4 +57,35 @@ describe('SequencePool', () => {
     await expect(pool.acquire(gone.signal)).rejects.toThrow('gone');
     expect(await pool.acquire(live())).toBe('only');
   });
+
+  it('gives a prompt the free sequence holding its longest prefix when that is half of it or more, else the least recently used', async () => {
+    const held = new Map<string, number[]>([
+      ['a', [1, 2, 3, 9, 9]],
+      ['b', [1, 2, 7]],
+      ['c', [4]],
+    ]);
+    const pool = new SequencePool(['a', 'b', 'c'], 0, (s) => held.get(s) ?? []);
+    expect(await pool.acquire(live(), [1, 2, 7, 8])).toBe('b');
+    expect(await pool.acquire(live(), [1, 2, 3, 4])).toBe('a');
+    pool.release('b');
+    pool.release('a');
+    // Both share [1, 2], half of the prompt: the one used longer ago of the two.
+    expect(await pool.acquire(live(), [1, 2, 5, 6])).toBe('b');
+    pool.release('b');
+    // Sharing less than half, or no prompt: the least recently used, whatever it holds.
+    expect(await pool.acquire(live(), [1, 5, 6])).toBe('c');
+    expect(await pool.acquire(live())).toBe('a');
+    expect(await pool.acquire(live(), [4])).toBe('b');
+  });
+
+  it('hands a freed sequence to the waiter that came first, whatever its prompt', async () => {
+    const pool = new SequencePool(['a'], 2, (s) => (s === 'a' ? [1, 2] : []));
+    await pool.acquire(live(), [1, 2]);
+    const first = pool.acquire(live(), [5]);
+    const second = pool.acquire(live(), [1, 2]);
+    pool.release('a');
+    expect(await first).toBe('a');
+    pool.release('a');
+    expect(await second).toBe('a');
+  });
 });
