@@ -4,28 +4,19 @@
 // (src/router/messages.test.ts, src/router/anthropic/) cover each rule; this
 // file proves the endpoint holds with keys from the store, replicas from the
 // reconciler and usage through the store's accounting.
-import { mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ReplicaView, UsageView } from '../../src/api/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import type { UsageView } from '../../src/api/index.js';
+import { startOneNodeFleet, type OneNodeFleet } from '../support/one-node.js';
 import { waitFor } from '../support/wait.js';
 
-const JOIN = 'e2e-join-token-messages-01234567';
-const ADMIN = 'e2e-admin-token-messages-0123456';
-const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e-messages' };
-const stateDirs: string[] = [];
-
-let adminUrl = '';
+let fleet: OneNodeFleet;
 let clientUrl = '';
 let key = { id: '', secret: '' };
 
-async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  return { status: res.status, body: (await res.json()) as T };
-}
+const api = <T>(method: string, path: string, body?: unknown) => fleet.api<T>(method, path, body);
 
 function anthropic(apiKey: string): Anthropic {
   // No retries: every status the router sends must reach the test as it was sent.
@@ -33,39 +24,21 @@ function anthropic(apiKey: string): Anthropic {
 }
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-messages-'));
-  const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn',
-  ]);
-  adminUrl = control.urls.admin;
-  clientUrl = control.urls.client;
-  const stateDir = join(dir, 'n1');
-  stateDirs.push(stateDir);
-  startLlmgw([
-    'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-    '--heartbeat-interval', '300ms', '--port-range', '26700-26799', '--log-level', 'warn',
-  ]);
-  await waitFor('the node up', async () => {
-    const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
-    return body.some((n) => n.liveness === 'up') ? true : undefined;
+  fleet = await startOneNodeFleet({
+    name: 'messages',
+    portRange: '26700-26799',
+    keys: ['messages'],
+    models: (dir) => {
+      const weights = join(dir, 'weights');
+      mkdirSync(weights);
+      return [{ name: 'demo', aliases: ['claude-demo'], source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] }];
+    },
   });
-  const weights = join(dir, 'weights');
-  mkdirSync(weights);
-  const added = await api('POST', '/api/v1/models', { name: 'demo', aliases: ['claude-demo'], source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  const created = await api<{ id: string; secret: string }>('POST', '/api/v1/keys', { name: 'messages' });
-  expect(created.status).toBe(201);
-  key = created.body;
-  await waitFor('a ready replica of demo', async () => {
-    const { body } = await api<ReplicaView[]>('GET', '/api/v1/replicas?model=demo');
-    return body.some((r) => r.state === 'ready') ? true : undefined;
-  }, 60_000);
+  clientUrl = fleet.clientUrl;
+  key = fleet.keys.messages!;
 }, 120_000);
 
-afterAll(async () => {
-  await stopAll();
-  killEnginesOf(stateDirs);
-});
+afterAll(() => fleet?.stop());
 
 const weather = { name: 'get_weather', description: 'the weather in a city', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } } };
 

@@ -5,29 +5,21 @@
 // started by a simulated agent; usage lands in the store per endpoint and
 // shows in GET /api/v1/usage and `llmgw ctl usage`. The in-process tests
 // (src/router/passthrough.test.ts) cover each rule.
-import { mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ReplicaView, UsageView } from '../../src/api/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import type { UsageView } from '../../src/api/index.js';
+import { startOneNodeFleet, type OneNodeFleet } from '../support/one-node.js';
 import { waitFor } from '../support/wait.js';
 import { runCtlCli } from './ctl-support.js';
 
-const JOIN = 'e2e-join-token-passthrough-012345';
-const ADMIN = 'e2e-admin-token-passthrough-01234';
-const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e-passthrough' };
-const stateDirs: string[] = [];
-
+let fleet: OneNodeFleet;
 let adminUrl = '';
 let clientUrl = '';
 let key = { id: '', secret: '' };
 
-async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  return { status: res.status, body: (await res.json()) as T };
-}
+const api = <T>(method: string, path: string, body?: unknown) => fleet.api<T>(method, path, body);
 
 async function post(path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> & { error?: { message: string; llmgw_code: string } } }> {
   const res = await fetch(`${clientUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -35,42 +27,24 @@ async function post(path: string, body: unknown): Promise<{ status: number; json
 }
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-passthrough-'));
-  const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn',
-  ]);
-  adminUrl = control.urls.admin;
-  clientUrl = control.urls.client;
-  const stateDir = join(dir, 'n1');
-  stateDirs.push(stateDir);
-  // Engine ports in 26800-26899, apart from the other e2e files that may run at the same time.
-  startLlmgw([
-    'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-    '--heartbeat-interval', '300ms', '--port-range', '26800-26899', '--log-level', 'warn',
-  ]);
-  await waitFor('the node up', async () => {
-    const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
-    return body.some((n) => n.liveness === 'up') ? true : undefined;
+  fleet = await startOneNodeFleet({
+    name: 'passthrough',
+    portRange: '26800-26899',
+    keys: ['passthrough'],
+    models: (dir) => {
+      const weights = join(dir, 'weights');
+      mkdirSync(weights);
+      return [
+        { name: 'multi', aliases: ['whisper-sim'], source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] },
+        { name: 'chat-only', source: `file://${weights}`, scaling: { min: 0, max: 1 }, endpoints: ['chat'], profiles: [{ engine: 'sim' }] },
+      ];
+    },
   });
-  const weights = join(dir, 'weights');
-  mkdirSync(weights);
-  const multi = await api('POST', '/api/v1/models', { name: 'multi', aliases: ['whisper-sim'], source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
-  expect(multi.status, JSON.stringify(multi.body)).toBe(200);
-  const chatOnly = await api('POST', '/api/v1/models', { name: 'chat-only', source: `file://${weights}`, scaling: { min: 0, max: 1 }, endpoints: ['chat'], profiles: [{ engine: 'sim' }] });
-  expect(chatOnly.status, JSON.stringify(chatOnly.body)).toBe(200);
-  const created = await api<{ id: string; secret: string }>('POST', '/api/v1/keys', { name: 'passthrough' });
-  expect(created.status).toBe(201);
-  key = created.body;
-  await waitFor('a ready replica of multi', async () => {
-    const { body } = await api<ReplicaView[]>('GET', '/api/v1/replicas?model=multi');
-    return body.some((r) => r.state === 'ready') ? true : undefined;
-  }, 60_000);
+  ({ adminUrl, clientUrl } = fleet);
+  key = fleet.keys.passthrough!;
 }, 120_000);
 
-afterAll(async () => {
-  await stopAll();
-  killEnginesOf(stateDirs);
-});
+afterAll(() => fleet?.stop());
 
 describe('pass-through endpoints against a real control plane', () => {
   it('reranks and scores, tokenizes and detokenizes, as the engine answers', async () => {
@@ -119,7 +93,7 @@ describe('pass-through endpoints against a real control plane', () => {
     expect(of('transcriptions').requests).toBe(2);
     const { body: onlyRerank } = await api<UsageView[]>('GET', '/api/v1/usage?endpoint=rerank');
     expect(new Set(onlyRerank.map((u) => u.endpoint))).toEqual(new Set(['rerank']));
-    const ctl = await runCtlCli(['usage', '--model', 'multi'], { env: { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: ADMIN } });
+    const ctl = await runCtlCli(['usage', '--model', 'multi'], { env: { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: fleet.adminToken } });
     expect(ctl.code, ctl.stderr).toBe(0);
     expect(ctl.stdout).toContain('ENDPOINT');
     for (const e of ['rerank', 'score', 'tokenize', 'detokenize', 'transcriptions']) expect(ctl.stdout, e).toContain(e);

@@ -12,8 +12,6 @@
 // Nothing here may leave loopback: every fetch made in this process is
 // checked (LangChain can fetch tiktoken encodings from the internet to count
 // tokens), and the test fails if any went elsewhere.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOpenAI } from '@ai-sdk/openai';
 import { ChatOpenAI } from '@langchain/openai';
@@ -21,20 +19,16 @@ import { generateText, stepCountIs, streamText, tool } from 'ai';
 import OpenAI, { BadRequestError, NotFoundError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { ReplicaView, UsageView } from '../../src/api/index.js';
+import type { UsageView } from '../../src/api/index.js';
 import { makeTinyModel } from '../../src/dev/make-model/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { startOneNodeFleet, type OneNodeFleet } from '../support/one-node.js';
 import { waitFor } from '../support/wait.js';
 import { weightsDir } from '../support/fleet.js';
 
-const JOIN = 'e2e-join-token-responses-0123456';
-const ADMIN = 'e2e-admin-token-responses-012345';
-const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e-responses' };
-const stateDirs: string[] = [];
 /** Both paths: the sim serves the Responses API natively, the builtin engine through translation. */
 const MODELS = ['demo', 'tiny'] as const;
 
-let adminUrl = '';
+let fleet: OneNodeFleet;
 let clientUrl = '';
 let key = { id: '', secret: '' };
 let otherKey = { id: '', secret: '' };
@@ -43,10 +37,7 @@ let otherKey = { id: '', secret: '' };
 const strayFetches: string[] = [];
 const realFetch = globalThis.fetch;
 
-async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  return { status: res.status, body: (await res.json()) as T };
-}
+const api = <T>(method: string, path: string, body?: unknown) => fleet.api<T>(method, path, body);
 
 function openai(apiKey = key.secret): OpenAI {
   // No retries: every status the router sends must reach the test as it was sent.
@@ -62,50 +53,28 @@ beforeAll(async () => {
     }
     return realFetch(input, init);
   };
-  const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-responses-'));
-  const gguf = join(dir, 'tiny.gguf');
-  await makeTinyModel(gguf, { contextLength: 4096 });
-  const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn',
-  ]);
-  adminUrl = control.urls.admin;
-  clientUrl = control.urls.client;
-  const stateDir = join(dir, 'n1');
-  stateDirs.push(stateDir);
-  // Engine ports in 26900-26999, apart from the other e2e files that may run at the same time.
-  startLlmgw([
-    'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-    '--heartbeat-interval', '300ms', '--port-range', '26900-26999', '--log-level', 'warn',
-  ]);
-  await waitFor('the node up', async () => {
-    const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
-    return body.some((n) => n.liveness === 'up') ? true : undefined;
+  fleet = await startOneNodeFleet({
+    name: 'responses',
+    portRange: '26900-26999',
+    keys: ['responses', 'stranger'],
+    readyWithinMs: 240_000,
+    models: async (dir) => {
+      const gguf = join(dir, 'tiny.gguf');
+      await makeTinyModel(gguf, { contextLength: 4096 });
+      return [
+        { name: 'demo', source: weightsDir(dir), scaling: { min: 1 }, profiles: [{ engine: 'sim' }] },
+        { name: 'tiny', source: `file://${gguf}`, scaling: { min: 1 }, profiles: [{ engine: 'builtin', memory_gb: 1 }] },
+      ];
+    },
   });
-  for (const model of [
-    { name: 'demo', source: weightsDir(dir), scaling: { min: 1 }, profiles: [{ engine: 'sim' }] },
-    { name: 'tiny', source: `file://${gguf}`, scaling: { min: 1 }, profiles: [{ engine: 'builtin', memory_gb: 1 }] },
-  ]) {
-    const added = await api('POST', '/api/v1/models', model);
-    expect(added.status, JSON.stringify(added.body)).toBe(200);
-  }
-  for (const name of ['responses', 'stranger']) {
-    const created = await api<{ id: string; secret: string }>('POST', '/api/v1/keys', { name });
-    expect(created.status).toBe(201);
-    if (name === 'responses') key = created.body;
-    else otherKey = created.body;
-  }
-  for (const model of MODELS) {
-    await waitFor(`a ready replica of ${model}`, async () => {
-      const { body } = await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${model}`);
-      return body.some((r) => r.state === 'ready') ? true : undefined;
-    }, 240_000);
-  }
+  clientUrl = fleet.clientUrl;
+  key = fleet.keys.responses!;
+  otherKey = fleet.keys.stranger!;
 }, 300_000);
 
 afterAll(async () => {
   globalThis.fetch = realFetch;
-  await stopAll();
-  killEnginesOf(stateDirs);
+  await fleet?.stop();
   expect(strayFetches, 'fetches beyond loopback').toEqual([]);
 });
 
