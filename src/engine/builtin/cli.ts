@@ -9,7 +9,7 @@ import type { BuiltinEngineOptions } from './options.js';
 
 const USAGE =
   'usage: llmgw engine builtin --model FILE.gguf --port N [--host 127.0.0.1] [--alias NAME]... ' +
-  '[--threads N] [--parallel N] [--max-queue N] [--ctx-size N] [--api-key KEY] [--tls-cert FILE --tls-key FILE]';
+  '[--threads N] [--parallel N] [--max-queue N] [--ctx-size N] [--stream-interval-ms N] [--api-key KEY] [--tls-cert FILE --tls-key FILE]';
 
 const FLAGS = {
   model: { type: 'string' },
@@ -20,6 +20,7 @@ const FLAGS = {
   parallel: { type: 'string' },
   'max-queue': { type: 'string' },
   'ctx-size': { type: 'string' },
+  'stream-interval-ms': { type: 'string' },
   'api-key': { type: 'string' },
   'tls-cert': { type: 'string' },
   'tls-key': { type: 'string' },
@@ -43,6 +44,7 @@ export function parseBuiltinEngineArgs(argv: readonly string[]): BuiltinEngineOp
     ...(values.parallel === undefined ? {} : { parallel: wholeNumber('parallel', values.parallel) }),
     ...(values['max-queue'] === undefined ? {} : { maxQueue: wholeNumber('max-queue', values['max-queue']) }),
     ...(values['ctx-size'] === undefined ? {} : { contextTokens: wholeNumber('ctx-size', values['ctx-size']) }),
+    ...(values['stream-interval-ms'] === undefined ? {} : { streamIntervalMs: wholeNumber('stream-interval-ms', values['stream-interval-ms']) }),
     ...(values['api-key'] === undefined ? {} : { apiKey: values['api-key'] }),
     ...(values['tls-cert'] === undefined ? {} : { tlsCert: values['tls-cert'] }),
     ...(values['tls-key'] === undefined ? {} : { tlsKey: values['tls-key'] }),

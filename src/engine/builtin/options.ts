@@ -7,6 +7,7 @@ import { basename } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../../errors/index.js';
 import { describeIssues } from '../../validation/index.js';
+import { DEFAULT_STREAM_INTERVAL_MS } from './sse.js';
 
 export interface BuiltinEngineOptions {
   /** Path of the GGUF file to serve. */
@@ -54,6 +55,13 @@ export interface BuiltinEngineOptions {
   /** PEM certificate and key files: serve https (as llama-server's --ssl-cert-file/--ssl-key-file). Both or neither; absent means plain http. */
   tlsCert?: string;
   tlsKey?: string;
+  /**
+   * Once a stream has started, at most one write per this many ms: tokens
+   * that come faster go out together (vLLM's --stream-interval does the same
+   * by token count). 0 writes each token as soon as it comes. Absent means
+   * DEFAULT_STREAM_INTERVAL_MS. The first token is never held.
+   */
+  streamIntervalMs?: number;
   /** Where the engine writes its log lines; absent means stderr. */
   log?: (line: string) => void;
   /** Clock for `created` timestamps, in ms since the epoch; absent means Date.now. */
@@ -105,6 +113,7 @@ export interface CompiledBuiltinEngineOptions {
   /** Undefined: plain http. Both are set or neither. */
   readonly tlsCert: string | undefined;
   readonly tlsKey: string | undefined;
+  readonly streamIntervalMs: number;
   readonly log: (line: string) => void;
   readonly nowMs: () => number;
 }
@@ -121,6 +130,7 @@ const BuiltinEngineOptionsSchema = z.strictObject({
   apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
   tlsCert: z.string().min(1).optional(),
   tlsKey: z.string().min(1).optional(),
+  streamIntervalMs: z.number().int().min(0).max(1000, 'more than a second between writes would look like a stalled stream').optional(),
   log: z.custom<(line: string) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   nowMs: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
 });
@@ -157,6 +167,7 @@ export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): Comp
     apiKey: o.apiKey,
     tlsCert: o.tlsCert,
     tlsKey: o.tlsKey,
+    streamIntervalMs: o.streamIntervalMs ?? DEFAULT_STREAM_INTERVAL_MS,
     log: options.log ?? ((line: string) => void process.stderr.write(`${line}\n`)),
     nowMs: options.nowMs ?? Date.now,
   });

@@ -31,6 +31,7 @@ import {
   TokenizeRequestSchema,
   usage,
 } from './openai.js';
+import { SseWriter } from './sse.js';
 import { chatOutput } from './tools.js';
 import { compileBuiltinEngineOptions, type BuiltinEngineOptions, type CompiledBuiltinEngineOptions } from './options.js';
 
@@ -414,8 +415,10 @@ class BuiltinEngineServer implements BuiltinEngine {
     const includeUsage = request.stream_options?.include_usage === true;
     // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
     const chunk = (choice: object) => ({ ...head, choices: [choice], ...(includeUsage ? { usage: null } : {}) });
-    const stream = new SseWriter(res, () =>
-      Array.from({ length: n }, (_, index) => chunk({ index, delta: openingDelta(output), logprobs: null, finish_reason: null })),
+    const stream = new SseWriter(
+      res,
+      () => Array.from({ length: n }, (_, index) => chunk({ index, delta: openingDelta(output), logprobs: null, finish_reason: null })),
+      this.options.streamIntervalMs,
     );
     const deltas = Array.from({ length: n }, () => new ChoiceDeltas(output));
     const result = await answer((index, text) => {
@@ -502,7 +505,7 @@ class BuiltinEngineServer implements BuiltinEngine {
       choices: [{ text, index: 0, logprobs, finish_reason: finish }],
       ...(includeUsage ? { usage: null } : {}),
     });
-    const stream = new SseWriter(res, () => []);
+    const stream = new SseWriter(res, () => [], this.options.streamIntervalMs);
     const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.send(chunk(text, null)), signal));
     if (!result) return;
     stream.send(chunk('', openAiFinishReason(result.finishReason), completionLogprobs(result.logprobs)));
@@ -567,50 +570,5 @@ class BuiltinEngineServer implements BuiltinEngine {
     }
     this.requestsServed++;
     return result;
-  }
-}
-
-/**
- * Server-sent events in OpenAI's framing. Headers (and any opening chunks)
- * go out with the first event, not before, so that a request refused before
- * its first token still gets a plain JSON error with a real status. Events
- * are queued and written on the next turn of the event loop: node-llama-cpp
- * asks for the next token only after our per-token callback returns, so
- * writing inside it would add the socket's cost to every token, while
- * writing afterwards overlaps it with the next token's computation.
- */
-class SseWriter {
-  private started = false;
-  private pending: string[] = [];
-  private flushScheduled = false;
-
-  constructor(
-    private readonly res: ServerResponse,
-    private readonly opening: () => object[],
-  ) {}
-
-  send(event: object): void {
-    this.pending.push(`data: ${JSON.stringify(event)}\n\n`);
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => this.flush());
-  }
-
-  done(): void {
-    this.flush();
-    this.res.end('data: [DONE]\n\n');
-  }
-
-  private flush(): void {
-    this.flushScheduled = false;
-    if (this.res.destroyed || this.res.writableEnded) return;
-    if (!this.started) {
-      this.started = true;
-      this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-      this.pending.unshift(...this.opening().map((event) => `data: ${JSON.stringify(event)}\n\n`));
-    }
-    if (this.pending.length === 0) return;
-    this.res.write(this.pending.join(''));
-    this.pending = [];
   }
 }

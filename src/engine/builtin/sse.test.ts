@@ -1,0 +1,91 @@
+// How often the builtin engine writes a stream: the first event without
+// waiting, later ones together at most once per interval, the end at once.
+// The clock and the scheduler are the test's, so nothing depends on speed.
+import type { ServerResponse } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { SseWriter, type Schedule } from './sse.js';
+
+function harness(intervalMs: number) {
+  let nowMs = 0;
+  const due: { ms: number; fn: () => void; cancelled: boolean }[] = [];
+  const schedule: Schedule = (ms, fn) => {
+    const entry = { ms, fn, cancelled: false };
+    due.push(entry);
+    return () => {
+      entry.cancelled = true;
+    };
+  };
+  const writes: string[] = [];
+  const heads: number[] = [];
+  const res = {
+    destroyed: false,
+    writableEnded: false,
+    writeHead(status: number) {
+      heads.push(status);
+    },
+    write(text: string) {
+      writes.push(text);
+    },
+    end(text: string) {
+      writes.push(text);
+      this.writableEnded = true;
+    },
+  };
+  const writer = new SseWriter(res as unknown as ServerResponse, () => [{ opening: true }], intervalMs, () => nowMs, schedule);
+  /** Runs what is due, in order, as the event loop would. */
+  const run = () => {
+    for (const entry of due.splice(0)) if (!entry.cancelled) entry.fn();
+  };
+  const events = (text: string) => [...text.matchAll(/^data: (.*)$/gm)].map((m) => m[1]);
+  return { writer, res, writes, heads, due, run, events, at: (ms: number) => (nowMs = ms) };
+}
+
+describe('SseWriter', () => {
+  it('writes the first event on the next turn, then at most one write per interval, and the end at once', () => {
+    const h = harness(4);
+    h.writer.send({ n: 1 });
+    expect(h.writes, 'nothing inside the token callback').toEqual([]);
+    expect(h.due.map((d) => d.ms)).toEqual([0]);
+    h.run();
+    expect(h.heads).toEqual([200]);
+    expect(h.writes.map(h.events)).toEqual([['{"opening":true}', '{"n":1}']]);
+
+    h.at(1);
+    h.writer.send({ n: 2 });
+    h.writer.send({ n: 3 });
+    expect(h.due.map((d) => d.ms), 'one write, due 4 ms after the last').toEqual([3]);
+    h.at(4);
+    h.run();
+    expect(h.writes.slice(1).map(h.events)).toEqual([['{"n":2}', '{"n":3}']]);
+
+    // Quiet for longer than the interval: the next event is not held.
+    h.at(20);
+    h.writer.send({ n: 4 });
+    expect(h.due.map((d) => d.ms)).toEqual([0]);
+    h.run();
+    h.at(21);
+    h.writer.send({ n: 5 });
+    h.writer.done();
+    expect(h.due.every((d) => d.cancelled), 'the pending write was folded into the end').toBe(true);
+    expect(h.writes.slice(2).map(h.events)).toEqual([['{"n":4}'], ['{"n":5}'], ['[DONE]']]);
+  });
+
+  it('with an interval of 0 writes every event on the next turn', () => {
+    const h = harness(0);
+    for (let n = 1; n <= 3; n++) {
+      h.at(n / 10);
+      h.writer.send({ n });
+      expect(h.due.map((d) => d.ms)).toEqual([0]);
+      h.run();
+    }
+    expect(h.writes.map(h.events)).toEqual([['{"opening":true}', '{"n":1}'], ['{"n":2}'], ['{"n":3}']]);
+  });
+
+  it('writes nothing after the client has gone', () => {
+    const h = harness(4);
+    h.writer.send({ n: 1 });
+    h.res.destroyed = true;
+    h.run();
+    expect(h.writes).toEqual([]);
+  });
+});
