@@ -63,7 +63,7 @@ describe('admin API: why', () => {
 
     const huge = (await get(p, '/api/v1/explain-placement?model=huge')).json<ExplainView>();
     expect(huge).toMatchObject({ placed: false, min_replicas: 1, ready_replicas: 0, profiles: [{ profile: 'gpu', nodes_fit: 0, node_count: 2 }] });
-    expect(huge.summary![0]).toMatch(/huge is not running: no node can run any of its profiles \(2 nodes checked\)/);
+    expect(huge.summary![0]).toMatch(/huge is not running and not placed: no node can run any of its profiles \(2 nodes checked\)/);
     expect(huge.summary![1]).toMatch(/^0\/2 nodes fit profile gpu: 2 have fewer than 4/);
   });
 

@@ -59,7 +59,7 @@ describe('why is this model not running', () => {
     };
     const why = modelWhy({ model: model('big', { gpus: 2 }), replicas: [], rejections, nowMs: NOW });
     expect(why.ready_replicas).toBe(0);
-    expect(why.summary[0], 'the first sentence says it does not run and why').toMatch(/big is not running: no node can run/);
+    expect(why.summary[0], 'the first sentence says it does not run and why').toMatch(/big is not running and not placed: no node can run/);
     expect(why.profiles).toEqual([expect.objectContaining({ profile: 'p', nodes_fit: 0, node_count: 2 })]);
     expect(why.summary.join('\n')).toMatch(/0\/2 nodes fit profile p: .*1 has no GPUs.*1 is cordoned|0\/2 nodes fit profile p: .*1 is cordoned.*1 has no GPUs/);
   });

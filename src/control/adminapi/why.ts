@@ -50,7 +50,7 @@ export function modelWhy(input: ModelWhyInput): ModelWhy {
     if (rejected) summary.push(`but the last pass could not place another replica it wanted:`);
   } else if (rejected) {
     const nodes = input.rejections!.nodeCount;
-    summary.push(`model ${model.name} is not running: no node can run any of its profiles (${nodes} node${nodes === 1 ? '' : 's'} checked)`);
+    summary.push(`model ${model.name} is not running and not placed: no node can run any of its profiles (${nodes} node${nodes === 1 ? '' : 's'} checked)`);
   } else if (counting.length > 0) {
     summary.push(`model ${model.name} is not running yet: ${counting.length} replica${counting.length === 1 ? ' is' : 's are'} placed and not ready`);
   } else if (own.some((r) => r.state === 'failed')) {
