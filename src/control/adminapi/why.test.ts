@@ -84,6 +84,25 @@ describe('why is this model not running', () => {
     expect(why.not_running?.[0]?.reason).toMatch(/fetching its weights on n1: 1(\.0)? GiB of 4(\.0)? GiB \(25%\)/);
   });
 
+  it('says a running model\'s drain replacement has nowhere to go', () => {
+    const rejections: ModelRejections = {
+      model: 'chat',
+      purpose: 'drain',
+      rejections: [{ profile: 'p', node: 'n2', code: 'cordoned', dimension: 'node', reason: 'node n2 is cordoned' }],
+      notes: [],
+      nodeCount: 2,
+      modelKey: '',
+      atMs: NOW,
+      contended: false,
+    };
+    const why = modelWhy({ model: model('chat'), replicas: [replica('r1', 'chat', 'ready', 'n1')], rejections, nowMs: NOW });
+    expect(why.summary.slice(0, 3)).toEqual([
+      'model chat is running: 1 ready replica (min 1)',
+      'but no node can take the replacement for its replica on a draining node:',
+      '1/2 nodes fit profile p: 1 is cordoned',
+    ]);
+  });
+
   it('says a model at min 0 with no demand wants none, and a running one runs', () => {
     expect(modelWhy({ model: model('idle', {}, 0), replicas: [], rejections: undefined, nowMs: NOW }).summary[0]).toMatch(/wants none: min 0/);
     const running = modelWhy({ model: model('chat'), replicas: [replica('r1', 'chat', 'ready', 'n1')], rejections: undefined, nowMs: NOW });

@@ -47,7 +47,13 @@ export function modelWhy(input: ModelWhyInput): ModelWhy {
   const rejected = !!input.rejections?.rejections.length;
   if (ready > 0) {
     summary.push(`model ${model.name} is running: ${ready} ready replica${ready === 1 ? '' : 's'} (min ${min})`);
-    if (rejected) summary.push(`but the last pass could not place another replica it wanted:`);
+    if (rejected) {
+      summary.push(
+        input.rejections!.purpose === 'drain'
+          ? 'but no node can take the replacement for its replica on a draining node:'
+          : 'but the last pass could not place another replica it wanted:',
+      );
+    }
   } else if (rejected) {
     const nodes = input.rejections!.nodeCount;
     summary.push(`model ${model.name} is not running and not placed: no node can run any of its profiles (${nodes} node${nodes === 1 ? '' : 's'} checked)`);
