@@ -71,6 +71,19 @@ describe('why is this model not running', () => {
     expect(why.summary.join('\n')).toContain('failed 3 times in a row on n1: engine exited with code 2: unknown flag --bogus; tried again in 20 s');
   });
 
+  it('calls a starting replica whose engine already exited crash-looping, with the engine\'s error', () => {
+    const starting = replica('r1', 'crash', 'starting', 'n3');
+    const why = modelWhy({
+      model: model('crash'),
+      replicas: [{ ...starting, shards: [{ ...starting.shards[0]!, state: 'starting', error: 'engine exited with code 2: --bogus-flag: unknown flag' }] }],
+      rejections: undefined,
+      nowMs: NOW,
+    });
+    expect(why.not_running?.[0]?.reason).toBe(
+      'is crash-looping on n3: its engine exits before it is ready and the agent starts it again; last error: engine exited with code 2: --bogus-flag: unknown flag',
+    );
+  });
+
   it('says how far a fetch has got', () => {
     const fetching = replica('r1', 'chat', 'fetching', 'n1');
     const why = modelWhy({

@@ -106,7 +106,10 @@ function notRunningOf(r: ReplicaRecord, fetch: ModelWhyInput['fetch'], nowMs: nu
       break;
     }
     case 'starting':
-      reason = `is starting${on}: its engine does not answer its readiness check yet`;
+      // A starting shard that carries an error has had its engine exit already: the agent restarts it, so it crash-loops.
+      reason = shardError
+        ? `is crash-looping${on}: its engine exits before it is ready and the agent starts it again; last error: ${shardError}`
+        : `is starting${on}: its engine does not answer its readiness check yet`;
       break;
     default: {
       const error = r.error ?? shardError;
@@ -115,7 +118,8 @@ function notRunningOf(r: ReplicaRecord, fetch: ModelWhyInput['fetch'], nowMs: nu
       reason = `${failures}${on}: ${error ?? 'no error reported'}${retryIn === undefined ? '' : `; tried again in ${retryIn} s`}`;
     }
   }
-  if (r.state !== 'failed' && (r.error ?? shardError)) reason += ` (last error: ${r.error ?? shardError})`;
+  const lastError = r.error ?? shardError;
+  if (r.state !== 'failed' && lastError && !reason.includes(lastError)) reason += ` (last error: ${lastError})`;
   return {
     replica: r.id,
     profile: r.profile,
