@@ -12,6 +12,7 @@ import type {
   EventsView,
   ControlPlaneView,
   ExplainView,
+  NodeDetailView,
   ModelDefinition,
   ModelView,
   NodeStateView,
@@ -182,6 +183,11 @@ export class AdminClient {
   /** The control-plane instances sharing the store, and which one leads the reconciler. */
   controlPlanes(): Promise<ControlPlaneView[]> {
     return this.#call('GET', '/api/v1/control-planes');
+  }
+
+  /** One node with why it is idle and what its drain waits for. */
+  node(nodeId: string): Promise<NodeDetailView> {
+    return this.#call('GET', `/api/v1/nodes/${encodeURIComponent(nodeId)}`);
   }
 
   explain(model: string): Promise<ExplainView> {

@@ -171,6 +171,43 @@ export interface ExplainView {
   placed: boolean;
   /** Absent when placement was never attempted or nothing failed. */
   rejections?: RejectionView[];
+  /** Why the model runs or does not, first sentence first: the cause in words, with the numbers behind it. Absent from an older control plane. */
+  summary?: string[];
+  /** The model's scaling.min; absent from an older control plane. */
+  min_replicas?: number;
+  /** Replicas that serve now; absent from an older control plane. */
+  ready_replicas?: number;
+  /** Per profile tried by the last failed pass: how many nodes fit it. Absent = nothing failed to place. */
+  profiles?: ProfileFitView[];
+  /** Replicas that count toward the wanted number but do not serve (pending, fetching, starting) or failed, and why; absent = none. */
+  not_running?: NotRunningView[];
+}
+
+/** How many nodes fit one profile of a model in the last placement pass that failed for it. */
+export interface ProfileFitView {
+  profile: string;
+  pool?: string;
+  nodes_fit: number;
+  node_count: number;
+  /** Kubernetes-style: "0/3 nodes fit profile h100: 2 have no GPUs, 1 is cordoned". */
+  line: string;
+}
+
+/** A replica of a model that does not serve, and what it waits for or why it failed. */
+export interface NotRunningView {
+  replica: string;
+  profile: string;
+  state: string;
+  /** The nodes of its shards, rank order. */
+  nodes: string[];
+  /** Seconds since it entered this state. */
+  since_seconds: number;
+  /** In words: the engine's last error, the fetch it waits for, the engine it waits to answer. */
+  reason: string;
+  /** Consecutive failures; absent = none. */
+  failures?: number;
+  /** Seconds until a failed replica is tried again; absent = not waiting to be retried. */
+  retry_in_seconds?: number;
 }
 
 /** POST /api/v1/nodes/{id}/state */
@@ -203,6 +240,25 @@ export interface NodeOrphans {
 export interface OrphansView {
   nodes: NodeOrphans[];
   total_bytes: number;
+  /**
+   * Per node, the newest collect that asked it anything: what it removed,
+   * refused and why, from the audit log. Absent = the control plane keeps no
+   * audit log (no store); [] = no collect asked any node yet.
+   */
+  last_collect?: NodeLastCollectView[];
+}
+
+/** What one node did the last time collect asked it. */
+export interface NodeLastCollectView {
+  node: string;
+  /** RFC 3339, UTC. */
+  at: string;
+  /** Who ran the collect, as the audit log has it. */
+  actor: string;
+  removed: string[];
+  refused: { path: string; check: string; reason: string }[];
+  /** Set when the node could not be asked, and why. */
+  unreachable?: string;
 }
 
 export interface NodeCollectSummary {
@@ -365,4 +421,59 @@ export interface ControlPlaneView {
   last_seen_seconds: number;
   /** True for the instance that answered. */
   self: boolean;
+}
+
+/**
+ * GET /api/v1/nodes/{id}: one node, its replicas, and the operator's two
+ * questions about it: why it runs nothing (`idle`) and what its drain waits
+ * for (`drain_waits`).
+ */
+export interface NodeDetailView {
+  node: NodeView;
+  /** Replicas with a shard on this node. */
+  replicas: ReplicaView[];
+  /** Sentences, the cause first: why it is idle, what its drain waits for; empty = it serves and nothing holds it back. */
+  summary: string[];
+  /** Present when no replica runs on the node. */
+  idle?: NodeIdleView;
+  /** Present while the node drains: one entry per replica still on it. [] = nothing left, the drain is done. */
+  drain_waits?: DrainWaitView[];
+}
+
+export interface NodeIdleView {
+  /** Why no replica is here, most decisive first: the node's own state, then model by model. */
+  reasons: string[];
+  /** Every model in the catalog, and whether this node could take a replica of it now. */
+  models: NodeModelFitView[];
+}
+
+export interface NodeModelFitView {
+  model: string;
+  /** True when placement would put a replica of it on this node now, were one wanted. */
+  fits: boolean;
+  /** Replicas of the model that count (pending to ready) and the nodes they are on. */
+  replicas: number;
+  nodes: string[];
+  /** The model's scaling.min. */
+  min_replicas: number;
+  /** Why it is not here, in words ("needs 2 GPUs…", "its 1 replica runs on n1", "wants none (min 0)"). */
+  reason: string;
+}
+
+/** A replica still on a draining node, and what the drain waits for before it goes. */
+export interface DrainWaitView {
+  replica: string;
+  model: string;
+  state: string;
+  /** In words, with the numbers: a replacement being placed or started, requests in flight, the deadline. */
+  waits_for: string;
+  /** Seconds it has been in its state. */
+  since_seconds: number;
+  /** The replacement placed elsewhere; absent = none yet. */
+  replacement?: string;
+  replacement_state?: string;
+  /** Requests the router has in flight on it; absent = none reported. */
+  in_flight?: number;
+  /** Seconds until the drain deadline stops it regardless; only once it is marked draining. */
+  deadline_in_seconds?: number;
 }

@@ -211,6 +211,8 @@ export class ControlPlane {
       blockedDrains: () => (cluster && !cluster.leads() ? cluster.blockedDrains() : reconciler.blockedDrains()),
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
       load: (replicaId) => reconciler.loadOf(replicaId),
+      inFlight: (replicaId) => reconciler.inFlightOf(replicaId),
+      drainDeadlineMs: reconciler.drainDeadlineMs,
       previewPlacement: (models) => reconciler.preview(models),
       agentMgmt,
     };

@@ -1,9 +1,10 @@
 // The reading commands: summary, nodes, node, models, model, replicas,
 // explain, weights, events. Each fetches what it shows and renders it, or prints the
 // API's JSON with -o json. None of them changes anything.
-import type { EventView, ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView } from '../api/index.js';
+import { AdminApiError, type EventView, type ExplainView, type ModelView, type NodeDetailView, type NodeView, type OrphansView, type ReplicaView, type SummaryView } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { bytesOrUnknown, formatGiB, formatSeconds, list, orUnknown, type Output, UNKNOWN } from './render.js';
+import { renderLastCollect, renderModelWhy, renderNodeWhy } from './why.js';
 
 export async function summary(ctx: CtlContext): Promise<number> {
   const s = await ctx.client.summary();
@@ -88,19 +89,18 @@ function diskCell(n: NodeView): string {
 }
 
 export async function node(ctx: CtlContext, id: string): Promise<number> {
-  const [ns, reps, orphans] = await Promise.all([ctx.client.nodes(), ctx.client.replicas(), ctx.client.orphans({ node: id })]);
-  const n = ns.find((x) => x.id === id);
-  if (!n) {
-    ctx.warn(`no node "${id}"; \`llmgw ctl nodes\` lists them${ns.length ? ` (${ns.map((x) => x.id).slice(0, 10).join(', ')})` : ''}`);
-    return EXIT.failed;
-  }
-  const here = reps.filter((r) => r.shards.some((s) => s.node === id));
+  const detail = await nodeDetail(ctx, id);
+  if (!detail) return EXIT.failed;
+  const n = detail.node;
+  const orphans = await ctx.client.orphans({ node: id });
+  const here = detail.replicas;
   if (ctx.json) {
-    ctx.out.json({ node: n, replicas: here, orphans: orphans.nodes.find((o) => o.node === id) ?? { node: id, entries: [], reclaimable_bytes: 0 } });
+    ctx.out.json({ ...detail, orphans: orphans.nodes.find((o) => o.node === id) ?? { node: id, entries: [], reclaimable_bytes: 0 } });
     return EXIT.ok;
   }
   const out = ctx.out;
   out.line(`${out.heading(`node ${n.id}`)}  state ${out.state(n.state)}, ${out.state(n.liveness)}, last seen ${n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'}`);
+  renderNodeWhy(out, detail);
   for (const b of n.drain_blocked ?? []) out.line(`  ${out.c.red('drain blocked')}: ${b}`);
   out.line(`  hostname  ${orUnknown(n.hostname)}`);
   out.line(`  mgmt      ${orUnknown(n.mgmt_addr)}`);
@@ -143,6 +143,26 @@ export async function node(ctx: CtlContext, id: string): Promise<number> {
   out.line(`${out.heading('replicas on this node')} ${here.length || 'none'}`);
   if (here.length) out.line(replicaTable(out, here, id));
   return EXIT.ok;
+}
+
+/**
+ * GET /api/v1/nodes/{id}; from a control plane older than that endpoint, the
+ * node out of the list with its replicas and no "why". Null after saying
+ * that no node has the id.
+ */
+async function nodeDetail(ctx: CtlContext, id: string): Promise<NodeDetailView | null> {
+  try {
+    return await ctx.client.node(id);
+  } catch (err) {
+    if (!(err instanceof AdminApiError) || err.status !== 404) throw err;
+  }
+  const [ns, reps] = await Promise.all([ctx.client.nodes(), ctx.client.replicas()]);
+  const n = ns.find((x) => x.id === id);
+  if (!n) {
+    ctx.warn(`no node "${id}"; \`llmgw ctl nodes\` lists them${ns.length ? ` (${ns.map((x) => x.id).slice(0, 10).join(', ')})` : ''}`);
+    return null;
+  }
+  return { node: n, replicas: reps.filter((r) => r.shards.some((s) => s.node === id)), summary: [] };
 }
 
 export async function models(ctx: CtlContext): Promise<number> {
@@ -199,7 +219,7 @@ export async function model(ctx: CtlContext, name: string): Promise<number> {
   out.line();
   out.line(`${out.heading('replicas')} ${reps.length || 'none'}`);
   if (reps.length) out.line(replicaTable(out, reps));
-  if (why.rejections?.length) {
+  if (why.rejections?.length || why.not_running?.length || (why.summary?.length && !why.placed)) {
     out.line();
     renderExplain(out, why);
   }
@@ -264,6 +284,16 @@ export async function explain(ctx: CtlContext, name: string): Promise<number> {
 }
 
 export function renderExplain(out: Output, why: ExplainView): void {
+  if (why.summary?.length) {
+    // The cause in words first; the per-node rejections are the numbers behind it.
+    renderModelWhy(out, why);
+    if (why.rejections?.length) {
+      out.line();
+      out.line(out.heading('rejections, node by node'));
+      out.line(out.table(['PROFILE', 'POOL', 'NODE', 'REASON'], why.rejections.map((r) => [r.profile, orUnknown(r.pool), orUnknown(r.node), r.reason])));
+    }
+    return;
+  }
   if (!why.rejections?.length) {
     out.line(
       why.placed
@@ -283,7 +313,11 @@ export function renderExplain(out: Output, why: ExplainView): void {
 export async function weights(ctx: CtlContext, nodeId?: string): Promise<number> {
   const o = await ctx.client.orphans(nodeId ? { node: nodeId } : {});
   if (ctx.json) ctx.out.json(o);
-  else renderOrphans(ctx.out, o, nodeId);
+  else {
+    renderOrphans(ctx.out, o, nodeId);
+    if (o.last_collect !== undefined) ctx.out.line();
+    renderLastCollect(ctx.out, o);
+  }
   return EXIT.ok;
 }
 

@@ -249,12 +249,15 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     expect(await text('#panels')).toContain(orphanPath);
     await page.click('a[href="/weights/collect?node=n1"]');
     expect(await text('#panels')).toContain(orphanPath);
-    expect(await api.orphans()).not.toEqual({ nodes: [], total_bytes: 0 });
+    expect((await api.orphans()).nodes).not.toEqual([]);
     await page.click('#confirm-collect');
     expect(await text('#collect-summary')).toContain('removed 1');
     // The orphan list is the agents' last report: the next heartbeat no longer has it.
     await waitFor('n1 to stop reporting the collected entry', async () => ((await api.orphans()).nodes.length === 0 ? true : undefined), 10_000);
     await page.goto(`${adminUrl}/weights`);
-    expect(await text('#panels')).not.toContain(orphanPath);
+    expect(await page.locator('#orphans-n1').count(), 'no longer listed as an orphan').toBe(0);
+    // What the node did stays on the page: the last collect, with its path.
+    expect(await text('#last-collect')).toContain(`n1`);
+    expect(await text('#last-collect')).toContain(`removed${orphanPath}`);
   });
 });

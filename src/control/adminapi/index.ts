@@ -3,5 +3,5 @@
 // serves inference to whoever holds an API key, the other lets a caller
 // change the catalog, cordon nodes and read the cluster's shape.
 export { changeNodeState, registerAdminApi, type AdminApiOptions } from './routes.js';
-export { explainView, modelViews, nodeViews, replicaViews, summaryView } from './views.js';
+export { explainView, modelViews, nodeDetailView, nodeViews, replicaViews, summaryView } from './views.js';
 export { ADMIN_TOKEN_IDENTITY, AdminGuard } from './auth.js';

@@ -104,7 +104,13 @@ describe('admin API: replicas and explain-placement', () => {
     await addNode(p, 'n1', 1);
     await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model('fits', 1) });
     await p.reconciler.pass();
-    expect((await get(p, '/api/v1/explain-placement?model=fits')).json()).toEqual({ model: 'fits', placed: true });
+    const why = (await get(p, '/api/v1/explain-placement?model=fits')).json<Record<string, unknown>>();
+    expect(why).toMatchObject({ model: 'fits', placed: true, min_replicas: 1, ready_replicas: 0 });
+    expect(why.rejections, 'nothing was rejected').toBeUndefined();
+    expect(why.summary, 'placed but not ready: the pending replica is the cause').toEqual([
+      'model fits is not running yet: 1 replica is placed and not ready',
+      expect.stringMatching(/^replica \S+ is placed on n1 and waits for its agent to start it$/),
+    ]);
   });
 
   it('puts a drained node into a pass at once and keeps the replica until a replacement exists', async () => {

@@ -9,6 +9,7 @@ import type { AuditActor } from '../store/index.js';
 import type { AdminState } from '../inventory/index.js';
 import { registerNodeIdentityRoutes } from './nodes.js';
 import { registerPlanAndLogs, type PlanAndLogsDeps } from './plan-and-logs.js';
+import { registerWhyRoutes } from './why-routes.js';
 import { explainView, modelViews, nodeViews, replicaViews, summaryView, type ViewSources } from './views.js';
 
 const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
@@ -55,6 +56,7 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
   });
 
   registerNodeIdentityRoutes(app, options);
+  registerWhyRoutes(app, options);
 
   const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
   app.post('/api/v1/models', { bodyLimit: MODEL_BODY_LIMIT_BYTES, config: modelWording }, async (request, reply) => {

@@ -3,11 +3,12 @@
 // functions because the dashboard renders the same data server-side; going
 // back out through HTTP for what this process already holds would add a way
 // for the two to disagree.
-import type { ExplainView, ModelView, NodeView, ReplicaView, ShardView, SummaryView } from '../../api/types.js';
+import type { ExplainView, ModelView, NodeDetailView, NodeView, ReplicaView, ShardView, SummaryView } from '../../api/types.js';
 import type { Catalog } from '../catalog/index.js';
 import { fabricNames, type Inventory, localDisk } from '../inventory/index.js';
 import { toRejectionViews } from '../placement/index.js';
-import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord } from '../reconciler/index.js';
+import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord, toPlacementNode } from '../reconciler/index.js';
+import { drainWaits, modelWhy, nodeIdle, nodeSummary } from './why.js';
 import type { ReplicaLoad } from '../scaling/index.js';
 
 
@@ -37,7 +38,14 @@ export interface ViewSources {
   blockedDrains?: () => readonly BlockedDrain[];
   /** A replica's engine load from its agent's last heartbeat; undefined = none reported. */
   load?: (replicaId: string) => ReplicaLoad | undefined;
+  /** Requests the router has in flight on a replica; undefined = none reported. Absent = never reported. */
+  inFlight?: (replicaId: string) => number | undefined;
+  /** How long a draining replica may finish its requests before it is stopped anyway; absent = 5 minutes, the reconciler's default. */
+  drainDeadlineMs?: number;
 }
+
+/** The reconciler's default drain deadline, for a control plane that does not say its own. */
+const DEFAULT_DRAIN_DEADLINE_MS = 5 * 60_000;
 
 
 
@@ -93,7 +101,69 @@ export function explainView(src: ViewSources, model: string, shownAs: string = m
   const v: ExplainView = { model: shownAs, placed };
   const last = src.explainPlacement?.(model);
   if (last && last.rejections.length) v.rejections = toRejectionViews(last.rejections);
+  const definition = src.catalog.get(model);
+  if (definition) {
+    const now = src.now?.() ?? Date.now();
+    const fetch = src.fetchProgress;
+    Object.assign(
+      v,
+      modelWhy({
+        model: definition,
+        replicas: src.replicas?.() ?? [],
+        rejections: last?.rejections.length ? last : undefined,
+        ...(fetch ? { fetch: (id: string) => fetchView(fetch(id)) } : {}),
+        nowMs: now,
+      }),
+    );
+  }
   return v;
+}
+
+function fetchView(f: ReturnType<NonNullable<ViewSources['fetchProgress']>>): ShardView['fetch'] {
+  if (!f) return undefined;
+  return { ...f, ...(f.total_bytes ? { percent: Math.floor((100 * f.bytes_done) / f.total_bytes) } : {}) };
+}
+
+/**
+ * GET /api/v1/nodes/{id}: one node, its replicas, why it is idle and what
+ * its drain waits for. Null when no node has that id.
+ */
+export function nodeDetailView(src: ViewSources, id: string): NodeDetailView | null {
+  const inv = src.inventory;
+  const node = inv?.get(id);
+  const view = nodeViews(src).find((n) => n.id === id);
+  if (!inv || !node || !view) return null;
+  const now = src.now?.() ?? Date.now();
+  const records = src.replicas?.() ?? [];
+  const here = replicaViews(src).filter((r) => r.shards.some((s) => s.node === id && s.state !== 'stopped'));
+  const models = src.catalog.models();
+  const waits =
+    node.adminState === 'draining'
+      ? drainWaits({
+          nodeId: id,
+          replicas: records,
+          ...(src.inFlight ? { inFlight: src.inFlight } : {}),
+          drainDeadlineMs: src.drainDeadlineMs ?? DEFAULT_DRAIN_DEADLINE_MS,
+          blockedDrains: src.blockedDrains?.() ?? [],
+          rejections: (m) => src.explainPlacement?.(m),
+          models,
+          nowMs: now,
+        })
+      : undefined;
+  // Idle: nothing that counts or drains is on it (a failed replica's leftovers do not make a node busy).
+  const busy = records.some((r) => r.state !== 'failed' && r.shards.some((s) => s.nodeId === id && s.state !== 'stopped'));
+  let idle: NodeDetailView['idle'];
+  if (!busy) {
+    const gpusInUse = [...(src.nodeUsage?.().get(id)?.gpusInUse ?? [])];
+    idle = nodeIdle({ node: { ...toPlacementNode(node, inv.liveness(node, now)), gpusInUse }, lastSeenAgo: view.last_seen_ago, models, replicas: records });
+  }
+  return {
+    node: view,
+    replicas: here,
+    summary: nodeSummary(id, waits, idle),
+    ...(idle ? { idle } : {}),
+    ...(waits ? { drain_waits: waits } : {}),
+  };
 }
 
 export function modelViews(src: ViewSources): ModelView[] {
@@ -217,4 +287,4 @@ function countBy<T>(items: readonly T[], key: (t: T) => string): Record<string, 
 
 // The wire shapes are defined once, in the typed admin client (src/api), and
 // built here: the client and the server cannot disagree about a field.
-export type { ExplainView, ModelView, NodeView, ReplicaView, ShardView, SummaryView };
+export type { ExplainView, ModelView, NodeDetailView, NodeView, ReplicaView, ShardView, SummaryView };

@@ -2,10 +2,10 @@
 // admin API serves (src/control/adminapi/views.ts, src/control/weights), in
 // this process: a number on a page and the same number from `llmgw ctl` are
 // one computation, so they cannot disagree. No page reads state any other way.
-import type { ExplainView, ModelView, NodeView, OrphansView, ReplicaView, SummaryView, UsageView } from '../../api/types.js';
-import { explainView, modelViews, nodeViews, replicaViews, summaryView, type AdminApiOptions } from '../adminapi/index.js';
+import type { ExplainView, ModelView, NodeDetailView, NodeView, OrphansView, ReplicaView, SummaryView, UsageView } from '../../api/types.js';
+import { explainView, modelViews, nodeDetailView, nodeViews, replicaViews, summaryView, type AdminApiOptions } from '../adminapi/index.js';
 import type { Model } from '../catalog/index.js';
-import { orphansView, type WeightsApiOptions } from '../weights/index.js';
+import { orphansView, orphansWithLastCollect, type WeightsApiOptions } from '../weights/index.js';
 
 /** One recorded event, as GET /api/v1/events will serve it. */
 export interface DashboardEvent {
@@ -78,16 +78,19 @@ export interface NodeData {
   /** Replicas with at least one shard on this node. */
   replicas: ReplicaView[];
   events: readonly DashboardEvent[] | null;
+  /** GET /api/v1/nodes/{id}: why it is idle, what its drain waits for. */
+  why: NodeDetailView;
 }
 
 /** Null when no node has that id. */
 export async function nodeData(src: DashboardSources, id: string): Promise<NodeData | null> {
-  const node = nodeViews(src.admin).find((n) => n.id === id);
-  if (!node) return null;
+  const why = nodeDetailView(src.admin, id);
+  if (!why) return null;
   return {
-    node,
+    node: why.node,
     replicas: replicaViews(src.admin).filter((r) => r.shards.some((s) => s.node === id)),
     events: src.events ? await src.events({ node: id }) : null,
+    why,
   };
 }
 
@@ -125,4 +128,9 @@ export function replicasData(src: DashboardSources): ReplicaView[] {
 
 export function orphansData(src: DashboardSources, node?: string): OrphansView {
   return orphansView(src.weights.catalog, src.weights.inventory, node);
+}
+
+/** The orphans with what each node did at its last collect, as GET /api/v1/weights/orphans serves them. */
+export function orphansAndLastCollect(src: DashboardSources): Promise<OrphansView> {
+  return orphansWithLastCollect(src.weights, undefined);
 }

@@ -9,6 +9,7 @@ import { localPath } from './routes.js';
 import { EventsPanel } from './pages/events.js';
 import { NodesPage } from './pages/nodes.js';
 import { ReplicaTable } from './pages/replicas.js';
+import { LastCollectPanel, ModelWhyPanel, NodeWhyPanel } from './pages/why.js';
 
 const ctx = { csrfToken: 'tok', here: '/nodes' };
 
@@ -76,5 +77,43 @@ describe('dashboard rendering', () => {
   it('goes back only to a path on this site', () => {
     expect(localPath('/nodes?x=1')).toBe('/nodes?x=1');
     for (const bad of ['//evil.example', '/\\evil.example', 'https://evil.example', 'nodes', '/a\r\nSet-Cookie: x=1', undefined]) expect(localPath(bad)).toBeUndefined();
+  });
+
+  it('shows each why answer cause first, with its numbers, escaped, and nothing from an older control plane', () => {
+    const model = render(
+      <ModelWhyPanel
+        explain={{
+          model: 'big',
+          placed: false,
+          min_replicas: 1,
+          ready_replicas: 0,
+          profiles: [{ profile: 'gpu', nodes_fit: 0, node_count: 2, line: '0/2 nodes fit profile gpu: 2 have no GPUs' }],
+          summary: ['model big is not running and not placed: no node can run any of its profiles (2 nodes checked)', '0/2 nodes fit profile gpu: 2 have no GPUs'],
+          not_running: [{ replica: 'r1', profile: 'gpu', state: 'failed', nodes: ['n1'], since_seconds: 4, reason: 'failed on n1: <script>x</script>', failures: 1 }],
+        }}
+      />,
+    );
+    expect(model).toContain('<strong>model big is not running and not placed');
+    expect(model).toContain('profile gpu: 0/2 nodes fit');
+    expect(model).not.toContain('<script>');
+    expect(render(<ModelWhyPanel explain={{ model: 'old', placed: true }} />), 'an older control plane sends no summary').toBe('');
+    const node = render(
+      <NodeWhyPanel
+        why={{
+          node: { id: 'n1', state: 'draining', liveness: 'up', gpu_total: 0, gpu_free: 0, last_seen_ago: '1s', replicas: 1 },
+          replicas: [],
+          summary: ['node n1 is draining and waits for 1 replica:'],
+          drain_waits: [{ replica: 'r1', model: 'chat', state: 'draining', since_seconds: 10, in_flight: 2, deadline_in_seconds: 290, waits_for: '2 requests in flight to finish' }],
+        }}
+      />,
+    );
+    expect(node).toContain('id="drain-waits"');
+    expect(node).toMatch(/<td>2<\/td>/);
+    expect(node).toContain('2 requests in flight to finish');
+    expect(render(<LastCollectPanel last={undefined} />), 'no store: no panel').toBe('');
+    expect(render(<LastCollectPanel last={[]} />)).toContain('No collect has asked any node yet.');
+    const last = render(<LastCollectPanel last={[{ node: 'n2', at: '2026-12-04T00:00:00.000Z', actor: 'e2e', removed: [], refused: [], unreachable: 'cannot reach the node' }]} />);
+    expect(last).toContain('data-what="unreachable"');
+    expect(last).toContain('cannot reach the node');
   });
 });

@@ -20,6 +20,7 @@ import {
   modelsData,
   nodeData,
   nodesData,
+  orphansAndLastCollect,
   orphansData,
   overviewData,
   replicasData,
@@ -312,7 +313,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       body: <TrafficPage view={trafficView(sampler.samples(), options.trafficWindowMs ?? 5 * 60_000, sampler.intervalMs)} usage={await endpointUsageData(options)} />,
     })),
   );
-  scope.get('/weights', SESSION, page(() => ({ title: 'Weights', section: '/weights', refresh: true, body: <WeightsPage view={orphansData(options)} /> })));
+  scope.get('/weights', SESSION, page(async () => ({ title: 'Weights', section: '/weights', refresh: true, body: <WeightsPage view={await orphansAndLastCollect(options)} /> })));
   scope.get(
     '/weights/collect',
     SESSION,

@@ -25,6 +25,7 @@ import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
 import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
+import { compilePlanOptions } from './plan-types.js';
 import { toPlacementNode } from './snapshot.js';
 import { foldReport, shardStateOf } from './fold-report.js';
 import { placedEvents, readyEvents } from './lifecycle-events.js';
@@ -269,6 +270,16 @@ export class Reconciler {
   /** Replicas the last pass could not move off draining nodes. */
   blockedDrains(): readonly BlockedDrain[] {
     return this.lastPlan?.blockedDrains ?? [];
+  }
+
+  /** Requests the router has in flight on a replica, for what a drain waits for; undefined = none reported. */
+  inFlightOf(replicaId: string): number | undefined {
+    return this.scaling.inFlight.get(replicaId);
+  }
+
+  /** How long a draining replica may finish what it serves before it is stopped anyway. */
+  get drainDeadlineMs(): number {
+    return compilePlanOptions(this.options.plan).drainDeadlineMs;
   }
 
   replicaCounts(): Map<string, { ready: number; total: number }> {

@@ -1,19 +1,18 @@
 // The seed's two weights endpoints: listing is a read, deleting a separate
 // verb, so a mistyped command cannot remove anything.
 import type { FastifyInstance } from 'fastify';
-import type { CollectSummary } from '../../api/types.js';
+import type { CollectSummary, OrphansView } from '../../api/types.js';
 import type { AuditActor, Store } from '../store/index.js';
 import { actorOf } from '../../http/index.js';
 import { collect, type CollectDeps, orphansView } from './weights.js';
+import { COLLECT_ACTION, readLastCollects } from './last-collect.js';
 
 export interface WeightsApiOptions extends CollectDeps {
   store: Store | null;
 }
 
 export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOptions): void {
-  app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', async (request) =>
-    orphansView(options.catalog, options.inventory, request.query.node || undefined),
-  );
+  app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', async (request) => orphansWithLastCollect(options, request.query.node || undefined));
   app.post<{ Querystring: { node?: string } }>('/api/v1/weights/collect', async (request) =>
     collectAndAudit(options, request.query.node || undefined, actorOf(request)),
   );
@@ -28,7 +27,7 @@ export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: st
   const summary = await collect(options, nodeFilter);
   await options.store?.audit.append({
     actor,
-    action: 'weights.collect',
+    action: COLLECT_ACTION,
     target: nodeFilter || '*',
     detail: {
       asked: summary.asked,
@@ -40,4 +39,11 @@ export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: st
     },
   });
   return summary;
+}
+
+/** The orphans, and what each node did the last time collect asked it: the one read the API and the dashboard share. */
+export async function orphansWithLastCollect(options: WeightsApiOptions, nodeFilter: string | undefined): Promise<OrphansView> {
+  const view = orphansView(options.catalog, options.inventory, nodeFilter);
+  const last = await readLastCollects(options.store, nodeFilter);
+  return last ? { ...view, last_collect: last } : view;
 }

@@ -5,6 +5,7 @@ import { Empty, Panel, Unknown, Val } from '../components.js';
 import type { ModelData } from '../data.js';
 import { EventsPanel } from './events.js';
 import { ReplicaTable } from './replicas.js';
+import { ModelWhyPanel } from './why.js';
 
 export function ModelsPage({ models }: { models: ModelView[] }) {
   if (!models.length) return <Empty>The catalog is empty. Add a model with `llmgw ctl models add` or the catalog file.</Empty>;
@@ -106,6 +107,7 @@ export function ModelPage({ data }: { data: ModelData }) {
           </tbody>
         </table>
       </Panel>
+      <ModelWhyPanel explain={explain} />
       <Panel title="Placement" id="placement">
         {explain.placed ? <p>Placed.</p> : <p class="error">Not placed.</p>}
         {explain.rejections?.length ? (

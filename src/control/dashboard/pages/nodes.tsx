@@ -6,6 +6,7 @@ import { Bar, Empty, NodeActions, type PageContext, Panel, State, Unknown, Val }
 import type { NodeData } from '../data.js';
 import { EventsPanel } from './events.js';
 import { ReplicaTable } from './replicas.js';
+import { NodeWhyPanel } from './why.js';
 
 export function GpuBar({ n }: { n: NodeView }) {
   if (n.gpu_probe_error) return <Unknown text="unknown (probe failed)" />;
@@ -132,6 +133,7 @@ export function NodePage({ data, ctx }: { data: NodeData; ctx: PageContext }) {
           </tbody>
         </table>
       </Panel>
+      <NodeWhyPanel why={data.why} />
       {(n.unhealthy_gpus?.length || n.gpu_probe_error || n.drain_blocked?.length) && (
         <Panel title="Problems" id="problems">
           <ul>

@@ -4,6 +4,7 @@
 // refused, and why, as the admin API's summary has it.
 import type { CollectSummary, OrphansView } from '../../../api/types.js';
 import { bytes, CsrfField, Empty, type PageContext, Panel, Unknown } from '../components.js';
+import { LastCollectPanel } from './why.js';
 
 function OrphanTable({ view }: { view: OrphansView }) {
   return (
@@ -37,7 +38,14 @@ function OrphanTable({ view }: { view: OrphansView }) {
 }
 
 export function WeightsPage({ view }: { view: OrphansView }) {
-  if (!view.nodes.length) return <Empty>No node reports weights that no model in the catalog wants.</Empty>;
+  if (!view.nodes.length) {
+    return (
+      <>
+        <Empty>No node reports weights that no model in the catalog wants.</Empty>
+        <LastCollectPanel last={view.last_collect} />
+      </>
+    );
+  }
   return (
     <>
       <p id="orphans-total">
@@ -50,6 +58,7 @@ export function WeightsPage({ view }: { view: OrphansView }) {
         </p>
       ))}
       <OrphanTable view={view} />
+      <LastCollectPanel last={view.last_collect} />
     </>
   );
 }
