@@ -5,3 +5,4 @@
 export { changeNodeState, registerAdminApi, type AdminApiOptions } from './routes.js';
 export { explainView, modelViews, nodeViews, replicaViews, summaryView } from './views.js';
 export { ADMIN_TOKEN_IDENTITY, AdminGuard } from './auth.js';
+export { auditEntryView, auditSummary, auditView, registerAuditApi, type AuditQuery, type AuditSource } from './audit.js';
