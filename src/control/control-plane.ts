@@ -6,6 +6,9 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
 import { AdminGuard } from './adminapi/auth.js';
+import { registerAuditApi } from './adminapi/audit.js';
+import { registerRequestsApi } from './adminapi/requests.js';
+import { registerDisksApi } from './adminapi/disks.js';
 import { registerDashboard } from './dashboard/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
@@ -18,7 +21,7 @@ import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
-import { openAiErrorShape, registerRouter, type Router } from '../router/index.js';
+import { openAiErrorShape, registerRouter, RequestLog, type Router } from '../router/index.js';
 import { MemoryKeyStore, MemoryUsageSink, registerKeyAdmin, registerUsageAdmin, StoredKeys, StoredUsage, type KeyStore, type UsageSink } from './keys/index.js';
 import { MemoryResponseStore, StoredResponses, type ResponseStore } from './responses/index.js';
 import { Store, StoredSessions } from './store/index.js';
@@ -148,7 +151,10 @@ export class ControlPlane {
     // Before the router: a request under a Host this listener does not answer to (a rebound DNS name) reaches no route.
     const clientHosts = hostAllowlist({ boundHost: config.clientAddr.host, extra: config.clientHosts, credentialsRequired: config.apiKeysRequired });
     clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
+    // Which replica served each request and why it failed, by request id: this instance's own, in memory.
+    const requestLog = new RequestLog();
     const router = registerRouter(clientApp, {
+      requestLog,
       catalog,
       replicas: reconciler.view,
       keys,
@@ -230,6 +236,9 @@ export class ControlPlane {
       ...(usage instanceof StoredUsage ? { usage: () => usage.list() } : {}),
     });
     registerEventsApi(adminApp, { events });
+    registerAuditApi(adminApp, { ...(store ? { audit: store.audit } : {}), now });
+    registerDisksApi(adminApp, { catalog, inventory });
+    registerRequestsApi(adminApp, { log: requestLog, instance: cluster?.instanceId ?? 'local', shared: cluster !== null });
     registerKeyAdmin(adminApp, {
       keys,
       now,
