@@ -218,6 +218,7 @@ export class ControlPlane {
       fetchProgress: (shardId) => reconciler.fetchProgress(shardId),
       load: (replicaId) => reconciler.loadOf(replicaId),
       previewPlacement: (models) => reconciler.preview(models),
+      previewFit: (models) => reconciler.previewFit(models),
       agentMgmt,
     };
     registerAdminApi(adminApp, adminApi);

@@ -11,7 +11,7 @@ import { LlmgwError } from '../../errors/index.js';
 import { certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
-import { explain } from '../placement/index.js';
+import { explain, type ProfileFit } from '../placement/index.js';
 import { toPlacementProfile, type Plan, type ReplicaRecord } from '../reconciler/index.js';
 import { usableMgmtAddr } from '../agentapi/report-checks.js';
 
@@ -20,6 +20,8 @@ export interface PlanAndLogsDeps {
   inventory?: Inventory;
   /** A pass over the fleet as it is now, with these models added; nothing is applied. */
   previewPlacement?: (models: readonly Model[]) => Plan;
+  /** Per model, which nodes could take a shard now, per profile, and why not the others; absent = plans carry no `fit`. */
+  previewFit?: (models: readonly Model[]) => ReadonlyMap<string, readonly ProfileFit[]>;
   replicas?: () => readonly ReplicaRecord[];
   /** How long an agent may take to answer for a log; default 10 s. */
   agentTimeoutMs?: number;
@@ -52,6 +54,7 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
     });
     if (problems.length) throw new LlmgwError('LLMGW_CATALOG_INVALID', problems.join('\n'));
     const plan = deps.previewPlacement(models);
+    const fits = deps.previewFit?.(models);
     const nodeCount = deps.inventory?.list().length ?? 0;
     return {
       models: models.map((m): ModelPlanView => {
@@ -65,6 +68,8 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
           });
         }
         const view: ModelPlanView = { name: m.name, wanted: m.scaling.min, placed };
+        const fit = fits?.get(m.name);
+        if (fit) view.fit = fit.map((f) => ({ profile: f.profile, engine: f.engine, shards: f.shards, fits: [...f.fits], rejected: f.rejected.map((r) => ({ node: r.node, reasons: [...r.reasons] })) }));
         const rejected = plan.rejections.get(m.name);
         if (placed.length < m.scaling.min && rejected) {
           const profiles = m.profiles.map((p) => toPlacementProfile(p));
