@@ -198,6 +198,7 @@ export class ControlPlane {
     // Why this instance refused a node's mgmt_addr at its join here, by node id; no entry = not refused (or joined elsewhere).
     const mgmtRefusals = new Map<string, string>();
     const mgmtRefusal = (nodeId: string) => mgmtRefusals.get(nodeId);
+    const requestsApi = { log: requestLog, instance: cluster?.instanceId ?? 'local', shared: cluster !== null };
     const adminApi: AdminApiOptions = {
       catalog,
       inventory,
@@ -235,11 +236,13 @@ export class ControlPlane {
       ...(store ? { sessionBackend: new StoredSessions(store.connection) } : {}),
       events: async (about) => (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
       ...(usage instanceof StoredUsage ? { usage: () => usage.list() } : {}),
+      ...(store ? { audit: store.audit } : {}),
+      requestLog: requestsApi,
     });
     registerEventsApi(adminApp, { events });
     registerAuditApi(adminApp, { ...(store ? { audit: store.audit } : {}), now });
     registerDisksApi(adminApp, { catalog, inventory });
-    registerRequestsApi(adminApp, { log: requestLog, instance: cluster?.instanceId ?? 'local', shared: cluster !== null });
+    registerRequestsApi(adminApp, requestsApi);
     registerKeyAdmin(adminApp, {
       keys,
       now,
