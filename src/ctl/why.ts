@@ -161,6 +161,15 @@ export function renderPlan(out: Output, m: ModelPlanView): void {
   if (m.explain) out.line(`  ${m.explain.replace(/\n/g, '\n  ')}`);
   for (const f of m.fit ?? []) {
     out.line(`  profile ${f.profile} (${f.engine}${f.shards > 1 ? `, ${f.shards} nodes per replica` : ''}): ${f.fits.length} node(s) fit${f.fits.length ? `: ${f.fits.join(', ')}` : ''}`);
-    for (const r of f.rejected) out.line(`    ${r.node}: ${r.reasons.join('; ')}`);
+    // Nodes failing for the same reasons share a line: on a large fleet most fail alike.
+    const byReasons = new Map<string, string[]>();
+    for (const r of f.rejected) {
+      const key = r.reasons.join('; ');
+      byReasons.set(key, [...(byReasons.get(key) ?? []), r.node]);
+    }
+    for (const [reasons, nodes] of [...byReasons].sort((x, y) => y[1].length - x[1].length)) {
+      const shown = nodes.length > 5 ? `${nodes.slice(0, 5).join(', ')} and ${nodes.length - 5} more` : nodes.join(', ');
+      out.line(`    ${shown}: ${reasons}`);
+    }
   }
 }
