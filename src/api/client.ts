@@ -32,6 +32,10 @@ import type {
   ModelPlansView,
   NewKey,
   UsageView,
+  AuditView,
+  NodeDisksView,
+  RequestRecordView,
+  RequestsView,
 } from './types.js';
 
 export interface AdminClientOptions {
@@ -239,6 +243,27 @@ export class AdminClient {
       'GET',
       `/api/v1/events${query({ model: options.model, limit: options.limit === undefined ? undefined : String(options.limit), after: options.after === undefined ? undefined : String(options.after) })}`,
     );
+  }
+
+  /** What changed and who did it, newest first. `since`: a duration back (30m, 7d) or an RFC 3339 time. */
+  audit(options: { since?: string; actor?: string; action?: string; target?: string; limit?: number } = {}): Promise<AuditView> {
+    return this.#call('GET', `/api/v1/audit${query({ ...options, limit: options.limit === undefined ? undefined : String(options.limit) })}`);
+  }
+
+  /** One request by the x-request-id the router sent back, from the answering control plane's log. */
+  request(id: string): Promise<RequestRecordView> {
+    return this.#call('GET', `/api/v1/requests/${encodeURIComponent(id)}`);
+  }
+
+  /** Recent requests, newest first. */
+  requests(options: { model?: string; status?: number; failed?: boolean; limit?: number } = {}): Promise<RequestsView> {
+    const q = { model: options.model, status: options.status === undefined ? undefined : String(options.status), failed: options.failed ? 'true' : undefined, limit: options.limit === undefined ? undefined : String(options.limit) };
+    return this.#call('GET', `/api/v1/requests${query(q)}`);
+  }
+
+  /** Where one node's disk went: per filesystem, weights by model, orphans, the rest. */
+  nodeDisks(id: string): Promise<NodeDisksView> {
+    return this.#call('GET', `/api/v1/nodes/${encodeURIComponent(id)}/disks`);
   }
 
   async #call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<T> {

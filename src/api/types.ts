@@ -178,13 +178,13 @@ export interface ExplainView {
   /** Replicas that serve now; absent from an older control plane. */
   ready_replicas?: number;
   /** Per profile tried by the last failed pass: how many nodes fit it. Absent = nothing failed to place. */
-  profiles?: ProfileFitView[];
+  profiles?: ProfileFitCountView[];
   /** Replicas that count toward the wanted number but do not serve (pending, fetching, starting) or failed, and why; absent = none. */
   not_running?: NotRunningView[];
 }
 
 /** How many nodes fit one profile of a model in the last placement pass that failed for it. */
-export interface ProfileFitView {
+export interface ProfileFitCountView {
   profile: string;
   pool?: string;
   nodes_fit: number;
@@ -317,6 +317,8 @@ export interface ModelPlanView {
   /** Fewer than `wanted` means the rest could not be placed; `explain` says why. */
   placed: PlannedReplicaView[];
   explain?: string;
+  /** Per profile in order of preference: the nodes that could take a shard now and why each other one could not; absent from an older control plane. */
+  fit?: ProfileFitView[];
 }
 
 export interface ModelPlansView {
@@ -476,4 +478,152 @@ export interface DrainWaitView {
   in_flight?: number;
   /** Seconds until the drain deadline stops it regardless; only once it is marked draining. */
   deadline_in_seconds?: number;
+}
+
+/** GET /api/v1/audit: one admin write (or node join), with who did it. */
+export interface AuditEntryView {
+  /** Grows with time. */
+  id: number;
+  /** RFC 3339, UTC. */
+  at: string;
+  /** The identity the request proved: admin-token, dashboard:<session>, node:<id>, loopback-no-token. */
+  actor: string;
+  /** What the caller called itself (X-Llmgw-Actor, ctl's --actor); absent = nothing. */
+  actor_label?: string;
+  /** model.add, model.remove, node.state, node.approve, node.remove, node.join, join_token.create, key.create, key.revoke, weights.collect, … */
+  action: string;
+  /** The model name, node id, key id or `*` the action was about. */
+  target: string;
+  /** The change in words, with its before and after where the record has them. */
+  summary: string;
+  /** The record as written: before/after (`from`, `to`), the definition added or removed, what a collect removed. */
+  detail: Record<string, unknown>;
+}
+
+/** GET /api/v1/audit[?since=][&actor=][&action=][&target=][&limit=]: newest first. */
+export interface AuditView {
+  entries: AuditEntryView[];
+  /** False when this control plane has no store: nothing is recorded, and `entries` is empty for that reason. */
+  recorded: boolean;
+}
+
+/** One upstream attempt of a request: which replica, on which nodes, and how it ended. */
+export interface RequestAttemptView {
+  /** The model the replica serves: the requested one, or a fallback. */
+  model: string;
+  replica: string;
+  /** The nodes of the replica's shards; absent = not known to this router. */
+  nodes?: string[];
+  /** answered: the engine's answer went to the client (whatever its status); failed: before the first byte, and the next attempt was tried. */
+  outcome: 'answered' | 'failed';
+  /** Why it failed, in words (connection refused, 503 from the engine, …); absent when answered. */
+  reason?: string;
+  /** The engine's HTTP status; absent = none came (a connection error). */
+  status?: number;
+  duration_ms: number;
+}
+
+/**
+ * GET /api/v1/requests/{id}: one request as the router that served it
+ * recorded it. The log is kept in memory per control plane (the last
+ * `capacity` requests): with several, ask the one whose listener answered.
+ */
+export interface RequestRecordView {
+  /** The x-request-id the router sent back. */
+  id: string;
+  /** RFC 3339, UTC: when it arrived. */
+  at: string;
+  /** The model as the client named it resolved to its canonical name. */
+  model: string;
+  endpoint: string;
+  stream: boolean;
+  /** The API key's prefix; absent = no key (a loopback router without keys). */
+  key?: string;
+  /** The status the client got; 499 = the client went away first. */
+  status: number;
+  /** ok, or the failure's kind: client_gone, timed_out, no_replica, upstream_failed, engine_error, rate_limited. */
+  outcome: string;
+  /** Why it failed, in words; absent when it succeeded. */
+  cause?: string;
+  /** The replica that answered; absent = none did. */
+  replica?: string;
+  nodes?: string[];
+  /** Set when a fallback answered instead of the model asked for. */
+  fallback?: string;
+  attempts: RequestAttemptView[];
+  /** How long it waited for a replica of a model at zero to start; absent = it did not wait. */
+  held_ms?: number;
+  duration_ms: number;
+  /** Time to the first byte of the answer; absent = none came. */
+  ttft_ms?: number;
+  /** As the engine counted them; absent = not reported. */
+  prompt_tokens?: number;
+  completion_tokens?: number;
+}
+
+/** GET /api/v1/requests[?model=][&status=][&failed=true][&limit=]: newest first, from this control plane's memory. */
+export interface RequestsView {
+  requests: RequestRecordView[];
+  /** This control plane's instance id: the log is its own. */
+  instance: string;
+  /** How many requests the log holds now, and at most. */
+  kept: number;
+  capacity: number;
+}
+
+/** One weights entry on a node's disk, and which model wants it. */
+export interface DiskWeightsView {
+  path: string;
+  /** Absent = the agent did not report a size. */
+  size_bytes?: number;
+  /** cache: fetched by llmgw (collect may remove it); model_dir: the operator's, never deleted. */
+  kind: 'cache' | 'model_dir';
+  source?: string;
+  /** Catalog models whose source this is; empty = no model wants it (an orphan, for a cache entry). */
+  models: string[];
+  /** RFC 3339 of the last use the agent knows of; absent = unknown. */
+  last_used?: string;
+}
+
+/** One filesystem of a node, and what fills it. */
+export interface DiskUseView {
+  mount_point: string;
+  fs_type?: string;
+  /** A network filesystem: its space is not this node's to spend, and placement never counts it. */
+  shared: boolean;
+  /** Absent = not reported (unknown, not zero). */
+  total_bytes?: number;
+  free_bytes?: number;
+  used_bytes?: number;
+  /** The agent's directories (cache, model dirs) on this filesystem. */
+  paths: string[];
+  /** The weights on this filesystem, largest first. */
+  weights: DiskWeightsView[];
+  /** Sums of the sizes reported: weights some model wants, and cache entries none wants (collect reclaims these). */
+  wanted_bytes: number;
+  orphan_bytes: number;
+  /** Operator's model directories no model names. */
+  unused_model_dir_bytes: number;
+  /** Used space that is not weights llmgw knows of (logs, other files); absent when used is not known. */
+  other_bytes?: number;
+}
+
+/** GET /api/v1/nodes/{id}/disks: where this node's disk went. */
+export interface NodeDisksView {
+  node: string;
+  disks: DiskUseView[];
+  /** Weights on no filesystem the agent reported. */
+  elsewhere: DiskWeightsView[];
+  /** Sentences: each filesystem's use split into weights by model, orphans and the rest. */
+  summary: string[];
+}
+
+/** One profile of a planned model: which nodes could take a shard of it now, and why the others could not. */
+export interface ProfileFitView {
+  profile: string;
+  engine: string;
+  /** Nodes per replica; above 1 a replica also needs that many fitting nodes on one fabric. */
+  shards: number;
+  fits: string[];
+  rejected: { node: string; reasons: string[] }[];
 }

@@ -6,6 +6,9 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
 import { AdminGuard } from './adminapi/auth.js';
+import { registerAuditApi } from './adminapi/audit.js';
+import { registerRequestsApi } from './adminapi/requests.js';
+import { registerDisksApi } from './adminapi/disks.js';
 import { registerDashboard } from './dashboard/index.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
@@ -18,7 +21,7 @@ import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
-import { openAiErrorShape, registerRouter, type Router } from '../router/index.js';
+import { openAiErrorShape, registerRouter, RequestLog, type Router } from '../router/index.js';
 import { MemoryKeyStore, MemoryUsageSink, registerKeyAdmin, registerUsageAdmin, StoredKeys, StoredUsage, type KeyStore, type UsageSink } from './keys/index.js';
 import { MemoryResponseStore, StoredResponses, type ResponseStore } from './responses/index.js';
 import { Store, StoredSessions } from './store/index.js';
@@ -148,7 +151,10 @@ export class ControlPlane {
     // Before the router: a request under a Host this listener does not answer to (a rebound DNS name) reaches no route.
     const clientHosts = hostAllowlist({ boundHost: config.clientAddr.host, extra: config.clientHosts, credentialsRequired: config.apiKeysRequired });
     clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
+    // Which replica served each request and why it failed, by request id: this instance's own, in memory.
+    const requestLog = new RequestLog();
     const router = registerRouter(clientApp, {
+      requestLog,
       catalog,
       replicas: reconciler.view,
       keys,
@@ -192,6 +198,7 @@ export class ControlPlane {
     // Why this instance refused a node's mgmt_addr at its join here, by node id; no entry = not refused (or joined elsewhere).
     const mgmtRefusals = new Map<string, string>();
     const mgmtRefusal = (nodeId: string) => mgmtRefusals.get(nodeId);
+    const requestsApi = { log: requestLog, instance: cluster?.instanceId ?? 'local', shared: cluster !== null };
     const adminApi: AdminApiOptions = {
       catalog,
       inventory,
@@ -214,6 +221,7 @@ export class ControlPlane {
       inFlight: (replicaId) => reconciler.inFlightOf(replicaId),
       drainDeadlineMs: reconciler.drainDeadlineMs,
       previewPlacement: (models) => reconciler.preview(models),
+      previewFit: (models) => reconciler.previewFit(models),
       agentMgmt,
     };
     registerAdminApi(adminApp, adminApi);
@@ -230,8 +238,13 @@ export class ControlPlane {
       ...(store ? { sessionBackend: new StoredSessions(store.connection) } : {}),
       events: async (about) => (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
       ...(usage instanceof StoredUsage ? { usage: () => usage.list() } : {}),
+      ...(store ? { audit: store.audit } : {}),
+      requestLog: requestsApi,
     });
     registerEventsApi(adminApp, { events });
+    registerAuditApi(adminApp, { ...(store ? { audit: store.audit } : {}), now });
+    registerDisksApi(adminApp, { catalog, inventory });
+    registerRequestsApi(adminApp, requestsApi);
     registerKeyAdmin(adminApp, {
       keys,
       now,

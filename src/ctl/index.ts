@@ -17,6 +17,7 @@ import * as access from './access.js';
 import * as membership from './membership.js';
 import * as read from './read.js';
 import { Output } from './render.js';
+import * as why from './why-operations.js';
 import * as write from './write.js';
 
 
@@ -145,7 +146,7 @@ function buildProgram(root: Command, run: Runner): Command {
     .command('add')
     .argument('<file>', 'YAML or JSON: one model, a list, or {models: [...]}')
     .description('add models to the catalog')
-    .option('--dry-run', 'check the file and print what would be sent; sends nothing (the API has no server-side dry run yet)')
+    .option('--dry-run', 'plan the file on the fleet as it is now and print where each replica would run; adds nothing (`plan FILE` also says why each node fits or not)')
     .option('--force', 'add even if no known node could ever run it (a fleet still joining)')
     .action(run((ctx, file: string, o: { dryRun?: boolean; force?: boolean }) => write.addModels(ctx, file, { dryRun: !!o.dryRun, force: !!o.force })));
   models
@@ -273,6 +274,55 @@ function buildProgram(root: Command, run: Runner): Command {
         return read.events(ctx, { ...(o.model ? { model: o.model } : {}), ...(limit === undefined ? {} : { limit }), follow: !!o.watch });
       }),
     );
+
+  // The operator's questions 5-8 (README "Asking why"): each answer names its cause with the numbers behind it.
+  program
+    .command('request')
+    .argument('<id>', 'the x-request-id the router sent back')
+    .description('which replica served a request and why it failed, from this control plane\'s request log')
+    .action(run((ctx, id: string) => why.request(ctx, id)));
+  program
+    .command('requests')
+    .description('recent requests with the replica that served each, or why none did')
+    .option('--model <name>', 'only this model\'s')
+    .option('--status <code>', 'only those answered with this HTTP status')
+    .option('--failed', 'only those that failed')
+    .option('--limit <n>', 'how many of the newest (default 50, at most 1000)')
+    .action(
+      run((ctx, o: { model?: string; status?: string; failed?: boolean; limit?: string }) => {
+        const status = o.status === undefined ? undefined : Number(o.status);
+        if (status !== undefined && (!Number.isInteger(status) || status < 100 || status > 599)) throw new UsageError(`--status: "${o.status}" is not an HTTP status`);
+        const limit = o.limit === undefined ? undefined : Number(o.limit);
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
+        return why.requests(ctx, { ...(o.model ? { model: o.model } : {}), ...(status === undefined ? {} : { status }), failed: !!o.failed, ...(limit === undefined ? {} : { limit }) });
+      }),
+    );
+  program
+    .command('disk')
+    .argument('<node>', 'node id')
+    .description('where a node\'s disk went: per filesystem, weights by model, orphans and other files')
+    .action(run((ctx, node: string) => why.disk(ctx, node)));
+  program
+    .command('audit')
+    .description('what changed and who did it: every admin write, newest last')
+    .option('--since <when>', 'a duration back (30m, 12h, 7d) or a time (2026-12-04T10:00:00Z)')
+    .option('--actor <who>', 'only this identity or label')
+    .option('--action <action>', 'only this action (node.state), or a family (node.)')
+    .option('--target <target>', 'only changes to this model, node or key')
+    .option('--limit <n>', 'how many of the newest (default 100, at most 1000)')
+    .action(
+      run((ctx, o: { since?: string; actor?: string; action?: string; target?: string; limit?: string }) => {
+        const limit = o.limit === undefined ? undefined : Number(o.limit);
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
+        const { limit: _l, ...filters } = o;
+        return why.audit(ctx, { ...filters, ...(limit === undefined ? {} : { limit }) });
+      }),
+    );
+  program
+    .command('plan')
+    .argument('<file>', 'YAML or JSON, as for `models add`')
+    .description('will these models fit, and where: per profile, the nodes that fit and why each other one does not; adds nothing; exits 3 when one would not be placed')
+    .action(run((ctx, file: string) => why.plan(ctx, file)));
 
   return program;
 }

@@ -19,3 +19,4 @@ export { compileRouterOptions, ROUTER_DEFAULTS, type RouterOptions, type RouterS
 export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
 export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';
+export { RequestLog, REQUEST_LOG_CAPACITY, requestRecordView, type RequestFilter, type RequestRecord } from './request-log.js';

@@ -24,6 +24,7 @@ import {
   type RouterReplica,
 } from './index.js';
 import { waitFor } from '../../test/support/wait.js';
+import { RequestLog, requestRecordView } from './request-log.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
@@ -570,6 +571,32 @@ describe('retries, fallbacks and failures', () => {
     expect(chat.choices).toHaveLength(1);
     expect(engine.stats().requestsSeen).toBe(1);
     expect(await h.registry.getSingleMetricAsString('llmgw_router_retries_total')).toContain('llmgw_router_retries_total{model="alpha"} 1');
+  });
+
+  it('records each request in the request log: the refused attempt and why, the fallback that answered, a broken stream\'s cause', async () => {
+    const a = model({ name: 'alpha', fallbacks: ['beta'] });
+    const b = model({ name: 'beta' });
+    const log = new RequestLog(10);
+    const h = await harness([a, b], { requestLog: log });
+    const betaSim = await sim(b);
+    h.directory.set('alpha', [{ ...replica('a-dead', await closedEndpoint()), nodes: ['n1'] }]);
+    h.directory.set('beta', [{ ...replica('b1', betaSim.url), nodes: ['n2'] }]);
+    const { response } = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    const id = response.headers.get('x-request-id')!;
+    await eventually(() => log.get(id)?.promptTokens !== undefined, 'the tokens are recorded after the answer');
+    const view = requestRecordView(log.get(id)!);
+    expect(view).toMatchObject({ model: 'alpha', status: 200, outcome: 'ok', replica: 'b1', nodes: ['n2'], fallback: 'beta' });
+    expect(view.attempts.map((t) => [t.replica, t.outcome])).toEqual([['a-dead', 'failed'], ['b1', 'answered']]);
+    expect(view.attempts[0]!.reason, 'the refused connection, in words').toMatch(/refused/i);
+
+    const breaking = await brokenStreamServer();
+    h.directory.set('beta', [replica('breaks', breaking.url)]);
+    const stream = await h.client.chat.completions.create({ model: 'beta', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    await expect(async () => {
+      for await (const chunk of stream) void chunk;
+    }).rejects.toThrow();
+    await eventually(() => log.list({ model: 'beta' }).length === 1, 'the broken stream is recorded');
+    expect(requestRecordView(log.list({ model: 'beta' })[0]!)).toMatchObject({ outcome: 'broken', replica: 'breaks' });
   });
 
   it('never retries after the first byte: a stream that breaks ends with one error and no repeated tokens', async () => {

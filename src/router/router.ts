@@ -43,6 +43,7 @@ import { compileRouterOptions, type RouterOptions, type RouterSettings, type Rou
 import { attemptMetrics, compose, inFlight, requestId, rewriteBody, sendTimes, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
 import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from './relay.js';
 import type { TailKeeper } from './usage.js';
+import type { RequestLog, RequestRecord } from './request-log.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
@@ -76,6 +77,8 @@ export interface RouterReplica {
    * reported (or cleared): the router counts its own in-flight requests.
    */
   readonly load?: EngineSample;
+  /** The nodes its shards run on, for the request log; absent = not known. */
+  readonly nodes?: readonly string[];
 }
 
 /** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */
@@ -121,6 +124,8 @@ export interface RouterDeps extends RouterSettings {
    * ignored, and a previous_response_id or an id to GET is never found.
    */
   responses?: ResponseStore;
+  /** Where each finished request is recorded (which replica, why it failed); absent = none is. */
+  requestLog?: RequestLog;
 }
 
 /** A replica endpoint's keep-alive pool and its path prefix ('' for a bare origin). */
@@ -161,6 +166,8 @@ interface Exchange extends AttemptExchange {
   readonly anthropic: AnthropicCall | null;
   /** A Responses API request: sent natively or as chat per replica, its answer kept when it asks; null = another API. */
   readonly responses: ResponsesRelayCall | null;
+  /** What the request log will hold of it, filled in as it goes. */
+  readonly trace: RequestRecord;
 }
 
 /** Where an engine serving the Responses API natively takes it. */
@@ -379,6 +386,19 @@ export class Router {
       reservedTokens,
       anthropic,
       responses,
+      trace: {
+        id: request.id,
+        atMs: this.now() - reply.elapsedTime,
+        model: model.name,
+        endpoint,
+        stream: parsed.stream,
+        ...(key ? { key: key.prefix } : {}),
+        status: 0,
+        clientGone: false,
+        timedOut: false,
+        attempts: [],
+        durationMs: 0,
+      },
     };
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -408,7 +428,16 @@ export class Router {
       this.recordUsage(key, model.name, endpoint, ex.clientGone ? 0 : status, 0, 0);
     }
     this.count(model.name, ex.clientGone ? 499 : status, key);
-    this.metrics.forModel(model.name).duration.observe((performance.now() - startedAt) / 1000);
+    const seconds = (performance.now() - startedAt) / 1000;
+    this.metrics.forModel(model.name).duration.observe(seconds);
+    if (this.deps.requestLog) {
+      const t = ex.trace;
+      t.status = status;
+      t.clientGone = ex.clientGone;
+      t.timedOut = ex.timedOut;
+      t.durationMs = seconds * 1000;
+      this.deps.requestLog.add(t);
+    }
     return reply;
   }
 
@@ -521,6 +550,7 @@ export class Router {
           return 429;
         }
         const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
+        const heldFrom = performance.now();
         countUp(this.held, model.name);
         if (keyId !== null) countUp(this.heldByKey, keyId);
         try {
@@ -528,6 +558,7 @@ export class Router {
         } finally {
           countDown(this.held, model.name);
           if (keyId !== null) countDown(this.heldByKey, keyId);
+          ex.trace.heldMs = performance.now() - heldFrom;
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
@@ -552,6 +583,7 @@ export class Router {
           if (ex.timedOut) return this.timeout(ex);
         }
         attempts++;
+        const attemptFrom = performance.now();
         let outcome = await this.forward(ex, m, replica);
         if (outcome.kind === 'usageRefused') {
           // An engine that refuses stream_options (one that forbids unknown fields) gets the request as the client sent it.
@@ -559,7 +591,9 @@ export class Router {
           ex.usageRefused = true;
           outcome = await this.forward(ex, m, replica);
         }
+        const traced = { model: m.name, replica: replica.id, ...(replica.nodes ? { nodes: replica.nodes } : {}), durationMs: performance.now() - attemptFrom };
         if (outcome.kind === 'done') {
+          ex.trace.attempts.push({ ...traced, outcome: 'answered' });
           if (m !== model) this.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
           return outcome.status;
         }
@@ -567,6 +601,7 @@ export class Router {
         if (ex.timedOut) return this.timeout(ex);
         // (Sent again as the client wrote it, an attempt cannot refuse stream_options a second time.)
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
+        ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
         this.deps.logger.warn({ model: m.name, replica: replica.id, reason, request: ex.id }, 'upstream attempt failed before the first byte');
       }
@@ -650,6 +685,7 @@ export class Router {
 
   /** A refusal written on the raw response, in the shape of the API the client speaks. */
   private fail(ex: Exchange, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+    ex.trace.failure = { code, message };
     if (ex.anthropic === null) return writeError(ex.res, status, code, message, headers);
     const res = ex.res;
     if (res.headersSent || res.destroyed) return;
@@ -687,11 +723,18 @@ export class Router {
     if (replica.engineSecret !== undefined) a.headers.authorization = `Bearer ${replica.engineSecret}`;
     return new Promise<Outcome>((resolve) => {
       const hooks: RelayHooks = {
-        onFirstByte: () => this.metrics.forModel(ex.requested.name).ttft.observe((performance.now() - ex.startedAt) / 1000),
+        onFirstByte: () => {
+          const ms = performance.now() - ex.startedAt;
+          ex.trace.ttftMs = ms;
+          this.metrics.forModel(ex.requested.name).ttft.observe(ms / 1000);
+        },
         onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
         brokenMessage: () =>
           ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
-        onBroken: (reason) => this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte'),
+        onBroken: (reason) => {
+          ex.trace.broken = reason;
+          this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte');
+        },
         timeout: () => this.timeout(ex),
       };
       pool.dispatch(
@@ -822,6 +865,10 @@ export class Router {
       }
       const promptTokens = usage?.promptTokens ?? 0;
       const completionTokens = usage?.completionTokens ?? 0;
+      if (usage) {
+        ex.trace.promptTokens = promptTokens;
+        ex.trace.completionTokens = completionTokens;
+      }
       if (ex.key) this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
       this.recordUsage(ex.key, model.name, ex.endpoint, status, promptTokens, completionTokens);
     });

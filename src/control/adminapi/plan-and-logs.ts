@@ -6,12 +6,12 @@
 // seed's API: both are additions, with their own shapes in src/api/types.ts.
 import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
-import type { ModelLogView, ModelPlanView, PlannedReplicaView } from '../../api/types.js';
+import type { ModelLogView, ModelPlansView, ModelPlanView, PlannedReplicaView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
-import { explain } from '../placement/index.js';
+import { explain, type ProfileFit } from '../placement/index.js';
 import { toPlacementProfile, type Plan, type ReplicaRecord } from '../reconciler/index.js';
 import { usableMgmtAddr } from '../agentapi/report-checks.js';
 
@@ -20,6 +20,8 @@ export interface PlanAndLogsDeps {
   inventory?: Inventory;
   /** A pass over the fleet as it is now, with these models added; nothing is applied. */
   previewPlacement?: (models: readonly Model[]) => Plan;
+  /** Per model, which nodes could take a shard now, per profile, and why not the others; absent = plans carry no `fit`. */
+  previewFit?: (models: readonly Model[]) => ReadonlyMap<string, readonly ProfileFit[]>;
   replicas?: () => readonly ReplicaRecord[];
   /** How long an agent may take to answer for a log; default 10 s. */
   agentTimeoutMs?: number;
@@ -33,47 +35,7 @@ export interface PlanAndLogsDeps {
 const MAX_PLANNED_MODELS = 100;
 
 export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps): void {
-  app.post('/api/v1/models/plan', { bodyLimit: 4 << 20 }, async (request) => {
-    const body = request.body as { models?: unknown } | undefined;
-    const defs = Array.isArray(body?.models) ? body.models : body && typeof body === 'object' && !Array.isArray(body) ? [body] : null;
-    if (!defs || defs.length === 0) throw new LlmgwError('LLMGW_BAD_REQUEST', 'want a model definition, or {"models": [definitions]}');
-    if (defs.length > MAX_PLANNED_MODELS) throw new LlmgwError('LLMGW_BAD_REQUEST', `at most ${MAX_PLANNED_MODELS} models per plan; split the file`);
-    if (!deps.previewPlacement) throw new LlmgwError('LLMGW_BAD_REQUEST', 'this control plane has no reconciler to plan with');
-    // Every definition is checked first: one bad model in a file is a usage error for the whole file, nothing is planned.
-    const problems: string[] = [];
-    const models: Model[] = [];
-    defs.forEach((def, i) => {
-      try {
-        models.push(deps.catalog.validate(def));
-      } catch (err) {
-        const name = (def as { name?: unknown } | null)?.name;
-        problems.push(`model ${typeof name === 'string' ? JSON.stringify(name) : `#${i + 1}`}: ${(err as Error).message}`);
-      }
-    });
-    if (problems.length) throw new LlmgwError('LLMGW_CATALOG_INVALID', problems.join('\n'));
-    const plan = deps.previewPlacement(models);
-    const nodeCount = deps.inventory?.list().length ?? 0;
-    return {
-      models: models.map((m): ModelPlanView => {
-        const placed: PlannedReplicaView[] = [];
-        for (const a of plan.actions) {
-          if ((a.kind !== 'create' && a.kind !== 'retry') || a.model !== m.name) continue;
-          placed.push({
-            profile: a.placement.profile,
-            ...(a.placement.pool ? { pool: a.placement.pool } : {}),
-            shards: a.placement.shards.map((s) => ({ node: s.nodeId, rank: s.rank, gpus: [...s.gpuIndices] })),
-          });
-        }
-        const view: ModelPlanView = { name: m.name, wanted: m.scaling.min, placed };
-        const rejected = plan.rejections.get(m.name);
-        if (placed.length < m.scaling.min && rejected) {
-          const profiles = m.profiles.map((p) => toPlacementProfile(p));
-          view.explain = explain(m.name, rejected.rejections, { nodeCount: rejected.nodeCount || nodeCount, profiles, notes: rejected.notes }).text;
-        }
-        return view;
-      }),
-    };
-  });
+  app.post('/api/v1/models/plan', { bodyLimit: 4 << 20 }, async (request): Promise<ModelPlansView> => planView(deps, request.body));
 
   app.get<{ Params: { id: string }; Querystring: { shard?: string; lines?: string } }>('/api/v1/replicas/:id/log', async (request): Promise<ModelLogView> => {
     const replica = deps.replicas?.().find((r) => r.id === request.params.id);
@@ -113,4 +75,54 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
     const got = Array.isArray(answer.lines) ? answer.lines.filter((l): l is string => typeof l === 'string') : [];
     return { replica: replica.id, shard: shard.id, rank, node: node.id, lines: got };
   });
+}
+
+/**
+ * A plan for the model definitions in `input` (one definition, or
+ * {"models": [definitions]}): the API's answer, and the dashboard's plan
+ * page's. Nothing is added.
+ */
+export function planView(deps: Pick<PlanAndLogsDeps, 'catalog' | 'inventory' | 'previewPlacement' | 'previewFit'>, input: unknown): ModelPlansView {
+  const body = input as { models?: unknown } | undefined;
+  const defs = Array.isArray(body?.models) ? body.models : body && typeof body === 'object' && !Array.isArray(body) ? [body] : null;
+  if (!defs || defs.length === 0) throw new LlmgwError('LLMGW_BAD_REQUEST', 'want a model definition, or {"models": [definitions]}');
+  if (defs.length > MAX_PLANNED_MODELS) throw new LlmgwError('LLMGW_BAD_REQUEST', `at most ${MAX_PLANNED_MODELS} models per plan; split the file`);
+  if (!deps.previewPlacement) throw new LlmgwError('LLMGW_BAD_REQUEST', 'this control plane has no reconciler to plan with');
+  // Every definition is checked first: one bad model in a file is a usage error for the whole file, nothing is planned.
+  const problems: string[] = [];
+  const models: Model[] = [];
+  defs.forEach((def, i) => {
+    try {
+      models.push(deps.catalog.validate(def));
+    } catch (err) {
+      const name = (def as { name?: unknown } | null)?.name;
+      problems.push(`model ${typeof name === 'string' ? JSON.stringify(name) : `#${i + 1}`}: ${(err as Error).message}`);
+    }
+  });
+  if (problems.length) throw new LlmgwError('LLMGW_CATALOG_INVALID', problems.join('\n'));
+  const plan = deps.previewPlacement(models);
+  const fits = deps.previewFit?.(models);
+  const nodeCount = deps.inventory?.list().length ?? 0;
+  return {
+    models: models.map((m): ModelPlanView => {
+      const placed: PlannedReplicaView[] = [];
+      for (const a of plan.actions) {
+        if ((a.kind !== 'create' && a.kind !== 'retry') || a.model !== m.name) continue;
+        placed.push({
+          profile: a.placement.profile,
+          ...(a.placement.pool ? { pool: a.placement.pool } : {}),
+          shards: a.placement.shards.map((s) => ({ node: s.nodeId, rank: s.rank, gpus: [...s.gpuIndices] })),
+        });
+      }
+      const view: ModelPlanView = { name: m.name, wanted: m.scaling.min, placed };
+      const fit = fits?.get(m.name);
+      if (fit) view.fit = fit.map((f) => ({ profile: f.profile, engine: f.engine, shards: f.shards, fits: [...f.fits], rejected: f.rejected.map((r) => ({ node: r.node, reasons: [...r.reasons] })) }));
+      const rejected = plan.rejections.get(m.name);
+      if (placed.length < m.scaling.min && rejected) {
+        const profiles = m.profiles.map((p) => toPlacementProfile(p));
+        view.explain = explain(m.name, rejected.rejections, { nodeCount: rejected.nodeCount || nodeCount, profiles, notes: rejected.notes }).text;
+      }
+      return view;
+    }),
+  };
 }

@@ -21,7 +21,7 @@ const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
   ['drain', 'draining'],
 ]);
 
-export interface AdminApiOptions extends ViewSources, Pick<PlanAndLogsDeps, 'previewPlacement' | 'agentMgmt' | 'mgmtRefusal'> {
+export interface AdminApiOptions extends ViewSources, Pick<PlanAndLogsDeps, 'previewPlacement' | 'previewFit' | 'agentMgmt' | 'mgmtRefusal'> {
   catalog: Catalog;
   /** Why a model could never be placed on the known fleet (empty, every node ready), or null when it fits somewhere. */
   checkFit?: (model: Model) => string | null;

@@ -5,7 +5,7 @@
 // API, ctl and the dashboard show one computation, and a unit test can build
 // any situation from plain objects. Apart from views.ts because these answer
 // a question with a cause, where the views list what is.
-import type { DrainWaitView, NodeIdleView, NodeModelFitView, NotRunningView, ProfileFitView, ShardFetchView } from '../../api/types.js';
+import type { DrainWaitView, NodeIdleView, NodeModelFitView, NotRunningView, ProfileFitCountView, ShardFetchView } from '../../api/types.js';
 import { explain, place, type PlacementNode, type PlacementProfile } from '../placement/index.js';
 import { formatBytes } from '../../units/index.js';
 import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord, toPlacementProfile, weightsKeyOf } from '../reconciler/index.js';
@@ -29,7 +29,7 @@ export interface ModelWhy {
   summary: string[];
   min_replicas: number;
   ready_replicas: number;
-  profiles?: ProfileFitView[];
+  profiles?: ProfileFitCountView[];
   not_running?: NotRunningView[];
 }
 
@@ -78,7 +78,7 @@ export function modelWhy(input: ModelWhyInput): ModelWhy {
   };
 }
 
-function profileFits(model: WhyModel, rejections: ModelRejections): ProfileFitView[] {
+function profileFits(model: WhyModel, rejections: ModelRejections): ProfileFitCountView[] {
   const placementProfiles: PlacementProfile[] = model.profiles.map(toPlacementProfile);
   const summary = explain(model.name, rejections.rejections, { nodeCount: rejections.nodeCount, profiles: placementProfiles });
   return summary.profiles.map((p) => ({

@@ -13,6 +13,8 @@ export const NAV: ReadonlyArray<readonly [string, string]> = [
   ['/replicas', 'Replicas'],
   ['/traffic', 'Traffic'],
   ['/weights', 'Weights'],
+  ['/requests', 'Requests'],
+  ['/audit', 'Audit'],
 ];
 
 const STYLE = `

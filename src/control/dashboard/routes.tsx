@@ -9,7 +9,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { VNode } from 'preact';
 import type { Registry } from 'prom-client';
 import { isLlmgwError } from '../../errors/index.js';
-import { ADMIN_TOKEN_IDENTITY, type AdminGuard, changeNodeState } from '../adminapi/index.js';
+import { ADMIN_TOKEN_IDENTITY, type AdminGuard, type AuditSource, changeNodeState, type RequestsApiDeps } from '../adminapi/index.js';
 import { actorOf, type AuditActor } from '../../http/index.js';
 import { collectAndAudit } from '../weights/index.js';
 import type { PageContext } from './components.js';
@@ -35,6 +35,7 @@ import { TrafficPage } from './pages/traffic.js';
 import { CollectConfirmPage, CollectResultPage, WeightsPage } from './pages/weights.js';
 import { csrfProblem, LoginThrottle, type Session, type SessionBackend, sessionCookie, Sessions } from './session.js';
 import { TrafficSampler, trafficView } from './traffic.js';
+import { registerWhyPages } from './why-routes.js';
 
 export interface DashboardOptions extends DashboardSources {
   /** The admin listener's guard: the dashboard's pages let in its sessions through it. Absent = pages take only the admin token. */
@@ -52,6 +53,10 @@ export interface DashboardOptions extends DashboardSources {
   trafficSampleMs?: number;
   /** The window the traffic page's rates and percentiles cover, ms. Absent = 5 minutes. */
   trafficWindowMs?: number;
+  /** The store's audit log, for the audit page; absent = no store. */
+  audit?: AuditSource;
+  /** The router's request log, for the requests pages; absent = none is kept. */
+  requestLog?: RequestsApiDeps;
 }
 
 type Form = Record<string, string | undefined>;
@@ -60,7 +65,7 @@ type Form = Record<string, string | undefined>;
 const PUBLIC = { config: { access: 'public' } } as const;
 const SESSION = { config: { access: 'session' } } as const;
 
-interface PageSpec {
+export interface PageSpec {
   title: string;
   /** The nav entry to mark current. */
   section?: string;
@@ -327,6 +332,9 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       };
     }),
   );
+
+  // Requests, a node's disks, the audit log and a plan: questions 5-8 of the README's "Asking why".
+  registerWhyPages(scope, options, page, action, SESSION);
 
   // Actions: the admin API's own functions, with the dashboard session as the actor.
   scope.post(

@@ -27,3 +27,4 @@ export { place, placeMany } from './place.js';
 export { checkReplicas, type ReplicaProblem } from './replicas.js';
 export { explain, toRejectionViews } from './explain.js';
 export { labelSelectorProblem } from './label-selector.js';
+export { fitTable, type ProfileFit } from './fit-table.js';

@@ -339,7 +339,7 @@ describe('Reconciler', () => {
     await t.report('n1', 'ready', () => 'http://n1:9000');
     expect(woken).toBeGreaterThan(0);
     unsubscribe();
-    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: t.reconciler.replicas()[0]!.engineSecret, engine: 'vllm' }]);
+    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: t.reconciler.replicas()[0]!.engineSecret, engine: 'vllm', nodes: ['n1'] }]);
   });
 
   it('tells the router a model that fits nowhere will not come', async () => {

@@ -19,13 +19,14 @@ import type { Catalog, Model } from '../catalog/index.js';
 import type { EventSink } from '../events/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import type { PlacementNode } from '../placement/index.js';
-import type { Liveness } from '../placement/index.js';
+import type { Liveness, ProfileFit } from '../placement/index.js';
 import type { DemandSnapshot, ReplicaLoad, ReplicaUse } from '../scaling/index.js';
 import type { ReplicaRow, Store } from '../store/index.js';
 import { applyPlan, assignmentsByNode } from './apply.js';
 import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { compilePlanOptions } from './plan-types.js';
+import { fitPass } from './fit.js';
 import { toPlacementNode } from './snapshot.js';
 import { foldReport, shardStateOf } from './fold-report.js';
 import { placedEvents, readyEvents } from './lifecycle-events.js';
@@ -333,6 +334,12 @@ export class Reconciler {
       },
       { ...this.options.plan, maxCreatesPerPass: Number.MAX_SAFE_INTEGER },
     );
+  }
+
+  /** Per model asked about, which nodes could take a shard now, per profile, and why not the others; nothing is applied. */
+  previewFit(models: readonly Model[]): Map<string, ProfileFit[]> {
+    const now = this.options.now();
+    return fitPass({ now, nodes: this.placementNodes(now), replicas: this.records, inFlight: this.scaling.inFlight }, models, this.options.plan);
   }
 
   private recordsChanged(): void {

@@ -22,6 +22,8 @@ export interface RoutableReplica {
   readonly engine?: string;
   /** The engine's load at its agent's last read; absent = none reported (the router counts its own in-flight requests). */
   readonly load?: ReplicaLoad;
+  /** The nodes its shards run on, rank order, each once: what the request log names. */
+  readonly nodes?: readonly string[];
 }
 
 export interface RouterViewDeps {
@@ -68,6 +70,7 @@ export class RouterView {
             ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}),
             ...(engine === undefined ? {} : { engine }),
             ...(load === undefined ? {} : { load }),
+            ...(r.shards.length ? { nodes: [...new Set([...r.shards].sort((a, b) => a.rank - b.rank).map((sh) => sh.nodeId))] } : {}),
           };
         });
       this.readyCache.set(model, cached);

@@ -59,6 +59,23 @@ for (const backend of backends) {
       await store.close();
     });
 
+    it('filters the audit log by time, actor (identity or label) and action or action family, with _ and % taken literally', async () => {
+      let at = 50_000;
+      const store = await Store.open({ location, now: () => at });
+      await store.audit.append({ actor: { identity: 'admin-token', label: 'filter-alice' }, action: 'join_token.create', target: 'filter-n1' });
+      at = 60_000;
+      await store.audit.append({ actor: 'node:filter-n1', action: 'node.join', target: 'filter-n1' });
+      await store.audit.append({ actor: { identity: 'admin-token', label: 'filter-alice' }, action: 'joinXtoken.create', target: 'filter-n1' });
+      const actions = async (o: Parameters<typeof store.audit.list>[0]) => (await store.audit.list({ target: 'filter-n1', ...o })).map((r) => r.action);
+      expect(await actions({ sinceMs: 60_000 })).toEqual(['joinXtoken.create', 'node.join']);
+      expect(await actions({ actor: 'filter-alice' })).toEqual(['joinXtoken.create', 'join_token.create']);
+      expect(await actions({ actor: 'node:filter-n1' })).toEqual(['node.join']);
+      expect(await actions({ action: 'node.' })).toEqual(['node.join']);
+      expect(await actions({ action: 'join_token.' }), 'the underscore is not a wildcard').toEqual(['join_token.create']);
+      expect(await actions({ action: 'node.join' })).toEqual(['node.join']);
+      await store.close();
+    });
+
     it('keeps a model and its audit row across a reopen', async () => {
       const store = await Store.open({ location, now });
       await store.models.insert('m1', { name: 'm1', source: 'hf://a/b' }, { actor: 'alice', action: 'model.add', target: 'm1', detail: { x: 1 } });

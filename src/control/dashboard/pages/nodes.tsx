@@ -126,7 +126,7 @@ export function NodePage({ data, ctx }: { data: NodeData; ctx: PageContext }) {
             <tr><th>GPUs</th><td><GpuBar n={n} /></td></tr>
             <tr><th>GPU classes</th><td><Val v={n.gpu_classes?.join(', ')} /></td></tr>
             <tr><th>RAM</th><td data-field="ram"><RamBar n={n} /></td></tr>
-            <tr><th>Disk (local, for weights)</th><td><DiskBar n={n} /></td></tr>
+            <tr><th>Disk (local, for weights)</th><td><DiskBar n={n} /> <a href={`/nodes/${encodeURIComponent(n.id)}/disks`} id="disk-link">where it went</a></td></tr>
             <tr><th>Fabrics</th><td><Val v={n.fabrics?.join(', ')} /></td></tr>
             <tr><th>Agent version</th><td><Val v={n.agent_version} unknown="unknown" /></td></tr>
             <tr><th>Replicas</th><td>{n.replicas}</td></tr>

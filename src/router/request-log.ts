@@ -1,0 +1,182 @@
+// The request log: the last requests this router served, each with the
+// replica (and nodes) every attempt went to, why a failed attempt failed,
+// the status the client got and its cause, timings and tokens. It answers
+// "which replica served this request, and why did it fail" by the
+// x-request-id a client quotes. Kept in memory, bounded (a ring), per
+// control plane: with several instances each knows the requests its own
+// client listener took. Separate from metrics (counts, no ids) and from
+// usage (per key and model, in the store).
+import type { RequestAttemptView, RequestRecordView } from '../api/types.js';
+
+/** How many requests the log keeps by default: ~10k records of a few hundred bytes each. */
+export const REQUEST_LOG_CAPACITY = 10_000;
+
+export interface RequestAttempt {
+  model: string;
+  replica: string;
+  /** Absent = the router does not know the replica's nodes. */
+  nodes?: readonly string[];
+  outcome: 'answered' | 'failed';
+  /** Absent when answered. */
+  reason?: string;
+  durationMs: number;
+}
+
+/** One request, filled in as it goes; added to the log when the router is done with it. */
+export interface RequestRecord {
+  id: string;
+  /** Epoch ms of arrival. */
+  atMs: number;
+  model: string;
+  endpoint: string;
+  stream: boolean;
+  /** The API key's prefix; absent = no key. */
+  key?: string;
+  /** 0 until the request ends. */
+  status: number;
+  clientGone: boolean;
+  timedOut: boolean;
+  /** What the router told the client when it refused or failed the request; absent = nothing. */
+  failure?: { code: string; message: string };
+  /** The engine's answer broke after the first byte, and why. */
+  broken?: string;
+  attempts: RequestAttempt[];
+  heldMs?: number;
+  durationMs: number;
+  ttftMs?: number;
+  promptTokens?: number;
+  completionTokens?: number;
+}
+
+export interface RequestFilter {
+  model?: string;
+  status?: number;
+  /** True: only requests whose outcome is not ok. */
+  failed?: boolean;
+  /** Absent or 0 = 50. */
+  limit?: number;
+}
+
+export class RequestLog {
+  private readonly ring: (RequestRecord | undefined)[];
+  private next = 0;
+  private count = 0;
+  private readonly byId = new Map<string, RequestRecord>();
+
+  /** `capacity` 0 or absent = REQUEST_LOG_CAPACITY. */
+  constructor(capacity = 0) {
+    this.ring = new Array<RequestRecord | undefined>(capacity || REQUEST_LOG_CAPACITY);
+  }
+
+  get capacity(): number {
+    return this.ring.length;
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  /** Keeps a finished request, dropping the oldest when full. A record may still be filled in afterwards (tokens come later). */
+  add(record: RequestRecord): void {
+    const old = this.ring[this.next];
+    if (old && this.byId.get(old.id) === old) this.byId.delete(old.id);
+    this.ring[this.next] = record;
+    this.byId.set(record.id, record);
+    this.next = (this.next + 1) % this.ring.length;
+    if (this.count < this.ring.length) this.count++;
+  }
+
+  get(id: string): RequestRecord | undefined {
+    return this.byId.get(id);
+  }
+
+  /** Newest first. */
+  list(filter: RequestFilter = {}): RequestRecord[] {
+    const limit = filter.limit || 50;
+    const out: RequestRecord[] = [];
+    for (let k = 1; k <= this.count && out.length < limit; k++) {
+      const r = this.ring[(this.next - k + this.ring.length) % this.ring.length]!;
+      if (filter.model !== undefined && r.model !== filter.model) continue;
+      if (filter.status !== undefined && r.status !== filter.status) continue;
+      if (filter.failed && outcomeOf(r) === 'ok') continue;
+      out.push(r);
+    }
+    return out;
+  }
+}
+
+/**
+ * The kind of a request's end: ok, client_gone, timed_out, broken (after
+ * the first byte), or the failure's cause: no_replica, upstream_failed,
+ * engine_error (the engine's own 4xx/5xx), rate_limited, refused.
+ */
+export function outcomeOf(r: RequestRecord): string {
+  if (r.clientGone) return 'client_gone';
+  if (r.timedOut) return 'timed_out';
+  if (r.broken !== undefined) return 'broken';
+  if (r.failure) {
+    if (r.failure.code === 'LLMGW_NO_REPLICA') return 'no_replica';
+    if (r.failure.code === 'LLMGW_UPSTREAM') return 'upstream_failed';
+    if (r.failure.code === 'LLMGW_RATE_LIMITED') return 'rate_limited';
+    return 'refused';
+  }
+  if (r.status >= 400) return 'engine_error';
+  return 'ok';
+}
+
+/** The cause in words, or undefined for a request that succeeded. */
+export function causeOf(r: RequestRecord): string | undefined {
+  if (r.clientGone) return `the client went away after ${r.durationMs} ms${lastAttemptNote(r)}`;
+  if (r.timedOut) return r.failure?.message ?? 'the request took longer than the router allows and was stopped';
+  if (r.broken !== undefined) return `the answer broke after its first byte (no retry is possible then): ${r.broken}`;
+  if (r.failure) return r.failure.message;
+  const answered = r.attempts.find((a) => a.outcome === 'answered');
+  if (r.status >= 400) return `the engine of replica ${answered?.replica ?? '?'} answered ${r.status}`;
+  return undefined;
+}
+
+function lastAttemptNote(r: RequestRecord): string {
+  const last = r.attempts[r.attempts.length - 1];
+  return last ? ` (last at replica ${last.replica})` : '';
+}
+
+export function requestRecordView(r: RequestRecord): RequestRecordView {
+  const answered = r.attempts.find((a) => a.outcome === 'answered');
+  const cause = causeOf(r);
+  return {
+    id: r.id,
+    at: new Date(r.atMs).toISOString(),
+    model: r.model,
+    endpoint: r.endpoint,
+    stream: r.stream,
+    ...(r.key === undefined ? {} : { key: r.key }),
+    status: r.clientGone ? 499 : r.status,
+    outcome: outcomeOf(r),
+    ...(cause === undefined ? {} : { cause }),
+    ...(answered ? { replica: answered.replica } : {}),
+    ...(answered?.nodes ? { nodes: [...answered.nodes] } : {}),
+    ...(answered && answered.model !== r.model ? { fallback: answered.model } : {}),
+    attempts: r.attempts.map(
+      (a): RequestAttemptView => ({
+        model: a.model,
+        replica: a.replica,
+        ...(a.nodes ? { nodes: [...a.nodes] } : {}),
+        outcome: a.outcome,
+        ...(a.reason === undefined ? {} : { reason: a.reason }),
+        ...(statusIn(a.reason) === undefined ? {} : { status: statusIn(a.reason)! }),
+        duration_ms: Math.round(a.durationMs),
+      }),
+    ),
+    ...(r.heldMs === undefined ? {} : { held_ms: Math.round(r.heldMs) }),
+    duration_ms: Math.round(r.durationMs),
+    ...(r.ttftMs === undefined ? {} : { ttft_ms: Math.round(r.ttftMs) }),
+    ...(r.promptTokens === undefined ? {} : { prompt_tokens: r.promptTokens }),
+    ...(r.completionTokens === undefined ? {} : { completion_tokens: r.completionTokens }),
+  };
+}
+
+/** The engine's status in a retry reason ("the engine answered 503 …"); undefined = none named. */
+function statusIn(reason: string | undefined): number | undefined {
+  const m = reason ? /\banswered (\d{3})\b/.exec(reason) : null;
+  return m ? Number(m[1]) : undefined;
+}
