@@ -5,7 +5,7 @@
 // for the two to disagree.
 import type { ExplainView, ModelView, NodeView, ReplicaView, ShardView, SummaryView } from '../../api/types.js';
 import type { Catalog } from '../catalog/index.js';
-import { fabricNames, type Inventory, localDisk } from '../inventory/index.js';
+import { fabricNames, type Inventory, localDisk, type Node } from '../inventory/index.js';
 import { toRejectionViews } from '../placement/index.js';
 import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord } from '../reconciler/index.js';
 import type { ReplicaLoad } from '../scaling/index.js';
@@ -151,12 +151,16 @@ export function summaryView(src: ViewSources): SummaryView {
 }
 
 
-export function nodeViews(src: ViewSources): NodeView[] {
+/** Every node's view, or only those of `only` (a page the node query chose: see node-query.ts), in the order given. */
+export function nodeViews(src: ViewSources, only?: readonly Node[]): NodeView[] {
   if (!src.inventory) return [];
   const inv = src.inventory;
   const now = src.now?.() ?? Date.now();
   const usage = src.nodeUsage?.() ?? new Map<string, { replicas: number; gpusInUse: ReadonlySet<number> }>();
-  return inv.list().map((n) => {
+  // Read once and indexed: asked per node, a fleet of 10,000 with a few blocked drains paid 10,000 scans of them.
+  const blockedOn = new Map<string, string[]>();
+  for (const b of src.blockedDrains?.() ?? []) for (const id of new Set(b.nodeIds)) blockedOn.set(id, [...(blockedOn.get(id) ?? []), b.reason]);
+  return (only ?? inv.list()).map((n) => {
     const report = n.report;
     const gpus = report?.gpus ?? [];
     const used = usage.get(n.id);
@@ -189,8 +193,8 @@ export function nodeViews(src: ViewSources): NodeView[] {
     if (unhealthy.length) v.unhealthy_gpus = unhealthy;
     if (report?.gpu_probe_error) v.gpu_probe_error = report.gpu_probe_error;
     if (n.agentVersion) v.agent_version = n.agentVersion;
-    const blocked = (src.blockedDrains?.() ?? []).filter((b) => b.nodeIds.includes(n.id)).map((b) => b.reason);
-    if (blocked.length) v.drain_blocked = blocked;
+    const blocked = blockedOn.get(n.id);
+    if (blocked) v.drain_blocked = blocked;
     if (n.approval === 'pending') v.approval = 'pending';
     if (n.hardwareChange) v.hardware_change = n.hardwareChange;
     return v;
