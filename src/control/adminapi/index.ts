@@ -5,3 +5,4 @@
 export { changeNodeState, registerAdminApi, type AdminApiOptions } from './routes.js';
 export { explainView, modelViews, nodeViews, replicaViews, summaryView } from './views.js';
 export { ADMIN_TOKEN_IDENTITY, AdminGuard } from './auth.js';
+export { nodeViewPage, parseNodeQuery, type NodePage, type NodeQuery } from './node-query.js';
