@@ -10,10 +10,13 @@
 //
 //   npm run build && node bench/fleet.mjs [--nodes 10000] [--base 2000] [--rounds 5]
 //
-// Figures are medians of CPU time (user + system) over --rounds after one
-// warm-up round, as in bench/placement.mjs: on a shared machine wall time
-// mostly measures the neighbours. Exits 1 when an operation grows faster
-// than MAX_GROWTH × nodes/base, or the idle pass is not idle.
+// Figures are CPU time (user + system), as in bench/placement.mjs: on a
+// shared machine wall time mostly measures the neighbours. Each is the
+// fastest of --rounds after one warm-up round, not the median: the question
+// is how the work grows, and a neighbour or a collection only ever adds to
+// a round, so the fastest is the one nearest the work itself (medians swung
+// 5x between runs for the replica views). Exits 1 when an operation grows
+// faster than MAX_GROWTH × nodes/base, or the idle pass is not idle.
 import console from 'node:console';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
@@ -33,7 +36,7 @@ function arg(name, fallback) {
 
 const nodeCount = arg('nodes', 10_000);
 const baseCount = arg('base', 2_000);
-const rounds = arg('rounds', 5);
+const rounds = arg('rounds', 7);
 /** Replicas asked for per node: 2 (a fleet of 10,000 runs about 20,000 replicas). */
 const MODELS_PER_NODE = 0.5;
 /** An operation may grow this much faster than the fleet before it counts as superlinear (noise, caches, GC). */
@@ -136,9 +139,8 @@ function measure(fn) {
   return { value, cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - wall };
 }
 
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
+function fastest(values) {
+  return Math.min(...values);
 }
 
 /** The operations, timed on one fleet: name → median CPU ms; also what a reader needs to trust them. */
@@ -198,7 +200,7 @@ function timeFleet(nodes) {
       if (round > 0) samples[name].push(name.startsWith('fold one') ? m.cpuMs / reporters.length : m.cpuMs);
     }
   }
-  const medians = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, median(v)]));
+  const medians = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, fastest(v)]));
   return { medians, placedPerPass, placed: built.value.placed, asked: built.value.asked, buildMs: built.cpuMs, idleActions, lossActions, pageSizes, replicas: records.length };
 }
 
@@ -206,7 +208,7 @@ const base = timeFleet(baseCount);
 const big = timeFleet(nodeCount);
 const scale = nodeCount / baseCount;
 console.log(`fleets: ${baseCount} and ${nodeCount} nodes x 8 GPUs; replicas placed ${base.placed}/${base.asked} and ${big.placed}/${big.asked} (placing them, the first pass from empty plus building the fleet: ${base.buildMs.toFixed(0)} and ${big.buildMs.toFixed(0)} CPU ms)`);
-console.log(`median CPU ms over ${rounds} rounds after a warm-up round; growth = ${nodeCount} nodes / ${baseCount} nodes (the fleet grew ${scale}x; at most ${MAX_GROWTH * scale}x passes)`);
+console.log(`CPU ms, fastest of ${rounds} rounds after a warm-up round; growth = ${nodeCount} nodes / ${baseCount} nodes (the fleet grew ${scale}x; at most ${MAX_GROWTH * scale}x passes)`);
 let ok = true;
 console.log(`  ${'operation'.padEnd(58)} ${String(baseCount).padStart(9)} ${String(nodeCount).padStart(9)}  growth`);
 for (const name of Object.keys(big.medians)) {
