@@ -115,7 +115,7 @@ function buildProgram(root: Command, run: Runner): Command {
       .command('nodes')
       .description('the nodes, a page at a time: state, GPUs, RAM, disk, replicas; `nodes rm` and `nodes approve` change who is one')
       .option('--state <words>', 'only nodes in these states, comma-separated: ready, cordoned, draining (admin), up, stale, lost (liveness), pending (approval)')
-      .option('--label <key=value>', 'only nodes with this label (a key alone: any value); repeat for several, all must match', (v: string, all: string[]) => [...all, v], [])
+      .option('--label <key=value>', 'only nodes with this label (a key alone: any value); repeat for several, all must match', (v: string, all: string[] | undefined) => [...(all ?? []), v])
       .option('-q, --search <text>', 'only nodes whose id, hostname or GPU class contains this')
       .option('--limit <n>', `at most this many, 1 to 1000 (default ${NODES_PAGE})`)
       .option('--after <node>', 'start after this node id (the last one of the previous page)')
@@ -290,7 +290,7 @@ const NODES_PAGE = 100;
 
 interface NodesFlags {
   state?: string;
-  label: string[];
+  label?: string[];
   search?: string;
   limit?: string;
   after?: string;
@@ -305,7 +305,7 @@ function nodesOptions(o: NodesFlags): read.NodesOptions {
   const state = (o.state ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   return {
     ...(state.length ? { state } : {}),
-    ...(o.label.length ? { labels: o.label } : {}),
+    ...(o.label?.length ? { labels: o.label } : {}),
     ...(o.search ? { q: o.search } : {}),
     ...(o.all ? {} : { limit }),
     ...(o.after ? { after: o.after } : {}),
