@@ -17,6 +17,8 @@ import type {
   ModelView,
   NodeStateView,
   NodeStateWord,
+  NodeListPage,
+  NodeListQuery,
   NodeView,
   NodeApprovedView,
   NodeRemovedView,
@@ -123,6 +125,21 @@ export class AdminClient {
 
   nodes(): Promise<NodeView[]> {
     return this.#call('GET', '/api/v1/nodes');
+  }
+
+  /** One page of the node list, filtered; the page's total and next cursor come from its headers. */
+  async nodesPage(query: NodeListQuery = {}): Promise<NodeListPage> {
+    const q = new URLSearchParams();
+    for (const s of query.state ?? []) q.append('state', s);
+    for (const l of query.labels ?? []) q.append('label', l);
+    if (query.q) q.set('q', query.q);
+    if (query.limit !== undefined) q.set('limit', String(query.limit));
+    if (query.after) q.set('after', query.after);
+    const s = q.toString();
+    const { body, headers } = await this.#exchange<NodeView[]>('GET', `/api/v1/nodes${s ? `?${s}` : ''}`);
+    const totalHeader = headers['x-total-count'];
+    const total = typeof totalHeader === 'string' && /^\d+$/.test(totalHeader) ? Number(totalHeader) : null;
+    return { nodes: body, total, next: nextCursor(headers.link) };
   }
 
   /** Cordon (no new replicas), drain (also move existing ones off) or ready (uncordon). */
@@ -267,6 +284,11 @@ export class AdminClient {
   }
 
   async #call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<T> {
+    return (await this.#exchange<T>(method, path, body, timeoutMs)).body;
+  }
+
+  /** A call whose answer's headers matter too (the node list's page headers). */
+  async #exchange<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<{ body: T; headers: Dispatcher.ResponseData['headers'] }> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     if (this.#actor) headers['x-llmgw-actor'] = this.#actor;
@@ -289,7 +311,7 @@ export class AdminClient {
       throw new AdminApiError({ status: res.statusCode, serverMessage: errorMessageOf(text), method, path: path.split('?')[0]! });
     }
     try {
-      return JSON.parse(text) as T;
+      return { body: JSON.parse(text) as T, headers: res.headers };
     } catch {
       throw new AdminApiError({ status: res.statusCode, serverMessage: `the answer to ${method} ${path} is not JSON: ${text.slice(0, 200)}`, method, path });
     }
@@ -301,6 +323,15 @@ function query(params: Record<string, string | undefined>): string {
   for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
   const s = q.toString();
   return s ? `?${s}` : '';
+}
+
+/** The `after` of a Link header's rel="next" URL; null = no next page. */
+function nextCursor(link: string | string[] | undefined): string | null {
+  for (const part of (Array.isArray(link) ? link.join(',') : (link ?? '')).split(',')) {
+    const m = /<([^>]*)>\s*;\s*rel="?next"?/.exec(part);
+    if (m) return new URLSearchParams(m[1]!.split('?')[1] ?? '').get('after');
+  }
+  return null;
 }
 
 function errorMessageOf(text: string): string {

@@ -627,3 +627,26 @@ export interface ProfileFitView {
   fits: string[];
   rejected: { node: string; reasons: string[] }[];
 }
+
+/** GET /api/v1/nodes with filters and a page; every field absent = every node, as before. */
+export interface NodeListQuery {
+  /** Admin states (ready, cordoned, draining), livenesses (up, stale, lost) or pending; one kind's words are alternatives, kinds must all hold. */
+  state?: string[];
+  /** key=value (or a key alone for any value); all must match. */
+  labels?: string[];
+  /** Part of the id, hostname or a GPU class, any case. */
+  q?: string;
+  /** At most this many (1 to 1000); absent = every match. */
+  limit?: number;
+  /** Only nodes after this id: the previous page's last. */
+  after?: string;
+}
+
+/** One page of the node list, with what the page headers said. */
+export interface NodeListPage {
+  nodes: NodeView[];
+  /** Nodes that match in all (X-Total-Count); null = not said: a control plane older than paging, which sent every node unfiltered. */
+  total: number | null;
+  /** The `after` of the next page (from Link rel="next"); null = this is the last. */
+  next: string | null;
+}

@@ -62,6 +62,11 @@ beforeAll(async () => {
       : path === '/api/v1/weights/collect' ? collected
       : path === '/api/v1/events' ? events
       : undefined;
+    // A page of one when asked for one, with the page headers a paging control plane sends; else the plain list, as an older one answers.
+    if (path === '/api/v1/nodes' && new URL(req.url!, 'http://x').searchParams.get('limit') === '1') {
+      res.writeHead(200, { 'content-type': 'application/json', 'x-total-count': '2', link: '</api/v1/nodes?state=ready&limit=1&after=quiet>; rel="next"' }).end(JSON.stringify([sparse]));
+      return;
+    }
     if (body === undefined) res.writeHead(404).end('{"error":"no route"}');
     else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   });
@@ -118,6 +123,38 @@ describe('runCtl', () => {
     expect(full).toContain('100/900 GiB');
     expect(full, 'RAM as free of total, as disk').toContain('480/512 GiB');
     expect(full, 'a drain that cannot finish shows on the node').toContain('cordoned (blocked)');
+  });
+
+  it('pages the node list: asks for the page, says how many of how many, and how to get the next one with the same filters', async () => {
+    const r = await ctl('nodes', '--limit', '1', '--state', 'ready', '--label', 'rack=r1', '-q', 'qu');
+    expect(r.code, r.stderr).toBe(0);
+    const query = new URL(asked[asked.length - 1]!, 'http://x').searchParams;
+    expect(query.getAll('state')).toEqual(['ready']);
+    expect(query.getAll('label')).toEqual(['rack=r1']);
+    expect(query.get('q')).toBe('qu');
+    expect(r.stdout).toContain(' quiet ');
+    expect(r.stdout).not.toContain(' gpu-3 ');
+    expect(r.stdout).toContain('showing 1 of 2 nodes; next page: llmgw ctl nodes --state ready --label rack=r1 -q qu --after quiet --limit 1; every one: llmgw ctl nodes --state ready --label rack=r1 -q qu --all');
+    const json = await ctl('-o', 'json', 'nodes', '--limit', '1');
+    expect(JSON.parse(json.stdout), '-o json is the page, the API\'s own JSON').toEqual([sparse]);
+    expect(json.stderr, 'and says on stderr that there is more').toContain('showing 1 of 2 nodes');
+  });
+
+  it('asks for a page by default and every node with --all, and refuses a bad --limit as usage', async () => {
+    await ctl('nodes');
+    expect(new URL(asked[asked.length - 1]!, 'http://x').searchParams.get('limit')).toBe('100');
+    await ctl('nodes', '--all');
+    expect(new URL(asked[asked.length - 1]!, 'http://x').search, '--all asks for the plain list').toBe('');
+    const bad = await ctl('nodes', '--limit', '0');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--limit: "0" is not a whole number from 1 to 1000');
+    expect((await ctl('nodes', '--all', '--limit', '5')).code).toBe(2);
+  });
+
+  it('says when a control plane older than paging ignored the filters', async () => {
+    const r = await ctl('nodes', '--state', 'cordoned');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('does not filter or page the node list');
   });
 
   it('shows each replica\'s engine queue and KV use, and unknown where the engine reported none', async () => {

@@ -111,9 +111,17 @@ function buildProgram(root: Command, run: Runner): Command {
   watchable(program.command('summary').description('the fleet in a few lines, and what needs a person')).action(
     run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.summary(ctx))),
   );
-  const nodes = watchable(program.command('nodes').description('every node: state, GPUs, RAM, disk, replicas; `nodes rm` and `nodes approve` change who is one')).action(
-    run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.nodes(ctx))),
-  );
+  const nodes = watchable(
+    program
+      .command('nodes')
+      .description('the nodes, a page at a time: state, GPUs, RAM, disk, replicas; `nodes rm` and `nodes approve` change who is one')
+      .option('--state <words>', 'only nodes in these states, comma-separated: ready, cordoned, draining (admin), up, stale, lost (liveness), pending (approval)')
+      .option('--label <key=value>', 'only nodes with this label (a key alone: any value); repeat for several, all must match', (v: string, all: string[] | undefined) => [...(all ?? []), v])
+      .option('-q, --search <text>', 'only nodes whose id, hostname or GPU class contains this')
+      .option('--limit <n>', `at most this many, 1 to 1000 (default ${NODES_PAGE})`)
+      .option('--after <node>', 'start after this node id (the last one of the previous page)')
+      .option('--all', 'every node that matches, in one answer'),
+  ).action(run((ctx, o: WatchOpts & NodesFlags) => watchOr(ctx, o, () => read.nodes(ctx, nodesOptions(o)))));
   nodes
     .command('rm')
     .argument('<node>', 'node id')
@@ -325,6 +333,33 @@ function buildProgram(root: Command, run: Runner): Command {
     .action(run((ctx, file: string) => why.plan(ctx, file)));
 
   return program;
+}
+
+/** How many nodes `ctl nodes` shows without --limit or --all: a screenful or two, whatever the fleet's size. */
+const NODES_PAGE = 100;
+
+interface NodesFlags {
+  state?: string;
+  label?: string[];
+  search?: string;
+  limit?: string;
+  after?: string;
+  all?: boolean;
+}
+
+/** The flags of `ctl nodes` as the API's query; the server checks the words, this the numbers. */
+function nodesOptions(o: NodesFlags): read.NodesOptions {
+  if (o.all && o.limit !== undefined) throw new UsageError('--all and --limit do not go together: --all shows every node, --limit a page');
+  const limit = o.limit === undefined ? NODES_PAGE : Number(o.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000 (--all shows every node)`);
+  const state = (o.state ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return {
+    ...(state.length ? { state } : {}),
+    ...(o.label?.length ? { labels: o.label } : {}),
+    ...(o.search ? { q: o.search } : {}),
+    ...(o.all ? {} : { limit }),
+    ...(o.after ? { after: o.after } : {}),
+  };
 }
 
 class UsageError extends Error {

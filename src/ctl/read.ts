@@ -31,14 +31,30 @@ export function renderSummary(out: Output, s: SummaryView): void {
   for (const a of s.attention) out.line(`  ${out.c.yellow('!')} ${a.replace(/\n/g, '\n    ')}`);
 }
 
-export async function nodes(ctx: CtlContext): Promise<number> {
-  const ns = await ctx.client.nodes();
+/** What `ctl nodes` was asked for: filters passed to the API as they are, and the page. */
+export interface NodesOptions {
+  state?: string[];
+  labels?: string[];
+  q?: string;
+  /** Absent = every node in one answer (--all). */
+  limit?: number;
+  after?: string;
+}
+
+export async function nodes(ctx: CtlContext, o: NodesOptions = {}): Promise<number> {
+  const page = await ctx.client.nodesPage(o);
+  const ns = page.nodes;
+  const filtered = !!(o.state?.length || o.labels?.length || o.q || o.after);
+  // A control plane older than the node list's filters ignores them and sends every node: say so rather than pass it off as the answer.
+  if (page.total === null && filtered) ctx.warn('llmgw ctl: this control plane does not filter or page the node list (it is older than this ctl); showing every node');
+  const more = page.total !== null && page.next !== null ? `showing ${ns.length} of ${page.total} nodes; ${howToGetMore(o, page.next)}` : null;
   if (ctx.json) {
     ctx.out.json(ns);
+    if (more) ctx.warn(more);
     return EXIT.ok;
   }
   if (ns.length === 0) {
-    ctx.out.line('no node has joined yet: start `llmgw agent --control <agent url> --join-token …` on a machine');
+    ctx.out.line(filtered && page.total !== null ? 'no node matches' : 'no node has joined yet: start `llmgw agent --control <agent url> --join-token …` on a machine');
     return EXIT.ok;
   }
   ctx.out.line(
@@ -58,7 +74,20 @@ export async function nodes(ctx: CtlContext): Promise<number> {
       ]),
     ),
   );
+  if (more) ctx.out.line(more);
+  else if (page.total !== null && (filtered || o.limit !== undefined)) ctx.out.line(`showing ${ns.length} of ${page.total} node${page.total === 1 ? '' : 's'}`);
   return EXIT.ok;
+}
+
+/** The commands that show the rest: the next page with the same filters, or all of it. */
+function howToGetMore(o: NodesOptions, next: string): string {
+  const filters = [
+    ...(o.state?.length ? [`--state ${o.state.join(',')}`] : []),
+    ...(o.labels ?? []).map((l) => `--label ${l}`),
+    ...(o.q ? [`-q ${o.q}`] : []),
+  ].join(' ');
+  const base = `llmgw ctl nodes${filters ? ` ${filters}` : ''}`;
+  return `next page: ${base} --after ${next}${o.limit === undefined ? '' : ` --limit ${o.limit}`}; every one: ${base} --all`;
 }
 
 /** The admin state, and what holds the node back: a blocked drain, a pending approval, changed GPUs. */

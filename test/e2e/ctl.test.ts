@@ -100,6 +100,13 @@ describe('llmgw ctl against a real fleet', () => {
     expect(c.stdout).toContain('node n2 is cordoned');
     const listed = await ctl('nodes');
     expect(listed.stdout.split('\n').find((l) => l.includes(' n2 '))).toContain('cordoned');
+    const onlyCordoned = await ctl('nodes', '--state', 'cordoned');
+    expect(onlyCordoned.code, onlyCordoned.stderr).toBe(0);
+    expect(onlyCordoned.stdout, 'the control plane filters: n1 is ready').not.toContain(' n1 ');
+    expect(onlyCordoned.stdout).toContain(' n2 ');
+    expect(onlyCordoned.stdout).toContain('showing 1 of 1 node');
+    const paged = await ctl('nodes', '--limit', '1');
+    expect(paged.stdout).toContain('showing 1 of 2 nodes; next page: llmgw ctl nodes --after n1 --limit 1');
     const u = await ctl('uncordon', 'n2');
     expect(u.code, u.stderr).toBe(0);
     expect((await api.nodes()).find((n) => n.id === 'n2')?.state).toBe('ready');

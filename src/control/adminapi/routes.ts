@@ -8,6 +8,7 @@ import { actorOf, type RouteJsonWording } from '../../http/index.js';
 import type { AuditActor } from '../store/index.js';
 import type { AdminState } from '../inventory/index.js';
 import { registerNodeIdentityRoutes } from './nodes.js';
+import { isAllNodes, nextPageQuery, nodeViewPage, parseNodeQuery } from './node-query.js';
 import { registerPlanAndLogs, type PlanAndLogsDeps } from './plan-and-logs.js';
 import { registerWhyRoutes } from './why-routes.js';
 import { explainView, modelViews, nodeViews, replicaViews, summaryView, type ViewSources } from './views.js';
@@ -38,7 +39,16 @@ const MODEL_BODY_LIMIT_BYTES = 1 << 20;
 export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions): void {
   app.get('/api/v1/summary', async () => summaryView(options));
   app.get('/api/v1/models', async () => modelViews(options));
-  app.get('/api/v1/nodes', async () => nodeViews(options));
+  // Filters and pages ride in the query and the headers, so the body stays the seed's plain list (node-query.ts).
+  app.get('/api/v1/nodes', async (request, reply) => {
+    const params = new URLSearchParams(request.url.split('?')[1] ?? '');
+    const query = parseNodeQuery(params);
+    if (isAllNodes(query)) return nodeViews(options);
+    const page = nodeViewPage(options, query);
+    void reply.header('x-total-count', String(page.total));
+    if (page.next !== null) void reply.header('link', `</api/v1/nodes?${nextPageQuery(params, page.next)}>; rel="next"`);
+    return page.nodes;
+  });
   app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', async (request) => replicaViews(options, request.query.model || undefined));
   app.get<{ Querystring: { model?: string } }>('/api/v1/explain-placement', async (request) => {
     const asked = request.query.model;

@@ -3,7 +3,7 @@
 // this process: a number on a page and the same number from `llmgw ctl` are
 // one computation, so they cannot disagree. No page reads state any other way.
 import type { ExplainView, ModelView, NodeDetailView, NodeView, OrphansView, ReplicaView, SummaryView, UsageView } from '../../api/types.js';
-import { explainView, modelViews, nodeDetailView, nodeViews, replicaViews, summaryView, type AdminApiOptions } from '../adminapi/index.js';
+import { explainView, modelViews, nodeDetailView, type NodePage, type NodeQuery, nodeViewPage, nodeViews, replicaViews, summaryView, type AdminApiOptions } from '../adminapi/index.js';
 import type { Model } from '../catalog/index.js';
 import { orphansView, orphansWithLastCollect, type WeightsApiOptions } from '../weights/index.js';
 
@@ -69,8 +69,9 @@ export function overviewData(src: DashboardSources): OverviewData {
   return { summary: summaryView(src.admin), nodes: nodeViews(src.admin), models: modelViews(src.admin), replicas: replicaViews(src.admin) };
 }
 
-export function nodesData(src: DashboardSources): NodeView[] {
-  return nodeViews(src.admin);
+/** The page of the node list `query` asks for (the admin API's own selection: node-query.ts). */
+export function nodesData(src: DashboardSources, query: NodeQuery): NodePage<NodeView> {
+  return nodeViewPage(src.admin, query);
 }
 
 export interface NodeData {

@@ -9,7 +9,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { VNode } from 'preact';
 import type { Registry } from 'prom-client';
 import { isLlmgwError } from '../../errors/index.js';
-import { ADMIN_TOKEN_IDENTITY, type AdminGuard, type AuditSource, changeNodeState, type RequestsApiDeps } from '../adminapi/index.js';
+import { ADMIN_TOKEN_IDENTITY, type AdminGuard, type AuditSource, changeNodeState, parseNodeQuery, type RequestsApiDeps } from '../adminapi/index.js';
 import { actorOf, type AuditActor } from '../../http/index.js';
 import { collectAndAudit } from '../weights/index.js';
 import type { PageContext } from './components.js';
@@ -27,7 +27,8 @@ import {
 } from './data.js';
 import { Layout, renderDocument, renderFragment } from './layout.js';
 import { ModelPage, ModelsPage } from './pages/models.js';
-import { NodePage, NodesPage } from './pages/nodes.js';
+import { NodePage } from './pages/nodes.js';
+import { NODES_PAGE, NodeListPage } from './pages/node-list.js';
 import { LoginPage, MessagePage } from './pages/login.js';
 import { OverviewPage } from './pages/overview.js';
 import { ReplicasPage } from './pages/replicas.js';
@@ -285,7 +286,14 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
 
   // Pages.
   scope.get('/', SESSION, page(() => ({ title: 'Overview', section: '/', refresh: true, body: <OverviewPage data={overviewData(options)} /> })));
-  scope.get('/nodes', SESSION, page((_r, ctx) => ({ title: 'Nodes', section: '/nodes', refresh: true, body: <NodesPage nodes={nodesData(options)} ctx={ctx} /> })));
+  scope.get(
+    '/nodes',
+    SESSION,
+    page((request, ctx) => {
+      const filter = nodeListFilter(request.url);
+      return { title: 'Nodes', section: '/nodes', refresh: true, body: <NodeListPage page={nodesData(options, parseNodeQuery(filter))} filter={filter} ctx={ctx} /> };
+    }),
+  );
   scope.get<{ Params: { id: string } }>(
     '/nodes/:id',
     SESSION,
@@ -373,6 +381,19 @@ function sessionActor(session: Session): AuditActor {
 /** The label of a new session, for audit records: the dashboard and the address the person logged in from. */
 function actorFor(request: FastifyRequest): string {
   return `dashboard:${request.ip}`;
+}
+
+/**
+ * The node list's filter from the page's URL: the form's empty fields (a
+ * search box left blank) and the refresh script's `partial` dropped, and a
+ * page of NODES_PAGE unless the URL says otherwise. What stays is what the
+ * admin API's node list takes, so a bad value is refused with its words.
+ */
+export function nodeListFilter(url: string): URLSearchParams {
+  const out = new URLSearchParams();
+  for (const [k, v] of new URLSearchParams(url.split('?')[1] ?? '')) if (k !== 'partial' && v.trim() !== '') out.append(k, v);
+  if (!out.has('limit')) out.set('limit', String(NODES_PAGE));
+  return out;
 }
 
 function formOf(request: FastifyRequest): Form {

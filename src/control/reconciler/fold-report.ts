@@ -9,20 +9,32 @@ import type { ShardStatus } from '../../protocol/index.js';
 import { COUNTING_STATES, type ReplicaRecord, type ReplicaState, SHARD_STATES, type ShardRecord, type ShardState } from './types.js';
 
 export interface FoldedReport {
-  /** Every record after the report, in the order given; unchanged ones are the same objects. */
-  readonly records: ReplicaRecord[];
+  /** Every record after the report, in the order given (the same positions); unchanged ones are the same objects, and with nothing changed the same array. */
+  readonly records: readonly ReplicaRecord[];
   /** The records the report changed (to persist); empty = nothing to do. */
   readonly changed: ReplicaRecord[];
   /** True when a pass should run now rather than at the next tick: a replica changed state, or a shard failed (the pass marks it failed, with backoff). */
   readonly wake: boolean;
 }
 
-/** Folds the shard states the agent on `nodeId` reported at `now` (epoch ms) into `records`; shards on other nodes are untouched. */
-export function foldReport(records: readonly ReplicaRecord[], nodeId: string, statuses: readonly ShardStatus[], now: number): FoldedReport {
+/**
+ * Folds the shard states the agent on `nodeId` reported at `now` (epoch ms)
+ * into `records`; shards on other nodes are untouched. `onNode` lists the
+ * positions of the records with a shard on that node (ShardIndex): with it
+ * a heartbeat costs what its node runs, not a walk over every replica of
+ * the fleet, which at 10,000 nodes was 1.3 ms a heartbeat, 2,000 times a
+ * second. Absent = every record is looked at.
+ */
+export function foldReport(records: readonly ReplicaRecord[], nodeId: string, statuses: readonly ShardStatus[], now: number, onNode?: readonly number[]): FoldedReport {
   const reported = new Map(statuses.map((s) => [s.shard_id, s]));
   const changed: ReplicaRecord[] = [];
   let wake = false;
-  const next = records.map((r) => {
+  let next: ReplicaRecord[] | null = null;
+  const count = onNode ? onNode.length : records.length;
+  for (let k = 0; k < count; k++) {
+    const i = onNode ? onNode[k]! : k;
+    const r = records[i];
+    if (!r) continue;
     let touched = false;
     const shards = r.shards.map((s): ShardRecord => {
       if (s.nodeId !== nodeId) return s;
@@ -48,7 +60,7 @@ export function foldReport(records: readonly ReplicaRecord[], nodeId: string, st
       if (folded.state !== s.state || folded.endpoint !== s.endpoint || folded.error !== s.error) touched = true;
       return folded;
     });
-    if (!touched) return r;
+    if (!touched) continue;
     let out: ReplicaRecord = { ...r, shards, updatedAtMs: now };
     if (COUNTING_STATES.has(r.state)) {
       const state = derivedState(shards);
@@ -60,9 +72,44 @@ export function foldReport(records: readonly ReplicaRecord[], nodeId: string, st
       if (shards.some((s) => s.state === 'failed')) wake = true;
     }
     changed.push(out);
-    return out;
-  });
-  return { records: next, changed, wake };
+    (next ??= [...records])[i] = out;
+  }
+  return { records: next ?? records, changed, wake };
+}
+
+/**
+ * Where each node's shards are among a list of records: the positions
+ * foldReport visits. Built once per list (a pass makes a new one) and kept
+ * across changes that leave every record where it was.
+ */
+export class ShardIndex {
+  private indexed: readonly ReplicaRecord[] | null = null;
+  private readonly byNode = new Map<string, number[]>();
+
+  /** Positions in `records` of those with a shard on `nodeId`, ascending; empty = none. */
+  on(records: readonly ReplicaRecord[], nodeId: string): readonly number[] {
+    if (this.indexed !== records) {
+      this.byNode.clear();
+      records.forEach((r, i) => {
+        for (const s of r.shards) {
+          const list = this.byNode.get(s.nodeId);
+          if (!list) this.byNode.set(s.nodeId, [i]);
+          else if (list[list.length - 1] !== i) list.push(i);
+        }
+      });
+      this.indexed = records;
+    }
+    return this.byNode.get(nodeId) ?? [];
+  }
+
+  /**
+   * `next` holds the records of `from` at the same positions, on the same
+   * nodes (a folded report, last uses taken): the index still holds. Any
+   * other list is indexed afresh when first asked of.
+   */
+  carry(from: readonly ReplicaRecord[], next: readonly ReplicaRecord[]): void {
+    if (this.indexed === from) this.indexed = next;
+  }
 }
 
 /** A replica that should run, as its shards show it: ready when all are, else the least advanced shard's stage. */

@@ -26,6 +26,12 @@ const leaving: ReplicaRecord = {
 };
 
 describe('placeWithCap', () => {
+  it('with nothing to place (an idle pass) plans nothing and keeps the held rejections', () => {
+    const held: ModelRejections = { model: 'huge', purpose: 'scale', rejections: [], notes: [], nodeCount: 1, modelKey: 'k', atMs: NOW - 1, contended: false };
+    const out = placeWithCap([node('a', 4)], [], 10, NOW, new Map([['huge', held]]));
+    expect(out).toEqual({ actions: [], rejections: new Map([['huge', held]]), blockedDrains: [], throttled: 0 });
+  });
+
   it('stops after the cap-th placement and counts the rest as throttled', () => {
     const out = placeWithCap([node('a', 4)], scale(model('small', 1), 3), 2, NOW);
     expect(out.actions.map((a) => a.kind)).toEqual(['create', 'create']);

@@ -28,8 +28,9 @@ import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, p
 import { compilePlanOptions } from './plan-types.js';
 import { fitPass } from './fit.js';
 import { toPlacementNode } from './snapshot.js';
-import { foldReport, shardStateOf } from './fold-report.js';
+import { foldReport, ShardIndex, shardStateOf } from './fold-report.js';
 import { placedEvents, readyEvents } from './lifecycle-events.js';
+import { type NodeUsage, nodeUsageOf } from './node-usage.js';
 import { RouterView } from './router-view.js';
 import { ScalingBridge } from './scaling-bridge.js';
 import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
@@ -96,6 +97,8 @@ export class Reconciler {
   private readonly livenessSeen = new Map<string, Liveness>();
 
   private readonly metrics: ReconcilerMetrics | null;
+  /** Where each node's shards are in `records`, so a heartbeat folds only its own node's replicas. */
+  private readonly shardIndex = new ShardIndex();
 
   private constructor(private readonly options: ReconcilerOptions) {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
@@ -256,7 +259,10 @@ export class Reconciler {
 
   /** The router's seam: what a replica has in flight and when it was last used. */
   reportUse(replicaId: string, use: Readonly<ReplicaUse>): void {
-    if (this.scaling.report(replicaId, use)) this.records = this.scaling.withLastUsed(this.records);
+    if (!this.scaling.report(replicaId, use)) return;
+    const before = this.records;
+    this.records = this.scaling.withLastUsed(before);
+    this.shardIndex.carry(before, this.records);
   }
 
   replicas(): readonly ReplicaRecord[] {
@@ -296,21 +302,8 @@ export class Reconciler {
   }
 
   /** Replicas per node and the GPUs their shards hold, for the node views. */
-  nodeUsage(): Map<string, { replicas: number; gpusInUse: Set<number> }> {
-    const out = new Map<string, { replicas: number; gpusInUse: Set<number> }>();
-    for (const r of this.records) {
-      if (r.state === 'failed') continue;
-      const counted = new Set<string>();
-      for (const s of r.shards) {
-        if (s.state === 'stopped') continue;
-        const u = out.get(s.nodeId) ?? { replicas: 0, gpusInUse: new Set<number>() };
-        if (!counted.has(s.nodeId)) u.replicas++;
-        counted.add(s.nodeId);
-        for (const g of s.gpuIndices) u.gpusInUse.add(g);
-        out.set(s.nodeId, u);
-      }
-    }
-    return out;
+  nodeUsage(): Map<string, NodeUsage> {
+    return nodeUsageOf(this.records);
   }
 
   /**
@@ -478,9 +471,10 @@ export class Reconciler {
     if (this.options.leads?.() === false) return;
     const now = this.options.now();
     const before = this.records;
-    const folded = foldReport(before, nodeId, statuses, now);
-    this.records = folded.records;
+    const folded = foldReport(before, nodeId, statuses, now, this.shardIndex.on(before, nodeId));
     if (folded.changed.length === 0) return;
+    this.records = [...folded.records];
+    this.shardIndex.carry(before, this.records);
     if (this.options.events) {
       const byId = new Map(before.map((r) => [r.id, r]));
       for (const e of readyEvents(byId, folded.changed, now)) this.options.events.record(e);
