@@ -3,10 +3,16 @@
 // that dropped packets (no RST, no error) was noticed only after the node had
 // gone stale, or lost with a short node_lost_after, and its replicas were
 // replaced although another control plane was a URL away.
+import { mkdtempSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LlmgwError } from '../errors/index.js';
-import { compileAgentOptions } from './agent.js';
+import type { NodeReport } from '../protocol/index.js';
+import { Agent, compileAgentOptions } from './agent.js';
+import { saveIdentity } from './identity.js';
 import {
   answerSlackMs,
   callControl,
@@ -14,6 +20,7 @@ import {
   DEFAULT_JOIN_DEADLINE_MS,
   heartbeatDeadlineMs,
   joinDeadlineMs,
+  linkDeadlineAt,
   type LinkTiming,
   MAX_ANSWER_SLACK_MS,
   MIN_ANSWER_SLACK_MS,
@@ -65,6 +72,14 @@ describe('call deadlines derived from the stale window', () => {
     expect(heartbeatDeadlineMs(5_000, t)).toBe(6_500);
     expect(joinDeadlineMs(t)).toBe(1_500);
     expect(joinDeadlineMs(defaults), 'absent: joins get 10 s').toBe(DEFAULT_JOIN_DEADLINE_MS);
+  });
+});
+
+describe('a call cut short by news', () => {
+  it('leaves its deadline to the next call, so a silent link is noticed however often the agent is poked', () => {
+    expect(linkDeadlineAt(1_000, 700, null), 'nothing pending: the call\'s own').toBe(1_700);
+    expect(linkDeadlineAt(1_400, 700, 1_700), 'the pending call\'s, sooner').toBe(1_700);
+    expect(linkDeadlineAt(1_400, 200, 1_700), 'this call\'s own, when sooner').toBe(1_600);
   });
 });
 
@@ -125,5 +140,52 @@ describe('a call to a control plane that stops answering', () => {
     setTimeout(() => stop.abort(), 50);
     const err = await pending.catch((e: unknown) => e);
     expect(err instanceof LlmgwError && err.code === 'LLMGW_CONTROL_UNANSWERED', 'an abort is not a cut link').toBe(false);
+  });
+});
+
+describe('an agent whose control planes stop answering', () => {
+  // Servers that accept and read but never answer: links whose packets are dropped after the handshake.
+  const held: Socket[] = [];
+  const servers: Server[] = [];
+  afterAll(() => {
+    for (const s of held) s.destroy();
+    for (const s of servers) s.close();
+  });
+  /** Connections each silent server has accepted, by its URL. */
+  const accepted = new Map<string, number>();
+  const silentServer = async (): Promise<string> => {
+    let url = '';
+    const server = createServer((socket) => {
+      held.push(socket);
+      accepted.set(url, (accepted.get(url) ?? 0) + 1);
+      socket.resume();
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    return url;
+  };
+
+  it('gives up on each by its deadline and moves to the next, even while news pokes it every 50 ms', async () => {
+    // Regression: each poke cut the held heartbeat short and the next one started a fresh deadline, so an agent whose
+    // engines reported load every second never noticed a dead control plane, and its node went stale.
+    const urls = [await silentServer(), await silentServer()];
+    const stateDir = mkdtempSync(join(tmpdir(), 'llmgw-agent-deadline-'));
+    saveIdentity(stateDir, { node_id: 'n1', credential: 'c', mgmt_token: 'm' });
+    const agent = new Agent(compileAgentOptions({ control: urls, nodeId: 'n1', stateDir, heartbeatInterval: '300ms' }), {
+      probe: async () => ({}) as NodeReport,
+      mgmt: false,
+      logger: pino({ level: 'silent' }),
+    });
+    await agent.start();
+    const news = setInterval(() => agent.poke(), 50);
+    try {
+      // Window 900 ms (three intervals, none announced); deadline 450 ms; so both are given up on within seconds.
+      await expect.poll(() => agent.unanswered, { timeout: 15_000, message: 'calls given up on at their deadline' }).toBeGreaterThanOrEqual(2);
+      expect(accepted.get(urls[1]!), 'it moved to the second control plane').toBeGreaterThanOrEqual(1);
+    } finally {
+      clearInterval(news);
+      await agent.stop();
+    }
   });
 });

@@ -27,7 +27,7 @@ import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { bearerToken, sameSecret } from '../http/index.js';
-import { callControl, controlDispatcher, heartbeatDeadlineMs, joinDeadlineMs, type LinkTiming, pollWaitMs, retryDelayMs } from './control-link.js';
+import { callControl, controlDispatcher, heartbeatDeadlineMs, joinDeadlineMs, linkDeadlineAt, type LinkTiming, pollWaitMs, retryDelayMs } from './control-link.js';
 
 /** The options as an operator writes them (flags). */
 export interface AgentOptions {
@@ -197,6 +197,8 @@ export class Agent {
   private intervalMs: number;
   /** node_stale_after as the control plane announced it, ms; null = not announced. */
   private staleAfterMs: number | null = null;
+  /** When the current control plane must answer by (ms since the epoch), while a heartbeat to it is unanswered; null = none pending. */
+  private answerDueAt: number | null = null;
   private readonly dispatcher: Dispatcher;
   /** True when the dispatcher is this agent's own, to be closed with it (an injected one belongs to the caller). */
   private readonly ownDispatcher: boolean;
@@ -263,6 +265,7 @@ export class Agent {
   }
 
   private failover(): void {
+    this.answerDueAt = null;
     this.controlIndex = (this.controlIndex + 1) % this.config.controlUrls.length;
   }
 
@@ -350,9 +353,11 @@ export class Agent {
       } catch (err) {
         if (this.stopped) return;
         if (this.poked) {
+          // Cut short by news, not by the link: the unanswered call's deadline carries over to the next.
           this.poked = false;
           continue;
         }
+        this.answerDueAt = null;
         failures++;
         if (err instanceof LlmgwError && err.code === 'LLMGW_JOIN_REFUSED' && this.config.joinToken) {
           // The identity is kept until the new one arrives: its credential is the proof that lets this
@@ -394,16 +399,20 @@ export class Agent {
       ...(this.generation !== undefined && !poked ? { known_generation: this.generation, wait_ms: waitMs } : {}),
     };
     this.pollAbort = new AbortController();
+    const now = Date.now();
+    // The answer may be held for wait_ms; past that, silence means the link is cut, and the node must reach another control plane before it goes stale.
+    this.answerDueAt = linkDeadlineAt(now, heartbeatDeadlineMs(body.wait_ms ?? 0, this.timing()), this.answerDueAt);
     const res = await callControl(`${this.controlUrl()}${AGENT_API_PREFIX}/heartbeat`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${this.identity.credential}` },
       body: JSON.stringify(body),
       signal: AbortSignal.any([this.abort.signal, this.pollAbort.signal]),
-      // The answer may be held for waitMs; past that, silence means the link is cut, and the node must reach another control plane before it goes stale.
-      deadlineMs: heartbeatDeadlineMs(body.wait_ms ?? 0, this.timing()),
+      deadlineMs: Math.max(1, this.answerDueAt - now),
       dispatcher: this.dispatcher,
     });
     const text = res.text;
+    // Any answer, even a refusal, shows the link carries packets.
+    this.answerDueAt = null;
     if (res.statusCode === 401) throw new LlmgwError('LLMGW_JOIN_REFUSED', errorText(text));
     if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `heartbeat answered ${res.statusCode}: ${errorText(text)}`);
     const answer = HeartbeatResponseSchema.parse(JSON.parse(text));

@@ -67,6 +67,18 @@ export function heartbeatDeadlineMs(waitMs: number, t: LinkTiming): number {
   return waitMs + answerSlackMs(waitMs, t);
 }
 
+/**
+ * When the control plane must have answered, as a wall-clock ms: the
+ * deadline of the oldest call to it still unanswered (`carriedAt`), or this
+ * call's own (`now + ownMs`), whichever is sooner. A call cut short by news
+ * (a poke) leaves its deadline to the next one: otherwise an agent whose
+ * engines change often would start a fresh deadline every few seconds, and
+ * a silent link would never be noticed. Null `carriedAt` = nothing pending.
+ */
+export function linkDeadlineAt(now: number, ownMs: number, carriedAt: number | null): number {
+  return carriedAt === null ? now + ownMs : Math.min(carriedAt, now + ownMs);
+}
+
 /** The whole time a join may take: the operator's deadline, else 10 s. */
 export function joinDeadlineMs(t: Pick<LinkTiming, 'deadlineMs'>): number {
   return t.deadlineMs ?? DEFAULT_JOIN_DEADLINE_MS;
