@@ -27,7 +27,7 @@ import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { bearerToken, sameSecret } from '../http/index.js';
-import { callControl, controlDispatcher, heartbeatDeadlineMs, joinDeadlineMs, linkDeadlineAt, type LinkTiming, pollWaitMs, retryDelayMs } from './control-link.js';
+import { ControlClient, heartbeatDeadlineMs, joinDeadlineMs, linkDeadlineAt, type LinkTiming, pollWaitMs, retryDelayMs } from './control-link.js';
 
 /** The options as an operator writes them (flags). */
 export interface AgentOptions {
@@ -199,9 +199,7 @@ export class Agent {
   private staleAfterMs: number | null = null;
   /** When the current control plane must answer by (ms since the epoch), while a heartbeat to it is unanswered; null = none pending. */
   private answerDueAt: number | null = null;
-  private readonly dispatcher: Dispatcher;
-  /** True when the dispatcher is this agent's own, to be closed with it (an injected one belongs to the caller). */
-  private readonly ownDispatcher: boolean;
+  private readonly link: ControlClient;
   readonly logger: Logger;
   /** The assignments of the newest answer; the runner converges on them. */
   assignments: ShardAssignment[] = [];
@@ -218,8 +216,7 @@ export class Agent {
   ) {
     this.logger = deps.logger ?? pino({ base: { part: 'agent', node: config.nodeId } });
     this.intervalMs = config.heartbeatIntervalMs;
-    this.ownDispatcher = deps.dispatcher === undefined;
-    this.dispatcher = deps.dispatcher ?? controlDispatcher({ ca: config.ca, connectTimeoutMs: joinDeadlineMs({ deadlineMs: config.controlDeadlineMs }) });
+    this.link = new ControlClient({ ca: config.ca, connectTimeoutMs: joinDeadlineMs({ deadlineMs: config.controlDeadlineMs }), dispatcher: deps.dispatcher });
   }
 
   get nodeId(): string {
@@ -244,8 +241,7 @@ export class Agent {
     await Promise.all((this.deps.companions ?? []).map((c) => c.stop().catch(() => {})));
     await this.loop?.catch(() => {});
     await this.mgmtApp?.close();
-    // Destroyed, not closed: a long-poll cut short leaves a socket a graceful close would wait on.
-    if (this.ownDispatcher) await this.dispatcher.destroy().catch(() => {});
+    await this.link.close();
     this.phase = 'stopped';
   }
 
@@ -299,7 +295,7 @@ export class Agent {
       throw new LlmgwError('LLMGW_JOIN_REFUSED', `node ${this.config.nodeId} has no saved credential and no join token; start the agent with --join-token`);
     }
     const report = await this.report(true);
-    const res = await callControl(`${this.controlUrl()}${AGENT_API_PREFIX}/join`, {
+    const res = await this.link.call(`${this.controlUrl()}${AGENT_API_PREFIX}/join`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
@@ -318,7 +314,6 @@ export class Agent {
       }),
       signal: this.abort.signal,
       deadlineMs: joinDeadlineMs(this.timing()),
-      dispatcher: this.dispatcher,
     });
     const text = res.text;
     if (res.statusCode === 401) {
@@ -402,13 +397,12 @@ export class Agent {
     const now = Date.now();
     // The answer may be held for wait_ms; past that, silence means the link is cut, and the node must reach another control plane before it goes stale.
     this.answerDueAt = linkDeadlineAt(now, heartbeatDeadlineMs(body.wait_ms ?? 0, this.timing()), this.answerDueAt);
-    const res = await callControl(`${this.controlUrl()}${AGENT_API_PREFIX}/heartbeat`, {
+    const res = await this.link.call(`${this.controlUrl()}${AGENT_API_PREFIX}/heartbeat`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${this.identity.credential}` },
       body: JSON.stringify(body),
       signal: AbortSignal.any([this.abort.signal, this.pollAbort.signal]),
       deadlineMs: Math.max(1, this.answerDueAt - now),
-      dispatcher: this.dispatcher,
     });
     const text = res.text;
     // Any answer, even a refusal, shows the link carries packets.

@@ -129,24 +129,37 @@ export interface ControlCall {
 
 /**
  * One call to a control plane that answers, fails, or is given up on at its
- * deadline. Giving up destroys the connection (undici does for a request
- * aborted in flight), so the next call opens a fresh one rather than queue
- * behind a dead socket. A deadline is thrown as LLMGW_CONTROL_UNANSWERED;
- * an abort through `signal` and transport errors are thrown as they are.
+ * deadline. The call settles at the deadline even where undici would not
+ * act on the abort yet: a request whose TCP connect hangs (the SYN dropped)
+ * sees it only when its connect timeout ends the attempt. A deadline is
+ * thrown as LLMGW_CONTROL_UNANSWERED; an abort through `signal` and
+ * transport errors are thrown as they are.
  */
 export async function callControl(url: string, call: ControlCall): Promise<{ statusCode: number; text: string }> {
   const deadline = AbortSignal.timeout(call.deadlineMs);
+  const signal = AbortSignal.any([call.signal, deadline]);
+  let onAbort = (): void => {};
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => {});
   try {
-    const res = await request(url, {
+    const pending = request(url, {
       method: call.method,
       headers: call.headers,
       ...(call.body !== undefined ? { body: call.body } : {}),
-      signal: AbortSignal.any([call.signal, deadline]),
+      signal,
       headersTimeout: call.deadlineMs,
       bodyTimeout: call.deadlineMs,
       ...(call.dispatcher ? { dispatcher: call.dispatcher } : {}),
     });
-    return { statusCode: res.statusCode, text: await res.body.text() };
+    // The request settles later, when undici gets to the abort; nobody waits for it then.
+    pending.catch(() => {});
+    const res = await Promise.race([pending, aborted]);
+    const text = await Promise.race([res.body.text(), aborted]);
+    return { statusCode: res.statusCode, text };
   } catch (err) {
     if (deadline.aborted && !call.signal.aborted) {
       const origin = new URL(url).origin;
@@ -158,5 +171,42 @@ export async function callControl(url: string, call: ControlCall): Promise<{ sta
       );
     }
     throw err;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
+ * The agent's client for its control planes: callControl over a pool of its
+ * own (controlDispatcher), which is thrown away when a call is given up on,
+ * because undici lets the next request to that control plane wait behind a
+ * connect still hanging into the silent link. An injected dispatcher (tests,
+ * benchmarks) belongs to the caller and is kept.
+ */
+export class ControlClient {
+  #dispatcher: Dispatcher;
+  readonly #own: boolean;
+
+  constructor(private readonly options: { ca: Buffer | null; connectTimeoutMs: number; dispatcher?: Dispatcher | undefined }) {
+    this.#own = options.dispatcher === undefined;
+    this.#dispatcher = options.dispatcher ?? controlDispatcher(options);
+  }
+
+  async call(url: string, call: Omit<ControlCall, 'dispatcher'>): Promise<{ statusCode: number; text: string }> {
+    try {
+      return await callControl(url, { ...call, dispatcher: this.#dispatcher });
+    } catch (err) {
+      if (this.#own && err instanceof LlmgwError && err.code === 'LLMGW_CONTROL_UNANSWERED') {
+        const old = this.#dispatcher;
+        this.#dispatcher = controlDispatcher(this.options);
+        void old.destroy().catch(() => {});
+      }
+      throw err;
+    }
+  }
+
+  /** Destroyed, not closed: a long-poll cut short leaves a socket a graceful close would wait on. */
+  async close(): Promise<void> {
+    if (this.#own) await this.#dispatcher.destroy().catch(() => {});
   }
 }
