@@ -195,14 +195,17 @@ export class NetLab {
 
   /**
    * A path to `target` (host:port) that adds `delayMs` each way. With netem,
-   * the delay is put on `from`'s link and the path is the target itself;
+   * the delay is put on both ends of `from`'s link (so it delays everything
+   * `from` exchanges) and the path is the target itself;
    * without it, a relay in the root namespace on the bridge holds each chunk
    * for the delay, and the path is the relay's address. Returns the host:port
    * to use.
    */
   async delayedPath(from: NetHost, target: string, delayMs: number): Promise<string> {
     if (NETNS.netem) {
+      // netem delays what leaves an interface: both ends of the host's link, for both directions.
       run('ip', ['netns', 'exec', from.ns, 'tc', 'qdisc', 'replace', 'dev', 'eth0', 'root', 'netem', 'delay', `${delayMs}ms`]);
+      run('tc', ['qdisc', 'replace', 'dev', from.link, 'root', 'netem', 'delay', `${delayMs}ms`]);
       return target;
     }
     const relay = await TcpRelay.start(this.gateway, target, delayMs);
