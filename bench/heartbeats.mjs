@@ -286,7 +286,7 @@ const realAgents = [];
 const samples = [];
 let sampler = null;
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
-// The real Agents call through undici's global dispatcher; one of our own can be
+// The real Agents call through one dispatcher of ours (given to each); it can be
 // destroyed before the control plane is stopped, so that a socket the Agents
 // left open (an aborted long-poll) does not hold its shutdown up.
 const realAgentDispatcher = new UndiciAgent();
@@ -373,7 +373,7 @@ try {
       heartbeatInterval: `${intervalMs}ms`,
       labels: { pool: 'h100' },
     });
-    realAgents.push(new Agent(config, { probe: async () => report, logger: pino({ level: 'silent' }), mgmt: false }));
+    realAgents.push(new Agent(config, { probe: async () => report, logger: pino({ level: 'silent' }), mgmt: false, dispatcher: realAgentDispatcher }));
   }
   await Promise.all(realAgents.map((a) => a.start()));
   const realBeatsBefore = realAgents.map((a) => a.heartbeats);

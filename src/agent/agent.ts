@@ -8,7 +8,7 @@ import { isWildcardHost } from '../net/index.js';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import { type Dispatcher, request } from 'undici';
+import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import { LlmgwError, ValidationError } from '../errors/index.js';
 import {
@@ -21,12 +21,13 @@ import {
   type ShardAssignment,
   type ShardStatus,
 } from '../protocol/index.js';
-import { certificateProblem, dispatcherForCa, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
+import { certificateProblem, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { bearerToken, sameSecret } from '../http/index.js';
+import { ControlClient, heartbeatDeadlineMs, joinDeadlineMs, linkDeadlineAt, type LinkTiming, pollWaitMs, retryDelayMs } from './control-link.js';
 
 /** The options as an operator writes them (flags). */
 export interface AgentOptions {
@@ -42,6 +43,14 @@ export interface AgentOptions {
   mgmtAddr?: string;
   /** How often to report when the control plane does not say; a duration like "5s". */
   heartbeatInterval?: string;
+  /**
+   * How long past its long-poll wait a control plane may take to answer (and
+   * how long a join may take) before the agent gives up on it and tries the
+   * next; a duration like "2s". Absent: derived from the stale window the
+   * control plane announces, so a cut link is noticed while the node is still
+   * up (joins: 10s).
+   */
+  controlDeadline?: string;
   /** PEM CA file the control plane's certificate must chain to; absent = the system's CAs. */
   ca?: string;
   /** True: allow http:// to a control plane on another machine (the join token then crosses the network in clear). */
@@ -68,6 +77,7 @@ const AgentOptionsSchema = z.strictObject({
   stateDir: z.string().min(1),
   mgmtAddr: z.string().regex(/^[^:]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/, 'want host:port').default('127.0.0.1:0'),
   heartbeatInterval: z.string().default('5s'),
+  controlDeadline: z.string().optional(),
   ca: z.string().min(1).optional(),
   insecureHttp: z.boolean().default(false),
   tlsCert: z.string().min(1).optional(),
@@ -84,6 +94,8 @@ export interface AgentConfig {
   readonly mgmtHost: string;
   readonly mgmtPort: number;
   readonly heartbeatIntervalMs: number;
+  /** The operator's --control-deadline, ms; null = derived from the announced stale window (see control-link.ts). */
+  readonly controlDeadlineMs: number | null;
   /** The CA the control plane is verified with; null = the system's CAs. */
   readonly ca: Buffer | null;
   /** The management API's certificate and key; null = plain HTTP. */
@@ -98,6 +110,9 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
   const o = parsed.data;
   const interval = parseDurationMs(o.heartbeatInterval);
   if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);
+  const deadline = o.controlDeadline === undefined ? null : parseDurationMs(o.controlDeadline);
+  if (typeof deadline === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--control-deadline: ${deadline}`);
+  if (deadline === 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--control-deadline ${o.controlDeadline} would give up on every call at once; give a duration like 2s, or leave it out to derive it from the stale window`);
   const at = o.mgmtAddr.lastIndexOf(':');
   checkControlTransport(o.control, o.ca, o.insecureHttp);
   if (o.engineTls && (!o.tlsCert || !o.tlsKey)) {
@@ -118,6 +133,7 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
     mgmtHost: o.mgmtAddr.slice(0, at).replace(/^\[|\]$/g, ''),
     mgmtPort: Number(o.mgmtAddr.slice(at + 1)),
     heartbeatIntervalMs: interval,
+    controlDeadlineMs: deadline,
   });
 }
 
@@ -156,7 +172,7 @@ export interface AgentDeps {
   mgmt?: boolean;
   /** Adds routes to the management API (weights removal, logs); every route is behind the control plane's token. */
   mgmtRoutes?: (app: FastifyInstance) => void;
-  /** The HTTP client for the control plane; absent = one trusting config.ca, or undici's global one (system CAs) without it. */
+  /** The HTTP client for the control plane; absent = its own (control-link.ts: keep-alive, connect timeout, trusting config.ca or the system's CAs). */
   dispatcher?: Dispatcher;
   /** The host the management address names when the listener binds a wildcard (see src/agent/address); absent = the bind host. */
   advertiseHost?: string;
@@ -179,8 +195,11 @@ export class Agent {
   private mgmtApp: FastifyInstance | null = null;
   private lastReport: { at: number; report: NodeReport } | null = null;
   private intervalMs: number;
-  /** Undefined: undici's global dispatcher, which trusts the system's CAs. */
-  private readonly dispatcher: Dispatcher | undefined;
+  /** node_stale_after as the control plane announced it, ms; null = not announced. */
+  private staleAfterMs: number | null = null;
+  /** When the current control plane must answer by (ms since the epoch), while a heartbeat to it is unanswered; null = none pending. */
+  private answerDueAt: number | null = null;
+  private readonly link: ControlClient;
   readonly logger: Logger;
   /** The assignments of the newest answer; the runner converges on them. */
   assignments: ShardAssignment[] = [];
@@ -188,6 +207,8 @@ export class Agent {
   phase: AgentPhase = 'joining';
   /** Count of heartbeats answered, for tests and the benchmark. */
   heartbeats = 0;
+  /** Count of calls given up on at their deadline (a cut link, a paused control plane), for tests and the benchmark. */
+  unanswered = 0;
 
   constructor(
     readonly config: AgentConfig,
@@ -195,7 +216,7 @@ export class Agent {
   ) {
     this.logger = deps.logger ?? pino({ base: { part: 'agent', node: config.nodeId } });
     this.intervalMs = config.heartbeatIntervalMs;
-    this.dispatcher = deps.dispatcher ?? dispatcherForCa(config.ca) ?? undefined;
+    this.link = new ControlClient({ ca: config.ca, connectTimeoutMs: joinDeadlineMs({ deadlineMs: config.controlDeadlineMs }), dispatcher: deps.dispatcher });
   }
 
   get nodeId(): string {
@@ -220,6 +241,7 @@ export class Agent {
     await Promise.all((this.deps.companions ?? []).map((c) => c.stop().catch(() => {})));
     await this.loop?.catch(() => {});
     await this.mgmtApp?.close();
+    await this.link.close();
     this.phase = 'stopped';
   }
 
@@ -229,11 +251,17 @@ export class Agent {
     this.pollAbort?.abort();
   }
 
+  /** What the call deadlines are derived from, as the control plane last announced it. */
+  private timing(): LinkTiming {
+    return { staleAfterMs: this.staleAfterMs, intervalMs: this.intervalMs, deadlineMs: this.config.controlDeadlineMs };
+  }
+
   private controlUrl(): string {
     return this.config.controlUrls[this.controlIndex % this.config.controlUrls.length]!;
   }
 
   private failover(): void {
+    this.answerDueAt = null;
     this.controlIndex = (this.controlIndex + 1) % this.config.controlUrls.length;
   }
 
@@ -267,7 +295,7 @@ export class Agent {
       throw new LlmgwError('LLMGW_JOIN_REFUSED', `node ${this.config.nodeId} has no saved credential and no join token; start the agent with --join-token`);
     }
     const report = await this.report(true);
-    const res = await request(`${this.controlUrl()}${AGENT_API_PREFIX}/join`, {
+    const res = await this.link.call(`${this.controlUrl()}${AGENT_API_PREFIX}/join`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
@@ -285,11 +313,9 @@ export class Agent {
         ...(this.identity ? { credential: this.identity.credential } : {}),
       }),
       signal: this.abort.signal,
-      headersTimeout: 10_000,
-      bodyTimeout: 10_000,
-      ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
+      deadlineMs: joinDeadlineMs(this.timing()),
     });
-    const text = await res.body.text();
+    const text = res.text;
     if (res.statusCode === 401) {
       throw new LlmgwError('LLMGW_JOIN_REFUSED', `the control plane at ${this.controlUrl()} refused the join: ${errorText(text)}`);
     }
@@ -298,6 +324,7 @@ export class Agent {
     const answer = JoinResponseSchema.parse(JSON.parse(text));
     this.identity = { node_id: answer.node_id, credential: answer.credential, mgmt_token: answer.mgmt_token, control: this.controlUrl() };
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
+    if (answer.node_stale_after_ms) this.staleAfterMs = answer.node_stale_after_ms;
     saveIdentity(this.config.stateDir, this.identity);
     this.generation = undefined;
     this.logger.info({ control: this.controlUrl() }, 'joined');
@@ -316,14 +343,16 @@ export class Agent {
     let failures = 0;
     while (!this.stopped) {
       try {
-        await this.heartbeatOnce(this.intervalMs);
+        await this.heartbeatOnce(pollWaitMs(this.timing()));
         failures = 0;
       } catch (err) {
         if (this.stopped) return;
         if (this.poked) {
+          // Cut short by news, not by the link: the unanswered call's deadline carries over to the next.
           this.poked = false;
           continue;
         }
+        this.answerDueAt = null;
         failures++;
         if (err instanceof LlmgwError && err.code === 'LLMGW_JOIN_REFUSED' && this.config.joinToken) {
           // The identity is kept until the new one arrives: its credential is the proof that lets this
@@ -337,9 +366,15 @@ export class Agent {
           }
           continue;
         }
-        this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, failures }, 'heartbeat failed');
+        const unanswered = err instanceof LlmgwError && err.code === 'LLMGW_CONTROL_UNANSWERED';
+        if (unanswered) this.unanswered++;
+        const from = this.controlUrl();
         if (this.config.controlUrls.length > 1) this.failover();
-        await sleep(Math.min(250 * 2 ** Math.min(failures, 6), this.intervalMs), this.abort.signal);
+        this.logger.warn(
+          { control: from, next: this.controlUrl(), err: (err as Error).message, failures, ...(unanswered ? { code: 'LLMGW_CONTROL_UNANSWERED' } : {}) },
+          unanswered ? 'control plane did not answer in time; trying the next' : 'heartbeat failed',
+        );
+        await sleep(retryDelayMs(failures, this.config.controlUrls.length, this.intervalMs), this.abort.signal);
       }
     }
   }
@@ -359,21 +394,25 @@ export class Agent {
       ...(this.generation !== undefined && !poked ? { known_generation: this.generation, wait_ms: waitMs } : {}),
     };
     this.pollAbort = new AbortController();
-    const res = await request(`${this.controlUrl()}${AGENT_API_PREFIX}/heartbeat`, {
+    const now = Date.now();
+    // The answer may be held for wait_ms; past that, silence means the link is cut, and the node must reach another control plane before it goes stale.
+    this.answerDueAt = linkDeadlineAt(now, heartbeatDeadlineMs(body.wait_ms ?? 0, this.timing()), this.answerDueAt);
+    const res = await this.link.call(`${this.controlUrl()}${AGENT_API_PREFIX}/heartbeat`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${this.identity.credential}` },
       body: JSON.stringify(body),
       signal: AbortSignal.any([this.abort.signal, this.pollAbort.signal]),
-      headersTimeout: waitMs + 10_000,
-      bodyTimeout: 10_000,
-      ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
+      deadlineMs: Math.max(1, this.answerDueAt - now),
     });
-    const text = await res.body.text();
+    const text = res.text;
+    // Any answer, even a refusal, shows the link carries packets.
+    this.answerDueAt = null;
     if (res.statusCode === 401) throw new LlmgwError('LLMGW_JOIN_REFUSED', errorText(text));
     if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `heartbeat answered ${res.statusCode}: ${errorText(text)}`);
     const answer = HeartbeatResponseSchema.parse(JSON.parse(text));
     this.heartbeats++;
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
+    if (answer.node_stale_after_ms) this.staleAfterMs = answer.node_stale_after_ms;
     this.generation = answer.generation;
     if (answer.mgmt_token !== undefined && answer.mgmt_token !== this.identity.mgmt_token) {
       // The control plane issued a new management token (its join token was rotated, or the node's

@@ -31,6 +31,8 @@ export interface AgentFlags {
   simulate?: string;
   fabric: string[];
   heartbeatInterval?: string;
+  /** A duration; absent: derived from the stale window the control plane announces. */
+  controlDeadline?: string;
   logLevel: string;
   engineHost: string;
   portRange: string;
@@ -89,6 +91,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     stateDir,
     ...(flags.mgmtAddr ? { mgmtAddr: flags.mgmtAddr } : {}),
     ...(flags.heartbeatInterval ? { heartbeatInterval: flags.heartbeatInterval } : {}),
+    ...(flags.controlDeadline ? { controlDeadline: flags.controlDeadline } : {}),
     ...(flags.ca ?? process.env.LLMGW_CA ? { ca: flags.ca ?? process.env.LLMGW_CA } : {}),
     insecureHttp: flags.insecureHttp === true,
     ...(flags.tlsCert ? { tlsCert: flags.tlsCert } : {}),

@@ -47,6 +47,7 @@ program
   .option('--simulate <spec>', 'declare the hardware instead of probing it, e.g. gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local')
   .option('--fabric <name=address>', 'a fabric this node is on (repeatable), e.g. ib0=10.1.0.5', collect, [])
   .option('--heartbeat-interval <duration>', 'how often to report when the control plane does not say', '5s')
+  .option('--control-deadline <duration>', 'how long past its long-poll wait a control plane may take to answer before the agent tries the next --control URL (default: from the stale window the control plane announces; joins 10s)')
   .option('--log-level <level>', 'pino level', 'info')
   .option('--engine-host <address>', 'address engines bind (0.0.0.0 or a fabric address for a fleet)', '127.0.0.1')
   .option('--advertise-host <address>', 'the address the control plane reaches engines and the management API at (default: --engine-host; for 0.0.0.0, this machine\'s address on the route to the control plane)')

@@ -262,6 +262,7 @@ export class ControlPlane {
       joinToken: config.joinToken,
       // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
       heartbeatIntervalMs: deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3))),
+      staleAfterMs: config.nodeStaleAfterMs,
       onMgmtAddrChecked: (nodeId, refusal) => {
         if (refusal === null) mgmtRefusals.delete(nodeId);
         else mgmtRefusals.set(nodeId, refusal);

@@ -40,6 +40,8 @@ export const JoinResponseSchema = z.object({
   /** The token the control plane presents when it calls the agent's management API. */
   mgmt_token: z.string(),
   heartbeat_interval_ms: z.number().int().positive().optional(),
+  /** The control plane's node_stale_after, ms: agents end every call well inside it. Absent = not announced (an older control plane). */
+  node_stale_after_ms: z.number().int().positive().optional(),
 });
 export type JoinResponse = z.infer<typeof JoinResponseSchema>;
 
@@ -123,5 +125,7 @@ export const HeartbeatResponseSchema = z.object({
    * = unchanged (an older control plane).
    */
   mgmt_token: z.string().optional(),
+  /** As in the join answer: node_stale_after, ms; absent = not announced. */
+  node_stale_after_ms: z.number().int().positive().optional(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponseSchema>;

@@ -23,8 +23,19 @@ export interface RunningProcess {
 
 const running = new Set<ChildProcess>();
 
-export function startLlmgw(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): RunningProcess {
-  const child = spawn(process.execPath, [LLMGW_BIN, ...args], {
+export interface StartOptions {
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /**
+   * A command the process is started under, such as `ip netns exec NS` (test/support/netns.ts):
+   * it must exec llmgw in its place, so that the pid is llmgw's and stop() signals llmgw. Absent = none.
+   */
+  prefix?: readonly string[];
+}
+
+export function startLlmgw(args: string[], options: StartOptions = {}): RunningProcess {
+  const [command, ...before] = [...(options.prefix ?? []), process.execPath];
+  const child = spawn(command!, [...before, LLMGW_BIN, ...args], {
     cwd: options.cwd,
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -125,7 +136,7 @@ export interface ControlUrls {
 }
 
 /** Starts `llmgw control` on free ports and waits until it listens. */
-export async function startControl(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<RunningProcess & { urls: ControlUrls }> {
+export async function startControl(args: string[], options: StartOptions = {}): Promise<RunningProcess & { urls: ControlUrls }> {
   const proc = startLlmgw(
     ['control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', ...args],
     options,

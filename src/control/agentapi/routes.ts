@@ -17,6 +17,8 @@ export interface AgentApiOptions {
   /** Null: joining is closed (no join token configured). */
   joinToken: string | null;
   heartbeatIntervalMs: number;
+  /** node_stale_after, ms, announced to agents so their call deadlines end inside it; absent = not announced. */
+  staleAfterMs?: number;
   /** Called after each heartbeat with the node's reported shard states (the reconciler's input). */
   onShardReport?: (node: Node, shards: ShardStatus[]) => void;
   /**
@@ -40,6 +42,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
   const declaredAtJoin = new Map<string, Omit<NodeAddressing, 'sourceAddr'>>();
   // Endpoint refusals already logged, by node and shard: the reason last logged (logged again only when it changes).
   const loggedRefusals = new Map<string, string>();
+  const staleAfter = options.staleAfterMs !== undefined ? { node_stale_after_ms: options.staleAfterMs } : {};
 
   app.post(`${AGENT_API_PREFIX}/join`, async (request, reply) => {
     const parsed = JoinRequestSchema.safeParse(request.body);
@@ -87,7 +90,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     }
     options.onMgmtAddrChecked?.(body.node_id, addressing.refusal);
     request.log.info({ node: body.node_id, agent_version: body.agent_version, node_token: nodeToken }, 'node joined');
-    const answer: JoinResponse = { node_id: body.node_id, credential, mgmt_token: mgmtToken, heartbeat_interval_ms: options.heartbeatIntervalMs };
+    const answer: JoinResponse = { node_id: body.node_id, credential, mgmt_token: mgmtToken, heartbeat_interval_ms: options.heartbeatIntervalMs, ...staleAfter };
     return reply.send(answer);
   });
 
@@ -123,7 +126,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
       }
     }
     const { generation, shards } = options.assignments.get(node.id);
-    const answer: HeartbeatResponse = { node_id: node.id, generation, shards, heartbeat_interval_ms: options.heartbeatIntervalMs, mgmt_token: mgmtToken };
+    const answer: HeartbeatResponse = { node_id: node.id, generation, shards, heartbeat_interval_ms: options.heartbeatIntervalMs, mgmt_token: mgmtToken, ...staleAfter };
     return answer;
   });
 
