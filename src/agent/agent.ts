@@ -27,6 +27,8 @@ import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { bearerToken, sameSecret } from '../http/index.js';
+import { backoffDelayMs, firstJoinDelayMs, startIndex } from './backoff.js';
+import { ReportPolicy } from './report-policy.js';
 
 /** The options as an operator writes them (flags). */
 export interface AgentOptions {
@@ -162,6 +164,10 @@ export interface AgentDeps {
   advertiseHost?: string;
   /** Parts that run alongside the heartbeat (the load scraper): started once the node has joined, stopped with the agent. Absent = none. */
   companions?: readonly { start(): void; stop(): Promise<void> }[];
+  /** A fresh agent waits a random part of this before its first join, so a fleet started at once does not stampede; absent or 0 = joins at once. */
+  firstJoinSpreadMs?: number;
+  /** Draws in [0, 1) for jitter; absent = Math.random. */
+  random?: () => number;
 }
 
 export type AgentPhase = 'joining' | 'running' | 'stopped';
@@ -179,6 +185,9 @@ export class Agent {
   private mgmtApp: FastifyInstance | null = null;
   private lastReport: { at: number; report: NodeReport } | null = null;
   private intervalMs: number;
+  /** Whether a heartbeat carries the full report or only its hash. */
+  private readonly reports = new ReportPolicy();
+  private readonly random: () => number;
   /** Undefined: undici's global dispatcher, which trusts the system's CAs. */
   private readonly dispatcher: Dispatcher | undefined;
   readonly logger: Logger;
@@ -195,6 +204,9 @@ export class Agent {
   ) {
     this.logger = deps.logger ?? pino({ base: { part: 'agent', node: config.nodeId } });
     this.intervalMs = config.heartbeatIntervalMs;
+    this.random = deps.random ?? Math.random;
+    // Many nodes given the same URLs spread over them instead of all starting at the first.
+    this.controlIndex = startIndex(config.nodeId, config.controlUrls.length);
     this.dispatcher = deps.dispatcher ?? dispatcherForCa(config.ca) ?? undefined;
   }
 
@@ -207,7 +219,10 @@ export class Agent {
     if (this.deps.mgmt !== false) await this.startMgmt();
     const saved = loadIdentity(this.config.stateDir);
     if (saved && saved.node_id === this.config.nodeId) this.identity = saved;
-    if (!this.identity) await this.joinWithRetry();
+    if (!this.identity) {
+      await sleep(firstJoinDelayMs(this.deps.firstJoinSpreadMs ?? 0, this.random()), this.abort.signal);
+      await this.joinWithRetry();
+    }
     this.phase = 'running';
     this.loop = this.heartbeatLoop();
     for (const c of this.deps.companions ?? []) c.start();
@@ -238,7 +253,7 @@ export class Agent {
   }
 
   private async joinWithRetry(): Promise<void> {
-    let delayMs = 250;
+    let attempt = 0;
     for (;;) {
       try {
         await this.join();
@@ -256,8 +271,8 @@ export class Agent {
           this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, ...(hint ? { hint } : {}) }, 'cannot join yet; retrying');
         }
         this.failover();
-        await sleep(delayMs, this.abort.signal);
-        delayMs = Math.min(delayMs * 2, this.intervalMs);
+        // Jittered: after a control-plane restart the whole fleet joins again, and must not do it in step.
+        await sleep(backoffDelayMs(++attempt, { baseMs: 250, capMs: this.intervalMs }, this.random()), this.abort.signal);
       }
     }
   }
@@ -300,6 +315,7 @@ export class Agent {
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
     saveIdentity(this.config.stateDir, this.identity);
     this.generation = undefined;
+    this.reports.reset();
     this.logger.info({ control: this.controlUrl() }, 'joined');
   }
 
@@ -339,7 +355,7 @@ export class Agent {
         }
         this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, failures }, 'heartbeat failed');
         if (this.config.controlUrls.length > 1) this.failover();
-        await sleep(Math.min(250 * 2 ** Math.min(failures, 6), this.intervalMs), this.abort.signal);
+        await sleep(backoffDelayMs(failures, { baseMs: 500, capMs: this.intervalMs }, this.random()), this.abort.signal);
       }
     }
   }
@@ -349,11 +365,13 @@ export class Agent {
     if (!this.identity) throw new LlmgwError('LLMGW_JOIN_REFUSED', 'not joined');
     const poked = this.poked;
     this.poked = false;
+    // The full report only when the control plane does not hold this one already.
+    const reportFields = this.reports.fields(await this.report(), Date.now());
     const body: HeartbeatRequest = {
       node_id: this.config.nodeId,
       agent_version: LLMGW_VERSION,
       protocol_version: PROTOCOL_VERSION,
-      report: await this.report(),
+      ...reportFields,
       shards: this.deps.runner?.status() ?? [],
       // A poked heartbeat carries news: answer at once rather than hold it.
       ...(this.generation !== undefined && !poked ? { known_generation: this.generation, wait_ms: waitMs } : {}),
@@ -375,6 +393,7 @@ export class Agent {
     this.heartbeats++;
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
     this.generation = answer.generation;
+    this.reports.answered(reportFields, answer, Date.now());
     if (answer.mgmt_token !== undefined && answer.mgmt_token !== this.identity.mgmt_token) {
       // The control plane issued a new management token (its join token was rotated, or the node's
       // record came from a store that held only a hash): the old one no longer opens anything.

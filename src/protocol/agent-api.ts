@@ -137,5 +137,12 @@ export const HeartbeatResponseSchema = z.object({
    * then given at once, not held. Absent = the report held is current.
    */
   send_report: z.boolean().optional(),
+  /**
+   * The hash of the node's report this control plane holds. An agent sends
+   * a keep-alive (its hash, no report) only while its report hashes to this;
+   * otherwise its full report. Absent = none held, or an older control
+   * plane that does not take keep-alives: the agent sends its full report.
+   */
+  report_hash: z.string().optional(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponseSchema>;

@@ -127,6 +127,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
       }
     }
     const { generation, shards } = options.assignments.get(node.id);
+    const reportHash = options.inventory.reportHashOf(node.id);
     const answer: HeartbeatResponse = {
       node_id: node.id,
       generation,
@@ -134,6 +135,7 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
       heartbeat_interval_ms: options.heartbeatIntervalMs,
       mgmt_token: mgmtToken,
       ...(sendReport ? { send_report: true } : {}),
+      ...(reportHash !== null ? { report_hash: reportHash } : {}),
     };
     return answer;
   });

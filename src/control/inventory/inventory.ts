@@ -322,6 +322,11 @@ export class Inventory {
     this.queuedAt.delete(id);
   }
 
+  /** The agent's hash of the report held for this node; null = none held (the agent's next heartbeat sends its report). */
+  reportHashOf(id: string): string | null {
+    return this.reportHashes.get(id) ?? null;
+  }
+
   /** The node a credential belongs to, checked in constant time; null when it matches none. */
   authenticate(nodeId: string, credential: string): Node | null {
     const node = this.nodes.get(nodeId);
