@@ -28,6 +28,8 @@ import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { bearerToken, sameSecret } from '../http/index.js';
 import { ControlClient, heartbeatDeadlineMs, joinDeadlineMs, linkDeadlineAt, type LinkTiming, pollWaitMs, retryDelayMs } from './control-link.js';
+import { backoffDelayMs, firstJoinDelayMs, startIndex } from './backoff.js';
+import { ReportPolicy } from './report-policy.js';
 
 /** The options as an operator writes them (flags). */
 export interface AgentOptions {
@@ -178,6 +180,10 @@ export interface AgentDeps {
   advertiseHost?: string;
   /** Parts that run alongside the heartbeat (the load scraper): started once the node has joined, stopped with the agent. Absent = none. */
   companions?: readonly { start(): void; stop(): Promise<void> }[];
+  /** A fresh agent waits a random part of this before its first join, so a fleet started at once does not stampede; absent or 0 = joins at once. */
+  firstJoinSpreadMs?: number;
+  /** Draws in [0, 1) for jitter; absent = Math.random. */
+  random?: () => number;
 }
 
 export type AgentPhase = 'joining' | 'running' | 'stopped';
@@ -200,6 +206,9 @@ export class Agent {
   /** When the current control plane must answer by (ms since the epoch), while a heartbeat to it is unanswered; null = none pending. */
   private answerDueAt: number | null = null;
   private readonly link: ControlClient;
+  /** Whether a heartbeat carries the full report or only its hash. */
+  private readonly reports = new ReportPolicy();
+  private readonly random: () => number;
   readonly logger: Logger;
   /** The assignments of the newest answer; the runner converges on them. */
   assignments: ShardAssignment[] = [];
@@ -217,6 +226,9 @@ export class Agent {
     this.logger = deps.logger ?? pino({ base: { part: 'agent', node: config.nodeId } });
     this.intervalMs = config.heartbeatIntervalMs;
     this.link = new ControlClient({ ca: config.ca, connectTimeoutMs: joinDeadlineMs({ deadlineMs: config.controlDeadlineMs }), dispatcher: deps.dispatcher });
+    this.random = deps.random ?? Math.random;
+    // Many nodes given the same URLs spread over them instead of all starting at the first.
+    this.controlIndex = startIndex(config.nodeId, config.controlUrls.length);
   }
 
   get nodeId(): string {
@@ -228,7 +240,10 @@ export class Agent {
     if (this.deps.mgmt !== false) await this.startMgmt();
     const saved = loadIdentity(this.config.stateDir);
     if (saved && saved.node_id === this.config.nodeId) this.identity = saved;
-    if (!this.identity) await this.joinWithRetry();
+    if (!this.identity) {
+      await sleep(firstJoinDelayMs(this.deps.firstJoinSpreadMs ?? 0, this.random()), this.abort.signal);
+      await this.joinWithRetry();
+    }
     this.phase = 'running';
     this.loop = this.heartbeatLoop();
     for (const c of this.deps.companions ?? []) c.start();
@@ -266,7 +281,7 @@ export class Agent {
   }
 
   private async joinWithRetry(): Promise<void> {
-    let delayMs = 250;
+    let attempt = 0;
     for (;;) {
       try {
         await this.join();
@@ -284,8 +299,8 @@ export class Agent {
           this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, ...(hint ? { hint } : {}) }, 'cannot join yet; retrying');
         }
         this.failover();
-        await sleep(delayMs, this.abort.signal);
-        delayMs = Math.min(delayMs * 2, this.intervalMs);
+        // Jittered: after a control-plane restart the whole fleet joins again, and must not do it in step.
+        await sleep(backoffDelayMs(++attempt, { baseMs: 250, capMs: this.intervalMs }, this.random()), this.abort.signal);
       }
     }
   }
@@ -327,6 +342,7 @@ export class Agent {
     if (answer.node_stale_after_ms) this.staleAfterMs = answer.node_stale_after_ms;
     saveIdentity(this.config.stateDir, this.identity);
     this.generation = undefined;
+    this.reports.reset();
     this.logger.info({ control: this.controlUrl() }, 'joined');
   }
 
@@ -374,7 +390,7 @@ export class Agent {
           { control: from, next: this.controlUrl(), err: (err as Error).message, failures, ...(unanswered ? { code: 'LLMGW_CONTROL_UNANSWERED' } : {}) },
           unanswered ? 'control plane did not answer in time; trying the next' : 'heartbeat failed',
         );
-        await sleep(retryDelayMs(failures, this.config.controlUrls.length, this.intervalMs), this.abort.signal);
+        await sleep(retryDelayMs(failures, this.config.controlUrls.length, this.intervalMs, this.random()), this.abort.signal);
       }
     }
   }
@@ -384,11 +400,13 @@ export class Agent {
     if (!this.identity) throw new LlmgwError('LLMGW_JOIN_REFUSED', 'not joined');
     const poked = this.poked;
     this.poked = false;
+    // The full report only when the control plane does not hold this one already.
+    const reportFields = this.reports.fields(await this.report(), Date.now());
     const body: HeartbeatRequest = {
       node_id: this.config.nodeId,
       agent_version: LLMGW_VERSION,
       protocol_version: PROTOCOL_VERSION,
-      report: await this.report(),
+      ...reportFields,
       shards: this.deps.runner?.status() ?? [],
       // A poked heartbeat carries news: answer at once rather than hold it.
       ...(this.generation !== undefined && !poked ? { known_generation: this.generation, wait_ms: waitMs } : {}),
@@ -414,6 +432,7 @@ export class Agent {
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
     if (answer.node_stale_after_ms) this.staleAfterMs = answer.node_stale_after_ms;
     this.generation = answer.generation;
+    this.reports.answered(reportFields, answer, Date.now());
     if (answer.mgmt_token !== undefined && answer.mgmt_token !== this.identity.mgmt_token) {
       // The control plane issued a new management token (its join token was rotated, or the node's
       // record came from a store that held only a hash): the old one no longer opens anything.

@@ -11,6 +11,7 @@
 // the control plane announced, so they are unit-tested without a network.
 import { Agent, type Dispatcher, request } from 'undici';
 import { LlmgwError } from '../errors/index.js';
+import { backoffDelayMs } from './backoff.js';
 
 /** How long a join may take, and a connect, when the operator gives no --control-deadline: joins are not racing a stale window. */
 export const DEFAULT_JOIN_DEADLINE_MS = 10_000;
@@ -87,13 +88,15 @@ export function joinDeadlineMs(t: Pick<LinkTiming, 'deadlineMs'>): number {
 /**
  * The pause before the next heartbeat after `failures` in a row, over
  * `controls` control planes: none while there is one not yet tried in this
- * run of failures (moving on is the point of having several), then doubling
- * from 250 ms, never longer than an interval so a healed link is found soon.
+ * run of failures (moving on is the point of having several), then a
+ * jittered back-off (`random` in [0, 1)) doubling from 250 ms, never longer
+ * than an interval so a healed link is found soon. The jitter keeps a fleet
+ * that lost its control plane together from retrying in step.
  */
-export function retryDelayMs(failures: number, controls: number, intervalMs: number): number {
+export function retryDelayMs(failures: number, controls: number, intervalMs: number, random: number): number {
   const beyond = failures - Math.max(1, controls);
   if (beyond < 0) return 0;
-  return Math.min(250 * 2 ** Math.min(beyond, 6), intervalMs);
+  return backoffDelayMs(beyond + 1, { baseMs: 250, capMs: intervalMs }, random);
 }
 
 /**

@@ -15,7 +15,7 @@ import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
 import { checkHost, createJsonApp, hostAllowlist } from '../http/index.js';
-import { Inventory, localDisk, registerNodeMetrics } from './inventory/index.js';
+import { Inventory, localDisk, registerHeartbeatMetrics, registerNodeMetrics } from './inventory/index.js';
 import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
@@ -94,6 +94,8 @@ export class ControlPlane {
     const events = new Events({ store, now, logger: childLogger(logger, 'events') });
     // Every part's metrics, served on the admin listener at /metrics.
     const registry = new Registry();
+    // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
+    const heartbeatIntervalMs = deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3)));
     try {
       catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false, allowUnsafeProfileEnv: config.allowUnsafeProfileEnv });
       inventory = await Inventory.create({
@@ -103,6 +105,7 @@ export class ControlPlane {
         lostAfterMs: config.nodeLostAfterMs,
         joinToken: config.joinToken,
         joinApproval: config.joinApproval,
+        lastSeenWriteMs: lastSeenWriteMs(config, heartbeatIntervalMs, cluster !== null),
       });
       // Before any listener: it publishes the stored replicas' shards, so an agent's first heartbeat is told to keep them.
       reconciler = await Reconciler.create({
@@ -124,6 +127,7 @@ export class ControlPlane {
       throw err;
     }
     registerNodeMetrics(registry, inventory);
+    registerHeartbeatMetrics(registry, inventory);
     // A join, a report that changes capacity or an admin state change: worth a pass now rather than at the tick.
     inventory.onChange(() => reconciler.notify());
     inventory.onChange((nodeId, why) => {
@@ -260,8 +264,7 @@ export class ControlPlane {
       inventory,
       assignments,
       joinToken: config.joinToken,
-      // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
-      heartbeatIntervalMs: deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3))),
+      heartbeatIntervalMs,
       staleAfterMs: config.nodeStaleAfterMs,
       onMgmtAddrChecked: (nodeId, refusal) => {
         if (refusal === null) mgmtRefusals.delete(nodeId);
@@ -389,4 +392,18 @@ export function neverFits(model: Model, inventory: Inventory): string | null {
   if (result.ok) return null;
   if (nodes.length === 0) return 'no node has joined yet';
   return explain(model.name, result.rejections, { nodeCount: result.nodeCount, profiles, notes: result.notes }).text;
+}
+
+/**
+ * The least time between two store writes of one node's last_seen. Alone, an
+ * instance reads last_seen back only after a restart, when every node is
+ * given the whole lost window anyway, so the stale window is plenty. With
+ * several instances the leader judges liveness on the stored last_seen,
+ * which then lags the newest heartbeat by up to this, one more interval
+ * (the heartbeat after the skipped ones), a flush and a refresh (a second
+ * each) and some clock skew: all of it must stay inside the stale window.
+ */
+function lastSeenWriteMs(config: ControlConfig, heartbeatIntervalMs: number, cluster: boolean): number {
+  if (!cluster) return config.nodeStaleAfterMs;
+  return Math.max(0, config.nodeStaleAfterMs - heartbeatIntervalMs - 3000);
 }

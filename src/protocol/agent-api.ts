@@ -75,6 +75,13 @@ export const HeartbeatRequestSchema = z.object({
   protocol_version: z.number().int().optional(),
   /** Validated by the receiver against NodeReportSchema on its own, so that a bad report keeps the previous one instead of failing the heartbeat. */
   report: z.unknown().optional(),
+  /**
+   * The hash of the agent's report (src/protocol/report-hash), sent on every
+   * heartbeat. With a report: the report's hash. Without one: a keep-alive,
+   * saying the report the control plane holds under this hash still stands.
+   * Absent = an older agent, which sends its full report every time.
+   */
+  report_hash: z.string().max(128).optional(),
   shards: z.array(ShardStatusSchema).optional(),
   /** The assignment generation the agent last saw; the answer waits while it is still current. Absent = answer at once. */
   known_generation: z.number().int().optional(),
@@ -127,5 +134,19 @@ export const HeartbeatResponseSchema = z.object({
   mgmt_token: z.string().optional(),
   /** As in the join answer: node_stale_after, ms; absent = not announced. */
   node_stale_after_ms: z.number().int().positive().optional(),
+  /**
+   * True: the control plane holds no report under the hash this heartbeat
+   * named (it restarted, the node moved to it from another instance, or the
+   * report changed), so the agent sends its full report now. The answer is
+   * then given at once, not held. Absent = the report held is current.
+   */
+  send_report: z.boolean().optional(),
+  /**
+   * The hash of the node's report this control plane holds. An agent sends
+   * a keep-alive (its hash, no report) only while its report hashes to this;
+   * otherwise its full report. Absent = none held, or an older control
+   * plane that does not take keep-alives: the agent sends its full report.
+   */
+  report_hash: z.string().optional(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponseSchema>;

@@ -27,4 +27,5 @@ export {
   type ShardAssignment,
   type ShardStatus,
 } from './agent-api.js';
+export { canonicalJson, reportHash } from './report-hash.js';
 export { unsafeProfileEnvNames, unsafeProfileEnvProblem } from './profile-env.js';

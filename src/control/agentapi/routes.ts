@@ -106,14 +106,18 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
         `this control plane has not been able to save heartbeats to the store for ${Math.round(unsavedMs / 1000)} s, so the leader would not see this node; heartbeat to another control plane`,
       );
     }
-    const { reportProblem, mgmtToken } = options.inventory.heartbeat(node, {
+    const { reportProblem, mgmtToken, sendReport } = options.inventory.heartbeat(node, {
       ...(body.report !== undefined ? { report: body.report } : {}),
+      ...(body.report_hash !== undefined ? { reportHash: body.report_hash } : {}),
       agentVersion: body.agent_version ?? null,
       protocolVersion: body.protocol_version ?? null,
     });
     if (reportProblem) request.log.info({ node: node.id }, reportProblem);
-    if (body.shards) options.onShardReport?.(node, checkedShards(request, node.id, body.report, body.shards, declaredAtJoin, loggedRefusals));
-    if (body.known_generation !== undefined && body.wait_ms) {
+    // A keep-alive carries no report: the endpoints are held to the one held here, which the hash says still stands.
+    const report = body.report ?? node.report;
+    if (body.shards) options.onShardReport?.(node, checkedShards(request, node.id, report, body.shards, declaredAtJoin, loggedRefusals));
+    // Asked for its report, the agent is answered at once so that it sends it now rather than after a held poll.
+    if (body.known_generation !== undefined && body.wait_ms && !sendReport) {
       // The response's close, not the request's: in Node the request emits
       // 'close' as soon as its body has been read, which would end every wait at once.
       const abort = new AbortController();
@@ -126,7 +130,17 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
       }
     }
     const { generation, shards } = options.assignments.get(node.id);
-    const answer: HeartbeatResponse = { node_id: node.id, generation, shards, heartbeat_interval_ms: options.heartbeatIntervalMs, mgmt_token: mgmtToken, ...staleAfter };
+    const reportHash = options.inventory.reportHashOf(node.id);
+    const answer: HeartbeatResponse = {
+      node_id: node.id,
+      generation,
+      shards,
+      heartbeat_interval_ms: options.heartbeatIntervalMs,
+      mgmt_token: mgmtToken,
+      ...staleAfter,
+      ...(sendReport ? { send_report: true } : {}),
+      ...(reportHash !== null ? { report_hash: reportHash } : {}),
+    };
     return answer;
   });
 

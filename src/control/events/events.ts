@@ -98,12 +98,16 @@ export const DEFAULT_EVENTS_KEPT = 10_000;
 export const MAX_EVENT_LIST = 1000;
 /** Prune after this many appends, not after each: one DELETE per hundred events is plenty to stay bounded. */
 const PRUNE_EVERY = 100;
+/** An event with the time it was recorded, as it waits to be written. */
+type NewEventAt = NewEvent & { atMs: number };
 
 export class Events implements EventSink {
   private queue: Promise<void> = Promise.resolve();
   private readonly memory: FleetEvent[] = [];
   private nextMemoryId = 1;
   private appended = 0;
+  /** Recorded and not yet handed to the store, oldest first; written together by the next queued write. */
+  private unwritten: NewEventAt[] = [];
   private readonly keep: number;
 
   constructor(private readonly options: EventsOptions) {
@@ -119,12 +123,25 @@ export class Events implements EventSink {
       if (this.memory.length > this.keep) this.memory.splice(0, this.memory.length - this.keep);
       return;
     }
+    // Events recorded while a write is under way go together in the next one: a join storm of
+    // 10,000 nodes is 10,000 events, and one commit (an fsync on SQLite) each held the loop up.
+    this.unwritten.push({ atMs, ...event });
+    if (this.unwritten.length > 1) return;
     this.queue = this.queue
       .then(async () => {
-        await store.events.append({ atMs, ...event });
-        if (++this.appended % PRUNE_EVERY === 0) await store.events.prune(this.keep);
+        const batch = this.unwritten;
+        this.unwritten = [];
+        try {
+          await store.events.appendMany(batch);
+        } catch (err) {
+          this.options.logger.error({ err, events: batch.length, event: batch[0]?.kind }, 'events could not be written to the store; they are in this log only');
+          return;
+        }
+        const before = this.appended;
+        this.appended += batch.length;
+        if (Math.floor(this.appended / PRUNE_EVERY) > Math.floor(before / PRUNE_EVERY)) await store.events.prune(this.keep);
       })
-      .catch((err: unknown) => this.options.logger.error({ err, event: event.kind }, 'an event could not be written to the store; it is in this log only'));
+      .catch((err: unknown) => this.options.logger.error({ err }, 'old events could not be pruned from the store'));
   }
 
   /** Newest first. What the admin API's GET /api/v1/events serves, and what the dashboard calls in process. */

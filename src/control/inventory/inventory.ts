@@ -50,6 +50,14 @@ export interface InventoryOptions {
   lostAfterMs: number;
   /** How often buffered heartbeats are written to the store; 0 = on every heartbeat. */
   flushIntervalMs?: number;
+  /**
+   * The least time between two writes of one node's last_seen, ms: between
+   * them the newest heartbeat is kept in memory only. A changed report is
+   * written at the next flush regardless. 0 or absent = every heartbeat is
+   * written. With several control planes it must leave the leader's view of
+   * last_seen inside the stale window (see control-plane.ts).
+   */
+  lastSeenWriteMs?: number;
   /** The fleet's shared join token: the key management tokens are derived from. Absent or null: joining is closed. */
   joinToken?: string | null;
   /** manual: nodes that join afresh wait as pending until approved, and a hardware change holds a node out again. Absent = auto. */
@@ -62,6 +70,19 @@ export interface JoinProof {
   previousCredential: string | null;
   /** True when a per-node join token for this id was used: an admin's act, which may replace a live node's credential. */
   nodeToken: boolean;
+}
+
+/** How a heartbeat spoke of the node's report: sent in full, or named by its hash only (a keep-alive). */
+export type HeartbeatReportKind = 'full' | 'keepalive';
+
+/** Counts since this process started, for /metrics. */
+export interface HeartbeatCounts {
+  /** Heartbeats by how they carried the report; one with neither report nor hash counts as a keep-alive. */
+  reports: Record<HeartbeatReportKind, number>;
+  /** Keep-alives answered with send_report: the hash named was not the one held. */
+  reportsAsked: number;
+  /** Node rows written to the store by heartbeat flushes (last_seen, and the report when it changed). */
+  storeNodeWrites: number;
 }
 
 export type NodeEventListener = (event: { kind: 'node_hardware_changed' | 'node_removed' | 'node_approved' | 'node_pending'; node: string; message: string }) => void;
@@ -92,6 +113,15 @@ export class Inventory {
   private readonly joinedMs = new Map<string, number>();
   /** Since when buffered heartbeats have failed to reach the store; null = the last flush succeeded. */
   private unsavedSinceMs: number | null = null;
+  /**
+   * Per node, the agent's hash of the report held here; absent = none known
+   * (an older agent, a report heard only through the store, or not heard
+   * since this process started), so a keep-alive is answered send_report.
+   */
+  private readonly reportHashes = new Map<string, string>();
+  /** Per node, what was last queued for the store: when, and the versions, so a change is written at once. */
+  private readonly queuedAt = new Map<string, { lastSeenMs: number; agentVersion: string | null; protocolVersion: number | null }>();
+  readonly counts: HeartbeatCounts = { reports: { full: 0, keepalive: 0 }, reportsAsked: 0, storeNodeWrites: 0 };
 
   private readonly mgmtKey: Buffer;
   private readonly eventListeners = new Set<NodeEventListener>();
@@ -288,6 +318,13 @@ export class Inventory {
     this.pending.delete(id);
     this.fingerprints.delete(id);
     this.joinedMs.delete(id);
+    this.reportHashes.delete(id);
+    this.queuedAt.delete(id);
+  }
+
+  /** The agent's hash of the report held for this node; null = none held (the agent's next heartbeat sends its report). */
+  reportHashOf(id: string): string | null {
+    return this.reportHashes.get(id) ?? null;
   }
 
   /** The node a credential belongs to, checked in constant time; null when it matches none. */
@@ -300,9 +337,16 @@ export class Inventory {
   /**
    * Records a heartbeat. The report is validated leniently (unknown fields
    * dropped); a report that does not parse at all keeps the previous one and
-   * says so, rather than wiping what is known about the node.
+   * says so, rather than wiping what is known about the node. A heartbeat
+   * with a report hash and no report is a keep-alive: when the hash is the
+   * one held, nothing is parsed or stored beyond liveness; when it is not,
+   * `sendReport` asks the agent for its full report, and the report held
+   * meanwhile stays as it was.
    */
-  heartbeat(node: Node, input: { report?: unknown; agentVersion?: string | null; protocolVersion?: number | null }): { reportProblem: string | null; mgmtToken: string } {
+  heartbeat(
+    node: Node,
+    input: { report?: unknown; reportHash?: string; agentVersion?: string | null; protocolVersion?: number | null },
+  ): { reportProblem: string | null; mgmtToken: string; sendReport: boolean } {
     const now = this.options.now();
     const wasLive = this.liveness(node, now);
     // Not coming back: arriving (capacity to place on, not a recovery to tell of).
@@ -313,8 +357,19 @@ export class Inventory {
     let reportProblem: string | null = null;
     let capacityChanged = wasLive !== 'up';
     let reportChanged = false;
-    if (input.report !== undefined) {
+    let sendReport = false;
+    if (input.report === undefined) {
+      this.counts.reports.keepalive++;
+      if (input.reportHash !== undefined && this.reportHashes.get(node.id) !== input.reportHash) {
+        sendReport = true;
+        this.counts.reportsAsked++;
+      }
+    } else {
+      this.counts.reports.full++;
       const parsed = NodeReportSchema.safeParse(input.report);
+      // A report that did not parse is not held under its hash: the next keep-alive asks for it again.
+      if (parsed.success && input.reportHash !== undefined) this.reportHashes.set(node.id, input.reportHash);
+      else this.reportHashes.delete(node.id);
       if (parsed.success) {
         const fingerprint = capacityFingerprint(parsed.data);
         reportChanged = this.fingerprints.get(node.id) !== fingerprint || node.report === null;
@@ -326,22 +381,40 @@ export class Inventory {
         reportProblem = `the report did not validate (${parsed.error.issues[0]?.message ?? 'unknown problem'}); the previous one is kept`;
       }
     }
-    if (this.options.store) {
-      // The report is rewritten only when what placement reads changed: at a
-      // few hundred heartbeats a second, rewriting 3 KB each time was most of
-      // the store's work for nothing a restarted control plane would miss.
-      const previous = this.pending.get(node.id);
-      const report = reportChanged ? node.report : previous?.report;
-      this.pending.set(node.id, {
-        lastSeenMs: now,
-        ...(report !== undefined ? { report } : {}),
-        agentVersion: node.agentVersion,
-        protocolVersion: node.protocolVersion,
-      });
-      if ((this.options.flushIntervalMs ?? 1000) === 0) void this.flush();
-    }
+    if (this.options.store) this.queueWrite(node, now, reportChanged);
     if (capacityChanged) this.changed(node.id, firstBeat ? 'first heartbeat' : wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed');
-    return { reportProblem, mgmtToken: this.ensureMgmtToken(node) };
+    return { reportProblem, mgmtToken: this.ensureMgmtToken(node), sendReport };
+  }
+
+  /**
+   * Queues the node's heartbeat for the next flush, unless its last_seen was
+   * queued less than lastSeenWriteMs ago and nothing else changed: at 10,000
+   * nodes, writing every heartbeat is 2,000 row updates a second for a
+   * column only a restarted or another control plane reads.
+   */
+  private queueWrite(node: Node, now: number, reportChanged: boolean): void {
+    // The report is rewritten only when what placement reads changed: at a
+    // few hundred heartbeats a second, rewriting 3 KB each time was most of
+    // the store's work for nothing a restarted control plane would miss.
+    const previous = this.pending.get(node.id);
+    const queued = this.queuedAt.get(node.id);
+    const due =
+      reportChanged ||
+      previous !== undefined ||
+      queued === undefined ||
+      queued.agentVersion !== node.agentVersion ||
+      queued.protocolVersion !== node.protocolVersion ||
+      now - queued.lastSeenMs >= (this.options.lastSeenWriteMs ?? 0);
+    if (!due) return;
+    const report = reportChanged ? node.report : previous?.report;
+    this.pending.set(node.id, {
+      lastSeenMs: now,
+      ...(report !== undefined ? { report } : {}),
+      agentVersion: node.agentVersion,
+      protocolVersion: node.protocolVersion,
+    });
+    this.queuedAt.set(node.id, { lastSeenMs: now, agentVersion: node.agentVersion, protocolVersion: node.protocolVersion });
+    if ((this.options.flushIntervalMs ?? 1000) === 0) void this.flush();
   }
 
   /**
@@ -468,6 +541,7 @@ export class Inventory {
       .then(
         () => {
           this.unsavedSinceMs = null;
+          this.counts.storeNodeWrites += batch.length;
         },
         () => {
           // The store is away: keep the newest of each so the next flush retries them.
@@ -551,6 +625,8 @@ export class Inventory {
       if (reportChanged) {
         node.report = fresh.report;
         this.fingerprints.set(row.id, fingerprint);
+        // Reported to another instance: the hash held here names the report just replaced.
+        this.reportHashes.delete(row.id);
       }
       if (wasLive !== this.liveness(node, now) || reportChanged) this.changed(row.id, reportChanged ? 'capacity changed (reported to another control plane)' : `back (${wasLive})`);
     }

@@ -37,6 +37,8 @@ import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState 
 
 /** How long a load sample is kept without a newer one, ms: far past any staleness rule, so only the departed are dropped. */
 const LOAD_KEPT_MS = 60_000;
+/** The least time between two passes that notify() starts, ms: short against the second an admin action may take to reach an agent. */
+const NOTIFY_GAP_MS = 250;
 /**
  * How old an engine sample the scaler still counts, ms. Longer than the
  * router's staleness (4 s): scaling decides over windows of tens of
@@ -75,7 +77,9 @@ export class Reconciler {
   private records: ReplicaRecord[] = [];
   private queue: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
-  private soon: NodeJS.Immediate | null = null;
+  private soon: NodeJS.Timeout | null = null;
+  /** When the last notified pass started, by performance.now(); -Infinity = none yet. */
+  private lastNotifiedPassAt = -Infinity;
   /** The last applied pass: its rejections answer explain, and it lets the next pass skip models still blocked. */
   private lastPlan: Plan | undefined;
   private readonly fetches = new Map<string, NonNullable<ShardStatus['fetch']>>();
@@ -141,19 +145,27 @@ export class Reconciler {
   async stop(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
-    if (this.soon) clearImmediate(this.soon);
+    if (this.soon) clearTimeout(this.soon);
     this.timer = null;
     this.soon = null;
     await this.queue;
   }
 
-  /** Runs a pass soon; calls before it starts are coalesced into one. */
+  /**
+   * Runs a pass soon; calls before it starts are coalesced into one. At most
+   * one notified pass per NOTIFY_GAP_MS: a pass reads every node, and a fleet
+   * of 10,000 joining or sending its first reports notifies thousands of
+   * times a second, which kept the control plane's core busy with passes.
+   */
   notify(): void {
     if (this.soon || this.closed || this.options.leads?.() === false) return;
-    this.soon = setImmediate(() => {
+    // Scheduling only, never a decision: the real clock, not options.now.
+    const waitMs = Math.min(NOTIFY_GAP_MS, Math.max(0, this.lastNotifiedPassAt + NOTIFY_GAP_MS - performance.now()));
+    this.soon = setTimeout(() => {
       this.soon = null;
+      this.lastNotifiedPassAt = performance.now();
       void this.pass().catch((err: unknown) => this.options.logger.error({ err }, 'reconciler pass failed'));
-    });
+    }, waitMs);
   }
 
   /** One pass now, after whatever is queued; resolves with its plan. */

@@ -128,6 +128,15 @@ export class StoreConnection {
   }
 
   /**
+   * True where the database commits one transaction at a time, each with its
+   * own fsync (SQLite), so writes that arrive together are worth grouping
+   * (group-commit.ts); Postgres groups concurrent commits by itself.
+   */
+  get commitsOneAtATime(): boolean {
+    return this.dialect === 'sqlite';
+  }
+
+  /**
    * The select with FOR UPDATE where the dialect has row locks (Postgres);
    * as it is on SQLite, which runs one write transaction at a time anyway.
    */

@@ -46,6 +46,34 @@ export class EventRepository {
     return Number(row.id);
   }
 
+  /**
+   * Appends several events in one transaction, in order: events that come
+   * together (a fleet joining at once) cost one commit, not one each.
+   */
+  async appendMany(events: readonly EventInput[]): Promise<void> {
+    if (events.length === 0) return;
+    await this.connection.db.transaction().execute(async (tx) => {
+      // Chunks keep each statement's parameters well under SQLite's limit (32,766).
+      for (let i = 0; i < events.length; i += 500) {
+        await tx
+          .insertInto('events')
+          .values(
+            events.slice(i, i + 500).map((event) => ({
+              at: event.atMs,
+              kind: event.kind,
+              model: event.model ?? null,
+              node: event.node ?? null,
+              replica: event.replica ?? null,
+              from_count: event.from ?? null,
+              to_count: event.to ?? null,
+              message: event.message,
+            })),
+          )
+          .execute();
+      }
+    });
+  }
+
   /** Newest first. `limit` 0 or absent = 100; `afterId` = only events newer than that one (for --watch). */
   async list(options: { model?: string; node?: string; limit?: number; afterId?: number } = {}): Promise<EventRow[]> {
     let query = this.connection.db.selectFrom('events').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
