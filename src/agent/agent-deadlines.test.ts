@@ -84,7 +84,7 @@ describe('a call cut short by news', () => {
 });
 
 describe('retry pacing', () => {
-  it('moves to each other control plane at once, then backs off from 250 ms up to an interval', () => {
+  it('moves to each other control plane at once, then backs off with jitter from 250 ms up to an interval', () => {
     expect([1, 2, 3].map((f) => retryDelayMs(f, 3, 5_000, 0.5)), 'three control planes: the first two failures move on at once').toEqual([0, 0, 125]);
     expect([1, 2, 3, 4, 5, 6, 7, 8, 12].map((f) => retryDelayMs(f, 1, 5_000, 0.5)), 'half of a ceiling that doubles').toEqual([125, 250, 500, 1000, 2000, 2500, 2500, 2500, 2500]);
     expect(retryDelayMs(9, 1, 300, 0.999), 'never longer than the interval').toBeLessThan(300);

@@ -164,7 +164,9 @@ export async function callControl(url: string, call: ControlCall): Promise<{ sta
     const text = await Promise.race([res.body.text(), aborted]);
     return { statusCode: res.statusCode, text };
   } catch (err) {
-    if (deadline.aborted && !call.signal.aborted) {
+    // undici's own header and body timers are set to the same deadline but tick on a coarser clock,
+    // so either may fire first: both mean the control plane did not answer in time.
+    if ((deadline.aborted || isUndiciTimeout(err)) && !call.signal.aborted) {
       const origin = new URL(url).origin;
       throw new LlmgwError(
         'LLMGW_CONTROL_UNANSWERED',
@@ -177,6 +179,12 @@ export async function callControl(url: string, call: ControlCall): Promise<{ sta
   } finally {
     signal.removeEventListener('abort', onAbort);
   }
+}
+
+/** undici's headers, body and connect timeouts: the peer said nothing in time, as at our own deadline. */
+function isUndiciTimeout(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
 }
 
 /**
