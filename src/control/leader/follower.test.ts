@@ -95,7 +95,7 @@ describe('a follower instance', () => {
     await leader.reconciler.pass();
     await follower.reconciler.reload();
     expect(follower.reconciler.view.ready('demo'), "readiness for routing comes from the store, with the leader's engine secret and the profile's engine").toEqual([
-      { id: placed!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: placed!.engineSecret, engine: 'vllm' },
+      { id: placed!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: placed!.engineSecret, engine: 'vllm', nodes: ['n1'] },
     ]);
     expect(placed!.engineSecret, 'the leader made one').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
 
