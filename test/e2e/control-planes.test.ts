@@ -40,7 +40,8 @@ describePostgres('several control planes on one Postgres', () => {
     expect(leaderIndex, `the leader's address ${leaderView.address} is one of ${admins.join(', ')}`).toBeGreaterThanOrEqual(0);
     expect(leaderView.epoch, 'the leader shows its epoch').toBeGreaterThanOrEqual(1);
 
-    // Agents list every instance, leader first, so killing the leader forces them to fail over.
+    // Agents list every instance, leader first; each starts at the one its node id picks (a fleet
+    // spreads over them), so an agent reporting to the leader must fail over when it is killed.
     const order = [leaderIndex, ...[0, 1, 2].filter((i) => i !== leaderIndex)];
     const controlList = order.map((i) => cps[i]!.urls.agent).join(',');
     for (const [n, id] of ['h1', 'h2'].entries()) {

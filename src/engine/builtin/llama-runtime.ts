@@ -474,10 +474,12 @@ export class BuiltinRuntime {
   /**
    * Runs `work` on a sequence of the pool: waiting for one (or refused with
    * LLMGW_ENGINE_BUSY past --max-queue), counted as in flight while it
-   * runs, and handed on the moment `work` settles. Public so that tests can
-   * hold sequences busy and watch requests queue without racing a model.
+   * runs, and handed on the moment `work` settles. Of the free sequences it
+   * takes the one that already holds the longest prefix of `prompt` (empty =
+   * no preference), so that prefix is not evaluated again. Public so that
+   * tests can hold sequences busy and watch requests queue without racing a
+   * model.
    */
-  /** Runs `work` on a free sequence, preferring one that holds a prefix of `prompt` (empty = no preference). */
   async withSequence<T>(signal: AbortSignal, prompt: readonly number[], work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
     const sequence = await this.pool.acquire(signal, prompt);
     this.inFlightCount++;
