@@ -4,6 +4,7 @@
 // gone stale, or lost with a short node_lost_after, and its replicas were
 // replaced although another control plane was a URL away.
 import { mkdtempSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -166,6 +167,46 @@ describe('an agent whose control planes stop answering', () => {
     url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     return url;
   };
+
+  it('never gives up on a control plane that answers, however often news pokes it', async () => {
+    // Regression: after a poke cut the held heartbeat short, the next one was held again (the news flag
+    // was cleared) yet inherited the cut call's deadline; poked every second, as load samples do on a
+    // busy node, an agent gave up on a healthy control plane every deadline and failed over.
+    let answered = 0;
+    const healthy: HttpServer = createHttpServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const { wait_ms: waitMs } = JSON.parse(body) as { wait_ms?: number };
+        const timer = setTimeout(() => {
+          answered++;
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ node_id: 'n1', generation: 1, shards: [], heartbeat_interval_ms: 300 }));
+        }, waitMs ?? 0);
+        res.on('close', () => clearTimeout(timer));
+      });
+    });
+    await new Promise<void>((resolve) => healthy.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(healthy.address() as { port: number }).port}`;
+    const stateDir = mkdtempSync(join(tmpdir(), 'llmgw-agent-deadline-'));
+    saveIdentity(stateDir, { node_id: 'n1', credential: 'c', mgmt_token: 'm' });
+    const agent = new Agent(compileAgentOptions({ control: [url], nodeId: 'n1', stateDir, heartbeatInterval: '300ms' }), {
+      probe: async () => ({}) as NodeReport,
+      mgmt: false,
+      logger: pino({ level: 'silent' }),
+    });
+    await agent.start();
+    const news = setInterval(() => agent.poke(), 120);
+    try {
+      // Window 900 ms, deadline 450 ms after each call: a dozen deadlines pass while it is poked.
+      await expect.poll(() => answered, { timeout: 15_000, message: 'heartbeats answered while poked' }).toBeGreaterThanOrEqual(25);
+      expect(agent.unanswered, 'no call to a control plane that answers is given up on').toBe(0);
+    } finally {
+      clearInterval(news);
+      await agent.stop();
+      healthy.closeAllConnections();
+      healthy.close();
+    }
+  });
 
   it('gives up on each by its deadline and moves to the next, even while news pokes it every 50 ms', async () => {
     // Regression: each poke cut the held heartbeat short and the next one started a fresh deadline, so an agent whose

@@ -364,8 +364,10 @@ export class Agent {
       } catch (err) {
         if (this.stopped) return;
         if (this.poked) {
-          // Cut short by news, not by the link: the unanswered call's deadline carries over to the next.
-          this.poked = false;
+          // Cut short by news, not by the link. The flag stays set so the next heartbeat carries the
+          // news unheld and is answered at once; the unanswered call's deadline carries over to it,
+          // so a silent link is still noticed however often the agent is poked, and a healthy one,
+          // answering at once, never reaches that deadline.
           continue;
         }
         this.answerDueAt = null;
