@@ -50,6 +50,7 @@ export function lastCollects(entries: readonly AuditEntry[]): NodeLastCollectVie
 /** Undefined when the control plane keeps no audit log (no store). */
 export async function readLastCollects(store: Store | null, nodeFilter?: string): Promise<NodeLastCollectView[] | undefined> {
   if (!store) return undefined;
-  const all = lastCollects(await store.audit.list({ limit: AUDIT_LOOKBACK }));
+  // Only collects: read unfiltered, a thousand joins or cordons since would push the last collect out of the window.
+  const all = lastCollects(await store.audit.list({ limit: AUDIT_LOOKBACK, action: COLLECT_ACTION }));
   return nodeFilter ? all.filter((n) => n.node === nodeFilter) : all;
 }
