@@ -158,14 +158,15 @@ export class NetLab {
     const outside = `${this.#tag}v${index}`;
     const addr = `${this.#subnet}.${index}`;
     run('ip', ['netns', 'add', ns]);
+    const host: NetHost = { name, ns, addr, prefix: ['ip', 'netns', 'exec', ns], link: outside };
+    // Known to teardown from here on, so a step below that fails leaves no namespace behind.
+    this.hosts.set(name, host);
+    this.#faults.set(name, { isolated: false, cutFrom: new Set(), lossPercent: 0 });
     run('ip', ['link', 'add', outside, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
     run('ip', ['link', 'set', outside, 'master', this.#bridge, 'up']);
     run('ip', ['-n', ns, 'addr', 'add', `${addr}/24`, 'dev', 'eth0']);
     run('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
     run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-    const host: NetHost = { name, ns, addr, prefix: ['ip', 'netns', 'exec', ns], link: outside };
-    this.hosts.set(name, host);
-    this.#faults.set(name, { isolated: false, cutFrom: new Set(), lossPercent: 0 });
     return host;
   }
 
