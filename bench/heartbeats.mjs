@@ -268,8 +268,9 @@ async function readInstanceCounters(adminUrl) {
  * Every instance's counters, summed (`each` keeps them apart), and with the
  * store on Postgres the database's own totals from pg_stat_database: commits
  * and rows inserted, updated and deleted, by anyone (the bench's one query a
- * read is among them). Postgres publishes these when a session ends a
- * transaction, a second late at most, so they are read over whole windows.
+ * read is among them). Postgres (15 and newer) publishes a session's
+ * counts at most once a second while it is busy and within 10 s once idle,
+ * so they are read over whole windows, never second by second.
  */
 async function readCounters(controls, pgClient, database) {
   const each = await Promise.all(controls.map((c) => readInstanceCounters(c.adminUrl)));
