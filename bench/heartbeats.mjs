@@ -282,9 +282,31 @@ async function readCounters(controls, pgClient, database) {
       [database],
     );
     const row = rows[0];
-    if (row) pgStats = { commits: Number(row.xact_commit), rowsWritten: Number(row.tup_inserted) + Number(row.tup_updated) + Number(row.tup_deleted) };
+    if (row) pgStats = { commits: Number(row.xact_commit), rowsWritten: Number(row.tup_inserted) + Number(row.tup_updated) + Number(row.tup_deleted), cpuSeconds: postgresCpuSeconds() };
   }
   return { storeWrites: sum('storeWrites'), full: sum('full'), keepalive: sum('keepalive'), each, pg: pgStats };
+}
+
+/**
+ * CPU seconds of every process named postgres on this machine (the server,
+ * its background workers and each connection's backend), when the server is
+ * local: on a machine shared by the control planes it is the store's share of
+ * the cores. A backend that exits takes its seconds with it, so it can only
+ * under-count; the instances' pooled connections stay for the whole run. 0
+ * when no such process is visible (a server elsewhere).
+ */
+function postgresCpuSeconds() {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() !== 'postgres') continue;
+    } catch {
+      continue;
+    }
+    total += readProc(entry)?.cpuSeconds ?? 0;
+  }
+  return total;
 }
 
 /** The admin URLs of the instances that say they lead, from GET /api/v1/control-planes (`address` is an instance's admin URL). */
@@ -767,6 +789,7 @@ try {
   const pgDelta = (a, b, key) => (a?.pg && b?.pg ? b.pg[key] - a.pg[key] : NaN);
   const pgCommitsPerSecond = pgDelta(countersAtStart, countersAtEnd, 'commits') / windowSeconds;
   const pgRowsPerSecond = pgDelta(countersAtStart, countersAtEnd, 'rowsWritten') / windowSeconds;
+  const pgCpuShare = pgDelta(countersAtStart, countersAtEnd, 'cpuSeconds') / windowSeconds;
   const storeWritesPerSecond = delta(countersAtStart, countersAtEnd, 'storeWrites') / windowSeconds;
   const fullShare = delta(countersAtStart, countersAtEnd, 'full') / (delta(countersAtStart, countersAtEnd, 'full') + delta(countersAtStart, countersAtEnd, 'keepalive'));
   const fw = fullWindow;
@@ -813,7 +836,12 @@ try {
     ['  user / system, % of one core', `${(100 * userShare).toFixed(1)} / ${(100 * systemShare).toFixed(1)}`, ''],
     ['  full reports, % of heartbeats', (100 * fullShare).toFixed(1), alwaysFull ? '(--full-reports: every one, as older agents)' : '(keep-alives carry only the hash)'],
     ['store node writes/s', storeWritesPerSecond.toFixed(1), `(${(storeWritesPerSecond / fleetRatePerSecond).toFixed(2)} per heartbeat at the full rate${several ? `; all instances' llmgw_store_node_writes_total` : ''})`],
-    ...(pgClient ? [['  Postgres commits/s; rows written/s', `${pgCommitsPerSecond.toFixed(1)}; ${pgRowsPerSecond.toFixed(1)}`, '(pg_stat_database of the run\'s database: rows inserted + updated + deleted)']] : []),
+    ...(pgClient
+      ? [
+          ['  Postgres commits/s; rows written/s', `${pgCommitsPerSecond.toFixed(1)}; ${pgRowsPerSecond.toFixed(1)}`, '(pg_stat_database of the run\'s database: rows inserted + updated + deleted)'],
+          ['  Postgres server CPU, % of one core', (100 * pgCpuShare).toFixed(1), '(every local postgres process, any database; 0 = server not on this machine)'],
+        ]
+      : []),
     ...(fullPhaseMs > 0
       ? [
           ['full reports every beat: CPU ms per heartbeat', fullCpuMsPerBeat.toFixed(3), `(vs ${cpuMsPerBeat.toFixed(3)} with keep-alives: ${(fullCpuMsPerBeat / cpuMsPerBeat).toFixed(1)}x; ${fw.answered} answered in ${fullWindowSeconds.toFixed(1)} s)`],
