@@ -34,10 +34,23 @@
 // summarised (self and inclusive time by function); the profile is kept.
 // --llmgw runs another build's control plane, for before-and-after runs.
 //
+// --store postgres://user@host:port/db puts the store on that Postgres
+// server instead of SQLite: the bench creates a database of its own there
+// for the run and drops it after (the URL's database is only connected to
+// for that; `--store postgres` alone takes LLMGW_TEST_POSTGRES). With it,
+// --instances N starts N control planes sharing the store, as
+// docs/several-control-planes.md runs them; each simulated node joins and
+// beats at the instance the real agent would start at (its startIndex over
+// the N agent URLs) and the real Agents are given all N. Each instance's CPU
+// share and RSS are read from /proc on their own and judged against issue
+// #21's target for that shape (each under 50% of one core); the store's
+// writes per second are the instances' llmgw_store_node_writes_total summed,
+// beside Postgres's own commits and rows written (pg_stat_database).
+//
 //   npm run build && node bench/heartbeats.mjs [--agents 2000] [--seconds 60]
 //     [--interval-ms 5000] [--real-agents 20] [--connections 64] [--long-poll]
 //     [--full-seconds 20] [--full-reports] [--join-deadline-s 180] [--prof]
-//     [--llmgw path/to/bin/llmgw.js]
+//     [--store sqlite|postgres://…] [--instances 1] [--llmgw path/to/bin/llmgw.js]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import { execFileSync, spawn } from 'node:child_process';
 import console from 'node:console';
@@ -53,10 +66,11 @@ import { clearInterval, clearTimeout, setInterval, setTimeout } from 'node:timer
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, URL } from 'node:url';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import pino from 'pino';
 import { Agent as UndiciAgent, Pool, setGlobalDispatcher } from 'undici';
 import { Agent, compileAgentOptions } from '../dist/agent/index.js';
-import { backoffDelayMs } from '../dist/agent/backoff.js';
+import { backoffDelayMs, startIndex } from '../dist/agent/backoff.js';
 import { PROTOCOL_VERSION, reportHash } from '../dist/protocol/index.js';
 import { LLMGW_VERSION } from '../dist/version.js';
 
@@ -72,6 +86,8 @@ const { values: flags } = parseArgs({
     'full-reports': { type: 'boolean', default: false },
     'join-deadline-s': { type: 'string', default: '180' },
     prof: { type: 'boolean', default: false },
+    store: { type: 'string', default: 'sqlite' },
+    instances: { type: 'string', default: '1' },
     llmgw: { type: 'string', default: fileURLToPath(new URL('../bin/llmgw.js', import.meta.url)) },
   },
 });
@@ -88,9 +104,22 @@ const fullSeconds = Number(flags['full-seconds']);
 if (!Number.isFinite(fullSeconds) || fullSeconds < 0) throw new Error('--full-seconds wants a number of seconds, 0 or more');
 /** --full-reports: the simulated agents send their full report on every heartbeat, as an older agent does (the before). */
 const alwaysFull = flags['full-reports'];
+/** The Postgres server to make the run's database on; null = SQLite in the temporary directory, as before. */
+const postgresServerUrl = flags.store === 'sqlite' ? null : flags.store === 'postgres' ? process.env.LLMGW_TEST_POSTGRES ?? '' : flags.store;
+if (postgresServerUrl === '') throw new Error('--store postgres takes the server from LLMGW_TEST_POSTGRES, which is not set: set it, or give --store postgres://user@host:port/db');
+if (postgresServerUrl !== null && !/^postgres(ql)?:\/\//.test(postgresServerUrl)) {
+  throw new Error(`--store wants sqlite (the default) or a Postgres server URL (postgres://user@host:port/db), not "${flags.store}"`);
+}
+const instanceCount = Number(flags.instances);
+if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new Error('--instances wants a whole number, 1 or more');
+if (instanceCount > 1 && postgresServerUrl === null) {
+  throw new Error(`--instances ${instanceCount} needs --store postgres://…: several control planes share only a Postgres store (SQLite serves one)`);
+}
 
 // Issue #21's targets for 10,000 agents in long-poll mode.
 const TARGET_CPU_SHARE = 0.25;
+/** With the store on Postgres and several instances sharing the fleet: each instance under half a core. */
+const TARGET_CPU_SHARE_EACH = 0.5;
 const TARGET_RSS_MB = 500;
 const TARGET_P99_MS = 100;
 /** The first interval of the phase is left out of CPU and latency: every node's first report lands there. */
@@ -167,8 +196,8 @@ function nodeReport(i, hostname) {
   };
 }
 
-/** Starts `llmgw control` as a child; resolves once it prints its listening line. */
-async function startControl(dir, profDir) {
+/** Starts `llmgw control` as a child on the store given (`--store` as llmgw takes it); resolves once it prints its listening line. */
+async function startControl(store, profDir) {
   const args = [
     ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
     flags.llmgw,
@@ -176,7 +205,7 @@ async function startControl(dir, profDir) {
     '--client-addr', '127.0.0.1:0',
     '--admin-addr', '127.0.0.1:0',
     '--agent-addr', '127.0.0.1:0',
-    '--store', `sqlite:${join(dir, 'llmgw.db')}`,
+    '--store', store,
     '--join-token', joinToken,
     '--admin-token', adminToken,
     // The listening line is logged at info; in steady state nothing else is
@@ -223,8 +252,8 @@ async function startControl(dir, profDir) {
   };
 }
 
-/** The control plane's heartbeat counters from /metrics: store node writes, and heartbeats by report kind. */
-async function readCounters(adminUrl) {
+/** One control plane's heartbeat counters from /metrics: store node writes, and heartbeats by report kind. */
+async function readInstanceCounters(adminUrl) {
   const res = await globalThis.fetch(`${adminUrl}/metrics`, { headers: { authorization: `Bearer ${adminToken}` } });
   const text = await res.text();
   const read = (re) => Number(re.exec(text)?.[1] ?? NaN);
@@ -233,6 +262,65 @@ async function readCounters(adminUrl) {
     full: read(/^llmgw_heartbeat_reports_total\{kind="full"\} (\d+)/m),
     keepalive: read(/^llmgw_heartbeat_reports_total\{kind="keepalive"\} (\d+)/m),
   };
+}
+
+/**
+ * Every instance's counters, summed (`each` keeps them apart), and with the
+ * store on Postgres the database's own totals from pg_stat_database: commits
+ * and rows inserted, updated and deleted, by anyone (the bench's one query a
+ * read is among them). Postgres (15 and newer) publishes a session's
+ * counts at most once a second while it is busy and within 10 s once idle,
+ * so they are read over whole windows, never second by second.
+ */
+async function readCounters(controls, pgClient, database) {
+  const each = await Promise.all(controls.map((c) => readInstanceCounters(c.adminUrl)));
+  const sum = (key) => each.reduce((total, c) => total + c[key], 0);
+  let pgStats = null;
+  if (pgClient) {
+    const { rows } = await pgClient.query(
+      'SELECT xact_commit, tup_inserted, tup_updated, tup_deleted FROM pg_stat_database WHERE datname = $1',
+      [database],
+    );
+    const row = rows[0];
+    if (row) pgStats = { commits: Number(row.xact_commit), rowsWritten: Number(row.tup_inserted) + Number(row.tup_updated) + Number(row.tup_deleted), cpuSeconds: postgresCpuSeconds() };
+  }
+  return { storeWrites: sum('storeWrites'), full: sum('full'), keepalive: sum('keepalive'), each, pg: pgStats };
+}
+
+/**
+ * CPU seconds of every process named postgres on this machine (the server,
+ * its background workers and each connection's backend), when the server is
+ * local: on a machine shared by the control planes it is the store's share of
+ * the cores. A backend that exits takes its seconds with it, so it can only
+ * under-count; the instances' pooled connections stay for the whole run. 0
+ * when no such process is visible (a server elsewhere).
+ */
+function postgresCpuSeconds() {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() !== 'postgres') continue;
+    } catch {
+      continue;
+    }
+    total += readProc(entry)?.cpuSeconds ?? 0;
+  }
+  return total;
+}
+
+/** The admin URLs of the instances that say they lead, from GET /api/v1/control-planes (`address` is an instance's admin URL). */
+async function readLeaders(adminUrl) {
+  const res = await globalThis.fetch(`${adminUrl}/api/v1/control-planes`, { headers: { authorization: `Bearer ${adminToken}` } });
+  const list = await res.json();
+  return new Set(list.filter((c) => c.is_leader).map((c) => c.address));
+}
+
+/** The instances' /proc readings as one: CPU seconds and RSS summed; null when any instance is gone. */
+function sumProc(readings) {
+  if (readings.some((r) => r === null)) return null;
+  const sum = (key) => readings.reduce((total, r) => total + r[key], 0);
+  return { atMs: readings[0].atMs, cpuSeconds: sum('cpuSeconds'), userSeconds: sum('userSeconds'), systemSeconds: sum('systemSeconds'), rssMb: sum('rssMb') };
 }
 
 function percentile(sorted, p) {
@@ -316,11 +404,18 @@ function printTop(title, counts, total, limit) {
 
 const dir = await mkdtemp(join(tmpdir(), 'llmgw-heartbeats-'));
 const profDir = flags.prof ? await mkdtemp(join(tmpdir(), 'llmgw-heartbeats-prof-')) : null;
-let control = null;
-let pool = null;
-let holdPool = null;
+/** The control planes, in the order of their agent URLs (a node starts at startIndex over them); emptied once stopped. */
+let controls = [];
+/** Per instance: the pool joins and immediate heartbeats go through, and (--long-poll) the one held heartbeats use. */
+let pools = [];
+let holdPools = [];
+/** --store postgres: the run's own database (created below, dropped at the end) and a connection to read its statistics. */
+let database = null;
+let pgClient = null;
 const realAgents = [];
+/** The instances' /proc readings summed, one a second; `samplesByInstance` keeps each instance's apart. */
 const samples = [];
+const samplesByInstance = Array.from({ length: instanceCount }, () => []);
 let sampler = null;
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 // The real Agents call through one dispatcher of ours (given to each); it can be
@@ -330,16 +425,43 @@ const realAgentDispatcher = new UndiciAgent();
 setGlobalDispatcher(realAgentDispatcher);
 
 try {
-  control = await startControl(dir, profDir);
-  const pid = control.pid;
+  let store = `sqlite:${join(dir, 'llmgw.db')}`;
+  if (postgresServerUrl !== null) {
+    const name = `llmgw_bench_${randomBytes(6).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: postgresServerUrl, connectionTimeoutMillis: 5000 });
+    try {
+      await admin.connect();
+    } catch (err) {
+      throw new Error(`no Postgres server answers at --store ${postgresServerUrl}: ${err.message}`);
+    }
+    try {
+      await admin.query(`CREATE DATABASE ${name}`);
+    } finally {
+      await admin.end();
+    }
+    database = name;
+    const url = new URL(postgresServerUrl);
+    url.pathname = `/${name}`;
+    store = url.href;
+    pgClient = new pg.Client({ connectionString: store });
+    await pgClient.connect();
+  }
+  // One at a time: the first creates the schema, and a leader among several is settled while the others start.
+  for (let i = 0; i < instanceCount; i++) controls.push(await startControl(store, profDir));
+  const pids = controls.map((c) => c.pid);
+  const readProcs = () => pids.map(readProc);
   sampler = setInterval(() => {
-    const s = readProc(pid);
-    if (s) samples.push(s);
+    const each = readProcs();
+    each.forEach((s, i) => s && samplesByInstance[i].push(s));
+    const sum = sumProc(each);
+    if (sum) samples.push(sum);
   }, 1000);
-  pool = new Pool(control.agentUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
-  // A held heartbeat keeps its connection, so --long-poll needs one per node, as a real fleet has.
-  holdPool = longPoll ? new Pool(control.agentUrl, { connections: agentCount + 16, pipelining: 1, keepAliveTimeout: 60_000 }) : null;
-  const post = async (path, body, credential, via = pool, signal = undefined) => {
+  /** Which instance a node joins and beats at: where the real agent starts, given every instance's URL. */
+  const instanceOf = (nodeId) => startIndex(nodeId, instanceCount);
+  pools = controls.map((c) => new Pool(c.agentUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 }));
+  /** Filled below: how many simulated nodes start at each instance. */
+  const nodesPerInstance = Array.from({ length: instanceCount }, () => 0);
+  const post = async (path, body, credential, via, signal = undefined) => {
     const res = await via.request({
       path,
       method: 'POST',
@@ -358,8 +480,11 @@ try {
     const id = `sim-${String(i).padStart(4, '0')}`;
     const report = nodeReport(i, `${id}.bench.local`);
     // Hashed once: what heartbeatBody changes between beats (free memory within a GiB, temperatures) the hash rounds away.
-    return { id, report, hash: reportHash(report), credential: null, heldHash: null, asked: false };
+    return { id, instance: instanceOf(id), report, hash: reportHash(report), credential: null, heldHash: null, asked: false };
   });
+  for (const node of nodes) nodesPerInstance[node.instance]++;
+  // A held heartbeat keeps its connection, so --long-poll needs one per node, as a real fleet has.
+  holdPools = longPoll ? controls.map((c, i) => new Pool(c.agentUrl, { connections: nodesPerInstance[i] + 16, pipelining: 1, keepAliveTimeout: 60_000 })) : [];
   const joinStart = performance.now();
   let nextJoin = 0;
   const joinFailures = [];
@@ -384,7 +509,7 @@ try {
         let why = '';
         for (let attempt = 1; node.credential === null && performance.now() - joinStart < JOIN_DEADLINE_MS; attempt++) {
           try {
-            const { status, text } = await post('/agent/v1/join', body);
+            const { status, text } = await post('/agent/v1/join', body, undefined, pools[node.instance]);
             if (status === 200) {
               const answer = JSON.parse(text);
               node.credential = answer.credential;
@@ -413,7 +538,7 @@ try {
     const nodeId = `real-${String(i).padStart(2, '0')}`;
     const report = nodeReport(agentCount + i, `${nodeId}.bench.local`);
     const config = compileAgentOptions({
-      control: [control.agentUrl],
+      control: controls.map((c) => c.agentUrl),
       joinToken,
       nodeId,
       stateDir: join(dir, 'agents', nodeId),
@@ -464,6 +589,8 @@ try {
   const phaseEnd = phaseStart + phaseMs + fullPhaseMs;
   const steadyStart = phaseStart + warmupMs;
   let steadyStartProc = null;
+  /** The same reading per instance, for each one's own share. */
+  let steadyStartEach = [];
   let steadyStartUs = 0;
   const timers = new Set();
   const benchCpuStart = process.cpuUsage();
@@ -486,7 +613,7 @@ try {
   const timedBeat = async (node) => {
     const startedAt = performance.now();
     try {
-      const { status, text } = await post('/agent/v1/heartbeat', heartbeatBody(node, {}), node.credential);
+      const { status, text } = await post('/agent/v1/heartbeat', heartbeatBody(node, {}), node.credential, pools[node.instance]);
       const answer = status === 200 ? JSON.parse(text) : null;
       const generation = answer?.generation;
       if (typeof generation !== 'number') {
@@ -529,7 +656,7 @@ try {
       let answered = false;
       try {
         const body = heartbeatBody(node, waiting ? { known_generation: generation, wait_ms: intervalMs } : {});
-        const { status, text } = await post('/agent/v1/heartbeat', body, node.credential, holdPool, signal);
+        const { status, text } = await post('/agent/v1/heartbeat', body, node.credential, holdPools[node.instance], signal);
         answered = true;
         const answer = status === 200 ? JSON.parse(text) : null;
         if (typeof answer?.generation !== 'number') {
@@ -573,31 +700,35 @@ try {
   const markSteady = setTimeout(() => {
     windowOpen = true;
     realBeatsAtWindowStart = realBeatsNow();
-    steadyStartProc = readProc(pid);
+    steadyStartEach = readProcs();
+    steadyStartProc = sumProc(steadyStartEach);
     steadyStartUs = monotonicUs();
-    void readCounters(control.adminUrl).then((c) => (countersAtStart = c), () => {});
+    void readCounters(controls, pgClient, database).then((c) => (countersAtStart = c), () => {});
   }, warmupMs);
 
   await sleep(phaseMs);
   windowOpen = false;
   // The real Agents' heartbeats cost the control plane as much as the simulated ones: counted alike.
   answeredInWindow += realBeatsNow() - realBeatsAtWindowStart;
-  const steadyEndProc = readProc(pid);
+  const steadyEndEach = readProcs();
+  const steadyEndProc = sumProc(steadyEndEach);
   const steadyEndUs = monotonicUs();
-  const countersAtEnd = await readCounters(control.adminUrl).catch(() => null);
+  const countersAtEnd = await readCounters(controls, pgClient, database).catch(() => null);
   clearTimeout(markSteady);
+  /** With several instances, the admin URLs of those that lead the reconciler (one, unless it changed hands). */
+  const leaders = instanceCount > 1 ? await readLeaders(controls[0].adminUrl).catch(() => new Set()) : new Set();
   if (fullPhaseMs > 0) {
     // The same fleet sending full reports, as older agents do: its first interval left out like the main phase's.
     reportMode = 'full';
     await sleep(warmupMs);
     const realAtStart = realBeatsNow();
-    fullWindow.counters = await readCounters(control.adminUrl).catch(() => null);
-    fullWindow.startProc = readProc(pid);
+    fullWindow.counters = await readCounters(controls, pgClient, database).catch(() => null);
+    fullWindow.startProc = sumProc(readProcs());
     fullWindow.open = true;
     await sleep(fullSeconds * 1000);
     fullWindow.open = false;
-    fullWindow.endProc = readProc(pid);
-    fullWindow.endCounters = await readCounters(control.adminUrl).catch(() => null);
+    fullWindow.endProc = sumProc(readProcs());
+    fullWindow.endCounters = await readCounters(controls, pgClient, database).catch(() => null);
     // The real Agents keep sending keep-alives: counted, as in the main window, since they cost the control plane too.
     fullWindow.answered += realBeatsNow() - realAtStart;
   }
@@ -628,11 +759,37 @@ try {
   const phaseSeconds = phaseMs / 1000;
   /** The whole heartbeat run: the main phase and the full-report one after it. */
   const runSeconds = (phaseMs + fullPhaseMs) / 1000;
-  const cpuPass = cpuShare < TARGET_CPU_SHARE;
-  const rssPass = rssPeak < TARGET_RSS_MB;
   const p99 = percentile(steadyMs, 0.99);
   const p99Pass = p99 < TARGET_P99_MS;
   const delta = (a, b, key) => (a && b ? b[key] - a[key] : NaN);
+  // Each instance on its own: its CPU share and RSS from /proc, the heartbeats it answered and the node rows
+  // it wrote from its own /metrics. With one instance these are the figures above.
+  const perInstance = controls.map((c, i) => {
+    const start = steadyStartEach[i];
+    const end = steadyEndEach[i];
+    const cpuSeconds = end.cpuSeconds - start.cpuSeconds;
+    const inWindow = [start, ...samplesByInstance[i].filter((x) => x.atMs > start.atMs && x.atMs < end.atMs), end];
+    const [before, after] = [countersAtStart?.each[i], countersAtEnd?.each[i]];
+    const beats = delta(before, after, 'full') + delta(before, after, 'keepalive');
+    return {
+      pid: c.pid,
+      leader: leaders.has(c.adminUrl),
+      share: cpuSeconds / windowSeconds,
+      rssAvg: inWindow.reduce((sum, x) => sum + x.rssMb, 0) / inWindow.length,
+      rssPeak: Math.max(...inWindow.map((x) => x.rssMb)),
+      beatsPerSecond: beats / windowSeconds,
+      cpuMsPerBeat: (1000 * cpuSeconds) / beats,
+      writesPerSecond: delta(before, after, 'storeWrites') / windowSeconds,
+    };
+  });
+  const several = instanceCount > 1;
+  // One instance: issue #21's targets for one control plane. Several: each instance under half a core, and each under the RSS target.
+  const cpuPass = several ? perInstance.every((x) => x.share < TARGET_CPU_SHARE_EACH) : cpuShare < TARGET_CPU_SHARE;
+  const rssPass = several ? perInstance.every((x) => x.rssPeak < TARGET_RSS_MB) : rssPeak < TARGET_RSS_MB;
+  const pgDelta = (a, b, key) => (a?.pg && b?.pg ? b.pg[key] - a.pg[key] : NaN);
+  const pgCommitsPerSecond = pgDelta(countersAtStart, countersAtEnd, 'commits') / windowSeconds;
+  const pgRowsPerSecond = pgDelta(countersAtStart, countersAtEnd, 'rowsWritten') / windowSeconds;
+  const pgCpuShare = pgDelta(countersAtStart, countersAtEnd, 'cpuSeconds') / windowSeconds;
   const storeWritesPerSecond = delta(countersAtStart, countersAtEnd, 'storeWrites') / windowSeconds;
   const fullShare = delta(countersAtStart, countersAtEnd, 'full') / (delta(countersAtStart, countersAtEnd, 'full') + delta(countersAtStart, countersAtEnd, 'keepalive'));
   const fw = fullWindow;
@@ -650,7 +807,13 @@ try {
   const verdict = (p) => (p ? 'PASS' : 'FAIL');
   const ms = (v) => (Number.isFinite(v) ? v.toFixed(1) : '-');
 
-  console.log(`heartbeats bench: 1 control plane (pid ${pid}, own process, sqlite store), loopback, Node ${process.version}`);
+  const storeKind = postgresServerUrl === null ? 'sqlite' : 'postgres';
+  console.log(
+    several
+      ? `heartbeats bench: ${instanceCount} control planes (pids ${pids.join(', ')}, own processes, one ${storeKind} store), loopback, Node ${process.version}`
+      : `heartbeats bench: 1 control plane (pid ${pids[0]}, own process, ${storeKind} store), loopback, Node ${process.version}`,
+  );
+  if (several) console.log(`  simulated nodes per instance (where the agent's startIndex starts them): ${nodesPerInstance.join(' / ')}; the real Agents are given all ${instanceCount} URLs`);
   console.log(
     `  ${agentCount} simulated agents joined in ${joinSeconds.toFixed(1)} s (${Math.round(agentCount / joinSeconds)} joins/s; ${joinRetries} retries, ${joinRefused} refused), ` +
       `undici Pool of ${connections} connections: join storm ${verdict(joinSeconds < TARGET_JOIN_SECONDS && joinRefused === 0)} (target < ${TARGET_JOIN_SECONDS} s, none refused)`,
@@ -666,21 +829,48 @@ try {
     ['heartbeats/s', (ok / runSeconds).toFixed(1), `(expected ${(agentCount / (intervalMs / 1000)).toFixed(1)})`],
     ['latency p50 / p90 / p99 / max ms', [0.5, 0.9, 0.99, 1].map((p) => ms(percentile(steadyMs, p))).join(' / '), `${verdict(p99Pass)} (p99 target < ${TARGET_P99_MS}; ${steadyMs.length} in window${longPoll ? `, of ${probes} probes` : ''})`],
     ['  first pass p50 / p99 / max ms', [0.5, 0.99, 1].map((p) => ms(percentile(firstPassMs, p))).join(' / '), '(each node\'s first report)'],
-    ['control plane CPU, % of one core', (100 * cpuShare).toFixed(1), `${verdict(cpuPass)} (target < ${TARGET_CPU_SHARE * 100})`],
+    several
+      ? [`control planes CPU, all ${instanceCount}, % of one core`, (100 * cpuShare).toFixed(1), `(each instance below: target each < ${TARGET_CPU_SHARE_EACH * 100})`]
+      : ['control plane CPU, % of one core', (100 * cpuShare).toFixed(1), `${verdict(cpuPass)} (target < ${TARGET_CPU_SHARE * 100})`],
     ['  CPU ms per heartbeat; % at the full rate', `${cpuMsPerBeat.toFixed(3)}; ${((cpuMsPerBeat * fleetRatePerSecond) / 10).toFixed(1)}`, `(${answeredInWindow} answered in window, full rate ${fleetRatePerSecond.toFixed(0)}/s)`],
     ['  user / system, % of one core', `${(100 * userShare).toFixed(1)} / ${(100 * systemShare).toFixed(1)}`, ''],
     ['  full reports, % of heartbeats', (100 * fullShare).toFixed(1), alwaysFull ? '(--full-reports: every one, as older agents)' : '(keep-alives carry only the hash)'],
-    ['store node writes/s', storeWritesPerSecond.toFixed(1), `(${(storeWritesPerSecond / fleetRatePerSecond).toFixed(2)} per heartbeat at the full rate)`],
+    ['store node writes/s', storeWritesPerSecond.toFixed(1), `(${(storeWritesPerSecond / fleetRatePerSecond).toFixed(2)} per heartbeat at the full rate${several ? `; all instances' llmgw_store_node_writes_total` : ''})`],
+    ...(pgClient
+      ? [
+          ['  Postgres commits/s; rows written/s', `${pgCommitsPerSecond.toFixed(1)}; ${pgRowsPerSecond.toFixed(1)}`, '(pg_stat_database of the run\'s database: rows inserted + updated + deleted)'],
+          ['  Postgres server CPU, % of one core', (100 * pgCpuShare).toFixed(1), '(every local postgres process, any database; 0 = server not on this machine)'],
+        ]
+      : []),
     ...(fullPhaseMs > 0
       ? [
           ['full reports every beat: CPU ms per heartbeat', fullCpuMsPerBeat.toFixed(3), `(vs ${cpuMsPerBeat.toFixed(3)} with keep-alives: ${(fullCpuMsPerBeat / cpuMsPerBeat).toFixed(1)}x; ${fw.answered} answered in ${fullWindowSeconds.toFixed(1)} s)`],
           ['  CPU, % of one core; % at the full rate', `${(100 * fullCpuShare).toFixed(1)}; ${((fullCpuMsPerBeat * fleetRatePerSecond) / 10).toFixed(1)}`, ''],
           ['  latency p50 / p99 ms', [0.5, 0.99].map((p) => ms(percentile(fw.latencies, p))).join(' / '), `(${fw.latencies.length} in window)`],
           ['  store node writes/s', (delta(fw.counters, fw.endCounters, 'storeWrites') / fullWindowSeconds).toFixed(1), ''],
+          ...(pgClient
+            ? [['  Postgres commits/s; rows written/s', `${(pgDelta(fw.counters, fw.endCounters, 'commits') / fullWindowSeconds).toFixed(1)}; ${(pgDelta(fw.counters, fw.endCounters, 'rowsWritten') / fullWindowSeconds).toFixed(1)}`, '']]
+            : []),
         ]
       : []),
-    ['control plane RSS avg / peak MB', `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`, `${verdict(rssPass)} (target < ${TARGET_RSS_MB})`],
+    several
+      ? [`control planes RSS, all ${instanceCount}, avg / peak MB`, `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`, `(each instance below: target each < ${TARGET_RSS_MB})`]
+      : ['control plane RSS avg / peak MB', `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`, `${verdict(rssPass)} (target < ${TARGET_RSS_MB})`],
     ['  whole-run peak MB', rssPeakRun.toFixed(0), ''],
+    ...(several
+      ? perInstance.flatMap((x, i) => [
+          [
+            `instance ${i + 1}${x.leader ? ' (leader)' : ''}: CPU % of one core; RSS avg / peak MB`,
+            `${(100 * x.share).toFixed(1)}; ${x.rssAvg.toFixed(0)} / ${x.rssPeak.toFixed(0)}`,
+            `${verdict(x.share < TARGET_CPU_SHARE_EACH && x.rssPeak < TARGET_RSS_MB)} (targets < ${TARGET_CPU_SHARE_EACH * 100}, < ${TARGET_RSS_MB}; pid ${x.pid})`,
+          ],
+          [
+            '  heartbeats/s; CPU ms per heartbeat; node writes/s',
+            `${x.beatsPerSecond.toFixed(1)}; ${x.cpuMsPerBeat.toFixed(3)}; ${x.writesPerSecond.toFixed(1)}`,
+            `(its own /metrics; ${nodesPerInstance[i]} simulated nodes start here)`,
+          ],
+        ])
+      : []),
     ['real Agents: heartbeats each, min..max', realAgentCount ? `${Math.min(...realBeats)}..${Math.max(...realBeats)}` : '-', `${verdict(realPass)} (long-poll: expected about ${expectedRealBeats.toFixed(0)})`],
     ['bench process CPU %, loop delay p99 / max ms', `${((100 * (benchCpu.user + benchCpu.system)) / 1e6 / runSeconds).toFixed(1)}, ${(loopDelay.percentile(99) / 1e6).toFixed(0)} / ${(loopDelay.max / 1e6).toFixed(0)}`, '(the client; high = latency is partly ours)'],
   ];
@@ -695,8 +885,12 @@ try {
   }
   const pass = cpuPass && rssPass && p99Pass && beatsPass && realPass;
   console.log(
-    `${verdict(pass)}: CPU ${(100 * cpuShare).toFixed(1)}% of one core (< ${TARGET_CPU_SHARE * 100}), RSS peak ${rssPeak.toFixed(0)} MB (< ${TARGET_RSS_MB}), ` +
-      `p99 ${ms(p99)} ms (< ${TARGET_P99_MS}); store ${storeWritesPerSecond.toFixed(0)} node writes/s`,
+    several
+      ? `${verdict(pass)}: CPU ${perInstance.map((x) => (100 * x.share).toFixed(1)).join(' / ')}% of one core per instance (each < ${TARGET_CPU_SHARE_EACH * 100}), ` +
+          `RSS peak ${perInstance.map((x) => x.rssPeak.toFixed(0)).join(' / ')} MB (each < ${TARGET_RSS_MB}), p99 ${ms(p99)} ms (< ${TARGET_P99_MS}); ` +
+          `store ${storeWritesPerSecond.toFixed(0)} node writes/s, Postgres ${pgCommitsPerSecond.toFixed(0)} commits/s`
+      : `${verdict(pass)}: CPU ${(100 * cpuShare).toFixed(1)}% of one core (< ${TARGET_CPU_SHARE * 100}), RSS peak ${rssPeak.toFixed(0)} MB (< ${TARGET_RSS_MB}), ` +
+          `p99 ${ms(p99)} ms (< ${TARGET_P99_MS}); store ${storeWritesPerSecond.toFixed(0)} node writes/s`,
   );
   if (!pass) process.exitCode = 1;
 
@@ -704,22 +898,26 @@ try {
   await Promise.all(realAgents.map((a) => a.stop()));
   realAgents.length = 0;
   await realAgentDispatcher.destroy();
-  await pool.close();
-  pool = null;
-  await holdPool?.close();
-  holdPool = null;
+  await Promise.all(pools.map((p) => p.close()));
+  pools = [];
+  await Promise.all(holdPools.map((p) => p.close()));
+  holdPools = [];
   clearInterval(sampler);
-  const stopped = await control.stop();
-  control = null;
-  console.log(`control plane stopped in ${stopped.seconds.toFixed(1)} s after SIGTERM (${stopped.signal ?? `exit code ${stopped.code}`})`);
-  if (profDir) {
-    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+  const stopping = controls;
+  controls = [];
+  const stopped = await Promise.all(stopping.map((c) => c.stop()));
+  for (const [i, x] of stopped.entries()) {
+    console.log(`control plane${several ? ` ${i + 1}` : ''} stopped in ${x.seconds.toFixed(1)} s after SIGTERM (${x.signal ?? `exit code ${x.code}`})`);
+  }
+  // Node names each profile CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: the pid says whose it is.
+  for (const [i, pid] of (profDir ? pids : []).entries()) {
+    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile') && f.split('.')[3] === String(pid));
     if (!file) {
-      console.log(`no .cpuprofile in ${profDir}: the control plane did not exit cleanly`);
+      console.log(`no .cpuprofile of pid ${pid} in ${profDir}: the control plane did not exit cleanly`);
     } else {
       const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8'));
       const sum = summariseProfile(profile, steadyStartUs, steadyEndUs);
-      console.log(`\ncontrol plane profile (${sum.inWindow ? 'steady window' : 'whole run: the window did not line up with the profile clock'}): ${join(profDir, file)}`);
+      console.log(`\ncontrol plane${several ? ` ${i + 1}` : ''} profile (${sum.inWindow ? 'steady window' : 'whole run: the window did not line up with the profile clock'}): ${join(profDir, file)}`);
       console.log(`  ${sum.total} samples, ${sum.busy} not idle (${((100 * sum.busy) / sum.total).toFixed(1)}%); percentages are of the samples not idle`);
       printTop('self time, by function:', sum.self, sum.busy, 25);
       printTop('inclusive time, by function:', sum.inclusive, sum.busy, 30);
@@ -734,8 +932,20 @@ try {
   if (sampler) clearInterval(sampler);
   await Promise.allSettled(realAgents.map((a) => a.stop()));
   if (!realAgentDispatcher.destroyed) await realAgentDispatcher.destroy();
-  await pool?.close();
-  await holdPool?.close();
-  await control?.stop();
+  await Promise.allSettled([...pools, ...holdPools].map((p) => p.close()));
+  await Promise.allSettled(controls.map((c) => c.stop()));
+  await pgClient?.end().catch(() => {});
+  if (database !== null) {
+    // WITH (FORCE): an instance killed after 30 s may leave a session behind; the run's database goes all the same.
+    const admin = new pg.Client({ connectionString: postgresServerUrl });
+    try {
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    } catch (err) {
+      console.error(`heartbeats bench: could not drop the run's database ${database}: ${err.message}`);
+    } finally {
+      await admin.end().catch(() => {});
+    }
+  }
   await rm(dir, { recursive: true, force: true });
 }
