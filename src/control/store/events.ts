@@ -24,6 +24,20 @@ export type EventInput = Omit<EventRow, 'id' | 'model' | 'node' | 'replica' | 'f
   to?: number | null;
 };
 
+/** An event as its row: absent fields are NULL. */
+function eventRow(event: EventInput) {
+  return {
+    at: event.atMs,
+    kind: event.kind,
+    model: event.model ?? null,
+    node: event.node ?? null,
+    replica: event.replica ?? null,
+    from_count: event.from ?? null,
+    to_count: event.to ?? null,
+    message: event.message,
+  };
+}
+
 export class EventRepository {
   constructor(private readonly connection: StoreConnection) {}
 
@@ -31,16 +45,7 @@ export class EventRepository {
   async append(event: EventInput): Promise<number> {
     const row = await this.connection.db
       .insertInto('events')
-      .values({
-        at: event.atMs,
-        kind: event.kind,
-        model: event.model ?? null,
-        node: event.node ?? null,
-        replica: event.replica ?? null,
-        from_count: event.from ?? null,
-        to_count: event.to ?? null,
-        message: event.message,
-      })
+      .values(eventRow(event))
       .returning('id')
       .executeTakeFirstOrThrow();
     return Number(row.id);
@@ -58,16 +63,7 @@ export class EventRepository {
         await tx
           .insertInto('events')
           .values(
-            events.slice(i, i + 500).map((event) => ({
-              at: event.atMs,
-              kind: event.kind,
-              model: event.model ?? null,
-              node: event.node ?? null,
-              replica: event.replica ?? null,
-              from_count: event.from ?? null,
-              to_count: event.to ?? null,
-              message: event.message,
-            })),
+            events.slice(i, i + 500).map(eventRow),
           )
           .execute();
       }
