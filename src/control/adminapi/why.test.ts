@@ -38,25 +38,21 @@ function replica(id: string, m: string, state: ReplicaRecord['state'], node: str
   };
 }
 
+/** The last pass's rejections of `model` over two nodes, as placement records them. */
+function rejectionsOf(model: string, purpose: ModelRejections['purpose'], rejections: ModelRejections['rejections']): ModelRejections {
+  return { model, purpose, rejections, notes: [], nodeCount: 2, modelKey: '', atMs: NOW, contended: false };
+}
+
 function node(id: string, over: Partial<PlacementNode> = {}): PlacementNode {
   return { id, labels: {}, adminState: 'ready', liveness: 'up', gpus: [], gpusInUse: [], weightsHeld: [], fabrics: [], engines: ['sim', 'vllm'], ...over };
 }
 
 describe('why is this model not running', () => {
   it('names the profile no node fits, with the node counts', () => {
-    const rejections: ModelRejections = {
-      model: 'big',
-      purpose: 'scale',
-      rejections: [
-        { profile: 'p', node: 'n1', code: 'no_gpus', dimension: 'gpus', reason: 'needs 2 GPUs; the node has none' },
-        { profile: 'p', node: 'n2', code: 'cordoned', dimension: 'node', reason: 'node n2 is cordoned' },
-      ],
-      notes: [],
-      nodeCount: 2,
-      modelKey: '',
-      atMs: NOW,
-      contended: false,
-    };
+    const rejections = rejectionsOf('big', 'scale', [
+      { profile: 'p', node: 'n1', code: 'no_gpus', dimension: 'gpus', reason: 'needs 2 GPUs; the node has none' },
+      { profile: 'p', node: 'n2', code: 'cordoned', dimension: 'node', reason: 'node n2 is cordoned' },
+    ]);
     const why = modelWhy({ model: model('big', { gpus: 2 }), replicas: [], rejections, nowMs: NOW });
     expect(why.ready_replicas).toBe(0);
     expect(why.summary[0], 'the first sentence says it does not run and why').toMatch(/big is not running and not placed: no node can run/);
@@ -98,16 +94,7 @@ describe('why is this model not running', () => {
   });
 
   it('says a running model\'s drain replacement has nowhere to go', () => {
-    const rejections: ModelRejections = {
-      model: 'chat',
-      purpose: 'drain',
-      rejections: [{ profile: 'p', node: 'n2', code: 'cordoned', dimension: 'node', reason: 'node n2 is cordoned' }],
-      notes: [],
-      nodeCount: 2,
-      modelKey: '',
-      atMs: NOW,
-      contended: false,
-    };
+    const rejections = rejectionsOf('chat', 'drain', [{ profile: 'p', node: 'n2', code: 'cordoned', dimension: 'node', reason: 'node n2 is cordoned' }]);
     const why = modelWhy({ model: model('chat'), replicas: [replica('r1', 'chat', 'ready', 'n1')], rejections, nowMs: NOW });
     expect(why.summary.slice(0, 3)).toEqual([
       'model chat is running: 1 ready replica (min 1)',
@@ -174,19 +161,10 @@ describe('what is this drain waiting for', () => {
 
   it('a node to take the replacement, naming why none can', () => {
     const old = replica('r1', 'chat', 'ready', 'n1');
-    const rejections: ModelRejections = {
-      model: 'chat',
-      purpose: 'drain',
-      rejections: [
-        { profile: 'p', node: 'n1', code: 'excluded', dimension: 'node', reason: 'excluded' },
-        { profile: 'p', node: 'n2', code: 'cordoned', dimension: 'node', reason: 'node n2 is cordoned' },
-      ],
-      notes: [],
-      nodeCount: 2,
-      modelKey: '',
-      atMs: NOW,
-      contended: false,
-    };
+    const rejections = rejectionsOf('chat', 'drain', [
+      { profile: 'p', node: 'n1', code: 'excluded', dimension: 'node', reason: 'excluded' },
+      { profile: 'p', node: 'n2', code: 'cordoned', dimension: 'node', reason: 'node n2 is cordoned' },
+    ]);
     const [w] = drainWaits({ ...base, replicas: [old], blockedDrains: [{ replicaId: 'r1', model: 'chat', nodeIds: ['n1'], reason: 'blocked' }], rejections: () => rejections });
     expect(w!.waits_for).toMatch(/a node to take its replacement, and none can: 0\/2 nodes fit profile p: .*1 is cordoned/);
   });
