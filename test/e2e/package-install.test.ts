@@ -21,6 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { processesUnder } from '../support/processes.js';
 import { StopWaiting, waitFor } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -52,20 +53,6 @@ function npmCli(): string {
   const onPath = spawnSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).stdout.trim();
   if (!onPath) throw new Error('npm is not on PATH: install Node.js with npm to run this test');
   return realpathSync(onPath);
-}
-
-/** Processes whose command line mentions `dir`: what a clean Ctrl-C must leave none of. */
-function processesUnder(dir: string): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      if (cmd.includes(dir) && Number(pid) !== process.pid) found.push(`${pid}: ${cmd}`);
-    } catch {
-      // Gone while we looked.
-    }
-  }
-  return found;
 }
 
 describe(`the packed tarball, installed with npm on Node ${process.version}`, () => {

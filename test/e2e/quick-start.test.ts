@@ -5,12 +5,13 @@
 // The commands are read from the README so the two cannot drift apart.
 import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
+import { processesUnder } from '../support/processes.js';
 import { StopWaiting, waitFor } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -21,20 +22,6 @@ function quickStartCommands(): string[] {
   const section = readme.split(/^## /m).find((s) => s.startsWith('Quick start'));
   if (!section) throw new Error('README.md has no "## Quick start" section');
   return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
-}
-
-/** Processes whose command line mentions `dir`: what a clean Ctrl-C must leave none of. */
-function processesUnder(dir: string): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      if (cmd.includes(dir) && Number(pid) !== process.pid) found.push(`${pid}: ${cmd}`);
-    } catch {
-      // Gone while we looked.
-    }
-  }
-  return found;
 }
 
 describe('the README quick start', () => {

@@ -178,3 +178,17 @@ export async function freePort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }
+
+/** Processes whose command line mentions `dir`: what a clean Ctrl-C must leave none of. */
+export function processesUnder(dir: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (cmd.includes(dir) && Number(pid) !== process.pid) found.push(`${pid}: ${cmd}`);
+    } catch {
+      // Gone while we looked.
+    }
+  }
+  return found;
+}
