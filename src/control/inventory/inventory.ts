@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { LlmgwError } from '../../errors/index.js';
 import { type NodeReport, NodeReportSchema } from '../../protocol/index.js';
-import type { AuditActor, JoinTokenRow, NodeRow, Store } from '../store/index.js';
+import type { AuditActor, HeartbeatWrite, JoinTokenRow, NodeRow, Store } from '../store/index.js';
 import { actorText } from '../../http/index.js';
 import { deriveMgmtToken, hardwareFingerprint, matchesHash, mgmtKey, newNodeJoinToken, newNonce, sha256Hex } from './node-secrets.js';
 
@@ -99,7 +99,7 @@ const REFRESH_OVERLAP_MS = 10_000;
 
 export class Inventory {
   private readonly nodes = new Map<string, Node>();
-  private pending = new Map<string, { lastSeenMs: number; report?: unknown; agentVersion: string | null; protocolVersion: number | null }>();
+  private pending = new Map<string, Omit<HeartbeatWrite, 'id'>>();
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<Listener>();
@@ -119,8 +119,8 @@ export class Inventory {
    * since this process started), so a keep-alive is answered send_report.
    */
   private readonly reportHashes = new Map<string, string>();
-  /** Per node, what was last queued for the store: when, and the versions, so a change is written at once. */
-  private readonly queuedAt = new Map<string, { lastSeenMs: number; agentVersion: string | null; protocolVersion: number | null }>();
+  /** Per node, when its last_seen was last queued for the store. */
+  private readonly queuedAt = new Map<string, number>();
   readonly counts: HeartbeatCounts = { reports: { full: 0, keepalive: 0 }, reportsAsked: 0, storeNodeWrites: 0 };
 
   private readonly mgmtKey: Buffer;
@@ -352,6 +352,8 @@ export class Inventory {
     // Not coming back: arriving (capacity to place on, not a recovery to tell of).
     const firstBeat = node.lastSeenMs === null;
     node.lastSeenMs = now;
+    const versionsChanged =
+      (input.agentVersion !== undefined && input.agentVersion !== node.agentVersion) || (input.protocolVersion !== undefined && input.protocolVersion !== node.protocolVersion);
     if (input.agentVersion !== undefined) node.agentVersion = input.agentVersion;
     if (input.protocolVersion !== undefined) node.protocolVersion = input.protocolVersion;
     let reportProblem: string | null = null;
@@ -381,7 +383,7 @@ export class Inventory {
         reportProblem = `the report did not validate (${parsed.error.issues[0]?.message ?? 'unknown problem'}); the previous one is kept`;
       }
     }
-    if (this.options.store) this.queueWrite(node, now, reportChanged);
+    if (this.options.store) this.queueWrite(node, now, reportChanged, versionsChanged);
     if (capacityChanged) this.changed(node.id, firstBeat ? 'first heartbeat' : wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed');
     return { reportProblem, mgmtToken: this.ensureMgmtToken(node), sendReport };
   }
@@ -389,31 +391,22 @@ export class Inventory {
   /**
    * Queues the node's heartbeat for the next flush, unless its last_seen was
    * queued less than lastSeenWriteMs ago and nothing else changed: at 10,000
-   * nodes, writing every heartbeat is 2,000 row updates a second for a
-   * column only a restarted or another control plane reads.
+   * nodes, writing every heartbeat is 2,000 row writes a second for a value
+   * only a restarted or another control plane reads.
    */
-  private queueWrite(node: Node, now: number, reportChanged: boolean): void {
+  private queueWrite(node: Node, now: number, reportChanged: boolean, versionsChanged: boolean): void {
     // The report is rewritten only when what placement reads changed: at a
     // few hundred heartbeats a second, rewriting 3 KB each time was most of
     // the store's work for nothing a restarted control plane would miss.
     const previous = this.pending.get(node.id);
     const queued = this.queuedAt.get(node.id);
-    const due =
-      reportChanged ||
-      previous !== undefined ||
-      queued === undefined ||
-      queued.agentVersion !== node.agentVersion ||
-      queued.protocolVersion !== node.protocolVersion ||
-      now - queued.lastSeenMs >= (this.options.lastSeenWriteMs ?? 0);
+    const due = reportChanged || versionsChanged || previous !== undefined || queued === undefined || now - queued >= (this.options.lastSeenWriteMs ?? 0);
     if (!due) return;
+    // What an earlier heartbeat in this flush changed is still to be written.
     const report = reportChanged ? node.report : previous?.report;
-    this.pending.set(node.id, {
-      lastSeenMs: now,
-      ...(report !== undefined ? { report } : {}),
-      agentVersion: node.agentVersion,
-      protocolVersion: node.protocolVersion,
-    });
-    this.queuedAt.set(node.id, { lastSeenMs: now, agentVersion: node.agentVersion, protocolVersion: node.protocolVersion });
+    const versions = versionsChanged ? { agentVersion: node.agentVersion, protocolVersion: node.protocolVersion } : previous?.versions;
+    this.pending.set(node.id, { lastSeenMs: now, ...(report !== undefined ? { report } : {}), ...(versions !== undefined ? { versions } : {}) });
+    this.queuedAt.set(node.id, now);
     if ((this.options.flushIntervalMs ?? 1000) === 0) void this.flush();
   }
 
@@ -544,8 +537,14 @@ export class Inventory {
           this.counts.storeNodeWrites += batch.length;
         },
         () => {
-          // The store is away: keep the newest of each so the next flush retries them.
-          for (const b of batch) if (!this.pending.has(b.id)) this.pending.set(b.id, b);
+          // The store is away: the next flush retries them, merged with what was queued since
+          // (its newer last_seen, and a report or versions only this batch carried).
+          for (const { id, ...b } of batch) {
+            const later = this.pending.get(id);
+            const report = later?.report ?? b.report;
+            const versions = later?.versions ?? b.versions;
+            this.pending.set(id, { lastSeenMs: later?.lastSeenMs ?? b.lastSeenMs, ...(report !== undefined ? { report } : {}), ...(versions !== undefined ? { versions } : {}) });
+          }
           this.unsavedSinceMs ??= this.options.now();
         },
       );
@@ -572,64 +571,85 @@ export class Inventory {
     const store = this.options.store;
     if (!store) return;
     const now = this.options.now();
-    // After the first, only rows changed lately: reading every node's report each second would cost
-    // megabytes a second in a large fleet. The overlap covers clocks that differ between instances
-    // and heartbeats another instance still holds in its flush buffer.
+    // After the first, only what changed lately: rows whose identity, state or report changed, and
+    // apart from them the last_seen values heard lately (a few bytes a node, where reading every
+    // node's report each second would cost megabytes a second in a large fleet). The overlap covers
+    // clocks that differ between instances and heartbeats another instance still holds in its flush buffer.
     const since = this.refreshedAtMs === null ? undefined : this.refreshedAtMs - REFRESH_OVERLAP_MS;
-    const rows = await store.nodes.list(since === undefined ? {} : { changedSinceMs: since });
+    const [rows, seen] = await Promise.all([
+      store.nodes.list(since === undefined ? {} : { changedSinceMs: since }),
+      since === undefined ? Promise.resolve([]) : store.nodes.lastSeenSince(since),
+    ]);
     this.refreshedAtMs = now;
-    for (const row of rows) {
-      const node = this.nodes.get(row.id);
-      if (row.removedAtMs !== null) {
-        if (node) {
-          this.forget(row.id);
-          this.changed(row.id, 'removed through another control plane');
-        }
-        continue;
-      }
-      const fresh = this.fromRow(row);
-      if (!node) {
-        this.nodes.set(row.id, fresh);
-        this.joinedMs.set(row.id, now);
-        if (fresh.report) this.fingerprints.set(row.id, capacityFingerprint(fresh.report));
-        this.changed(row.id, 'joined through another control plane');
-        continue;
-      }
-      this.heardJoin(row.id, row.joinedAt);
-      node.hostname = fresh.hostname;
-      node.mgmtAddr = fresh.mgmtAddr;
-      node.labels = fresh.labels;
-      node.credentialHash = fresh.credentialHash;
-      if (fresh.mgmtNonce !== node.mgmtNonce) {
-        node.mgmtNonce = fresh.mgmtNonce;
-        node.mgmtTokenHash = fresh.mgmtTokenHash;
-        node.mgmtToken = fresh.mgmtToken;
-      }
-      node.approvedHardware = fresh.approvedHardware;
-      node.hardwareChange = fresh.hardwareChange;
-      if (fresh.approval !== node.approval) {
-        node.approval = fresh.approval;
-        this.changed(row.id, `approval ${fresh.approval} (set through another control plane)`);
-      }
-      if (fresh.adminState !== node.adminState) {
-        const from = node.adminState;
-        node.adminState = fresh.adminState;
-        this.changed(row.id, `state ${from} -> ${fresh.adminState} (set through another control plane)`);
-      }
-      if (fresh.lastSeenMs === null || (node.lastSeenMs !== null && fresh.lastSeenMs <= node.lastSeenMs)) continue;
-      const wasLive = this.liveness(node, now);
-      node.lastSeenMs = fresh.lastSeenMs;
-      // The stored report is rewritten only when capacity changed, so a differing one is news.
-      const fingerprint = capacityFingerprint(fresh.report);
-      const reportChanged = fresh.report !== null && this.fingerprints.get(row.id) !== fingerprint;
-      if (reportChanged) {
-        node.report = fresh.report;
-        this.fingerprints.set(row.id, fingerprint);
-        // Reported to another instance: the hash held here names the report just replaced.
-        this.reportHashes.delete(row.id);
-      }
-      if (wasLive !== this.liveness(node, now) || reportChanged) this.changed(row.id, reportChanged ? 'capacity changed (reported to another control plane)' : `back (${wasLive})`);
+    for (const row of rows) this.mergeRow(row, now);
+    for (const { id, lastSeenMs } of seen) {
+      const node = this.nodes.get(id);
+      if (node) this.mergeLastSeen(node, lastSeenMs, now, false);
     }
+  }
+
+  /** One node's row as another control plane left it: identity, credentials, admin state, approval, its report. */
+  private mergeRow(row: NodeRow, now: number): void {
+    const node = this.nodes.get(row.id);
+    if (row.removedAtMs !== null) {
+      if (node) {
+        this.forget(row.id);
+        this.changed(row.id, 'removed through another control plane');
+      }
+      return;
+    }
+    const fresh = this.fromRow(row);
+    if (!node) {
+      this.nodes.set(row.id, fresh);
+      this.joinedMs.set(row.id, now);
+      if (fresh.report) this.fingerprints.set(row.id, capacityFingerprint(fresh.report));
+      this.changed(row.id, 'joined through another control plane');
+      return;
+    }
+    this.heardJoin(row.id, row.joinedAt);
+    node.hostname = fresh.hostname;
+    node.mgmtAddr = fresh.mgmtAddr;
+    node.labels = fresh.labels;
+    node.credentialHash = fresh.credentialHash;
+    if (fresh.mgmtNonce !== node.mgmtNonce) {
+      node.mgmtNonce = fresh.mgmtNonce;
+      node.mgmtTokenHash = fresh.mgmtTokenHash;
+      node.mgmtToken = fresh.mgmtToken;
+    }
+    node.approvedHardware = fresh.approvedHardware;
+    node.hardwareChange = fresh.hardwareChange;
+    if (fresh.approval !== node.approval) {
+      node.approval = fresh.approval;
+      this.changed(row.id, `approval ${fresh.approval} (set through another control plane)`);
+    }
+    if (fresh.adminState !== node.adminState) {
+      const from = node.adminState;
+      node.adminState = fresh.adminState;
+      this.changed(row.id, `state ${from} -> ${fresh.adminState} (set through another control plane)`);
+    }
+    if (fresh.lastSeenMs !== null) this.mergeLastSeen(node, fresh.lastSeenMs, now, true, fresh.report);
+  }
+
+  /**
+   * A heartbeat another control plane saved. Liveness is judged on the
+   * newest from any instance, so last_seen only moves forwards; the report
+   * saved with it is taken only when it is newer than what this process
+   * heard (`withReport`: the row was read whole, report included).
+   */
+  private mergeLastSeen(node: Node, lastSeenMs: number, now: number, withReport: boolean, report: NodeReport | null = null): void {
+    if (node.lastSeenMs !== null && lastSeenMs <= node.lastSeenMs) return;
+    const wasLive = this.liveness(node, now);
+    node.lastSeenMs = lastSeenMs;
+    // The stored report is rewritten only when capacity changed, so a differing one is news.
+    const fingerprint = withReport ? capacityFingerprint(report) : '';
+    const reportChanged = withReport && report !== null && this.fingerprints.get(node.id) !== fingerprint;
+    if (reportChanged) {
+      node.report = report;
+      this.fingerprints.set(node.id, fingerprint);
+      // Reported to another instance: the hash held here names the report just replaced.
+      this.reportHashes.delete(node.id);
+    }
+    if (wasLive !== this.liveness(node, now) || reportChanged) this.changed(node.id, reportChanged ? 'capacity changed (reported to another control plane)' : `back (${wasLive})`);
   }
 
   async setState(id: string, state: AdminState, actor: string | AuditActor): Promise<Node> {

@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Store } from '../store/index.js';
 import { Inventory } from './inventory.js';
 
@@ -113,5 +113,45 @@ describe('keep-alive heartbeats', () => {
     } finally {
       await store.close();
     }
+  });
+
+  it('lets another instance follow liveness from last_seen alone, and re-read a node only when its row changed', async () => {
+    // Regression (issue #21): with last_seen in the nodes row, every instance re-read every node,
+    // report and all, each second; liveness now comes from a narrow table, rows only when they changed.
+    let now = 1_000_000;
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-keepalive-'));
+    dirs.push(dir);
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now: () => now });
+    const options = { store, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0, lastSeenWriteMs: 0 };
+    const a = await Inventory.create(options);
+    const b = await Inventory.create(options);
+    await a.join(joinInput('n1'));
+    a.heartbeat(a.get('n1')!, { report: gpus(8), reportHash: 'h1' });
+    await a.flush();
+    await b.refresh();
+    expect(b.get('n1')?.report?.gpus, 'the first read takes the whole row').toHaveLength(8);
+
+    const changes: string[] = [];
+    b.onChange((id, why) => changes.push(`${id}: ${why}`));
+    const rowsRead = vi.spyOn(store.nodes, 'list');
+    now += 30_000;
+    await b.refresh();
+    expect(b.liveness(b.get('n1')!), 'silent for 30 s').toBe('stale');
+    a.heartbeat(a.get('n1')!, { reportHash: 'h1' });
+    await a.flush();
+    await b.refresh();
+    expect(b.liveness(b.get('n1')!), 'a keep-alive through a is seen on b').toBe('up');
+    expect(changes, 'and its return told').toEqual(['n1: back (stale)']);
+    expect((await rowsRead.mock.results.at(-1)!.value as unknown[]).length, 'without reading the row again').toBe(0);
+
+    now += 1_000;
+    a.heartbeat(a.get('n1')!, { report: gpus(8, ['xid 79']), reportHash: 'h2' });
+    await a.flush();
+    await b.refresh();
+    expect(b.get('n1')?.report?.gpus?.[0]?.problems, 'a changed report is read with its row').toEqual(['xid 79']);
+    expect(changes.at(-1)).toBe('n1: capacity changed (reported to another control plane)');
+    await a.close();
+    await b.close();
+    await store.close();
   });
 });

@@ -330,6 +330,21 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('response_items_response').on('response_items').column('response_id').execute();
       },
     },
+    // Each node's newest heartbeat in a narrow table of its own. In the nodes row, every last_seen write
+    // rewrote the whole row (its report is kilobytes) and marked it changed, so other instances re-read
+    // every node each second; here a flush is one multi-row upsert of small rows, and nodes.updated_at
+    // moves only when something other than liveness changed.
+    '0015_node_last_seen': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('node_last_seen')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('last_seen', 'bigint', (c) => c.notNull())
+          .execute();
+        await sql`INSERT INTO node_last_seen (id, last_seen) SELECT id, last_seen FROM nodes WHERE last_seen IS NOT NULL`.execute(db);
+        await db.schema.alterTable('nodes').dropColumn('last_seen').execute();
+      },
+    },
   };
 }
 

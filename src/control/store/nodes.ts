@@ -5,7 +5,8 @@ import { LlmgwError } from '../../errors/index.js';
 import { type AuditInput, insertAudit } from './audit.js';
 import type { StoreConnection } from './connection.js';
 import { GroupCommit } from './group-commit.js';
-import type { NodesTable } from './schema.js';
+import type { Kysely } from 'kysely';
+import type { Database, NodesTable } from './schema.js';
 
 export interface NodeRow {
   id: string;
@@ -56,11 +57,24 @@ export interface NodeJoin {
 export interface HeartbeatWrite {
   id: string;
   lastSeenMs: number;
-  /** Absent: the heartbeat carried no report; the stored one is kept. */
+  /** Absent: the report did not change since it was last written; the stored one is kept. */
   report?: unknown;
-  agentVersion: string | null;
-  protocolVersion: number | null;
+  /** Absent: the agent's versions did not change; the stored ones are kept. */
+  versions?: { agentVersion: string | null; protocolVersion: number | null };
 }
+
+/** A node's newest saved heartbeat, without the rest of its row. */
+export interface LastSeenRow {
+  id: string;
+  lastSeenMs: number;
+}
+
+/**
+ * Rows per statement of a flush's last_seen upsert: two parameters each,
+ * well inside SQLite's 32,766 and Postgres's 65,535, and few statements for
+ * a flush of thousands.
+ */
+const LAST_SEEN_ROWS_PER_STATEMENT = 1000;
 
 export class NodeRepository {
   /** Joins, committed together on SQLite when they arrive together (src/control/store/group-commit.ts). */
@@ -70,13 +84,23 @@ export class NodeRepository {
     this.joins = new GroupCommit(connection);
   }
 
-  /** Every node; with `changedSinceMs`, only those heard from or changed (joined, state set) at or after it. */
+  /**
+   * Every node; with `changedSinceMs`, only those changed (joined, state
+   * set, report or versions written, removed) at or after it. A heartbeat
+   * that changed only liveness does not count: lastSeenSince reads those.
+   */
   async list(options: { changedSinceMs?: number } = {}): Promise<NodeRow[]> {
-    let query = this.connection.db.selectFrom('nodes').selectAll().orderBy('id');
+    let query = withLastSeen(this.connection.db).orderBy('nodes.id');
     const since = options.changedSinceMs;
-    if (since !== undefined) query = query.where((eb) => eb.or([eb('last_seen', '>=', since), eb('updated_at', '>=', since)]));
+    if (since !== undefined) query = query.where('nodes.updated_at', '>=', since);
     const rows = await query.execute();
     return rows.map(toNodeRow);
+  }
+
+  /** Nodes whose newest saved heartbeat is at or after `sinceMs`: liveness only, a few bytes a node. */
+  async lastSeenSince(sinceMs: number): Promise<LastSeenRow[]> {
+    const rows = await this.connection.db.selectFrom('node_last_seen').select(['id', 'last_seen']).where('last_seen', '>=', sinceMs).execute();
+    return rows.map((r) => ({ id: r.id, lastSeenMs: r.last_seen }));
   }
 
   /**
@@ -114,7 +138,6 @@ export class NodeRepository {
       };
       const afresh = {
         admin_state: 'ready',
-        last_seen: null,
         report: null,
         approval: node.approvalIfNew,
         approved_hardware: null,
@@ -142,16 +165,18 @@ export class NodeRepository {
         written = result.numInsertedOrUpdatedRows;
       }
       if (Number(written ?? 0) === 0) throw raced();
+      // Joining afresh: no heartbeat yet, whatever an earlier member under this id sent.
+      if (!existing || existing.removed_at !== null) await tx.deleteFrom('node_last_seen').where('id', '=', node.id).execute();
       await insertAudit(tx, at, audit);
       await this.connection.announce(tx, 'nodes');
-      const row = await tx.selectFrom('nodes').selectAll().where('id', '=', node.id).executeTakeFirstOrThrow();
+      const row = await withLastSeen(tx).where('nodes.id', '=', node.id).executeTakeFirstOrThrow();
       return toNodeRow(row);
     });
   }
 
   /** One node as stored, removed or not; undefined when the id was never seen. */
   async get(id: string): Promise<NodeRow | undefined> {
-    const row = await this.connection.db.selectFrom('nodes').selectAll().where('id', '=', id).executeTakeFirst();
+    const row = await withLastSeen(this.connection.db).where('nodes.id', '=', id).executeTakeFirst();
     return row ? toNodeRow(row) : undefined;
   }
 
@@ -228,25 +253,53 @@ export class NodeRepository {
   /**
    * Writes the newest heartbeat of many nodes in one transaction. Heartbeats
    * arrive hundreds a second in a large fleet; one fsync per batch instead of
-   * per heartbeat is what keeps the store from being the bottleneck. A write
-   * never moves last_seen backwards (another control plane may have newer).
+   * per heartbeat, and one statement per thousand last_seen values instead
+   * of one per node, is what keeps the store from being the bottleneck. A
+   * write never moves last_seen backwards, nor replaces a report sent with
+   * a newer heartbeat (another control plane may have newer). Each id at
+   * most once per call: Postgres refuses an upsert that touches one row twice.
    */
   async saveHeartbeats(beats: readonly HeartbeatWrite[]): Promise<void> {
     if (beats.length === 0) return;
+    const at = this.connection.now();
     await this.connection.db.transaction().execute(async (tx) => {
+      for (let i = 0; i < beats.length; i += LAST_SEEN_ROWS_PER_STATEMENT) {
+        const rows = beats.slice(i, i + LAST_SEEN_ROWS_PER_STATEMENT).map((b) => ({ id: b.id, last_seen: b.lastSeenMs }));
+        await tx
+          .insertInto('node_last_seen')
+          .values(rows)
+          .onConflict((oc) =>
+            oc
+              .column('id')
+              .doUpdateSet((eb) => ({ last_seen: eb.ref('excluded.last_seen') }))
+              .whereRef('node_last_seen.last_seen', '<', 'excluded.last_seen'),
+          )
+          .execute();
+      }
+      // Rare: a report that changed what placement reads, or an agent of another version.
       for (const b of beats) {
+        if (b.report === undefined && b.versions === undefined) continue;
         await tx
           .updateTable('nodes')
-          .set({ last_seen: b.lastSeenMs, report: b.report === undefined ? undefined : JSON.stringify(b.report), agent_version: b.agentVersion, protocol_version: b.protocolVersion })
+          .set({
+            ...(b.report === undefined ? {} : { report: JSON.stringify(b.report) }),
+            ...(b.versions === undefined ? {} : { agent_version: b.versions.agentVersion, protocol_version: b.versions.protocolVersion }),
+            updated_at: at,
+          })
           .where('id', '=', b.id)
-          .where((eb) => eb.or([eb('last_seen', 'is', null), eb('last_seen', '<=', b.lastSeenMs)]))
+          .where((eb) => eb.not(eb.exists(eb.selectFrom('node_last_seen').select('node_last_seen.id').whereRef('node_last_seen.id', '=', 'nodes.id').where('node_last_seen.last_seen', '>', b.lastSeenMs))))
           .execute();
       }
     });
   }
 }
 
-function toNodeRow(r: NodesTable): NodeRow {
+/** The nodes rows with each one's newest saved heartbeat beside it (null = none since joining). */
+function withLastSeen(db: Kysely<Database>) {
+  return db.selectFrom('nodes').leftJoin('node_last_seen', 'node_last_seen.id', 'nodes.id').selectAll('nodes').select('node_last_seen.last_seen');
+}
+
+function toNodeRow(r: NodesTable & { last_seen: number | null }): NodeRow {
   return {
     id: r.id,
     hostname: r.hostname,

@@ -59,12 +59,17 @@ export interface NodesTable {
   removed_at: number | null;
   agent_version: string | null;
   protocol_version: number | null;
-  /** Epoch ms of the newest heartbeat any control plane received; null = none since joining. */
-  last_seen: number | null;
   /** The newest NodeReport, JSON text; null = none yet. */
   report: string | null;
   joined_at: number;
+  /** Epoch ms of the last change other than a heartbeat's liveness: what other instances re-read the row for. */
   updated_at: number;
+}
+
+/** Each node's newest heartbeat any control plane saved; no row = none since joining. Apart so a heartbeat writes a few bytes, not the node's row. */
+export interface NodeLastSeenTable {
+  id: string;
+  last_seen: number;
 }
 
 /** Per-node join tokens: single use, expiring, stored only as a hash. */
@@ -278,6 +283,7 @@ export interface Database {
   models: ModelsTable;
   audit_log: AuditLogTable;
   nodes: NodesTable;
+  node_last_seen: NodeLastSeenTable;
   join_tokens: JoinTokensTable;
   replicas: ReplicasTable;
   shards: ShardsTable;

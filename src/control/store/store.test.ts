@@ -3,9 +3,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, POSTGRES_SKIP_REASON, POSTGRES_URL, type TestDatabase } from '../../../test/support/postgres.js';
 import type { StoreLocation } from './connection.js';
+import { StaticMigrationProvider } from './migrations.js';
 import { Store } from './store.js';
 
 interface Backend {
@@ -249,6 +252,44 @@ for (const backend of backends) {
       await store.close();
     });
 
+    it('keeps heartbeats apart from node rows: last_seen only forwards, a report only with a newer heartbeat', async () => {
+      // Regression (issue #21): last_seen lived in the nodes row, so each heartbeat write rewrote
+      // the row and its report and marked it changed: other instances re-read every node each second.
+      const store = await Store.open({ location, now });
+      const audit = { actor: 'node:hb', action: 'node.join', target: 'hb', detail: {} };
+      const join = (id: string) =>
+        store.nodes.upsertOnJoin(
+          { id, hostname: null, mgmtAddr: null, labels: {}, credentialHash: 'a'.repeat(64), mgmtNonce: 'n', mgmtTokenHash: 'b'.repeat(64), approvalIfNew: 'approved', agentVersion: '1', protocolVersion: 1 },
+          audit,
+        );
+      // Over a thousand, so the upsert spans more than one statement.
+      const ids = Array.from({ length: 1205 }, (_, i) => `hb-${String(i).padStart(4, '0')}`);
+      for (const id of ids) await join(id);
+      clock += 1_000;
+      const joinedBy = clock;
+      expect((await store.nodes.get('hb-0000'))!.lastSeenMs, 'none yet').toBeNull();
+
+      clock += 1_000;
+      await store.nodes.saveHeartbeats(ids.map((id) => ({ id, lastSeenMs: 5_000 })));
+      expect((await store.nodes.lastSeenSince(5_000)).length, 'every one saved').toBe(ids.length);
+      expect(await store.nodes.list({ changedSinceMs: joinedBy }), 'liveness alone changes no row').toEqual([]);
+      await store.nodes.saveHeartbeats([
+        { id: 'hb-0001', lastSeenMs: 4_000, report: { hostname: 'older' } },
+        { id: 'hb-0002', lastSeenMs: 6_000, report: { hostname: 'newer' }, versions: { agentVersion: '2', protocolVersion: 1 } },
+      ]);
+      const [one, two] = [(await store.nodes.get('hb-0001'))!, (await store.nodes.get('hb-0002'))!];
+      expect([one.lastSeenMs, one.report], 'an older heartbeat moves nothing back').toEqual([5_000, null]);
+      expect([two.lastSeenMs, two.report, two.agentVersion]).toEqual([6_000, { hostname: 'newer' }, '2']);
+      expect((await store.nodes.list({ changedSinceMs: joinedBy })).map((n) => n.id), 'a report changes the row').toEqual(['hb-0002']);
+      expect((await store.nodes.lastSeenSince(5_500)).map((r) => [r.id, r.lastSeenMs])).toEqual([['hb-0002', 6_000]]);
+
+      clock += 1;
+      await store.nodes.remove('hb-0003', { actor: 'ops', action: 'node.remove', target: 'hb-0003', detail: {} });
+      expect((await join('hb-0003')).lastSeenMs, 'a node joining afresh has not been heard from').toBeNull();
+      expect((await join('hb-0004')).lastSeenMs, 'a rejoin keeps its last heartbeat').toBe(5_000);
+      await store.close();
+    });
+
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
       const before = await a.models.list();
@@ -276,5 +317,25 @@ describe('store errors', () => {
 
   it.runIf(POSTGRES_URL === '')('says why the Postgres half was skipped', () => {
     expect(POSTGRES_SKIP_REASON).toContain('LLMGW_TEST_POSTGRES');
+  });
+});
+
+describe('store migrations', () => {
+  it('carries each node\'s last heartbeat over when it moves out of the nodes row (0015)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-store-0015-'));
+    const path = join(dir, 'llmgw.db');
+    const old = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new BetterSqlite3(path) }) });
+    const migrated = await new Migrator({ db: old, provider: new StaticMigrationProvider('sqlite') }).migrateTo('0014_responses');
+    expect(migrated.error).toBeUndefined();
+    await sql`insert into nodes (id, labels, admin_state, credential_hash, joined_at, updated_at, last_seen) values ('heard', '{}', 'ready', 'h', 1, 1, 7000)`.execute(old);
+    await sql`insert into nodes (id, labels, admin_state, credential_hash, joined_at, updated_at, last_seen) values ('quiet', '{}', 'ready', 'h', 1, 1, null)`.execute(old);
+    await old.destroy();
+    const store = await Store.open({ location: { kind: 'sqlite', path } });
+    expect((await store.nodes.list()).map((n) => [n.id, n.lastSeenMs])).toEqual([
+      ['heard', 7000],
+      ['quiet', null],
+    ]);
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 });
