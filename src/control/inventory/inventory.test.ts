@@ -48,6 +48,9 @@ describe('inventory', () => {
     expect(inv.authenticate('a', a.credential)?.id).toBe('a');
     expect(inv.authenticate('a', b.credential)).toBeNull();
     expect(inv.authenticate('ghost', a.credential)).toBeNull();
+    const forged = `${a.credential.slice(0, -1)}${a.credential.endsWith('A') ? 'B' : 'A'}`;
+    expect(inv.authenticate('a', forged), 'once a credential is proven, one that differs in its last character is still refused').toBeNull();
+    expect(inv.authenticate('a', a.credential)?.id).toBe('a');
     expect(inv.get('a')!.credentialHash, 'only the hash is kept').not.toContain(a.credential);
   });
 

@@ -87,6 +87,7 @@ describe('node identity', () => {
     await expect(b.join(joinInput('n1', '10.6.6.6:9000')), 'joined 1 s ago through a').rejects.toMatchObject({ code: 'LLMGW_NODE_ID_TAKEN' });
     expect(b.liveness(b.get('n1')!), 'no heartbeat yet, but joined within node_lost_after').toBe('stale');
     expect(a.authenticate('n1', real.credential), 'the real node keeps its credential').not.toBeNull();
+    expect(b.authenticate('n1', real.credential), 'b holds the same credential').not.toBeNull();
 
     // Silent past node_lost_after, the id is free; whoever takes it (through a) is live from that join on b too.
     now += 60_000;
@@ -95,6 +96,8 @@ describe('node identity', () => {
     await expect(b.join(joinInput('n1', '10.6.6.6:9000')), 'taken again 1 s ago through a').rejects.toMatchObject({ code: 'LLMGW_NODE_ID_TAKEN' });
     expect((await store.nodes.get('n1'))?.credentialHash, 'the store still holds the taker\'s credential').toBe(a.get('n1')?.credentialHash);
     expect(a.authenticate('n1', taker.credential)).not.toBeNull();
+    expect(a.authenticate('n1', real.credential), 'a credential proven before is worthless once the id is taken').toBeNull();
+    expect(b.authenticate('n1', real.credential), 'on the other instance too').toBeNull();
     await a.close();
     await b.close();
     await store.close();

@@ -20,6 +20,14 @@ export function matchesHash(secret: string, storedHex: string | null): boolean {
   return want.length === got.length && timingSafeEqual(want, got);
 }
 
+/** Equality of two secrets in time that does not depend on where they differ (only on their length). */
+export function constantTimeEqual(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
 /**
  * The key management tokens are derived with. From the join token, so the
  * store alone is not enough to compute them; with no join token (joining
