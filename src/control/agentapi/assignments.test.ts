@@ -1,9 +1,50 @@
-// The assignment board's contract: a held wait ends, and lets go of what it
-// registered, however it ends.
+// The assignment board's contract: a node's generation moves only when what
+// it should run changed (a needless move answers every held heartbeat of the
+// fleet at each pass, a missed one leaves an agent running the old set until
+// its next poll), and a held wait ends, and lets go of what it registered,
+// however it ends.
 import { describe, expect, it } from 'vitest';
+import type { ShardAssignment } from '../../protocol/index.js';
 import { AssignmentBoard } from './assignments.js';
 
+const shard = (id: string, gpus: number[] = [0]): ShardAssignment => ({
+  shard_id: id,
+  replica_id: `rep-${id}`,
+  model: 'm',
+  aliases: [],
+  source: 'hf://org/m',
+  profile: { name: 'p', engine: 'sim', gpus: gpus.length, shards: 1, args: [], env: {} },
+  rank: 0,
+  gpu_indices: gpus,
+  peers: [],
+});
+
 describe('assignment board', () => {
+  it('moves the generation on a real change only, whatever objects carry the lists', () => {
+    const board = new AssignmentBoard(100);
+    const steps: [string, ShardAssignment[], boolean][] = [
+      ['nothing, as before', [], false],
+      ['a first shard', [shard('a')], true],
+      ['the same shard, built afresh', [shard('a')], false],
+      ['the same shard again', [shard('a')], false],
+      ['one shard for another of the same count', [shard('b')], true],
+      ['that shard again, built afresh', [shard('b')], false],
+      ['a shard whose GPUs changed', [shard('b', [1])], true],
+      ['a second shard', [shard('b', [1]), shard('c')], true],
+      ['both again, built afresh', [shard('b', [1]), shard('c')], false],
+      ['nothing', [], true],
+      ['nothing again', [], false],
+    ];
+    let generation = board.get('n1').generation;
+    for (const [what, shards, moves] of steps) {
+      board.set('n1', shards);
+      const now = board.get('n1');
+      expect(now.generation, `${what}: ${moves ? 'a change moves the generation' : 'no change leaves it'}`).toBe(moves ? generation + 1 : generation);
+      expect(now.shards, what).toEqual(shards);
+      generation = now.generation;
+    }
+  });
+
   it('does not call the cancel hook when there is nothing to wait for', async () => {
     const board = new AssignmentBoard(100);
     let registered = 0;

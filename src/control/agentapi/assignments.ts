@@ -8,6 +8,8 @@ import type { ShardAssignment } from '../../protocol/index.js';
 interface NodeBoard {
   generation: number;
   shards: ShardAssignment[];
+  /** `shards` as JSON, kept from the last comparison that needed it; undefined = not made yet. */
+  json?: string | undefined;
   waiters: Set<() => void>;
 }
 
@@ -30,10 +32,21 @@ export class AssignmentBoard {
     return { generation: b.generation, shards: b.shards };
   }
 
-  /** Replaces a node's assignments; wakes its pending heartbeat only when something changed. */
+  /** Replaces a node's assignments; wakes its pending heartbeat only when something changed. The board keeps `shards` as given: the caller must not change the list afterwards. */
   set(nodeId: string, shards: ShardAssignment[]): void {
     const b = this.board(nodeId);
-    if (JSON.stringify(b.shards) === JSON.stringify(shards)) return;
+    // Most nodes of a large fleet run nothing, and every pass sets every
+    // node: empty lists, or lists of different lengths, are told apart
+    // without serialising; otherwise the JSON held of the last list saves
+    // serialising it again at each pass.
+    if (b.shards.length !== shards.length) {
+      b.json = undefined;
+    } else {
+      if (shards.length === 0) return;
+      const json = JSON.stringify(shards);
+      if ((b.json ??= JSON.stringify(b.shards)) === json) return;
+      b.json = json;
+    }
     b.shards = shards;
     this.bump(nodeId);
   }
