@@ -51,7 +51,7 @@ interface Converted {
   readonly approval: Node['approval'];
   readonly liveness: Liveness;
   readonly placement: PlacementNode;
-  /** The pass that last asked for it; entries an older pass saw belong to nodes that left the inventory. */
+  /** The convert() call that last asked for it; an entry an older call saw belongs to a node that left the inventory. */
   pass: number;
 }
 
