@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { compileControlOptions } from '../config/index.js';
 import { ControlPlane } from '../control-plane.js';
@@ -53,6 +53,80 @@ describe('heartbeat long-poll', () => {
     plane.assignments.bump('n1');
     const answer = await held;
     expect(answer.generation).toBe(first.generation + 1);
+  });
+});
+
+/** A real board that counts the waits it held and those that ended. */
+class WatchedBoard extends AssignmentBoard {
+  started = 0;
+  ended = 0;
+  override async waitForChange(nodeId: string, known: number, waitMs: number, onCancel?: (cancel: () => void) => () => void): Promise<void> {
+    this.started++;
+    try {
+      await super.waitForChange(nodeId, known, waitMs, onCancel);
+    } finally {
+      this.ended++;
+    }
+  }
+}
+
+describe('a held heartbeat and its response', () => {
+  // The wait listens for the response's close so that an agent that went away
+  // does not keep a waiter for the whole wait_ms; the listener must go once
+  // the wait ends, or each heartbeat on a kept-alive socket would add one.
+  it('ends the wait when the agent goes away, and leaves no close listener on an answered one', async () => {
+    const inventory = await Inventory.create({ store: null, now: () => Date.now(), staleAfterMs: 15_000, lostAfterMs: 60_000 });
+    const board = new WatchedBoard(1);
+    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
+    registerAgentApi(app, { inventory, assignments: board, joinToken: JOIN, heartbeatIntervalMs: 1000 });
+    // Counted once the route has answered: a listener still there then is one the route left behind.
+    const closeListeners: number[] = [];
+    app.addHook('onResponse', async (req, reply) => {
+      if (req.url.endsWith('/heartbeat')) closeListeners.push(reply.raw.listenerCount('close'));
+    });
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    // Its own connections, closed before the app: after an abort undici may open another, which would hold app.close().
+    const dispatcher = new Agent();
+    try {
+      const joined = await app.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: JOIN, node_id: 'n1' } });
+      const { credential } = joined.json<{ credential: string }>();
+      const beat = (extra: Record<string, unknown>, signal?: AbortSignal) =>
+        request(`${base}/agent/v1/heartbeat`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${credential}` },
+          body: JSON.stringify({ node_id: 'n1', ...extra }),
+          dispatcher,
+          ...(signal ? { signal } : {}),
+        });
+      const { generation } = (await (await beat({})).body.json()) as { generation: number };
+      const until = async (what: string, ok: () => boolean) => {
+        const deadline = Date.now() + 20_000;
+        while (!ok()) {
+          if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      };
+
+      // Held, then answered by a change.
+      const held = beat({ known_generation: generation, wait_ms: 60_000 });
+      await until('the heartbeat is held', () => board.started === 1);
+      board.bump('n1');
+      expect(((await (await held).body.json()) as { generation: number }).generation).toBe(generation + 1);
+      await until('both answers are counted', () => closeListeners.length === 2);
+      expect(closeListeners[1], 'a held heartbeat leaves as many close listeners as one answered at once').toBe(closeListeners[0]);
+
+      // Held, then the agent goes away: the wait ends long before its 60 s.
+      const gone = new AbortController();
+      const abandoned = beat({ known_generation: generation + 1, wait_ms: 60_000 }, gone.signal).catch(() => 'aborted');
+      await until('the second heartbeat is held', () => board.started === 2);
+      gone.abort();
+      expect(await abandoned).toBe('aborted');
+      await until('the abandoned wait ends', () => board.ended === 2);
+    } finally {
+      await dispatcher.destroy();
+      await app.close();
+      await inventory.close();
+    }
   });
 });
 

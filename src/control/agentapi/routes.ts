@@ -120,14 +120,11 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     if (body.known_generation !== undefined && body.wait_ms && !sendReport) {
       // The response's close, not the request's: in Node the request emits
       // 'close' as soon as its body has been read, which would end every wait at once.
-      const abort = new AbortController();
-      const onClose = () => abort.abort();
-      reply.raw.once('close', onClose);
-      try {
-        await options.assignments.waitForChange(node.id, body.known_generation, body.wait_ms, abort.signal);
-      } finally {
-        reply.raw.removeListener('close', onClose);
-      }
+      const response = reply.raw;
+      await options.assignments.waitForChange(node.id, body.known_generation, body.wait_ms, (cancel) => {
+        response.on('close', cancel);
+        return () => response.removeListener('close', cancel);
+      });
     }
     const { generation, shards } = options.assignments.get(node.id);
     const reportHash = options.inventory.reportHashOf(node.id);

@@ -252,6 +252,19 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas().map((r) => r.id), 'the lost replica is forgotten').not.toContain(first.id);
   });
 
+  // Placement nodes are kept between passes (PlacementNodeCache): one kept
+  // past a new report would leave the model unplaced on a node that now fits it.
+  it('places on what a node reports now, not on what it reported at the last pass', async () => {
+    const t = await setup();
+    await t.node('n1', 0);
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas(), 'a node without GPUs takes no GPU replica').toEqual([]);
+    t.inventory.heartbeat(t.inventory.get('n1')!, { report: { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] } });
+    await t.reconciler.pass();
+    expect(t.reconciler.replicas().map((r) => r.shards[0]?.nodeId), 'placed once the node reports a GPU').toEqual(['n1']);
+  });
+
   it('marks a replica failed from an agent report and keeps the error for the operator', async () => {
     const t = await setup();
     await t.node('n1');

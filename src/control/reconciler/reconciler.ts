@@ -27,7 +27,7 @@ import { ReconcilerMetrics } from './metrics.js';
 import { type BlockedDrain, type ModelRejections, type Plan, type PlanOptions, planPass } from './plan.js';
 import { compilePlanOptions } from './plan-types.js';
 import { fitPass } from './fit.js';
-import { toPlacementNode } from './snapshot.js';
+import { PlacementNodeCache } from './snapshot.js';
 import { foldReport, ShardIndex, shardStateOf } from './fold-report.js';
 import { placedEvents, readyEvents } from './lifecycle-events.js';
 import { type NodeUsage, nodeUsageOf } from './node-usage.js';
@@ -103,6 +103,8 @@ export class Reconciler {
   private readonly metrics: ReconcilerMetrics | null;
   /** Where each node's shards are in `records`, so a heartbeat folds only its own node's replicas. */
   private readonly shardIndex = new ShardIndex();
+  /** Each node as placement reads it, made again only when the node changed (most do not between two passes). */
+  private readonly placementCache = new PlacementNodeCache();
 
   private constructor(private readonly options: ReconcilerOptions) {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
@@ -362,7 +364,7 @@ export class Reconciler {
 
   private placementNodes(now: number): PlacementNode[] {
     const inv = this.options.inventory;
-    return inv.list().map((n) => toPlacementNode(n, inv.liveness(n, now)));
+    return this.placementCache.convert(inv.list(), (n) => inv.liveness(n, now));
   }
 
   /** Passes that did something, counted for the log. */
