@@ -41,6 +41,20 @@ describe('inventory', () => {
     expect(inv.liveness(node)).toBe('lost');
   });
 
+  it('lists nodes by id, kept between calls and made again after a join, a rejoin or a removal', async () => {
+    const inv = await Inventory.create({ store: null, now: () => 0, staleAfterMs: 10, lostAfterMs: 20 });
+    for (const id of ['c', 'a', 'b']) await inv.join(joinInput(id));
+    const first = inv.list();
+    expect(first.map((n) => n.id)).toEqual(['a', 'b', 'c']);
+    expect(inv.list(), 'the same list while nothing joined or left').toBe(first);
+    await inv.remove('b', 'ops');
+    expect(inv.list().map((n) => n.id)).toEqual(['a', 'c']);
+    const before = inv.get('a');
+    await inv.join(joinInput('a'), { previousCredential: null, nodeToken: true });
+    expect(inv.get('a'), 'a rejoin replaces the node').not.toBe(before);
+    expect(inv.list()[0], 'and the list holds the new one').toBe(inv.get('a'));
+  });
+
   it('authenticates a credential only for its own node', async () => {
     const inv = await Inventory.create({ store: null, now: () => 0, staleAfterMs: 1, lostAfterMs: 2 });
     const a = await inv.join(joinInput('a'));
