@@ -29,6 +29,9 @@ import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 import { peerClient } from '../tls/index.js';
 import { childLogger } from '../log/index.js';
 
+/** Pending connections the agent listener lets the kernel queue; the kernel caps it at net.core.somaxconn. */
+const AGENT_LISTEN_BACKLOG = 8192;
+
 export interface ControlPlaneDeps {
   logger?: Logger;
   /** Epoch ms; injected so tests control time. */
@@ -259,7 +262,16 @@ export class ControlPlane {
     adminApp.get('/metrics', { config: { access: config.metricsPublic ? 'public' : 'admin' } }, async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
 
     // Agents keep their connection between heartbeats (every few seconds): the idle keep-alive is left at Fastify's 72 s.
-    const agentApp = createJsonApp({ logger: logger.child({ listener: 'agent' }), bodyLimitBytes: 4 << 20, forceCloseConnections: true, https: config.tls.agent, ...listenerTimeouts });
+    // No child logger per request: a fleet's heartbeats arrive thousands a second, and what the agent
+    // routes log names its node, which says more than a request id.
+    const agentApp = createJsonApp({
+      logger: logger.child({ listener: 'agent' }),
+      bodyLimitBytes: 4 << 20,
+      forceCloseConnections: true,
+      https: config.tls.agent,
+      requestLoggers: false,
+      ...listenerTimeouts,
+    });
     registerAgentApi(agentApp, {
       inventory,
       assignments,
@@ -293,8 +305,8 @@ export class ControlPlane {
 
   /** Binds the three listeners; returns their URLs (with the real ports when 0 was asked for). */
   async listen(): Promise<ControlPlaneUrls> {
-    const bind = async (app: FastifyInstance, addr: ListenAddress, tls: unknown): Promise<string> => {
-      await app.listen({ host: addr.host, port: addr.port });
+    const bind = async (app: FastifyInstance, addr: ListenAddress, tls: unknown, backlog?: number): Promise<string> => {
+      await app.listen({ host: addr.host, port: addr.port, ...(backlog ? { backlog } : {}) });
       const address = app.server.address();
       const port = typeof address === 'object' && address ? address.port : addr.port;
       const host = addr.host.includes(':') ? `[${addr.host}]` : addr.host;
@@ -303,7 +315,9 @@ export class ControlPlane {
     const urls = {
       client: await bind(this.clientApp, this.config.clientAddr, this.config.tls.client),
       admin: await bind(this.adminApp, this.config.adminAddr, this.config.tls.admin),
-      agent: await bind(this.agentApp, this.config.agentAddr, this.config.tls.agent),
+      // A fleet reconnects all at once after a restart: with Node's default backlog of 511, connections
+      // beyond it wait out SYN retries (1 s, 3 s, 7 s) while the loop works through the first ones.
+      agent: await bind(this.agentApp, this.config.agentAddr, this.config.tls.agent, AGENT_LISTEN_BACKLOG),
     };
     this.adminUrl = urls.admin;
     this.reconciler.start();
