@@ -107,8 +107,16 @@ export class Inventory {
   private readonly listeners = new Set<Listener>();
   /** Per node, the capacity fingerprint of its newest report: computed once per report, not twice. */
   private readonly fingerprints = new Map<string, string>();
-  /** When refresh() last read the store, by this clock; null = never (the first reads every node). */
-  private refreshedAtMs: number | null = null;
+  /** When refresh() last read changed rows from the store, by this clock; null = never (the first reads every node). */
+  private rowsReadAtMs: number | null = null;
+  /** When refresh() last read the heartbeats other instances saved; null = not since the first read (which has them). */
+  private seenReadAtMs: number | null = null;
+  /**
+   * Per node, the version of its row merged here; absent = not read whole
+   * since (a refresh reads it). A row in a refresh's look-back window whose
+   * version is this one holds nothing new and is not read again.
+   */
+  private readonly mergedVersions = new Map<string, number>();
   /** When this process started listening for heartbeats (or, leading, since it took over: see restartSilenceClock). */
   private listeningSinceMs: number;
   /** Per node: when it last joined, here or (as the store says) through another control plane; silence counts from here at the earliest. */
@@ -594,23 +602,37 @@ export class Inventory {
    * joined there, credentials from a rejoin there, admin states set there,
    * and heartbeats received there. Liveness is judged on the newest
    * heartbeat from any instance, so last_seen only moves forwards. One
-   * instance alone never needs it (its memory is the newest).
+   * instance alone never needs it (its memory is the newest). `liveness:
+   * false` reads changed rows only: for a NOTIFY that rows changed, which
+   * comes many times a second while a fleet reports; the heartbeats are
+   * read at the periodic sync.
    */
-  async refresh(): Promise<void> {
+  async refresh(options: { liveness?: boolean } = {}): Promise<void> {
     const store = this.options.store;
     if (!store) return;
     const now = this.options.now();
-    // After the first, only what changed lately: rows whose identity, state or report changed, and
-    // apart from them the last_seen values heard lately (a few bytes a node, where reading every
-    // node's report each second would cost megabytes a second in a large fleet). The overlap covers
-    // clocks that differ between instances and heartbeats another instance still holds in its flush buffer.
-    const since = this.refreshedAtMs === null ? undefined : this.refreshedAtMs - REFRESH_OVERLAP_MS;
-    const [rows, seen] = await Promise.all([
-      store.nodes.list(since === undefined ? {} : { changedSinceMs: since }),
-      since === undefined ? Promise.resolve([]) : store.nodes.lastSeenSince(since),
-    ]);
-    this.refreshedAtMs = now;
+    // After the first, only what changed lately: the ids and versions of rows written in the
+    // look-back window, then whole only those whose version is not the one merged here (a row is
+    // read once per change, not at every look while it stays in the window); and apart from them
+    // the last_seen values saved lately, a few bytes a node. The overlap covers clocks that differ
+    // between instances and heartbeats another instance still holds in its flush buffer.
+    let rows: NodeRow[];
+    // The first read takes whole rows, their last_seen with them.
+    const readAt = this.rowsReadAtMs;
+    const first = readAt === null;
+    if (first) {
+      rows = await store.nodes.list();
+      this.seenReadAtMs = now;
+    } else {
+      const versions = await store.nodes.versionsSince(readAt - REFRESH_OVERLAP_MS);
+      const moved = versions.filter((v) => this.mergedVersions.get(v.id) !== v.version).map((v) => v.id);
+      rows = moved.length === 0 ? [] : await store.nodes.rowsById(moved);
+    }
+    this.rowsReadAtMs = now;
     for (const row of rows) this.mergeRow(row, now);
+    if (options.liveness === false || first) return;
+    const seen = await store.nodes.lastSeenSince((this.seenReadAtMs ?? now) - REFRESH_OVERLAP_MS);
+    this.seenReadAtMs = now;
     for (const { id, lastSeenMs } of seen) {
       const node = this.nodes.get(id);
       if (node) this.mergeLastSeen(node, lastSeenMs, now, false);
@@ -619,6 +641,7 @@ export class Inventory {
 
   /** One node's row as another control plane left it: identity, credentials, admin state, approval, its report. */
   private mergeRow(row: NodeRow, now: number): void {
+    this.mergedVersions.set(row.id, row.version);
     const node = this.nodes.get(row.id);
     if (row.removedAtMs !== null) {
       if (node) {

@@ -293,7 +293,7 @@ export class Cluster {
         if (modelsFingerprint(parts.catalog) !== before) parts.reconciler.notify();
       }
       if (all || topic === 'keys') await parts.keys.reload();
-      if (all || topic === 'nodes') await parts.inventory.refresh();
+      if (all || topic === 'nodes') await parts.inventory.refresh({ liveness: all });
       if ((all || topic === 'replicas') && !this.leadingNow) await parts.reconciler.reload();
       if (all) {
         await store.controlPlanes.touch({

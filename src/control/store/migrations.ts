@@ -333,9 +333,11 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     // Each node's newest heartbeat in a narrow table of its own. In the nodes row, every last_seen write
     // rewrote the whole row (its report is kilobytes) and marked it changed, so other instances re-read
     // every node each second; here a flush is one multi-row upsert of small rows, and nodes.updated_at
-    // moves only when something other than liveness changed.
+    // moves only when something other than liveness changed. nodes.version moves on every write to a
+    // row, so an instance that looks back over a window re-reads whole only the rows that moved on.
     '0015_node_last_seen': {
       async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('nodes').addColumn('version', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
         await db.schema
           .createTable('node_last_seen')
           .addColumn('id', 'text', (c) => c.primaryKey())

@@ -5,7 +5,7 @@ import { LlmgwError } from '../../errors/index.js';
 import { type AuditInput, insertAudit } from './audit.js';
 import type { StoreConnection } from './connection.js';
 import { GroupCommit } from './group-commit.js';
-import type { Kysely } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import type { Database, NodesTable } from './schema.js';
 
 export interface NodeRow {
@@ -30,6 +30,14 @@ export interface NodeRow {
   report: unknown;
   /** Epoch ms of its latest join (a rejoin too): until its first heartbeat, every instance counts its silence from here. */
   joinedAt: number;
+  /** Moves on every write to the row (not on heartbeats' last_seen): whether a row read again holds anything new. */
+  version: number;
+}
+
+/** A node row's id and version: enough to tell whether it changed since it was last read whole. */
+export interface NodeVersion {
+  id: string;
+  version: number;
 }
 
 export interface NodeJoin {
@@ -76,6 +84,12 @@ export interface LastSeenRow {
  */
 const LAST_SEEN_ROWS_PER_STATEMENT = 1000;
 
+/** Ids per `IN (…)` list when rows are read by id. */
+const IDS_PER_STATEMENT = 1000;
+
+/** The next version of a row being updated; an inserted row starts at the column's default. */
+const nextVersion = sql<number>`version + 1`;
+
 export class NodeRepository {
   /** Joins, committed together on SQLite when they arrive together (src/control/store/group-commit.ts). */
   private readonly joins: GroupCommit;
@@ -95,6 +109,29 @@ export class NodeRepository {
     if (since !== undefined) query = query.where('nodes.updated_at', '>=', since);
     const rows = await query.execute();
     return rows.map(toNodeRow);
+  }
+
+  /**
+   * The id and version of each node row written at or after `sinceMs`: a
+   * reader that kept the versions it merged fetches whole only the rows
+   * that moved on (rowsById), instead of every row in its look-back window
+   * each time it looks.
+   */
+  async versionsSince(sinceMs: number): Promise<NodeVersion[]> {
+    const rows = await this.connection.db.selectFrom('nodes').select(['id', 'version']).where('updated_at', '>=', sinceMs).execute();
+    return rows.map((r) => ({ id: r.id, version: Number(r.version) }));
+  }
+
+  /** These nodes' rows, removed ones too; an id with no row is left out. */
+  async rowsById(ids: readonly string[]): Promise<NodeRow[]> {
+    const out: NodeRow[] = [];
+    for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
+      const rows = await withLastSeen(this.connection.db)
+        .where('nodes.id', 'in', ids.slice(i, i + IDS_PER_STATEMENT))
+        .execute();
+      out.push(...rows.map(toNodeRow));
+    }
+    return out;
   }
 
   /** Nodes whose newest saved heartbeat is at or after `sinceMs`: liveness only, a few bytes a node. */
@@ -150,7 +187,7 @@ export class NodeRepository {
       if (existing) {
         const result = await tx
           .updateTable('nodes')
-          .set(existing.removed_at === null ? values : { ...values, ...afresh })
+          .set({ ...(existing.removed_at === null ? values : { ...values, ...afresh }), version: nextVersion })
           .where('id', '=', node.id)
           .where('credential_hash', '=', existing.credential_hash)
           .where('removed_at', existing.removed_at === null ? 'is' : 'is not', null)
@@ -184,7 +221,7 @@ export class NodeRepository {
   async setMgmtToken(id: string, nonce: string, hash: string): Promise<boolean> {
     const result = await this.connection.db
       .updateTable('nodes')
-      .set({ mgmt_nonce: nonce, mgmt_token_hash: hash, updated_at: this.connection.now() })
+      .set({ mgmt_nonce: nonce, mgmt_token_hash: hash, updated_at: this.connection.now(), version: nextVersion })
       .where('id', '=', id)
       .where('removed_at', 'is', null)
       .executeTakeFirst();
@@ -205,7 +242,7 @@ export class NodeRepository {
     return this.connection.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('nodes')
-        .set({ approval: fields.approval, approved_hardware: fields.approvedHardware, hardware_change: fields.hardwareChange, updated_at: at })
+        .set({ approval: fields.approval, approved_hardware: fields.approvedHardware, hardware_change: fields.hardwareChange, updated_at: at, version: nextVersion })
         .where('id', '=', id)
         .where('removed_at', 'is', null)
         .executeTakeFirst();
@@ -227,7 +264,7 @@ export class NodeRepository {
     return this.connection.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('nodes')
-        .set({ removed_at: at, credential_hash: '', mgmt_nonce: null, mgmt_token_hash: null, updated_at: at })
+        .set({ removed_at: at, credential_hash: '', mgmt_nonce: null, mgmt_token_hash: null, updated_at: at, version: nextVersion })
         .where('id', '=', id)
         .where('removed_at', 'is', null)
         .executeTakeFirst();
@@ -242,7 +279,7 @@ export class NodeRepository {
   async setState(id: string, state: string, audit: AuditInput): Promise<boolean> {
     const at = this.connection.now();
     return this.connection.db.transaction().execute(async (tx) => {
-      const result = await tx.updateTable('nodes').set({ admin_state: state, updated_at: at }).where('id', '=', id).executeTakeFirst();
+      const result = await tx.updateTable('nodes').set({ admin_state: state, updated_at: at, version: nextVersion }).where('id', '=', id).executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return false;
       await insertAudit(tx, at, audit);
       await this.connection.announce(tx, 'nodes');
@@ -285,6 +322,7 @@ export class NodeRepository {
             ...(b.report === undefined ? {} : { report: JSON.stringify(b.report) }),
             ...(b.versions === undefined ? {} : { agent_version: b.versions.agentVersion, protocol_version: b.versions.protocolVersion }),
             updated_at: at,
+            version: nextVersion,
           })
           .where('id', '=', b.id)
           .where((eb) => eb.not(eb.exists(eb.selectFrom('node_last_seen').select('node_last_seen.id').whereRef('node_last_seen.id', '=', 'nodes.id').where('node_last_seen.last_seen', '>', b.lastSeenMs))))
@@ -299,7 +337,7 @@ function withLastSeen(db: Kysely<Database>) {
   return db.selectFrom('nodes').leftJoin('node_last_seen', 'node_last_seen.id', 'nodes.id').selectAll('nodes').select('node_last_seen.last_seen');
 }
 
-function toNodeRow(r: NodesTable & { last_seen: number | null }): NodeRow {
+function toNodeRow(r: Selectable<NodesTable> & { last_seen: number | null }): NodeRow {
   return {
     id: r.id,
     hostname: r.hostname,
@@ -318,5 +356,6 @@ function toNodeRow(r: NodesTable & { last_seen: number | null }): NodeRow {
     lastSeenMs: r.last_seen,
     report: r.report === null ? null : (JSON.parse(r.report) as unknown),
     joinedAt: r.joined_at,
+    version: Number(r.version),
   };
 }

@@ -64,6 +64,8 @@ export interface NodesTable {
   joined_at: number;
   /** Epoch ms of the last change other than a heartbeat's liveness: what other instances re-read the row for. */
   updated_at: number;
+  /** One more on every write to the row: a reader that merged this version has nothing new to read. */
+  version: Generated<number>;
 }
 
 /** Each node's newest heartbeat any control plane saved; no row = none since joining. Apart so a heartbeat writes a few bytes, not the node's row. */
