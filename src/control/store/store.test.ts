@@ -290,6 +290,18 @@ for (const backend of backends) {
       await store.close();
     });
 
+    it('keeps the newest shard report per node, several hundred written in one call', async () => {
+      const store = await Store.open({ location, now });
+      const reports = (atMs: number, instanceId: string, count: number) =>
+        Array.from({ length: count }, (_, i) => ({ nodeId: `sr-${String(i).padStart(4, '0')}`, instanceId, shards: [{ at: atMs }], atMs }));
+      await store.shardReports.save(reports(100, 'a', 1200));
+      await store.shardReports.save([...reports(50, 'b', 2), ...reports(200, 'b', 3).slice(2)]);
+      const fromB = await store.shardReports.since(0, 'a');
+      expect(fromB.map((r) => [r.nodeId, r.atMs]), 'an older report does not replace a newer one').toEqual([['sr-0002', 200]]);
+      expect((await store.shardReports.since(0, 'b')).length, 'the rest stay as a wrote them').toBe(1199);
+      await store.close();
+    });
+
     it('migrations are idempotent: opening an up-to-date store changes nothing', async () => {
       const a = await Store.open({ location, now });
       const before = await a.models.list();
