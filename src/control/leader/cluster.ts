@@ -29,6 +29,7 @@ import type { BlockedDrain, ModelRejections, Reconciler } from '../reconciler/in
 import type { ReplicaUse } from '../scaling/index.js';
 import type { Store } from '../store/index.js';
 import { LeaderElector } from './elector.js';
+import { ShardReportQueue } from './report-queue.js';
 import { SharedRateLimiter } from './shared-rate-limit.js';
 
 export const RECONCILER_ROLE = 'reconciler';
@@ -96,7 +97,7 @@ export class Cluster {
   private reporting: Promise<void> = Promise.resolve();
   private dirty = new Set<string>();
   private dirtyTimer: NodeJS.Timeout | null = null;
-  private readonly pendingReports = new Map<string, { shards: ShardStatus[]; atMs: number }>();
+  private readonly reports = new ShardReportQueue();
   /** Per node, when the report the leader last applied was received (by any instance). */
   private readonly appliedReportAt = new Map<string, number>();
   private reportCursorMs = 0;
@@ -182,11 +183,11 @@ export class Cluster {
     this.elector.start();
   }
 
-  /** An agent's shard report received here (the reconciler has it already): written for the other instances. */
+  /** An agent's shard report received here (the reconciler has it already): written for the other instances when it says something new. */
   onShardReport(node: Node, shards: readonly ShardStatus[]): void {
     const at = this.options.now();
-    this.pendingReports.set(node.id, { shards: [...shards], atMs: at });
     this.appliedReportAt.set(node.id, at);
+    this.reports.offer(node.id, shards, at);
   }
 
   async close(): Promise<void> {
@@ -352,13 +353,13 @@ export class Cluster {
     this.reporting = this.reporting.then(async () => {
       const parts = this.parts;
       if (!parts || this.closed) return;
-      const batch = [...this.pendingReports].map(([nodeId, r]) => ({ nodeId, instanceId: this.instanceId, shards: r.shards, atMs: r.atMs }));
-      this.pendingReports.clear();
+      const queued = this.reports.take();
+      const batch = queued.map((r) => ({ ...r, instanceId: this.instanceId }));
       try {
         await this.options.store.shardReports.save(batch);
       } catch {
         // Put back what is not newer already; the next round retries. Reports are level-triggered, so only the newest matters.
-        for (const b of batch) if (!this.pendingReports.has(b.nodeId)) this.pendingReports.set(b.nodeId, { shards: b.shards as ShardStatus[], atMs: b.atMs });
+        this.reports.putBack(queued);
         return;
       }
       const now = this.options.now();
