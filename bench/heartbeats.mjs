@@ -152,8 +152,10 @@ function readProc(pid) {
     // utime and stime are fields 14 and 15 of stat, in clock ticks.
     const userSeconds = Number(fields[11]) / CLOCK_TICKS_PER_SECOND;
     const systemSeconds = Number(fields[12]) / CLOCK_TICKS_PER_SECOND;
+    // cutime and cstime (16 and 17): the CPU of its children that have exited and been waited for.
+    const exitedChildrenSeconds = (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS_PER_SECOND;
     const rssKb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
-    return { atMs: performance.now(), cpuSeconds: userSeconds + systemSeconds, userSeconds, systemSeconds, rssMb: rssKb / 1024 };
+    return { atMs: performance.now(), cpuSeconds: userSeconds + systemSeconds, userSeconds, systemSeconds, exitedChildrenSeconds, rssMb: rssKb / 1024 };
   } catch {
     return null;
   }
@@ -291,9 +293,9 @@ async function readCounters(controls, pgClient, database) {
  * CPU seconds of every process named postgres on this machine (the server,
  * its background workers and each connection's backend), when the server is
  * local: on a machine shared by the control planes it is the store's share of
- * the cores. A backend that exits takes its seconds with it, so it can only
- * under-count; the instances' pooled connections stay for the whole run. 0
- * when no such process is visible (a server elsewhere).
+ * the cores. A backend that exits hands its seconds to the postmaster, which
+ * waits for it (its children's time in /proc), so the sum only grows. 0 when
+ * no such process is visible (a server elsewhere).
  */
 function postgresCpuSeconds() {
   let total = 0;
@@ -304,7 +306,8 @@ function postgresCpuSeconds() {
     } catch {
       continue;
     }
-    total += readProc(entry)?.cpuSeconds ?? 0;
+    const proc = readProc(entry);
+    total += (proc?.cpuSeconds ?? 0) + (proc?.exitedChildrenSeconds ?? 0);
   }
   return total;
 }
@@ -410,6 +413,9 @@ let controls = [];
 let pools = [];
 /** --long-poll: per simulated node, the one connection its held heartbeats use, as each agent has its own. */
 let holdPools = [];
+/** --long-poll: connections of the held heartbeats dropped while the phase ran, by cause. */
+const heldDisconnects = new Map();
+let heldConnectionsOpen = true;
 /** --store postgres: the run's own database (created below, dropped at the end) and a connection to read its statistics. */
 let database = null;
 let pgClient = null;
@@ -488,7 +494,15 @@ try {
   // Client each rather than one Pool of 10,000: a pool hands the next request to whichever connection
   // is free, so connections sat idle, were closed and reopened, and finding a free one cost the bench
   // a scan of them all.
-  if (longPoll) for (const node of nodes) node.hold = new Client(controls[node.instance].agentUrl, { pipelining: 1, keepAliveTimeout: 60_000 });
+  if (longPoll) {
+    for (const node of nodes) {
+      node.hold = new Client(controls[node.instance].agentUrl, { pipelining: 1, keepAliveTimeout: 60_000 });
+      // Each dropped connection is a reconnect a real agent would pay too: counted, with its cause.
+      node.hold.on('disconnect', (_origin, _targets, err) => {
+        if (heldConnectionsOpen) heldDisconnects.set(err?.code ?? err?.message ?? 'closed', (heldDisconnects.get(err?.code ?? err?.message ?? 'closed') ?? 0) + 1);
+      });
+    }
+  }
   holdPools = longPoll ? nodes.map((node) => node.hold) : [];
   const joinStart = performance.now();
   let nextJoin = 0;
@@ -885,6 +899,8 @@ try {
   const every5s = windowSamples.filter((x, i) => i % 5 === 0 || i === windowSamples.length - 1);
   console.log(`  RSS over the window, MB: ${every5s.map((x) => x.rssMb.toFixed(0)).join(' ')}`);
   for (const [why, n] of failures) console.log(`  failed ×${n}: ${why}`);
+  heldConnectionsOpen = false;
+  for (const [why, n] of heldDisconnects) console.log(`  held-heartbeat connections dropped ×${n}: ${why}`);
   if (realBeats.some((n) => n > Math.ceil(expectedRealBeats) + 2)) {
     console.log(`  the real Agents were answered at once instead of held: the long-poll does not hold, so they spin and their load is counted above`);
   }
