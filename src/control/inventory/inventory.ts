@@ -397,6 +397,7 @@ export class Inventory {
     let capacityChanged = wasLive !== 'up';
     let reportChanged = false;
     let sendReport = false;
+    let firstHardware: string | undefined;
     if (input.report === undefined) {
       this.counts.reports.keepalive++;
       if (input.reportHash !== undefined && this.reportHashes.get(node.id) !== input.reportHash) {
@@ -415,12 +416,14 @@ export class Inventory {
         capacityChanged ||= reportChanged;
         this.fingerprints.set(node.id, fingerprint);
         node.report = parsed.data;
-        if (this.checkHardware(node)) capacityChanged = true;
+        const hardware = this.checkHardware(node);
+        if (hardware.held) capacityChanged = true;
+        firstHardware = hardware.first;
       } else {
         reportProblem = `the report did not validate (${parsed.error.issues[0]?.message ?? 'unknown problem'}); the previous one is kept`;
       }
     }
-    if (this.options.store) this.queueWrite(node, now, reportChanged, versionsChanged);
+    if (this.options.store) this.queueWrite(node, now, { reportChanged, versionsChanged, ...(firstHardware !== undefined ? { firstHardware } : {}) });
     if (capacityChanged) this.changed(node.id, firstBeat ? 'first heartbeat' : wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed');
     return { reportProblem, mgmtToken: this.ensureMgmtToken(node), sendReport };
   }
@@ -431,18 +434,26 @@ export class Inventory {
    * nodes, writing every heartbeat is 2,000 row writes a second for a value
    * only a restarted or another control plane reads.
    */
-  private queueWrite(node: Node, now: number, reportChanged: boolean, versionsChanged: boolean): void {
+  private queueWrite(node: Node, now: number, changed: { reportChanged: boolean; versionsChanged: boolean; firstHardware?: string }): void {
+    const { reportChanged, versionsChanged, firstHardware } = changed;
     // The report is rewritten only when what placement reads changed: at a
     // few hundred heartbeats a second, rewriting 3 KB each time was most of
     // the store's work for nothing a restarted control plane would miss.
     const previous = this.pending.get(node.id);
     const queued = this.queuedAt.get(node.id);
-    const due = reportChanged || versionsChanged || previous !== undefined || queued === undefined || now - queued >= (this.options.lastSeenWriteMs ?? 0);
+    const due =
+      reportChanged || versionsChanged || firstHardware !== undefined || previous !== undefined || queued === undefined || now - queued >= (this.options.lastSeenWriteMs ?? 0);
     if (!due) return;
     // What an earlier heartbeat in this flush changed is still to be written.
     const report = reportChanged ? node.report : previous?.report;
     const versions = versionsChanged ? { agentVersion: node.agentVersion, protocolVersion: node.protocolVersion } : previous?.versions;
-    this.pending.set(node.id, { lastSeenMs: now, ...(report !== undefined ? { report } : {}), ...(versions !== undefined ? { versions } : {}) });
+    const approvedHardware = firstHardware ?? previous?.approvedHardware;
+    this.pending.set(node.id, {
+      lastSeenMs: now,
+      ...(report !== undefined ? { report } : {}),
+      ...(versions !== undefined ? { versions } : {}),
+      ...(approvedHardware !== undefined ? { approvedHardware } : {}),
+    });
     this.queuedAt.set(node.id, now);
     if ((this.options.flushIntervalMs ?? 1000) === 0) void this.flush();
   }
@@ -468,20 +479,20 @@ export class Inventory {
 
   /**
    * Compares the node's reported GPUs with those it was approved with. The
-   * first report sets them; a change is flagged (kept until an admin
-   * approves) and, with manual approval, holds the node out of placement.
-   * Returns whether the node's approval changed.
+   * first report sets them (`first`: to be saved with the heartbeat, not in
+   * a transaction of its own: a fleet's first reports come thousands at
+   * once); a change is flagged (kept until an admin approves) and, with
+   * manual approval, holds the node out of placement (`held`).
    */
-  private checkHardware(node: Node): boolean {
+  private checkHardware(node: Node): { held: boolean; first?: string } {
     const now = reportedHardware(node);
-    if (now === null) return false;
+    if (now === null) return { held: false };
     if (node.approvedHardware === null) {
       node.approvedHardware = now;
-      void this.options.store?.nodes.setApproval(node.id, { approval: node.approval, approvedHardware: now, hardwareChange: node.hardwareChange }, null).catch(() => {});
-      return false;
+      return { held: false, first: now };
     }
     const change = now === node.approvedHardware ? null : `GPUs changed from ${node.approvedHardware} to ${now}`;
-    if (change === node.hardwareChange || change === null) return false;
+    if (change === node.hardwareChange || change === null) return { held: false };
     node.hardwareChange = change;
     const hold = this.joinApproval === 'manual' && node.approval === 'approved';
     if (hold) node.approval = 'pending';
@@ -491,7 +502,7 @@ export class Inventory {
       node.id,
       `node ${node.id}: ${change}${hold ? '; it takes no new replicas until approved' : ''} (llmgw ctl nodes approve ${node.id} accepts it)`,
     );
-    return hold;
+    return { held: hold };
   }
 
   /** Approves a pending node and accepts the hardware it reports now. */
@@ -580,7 +591,13 @@ export class Inventory {
             const later = this.pending.get(id);
             const report = later?.report ?? b.report;
             const versions = later?.versions ?? b.versions;
-            this.pending.set(id, { lastSeenMs: later?.lastSeenMs ?? b.lastSeenMs, ...(report !== undefined ? { report } : {}), ...(versions !== undefined ? { versions } : {}) });
+            const approvedHardware = later?.approvedHardware ?? b.approvedHardware;
+            this.pending.set(id, {
+              lastSeenMs: later?.lastSeenMs ?? b.lastSeenMs,
+              ...(report !== undefined ? { report } : {}),
+              ...(versions !== undefined ? { versions } : {}),
+              ...(approvedHardware !== undefined ? { approvedHardware } : {}),
+            });
           }
           this.unsavedSinceMs ??= this.options.now();
         },

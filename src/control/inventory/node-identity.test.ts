@@ -193,6 +193,22 @@ describe('node identity', () => {
     expect(inv.get('n1')!.approvedHardware).toBe('2 gpus: h100-80gb, h100-80gb');
   });
 
+  it('saves the GPUs of a node\'s first report with its heartbeat, never over an approval already stored', async () => {
+    const { store } = await sqlite();
+    const inv = await Inventory.create({ store, now: () => 0, staleAfterMs: 15_000, lostAfterMs: 60_000, joinToken: JOIN });
+    await inv.join(joinInput('n1'));
+    await inv.join(joinInput('n2'));
+    // Another instance's admin approved n2 with other hardware meanwhile: that stands.
+    await store.nodes.setApproval('n2', { approval: 'approved', approvedHardware: '1 gpu: a100-40gb', hardwareChange: null }, null);
+    inv.heartbeat(inv.get('n1')!, { report: gpus(2) });
+    inv.heartbeat(inv.get('n2')!, { report: gpus(2) });
+    await inv.flush();
+    expect((await store.nodes.get('n1'))!.approvedHardware).toBe('2 gpus: h100-80gb, h100-80gb');
+    expect((await store.nodes.get('n2'))!.approvedHardware).toBe('1 gpu: a100-40gb');
+    await inv.close();
+    await store.close();
+  });
+
   it('flags a GPU change, and with manual approval holds the node out until approved again', async () => {
     for (const joinApproval of ['auto', 'manual'] as const) {
       const inv = await Inventory.create({ store: null, now: () => 0, staleAfterMs: 15_000, lostAfterMs: 60_000, joinToken: JOIN, joinApproval });

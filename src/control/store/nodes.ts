@@ -69,6 +69,8 @@ export interface HeartbeatWrite {
   report?: unknown;
   /** Absent: the agent's versions did not change; the stored ones are kept. */
   versions?: { agentVersion: string | null; protocolVersion: number | null };
+  /** The GPUs the node's first report showed, to approve it with where none are yet; absent = nothing to set. */
+  approvedHardware?: string;
 }
 
 /** A node's newest saved heartbeat, without the rest of its row. */
@@ -313,14 +315,16 @@ export class NodeRepository {
           )
           .execute();
       }
-      // Rare: a report that changed what placement reads, or an agent of another version.
+      // Rare: a report that changed what placement reads, an agent of another version, a node's first GPUs.
       for (const b of beats) {
-        if (b.report === undefined && b.versions === undefined) continue;
+        if (b.report === undefined && b.versions === undefined && b.approvedHardware === undefined) continue;
         await tx
           .updateTable('nodes')
           .set({
             ...(b.report === undefined ? {} : { report: JSON.stringify(b.report) }),
             ...(b.versions === undefined ? {} : { agent_version: b.versions.agentVersion, protocol_version: b.versions.protocolVersion }),
+            // Where an admin's approval got there first, it stands.
+            ...(b.approvedHardware === undefined ? {} : { approved_hardware: sql<string>`coalesce(approved_hardware, ${b.approvedHardware})` }),
             updated_at: at,
             version: nextVersion,
           })
