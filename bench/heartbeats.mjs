@@ -198,9 +198,22 @@ function nodeReport(i, hostname) {
   };
 }
 
+/**
+ * The Node flags the control plane runs with: npm start's and the README's
+ * advice for production, a 64 MiB young generation. With Node's default
+ * (16 MiB) every held heartbeat outlives two young collections, is copied
+ * and promoted, and the old space collects what 2,000 of them a second
+ * leave: most of the control plane's CPU at 10,000 nodes went to the
+ * collector. BENCH_NODE_FLAGS='' runs it with Node's defaults, as in
+ * bench/fleet.mjs and bench/router.mjs.
+ */
+const CONTROL_NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=64').split(' ').filter(Boolean);
+const nodeFlagsText = CONTROL_NODE_FLAGS.length > 0 ? `(control plane run with ${CONTROL_NODE_FLAGS.join(' ')})` : "(control plane run with Node's default flags)";
+
 /** Starts `llmgw control` as a child on the store given (`--store` as llmgw takes it); resolves once it prints its listening line. */
 async function startControl(store, profDir) {
   const args = [
+    ...CONTROL_NODE_FLAGS,
     ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
     flags.llmgw,
     'control',
@@ -829,8 +842,8 @@ try {
   const storeKind = postgresServerUrl === null ? 'sqlite' : 'postgres';
   console.log(
     several
-      ? `heartbeats bench: ${instanceCount} control planes (pids ${pids.join(', ')}, own processes, one ${storeKind} store), loopback, Node ${process.version}`
-      : `heartbeats bench: 1 control plane (pid ${pids[0]}, own process, ${storeKind} store), loopback, Node ${process.version}`,
+      ? `heartbeats bench: ${instanceCount} control planes (pids ${pids.join(', ')}, own processes, one ${storeKind} store), loopback, Node ${process.version} ${nodeFlagsText}`
+      : `heartbeats bench: 1 control plane (pid ${pids[0]}, own process, ${storeKind} store), loopback, Node ${process.version} ${nodeFlagsText}`,
   );
   if (several) console.log(`  simulated nodes per instance (where the agent's startIndex starts them): ${nodesPerInstance.join(' / ')}; the real Agents are given all ${instanceCount} URLs`);
   console.log(
