@@ -273,8 +273,8 @@ export class AdminClient {
   }
 
   /** Recent requests, newest first. */
-  requests(options: { model?: string; status?: number; failed?: boolean; limit?: number } = {}): Promise<RequestsView> {
-    const q = { model: options.model, status: options.status === undefined ? undefined : String(options.status), failed: options.failed ? 'true' : undefined, limit: options.limit === undefined ? undefined : String(options.limit) };
+  requests(options: { id?: string; model?: string; status?: number; failed?: boolean; limit?: number } = {}): Promise<RequestsView> {
+    const q = { id: options.id, model: options.model, status: options.status === undefined ? undefined : String(options.status), failed: options.failed ? 'true' : undefined, limit: options.limit === undefined ? undefined : String(options.limit) };
     return this.#call('GET', `/api/v1/requests${query(q)}`);
   }
 

@@ -531,6 +531,12 @@ export interface RequestAttemptView {
 export interface RequestRecordView {
   /** The x-request-id the router sent back. */
   id: string;
+  /**
+   * How many other requests in the log carried the same id (a client that
+   * reuses its x-request-id); this is the newest of them, and
+   * GET /api/v1/requests?id= lists them all. Absent = none.
+   */
+  same_id?: number;
   /** RFC 3339, UTC: when it arrived. */
   at: string;
   /** The model as the client named it resolved to its canonical name. */

@@ -292,17 +292,18 @@ function buildProgram(root: Command, run: Runner): Command {
   program
     .command('requests')
     .description('recent requests with the replica that served each, or why none did')
+    .option('--id <request-id>', 'only those that carried this x-request-id (a client may reuse one)')
     .option('--model <name>', 'only this model\'s')
     .option('--status <code>', 'only those answered with this HTTP status')
     .option('--failed', 'only those that failed')
     .option('--limit <n>', 'how many of the newest (default 50, at most 1000)')
     .action(
-      run((ctx, o: { model?: string; status?: string; failed?: boolean; limit?: string }) => {
+      run((ctx, o: { id?: string; model?: string; status?: string; failed?: boolean; limit?: string }) => {
         const status = o.status === undefined ? undefined : Number(o.status);
         if (status !== undefined && (!Number.isInteger(status) || status < 100 || status > 599)) throw new UsageError(`--status: "${o.status}" is not an HTTP status`);
         const limit = o.limit === undefined ? undefined : Number(o.limit);
         if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
-        return why.requests(ctx, { ...(o.model ? { model: o.model } : {}), ...(status === undefined ? {} : { status }), failed: !!o.failed, ...(limit === undefined ? {} : { limit }) });
+        return why.requests(ctx, { ...(o.id ? { id: o.id } : {}), ...(o.model ? { model: o.model } : {}), ...(status === undefined ? {} : { status }), failed: !!o.failed, ...(limit === undefined ? {} : { limit }) });
       }),
     );
   program

@@ -22,6 +22,7 @@ export async function request(ctx: CtlContext, id: string): Promise<number> {
 export function renderRequest(out: Output, r: RequestRecordView): void {
   const ok = r.outcome === 'ok';
   out.line(`${out.heading('request')}   ${r.id}  ${r.at}`);
+  if (r.same_id) out.line(out.c.yellow(`  ${r.same_id} earlier request(s) in the log carried this id too; this is the newest (GET /api/v1/requests?id=${r.id} lists them)`));
   out.line(`${out.heading('model')}     ${r.model}  ${r.endpoint}${r.stream ? ' (stream)' : ''}${r.key ? `  key ${r.key}…` : ''}`);
   out.line(`${out.heading('status')}    ${ok ? out.c.green(String(r.status)) : out.c.red(`${r.status} ${r.outcome}`)}`);
   if (r.replica) out.line(`${out.heading('served by')} replica ${r.replica}${r.nodes?.length ? ` on ${r.nodes.join(', ')}` : ''}${r.fallback ? ` (fallback ${r.fallback})` : ''}`);
@@ -45,7 +46,7 @@ export function renderRequest(out: Output, r: RequestRecordView): void {
   );
 }
 
-export async function requests(ctx: CtlContext, o: { model?: string; status?: number; failed?: boolean; limit?: number }): Promise<number> {
+export async function requests(ctx: CtlContext, o: { id?: string; model?: string; status?: number; failed?: boolean; limit?: number }): Promise<number> {
   const v = await ctx.client.requests(o);
   if (ctx.json) {
     ctx.out.json(v);

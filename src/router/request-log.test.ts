@@ -19,6 +19,24 @@ describe('request log', () => {
     expect(log.list({ limit: 2 }).map((r) => r.id)).toEqual(['d', 'c']);
   });
 
+  it('keeps every request that reused an id: the newest answers by id, all are listed, and evicting one forgets only it', () => {
+    // Regression: one record per id, so a client that sent another request's x-request-id
+    // (a retry with a fixed header, or on purpose) replaced that request's record by id.
+    const log = new RequestLog(3);
+    log.add(record('x', { key: 'sk-a', status: 502, failure: { code: 'LLMGW_UPSTREAM', message: 'every attempt failed' } }));
+    log.add(record('x', { key: 'sk-b' }));
+    log.add(record('y'));
+    expect(log.get('x')?.key, 'the newest by id').toBe('sk-b');
+    expect(log.countWithId('x')).toBe(2);
+    expect(log.list({ id: 'x' }).map((r) => r.key), 'both listed, newest first').toEqual(['sk-b', 'sk-a']);
+    expect(requestRecordView(log.get('x')!, log.countWithId('x') - 1).same_id).toBe(1);
+    expect(requestRecordView(log.get('y')!, 0), 'absent when the id is its own').not.toHaveProperty('same_id');
+    log.add(record('z'));
+    expect([log.countWithId('x'), log.get('x')?.key], 'the oldest x evicted, the newer kept').toEqual([1, 'sk-b']);
+    log.add(record('w'));
+    expect(log.get('x'), 'and then the other').toBeUndefined();
+  });
+
   it('filters by model, status and failure', () => {
     const log = new RequestLog(10);
     log.add(record('ok1'));

@@ -49,6 +49,8 @@ export interface RequestRecord {
 }
 
 export interface RequestFilter {
+  /** Only the requests that carried this x-request-id (a client may reuse one). */
+  id?: string;
   model?: string;
   status?: number;
   /** True: only requests whose outcome is not ok. */
@@ -61,7 +63,13 @@ export class RequestLog {
   private readonly ring: (RequestRecord | undefined)[];
   private next = 0;
   private count = 0;
-  private readonly byId = new Map<string, RequestRecord>();
+  /**
+   * The records in the ring by id, oldest first. Several, not one: the id
+   * is the client's x-request-id when it sends one, and a client may send
+   * the same one twice (a retry, a fixed header), by mistake or to hide
+   * another request behind its own.
+   */
+  private readonly byId = new Map<string, RequestRecord[]>();
 
   /** `capacity` 0 or absent = REQUEST_LOG_CAPACITY. */
   constructor(capacity = 0) {
@@ -79,15 +87,28 @@ export class RequestLog {
   /** Keeps a finished request, dropping the oldest when full. A record may still be filled in afterwards (tokens come later). */
   add(record: RequestRecord): void {
     const old = this.ring[this.next];
-    if (old && this.byId.get(old.id) === old) this.byId.delete(old.id);
+    if (old) {
+      // The ring evicts oldest first, so the evicted record is the first of those with its id.
+      const same = this.byId.get(old.id);
+      if (same?.[0] === old) same.shift();
+      if (same?.length === 0) this.byId.delete(old.id);
+    }
     this.ring[this.next] = record;
-    this.byId.set(record.id, record);
+    const same = this.byId.get(record.id);
+    if (same) same.push(record);
+    else this.byId.set(record.id, [record]);
     this.next = (this.next + 1) % this.ring.length;
     if (this.count < this.ring.length) this.count++;
   }
 
+  /** The newest request that carried this id. */
   get(id: string): RequestRecord | undefined {
-    return this.byId.get(id);
+    return this.byId.get(id)?.at(-1);
+  }
+
+  /** How many requests in the log carried this id; 0 = none. */
+  countWithId(id: string): number {
+    return this.byId.get(id)?.length ?? 0;
   }
 
   /** Newest first. */
@@ -96,6 +117,7 @@ export class RequestLog {
     const out: RequestRecord[] = [];
     for (let k = 1; k <= this.count && out.length < limit; k++) {
       const r = this.ring[(this.next - k + this.ring.length) % this.ring.length]!;
+      if (filter.id !== undefined && r.id !== filter.id) continue;
       if (filter.model !== undefined && r.model !== filter.model) continue;
       if (filter.status !== undefined && r.status !== filter.status) continue;
       if (filter.failed && outcomeOf(r) === 'ok') continue;
@@ -140,11 +162,13 @@ function lastAttemptNote(r: RequestRecord): string {
   return last ? ` (last at replica ${last.replica})` : '';
 }
 
-export function requestRecordView(r: RequestRecord): RequestRecordView {
+/** `sameId`: how many other requests in the log carried this one's id (0 or absent = none). */
+export function requestRecordView(r: RequestRecord, sameId = 0): RequestRecordView {
   const answered = r.attempts.find((a) => a.outcome === 'answered');
   const cause = causeOf(r);
   return {
     id: r.id,
+    ...(sameId > 0 ? { same_id: sameId } : {}),
     at: new Date(r.atMs).toISOString(),
     model: r.model,
     endpoint: r.endpoint,

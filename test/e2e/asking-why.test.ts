@@ -164,6 +164,17 @@ describe('asking why: requests, disks, audit, plans', () => {
     expect(r.stdout).toContain('has 0 ready replicas');
     const list = await runCtlCli(['requests', '--failed'], { env: ctlEnv });
     expect(list.stdout).toContain(failed.id);
+    // Replayed: a client that sends another request's x-request-id does not hide that request.
+    const reused = await fetch(`${clientUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': failed.id },
+      body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+    });
+    expect(reused.status).toBe(200);
+    expect(await api.request(failed.id), 'the newest answers by id, and says it is not alone').toMatchObject({ outcome: 'ok', same_id: 1 });
+    expect((await api.requests({ id: failed.id })).requests.map((x) => x.outcome), 'both listed, newest first').toEqual(['ok', 'no_replica']);
+    const both = await runCtlCli(['request', failed.id], { env: ctlEnv });
+    expect(both.stdout).toContain('1 earlier request(s) in the log carried this id too');
     const missing = await runCtlCli(['request', 'no-such-id'], { env: ctlEnv });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('has no request "no-such-id" in its log');

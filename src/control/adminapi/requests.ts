@@ -17,13 +17,13 @@ export interface RequestsApiDeps {
 }
 
 export function registerRequestsApi(app: FastifyInstance, deps: RequestsApiDeps): void {
-  app.get<{ Querystring: { model?: string; status?: string; failed?: string; limit?: string } }>('/api/v1/requests', async (request): Promise<RequestsView> => {
+  app.get<{ Querystring: { id?: string; model?: string; status?: string; failed?: string; limit?: string } }>('/api/v1/requests', async (request): Promise<RequestsView> => {
     return requestsView(deps, requestFilter(request.query));
   });
   app.get<{ Params: { id: string } }>('/api/v1/requests/:id', async (request): Promise<RequestRecordView> => {
     const r = deps.log.get(request.params.id);
     if (!r) throw new LlmgwError('LLMGW_NOT_FOUND', requestMissing(deps, request.params.id));
-    return requestRecordView(r);
+    return requestRecordView(r, deps.log.countWithId(r.id) - 1);
   });
 }
 
@@ -40,8 +40,9 @@ export function requestMissing(deps: RequestsApiDeps, id: string): string {
 }
 
 /** The query checked: a bad value is a 400 saying what to write. */
-export function requestFilter(q: { model?: string; status?: string; failed?: string; limit?: string }): RequestFilter {
+export function requestFilter(q: { id?: string; model?: string; status?: string; failed?: string; limit?: string }): RequestFilter {
   const out: RequestFilter = {};
+  if (q.id) out.id = q.id;
   if (q.model) out.model = q.model;
   if (q.status !== undefined && q.status !== '') {
     const n = Number(q.status);

@@ -50,7 +50,7 @@ export function registerWhyPages(scope: FastifyInstance, options: WhySources, pa
       const id = (request.params as { id: string }).id;
       const r = options.requestLog.log.get(id);
       if (!r) return { title: 'No such request', section: '/requests', refresh: false, status: 404, body: <MessagePage message={requestMissing(options.requestLog, id)} back="/requests" /> };
-      return { title: `Request ${id}`, section: '/requests', refresh: true, body: <RequestPage r={requestRecordView(r)} /> };
+      return { title: `Request ${id}`, section: '/requests', refresh: true, body: <RequestPage r={requestRecordView(r, options.requestLog.log.countWithId(r.id) - 1)} /> };
     }),
   );
   scope.get(

@@ -88,6 +88,14 @@ export function RequestPage({ r }: { r: RequestRecordView }) {
               <th>Cause</th>
               <td data-field="cause">{r.cause ?? 'none: it succeeded'}</td>
             </tr>
+            {r.same_id ? (
+              <tr>
+                <th>Same id</th>
+                <td data-field="same-id" class="error">
+                  {r.same_id} earlier request(s) in the log carried this id too; this is the newest
+                </td>
+              </tr>
+            ) : null}
             <tr>
               <th>Model</th>
               <td>
