@@ -25,7 +25,9 @@
 // keeps working under the load; their heartbeats are counted. --long-poll
 // sends the simulated heartbeats as the agent does instead (held, one
 // connection per node), for the CPU and memory of the real shape; latency then
-// comes from a few direct probes a second.
+// comes from 20 keep-alive probes a second, answered at once, sent by a
+// process of their own (bench/heartbeat-prober.mjs): this one, holding every
+// node's connection, stalls too long to time them.
 //
 // CPU and latency are taken over the steady window: the heartbeat phase less
 // its first interval, in which every node reports for the first time since
@@ -52,7 +54,7 @@
 //     [--full-seconds 20] [--full-reports] [--join-deadline-s 180] [--prof]
 //     [--store sqlite|postgres://…] [--instances 1] [--llmgw path/to/bin/llmgw.js]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, fork, spawn } from 'node:child_process';
 import console from 'node:console';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -717,14 +719,20 @@ try {
       }
     }
   };
+  /** --long-poll: the probes' own process (bench/heartbeat-prober.mjs), so that this one's stalls do not time them. */
+  let prober = null;
+  /** Epoch ms the windows opened and closed, to place the prober's results, which come back stamped so. */
+  const epochNow = () => performance.timeOrigin + performance.now();
+  const windowsAt = { steadyStart: performance.timeOrigin + steadyStart, steadyEnd: Infinity, fullStart: Infinity, fullEnd: Infinity };
   if (longPoll) {
     nodes.forEach((node, i) => track(holdLoop(node, phaseStart + (i / nodes.length) * intervalMs).catch(() => {})));
-    const prober = setInterval(() => {
-      if (performance.now() >= phaseEnd) return;
-      probes++;
-      track(timedBeat(nodes[Math.floor(Math.random() * nodes.length)]));
-    }, 1000 / PROBES_PER_SECOND);
-    timers.add(prober);
+    prober = fork(fileURLToPath(new URL('./heartbeat-prober.mjs', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const keepAlive = (node) => JSON.stringify({ node_id: node.id, agent_version: LLMGW_VERSION, protocol_version: PROTOCOL_VERSION, report_hash: node.hash, shards: [] });
+    prober.send({
+      type: 'start',
+      perSecond: PROBES_PER_SECOND,
+      targets: nodes.map((node) => ({ url: controls[node.instance].agentUrl, id: node.id, credential: node.credential, body: keepAlive(node) })),
+    });
   } else {
     nodes.forEach((node, i) => schedule(node, phaseStart + (i / nodes.length) * intervalMs));
   }
@@ -740,6 +748,7 @@ try {
 
   await sleep(phaseMs);
   windowOpen = false;
+  windowsAt.steadyEnd = epochNow();
   // The real Agents' heartbeats cost the control plane as much as the simulated ones: counted alike.
   answeredInWindow += realBeatsNow() - realBeatsAtWindowStart;
   const steadyEndEach = readProcs();
@@ -757,14 +766,35 @@ try {
     fullWindow.counters = await readCounters(controls, pgClient, database).catch(() => null);
     fullWindow.startProc = sumProc(readProcs());
     fullWindow.open = true;
+    windowsAt.fullStart = epochNow();
     await sleep(fullSeconds * 1000);
     fullWindow.open = false;
+    windowsAt.fullEnd = epochNow();
     fullWindow.endProc = sumProc(readProcs());
     fullWindow.endCounters = await readCounters(controls, pgClient, database).catch(() => null);
     // The real Agents keep sending keep-alives: counted, as in the main window, since they cost the control plane too.
     fullWindow.answered += realBeatsNow() - realAtStart;
   }
   for (const t of timers) clearTimeout(t);
+  if (prober) {
+    // Placed in the windows by when each was sent, as the in-process probes are.
+    const done = new Promise((resolve) => prober.once('message', resolve));
+    prober.send({ type: 'stop' });
+    const { results } = await done;
+    for (const r of results) {
+      probes++;
+      if (r.error !== null) {
+        fail(`probe: ${r.error}`);
+        continue;
+      }
+      if (r.atMs >= windowsAt.fullStart && r.atMs < windowsAt.fullEnd) fullWindow.latencies.push(r.tookMs);
+      else if (r.atMs < windowsAt.steadyStart) firstPassMs.push(r.tookMs);
+      else if (r.atMs < windowsAt.steadyEnd) {
+        steadyMs.push(r.tookMs);
+        answeredInWindow++;
+      }
+    }
+  }
   stop.abort();
   const benchCpu = process.cpuUsage(benchCpuStart);
   loopDelay.disable();
@@ -851,7 +881,7 @@ try {
       `undici Pool of ${connections} connections: join storm ${verdict(joinSeconds < TARGET_JOIN_SECONDS && joinRefused === 0)} (target < ${TARGET_JOIN_SECONDS} s, none refused)`,
   );
   console.log(
-    `  heartbeat every ${intervalMs} ms, staggered, ${longPoll ? `long-polled (held up to the interval, one connection per node; latency from ${PROBES_PER_SECOND}/s direct probes)` : 'answered at once'}, ` +
+    `  heartbeat every ${intervalMs} ms, staggered, ${longPoll ? `long-polled (held up to the interval, one connection per node; latency from ${PROBES_PER_SECOND}/s keep-alive probes sent by a process of their own)` : 'answered at once'}, ` +
       `for ${phaseSeconds} s${fullPhaseMs > 0 ? ` (then ${fullPhaseMs / 1000} s more with full reports)` : ''}; steady window ${windowSeconds.toFixed(1)} s (first ${warmupMs / 1000} s left out)`,
   );
   const rows = [
