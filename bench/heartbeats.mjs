@@ -201,15 +201,13 @@ function nodeReport(i, hostname) {
 }
 
 /**
- * The Node flags the control plane runs with: npm start's and the README's
- * advice for production, a 64 MiB young generation. With Node's default
- * (16 MiB) every held heartbeat outlives two young collections, is copied
- * and promoted, and the old space collects what 2,000 of them a second
- * leave: most of the control plane's CPU at 10,000 nodes went to the
- * collector. BENCH_NODE_FLAGS='' runs it with Node's defaults, as in
- * bench/fleet.mjs and bench/router.mjs.
+ * The Node flags the control plane runs with, from BENCH_NODE_FLAGS
+ * (absent or empty: Node's own), to measure what a young generation or
+ * heap-growing factor does: each held heartbeat outlives two young
+ * collections and is promoted before it is answered, which is where the
+ * control plane's memory at 10,000 nodes goes (bench/README.md).
  */
-const CONTROL_NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=64').split(' ').filter(Boolean);
+const CONTROL_NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 const nodeFlagsText = CONTROL_NODE_FLAGS.length > 0 ? `(control plane run with ${CONTROL_NODE_FLAGS.join(' ')})` : "(control plane run with Node's default flags)";
 
 /** Starts `llmgw control` as a child on the store given (`--store` as llmgw takes it); resolves once it prints its listening line. */
