@@ -186,7 +186,16 @@ describe('oversized and slow requests', () => {
       for (let i = 0; i < 100 && !s.destroyed; i++) {
         s.write(`${piece.length.toString(16)}\r\n`);
         s.write(piece);
-        if (!s.write('\r\n')) await new Promise((r) => s.once('drain', r).once('close', r));
+        // Both listeners off again whichever fires: a hundred waits on one socket must not pile them up.
+        if (!s.write('\r\n')) {
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              s.off('drain', done).off('close', done);
+              resolve();
+            };
+            s.once('drain', done).once('close', done);
+          });
+        }
       }
       s.end('0\r\n\r\n');
     });
