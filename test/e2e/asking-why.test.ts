@@ -10,22 +10,21 @@
 //      and the one that does not, with the reason.
 // One real control plane (SQLite store) and two simulated agents running sim
 // engines; engine ports 32300-32399.
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, type RequestRecordView } from '../../src/api/index.js';
 import { cacheNameOf } from '../../src/protocol/index.js';
+import { haveChromium, launchChromium, loggedInPage, textOf as text } from '../support/browser.js';
 import { engineRecordOf } from '../support/fleet.js';
 import { killEnginesOf, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 import { runCtlCli } from './ctl-support.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const JOIN = 'e2e-why2-join-token-0123456789abcdef';
 const ADMIN = 'e2e-why2-admin-token-0123456789abcdef';
-const haveChromium = existsSync(CHROMIUM);
 
 let dir: string;
 let adminUrl: string;
@@ -58,16 +57,10 @@ function cacheEntry(cacheDir: string, source: string, bytes: number): string {
 /** Logs the browser in once; every page after that rides the session. */
 async function browserPage(): Promise<Page> {
   if (page) return page;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
-  page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-  await page.goto(`${adminUrl}/login`);
-  await page.fill('input[name=token]', ADMIN);
-  await page.click('form[action="/login"] button[type=submit]');
-  await page.waitForURL(`${adminUrl}/`);
+  browser = await launchChromium();
+  page = await loggedInPage(browser, adminUrl, ADMIN);
   return page;
 }
-
-const text = async (p: Page, selector: string): Promise<string> => ((await p.locator(selector).first().textContent()) ?? '').replace(/\s+/g, ' ').trim();
 
 describe('asking why: requests, disks, audit, plans', () => {
   beforeAll(async () => {
@@ -87,9 +80,9 @@ describe('asking why: requests, disks, audit, plans', () => {
     orphanPath = cacheEntry(cacheDir, 'hf://org/forgotten', 4096);
     const root = `/${tmpdir().split('/')[1]}`;
     let ports = 32300;
-    for (const [id, gpus, extra] of [
-      ['n1', '8xh100-80gb', ['--cache-dir', cacheDir, '--simulate', `gpus=8xh100-80gb,ram=256g,disk=${root}:100g/200g:local,engines=vllm`]],
-      ['n2', '2xl40s-48gb', ['--simulate', 'gpus=2xl40s-48gb,ram=256g,disk=/data:1t:local,engines=vllm']],
+    for (const [id, extra] of [
+      ['n1', ['--cache-dir', cacheDir, '--simulate', `gpus=8xh100-80gb,ram=256g,disk=${root}:100g/200g:local,engines=vllm`]],
+      ['n2', ['--simulate', 'gpus=2xl40s-48gb,ram=256g,disk=/data:1t:local,engines=vllm']],
     ] as const) {
       const stateDir = join(dir, id);
       stateDirs.push(stateDir);
@@ -98,7 +91,6 @@ describe('asking why: requests, disks, audit, plans', () => {
         '--heartbeat-interval', '300ms', '--port-range', `${ports}-${ports + 49}`, '--log-level', 'warn',
       ]));
       ports += 50;
-      void gpus;
     }
     await waitFor('both agents to join', async () => ((await api.nodes()).filter((n) => n.liveness === 'up').length === 2 ? true : undefined));
     const weights = join(dir, 'weights');

@@ -9,21 +9,20 @@
 //
 // Without Chromium at /usr/bin/chromium it fails under CI and is skipped,
 // with a message, on a developer's machine, as test/e2e/dashboard.test.ts.
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient } from '../../src/api/index.js';
+import { CHROMIUM, haveChromium, launchChromium, loggedInPage } from '../support/browser.js';
 import { startControl, stopAll } from '../support/processes.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const JOIN = 'e2e-dashboard-nodes-join-token-0123456789';
 const ADMIN = 'e2e-dashboard-nodes-admin-token-0123456789';
 const NODES = Array.from({ length: 12 }, (_, i) => `gpu-${String(i).padStart(2, '0')}`);
 const CORDONED = ['gpu-02', 'gpu-05', 'gpu-07'];
 
-const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium && !process.env.CI) {
   process.stderr.write(`dashboard node list e2e: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium); under CI this fails instead\n`);
 }
@@ -52,15 +51,8 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard\'s node list in
       expect(res.status, await res.text()).toBe(200);
     }
     for (const id of CORDONED) await api.cordon(id);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-    await page.goto(`${adminUrl}/login?next=%2Fnodes`);
-    await page.fill('input[name=token]', ADMIN);
-    await page.click('form[action="/login"] button[type=submit]');
-    await page.waitForURL(`${adminUrl}/nodes`);
+    browser = await launchChromium();
+    page = await loggedInPage(browser, adminUrl, ADMIN, '/nodes');
   }, 120_000);
 
   afterAll(async () => {

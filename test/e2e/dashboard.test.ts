@@ -8,26 +8,25 @@
 // Without Chromium at /usr/bin/chromium this file fails under CI (the
 // browser is part of CI's image, so its absence is a broken image) and is
 // skipped, with a message, on a developer's machine.
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, type NodeView } from '../../src/api/index.js';
 import { cacheNameOf } from '../../src/protocol/index.js';
+import { CHROMIUM, haveChromium, launchChromium, textOf } from '../support/browser.js';
 import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 import { runCtlCli } from './ctl-support.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const JOIN = 'e2e-dashboard-join-token-0123456789abcdef';
 const ADMIN = 'e2e-dashboard-admin-token-0123456789abcdef';
 /** Free text an agent reports as it was typed: model names are restricted to [A-Za-z0-9._:/-], node label values are not. */
 const SCRIPT_LABEL = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>';
 const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
 
-const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium && !process.env.CI) {
   process.stderr.write(`dashboard e2e: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium); under CI this fails instead\n`);
 }
@@ -91,10 +90,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
       await res.text();
     }
 
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
     page = await context.newPage();
   }, 120_000);
@@ -105,7 +101,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     killEnginesOf(stateDirs);
   });
 
-  const text = async (selector: string): Promise<string> => ((await page.locator(selector).first().textContent()) ?? '').replace(/\s+/g, ' ').trim();
+  const text = (selector: string): Promise<string> => textOf(page, selector);
 
   it('sends a visitor to the login page, says a wrong token is wrong, and logs in with the right one', async () => {
     await page.goto(`${adminUrl}/nodes`);

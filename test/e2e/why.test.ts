@@ -11,18 +11,17 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, type NodeDetailView } from '../../src/api/index.js';
 import { cacheNameOf } from '../../src/protocol/index.js';
+import { CHROMIUM, haveChromium, launchChromium, loggedInPage } from '../support/browser.js';
 import { killEnginesOf, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 import { runCtlCli } from './ctl-support.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const JOIN = 'e2e-why-join-token-0123456789abcdef';
 const ADMIN = 'e2e-why-admin-token-0123456789abcdef';
-const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium && !process.env.CI) process.stderr.write(`why e2e: dashboard checks skipped, no Chromium at ${CHROMIUM}\n`);
 
 let dir: string;
@@ -87,12 +86,8 @@ describe('asking why, questions 1-4', () => {
     await waitFor('chat to be ready', async () => ((await api.replicas({ model: 'chat' })).some((r) => r.state === 'ready') ? true : undefined), 40_000);
 
     if (haveChromium) {
-      browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
-      page = await (await browser.newContext()).newPage();
-      await page.goto(`${adminUrl}/login`);
-      await page.fill('input[name=token]', ADMIN);
-      await page.click('form[action="/login"] button[type=submit]');
-      await page.waitForURL(`${adminUrl}/`);
+      browser = await launchChromium();
+      page = await loggedInPage(browser, adminUrl, ADMIN);
     } else if (process.env.CI) {
       throw new Error(`no Chromium at ${CHROMIUM}: CI's image must have Debian's chromium package`);
     }
