@@ -17,7 +17,7 @@ import type { EventsView } from '../../src/api/index.js';
 import { describeNetns, type NetHost, NetLab } from '../support/netns.js';
 import { createTestDatabase, describePostgres, type TestDatabase } from '../support/postgres.js';
 import { killEnginesOf, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
-import { waitFor } from '../support/wait.js';
+import { lookThroughout, waitFor } from '../support/wait.js';
 import { ADMIN, alive, enginesInProcessTable, Fleet, JOIN } from './fleet-support.js';
 
 let lab: NetLab | undefined;
@@ -191,11 +191,7 @@ describeNetns('network faults between namespaces', () => {
 
     // Four stale windows: the node stays up only if heartbeats keep arriving all along.
     const seen = new Set<string>();
-    const until = Date.now() + 12_000;
-    while (Date.now() < until) {
-      seen.add((await livenessOf(fleet, 'lossy1')) ?? 'absent');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await lookThroughout(12_000, async () => seen.add((await livenessOf(fleet, 'lossy1')) ?? 'absent'));
     expect([...seen], 'the node was up at every look').toEqual(['up']);
   }, 180_000);
 
@@ -243,11 +239,7 @@ describeNetns('network faults between namespaces', () => {
       }, 60_000);
       expect(moved.control, 'it gave up on the vanished one').toBe(gone.urls.agent);
       // Two stale windows more, looking all the while: the other hears the node throughout.
-      const until = Date.now() + 16_000;
-      while (Date.now() < until) {
-        await watch();
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      await lookThroughout(16_000, watch);
       expect([...seen], `the node was up at every look, before and after the failover; looks: ${looks.join(' ')}; agent log: ${agentLog()}`).toEqual(['up']);
       expect((await fleet.replicas('ha')).map((r) => [r.id, r.state]), 'the same replica, still ready').toEqual([[replica!.id, 'ready']]);
       expect(fleet.engines('ha1'), 'the same engine, not restarted').toEqual([engine]);

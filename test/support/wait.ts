@@ -1,5 +1,6 @@
 // The one way a test waits: re-check a condition against a deadline, never
-// a fixed sleep (STYLE.md, "Tests"). Unit tests beside the code and the
+// a fixed sleep (STYLE.md, "Tests"); and, for a state that must hold through
+// a window, keep looking at it all through the window. Unit tests beside the code and the
 // end-to-end tests under test/ both import it from here; it is kept apart
 // from processes.ts so a unit test that waits does not pull in the process
 // launcher.
@@ -48,6 +49,20 @@ export async function waitFor<T>(
       const name = typeof what === 'function' ? what() : what;
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${name}${last ? ` (last error: ${String(last)})` : ''}`);
     }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/**
+ * Looks with `look` every `intervalMs` (absent: 100 ms) until `forMs` have
+ * passed: for a test that a state holds all through a window (a node stays
+ * up through a lossy link), where waitFor waits for one to begin. What the
+ * looks saw is the caller's to assert.
+ */
+export async function lookThroughout(forMs: number, look: () => unknown, intervalMs = 100): Promise<void> {
+  const until = Date.now() + forMs;
+  while (Date.now() < until) {
+    await look();
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

@@ -16,6 +16,7 @@ import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
 import { AssignmentBoard } from './assignments.js';
 import { registerAgentApi } from './routes.js';
+import { waitFor } from '../../../test/support/wait.js';
 
 const JOIN = 'join-token-for-tests-0123456789';
 let plane: ControlPlane | null = null;
@@ -99,13 +100,7 @@ describe('a held heartbeat and its response', () => {
           ...(signal ? { signal } : {}),
         });
       const { generation } = (await (await beat({})).body.json()) as { generation: number };
-      const until = async (what: string, ok: () => boolean) => {
-        const deadline = Date.now() + 20_000;
-        while (!ok()) {
-          if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-          await new Promise((r) => setTimeout(r, 10));
-        }
-      };
+      const until = (what: string, ok: () => boolean) => waitFor(what, ok, { timeoutMs: 20_000, intervalMs: 10 });
 
       // Held, then answered by a change.
       const held = beat({ known_generation: generation, wait_ms: 60_000 });
