@@ -167,6 +167,16 @@ describe('an agent whose control planes stop answering', () => {
     url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     return url;
   };
+  /** An agent that has joined already (its identity saved), heartbeating every 300 ms to `controls`, with a null probe and no management API. */
+  const joinedAgent = (controls: string[]): Agent => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'llmgw-agent-deadline-'));
+    saveIdentity(stateDir, { node_id: 'n1', credential: 'c', mgmt_token: 'm' });
+    return new Agent(compileAgentOptions({ control: controls, nodeId: 'n1', stateDir, heartbeatInterval: '300ms' }), {
+      probe: async () => ({}) as NodeReport,
+      mgmt: false,
+      logger: pino({ level: 'silent' }),
+    });
+  };
 
   it('never gives up on a control plane that answers, however often news pokes it', async () => {
     // Regression: after a poke cut the held heartbeat short, the next one was held again (the news flag
@@ -186,14 +196,7 @@ describe('an agent whose control planes stop answering', () => {
       });
     });
     await new Promise<void>((resolve) => healthy.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(healthy.address() as { port: number }).port}`;
-    const stateDir = mkdtempSync(join(tmpdir(), 'llmgw-agent-deadline-'));
-    saveIdentity(stateDir, { node_id: 'n1', credential: 'c', mgmt_token: 'm' });
-    const agent = new Agent(compileAgentOptions({ control: [url], nodeId: 'n1', stateDir, heartbeatInterval: '300ms' }), {
-      probe: async () => ({}) as NodeReport,
-      mgmt: false,
-      logger: pino({ level: 'silent' }),
-    });
+    const agent = joinedAgent([`http://127.0.0.1:${(healthy.address() as { port: number }).port}`]);
     await agent.start();
     const news = setInterval(() => agent.poke(), 120);
     try {
@@ -212,13 +215,7 @@ describe('an agent whose control planes stop answering', () => {
     // Regression: each poke cut the held heartbeat short and the next one started a fresh deadline, so an agent whose
     // engines reported load every second never noticed a dead control plane, and its node went stale.
     const urls = [await silentServer(), await silentServer()];
-    const stateDir = mkdtempSync(join(tmpdir(), 'llmgw-agent-deadline-'));
-    saveIdentity(stateDir, { node_id: 'n1', credential: 'c', mgmt_token: 'm' });
-    const agent = new Agent(compileAgentOptions({ control: urls, nodeId: 'n1', stateDir, heartbeatInterval: '300ms' }), {
-      probe: async () => ({}) as NodeReport,
-      mgmt: false,
-      logger: pino({ level: 'silent' }),
-    });
+    const agent = joinedAgent(urls);
     await agent.start();
     const news = setInterval(() => agent.poke(), 50);
     try {
