@@ -19,7 +19,6 @@
 // faster than MAX_GROWTH × nodes/base, or the idle pass is not idle.
 import { spawnSync } from 'node:child_process';
 import console from 'node:console';
-import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { nodeViews, replicaViews } from '../dist/control/adminapi/views.js';
 import { nodeViewPage, parseNodeQuery } from '../dist/control/adminapi/node-query.js';
@@ -29,6 +28,7 @@ import { foldReport, ShardIndex } from '../dist/control/reconciler/fold-report.j
 import { nodeUsageOf } from '../dist/control/reconciler/node-usage.js';
 import { planPass } from '../dist/control/reconciler/plan.js';
 import { toPlacementNode } from '../dist/control/reconciler/snapshot.js';
+import { arg, measure } from './measure.mjs';
 
 // The control plane runs with npm start's Node flags (a 64 MiB young
 // generation, see the README's router section); with Node's default, the
@@ -39,11 +39,6 @@ const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=64').
 if (!process.env.LLMGW_FLEET_BENCH_CHILD && NODE_FLAGS.length > 0) {
   const child = spawnSync(process.execPath, [...NODE_FLAGS, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, LLMGW_FLEET_BENCH_CHILD: '1' } });
   process.exit(child.status ?? 1);
-}
-
-function arg(name, fallback) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i === -1 ? fallback : Number(process.argv[i + 1]);
 }
 
 const nodeCount = arg('nodes', 10_000);
@@ -142,20 +137,7 @@ function inventoryOf(snapshot) {
   };
 }
 
-/** Runs fn once; CPU ms (user + system) and wall ms it took, and what it returned. */
-function measure(fn) {
-  const cpu = process.cpuUsage();
-  const wall = performance.now();
-  const value = fn();
-  const used = process.cpuUsage(cpu);
-  return { value, cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - wall };
-}
-
-function fastest(values) {
-  return Math.min(...values);
-}
-
-/** The operations, timed on one fleet: name → median CPU ms; also what a reader needs to trust them. */
+/** The operations, timed on one fleet: name → fastest round's CPU ms; also what a reader needs to trust them. */
 function timeFleet(nodes) {
   const built = measure(() => buildFleet(nodes));
   const { snapshot, models, records } = built.value;
@@ -212,8 +194,8 @@ function timeFleet(nodes) {
       if (round > 0) samples[name].push(name.startsWith('fold one') ? m.cpuMs / reporters.length : name.startsWith('pass from empty') ? m.cpuMs / placedPerPass : m.cpuMs);
     }
   }
-  const medians = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, fastest(v)]));
-  return { medians, placedPerPass, placed: built.value.placed, asked: built.value.asked, buildMs: built.cpuMs, idleActions, lossActions, pageSizes, replicas: records.length };
+  const fastest = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, Math.min(...v)]));
+  return { fastest, placedPerPass, placed: built.value.placed, asked: built.value.asked, buildMs: built.cpuMs, idleActions, lossActions, pageSizes, replicas: records.length };
 }
 
 const base = timeFleet(baseCount);
@@ -223,21 +205,21 @@ console.log(`fleets: ${baseCount} and ${nodeCount} nodes x 8 GPUs; replicas plac
 console.log(`CPU ms, fastest of ${rounds} rounds after a warm-up round; growth = ${nodeCount} nodes / ${baseCount} nodes (the fleet grew ${scale}x; at most ${MAX_GROWTH * scale}x passes)`);
 let ok = true;
 console.log(`  ${'operation'.padEnd(58)} ${String(baseCount).padStart(9)} ${String(nodeCount).padStart(9)}  growth`);
-for (const name of Object.keys(big.medians)) {
-  const a = base.medians[name];
-  const b = big.medians[name];
+for (const name of Object.keys(big.fastest)) {
+  const a = base.fastest[name];
+  const b = big.fastest[name];
   // Work too small to time (under 1 µs) cannot show a trend: its growth is not judged.
   const growth = a >= 0.001 ? b / a : null;
   const fine = growth === null || growth <= MAX_GROWTH * scale;
   ok &&= fine;
   console.log(`  ${name.padEnd(58)} ${a.toFixed(3).padStart(9)} ${b.toFixed(3).padStart(9)}  ${growth === null ? '-' : `${growth.toFixed(1)}x`} ${fine ? '' : 'SUPERLINEAR'}`);
 }
-const perPlacementMs = big.medians['pass from empty, per replica placed (every one, no cap)'];
+const perPlacementMs = big.fastest['pass from empty, per replica placed (every one, no cap)'];
 console.log(`placement in a pass at ${nodeCount} nodes: ${big.placedPerPass} replicas in ${(perPlacementMs * big.placedPerPass).toFixed(0)} CPU ms, ${Math.round(1000 / perPlacementMs)} placements/s (the whole pass: classify, count, place)`);
 // A heartbeat's fold grows with the fleet when it walks every replica, and the fleet sends more of them: the square, per second.
 const perSecond = nodeCount / 5;
-const walked = big.medians['fold one heartbeat, every replica walked (as before)'];
-const indexed = big.medians['fold one heartbeat, indexed (avg of 200 nodes)'];
+const walked = big.fastest['fold one heartbeat, every replica walked (as before)'];
+const indexed = big.fastest['fold one heartbeat, indexed (avg of 200 nodes)'];
 console.log(
   `heartbeats: ${nodeCount} nodes at one per 5 s send ${perSecond}/s; folding them costs ${((perSecond * indexed) / 10).toFixed(2)}% of a core indexed, ` +
     `${((perSecond * walked) / 10).toFixed(0)}% walking every replica`,

@@ -15,16 +15,11 @@
 // what the JIT learned and made every figure worse, so garbage is simply
 // kept low.) Exits 1 when a target is missed.
 import console from 'node:console';
-import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { checkReplicas, explain, place, placeMany } from '../dist/control/placement/index.js';
 // The made-up fleets are not part of placement's interface: straight from their module.
 import { occupy, syntheticFleet, syntheticRequests, syntheticWeightsKey } from '../dist/control/placement/synthetic.js';
-
-function arg(name, fallback) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i === -1 ? fallback : Number(process.argv[i + 1]);
-}
+import { arg, measure } from './measure.mjs';
 
 const nodeCount = arg('nodes', 2000);
 const modelCount = arg('models', 1000);
@@ -59,15 +54,6 @@ const nowhere = {
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)];
-}
-
-/** Runs fn once; CPU ms (user + system) and wall ms it took, and what it returned. */
-function measure(fn) {
-  const cpu = process.cpuUsage();
-  const wall = performance.now();
-  const value = fn();
-  const used = process.cpuUsage(cpu);
-  return { value, cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - wall };
 }
 
 // The quick operations run several times a round, so their medians rest on
