@@ -5,7 +5,8 @@ import { LlmgwError } from '../../errors/index.js';
 import { type AuditInput, insertAudit } from './audit.js';
 import type { StoreConnection } from './connection.js';
 import { GroupCommit } from './group-commit.js';
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { setImmediate as yieldToListeners } from 'node:timers/promises';
+import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { Database, NodesTable } from './schema.js';
 
 export interface NodeRow {
@@ -85,6 +86,9 @@ export interface LastSeenRow {
  * a flush of thousands.
  */
 const LAST_SEEN_ROWS_PER_STATEMENT = 1000;
+
+/** Node rows (reports, versions, first GPUs) a flush writes per transaction; more wait for the next, after the listeners had a turn. */
+const ROW_WRITES_PER_TRANSACTION = 100;
 
 /** Ids per `IN (…)` list when rows are read by id. */
 const IDS_PER_STATEMENT = 1000;
@@ -301,6 +305,8 @@ export class NodeRepository {
   async saveHeartbeats(beats: readonly HeartbeatWrite[]): Promise<void> {
     if (beats.length === 0) return;
     const at = this.connection.now();
+    // Rare: a report that changed what placement reads, an agent of another version, a node's first GPUs.
+    const rowWrites = beats.filter((b) => b.report !== undefined || b.versions !== undefined || b.approvedHardware !== undefined);
     await this.connection.db.transaction().execute(async (tx) => {
       for (let i = 0; i < beats.length; i += LAST_SEEN_ROWS_PER_STATEMENT) {
         const rows = beats.slice(i, i + LAST_SEEN_ROWS_PER_STATEMENT).map((b) => ({ id: b.id, last_seen: b.lastSeenMs }));
@@ -315,24 +321,37 @@ export class NodeRepository {
           )
           .execute();
       }
-      // Rare: a report that changed what placement reads, an agent of another version, a node's first GPUs.
-      for (const b of beats) {
-        if (b.report === undefined && b.versions === undefined && b.approvedHardware === undefined) continue;
-        await tx
-          .updateTable('nodes')
-          .set({
-            ...(b.report === undefined ? {} : { report: JSON.stringify(b.report) }),
-            ...(b.versions === undefined ? {} : { agent_version: b.versions.agentVersion, protocol_version: b.versions.protocolVersion }),
-            // Where an admin's approval got there first, it stands.
-            ...(b.approvedHardware === undefined ? {} : { approved_hardware: sql<string>`coalesce(approved_hardware, ${b.approvedHardware})` }),
-            updated_at: at,
-            version: nextVersion,
-          })
-          .where('id', '=', b.id)
-          .where((eb) => eb.not(eb.exists(eb.selectFrom('node_last_seen').select('node_last_seen.id').whereRef('node_last_seen.id', '=', 'nodes.id').where('node_last_seen.last_seen', '>', b.lastSeenMs))))
-          .execute();
-      }
+      await writeNodeRows(tx, rowWrites.slice(0, ROW_WRITES_PER_TRANSACTION), at);
     });
+    // Not rare after a restart: every node's first report is a row write.
+    // SQLite runs a transaction without ever yielding, and two thousand of
+    // them blocked every heartbeat for a third of a second; in transactions
+    // of a hundred the listener is served in between. Each write stands on
+    // its own (an earlier heartbeat's last_seen is already saved above), so
+    // a failure part way leaves nothing half-written that a retry would not mend.
+    for (let i = ROW_WRITES_PER_TRANSACTION; i < rowWrites.length; i += ROW_WRITES_PER_TRANSACTION) {
+      await yieldToListeners();
+      await this.connection.db.transaction().execute((tx) => writeNodeRows(tx, rowWrites.slice(i, i + ROW_WRITES_PER_TRANSACTION), at));
+    }
+  }
+}
+
+/** A flush's writes to whole node rows: each guarded so that a newer heartbeat another control plane saved is not overwritten. */
+async function writeNodeRows(tx: Transaction<Database>, writes: readonly HeartbeatWrite[], at: number): Promise<void> {
+  for (const b of writes) {
+    await tx
+      .updateTable('nodes')
+      .set({
+        ...(b.report === undefined ? {} : { report: JSON.stringify(b.report) }),
+        ...(b.versions === undefined ? {} : { agent_version: b.versions.agentVersion, protocol_version: b.versions.protocolVersion }),
+        // Where an admin's approval got there first, it stands.
+        ...(b.approvedHardware === undefined ? {} : { approved_hardware: sql<string>`coalesce(approved_hardware, ${b.approvedHardware})` }),
+        updated_at: at,
+        version: nextVersion,
+      })
+      .where('id', '=', b.id)
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('node_last_seen').select('node_last_seen.id').whereRef('node_last_seen.id', '=', 'nodes.id').where('node_last_seen.last_seen', '>', b.lastSeenMs))))
+      .execute();
   }
 }
 

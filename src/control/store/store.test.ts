@@ -283,6 +283,22 @@ for (const backend of backends) {
       expect((await store.nodes.list({ changedSinceMs: joinedBy })).map((n) => n.id), 'a report changes the row').toEqual(['hb-0002']);
       expect((await store.nodes.lastSeenSince(5_500)).map((r) => [r.id, r.lastSeenMs])).toEqual([['hb-0002', 6_000]]);
 
+      // Every node's first report after a restart: more row writes than one of the flush's transactions takes.
+      const firstReports = ids.slice(10, 260);
+      // The event loop's turns while they are written: SQLite never yields inside a transaction.
+      let turns = 0;
+      let counting = true;
+      const count = () => {
+        turns++;
+        if (counting) setImmediate(count);
+      };
+      setImmediate(count);
+      await store.nodes.saveHeartbeats(firstReports.map((id) => ({ id, lastSeenMs: 7_000, report: { hostname: id } })));
+      counting = false;
+      expect(turns, 'the listeners are served between transactions of a hundred writes').toBeGreaterThanOrEqual(2);
+      const rewritten = (await store.nodes.list({ changedSinceMs: joinedBy })).filter((n) => firstReports.includes(n.id));
+      expect(rewritten.map((n) => [n.id, n.report]), 'every report written, each to its own node').toEqual(firstReports.map((id) => [id, { hostname: id }]));
+
       clock += 1;
       await store.nodes.remove('hb-0003', { actor: 'ops', action: 'node.remove', target: 'hb-0003', detail: {} });
       expect((await join('hb-0003')).lastSeenMs, 'a node joining afresh has not been heard from').toBeNull();
