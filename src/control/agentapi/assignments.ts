@@ -68,26 +68,30 @@ export class AssignmentBoard {
    * to hear its response close, was a visible share of a 10,000-node fleet's
    * CPU. Absent = ends only on a change or after waitMs.
    */
-  async waitForChange(nodeId: string, known: number, waitMs: number, onCancel?: (cancel: () => void) => () => void): Promise<void> {
+  waitForChange(nodeId: string, known: number, waitMs: number, onCancel?: (cancel: () => void) => () => void): Promise<void> {
     const b = this.board(nodeId);
-    if (b.generation !== known || waitMs <= 0) return;
-    let cancel!: () => void;
-    const ended = new Promise<void>((resolve) => {
+    if (b.generation !== known || waitMs <= 0) return Promise.resolve();
+    // A plain promise, not an async function: a held heartbeat keeps this
+    // alive for seconds, and a suspended async frame keeps more than the
+    // closure below (see the heartbeat route).
+    return new Promise<void>((resolve) => {
+      let ended = false;
+      // Read by done, which can run while onCancel is still registering it.
+      let unregister: (() => void) | undefined = undefined;
       const done = () => {
+        if (ended) return;
+        ended = true;
         clearTimeout(timer);
         b.waiters.delete(done);
+        unregister?.();
         resolve();
       };
       const timer = setTimeout(done, waitMs);
       b.waiters.add(done);
-      cancel = done;
+      unregister = onCancel?.(done);
+      // Cancelled while registering: undone now, as the registration only now exists.
+      if (ended) unregister?.();
     });
-    const unregister = onCancel?.(cancel);
-    try {
-      await ended;
-    } finally {
-      unregister?.();
-    }
   }
 
   /** Releases every pending heartbeat (shutdown). */

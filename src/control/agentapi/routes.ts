@@ -94,7 +94,13 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     return reply.send(answer);
   });
 
-  app.post(`${AGENT_API_PREFIX}/heartbeat`, async (request, reply) => {
+  // Not an async function: at 10,000 nodes most heartbeats are held (long-poll)
+  // for seconds, and an async handler's suspended frame keeps the parsed
+  // body, the report and everything else in scope alive for the whole wait.
+  // Held, each outlives the young generation and is promoted, so what a held
+  // heartbeat keeps is what sets the control plane's memory (docs/heartbeats.md).
+  // The wait below keeps only the node id and what the answer needs.
+  app.post(`${AGENT_API_PREFIX}/heartbeat`, (request, reply) => {
     const parsed = HeartbeatRequestSchema.safeParse(request.body);
     if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`);
     const body = parsed.data;
@@ -116,30 +122,37 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     // A keep-alive carries no report: the endpoints are held to the one held here, which the hash says still stands.
     const report = body.report ?? node.report;
     if (body.shards) options.onShardReport?.(node, checkedShards(request, node.id, report, body.shards, declaredAtJoin, loggedRefusals));
+    const answer = heartbeatAnswer(node.id, mgmtToken, sendReport);
     // Asked for its report, the agent is answered at once so that it sends it now rather than after a held poll.
-    if (body.known_generation !== undefined && body.wait_ms && !sendReport) {
-      // The response's close, not the request's: in Node the request emits
-      // 'close' as soon as its body has been read, which would end every wait at once.
-      const response = reply.raw;
-      await options.assignments.waitForChange(node.id, body.known_generation, body.wait_ms, (cancel) => {
+    if (body.known_generation === undefined || !body.wait_ms || sendReport) return answer();
+    // The response's close, not the request's: in Node the request emits
+    // 'close' as soon as its body has been read, which would end every wait at once.
+    const response = reply.raw;
+    return options.assignments
+      .waitForChange(node.id, body.known_generation, body.wait_ms, (cancel) => {
         response.on('close', cancel);
         return () => response.removeListener('close', cancel);
-      });
-    }
-    const { generation, shards } = options.assignments.get(node.id);
-    const reportHash = options.inventory.reportHashOf(node.id);
-    const answer: HeartbeatResponse = {
-      node_id: node.id,
-      generation,
-      shards,
-      heartbeat_interval_ms: options.heartbeatIntervalMs,
-      mgmt_token: mgmtToken,
-      ...staleAfter,
-      ...(sendReport ? { send_report: true } : {}),
-      ...(reportHash !== null ? { report_hash: reportHash } : {}),
-    };
-    return answer;
+      })
+      .then(answer);
   });
+
+  /** What answers a node's heartbeat, made when it is sent: the generation and shards are read then, after any wait. */
+  function heartbeatAnswer(nodeId: string, mgmtToken: string, sendReport: boolean): () => HeartbeatResponse {
+    return () => {
+      const { generation, shards } = options.assignments.get(nodeId);
+      const reportHash = options.inventory.reportHashOf(nodeId);
+      return {
+        node_id: nodeId,
+        generation,
+        shards,
+        heartbeat_interval_ms: options.heartbeatIntervalMs,
+        mgmt_token: mgmtToken,
+        ...staleAfter,
+        ...(sendReport ? { send_report: true } : {}),
+        ...(reportHash !== null ? { report_hash: reportHash } : {}),
+      };
+    };
+  }
 
   app.get(`${AGENT_API_PREFIX}/version`, async () => ({ protocol_version: PROTOCOL_VERSION }));
 }
