@@ -336,23 +336,33 @@ export class NodeRepository {
   }
 }
 
-/** A flush's writes to whole node rows: each guarded so that a newer heartbeat another control plane saved is not overwritten. */
+/**
+ * A flush's writes to whole node rows, in one statement: a statement a row
+ * cost a query build, a compile and (on SQLite) a prepare each, 0.3 ms a
+ * row, and every node's first report after a restart is one. Each row is
+ * guarded so that a newer heartbeat another control plane saved is not
+ * overwritten. The rows come as text where Postgres cannot tell a
+ * parameter's type inside VALUES, and are cast where they are used.
+ */
 async function writeNodeRows(tx: Transaction<Database>, writes: readonly HeartbeatWrite[], at: number): Promise<void> {
-  for (const b of writes) {
-    await tx
-      .updateTable('nodes')
-      .set({
-        ...(b.report === undefined ? {} : { report: JSON.stringify(b.report) }),
-        ...(b.versions === undefined ? {} : { agent_version: b.versions.agentVersion, protocol_version: b.versions.protocolVersion }),
-        // Where an admin's approval got there first, it stands.
-        ...(b.approvedHardware === undefined ? {} : { approved_hardware: sql<string>`coalesce(approved_hardware, ${b.approvedHardware})` }),
-        updated_at: at,
-        version: nextVersion,
-      })
-      .where('id', '=', b.id)
-      .where((eb) => eb.not(eb.exists(eb.selectFrom('node_last_seen').select('node_last_seen.id').whereRef('node_last_seen.id', '=', 'nodes.id').where('node_last_seen.last_seen', '>', b.lastSeenMs))))
-      .execute();
-  }
+  if (writes.length === 0) return;
+  const rows = writes.map(
+    (b) =>
+      sql`(${b.id}, ${b.report === undefined ? null : JSON.stringify(b.report)}, ${b.versions === undefined ? '0' : '1'}, ${b.versions?.agentVersion ?? null}, ${b.versions?.protocolVersion ?? null}, ${b.approvedHardware ?? null}, ${b.lastSeenMs})`,
+  );
+  await sql`
+    with w (id, report, has_versions, agent_version, protocol_version, approved_hardware, last_seen) as (values ${sql.join(rows)})
+    update nodes set
+      report = coalesce(w.report, nodes.report),
+      agent_version = case when w.has_versions = '1' then w.agent_version else nodes.agent_version end,
+      protocol_version = case when w.has_versions = '1' then cast(w.protocol_version as integer) else nodes.protocol_version end,
+      approved_hardware = coalesce(nodes.approved_hardware, w.approved_hardware),
+      updated_at = ${at},
+      version = nodes.version + 1
+    from w
+    where nodes.id = w.id
+      and not exists (select 1 from node_last_seen where node_last_seen.id = nodes.id and node_last_seen.last_seen > cast(w.last_seen as bigint))
+  `.execute(tx);
 }
 
 /** The nodes rows with each one's newest saved heartbeat beside it (null = none since joining). */

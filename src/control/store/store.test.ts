@@ -298,6 +298,14 @@ for (const backend of backends) {
       expect(turns, 'the listeners are served between transactions of a hundred writes').toBeGreaterThanOrEqual(2);
       const rewritten = (await store.nodes.list({ changedSinceMs: joinedBy })).filter((n) => firstReports.includes(n.id));
       expect(rewritten.map((n) => [n.id, n.report]), 'every report written, each to its own node').toEqual(firstReports.map((id) => [id, { hostname: id }]));
+      await store.nodes.setApproval('hb-0300', { approval: 'approved', approvedHardware: 'by an admin', hardwareChange: null }, null);
+      await store.nodes.saveHeartbeats([
+        { id: 'hb-0300', lastSeenMs: 8_000, approvedHardware: 'first gpus' },
+        { id: 'hb-0301', lastSeenMs: 8_000, approvedHardware: 'first gpus', versions: { agentVersion: null, protocolVersion: 2 } },
+      ]);
+      expect((await store.nodes.get('hb-0300'))!.approvedHardware, "an admin's approval stands").toBe('by an admin');
+      const firstGpus = (await store.nodes.get('hb-0301'))!;
+      expect([firstGpus.approvedHardware, firstGpus.agentVersion, firstGpus.protocolVersion, firstGpus.report], 'a row write sets only what it carries').toEqual(['first gpus', null, 2, null]);
 
       clock += 1;
       await store.nodes.remove('hb-0003', { actor: 'ops', action: 'node.remove', target: 'hb-0003', detail: {} });
