@@ -332,6 +332,15 @@ async function readLeaders(adminUrl) {
   return new Set(list.filter((c) => c.is_leader).map((c) => c.address));
 }
 
+/** The `count` slowest latencies with when each was sent, as "ms @ +s", slowest first. */
+function slowest(timed, count) {
+  return [...timed]
+    .sort((a, b) => b.tookMs - a.tookMs)
+    .slice(0, count)
+    .map((x) => `${x.tookMs.toFixed(0)} @ +${x.atS.toFixed(1)}`)
+    .join(', ');
+}
+
 /** The instances' /proc readings as one: CPU seconds and RSS summed; null when any instance is gone. */
 function sumProc(readings) {
   if (readings.some((r) => r === null)) return null;
@@ -609,6 +618,8 @@ try {
   };
   const firstPassMs = [];
   const steadyMs = [];
+  /** The steady window's latencies with when each was sent, s into the window: a tail from one stall shows as slow probes close together. */
+  const steadyAt = [];
   const inFlight = new Set();
   const track = (p) => {
     inFlight.add(p);
@@ -619,7 +630,8 @@ try {
   const phaseStart = performance.now();
   const fullPhaseMs = fullSeconds > 0 && !alwaysFull ? warmupMs + fullSeconds * 1000 : 0;
   const phaseEnd = phaseStart + phaseMs + fullPhaseMs;
-  const steadyStart = phaseStart + warmupMs;
+  /** When the steady window opened (performance ms); until then, the planned opening. */
+  let steadyStart = phaseStart + warmupMs;
   let steadyStartProc = null;
   /** The same reading per instance, for each one's own share. */
   let steadyStartEach = [];
@@ -656,7 +668,10 @@ try {
       const tookMs = performance.now() - startedAt;
       if (fullWindow.open) fullWindow.latencies.push(tookMs);
       else if (startedAt < steadyStart) firstPassMs.push(tookMs);
-      else if (windowOpen) steadyMs.push(tookMs);
+      else if (windowOpen) {
+        steadyMs.push(tookMs);
+        steadyAt.push({ tookMs, atS: (startedAt - steadyStart) / 1000 });
+      }
       if (windowOpen) answeredInWindow++;
       if (fullWindow.open) fullWindow.answered++;
       return generation;
@@ -735,14 +750,30 @@ try {
     nodes.forEach((node, i) => schedule(node, phaseStart + (i / nodes.length) * intervalMs));
   }
   let countersAtStart = null;
-  const markSteady = setTimeout(() => {
+  // The window opens once the first interval is over and the control plane
+  // holds every node's first report: until then it is still working through
+  // the restart (the join storm, then 10,000 first reports), which the join
+  // storm's line and the first-pass latencies report. Capped at two more
+  // intervals, so a control plane that never catches up is still measured.
+  // (--full-reports: no hash is sent, so none is held; the first interval is the warm-up.)
+  const everyReportHeld = () => reportMode === 'full' || nodes.every((node) => node.heldHash === node.hash);
+  const latestOpening = phaseStart + Math.min(warmupMs + 2 * intervalMs, (phaseMs * 3) / 4);
+  let markSteady = null;
+  const openWindow = () => {
+    if (!everyReportHeld() && performance.now() < latestOpening) {
+      markSteady = setTimeout(openWindow, 100);
+      return;
+    }
+    steadyStart = performance.now();
+    windowsAt.steadyStart = epochNow();
     windowOpen = true;
     realBeatsAtWindowStart = realBeatsNow();
     steadyStartEach = readProcs();
     steadyStartProc = sumProc(steadyStartEach);
     steadyStartUs = monotonicUs();
     void readCounters(controls, pgClient, database).then((c) => (countersAtStart = c), () => {});
-  }, warmupMs);
+  };
+  markSteady = setTimeout(openWindow, warmupMs);
 
   await sleep(phaseMs);
   windowOpen = false;
@@ -789,6 +820,7 @@ try {
       else if (r.atMs < windowsAt.steadyStart) firstPassMs.push(r.tookMs);
       else if (r.atMs < windowsAt.steadyEnd) {
         steadyMs.push(r.tookMs);
+        steadyAt.push({ tookMs: r.tookMs, atS: (r.atMs - windowsAt.steadyStart) / 1000 });
         answeredInWindow++;
       }
     }
@@ -880,7 +912,7 @@ try {
   );
   console.log(
     `  heartbeat every ${intervalMs} ms, staggered, ${longPoll ? `long-polled (held up to the interval, one connection per node; latency from ${PROBES_PER_SECOND}/s keep-alive probes sent by a process of their own)` : 'answered at once'}, ` +
-      `for ${phaseSeconds} s${fullPhaseMs > 0 ? ` (then ${fullPhaseMs / 1000} s more with full reports)` : ''}; steady window ${windowSeconds.toFixed(1)} s (first ${warmupMs / 1000} s left out)`,
+      `for ${phaseSeconds} s${fullPhaseMs > 0 ? ` (then ${fullPhaseMs / 1000} s more with full reports)` : ''}; steady window ${windowSeconds.toFixed(1)} s (first ${((steadyStart - phaseStart) / 1000).toFixed(1)} s left out: one interval, then until every node's first report was held)`,
   );
   const rows = [
     ['agents (simulated + real)', `${agentCount} + ${realAgentCount}`, ''],
@@ -888,6 +920,7 @@ try {
     ...(longPoll ? [['  answered early (not held)', String(early), early > ok / 100 ? 'FAIL: the long-poll does not hold' : '']] : []),
     ['heartbeats/s', (ok / runSeconds).toFixed(1), `(expected ${(agentCount / (intervalMs / 1000)).toFixed(1)})`],
     ['latency p50 / p90 / p99 / max ms', [0.5, 0.9, 0.99, 1].map((p) => ms(percentile(steadyMs, p))).join(' / '), `${verdict(p99Pass)} (p99 target < ${TARGET_P99_MS}; ${steadyMs.length} in window${longPoll ? `, of ${probes} probes` : ''})`],
+    ['  slowest in window: ms at s into it', slowest(steadyAt, 5), ''],
     ['  first pass p50 / p99 / max ms', [0.5, 0.99, 1].map((p) => ms(percentile(firstPassMs, p))).join(' / '), '(each node\'s first report)'],
     several
       ? [`control planes CPU, all ${instanceCount}, % of one core`, (100 * cpuShare).toFixed(1), `(each instance below: target each < ${TARGET_CPU_SHARE_EACH * 100})`]
