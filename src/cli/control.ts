@@ -1,6 +1,7 @@
 // `llmgw control`: load the configuration from file, environment and flags,
 // start the control plane, and stop it cleanly on SIGINT or SIGTERM.
 import { ControlPlane, CONTROL_OPTION_KEYS, loadControlConfig } from '../control/index.js';
+import { applyHeapGrowing } from './heap.js';
 
 export async function runControl(opts: Record<string, string | undefined>): Promise<void> {
   const flags: Record<string, string> = {};
@@ -10,6 +11,7 @@ export async function runControl(opts: Record<string, string | undefined>): Prom
     if (value !== undefined) flags[key] = value;
   }
   const config = loadControlConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, flags });
+  applyHeapGrowing(config.heapGrowingPercent);
   const plane = await ControlPlane.create(config, { allowHttpSources: opts.allowHttpSources !== undefined });
   const urls = await plane.listen();
   // The listening line is printed whatever the log level: scripts and tests wait for it.

@@ -191,6 +191,7 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     responses_ttl: 'how long a Responses API response is kept for previous_response_id (default 30d)',
     responses_max_per_key: 'most bytes of Responses API responses one key keeps, oldest dropped first; 0 = none (default 64m)',
     max_upload_size: 'largest upload the client listener reads, an audio file for transcriptions (default 25m)',
+    heap_growing_percent: 'how far past the live heap V8 lets old space grow before collecting it, percent; 50 suits thousands of long-polled nodes (default 0: V8\'s own)',
   };
 }
 

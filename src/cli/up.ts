@@ -12,6 +12,7 @@ import { ControlPlane, compileControlOptions } from '../control/index.js';
 import { makeTinyModel } from '../dev/make-model/index.js';
 import { childLogger } from '../log/index.js';
 import { startAgent } from './agent.js';
+import { applyHeapGrowing } from './heap.js';
 
 export interface UpFlags {
   dataDir: string;
@@ -86,6 +87,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     log_level: flags.logLevel,
     reconcile_interval: '1s',
   });
+  applyHeapGrowing(config.heapGrowingPercent);
   const plane = await ControlPlane.create(config, { logger: childLogger(logger, 'control') });
   const urls = await plane.listen();
   const apiKey = await firstApiKey(plane, join(dataDir, UP_FILES.apiKey), admin.value);

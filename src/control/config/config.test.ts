@@ -48,6 +48,13 @@ describe('control configuration', () => {
     expect(() => loadControlConfig({ env: { LLMGW_MAX_HELD_PER_KEY: '0' } })).toThrow(/max_held_per_key/);
   });
 
+  it("leaves V8 its own heap growing heuristic by default, takes a percent from file, env or flag, and refuses a stray value", () => {
+    expect(loadControlConfig({ env: {} }).heapGrowingPercent).toBe(0);
+    expect(loadControlConfig({ file: file('heap_growing_percent: 50\n') }).heapGrowingPercent).toBe(50);
+    expect(loadControlConfig({ env: { LLMGW_HEAP_GROWING_PERCENT: '100' } }).heapGrowingPercent).toBe(100);
+    expect(() => loadControlConfig({ flags: { heap_growing_percent: 'half' } })).toThrow(/heap_growing_percent: want a whole number of percent/);
+  });
+
   it('refuses unsafe profile env unless allow_unsafe_profile_env is true, from the file, the environment or a flag', () => {
     expect(loadControlConfig({ env: {} }).allowUnsafeProfileEnv, 'off by default').toBe(false);
     expect(loadControlConfig({ file: file('allow_unsafe_profile_env: true\n') }).allowUnsafeProfileEnv).toBe(true);

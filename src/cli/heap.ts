@@ -1,0 +1,31 @@
+// The V8 heap setting `llmgw control` and `llmgw up` give their own process.
+// Apart from the control plane itself because it is the process's business,
+// not a library's: whoever embeds ControlPlane keeps their own V8 settings.
+//
+// At thousands of nodes most heartbeats are long-polled, held for seconds,
+// and promoted to the old generation before they are answered; V8's own
+// heuristic then lets that garbage reach about the size of the live heap
+// again before a full collection (docs/heartbeats.md). A smaller growing
+// factor collects it sooner: a little CPU, and more full collections for
+// the router's requests to meet, so it is the operator's choice (config
+// heap_growing_percent), off by default.
+import v8 from 'node:v8';
+
+/**
+ * The V8 flag to set for `percent`, or null where none is: 0 (V8's own
+ * heuristic) or a --heap-growing-percent node was started with, which an
+ * operator chose and which wins.
+ */
+export function heapGrowingFlag(percent: number, execArgv: readonly string[]): string | null {
+  if (percent === 0) return null;
+  if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent(=|$)/.test(arg))) return null;
+  return `--heap-growing-percent=${percent}`;
+}
+
+/** Sets V8's heap growing factor for this process as the config asks; returns the flag set, or null when none was. */
+export function applyHeapGrowing(percent: number, execArgv: readonly string[] = process.execArgv): string | null {
+  const flag = heapGrowingFlag(percent, execArgv);
+  // Read by V8 each time it sets the next collection's limit, so setting it after start takes effect from the next one.
+  if (flag !== null) v8.setFlagsFromString(flag);
+  return flag;
+}
