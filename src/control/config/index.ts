@@ -154,7 +154,7 @@ export const ControlOptionsSchema = z.strictObject({
    * every long-polled heartbeat is held for seconds and promoted, and V8's
    * own heuristic lets that garbage reach about the live heap again before
    * a full collection; 50 keeps a 10,000-node control plane near 410 MB
-   * instead of 450-530, and costs the router's p99 under heavy traffic
+   * instead of 450-550, and costs the router's p99 under heavy traffic
    * (docs/heartbeats.md). 0 (the default) = V8's own heuristic; a
    * --heap-growing-percent given to node itself wins.
    */

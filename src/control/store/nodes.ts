@@ -294,10 +294,12 @@ export class NodeRepository {
   }
 
   /**
-   * Writes the newest heartbeat of many nodes in one transaction. Heartbeats
-   * arrive hundreds a second in a large fleet; one fsync per batch instead of
-   * per heartbeat, and one statement per thousand last_seen values instead
-   * of one per node, is what keeps the store from being the bottleneck. A
+   * Writes the newest heartbeat of many nodes: every last_seen in one
+   * transaction, with the first hundred node rows; any more rows in
+   * transactions of a hundred after it. Heartbeats arrive hundreds a second
+   * in a large fleet; one fsync per batch instead of per heartbeat, and one
+   * statement per thousand last_seen values (or hundred rows) instead of
+   * one per node, is what keeps the store from being the bottleneck. A
    * write never moves last_seen backwards, nor replaces a report sent with
    * a newer heartbeat (another control plane may have newer). Each id at
    * most once per call: Postgres refuses an upsert that touches one row twice.
