@@ -31,7 +31,8 @@
 //
 // CPU and latency are taken over the steady window: the heartbeat phase less
 // its first interval, in which every node reports for the first time since
-// joining (a one-off capacity change each). With --prof the control plane is
+// joining (a one-off capacity change each), and less however long the control
+// plane then takes to hold every node's report. With --prof the control plane is
 // started under --cpu-prof and the samples of the steady window are
 // summarised (self and inclusive time by function); the profile is kept.
 // --llmgw runs another build's control plane, for before-and-after runs.
