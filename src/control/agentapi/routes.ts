@@ -104,6 +104,8 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     const parsed = HeartbeatRequestSchema.safeParse(request.body);
     if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`);
     const body = parsed.data;
+    // Fastify keeps the body it parsed on the request until the answer, seconds for a held heartbeat; nothing reads it after this.
+    request.body = undefined;
     const node = authenticate(request, options.inventory, body.node_id);
     const unsavedMs = options.inventory.unsavedHeartbeatsMs();
     if (options.refuseHeartbeatsUnsavedForMs !== undefined && unsavedMs > options.refuseHeartbeatsUnsavedForMs) {
