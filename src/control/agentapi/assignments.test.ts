@@ -89,4 +89,23 @@ describe('assignment board', () => {
     await timedOut.ended;
     expect(ends, 'each wait undid its registration exactly once').toEqual(['cancelled', 'cancelled while registering', 'changed', 'timed out']);
   });
+
+  it('ends every timed wait, none before its time, and a wait cancelled early leaves the others to run out', async () => {
+    const board = new AssignmentBoard(100);
+    const startedAt = Date.now();
+    const lengths = [0, 1, 30, 120, 250, 250];
+    const ended: number[] = [];
+    const waits = lengths.map((ms, i) =>
+      board.waitForChange(`n${i}`, board.get(`n${i}`).generation, ms).then(() => ended.push(Date.now() - startedAt >= ms ? ms : -ms)),
+    );
+    let cancel: () => void = () => undefined;
+    const early = board.waitForChange('n-early', board.get('n-early').generation, 250, (c) => {
+      cancel = c;
+      return () => undefined;
+    });
+    cancel();
+    await early;
+    await Promise.all(waits);
+    expect(ended.sort((a, b) => a - b), 'each ran its time out, none sooner').toEqual([0, 1, 30, 120, 250, 250]);
+  });
 });
