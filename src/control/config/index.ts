@@ -153,10 +153,10 @@ export const ControlOptionsSchema = z.strictObject({
    * control` and `llmgw up` for their own process. At thousands of nodes
    * every long-polled heartbeat is held for seconds and promoted, and V8's
    * own heuristic lets that garbage reach about the live heap again before
-   * a full collection; 50 keeps a 10,000-node control plane near 410 MB
-   * instead of 450-550, and costs the router's p99 under heavy traffic
-   * (docs/heartbeats.md). 0 (the default) = V8's own heuristic; a
-   * --heap-growing-percent given to node itself wins.
+   * a full collection; 50 kept a 10,000-node control plane near 400 MB
+   * where V8's own let it reach 450-550, and costs the router's p99 under
+   * heavy traffic (docs/heartbeats.md). 0 (the default) = V8's own
+   * heuristic; a --heap-growing-percent given to node itself wins.
    */
   heap_growing_percent: z
     .union([z.number().int().min(0).max(1000), z.string().regex(/^\d{1,4}$/, 'want a whole number of percent, 0 for V8\'s own heuristic')])
