@@ -101,7 +101,7 @@ export class Inventory {
   private readonly nodes = new Map<string, Node>();
   /** The nodes by id, as list() gives them; null = to be made again (a node joined, was replaced or left). */
   private sorted: Node[] | null = null;
-  private pending = new Map<string, Omit<HeartbeatWrite, 'id'>>();
+  private pending = new Map<string, PendingWrite>();
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<Listener>();
@@ -445,15 +445,13 @@ export class Inventory {
       reportChanged || versionsChanged || firstHardware !== undefined || previous !== undefined || queued === undefined || now - queued >= (this.options.lastSeenWriteMs ?? 0);
     if (!due) return;
     // What an earlier heartbeat in this flush changed is still to be written.
-    const report = reportChanged ? node.report : previous?.report;
-    const versions = versionsChanged ? { agentVersion: node.agentVersion, protocolVersion: node.protocolVersion } : previous?.versions;
-    const approvedHardware = firstHardware ?? previous?.approvedHardware;
-    this.pending.set(node.id, {
+    const write: PendingWrite = {
       lastSeenMs: now,
-      ...(report !== undefined ? { report } : {}),
-      ...(versions !== undefined ? { versions } : {}),
-      ...(approvedHardware !== undefined ? { approvedHardware } : {}),
-    });
+      ...(reportChanged ? { report: node.report } : {}),
+      ...(versionsChanged ? { versions: { agentVersion: node.agentVersion, protocolVersion: node.protocolVersion } } : {}),
+      ...(firstHardware !== undefined ? { approvedHardware: firstHardware } : {}),
+    };
+    this.pending.set(node.id, previous ? mergeWrites(write, previous) : write);
     this.queuedAt.set(node.id, now);
     if ((this.options.flushIntervalMs ?? 1000) === 0) void this.flush();
   }
@@ -589,15 +587,7 @@ export class Inventory {
           // (its newer last_seen, and a report or versions only this batch carried).
           for (const { id, ...b } of batch) {
             const later = this.pending.get(id);
-            const report = later?.report ?? b.report;
-            const versions = later?.versions ?? b.versions;
-            const approvedHardware = later?.approvedHardware ?? b.approvedHardware;
-            this.pending.set(id, {
-              lastSeenMs: later?.lastSeenMs ?? b.lastSeenMs,
-              ...(report !== undefined ? { report } : {}),
-              ...(versions !== undefined ? { versions } : {}),
-              ...(approvedHardware !== undefined ? { approvedHardware } : {}),
-            });
+            this.pending.set(id, later ? mergeWrites(later, b) : b);
           }
           this.unsavedSinceMs ??= this.options.now();
         },
@@ -763,6 +753,22 @@ export function localDisk(node: Node): DiskTotals | null {
 
 export function fabricNames(node: Node): string[] {
   return [...new Set((node.report?.fabrics ?? []).map((f) => f.name))];
+}
+
+/** A node's heartbeat waiting for the next flush. */
+type PendingWrite = Omit<HeartbeatWrite, 'id'>;
+
+/** Two queued writes of one node as one: the newer's last_seen, and each change from the newer where it has one, else the older's. */
+function mergeWrites(newer: PendingWrite, older: PendingWrite): PendingWrite {
+  const report = newer.report !== undefined ? newer.report : older.report;
+  const versions = newer.versions ?? older.versions;
+  const approvedHardware = newer.approvedHardware ?? older.approvedHardware;
+  return {
+    lastSeenMs: newer.lastSeenMs,
+    ...(report !== undefined ? { report } : {}),
+    ...(versions !== undefined ? { versions } : {}),
+    ...(approvedHardware !== undefined ? { approvedHardware } : {}),
+  };
 }
 
 function fromRow(row: NodeRow, key: Buffer): Node {

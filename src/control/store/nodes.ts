@@ -360,7 +360,7 @@ async function writeNodeRows(tx: Transaction<Database>, writes: readonly Heartbe
       protocol_version = case when w.has_versions = '1' then cast(w.protocol_version as integer) else nodes.protocol_version end,
       approved_hardware = coalesce(nodes.approved_hardware, w.approved_hardware),
       updated_at = ${at},
-      version = nodes.version + 1
+      version = ${nextVersion}
     from w
     where nodes.id = w.id
       and not exists (select 1 from node_last_seen where node_last_seen.id = nodes.id and node_last_seen.last_seen > cast(w.last_seen as bigint))
