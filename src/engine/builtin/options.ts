@@ -56,10 +56,12 @@ export interface BuiltinEngineOptions {
   tlsCert?: string;
   tlsKey?: string;
   /**
-   * Once a stream has started, at most one write per this many ms: tokens
-   * that come faster go out together (vLLM's --stream-interval does the same
-   * by token count). 0 writes each token as soon as it comes. Absent means
-   * DEFAULT_STREAM_INTERVAL_MS. The first token is never held.
+   * The engine writes its streams about once per this many ms in all: with k
+   * streams at once each writes at most once per k intervals (up to 40 ms
+   * apart, see StreamPacer), and tokens that come faster go out together
+   * (vLLM's --stream-interval does the same by token count). 0 writes each
+   * token as soon as it comes. Absent means DEFAULT_STREAM_INTERVAL_MS. The
+   * first token is never held.
    */
   streamIntervalMs?: number;
   /** Where the engine writes its log lines; absent means stderr. */

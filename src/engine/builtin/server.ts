@@ -31,7 +31,7 @@ import {
   TokenizeRequestSchema,
   usage,
 } from './openai.js';
-import { SseWriter } from './sse.js';
+import { SseWriter, StreamPacer } from './sse.js';
 import { chatOutput } from './tools.js';
 import { compileBuiltinEngineOptions, type BuiltinEngineOptions, type CompiledBuiltinEngineOptions } from './options.js';
 
@@ -146,6 +146,8 @@ class BuiltinEngineServer implements BuiltinEngine {
   readonly url: string;
   readonly modelNames: readonly string[];
   private readonly createdSec: number;
+  /** Shared by every stream this engine writes, so that together they keep to --stream-interval-ms. */
+  private readonly pacer: StreamPacer;
 
   private constructor(
     private readonly options: CompiledBuiltinEngineOptions,
@@ -159,6 +161,7 @@ class BuiltinEngineServer implements BuiltinEngine {
     this.url = `${options.tlsCert === undefined ? 'http' : 'https'}://${options.host.includes(':') ? `[${options.host}]` : options.host}:${address.port}`;
     this.modelNames = options.modelNames;
     this.createdSec = Math.floor(options.nowMs() / 1000);
+    this.pacer = new StreamPacer(options.streamIntervalMs);
     this.ready = this.load();
     // `ready` is for callers to await; an unawaited load failure is already in state and the log.
     this.ready.catch(() => undefined);
@@ -418,7 +421,7 @@ class BuiltinEngineServer implements BuiltinEngine {
     const stream = new SseWriter(
       res,
       () => Array.from({ length: n }, (_, index) => chunk({ index, delta: openingDelta(output), logprobs: null, finish_reason: null })),
-      this.options.streamIntervalMs,
+      this.pacer,
     );
     const deltas = Array.from({ length: n }, () => new ChoiceDeltas(output));
     const result = await answer((index, text) => {
@@ -505,7 +508,7 @@ class BuiltinEngineServer implements BuiltinEngine {
       choices: [{ text, index: 0, logprobs, finish_reason: finish }],
       ...(includeUsage ? { usage: null } : {}),
     });
-    const stream = new SseWriter(res, () => [], this.options.streamIntervalMs);
+    const stream = new SseWriter(res, () => [], this.pacer);
     const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.send(chunk(text, null)), signal));
     if (!result) return;
     stream.send(chunk('', openAiFinishReason(result.finishReason), completionLogprobs(result.logprobs)));

@@ -1,11 +1,12 @@
 // How often the builtin engine writes a stream: the first event without
-// waiting, later ones together at most once per interval, the end at once.
-// The clock and the scheduler are the test's, so nothing depends on speed.
+// waiting, later ones together at most once per interval, the end at once;
+// and how streams at once share the engine's interval. The clock and the
+// scheduler are the test's, so nothing depends on speed.
 import type { ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { SseWriter, type Schedule } from './sse.js';
+import { MAX_SHARED_STREAM_INTERVAL_MS, SseWriter, StreamPacer, type Schedule } from './sse.js';
 
-function harness(intervalMs: number) {
+function harness(intervalMs: number, pacer = new StreamPacer(intervalMs)) {
   let nowMs = 0;
   const due: { ms: number; fn: () => void; cancelled: boolean }[] = [];
   const schedule: Schedule = (ms, fn) => {
@@ -17,9 +18,18 @@ function harness(intervalMs: number) {
   };
   const writes: string[] = [];
   const heads: number[] = [];
+  const closeListeners: (() => void)[] = [];
   const res = {
     destroyed: false,
     writableEnded: false,
+    once(event: string, listener: () => void) {
+      if (event === 'close') closeListeners.push(listener);
+    },
+    /** As node:http does when the client goes away (or after the end). */
+    close() {
+      this.destroyed = true;
+      for (const listener of closeListeners.splice(0)) listener();
+    },
     writeHead(status: number) {
       heads.push(status);
     },
@@ -31,7 +41,7 @@ function harness(intervalMs: number) {
       this.writableEnded = true;
     },
   };
-  const writer = new SseWriter(res as unknown as ServerResponse, () => [{ opening: true }], intervalMs, () => nowMs, schedule);
+  const writer = new SseWriter(res as unknown as ServerResponse, () => [{ opening: true }], pacer, () => nowMs, schedule);
   /** Runs what is due, in order, as the event loop would. */
   const run = () => {
     for (const entry of due.splice(0)) if (!entry.cancelled) entry.fn();
@@ -87,5 +97,58 @@ describe('SseWriter', () => {
     h.res.destroyed = true;
     h.run();
     expect(h.writes).toEqual([]);
+  });
+
+  it('shares the interval with the other streams the engine is writing, up to the cap', () => {
+    const pacer = new StreamPacer(4);
+    const others = [pacer.join(), pacer.join(), pacer.join()];
+    const h = harness(4, pacer);
+    h.writer.send({ n: 1 });
+    h.run();
+    h.at(1);
+    h.writer.send({ n: 2 });
+    expect(h.due.map((d) => d.ms), 'four streams: each writes once per 16 ms').toEqual([15]);
+    h.at(16);
+    h.run();
+    for (let i = 0; i < 20; i++) others.push(pacer.join());
+    h.at(17);
+    h.writer.send({ n: 3 });
+    expect(h.due.map((d) => d.ms), 'however many streams, never held past the cap').toEqual([MAX_SHARED_STREAM_INTERVAL_MS - 1]);
+    h.at(16 + MAX_SHARED_STREAM_INTERVAL_MS);
+    h.run();
+    for (const leave of others) leave();
+    h.at(60);
+    h.writer.send({ n: 4 });
+    h.writer.send({ n: 5 });
+    expect(h.due.map((d) => d.ms), 'alone again: back to its own interval').toEqual([0]);
+    expect(h.writes.map(h.events)).toEqual([['{"opening":true}', '{"n":1}'], ['{"n":2}'], ['{"n":3}']]);
+  });
+
+  it('counts a stream from its first event until its end or its client going away', () => {
+    const pacer = new StreamPacer(4);
+    const ended = harness(4, pacer);
+    const gone = harness(4, pacer);
+    expect(pacer.streamIntervalMs(), 'no stream yet').toBe(4);
+    ended.writer.send({ n: 1 });
+    gone.writer.send({ n: 1 });
+    expect(pacer.streamIntervalMs()).toBe(8);
+    ended.writer.done();
+    ended.res.close();
+    expect(pacer.streamIntervalMs(), 'the end and the close that follows count once').toBe(4);
+    gone.res.close();
+    const after = harness(4, pacer);
+    after.writer.send({ n: 1 });
+    expect(pacer.streamIntervalMs(), 'the client that went away is no longer counted').toBe(4);
+  });
+
+  it('a longer interval than the cap is kept, and 0 stays 0 however many stream', () => {
+    const slow = new StreamPacer(100);
+    slow.join();
+    slow.join();
+    expect(slow.streamIntervalMs()).toBe(100);
+    const eager = new StreamPacer(0);
+    eager.join();
+    eager.join();
+    expect(eager.streamIntervalMs()).toBe(0);
   });
 });
