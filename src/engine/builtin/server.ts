@@ -31,7 +31,7 @@ import {
   TokenizeRequestSchema,
   usage,
 } from './openai.js';
-import { SseWriter, StreamPacer } from './sse.js';
+import { jsonTemplate, SseWriter, StreamPacer } from './sse.js';
 import { chatOutput } from './tools.js';
 import { compileBuiltinEngineOptions, type BuiltinEngineOptions, type CompiledBuiltinEngineOptions } from './options.js';
 
@@ -424,8 +424,13 @@ class BuiltinEngineServer implements BuiltinEngine {
       this.pacer,
     );
     const deltas = Array.from({ length: n }, () => new ChoiceDeltas(output));
+    const contentChunk = Array.from({ length: n }, (_, index) =>
+      jsonTemplate((content) => chunk({ index, delta: { content }, logprobs: null, finish_reason: null })),
+    );
     const result = await answer((index, text) => {
-      const delta = deltas[index]!.text(text);
+      const choice = deltas[index]!;
+      if (choice.textIsContent) return stream.sendJson(contentChunk[index]!(text));
+      const delta = choice.text(text);
       if (delta) stream.send(chunk({ index, delta, logprobs: null, finish_reason: null }));
     });
     if (!result) return;
@@ -509,7 +514,8 @@ class BuiltinEngineServer implements BuiltinEngine {
       ...(includeUsage ? { usage: null } : {}),
     });
     const stream = new SseWriter(res, () => [], this.pacer);
-    const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.send(chunk(text, null)), signal));
+    const textChunk = jsonTemplate((text) => chunk(text, null));
+    const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.sendJson(textChunk(text)), signal));
     if (!result) return;
     stream.send(chunk('', openAiFinishReason(result.finishReason), completionLogprobs(result.logprobs)));
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });

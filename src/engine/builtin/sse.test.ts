@@ -4,7 +4,7 @@
 // scheduler are the test's, so nothing depends on speed.
 import type { ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { MAX_SHARED_STREAM_INTERVAL_MS, SseWriter, StreamPacer, type Schedule } from './sse.js';
+import { jsonTemplate, MAX_SHARED_STREAM_INTERVAL_MS, SseWriter, StreamPacer, type Schedule } from './sse.js';
 
 function harness(intervalMs: number, pacer = new StreamPacer(intervalMs)) {
   let nowMs = 0;
@@ -150,5 +150,23 @@ describe('SseWriter', () => {
     eager.join();
     eager.join();
     expect(eager.streamIntervalMs()).toBe(0);
+  });
+});
+
+describe('jsonTemplate', () => {
+  const make = (text: string) => ({ id: 'cmpl-1', model: 'm "quoted"', choices: [{ text, index: 0, logprobs: null, finish_reason: null }], usage: null });
+
+  it('writes exactly what JSON.stringify writes, whatever the text', () => {
+    const render = jsonTemplate(make);
+    for (const text of ['', 'plain', 'say "hi"\n', 'back\\slash', '\u0000nul', 'emoji 🙂 and \u2028', '{"json": [1, 2]}']) {
+      expect(render(text)).toBe(JSON.stringify(make(text)));
+    }
+  });
+
+  it('falls back to serialising whole when the hole is not found exactly once', () => {
+    const twice = (text: string) => ({ a: text, b: text });
+    expect(jsonTemplate(twice)('x"y')).toBe(JSON.stringify(twice('x"y')));
+    const dropped = (text: string) => ({ length: text.length });
+    expect(jsonTemplate(dropped)('abc')).toBe(JSON.stringify({ length: 3 }));
   });
 });

@@ -94,7 +94,12 @@ export class SseWriter {
   ) {}
 
   send(event: object): void {
-    this.pending.push(`data: ${JSON.stringify(event)}\n\n`);
+    this.sendJson(JSON.stringify(event));
+  }
+
+  /** An event already serialised, as jsonTemplate makes them. */
+  sendJson(json: string): void {
+    this.pending.push(`data: ${json}\n\n`);
     if (this.leave === null) {
       this.leave = this.pacer.join();
       // A client that goes away ends the stream without done().
@@ -126,3 +131,21 @@ export class SseWriter {
   }
 }
 
+/**
+ * A JSON event with one string field that changes per token, serialised
+ * once with a hole where that field goes: each token then costs one
+ * JSON.stringify of its text instead of building and serialising the whole
+ * chunk. That work sits between a token and llama.cpp's next step, so on one
+ * stream it delays every token. The text is the same as
+ * JSON.stringify(make(value)).
+ */
+export function jsonTemplate(make: (value: string) => object): (value: string) => string {
+  const hole = JSON.stringify('\u0000llmgw-template-hole\u0000');
+  const json = JSON.stringify(make(JSON.parse(hole) as string));
+  const at = json.indexOf(hole);
+  // The hole is found once or the template is not used: never a wrong event.
+  if (at < 0 || json.lastIndexOf(hole) !== at) return (value) => JSON.stringify(make(value));
+  const before = json.slice(0, at);
+  const after = json.slice(at + hole.length);
+  return (value) => before + JSON.stringify(value) + after;
+}
