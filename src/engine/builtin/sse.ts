@@ -5,15 +5,22 @@
 // with llama.cpp's threads for the same cores. Measured on two vCPUs, one
 // write per token made a 64-token stream about 30% slower than the same
 // generation answered whole; coalescing writes to one per 4 ms brought it
-// within 10%. With several streams at once a fixed interval per stream
-// multiplies the writes again (8 streams: one write per 1.5 tokens), so the
+// within 10%, and one per 16 ms (a frame at 60 Hz, as often as a reader's
+// screen changes) within 5%: a loopback write there costs about 160 µs and
+// wakes the reader, which on `llmgw up` is the router on the same cores.
+// With several streams at once a fixed interval per stream multiplies the
+// writes again (8 streams: one write per 1.5 tokens at 4 ms), so the
 // interval is the engine's, shared by the streams it is writing.
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clearTimeout, setImmediate, setTimeout } from 'node:timers';
 
-/** Without --stream-interval-ms: the engine writes about once per this many ms, however many streams it serves. */
-export const DEFAULT_STREAM_INTERVAL_MS = 4;
+/**
+ * Without --stream-interval-ms: the engine writes about once per this many
+ * ms, however many streams it serves. Tokens slower than 62 a second (a real
+ * model's on a CPU) are written as they come.
+ */
+export const DEFAULT_STREAM_INTERVAL_MS = 16;
 
 /** Most ms a stream waits between writes for the others' sake (unless the interval alone is longer): 25 updates a second still read as streaming. */
 export const MAX_SHARED_STREAM_INTERVAL_MS = 40;
