@@ -16,7 +16,7 @@
 // a neighbour that slows a whole round moves least; and the speed-up of 4
 // sequences over 1.
 //
-//   npm run build && node bench/builtin.mjs [--threads N] [--tokens 256] [--rounds 5]
+//   npm run build && node bench/builtin.mjs [--threads N] [--tokens 256] [--rounds 7]
 //     [--embedding-length 256] [--blocks 4] [--concurrency 1,2,4,8] [--concurrent-tokens 64]
 //     [--stream-interval-ms N] [--warmup-tokens 4096]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -38,7 +38,7 @@ const { values: flags } = parseArgs({
   options: {
     threads: { type: 'string', default: String(defaultThreads(availableParallelism())) },
     tokens: { type: 'string', default: '256' },
-    rounds: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '7' },
     'embedding-length': { type: 'string', default: '256' },
     blocks: { type: 'string', default: '4' },
     concurrency: { type: 'string', default: '1,2,4,8' },
