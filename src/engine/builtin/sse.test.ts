@@ -139,6 +139,11 @@ describe('SseWriter', () => {
     const after = harness(4, pacer);
     after.writer.send({ n: 1 });
     expect(pacer.streamIntervalMs(), 'the client that went away is no longer counted').toBe(4);
+    // A token that comes after the client went (generation stops a token late) must not count a stream that never ends.
+    const late = harness(4, pacer);
+    late.res.close();
+    late.writer.send({ n: 1 });
+    expect(pacer.streamIntervalMs(), 'a stream whose client had already gone is not counted').toBe(4);
   });
 
   it('a longer interval than the cap is kept, and 0 stays 0 however many stream', () => {

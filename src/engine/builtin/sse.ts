@@ -107,9 +107,10 @@ export class SseWriter {
   /** An event already serialised, as jsonTemplate makes them. */
   sendJson(json: string): void {
     this.pending.push(`data: ${json}\n\n`);
-    if (this.leave === null) {
+    // A client that goes away ends the stream without done(); one already
+    // gone (its 'close' has been and will not come again) is never counted.
+    if (this.leave === null && !this.res.destroyed) {
       this.leave = this.pacer.join();
-      // A client that goes away ends the stream without done().
       this.res.once('close', this.leave);
     }
     if (this.scheduled !== null) return;
