@@ -53,6 +53,7 @@ describe('control configuration', () => {
     expect(loadControlConfig({ file: file('heap_growing_percent: 50\n') }).heapGrowingPercent).toBe(50);
     expect(loadControlConfig({ env: { LLMGW_HEAP_GROWING_PERCENT: '100' } }).heapGrowingPercent).toBe(100);
     expect(() => loadControlConfig({ flags: { heap_growing_percent: 'half' } })).toThrow(/heap_growing_percent: want a whole number of percent/);
+    expect(() => loadControlConfig({ env: { LLMGW_HEAP_GROWING_PERCENT: '5000' } }), 'the same range as a number in the file').toThrow(/from 0 to 1000/);
   });
 
   it('refuses unsafe profile env unless allow_unsafe_profile_env is true, from the file, the environment or a flag', () => {

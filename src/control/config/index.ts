@@ -159,7 +159,7 @@ export const ControlOptionsSchema = z.strictObject({
    * heuristic; a --heap-growing-percent given to node itself wins.
    */
   heap_growing_percent: z
-    .union([z.number().int().min(0).max(1000), z.string().regex(/^\d{1,4}$/, 'want a whole number of percent, 0 for V8\'s own heuristic')])
+    .union([z.number().int().min(0).max(1000), z.string().regex(/^(\d{1,3}|1000)$/, 'want a whole number of percent from 0 to 1000, 0 for V8\'s own heuristic')])
     .default(0),
 });
 
