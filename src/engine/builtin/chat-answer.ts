@@ -49,11 +49,12 @@ export function openingDelta(output: ChatOutput): object {
  */
 export class ChoiceDeltas {
   private callOpened = false;
-  /** Text is the message's content: its delta is always `{ content: text }` (the server writes those through a template). */
-  readonly textIsContent: boolean;
 
-  constructor(private readonly output: ChatOutput) {
-    this.textIsContent = output.kind !== 'forcedTool';
+  constructor(private readonly output: ChatOutput) {}
+
+  /** Text is the message's content: its delta is always `{ content: text }` (the server writes those through a template). */
+  get textIsContent(): boolean {
+    return this.output.kind !== 'forcedTool';
   }
 
   /** The delta for a piece of generated text; undefined when nothing can be said yet. */
