@@ -618,7 +618,6 @@ try {
     failures.set(why, (failures.get(why) ?? 0) + 1);
   };
   const firstPassMs = [];
-  const steadyMs = [];
   /** The steady window's latencies with when each was sent, s into the window: a tail from one stall shows as slow probes close together. */
   const steadyAt = [];
   const inFlight = new Set();
@@ -670,7 +669,6 @@ try {
       if (fullWindow.open) fullWindow.latencies.push(tookMs);
       else if (startedAt < steadyStart) firstPassMs.push(tookMs);
       else if (windowOpen) {
-        steadyMs.push(tookMs);
         steadyAt.push({ tookMs, atS: (startedAt - steadyStart) / 1000 });
       }
       if (windowOpen) answeredInWindow++;
@@ -820,7 +818,6 @@ try {
       if (r.atMs >= windowsAt.fullStart && r.atMs < windowsAt.fullEnd) fullWindow.latencies.push(r.tookMs);
       else if (r.atMs < windowsAt.steadyStart) firstPassMs.push(r.tookMs);
       else if (r.atMs < windowsAt.steadyEnd) {
-        steadyMs.push(r.tookMs);
         steadyAt.push({ tookMs: r.tookMs, atS: (r.atMs - windowsAt.steadyStart) / 1000 });
         answeredInWindow++;
       }
@@ -847,7 +844,7 @@ try {
   const rssAvg = windowSamples.reduce((s, x) => s + x.rssMb, 0) / windowSamples.length;
   const rssPeak = Math.max(...windowSamples.map((s) => s.rssMb));
   const rssPeakRun = Math.max(...samples.map((s) => s.rssMb), rssPeak);
-  steadyMs.sort((a, b) => a - b);
+  const steadyMs = steadyAt.map((x) => x.tookMs).sort((a, b) => a - b);
   firstPassMs.sort((a, b) => a - b);
   const phaseSeconds = phaseMs / 1000;
   /** The whole heartbeat run: the main phase and the full-report one after it. */
