@@ -43,6 +43,7 @@ export const ERROR_CODES = {
   LLMGW_NO_REPLICA: 503,
   LLMGW_PREVIOUS_RESPONSE_NOT_FOUND: 400,
   LLMGW_RATE_LIMITED: 429,
+  LLMGW_REQUEST_OVER_TOKEN_LIMIT: 429,
   LLMGW_SIMULATE_SPEC_INVALID: 400,
   LLMGW_SOURCE_INVALID: 400,
   LLMGW_FETCH_NOT_FOUND: 404,
@@ -151,6 +152,8 @@ const OPENAI_CODES: Partial<Record<string, string>> = {
   LLMGW_UNAUTHORIZED: 'invalid_api_key',
   LLMGW_MODEL_NOT_FOUND: 'model_not_found',
   LLMGW_RATE_LIMITED: 'rate_limit_exceeded',
+  // OpenAI answers a request too large for a tokens-per-minute limit as rate_limit_exceeded too ("Request too large").
+  LLMGW_REQUEST_OVER_TOKEN_LIMIT: 'rate_limit_exceeded',
   LLMGW_CONTEXT_LENGTH_EXCEEDED: 'context_length_exceeded',
   LLMGW_PREVIOUS_RESPONSE_NOT_FOUND: 'previous_response_not_found',
 };

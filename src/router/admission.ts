@@ -284,16 +284,29 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
  * The rate-limit hook, after the call hook: a key with limits takes one
  * request and reserves the most tokens the call may cost (OpenAI's
  * x-ratelimit-* headers say what is left), or is refused with 429 and
- * Retry-After. A refusal is counted and recorded as usage under its model.
+ * Retry-After. A request that may cost more than the key's whole
+ * per-minute token limit is refused first, with 429 and no Retry-After
+ * (no wait would admit it), before it takes anything from the key's
+ * buckets. A refusal is counted and recorded as usage under its model.
+ * `countOnly` (count_tokens) reserves nothing: such a call generates
+ * nothing and costs the key no tokens.
  */
-export function rateLimitHook(deps: AdmissionDeps): Hook {
+export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { countOnly?: boolean } = {}): Hook {
   const { defaultReserveTokens } = deps.options;
   return (request, reply, done) => {
     const key = request.apiKey;
     const call = request.call!;
     if (!key) return done();
     const model = call.model;
-    const reserve = key.tokensPerMinute === null ? 0 : tokensToReserve(call.endpoint, call.parsed, model, defaultReserveTokens);
+    const cost = key.tokensPerMinute === null || countOnly ? null : tokensToReserve(call.endpoint, call.parsed, model, defaultReserveTokens);
+    const reserve = cost?.total ?? 0;
+    if (cost !== null && reserve > key.tokensPerMinute!) {
+      deps.count(model.name, 429, key);
+      deps.recordUsage(key, model.name, call.endpoint, 429, 0, 0);
+      // OpenAI answers a request too large for a TPM limit with 429 too; x-should-retry stops its SDKs' (and Anthropic's) automatic retries.
+      deps.refuse(reply, 429, 'LLMGW_REQUEST_OVER_TOKEN_LIMIT', overLimitMessage(key, model, cost), null, { 'x-should-retry': 'false' }, true);
+      return;
+    }
     const decision = deps.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
     if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
     if (!decision.ok) {
@@ -302,7 +315,7 @@ export function rateLimitHook(deps: AdmissionDeps): Hook {
       const over =
         decision.limit === 'requests'
           ? `is over its limit of ${key.requestsPerMinute} requests per minute`
-          : `has too few of its ${key.tokensPerMinute} tokens per minute left for this request, which reserves ${Math.min(reserve, key.tokensPerMinute!)} (max_tokens and the prompt; a smaller max_tokens reserves less)`;
+          : `has too few of its ${key.tokensPerMinute} tokens per minute left for this request, which reserves ${reserve} (max_tokens and the prompt; a smaller max_tokens reserves less)`;
       deps.refuse(
         reply,
         429,
@@ -319,6 +332,19 @@ export function rateLimitHook(deps: AdmissionDeps): Hook {
   };
 }
 
+/** What a request may cost at most, and of what: the reservation and the refusal that names its parts. */
+interface TokenCost {
+  /** The prompt's least size. */
+  readonly prompt: number;
+  /** Completion tokens per choice; 0 for an endpoint that generates nothing. */
+  readonly completion: number;
+  /** Where `completion` came from: the request's own max_tokens (or max_completion_tokens), the model's limits.max_tokens, or the router's default. */
+  readonly completionFrom: 'request' | 'model' | 'default';
+  /** Choices (n); 1 unless the request asks for more. */
+  readonly choices: number;
+  readonly total: number;
+}
+
 /**
  * What a request may cost at most, reserved against its key's token limit:
  * the completion it asks for (max_tokens, else max_completion_tokens, else
@@ -326,14 +352,34 @@ export function rateLimitHook(deps: AdmissionDeps): Hook {
  * plus the prompt's least size. Embeddings, rerank, score, tokenize and
  * transcriptions complete nothing: their prompt's least size alone.
  */
-function tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model, defaultReserveTokens: number): number {
+function tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model, defaultReserveTokens: number): TokenCost {
   const prompt = parsed.leastPromptTokens();
-  if (!generates(endpoint)) return prompt;
+  if (!generates(endpoint)) return { prompt, completion: 0, completionFrom: 'request', choices: 1, total: prompt };
   const body = parsed.body;
   const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
   const completion = asked ?? model.limits.maxTokens ?? defaultReserveTokens;
-  const n = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
-  return prompt + completion * n;
+  const completionFrom = asked !== null ? 'request' : model.limits.maxTokens !== null ? 'model' : 'default';
+  const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
+  return { prompt, completion, completionFrom, choices, total: prompt + completion * choices };
+}
+
+/** The refusal of a request that alone may cost more than its key's per-minute token limit: both numbers, and what to send instead. */
+function overLimitMessage(key: ApiKeyRecord, model: Model, cost: TokenCost): string {
+  const limit = key.tokensPerMinute!;
+  const head = `this request may use up to ${cost.total} tokens, more than the ${limit} tokens per minute this API key (${key.prefix}…) may use in all, so no wait would admit it`;
+  const ask = 'or ask the operator for a higher tokens_per_minute';
+  const fits = Math.floor((limit - cost.prompt) / cost.choices);
+  if (cost.completion === 0 || fits < 1) {
+    return `${head}: its input alone is at least ${cost.prompt} tokens; send less input, ${ask}`;
+  }
+  const choices = cost.choices > 1 ? ` × ${cost.choices} choices (n)` : '';
+  const asked =
+    cost.completionFrom === 'request'
+      ? `max_tokens ${cost.completion}${choices}`
+      : cost.completionFrom === 'model'
+        ? `no max_tokens, which counts as model \`${model.name}\`'s cap of ${cost.completion} (limits.max_tokens)${choices}`
+        : `no max_tokens, which counts as ${cost.completion}${choices} (model \`${model.name}\` declares no limits.max_tokens)`;
+  return `${head} (${asked}, plus at least ${cost.prompt} of prompt); send max_tokens of at most ${fits}, ${ask}`;
 }
 
 /**

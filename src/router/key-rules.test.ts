@@ -121,6 +121,42 @@ describe('token limits under concurrency', () => {
   });
 });
 
+describe('a request bigger than its key\'s token limit', () => {
+  // One request reserved at most the key's per-minute figure, so a key with 50 tokens a minute got 3,001 in one
+  // request (max_tokens 3000): a burst 60 times its limit, paid back only by an hour locked out.
+  it('is refused with 429 naming both numbers, no Retry-After, before the engine; max_tokens absent counts as the model\'s cap', async () => {
+    const a = model({ name: 'alpha' });
+    const capped = model({ name: 'capped', limits: { max_tokens: 200 } });
+    const h = await harness([a, capped]);
+    const engine = await sim(a);
+    const cappedEngine = await sim(capped);
+    h.directory.replicas.set('alpha', [{ id: 'r1', endpoint: engine.url, draining: false }]);
+    h.directory.replicas.set('capped', [{ id: 'r2', endpoint: cappedEngine.url, draining: false }]);
+    const key = await issueKey(h.keys, { name: 'tpm', tokensPerMinute: 50 }, Date.now(), 'test');
+    const big = await h.chat(key.secret, { model: 'alpha', max_tokens: 3000 });
+    expect(big.status).toBe(429);
+    expect(big.headers.get('retry-after'), 'no wait would admit it: no Retry-After').toBeNull();
+    expect(big.headers.get('x-should-retry'), "the SDKs' automatic retries are stopped").toBe('false');
+    const body = (await big.json()) as { error: { code: string; llmgw_code: string; message: string; type: string } };
+    expect(body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limit_exceeded', llmgw_code: 'LLMGW_REQUEST_OVER_TOKEN_LIMIT' });
+    expect(body.error.message).toMatch(/\b3000\b/);
+    expect(body.error.message).toMatch(/\b50 tokens per minute\b/);
+    expect(body.error.message, 'says what to send instead').toContain('send max_tokens of at most 50');
+    const absent = await h.chat(key.secret, { model: 'capped' });
+    expect(absent.status, "no max_tokens reserves the model's cap, 200").toBe(429);
+    expect(((await absent.json()) as { error: { message: string } }).error.message).toContain('cap of 200 (limits.max_tokens)');
+    const noCap = await h.chat(key.secret, { model: 'alpha' });
+    expect(noCap.status, 'no max_tokens and no cap reserves the default, 1024').toBe(429);
+    expect(((await noCap.json()) as { error: { message: string } }).error.message).toContain('counts as 1024');
+    const twice = await h.chat(key.secret, { model: 'alpha', max_tokens: 30, n: 2 });
+    expect(twice.status, '30 per choice, two choices: 60 > 50').toBe(429);
+    expect(engine.stats().requestsSeen + cappedEngine.stats().requestsSeen, 'no refused request reached an engine').toBe(0);
+    const fits = await h.chat(key.secret, { model: 'alpha', max_tokens: 50 });
+    expect(fits.status, 'a request that fits the whole limit is served; the refusals took nothing from the balance').toBe(200);
+    await fits.text();
+  });
+});
+
 describe('requests held for a cold model', () => {
   // One key could hold any number of requests open while a model started.
   it('holds at most max_held_per_key per key, and refuses the next with 429 naming the limit', async () => {

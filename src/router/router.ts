@@ -1032,6 +1032,8 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.decorateRequest('responsesTurn', null);
     scope.addHook('preHandler', keyHook(admission));
     const rateLimit = rateLimitHook(admission);
+    // count_tokens generates nothing and costs no tokens: it takes a request, and reserves none.
+    const countRateLimit = rateLimitHook(admission, { countOnly: true });
     const inference = (endpoint: Endpoint) => ({ bodyLimit, preHandler: [callHook(admission, endpoint), rateLimit] });
     scope.get('/v1/models', async (request) => router.listModels(request));
     // Model names may hold "/" (org/name), so the id is the rest of the path.
@@ -1071,7 +1073,7 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
         done(null, toAnthropicError(payload, reply.statusCode));
       });
       messages.post('/v1/messages', { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropic), rateLimit] }, (request, reply) => router.infer(request, reply));
-      messages.post('/v1/messages/count_tokens', { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropicCount), rateLimit] }, (request, reply) =>
+      messages.post('/v1/messages/count_tokens', { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropicCount), countRateLimit] }, (request, reply) =>
         router.countTokens(request, reply),
       );
     });
