@@ -77,6 +77,10 @@ describe('dashboard rendering', () => {
   it('goes back only to a path on this site', () => {
     expect(localPath('/nodes?x=1')).toBe('/nodes?x=1');
     for (const bad of ['//evil.example', '/\\evil.example', 'https://evil.example', 'nodes', '/a\r\nSet-Cookie: x=1', undefined]) expect(localPath(bad)).toBeUndefined();
+    // Browsers drop tabs and newlines and read a backslash as `/`: each of these could leave for another host.
+    for (const bad of ['/\t/evil.example/x', '/\n/evil.example', '/\\/evil', '/.//evil.example', '/x\u0000', '/x\u007f', '/x\u0085', '/a\\b'])
+      expect(localPath(bad), JSON.stringify(bad)).toBeUndefined();
+    expect(localPath('/nodes/a%2Fb?back=%2F%2Fx#top'), 'escapes stay as sent: they are not separators to a browser').toBe('/nodes/a%2Fb?back=%2F%2Fx#top');
   });
 
   it('shows each why answer cause first, with its numbers, escaped, and nothing from an older control plane', () => {

@@ -401,8 +401,27 @@ function formOf(request: FastifyRequest): Form {
   return body && typeof body === 'object' && !Array.isArray(body) ? (body as Form) : {};
 }
 
-/** A path on this site to go back to, or undefined: never another host (`//evil`, `/\evil`, `https://…`). */
+/**
+ * A path on this site to go back to, or undefined: never another host
+ * (`//evil`, `/\evil`, `https://…`, `/<tab>/evil`). Browsers drop tabs and
+ * newlines and read `\` as `/` before they resolve a Location, so the text as
+ * sent proves nothing: it is resolved the way a browser does (WHATWG `URL`)
+ * and must stay on this origin with a path that begins with one slash.
+ */
 export function localPath(p: string | undefined): string | undefined {
-  if (!p || !p.startsWith('/') || p.startsWith('//') || p.startsWith('/\\') || /[\r\n]/.test(p)) return undefined;
+  // C0, DEL and C1 controls and backslashes: none belongs in a path, and each is a way to make a browser read it differently.
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
+  if (!p || !p.startsWith('/') || p.startsWith('//') || /[\u0000-\u001f\u007f-\u009f\\]/.test(p)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(p, HERE);
+  } catch {
+    return undefined;
+  }
+  // Dot segments can still make the path begin with `//` (`/.//evil`), which a later reader may take for a host.
+  if (url.origin !== HERE || url.pathname.startsWith('//')) return undefined;
   return p;
 }
+
+/** Stands in for the listener's origin when a path is resolved: a name nobody can register, so only a path resolves to it. */
+const HERE = 'http://dashboard.invalid';
