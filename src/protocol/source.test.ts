@@ -44,4 +44,36 @@ describe('weight sources', () => {
     expect(parseSource('http://x/m', { allowHttp: true })).toMatchObject({ scheme: 'http' });
     expect(parseSource('file://relative/path')).toContain('absolute');
   });
+
+  it('refuses hf:// names that would point the hub token at another hub path', () => {
+    // hf://../../x was accepted and @huggingface/hub put `..` into /api/models/../.. with HF_TOKEN attached.
+    const refused: [string, RegExp][] = [
+      ['hf://../../x', /organisation "\.\." is not a hub name/],
+      ['hf://org/..', /repository name "\.\." is not a hub name/],
+      ['hf://%2e%2e/x', /organisation "%2e%2e"/],
+      ['hf://org/a..b', /repository name "a\.\.b"/],
+      ['hf://org/-x', /repository name "-x"/],
+      ['hf://o\\rg/x', /organisation/],
+      ['hf://org/repo@..', /revision has an empty, "\." or "\.\." segment/],
+      ['hf://org/repo@refs%2F..%2Fx', /revision has an empty, "\." or "\.\." segment/],
+      ['hf://org/repo@a%5Cb', /revision holds a control character or a backslash/],
+      ['hf://org/repo/%2e%2e/x', /"\.\." path segment/],
+      ['hf://org/repo/.%2E/x', /"\.\." path segment/],
+      ['hf://org/repo/a/./b', /"\." or "\.\." path segment/],
+      ['hf://org/repo/a//b', /empty/],
+      ['hf://org/repo/a%2fb', /escaped separator/],
+      ['hf://org/repo/a%5Cb', /escaped separator/],
+      ['hf://org/repo/a\\b', /backslash/],
+      ['hf://org/repo/a%zz', /badly percent-encoded/],
+      ['hf://org/repo/a?b', /"\?" or "#"/],
+    ];
+    for (const [raw, why] of refused) {
+      const parsed = parseSource(raw);
+      expect(typeof parsed, `${raw} is refused`).toBe('string');
+      expect(parsed, raw).toMatch(why);
+    }
+    for (const good of ['hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf', 'hf://org_1/a.b-c_d@v1.0/sub/dir/x.safetensors', 'hf://o/r@0123456789abcdef0123456789abcdef01234567']) {
+      expect(typeof parseSource(good), `${good} is a hub name`).toBe('object');
+    }
+  });
 });

@@ -43,9 +43,8 @@ export function parseSource(raw: string, options: { allowHttp?: boolean } = {}):
       return `source ${JSON.stringify(raw)} has a badly percent-encoded revision`;
     }
     if (!repoName || !revision) return `source ${JSON.stringify(raw)} has an empty repository or revision`;
-    if (pathParts.some((p) => p === '' || p === '.' || p === '..')) {
-      return `source ${JSON.stringify(raw)} has an empty, "." or ".." path segment`;
-    }
+    const problem = hfNameProblem('organisation', org) ?? hfNameProblem('repository name', repoName) ?? hfRevisionProblem(revision) ?? hfPathProblem(pathParts);
+    if (problem) return `source ${JSON.stringify(raw)}: ${problem}; want hf://org/repo[@revision][/file]`;
     return { scheme: 'hf', repo: `${org}/${repoName}`, revision, path: pathParts.length ? pathParts.join('/') : null };
   }
   if (text.startsWith('https://') || text.startsWith('http://')) {
@@ -80,6 +79,53 @@ export function parseSource(raw: string, options: { allowHttp?: boolean } = {}):
   return scheme
     ? `source scheme "${scheme}:" is not supported; use hf://, https:// or file://`
     : `source ${JSON.stringify(raw)} has no scheme; use hf://org/repo, https://… or file:///…`;
+}
+
+/**
+ * Why an organisation or repository name is not one the hub allows, or null.
+ * The names go into hub URLs unescaped (by @huggingface/hub) with HF_TOKEN
+ * attached, so `..` or an escaped separator would point the token at another
+ * hub path than `/api/models/org/name`. The rule is the hub's own: letters,
+ * digits, `_`, `-` and `.`, beginning and ending with a letter, digit or `_`,
+ * no `--` or `..`, at most 96 characters.
+ */
+function hfNameProblem(what: string, name: string): string | null {
+  if (!/^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$/.test(name) || name.includes('--') || name.includes('..')) {
+    return `the ${what} ${JSON.stringify(name)} is not a hub name (letters, digits, "_", "-" and "." only, beginning and ending with a letter, digit or "_", no "--" or "..", at most 96 characters)`;
+  }
+  return null;
+}
+
+/** Why a decoded revision (a branch, tag or commit; `refs/pr/1`) cannot be sent to the hub, or null. */
+function hfRevisionProblem(revision: string): string | null {
+  // The library escapes the revision as one path segment, but a mirror at HF_ENDPOINT may decode it again.
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
+  if (/[\u0000-\u001f\u007f\\]/.test(revision)) return 'the revision holds a control character or a backslash';
+  if (revision.split('/').some((part) => part === '' || part === '.' || part === '..')) return 'the revision has an empty, "." or ".." segment';
+  return null;
+}
+
+/**
+ * Why a file path in the repository cannot be sent to the hub, or null.
+ * The library puts it into the URL as written, and a URL parser reads `%2e%2e`
+ * as `..` and a backslash as `/`, so each segment is judged both as written
+ * and decoded: no empty, "." or ".." segment, no escaped separator.
+ */
+function hfPathProblem(parts: readonly string[]): string | null {
+  for (const part of parts) {
+    // eslint-disable-next-line no-control-regex -- finding control characters is the point
+    if (/[\u0000-\u001f\u007f\\]/.test(part)) return `the file path segment ${JSON.stringify(part)} holds a control character or a backslash`;
+    if (/[?#]/.test(part)) return `the file path segment ${JSON.stringify(part)} holds "?" or "#", which would end the path in a URL`;
+    if (/%2f|%5c/i.test(part)) return `the file path segment ${JSON.stringify(part)} holds an escaped separator (%2F or %5C)`;
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(part);
+    } catch {
+      return `the file path segment ${JSON.stringify(part)} is badly percent-encoded`;
+    }
+    if (decoded === '' || decoded === '.' || decoded === '..') return 'the file path has an empty, "." or ".." path segment';
+  }
+  return null;
 }
 
 /**
