@@ -13,6 +13,7 @@ import { LlmgwError } from '../../errors/index.js';
 import { cacheName, canonicalSource, parseSource, type WeightSource } from '../../protocol/index.js';
 import { nearestName } from '../../units/index.js';
 import { FILES_DIR, MANIFEST_VERSION, type CacheEntry, type ManifestFile, type WeightCache, type WeightManifest } from '../cache/index.js';
+import type { HostLookup } from './address-guard.js';
 import { defaultWriteStream, downloadFile, hashFile, partialBytes, type HttpContext, type WriteStreamFactory } from './http-download.js';
 import { hubFileUrl, hubUnauthorizedHint, planHubFetch, type HfSource, type HubClient } from './hub.js';
 import { PartialRecord } from './partial-record.js';
@@ -30,6 +31,8 @@ export interface FetcherOptions {
   allowHttp?: boolean;
   /** HTTP client for file bytes. Absent: undici's global dispatcher. */
   dispatcher?: Dispatcher;
+  /** Resolves the host of a redirect to check it stays out of the agent's network (address-guard.ts). Absent: the system resolver. */
+  lookup?: HostLookup;
   /** fetch() for the hub's API (through @huggingface/hub). Absent: the global fetch. */
   hubFetch?: typeof fetch;
   /** At most one progress report per this many ms, plus one at the start and one at the end. Absent: 250. 0: every chunk. */
@@ -48,6 +51,7 @@ interface CompiledFetcherOptions {
   readonly hubUrl: string;
   readonly allowHttp: boolean;
   readonly dispatcher: Dispatcher | undefined;
+  readonly lookup: HostLookup | undefined;
   readonly hubFetch: typeof fetch;
   readonly progressIntervalMs: number;
   readonly fileConcurrency: number;
@@ -61,6 +65,7 @@ const OPTION_KEYS = [
   'hubUrl',
   'allowHttp',
   'dispatcher',
+  'lookup',
   'hubFetch',
   'progressIntervalMs',
   'fileConcurrency',
@@ -105,6 +110,7 @@ export function compileFetcherOptions(options: FetcherOptions): CompiledFetcherO
     hubUrl,
     allowHttp: options.allowHttp ?? false,
     dispatcher: options.dispatcher,
+    lookup: options.lookup,
     hubFetch: options.hubFetch ?? ((input, init) => fetch(input, init)),
     progressIntervalMs,
     fileConcurrency,
@@ -327,6 +333,7 @@ export class Fetcher {
     const stopOthers = new AbortController();
     const ctx: HttpContext = {
       dispatcher: this.#options.dispatcher,
+      ...(this.#options.lookup ? { lookup: this.#options.lookup } : {}),
       allowHttp: plan.allowHttp,
       signal: AbortSignal.any([signal, stopOthers.signal]),
       createWriteStream: this.#options.createWriteStream,

@@ -4,14 +4,16 @@
 // `Range: bytes=N-` (with If-Range, so a file changed since is sent whole),
 // accept the answer only if it is a 206 whose Content-Range starts at N, and
 // otherwise start again from zero. Redirects are followed by hand, to drop
-// the hub token on a hop to another origin and to refuse a hop to plain http.
+// the hub token on a hop to another origin, to refuse a hop to plain http,
+// and to refuse a hop into the agent's own network (address-guard.ts).
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { open, stat, truncate } from 'node:fs/promises';
 import { Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { request, type Dispatcher } from 'undici';
+import { type Agent, request, type Dispatcher } from 'undici';
 import { LlmgwError } from '../../errors/index.js';
+import { type AddressClass, addressClass, addressesOf, forbiddenHop, type HostLookup, pinnedAgent, systemLookup } from './address-guard.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -26,6 +28,8 @@ export interface HttpContext {
   dispatcher: Dispatcher | undefined;
   allowHttp: boolean;
   signal: AbortSignal;
+  /** Resolves a redirect's host to check where it leads. Absent: the system resolver. Tests inject one. */
+  lookup?: HostLookup;
   createWriteStream: WriteStreamFactory;
 }
 
@@ -166,7 +170,9 @@ async function requestFollowingRedirects(
   headers: Record<string, string>,
   ctx: HttpContext,
 ): Promise<Dispatcher.ResponseData> {
-  let url = new URL(req.url);
+  const source = new URL(req.url);
+  let url = source;
+  let sourceClasses: Set<AddressClass> | null = null;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol === 'http:' && !ctx.allowHttp) {
       throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: ${req.peer} redirected to plain http (${url.origin}); refusing to fetch weights without TLS`);
@@ -176,13 +182,54 @@ async function requestFollowingRedirects(
     }
     const sent = { ...headers };
     if (req.authorization && url.origin === req.authorization.origin) sent.authorization = req.authorization.value;
-    const res = await request(url, { method: 'GET', headers: sent, signal: ctx.signal, ...(ctx.dispatcher ? { dispatcher: ctx.dispatcher } : {}) });
+    let dispatcher = ctx.dispatcher;
+    let pinned: Agent | null = null;
+    if (hop > 0) {
+      const lookup = ctx.lookup ?? systemLookup;
+      sourceClasses ??= new Set((await resolved(req, source, lookup)).map(addressClass));
+      const addresses = await resolved(req, url, lookup);
+      const bad = forbiddenHop(addresses, sourceClasses);
+      if (bad) {
+        throw new LlmgwError(
+          'LLMGW_FETCH_FAILED',
+          `${req.label}: ${req.peer} redirected to ${url.origin}, which reaches ${bad.address}, ${/^[aeiou]/.test(bad.cls) ? 'an' : 'a'} ${bad.cls} address; from this source a redirect is followed only to public addresses${others(sourceClasses)}. Use a source URL that serves the weights without such a redirect`,
+          { context: { redirectOrigin: url.origin, address: bad.address, addressClass: bad.cls } },
+        );
+      }
+      pinned = pinnedAgent(addresses);
+      dispatcher = pinned;
+    }
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(url, { method: 'GET', headers: sent, signal: ctx.signal, ...(dispatcher ? { dispatcher } : {}) });
+    } catch (err) {
+      if (pinned) void pinned.destroy();
+      throw err;
+    }
+    // Closing waits for the request in flight, body included, so the caller can still read it.
+    if (pinned) void pinned.close();
     const location = header(res, 'location');
     if (!REDIRECT_STATUSES.has(res.statusCode) || location === undefined) return res;
     await res.body.dump();
     url = new URL(location, url);
   }
   throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: more than ${MAX_REDIRECTS} redirects; check the URL`);
+}
+
+/** The classes besides public that a source's redirects may reach, for a message: '' when none. */
+function others(classes: ReadonlySet<AddressClass>): string {
+  const rest = [...classes].filter((c) => c !== 'public');
+  return rest.length ? ` or ${rest.join(' or ')} ones like the source's own` : '';
+}
+
+/** A URL's addresses, or an error naming the host that could not be resolved. */
+async function resolved(req: HttpFileRequest, url: URL, lookup: HostLookup): Promise<string[]> {
+  try {
+    return await addressesOf(url, lookup);
+  } catch (err) {
+    const why = (err as { code?: string }).code ?? (err as Error).message;
+    throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: could not resolve ${url.hostname} (${why}) to check where a redirect leads`, { cause: err });
+  }
 }
 
 function statusError(req: HttpFileRequest, status: number): LlmgwError {
