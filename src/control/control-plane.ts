@@ -284,7 +284,8 @@ export class ControlPlane {
       },
       onShardReport: (node, shards) => {
         reconciler.onShardReport(node, shards);
-        cluster?.onShardReport(node, shards);
+        // A node waiting for approval speaks for no shard (the reconciler refused its report): nothing to pass on to the other instances.
+        if (node.approval !== 'pending') cluster?.onShardReport(node, shards);
       },
       // Half the stale window: agents move to another instance well before the leader could think their nodes stale.
       ...(cluster ? { refuseHeartbeatsUnsavedForMs: config.nodeStaleAfterMs / 2 } : {}),

@@ -85,21 +85,34 @@ export function foldReport(records: readonly ReplicaRecord[], nodeId: string, st
 export class ShardIndex {
   private indexed: readonly ReplicaRecord[] | null = null;
   private readonly byNode = new Map<string, number[]>();
+  /** The position of the record that holds each shard id. */
+  private readonly byShard = new Map<string, number>();
 
   /** Positions in `records` of those with a shard on `nodeId`, ascending; empty = none. */
   on(records: readonly ReplicaRecord[], nodeId: string): readonly number[] {
-    if (this.indexed !== records) {
-      this.byNode.clear();
-      records.forEach((r, i) => {
-        for (const s of r.shards) {
-          const list = this.byNode.get(s.nodeId);
-          if (!list) this.byNode.set(s.nodeId, [i]);
-          else if (list[list.length - 1] !== i) list.push(i);
-        }
-      });
-      this.indexed = records;
-    }
+    this.index(records);
     return this.byNode.get(nodeId) ?? [];
+  }
+
+  /** The position in `records` of the record with shard `shardId`; undefined = no record has it. */
+  holding(records: readonly ReplicaRecord[], shardId: string): number | undefined {
+    this.index(records);
+    return this.byShard.get(shardId);
+  }
+
+  private index(records: readonly ReplicaRecord[]): void {
+    if (this.indexed === records) return;
+    this.byNode.clear();
+    this.byShard.clear();
+    records.forEach((r, i) => {
+      for (const s of r.shards) {
+        this.byShard.set(s.id, i);
+        const list = this.byNode.get(s.nodeId);
+        if (!list) this.byNode.set(s.nodeId, [i]);
+        else if (list[list.length - 1] !== i) list.push(i);
+      }
+    });
+    this.indexed = records;
   }
 
   /**

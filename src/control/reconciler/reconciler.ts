@@ -29,6 +29,7 @@ import { compilePlanOptions } from './plan-types.js';
 import { fitPass } from './fit.js';
 import { PlacementNodeCache } from './snapshot.js';
 import { foldReport, ShardIndex, shardStateOf } from './fold-report.js';
+import { type RefusedShard, REPORT_REFUSALS, type ReportRefusal, screenReport } from './report-trust.js';
 import { placedEvents, readyEvents } from './lifecycle-events.js';
 import { type NodeUsage, nodeUsageOf } from './node-usage.js';
 import { RouterView } from './router-view.js';
@@ -37,6 +38,8 @@ import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState 
 
 /** How long a load sample is kept without a newer one, ms: far past any staleness rule, so only the departed are dropped. */
 const LOAD_KEPT_MS = 60_000;
+/** The least time between two log lines about one node's refused shard statuses for one reason, ms. */
+const REFUSAL_LOG_EVERY_MS = 60_000;
 /** The least time between two passes that notify() starts, ms: short against the second an admin action may take to reach an agent. */
 const NOTIFY_GAP_MS = 250;
 /**
@@ -97,6 +100,8 @@ export class Reconciler {
   private readonly scaling: ScalingBridge;
   /** What the router reads: ready replicas, why none, whether one is coming (structurally the router's ReplicaDirectory). */
   readonly view: RouterView;
+  /** When each node's refused statuses were last logged, by node and reason (ms, options.now); cleared whole past 10,000 entries. */
+  private readonly refusalsLogged = new Map<string, number>();
   /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
   private readonly livenessSeen = new Map<string, Liveness>();
 
@@ -199,15 +204,45 @@ export class Reconciler {
    * engine load samples are dated from.
    */
   onShardReport(node: Node, statuses: readonly ShardStatus[], receivedAtMs?: number): void {
+    // Only what the node may speak for: its own shards, and nothing while it waits for approval (report-trust.ts).
+    const approved = node.approval !== 'pending';
+    const screened = screenReport(this.records, node.id, approved, statuses, this.shardIndex);
+    if (screened.refused.length > 0) this.refusedReport(node.id, screened.refused);
+    const believed = screened.believed;
     // Fetch progress is for people, changes every heartbeat and is worthless after a restart: memory only, never the store.
-    for (const s of statuses) {
+    for (const s of believed) {
       if (s.state === 'fetching' && s.fetch) this.fetches.set(s.shard_id, s.fetch);
       else this.fetches.delete(s.shard_id);
     }
-    this.foldLoads(statuses, receivedAtMs ?? this.options.now());
+    this.foldLoads(believed, receivedAtMs ?? this.options.now());
     // A heartbeat answered while the control plane closes: the store may already be gone, and the next start re-reads the agents anyway.
-    if (this.closed) return;
-    void this.enqueue(() => this.applyReport(node.id, statuses)).catch((err: unknown) => this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'));
+    // A pending node's empty list is not "I run nothing" either: it would stop the shards of a node held out for a GPU change.
+    if (this.closed || !approved) return;
+    void this.enqueue(() => this.applyReport(node.id, believed)).catch((err: unknown) => this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'));
+  }
+
+  /**
+   * Counts a heartbeat's refused statuses and logs them, once per node and
+   * reason a minute: a node sends its report every few seconds, and one line
+   * a heartbeat would bury the log while telling nothing new.
+   */
+  private refusedReport(nodeId: string, refused: readonly RefusedShard[]): void {
+    this.metrics?.refused(refused);
+    const now = this.options.now();
+    for (const reason of REPORT_REFUSALS) {
+      const mine = refused.filter((r) => r.reason === reason);
+      const first = mine[0];
+      if (!first) continue;
+      const key = `${nodeId}\u0000${reason}`;
+      const last = this.refusalsLogged.get(key);
+      if (last !== undefined && now - last < REFUSAL_LOG_EVERY_MS) continue;
+      if (this.refusalsLogged.size >= 10_000) this.refusalsLogged.clear();
+      this.refusalsLogged.set(key, now);
+      const fields = { node: nodeId, reason, shards: mine.length, shard: first.shardId, replica: first.replicaId };
+      // A shard no replica has is what a restart without a store or a just-forgotten replica leaves: worth knowing, not an alarm.
+      if (reason === 'unknown_shard') this.options.logger.info(fields, refusalText(nodeId, reason));
+      else this.options.logger.warn(fields, refusalText(nodeId, reason));
+    }
   }
 
   /**
@@ -496,6 +531,20 @@ export class Reconciler {
     this.recordsChanged();
     await this.options.store?.replicas.save(folded.changed, []);
     if (folded.wake) this.notify();
+  }
+}
+
+/** What a refusal's log line says: what was not believed, and what the operator can do. */
+function refusalText(nodeId: string, reason: ReportRefusal): string {
+  switch (reason) {
+    case 'node_pending':
+      return `node ${nodeId} waits for approval, so the shard states, loads and fetch progress it reports are not believed; llmgw ctl nodes approve ${nodeId} admits it if it is yours (logged once a minute)`;
+    case 'not_assigned':
+      return `node ${nodeId} reported shards that are not assigned to it (another node's, or under another replica's id); their state, load and fetch progress were not believed. A node that does this was changed or is not what it claims: check it, and remove it if it is not yours (llmgw ctl nodes rm ${nodeId}) (logged once a minute)`;
+    case 'unknown_shard':
+      return `node ${nodeId} reported shards no replica has (forgotten a moment ago, or this control plane restarted without a store); not believed, and the agent stops them as nothing assigns them (logged once a minute)`;
+    case 'not_api_shard':
+      return `node ${nodeId} reported an engine load for a shard that does not serve its replica's API (rank above 0); only rank 0's load counts, so it was not believed (logged once a minute)`;
   }
 }
 
