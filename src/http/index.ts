@@ -18,7 +18,7 @@ import type { ServerTls } from '../tls/index.js';
 
 export { actorOf, actorText, auditActor, setIdentity, type AuditActor } from './actor.js';
 export { bearerToken, sameSecret } from './bearer.js';
-export { formBoundary, readForm, withFormField, type ReadForm } from './multipart.js';
+export { FORM_LIMITS, FormReader, formBoundary, readForm, withFormField, type ReadForm } from './multipart.js';
 export {
   checkHost,
   crossSiteProblem,

@@ -193,7 +193,10 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       return;
     }
     if (form) {
-      readForm(body, contentType).then(
+      // The body parser read the form as it arrived (src/router/upload.ts); read here only if it did not.
+      const read = request.uploadForm;
+      const reading = read === null ? readForm(body, contentType) : isLlmgwError(read) ? Promise.reject(read) : Promise.resolve(read);
+      reading.then(
         (read) => {
           let parsed: ParsedRequest;
           try {

@@ -45,6 +45,7 @@ import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from '.
 import type { TailKeeper } from './usage.js';
 import type { RequestLog, RequestRecord } from './request-log.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+import { readMultipartBody, type UploadRouteConfig } from './upload.js';
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
 export interface RouterReplica {
@@ -986,10 +987,10 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       // A byte-order mark (PowerShell 5 writes one before UTF-8) is not JSON, and some engines refuse it: dropped.
       done(null, body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body);
     });
-    // An audio upload, kept as its bytes (within the same body limit: 413 past it) to be read for its model and sent on as is.
+    // An audio upload, kept as its bytes (within the route's body limit: 413 past it) to be sent on as is, its form read as it arrives.
     // An upload (an audio file) is larger than any JSON body: its own limit, on its one route.
     const uploadLimit = router.options.uploadLimitBytes;
-    scope.addContentTypeParser('multipart/form-data', { parseAs: 'buffer', bodyLimit: uploadLimit }, (_request, body: Buffer, done) => done(null, body));
+    scope.addContentTypeParser('multipart/form-data', readMultipartBody);
     scope.addContentTypeParser('*', (request, _payload, done) => {
       done(new LlmgwError('LLMGW_BAD_REQUEST', `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']?.slice(0, 80)}`, { status: 415 }));
     });
@@ -1030,6 +1031,7 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.decorateRequest('apiKey', null);
     scope.decorateRequest('call', null);
     scope.decorateRequest('responsesTurn', null);
+    scope.decorateRequest('uploadForm', null);
     scope.addHook('preHandler', keyHook(admission));
     const rateLimit = rateLimitHook(admission);
     // count_tokens generates nothing and costs no tokens: it takes a request, and reserves none.
@@ -1046,7 +1048,10 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     // Pass-through endpoints: relayed as the engine answers, through the same checks. Rerank answers on vLLM's three paths.
     for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) scope.post(path, inference('rerank'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/score', inference('score'), (request, reply) => router.infer(request, reply));
-    scope.post('/v1/audio/transcriptions', { ...inference('transcriptions'), bodyLimit: Math.max(bodyLimit, uploadLimit) }, (request, reply) => router.infer(request, reply));
+    const upload: UploadRouteConfig = { multipartForm: true };
+    scope.post('/v1/audio/transcriptions', { ...inference('transcriptions'), bodyLimit: Math.max(bodyLimit, uploadLimit), config: upload }, (request, reply) =>
+      router.infer(request, reply),
+    );
     scope.post('/tokenize', inference('tokenize'), (request, reply) => router.infer(request, reply));
     scope.post('/detokenize', inference('detokenize'), (request, reply) => router.infer(request, reply));
     // OpenAI's Responses API: the previous response loaded (by key) before the body is translated to chat for the checks.
