@@ -23,6 +23,36 @@ describe('host allowlist', () => {
     expect(() => checkHost(request({}), allowed, 'admin', 'admin_hosts'), 'no Host at all').toThrow(/does not answer/);
   });
 
+  // Regression: Node keeps the first of two Host headers and the check read only that, and an
+  // absolute-form target (`POST http://evil.example/api/v1/keys`) was never looked at: a request
+  // could reach the listener under a name it does not answer to.
+  it('refuses a second Host header, and an absolute-form target whose authority is not allowed', () => {
+    const allowed = hostAllowlist({ boundHost: '127.0.0.1', extra: [], credentialsRequired: false });
+    const withRaw = (rawHeaders: string[], url: string) =>
+      ({ headers: { host: rawHeaders[1] }, raw: { rawHeaders, url } }) as unknown as FastifyRequest;
+    const refusal = (r: FastifyRequest): unknown => {
+      try {
+        checkHost(r, allowed, 'admin', 'admin_hosts');
+        return null;
+      } catch (err) {
+        return { code: (err as { code: string }).code, message: (err as Error).message };
+      }
+    };
+    expect(refusal(withRaw(['Host', '127.0.0.1:8081'], '/api/v1/keys')), 'one Host header, a path').toBeNull();
+    expect(refusal(withRaw(['Host', '127.0.0.1:8081', 'host', 'evil.example'], '/api/v1/keys'))).toEqual({ code: 'LLMGW_BAD_REQUEST', message: 'the request carries 2 Host headers; send exactly one' });
+    expect(refusal(withRaw(['HOST', '127.0.0.1', 'Accept', '*/*', 'Host', '127.0.0.1'], '/')), 'the same name twice is two headers still').toMatchObject({ code: 'LLMGW_BAD_REQUEST' });
+    for (const target of ['http://evil.example/api/v1/keys', 'https://evil.example:8081/x', 'http://127.0.0.1@evil.example/x', 'http://127.0.0.1.evil.example/', 'ftp://127.0.0.1/x', 'http:evil']) {
+      expect(refusal(withRaw(['Host', '127.0.0.1:8081'], target)), target).toMatchObject({ code: 'LLMGW_HOST_NOT_ALLOWED', message: expect.stringMatching(/request target names; send the path alone/) });
+    }
+    for (const target of ['http://127.0.0.1:8081/api/v1/keys', 'HTTPS://LOCALHOST/x', 'http://[::1]:1/', 'http://127.0.0.2/', '*']) {
+      expect(refusal(withRaw(['Host', '127.0.0.1:8081'], target)), target).toBeNull();
+    }
+    // No allowlist (every interface, credential required): any name, but still one Host header.
+    const open = (r: FastifyRequest) => () => checkHost(r, null, 'client', 'client_hosts');
+    expect(open(withRaw(['Host', 'a.example'], 'http://b.example/'))).not.toThrow();
+    expect(open(withRaw(['Host', 'a.example', 'Host', 'b.example'], '/'))).toThrow(/2 Host headers/);
+  });
+
   it('accepts any Host on every interface only when a credential is required', () => {
     expect(hostAllowlist({ boundHost: '0.0.0.0', extra: [], credentialsRequired: true })).toBeNull();
     expect(hostAllowlist({ boundHost: '::', extra: [], credentialsRequired: true })).toBeNull();

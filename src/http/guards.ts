@@ -60,20 +60,68 @@ function normaliseHostName(name: string): string {
 }
 
 /**
- * Throws LLMGW_HOST_NOT_ALLOWED (421) when the request's Host is not one the
- * listener answers to. `key` is the config key that adds names, so the
- * message says what to set.
+ * Throws LLMGW_HOST_NOT_ALLOWED (421) when the request's Host, or the
+ * authority of an absolute-form target (`GET http://name/path`, which HTTP
+ * says wins over Host), is not one the listener answers to; and
+ * LLMGW_BAD_REQUEST (400) when it carries more than one Host header, since
+ * this check and whatever sits in front of the listener could each read a
+ * different one. `key` is the config key that adds names, so the message
+ * says what to set.
  */
 export function checkHost(request: FastifyRequest, allowed: HostAllowlist, listener: string, key: string): void {
+  // Fastify's inject and the unit tests' stand-ins may have no raw request: then there is only `headers`.
+  const raw = request.raw as { rawHeaders?: readonly string[]; url?: string } | undefined;
+  const count = raw?.rawHeaders ? hostHeaderCount(raw.rawHeaders) : 1;
+  if (count > 1) {
+    throw new LlmgwError('LLMGW_BAD_REQUEST', `the request carries ${count} Host headers; send exactly one`);
+  }
   if (allowed === null) return;
-  const raw = request.headers.host;
-  const name = hostNameOf(raw);
-  if (name !== null && (allowed.has(name) || (isIP(name) === 4 && name.startsWith('127.') && allowed.has('127.0.0.1')))) return;
-  const shown = (raw ?? '').replace(/[^\x21-\x7e]/g, '').slice(0, 100);
-  throw new LlmgwError(
-    'LLMGW_HOST_NOT_ALLOWED',
-    `the ${listener} listener does not answer to Host "${shown}"; if that name is yours, add it to ${key} (LLMGW_${key.toUpperCase()})`,
-  );
+  const host = request.headers.host;
+  if (!answersTo(hostNameOf(host), allowed)) {
+    throw new LlmgwError(
+      'LLMGW_HOST_NOT_ALLOWED',
+      `the ${listener} listener does not answer to Host "${shown(host)}"; if that name is yours, add it to ${key} (LLMGW_${key.toUpperCase()})`,
+    );
+  }
+  const target = raw?.url;
+  if (target === undefined || target.startsWith('/') || target === '*') return;
+  const authority = authorityOf(target);
+  if (!answersTo(authority === null ? null : hostNameOf(authority), allowed)) {
+    throw new LlmgwError(
+      'LLMGW_HOST_NOT_ALLOWED',
+      `the ${listener} listener does not answer to "${shown(authority ?? target)}", which the request target names; send the path alone (GET /path), or if that name is yours, add it to ${key} (LLMGW_${key.toUpperCase()})`,
+    );
+  }
+}
+
+function answersTo(name: string | null, allowed: ReadonlySet<string>): boolean {
+  return name !== null && (allowed.has(name) || (isIP(name) === 4 && name.startsWith('127.') && allowed.has('127.0.0.1')));
+}
+
+/** Printable ASCII only, at most 100 characters: what a client sent, fit for a message and a log line. */
+function shown(text: string | undefined): string {
+  return (text ?? '').replace(/[^\x21-\x7e]/g, '').slice(0, 100);
+}
+
+/** Host headers among Node's raw header list (names and values alternate). */
+function hostHeaderCount(rawHeaders: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') n++;
+  }
+  return n;
+}
+
+/** The authority (`name[:port]`) of an absolute-form request target; null when it is not an http(s) URL with one. */
+function authorityOf(target: string): string | null {
+  try {
+    const url = new URL(target);
+    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.host === '') return null;
+    return url.host;
+  } catch {
+    return null;
+  }
 }
 
 /** Whether an Origin names the Host a request was sent to, default ports normalised (`http://h:80` is `h`). */
