@@ -8,7 +8,7 @@
 // deadlines, backoff, and what has already been asked of the agents.
 //
 // The decision is pure (plan.ts composing one module per rule, apply.ts,
-// fold-report.ts); the class in reconciler.ts runs the loop and does the
+// report-trust.ts, fold-report.ts); the class in reconciler.ts runs the loop and does the
 // I/O around it: the store, the assignment board, agents' reports. What the
 // router reads (router-view.ts) and what it feeds the scaler
 // (scaling-bridge.ts) are their own parts.

@@ -3,7 +3,7 @@
 // adopts what agents still run), runs a pass on a tick and soon after
 // notify(), persists what the plan changed and then publishes each node's
 // shards on the assignment board, and writes the agents' shard reports
-// (folded by fold-report.ts) back to the records. Every change to the
+// (screened by report-trust.ts, folded by fold-report.ts) back to the records. Every change to the
 // records goes through one queue, so a report arriving while a pass is
 // persisting is applied after it, never lost. Before each pass the scaling
 // bridge (scaling-bridge.ts) turns the router's demand into wanted numbers;
