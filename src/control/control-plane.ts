@@ -14,7 +14,7 @@ import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
-import { checkHost, createJsonApp, hostAllowlist } from '../http/index.js';
+import { checkHost, connectionCapsFor, createJsonApp, hostAllowlist, openFileLimit, registerConnectionRefusals } from '../http/index.js';
 import { Inventory, localDisk, registerHeartbeatMetrics, registerNodeMetrics } from './inventory/index.js';
 import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
@@ -146,8 +146,14 @@ export class ControlPlane {
     const responsesOptions = { ...config.responses, now, logger: childLogger(logger, 'responses') };
     const responses: ResponseStore = store ? new StoredResponses(store.responses, responsesOptions) : new MemoryResponseStore(responsesOptions);
 
+    // Each listener's connection cap, the defaults fitted to this process's open-file limit; refusals counted.
+    const { caps: connectionCaps, note: capsNote } = connectionCapsFor(config.maxConnections, openFileLimit());
+    if (capsNote) logger.info({ ...connectionCaps }, capsNote);
+    const refusedConnection = registerConnectionRefusals(registry);
     const clientApp = createJsonApp({
       logger: logger.child({ listener: 'client' }),
+      maxConnections: connectionCaps.client,
+      onConnectionRefused: refusedConnection('client'),
       bodyLimitBytes: 8 << 20,
       shapeError: openAiErrorShape,
       headersTimeoutMs: config.clientHeadersTimeoutMs,
@@ -196,7 +202,15 @@ export class ControlPlane {
     // The admin and agent listeners take a client's headers and body in bounded time, as the client listener does:
     // a stalled body is cut with 408, and an idle keep-alive connection is closed.
     const listenerTimeouts = { headersTimeoutMs: config.clientHeadersTimeoutMs, bodyTimeoutMs: config.router.idleBodyTimeoutMs };
-    const adminApp = createJsonApp({ logger: logger.child({ listener: 'admin' }), bodyLimitBytes: 1 << 20, https: config.tls.admin, ...listenerTimeouts, keepAliveTimeoutMs: 10_000 });
+    const adminApp = createJsonApp({
+      logger: logger.child({ listener: 'admin' }),
+      bodyLimitBytes: 1 << 20,
+      https: config.tls.admin,
+      ...listenerTimeouts,
+      keepAliveTimeoutMs: 10_000,
+      maxConnections: connectionCaps.admin,
+      onConnectionRefused: refusedConnection('admin'),
+    });
     // First, before any route: every route registered on the admin app from here on is behind the admin token unless it says otherwise.
     const adminGuard = AdminGuard.install(adminApp, {
       adminToken: config.adminToken,
@@ -271,6 +285,8 @@ export class ControlPlane {
       https: config.tls.agent,
       requestLoggers: false,
       ...listenerTimeouts,
+      maxConnections: connectionCaps.agent,
+      onConnectionRefused: refusedConnection('agent'),
     });
     registerAgentApi(agentApp, {
       inventory,

@@ -1,5 +1,6 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { Server as HttpsServer } from 'node:https';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -35,6 +36,21 @@ describe('a listener with a certificate', () => {
     const res = await request(`https://127.0.0.1:${port}/ping`, { dispatcher: trusting });
     expect(await res.body.json()).toEqual({ ok: true });
     await expect(request(`https://127.0.0.1:${port}/ping`), 'a client with only the system CAs refuses it').rejects.toThrow(/certificate/);
+  });
+
+  // Regression: Node's TLS handshake timeout is 120 s, and when it fired the client-error handler wrote
+  // a 400 into the unfinished handshake, where it stayed: a silent connection was never closed.
+  it('closes a connection that never begins its handshake by the headers timeout, writing nothing to it', async () => {
+    const https = readServerTls(join(pki, 'control.pem'), join(pki, 'control-key.pem'), { cert: 'tls_cert', key: 'tls_key' });
+    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, headersTimeoutMs: 300, https });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    closers.push(() => app.close());
+    const socket = connect({ host: '127.0.0.1', port: (app.server.address() as { port: number }).port });
+    let received = 0;
+    socket.on('data', (chunk: Buffer) => (received += chunk.length)).on('error', () => {});
+    // The limit is 300 ms; the wait is only bounded by the test's own timeout.
+    await new Promise((resolve) => socket.once('close', resolve));
+    expect(received, 'nothing was written into the unfinished handshake').toBe(0);
   });
 
   it('stays plain HTTP without one', async () => {

@@ -2,22 +2,25 @@
 // answers every failure in one shape (the admin and agent listeners'
 // `{"error": "..."}`; the client listener passes OpenAI's shape), a 405 that
 // names the verbs a path does accept, a body limit that holds for chunked
-// bodies too, and logging that keeps 4xx at info and 5xx at error without
+// bodies too, bounded time for a TLS handshake, headers and body, a cap on
+// connections, and logging that keeps 4xx at info and 5xx at error without
 // ever putting internals in a 5xx body. Outside src/control because the
 // router's client listener uses it as much as the admin and agent listeners
 // do: the router and the control plane both import it, it imports neither.
 import Fastify, {
   LogController, type FastifyBaseLogger, type FastifyHttpOptions, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
-import { type Server, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import FindMyWay from 'find-my-way';
 import type { Logger } from 'pino';
-import { isLlmgwError, type ErrorCode, type LlmgwError } from '../errors/index.js';
+import { isLlmgwError, LlmgwError, type ErrorCode } from '../errors/index.js';
 import type { ServerTls } from '../tls/index.js';
+import { capConnections } from './connections.js';
 
 export { actorOf, actorText, auditActor, setIdentity, type AuditActor } from './actor.js';
 export { bearerToken, sameSecret } from './bearer.js';
+export { capConnections, connectionCapsFor, fitConnectionCaps, openFileLimit, registerConnectionRefusals, type ConnectionCap, type ListenerName } from './connections.js';
 export { FORM_LIMITS, FormReader, formBoundary, readForm, withFormField, type ReadForm } from './multipart.js';
 export {
   checkHost,
@@ -54,7 +57,8 @@ export interface JsonAppOptions {
    * body that stalls is cut with 408 within this (plus the header timeout)
    * and a check interval. Only the request counts: an answer the server is
    * still preparing (a long-polled heartbeat) is no stall. Absent or 0 = no
-   * limit (the client listener, whose router arms its own idle timeout).
+   * limit (the client listener, whose router arms its own idle timeout: a
+   * socket timeout while a body is arriving is answered 408 all the same).
    */
   bodyTimeoutMs?: number;
   /** How long an idle keep-alive connection is kept open, ms. Absent = Fastify's 72 s. */
@@ -79,6 +83,14 @@ export interface JsonAppOptions {
   requestIds?: boolean;
   /** Certificate and key to serve TLS with; absent or null = plain HTTP. */
   https?: ServerTls | null;
+  /**
+   * Most connections the listener holds at once; at the cap the oldest one
+   * with no request in flight is closed to make room (src/http/connections.ts).
+   * Absent or 0 = no cap.
+   */
+  maxConnections?: number;
+  /** Called for each connection closed because the listener was at maxConnections (a metric counts them). */
+  onConnectionRefused?: () => void;
 }
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -93,7 +105,8 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   const shape = options.shapeError ?? adminErrorShape;
-  const app = Fastify(withTls(options.https, {
+  const headersTimeoutMs = options.headersTimeoutMs ?? 30_000;
+  const app = Fastify(withTls(options.https, headersTimeoutMs, {
     loggerInstance: options.logger as unknown as FastifyBaseLogger,
     bodyLimit: options.bodyLimitBytes,
     // Per-request lines are the router's own business (metrics, usage); Fastify's would double them.
@@ -105,18 +118,19 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     // Fastify sets these two on the server itself, over anything in `http`. Node measures requestTimeout
     // from the request's start, so it is the header allowance plus the body's.
     ...(options.keepAliveTimeoutMs ? { keepAliveTimeout: options.keepAliveTimeoutMs } : {}),
-    requestTimeout: options.bodyTimeoutMs ? (options.headersTimeoutMs ?? 30_000) + options.bodyTimeoutMs : 0,
+    requestTimeout: options.bodyTimeoutMs ? headersTimeoutMs + options.bodyTimeoutMs : 0,
     http: {
-      headersTimeout: options.headersTimeoutMs ?? 30_000,
+      headersTimeout: headersTimeoutMs,
       requestTimeout: 0,
-      connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor((options.headersTimeoutMs ?? 30_000) / 4))),
+      connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(headersTimeoutMs / 4))),
     } as never,
     routerOptions: { ignoreTrailingSlash: true },
     ...(options.requestLoggers === false ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
     ...(options.requestIds ? { genReqId: requestIdFor } : {}),
     // What Node's HTTP parser refuses never reaches a route: it still gets an answer in the listener's shape.
+    // A socket with no request to answer is closed instead (see answerable).
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
-      if (err.code === 'ECONNRESET' || !socket.writable) {
+      if (!answerable(err, socket)) {
         socket.destroy();
         return;
       }
@@ -127,6 +141,14 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
       );
     },
   }));
+
+  capConnections(app.server, {
+    maxConnections: options.maxConnections ?? 0,
+    ...(options.onConnectionRefused ? { onRefused: options.onConnectionRefused } : {}),
+  });
+  // A socket timeout while a request's body is still arriving (the router arms one per request on the client
+  // listener): answered with 408, where Node alone would close the connection without a word.
+  app.server.on('request', (request: IncomingMessage) => request.on('timeout', answerStalledBody));
 
   // An empty body is "nothing to say" (POST /weights/collect), not bad JSON;
   // anything else goes through Fastify's own parser, which refuses __proto__ tricks.
@@ -187,11 +209,52 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
  * Fastify gives Node's server only `https` when it is set, so the limits
  * under `http` move there beside the certificate. The plain-HTTP type is
  * kept so routes need not care; the server is an https.Server then.
+ *
+ * The TLS handshake gets the headers' allowance: Node's own is 120 s, and
+ * its timer is not moved by handshake bytes, so it bounds a handshake
+ * dribbled a byte at a time as well as one never begun. Node's headers
+ * timeout starts only once the handshake is done.
  */
-function withTls(tls: ServerTls | null | undefined, fastifyOptions: FastifyHttpOptions<Server>): FastifyHttpOptions<Server> {
+function withTls(tls: ServerTls | null | undefined, handshakeTimeoutMs: number, fastifyOptions: FastifyHttpOptions<Server>): FastifyHttpOptions<Server> {
   if (!tls) return fastifyOptions;
   const { http, ...rest } = fastifyOptions;
-  return { ...rest, https: { ...http, cert: tls.cert, key: tls.key } } as FastifyHttpOptions<Server>;
+  return { ...rest, https: { ...http, cert: tls.cert, key: tls.key, handshakeTimeout: handshakeTimeoutMs } } as FastifyHttpOptions<Server>;
+}
+
+/**
+ * Whether a client error has a request to answer. Only what Node's HTTP
+ * parser refused (HPE_*: bytes arrived, and on TLS only after the handshake)
+ * and a timeout once a request's headers are in (a stalled body: Node has
+ * made its response, `_httpMessage`) do. Anything else is closed without a
+ * word: a reset or unwritable socket; a TLS handshake that failed or never
+ * finished, where a written answer waits for a handshake that never comes
+ * and holds the connection open for good; a timeout before any request
+ * arrived, which a client that sent nothing, or half a request line, has
+ * no use for.
+ */
+function answerable(err: NodeJS.ErrnoException, socket: Socket): boolean {
+  if (err.code === 'ECONNRESET' || !socket.writable) return false;
+  if (err.code?.startsWith('HPE_')) return true;
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return (socket as Socket & { _httpMessage?: unknown })._httpMessage != null;
+  return false;
+}
+
+const STALLED_BODY_MESSAGE = 'the request (its headers or its body) took too long to arrive; the connection is closed';
+
+/**
+ * A request's socket timed out while its body was still arriving. When
+ * Fastify is reading that body (its parser listens for the stream's errors),
+ * the read fails with LLMGW_REQUEST_TIMEOUT: Fastify then answers 408 through
+ * the scope's error handler, in the listener's shape, and closes the
+ * connection. With no reader there is nobody to answer for: the socket is
+ * closed, as Node would have.
+ */
+function answerStalledBody(this: IncomingMessage, socket: Socket): void {
+  if (this.listenerCount('error') > 0) {
+    this.emit('error', new LlmgwError('LLMGW_REQUEST_TIMEOUT', STALLED_BODY_MESSAGE));
+    return;
+  }
+  socket.destroy();
 }
 
 /** The status and sentence for a request Node's HTTP parser refused, by its error code. */
@@ -200,7 +263,7 @@ function clientErrorOf(code: string | undefined): { status: number; message: str
     case 'HPE_HEADER_OVERFLOW':
       return { status: 431, message: 'the request headers are larger than 16 KiB; an API key or token is far shorter' };
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return { status: 408, message: 'the request (its headers or its body) took too long to arrive; the connection is closed' };
+      return { status: 408, message: STALLED_BODY_MESSAGE };
     case 'HPE_INVALID_HEADER_TOKEN':
       return { status: 400, message: 'a request header holds a character HTTP does not allow (such as NUL or a line break); send it without' };
     default:
@@ -232,7 +295,10 @@ function discardRestOfBody(request: FastifyRequest, reply: FastifyReply): void {
   timer.unref();
   raw.on('data', (chunk: Buffer) => {
     discarded += chunk.length;
-    if (discarded > DISCARD_CAP_BYTES) cut();
+    if (discarded > DISCARD_CAP_BYTES) return cut();
+    // One read a turn of the event loop, as an upload is read (src/router/upload.ts): bytes thrown away must not hold heartbeats.
+    raw.pause();
+    setImmediate(() => raw.resume());
   });
   raw.once('end', () => clearTimeout(timer));
   raw.once('close', () => clearTimeout(timer));

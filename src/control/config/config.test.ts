@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { initTls } from '../../tls/init.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/index.js';
-import { loadControlConfig } from './index.js';
+import { loadControlConfig, MAX_CONNECTIONS_DEFAULTS } from './index.js';
 
 function file(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-config-'));
@@ -46,6 +46,16 @@ describe('control configuration', () => {
     expect(loadControlConfig({ env: { LLMGW_MAX_HELD_PER_KEY: '7' } }).maxHeldPerKey).toBe(7);
     expect(loadControlConfig({ flags: { max_held_per_key: '2' } }).maxHeldPerKey).toBe(2);
     expect(() => loadControlConfig({ env: { LLMGW_MAX_HELD_PER_KEY: '0' } })).toThrow(/max_held_per_key/);
+  });
+
+  it('caps each listener\'s connections by default, takes a number from file, env or flag (0 = no cap), and says which were set', () => {
+    expect(loadControlConfig({ env: {} }).maxConnections).toEqual({ ...MAX_CONNECTIONS_DEFAULTS, set: [] });
+    expect(MAX_CONNECTIONS_DEFAULTS.agent, 'room for a 10,000-node fleet\'s long polls').toBeGreaterThan(10_000);
+    expect(loadControlConfig({ file: file('client_max_connections: 100\n') }).maxConnections).toMatchObject({ client: 100, set: ['client'] });
+    expect(loadControlConfig({ env: { LLMGW_AGENT_MAX_CONNECTIONS: '0' } }).maxConnections).toMatchObject({ agent: 0, set: ['agent'] });
+    expect(loadControlConfig({ flags: { admin_max_connections: '64' } }).maxConnections).toMatchObject({ admin: 64, set: ['admin'] });
+    expect(() => loadControlConfig({ flags: { client_max_connections: 'lots' } })).toThrow(/client_max_connections: want a whole number of connections, 0 for no cap/);
+    expect(() => loadControlConfig({ file: file('agent_max_connections: -1\n') })).toThrow(/agent_max_connections/);
   });
 
   it("leaves V8 its own heap growing heuristic by default, takes a percent from file, env or flag, and refuses a stray value", () => {

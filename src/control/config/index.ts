@@ -28,6 +28,17 @@ const address = z.string().refine((v) => parseAddress(v) !== null, {
 });
 
 /**
+ * Most connections each listener holds at once, by default. The agent
+ * listener holds one long-polled heartbeat per node: room for a 10,000-node
+ * fleet twice over, as while it reconnects after a restart. When their sum
+ * does not fit the process's open-file limit, the control plane lowers the
+ * ones not set explicitly at start (src/http/connections.ts) and says so.
+ */
+export const MAX_CONNECTIONS_DEFAULTS = { client: 4096, admin: 1024, agent: 20_480 } as const;
+
+const connectionCap = z.union([z.number().int().min(0).max(1e9), z.string().regex(/^\d{1,9}$/, 'want a whole number of connections, 0 for no cap')]);
+
+/**
  * The options as an operator writes them (file, env or flags). Absent keys
  * take the defaults below; the router's (timeouts, max_held_per_key) come
  * from its own table, ROUTER_DEFAULTS, so the two cannot disagree.
@@ -68,7 +79,10 @@ export const ControlOptionsSchema = z.strictObject({
   max_creates_per_pass: z
     .union([z.number().int().min(1), z.string().regex(/^[1-9]\d*$/, 'want a whole number, 1 or more')])
     .optional(),
-  /** How long a client may take to send its request headers; a slower one is cut (slow-loris). */
+  /**
+   * How long a client of any listener may take to finish its TLS handshake,
+   * and then to send its request headers; a slower one is cut (slow-loris).
+   */
   client_headers_timeout: duration.default('30s'),
   /** From a request sent to an engine until its response headers (a non-streamed answer's come with the whole answer). */
   upstream_headers_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.headersTimeoutMs)),
@@ -79,6 +93,17 @@ export const ControlOptionsSchema = z.strictObject({
   /** Longest a request waits for a model with no ready replica while one starts. */
   cold_start_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs)),
   /**
+  /**
+   * Most connections the client, admin and agent listener each hold at once
+   * (see MAX_CONNECTIONS_DEFAULTS). At the cap, the oldest connection with
+   * no request in flight is closed to make room; with every one busy, a new
+   * one is refused. Both are counted in
+   * llmgw_listener_connections_refused_total. 0 = no cap. Absent = the
+   * default, lowered at start to fit the process's open-file limit.
+   */
+  client_max_connections: connectionCap.optional(),
+  admin_max_connections: connectionCap.optional(),
+  agent_max_connections: connectionCap.optional(),
    * Most requests of one API key waiting at once for models with no ready
    * replica; the next gets 429. Bounds what one key can hold open (sockets,
    * timers) while replicas start. At least 1.
@@ -206,6 +231,11 @@ export interface ControlConfig {
   /** Most requests of one key held for cold models at once (at least 1). */
   readonly maxHeldPerKey: number;
   /** Largest multipart upload on the client listener, bytes. */
+  /**
+   * Most connections per listener (0 = no cap), and which were set by the
+   * operator: only the others are lowered to fit the open-file limit.
+   */
+  readonly maxConnections: { readonly client: number; readonly admin: number; readonly agent: number; readonly set: readonly ('client' | 'admin' | 'agent')[] };
   readonly uploadLimitBytes: number;
   /** True: profiles may set loader and interpreter hooks in their env (see allow_unsafe_profile_env). */
   readonly allowUnsafeProfileEnv: boolean;
@@ -360,6 +390,12 @@ export function compileControlOptions(input: unknown): ControlConfig {
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
     responses: Object.freeze({ ttlMs: responsesTtlMs, maxBytesPerKey: parseSizeBytes(o.responses_max_per_key) as number }),
     router: Object.freeze({
+    maxConnections: Object.freeze({
+      client: o.client_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.client : Number(o.client_max_connections),
+      admin: o.admin_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.admin : Number(o.admin_max_connections),
+      agent: o.agent_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.agent : Number(o.agent_max_connections),
+      set: Object.freeze((['client', 'admin', 'agent'] as const).filter((n) => o[`${n}_max_connections`] !== undefined)),
+    }),
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
       totalTimeoutMs: parseDurationMs(o.request_timeout) as number,

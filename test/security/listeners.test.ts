@@ -1,0 +1,222 @@
+// Attacks on the listeners themselves, replayed against a real `llmgw control`
+// serving TLS on loopback (issue #33): TCP connections that never start or
+// never finish their TLS handshake used to stay open for good (20 were all
+// open after 150 s; the client-error handler wrote a 400 into each once the
+// 120 s handshake timeout fired, and that write never left), so 1,100 of them
+// exhausted the process's file descriptors and every listener failed; the
+// client listener cut a stalled body with no answer; and two Host headers or
+// an absolute-form target naming another authority passed the Host check.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { connect as connectTcp, createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect as connectTls } from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN, JOIN } from '../support/fleet.js';
+import { type ControlUrls, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'llmgw-sec-listeners-'));
+const pki = join(dir, 'pki');
+let ca: Buffer;
+const opened: Socket[] = [];
+
+afterAll(async () => {
+  for (const s of opened) s.destroy();
+  await stopAll();
+});
+
+beforeAll(async () => {
+  const made = startLlmgw(['tls', 'init', pki]);
+  const { code } = await made.exited;
+  expect(code, `tls init failed: ${made.stderr()}`).toBe(0);
+  ca = readFileSync(join(pki, 'ca.pem'));
+}, 60_000);
+
+const tlsArgs = () => ['--tls-cert', join(pki, 'control.pem'), '--tls-key', join(pki, 'control-key.pem')];
+
+/** A TCP connection the test holds open; it records whether the server closed it and what, if anything, it wrote. */
+interface Held {
+  socket: Socket;
+  received: number;
+  closed: boolean;
+}
+
+function hold(url: string): Promise<Held> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connectTcp({ host: hostname, port: Number(port) });
+    opened.push(socket);
+    const held: Held = { socket, received: 0, closed: false };
+    socket.on('data', (chunk: Buffer) => (held.received += chunk.length));
+    socket.on('close', () => (held.closed = true));
+    socket.on('error', () => {});
+    socket.once('connect', () => resolve(held));
+    socket.once('error', reject);
+  });
+}
+
+/** The first flight of a real TLS client (its ClientHello), caught by a plain TCP server. */
+async function clientHello(): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const catcher = createServer((s) =>
+      s.once('data', (d: Buffer) => {
+        resolve(d);
+        s.destroy();
+        catcher.close();
+      }),
+    );
+    catcher.listen(0, '127.0.0.1', () => {
+      const c = connectTls({ host: '127.0.0.1', port: (catcher.address() as { port: number }).port, rejectUnauthorized: false });
+      c.on('error', () => {});
+    });
+  });
+}
+
+interface Answer {
+  status: number;
+  head: string;
+  body: string;
+}
+
+/** Sends `request` over TLS (trusting the test's CA) and reads the answer until the server closes; status 0 = no answer. */
+function overTls(url: string, request: string, patienceMs = 20_000): Promise<Answer> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connectTls({ host: hostname, port: Number(port), ca });
+    let data = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no end of the answer within ${patienceMs} ms; so far: ${data.slice(0, 200)}`));
+    }, patienceMs);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (data += chunk));
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const split = data.indexOf('\r\n\r\n');
+      const head = split < 0 ? data : data.slice(0, split);
+      const m = /^HTTP\/1\.1 (\d{3})/.exec(head);
+      resolve({ status: m ? Number(m[1]) : 0, head, body: split < 0 ? '' : data.slice(split + 4) });
+    });
+    socket.once('secureConnect', () => socket.write(request));
+  });
+}
+
+describe('a TLS control plane with short timeouts', () => {
+  let control: RunningProcess & { urls: ControlUrls };
+
+  beforeAll(async () => {
+    control = await startControl([
+      '--store', `sqlite:${join(dir, 'short.db')}`, '--admin-token', ADMIN, '--join-token', JOIN,
+      '--client-headers-timeout', '1s', '--idle-body-timeout', '1s', '--log-level', 'info', ...tlsArgs(),
+    ]);
+  }, 60_000);
+
+  // Attack: connections that send nothing, or half a ClientHello, were never closed (the handshake
+  // timeout was Node's 120 s, then a 400 was written into the unfinished handshake and stuck there).
+  it('closes connections that never start or never finish their TLS handshake on every listener, writing nothing into them', async () => {
+    const hello = await clientHello();
+    const held: { listener: string; kind: string; h: Held }[] = [];
+    for (const [listener, url] of Object.entries(control.urls)) {
+      for (let i = 0; i < 5; i++) held.push({ listener, kind: 'silent', h: await hold(url) });
+      for (let i = 0; i < 5; i++) {
+        const h = await hold(url);
+        h.socket.write(hello.subarray(0, Math.floor(hello.length / 2)));
+        held.push({ listener, kind: 'half a ClientHello', h });
+      }
+    }
+    // The limit is the 1 s headers timeout; 20 s is only the test's patience.
+    await waitFor(
+      () => `every held connection closed by the server; still open: ${held.filter((x) => !x.h.closed).map((x) => `${x.listener} (${x.kind})`).join(', ')}`,
+      () => held.every((x) => x.h.closed),
+      20_000,
+    );
+    for (const x of held) expect(x.h.received, `${x.listener} (${x.kind}): nothing is written into an unfinished handshake`).toBe(0);
+    // The listeners still serve a client that completes its handshake.
+    const ok = await overTls(control.urls.admin, `GET /api/v1/summary HTTP/1.1\r\nHost: ${new URL(control.urls.admin).host}\r\nAuthorization: Bearer ${ADMIN}\r\nConnection: close\r\n\r\n`);
+    expect(ok.status, ok.head).toBe(200);
+  });
+
+  // Attack: a client that starts a body and stalls had its connection cut with no answer on the client
+  // listener, so an honest but slow client could not tell a timeout from a crash.
+  it('answers a stalled body on the client listener with 408 in OpenAI\'s error shape', async () => {
+    const host = new URL(control.urls.client).host;
+    const answer = await overTls(
+      control.urls.client,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":`,
+    );
+    expect(answer.status, `the answer: ${answer.head}`).toBe(408);
+    expect(answer.head.toLowerCase(), 'the connection is closed after it').toContain('connection: close');
+    const body = JSON.parse(answer.body) as { error: { message: string; type: string; llmgw_code: string } };
+    expect(body.error.llmgw_code).toBe('LLMGW_REQUEST_TIMEOUT');
+    expect(body.error.type).toBe('invalid_request_error');
+    expect(body.error.message).toMatch(/took too long/);
+    expect(control.lines.filter((l) => l.includes('already sent')), 'the 408 is the only answer Fastify tried to send').toEqual([]);
+  });
+
+  // Attack: Host checks read only the first Host header and ignored an absolute-form target, so
+  // `Host: 127.0.0.1` twice with another name, or `GET http://evil.example/...`, reached the API under a
+  // name the listener does not answer to (what a rebound DNS name or a confused proxy sends).
+  it('refuses two Host headers, and an absolute-form target naming another authority, on the admin listener', async () => {
+    const own = new URL(control.urls.admin).host;
+    const auth = `Authorization: Bearer ${ADMIN}\r\nConnection: close\r\n`;
+    const keyCount = async () => {
+      const listed = await overTls(control.urls.admin, `GET /api/v1/keys HTTP/1.1\r\nHost: ${own}\r\n${auth}\r\n`);
+      expect(listed.status, listed.body).toBe(200);
+      return (JSON.parse(listed.body) as { keys: unknown[] }).keys.length;
+    };
+    const before = await keyCount();
+    const post = (target: string, hosts: string[]) =>
+      overTls(
+        control.urls.admin,
+        `POST ${target} HTTP/1.1\r\n${hosts.map((h) => `Host: ${h}\r\n`).join('')}${auth}Content-Type: application/json\r\nContent-Length: 13\r\n\r\n{"name":"in"}`,
+      );
+    for (const [target, hosts] of [
+      ['/api/v1/keys', [own, 'evil.example']],
+      ['/api/v1/keys', ['evil.example', own]],
+      ['/api/v1/keys', [own, own]],
+      ['https://evil.example/api/v1/keys', [own]],
+      [`https://evil.example:${new URL(control.urls.admin).port}/api/v1/keys`, [own]],
+      ['http://127.0.0.1.evil.example/api/v1/keys', [own]],
+    ] as const) {
+      const answer = await post(target, [...hosts]);
+      expect([400, 421], `POST ${target} with Host ${hosts.join(' + ')}: ${answer.head.split('\r\n')[0]} ${answer.body}`).toContain(answer.status);
+    }
+    expect(await keyCount(), 'no key was made').toBe(before);
+    // Its own authority in absolute form still works: the check is on the name, not the form.
+    const absolute = await overTls(control.urls.admin, `GET https://${own}/api/v1/keys HTTP/1.1\r\nHost: ${own}\r\n${auth}\r\n`);
+    expect(absolute.status, absolute.body).toBe(200);
+  });
+});
+
+describe('a TLS control plane with few file descriptors', () => {
+  let control: RunningProcess & { urls: ControlUrls };
+
+  beforeAll(async () => {
+    // 700 open files for the whole process: 800 silent connections would take them all without a cap.
+    control = await startControl(
+      ['--store', `sqlite:${join(dir, 'few.db')}`, '--admin-token', ADMIN, '--join-token', JOIN, '--log-level', 'info', ...tlsArgs()],
+      { prefix: ['prlimit', '--nofile=700:700', '--'] },
+    );
+  }, 60_000);
+
+  // Attack: 1,100 silent TCP connections exhausted the process's file descriptors and every listener
+  // failed until the client let go. With the header timeout left at its 30 s, they stay while this runs.
+  it('800 silent connections to the client listener leave it and the admin listener answering, and the refusals are counted', async () => {
+    const held: Held[] = [];
+    for (let i = 0; i < 800; i++) held.push(await hold(control.urls.client));
+    const host = new URL(control.urls.client).host;
+    const health = await overTls(control.urls.client, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    expect(health.status, `the client listener still answers: ${health.head}`).toBe(200);
+    const adminHost = new URL(control.urls.admin).host;
+    const metrics = await overTls(control.urls.admin, `GET /metrics HTTP/1.1\r\nHost: ${adminHost}\r\nAuthorization: Bearer ${ADMIN}\r\nConnection: close\r\n\r\n`);
+    expect(metrics.status, `the admin listener still answers: ${metrics.head}`).toBe(200);
+    const refused = /^llmgw_listener_connections_refused_total\{listener="client"\} (\d+)$/m.exec(metrics.body);
+    expect(refused, 'the refused-connections metric is there').not.toBeNull();
+    expect(Number(refused![1]), 'connections past the cap were refused and counted').toBeGreaterThan(0);
+    expect(held.filter((h) => h.closed).length, 'the cap closed some of the silent connections').toBeGreaterThan(0);
+    const warned = control.lines.find((l) => l.includes('open-file limit'));
+    expect(warned, 'the start-up log says the caps were fitted to the open-file limit').toBeDefined();
+  });
+});
