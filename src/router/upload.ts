@@ -54,6 +54,10 @@ export function readMultipartBody(request: FastifyRequest, payload: IncomingMess
       return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
     }
     chunks.push(chunk);
+    // One read a turn of the event loop: libuv reads up to 32 × 64 KiB from a socket that keeps up before it
+    // serves anything else, so ten uploads at loopback speed would hold the heartbeats between turns.
+    payload.pause();
+    setImmediate(() => payload.resume());
     // A form that cannot be read (400) waits for the key check; one past a limit need not be read further.
     if (reader && !reader.write(chunk) && reader.refusal!.status === 413) {
       stop();
