@@ -84,15 +84,6 @@ export const ControlOptionsSchema = z.strictObject({
    * and then to send its request headers; a slower one is cut (slow-loris).
    */
   client_headers_timeout: duration.default('30s'),
-  /** From a request sent to an engine until its response headers (a non-streamed answer's come with the whole answer). */
-  upstream_headers_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.headersTimeoutMs)),
-  /** Longest silence in a body: the client's request, or the engine's answer between chunks. */
-  idle_body_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.idleBodyTimeoutMs)),
-  /** A whole client request, holds and retries included; then 504 (or an error event once streaming). */
-  request_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.totalTimeoutMs)),
-  /** Longest a request waits for a model with no ready replica while one starts. */
-  cold_start_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs)),
-  /**
   /**
    * Most connections the client, admin and agent listener each hold at once
    * (see MAX_CONNECTIONS_DEFAULTS). At the cap, the oldest connection with
@@ -104,6 +95,15 @@ export const ControlOptionsSchema = z.strictObject({
   client_max_connections: connectionCap.optional(),
   admin_max_connections: connectionCap.optional(),
   agent_max_connections: connectionCap.optional(),
+  /** From a request sent to an engine until its response headers (a non-streamed answer's come with the whole answer). */
+  upstream_headers_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.headersTimeoutMs)),
+  /** Longest silence in a body: the client's request, or the engine's answer between chunks. */
+  idle_body_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.idleBodyTimeoutMs)),
+  /** A whole client request, holds and retries included; then 504 (or an error event once streaming). */
+  request_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.totalTimeoutMs)),
+  /** Longest a request waits for a model with no ready replica while one starts. */
+  cold_start_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs)),
+  /**
    * Most requests of one API key waiting at once for models with no ready
    * replica; the next gets 429. Bounds what one key can hold open (sockets,
    * timers) while replicas start. At least 1.
@@ -220,6 +220,11 @@ export interface ControlConfig {
   /** V8's --heap-growing-percent for the process that runs this control plane; 0 = V8's own heuristic. */
   readonly heapGrowingPercent: number;
   readonly clientHeadersTimeoutMs: number;
+  /**
+   * Most connections per listener (0 = no cap), and which were set by the
+   * operator: only the others are lowered to fit the open-file limit.
+   */
+  readonly maxConnections: { readonly client: number; readonly admin: number; readonly agent: number; readonly set: readonly ('client' | 'admin' | 'agent')[] };
   /** Origins allowed to call the client listener from a browser; `*` = any; empty = none (no CORS headers). */
   readonly corsOrigins: readonly string[];
   /** Certificate and key per listener, read at start; null = that listener speaks plain HTTP. */
@@ -231,11 +236,6 @@ export interface ControlConfig {
   /** Most requests of one key held for cold models at once (at least 1). */
   readonly maxHeldPerKey: number;
   /** Largest multipart upload on the client listener, bytes. */
-  /**
-   * Most connections per listener (0 = no cap), and which were set by the
-   * operator: only the others are lowered to fit the open-file limit.
-   */
-  readonly maxConnections: { readonly client: number; readonly admin: number; readonly agent: number; readonly set: readonly ('client' | 'admin' | 'agent')[] };
   readonly uploadLimitBytes: number;
   /** True: profiles may set loader and interpreter hooks in their env (see allow_unsafe_profile_env). */
   readonly allowUnsafeProfileEnv: boolean;
@@ -378,6 +378,12 @@ export function compileControlOptions(input: unknown): ControlConfig {
     maxCreatesPerPass: o.max_creates_per_pass === undefined ? null : Number(o.max_creates_per_pass),
     heapGrowingPercent: Number(o.heap_growing_percent),
     clientHeadersTimeoutMs: parseDurationMs(o.client_headers_timeout) as number,
+    maxConnections: Object.freeze({
+      client: o.client_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.client : Number(o.client_max_connections),
+      admin: o.admin_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.admin : Number(o.admin_max_connections),
+      agent: o.agent_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.agent : Number(o.agent_max_connections),
+      set: Object.freeze((['client', 'admin', 'agent'] as const).filter((n) => o[`${n}_max_connections`] !== undefined)),
+    }),
     corsOrigins: Object.freeze(corsOrigins),
     tls: Object.freeze({ client: clientTls, admin: sharedTls, agent: sharedTls }),
     agentCa,
@@ -390,12 +396,6 @@ export function compileControlOptions(input: unknown): ControlConfig {
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
     responses: Object.freeze({ ttlMs: responsesTtlMs, maxBytesPerKey: parseSizeBytes(o.responses_max_per_key) as number }),
     router: Object.freeze({
-    maxConnections: Object.freeze({
-      client: o.client_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.client : Number(o.client_max_connections),
-      admin: o.admin_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.admin : Number(o.admin_max_connections),
-      agent: o.agent_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.agent : Number(o.agent_max_connections),
-      set: Object.freeze((['client', 'admin', 'agent'] as const).filter((n) => o[`${n}_max_connections`] !== undefined)),
-    }),
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
       totalTimeoutMs: parseDurationMs(o.request_timeout) as number,
