@@ -17,6 +17,7 @@ import {
   HeartbeatResponseSchema,
   JoinResponseSchema,
   type NodeReport,
+  plainName,
   PROTOCOL_VERSION,
   type ShardAssignment,
   type ShardStatus,
@@ -75,7 +76,8 @@ const AgentOptionsSchema = z.strictObject({
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'want 1-128 letters, digits, ".", "_" or "-"')
     .optional(),
-  labels: z.record(z.string(), z.string()).default({}),
+  // Refused here, at start, rather than by the control plane at every join.
+  labels: z.record(plainName('label key', 128), plainName('label value', 256)).default({}),
   stateDir: z.string().min(1),
   mgmtAddr: z.string().regex(/^[^:]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/, 'want host:port').default('127.0.0.1:0'),
   heartbeatInterval: z.string().default('5s'),

@@ -7,6 +7,7 @@
 // agents and control planes work together.
 import { z } from 'zod';
 import { PortRangeSchema, ShardLoadSchema } from './node-report.js';
+import { plainName } from './text.js';
 
 export const AGENT_API_PREFIX = '/agent/v1';
 
@@ -14,10 +15,10 @@ export const JoinRequestSchema = z.object({
   /** The fleet's shared join token, or a per-node join token an admin created for this node id. */
   join_token: z.string().max(4096),
   node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'want 1-128 letters, digits, ".", "_" or "-"'),
-  hostname: z.string().max(256).optional(),
-  agent_version: z.string().max(64).optional(),
+  hostname: plainName('hostname', 256).optional(),
+  agent_version: plainName('agent version', 64).optional(),
   protocol_version: z.number().int().optional(),
-  labels: z.record(z.string().max(128), z.string().max(256)).optional(),
+  labels: z.record(plainName('label key', 128), plainName('label value', 256)).optional(),
   /** host:port where the agent's management API listens (collect, logs); absent = none. */
   mgmt_addr: z.string().max(300).optional(),
   /** The host the control plane reaches this node's engines at; absent = not declared (an older agent, or engines on a wildcard). */
@@ -71,7 +72,7 @@ export type ShardStatus = z.infer<typeof ShardStatusSchema>;
 
 export const HeartbeatRequestSchema = z.object({
   node_id: z.string(),
-  agent_version: z.string().optional(),
+  agent_version: plainName('agent version').optional(),
   protocol_version: z.number().int().optional(),
   /** Validated by the receiver against NodeReportSchema on its own, so that a bad report keeps the previous one instead of failing the heartbeat. */
   report: z.unknown().optional(),

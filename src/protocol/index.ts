@@ -28,4 +28,5 @@ export {
   type ShardStatus,
 } from './agent-api.js';
 export { canonicalJson, reportHash } from './report-hash.js';
+export { controlCharIn, octalEscapeControls, plainName } from './text.js';
 export { unsafeProfileEnvNames, unsafeProfileEnvProblem } from './profile-env.js';

@@ -3,17 +3,18 @@
 // are dropped, missing ones (from an older agent) read as unknown, never as
 // zero or "none". Absent = not reported; an empty list = looked and found none.
 import { z } from 'zod';
+import { plainName } from './text.js';
 
 /** Version of the agent protocol spoken under /agent/v1. Bumped only for changes an older peer must know about. */
 export const PROTOCOL_VERSION = 1;
 
 export const GpuReportSchema = z.object({
   index: z.number().int().nonnegative(),
-  uuid: z.string().optional(),
+  uuid: plainName('GPU uuid').optional(),
   /** As nvidia-smi prints it, e.g. "NVIDIA H100 80GB HBM3". */
-  name: z.string().optional(),
+  name: plainName('GPU name').optional(),
   /** Normalised class used by placement, e.g. "h100-80gb". Absent: could not be derived. */
-  class: z.string().optional(),
+  class: plainName('GPU class').optional(),
   memory_total_mib: z.number().nonnegative().optional(),
   memory_used_mib: z.number().nonnegative().optional(),
   temperature_c: z.number().optional(),
@@ -29,10 +30,11 @@ export const GpuReportSchema = z.object({
 export type GpuReport = z.infer<typeof GpuReportSchema>;
 
 export const DiskReportSchema = z.object({
-  mount_point: z.string(),
-  fs_type: z.string().optional(),
+  /** A control character in it is written as mountinfo does (\012), never raw (src/agent/probe/disks.ts). */
+  mount_point: plainName('mount point'),
+  fs_type: plainName('filesystem type').optional(),
   /** The mount source (device, server:/export), for the operator; never used for decisions. */
-  source: z.string().optional(),
+  source: plainName('mount source').optional(),
   /** A network or cluster filesystem: its space is not this node's to spend. */
   shared: z.boolean().default(false),
   free_bytes: z.number().nonnegative().optional(),
@@ -68,7 +70,8 @@ export const FabricReportSchema = z.object({
 export type FabricReport = z.infer<typeof FabricReportSchema>;
 
 export const EngineReportSchema = z.object({
-  name: z.string(),
+  name: plainName('engine name'),
+  /** Free text from the engine's own --version: kept, and escaped where printed. */
   version: z.string().optional(),
   path: z.string().optional(),
 });
@@ -78,7 +81,7 @@ export type EngineReport = z.infer<typeof EngineReportSchema>;
 export const PortRangeSchema = z.object({ first: z.number().int().min(1).max(65535), last: z.number().int().min(1).max(65535) });
 
 export const NodeReportSchema = z.object({
-  hostname: z.string().optional(),
+  hostname: plainName('hostname').optional(),
   cpu_count: z.number().int().nonnegative().optional(),
   memory_total_bytes: z.number().nonnegative().optional(),
   memory_available_bytes: z.number().nonnegative().optional(),

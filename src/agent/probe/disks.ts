@@ -2,7 +2,7 @@
 // operator's model directories), each listed once with its free and total
 // space and whether it is shared. The edge over mountinfo.ts: it resolves
 // links, reads the mount table and asks the kernel for free space.
-import type { DiskReport } from '../../protocol/index.js';
+import { type DiskReport, octalEscapeControls } from '../../protocol/index.js';
 import { findMount, isSharedFilesystem, parseMountinfo } from './mountinfo.js';
 
 /** The kernel's answer for one filesystem, as `fs.statfs` gives it (block counts, block size in bytes). */
@@ -80,13 +80,15 @@ export async function probeDisks(dirs: readonly string[], mountinfoPath: string,
       if (!known.report.paths.includes(dir)) known.report.paths.push(dir);
       continue;
     }
+    // Escaped again as mountinfo writes them: the control plane refuses a name with a control character in it,
+    // and a mount point can hold a newline (the fixtures have one).
     const report: DiskReport = {
-      mount_point: mount.mountPoint,
-      fs_type: mount.fsType,
+      mount_point: octalEscapeControls(mount.mountPoint),
+      fs_type: octalEscapeControls(mount.fsType),
       shared: isSharedFilesystem(mount.fsType),
       paths: [dir],
     };
-    if (mount.source !== undefined) report.source = mount.source;
+    if (mount.source !== undefined) report.source = octalEscapeControls(mount.source);
     byDevice.set(mount.device, { report, statPath: resolved.existing });
   }
   for (const { report, statPath } of byDevice.values()) {

@@ -10,7 +10,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../../errors/index.js';
-import type { FabricReport, NodeReport } from '../../protocol/index.js';
+import { type FabricReport, type NodeReport, octalEscapeControls } from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { probeDisks, type StatfsResult } from './disks.js';
 import { probeEngines } from './engines.js';
@@ -242,7 +242,8 @@ export class NodeProber {
 
     const report: NodeReport = { cache_dir: c.cacheDir, model_dirs: [...c.modelDirs] };
     if (host) {
-      report.hostname = host.hostname;
+      // The kernel takes any bytes as a hostname; the control plane refuses control characters in one.
+      report.hostname = octalEscapeControls(host.hostname);
       report.cpu_count = host.cpuCount;
     }
     if (memory?.totalBytes !== undefined) report.memory_total_bytes = memory.totalBytes;
