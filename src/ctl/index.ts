@@ -16,7 +16,7 @@ import { ModelFileError } from './model-file.js';
 import * as access from './access.js';
 import * as membership from './membership.js';
 import * as read from './read.js';
-import { Output } from './render.js';
+import { cleanForTerminal, errorText, Output } from './render.js';
 import * as why from './why-operations.js';
 import * as write from './write.js';
 
@@ -51,7 +51,9 @@ export async function runCtl(argv: string[], overrides: Partial<CtlIo> = {}): Pr
     },
     ...overrides,
   };
-  const warn = (line: string) => io.stderr.write(`${line}\n`);
+  // Colour on stderr follows stdout's terminal, as the messages' own colours do (render.ts).
+  const errOut = new Output((s) => io.stderr.write(s), { tty: io.stdout.isTTY === true, color: !io.env.NO_COLOR });
+  const warn = (line: string) => errOut.line(line);
   let code: number = EXIT.ok;
   const release: { current?: () => void } = {};
 
@@ -376,7 +378,8 @@ function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void,
   const columns = () => (tty ? io.stdout.columns : Number(io.env.COLUMNS) || undefined);
   const out = new Output((s) => io.stdout.write(s), { tty, color: !io.env.NO_COLOR, width: columns });
   const dispatcher = io.dispatcher ?? dispatcherForCa(conn.ca);
-  const client = new AdminClient({ baseUrl: conn.adminUrl, token: conn.token, actor: conn.actor, ...(dispatcher ? { dispatcher } : {}) });
+  const json = flags.output === 'json';
+  const client = forTerminal(new AdminClient({ baseUrl: conn.adminUrl, token: conn.token, actor: conn.actor, ...(dispatcher ? { dispatcher } : {}) }), { cleanAnswers: !json });
   // Ctrl-C is only ours once a command waits on purpose (--watch, drain --wait);
   // before that it ends the process as usual. Held until runCtl returns.
   const controller = new AbortController();
@@ -396,12 +399,12 @@ function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void,
     client,
     out,
     warn,
-    json: flags.output === 'json',
+    json,
     interactive: io.stdin.isTTY === true,
     confirm: async (question) => {
       const rl = createInterface({ input: io.stdin, output: io.stderr });
       try {
-        return /^y(es)?$/i.test((await rl.question(question)).trim());
+        return /^y(es)?$/i.test((await rl.question(out.safe(question))).trim());
       } finally {
         rl.close();
       }
@@ -412,13 +415,46 @@ function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void,
   };
 }
 
+/**
+ * The admin client as ctl uses it: every answer's strings cleaned for the
+ * terminal (render.ts cleanForTerminal) before any command sees them, and
+ * every error's message too, whatever the output format. Here, once, rather
+ * than in each command: what nodes, engines and clients wrote reaches ctl
+ * only through this client, so a new command prints it safely without
+ * anyone remembering to. -o json keeps the answers as sent: JSON escapes
+ * control characters itself.
+ */
+function forTerminal(client: AdminClient, options: { cleanAnswers: boolean }): AdminClient {
+  const cleanError = (err: unknown): never => {
+    if (err instanceof Error) err.message = errorText(err.message);
+    throw err;
+  };
+  return new Proxy(client, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        let result: unknown;
+        try {
+          // The target, not the proxy, as `this`: the client keeps its state in private fields.
+          result = (value as (...a: unknown[]) => unknown).apply(target, args);
+        } catch (err) {
+          return cleanError(err);
+        }
+        if (!(result instanceof Promise)) return options.cleanAnswers ? cleanForTerminal(result) : result;
+        return result.then((answer: unknown) => (options.cleanAnswers ? cleanForTerminal(answer) : answer), cleanError);
+      };
+    },
+  });
+}
+
 /** Renders once, or every 2 s until Ctrl-C with --watch; a failed round is shown and the next one tried. */
 async function watchOr(ctx: CtlContext, o: { watch?: boolean }, render: () => Promise<number>): Promise<number> {
   if (!o.watch) return render();
   // Ctrl-C during a render (not only between them) ends the watch with 0, not the process by the signal.
   ctx.holdInterrupt();
   for (;;) {
-    if (ctx.out.tty) ctx.out.raw('\x1b[2J\x1b[H');
+    ctx.out.clearScreen();
     if (!ctx.json) ctx.out.line(ctx.out.c.dim(`every ${WATCH_INTERVAL_MS / 1000}s, Ctrl-C to stop · ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}`));
     try {
       await render();

@@ -288,7 +288,8 @@ export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?:
       // The engine's own queue: waiting for a sequence / generating. Not reported: the house's unknown mark.
       r.load ? `${r.load.waiting}/${r.load.running}` : UNKNOWN,
       r.load?.kv_usage === undefined ? UNKNOWN : `${Math.round(r.load.kv_usage * 100)}%`,
-      r.error ? out.c.red(r.error.split('\n')[0]!) : orUnknown(r.endpoint),
+      // The first line: the client shows a multi-line error's newlines as "\n" (render.ts sanitize), so cut at that.
+      r.error ? out.c.red(r.error.split(/\n|\\n/)[0]!) : orUnknown(r.endpoint),
     ]),
   );
 }

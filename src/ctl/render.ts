@@ -2,6 +2,16 @@
 // stdout is a terminal, and one spelling for "not known" ("-"), so that an
 // unreported value never reads as zero. Kept apart from the commands so every
 // command prints the same way and the rules are tested once.
+//
+// Terminal safety lives here too. Much of what ctl prints was written by
+// someone other than the operator: a node's hostname, labels, GPU names and
+// disk paths, an engine's errors and log lines, a client's key names. Raw,
+// such text can drive the operator's terminal (clear the screen, set the
+// title, write the clipboard with OSC 52) or print a line that looks like
+// ctl's own. So every control character in it is shown as a visible escape
+// (\x1b, \n) instead: cleanForTerminal() on everything the admin API answers
+// (index.ts applies it to the client, so a new command is covered without
+// anyone remembering), and Output's writer again on every byte it prints.
 import Table from 'cli-table3';
 import picocolors from 'picocolors';
 import { formatBytes } from '../units/index.js';
@@ -24,25 +34,34 @@ export class Output {
   readonly #width: () => number | undefined;
   readonly c: Colors;
   readonly #write: (s: string) => void;
+  /** Colour is on, so an SGR sequence in what is printed may be ctl's own and is let through (nothing else is). */
+  readonly #colors: boolean;
 
   constructor(write: (s: string) => void, options: OutputOptions) {
     this.#write = write;
     this.tty = options.tty;
     const w = options.width;
     this.#width = typeof w === 'function' ? w : () => w;
-    this.c = picocolors.createColors(options.tty && (options.color ?? true));
+    this.#colors = options.tty && (options.color ?? true);
+    this.c = picocolors.createColors(this.#colors);
   }
 
   line(s = ''): void {
-    this.#write(`${s}\n`);
+    this.#write(terminalText(`${s}\n`, { colors: this.#colors }));
   }
 
-  raw(s: string): void {
-    this.#write(s);
+  /** For --watch at a terminal: ctl's own sequence, the one thing written past the filter. */
+  clearScreen(): void {
+    if (this.tty) this.#write('\x1b[2J\x1b[H');
   }
 
   json(value: unknown): void {
-    this.#write(`${JSON.stringify(value, null, 2)}\n`);
+    this.#write(`${jsonForTerminal(value)}\n`);
+  }
+
+  /** `s` as Output would print it (for stderr, which Output does not write): controls escaped, ctl's own colours kept. */
+  safe(s: string): string {
+    return terminalText(s, { colors: this.#colors });
   }
 
   /** A state word in its colour: green is fine, yellow is on its way or held back, red needs a person. */
@@ -136,4 +155,88 @@ export function orUnknown(v: string | number | undefined | null): string {
 
 export function list(values: readonly string[] | undefined): string {
   return values && values.length ? values.join(', ') : UNKNOWN;
+}
+
+// C0 (with newline and tab), DEL and C1: what a terminal may act on rather than print.
+// eslint-disable-next-line no-control-regex
+const CONTROL_RE = /[\x00-\x1f\x7f-\x9f]/g;
+// eslint-disable-next-line no-control-regex
+const CONTROL_BUT_LINES_RE = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+// An SGR sequence (colour, bold, dim): the only escape sequence ctl writes into text.
+// eslint-disable-next-line no-control-regex
+const SGR_OR_CONTROL_RE = /\x1b\[[0-9;]*m|[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+
+/** A control character as the operator should see it: \n, \r and \t by name, the rest as \xHH. */
+export function visibleEscape(c: string): string {
+  if (c === '\n') return '\\n';
+  if (c === '\r') return '\\r';
+  if (c === '\t') return '\\t';
+  return `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+}
+
+/**
+ * Text from outside ctl made printable. `line` (the default): one line, for
+ * a table cell or a "key  value" line, so newline, CR and tab are escaped too
+ * and no value can start a line of its own. `text`: a field meant to span
+ * lines (an engine's log, a multi-line message), which keeps newline and tab.
+ */
+export function sanitize(s: string, mode: 'line' | 'text' = 'line'): string {
+  return s.replace(mode === 'line' ? CONTROL_RE : CONTROL_BUT_LINES_RE, visibleEscape);
+}
+
+/**
+ * The writer's filter, on every byte Output prints: newline and tab stay
+ * (ctl's own layout), and with colour on so does an SGR sequence (ctl's own
+ * colours); every other control character is escaped. Values reach here
+ * already cleaned by cleanForTerminal(), so an escape that gets this far is
+ * ctl's; this catches text that came some other way.
+ */
+export function terminalText(s: string, options: { colors: boolean }): string {
+  if (!options.colors) return s.replace(CONTROL_BUT_LINES_RE, visibleEscape);
+  return s.replace(SGR_OR_CONTROL_RE, (m) => (m.length > 1 ? m : visibleEscape(m)));
+}
+
+/**
+ * JSON as the API sent it, the same value for any JSON reader. JSON.stringify
+ * escapes C0 but leaves DEL and C1 raw (U+009B is CSI to some terminals), so
+ * those are written as \u escapes as well.
+ */
+export function jsonForTerminal(value: unknown): string {
+  return JSON.stringify(value, null, 2).replace(/[\x7f-\x9f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * Fields of admin API answers meant to span lines: an engine's log lines and
+ * a plan's explanation. Every other string (names, labels, paths, reasons,
+ * errors, events) is cleaned as one line; a field missing here shows its
+ * newlines as \n, never as a line the sender wrote.
+ */
+const MULTILINE_FIELDS: ReadonlySet<string> = new Set(['lines', 'explain']);
+
+/**
+ * Every string in an admin API answer (object keys too: labels) with its
+ * control characters made visible, by sanitize(): one line unless its field
+ * is in MULTILINE_FIELDS. A fresh value; the answer is not changed.
+ */
+export function cleanForTerminal<T>(value: T): T {
+  return cleanValue(value, 'line') as T;
+}
+
+function cleanValue(value: unknown, mode: 'line' | 'text'): unknown {
+  if (typeof value === 'string') return sanitize(value, mode);
+  if (Array.isArray(value)) return value.map((v) => cleanValue(v, mode));
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[sanitize(k)] = cleanValue(v, MULTILINE_FIELDS.has(k) ? 'text' : 'line');
+  return out;
+}
+
+/**
+ * An error's message as ctl prints it: controls escaped, and the server's
+ * multi-line messages (a refused model file, a placement that cannot fit)
+ * kept on several lines, each after the first indented, so that no line
+ * of it can pass for one of ctl's own.
+ */
+export function errorText(message: string): string {
+  return sanitize(message, 'text').replace(/\n/g, '\n  ');
 }
