@@ -145,6 +145,8 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     adapterFor: (engine) =>
       adapterFor(engine, {
         llmgwBin: LLMGW_BIN,
+        // Where SGLang's key file goes: under the agent's own 0700 state directory, never on a command line.
+        secretsDir: join(stateDir, 'engine-secrets'),
         allowUnsafeProfileEnv: flags.allowUnsafeProfileEnv === true,
         ...(config.engineTls ? { engineTls: config.engineTls } : {}),
         // Looked up at each launch, as the probe looks each heartbeat: llama.cpp renamed it (ggml-rpc-server).

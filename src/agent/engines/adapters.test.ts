@@ -13,7 +13,8 @@ import { findGgufFile } from './gguf-file.js';
 
 const NODE = '/usr/bin/node';
 const BIN = '/opt/llmgw/bin/llmgw.js';
-const options: EngineAdapterOptions = { llmgwBin: BIN, nodePath: NODE, resolveGguf: (path) => (path.endsWith('.gguf') ? path : `${path}/model-Q4_K_M.gguf`) };
+const SECRETS = '/var/lib/llmgw/agent/engine-secrets';
+const options: EngineAdapterOptions = { llmgwBin: BIN, nodePath: NODE, secretsDir: SECRETS, resolveGguf: (path) => (path.endsWith('.gguf') ? path : `${path}/model-Q4_K_M.gguf`) };
 
 function launch(engine: string, overrides: Partial<ShardLaunch> = {}, profile: Partial<ShardLaunch['profile']> = {}): ShardLaunch {
   return {
@@ -311,11 +312,17 @@ describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine
   });
 });
 
-/** Where each engine takes the replica's secret: a variable the engine reads, out of the world-readable command line, where it has one. */
-const KEY_VARIABLE: Partial<Record<EngineName, string>> = { vllm: 'VLLM_API_KEY', llamacpp: 'LLAMA_API_KEY' };
+/**
+ * Where each engine takes the replica's secret: a variable it reads, out of
+ * the world-readable command line. SGLang reads none, so it gets a 0600
+ * --config file the supervisor writes (SGLANG_KEY_FILE).
+ */
+const KEY_VARIABLE: Partial<Record<EngineName, string>> = { vllm: 'VLLM_API_KEY', llamacpp: 'LLAMA_API_KEY', sim: 'LLMGW_ENGINE_API_KEY', builtin: 'LLMGW_ENGINE_API_KEY' };
+const SGLANG_KEY_FILE = `${SECRETS}/rep-1-s0.sglang.yaml`;
 
 describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
   // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
+  // Then sim, builtin and SGLang took it as --api-key=SECRET, which every user of the node read in ps (issue 33).
   const keyed = (l: ShardLaunch, apiKey = 'replica-secret'): ShardLaunch => ({ ...l, apiKey, profile: { ...l.profile, args: ['--operator-flag', 'x'] } });
   const shapes: [string, ShardLaunch][] = [['one node', keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }))]];
   if (engine !== 'builtin') shapes.push(['multi-node head', keyed(multi(engine, 0))], ['multi-node rank 2', keyed(multi(engine, 2))]);
@@ -323,45 +330,77 @@ describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
 
   it.each(shapes)('%s', (_shape, l) => {
     const p = adapterFor(engine, options).plan(l);
-    const flags = p.argv.filter((a) => a.startsWith('--api-key'));
+    // A command line is readable by every user of the node (ps, /proc/PID/cmdline); an environment or a 0600 file only by its owner.
+    expect(p.argv.filter((a) => a.startsWith('--api-key')), `no --api-key on the command line ${JSON.stringify(p.argv)}`).toEqual([]);
+    expect(p.argv.join(' '), 'the secret is nowhere on the command line').not.toContain('replica-secret');
     // The sim serves on every rank, so every rank asks the key; the real engines' other ranks serve no API.
     const asks = p.servesApi || engine === 'sim';
     if (variable !== undefined) {
-      // A command line is readable by every user of the node (ps, /proc/PID/cmdline); an environment only by its owner.
-      expect(flags, `no --api-key on the command line ${JSON.stringify(p.argv)}`).toEqual([]);
-      expect(p.argv.join(' '), 'the secret is nowhere on the command line').not.toContain('replica-secret');
       if (asks) expect(p.env[variable], `the secret in ${variable}`).toBe('replica-secret');
       else expect(p.env[variable], 'a rank that serves no API is given no key').toBeUndefined();
+      expect(p.files, 'an engine that reads a variable is written no file').toBeUndefined();
     } else if (asks) {
-      expect(flags, `--api-key=SECRET, one argument, in ${JSON.stringify(p.argv)}`).toEqual(['--api-key=replica-secret']);
+      expect(p.files, 'SGLang gets its key in a --config file').toEqual([{ path: SGLANG_KEY_FILE, text: 'api-key: "replica-secret"\n' }]);
+      expect(p.argv.slice(p.argv.indexOf('--config'), p.argv.indexOf('--config') + 2)).toEqual(['--config', SGLANG_KEY_FILE]);
       expect(Object.values(p.env), 'an engine that reads no key variable gets none').not.toContain('replica-secret');
     } else {
-      expect(flags, 'a rank that serves no API is given no key').toEqual([]);
+      expect(p.files, 'a rank that serves no API is given no key').toBeUndefined();
+      expect(p.argv).not.toContain('--config');
     }
     if (takesProfileArgs(l)) expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
   });
 
-  it('keeps a secret that starts with "-" one argument, so the engine does not take it for a flag', () => {
-    // Secrets made before they were prefixed start with "-" one time in 64; stored, they stay the replica's for life.
-    // As two arguments, argparse (vLLM, SGLang) and util.parseArgs (builtin) refused `--api-key -xyz` and the engine never started.
-    const p = adapterFor(engine, options).plan(keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }), '-Xk9_old-secret'));
-    const at = p.argv.indexOf('-Xk9_old-secret');
-    expect(at, `the secret is never an argument of its own: ${JSON.stringify(p.argv)}`).toBe(-1);
-    if (variable !== undefined) expect(p.env[variable]).toBe('-Xk9_old-secret');
-    else expect(p.argv).toContain('--api-key=-Xk9_old-secret');
-  });
-
   if (variable !== undefined) {
+    it('passes a secret that starts with "-" as it is', () => {
+      // Secrets made before they were prefixed start with "-" one time in 64; stored, they stay the replica's for life.
+      const p = adapterFor(engine, options).plan(keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }), '-Xk9_old-secret'));
+      expect(p.argv, `the secret is never an argument: ${JSON.stringify(p.argv)}`).not.toContain('-Xk9_old-secret');
+      expect(p.env[variable]).toBe('-Xk9_old-secret');
+    });
+
     it(`puts its own secret in ${variable} over a profile that sets one`, () => {
-      const l = keyed(launch(engine, {}, { gpus: 2, env: { [variable]: 'operator-key' } }));
+      const l = keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2, env: { [variable]: 'operator-key' } }));
       expect(adapterFor(engine, options).plan(l).env[variable], 'the key the router sends').toBe('replica-secret');
     });
   }
 
   it('asks no key when the control plane sent none', () => {
     const p = adapterFor(engine, options).plan(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }));
-    expect(p.argv.filter((a) => a.startsWith('--api-key'))).toEqual([]);
+    expect(p.argv.filter((a) => a.startsWith('--api-key') || a === '--config')).toEqual([]);
+    expect(p.files).toBeUndefined();
     if (variable !== undefined) expect(p.env[variable]).toBeUndefined();
+  });
+});
+
+describe('sglang refuses a key it could only be given on its command line', () => {
+  const keyed = (over: Partial<ShardLaunch> = {}, args: string[] = []): ShardLaunch => ({ ...launch('sglang', over, { args }), apiKey: 'replica-secret' });
+  const refusal = (o: EngineAdapterOptions, l: ShardLaunch): string => {
+    try {
+      adapterFor('sglang', o).plan(l);
+    } catch (err) {
+      expect(err).toBeInstanceOf(LlmgwError);
+      expect((err as LlmgwError).code).toBe('LLMGW_ENGINE_START_FAILED');
+      return (err as LlmgwError).message;
+    }
+    throw new Error('the plan was not refused');
+  };
+
+  it('with no secrets directory to write the file in', () => {
+    const { secretsDir: _none, ...withoutDir } = options;
+    expect(refusal(withoutDir, keyed())).toContain('no secrets directory');
+  });
+
+  it('when the profile passes its own --config, which SGLang takes once', () => {
+    expect(refusal(options, keyed({}, ['--config', '/etc/sglang.yaml']))).toContain('--config');
+  });
+
+  it('when the secret starts with "-", which SGLang would read from the file as a missing value', () => {
+    expect(refusal(options, { ...keyed(), apiKey: '-Xk9_old-secret' })).toContain('starts with "-"');
+  });
+
+  it('names a shard id that is no plain file name by a hash, inside the secrets directory', () => {
+    const p = adapterFor('sglang', options).plan(keyed({ shardId: '../../etc/passwd' }));
+    expect(p.files?.[0]?.path).toMatch(new RegExp(`^${SECRETS}/shard-[0-9a-f]{16}\\.sglang\\.yaml$`));
   });
 });
 

@@ -1,6 +1,8 @@
 // Pieces every adapter builds the same way: GPU visibility, the environment
 // merge, where to probe a wildcard bind, and the checks on a multi-node
 // shard's peers. Shared so that five adapters cannot disagree on them.
+import { createHash } from 'node:crypto';
+import type { ENGINE_API_KEY_ENV } from '../../engine/api-key.js';
 import { LlmgwError } from '../../errors/index.js';
 import { isWildcardHost } from '../../net/index.js';
 import { unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
@@ -43,26 +45,21 @@ export function mergeEnv(engine: EngineName, options: Pick<CompiledEngineAdapter
 }
 
 /**
- * `--api-key=<secret>` when the replica has a secret, else nothing: for the
- * engines that read the key from no variable (SGLang, sim, builtin). One
- * argument, not two: an option parser reads a separate value that starts
- * with `-` (a secret made before they were prefixed) as a missing value and
- * the engine refuses to start. Given only to a process that serves the API.
+ * The secret in the variable an engine reads its key from (vLLM:
+ * VLLM_API_KEY, llama-server: LLAMA_API_KEY, ENGINES.md; sim and builtin:
+ * LLMGW_ENGINE_API_KEY), else nothing. Never --api-key: a command line is
+ * world-readable (/proc/PID/cmdline, ps), a process's environment only by
+ * its own user and root. Merged after the profile's env, so a profile cannot
+ * replace the key the router sends. Given only to a process that serves the
+ * API.
  */
-export function apiKeyArgs(launch: ShardLaunch): string[] {
-  return launch.apiKey === undefined || launch.apiKey === '' ? [] : [`--api-key=${launch.apiKey}`];
+export function apiKeyEnv(launch: ShardLaunch, variable: 'VLLM_API_KEY' | 'LLAMA_API_KEY' | typeof ENGINE_API_KEY_ENV): Record<string, string> {
+  return launch.apiKey === undefined || launch.apiKey === '' ? {} : { [variable]: launch.apiKey };
 }
 
-/**
- * The secret in the variable an engine reads in place of --api-key (vLLM:
- * VLLM_API_KEY, llama-server: LLAMA_API_KEY; ENGINES.md), else nothing. A
- * command line is world-readable (/proc/PID/cmdline, ps), a process's
- * environment only by its own user and root. Merged after the profile's env,
- * so a profile cannot replace the key the router sends. Given only to a
- * process that serves the API.
- */
-export function apiKeyEnv(launch: ShardLaunch, variable: 'VLLM_API_KEY' | 'LLAMA_API_KEY'): Record<string, string> {
-  return launch.apiKey === undefined || launch.apiKey === '' ? {} : { [variable]: launch.apiKey };
+/** A shard id as a file name: as it is when plain, else a short hash, so no id names a path outside the directory. */
+export function shardFileName(shardId: string): string {
+  return /^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$/.test(shardId) ? shardId : `shard-${createHash('sha256').update(shardId).digest('hex').slice(0, 16)}`;
 }
 
 /** Each engine's own names for its TLS certificate and key flags. */
@@ -78,7 +75,7 @@ const TLS_FLAGS: Readonly<Record<EngineName, readonly [string, string]>> = {
 /**
  * The engine's certificate and key flags when the agent runs engines over
  * TLS (--engine-tls), else nothing. Given only to a process that serves the
- * API, as --api-key is.
+ * API, as the API key is.
  */
 export function tlsArgs(engine: EngineName, options: Pick<CompiledEngineAdapterOptions, 'engineTls'>): string[] {
   if (!options.engineTls) return [];

@@ -2,9 +2,10 @@
 // sim|builtin …` so that each is its own process (a crash or a hung model
 // takes down one engine, never the agent) and the supervisor treats them as
 // it treats vLLM. Together because both run through the same executable.
+import { ENGINE_API_KEY_ENV } from '../../engine/api-key.js';
 import { LlmgwError } from '../../errors/index.js';
 import { findGgufFile } from './gguf-file.js';
-import { apiKeyArgs, checkSingleNode, checkedPeers, gpuEnv, httpReadiness, isMultiNode, launchError, mergeEnv, tlsArgs } from './launch-parts.js';
+import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, httpReadiness, isMultiNode, launchError, mergeEnv, tlsArgs } from './launch-parts.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, EngineName, ShardLaunch } from './shard-launch.js';
 
 function llmgwCommand(options: CompiledEngineAdapterOptions, engine: EngineName): [string, string] {
@@ -34,9 +35,11 @@ function planSim(options: CompiledEngineAdapterOptions, command: [string, string
   else checkSingleNode('sim', launch);
   const names = [launch.model.name, ...launch.model.aliases].flatMap((name) => ['--model', name]);
   return {
-    argv: [...command, 'engine', 'sim', '--host', launch.host, '--port', String(launch.port), ...names, ...apiKeyArgs(launch), ...tlsArgs('sim', options), ...launch.profile.args],
+    argv: [...command, 'engine', 'sim', '--host', launch.host, '--port', String(launch.port), ...names, ...tlsArgs('sim', options), ...launch.profile.args],
     // The sim uses no GPU, but records CUDA_VISIBLE_DEVICES, so fleet tests can check which GPUs a shard was given.
-    env: mergeEnv('sim', options, gpuEnv(launch), launch),
+    // The replica's secret as LLMGW_ENGINE_API_KEY, out of the world-readable command line. Every rank's
+    // sim answers /v1/*, so every rank asks it, though requests go to rank 0 only.
+    env: { ...mergeEnv('sim', options, gpuEnv(launch), launch), ...apiKeyEnv(launch, ENGINE_API_KEY_ENV) },
     readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: launch.rank === 0,
   };
@@ -71,12 +74,12 @@ function planBuiltin(options: CompiledEngineAdapterOptions, command: [string, st
       '--port', String(launch.port),
       ...names,
       ...(launch.threads === undefined ? [] : ['--threads', String(launch.threads)]),
-      ...apiKeyArgs(launch),
       ...tlsArgs('builtin', options),
       ...launch.profile.args,
     ],
     // A CPU engine: an empty CUDA_VISIBLE_DEVICES keeps it off GPUs other shards hold.
-    env: mergeEnv('builtin', options, gpuEnv(launch), launch),
+    // The replica's secret as LLMGW_ENGINE_API_KEY, out of the world-readable command line.
+    env: { ...mergeEnv('builtin', options, gpuEnv(launch), launch), ...apiKeyEnv(launch, ENGINE_API_KEY_ENV) },
     readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: true,
   };

@@ -3,6 +3,7 @@
 // exact argv and environment, how to tell the engine is ready, whether it
 // serves the API). Kept apart from the adapters so that the supervisor and the
 // agent depend on these shapes and never on one engine's flags.
+import { isAbsolute } from 'node:path';
 import { LlmgwError } from '../../errors/index.js';
 import { nearestName } from '../../units/index.js';
 
@@ -60,11 +61,13 @@ export interface ShardLaunch {
   readonly peers: readonly ShardPeer[];
   /**
    * The replica's secret: the engine asks it of every API request, and only
-   * the router, which got it from the control plane, sends it. vLLM and
-   * llama-server take it from a variable (VLLM_API_KEY, LLAMA_API_KEY),
-   * the others as --api-key=SECRET. Absent = the engine asks no key (a
-   * control plane too old to make secrets). Never logged: the supervisor
-   * redacts it from argv and from the engine's log lines.
+   * the router, which got it from the control plane, sends it. Never on a
+   * command line (ps shows those to every user): vLLM, llama-server, sim and
+   * builtin take it from a variable (VLLM_API_KEY, LLAMA_API_KEY,
+   * LLMGW_ENGINE_API_KEY), SGLang from a 0600 --config file the supervisor
+   * writes. Absent = the engine asks no key (a control plane too old to make
+   * secrets). Never logged: the supervisor redacts it from the engine's log
+   * lines.
    */
   readonly apiKey?: string;
   /** CPU threads for the builtin engine; absent = the engine's own choice. Other engines ignore it. */
@@ -107,6 +110,20 @@ export interface EngineLaunchPlan {
    * exit is what says it died. Absent = probed on the liveness interval.
    */
   readonly probeWhileReady?: false;
+  /**
+   * Files the supervisor writes just before it starts the engine (mode 0600,
+   * in a directory it makes 0700) and removes when the shard stops: for an
+   * engine that reads its API key from no variable, only from a file (SGLang's
+   * --config), so the key stays off the world-readable command line. Absent =
+   * none.
+   */
+  readonly files?: readonly EngineFile[];
+}
+
+/** A file an engine reads at start; `path` is absolute. */
+export interface EngineFile {
+  readonly path: string;
+  readonly text: string;
 }
 
 export interface EngineAdapter {
@@ -152,6 +169,13 @@ export interface EngineAdapterOptions {
    * Absent = plain http.
    */
   engineTls?: EngineTlsFiles;
+  /**
+   * An absolute directory, owned by the agent's user, where the supervisor
+   * writes the 0600 files an engine reads its API key from when it reads
+   * none from a variable (SGLang). Absent = such an engine cannot be given a
+   * key, and a shard with one fails to start rather than serve without it.
+   */
+  secretsDir?: string;
 }
 
 export interface EngineTlsFiles {
@@ -170,6 +194,8 @@ export interface CompiledEngineAdapterOptions {
   readonly allowUnsafeProfileEnv: boolean;
   /** Null = plain http. */
   readonly engineTls: EngineTlsFiles | null;
+  /** Null = no engine can be given its key in a file. */
+  readonly secretsDir: string | null;
 }
 
 const OPTION_KEYS = [
@@ -182,6 +208,7 @@ const OPTION_KEYS = [
   'resolveGguf',
   'allowUnsafeProfileEnv',
   'engineTls',
+  'secretsDir',
 ] as const;
 
 export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}): CompiledEngineAdapterOptions {
@@ -204,6 +231,10 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
   if (tls !== undefined && (typeof tls?.certFile !== 'string' || tls.certFile === '' || typeof tls.keyFile !== 'string' || tls.keyFile === '')) {
     problems.push('engine adapter option "engineTls" wants {certFile, keyFile}, both PEM file paths');
   }
+  const secretsDir = options.secretsDir;
+  if (secretsDir !== undefined && (typeof secretsDir !== 'string' || !isAbsolute(secretsDir))) {
+    problems.push(`engine adapter option "secretsDir" wants an absolute directory; got ${JSON.stringify(secretsDir)}`);
+  }
   const compiled: CompiledEngineAdapterOptions = {
     llmgwBin: options.llmgwBin === undefined ? undefined : executable('llmgwBin', ''),
     nodePath: executable('nodePath', process.execPath),
@@ -214,6 +245,7 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
     resolveGguf: options.resolveGguf,
     allowUnsafeProfileEnv: options.allowUnsafeProfileEnv === true,
     engineTls: tls === undefined ? null : Object.freeze({ certFile: tls.certFile, keyFile: tls.keyFile }),
+    secretsDir: typeof secretsDir === 'string' && isAbsolute(secretsDir) ? secretsDir : null,
   };
   if (problems.length > 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', problems.join('; '));
   return compiled;

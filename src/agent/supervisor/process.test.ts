@@ -4,7 +4,7 @@
 // and a small node script whose grandchild ignores SIGTERM. Every wait polls
 // a condition against a deadline. Spawns the built dist/ (the test global
 // setup builds it).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -84,7 +84,7 @@ async function supervisor(overrides: Partial<SupervisorOptions> = {}, dirs?: str
     logsDir: join(dir, 'logs'),
     stateDir: join(dir, 'state'),
     logger,
-    adapterFor: (engine) => (engine === 'script' ? scriptAdapter : adapterFor(engine, { llmgwBin })),
+    adapterFor: (engine) => (engine === 'script' ? scriptAdapter : adapterFor(engine, { llmgwBin, secretsDir: join(dir, 'state', 'engine-secrets') })),
     // Ports the kernel gives out for port 0 are far from here; other tests on this machine bind-test too.
     firstPort: 24000 + (process.pid % 50) * 20,
     lastPort: 24000 + (process.pid % 50) * 20 + 19,
@@ -298,19 +298,21 @@ describe('the supervisor over real processes', () => {
     }
   });
 
-  it('starts vLLM, llama-server and SGLang with the replica secret where each reads it, and each refuses a request without it', async () => {
-    // vLLM and llama-server now take the secret from VLLM_API_KEY and LLAMA_API_KEY, out of the world-readable
-    // command line; a stand-in that read only --api-key would serve everyone, and a real engine would too.
+  it('starts every engine with the replica secret where each reads it, never on its command line, and each refuses a request without it', async () => {
+    // vLLM and llama-server take the secret from VLLM_API_KEY and LLAMA_API_KEY, sim and builtin from
+    // LLMGW_ENGINE_API_KEY, SGLang from a 0600 --config file: a command line is world-readable (ps), and
+    // sim, builtin and SGLang got it as --api-key=SECRET (issue 33). A stand-in that read only --api-key
+    // would serve everyone, and a real engine would too.
     const s = await supervisor();
     const secret = 'llmgw-es-process-test-secret';
     const keyed = (engine: string, shardId: string): ShardLaunch => ({
       ...simLaunch(shardId),
-      profile: { name: 'gpu', engine, gpus: 1, shards: 1, args: [], env: {} },
+      profile: { name: 'gpu', engine, gpus: engine === 'sim' ? 0 : 1, shards: 1, args: [], env: {} },
       weightsPath: join(root, 'model.gguf'),
-      gpuIndices: [0],
+      gpuIndices: engine === 'sim' ? [] : [0],
       apiKey: secret,
     });
-    const launches = [keyed('vllm', 'vllm-keyed'), keyed('llamacpp', 'llama-keyed'), keyed('sglang', 'sglang-keyed')];
+    const launches = [keyed('vllm', 'vllm-keyed'), keyed('llamacpp', 'llama-keyed'), keyed('sglang', 'sglang-keyed'), keyed('sim', 'sim-keyed')];
     await s.desired(launches);
     const ready = await waitFor(
       () => `every keyed stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`,
@@ -327,7 +329,13 @@ describe('the supervisor over real processes', () => {
       const keyedAnswer = await fetch(`${x.endpoint!}/v1/models`, { headers: { authorization: `Bearer ${secret}` } });
       expect(keyedAnswer.status, `${x.shardId}: the replica secret is served`).toBe(200);
       const record = JSON.parse(readFileSync(join(dir, 'state', 'shards', `${fileNameFor(x.shardId)}.json`), 'utf8')) as ShardRecord;
-      if (x.shardId !== 'sglang-keyed') expect(record.argv.join(' '), `${x.shardId}: the secret is not on the command line`).not.toContain(secret);
+      expect(record.argv.join(' '), `${x.shardId}: the secret is not on the command line`).not.toContain(secret);
+      expect(readFileSync(`/proc/${x.pid!}/cmdline`, 'utf8'), `${x.shardId}: nor on the running process's`).not.toContain(secret);
     }
+    const keyFile = join(dir, 'state', 'engine-secrets', 'sglang-keyed.sglang.yaml');
+    expect(statSync(keyFile).mode & 0o777, "SGLang's key file is its owner's alone").toBe(0o600);
+    await s.desired([]);
+    await waitFor('every keyed shard stopped', () => s.status().length === 0, { timeoutMs: 20_000, intervalMs: 25 });
+    expect(existsSync(keyFile), "SGLang's key file is removed once its shard stops").toBe(false);
   });
 });

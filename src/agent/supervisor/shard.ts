@@ -10,6 +10,7 @@ import { LlmgwError, IllegalStateError, isLlmgwError, type ErrorCode } from '../
 import { hostPort, probeHost, type EngineAdapter, type EngineLaunchPlan, type ShardLaunch } from '../engines/index.js';
 import type { SupervisorClock } from './clock.js';
 import { formatElapsedMs } from './elapsed.js';
+import { removeEngineFiles, writeEngineFiles } from './engine-files.js';
 import type { PortAllocator } from './port-allocator.js';
 import { killProcessGroup, type ProcessTable } from './process-table.js';
 import type { ReadinessProber } from './readiness.js';
@@ -313,6 +314,7 @@ export class Shard {
     let fd: number | undefined;
     try {
       this.log.noteStart(`${this.launch.profile.engine} at ${new Date(startedAtMs).toISOString()}: ${redactArgv(plan.argv).join(' ')}`);
+      writeEngineFiles(plan.files);
       fd = this.log.openForEngine();
       // The marks let a later agent that lost its records find this engine again (supervisor.adopt()).
       const marks = { [SHARD_ID_MARK]: this.shardId, ...(this.#port === undefined ? {} : { [SHARD_PORT_MARK]: String(this.#port) }) };
@@ -569,6 +571,11 @@ export class Shard {
   #finish(): void {
     if (this.#port !== undefined) this.#deps.ports.release(this.#port, this.shardId);
     this.#deps.records.remove(this.shardId);
+    try {
+      removeEngineFiles(this.#run?.plan.files);
+    } catch (err) {
+      this.#deps.logger.warn(this.#fields({ err: String(err) }), `shard ${this.shardId}: cannot remove the file its engine read its key from`);
+    }
     this.#nextRestartAtMs = undefined;
   }
 

@@ -549,7 +549,13 @@ export class Supervisor {
     let basis: unknown;
     try {
       const plan = this.options.adapterFor(launch.profile.engine).plan(launch);
-      basis = { engine: launch.profile.engine, argv: plan.argv, env: Object.entries(plan.env).sort(([a], [b]) => a.localeCompare(b)) };
+      basis = {
+        engine: launch.profile.engine,
+        argv: plan.argv,
+        env: Object.entries(plan.env).sort(([a], [b]) => a.localeCompare(b)),
+        // Only when there are any, so the hash of an engine that reads no file stays what it was.
+        ...(plan.files?.length ? { files: plan.files } : {}),
+      };
     } catch {
       // A launch that cannot be planned fails when started; hash what it asked for.
       basis = { unplannable: launch };

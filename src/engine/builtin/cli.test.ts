@@ -122,6 +122,26 @@ describe('parseBuiltinEngineArgs', () => {
     expect(parseBuiltinEngineArgs(['--model', 'm.gguf', '--tls-cert', '/p/c.pem', '--tls-key', '/p/k.pem'])).toEqual({ modelPath: 'm.gguf', tlsCert: '/p/c.pem', tlsKey: '/p/k.pem' });
   });
 
+  it('takes the API key from LLMGW_ENGINE_API_KEY or --api-key-file, as the agent now gives it, off the command line', async () => {
+    // The agent passed it as --api-key=SECRET, which every user of the node read in ps (issue 33).
+    const file = join(dir, 'engine-key');
+    await writeFile(file, 'k-file\n', { mode: 0o600 });
+    expect(parseBuiltinEngineArgs(['--model', 'm.gguf'], { LLMGW_ENGINE_API_KEY: 'k-env' })).toEqual({ modelPath: 'm.gguf', apiKey: 'k-env' });
+    expect(parseBuiltinEngineArgs(['--model', 'm.gguf', '--api-key-file', file], { LLMGW_ENGINE_API_KEY: 'k-env' })).toEqual({ modelPath: 'm.gguf', apiKey: 'k-file' });
+    expect(parseBuiltinEngineArgs(['--model', 'm.gguf'], {})).toEqual({ modelPath: 'm.gguf' });
+    expect(() => parseBuiltinEngineArgs(['--model', 'm.gguf', '--api-key-file', join(dir, 'no-such-key')], {})).toThrow(/cannot be read: ENOENT/);
+  });
+
+  it('warns on stderr when the key is given as --api-key, which ps shows to every user', async () => {
+    const child = startEngine(['--model', modelPath, '--port', '0', '--api-key', 'k-flag']);
+    // Until its ready line the engine has no SIGTERM handler of its own yet; the key is served once it listens.
+    await waitFor(() => `the ready line; stderr:\n${child.stderr()}`, () => child.stdout().includes('builtin engine listening on'), { timeoutMs: 45_000, intervalMs: 20 });
+    expect(child.stderr()).toContain('--api-key puts the key on the command line');
+    expect(child.stderr()).toContain('LLMGW_ENGINE_API_KEY');
+    child.process.kill('SIGTERM');
+    expect(await withDeadline(child.exited, 'the engine to exit')).toBe(0);
+  });
+
   it('names the nearest flag and shows the usage for a mistake', () => {
     expect(() => parseBuiltinEngineArgs(['--model', 'm.gguf', '--thread', '2'])).toThrow(/did you mean --threads\?[\s\S]*usage: llmgw engine builtin/);
     expect(() => parseBuiltinEngineArgs(['--port', '1'])).toThrow(/--model is required/);

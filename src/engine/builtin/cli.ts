@@ -3,13 +3,15 @@
 // always its own process (a child of the agent), so a model that fails here
 // fails alone: the message goes to stderr and the exit code says it failed.
 import { isLlmgwError } from '../../errors/index.js';
+import { apiKeyFlagWarning, ENGINE_API_KEY_ENV, engineApiKey } from '../api-key.js';
 import { parseFlags, usageError as flagUsageError, wholeNumberFlag } from '../../validation/flags.js';
 import { startBuiltinEngine } from './server.js';
 import type { BuiltinEngineOptions } from './options.js';
 
 const USAGE =
   'usage: llmgw engine builtin --model FILE.gguf --port N [--host 127.0.0.1] [--alias NAME]... ' +
-  '[--threads N] [--parallel N] [--max-queue N] [--ctx-size N] [--stream-interval-ms N] [--api-key KEY] [--tls-cert FILE --tls-key FILE]';
+  '[--threads N] [--parallel N] [--max-queue N] [--ctx-size N] [--stream-interval-ms N] [--api-key-file FILE] [--tls-cert FILE --tls-key FILE]\n' +
+  `The API key (asked of every /v1/* request) comes from --api-key-file or ${ENGINE_API_KEY_ENV}; --api-key KEY works too, but shows the key to every user in ps.`;
 
 const FLAGS = {
   model: { type: 'string' },
@@ -22,6 +24,7 @@ const FLAGS = {
   'ctx-size': { type: 'string' },
   'stream-interval-ms': { type: 'string' },
   'api-key': { type: 'string' },
+  'api-key-file': { type: 'string' },
   'tls-cert': { type: 'string' },
   'tls-key': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -30,11 +33,15 @@ const FLAGS = {
 const usageError = (problem: string) => flagUsageError(problem, USAGE);
 const wholeNumber = (flag: string, text: string | undefined) => wholeNumberFlag(flag, text, USAGE);
 
-/** Flags to options; exported for tests. Throws LLMGW_CONFIG_INVALID with the usage line. */
-export function parseBuiltinEngineArgs(argv: readonly string[]): BuiltinEngineOptions | 'help' {
+/**
+ * Flags (and, for the API key, `env`) to options; exported for tests. Throws
+ * LLMGW_CONFIG_INVALID with the usage line.
+ */
+export function parseBuiltinEngineArgs(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): BuiltinEngineOptions | 'help' {
   const { values } = parseFlags(argv, FLAGS, USAGE, false);
   if (values.help) return 'help';
   if (!values.model) throw usageError('--model is required: the GGUF file to serve');
+  const apiKey = engineApiKey({ flag: values['api-key'], file: values['api-key-file'] }, env);
   return {
     modelPath: values.model,
     ...(values.host === undefined ? {} : { host: values.host }),
@@ -45,7 +52,7 @@ export function parseBuiltinEngineArgs(argv: readonly string[]): BuiltinEngineOp
     ...(values['max-queue'] === undefined ? {} : { maxQueue: wholeNumber('max-queue', values['max-queue']) }),
     ...(values['ctx-size'] === undefined ? {} : { contextTokens: wholeNumber('ctx-size', values['ctx-size']) }),
     ...(values['stream-interval-ms'] === undefined ? {} : { streamIntervalMs: wholeNumber('stream-interval-ms', values['stream-interval-ms']) }),
-    ...(values['api-key'] === undefined ? {} : { apiKey: values['api-key'] }),
+    ...(apiKey === undefined ? {} : { apiKey }),
     ...(values['tls-cert'] === undefined ? {} : { tlsCert: values['tls-cert'] }),
     ...(values['tls-key'] === undefined ? {} : { tlsKey: values['tls-key'] }),
   };
@@ -82,6 +89,7 @@ async function run(argv: readonly string[], out: (line: string) => void, err: (l
     out(USAGE);
     return 0;
   }
+  if (argv.some((arg) => arg === '--api-key' || arg.startsWith('--api-key='))) err(apiKeyFlagWarning('builtin'));
   const engine = await startBuiltinEngine({ ...parsed, log: err });
   let onSignal: () => void = () => undefined;
   const signalled = new Promise<'signal'>((resolve) => {

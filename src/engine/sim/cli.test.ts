@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../errors/index.js';
 import { parseContextLength, parseSimEngineArgs } from './cli.js';
@@ -39,6 +42,28 @@ describe('parseSimEngineArgs', () => {
     expect(problemsOf(['--ttft', '5'])).toContain('did you mean --ttft-ms?');
     expect(problemsOf(['--modle', 'x'])).toContain('did you mean --model?');
     expect(problemsOf(['serve'])).toContain('unexpected argument');
+  });
+});
+
+describe('the sim\'s API key', () => {
+  // The agent passed it as --api-key=SECRET, which every user of the node read in ps (issue 33): it now comes from a variable or a file.
+  it('comes from LLMGW_ENGINE_API_KEY, or --api-key-file, or --api-key, and is absent when none is given', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-sim-key-'));
+    const file = join(dir, 'key');
+    writeFileSync(file, 'k-file\n', { mode: 0o600 });
+    expect(parseSimEngineArgs([], { LLMGW_ENGINE_API_KEY: 'k-env' })).toEqual({ apiKey: 'k-env' });
+    expect(parseSimEngineArgs(['--api-key-file', file], { LLMGW_ENGINE_API_KEY: 'k-env' }), 'a flag wins over the variable').toEqual({ apiKey: 'k-file' });
+    expect(parseSimEngineArgs(['--api-key', 'k-flag'])).toEqual({ apiKey: 'k-flag' });
+    expect(parseSimEngineArgs([], { LLMGW_ENGINE_API_KEY: '' }), 'an empty variable is no key').toEqual({});
+    expect(parseSimEngineArgs([]), 'the environment is read only when given').toEqual({});
+  });
+
+  it('refuses a key file it cannot read, an empty one, or both flags, rather than start open', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-sim-key-'));
+    writeFileSync(join(dir, 'empty'), '\n');
+    expect(problemsOf(['--api-key-file', join(dir, 'none')])).toContain('ENOENT');
+    expect(problemsOf(['--api-key-file', join(dir, 'empty')])).toContain('is empty');
+    expect(problemsOf(['--api-key', 'a', '--api-key-file', join(dir, 'empty')])).toContain('both given');
   });
 });
 

@@ -5,6 +5,7 @@
 // stdout) is injected so that the stand-ins reuse it and tests can drive it.
 import { ValidationError, isLlmgwError } from '../../errors/index.js';
 import { nearestName } from '../../units/index.js';
+import { apiKeyFlagWarning, ENGINE_API_KEY_ENV, engineApiKey } from '../api-key.js';
 import { compileSimEngineOptions, type SimEngineOptions } from './options.js';
 import { appendStartRecord, startRecord } from './record.js';
 import { startSimEngine, type SimEngine } from './server.js';
@@ -39,7 +40,8 @@ export function defaultSimCliIo(overrides: Partial<SimCliIo> = {}): SimCliIo {
   };
 }
 
-type FlagKind = 'string' | 'number' | 'length' | 'list' | 'boolean';
+/** 'file': the value names a file whose text is the option (a secret kept off the command line). */
+type FlagKind = 'string' | 'number' | 'length' | 'list' | 'boolean' | 'file';
 
 /** Each flag, the option it sets and how its text is read. */
 const FLAGS: Readonly<Record<string, { key: keyof SimEngineOptions; kind: FlagKind; help: string }>> = {
@@ -60,7 +62,8 @@ const FLAGS: Readonly<Record<string, { key: keyof SimEngineOptions; kind: FlagKi
   '--seed': { key: 'seed', kind: 'number', help: 'seed of the generated text and the error draw (default 0)' },
   '--shutdown-grace-ms': { key: 'shutdownGraceMs', kind: 'number', help: 'on SIGTERM, how long running requests may finish (default 5000)' },
   '--flavor': { key: 'flavor', kind: 'string', help: 'which engine /metrics and /health imitate: vllm, llamacpp or sglang (default vllm)' },
-  '--api-key': { key: 'apiKey', kind: 'string', help: 'requests to /v1/* need Authorization: Bearer KEY, else 401; /health stays open (default none)' },
+  '--api-key': { key: 'apiKey', kind: 'string', help: `as --api-key-file, but the key shows in ps to every user; prefer the file or ${ENGINE_API_KEY_ENV}` },
+  '--api-key-file': { key: 'apiKey', kind: 'file', help: `requests to /v1/* need Authorization: Bearer <the file's key>, else 401; /health stays open (default: ${ENGINE_API_KEY_ENV}, else none)` },
   '--tls-cert': { key: 'tlsCert', kind: 'string', help: 'PEM certificate file: serve https (needs --tls-key) (default plain http)' },
   '--tls-key': { key: 'tlsKey', kind: 'string', help: 'PEM private key file for --tls-cert' },
 };
@@ -70,7 +73,7 @@ export const SIM_CLI_USAGE = [
   '',
   'A simulated OpenAI-compatible inference engine for tests and benchmarks.',
   '',
-  ...Object.entries(FLAGS).map(([flag, f]) => `  ${(flag + (f.kind === 'boolean' ? '' : f.kind === 'list' ? ' NAME' : ' N')).padEnd(24)} ${f.help}`),
+  ...Object.entries(FLAGS).map(([flag, f]) => `  ${(flag + (f.kind === 'boolean' ? '' : f.kind === 'list' ? ' NAME' : f.kind === 'file' ? ' FILE' : ' N')).padEnd(24)} ${f.help}`),
   '',
   'Set LLMGW_SIM_RECORD to a file to append one JSON line (argv, engine env) per start.',
 ].join('\n');
@@ -89,11 +92,14 @@ export function parseContextLength(text: string): number {
 /**
  * The options the flags ask for, validated: throws ValidationError
  * (LLMGW_CONFIG_INVALID) naming each wrong flag, and for an unknown one the
- * nearest valid flag. `--help` is not handled here.
+ * nearest valid flag. `--help` is not handled here. `env` is read for the
+ * API key alone (${ENGINE_API_KEY_ENV}), when no flag gives one; absent = no
+ * variables.
  */
-export function parseSimEngineArgs(argv: readonly string[]): SimEngineOptions {
+export function parseSimEngineArgs(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): SimEngineOptions {
   const options: Record<string, unknown> = {};
   const problems: string[] = [];
+  const files = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
     const eq = token.indexOf('=');
@@ -130,13 +136,22 @@ export function parseSimEngineArgs(argv: readonly string[]): SimEngineOptions {
       }
       i++;
     }
-    if (spec.kind === 'string') options[spec.key] = value;
+    if (spec.kind === 'file') files.set(spec.key, value);
+    else if (spec.kind === 'string') options[spec.key] = value;
     else if (spec.kind === 'list') options[spec.key] = [...((options[spec.key] as string[] | undefined) ?? []), value];
     else {
       const n = spec.kind === 'length' ? parseContextLength(value) : value.trim() === '' ? Number.NaN : Number(value);
       if (!Number.isFinite(n)) problems.push(`${flag}: want a number, got ${JSON.stringify(value)}`);
       else options[spec.key] = n;
     }
+  }
+  try {
+    const apiKey = engineApiKey({ flag: options.apiKey as string | undefined, file: files.get('apiKey') }, env);
+    if (apiKey === undefined) delete options.apiKey;
+    else options.apiKey = apiKey;
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    problems.push(...err.problems);
   }
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the sim engine flags are not valid');
   try {
@@ -170,12 +185,13 @@ export async function runSimEngineCli(argv: readonly string[], io: Partial<SimCl
   }
   let options: SimEngineOptions;
   try {
-    options = parseSimEngineArgs(argv);
+    options = parseSimEngineArgs(argv, pio.env);
   } catch (err) {
     pio.stderr.write(`llmgw engine sim: ${isLlmgwError(err) ? err.message : String(err)}\n`);
     pio.exit(2);
     return 2;
   }
+  if (argv.some((arg) => arg === '--api-key' || arg.startsWith('--api-key='))) pio.stderr.write(`${apiKeyFlagWarning('sim')}\n`);
   const recordFile = pio.env.LLMGW_SIM_RECORD;
   if (recordFile) appendStartRecord(recordFile, startRecord('sim', argv, pio.env));
   return serveSimProcess(options, pio, (engine) => [`sim engine listening on ${engine.url}`]);

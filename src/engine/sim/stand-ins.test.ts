@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { planStandIn } from './stand-ins.js';
 
@@ -27,6 +30,20 @@ describe('planStandIn reads what it needs from each real engine command line', (
     expect(planStandIn('llama-server', ['-m', '/m/q.gguf'], { LLAMA_API_KEY: 'k-env' })).toMatchObject({ options: { apiKey: 'k-env' } });
     expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m', '--api-key=-k-dash'])).toMatchObject({ options: { apiKey: '-k-dash' } });
     expect(planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m'], { VLLM_API_KEY: 'k', LLAMA_API_KEY: 'k' }), 'SGLang reads no variable').not.toHaveProperty('options.apiKey');
+  });
+
+  it('takes SGLang\'s key from its --config file, as the agent now gives it, with the command line\'s --api-key winning', () => {
+    // The agent gave SGLang its key as --api-key=SECRET, which every user of the node read in ps (issue 33); the stand-in must read where it goes now.
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-standin-config-'));
+    const config = join(dir, 's0.sglang.yaml');
+    writeFileSync(config, 'api-key: "k-file"\n', { mode: 0o600 });
+    const sglang = (...args: string[]) => planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m', ...args]);
+    expect(sglang('--config', config)).toMatchObject({ kind: 'serve', options: { apiKey: 'k-file' } });
+    expect(sglang('--config', config, '--api-key', 'k-flag')).toMatchObject({ options: { apiKey: 'k-flag' } });
+    writeFileSync(join(dir, 'plain.yaml'), 'port: 1\n');
+    expect(sglang('--config', join(dir, 'plain.yaml')), 'a file with no key leaves the stand-in open, as SGLang').not.toHaveProperty('options.apiKey');
+    expect(sglang('--config', join(dir, 'none.yaml')), 'an unreadable file stops it, as SGLang').toMatchObject({ kind: 'exit', code: 2 });
+    expect(sglang('--config', join(dir, 'x.json')), 'SGLang takes only YAML').toMatchObject({ kind: 'exit', code: 2 });
   });
 
   it('rpc-server listens on TCP, 127.0.0.1:50052 by default', () => {

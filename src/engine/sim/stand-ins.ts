@@ -18,8 +18,10 @@
 // flags ("--startup-delay-ms 500 --ttft-ms 20"), and LLMGW_STANDIN_EXIT
 // ("1:CUDA out of memory") makes it print the message to stderr and exit with
 // the code right after recording, for tests of start-up failures.
+import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
+import { parse as parseYaml } from 'yaml';
 import { isLlmgwError } from '../../errors/index.js';
 import { defaultSimCliIo, parseContextLength, parseSimEngineArgs, serveSimProcess, type SimCliIo } from './cli.js';
 import type { SimEngineOptions } from './options.js';
@@ -78,9 +80,9 @@ function contextOf(argv: readonly string[], names: readonly string[]): number | 
 
 /**
  * --api-key as the three engines take it (one key; llama-server's comma list
- * is read as its first), or else the variable the engine reads in its place
- * (vLLM VLLM_API_KEY, llama-server LLAMA_API_KEY; SGLang none), so a stand-in
- * refuses what the real engine would.
+ * is read as its first), or else what the engine reads in its place (vLLM
+ * VLLM_API_KEY, llama-server LLAMA_API_KEY, SGLang its --config file), so a
+ * stand-in refuses what the real engine would.
  */
 function apiKeyOf(argv: readonly string[], fromEnv?: string): { apiKey?: string } {
   const key = (flagValue(argv, ['--api-key']) ?? fromEnv)?.split(',')[0];
@@ -178,7 +180,31 @@ function planLlamaServer(argv: readonly string[], env: Readonly<Record<string, s
   };
 }
 
+/**
+ * The `api-key` of SGLang's --config file (a YAML mapping of its flags, with
+ * dashes or underscores), as SGLang merges it under the command line's own
+ * flags; undefined when no file is named or it names no key. A string when
+ * the file cannot be read: SGLang refuses to start then too.
+ */
+function sglangConfigKey(argv: readonly string[]): { key?: string } | string {
+  const file = flagValue(argv, ['--config']);
+  if (file === undefined) return {};
+  if (!/\.ya?ml$/i.test(file)) return `--config: the file must be YAML (.yaml or .yml), got ${JSON.stringify(file)}`;
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(file, 'utf8'));
+  } catch (err) {
+    return `--config ${file}: ${err instanceof Error ? err.message : String(err)}`;
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) return `--config ${file}: want a mapping of flags to values`;
+  const key = (doc as Record<string, unknown>)['api-key'] ?? (doc as Record<string, unknown>).api_key;
+  return key === undefined || key === null ? {} : { key: String(key) };
+}
+
 function planSglang(argv: readonly string[]): StandInPlan {
+  const fromConfig = sglangConfigKey(argv);
+  if (typeof fromConfig === 'string') return usage('sglang', fromConfig);
   const model = flagValue(argv, ['--model-path', '--model']);
   if (model === undefined) return usage('sglang', 'no model given: pass --model-path');
   const port = portOf(argv, ['--port'], 30000);
@@ -191,7 +217,8 @@ function planSglang(argv: readonly string[]): StandInPlan {
   const name = flagValue(argv, ['--served-model-name']);
   return {
     kind: 'serve',
-    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang', ...apiKeyOf(argv), ...tlsOf(argv, '--ssl-certfile', '--ssl-keyfile') },
+    // The command line's --api-key wins over the file's, as SGLang merges them.
+    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang', ...apiKeyOf(argv, fromConfig.key), ...tlsOf(argv, '--ssl-certfile', '--ssl-keyfile') },
     readyLine: 'The server is fired up and ready to roll!',
   };
 }
