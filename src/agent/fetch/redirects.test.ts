@@ -3,8 +3,9 @@
 // had the agent fetch from the cloud's metadata service or an internal API
 // (and report what it read as progress and errors). Only 127.0.0.1 can be
 // listened on here, so the addresses other than loopback come from an
-// injected resolver; a refused hop must be refused before any connection, so
-// nothing needs to listen there.
+// injected resolver (names a system resolver does not know, so that a
+// regression fails to resolve rather than reach another network); a refused
+// hop must be refused before any connection, so nothing needs to listen there.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
 import type { AddressInfo, LookupFunction } from 'node:net';
@@ -13,7 +14,7 @@ import { join } from 'node:path';
 import { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WeightCache } from '../cache/index.js';
-import { addressClass, type HostLookup } from './address-guard.js';
+import { addressClass, addressesOf, type HostLookup } from './address-guard.js';
 import { Fetcher, type FetcherOptions } from './fetcher.js';
 import { patternBytes, sha256 } from '../../../test/support/weight-servers.js';
 
@@ -124,15 +125,24 @@ describe('redirects of an http(s) source', () => {
   });
 
   it('refuse to leave a loopback source for a link-local, private, mapped or unspecified address', async () => {
-    const lookup = resolver({ 'internal.example': ['10.0.0.7'], 'dual.example': ['127.0.0.1', 'fd00::5'] });
+    const lookup = resolver({
+      'metadata.example': ['169.254.169.254'],
+      'internal.example': ['10.0.0.7'],
+      'dual.example': ['127.0.0.1', 'fd00::5'],
+      'mapped.example': ['::ffff:10.0.0.1'],
+      'v6-link.example': ['fe80::1'],
+      'home.example': ['192.168.1.10'],
+    });
     const cases: [string, RegExp][] = [
-      ['http://169.254.169.254/latest/meta-data/', /169\.254\.169\.254, a link-local address/],
+      [`http://metadata.example:${server.port}/latest/meta-data/`, /metadata\.example:\d+, which reaches 169\.254\.169\.254, a link-local address/],
       [`http://internal.example:${server.port}/m.gguf`, /internal\.example:\d+, which reaches 10\.0\.0\.7, a private address/],
       [`http://dual.example:${server.port}/m.gguf`, /reaches fd00::5, a private address/],
-      [`http://[::ffff:10.0.0.1]:${server.port}/m.gguf`, /a private address/],
-      [`http://[fe80::1]:${server.port}/m.gguf`, /a link-local address/],
+      [`http://mapped.example:${server.port}/m.gguf`, /reaches ::ffff:10\.0\.0\.1, a private address/],
+      [`http://v6-link.example:${server.port}/m.gguf`, /a link-local address/],
+      [`http://home.example:${server.port}/m.gguf`, /a private address/],
+      // 0.0.0.0 reaches this machine's listeners: here, this very server, had the hop been followed.
       [`http://0.0.0.0:${server.port}/m.gguf`, /0\.0\.0\.0, an unspecified address/],
-      [`http://192.168.1.10:${server.port}/m.gguf`, /a private address/],
+      [`http://[::ffff:0.0.0.0]:${server.port}/m.gguf`, /an unspecified address/],
     ];
     for (const [to, why] of cases) {
       const before = server.seen.length;
@@ -148,7 +158,7 @@ describe('redirects of an http(s) source', () => {
     // The source's name is public to the fetcher's resolver; the test's dispatcher still delivers it to this server.
     const lookup = resolver({ 'weights.example': ['93.184.216.34'], 'rebind.example': ['127.0.0.1'] });
     const source = (to: string) => `http://weights.example:${server.port}/to?u=${encodeURIComponent(to)}`;
-    for (const to of [`http://127.0.0.1:${server.port}/m.gguf`, `http://rebind.example:${server.port}/m.gguf`, `http://[::1]:${server.port}/m.gguf`]) {
+    for (const to of [`http://127.0.0.1:${server.port}/m.gguf`, `http://rebind.example:${server.port}/m.gguf`, `http://[::1]:${server.port}/m.gguf`, `http://[::ffff:127.0.0.1]:${server.port}/m.gguf`]) {
       const before = server.seen.length;
       const err = await errorOf(fetcher({ lookup, dispatcher: everythingOnLoopback() }).fetch(source(to)));
       expect(err.code, err.message).toBe('LLMGW_FETCH_FAILED');
@@ -183,6 +193,17 @@ describe('HF_TOKEN on the hub API', () => {
     } finally {
       await elsewhere.close();
     }
+  });
+});
+
+describe('addressesOf', () => {
+  it('takes an address in the URL as it is, asking no resolver', async () => {
+    const lookup = resolver({});
+    expect(await addressesOf(new URL('http://[fe80::1]:8/x'), lookup)).toEqual(['fe80::1']);
+    expect(await addressesOf(new URL('http://169.254.169.254/x'), lookup)).toEqual(['169.254.169.254']);
+    expect(await addressesOf(new URL('http://[::ffff:10.0.0.1]/x'), lookup), 'as WHATWG URL writes it').toEqual(['::ffff:a00:1']);
+    expect(addressClass('::ffff:a00:1')).toBe('private');
+    expect(lookup.asked).toEqual([]);
   });
 });
 
