@@ -160,7 +160,10 @@ export async function logs(ctx: CtlContext, replica: string, options: { shard?: 
     return EXIT.ok;
   }
   const print = (lines: readonly string[]) => {
-    for (const l of lines) ctx.out.line(ctx.json ? JSON.stringify(l) : l);
+    for (const l of lines) {
+      if (ctx.json) ctx.out.jsonLine(l);
+      else ctx.out.line(l);
+    }
   };
   if (!ctx.json) ctx.warn(ctx.out.c.dim(`replica ${first.replica}, shard ${first.rank} (${first.shard}) on node ${first.node}`));
   print(first.lines);

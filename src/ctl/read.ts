@@ -396,7 +396,8 @@ export async function events(ctx: CtlContext, o: { model?: string; limit?: numbe
   const print = (list: readonly EventView[]) => {
     for (const e of list) {
       lastId = Math.max(lastId, e.id);
-      ctx.out.line(ctx.json ? JSON.stringify(e) : eventLine(ctx.out, e));
+      if (ctx.json) ctx.out.jsonLine(e);
+      else ctx.out.line(eventLine(ctx.out, e));
     }
   };
   print(shown);

@@ -111,6 +111,14 @@ describe('terminal safety', () => {
     const json = jsonForTerminal({ hostname: ATTACK });
     expect(json).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/); // eslint-disable-line no-control-regex
     expect(JSON.parse(json)).toEqual({ hostname: ATTACK });
+    // A stream's JSON lines (events --watch -o json) too: valid JSON, one line each, nothing raw.
+    const { out, text } = capture(true);
+    out.jsonLine({ message: ATTACK });
+    out.jsonLine(ATTACK);
+    const lines = text().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines.slice(0, 2).map((l) => JSON.parse(l) as unknown)).toEqual([{ message: ATTACK }, ATTACK]);
+    expect(text()).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/); // eslint-disable-line no-control-regex
   });
 
   it('keeps a server message on several lines, each after the first indented, so none passes for ctl\'s own', () => {

@@ -59,6 +59,11 @@ export class Output {
     this.#write(`${jsonForTerminal(value)}\n`);
   }
 
+  /** One value as one line of JSON (-o json for a stream: events --watch, logs -f). */
+  jsonLine(value: unknown): void {
+    this.#write(`${jsonForTerminal(value, 0)}\n`);
+  }
+
   /** `s` as Output would print it (for stderr, which Output does not write): controls escaped, ctl's own colours kept. */
   safe(s: string): string {
     return terminalText(s, { colors: this.#colors });
@@ -201,8 +206,8 @@ export function terminalText(s: string, options: { colors: boolean }): string {
  * escapes C0 but leaves DEL and C1 raw (U+009B is CSI to some terminals), so
  * those are written as \u escapes as well.
  */
-export function jsonForTerminal(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(/[\x7f-\x9f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+export function jsonForTerminal(value: unknown, indent = 2): string {
+  return JSON.stringify(value, null, indent).replace(/[\x7f-\x9f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**
