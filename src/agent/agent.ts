@@ -309,7 +309,7 @@ export class Agent {
 
   private async join(): Promise<void> {
     if (!this.config.joinToken) {
-      throw new LlmgwError('LLMGW_JOIN_REFUSED', `node ${this.config.nodeId} has no saved credential and no join token; start the agent with --join-token`);
+      throw new LlmgwError('LLMGW_JOIN_REFUSED', `node ${this.config.nodeId} has no saved credential and no join token; start the agent with --join-token-file FILE (or LLMGW_JOIN_TOKEN)`);
     }
     const report = await this.report(true);
     const res = await this.link.call(`${this.controlUrl()}${AGENT_API_PREFIX}/join`, {

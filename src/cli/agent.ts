@@ -16,12 +16,16 @@ import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { childLogger } from '../log/index.js';
-import { isPlainHttpOffLoopback } from '../tls/index.js';
+import { isPlainHttpOffLoopback, readCa } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
+import { JOIN_TOKEN_FLAG, readTokenFile, tokenFlagWarning } from './token-flags.js';
 
 export interface AgentFlags {
   control: string;
+  /** Shown to every user by ps: `llmgw agent` warns; prefer joinTokenFile or LLMGW_JOIN_TOKEN. */
   joinToken?: string;
+  /** A file holding the join token (first line). */
+  joinTokenFile?: string;
   nodeId?: string;
   labels?: string;
   stateDir: string;
@@ -83,9 +87,13 @@ export interface StartedAgent {
 /** Builds and starts an agent with its cache, fetcher and supervisor; `llmgw agent` and `llmgw up` share it. */
 export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger): Promise<StartedAgent> {
   const stateDir = resolve(flags.stateDir);
+  if (flags.joinToken !== undefined && flags.joinTokenFile !== undefined) {
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', '--join-token and --join-token-file are both given; keep --join-token-file');
+  }
+  const joinToken = flags.joinToken ?? (flags.joinTokenFile === undefined ? undefined : readTokenFile('--join-token-file', flags.joinTokenFile)) ?? process.env.LLMGW_JOIN_TOKEN;
   const config = compileAgentOptions({
     control: flags.control.split(',').map((u) => u.trim()).filter(Boolean),
-    ...(flags.joinToken ?? process.env.LLMGW_JOIN_TOKEN ? { joinToken: flags.joinToken ?? process.env.LLMGW_JOIN_TOKEN } : {}),
+    ...(joinToken ? { joinToken } : {}),
     ...(flags.nodeId ? { nodeId: flags.nodeId } : {}),
     labels: parseLabels(flags.labels),
     stateDir,
@@ -195,6 +203,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
 }
 
 export async function runAgent(flags: AgentFlags): Promise<void> {
+  if (flags.joinToken !== undefined) process.stderr.write(`${tokenFlagWarning('llmgw agent', JOIN_TOKEN_FLAG)}\n`);
   const { agent, supervisor, logger } = await startAgent(flags);
   logger.child({}, { level: 'info' }).info({ mgmt: agent.mgmtUrl, control: agent.config.controlUrls }, 'llmgw agent running');
   let stopping = false;

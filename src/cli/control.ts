@@ -1,16 +1,43 @@
 // `llmgw control`: load the configuration from file, environment and flags,
 // start the control plane, and stop it cleanly on SIGINT or SIGTERM.
+//
+// With no admin token configured, the admin listener would answer every admin
+// call on loopback to anyone on the machine, so `llmgw control` makes a token
+// (0600, in its data directory: beside the SQLite store, else ./.llmgw) and
+// uses it, unless told outright to run without one
+// (--insecure-no-admin-token). The file is kept and read again next start.
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { ControlPlane, CONTROL_OPTION_KEYS, loadControlConfig } from '../control/index.js';
+import type { ControlConfig } from '../control/config/index.js';
+import { LlmgwError } from '../errors/index.js';
 import { applyHeapGrowing } from './heap.js';
+import { ADMIN_TOKEN_FLAG, JOIN_TOKEN_FLAG, tokenFlagWarning } from './token-flags.js';
 
-export async function runControl(opts: Record<string, string | undefined>): Promise<void> {
+/** The file name of the admin token `llmgw control` makes (as `llmgw up` names its own, which ctl reads). */
+export const MADE_ADMIN_TOKEN_FILE = 'admin-token';
+
+export async function runControl(opts: Record<string, string | boolean | undefined>): Promise<void> {
   const flags: Record<string, string> = {};
   for (const key of CONTROL_OPTION_KEYS) {
     const camel = key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
     const value = opts[camel];
-    if (value !== undefined) flags[key] = value;
+    if (value !== undefined) flags[key] = String(value);
   }
-  const config = loadControlConfig({ ...(opts.config ? { file: opts.config } : {}), env: process.env, flags });
+  for (const t of [ADMIN_TOKEN_FLAG, JOIN_TOKEN_FLAG]) {
+    if (flags[t.flag.slice(2).replaceAll('-', '_')] !== undefined) process.stderr.write(`${tokenFlagWarning('llmgw control', t)}\n`);
+  }
+  const sources = { ...(typeof opts.config === 'string' ? { file: opts.config } : {}), env: process.env };
+  let config = loadControlConfig({ ...sources, flags });
+  if (config.adminToken === null && !config.insecureNoAdminToken) {
+    const made = madeAdminToken(dataDirOf(config));
+    config = loadControlConfig({ ...sources, flags: { ...flags, admin_token_file: made.path } });
+    process.stderr.write(
+      `llmgw control: no admin token was configured, so admin requests need the one ${made.created ? 'made now' : 'made on an earlier start'} in ${made.path}` +
+        ` (owner-only; llmgw ctl reads it from there, or: LLMGW_ADMIN_TOKEN=$(cat ${made.path}) llmgw ctl …). To run without one, start with --insecure-no-admin-token.\n`,
+    );
+  }
   applyHeapGrowing(config.heapGrowingPercent);
   const plane = await ControlPlane.create(config, { allowHttpSources: opts.allowHttpSources !== undefined });
   const urls = await plane.listen();
@@ -25,4 +52,33 @@ export async function runControl(opts: Record<string, string | undefined>): Prom
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+/** Where the control plane keeps what it makes: the SQLite store's directory, else .llmgw in the working directory. */
+export function dataDirOf(config: Pick<ControlConfig, 'store'>): string {
+  return config.store.kind === 'sqlite' ? dirname(resolve(config.store.path)) : resolve('.llmgw');
+}
+
+/**
+ * The admin token in `<dir>/admin-token`, made (32 random bytes, 0600) when
+ * the file is absent. A file that is there but too short to be a token is a
+ * mistake to fix, not one to overwrite.
+ */
+export function madeAdminToken(dir: string): { path: string; created: boolean } {
+  const path = join(dir, MADE_ADMIN_TOKEN_FILE);
+  if (existsSync(path)) {
+    if (readFileSync(path, 'utf8').trim().length < 16) {
+      throw new LlmgwError('LLMGW_CONFIG_INVALID', `${path} holds fewer than 16 characters, so it is no admin token; remove it to have a new one made, or set admin_token_file`);
+    }
+    return { path, created: false };
+  }
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // wx: two control planes starting at once on one directory must not each write their own.
+  try {
+    writeFileSync(path, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return { path, created: false };
+  }
+  return { path, created: true };
 }

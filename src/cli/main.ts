@@ -25,10 +25,11 @@ const program = new Command()
 const control = program.command('control').description('run the control plane (client, admin and agent listeners)');
 control.addOption(new Option('--config <file>', 'YAML configuration file'));
 for (const [key, help] of Object.entries(CONTROL_FLAG_HELP())) {
-  control.addOption(new Option(`--${key.replaceAll('_', '-')} <value>`, help));
+  // A switch, not a key with a value: running without an admin token must be said outright.
+  control.addOption(new Option(`--${key.replaceAll('_', '-')}${key === 'insecure_no_admin_token' ? '' : ' <value>'}`, help));
 }
 control.addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp());
-control.action(async (opts: Record<string, string | undefined>) => {
+control.action(async (opts: Record<string, string | boolean | undefined>) => {
   await runControl(opts);
 });
 
@@ -37,7 +38,8 @@ program
   .command('agent')
   .description('run the node agent: report this machine to the control plane and run its shards')
   .requiredOption('--control <urls>', 'control plane agent URL(s), comma-separated for failover, e.g. http://10.0.0.1:8082')
-  .option('--join-token <token>', 'the control plane\'s join token (or LLMGW_JOIN_TOKEN)')
+  .option('--join-token-file <file>', 'a file (owner-only) holding the control plane\'s join token (or set LLMGW_JOIN_TOKEN)')
+  .option('--join-token <token>', 'the join token itself; shown to every user by ps, so prefer --join-token-file or LLMGW_JOIN_TOKEN')
   .option('--node-id <id>', 'node id (default: from /etc/machine-id and the hostname)')
   .option('--labels <k=v,...>', 'node labels for pool selectors')
   .option('--state-dir <dir>', 'where the agent keeps its credential and engine records', './.llmgw/agent')
@@ -160,10 +162,11 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     agent_addr: 'node agent listener (default 127.0.0.1:8082)',
     store: 'sqlite:PATH, a postgres:// URL, or none (default sqlite:./.llmgw/llmgw.db)',
     catalog: 'YAML file of models loaded at start',
-    admin_token: 'token admin requests must carry (required off loopback)',
-    admin_token_file: 'file holding the admin token',
-    join_token: 'token node agents present to join',
-    join_token_file: 'file holding the join token',
+    admin_token: 'the admin token itself; shown to every user by ps, so prefer --admin-token-file or LLMGW_ADMIN_TOKEN',
+    admin_token_file: 'file (owner-only) holding the token admin requests must carry (default: one made in the data directory)',
+    insecure_no_admin_token: 'with no admin token configured, make none: every user of this machine can then use the admin API on loopback',
+    join_token: 'the join token itself; shown to every user by ps, so prefer --join-token-file or LLMGW_JOIN_TOKEN',
+    join_token_file: 'file (owner-only) holding the token node agents present to join',
     join_approval: 'auto (default) or manual (new nodes, and nodes whose GPUs change, wait for ctl nodes approve)',
     api_keys: 'required (default) or off (no API key asked; loopback client_addr only)',
     log_level: 'fatal, error, warn, info, debug, trace or silent (default info)',

@@ -21,6 +21,15 @@ describe('where ctl finds the admin API', () => {
     expect(resolveConnection({}, {}, tmpdir()).adminUrl).toBe(DEFAULT_ADMIN_URL);
   });
 
+  it('sends the admin token a local `llmgw control` made to the default URL', () => {
+    // `llmgw control` with no token configured now makes one in .llmgw/admin-token (issue 33); ctl on its defaults must use it.
+    const cwd = mkdtempSync(join(tmpdir(), 'llmgw-ctl-conn-'));
+    mkdirSync(join(cwd, '.llmgw'));
+    writeFileSync(join(cwd, '.llmgw', 'admin-token'), 'made-by-control-0123456789\n');
+    expect(resolveConnection({}, {}, cwd)).toMatchObject({ adminUrl: DEFAULT_ADMIN_URL, token: 'made-by-control-0123456789', source: 'default' });
+    expect(resolveConnection({}, { LLMGW_ADMIN_URL: 'http://elsewhere:8081' }, cwd).token, 'never to a URL named elsewhere').toBeNull();
+  });
+
   it('never sends the local token to a URL named elsewhere', () => {
     const cwd = upDir('http://127.0.0.1:9001', 'local-token');
     expect(resolveConnection({}, { LLMGW_ADMIN_URL: 'http://elsewhere:8081' }, cwd).token).toBeNull();

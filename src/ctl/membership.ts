@@ -39,7 +39,7 @@ export async function createJoinToken(ctx: CtlContext, node: string, expires: st
   }
   ctx.out.line(`created join token ${t.id} for node ${t.node}, single use, expires ${t.expires_at}`);
   ctx.out.line(`token: ${t.token}`);
-  ctx.out.line(`start the agent with: llmgw agent --node-id ${t.node} --join-token <token> …`);
+  ctx.out.line(`start the agent with: llmgw agent --node-id ${t.node} --join-token-file <file holding the token> …`);
   ctx.out.line(ctx.out.c.yellow('the token is shown this once; llmgw keeps only its hash. It may replace the credential of a live node with that id.'));
   return EXIT.ok;
 }

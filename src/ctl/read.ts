@@ -54,7 +54,7 @@ export async function nodes(ctx: CtlContext, o: NodesOptions = {}): Promise<numb
     return EXIT.ok;
   }
   if (ns.length === 0) {
-    ctx.out.line(filtered && page.total !== null ? 'no node matches' : 'no node has joined yet: start `llmgw agent --control <agent url> --join-token …` on a machine');
+    ctx.out.line(filtered && page.total !== null ? 'no node matches' : 'no node has joined yet: start `llmgw agent --control <agent url> --join-token-file …` on a machine');
     return EXIT.ok;
   }
   ctx.out.line(

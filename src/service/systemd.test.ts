@@ -49,6 +49,8 @@ describe('renderUnit', () => {
     expect(renderEnvFile('agent')).toMatch(/^LLMGW_CONTROL=/m);
     expect(renderEnvFile('agent')).toMatch(/^LLMGW_JOIN_TOKEN=$/m);
     expect(renderEnvFile('control')).toMatch(/^LLMGW_ADMIN_TOKEN=$/m);
+    // An empty admin token no longer means an open admin API: `llmgw control` makes one (issue 33); the file says where.
+    expect(renderEnvFile('control')).toMatch(/^# Left empty, the admin token is made at first start in admin-token/m);
   });
 
   it.each([

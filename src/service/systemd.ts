@@ -123,6 +123,7 @@ export function renderEnvFile(kind: ServiceKind): string {
       '# llmgw control plane: secrets and settings, read by llmgw-control.service.',
       '# Root-readable only (0600): tokens never go on a command line, where ps shows them.',
       '# Any configuration key may be set here as LLMGW_<KEY>; see docs/operations.md.',
+      '# Left empty, the admin token is made at first start in admin-token beside the store (0600) and kept.',
       'LLMGW_ADMIN_TOKEN=',
       'LLMGW_JOIN_TOKEN=',
       'LLMGW_CLIENT_ADDR=0.0.0.0:8080',

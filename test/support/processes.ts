@@ -135,10 +135,16 @@ export interface ControlUrls {
   agent: string;
 }
 
-/** Starts `llmgw control` on free ports and waits until it listens. */
-export async function startControl(args: string[], options: StartOptions = {}): Promise<RunningProcess & { urls: ControlUrls }> {
+/**
+ * Starts `llmgw control` on free ports and waits until it listens. With no
+ * admin token in `args`, `llmgw control` would make one in its data directory
+ * (beside the store, or ./.llmgw in the working directory); tests that give
+ * none mean a tokenless loopback admin API, so they get
+ * --insecure-no-admin-token unless `makesAdminToken` asks for the default.
+ */
+export async function startControl(args: string[], options: StartOptions & { makesAdminToken?: boolean } = {}): Promise<RunningProcess & { urls: ControlUrls }> {
   const proc = startLlmgw(
-    ['control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', ...args],
+    ['control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', ...(options.makesAdminToken ? [] : ['--insecure-no-admin-token']), ...args],
     options,
   );
   const entry = await proc.waitForLog((e) => e.msg === 'llmgw control listening');

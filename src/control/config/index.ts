@@ -58,6 +58,15 @@ export const ControlOptionsSchema = z.strictObject({
   catalog: z.string().optional(),
   admin_token: z.string().min(16, 'the admin token must be at least 16 characters').optional(),
   admin_token_file: z.string().optional(),
+  /**
+   * True: `llmgw control` runs with no admin token when none is configured,
+   * so every user of this machine is an admin over loopback. Absent = false:
+   * it makes one (0600, in its data directory) and uses it. Ignored when a
+   * token is configured.
+   */
+  insecure_no_admin_token: z
+    .union([z.boolean(), z.enum(['true', 'false'], { message: 'want true or false' })])
+    .default(false),
   join_token: z.string().min(16, 'the join token must be at least 16 characters').optional(),
   join_token_file: z.string().optional(),
   /** `manual`: a node that joins afresh, or whose GPUs change, takes no placements until an admin approves it. */
@@ -205,6 +214,8 @@ export interface ControlConfig {
   readonly catalogFile: string | null;
   /** Null: admin requests need no token (allowed only on a loopback admin address). */
   readonly adminToken: string | null;
+  /** True: with no admin token configured, `llmgw control` makes none (insecure_no_admin_token). */
+  readonly insecureNoAdminToken: boolean;
   /** Null: no agent can join (the agent listener answers 401 to every join). */
   readonly joinToken: string | null;
   /** manual: new nodes wait as pending until approved (ctl nodes approve), and a GPU change holds a node out again. */
@@ -368,6 +379,7 @@ export function compileControlOptions(input: unknown): ControlConfig {
           : { kind: 'postgres' as const, url: o.store },
     catalogFile: o.catalog ?? null,
     adminToken,
+    insecureNoAdminToken: o.insecure_no_admin_token === true || o.insecure_no_admin_token === 'true',
     joinToken,
     joinApproval: o.join_approval,
     apiKeysRequired: o.api_keys === 'required',
