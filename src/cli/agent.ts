@@ -16,7 +16,7 @@ import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { childLogger } from '../log/index.js';
-import { isPlainHttpOffLoopback, readCa } from '../tls/index.js';
+import { isPlainHttpOffLoopback } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 import { JOIN_TOKEN_FLAG, readTokenFile, tokenFlagWarning } from './token-flags.js';
 
