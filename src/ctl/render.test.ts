@@ -89,6 +89,9 @@ describe('terminal safety', () => {
     plain.out.line(`${plain.out.state('failed')} \x1b[31mred ${ATTACK}`);
     expect(plain.text()).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/); // eslint-disable-line no-control-regex
     expect(terminalText('a\tb\nc', { colors: false }), 'layout stays').toBe('a\tb\nc');
+    // What cli-table3 leaves when it wraps coloured text in a narrow column: pieces of SGR, kept so columns line up.
+    expect(terminalText('\x1b[1mL\x1b[2\x1b[22m \x1b[32 x\x1b\n', { colors: true })).toBe('\x1b[1mL\x1b[2\x1b[22m \x1b[32 x\x1b\n');
+    expect(terminalText('\x1b[2J\x1b[H\x1b]52;c;x\x07\x1bc', { colors: true }), 'any other sequence is escaped').toBe('\\x1b[2J\\x1b[H\\x1b]52;c;x\\x07\\x1bc');
   });
 
   it('puts a cleaned value in a table cell on one line', () => {

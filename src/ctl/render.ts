@@ -167,9 +167,11 @@ export function list(values: readonly string[] | undefined): string {
 const CONTROL_RE = /[\x00-\x1f\x7f-\x9f]/g;
 // eslint-disable-next-line no-control-regex
 const CONTROL_BUT_LINES_RE = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
-// An SGR sequence (colour, bold, dim): the only escape sequence ctl writes into text.
+// An SGR sequence (colour, bold, dim): the only escape sequence ctl writes into text. Also the
+// start of one cut short, followed by a space, a newline or ESC: cli-table3 cuts coloured text
+// that it wraps inside its sequences, and escaping those pieces would break the table's columns.
 // eslint-disable-next-line no-control-regex
-const SGR_OR_CONTROL_RE = /\x1b\[[0-9;]*m|[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+const SGR_OR_CONTROL_RE = /(\x1b\[[0-9;]*m|\x1b(?:\[[0-9;]*)?(?=[\s\x1b]|$))|[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
 
 /** A control character as the operator should see it: \n, \r and \t by name, the rest as \xHH. */
 export function visibleEscape(c: string): string {
@@ -198,7 +200,7 @@ export function sanitize(s: string, mode: 'line' | 'text' = 'line'): string {
  */
 export function terminalText(s: string, options: { colors: boolean }): string {
   if (!options.colors) return s.replace(CONTROL_BUT_LINES_RE, visibleEscape);
-  return s.replace(SGR_OR_CONTROL_RE, (m) => (m.length > 1 ? m : visibleEscape(m)));
+  return s.replace(SGR_OR_CONTROL_RE, (m, kept: string | undefined) => (kept === undefined ? visibleEscape(m) : m));
 }
 
 /**
