@@ -11,6 +11,7 @@
 // the control plane announced, so they are unit-tested without a network.
 import { Agent, type Dispatcher, request } from 'undici';
 import { LlmgwError } from '../errors/index.js';
+import { controlPlaneConnect } from '../tls/index.js';
 import { backoffDelayMs } from './backoff.js';
 
 /** How long a join may take, and a connect, when the operator gives no --control-deadline: joins are not racing a stale window. */
@@ -113,7 +114,8 @@ export function controlDispatcher(options: { ca: Buffer | null; connectTimeoutMs
       timeout: options.connectTimeoutMs,
       keepAlive: true,
       keepAliveInitialDelay: KEEPALIVE_INITIAL_DELAY_MS,
-      ...(options.ca ? { ca: options.ca } : {}),
+      // With --ca, only a certificate that CA issued directly: a node's certificate (from the node CA under it) is refused.
+      ...(controlPlaneConnect(options.ca) ?? {}),
     },
   });
 }

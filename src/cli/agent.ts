@@ -16,7 +16,7 @@ import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { childLogger } from '../log/index.js';
-import { isPlainHttpOffLoopback } from '../tls/index.js';
+import { isPlainHttpOffLoopback, readCa } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 import { JOIN_TOKEN_FLAG, readTokenFile, tokenFlagWarning } from './token-flags.js';
 
@@ -136,6 +136,8 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   if (!Number.isInteger(livenessFailures) || livenessFailures < 1) {
     throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-failures: want a whole number, 1 or more; got "${flags.livenessFailures}"`);
   }
+  // Engines serve the node certificate (--engine-tls); the agent accepts exactly it on loopback, which it does not name.
+  const engineCert = config.engineTls ? readCa(config.engineTls.certFile, '--tls-cert') : null;
   const cache = await WeightCache.create({ cacheDir });
   await cache.emptyTrash().catch(() => {});
   const fetcher = new Fetcher({
@@ -161,7 +163,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
         ...(engine === 'llamacpp' ? { rpcServerExecutable: rpcServerOnPath(process.env.PATH ?? '') } : {}),
       }),
     // The node's CA signed the certificate engines serve under --engine-tls; the probes verify it.
-    prober: networkReadinessProber({ ca: config.ca }),
+    prober: networkReadinessProber({ ca: config.ca, engineCert }),
     firstPort: Number(ports[1]),
     lastPort: Number(ports[2]),
     livenessIntervalMs,
@@ -178,7 +180,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   // A load that changed is news the router should have now, not at the end of the long-poll.
   const scraper =
     loadIntervalMs > 0
-      ? new LoadScraper({ targets: () => supervisor.metricsTargets(), ca: config.ca, intervalMs: loadIntervalMs, onChange: () => agent?.poke(), logger: childLogger(logger, 'load') })
+      ? new LoadScraper({ targets: () => supervisor.metricsTargets(), ca: config.ca, engineCert, intervalMs: loadIntervalMs, onChange: () => agent?.poke(), logger: childLogger(logger, 'load') })
       : null;
   runner = new AgentShardRunner({
     fetcher,

@@ -27,6 +27,7 @@ import { Pool, type Dispatcher } from 'undici';
 import { modelServes, type Model } from '../control/catalog/index.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
+import { nodeIdentity } from '../tls/index.js';
 import { allows, armBodyTimeout, callHook, fromAnthropic, fromAnthropicCount, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
 import { anthropicErrorBody, toAnthropicError, type AnthropicCall } from './anthropic/index.js';
 import { AnthropicRelayHandler } from './relay-anthropic.js';
@@ -469,7 +470,7 @@ export class Router {
     });
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': request.id };
     if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
-    const { pool, basePath } = this.upstreamOf(replica.endpoint);
+    const { pool, basePath } = this.upstreamOf(replica.endpoint, replica.nodes?.[0]);
     let status: number;
     let text: string;
     try {
@@ -719,7 +720,7 @@ export class Router {
   /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
   private send(a: Attempt<Exchange>): Promise<Outcome> {
     const { ex, model, replica } = a;
-    const { pool, basePath } = this.upstreamOf(replica.endpoint);
+    const { pool, basePath } = this.upstreamOf(replica.endpoint, replica.nodes?.[0]);
     // The engine's secret replaces anything the client sent: a client's key never reaches an engine.
     if (replica.engineSecret !== undefined) a.headers.authorization = `Bearer ${replica.engineSecret}`;
     return new Promise<Outcome>((resolve) => {
@@ -892,7 +893,8 @@ export class Router {
     return u;
   }
 
-  private upstreamOf(endpoint: string): Upstream {
+  /** `nodeId`: the node serving the endpoint (rank 0), whose certificate an https engine must present; absent = the host is checked. */
+  private upstreamOf(endpoint: string, nodeId?: string): Upstream {
     let up = this.pools.get(endpoint);
     if (!up) {
       const url = new URL(endpoint);
@@ -901,7 +903,12 @@ export class Router {
         pool: new Pool(url.origin, {
           keepAliveTimeout: 4_000,
           keepAliveMaxTimeout: 4_000,
-          connect: { timeout: 5_000, ...(url.protocol === 'https:' && this.options.engineCa ? { ca: this.options.engineCa } : {}) },
+          connect: {
+            timeout: 5_000,
+            ...(url.protocol === 'https:' && this.options.engineCa ? { ca: this.options.engineCa } : {}),
+            // Engines serve their node's certificate, which names the node and never loopback (a one-machine fleet's address).
+            ...(url.protocol === 'https:' && nodeId !== undefined ? { checkServerIdentity: nodeIdentity(nodeId) } : {}),
+          },
         }),
         basePath: url.pathname.replace(/\/+$/, ''),
       };

@@ -12,7 +12,7 @@ describe('initTls', () => {
   it('writes a CA and certificates it signed, keys 0600, certificates 0644, the directory 0700', async () => {
     const dir = scratch();
     await initTls({ dir, controlHosts: ['control.example', '10.0.0.1'], nodes: [{ name: 'gpu-7', hosts: ['10.0.0.7'] }], days: 30, force: false });
-    expect(readdirSync(dir).sort()).toEqual(['ca-key.pem', 'ca.pem', 'control-key.pem', 'control.pem', 'node-gpu-7-key.pem', 'node-gpu-7.pem']);
+    expect(readdirSync(dir).sort()).toEqual(['ca-key.pem', 'ca.pem', 'control-key.pem', 'control.pem', 'node-ca-key.pem', 'node-ca.pem', 'node-gpu-7-key.pem', 'node-gpu-7.pem']);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     for (const f of readdirSync(dir)) expect(statSync(join(dir, f)).mode & 0o777, f).toBe(f.endsWith('-key.pem') ? 0o600 : 0o644);
     const ca = new X509Certificate(readFileSync(join(dir, 'ca.pem')));
@@ -25,10 +25,19 @@ describe('initTls', () => {
     expect(control.subjectAltName).toContain('DNS:localhost');
     expect(control.subjectAltName).toContain('IP Address:127.0.0.1');
     expect(control.checkHost('control.example')).toBe('control.example');
+    expect(control.keyUsage, 'the control plane serves; it is no client').toEqual(['1.3.6.1.5.5.7.3.1']);
+    // A node's key must not pass for the control plane or for loopback: its certificate comes from the node CA
+    // (which agents refuse as the control plane's issuer) and names the node alone.
+    const nodeCa = new X509Certificate(readFileSync(join(dir, 'node-ca.pem')));
+    expect(nodeCa.ca && nodeCa.checkIssued(ca) && nodeCa.verify(ca.publicKey), 'the node CA is a CA under the root').toBe(true);
     const node = new X509Certificate(readFileSync(join(dir, 'node-gpu-7.pem')));
-    expect(node.verify(ca.publicKey)).toBe(true);
+    expect(node.verify(ca.publicKey), 'the root did not sign a node certificate itself').toBe(false);
+    expect(node.checkIssued(nodeCa) && node.verify(nodeCa.publicKey), 'the node CA did').toBe(true);
+    expect(readFileSync(join(dir, 'node-gpu-7.pem'), 'utf8'), 'the node certificate file carries the node CA after it').toContain(nodeCa.toString().trim());
     expect(node.checkHost('gpu-7')).toBe('gpu-7');
     expect(node.checkIP('10.0.0.7')).toBe('10.0.0.7');
+    for (const loopback of ['localhost', 'DNS:localhost', 'IP Address:127.0.0.1', 'IP Address:0:0:0:0:0:0:0:1']) expect(node.subjectAltName, loopback).not.toContain(loopback);
+    expect(node.checkIP('127.0.0.1'), 'a node certificate never names loopback').toBeUndefined();
     expect(node.checkPrivateKey(createPrivateKey(readFileSync(join(dir, 'node-gpu-7-key.pem')))), 'the key matches its certificate').toBe(true);
     const days = (Date.parse(node.validTo) - Date.now()) / 86_400_000;
     expect(days).toBeGreaterThan(29);
@@ -77,6 +86,11 @@ describe('initTls', () => {
     expect((err as Error).message).toContain('"../x" is not a node id');
     expect((err as Error).message).toContain('--days');
     expect((err as Error).message).toContain('"bad host"');
+    expect(existsSync(dir)).toBe(false);
+    for (const nodes of [[{ name: 'n1', hosts: ['127.0.0.1'] }], [{ name: 'n1', hosts: ['::1'] }], [{ name: 'localhost', hosts: [] }]]) {
+      const loopback = await initTls({ dir, controlHosts: [], nodes, days: 1, force: false }).catch((e: unknown) => e);
+      expect((loopback as Error).message, JSON.stringify(nodes)).toMatch(/is a loopback name; a node certificate never names loopback/);
+    }
     expect(existsSync(dir)).toBe(false);
   });
 });

@@ -3,6 +3,13 @@
 // @peculiar/x509 over WebCrypto (ECDSA P-256, SHA-256), never by hand-written
 // ASN.1. Kept apart from ./index.ts so that only this command loads the X.509
 // library and the reflect-metadata shim it needs.
+//
+// Nodes get their certificates from a node CA under the root, not from the
+// root itself, and never for loopback names: a node's key is on a machine
+// the control plane does not control, and must not be able to answer as the
+// control plane (agents accept only a certificate the root issued directly,
+// see controlPlaneIdentity in ./index.ts) nor as whatever listens on
+// loopback. The control plane checks a node's certificate by its node id.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -10,11 +17,12 @@ import { isIP } from 'node:net';
 import { basename, dirname, join, resolve } from 'node:path';
 import { randomBytes, webcrypto } from 'node:crypto';
 import { LlmgwError } from '../errors/index.js';
+import { isLoopbackHost } from '../net/index.js';
 
 /** A node's certificate: its name (the agent's node id) and any more names or addresses the control plane dials it by. */
 export interface NodeCertRequest {
   name: string;
-  /** DNS names or IP addresses beside the name; empty = the name and loopback only. */
+  /** DNS names or IP addresses beside the name, never loopback; empty = the name only. */
   hosts: readonly string[];
 }
 
@@ -61,8 +69,10 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
     { file: 'ca-key.pem', what: 'CA private key: keep it offline; it signs every certificate here' },
     { file: 'control.pem', what: 'control plane certificate (tls_cert)' },
     { file: 'control-key.pem', what: 'control plane private key (tls_key)' },
+    { file: 'node-ca.pem', what: 'node CA certificate, signed by the CA: it signs the node certificates (each node-NAME.pem carries it)' },
+    { file: 'node-ca-key.pem', what: 'node CA private key: keep it offline with ca-key.pem' },
     ...options.nodes.flatMap((n) => [
-      { file: `node-${n.name}.pem`, what: `node ${n.name} certificate (agent --tls-cert)` },
+      { file: `node-${n.name}.pem`, what: `node ${n.name} certificate and the node CA's (agent --tls-cert)` },
       { file: `node-${n.name}-key.pem`, what: `node ${n.name} private key (agent --tls-key)` },
     ]),
   ];
@@ -101,31 +111,51 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
     notAfter: caNotAfter,
     signingAlgorithm: ALG,
     extensions: [
-      new x509.BasicConstraintsExtension(true, 0, true),
+      // Path length 1: the root signs the control plane's certificate and the node CA, which signs only nodes'.
+      new x509.BasicConstraintsExtension(true, 1, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
       await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
     ],
   });
 
-  const leaf = async (commonName: string, hosts: readonly string[]) => {
+  // The node CA may sign only end certificates (path length 0), and only for the uses a node has.
+  const nodeCaKeys = await newKeys();
+  const nodeCa = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(),
+    subject: `CN=llmgw node CA (${basename(dir)}), O=llmgw`,
+    issuer: ca.subject,
+    publicKey: nodeCaKeys.publicKey,
+    signingKey: caKeys.privateKey,
+    notBefore,
+    notAfter: caNotAfter,
+    signingAlgorithm: ALG,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, 0, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
+      await x509.SubjectKeyIdentifierExtension.create(nodeCaKeys.publicKey),
+      await x509.AuthorityKeyIdentifierExtension.create(caKeys.publicKey),
+    ],
+  });
+
+  const leaf = async (commonName: string, hosts: readonly string[], issuer: { cert: x509.X509Certificate; keys: CryptoKeyPair }, usages: x509.ExtendedKeyUsage[]) => {
     const keys = await newKeys();
     const cert = await x509.X509CertificateGenerator.create({
       serialNumber: serial(),
       subject: `CN=${commonName}, O=llmgw`,
-      issuer: ca.subject,
+      issuer: issuer.cert.subject,
       publicKey: keys.publicKey,
-      signingKey: caKeys.privateKey,
+      signingKey: issuer.keys.privateKey,
       notBefore,
       notAfter: leafNotAfter,
       signingAlgorithm: ALG,
       extensions: [
         new x509.BasicConstraintsExtension(false, undefined, true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-        // Client auth too: the same certificate can later prove a node to the control plane (mutual TLS).
-        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
-        new x509.SubjectAlternativeNameExtension(unique([...hosts, ...LOOPBACK]).map((h) => ({ type: isIP(h) ? ('ip' as const) : ('dns' as const), value: h }))),
+        new x509.ExtendedKeyUsageExtension(usages),
+        new x509.SubjectAlternativeNameExtension(unique(hosts).map((h) => ({ type: isIP(h) ? ('ip' as const) : ('dns' as const), value: h }))),
         await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-        await x509.AuthorityKeyIdentifierExtension.create(caKeys.publicKey),
+        await x509.AuthorityKeyIdentifierExtension.create(issuer.keys.publicKey),
       ],
     });
     return { cert: cert.toString('pem'), key: await privatePem(keys.privateKey) };
@@ -134,12 +164,19 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
   const contents = new Map<string, string>([
     ['ca.pem', ca.toString('pem')],
     ['ca-key.pem', await privatePem(caKeys.privateKey)],
+    ['node-ca.pem', nodeCa.toString('pem')],
+    ['node-ca-key.pem', await privatePem(nodeCaKeys.privateKey)],
   ]);
-  const control = await leaf('llmgw control', options.controlHosts);
+  // The control plane's certificate is the only one the root signs itself: that is what agents check.
+  const control = await leaf('llmgw control', [...options.controlHosts, ...LOOPBACK], { cert: ca, keys: caKeys }, [x509.ExtendedKeyUsage.serverAuth]);
   contents.set('control.pem', control.cert).set('control-key.pem', control.key);
   for (const node of options.nodes) {
-    const made = await leaf(node.name, [node.name, ...node.hosts]);
-    contents.set(`node-${node.name}.pem`, made.cert).set(`node-${node.name}-key.pem`, made.key);
+    // Server auth: a node certificate is what the agent's management API (and, with --engine-tls, its engines) serve.
+    // Client auth: the same certificate can later prove a node to the control plane (mutual TLS).
+    const usages = [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth];
+    const made = await leaf(node.name, [node.name, ...node.hosts], { cert: nodeCa, keys: nodeCaKeys }, usages);
+    // The node CA's certificate follows the node's, so a peer that trusts only ca.pem can build the chain.
+    contents.set(`node-${node.name}.pem`, `${made.cert.trimEnd()}\n${nodeCa.toString('pem').trimEnd()}\n`).set(`node-${node.name}-key.pem`, made.key);
   }
 
   const files: TlsInitResult['files'] = [];
@@ -199,6 +236,11 @@ function checkOptions(o: TlsInitOptions): string[] {
     seen.add(node.name);
     for (const host of node.hosts) {
       if (!isIP(host) && !HOST.test(host)) problems.push(`--name ${node.name}: "${host}" is neither a DNS name nor an IP address`);
+    }
+    for (const name of [node.name, ...node.hosts].filter(isLoopbackHost)) {
+      problems.push(
+        `--name ${node.name}: "${name}" is a loopback name; a node certificate never names loopback, so that a node's key cannot answer as this machine (the control plane checks a node's certificate by its node id, wherever it dials it)`,
+      );
     }
   }
   return problems;

@@ -61,7 +61,7 @@ async function unchanged(): Promise<void> {
 
 describe('TLS on every listener', () => {
   beforeAll(async () => {
-    const made = await run(['tls', 'init', pki, '--name', 'n1', '--host', 'control.test']);
+    const made = await run(['tls', 'init', pki, '--name', 'n1', '--name', 'e1', '--name', 'e2', '--host', 'control.test']);
     expect(made.code, `tls init failed: ${made.stderr}`).toBe(0);
     const other = await run(['tls', 'init', otherPki]);
     expect(other.code, other.stderr).toBe(0);
@@ -73,15 +73,22 @@ describe('TLS on every listener', () => {
   }, 60_000);
 
   it('tls init writes a CA and certificates openssl accepts, keys 0600, certificates 0644, the directory 0700', async () => {
-    expect(readdirSync(pki).sort()).toEqual(['ca-key.pem', 'ca.pem', 'control-key.pem', 'control.pem', 'node-n1-key.pem', 'node-n1.pem']);
+    expect(readdirSync(pki).sort()).toEqual([
+      'ca-key.pem', 'ca.pem', 'control-key.pem', 'control.pem', 'node-ca-key.pem', 'node-ca.pem',
+      'node-e1-key.pem', 'node-e1.pem', 'node-e2-key.pem', 'node-e2.pem', 'node-n1-key.pem', 'node-n1.pem',
+    ]);
     expect(statSync(pki).mode & 0o777, 'the directory').toBe(0o700);
     for (const f of readdirSync(pki)) expect(statSync(join(pki, f)).mode & 0o777, f).toBe(f.endsWith('-key.pem') ? 0o600 : 0o644);
-    const verify = spawnSync('openssl', ['verify', '-CAfile', join(pki, 'ca.pem'), join(pki, 'control.pem'), join(pki, 'node-n1.pem')], { encoding: 'utf8' });
+    // Node certificates come from the node CA under the root (node-NAME.pem carries it after the node's own).
+    const verify = spawnSync('openssl', ['verify', '-CAfile', join(pki, 'ca.pem'), '-untrusted', join(pki, 'node-ca.pem'), join(pki, 'control.pem'), join(pki, 'node-n1.pem')], { encoding: 'utf8' });
     expect(verify.status, `openssl verify: ${verify.stdout}${verify.stderr}`).toBe(0);
     const text = spawnSync('openssl', ['x509', '-in', join(pki, 'control.pem'), '-noout', '-ext', 'subjectAltName'], { encoding: 'utf8' }).stdout;
     for (const san of ['DNS:control.test', 'DNS:localhost', 'IP Address:127.0.0.1', 'IP Address:0:0:0:0:0:0:0:1']) expect(text, 'the control plane certificate names it').toContain(san);
     const node = spawnSync('openssl', ['x509', '-in', join(pki, 'node-n1.pem'), '-noout', '-ext', 'subjectAltName'], { encoding: 'utf8' }).stdout;
     expect(node).toContain('DNS:n1');
+    expect(node, 'a node certificate never names loopback').not.toMatch(/localhost|127\.0\.0\.1|0:0:0:0:0:0:0:1/);
+    const issuer = spawnSync('openssl', ['x509', '-in', join(pki, 'node-n1.pem'), '-noout', '-issuer'], { encoding: 'utf8' }).stdout;
+    expect(issuer, 'signed by the node CA, not the root agents take the control plane from').toContain('llmgw node CA');
     const wrong = spawnSync('openssl', ['verify', '-CAfile', join(otherPki, 'ca.pem'), join(pki, 'control.pem')], { encoding: 'utf8' });
     expect(wrong.status, 'another CA does not vouch for it').not.toBe(0);
 
@@ -170,7 +177,7 @@ describe('TLS on every listener', () => {
       stateDirs.push(stateDir);
       startLlmgw([
         'agent', '--control', cp.urls.agent, '--ca', join(pki, 'ca.pem'), '--join-token', JOIN, '--node-id', name,
-        '--tls-cert', join(pki, 'node-n1.pem'), '--tls-key', join(pki, 'node-n1-key.pem'), '--engine-tls',
+        '--tls-cert', join(pki, `node-${name}.pem`), '--tls-key', join(pki, `node-${name}-key.pem`), '--engine-tls',
         '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', ports, '--log-level', 'warn',
       ]);
       await waitFor(`${name} up`, async () => {
@@ -201,9 +208,15 @@ describe('TLS on every listener', () => {
       const port = new URL(replica.endpoint!).port;
       await expect(request(`http://127.0.0.1:${port}/health`), 'plain http to the engine port').rejects.toThrow();
       await expect(request(`http://127.0.0.1:${port}/v1/models`), 'plain http to the engine API').rejects.toThrow();
-      const health = await request(`https://127.0.0.1:${port}/health`, { dispatcher: trusting });
-      await health.body.dump();
-      expect(health.statusCode, 'https under the node CA answers').toBe(200);
+      // The node certificate names the node, not loopback: a client asks for it by the node's name, as the router does.
+      const byName = new Agent({ connect: { ca: readFileSync(join(pki, 'ca.pem')), servername: 'e1' } });
+      try {
+        const health = await request(`https://127.0.0.1:${port}/health`, { dispatcher: byName });
+        await health.body.dump();
+        expect(health.statusCode, 'https under the node CA answers').toBe(200);
+      } finally {
+        await byName.close();
+      }
     }, 90_000);
 
     it('a control plane without engine_ca cannot route to such an engine, and says to set engine_ca', async () => {

@@ -13,7 +13,7 @@
 // its long-poll: a sample is worth something only while it is fresh.
 import { request, type Dispatcher } from 'undici';
 import type { ShardLoad } from '../../protocol/index.js';
-import { dispatcherForCa } from '../../tls/index.js';
+import { engineDispatcher } from '../../tls/index.js';
 import { parseEngineLoad, type EngineLoad } from './parse.js';
 
 /** One engine to read: a ready shard that serves the API. */
@@ -31,6 +31,8 @@ export interface LoadScraperOptions {
   readonly fetchText?: (target: ScrapeTarget, timeoutMs: number) => Promise<string>;
   /** The CA an https engine's certificate chains to (the agent's --ca); absent or null = the system's. */
   readonly ca?: Buffer | null;
+  /** The node certificate the agent gave its engines (--engine-tls): accepted on any address, loopback included, which it does not name. Absent = names are checked. */
+  readonly engineCert?: Buffer | null;
   /** Between round starts, ms; absent = 1000. */
   readonly intervalMs?: number;
   /** Per engine per round, ms; absent = half the interval. */
@@ -72,7 +74,7 @@ export class LoadScraper {
     this.intervalMs = options.intervalMs ?? 1000;
     this.timeoutMs = options.timeoutMs ?? Math.max(100, Math.floor(this.intervalMs / 2));
     this.now = options.now ?? (() => performance.now());
-    this.dispatcher = options.fetchText ? null : dispatcherForCa(options.ca ?? null);
+    this.dispatcher = options.fetchText ? null : engineDispatcher(options.ca ?? null, options.engineCert ?? null);
     this.fetchText = options.fetchText ?? ((t, ms) => this.httpText(t, ms));
   }
 

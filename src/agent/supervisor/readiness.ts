@@ -11,7 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import type { Readiness } from '../engines/index.js';
 import { hostPort } from '../engines/index.js';
-import { certificateProblem } from '../../tls/index.js';
+import { certificateProblem, ownCertificateIdentity, type ServerIdentityCheck } from '../../tls/index.js';
 
 /** ok, or a few words on what the engine said instead ("HTTP 503", "ECONNREFUSED"), for the not-ready error. */
 export type ProbeResult = { readonly ok: true } | { readonly ok: false; readonly detail: string };
@@ -27,9 +27,12 @@ export interface NetworkProberOptions {
    * null = the system's CAs (a private CA's certificate then fails).
    */
   readonly ca?: Buffer | null;
+  /** The node certificate the agent gave its engines: accepted on loopback, where engines are probed and which it does not name. Absent = names are checked. */
+  readonly engineCert?: Buffer | null;
 }
 
 export function networkReadinessProber(options: NetworkProberOptions = {}): ReadinessProber {
+  const identity = options.engineCert ? ownCertificateIdentity(options.engineCert) : null;
   return {
     probe(readiness, timeoutMs) {
       switch (readiness.kind) {
@@ -38,7 +41,7 @@ export function networkReadinessProber(options: NetworkProberOptions = {}): Read
         case 'tcp':
           return tcpProbe(readiness.host, readiness.port, timeoutMs);
         case 'http':
-          return httpProbe(readiness.host, readiness.port, readiness.path, timeoutMs, readiness.tls ? { ca: options.ca ?? undefined } : null);
+          return httpProbe(readiness.host, readiness.port, readiness.path, timeoutMs, readiness.tls ? { ca: options.ca ?? undefined, identity } : null);
       }
     },
   };
@@ -57,7 +60,7 @@ function tcpProbe(host: string, port: number, timeoutMs: number): Promise<ProbeR
   });
 }
 
-function httpProbe(host: string, port: number, path: string, timeoutMs: number, tls: { ca: Buffer | undefined } | null): Promise<ProbeResult> {
+function httpProbe(host: string, port: number, path: string, timeoutMs: number, tls: { ca: Buffer | undefined; identity: ServerIdentityCheck | null } | null): Promise<ProbeResult> {
   return new Promise((resolve) => {
     let settled = false;
     const settle = (result: ProbeResult) => {
@@ -71,7 +74,9 @@ function httpProbe(host: string, port: number, path: string, timeoutMs: number, 
       res.resume();
       settle(res.statusCode === 200 ? { ok: true } : { ok: false, detail: `HTTP ${res.statusCode ?? '?'} from GET ${path}` });
     };
-    const req = tls ? httpsRequest({ ...target, ...(tls.ca ? { ca: tls.ca } : {}) }, onResponse) : request(target, onResponse);
+    const req = tls
+      ? httpsRequest({ ...target, ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.identity ? { checkServerIdentity: tls.identity } : {}) }, onResponse)
+      : request(target, onResponse);
     req.once('timeout', () => settle({ ok: false, detail: `no answer to GET ${path} within ${timeoutMs}ms` }));
     req.once('error', (err: NodeJS.ErrnoException) => {
       const hint = tls ? certificateProblem(err, "the agent's --ca") : null;

@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
 import type { ModelLogView, ModelPlansView, ModelPlanView, PlannedReplicaView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
-import { certificateProblem, type PeerClient } from '../../tls/index.js';
+import { agentDispatcher, certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
 import { explain, type ProfileFit } from '../placement/index.js';
@@ -63,7 +63,7 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
         headers: { authorization: `Bearer ${node.mgmtToken}` },
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
-        ...(deps.agentMgmt?.dispatcher ? { dispatcher: deps.agentMgmt.dispatcher } : {}),
+        ...agentDispatcher(deps.agentMgmt, node.id),
       });
     } catch (err) {
       throw new LlmgwError('LLMGW_UPSTREAM', `cannot reach the agent of node ${node.id} at ${node.mgmtAddr}: ${certificateProblem(err, 'agent_ca') ?? (err as Error).message}`);

@@ -11,7 +11,7 @@ import { posix } from 'node:path';
 import { request } from 'undici';
 import { CACHE_NAME_RE, cacheNameOf } from '../../protocol/index.js';
 import type { CollectSummary, NodeCollectSummary, NodeOrphans, OrphanEntry, OrphansView } from '../../api/types.js';
-import { certificateProblem, type PeerClient } from '../../tls/index.js';
+import { agentDispatcher, certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import { usableMgmtAddr } from '../agentapi/report-checks.js';
@@ -109,7 +109,7 @@ export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<C
         body: JSON.stringify({ paths: entries.map((e) => e.path) }),
         headersTimeout: deps.timeoutMs ?? 60_000,
         bodyTimeout: deps.timeoutMs ?? 60_000,
-        ...(deps.agentMgmt?.dispatcher ? { dispatcher: deps.agentMgmt.dispatcher } : {}),
+        ...agentDispatcher(deps.agentMgmt, node.id),
       });
       const text = await res.body.text();
       if (res.statusCode !== 200) {

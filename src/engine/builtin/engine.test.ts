@@ -200,7 +200,8 @@ describe('builtin engine over HTTP', () => {
       { modelPath: join(dir, 'tiny.gguf'), aliases: [MODEL], threads: 1, tlsCert: join(pki, 'node-n1.pem'), tlsKey: join(pki, 'node-n1-key.pem'), log: () => undefined },
       { loadRuntime: () => new Promise<never>((_, reject) => (endLoad = reject)) },
     );
-    const trusting = new Agent({ connect: { ca: await readFile(join(pki, 'ca.pem')) } });
+    // A node certificate names the node, never loopback: the client asks for the node's name, as the router checks it.
+    const trusting = new Agent({ connect: { ca: await readFile(join(pki, 'ca.pem')), servername: 'n1' } });
     try {
       expect(secure.url).toMatch(/^https:\/\//);
       const health = await request(`${secure.url}/health`, { dispatcher: trusting });

@@ -395,7 +395,8 @@ describe('sim engine, as the OpenAI client sees it', () => {
     await initTls({ dir: pki, controlHosts: [], nodes: [{ name: 'n1', hosts: [] }], days: 1, force: false });
     const { engine } = await start({ tlsCert: join(pki, 'node-n1.pem'), tlsKey: join(pki, 'node-n1-key.pem') });
     expect(engine.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
-    const trusting = new Agent({ connect: { ca: readFileSync(join(pki, 'ca.pem')) } });
+    // A node certificate names the node, never loopback: the client asks for the node's name, as the router checks it.
+    const trusting = new Agent({ connect: { ca: readFileSync(join(pki, 'ca.pem')), servername: 'n1' } });
     try {
       const res = await request(`${engine.url}/v1/chat/completions`, { method: 'POST', dispatcher: trusting, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-model', messages, max_tokens: 3 }) });
       expect(res.statusCode).toBe(200);
