@@ -162,6 +162,41 @@ for (const backend of backends) {
       expect((await store.findItems('k1', ['msg_del'])).size).toBe(0);
     });
 
+    it('two keys kept under one id keep apart: neither write, read, delete nor sweep of one touches the other', async () => {
+      // Kept responses were keyed by id alone: an engine answering two keys with one id made the second key's write
+      // take over the first key's row (its owner and its body).
+      const store = await open({ ttlMs: 60_000 });
+      const mine = { ...response('resp_same', 'k1', clock), response: { id: 'resp_same', object: 'response', output: [{ id: 'msg_same', type: 'message', text: 'k1' }] } };
+      await store.put(mine);
+      clock += 1_000;
+      const theirs = { ...response('resp_same', 'k2', clock), response: { id: 'resp_same', object: 'response', output: [{ id: 'msg_same', type: 'message', text: 'k2' }] } };
+      await store.put(theirs);
+      expect(await store.get('k1', 'resp_same'), "k1's answer is unchanged by k2's").toEqual(mine);
+      expect(await store.get('k2', 'resp_same')).toEqual(theirs);
+      expect((await store.findItems('k1', ['msg_same'])).get('msg_same')).toMatchObject({ text: 'k1' });
+      expect(await store.delete('k2', 'resp_same')).toBe(true);
+      expect(await store.get('k1', 'resp_same'), "k2's delete leaves k1's").toEqual(mine);
+      expect((await store.findItems('k1', ['msg_same'])).size, "and k1's items").toBe(1);
+      await store.put(theirs);
+      clock += 59_500;
+      expect(await store.sweep(clock), "only k1's, older, expired").toBe(1);
+      expect(await store.get('k2', 'resp_same'), "k1's sweep leaves k2's").toEqual(theirs);
+      expect((await store.findItems('k2', ['msg_same'])).size, "and k2's items").toBe(1);
+    });
+
+    it("finds a response by the engine's id it replaced, for its own key only", async () => {
+      // A client that has an engine's id (an answer too big for the router to replace it in) still continues from it.
+      const store = await open();
+      const kept = { ...response('resp_own1', 'k1', clock), engineId: 'resp_engine' };
+      await store.put(kept);
+      expect(await store.get('k1', 'resp_engine')).toEqual(kept);
+      expect(await store.get('k1', 'resp_own1')).toEqual(kept);
+      expect(await store.get('k2', 'resp_engine'), "another key's engine id reads as unknown").toBeUndefined();
+      expect(await store.delete('k2', 'resp_engine')).toBe(false);
+      expect(await store.delete('k1', 'resp_engine'), 'deleted by the engine id').toBe(true);
+      expect(await store.get('k1', 'resp_own1')).toBeUndefined();
+    });
+
     it('putting the same response again replaces it', async () => {
       const store = await open();
       await store.put(response('resp_r', 'k1', clock));

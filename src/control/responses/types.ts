@@ -7,8 +7,19 @@
 
 /** One kept response. */
 export interface StoredResponse {
-  /** The response's id as the client saw it (`resp_…`); unique across keys. */
+  /**
+   * The response's id as the client saw it (`resp_…`): the router's own,
+   * random (128 bits), whatever an engine answered. Unique per key; two
+   * keys' responses are apart even under one id.
+   */
   readonly id: string;
+  /**
+   * The id the engine gave it, where an engine serving the Responses API
+   * natively answered and the router replaced its id; absent or null =
+   * none other. A client of the same key that names it (in
+   * previous_response_id, GET or DELETE) is served this response.
+   */
+  readonly engineId?: string | null;
   /** The key that made it; 'anonymous' when the listener asks no key. Only this key reads, continues or deletes it. */
   readonly keyId: string;
   /** The model's canonical name. */
@@ -34,9 +45,13 @@ export interface ResponseStore {
    * the one just kept).
    */
   put(response: StoredResponse): Promise<void>;
-  /** The response if this key kept it and it has not expired; undefined otherwise (unknown, expired, deleted, another key's). */
+  /**
+   * The response if this key kept it and it has not expired; undefined
+   * otherwise (unknown, expired, deleted, another key's). `id` is the
+   * router's id, or else an engine's id for one of this key's (its newest).
+   */
   get(keyId: string, id: string): Promise<StoredResponse | undefined>;
-  /** True when this key had it and it is now gone; false when there was nothing of this key's to delete. */
+  /** True when this key had it (by either id, as `get`) and it is now gone; false when there was nothing of this key's to delete. */
   delete(keyId: string, id: string): Promise<boolean>;
   /**
    * Output items of this key's kept, unexpired responses, by item id, for

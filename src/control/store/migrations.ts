@@ -347,6 +347,36 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.alterTable('nodes').dropColumn('last_seen').execute();
       },
     },
+    // Kept responses keyed by (key, id), not by id alone: an id came from the engine when it served the
+    // Responses API natively, and an engine (or two with the same ids) answering two keys with one id made the
+    // second key's write take the first key's row. The router now keeps its own random ids; `engine_id` is the
+    // id the engine gave, so a client continuing from it is still served, by its own key only.
+    '0016_responses_per_key': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('responses_0016')
+          .addColumn('key_id', 'text', (c) => c.notNull())
+          .addColumn('id', 'text', (c) => c.notNull())
+          .addColumn('engine_id', 'text')
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('created_at_ms', 'bigint', (c) => c.notNull())
+          .addColumn('expires_at_ms', 'bigint', (c) => c.notNull())
+          .addColumn('bytes', 'bigint', (c) => c.notNull())
+          .addColumn('body', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('responses_pk', ['key_id', 'id'])
+          .execute();
+        await sql`INSERT INTO responses_0016 (key_id, id, engine_id, model, created_at_ms, expires_at_ms, bytes, body)
+          SELECT key_id, id, NULL, model, created_at_ms, expires_at_ms, bytes, body FROM responses`.execute(db);
+        await db.schema.dropTable('responses').execute();
+        await db.schema.alterTable('responses_0016').renameTo('responses').execute();
+        await db.schema.createIndex('responses_key_age').on('responses').columns(['key_id', 'created_at_ms']).execute();
+        await db.schema.createIndex('responses_expiry').on('responses').column('expires_at_ms').execute();
+        await db.schema.createIndex('responses_engine_id').on('responses').columns(['key_id', 'engine_id']).execute();
+        // An item's response is found by (key, response id) now; the old index on response id alone is replaced.
+        await db.schema.dropIndex('response_items_response').execute();
+        await db.schema.createIndex('response_items_response').on('response_items').columns(['key_id', 'response_id']).execute();
+      },
+    },
   };
 }
 

@@ -1,12 +1,15 @@
 // Kept Responses API responses: the store's SQL for them, in rows. The
 // rules (time to live, the size cap per key, what is too big to keep) are
-// src/control/responses/stored.ts's; this file knows only that every read
-// and delete is by key and that an expired row is as good as gone.
+// src/control/responses/stored.ts's; this file knows only that a row is
+// named by its key and id together (two keys may hold one id), that every
+// read and delete is by key, and that an expired row is as good as gone.
 import type { StoreConnection } from './connection.js';
 
 export interface ResponseRow {
   readonly id: string;
   readonly keyId: string;
+  /** The engine's own id for it, when the router replaced it; null = none other than `id`. */
+  readonly engineId: string | null;
   readonly model: string;
   readonly createdAtMs: number;
   readonly expiresAtMs: number;
@@ -25,23 +28,24 @@ export interface ResponseSize {
 export class ResponseRepository {
   constructor(private readonly connection: StoreConnection) {}
 
-  /** Keeps a row; one with the same id (the same response kept again) is replaced. `itemIds`: its output items', for findByItems. */
+  /** Keeps a row; one of the same key and id (the same response kept again) is replaced. `itemIds`: its output items', for findByItems. */
   async put(row: ResponseRow, itemIds: readonly string[]): Promise<void> {
     const values = {
       id: row.id,
       key_id: row.keyId,
+      engine_id: row.engineId,
       model: row.model,
       created_at_ms: row.createdAtMs,
       expires_at_ms: row.expiresAtMs,
       bytes: row.bytes,
       body: row.body,
     };
-    const { id: _id, ...update } = values;
+    const { id: _id, key_id: _keyId, ...update } = values;
     await this.connection.db.transaction().execute(async (tx) => {
       await tx
         .insertInto('responses')
         .values(values)
-        .onConflict((oc) => oc.column('id').doUpdateSet(update))
+        .onConflict((oc) => oc.columns(['key_id', 'id']).doUpdateSet(update))
         .execute();
       for (const itemId of new Set(itemIds)) {
         // An item kept again (a response stored twice) points at the latest response that holds it.
@@ -59,7 +63,7 @@ export class ResponseRepository {
     if (itemIds.length === 0) return [];
     const rows = await this.connection.db
       .selectFrom('response_items')
-      .innerJoin('responses', 'responses.id', 'response_items.response_id')
+      .innerJoin('responses', (join) => join.onRef('responses.id', '=', 'response_items.response_id').onRef('responses.key_id', '=', 'response_items.key_id'))
       .select(['response_items.item_id as itemId', 'responses.body as body'])
       .where('response_items.key_id', '=', keyId)
       .where('responses.key_id', '=', keyId)
@@ -69,20 +73,22 @@ export class ResponseRepository {
     return rows;
   }
 
-  /** The row if this key has it and it expires after `nowMs`. */
+  /**
+   * The row if this key has it and it expires after `nowMs`: by the
+   * router's id, else by the engine's (the newest of this key's rows that
+   * the engine gave that id).
+   */
   async get(keyId: string, id: string, nowMs: number): Promise<ResponseRow | undefined> {
-    const r = await this.connection.db
-      .selectFrom('responses')
-      .selectAll()
-      .where('id', '=', id)
-      .where('key_id', '=', keyId)
-      .where('expires_at_ms', '>', nowMs)
-      .executeTakeFirst();
+    const base = this.connection.db.selectFrom('responses').selectAll().where('key_id', '=', keyId).where('expires_at_ms', '>', nowMs);
+    const r =
+      (await base.where('id', '=', id).executeTakeFirst()) ??
+      (await base.where('engine_id', '=', id).orderBy('created_at_ms', 'desc').orderBy('id', 'desc').limit(1).executeTakeFirst());
     if (!r) return undefined;
     // Postgres gives bigint as text.
     return {
       id: r.id,
       keyId: r.key_id,
+      engineId: r.engine_id,
       model: r.model,
       createdAtMs: Number(r.created_at_ms),
       expiresAtMs: Number(r.expires_at_ms),
@@ -96,7 +102,7 @@ export class ResponseRepository {
     return this.connection.db.transaction().execute(async (tx) => {
       const result = await tx.deleteFrom('responses').where('id', '=', id).where('key_id', '=', keyId).where('expires_at_ms', '>', nowMs).executeTakeFirst();
       const deleted = Number(result.numDeletedRows) > 0;
-      if (deleted) await tx.deleteFrom('response_items').where('response_id', '=', id).execute();
+      if (deleted) await tx.deleteFrom('response_items').where('key_id', '=', keyId).where('response_id', '=', id).execute();
       return deleted;
     });
   }
@@ -125,8 +131,19 @@ export class ResponseRepository {
   /** Deletes every row that expired at or before `nowMs`, with its items; returns how many responses. */
   async deleteExpired(nowMs: number): Promise<number> {
     return this.connection.db.transaction().execute(async (tx) => {
-      const expired = tx.selectFrom('responses').select('id').where('expires_at_ms', '<=', nowMs);
-      await tx.deleteFrom('response_items').where('response_id', 'in', expired).execute();
+      // An item goes with its own key's response of that id, never with another key's of the same id.
+      await tx
+        .deleteFrom('response_items')
+        .where(({ exists, selectFrom }) =>
+          exists(
+            selectFrom('responses')
+              .select('responses.id')
+              .whereRef('responses.key_id', '=', 'response_items.key_id')
+              .whereRef('responses.id', '=', 'response_items.response_id')
+              .where('responses.expires_at_ms', '<=', nowMs),
+          ),
+        )
+        .execute();
       const result = await tx.deleteFrom('responses').where('expires_at_ms', '<=', nowMs).executeTakeFirst();
       return Number(result.numDeletedRows);
     });

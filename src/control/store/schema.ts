@@ -247,10 +247,12 @@ export interface DashboardSessionsTable {
 
 /** A kept Responses API response (src/control/responses); only its key reads it. */
 export interface ResponsesTable {
-  /** `resp_…`, as the client saw it. */
-  id: string;
-  /** The API key that made it; 'anonymous' when the listener asks no key. */
+  /** The API key that made it; 'anonymous' when the listener asks no key. With `id`, the primary key. */
   key_id: string;
+  /** `resp_…`, the router's own (random, 128 bits), as the client saw it; rows kept before 0016 may hold an engine's. */
+  id: string;
+  /** The id the engine gave it when the engine answered natively and its id was replaced; null otherwise. */
+  engine_id: string | null;
   model: string;
   created_at_ms: number;
   /** Past this it is never returned, and the next sweep deletes it. */

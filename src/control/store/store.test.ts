@@ -374,4 +374,23 @@ describe('store migrations', () => {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
+
+  it('keeps the responses and their items when they move to a (key, id) primary key (0016)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-store-0016-'));
+    const path = join(dir, 'llmgw.db');
+    const old = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new BetterSqlite3(path) }) });
+    const migrated = await new Migrator({ db: old, provider: new StaticMigrationProvider('sqlite') }).migrateTo('0015_node_last_seen');
+    expect(migrated.error).toBeUndefined();
+    await sql`insert into responses (id, key_id, model, created_at_ms, expires_at_ms, bytes, body) values ('resp_old', 'k1', 'm', 1, 9000000000000, 2, '{}')`.execute(old);
+    await sql`insert into response_items (key_id, item_id, response_id) values ('k1', 'msg_old', 'resp_old')`.execute(old);
+    await old.destroy();
+    const store = await Store.open({ location: { kind: 'sqlite', path } });
+    expect(await store.responses.get('k1', 'resp_old', 1000)).toMatchObject({ id: 'resp_old', keyId: 'k1', engineId: null, body: '{}' });
+    expect(await store.responses.findByItems('k1', ['msg_old'], 1000)).toEqual([{ itemId: 'msg_old', body: '{}' }]);
+    // The same id under another key is a row of its own now.
+    await store.responses.put({ id: 'resp_old', keyId: 'k2', engineId: null, model: 'm', createdAtMs: 2, expiresAtMs: 9_000_000_000_000, bytes: 2, body: '[]' }, []);
+    expect((await store.responses.get('k1', 'resp_old', 1000))?.body, "k1's row is unchanged").toBe('{}');
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
 });
