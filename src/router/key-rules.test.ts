@@ -5,6 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { Registry } from 'prom-client';
+import { request as undiciRequest } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
 import type { ModelDefinition } from '../control/catalog/model.js';
@@ -69,7 +70,7 @@ async function harness(models: Model[], overrides: Partial<RouterDeps> = {}) {
       body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
       ...(signal ? { signal } : {}),
     });
-  return { router, directory, keys, usage, chat };
+  return { router, directory, keys, usage, chat, url };
 }
 
 async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {}): Promise<SimEngine> {
@@ -155,6 +156,59 @@ describe('a request bigger than its key\'s token limit', () => {
     expect(fits.status, 'a request that fits the whole limit is served; the refusals took nothing from the balance').toBe(200);
     await fits.text();
   });
+});
+
+describe('a key revoked while its requests run', () => {
+  // Revoking a key stopped only new requests: a stream already running went on to its end (26 s in the report).
+  it('ends its streams with an error event naming the revocation, and answers a held request 401', async () => {
+    const a = model({ name: 'alpha' });
+    const cold = model({ name: 'cold', scaling: { min: 0, max: 1 } });
+    const h = await harness([a, cold], { timeouts: { coldStartTimeoutMs: 60_000 } });
+    h.directory.starting.add('cold');
+    const engine = await sim(a, { tokensPerSecond: 20 });
+    h.directory.replicas.set('alpha', [{ id: 'r1', endpoint: engine.url, draining: false }]);
+    const key = await issueKey(h.keys, { name: 'soon-revoked' }, Date.now(), 'test');
+    const other = await issueKey(h.keys, { name: 'stays' }, Date.now(), 'test');
+    const streamOf = async (secret: string, maxTokens: number) => {
+      const res = await undiciRequest(`${h.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens, stream: true }),
+      });
+      expect(res.statusCode).toBe(200);
+      const chunks = res.body[Symbol.asyncIterator]();
+      const first = await chunks.next();
+      expect(first.done, 'the stream began').toBe(false);
+      // In an object: an async function returning a promise would wait for it.
+      const rest = (async () => {
+        let text = Buffer.from(first.value as Buffer).toString('utf8');
+        for (;;) {
+          const { done, value } = await chunks.next();
+          if (done) return text;
+          text += Buffer.from(value as Buffer).toString('utf8');
+        }
+      })();
+      return { rest };
+    };
+    // 2000 tokens at 20 a second: the stream would run 100 s; the other key's, 2 s, outlasts the revocation.
+    const revokedStream = await streamOf(key.secret, 2000);
+    const otherStream = await streamOf(other.secret, 40);
+    const held = h.chat(key.secret, { model: 'cold' });
+    await waitFor('the cold request held', async () => (h.router.queued().get('cold') === 1 ? true : undefined), 5_000);
+    h.keys.revoke(key.record.id, Date.now());
+    const rest = await revokedStream.rest;
+    const last = rest.trimEnd().split('\n\n').at(-1)!;
+    expect(last, 'the stream ends with an error event naming the revocation').toMatch(/^data: \{"error":\{"message":"the API key llmgw-\S+ was revoked/);
+    expect(JSON.parse(last.slice(6)).error).toMatchObject({ type: 'authentication_error', code: 'invalid_api_key' });
+    const refused = await held;
+    expect(refused.status, 'the held request is answered 401').toBe(401);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toContain('was revoked');
+    await waitFor("the engine's work stopped", async () => (engine.stats().requestsAborted >= 1 ? true : undefined), 5_000);
+    // Another key's stream runs on to its end: only the revoked key's were cut.
+    const tail = await otherStream.rest;
+    expect(tail).toContain('data: [DONE]');
+    expect(tail).not.toContain('revoked');
+  }, 30_000);
 });
 
 describe('requests held for a cold model', () => {

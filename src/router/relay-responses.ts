@@ -22,6 +22,13 @@ import { TranslatingRelay, type StreamTranslator } from './relay-translating.js'
  * translation of src/router/responses by the admission hook.
  */
 export interface ResponsesRelayCall {
+  /**
+   * The response's id, the router's own (`resp_` and 128 random bits): the
+   * translated answer is made with it, and a native answer has the
+   * engine's id replaced by it, so ids of two engines (or two keys) never
+   * meet in what is kept.
+   */
+  readonly id: string;
   readonly stream: boolean;
   /** Keep the finished Response for previous_response_id and GET (the request's `store`, default true). */
   readonly store: boolean;
@@ -54,7 +61,12 @@ const TAP_LIMIT_BYTES = 16 * 2 ** 20;
  * finished Response (the whole JSON answer, or the `response` of the final
  * `response.completed`/`response.incomplete` event) and hands it to `keep`
  * before the client has its last byte, so a continuation sent the moment
- * the answer ends finds it.
+ * the answer ends finds it. The engine's response id is replaced by the
+ * router's (`ownId`) wherever it stands as a JSON string: learnt from the
+ * first event that carries the response (a stream) or from the whole
+ * answer. An answer whose length is fixed before it is read whole (a
+ * non-stream one larger than a slice, a stream with Content-Length) keeps
+ * the engine's id; the kept copy remembers it, so continuing from it works.
  */
 export class NativeResponsesRelay extends RelayHandler {
   private sseTap = false;
@@ -64,20 +76,40 @@ export class NativeResponsesRelay extends RelayHandler {
   private tapCarry: Buffer | null = null;
   private finished: Record<string, unknown> | null = null;
   private kept = false;
+  /** The engine's id as a JSON string's bytes, once known; null before. */
+  private engineIdJson: Buffer | null = null;
+  private readonly ownIdJson: Buffer;
+  /** The engine sent a Content-Length: no byte count may change. */
+  private fixedLength = false;
 
   constructor(
     target: RelayTarget,
     hooks: RelayHooks,
     resolve: (o: Outcome) => void,
     private readonly keep: KeepResponse,
+    ownId: string,
   ) {
     super(target, hooks, resolve, false);
+    this.ownIdJson = Buffer.from(JSON.stringify(ownId));
   }
 
   override onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     super.onResponseStart(controller, statusCode, headers);
     const type = headers['content-type'];
     this.sseTap = typeof type === 'string' && type.startsWith('text/event-stream');
+    this.fixedLength = headers['content-length'] !== undefined;
+  }
+
+  protected override transform(data: Buffer, whole: boolean): Buffer {
+    if (this.status !== 200) return data;
+    if (this.engineIdJson === null) {
+      // A slice of a whole answer is no JSON to read the id from; a stream of fixed length cannot grow or shrink.
+      if (this.sseTap ? this.fixedLength : !whole) return data;
+      const id = this.sseTap ? responseIdInEvents(data) : responseIdOfWhole(data);
+      if (id === null) return data;
+      this.engineIdJson = Buffer.from(JSON.stringify(id));
+    }
+    return replaceAll(data, this.engineIdJson, this.ownIdJson);
   }
 
   override onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -178,6 +210,48 @@ export class ResponsesRelayHandler extends TranslatingRelay {
       return { status: 502, body: openAiErrorBody('the engine answered with a body that is not a chat completion', 'LLMGW_UPSTREAM', 502) };
     }
   }
+}
+
+/** The response id of the first event in `data` that carries the response (response.created, in_progress, …); null when none does. */
+function responseIdInEvents(data: Buffer): string | null {
+  if (!data.includes('"response"')) return null;
+  for (const event of data.toString('utf8').split(/\r?\n\r?\n/)) {
+    if (!event.includes('"response"')) continue;
+    let payload = '';
+    for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) payload += line.slice(5).trimStart();
+    try {
+      const parsed = JSON.parse(payload) as { response?: unknown };
+      if (isResponse(parsed.response)) return parsed.response.id as string;
+    } catch {
+      // Not JSON: not an event that carries the response.
+    }
+  }
+  return null;
+}
+
+/** The id of a whole answer that is a Response; null for anything else. */
+function responseIdOfWhole(data: Buffer): string | null {
+  try {
+    const parsed = JSON.parse(data.toString('utf8')) as unknown;
+    return isResponse(parsed) ? (parsed.id as string) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** `data` with every `from` replaced by `to`; `data` itself when there is none. */
+function replaceAll(data: Buffer, from: Buffer, to: Buffer): Buffer {
+  let at = data.indexOf(from);
+  if (at === -1) return data;
+  const parts: Buffer[] = [];
+  let start = 0;
+  while (at !== -1) {
+    parts.push(data.subarray(start, at), to);
+    start = at + from.length;
+    at = data.indexOf(from, start);
+  }
+  parts.push(data.subarray(start));
+  return Buffer.concat(parts);
 }
 
 function isResponse(v: unknown): v is Record<string, unknown> {

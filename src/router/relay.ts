@@ -8,6 +8,7 @@
 // parses), and a read's worth of chunks goes out in one write.
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
+import type { ErrorCode } from '../errors/index.js';
 import { openAiErrorBody } from './errors.js';
 import { TailKeeper } from './usage.js';
 import { certificateProblem } from '../tls/index.js';
@@ -24,6 +25,8 @@ export interface RelayTarget {
   readonly res: ServerResponse;
   readonly clientGone: boolean;
   readonly timedOut: boolean;
+  /** The key was revoked while the request ran: it ends as a timeout does, with the router's answer or error event. */
+  readonly revoked: boolean;
   /** Set while this attempt runs, so a client that leaves or a timeout aborts it. */
   abort: (() => void) | null;
 }
@@ -35,9 +38,11 @@ export interface RelayHooks {
   onAnswered(status: number, tail: TailKeeper, events: number): void;
   /** Written in the error event when a stream breaks after its first byte. */
   brokenMessage(): string;
+  /** The code and status of that error event in OpenAI's shape (the engine broke: LLMGW_UPSTREAM, 502). */
+  brokenCode(): { readonly code: ErrorCode; readonly status: number };
   /** Logged once when a response breaks after its first byte. */
   onBroken(reason: string): void;
-  /** The 504 for a timeout before any byte was sent; returns the status written. */
+  /** The answer for a request the router stopped before any byte was sent (timed out: 504; key revoked: 401); returns the status written. */
   timeout(): number;
 }
 
@@ -78,7 +83,7 @@ export abstract class AttemptRelay implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.target.clientGone || this.target.timedOut) {
+    if (this.target.clientGone || this.target.timedOut || this.target.revoked) {
       controller.abort(new Error('the client went away before the request was sent'));
       return;
     }
@@ -106,7 +111,7 @@ export abstract class AttemptRelay implements Dispatcher.DispatchHandler {
       return true;
     }
     if (this.started) return false;
-    if (this.target.timedOut) {
+    if (this.target.timedOut || this.target.revoked) {
       this.settle({ kind: 'done', status: this.hooks.timeout() });
       return true;
     }
@@ -197,15 +202,18 @@ export class RelayHandler extends AttemptRelay {
         return this.settle({ kind: 'usageRefused' });
       }
       // Nothing written yet: headers, body and end in one write.
+      const out = this.transform(body, true);
+      if (out.length !== body.length) this.out['content-length'] = String(out.length);
       this.start();
       this.pending = [];
       // As a latin1 string (the same bytes), Node sends a small answer in one write with its headers; as a Buffer, in a writev of two.
-      if (body.length <= ONE_WRITE_BYTES) res.end(body.toString('latin1'), 'latin1');
-      else res.end(body);
+      if (out.length <= ONE_WRITE_BYTES) res.end(out.toString('latin1'), 'latin1');
+      else res.end(out);
     } else {
       this.flush();
       // The engine's last event may end without its blank line: what is left is filtered as whole events are.
-      res.end(this.carry && this.withholdUsage ? withoutUsageEvent(this.carry) : (this.carry ?? undefined));
+      const last = this.carry && this.withholdUsage ? withoutUsageEvent(this.carry) : this.carry;
+      res.end(last ? this.transform(last, false) : undefined);
     }
     this.settle({ kind: 'done', status: this.status });
     this.hooks.onAnswered(this.status, this.tail, this.events);
@@ -219,10 +227,22 @@ export class RelayHandler extends AttemptRelay {
     this.flush();
     this.carry = null;
     this.hooks.onBroken(describeNetError(err));
-    if (this.sse) res.end(`data: ${openAiErrorBody(this.hooks.brokenMessage(), 'LLMGW_UPSTREAM', 502)}\n\n`);
+    const { code, status } = this.hooks.brokenCode();
+    if (this.sse) res.end(`data: ${openAiErrorBody(this.hooks.brokenMessage(), code, status)}\n\n`);
     else res.destroy();
     this.hooks.onAnswered(502, this.tail, this.events);
     this.settle({ kind: 'done', status: 502 });
+  }
+
+  /**
+   * What is written of the engine's bytes: whole SSE events, a slice of a
+   * large answer (its length must not change: the engine's Content-Length
+   * went out), or a whole answer (`whole`, before its headers, so its
+   * length may change). As they came by default; the native Responses
+   * relay puts the router's response id in place of the engine's.
+   */
+  protected transform(data: Buffer, _whole: boolean): Buffer {
+    return data;
   }
 
   private start(): void {
@@ -255,6 +275,7 @@ export class RelayHandler extends AttemptRelay {
       }
       this.events += countEvents(data);
     }
+    data = this.transform(data, false);
     if (!res.write(data) && this.controller) {
       this.controller.pause();
       res.once('drain', this.onDrain);

@@ -114,13 +114,14 @@ export const fromResponses: Translate = (_raw, request) => {
   if (turn === null) throw new LlmgwError('LLMGW_INTERNAL', 'a Responses request reached its translation without being parsed');
   const { chat, call } = toChat(turn.request, turn.previousItems, turn.referenced);
   const native = toNative(turn.request, turn.previousItems, turn.referenced);
-  // One id per request, whichever attempt answers: the translated answer carries it (an engine's native answer has its own).
-  const identity: ResponseIdentity = { id: newId('resp'), createdAtS: Math.floor(Date.now() / 1000) };
+  // One id per request, whichever attempt answers: the translated answer carries it, and a native answer has the engine's replaced by it.
+  const identity = { id: newId('resp'), createdAtS: Math.floor(Date.now() / 1000) };
   return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), responses: relayCall(call, Buffer.from(JSON.stringify(native.body), 'utf8'), identity) };
 };
 
-function relayCall(call: ResponsesCall, native: Buffer, identity: ResponseIdentity): ResponsesRelayCall {
+function relayCall(call: ResponsesCall, native: Buffer, identity: ResponseIdentity & { readonly id: string }): ResponsesRelayCall {
   return {
+    id: identity.id,
     stream: call.stream,
     store: call.store,
     previousResponseId: call.previousResponseId,

@@ -211,6 +211,49 @@ describe('POST /v1/responses, natively and translated', () => {
     }
   });
 
+  it("keeps its own ids whatever the engine answers: two keys given one engine id keep apart, and the engine's id still continues", async () => {
+    // Kept responses were keyed by the engine's id alone: an engine answering key B with the id it gave key A made
+    // B's answer take A's kept one (owner and body). The router's own random ids now name what it keeps.
+    const native = await scripted((body, res) => {
+      const text = JSON.stringify(body.input).includes('from A') ? 'answer for A' : 'answer for B';
+      const response = {
+        id: 'resp_engine_same', object: 'response', status: 'completed', model: body.model,
+        output: [{ id: 'msg_1', type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] }],
+        usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
+      };
+      if (body.stream === true) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const event = (type: string, n: number) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n, response })}\n\n`;
+        res.end(event('response.created', 0) + event('response.completed', 1));
+        return;
+      }
+      const whole = JSON.stringify(response);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(whole) });
+      res.end(whole);
+    }, 'vllm');
+    const h = await harness({ [NATIVE]: [native.replica] });
+    const a = await h.client().responses.create({ model: NATIVE, input: 'from A' });
+    const b = await h.client(h.other).responses.create({ model: NATIVE, input: 'from B' });
+    expect(a.id, "the router's own id, not the engine's").toMatch(/^resp_[0-9a-f]{32}$/);
+    expect(b.id).toMatch(/^resp_[0-9a-f]{32}$/);
+    expect(a.id).not.toBe(b.id);
+    expect((await h.client().responses.retrieve(a.id)).output_text, "A's kept answer is A's").toBe('answer for A');
+    await expect(h.client(h.other).responses.retrieve(a.id), "B cannot read A's").rejects.toBeInstanceOf(NotFoundError);
+    // A stream has every event's response id replaced, and what is kept under it is the streamed answer.
+    const stream = await h.client().responses.create({ model: NATIVE, input: 'from A, streamed', stream: true });
+    const ids = new Set<string>();
+    for await (const e of stream) if ('response' in e) ids.add(e.response.id);
+    expect(ids.size, 'one id throughout the stream').toBe(1);
+    const [streamed] = [...ids];
+    expect(streamed).toMatch(/^resp_[0-9a-f]{32}$/);
+    expect((await h.client().responses.retrieve(streamed!)).output_text).toBe('answer for A');
+    // A client that holds the engine's id (from before this version, or an answer too big to rewrite) continues its own key's newest.
+    const next = await h.client(h.other).responses.create({ model: NATIVE, input: 'and then?', previous_response_id: 'resp_engine_same' });
+    expect(next.output_text).toBe('answer for B');
+    expect(JSON.stringify(native.seen.at(-1)!.body.input), "B's engine id continues B's conversation, never A's").toMatch(/from B/);
+    expect(JSON.stringify(native.seen.at(-1)!.body.input)).not.toMatch(/from A/);
+  });
+
   it('round-trips a function tool on both paths: a forced call, then its output by previous_response_id', async () => {
     const h = await harness();
     for (const path of PATHS) {

@@ -153,6 +153,8 @@ interface Exchange extends AttemptExchange {
   readonly startedAt: number;
   clientGone: boolean;
   timedOut: boolean;
+  /** The key was revoked while this ran: stopped as a timeout is, answered 401 before any byte, or its stream ends with an error event. */
+  revoked: boolean;
   /** Aborts the upstream attempt in progress; null between attempts. */
   abort: (() => void) | null;
   /** Wakes a cold hold or a backoff wait early. */
@@ -235,11 +237,15 @@ export class Router {
   /** CORS headers are set by a hook on the reply, and must be carried over to answers written raw. */
   private readonly corsOn: boolean;
   /**
-   * Responses being kept, by id, until the store has them: a continuation
-   * sent the moment its predecessor's answer ends waits for the write
-   * instead of missing it. No entry = nothing pending.
+   * Responses being kept, by key and id (the router's, and the engine's
+   * where it differs: keepingSlot), until the store has them: a
+   * continuation sent the moment its predecessor's answer ends waits for
+   * the write instead of missing it. No entry = nothing pending.
    */
   private readonly keeping = new Map<string, Promise<void>>();
+  /** Requests running per key id, so a revocation ends them; no entry = none. */
+  private readonly runningByKey = new Map<string, Set<Exchange>>();
+  private readonly unsubscribeRevoked: () => void;
 
   constructor(private readonly deps: RouterDeps) {
     const o = compileRouterOptions(deps);
@@ -253,6 +259,7 @@ export class Router {
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
+    this.unsubscribeRevoked = deps.keys.onRevoked((keyId) => this.endRevoked(keyId));
     this.dispatch = compose((a) => this.send(a), [
       rewriteBody(),
       inFlight((id) => this.useOf(id), this.now),
@@ -307,6 +314,7 @@ export class Router {
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.unsubscribe?.();
+    this.unsubscribeRevoked();
     this.wakeHolds();
     const pools = [...this.pools.values()];
     this.pools.clear();
@@ -380,6 +388,7 @@ export class Router {
       startedAt,
       clientGone: false,
       timedOut: false,
+      revoked: false,
       abort: null,
       wake: null,
       dispatched: false,
@@ -413,6 +422,14 @@ export class Router {
       ex.abort?.();
       ex.wake?.();
     }, this.timeouts.totalTimeoutMs);
+    if (key) {
+      let mine = this.runningByKey.get(key.id);
+      if (!mine) this.runningByKey.set(key.id, (mine = new Set()));
+      mine.add(ex);
+      // Revoked while the request was being admitted (a hook that waited on the store): it was not yet here to be told.
+      const now = this.deps.keys.lookupByHash(key.hash);
+      if (!(now instanceof Promise) && now?.revokedAtMs != null) ex.revoked = true;
+    }
     let status = 0;
     try {
       status = await this.route(ex);
@@ -423,6 +440,11 @@ export class Router {
       status = 500;
     } finally {
       clearTimeout(total);
+      if (key) {
+        const mine = this.runningByKey.get(key.id);
+        mine?.delete(ex);
+        if (mine?.size === 0) this.runningByKey.delete(key.id);
+      }
     }
     if (!ex.accounted) {
       // No answer came from an engine: no token was used, and the whole reservation goes back.
@@ -564,6 +586,7 @@ export class Router {
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
+        if (ex.revoked) return this.revokedAnswer(ex);
         if (this.candidates(model).length === 0) coldNote = ` after waiting ${Math.round(this.timeouts.coldStartTimeoutMs / 1000)} s for one to start`;
       }
     }
@@ -583,6 +606,7 @@ export class Router {
           await this.backoff(ex, attempts);
           if (ex.clientGone) return 0;
           if (ex.timedOut) return this.timeout(ex);
+          if (ex.revoked) return this.revokedAnswer(ex);
         }
         attempts++;
         const attemptFrom = performance.now();
@@ -601,6 +625,7 @@ export class Router {
         }
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
+        if (ex.revoked) return this.revokedAnswer(ex);
         // (Sent again as the client wrote it, an attempt cannot refuse stream_options a second time.)
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
         ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
@@ -654,7 +679,7 @@ export class Router {
   }
 
   private async holdUntilReady(ex: Exchange, model: Model, deadlineMs: number): Promise<void> {
-    while (!ex.clientGone && !ex.timedOut && this.candidates(model).length === 0) {
+    while (!ex.clientGone && !ex.timedOut && !ex.revoked && this.candidates(model).length === 0) {
       const leftMs = deadlineMs - this.now();
       if (leftMs <= 0) return;
       await this.sleep(ex, Math.min(this.options.coldPollMs, leftMs), true);
@@ -696,6 +721,23 @@ export class Router {
     res.end(body);
   }
 
+  /** The 401 for a request whose key was revoked before its answer's first byte. */
+  private revokedAnswer(ex: Exchange): number {
+    this.fail(ex, 401, 'LLMGW_UNAUTHORIZED', revokedMessage(ex.key!));
+    return 401;
+  }
+
+  /** Ends every running request of a key just revoked: within the time it takes this process to learn of it. */
+  private endRevoked(keyId: string): void {
+    const mine = this.runningByKey.get(keyId);
+    if (!mine) return;
+    for (const ex of mine) {
+      ex.revoked = true;
+      ex.abort?.();
+      ex.wake?.();
+    }
+  }
+
   private timeout(ex: Exchange): number {
     this.fail(ex, 504, 'LLMGW_UPSTREAM', `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`);
     return 504;
@@ -732,12 +774,22 @@ export class Router {
         },
         onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
         brokenMessage: () =>
-          ex.timedOut ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped` : 'the engine stopped answering mid-response',
+          ex.revoked
+            ? revokedMessage(ex.key!)
+            : ex.timedOut
+              ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`
+              : 'the engine stopped answering mid-response',
+        brokenCode: () => (ex.revoked ? { code: 'LLMGW_UNAUTHORIZED', status: 401 } : { code: 'LLMGW_UPSTREAM', status: 502 }),
         onBroken: (reason) => {
+          if (ex.revoked) {
+            ex.trace.broken = 'the API key was revoked';
+            this.deps.logger.info({ model: model.name, replica: replica.id, key: ex.key?.prefix, request: ex.id }, 'ended a running answer: its API key was revoked');
+            return;
+          }
           ex.trace.broken = reason;
           this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte');
         },
-        timeout: () => this.timeout(ex),
+        timeout: () => (ex.revoked ? this.revokedAnswer(ex) : this.timeout(ex)),
       };
       pool.dispatch(
         {
@@ -758,7 +810,7 @@ export class Router {
     const { ex, model } = a;
     if (ex.responses !== null) {
       const keep = (response: Record<string, unknown>) => this.keepResponse(ex, ex.responses!, model, response);
-      if (a.passThrough) return new NativeResponsesRelay(ex, hooks, resolve, keep);
+      if (a.passThrough) return new NativeResponsesRelay(ex, hooks, resolve, keep, ex.responses.id);
       return new ResponsesRelayHandler(ex, hooks, resolve, ex.responses, keep, withholdsUsage(ex));
     }
     if (ex.anthropic !== null) return new AnthropicRelayHandler(ex, hooks, resolve, ex.anthropic, ex.id, withholdsUsage(ex));
@@ -775,16 +827,21 @@ export class Router {
   private keepResponse(ex: Exchange, call: ResponsesRelayCall, model: Model, response: Record<string, unknown>): void {
     const store = this.deps.responses;
     if (!store || !call.store) return;
-    const id = response.id as string;
+    // Kept under the router's own id whatever the engine answered: an engine's ids (predictable, or the same from two
+    // engines) never name another key's response. The engine's id, where it differs, is kept beside it for continuing.
+    const id = call.id;
+    const engineId = typeof response.id === 'string' && response.id !== id ? response.id : null;
+    const keyId = ex.key?.id ?? 'anonymous';
     // An engine serving the API natively was sent store false and no previous id: the kept copy says what the client asked.
-    const kept = { ...response, store: true, previous_response_id: call.previousResponseId };
+    const kept = { ...response, id, store: true, previous_response_id: call.previousResponseId };
+    const slots = [keepingSlot(keyId, id), ...(engineId === null ? [] : [keepingSlot(keyId, engineId)])];
     const put = store
-      .put({ id, keyId: ex.key?.id ?? 'anonymous', model: model.name, createdAtMs: this.now(), response: kept, items: call.itemsAfter(kept) })
+      .put({ id, keyId, engineId, model: model.name, createdAtMs: this.now(), response: kept, items: call.itemsAfter(kept) })
       .catch((err: unknown) => this.deps.logger.error({ err, request: ex.id, response: id }, 'a Responses answer could not be kept; continuing from it by id will not find it'))
       .finally(() => {
-        if (this.keeping.get(id) === put) this.keeping.delete(id);
+        for (const slot of slots) if (this.keeping.get(slot) === put) this.keeping.delete(slot);
       });
-    this.keeping.set(id, put);
+    for (const slot of slots) this.keeping.set(slot, put);
   }
 
   /**
@@ -803,8 +860,9 @@ export class Router {
   async keptResponse(key: ApiKeyRecord | null, id: string): Promise<StoredResponse | undefined> {
     const store = this.deps.responses;
     if (!store) return undefined;
-    await this.keeping.get(id);
-    return store.get(key?.id ?? 'anonymous', id);
+    const keyId = key?.id ?? 'anonymous';
+    await this.keeping.get(keepingSlot(keyId, id));
+    return store.get(keyId, id);
   }
 
   /** GET /v1/responses/{id}: the kept Response, if this key kept it. */
@@ -832,7 +890,7 @@ export class Router {
     const output = Array.isArray(kept.response.output) ? kept.response.output.length : 0;
     const items = kept.items.slice(0, Math.max(0, kept.items.length - output)).map((item, i) => {
       const o = item as Record<string, unknown>;
-      return typeof o.id === 'string' ? o : { ...o, id: `item_${id.replace(/^resp_/, '')}_${i}` };
+      return typeof o.id === 'string' ? o : { ...o, id: `item_${kept.id.replace(/^resp_/, '')}_${i}` };
     });
     if (order === 'desc') items.reverse();
     let from = 0;
@@ -848,8 +906,9 @@ export class Router {
   /** DELETE /v1/responses/{id}: as OpenAI answers it. */
   async deleteResponse(id: string, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const store = this.deps.responses;
-    await this.keeping.get(id);
-    const deleted = store ? await store.delete(request.apiKey?.id ?? 'anonymous', id) : false;
+    const keyId = request.apiKey?.id ?? 'anonymous';
+    await this.keeping.get(keepingSlot(keyId, id));
+    const deleted = store ? await store.delete(keyId, id) : false;
     if (!deleted) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
     return { id, object: 'response', deleted: true };
   }
@@ -938,6 +997,16 @@ export class Router {
   count(model: string, status: number, key: ApiKeyRecord | null): void {
     this.metrics.countRequest(model, status, key?.prefix ?? 'none');
   }
+}
+
+/** What a request of a key revoked while it ran is told: the same words as a revoked key's refusal at admission. */
+function revokedMessage(key: ApiKeyRecord): string {
+  return `the API key ${key.prefix}… was revoked; ask the operator for a new one`;
+}
+
+/** Where a response being kept waits in `keeping`: per key, as the store keeps it. */
+function keepingSlot(keyId: string, id: string): string {
+  return `${keyId}\0${id}`;
 }
 
 function countUp(counts: Map<string, number>, name: string): void {

@@ -38,11 +38,39 @@ export interface KeyStore {
   /** Marks the key revoked; false when no key has that id. */
   revoke(id: string, atMs: number): Promise<boolean> | boolean;
   lookupByHash(hash: string): Promise<ApiKeyRecord | undefined> | ApiKeyRecord | undefined;
+  /**
+   * Calls `listener` with the id of each key revoked from now on: by this
+   * process, or (a store several control planes share) by another, once
+   * this one has read it. The router ends the key's running requests.
+   * Returns the unsubscribe.
+   */
+  onRevoked(listener: (keyId: string) => void): () => void;
+}
+
+/** Listeners of revocations, each called once per revoked key; one that throws does not stop the others. */
+export class RevocationListeners {
+  private readonly listeners = new Set<(keyId: string) => void>();
+
+  add(listener: (keyId: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  revoked(keyId: string): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(keyId);
+      } catch {
+        // A listener's fault is its own: the revocation itself stands, and the others still hear of it.
+      }
+    }
+  }
 }
 
 export class MemoryKeyStore implements KeyStore {
   private readonly byId = new Map<string, ApiKeyRecord>();
   private readonly byHash = new Map<string, ApiKeyRecord>();
+  private readonly revocations = new RevocationListeners();
 
   create(record: ApiKeyRecord): void {
     this.byId.set(record.id, record);
@@ -60,11 +88,21 @@ export class MemoryKeyStore implements KeyStore {
     const revoked = { ...old, revokedAtMs: old.revokedAtMs ?? atMs };
     this.byId.set(id, revoked);
     this.byHash.set(revoked.hash, revoked);
+    if (old.revokedAtMs === null) this.revocations.revoked(id);
     return true;
   }
 
   lookupByHash(hash: string): ApiKeyRecord | undefined {
     return this.byHash.get(hash);
+  }
+
+  /** The key with this id; undefined when there is none. */
+  get(id: string): ApiKeyRecord | undefined {
+    return this.byId.get(id);
+  }
+
+  onRevoked(listener: (keyId: string) => void): () => void {
+    return this.revocations.add(listener);
   }
 }
 

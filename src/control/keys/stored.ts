@@ -6,12 +6,13 @@
 // keys: it only imports types from it, and nothing of it is loaded for the
 // router, which sees KeyStore and UsageSink alone.
 import type { StoreConnection } from '../store/index.js';
-import { MemoryKeyStore, type ApiKeyRecord, type KeyStore } from './keys.js';
+import { MemoryKeyStore, RevocationListeners, type ApiKeyRecord, type KeyStore } from './keys.js';
 import type { UsageEvent, UsageSink } from './usage.js';
 
 export class StoredKeys implements KeyStore {
   /** The keys as the store holds them, indexed as the router reads them; replaced whole on reload. */
   private cache = new MemoryKeyStore();
+  private readonly revocations = new RevocationListeners();
 
   private constructor(private readonly store: StoreConnection) {}
 
@@ -39,7 +40,10 @@ export class StoredKeys implements KeyStore {
         revokedAtMs: r.revoked_at,
       });
     }
+    const before = this.cache;
     this.cache = cache;
+    // Keys another instance revoked, read here for the first time: their running requests here end too.
+    for (const r of cache.list()) if (r.revokedAtMs !== null && before.get(r.id)?.revokedAtMs === null) this.revocations.revoked(r.id);
   }
 
   async create(record: ApiKeyRecord): Promise<void> {
@@ -70,12 +74,19 @@ export class StoredKeys implements KeyStore {
   async revoke(id: string, atMs: number): Promise<boolean> {
     const result = await this.store.db.updateTable('api_keys').set({ revoked_at: atMs }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
     await this.store.announce(this.store.db, 'keys');
+    const wasLive = this.cache.get(id)?.revokedAtMs === null;
     // A key another instance made and this one has not reloaded yet: the store's answer stands.
-    return this.cache.revoke(id, atMs) || Number(result.numUpdatedRows) > 0;
+    const found = this.cache.revoke(id, atMs) || Number(result.numUpdatedRows) > 0;
+    if (wasLive || Number(result.numUpdatedRows) > 0) this.revocations.revoked(id);
+    return found;
   }
 
   lookupByHash(hash: string): ApiKeyRecord | undefined {
     return this.cache.lookupByHash(hash);
+  }
+
+  onRevoked(listener: (keyId: string) => void): () => void {
+    return this.revocations.add(listener);
   }
 }
 
