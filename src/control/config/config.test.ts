@@ -119,6 +119,18 @@ describe('control configuration', () => {
     expect(ok.adminToken).toBe('a-long-enough-admin-token');
   });
 
+  it('runs without an admin token only when insecure_no_admin_token says so, from the file, the environment or a flag', () => {
+    // With no admin token, `llmgw control` served every admin call on loopback to any local user; now it makes one unless told (issue 33).
+    expect(loadControlConfig({}).insecureNoAdminToken, 'absent = make one').toBe(false);
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-config-insecure-'));
+    writeFileSync(join(dir, 'c.yaml'), 'insecure_no_admin_token: true\n');
+    expect(loadControlConfig({ file: join(dir, 'c.yaml') }).insecureNoAdminToken).toBe(true);
+    expect(loadControlConfig({ env: { LLMGW_INSECURE_NO_ADMIN_TOKEN: 'true' } }).insecureNoAdminToken).toBe(true);
+    expect(loadControlConfig({ flags: { insecure_no_admin_token: 'false' } }).insecureNoAdminToken).toBe(false);
+    expect(() => loadControlConfig({ flags: { insecure_no_admin_token: 'yes' } })).toThrow(/insecure_no_admin_token/);
+    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081', LLMGW_INSECURE_NO_ADMIN_TOKEN: 'true' } }), 'never off loopback').toThrow(/an admin token is required/);
+  });
+
   it('reads tokens from files and refuses both forms at once', () => {
     const tokenFile = file('  join-token-from-a-file-0123\n');
     expect(loadControlConfig({ env: { LLMGW_JOIN_TOKEN_FILE: tokenFile } }).joinToken).toBe('join-token-from-a-file-0123');
