@@ -9,7 +9,7 @@
 // appeared. Names are now refused by the protocol; free text (errors, GPU
 // problems, paths, log lines, server messages quoting them) is printed with
 // its control characters made visible.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -38,6 +38,12 @@ let adminUrl = '';
 let agentUrl = '';
 const servers: Server[] = [];
 let beating: NodeJS.Timeout | undefined;
+// A private tmux server for the terminal replay: the developer's sessions are never touched, and kill-server ends only this one.
+const SOCKET = `llmgw-terminal-test-${process.pid}-${Date.now()}`;
+
+function tmux(...args: string[]): string {
+  return execFileSync('tmux', ['-L', SOCKET, ...args], { encoding: 'utf8' });
+}
 
 async function api<T>(path: string): Promise<T> {
   const res = await fetch(`${adminUrl}${path}`, { headers: admin });
@@ -116,6 +122,11 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (beating) clearInterval(beating);
+  try {
+    tmux('kill-server');
+  } catch {
+    // No server was started: nothing to end.
+  }
   await stopAll();
   for (const s of servers) s.close();
 });
@@ -265,6 +276,35 @@ describe('ctl prints what a node, an engine or a client wrote without letting it
     expectHarmless('ctl summary (refused)', r, { oneLine: false });
     expect(r.stderr.split('\n').filter((l) => l.startsWith(FAKE)), `no line of the message starts with the forged text:\n${r.stderr}`).toEqual([]);
     expect(r.stderr, 'the message keeps its lines, each after the first indented').toContain(`\n  ${FAKE}`);
+  });
+
+  it('at a real terminal, with colour on, the window title, the clipboard and the screen stay the operator\'s', async () => {
+    // tmux keeps what a program sets: the pane's title (OSC 0/2) and, with set-clipboard on, a paste buffer (OSC 52).
+    tmux('new-session', '-d', '-s', 'boot', '-x', '250', '-y', '100');
+    tmux('set-option', '-g', 'set-clipboard', 'on');
+    const run = async (session: string, args: string[]): Promise<string> => {
+      const quoted = [process.execPath, ...CTL_ARGV, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+      tmux('new-session', '-d', '-s', session, '-x', '250', '-y', '100', '-e', `LLMGW_ADMIN_URL=${adminUrl}`, '-e', `LLMGW_ADMIN_TOKEN=${ADMIN}`, `${quoted}; echo "EXIT=$?"; exec cat`);
+      // -J joins lines the terminal wrapped; -e keeps the colours, which must be there (a terminal gets colour).
+      return waitFor(`ctl ${args.join(' ')} to finish in the terminal`, async () => {
+        const s = tmux('capture-pane', '-p', '-J', '-e', '-t', session);
+        return s.includes('EXIT=') ? s : undefined;
+      });
+    };
+    const strip = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, ''); // eslint-disable-line no-control-regex
+    const node = await run('node', ['node', 'evil']);
+    expect(strip(node)).toContain('EXIT=0');
+    expect(node, 'colour is on').toMatch(/\x1b\[[0-9;]*m/); // eslint-disable-line no-control-regex
+    expect(strip(node).split('\n')[0], 'the screen was not cleared: the first line is still the heading').toMatch(/^node evil /);
+    expect(strip(node), 'the hostile text is on the screen, escaped').toContain(SHOWN);
+    expect(strip(node).split('\n').filter((l) => l.trimStart().startsWith(FAKE)), 'no forged line').toEqual([]);
+    const logs = await run('logs', ['logs', runReplica]);
+    expect(strip(logs)).toContain('EXIT=0');
+    expect(strip(logs).split('\n')[0], 'the screen was not cleared').toMatch(/^replica /);
+    for (const session of ['node', 'logs']) {
+      expect(tmux('display-message', '-p', '-t', session, '#{pane_title}'), `${session}: the window title is not the node's`).not.toContain('owned');
+    }
+    expect(tmux('list-buffers'), 'nothing was written to the clipboard').toBe('');
   });
 
   it('-o json stays the API\'s JSON, with every control character escaped', async () => {
