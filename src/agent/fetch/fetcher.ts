@@ -13,7 +13,8 @@ import { LlmgwError } from '../../errors/index.js';
 import { cacheName, canonicalSource, parseSource, type WeightSource } from '../../protocol/index.js';
 import { nearestName } from '../../units/index.js';
 import { FILES_DIR, MANIFEST_VERSION, type CacheEntry, type ManifestFile, type WeightCache, type WeightManifest } from '../cache/index.js';
-import type { HostLookup } from './address-guard.js';
+import { type HostLookup, systemLookup } from './address-guard.js';
+import { guardedHubFetch } from './hub-fetch.js';
 import { defaultWriteStream, downloadFile, hashFile, partialBytes, type HttpContext, type WriteStreamFactory } from './http-download.js';
 import { hubFileUrl, hubUnauthorizedHint, planHubFetch, type HfSource, type HubClient } from './hub.js';
 import { PartialRecord } from './partial-record.js';
@@ -111,7 +112,8 @@ export function compileFetcherOptions(options: FetcherOptions): CompiledFetcherO
     allowHttp: options.allowHttp ?? false,
     dispatcher: options.dispatcher,
     lookup: options.lookup,
-    hubFetch: options.hubFetch ?? ((input, init) => fetch(input, init)),
+    // Redirects are followed by hand, under the rule file downloads follow (hub-fetch.ts).
+    hubFetch: guardedHubFetch(options.hubFetch ?? ((input, init) => fetch(input, init)), hubUrl, options.lookup ?? systemLookup),
     progressIntervalMs,
     fileConcurrency,
     now: options.now ?? Date.now,

@@ -196,6 +196,25 @@ describe('HF_TOKEN on the hub API', () => {
   });
 });
 
+describe('redirects of the hub API', () => {
+  it('are followed only where a file download may go', async () => {
+    // The library followed the hub's redirects itself, and its probe of a file handed back where one went as the URL to download.
+    const hub = await new RedirectServer().listen((_req, res) => {
+      res.writeHead(302, { location: `http://metadata.example:${server.port}/latest/meta-data/` }).end();
+      return true;
+    });
+    try {
+      const lookup = resolver({ 'metadata.example': ['169.254.169.254'] });
+      const err = await errorOf(fetcher({ hubUrl: `http://127.0.0.1:${hub.port}`, hfToken: 'hf_secret_for_the_hub', lookup }).fetch('hf://acme/tiny'));
+      expect(err.code, err.message).toBe('LLMGW_FETCH_FAILED');
+      expect(err.message).toMatch(/redirected to http:\/\/metadata\.example:\d+, which reaches 169\.254\.169\.254, a link-local address/);
+      expect(server.seen, 'nothing was asked at the redirect target').toEqual([]);
+    } finally {
+      await hub.close();
+    }
+  });
+});
+
 describe('addressesOf', () => {
   it('takes an address in the URL as it is, asking no resolver', async () => {
     const lookup = resolver({});
