@@ -10,9 +10,10 @@ import { Migrator, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, POSTGRES_SKIP_REASON } from '../../../test/support/postgres.js';
 import { StaticMigrationProvider } from '../store/migrations.js';
-import { openPostgres, openSqlite, type Database } from '../store/index.js';
+import { openPostgres, openSqlite, Store, type Database } from '../store/index.js';
 import { StoreConnection, type StoreLocation } from '../store/connection.js';
-import { StoredUsage } from './stored.js';
+import { issueKey } from './keys.js';
+import { StoredKeys, StoredUsage } from './stored.js';
 
 interface Backend {
   name: string;
@@ -94,3 +95,33 @@ for (const backend of backends) {
     });
   });
 }
+
+describe('revocations heard from the store', () => {
+  // A key revoked on one control plane left its streams running on the others: they learnt of it only at the
+  // next request. Each instance's StoredKeys now tells its router of every revocation it reads.
+  it('tells listeners of a key revoked here, and of one another instance revoked, once each', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-revoked-'));
+    const path = join(dir, 'llmgw.db');
+    const here = await Store.open({ location: { kind: 'sqlite', path } });
+    const there = await Store.open({ location: { kind: 'sqlite', path } });
+    try {
+      const mine = await StoredKeys.create(here.connection);
+      const theirs = await StoredKeys.create(there.connection);
+      const heard: string[] = [];
+      mine.onRevoked((id) => heard.push(`here:${id}`));
+      const a = await issueKey(mine, { name: 'a' }, 1, 'test');
+      const b = await issueKey(mine, { name: 'b' }, 1, 'test');
+      await theirs.reload();
+      expect(await mine.revoke(a.record.id, 2)).toBe(true);
+      expect(heard, 'a revocation made here').toEqual([`here:${a.record.id}`]);
+      expect(await theirs.revoke(b.record.id, 3)).toBe(true);
+      await mine.reload();
+      await mine.reload();
+      expect(heard, 'one another instance made, read here once').toEqual([`here:${a.record.id}`, `here:${b.record.id}`]);
+    } finally {
+      await here.close();
+      await there.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
