@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReplicaView } from '../../src/api/index.js';
 import { NodeProber } from '../../src/agent/probe/index.js';
+import { startSimAgent, JOIN as FLEET_JOIN, ADMIN as FLEET_ADMIN, adminHeaders, weightsDir } from '../support/fleet.js';
+import { createTestDatabase, describePostgres, type TestDatabase } from '../support/postgres.js';
 import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
@@ -161,11 +163,14 @@ beforeAll(async () => {
 
 let collide: { port: number; inputs: string[] } = { port: 0, inputs: [] };
 
+let sharedDb: TestDatabase | undefined;
+
 afterAll(async () => {
   if (beating) clearInterval(beating);
   await stopAll();
   killEnginesOf(stateDirs);
   for (const s of servers) s.close();
+  await sharedDb?.drop();
 });
 
 describe('one request cannot take more tokens than its key may use in a minute', () => {
@@ -215,14 +220,14 @@ describe('kept Responses stay with the key that made them', () => {
     expect(second.status).toBe(200);
     const answerB = (await second.json()) as { id: string };
     expect(collide.inputs.length, 'both went to the engine that gives one id').toBeGreaterThanOrEqual(2);
-    expect(answerA.id, "the router's own id, never the engine's").not.toBe(ENGINE_ID);
-    expect(answerA.id).toMatch(/^resp_[0-9a-f]{32}$/);
-    expect(answerB.id).not.toBe(answerA.id);
 
     const get = (key: string, id: string) => fetch(`${clientUrl}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });
     const keptA = await get(a.secret, answerA.id);
     expect(keptA.status, "A's kept answer is still A's").toBe(200);
     expect(JSON.stringify(await keptA.json())).toContain('the answer kept for key A');
+    expect(answerA.id, "the router's own id, never the engine's").not.toBe(ENGINE_ID);
+    expect(answerA.id).toMatch(/^resp_[0-9a-f]{32}$/);
+    expect(answerB.id).not.toBe(answerA.id);
     for (const id of [answerA.id, ENGINE_ID]) {
       const stolen = await get(b.secret, id);
       if (id === answerA.id) expect(stolen.status, "B cannot read A's by A's id").toBe(404);
@@ -275,5 +280,53 @@ describe('revoking a key ends what it has running', () => {
     }
     const after = await post(key.secret, '/v1/chat/completions', { model: 'slow-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
     expect(after.status, 'and new requests are refused').toBe(401);
+  });
+});
+
+describePostgres('revoking a key on one control plane ends its streams on another', () => {
+  it('a stream through the second instance ends with an error event naming the revocation made on the first', { timeout: 180_000 }, async () => {
+    // Attack: a key revoked through one control plane kept streaming through another sharing the store: each
+    // instance checked revocation only when a request arrived.
+    sharedDb = await createTestDatabase();
+    const args = ['--store', sharedDb.url, '--join-token', FLEET_JOIN, '--admin-token', FLEET_ADMIN, '--reconcile-interval', '500ms', '--log-level', 'warn'];
+    const cps = [await startControl(args), await startControl(args)];
+    const stateDir = join(dir, 'shared-h1');
+    stateDirs.push(stateDir);
+    startSimAgent(cps.map((c) => c.urls.agent).join(','), stateDir, 'shared-h1', { first: 26450, count: 40 });
+    const adminCall = async <T>(cp: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
+      const res = await fetch(`${cps[cp]!.urls.admin}${path}`, { method, headers: adminHeaders, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      return { status: res.status, body: (await res.json()) as T };
+    };
+    await waitFor('the node up', async () => ((await adminCall<{ liveness: string }[]>(0, 'GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up') ? true : undefined));
+    const added = await adminCall(0, 'POST', '/api/v1/models', { name: 'shared-slow', source: weightsDir(join(dir, 'shared')), scaling: { min: 1 }, profiles: [{ engine: 'sim', args: ['--tokens-per-second', '20'] }] });
+    expect(added.status, JSON.stringify(added.body)).toBe(200);
+    for (const cp of [0, 1]) {
+      await waitFor(`a ready replica as instance ${cp} sees it`, async () => ((await adminCall<ReplicaView[]>(cp, 'GET', '/api/v1/replicas?model=shared-slow')).body.some((r) => r.state === 'ready') ? true : undefined), 90_000);
+    }
+    const made = await adminCall<{ id: string; secret: string }>(0, 'POST', '/api/v1/keys', { name: 'shared-revoked' });
+    expect(made.status).toBe(201);
+    const body = { model: 'shared-slow', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2000, stream: true };
+    const res = await waitFor('the key known to the second instance', async () => {
+      const r = await fetch(`${cps[1]!.urls.client}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${made.body.secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(60_000),
+      });
+      if (r.status === 200) return r;
+      await r.text();
+      return undefined;
+    }, 10_000);
+    const reader = res.body!.getReader();
+    expect((await reader.read()).done, 'the stream began').toBe(false);
+    const revoked = await adminCall(0, 'DELETE', `/api/v1/keys/${made.body.id}`);
+    expect(revoked.status).toBe(200);
+    let text = '';
+    for (;;) {
+      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (done) break;
+      text += Buffer.from(value!).toString('utf8');
+    }
+    expect(text.trimEnd().split(/\n\n/).at(-1), 'the second instance ended the stream, naming the revocation').toMatch(/^data: \{"error":\{"message":"the API key \S+ was revoked/);
   });
 });
