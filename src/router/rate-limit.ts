@@ -41,15 +41,16 @@ export interface RequestLimiter {
   /**
    * Admits one request or says why not. `reserveTokens` (absent = 0) is what
    * the request may cost; with a token limit it must fit in what is left, and
-   * is taken at once (capped at the per-minute limit, so that one request
-   * always fits a full balance). With 0, a positive balance admits.
+   * is taken at once. The router refuses a request whose reservation
+   * exceeds the per-minute limit before it asks (it could never fit); the
+   * cap at that limit here is a backstop. With 0, a positive balance admits.
    */
   admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null, reserveTokens?: number): LimitDecision;
   /** Ends a request: gives back its `reservedTokens` and charges what it really used (0 when it failed before any token). */
   settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void;
 }
 
-/** The tokens a request reserves: what it asked, but never more than a whole minute's limit. */
+/** The tokens a request reserves: what it asked, but never more than a whole minute's limit (the router refuses such a request first). */
 export function cappedReservation(reserveTokens: number, tokensPerMinute: number): number {
   return Math.max(0, Math.min(Math.ceil(reserveTokens), tokensPerMinute));
 }
