@@ -252,10 +252,20 @@ const STALLED_BODY_MESSAGE = 'the request (its headers or its body) took too lon
 function answerStalledBody(this: IncomingMessage, socket: Socket): void {
   if (this.listenerCount('error') > 0) {
     this.emit('error', new LlmgwError('LLMGW_REQUEST_TIMEOUT', STALLED_BODY_MESSAGE));
+    // Handling 'timeout' tells Node not to close the socket itself, and the
+    // listener may not be the body's reader (a hook still running when the
+    // timer fired answers nothing): the connection must not outlive the stall
+    // for good, so it is closed after a grace whether or not a 408 went out.
+    const grace = setTimeout(() => socket.destroy(), STALLED_ANSWER_GRACE_MS);
+    grace.unref();
+    socket.once('close', () => clearTimeout(grace));
     return;
   }
   socket.destroy();
 }
+
+/** How long a 408 for a stalled body has to leave before its connection is closed anyway. */
+const STALLED_ANSWER_GRACE_MS = 1000;
 
 /** The status and sentence for a request Node's HTTP parser refused, by its error code. */
 function clientErrorOf(code: string | undefined): { status: number; message: string } {

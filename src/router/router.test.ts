@@ -822,10 +822,12 @@ describe('choice and connections', () => {
     const port = Number(new URL(h.url).port);
     const socket = connect(port, '127.0.0.1');
     let closed = false;
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString()));
     socket.on('close', () => (closed = true));
     socket.on('error', () => undefined);
     socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${h.secret}\r\ncontent-length: 100\r\n\r\n{"model":`);
-    await eventually(() => closed, 'the router to close a connection whose body went silent', 5_000);
+    await eventually(() => closed, 'the router to close a connection whose body went silent', 5_000).catch((e: Error) => { throw new Error(`${e.message}; answer so far: ${JSON.stringify(answer)}`); });
   });
 });
 
