@@ -13,38 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPrng } from '../../src/control/placement/synthetic.js';
 import { ADMIN, JOIN, startSimAgent } from '../support/fleet.js';
 import { type RunningProcess, type ControlUrls, startControl, stopAll } from '../support/processes.js';
+import { type RawAnswer, rawExchange } from '../support/raw-http.js';
 import { waitFor } from '../support/wait.js';
 
 afterAll(stopAll);
 
-interface RawAnswer {
-  status: number;
-  head: string;
-  body: string;
-}
-
-/** Sends bytes exactly as given over a socket and reads the answer until the server closes; status 0 = closed with no answer. */
-function raw(url: string, request: string, timeoutMs = 20_000): Promise<RawAnswer> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port) });
-    let data = '';
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no end of the answer within ${timeoutMs} ms; so far: ${data.slice(0, 200)}`));
-    }, timeoutMs);
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (data += chunk));
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      clearTimeout(timer);
-      const split = data.indexOf('\r\n\r\n');
-      const head = split < 0 ? data : data.slice(0, split);
-      const m = /^HTTP\/1\.1 (\d{3})/.exec(head);
-      resolve({ status: m ? Number(m[1]) : 0, head, body: split < 0 ? '' : data.slice(split + 4) });
-    });
-    socket.write(request);
-  });
+/** Sends bytes exactly as given and reads the answer until the server closes; status 0 = closed with no answer. */
+function raw(url: string, request: string): Promise<RawAnswer> {
+  return rawExchange(url, request);
 }
 
 /** A whole HTTP/1.1 request as text; `Connection: close` so the answer ends with the connection. */

@@ -14,6 +14,7 @@ import { connect as connectTls } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN, JOIN } from '../support/fleet.js';
 import { type ControlUrls, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { type RawAnswer, rawExchange } from '../support/raw-http.js';
 import { waitFor } from '../support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'llmgw-sec-listeners-'));
@@ -73,34 +74,9 @@ async function clientHello(): Promise<Buffer> {
   });
 }
 
-interface Answer {
-  status: number;
-  head: string;
-  body: string;
-}
-
-/** Sends `request` over TLS (trusting the test's CA) and reads the answer until the server closes; status 0 = no answer. */
-function overTls(url: string, request: string, patienceMs = 20_000): Promise<Answer> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connectTls({ host: hostname, port: Number(port), ca });
-    let data = '';
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no end of the answer within ${patienceMs} ms; so far: ${data.slice(0, 200)}`));
-    }, patienceMs);
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (data += chunk));
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      clearTimeout(timer);
-      const split = data.indexOf('\r\n\r\n');
-      const head = split < 0 ? data : data.slice(0, split);
-      const m = /^HTTP\/1\.1 (\d{3})/.exec(head);
-      resolve({ status: m ? Number(m[1]) : 0, head, body: split < 0 ? '' : data.slice(split + 4) });
-    });
-    socket.once('secureConnect', () => socket.write(request));
-  });
+/** Sends `request` over TLS, trusting the test's CA, and reads the answer until the server closes. */
+function overTls(url: string, request: string): Promise<RawAnswer> {
+  return rawExchange(url, request, { ca });
 }
 
 describe('a TLS control plane with short timeouts', () => {
