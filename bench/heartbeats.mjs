@@ -69,6 +69,7 @@ import { clearInterval, clearTimeout, setInterval, setTimeout } from 'node:timer
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, URL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { controlListening } from './processes.mjs';
 import pg from 'pg';
 import pino from 'pino';
 import { Agent as UndiciAgent, Client, Pool, setGlobalDispatcher } from 'undici';
@@ -230,27 +231,7 @@ async function startControl(store, profDir) {
   ];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const urls = await new Promise((resolve, reject) => {
-    let buffered = '';
-    const timer = setTimeout(() => reject(new Error('the control plane did not print its listening line within 30 s')), 30_000);
-    child.stdout.on('data', (chunk) => {
-      if (buffered === null) return; // Found already: the rest (joins) is read only so the pipe never fills.
-      buffered += chunk;
-      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        if (!line.includes('llmgw control listening')) continue;
-        clearTimeout(timer);
-        buffered = null;
-        resolve(JSON.parse(line));
-        return;
-      }
-    });
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      reject(new Error(`the control plane exited (${signal ?? code}) before listening`));
-    });
-  });
+  const urls = await controlListening(child, exited);
   return {
     pid: child.pid,
     agentUrl: urls.agent,

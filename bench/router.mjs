@@ -70,6 +70,7 @@ import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { cpuSeconds } from './processes.mjs';
 import { Pool } from 'undici';
 
 const { values: flags } = parseArgs({
@@ -303,18 +304,6 @@ function stop(child) {
     child.once('exit', resolve);
     child.kill('SIGTERM');
   });
-}
-
-/** CPU seconds (user + system) a process has used, from /proc; null where there is no /proc. */
-function cpuSeconds(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are fields 14 and 15 of stat, in clock ticks (100 per second on Linux).
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return null;
-  }
 }
 
 /**

@@ -33,10 +33,10 @@ import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
-import { clearTimeout, setTimeout } from 'node:timers';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL, URL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { controlListening, cpuSeconds } from './processes.mjs';
 import { PROTOCOL_VERSION, reportHash } from '../dist/protocol/index.js';
 import { LLMGW_VERSION } from '../dist/version.js';
 
@@ -97,27 +97,7 @@ async function startControl(store, preload, loopDelayFile) {
   const args = ['--import', pathToFileURL(preload).href, flags.llmgw, 'control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', '--store', store, '--join-token', joinToken, '--admin-token', adminToken, '--log-level', 'info'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LLMGW_BENCH_LOOP_DELAY_FILE: loopDelayFile } });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const urls = await new Promise((resolve, reject) => {
-    let buffered = '';
-    const timer = setTimeout(() => reject(new Error('the control plane did not print its listening line within 30 s')), 30_000);
-    child.stdout.on('data', (chunk) => {
-      if (buffered === null) return; // Found already: the rest is read only so the pipe never fills.
-      buffered += chunk;
-      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        if (!line.includes('llmgw control listening')) continue;
-        clearTimeout(timer);
-        buffered = null;
-        resolve(JSON.parse(line));
-        return;
-      }
-    });
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      reject(new Error(`the control plane exited (${signal ?? code}) before listening`));
-    });
-  });
+  const urls = await controlListening(child, exited);
   return {
     pid: child.pid,
     urls,
@@ -175,18 +155,6 @@ function upload(clientUrl, key, body) {
     socket.write(`POST /v1/audio/transcriptions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: ${body.length}\r\n\r\n`);
     socket.write(body);
   });
-}
-
-/** CPU seconds (user + system) a process has used, from /proc; NaN off Linux. */
-function cpuSeconds(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime, fields 14 and 15 of stat, in clock ticks (100 a second on every Linux this runs on).
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return NaN;
-  }
 }
 
 function percentile(sorted, p) {
