@@ -144,7 +144,7 @@ export interface ControlUrls {
  */
 export async function startControl(args: string[], options: StartOptions & { makesAdminToken?: boolean } = {}): Promise<RunningProcess & { urls: ControlUrls }> {
   const proc = startLlmgw(
-    ['control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', ...(options.makesAdminToken ? [] : ['--insecure-no-admin-token']), ...args],
+    ['control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', ...(options.makesAdminToken || args.some((a) => a.startsWith('--admin-token')) ? [] : ['--insecure-no-admin-token']), ...args],
     options,
   );
   const entry = await proc.waitForLog((e) => e.msg === 'llmgw control listening');
