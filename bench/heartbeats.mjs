@@ -223,13 +223,13 @@ async function startControl(store, profDir) {
     '--admin-addr', '127.0.0.1:0',
     '--agent-addr', '127.0.0.1:0',
     '--store', store,
-    '--join-token', joinToken,
-    '--admin-token', adminToken,
     // The listening line is logged at info; in steady state nothing else is
     // (request logging is off, heartbeats log only a report that fails to parse).
     '--log-level', 'info',
   ];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  // Tokens in the environment, as the README says, not on the command line.
+  const env = { ...process.env, LLMGW_JOIN_TOKEN: joinToken, LLMGW_ADMIN_TOKEN: adminToken };
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const urls = await controlListening(child, exited);
   return {

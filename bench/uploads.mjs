@@ -94,8 +94,8 @@ setInterval(() => {
 
 /** Starts `llmgw control` as a child; resolves with its URLs once it prints its listening line. */
 async function startControl(store, preload, loopDelayFile) {
-  const args = ['--import', pathToFileURL(preload).href, flags.llmgw, 'control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', '--store', store, '--join-token', joinToken, '--admin-token', adminToken, '--log-level', 'info'];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LLMGW_BENCH_LOOP_DELAY_FILE: loopDelayFile } });
+  const args = ['--import', pathToFileURL(preload).href, flags.llmgw, 'control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', '--store', store, '--log-level', 'info'];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LLMGW_JOIN_TOKEN: joinToken, LLMGW_ADMIN_TOKEN: adminToken, LLMGW_BENCH_LOOP_DELAY_FILE: loopDelayFile } });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const urls = await controlListening(child, exited);
   return {
