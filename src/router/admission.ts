@@ -42,6 +42,12 @@ export interface AdmittedCall {
   readonly model: Model;
   /** Tokens reserved against the key's token limit, given back or charged when the request ends; 0 = none. */
   reservedTokens: number;
+  /**
+   * The max_tokens sent upstream for a request that set none, from a key with
+   * a token limit: what was reserved for its completion, so the engine cannot
+   * generate past it (to its context's end). Null = nothing added.
+   */
+  completionCap: number | null;
   /** A Messages API request (POST /v1/messages) translated to chat: how its answer is translated back; null = an OpenAI request. */
   readonly anthropic: AnthropicCall | null;
   /** A Responses API request (POST /v1/responses): how each attempt sends it and its answer comes back; null = another API. */
@@ -112,10 +118,12 @@ export function armBodyTimeout(socket: Socket | null | undefined, ms: number): v
 }
 
 /**
- * The key hook, for every route of the router: the body is in (so its idle
- * timeout is disarmed: from here a slow reader is bounded by the total
- * timeout), then `request.apiKey` is the caller's key, or the request is
- * refused with 401 saying why.
+ * The key hook, for every route of the router, run as soon as the headers
+ * are in: `request.apiKey` is the caller's key, or the request is refused
+ * with 401 saying why before any of its body is read. Checked after the
+ * body, a connection trickling a large body without a key stayed busy (and
+ * so safe from the listener's connection cap) for as long as the body's
+ * idle timeout let it, and a few thousand of them shut honest clients out.
  */
 export function keyHook(deps: AdmissionDeps): Hook {
   const admitKey = (key: ApiKeyRecord | null | undefined, reply: FastifyReply): ApiKeyRecord | undefined => {
@@ -134,7 +142,6 @@ export function keyHook(deps: AdmissionDeps): Hook {
     return key;
   };
   return (request, reply, done) => {
-    armBodyTimeout(request.raw.socket, 0);
     if (!deps.authRequired) return done();
     const presented = bearerToken(request.headers.authorization);
     if (presented === null) {
@@ -278,7 +285,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    request.call = { endpoint, contentType, raw, parsed, model, reservedTokens: 0, ...translated };
+    request.call = { endpoint, contentType, raw, parsed, model, reservedTokens: 0, completionCap: null, ...translated };
     done();
   }
 }
@@ -331,6 +338,7 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
       return;
     }
     call.reservedTokens = decision.reservedTokens ?? 0;
+    if (cost !== null && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
     done();
   };
 }
@@ -359,7 +367,9 @@ function tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model
   const prompt = parsed.leastPromptTokens();
   if (!generates(endpoint)) return { prompt, completion: 0, completionFrom: 'request', choices: 1, total: prompt };
   const body = parsed.body;
-  const asked = typeof body.max_tokens === 'number' ? body.max_tokens : typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : null;
+  // Both given: engines differ in which wins (vLLM takes max_completion_tokens), so the larger is what it may cost.
+  const given = [body.max_tokens, body.max_completion_tokens].filter((v): v is number => typeof v === 'number');
+  const asked = given.length ? Math.max(...given) : null;
   const completion = asked ?? model.limits.maxTokens ?? defaultReserveTokens;
   const completionFrom = asked !== null ? 'request' : model.limits.maxTokens !== null ? 'model' : 'default';
   const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;

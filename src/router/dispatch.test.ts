@@ -71,6 +71,24 @@ describe('the dispatch chain', () => {
     expect(body, 'a body passed through in its own API is renamed, never given stream_options').toBe('{"model":"alias","input":"hi","stream":true,"model":"m"}');
   });
 
+  // A key with a token limit reserved 1024 for a request that set no max_tokens, and the engine then generated
+  // to its context's end: one request cost the key many times its per-minute figure.
+  it('holds a request that set no max_tokens to its reserved completion, except in a body passed through', async () => {
+    let body = '';
+    const send = compose(async (a) => {
+      body = a.body.toString();
+      return { kind: 'done', status: 200 };
+    }, [rewriteBody()]);
+    const capped = (b: string, native?: string): Attempt => {
+      const a = attempt(b, undefined, native);
+      return { ...a, ex: { ...a.ex, completionCap: 200 } };
+    };
+    await send(capped('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+    expect(JSON.parse(body).max_tokens, 'the engine hears the reserved completion as max_tokens').toBe(200);
+    await send(capped('{"model":"m","messages":[{"role":"user","content":"hi"}]}', '{"model":"m","input":"hi"}'));
+    expect(body, 'a Responses body passed through is not given a chat field').toBe('{"model":"m","input":"hi"}');
+  });
+
   it('counts the attempt in flight on its replica until its outcome, and stamps its last use', async () => {
     const use: ReplicaUse = { inFlight: 0, lastUsedAtMs: null };
     let during = -1;

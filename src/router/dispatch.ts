@@ -31,6 +31,8 @@ export interface AttemptExchange {
   dispatched: boolean;
   /** The engine refused the stream_options the router added: sent as the client wrote it from then on. */
   readonly usageRefused: boolean;
+  /** max_tokens to add to a body that set none (a key's token limit holds the engine to what was reserved); absent or null = none. */
+  readonly completionCap?: number | null;
 }
 
 /** One attempt on its way upstream; `E` is the router's whole exchange, which the dispatch at the end of the chain needs. */
@@ -66,7 +68,9 @@ export function compose<E extends AttemptExchange>(base: Dispatch<E>, intercepto
 
 /**
  * The bytes sent upstream: the client's own, unless the engine must hear
- * another model name, or a stream must be asked for its usage (without it
+ * another model name, a request from a key with a token limit set no
+ * max_tokens (the engine is held to what was reserved), or a stream must
+ * be asked for its usage (without it
  * a stream's tokens go uncounted and past the key's token limit; the
  * usage chunk is then kept from the client, who did not ask for it). Those
  * fields are appended to the client's bytes, not re-serialised: JSON
@@ -81,13 +85,16 @@ export function rewriteBody(): Interceptor {
     const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
     const rename = served !== null && !served.includes(requested);
     const askUsage = !a.passThrough && withholdsUsage(ex);
+    // Not on a natively served Responses body (passThrough), which names its cap max_output_tokens.
+    const cap = !a.passThrough && ex.completionCap != null ? ex.completionCap : null;
     if (rename && ex.contentType !== undefined && ex.contentType !== 'application/json') {
       // A form (an audio upload): its model field's value is replaced, every other byte sent as it came.
       a.body = withFormField(ex.raw, ex.contentType, 'model', model.name) ?? ex.raw;
-    } else if (rename || askUsage) {
+    } else if (rename || askUsage || cap !== null) {
       let tail = '';
       if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
       if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
+      if (cap !== null) tail += `,"max_tokens":${cap}`;
       a.body = appendFields(a.body, tail);
     }
     return next(a);

@@ -831,6 +831,24 @@ describe('choice and connections', () => {
   });
 });
 
+describe('a request without a valid key', () => {
+  // The key was checked once the whole body was in: a connection trickling a large body without any key stayed
+  // busy, out of reach of the listener's connection cap, and a few thousand such connections shut clients out.
+  it('is refused with 401 as soon as its headers are in, before any of its body arrives', async () => {
+    const h = await harness([model({ name: 'alpha' })], { timeouts: { idleBodyTimeoutMs: 60_000 } });
+    const port = Number(new URL(h.url).port);
+    for (const auth of ['', 'authorization: Bearer not-a-key\r\n']) {
+      const socket = connect(port, '127.0.0.1');
+      let answer = '';
+      socket.on('data', (d: Buffer) => (answer += d.toString()));
+      socket.on('error', () => undefined);
+      socket.write(`POST /v1/audio/transcriptions HTTP/1.1\r\nhost: x\r\ncontent-type: multipart/form-data; boundary=b\r\n${auth}content-length: 8000000\r\n\r\n`);
+      await eventually(() => answer.startsWith('HTTP/1.1 401'), `a 401 with the body still unsent (${auth ? 'a wrong key' : 'no key'}); so far: ${JSON.stringify(answer.slice(0, 80))}`, 5_000);
+      socket.destroy();
+    }
+  });
+});
+
 /** An engine that answers every request with `status` and an OpenAI error body; counts what it saw. */
 async function statusServer(status: number): Promise<{ url: string; seen(): number }> {
   let seen = 0;

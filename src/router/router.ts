@@ -166,6 +166,8 @@ interface Exchange extends AttemptExchange {
   usageRefused: boolean;
   /** Tokens reserved against the key's token limit at admission, given back or charged when the request ends; 0 = none. */
   reservedTokens: number;
+  /** max_tokens added to a chat or completions body that set none, so the engine generates no more than was reserved; null = none added. */
+  readonly completionCap: number | null;
   /** A Messages API request: its answer and refusals are translated to Anthropic's shapes; null = OpenAI's. */
   readonly anthropic: AnthropicCall | null;
   /** A Responses API request: sent natively or as chat per replica, its answer kept when it asks; null = another API. */
@@ -173,6 +175,9 @@ interface Exchange extends AttemptExchange {
   /** What the request log will hold of it, filled in as it goes. */
   readonly trace: RequestRecord;
 }
+
+/** The Messages API's routes, whose key may come as x-api-key and whose answers carry `request-id`. */
+const ANTHROPIC_ROUTES: ReadonlySet<string> = new Set(['/v1/messages', '/v1/messages/count_tokens']);
 
 /** Where an engine serving the Responses API natively takes it. */
 const RESPONSES_PATH = '/v1/responses';
@@ -367,7 +372,7 @@ export class Router {
   async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
     const key = request.apiKey;
-    const { endpoint, contentType, parsed, raw, model, reservedTokens, anthropic, responses } = request.call!;
+    const { endpoint, contentType, parsed, raw, model, reservedTokens, completionCap, anthropic, responses } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -395,6 +400,7 @@ export class Router {
       accounted: false,
       usageRefused: false,
       reservedTokens,
+      completionCap,
       anthropic,
       responses,
       trace: {
@@ -1100,6 +1106,13 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       }
       // A client that starts a body and stalls is cut after idleBodyTimeoutMs of silence (Node destroys a socket whose timeout nobody handles).
       armBodyTimeout(request.raw.socket, router.timeouts.idleBodyTimeoutMs);
+      if (ANTHROPIC_ROUTES.has(request.routeOptions.url ?? '')) {
+        // Here, not in the Messages scope's own hooks, which run after the key hook below.
+        // Anthropic's SDKs read the request id from `request-id` (message._request_id); x-request-id is sent too.
+        reply.raw.setHeader('request-id', request.id);
+        const apiKey = request.headers['x-api-key'];
+        if (request.headers.authorization === undefined && typeof apiKey === 'string') request.headers.authorization = `Bearer ${apiKey}`;
+      }
       done();
     });
     // The key, for every route here; then, per inference route, the call (body, model, permission, limits) and the rate limit.
@@ -1108,7 +1121,12 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.decorateRequest('call', null);
     scope.decorateRequest('responsesTurn', null);
     scope.decorateRequest('uploadForm', null);
-    scope.addHook('preHandler', keyHook(admission));
+    scope.addHook('onRequest', keyHook(admission));
+    // The body is in: its idle timeout is disarmed, and from here a slow reader is bounded by the total timeout.
+    scope.addHook('preHandler', (request, _reply, done) => {
+      armBodyTimeout(request.raw.socket, 0);
+      done();
+    });
     const rateLimit = rateLimitHook(admission);
     // count_tokens generates nothing and costs no tokens: it takes a request, and reserves none.
     const countRateLimit = rateLimitHook(admission, { countOnly: true });
@@ -1139,16 +1157,9 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       router.listInputItems(request.params.id, request.query, request, reply),
     );
     scope.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) => router.deleteResponse(request.params.id, request, reply));
-    // Anthropic's Messages API, in a scope of its own: its key may come as x-api-key, and every refusal made
-    // for it (by the hooks above, by Fastify) leaves in Anthropic's error shape.
+    // Anthropic's Messages API, in a scope of its own: every refusal made for it (by the hooks above, by
+    // Fastify) leaves in Anthropic's error shape. Its key may come as x-api-key (read by the first hook above).
     void scope.register(async (messages) => {
-      messages.addHook('onRequest', (request, reply, done) => {
-        // Anthropic's SDKs read the request id from `request-id` (message._request_id); x-request-id is sent too.
-        reply.raw.setHeader('request-id', request.id);
-        const apiKey = request.headers['x-api-key'];
-        if (request.headers.authorization === undefined && typeof apiKey === 'string') request.headers.authorization = `Bearer ${apiKey}`;
-        done();
-      });
       messages.addHook('onSend', (_request, reply, payload, done) => {
         if (reply.statusCode < 400 || typeof payload !== 'string') return done(null, payload);
         done(null, toAnthropicError(payload, reply.statusCode));
