@@ -259,6 +259,9 @@ function answerStalledBody(this: IncomingMessage, socket: Socket): void {
     const grace = setTimeout(() => socket.destroy(), STALLED_ANSWER_GRACE_MS);
     grace.unref();
     socket.once('close', () => clearTimeout(grace));
+    // A 408 that went out ends the grace: the next request on a kept connection is not cut by it.
+    const response = (socket as Socket & { _httpMessage?: { once(event: 'finish', f: () => void): void } | null })._httpMessage;
+    response?.once('finish', () => clearTimeout(grace));
     return;
   }
   socket.destroy();

@@ -56,6 +56,9 @@ export type KeepResponse = (response: Record<string, unknown>) => void;
 /** The most of a native answer the tap holds to find its Response; a larger one is relayed but not kept. */
 const TAP_LIMIT_BYTES = 16 * 2 ** 20;
 
+/** The shortest engine id replaced by the router's own; shorter ones (none an engine makes) are left as they are. */
+const MIN_ENGINE_ID_LENGTH = 8;
+
 /**
  * The native path: RelayHandler's byte relay, with a tap that finds the
  * finished Response (the whole JSON answer, or the `response` of the final
@@ -106,7 +109,8 @@ export class NativeResponsesRelay extends RelayHandler {
       // A slice of a whole answer is no JSON to read the id from; a stream of fixed length cannot grow or shrink.
       if (this.sseTap ? this.fixedLength : !whole) return data;
       const id = this.sseTap ? responseIdInEvents(data) : responseIdOfWhole(data);
-      if (id === null) return data;
+      // Replaced wherever its JSON string appears: a short or empty id ("") would also match the answer's own text.
+      if (id === null || id.length < MIN_ENGINE_ID_LENGTH) return data;
       this.engineIdJson = Buffer.from(JSON.stringify(id));
     }
     return replaceAll(data, this.engineIdJson, this.ownIdJson);

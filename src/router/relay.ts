@@ -230,8 +230,9 @@ export class RelayHandler extends AttemptRelay {
     const { code, status } = this.hooks.brokenCode();
     if (this.sse) res.end(`data: ${openAiErrorBody(this.hooks.brokenMessage(), code, status)}\n\n`);
     else res.destroy();
-    this.hooks.onAnswered(502, this.tail, this.events);
-    this.settle({ kind: 'done', status: 502 });
+    // Recorded with the status it ended with: a revoked key's stream is no engine failure.
+    this.hooks.onAnswered(status, this.tail, this.events);
+    this.settle({ kind: 'done', status });
   }
 
   /**
