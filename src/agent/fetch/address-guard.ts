@@ -95,6 +95,18 @@ export async function addressesOf(url: URL, lookup: HostLookup): Promise<string[
 }
 
 /**
+ * The classes a source's redirects may reach besides public addresses: its
+ * own class when every address it resolves to is of that one class, else
+ * none. A name answering with a public and a private address (or a
+ * different one each time it is asked) would otherwise let its public
+ * server redirect into the private network.
+ */
+export function sourceClasses(sourceAddresses: readonly string[]): Set<AddressClass> {
+  const classes = new Set(sourceAddresses.map(addressClass));
+  return classes.size === 1 ? classes : new Set();
+}
+
+/**
  * The first address a redirect must not go to, with its class, or null when
  * all may be reached: public addresses always, others only in a class the
  * source itself is in.

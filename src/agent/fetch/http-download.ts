@@ -13,7 +13,7 @@ import { Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type Agent, request, type Dispatcher } from 'undici';
 import { LlmgwError } from '../../errors/index.js';
-import { type AddressClass, addressClass, addressesOf, forbiddenHop, type HostLookup, pinnedAgent, systemLookup } from './address-guard.js';
+import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, pinnedAgent, sourceClasses, systemLookup } from './address-guard.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -172,7 +172,7 @@ async function requestFollowingRedirects(
 ): Promise<Dispatcher.ResponseData> {
   const source = new URL(req.url);
   let url = source;
-  let sourceClasses: Set<AddressClass> | null = null;
+  let allowed: Set<AddressClass> | null = null;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol === 'http:' && !ctx.allowHttp) {
       throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: ${req.peer} redirected to plain http (${url.origin}); refusing to fetch weights without TLS`);
@@ -186,13 +186,13 @@ async function requestFollowingRedirects(
     let pinned: Agent | null = null;
     if (hop > 0) {
       const lookup = ctx.lookup ?? systemLookup;
-      sourceClasses ??= new Set((await resolved(req, source, lookup)).map(addressClass));
+      allowed ??= sourceClasses(await resolved(req, source, lookup));
       const addresses = await resolved(req, url, lookup);
-      const bad = forbiddenHop(addresses, sourceClasses);
+      const bad = forbiddenHop(addresses, allowed);
       if (bad) {
         throw new LlmgwError(
           'LLMGW_FETCH_FAILED',
-          `${req.label}: ${req.peer} redirected to ${url.origin}, which reaches ${bad.address}, ${/^[aeiou]/.test(bad.cls) ? 'an' : 'a'} ${bad.cls} address; from this source a redirect is followed only to public addresses${others(sourceClasses)}. Use a source URL that serves the weights without such a redirect`,
+          `${req.label}: ${req.peer} redirected to ${url.origin}, which reaches ${bad.address}, ${/^[aeiou]/.test(bad.cls) ? 'an' : 'a'} ${bad.cls} address; from this source a redirect is followed only to public addresses${others(allowed)}. Use a source URL that serves the weights without such a redirect`,
           { context: { redirectOrigin: url.origin, address: bad.address, addressClass: bad.cls } },
         );
       }

@@ -8,7 +8,7 @@
 // that resolves differently a moment later is not pinned; the hub's own
 // origin is the operator's choice (HF_ENDPOINT).
 import { LlmgwError } from '../../errors/index.js';
-import { type AddressClass, addressClass, addressesOf, forbiddenHop, type HostLookup } from './address-guard.js';
+import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, sourceClasses } from './address-guard.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -35,7 +35,7 @@ export function guardedHubFetch(inner: typeof fetch, hubUrl: string, lookup: Hos
       }
       let hopAddresses: string[];
       try {
-        hubClasses ??= new Set((await addressesOf(new URL(hubUrl), lookup)).map(addressClass));
+        hubClasses ??= sourceClasses(await addressesOf(new URL(hubUrl), lookup));
         hopAddresses = await addressesOf(next, lookup);
       } catch (err) {
         const why = (err as { code?: string }).code ?? (err as Error).message;

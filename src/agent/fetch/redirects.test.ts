@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WeightCache } from '../cache/index.js';
-import { addressClass, addressesOf, type HostLookup } from './address-guard.js';
+import { addressClass, addressesOf, forbiddenHop, type HostLookup, sourceClasses } from './address-guard.js';
 import { Fetcher, type FetcherOptions } from './fetcher.js';
 import { patternBytes, sha256 } from '../../../test/support/weight-servers.js';
 
@@ -223,6 +223,18 @@ describe('addressesOf', () => {
     expect(await addressesOf(new URL('http://[::ffff:10.0.0.1]/x'), lookup), 'as WHATWG URL writes it').toEqual(['::ffff:a00:1']);
     expect(addressClass('::ffff:a00:1')).toBe('private');
     expect(lookup.asked).toEqual([]);
+  });
+});
+
+describe('the classes a source may redirect into', () => {
+  // They were the union of the source's own: a name answering with a public and a private address (or one
+  // each time it was asked) let its public server redirect into the private network. Checked without a
+  // network: a regression here would otherwise connect to a private address.
+  it('are its own class only when every address of the source is of it', () => {
+    expect(forbiddenHop(['10.0.0.7'], sourceClasses(['93.184.216.34', '10.0.0.5'])), 'a mixed source: private is refused').toEqual({ address: '10.0.0.7', cls: 'private' });
+    expect(forbiddenHop(['10.0.0.7'], sourceClasses(['10.0.0.5', '10.9.9.9'])), 'a private source may stay private').toBeNull();
+    expect(forbiddenHop(['127.0.0.1'], sourceClasses(['10.0.0.5'])), 'but not go to loopback').toEqual({ address: '127.0.0.1', cls: 'loopback' });
+    expect(forbiddenHop(['93.184.216.34'], sourceClasses(['127.0.0.1', '10.0.0.5'])), 'public is always reachable').toBeNull();
   });
 });
 
