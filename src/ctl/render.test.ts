@@ -74,7 +74,8 @@ describe('terminal safety', () => {
     expect(Object.keys(clean.node.labels)[0]).not.toContain('\n');
     expect(clean.node.gpus[0]!.problems[0]).toBe(sanitize(ATTACK));
     expect(clean.node).toMatchObject({ free: 3, ok: true, none: null });
-    expect(clean.lines).toEqual(['a\tb', `x${sanitize(ATTACK, 'text')}`]);
+    expect(clean.lines, 'a log line keeps its tabs; a newline inside one is shown, never printed as a line of its own').toEqual(['a\tb', `x${sanitize(ATTACK, 'log-line')}`]);
+    expect(clean.lines[1], 'no newline survives inside a log line').not.toContain('\n');
     expect(clean.explain, 'the plan explanation spans lines').toBe('profile a: no fit\nprofile b: no fit');
     expect(answer.node.hostname, 'the answer itself is not changed').toBe(ATTACK);
   });

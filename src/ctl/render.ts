@@ -167,6 +167,8 @@ export function list(values: readonly string[] | undefined): string {
 const CONTROL_RE = /[\x00-\x1f\x7f-\x9f]/g;
 // eslint-disable-next-line no-control-regex
 const CONTROL_BUT_LINES_RE = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+// eslint-disable-next-line no-control-regex
+const CONTROL_BUT_TAB_RE = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/g;
 // An SGR sequence (colour, bold, dim): the only escape sequence ctl writes into text. Also the
 // start of one cut short, followed by a space, a newline or ESC: cli-table3 cuts coloured text
 // that it wraps inside its sequences, and escaping those pieces would break the table's columns.
@@ -181,14 +183,21 @@ export function visibleEscape(c: string): string {
   return `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
 }
 
+/** How much layout a piece of outside text keeps; see sanitize(). */
+type TextMode = 'line' | 'log-line' | 'text';
+
+const MODE_RE: Record<TextMode, RegExp> = { line: CONTROL_RE, 'log-line': CONTROL_BUT_TAB_RE, text: CONTROL_BUT_LINES_RE };
+
 /**
  * Text from outside ctl made printable. `line` (the default): one line, for
  * a table cell or a "key  value" line, so newline, CR and tab are escaped too
- * and no value can start a line of its own. `text`: a field meant to span
- * lines (an engine's log, a multi-line message), which keeps newline and tab.
+ * and no value can start a line of its own. `log-line`: one line of an
+ * engine's log, which keeps its tabs (a newline inside one, which no honest
+ * agent sends, would print as a line the engine never wrote). `text`: a
+ * field meant to span lines (a multi-line message), which keeps newline and tab.
  */
-export function sanitize(s: string, mode: 'line' | 'text' = 'line'): string {
-  return s.replace(mode === 'line' ? CONTROL_RE : CONTROL_BUT_LINES_RE, visibleEscape);
+export function sanitize(s: string, mode: TextMode = 'line'): string {
+  return s.replace(MODE_RE[mode], visibleEscape);
 }
 
 /**
@@ -213,28 +222,32 @@ export function jsonForTerminal(value: unknown, indent = 2): string {
 }
 
 /**
- * Fields of admin API answers meant to span lines: an engine's log lines and
- * a plan's explanation. Every other string (names, labels, paths, reasons,
- * errors, events) is cleaned as one line; a field missing here shows its
- * newlines as \n, never as a line the sender wrote.
+ * Fields of admin API answers that keep some layout: an engine's log lines
+ * (tabs; one element a line) and a plan's explanation (lines). Every other
+ * string (names, labels, paths, reasons, errors, events) is cleaned as one
+ * line; a field missing here shows its newlines as \n, never as a line the
+ * sender wrote.
  */
-const MULTILINE_FIELDS: ReadonlySet<string> = new Set(['lines', 'explain']);
+const FIELD_MODES: ReadonlyMap<string, TextMode> = new Map([
+  ['lines', 'log-line'],
+  ['explain', 'text'],
+]);
 
 /**
  * Every string in an admin API answer (object keys too: labels) with its
  * control characters made visible, by sanitize(): one line unless its field
- * is in MULTILINE_FIELDS. A fresh value; the answer is not changed.
+ * is in FIELD_MODES. A fresh value; the answer is not changed.
  */
 export function cleanForTerminal<T>(value: T): T {
   return cleanValue(value, 'line') as T;
 }
 
-function cleanValue(value: unknown, mode: 'line' | 'text'): unknown {
+function cleanValue(value: unknown, mode: TextMode): unknown {
   if (typeof value === 'string') return sanitize(value, mode);
   if (Array.isArray(value)) return value.map((v) => cleanValue(v, mode));
   if (value === null || typeof value !== 'object') return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[sanitize(k)] = cleanValue(v, MULTILINE_FIELDS.has(k) ? 'text' : 'line');
+  for (const [k, v] of Object.entries(value)) out[sanitize(k)] = cleanValue(v, FIELD_MODES.get(k) ?? 'line');
   return out;
 }
 
