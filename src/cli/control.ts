@@ -13,6 +13,7 @@ import { ControlPlane, CONTROL_OPTION_KEYS, loadControlConfig } from '../control
 import type { ControlConfig } from '../control/config/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { applyHeapGrowing } from './heap.js';
+import { UP_FILES } from './up.js';
 import { ADMIN_TOKEN_FLAG, JOIN_TOKEN_FLAG, tokenFlagWarning } from './token-flags.js';
 
 /** The file name of the admin token `llmgw control` makes (as `llmgw up` names its own, which ctl reads). */
@@ -30,8 +31,11 @@ export async function runControl(opts: Record<string, string | boolean | undefin
   }
   const sources = { ...(typeof opts.config === 'string' ? { file: opts.config } : {}), env: process.env };
   let config = loadControlConfig({ ...sources, flags });
+  /** The directory of an admin token made here; null = the operator gave one (or none is wanted). */
+  let madeIn: string | null = null;
   if (config.adminToken === null && !config.insecureNoAdminToken) {
-    const made = madeAdminToken(dataDirOf(config));
+    madeIn = dataDirOf(config);
+    const made = madeAdminToken(madeIn);
     config = loadControlConfig({ ...sources, flags: { ...flags, admin_token_file: made.path } });
     process.stderr.write(
       `llmgw control: no admin token was configured, so admin requests need the one ${made.created ? 'made now' : 'made on an earlier start'} in ${made.path}` +
@@ -43,6 +47,9 @@ export async function runControl(opts: Record<string, string | boolean | undefin
   const urls = await plane.listen();
   // The listening line is printed whatever the log level: scripts and tests wait for it.
   plane.logger.child({}, { level: 'info' }).info({ client: urls.client, admin: urls.admin, agent: urls.agent, store: config.store.kind }, 'llmgw control listening');
+  // Beside the token it made, the URL it is for, as `llmgw up` writes: ctl sends a token from this
+  // directory only to the URL written with it, never to whatever listens on the default port.
+  if (madeIn !== null) writeFileSync(join(madeIn, UP_FILES.control), `${JSON.stringify({ admin_url: urls.admin }, null, 2)}\n`, { mode: 0o600 });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

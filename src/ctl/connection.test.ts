@@ -21,13 +21,13 @@ describe('where ctl finds the admin API', () => {
     expect(resolveConnection({}, {}, tmpdir()).adminUrl).toBe(DEFAULT_ADMIN_URL);
   });
 
-  it('sends the admin token a local `llmgw control` made to the default URL', () => {
-    // `llmgw control` with no token configured now makes one in .llmgw/admin-token (issue 33); ctl on its defaults must use it.
+  it('sends an admin token found without the control.json written beside it to no one', () => {
+    // Sent to the default URL, it went to whatever listened on 127.0.0.1:8081: on a shared host, another user's
+    // server. `llmgw control` writes control.json beside the token it makes, as `llmgw up` does.
     const cwd = mkdtempSync(join(tmpdir(), 'llmgw-ctl-conn-'));
     mkdirSync(join(cwd, '.llmgw'));
     writeFileSync(join(cwd, '.llmgw', 'admin-token'), 'made-by-control-0123456789\n');
-    expect(resolveConnection({}, {}, cwd)).toMatchObject({ adminUrl: DEFAULT_ADMIN_URL, token: 'made-by-control-0123456789', source: 'default' });
-    expect(resolveConnection({}, { LLMGW_ADMIN_URL: 'http://elsewhere:8081' }, cwd).token, 'never to a URL named elsewhere').toBeNull();
+    expect(resolveConnection({}, {}, cwd)).toMatchObject({ adminUrl: DEFAULT_ADMIN_URL, token: null, source: 'default' });
   });
 
   it('never sends the local token to a URL named elsewhere', () => {

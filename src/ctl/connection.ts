@@ -1,10 +1,10 @@
 // Where ctl finds the admin API and its token. Flags beat the environment,
 // and when neither names a URL, ctl looks for a local `llmgw up` in its data
-// directory (control.json and admin-token), so the quick start needs no setup;
-// with no control.json, the default URL gets the admin-token a local `llmgw
-// control` made there.
+// directory (control.json and admin-token, which `llmgw control` writes too
+// when it makes its own token), so the quick start needs no setup.
 // A token read from that directory is only sent to the URL it was written
-// beside: a token for this machine's control plane must not leak to another.
+// beside: a token for this machine's control plane must not leak to another,
+// nor to whatever another user left listening on the default port.
 import { readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { resolve } from 'node:path';
@@ -55,8 +55,7 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
   const dataDir = resolve(cwd, flags.dataDir || env.LLMGW_DATA_DIR || '.llmgw');
   const controlPath = resolve(dataDir, CONTROL_FILE);
   const local = readLocal(controlPath);
-  // `llmgw control` on its defaults keeps the admin token it made in the same file, beside its store in .llmgw.
-  if (!local) return { adminUrl: DEFAULT_ADMIN_URL, token: explicitToken ?? readToken(resolve(dataDir, TOKEN_FILE)), actor, source: 'default', ca };
+  if (!local) return { adminUrl: DEFAULT_ADMIN_URL, token: explicitToken, actor, source: 'default', ca };
   return { adminUrl: local, token: explicitToken ?? readToken(resolve(dataDir, TOKEN_FILE)), actor, source: controlPath, ca };
 }
 

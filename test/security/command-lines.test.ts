@@ -181,6 +181,11 @@ describe('`llmgw control` with no admin token configured', () => {
     expect(first.stderr(), 'the path is printed').toContain(tokenFile);
     expect(first.stderr(), 'the token itself is not').not.toContain(token);
     expect((await fetch(`${first.urls.admin}${ADMIN_PATH}`, { headers: { authorization: `Bearer ${token}` } })).status, 'with the token').toBe(200);
+    // ctl sends a token from this directory only to the URL written beside it.
+    const control = join(dir, 'control.json');
+    await waitFor('control.json beside the token', () => (existsSync(control) ? true : undefined));
+    expect((JSON.parse(readFileSync(control, 'utf8')) as { admin_url: string }).admin_url, 'the URL the token is for').toBe(first.urls.admin);
+    expect(statSync(control).mode & 0o777).toBe(0o600);
     await first.stop();
 
     const again = await startControl(['--store', `sqlite:${join(dir, 'db')}`], { makesAdminToken: true });
