@@ -4,8 +4,8 @@
 // quick try by hand), with a warning that names what to use instead: a file
 // (--*-token-file) or the environment (LLMGW_*), which only the token's owner
 // and root can read.
-import { readFileSync } from 'node:fs';
 import { LlmgwError } from '../errors/index.js';
+import { readSecretFile } from '../validation/flags.js';
 
 export interface TokenFlag {
   /** The flag a token was given as, e.g. --join-token. */
@@ -26,12 +26,7 @@ export function tokenFlagWarning(command: string, t: TokenFlag): string {
 
 /** A token file's text, trimmed; LLMGW_CONFIG_INVALID naming the flag when it cannot be read or is empty. */
 export function readTokenFile(fileFlag: string, path: string): string {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8').trim();
-  } catch (err) {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `${fileFlag} ${path} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  if (text === '') throw new LlmgwError('LLMGW_CONFIG_INVALID', `${fileFlag} ${path} is empty; want the token on its first line`);
-  return text;
+  const read = readSecretFile(path);
+  if ('problem' in read) throw new LlmgwError('LLMGW_CONFIG_INVALID', `${fileFlag} ${path} ${read.problem}`);
+  return read.text;
 }

@@ -5,9 +5,9 @@
 // 0.0.0.0 on a fleet node) cannot skip API keys, limits and accounting.
 // Only /v1/* is guarded; /health and /metrics stay open, as in vLLM, so
 // the agent's probes need no secret.
-import { readFileSync } from 'node:fs';
 import { ValidationError } from '../errors/index.js';
 import { bearerToken, sameSecret } from '../http/index.js';
+import { readSecretFile } from '../validation/flags.js';
 
 /**
  * The variable the agent puts a replica's secret in for the sim and builtin
@@ -35,14 +35,9 @@ export function engineApiKey(given: { flag?: string | undefined; file?: string |
   }
   if (given.flag !== undefined) return given.flag;
   if (given.file !== undefined) {
-    let text: string;
-    try {
-      text = readFileSync(given.file, 'utf8').trim();
-    } catch (err) {
-      throw new ValidationError('LLMGW_CONFIG_INVALID', [`--api-key-file ${given.file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`], 'the API key file cannot be read');
-    }
-    if (text === '') throw new ValidationError('LLMGW_CONFIG_INVALID', [`--api-key-file ${given.file} is empty; want the key on its first line`], 'the API key file is empty');
-    return text;
+    const read = readSecretFile(given.file);
+    if ('problem' in read) throw new ValidationError('LLMGW_CONFIG_INVALID', [`--api-key-file ${given.file} ${read.problem}`], 'the API key file cannot be used');
+    return read.text;
   }
   const fromEnv = env[ENGINE_API_KEY_ENV];
   return fromEnv === undefined || fromEnv === '' ? undefined : fromEnv;

@@ -2,6 +2,7 @@
 // make-model): node's strict parseArgs, with the mistakes worded the way the
 // rest of llmgw words them: the usage line, and the nearest real flag for a
 // mistyped one.
+import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { LlmgwError } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
@@ -30,4 +31,20 @@ export function wholeNumberFlag(flag: string, text: string | undefined, usage: s
   if (text === undefined) return undefined;
   if (!/^\d+$/.test(text)) throw usageError(`--${flag} takes a whole number, not "${text}"`, usage);
   return Number(text);
+}
+
+/**
+ * A secret kept in a file (a token, an engine's key): its first line's
+ * text, trimmed; or why there is none, as the end of a sentence that
+ * begins with the flag and the path ("cannot be read: ENOENT", "is empty;
+ * want it on its first line"). Each caller words the error its own way.
+ */
+export function readSecretFile(path: string): { text: string } | { problem: string } {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8').trim();
+  } catch (err) {
+    return { problem: `cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+  }
+  return text === '' ? { problem: 'is empty; want it on its first line' } : { text };
 }

@@ -12,6 +12,7 @@ import { isLlmgwError, LlmgwError, ValidationError } from '../../errors/index.js
 import { isLoopbackHost } from '../../net/index.js';
 import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
 import { formatDurationMs, parseDurationMs, parseSizeBytes } from '../../units/index.js';
+import { readSecretFile } from '../../validation/flags.js';
 import { describeIssues } from '../../validation/index.js';
 import { ROUTER_DEFAULTS } from '../../router/options.js';
 
@@ -445,15 +446,14 @@ function secret(value: string | undefined, file: string | undefined, key: string
   }
   if (value) return value;
   if (!file) return null;
-  try {
-    const text = readFileSync(file, 'utf8').trim();
-    if (text.length < 16) {
-      problems.push(`${key}_file ${file} holds fewer than 16 characters; a token must be at least 16`);
-      return null;
-    }
-    return text;
-  } catch (err) {
-    problems.push(`${key}_file ${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  const read = readSecretFile(file);
+  if ('problem' in read) {
+    problems.push(`${key}_file ${file} ${read.problem}`);
     return null;
   }
+  if (read.text.length < 16) {
+    problems.push(`${key}_file ${file} holds fewer than 16 characters; a token must be at least 16`);
+    return null;
+  }
+  return read.text;
 }
