@@ -35,8 +35,9 @@ export function controlListening(child, exited) {
   });
 }
 
-/** CPU seconds (user + system) a process has used, from /proc; null where there is no /proc. */
+/** CPU seconds (user + system) a process has used, from /proc; null where there is no /proc (or no pid). */
 export function cpuSeconds(pid) {
+  if (pid === null || pid === undefined) return null;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');

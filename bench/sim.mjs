@@ -13,12 +13,12 @@
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import { spawn } from 'node:child_process';
 import console from 'node:console';
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { cpuSeconds } from './processes.mjs';
 
 const { values: flags } = parseArgs({
   options: {
@@ -63,19 +63,6 @@ async function startSim() {
         child.kill('SIGTERM');
       }),
   };
-}
-
-/** CPU seconds (user + system) the process has used, from /proc; null where there is no /proc. */
-function cpuSeconds(pid) {
-  if (pid === null) return null;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are fields 14 and 15 of stat, in clock ticks (100 per second on Linux).
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return null;
-  }
 }
 
 /** Runs `one` from `connections` workers until `count` calls or the time limit; returns calls, errors and latencies. */
