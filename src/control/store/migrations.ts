@@ -352,7 +352,9 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     // second key's write take the first key's row. The router now keeps its own random ids; `engine_id` is the
     // id the engine gave, so a client continuing from it is still served, by its own key only.
     '0016_responses_per_key': {
-      async up(db: Kysely<unknown>) {
+      // Copies the table, drops it and renames the copy: a crash between the drop and the rename would leave
+      // a store no start could migrate, so the steps are one transaction on SQLite too (see atomicOnSqlite).
+      up: (db: Kysely<unknown>) => atomicOnSqlite(db, dialect, async () => {
         await db.schema
           .createTable('responses_0016')
           .addColumn('key_id', 'text', (c) => c.notNull())
@@ -375,9 +377,26 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         // An item's response is found by (key, response id) now; the old index on response id alone is replaced.
         await db.schema.dropIndex('response_items_response').execute();
         await db.schema.createIndex('response_items_response').on('response_items').columns(['key_id', 'response_id']).execute();
-      },
+      }),
     },
   };
+}
+
+/**
+ * Runs a migration's steps as one transaction on SQLite, whose DDL is
+ * transactional though Kysely's migrator wraps migrations only on
+ * databases it knows to be (Postgres): either every step lands or none.
+ */
+async function atomicOnSqlite(db: Kysely<unknown>, dialect: Dialect, steps: () => Promise<void>): Promise<void> {
+  if (dialect !== 'sqlite') return steps();
+  await sql`BEGIN`.execute(db);
+  try {
+    await steps();
+  } catch (err) {
+    await sql`ROLLBACK`.execute(db);
+    throw err;
+  }
+  await sql`COMMIT`.execute(db);
 }
 
 export class StaticMigrationProvider implements MigrationProvider {

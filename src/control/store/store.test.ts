@@ -393,4 +393,28 @@ describe('store migrations', () => {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
+
+  it('leaves the responses table as it was when 0016 fails part way on SQLite', async () => {
+    // Kysely's migrator runs SQLite migrations outside a transaction: a failure (or a crash) after 0016 dropped
+    // the old table and before its copy was in place left a store that no start could migrate again.
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-store-0016-fail-'));
+    const path = join(dir, 'llmgw.db');
+    const old = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new BetterSqlite3(path) }) });
+    expect((await new Migrator({ db: old, provider: new StaticMigrationProvider('sqlite') }).migrateTo('0015_node_last_seen')).error).toBeUndefined();
+    await sql`insert into responses (id, key_id, model, created_at_ms, expires_at_ms, bytes, body) values ('resp_old', 'k1', 'm', 1, 9000000000000, 2, '{}')`.execute(old);
+    // An index of that name elsewhere makes 0016 fail after the drop and the rename.
+    await sql`create index responses_engine_id on response_items (item_id)`.execute(old);
+    const failed = await new Migrator({ db: old, provider: new StaticMigrationProvider('sqlite') }).migrateToLatest();
+    expect(failed.error, 'the migration failed').toBeDefined();
+    const tables = await sql<{ name: string }>`select name from sqlite_master where type = 'table' and name like 'responses%'`.execute(old);
+    expect(tables.rows.map((r) => r.name), 'the old table is back, and no copy is left').toEqual(['responses']);
+    const rows = await sql<{ id: string }>`select id from responses`.execute(old);
+    expect(rows.rows, 'with its row').toEqual([{ id: 'resp_old' }]);
+    const columns = await sql<{ name: string }>`select name from pragma_table_info('responses')`.execute(old);
+    expect(columns.rows.map((c) => c.name), 'and its old columns: no step of 0016 stayed').not.toContain('engine_id');
+    await sql`drop index responses_engine_id`.execute(old);
+    expect((await new Migrator({ db: old, provider: new StaticMigrationProvider('sqlite') }).migrateToLatest()).error, 'and it migrates once the obstacle is gone').toBeUndefined();
+    await old.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  });
 });
