@@ -117,10 +117,19 @@ describe('a TLS control plane with short timeouts', () => {
   // Attack: a client that starts a body and stalls had its connection cut with no answer on the client
   // listener, so an honest but slow client could not tell a timeout from a crash.
   it('answers a stalled body on the client listener with 408 in OpenAI\'s error shape', async () => {
+    // With a key: a request without one is refused with 401 as soon as its headers are in, body or not.
+    const adminHost = new URL(control.urls.admin).host;
+    const def = '{"name":"staller"}';
+    const made = await overTls(
+      control.urls.admin,
+      `POST /api/v1/keys HTTP/1.1\r\nHost: ${adminHost}\r\nAuthorization: Bearer ${ADMIN}\r\nContent-Type: application/json\r\nContent-Length: ${def.length}\r\nConnection: close\r\n\r\n${def}`,
+    );
+    expect(made.status, made.body).toBe(201);
+    const key = (JSON.parse(made.body) as { secret: string }).secret;
     const host = new URL(control.urls.client).host;
     const answer = await overTls(
       control.urls.client,
-      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":`,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":`,
     );
     expect(answer.status, `the answer: ${answer.head}`).toBe(408);
     expect(answer.head.toLowerCase(), 'the connection is closed after it').toContain('connection: close');
