@@ -16,9 +16,6 @@ import { applyHeapGrowing } from './heap.js';
 import { UP_FILES } from './up.js';
 import { ADMIN_TOKEN_FLAG, JOIN_TOKEN_FLAG, tokenFlagWarning } from './token-flags.js';
 
-/** The file name of the admin token `llmgw control` makes (as `llmgw up` names its own, which ctl reads). */
-export const MADE_ADMIN_TOKEN_FILE = 'admin-token';
-
 export async function runControl(opts: Record<string, string | boolean | undefined>): Promise<void> {
   const flags: Record<string, string> = {};
   for (const key of CONTROL_OPTION_KEYS) {
@@ -72,7 +69,8 @@ export function dataDirOf(config: Pick<ControlConfig, 'store'>): string {
  * mistake to fix, not one to overwrite.
  */
 export function madeAdminToken(dir: string): { path: string; created: boolean } {
-  const path = join(dir, MADE_ADMIN_TOKEN_FILE);
+  // The name `llmgw up` gives its token: ctl reads either from the same place.
+  const path = join(dir, UP_FILES.adminToken);
   if (existsSync(path)) {
     if (readFileSync(path, 'utf8').trim().length < 16) {
       throw new LlmgwError('LLMGW_CONFIG_INVALID', `${path} holds fewer than 16 characters, so it is no admin token; remove it to have a new one made, or set admin_token_file`);
