@@ -119,6 +119,11 @@ export function forbiddenHop(hopAddresses: readonly string[], sourceClasses: Rea
   return null;
 }
 
+/** A refused hop in words: "10.0.0.7, a private address". */
+export function refusedAddress(bad: { address: string; cls: AddressClass }): string {
+  return `${bad.address}, ${/^[aeiou]/.test(bad.cls) ? 'an' : 'a'} ${bad.cls} address`;
+}
+
 /**
  * A dispatcher that connects only to `addresses` whatever its host name
  * resolves to by then (TLS still checks the certificate against the name).

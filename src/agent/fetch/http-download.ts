@@ -13,7 +13,7 @@ import { Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type Agent, request, type Dispatcher } from 'undici';
 import { LlmgwError } from '../../errors/index.js';
-import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, pinnedAgent, sourceClasses, systemLookup } from './address-guard.js';
+import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, pinnedAgent, refusedAddress, sourceClasses, systemLookup } from './address-guard.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -192,7 +192,7 @@ async function requestFollowingRedirects(
       if (bad) {
         throw new LlmgwError(
           'LLMGW_FETCH_FAILED',
-          `${req.label}: ${req.peer} redirected to ${url.origin}, which reaches ${bad.address}, ${/^[aeiou]/.test(bad.cls) ? 'an' : 'a'} ${bad.cls} address; from this source a redirect is followed only to public addresses${others(allowed)}. Use a source URL that serves the weights without such a redirect`,
+          `${req.label}: ${req.peer} redirected to ${url.origin}, which reaches ${refusedAddress(bad)}; from this source a redirect is followed only to public addresses${others(allowed)}. Use a source URL that serves the weights without such a redirect`,
           { context: { redirectOrigin: url.origin, address: bad.address, addressClass: bad.cls } },
         );
       }

@@ -8,7 +8,7 @@
 // that resolves differently a moment later is not pinned; the hub's own
 // origin is the operator's choice (HF_ENDPOINT).
 import { LlmgwError } from '../../errors/index.js';
-import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, sourceClasses } from './address-guard.js';
+import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, refusedAddress, sourceClasses } from './address-guard.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -45,7 +45,7 @@ export function guardedHubFetch(inner: typeof fetch, hubUrl: string, lookup: Hos
       if (bad) {
         throw new LlmgwError(
           'LLMGW_FETCH_FAILED',
-          `the hub at ${hubUrl} redirected to ${next.origin}, which reaches ${bad.address}, ${/^[aeiou]/.test(bad.cls) ? 'an' : 'a'} ${bad.cls} address; a hub's redirect is followed only to public addresses or the hub's own kind; check HF_ENDPOINT`,
+          `the hub at ${hubUrl} redirected to ${next.origin}, which reaches ${refusedAddress(bad)}; a hub's redirect is followed only to public addresses or the hub's own kind; check HF_ENDPOINT`,
           { context: { redirectOrigin: next.origin, address: bad.address, addressClass: bad.cls } },
         );
       }
