@@ -28,19 +28,50 @@ export default tseslint.config(
   {
     files: ['src/ctl/**/*.ts', 'src/api/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/control/**', '**/agent/**'], message: 'ctl and the api client reach the control plane only over HTTP (src/api) and share types through src/protocol.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/control/**', '**/agent/**'],
+              message:
+                'ctl and the api client reach the control plane only over HTTP (src/api) and share types through src/protocol.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
     files: ['src/agent/**/*.ts', 'src/engine/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/control/**'], message: 'the agent never imports the control plane; shared wire types live in src/protocol.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/control/**'],
+              message: 'the agent never imports the control plane; shared wire types live in src/protocol.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
     files: ['src/protocol/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/control/**', '**/agent/**', '**/ctl/**'], message: 'src/protocol is shared by both sides and depends on neither.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/control/**', '**/agent/**', '**/ctl/**'],
+              message: 'src/protocol is shared by both sides and depends on neither.',
+            },
+          ],
+        },
+      ],
     },
   },
 );

@@ -58,7 +58,8 @@ const levels = flags.concurrency.split(',').map(Number);
 const maxLevel = Math.max(...levels);
 const concurrentTokens = Number(flags['concurrent-tokens']);
 const warmupTokens = Number(flags['warmup-tokens']);
-const streamInterval = flags['stream-interval-ms'] === undefined ? {} : { streamIntervalMs: Number(flags['stream-interval-ms']) };
+const streamInterval =
+  flags['stream-interval-ms'] === undefined ? {} : { streamIntervalMs: Number(flags['stream-interval-ms']) };
 
 /** Decode rate: tokens after the first over the time between first and last, so prompt evaluation is not counted. */
 function rate(firstTokenMs, lastTokenMs, count) {
@@ -71,7 +72,14 @@ function median(values) {
 }
 
 async function direct(modelPath) {
-  const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, maxThreads: threads, logLevel: LlamaLogLevel.error });
+  const llama = await getLlama({
+    gpu: false,
+    build: 'never',
+    skipDownload: true,
+    progressLogs: false,
+    maxThreads: threads,
+    logLevel: LlamaLogLevel.error,
+  });
   const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
   const context = await model.createContext({ contextSize: contextTokens, threads, sequences: 1 });
   const sequence = context.getSequence();
@@ -110,35 +118,59 @@ async function direct(modelPath) {
  */
 function streamCompletion(url, body) {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      const reads = [];
-      res.setEncoding('utf8');
-      res.on('data', (text) => reads.push({ atMs: performance.now(), text }));
-      res.on('error', reject);
-      res.on('end', () => {
-        // Taken before the parsing below: the client's own work after the last byte is not the engine's time.
-        const endMs = performance.now();
-        const withText = reads.filter((r) => /"text":"[^"]/.test(r.text));
-        const events = reads
-          .map((r) => r.text)
-          .join('')
-          .split('\n\n')
-          .filter((e) => e.startsWith('data: {'))
-          .map((e) => JSON.parse(e.slice(6)));
-        const chunks = events.filter((e) => e.choices?.[0]?.text).length;
-        const usage = events.find((e) => e.usage)?.usage;
-        resolve({ count: usage?.completion_tokens, chunks, endMs, tokensPerSec: rate(withText[0].atMs, withText.at(-1).atMs, chunks) });
-      });
-    });
+    const req = request(
+      `${url}/v1/completions`,
+      { method: 'POST', headers: { 'content-type': 'application/json' } },
+      (res) => {
+        const reads = [];
+        res.setEncoding('utf8');
+        res.on('data', (text) => reads.push({ atMs: performance.now(), text }));
+        res.on('error', reject);
+        res.on('end', () => {
+          // Taken before the parsing below: the client's own work after the last byte is not the engine's time.
+          const endMs = performance.now();
+          const withText = reads.filter((r) => /"text":"[^"]/.test(r.text));
+          const events = reads
+            .map((r) => r.text)
+            .join('')
+            .split('\n\n')
+            .filter((e) => e.startsWith('data: {'))
+            .map((e) => JSON.parse(e.slice(6)));
+          const chunks = events.filter((e) => e.choices?.[0]?.text).length;
+          const usage = events.find((e) => e.usage)?.usage;
+          resolve({
+            count: usage?.completion_tokens,
+            chunks,
+            endMs,
+            tokensPerSec: rate(withText[0].atMs, withText.at(-1).atMs, chunks),
+          });
+        });
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
 }
 
 async function overHttp(modelPath) {
-  const engine = await startBuiltinEngine({ modelPath, threads, parallel: 1, contextTokens, aliases: ['bench'], ...streamInterval, log: () => undefined });
+  const engine = await startBuiltinEngine({
+    modelPath,
+    threads,
+    parallel: 1,
+    contextTokens,
+    aliases: ['bench'],
+    ...streamInterval,
+    log: () => undefined,
+  });
   await engine.ready;
-  const body = JSON.stringify({ model: 'bench', prompt, max_tokens: tokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  const body = JSON.stringify({
+    model: 'bench',
+    prompt,
+    max_tokens: tokens,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   return {
     run: () => streamCompletion(engine.url, body),
     close: () => engine.close(),
@@ -160,8 +192,17 @@ async function httpLayerCostUs(modelPath) {
     }
     return { text: '', promptTokens: 1, completionTokens: count, finishReason: 'length' };
   };
-  const stub = { load: { inFlight: 0, waiting: 0, kvCacheUsage: 0 }, parallel: 1, sequenceContextTokens: 1 << 20, complete: (_p, _s, onText) => generate(onText), dispose: async () => {} };
-  const engine = await startBuiltinEngine({ modelPath, aliases: ['stub'], log: () => undefined }, { loadRuntime: async () => stub });
+  const stub = {
+    load: { inFlight: 0, waiting: 0, kvCacheUsage: 0 },
+    parallel: 1,
+    sequenceContextTokens: 1 << 20,
+    complete: (_p, _s, onText) => generate(onText),
+    dispose: async () => {},
+  };
+  const engine = await startBuiltinEngine(
+    { modelPath, aliases: ['stub'], log: () => undefined },
+    { loadRuntime: async () => stub },
+  );
   await engine.ready;
   const costs = [];
   for (let round = 0; round < 3; round++) {
@@ -192,7 +233,14 @@ async function httpLayerCostUs(modelPath) {
  * waiting on all of them sees it.
  */
 async function directConcurrent(modelPath) {
-  const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, maxThreads: threads, logLevel: LlamaLogLevel.error });
+  const llama = await getLlama({
+    gpu: false,
+    build: 'never',
+    skipDownload: true,
+    progressLogs: false,
+    maxThreads: threads,
+    logLevel: LlamaLogLevel.error,
+  });
   const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
   const context = await model.createContext({ contextSize: contextTokens, threads, sequences: maxLevel });
   const sequences = Array.from({ length: maxLevel }, () => context.getSequence());
@@ -233,9 +281,26 @@ async function directConcurrent(modelPath) {
 async function httpConcurrent(modelPath) {
   const child = spawn(
     process.execPath,
-    [fileURLToPath(new URL('../bin/llmgw.js', import.meta.url)), 'engine', 'builtin', '--model', modelPath, '--port', '0', '--alias', 'bench',
-      '--threads', String(threads), '--parallel', String(maxLevel), '--ctx-size', String(contextTokens * maxLevel),
-      ...(streamInterval.streamIntervalMs === undefined ? [] : ['--stream-interval-ms', String(streamInterval.streamIntervalMs)])],
+    [
+      fileURLToPath(new URL('../bin/llmgw.js', import.meta.url)),
+      'engine',
+      'builtin',
+      '--model',
+      modelPath,
+      '--port',
+      '0',
+      '--alias',
+      'bench',
+      '--threads',
+      String(threads),
+      '--parallel',
+      String(maxLevel),
+      '--ctx-size',
+      String(contextTokens * maxLevel),
+      ...(streamInterval.streamIntervalMs === undefined
+        ? []
+        : ['--stream-interval-ms', String(streamInterval.streamIntervalMs)]),
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const url = await new Promise((resolve, reject) => {
@@ -249,7 +314,14 @@ async function httpConcurrent(modelPath) {
     child.once('exit', (code) => reject(new Error(`the engine exited (${code}) before listening`)));
   });
   const body = (i) =>
-    JSON.stringify({ model: 'bench', prompt: `${prompt} ${i}`, max_tokens: concurrentTokens, temperature: 0, stream: true, stream_options: { include_usage: true } });
+    JSON.stringify({
+      model: 'bench',
+      prompt: `${prompt} ${i}`,
+      max_tokens: concurrentTokens,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
   return {
     async run(n) {
       const start = performance.now();
@@ -312,7 +384,9 @@ async function concurrencyPhase(modelPath) {
         for (const name of round % 2 === 0 ? ['direct', 'http'] : ['http', 'direct']) {
           const r = await measure(ways[name], n);
           if (r.total !== r.runs * n * concurrentTokens) {
-            throw new Error(`${name} generated ${r.total} tokens in ${r.runs} runs of ${n} streams, not ${r.runs * n * concurrentTokens}`);
+            throw new Error(
+              `${name} generated ${r.total} tokens in ${r.runs} runs of ${n} streams, not ${r.runs * n * concurrentTokens}`,
+            );
           }
           best[name].set(n, Math.max(best[name].get(n) ?? 0, r.tokensPerSec));
           pair[name] = r.tokensPerSec;
@@ -375,7 +449,10 @@ async function main() {
     await ways.http.close();
     // Neighbours only ever slow a run down, so the best round is the least disturbed one.
     const fmt = (xs) => xs.map((x) => x.toFixed(0)).join(' ');
-    for (const [label, name] of [['direct node-llama-cpp', 'direct'], ['engine over HTTP     ', 'http']]) {
+    for (const [label, name] of [
+      ['direct node-llama-cpp', 'direct'],
+      ['engine over HTTP     ', 'http'],
+    ]) {
       const xs = results[name];
       console.log(
         `${label}: best ${Math.max(...xs).toFixed(1)}, median ${median(xs).toFixed(1)} tokens/s (rounds: ${fmt(xs)}); ` +
@@ -390,7 +467,9 @@ async function main() {
     );
     const best = Math.max(...results.http) / Math.max(...results.direct);
     const mid = median(results.http) / median(results.direct);
-    console.log(`ratio http/direct: best ${(best * 100).toFixed(1)}%, median ${(mid * 100).toFixed(1)}% (target ≥ 90%)`);
+    console.log(
+      `ratio http/direct: best ${(best * 100).toFixed(1)}%, median ${(mid * 100).toFixed(1)}% (target ≥ 90%)`,
+    );
     await concurrencyPhase(modelPath);
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -37,7 +37,10 @@ import { arg, measure } from './measure.mjs';
 // defaults, as in bench/router.mjs.
 const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '--max-semi-space-size=64').split(' ').filter(Boolean);
 if (!process.env.LLMGW_FLEET_BENCH_CHILD && NODE_FLAGS.length > 0) {
-  const child = spawnSync(process.execPath, [...NODE_FLAGS, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, LLMGW_FLEET_BENCH_CHILD: '1' } });
+  const child = spawnSync(process.execPath, [...NODE_FLAGS, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, LLMGW_FLEET_BENCH_CHILD: '1' },
+  });
   process.exit(child.status ?? 1);
 }
 
@@ -92,10 +95,16 @@ function buildFleet(nodes) {
       });
     }
   }
-  const models = [...byModel.values()].map((m) => ({ ...m, profiles: m.profiles.map((p) => ({ ...p, args: [], env: {} })) }));
+  const models = [...byModel.values()].map((m) => ({
+    ...m,
+    profiles: m.profiles.map((p) => ({ ...p, args: [], env: {} })),
+  }));
   let next = 0;
   const newId = (kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${String(next++).padStart(8, '0')}`;
-  const first = planPass({ now: NOW, models, nodes: snapshot.nodes, replicas: [] }, { maxCreatesPerPass: Number.MAX_SAFE_INTEGER });
+  const first = planPass(
+    { now: NOW, models, nodes: snapshot.nodes, replicas: [] },
+    { maxCreatesPerPass: Number.MAX_SAFE_INTEGER },
+  );
   const applied = applyPlan([], first, { now: NOW, newId, newSecret: () => 'llmgw-es-bench' });
   const records = applied.records.map((r) => ({
     ...r,
@@ -120,10 +129,23 @@ function inventoryOf(snapshot) {
     lastSeenMs: NOW - 3000,
     report: {
       hostname: `${n.id}.dc1.example`,
-      gpus: (n.gpus ?? []).map((g) => ({ index: g.index, class: g.class, memory_total_mib: g.memoryTotalMiB, problems: g.healthy ? [] : [g.problem ?? 'unhealthy'] })),
+      gpus: (n.gpus ?? []).map((g) => ({
+        index: g.index,
+        class: g.class,
+        memory_total_mib: g.memoryTotalMiB,
+        problems: g.healthy ? [] : [g.problem ?? 'unhealthy'],
+      })),
       memory_total_bytes: n.memoryTotalBytes,
       memory_available_bytes: n.memoryFreeBytes,
-      disks: [{ mount_point: '/var/lib/llmgw', shared: false, free_bytes: n.localDiskFreeBytes ?? 0, total_bytes: 4096 * 2 ** 30, paths: [] }],
+      disks: [
+        {
+          mount_point: '/var/lib/llmgw',
+          shared: false,
+          free_bytes: n.localDiskFreeBytes ?? 0,
+          total_bytes: 4096 * 2 ** 30,
+          paths: [],
+        },
+      ],
       weights: [],
       fabrics: n.fabrics,
       engines: n.engines.map((name) => ({ name })),
@@ -146,24 +168,36 @@ function timeFleet(nodes) {
   const byNode = new Map(snapshot.nodes.map((n) => [n.id, n]));
   const nodeIds = [...byNode.keys()];
   const usage = nodeUsageOf(records);
-  const sources = { catalog: { models: () => [] }, inventory, now: () => NOW, nodeUsage: () => usage, replicas: () => records };
+  const sources = {
+    catalog: { models: () => [] },
+    inventory,
+    now: () => NOW,
+    nodeUsage: () => usage,
+    replicas: () => records,
+  };
   // One node goes lost: its replicas are marked lost and replaced.
   const victim = snapshot.nodes.find((n) => n.liveness === 'up' && usage.has(n.id));
   const afterLoss = snapshot.nodes.map((n) => (n === victim ? { ...n, liveness: 'lost' } : n));
   // A heartbeat's fold: every node in turn reports its shards ready, as they are (nothing changes).
   const statusesByNode = new Map();
-  for (const r of records) for (const s of r.shards) {
-    const list = statusesByNode.get(s.nodeId) ?? [];
-    list.push({ shard_id: s.id, replica_id: r.id, state: 'ready', ...(s.endpoint ? { endpoint: s.endpoint } : {}) });
-    statusesByNode.set(s.nodeId, list);
-  }
+  for (const r of records)
+    for (const s of r.shards) {
+      const list = statusesByNode.get(s.nodeId) ?? [];
+      list.push({ shard_id: s.id, replica_id: r.id, state: 'ready', ...(s.endpoint ? { endpoint: s.endpoint } : {}) });
+      statusesByNode.set(s.nodeId, list);
+    }
   const shardIndex = new ShardIndex();
   const reporters = nodeIds.filter((id) => statusesByNode.has(id)).slice(0, 200);
   const ops = {
     'pass from empty, per replica placed (every one, no cap)': () =>
-      planPass({ now: NOW, models, nodes: snapshot.nodes, replicas: [] }, { maxCreatesPerPass: Number.MAX_SAFE_INTEGER }),
-    'placement snapshot from the inventory (every node)': () => inventory.list().map((n) => toPlacementNode(n, inventory.liveness(n))),
-    'reconciler pass, idle (all placed and ready)': () => planPass({ now: NOW, models, nodes: snapshot.nodes, replicas: records }),
+      planPass(
+        { now: NOW, models, nodes: snapshot.nodes, replicas: [] },
+        { maxCreatesPerPass: Number.MAX_SAFE_INTEGER },
+      ),
+    'placement snapshot from the inventory (every node)': () =>
+      inventory.list().map((n) => toPlacementNode(n, inventory.liveness(n))),
+    'reconciler pass, idle (all placed and ready)': () =>
+      planPass({ now: NOW, models, nodes: snapshot.nodes, replicas: records }),
     'reconciler pass, one node lost': () => planPass({ now: NOW, models, nodes: afterLoss, replicas: records }),
     'publish assignments (every node)': () => assignmentsByNode(records, modelsByName, byNode, nodeIds),
     'fold one heartbeat, indexed (avg of 200 nodes)': () => {
@@ -177,7 +211,8 @@ function timeFleet(nodes) {
     'replica views, every replica': () => replicaViews(sources),
     'replica views, one model': () => replicaViews(sources, models[0].name),
   };
-  for (const [label, text] of Object.entries(PAGE_QUERIES)) ops[label] = () => nodeViewPage(sources, parseNodeQuery(new URLSearchParams(text)));
+  for (const [label, text] of Object.entries(PAGE_QUERIES))
+    ops[label] = () => nodeViewPage(sources, parseNodeQuery(new URLSearchParams(text)));
   const samples = Object.fromEntries(Object.keys(ops).map((k) => [k, []]));
   let idleActions = 0;
   let lossActions = 0;
@@ -191,18 +226,39 @@ function timeFleet(nodes) {
       if (name.startsWith('reconciler pass, one node lost')) lossActions = m.value.actions.length;
       if (name.startsWith('node list page')) pageSizes[name] = `${m.value.nodes.length} of ${m.value.total}`;
       // The first round warms the JIT and is not counted.
-      if (round > 0) samples[name].push(name.startsWith('fold one') ? m.cpuMs / reporters.length : name.startsWith('pass from empty') ? m.cpuMs / placedPerPass : m.cpuMs);
+      if (round > 0)
+        samples[name].push(
+          name.startsWith('fold one')
+            ? m.cpuMs / reporters.length
+            : name.startsWith('pass from empty')
+              ? m.cpuMs / placedPerPass
+              : m.cpuMs,
+        );
     }
   }
   const fastest = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, Math.min(...v)]));
-  return { fastest, placedPerPass, placed: built.value.placed, asked: built.value.asked, buildMs: built.cpuMs, idleActions, lossActions, pageSizes, replicas: records.length };
+  return {
+    fastest,
+    placedPerPass,
+    placed: built.value.placed,
+    asked: built.value.asked,
+    buildMs: built.cpuMs,
+    idleActions,
+    lossActions,
+    pageSizes,
+    replicas: records.length,
+  };
 }
 
 const base = timeFleet(baseCount);
 const big = timeFleet(nodeCount);
 const scale = nodeCount / baseCount;
-console.log(`fleets: ${baseCount} and ${nodeCount} nodes x 8 GPUs; replicas placed ${base.placed}/${base.asked} and ${big.placed}/${big.asked} (placing them, the first pass from empty plus building the fleet: ${base.buildMs.toFixed(0)} and ${big.buildMs.toFixed(0)} CPU ms)`);
-console.log(`CPU ms, fastest of ${rounds} rounds after a warm-up round; growth = ${nodeCount} nodes / ${baseCount} nodes (the fleet grew ${scale}x; at most ${MAX_GROWTH * scale}x passes)`);
+console.log(
+  `fleets: ${baseCount} and ${nodeCount} nodes x 8 GPUs; replicas placed ${base.placed}/${base.asked} and ${big.placed}/${big.asked} (placing them, the first pass from empty plus building the fleet: ${base.buildMs.toFixed(0)} and ${big.buildMs.toFixed(0)} CPU ms)`,
+);
+console.log(
+  `CPU ms, fastest of ${rounds} rounds after a warm-up round; growth = ${nodeCount} nodes / ${baseCount} nodes (the fleet grew ${scale}x; at most ${MAX_GROWTH * scale}x passes)`,
+);
 let ok = true;
 console.log(`  ${'operation'.padEnd(58)} ${String(baseCount).padStart(9)} ${String(nodeCount).padStart(9)}  growth`);
 for (const name of Object.keys(big.fastest)) {
@@ -212,10 +268,14 @@ for (const name of Object.keys(big.fastest)) {
   const growth = a >= 0.001 ? b / a : null;
   const fine = growth === null || growth <= MAX_GROWTH * scale;
   ok &&= fine;
-  console.log(`  ${name.padEnd(58)} ${a.toFixed(3).padStart(9)} ${b.toFixed(3).padStart(9)}  ${growth === null ? '-' : `${growth.toFixed(1)}x`} ${fine ? '' : 'SUPERLINEAR'}`);
+  console.log(
+    `  ${name.padEnd(58)} ${a.toFixed(3).padStart(9)} ${b.toFixed(3).padStart(9)}  ${growth === null ? '-' : `${growth.toFixed(1)}x`} ${fine ? '' : 'SUPERLINEAR'}`,
+  );
 }
 const perPlacementMs = big.fastest['pass from empty, per replica placed (every one, no cap)'];
-console.log(`placement in a pass at ${nodeCount} nodes: ${big.placedPerPass} replicas in ${(perPlacementMs * big.placedPerPass).toFixed(0)} CPU ms, ${Math.round(1000 / perPlacementMs)} placements/s (the whole pass: classify, count, place)`);
+console.log(
+  `placement in a pass at ${nodeCount} nodes: ${big.placedPerPass} replicas in ${(perPlacementMs * big.placedPerPass).toFixed(0)} CPU ms, ${Math.round(1000 / perPlacementMs)} placements/s (the whole pass: classify, count, place)`,
+);
 // A heartbeat's fold grows with the fleet when it walks every replica, and the fleet sends more of them: the square, per second.
 const perSecond = nodeCount / 5;
 const walked = big.fastest['fold one heartbeat, every replica walked (as before)'];
@@ -224,7 +284,13 @@ console.log(
   `heartbeats: ${nodeCount} nodes at one per 5 s send ${perSecond}/s; folding them costs ${((perSecond * indexed) / 10).toFixed(2)}% of a core indexed, ` +
     `${((perSecond * walked) / 10).toFixed(0)}% walking every replica`,
 );
-console.log(`pages: ${Object.entries(big.pageSizes).map(([k, v]) => `${k.replace('node list page: ', '')} -> ${v}`).join('; ')}`);
-console.log(`the idle pass at ${nodeCount} nodes planned ${big.idleActions} actions (want 0); the pass after one node was lost planned ${big.lossActions}`);
+console.log(
+  `pages: ${Object.entries(big.pageSizes)
+    .map(([k, v]) => `${k.replace('node list page: ', '')} -> ${v}`)
+    .join('; ')}`,
+);
+console.log(
+  `the idle pass at ${nodeCount} nodes planned ${big.idleActions} actions (want 0); the pass after one node was lost planned ${big.lossActions}`,
+);
 if (big.idleActions !== 0 || base.idleActions !== 0) ok = false;
 process.exitCode = ok ? 0 : 1;

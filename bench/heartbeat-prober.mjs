@@ -23,7 +23,8 @@ async function probe(target) {
   const t0 = performance.now();
   try {
     let pool = pools.get(target.url);
-    if (!pool) pools.set(target.url, (pool = new Pool(target.url, { connections: 8, pipelining: 1, keepAliveTimeout: 60_000 })));
+    if (!pool)
+      pools.set(target.url, (pool = new Pool(target.url, { connections: 8, pipelining: 1, keepAliveTimeout: 60_000 })));
     const res = await pool.request({
       path: '/agent/v1/heartbeat',
       method: 'POST',
@@ -34,7 +35,11 @@ async function probe(target) {
     });
     const text = await res.body.text();
     const ok = res.statusCode === 200 && typeof JSON.parse(text)?.generation === 'number';
-    results.push({ atMs: startedAt, tookMs: performance.now() - t0, error: ok ? null : `${res.statusCode} ${text.slice(0, 160)}` });
+    results.push({
+      atMs: startedAt,
+      tookMs: performance.now() - t0,
+      error: ok ? null : `${res.statusCode} ${text.slice(0, 160)}`,
+    });
   } catch (err) {
     results.push({ atMs: startedAt, tookMs: performance.now() - t0, error: err.message });
   }

@@ -100,24 +100,40 @@ const phaseMs = Number(flags.seconds) * 1000;
 const intervalMs = Number(flags['interval-ms']);
 const realAgentCount = Number(flags['real-agents']);
 const connections = Number(flags.connections);
-for (const [name, value] of Object.entries({ agents: agentCount, seconds: phaseMs, 'interval-ms': intervalMs, connections })) {
+for (const [name, value] of Object.entries({
+  agents: agentCount,
+  seconds: phaseMs,
+  'interval-ms': intervalMs,
+  connections,
+})) {
   if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} wants a positive number`);
 }
-if (!Number.isInteger(realAgentCount) || realAgentCount < 0) throw new Error('--real-agents wants a whole number, 0 or more');
+if (!Number.isInteger(realAgentCount) || realAgentCount < 0)
+  throw new Error('--real-agents wants a whole number, 0 or more');
 const fullSeconds = Number(flags['full-seconds']);
-if (!Number.isFinite(fullSeconds) || fullSeconds < 0) throw new Error('--full-seconds wants a number of seconds, 0 or more');
+if (!Number.isFinite(fullSeconds) || fullSeconds < 0)
+  throw new Error('--full-seconds wants a number of seconds, 0 or more');
 /** --full-reports: the simulated agents send their full report on every heartbeat, as an older agent does (the before). */
 const alwaysFull = flags['full-reports'];
 /** The Postgres server to make the run's database on; null = SQLite in the temporary directory, as before. */
-const postgresServerUrl = flags.store === 'sqlite' ? null : flags.store === 'postgres' ? process.env.LLMGW_TEST_POSTGRES ?? '' : flags.store;
-if (postgresServerUrl === '') throw new Error('--store postgres takes the server from LLMGW_TEST_POSTGRES, which is not set: set it, or give --store postgres://user@host:port/db');
+const postgresServerUrl =
+  flags.store === 'sqlite' ? null : flags.store === 'postgres' ? (process.env.LLMGW_TEST_POSTGRES ?? '') : flags.store;
+if (postgresServerUrl === '')
+  throw new Error(
+    '--store postgres takes the server from LLMGW_TEST_POSTGRES, which is not set: set it, or give --store postgres://user@host:port/db',
+  );
 if (postgresServerUrl !== null && !/^postgres(ql)?:\/\//.test(postgresServerUrl)) {
-  throw new Error(`--store wants sqlite (the default) or a Postgres server URL (postgres://user@host:port/db), not "${flags.store}"`);
+  throw new Error(
+    `--store wants sqlite (the default) or a Postgres server URL (postgres://user@host:port/db), not "${flags.store}"`,
+  );
 }
 const instanceCount = Number(flags.instances);
-if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new Error('--instances wants a whole number, 1 or more');
+if (!Number.isInteger(instanceCount) || instanceCount < 1)
+  throw new Error('--instances wants a whole number, 1 or more');
 if (instanceCount > 1 && postgresServerUrl === null) {
-  throw new Error(`--instances ${instanceCount} needs --store postgres://…: several control planes share only a Postgres store (SQLite serves one)`);
+  throw new Error(
+    `--instances ${instanceCount} needs --store postgres://…: several control planes share only a Postgres store (SQLite serves one)`,
+  );
 }
 
 // Issue #21's targets for 10,000 agents in long-poll mode.
@@ -159,7 +175,14 @@ function readProc(pid) {
     // cutime and cstime (16 and 17): the CPU of its children that have exited and been waited for.
     const exitedChildrenSeconds = (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS_PER_SECOND;
     const rssKb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
-    return { atMs: performance.now(), cpuSeconds: userSeconds + systemSeconds, userSeconds, systemSeconds, exitedChildrenSeconds, rssMb: rssKb / 1024 };
+    return {
+      atMs: performance.now(),
+      cpuSeconds: userSeconds + systemSeconds,
+      userSeconds,
+      systemSeconds,
+      exitedChildrenSeconds,
+      rssMb: rssKb / 1024,
+    };
   } catch {
     return null;
   }
@@ -189,11 +212,40 @@ function nodeReport(i, hostname) {
       temperature_c: 30,
       problems: [],
     })),
-    disks: [{ mount_point: '/data', fs_type: 'ext4', shared: false, free_bytes: 3.1 * tib, total_bytes: 3.5 * tib, paths: ['/data/llmgw'] }],
+    disks: [
+      {
+        mount_point: '/data',
+        fs_type: 'ext4',
+        shared: false,
+        free_bytes: 3.1 * tib,
+        total_bytes: 3.5 * tib,
+        paths: ['/data/llmgw'],
+      },
+    ],
     weights: [
-      { path: `/data/llmgw/cache/${hex(32)}`, size_bytes: 140e9, kind: 'cache', cache_name: hex(32), source: 'hf://meta-llama/Llama-3.3-70B-Instruct', last_used_ms: Date.now() },
-      { path: `/data/llmgw/cache/${hex(32)}`, size_bytes: 16e9, kind: 'cache', cache_name: hex(32), source: 'hf://Qwen/Qwen2.5-7B-Instruct', last_used_ms: Date.now() },
-      { path: `/data/llmgw/cache/${hex(32)}`, size_bytes: 4.9e9, kind: 'cache', cache_name: hex(32), source: 'hf://bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf' },
+      {
+        path: `/data/llmgw/cache/${hex(32)}`,
+        size_bytes: 140e9,
+        kind: 'cache',
+        cache_name: hex(32),
+        source: 'hf://meta-llama/Llama-3.3-70B-Instruct',
+        last_used_ms: Date.now(),
+      },
+      {
+        path: `/data/llmgw/cache/${hex(32)}`,
+        size_bytes: 16e9,
+        kind: 'cache',
+        cache_name: hex(32),
+        source: 'hf://Qwen/Qwen2.5-7B-Instruct',
+        last_used_ms: Date.now(),
+      },
+      {
+        path: `/data/llmgw/cache/${hex(32)}`,
+        size_bytes: 4.9e9,
+        kind: 'cache',
+        cache_name: hex(32),
+        source: 'hf://bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf',
+      },
     ],
     fabrics: [{ name: 'ib0', address: `10.1.${(i >> 8) & 255}.${i & 255}`, kind: 'configured' }],
     engines: [{ name: 'vllm', version: '0.11.1' }, { name: 'builtin' }, { name: 'sim' }],
@@ -210,7 +262,10 @@ function nodeReport(i, hostname) {
  * control plane's memory at 10,000 nodes goes (bench/README.md).
  */
 const CONTROL_NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-const nodeFlagsText = CONTROL_NODE_FLAGS.length > 0 ? `(control plane run with ${CONTROL_NODE_FLAGS.join(' ')})` : "(control plane run with Node's default flags)";
+const nodeFlagsText =
+  CONTROL_NODE_FLAGS.length > 0
+    ? `(control plane run with ${CONTROL_NODE_FLAGS.join(' ')})`
+    : "(control plane run with Node's default flags)";
 
 /** Starts `llmgw control` as a child on the store given (`--store` as llmgw takes it); resolves once it prints its listening line. */
 async function startControl(store, profDir) {
@@ -219,13 +274,18 @@ async function startControl(store, profDir) {
     ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
     flags.llmgw,
     'control',
-    '--client-addr', '127.0.0.1:0',
-    '--admin-addr', '127.0.0.1:0',
-    '--agent-addr', '127.0.0.1:0',
-    '--store', store,
+    '--client-addr',
+    '127.0.0.1:0',
+    '--admin-addr',
+    '127.0.0.1:0',
+    '--agent-addr',
+    '127.0.0.1:0',
+    '--store',
+    store,
     // The listening line is logged at info; in steady state nothing else is
     // (request logging is off, heartbeats log only a report that fails to parse).
-    '--log-level', 'info',
+    '--log-level',
+    'info',
   ];
   // Tokens in the environment, as the README says, not on the command line.
   const env = { ...process.env, LLMGW_JOIN_TOKEN: joinToken, LLMGW_ADMIN_TOKEN: adminToken };
@@ -279,7 +339,12 @@ async function readCounters(controls, pgClient, database) {
       [database],
     );
     const row = rows[0];
-    if (row) pgStats = { commits: Number(row.xact_commit), rowsWritten: Number(row.tup_inserted) + Number(row.tup_updated) + Number(row.tup_deleted), cpuSeconds: postgresCpuSeconds() };
+    if (row)
+      pgStats = {
+        commits: Number(row.xact_commit),
+        rowsWritten: Number(row.tup_inserted) + Number(row.tup_updated) + Number(row.tup_deleted),
+        cpuSeconds: postgresCpuSeconds(),
+      };
   }
   return { storeWrites: sum('storeWrites'), full: sum('full'), keepalive: sum('keepalive'), each, pg: pgStats };
 }
@@ -309,7 +374,9 @@ function postgresCpuSeconds() {
 
 /** The admin URLs of the instances that say they lead, from GET /api/v1/control-planes (`address` is an instance's admin URL). */
 async function readLeaders(adminUrl) {
-  const res = await globalThis.fetch(`${adminUrl}/api/v1/control-planes`, { headers: { authorization: `Bearer ${adminToken}` } });
+  const res = await globalThis.fetch(`${adminUrl}/api/v1/control-planes`, {
+    headers: { authorization: `Bearer ${adminToken}` },
+  });
   const list = await res.json();
   return new Set(list.filter((c) => c.is_leader).map((c) => c.address));
 }
@@ -327,7 +394,13 @@ function slowest(timed, count) {
 function sumProc(readings) {
   if (readings.some((r) => r === null)) return null;
   const sum = (key) => readings.reduce((total, r) => total + r[key], 0);
-  return { atMs: readings[0].atMs, cpuSeconds: sum('cpuSeconds'), userSeconds: sum('userSeconds'), systemSeconds: sum('systemSeconds'), rssMb: sum('rssMb') };
+  return {
+    atMs: readings[0].atMs,
+    cpuSeconds: sum('cpuSeconds'),
+    userSeconds: sum('userSeconds'),
+    systemSeconds: sum('systemSeconds'),
+    rssMb: sum('rssMb'),
+  };
 }
 
 function percentile(sorted, p) {
@@ -363,7 +436,9 @@ function summariseProfile(profile, fromUs, toUs) {
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const keyOf = (n) => {
     const f = n.callFrame;
-    return f.url ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}` : f.functionName || '(native, unnamed)';
+    return f.url
+      ? `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}`
+      : f.functionName || '(native, unnamed)';
   };
   let inWindow = fromUs >= profile.startTime && toUs <= profile.endTime;
   if (!inWindow) {
@@ -491,7 +566,15 @@ try {
     const id = `sim-${String(i).padStart(4, '0')}`;
     const report = nodeReport(i, `${id}.bench.local`);
     // Hashed once: what heartbeatBody changes between beats (free memory within a GiB, temperatures) the hash rounds away.
-    return { id, instance: instanceOf(id), report, hash: reportHash(report), credential: null, heldHash: null, asked: false };
+    return {
+      id,
+      instance: instanceOf(id),
+      report,
+      hash: reportHash(report),
+      credential: null,
+      heldHash: null,
+      asked: false,
+    };
   });
   for (const node of nodes) nodesPerInstance[node.instance]++;
   // A held heartbeat keeps its connection, so --long-poll needs one per node, as a real fleet has. A
@@ -503,7 +586,11 @@ try {
       node.hold = new Client(controls[node.instance].agentUrl, { pipelining: 1, keepAliveTimeout: 60_000 });
       // Each dropped connection is a reconnect a real agent would pay too: counted, with its cause.
       node.hold.on('disconnect', (_origin, _targets, err) => {
-        if (heldConnectionsOpen) heldDisconnects.set(err?.code ?? err?.message ?? 'closed', (heldDisconnects.get(err?.code ?? err?.message ?? 'closed') ?? 0) + 1);
+        if (heldConnectionsOpen)
+          heldDisconnects.set(
+            err?.code ?? err?.message ?? 'closed',
+            (heldDisconnects.get(err?.code ?? err?.message ?? 'closed') ?? 0) + 1,
+          );
       });
     }
   }
@@ -568,7 +655,14 @@ try {
       heartbeatInterval: `${intervalMs}ms`,
       labels: { pool: 'h100' },
     });
-    realAgents.push(new Agent(config, { probe: async () => report, logger: pino({ level: 'silent' }), mgmt: false, dispatcher: realAgentDispatcher }));
+    realAgents.push(
+      new Agent(config, {
+        probe: async () => report,
+        logger: pino({ level: 'silent' }),
+        mgmt: false,
+        dispatcher: realAgentDispatcher,
+      }),
+    );
   }
   await Promise.all(realAgents.map((a) => a.start()));
   const realBeatsBefore = realAgents.map((a) => a.heartbeats);
@@ -590,7 +684,15 @@ try {
    * are run in 'full', measured in a window of their own, for the comparison.
    */
   let reportMode = alwaysFull ? 'full' : 'hash';
-  const fullWindow = { open: false, answered: 0, latencies: [], startProc: null, endProc: null, counters: null, endCounters: null };
+  const fullWindow = {
+    open: false,
+    answered: 0,
+    latencies: [],
+    startProc: null,
+    endProc: null,
+    counters: null,
+    endCounters: null,
+  };
   const realBeatsNow = () => realAgents.reduce((sum, a) => sum + a.heartbeats, 0);
   let realBeatsAtWindowStart = 0;
   const failures = new Map();
@@ -626,8 +728,19 @@ try {
     node.report.memory_available_bytes = Math.round(1.9 * 2 ** 40 - Math.random() * 2 ** 30);
     for (const g of node.report.gpus) g.temperature_c = 29 + Math.round(Math.random() * 3);
     const fields =
-      reportMode === 'full' ? { report: node.report } : node.heldHash === node.hash && !node.asked ? { report_hash: node.hash } : { report: node.report, report_hash: node.hash };
-    return JSON.stringify({ node_id: node.id, agent_version: LLMGW_VERSION, protocol_version: PROTOCOL_VERSION, ...fields, shards: [], ...extra });
+      reportMode === 'full'
+        ? { report: node.report }
+        : node.heldHash === node.hash && !node.asked
+          ? { report_hash: node.hash }
+          : { report: node.report, report_hash: node.hash };
+    return JSON.stringify({
+      node_id: node.id,
+      agent_version: LLMGW_VERSION,
+      protocol_version: PROTOCOL_VERSION,
+      ...fields,
+      shards: [],
+      ...extra,
+    });
   };
   /** What the answer says the control plane holds, as the agent's ReportPolicy takes it. */
   const heard = (node, answer) => {
@@ -638,7 +751,12 @@ try {
   const timedBeat = async (node) => {
     const startedAt = performance.now();
     try {
-      const { status, text } = await post('/agent/v1/heartbeat', heartbeatBody(node, {}), node.credential, pools[node.instance]);
+      const { status, text } = await post(
+        '/agent/v1/heartbeat',
+        heartbeatBody(node, {}),
+        node.credential,
+        pools[node.instance],
+      );
       const answer = status === 200 ? JSON.parse(text) : null;
       const generation = answer?.generation;
       if (typeof generation !== 'number') {
@@ -663,12 +781,15 @@ try {
   /** The default: every interval, a heartbeat without long-poll. */
   const schedule = (node, dueAt) => {
     if (dueAt >= phaseEnd) return;
-    const timer = setTimeout(() => {
-      timers.delete(timer);
-      sent++;
-      track(timedBeat(node).then((g) => g !== null && ok++));
-      schedule(node, dueAt + intervalMs);
-    }, Math.max(0, dueAt - performance.now()));
+    const timer = setTimeout(
+      () => {
+        timers.delete(timer);
+        sent++;
+        track(timedBeat(node).then((g) => g !== null && ok++));
+        schedule(node, dueAt + intervalMs);
+      },
+      Math.max(0, dueAt - performance.now()),
+    );
     timers.add(timer);
   };
   /** --long-poll: as the real agent does it, each heartbeat held by the control plane until the interval runs out. */
@@ -716,15 +837,34 @@ try {
   let prober = null;
   /** Epoch ms the windows opened and closed, to place the prober's results, which come back stamped so. */
   const epochNow = () => performance.timeOrigin + performance.now();
-  const windowsAt = { steadyStart: performance.timeOrigin + steadyStart, steadyEnd: Infinity, fullStart: Infinity, fullEnd: Infinity };
+  const windowsAt = {
+    steadyStart: performance.timeOrigin + steadyStart,
+    steadyEnd: Infinity,
+    fullStart: Infinity,
+    fullEnd: Infinity,
+  };
   if (longPoll) {
     nodes.forEach((node, i) => track(holdLoop(node, phaseStart + (i / nodes.length) * intervalMs).catch(() => {})));
-    prober = fork(fileURLToPath(new URL('./heartbeat-prober.mjs', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    const keepAlive = (node) => JSON.stringify({ node_id: node.id, agent_version: LLMGW_VERSION, protocol_version: PROTOCOL_VERSION, report_hash: node.hash, shards: [] });
+    prober = fork(fileURLToPath(new URL('./heartbeat-prober.mjs', import.meta.url)), [], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const keepAlive = (node) =>
+      JSON.stringify({
+        node_id: node.id,
+        agent_version: LLMGW_VERSION,
+        protocol_version: PROTOCOL_VERSION,
+        report_hash: node.hash,
+        shards: [],
+      });
     prober.send({
       type: 'start',
       perSecond: PROBES_PER_SECOND,
-      targets: nodes.map((node) => ({ url: controls[node.instance].agentUrl, id: node.id, credential: node.credential, body: keepAlive(node) })),
+      targets: nodes.map((node) => ({
+        url: controls[node.instance].agentUrl,
+        id: node.id,
+        credential: node.credential,
+        body: keepAlive(node),
+      })),
     });
   } else {
     nodes.forEach((node, i) => schedule(node, phaseStart + (i / nodes.length) * intervalMs));
@@ -751,7 +891,10 @@ try {
     steadyStartEach = readProcs();
     steadyStartProc = sumProc(steadyStartEach);
     steadyStartUs = monotonicUs();
-    void readCounters(controls, pgClient, database).then((c) => (countersAtStart = c), () => {});
+    void readCounters(controls, pgClient, database).then(
+      (c) => (countersAtStart = c),
+      () => {},
+    );
   };
   markSteady = setTimeout(openWindow, warmupMs);
 
@@ -812,7 +955,8 @@ try {
   const realOk = realAgents.every((a) => a.phase === 'running');
 
   // --- numbers ---
-  if (!steadyStartProc || !steadyEndProc) throw new Error('the control plane exited during the run; its stderr above says why');
+  if (!steadyStartProc || !steadyEndProc)
+    throw new Error('the control plane exited during the run; its stderr above says why');
   const windowSeconds = (steadyEndProc.atMs - steadyStartProc.atMs) / 1000;
   const cpuShare = (steadyEndProc.cpuSeconds - steadyStartProc.cpuSeconds) / windowSeconds;
   // CPU per heartbeat does not depend on how many heartbeats a starved client managed to send; at the
@@ -821,7 +965,11 @@ try {
   const fleetRatePerSecond = agentCount / (intervalMs / 1000);
   const userShare = (steadyEndProc.userSeconds - steadyStartProc.userSeconds) / windowSeconds;
   const systemShare = (steadyEndProc.systemSeconds - steadyStartProc.systemSeconds) / windowSeconds;
-  const windowSamples = [steadyStartProc, ...samples.filter((s) => s.atMs > steadyStartProc.atMs && s.atMs < steadyEndProc.atMs), steadyEndProc];
+  const windowSamples = [
+    steadyStartProc,
+    ...samples.filter((s) => s.atMs > steadyStartProc.atMs && s.atMs < steadyEndProc.atMs),
+    steadyEndProc,
+  ];
   const rssAvg = windowSamples.reduce((s, x) => s + x.rssMb, 0) / windowSamples.length;
   const rssPeak = Math.max(...windowSamples.map((s) => s.rssMb));
   const rssPeakRun = Math.max(...samples.map((s) => s.rssMb), rssPeak);
@@ -862,19 +1010,24 @@ try {
   const pgRowsPerSecond = pgDelta(countersAtStart, countersAtEnd, 'rowsWritten') / windowSeconds;
   const pgCpuShare = pgDelta(countersAtStart, countersAtEnd, 'cpuSeconds') / windowSeconds;
   const storeWritesPerSecond = delta(countersAtStart, countersAtEnd, 'storeWrites') / windowSeconds;
-  const fullShare = delta(countersAtStart, countersAtEnd, 'full') / (delta(countersAtStart, countersAtEnd, 'full') + delta(countersAtStart, countersAtEnd, 'keepalive'));
+  const fullShare =
+    delta(countersAtStart, countersAtEnd, 'full') /
+    (delta(countersAtStart, countersAtEnd, 'full') + delta(countersAtStart, countersAtEnd, 'keepalive'));
   const fw = fullWindow;
   const fullWindowSeconds = fw.startProc && fw.endProc ? (fw.endProc.atMs - fw.startProc.atMs) / 1000 : NaN;
-  const fullCpuMsPerBeat = fw.startProc && fw.endProc ? (1000 * (fw.endProc.cpuSeconds - fw.startProc.cpuSeconds)) / fw.answered : NaN;
-  const fullCpuShare = fw.startProc && fw.endProc ? (fw.endProc.cpuSeconds - fw.startProc.cpuSeconds) / fullWindowSeconds : NaN;
+  const fullCpuMsPerBeat =
+    fw.startProc && fw.endProc ? (1000 * (fw.endProc.cpuSeconds - fw.startProc.cpuSeconds)) / fw.answered : NaN;
+  const fullCpuShare =
+    fw.startProc && fw.endProc ? (fw.endProc.cpuSeconds - fw.startProc.cpuSeconds) / fullWindowSeconds : NaN;
   fw.latencies.sort((a, b) => a - b);
   // A few early answers are legitimate (an admin action bumps a node); more mean the long-poll does not hold.
   const beatsPass = failed === 0 && ok > 0 && early <= ok / 100;
   // A long-polled agent is answered about once an interval: fewer on a busy machine (each round trip adds to
   // the wait), so half is enough; far more means the control plane answers at once and the agents spin, a
   // load of their own and not the fleet's.
-  const expectedRealBeats = runSeconds * 1000 / announcedIntervalMs;
-  const realPass = realOk && realBeats.every((n) => n >= Math.floor(expectedRealBeats / 2) && n <= Math.ceil(expectedRealBeats) + 2);
+  const expectedRealBeats = (runSeconds * 1000) / announcedIntervalMs;
+  const realPass =
+    realOk && realBeats.every((n) => n >= Math.floor(expectedRealBeats / 2) && n <= Math.ceil(expectedRealBeats) + 2);
   const verdict = (p) => (p ? 'PASS' : 'FAIL');
   const ms = (v) => (Number.isFinite(v) ? v.toFixed(1) : '-');
 
@@ -884,7 +1037,10 @@ try {
       ? `heartbeats bench: ${instanceCount} control planes (pids ${pids.join(', ')}, own processes, one ${storeKind} store), loopback, Node ${process.version} ${nodeFlagsText}`
       : `heartbeats bench: 1 control plane (pid ${pids[0]}, own process, ${storeKind} store), loopback, Node ${process.version} ${nodeFlagsText}`,
   );
-  if (several) console.log(`  simulated nodes per instance (where the agent's startIndex starts them): ${nodesPerInstance.join(' / ')}; the real Agents are given all ${instanceCount} URLs`);
+  if (several)
+    console.log(
+      `  simulated nodes per instance (where the agent's startIndex starts them): ${nodesPerInstance.join(' / ')}; the real Agents are given all ${instanceCount} URLs`,
+    );
   console.log(
     `  ${agentCount} simulated agents joined in ${joinSeconds.toFixed(1)} s (${Math.round(agentCount / joinSeconds)} joins/s; ${joinRetries} retries, ${joinRefused} refused), ` +
       `undici Pool of ${connections} connections: join storm ${verdict(joinSeconds < TARGET_JOIN_SECONDS && joinRefused === 0)} (target < ${TARGET_JOIN_SECONDS} s, none refused)`,
@@ -896,38 +1052,106 @@ try {
   const rows = [
     ['agents (simulated + real)', `${agentCount} + ${realAgentCount}`, ''],
     ['heartbeats sent / ok / failed', `${sent} / ${ok} / ${failed}`, verdict(beatsPass)],
-    ...(longPoll ? [['  answered early (not held)', String(early), early > ok / 100 ? 'FAIL: the long-poll does not hold' : '']] : []),
+    ...(longPoll
+      ? [['  answered early (not held)', String(early), early > ok / 100 ? 'FAIL: the long-poll does not hold' : '']]
+      : []),
     ['heartbeats/s', (ok / runSeconds).toFixed(1), `(expected ${(agentCount / (intervalMs / 1000)).toFixed(1)})`],
-    ['latency p50 / p90 / p99 / max ms', [0.5, 0.9, 0.99, 1].map((p) => ms(percentile(steadyMs, p))).join(' / '), `${verdict(p99Pass)} (p99 target < ${TARGET_P99_MS}; ${steadyMs.length} in window${longPoll ? `, of ${probes} probes` : ''})`],
+    [
+      'latency p50 / p90 / p99 / max ms',
+      [0.5, 0.9, 0.99, 1].map((p) => ms(percentile(steadyMs, p))).join(' / '),
+      `${verdict(p99Pass)} (p99 target < ${TARGET_P99_MS}; ${steadyMs.length} in window${longPoll ? `, of ${probes} probes` : ''})`,
+    ],
     ['  slowest in window: ms at s into it', slowest(steadyAt, 5), ''],
-    ['  first pass p50 / p99 / max ms', [0.5, 0.99, 1].map((p) => ms(percentile(firstPassMs, p))).join(' / '), '(each node\'s first report)'],
+    [
+      '  first pass p50 / p99 / max ms',
+      [0.5, 0.99, 1].map((p) => ms(percentile(firstPassMs, p))).join(' / '),
+      "(each node's first report)",
+    ],
     several
-      ? [`control planes CPU, all ${instanceCount}, % of one core`, (100 * cpuShare).toFixed(1), `(each instance below: target each < ${TARGET_CPU_SHARE_EACH * 100})`]
-      : ['control plane CPU, % of one core', (100 * cpuShare).toFixed(1), `${verdict(cpuPass)} (target < ${TARGET_CPU_SHARE * 100})`],
-    ['  CPU ms per heartbeat; % at the full rate', `${cpuMsPerBeat.toFixed(3)}; ${((cpuMsPerBeat * fleetRatePerSecond) / 10).toFixed(1)}`, `(${answeredInWindow} answered in window, full rate ${fleetRatePerSecond.toFixed(0)}/s)`],
+      ? [
+          `control planes CPU, all ${instanceCount}, % of one core`,
+          (100 * cpuShare).toFixed(1),
+          `(each instance below: target each < ${TARGET_CPU_SHARE_EACH * 100})`,
+        ]
+      : [
+          'control plane CPU, % of one core',
+          (100 * cpuShare).toFixed(1),
+          `${verdict(cpuPass)} (target < ${TARGET_CPU_SHARE * 100})`,
+        ],
+    [
+      '  CPU ms per heartbeat; % at the full rate',
+      `${cpuMsPerBeat.toFixed(3)}; ${((cpuMsPerBeat * fleetRatePerSecond) / 10).toFixed(1)}`,
+      `(${answeredInWindow} answered in window, full rate ${fleetRatePerSecond.toFixed(0)}/s)`,
+    ],
     ['  user / system, % of one core', `${(100 * userShare).toFixed(1)} / ${(100 * systemShare).toFixed(1)}`, ''],
-    ['  full reports, % of heartbeats', (100 * fullShare).toFixed(1), alwaysFull ? '(--full-reports: every one, as older agents)' : '(keep-alives carry only the hash)'],
-    ['store node writes/s', storeWritesPerSecond.toFixed(1), `(${(storeWritesPerSecond / fleetRatePerSecond).toFixed(2)} per heartbeat at the full rate${several ? `; all instances' llmgw_store_node_writes_total` : ''})`],
+    [
+      '  full reports, % of heartbeats',
+      (100 * fullShare).toFixed(1),
+      alwaysFull ? '(--full-reports: every one, as older agents)' : '(keep-alives carry only the hash)',
+    ],
+    [
+      'store node writes/s',
+      storeWritesPerSecond.toFixed(1),
+      `(${(storeWritesPerSecond / fleetRatePerSecond).toFixed(2)} per heartbeat at the full rate${several ? `; all instances' llmgw_store_node_writes_total` : ''})`,
+    ],
     ...(pgClient
       ? [
-          ['  Postgres commits/s; rows written/s', `${pgCommitsPerSecond.toFixed(1)}; ${pgRowsPerSecond.toFixed(1)}`, '(pg_stat_database of the run\'s database: rows inserted + updated + deleted)'],
-          ['  Postgres server CPU, % of one core', (100 * pgCpuShare).toFixed(1), '(every local postgres process, any database; 0 = server not on this machine)'],
+          [
+            '  Postgres commits/s; rows written/s',
+            `${pgCommitsPerSecond.toFixed(1)}; ${pgRowsPerSecond.toFixed(1)}`,
+            "(pg_stat_database of the run's database: rows inserted + updated + deleted)",
+          ],
+          [
+            '  Postgres server CPU, % of one core',
+            (100 * pgCpuShare).toFixed(1),
+            '(every local postgres process, any database; 0 = server not on this machine)',
+          ],
         ]
       : []),
     ...(fullPhaseMs > 0
       ? [
-          ['full reports every beat: CPU ms per heartbeat', fullCpuMsPerBeat.toFixed(3), `(vs ${cpuMsPerBeat.toFixed(3)} with keep-alives: ${(fullCpuMsPerBeat / cpuMsPerBeat).toFixed(1)}x; ${fw.answered} answered in ${fullWindowSeconds.toFixed(1)} s)`],
-          ['  CPU, % of one core; % at the full rate', `${(100 * fullCpuShare).toFixed(1)}; ${((fullCpuMsPerBeat * fleetRatePerSecond) / 10).toFixed(1)}`, ''],
-          ['  latency p50 / p99 ms', [0.5, 0.99].map((p) => ms(percentile(fw.latencies, p))).join(' / '), `(${fw.latencies.length} in window)`],
-          ['  store node writes/s', (delta(fw.counters, fw.endCounters, 'storeWrites') / fullWindowSeconds).toFixed(1), ''],
+          [
+            'full reports every beat: CPU ms per heartbeat',
+            fullCpuMsPerBeat.toFixed(3),
+            `(vs ${cpuMsPerBeat.toFixed(3)} with keep-alives: ${(fullCpuMsPerBeat / cpuMsPerBeat).toFixed(1)}x; ${fw.answered} answered in ${fullWindowSeconds.toFixed(1)} s)`,
+          ],
+          [
+            '  CPU, % of one core; % at the full rate',
+            `${(100 * fullCpuShare).toFixed(1)}; ${((fullCpuMsPerBeat * fleetRatePerSecond) / 10).toFixed(1)}`,
+            '',
+          ],
+          [
+            '  latency p50 / p99 ms',
+            [0.5, 0.99].map((p) => ms(percentile(fw.latencies, p))).join(' / '),
+            `(${fw.latencies.length} in window)`,
+          ],
+          [
+            '  store node writes/s',
+            (delta(fw.counters, fw.endCounters, 'storeWrites') / fullWindowSeconds).toFixed(1),
+            '',
+          ],
           ...(pgClient
-            ? [['  Postgres commits/s; rows written/s', `${(pgDelta(fw.counters, fw.endCounters, 'commits') / fullWindowSeconds).toFixed(1)}; ${(pgDelta(fw.counters, fw.endCounters, 'rowsWritten') / fullWindowSeconds).toFixed(1)}`, '']]
+            ? [
+                [
+                  '  Postgres commits/s; rows written/s',
+                  `${(pgDelta(fw.counters, fw.endCounters, 'commits') / fullWindowSeconds).toFixed(1)}; ${(pgDelta(fw.counters, fw.endCounters, 'rowsWritten') / fullWindowSeconds).toFixed(1)}`,
+                  '',
+                ],
+              ]
             : []),
         ]
       : []),
     several
-      ? [`control planes RSS, all ${instanceCount}, avg / peak MB`, `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`, `(each instance below: target each < ${TARGET_RSS_MB})`]
-      : ['control plane RSS avg / peak MB', `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`, `${verdict(rssPass)} (target < ${TARGET_RSS_MB})`],
+      ? [
+          `control planes RSS, all ${instanceCount}, avg / peak MB`,
+          `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`,
+          `(each instance below: target each < ${TARGET_RSS_MB})`,
+        ]
+      : [
+          'control plane RSS avg / peak MB',
+          `${rssAvg.toFixed(0)} / ${rssPeak.toFixed(0)}`,
+          `${verdict(rssPass)} (target < ${TARGET_RSS_MB})`,
+        ],
     ['  whole-run peak MB', rssPeakRun.toFixed(0), ''],
     ...(several
       ? perInstance.flatMap((x, i) => [
@@ -943,8 +1167,16 @@ try {
           ],
         ])
       : []),
-    ['real Agents: heartbeats each, min..max', realAgentCount ? `${Math.min(...realBeats)}..${Math.max(...realBeats)}` : '-', `${verdict(realPass)} (long-poll: expected about ${expectedRealBeats.toFixed(0)})`],
-    ['bench process CPU %, loop delay p99 / max ms', `${((100 * (benchCpu.user + benchCpu.system)) / 1e6 / runSeconds).toFixed(1)}, ${(loopDelay.percentile(99) / 1e6).toFixed(0)} / ${(loopDelay.max / 1e6).toFixed(0)}`, '(the client; high = latency is partly ours)'],
+    [
+      'real Agents: heartbeats each, min..max',
+      realAgentCount ? `${Math.min(...realBeats)}..${Math.max(...realBeats)}` : '-',
+      `${verdict(realPass)} (long-poll: expected about ${expectedRealBeats.toFixed(0)})`,
+    ],
+    [
+      'bench process CPU %, loop delay p99 / max ms',
+      `${((100 * (benchCpu.user + benchCpu.system)) / 1e6 / runSeconds).toFixed(1)}, ${(loopDelay.percentile(99) / 1e6).toFixed(0)} / ${(loopDelay.max / 1e6).toFixed(0)}`,
+      '(the client; high = latency is partly ours)',
+    ],
   ];
   const w0 = Math.max(...rows.map((r) => r[0].length));
   const w1 = Math.max(...rows.map((r) => r[1].length));
@@ -955,7 +1187,9 @@ try {
   heldConnectionsOpen = false;
   for (const [why, n] of heldDisconnects) console.log(`  held-heartbeat connections dropped ×${n}: ${why}`);
   if (realBeats.some((n) => n > Math.ceil(expectedRealBeats) + 2)) {
-    console.log(`  the real Agents were answered at once instead of held: the long-poll does not hold, so they spin and their load is counted above`);
+    console.log(
+      `  the real Agents were answered at once instead of held: the long-poll does not hold, so they spin and their load is counted above`,
+    );
   }
   const pass = cpuPass && rssPass && p99Pass && beatsPass && realPass;
   console.log(
@@ -981,7 +1215,9 @@ try {
   controls = [];
   const stopped = await Promise.all(stopping.map((c) => c.stop()));
   for (const [i, x] of stopped.entries()) {
-    console.log(`control plane${several ? ` ${i + 1}` : ''} stopped in ${x.seconds.toFixed(1)} s after SIGTERM (${x.signal ?? `exit code ${x.code}`})`);
+    console.log(
+      `control plane${several ? ` ${i + 1}` : ''} stopped in ${x.seconds.toFixed(1)} s after SIGTERM (${x.signal ?? `exit code ${x.code}`})`,
+    );
   }
   // Node names each profile CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: the pid says whose it is.
   for (const [i, pid] of (profDir ? pids : []).entries()) {
@@ -991,11 +1227,15 @@ try {
     } else {
       const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8'));
       const sum = summariseProfile(profile, steadyStartUs, steadyEndUs);
-      console.log(`\ncontrol plane${several ? ` ${i + 1}` : ''} profile (${sum.inWindow ? 'steady window' : 'whole run: the window did not line up with the profile clock'}): ${join(profDir, file)}`);
-      console.log(`  ${sum.total} samples, ${sum.busy} not idle (${((100 * sum.busy) / sum.total).toFixed(1)}%); percentages are of the samples not idle`);
+      console.log(
+        `\ncontrol plane${several ? ` ${i + 1}` : ''} profile (${sum.inWindow ? 'steady window' : 'whole run: the window did not line up with the profile clock'}): ${join(profDir, file)}`,
+      );
+      console.log(
+        `  ${sum.total} samples, ${sum.busy} not idle (${((100 * sum.busy) / sum.total).toFixed(1)}%); percentages are of the samples not idle`,
+      );
       printTop('self time, by function:', sum.self, sum.busy, 25);
       printTop('inclusive time, by function:', sum.inclusive, sum.busy, 30);
-      printTop('inclusive time, llmgw\'s own functions (dist/):', sum.own, sum.busy, 15);
+      printTop("inclusive time, llmgw's own functions (dist/):", sum.own, sum.busy, 15);
       printTop('self time, by package or file tree:', sum.byPackage, sum.busy, 15);
     }
   }

@@ -97,7 +97,9 @@ for (let round = 0; round < warmup + rounds; round++) {
     record('fail', failure, round);
     if (failure.value.ok) throw new Error('the nowhere model was placed; the benchmark fleet is not what it should be');
     const r = failure.value;
-    const summary = measure(() => explain(nowhere.model, r.rejections, { nodeCount: r.nodeCount, profiles: nowhere.profiles, notes: r.notes }));
+    const summary = measure(() =>
+      explain(nowhere.model, r.rejections, { nodeCount: r.nodeCount, profiles: nowhere.profiles, notes: r.notes }),
+    );
     record('explain', summary, round);
     lastExplain = summary.value;
   }
@@ -105,26 +107,48 @@ for (let round = 0; round < warmup + rounds; round++) {
 
 const placementsPerS = placed / (median(cpuMs.place) / 1000);
 const rows = [
-  ['placements/s (placeMany from empty)', placementsPerS, `>= ${TARGET_PLACEMENTS_PER_S}`, placementsPerS >= TARGET_PLACEMENTS_PER_S],
-  ['idle pass ms (checkReplicas, all replicas)', median(cpuMs.idle), `< ${TARGET_IDLE_PASS_MS}`, median(cpuMs.idle) < TARGET_IDLE_PASS_MS],
-  ['explain ms (summary of a model that fits nowhere)', median(cpuMs.explain), `< ${TARGET_EXPLAIN_MS}`, median(cpuMs.explain) < TARGET_EXPLAIN_MS],
+  [
+    'placements/s (placeMany from empty)',
+    placementsPerS,
+    `>= ${TARGET_PLACEMENTS_PER_S}`,
+    placementsPerS >= TARGET_PLACEMENTS_PER_S,
+  ],
+  [
+    'idle pass ms (checkReplicas, all replicas)',
+    median(cpuMs.idle),
+    `< ${TARGET_IDLE_PASS_MS}`,
+    median(cpuMs.idle) < TARGET_IDLE_PASS_MS,
+  ],
+  [
+    'explain ms (summary of a model that fits nowhere)',
+    median(cpuMs.explain),
+    `< ${TARGET_EXPLAIN_MS}`,
+    median(cpuMs.explain) < TARGET_EXPLAIN_MS,
+  ],
   ['no-fit place ms (every check, every node, with reasons)', median(cpuMs.fail), '(no target)', true],
 ];
 
-console.log(`fleet: ${nodeCount} nodes x 8 GPUs, ${modelCount} models, ${requests.length} replicas asked for; ${placed} placed, ${failed} did not fit`);
+console.log(
+  `fleet: ${nodeCount} nodes x 8 GPUs, ${modelCount} models, ${requests.length} replicas asked for; ${placed} placed, ${failed} did not fit`,
+);
 console.log(
   `first round (cold, CPU ms): placeMany ${cold.place.toFixed(1)}, idle ${cold.idle.toFixed(2)}, ` +
     `no-fit place ${cold.fail.toFixed(1)}, explain ${cold.explain.toFixed(2)}`,
 );
-console.log(`medians over ${rounds} rounds after ${warmup} warm-up rounds (CPU time; ${SAMPLES_PER_ROUND} samples a round for the quick ones):`);
+console.log(
+  `medians over ${rounds} rounds after ${warmup} warm-up rounds (CPU time; ${SAMPLES_PER_ROUND} samples a round for the quick ones):`,
+);
 for (const [label, value, target, ok] of rows) {
-  console.log(`  ${label.padEnd(58)} ${value.toFixed(value >= 100 ? 0 : 2).padStart(10)}  target ${target.padEnd(10)} ${ok ? 'ok' : 'MISSED'}`);
+  console.log(
+    `  ${label.padEnd(58)} ${value.toFixed(value >= 100 ? 0 : 2).padStart(10)}  target ${target.padEnd(10)} ${ok ? 'ok' : 'MISSED'}`,
+  );
 }
 console.log(
   `  wall ms (medians): placeMany ${median(wallMs.place).toFixed(1)}, idle ${median(wallMs.idle).toFixed(2)}, ` +
     `no-fit place ${median(wallMs.fail).toFixed(1)}, explain ${median(wallMs.explain).toFixed(2)}`,
 );
-if (idleProblems !== 0) console.log(`  the idle pass found ${idleProblems} problems; it should find none when nothing changed`);
+if (idleProblems !== 0)
+  console.log(`  the idle pass found ${idleProblems} problems; it should find none when nothing changed`);
 console.log('explain:');
 console.log(lastExplain.text.replace(/^/gm, '  '));
 

@@ -14,7 +14,10 @@ import { clearTimeout, setTimeout } from 'node:timers';
 export function controlListening(child, exited) {
   return new Promise((resolve, reject) => {
     let buffered = '';
-    const timer = setTimeout(() => reject(new Error('the control plane did not print its listening line within 30 s')), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error('the control plane did not print its listening line within 30 s')),
+      30_000,
+    );
     child.stdout.on('data', (chunk) => {
       if (buffered === null) return;
       buffered += chunk;

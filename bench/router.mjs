@@ -121,11 +121,23 @@ async function serveRouter(urls) {
   const replicas = new Map();
   for (const pair of urls.split(',')) {
     const [name, url] = pair.split('=');
-    models.set(name, compileModel(ModelSchema.parse({ name, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }), 'file'));
+    models.set(
+      name,
+      compileModel(
+        ModelSchema.parse({ name, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }),
+        'file',
+      ),
+    );
     replicas.set(name, [{ id: `r-${name}`, endpoint: url, draining: false }]);
   }
   // As the control plane builds its client listener.
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  const app = createJsonApp({
+    logger,
+    bodyLimitBytes: 8 << 20,
+    shapeError: openAiErrorShape,
+    requestLoggers: false,
+    requestIds: true,
+  });
   const keys = new MemoryKeyStore();
   registerRouter(app, {
     catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },
@@ -219,7 +231,10 @@ async function serveChunks(count) {
           setImmediate(next);
           return;
         }
-        if (usage) res.write(`${head}[],"usage":{"prompt_tokens":8,"completion_tokens":${count},"total_tokens":${count + 8}}}\n\n`);
+        if (usage)
+          res.write(
+            `${head}[],"usage":{"prompt_tokens":8,"completion_tokens":${count},"total_tokens":${count + 8}}}\n\n`,
+          );
         res.end('data: [DONE]\n\n');
       };
       next();
@@ -368,21 +383,45 @@ async function drive(connections, count, limitMs, ones, thinkMs = 0, warmMs = 0,
   const results = latencies.map((ms, i) => {
     ms.sort((a, b) => a - b);
     const pct = (p) => ms[Math.min(ms.length - 1, Math.floor(ms.length * p))] ?? NaN;
-    return { done: ms.length, sent: sent[i], errors: errors[i], seconds, p50: pct(0.5), p90: pct(0.9), p99: pct(0.99), rate: ms.length / seconds };
+    return {
+      done: ms.length,
+      sent: sent[i],
+      errors: errors[i],
+      seconds,
+      p50: pct(0.5),
+      p90: pct(0.9),
+      p99: pct(0.99),
+      rate: ms.length / seconds,
+    };
   });
   return Array.isArray(ones) ? results : results[0];
 }
 
 async function main() {
   const simCode = `import { runSimEngineCli } from ${JSON.stringify(dist('engine/sim/index.js'))}; await runSimEngineCli(process.argv.slice(1));`;
-  const startSim = (name, extra) => spawnUntil(['--input-type=module', '-e', simCode, '--', '--port', '0', '--model', name, ...extra], /listening on (\S+)/);
+  const startSim = (name, extra) =>
+    spawnUntil(
+      ['--input-type=module', '-e', simCode, '--', '--port', '0', '--model', name, ...extra],
+      /listening on (\S+)/,
+    );
   const instant = await startSim('instant', []);
-  const paced = await startSim('paced', ['--ttft-ms', flags['ttft-ms'], '--tokens-per-second', flags['tokens-per-second']]);
-  const chunksSim = await spawnUntil([new URL(import.meta.url).pathname, '--serve-chunks', '--chunks', flags.chunks], /chunks listening on (\S+)/);
+  const paced = await startSim('paced', [
+    '--ttft-ms',
+    flags['ttft-ms'],
+    '--tokens-per-second',
+    flags['tokens-per-second'],
+  ]);
+  const chunksSim = await spawnUntil(
+    [new URL(import.meta.url).pathname, '--serve-chunks', '--chunks', flags.chunks],
+    /chunks listening on (\S+)/,
+  );
   const sims = { instant, paced, chunks: chunksSim };
   // The router runs with the Node flags `npm start` gives llmgw (package.json), unless BENCH_NODE_FLAGS names others ('' = Node's defaults).
   const startScript = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).scripts.start;
-  const nodeFlags = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean) : (startScript.match(/--[\w-]+=\S+/g) ?? []);
+  const nodeFlags =
+    process.env.BENCH_NODE_FLAGS !== undefined
+      ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean)
+      : (startScript.match(/--[\w-]+=\S+/g) ?? []);
   const routerProc = await spawnUntil(
     [
       ...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROF] : []),
@@ -396,8 +435,16 @@ async function main() {
   const routerUrl = routerProc.match[1];
   const key = routerProc.match[2];
   // One bare proxy per sim, run with the router's Node flags, so each figure has its floor beside it.
-  const startBare = (sim) => spawnUntil([...nodeFlags, new URL(import.meta.url).pathname, '--serve-bare', sim.match[1]], /bare proxy listening on (\S+)/);
-  const bareProcs = { instant: await startBare(instant), paced: await startBare(paced), chunks: await startBare(chunksSim) };
+  const startBare = (sim) =>
+    spawnUntil(
+      [...nodeFlags, new URL(import.meta.url).pathname, '--serve-bare', sim.match[1]],
+      /bare proxy listening on (\S+)/,
+    );
+  const bareProcs = {
+    instant: await startBare(instant),
+    paced: await startBare(paced),
+    chunks: await startBare(chunksSim),
+  };
   // nginx in front of the chunk backend, only where it is installed: a figure from outside Node beside the bare proxy's.
   const nginx = await startNginx(chunksSim.match[1]);
 
@@ -417,8 +464,18 @@ async function main() {
   };
   const routerTarget = target(routerUrl, { authorization: `Bearer ${key}` });
   const targets = {
-    instant: { direct: target(instant.match[1], {}), router: routerTarget, bare: target(bareProcs.instant.match[1], {}), bodies: bodies('instant') },
-    paced: { direct: target(paced.match[1], {}), router: routerTarget, bare: target(bareProcs.paced.match[1], {}), bodies: bodies('paced') },
+    instant: {
+      direct: target(instant.match[1], {}),
+      router: routerTarget,
+      bare: target(bareProcs.instant.match[1], {}),
+      bodies: bodies('instant'),
+    },
+    paced: {
+      direct: target(paced.match[1], {}),
+      router: routerTarget,
+      bare: target(bareProcs.paced.match[1], {}),
+      bodies: bodies('paced'),
+    },
     chunks: {
       direct: target(chunksSim.match[1], {}),
       router: routerTarget,
@@ -428,12 +485,22 @@ async function main() {
     },
   };
   const whole = (t, b) => async () => {
-    const res = await t.pool.request({ path: '/v1/chat/completions', method: 'POST', headers: t.headers, body: b.whole });
+    const res = await t.pool.request({
+      path: '/v1/chat/completions',
+      method: 'POST',
+      headers: t.headers,
+      body: b.whole,
+    });
     await res.body.text();
     return res.statusCode === 200;
   };
   const streamed = (t, b) => async () => {
-    const res = await t.pool.request({ path: '/v1/chat/completions', method: 'POST', headers: t.headers, body: b.stream });
+    const res = await t.pool.request({
+      path: '/v1/chat/completions',
+      method: 'POST',
+      headers: t.headers,
+      body: b.stream,
+    });
     let tail = '';
     for await (const chunk of res.body) tail = chunk.toString('latin1').slice(-32);
     return res.statusCode === 200 && tail.endsWith('data: [DONE]\n\n');
@@ -452,21 +519,113 @@ async function main() {
       await drive(1, 3000, limitMs, whole(targets.instant[side], targets.instant.bodies));
     }
     for (const side of ['direct', 'router', 'bare', 'nginx']) {
-      if (targets.chunks[side]) await drive(cpuConns, 500, limitMs, streamed(targets.chunks[side], targets.chunks.bodies));
+      if (targets.chunks[side])
+        await drive(cpuConns, 500, limitMs, streamed(targets.chunks[side], targets.chunks.bodies));
     }
     const requests = Number(flags.requests);
     const streams = Number(flags.streams);
     const warmMs = Number(flags['warm-ms']);
     const phases = [
-      { id: 'seq', name: 'instant sim, non-streaming, sequential', sim: 'instant', conns: 1, count: requests, make: whole, tokens: 0, interleave: true },
-      { id: 'seqStream', name: 'instant sim, streaming, sequential', sim: 'instant', conns: 1, count: streams, make: streamed, tokens: streamTokens },
-      { id: 'conc', name: `paced sim, non-streaming, ${connections} connections (direct, routed and bare proxy in turn)`, sim: 'paced', conns: connections, count: requests * 10, make: whole, tokens: 0, think: thinkMs, interleave: true, warmMs, limitMs: Number(flags['paced-seconds']) * 1000 },
-      { id: 'concEach', name: `paced sim, non-streaming, ${connections} connections to each (direct, routed and bare proxy by turns of ${flags['slice-ms']} ms)`, sim: 'paced', conns: connections, count: requests * 10, make: whole, tokens: 0, think: thinkMs, interleave: true, warmMs, limitMs: Number(flags['paced-seconds']) * 1500, slice: { ms: Number(flags['slice-ms']), settleMs: 300 } },
-      { id: 'concStream', name: `paced sim, streaming, ${connections} connections`, sim: 'paced', conns: connections, count: streams * 3, make: streamed, tokens: streamTokens, think: thinkMs, warmMs },
-      { id: 'seqChunks', name: `${chunkCount}-chunk streams, sequential (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`, sim: 'chunks', conns: 1, count: streams, make: streamed, tokens: chunkCount, interleave: true, tail: true },
-      { id: 'cpuChunks', name: `${chunkCount}-chunk streams, ${cpuConns} connections (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`, sim: 'chunks', conns: cpuConns, count: streams * 5, make: streamed, tokens: chunkCount, interleave: true, warmMs },
-      { id: 'cpuWhole', name: `instant sim, non-streaming, ${cpuConns} connections (direct, routed, bare proxy in turn)`, sim: 'instant', conns: cpuConns, count: requests * 3, make: whole, tokens: 0, interleave: true, warmMs },
-      { id: 'ceiling', name: `instant sim, non-streaming, ${connections} connections (the router's ceiling)`, sim: 'instant', conns: connections, count: requests * 3, make: whole, tokens: 0, warmMs },
+      {
+        id: 'seq',
+        name: 'instant sim, non-streaming, sequential',
+        sim: 'instant',
+        conns: 1,
+        count: requests,
+        make: whole,
+        tokens: 0,
+        interleave: true,
+      },
+      {
+        id: 'seqStream',
+        name: 'instant sim, streaming, sequential',
+        sim: 'instant',
+        conns: 1,
+        count: streams,
+        make: streamed,
+        tokens: streamTokens,
+      },
+      {
+        id: 'conc',
+        name: `paced sim, non-streaming, ${connections} connections (direct, routed and bare proxy in turn)`,
+        sim: 'paced',
+        conns: connections,
+        count: requests * 10,
+        make: whole,
+        tokens: 0,
+        think: thinkMs,
+        interleave: true,
+        warmMs,
+        limitMs: Number(flags['paced-seconds']) * 1000,
+      },
+      {
+        id: 'concEach',
+        name: `paced sim, non-streaming, ${connections} connections to each (direct, routed and bare proxy by turns of ${flags['slice-ms']} ms)`,
+        sim: 'paced',
+        conns: connections,
+        count: requests * 10,
+        make: whole,
+        tokens: 0,
+        think: thinkMs,
+        interleave: true,
+        warmMs,
+        limitMs: Number(flags['paced-seconds']) * 1500,
+        slice: { ms: Number(flags['slice-ms']), settleMs: 300 },
+      },
+      {
+        id: 'concStream',
+        name: `paced sim, streaming, ${connections} connections`,
+        sim: 'paced',
+        conns: connections,
+        count: streams * 3,
+        make: streamed,
+        tokens: streamTokens,
+        think: thinkMs,
+        warmMs,
+      },
+      {
+        id: 'seqChunks',
+        name: `${chunkCount}-chunk streams, sequential (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`,
+        sim: 'chunks',
+        conns: 1,
+        count: streams,
+        make: streamed,
+        tokens: chunkCount,
+        interleave: true,
+        tail: true,
+      },
+      {
+        id: 'cpuChunks',
+        name: `${chunkCount}-chunk streams, ${cpuConns} connections (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`,
+        sim: 'chunks',
+        conns: cpuConns,
+        count: streams * 5,
+        make: streamed,
+        tokens: chunkCount,
+        interleave: true,
+        warmMs,
+      },
+      {
+        id: 'cpuWhole',
+        name: `instant sim, non-streaming, ${cpuConns} connections (direct, routed, bare proxy in turn)`,
+        sim: 'instant',
+        conns: cpuConns,
+        count: requests * 3,
+        make: whole,
+        tokens: 0,
+        interleave: true,
+        warmMs,
+      },
+      {
+        id: 'ceiling',
+        name: `instant sim, non-streaming, ${connections} connections (the router's ceiling)`,
+        sim: 'instant',
+        conns: connections,
+        count: requests * 3,
+        make: whole,
+        tokens: 0,
+        warmMs,
+      },
     ];
     const only = flags.phases ? new Set(flags.phases.split(',')) : null;
     for (const p of phases) {
@@ -487,7 +646,15 @@ async function main() {
         // Direct, routed, the bare proxy (and nginx where there is one) in turn, in one run.
         const ways = [p.make(t.direct, t.bodies), p.make(t.router, t.bodies), p.make(t.bare, t.bodies)];
         if (t.nginx) ways.push(p.make(t.nginx, t.bodies));
-        [d, r, b = null, n = null] = await drive(p.conns, p.count * ways.length, phaseMs, ways, p.think, p.warmMs, p.slice);
+        [d, r, b = null, n = null] = await drive(
+          p.conns,
+          p.count * ways.length,
+          phaseMs,
+          ways,
+          p.think,
+          p.warmMs,
+          p.slice,
+        );
         simRequests = d.sent + r.sent + (b?.sent ?? 0) + (n?.sent ?? 0);
       } else {
         d = await drive(p.conns, p.count, phaseMs, p.make(t.direct, t.bodies), p.think, p.warmMs);
@@ -504,15 +671,33 @@ async function main() {
       const cpu1 = cpuSeconds(routerProc.child.pid);
       // The router's own CPU per request: unlike wall-clock latency, not inflated by neighbours on a shared machine.
       const cpuUs = cpuR0 === null || cpu1 === null ? null : ((cpu1 - cpuR0) * 1e6) / r.sent;
-      const res = { d, r, b, addedP50: r.p50 - d.p50, addedP90: r.p90 - d.p90, addedP99: r.p99 - d.p99, throughput: r.rate / d.rate, tokenShare: null, cpuUs, bareUs };
+      const res = {
+        d,
+        r,
+        b,
+        addedP50: r.p50 - d.p50,
+        addedP90: r.p90 - d.p90,
+        addedP99: r.p99 - d.p99,
+        throughput: r.rate / d.rate,
+        tokenShare: null,
+        cpuUs,
+        bareUs,
+      };
       // The tail phases also print p90: a p99 far above it is a stall, not a steady cost.
-      const added = (x) => (p.tail ? `p50 ${fmt(x.p50 - d.p50)} ms p90 ${fmt(x.p90 - d.p90)} ms p99 ${fmt(x.p99 - d.p99)} ms` : `p50 ${fmt(x.p50 - d.p50)} ms p99 ${fmt(x.p99 - d.p99)} ms`);
+      const added = (x) =>
+        p.tail
+          ? `p50 ${fmt(x.p50 - d.p50)} ms p90 ${fmt(x.p90 - d.p90)} ms p99 ${fmt(x.p99 - d.p99)} ms`
+          : `p50 ${fmt(x.p50 - d.p50)} ms p99 ${fmt(x.p99 - d.p99)} ms`;
       let line =
         `${p.name}: direct p50 ${fmt(d.p50)} ms p99 ${fmt(d.p99)} ms ${Math.round(d.rate)}/s (${d.done}, errors ${d.errors}); ` +
         `routed p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${Math.round(r.rate)}/s (${r.done}, errors ${r.errors}); ` +
         `added ${added(r)}` +
-        (p.interleave ? `; direct, routed and bare proxy${n ? ' and nginx' : ''} in turn` : `; throughput ${res.throughput.toFixed(2)}× direct`) +
-        (cpuUs === null ? '' : `; router CPU ${Math.round(cpuUs)} µs/request${p.tokens ? ` (${((cpuUs * 1000) / p.tokens).toFixed(0)} ns/token)` : ''}`) +
+        (p.interleave
+          ? `; direct, routed and bare proxy${n ? ' and nginx' : ''} in turn`
+          : `; throughput ${res.throughput.toFixed(2)}× direct`) +
+        (cpuUs === null
+          ? ''
+          : `; router CPU ${Math.round(cpuUs)} µs/request${p.tokens ? ` (${((cpuUs * 1000) / p.tokens).toFixed(0)} ns/token)` : ''}`) +
         (simUs === null ? '' : ` (the sim's own: ${Math.round(simUs)} µs/request)`);
       if (p.tokens) {
         const dt = ((d.done - d.errors) * p.tokens) / d.seconds;
@@ -520,9 +705,11 @@ async function main() {
         res.tokenShare = rt / dt;
         line += `; tokens/s direct ${Math.round(dt)} routed ${Math.round(rt)} (${Math.round(100 * res.tokenShare)}%)`;
       }
-      if (b) line += `; a bare Node proxy (node:http + undici, nothing else) adds ${added(b)}${bareUs === null ? '' : `, CPU ${Math.round(bareUs)} µs/request`}`;
+      if (b)
+        line += `; a bare Node proxy (node:http + undici, nothing else) adds ${added(b)}${bareUs === null ? '' : `, CPU ${Math.round(bareUs)} µs/request`}`;
       if (n) line += `; nginx adds ${added(n)}${nginxUs === null ? '' : `, CPU ${Math.round(nginxUs)} µs/request`}`;
-      if (cpuUs !== null && bareUs !== null) line += `; router CPU/request ${(cpuUs / bareUs).toFixed(2)}× the bare proxy's`;
+      if (cpuUs !== null && bareUs !== null)
+        line += `; router CPU/request ${(cpuUs / bareUs).toFixed(2)}× the bare proxy's`;
       if (d.errors || r.errors || b?.errors || n?.errors) line += ' — ERRORS';
       results[p.id] = res;
       console.log(line);
@@ -537,15 +724,78 @@ async function main() {
   // Beside each latency target: what a bare Node proxy added in the same run, the floor on this machine.
   const floor = (res, pick) => (res.b ? ` (bare Node proxy: ${fmt(pick(res.b) - pick(res.d))} ms)` : '');
   const checks = [
-    ['seq', (r) => [`sequential added p50 < 0.5 ms`, r.addedP50 < 0.5, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`]],
-    ['conc', (r) => [`${connections} connections in turn (paced) added p50 < 1 ms`, r.addedP50 < 1, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`]],
-    ['conc', (r) => [`${connections} connections in turn (paced) added p99 < 5 ms`, r.addedP99 < 5, `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`]],
-    ['concEach', (r) => [`${connections} connections to each (paced) added p50 < 1 ms`, r.addedP50 < 1, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`]],
-    ['concEach', (r) => [`${connections} connections to each (paced) added p99 < 5 ms`, r.addedP99 < 5, `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`]],
-    ['seqChunks', (r) => [`${chunkCount}-chunk streams, sequential, added p99 < 1 ms`, r.addedP99 < 1, `${fmt(r.addedP99)} ms (p90 ${fmt(r.addedP90)} ms)${floor(r, (x) => x.p99)}`]],
-    ['cpuChunks', (r) => [`${chunkCount}-chunk streams at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`, r.bareUs !== null && r.cpuUs <= 2 * r.bareUs, r.bareUs === null ? 'no /proc' : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`]],
-    ['cpuWhole', (r) => [`non-streaming at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`, r.bareUs !== null && r.cpuUs <= 2 * r.bareUs, r.bareUs === null ? 'no /proc' : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`]],
-    ['concStream', (r) => [`streamed tokens relayed >= 90% of direct (paced, ${connections} streams)`, r.tokenShare >= 0.9, `${Math.round(100 * r.tokenShare)}%`]],
+    [
+      'seq',
+      (r) => [`sequential added p50 < 0.5 ms`, r.addedP50 < 0.5, `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`],
+    ],
+    [
+      'conc',
+      (r) => [
+        `${connections} connections in turn (paced) added p50 < 1 ms`,
+        r.addedP50 < 1,
+        `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`,
+      ],
+    ],
+    [
+      'conc',
+      (r) => [
+        `${connections} connections in turn (paced) added p99 < 5 ms`,
+        r.addedP99 < 5,
+        `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`,
+      ],
+    ],
+    [
+      'concEach',
+      (r) => [
+        `${connections} connections to each (paced) added p50 < 1 ms`,
+        r.addedP50 < 1,
+        `${fmt(r.addedP50)} ms${floor(r, (x) => x.p50)}`,
+      ],
+    ],
+    [
+      'concEach',
+      (r) => [
+        `${connections} connections to each (paced) added p99 < 5 ms`,
+        r.addedP99 < 5,
+        `${fmt(r.addedP99)} ms${floor(r, (x) => x.p99)}`,
+      ],
+    ],
+    [
+      'seqChunks',
+      (r) => [
+        `${chunkCount}-chunk streams, sequential, added p99 < 1 ms`,
+        r.addedP99 < 1,
+        `${fmt(r.addedP99)} ms (p90 ${fmt(r.addedP90)} ms)${floor(r, (x) => x.p99)}`,
+      ],
+    ],
+    [
+      'cpuChunks',
+      (r) => [
+        `${chunkCount}-chunk streams at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`,
+        r.bareUs !== null && r.cpuUs <= 2 * r.bareUs,
+        r.bareUs === null
+          ? 'no /proc'
+          : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`,
+      ],
+    ],
+    [
+      'cpuWhole',
+      (r) => [
+        `non-streaming at ${cpuConns} connections, router CPU/request <= 2× the bare proxy's`,
+        r.bareUs !== null && r.cpuUs <= 2 * r.bareUs,
+        r.bareUs === null
+          ? 'no /proc'
+          : `${(r.cpuUs / r.bareUs).toFixed(2)}× (${Math.round(r.cpuUs)} vs ${Math.round(r.bareUs)} µs)`,
+      ],
+    ],
+    [
+      'concStream',
+      (r) => [
+        `streamed tokens relayed >= 90% of direct (paced, ${connections} streams)`,
+        r.tokenShare >= 0.9,
+        `${Math.round(100 * r.tokenShare)}%`,
+      ],
+    ],
   ]
     .filter(([id]) => results[id])
     .map(([id, check]) => check(results[id]));

@@ -67,13 +67,18 @@ else await main();
 async function serveSims(specs) {
   const { startSimEngine } = await import(dist('engine/sim/index.js'));
   const out = {};
-  for (const [name, options] of Object.entries(specs)) out[name] = (await startSimEngine({ models: ['bench', 'least-inflight', 'least-load'], shutdownGraceMs: 0, ...options })).url;
+  for (const [name, options] of Object.entries(specs))
+    out[name] = (
+      await startSimEngine({ models: ['bench', 'least-inflight', 'least-load'], shutdownGraceMs: 0, ...options })
+    ).url;
   console.log(JSON.stringify(out));
   process.on('SIGTERM', () => process.exit(0));
 }
 
 async function startSims(specs) {
-  const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--serve-sims', JSON.stringify(specs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--serve-sims', JSON.stringify(specs)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const line = await new Promise((resolve, reject) => {
     let text = '';
     child.stdout.on('data', (d) => {
@@ -111,7 +116,12 @@ async function main() {
     let next = performance.now();
     const inflight = new Set();
     while (running) {
-      const p = stream(bgPool, '/v1/chat/completions', { model: 'bench', messages: [{ role: 'user', content: 'a long prompt' }], max_tokens: bgTokens, stream: true }).finally(() => inflight.delete(p));
+      const p = stream(bgPool, '/v1/chat/completions', {
+        model: 'bench',
+        messages: [{ role: 'user', content: 'a long prompt' }],
+        max_tokens: bgTokens,
+        stream: true,
+      }).finally(() => inflight.delete(p));
       inflight.add(p);
       next += gapMs;
       await sleep(Math.max(0, next - performance.now()));
@@ -123,7 +133,9 @@ async function main() {
 
   const pool = new Pool(url, { connections: 256 });
   const policies = ['least-inflight', 'least-load'];
-  const results = Object.fromEntries(policies.map((p) => [p, { sent: 0, done: 0, errors: 0, ttft: [], total: [], tokens: 0, offeredMs: 0 }]));
+  const results = Object.fromEntries(
+    policies.map((p) => [p, { sent: 0, done: 0, errors: 0, ttft: [], total: [], tokens: 0, offeredMs: 0 }]),
+  );
   const pending = new Set();
   const gapMs = 1000 / rps;
   for (let slice = 0; slice < Math.round((2 * seconds * 1000) / sliceMs); slice++) {
@@ -133,7 +145,12 @@ async function main() {
     let next = start;
     while (next - start < sliceMs) {
       r.sent++;
-      const p = stream(pool, '/v1/chat/completions', { model: policy, messages: [{ role: 'user', content: `question ${r.sent}` }], max_tokens: maxTokens, stream: true })
+      const p = stream(pool, '/v1/chat/completions', {
+        model: policy,
+        messages: [{ role: 'user', content: `question ${r.sent}` }],
+        max_tokens: maxTokens,
+        stream: true,
+      })
         .then((m) => {
           if (!m.ok) return void r.errors++;
           r.done++;
@@ -181,8 +198,12 @@ async function main() {
   const old = row('least-inflight');
   const neu = row('least-load');
   const f = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '-');
-  console.log(`fleet: fast ${tps} tok/s, slow ${tps / 2} tok/s, busy ${tps} tok/s with ${bgRps}/s requests of ${bgTokens} tokens sent to it directly; ${seqs} sequences each`);
-  console.log(`load: ${rps} streamed requests/s of ${maxTokens} tokens, open loop, ${seconds} s per choice in ${sliceMs / 1000} s slices; engine metrics read every ${scrapeMs} ms`);
+  console.log(
+    `fleet: fast ${tps} tok/s, slow ${tps / 2} tok/s, busy ${tps} tok/s with ${bgRps}/s requests of ${bgTokens} tokens sent to it directly; ${seqs} sequences each`,
+  );
+  console.log(
+    `load: ${rps} streamed requests/s of ${maxTokens} tokens, open loop, ${seconds} s per choice in ${sliceMs / 1000} s slices; engine metrics read every ${scrapeMs} ms`,
+  );
   console.log('');
   console.log('choice           sent  done  err   TTFT p50   TTFT p99  total p50  total p99    req/s    tok/s');
   for (const r of [old, neu]) {
@@ -201,7 +222,9 @@ async function main() {
   // Throughput may differ by a request or two at a slice's edge: 1% is within the schedule's own noise.
   const ttftMet = neu.ttftP99 <= 0.7 * old.ttftP99;
   const tputMet = neu.reqPerS >= 0.99 * old.reqPerS && neu.tokPerS >= 0.99 * old.tokPerS && neu.errors <= old.errors;
-  console.log(`target p99 TTFT at least 30% lower: ${ttftMet ? 'met' : 'MISSED'}; no loss of throughput: ${tputMet ? 'met' : 'MISSED'}`);
+  console.log(
+    `target p99 TTFT at least 30% lower: ${ttftMet ? 'met' : 'MISSED'}; no loss of throughput: ${tputMet ? 'met' : 'MISSED'}`,
+  );
   process.exitCode = ttftMet && tputMet ? 0 : 1;
 }
 
@@ -223,7 +246,18 @@ async function startRouter(urls, scrapeMs) {
   const logger = pino({ level: 'silent' });
   const models = new Map();
   for (const routing of ['least-inflight', 'least-load']) {
-    models.set(routing, compileModel(ModelSchema.parse({ name: routing, source: `file:///models/${routing}`, profiles: [{ engine: 'sim' }], routing }), 'file'));
+    models.set(
+      routing,
+      compileModel(
+        ModelSchema.parse({
+          name: routing,
+          source: `file:///models/${routing}`,
+          profiles: [{ engine: 'sim' }],
+          routing,
+        }),
+        'file',
+      ),
+    );
   }
   const base = Object.entries(urls).map(([name, endpoint]) => ({ id: name, endpoint, draining: false }));
   let replicas = base;
@@ -236,12 +270,28 @@ async function startRouter(urls, scrapeMs) {
     const now = Date.now();
     replicas = base.map((r) => {
       const l = scraper.take(r.id);
-      return l ? { ...r, load: { running: l.running, waiting: l.waiting, ...(l.kv_usage === undefined ? {} : { kvUsage: l.kv_usage }), sampledAtMs: now - l.age_ms } } : r;
+      return l
+        ? {
+            ...r,
+            load: {
+              running: l.running,
+              waiting: l.waiting,
+              ...(l.kv_usage === undefined ? {} : { kvUsage: l.kv_usage }),
+              sampledAtMs: now - l.age_ms,
+            },
+          }
+        : r;
     });
   };
   const beat = setInterval(deliver, 5000);
   scraper.start();
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  const app = createJsonApp({
+    logger,
+    bodyLimitBytes: 8 << 20,
+    shapeError: openAiErrorShape,
+    requestLoggers: false,
+    requestIds: true,
+  });
   const router = registerRouter(app, {
     catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },
     replicas: { ready: (n) => (models.has(n) ? replicas : []), describe: () => 'none', demand: () => false },
@@ -267,13 +317,19 @@ async function startRouter(urls, scrapeMs) {
 async function stream(pool, path, body) {
   const t0 = performance.now();
   try {
-    const res = await pool.request({ path, method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream' }, body: JSON.stringify(body) });
+    const res = await pool.request({
+      path,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify(body),
+    });
     let ttftMs = NaN;
     let tokens = 0;
     for await (const chunk of res.body) {
       if (Number.isNaN(ttftMs)) ttftMs = performance.now() - t0;
       const text = chunk.toString('utf8');
-      for (let i = text.indexOf('"content":"'); i >= 0; i = text.indexOf('"content":"', i + 1)) if (text[i + 11] !== '"') tokens++;
+      for (let i = text.indexOf('"content":"'); i >= 0; i = text.indexOf('"content":"', i + 1))
+        if (text[i + 11] !== '"') tokens++;
     }
     return { ok: res.statusCode === 200, ttftMs, totalMs: performance.now() - t0, tokens };
   } catch {

@@ -44,7 +44,9 @@ async function startSim() {
     return { url: engine.url, pid: null, stop: () => engine.close({ graceMs: 0 }) };
   }
   const code = `import { runSimEngineCli } from ${JSON.stringify(simModule.href)}; await runSimEngineCli(process.argv.slice(1));`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', code, '--', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code, '--', ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const url = await new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d) => {
@@ -129,7 +131,9 @@ try {
       `${Math.round(whole.done / whole.seconds)} requests/s, errors ${whole.errors}, latency p50 ${whole.p50} ms p99 ${whole.p99} ms`,
   );
   if (whole.simCpuSeconds) {
-    console.log(`  sim CPU ${whole.simCpuSeconds.toFixed(2)} s: ${Math.round(whole.done / whole.simCpuSeconds)} requests per sim core-second`);
+    console.log(
+      `  sim CPU ${whole.simCpuSeconds.toFixed(2)} s: ${Math.round(whole.done / whole.simCpuSeconds)} requests per sim core-second`,
+    );
   }
   const okStreams = streamed.done - streamed.errors;
   console.log(
@@ -138,7 +142,9 @@ try {
       `errors ${streamed.errors}, stream p50 ${streamed.p50} ms p99 ${streamed.p99} ms`,
   );
   if (streamed.simCpuSeconds) {
-    console.log(`  sim CPU ${streamed.simCpuSeconds.toFixed(2)} s: ${Math.round((okStreams * streamTokens) / streamed.simCpuSeconds)} streamed tokens per sim core-second`);
+    console.log(
+      `  sim CPU ${streamed.simCpuSeconds.toFixed(2)} s: ${Math.round((okStreams * streamTokens) / streamed.simCpuSeconds)} streamed tokens per sim core-second`,
+    );
   }
 } finally {
   await pool.close();

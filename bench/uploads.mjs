@@ -54,7 +54,16 @@ const { values: flags } = parseArgs({
   },
 });
 const numbers = {};
-for (const name of ['uploads', 'rounds', 'fields', 'file-mb', 'nodes', 'probes-per-second', 'quiet-seconds', 'sender-nice']) {
+for (const name of [
+  'uploads',
+  'rounds',
+  'fields',
+  'file-mb',
+  'nodes',
+  'probes-per-second',
+  'quiet-seconds',
+  'sender-nice',
+]) {
   numbers[name] = Number(flags[name]);
   if (!Number.isFinite(numbers[name]) || numbers[name] < 0) throw new Error(`--${name} wants a number, 0 or more`);
 }
@@ -68,7 +77,9 @@ function attackForm(fields, fileBytes) {
   return Buffer.concat([
     Buffer.from('--x\r\ncontent-disposition: form-data; name="model"\r\n\r\nwhisper\r\n'),
     Buffer.alloc(field.length * fields).fill(field),
-    Buffer.from('--x\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\ncontent-type: audio/wav\r\n\r\n'),
+    Buffer.from(
+      '--x\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\ncontent-type: audio/wav\r\n\r\n',
+    ),
     Buffer.alloc(fileBytes),
     Buffer.from('\r\n--x--\r\n'),
   ]);
@@ -94,8 +105,31 @@ setInterval(() => {
 
 /** Starts `llmgw control` as a child; resolves with its URLs once it prints its listening line. */
 async function startControl(store, preload, loopDelayFile) {
-  const args = ['--import', pathToFileURL(preload).href, flags.llmgw, 'control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', '--store', store, '--log-level', 'info'];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LLMGW_JOIN_TOKEN: joinToken, LLMGW_ADMIN_TOKEN: adminToken, LLMGW_BENCH_LOOP_DELAY_FILE: loopDelayFile } });
+  const args = [
+    '--import',
+    pathToFileURL(preload).href,
+    flags.llmgw,
+    'control',
+    '--client-addr',
+    '127.0.0.1:0',
+    '--admin-addr',
+    '127.0.0.1:0',
+    '--agent-addr',
+    '127.0.0.1:0',
+    '--store',
+    store,
+    '--log-level',
+    'info',
+  ];
+  const child = spawn(process.execPath, args, {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: {
+      ...process.env,
+      LLMGW_JOIN_TOKEN: joinToken,
+      LLMGW_ADMIN_TOKEN: adminToken,
+      LLMGW_BENCH_LOOP_DELAY_FILE: loopDelayFile,
+    },
+  });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const urls = await controlListening(child, exited);
   return {
@@ -110,7 +144,10 @@ async function startControl(store, preload, loopDelayFile) {
 
 /** POSTs JSON (with a bearer credential when given) and returns the answer's JSON; throws on any status but 2xx. */
 async function postJson(url, body, credential = null) {
-  const headers = { 'content-type': 'application/json', ...(credential ? { authorization: `Bearer ${credential}` } : {}) };
+  const headers = {
+    'content-type': 'application/json',
+    ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+  };
   const res = await globalThis.fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
   const text = await res.text();
   if (!res.ok) throw new Error(`${url}: ${res.status} ${text.slice(0, 200)}`);
@@ -152,7 +189,9 @@ function upload(clientUrl, key, body) {
     });
     socket.on('error', (err) => settle({ status: 0, code: err.code ?? err.message }));
     socket.on('close', () => settle({ status: 0, code: 'closed' }));
-    socket.write(`POST /v1/audio/transcriptions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: ${body.length}\r\n\r\n`);
+    socket.write(
+      `POST /v1/audio/transcriptions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=x\r\nContent-Length: ${body.length}\r\n\r\n`,
+    );
     socket.write(body);
   });
 }
@@ -178,7 +217,14 @@ function loopDelays(text, fromMs, toMs) {
 function latencies(results, fromMs, toMs) {
   const inWindow = results.filter((r) => r.atMs >= fromMs && r.atMs < toMs);
   const sorted = inWindow.map((r) => (r.error ? Infinity : r.tookMs)).sort((a, b) => a - b);
-  return { count: sorted.length, failed: inWindow.filter((r) => r.error).length, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), max: sorted.at(-1) ?? NaN, firstError: inWindow.find((r) => r.error)?.error ?? null };
+  return {
+    count: sorted.length,
+    failed: inWindow.filter((r) => r.error).length,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    max: sorted.at(-1) ?? NaN,
+    firstError: inWindow.find((r) => r.error)?.error ?? null,
+  };
 }
 
 const dir = await mkdtemp(join(tmpdir(), 'llmgw-uploads-bench-'));
@@ -194,15 +240,37 @@ try {
   const targets = [];
   for (let i = 0; i < numbers.nodes; i++) {
     const id = `up-${String(i).padStart(3, '0')}`;
-    const report = { hostname: `${id}.bench.local`, cpu_count: 16, memory_total_bytes: 64 * 2 ** 30, memory_available_bytes: 60 * 2 ** 30, gpus: [], engines: [{ name: 'sim' }] };
-    const joined = await postJson(`${agentUrl}/agent/v1/join`, { join_token: joinToken, node_id: id, hostname: report.hostname, agent_version: LLMGW_VERSION, protocol_version: PROTOCOL_VERSION, labels: {} });
+    const report = {
+      hostname: `${id}.bench.local`,
+      cpu_count: 16,
+      memory_total_bytes: 64 * 2 ** 30,
+      memory_available_bytes: 60 * 2 ** 30,
+      gpus: [],
+      engines: [{ name: 'sim' }],
+    };
+    const joined = await postJson(`${agentUrl}/agent/v1/join`, {
+      join_token: joinToken,
+      node_id: id,
+      hostname: report.hostname,
+      agent_version: LLMGW_VERSION,
+      protocol_version: PROTOCOL_VERSION,
+      labels: {},
+    });
     const hash = reportHash(report);
-    const beat = { node_id: id, agent_version: LLMGW_VERSION, protocol_version: PROTOCOL_VERSION, report_hash: hash, shards: [] };
+    const beat = {
+      node_id: id,
+      agent_version: LLMGW_VERSION,
+      protocol_version: PROTOCOL_VERSION,
+      report_hash: hash,
+      shards: [],
+    };
     await postJson(`${agentUrl}/agent/v1/heartbeat`, { ...beat, report }, joined.credential);
     targets.push({ url: agentUrl, id, credential: joined.credential, body: JSON.stringify(beat) });
   }
   const body = attackForm(numbers.fields, numbers['file-mb'] * 2 ** 20);
-  prober = fork(fileURLToPath(new URL('./heartbeat-prober.mjs', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  prober = fork(fileURLToPath(new URL('./heartbeat-prober.mjs', import.meta.url)), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   prober.send({ type: 'start', perSecond: numbers['probes-per-second'], targets });
   // This process sends the uploads; the control plane and the prober were started before, at the usual priority.
   setPriority(numbers['sender-nice']);
@@ -229,7 +297,8 @@ try {
   const loadedDelay = loopDelays(delays, uploadsFrom, uploadsTo);
   const loaded = latencies(results, uploadsFrom, uploadsTo);
   const byAnswer = new Map();
-  for (const o of outcomes) byAnswer.set(`${o.status} ${o.code}`.trim(), (byAnswer.get(`${o.status} ${o.code}`.trim()) ?? 0) + 1);
+  for (const o of outcomes)
+    byAnswer.set(`${o.status} ${o.code}`.trim(), (byAnswer.get(`${o.status} ${o.code}`.trim()) ?? 0) + 1);
   const took = outcomes.map((o) => o.tookMs).sort((a, b) => a - b);
   const ms = (v) => (Number.isFinite(v) ? v.toFixed(1) : v === Infinity ? 'failed' : '-');
   const pass = loaded.p99 < TARGET_P99_MS;
@@ -237,9 +306,15 @@ try {
   console.log(
     `  upload: ${numbers.fields.toLocaleString('en')} fields + ${numbers['file-mb']} MB file = ${(body.length / 2 ** 20).toFixed(1)} MiB; ${numbers.rounds} round(s) of ${numbers.uploads} at once, sent at nice ${numbers['sender-nice']}`,
   );
-  console.log(`  answers: ${[...byAnswer].map(([a, n]) => `${n} × ${a}`).join(', ')}; each took p50 ${ms(percentile(took, 0.5))} / max ${ms(took.at(-1))} ms; all rounds ${((uploadsTo - uploadsFrom) / 1000).toFixed(1)} s`);
-  console.log(`  control plane CPU while they arrived: ${uploadCpuSeconds.toFixed(2)} s (${((uploadCpuSeconds * 1000) / outcomes.length).toFixed(0)} ms an upload)`);
-  console.log(`  heartbeats, quiet (${quiet.count}): p50 / p99 / max ${ms(quiet.p50)} / ${ms(quiet.p99)} / ${ms(quiet.max)} ms`);
+  console.log(
+    `  answers: ${[...byAnswer].map(([a, n]) => `${n} × ${a}`).join(', ')}; each took p50 ${ms(percentile(took, 0.5))} / max ${ms(took.at(-1))} ms; all rounds ${((uploadsTo - uploadsFrom) / 1000).toFixed(1)} s`,
+  );
+  console.log(
+    `  control plane CPU while they arrived: ${uploadCpuSeconds.toFixed(2)} s (${((uploadCpuSeconds * 1000) / outcomes.length).toFixed(0)} ms an upload)`,
+  );
+  console.log(
+    `  heartbeats, quiet (${quiet.count}): p50 / p99 / max ${ms(quiet.p50)} / ${ms(quiet.p99)} / ${ms(quiet.max)} ms`,
+  );
   console.log(
     `  heartbeats, uploads arriving (${loaded.count}${loaded.failed ? `, ${loaded.failed} failed: ${loaded.firstError}` : ''}): p50 / p99 / max ${ms(loaded.p50)} / ${ms(loaded.p99)} / ${ms(loaded.max)} ms  ${pass ? 'PASS' : 'FAIL'} (p99 target < ${TARGET_P99_MS})`,
   );

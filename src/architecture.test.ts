@@ -56,7 +56,9 @@ function importsOf(file: string): string[] {
  * components and render its data, and its routes serve them. Keep this
  * short; a subfolder that is a part of its own belongs off the list.
  */
-const SUBFOLDERS_OF_ONE_PART: ReadonlyMap<string, string> = new Map([['src/control/dashboard/pages', 'src/control/dashboard']]);
+const SUBFOLDERS_OF_ONE_PART: ReadonlyMap<string, string> = new Map([
+  ['src/control/dashboard/pages', 'src/control/dashboard'],
+]);
 
 const folderOf = (file: string): string => {
   const folder = relative(ROOT, dirname(file)).split(sep).join('/');
@@ -170,14 +172,24 @@ describe('the import graph between folders', () => {
   const importsFromUnder = (part: string, forbidden: string): string[] =>
     [...graph.entries()]
       .filter(([from]) => from === part || from.startsWith(`${part}/`))
-      .flatMap(([, edges]) => [...edges.entries()].filter(([to]) => to === forbidden || to.startsWith(`${forbidden}/`)).map(([, e]) => `${e.from} imports ${e.to}`));
+      .flatMap(([, edges]) =>
+        [...edges.entries()]
+          .filter(([to]) => to === forbidden || to.startsWith(`${forbidden}/`))
+          .map(([, e]) => `${e.from} imports ${e.to}`),
+      );
 
   it('keeps ctl off the control plane: it reaches it over HTTP through src/api', () => {
-    expect(importsFromUnder('src/ctl', 'src/control'), 'src/ctl must not import src/control; share types through src/api or src/protocol').toEqual([]);
+    expect(
+      importsFromUnder('src/ctl', 'src/control'),
+      'src/ctl must not import src/control; share types through src/api or src/protocol',
+    ).toEqual([]);
   });
 
   it('keeps the agent off the control plane: they meet in src/protocol', () => {
-    expect(importsFromUnder('src/agent', 'src/control'), 'src/agent must not import src/control; wire types belong in src/protocol').toEqual([]);
+    expect(
+      importsFromUnder('src/agent', 'src/control'),
+      'src/agent must not import src/control; wire types belong in src/protocol',
+    ).toEqual([]);
   });
 
   it('names a cycle in order, each step with an import that makes it', () => {
@@ -190,12 +202,23 @@ describe('the import graph between folders', () => {
     ]);
     const components = cyclicComponents(toy);
     expect(components, 'a, b and c import one another round; d only is imported').toEqual([['a', 'b', 'c']]);
-    expect(describeCycle(toy, cycleThrough(toy, new Set(components[0]), 'a')), 'the path, then the import behind each step').toBe(
-      ['  a -> b -> c -> a', '    a/x.ts imports b/index.ts', '    b/x.ts imports c/index.ts', '    c/x.ts imports a/index.ts'].join('\n'),
+    expect(
+      describeCycle(toy, cycleThrough(toy, new Set(components[0]), 'a')),
+      'the path, then the import behind each step',
+    ).toBe(
+      [
+        '  a -> b -> c -> a',
+        '    a/x.ts imports b/index.ts',
+        '    b/x.ts imports c/index.ts',
+        '    c/x.ts imports a/index.ts',
+      ].join('\n'),
     );
   });
 
   it('sees the imports it checks (a parser that read nothing would pass everything)', () => {
-    expect(graph.get('src/router')?.has('src/errors'), 'src/router imports src/errors, so the graph must have that edge').toBe(true);
+    expect(
+      graph.get('src/router')?.has('src/errors'),
+      'src/router imports src/errors, so the graph must have that edge',
+    ).toBe(true);
   });
 });

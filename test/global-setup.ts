@@ -12,6 +12,8 @@ export default function setup(): void {
     encoding: 'utf8',
   });
   if (result.status !== 0) {
-    process.stderr.write(`global setup: tsc reported problems (dist/ was still written):\n${result.stdout.slice(0, 4000)}\n`);
+    process.stderr.write(
+      `global setup: tsc reported problems (dist/ was still written):\n${result.stdout.slice(0, 4000)}\n`,
+    );
   }
 }

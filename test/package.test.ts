@@ -32,45 +32,78 @@ function satisfies(version: string, range: string): boolean {
     if (raw[0] === '*') return true;
     const c = compare(parts);
     switch (op) {
-      case '>=': return c >= 0;
-      case '>': return c > 0;
-      case '<=': return c <= 0;
-      case '<': return c < 0;
-      case '^': return c >= 0 && v[0] === parts[0];
-      case '~': return c >= 0 && v[0] === parts[0] && (parts.length < 2 || v[1] === parts[1]);
-      default: return c === 0;
+      case '>=':
+        return c >= 0;
+      case '>':
+        return c > 0;
+      case '<=':
+        return c <= 0;
+      case '<':
+        return c < 0;
+      case '^':
+        return c >= 0 && v[0] === parts[0];
+      case '~':
+        return c >= 0 && v[0] === parts[0] && (parts.length < 2 || v[1] === parts[1]);
+      default:
+        return c === 0;
     }
   };
-  return range.split('||').some((alt) => alt.trim().replace(/([<>=^~]+)\s+/g, '$1').split(/\s+/).every(test));
+  return range.split('||').some((alt) =>
+    alt
+      .trim()
+      .replace(/([<>=^~]+)\s+/g, '$1')
+      .split(/\s+/)
+      .every(test),
+  );
 }
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 describe('the npm package', () => {
-  const [listing] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' })) as { files: { path: string }[] }[];
+  const [listing] = JSON.parse(
+    execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' }),
+  ) as { files: { path: string }[] }[];
   const files = listing!.files.map((f) => f.path);
 
-  it('ships the built code, its entry point and the operator\'s files', () => {
-    for (const path of ['bin/llmgw.js', 'dist/cli/main.js', 'dist/version.js', 'package.json', 'README.md', 'docs/operations.md', 'deploy/prometheus/llmgw-alerts.yml']) {
+  it("ships the built code, its entry point and the operator's files", () => {
+    for (const path of [
+      'bin/llmgw.js',
+      'dist/cli/main.js',
+      'dist/version.js',
+      'package.json',
+      'README.md',
+      'docs/operations.md',
+      'deploy/prometheus/llmgw-alerts.yml',
+    ]) {
       expect(files, path).toContain(path);
     }
   });
 
   it('ships no sources, tests, benches, source maps or build state', () => {
-    expect(files.filter((f) => /^(src|test|bench|scripts|\.ci)\//.test(f) || /\.test\.|\.map$|tsbuildinfo/.test(f))).toEqual([]);
+    expect(
+      files.filter((f) => /^(src|test|bench|scripts|\.ci)\//.test(f) || /\.test\.|\.map$|tsbuildinfo/.test(f)),
+    ).toEqual([]);
   });
 
   it('needs no package that refuses a supported Node line (npm would warn EBADENGINE on install)', () => {
     type Lock = { packages: Record<string, { version?: string; dev?: boolean; engines?: { node?: string } }> };
     const lock = JSON.parse(readFileSync(`${root}/package-lock.json`, 'utf8')) as Lock;
     const refusals = Object.entries(lock.packages).flatMap(([path, pkg]) =>
-      pkg.dev || !pkg.engines?.node ? [] : SUPPORTED_NODES.filter((node) => !satisfies(node, pkg.engines!.node!)).map((node) => `${path}@${pkg.version} wants node ${pkg.engines!.node}, not ${node}`),
+      pkg.dev || !pkg.engines?.node
+        ? []
+        : SUPPORTED_NODES.filter((node) => !satisfies(node, pkg.engines!.node!)).map(
+            (node) => `${path}@${pkg.version} wants node ${pkg.engines!.node}, not ${node}`,
+          ),
     );
     expect(refusals, 'production dependencies must install cleanly on every supported Node line').toEqual([]);
   });
 
   it('says which Node versions it runs on, and is installable (not private)', () => {
-    const pkg = JSON.parse(readFileSync(`${root}/package.json`, 'utf8')) as { private?: boolean; engines?: { node?: string }; bin?: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(`${root}/package.json`, 'utf8')) as {
+      private?: boolean;
+      engines?: { node?: string };
+      bin?: Record<string, string>;
+    };
     expect(pkg.private).toBeUndefined();
     expect(pkg.engines?.node).toMatch(/^>=20/);
     expect(pkg.bin).toEqual({ llmgw: 'bin/llmgw.js' });

@@ -36,12 +36,20 @@ const defaults: LinkTiming = { staleAfterMs: 15_000, intervalMs: 5_000, deadline
 describe('call deadlines derived from the stale window', () => {
   it('fit the poll wait, the answer and a failover to the next control plane inside the stale window', () => {
     for (const staleAfterMs of [1_000, 3_000, 15_000, 60_000]) {
-      const t: LinkTiming = { staleAfterMs, intervalMs: Math.max(100, Math.min(5000, Math.floor(staleAfterMs / 3))), deadlineMs: null };
+      const t: LinkTiming = {
+        staleAfterMs,
+        intervalMs: Math.max(100, Math.min(5000, Math.floor(staleAfterMs / 3))),
+        deadlineMs: null,
+      };
       const wait = pollWaitMs(t);
       const deadline = heartbeatDeadlineMs(wait, t);
-      expect(deadline, `stale ${staleAfterMs} ms: the heartbeat gives up before the node goes stale`).toBeLessThan(staleAfterMs);
+      expect(deadline, `stale ${staleAfterMs} ms: the heartbeat gives up before the node goes stale`).toBeLessThan(
+        staleAfterMs,
+      );
       // What is left after giving up is at least the slack again: time to connect to and report to the next one.
-      expect(staleAfterMs - deadline, `stale ${staleAfterMs} ms: room left to fail over`).toBeGreaterThanOrEqual(Math.min(answerSlackMs(wait, t), MAX_ANSWER_SLACK_MS));
+      expect(staleAfterMs - deadline, `stale ${staleAfterMs} ms: room left to fail over`).toBeGreaterThanOrEqual(
+        Math.min(answerSlackMs(wait, t), MAX_ANSWER_SLACK_MS),
+      );
     }
   });
 
@@ -54,7 +62,10 @@ describe('call deadlines derived from the stale window', () => {
   it('a heartbeat answered at once (no poll) still gets the slack, never less than 250 ms nor more than 10 s', () => {
     expect(heartbeatDeadlineMs(0, defaults), 'half of the 15 s window, capped').toBe(7_500);
     expect(answerSlackMs(0, { staleAfterMs: 600_000, intervalMs: 5_000, deadlineMs: null })).toBe(MAX_ANSWER_SLACK_MS);
-    expect(answerSlackMs(300, { staleAfterMs: 400, intervalMs: 100, deadlineMs: null }), 'a tiny window is not allowed to make healthy calls fail').toBe(MIN_ANSWER_SLACK_MS);
+    expect(
+      answerSlackMs(300, { staleAfterMs: 400, intervalMs: 100, deadlineMs: null }),
+      'a tiny window is not allowed to make healthy calls fail',
+    ).toBe(MIN_ANSWER_SLACK_MS);
   });
 
   it('without an announced window (an older control plane), works to three intervals, as a control plane derives its interval', () => {
@@ -68,7 +79,7 @@ describe('call deadlines derived from the stale window', () => {
     expect(pollWaitMs({ staleAfterMs: 3_000, intervalMs: 5_000, deadlineMs: null })).toBe(1_000);
   });
 
-  it('uses the operator\'s --control-deadline as it is, for heartbeats past their wait and for joins', () => {
+  it("uses the operator's --control-deadline as it is, for heartbeats past their wait and for joins", () => {
     const t: LinkTiming = { ...defaults, deadlineMs: 1_500 };
     expect(heartbeatDeadlineMs(5_000, t)).toBe(6_500);
     expect(joinDeadlineMs(t)).toBe(1_500);
@@ -78,16 +89,22 @@ describe('call deadlines derived from the stale window', () => {
 
 describe('a call cut short by news', () => {
   it('leaves its deadline to the next call, so a silent link is noticed however often the agent is poked', () => {
-    expect(linkDeadlineAt(1_000, 700, null), 'nothing pending: the call\'s own').toBe(1_700);
-    expect(linkDeadlineAt(1_400, 700, 1_700), 'the pending call\'s, sooner').toBe(1_700);
-    expect(linkDeadlineAt(1_400, 200, 1_700), 'this call\'s own, when sooner').toBe(1_600);
+    expect(linkDeadlineAt(1_000, 700, null), "nothing pending: the call's own").toBe(1_700);
+    expect(linkDeadlineAt(1_400, 700, 1_700), "the pending call's, sooner").toBe(1_700);
+    expect(linkDeadlineAt(1_400, 200, 1_700), "this call's own, when sooner").toBe(1_600);
   });
 });
 
 describe('retry pacing', () => {
   it('moves to each other control plane at once, then backs off with jitter from 250 ms up to an interval', () => {
-    expect([1, 2, 3].map((f) => retryDelayMs(f, 3, 5_000, 0.5)), 'three control planes: the first two failures move on at once').toEqual([0, 0, 125]);
-    expect([1, 2, 3, 4, 5, 6, 7, 8, 12].map((f) => retryDelayMs(f, 1, 5_000, 0.5)), 'half of a ceiling that doubles').toEqual([125, 250, 500, 1000, 2000, 2500, 2500, 2500, 2500]);
+    expect(
+      [1, 2, 3].map((f) => retryDelayMs(f, 3, 5_000, 0.5)),
+      'three control planes: the first two failures move on at once',
+    ).toEqual([0, 0, 125]);
+    expect(
+      [1, 2, 3, 4, 5, 6, 7, 8, 12].map((f) => retryDelayMs(f, 1, 5_000, 0.5)),
+      'half of a ceiling that doubles',
+    ).toEqual([125, 250, 500, 1000, 2000, 2500, 2500, 2500, 2500]);
     expect(retryDelayMs(9, 1, 300, 0.999), 'never longer than the interval').toBeLessThan(300);
     expect(retryDelayMs(1, 1, 5_000, 0), 'never a spin, even at the bottom of the jitter').toBeGreaterThan(0);
   });
@@ -100,7 +117,9 @@ describe('--control-deadline', () => {
     expect(compileAgentOptions(base).controlDeadlineMs).toBeNull();
   });
   it('refuses zero and nonsense, saying what to give', () => {
-    expect(() => compileAgentOptions({ ...base, controlDeadline: '0s' })).toThrow(/--control-deadline 0s would give up on every call at once/);
+    expect(() => compileAgentOptions({ ...base, controlDeadline: '0s' })).toThrow(
+      /--control-deadline 0s would give up on every call at once/,
+    );
     expect(() => compileAgentOptions({ ...base, controlDeadline: 'soon' })).toThrow(/--control-deadline/);
   });
 });
@@ -124,7 +143,12 @@ describe('a call to a control plane that stops answering', () => {
     const dispatcher = controlDispatcher({ ca: null, connectTimeoutMs: 1_000 });
     const started = Date.now();
     const err = await callControl(`http://127.0.0.1:${port}/agent/v1/heartbeat`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}', signal: new AbortController().signal, deadlineMs: 300, dispatcher,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+      signal: new AbortController().signal,
+      deadlineMs: 300,
+      dispatcher,
     }).catch((e: unknown) => e);
     expect(err, 'a typed error, not a hang').toBeInstanceOf(LlmgwError);
     expect((err as LlmgwError).code).toBe('LLMGW_CONTROL_UNANSWERED');
@@ -138,10 +162,17 @@ describe('a call to a control plane that stops answering', () => {
   it('stopped by its caller is not blamed on the link', async () => {
     const port = (silent!.address() as { port: number }).port;
     const stop = new AbortController();
-    const pending = callControl(`http://127.0.0.1:${port}/x`, { method: 'GET', headers: {}, signal: stop.signal, deadlineMs: 5_000 });
+    const pending = callControl(`http://127.0.0.1:${port}/x`, {
+      method: 'GET',
+      headers: {},
+      signal: stop.signal,
+      deadlineMs: 5_000,
+    });
     setTimeout(() => stop.abort(), 50);
     const err = await pending.catch((e: unknown) => e);
-    expect(err instanceof LlmgwError && err.code === 'LLMGW_CONTROL_UNANSWERED', 'an abort is not a cut link').toBe(false);
+    expect(err instanceof LlmgwError && err.code === 'LLMGW_CONTROL_UNANSWERED', 'an abort is not a cut link').toBe(
+      false,
+    );
   });
 });
 
@@ -190,7 +221,9 @@ describe('an agent whose control planes stop answering', () => {
         const { wait_ms: waitMs } = JSON.parse(body) as { wait_ms?: number };
         const timer = setTimeout(() => {
           answered++;
-          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ node_id: 'n1', generation: 1, shards: [], heartbeat_interval_ms: 300 }));
+          res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ node_id: 'n1', generation: 1, shards: [], heartbeat_interval_ms: 300 }));
         }, waitMs ?? 0);
         res.on('close', () => clearTimeout(timer));
       });
@@ -201,7 +234,9 @@ describe('an agent whose control planes stop answering', () => {
     const news = setInterval(() => agent.poke(), 120);
     try {
       // Window 900 ms, deadline 450 ms after each call: a dozen deadlines pass while it is poked.
-      await expect.poll(() => answered, { timeout: 15_000, message: 'heartbeats answered while poked' }).toBeGreaterThanOrEqual(25);
+      await expect
+        .poll(() => answered, { timeout: 15_000, message: 'heartbeats answered while poked' })
+        .toBeGreaterThanOrEqual(25);
       expect(agent.unanswered, 'no call to a control plane that answers is given up on').toBe(0);
     } finally {
       clearInterval(news);
@@ -220,7 +255,9 @@ describe('an agent whose control planes stop answering', () => {
     const news = setInterval(() => agent.poke(), 50);
     try {
       // Window 900 ms (three intervals, none announced); deadline 450 ms; so both are given up on within seconds.
-      await expect.poll(() => agent.unanswered, { timeout: 15_000, message: 'calls given up on at their deadline' }).toBeGreaterThanOrEqual(2);
+      await expect
+        .poll(() => agent.unanswered, { timeout: 15_000, message: 'calls given up on at their deadline' })
+        .toBeGreaterThanOrEqual(2);
       expect(accepted.get(urls[1]!), 'it moved to the second control plane').toBeGreaterThanOrEqual(1);
     } finally {
       clearInterval(news);

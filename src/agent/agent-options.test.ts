@@ -21,30 +21,63 @@ describe('agent options: how the control plane is reached', () => {
   });
 
   it('refuses plain http to another machine, since the join token would cross it in clear, unless --insecure-http', () => {
-    expect(() => compileAgentOptions({ ...base, control: ['http://10.0.0.1:8082'] })).toThrow(/plain http to another machine: the join token .* --insecure-http/);
-    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082', 'http://control.example:8082'] })).toThrow(/http:\/\/control\.example:8082 is plain http/);
-    expect(compileAgentOptions({ ...base, control: ['http://10.0.0.1:8082'], insecureHttp: true }).controlUrls).toEqual(['http://10.0.0.1:8082']);
+    expect(() => compileAgentOptions({ ...base, control: ['http://10.0.0.1:8082'] })).toThrow(
+      /plain http to another machine: the join token .* --insecure-http/,
+    );
+    expect(() =>
+      compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082', 'http://control.example:8082'] }),
+    ).toThrow(/http:\/\/control\.example:8082 is plain http/);
+    expect(compileAgentOptions({ ...base, control: ['http://10.0.0.1:8082'], insecureHttp: true }).controlUrls).toEqual(
+      ['http://10.0.0.1:8082'],
+    );
   });
 
   it('reads --ca, and refuses it beside an http URL where it would verify nothing', () => {
     const config = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], ca: `${pki}/ca.pem` });
     expect(config.ca?.toString()).toContain('-----BEGIN CERTIFICATE-----');
-    expect(() => compileAgentOptions({ ...base, control: ['http://127.0.0.1:8082'], ca: `${pki}/ca.pem` })).toThrow(/--ca is given but --control http:\/\/127\.0\.0\.1:8082 is plain http/);
-    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], ca: `${pki}/nope.pem` })).toThrow(/--ca .*nope\.pem cannot be read/);
+    expect(() => compileAgentOptions({ ...base, control: ['http://127.0.0.1:8082'], ca: `${pki}/ca.pem` })).toThrow(
+      /--ca is given but --control http:\/\/127\.0\.0\.1:8082 is plain http/,
+    );
+    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], ca: `${pki}/nope.pem` })).toThrow(
+      /--ca .*nope\.pem cannot be read/,
+    );
   });
 
   it('reads the management certificate as a pair', () => {
-    const config = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsCert: `${pki}/node-n1.pem`, tlsKey: `${pki}/node-n1-key.pem` });
+    const config = compileAgentOptions({
+      ...base,
+      control: ['https://10.0.0.1:8082'],
+      tlsCert: `${pki}/node-n1.pem`,
+      tlsKey: `${pki}/node-n1-key.pem`,
+    });
     expect(config.mgmtTls?.cert.toString()).toContain('-----BEGIN CERTIFICATE-----');
-    expect(compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'] }).mgmtTls, 'absent = plain HTTP').toBeNull();
-    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsKey: `${pki}/node-n1-key.pem` })).toThrow(/--tls-key is set without --tls-cert/);
+    expect(
+      compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'] }).mgmtTls,
+      'absent = plain HTTP',
+    ).toBeNull();
+    expect(() =>
+      compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsKey: `${pki}/node-n1-key.pem` }),
+    ).toThrow(/--tls-key is set without --tls-cert/);
   });
 
   it('serves engines with the node certificate under --engine-tls, and refuses the flag without one', () => {
-    const config = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsCert: `${pki}/node-n1.pem`, tlsKey: `${pki}/node-n1-key.pem`, engineTls: true });
+    const config = compileAgentOptions({
+      ...base,
+      control: ['https://10.0.0.1:8082'],
+      tlsCert: `${pki}/node-n1.pem`,
+      tlsKey: `${pki}/node-n1-key.pem`,
+      engineTls: true,
+    });
     expect(config.engineTls).toEqual({ certFile: `${pki}/node-n1.pem`, keyFile: `${pki}/node-n1-key.pem` });
-    const mgmtOnly = compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], tlsCert: `${pki}/node-n1.pem`, tlsKey: `${pki}/node-n1-key.pem` });
+    const mgmtOnly = compileAgentOptions({
+      ...base,
+      control: ['https://10.0.0.1:8082'],
+      tlsCert: `${pki}/node-n1.pem`,
+      tlsKey: `${pki}/node-n1-key.pem`,
+    });
     expect(mgmtOnly.engineTls, 'absent = engines serve plain http').toBeNull();
-    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], engineTls: true })).toThrow(/--engine-tls .* needs --tls-cert and --tls-key/);
+    expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], engineTls: true })).toThrow(
+      /--engine-tls .* needs --tls-cert and --tls-key/,
+    );
   });
 });

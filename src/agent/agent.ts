@@ -28,7 +28,15 @@ import { describeIssues } from '../validation/index.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { bearerToken, sameSecret } from '../http/index.js';
-import { ControlClient, heartbeatDeadlineMs, joinDeadlineMs, linkDeadlineAt, type LinkTiming, pollWaitMs, retryDelayMs } from './control-link.js';
+import {
+  ControlClient,
+  heartbeatDeadlineMs,
+  joinDeadlineMs,
+  linkDeadlineAt,
+  type LinkTiming,
+  pollWaitMs,
+  retryDelayMs,
+} from './control-link.js';
 import { backoffDelayMs, firstJoinDelayMs, startIndex } from './backoff.js';
 import { ReportPolicy } from './report-policy.js';
 
@@ -79,7 +87,10 @@ const AgentOptionsSchema = z.strictObject({
   // Refused here, at start, rather than by the control plane at every join.
   labels: z.record(plainName('label key', 128), plainName('label value', 256)).default({}),
   stateDir: z.string().min(1),
-  mgmtAddr: z.string().regex(/^[^:]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/, 'want host:port').default('127.0.0.1:0'),
+  mgmtAddr: z
+    .string()
+    .regex(/^[^:]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/, 'want host:port')
+    .default('127.0.0.1:0'),
   heartbeatInterval: z.string().default('5s'),
   controlDeadline: z.string().optional(),
   ca: z.string().min(1).optional(),
@@ -110,13 +121,22 @@ export interface AgentConfig {
 
 export function compileAgentOptions(options: AgentOptions): AgentConfig {
   const parsed = AgentOptionsSchema.safeParse(options);
-  if (!parsed.success) throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(AgentOptionsSchema, parsed.error), 'the agent options are not valid');
+  if (!parsed.success)
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      describeIssues(AgentOptionsSchema, parsed.error),
+      'the agent options are not valid',
+    );
   const o = parsed.data;
   const interval = parseDurationMs(o.heartbeatInterval);
   if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);
   const deadline = o.controlDeadline === undefined ? null : parseDurationMs(o.controlDeadline);
   if (typeof deadline === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--control-deadline: ${deadline}`);
-  if (deadline === 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--control-deadline ${o.controlDeadline} would give up on every call at once; give a duration like 2s, or leave it out to derive it from the stale window`);
+  if (deadline === 0)
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `--control-deadline ${o.controlDeadline} would give up on every call at once; give a duration like 2s, or leave it out to derive it from the stale window`,
+    );
   const at = o.mgmtAddr.lastIndexOf(':');
   checkControlTransport(o.control, o.ca, o.insecureHttp);
   if (o.engineTls && (!o.tlsCert || !o.tlsKey)) {
@@ -128,7 +148,10 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
   return Object.freeze({
     ca: o.ca ? readCa(o.ca, '--ca') : null,
     mgmtTls: readServerTls(o.tlsCert, o.tlsKey, { cert: '--tls-cert', key: '--tls-key' }),
-    engineTls: o.engineTls && o.tlsCert && o.tlsKey ? Object.freeze({ certFile: resolve(o.tlsCert), keyFile: resolve(o.tlsKey) }) : null,
+    engineTls:
+      o.engineTls && o.tlsCert && o.tlsKey
+        ? Object.freeze({ certFile: resolve(o.tlsCert), keyFile: resolve(o.tlsKey) })
+        : null,
     controlUrls: o.control.map((u) => u.replace(/\/+$/, '')),
     joinToken: o.joinToken ?? null,
     nodeId: o.nodeId ?? defaultNodeId(),
@@ -151,7 +174,9 @@ function checkControlTransport(urls: readonly string[], ca: string | undefined, 
   const problems: string[] = [];
   for (const url of urls) {
     if (ca && new URL(url).protocol === 'http:') {
-      problems.push(`--ca is given but --control ${url} is plain http, so there is no certificate to verify; use https://`);
+      problems.push(
+        `--ca is given but --control ${url} is plain http, so there is no certificate to verify; use https://`,
+      );
     } else if (!insecureHttp && isPlainHttpOffLoopback(url)) {
       problems.push(
         `--control ${url} is plain http to another machine: the join token and this node's credential would cross the network in clear. ` +
@@ -227,7 +252,11 @@ export class Agent {
   ) {
     this.logger = deps.logger ?? pino({ base: { part: 'agent', node: config.nodeId } });
     this.intervalMs = config.heartbeatIntervalMs;
-    this.link = new ControlClient({ ca: config.ca, connectTimeoutMs: joinDeadlineMs({ deadlineMs: config.controlDeadlineMs }), dispatcher: deps.dispatcher });
+    this.link = new ControlClient({
+      ca: config.ca,
+      connectTimeoutMs: joinDeadlineMs({ deadlineMs: config.controlDeadlineMs }),
+      dispatcher: deps.dispatcher,
+    });
     this.random = deps.random ?? Math.random;
     // Many nodes given the same URLs spread over them instead of all starting at the first.
     this.controlIndex = startIndex(config.nodeId, config.controlUrls.length);
@@ -296,20 +325,32 @@ export class Agent {
         if (err instanceof LlmgwError && err.code === 'LLMGW_NODE_ID_TAKEN') {
           // Not final: the node holding the id may be lost or removed later, or an admin may hand out a
           // per-node token. Said at every try, so whoever reads the log sees why this node is not up.
-          this.logger.warn({ control: this.controlUrl(), err: err.message }, 'join refused: the node id belongs to a live node; retrying');
+          this.logger.warn(
+            { control: this.controlUrl(), err: err.message },
+            'join refused: the node id belongs to a live node; retrying',
+          );
         } else {
-          this.logger.warn({ control: this.controlUrl(), err: (err as Error).message, ...(hint ? { hint } : {}) }, 'cannot join yet; retrying');
+          this.logger.warn(
+            { control: this.controlUrl(), err: (err as Error).message, ...(hint ? { hint } : {}) },
+            'cannot join yet; retrying',
+          );
         }
         this.failover();
         // Jittered: after a control-plane restart the whole fleet joins again, and must not do it in step.
-        await sleep(backoffDelayMs(++attempt, { baseMs: 250, capMs: this.intervalMs }, this.random()), this.abort.signal);
+        await sleep(
+          backoffDelayMs(++attempt, { baseMs: 250, capMs: this.intervalMs }, this.random()),
+          this.abort.signal,
+        );
       }
     }
   }
 
   private async join(): Promise<void> {
     if (!this.config.joinToken) {
-      throw new LlmgwError('LLMGW_JOIN_REFUSED', `node ${this.config.nodeId} has no saved credential and no join token; start the agent with --join-token-file FILE (or LLMGW_JOIN_TOKEN)`);
+      throw new LlmgwError(
+        'LLMGW_JOIN_REFUSED',
+        `node ${this.config.nodeId} has no saved credential and no join token; start the agent with --join-token-file FILE (or LLMGW_JOIN_TOKEN)`,
+      );
     }
     const report = await this.report(true);
     const res = await this.link.call(`${this.controlUrl()}${AGENT_API_PREFIX}/join`, {
@@ -334,12 +375,21 @@ export class Agent {
     });
     const text = res.text;
     if (res.statusCode === 401) {
-      throw new LlmgwError('LLMGW_JOIN_REFUSED', `the control plane at ${this.controlUrl()} refused the join: ${errorText(text)}`);
+      throw new LlmgwError(
+        'LLMGW_JOIN_REFUSED',
+        `the control plane at ${this.controlUrl()} refused the join: ${errorText(text)}`,
+      );
     }
     if (res.statusCode === 409) throw new LlmgwError('LLMGW_NODE_ID_TAKEN', errorText(text));
-    if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `join answered ${res.statusCode}: ${errorText(text)}`);
+    if (res.statusCode !== 200)
+      throw new LlmgwError('LLMGW_UPSTREAM', `join answered ${res.statusCode}: ${errorText(text)}`);
     const answer = JoinResponseSchema.parse(JSON.parse(text));
-    this.identity = { node_id: answer.node_id, credential: answer.credential, mgmt_token: answer.mgmt_token, control: this.controlUrl() };
+    this.identity = {
+      node_id: answer.node_id,
+      credential: answer.credential,
+      mgmt_token: answer.mgmt_token,
+      control: this.controlUrl(),
+    };
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
     if (answer.node_stale_after_ms) this.staleAfterMs = answer.node_stale_after_ms;
     saveIdentity(this.config.stateDir, this.identity);
@@ -391,10 +441,19 @@ export class Agent {
         const from = this.controlUrl();
         if (this.config.controlUrls.length > 1) this.failover();
         this.logger.warn(
-          { control: from, next: this.controlUrl(), err: (err as Error).message, failures, ...(unanswered ? { code: 'LLMGW_CONTROL_UNANSWERED' } : {}) },
+          {
+            control: from,
+            next: this.controlUrl(),
+            err: (err as Error).message,
+            failures,
+            ...(unanswered ? { code: 'LLMGW_CONTROL_UNANSWERED' } : {}),
+          },
           unanswered ? 'control plane did not answer in time; trying the next' : 'heartbeat failed',
         );
-        await sleep(retryDelayMs(failures, this.config.controlUrls.length, this.intervalMs, this.random()), this.abort.signal);
+        await sleep(
+          retryDelayMs(failures, this.config.controlUrls.length, this.intervalMs, this.random()),
+          this.abort.signal,
+        );
       }
     }
   }
@@ -430,7 +489,8 @@ export class Agent {
     // Any answer, even a refusal, shows the link carries packets.
     this.answerDueAt = null;
     if (res.statusCode === 401) throw new LlmgwError('LLMGW_JOIN_REFUSED', errorText(text));
-    if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `heartbeat answered ${res.statusCode}: ${errorText(text)}`);
+    if (res.statusCode !== 200)
+      throw new LlmgwError('LLMGW_UPSTREAM', `heartbeat answered ${res.statusCode}: ${errorText(text)}`);
     const answer = HeartbeatResponseSchema.parse(JSON.parse(text));
     this.heartbeats++;
     if (answer.heartbeat_interval_ms) this.intervalMs = answer.heartbeat_interval_ms;
@@ -460,8 +520,11 @@ export class Agent {
       const given = bearerToken(req.headers.authorization);
       const ok = token !== undefined && given !== null && sameSecret(given, token);
       if (!ok) {
-        req.log.warn({ ip: req.ip, url: req.url.split('?')[0] }, 'management call refused: not from this node\'s control plane');
-        return reply.code(401).send({ error: 'only this node\'s control plane may call its management API' });
+        req.log.warn(
+          { ip: req.ip, url: req.url.split('?')[0] },
+          "management call refused: not from this node's control plane",
+        );
+        return reply.code(401).send({ error: "only this node's control plane may call its management API" });
       }
     });
     app.get('/mgmt/v1/health', async () => ({ node_id: this.config.nodeId, phase: this.phase }));
@@ -470,7 +533,8 @@ export class Agent {
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : this.config.mgmtPort;
     // A wildcard bind is reached at the node's advertised address: the control plane accepts no other.
-    const reached = isWildcardHost(this.config.mgmtHost) && this.deps.advertiseHost ? this.deps.advertiseHost : this.config.mgmtHost;
+    const reached =
+      isWildcardHost(this.config.mgmtHost) && this.deps.advertiseHost ? this.deps.advertiseHost : this.config.mgmtHost;
     const host = reached.includes(':') ? `[${reached}]` : reached;
     this.mgmtUrl = `${tls ? 'https' : 'http'}://${host}:${port}`;
     this.mgmtApp = app;

@@ -5,7 +5,9 @@ describe('retry back-off', () => {
   const options = { baseMs: 500, capMs: 5000 };
 
   it('grows exponentially up to the cap, drawn uniformly below it', () => {
-    expect([1, 2, 3, 4, 5, 10].map((a) => backoffDelayMs(a, options, 0.999_999))).toEqual([499, 999, 1999, 3999, 4999, 4999]);
+    expect([1, 2, 3, 4, 5, 10].map((a) => backoffDelayMs(a, options, 0.999_999))).toEqual([
+      499, 999, 1999, 3999, 4999, 4999,
+    ]);
     expect(backoffDelayMs(3, options, 0.5)).toBe(1000);
     expect(backoffDelayMs(1000, options, 0.999_999), 'a huge attempt count stays at the cap').toBe(4999);
   });
@@ -34,6 +36,7 @@ describe('start index', () => {
     expect(startIndex('gpu-1', 1)).toBe(0);
     const counts = [0, 0, 0];
     for (let i = 0; i < 3000; i++) counts[startIndex(`node-${i}`, 3)]!++;
-    for (const c of counts) expect(c, `each of 3 URLs gets about a third of 3000 nodes: ${counts.join(', ')}`).toBeGreaterThan(850);
+    for (const c of counts)
+      expect(c, `each of 3 URLs gets about a third of 3000 nodes: ${counts.join(', ')}`).toBeGreaterThan(850);
   });
 });

@@ -200,7 +200,9 @@ export class ControlClient {
   #dispatcher: Dispatcher;
   readonly #own: boolean;
 
-  constructor(private readonly options: { ca: Buffer | null; connectTimeoutMs: number; dispatcher?: Dispatcher | undefined }) {
+  constructor(
+    private readonly options: { ca: Buffer | null; connectTimeoutMs: number; dispatcher?: Dispatcher | undefined },
+  ) {
     this.#own = options.dispatcher === undefined;
     this.#dispatcher = options.dispatcher ?? controlDispatcher(options);
   }

@@ -22,8 +22,16 @@ export type Identity = z.infer<typeof IdentitySchema>;
  * hash of /etc/machine-id and the hostname. Stable across restarts; two
  * cloned machines with the same hostname still differ by machine id.
  */
-export function defaultNodeId(readMachineId: () => string | null = readMachineIdFile, host: string = osHostname()): string {
-  const safe = host.toLowerCase().replace(/[^a-z0-9.-]+/g, '-').replace(/^[^a-z0-9]+/, '').slice(0, 48) || 'node';
+export function defaultNodeId(
+  readMachineId: () => string | null = readMachineIdFile,
+  host: string = osHostname(),
+): string {
+  const safe =
+    host
+      .toLowerCase()
+      .replace(/[^a-z0-9.-]+/g, '-')
+      .replace(/^[^a-z0-9]+/, '')
+      .slice(0, 48) || 'node';
   const machineId = readMachineId() ?? '';
   return `${safe}-${createHash('sha256').update(`${machineId}\0${host}`).digest('hex').slice(0, 8)}`;
 }

@@ -2,7 +2,10 @@ import { describe, expect, it } from 'vitest';
 import type { NodeReport } from '../protocol/index.js';
 import { ReportPolicy, sendFullReport } from './report-policy.js';
 
-const report = (gpus: number): NodeReport => ({ hostname: 'n', gpus: Array.from({ length: gpus }, (_, index) => ({ index, class: 'h100-80gb', problems: [] })) });
+const report = (gpus: number): NodeReport => ({
+  hostname: 'n',
+  gpus: Array.from({ length: gpus }, (_, index) => ({ index, class: 'h100-80gb', problems: [] })),
+});
 
 describe('what a heartbeat says of the report', () => {
   const base = { hash: 'h1', heldHash: 'h1', asked: false, lastFullAtMs: 0, nowMs: 1000, refreshMs: 300_000 };

@@ -49,12 +49,23 @@ export class ReportPolicy {
   /** What the next heartbeat says of `report`; hand the result back to answered() with the answer. */
   fields(report: NodeReport, nowMs: number): ReportFields {
     const hash = reportHash(report);
-    const full = sendFullReport({ hash, heldHash: this.heldHash, asked: this.asked, lastFullAtMs: this.lastFullAtMs, nowMs, refreshMs: this.refreshMs });
+    const full = sendFullReport({
+      hash,
+      heldHash: this.heldHash,
+      asked: this.asked,
+      lastFullAtMs: this.lastFullAtMs,
+      nowMs,
+      refreshMs: this.refreshMs,
+    });
     return full ? { report, report_hash: hash } : { report_hash: hash };
   }
 
   /** Takes in what the control plane answered to a heartbeat that carried `sent`. */
-  answered(sent: ReportFields, answer: { send_report?: boolean | undefined; report_hash?: string | undefined }, nowMs: number): void {
+  answered(
+    sent: ReportFields,
+    answer: { send_report?: boolean | undefined; report_hash?: string | undefined },
+    nowMs: number,
+  ): void {
     this.heldHash = answer.report_hash ?? null;
     this.asked = answer.send_report === true;
     if (sent.report !== undefined) this.lastFullAtMs = nowMs;

@@ -69,7 +69,8 @@ export class AgentShardRunner implements ShardRunner {
       const w = this.weights.get(shard.source);
       if (w?.state !== 'ready' || out.has(w.path)) continue;
       const parsed = parseSource(shard.source, { allowHttp: true });
-      if (typeof parsed !== 'string' && parsed.scheme === 'file') out.set(w.path, { path: w.path, source: shard.source });
+      if (typeof parsed !== 'string' && parsed.scheme === 'file')
+        out.set(w.path, { path: w.path, source: shard.source });
     }
     return [...out.values()];
   }
@@ -119,7 +120,11 @@ export class AgentShardRunner implements ShardRunner {
       })
       .catch((err: unknown) => {
         const error = err instanceof Error ? err.message : String(err);
-        this.weights.set(source, { state: 'failed', error, retryAtMs: this.now() + (this.options.fetchRetryMs ?? 30_000) });
+        this.weights.set(source, {
+          state: 'failed',
+          error,
+          retryAtMs: this.now() + (this.options.fetchRetryMs ?? 30_000),
+        });
         this.options.logger.warn({ source: logSource(source), err: error }, 'fetch failed');
         this.options.onChange?.();
       });
@@ -143,7 +148,9 @@ export class AgentShardRunner implements ShardRunner {
           restarts: s.restarts,
           ...(load === undefined ? {} : { load }),
           // A crash or hang the supervisor restarts in place, until it looks like a crash loop: then the control plane places the replica again.
-          ...(s.state === 'failed' && s.nextRestartAt !== undefined && s.failuresInARow <= IN_PLACE_RESTARTS ? { restarting: true } : {}),
+          ...(s.state === 'failed' && s.nextRestartAt !== undefined && s.failuresInARow <= IN_PLACE_RESTARTS
+            ? { restarting: true }
+            : {}),
         });
         continue;
       }
@@ -165,7 +172,12 @@ export class AgentShardRunner implements ShardRunner {
       } catch {
         // file:// sources have no cache name and no download.
       }
-      out.push({ shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'fetching', ...(fetch ? { fetch } : {}) });
+      out.push({
+        shard_id: shard.shard_id,
+        replica_id: shard.replica_id,
+        state: 'fetching',
+        ...(fetch ? { fetch } : {}),
+      });
     }
     // Engines told to stop that have not exited yet still hold their GPUs' memory: reported as stopping until they are
     // gone, or the control plane would count the GPUs free and place another engine on them meanwhile.

@@ -34,7 +34,9 @@ describe('AdminClient', () => {
   it('sends the token and the actor, and the body as JSON', async () => {
     answer = { status: 200, body: '{"added":"m"}' };
     const c = new AdminClient({ baseUrl: `${base}/`, token: 'tok', actor: 'ops@host' });
-    expect(await c.addModel({ name: 'm', source: 'hf://o/m', profiles: [{ engine: 'sim' }] }, { force: true })).toEqual({ added: 'm' });
+    expect(await c.addModel({ name: 'm', source: 'hf://o/m', profiles: [{ engine: 'sim' }] }, { force: true })).toEqual(
+      { added: 'm' },
+    );
     const last = seen.at(-1)!;
     expect(last.method).toBe('POST');
     expect(last.url).toBe('/api/v1/models?force=true');
@@ -57,17 +59,34 @@ describe('AdminClient', () => {
     expect(seen.at(-1)!.url).toBe('/api/v1/replicas');
   });
 
-  it('turns the server\'s refusal into a typed error with its status and its words', async () => {
-    answer = { status: 400, body: JSON.stringify({ error: 'no known node could ever run this model, so it was not added' }) };
-    const err = await new AdminClient({ baseUrl: base }).addModel({ name: 'm', source: 's', profiles: [{ engine: 'vllm' }] }).catch((e: unknown) => e);
+  it("turns the server's refusal into a typed error with its status and its words", async () => {
+    answer = {
+      status: 400,
+      body: JSON.stringify({ error: 'no known node could ever run this model, so it was not added' }),
+    };
+    const err = await new AdminClient({ baseUrl: base })
+      .addModel({ name: 'm', source: 's', profiles: [{ engine: 'vllm' }] })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AdminApiError);
-    expect(err).toMatchObject({ status: 400, kind: 'placement_no_fit', serverMessage: 'no known node could ever run this model, so it was not added', path: '/api/v1/models' });
+    expect(err).toMatchObject({
+      status: 400,
+      kind: 'placement_no_fit',
+      serverMessage: 'no known node could ever run this model, so it was not added',
+      path: '/api/v1/models',
+    });
 
     answer = { status: 401, body: '{"error":"the admin token is wrong"}' };
-    await expect(new AdminClient({ baseUrl: base }).nodes()).rejects.toMatchObject({ kind: 'unauthorized', message: 'the admin token is wrong' });
+    await expect(new AdminClient({ baseUrl: base }).nodes()).rejects.toMatchObject({
+      kind: 'unauthorized',
+      message: 'the admin token is wrong',
+    });
 
     answer = { status: 502, body: '<html>bad gateway</html>' };
-    await expect(new AdminClient({ baseUrl: base }).summary()).rejects.toMatchObject({ status: 502, kind: 'server', serverMessage: '<html>bad gateway</html>' });
+    await expect(new AdminClient({ baseUrl: base }).summary()).rejects.toMatchObject({
+      status: 502,
+      kind: 'server',
+      serverMessage: '<html>bad gateway</html>',
+    });
   });
 
   it('says what to do when nothing listens', async () => {
@@ -77,6 +96,8 @@ describe('AdminClient', () => {
     await new Promise<void>((r) => closed.close(() => r()));
     const err = await new AdminClient({ baseUrl: url }).summary().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AdminApiUnreachableError);
-    expect((err as Error).message).toBe(`cannot reach the admin API at ${url} (connection refused): is \`llmgw control\` running? set LLMGW_ADMIN_URL`);
+    expect((err as Error).message).toBe(
+      `cannot reach the admin API at ${url} (connection refused): is \`llmgw control\` running? set LLMGW_ADMIN_URL`,
+    );
   });
 });

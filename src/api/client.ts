@@ -59,7 +59,8 @@ export interface AdminClientOptions {
  * place, from the status and (for the no-fit refusal, which shares 400 with
  * every other bad definition) the server's fixed wording.
  */
-export type AdminApiErrorKind = 'placement_no_fit' | 'unauthorized' | 'not_found' | 'no_store' | 'bad_request' | 'server';
+export type AdminApiErrorKind =
+  'placement_no_fit' | 'unauthorized' | 'not_found' | 'no_store' | 'bad_request' | 'server';
 
 /** The server answered, and not with success. */
 export class AdminApiError extends Error {
@@ -86,7 +87,9 @@ export class AdminApiUnreachableError extends Error {
   readonly baseUrl: string;
 
   constructor(baseUrl: string, detail: string, cause: unknown) {
-    super(`cannot reach the admin API at ${baseUrl} (${detail}): is \`llmgw control\` running? set LLMGW_ADMIN_URL`, { cause });
+    super(`cannot reach the admin API at ${baseUrl} (${detail}): is \`llmgw control\` running? set LLMGW_ADMIN_URL`, {
+      cause,
+    });
     this.name = 'AdminApiUnreachableError';
     this.baseUrl = baseUrl;
   }
@@ -187,7 +190,10 @@ export class AdminClient {
   }
 
   /** `force`: add it even when no known node could ever run it (a fleet still joining). */
-  addModel(definition: ModelDefinition | Record<string, unknown>, options: { force?: boolean } = {}): Promise<AddedView> {
+  addModel(
+    definition: ModelDefinition | Record<string, unknown>,
+    options: { force?: boolean } = {},
+  ): Promise<AddedView> {
     return this.#call('POST', `/api/v1/models${options.force ? '?force=true' : ''}`, definition);
   }
 
@@ -231,7 +237,10 @@ export class AdminClient {
 
   /** The newest `lines` of a replica's engine log (rank 0 unless `shard` says otherwise), fetched from its node. */
   replicaLog(replicaId: string, options: { shard?: number; lines?: number } = {}): Promise<ModelLogView> {
-    const q = query({ shard: options.shard === undefined ? undefined : String(options.shard), lines: options.lines === undefined ? undefined : String(options.lines) });
+    const q = query({
+      shard: options.shard === undefined ? undefined : String(options.shard),
+      lines: options.lines === undefined ? undefined : String(options.lines),
+    });
     return this.#call('GET', `/api/v1/replicas/${encodeURIComponent(replicaId)}/log${q}`);
   }
 
@@ -251,7 +260,10 @@ export class AdminClient {
 
   /** `endpoint` absent = every endpoint's rows. */
   usage(options: { endpoint?: string } = {}): Promise<UsageView[]> {
-    return this.#call('GET', `/api/v1/usage${options.endpoint === undefined ? '' : `?endpoint=${encodeURIComponent(options.endpoint)}`}`);
+    return this.#call(
+      'GET',
+      `/api/v1/usage${options.endpoint === undefined ? '' : `?endpoint=${encodeURIComponent(options.endpoint)}`}`,
+    );
   }
 
   /** Newest first; `limit` absent = 100 (the server caps it at 1000); `after` = only events with a greater id (for following). */
@@ -263,8 +275,13 @@ export class AdminClient {
   }
 
   /** What changed and who did it, newest first. `since`: a duration back (30m, 7d) or an RFC 3339 time. */
-  audit(options: { since?: string; actor?: string; action?: string; target?: string; limit?: number } = {}): Promise<AuditView> {
-    return this.#call('GET', `/api/v1/audit${query({ ...options, limit: options.limit === undefined ? undefined : String(options.limit) })}`);
+  audit(
+    options: { since?: string; actor?: string; action?: string; target?: string; limit?: number } = {},
+  ): Promise<AuditView> {
+    return this.#call(
+      'GET',
+      `/api/v1/audit${query({ ...options, limit: options.limit === undefined ? undefined : String(options.limit) })}`,
+    );
   }
 
   /** One request by the x-request-id the router sent back, from the answering control plane's log. */
@@ -273,8 +290,16 @@ export class AdminClient {
   }
 
   /** Recent requests, newest first. */
-  requests(options: { id?: string; model?: string; status?: number; failed?: boolean; limit?: number } = {}): Promise<RequestsView> {
-    const q = { id: options.id, model: options.model, status: options.status === undefined ? undefined : String(options.status), failed: options.failed ? 'true' : undefined, limit: options.limit === undefined ? undefined : String(options.limit) };
+  requests(
+    options: { id?: string; model?: string; status?: number; failed?: boolean; limit?: number } = {},
+  ): Promise<RequestsView> {
+    const q = {
+      id: options.id,
+      model: options.model,
+      status: options.status === undefined ? undefined : String(options.status),
+      failed: options.failed ? 'true' : undefined,
+      limit: options.limit === undefined ? undefined : String(options.limit),
+    };
     return this.#call('GET', `/api/v1/requests${query(q)}`);
   }
 
@@ -283,12 +308,22 @@ export class AdminClient {
     return this.#call('GET', `/api/v1/nodes/${encodeURIComponent(id)}/disks`);
   }
 
-  async #call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<T> {
+  async #call<T>(
+    method: 'GET' | 'POST' | 'DELETE',
+    path: string,
+    body?: unknown,
+    timeoutMs = this.#timeoutMs,
+  ): Promise<T> {
     return (await this.#exchange<T>(method, path, body, timeoutMs)).body;
   }
 
   /** A call whose answer's headers matter too (the node list's page headers). */
-  async #exchange<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, timeoutMs = this.#timeoutMs): Promise<{ body: T; headers: Dispatcher.ResponseData['headers'] }> {
+  async #exchange<T>(
+    method: 'GET' | 'POST' | 'DELETE',
+    path: string,
+    body?: unknown,
+    timeoutMs = this.#timeoutMs,
+  ): Promise<{ body: T; headers: Dispatcher.ResponseData['headers'] }> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     if (this.#actor) headers['x-llmgw-actor'] = this.#actor;
@@ -308,12 +343,22 @@ export class AdminClient {
     }
     const text = await res.body.text();
     if (res.statusCode < 200 || res.statusCode >= 300) {
-      throw new AdminApiError({ status: res.statusCode, serverMessage: errorMessageOf(text), method, path: path.split('?')[0]! });
+      throw new AdminApiError({
+        status: res.statusCode,
+        serverMessage: errorMessageOf(text),
+        method,
+        path: path.split('?')[0]!,
+      });
     }
     try {
       return { body: JSON.parse(text) as T, headers: res.headers };
     } catch {
-      throw new AdminApiError({ status: res.statusCode, serverMessage: `the answer to ${method} ${path} is not JSON: ${text.slice(0, 200)}`, method, path });
+      throw new AdminApiError({
+        status: res.statusCode,
+        serverMessage: `the answer to ${method} ${path} is not JSON: ${text.slice(0, 200)}`,
+        method,
+        path,
+      });
     }
   }
 }
@@ -349,7 +394,7 @@ function describeNetworkError(err: unknown): string {
   // A private CA's certificate checked against the system's CAs (or another CA), a name it lacks, an http port.
   const tls = certificateProblem(err, '--ca (or LLMGW_CA)');
   if (tls) return tls;
-  const code = (err as { code?: string }).code ?? ((err as { cause?: { code?: string } }).cause?.code);
+  const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code;
   switch (code) {
     case 'ECONNREFUSED':
       return 'connection refused';

@@ -72,7 +72,11 @@ export function parseLabels(text: string | undefined): Record<string, string> {
     const trimmed = pair.trim();
     if (!trimmed) continue;
     const eq = trimmed.indexOf('=');
-    if (eq <= 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--labels: "${trimmed}" is not key=value; write --labels pool=a100,zone=eu`);
+    if (eq <= 0)
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        `--labels: "${trimmed}" is not key=value; write --labels pool=a100,zone=eu`,
+      );
     labels[trimmed.slice(0, eq)] = trimmed.slice(eq + 1);
   }
   return labels;
@@ -88,11 +92,20 @@ export interface StartedAgent {
 export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger): Promise<StartedAgent> {
   const stateDir = resolve(flags.stateDir);
   if (flags.joinToken !== undefined && flags.joinTokenFile !== undefined) {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', '--join-token and --join-token-file are both given; keep --join-token-file');
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      '--join-token and --join-token-file are both given; keep --join-token-file',
+    );
   }
-  const joinToken = flags.joinToken ?? (flags.joinTokenFile === undefined ? undefined : readTokenFile('--join-token-file', flags.joinTokenFile)) ?? process.env.LLMGW_JOIN_TOKEN;
+  const joinToken =
+    flags.joinToken ??
+    (flags.joinTokenFile === undefined ? undefined : readTokenFile('--join-token-file', flags.joinTokenFile)) ??
+    process.env.LLMGW_JOIN_TOKEN;
   const config = compileAgentOptions({
-    control: flags.control.split(',').map((u) => u.trim()).filter(Boolean),
+    control: flags.control
+      .split(',')
+      .map((u) => u.trim())
+      .filter(Boolean),
     ...(joinToken ? { joinToken } : {}),
     ...(flags.nodeId ? { nodeId: flags.nodeId } : {}),
     labels: parseLabels(flags.labels),
@@ -100,15 +113,21 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     ...(flags.mgmtAddr ? { mgmtAddr: flags.mgmtAddr } : {}),
     ...(flags.heartbeatInterval ? { heartbeatInterval: flags.heartbeatInterval } : {}),
     ...(flags.controlDeadline ? { controlDeadline: flags.controlDeadline } : {}),
-    ...(flags.ca ?? process.env.LLMGW_CA ? { ca: flags.ca ?? process.env.LLMGW_CA } : {}),
+    ...((flags.ca ?? process.env.LLMGW_CA) ? { ca: flags.ca ?? process.env.LLMGW_CA } : {}),
     insecureHttp: flags.insecureHttp === true,
     ...(flags.tlsCert ? { tlsCert: flags.tlsCert } : {}),
     ...(flags.tlsKey ? { tlsKey: flags.tlsKey } : {}),
     engineTls: flags.engineTls === true,
   });
-  const logger = parentLogger ? childLogger(parentLogger, 'agent', { node: config.nodeId }) : pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
+  const logger = parentLogger
+    ? childLogger(parentLogger, 'agent', { node: config.nodeId })
+    : pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
   const clear = config.controlUrls.filter(isPlainHttpOffLoopback);
-  if (clear.length) logger.warn({ control: clear }, '--insecure-http: the join token and this node\'s credential cross the network in clear');
+  if (clear.length)
+    logger.warn(
+      { control: clear },
+      "--insecure-http: the join token and this node's credential cross the network in clear",
+    );
   const cacheDir = resolve(flags.cacheDir ?? `${stateDir}/cache`);
   // The runner is made below; until then no engine uses anything in place.
   let runner: AgentShardRunner | null = null;
@@ -122,19 +141,40 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     { inPlace: () => runner?.inPlace() ?? [] },
   );
   const ports = /^(\d+)-(\d+)$/.exec(flags.portRange);
-  if (!ports) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`);
+  if (!ports)
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`,
+    );
   // A wildcard is where engines bind, not where anyone reaches them: endpoints name the advertised address instead.
-  const advertise = await advertisedHost({ engineHost: flags.engineHost, ...(flags.advertiseHost ? { advertiseHost: flags.advertiseHost } : {}), controlUrls: config.controlUrls });
-  if (advertise === null) logger.warn({ control: config.controlUrls[0] }, 'no route to the control plane to learn this node\'s address from; engine endpoints name loopback (set --advertise-host)');
+  const advertise = await advertisedHost({
+    engineHost: flags.engineHost,
+    ...(flags.advertiseHost ? { advertiseHost: flags.advertiseHost } : {}),
+    controlUrls: config.controlUrls,
+  });
+  if (advertise === null)
+    logger.warn(
+      { control: config.controlUrls[0] },
+      "no route to the control plane to learn this node's address from; engine endpoints name loopback (set --advertise-host)",
+    );
   const engineAddressing = {
     ...(advertise === null ? {} : { engine_host: advertise }),
     port_range: { first: Number(ports[1]), last: Number(ports[2]) },
   };
-  const livenessIntervalMs = flags.livenessInterval === undefined ? 10_000 : flags.livenessInterval === '0' ? 0 : parseDurationMs(flags.livenessInterval);
-  if (typeof livenessIntervalMs === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-interval: ${livenessIntervalMs}`);
+  const livenessIntervalMs =
+    flags.livenessInterval === undefined
+      ? 10_000
+      : flags.livenessInterval === '0'
+        ? 0
+        : parseDurationMs(flags.livenessInterval);
+  if (typeof livenessIntervalMs === 'string')
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-interval: ${livenessIntervalMs}`);
   const livenessFailures = Number(flags.livenessFailures ?? 3);
   if (!Number.isInteger(livenessFailures) || livenessFailures < 1) {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-failures: want a whole number, 1 or more; got "${flags.livenessFailures}"`);
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `--liveness-failures: want a whole number, 1 or more; got "${flags.livenessFailures}"`,
+    );
   }
   // Engines serve the node certificate (--engine-tls); the agent accepts exactly it on loopback, which it does not name.
   const engineCert = config.engineTls ? readCa(config.engineTls.certFile, '--tls-cert') : null;
@@ -173,14 +213,30 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   });
   const adoption = supervisor.adopt();
   if (adoption.adopted.length || adoption.discarded.length || adoption.unrecorded.length) {
-    logger.info({ adopted: adoption.adopted.map((s) => s.shardId), discarded: adoption.discarded, unrecorded: adoption.unrecorded }, 'found engines from an earlier agent');
+    logger.info(
+      {
+        adopted: adoption.adopted.map((s) => s.shardId),
+        discarded: adoption.discarded,
+        unrecorded: adoption.unrecorded,
+      },
+      'found engines from an earlier agent',
+    );
   }
-  const loadIntervalMs = flags.loadInterval === undefined ? 1000 : flags.loadInterval === '0' ? 0 : parseDurationMs(flags.loadInterval);
-  if (typeof loadIntervalMs === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--load-interval: ${loadIntervalMs}`);
+  const loadIntervalMs =
+    flags.loadInterval === undefined ? 1000 : flags.loadInterval === '0' ? 0 : parseDurationMs(flags.loadInterval);
+  if (typeof loadIntervalMs === 'string')
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--load-interval: ${loadIntervalMs}`);
   // A load that changed is news the router should have now, not at the end of the long-poll.
   const scraper =
     loadIntervalMs > 0
-      ? new LoadScraper({ targets: () => supervisor.metricsTargets(), ca: config.ca, engineCert, intervalMs: loadIntervalMs, onChange: () => agent?.poke(), logger: childLogger(logger, 'load') })
+      ? new LoadScraper({
+          targets: () => supervisor.metricsTargets(),
+          ca: config.ca,
+          engineCert,
+          intervalMs: loadIntervalMs,
+          onChange: () => agent?.poke(),
+          logger: childLogger(logger, 'load'),
+        })
       : null;
   runner = new AgentShardRunner({
     fetcher,
@@ -207,7 +263,9 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
 export async function runAgent(flags: AgentFlags): Promise<void> {
   if (flags.joinToken !== undefined) process.stderr.write(`${tokenFlagWarning('llmgw agent', JOIN_TOKEN_FLAG)}\n`);
   const { agent, supervisor, logger } = await startAgent(flags);
-  logger.child({}, { level: 'info' }).info({ mgmt: agent.mgmtUrl, control: agent.config.controlUrls }, 'llmgw agent running');
+  logger
+    .child({}, { level: 'info' })
+    .info({ mgmt: agent.mgmtUrl, control: agent.config.controlUrls }, 'llmgw agent running');
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -228,15 +286,21 @@ export async function runAgent(flags: AgentFlags): Promise<void> {
  * entries the control plane asks about. The node decides each removal itself
  * (the cache checks every path again); the answer is per path.
  */
-function registerMgmtRoutes(app: FastifyInstance, deps: { cache: WeightCache; supervisor: Supervisor; runner: AgentShardRunner }): void {
-  app.get<{ Params: { id: string }; Querystring: { lines?: string } }>('/mgmt/v1/shards/:id/log', async (request, reply) => {
-    const lines = Math.min(Math.max(Number(request.query.lines ?? 100) || 100, 1), 10_000);
-    try {
-      return { shard_id: request.params.id, lines: deps.supervisor.tailLog(request.params.id, lines) };
-    } catch (err) {
-      return reply.code(404).send({ error: (err as Error).message });
-    }
-  });
+function registerMgmtRoutes(
+  app: FastifyInstance,
+  deps: { cache: WeightCache; supervisor: Supervisor; runner: AgentShardRunner },
+): void {
+  app.get<{ Params: { id: string }; Querystring: { lines?: string } }>(
+    '/mgmt/v1/shards/:id/log',
+    async (request, reply) => {
+      const lines = Math.min(Math.max(Number(request.query.lines ?? 100) || 100, 1), 10_000);
+      try {
+        return { shard_id: request.params.id, lines: deps.supervisor.tailLog(request.params.id, lines) };
+      } catch (err) {
+        return reply.code(404).send({ error: (err as Error).message });
+      }
+    },
+  );
   app.post('/mgmt/v1/weights/remove', async (request, reply) => {
     const paths = (request.body as { paths?: unknown } | undefined)?.paths;
     if (!Array.isArray(paths) || !paths.every((p) => typeof p === 'string')) {
@@ -245,7 +309,11 @@ function registerMgmtRoutes(app: FastifyInstance, deps: { cache: WeightCache; su
     const results = [];
     for (const path of paths as string[]) {
       const result = await deps.cache.remove(path, (name) => deps.runner.inUse(name));
-      results.push(result.removed ? { path, removed: true, bytes_freed: result.bytesFreed } : { path, removed: false, check: result.check, reason: result.reason });
+      results.push(
+        result.removed
+          ? { path, removed: true, bytes_freed: result.bytesFreed }
+          : { path, removed: false, check: result.check, reason: result.reason },
+      );
     }
     return { results };
   });

@@ -24,7 +24,8 @@ export async function runControl(opts: Record<string, string | boolean | undefin
     if (value !== undefined) flags[key] = String(value);
   }
   for (const t of [ADMIN_TOKEN_FLAG, JOIN_TOKEN_FLAG]) {
-    if (flags[t.flag.slice(2).replaceAll('-', '_')] !== undefined) process.stderr.write(`${tokenFlagWarning('llmgw control', t)}\n`);
+    if (flags[t.flag.slice(2).replaceAll('-', '_')] !== undefined)
+      process.stderr.write(`${tokenFlagWarning('llmgw control', t)}\n`);
   }
   const sources = { ...(typeof opts.config === 'string' ? { file: opts.config } : {}), env: process.env };
   let config = loadControlConfig({ ...sources, flags });
@@ -43,10 +44,18 @@ export async function runControl(opts: Record<string, string | boolean | undefin
   const plane = await ControlPlane.create(config, { allowHttpSources: opts.allowHttpSources !== undefined });
   const urls = await plane.listen();
   // The listening line is printed whatever the log level: scripts and tests wait for it.
-  plane.logger.child({}, { level: 'info' }).info({ client: urls.client, admin: urls.admin, agent: urls.agent, store: config.store.kind }, 'llmgw control listening');
+  plane.logger
+    .child({}, { level: 'info' })
+    .info(
+      { client: urls.client, admin: urls.admin, agent: urls.agent, store: config.store.kind },
+      'llmgw control listening',
+    );
   // Beside the token it made, the URL it is for, as `llmgw up` writes: ctl sends a token from this
   // directory only to the URL written with it, never to whatever listens on the default port.
-  if (madeIn !== null) writeFileSync(join(madeIn, UP_FILES.control), `${JSON.stringify({ admin_url: urls.admin }, null, 2)}\n`, { mode: 0o600 });
+  if (madeIn !== null)
+    writeFileSync(join(madeIn, UP_FILES.control), `${JSON.stringify({ admin_url: urls.admin }, null, 2)}\n`, {
+      mode: 0o600,
+    });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -73,7 +82,10 @@ export function madeAdminToken(dir: string): { path: string; created: boolean } 
   const path = join(dir, UP_FILES.adminToken);
   if (existsSync(path)) {
     if (readFileSync(path, 'utf8').trim().length < 16) {
-      throw new LlmgwError('LLMGW_CONFIG_INVALID', `${path} holds fewer than 16 characters, so it is no admin token; remove it to have a new one made, or set admin_token_file`);
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        `${path} holds fewer than 16 characters, so it is no admin token; remove it to have a new one made, or set admin_token_file`,
+      );
     }
     return { path, created: false };
   }

@@ -26,9 +26,13 @@ const control = program.command('control').description('run the control plane (c
 control.addOption(new Option('--config <file>', 'YAML configuration file'));
 for (const [key, help] of Object.entries(CONTROL_FLAG_HELP())) {
   // A switch, not a key with a value: running without an admin token must be said outright.
-  control.addOption(new Option(`--${key.replaceAll('_', '-')}${key === 'insecure_no_admin_token' ? '' : ' <value>'}`, help));
+  control.addOption(
+    new Option(`--${key.replaceAll('_', '-')}${key === 'insecure_no_admin_token' ? '' : ' <value>'}`, help),
+  );
 }
-control.addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp());
+control.addOption(
+  new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp(),
+);
 control.action(async (opts: Record<string, string | boolean | undefined>) => {
   await runControl(opts);
 });
@@ -37,32 +41,77 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 program
   .command('agent')
   .description('run the node agent: report this machine to the control plane and run its shards')
-  .requiredOption('--control <urls>', 'control plane agent URL(s), comma-separated for failover, e.g. http://10.0.0.1:8082')
-  .option('--join-token-file <file>', 'a file (owner-only) holding the control plane\'s join token (or set LLMGW_JOIN_TOKEN)')
-  .option('--join-token <token>', 'the join token itself; shown to every user by ps, so prefer --join-token-file or LLMGW_JOIN_TOKEN')
+  .requiredOption(
+    '--control <urls>',
+    'control plane agent URL(s), comma-separated for failover, e.g. http://10.0.0.1:8082',
+  )
+  .option(
+    '--join-token-file <file>',
+    "a file (owner-only) holding the control plane's join token (or set LLMGW_JOIN_TOKEN)",
+  )
+  .option(
+    '--join-token <token>',
+    'the join token itself; shown to every user by ps, so prefer --join-token-file or LLMGW_JOIN_TOKEN',
+  )
   .option('--node-id <id>', 'node id (default: from /etc/machine-id and the hostname)')
   .option('--labels <k=v,...>', 'node labels for pool selectors')
   .option('--state-dir <dir>', 'where the agent keeps its credential and engine records', './.llmgw/agent')
   .option('--cache-dir <dir>', 'weight cache directory (default: <state-dir>/cache)')
   .option('--model-dir <dir>', 'an operator model directory, used in place and never deleted (repeatable)', collect, [])
   .option('--mgmt-addr <host:port>', 'management API listener (default 127.0.0.1 on a free port)')
-  .option('--simulate <spec>', 'declare the hardware instead of probing it, e.g. gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local')
+  .option(
+    '--simulate <spec>',
+    'declare the hardware instead of probing it, e.g. gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local',
+  )
   .option('--fabric <name=address>', 'a fabric this node is on (repeatable), e.g. ib0=10.1.0.5', collect, [])
   .option('--heartbeat-interval <duration>', 'how often to report when the control plane does not say', '5s')
-  .option('--control-deadline <duration>', 'how long past its long-poll wait a control plane may take to answer before the agent tries the next --control URL (default: from the stale window the control plane announces; joins 10s)')
+  .option(
+    '--control-deadline <duration>',
+    'how long past its long-poll wait a control plane may take to answer before the agent tries the next --control URL (default: from the stale window the control plane announces; joins 10s)',
+  )
   .option('--log-level <level>', 'pino level', 'info')
   .option('--engine-host <address>', 'address engines bind (0.0.0.0 or a fabric address for a fleet)', '127.0.0.1')
-  .option('--advertise-host <address>', 'the address the control plane reaches engines and the management API at (default: --engine-host; for 0.0.0.0, this machine\'s address on the route to the control plane)')
+  .option(
+    '--advertise-host <address>',
+    "the address the control plane reaches engines and the management API at (default: --engine-host; for 0.0.0.0, this machine's address on the route to the control plane)",
+  )
   .option('--port-range <first-last>', 'ports for engines', '20000-20999')
-  .option('--liveness-interval <duration>', 'how often a ready engine is health-checked again to catch a hang; 0 = never', '10s')
-  .option('--liveness-failures <n>', 'failed health checks in a row after which a ready engine is stopped and restarted', '3')
-  .option('--load-interval <duration>', 'how often ready engines\' /metrics are read for load-aware routing; 0 = never', '1s')
-  .option('--ca <file>', 'PEM CA the control plane\'s certificate must chain to (or LLMGW_CA; default: the system\'s CAs)')
-  .option('--insecure-http', 'allow an http:// --control URL on another machine (the join token then crosses the network in clear)')
-  .option('--tls-cert <file>', 'PEM certificate the management API serves TLS with (the control plane then needs agent_ca)')
+  .option(
+    '--liveness-interval <duration>',
+    'how often a ready engine is health-checked again to catch a hang; 0 = never',
+    '10s',
+  )
+  .option(
+    '--liveness-failures <n>',
+    'failed health checks in a row after which a ready engine is stopped and restarted',
+    '3',
+  )
+  .option(
+    '--load-interval <duration>',
+    "how often ready engines' /metrics are read for load-aware routing; 0 = never",
+    '1s',
+  )
+  .option(
+    '--ca <file>',
+    "PEM CA the control plane's certificate must chain to (or LLMGW_CA; default: the system's CAs)",
+  )
+  .option(
+    '--insecure-http',
+    'allow an http:// --control URL on another machine (the join token then crosses the network in clear)',
+  )
+  .option(
+    '--tls-cert <file>',
+    'PEM certificate the management API serves TLS with (the control plane then needs agent_ca)',
+  )
   .option('--tls-key <file>', 'PEM private key for --tls-cert')
-  .option('--engine-tls', 'engines serve https with --tls-cert/--tls-key (the control plane then needs engine_ca); probes verify them against --ca')
-  .option('--allow-unsafe-profile-env', 'start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); the control plane can then run code on this node')
+  .option(
+    '--engine-tls',
+    'engines serve https with --tls-cert/--tls-key (the control plane then needs engine_ca); probes verify them against --ca',
+  )
+  .option(
+    '--allow-unsafe-profile-env',
+    'start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); the control plane can then run code on this node',
+  )
   .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
   .action(async (opts: AgentFlags) => {
     await runAgent(opts);
@@ -81,7 +130,7 @@ engine
   });
 engine
   .command('builtin')
-  .description('llmgw\'s own CPU engine over a GGUF file (--help for its flags)')
+  .description("llmgw's own CPU engine over a GGUF file (--help for its flags)")
   .helpOption(false)
   .allowUnknownOption()
   .allowExcessArguments()
@@ -121,8 +170,18 @@ program
   .command('init')
   .description('make a private CA and certificates signed by it for the control plane and each node named')
   .argument('<dir>', 'where to write them (created 0700; keys 0600)')
-  .option('--name <node[=host,...]>', 'a node id to make a certificate for, with any more names or addresses it is reached by (repeatable)', collect, [])
-  .option('--host <name>', 'a DNS name or address the control plane is reached by (repeatable; localhost, 127.0.0.1 and ::1 are always in)', collect, [])
+  .option(
+    '--name <node[=host,...]>',
+    'a node id to make a certificate for, with any more names or addresses it is reached by (repeatable)',
+    collect,
+    [],
+  )
+  .option(
+    '--host <name>',
+    'a DNS name or address the control plane is reached by (repeatable; localhost, 127.0.0.1 and ::1 are always in)',
+    collect,
+    [],
+  )
   .option('--days <n>', 'how long the control plane and node certificates are valid; the CA lives 10 years', '365')
   .option('--force', 'replace files that exist (a new CA: certificates it signed before stop being trusted)')
   .action(async (dir: string, opts: TlsInitFlags) => {
@@ -135,7 +194,11 @@ program
   .argument('<kind>', 'control (the control plane) or agent (a GPU node)')
   .option('--print', 'print the unit and write nothing')
   .option('--unit-dir <dir>', 'where the unit goes', '/etc/systemd/system')
-  .option('--env-dir <dir>', 'where the environment file with the tokens goes (written 0600, never overwritten)', '/etc/llmgw')
+  .option(
+    '--env-dir <dir>',
+    'where the environment file with the tokens goes (written 0600, never overwritten)',
+    '/etc/llmgw',
+  )
   .option('--user <name>', 'the system user the service runs as', 'llmgw')
   .option('--state-name <name>', 'its state directory under /var/lib, made by systemd for the user', 'llmgw')
   .option('--node <path>', 'the node binary the unit runs (default: this one)')
@@ -163,8 +226,10 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     store: 'sqlite:PATH, a postgres:// URL, or none (default sqlite:./.llmgw/llmgw.db)',
     catalog: 'YAML file of models loaded at start',
     admin_token: 'the admin token itself; shown to every user by ps, so prefer --admin-token-file or LLMGW_ADMIN_TOKEN',
-    admin_token_file: 'file (owner-only) holding the token admin requests must carry (default: one made in the data directory)',
-    insecure_no_admin_token: 'with no admin token configured, make none: every user of this machine can then use the admin API on loopback',
+    admin_token_file:
+      'file (owner-only) holding the token admin requests must carry (default: one made in the data directory)',
+    insecure_no_admin_token:
+      'with no admin token configured, make none: every user of this machine can then use the admin API on loopback',
     join_token: 'the join token itself; shown to every user by ps, so prefer --join-token-file or LLMGW_JOIN_TOKEN',
     join_token_file: 'file (owner-only) holding the token node agents present to join',
     join_approval: 'auto (default) or manual (new nodes, and nodes whose GPUs change, wait for ctl nodes approve)',
@@ -173,31 +238,43 @@ function CONTROL_FLAG_HELP(): Record<keyof ControlOptions, string> {
     node_stale_after: 'a node silent this long is stale (default 15s)',
     node_lost_after: 'a node silent this long is lost and its work moved (default 60s)',
     reconcile_interval: 'how often the reconciler runs without being notified (default 5s)',
-    client_headers_timeout: 'how long a client of any listener may take to finish its TLS handshake, then to send its request headers (default 30s)',
-    client_max_connections: 'most connections the client listener holds at once; 0 = no cap (default: the README\'s, lowered to fit the open-file limit)',
-    admin_max_connections: 'most connections the admin listener holds at once; 0 = no cap (default: the README\'s, lowered to fit the open-file limit)',
-    agent_max_connections: 'most connections the agent listener holds at once, one per node\'s heartbeat; 0 = no cap (default: the README\'s, lowered to fit the open-file limit)',
+    client_headers_timeout:
+      'how long a client of any listener may take to finish its TLS handshake, then to send its request headers (default 30s)',
+    client_max_connections:
+      "most connections the client listener holds at once; 0 = no cap (default: the README's, lowered to fit the open-file limit)",
+    admin_max_connections:
+      "most connections the admin listener holds at once; 0 = no cap (default: the README's, lowered to fit the open-file limit)",
+    agent_max_connections:
+      "most connections the agent listener holds at once, one per node's heartbeat; 0 = no cap (default: the README's, lowered to fit the open-file limit)",
     upstream_headers_timeout: 'from a request sent to an engine to its response headers (default 5m)',
-    idle_body_timeout: 'the longest silence in a request or response body; on the admin and agent listeners, most a request body may take (default 60s)',
+    idle_body_timeout:
+      'the longest silence in a request or response body; on the admin and agent listeners, most a request body may take (default 60s)',
     request_timeout: 'a whole client request, holds and retries included (default 10m)',
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts (default 2m)',
     max_held_per_key: 'most requests of one API key waiting for models with no ready replica; then 429 (default 32)',
     max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
-    cors_origins: 'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',
+    cors_origins:
+      'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',
     tls_cert: 'PEM certificate all three listeners serve TLS with (default: plain HTTP)',
     tls_key: 'PEM private key for tls_cert',
     client_tls_cert: 'PEM certificate for the client listener alone, replacing tls_cert there',
     client_tls_key: 'PEM private key for client_tls_cert',
-    agent_ca: 'PEM CA agents\' management certificates are signed by; set = call agents over https',
-    engine_ca: 'PEM CA engines\' certificates are signed by (agents with --engine-tls); https endpoints are verified against it (default: the system\'s CAs)',
-    allow_unsafe_profile_env: 'true accepts loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in profile env; whoever adds a model then runs code on every node (default false)',
-    admin_hosts: 'host names the admin listener answers to besides its address and loopback, comma-separated (default none)',
-    client_hosts: 'host names the client listener answers to besides its address and loopback, comma-separated (default none)',
+    agent_ca: "PEM CA agents' management certificates are signed by; set = call agents over https",
+    engine_ca:
+      "PEM CA engines' certificates are signed by (agents with --engine-tls); https endpoints are verified against it (default: the system's CAs)",
+    allow_unsafe_profile_env:
+      'true accepts loader and interpreter hooks (LD_PRELOAD, NODE_OPTIONS, …) in profile env; whoever adds a model then runs code on every node (default false)',
+    admin_hosts:
+      'host names the admin listener answers to besides its address and loopback, comma-separated (default none)',
+    client_hosts:
+      'host names the client listener answers to besides its address and loopback, comma-separated (default none)',
     metrics_public: 'true: /metrics answers without the admin token (default false)',
     responses_ttl: 'how long a Responses API response is kept for previous_response_id (default 30d)',
-    responses_max_per_key: 'most bytes of Responses API responses one key keeps, oldest dropped first; 0 = none (default 64m)',
+    responses_max_per_key:
+      'most bytes of Responses API responses one key keeps, oldest dropped first; 0 = none (default 64m)',
     max_upload_size: 'largest upload the client listener reads, an audio file for transcriptions (default 25m)',
-    heap_growing_percent: 'how far past the live heap V8 lets old space grow before collecting it, percent; 50 suits thousands of long-polled nodes (default 0: V8\'s own)',
+    heap_growing_percent:
+      "how far past the live heap V8 lets old space grow before collecting it, percent; 50 suits thousands of long-polled nodes (default 0: V8's own)",
   };
 }
 
@@ -206,7 +283,13 @@ try {
 } catch (err) {
   if (isLlmgwError(err)) {
     process.stderr.write(`llmgw: ${err.message}\n`);
-    process.exit(err.code === 'LLMGW_CONFIG_INVALID' || err.code === 'LLMGW_CATALOG_INVALID' || err.code === 'LLMGW_CATALOG_CONFLICT' ? 2 : 1);
+    process.exit(
+      err.code === 'LLMGW_CONFIG_INVALID' ||
+        err.code === 'LLMGW_CATALOG_INVALID' ||
+        err.code === 'LLMGW_CATALOG_CONFLICT'
+        ? 2
+        : 1,
+    );
   }
   throw err;
 }

@@ -5,7 +5,14 @@
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { LlmgwError } from '../errors/index.js';
-import { install, renderUnit, SERVICE_KINDS, type ServiceKind, type ServiceOptions, unitName } from '../service/systemd.js';
+import {
+  install,
+  renderUnit,
+  SERVICE_KINDS,
+  type ServiceKind,
+  type ServiceOptions,
+  unitName,
+} from '../service/systemd.js';
 
 export interface InstallServiceFlags {
   print?: boolean;
@@ -19,9 +26,16 @@ export interface InstallServiceFlags {
 /** bin/llmgw.js of this installation: dist/cli/ is two levels below the package root. */
 const SCRIPT = fileURLToPath(new URL('../../bin/llmgw.js', import.meta.url));
 
-export function runInstallService(kind: string, flags: InstallServiceFlags, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): void {
+export function runInstallService(
+  kind: string,
+  flags: InstallServiceFlags,
+  out: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+): void {
   if (!SERVICE_KINDS.includes(kind as ServiceKind)) {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `want one of ${SERVICE_KINDS.join(', ')}: llmgw install-service control (the control plane) or agent (a GPU node); got "${kind}"`);
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `want one of ${SERVICE_KINDS.join(', ')}: llmgw install-service control (the control plane) or agent (a GPU node); got "${kind}"`,
+    );
   }
   const options: ServiceOptions = {
     kind: kind as ServiceKind,
@@ -38,10 +52,16 @@ export function runInstallService(kind: string, flags: InstallServiceFlags, out:
   const done = install(options, resolve(flags.unitDir));
   const unit = unitName(options.kind);
   out(`wrote ${done.unitPath}`);
-  out(done.envWritten ? `wrote ${done.envPath} (0600): fill in its tokens before starting` : `kept ${done.envPath}: it exists and holds secrets, so it is never overwritten`);
+  out(
+    done.envWritten
+      ? `wrote ${done.envPath} (0600): fill in its tokens before starting`
+      : `kept ${done.envPath}: it exists and holds secrets, so it is never overwritten`,
+  );
   out('');
   out('next:');
-  out(`  useradd --system --home-dir /var/lib/${options.stateName} --shell /usr/sbin/nologin ${options.user}   # once, if the user does not exist`);
+  out(
+    `  useradd --system --home-dir /var/lib/${options.stateName} --shell /usr/sbin/nologin ${options.user}   # once, if the user does not exist`,
+  );
   out(`  $EDITOR ${done.envPath}`);
   out(`  systemctl daemon-reload && systemctl enable --now ${unit}`);
   if (options.kind === 'agent') {

@@ -10,12 +10,20 @@ export interface TlsInitFlags {
   force?: boolean;
 }
 
-export async function runTlsInit(dir: string, flags: TlsInitFlags, out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<void> {
+export async function runTlsInit(
+  dir: string,
+  flags: TlsInitFlags,
+  out: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+): Promise<void> {
   const { initTls, parseNodeArg } = await import('../tls/init.js');
-  if (!/^\d+$/.test(flags.days)) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--days: want a whole number of days, like 365; got "${flags.days}"`);
+  if (!/^\d+$/.test(flags.days))
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--days: want a whole number of days, like 365; got "${flags.days}"`);
   const result = await initTls({
     dir,
-    controlHosts: flags.host.flatMap((h) => h.split(',')).map((h) => h.trim()).filter(Boolean),
+    controlHosts: flags.host
+      .flatMap((h) => h.split(','))
+      .map((h) => h.trim())
+      .filter(Boolean),
     nodes: flags.name.map(parseNodeArg),
     days: Number(flags.days),
     force: flags.force === true,

@@ -16,8 +16,16 @@ export interface TokenFlag {
   readonly env: string;
 }
 
-export const JOIN_TOKEN_FLAG: TokenFlag = { flag: '--join-token', fileFlag: '--join-token-file', env: 'LLMGW_JOIN_TOKEN' };
-export const ADMIN_TOKEN_FLAG: TokenFlag = { flag: '--admin-token', fileFlag: '--admin-token-file', env: 'LLMGW_ADMIN_TOKEN' };
+export const JOIN_TOKEN_FLAG: TokenFlag = {
+  flag: '--join-token',
+  fileFlag: '--join-token-file',
+  env: 'LLMGW_JOIN_TOKEN',
+};
+export const ADMIN_TOKEN_FLAG: TokenFlag = {
+  flag: '--admin-token',
+  fileFlag: '--admin-token-file',
+  env: 'LLMGW_ADMIN_TOKEN',
+};
 
 /** The one line `command` prints on stderr when a token came as `t.flag`. */
 export function tokenFlagWarning(command: string, t: TokenFlag): string {

@@ -23,7 +23,14 @@ export interface UpFlags {
 }
 
 /** The files `llmgw up` keeps in its data directory; `llmgw ctl` reads `control.json` and `admin-token`. */
-export const UP_FILES = { adminToken: 'admin-token', joinToken: 'join-token', apiKey: 'api-key', control: 'control.json', catalog: 'catalog.yaml', log: 'llmgw.log' } as const;
+export const UP_FILES = {
+  adminToken: 'admin-token',
+  joinToken: 'join-token',
+  apiKey: 'api-key',
+  control: 'control.json',
+  catalog: 'catalog.yaml',
+  log: 'llmgw.log',
+} as const;
 
 function secretFile(path: string): { value: string; created: boolean } {
   if (existsSync(path)) return { value: readFileSync(path, 'utf8').trim(), created: false };
@@ -75,7 +82,10 @@ export async function runUp(flags: UpFlags): Promise<void> {
   const catalogPath = join(dataDir, UP_FILES.catalog);
   if (!existsSync(catalogPath)) writeFileSync(catalogPath, demoCatalog(modelPath));
 
-  const logger = pino({ level: flags.logLevel, base: { part: 'up' } }, pino.destination({ dest: join(dataDir, UP_FILES.log), mkdir: true, sync: false }));
+  const logger = pino(
+    { level: flags.logLevel, base: { part: 'up' } },
+    pino.destination({ dest: join(dataDir, UP_FILES.log), mkdir: true, sync: false }),
+  );
   const config = compileControlOptions({
     client_addr: flags.clientAddr,
     admin_addr: flags.adminAddr,
@@ -91,19 +101,26 @@ export async function runUp(flags: UpFlags): Promise<void> {
   const plane = await ControlPlane.create(config, { logger: childLogger(logger, 'control') });
   const urls = await plane.listen();
   const apiKey = await firstApiKey(plane, join(dataDir, UP_FILES.apiKey), admin.value);
-  writeFileSync(join(dataDir, UP_FILES.control), `${JSON.stringify({ admin_url: urls.admin, client_url: urls.client, agent_url: urls.agent }, null, 2)}\n`, { mode: 0o600 });
+  writeFileSync(
+    join(dataDir, UP_FILES.control),
+    `${JSON.stringify({ admin_url: urls.admin, client_url: urls.client, agent_url: urls.agent }, null, 2)}\n`,
+    { mode: 0o600 },
+  );
 
-  const { agent, supervisor } = await startAgent({
-    control: urls.agent,
-    joinToken: join_.value,
-    stateDir: join(dataDir, 'agent'),
-    modelDir: [],
-    fabric: [],
-    logLevel: flags.logLevel,
-    engineHost: '127.0.0.1',
-    portRange: '20000-20999',
-    heartbeatInterval: '2s',
-  }, logger);
+  const { agent, supervisor } = await startAgent(
+    {
+      control: urls.agent,
+      joinToken: join_.value,
+      stateDir: join(dataDir, 'agent'),
+      modelDir: [],
+      fabric: [],
+      logLevel: flags.logLevel,
+      engineHost: '127.0.0.1',
+      portRange: '20000-20999',
+      heartbeatInterval: '2s',
+    },
+    logger,
+  );
 
   let stopping = false;
   const stop = (signal: string) => {
@@ -128,21 +145,31 @@ export async function runUp(flags: UpFlags): Promise<void> {
   say(`  OpenAI-compatible endpoint  ${urls.client}/v1`);
   say(`  admin API and dashboard     ${urls.admin}   (admin token in ${join(dataDir, UP_FILES.adminToken)})`);
   if (admin.created) say(`  admin token                 ${admin.value}`);
-  say(`  API key                     ${apiKey.value}${apiKey.created ? '' : `   (from ${join(dataDir, UP_FILES.apiKey)})`}`);
+  say(
+    `  API key                     ${apiKey.value}${apiKey.created ? '' : `   (from ${join(dataDir, UP_FILES.apiKey)})`}`,
+  );
   say('');
-  say(`  curl ${urls.client}/v1/chat/completions -H "authorization: Bearer ${apiKey.value}" -H 'content-type: application/json' \\`);
+  say(
+    `  curl ${urls.client}/v1/chat/completions -H "authorization: Bearer ${apiKey.value}" -H 'content-type: application/json' \\`,
+  );
   say(`    -d '{"model": "demo", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'`);
   say('');
   say('Ctrl-C stops everything.');
   logger.info({ client: urls.client, admin: urls.admin }, 'llmgw up ready');
-  process.stdout.write(`${JSON.stringify({ msg: 'llmgw up ready', client: urls.client, admin: urls.admin, data_dir: dataDir, api_key_file: join(dataDir, UP_FILES.apiKey) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ msg: 'llmgw up ready', client: urls.client, admin: urls.admin, data_dir: dataDir, api_key_file: join(dataDir, UP_FILES.apiKey) })}\n`,
+  );
 }
 
 /**
  * The API key `up` made on its first run, kept owner-only in the data dir. It
  * is made through the admin API in process, so it is audited like any other.
  */
-async function firstApiKey(plane: ControlPlane, path: string, adminToken: string): Promise<{ value: string; created: boolean }> {
+async function firstApiKey(
+  plane: ControlPlane,
+  path: string,
+  adminToken: string,
+): Promise<{ value: string; created: boolean }> {
   if (existsSync(path)) return { value: readFileSync(path, 'utf8').trim(), created: false };
   const res = await plane.adminApp.inject({
     method: 'POST',
@@ -164,7 +191,9 @@ async function showProgress(plane: ControlPlane, say: (line: string) => void): P
     const replica = plane.reconciler.replicas().find((r) => r.model === 'demo');
     const state = replica ? replica.state : 'waiting for placement';
     if (state !== last) {
-      say(`demo: ${state}${replica?.error ? ` (${replica.error})` : ''}  [${((Date.now() - startedMs) / 1000).toFixed(1)}s]`);
+      say(
+        `demo: ${state}${replica?.error ? ` (${replica.error})` : ''}  [${((Date.now() - startedMs) / 1000).toFixed(1)}s]`,
+      );
       last = state;
     }
     if (replica?.state === 'ready') return;

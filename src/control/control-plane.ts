@@ -14,7 +14,14 @@ import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
-import { checkHost, connectionCapsFor, createJsonApp, hostAllowlist, openFileLimit, registerConnectionRefusals } from '../http/index.js';
+import {
+  checkHost,
+  connectionCapsFor,
+  createJsonApp,
+  hostAllowlist,
+  openFileLimit,
+  registerConnectionRefusals,
+} from '../http/index.js';
 import { Inventory, localDisk, registerHeartbeatMetrics, registerNodeMetrics } from './inventory/index.js';
 import { Cluster, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
@@ -22,7 +29,16 @@ import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
 import { openAiErrorShape, registerRouter, RequestLog, type Router } from '../router/index.js';
-import { MemoryKeyStore, MemoryUsageSink, registerKeyAdmin, registerUsageAdmin, StoredKeys, StoredUsage, type KeyStore, type UsageSink } from './keys/index.js';
+import {
+  MemoryKeyStore,
+  MemoryUsageSink,
+  registerKeyAdmin,
+  registerUsageAdmin,
+  StoredKeys,
+  StoredUsage,
+  type KeyStore,
+  type UsageSink,
+} from './keys/index.js';
 import { MemoryResponseStore, StoredResponses, type ResponseStore } from './responses/index.js';
 import { Store, StoredSessions } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
@@ -47,7 +63,6 @@ export interface ControlPlaneUrls {
   admin: string;
   agent: string;
 }
-
 
 export class ControlPlane {
   private useTimer: NodeJS.Timeout | null = null;
@@ -83,13 +98,18 @@ export class ControlPlane {
     const logger = deps.logger ?? pino({ level: config.logLevel, base: { part: 'control' } });
     const now = deps.now ?? Date.now;
     const store =
-      config.store.kind === 'none' ? null : await Store.open({
+      config.store.kind === 'none'
+        ? null
+        : await Store.open({
             location: config.store,
             onWarning: (message, context) => logger.warn(context, message),
             ...(deps.now ? { now: deps.now } : {}),
           });
     // Several instances on one Postgres: one leads the reconciler, the rest follow through the store (src/control/leader).
-    const cluster = store && config.store.kind === 'postgres' ? new Cluster({ store, url: config.store.url, now, logger: childLogger(logger, 'cluster') }) : null;
+    const cluster =
+      store && config.store.kind === 'postgres'
+        ? new Cluster({ store, url: config.store.url, now, logger: childLogger(logger, 'cluster') })
+        : null;
     let catalog: Catalog;
     let inventory: Inventory | undefined;
     let reconciler: Reconciler;
@@ -98,9 +118,15 @@ export class ControlPlane {
     // Every part's metrics, served on the admin listener at /metrics.
     const registry = new Registry();
     // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
-    const heartbeatIntervalMs = deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3)));
+    const heartbeatIntervalMs =
+      deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3)));
     try {
-      catalog = await Catalog.create({ store, catalogFile: config.catalogFile, allowHttpSources: deps.allowHttpSources ?? false, allowUnsafeProfileEnv: config.allowUnsafeProfileEnv });
+      catalog = await Catalog.create({
+        store,
+        catalogFile: config.catalogFile,
+        allowHttpSources: deps.allowHttpSources ?? false,
+        allowUnsafeProfileEnv: config.allowUnsafeProfileEnv,
+      });
       inventory = await Inventory.create({
         store,
         now,
@@ -141,10 +167,14 @@ export class ControlPlane {
 
     // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
     const keys: KeyStore = store ? await StoredKeys.create(store.connection) : new MemoryKeyStore();
-    const usage: (UsageSink & { close?(): Promise<void> }) = store ? new StoredUsage(store.connection, now) : new MemoryUsageSink();
+    const usage: UsageSink & { close?(): Promise<void> } = store
+      ? new StoredUsage(store.connection, now)
+      : new MemoryUsageSink();
     // Responses API responses (store: true), per key, with responses_ttl and responses_max_per_key: in the store when there is one.
     const responsesOptions = { ...config.responses, now, logger: childLogger(logger, 'responses') };
-    const responses: ResponseStore = store ? new StoredResponses(store.responses, responsesOptions) : new MemoryResponseStore(responsesOptions);
+    const responses: ResponseStore = store
+      ? new StoredResponses(store.responses, responsesOptions)
+      : new MemoryResponseStore(responsesOptions);
 
     // Each listener's connection cap, the defaults fitted to this process's open-file limit; refusals counted.
     const { caps: connectionCaps, note: capsNote } = connectionCapsFor(config.maxConnections, openFileLimit());
@@ -162,7 +192,11 @@ export class ControlPlane {
       https: config.tls.client,
     });
     // Before the router: a request under a Host this listener does not answer to (a rebound DNS name) reaches no route.
-    const clientHosts = hostAllowlist({ boundHost: config.clientAddr.host, extra: config.clientHosts, credentialsRequired: config.apiKeysRequired });
+    const clientHosts = hostAllowlist({
+      boundHost: config.clientAddr.host,
+      extra: config.clientHosts,
+      credentialsRequired: config.apiKeysRequired,
+    });
     clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
     // Which replica served each request and why it failed, by request id: this instance's own, in memory.
     const requestLog = new RequestLog();
@@ -186,7 +220,10 @@ export class ControlPlane {
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
     // With several instances the leader scales on every instance's use, summed through the store.
-    reconciler.attachDemand(() => ({ replicas: cluster?.fleetUse() ?? router.replicaUse(), queued: withFleetQueued(router.queued(), cluster?.fleetQueued() ?? null) }));
+    reconciler.attachDemand(() => ({
+      replicas: cluster?.fleetUse() ?? router.replicaUse(),
+      queued: withFleetQueued(router.queued(), cluster?.fleetQueued() ?? null),
+    }));
     clientApp.get('/healthz', async () => ({ status: 'ok' }));
     clientApp.get('/readyz', async (_request, reply) => {
       try {
@@ -201,7 +238,10 @@ export class ControlPlane {
     const agentMgmt = peerClient(config.agentCa);
     // The admin and agent listeners take a client's headers and body in bounded time, as the client listener does:
     // a stalled body is cut with 408, and an idle keep-alive connection is closed.
-    const listenerTimeouts = { headersTimeoutMs: config.clientHeadersTimeoutMs, bodyTimeoutMs: config.router.idleBodyTimeoutMs };
+    const listenerTimeouts = {
+      headersTimeoutMs: config.clientHeadersTimeoutMs,
+      bodyTimeoutMs: config.router.idleBodyTimeoutMs,
+    };
     const adminApp = createJsonApp({
       logger: logger.child({ listener: 'admin' }),
       bodyLimitBytes: 1 << 20,
@@ -214,7 +254,11 @@ export class ControlPlane {
     // First, before any route: every route registered on the admin app from here on is behind the admin token unless it says otherwise.
     const adminGuard = AdminGuard.install(adminApp, {
       adminToken: config.adminToken,
-      hosts: hostAllowlist({ boundHost: config.adminAddr.host, extra: config.adminHosts, credentialsRequired: config.adminToken !== null }),
+      hosts: hostAllowlist({
+        boundHost: config.adminAddr.host,
+        extra: config.adminHosts,
+        credentialsRequired: config.adminToken !== null,
+      }),
     });
     // Why this instance refused a node's mgmt_addr at its join here, by node id; no entry = not refused (or joined elsewhere).
     const mgmtRefusals = new Map<string, string>();
@@ -257,7 +301,8 @@ export class ControlPlane {
       registry,
       now,
       ...(store ? { sessionBackend: new StoredSessions(store.connection) } : {}),
-      events: async (about) => (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
+      events: async (about) =>
+        (await events.list({ ...about, limit: 50 })).map((e) => ({ atMs: e.atMs, kind: e.kind, message: e.message })),
       ...(usage instanceof StoredUsage ? { usage: () => usage.list() } : {}),
       ...(store ? { audit: store.audit } : {}),
       requestLog: requestsApi,
@@ -269,11 +314,18 @@ export class ControlPlane {
     registerKeyAdmin(adminApp, {
       keys,
       now,
-      audit: (actor, action, target, detail) => void store?.audit.append({ actor, action, target, detail }).catch((err: unknown) => logger.error({ err }, 'audit write failed')),
+      audit: (actor, action, target, detail) =>
+        void store?.audit
+          .append({ actor, action, target, detail })
+          .catch((err: unknown) => logger.error({ err }, 'audit write failed')),
       modelExists: (name) => catalog.resolve(name) !== undefined,
     });
     registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage } : {});
-    adminApp.get('/metrics', { config: { access: config.metricsPublic ? 'public' : 'admin' } }, async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()));
+    adminApp.get(
+      '/metrics',
+      { config: { access: config.metricsPublic ? 'public' : 'admin' } },
+      async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()),
+    );
 
     // Agents keep their connection between heartbeats (every few seconds): the idle keep-alive is left at Fastify's 72 s.
     // No child logger per request: a fleet's heartbeats arrive thousands a second, and what the agent
@@ -315,7 +367,25 @@ export class ControlPlane {
       replicaUse: () => router.replicaUse(),
       queued: () => router.queued(),
     });
-    const plane = new ControlPlane(config, logger, store, catalog, inventory, assignments, reconciler, router, usage, clientApp, adminApp, agentApp, events, cluster, adminGuard, responses, now);
+    const plane = new ControlPlane(
+      config,
+      logger,
+      store,
+      catalog,
+      inventory,
+      assignments,
+      reconciler,
+      router,
+      usage,
+      clientApp,
+      adminApp,
+      agentApp,
+      events,
+      cluster,
+      adminGuard,
+      responses,
+      now,
+    );
     registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
     return plane;
   }
@@ -392,7 +462,10 @@ export class ControlPlane {
  * or every instance's summed at the last sync (which lags this one's by up
  * to a sync), whichever is more. `fleet` null = this instance alone.
  */
-function withFleetQueued(local: ReadonlyMap<string, number>, fleet: ReadonlyMap<string, number> | null): Map<string, number> {
+function withFleetQueued(
+  local: ReadonlyMap<string, number>,
+  fleet: ReadonlyMap<string, number> | null,
+): Map<string, number> {
   const out = new Map(local);
   for (const [model, n] of fleet ?? []) out.set(model, Math.max(n, out.get(model) ?? 0));
   return out;

@@ -15,7 +15,11 @@ const deploy = (path: string) => readFileSync(new URL(`../../deploy/${path}`, im
 /** The names a control plane serves on /metrics, with a histogram's series names. */
 function registered(): Set<string> {
   const registry = new Registry();
-  new RouterMetrics(registry, () => new Map(), () => new Map());
+  new RouterMetrics(
+    registry,
+    () => new Map(),
+    () => new Map(),
+  );
   new ReconcilerMetrics(registry, () => []);
   registerNodeMetrics(registry, { list: () => [], liveness: () => 'up' });
   const names = new Set<string>();
@@ -34,17 +38,27 @@ describe('deploy/ monitoring files', () => {
   const known = registered();
 
   it('alert on metrics the control plane serves', () => {
-    const rules = (parse(deploy('prometheus/llmgw-alerts.yml')) as { groups: { rules: { alert: string; expr: string }[] }[] }).groups.flatMap((g) => g.rules);
+    const rules = (
+      parse(deploy('prometheus/llmgw-alerts.yml')) as { groups: { rules: { alert: string; expr: string }[] }[] }
+    ).groups.flatMap((g) => g.rules);
     expect(rules.length).toBeGreaterThan(5);
     const used = namesIn(rules.map((r) => r.expr));
     expect(used.length).toBeGreaterThan(5);
-    expect(used.filter((n) => !known.has(n)), 'metrics the alert rules use that nothing registers').toEqual([]);
+    expect(
+      used.filter((n) => !known.has(n)),
+      'metrics the alert rules use that nothing registers',
+    ).toEqual([]);
   });
 
   it('chart metrics the control plane serves', () => {
-    const dashboard = JSON.parse(deploy('grafana/llmgw-dashboard.json')) as { panels: { title: string; targets: { expr: string }[] }[] };
+    const dashboard = JSON.parse(deploy('grafana/llmgw-dashboard.json')) as {
+      panels: { title: string; targets: { expr: string }[] }[];
+    };
     const used = namesIn(dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr)));
     expect(used.length).toBeGreaterThan(5);
-    expect(used.filter((n) => !known.has(n)), 'metrics the dashboard charts that nothing registers').toEqual([]);
+    expect(
+      used.filter((n) => !known.has(n)),
+      'metrics the dashboard charts that nothing registers',
+    ).toEqual([]);
   });
 });

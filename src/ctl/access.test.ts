@@ -33,7 +33,9 @@ describe('keys create: flags to a request', () => {
   });
 
   it('names the flag that is wrong', () => {
-    expect(() => newKeyFrom('bot', { rpm: '0' }, now)).toThrow(new KeyFlagError('--rpm: "0" is not a whole number of 1 or more'));
+    expect(() => newKeyFrom('bot', { rpm: '0' }, now)).toThrow(
+      new KeyFlagError('--rpm: "0" is not a whole number of 1 or more'),
+    );
     expect(() => newKeyFrom('bot', { models: ' , ' }, now)).toThrow(/--models/);
     expect(() => newKeyFrom('bot', { expires: 'soon' }, now)).toThrow(/--expires: "soon"/);
   });

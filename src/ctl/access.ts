@@ -23,7 +23,10 @@ export class KeyFlagError extends Error {
 export function newKeyFrom(name: string, o: KeyCreateOptions, nowMs: number): NewKey {
   const key: NewKey = { name };
   if (o.models !== undefined) {
-    const models = o.models.split(',').map((m) => m.trim()).filter(Boolean);
+    const models = o.models
+      .split(',')
+      .map((m) => m.trim())
+      .filter(Boolean);
     if (models.length === 0) throw new KeyFlagError('--models: want one or more model names, comma-separated');
     key.allowed_models = models;
   }
@@ -44,9 +47,14 @@ export function newKeyFrom(name: string, o: KeyCreateOptions, nowMs: number): Ne
 /** "30d", "12h", "90m" from now, or an ISO 8601 time as it is. */
 function expiryFrom(v: string, nowMs: number): string {
   const rel = /^(\d+)(m|h|d)$/.exec(v.trim());
-  if (rel) return new Date(nowMs + Number(rel[1]) * { m: 60_000, h: 3_600_000, d: 86_400_000 }[rel[2] as 'm' | 'h' | 'd']).toISOString();
+  if (rel)
+    return new Date(
+      nowMs + Number(rel[1]) * { m: 60_000, h: 3_600_000, d: 86_400_000 }[rel[2] as 'm' | 'h' | 'd'],
+    ).toISOString();
   if (!Number.isNaN(Date.parse(v))) return v;
-  throw new KeyFlagError(`--expires: "${v}" is neither a duration like 30d, 12h or 90m nor a time like 2027-01-31T00:00:00Z`);
+  throw new KeyFlagError(
+    `--expires: "${v}" is neither a duration like 30d, 12h or 90m nor a time like 2027-01-31T00:00:00Z`,
+  );
 }
 
 export async function createKey(ctx: CtlContext, key: NewKey): Promise<number> {
@@ -108,7 +116,9 @@ export async function revokeKey(ctx: CtlContext, id: string, options: { yes: boo
     return EXIT.failed;
   }
   if (ctx.interactive && !options.yes) {
-    const ok = await ctx.confirm(`revoke key ${k.id} (${k.name}, ${k.prefix}…)? clients using it get 401 at once [y/N] `);
+    const ok = await ctx.confirm(
+      `revoke key ${k.id} (${k.name}, ${k.prefix}…)? clients using it get 401 at once [y/N] `,
+    );
     if (!ok) {
       ctx.warn(`key ${k.id} was not revoked`);
       return EXIT.failed;
@@ -122,14 +132,19 @@ export async function revokeKey(ctx: CtlContext, id: string, options: { yes: boo
 
 export async function usage(ctx: CtlContext, options: { model?: string; endpoint?: string }): Promise<number> {
   // The endpoint is filtered by the control plane, which refuses a name that is no endpoint (a typo never reads as "no usage").
-  const [rows, { keys }] = await Promise.all([ctx.client.usage(options.endpoint === undefined ? {} : { endpoint: options.endpoint }), ctx.client.keys()]);
+  const [rows, { keys }] = await Promise.all([
+    ctx.client.usage(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+    ctx.client.keys(),
+  ]);
   const shown = rows.filter((r) => !options.model || r.model === options.model);
   if (ctx.json) {
     ctx.out.json(shown);
     return EXIT.ok;
   }
   if (shown.length === 0) {
-    const what = [options.model && `for ${options.model}`, options.endpoint && `to ${options.endpoint}`].filter(Boolean).join(' ');
+    const what = [options.model && `for ${options.model}`, options.endpoint && `to ${options.endpoint}`]
+      .filter(Boolean)
+      .join(' ');
     ctx.out.line(what ? `no request ${what} has been counted yet` : 'no request has been counted yet');
     return EXIT.ok;
   }
@@ -142,7 +157,15 @@ export async function usage(ctx: CtlContext, options: { model?: string; endpoint
   ctx.out.line(
     ctx.out.table(
       ['KEY', 'MODEL', 'ENDPOINT', 'REQUESTS', 'ERRORS', 'PROMPT TOKENS', 'COMPLETION TOKENS'],
-      shown.map((r) => [keyCell(r), r.model, r.endpoint, String(r.requests), r.errors ? ctx.out.c.red(String(r.errors)) : '0', String(r.prompt_tokens), String(r.completion_tokens)]),
+      shown.map((r) => [
+        keyCell(r),
+        r.model,
+        r.endpoint,
+        String(r.requests),
+        r.errors ? ctx.out.c.red(String(r.errors)) : '0',
+        String(r.prompt_tokens),
+        String(r.completion_tokens),
+      ]),
     ),
   );
   ctx.out.line(ctx.out.c.dim('counted since the store was made; the router writes its counts every few seconds'));
@@ -153,8 +176,15 @@ export async function usage(ctx: CtlContext, options: { model?: string; endpoint
 const FOLLOW_WINDOW = 1000;
 const FOLLOW_INTERVAL_MS = 1000;
 
-export async function logs(ctx: CtlContext, replica: string, options: { shard?: number; lines: number; follow: boolean }): Promise<number> {
-  const first = await ctx.client.replicaLog(replica, { ...(options.shard === undefined ? {} : { shard: options.shard }), lines: options.lines });
+export async function logs(
+  ctx: CtlContext,
+  replica: string,
+  options: { shard?: number; lines: number; follow: boolean },
+): Promise<number> {
+  const first = await ctx.client.replicaLog(replica, {
+    ...(options.shard === undefined ? {} : { shard: options.shard }),
+    lines: options.lines,
+  });
   if (ctx.json && !options.follow) {
     ctx.out.json(first);
     return EXIT.ok;
@@ -165,7 +195,8 @@ export async function logs(ctx: CtlContext, replica: string, options: { shard?: 
       else ctx.out.line(l);
     }
   };
-  if (!ctx.json) ctx.warn(ctx.out.c.dim(`replica ${first.replica}, shard ${first.rank} (${first.shard}) on node ${first.node}`));
+  if (!ctx.json)
+    ctx.warn(ctx.out.c.dim(`replica ${first.replica}, shard ${first.rank} (${first.shard}) on node ${first.node}`));
   print(first.lines);
   if (!options.follow) return EXIT.ok;
   // The node serves the newest lines, not a position in the file: each ask is
@@ -174,7 +205,10 @@ export async function logs(ctx: CtlContext, replica: string, options: { shard?: 
   while (await ctx.pause(FOLLOW_INTERVAL_MS)) {
     let next;
     try {
-      next = await ctx.client.replicaLog(replica, { ...(options.shard === undefined ? {} : { shard: options.shard }), lines: FOLLOW_WINDOW });
+      next = await ctx.client.replicaLog(replica, {
+        ...(options.shard === undefined ? {} : { shard: options.shard }),
+        lines: FOLLOW_WINDOW,
+      });
     } catch (err) {
       ctx.warn(`llmgw ctl logs: ${(err as Error).message}; trying again`);
       continue;

@@ -15,7 +15,9 @@ function upDir(url: string, token: string): string {
 describe('where ctl finds the admin API', () => {
   it('prefers the flag, then the environment, then a local llmgw up, then the default', () => {
     const cwd = upDir('http://127.0.0.1:9001', 'local-token');
-    expect(resolveConnection({ adminUrl: 'http://a:1' }, { LLMGW_ADMIN_URL: 'http://b:2' }, cwd).adminUrl).toBe('http://a:1');
+    expect(resolveConnection({ adminUrl: 'http://a:1' }, { LLMGW_ADMIN_URL: 'http://b:2' }, cwd).adminUrl).toBe(
+      'http://a:1',
+    );
     expect(resolveConnection({}, { LLMGW_ADMIN_URL: 'http://b:2' }, cwd).adminUrl).toBe('http://b:2');
     expect(resolveConnection({}, {}, cwd)).toMatchObject({ adminUrl: 'http://127.0.0.1:9001', token: 'local-token' });
     expect(resolveConnection({}, {}, tmpdir()).adminUrl).toBe(DEFAULT_ADMIN_URL);
@@ -27,7 +29,11 @@ describe('where ctl finds the admin API', () => {
     const cwd = mkdtempSync(join(tmpdir(), 'llmgw-ctl-conn-'));
     mkdirSync(join(cwd, '.llmgw'));
     writeFileSync(join(cwd, '.llmgw', 'admin-token'), 'made-by-control-0123456789\n');
-    expect(resolveConnection({}, {}, cwd)).toMatchObject({ adminUrl: DEFAULT_ADMIN_URL, token: null, source: 'default' });
+    expect(resolveConnection({}, {}, cwd)).toMatchObject({
+      adminUrl: DEFAULT_ADMIN_URL,
+      token: null,
+      source: 'default',
+    });
   });
 
   it('never sends the local token to a URL named elsewhere', () => {
@@ -55,9 +61,15 @@ describe('where ctl finds the admin API', () => {
     writeFileSync(join(dir, 'b.pem'), pem.replace('MIIB', 'MIIC'));
     writeFileSync(join(dir, 'key.pem'), '-----BEGIN PRIVATE KEY-----\n');
     expect(resolveConnection({}, {}, tmpdir()).ca, 'absent = the system CAs').toBeNull();
-    expect(resolveConnection({ ca: join(dir, 'a.pem') }, { LLMGW_CA: join(dir, 'b.pem') }, tmpdir()).ca?.toString()).toContain('MIIB');
+    expect(
+      resolveConnection({ ca: join(dir, 'a.pem') }, { LLMGW_CA: join(dir, 'b.pem') }, tmpdir()).ca?.toString(),
+    ).toContain('MIIB');
     expect(resolveConnection({}, { LLMGW_CA: join(dir, 'b.pem') }, tmpdir()).ca?.toString()).toContain('MIIC');
-    expect(() => resolveConnection({ ca: join(dir, 'key.pem') }, {}, tmpdir())).toThrow(/--ca: .*key\.pem holds no PEM certificate/);
-    expect(() => resolveConnection({}, { LLMGW_CA: join(dir, 'none.pem') }, tmpdir())).toThrow(/LLMGW_CA: cannot read .*none\.pem \(ENOENT\)/);
+    expect(() => resolveConnection({ ca: join(dir, 'key.pem') }, {}, tmpdir())).toThrow(
+      /--ca: .*key\.pem holds no PEM certificate/,
+    );
+    expect(() => resolveConnection({}, { LLMGW_CA: join(dir, 'none.pem') }, tmpdir())).toThrow(
+      /LLMGW_CA: cannot read .*none\.pem \(ENOENT\)/,
+    );
   });
 });

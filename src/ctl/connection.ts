@@ -45,18 +45,32 @@ export class ConnectionConfigError extends Error {
 
 export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv, cwd: string): Connection {
   const actor = flags.actor || env.LLMGW_ACTOR || defaultActor();
-  const ca = readCaFile(flags.ca ? { file: flags.ca, from: '--ca' } : env.LLMGW_CA ? { file: env.LLMGW_CA, from: 'LLMGW_CA' } : null);
+  const ca = readCaFile(
+    flags.ca ? { file: flags.ca, from: '--ca' } : env.LLMGW_CA ? { file: env.LLMGW_CA, from: 'LLMGW_CA' } : null,
+  );
   const explicitToken = flags.token || env.LLMGW_ADMIN_TOKEN || null;
   const explicitUrl = flags.adminUrl || env.LLMGW_ADMIN_URL;
   if (explicitUrl) {
     checkUrl(explicitUrl, flags.adminUrl ? '--admin-url' : 'LLMGW_ADMIN_URL');
-    return { adminUrl: explicitUrl, token: explicitToken, actor, source: flags.adminUrl ? '--admin-url' : 'LLMGW_ADMIN_URL', ca };
+    return {
+      adminUrl: explicitUrl,
+      token: explicitToken,
+      actor,
+      source: flags.adminUrl ? '--admin-url' : 'LLMGW_ADMIN_URL',
+      ca,
+    };
   }
   const dataDir = resolve(cwd, flags.dataDir || env.LLMGW_DATA_DIR || '.llmgw');
   const controlPath = resolve(dataDir, CONTROL_FILE);
   const local = readLocal(controlPath);
   if (!local) return { adminUrl: DEFAULT_ADMIN_URL, token: explicitToken, actor, source: 'default', ca };
-  return { adminUrl: local, token: explicitToken ?? readToken(resolve(dataDir, TOKEN_FILE)), actor, source: controlPath, ca };
+  return {
+    adminUrl: local,
+    token: explicitToken ?? readToken(resolve(dataDir, TOKEN_FILE)),
+    actor,
+    source: controlPath,
+    ca,
+  };
 }
 
 function readLocal(path: string): string | null {
@@ -72,7 +86,8 @@ function readLocal(path: string): string | null {
   } catch {
     throw new ConnectionConfigError(`${path} is not JSON; remove it or start \`llmgw up\` again to rewrite it`);
   }
-  if (typeof parsed.admin_url !== 'string') throw new ConnectionConfigError(`${path} has no admin_url; start \`llmgw up\` again to rewrite it`);
+  if (typeof parsed.admin_url !== 'string')
+    throw new ConnectionConfigError(`${path} has no admin_url; start \`llmgw up\` again to rewrite it`);
   checkUrl(parsed.admin_url, path);
   return parsed.admin_url;
 }
@@ -83,10 +98,14 @@ function readCaFile(given: { file: string; from: string } | null): Buffer | null
   try {
     bytes = readFileSync(given.file);
   } catch (err) {
-    throw new ConnectionConfigError(`${given.from}: cannot read ${given.file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); want the ca.pem \`llmgw tls init\` wrote`);
+    throw new ConnectionConfigError(
+      `${given.from}: cannot read ${given.file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); want the ca.pem \`llmgw tls init\` wrote`,
+    );
   }
   if (!bytes.toString('latin1').includes('-----BEGIN CERTIFICATE-----')) {
-    throw new ConnectionConfigError(`${given.from}: ${given.file} holds no PEM certificate; want the ca.pem \`llmgw tls init\` wrote`);
+    throw new ConnectionConfigError(
+      `${given.from}: ${given.file} holds no PEM certificate; want the ca.pem \`llmgw tls init\` wrote`,
+    );
   }
   return bytes;
 }

@@ -8,19 +8,48 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CollectSummary, EventsView, NodeView, ReplicaView } from '../api/index.js';
 import { runCtl } from './index.js';
 
-const sparse: NodeView = { id: 'quiet', state: 'ready', liveness: 'up', gpu_total: 0, gpu_free: 0, last_seen_ago: '', replicas: 0, gpu_probe_error: 'nvidia-smi: not found' };
+const sparse: NodeView = {
+  id: 'quiet',
+  state: 'ready',
+  liveness: 'up',
+  gpu_total: 0,
+  gpu_free: 0,
+  last_seen_ago: '',
+  replicas: 0,
+  gpu_probe_error: 'nvidia-smi: not found',
+};
 const full: NodeView = {
-  id: 'gpu-3', state: 'cordoned', liveness: 'stale', gpu_total: 4, gpu_free: 2, memory_gb: 512, memory_free_gb: 480, disk_free_gb: 100, disk_total_gb: 900,
-  gpu_classes: ['h100-80gb'], unhealthy_gpus: ['gpu 1: Xid 79 (fallen off the bus)'], last_seen_ago: '20s', agent_version: '0.1.0', replicas: 1,
+  id: 'gpu-3',
+  state: 'cordoned',
+  liveness: 'stale',
+  gpu_total: 4,
+  gpu_free: 2,
+  memory_gb: 512,
+  memory_free_gb: 480,
+  disk_free_gb: 100,
+  disk_total_gb: 900,
+  gpu_classes: ['h100-80gb'],
+  unhealthy_gpus: ['gpu 1: Xid 79 (fallen off the bus)'],
+  last_seen_ago: '20s',
+  agent_version: '0.1.0',
+  replicas: 1,
   drain_blocked: ['replica r-1a2b of chat has nowhere to go: no other node has a free h100-80gb'],
 };
 const replica: ReplicaView = {
-  id: 'r-1a2b', model: 'chat', profile: 'vllm', state: 'ready', age_seconds: 60, idle_seconds: -1, endpoint: 'http://10.0.0.3:20000',
+  id: 'r-1a2b',
+  model: 'chat',
+  profile: 'vllm',
+  state: 'ready',
+  age_seconds: 60,
+  idle_seconds: -1,
+  endpoint: 'http://10.0.0.3:20000',
   shards: [{ id: 's1', node: 'gpu-3', rank: 0, gpus: [0], state: 'ready' }],
 };
 
 const loaded: ReplicaView = {
-  ...replica, id: 'r-3c4d', endpoint: 'http://10.0.0.4:20000',
+  ...replica,
+  id: 'r-3c4d',
+  endpoint: 'http://10.0.0.4:20000',
   shards: [{ id: 's2', node: 'gpu-4', rank: 0, gpus: [0], state: 'ready' }],
   load: { running: 4, waiting: 3, kv_usage: 0.437, age_ms: 800 },
 };
@@ -30,20 +59,50 @@ const collected: CollectSummary = {
   nodes: [
     {
       node: 'gpu-3',
-      asked: [{ path: '/c/a', cache_name: 'a', size_bytes: 70 * GiB }, { path: '/c/b', cache_name: 'b', size_bytes: 71 * GiB }],
+      asked: [
+        { path: '/c/a', cache_name: 'a', size_bytes: 70 * GiB },
+        { path: '/c/b', cache_name: 'b', size_bytes: 71 * GiB },
+      ],
       asked_bytes: 141 * GiB,
       removed: [{ path: '/c/a', bytes_freed: 70 * GiB }],
       refused: [{ path: '/c/b', check: 'in-use', reason: 'in use by replica r-1a2b' }],
     },
-    { node: 'gpu-4', asked: [{ path: '/c/z', cache_name: 'z' }], asked_bytes: 0, removed: [], refused: [], unreachable: 'cannot reach the node at 10.0.0.4:9000: connect ECONNREFUSED' },
+    {
+      node: 'gpu-4',
+      asked: [{ path: '/c/z', cache_name: 'z' }],
+      asked_bytes: 0,
+      removed: [],
+      refused: [],
+      unreachable: 'cannot reach the node at 10.0.0.4:9000: connect ECONNREFUSED',
+    },
   ],
-  asked: 3, removed: 1, refused: 1, unreachable: 1, bytes_freed: 70 * GiB,
+  asked: 3,
+  removed: 1,
+  refused: 1,
+  unreachable: 1,
+  bytes_freed: 70 * GiB,
 };
 
 const events: EventsView = {
   events: [
-    { id: 7, at: '2026-05-01T12:03:04.123Z', kind: 'drain', model: 'chat', node: 'gpu-3', replica: 'r-9', message: 'replica r-9 drains: idle' },
-    { id: 6, at: '2026-05-01T12:00:00.000Z', kind: 'scale', model: 'chat', from: 1, to: 4, message: 'chat: 1 → 4 replica(s): busy' },
+    {
+      id: 7,
+      at: '2026-05-01T12:03:04.123Z',
+      kind: 'drain',
+      model: 'chat',
+      node: 'gpu-3',
+      replica: 'r-9',
+      message: 'replica r-9 drains: idle',
+    },
+    {
+      id: 6,
+      at: '2026-05-01T12:00:00.000Z',
+      kind: 'scale',
+      model: 'chat',
+      from: 1,
+      to: 4,
+      message: 'chat: 1 → 4 replica(s): busy',
+    },
   ],
 };
 
@@ -56,15 +115,26 @@ beforeAll(async () => {
     const path = req.url!.split('?')[0];
     asked.push(req.url!);
     const body =
-      path === '/api/v1/nodes' ? [sparse, full]
-      : path === '/api/v1/replicas' ? [replica, loaded]
-      : path === '/api/v1/weights/orphans' ? { nodes: [], total_bytes: 0 }
-      : path === '/api/v1/weights/collect' ? collected
-      : path === '/api/v1/events' ? events
-      : undefined;
+      path === '/api/v1/nodes'
+        ? [sparse, full]
+        : path === '/api/v1/replicas'
+          ? [replica, loaded]
+          : path === '/api/v1/weights/orphans'
+            ? { nodes: [], total_bytes: 0 }
+            : path === '/api/v1/weights/collect'
+              ? collected
+              : path === '/api/v1/events'
+                ? events
+                : undefined;
     // A page of one when asked for one, with the page headers a paging control plane sends; else the plain list, as an older one answers.
     if (path === '/api/v1/nodes' && new URL(req.url!, 'http://x').searchParams.get('limit') === '1') {
-      res.writeHead(200, { 'content-type': 'application/json', 'x-total-count': '2', link: '</api/v1/nodes?state=ready&limit=1&after=quiet>; rel="next"' }).end(JSON.stringify([sparse]));
+      res
+        .writeHead(200, {
+          'content-type': 'application/json',
+          'x-total-count': '2',
+          link: '</api/v1/nodes?state=ready&limit=1&after=quiet>; rel="next"',
+        })
+        .end(JSON.stringify([sparse]));
       return;
     }
     if (body === undefined) res.writeHead(404).end('{"error":"no route"}');
@@ -83,7 +153,13 @@ async function ctl(...argv: string[]): Promise<{ code: number; stdout: string; s
   let err = '';
   stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
   stderr.setEncoding('utf8').on('data', (s: string) => (err += s));
-  const code = await runCtl(argv, { stdout, stderr, stdin: new PassThrough(), env: { LLMGW_ADMIN_URL: url }, cwd: '/' });
+  const code = await runCtl(argv, {
+    stdout,
+    stderr,
+    stdin: new PassThrough(),
+    env: { LLMGW_ADMIN_URL: url },
+    cwd: '/',
+  });
   return { code, stdout: out, stderr: err };
 }
 
@@ -134,9 +210,11 @@ describe('runCtl', () => {
     expect(query.get('q')).toBe('qu');
     expect(r.stdout).toContain(' quiet ');
     expect(r.stdout).not.toContain(' gpu-3 ');
-    expect(r.stdout).toContain('showing 1 of 2 nodes; next page: llmgw ctl nodes --state ready --label rack=r1 -q qu --after quiet --limit 1; every one: llmgw ctl nodes --state ready --label rack=r1 -q qu --all');
+    expect(r.stdout).toContain(
+      'showing 1 of 2 nodes; next page: llmgw ctl nodes --state ready --label rack=r1 -q qu --after quiet --limit 1; every one: llmgw ctl nodes --state ready --label rack=r1 -q qu --all',
+    );
     const json = await ctl('-o', 'json', 'nodes', '--limit', '1');
-    expect(JSON.parse(json.stdout), '-o json is the page, the API\'s own JSON').toEqual([sparse]);
+    expect(JSON.parse(json.stdout), "-o json is the page, the API's own JSON").toEqual([sparse]);
     expect(json.stderr, 'and says on stderr that there is more').toContain('showing 1 of 2 nodes');
   });
 
@@ -157,7 +235,7 @@ describe('runCtl', () => {
     expect(r.stderr).toContain('does not filter or page the node list');
   });
 
-  it('shows each replica\'s engine queue and KV use, and unknown where the engine reported none', async () => {
+  it("shows each replica's engine queue and KV use, and unknown where the engine reported none", async () => {
     const r = await ctl('replicas');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/WAIT\/RUN/);
@@ -167,7 +245,7 @@ describe('runCtl', () => {
     expect(without, 'not reported is not zero').toMatch(/│ - +│ - +│/);
   });
 
-  it('shows one node\'s GPUs with their health and who uses them', async () => {
+  it("shows one node's GPUs with their health and who uses them", async () => {
     const r = await ctl('node', 'gpu-3');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/│ 0 +│ h100-80gb │ ok +│ r-1a2b \(chat\)/);
@@ -179,8 +257,12 @@ describe('runCtl', () => {
   it('reports per node what collect asked, removed and refused, and fails when a node could not be asked', async () => {
     const r = await ctl('weights', '--collect');
     expect(r.code, 'a node that could not be asked makes collect fail').toBe(1);
-    expect(r.stdout).toContain('node gpu-3: asked to remove 2 (141 GiB), removed 1, refused 1: in use by replica r-1a2b');
-    expect(r.stdout).toContain('node gpu-4: asked to remove 1 (size unknown), not reachable: cannot reach the node at 10.0.0.4:9000');
+    expect(r.stdout).toContain(
+      'node gpu-3: asked to remove 2 (141 GiB), removed 1, refused 1: in use by replica r-1a2b',
+    );
+    expect(r.stdout).toContain(
+      'node gpu-4: asked to remove 1 (size unknown), not reachable: cannot reach the node at 10.0.0.4:9000',
+    );
     expect(r.stderr).toContain('1 node(s) could not be asked');
   });
 
@@ -195,7 +277,7 @@ describe('runCtl', () => {
     expect(drain, 'the newest is at the bottom').toBeGreaterThan(scale);
     expect(lines[drain]).toContain('2026-05-01 12:03:04Z');
     const json = await ctl('-o', 'json', 'events');
-    expect(JSON.parse(json.stdout), '-o json is the API\'s own answer').toEqual(events);
+    expect(JSON.parse(json.stdout), "-o json is the API's own answer").toEqual(events);
     expect((await ctl('events', '--limit', 'lots')).code).toBe(2);
   });
 
@@ -210,7 +292,9 @@ describe('runCtl', () => {
 describe('fetch progress in a table cell', () => {
   it('draws a bar with the percent when the size is known, and none when it is not', async () => {
     const { fetchCell } = await import('./read.js');
-    expect(fetchCell({ bytes_done: 43 * 2 ** 20, total_bytes: 100 * 2 ** 20, percent: 43, bytes_per_second: 2 ** 20 })).toMatch(/^\[####------\] 43% 43 MiB of 100 MiB at 1(\.0)? MiB\/s$/);
+    expect(
+      fetchCell({ bytes_done: 43 * 2 ** 20, total_bytes: 100 * 2 ** 20, percent: 43, bytes_per_second: 2 ** 20 }),
+    ).toMatch(/^\[####------\] 43% 43 MiB of 100 MiB at 1(\.0)? MiB\/s$/);
     expect(fetchCell({ bytes_done: 5 * 2 ** 20 })).not.toContain('[');
   });
 });

@@ -20,7 +20,6 @@ import { cleanForTerminal, errorText, Output } from './render.js';
 import * as why from './why-operations.js';
 import * as write from './write.js';
 
-
 type Stdout = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
 
 export interface CtlIo {
@@ -93,17 +92,35 @@ interface GlobalFlags extends ConnectionFlags {
   output: 'table' | 'json';
 }
 
-type Runner = <A extends unknown[]>(fn: (ctx: CtlContext, ...args: A) => Promise<number>) => (...args: A) => Promise<void>;
+type Runner = <A extends unknown[]>(
+  fn: (ctx: CtlContext, ...args: A) => Promise<number>,
+) => (...args: A) => Promise<void>;
 
 function buildProgram(root: Command, run: Runner): Command {
   const program = root
     .description('operate an llmgw fleet through the admin API')
-    .addOption(new Option('--admin-url <url>', 'the admin API, e.g. http://127.0.0.1:8081 (or LLMGW_ADMIN_URL; default: a local `llmgw up`, then http://127.0.0.1:8081)'))
-    .addOption(new Option('--token <token>', 'the admin token (or LLMGW_ADMIN_TOKEN; default: a local `llmgw up`\'s)'))
-    .addOption(new Option('--ca <file>', 'PEM CA an https admin URL must chain to (or LLMGW_CA; default: the system\'s CAs)'))
-    .addOption(new Option('--data-dir <dir>', 'where a local `llmgw up` keeps control.json and admin-token (or LLMGW_DATA_DIR)').default(undefined, './.llmgw'))
+    .addOption(
+      new Option(
+        '--admin-url <url>',
+        'the admin API, e.g. http://127.0.0.1:8081 (or LLMGW_ADMIN_URL; default: a local `llmgw up`, then http://127.0.0.1:8081)',
+      ),
+    )
+    .addOption(new Option('--token <token>', "the admin token (or LLMGW_ADMIN_TOKEN; default: a local `llmgw up`'s)"))
+    .addOption(
+      new Option('--ca <file>', "PEM CA an https admin URL must chain to (or LLMGW_CA; default: the system's CAs)"),
+    )
+    .addOption(
+      new Option(
+        '--data-dir <dir>',
+        'where a local `llmgw up` keeps control.json and admin-token (or LLMGW_DATA_DIR)',
+      ).default(undefined, './.llmgw'),
+    )
     .addOption(new Option('--actor <who>', 'who is acting, for the audit log (default: user@host)'))
-    .addOption(new Option('-o, --output <format>', 'table, or json: the API\'s own JSON').choices(['table', 'json']).default('table'))
+    .addOption(
+      new Option('-o, --output <format>', "table, or json: the API's own JSON")
+        .choices(['table', 'json'])
+        .default('table'),
+    )
     .showHelpAfterError('(llmgw ctl --help lists the commands)')
     .showSuggestionAfterError();
 
@@ -116,9 +133,18 @@ function buildProgram(root: Command, run: Runner): Command {
   const nodes = watchable(
     program
       .command('nodes')
-      .description('the nodes, a page at a time: state, GPUs, RAM, disk, replicas; `nodes rm` and `nodes approve` change who is one')
-      .option('--state <words>', 'only nodes in these states, comma-separated: ready, cordoned, draining (admin), up, stale, lost (liveness), pending (approval)')
-      .option('--label <key=value>', 'only nodes with this label (a key alone: any value); repeat for several, all must match', (v: string, all: string[] | undefined) => [...(all ?? []), v])
+      .description(
+        'the nodes, a page at a time: state, GPUs, RAM, disk, replicas; `nodes rm` and `nodes approve` change who is one',
+      )
+      .option(
+        '--state <words>',
+        'only nodes in these states, comma-separated: ready, cordoned, draining (admin), up, stale, lost (liveness), pending (approval)',
+      )
+      .option(
+        '--label <key=value>',
+        'only nodes with this label (a key alone: any value); repeat for several, all must match',
+        (v: string, all: string[] | undefined) => [...(all ?? []), v],
+      )
       .option('-q, --search <text>', 'only nodes whose id, hostname or GPU class contains this')
       .option('--limit <n>', `at most this many, 1 to 1000 (default ${NODES_PAGE})`)
       .option('--after <node>', 'start after this node id (the last one of the previous page)')
@@ -128,50 +154,77 @@ function buildProgram(root: Command, run: Runner): Command {
     .command('rm')
     .argument('<node>', 'node id')
     .description('remove a node: its credential stops working and its id is free to join again')
-    .option('--force', 'remove a live node that still runs replicas (they are replaced elsewhere, as a lost node\'s are); without it, drain first')
+    .option(
+      '--force',
+      "remove a live node that still runs replicas (they are replaced elsewhere, as a lost node's are); without it, drain first",
+    )
     .option('-y, --yes', 'do not ask (for scripts)')
-    .action(run((ctx, id: string, o: { yes?: boolean; force?: boolean }) => membership.removeNode(ctx, id, { yes: !!o.yes, force: !!o.force })));
+    .action(
+      run((ctx, id: string, o: { yes?: boolean; force?: boolean }) =>
+        membership.removeNode(ctx, id, { yes: !!o.yes, force: !!o.force }),
+      ),
+    );
   nodes
     .command('approve')
     .argument('<node>', 'node id')
     .description('let a pending node take replicas (join_approval: manual), accepting the GPUs it reports now')
     .action(run((ctx, id: string) => membership.approveNode(ctx, id)));
 
-  const joinTokens = program.command('join-token').description('per-node join tokens: single use, expiring, for one node id');
+  const joinTokens = program
+    .command('join-token')
+    .description('per-node join tokens: single use, expiring, for one node id');
   joinTokens
     .command('create')
     .requiredOption('--node <id>', 'the only node id the token admits')
     .option('--expires <duration>', 'how long it is valid, e.g. 30m or 1h (default 1h, at most 7d)')
     .description('make a token; its secret is printed this once')
     .action(run((ctx, o: { node: string; expires?: string }) => membership.createJoinToken(ctx, o.node, o.expires)));
-  joinTokens.command('ls').description('per-node join tokens with their state; never a secret').action(run((ctx) => membership.listJoinTokens(ctx)));
-  watchable(program.command('node').argument('<node>', 'node id').description('one node: GPUs with health, disk, weights, replicas')).action(
-    run((ctx, id: string, o: WatchOpts) => watchOr(ctx, o, () => read.node(ctx, id))),
-  );
+  joinTokens
+    .command('ls')
+    .description('per-node join tokens with their state; never a secret')
+    .action(run((ctx) => membership.listJoinTokens(ctx)));
+  watchable(
+    program
+      .command('node')
+      .argument('<node>', 'node id')
+      .description('one node: GPUs with health, disk, weights, replicas'),
+  ).action(run((ctx, id: string, o: WatchOpts) => watchOr(ctx, o, () => read.node(ctx, id))));
 
-  const models = watchable(program.command('models').description('the catalog: models with ready replicas; `models add` and `models rm` change it')).action(
-    run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.models(ctx))),
-  );
+  const models = watchable(
+    program
+      .command('models')
+      .description('the catalog: models with ready replicas; `models add` and `models rm` change it'),
+  ).action(run((ctx, o: WatchOpts) => watchOr(ctx, o, () => read.models(ctx))));
   models
     .command('add')
     .argument('<file>', 'YAML or JSON: one model, a list, or {models: [...]}')
     .description('add models to the catalog')
-    .option('--dry-run', 'plan the file on the fleet as it is now and print where each replica would run; adds nothing (`plan FILE` also says why each node fits or not)')
+    .option(
+      '--dry-run',
+      'plan the file on the fleet as it is now and print where each replica would run; adds nothing (`plan FILE` also says why each node fits or not)',
+    )
     .option('--force', 'add even if no known node could ever run it (a fleet still joining)')
-    .action(run((ctx, file: string, o: { dryRun?: boolean; force?: boolean }) => write.addModels(ctx, file, { dryRun: !!o.dryRun, force: !!o.force })));
+    .action(
+      run((ctx, file: string, o: { dryRun?: boolean; force?: boolean }) =>
+        write.addModels(ctx, file, { dryRun: !!o.dryRun, force: !!o.force }),
+      ),
+    );
   models
     .command('rm')
-    .argument('<name>', 'the model\'s exact name (not an alias)')
+    .argument('<name>', "the model's exact name (not an alias)")
     .description('remove a model from the catalog; its replicas stop')
     .option('-y, --yes', 'do not ask (for scripts)')
     .action(run((ctx, name: string, o: { yes?: boolean }) => write.removeModel(ctx, name, { yes: !!o.yes })));
 
-  watchable(program.command('model').argument('<name>', 'model name or alias').description('one model: profiles, replicas, and why it is not placed')).action(
-    run((ctx, name: string, o: WatchOpts) => watchOr(ctx, o, () => read.model(ctx, name))),
-  );
-  watchable(program.command('replicas').description('replicas with their shards').option('--model <name>', 'only this model\'s')).action(
-    run((ctx, o: WatchOpts & { model?: string }) => watchOr(ctx, o, () => read.replicas(ctx, o.model))),
-  );
+  watchable(
+    program
+      .command('model')
+      .argument('<name>', 'model name or alias')
+      .description('one model: profiles, replicas, and why it is not placed'),
+  ).action(run((ctx, name: string, o: WatchOpts) => watchOr(ctx, o, () => read.model(ctx, name))));
+  watchable(
+    program.command('replicas').description('replicas with their shards').option('--model <name>', "only this model's"),
+  ).action(run((ctx, o: WatchOpts & { model?: string }) => watchOr(ctx, o, () => read.replicas(ctx, o.model))));
   program
     .command('explain')
     .argument('<model>', 'model name or alias')
@@ -197,7 +250,8 @@ function buildProgram(root: Command, run: Runner): Command {
     .action(
       run((ctx, id: string, o: { wait?: boolean; timeout?: string }) => {
         const timeoutMs = o.timeout === undefined ? undefined : parseDuration(o.timeout);
-        if (timeoutMs === null) throw new UsageError(`--timeout: "${o.timeout}" is not a duration; want e.g. 90s or 10m`);
+        if (timeoutMs === null)
+          throw new UsageError(`--timeout: "${o.timeout}" is not a duration; want e.g. 90s or 10m`);
         return write.drain(ctx, id, { wait: !!o.wait, ...(timeoutMs === undefined ? {} : { timeoutMs }) });
       }),
     );
@@ -211,7 +265,8 @@ function buildProgram(root: Command, run: Runner): Command {
       .option('-y, --yes', 'with --collect: do not ask (for scripts)'),
   ).action(
     run((ctx, o: WatchOpts & { node?: string; collect?: boolean; yes?: boolean }) => {
-      if (o.collect && o.watch) throw new UsageError('--collect and --watch do not go together: collect is a change, not a listing');
+      if (o.collect && o.watch)
+        throw new UsageError('--collect and --watch do not go together: collect is a change, not a listing');
       if (o.collect) return write.collect(ctx, { ...(o.node ? { node: o.node } : {}), yes: !!o.yes });
       return watchOr(ctx, o, () => read.weights(ctx, o.node));
     }),
@@ -238,10 +293,13 @@ function buildProgram(root: Command, run: Runner): Command {
         return access.createKey(ctx, key);
       }),
     );
-  keys.command('ls').description('every key, with its limits and state; never a secret').action(run((ctx) => access.listKeys(ctx)));
+  keys
+    .command('ls')
+    .description('every key, with its limits and state; never a secret')
+    .action(run((ctx) => access.listKeys(ctx)));
   keys
     .command('rm')
-    .argument('<id>', 'the key\'s exact id (from keys ls)')
+    .argument('<id>', "the key's exact id (from keys ls)")
     .description('revoke a key: clients using it get 401 at once')
     .option('-y, --yes', 'do not ask (for scripts)')
     .action(run((ctx, id: string, o: { yes?: boolean }) => access.revokeKey(ctx, id, { yes: !!o.yes })));
@@ -251,8 +309,13 @@ function buildProgram(root: Command, run: Runner): Command {
       .command('usage')
       .description('requests and tokens per key, model and endpoint')
       .option('--model <name>', 'only this model')
-      .option('--endpoint <name>', 'only this endpoint (chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, responses)'),
-  ).action(run((ctx, o: WatchOpts & { model?: string; endpoint?: string }) => watchOr(ctx, o, () => access.usage(ctx, o))));
+      .option(
+        '--endpoint <name>',
+        'only this endpoint (chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, responses)',
+      ),
+  ).action(
+    run((ctx, o: WatchOpts & { model?: string; endpoint?: string }) => watchOr(ctx, o, () => access.usage(ctx, o))),
+  );
 
   program
     .command('logs')
@@ -264,9 +327,11 @@ function buildProgram(root: Command, run: Runner): Command {
     .action(
       run((ctx, replica: string, o: { shard?: string; lines: string; follow?: boolean }) => {
         const shard = o.shard === undefined ? undefined : Number(o.shard);
-        if (shard !== undefined && (!Number.isInteger(shard) || shard < 0)) throw new UsageError(`--shard: "${o.shard}" is not a shard rank (0, 1, …)`);
+        if (shard !== undefined && (!Number.isInteger(shard) || shard < 0))
+          throw new UsageError(`--shard: "${o.shard}" is not a shard rank (0, 1, …)`);
         const lines = Number(o.lines);
-        if (!Number.isInteger(lines) || lines < 1 || lines > 10_000) throw new UsageError(`--lines: "${o.lines}" is not a whole number from 1 to 10000`);
+        if (!Number.isInteger(lines) || lines < 1 || lines > 10_000)
+          throw new UsageError(`--lines: "${o.lines}" is not a whole number from 1 to 10000`);
         return access.logs(ctx, replica, { ...(shard === undefined ? {} : { shard }), lines, follow: !!o.follow });
       }),
     );
@@ -274,14 +339,19 @@ function buildProgram(root: Command, run: Runner): Command {
   program
     .command('events')
     .description('what the fleet did and why: scaling decisions, nodes joining and lost, drains, placement failures')
-    .option('--model <name>', 'only this model\'s')
+    .option('--model <name>', "only this model's")
     .option('--limit <n>', 'how many of the newest (default 100, at most 1000)')
     .option('-w, --watch', 'keep printing new events as they happen, until Ctrl-C')
     .action(
       run((ctx, o: { model?: string; limit?: string; watch?: boolean }) => {
         const limit = o.limit === undefined ? undefined : Number(o.limit);
-        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
-        return read.events(ctx, { ...(o.model ? { model: o.model } : {}), ...(limit === undefined ? {} : { limit }), follow: !!o.watch });
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000))
+          throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
+        return read.events(ctx, {
+          ...(o.model ? { model: o.model } : {}),
+          ...(limit === undefined ? {} : { limit }),
+          follow: !!o.watch,
+        });
       }),
     );
 
@@ -289,29 +359,37 @@ function buildProgram(root: Command, run: Runner): Command {
   program
     .command('request')
     .argument('<id>', 'the x-request-id the router sent back')
-    .description('which replica served a request and why it failed, from this control plane\'s request log')
+    .description("which replica served a request and why it failed, from this control plane's request log")
     .action(run((ctx, id: string) => why.request(ctx, id)));
   program
     .command('requests')
     .description('recent requests with the replica that served each, or why none did')
     .option('--id <request-id>', 'only those that carried this x-request-id (a client may reuse one)')
-    .option('--model <name>', 'only this model\'s')
+    .option('--model <name>', "only this model's")
     .option('--status <code>', 'only those answered with this HTTP status')
     .option('--failed', 'only those that failed')
     .option('--limit <n>', 'how many of the newest (default 50, at most 1000)')
     .action(
       run((ctx, o: { id?: string; model?: string; status?: string; failed?: boolean; limit?: string }) => {
         const status = o.status === undefined ? undefined : Number(o.status);
-        if (status !== undefined && (!Number.isInteger(status) || status < 100 || status > 599)) throw new UsageError(`--status: "${o.status}" is not an HTTP status`);
+        if (status !== undefined && (!Number.isInteger(status) || status < 100 || status > 599))
+          throw new UsageError(`--status: "${o.status}" is not an HTTP status`);
         const limit = o.limit === undefined ? undefined : Number(o.limit);
-        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
-        return why.requests(ctx, { ...(o.id ? { id: o.id } : {}), ...(o.model ? { model: o.model } : {}), ...(status === undefined ? {} : { status }), failed: !!o.failed, ...(limit === undefined ? {} : { limit }) });
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000))
+          throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
+        return why.requests(ctx, {
+          ...(o.id ? { id: o.id } : {}),
+          ...(o.model ? { model: o.model } : {}),
+          ...(status === undefined ? {} : { status }),
+          failed: !!o.failed,
+          ...(limit === undefined ? {} : { limit }),
+        });
       }),
     );
   program
     .command('disk')
     .argument('<node>', 'node id')
-    .description('where a node\'s disk went: per filesystem, weights by model, orphans and other files')
+    .description("where a node's disk went: per filesystem, weights by model, orphans and other files")
     .action(run((ctx, node: string) => why.disk(ctx, node)));
   program
     .command('audit')
@@ -324,7 +402,8 @@ function buildProgram(root: Command, run: Runner): Command {
     .action(
       run((ctx, o: { since?: string; actor?: string; action?: string; target?: string; limit?: string }) => {
         const limit = o.limit === undefined ? undefined : Number(o.limit);
-        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000)) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
+        if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 1000))
+          throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000`);
         const { limit: _l, ...filters } = o;
         return why.audit(ctx, { ...filters, ...(limit === undefined ? {} : { limit }) });
       }),
@@ -332,7 +411,9 @@ function buildProgram(root: Command, run: Runner): Command {
   program
     .command('plan')
     .argument('<file>', 'YAML or JSON, as for `models add`')
-    .description('will these models fit, and where: per profile, the nodes that fit and why each other one does not; adds nothing; exits 3 when one would not be placed')
+    .description(
+      'will these models fit, and where: per profile, the nodes that fit and why each other one does not; adds nothing; exits 3 when one would not be placed',
+    )
     .action(run((ctx, file: string) => why.plan(ctx, file)));
 
   return program;
@@ -352,10 +433,15 @@ interface NodesFlags {
 
 /** The flags of `ctl nodes` as the API's query; the server checks the words, this the numbers. */
 function nodesOptions(o: NodesFlags): read.NodesOptions {
-  if (o.all && o.limit !== undefined) throw new UsageError('--all and --limit do not go together: --all shows every node, --limit a page');
+  if (o.all && o.limit !== undefined)
+    throw new UsageError('--all and --limit do not go together: --all shows every node, --limit a page');
   const limit = o.limit === undefined ? NODES_PAGE : Number(o.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000 (--all shows every node)`);
-  const state = (o.state ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+    throw new UsageError(`--limit: "${o.limit}" is not a whole number from 1 to 1000 (--all shows every node)`);
+  const state = (o.state ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   return {
     ...(state.length ? { state } : {}),
     ...(o.label?.length ? { labels: o.label } : {}),
@@ -372,14 +458,27 @@ class UsageError extends Error {
   }
 }
 
-function contextFor(io: CtlIo, flags: GlobalFlags, warn: (line: string) => void, release: { current?: () => void }): CtlContext {
+function contextFor(
+  io: CtlIo,
+  flags: GlobalFlags,
+  warn: (line: string) => void,
+  release: { current?: () => void },
+): CtlContext {
   const conn = resolveConnection(flags, io.env, io.cwd);
   const tty = io.stdout.isTTY === true;
   const columns = () => (tty ? io.stdout.columns : Number(io.env.COLUMNS) || undefined);
   const out = new Output((s) => io.stdout.write(s), { tty, color: !io.env.NO_COLOR, width: columns });
   const dispatcher = io.dispatcher ?? dispatcherForCa(conn.ca);
   const json = flags.output === 'json';
-  const client = forTerminal(new AdminClient({ baseUrl: conn.adminUrl, token: conn.token, actor: conn.actor, ...(dispatcher ? { dispatcher } : {}) }), { cleanAnswers: !json });
+  const client = forTerminal(
+    new AdminClient({
+      baseUrl: conn.adminUrl,
+      token: conn.token,
+      actor: conn.actor,
+      ...(dispatcher ? { dispatcher } : {}),
+    }),
+    { cleanAnswers: !json },
+  );
   // Ctrl-C is only ours once a command waits on purpose (--watch, drain --wait);
   // before that it ends the process as usual. Held until runCtl returns.
   const controller = new AbortController();
@@ -455,7 +554,12 @@ async function watchOr(ctx: CtlContext, o: { watch?: boolean }, render: () => Pr
   ctx.holdInterrupt();
   for (;;) {
     ctx.out.clearScreen();
-    if (!ctx.json) ctx.out.line(ctx.out.c.dim(`every ${WATCH_INTERVAL_MS / 1000}s, Ctrl-C to stop · ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}`));
+    if (!ctx.json)
+      ctx.out.line(
+        ctx.out.c.dim(
+          `every ${WATCH_INTERVAL_MS / 1000}s, Ctrl-C to stop · ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}`,
+        ),
+      );
     try {
       await render();
     } catch (err) {

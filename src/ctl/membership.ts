@@ -4,7 +4,11 @@
 import type { JoinTokenView } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
 
-export async function removeNode(ctx: CtlContext, id: string, options: { yes: boolean; force: boolean }): Promise<number> {
+export async function removeNode(
+  ctx: CtlContext,
+  id: string,
+  options: { yes: boolean; force: boolean },
+): Promise<number> {
   const n = (await ctx.client.nodes()).find((x) => x.id === id);
   if (!n) {
     ctx.warn(`no node "${id}"; \`llmgw ctl nodes\` lists them`);
@@ -12,7 +16,9 @@ export async function removeNode(ctx: CtlContext, id: string, options: { yes: bo
   }
   if (ctx.interactive && !options.yes) {
     const what = n.replicas ? `its ${n.replicas} replica(s) will be replaced elsewhere; ` : '';
-    const ok = await ctx.confirm(`remove node ${id} (${n.liveness})? ${what}its credential stops working and its id is free to join again [y/N] `);
+    const ok = await ctx.confirm(
+      `remove node ${id} (${n.liveness})? ${what}its credential stops working and its id is free to join again [y/N] `,
+    );
     if (!ok) {
       ctx.warn(`node ${id} was not removed`);
       return EXIT.failed;
@@ -40,7 +46,11 @@ export async function createJoinToken(ctx: CtlContext, node: string, expires: st
   ctx.out.line(`created join token ${t.id} for node ${t.node}, single use, expires ${t.expires_at}`);
   ctx.out.line(`token: ${t.token}`);
   ctx.out.line(`start the agent with: llmgw agent --node-id ${t.node} --join-token-file <file holding the token> …`);
-  ctx.out.line(ctx.out.c.yellow('the token is shown this once; llmgw keeps only its hash. It may replace the credential of a live node with that id.'));
+  ctx.out.line(
+    ctx.out.c.yellow(
+      'the token is shown this once; llmgw keeps only its hash. It may replace the credential of a live node with that id.',
+    ),
+  );
   return EXIT.ok;
 }
 

@@ -23,7 +23,9 @@ export function readModelFile(path: string): ModelDefinition[] {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ModelFileError(path, [`cannot read it: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+    throw new ModelFileError(path, [
+      `cannot read it: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    ]);
   }
   return parseModels(text, path);
 }
@@ -61,12 +63,14 @@ export function parseModels(text: string, file: string): ModelDefinition[] {
     if (typeof item.name !== 'string' || !item.name) problems.push(`${at}.name: want a string`);
     else if (names.has(item.name)) problems.push(`${at}.name: "${item.name}" is defined twice in this file`);
     else names.add(item.name);
-    if (typeof item.source !== 'string' || !item.source) problems.push(`${at}.source: want a string such as hf://org/repo or file:///path`);
+    if (typeof item.source !== 'string' || !item.source)
+      problems.push(`${at}.source: want a string such as hf://org/repo or file:///path`);
     if (!Array.isArray(item.profiles) || item.profiles.length === 0) {
       problems.push(`${at}.profiles: want a list with at least one profile`);
     } else {
       item.profiles.forEach((p, j) => {
-        if (!isObject(p) || typeof p.engine !== 'string') problems.push(`${at}.profiles[${j}].engine: want an engine name such as vllm or llamacpp`);
+        if (!isObject(p) || typeof p.engine !== 'string')
+          problems.push(`${at}.profiles[${j}].engine: want an engine name such as vllm or llamacpp`);
       });
     }
   });

@@ -1,7 +1,17 @@
 // The reading commands: summary, nodes, node, models, model, replicas,
 // explain, weights, events. Each fetches what it shows and renders it, or prints the
 // API's JSON with -o json. None of them changes anything.
-import { AdminApiError, type EventView, type ExplainView, type ModelView, type NodeDetailView, type NodeView, type OrphansView, type ReplicaView, type SummaryView } from '../api/index.js';
+import {
+  AdminApiError,
+  type EventView,
+  type ExplainView,
+  type ModelView,
+  type NodeDetailView,
+  type NodeView,
+  type OrphansView,
+  type ReplicaView,
+  type SummaryView,
+} from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { bytesOrUnknown, formatGiB, formatSeconds, list, orUnknown, type Output, UNKNOWN } from './render.js';
 import { renderLastCollect, renderModelWhy, renderNodeWhy } from './why.js';
@@ -19,10 +29,14 @@ export function renderSummary(out: Output, s: SummaryView): void {
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([k, v]) => `${out.state(k)} ${v}`)
       .join(', ') || 'none';
-  out.line(`${out.heading('models')}    ${s.models.total} (${s.models.stored} stored, ${s.models.from_file} from the catalog file)${s.models.not_placed.length ? `; not placed: ${out.c.red(s.models.not_placed.join(', '))}` : ''}`);
+  out.line(
+    `${out.heading('models')}    ${s.models.total} (${s.models.stored} stored, ${s.models.from_file} from the catalog file)${s.models.not_placed.length ? `; not placed: ${out.c.red(s.models.not_placed.join(', '))}` : ''}`,
+  );
   out.line(`${out.heading('nodes')}     ${s.nodes.total}: ${counts(s.nodes.by_state)}; ${counts(s.nodes.by_liveness)}`);
   out.line(`${out.heading('replicas')}  ${s.replicas.total}: ${counts(s.replicas.by_state)}`);
-  out.line(`${out.heading('store')}     ${s.store ? 'yes' : out.c.yellow('none: models come only from the catalog file')}`);
+  out.line(
+    `${out.heading('store')}     ${s.store ? 'yes' : out.c.yellow('none: models come only from the catalog file')}`,
+  );
   if (s.attention.length === 0) {
     out.line(`${out.heading('attention')} nothing needs a person`);
     return;
@@ -46,20 +60,41 @@ export async function nodes(ctx: CtlContext, o: NodesOptions = {}): Promise<numb
   const ns = page.nodes;
   const filtered = !!(o.state?.length || o.labels?.length || o.q || o.after);
   // A control plane older than the node list's filters ignores them and sends every node: say so rather than pass it off as the answer.
-  if (page.total === null && filtered) ctx.warn('llmgw ctl: this control plane does not filter or page the node list (it is older than this ctl); showing every node');
-  const more = page.total !== null && page.next !== null ? `showing ${ns.length} of ${page.total} nodes; ${howToGetMore(o, page.next)}` : null;
+  if (page.total === null && filtered)
+    ctx.warn(
+      'llmgw ctl: this control plane does not filter or page the node list (it is older than this ctl); showing every node',
+    );
+  const more =
+    page.total !== null && page.next !== null
+      ? `showing ${ns.length} of ${page.total} nodes; ${howToGetMore(o, page.next)}`
+      : null;
   if (ctx.json) {
     ctx.out.json(ns);
     if (more) ctx.warn(more);
     return EXIT.ok;
   }
   if (ns.length === 0) {
-    ctx.out.line(filtered && page.total !== null ? 'no node matches' : 'no node has joined yet: start `llmgw agent --control <agent url> --join-token-file …` on a machine');
+    ctx.out.line(
+      filtered && page.total !== null
+        ? 'no node matches'
+        : 'no node has joined yet: start `llmgw agent --control <agent url> --join-token-file …` on a machine',
+    );
     return EXIT.ok;
   }
   ctx.out.line(
     ctx.out.table(
-      ['NODE', 'STATE', 'LIVENESS', 'GPUS FREE', 'GPU CLASS', 'RAM FREE', 'DISK FREE', 'REPLICAS', 'LAST SEEN', 'AGENT'],
+      [
+        'NODE',
+        'STATE',
+        'LIVENESS',
+        'GPUS FREE',
+        'GPU CLASS',
+        'RAM FREE',
+        'DISK FREE',
+        'REPLICAS',
+        'LAST SEEN',
+        'AGENT',
+      ],
       ns.map((n) => [
         n.id,
         stateCell(ctx.out, n),
@@ -75,7 +110,8 @@ export async function nodes(ctx: CtlContext, o: NodesOptions = {}): Promise<numb
     ),
   );
   if (more) ctx.out.line(more);
-  else if (page.total !== null && (filtered || o.limit !== undefined)) ctx.out.line(`showing ${ns.length} of ${page.total} node${page.total === 1 ? '' : 's'}`);
+  else if (page.total !== null && (filtered || o.limit !== undefined))
+    ctx.out.line(`showing ${ns.length} of ${page.total} node${page.total === 1 ? '' : 's'}`);
   return EXIT.ok;
 }
 
@@ -124,20 +160,37 @@ export async function node(ctx: CtlContext, id: string): Promise<number> {
   const orphans = await ctx.client.orphans({ node: id });
   const here = detail.replicas;
   if (ctx.json) {
-    ctx.out.json({ ...detail, orphans: orphans.nodes.find((o) => o.node === id) ?? { node: id, entries: [], reclaimable_bytes: 0 } });
+    ctx.out.json({
+      ...detail,
+      orphans: orphans.nodes.find((o) => o.node === id) ?? { node: id, entries: [], reclaimable_bytes: 0 },
+    });
     return EXIT.ok;
   }
   const out = ctx.out;
-  out.line(`${out.heading(`node ${n.id}`)}  state ${out.state(n.state)}, ${out.state(n.liveness)}, last seen ${n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'}`);
+  out.line(
+    `${out.heading(`node ${n.id}`)}  state ${out.state(n.state)}, ${out.state(n.liveness)}, last seen ${n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'}`,
+  );
   renderNodeWhy(out, detail);
   for (const b of n.drain_blocked ?? []) out.line(`  ${out.c.red('drain blocked')}: ${b}`);
   out.line(`  hostname  ${orUnknown(n.hostname)}`);
   out.line(`  mgmt      ${orUnknown(n.mgmt_addr)}`);
   out.line(`  agent     ${orUnknown(n.agent_version)}`);
-  out.line(`  labels    ${n.labels && Object.keys(n.labels).length ? Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(', ') : UNKNOWN}`);
+  out.line(
+    `  labels    ${
+      n.labels && Object.keys(n.labels).length
+        ? Object.entries(n.labels)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(', ')
+        : UNKNOWN
+    }`,
+  );
   out.line(`  fabrics   ${list(n.fabrics)}`);
-  out.line(`  RAM       ${n.memory_gb === undefined ? `${UNKNOWN} (not reported)` : `${n.memory_free_gb ?? UNKNOWN} GiB available of ${formatGiB(n.memory_gb)}`}`);
-  out.line(`  disk      ${n.disk_total_gb === undefined ? `${UNKNOWN} (not reported)` : `${n.disk_free_gb ?? UNKNOWN} GiB free of ${n.disk_total_gb} GiB (local filesystems, summed)`}`);
+  out.line(
+    `  RAM       ${n.memory_gb === undefined ? `${UNKNOWN} (not reported)` : `${n.memory_free_gb ?? UNKNOWN} GiB available of ${formatGiB(n.memory_gb)}`}`,
+  );
+  out.line(
+    `  disk      ${n.disk_total_gb === undefined ? `${UNKNOWN} (not reported)` : `${n.disk_free_gb ?? UNKNOWN} GiB free of ${n.disk_total_gb} GiB (local filesystems, summed)`}`,
+  );
   out.line();
   if (n.gpu_probe_error) {
     out.line(`${out.heading('GPUs')} unknown: ${out.c.red(n.gpu_probe_error)}`);
@@ -151,13 +204,21 @@ export async function node(ctx: CtlContext, id: string): Promise<number> {
       if (m) problems.set(Number(m[1]), m[2]!);
     }
     const users = new Map<number, string[]>();
-    for (const r of here) for (const s of r.shards) if (s.node === id && s.state !== 'stopped') for (const g of s.gpus) users.set(g, [...(users.get(g) ?? []), `${r.id} (${r.model})`]);
+    for (const r of here)
+      for (const s of r.shards)
+        if (s.node === id && s.state !== 'stopped')
+          for (const g of s.gpus) users.set(g, [...(users.get(g) ?? []), `${r.id} (${r.model})`]);
     // The view names classes per node, not per GPU: a single class is every GPU's, several leave each unknown.
     const cls = n.gpu_classes?.length === 1 ? n.gpu_classes[0]! : UNKNOWN;
     out.line(
       out.table(
         ['GPU', 'CLASS', 'HEALTH', 'IN USE BY'],
-        Array.from({ length: n.gpu_total }, (_, i) => [String(i), cls, problems.has(i) ? out.c.red(`unhealthy: ${problems.get(i)}`) : out.state('ok'), users.get(i)?.join(', ') ?? UNKNOWN]),
+        Array.from({ length: n.gpu_total }, (_, i) => [
+          String(i),
+          cls,
+          problems.has(i) ? out.c.red(`unhealthy: ${problems.get(i)}`) : out.state('ok'),
+          users.get(i)?.join(', ') ?? UNKNOWN,
+        ]),
       ),
     );
   }
@@ -166,7 +227,9 @@ export async function node(ctx: CtlContext, id: string): Promise<number> {
   const orphanOf = new Map((orphans.nodes.find((o) => o.node === id)?.entries ?? []).map((e) => [e.path, e]));
   for (const p of n.models_on_disk ?? []) {
     const o = orphanOf.get(p);
-    out.line(`  ${p}${o ? `  ${out.c.yellow(`orphan, ${bytesOrUnknown(o.size_bytes)}: no model wants it (\`llmgw ctl weights --collect --node ${id}\`)`)}` : ''}`);
+    out.line(
+      `  ${p}${o ? `  ${out.c.yellow(`orphan, ${bytesOrUnknown(o.size_bytes)}: no model wants it (\`llmgw ctl weights --collect --node ${id}\`)`)}` : ''}`,
+    );
   }
   out.line();
   out.line(`${out.heading('replicas on this node')} ${here.length || 'none'}`);
@@ -188,7 +251,16 @@ async function nodeDetail(ctx: CtlContext, id: string): Promise<NodeDetailView |
   const [ns, reps] = await Promise.all([ctx.client.nodes(), ctx.client.replicas()]);
   const n = ns.find((x) => x.id === id);
   if (!n) {
-    ctx.warn(`no node "${id}"; \`llmgw ctl nodes\` lists them${ns.length ? ` (${ns.map((x) => x.id).slice(0, 10).join(', ')})` : ''}`);
+    ctx.warn(
+      `no node "${id}"; \`llmgw ctl nodes\` lists them${
+        ns.length
+          ? ` (${ns
+              .map((x) => x.id)
+              .slice(0, 10)
+              .join(', ')})`
+          : ''
+      }`,
+    );
     return null;
   }
   return { node: n, replicas: reps.filter((r) => r.shards.some((s) => s.node === id)), summary: [] };
@@ -207,7 +279,16 @@ export async function models(ctx: CtlContext): Promise<number> {
   ctx.out.line(
     ctx.out.table(
       ['MODEL', 'READY', 'WANTED', 'PROFILES', 'SOURCE', 'FROM', 'ALIASES', 'FALLBACKS'],
-      ms.map((m) => [m.name, readyCell(ctx.out, m), wanted(m), m.profiles.join(', '), m.source, orUnknown(m.origin), list(m.aliases), list(m.fallbacks)]),
+      ms.map((m) => [
+        m.name,
+        readyCell(ctx.out, m),
+        wanted(m),
+        m.profiles.join(', '),
+        m.source,
+        orUnknown(m.origin),
+        list(m.aliases),
+        list(m.fallbacks),
+      ]),
     ),
   );
   return EXIT.ok;
@@ -240,7 +321,9 @@ export async function model(ctx: CtlContext, name: string): Promise<number> {
   const out = ctx.out;
   out.line(`${out.heading(`model ${m.name}`)}  ${readyCell(out, m)} ready, wants ${wanted(m)}`);
   out.line(`  source     ${m.source}`);
-  out.line(`  from       ${m.origin === 'file' ? 'the catalog file (read-only through the API)' : m.origin === 'store' ? 'the store (added through the API)' : UNKNOWN}`);
+  out.line(
+    `  from       ${m.origin === 'file' ? 'the catalog file (read-only through the API)' : m.origin === 'store' ? 'the store (added through the API)' : UNKNOWN}`,
+  );
   out.line(`  aliases    ${list(m.aliases)}`);
   out.line(`  fallbacks  ${list(m.fallbacks)}`);
   out.line(`  profiles   ${m.profiles.map((p, i) => `${i + 1}. ${p}`).join('  ')}  (tried in this order)`);
@@ -280,7 +363,10 @@ export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?:
       out.state(r.state),
       r.shards
         .filter((s) => !onNode || s.node === onNode)
-        .map((s) => `${s.rank}: ${s.node}${s.gpus.length ? ` gpu ${s.gpus.join(',')}` : ''} ${out.state(s.state)}${s.fetch ? ` ${fetchCell(s.fetch)}` : ''}`)
+        .map(
+          (s) =>
+            `${s.rank}: ${s.node}${s.gpus.length ? ` gpu ${s.gpus.join(',')}` : ''} ${out.state(s.state)}${s.fetch ? ` ${fetchCell(s.fetch)}` : ''}`,
+        )
         .join('\n') || UNKNOWN,
       formatSeconds(r.age_seconds),
       // -1: the router has reported no use, which is not "idle for 0s".
@@ -299,7 +385,10 @@ const FETCH_BAR_CELLS = 10;
 
 export function fetchCell(f: NonNullable<ReplicaView['shards'][number]['fetch']>): string {
   // Unknown size: no bar and no percent, never a bar stuck at 0.
-  const filled = f.percent === undefined ? null : Math.max(0, Math.min(FETCH_BAR_CELLS, Math.round((f.percent / 100) * FETCH_BAR_CELLS)));
+  const filled =
+    f.percent === undefined
+      ? null
+      : Math.max(0, Math.min(FETCH_BAR_CELLS, Math.round((f.percent / 100) * FETCH_BAR_CELLS)));
   const bar = filled === null ? '' : `[${'#'.repeat(filled)}${'-'.repeat(FETCH_BAR_CELLS - filled)}] `;
   const pct = f.percent === undefined ? '' : `${bar}${f.percent}% `;
   return `${pct}${bytesOrUnknown(f.bytes_done)} of ${bytesOrUnknown(f.total_bytes)}${f.bytes_per_second ? ` at ${bytesOrUnknown(f.bytes_per_second)}/s` : ''}`;
@@ -320,7 +409,12 @@ export function renderExplain(out: Output, why: ExplainView): void {
     if (why.rejections?.length) {
       out.line();
       out.line(out.heading('rejections, node by node'));
-      out.line(out.table(['PROFILE', 'POOL', 'NODE', 'REASON'], why.rejections.map((r) => [r.profile, orUnknown(r.pool), orUnknown(r.node), r.reason])));
+      out.line(
+        out.table(
+          ['PROFILE', 'POOL', 'NODE', 'REASON'],
+          why.rejections.map((r) => [r.profile, orUnknown(r.pool), orUnknown(r.node), r.reason]),
+        ),
+      );
     }
     return;
   }
@@ -337,7 +431,12 @@ export function renderExplain(out: Output, why: ExplainView): void {
       ? `model ${why.model} is ${out.state('placed')}, but the last pass could not place every replica it wanted:`
       : `model ${why.model} is ${out.c.red('not placed')}: no node can run any of its profiles now. Rejections:`,
   );
-  out.line(out.table(['PROFILE', 'POOL', 'NODE', 'REASON'], why.rejections.map((r) => [r.profile, orUnknown(r.pool), orUnknown(r.node), r.reason])));
+  out.line(
+    out.table(
+      ['PROFILE', 'POOL', 'NODE', 'REASON'],
+      why.rejections.map((r) => [r.profile, orUnknown(r.pool), orUnknown(r.node), r.reason]),
+    ),
+  );
 }
 
 export async function weights(ctx: CtlContext, nodeId?: string): Promise<number> {
@@ -363,11 +462,18 @@ export function renderOrphans(out: Output, o: OrphansView, nodeId?: string): voi
     for (const e of n.entries) {
       entries++;
       if (e.size_bytes === undefined) unsized++;
-      rows.push([n.node, e.path, bytesOrUnknown(e.size_bytes), e.last_used_ms === undefined ? UNKNOWN : new Date(e.last_used_ms).toISOString().replace(/\.\d+Z$/, 'Z'), orUnknown(e.source)]);
+      rows.push([
+        n.node,
+        e.path,
+        bytesOrUnknown(e.size_bytes),
+        e.last_used_ms === undefined ? UNKNOWN : new Date(e.last_used_ms).toISOString().replace(/\.\d+Z$/, 'Z'),
+        orUnknown(e.source),
+      ]);
     }
   }
   out.line(out.table(['NODE', 'PATH', 'SIZE', 'LAST USED', 'SOURCE'], rows));
-  for (const n of o.nodes) out.line(`node ${n.node}: ${n.entries.length} orphan(s), ${bytesOrUnknown(n.reclaimable_bytes)}`);
+  for (const n of o.nodes)
+    out.line(`node ${n.node}: ${n.entries.length} orphan(s), ${bytesOrUnknown(n.reclaimable_bytes)}`);
   out.line(
     `total: ${bytesOrUnknown(o.total_bytes)}${unsized ? ` or more (${unsized} of ${entries} entries did not report a size)` : ''} in ${entries} orphan(s) on ${o.nodes.length} node(s); \`llmgw ctl weights --collect\` asks the nodes to remove them`,
   );
@@ -382,7 +488,10 @@ const EVENTS_FOLLOW_MS = 2000;
  * than the last one shown and prints each as a line (as JSON lines with -o
  * json) until Ctrl-C.
  */
-export async function events(ctx: CtlContext, o: { model?: string; limit?: number; follow?: boolean }): Promise<number> {
+export async function events(
+  ctx: CtlContext,
+  o: { model?: string; limit?: number; follow?: boolean },
+): Promise<number> {
   const filter = { ...(o.model ? { model: o.model } : {}) };
   const first = await ctx.client.events({ ...filter, ...(o.limit === undefined ? {} : { limit: o.limit }) });
   const shown = [...first.events].reverse();
@@ -416,7 +525,14 @@ export async function events(ctx: CtlContext, o: { model?: string; limit?: numbe
 export function eventTable(out: Output, list: readonly EventView[]): string {
   return out.table(
     ['TIME', 'KIND', 'MODEL', 'NODE', 'CHANGE', 'MESSAGE'],
-    list.map((e) => [shortTime(e.at), eventKind(out, e.kind), orUnknown(e.model), orUnknown(e.node), change(e), e.message]),
+    list.map((e) => [
+      shortTime(e.at),
+      eventKind(out, e.kind),
+      orUnknown(e.model),
+      orUnknown(e.node),
+      change(e),
+      e.message,
+    ]),
   );
 }
 
@@ -431,8 +547,10 @@ function change(e: EventView): string {
 }
 
 function eventKind(out: Output, kind: string): string {
-  if (kind === 'node_lost' || kind === 'replica_failed' || kind === 'replica_lost' || kind === 'placement_failed') return out.c.red(kind);
-  if (kind === 'node_stale' || kind === 'drain' || kind === 'node_pending' || kind === 'node_hardware_changed') return out.c.yellow(kind);
+  if (kind === 'node_lost' || kind === 'replica_failed' || kind === 'replica_lost' || kind === 'placement_failed')
+    return out.c.red(kind);
+  if (kind === 'node_stale' || kind === 'drain' || kind === 'node_pending' || kind === 'node_hardware_changed')
+    return out.c.yellow(kind);
   if (kind === 'replica_ready' || kind === 'node_back') return out.c.green(kind);
   return kind;
 }

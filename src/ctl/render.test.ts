@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { bytesOrUnknown, cleanForTerminal, errorText, fit, formatSeconds, jsonForTerminal, Output, sanitize, terminalText, visibleWidth } from './render.js';
+import {
+  bytesOrUnknown,
+  cleanForTerminal,
+  errorText,
+  fit,
+  formatSeconds,
+  jsonForTerminal,
+  Output,
+  sanitize,
+  terminalText,
+  visibleWidth,
+} from './render.js';
 
 function capture(tty: boolean, width?: number): { out: Output; text: () => string } {
   let text = '';
@@ -41,9 +52,13 @@ describe('terminal safety', () => {
   // Guards against ctl printing what nodes, engines and clients wrote raw: escape
   // sequences drove the operator's terminal and newlines forged lines.
   it('shows every control character of a one-line value as a visible escape', () => {
-    expect(sanitize(ATTACK)).toBe('h\\x1b[2J\\x1b[H\\x1b]0;owned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\r\\nreplica r-1 is healthy\\x9b31m\\x7f');
+    expect(sanitize(ATTACK)).toBe(
+      'h\\x1b[2J\\x1b[H\\x1b]0;owned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\r\\nreplica r-1 is healthy\\x9b31m\\x7f',
+    );
     expect(sanitize('a\tb\x00c')).toBe('a\\tb\\x00c');
-    expect(sanitize('gpu-01 NVIDIA H100 80GB HBM3 — ÄÖ 日本'), 'printable text, any script, is left alone').toBe('gpu-01 NVIDIA H100 80GB HBM3 — ÄÖ 日本');
+    expect(sanitize('gpu-01 NVIDIA H100 80GB HBM3 — ÄÖ 日本'), 'printable text, any script, is left alone').toBe(
+      'gpu-01 NVIDIA H100 80GB HBM3 — ÄÖ 日本',
+    );
     expect(sanitize(sanitize(ATTACK)), 'cleaning twice changes nothing').toBe(sanitize(ATTACK));
   });
 
@@ -53,7 +68,15 @@ describe('terminal safety', () => {
 
   it('cleans every string of an API answer, keys too, one line except the log and plan fields', () => {
     const answer = {
-      node: { id: 'n1', hostname: ATTACK, labels: { [`k${ATTACK}`]: ATTACK }, gpus: [{ problems: [ATTACK] }], free: 3, ok: true, none: null },
+      node: {
+        id: 'n1',
+        hostname: ATTACK,
+        labels: { [`k${ATTACK}`]: ATTACK },
+        gpus: [{ problems: [ATTACK] }],
+        free: 3,
+        ok: true,
+        none: null,
+      },
       lines: ['a\tb', `x${ATTACK}`],
       explain: 'profile a: no fit\nprofile b: no fit',
     };
@@ -74,7 +97,10 @@ describe('terminal safety', () => {
     expect(Object.keys(clean.node.labels)[0]).not.toContain('\n');
     expect(clean.node.gpus[0]!.problems[0]).toBe(sanitize(ATTACK));
     expect(clean.node).toMatchObject({ free: 3, ok: true, none: null });
-    expect(clean.lines, 'a log line keeps its tabs; a newline inside one is shown, never printed as a line of its own').toEqual(['a\tb', `x${sanitize(ATTACK, 'log-line')}`]);
+    expect(
+      clean.lines,
+      'a log line keeps its tabs; a newline inside one is shown, never printed as a line of its own',
+    ).toEqual(['a\tb', `x${sanitize(ATTACK, 'log-line')}`]);
     expect(clean.lines[1], 'no newline survives inside a log line').not.toContain('\n');
     expect(clean.explain, 'the plan explanation spans lines').toBe('profile a: no fit\nprofile b: no fit');
     expect(answer.node.hostname, 'the answer itself is not changed').toBe(ATTACK);
@@ -91,15 +117,21 @@ describe('terminal safety', () => {
     expect(plain.text()).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/); // eslint-disable-line no-control-regex
     expect(terminalText('a\tb\nc', { colors: false }), 'layout stays').toBe('a\tb\nc');
     // What cli-table3 leaves when it wraps coloured text in a narrow column: pieces of SGR, kept so columns line up.
-    expect(terminalText('\x1b[1mL\x1b[2\x1b[22m \x1b[32 x\x1b\n', { colors: true })).toBe('\x1b[1mL\x1b[2\x1b[22m \x1b[32 x\x1b\n');
-    expect(terminalText('\x1b[2J\x1b[H\x1b]52;c;x\x07\x1bc', { colors: true }), 'any other sequence is escaped').toBe('\\x1b[2J\\x1b[H\\x1b]52;c;x\\x07\\x1bc');
+    expect(terminalText('\x1b[1mL\x1b[2\x1b[22m \x1b[32 x\x1b\n', { colors: true })).toBe(
+      '\x1b[1mL\x1b[2\x1b[22m \x1b[32 x\x1b\n',
+    );
+    expect(terminalText('\x1b[2J\x1b[H\x1b]52;c;x\x07\x1bc', { colors: true }), 'any other sequence is escaped').toBe(
+      '\\x1b[2J\\x1b[H\\x1b]52;c;x\\x07\\x1bc',
+    );
   });
 
   it('puts a cleaned value in a table cell on one line', () => {
     const { out } = capture(false);
     const table = out.table(['NODE', 'HOSTNAME'], [['n1', sanitize(ATTACK)]]);
     expect(table.split('\n')).toHaveLength(4);
-    expect(table.split('\n').filter((l) => l.includes('replica r-1 is healthy'))).toEqual([expect.stringContaining('\\r\\nreplica r-1 is healthy')]);
+    expect(table.split('\n').filter((l) => l.includes('replica r-1 is healthy'))).toEqual([
+      expect.stringContaining('\\r\\nreplica r-1 is healthy'),
+    ]);
   });
 
   it('clears the screen for --watch only at a terminal', () => {
@@ -125,7 +157,9 @@ describe('terminal safety', () => {
     expect(text()).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/); // eslint-disable-line no-control-regex
   });
 
-  it('keeps a server message on several lines, each after the first indented, so none passes for ctl\'s own', () => {
-    expect(errorText('model bad:\nprofile a: no fit\x1b]0;x\x07')).toBe('model bad:\n  profile a: no fit\\x1b]0;x\\x07');
+  it("keeps a server message on several lines, each after the first indented, so none passes for ctl's own", () => {
+    expect(errorText('model bad:\nprofile a: no fit\x1b]0;x\x07')).toBe(
+      'model bad:\n  profile a: no fit\\x1b]0;x\\x07',
+    );
   });
 });

@@ -186,7 +186,11 @@ export function visibleEscape(c: string): string {
 /** How much layout a piece of outside text keeps; see sanitize(). */
 type TextMode = 'line' | 'log-line' | 'text';
 
-const MODE_RE: Record<TextMode, RegExp> = { line: CONTROL_RE, 'log-line': CONTROL_BUT_TAB_RE, text: CONTROL_BUT_LINES_RE };
+const MODE_RE: Record<TextMode, RegExp> = {
+  line: CONTROL_RE,
+  'log-line': CONTROL_BUT_TAB_RE,
+  text: CONTROL_BUT_LINES_RE,
+};
 
 /**
  * Text from outside ctl made printable. `line` (the default): one line, for
@@ -218,7 +222,10 @@ export function terminalText(s: string, options: { colors: boolean }): string {
  * those are written as \u escapes as well.
  */
 export function jsonForTerminal(value: unknown, indent = 2): string {
-  return JSON.stringify(value, null, indent).replace(/[\x7f-\x9f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(value, null, indent).replace(
+    /[\x7f-\x9f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /**

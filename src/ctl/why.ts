@@ -55,7 +55,14 @@ export function renderNodeWhy(out: Output, d: NodeDetailView): void {
     out.line(
       out.table(
         ['MODEL', 'FITS HERE', 'REPLICAS', 'ON', 'MIN', 'WHY'],
-        d.idle.models.map((m) => [m.model, m.fits ? out.c.green('yes') : out.c.red('no'), String(m.replicas), m.nodes.join(', ') || UNKNOWN, String(m.min_replicas), m.reason]),
+        d.idle.models.map((m) => [
+          m.model,
+          m.fits ? out.c.green('yes') : out.c.red('no'),
+          String(m.replicas),
+          m.nodes.join(', ') || UNKNOWN,
+          String(m.min_replicas),
+          m.reason,
+        ]),
       ),
     );
   }
@@ -74,8 +81,10 @@ export function renderLastCollect(out: Output, o: OrphansView): void {
     const when = n.at.replace('T', ' ').replace(/\.\d+Z$/, 'Z');
     if (n.unreachable) rows.push([n.node, when, n.actor, out.c.red('not asked'), '', n.unreachable]);
     for (const p of n.removed) rows.push([n.node, when, n.actor, 'removed', p, '']);
-    for (const r of n.refused) rows.push([n.node, when, n.actor, out.c.yellow(`refused (${r.check})`), r.path, r.reason]);
-    if (!n.unreachable && n.removed.length === 0 && n.refused.length === 0) rows.push([n.node, when, n.actor, 'nothing', '', 'the node was asked and answered with nothing']);
+    for (const r of n.refused)
+      rows.push([n.node, when, n.actor, out.c.yellow(`refused (${r.check})`), r.path, r.reason]);
+    if (!n.unreachable && n.removed.length === 0 && n.refused.length === 0)
+      rows.push([n.node, when, n.actor, 'nothing', '', 'the node was asked and answered with nothing']);
   }
   out.line(out.table(['NODE', 'AT', 'BY', 'WHAT', 'PATH', 'WHY'], rows));
 }

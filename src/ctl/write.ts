@@ -11,7 +11,12 @@ import { bytesOrUnknown } from './render.js';
 export async function setNodeState(ctx: CtlContext, id: string, verb: 'cordon' | 'uncordon'): Promise<number> {
   const r = await ctx.client.setNodeState(id, verb);
   if (ctx.json) ctx.out.json(r);
-  else ctx.out.line(verb === 'cordon' ? `node ${r.id} is ${ctx.out.state(r.state)}: it takes no new replicas; the ones it runs keep serving` : `node ${r.id} is ${ctx.out.state(r.state)}: it takes new replicas again`);
+  else
+    ctx.out.line(
+      verb === 'cordon'
+        ? `node ${r.id} is ${ctx.out.state(r.state)}: it takes no new replicas; the ones it runs keep serving`
+        : `node ${r.id} is ${ctx.out.state(r.state)}: it takes new replicas again`,
+    );
   return EXIT.ok;
 }
 
@@ -27,14 +32,24 @@ export async function drain(ctx: CtlContext, id: string, options: DrainOptions):
   const r = await ctx.client.drain(id);
   if (!options.wait) {
     if (ctx.json) ctx.out.json(r);
-    else ctx.out.line(`node ${r.id} is ${ctx.out.state(r.state)}: its replicas move off as their replacements become ready; \`llmgw ctl drain ${id} --wait\` follows it`);
+    else
+      ctx.out.line(
+        `node ${r.id} is ${ctx.out.state(r.state)}: its replicas move off as their replacements become ready; \`llmgw ctl drain ${id} --wait\` follows it`,
+      );
     return EXIT.ok;
   }
   if (!ctx.json) ctx.out.line(`node ${r.id} is ${ctx.out.state(r.state)}`);
   const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
-  const bar = ctx.progressStream && !ctx.json
-    ? new SingleBar({ stream: ctx.progressStream, format: `draining ${id} [{bar}] {value}/{total} off | waiting for {waiting}`, barsize: 20, hideCursor: true, clearOnComplete: true })
-    : undefined;
+  const bar =
+    ctx.progressStream && !ctx.json
+      ? new SingleBar({
+          stream: ctx.progressStream,
+          format: `draining ${id} [{bar}] {value}/{total} off | waiting for {waiting}`,
+          barsize: 20,
+          hideCursor: true,
+          clearOnComplete: true,
+        })
+      : undefined;
   let total = 0;
   let lastWaiting = '';
   const seenAttention = new Set<string>();
@@ -53,7 +68,11 @@ export async function drain(ctx: CtlContext, id: string, options: DrainOptions):
       }
       if (bar) {
         // One line at the terminal's width: the first, then a count.
-        const short = remaining.slice(0, 1).map((x) => `${x.id} (${x.state})`).join(', ') + (remaining.length > 1 ? ` and ${remaining.length - 1} more` : '');
+        const short =
+          remaining
+            .slice(0, 1)
+            .map((x) => `${x.id} (${x.state})`)
+            .join(', ') + (remaining.length > 1 ? ` and ${remaining.length - 1} more` : '');
         if (!bar.isActive) bar.start(total, 0, { waiting: short });
         bar.setTotal(total);
         bar.update(total - remaining.length, { waiting: short });
@@ -134,23 +153,37 @@ async function planModels(ctx: CtlContext, file: string, defs: ModelDefinition[]
     ctx.out.json(plan);
     return short.length ? EXIT.noFit : EXIT.ok;
   }
-  ctx.out.line(`dry run: nothing was added. Where ${defs.length} model(s) from ${file} would run on the fleet as it is now:`);
+  ctx.out.line(
+    `dry run: nothing was added. Where ${defs.length} model(s) from ${file} would run on the fleet as it is now:`,
+  );
   for (const m of plan.models) {
     ctx.out.line();
     const ok = m.placed.length >= m.wanted;
-    ctx.out.line(`${ctx.out.heading(m.name)}: ${ok ? ctx.out.c.green(`${m.placed.length}/${m.wanted} replica(s) placed`) : ctx.out.c.red(`${m.placed.length}/${m.wanted} replica(s) placed`)}`);
+    ctx.out.line(
+      `${ctx.out.heading(m.name)}: ${ok ? ctx.out.c.green(`${m.placed.length}/${m.wanted} replica(s) placed`) : ctx.out.c.red(`${m.placed.length}/${m.wanted} replica(s) placed`)}`,
+    );
     if (m.placed.length) {
       ctx.out.line(
         ctx.out.table(
           ['REPLICA', 'PROFILE', 'POOL', 'SHARD', 'NODE', 'GPUS'],
-          m.placed.flatMap((r, i) => r.shards.map((sh) => [`#${i + 1}`, r.profile, r.pool ?? '-', String(sh.rank), sh.node, sh.gpus.length ? sh.gpus.join(',') : 'none (CPU)'])),
+          m.placed.flatMap((r, i) =>
+            r.shards.map((sh) => [
+              `#${i + 1}`,
+              r.profile,
+              r.pool ?? '-',
+              String(sh.rank),
+              sh.node,
+              sh.gpus.length ? sh.gpus.join(',') : 'none (CPU)',
+            ]),
+          ),
         ),
       );
     }
     if (m.wanted === 0) ctx.out.line('  scaling.min is 0: no replica starts until a request arrives');
     if (m.explain) ctx.out.line(`  ${m.explain.replace(/\n/g, '\n  ')}`);
   }
-  if (short.length) ctx.warn(`${short.length} model(s) could not be fully placed: ${short.map((m) => m.name).join(', ')}`);
+  if (short.length)
+    ctx.warn(`${short.length} model(s) could not be fully placed: ${short.map((m) => m.name).join(', ')}`);
   return short.length ? EXIT.noFit : EXIT.ok;
 }
 
@@ -159,7 +192,11 @@ export async function removeModel(ctx: CtlContext, name: string, options: { yes:
   const m = ms.find((x) => x.name === name);
   if (!m) {
     const owner = ms.find((x) => x.aliases?.includes(name));
-    ctx.warn(owner ? `"${name}" is an alias of ${owner.name}; models rm takes the model's exact name` : `no model named "${name}"; \`llmgw ctl models\` lists them`);
+    ctx.warn(
+      owner
+        ? `"${name}" is an alias of ${owner.name}; models rm takes the model's exact name`
+        : `no model named "${name}"; \`llmgw ctl models\` lists them`,
+    );
     return EXIT.failed;
   }
   if (ctx.interactive && !options.yes) {
@@ -184,8 +221,11 @@ export async function collect(ctx: CtlContext, options: { node?: string; yes: bo
       ctx.out.line(`no weights that no model wants${options.node ? ` on ${options.node}` : ''}: nothing to collect`);
       return EXIT.ok;
     }
-    for (const n of o.nodes) for (const e of n.entries) ctx.out.line(`  ${n.node}  ${e.path}  ${bytesOrUnknown(e.size_bytes)}`);
-    if (!(await ctx.confirm(`ask ${o.nodes.length} node(s) to remove these (${bytesOrUnknown(o.total_bytes)})? [y/N] `))) {
+    for (const n of o.nodes)
+      for (const e of n.entries) ctx.out.line(`  ${n.node}  ${e.path}  ${bytesOrUnknown(e.size_bytes)}`);
+    if (
+      !(await ctx.confirm(`ask ${o.nodes.length} node(s) to remove these (${bytesOrUnknown(o.total_bytes)})? [y/N] `))
+    ) {
       ctx.warn('nothing was collected');
       return EXIT.failed;
     }
@@ -199,16 +239,23 @@ export async function collect(ctx: CtlContext, options: { node?: string; yes: bo
     for (const n of s.nodes) {
       const unsized = n.asked.filter((a) => a.size_bytes === undefined).length;
       // asked_bytes sums only the sizes nodes reported: a sum of some is a lower bound, a sum of none is unknown.
-      const size = unsized === 0 ? bytesOrUnknown(n.asked_bytes) : unsized === n.asked.length ? 'size unknown' : `${bytesOrUnknown(n.asked_bytes)} or more`;
+      const size =
+        unsized === 0
+          ? bytesOrUnknown(n.asked_bytes)
+          : unsized === n.asked.length
+            ? 'size unknown'
+            : `${bytesOrUnknown(n.asked_bytes)} or more`;
       const asked = `node ${n.node}: asked to remove ${n.asked.length} (${size})`;
       if (n.unreachable) {
         ctx.out.line(`${asked}, ${ctx.out.c.red('not reachable')}: ${n.unreachable}`);
         continue;
       }
-      const refused = n.refused.length ? `: ${[...new Set(n.refused.map((x) => x.reason))].join("; ")}` : '';
+      const refused = n.refused.length ? `: ${[...new Set(n.refused.map((x) => x.reason))].join('; ')}` : '';
       ctx.out.line(`${asked}, removed ${n.removed.length}, refused ${n.refused.length}${refused}`);
     }
-    ctx.out.line(`freed ${bytesOrUnknown(s.bytes_freed)}: removed ${s.removed}, refused ${s.refused}, ${s.unreachable} node(s) unreachable`);
+    ctx.out.line(
+      `freed ${bytesOrUnknown(s.bytes_freed)}: removed ${s.removed}, refused ${s.refused}, ${s.unreachable} node(s) unreachable`,
+    );
   }
   if (s.unreachable > 0) {
     ctx.warn(`${s.unreachable} node(s) could not be asked; their weights are untouched`);

@@ -3,7 +3,8 @@ import { apiKeyGuards, bearerMatches } from './api-key.js';
 
 describe('engine API key', () => {
   it('guards the OpenAI API and leaves the probes open', () => {
-    for (const path of ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/models', '/v1']) expect(apiKeyGuards(path), path).toBe(true);
+    for (const path of ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/models', '/v1'])
+      expect(apiKeyGuards(path), path).toBe(true);
     for (const path of ['/health', '/metrics', '/v10', '/']) expect(apiKeyGuards(path), path).toBe(false);
   });
 

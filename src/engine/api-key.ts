@@ -29,14 +29,26 @@ export function apiKeyFlagWarning(engine: string): string {
  * empty one is a usage mistake (LLMGW_CONFIG_INVALID): an engine that meant
  * to ask a key must not start open.
  */
-export function engineApiKey(given: { flag?: string | undefined; file?: string | undefined }, env: Readonly<Record<string, string | undefined>>): string | undefined {
+export function engineApiKey(
+  given: { flag?: string | undefined; file?: string | undefined },
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
   if (given.flag !== undefined && given.file !== undefined) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', ['--api-key and --api-key-file are both given; keep --api-key-file'], 'the API key is given twice');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      ['--api-key and --api-key-file are both given; keep --api-key-file'],
+      'the API key is given twice',
+    );
   }
   if (given.flag !== undefined) return given.flag;
   if (given.file !== undefined) {
     const read = readSecretFile(given.file);
-    if ('problem' in read) throw new ValidationError('LLMGW_CONFIG_INVALID', [`--api-key-file ${given.file} ${read.problem}`], 'the API key file cannot be used');
+    if ('problem' in read)
+      throw new ValidationError(
+        'LLMGW_CONFIG_INVALID',
+        [`--api-key-file ${given.file} ${read.problem}`],
+        'the API key file cannot be used',
+      );
     return read.text;
   }
   const fromEnv = env[ENGINE_API_KEY_ENV];
@@ -59,4 +71,5 @@ export function bearerMatches(authorization: string | undefined, apiKey: string)
 }
 
 /** The sentence a refused caller reads (never the key, never a hint of it). */
-export const API_KEY_REFUSAL = 'this engine takes requests only with its API key (Authorization: Bearer <key>); send requests through the llmgw router';
+export const API_KEY_REFUSAL =
+  'this engine takes requests only with its API key (Authorization: Bearer <key>); send requests through the llmgw router';

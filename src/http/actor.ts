@@ -42,6 +42,9 @@ export function setIdentity(request: FastifyRequest, identity: string): void {
  */
 export function actorOf(request: FastifyRequest): AuditActor {
   const raw = request.headers['x-llmgw-actor'];
-  const value = (Array.isArray(raw) ? raw[0] : raw)?.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 200);
+  const value = (Array.isArray(raw) ? raw[0] : raw)
+    ?.replace(/[^\x20-\x7e]/g, '')
+    .trim()
+    .slice(0, 200);
   return { identity: identities.get(request) ?? 'unauthenticated', label: value || null };
 }

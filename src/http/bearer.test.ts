@@ -12,9 +12,12 @@ describe('bearerToken', () => {
     expect(bearerToken(header)).toBe(token);
   });
 
-  it.each([[undefined], [''], ['Bearer'], ['Bearer '], ['Basic abc'], ['Bearerabc'], ['Token abc']])('finds no token in %j', (header) => {
-    expect(bearerToken(header)).toBeNull();
-  });
+  it.each([[undefined], [''], ['Bearer'], ['Bearer '], ['Basic abc'], ['Bearerabc'], ['Token abc']])(
+    'finds no token in %j',
+    (header) => {
+      expect(bearerToken(header)).toBeNull();
+    },
+  );
 });
 
 describe('sameSecret', () => {

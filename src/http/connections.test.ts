@@ -10,7 +10,13 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/support/wait.js';
 import { initTls } from '../tls/init.js';
 import { readServerTls, type ServerTls } from '../tls/index.js';
-import { capConnections, connectionCapsFor, fitConnectionCaps, openFileLimit, registerConnectionRefusals } from './connections.js';
+import {
+  capConnections,
+  connectionCapsFor,
+  fitConnectionCaps,
+  openFileLimit,
+  registerConnectionRefusals,
+} from './connections.js';
 
 const sockets: Socket[] = [];
 const servers: HttpServer[] = [];
@@ -28,7 +34,10 @@ async function serve(server: HttpServer): Promise<{ port: number; release: () =>
   });
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as { port: number }).port, release: () => held.splice(0).forEach((r) => r.end('released')) };
+  return {
+    port: (server.address() as { port: number }).port,
+    release: () => held.splice(0).forEach((r) => r.end('released')),
+  };
 }
 
 interface Held {
@@ -84,7 +93,10 @@ describe('a capped listener', () => {
     await waitFor('three requests held', () => cap.open() === 3 && cap.idle() === 0);
     for (let i = 0; i < 20; i++) await silent(port);
     await waitFor('the flood refused', () => refused >= 20);
-    expect(busy.map((b) => b.closed), 'the held requests kept their connections').toEqual([false, false, false]);
+    expect(
+      busy.map((b) => b.closed),
+      'the held requests kept their connections',
+    ).toEqual([false, false, false]);
     release();
     expect(await Promise.all(answers)).toEqual(busy.map(() => expect.stringMatching(/released$/)));
   });
@@ -104,7 +116,10 @@ describe('a capped listener', () => {
     beforeAll(async () => {
       const pki = join(mkdtempSync(join(tmpdir(), 'llmgw-caps-')), 'pki');
       await initTls({ dir: pki, controlHosts: [], nodes: [], days: 1, force: false });
-      tls = readServerTls(join(pki, 'control.pem'), join(pki, 'control-key.pem'), { cert: 'tls_cert', key: 'tls_key' })!;
+      tls = readServerTls(join(pki, 'control.pem'), join(pki, 'control-key.pem'), {
+        cert: 'tls_cert',
+        key: 'tls_key',
+      })!;
       ca = readFileSync(join(pki, 'ca.pem'));
     });
 
@@ -162,7 +177,11 @@ describe('caps and the open-file limit', () => {
       `Limit                     Soft Limit           Hard Limit           Units     \nMax open files            ${soft}                 1048576              files     \n`;
     expect(openFileLimit(limits('1024'))).toBe(1024);
     expect(openFileLimit(limits('unlimited'))).toBeNull();
-    expect(openFileLimit(() => { throw new Error('ENOENT'); })).toBeNull();
+    expect(
+      openFileLimit(() => {
+        throw new Error('ENOENT');
+      }),
+    ).toBeNull();
     expect(openFileLimit(), 'this machine has one').toBeGreaterThan(0);
   });
 

@@ -40,7 +40,9 @@ type Tracked = Socket & { [kInFlight]?: number };
  */
 export function rawSocketOf(socket: Socket): Socket {
   const parent = (socket as Socket & { _parent?: unknown })._parent;
-  return parent !== null && typeof parent === 'object' && typeof (parent as Socket).destroy === 'function' ? (parent as Socket) : socket;
+  return parent !== null && typeof parent === 'object' && typeof (parent as Socket).destroy === 'function'
+    ? (parent as Socket)
+    : socket;
 }
 
 /**
@@ -132,7 +134,9 @@ export function fitConnectionCaps(
 /** The soft limit on this process's open files, from /proc/self/limits; null where it cannot be read or is unlimited. */
 export function openFileLimit(read: (path: string) => string = (p) => readFileSync(p, 'utf8')): number | null {
   try {
-    const line = read('/proc/self/limits').split('\n').find((l) => l.startsWith('Max open files'));
+    const line = read('/proc/self/limits')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
     const soft = line ? /^Max open files\s+(\d+|unlimited)/.exec(line)?.[1] : undefined;
     return soft === undefined || soft === 'unlimited' ? null : Number(soft);
   } catch {

@@ -19,7 +19,9 @@ describe('host allowlist', () => {
     for (const host of ['127.0.0.1:1', 'localhost', '[::1]:2', 'gw.example.com:443', '127.0.0.2']) {
       expect(() => checkHost(request({ host }), allowed, 'admin', 'admin_hosts'), host).not.toThrow();
     }
-    expect(() => checkHost(request({ host: 'rebound.evil.example:8081' }), allowed, 'admin', 'admin_hosts')).toThrow(/add it to admin_hosts \(LLMGW_ADMIN_HOSTS\)/);
+    expect(() => checkHost(request({ host: 'rebound.evil.example:8081' }), allowed, 'admin', 'admin_hosts')).toThrow(
+      /add it to admin_hosts \(LLMGW_ADMIN_HOSTS\)/,
+    );
     expect(() => checkHost(request({}), allowed, 'admin', 'admin_hosts'), 'no Host at all').toThrow(/does not answer/);
   });
 
@@ -39,12 +41,34 @@ describe('host allowlist', () => {
       }
     };
     expect(refusal(withRaw(['Host', '127.0.0.1:8081'], '/api/v1/keys')), 'one Host header, a path').toBeNull();
-    expect(refusal(withRaw(['Host', '127.0.0.1:8081', 'host', 'evil.example'], '/api/v1/keys'))).toEqual({ code: 'LLMGW_BAD_REQUEST', message: 'the request carries 2 Host headers; send exactly one' });
-    expect(refusal(withRaw(['HOST', '127.0.0.1', 'Accept', '*/*', 'Host', '127.0.0.1'], '/')), 'the same name twice is two headers still').toMatchObject({ code: 'LLMGW_BAD_REQUEST' });
-    for (const target of ['http://evil.example/api/v1/keys', 'https://evil.example:8081/x', 'http://127.0.0.1@evil.example/x', 'http://127.0.0.1.evil.example/', 'ftp://127.0.0.1/x', 'http:evil']) {
-      expect(refusal(withRaw(['Host', '127.0.0.1:8081'], target)), target).toMatchObject({ code: 'LLMGW_HOST_NOT_ALLOWED', message: expect.stringMatching(/request target names; send the path alone/) });
+    expect(refusal(withRaw(['Host', '127.0.0.1:8081', 'host', 'evil.example'], '/api/v1/keys'))).toEqual({
+      code: 'LLMGW_BAD_REQUEST',
+      message: 'the request carries 2 Host headers; send exactly one',
+    });
+    expect(
+      refusal(withRaw(['HOST', '127.0.0.1', 'Accept', '*/*', 'Host', '127.0.0.1'], '/')),
+      'the same name twice is two headers still',
+    ).toMatchObject({ code: 'LLMGW_BAD_REQUEST' });
+    for (const target of [
+      'http://evil.example/api/v1/keys',
+      'https://evil.example:8081/x',
+      'http://127.0.0.1@evil.example/x',
+      'http://127.0.0.1.evil.example/',
+      'ftp://127.0.0.1/x',
+      'http:evil',
+    ]) {
+      expect(refusal(withRaw(['Host', '127.0.0.1:8081'], target)), target).toMatchObject({
+        code: 'LLMGW_HOST_NOT_ALLOWED',
+        message: expect.stringMatching(/request target names; send the path alone/),
+      });
     }
-    for (const target of ['http://127.0.0.1:8081/api/v1/keys', 'HTTPS://LOCALHOST/x', 'http://[::1]:1/', 'http://127.0.0.2/', '*']) {
+    for (const target of [
+      'http://127.0.0.1:8081/api/v1/keys',
+      'HTTPS://LOCALHOST/x',
+      'http://[::1]:1/',
+      'http://127.0.0.2/',
+      '*',
+    ]) {
       expect(refusal(withRaw(['Host', '127.0.0.1:8081'], target)), target).toBeNull();
     }
     // No allowlist (every interface, credential required): any name, but still one Host header.
@@ -56,9 +80,16 @@ describe('host allowlist', () => {
   it('accepts any Host on every interface only when a credential is required', () => {
     expect(hostAllowlist({ boundHost: '0.0.0.0', extra: [], credentialsRequired: true })).toBeNull();
     expect(hostAllowlist({ boundHost: '::', extra: [], credentialsRequired: true })).toBeNull();
-    expect(hostAllowlist({ boundHost: '0.0.0.0', extra: ['gw.example.com'], credentialsRequired: true })).toEqual(new Set(['gw.example.com', 'localhost', '127.0.0.1', '::1']));
-    expect(hostAllowlist({ boundHost: '0.0.0.0', extra: [], credentialsRequired: false }), 'no credential: never open').not.toBeNull();
-    expect(hostAllowlist({ boundHost: '10.0.0.5', extra: [], credentialsRequired: true })).toEqual(new Set(['10.0.0.5', 'localhost', '127.0.0.1', '::1']));
+    expect(hostAllowlist({ boundHost: '0.0.0.0', extra: ['gw.example.com'], credentialsRequired: true })).toEqual(
+      new Set(['gw.example.com', 'localhost', '127.0.0.1', '::1']),
+    );
+    expect(
+      hostAllowlist({ boundHost: '0.0.0.0', extra: [], credentialsRequired: false }),
+      'no credential: never open',
+    ).not.toBeNull();
+    expect(hostAllowlist({ boundHost: '10.0.0.5', extra: [], credentialsRequired: true })).toEqual(
+      new Set(['10.0.0.5', 'localhost', '127.0.0.1', '::1']),
+    );
   });
 });
 
@@ -67,10 +98,16 @@ describe('cross-site writes', () => {
     expect(crossSiteProblem(request({ host: '127.0.0.1:8081' }))).toBeNull();
     expect(crossSiteProblem(request({ host: '127.0.0.1:8081', origin: 'http://127.0.0.1:8081' }))).toBeNull();
     expect(crossSiteProblem(request({ host: 'h', origin: 'http://h:80', 'sec-fetch-site': 'same-origin' }))).toBeNull();
-    expect(crossSiteProblem(request({ host: '127.0.0.1:8081', origin: 'http://127.0.0.1:3000' }))).toMatch(/not this listener's origin/);
+    expect(crossSiteProblem(request({ host: '127.0.0.1:8081', origin: 'http://127.0.0.1:3000' }))).toMatch(
+      /not this listener's origin/,
+    );
     expect(crossSiteProblem(request({ host: '127.0.0.1:8081', origin: 'null' }))).toMatch(/not this listener's origin/);
-    expect(crossSiteProblem(request({ host: '127.0.0.1:8081', 'sec-fetch-site': 'cross-site' }))).toMatch(/another site/);
-    expect(crossSiteProblem(request({ host: '127.0.0.1:8081', 'sec-fetch-site': 'same-site' }))).toMatch(/another site/);
+    expect(crossSiteProblem(request({ host: '127.0.0.1:8081', 'sec-fetch-site': 'cross-site' }))).toMatch(
+      /another site/,
+    );
+    expect(crossSiteProblem(request({ host: '127.0.0.1:8081', 'sec-fetch-site': 'same-site' }))).toMatch(
+      /another site/,
+    );
   });
 
   it('takes application/json with parameters as JSON, and nothing else', () => {

@@ -55,7 +55,10 @@ export function hostNameOf(hostHeader: string | undefined): string | null {
 }
 
 function normaliseHostName(name: string): string {
-  const n = name.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  const n = name
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1');
   return n.replace(/\.$/, '');
 }
 
@@ -95,7 +98,9 @@ export function checkHost(request: FastifyRequest, allowed: HostAllowlist, liste
 }
 
 function answersTo(name: string | null, allowed: ReadonlySet<string>): boolean {
-  return name !== null && (allowed.has(name) || (isIP(name) === 4 && name.startsWith('127.') && allowed.has('127.0.0.1')));
+  return (
+    name !== null && (allowed.has(name) || (isIP(name) === 4 && name.startsWith('127.') && allowed.has('127.0.0.1')))
+  );
 }
 
 /** Printable ASCII only, at most 100 characters: what a client sent, fit for a message and a log line. */

@@ -22,8 +22,16 @@ describe('a listener with a certificate', () => {
   });
 
   it('serves https with the same header timeout a plain listener has, and answers a client that trusts its CA', async () => {
-    const https = readServerTls(join(pki, 'control.pem'), join(pki, 'control-key.pem'), { cert: 'tls_cert', key: 'tls_key' });
-    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, headersTimeoutMs: 2000, https });
+    const https = readServerTls(join(pki, 'control.pem'), join(pki, 'control-key.pem'), {
+      cert: 'tls_cert',
+      key: 'tls_key',
+    });
+    const app = createJsonApp({
+      logger: pino({ level: 'silent' }),
+      bodyLimitBytes: 1024,
+      headersTimeoutMs: 2000,
+      https,
+    });
     app.get('/ping', async () => ({ ok: true }));
     await app.listen({ host: '127.0.0.1', port: 0 });
     closers.push(() => app.close());
@@ -35,14 +43,25 @@ describe('a listener with a certificate', () => {
     closers.push(() => trusting.close());
     const res = await request(`https://127.0.0.1:${port}/ping`, { dispatcher: trusting });
     expect(await res.body.json()).toEqual({ ok: true });
-    await expect(request(`https://127.0.0.1:${port}/ping`), 'a client with only the system CAs refuses it').rejects.toThrow(/certificate/);
+    await expect(
+      request(`https://127.0.0.1:${port}/ping`),
+      'a client with only the system CAs refuses it',
+    ).rejects.toThrow(/certificate/);
   });
 
   // Regression: Node's TLS handshake timeout is 120 s, and when it fired the client-error handler wrote
   // a 400 into the unfinished handshake, where it stayed: a silent connection was never closed.
   it('closes a connection that never begins its handshake by the headers timeout, writing nothing to it', async () => {
-    const https = readServerTls(join(pki, 'control.pem'), join(pki, 'control-key.pem'), { cert: 'tls_cert', key: 'tls_key' });
-    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, headersTimeoutMs: 300, https });
+    const https = readServerTls(join(pki, 'control.pem'), join(pki, 'control-key.pem'), {
+      cert: 'tls_cert',
+      key: 'tls_key',
+    });
+    const app = createJsonApp({
+      logger: pino({ level: 'silent' }),
+      bodyLimitBytes: 1024,
+      headersTimeoutMs: 300,
+      https,
+    });
     await app.listen({ host: '127.0.0.1', port: 0 });
     closers.push(() => app.close());
     const socket = connect({ host: '127.0.0.1', port: (app.server.address() as { port: number }).port });
@@ -54,7 +73,12 @@ describe('a listener with a certificate', () => {
   });
 
   it('stays plain HTTP without one', async () => {
-    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, headersTimeoutMs: 3000, https: null });
+    const app = createJsonApp({
+      logger: pino({ level: 'silent' }),
+      bodyLimitBytes: 1024,
+      headersTimeoutMs: 3000,
+      https: null,
+    });
     expect(app.server).not.toBeInstanceOf(HttpsServer);
     expect(app.server.headersTimeout).toBe(3000);
     await app.close();

@@ -52,7 +52,9 @@ describe('a JSON listener', () => {
   // Regression: a timeout before any request arrived was answered with a 408 that no client asked
   // for; on a TLS socket whose handshake never finished, that write held the connection open for good.
   it('closes a connection that sent nothing, or half a request line, at the headers timeout without writing to it', async () => {
-    const port = await listen(createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, headersTimeoutMs: 400 }));
+    const port = await listen(
+      createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, headersTimeoutMs: 400 }),
+    );
     const quiet = await exchange(port, '');
     const half = await exchange(port, 'GET /pi');
     await Promise.all([quiet.closed, half.closed]);
@@ -60,30 +62,43 @@ describe('a JSON listener', () => {
     expect(half.text, 'nothing written to a half request').toBe('');
   });
 
-  it('still answers what the HTTP parser refused, in the listener\'s shape', async () => {
-    const port = await listen(createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, shapeError: shape }));
+  it("still answers what the HTTP parser refused, in the listener's shape", async () => {
+    const port = await listen(
+      createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1024, shapeError: shape }),
+    );
     const answer = await exchange(port, 'GET / HTTP/1.1\r\nHost: x\r\nBad\u0000Header: y\r\n\r\n');
     await answer.closed;
     expect(answer.text).toMatch(/^HTTP\/1\.1 400 /);
-    expect(JSON.parse(answer.text.slice(answer.text.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { llmgw_code: 'LLMGW_BAD_REQUEST' } });
+    expect(JSON.parse(answer.text.slice(answer.text.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: { llmgw_code: 'LLMGW_BAD_REQUEST' },
+    });
   });
 
   // Regression: a socket timeout the route armed for the body (the router's idle body timeout) closed
   // the connection with no answer, so a slow client could not tell a timeout from a crash.
-  it('answers a body stalled past a socket timeout with 408 in the listener\'s shape, once', async () => {
+  it("answers a body stalled past a socket timeout with 408 in the listener's shape, once", async () => {
     const { logger, lines } = collectingLogger();
     const app = createJsonApp({ logger, bodyLimitBytes: 4096, shapeError: shape });
     app.addHook('onRequest', async (request) => void request.raw.socket.setTimeout(300));
     app.post('/echo', async (request) => request.body);
     const port = await listen(app);
-    const answer = await exchange(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
+    const answer = await exchange(
+      port,
+      'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":',
+    );
     await answer.closed;
     expect(answer.text).toMatch(/^HTTP\/1\.1 408 /);
     expect(answer.text.toLowerCase()).toContain('connection: close');
     expect(JSON.parse(answer.text.slice(answer.text.indexOf('\r\n\r\n') + 4))).toEqual({
-      error: { message: 'the request (its headers or its body) took too long to arrive; the connection is closed', llmgw_code: 'LLMGW_REQUEST_TIMEOUT' },
+      error: {
+        message: 'the request (its headers or its body) took too long to arrive; the connection is closed',
+        llmgw_code: 'LLMGW_REQUEST_TIMEOUT',
+      },
     });
     await waitFor('the refusal logged', () => lines.some((l) => l.includes('LLMGW_REQUEST_TIMEOUT')));
-    expect(lines.filter((l) => l.includes('already sent')), 'no second answer attempted').toEqual([]);
+    expect(
+      lines.filter((l) => l.includes('already sent')),
+      'no second answer attempted',
+    ).toEqual([]);
   });
 });

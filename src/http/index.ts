@@ -8,7 +8,14 @@
 // router's client listener uses it as much as the admin and agent listeners
 // do: the router and the control plane both import it, it imports neither.
 import Fastify, {
-  LogController, type FastifyBaseLogger, type FastifyHttpOptions, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyHttpOptions,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
@@ -20,7 +27,15 @@ import { capConnections } from './connections.js';
 
 export { actorOf, actorText, auditActor, setIdentity, type AuditActor } from './actor.js';
 export { bearerToken, sameSecret } from './bearer.js';
-export { capConnections, connectionCapsFor, fitConnectionCaps, openFileLimit, registerConnectionRefusals, type ConnectionCap, type ListenerName } from './connections.js';
+export {
+  capConnections,
+  connectionCapsFor,
+  fitConnectionCaps,
+  openFileLimit,
+  registerConnectionRefusals,
+  type ConnectionCap,
+  type ListenerName,
+} from './connections.js';
 export { FORM_LIMITS, FormReader, formBoundary, readForm, withFormField, type ReadForm } from './multipart.js';
 export {
   checkHost,
@@ -106,41 +121,45 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   const shape = options.shapeError ?? adminErrorShape;
   const headersTimeoutMs = options.headersTimeoutMs ?? 30_000;
-  const app = Fastify(withTls(options.https, headersTimeoutMs, {
-    loggerInstance: options.logger as unknown as FastifyBaseLogger,
-    bodyLimit: options.bodyLimitBytes,
-    // Per-request lines are the router's own business (metrics, usage); Fastify's would double them.
-    logController: new LogController({ disableRequestLogging: true }),
-    return503OnClosing: true,
-    forceCloseConnections: options.forceCloseConnections ?? 'idle',
-    // Clients get to send their headers in bounded time, like any server exposed to a network.
-    // Node checks these timeouts only every connectionsCheckingInterval (30 s by default): checked more often, a short limit holds.
-    // Fastify sets these two on the server itself, over anything in `http`. Node measures requestTimeout
-    // from the request's start, so it is the header allowance plus the body's.
-    ...(options.keepAliveTimeoutMs ? { keepAliveTimeout: options.keepAliveTimeoutMs } : {}),
-    requestTimeout: options.bodyTimeoutMs ? headersTimeoutMs + options.bodyTimeoutMs : 0,
-    http: {
-      headersTimeout: headersTimeoutMs,
-      requestTimeout: 0,
-      connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(headersTimeoutMs / 4))),
-    } as never,
-    routerOptions: { ignoreTrailingSlash: true },
-    ...(options.requestLoggers === false ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
-    ...(options.requestIds ? { genReqId: requestIdFor } : {}),
-    // What Node's HTTP parser refuses never reaches a route: it still gets an answer in the listener's shape.
-    // A socket with no request to answer is closed instead (see answerable).
-    clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
-      if (!answerable(err, socket)) {
-        socket.destroy();
-        return;
-      }
-      const { status, message } = clientErrorOf(err.code);
-      const body = JSON.stringify(shape({ status, code: status === 408 ? 'LLMGW_REQUEST_TIMEOUT' : 'LLMGW_BAD_REQUEST', message }));
-      socket.end(
-        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      );
-    },
-  }));
+  const app = Fastify(
+    withTls(options.https, headersTimeoutMs, {
+      loggerInstance: options.logger as unknown as FastifyBaseLogger,
+      bodyLimit: options.bodyLimitBytes,
+      // Per-request lines are the router's own business (metrics, usage); Fastify's would double them.
+      logController: new LogController({ disableRequestLogging: true }),
+      return503OnClosing: true,
+      forceCloseConnections: options.forceCloseConnections ?? 'idle',
+      // Clients get to send their headers in bounded time, like any server exposed to a network.
+      // Node checks these timeouts only every connectionsCheckingInterval (30 s by default): checked more often, a short limit holds.
+      // Fastify sets these two on the server itself, over anything in `http`. Node measures requestTimeout
+      // from the request's start, so it is the header allowance plus the body's.
+      ...(options.keepAliveTimeoutMs ? { keepAliveTimeout: options.keepAliveTimeoutMs } : {}),
+      requestTimeout: options.bodyTimeoutMs ? headersTimeoutMs + options.bodyTimeoutMs : 0,
+      http: {
+        headersTimeout: headersTimeoutMs,
+        requestTimeout: 0,
+        connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(headersTimeoutMs / 4))),
+      } as never,
+      routerOptions: { ignoreTrailingSlash: true },
+      ...(options.requestLoggers === false ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
+      ...(options.requestIds ? { genReqId: requestIdFor } : {}),
+      // What Node's HTTP parser refuses never reaches a route: it still gets an answer in the listener's shape.
+      // A socket with no request to answer is closed instead (see answerable).
+      clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
+        if (!answerable(err, socket)) {
+          socket.destroy();
+          return;
+        }
+        const { status, message } = clientErrorOf(err.code);
+        const body = JSON.stringify(
+          shape({ status, code: status === 408 ? 'LLMGW_REQUEST_TIMEOUT' : 'LLMGW_BAD_REQUEST', message }),
+        );
+        socket.end(
+          `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+        );
+      },
+    }),
+  );
 
   capConnections(app.server, {
     maxConnections: options.maxConnections ?? 0,
@@ -188,10 +207,18 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
       void reply
         .header('allow', allowed.join(', '))
         .code(405)
-        .send(shape({ status: 405, code: 'LLMGW_METHOD_NOT_ALLOWED', message: `${request.method} is not allowed on ${path}; use ${allowed.join(' or ')}` }));
+        .send(
+          shape({
+            status: 405,
+            code: 'LLMGW_METHOD_NOT_ALLOWED',
+            message: `${request.method} is not allowed on ${path}; use ${allowed.join(' or ')}`,
+          }),
+        );
       return;
     }
-    void reply.code(404).send(shape({ status: 404, code: 'LLMGW_NOT_FOUND', message: `no route ${request.method} ${path}` }));
+    void reply
+      .code(404)
+      .send(shape({ status: 404, code: 'LLMGW_NOT_FOUND', message: `no route ${request.method} ${path}` }));
   });
 
   app.setErrorHandler((error: FastifyError | LlmgwError, request: FastifyRequest, reply: FastifyReply) => {
@@ -215,10 +242,17 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
  * dribbled a byte at a time as well as one never begun. Node's headers
  * timeout starts only once the handshake is done.
  */
-function withTls(tls: ServerTls | null | undefined, handshakeTimeoutMs: number, fastifyOptions: FastifyHttpOptions<Server>): FastifyHttpOptions<Server> {
+function withTls(
+  tls: ServerTls | null | undefined,
+  handshakeTimeoutMs: number,
+  fastifyOptions: FastifyHttpOptions<Server>,
+): FastifyHttpOptions<Server> {
   if (!tls) return fastifyOptions;
   const { http, ...rest } = fastifyOptions;
-  return { ...rest, https: { ...http, cert: tls.cert, key: tls.key, handshakeTimeout: handshakeTimeoutMs } } as FastifyHttpOptions<Server>;
+  return {
+    ...rest,
+    https: { ...http, cert: tls.cert, key: tls.key, handshakeTimeout: handshakeTimeoutMs },
+  } as FastifyHttpOptions<Server>;
 }
 
 /**
@@ -235,7 +269,8 @@ function withTls(tls: ServerTls | null | undefined, handshakeTimeoutMs: number, 
 function answerable(err: NodeJS.ErrnoException, socket: Socket): boolean {
   if (err.code === 'ECONNRESET' || !socket.writable) return false;
   if (err.code?.startsWith('HPE_')) return true;
-  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return (socket as Socket & { _httpMessage?: unknown })._httpMessage != null;
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT')
+    return (socket as Socket & { _httpMessage?: unknown })._httpMessage != null;
   return false;
 }
 
@@ -260,7 +295,8 @@ function answerStalledBody(this: IncomingMessage, socket: Socket): void {
     grace.unref();
     socket.once('close', () => clearTimeout(grace));
     // A 408 that went out ends the grace: the next request on a kept connection is not cut by it.
-    const response = (socket as Socket & { _httpMessage?: { once(event: 'finish', f: () => void): void } | null })._httpMessage;
+    const response = (socket as Socket & { _httpMessage?: { once(event: 'finish', f: () => void): void } | null })
+      ._httpMessage;
     response?.once('finish', () => clearTimeout(grace));
     return;
   }
@@ -278,7 +314,11 @@ function clientErrorOf(code: string | undefined): { status: number; message: str
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return { status: 408, message: STALLED_BODY_MESSAGE };
     case 'HPE_INVALID_HEADER_TOKEN':
-      return { status: 400, message: 'a request header holds a character HTTP does not allow (such as NUL or a line break); send it without' };
+      return {
+        status: 400,
+        message:
+          'a request header holds a character HTTP does not allow (such as NUL or a line break); send it without',
+      };
     default:
       return { status: 400, message: `the request is not valid HTTP/1.1${code ? ` (${code})` : ''}` };
   }
@@ -327,17 +367,31 @@ function toErrorBody(error: FastifyError | LlmgwError, request: FastifyRequest):
   if (isLlmgwError(error)) {
     // 5xx messages from our own code are still kept out of the body: they may name internals.
     if (error.status >= 500 && error.code !== 'LLMGW_NO_STORE' && error.code !== 'LLMGW_STORE_UNAVAILABLE') {
-      return { status: error.status, code: error.code, message: 'internal error; the control plane log has the details' };
+      return {
+        status: error.status,
+        code: error.code,
+        message: 'internal error; the control plane log has the details',
+      };
     }
     return { status: error.status, code: error.code, message: error.message };
   }
   const fe = error as FastifyError;
   if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || fe.statusCode === 413) {
     const limit = request.routeOptions.bodyLimit ?? 0;
-    return { status: 413, code: 'LLMGW_BODY_TOO_LARGE', message: `the request body is larger than ${limit} bytes; send less` };
+    return {
+      status: 413,
+      code: 'LLMGW_BODY_TOO_LARGE',
+      message: `the request body is larger than ${limit} bytes; send less`,
+    };
   }
-  if (fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || fe.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || error instanceof SyntaxError) {
-    const wording = (request.routeOptions.config as RouteJsonWording | undefined)?.invalidJson ?? 'the request body is not valid JSON';
+  if (
+    fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' ||
+    fe.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ||
+    error instanceof SyntaxError
+  ) {
+    const wording =
+      (request.routeOptions.config as RouteJsonWording | undefined)?.invalidJson ??
+      'the request body is not valid JSON';
     return { status: 400, code: 'LLMGW_INVALID_JSON', message: `${wording}: ${error.message}` };
   }
   if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {

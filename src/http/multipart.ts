@@ -18,7 +18,10 @@ import { LlmgwError } from '../errors/index.js';
 export interface ReadForm {
   readonly fields: Readonly<Record<string, string>>;
   /** Files by field name, with their size in bytes; contents are kept only with `keepFiles`. */
-  readonly files: ReadonlyMap<string, { readonly filename: string; readonly sizeBytes: number; readonly bytes: Buffer | null }>;
+  readonly files: ReadonlyMap<
+    string,
+    { readonly filename: string; readonly sizeBytes: number; readonly bytes: Buffer | null }
+  >;
 }
 
 /**
@@ -79,18 +82,27 @@ export class FormReader {
         limits: { fieldSize: FORM_LIMITS.fieldBytes, parts: FORM_LIMITS.parts },
       });
     } catch (err) {
-      this.#refuse(400, `the body is not a multipart form this server can read (${(err as Error).message}); send it as multipart/form-data with its boundary`);
+      this.#refuse(
+        400,
+        `the body is not a multipart form this server can read (${(err as Error).message}); send it as multipart/form-data with its boundary`,
+      );
       return;
     }
     const bb = this.#bb;
     bb.on('field', (name: string, value: string, _nameCut: boolean, valueCut: boolean) => {
       if (this.#refusal || !this.#named(name, 'field')) return;
       if (++this.#fieldCount > FORM_LIMITS.fields) {
-        this.#refuse(413, `the form has more than ${FORM_LIMITS.fields} fields; a model call needs a handful (model, language, prompt, …): send only the fields the endpoint takes`);
+        this.#refuse(
+          413,
+          `the form has more than ${FORM_LIMITS.fields} fields; a model call needs a handful (model, language, prompt, …): send only the fields the endpoint takes`,
+        );
         return;
       }
       if (valueCut) {
-        this.#refuse(400, `the form field "${name.slice(0, 40)}" is over ${FORM_LIMITS.fieldBytes} bytes; send long text as a file`);
+        this.#refuse(
+          400,
+          `the form field "${name.slice(0, 40)}" is over ${FORM_LIMITS.fieldBytes} bytes; send long text as a file`,
+        );
         return;
       }
       this.#fields[name] = value;
@@ -99,7 +111,10 @@ export class FormReader {
       // A file part not kept is still drained: one left unread would hold busboy back.
       if (this.#refusal || !this.#named(name, 'file part')) return void stream.resume();
       if (++this.#fileCount > FORM_LIMITS.files) {
-        this.#refuse(413, `the form has more than ${FORM_LIMITS.files} files; send the audio as one file part named "file"`);
+        this.#refuse(
+          413,
+          `the form has more than ${FORM_LIMITS.files} files; send the audio as one file part named "file"`,
+        );
         return void stream.resume();
       }
       const file = { filename, sizeBytes: 0, bytes: null as Buffer | null };
@@ -116,10 +131,16 @@ export class FormReader {
       });
     });
     bb.on('partsLimit', () => {
-      this.#refuse(413, `the form has more than ${FORM_LIMITS.parts} parts; send only the file and the fields the endpoint takes`);
+      this.#refuse(
+        413,
+        `the form has more than ${FORM_LIMITS.parts} parts; send only the file and the fields the endpoint takes`,
+      );
     });
     bb.on('error', (err: unknown) => {
-      this.#refuse(400, `the multipart form cannot be read: ${(err as Error).message}; send a complete multipart/form-data body`);
+      this.#refuse(
+        400,
+        `the multipart form cannot be read: ${(err as Error).message}; send a complete multipart/form-data body`,
+      );
     });
   }
 
@@ -154,7 +175,10 @@ export class FormReader {
   /** Whether a part's name is within FORM_LIMITS.nameBytes; refuses the form when it is not. */
   #named(name: string, what: string): boolean {
     if (Buffer.byteLength(name) <= FORM_LIMITS.nameBytes) return true;
-    this.#refuse(413, `a ${what} name in the form is over ${FORM_LIMITS.nameBytes} bytes; name fields as the endpoint does (model, file, language, …)`);
+    this.#refuse(
+      413,
+      `a ${what} name in the form is over ${FORM_LIMITS.nameBytes} bytes; name fields as the endpoint does (model, file, language, …)`,
+    );
     return false;
   }
 
@@ -169,7 +193,11 @@ export class FormReader {
  * saying what is wrong (no boundary, a truncated form, a text field over
  * 64 KiB), LLMGW_BODY_TOO_LARGE naming the limit passed.
  */
-export async function readForm(raw: Buffer, contentType: string | undefined, options: { keepFiles?: boolean } = {}): Promise<ReadForm> {
+export async function readForm(
+  raw: Buffer,
+  contentType: string | undefined,
+  options: { keepFiles?: boolean } = {},
+): Promise<ReadForm> {
   const reader = new FormReader(contentType, options);
   for (let at = 0; at < raw.length && reader.write(raw.subarray(at, at + TURN_BYTES)); at += TURN_BYTES) {
     if (at + TURN_BYTES < raw.length) await nextTurn();
@@ -188,11 +216,19 @@ export function formBoundary(contentType: string | undefined): string | null {
  * was; null when the form has no such field (or no boundary). For the
  * router, which sends a request on under the model name an engine serves.
  */
-export function withFormField(raw: Buffer, contentType: string | undefined, name: string, value: string): Buffer | null {
+export function withFormField(
+  raw: Buffer,
+  contentType: string | undefined,
+  name: string,
+  value: string,
+): Buffer | null {
   const boundary = formBoundary(contentType);
   if (boundary === null) return null;
   const delimiter = Buffer.from(`--${boundary}`);
-  const wanted = new RegExp(`^content-disposition:\\s*form-data;\\s*name="${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"\\s*$`, 'im');
+  const wanted = new RegExp(
+    `^content-disposition:\\s*form-data;\\s*name="${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"\\s*$`,
+    'im',
+  );
   let at = raw.indexOf(delimiter);
   while (at !== -1) {
     const headersStart = raw.indexOf('\r\n', at) + 2;

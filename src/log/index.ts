@@ -27,6 +27,7 @@ export function childLogger(parent: Logger, part: string, bindings: Bindings = {
   const key = `,"part":${JSON.stringify(above)}`;
   const at = serialised.lastIndexOf(key);
   const dotted = `,"part":${JSON.stringify(`${above}.${part}`)}`;
-  holder[chindingsSym] = at === -1 ? serialised + dotted : serialised.slice(0, at) + dotted + serialised.slice(at + key.length);
+  holder[chindingsSym] =
+    at === -1 ? serialised + dotted : serialised.slice(0, at) + dotted + serialised.slice(at + key.length);
   return child;
 }

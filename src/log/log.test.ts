@@ -20,7 +20,7 @@ function capture(base: Record<string, unknown>): { logger: pino.Logger; lines: s
 const partKeys = (line: string): number => line.match(/"part":/g)?.length ?? 0;
 
 describe('childLogger', () => {
-  it('writes one part key, the parent\'s part and the child\'s joined by a dot', () => {
+  it("writes one part key, the parent's part and the child's joined by a dot", () => {
     const { logger, lines } = capture({ part: 'control' });
     childLogger(logger, 'reconciler').info('pass');
     expect(partKeys(lines[0]!), lines[0]).toBe(1);
@@ -36,7 +36,7 @@ describe('childLogger', () => {
     expect(agent.bindings().part, 'the parent is left as it was').toBe('up.control.agent');
   });
 
-  it('names just the child\'s part under a logger that has none', () => {
+  it("names just the child's part under a logger that has none", () => {
     const { logger, lines } = capture({});
     childLogger(logger, 'agent', { node: 'n1', part: 'ignored' }).info('hello');
     expect(partKeys(lines[0]!), lines[0]).toBe(1);

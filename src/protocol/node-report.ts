@@ -78,7 +78,10 @@ export const EngineReportSchema = z.object({
 export type EngineReport = z.infer<typeof EngineReportSchema>;
 
 /** Engine ports, inclusive. The control plane routes only to endpoints inside them. */
-export const PortRangeSchema = z.object({ first: z.number().int().min(1).max(65535), last: z.number().int().min(1).max(65535) });
+export const PortRangeSchema = z.object({
+  first: z.number().int().min(1).max(65535),
+  last: z.number().int().min(1).max(65535),
+});
 
 export const NodeReportSchema = z.object({
   hostname: plainName('hostname').optional(),

@@ -10,7 +10,17 @@ function report(): NodeReport {
     cpu_count: 64,
     memory_total_bytes: 512 * GiB,
     memory_available_bytes: 400 * GiB + 12345,
-    gpus: [{ index: 0, uuid: 'GPU-a', class: 'h100-80gb', memory_total_mib: 81559, memory_used_mib: 10, temperature_c: 31, problems: [] }],
+    gpus: [
+      {
+        index: 0,
+        uuid: 'GPU-a',
+        class: 'h100-80gb',
+        memory_total_mib: 81559,
+        memory_used_mib: 10,
+        temperature_c: 31,
+        problems: [],
+      },
+    ],
     disks: [{ mount_point: '/data', shared: false, free_bytes: 900 * GiB + 5, total_bytes: 1000 * GiB, paths: [] }],
     weights: [{ path: '/data/c/x', kind: 'cache', cache_name: 'x', last_used_ms: 1_700_000_000_000 }],
     engines: [{ name: 'vllm', version: '0.11.1' }],
@@ -26,14 +36,16 @@ describe('report hash', () => {
     expect(canonicalJson({ b: 1, a: [{ d: undefined, c: 2 }] })).toBe('{"a":[{"c":2}],"b":1}');
   });
 
-  it('keeps one hash while an idle node\'s readings move a little', () => {
+  it("keeps one hash while an idle node's readings move a little", () => {
     const idle = report();
     idle.memory_available_bytes! += 1000;
     idle.gpus![0]!.temperature_c = 35;
     idle.gpus![0]!.memory_used_mib = 20;
     idle.disks![0]!.free_bytes! += 1000;
     idle.weights![0]!.last_used_ms! += 1;
-    expect(reportHash(idle), 'an idle node would otherwise send its full report at every heartbeat').toBe(reportHash(report()));
+    expect(reportHash(idle), 'an idle node would otherwise send its full report at every heartbeat').toBe(
+      reportHash(report()),
+    );
   });
 
   it('changes with anything placement decides on', () => {

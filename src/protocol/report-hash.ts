@@ -20,7 +20,10 @@ const MINUTE_MS = 60_000;
  * and a weight's last use in whole minutes. Key order does not matter.
  */
 export function reportHash(report: NodeReport): string {
-  return createHash('sha256').update(canonicalJson(hashedView(report))).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(canonicalJson(hashedView(report)))
+    .digest('hex')
+    .slice(0, 32);
 }
 
 /** The report as the hash sees it: the readings that move while idle are rounded or left out. */
@@ -28,7 +31,10 @@ export function hashedView(report: NodeReport): unknown {
   return {
     ...report,
     memory_available_bytes: floorTo(report.memory_available_bytes, GiB),
-    gpus: report.gpus?.map(({ temperature_c: _temperature, ...g }) => ({ ...g, memory_used_mib: floorTo(g.memory_used_mib, 1024) })),
+    gpus: report.gpus?.map(({ temperature_c: _temperature, ...g }) => ({
+      ...g,
+      memory_used_mib: floorTo(g.memory_used_mib, 1024),
+    })),
     disks: report.disks?.map((d) => ({ ...d, free_bytes: floorTo(d.free_bytes, GiB) })),
     weights: report.weights?.map((w) => ({ ...w, last_used_ms: floorTo(w.last_used_ms, MINUTE_MS) })),
   };

@@ -18,12 +18,19 @@ describe('weight sources', () => {
   });
 
   it('reads a percent-encoded revision with a slash', () => {
-    expect(parseSource('hf://org/repo@refs%2Fpr%2F1/model.gguf')).toEqual({ scheme: 'hf', repo: 'org/repo', revision: 'refs/pr/1', path: 'model.gguf' });
+    expect(parseSource('hf://org/repo@refs%2Fpr%2F1/model.gguf')).toEqual({
+      scheme: 'hf',
+      repo: 'org/repo',
+      revision: 'refs/pr/1',
+      path: 'model.gguf',
+    });
   });
 
   it('names a hash-pinned URL by its hash, so a rotating signed URL is one entry', () => {
     const hash = 'a'.repeat(64);
-    expect(cacheNameOf(`https://cdn.example/m.gguf?sig=1#sha256=${hash}`)).toBe(cacheNameOf(`https://mirror.example/m.gguf?sig=2#sha256=${hash.toUpperCase()}`));
+    expect(cacheNameOf(`https://cdn.example/m.gguf?sig=1#sha256=${hash}`)).toBe(
+      cacheNameOf(`https://mirror.example/m.gguf?sig=2#sha256=${hash.toUpperCase()}`),
+    );
   });
 
   it('gives file:// no cache name: it is used in place and never owned by llmgw', () => {
@@ -72,7 +79,11 @@ describe('weight sources', () => {
       expect(typeof parsed, `${raw} is refused`).toBe('string');
       expect(parsed, raw).toMatch(why);
     }
-    for (const good of ['hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf', 'hf://org_1/a.b-c_d@v1.0/sub/dir/x.safetensors', 'hf://o/r@0123456789abcdef0123456789abcdef01234567']) {
+    for (const good of [
+      'hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf',
+      'hf://org_1/a.b-c_d@v1.0/sub/dir/x.safetensors',
+      'hf://o/r@0123456789abcdef0123456789abcdef01234567',
+    ]) {
       expect(typeof parseSource(good), `${good} is a hub name`).toBe('object');
     }
   });

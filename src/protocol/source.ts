@@ -43,7 +43,11 @@ export function parseSource(raw: string, options: { allowHttp?: boolean } = {}):
       return `source ${JSON.stringify(raw)} has a badly percent-encoded revision`;
     }
     if (!repoName || !revision) return `source ${JSON.stringify(raw)} has an empty repository or revision`;
-    const problem = hfNameProblem('organisation', org) ?? hfNameProblem('repository name', repoName) ?? hfRevisionProblem(revision) ?? hfPathProblem(pathParts);
+    const problem =
+      hfNameProblem('organisation', org) ??
+      hfNameProblem('repository name', repoName) ??
+      hfRevisionProblem(revision) ??
+      hfPathProblem(pathParts);
     if (problem) return `source ${JSON.stringify(raw)}: ${problem}; want hf://org/repo[@revision][/file]`;
     return { scheme: 'hf', repo: `${org}/${repoName}`, revision, path: pathParts.length ? pathParts.join('/') : null };
   }
@@ -60,14 +64,19 @@ export function parseSource(raw: string, options: { allowHttp?: boolean } = {}):
     const match = /^sha256=([0-9a-fA-F]{64})$/.exec(url.hash.slice(1));
     if (url.hash && !match) return `source ${JSON.stringify(raw)} has a fragment that is not #sha256=<64 hex digits>`;
     url.hash = '';
-    return { scheme: url.protocol === 'http:' ? 'http' : 'https', url: url.href, sha256: match ? match[1]!.toLowerCase() : null };
+    return {
+      scheme: url.protocol === 'http:' ? 'http' : 'https',
+      url: url.href,
+      sha256: match ? match[1]!.toLowerCase() : null,
+    };
   }
   if (text.startsWith('file://')) {
     let path: string;
     try {
       const url = new URL(text);
       // file://models/x would silently mean /x on a host named "models".
-      if (url.host !== '' && url.host !== 'localhost') return `source ${JSON.stringify(raw)} must be an absolute path: file:///path/to/model`;
+      if (url.host !== '' && url.host !== 'localhost')
+        return `source ${JSON.stringify(raw)} must be an absolute path: file:///path/to/model`;
       path = decodeURIComponent(url.pathname);
     } catch {
       return `source ${JSON.stringify(raw)} is not a valid file:// URL`;
@@ -101,7 +110,8 @@ function hfRevisionProblem(revision: string): string | null {
   // The library escapes the revision as one path segment, but a mirror at HF_ENDPOINT may decode it again.
   // eslint-disable-next-line no-control-regex -- finding control characters is the point
   if (/[\u0000-\u001f\u007f\\]/.test(revision)) return 'the revision holds a control character or a backslash';
-  if (revision.split('/').some((part) => part === '' || part === '.' || part === '..')) return 'the revision has an empty, "." or ".." segment';
+  if (revision.split('/').some((part) => part === '' || part === '.' || part === '..'))
+    return 'the revision has an empty, "." or ".." segment';
   return null;
 }
 
@@ -114,16 +124,20 @@ function hfRevisionProblem(revision: string): string | null {
 function hfPathProblem(parts: readonly string[]): string | null {
   for (const part of parts) {
     // eslint-disable-next-line no-control-regex -- finding control characters is the point
-    if (/[\u0000-\u001f\u007f\\]/.test(part)) return `the file path segment ${JSON.stringify(part)} holds a control character or a backslash`;
-    if (/[?#]/.test(part)) return `the file path segment ${JSON.stringify(part)} holds "?" or "#", which would end the path in a URL`;
-    if (/%2f|%5c/i.test(part)) return `the file path segment ${JSON.stringify(part)} holds an escaped separator (%2F or %5C)`;
+    if (/[\u0000-\u001f\u007f\\]/.test(part))
+      return `the file path segment ${JSON.stringify(part)} holds a control character or a backslash`;
+    if (/[?#]/.test(part))
+      return `the file path segment ${JSON.stringify(part)} holds "?" or "#", which would end the path in a URL`;
+    if (/%2f|%5c/i.test(part))
+      return `the file path segment ${JSON.stringify(part)} holds an escaped separator (%2F or %5C)`;
     let decoded: string;
     try {
       decoded = decodeURIComponent(part);
     } catch {
       return `the file path segment ${JSON.stringify(part)} is badly percent-encoded`;
     }
-    if (decoded === '' || decoded === '.' || decoded === '..') return 'the file path has an empty, "." or ".." path segment';
+    if (decoded === '' || decoded === '.' || decoded === '..')
+      return 'the file path has an empty, "." or ".." path segment';
   }
   return null;
 }

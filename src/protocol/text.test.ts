@@ -29,21 +29,44 @@ describe('names on the wire', () => {
   });
 
   it('refuses a join whose hostname, label key or label value holds a control character, naming the field', () => {
-    expect(joinProblems({ hostname: 'h\x1b]0;pwned\x07' }).join('; ')).toMatch(/hostname.*control character \(U\+001B\)/);
-    expect(joinProblems({ labels: { 'pool\n': 'a' } }).join('; ')).toBe('labels["pool\\n"]: label key holds a control character (U+000A); names and labels must be printable text');
-    expect(joinProblems({ labels: { pool: 'a\r' } }).join('; ')).toMatch(/labels\.pool.*label value holds a control character \(U\+000D\)/);
+    expect(joinProblems({ hostname: 'h\x1b]0;pwned\x07' }).join('; ')).toMatch(
+      /hostname.*control character \(U\+001B\)/,
+    );
+    expect(joinProblems({ labels: { 'pool\n': 'a' } }).join('; ')).toBe(
+      'labels["pool\\n"]: label key holds a control character (U+000A); names and labels must be printable text',
+    );
+    expect(joinProblems({ labels: { pool: 'a\r' } }).join('; ')).toMatch(
+      /labels\.pool.*label value holds a control character \(U\+000D\)/,
+    );
     expect(joinProblems({ agent_version: '1.0\x1b[2J' }).join('; ')).toMatch(/agent_version.*control character/);
-    expect(joinProblems({ hostname: 'gpu-01', labels: { pool: 'a100', zone: 'eu west' }, agent_version: '0.1.0' }), 'honest values pass').toEqual([]);
+    expect(
+      joinProblems({ hostname: 'gpu-01', labels: { pool: 'a100', zone: 'eu west' }, agent_version: '0.1.0' }),
+      'honest values pass',
+    ).toEqual([]);
   });
 
   it('refuses a report whose GPU name, mount point, filesystem or engine name holds one, and keeps free text', () => {
-    expect(reportProblems({ gpus: [{ index: 0, name: 'NVIDIA H100\x1b]52;c;cm0gLXJmIH4=\x07' }] }).join('; ')).toMatch(/gpus\[0\]\.name.*GPU name holds a control character/);
-    expect(reportProblems({ disks: [{ mount_point: '/data\n/fake' }] }).join('; ')).toMatch(/disks\[0\]\.mount_point.*mount point holds/);
-    expect(reportProblems({ disks: [{ mount_point: '/data', fs_type: 'ext4\x07' }] }).join('; ')).toMatch(/fs_type.*filesystem type holds/);
-    expect(reportProblems({ engines: [{ name: 'vllm\x1b[2J' }] }).join('; ')).toMatch(/engines\[0\]\.name.*engine name holds/);
+    expect(reportProblems({ gpus: [{ index: 0, name: 'NVIDIA H100\x1b]52;c;cm0gLXJmIH4=\x07' }] }).join('; ')).toMatch(
+      /gpus\[0\]\.name.*GPU name holds a control character/,
+    );
+    expect(reportProblems({ disks: [{ mount_point: '/data\n/fake' }] }).join('; ')).toMatch(
+      /disks\[0\]\.mount_point.*mount point holds/,
+    );
+    expect(reportProblems({ disks: [{ mount_point: '/data', fs_type: 'ext4\x07' }] }).join('; ')).toMatch(
+      /fs_type.*filesystem type holds/,
+    );
+    expect(reportProblems({ engines: [{ name: 'vllm\x1b[2J' }] }).join('; ')).toMatch(
+      /engines\[0\]\.name.*engine name holds/,
+    );
     expect(reportProblems({ hostname: 'h\x1b' }).join('; ')).toMatch(/hostname.*control character/);
     // Sentences and paths may hold anything: ctl escapes them where it prints them.
-    expect(reportProblems({ gpus: [{ index: 0, name: 'NVIDIA A100', problems: ['line one\nline two'] }], gpu_probe_error: 'nvidia-smi:\nfailed', disks: [{ mount_point: '/', paths: ['/odd\tdir'] }] })).toEqual([]);
+    expect(
+      reportProblems({
+        gpus: [{ index: 0, name: 'NVIDIA A100', problems: ['line one\nline two'] }],
+        gpu_probe_error: 'nvidia-smi:\nfailed',
+        disks: [{ mount_point: '/', paths: ['/odd\tdir'] }],
+      }),
+    ).toEqual([]);
   });
 
   it('writes a mount point that really holds a newline as the kernel does, so an honest report passes', () => {

@@ -22,7 +22,8 @@ export function controlCharIn(s: string): string | null {
 export function plainName(what: string, max?: number): z.ZodString {
   const base = max === undefined ? z.string() : z.string().max(max);
   return base.refine((s) => controlCharIn(s) === null, {
-    error: (issue) => `${what} holds a control character (${controlCharIn(String(issue.input))}); names and labels must be printable text`,
+    error: (issue) =>
+      `${what} holds a control character (${controlCharIn(String(issue.input))}); names and labels must be printable text`,
   });
 }
 

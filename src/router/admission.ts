@@ -21,7 +21,14 @@ import { nearestName } from '../units/index.js';
 import { hashKey, type ApiKeyRecord, type KeyStore } from '../control/keys/index.js';
 import type { RouterOptions } from './options.js';
 import type { LimitDecision, RequestLimiter } from './rate-limit.js';
-import { checkModelLimits, generates, parseFormRequest, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
+import {
+  checkModelLimits,
+  generates,
+  parseFormRequest,
+  parseRequest,
+  type Endpoint,
+  type ParsedRequest,
+} from './validate.js';
 import { modelServes } from '../control/catalog/index.js';
 import { bearerToken, readForm } from '../http/index.js';
 import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
@@ -98,9 +105,24 @@ export interface AdmissionDeps {
   readonly limiter: RequestLimiter;
   readonly options: RouterOptions;
   /** Logs the refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
-  refuse(reply: FastifyReply, status: number, code: ErrorCode, message: string, param?: string | null, headers?: Record<string, string>, counted?: boolean): FastifyReply;
+  refuse(
+    reply: FastifyReply,
+    status: number,
+    code: ErrorCode,
+    message: string,
+    param?: string | null,
+    headers?: Record<string, string>,
+    counted?: boolean,
+  ): FastifyReply;
   count(model: string, status: number, key: ApiKeyRecord | null): void;
-  recordUsage(key: ApiKeyRecord | null, model: string, endpoint: Endpoint, status: number, promptTokens: number, completionTokens: number): void;
+  recordUsage(
+    key: ApiKeyRecord | null,
+    model: string,
+    endpoint: Endpoint,
+    status: number,
+    promptTokens: number,
+    completionTokens: number,
+  ): void;
 }
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
@@ -128,15 +150,30 @@ export function armBodyTimeout(socket: Socket | null | undefined, ms: number): v
 export function keyHook(deps: AdmissionDeps): Hook {
   const admitKey = (key: ApiKeyRecord | null | undefined, reply: FastifyReply): ApiKeyRecord | undefined => {
     if (!key) {
-      deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'the API key is not valid; ask the operator for one (`POST /api/v1/keys`)');
+      deps.refuse(
+        reply,
+        401,
+        'LLMGW_UNAUTHORIZED',
+        'the API key is not valid; ask the operator for one (`POST /api/v1/keys`)',
+      );
       return undefined;
     }
     if (key.revokedAtMs !== null) {
-      deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… was revoked; ask the operator for a new one`);
+      deps.refuse(
+        reply,
+        401,
+        'LLMGW_UNAUTHORIZED',
+        `the API key ${key.prefix}… was revoked; ask the operator for a new one`,
+      );
       return undefined;
     }
     if (key.expiresAtMs !== null && key.expiresAtMs <= deps.options.now()) {
-      deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', `the API key ${key.prefix}… expired at ${new Date(key.expiresAtMs).toISOString()}; ask the operator for a new one`);
+      deps.refuse(
+        reply,
+        401,
+        'LLMGW_UNAUTHORIZED',
+        `the API key ${key.prefix}… expired at ${new Date(key.expiresAtMs).toISOString()}; ask the operator for a new one`,
+      );
       return undefined;
     }
     return key;
@@ -196,13 +233,21 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     const contentType = request.headers['content-type'] ?? 'application/json';
     const isForm = /^multipart\/form-data\b/i.test(contentType);
     if (!Buffer.isBuffer(body) || isForm !== form) {
-      deps.refuse(reply, 415, 'LLMGW_BAD_REQUEST', form ? 'send the upload as multipart/form-data, with the audio as a file part named "file" and a model field' : 'send the body as application/json');
+      deps.refuse(
+        reply,
+        415,
+        'LLMGW_BAD_REQUEST',
+        form
+          ? 'send the upload as multipart/form-data, with the audio as a file part named "file" and a model field'
+          : 'send the body as application/json',
+      );
       return;
     }
     if (form) {
       // The body parser read the form as it arrived (src/router/upload.ts); read here only if it did not.
       const read = request.uploadForm;
-      const reading = read === null ? readForm(body, contentType) : isLlmgwError(read) ? Promise.reject(read) : Promise.resolve(read);
+      const reading =
+        read === null ? readForm(body, contentType) : isLlmgwError(read) ? Promise.reject(read) : Promise.resolve(read);
       reading.then(
         (read) => {
           let parsed: ParsedRequest;
@@ -249,7 +294,10 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     const model = deps.catalog.resolve(parsed.model);
     if (!model) {
       const visible = deps.catalog.models().filter((m) => !key || allows(key, m));
-      const near = nearestName(parsed.model, visible.flatMap((m) => [m.name, ...m.aliases]));
+      const near = nearestName(
+        parsed.model,
+        visible.flatMap((m) => [m.name, ...m.aliases]),
+      );
       deps.refuse(
         reply,
         404,
@@ -275,7 +323,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
         400,
         'LLMGW_ENDPOINT_NOT_SERVED',
         `model \`${model.name}\` does not serve ${endpointPhrase(endpoint, request.routeOptions.url ?? request.url)}; it serves ${model.endpoints.join(', ')}. ` +
-          'Send the request to one of those, or ask the operator to list the endpoint in the model\'s `endpoints` if its engine serves it',
+          "Send the request to one of those, or ask the operator to list the endpoint in the model's `endpoints` if its engine serves it",
         'model',
       );
       return;
@@ -308,13 +356,24 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
     const call = request.call!;
     if (!key) return done();
     const model = call.model;
-    const cost = key.tokensPerMinute === null || countOnly ? null : tokensToReserve(call.endpoint, call.parsed, model, defaultReserveTokens);
+    const cost =
+      key.tokensPerMinute === null || countOnly
+        ? null
+        : tokensToReserve(call.endpoint, call.parsed, model, defaultReserveTokens);
     const reserve = cost?.total ?? 0;
     if (cost !== null && reserve > key.tokensPerMinute!) {
       deps.count(model.name, 429, key);
       deps.recordUsage(key, model.name, call.endpoint, 429, 0, 0);
       // OpenAI answers a request too large for a TPM limit with 429 too; x-should-retry stops its SDKs' (and Anthropic's) automatic retries.
-      deps.refuse(reply, 429, 'LLMGW_REQUEST_OVER_TOKEN_LIMIT', overLimitMessage(key, model, cost), null, { 'x-should-retry': 'false' }, true);
+      deps.refuse(
+        reply,
+        429,
+        'LLMGW_REQUEST_OVER_TOKEN_LIMIT',
+        overLimitMessage(key, model, cost),
+        null,
+        { 'x-should-retry': 'false' },
+        true,
+      );
       return;
     }
     const decision = deps.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
@@ -363,7 +422,12 @@ interface TokenCost {
  * plus the prompt's least size. Embeddings, rerank, score, tokenize and
  * transcriptions complete nothing: their prompt's least size alone.
  */
-function tokensToReserve(endpoint: Endpoint, parsed: ParsedRequest, model: Model, defaultReserveTokens: number): TokenCost {
+function tokensToReserve(
+  endpoint: Endpoint,
+  parsed: ParsedRequest,
+  model: Model,
+  defaultReserveTokens: number,
+): TokenCost {
   const prompt = parsed.leastPromptTokens();
   if (!generates(endpoint)) return { prompt, completion: 0, completionFrom: 'request', choices: 1, total: prompt };
   const body = parsed.body;
@@ -399,7 +463,11 @@ function overLimitMessage(key: ApiKeyRecord, model: Model, cost: TokenCost): str
  * OpenAI's x-ratelimit-* headers for a key with limits: each limit and
  * what is left of it after this request (a client paces itself by them).
  */
-function setRateLimitHeaders(res: ServerResponse, key: ApiKeyRecord, remaining: NonNullable<LimitDecision['remaining']>): void {
+function setRateLimitHeaders(
+  res: ServerResponse,
+  key: ApiKeyRecord,
+  remaining: NonNullable<LimitDecision['remaining']>,
+): void {
   // A limit the key has is in `remaining`; one it has not is absent.
   if (remaining.requests !== undefined) {
     res.setHeader('x-ratelimit-limit-requests', String(key.requestsPerMinute));

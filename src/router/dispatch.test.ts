@@ -2,12 +2,23 @@
 // they compose in, the request ids they make, the body the engine hears.
 import { describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema } from '../control/catalog/index.js';
-import { compose, inFlight, requestId, rewriteBody, type Attempt, type Dispatch, type Interceptor } from './dispatch.js';
+import {
+  compose,
+  inFlight,
+  requestId,
+  rewriteBody,
+  type Attempt,
+  type Dispatch,
+  type Interceptor,
+} from './dispatch.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
 import { parseRequest } from './validate.js';
 
 const model = (name: string, aliases: string[] = []) =>
-  compileModel(ModelSchema.parse({ name, aliases, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }), 'file');
+  compileModel(
+    ModelSchema.parse({ name, aliases, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }),
+    'file',
+  );
 
 function attempt(body: string, servedNames?: string[], native?: string): Attempt {
   const raw = Buffer.from(body);
@@ -38,16 +49,21 @@ describe('the dispatch chain', () => {
         seen.push(`${name} out`);
         return o;
       };
-    await compose(answered, [mark('a'), mark('b')])(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
+    await compose(answered, [mark('a'), mark('b')])(
+      attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'),
+    );
     expect(seen).toEqual(['a in', 'b in', 'b out', 'a out']);
   });
 
   it('gives every attempt its own upstream request id, made from the client request id and the tag', async () => {
     const ids: string[] = [];
-    const send = compose(async (a) => {
-      ids.push(a.headers['x-request-id']!);
-      return { kind: 'done', status: 200 };
-    }, [requestId('.tag')]);
+    const send = compose(
+      async (a) => {
+        ids.push(a.headers['x-request-id']!);
+        return { kind: 'done', status: 200 };
+      },
+      [requestId('.tag')],
+    );
     await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
     await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
     expect(ids).toEqual(['req-1-1.tag', 'req-1-2.tag']);
@@ -55,30 +71,40 @@ describe('the dispatch chain', () => {
 
   it('sends the client bytes as they are unless a rename or a usage request is due, then appends the fields', async () => {
     let body = '';
-    const send = compose(async (a) => {
-      body = a.body.toString();
-      return { kind: 'done', status: 200 };
-    }, [rewriteBody()]);
+    const send = compose(
+      async (a) => {
+        body = a.body.toString();
+        return { kind: 'done', status: 200 };
+      },
+      [rewriteBody()],
+    );
     const plain = '{"model":"alias","messages":[{"role":"user","content":"hi"}]} ';
     await send(attempt(plain));
     expect(body, 'the model answers to its aliases: nothing to rewrite').toBe(plain);
     await send(attempt(plain, ['m']));
-    expect(body, 'a replica serving only the canonical name hears it').toBe('{"model":"alias","messages":[{"role":"user","content":"hi"}],"model":"m"} ');
+    expect(body, 'a replica serving only the canonical name hears it').toBe(
+      '{"model":"alias","messages":[{"role":"user","content":"hi"}],"model":"m"} ',
+    );
     await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'));
     expect(JSON.parse(body).stream_options, 'a stream is asked for its usage').toEqual({ include_usage: true });
     const chatStream = '{"model":"alias","messages":[{"role":"user","content":"hi"}],"stream":true}';
     await send(attempt(chatStream, ['m'], '{"model":"alias","input":"hi","stream":true}'));
-    expect(body, 'a body passed through in its own API is renamed, never given stream_options').toBe('{"model":"alias","input":"hi","stream":true,"model":"m"}');
+    expect(body, 'a body passed through in its own API is renamed, never given stream_options').toBe(
+      '{"model":"alias","input":"hi","stream":true,"model":"m"}',
+    );
   });
 
   // A key with a token limit reserved 1024 for a request that set no max_tokens, and the engine then generated
   // to its context's end: one request cost the key many times its per-minute figure.
   it('holds a request that set no max_tokens to its reserved completion, except in a body passed through', async () => {
     let body = '';
-    const send = compose(async (a) => {
-      body = a.body.toString();
-      return { kind: 'done', status: 200 };
-    }, [rewriteBody()]);
+    const send = compose(
+      async (a) => {
+        body = a.body.toString();
+        return { kind: 'done', status: 200 };
+      },
+      [rewriteBody()],
+    );
     const capped = (b: string, native?: string): Attempt => {
       const a = attempt(b, undefined, native);
       return { ...a, ex: { ...a.ex, completionCap: 200 } };
@@ -95,7 +121,12 @@ describe('the dispatch chain', () => {
     const send = compose(async () => {
       during = use.inFlight;
       return { kind: 'done', status: 200 };
-    }, [inFlight(() => use, () => 42)]);
+    }, [
+      inFlight(
+        () => use,
+        () => 42,
+      ),
+    ]);
     await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
     expect(during).toBe(1);
     expect(use).toEqual({ inFlight: 0, lastUsedAtMs: 42 });

@@ -60,7 +60,10 @@ export type Dispatch<E extends AttemptExchange = AttemptExchange> = (attempt: At
 export type Interceptor = <E extends AttemptExchange>(next: Dispatch<E>) => Dispatch<E>;
 
 /** `base` wrapped in `interceptors`, the first listed outermost (it sees the attempt first and its end last). */
-export function compose<E extends AttemptExchange>(base: Dispatch<E>, interceptors: readonly Interceptor[]): Dispatch<E> {
+export function compose<E extends AttemptExchange>(
+  base: Dispatch<E>,
+  interceptors: readonly Interceptor[],
+): Dispatch<E> {
   let dispatch = base;
   for (let i = interceptors.length - 1; i >= 0; i--) dispatch = interceptors[i]!(dispatch);
   return dispatch;
@@ -93,7 +96,8 @@ export function rewriteBody(): Interceptor {
     } else if (rename || askUsage || cap !== null) {
       let tail = '';
       if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
-      if (askUsage) tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
+      if (askUsage)
+        tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
       if (cap !== null) tail += `,"max_tokens":${cap}`;
       a.body = appendFields(a.body, tail);
     }

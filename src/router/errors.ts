@@ -29,13 +29,26 @@ export function replyError(
   param: string | null = null,
   headers: Record<string, string> = {},
 ): FastifyReply {
-  return reply.code(status).headers({ 'content-type': 'application/json; charset=utf-8', ...headers }).send(openAiErrorBody(message, code, status, param));
+  return reply
+    .code(status)
+    .headers({ 'content-type': 'application/json; charset=utf-8', ...headers })
+    .send(openAiErrorBody(message, code, status, param));
 }
 
 /** A refusal written on the raw response (after hijack); a no-op once headers went out. */
-export function writeError(res: ServerResponse, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+export function writeError(
+  res: ServerResponse,
+  status: number,
+  code: ErrorCode,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent || res.destroyed) return;
   const body = openAiErrorBody(message, code, status);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), ...headers });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    ...headers,
+  });
   res.end(body);
 }

@@ -15,8 +15,20 @@ export {
 } from './router.js';
 export { usageFromTail } from './usage.js';
 export { RateLimiter, cappedReservation, type LimitDecision, type RequestLimiter } from './rate-limit.js';
-export { compileRouterOptions, ROUTER_DEFAULTS, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
+export {
+  compileRouterOptions,
+  ROUTER_DEFAULTS,
+  type RouterOptions,
+  type RouterSettings,
+  type RouterTimeouts,
+} from './options.js';
 export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
 export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';
-export { RequestLog, REQUEST_LOG_CAPACITY, requestRecordView, type RequestFilter, type RequestRecord } from './request-log.js';
+export {
+  RequestLog,
+  REQUEST_LOG_CAPACITY,
+  requestRecordView,
+  type RequestFilter,
+  type RequestRecord,
+} from './request-log.js';

@@ -13,7 +13,14 @@ import { createJsonApp } from '../http/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
 import { waitFor } from '../../test/support/wait.js';
 import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
-import { openAiErrorShape, registerRouter, type ReplicaDirectory, type Router, type RouterDeps, type RouterReplica } from './index.js';
+import {
+  openAiErrorShape,
+  registerRouter,
+  type ReplicaDirectory,
+  type Router,
+  type RouterDeps,
+  type RouterReplica,
+} from './index.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
@@ -21,7 +28,10 @@ afterEach(async () => {
 });
 
 function model(def: Partial<ModelDefinition> & { name: string }): Model {
-  return compileModel(ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }), 'file');
+  return compileModel(
+    ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }),
+    'file',
+  );
 }
 
 class Directory implements ReplicaDirectory {
@@ -40,7 +50,13 @@ class Directory implements ReplicaDirectory {
 
 async function harness(models: Model[], overrides: Partial<RouterDeps> = {}) {
   const logger = pino({ level: 'silent' });
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  const app = createJsonApp({
+    logger,
+    bodyLimitBytes: 8 << 20,
+    shapeError: openAiErrorShape,
+    requestLoggers: false,
+    requestIds: true,
+  });
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const directory = new Directory();
@@ -82,14 +98,21 @@ async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {})
 describe('fallbacks a key may not use', () => {
   // A key limited to public-model was served by secret-model through public-model's fallback.
   it('skips them, says so in x-llmgw-fallback-skipped, and answers as if there were none', async () => {
-    const pub = model({ name: 'public-model', fallbacks: ['secret-model'], fallback_while_cold: true, scaling: { min: 0, max: 1 } });
+    const pub = model({
+      name: 'public-model',
+      fallbacks: ['secret-model'],
+      fallback_while_cold: true,
+      scaling: { min: 0, max: 1 },
+    });
     const secret = model({ name: 'secret-model' });
     const h = await harness([pub, secret]);
     const secretSim = await sim(secret);
     h.directory.replicas.set('secret-model', [{ id: 's1', endpoint: secretSim.url, draining: false }]);
     const limited = await issueKey(h.keys, { name: 'public', allowedModels: ['public-model'] }, Date.now(), 'test');
     const res = await h.chat(limited.secret, { model: 'public-model' });
-    expect(res.status, 'no replica of public-model, and the only fallback is forbidden: 503 as without fallbacks').toBe(503);
+    expect(res.status, 'no replica of public-model, and the only fallback is forbidden: 503 as without fallbacks').toBe(
+      503,
+    );
     expect(res.headers.get('x-llmgw-fallback-skipped')).toBe('secret-model');
     expect(secretSim.stats().requestsSeen, 'secret-model never saw the request').toBe(0);
 
@@ -110,7 +133,9 @@ describe('token limits under concurrency', () => {
     h.directory.replicas.set('alpha', [{ id: 'r1', endpoint: engine.url, draining: false }]);
     // Each reserves 10 + the prompt's least size (0 for "hi"): 3 fit in 35.
     const key = await issueKey(h.keys, { name: 'tpm', tokensPerMinute: 35 }, Date.now(), 'test');
-    const answers = await Promise.all([0, 1, 2, 3, 4, 5].map(() => h.chat(key.secret, { model: 'alpha', max_tokens: 10 })));
+    const answers = await Promise.all(
+      [0, 1, 2, 3, 4, 5].map(() => h.chat(key.secret, { model: 'alpha', max_tokens: 10 })),
+    );
     const statuses = answers.map((r) => r.status).sort();
     expect(statuses, 'three fit, three are refused').toEqual([200, 200, 200, 429, 429, 429]);
     const refused = answers.find((r) => r.status === 429)!;
@@ -122,10 +147,10 @@ describe('token limits under concurrency', () => {
   });
 });
 
-describe('a request bigger than its key\'s token limit', () => {
+describe("a request bigger than its key's token limit", () => {
   // One request reserved at most the key's per-minute figure, so a key with 50 tokens a minute got 3,001 in one
   // request (max_tokens 3000): a burst 60 times its limit, paid back only by an hour locked out.
-  it('is refused with 429 naming both numbers, no Retry-After, before the engine; max_tokens absent counts as the model\'s cap', async () => {
+  it("is refused with 429 naming both numbers, no Retry-After, before the engine; max_tokens absent counts as the model's cap", async () => {
     const a = model({ name: 'alpha' });
     const capped = model({ name: 'capped', limits: { max_tokens: 200 } });
     const h = await harness([a, capped]);
@@ -139,21 +164,33 @@ describe('a request bigger than its key\'s token limit', () => {
     expect(big.headers.get('retry-after'), 'no wait would admit it: no Retry-After').toBeNull();
     expect(big.headers.get('x-should-retry'), "the SDKs' automatic retries are stopped").toBe('false');
     const body = (await big.json()) as { error: { code: string; llmgw_code: string; message: string; type: string } };
-    expect(body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limit_exceeded', llmgw_code: 'LLMGW_REQUEST_OVER_TOKEN_LIMIT' });
+    expect(body.error).toMatchObject({
+      type: 'rate_limit_error',
+      code: 'rate_limit_exceeded',
+      llmgw_code: 'LLMGW_REQUEST_OVER_TOKEN_LIMIT',
+    });
     expect(body.error.message).toMatch(/\b3000\b/);
     expect(body.error.message).toMatch(/\b50 tokens per minute\b/);
     expect(body.error.message, 'says what to send instead').toContain('send max_tokens of at most 50');
     const absent = await h.chat(key.secret, { model: 'capped' });
     expect(absent.status, "no max_tokens reserves the model's cap, 200").toBe(429);
-    expect(((await absent.json()) as { error: { message: string } }).error.message).toContain('cap of 200 (limits.max_tokens)');
+    expect(((await absent.json()) as { error: { message: string } }).error.message).toContain(
+      'cap of 200 (limits.max_tokens)',
+    );
     const noCap = await h.chat(key.secret, { model: 'alpha' });
     expect(noCap.status, 'no max_tokens and no cap reserves the default, 1024').toBe(429);
     expect(((await noCap.json()) as { error: { message: string } }).error.message).toContain('counts as 1024');
     const twice = await h.chat(key.secret, { model: 'alpha', max_tokens: 30, n: 2 });
     expect(twice.status, '30 per choice, two choices: 60 > 50').toBe(429);
-    expect(engine.stats().requestsSeen + cappedEngine.stats().requestsSeen, 'no refused request reached an engine').toBe(0);
+    expect(
+      engine.stats().requestsSeen + cappedEngine.stats().requestsSeen,
+      'no refused request reached an engine',
+    ).toBe(0);
     const fits = await h.chat(key.secret, { model: 'alpha', max_tokens: 50 });
-    expect(fits.status, 'a request that fits the whole limit is served; the refusals took nothing from the balance').toBe(200);
+    expect(
+      fits.status,
+      'a request that fits the whole limit is served; the refusals took nothing from the balance',
+    ).toBe(200);
     await fits.text();
   });
 });
@@ -173,7 +210,12 @@ describe('a key revoked while its requests run', () => {
       const res = await undiciRequest(`${h.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens, stream: true }),
+        body: JSON.stringify({
+          model: 'alpha',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: maxTokens,
+          stream: true,
+        }),
       });
       expect(res.statusCode).toBe(200);
       const chunks = res.body[Symbol.asyncIterator]();
@@ -198,12 +240,18 @@ describe('a key revoked while its requests run', () => {
     h.keys.revoke(key.record.id, Date.now());
     const rest = await revokedStream.rest;
     const last = rest.trimEnd().split('\n\n').at(-1)!;
-    expect(last, 'the stream ends with an error event naming the revocation').toMatch(/^data: \{"error":\{"message":"the API key llmgw-\S+ was revoked/);
+    expect(last, 'the stream ends with an error event naming the revocation').toMatch(
+      /^data: \{"error":\{"message":"the API key llmgw-\S+ was revoked/,
+    );
     expect(JSON.parse(last.slice(6)).error).toMatchObject({ type: 'authentication_error', code: 'invalid_api_key' });
     const refused = await held;
     expect(refused.status, 'the held request is answered 401').toBe(401);
     expect(((await refused.json()) as { error: { message: string } }).error.message).toContain('was revoked');
-    await waitFor("the engine's work stopped", async () => (engine.stats().requestsAborted >= 1 ? true : undefined), 5_000);
+    await waitFor(
+      "the engine's work stopped",
+      async () => (engine.stats().requestsAborted >= 1 ? true : undefined),
+      5_000,
+    );
     // Another key's stream runs on to its end: only the revoked key's were cut.
     const tail = await otherStream.rest;
     expect(tail).toContain('data: [DONE]');
@@ -220,16 +268,27 @@ describe('requests held for a cold model', () => {
     const key = await issueKey(h.keys, { name: 'waits' }, Date.now(), 'test');
     const other = await issueKey(h.keys, { name: 'other' }, Date.now(), 'test');
     const abort = new AbortController();
-    const held = [h.chat(key.secret, { model: 'alpha' }, abort.signal), h.chat(key.secret, { model: 'alpha' }, abort.signal)].map((p) => p.catch(() => null));
+    const held = [
+      h.chat(key.secret, { model: 'alpha' }, abort.signal),
+      h.chat(key.secret, { model: 'alpha' }, abort.signal),
+    ].map((p) => p.catch(() => null));
     await waitFor('two held', async () => (h.router.queued().get('alpha') === 2 ? true : undefined), 5_000);
     const third = await h.chat(key.secret, { model: 'alpha' });
     expect(third.status).toBe(429);
     const body = (await third.json()) as { error: { message: string } };
     expect(body.error.message).toContain('max_held_per_key');
     const another = h.chat(other.secret, { model: 'alpha' }, abort.signal).catch(() => null);
-    await waitFor('another key still holds', async () => (h.router.queued().get('alpha') === 3 ? true : undefined), 5_000);
+    await waitFor(
+      'another key still holds',
+      async () => (h.router.queued().get('alpha') === 3 ? true : undefined),
+      5_000,
+    );
     abort.abort();
     await Promise.all([...held, another]);
-    await waitFor('the holds to end with their clients', async () => (h.router.queued().size === 0 ? true : undefined), 5_000);
+    await waitFor(
+      'the holds to end with their clients',
+      async () => (h.router.queued().size === 0 ? true : undefined),
+      5_000,
+    );
   });
 });

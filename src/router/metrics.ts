@@ -20,7 +20,10 @@ export class RouterMetrics {
 
   /** Labelled children by label values: prom-client hashes a label object on every call, the router per request. */
   private readonly requestChildren = new Map<string, { inc(): void }>();
-  private readonly modelChildren = new Map<string, { ttft: { observe(v: number): void }; duration: { observe(v: number): void } }>();
+  private readonly modelChildren = new Map<
+    string,
+    { ttft: { observe(v: number): void }; duration: { observe(v: number): void } }
+  >();
 
   /** One more request answered with `status`. */
   countRequest(model: string, status: number, keyPrefix: string): void {

@@ -165,7 +165,8 @@ export function compileRouterOptions(settings: RouterSettings): RouterOptions {
   });
   const numbers = {} as Record<(typeof NUMERIC)[number], number>;
   for (const name of NUMERIC) numbers[name] = pick(name, settings[name]);
-  if (problems.length) throw new LlmgwError('LLMGW_CONFIG_INVALID', `the router's options are not valid: ${problems.join('; ')}`);
+  if (problems.length)
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `the router's options are not valid: ${problems.join('; ')}`);
   return Object.freeze({
     now: settings.now ?? Date.now,
     random: settings.random ?? Math.random,

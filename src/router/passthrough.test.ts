@@ -23,12 +23,21 @@ afterEach(async () => {
 });
 
 function model(def: Partial<ModelDefinition> & { name: string }): Model {
-  return compileModel(ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }), 'file');
+  return compileModel(
+    ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }),
+    'file',
+  );
 }
 
 async function harness(models: Model[], ready: Record<string, RouterReplica[]>, overrides: Partial<RouterDeps> = {}) {
   const logger = pino({ level: 'silent' });
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  const app = createJsonApp({
+    logger,
+    bodyLimitBytes: 8 << 20,
+    shapeError: openAiErrorShape,
+    requestLoggers: false,
+    requestIds: true,
+  });
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const keys = new MemoryKeyStore();
@@ -50,9 +59,22 @@ async function harness(models: Model[], ready: Record<string, RouterReplica[]>, 
   cleanups.push(() => app.close());
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   const { secret } = await issueKey(keys, { name: 'test' }, Date.now(), 'test');
-  const post = async (path: string, body: unknown, headers: Record<string, string> = { authorization: `Bearer ${secret}` }) => {
-    const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
-    return { status: res.status, json: (await res.json()) as Record<string, unknown> & { error?: { message: string; code: string; llmgw_code: string } } };
+  const post = async (
+    path: string,
+    body: unknown,
+    headers: Record<string, string> = { authorization: `Bearer ${secret}` },
+  ) => {
+    const res = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    });
+    return {
+      status: res.status,
+      json: (await res.json()) as Record<string, unknown> & {
+        error?: { message: string; code: string; llmgw_code: string };
+      },
+    };
   };
   const client = new OpenAI({ apiKey: secret, baseURL: `${url}/v1`, maxRetries: 0, timeout: 20_000 });
   return { url, secret, usage, post, client };
@@ -65,7 +87,10 @@ async function simReplica(m: Model): Promise<RouterReplica> {
 }
 
 /** An engine stand-in that keeps every request's path, headers and bytes, and answers a transcription. */
-async function recorder(): Promise<{ replica: RouterReplica; seen: { path: string; contentType: string | undefined; body: Buffer }[] }> {
+async function recorder(): Promise<{
+  replica: RouterReplica;
+  seen: { path: string; contentType: string | undefined; body: Buffer }[];
+}> {
   const seen: { path: string; contentType: string | undefined; body: Buffer }[] = [];
   const server = createServer((req: IncomingMessage, res) => {
     const chunks: Buffer[] = [];
@@ -77,7 +102,13 @@ async function recorder(): Promise<{ replica: RouterReplica; seen: { path: strin
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   const port = (server.address() as AddressInfo).port;
   return { replica: { id: `rec-${port}`, endpoint: `http://127.0.0.1:${port}`, draining: false }, seen };
 }
@@ -118,9 +149,16 @@ describe('pass-through endpoints', () => {
     const counted = () => Object.fromEntries(h.usage.snapshot().map((u) => [u.endpoint, u]));
     await waitFor('usage of every endpoint', () => Object.keys(counted()).length === 4);
     const rows = counted();
-    expect(Object.fromEntries(Object.entries(rows).map(([e, u]) => [e, u.requests])), 'one row per endpoint').toEqual({ rerank: 3, score: 1, tokenize: 1, detokenize: 1 });
+    expect(Object.fromEntries(Object.entries(rows).map(([e, u]) => [e, u.requests])), 'one row per endpoint').toEqual({
+      rerank: 3,
+      score: 1,
+      tokenize: 1,
+      detokenize: 1,
+    });
     expect(rows.rerank!.promptTokens, "rerank's total_tokens, counted as prompt").toBe(3 * total);
-    expect(rows.score!.promptTokens, "score's prompt_tokens").toBe((score.json.usage as { prompt_tokens: number }).prompt_tokens);
+    expect(rows.score!.promptTokens, "score's prompt_tokens").toBe(
+      (score.json.usage as { prompt_tokens: number }).prompt_tokens,
+    );
     expect(rows.tokenize!.promptTokens, 'tokenizing costs no tokens').toBe(0);
   });
 
@@ -139,10 +177,19 @@ describe('pass-through endpoints', () => {
       expect(r.json.error?.message, path).toContain(`model \`chatty\` does not serve`);
       expect(r.json.error?.message, path).toContain('it serves chat, completions');
     }
-    const form = await formBytes([['model', 'chatty'], ['file', new Blob(['x']), 'a.wav']]);
-    const audio = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type }, body: new Uint8Array(form.body) });
+    const form = await formBytes([
+      ['model', 'chatty'],
+      ['file', new Blob(['x']), 'a.wav'],
+    ]);
+    const audio = await fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type },
+      body: new Uint8Array(form.body),
+    });
     expect(audio.status).toBe(400);
-    expect(((await audio.json()) as { error: { message: string } }).error.message).toContain('does not serve transcriptions (POST /v1/audio/transcriptions)');
+    expect(((await audio.json()) as { error: { message: string } }).error.message).toContain(
+      'does not serve transcriptions (POST /v1/audio/transcriptions)',
+    );
     expect(rec.seen, 'no engine was asked').toEqual([]);
   });
 
@@ -174,8 +221,15 @@ describe('pass-through endpoints', () => {
       expect(r.status, path).toBe(401);
       expect(r.json.error?.code, path).toBe('invalid_api_key');
     }
-    const form = await formBytes([['model', 'm'], ['file', new Blob(['x']), 'a.wav']]);
-    const audio = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': form.type }, body: new Uint8Array(form.body) });
+    const form = await formBytes([
+      ['model', 'm'],
+      ['file', new Blob(['x']), 'a.wav'],
+    ]);
+    const audio = await fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { 'content-type': form.type },
+      body: new Uint8Array(form.body),
+    });
     expect(audio.status).toBe(401);
   });
 
@@ -184,17 +238,35 @@ describe('pass-through endpoints', () => {
     const rec = await recorder();
     const h = await harness([m], { whisper: [{ ...rec.replica, servedNames: ['whisper'] }] });
     const audio = new Uint8Array(50_000).map((_, i) => (i * 7) % 256);
-    const form = await formBytes([['file', new Blob([audio]), 'talk.wav'], ['model', 'whisper'], ['language', 'en']]);
-    const sent = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type }, body: new Uint8Array(form.body) });
+    const form = await formBytes([
+      ['file', new Blob([audio]), 'talk.wav'],
+      ['model', 'whisper'],
+      ['language', 'en'],
+    ]);
+    const sent = await fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type },
+      body: new Uint8Array(form.body),
+    });
     expect(sent.status).toBe(200);
     expect(await sent.json()).toEqual({ text: 'recorded' });
     expect(rec.seen[0]!.path).toBe('/v1/audio/transcriptions');
     expect(rec.seen[0]!.contentType, 'the same content type, boundary and all').toBe(form.type);
     expect(rec.seen[0]!.body.equals(form.body), 'the same bytes').toBe(true);
 
-    const aliased = await formBytes([['model', 'asr'], ['file', new Blob([audio]), 'talk.wav']]);
-    await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.secret}`, 'content-type': aliased.type }, body: new Uint8Array(aliased.body) });
-    const expected = await formBytes([['model', 'whisper'], ['file', new Blob([audio]), 'talk.wav']]);
+    const aliased = await formBytes([
+      ['model', 'asr'],
+      ['file', new Blob([audio]), 'talk.wav'],
+    ]);
+    await fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.secret}`, 'content-type': aliased.type },
+      body: new Uint8Array(aliased.body),
+    });
+    const expected = await formBytes([
+      ['model', 'whisper'],
+      ['file', new Blob([audio]), 'talk.wav'],
+    ]);
     const boundaryOf = (t: string) => t.split('boundary=')[1]!;
     expect(rec.seen[1]!.body.toString('latin1'), 'the alias replaced by the served name, nothing else').toBe(
       expected.body.toString('latin1').replaceAll(boundaryOf(expected.type), boundaryOf(aliased.type)),
@@ -203,41 +275,95 @@ describe('pass-through endpoints', () => {
 
   it('answers the openai client’s audio.transcriptions.create from the sim, and refuses bad forms saying what to fix', async () => {
     const m = model({ name: 'whisper' });
-    const h = await harness([m], { whisper: [await simReplica(m)] }, { bodyLimitBytes: 64 * 1024, uploadLimitBytes: 256 * 1024 });
+    const h = await harness(
+      [m],
+      { whisper: [await simReplica(m)] },
+      { bodyLimitBytes: 64 * 1024, uploadLimitBytes: 256 * 1024 },
+    );
     const audio = Buffer.alloc(32_000, 3);
     const t = await h.client.audio.transcriptions.create({ model: 'whisper', file: await toFile(audio, 'hello.wav') });
     expect(t.text).toMatch(/^heard 32000 bytes of hello\.wav \(fnv1a [0-9a-f]{8}\)$/);
-    const text = await h.client.audio.transcriptions.create({ model: 'whisper', file: await toFile(audio, 'hello.wav'), response_format: 'text' });
+    const text = await h.client.audio.transcriptions.create({
+      model: 'whisper',
+      file: await toFile(audio, 'hello.wav'),
+      response_format: 'text',
+    });
     expect(text, 'text relayed as the engine wrote it').toBe(t.text);
 
     const send = async (form: { body: Buffer; type: string }) => {
-      const res = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type }, body: new Uint8Array(form.body) });
+      const res = await fetch(`${h.url}/v1/audio/transcriptions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type },
+        body: new Uint8Array(form.body),
+      });
       return { status: res.status, message: ((await res.json()) as { error: { message: string } }).error.message };
     };
-    expect(await send(await formBytes([['model', 'whisper']]))).toEqual({ status: 400, message: expect.stringContaining('the form has no file field') });
-    expect(await send(await formBytes([['file', new Blob(['x']), 'a.wav']]))).toEqual({ status: 400, message: expect.stringContaining('the form has no model field') });
-    const longer = await h.client.audio.transcriptions.create({ model: 'whisper', file: await toFile(Buffer.alloc(100 * 1024, 1), 'long.wav') });
+    expect(await send(await formBytes([['model', 'whisper']]))).toEqual({
+      status: 400,
+      message: expect.stringContaining('the form has no file field'),
+    });
+    expect(await send(await formBytes([['file', new Blob(['x']), 'a.wav']]))).toEqual({
+      status: 400,
+      message: expect.stringContaining('the form has no model field'),
+    });
+    const longer = await h.client.audio.transcriptions.create({
+      model: 'whisper',
+      file: await toFile(Buffer.alloc(100 * 1024, 1), 'long.wav'),
+    });
     expect(longer.text, 'an upload past the JSON body limit, within the upload limit').toMatch(/^heard 102400 bytes/);
-    const big = await send(await formBytes([['model', 'whisper'], ['file', new Blob([Buffer.alloc(257 * 1024)]), 'big.wav']]));
+    const big = await send(
+      await formBytes([
+        ['model', 'whisper'],
+        ['file', new Blob([Buffer.alloc(257 * 1024)]), 'big.wav'],
+      ]),
+    );
     expect(big.status, 'past the upload limit').toBe(413);
-    const bigJson = await h.post('/v1/chat/completions', { model: 'whisper', messages: [{ role: 'user', content: 'x'.repeat(65 * 1024) }] });
+    const bigJson = await h.post('/v1/chat/completions', {
+      model: 'whisper',
+      messages: [{ role: 'user', content: 'x'.repeat(65 * 1024) }],
+    });
     expect(bigJson.status, 'JSON keeps its own, smaller limit').toBe(413);
     const json = await h.post('/v1/audio/transcriptions', { model: 'whisper' });
-    expect([json.status, json.json.error?.message]).toEqual([415, expect.stringContaining('send the upload as multipart/form-data')]);
-    const form = await formBytes([['model', 'whisper'], ['file', new Blob(['x']), 'a.wav']]);
-    const onChat = await fetch(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type }, body: new Uint8Array(form.body) });
+    expect([json.status, json.json.error?.message]).toEqual([
+      415,
+      expect.stringContaining('send the upload as multipart/form-data'),
+    ]);
+    const form = await formBytes([
+      ['model', 'whisper'],
+      ['file', new Blob(['x']), 'a.wav'],
+    ]);
+    const onChat = await fetch(`${h.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.secret}`, 'content-type': form.type },
+      body: new Uint8Array(form.body),
+    });
     expect(onChat.status, 'a form to a JSON endpoint').toBe(415);
-    await waitFor('usage of the transcriptions', () => h.usage.snapshot().find((u) => u.endpoint === 'transcriptions' && u.requests >= 2));
+    await waitFor('usage of the transcriptions', () =>
+      h.usage.snapshot().find((u) => u.endpoint === 'transcriptions' && u.requests >= 2),
+    );
   });
 
   it('without keys, reads an upload only with an Authorization header, which a web page cannot add without a preflight', async () => {
     const m = model({ name: 'whisper' });
     const h = await harness([m], { whisper: [await simReplica(m)] }, { authRequired: false });
-    const form = await formBytes([['model', 'whisper'], ['file', new Blob(['x']), 'a.wav']]);
-    const bare = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': form.type }, body: new Uint8Array(form.body) });
+    const form = await formBytes([
+      ['model', 'whisper'],
+      ['file', new Blob(['x']), 'a.wav'],
+    ]);
+    const bare = await fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { 'content-type': form.type },
+      body: new Uint8Array(form.body),
+    });
     expect(bare.status).toBe(415);
-    expect(((await bare.json()) as { error: { message: string } }).error.message).toContain('only with an Authorization header');
-    const withHeader = await fetch(`${h.url}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: 'Bearer anything', 'content-type': form.type }, body: new Uint8Array(form.body) });
+    expect(((await bare.json()) as { error: { message: string } }).error.message).toContain(
+      'only with an Authorization header',
+    );
+    const withHeader = await fetch(`${h.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer anything', 'content-type': form.type },
+      body: new Uint8Array(form.body),
+    });
     expect(withHeader.status).toBe(200);
   });
 });

@@ -17,8 +17,17 @@ const replicas = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `r${i
 
 describe('power of two choices', () => {
   it('takes the less busy of the two it draws', () => {
-    const load = new Map([['r0', 5], ['r1', 1]]);
-    expect(pickLeastLoaded(replicas(2), (id) => load.get(id) ?? 0, () => 0)?.id).toBe('r1');
+    const load = new Map([
+      ['r0', 5],
+      ['r1', 1],
+    ]);
+    expect(
+      pickLeastLoaded(
+        replicas(2),
+        (id) => load.get(id) ?? 0,
+        () => 0,
+      )?.id,
+    ).toBe('r1');
   });
 
   it('keeps loads level when every pick adds one request', () => {
@@ -87,10 +96,26 @@ describe('expected load', () => {
     ['an idle engine', { inFlight: 0, sample: { running: 0, waiting: 0, sentSince: 0 } }, 0],
     ['running, and sends since the sample', { inFlight: 9, sample: { running: 4, waiting: 0, sentSince: 2 } }, 6],
     ['a waiting request weighs double', { inFlight: 0, sample: { running: 4, waiting: 3, sentSince: 0 } }, 10],
-    ['requests of this router the sample counted that finished since come off', { inFlight: 1, sample: { running: 4, waiting: 0, sentSince: 1, finishedSince: 3 } }, 2],
-    ['never below nothing at the engine', { inFlight: 0, sample: { running: 1, waiting: 0, sentSince: 0, finishedSince: 3 } }, 0],
-    ['KV at the threshold: no penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.9, sentSince: 0 } }, 1],
-    ['KV half way to full: half the penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.95, sentSince: 0 } }, 3],
+    [
+      'requests of this router the sample counted that finished since come off',
+      { inFlight: 1, sample: { running: 4, waiting: 0, sentSince: 1, finishedSince: 3 } },
+      2,
+    ],
+    [
+      'never below nothing at the engine',
+      { inFlight: 0, sample: { running: 1, waiting: 0, sentSince: 0, finishedSince: 3 } },
+      0,
+    ],
+    [
+      'KV at the threshold: no penalty',
+      { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.9, sentSince: 0 } },
+      1,
+    ],
+    [
+      'KV half way to full: half the penalty',
+      { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 0.95, sentSince: 0 } },
+      3,
+    ],
     ['KV full: the whole penalty', { inFlight: 0, sample: { running: 1, waiting: 0, kvUsage: 1, sentSince: 0 } }, 5],
   ])('%s', (_name, view, want) => {
     expect(expectedLoad(view)).toBeCloseTo(want, 9);
@@ -100,11 +125,29 @@ describe('expected load', () => {
 describe('loadViewOf', () => {
   const sample = { running: 2, waiting: 1, kvUsage: 0.4, sampledAtMs: 10_000 };
   it.each([
-    ['fresh: sends after the sample count, those before are in it', sample, [9_000, 9_500, 10_200, 10_900], 11_000, { inFlight: 4, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 2 } }],
-    ['exactly at the staleness limit: still fresh', sample, [], 14_000, { inFlight: 0, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 0 } }],
+    [
+      'fresh: sends after the sample count, those before are in it',
+      sample,
+      [9_000, 9_500, 10_200, 10_900],
+      11_000,
+      { inFlight: 4, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 2 } },
+    ],
+    [
+      'exactly at the staleness limit: still fresh',
+      sample,
+      [],
+      14_000,
+      { inFlight: 0, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 0 } },
+    ],
     ['past it: in-flight counting', sample, [9_000, 13_000], 14_001, { inFlight: 2 }],
     ['never reported: in-flight counting', undefined, [1], 14_000, { inFlight: 1 }],
-    ['dated a little ahead of this clock: fresh', { ...sample, sampledAtMs: 11_050 }, [11_000], 11_000, { inFlight: 1, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 0 } }],
+    [
+      'dated a little ahead of this clock: fresh',
+      { ...sample, sampledAtMs: 11_050 },
+      [11_000],
+      11_000,
+      { inFlight: 1, sample: { running: 2, waiting: 1, kvUsage: 0.4, sentSince: 0 } },
+    ],
   ] as const)('%s', (_name, s, sends, now, want) => {
     expect(loadViewOf(s, sends, now, 4_000)).toEqual(want);
   });
@@ -124,12 +167,48 @@ describe('least load', () => {
   const score = (loads: Record<string, number>) => (id: string) => loads[id] ?? 0;
 
   it.each([
-    ['the engine with a queue loses to one with free sequences', { r0: expectedLoad({ inFlight: 1, sample: { running: 4, waiting: 3, sentSince: 0 } }), r1: expectedLoad({ inFlight: 3, sample: { running: 3, waiting: 0, sentSince: 0 } }) }, 'r1'],
-    ['a burst since the sample counts against a replica', { r0: expectedLoad({ inFlight: 5, sample: { running: 0, waiting: 0, sentSince: 5 } }), r1: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, sentSince: 0 } }) }, 'r1'],
-    ['a nearly full KV cache tips an otherwise equal choice', { r0: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, kvUsage: 0.97, sentSince: 0 } }), r1: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, kvUsage: 0.5, sentSince: 0 } }) }, 'r1'],
+    [
+      'the engine with a queue loses to one with free sequences',
+      {
+        r0: expectedLoad({ inFlight: 1, sample: { running: 4, waiting: 3, sentSince: 0 } }),
+        r1: expectedLoad({ inFlight: 3, sample: { running: 3, waiting: 0, sentSince: 0 } }),
+      },
+      'r1',
+    ],
+    [
+      'a burst since the sample counts against a replica',
+      {
+        r0: expectedLoad({ inFlight: 5, sample: { running: 0, waiting: 0, sentSince: 5 } }),
+        r1: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, sentSince: 0 } }),
+      },
+      'r1',
+    ],
+    [
+      'a nearly full KV cache tips an otherwise equal choice',
+      {
+        r0: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, kvUsage: 0.97, sentSince: 0 } }),
+        r1: expectedLoad({ inFlight: 0, sample: { running: 2, waiting: 0, kvUsage: 0.5, sentSince: 0 } }),
+      },
+      'r1',
+    ],
     // Mixed fresh and stale: both are requests at the engine. The stale replica's two in flight beat the fresh one's queue.
-    ['a stale replica competes by its in-flight count', { r0: expectedLoad({ inFlight: 2 }), r1: expectedLoad({ inFlight: 0, sample: { running: 1, waiting: 1, sentSince: 0 } }) }, 'r0'],
-    ['a long prompt queued by another client shows only in the sample', { r0: expectedLoad({ inFlight: 0, sample: { running: 4, waiting: 2, sentSince: 0 } }), r1: expectedLoad({ inFlight: 1, sample: { running: 1, waiting: 0, sentSince: 0 } }), r2: expectedLoad({ inFlight: 2 }) }, 'r1'],
+    [
+      'a stale replica competes by its in-flight count',
+      {
+        r0: expectedLoad({ inFlight: 2 }),
+        r1: expectedLoad({ inFlight: 0, sample: { running: 1, waiting: 1, sentSince: 0 } }),
+      },
+      'r0',
+    ],
+    [
+      'a long prompt queued by another client shows only in the sample',
+      {
+        r0: expectedLoad({ inFlight: 0, sample: { running: 4, waiting: 2, sentSince: 0 } }),
+        r1: expectedLoad({ inFlight: 1, sample: { running: 1, waiting: 0, sentSince: 0 } }),
+        r2: expectedLoad({ inFlight: 2 }),
+      },
+      'r1',
+    ],
   ])('%s', (_name, loads, want) => {
     expect(pickLeastLoad(replicas(Object.keys(loads).length), score(loads), () => 0.5)?.id).toBe(want);
   });
@@ -146,8 +225,20 @@ describe('least load', () => {
   });
 
   it('returns the only candidate, or none', () => {
-    expect(pickLeastLoad([{ id: 'a' }], () => 99, () => 0)?.id).toBe('a');
-    expect(pickLeastLoad([], () => 0, () => 0)).toBeUndefined();
+    expect(
+      pickLeastLoad(
+        [{ id: 'a' }],
+        () => 99,
+        () => 0,
+      )?.id,
+    ).toBe('a');
+    expect(
+      pickLeastLoad(
+        [],
+        () => 0,
+        () => 0,
+      ),
+    ).toBeUndefined();
   });
 });
 
@@ -160,7 +251,8 @@ describe('prefix affinity over engine load', () => {
     const idle = () => 0;
     expect(pickByPrefix(cands, ring, hash, idle, 1.25)?.id, 'an idle fleet: the owner').toBe(owner);
     // The owner has nothing in flight from this router, but its engine reports a queue.
-    const queued = (id: string) => (id === owner ? expectedLoad({ inFlight: 0, sample: { running: 4, waiting: 2, sentSince: 0 } }) : 1);
+    const queued = (id: string) =>
+      id === owner ? expectedLoad({ inFlight: 0, sample: { running: 4, waiting: 2, sentSince: 0 } }) : 1;
     expect(pickByPrefix(cands, ring, hash, queued, 1.25)?.id, 'over the bound: the next on the ring').not.toBe(owner);
   });
 });

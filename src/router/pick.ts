@@ -62,7 +62,8 @@ export function expectedLoad(view: LoadView): number {
   const s = view.sample;
   if (!s) return view.inFlight;
   const kv = s.kvUsage ?? 0;
-  const penalty = kv > KV_PENALTY_FROM ? ((Math.min(kv, 1) - KV_PENALTY_FROM) / (1 - KV_PENALTY_FROM)) * KV_PENALTY_AT_FULL : 0;
+  const penalty =
+    kv > KV_PENALTY_FROM ? ((Math.min(kv, 1) - KV_PENALTY_FROM) / (1 - KV_PENALTY_FROM)) * KV_PENALTY_AT_FULL : 0;
   return Math.max(0, s.running + 2 * s.waiting - (s.finishedSince ?? 0)) + s.sentSince + penalty;
 }
 
@@ -116,7 +117,11 @@ export function loadViewOf(
 }
 
 /** The candidate with the lowest load; among equals one at random (`random` in [0, 1), injected so tests are deterministic). */
-export function pickLeastLoad<T extends Candidate>(candidates: readonly T[], load: (id: string) => number, random: () => number): T | undefined {
+export function pickLeastLoad<T extends Candidate>(
+  candidates: readonly T[],
+  load: (id: string) => number,
+  random: () => number,
+): T | undefined {
   if (candidates.length <= 1) return candidates[0];
   let bestLoad = Infinity;
   for (const c of candidates) bestLoad = Math.min(bestLoad, load(c.id));
@@ -125,7 +130,11 @@ export function pickLeastLoad<T extends Candidate>(candidates: readonly T[], loa
 }
 
 /** Power of two choices by in-flight count; `random` in [0, 1) is injected so tests are deterministic. */
-export function pickLeastLoaded<T extends Candidate>(candidates: readonly T[], inFlight: (id: string) => number, random: () => number): T | undefined {
+export function pickLeastLoaded<T extends Candidate>(
+  candidates: readonly T[],
+  inFlight: (id: string) => number,
+  random: () => number,
+): T | undefined {
   const n = candidates.length;
   if (n <= 1) return candidates[0];
   const i = Math.floor(random() * n) % n;

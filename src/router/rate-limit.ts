@@ -45,7 +45,12 @@ export interface RequestLimiter {
    * exceeds the per-minute limit before it asks (it could never fit); the
    * cap at that limit here is a backstop. With 0, a positive balance admits.
    */
-  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null, reserveTokens?: number): LimitDecision;
+  admit(
+    keyId: string,
+    requestsPerMinute: number | null,
+    tokensPerMinute: number | null,
+    reserveTokens?: number,
+  ): LimitDecision;
   /** Ends a request: gives back its `reservedTokens` and charges what it really used (0 when it failed before any token). */
   settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void;
 }
@@ -62,7 +67,12 @@ export class RateLimiter implements RequestLimiter {
   constructor(private readonly now: () => number) {}
 
   /** Takes one request (and its token reservation) from the key's buckets, or says how long to wait. Null limits always pass. */
-  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null, reserveTokens = 0): LimitDecision {
+  admit(
+    keyId: string,
+    requestsPerMinute: number | null,
+    tokensPerMinute: number | null,
+    reserveTokens = 0,
+  ): LimitDecision {
     if (requestsPerMinute === null && tokensPerMinute === null) return OK;
     const now = this.now();
     const tokens = tokensPerMinute === null ? null : refill(this.tokens, keyId, tokensPerMinute, now);
@@ -75,10 +85,20 @@ export class RateLimiter implements RequestLimiter {
     // A request that reserves nothing still needs a positive balance: the tokens charged after earlier answers count.
     if (tokens && (tokens.level <= 0 || tokens.level < need)) {
       const target = Math.max(need, 1);
-      return { ok: false, retryAfterS: Math.max(1, Math.ceil(((target - tokens.level) * 60) / tokensPerMinute!)), limit: 'tokens', remaining: left(false) };
+      return {
+        ok: false,
+        retryAfterS: Math.max(1, Math.ceil(((target - tokens.level) * 60) / tokensPerMinute!)),
+        limit: 'tokens',
+        remaining: left(false),
+      };
     }
     if (requests && requests.level < 1) {
-      return { ok: false, retryAfterS: Math.max(1, Math.ceil(((1 - requests.level) * 60) / requestsPerMinute!)), limit: 'requests', remaining: left(false) };
+      return {
+        ok: false,
+        retryAfterS: Math.max(1, Math.ceil(((1 - requests.level) * 60) / requestsPerMinute!)),
+        limit: 'requests',
+        remaining: left(false),
+      };
     }
     const remaining = left(true);
     if (requests) requests.level -= 1;

@@ -27,9 +27,18 @@ export class AnthropicRelayHandler extends TranslatingRelay {
   protected whole(body: string, status: number): { status: number; body: string } {
     if (status >= 400) return { status, body: toAnthropicError(body, status) };
     try {
-      return { status, body: JSON.stringify(toMessage(JSON.parse(body) as Parameters<typeof toMessage>[0], this.call, this.requestId)) };
+      return {
+        status,
+        body: JSON.stringify(toMessage(JSON.parse(body) as Parameters<typeof toMessage>[0], this.call, this.requestId)),
+      };
     } catch {
-      return { status: 502, body: toAnthropicError('{"error":{"message":"the engine answered with a body that is not a chat completion"}}', 502) };
+      return {
+        status: 502,
+        body: toAnthropicError(
+          '{"error":{"message":"the engine answered with a body that is not a chat completion"}}',
+          502,
+        ),
+      };
     }
   }
 }

@@ -96,7 +96,11 @@ export class NativeResponsesRelay extends RelayHandler {
     this.ownIdJson = Buffer.from(JSON.stringify(ownId));
   }
 
-  override onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+  override onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
     super.onResponseStart(controller, statusCode, headers);
     const type = headers['content-type'];
     this.sseTap = typeof type === 'string' && type.startsWith('text/event-stream');
@@ -172,7 +176,11 @@ export class NativeResponsesRelay extends RelayHandler {
       for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) payload += line.slice(5).trimStart();
       try {
         const parsed = JSON.parse(payload) as { type?: unknown; response?: unknown };
-        if ((parsed.type === 'response.completed' || parsed.type === 'response.incomplete') && isResponse(parsed.response)) this.finished = parsed.response;
+        if (
+          (parsed.type === 'response.completed' || parsed.type === 'response.incomplete') &&
+          isResponse(parsed.response)
+        )
+          this.finished = parsed.response;
       } catch {
         // A delta that merely mentions the words: not the final event.
       }
@@ -211,7 +219,10 @@ export class ResponsesRelayHandler extends TranslatingRelay {
       this.keep(response);
       return { status, body: JSON.stringify(response) };
     } catch {
-      return { status: 502, body: openAiErrorBody('the engine answered with a body that is not a chat completion', 'LLMGW_UPSTREAM', 502) };
+      return {
+        status: 502,
+        body: openAiErrorBody('the engine answered with a body that is not a chat completion', 'LLMGW_UPSTREAM', 502),
+      };
     }
   }
 }
@@ -259,5 +270,10 @@ function replaceAll(data: Buffer, from: Buffer, to: Buffer): Buffer {
 }
 
 function isResponse(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && (v as { object?: unknown }).object === 'response' && typeof (v as { id?: unknown }).id === 'string';
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    (v as { object?: unknown }).object === 'response' &&
+    typeof (v as { id?: unknown }).id === 'string'
+  );
 }

@@ -98,7 +98,10 @@ export abstract class TranslatingRelay extends AttemptRelay {
       this.started = true;
       this.hooks.onFirstByte();
       this.status = answer.status;
-      res.writeHead(answer.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer.body) });
+      res.writeHead(answer.status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(answer.body),
+      });
       res.end(answer.body);
     }
     this.settle({ kind: 'done', status: this.status });
@@ -130,7 +133,10 @@ export abstract class TranslatingRelay extends AttemptRelay {
       try {
         const chunk = JSON.parse(data) as { error?: { message?: unknown } };
         // An engine that reports an error inside its stream: the client gets it as its API's error event.
-        if (chunk.error && typeof chunk.error === 'object') out += this.translator.fail(typeof chunk.error.message === 'string' ? chunk.error.message : 'the engine failed mid-response');
+        if (chunk.error && typeof chunk.error === 'object')
+          out += this.translator.fail(
+            typeof chunk.error.message === 'string' ? chunk.error.message : 'the engine failed mid-response',
+          );
         else out += this.translator.push(chunk);
       } catch {
         // A line that is not JSON (a comment, a keep-alive) carries nothing to translate.
@@ -155,7 +161,11 @@ export abstract class TranslatingRelay extends AttemptRelay {
     if (!this.started) {
       this.started = true;
       this.hooks.onFirstByte();
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        'x-accel-buffering': 'no',
+      });
     }
     if (!res.write(out) && this.controller) {
       this.controller.pause();

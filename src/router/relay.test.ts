@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { countEvents, eventEnd, withoutUsageEvent } from './relay.js';
 
-const usageEvent = 'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n';
+const usageEvent =
+  'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n';
 
 describe('SSE relay helpers', () => {
   it('finds the end of the last whole event, LF or CRLF', () => {
@@ -22,11 +23,16 @@ describe('SSE relay helpers', () => {
     const content = 'data: {"choices":[{"delta":{"content":"the \\"usage\\": field"}}]}\n\n';
     const withNull = 'data: {"choices":[{"delta":{"content":"x"}}],"usage":null}\n\n';
     const done = 'data: [DONE]\n\n';
-    expect(withoutUsageEvent(Buffer.from(content + withNull + usageEvent + done)).toString()).toBe(content + withNull + done);
+    expect(withoutUsageEvent(Buffer.from(content + withNull + usageEvent + done)).toString()).toBe(
+      content + withNull + done,
+    );
     expect(withoutUsageEvent(Buffer.from(usageEvent.replace('\n\n', '\r\n\r\n'))).toString(), 'CRLF framing').toBe('');
     const spaced = 'data: {"choices": [], "usage": {"completion_tokens": 2}}\n\n';
     expect(withoutUsageEvent(Buffer.from(spaced)).toString(), "Python's json.dumps spacing").toBe('');
-    expect(withoutUsageEvent(Buffer.from(content + usageEvent.trimEnd() + '\n')).toString(), 'a last event without its blank line').toBe(content);
+    expect(
+      withoutUsageEvent(Buffer.from(content + usageEvent.trimEnd() + '\n')).toString(),
+      'a last event without its blank line',
+    ).toBe(content);
     const untouched = Buffer.from(content);
     expect(withoutUsageEvent(untouched), 'nothing dropped: the same bytes, not a copy').toBe(untouched);
   });

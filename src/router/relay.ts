@@ -115,7 +115,9 @@ export abstract class AttemptRelay implements Dispatcher.DispatchHandler {
       this.settle({ kind: 'done', status: this.hooks.timeout() });
       return true;
     }
-    const reason = this.retryReason ?? (this.status ? `the answer broke before its first byte (${describeNetError(err)})` : describeNetError(err));
+    const reason =
+      this.retryReason ??
+      (this.status ? `the answer broke before its first byte (${describeNetError(err)})` : describeNetError(err));
     this.settle({ kind: 'retry', reason });
     return true;
   }
@@ -127,7 +129,11 @@ export abstract class AttemptRelay implements Dispatcher.DispatchHandler {
     this.resolve(o);
   }
 
-  abstract onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void;
+  abstract onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void;
   abstract onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void;
   abstract onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void;
   abstract onResponseError(controller: Dispatcher.DispatchController | undefined, err: Error): void;
@@ -282,7 +288,6 @@ export class RelayHandler extends AttemptRelay {
       res.once('drain', this.onDrain);
     }
   }
-
 }
 
 /** What a usage-only event must hold, however it is spaced: an empty list (its choices). Only reads with one are looked at closely. */
@@ -311,7 +316,12 @@ function isUsageOnly(event: string): boolean {
     .join('\n');
   try {
     const chunk = JSON.parse(payload) as { choices?: unknown; usage?: unknown };
-    return Array.isArray(chunk.choices) && chunk.choices.length === 0 && typeof chunk.usage === 'object' && chunk.usage !== null;
+    return (
+      Array.isArray(chunk.choices) &&
+      chunk.choices.length === 0 &&
+      typeof chunk.usage === 'object' &&
+      chunk.usage !== null
+    );
   } catch {
     return false;
   }

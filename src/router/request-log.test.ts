@@ -5,7 +5,19 @@ import { describe, expect, it } from 'vitest';
 import { RequestLog, requestRecordView, type RequestRecord } from './request-log.js';
 
 function record(id: string, over: Partial<RequestRecord> = {}): RequestRecord {
-  return { id, atMs: Date.parse('2026-12-04T12:00:00Z'), model: 'm', endpoint: 'chat', stream: false, status: 200, clientGone: false, timedOut: false, attempts: [], durationMs: 12.4, ...over };
+  return {
+    id,
+    atMs: Date.parse('2026-12-04T12:00:00Z'),
+    model: 'm',
+    endpoint: 'chat',
+    stream: false,
+    status: 200,
+    clientGone: false,
+    timedOut: false,
+    attempts: [],
+    durationMs: 12.4,
+    ...over,
+  };
 }
 
 describe('request log', () => {
@@ -23,12 +35,17 @@ describe('request log', () => {
     // Regression: one record per id, so a client that sent another request's x-request-id
     // (a retry with a fixed header, or on purpose) replaced that request's record by id.
     const log = new RequestLog(3);
-    log.add(record('x', { key: 'sk-a', status: 502, failure: { code: 'LLMGW_UPSTREAM', message: 'every attempt failed' } }));
+    log.add(
+      record('x', { key: 'sk-a', status: 502, failure: { code: 'LLMGW_UPSTREAM', message: 'every attempt failed' } }),
+    );
     log.add(record('x', { key: 'sk-b' }));
     log.add(record('y'));
     expect(log.get('x')?.key, 'the newest by id').toBe('sk-b');
     expect(log.countWithId('x')).toBe(2);
-    expect(log.list({ id: 'x' }).map((r) => r.key), 'both listed, newest first').toEqual(['sk-b', 'sk-a']);
+    expect(
+      log.list({ id: 'x' }).map((r) => r.key),
+      'both listed, newest first',
+    ).toEqual(['sk-b', 'sk-a']);
     expect(requestRecordView(log.get('x')!, log.countWithId('x') - 1).same_id).toBe(1);
     expect(requestRecordView(log.get('y')!, 0), 'absent when the id is its own').not.toHaveProperty('same_id');
     log.add(record('z'));
@@ -47,11 +64,18 @@ describe('request log', () => {
     expect(log.list({ model: 'n' }).map((r) => r.id)).toEqual(['other']);
   });
 
-  it('names the replica and nodes that answered after a failed attempt, and the failed one\'s reason', () => {
+  it("names the replica and nodes that answered after a failed attempt, and the failed one's reason", () => {
     const view = requestRecordView(
       record('r1', {
         attempts: [
-          { model: 'm', replica: 'rep-a', nodes: ['n1'], outcome: 'failed', reason: 'the engine answered 503', durationMs: 3 },
+          {
+            model: 'm',
+            replica: 'rep-a',
+            nodes: ['n1'],
+            outcome: 'failed',
+            reason: 'the engine answered 503',
+            durationMs: 3,
+          },
           { model: 'm', replica: 'rep-b', nodes: ['n2'], outcome: 'answered', durationMs: 8 },
         ],
         ttftMs: 9.6,
@@ -59,22 +83,55 @@ describe('request log', () => {
         completionTokens: 2,
       }),
     );
-    expect(view).toMatchObject({ id: 'r1', status: 200, outcome: 'ok', replica: 'rep-b', nodes: ['n2'], ttft_ms: 10, prompt_tokens: 5, completion_tokens: 2, duration_ms: 12 });
+    expect(view).toMatchObject({
+      id: 'r1',
+      status: 200,
+      outcome: 'ok',
+      replica: 'rep-b',
+      nodes: ['n2'],
+      ttft_ms: 10,
+      prompt_tokens: 5,
+      completion_tokens: 2,
+      duration_ms: 12,
+    });
     expect(view.cause).toBeUndefined();
-    expect(view.attempts[0]).toMatchObject({ replica: 'rep-a', outcome: 'failed', status: 503, reason: 'the engine answered 503' });
+    expect(view.attempts[0]).toMatchObject({
+      replica: 'rep-a',
+      outcome: 'failed',
+      status: 503,
+      reason: 'the engine answered 503',
+    });
   });
 
   it('says why a request failed: no replica, every attempt failed, a broken stream, or a client that left', () => {
-    const noReplica = requestRecordView(record('x', { status: 503, failure: { code: 'LLMGW_NO_REPLICA', message: 'model `m` has 0 ready replicas: 1 fetching' } }));
+    const noReplica = requestRecordView(
+      record('x', {
+        status: 503,
+        failure: { code: 'LLMGW_NO_REPLICA', message: 'model `m` has 0 ready replicas: 1 fetching' },
+      }),
+    );
     expect(noReplica).toMatchObject({ outcome: 'no_replica', cause: 'model `m` has 0 ready replicas: 1 fetching' });
     expect(noReplica.replica).toBeUndefined();
-    const broken = requestRecordView(record('y', { broken: 'the engine stopped answering mid-response', attempts: [{ model: 'm', replica: 'r', outcome: 'answered', durationMs: 1 }] }));
+    const broken = requestRecordView(
+      record('y', {
+        broken: 'the engine stopped answering mid-response',
+        attempts: [{ model: 'm', replica: 'r', outcome: 'answered', durationMs: 1 }],
+      }),
+    );
     expect(broken.outcome).toBe('broken');
     expect(broken.cause).toContain('the engine stopped answering mid-response');
-    const gone = requestRecordView(record('z', { status: 0, clientGone: true, attempts: [{ model: 'm', replica: 'r', outcome: 'answered', durationMs: 1 }] }));
+    const gone = requestRecordView(
+      record('z', {
+        status: 0,
+        clientGone: true,
+        attempts: [{ model: 'm', replica: 'r', outcome: 'answered', durationMs: 1 }],
+      }),
+    );
     expect(gone).toMatchObject({ status: 499, outcome: 'client_gone' });
     expect(gone.cause).toContain('the client went away');
-    const engine = requestRecordView(record('w', { status: 400, attempts: [{ model: 'm', replica: 'r9', outcome: 'answered', durationMs: 1 }] }));
+    const engine = requestRecordView(
+      record('w', { status: 400, attempts: [{ model: 'm', replica: 'r9', outcome: 'answered', durationMs: 1 }] }),
+    );
     expect(engine).toMatchObject({ outcome: 'engine_error', cause: 'the engine of replica r9 answered 400' });
   });
 });

@@ -76,7 +76,13 @@ export function previousResponseHook(router: ResponsesLookup): Hook {
       parsed = parseRequest(json);
     } catch (err) {
       if (!isLlmgwError(err)) return done(err as Error);
-      router.refuse(reply, err.status, err.code, err.message, typeof err.context.param === 'string' ? err.context.param : null);
+      router.refuse(
+        reply,
+        err.status,
+        err.code,
+        err.message,
+        typeof err.context.param === 'string' ? err.context.param : null,
+      );
       return;
     }
     const previousId = parsed.previousResponseId;
@@ -86,7 +92,10 @@ export function previousResponseHook(router: ResponsesLookup): Hook {
       return done();
     }
     // Earlier answers sent back by id (the AI SDK does so for every one it knows the id of) are looked up among the key's kept items.
-    const referenced = references.length === 0 ? Promise.resolve(new Map<string, unknown>()) : router.keptItems(request.apiKey, references);
+    const referenced =
+      references.length === 0
+        ? Promise.resolve(new Map<string, unknown>())
+        : router.keptItems(request.apiKey, references);
     const previous = previousId === null ? Promise.resolve(null) : router.keptResponse(request.apiKey, previousId);
     Promise.all([previous, referenced]).then(
       ([kept, found]) => {
@@ -111,15 +120,23 @@ export function previousResponseHook(router: ResponsesLookup): Hook {
 /** The call hook's translation for POST /v1/responses: the chat body its checks read, and the call each attempt sends and answers by. */
 export const fromResponses: Translate = (_raw, request) => {
   const turn = request.responsesTurn;
-  if (turn === null) throw new LlmgwError('LLMGW_INTERNAL', 'a Responses request reached its translation without being parsed');
+  if (turn === null)
+    throw new LlmgwError('LLMGW_INTERNAL', 'a Responses request reached its translation without being parsed');
   const { chat, call } = toChat(turn.request, turn.previousItems, turn.referenced);
   const native = toNative(turn.request, turn.previousItems, turn.referenced);
   // One id per request, whichever attempt answers: the translated answer carries it, and a native answer has the engine's replaced by it.
   const identity = { id: newId('resp'), createdAtS: Math.floor(Date.now() / 1000) };
-  return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), responses: relayCall(call, Buffer.from(JSON.stringify(native.body), 'utf8'), identity) };
+  return {
+    raw: Buffer.from(JSON.stringify(chat), 'utf8'),
+    responses: relayCall(call, Buffer.from(JSON.stringify(native.body), 'utf8'), identity),
+  };
 };
 
-function relayCall(call: ResponsesCall, native: Buffer, identity: ResponseIdentity & { readonly id: string }): ResponsesRelayCall {
+function relayCall(
+  call: ResponsesCall,
+  native: Buffer,
+  identity: ResponseIdentity & { readonly id: string },
+): ResponsesRelayCall {
   return {
     id: identity.id,
     stream: call.stream,

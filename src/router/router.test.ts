@@ -32,7 +32,10 @@ afterEach(async () => {
 });
 
 function model(def: Partial<ModelDefinition> & { name: string }): Model {
-  return compileModel(ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }), 'file');
+  return compileModel(
+    ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }),
+    'file',
+  );
 }
 
 class StubDirectory implements ReplicaDirectory {
@@ -77,7 +80,13 @@ interface Harness {
 async function harness(models: Model[], overrides: Partial<RouterDeps> = {}): Promise<Harness> {
   const logger = pino({ level: 'silent' });
   // As the control plane builds its client listener.
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestLoggers: false, requestIds: true });
+  const app = createJsonApp({
+    logger,
+    bodyLimitBytes: 8 << 20,
+    shapeError: openAiErrorShape,
+    requestLoggers: false,
+    requestIds: true,
+  });
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const directory = new StubDirectory();
@@ -150,7 +159,11 @@ describe('the router through the openai client', () => {
     const list = await h.client.models.list();
     expect(list.data.map((m) => m.id).sort(), 'every name and alias is listed').toEqual(['a1', 'alpha', 'beta']);
 
-    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 });
+    const chat = await h.client.chat.completions.create({
+      model: 'alpha',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 5,
+    });
     expect(chat.choices[0]?.message.content, 'the sim generated words').toBeTruthy();
     expect(chat.usage?.completion_tokens).toBe(5);
 
@@ -180,22 +193,34 @@ describe('the router through the openai client', () => {
     const counted = () => h.usage.snapshot().reduce((n, u) => n + u.requests, 0);
     await eventually(() => counted() === 4, 'four usage records');
     const rows = h.usage.snapshot();
-    expect(rows.reduce((n, u) => n + u.completionTokens, 0), '5 + 7 + 3 generated tokens, embeddings none').toBe(15);
+    expect(
+      rows.reduce((n, u) => n + u.completionTokens, 0),
+      '5 + 7 + 3 generated tokens, embeddings none',
+    ).toBe(15);
     expect(new Set(rows.map((u) => u.model))).toEqual(new Set(['alpha']));
-    expect(Object.fromEntries(rows.map((u) => [u.endpoint, u.requests])), 'counted per endpoint').toEqual({ chat: 2, completions: 1, embeddings: 1 });
+    expect(Object.fromEntries(rows.map((u) => [u.endpoint, u.requests])), 'counted per endpoint').toEqual({
+      chat: 2,
+      completions: 1,
+      embeddings: 1,
+    });
 
     const metrics = await h.registry.metrics();
     expect(metrics).toMatch(/llmgw_router_requests_total\{model="alpha",status="200",key_prefix="llmgw-/);
-    expect(metrics, "the in-flight gauge is read from the router's own counts").toContain('llmgw_router_replica_in_flight{replica="r1"} 0');
+    expect(metrics, "the in-flight gauge is read from the router's own counts").toContain(
+      'llmgw_router_replica_in_flight{replica="r1"} 0',
+    );
     expect(h.router.replicaUse().get('r1')?.inFlight).toBe(0);
     expect(h.router.replicaUse().get('r1')?.lastUsedAtMs).toBeGreaterThan(0);
     h.directory.set('alpha', []);
     h.router.sweep();
     expect(h.router.replicaUse().has('r1'), 'a replica that is gone is forgotten').toBe(false);
-    expect(await h.registry.getSingleMetricAsString('llmgw_router_replica_in_flight'), 'and leaves the gauge').not.toContain('r1');
+    expect(
+      await h.registry.getSingleMetricAsString('llmgw_router_replica_in_flight'),
+      'and leaves the gauge',
+    ).not.toContain('r1');
   });
 
-  it('counts a stream whose client did not ask for usage, and against the key\'s token limit, without showing it the usage chunk', async () => {
+  it("counts a stream whose client did not ask for usage, and against the key's token limit, without showing it the usage chunk", async () => {
     const a = model({ name: 'alpha' });
     const h = await harness([a]);
     const engine = await sim(a);
@@ -203,22 +228,43 @@ describe('the router through the openai client', () => {
     const limited = await issueKey(h.keys, { name: 'tokens', tokensPerMinute: 20 }, Date.now(), 'test');
     const client = h.clientWith(limited.secret);
     const streamOnce = async () => {
-      const stream = await client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hello' }], max_tokens: 12, stream: true });
+      const stream = await client.chat.completions.create({
+        model: 'alpha',
+        messages: [{ role: 'user', content: 'hello' }],
+        max_tokens: 12,
+        stream: true,
+      });
       const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
       for await (const chunk of stream) chunks.push(chunk);
       return chunks;
     };
     const chunks = await streamOnce();
     expect(chunks.length).toBeGreaterThan(1);
-    expect(chunks.every((c) => c.choices.length === 1), 'no usage-only chunk (choices: []) reaches a client that did not ask').toBe(true);
-    expect(chunks.some((c) => c.usage), 'nor usage on any chunk').toBe(false);
-    await eventually(() => (h.usage.snapshot().find((u) => u.keyId === limited.record.id)?.completionTokens ?? 0) === 12, 'the stream\'s 12 tokens counted');
+    expect(
+      chunks.every((c) => c.choices.length === 1),
+      'no usage-only chunk (choices: []) reaches a client that did not ask',
+    ).toBe(true);
+    expect(
+      chunks.some((c) => c.usage),
+      'nor usage on any chunk',
+    ).toBe(false);
+    await eventually(
+      () => (h.usage.snapshot().find((u) => u.keyId === limited.record.id)?.completionTokens ?? 0) === 12,
+      "the stream's 12 tokens counted",
+    );
     // The stream's 12 tokens (and its prompt) were charged: 12 more do not fit in what is left of 20, stream or not.
-    const over = await caught(client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hello' }], max_tokens: 12, stream: true }));
+    const over = await caught(
+      client.chat.completions.create({
+        model: 'alpha',
+        messages: [{ role: 'user', content: 'hello' }],
+        max_tokens: 12,
+        stream: true,
+      }),
+    );
     expect(over).toBeInstanceOf(OpenAI.RateLimitError);
   });
 
-  it('gives every answer a request id, the client\'s own when it sends a sane one, and sends it to the engine', async () => {
+  it("gives every answer a request id, the client's own when it sends a sane one, and sends it to the engine", async () => {
     const a = model({ name: 'alpha' });
     const h = await harness([a]);
     const seen: (string | undefined)[] = [];
@@ -227,7 +273,14 @@ describe('the router through the openai client', () => {
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'the-engine-own-id' });
-        res.end(JSON.stringify({ id: 'c', object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+        res.end(
+          JSON.stringify({
+            id: 'c',
+            object: 'chat.completion',
+            choices: [],
+            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+          }),
+        );
       });
     });
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
@@ -242,7 +295,7 @@ describe('the router through the openai client', () => {
 
     const mine = await post({ 'x-request-id': 'trace-42.a:b' });
     await mine.body.text();
-    expect(mine.headers['x-request-id'], 'the client\'s id back, not the engine\'s').toBe('trace-42.a:b');
+    expect(mine.headers['x-request-id'], "the client's id back, not the engine's").toBe('trace-42.a:b');
     const made = await post({});
     await made.body.text();
     expect(made.headers['x-request-id']).toMatch(/^req_[0-9a-f]{32}$/);
@@ -265,7 +318,9 @@ describe('the router through the openai client', () => {
     const missing = await post({ 'x-request-id': 'r-404' }, '/v1/nothing');
     await missing.body.text();
     expect([missing.statusCode, missing.headers['x-request-id']]).toEqual([404, 'r-404']);
-    const err = await caught(h.client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }));
+    const err = await caught(
+      h.client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }),
+    );
     expect(err.requestID, "the openai client's error carries it").toMatch(/^req_/);
   });
 
@@ -279,7 +334,14 @@ describe('the router through the openai client', () => {
       req.resume();
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ id: 'c', object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+        res.end(
+          JSON.stringify({
+            id: 'c',
+            object: 'chat.completion',
+            choices: [],
+            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+          }),
+        );
       });
     });
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
@@ -289,15 +351,31 @@ describe('the router through the openai client', () => {
     await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'x' }] });
     h.directory.set('alpha', [replica('r1', endpoint)]);
     await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'x' }] });
-    expect(seen, "the secret when the replica has one, nothing otherwise; the client's key never").toEqual(['Bearer replica-secret', undefined]);
+    expect(seen, "the secret when the replica has one, nothing otherwise; the client's key never").toEqual([
+      'Bearer replica-secret',
+      undefined,
+    ]);
 
     const b = model({ name: 'beta' });
     const h2 = await harness([b]);
     const keyed = await sim(b, { apiKey: 'beta-secret' });
     h2.directory.set('beta', [{ ...replica('r2', keyed.url), engineSecret: 'beta-secret' }]);
-    const answer = await h2.client.chat.completions.create({ model: 'beta', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+    const answer = await h2.client.chat.completions.create({
+      model: 'beta',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 2,
+    });
     expect(answer.choices[0]!.message.content, 'a keyed sim serves the router').toBeTruthy();
-    expect((await fetch(`${keyed.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${h2.secret}`, 'content-type': 'application/json' }, body: '{}' })).status, 'and refuses the client key sent straight to it').toBe(401);
+    expect(
+      (
+        await fetch(`${keyed.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${h2.secret}`, 'content-type': 'application/json' },
+          body: '{}',
+        })
+      ).status,
+      'and refuses the client key sent straight to it',
+    ).toBe(401);
   });
 
   it('reads a body as vLLM would (no content type, a byte-order mark) and refuses a compressed or non-JSON one by name', async () => {
@@ -307,21 +385,36 @@ describe('the router through the openai client', () => {
     h.directory.set('alpha', [replica('r1', engine.url)]);
     const body = JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
     const post = async (headers: Record<string, string>, payload: string | Buffer = body) => {
-      const res = await undiciRequest(`${h.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${h.secret}`, ...headers }, body: payload });
+      const res = await undiciRequest(`${h.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${h.secret}`, ...headers },
+        body: payload,
+      });
       return { status: res.statusCode, text: await res.body.text() };
     };
     expect((await post({})).status, 'no content type: read as JSON').toBe(200);
-    expect((await post({ 'content-type': 'application/json' }, `\ufeff${body}`)).status, 'a BOM is dropped, for the engine too').toBe(200);
+    expect(
+      (await post({ 'content-type': 'application/json' }, `\ufeff${body}`)).status,
+      'a BOM is dropped, for the engine too',
+    ).toBe(200);
     const plain = await post({ 'content-type': 'text/plain' });
-    expect([plain.status, JSON.parse(plain.text).error.message]).toEqual([415, 'send the body as JSON with Content-Type: application/json, not text/plain']);
-    const gzip = await post({ 'content-type': 'application/json', 'content-encoding': 'gzip' }, Buffer.from([0x1f, 0x8b, 8, 0]));
+    expect([plain.status, JSON.parse(plain.text).error.message]).toEqual([
+      415,
+      'send the body as JSON with Content-Type: application/json, not text/plain',
+    ]);
+    const gzip = await post(
+      { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      Buffer.from([0x1f, 0x8b, 8, 0]),
+    );
     expect(gzip.status).toBe(415);
-    expect(JSON.parse(gzip.text).error.message).toBe('the body is sent with Content-Encoding: gzip, which llmgw does not decode; send it uncompressed');
+    expect(JSON.parse(gzip.text).error.message).toBe(
+      'the body is sent with Content-Encoding: gzip, which llmgw does not decode; send it uncompressed',
+    );
   });
 
   // Guards against any web page driving inference on a keyless loopback gateway: a page can POST a
   // Blob (no content type) or text/plain without a CORS preflight, and both were read as JSON.
-  it('refuses a body that is not declared JSON when it asks for no key, in OpenAI\'s shape', async () => {
+  it("refuses a body that is not declared JSON when it asks for no key, in OpenAI's shape", async () => {
     const a = model({ name: 'alpha' });
     const h = await harness([a], { authRequired: false });
     const engine = await sim(a);
@@ -329,7 +422,10 @@ describe('the router through the openai client', () => {
     const body = JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
     const post = async (headers: Record<string, string>) => {
       const res = await undiciRequest(`${h.url}/v1/chat/completions`, { method: 'POST', headers, body });
-      return { status: res.statusCode, json: (await res.body.json()) as { error: { message: string; llmgw_code?: string } } };
+      return {
+        status: res.statusCode,
+        json: (await res.body.json()) as { error: { message: string; llmgw_code?: string } },
+      };
     };
     const untyped = await post({});
     expect(untyped.status, 'no content type: refused without keys').toBe(415);
@@ -346,7 +442,11 @@ describe('the router through the openai client', () => {
     h.directory.set('alpha', [replica('r1', engine.url)]);
     const preflight = await undiciRequest(`${h.url}/v1/chat/completions`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://chat.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,x-stainless-os' },
+      headers: {
+        origin: 'https://chat.example.com',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type,x-stainless-os',
+      },
     });
     await preflight.body.text();
     expect(preflight.statusCode).toBe(204);
@@ -354,14 +454,20 @@ describe('the router through the openai client', () => {
     expect(String(preflight.headers['access-control-allow-headers'])).toContain('authorization');
     const answer = await undiciRequest(`${h.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { origin: 'https://chat.example.com', authorization: `Bearer ${h.secret}`, 'content-type': 'application/json' },
+      headers: {
+        origin: 'https://chat.example.com',
+        authorization: `Bearer ${h.secret}`,
+        'content-type': 'application/json',
+      },
       body: JSON.stringify({ model: 'alpha', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
     });
     await answer.body.text();
     expect(answer.statusCode).toBe(200);
     expect(answer.headers['access-control-allow-origin'], 'on the relayed answer too').toBe('https://chat.example.com');
     expect(String(answer.headers['access-control-expose-headers'])).toContain('x-request-id');
-    const other = await undiciRequest(`${h.url}/v1/models`, { headers: { origin: 'https://evil.example', authorization: `Bearer ${h.secret}` } });
+    const other = await undiciRequest(`${h.url}/v1/models`, {
+      headers: { origin: 'https://evil.example', authorization: `Bearer ${h.secret}` },
+    });
     await other.body.text();
     expect(other.headers['access-control-allow-origin'], 'another origin is not allowed').toBeUndefined();
   });
@@ -378,12 +484,22 @@ describe('the router through the openai client', () => {
         bodies.push(text);
         if (strict && text.includes('stream_options')) {
           res.writeHead(400, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ object: 'error', message: "stream_options: Extra inputs are not permitted", type: 'BadRequestError', code: 400 }));
+          res.end(
+            JSON.stringify({
+              object: 'error',
+              message: 'stream_options: Extra inputs are not permitted',
+              type: 'BadRequestError',
+              code: 400,
+            }),
+          );
           return;
         }
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write('data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n');
-        if (text.includes('"include_usage":true')) res.write('data: {"id":"c","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}\n\n');
+        if (text.includes('"include_usage":true'))
+          res.write(
+            'data: {"id":"c","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}\n\n',
+          );
         res.end('data: [DONE]\n\n');
       });
     });
@@ -402,13 +518,18 @@ describe('the router through the openai client', () => {
     const first = await send();
     expect(first.status).toBe(200);
     expect(first.text, 'the usage chunk is kept from a client that did not ask').not.toContain('"usage"');
-    expect(bodies[0]).toBe('{"model":"alpha","seed":9223372036854775807,"stream":true,"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}');
+    expect(bodies[0]).toBe(
+      '{"model":"alpha","seed":9223372036854775807,"stream":true,"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}',
+    );
 
     strict = true;
     const second = await send();
     expect(second.status, 'the engine that refuses the field still answers the stream').toBe(200);
     expect(second.text).toContain('"content":"hi"');
-    expect(bodies.slice(1), 'asked with the field, then as the client wrote it').toEqual([bodies[0], '{"model":"alpha","seed":9223372036854775807,"stream":true,"messages":[{"role":"user","content":"x"}]}']);
+    expect(bodies.slice(1), 'asked with the field, then as the client wrote it').toEqual([
+      bodies[0],
+      '{"model":"alpha","seed":9223372036854775807,"stream":true,"messages":[{"role":"user","content":"x"}]}',
+    ]);
   });
 
   it('answers injected requests (no real socket) like real ones', async () => {
@@ -430,7 +551,12 @@ describe('the router through the openai client', () => {
     const { secret } = await issueKey(keys, { name: 'inject' }, Date.now(), 'test');
     const list = await app.inject({ method: 'GET', url: '/v1/models', headers: { authorization: `Bearer ${secret}` } });
     expect(list.statusCode, list.body).toBe(200);
-    const chat = await app.inject({ method: 'POST', url: '/v1/chat/completions', payload: { model: 'nope', messages: [{ role: 'user', content: 'x' }] }, headers: { authorization: `Bearer ${secret}` } });
+    const chat = await app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      payload: { model: 'nope', messages: [{ role: 'user', content: 'x' }] },
+      headers: { authorization: `Bearer ${secret}` },
+    });
     expect(chat.statusCode, chat.body).toBe(404);
   });
 
@@ -441,7 +567,10 @@ describe('the router through the openai client', () => {
     h.directory.set('alpha', [replica('r1', engine.url)]);
     const chat = await h.client.chat.completions.create({ model: 'a1', messages: [{ role: 'user', content: 'hi' }] });
     expect(chat.model, 'the engine saw the alias: the original bytes went upstream').toBe('a1');
-    expect(((await h.client.models.retrieve('a1')) as unknown as { root: string }).root, 'an alias names its model').toBe('alpha');
+    expect(
+      ((await h.client.models.retrieve('a1')) as unknown as { root: string }).root,
+      'an alias names its model',
+    ).toBe('alpha');
     expect(await caught(h.client.models.retrieve('nope'))).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
@@ -450,7 +579,9 @@ describe('the router through the openai client', () => {
     const h = await harness([a], { authRequired: false });
     const engine = await sim(a);
     h.directory.set('alpha', [replica('r1', engine.url)]);
-    const chat = await h.clientWith('anything').chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    const chat = await h
+      .clientWith('anything')
+      .chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
     expect(chat.choices).toHaveLength(1);
     await eventually(() => h.usage.snapshot()[0]?.keyId === 'anonymous', 'usage under the anonymous key');
   });
@@ -468,31 +599,54 @@ describe('the router through the openai client', () => {
 
     const bad = await caught(h.clientWith('llmgw-nope').chat.completions.create({ model: 'alpha', messages: msg }));
     expect(bad).toBeInstanceOf(OpenAI.AuthenticationError);
-    expect([bad.code, (bad.error as { llmgw_code?: string }).llmgw_code], "OpenAI's code, llmgw's beside it").toEqual(['invalid_api_key', 'LLMGW_UNAUTHORIZED']);
+    expect([bad.code, (bad.error as { llmgw_code?: string }).llmgw_code], "OpenAI's code, llmgw's beside it").toEqual([
+      'invalid_api_key',
+      'LLMGW_UNAUTHORIZED',
+    ]);
 
-    const { secret: onlyBeta } = await issueKey(h.keys, { name: 'beta-only', allowedModels: ['beta'] }, Date.now(), 'test');
+    const { secret: onlyBeta } = await issueKey(
+      h.keys,
+      { name: 'beta-only', allowedModels: ['beta'] },
+      Date.now(),
+      'test',
+    );
     const denied = await caught(h.clientWith(onlyBeta).chat.completions.create({ model: 'alpha', messages: msg }));
     expect(denied).toBeInstanceOf(OpenAI.PermissionDeniedError);
     const ok = await h.clientWith(onlyBeta).chat.completions.create({ model: 'beta', messages: msg });
     expect(ok.choices).toHaveLength(1);
     const visible = await h.clientWith(onlyBeta).models.list();
-    expect(visible.data.map((m) => m.id), 'a limited key sees only its models').toEqual(['beta']);
+    expect(
+      visible.data.map((m) => m.id),
+      'a limited key sees only its models',
+    ).toEqual(['beta']);
 
     const unknown = await caught(h.client.chat.completions.create({ model: 'alpah', messages: msg }));
     expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
     expect(unknown.message).toContain('Did you mean `alpha`?');
     expect(unknown.code).toBe('model_not_found');
 
-    const big = await caught(h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'x'.repeat(100 * 1024) }] }));
+    const big = await caught(
+      h.client.chat.completions.create({
+        model: 'alpha',
+        messages: [{ role: 'user', content: 'x'.repeat(100 * 1024) }],
+      }),
+    );
     expect(big.status).toBe(413);
 
     const noReplica = await caught(h.client.chat.completions.create({ model: 'gamma', messages: msg }));
     expect(noReplica.status).toBe(503);
     expect(noReplica.message).toContain('model `gamma` has 0 ready replicas: none is wanted');
-    await eventually(() => h.usage.snapshot().some((u) => u.model === 'gamma' && u.errors === 1), 'the refusal to be counted as an error of its key and model');
+    await eventually(
+      () => h.usage.snapshot().some((u) => u.model === 'gamma' && u.errors === 1),
+      'the refusal to be counted as an error of its key and model',
+    );
 
     const redirect = await caught(
-      h.client.chat.completions.create({ model: 'alpha', messages: msg, api_base: 'http://evil.example' } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming),
+      h.client.chat.completions.create({
+        model: 'alpha',
+        messages: msg,
+        api_base: 'http://evil.example',
+      } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming),
     );
     expect(redirect).toBeInstanceOf(OpenAI.BadRequestError);
     expect(redirect.message).toContain('api_base');
@@ -503,7 +657,12 @@ describe('the router through the openai client', () => {
     const badN = await caught(h.client.chat.completions.create({ model: 'alpha', messages: msg, n: 99 }));
     expect(badN).toBeInstanceOf(OpenAI.BadRequestError);
     expect(badN.message).toContain('n: 99 is more than this server allows (16)');
-    const badShape = await caught(h.client.chat.completions.create({ model: 'alpha', messages: 'hi' } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming));
+    const badShape = await caught(
+      h.client.chat.completions.create({
+        model: 'alpha',
+        messages: 'hi',
+      } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming),
+    );
     expect(badShape.message, 'zod names the field').toContain('messages');
     expect(engine.stats().requestsSeen, 'no refused request reached an engine').toBe(0);
     expect(betaEngine.stats().requestsSeen).toBe(1);
@@ -512,11 +671,13 @@ describe('the router through the openai client', () => {
   it('refuses a body over the limit when it is sent chunked, without a length', async () => {
     const a = model({ name: 'alpha' });
     const h = await harness([a], { bodyLimitBytes: 4096 });
-    const chunks = Readable.from((async function* () {
-      yield Buffer.from('{"model":"alpha","messages":[{"role":"user","content":"');
-      for (let i = 0; i < 10; i++) yield Buffer.from('y'.repeat(1024));
-      yield Buffer.from('"}]}');
-    })());
+    const chunks = Readable.from(
+      (async function* () {
+        yield Buffer.from('{"model":"alpha","messages":[{"role":"user","content":"');
+        for (let i = 0; i < 10; i++) yield Buffer.from('y'.repeat(1024));
+        yield Buffer.from('"}]}');
+      })(),
+    );
     const res = await undiciRequest(`${h.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${h.secret}` },
@@ -549,7 +710,10 @@ describe('the router through the openai client', () => {
     const limited = await issueKey(h.keys, { name: 'slow', requestsPerMinute: 2 }, Date.now(), 'test');
     const c = h.clientWith(limited.secret);
     const first = await c.chat.completions.create({ model: 'alpha', messages: msg }).withResponse();
-    expect(['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests'].map((n) => first.response.headers.get(n)), "OpenAI's rate-limit headers").toEqual(['2', '1']);
+    expect(
+      ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests'].map((n) => first.response.headers.get(n)),
+      "OpenAI's rate-limit headers",
+    ).toEqual(['2', '1']);
     expect(first.response.headers.get('x-ratelimit-limit-tokens'), 'no token limit, no token headers').toBeNull();
     await c.chat.completions.create({ model: 'alpha', messages: msg });
     const limit = await caught(c.chat.completions.create({ model: 'alpha', messages: msg }));
@@ -567,13 +731,18 @@ describe('retries, fallbacks and failures', () => {
     const engine = await sim(a);
     // random() = 0 makes power of two choices pick the first listed on a tie: the dead one.
     h.directory.set('alpha', [replica('dead', await closedEndpoint()), replica('live', engine.url)]);
-    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    const chat = await h.client.chat.completions.create({
+      model: 'alpha',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(chat.choices).toHaveLength(1);
     expect(engine.stats().requestsSeen).toBe(1);
-    expect(await h.registry.getSingleMetricAsString('llmgw_router_retries_total')).toContain('llmgw_router_retries_total{model="alpha"} 1');
+    expect(await h.registry.getSingleMetricAsString('llmgw_router_retries_total')).toContain(
+      'llmgw_router_retries_total{model="alpha"} 1',
+    );
   });
 
-  it('records each request in the request log: the refused attempt and why, the fallback that answered, a broken stream\'s cause', async () => {
+  it("records each request in the request log: the refused attempt and why, the fallback that answered, a broken stream's cause", async () => {
     const a = model({ name: 'alpha', fallbacks: ['beta'] });
     const b = model({ name: 'beta' });
     const log = new RequestLog(10);
@@ -581,17 +750,33 @@ describe('retries, fallbacks and failures', () => {
     const betaSim = await sim(b);
     h.directory.set('alpha', [{ ...replica('a-dead', await closedEndpoint()), nodes: ['n1'] }]);
     h.directory.set('beta', [{ ...replica('b1', betaSim.url), nodes: ['n2'] }]);
-    const { response } = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    const { response } = await h.client.chat.completions
+      .create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
     const id = response.headers.get('x-request-id')!;
     await eventually(() => log.get(id)?.promptTokens !== undefined, 'the tokens are recorded after the answer');
     const view = requestRecordView(log.get(id)!);
-    expect(view).toMatchObject({ model: 'alpha', status: 200, outcome: 'ok', replica: 'b1', nodes: ['n2'], fallback: 'beta' });
-    expect(view.attempts.map((t) => [t.replica, t.outcome])).toEqual([['a-dead', 'failed'], ['b1', 'answered']]);
+    expect(view).toMatchObject({
+      model: 'alpha',
+      status: 200,
+      outcome: 'ok',
+      replica: 'b1',
+      nodes: ['n2'],
+      fallback: 'beta',
+    });
+    expect(view.attempts.map((t) => [t.replica, t.outcome])).toEqual([
+      ['a-dead', 'failed'],
+      ['b1', 'answered'],
+    ]);
     expect(view.attempts[0]!.reason, 'the refused connection, in words').toMatch(/refused/i);
 
     const breaking = await brokenStreamServer();
     h.directory.set('beta', [replica('breaks', breaking.url)]);
-    const stream = await h.client.chat.completions.create({ model: 'beta', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    const stream = await h.client.chat.completions.create({
+      model: 'beta',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+    });
     await expect(async () => {
       for await (const chunk of stream) void chunk;
     }).rejects.toThrow();
@@ -605,7 +790,11 @@ describe('retries, fallbacks and failures', () => {
     const healthy = await sim(a);
     const breaking = await brokenStreamServer();
     h.directory.set('alpha', [replica('breaks', breaking.url), replica('healthy', healthy.url)]);
-    const stream = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    const stream = await h.client.chat.completions.create({
+      model: 'alpha',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+    });
     const tokens: string[] = [];
     let error: unknown = null;
     try {
@@ -629,8 +818,13 @@ describe('retries, fallbacks and failures', () => {
     h.directory.set('alpha', [replica('a-dead', await closedEndpoint())]);
     h.directory.set('gamma', [replica('g1', gammaSim.url)]);
     h.directory.set('delta', [replica('d1', deltaSim.url)]);
-    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
-    expect(chat.model, 'gamma is the first fallback with a ready replica; the body was rewritten to its name').toBe('gamma');
+    const chat = await h.client.chat.completions.create({
+      model: 'alpha',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    expect(chat.model, 'gamma is the first fallback with a ready replica; the body was rewritten to its name').toBe(
+      'gamma',
+    );
     expect(deltaSim.stats().requestsSeen).toBe(0);
     expect(await h.registry.getSingleMetricAsString('llmgw_router_fallbacks_total')).toContain('fallback="gamma"');
   });
@@ -658,7 +852,10 @@ describe('retries, fallbacks and failures', () => {
     // Its usage never came: counted at no less than what was relayed, so leaving a stream early does not make it free.
     await eventually(() => h.usage.snapshot().length === 1, 'the usage record');
     const [left] = h.usage.snapshot();
-    expect(left!.completionTokens, 'at least the tokens relayed, less the role, finish and [DONE] events').toBeGreaterThanOrEqual(5);
+    expect(
+      left!.completionTokens,
+      'at least the tokens relayed, less the role, finish and [DONE] events',
+    ).toBeGreaterThanOrEqual(5);
     expect(left!.promptTokens).toBeGreaterThanOrEqual(0);
   });
 
@@ -680,7 +877,9 @@ describe('retries, fallbacks and failures', () => {
     const a = model({ name: 'alpha', scaling: { min: 0, max: 1 } });
     const h = await harness([a], { timeouts: { coldStartTimeoutMs: 200 } });
     h.directory.starting.add('alpha');
-    const err = await caught(h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }));
+    const err = await caught(
+      h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect(err.status).toBe(503);
     expect(err.message).toContain('has 0 ready replicas after waiting 0 s for one to start: 1 fetching weights, 43%');
   });
@@ -692,7 +891,10 @@ describe('retries, fallbacks and failures', () => {
     h.directory.starting.add('alpha');
     const betaSim = await sim(b);
     h.directory.set('beta', [replica('b1', betaSim.url)]);
-    const chat = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] });
+    const chat = await h.client.chat.completions.create({
+      model: 'alpha',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(chat.model).toBe('beta');
     expect(h.directory.demands, 'the cold model is still asked for').toContain('alpha');
   });
@@ -724,7 +926,9 @@ describe('retries, fallbacks and failures', () => {
     const h = await harness([a], { timeouts: { totalTimeoutMs: 300 } });
     const hung = await sim(a, { hang: true });
     h.directory.set('alpha', [replica('hung', hung.url)]);
-    const err = await caught(h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }));
+    const err = await caught(
+      h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect(err.status).toBe(504);
     await eventually(() => hung.stats().hanging === 0, 'the upstream request to be cut');
   });
@@ -734,7 +938,11 @@ describe('retries, fallbacks and failures', () => {
     const h = await harness([a]);
     const breaking = await brokenStreamServer({ halfEvent: true });
     h.directory.set('alpha', [replica('breaks', breaking.url)]);
-    const stream = await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    const stream = await h.client.chat.completions.create({
+      model: 'alpha',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+    });
     const tokens: string[] = [];
     let error: unknown = null;
     try {
@@ -753,16 +961,32 @@ describe('choice and connections', () => {
     const a = model({ name: 'alpha', routing: 'prefix' });
     const h = await harness([a]);
     const sims = [await sim(a), await sim(a), await sim(a)];
-    h.directory.set('alpha', sims.map((e, i) => replica(`r${i}`, e.url)));
+    h.directory.set(
+      'alpha',
+      sims.map((e, i) => replica(`r${i}`, e.url)),
+    );
     const system = 'You are a careful assistant. '.repeat(20);
     for (let i = 0; i < 6; i++) {
-      await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'system', content: system }, { role: 'user', content: `question ${i}` }] });
+      await h.client.chat.completions.create({
+        model: 'alpha',
+        messages: [
+          { role: 'system', content: system },
+          { role: 'user', content: `question ${i}` },
+        ],
+      });
     }
-    expect(sims.map((e) => e.stats().requestsSeen).sort(), 'one replica took every request sharing the prefix').toEqual([0, 0, 6]);
+    expect(sims.map((e) => e.stats().requestsSeen).sort(), 'one replica took every request sharing the prefix').toEqual(
+      [0, 0, 6],
+    );
     for (let i = 0; i < 30; i++) {
-      await h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: `a different conversation ${i}` }] });
+      await h.client.chat.completions.create({
+        model: 'alpha',
+        messages: [{ role: 'user', content: `a different conversation ${i}` }],
+      });
     }
-    expect(sims.filter((e) => e.stats().requestsSeen > 0).length, 'different prefixes land on different replicas').toBe(3);
+    expect(sims.filter((e) => e.stats().requestsSeen > 0).length, 'different prefixes land on different replicas').toBe(
+      3,
+    );
   });
 
   it('sends to the replica whose engine reports the shorter queue, and counts its own sends since the sample', async () => {
@@ -776,10 +1000,20 @@ describe('choice and connections', () => {
       { ...replica('busy', busy.url), load: { running: 4, waiting: 3, kvUsage: 0.5, sampledAtMs: now } },
       { ...replica('idle', idle.url), load: { running: 0, waiting: 0, kvUsage: 0, sampledAtMs: now } },
     ]);
-    await Promise.all(Array.from({ length: 16 }, (_, i) => h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: `q${i}` }] })));
+    await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        h.client.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: `q${i}` }] }),
+      ),
+    );
     // busy scores 4 + 2×3 = 10; idle 0 plus what was sent to it since its sample, so it takes 10 before they tie and share.
-    expect(idle.stats().requestsSeen, 'the idle engine took the burst until its own sends made it as busy').toBeGreaterThanOrEqual(10);
-    expect(busy.stats().requestsSeen, 'then the sends since the sample counted, and the busy one took some too').toBeGreaterThanOrEqual(1);
+    expect(
+      idle.stats().requestsSeen,
+      'the idle engine took the burst until its own sends made it as busy',
+    ).toBeGreaterThanOrEqual(10);
+    expect(
+      busy.stats().requestsSeen,
+      'then the sends since the sample counted, and the busy one took some too',
+    ).toBeGreaterThanOrEqual(1);
   });
 
   it('ignores a stale sample, and every sample under routing: least-inflight', async () => {
@@ -789,7 +1023,10 @@ describe('choice and connections', () => {
     const [a0, a1, b0, b1] = [await sim(stale), await sim(stale), await sim(inflight), await sim(inflight)];
     const queued = { running: 8, waiting: 8, sampledAtMs: Date.now() };
     // With random() = 0 a tie goes to the first candidate: were its old queue read, a1 would win instead.
-    h.directory.set('alpha', [{ ...replica('a0', a0.url), load: { ...queued, sampledAtMs: Date.now() - 60_000 } }, replica('a1', a1.url)]);
+    h.directory.set('alpha', [
+      { ...replica('a0', a0.url), load: { ...queued, sampledAtMs: Date.now() - 60_000 } },
+      replica('a1', a1.url),
+    ]);
     // Least-inflight's two draws with random() = 0 are b0, then b1; it keeps b0 on equal in-flight counts.
     h.directory.set('beta', [{ ...replica('b0', b0.url), load: queued }, replica('b1', b1.url)]);
     for (let i = 0; i < 3; i++) {
@@ -826,8 +1063,14 @@ describe('choice and connections', () => {
     socket.on('data', (d: Buffer) => (answer += d.toString()));
     socket.on('close', () => (closed = true));
     socket.on('error', () => undefined);
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${h.secret}\r\ncontent-length: 100\r\n\r\n{"model":`);
-    await eventually(() => closed, 'the router to close a connection whose body went silent', 5_000).catch((e: Error) => { throw new Error(`${e.message}; answer so far: ${JSON.stringify(answer)}`); });
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer ${h.secret}\r\ncontent-length: 100\r\n\r\n{"model":`,
+    );
+    await eventually(() => closed, 'the router to close a connection whose body went silent', 5_000).catch(
+      (e: Error) => {
+        throw new Error(`${e.message}; answer so far: ${JSON.stringify(answer)}`);
+      },
+    );
   });
 });
 
@@ -842,8 +1085,14 @@ describe('a request without a valid key', () => {
       let answer = '';
       socket.on('data', (d: Buffer) => (answer += d.toString()));
       socket.on('error', () => undefined);
-      socket.write(`POST /v1/audio/transcriptions HTTP/1.1\r\nhost: x\r\ncontent-type: multipart/form-data; boundary=b\r\n${auth}content-length: 8000000\r\n\r\n`);
-      await eventually(() => answer.startsWith('HTTP/1.1 401'), `a 401 with the body still unsent (${auth ? 'a wrong key' : 'no key'}); so far: ${JSON.stringify(answer.slice(0, 80))}`, 5_000);
+      socket.write(
+        `POST /v1/audio/transcriptions HTTP/1.1\r\nhost: x\r\ncontent-type: multipart/form-data; boundary=b\r\n${auth}content-length: 8000000\r\n\r\n`,
+      );
+      await eventually(
+        () => answer.startsWith('HTTP/1.1 401'),
+        `a 401 with the body still unsent (${auth ? 'a wrong key' : 'no key'}); so far: ${JSON.stringify(answer.slice(0, 80))}`,
+        5_000,
+      );
       socket.destroy();
     }
   });
@@ -857,11 +1106,19 @@ async function statusServer(status: number): Promise<{ url: string; seen(): numb
     req.resume();
     req.on('end', () => {
       res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: `status ${status} on purpose`, type: 'x', param: null, code: status } }));
+      res.end(
+        JSON.stringify({ error: { message: `status ${status} on purpose`, type: 'x', param: null, code: status } }),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen: () => seen };
 }
 
@@ -878,6 +1135,12 @@ async function brokenStreamServer(options: { halfEvent?: boolean } = {}): Promis
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }

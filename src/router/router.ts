@@ -28,7 +28,16 @@ import { modelServes, type Model } from '../control/catalog/index.js';
 import type { ReplicaUse } from '../control/scaling/index.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
 import { nodeIdentity } from '../tls/index.js';
-import { allows, armBodyTimeout, callHook, fromAnthropic, fromAnthropicCount, keyHook, rateLimitHook, type AdmissionDeps } from './admission.js';
+import {
+  allows,
+  armBodyTimeout,
+  callHook,
+  fromAnthropic,
+  fromAnthropicCount,
+  keyHook,
+  rateLimitHook,
+  type AdmissionDeps,
+} from './admission.js';
 import { anthropicErrorBody, toAnthropicError, type AnthropicCall } from './anthropic/index.js';
 import { AnthropicRelayHandler } from './relay-anthropic.js';
 import { NativeResponsesRelay, ResponsesRelayHandler, type ResponsesRelayCall } from './relay-responses.js';
@@ -38,10 +47,30 @@ import type { ResponseStore, StoredResponse } from '../control/responses/types.j
 import { replyError, writeError } from './errors.js';
 import type { ApiKeyRecord, KeyStore, UsageSink } from '../control/keys/index.js';
 import { RouterMetrics } from './metrics.js';
-import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded, type EngineSample } from './pick.js';
+import {
+  HashRing,
+  expectedLoad,
+  fnv1a,
+  loadViewOf,
+  pickByPrefix,
+  pickLeastLoad,
+  pickLeastLoaded,
+  type EngineSample,
+} from './pick.js';
 import { RateLimiter, type RequestLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
-import { attemptMetrics, compose, inFlight, requestId, rewriteBody, sendTimes, withholdsUsage, type Attempt, type AttemptExchange, type Dispatch } from './dispatch.js';
+import {
+  attemptMetrics,
+  compose,
+  inFlight,
+  requestId,
+  rewriteBody,
+  sendTimes,
+  withholdsUsage,
+  type Attempt,
+  type AttemptExchange,
+  type Dispatch,
+} from './dispatch.js';
 import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from './relay.js';
 import type { TailKeeper } from './usage.js';
 import type { RequestLog, RequestRecord } from './request-log.js';
@@ -260,19 +289,26 @@ export class Router {
     this.timeouts = o.timeouts;
     this.bodyLimitBytes = o.bodyLimitBytes;
     this.corsOn = o.corsOrigins.length > 0;
-    this.metrics = new RouterMetrics(deps.registry, () => this.held, () => this.use);
+    this.metrics = new RouterMetrics(
+      deps.registry,
+      () => this.held,
+      () => this.use,
+    );
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
     this.unsubscribeRevoked = deps.keys.onRevoked((keyId) => this.endRevoked(keyId));
-    this.dispatch = compose((a) => this.send(a), [
-      rewriteBody(),
-      inFlight((id) => this.useOf(id), this.now),
-      sendTimes(this.sends, this.finished, o.loadStaleMs, this.now),
-      attemptMetrics(this.metrics),
-      // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
-      requestId(`.${randomBytes(3).toString('hex')}`),
-    ]);
+    this.dispatch = compose(
+      (a) => this.send(a),
+      [
+        rewriteBody(),
+        inFlight((id) => this.useOf(id), this.now),
+        sendTimes(this.sends, this.finished, o.loadStaleMs, this.now),
+        attemptMetrics(this.metrics),
+        // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
+        requestId(`.${randomBytes(3).toString('hex')}`),
+      ],
+    );
     const sweepMs = o.sweepIntervalMs;
     this.sweepTimer = sweepMs > 0 ? setInterval(() => this.sweep(), sweepMs).unref() : null;
   }
@@ -338,7 +374,8 @@ export class Router {
       options: this.options,
       refuse: (...args) => this.refuse(...args),
       count: (model, status, key) => this.count(model, status, key),
-      recordUsage: (key, model, endpoint, status, promptTokens, completionTokens) => this.recordUsage(key, model, endpoint, status, promptTokens, completionTokens),
+      recordUsage: (key, model, endpoint, status, promptTokens, completionTokens) =>
+        this.recordUsage(key, model, endpoint, status, promptTokens, completionTokens),
     };
   }
 
@@ -350,7 +387,8 @@ export class Router {
     const data: unknown[] = [];
     for (const m of this.deps.catalog.models()) {
       if (key && !allows(key, m)) continue;
-      for (const id of [m.name, ...m.aliases]) data.push({ id, object: 'model', created: this.createdS, owned_by: 'llmgw', root: m.name });
+      for (const id of [m.name, ...m.aliases])
+        data.push({ id, object: 'model', created: this.createdS, owned_by: 'llmgw', root: m.name });
     }
     return { object: 'list', data };
   }
@@ -360,7 +398,13 @@ export class Router {
     const key = request.apiKey;
     const m = this.deps.catalog.resolve(id);
     if (!m || (key && !allows(key, m))) {
-      return this.refuse(reply, 404, 'LLMGW_MODEL_NOT_FOUND', `The model \`${id}\` does not exist. GET /v1/models lists the models this key may use.`, 'model');
+      return this.refuse(
+        reply,
+        404,
+        'LLMGW_MODEL_NOT_FOUND',
+        `The model \`${id}\` does not exist. GET /v1/models lists the models this key may use.`,
+        'model',
+      );
     }
     return { id, object: 'model', created: this.createdS, owned_by: 'llmgw', root: m.name };
   }
@@ -372,7 +416,8 @@ export class Router {
   async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
     const key = request.apiKey;
-    const { endpoint, contentType, parsed, raw, model, reservedTokens, completionCap, anthropic, responses } = request.call!;
+    const { endpoint, contentType, parsed, raw, model, reservedTokens, completionCap, anthropic, responses } =
+      request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -486,7 +531,12 @@ export class Router {
     if (key) this.limiter.settle(key.id, key.tokensPerMinute, reservedTokens, 0);
     const candidates = this.candidates(model);
     if (candidates.length === 0) {
-      return this.refuse(reply, 503, 'LLMGW_NO_REPLICA', `model \`${model.name}\` has 0 ready replicas: ${this.deps.replicas.describe(model.name)}; count_tokens asks a ready replica's tokenizer`);
+      return this.refuse(
+        reply,
+        503,
+        'LLMGW_NO_REPLICA',
+        `model \`${model.name}\` has 0 ready replicas: ${this.deps.replicas.describe(model.name)}; count_tokens asks a ready replica's tokenizer`,
+      );
     }
     const replica = this.choose(model, candidates, parsed);
     const served = replica.servedNames ?? [model.name, ...model.aliases];
@@ -496,7 +546,11 @@ export class Router {
       ...(parsed.body.tools === undefined ? {} : { tools: parsed.body.tools }),
       add_generation_prompt: true,
     });
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': request.id };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      'x-request-id': request.id,
+    };
     if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
     const { pool, basePath } = this.upstreamOf(replica.endpoint, replica.nodes?.[0]);
     let status: number;
@@ -513,7 +567,12 @@ export class Router {
       status = res.statusCode;
       text = await res.body.text();
     } catch (err) {
-      return this.refuse(reply, 502, 'LLMGW_UPSTREAM', `replica ${replica.id} of \`${model.name}\` did not answer count_tokens: ${describeNetError(err)}`);
+      return this.refuse(
+        reply,
+        502,
+        'LLMGW_UPSTREAM',
+        `replica ${replica.id} of \`${model.name}\` did not answer count_tokens: ${describeNetError(err)}`,
+      );
     }
     let count: unknown;
     try {
@@ -523,9 +582,18 @@ export class Router {
     }
     if (typeof count === 'number') {
       this.count(model.name, 200, key);
-      return reply.code(200).header('content-type', 'application/json').send(JSON.stringify({ input_tokens: count }));
+      return reply
+        .code(200)
+        .header('content-type', 'application/json')
+        .send(JSON.stringify({ input_tokens: count }));
     }
-    if (status >= 500) return this.refuse(reply, 502, 'LLMGW_UPSTREAM', `replica ${replica.id} of \`${model.name}\` answered count_tokens with ${status}`);
+    if (status >= 500)
+      return this.refuse(
+        reply,
+        502,
+        'LLMGW_UPSTREAM',
+        `replica ${replica.id} of \`${model.name}\` answered count_tokens with ${status}`,
+      );
     return this.refuse(
       reply,
       400,
@@ -559,7 +627,10 @@ export class Router {
       // Said in the answer, where the caller learns why a fallback it expected did not answer. The same for every
       // request of that key and model, so the log has it at debug only, not a line per request.
       ex.res.setHeader('x-llmgw-fallback-skipped', skipped.join(', '));
-      this.deps.logger.debug({ model: model.name, skipped, key: ex.key!.prefix, request: ex.id }, 'fallbacks this API key may not use were skipped');
+      this.deps.logger.debug(
+        { model: model.name, skipped, key: ex.key!.prefix, request: ex.id },
+        'fallbacks this API key may not use were skipped',
+      );
     }
     let skipPrimary = false;
     let coldNote = '';
@@ -575,7 +646,10 @@ export class Router {
           const message =
             `this API key (${ex.key!.prefix}…) already has ${this.options.maxHeldPerKey} requests waiting for models with no ready replica, ` +
             `the most one key may hold (max_held_per_key); retry once model \`${model.name}\` is up, or ask the operator to raise max_held_per_key`;
-          this.deps.logger.info({ code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id }, message);
+          this.deps.logger.info(
+            { code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id },
+            message,
+          );
           this.fail(ex, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
           return 429;
         }
@@ -593,7 +667,8 @@ export class Router {
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         if (ex.revoked) return this.revokedAnswer(ex);
-        if (this.candidates(model).length === 0) coldNote = ` after waiting ${Math.round(this.timeouts.coldStartTimeoutMs / 1000)} s for one to start`;
+        if (this.candidates(model).length === 0)
+          coldNote = ` after waiting ${Math.round(this.timeouts.coldStartTimeoutMs / 1000)} s for one to start`;
       }
     }
 
@@ -619,11 +694,19 @@ export class Router {
         let outcome = await this.forward(ex, m, replica);
         if (outcome.kind === 'usageRefused') {
           // An engine that refuses stream_options (one that forbids unknown fields) gets the request as the client sent it.
-          this.deps.logger.warn({ model: m.name, replica: replica.id, request: ex.id }, 'the engine refused stream_options; this stream is sent without it and its tokens are counted at lower bounds');
+          this.deps.logger.warn(
+            { model: m.name, replica: replica.id, request: ex.id },
+            'the engine refused stream_options; this stream is sent without it and its tokens are counted at lower bounds',
+          );
           ex.usageRefused = true;
           outcome = await this.forward(ex, m, replica);
         }
-        const traced = { model: m.name, replica: replica.id, ...(replica.nodes ? { nodes: replica.nodes } : {}), durationMs: performance.now() - attemptFrom };
+        const traced = {
+          model: m.name,
+          replica: replica.id,
+          ...(replica.nodes ? { nodes: replica.nodes } : {}),
+          durationMs: performance.now() - attemptFrom,
+        };
         if (outcome.kind === 'done') {
           ex.trace.attempts.push({ ...traced, outcome: 'answered' });
           if (m !== model) this.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
@@ -636,7 +719,10 @@ export class Router {
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
         ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
-        this.deps.logger.warn({ model: m.name, replica: replica.id, reason, request: ex.id }, 'upstream attempt failed before the first byte');
+        this.deps.logger.warn(
+          { model: m.name, replica: replica.id, reason, request: ex.id },
+          'upstream attempt failed before the first byte',
+        );
       }
       if (attempts >= this.options.maxAttempts) break;
     }
@@ -648,7 +734,11 @@ export class Router {
       return 502;
     }
     let message = `model \`${model.name}\` has 0 ready replicas${coldNote}: ${this.deps.replicas.describe(model.name)}`;
-    if (chain.length > 1) message += `; its fallbacks (${chain.slice(1).map((m) => `\`${m.name}\``).join(', ')}) have none ready either`;
+    if (chain.length > 1)
+      message += `; its fallbacks (${chain
+        .slice(1)
+        .map((m) => `\`${m.name}\``)
+        .join(', ')}) have none ready either`;
     this.deps.logger.error({ model: model.name, request: ex.id }, message);
     this.fail(ex, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
     return 503;
@@ -662,17 +752,31 @@ export class Router {
   }
 
   private choose(model: Model, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
-    if (model.routing === 'least-inflight') return pickLeastLoaded(candidates, (id) => this.use.get(id)?.inFlight ?? 0, this.random)!;
+    if (model.routing === 'least-inflight')
+      return pickLeastLoaded(candidates, (id) => this.use.get(id)?.inFlight ?? 0, this.random)!;
     // Scored once per choice: the prefix walk asks a replica's load more than once.
     const now = this.now();
     const scores = new Map<string, number>();
     for (const c of candidates) {
-      scores.set(c.id, expectedLoad(loadViewOf(c.load, this.sends.get(c.id) ?? NO_SENDS, now, this.options.loadStaleMs, this.finished.get(c.id) ?? NO_FINISHED)));
+      scores.set(
+        c.id,
+        expectedLoad(
+          loadViewOf(
+            c.load,
+            this.sends.get(c.id) ?? NO_SENDS,
+            now,
+            this.options.loadStaleMs,
+            this.finished.get(c.id) ?? NO_FINISHED,
+          ),
+        ),
+      );
     }
     const load = (id: string) => scores.get(id) ?? 0;
     if (model.routing === 'prefix' && candidates.length > 1) {
       // The ring covers every replica taking requests, not just this attempt's candidates, so a retry does not rebuild it.
-      const ids = this.candidates(model).map((c) => c.id).sort();
+      const ids = this.candidates(model)
+        .map((c) => c.id)
+        .sort();
       let ring = this.rings.get(model.name);
       if (!ring || ring.ids.length !== ids.length || ring.ids.some((id, i) => id !== ids[i])) {
         ring = new HashRing(ids);
@@ -717,13 +821,23 @@ export class Router {
   }
 
   /** A refusal written on the raw response, in the shape of the API the client speaks. */
-  private fail(ex: Exchange, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+  private fail(
+    ex: Exchange,
+    status: number,
+    code: ErrorCode,
+    message: string,
+    headers: Record<string, string> = {},
+  ): void {
     ex.trace.failure = { code, message };
     if (ex.anthropic === null) return writeError(ex.res, status, code, message, headers);
     const res = ex.res;
     if (res.headersSent || res.destroyed) return;
     const body = anthropicErrorBody(message, status);
-    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), ...headers });
+    res.writeHead(status, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      ...headers,
+    });
     res.end(body);
   }
 
@@ -745,7 +859,12 @@ export class Router {
   }
 
   private timeout(ex: Exchange): number {
-    this.fail(ex, 504, 'LLMGW_UPSTREAM', `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`);
+    this.fail(
+      ex,
+      504,
+      'LLMGW_UPSTREAM',
+      `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`,
+    );
     return 504;
   }
 
@@ -760,7 +879,15 @@ export class Router {
     const headers: Record<string, string> = { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) };
     if (ex.contentType !== 'application/json') headers['content-type'] = ex.contentType;
     if (ex.responses !== null && servesResponsesNatively(replica.engine)) {
-      return this.dispatch({ ex, model, replica, path: RESPONSES_PATH, passThrough: true, body: ex.responses.native, headers });
+      return this.dispatch({
+        ex,
+        model,
+        replica,
+        path: RESPONSES_PATH,
+        passThrough: true,
+        body: ex.responses.native,
+        headers,
+      });
     }
     return this.dispatch({ ex, model, replica, path: ex.path, passThrough: false, body: ex.raw, headers });
   }
@@ -785,15 +912,22 @@ export class Router {
             : ex.timedOut
               ? `the request took longer than ${this.timeouts.totalTimeoutMs} ms and was stopped`
               : 'the engine stopped answering mid-response',
-        brokenCode: () => (ex.revoked ? { code: 'LLMGW_UNAUTHORIZED', status: 401 } : { code: 'LLMGW_UPSTREAM', status: 502 }),
+        brokenCode: () =>
+          ex.revoked ? { code: 'LLMGW_UNAUTHORIZED', status: 401 } : { code: 'LLMGW_UPSTREAM', status: 502 },
         onBroken: (reason) => {
           if (ex.revoked) {
             ex.trace.broken = 'the API key was revoked';
-            this.deps.logger.info({ model: model.name, replica: replica.id, key: ex.key?.prefix, request: ex.id }, 'ended a running answer: its API key was revoked');
+            this.deps.logger.info(
+              { model: model.name, replica: replica.id, key: ex.key?.prefix, request: ex.id },
+              'ended a running answer: its API key was revoked',
+            );
             return;
           }
           ex.trace.broken = reason;
-          this.deps.logger.error({ model: model.name, replica: replica.id, reason, request: ex.id }, 'upstream broke after the first byte');
+          this.deps.logger.error(
+            { model: model.name, replica: replica.id, reason, request: ex.id },
+            'upstream broke after the first byte',
+          );
         },
         timeout: () => (ex.revoked ? this.revokedAnswer(ex) : this.timeout(ex)),
       };
@@ -812,14 +946,19 @@ export class Router {
   }
 
   /** The relay for an attempt: bytes as they come, or translated to the client's API. */
-  private handlerFor(a: Attempt<Exchange>, hooks: RelayHooks, resolve: (o: Outcome) => void): Dispatcher.DispatchHandler {
+  private handlerFor(
+    a: Attempt<Exchange>,
+    hooks: RelayHooks,
+    resolve: (o: Outcome) => void,
+  ): Dispatcher.DispatchHandler {
     const { ex, model } = a;
     if (ex.responses !== null) {
       const keep = (response: Record<string, unknown>) => this.keepResponse(ex, ex.responses!, model, response);
       if (a.passThrough) return new NativeResponsesRelay(ex, hooks, resolve, keep, ex.responses.id);
       return new ResponsesRelayHandler(ex, hooks, resolve, ex.responses, keep, withholdsUsage(ex));
     }
-    if (ex.anthropic !== null) return new AnthropicRelayHandler(ex, hooks, resolve, ex.anthropic, ex.id, withholdsUsage(ex));
+    if (ex.anthropic !== null)
+      return new AnthropicRelayHandler(ex, hooks, resolve, ex.anthropic, ex.id, withholdsUsage(ex));
     return new RelayHandler(ex, hooks, resolve, withholdsUsage(ex));
   }
 
@@ -842,8 +981,21 @@ export class Router {
     const kept = { ...response, id, store: true, previous_response_id: call.previousResponseId };
     const slots = [keepingSlot(keyId, id), ...(engineId === null ? [] : [keepingSlot(keyId, engineId)])];
     const put = store
-      .put({ id, keyId, engineId, model: model.name, createdAtMs: this.now(), response: kept, items: call.itemsAfter(kept) })
-      .catch((err: unknown) => this.deps.logger.error({ err, request: ex.id, response: id }, 'a Responses answer could not be kept; continuing from it by id will not find it'))
+      .put({
+        id,
+        keyId,
+        engineId,
+        model: model.name,
+        createdAtMs: this.now(),
+        response: kept,
+        items: call.itemsAfter(kept),
+      })
+      .catch((err: unknown) =>
+        this.deps.logger.error(
+          { err, request: ex.id, response: id },
+          'a Responses answer could not be kept; continuing from it by id will not find it',
+        ),
+      )
       .finally(() => {
         for (const slot of slots) if (this.keeping.get(slot) === put) this.keeping.delete(slot);
       });
@@ -886,13 +1038,26 @@ export class Router {
    * is listed under one made from the response's id and its place, the
    * same on every call, so paging by it works.
    */
-  async listInputItems(id: string, query: Record<string, unknown>, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  async listInputItems(
+    id: string,
+    query: Record<string, unknown>,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<unknown> {
     const kept = await this.keptResponse(request.apiKey, id);
     if (!kept) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
     const limit = query.limit === undefined ? 20 : Number(query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `limit: want a whole number from 1 to 100, got ${String(query.limit)}`, 'limit');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+      return this.refuse(
+        reply,
+        400,
+        'LLMGW_BAD_REQUEST',
+        `limit: want a whole number from 1 to 100, got ${String(query.limit)}`,
+        'limit',
+      );
     const order = query.order ?? 'desc';
-    if (order !== 'asc' && order !== 'desc') return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `order: want "asc" or "desc", got ${String(order)}`, 'order');
+    if (order !== 'asc' && order !== 'desc')
+      return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `order: want "asc" or "desc", got ${String(order)}`, 'order');
     const output = Array.isArray(kept.response.output) ? kept.response.output.length : 0;
     const items = kept.items.slice(0, Math.max(0, kept.items.length - output)).map((item, i) => {
       const o = item as Record<string, unknown>;
@@ -902,11 +1067,24 @@ export class Router {
     let from = 0;
     if (typeof query.after === 'string') {
       const at = items.findIndex((item) => item.id === query.after);
-      if (at === -1) return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `after: response ${id} has no input item ${query.after}`, 'after');
+      if (at === -1)
+        return this.refuse(
+          reply,
+          400,
+          'LLMGW_BAD_REQUEST',
+          `after: response ${id} has no input item ${query.after}`,
+          'after',
+        );
       from = at + 1;
     }
     const data = items.slice(from, from + limit);
-    return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < items.length };
+    return {
+      object: 'list',
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: from + limit < items.length,
+    };
   }
 
   /** DELETE /v1/responses/{id}: as OpenAI answers it. */
@@ -936,14 +1114,29 @@ export class Router {
         ex.trace.promptTokens = promptTokens;
         ex.trace.completionTokens = completionTokens;
       }
-      if (ex.key) this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
+      if (ex.key)
+        this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
       this.recordUsage(ex.key, model.name, ex.endpoint, status, promptTokens, completionTokens);
     });
   }
 
-  recordUsage(key: ApiKeyRecord | null, model: string, endpoint: Endpoint, status: number, promptTokens: number, completionTokens: number): void {
+  recordUsage(
+    key: ApiKeyRecord | null,
+    model: string,
+    endpoint: Endpoint,
+    status: number,
+    promptTokens: number,
+    completionTokens: number,
+  ): void {
     try {
-      this.deps.usage.record({ keyId: key?.id ?? 'anonymous', model, endpoint, promptTokens, completionTokens, status });
+      this.deps.usage.record({
+        keyId: key?.id ?? 'anonymous',
+        model,
+        endpoint,
+        promptTokens,
+        completionTokens,
+        status,
+      });
     } catch (err) {
       this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
@@ -1074,7 +1267,13 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     const uploadLimit = router.options.uploadLimitBytes;
     scope.addContentTypeParser('multipart/form-data', readMultipartBody);
     scope.addContentTypeParser('*', (request, _payload, done) => {
-      done(new LlmgwError('LLMGW_BAD_REQUEST', `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']?.slice(0, 80)}`, { status: 415 }));
+      done(
+        new LlmgwError(
+          'LLMGW_BAD_REQUEST',
+          `send the body as JSON with Content-Type: application/json, not ${request.headers['content-type']?.slice(0, 80)}`,
+          { status: 415 },
+        ),
+      );
     });
     scope.addHook('onRequest', (request, reply, done) => {
       const post = request.method === 'POST';
@@ -1082,13 +1281,23 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
         // Without keys, nothing but the type stops a web page in the user's browser from driving inference:
         // a page can send a body with no type (a Blob) without a CORS preflight, but never application/json.
         if (!deps.authRequired) {
-          replyError(reply, 415, 'LLMGW_UNSUPPORTED_MEDIA_TYPE', 'this gateway asks for no API key (api_keys: off), so it reads only bodies sent with Content-Type: application/json; send that header');
+          replyError(
+            reply,
+            415,
+            'LLMGW_UNSUPPORTED_MEDIA_TYPE',
+            'this gateway asks for no API key (api_keys: off), so it reads only bodies sent with Content-Type: application/json; send that header',
+          );
           return;
         }
         // With keys, a body without a content type (a script that sets none) is read as JSON, as vLLM reads it.
         request.headers['content-type'] = 'application/json';
       }
-      if (post && !deps.authRequired && /^multipart\/form-data\b/i.test(request.headers['content-type'] ?? '') && request.headers.authorization === undefined) {
+      if (
+        post &&
+        !deps.authRequired &&
+        /^multipart\/form-data\b/i.test(request.headers['content-type'] ?? '') &&
+        request.headers.authorization === undefined
+      ) {
         // A web page can post a form anywhere without a CORS preflight, but cannot add an Authorization header
         // without one: without keys, that header (any value; OpenAI's clients always send one) is what a form must carry.
         replyError(
@@ -1101,7 +1310,12 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       }
       const encoding = request.headers['content-encoding'];
       if (post && encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-        replyError(reply, 415, 'LLMGW_BAD_REQUEST', `the body is sent with Content-Encoding: ${encoding.slice(0, 40)}, which llmgw does not decode; send it uncompressed`);
+        replyError(
+          reply,
+          415,
+          'LLMGW_BAD_REQUEST',
+          `the body is sent with Content-Encoding: ${encoding.slice(0, 40)}, which llmgw does not decode; send it uncompressed`,
+        );
         return;
       }
       // A client that starts a body and stalls is cut after idleBodyTimeoutMs of silence (Node destroys a socket whose timeout nobody handles).
@@ -1111,7 +1325,8 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
         // Anthropic's SDKs read the request id from `request-id` (message._request_id); x-request-id is sent too.
         reply.raw.setHeader('request-id', request.id);
         const apiKey = request.headers['x-api-key'];
-        if (request.headers.authorization === undefined && typeof apiKey === 'string') request.headers.authorization = `Bearer ${apiKey}`;
+        if (request.headers.authorization === undefined && typeof apiKey === 'string')
+          request.headers.authorization = `Bearer ${apiKey}`;
       }
       done();
     });
@@ -1140,23 +1355,36 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     scope.post('/v1/completions', inference('completions'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/embeddings', inference('embeddings'), (request, reply) => router.infer(request, reply));
     // Pass-through endpoints: relayed as the engine answers, through the same checks. Rerank answers on vLLM's three paths.
-    for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) scope.post(path, inference('rerank'), (request, reply) => router.infer(request, reply));
+    for (const path of ['/v1/rerank', '/rerank', '/v2/rerank'])
+      scope.post(path, inference('rerank'), (request, reply) => router.infer(request, reply));
     scope.post('/v1/score', inference('score'), (request, reply) => router.infer(request, reply));
     const upload: UploadRouteConfig = { multipartForm: true };
-    scope.post('/v1/audio/transcriptions', { ...inference('transcriptions'), bodyLimit: Math.max(bodyLimit, uploadLimit), config: upload }, (request, reply) =>
-      router.infer(request, reply),
+    scope.post(
+      '/v1/audio/transcriptions',
+      { ...inference('transcriptions'), bodyLimit: Math.max(bodyLimit, uploadLimit), config: upload },
+      (request, reply) => router.infer(request, reply),
     );
     scope.post('/tokenize', inference('tokenize'), (request, reply) => router.infer(request, reply));
     scope.post('/detokenize', inference('detokenize'), (request, reply) => router.infer(request, reply));
     // OpenAI's Responses API: the previous response loaded (by key) before the body is translated to chat for the checks.
-    scope.post('/v1/responses', { bodyLimit, preHandler: [previousResponseHook(router), callHook(admission, 'responses', fromResponses), rateLimit] }, (request, reply) =>
-      router.infer(request, reply),
+    scope.post(
+      '/v1/responses',
+      {
+        bodyLimit,
+        preHandler: [previousResponseHook(router), callHook(admission, 'responses', fromResponses), rateLimit],
+      },
+      (request, reply) => router.infer(request, reply),
     );
-    scope.get<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) => router.getResponse(request.params.id, request, reply));
-    scope.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>('/v1/responses/:id/input_items', async (request, reply) =>
-      router.listInputItems(request.params.id, request.query, request, reply),
+    scope.get<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) =>
+      router.getResponse(request.params.id, request, reply),
     );
-    scope.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) => router.deleteResponse(request.params.id, request, reply));
+    scope.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>(
+      '/v1/responses/:id/input_items',
+      async (request, reply) => router.listInputItems(request.params.id, request.query, request, reply),
+    );
+    scope.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request, reply) =>
+      router.deleteResponse(request.params.id, request, reply),
+    );
     // Anthropic's Messages API, in a scope of its own: every refusal made for it (by the hooks above, by
     // Fastify) leaves in Anthropic's error shape. Its key may come as x-api-key (read by the first hook above).
     void scope.register(async (messages) => {
@@ -1164,9 +1392,15 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
         if (reply.statusCode < 400 || typeof payload !== 'string') return done(null, payload);
         done(null, toAnthropicError(payload, reply.statusCode));
       });
-      messages.post('/v1/messages', { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropic), rateLimit] }, (request, reply) => router.infer(request, reply));
-      messages.post('/v1/messages/count_tokens', { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropicCount), countRateLimit] }, (request, reply) =>
-        router.countTokens(request, reply),
+      messages.post(
+        '/v1/messages',
+        { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropic), rateLimit] },
+        (request, reply) => router.infer(request, reply),
+      );
+      messages.post(
+        '/v1/messages/count_tokens',
+        { bodyLimit, preHandler: [callHook(admission, 'messages', fromAnthropicCount), countRateLimit] },
+        (request, reply) => router.countTokens(request, reply),
       );
     });
   });

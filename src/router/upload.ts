@@ -35,11 +35,17 @@ export interface UploadRouteConfig {
  * FORM_LIMITS is refused with its 413 at once, and the listener's error
  * handler reads and drops the rest so the client can read it.
  */
-export function readMultipartBody(request: FastifyRequest, payload: IncomingMessage, done: (err: Error | null, body?: Buffer) => void): void {
+export function readMultipartBody(
+  request: FastifyRequest,
+  payload: IncomingMessage,
+  done: (err: Error | null, body?: Buffer) => void,
+): void {
   const limit = request.routeOptions.bodyLimit ?? Number.POSITIVE_INFINITY;
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
-  const reader = (request.routeOptions.config as UploadRouteConfig | undefined)?.multipartForm ? new FormReader(request.headers['content-type']) : null;
+  const reader = (request.routeOptions.config as UploadRouteConfig | undefined)?.multipartForm
+    ? new FormReader(request.headers['content-type'])
+    : null;
   const chunks: Buffer[] = [];
   let received = 0;
   const stop = () => {
@@ -71,7 +77,8 @@ export function readMultipartBody(request: FastifyRequest, payload: IncomingMess
       if (!(typeof err.statusCode === 'number' && err.statusCode >= 400)) err.statusCode = 400;
       return done(err);
     }
-    if (!Number.isNaN(declared) && received !== declared) return done(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH());
+    if (!Number.isNaN(declared) && received !== declared)
+      return done(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH());
     const raw = Buffer.concat(chunks, received);
     if (!reader) return done(null, raw);
     reader.end().then(

@@ -46,7 +46,9 @@ const generation = {
 const ChatSchema = z.looseObject({
   ...generation,
   messages: z
-    .array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), { error: 'want an array of messages' })
+    .array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), {
+      error: 'want an array of messages',
+    })
     .min(1, 'want at least one message'),
 });
 
@@ -67,8 +69,12 @@ const EmbeddingSchema = z.looseObject({
 /** vLLM's, llama.cpp's and SGLang's rerank body (Jina's and Cohere's shape): a query and the documents to order. */
 const RerankSchema = z.looseObject({
   model,
-  query: z.union([z.string().min(1, 'want the query as a non-empty string'), z.looseObject({})], { error: 'want the query as a string' }),
-  documents: z.union([z.array(z.unknown()).min(1, 'want at least one document'), z.looseObject({})], { error: 'want a list of documents' }),
+  query: z.union([z.string().min(1, 'want the query as a non-empty string'), z.looseObject({})], {
+    error: 'want the query as a string',
+  }),
+  documents: z.union([z.array(z.unknown()).min(1, 'want at least one document'), z.looseObject({})], {
+    error: 'want a list of documents',
+  }),
   top_n: positiveInt.nullish(),
 });
 
@@ -76,11 +82,20 @@ const scoreSide = z.union([z.string(), z.array(z.unknown()), z.looseObject({})],
 
 /** vLLM's score body (text_1 against text_2), or SGLang's (query against items). */
 const ScoreSchema = z
-  .looseObject({ model, text_1: scoreSide.optional(), text_2: scoreSide.optional(), query: scoreSide.optional(), items: scoreSide.optional() })
-  .refine((b) => (b.text_1 !== undefined && b.text_2 !== undefined) || (b.query !== undefined && b.items !== undefined), {
-    message: 'want text_1 and text_2 (vLLM), or query and items (SGLang)',
-    path: ['text_1'],
-  });
+  .looseObject({
+    model,
+    text_1: scoreSide.optional(),
+    text_2: scoreSide.optional(),
+    query: scoreSide.optional(),
+    items: scoreSide.optional(),
+  })
+  .refine(
+    (b) => (b.text_1 !== undefined && b.text_2 !== undefined) || (b.query !== undefined && b.items !== undefined),
+    {
+      message: 'want text_1 and text_2 (vLLM), or query and items (SGLang)',
+      path: ['text_1'],
+    },
+  );
 
 /** vLLM's /tokenize (prompt, or chat messages with the model's template) and llama.cpp's (content). */
 const TokenizeSchema = z
@@ -88,7 +103,12 @@ const TokenizeSchema = z
     model,
     prompt: z.string({ error: 'want the text as a string' }).optional(),
     content: z.string({ error: 'want the text as a string' }).optional(),
-    messages: z.array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), { error: 'want an array of messages' }).min(1, 'want at least one message').optional(),
+    messages: z
+      .array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), {
+        error: 'want an array of messages',
+      })
+      .min(1, 'want at least one message')
+      .optional(),
   })
   .refine((b) => b.prompt !== undefined || b.content !== undefined || b.messages !== undefined, {
     message: 'want the text as prompt (vLLM) or content (llama.cpp), or chat messages',
@@ -100,9 +120,10 @@ const DetokenizeSchema = z.looseObject({
   tokens: z.array(z.number().int('want whole token ids'), { error: 'want a list of token ids' }),
 });
 
-
 /** A transcription's form fields (the file is checked apart: it is no text field). */
-const TranscriptionSchema = z.looseObject({ model: z.string({ error: 'the form has no model field; add one naming the model' }).min(1, 'want a model name') });
+const TranscriptionSchema = z.looseObject({
+  model: z.string({ error: 'the form has no model field; add one naming the model' }).min(1, 'want a model name'),
+});
 
 const SCHEMAS: Record<Endpoint, z.ZodType> = {
   chat: ChatSchema,
@@ -227,12 +248,20 @@ function checked(endpoint: Endpoint, body: Record<string, unknown>, limits: Requ
   if (GENERATES.has(endpoint)) {
     const n = body.n;
     if (typeof n === 'number' && n > limits.maxN) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `n: ${n} is more than this server allows (${limits.maxN}); ask for fewer choices`, { context: { param: 'n' } });
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `n: ${n} is more than this server allows (${limits.maxN}); ask for fewer choices`,
+        { context: { param: 'n' } },
+      );
     }
     for (const field of ['max_tokens', 'max_completion_tokens'] as const) {
       const v = body[field];
       if (typeof v === 'number' && v > limits.maxTokens) {
-        throw new LlmgwError('LLMGW_BAD_REQUEST', `${field}: ${v} is more than this server allows (${limits.maxTokens})`, { context: { param: field } });
+        throw new LlmgwError(
+          'LLMGW_BAD_REQUEST',
+          `${field}: ${v} is more than this server allows (${limits.maxTokens})`,
+          { context: { param: field } },
+        );
       }
     }
   }
@@ -268,7 +297,12 @@ export const BYTES_PER_TOKEN_AT_MOST = 16;
  * limits, and a prompt that cannot fit its context. Throws LLMGW_BAD_REQUEST
  * naming the field, before any engine sees the request.
  */
-export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, modelName: string, limits: ModelLimits): void {
+export function checkModelLimits(
+  endpoint: Endpoint,
+  parsed: ParsedRequest,
+  modelName: string,
+  limits: ModelLimits,
+): void {
   const body = parsed.body;
   const refuse = (param: string, message: string): never => {
     throw new LlmgwError('LLMGW_BAD_REQUEST', message, { context: { param } });
@@ -283,9 +317,13 @@ export function checkModelLimits(endpoint: Endpoint, parsed: ParsedRequest, mode
     for (const field of ['max_tokens', 'max_completion_tokens'] as const) {
       const v = body[field];
       if (typeof v !== 'number') continue;
-      if (limits.maxTokens !== null && v > limits.maxTokens) refuse(field, `${field}: ${v} is more than model \`${modelName}\` allows (${limits.maxTokens})`);
+      if (limits.maxTokens !== null && v > limits.maxTokens)
+        refuse(field, `${field}: ${v} is more than model \`${modelName}\` allows (${limits.maxTokens})`);
       if (limits.contextTokens !== null && v >= limits.contextTokens) {
-        tooLong(field, `This model's maximum context length is ${limits.contextTokens} tokens, and ${field} asks for ${v}, which leaves no room for any prompt; ask for fewer tokens (model \`${modelName}\`)`);
+        tooLong(
+          field,
+          `This model's maximum context length is ${limits.contextTokens} tokens, and ${field} asks for ${v}, which leaves no room for any prompt; ask for fewer tokens (model \`${modelName}\`)`,
+        );
       }
     }
   }
@@ -367,7 +405,9 @@ function firstPath(error: z.ZodError): string | null {
 function refuseRedirects(body: Record<string, unknown>): void {
   const refuseName = (name: string, path: string, param: string) => {
     if (REDIRECT_FIELDS.has(name.toLowerCase())) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `${path}: llmgw chooses where a request goes; remove this field`, { context: { param } });
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `${path}: llmgw chooses where a request goes; remove this field`, {
+        context: { param },
+      });
     }
   };
   for (const [key, value] of Object.entries(body)) {
@@ -378,9 +418,13 @@ function refuseRedirects(body: Record<string, unknown>): void {
     if (CONTENT_FIELDS.has(key)) continue;
     const where = findUrl(value, key, 0);
     if (where) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `${where}: a URL is not accepted here, because no field may redirect the request; remove it`, {
-        context: { param: key },
-      });
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `${where}: a URL is not accepted here, because no field may redirect the request; remove it`,
+        {
+          context: { param: key },
+        },
+      );
     }
   }
 }
@@ -415,7 +459,9 @@ export function promptPrefix(body: Record<string, unknown>, chars: number): stri
     for (const m of messages) {
       const content = (m as { content?: unknown }).content;
       if (typeof content === 'string') out += content;
-      else if (Array.isArray(content)) for (const part of content) if (typeof (part as { text?: unknown }).text === 'string') out += (part as { text: string }).text;
+      else if (Array.isArray(content))
+        for (const part of content)
+          if (typeof (part as { text?: unknown }).text === 'string') out += (part as { text: string }).text;
       if (out.length >= chars) break;
       out += '\n';
     }

@@ -10,7 +10,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { install, renderEnvFile, renderUnit, type ServiceKind, SERVICE_NOFILE } from './systemd.js';
 
 const script = fileURLToPath(new URL('../../bin/llmgw.js', import.meta.url));
-const options = (kind: ServiceKind, envDir = '/etc/llmgw') => ({ kind, node: process.execPath, script, user: 'llmgw', envDir, stateName: 'llmgw' });
+const options = (kind: ServiceKind, envDir = '/etc/llmgw') => ({
+  kind,
+  node: process.execPath,
+  script,
+  user: 'llmgw',
+  envDir,
+  stateName: 'llmgw',
+});
 
 /** `Key=value` lines of a unit, by key (a key given twice keeps both). */
 function directives(unit: string): Map<string, string[]> {
@@ -30,22 +37,30 @@ afterEach(() => {
 describe('renderUnit', () => {
   it('stops only the agent, so a restart or an upgrade keeps its engines serving', () => {
     expect(directives(renderUnit(options('agent'))).get('KillMode')).toEqual(['process']);
-    expect(directives(renderUnit(options('control'))).get('KillMode'), 'the control plane has no children to keep').toBeUndefined();
+    expect(
+      directives(renderUnit(options('control'))).get('KillMode'),
+      'the control plane has no children to keep',
+    ).toBeUndefined();
   });
 
-  it.each(['control', 'agent'] as const)('runs the %s as its own user, restarts it, sizes its open files, and reads its tokens from a file', (kind) => {
-    const d = directives(renderUnit(options(kind)));
-    expect(d.get('User')).toEqual(['llmgw']);
-    expect(d.get('Restart')).toEqual(['always']);
-    expect(d.get('LimitNOFILE')).toEqual([String(SERVICE_NOFILE)]);
-    expect(d.get('EnvironmentFile')).toEqual([`/etc/llmgw/${kind}.env`]);
-    const exec = d.get('ExecStart')![0]!;
-    expect(exec.startsWith(`${process.execPath} ${script} ${kind}`), exec).toBe(true);
-    expect(exec, 'no secret on the command line, where ps shows it').not.toMatch(/token|secret|password/i);
-  });
+  it.each(['control', 'agent'] as const)(
+    'runs the %s as its own user, restarts it, sizes its open files, and reads its tokens from a file',
+    (kind) => {
+      const d = directives(renderUnit(options(kind)));
+      expect(d.get('User')).toEqual(['llmgw']);
+      expect(d.get('Restart')).toEqual(['always']);
+      expect(d.get('LimitNOFILE')).toEqual([String(SERVICE_NOFILE)]);
+      expect(d.get('EnvironmentFile')).toEqual([`/etc/llmgw/${kind}.env`]);
+      const exec = d.get('ExecStart')![0]!;
+      expect(exec.startsWith(`${process.execPath} ${script} ${kind}`), exec).toBe(true);
+      expect(exec, 'no secret on the command line, where ps shows it').not.toMatch(/token|secret|password/i);
+    },
+  );
 
   it('names the control plane URLs for the agent from its environment file', () => {
-    expect(directives(renderUnit(options('agent'))).get('ExecStart')![0]).toContain('--control ${LLMGW_CONTROL} --state-dir /var/lib/llmgw/agent');
+    expect(directives(renderUnit(options('agent'))).get('ExecStart')![0]).toContain(
+      '--control ${LLMGW_CONTROL} --state-dir /var/lib/llmgw/agent',
+    );
     expect(renderEnvFile('agent')).toMatch(/^LLMGW_CONTROL=/m);
     expect(renderEnvFile('agent')).toMatch(/^LLMGW_JOIN_TOKEN=$/m);
     expect(renderEnvFile('control')).toMatch(/^LLMGW_ADMIN_TOKEN=$/m);
@@ -74,14 +89,15 @@ describe('install', () => {
     writeFileSync(first.envPath, 'LLMGW_JOIN_TOKEN=filled-in\n');
     const again = install(o, join(root, 'units'));
     expect(again.envWritten).toBe(false);
-    expect(readFileSync(first.envPath, 'utf8'), 'the operator\'s tokens are kept').toBe('LLMGW_JOIN_TOKEN=filled-in\n');
+    expect(readFileSync(first.envPath, 'utf8'), "the operator's tokens are kept").toBe('LLMGW_JOIN_TOKEN=filled-in\n');
   });
 });
 
 describe('systemd-analyze verify', () => {
   const analyze = spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' });
   const available = analyze.status === 0;
-  if (!available && process.env.CI) throw new Error('systemd-analyze is not installed; .ci/run installs systemd for this test');
+  if (!available && process.env.CI)
+    throw new Error('systemd-analyze is not installed; .ci/run installs systemd for this test');
 
   it.skipIf(!available).each(['control', 'agent'] as const)('accepts the %s unit', (kind) => {
     const root = mkdtempSync(join(tmpdir(), 'llmgw-verify-'));
@@ -90,6 +106,10 @@ describe('systemd-analyze verify', () => {
     const result = spawnSync('systemd-analyze', ['verify', unitPath], { encoding: 'utf8' });
     expect(result.status, `${result.stdout}${result.stderr}`).toBe(0);
     // verify warns without failing on some problems (an unknown directive, a bad value): none is expected.
-    expect(`${result.stdout}${result.stderr}`.split('\n').filter((l) => l.includes(unitPath) || /unknown|invalid|ignoring/i.test(l))).toEqual([]);
+    expect(
+      `${result.stdout}${result.stderr}`
+        .split('\n')
+        .filter((l) => l.includes(unitPath) || /unknown|invalid|ignoring/i.test(l)),
+    ).toEqual([]);
   });
 });

@@ -40,12 +40,26 @@ export function envFileName(kind: ServiceKind): string {
 
 /** Refuses what would make a unit systemd reads differently from what was meant: relative paths, spaces, newlines. */
 function check(o: ServiceOptions): void {
-  for (const [what, path] of [['--node', o.node], ['the llmgw script', o.script], ['--env-dir', o.envDir]] as const) {
-    if (!path.startsWith('/')) throw new LlmgwError('LLMGW_CONFIG_INVALID', `${what}: want an absolute path; got "${path}"`);
-    if (/[\s"'\\$%;]/.test(path)) throw new LlmgwError('LLMGW_CONFIG_INVALID', `${what}: "${path}" has a space, quote or special character systemd would read differently; use a path without them`);
+  for (const [what, path] of [
+    ['--node', o.node],
+    ['the llmgw script', o.script],
+    ['--env-dir', o.envDir],
+  ] as const) {
+    if (!path.startsWith('/'))
+      throw new LlmgwError('LLMGW_CONFIG_INVALID', `${what}: want an absolute path; got "${path}"`);
+    if (/[\s"'\\$%;]/.test(path))
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        `${what}: "${path}" has a space, quote or special character systemd would read differently; use a path without them`,
+      );
   }
-  if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(o.user)) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--user: want a system user name like llmgw; got "${o.user}"`);
-  if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(o.stateName)) throw new LlmgwError('LLMGW_CONFIG_INVALID', `--state-name: want a directory name like llmgw; got "${o.stateName}"`);
+  if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(o.user))
+    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--user: want a system user name like llmgw; got "${o.user}"`);
+  if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(o.stateName))
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `--state-name: want a directory name like llmgw; got "${o.stateName}"`,
+    );
 }
 
 /** The unit file's text. */

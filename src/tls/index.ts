@@ -22,10 +22,17 @@ export interface ServerTls {
  * paths came from (`tls_cert`, `--tls-cert`) so a wrong path is fixed in the
  * right place. Both or neither must be given; neither = plain HTTP (null).
  */
-export function readServerTls(certFile: string | undefined, keyFile: string | undefined, what: { cert: string; key: string }): ServerTls | null {
+export function readServerTls(
+  certFile: string | undefined,
+  keyFile: string | undefined,
+  what: { cert: string; key: string },
+): ServerTls | null {
   if (!certFile && !keyFile) return null;
   if (!certFile || !keyFile) {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `${certFile ? what.cert : what.key} is set without ${certFile ? what.key : what.cert}; a listener needs both its certificate and its key`);
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `${certFile ? what.cert : what.key} is set without ${certFile ? what.key : what.cert}; a listener needs both its certificate and its key`,
+    );
   }
   const cert = readPem(certFile, what.cert, 'CERTIFICATE');
   const key = readPem(keyFile, what.key, 'PRIVATE KEY');
@@ -59,11 +66,19 @@ function readPem(file: string, what: string, label: 'CERTIFICATE' | 'PRIVATE KEY
   try {
     bytes = readFileSync(file);
   } catch (err) {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `${what} ${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `${what} ${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   // Any "-----BEGIN ... PRIVATE KEY-----" (PKCS#8, EC, RSA) is a key; a certificate file may hold a chain.
-  if (!bytes.toString('latin1').includes(label === 'CERTIFICATE' ? '-----BEGIN CERTIFICATE-----' : 'PRIVATE KEY-----')) {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `${what} ${file} holds no PEM ${label.toLowerCase()}; want the file \`llmgw tls init\` wrote, or one in PEM form`);
+  if (
+    !bytes.toString('latin1').includes(label === 'CERTIFICATE' ? '-----BEGIN CERTIFICATE-----' : 'PRIVATE KEY-----')
+  ) {
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `${what} ${file} holds no PEM ${label.toLowerCase()}; want the file \`llmgw tls init\` wrote, or one in PEM form`,
+    );
   }
   return bytes;
 }
@@ -94,7 +109,9 @@ export function controlPlaneIdentity(ca: Buffer): ServerIdentityCheck {
     const leaf = new X509Certificate(cert.raw);
     if (issuers.some((issuer) => leaf.checkIssued(issuer) && leaf.verify(issuer.publicKey))) return undefined;
     return Object.assign(
-      new Error(`the certificate at ${host} (${leaf.subject.replace(/\n/g, ', ')}) was issued by ${leaf.issuer.replace(/\n/g, ', ')}, not directly by a CA in --ca: it is not a control plane's`),
+      new Error(
+        `the certificate at ${host} (${leaf.subject.replace(/\n/g, ', ')}) was issued by ${leaf.issuer.replace(/\n/g, ', ')}, not directly by a CA in --ca: it is not a control plane's`,
+      ),
       { code: 'ERR_TLS_CERT_NOT_CONTROL_PLANE' },
     );
   };
@@ -104,7 +121,9 @@ export function controlPlaneIdentity(ca: Buffer): ServerIdentityCheck {
  * An HTTP client for the control plane, verified against `ca` alone with
  * controlPlaneIdentity. Null = null, as dispatcherForCa.
  */
-export function controlPlaneConnect(ca: Buffer | null): { ca: Buffer; checkServerIdentity: ServerIdentityCheck } | null {
+export function controlPlaneConnect(
+  ca: Buffer | null,
+): { ca: Buffer; checkServerIdentity: ServerIdentityCheck } | null {
   return ca ? { ca, checkServerIdentity: controlPlaneIdentity(ca) } : null;
 }
 
@@ -116,7 +135,8 @@ export function controlPlaneConnect(ca: Buffer | null): { ca: Buffer; checkServe
  * node's certificate does not pass for another's.
  */
 export function nodeIdentity(nodeId: string): ServerIdentityCheck {
-  return (host, cert) => (checkServerIdentity(nodeId, cert) === undefined ? undefined : checkServerIdentity(host, cert));
+  return (host, cert) =>
+    checkServerIdentity(nodeId, cert) === undefined ? undefined : checkServerIdentity(host, cert);
 }
 
 /**
@@ -126,7 +146,11 @@ export function nodeIdentity(nodeId: string): ServerIdentityCheck {
  * never name.
  */
 export function ownCertificateIdentity(certPem: Buffer): ServerIdentityCheck {
-  const own = new Set(certificatesIn(certPem).slice(0, 1).map((c) => c.fingerprint256));
+  const own = new Set(
+    certificatesIn(certPem)
+      .slice(0, 1)
+      .map((c) => c.fingerprint256),
+  );
   return (host, cert) => (own.has(cert.fingerprint256) ? undefined : checkServerIdentity(host, cert));
 }
 
@@ -138,7 +162,12 @@ export function ownCertificateIdentity(certPem: Buffer): ServerIdentityCheck {
  */
 export function engineDispatcher(ca: Buffer | null, engineCert: Buffer | null): Dispatcher | null {
   if (!ca && !engineCert) return null;
-  return new Agent({ connect: { ...(ca ? { ca } : {}), ...(engineCert ? { checkServerIdentity: ownCertificateIdentity(engineCert) } : {}) } });
+  return new Agent({
+    connect: {
+      ...(ca ? { ca } : {}),
+      ...(engineCert ? { checkServerIdentity: ownCertificateIdentity(engineCert) } : {}),
+    },
+  });
 }
 
 /**
@@ -194,7 +223,7 @@ export function certificateProblem(err: unknown, caFlag: string): string | null 
     case 'ERR_TLS_CERT_NOT_CONTROL_PLANE':
       return `the server's certificate is not a control plane's (${messageWithCode(err, code)}); a node certificate cannot serve the control plane. Give the control plane its control.pem (tls_cert), or put the CA that issued its certificate in ${caFlag}`;
     case 'ERR_TLS_CERT_ALTNAME_INVALID':
-      return 'the server\'s certificate does not name the host in the URL; use a name it lists, or make one that does (llmgw tls init --host / --name)';
+      return "the server's certificate does not name the host in the URL; use a name it lists, or make one that does (llmgw tls init --host / --name)";
     case 'CERT_HAS_EXPIRED':
     case 'CERT_NOT_YET_VALID':
       return `the server's certificate is not valid now (${code}); make a new one, or check this machine's clock`;

@@ -1,5 +1,14 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { chmodSync, existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  linkSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -11,10 +20,26 @@ const scratch = () => join(mkdtempSync(join(tmpdir(), 'llmgw-tls-')), 'pki');
 describe('initTls', () => {
   it('writes a CA and certificates it signed, keys 0600, certificates 0644, the directory 0700', async () => {
     const dir = scratch();
-    await initTls({ dir, controlHosts: ['control.example', '10.0.0.1'], nodes: [{ name: 'gpu-7', hosts: ['10.0.0.7'] }], days: 30, force: false });
-    expect(readdirSync(dir).sort()).toEqual(['ca-key.pem', 'ca.pem', 'control-key.pem', 'control.pem', 'node-ca-key.pem', 'node-ca.pem', 'node-gpu-7-key.pem', 'node-gpu-7.pem']);
+    await initTls({
+      dir,
+      controlHosts: ['control.example', '10.0.0.1'],
+      nodes: [{ name: 'gpu-7', hosts: ['10.0.0.7'] }],
+      days: 30,
+      force: false,
+    });
+    expect(readdirSync(dir).sort()).toEqual([
+      'ca-key.pem',
+      'ca.pem',
+      'control-key.pem',
+      'control.pem',
+      'node-ca-key.pem',
+      'node-ca.pem',
+      'node-gpu-7-key.pem',
+      'node-gpu-7.pem',
+    ]);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
-    for (const f of readdirSync(dir)) expect(statSync(join(dir, f)).mode & 0o777, f).toBe(f.endsWith('-key.pem') ? 0o600 : 0o644);
+    for (const f of readdirSync(dir))
+      expect(statSync(join(dir, f)).mode & 0o777, f).toBe(f.endsWith('-key.pem') ? 0o600 : 0o644);
     const ca = new X509Certificate(readFileSync(join(dir, 'ca.pem')));
     expect(ca.ca, 'the CA certificate may sign').toBe(true);
     const control = new X509Certificate(readFileSync(join(dir, 'control.pem')));
@@ -29,16 +54,26 @@ describe('initTls', () => {
     // A node's key must not pass for the control plane or for loopback: its certificate comes from the node CA
     // (which agents refuse as the control plane's issuer) and names the node alone.
     const nodeCa = new X509Certificate(readFileSync(join(dir, 'node-ca.pem')));
-    expect(nodeCa.ca && nodeCa.checkIssued(ca) && nodeCa.verify(ca.publicKey), 'the node CA is a CA under the root').toBe(true);
+    expect(
+      nodeCa.ca && nodeCa.checkIssued(ca) && nodeCa.verify(ca.publicKey),
+      'the node CA is a CA under the root',
+    ).toBe(true);
     const node = new X509Certificate(readFileSync(join(dir, 'node-gpu-7.pem')));
     expect(node.verify(ca.publicKey), 'the root did not sign a node certificate itself').toBe(false);
     expect(node.checkIssued(nodeCa) && node.verify(nodeCa.publicKey), 'the node CA did').toBe(true);
-    expect(readFileSync(join(dir, 'node-gpu-7.pem'), 'utf8'), 'the node certificate file carries the node CA after it').toContain(nodeCa.toString().trim());
+    expect(
+      readFileSync(join(dir, 'node-gpu-7.pem'), 'utf8'),
+      'the node certificate file carries the node CA after it',
+    ).toContain(nodeCa.toString().trim());
     expect(node.checkHost('gpu-7')).toBe('gpu-7');
     expect(node.checkIP('10.0.0.7')).toBe('10.0.0.7');
-    for (const loopback of ['localhost', 'DNS:localhost', 'IP Address:127.0.0.1', 'IP Address:0:0:0:0:0:0:0:1']) expect(node.subjectAltName, loopback).not.toContain(loopback);
+    for (const loopback of ['localhost', 'DNS:localhost', 'IP Address:127.0.0.1', 'IP Address:0:0:0:0:0:0:0:1'])
+      expect(node.subjectAltName, loopback).not.toContain(loopback);
     expect(node.checkIP('127.0.0.1'), 'a node certificate never names loopback').toBeUndefined();
-    expect(node.checkPrivateKey(createPrivateKey(readFileSync(join(dir, 'node-gpu-7-key.pem')))), 'the key matches its certificate').toBe(true);
+    expect(
+      node.checkPrivateKey(createPrivateKey(readFileSync(join(dir, 'node-gpu-7-key.pem')))),
+      'the key matches its certificate',
+    ).toBe(true);
     const days = (Date.parse(node.validTo) - Date.now()) / 86_400_000;
     expect(days).toBeGreaterThan(29);
     expect(days).toBeLessThan(31);
@@ -48,7 +83,13 @@ describe('initTls', () => {
     const dir = scratch();
     await initTls({ dir, controlHosts: [], nodes: [], days: 1, force: false });
     const before = readFileSync(join(dir, 'ca-key.pem'), 'utf8');
-    const refused = await initTls({ dir, controlHosts: [], nodes: [{ name: 'n1', hosts: [] }], days: 1, force: false }).catch((e: unknown) => e);
+    const refused = await initTls({
+      dir,
+      controlHosts: [],
+      nodes: [{ name: 'n1', hosts: [] }],
+      days: 1,
+      force: false,
+    }).catch((e: unknown) => e);
     expect(isLlmgwError(refused) && refused.code).toBe('LLMGW_TLS_FILE_EXISTS');
     expect((refused as Error).message).toContain('--force');
     expect(readFileSync(join(dir, 'ca-key.pem'), 'utf8')).toBe(before);
@@ -76,20 +117,35 @@ describe('initTls', () => {
     expect(statSync(key).ino, 'a new file, not the old one rewritten').not.toBe(oldInode);
     expect(readFileSync(link, 'utf8'), 'a hard link to the old file keeps the old key, not the new one').toBe(oldKey);
     expect(statSync(key).mode & 0o777).toBe(0o600);
-    expect(readdirSync(dir).filter((f) => f.endsWith('.tmp')), 'no temporary file left behind').toEqual([]);
+    expect(
+      readdirSync(dir).filter((f) => f.endsWith('.tmp')),
+      'no temporary file left behind',
+    ).toEqual([]);
   });
 
   it('refuses a node name that is not a node id, and a bad --days, before writing anything', async () => {
     const dir = scratch();
-    const err = await initTls({ dir, controlHosts: ['bad host'], nodes: [{ name: '../x', hosts: [] }], days: 0, force: false }).catch((e: unknown) => e);
+    const err = await initTls({
+      dir,
+      controlHosts: ['bad host'],
+      nodes: [{ name: '../x', hosts: [] }],
+      days: 0,
+      force: false,
+    }).catch((e: unknown) => e);
     expect(isLlmgwError(err) && err.code).toBe('LLMGW_CONFIG_INVALID');
     expect((err as Error).message).toContain('"../x" is not a node id');
     expect((err as Error).message).toContain('--days');
     expect((err as Error).message).toContain('"bad host"');
     expect(existsSync(dir)).toBe(false);
-    for (const nodes of [[{ name: 'n1', hosts: ['127.0.0.1'] }], [{ name: 'n1', hosts: ['::1'] }], [{ name: 'localhost', hosts: [] }]]) {
+    for (const nodes of [
+      [{ name: 'n1', hosts: ['127.0.0.1'] }],
+      [{ name: 'n1', hosts: ['::1'] }],
+      [{ name: 'localhost', hosts: [] }],
+    ]) {
       const loopback = await initTls({ dir, controlHosts: [], nodes, days: 1, force: false }).catch((e: unknown) => e);
-      expect((loopback as Error).message, JSON.stringify(nodes)).toMatch(/is a loopback name; a node certificate never names loopback/);
+      expect((loopback as Error).message, JSON.stringify(nodes)).toMatch(
+        /is a loopback name; a node certificate never names loopback/,
+      );
     }
     expect(existsSync(dir)).toBe(false);
   });
@@ -98,6 +154,9 @@ describe('initTls', () => {
 describe('parseNodeArg', () => {
   it('reads a name alone or with the addresses it is reached by', () => {
     expect(parseNodeArg('gpu-7')).toEqual({ name: 'gpu-7', hosts: [] });
-    expect(parseNodeArg('gpu-7=10.0.0.7, gpu-7.example')).toEqual({ name: 'gpu-7', hosts: ['10.0.0.7', 'gpu-7.example'] });
+    expect(parseNodeArg('gpu-7=10.0.0.7, gpu-7.example')).toEqual({
+      name: 'gpu-7',
+      hosts: ['10.0.0.7', 'gpu-7.example'],
+    });
   });
 });

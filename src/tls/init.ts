@@ -12,7 +12,18 @@
 // loopback. The control plane checks a node's certificate by its node id.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { isIP } from 'node:net';
 import { basename, dirname, join, resolve } from 'node:path';
 import { randomBytes, webcrypto } from 'node:crypto';
@@ -56,7 +67,10 @@ const DAY_MS = 86_400_000;
 /** Parses `--name gpu-7` or `--name gpu-7=10.0.0.7,gpu-7.example` into a request. */
 export function parseNodeArg(text: string): NodeCertRequest {
   const [name = '', rest] = text.split('=', 2);
-  const hosts = (rest ?? '').split(',').map((h) => h.trim()).filter(Boolean);
+  const hosts = (rest ?? '')
+    .split(',')
+    .map((h) => h.trim())
+    .filter(Boolean);
   return { name: name.trim(), hosts };
 }
 
@@ -69,7 +83,10 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
     { file: 'ca-key.pem', what: 'CA private key: keep it offline; it signs every certificate here' },
     { file: 'control.pem', what: 'control plane certificate (tls_cert)' },
     { file: 'control-key.pem', what: 'control plane private key (tls_key)' },
-    { file: 'node-ca.pem', what: 'node CA certificate, signed by the CA: it signs the node certificates (each node-NAME.pem carries it)' },
+    {
+      file: 'node-ca.pem',
+      what: 'node CA certificate, signed by the CA: it signs the node certificates (each node-NAME.pem carries it)',
+    },
     { file: 'node-ca-key.pem', what: 'node CA private key: keep it offline with ca-key.pem' },
     ...options.nodes.flatMap((n) => [
       { file: `node-${n.name}.pem`, what: `node ${n.name} certificate and the node CA's (agent --tls-cert)` },
@@ -89,7 +106,10 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
   if (existsSync(dir)) {
     const mode = statSync(dir).mode & 0o777;
     // The operator's own directory: not ours to change, but the keys in it are only as private as it is.
-    if (mode & 0o077) warnings.push(`${dir} is mode ${mode.toString(8)}; others on this machine can list it. chmod 700 it, or keep the keys elsewhere`);
+    if (mode & 0o077)
+      warnings.push(
+        `${dir} is mode ${mode.toString(8)}; others on this machine can list it. chmod 700 it, or keep the keys elsewhere`,
+      );
   } else {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o700);
@@ -138,7 +158,12 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
     ],
   });
 
-  const leaf = async (commonName: string, hosts: readonly string[], issuer: { cert: x509.X509Certificate; keys: CryptoKeyPair }, usages: x509.ExtendedKeyUsage[]) => {
+  const leaf = async (
+    commonName: string,
+    hosts: readonly string[],
+    issuer: { cert: x509.X509Certificate; keys: CryptoKeyPair },
+    usages: x509.ExtendedKeyUsage[],
+  ) => {
     const keys = await newKeys();
     const cert = await x509.X509CertificateGenerator.create({
       serialNumber: serial(),
@@ -153,7 +178,9 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
         new x509.BasicConstraintsExtension(false, undefined, true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
         new x509.ExtendedKeyUsageExtension(usages),
-        new x509.SubjectAlternativeNameExtension(unique(hosts).map((h) => ({ type: isIP(h) ? ('ip' as const) : ('dns' as const), value: h }))),
+        new x509.SubjectAlternativeNameExtension(
+          unique(hosts).map((h) => ({ type: isIP(h) ? ('ip' as const) : ('dns' as const), value: h })),
+        ),
         await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
         await x509.AuthorityKeyIdentifierExtension.create(issuer.keys.publicKey),
       ],
@@ -168,7 +195,9 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
     ['node-ca-key.pem', await privatePem(nodeCaKeys.privateKey)],
   ]);
   // The control plane's certificate is the only one the root signs itself: that is what agents check.
-  const control = await leaf('llmgw control', [...options.controlHosts, ...LOOPBACK], { cert: ca, keys: caKeys }, [x509.ExtendedKeyUsage.serverAuth]);
+  const control = await leaf('llmgw control', [...options.controlHosts, ...LOOPBACK], { cert: ca, keys: caKeys }, [
+    x509.ExtendedKeyUsage.serverAuth,
+  ]);
   contents.set('control.pem', control.cert).set('control-key.pem', control.key);
   for (const node of options.nodes) {
     // Server auth: a node certificate is what the agent's management API (and, with --engine-tls, its engines) serve.
@@ -176,7 +205,9 @@ export async function initTls(options: TlsInitOptions): Promise<TlsInitResult> {
     const usages = [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth];
     const made = await leaf(node.name, [node.name, ...node.hosts], { cert: nodeCa, keys: nodeCaKeys }, usages);
     // The node CA's certificate follows the node's, so a peer that trusts only ca.pem can build the chain.
-    contents.set(`node-${node.name}.pem`, `${made.cert.trimEnd()}\n${nodeCa.toString('pem').trimEnd()}\n`).set(`node-${node.name}-key.pem`, made.key);
+    contents
+      .set(`node-${node.name}.pem`, `${made.cert.trimEnd()}\n${nodeCa.toString('pem').trimEnd()}\n`)
+      .set(`node-${node.name}-key.pem`, made.key);
   }
 
   const files: TlsInitResult['files'] = [];
@@ -225,17 +256,20 @@ function replaceFile(path: string, text: string, mode: number): void {
 
 function checkOptions(o: TlsInitOptions): string[] {
   const problems: string[] = [];
-  if (!Number.isInteger(o.days) || o.days < 1 || o.days > 36_500) problems.push(`--days: want a whole number of days from 1 to 36500; got ${o.days}`);
+  if (!Number.isInteger(o.days) || o.days < 1 || o.days > 36_500)
+    problems.push(`--days: want a whole number of days from 1 to 36500; got ${o.days}`);
   for (const host of o.controlHosts) {
     if (!isIP(host) && !HOST.test(host)) problems.push(`--host: "${host}" is neither a DNS name nor an IP address`);
   }
   const seen = new Set<string>();
   for (const node of o.nodes) {
-    if (!NODE_NAME.test(node.name)) problems.push(`--name: "${node.name}" is not a node id; want 1-128 letters, digits, ".", "_" or "-", like gpu-7`);
+    if (!NODE_NAME.test(node.name))
+      problems.push(`--name: "${node.name}" is not a node id; want 1-128 letters, digits, ".", "_" or "-", like gpu-7`);
     if (seen.has(node.name)) problems.push(`--name: ${node.name} is given twice`);
     seen.add(node.name);
     for (const host of node.hosts) {
-      if (!isIP(host) && !HOST.test(host)) problems.push(`--name ${node.name}: "${host}" is neither a DNS name nor an IP address`);
+      if (!isIP(host) && !HOST.test(host))
+        problems.push(`--name ${node.name}: "${host}" is neither a DNS name nor an IP address`);
     }
     for (const name of [node.name, ...node.hosts].filter(isLoopbackHost)) {
       problems.push(
@@ -247,7 +281,10 @@ function checkOptions(o: TlsInitOptions): string[] {
 }
 
 async function newKeys(): Promise<CryptoKeyPair> {
-  return (await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify'])) as CryptoKeyPair;
+  return (await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, [
+    'sign',
+    'verify',
+  ])) as CryptoKeyPair;
 }
 
 async function privatePem(key: CryptoKey): Promise<string> {

@@ -15,7 +15,12 @@ export function usageError(problem: string, usage: string): LlmgwError {
 }
 
 /** parseArgs, strict; an unknown flag names the nearest known one. */
-export function parseFlags<T extends FlagSpec>(argv: readonly string[], flags: T, usage: string, allowPositionals: boolean) {
+export function parseFlags<T extends FlagSpec>(
+  argv: readonly string[],
+  flags: T,
+  usage: string,
+  allowPositionals: boolean,
+) {
   try {
     return parseArgs({ args: [...argv], options: flags, strict: true, allowPositionals });
   } catch (err) {

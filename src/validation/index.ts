@@ -40,7 +40,8 @@ export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
     if (typeof segment === 'number') out += `[${segment}]`;
     // A key with control characters (a hostile label) is quoted, escaped: the sentence is printed and logged.
     // eslint-disable-next-line no-control-regex
-    else if (/[\x00-\x1f\x7f-\x9f]/.test(String(segment))) out += `[${JSON.stringify(String(segment)).replace(/[\x7f-\x9f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}]`;
+    else if (/[\x00-\x1f\x7f-\x9f]/.test(String(segment)))
+      out += `[${JSON.stringify(String(segment)).replace(/[\x7f-\x9f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}]`;
     else out += out ? `.${String(segment)}` : String(segment);
   }
   return out || '(the whole value)';

@@ -31,7 +31,15 @@ beforeAll(async () => {
     models: (dir) => {
       const weights = join(dir, 'weights');
       mkdirSync(weights);
-      return [{ name: 'demo', aliases: ['claude-demo'], source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] }];
+      return [
+        {
+          name: 'demo',
+          aliases: ['claude-demo'],
+          source: `file://${weights}`,
+          scaling: { min: 1 },
+          profiles: [{ engine: 'sim' }],
+        },
+      ];
     },
   });
   clientUrl = fleet.clientUrl;
@@ -40,12 +48,21 @@ beforeAll(async () => {
 
 afterAll(() => fleet?.stop());
 
-const weather = { name: 'get_weather', description: 'the weather in a city', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } } };
+const weather = {
+  name: 'get_weather',
+  description: 'the weather in a city',
+  input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } },
+};
 
 describe('POST /v1/messages through @anthropic-ai/sdk, against a real control plane', () => {
   it('answers messages.create with a system prompt, and messages.stream with the same text and its usage', async () => {
     const client = anthropic(key.secret);
-    const params = { model: 'claude-demo', max_tokens: 10, system: 'You are terse.', messages: [{ role: 'user' as const, content: 'Tell me about rivers.' }] };
+    const params = {
+      model: 'claude-demo',
+      max_tokens: 10,
+      system: 'You are terse.',
+      messages: [{ role: 'user' as const, content: 'Tell me about rivers.' }],
+    };
     const msg = await client.messages.create(params);
     expect(msg.model).toBe('claude-demo');
     expect(msg.stop_reason).toBe('max_tokens');
@@ -61,17 +78,27 @@ describe('POST /v1/messages through @anthropic-ai/sdk, against a real control pl
     expect(final.usage.input_tokens).toBe(msg.usage.input_tokens);
 
     // Both are in the key's usage, with the engine's counts, under the model's name.
-    await waitFor('usage of both calls', async () => {
-      const { body } = await api<UsageView[]>('GET', '/api/v1/usage');
-      const row = body.find((u) => u.key_id === key.id && u.model === 'demo');
-      return row && row.completion_tokens >= 20 ? row : undefined;
-    }, 20_000);
+    await waitFor(
+      'usage of both calls',
+      async () => {
+        const { body } = await api<UsageView[]>('GET', '/api/v1/usage');
+        const row = body.find((u) => u.key_id === key.id && u.model === 'demo');
+        return row && row.completion_tokens >= 20 ? row : undefined;
+      },
+      20_000,
+    );
   });
 
   it('round-trips a tool: tool_use, then tool_result answered in text', async () => {
     const client = anthropic(key.secret);
     const ask = { role: 'user' as const, content: 'What is the weather in Oslo?' };
-    const first = await client.messages.create({ model: 'demo', max_tokens: 32, tools: [weather], tool_choice: { type: 'tool', name: 'get_weather' }, messages: [ask] });
+    const first = await client.messages.create({
+      model: 'demo',
+      max_tokens: 32,
+      tools: [weather],
+      tool_choice: { type: 'tool', name: 'get_weather' },
+      messages: [ask],
+    });
     expect(first.stop_reason).toBe('tool_use');
     const use = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')!;
     expect(use.name).toBe('get_weather');
@@ -80,7 +107,11 @@ describe('POST /v1/messages through @anthropic-ai/sdk, against a real control pl
       model: 'demo',
       max_tokens: 5,
       tools: [weather],
-      messages: [ask, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '21 °C, sunny' }] }],
+      messages: [
+        ask,
+        { role: 'assistant', content: first.content },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '21 °C, sunny' }] },
+      ],
     });
     expect(answer.content[0]!.type).toBe('text');
     expect(answer.usage.output_tokens).toBe(5);
@@ -88,20 +119,39 @@ describe('POST /v1/messages through @anthropic-ai/sdk, against a real control pl
 
   it('refuses bad input in Anthropic’s error shape and status', async () => {
     const post = (headers: Record<string, string>, body: unknown) =>
-      fetch(`${clientUrl}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers }, body: JSON.stringify(body) });
-    const noMax = await post({ 'x-api-key': key.secret }, { model: 'demo', messages: [{ role: 'user', content: 'x' }] });
+      fetch(`${clientUrl}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
+        body: JSON.stringify(body),
+      });
+    const noMax = await post(
+      { 'x-api-key': key.secret },
+      { model: 'demo', messages: [{ role: 'user', content: 'x' }] },
+    );
     expect(noMax.status).toBe(400);
-    expect(await noMax.json()).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringContaining('max_tokens') } });
+    expect(await noMax.json()).toEqual({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: expect.stringContaining('max_tokens') },
+    });
 
-    const unknown = await anthropic(key.secret).messages.create({ model: 'dmeo', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    const unknown = await anthropic(key.secret)
+      .messages.create({ model: 'dmeo', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e);
     expect(unknown).toBeInstanceOf(Anthropic.NotFoundError);
-    expect((unknown as InstanceType<typeof Anthropic.NotFoundError>).error).toEqual({ type: 'error', error: { type: 'not_found_error', message: expect.stringContaining('Did you mean `demo`?') } });
+    expect((unknown as InstanceType<typeof Anthropic.NotFoundError>).error).toEqual({
+      type: 'error',
+      error: { type: 'not_found_error', message: expect.stringContaining('Did you mean `demo`?') },
+    });
 
     const noKey = await post({}, { model: 'demo', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] });
     expect(noKey.status).toBe(401);
     expect(((await noKey.json()) as { error: { type: string } }).error.type).toBe('authentication_error');
-    await expect(anthropic('sk-not-a-key').messages.create({ model: 'demo', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(
-      Anthropic.AuthenticationError,
-    );
+    await expect(
+      anthropic('sk-not-a-key').messages.create({
+        model: 'demo',
+        max_tokens: 2,
+        messages: [{ role: 'user', content: 'x' }],
+      }),
+    ).rejects.toBeInstanceOf(Anthropic.AuthenticationError);
   });
 });

@@ -66,8 +66,18 @@ describe('asking why: requests, disks, audit, plans', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-why2-'));
     const control = await startControl([
-      '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN,
-      '--api-keys', 'off', '--reconcile-interval', '500ms', '--log-level', 'warn',
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--api-keys',
+      'off',
+      '--reconcile-interval',
+      '500ms',
+      '--log-level',
+      'warn',
     ]);
     adminUrl = control.urls.admin;
     clientUrl = control.urls.client;
@@ -81,26 +91,61 @@ describe('asking why: requests, disks, audit, plans', () => {
     const root = `/${tmpdir().split('/')[1]}`;
     let ports = 32300;
     for (const [id, extra] of [
-      ['n1', ['--cache-dir', cacheDir, '--simulate', `gpus=8xh100-80gb,ram=256g,disk=${root}:100g/200g:local,engines=vllm`]],
+      [
+        'n1',
+        ['--cache-dir', cacheDir, '--simulate', `gpus=8xh100-80gb,ram=256g,disk=${root}:100g/200g:local,engines=vllm`],
+      ],
       ['n2', ['--simulate', 'gpus=2xl40s-48gb,ram=256g,disk=/data:1t:local,engines=vllm']],
     ] as const) {
       const stateDir = join(dir, id);
       stateDirs.push(stateDir);
-      agents.set(id, startLlmgw([
-        'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir, ...extra,
-        '--heartbeat-interval', '300ms', '--port-range', `${ports}-${ports + 49}`, '--log-level', 'warn',
-      ]));
+      agents.set(
+        id,
+        startLlmgw([
+          'agent',
+          '--control',
+          control.urls.agent,
+          '--join-token',
+          JOIN,
+          '--node-id',
+          id,
+          '--state-dir',
+          stateDir,
+          ...extra,
+          '--heartbeat-interval',
+          '300ms',
+          '--port-range',
+          `${ports}-${ports + 49}`,
+          '--log-level',
+          'warn',
+        ]),
+      );
       ports += 50;
     }
-    await waitFor('both agents to join', async () => ((await api.nodes()).filter((n) => n.liveness === 'up').length === 2 ? true : undefined));
+    await waitFor('both agents to join', async () =>
+      (await api.nodes()).filter((n) => n.liveness === 'up').length === 2 ? true : undefined,
+    );
     const weights = join(dir, 'weights');
     mkdirSync(weights, { recursive: true });
     // Two sim replicas of chat, one per node (spread), so a request whose replica dies is retried on the other.
-    await api.addModel({ name: 'chat', source: `file://${weights}`, scaling: { min: 2, max: 2 }, profiles: [{ engine: 'sim' }] });
+    await api.addModel({
+      name: 'chat',
+      source: `file://${weights}`,
+      scaling: { min: 2, max: 2 },
+      profiles: [{ engine: 'sim' }],
+    });
     await api.addModel({ name: 'kept', source: 'hf://org/kept', scaling: { min: 0 }, profiles: [{ engine: 'sim' }] });
     // Wanted (min 1) but too big for any node: placement rejects it, so a request for it fails at once with that cause.
-    await api.addModel({ name: 'huge', source: 'hf://org/huge', scaling: { min: 1 }, profiles: [{ engine: 'vllm', gpus: 16 }] }, { force: true });
-    await waitFor('both chat replicas ready', async () => ((await api.replicas({ model: 'chat' })).filter((r) => r.state === 'ready').length === 2 ? true : undefined), 60_000);
+    await api.addModel(
+      { name: 'huge', source: 'hf://org/huge', scaling: { min: 1 }, profiles: [{ engine: 'vllm', gpus: 16 }] },
+      { force: true },
+    );
+    await waitFor(
+      'both chat replicas ready',
+      async () =>
+        (await api.replicas({ model: 'chat' })).filter((r) => r.state === 'ready').length === 2 ? true : undefined,
+      60_000,
+    );
   }, 120_000);
 
   afterAll(async () => {
@@ -136,13 +181,22 @@ describe('asking why: requests, disks, audit, plans', () => {
     } finally {
       agent.child.kill('SIGCONT');
     }
-    expect(retried, `some request picked the dead replica first and was retried; the last ones: ${JSON.stringify((await api.requests({ limit: 3 })).requests)}`).toBeDefined();
-    expect(retried!.attempts[0]).toMatchObject({ replica: victim.id, outcome: 'failed', nodes: [victim.shards[0]!.node] });
+    expect(
+      retried,
+      `some request picked the dead replica first and was retried; the last ones: ${JSON.stringify((await api.requests({ limit: 3 })).requests)}`,
+    ).toBeDefined();
+    expect(retried!.attempts[0]).toMatchObject({
+      replica: victim.id,
+      outcome: 'failed',
+      nodes: [victim.shards[0]!.node],
+    });
     expect(retried!.attempts[0]!.reason, 'the failed attempt says why').toMatch(/refused|ECONNREFUSED|reset|closed/i);
     expect(retried!.replica, 'the other replica answered').not.toBe(victim.id);
     expect(retried!.status).toBe(200);
 
-    await waitFor('placement to reject huge', async () => ((await api.explain('huge')).rejections?.length ? true : undefined));
+    await waitFor('placement to reject huge', async () =>
+      (await api.explain('huge')).rejections?.length ? true : undefined,
+    );
     const failed = await chat('huge');
     expect(failed.status).toBe(503);
     const why = await api.request(failed.id);
@@ -163,8 +217,14 @@ describe('asking why: requests, disks, audit, plans', () => {
       body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
     });
     expect(reused.status).toBe(200);
-    expect(await api.request(failed.id), 'the newest answers by id, and says it is not alone').toMatchObject({ outcome: 'ok', same_id: 1 });
-    expect((await api.requests({ id: failed.id })).requests.map((x) => x.outcome), 'both listed, newest first').toEqual(['ok', 'no_replica']);
+    expect(await api.request(failed.id), 'the newest answers by id, and says it is not alone').toMatchObject({
+      outcome: 'ok',
+      same_id: 1,
+    });
+    expect(
+      (await api.requests({ id: failed.id })).requests.map((x) => x.outcome),
+      'both listed, newest first',
+    ).toEqual(['ok', 'no_replica']);
     const both = await runCtlCli(['request', failed.id], { env: ctlEnv });
     expect(both.stdout).toContain('1 earlier request(s) in the log carried this id too');
     const missing = await runCtlCli(['request', 'no-such-id'], { env: ctlEnv });
@@ -180,17 +240,24 @@ describe('asking why: requests, disks, audit, plans', () => {
     expect(await text(p, `tr[data-request="${failed.id}"] [data-field=cause]`)).toContain('has 0 ready replicas');
   });
 
-  it('(6) splits a node\'s disk into weights a model wants, orphans and other files', async () => {
+  it("(6) splits a node's disk into weights a model wants, orphans and other files", async () => {
     const view = await waitFor('n1 to report its cache', async () => {
       const v = await api.nodeDisks('n1');
-      return v.disks[0]?.weights.some((w) => w.path === orphanPath) && v.disks[0].weights.some((w) => w.models.includes('kept')) ? v : undefined;
+      return v.disks[0]?.weights.some((w) => w.path === orphanPath) &&
+        v.disks[0].weights.some((w) => w.models.includes('kept'))
+        ? v
+        : undefined;
     });
     const d = view.disks[0]!;
     expect(d).toMatchObject({ used_bytes: 100 * 2 ** 30, total_bytes: 200 * 2 ** 30 });
     expect(d.weights.find((w) => w.path === orphanPath)?.models, 'no model wants the orphan').toEqual([]);
-    expect(d.weights.find((w) => w.source === 'hf://org/kept')?.models, `n1's weights: ${JSON.stringify(d.weights)}`).toEqual(['kept']);
+    expect(
+      d.weights.find((w) => w.source === 'hf://org/kept')?.models,
+      `n1's weights: ${JSON.stringify(d.weights)}`,
+    ).toEqual(['kept']);
     // chat's weights are used in place where a chat replica runs on n1: they count as wanted, by chat.
-    for (const w of d.weights) if (w.path !== orphanPath) expect(w.models.length, `${w.path} is wanted by a model`).toBeGreaterThan(0);
+    for (const w of d.weights)
+      if (w.path !== orphanPath) expect(w.models.length, `${w.path} is wanted by a model`).toBeGreaterThan(0);
     expect(d.orphan_bytes).toBeGreaterThanOrEqual(4096);
     expect(d.wanted_bytes).toBeGreaterThanOrEqual(8192);
     expect(d.other_bytes).toBe(d.used_bytes! - d.wanted_bytes - d.orphan_bytes);
@@ -216,7 +283,13 @@ describe('asking why: requests, disks, audit, plans', () => {
     expect(cordon.code, cordon.stderr).toBe(0);
     const audit = await api.audit({ actor: 'alice@laptop' });
     expect(audit.entries.map((e) => e.summary)).toEqual(['cordoned node n2 (was ready)']);
-    expect(audit.entries[0]).toMatchObject({ actor: 'admin-token', actor_label: 'alice@laptop', action: 'node.state', target: 'n2', detail: { from: 'ready', to: 'cordoned' } });
+    expect(audit.entries[0]).toMatchObject({
+      actor: 'admin-token',
+      actor_label: 'alice@laptop',
+      action: 'node.state',
+      target: 'n2',
+      detail: { from: 'ready', to: 'cordoned' },
+    });
 
     const r = await runCtlCli(['audit', '--since', '1h', '--action', 'node.'], { env: ctlEnv });
     expect(r.code, r.stderr).toBe(0);
@@ -236,16 +309,30 @@ describe('asking why: requests, disks, audit, plans', () => {
 
   it('(8) says per profile which node a new model fits and why the other does not', async () => {
     const file = join(dir, 'big.yaml');
-    writeFileSync(file, 'name: big\nsource: hf://org/big\nscaling: {min: 1}\nprofiles:\n  - {name: h100, engine: vllm, gpus: 4, gpu_classes: [h100-80gb]}\n');
+    writeFileSync(
+      file,
+      'name: big\nsource: hf://org/big\nscaling: {min: 1}\nprofiles:\n  - {name: h100, engine: vllm, gpus: 4, gpu_classes: [h100-80gb]}\n',
+    );
     const planned = await runCtlCli(['plan', file], { env: ctlEnv });
     expect(planned.code, planned.stderr).toBe(0);
     expect(planned.stdout).toContain('1/1 replica(s) would be placed');
     expect(planned.stdout).toContain('profile h100 (vllm): 1 node(s) fit: n1');
     expect(planned.stdout).toMatch(/n2: needs 4 GPUs of class h100-80gb/);
-    expect((await api.models()).map((m) => m.name), 'a plan adds nothing').not.toContain('big');
+    expect(
+      (await api.models()).map((m) => m.name),
+      'a plan adds nothing',
+    ).not.toContain('big');
 
     const tooBig = join(dir, 'too-big.json');
-    writeFileSync(tooBig, JSON.stringify({ name: 'too-big', source: 'hf://org/x', scaling: { min: 1 }, profiles: [{ engine: 'vllm', gpus: 16 }] }));
+    writeFileSync(
+      tooBig,
+      JSON.stringify({
+        name: 'too-big',
+        source: 'hf://org/x',
+        scaling: { min: 1 },
+        profiles: [{ engine: 'vllm', gpus: 16 }],
+      }),
+    );
     const no = await runCtlCli(['plan', tooBig], { env: ctlEnv });
     expect(no.code, 'exit 3: it would not be placed').toBe(3);
     expect(no.stdout).toContain('0/1 replica(s) would be placed');
@@ -254,7 +341,10 @@ describe('asking why: requests, disks, audit, plans', () => {
     if (!haveChromium) return;
     const p = await browserPage();
     await p.goto(`${adminUrl}/models/plan`);
-    await p.fill('textarea[name=definition]', 'name: big\nsource: hf://org/big\nscaling: {min: 1}\nprofiles:\n  - {name: h100, engine: vllm, gpus: 4, gpu_classes: [h100-80gb]}\n');
+    await p.fill(
+      'textarea[name=definition]',
+      'name: big\nsource: hf://org/big\nscaling: {min: 1}\nprofiles:\n  - {name: h100, engine: vllm, gpus: 4, gpu_classes: [h100-80gb]}\n',
+    );
     await p.click('#plan-submit');
     expect(await text(p, '#plan-big [data-field=verdict]')).toBe('1/1 replica(s) would be placed');
     expect(await text(p, '#plan-big tr[data-node="n1"] [data-field=why]')).toBe('fits');

@@ -26,15 +26,41 @@ function startAgent(id: string, first: number) {
   const stateDir = join(dir, id);
   stateDirs.push(stateDir);
   return startLlmgw([
-    'agent', '--control', urls.agent, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir,
-    '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', `${first}-${first + 99}`, '--log-level', 'warn',
+    'agent',
+    '--control',
+    urls.agent,
+    '--join-token',
+    JOIN,
+    '--node-id',
+    id,
+    '--state-dir',
+    stateDir,
+    '--simulate',
+    'gpus=0,ram=16g',
+    '--heartbeat-interval',
+    '300ms',
+    '--port-range',
+    `${first}-${first + 99}`,
+    '--log-level',
+    'warn',
   ]);
 }
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-autoscale-'));
   const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--api-keys', 'off', '--reconcile-interval', '300ms', '--log-level', 'warn',
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--api-keys',
+    'off',
+    '--reconcile-interval',
+    '300ms',
+    '--log-level',
+    'warn',
   ]);
   urls = control.urls;
   startAgent('a1', 28100);
@@ -66,7 +92,9 @@ async function replicas(model: string): Promise<ReplicaView[]> {
 }
 
 async function events(model: string): Promise<EventView[]> {
-  return ((await (await fetch(`${urls.admin}/api/v1/events?model=${model}&limit=1000`, { headers })).json()) as EventsView).events;
+  return (
+    (await (await fetch(`${urls.admin}/api/v1/events?model=${model}&limit=1000`, { headers })).json()) as EventsView
+  ).events;
 }
 
 const COUNTING = new Set(['pending', 'fetching', 'starting', 'ready']);
@@ -120,10 +148,14 @@ describe('autoscaling end to end', () => {
 
     // Eight requests in flight at all times over a target of two per replica: four replicas.
     const heavy = load('busy', 8, 40);
-    const scaledUp = await waitFor('busy scaled to 4 ready replicas', async () => {
-      const list = await replicas('busy');
-      return list.filter((r) => r.state === 'ready').length === 4 ? list : undefined;
-    }, 90_000);
+    const scaledUp = await waitFor(
+      'busy scaled to 4 ready replicas',
+      async () => {
+        const list = await replicas('busy');
+        return list.filter((r) => r.state === 'ready').length === 4 ? list : undefined;
+      },
+      90_000,
+    );
     expect(new Set(scaledUp.map((r) => r.shards[0]!.node)).size, 'the new replicas spread over both nodes').toBe(2);
     await waitFor('the new replicas to serve', async () => (heavy.served() > 40 ? true : undefined), 60_000);
     await heavy.stop();
@@ -131,23 +163,39 @@ describe('autoscaling end to end', () => {
 
     // A trickle goes on while the idle replicas drain: none of its requests may fail.
     const trickle = load('busy', 1, 4);
-    await waitFor('busy back to min (1) after the idle timeout', async () => {
-      const list = await replicas('busy');
-      return list.filter((r) => COUNTING.has(r.state)).length === 1 && list.every((r) => r.state !== 'draining') ? true : undefined;
-    }, 90_000);
+    await waitFor(
+      'busy back to min (1) after the idle timeout',
+      async () => {
+        const list = await replicas('busy');
+        return list.filter((r) => COUNTING.has(r.state)).length === 1 && list.every((r) => r.state !== 'draining')
+          ? true
+          : undefined;
+      },
+      90_000,
+    );
     await trickle.stop();
     expect(trickle.served(), 'the trickle was served throughout').toBeGreaterThan(0);
     expect(trickle.failures, 'no request failed during scale-down').toEqual([]);
 
     const log = await events('busy');
     const scales = log.filter((e) => e.kind === 'scale').reverse();
-    expect(scales[0], 'the first decision is the model\'s min').toMatchObject({ from: 0, to: 1, message: expect.stringContaining('scaling.min is 1') });
+    expect(scales[0], "the first decision is the model's min").toMatchObject({
+      from: 0,
+      to: 1,
+      message: expect.stringContaining('scaling.min is 1'),
+    });
     // Each step up is ceil(demand / target) for the demand it saw (the generator's ramp may show as more than one step).
     const ups = scales.slice(1).filter((e) => e.to! > e.from!);
     expect(ups.length, `scale-ups in the events: ${JSON.stringify(scales)}`).toBeGreaterThan(0);
-    for (const e of ups) expect(e.message, 'every scale-up says what demand over which target').toMatch(/request\(s\) in flight or waiting over \d+ replica\(s\) stayed above target_inflight 2/);
+    for (const e of ups)
+      expect(e.message, 'every scale-up says what demand over which target').toMatch(
+        /request\(s\) in flight or waiting over \d+ replica\(s\) stayed above target_inflight 2/,
+      );
     expect(ups.at(-1)!.to, 'up to what eight requests over a target of two imply').toBe(4);
-    expect(scales.at(-1), 'the last decision is back to min').toMatchObject({ to: 1, message: expect.stringContaining('idle') });
+    expect(scales.at(-1), 'the last decision is back to min').toMatchObject({
+      to: 1,
+      message: expect.stringContaining('idle'),
+    });
     expect(log.filter((e) => e.kind === 'drain').length, 'scale-down drained three replicas').toBeGreaterThanOrEqual(3);
   }, 240_000);
 
@@ -162,14 +210,24 @@ describe('autoscaling end to end', () => {
     expect(await replicas('cold'), 'min 0: nothing runs before a request').toEqual([]);
 
     const answers = await Promise.all(Array.from({ length: 20 }, () => chat('cold', 4)));
-    expect(answers.filter((a) => a.status !== 200), 'every first request is served after the cold start').toEqual([]);
+    expect(
+      answers.filter((a) => a.status !== 200),
+      'every first request is served after the cold start',
+    ).toEqual([]);
 
     const started = (await events('cold')).filter((e) => e.kind === 'scale' && (e.to ?? 0) > (e.from ?? 0));
     expect(started, 'one scale-up, from 0 to 1').toEqual([expect.objectContaining({ from: 0, to: 1 })]);
     const list = await replicas('cold');
-    expect(list.filter((r) => COUNTING.has(r.state)).map((r) => r.state), 'exactly one replica was started').toEqual(['ready']);
+    expect(
+      list.filter((r) => COUNTING.has(r.state)).map((r) => r.state),
+      'exactly one replica was started',
+    ).toEqual(['ready']);
 
-    await waitFor('cold back to zero after the idle timeout', async () => ((await replicas('cold')).length === 0 ? true : undefined), 60_000);
+    await waitFor(
+      'cold back to zero after the idle timeout',
+      async () => ((await replicas('cold')).length === 0 ? true : undefined),
+      60_000,
+    );
     const last = (await events('cold')).find((e) => e.kind === 'scale');
     expect(last, 'the newest decision is back to zero').toMatchObject({ from: 1, to: 0 });
   }, 180_000);

@@ -27,7 +27,10 @@ describe('llmgw control, as a process', () => {
     expect(stopped.code, 'SIGTERM stops the control plane cleanly').toBe(0);
 
     const second = await startControl(args);
-    const list = (await (await fetch(`${second.urls.admin}/api/v1/models`, { headers })).json()) as { name: string; aliases: string[] }[];
+    const list = (await (await fetch(`${second.urls.admin}/api/v1/models`, { headers })).json()) as {
+      name: string;
+      aliases: string[];
+    }[];
     expect(list.map((m) => [m.name, m.aliases])).toEqual([['kept', ['k']]]);
     await second.stop();
   });
@@ -46,7 +49,20 @@ describe('llmgw control, as a process', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-badcat-'));
     const catalog = join(dir, 'catalog.yaml');
     writeFileSync(catalog, '- name: broken\n  source: s3://x\n  profiles: [{engine: sim}]\n');
-    const proc = startLlmgw(['control', '--insecure-no-admin-token', '--store', 'none', '--catalog', catalog, '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0']);
+    const proc = startLlmgw([
+      'control',
+      '--insecure-no-admin-token',
+      '--store',
+      'none',
+      '--catalog',
+      catalog,
+      '--client-addr',
+      '127.0.0.1:0',
+      '--admin-addr',
+      '127.0.0.1:0',
+      '--agent-addr',
+      '127.0.0.1:0',
+    ]);
     const { code } = await proc.exited;
     expect(code).toBe(2);
     expect(proc.stderr()).toContain('source scheme "s3:" is not supported');

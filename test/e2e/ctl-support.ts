@@ -17,7 +17,10 @@ export interface CtlResult {
  * Runs ctl with only the environment given (plus PATH and HOME): an
  * LLMGW_ADMIN_URL in the developer's shell must not reach a test.
  */
-export function runCtlCli(args: readonly string[], options: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {}): Promise<CtlResult> {
+export function runCtlCli(
+  args: readonly string[],
+  options: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {},
+): Promise<CtlResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...CTL_ARGV, ...args], {
       cwd: options.cwd,
@@ -30,7 +33,11 @@ export function runCtlCli(args: readonly string[], options: { env?: Record<strin
     child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`llmgw ctl ${args.join(' ')} did not finish in ${options.timeoutMs ?? 30_000} ms; stdout:\n${stdout}\nstderr:\n${stderr}`));
+      reject(
+        new Error(
+          `llmgw ctl ${args.join(' ')} did not finish in ${options.timeoutMs ?? 30_000} ms; stdout:\n${stdout}\nstderr:\n${stderr}`,
+        ),
+      );
     }, options.timeoutMs ?? 30_000);
     child.on('error', reject);
     child.on('close', (code) => {

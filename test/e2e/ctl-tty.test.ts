@@ -29,8 +29,18 @@ function tmux(...args: string[]): string {
 function startInTerminal(session: string, ctlArgs: string[]): void {
   const quoted = [process.execPath, ...CTL_ARGV, ...ctlArgs].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
   tmux(
-    'new-session', '-d', '-s', session, '-x', String(WIDTH), '-y', '50',
-    '-e', `LLMGW_ADMIN_URL=${adminUrl}`, '-e', `LLMGW_ADMIN_TOKEN=${ADMIN}`,
+    'new-session',
+    '-d',
+    '-s',
+    session,
+    '-x',
+    String(WIDTH),
+    '-y',
+    '50',
+    '-e',
+    `LLMGW_ADMIN_URL=${adminUrl}`,
+    '-e',
+    `LLMGW_ADMIN_TOKEN=${ADMIN}`,
     `${quoted}; echo "EXIT=$?"; exec cat`,
   );
 }
@@ -44,15 +54,32 @@ const strip = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, ''); // eslint-disable
 
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-ctl-tty-'));
-  const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', 'e2e-ctl-tty-join-0123456789abcdef', '--admin-token', ADMIN, '--log-level', 'warn']);
+  const control = await startControl([
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    'e2e-ctl-tty-join-0123456789abcdef',
+    '--admin-token',
+    ADMIN,
+    '--log-level',
+    'warn',
+  ]);
   adminUrl = control.urls.admin;
   api = new AdminClient({ baseUrl: adminUrl, token: ADMIN });
   // min 0 and --force: a catalog to draw without a fleet to run it. The long source must wrap, not overflow.
   await api.addModel(
-    { name: 'wide', source: 'hf://some-organisation/a-repository-name-long-enough-to-overflow-an-eighty-column-terminal', scaling: { min: 0 }, profiles: [{ engine: 'sim' }] },
+    {
+      name: 'wide',
+      source: 'hf://some-organisation/a-repository-name-long-enough-to-overflow-an-eighty-column-terminal',
+      scaling: { min: 0 },
+      profiles: [{ engine: 'sim' }],
+    },
     { force: true },
   );
-  await api.addModel({ name: 'wanted', source: 'hf://org/wanted', scaling: { min: 1 }, profiles: [{ engine: 'sim' }] }, { force: true });
+  await api.addModel(
+    { name: 'wanted', source: 'hf://org/wanted', scaling: { min: 1 }, profiles: [{ engine: 'sim' }] },
+    { force: true },
+  );
 });
 
 afterAll(async () => {
@@ -75,9 +102,13 @@ describe('llmgw ctl in a terminal', () => {
     expect(shown, 'a terminal gets colour').toMatch(ANSI_RE);
     // A model that wants a replica and has none ready is red (31); one that wants none is green (32).
     expect(shown).toMatch(/\x1b\[31m0\/0/); // eslint-disable-line no-control-regex
-    const tableLines = strip(shown).split('\n').map((l) => l.trimEnd()).filter((l) => /^[┌│├└]/.test(l));
+    const tableLines = strip(shown)
+      .split('\n')
+      .map((l) => l.trimEnd())
+      .filter((l) => /^[┌│├└]/.test(l));
     expect(tableLines.length, shown).toBeGreaterThan(3);
-    for (const l of tableLines) expect(l.length, `a table line wider than ${WIDTH} columns wrapped:\n${strip(shown)}`).toBeLessThanOrEqual(WIDTH);
+    for (const l of tableLines)
+      expect(l.length, `a table line wider than ${WIDTH} columns wrapped:\n${strip(shown)}`).toBeLessThanOrEqual(WIDTH);
     for (const l of tableLines) expect(/[┐│┤┘]$/.test(l), `a table line was broken by the terminal: ${l}`).toBe(true);
   });
 

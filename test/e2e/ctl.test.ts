@@ -36,7 +36,18 @@ function withoutClock(nodes: NodeView[]): Omit<NodeView, 'last_seen_ago'>[] {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-ctl-'));
-  const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '500ms', '--log-level', 'warn']);
+  const control = await startControl([
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '500ms',
+    '--log-level',
+    'warn',
+  ]);
   adminUrl = control.urls.admin;
   api = new AdminClient({ baseUrl: adminUrl, token: ADMIN, actor: 'e2e' });
   env = { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: ADMIN };
@@ -52,14 +63,30 @@ beforeAll(async () => {
     const stateDir = join(dir, id);
     stateDirs.push(stateDir);
     startLlmgw([
-      'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir,
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      id,
+      '--state-dir',
+      stateDir,
       ...(id === 'n1' ? ['--cache-dir', cacheDir] : []),
-      '--simulate', 'gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local', '--heartbeat-interval', '300ms',
-      '--port-range', `${ports}-${ports + 49}`, '--log-level', 'warn',
+      '--simulate',
+      'gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      `${ports}-${ports + 49}`,
+      '--log-level',
+      'warn',
     ]);
     ports += 50;
   }
-  await waitFor('both agents to join', async () => ((await api.nodes()).filter((n) => n.liveness === 'up' && n.gpu_total === 8).length === 2 ? true : undefined));
+  await waitFor('both agents to join', async () =>
+    (await api.nodes()).filter((n) => n.liveness === 'up' && n.gpu_total === 8).length === 2 ? true : undefined,
+  );
 });
 
 afterAll(async () => {
@@ -114,7 +141,10 @@ describe('llmgw ctl against a real fleet', () => {
 
   it('refuses a model no node could run with exit 3, adds it with --force, and explain exits 3', async () => {
     const file = join(dir, 'huge.yaml');
-    writeFileSync(file, 'name: huge\nsource: hf://org/huge\nprofiles:\n  - engine: vllm\n    gpus: 64\n    gpu_classes: [b200]\n');
+    writeFileSync(
+      file,
+      'name: huge\nsource: hf://org/huge\nprofiles:\n  - engine: vllm\n    gpus: 64\n    gpu_classes: [b200]\n',
+    );
     const refused = await ctl('models', 'add', file);
     expect(refused.code, refused.stderr).toBe(3);
     expect(refused.stderr).toContain('no known node could ever run this model');
@@ -140,7 +170,13 @@ describe('llmgw ctl against a real fleet', () => {
       file,
       JSON.stringify({
         models: [
-          { name: 'alpha', aliases: ['a'], source: 'hf://org/alpha', scaling: { min: 0 }, profiles: [{ engine: 'sim' }] },
+          {
+            name: 'alpha',
+            aliases: ['a'],
+            source: 'hf://org/alpha',
+            scaling: { min: 0 },
+            profiles: [{ engine: 'sim' }],
+          },
           { name: 'beta', source: 'hf://org/beta', scaling: { min: 0 }, profiles: [{ engine: 'sim' }] },
         ],
       }),
@@ -173,7 +209,12 @@ describe('llmgw ctl against a real fleet', () => {
     writeFileSync(
       file,
       JSON.stringify([
-        { name: 'gamma', source: 'hf://org/gamma', scaling: { min: 2 }, profiles: [{ engine: 'sim', gpus: 4, gpu_memory_gb: 40 }] },
+        {
+          name: 'gamma',
+          source: 'hf://org/gamma',
+          scaling: { min: 2 },
+          profiles: [{ engine: 'sim', gpus: 4, gpu_memory_gb: 40 }],
+        },
         { name: 'enormous', source: 'hf://org/enormous', profiles: [{ engine: 'sim', gpus: 16, gpu_memory_gb: 80 }] },
       ]),
     );
@@ -183,14 +224,24 @@ describe('llmgw ctl against a real fleet', () => {
     expect(dry.stdout).toMatch(/#1 .* n[12] .* \d,\d,\d,\d/);
     expect(dry.stdout).toContain('enormous: 0/1 replica(s) placed');
     expect(dry.stderr).toContain('could not be fully placed: enormous');
-    const json = JSON.parse((await ctl('models', 'add', file, '--dry-run', '-o', 'json')).stdout) as { models: { name: string; placed: { shards: { gpus: number[] }[] }[] }[] };
-    expect(json.models.map((m) => [m.name, m.placed.length])).toEqual([['gamma', 2], ['enormous', 0]]);
+    const json = JSON.parse((await ctl('models', 'add', file, '--dry-run', '-o', 'json')).stdout) as {
+      models: { name: string; placed: { shards: { gpus: number[] }[] }[] }[];
+    };
+    expect(json.models.map((m) => [m.name, m.placed.length])).toEqual([
+      ['gamma', 2],
+      ['enormous', 0],
+    ]);
     expect(json.models[0]!.placed.every((r) => r.shards[0]!.gpus.length === 4)).toBe(true);
-    expect((await api.models()).map((m) => m.name), 'a dry run adds nothing').not.toContain('gamma');
+    expect(
+      (await api.models()).map((m) => m.name),
+      'a dry run adds nothing',
+    ).not.toContain('gamma');
   });
 
   it('lists orphaned weights with sizes and a total, and collects them', async () => {
-    await waitFor('the orphan on n1 to be reported', async () => ((await api.orphans()).nodes.length ? true : undefined));
+    await waitFor('the orphan on n1 to be reported', async () =>
+      (await api.orphans()).nodes.length ? true : undefined,
+    );
     const r = await ctl('weights');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(orphanPath);
@@ -204,7 +255,11 @@ describe('llmgw ctl against a real fleet', () => {
 
   it('follows a drain until no replica runs on the node', async () => {
     await api.addModel({ name: 'chat', source: weightsSource(), scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
-    const placed = await waitFor('chat to be ready', async () => (await api.replicas({ model: 'chat' })).find((r) => r.state === 'ready'), 30_000);
+    const placed = await waitFor(
+      'chat to be ready',
+      async () => (await api.replicas({ model: 'chat' })).find((r) => r.state === 'ready'),
+      30_000,
+    );
     const on = placed.shards[0]!.node;
     const r = await runCtlCli(['drain', on, '--wait', '--timeout', '40s'], { env, timeoutMs: 50_000 });
     expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -214,7 +269,11 @@ describe('llmgw ctl against a real fleet', () => {
     await api.uncordon(on);
 
     // The engine's own log, fetched from the node that runs the replica now.
-    const now = await waitFor('chat to be ready again', async () => (await api.replicas({ model: 'chat' })).find((x) => x.state === 'ready'), 30_000);
+    const now = await waitFor(
+      'chat to be ready again',
+      async () => (await api.replicas({ model: 'chat' })).find((x) => x.state === 'ready'),
+      30_000,
+    );
     const logs = await ctl('logs', now.id, '-n', '20');
     expect(logs.code, logs.stderr).toBe(0);
     expect(logs.stderr).toContain(`replica ${now.id}, shard 0`);
@@ -235,13 +294,21 @@ describe('llmgw ctl against a real fleet', () => {
     expect(ls.code, ls.stderr).toBe(0);
     expect(ls.stdout).toContain('ci-bot');
     expect(ls.stdout).not.toContain(secret!);
-    const lsJson = JSON.parse((await ctl('keys', 'ls', '-o', 'json')).stdout) as { keys: { id: string; allowed_models: string[]; requests_per_minute: number; state: string }[] };
-    expect(lsJson.keys.find((k) => k.id === id)).toMatchObject({ allowed_models: ['chat'], requests_per_minute: 60, state: 'active' });
+    const lsJson = JSON.parse((await ctl('keys', 'ls', '-o', 'json')).stdout) as {
+      keys: { id: string; allowed_models: string[]; requests_per_minute: number; state: string }[];
+    };
+    expect(lsJson.keys.find((k) => k.id === id)).toMatchObject({
+      allowed_models: ['chat'],
+      requests_per_minute: 60,
+      state: 'active',
+    });
     expect((await ctl('keys', 'create', 'bad', '--rpm', 'lots')).code, 'a bad flag value is a usage error').toBe(2);
     expect((await ctl('keys', 'rm', 'ci-bot', '--yes')).stderr).toContain(`matches ${id}`);
     const rm = await ctl('keys', 'rm', id, '--yes');
     expect(rm.code, rm.stderr).toBe(0);
-    expect(JSON.parse((await ctl('keys', 'ls', '-o', 'json')).stdout).keys.find((k: { id: string }) => k.id === id).state).toBe('revoked');
+    expect(
+      JSON.parse((await ctl('keys', 'ls', '-o', 'json')).stdout).keys.find((k: { id: string }) => k.id === id).state,
+    ).toBe('revoked');
 
     const usage = await ctl('usage');
     expect(usage.code, usage.stderr).toBe(0);
@@ -266,13 +333,15 @@ describe('llmgw ctl against a real fleet', () => {
     expect((await ctl('frobnicate')).code).toBe(2);
     expect((await ctl('nodes', '--bogus')).code).toBe(2);
     expect((await ctl('node')).code, 'a missing argument is a usage error').toBe(2);
-
   });
 
   it('finds a local `llmgw up` in its data directory without being told', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'llmgw-e2e-ctl-up-'));
     mkdirSync(join(cwd, '.llmgw'));
-    writeFileSync(join(cwd, '.llmgw', 'control.json'), JSON.stringify({ admin_url: adminUrl, client_url: 'http://127.0.0.1:1', agent_url: 'http://127.0.0.1:2' }));
+    writeFileSync(
+      join(cwd, '.llmgw', 'control.json'),
+      JSON.stringify({ admin_url: adminUrl, client_url: 'http://127.0.0.1:1', agent_url: 'http://127.0.0.1:2' }),
+    );
     writeFileSync(join(cwd, '.llmgw', 'admin-token'), `${ADMIN}\n`);
     const r = await runCtlCli(['summary'], { cwd });
     expect(r.code, r.stderr).toBe(0);

@@ -24,7 +24,9 @@ const NODES = Array.from({ length: 12 }, (_, i) => `gpu-${String(i).padStart(2, 
 const CORDONED = ['gpu-02', 'gpu-05', 'gpu-07'];
 
 if (!haveChromium && !process.env.CI) {
-  process.stderr.write(`dashboard node list e2e: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium); under CI this fails instead\n`);
+  process.stderr.write(
+    `dashboard node list e2e: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium); under CI this fails instead\n`,
+  );
 }
 
 let adminUrl: string;
@@ -32,21 +34,39 @@ let api: AdminClient;
 let browser: Browser;
 let page: Page;
 
-const rows = async (): Promise<string[]> => page.locator('#nodes tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-node') ?? ''));
-const shown = async (): Promise<string> => ((await page.locator('#node-page [data-field=shown]').textContent()) ?? '').trim();
+const rows = async (): Promise<string[]> =>
+  page.locator('#nodes tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-node') ?? ''));
+const shown = async (): Promise<string> =>
+  ((await page.locator('#node-page [data-field=shown]').textContent()) ?? '').trim();
 
-describe.skipIf(!haveChromium && !process.env.CI)('the dashboard\'s node list in a browser', () => {
+describe.skipIf(!haveChromium && !process.env.CI)("the dashboard's node list in a browser", () => {
   beforeAll(async () => {
     if (!haveChromium) throw new Error(`no Chromium at ${CHROMIUM}: CI's image must have Debian's chromium package`);
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-dashboard-nodes-'));
-    const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--api-keys', 'off', '--log-level', 'warn']);
+    const control = await startControl([
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--api-keys',
+      'off',
+      '--log-level',
+      'warn',
+    ]);
     adminUrl = control.urls.admin;
     api = new AdminClient({ baseUrl: adminUrl, token: ADMIN, actor: 'e2e' });
     for (const [i, id] of NODES.entries()) {
       const res = await fetch(`${control.urls.agent}/agent/v1/join`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ join_token: JOIN, node_id: id, hostname: `host-${id}.dc1`, labels: { rack: i < 6 ? 'r1' : 'r2' } }),
+        body: JSON.stringify({
+          join_token: JOIN,
+          node_id: id,
+          hostname: `host-${id}.dc1`,
+          labels: { rack: i < 6 ? 'r1' : 'r2' },
+        }),
       });
       expect(res.status, await res.text()).toBe(200);
     }
@@ -84,7 +104,10 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard\'s node list in
     await page.waitForURL((u) => u.searchParams.get('state') === 'cordoned');
     expect(await rows()).toEqual(CORDONED);
     expect(await shown()).toBe('Showing 3 of 3 nodes that match.');
-    expect(await page.locator('#node-filter select[name=state]').inputValue(), 'the form shows the filter it made').toBe('cordoned');
+    expect(
+      await page.locator('#node-filter select[name=state]').inputValue(),
+      'the form shows the filter it made',
+    ).toBe('cordoned');
 
     await page.fill('#node-filter input[name=label]', 'rack=r2');
     await page.click('#node-filter button[type=submit]');
@@ -92,7 +115,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard\'s node list in
     const url = new URL(page.url());
     expect([url.searchParams.get('state'), url.searchParams.get('label')]).toEqual(['cordoned', 'rack=r2']);
     const apiPage = await api.nodesPage({ state: ['cordoned'], labels: ['rack=r2'] });
-    expect(await rows(), 'the same nodes as the admin API\'s filtered list').toEqual(apiPage.nodes.map((n) => n.id));
+    expect(await rows(), "the same nodes as the admin API's filtered list").toEqual(apiPage.nodes.map((n) => n.id));
     expect(await rows()).toEqual(['gpu-07']);
 
     await page.goto(`${adminUrl}/nodes`);

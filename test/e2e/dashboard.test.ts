@@ -28,7 +28,9 @@ const SCRIPT_LABEL = '<script>window.__pwned=1</script><img src=x onerror=window
 const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
 
 if (!haveChromium && !process.env.CI) {
-  process.stderr.write(`dashboard e2e: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium); under CI this fails instead\n`);
+  process.stderr.write(
+    `dashboard e2e: skipped, no Chromium at ${CHROMIUM} (apt-get install chromium); under CI this fails instead\n`,
+  );
 }
 
 let dir: string;
@@ -44,12 +46,24 @@ let orphanPath: string;
 describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', () => {
   beforeAll(async () => {
     if (!haveChromium) {
-      throw new Error(`no Chromium at ${CHROMIUM}: CI's image must have Debian's chromium package (apt-get install chromium) for the dashboard's browser test`);
+      throw new Error(
+        `no Chromium at ${CHROMIUM}: CI's image must have Debian's chromium package (apt-get install chromium) for the dashboard's browser test`,
+      );
     }
     dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-dashboard-'));
     const control = await startControl([
-      '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN,
-      '--api-keys', 'off', '--reconcile-interval', '500ms', '--log-level', 'warn',
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--api-keys',
+      'off',
+      '--reconcile-interval',
+      '500ms',
+      '--log-level',
+      'warn',
     ]);
     adminUrl = control.urls.admin;
     clientUrl = control.urls.client;
@@ -66,20 +80,50 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
       const stateDir = join(dir, id);
       stateDirs.push(stateDir);
       startLlmgw([
-        'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir,
-        ...(id === 'n1' ? ['--cache-dir', cacheDir, '--labels', `pool=a,note=${SCRIPT_LABEL}`] : ['--labels', 'pool=b']),
-        '--simulate', 'gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local', '--heartbeat-interval', '300ms',
-        '--port-range', `${ports}-${ports + 49}`, '--log-level', 'warn',
+        'agent',
+        '--control',
+        control.urls.agent,
+        '--join-token',
+        JOIN,
+        '--node-id',
+        id,
+        '--state-dir',
+        stateDir,
+        ...(id === 'n1'
+          ? ['--cache-dir', cacheDir, '--labels', `pool=a,note=${SCRIPT_LABEL}`]
+          : ['--labels', 'pool=b']),
+        '--simulate',
+        'gpus=8xh100-80gb,ram=2048g,disk=/data:3.5t:local',
+        '--heartbeat-interval',
+        '300ms',
+        '--port-range',
+        `${ports}-${ports + 49}`,
+        '--log-level',
+        'warn',
       ]);
       ports += 50;
     }
-    await waitFor('both agents to join', async () => ((await api.nodes()).filter((n) => n.liveness === 'up' && n.gpu_total === 8).length === 2 ? true : undefined));
+    await waitFor('both agents to join', async () =>
+      (await api.nodes()).filter((n) => n.liveness === 'up' && n.gpu_total === 8).length === 2 ? true : undefined,
+    );
     const weights = join(dir, 'weights');
     mkdirSync(weights, { recursive: true });
-    await api.addModel({ name: 'chat', source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
+    await api.addModel({
+      name: 'chat',
+      source: `file://${weights}`,
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim' }],
+    });
     // A model no node can hold: the overview's attention list and the model page's explanation.
-    await api.addModel({ name: 'huge', source: 'hf://org/huge', scaling: { min: 1 }, profiles: [{ engine: 'vllm', gpus: 16 }] }, { force: true });
-    await waitFor('chat to be ready', async () => ((await api.replicas({ model: 'chat' })).some((r) => r.state === 'ready') ? true : undefined), 40_000);
+    await api.addModel(
+      { name: 'huge', source: 'hf://org/huge', scaling: { min: 1 }, profiles: [{ engine: 'vllm', gpus: 16 }] },
+      { force: true },
+    );
+    await waitFor(
+      'chat to be ready',
+      async () => ((await api.replicas({ model: 'chat' })).some((r) => r.state === 'ready') ? true : undefined),
+      40_000,
+    );
     // A few requests, so the traffic page has something to count.
     for (let i = 0; i < 3; i++) {
       const res = await fetch(`${clientUrl}/v1/chat/completions`, {
@@ -124,13 +168,22 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     await page.goto(`${adminUrl}/`);
     // Replica states move; compare page and API read at nearly the same moment, until they agree.
     await expect
-      .poll(async () => {
-        await page.reload();
-        const summary = await api.summary();
-        const items = await page.locator('#attention li').allTextContents();
-        return JSON.stringify({ nodes: await text('#card-nodes .n'), models: await text('#card-models .n'), items }) ===
-          JSON.stringify({ nodes: String(summary.nodes.total), models: String(summary.models.total), items: summary.attention });
-      }, { timeout: 15_000 })
+      .poll(
+        async () => {
+          await page.reload();
+          const summary = await api.summary();
+          const items = await page.locator('#attention li').allTextContents();
+          return (
+            JSON.stringify({ nodes: await text('#card-nodes .n'), models: await text('#card-models .n'), items }) ===
+            JSON.stringify({
+              nodes: String(summary.nodes.total),
+              models: String(summary.models.total),
+              items: summary.attention,
+            })
+          );
+        },
+        { timeout: 15_000 },
+      )
       .toBe(true);
     expect(await page.locator('#not-placed').textContent()).toContain('huge');
     expect(await text('#card-gpus .n')).toBe('16/16');
@@ -144,8 +197,12 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     for (const n of nodes) {
       const row = `tr[data-node="${n.id}"]`;
       expect(await text(`${row} [data-field=gpus]`), `GPUs of ${n.id}`).toBe(`${n.gpu_free}/${n.gpu_total} free`);
-      expect(await text(`${row} [data-field=ram]`), `RAM of ${n.id}`).toBe(`${n.memory_free_gb}/${n.memory_gb} GiB free`);
-      expect(await text(`${row} [data-field=disk]`), `disk of ${n.id}`).toBe(`${n.disk_free_gb}/${n.disk_total_gb} GiB free`);
+      expect(await text(`${row} [data-field=ram]`), `RAM of ${n.id}`).toBe(
+        `${n.memory_free_gb}/${n.memory_gb} GiB free`,
+      );
+      expect(await text(`${row} [data-field=disk]`), `disk of ${n.id}`).toBe(
+        `${n.disk_free_gb}/${n.disk_total_gb} GiB free`,
+      );
       expect(await text(`${row} [data-field=state]`)).toBe(n.state);
       expect(await text(`${row} [data-field=agent]`)).toBe(n.agent_version);
       expect(await text(`${row} [data-field=replicas]`)).toBe(String(n.replicas));
@@ -163,7 +220,9 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
   it('shows models and replicas as the API does, and why a model is not placed', async () => {
     await page.goto(`${adminUrl}/models`);
     for (const m of await api.models()) {
-      expect(await text(`tr[data-model="${m.name}"] [data-field=replicas]`), `replicas of ${m.name}`).toBe(`${m.ready_replicas}/${m.total_replicas}`);
+      expect(await text(`tr[data-model="${m.name}"] [data-field=replicas]`), `replicas of ${m.name}`).toBe(
+        `${m.ready_replicas}/${m.total_replicas}`,
+      );
     }
     await page.goto(`${adminUrl}/models/huge`);
     expect(await text('#placement')).toContain('Not placed');
@@ -177,19 +236,26 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     });
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-model-huge.png'), fullPage: true });
     // The agent reads the sim engine's metrics each second: its idle queue shows once the first sample has arrived.
-    await waitFor('the ready replica\'s engine load', async () => ((await api.replicas({ model: 'chat' })).some((r) => r.load) ? true : undefined));
+    await waitFor("the ready replica's engine load", async () =>
+      (await api.replicas({ model: 'chat' })).some((r) => r.load) ? true : undefined,
+    );
     await page.goto(`${adminUrl}/replicas`);
     for (const r of await api.replicas()) {
       expect(await text(`tr[data-replica="${r.id}"] [data-field=state]`), `state of ${r.id}`).toBe(r.state);
       const queue = r.load ? `${r.load.waiting}/${r.load.running}` : '-';
-      expect(await text(`tr[data-replica="${r.id}"] [data-field=queue]`), `engine queue of ${r.id} (waiting/running)`).toBe(queue);
+      expect(
+        await text(`tr[data-replica="${r.id}"] [data-field=queue]`),
+        `engine queue of ${r.id} (waiting/running)`,
+      ).toBe(queue);
       const kv = r.load?.kv_usage === undefined ? '-' : `${Math.round(r.load.kv_usage * 100)}%`;
       expect(await text(`tr[data-replica="${r.id}"] [data-field=kv]`), `KV use of ${r.id}`).toBe(kv);
     }
   });
 
   it('counts the requests the router answered, as /metrics does', async () => {
-    const metrics = await (await fetch(`${adminUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })).text();
+    const metrics = await (
+      await fetch(`${adminUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).text();
     const counted = metrics
       .split('\n')
       .filter((l) => l.startsWith('llmgw_router_requests_total{') && l.includes('model="chat"'))
@@ -197,17 +263,27 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     expect(counted).toBe(3);
     // The sampler reads every 5 s; the page shows the latest sample.
     await expect
-      .poll(async () => {
-        await page.goto(`${adminUrl}/traffic`);
-        return (await page.locator('tr[data-model="chat"] [data-field=total]').count()) ? text('tr[data-model="chat"] [data-field=total]') : '';
-      }, { timeout: 15_000 })
+      .poll(
+        async () => {
+          await page.goto(`${adminUrl}/traffic`);
+          return (await page.locator('tr[data-model="chat"] [data-field=total]').count())
+            ? text('tr[data-model="chat"] [data-field=total]')
+            : '';
+        },
+        { timeout: 15_000 },
+      )
       .toBe(String(counted));
     // Usage per endpoint, from the store (written every few seconds): the three chat requests, under endpoint chat.
     await expect
-      .poll(async () => {
-        await page.goto(`${adminUrl}/traffic`);
-        return (await page.locator('tr[data-usage="chat:chat"]').count()) ? `${await text('tr[data-usage="chat:chat"] [data-field=endpoint]')} ${await text('tr[data-usage="chat:chat"] [data-field=requests]')}` : '';
-      }, { timeout: 15_000 })
+      .poll(
+        async () => {
+          await page.goto(`${adminUrl}/traffic`);
+          return (await page.locator('tr[data-usage="chat:chat"]').count())
+            ? `${await text('tr[data-usage="chat:chat"] [data-field=endpoint]')} ${await text('tr[data-usage="chat:chat"] [data-field=requests]')}`
+            : '';
+        },
+        { timeout: 15_000 },
+      )
       .toBe('chat 3');
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-traffic.png'), fullPage: true });
   });
@@ -217,7 +293,9 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     await page.click('button[data-action="cordon:n2"]');
     await page.waitForURL(`${adminUrl}/nodes`);
     expect(await text('tr[data-node="n2"] [data-field=state]')).toBe('cordoned');
-    const r = await runCtlCli(['nodes', '-o', 'json'], { env: { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: ADMIN } });
+    const r = await runCtlCli(['nodes', '-o', 'json'], {
+      env: { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: ADMIN },
+    });
     expect(r.code, r.stderr).toBe(0);
     const nodes = JSON.parse(r.stdout) as NodeView[];
     expect(nodes.find((n) => n.id === 'n2')?.state).toBe('cordoned');
@@ -230,7 +308,10 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     await page.evaluate(() => ((window as unknown as { __sameDocument: boolean }).__sameDocument = true));
     await api.cordon('n1');
     await page.locator('tr[data-node="n1"] [data-field=state]', { hasText: 'cordoned' }).waitFor({ timeout: 15_000 });
-    expect(await page.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument), 'the page was not reloaded').toBe(true);
+    expect(
+      await page.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument),
+      'the page was not reloaded',
+    ).toBe(true);
     await api.uncordon('n1');
   });
 
@@ -249,7 +330,11 @@ describe.skipIf(!haveChromium && !process.env.CI)('the dashboard in a browser', 
     await page.click('#confirm-collect');
     expect(await text('#collect-summary')).toContain('removed 1');
     // The orphan list is the agents' last report: the next heartbeat no longer has it.
-    await waitFor('n1 to stop reporting the collected entry', async () => ((await api.orphans()).nodes.length === 0 ? true : undefined), 10_000);
+    await waitFor(
+      'n1 to stop reporting the collected entry',
+      async () => ((await api.orphans()).nodes.length === 0 ? true : undefined),
+      10_000,
+    );
     await page.goto(`${adminUrl}/weights`);
     expect(await page.locator('#orphans-n1').count(), 'no longer listed as an orphan').toBe(0);
     // What the node did stays on the page: the last collect, with its path.

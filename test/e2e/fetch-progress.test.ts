@@ -32,7 +32,7 @@ interface ReplicaView {
 }
 
 describe('fetch progress and fetch errors in ReplicaView', () => {
-  it('shows a fetching replica\'s progress, and a missing source as the replica\'s error', async () => {
+  it("shows a fetching replica's progress, and a missing source as the replica's error", async () => {
     // Serves half the file at once, the rest only when the test says so.
     const released = new Promise<void>((resolve) => (release = resolve));
     server = createServer((req, res) => {
@@ -48,30 +48,76 @@ describe('fetch progress and fetch errors in ReplicaView', () => {
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-fetch-'));
-    const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--allow-http-sources', '--log-level', 'warn']);
+    const control = await startControl([
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--reconcile-interval',
+      '300ms',
+      '--allow-http-sources',
+      '--log-level',
+      'warn',
+    ]);
     stateDirs.push(join(dir, 'f1'));
-    startLlmgw(['agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'f1', '--state-dir', join(dir, 'f1'), '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', '24500-24549', '--allow-http-sources', '--log-level', 'warn']);
-    await waitFor('the node up', async () => ((await (await fetch(`${control.urls.admin}/api/v1/nodes`, { headers })).json()) as unknown[]).length === 1 || undefined);
+    startLlmgw([
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      'f1',
+      '--state-dir',
+      join(dir, 'f1'),
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      '24500-24549',
+      '--allow-http-sources',
+      '--log-level',
+      'warn',
+    ]);
+    await waitFor(
+      'the node up',
+      async () =>
+        ((await (await fetch(`${control.urls.admin}/api/v1/nodes`, { headers })).json()) as unknown[]).length === 1 ||
+        undefined,
+    );
 
     const add = (name: string, source: string) =>
-      fetch(`${control.urls.admin}/api/v1/models`, { method: 'POST', headers, body: JSON.stringify({ name, source, profiles: [{ engine: 'sim' }] }) });
+      fetch(`${control.urls.admin}/api/v1/models`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ name, source, profiles: [{ engine: 'sim' }] }),
+      });
     const added = await add('slow', `${base}/weights.gguf`);
     expect(added.status, await added.clone().text()).toBe(200);
     const fetching = await waitFor('progress in the replica view', async () => {
-      const [r] = (await (await fetch(`${control.urls.admin}/api/v1/replicas?model=slow`, { headers })).json()) as ReplicaView[];
+      const [r] = (await (
+        await fetch(`${control.urls.admin}/api/v1/replicas?model=slow`, { headers })
+      ).json()) as ReplicaView[];
       const f = r?.shards[0]?.fetch;
       return r?.state === 'fetching' && f && f.bytes_done >= SIZE / 2 ? r : undefined;
     });
     expect(fetching.shards[0]!.fetch).toMatchObject({ total_bytes: SIZE, percent: 50 });
     release();
     await waitFor('the replica ready once the bytes arrive', async () => {
-      const [r] = (await (await fetch(`${control.urls.admin}/api/v1/replicas?model=slow`, { headers })).json()) as ReplicaView[];
+      const [r] = (await (
+        await fetch(`${control.urls.admin}/api/v1/replicas?model=slow`, { headers })
+      ).json()) as ReplicaView[];
       return r?.state === 'ready' || undefined;
     });
 
     expect((await add('missing', `${base}/no-such-file.gguf`)).status).toBe(200);
     const failed = await waitFor('the replica failed with the reason', async () => {
-      const [r] = (await (await fetch(`${control.urls.admin}/api/v1/replicas?model=missing`, { headers })).json()) as ReplicaView[];
+      const [r] = (await (
+        await fetch(`${control.urls.admin}/api/v1/replicas?model=missing`, { headers })
+      ).json()) as ReplicaView[];
       return r?.state === 'failed' && r.error ? r : undefined;
     });
     expect(failed.error).toMatch(/404/);

@@ -53,7 +53,13 @@ function gpuReport(problems: string[][]): NodeReport {
   return {
     hostname: 'ka-1',
     memory_total_bytes: 64 * 2 ** 30,
-    gpus: problems.map((p, index) => ({ index, uuid: `GPU-${index}`, class: 'h100-80gb', memory_total_mib: 81559, problems: p })),
+    gpus: problems.map((p, index) => ({
+      index,
+      uuid: `GPU-${index}`,
+      class: 'h100-80gb',
+      memory_total_mib: 81559,
+      problems: p,
+    })),
     engines: [{ name: 'sim' }],
   };
 }
@@ -63,7 +69,20 @@ describe('keep-alive heartbeats', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-keepalive-'));
     const agentPort = await freePort();
     // A stale window of 3 s: the control plane asks a heartbeat a second.
-    const controlArgs = ['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--node-stale-after', '3s', '--node-lost-after', '30s', '--log-level', 'warn'];
+    const controlArgs = [
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--node-stale-after',
+      '3s',
+      '--node-lost-after',
+      '30s',
+      '--log-level',
+      'warn',
+    ];
     const args = () => [...controlArgs, '--agent-addr', `127.0.0.1:${agentPort}`];
     let control = await startControl(args());
     // startControl binds the agent listener on port 0 first; the last --agent-addr given wins.
@@ -71,7 +90,13 @@ describe('keep-alive heartbeats', () => {
 
     let report = gpuReport([[], [], [], []]);
     const agent = new Agent(
-      compileAgentOptions({ control: [control.urls.agent], joinToken: JOIN, nodeId: 'ka-1', stateDir: join(dir, 'ka-1'), heartbeatInterval: '1s' }),
+      compileAgentOptions({
+        control: [control.urls.agent],
+        joinToken: JOIN,
+        nodeId: 'ka-1',
+        stateDir: join(dir, 'ka-1'),
+        heartbeatInterval: '1s',
+      }),
       { probe: async () => report, logger: pino({ level: 'silent' }), mgmt: false },
     );
     agents.push(agent);
@@ -80,21 +105,34 @@ describe('keep-alive heartbeats', () => {
       const n = await node(control.urls.admin, 'ka-1');
       return n?.liveness === 'up' && n.gpu_total === 4 ? n : undefined;
     });
-    const idle = await waitFor('several keep-alives', async () => {
-      const c = await counters(control.urls.admin);
-      return c.keepalive >= 3 ? c : undefined;
-    }, 30_000);
-    expect(idle.full, `an unchanged report is sent once, not at every heartbeat (${JSON.stringify(idle)})`).toBeLessThanOrEqual(2);
+    const idle = await waitFor(
+      'several keep-alives',
+      async () => {
+        const c = await counters(control.urls.admin);
+        return c.keepalive >= 3 ? c : undefined;
+      },
+      30_000,
+    );
+    expect(
+      idle.full,
+      `an unchanged report is sent once, not at every heartbeat (${JSON.stringify(idle)})`,
+    ).toBeLessThanOrEqual(2);
 
     report = gpuReport([[], ['uncorrected ECC errors'], [], []]);
-    const seen = await waitFor('the bad GPU seen through keep-alives', async () => {
-      const n = await node(control.urls.admin, 'ka-1');
-      return n?.gpu_free === 3 ? n : undefined;
-    }, 30_000);
+    const seen = await waitFor(
+      'the bad GPU seen through keep-alives',
+      async () => {
+        const n = await node(control.urls.admin, 'ka-1');
+        return n?.gpu_free === 3 ? n : undefined;
+      },
+      30_000,
+    );
     expect(seen.unhealthy_gpus?.[0]).toMatch(/^gpu 1: /);
 
     // An older agent: no hash, its full report every time, fields this control plane does not know.
-    const fixture = JSON.parse(readFileSync(new URL('../fixtures/older-agent-heartbeat.json', import.meta.url), 'utf8')) as Record<string, unknown>;
+    const fixture = JSON.parse(
+      readFileSync(new URL('../fixtures/older-agent-heartbeat.json', import.meta.url), 'utf8'),
+    ) as Record<string, unknown>;
     const joined = await fetch(`${control.urls.agent}/agent/v1/join`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -117,11 +155,18 @@ describe('keep-alive heartbeats', () => {
     // A restart: the new process holds the stored report but no hash, so it asks, and the agent sends it again.
     await control.stop('SIGTERM');
     control = await startControl(args());
-    const after = await waitFor('the agent asked for its report, and sending it', async () => {
-      const c = await counters(control.urls.admin);
-      return c.asked >= 1 && c.full >= 1 && c.keepalive >= 2 ? c : undefined;
-    }, 30_000);
-    expect(after.full, `one full report after the restart, then keep-alives again (${JSON.stringify(after)})`).toBeLessThanOrEqual(2);
+    const after = await waitFor(
+      'the agent asked for its report, and sending it',
+      async () => {
+        const c = await counters(control.urls.admin);
+        return c.asked >= 1 && c.full >= 1 && c.keepalive >= 2 ? c : undefined;
+      },
+      30_000,
+    );
+    expect(
+      after.full,
+      `one full report after the restart, then keep-alives again (${JSON.stringify(after)})`,
+    ).toBeLessThanOrEqual(2);
     const back = await waitFor('ka-1 up again', async () => {
       const n = await node(control.urls.admin, 'ka-1');
       return n?.liveness === 'up' ? n : undefined;

@@ -19,7 +19,14 @@ import type { CreatedKeyView, ReplicaView, UsageView } from '../../src/api/index
 import { makeTinyModel } from '../../src/dev/make-model/index.js';
 import { ADMIN, adminHeaders, afterPasses, engineRecordOf, JOIN, postJson, replicasOf } from '../support/fleet.js';
 import { describeWithLlamaCpp, type LlamaCppBinaries } from '../support/llamacpp.js';
-import { type ControlUrls, killEnginesOf, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import {
+  type ControlUrls,
+  killEnginesOf,
+  type RunningProcess,
+  startControl,
+  startLlmgw,
+  stopAll,
+} from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
 /**
@@ -48,22 +55,59 @@ function signal(pid: number, name: NodeJS.Signals): void {
 }
 
 /** A real agent with the built llama.cpp first on its PATH, which is how it finds engines (the probe and the adapter alike). */
-function startRealAgent(binaries: LlamaCppBinaries, control: string, dir: string, id: string, ports: string, extra: string[] = []): RunningProcess {
+function startRealAgent(
+  binaries: LlamaCppBinaries,
+  control: string,
+  dir: string,
+  id: string,
+  ports: string,
+  extra: string[] = [],
+): RunningProcess {
   const stateDir = join(dir, id);
   stateDirs.push(stateDir);
   return startLlmgw(
-    ['agent', '--control', control, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir, '--heartbeat-interval', '300ms', '--port-range', ports, '--log-level', 'warn', ...extra],
+    [
+      'agent',
+      '--control',
+      control,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      id,
+      '--state-dir',
+      stateDir,
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      ports,
+      '--log-level',
+      'warn',
+      ...extra,
+    ],
     { env: { PATH: `${binaries.dir}:${process.env.PATH ?? '/usr/bin:/bin'}` } },
   );
 }
 
 async function startPlane(dir: string): Promise<{ urls: ControlUrls }> {
-  return startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn']);
+  return startControl([
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '300ms',
+    '--log-level',
+    'warn',
+  ]);
 }
 
 async function nodesUp(admin: string, count: number): Promise<void> {
   await waitFor(`${count} nodes up`, async () => {
-    const nodes = (await (await fetch(`${admin}/api/v1/nodes`, { headers: adminHeaders })).json()) as { liveness: string }[];
+    const nodes = (await (await fetch(`${admin}/api/v1/nodes`, { headers: adminHeaders })).json()) as {
+      liveness: string;
+    }[];
     return nodes.length === count && nodes.every((n) => n.liveness === 'up');
   });
 }
@@ -120,39 +164,66 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     await makeTinyModel(gguf, { seed: 7 });
     control = await startPlane(dir);
     // A short liveness window, so a hung engine is caught in seconds: probed every 500 ms, stopped after 2 failures.
-    agent = startRealAgent(binaries, control.urls.agent, dir, 'l1', '28000-28049', ['--liveness-interval', '500ms', '--liveness-failures', '2']);
+    agent = startRealAgent(binaries, control.urls.agent, dir, 'l1', '28000-28049', [
+      '--liveness-interval',
+      '500ms',
+      '--liveness-failures',
+      '2',
+    ]);
     await nodesUp(control.urls.admin, 1);
-    await addModel(control.urls.admin, { name: 'tiny-llama', aliases: ['tl'], source: `file://${gguf}`, profiles: [{ engine: 'llamacpp', gpus: 0, memory_gb: 1 }] });
+    await addModel(control.urls.admin, {
+      name: 'tiny-llama',
+      aliases: ['tl'],
+      source: `file://${gguf}`,
+      profiles: [{ engine: 'llamacpp', gpus: 0, memory_gb: 1 }],
+    });
     key = await newKey(control.urls.admin, 'llamacpp-e2e');
     client = new OpenAI({ baseURL: `${control.urls.client}/v1`, apiKey: key.secret, maxRetries: 0 });
   }, 120_000);
 
-  it('reads the real llama-server\'s version, in the form the probe reports', () => {
+  it("reads the real llama-server's version, in the form the probe reports", () => {
     const run = spawnSync(binaries.llamaServer, ['--version'], { encoding: 'utf8', timeout: 30_000 });
     const output = `${run.stdout}\n${run.stderr}`;
-    expect(parseLlamaServerVersion(output), `llama-server --version printed:\n${output}`).toMatch(/^\S+ b\d+ \([0-9a-f]+\)$/);
+    expect(parseLlamaServerVersion(output), `llama-server --version printed:\n${output}`).toMatch(
+      /^\S+ b\d+ \([0-9a-f]+\)$/,
+    );
   });
 
   it('places a replica through the llamacpp adapter on a real agent, and serves chat through the router', async () => {
     const replica = await readyReplica(control.urls.admin, 'tiny-llama');
-    expect(replica.shards.map((s) => s.node), 'on the one node').toEqual(['l1']);
+    expect(
+      replica.shards.map((s) => s.node),
+      'on the one node',
+    ).toEqual(['l1']);
     const record = engineRecordOf(stateDirs, replica.id);
     const cmdline = argvOf(record.pid);
-    expect(cmdline[0], 'the real llama-server from the agent\'s PATH').toMatch(/llama-server$/);
+    expect(cmdline[0], "the real llama-server from the agent's PATH").toMatch(/llama-server$/);
     expect(cmdline, 'no secret on the world-readable command line').not.toContain(record.launch.apiKey);
     const bare = await fetch(`${replica.endpoint}/v1/models`);
     expect(bare.status, 'llama-server read its key from LLAMA_API_KEY and refuses a request without it').toBe(401);
     await bare.arrayBuffer();
-    const metrics = await fetch(`${replica.endpoint}/metrics`, { headers: { authorization: `Bearer ${record.launch.apiKey}` } });
+    const metrics = await fetch(`${replica.endpoint}/metrics`, {
+      headers: { authorization: `Bearer ${record.launch.apiKey}` },
+    });
     expect(metrics.status, 'the adapter turned /metrics on (--metrics)').toBe(200);
-    expect(await metrics.text(), 'with llama.cpp\'s own gauges').toMatch(/^llamacpp:requests_processing /m);
+    expect(await metrics.text(), "with llama.cpp's own gauges").toMatch(/^llamacpp:requests_processing /m);
 
-    const reply = await client.chat.completions.create({ model: 'tiny-llama', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, ...WHOLE_ANSWER });
+    const reply = await client.chat.completions.create({
+      model: 'tiny-llama',
+      messages: [{ role: 'user', content: 'Hello there' }],
+      max_tokens: 8,
+      ...WHOLE_ANSWER,
+    });
     expect(reply.choices[0]!.message.role).toBe('assistant');
     expect(reply.usage?.prompt_tokens, 'llama.cpp counted the prompt').toBeGreaterThan(0);
     expect(reply.usage?.completion_tokens, 'the whole answer asked for').toBe(8);
 
-    const byAlias = await client.chat.completions.create({ model: 'tl', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, ...WHOLE_ANSWER });
+    const byAlias = await client.chat.completions.create({
+      model: 'tl',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 2,
+      ...WHOLE_ANSWER,
+    });
     expect(byAlias.usage?.completion_tokens, 'an alias reaches the same engine').toBe(2);
   });
 
@@ -177,7 +248,9 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     expect(usage?.completion_tokens, 'the final chunk carries usage').toBe(12);
 
     const after = await usageOnceCounted(control.urls.admin, key.id, 'tiny-llama', 3);
-    expect(after.completion_tokens - before.completion_tokens, 'the router counted what the engine reported').toBe(usage!.completion_tokens);
+    expect(after.completion_tokens - before.completion_tokens, 'the router counted what the engine reported').toBe(
+      usage!.completion_tokens,
+    );
     expect(after.prompt_tokens - before.prompt_tokens).toBe(usage!.prompt_tokens);
   });
 
@@ -186,7 +259,13 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     const pid = engineRecordOf(stateDirs, replica.id).pid;
     const abort = new AbortController();
     const stream = await client.chat.completions.create(
-      { model: 'tiny-llama', messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 200, ...WHOLE_ANSWER, stream: true },
+      {
+        model: 'tiny-llama',
+        messages: [{ role: 'user', content: 'Tell me a long story' }],
+        max_tokens: 200,
+        ...WHOLE_ANSWER,
+        stream: true,
+      },
       { signal: abort.signal },
     );
     let seen = 0;
@@ -201,7 +280,12 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     expect(seen, 'the client read two tokens, then went away').toBe(2);
     expect(finished, 'before the engine finished the answer').toBeNull();
 
-    const next = await client.chat.completions.create({ model: 'tiny-llama', messages: [{ role: 'user', content: 'Still there?' }], max_tokens: 3, ...WHOLE_ANSWER });
+    const next = await client.chat.completions.create({
+      model: 'tiny-llama',
+      messages: [{ role: 'user', content: 'Still there?' }],
+      max_tokens: 3,
+      ...WHOLE_ANSWER,
+    });
     expect(next.usage?.completion_tokens, 'the next request is answered').toBeGreaterThan(0);
     expect(engineRecordOf(stateDirs, replica.id).pid, 'by the same engine process').toBe(pid);
     expect((await readyReplica(control.urls.admin, 'tiny-llama')).id, 'and the same replica').toBe(replica.id);
@@ -223,7 +307,12 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     expect(again.view.id, 'the agent restarts in place; the control plane places nothing new').toBe(replica.id);
     expect(again.view.shards[0]!.node).toBe('l1');
     expect(alive(first), 'the killed process is gone').toBe(false);
-    const reply = await client.chat.completions.create({ model: 'tiny-llama', messages: [{ role: 'user', content: 'Back?' }], max_tokens: 2, ...WHOLE_ANSWER });
+    const reply = await client.chat.completions.create({
+      model: 'tiny-llama',
+      messages: [{ role: 'user', content: 'Back?' }],
+      max_tokens: 2,
+      ...WHOLE_ANSWER,
+    });
     expect(reply.usage?.completion_tokens).toBeGreaterThan(0);
   });
 
@@ -233,7 +322,10 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     frozen.add(hung);
     process.kill(hung, 'SIGSTOP');
     // The agent's rule: probed every 500 ms, stopped after 2 failures in a row, then restarted like a crash.
-    const failed = await agent.waitForLog((e) => typeof e.msg === 'string' && /liveness probe failed \(2 of 2\)/.test(e.msg), 60_000);
+    const failed = await agent.waitForLog(
+      (e) => typeof e.msg === 'string' && /liveness probe failed \(2 of 2\)/.test(e.msg),
+      60_000,
+    );
     expect(failed.level, 'logged as a warning').toBe(40);
     const again = await waitFor(
       'a new engine process ready for the same replica',
@@ -247,7 +339,12 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     expect(again.view.id).toBe(replica.id);
     expect(alive(hung), 'the hung process was killed, stopped as it was').toBe(false);
     frozen.delete(hung);
-    const reply = await client.chat.completions.create({ model: 'tiny-llama', messages: [{ role: 'user', content: 'Awake?' }], max_tokens: 2, ...WHOLE_ANSWER });
+    const reply = await client.chat.completions.create({
+      model: 'tiny-llama',
+      messages: [{ role: 'user', content: 'Awake?' }],
+      max_tokens: 2,
+      ...WHOLE_ANSWER,
+    });
     expect(reply.usage?.completion_tokens).toBeGreaterThan(0);
   });
 });
@@ -261,10 +358,26 @@ describeWithLlamaCpp('a llama.cpp replica over two nodes', (binaries) => {
     // Two nodes on one machine: each its own state dir, port range and engine address, on one fabric over loopback.
     // A short liveness window on both, so that a probe which disturbs the rpc-server would show within the test.
     const liveness = ['--liveness-interval', '500ms', '--liveness-failures', '2'];
-    startRealAgent(binaries, control.urls.agent, dir, 'm1', '28050-28099', ['--engine-host', '127.0.0.1', '--fabric', 'lo=127.0.0.1', ...liveness]);
-    startRealAgent(binaries, control.urls.agent, dir, 'm2', '28100-28149', ['--engine-host', '127.0.0.2', '--fabric', 'lo=127.0.0.2', ...liveness]);
+    startRealAgent(binaries, control.urls.agent, dir, 'm1', '28050-28099', [
+      '--engine-host',
+      '127.0.0.1',
+      '--fabric',
+      'lo=127.0.0.1',
+      ...liveness,
+    ]);
+    startRealAgent(binaries, control.urls.agent, dir, 'm2', '28100-28149', [
+      '--engine-host',
+      '127.0.0.2',
+      '--fabric',
+      'lo=127.0.0.2',
+      ...liveness,
+    ]);
     await nodesUp(control.urls.admin, 2);
-    await addModel(control.urls.admin, { name: 'split', source: `file://${gguf}`, profiles: [{ engine: 'llamacpp', gpus: 0, shards: 2, memory_gb: 1 }] });
+    await addModel(control.urls.admin, {
+      name: 'split',
+      source: `file://${gguf}`,
+      profiles: [{ engine: 'llamacpp', gpus: 0, shards: 2, memory_gb: 1 }],
+    });
 
     const replica = await readyReplica(control.urls.admin, 'split', 180_000);
     expect(replica.fabric, 'placed on the shared fabric').toBe('lo');
@@ -277,13 +390,25 @@ describeWithLlamaCpp('a llama.cpp replica over two nodes', (binaries) => {
     const tailArgv = argvOf(tailPid);
     const tailAddress = tail.node === 'm1' ? '127.0.0.1' : '127.0.0.2';
     expect(tailArgv[0], 'rank 1 runs the RPC server under its current name').toMatch(/ggml-rpc-server$/);
-    expect(tailArgv.slice(1), 'bound to its fabric address on the default RPC port').toEqual(['-H', tailAddress, '-p', '50052']);
+    expect(tailArgv.slice(1), 'bound to its fabric address on the default RPC port').toEqual([
+      '-H',
+      tailAddress,
+      '-p',
+      '50052',
+    ]);
     expect(headArgv[0]).toMatch(/llama-server$/);
-    expect(headArgv[headArgv.indexOf('--rpc') + 1], 'rank 0 reaches rank 1 over the fabric').toBe(`${tailAddress}:50052`);
+    expect(headArgv[headArgv.indexOf('--rpc') + 1], 'rank 0 reaches rank 1 over the fabric').toBe(
+      `${tailAddress}:50052`,
+    );
 
     const key = await newKey(control.urls.admin, 'rpc-e2e');
     const client = new OpenAI({ baseURL: `${control.urls.client}/v1`, apiKey: key.secret, maxRetries: 0 });
-    const reply = await client.chat.completions.create({ model: 'split', messages: [{ role: 'user', content: 'Hello over RPC' }], max_tokens: 6, ...WHOLE_ANSWER });
+    const reply = await client.chat.completions.create({
+      model: 'split',
+      messages: [{ role: 'user', content: 'Hello over RPC' }],
+      max_tokens: 6,
+      ...WHOLE_ANSWER,
+    });
     expect(reply.usage?.completion_tokens, 'the two-node replica answers').toBeGreaterThan(0);
     const tailLog = readFileSync(join(dir, tail.node, 'logs', `${tail.id}.log`), 'utf8');
     expect(tailLog, 'the RPC server lent its device to the head').toMatch(/^Accepted client connection$/m);
@@ -291,9 +416,17 @@ describeWithLlamaCpp('a llama.cpp replica over two nodes', (binaries) => {
     // Many liveness intervals later (30 reconciler passes of 300 ms), both ranks are the processes they were:
     // rpc-server serves only the head, so the agent must not probe it once ready.
     await afterPasses(control.urls.admin, 30);
-    expect(engineRecordOf([join(dir, tail.node)], replica.id).pid, 'rank 1 was never taken for hung and restarted').toBe(tailPid);
+    expect(
+      engineRecordOf([join(dir, tail.node)], replica.id).pid,
+      'rank 1 was never taken for hung and restarted',
+    ).toBe(tailPid);
     expect(engineRecordOf([join(dir, head.node)], replica.id).pid, 'nor rank 0').toBe(headPid);
-    const later = await client.chat.completions.create({ model: 'split', messages: [{ role: 'user', content: 'Still split?' }], max_tokens: 3, ...WHOLE_ANSWER });
+    const later = await client.chat.completions.create({
+      model: 'split',
+      messages: [{ role: 'user', content: 'Still split?' }],
+      max_tokens: 3,
+      ...WHOLE_ANSWER,
+    });
     expect(later.usage?.completion_tokens, 'and the replica still answers').toBeGreaterThan(0);
   });
 });

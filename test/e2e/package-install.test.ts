@@ -62,7 +62,11 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
   // Asynchronous: an install takes minutes, and a worker blocked that long stops answering vitest.
   const npm = (args: string[], cwd: string, extraEnv: NodeJS.ProcessEnv = {}) =>
     new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, [npmCli(), ...args], { cwd, env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [npmCli(), ...args], {
+        cwd,
+        env: { ...env, ...extraEnv },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let stdout = '';
       let stderr = '';
       child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -83,9 +87,24 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
     // taken from the cache, the rest from the registry. better-sqlite3 is
     // told to build from source (its install tries GitHub first otherwise);
     // --foreground-scripts puts the install scripts' output in the log.
-    const install = await npm(['install', '-g', '--prefix', prefix, '--omit=optional', '--prefer-offline', '--foreground-scripts', '--no-audit', '--no-fund', join(dir, filename)], dir, {
-      npm_config_build_from_source: 'better-sqlite3',
-    });
+    const install = await npm(
+      [
+        'install',
+        '-g',
+        '--prefix',
+        prefix,
+        '--omit=optional',
+        '--prefer-offline',
+        '--foreground-scripts',
+        '--no-audit',
+        '--no-fund',
+        join(dir, filename),
+      ],
+      dir,
+      {
+        npm_config_build_from_source: 'better-sqlite3',
+      },
+    );
     installLog = `${install.stdout}\n${install.stderr}`;
     expect(install.status, `npm install -g failed:\n${installLog.slice(-6000)}`).toBe(0);
   }, 1_200_000);
@@ -102,17 +121,23 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
 
   it('installs without a Node engine warning, and without fetching or building llama.cpp', () => {
     expect(installLog, 'a dependency refuses this Node line').not.toMatch(/EBADENGINE/);
-    expect(installLog, 'node-llama-cpp\'s postinstall (which would download or build llama.cpp) is skipped by llmgw\'s package.json').toMatch(/Skipping node-llama-cpp postinstall/);
+    expect(
+      installLog,
+      "node-llama-cpp's postinstall (which would download or build llama.cpp) is skipped by llmgw's package.json",
+    ).toMatch(/Skipping node-llama-cpp postinstall/);
     const pkgDir = join(prefix, 'lib', 'node_modules', 'llmgw');
-    expect(readdirSync(pkgDir).sort(), 'the package holds the built code and the operator\'s files only').toEqual(
+    expect(readdirSync(pkgDir).sort(), "the package holds the built code and the operator's files only").toEqual(
       expect.arrayContaining(['bin', 'dist', 'docs', 'deploy', 'package.json', 'README.md', 'node_modules']),
     );
     expect(existsSync(join(pkgDir, 'src')) || existsSync(join(pkgDir, 'test')), 'no sources or tests').toBe(false);
     expect(existsSync(join(pkgDir, 'node_modules', 'vitest')), 'no development dependencies').toBe(false);
-    expect(existsSync(join(pkgDir, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node')), 'better-sqlite3 built for this Node').toBe(true);
+    expect(
+      existsSync(join(pkgDir, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node')),
+      'better-sqlite3 built for this Node',
+    ).toBe(true);
   });
 
-  it('answers --version with the package\'s version', () => {
+  it("answers --version with the package's version", () => {
     const out = execFileSync(join(prefix, 'bin', 'llmgw'), ['--version'], { cwd: dir, env, encoding: 'utf8' });
     expect(out.trim()).toBe(version);
   });
@@ -120,12 +145,26 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
   it('runs llmgw up to a chat completion from the builtin engine, and stops on Ctrl-C', async () => {
     const work = join(dir, 'work');
     mkdirSync(work);
-    const child = spawn(join(prefix, 'bin', 'llmgw'), ['up', '--data-dir', join(work, 'data'), '--client-addr', CLIENT_ADDR, '--admin-addr', ADMIN_ADDR, '--agent-addr', AGENT_ADDR], {
-      cwd: work,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      join(prefix, 'bin', 'llmgw'),
+      [
+        'up',
+        '--data-dir',
+        join(work, 'data'),
+        '--client-addr',
+        CLIENT_ADDR,
+        '--admin-addr',
+        ADMIN_ADDR,
+        '--agent-addr',
+        AGENT_ADDR,
+      ],
+      {
+        cwd: work,
+        env,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -135,14 +174,21 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
       await waitFor(
         () => `the installed llmgw up to be ready:\n${stderr.slice(-4000)}`,
         () => {
-          if (child.exitCode !== null) throw new StopWaiting(`llmgw up exited (${child.exitCode}) before it was ready:\n${stderr.slice(-4000)}\n${stdout.slice(-2000)}`);
+          if (child.exitCode !== null)
+            throw new StopWaiting(
+              `llmgw up exited (${child.exitCode}) before it was ready:\n${stderr.slice(-4000)}\n${stdout.slice(-2000)}`,
+            );
           return stdout.includes('"msg":"llmgw up ready"');
         },
         { timeoutMs: 300_000, intervalMs: 250 },
       );
       const apiKey = readFileSync(join(work, 'data', 'api-key'), 'utf8').trim();
       const client = new OpenAI({ baseURL: `http://${CLIENT_ADDR}/v1`, apiKey });
-      const reply = await client.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8 });
+      const reply = await client.chat.completions.create({
+        model: 'demo',
+        messages: [{ role: 'user', content: 'Hello' }],
+        max_tokens: 8,
+      });
       expect(reply.choices[0]!.message.content, 'a real completion from the demo model').toBeTruthy();
       expect(reply.usage?.completion_tokens, 'the builtin engine generated what was asked').toBe(8);
     } finally {
@@ -155,6 +201,10 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
       }
     }
     expect(await exited, `llmgw up's exit status on Ctrl-C:\n${stderr.slice(-2000)}`).toBe(0);
-    await waitFor(() => `the installed llmgw's processes to end: ${processesUnder(dir).join(', ')}`, () => processesUnder(dir).length === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor(
+      () => `the installed llmgw's processes to end: ${processesUnder(dir).join(', ')}`,
+      () => processesUnder(dir).length === 0,
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
   }, 600_000);
 });

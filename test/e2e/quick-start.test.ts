@@ -38,7 +38,12 @@ describe('the README quick start', () => {
     execFileSync('mkdir', ['-p', copy]);
     execFileSync('tar', ['-xf', join(dir, 'src.tar'), '-C', copy]);
 
-    const child = spawn('sh', ['-c', start!], { cwd: copy, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CI: 'true' } });
+    const child = spawn('sh', ['-c', start!], {
+      cwd: copy,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, CI: 'true' },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -48,7 +53,10 @@ describe('the README quick start', () => {
       await waitFor(
         () => `the quick start to be ready:\n${stderr.slice(-4000)}`,
         () => {
-          if (child.exitCode !== null) throw new StopWaiting(`the quick start exited (${child.exitCode}) before it was ready:\n${stderr.slice(-4000)}\n${stdout.slice(-2000)}`);
+          if (child.exitCode !== null)
+            throw new StopWaiting(
+              `the quick start exited (${child.exitCode}) before it was ready:\n${stderr.slice(-4000)}\n${stdout.slice(-2000)}`,
+            );
           return stdout.includes('"msg":"llmgw up ready"');
         },
         { timeoutMs: 540_000, intervalMs: 250 },
@@ -56,14 +64,23 @@ describe('the README quick start', () => {
       const key = /API key\s+(\S+)/.exec(stderr)?.[1];
       expect(key, 'llmgw up prints the API key').toBeTruthy();
       const client = new OpenAI({ baseURL: 'http://127.0.0.1:8080/v1', apiKey: key! });
-      const reply = await client.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8 });
+      const reply = await client.chat.completions.create({
+        model: 'demo',
+        messages: [{ role: 'user', content: 'Hello' }],
+        max_tokens: 8,
+      });
       expect(reply.choices[0]!.message.content, 'a real completion from the demo model').toBeTruthy();
       expect(reply.usage?.completion_tokens).toBe(8);
 
       // What an operator asks next, from the same copy, through ctl with up's defaults (./.llmgw).
-      const ctl = (...args: string[]) => execFileSync(process.execPath, ['bin/llmgw.js', ...args], { cwd: copy, encoding: 'utf8' });
-      expect(ctl('--version').trim(), 'the version from package.json, not from npm run').toBe(JSON.parse(readFileSync(join(copy, 'package.json'), 'utf8')).version);
-      const { events } = JSON.parse(ctl('ctl', 'events', '-o', 'json')) as { events: { kind: string; model?: string }[] };
+      const ctl = (...args: string[]) =>
+        execFileSync(process.execPath, ['bin/llmgw.js', ...args], { cwd: copy, encoding: 'utf8' });
+      expect(ctl('--version').trim(), 'the version from package.json, not from npm run').toBe(
+        JSON.parse(readFileSync(join(copy, 'package.json'), 'utf8')).version,
+      );
+      const { events } = JSON.parse(ctl('ctl', 'events', '-o', 'json')) as {
+        events: { kind: string; model?: string }[];
+      };
       const kinds = events.filter((e) => e.model === 'demo').map((e) => e.kind);
       // Newest first: however the startup went, the log ends with the demo model placed and ready.
       expect(kinds[0], `the demo model's last event (${kinds.join(', ')})`).toBe('replica_ready');
@@ -75,14 +92,20 @@ describe('the README quick start', () => {
         () => (JSON.parse(ctl('ctl', 'nodes', '-o', 'json')) as Node[]).find((n) => n.models_on_disk?.length),
         { timeoutMs: 30_000, intervalMs: 500 },
       );
-      expect(node.models_on_disk, 'the demo GGUF, used in place').toEqual([join(copy, '.llmgw', 'models', 'demo.gguf')]);
+      expect(node.models_on_disk, 'the demo GGUF, used in place').toEqual([
+        join(copy, '.llmgw', 'models', 'demo.gguf'),
+      ]);
       expect(node.memory_free_gb, 'RAM free beside its total').toBeLessThanOrEqual(node.memory_gb!);
     } finally {
       // Ctrl-C: SIGINT to the foreground process group.
       process.kill(-child.pid!, 'SIGINT');
     }
     await exited;
-    await waitFor(() => `the quick start's processes to end: ${processesUnder(copy).join(', ')}`, () => processesUnder(copy).length === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor(
+      () => `the quick start's processes to end: ${processesUnder(copy).join(', ')}`,
+      () => processesUnder(copy).length === 0,
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
     expect(processesUnder(copy), 'nothing the quick start started is still running').toEqual([]);
   }, 600_000);
 });

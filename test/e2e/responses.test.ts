@@ -63,7 +63,12 @@ beforeAll(async () => {
       await makeTinyModel(gguf, { contextLength: 4096 });
       return [
         { name: 'demo', source: weightsDir(dir), scaling: { min: 1 }, profiles: [{ engine: 'sim' }] },
-        { name: 'tiny', source: `file://${gguf}`, scaling: { min: 1 }, profiles: [{ engine: 'builtin', memory_gb: 1 }] },
+        {
+          name: 'tiny',
+          source: `file://${gguf}`,
+          scaling: { min: 1 },
+          profiles: [{ engine: 'builtin', memory_gb: 1 }],
+        },
       ];
     },
   });
@@ -83,81 +88,135 @@ const weather = {
   type: 'function' as const,
   name: 'get_weather',
   description: 'The weather in a city.',
-  parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Oslo', 'Lima'] } }, required: ['city'], additionalProperties: false },
+  parameters: {
+    type: 'object',
+    properties: { city: { type: 'string', enum: ['Oslo', 'Lima'] } },
+    required: ['city'],
+    additionalProperties: false,
+  },
   strict: true,
 };
 
 describe('POST /v1/responses through the official openai client, natively (sim) and translated (builtin)', () => {
-  it.each(MODELS)('%s: answers responses.create whole and streamed, with usage, kept for GET and accounted', async (model) => {
-    const res = await openai().responses.create({ model, instructions: 'Be terse.', input: 'Tell me about rivers.', max_output_tokens: 8 });
-    expect(res.object).toBe('response');
-    expect(res.model).toBe(model);
-    expect(res.usage!.output_tokens, 'the engine’s own count').toBeGreaterThan(0);
-    expect(res.usage!.output_tokens).toBeLessThanOrEqual(8);
-    expect(res.usage!.input_tokens).toBeGreaterThan(0);
-    expect((await openai().responses.retrieve(res.id)).output).toEqual(res.output);
+  it.each(MODELS)(
+    '%s: answers responses.create whole and streamed, with usage, kept for GET and accounted',
+    async (model) => {
+      const res = await openai().responses.create({
+        model,
+        instructions: 'Be terse.',
+        input: 'Tell me about rivers.',
+        max_output_tokens: 8,
+      });
+      expect(res.object).toBe('response');
+      expect(res.model).toBe(model);
+      expect(res.usage!.output_tokens, 'the engine’s own count').toBeGreaterThan(0);
+      expect(res.usage!.output_tokens).toBeLessThanOrEqual(8);
+      expect(res.usage!.input_tokens).toBeGreaterThan(0);
+      expect((await openai().responses.retrieve(res.id)).output).toEqual(res.output);
 
-    let deltas = '';
-    const stream = openai().responses.stream({ model, input: 'Tell me about stones.', max_output_tokens: 8 }).on('response.output_text.delta', (e) => (deltas += e.delta));
-    const final = await stream.finalResponse();
-    expect(deltas, 'the deltas add up to the final text').toBe(final.output_text);
-    expect(final.usage!.output_tokens).toBeGreaterThan(0);
-    expect((await openai().responses.retrieve(final.id)).output_text, 'a streamed response is kept too').toBe(final.output_text);
+      let deltas = '';
+      const stream = openai()
+        .responses.stream({ model, input: 'Tell me about stones.', max_output_tokens: 8 })
+        .on('response.output_text.delta', (e) => (deltas += e.delta));
+      const final = await stream.finalResponse();
+      expect(deltas, 'the deltas add up to the final text').toBe(final.output_text);
+      expect(final.usage!.output_tokens).toBeGreaterThan(0);
+      expect((await openai().responses.retrieve(final.id)).output_text, 'a streamed response is kept too').toBe(
+        final.output_text,
+      );
 
-    await waitFor('usage of both calls under the model', async () => {
-      const { body } = await api<UsageView[]>('GET', '/api/v1/usage');
-      const row = body.find((u) => u.key_id === key.id && u.model === model);
-      return row && row.completion_tokens >= res.usage!.output_tokens + final.usage!.output_tokens ? row : undefined;
-    }, 20_000);
-  });
+      await waitFor(
+        'usage of both calls under the model',
+        async () => {
+          const { body } = await api<UsageView[]>('GET', '/api/v1/usage');
+          const row = body.find((u) => u.key_id === key.id && u.model === model);
+          return row && row.completion_tokens >= res.usage!.output_tokens + final.usage!.output_tokens
+            ? row
+            : undefined;
+        },
+        20_000,
+      );
+    },
+  );
 
-  it.each(MODELS)('%s: round-trips a function tool: a forced call, then its output by previous_response_id', async (model) => {
-    const first = await openai().responses.create({ model, input: 'What is the weather in Oslo?', tools: [weather], tool_choice: 'required', max_output_tokens: 64 });
-    const call = first.output.find((o): o is OpenAI.Responses.ResponseFunctionToolCall => o.type === 'function_call');
-    expect(call, JSON.stringify(first.output)).toBeDefined();
-    expect(call!.name).toBe('get_weather');
-    expect(typeof JSON.parse(call!.arguments), 'arguments are JSON').toBe('object');
-    const answer = await openai().responses.create({
-      model,
-      tools: [weather],
-      tool_choice: 'none',
-      previous_response_id: first.id,
-      input: [{ type: 'function_call_output', call_id: call!.call_id, output: '21 °C, sunny' }],
-      max_output_tokens: 8,
-    });
-    // An engine serving the API natively echoes what it was sent (no previous id, store false); the translated answer says what the client asked.
-    if (model === 'tiny') expect(answer.previous_response_id).toBe(first.id);
-    expect((await openai().responses.retrieve(answer.id)).previous_response_id, 'the kept copy says what the client asked').toBe(first.id);
-    expect(answer.output_text.length, 'answered in text').toBeGreaterThan(0);
-  });
+  it.each(MODELS)(
+    '%s: round-trips a function tool: a forced call, then its output by previous_response_id',
+    async (model) => {
+      const first = await openai().responses.create({
+        model,
+        input: 'What is the weather in Oslo?',
+        tools: [weather],
+        tool_choice: 'required',
+        max_output_tokens: 64,
+      });
+      const call = first.output.find((o): o is OpenAI.Responses.ResponseFunctionToolCall => o.type === 'function_call');
+      expect(call, JSON.stringify(first.output)).toBeDefined();
+      expect(call!.name).toBe('get_weather');
+      expect(typeof JSON.parse(call!.arguments), 'arguments are JSON').toBe('object');
+      const answer = await openai().responses.create({
+        model,
+        tools: [weather],
+        tool_choice: 'none',
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: call!.call_id, output: '21 °C, sunny' }],
+        max_output_tokens: 8,
+      });
+      // An engine serving the API natively echoes what it was sent (no previous id, store false); the translated answer says what the client asked.
+      if (model === 'tiny') expect(answer.previous_response_id).toBe(first.id);
+      expect(
+        (await openai().responses.retrieve(answer.id)).previous_response_id,
+        'the kept copy says what the client asked',
+      ).toBe(first.id);
+      expect(answer.output_text.length, 'answered in text').toBeGreaterThan(0);
+    },
+  );
 
-  it.each(MODELS)('%s: continues by previous_response_id for its key only, and deletes as OpenAI does', async (model) => {
-    const first = await openai().responses.create({ model, input: 'My name is Ada.', max_output_tokens: 4 });
-    const next = await openai().responses.create({ model, input: 'What is my name?', previous_response_id: first.id, max_output_tokens: 4 });
-    expect(next.status).not.toBe('failed');
-    const stranger = await openai(otherKey.secret).responses.create({ model, input: 'x', previous_response_id: first.id }).catch((e: unknown) => e);
-    expect(stranger, 'another key’s response is not found').toBeInstanceOf(BadRequestError);
-    expect((stranger as BadRequestError).code).toBe('previous_response_not_found');
-    await expect(openai(otherKey.secret).responses.retrieve(first.id)).rejects.toBeInstanceOf(NotFoundError);
+  it.each(MODELS)(
+    '%s: continues by previous_response_id for its key only, and deletes as OpenAI does',
+    async (model) => {
+      const first = await openai().responses.create({ model, input: 'My name is Ada.', max_output_tokens: 4 });
+      const next = await openai().responses.create({
+        model,
+        input: 'What is my name?',
+        previous_response_id: first.id,
+        max_output_tokens: 4,
+      });
+      expect(next.status).not.toBe('failed');
+      const stranger = await openai(otherKey.secret)
+        .responses.create({ model, input: 'x', previous_response_id: first.id })
+        .catch((e: unknown) => e);
+      expect(stranger, 'another key’s response is not found').toBeInstanceOf(BadRequestError);
+      expect((stranger as BadRequestError).code).toBe('previous_response_not_found');
+      await expect(openai(otherKey.secret).responses.retrieve(first.id)).rejects.toBeInstanceOf(NotFoundError);
 
-    await openai().responses.delete(first.id);
-    await expect(openai().responses.retrieve(first.id)).rejects.toBeInstanceOf(NotFoundError);
-    await expect(openai().responses.create({ model, input: 'x', previous_response_id: first.id })).rejects.toBeInstanceOf(BadRequestError);
-    const unauthenticated = await fetch(`${clientUrl}/v1/responses/${next.id}`);
-    expect(unauthenticated.status, 'GET asks a key').toBe(401);
-  });
+      await openai().responses.delete(first.id);
+      await expect(openai().responses.retrieve(first.id)).rejects.toBeInstanceOf(NotFoundError);
+      await expect(
+        openai().responses.create({ model, input: 'x', previous_response_id: first.id }),
+      ).rejects.toBeInstanceOf(BadRequestError);
+      const unauthenticated = await fetch(`${clientUrl}/v1/responses/${next.id}`);
+      expect(unauthenticated.status, 'GET asks a key').toBe(401);
+    },
+  );
 
   it('refuses what llmgw does not serve with 400 in OpenAI’s shape, naming it', async () => {
-    const webSearch = await openai().responses.create({ model: 'demo', input: 'x', tools: [{ type: 'web_search_preview' }] }).catch((e: unknown) => e);
+    const webSearch = await openai()
+      .responses.create({ model: 'demo', input: 'x', tools: [{ type: 'web_search_preview' }] })
+      .catch((e: unknown) => e);
     expect(webSearch).toBeInstanceOf(BadRequestError);
     expect((webSearch as BadRequestError).message).toMatch(/web_search_preview/);
-    const background = await openai().responses.create({ model: 'tiny', input: 'x', background: true }).catch((e: unknown) => e);
+    const background = await openai()
+      .responses.create({ model: 'tiny', input: 'x', background: true })
+      .catch((e: unknown) => e);
     expect(background).toBeInstanceOf(BadRequestError);
     expect((background as BadRequestError).message).toMatch(/background/);
     const res = await fetch(`${clientUrl}/v1/responses`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'demo', input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file-1' }] }] }),
+      body: JSON.stringify({
+        model: 'demo',
+        input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file-1' }] }],
+      }),
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
@@ -167,12 +226,23 @@ describe('POST /v1/responses through the official openai client, natively (sim) 
 describe('the Responses API through the Vercel AI SDK and LangChain', () => {
   it.each(MODELS)('%s: the AI SDK’s default openai(model): generateText and streamText', async (model) => {
     const provider = createOpenAI({ baseURL: `${clientUrl}/v1`, apiKey: key.secret });
-    const whole = await generateText({ model: provider(model), prompt: 'Tell me about rivers.', maxOutputTokens: 8, maxRetries: 0 });
+    const whole = await generateText({
+      model: provider(model),
+      prompt: 'Tell me about rivers.',
+      maxOutputTokens: 8,
+      maxRetries: 0,
+    });
     expect(whole.text.length).toBeGreaterThan(0);
     expect(whole.usage.outputTokens).toBeGreaterThan(0);
 
     const errors: unknown[] = [];
-    const streamed = streamText({ model: provider(model), prompt: 'Tell me about stones.', maxOutputTokens: 8, maxRetries: 0, onError: ({ error }) => void errors.push(error) });
+    const streamed = streamText({
+      model: provider(model),
+      prompt: 'Tell me about stones.',
+      maxOutputTokens: 8,
+      maxRetries: 0,
+      onError: ({ error }) => void errors.push(error),
+    });
     let text = '';
     for await (const delta of streamed.textStream) text += delta;
     expect(errors, 'no error reached onError').toEqual([]);
@@ -181,11 +251,14 @@ describe('the Responses API through the Vercel AI SDK and LangChain', () => {
 
     // A tool loop: the SDK sends the call back as an item_reference to the kept response's item, then the tool's result.
     // The sim makes its arguments from the prompt ({seed}); the builtin engine follows the schema's grammar.
-    const inputSchema: z.ZodType<Record<string, unknown>> = model === 'demo' ? z.object({ seed: z.number() }) : z.object({ city: z.enum(['Oslo', 'Lima']) });
+    const inputSchema: z.ZodType<Record<string, unknown>> =
+      model === 'demo' ? z.object({ seed: z.number() }) : z.object({ city: z.enum(['Oslo', 'Lima']) });
     const loop = await generateText({
       model: provider(model),
       prompt: 'What is the weather in Oslo?',
-      tools: { get_weather: tool({ description: 'The weather in a city.', inputSchema, execute: async () => '21 °C, sunny' }) },
+      tools: {
+        get_weather: tool({ description: 'The weather in a city.', inputSchema, execute: async () => '21 °C, sunny' }),
+      },
       prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? 'required' : 'none' }),
       stopWhen: stepCountIs(2),
       maxOutputTokens: 32,
@@ -198,7 +271,14 @@ describe('the Responses API through the Vercel AI SDK and LangChain', () => {
   });
 
   it.each(MODELS)('%s: LangChain’s ChatOpenAI with useResponsesApi: invoke and stream', async (model) => {
-    const chat = new ChatOpenAI({ model, apiKey: key.secret, useResponsesApi: true, maxTokens: 8, maxRetries: 0, configuration: { baseURL: `${clientUrl}/v1` } });
+    const chat = new ChatOpenAI({
+      model,
+      apiKey: key.secret,
+      useResponsesApi: true,
+      maxTokens: 8,
+      maxRetries: 0,
+      configuration: { baseURL: `${clientUrl}/v1` },
+    });
     const reply = await chat.invoke('Tell me about rivers.');
     expect(reply.text.length).toBeGreaterThan(0);
     expect(reply.usage_metadata?.output_tokens).toBeGreaterThan(0);

@@ -20,7 +20,6 @@ const stateDirs: string[] = [];
 /** Agent processes by node id. */
 const agents = new Map<string, RunningProcess>();
 
-
 let adminUrl = '';
 let clientUrl = '';
 let dir = '';
@@ -28,7 +27,11 @@ let dir = '';
 let key = '';
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const res = await fetch(`${adminUrl}${path}`, {
+    method,
+    headers: admin,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   return { status: res.status, body: (await res.json()) as T };
 }
 
@@ -44,11 +47,15 @@ function client(apiKey: string): OpenAI {
 }
 
 async function ready(model: string, count: number): Promise<ReplicaView[]> {
-  return waitFor(`${count} ready replica(s) of ${model}`, async () => {
-    const { body } = await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${model}`);
-    const up = body.filter((r) => r.state === 'ready');
-    return up.length >= count ? up : undefined;
-  }, 60_000);
+  return waitFor(
+    `${count} ready replica(s) of ${model}`,
+    async () => {
+      const { body } = await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${model}`);
+      const up = body.filter((r) => r.state === 'ready');
+      return up.length >= count ? up : undefined;
+    },
+    60_000,
+  );
 }
 
 /** The engine processes an agent runs, from the records its supervisor keeps: replica id → pid. */
@@ -88,7 +95,16 @@ async function metric(name: string, label: string): Promise<number> {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-router-'));
   const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn',
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '300ms',
+    '--log-level',
+    'warn',
   ]);
   adminUrl = control.urls.admin;
   clientUrl = control.urls.client;
@@ -96,10 +112,28 @@ beforeAll(async () => {
     const stateDir = join(dir, id);
     stateDirs.push(stateDir);
     const first = 25000 + i * 100;
-    agents.set(id, startLlmgw([
-      'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-      '--heartbeat-interval', '300ms', '--port-range', `${first}-${first + 99}`, '--log-level', 'warn',
-    ]));
+    agents.set(
+      id,
+      startLlmgw([
+        'agent',
+        '--control',
+        control.urls.agent,
+        '--join-token',
+        JOIN,
+        '--node-id',
+        id,
+        '--state-dir',
+        stateDir,
+        '--simulate',
+        'gpus=0,ram=16g',
+        '--heartbeat-interval',
+        '300ms',
+        '--port-range',
+        `${first}-${first + 99}`,
+        '--log-level',
+        'warn',
+      ]),
+    );
   }
   await waitFor('two nodes up', async () => {
     const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
@@ -112,7 +146,12 @@ beforeAll(async () => {
     const res = await api('POST', `/api/v1/models${force ? '?force=true' : ''}`, { source, ...def });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
   };
-  await add({ name: 'chat', aliases: ['c'], scaling: { min: 2 }, profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }] });
+  await add({
+    name: 'chat',
+    aliases: ['c'],
+    scaling: { min: 2 },
+    profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }],
+  });
   // Five tokens a second: a stream stays open long enough to leave or to break.
   await add({ name: 'slow', scaling: { min: 1 }, profiles: [{ engine: 'sim', args: ['--tokens-per-second', '5'] }] });
   // Needs 8 GPUs on a CPU-only fleet: never placed, so one answers through its fallback and the other with 503.
@@ -134,7 +173,11 @@ describe('the router through the openai client, against a real control plane', (
     const ids = (await ai.models.list()).data.map((m) => m.id).sort();
     expect(ids).toEqual(['big', 'c', 'chat', 'nowhere', 'slow']);
 
-    const chat = await ai.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 });
+    const chat = await ai.chat.completions.create({
+      model: 'chat',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 8,
+    });
     expect(chat.choices[0]!.message.content!.length).toBeGreaterThan(0);
     expect(chat.usage!.completion_tokens).toBe(8);
 
@@ -163,9 +206,9 @@ describe('the router through the openai client, against a real control plane', (
   });
 
   it('answers every refusal with the status and error class OpenAI would, saying what to fix', async () => {
-    await expect(client('sk-not-a-key').chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(
-      OpenAI.AuthenticationError,
-    );
+    await expect(
+      client('sk-not-a-key').chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }] }),
+    ).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
 
     const onlyChat = await createKey({ name: 'only-chat', allowed_models: ['chat'] });
     const forbidden = await client(onlyChat.secret)
@@ -175,14 +218,24 @@ describe('the router through the openai client, against a real control plane', (
     expect((forbidden as Error).message).toContain('`chat`');
     // The same key lists only what it may use, and may use it.
     expect((await client(onlyChat.secret).models.list()).data.map((m) => m.id).sort()).toEqual(['c', 'chat']);
-    await client(onlyChat.secret).chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+    await client(onlyChat.secret).chat.completions.create({
+      model: 'chat',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 1,
+    });
 
-    const unknown = await client(key).chat.completions.create({ model: 'chta', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    const unknown = await client(key)
+      .chat.completions.create({ model: 'chta', messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e);
     expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
     expect((unknown as Error).message).toContain('Did you mean `chat`?');
 
     const redirect = await client(key)
-      .chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], base_url: 'http://evil.example' } as never)
+      .chat.completions.create({
+        model: 'chat',
+        messages: [{ role: 'user', content: 'x' }],
+        base_url: 'http://evil.example',
+      } as never)
       .catch((e: unknown) => e);
     expect(redirect).toBeInstanceOf(OpenAI.BadRequestError);
     expect((redirect as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('base_url');
@@ -198,14 +251,20 @@ describe('the router through the openai client, against a real control plane', (
     expect(huge).toBeInstanceOf(OpenAI.APIError);
     expect((huge as InstanceType<typeof OpenAI.APIError>).status).toBe(413);
 
-    const none = await client(key).chat.completions.create({ model: 'nowhere', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    const none = await client(key)
+      .chat.completions.create({ model: 'nowhere', messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e);
     expect(none).toBeInstanceOf(OpenAI.InternalServerError);
     expect((none as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
     // The reason is the placement's: no node has the GPUs it asks for.
     expect((none as Error).message).toMatch(/model `nowhere` has 0 ready replicas: none can be placed/);
 
     const limited = await createKey({ name: 'one-a-minute', requests_per_minute: 1 });
-    await client(limited.secret).chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+    await client(limited.secret).chat.completions.create({
+      model: 'chat',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 1,
+    });
     const over = await client(limited.secret)
       .chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 })
       .catch((e: unknown) => e);
@@ -215,32 +274,52 @@ describe('the router through the openai client, against a real control plane', (
 
   it('refuses a key once revoked, and once expired', async () => {
     const revoked = await createKey({ name: 'to-revoke' });
-    await client(revoked.secret).chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+    await client(revoked.secret).chat.completions.create({
+      model: 'chat',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 1,
+    });
     expect((await api('DELETE', `/api/v1/keys/${revoked.id}`)).status).toBe(200);
-    await expect(client(revoked.secret).chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(
-      OpenAI.AuthenticationError,
-    );
+    await expect(
+      client(revoked.secret).chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }] }),
+    ).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
 
     const expiring = await createKey({ name: 'brief', expires_at: new Date(Date.now() + 1500).toISOString() });
-    await client(expiring.secret).chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+    await client(expiring.secret).chat.completions.create({
+      model: 'chat',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 1,
+    });
     await waitFor('the key to expire', async () => {
       const e = await client(expiring.secret)
         .chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 })
-        .then(() => undefined, (err: unknown) => err);
+        .then(
+          () => undefined,
+          (err: unknown) => err,
+        );
       return e instanceof OpenAI.AuthenticationError ? e : undefined;
     });
   });
 
   it('serves a model with nothing placed through its fallback', async () => {
     const before = await metric('llmgw_router_fallbacks_total', 'model="big"');
-    const reply = await client(key).chat.completions.create({ model: 'big', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+    const reply = await client(key).chat.completions.create({
+      model: 'big',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 2,
+    });
     expect(reply.usage!.completion_tokens).toBe(2);
     expect(await metric('llmgw_router_fallbacks_total', 'model="big"')).toBe(before + 1);
   });
 
   it('stops the engine generating as soon as the client goes away', async () => {
     const [slow] = await ready('slow', 1);
-    const stream = await client(key).chat.completions.create({ model: 'slow', messages: [{ role: 'user', content: 'x' }], max_tokens: 500, stream: true });
+    const stream = await client(key).chat.completions.create({
+      model: 'slow',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 500,
+      stream: true,
+    });
     let seen = 0;
     // Leaving the loop is how a client hangs up: the client aborts its request.
     for await (const chunk of stream) {
@@ -249,7 +328,11 @@ describe('the router through the openai client, against a real control plane', (
     }
     expect(seen).toBe(2);
     // 500 tokens at 5 a second would run for 100 s; the engine's own gauge says it stopped.
-    await waitFor('the sim to stop generating', async () => ((await running(slow!.endpoint!)) === 0 ? true : undefined), 10_000);
+    await waitFor(
+      'the sim to stop generating',
+      async () => ((await running(slow!.endpoint!)) === 0 ? true : undefined),
+      10_000,
+    );
   });
 
   it('retries on the other replica, before the first byte, when an engine refuses connections', async () => {
@@ -261,10 +344,21 @@ describe('the router through the openai client, against a real control plane', (
     agent.child.kill('SIGSTOP');
     try {
       process.kill(enginePid(victim.id), 'SIGKILL');
-      await waitFor('the engine to refuse connections', async () => fetch(`${victim.endpoint!}/health`).then(() => undefined, () => true));
+      await waitFor('the engine to refuse connections', async () =>
+        fetch(`${victim.endpoint!}/health`).then(
+          () => undefined,
+          () => true,
+        ),
+      );
       // Concurrent, so least-in-flight choice sends some of them to the dead engine; every one must still be answered.
       const replies = await Promise.all(
-        Array.from({ length: 20 }, () => client(key).chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 })),
+        Array.from({ length: 20 }, () =>
+          client(key).chat.completions.create({
+            model: 'chat',
+            messages: [{ role: 'user', content: 'x' }],
+            max_tokens: 2,
+          }),
+        ),
       );
       expect(replies.every((r) => r.usage?.completion_tokens === 2)).toBe(true);
     } finally {
@@ -277,7 +371,12 @@ describe('the router through the openai client, against a real control plane', (
 
   it('never retries after the first byte: a stream whose engine dies ends with one error and no repeated tokens', async () => {
     const [slow] = await ready('slow', 1);
-    const stream = await client(key).chat.completions.create({ model: 'slow', messages: [{ role: 'user', content: 'x' }], max_tokens: 500, stream: true });
+    const stream = await client(key).chat.completions.create({
+      model: 'slow',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 500,
+      stream: true,
+    });
     const ids = new Set<string>();
     let pieces = 0;
     const err = await (async () => {
@@ -297,7 +396,10 @@ describe('the router through the openai client, against a real control plane', (
 
   it('counts each key’s requests and tokens in /api/v1/usage', async () => {
     const usage = await waitFor('usage to be written', async () => {
-      const { body } = await api<{ key_id?: string; model: string; requests: number; completion_tokens: number }[]>('GET', '/api/v1/usage');
+      const { body } = await api<{ key_id?: string; model: string; requests: number; completion_tokens: number }[]>(
+        'GET',
+        '/api/v1/usage',
+      );
       const chat = body.filter((u) => u.model === 'chat');
       return chat.reduce((s, u) => s + u.completion_tokens, 0) >= 8 + 6 + 4 ? chat : undefined;
     });

@@ -33,21 +33,55 @@ describe('weights: orphans and collect', () => {
     const kept = entry(cacheDir, 'hf://org/kept', 1000);
     const orphan = entry(cacheDir, 'hf://org/gone', 3000);
     const readded = entry(cacheDir, 'hf://org/back', 2000);
-    writeFileSync(join(cacheDir, 'README-by-operator.txt'), 'not llmgw\'s');
+    writeFileSync(join(cacheDir, 'README-by-operator.txt'), "not llmgw's");
     mkdirSync(join(cacheDir, 'my-model'));
 
-    const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--log-level', 'warn']);
+    const control = await startControl([
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--log-level',
+      'warn',
+    ]);
     const admin = control.urls.admin;
     // min 0: wanted in the catalog, but nothing is placed (so nothing is fetched from the internet).
     const add = (name: string, source: string) =>
-      fetch(`${admin}/api/v1/models?force=true`, { method: 'POST', headers, body: JSON.stringify({ name, source, scaling: { min: 0 }, profiles: [{ engine: 'sim' }] }) });
+      fetch(`${admin}/api/v1/models?force=true`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ name, source, scaling: { min: 0 }, profiles: [{ engine: 'sim' }] }),
+      });
     expect((await add('kept', 'hf://org/kept')).status).toBe(200);
 
-    startLlmgw(
-      ['agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'w1', '--state-dir', join(dir, 'agent'), '--cache-dir', cacheDir, '--model-dir', modelDir, '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--log-level', 'warn'],
-    );
+    startLlmgw([
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      'w1',
+      '--state-dir',
+      join(dir, 'agent'),
+      '--cache-dir',
+      cacheDir,
+      '--model-dir',
+      modelDir,
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--log-level',
+      'warn',
+    ]);
 
-    type Orphans = { nodes: { node: string; entries: { path: string; size_bytes?: number }[]; reclaimable_bytes: number }[]; total_bytes: number };
+    type Orphans = {
+      nodes: { node: string; entries: { path: string; size_bytes?: number }[]; reclaimable_bytes: number }[];
+      total_bytes: number;
+    };
     const listed = await waitFor('orphans reported', async () => {
       const o = (await (await fetch(`${admin}/api/v1/weights/orphans`, { headers })).json()) as Orphans;
       return o.nodes.length ? o : undefined;
@@ -60,20 +94,30 @@ describe('weights: orphans and collect', () => {
     // Between listing and collecting, someone adds the model back: its weights are wanted again.
     expect((await add('back', 'hf://org/back')).status).toBe(200);
     const res = await fetch(`${admin}/api/v1/weights/collect`, { method: 'POST', headers });
-    const summary = (await res.json()) as { asked: number; removed: number; refused: number; unreachable: number; nodes: { asked: { path: string }[] }[] };
+    const summary = (await res.json()) as {
+      asked: number;
+      removed: number;
+      refused: number;
+      unreachable: number;
+      nodes: { asked: { path: string }[] }[];
+    };
     expect(summary).toMatchObject({ asked: 1, removed: 1, refused: 0, unreachable: 0 });
     expect(summary.nodes[0]!.asked.map((a) => a.path)).toEqual([orphan]);
 
     expect(existsSync(orphan), 'the orphan is gone').toBe(false);
     expect(existsSync(readded), 'the model added back keeps its weights').toBe(true);
     expect(existsSync(kept), 'a wanted model at zero replicas keeps its weights').toBe(true);
-    expect(readFileSync(join(modelDir, 'llama-70b', 'weights.safetensors'), 'utf8')).toBe('operator copied this for a week');
+    expect(readFileSync(join(modelDir, 'llama-70b', 'weights.safetensors'), 'utf8')).toBe(
+      'operator copied this for a week',
+    );
     expect(existsSync(join(cacheDir, 'README-by-operator.txt'))).toBe(true);
     expect(existsSync(join(cacheDir, 'my-model'))).toBe(true);
 
     // The next heartbeat no longer reports the removed entry.
     await waitFor('the node reports the space back', async () => {
-      const nodes = (await (await fetch(`${admin}/api/v1/nodes`, { headers })).json()) as { models_on_disk?: string[] }[];
+      const nodes = (await (await fetch(`${admin}/api/v1/nodes`, { headers })).json()) as {
+        models_on_disk?: string[];
+      }[];
       return nodes[0]?.models_on_disk && !nodes[0].models_on_disk.includes(orphan) ? true : undefined;
     });
     const after = (await (await fetch(`${admin}/api/v1/weights/orphans`, { headers })).json()) as Orphans;

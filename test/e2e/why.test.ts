@@ -22,7 +22,8 @@ import { runCtlCli } from './ctl-support.js';
 
 const JOIN = 'e2e-why-join-token-0123456789abcdef';
 const ADMIN = 'e2e-why-admin-token-0123456789abcdef';
-if (!haveChromium && !process.env.CI) process.stderr.write(`why e2e: dashboard checks skipped, no Chromium at ${CHROMIUM}\n`);
+if (!haveChromium && !process.env.CI)
+  process.stderr.write(`why e2e: dashboard checks skipped, no Chromium at ${CHROMIUM}\n`);
 
 let dir: string;
 let adminUrl: string;
@@ -57,13 +58,26 @@ describe('asking why, questions 1-4', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-why-'));
     const control = await startControl([
-      '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '500ms', '--log-level', 'warn',
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--reconcile-interval',
+      '500ms',
+      '--log-level',
+      'warn',
     ]);
     adminUrl = control.urls.admin;
     api = new AdminClient({ baseUrl: adminUrl, token: ADMIN, actor: 'e2e-why' });
     // n1 and n2 serve the main pool; n3 is the only node the crashing model may use. n1 and n3 each hold a cache entry no model wants.
     let ports = 32100;
-    for (const [id, labels] of [['n1', 'pool=main'], ['n2', 'pool=main'], ['n3', 'pool=crash']] as const) {
+    for (const [id, labels] of [
+      ['n1', 'pool=main'],
+      ['n2', 'pool=main'],
+      ['n3', 'pool=crash'],
+    ] as const) {
       const stateDir = join(dir, id);
       stateDirs.push(stateDir);
       const cacheDir = join(dir, `${id}-cache`);
@@ -71,19 +85,62 @@ describe('asking why, questions 1-4', () => {
       agents.set(
         id,
         startLlmgw([
-          'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir, '--cache-dir', cacheDir,
-          '--labels', labels, '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', `${ports}-${ports + 49}`, '--log-level', 'warn',
+          'agent',
+          '--control',
+          control.urls.agent,
+          '--join-token',
+          JOIN,
+          '--node-id',
+          id,
+          '--state-dir',
+          stateDir,
+          '--cache-dir',
+          cacheDir,
+          '--labels',
+          labels,
+          '--simulate',
+          'gpus=0,ram=16g',
+          '--heartbeat-interval',
+          '300ms',
+          '--port-range',
+          `${ports}-${ports + 49}`,
+          '--log-level',
+          'warn',
         ]),
       );
       ports += 50;
     }
-    await waitFor('three agents up', async () => ((await api.nodes()).filter((n) => n.liveness === 'up').length === 3 ? true : undefined));
+    await waitFor('three agents up', async () =>
+      (await api.nodes()).filter((n) => n.liveness === 'up').length === 3 ? true : undefined,
+    );
     const weights = join(dir, 'weights');
     mkdirSync(weights, { recursive: true });
-    await api.addModel({ name: 'chat', source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ name: 'cpu', engine: 'sim', pool: 'pool=main' }] });
-    await api.addModel({ name: 'big', source: 'hf://org/big', scaling: { min: 1 }, profiles: [{ name: 'h100', engine: 'sim', gpus: 2 }] }, { force: true });
-    await api.addModel({ name: 'crash', source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ name: 'bad-flag', engine: 'sim', pool: 'pool=crash', args: ['--bogus-flag'] }] });
-    await waitFor('chat to be ready', async () => ((await api.replicas({ model: 'chat' })).some((r) => r.state === 'ready') ? true : undefined), 40_000);
+    await api.addModel({
+      name: 'chat',
+      source: `file://${weights}`,
+      scaling: { min: 1 },
+      profiles: [{ name: 'cpu', engine: 'sim', pool: 'pool=main' }],
+    });
+    await api.addModel(
+      {
+        name: 'big',
+        source: 'hf://org/big',
+        scaling: { min: 1 },
+        profiles: [{ name: 'h100', engine: 'sim', gpus: 2 }],
+      },
+      { force: true },
+    );
+    await api.addModel({
+      name: 'crash',
+      source: `file://${weights}`,
+      scaling: { min: 1 },
+      profiles: [{ name: 'bad-flag', engine: 'sim', pool: 'pool=crash', args: ['--bogus-flag'] }],
+    });
+    await waitFor(
+      'chat to be ready',
+      async () => ((await api.replicas({ model: 'chat' })).some((r) => r.state === 'ready') ? true : undefined),
+      40_000,
+    );
 
     if (haveChromium) {
       browser = await launchChromium();
@@ -105,24 +162,34 @@ describe('asking why, questions 1-4', () => {
       return why.profiles?.length ? why : undefined;
     });
     expect(big.placed).toBe(false);
-    expect(big.summary?.[0]).toMatch(/model big is not running and not placed: no node can run any of its profiles \(3 nodes checked\)/);
+    expect(big.summary?.[0]).toMatch(
+      /model big is not running and not placed: no node can run any of its profiles \(3 nodes checked\)/,
+    );
     expect(big.profiles).toEqual([expect.objectContaining({ profile: 'h100', nodes_fit: 0, node_count: 3 })]);
-    expect(big.profiles?.[0]?.line, 'the cause: the nodes have no GPUs').toMatch(/0\/3 nodes fit profile h100: 3 have no GPUs/);
+    expect(big.profiles?.[0]?.line, 'the cause: the nodes have no GPUs').toMatch(
+      /0\/3 nodes fit profile h100: 3 have no GPUs/,
+    );
     const r = await ctl('explain', 'big');
     expect(r.code, r.stderr).toBe(3);
     expect(r.stdout).toContain('not placed');
     expect(r.stdout).toContain('0/3 nodes fit profile h100: 3 have no GPUs');
     await onPage('/models/big', '#why', (t) => expect(t).toContain('0/3 nodes fit profile h100: 3 have no GPUs'));
 
-    const crash = await waitFor('crash to have failed once', async () => {
-      const why = await api.explain('crash');
-      return why.not_running?.some((n) => /engine exited with code/.test(n.reason)) ? why : undefined;
-    }, 40_000);
+    const crash = await waitFor(
+      'crash to have failed once',
+      async () => {
+        const why = await api.explain('crash');
+        return why.not_running?.some((n) => /engine exited with code/.test(n.reason)) ? why : undefined;
+      },
+      40_000,
+    );
     expect(crash.ready_replicas).toBe(0);
     const failing = crash.not_running!.find((n) => /engine exited with code/.test(n.reason))!;
     expect(failing.nodes, 'the only node its pool allows').toEqual(['n3']);
-    expect(failing.reason, 'the engine\'s own complaint, from its log').toContain('--bogus-flag');
-    expect(failing.reason, 'restarted by its agent, or failed and retried by the control plane').toMatch(/^is crash-looping on n3|^failed .*on n3/);
+    expect(failing.reason, "the engine's own complaint, from its log").toContain('--bogus-flag');
+    expect(failing.reason, 'restarted by its agent, or failed and retried by the control plane').toMatch(
+      /^is crash-looping on n3|^failed .*on n3/,
+    );
     const c = await waitFor('ctl explain crash to show the error', async () => {
       const out = await ctl('explain', 'crash');
       return /engine exited with code/.test(out.stdout) ? out : undefined;
@@ -138,7 +205,9 @@ describe('asking why, questions 1-4', () => {
     expect(detail.replicas).toEqual([]);
     expect(detail.idle, 'a node running nothing has an idle answer').toBeDefined();
     expect(detail.summary[0]).toBe(`node ${idle} runs no replica:`);
-    expect(detail.idle!.reasons[0]).toMatch(new RegExp(`already has the replicas it wants on other nodes or wants none: chat on ${holder}`));
+    expect(detail.idle!.reasons[0]).toMatch(
+      new RegExp(`already has the replicas it wants on other nodes or wants none: chat on ${holder}`),
+    );
     const chat = detail.idle!.models.find((m) => m.model === 'chat')!;
     expect(chat).toMatchObject({ fits: true, replicas: 1, nodes: [holder], min_replicas: 1 });
     const big = detail.idle!.models.find((m) => m.model === 'big')!;
@@ -164,7 +233,9 @@ describe('asking why, questions 1-4', () => {
       return d.drain_waits?.some((w) => /none can/.test(w.waits_for)) ? d : undefined;
     });
     const wait = blocked.drain_waits!.find((w) => w.model === 'chat')!;
-    expect(wait.waits_for, 'the cause: the only other node of the pool is cordoned').toMatch(/a node to take its replacement, and none can: 0\/3 nodes fit profile cpu: .*1 is cordoned/);
+    expect(wait.waits_for, 'the cause: the only other node of the pool is cordoned').toMatch(
+      /a node to take its replacement, and none can: 0\/3 nodes fit profile cpu: .*1 is cordoned/,
+    );
     expect(blocked.summary[0]).toBe(`node ${holder} is draining and waits for 1 replica:`);
     const r = await ctl('node', holder);
     expect(r.stdout).toContain('is cordoned');
@@ -173,10 +244,14 @@ describe('asking why, questions 1-4', () => {
 
     // Uncordoned, the other node takes the replacement; once it serves, the drain has nothing left to wait for.
     await api.setNodeState(other, 'uncordon');
-    const done = await waitFor('the drain to finish', async () => {
-      const d: NodeDetailView = await api.node(holder);
-      return d.drain_waits?.length === 0 ? d : undefined;
-    }, 60_000);
+    const done = await waitFor(
+      'the drain to finish',
+      async () => {
+        const d: NodeDetailView = await api.node(holder);
+        return d.drain_waits?.length === 0 ? d : undefined;
+      },
+      60_000,
+    );
     expect(done.summary[0]).toBe(`node ${holder} is drained: no replica is left on it`);
   });
 
@@ -188,14 +263,20 @@ describe('asking why, questions 1-4', () => {
     // An entry n1 reported disappears before collect reaches it: n1 checks again and refuses, saying why.
     // The window is the time between its last report and the collect; a heartbeat inside it means a retry.
     const vanishing = join(dir, 'n1-cache', cacheNameOf('hf://org/vanishing')!);
-    await waitFor('a collect on n1 that finds an entry gone', async () => {
-      cacheEntry(join(dir, 'n1-cache'), 'hf://org/vanishing');
-      await waitFor('n1 to report it', async () => ((await api.orphans({ node: 'n1' })).nodes[0]?.entries.some((e) => e.path === vanishing) ? true : undefined));
-      rmSync(vanishing, { recursive: true, force: true });
-      const s = await api.collect({ node: 'n1' });
-      return s.nodes[0]?.refused.some((r) => r.path === vanishing) ? s : undefined;
-    }, 90_000);
-    expect(existsSync(orphans.get('n1')!), 'n1\'s own orphan is removed').toBe(false);
+    await waitFor(
+      'a collect on n1 that finds an entry gone',
+      async () => {
+        cacheEntry(join(dir, 'n1-cache'), 'hf://org/vanishing');
+        await waitFor('n1 to report it', async () =>
+          (await api.orphans({ node: 'n1' })).nodes[0]?.entries.some((e) => e.path === vanishing) ? true : undefined,
+        );
+        rmSync(vanishing, { recursive: true, force: true });
+        const s = await api.collect({ node: 'n1' });
+        return s.nodes[0]?.refused.some((r) => r.path === vanishing) ? s : undefined;
+      },
+      90_000,
+    );
+    expect(existsSync(orphans.get('n1')!), "n1's own orphan is removed").toBe(false);
 
     // n3's agent goes away: its last report still lists the orphan, but nobody answers at its address.
     await agents.get('n3')!.stop('SIGTERM');
@@ -206,7 +287,9 @@ describe('asking why, questions 1-4', () => {
     expect(byNode.get('n1')?.actor).toContain('e2e-why');
     // (A retry may also have asked again for n1's first orphan, removed by the try before, from a report not yet refreshed: also "missing".)
     expect(byNode.get('n1')?.refused, 'the cause: the entry was gone when n1 checked').toEqual(
-      expect.arrayContaining([{ path: vanishing, check: 'missing', reason: `${vanishing} does not exist; nothing to remove` }]),
+      expect.arrayContaining([
+        { path: vanishing, check: 'missing', reason: `${vanishing} does not exist; nothing to remove` },
+      ]),
     );
     expect(byNode.get('n3')?.unreachable, 'the cause: the node did not answer').toMatch(/cannot reach the node at .*:/);
     const r = await ctl('weights');

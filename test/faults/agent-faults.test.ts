@@ -80,7 +80,9 @@ describe('agent faults', () => {
     await fleet.nodesUp(1);
     await fleet.addModel({ name: 'steady', scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
     const [replica] = await fleet.ready('steady', 1);
-    const [engine] = await waitFor('the engine record', async () => (fleet.engines('k1').length === 1 ? fleet.engines('k1') : undefined));
+    const [engine] = await waitFor('the engine record', async () =>
+      fleet.engines('k1').length === 1 ? fleet.engines('k1') : undefined,
+    );
 
     for (let round = 1; round <= 10; round++) {
       await agent.stop('SIGKILL');
@@ -89,16 +91,30 @@ describe('agent faults', () => {
       // The new agent says it adopted the engine an earlier agent left running.
       const found = await agent.waitForLog((e) => e.msg === 'found engines from an earlier agent', 60_000);
       expect(found.adopted, `round ${round}: the shard was adopted`).toHaveLength(1);
-      await waitFor(`round ${round}: the control plane sees the node up and the replica ready`, async () => {
-        const [node] = await fleet.nodes();
-        const [r] = await fleet.replicas('steady');
-        return node?.liveness === 'up' && r?.id === replica!.id && r.state === 'ready' ? true : undefined;
-      }, 60_000);
+      await waitFor(
+        `round ${round}: the control plane sees the node up and the replica ready`,
+        async () => {
+          const [node] = await fleet.nodes();
+          const [r] = await fleet.replicas('steady');
+          return node?.liveness === 'up' && r?.id === replica!.id && r.state === 'ready' ? true : undefined;
+        },
+        60_000,
+      );
       const [now] = fleet.engines('k1');
-      expect(now, `round ${round}: the same engine, never restarted`).toMatchObject({ replicaId: replica!.id, pid: engine!.pid, restarts: 0 });
-      expect(enginesInProcessTable(engine!.shardId), `round ${round}: exactly one engine process runs the replica`).toEqual([engine!.pid]);
+      expect(now, `round ${round}: the same engine, never restarted`).toMatchObject({
+        replicaId: replica!.id,
+        pid: engine!.pid,
+        restarts: 0,
+      });
+      expect(
+        enginesInProcessTable(engine!.shardId),
+        `round ${round}: exactly one engine process runs the replica`,
+      ).toEqual([engine!.pid]);
     }
-    expect((await fleet.replicas('steady')).map((r) => r.id), 'no replica was created in its place').toEqual([replica!.id]);
+    expect(
+      (await fleet.replicas('steady')).map((r) => r.id),
+      'no replica was created in its place',
+    ).toEqual([replica!.id]);
   }, 300_000);
 
   it('an agent whose state directory was deleted finds its running engine and adopts it: no second engine on the GPU', async () => {
@@ -109,7 +125,9 @@ describe('agent faults', () => {
     await fleet.nodesUp(1);
     await fleet.addModel({ name: 'on-gpu', scaling: { min: 1 }, profiles: [{ engine: 'sim', gpus: 1 }] });
     const [replica] = await fleet.ready('on-gpu', 1);
-    const [engine] = await waitFor('the engine record', async () => (fleet.engines('g1').length === 1 ? fleet.engines('g1') : undefined));
+    const [engine] = await waitFor('the engine record', async () =>
+      fleet.engines('g1').length === 1 ? fleet.engines('g1') : undefined,
+    );
 
     await agent.stop('SIGKILL');
     // Everything the agent knew: its credential, its engine records, its logs.
@@ -122,19 +140,28 @@ describe('agent faults', () => {
     expect(token.status, JSON.stringify(token.body)).toBe(201);
     agent = fleet.startAgent('g1', [...gpuNode, '--join-token', token.body.token]);
     const found = await agent.waitForLog((e) => e.msg === 'found engines from an earlier agent', 60_000);
-    expect(found.unrecorded, 'the engine is found by the marks in its environment').toEqual([{ shardId: engine!.shardId, pid: engine!.pid }]);
+    expect(found.unrecorded, 'the engine is found by the marks in its environment').toEqual([
+      { shardId: engine!.shardId, pid: engine!.pid },
+    ]);
 
-    const record = await waitFor('the engine adopted and its record written again', async () => {
-      const [r] = await fleet.replicas('on-gpu');
-      const [e] = fleet.engines('g1');
-      return r?.state === 'ready' && r.id === replica!.id && e ? e : undefined;
-    }, 60_000);
+    const record = await waitFor(
+      'the engine adopted and its record written again',
+      async () => {
+        const [r] = await fleet.replicas('on-gpu');
+        const [e] = fleet.engines('g1');
+        return r?.state === 'ready' && r.id === replica!.id && e ? e : undefined;
+      },
+      60_000,
+    );
     expect(record.pid, 'the running engine was adopted, not started again').toBe(engine!.pid);
     expect(enginesInProcessTable(engine!.shardId), 'one engine holds the GPU').toEqual([engine!.pid]);
-    expect((await fleet.replicas('on-gpu')).map((r) => r.id), 'the same replica').toEqual([replica!.id]);
+    expect(
+      (await fleet.replicas('on-gpu')).map((r) => r.id),
+      'the same replica',
+    ).toEqual([replica!.id]);
   }, 180_000);
 
-  it('a partition shorter than the lost TTL moves nothing; a longer one replaces the replica, and the returning node\'s copy is stopped', async () => {
+  it("a partition shorter than the lost TTL moves nothing; a longer one replaces the replica, and the returning node's copy is stopped", async () => {
     const fleet = newFleet('agent-partition', 30300);
     await fleet.startControl(['--reconcile-interval', '300ms', '--node-stale-after', '1s', '--node-lost-after', '6s']);
     const link = await partitionable(fleet.agentUrl);
@@ -150,31 +177,52 @@ describe('agent faults', () => {
 
     // Short: cut until the control plane calls the node stale (well inside the lost TTL), then heal.
     link.cut();
-    await waitFor('p1 stale', async () => ((await fleet.nodes()).find((n) => n.id === 'p1')?.liveness === 'stale' ? true : undefined));
+    await waitFor('p1 stale', async () =>
+      (await fleet.nodes()).find((n) => n.id === 'p1')?.liveness === 'stale' ? true : undefined,
+    );
     link.heal();
-    await waitFor('p1 up again', async () => ((await fleet.nodes()).find((n) => n.id === 'p1')?.liveness === 'up' ? true : undefined));
+    await waitFor('p1 up again', async () =>
+      (await fleet.nodes()).find((n) => n.id === 'p1')?.liveness === 'up' ? true : undefined,
+    );
     const after = await fleet.replicas('part');
-    expect(after.map((r) => [r.id, r.state]), 'the same replica, still ready: nothing moved').toEqual([[replica!.id, 'ready']]);
+    expect(
+      after.map((r) => [r.id, r.state]),
+      'the same replica, still ready: nothing moved',
+    ).toEqual([[replica!.id, 'ready']]);
     expect(fleet.engines('p1'), 'the same engine, not restarted').toEqual([engine]);
     expect(fleet.engines('p2'), 'nothing was started on the other node').toEqual([]);
 
     // Long: cut until the node is lost and the replica is replaced on p2.
     link.cut();
-    const replacement = await waitFor('a replacement ready on p2', async () => {
-      const ready = (await fleet.replicas('part')).filter((r) => r.state === 'ready' && r.shards[0]!.node === 'p2');
-      return ready[0];
-    }, 90_000);
+    const replacement = await waitFor(
+      'a replacement ready on p2',
+      async () => {
+        const ready = (await fleet.replicas('part')).filter((r) => r.state === 'ready' && r.shards[0]!.node === 'p2');
+        return ready[0];
+      },
+      90_000,
+    );
     expect(replacement.id).not.toBe(replica!.id);
     expect((await fleet.nodes()).find((n) => n.id === 'p1')?.liveness).toBe('lost');
-    expect(alive(engine!.pid), 'the cut-off node\'s engine still runs: it cannot hear the control plane').toBe(true);
+    expect(alive(engine!.pid), "the cut-off node's engine still runs: it cannot hear the control plane").toBe(true);
 
     // The node returns: exactly one copy wins (the replacement), and the returning node's engine is stopped.
     link.heal();
-    await waitFor('the returning node\'s engine stopped and one ready replica left', async () => {
-      const list = await fleet.replicas('part');
-      const live = list.filter((r) => r.state !== 'stopping' && r.state !== 'failed');
-      return !alive(engine!.pid) && fleet.engines('p1').length === 0 && live.length === 1 && live[0]!.id === replacement.id && live[0]!.state === 'ready' ? true : undefined;
-    }, 90_000);
+    await waitFor(
+      "the returning node's engine stopped and one ready replica left",
+      async () => {
+        const list = await fleet.replicas('part');
+        const live = list.filter((r) => r.state !== 'stopping' && r.state !== 'failed');
+        return !alive(engine!.pid) &&
+          fleet.engines('p1').length === 0 &&
+          live.length === 1 &&
+          live[0]!.id === replacement.id &&
+          live[0]!.state === 'ready'
+          ? true
+          : undefined;
+      },
+      90_000,
+    );
     expect((await fleet.nodes()).find((n) => n.id === 'p1')?.liveness, 'the node itself is back').toBe('up');
     expect(enginesInProcessTable(engine!.shardId), 'no process runs the old replica').toEqual([]);
   }, 300_000);

@@ -20,7 +20,11 @@ import { waitFor } from '../support/wait.js';
 const CANARY_ADMIN = 'canary-admin-token-7f3a9c1e5b';
 const CANARY_JOIN = 'canary-join-token-2d8e6f4a0c';
 const CANARY_HF = 'hf_canaryToken9b7d5f3e1a';
-const admin = { authorization: `Bearer ${CANARY_ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'bad-input' };
+const admin = {
+  authorization: `Bearer ${CANARY_ADMIN}`,
+  'content-type': 'application/json',
+  'x-llmgw-actor': 'bad-input',
+};
 
 let dir = '';
 let dbPath = '';
@@ -43,15 +47,25 @@ interface Answer {
   headers: Record<string, string | string[] | undefined>;
 }
 
-async function send(url: string, init: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {}): Promise<Answer> {
-  const res = await request(url, { method: (init.method ?? 'GET') as 'GET', headers: init.headers ?? {}, ...(init.body === undefined ? {} : { body: init.body }) });
+async function send(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+): Promise<Answer> {
+  const res = await request(url, {
+    method: (init.method ?? 'GET') as 'GET',
+    headers: init.headers ?? {},
+    ...(init.body === undefined ? {} : { body: init.body }),
+  });
   const body = await res.body.text();
   if (res.statusCode >= 400) errorBodies.push(body);
   return { status: res.statusCode, body, headers: res.headers };
 }
 
 /** Writes raw bytes on a fresh connection and collects what comes back until the server closes it. */
-function raw(url: string, write: (socket: Socket) => void | Promise<void>): Promise<{ reply: string; closed: boolean }> {
+function raw(
+  url: string,
+  write: (socket: Socket) => void | Promise<void>,
+): Promise<{ reply: string; closed: boolean }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
     const socket = connect(Number(port), hostname);
@@ -83,17 +97,50 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'llmgw-faults-input-'));
   dbPath = join(dir, 'db');
   stateDir = join(dir, 'agent');
-  hub = await new HubStandIn().add({ id: 'org/gated', commit: 'a'.repeat(40), files: { 'model.gguf': Buffer.alloc(1024, 7) }, token: 'the-right-token' }).listen();
-  control = await startControl(
-    ['--store', `sqlite:${dbPath}`, '--admin-token', CANARY_ADMIN, '--join-token', CANARY_JOIN, '--reconcile-interval', '300ms', '--client-headers-timeout', '2s', '--log-level', 'debug'],
-  );
+  hub = await new HubStandIn()
+    .add({
+      id: 'org/gated',
+      commit: 'a'.repeat(40),
+      files: { 'model.gguf': Buffer.alloc(1024, 7) },
+      token: 'the-right-token',
+    })
+    .listen();
+  control = await startControl([
+    '--store',
+    `sqlite:${dbPath}`,
+    '--admin-token',
+    CANARY_ADMIN,
+    '--join-token',
+    CANARY_JOIN,
+    '--reconcile-interval',
+    '300ms',
+    '--client-headers-timeout',
+    '2s',
+    '--log-level',
+    'debug',
+  ]);
   clientUrl = control.urls.client;
   adminUrl = control.urls.admin;
   agentUrl = control.urls.agent;
   agent = startLlmgw(
     [
-      'agent', '--control', agentUrl, '--join-token', CANARY_JOIN, '--node-id', 'n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-      '--heartbeat-interval', '300ms', '--port-range', '25400-25449', '--log-level', 'debug',
+      'agent',
+      '--control',
+      agentUrl,
+      '--join-token',
+      CANARY_JOIN,
+      '--node-id',
+      'n1',
+      '--state-dir',
+      stateDir,
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      '25400-25449',
+      '--log-level',
+      'debug',
     ],
     { env: { HF_TOKEN: CANARY_HF, HF_ENDPOINT: hub.url } },
   );
@@ -109,19 +156,41 @@ beforeAll(async () => {
     // The hub answers 401 to the agent's (wrong) HF token: a failure path that must not echo the token.
     { name: 'gated', source: 'hf://org/gated/model.gguf', profiles: [{ engine: 'sim' }] },
   ]) {
-    const res = await send(`${adminUrl}/api/v1/models?force=true`, { method: 'POST', headers: admin, body: JSON.stringify(def) });
+    const res = await send(`${adminUrl}/api/v1/models?force=true`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify(def),
+    });
     expect(res.status, res.body).toBe(200);
   }
-  const created = await send(`${adminUrl}/api/v1/keys`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'canary' }) });
+  const created = await send(`${adminUrl}/api/v1/keys`, {
+    method: 'POST',
+    headers: admin,
+    body: JSON.stringify({ name: 'canary' }),
+  });
   apiKey = (JSON.parse(created.body) as { secret: string }).secret;
-  engine = await waitFor('chat to be ready', async () => {
-    const reps = JSON.parse((await send(`${adminUrl}/api/v1/replicas?model=chat`, { headers: admin })).body) as { state: string; endpoint?: string }[];
-    return reps.find((r) => r.state === 'ready')?.endpoint;
-  }, 60_000);
-  await waitFor('the gated model to fail its fetch', async () => {
-    const reps = JSON.parse((await send(`${adminUrl}/api/v1/replicas?model=gated`, { headers: admin })).body) as { state: string; error?: string }[];
-    return reps.find((r) => r.state === 'failed' && r.error) ? true : undefined;
-  }, 60_000);
+  engine = await waitFor(
+    'chat to be ready',
+    async () => {
+      const reps = JSON.parse((await send(`${adminUrl}/api/v1/replicas?model=chat`, { headers: admin })).body) as {
+        state: string;
+        endpoint?: string;
+      }[];
+      return reps.find((r) => r.state === 'ready')?.endpoint;
+    },
+    60_000,
+  );
+  await waitFor(
+    'the gated model to fail its fetch',
+    async () => {
+      const reps = JSON.parse((await send(`${adminUrl}/api/v1/replicas?model=gated`, { headers: admin })).body) as {
+        state: string;
+        error?: string;
+      }[];
+      return reps.find((r) => r.state === 'failed' && r.error) ? true : undefined;
+    },
+    60_000,
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -132,31 +201,62 @@ afterAll(async () => {
 
 describe('the client listener refuses bad credentials with 401 and nothing else', () => {
   it('answers 401 in OpenAI’s shape for an injection, an empty bearer, another scheme and the admin token', async () => {
-    for (const authorization of [`Bearer ' OR '1'='1`, 'Bearer ', 'Bearer', `Basic ${Buffer.from('a:b').toString('base64')}`, `Bearer ${CANARY_ADMIN}`, `Bearer ${apiKey}x`]) {
-      const res = await send(`${clientUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization, 'content-type': 'application/json' }, body: chat() });
+    for (const authorization of [
+      `Bearer ' OR '1'='1`,
+      'Bearer ',
+      'Bearer',
+      `Basic ${Buffer.from('a:b').toString('base64')}`,
+      `Bearer ${CANARY_ADMIN}`,
+      `Bearer ${apiKey}x`,
+    ]) {
+      const res = await send(`${clientUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization, 'content-type': 'application/json' },
+        body: chat(),
+      });
       expect(res.status, authorization).toBe(401);
-      expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'invalid_api_key', llmgw_code: 'LLMGW_UNAUTHORIZED', type: 'authentication_error' } });
+      expect(JSON.parse(res.body)).toMatchObject({
+        error: { code: 'invalid_api_key', llmgw_code: 'LLMGW_UNAUTHORIZED', type: 'authentication_error' },
+      });
     }
   });
 
   it('refuses a 1 MB bearer and a NUL byte in the header before any key is looked at, and keeps serving', async () => {
     const huge = await raw(clientUrl, (s) => {
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${'k'.repeat(1 << 20)}\r\ncontent-length: 2\r\n\r\n{}`);
+      s.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${'k'.repeat(1 << 20)}\r\ncontent-length: 2\r\n\r\n{}`,
+      );
     });
     expect(huge.reply).toMatch(/^HTTP\/1\.1 431 /);
     expect(huge.reply).toContain('larger than 16 KiB');
     const nul = await raw(clientUrl, (s) => {
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer abc\u0000def\r\ncontent-length: 2\r\n\r\n{}`);
+      s.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer abc\u0000def\r\ncontent-length: 2\r\n\r\n{}`,
+      );
     });
     expect(nul.reply).toMatch(/^HTTP\/1\.1 400 /);
     expect(nul.reply).toContain('character HTTP does not allow');
-    const ok = await send(`${clientUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: chat() });
+    const ok = await send(`${clientUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: chat(),
+    });
     expect(ok.status).toBe(200);
   });
 
   it('asks for a key on every route but health', async () => {
-    for (const [method, path] of [['GET', '/v1/models'], ['GET', '/v1/models/chat'], ['POST', '/v1/chat/completions'], ['POST', '/v1/completions'], ['POST', '/v1/embeddings']] as const) {
-      const res = await send(`${clientUrl}${path}`, { method, headers: { 'content-type': 'application/json' }, ...(method === 'POST' ? { body: chat() } : {}) });
+    for (const [method, path] of [
+      ['GET', '/v1/models'],
+      ['GET', '/v1/models/chat'],
+      ['POST', '/v1/chat/completions'],
+      ['POST', '/v1/completions'],
+      ['POST', '/v1/embeddings'],
+    ] as const) {
+      const res = await send(`${clientUrl}${path}`, {
+        method,
+        headers: { 'content-type': 'application/json' },
+        ...(method === 'POST' ? { body: chat() } : {}),
+      });
       expect(res.status, `${method} ${path}`).toBe(401);
     }
     expect((await send(`${clientUrl}/healthz`)).status).toBe(200);
@@ -165,8 +265,14 @@ describe('the client listener refuses bad credentials with 401 and nothing else'
 
   it('refuses a client key and the join token on the admin listener', async () => {
     for (const token of [apiKey, CANARY_JOIN]) {
-      expect((await send(`${adminUrl}/api/v1/nodes`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(401);
-      const add = await send(`${adminUrl}/api/v1/models`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+      expect((await send(`${adminUrl}/api/v1/nodes`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(
+        401,
+      );
+      const add = await send(`${adminUrl}/api/v1/models`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
       expect(add.status).toBe(401);
     }
   });
@@ -177,11 +283,15 @@ describe('oversized and slow requests', () => {
     const before = await engineCounters();
     const declared = await raw(clientUrl, (s) => {
       s.once('data', () => s.end());
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${100 << 20}\r\n\r\n{"model":`);
+      s.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ncontent-length: ${100 << 20}\r\n\r\n{"model":`,
+      );
     });
     expect(declared.reply).toMatch(/^HTTP\/1\.1 413 /);
     const chunked = await raw(clientUrl, async (s) => {
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`);
+      s.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${apiKey}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`,
+      );
       const piece = Buffer.alloc(1 << 20, 0x20);
       for (let i = 0; i < 100 && !s.destroyed; i++) {
         s.write(`${piece.length.toString(16)}\r\n`);
@@ -249,15 +359,29 @@ describe('the admin listener refuses bad definitions whole', () => {
       [JSON.stringify({ name: 42, source: 'file:///m', profiles: [{ engine: 'sim' }] }), 400, /name/],
       [JSON.stringify({ name: 'x', source: 'file:///m', profiles: 'sim' }), 400, /profiles/],
       [JSON.stringify({ name: 'x', source: 'file:///m', profiles: [{ engine: 'sim', gpus: -1 }] }), 400, /gpus/],
-      [JSON.stringify({ name: 'x', source: 'file:///m', profiles: [{ engine: 'sim', args: Array.from({ length: 200_000 }, () => '--flag') }] }), 413, /larger than/],
-      [JSON.stringify({ name: 'x', source: 'file:///m', fallbacks: ['no-such-model'], profiles: [{ engine: 'sim' }] }), 400, /no-such-model/],
+      [
+        JSON.stringify({
+          name: 'x',
+          source: 'file:///m',
+          profiles: [{ engine: 'sim', args: Array.from({ length: 200_000 }, () => '--flag') }],
+        }),
+        413,
+        /larger than/,
+      ],
+      [
+        JSON.stringify({ name: 'x', source: 'file:///m', fallbacks: ['no-such-model'], profiles: [{ engine: 'sim' }] }),
+        400,
+        /no-such-model/,
+      ],
     ];
     for (const [body, status, message] of bad) {
       const res = await send(`${adminUrl}/api/v1/models`, { method: 'POST', headers: admin, body });
       expect(res.status, body.slice(0, 80)).toBe(status);
       expect((JSON.parse(res.body) as { error: string }).error).toMatch(message);
     }
-    expect((await send(`${adminUrl}/api/v1/models/no-such-model`, { method: 'DELETE', headers: admin })).status).toBe(404);
+    expect((await send(`${adminUrl}/api/v1/models/no-such-model`, { method: 'DELETE', headers: admin })).status).toBe(
+      404,
+    );
     expect((await send(`${adminUrl}/api/v1/models`, { headers: admin })).body).toBe(models);
     expect(auditRows()).toBe(audits);
     db.close();
@@ -275,8 +399,15 @@ describe('canary secrets', () => {
     });
     expect(wrongLogin.status).toBe(401);
 
-    const credential = (JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')) as { credential: string }).credential;
-    const canaries = { 'API key': apiKey, 'admin token': CANARY_ADMIN, 'join token': CANARY_JOIN, 'node credential': credential, 'HF token': CANARY_HF };
+    const credential = (JSON.parse(readFileSync(join(stateDir, 'node.json'), 'utf8')) as { credential: string })
+      .credential;
+    const canaries = {
+      'API key': apiKey,
+      'admin token': CANARY_ADMIN,
+      'join token': CANARY_JOIN,
+      'node credential': credential,
+      'HF token': CANARY_HF,
+    };
 
     // The dashboard, logged in: every page an operator sees.
     const login = await request(`${adminUrl}/login`, {

@@ -65,45 +65,60 @@ describe('disk faults', () => {
     if (process.env.CI) expect(tmpfsProbe.reason, 'the disk-full case needs to mount a tmpfs (root)').toBe('');
   });
 
-  it.skipIf(!tmpfsProbe.ok)('a fetch that fills the cache disk fails the replica with "disk full", leaves nothing partial, and succeeds once space returns', async () => {
-    const weights = Buffer.alloc(3 * MiB, 7);
-    server = createServer((req, res) => {
-      if (req.url !== '/weights.gguf') {
-        res.writeHead(404).end();
-        return;
-      }
-      res.writeHead(200, { 'content-length': String(weights.length), 'accept-ranges': 'bytes' });
-      res.end(weights);
-    });
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-    const source = `http://127.0.0.1:${(server.address() as AddressInfo).port}/weights.gguf`;
+  it.skipIf(!tmpfsProbe.ok)(
+    'a fetch that fills the cache disk fails the replica with "disk full", leaves nothing partial, and succeeds once space returns',
+    async () => {
+      const weights = Buffer.alloc(3 * MiB, 7);
+      server = createServer((req, res) => {
+        if (req.url !== '/weights.gguf') {
+          res.writeHead(404).end();
+          return;
+        }
+        res.writeHead(200, { 'content-length': String(weights.length), 'accept-ranges': 'bytes' });
+        res.end(weights);
+      });
+      await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+      const source = `http://127.0.0.1:${(server.address() as AddressInfo).port}/weights.gguf`;
 
-    fleet = new Fleet(mkdtempSync(join(tmpdir(), 'llmgw-faults-disk-')), 31600);
-    const cacheDir = join(fleet.dir, 'cache');
-    mkdirSync(cacheDir);
-    // 1 MiB for 3 MiB of weights.
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', cacheDir]);
-    mounted.push(cacheDir);
+      fleet = new Fleet(mkdtempSync(join(tmpdir(), 'llmgw-faults-disk-')), 31600);
+      const cacheDir = join(fleet.dir, 'cache');
+      mkdirSync(cacheDir);
+      // 1 MiB for 3 MiB of weights.
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', cacheDir]);
+      mounted.push(cacheDir);
 
-    await fleet.startControl(['--reconcile-interval', '300ms', '--allow-http-sources']);
-    fleet.startAgent('f1', ['--cache-dir', cacheDir, '--allow-http-sources']);
-    await fleet.nodesUp(1);
-    await fleet.addModel({ name: 'big', source, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
+      await fleet.startControl(['--reconcile-interval', '300ms', '--allow-http-sources']);
+      fleet.startAgent('f1', ['--cache-dir', cacheDir, '--allow-http-sources']);
+      await fleet.nodesUp(1);
+      await fleet.addModel({ name: 'big', source, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
 
-    const failed = await waitFor('the replica failed for a full disk', async () => {
-      const [r] = await fleet!.replicas('big');
-      return r?.state === 'failed' && r.error ? r : undefined;
-    }, 60_000);
-    expect(failed.error, 'the reason is in words').toMatch(/disk full/);
-    expect(filesUnder(cacheDir).filter((f) => f.bytes > 0), 'nothing partial stays in the cache').toEqual([]);
+      const failed = await waitFor(
+        'the replica failed for a full disk',
+        async () => {
+          const [r] = await fleet!.replicas('big');
+          return r?.state === 'failed' && r.error ? r : undefined;
+        },
+        60_000,
+      );
+      expect(failed.error, 'the reason is in words').toMatch(/disk full/);
+      expect(
+        filesUnder(cacheDir).filter((f) => f.bytes > 0),
+        'nothing partial stays in the cache',
+      ).toEqual([]);
 
-    // Space returns: the same mount, grown to fit.
-    execFileSync('mount', ['-o', 'remount,size=16m', cacheDir]);
-    await waitFor('the replica ready once the fetch succeeds', async () => {
-      const ready = (await fleet!.replicas('big')).filter((r) => r.state === 'ready');
-      return ready.length === 1 ? true : undefined;
-    }, 180_000);
-    const cached = filesUnder(cacheDir).filter((f) => f.bytes === weights.length);
-    expect(cached, 'the weights are in the cache, whole').toHaveLength(1);
-  }, 300_000);
+      // Space returns: the same mount, grown to fit.
+      execFileSync('mount', ['-o', 'remount,size=16m', cacheDir]);
+      await waitFor(
+        'the replica ready once the fetch succeeds',
+        async () => {
+          const ready = (await fleet!.replicas('big')).filter((r) => r.state === 'ready');
+          return ready.length === 1 ? true : undefined;
+        },
+        180_000,
+      );
+      const cached = filesUnder(cacheDir).filter((f) => f.bytes === weights.length);
+      expect(cached, 'the weights are in the cache, whole').toHaveLength(1);
+    },
+    300_000,
+  );
 });

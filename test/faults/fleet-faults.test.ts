@@ -29,7 +29,11 @@ describe('fleet faults', () => {
     fleet.startAgent('d2');
     await fleet.nodesUp(2);
     // Twenty tokens a second, ten per answer: each stream is open for about half a second.
-    await fleet.addModel({ name: 'stream', scaling: { min: 1 }, profiles: [{ engine: 'sim', args: ['--tokens-per-second', '20'] }] });
+    await fleet.addModel({
+      name: 'stream',
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', args: ['--tokens-per-second', '20'] }],
+    });
     const [first] = await fleet.ready('stream', 1);
     const drained = first!.shards[0]!.node;
     const key = (await fleet.api<{ secret: string }>('POST', '/api/v1/keys', { name: 'drain' })).body.secret;
@@ -42,7 +46,11 @@ describe('fleet faults', () => {
       while (!stop) {
         try {
           const stream = await ai.chat.completions.create({
-            model: 'stream', messages: [{ role: 'user', content: 'x' }], max_tokens: 10, stream: true, stream_options: { include_usage: true },
+            model: 'stream',
+            messages: [{ role: 'user', content: 'x' }],
+            max_tokens: 10,
+            stream: true,
+            stream_options: { include_usage: true },
           });
           let tokens = 0;
           for await (const chunk of stream) if (chunk.usage) tokens = chunk.usage.completion_tokens;
@@ -58,11 +66,20 @@ describe('fleet faults', () => {
 
     const res = await fleet.api('POST', `/api/v1/nodes/${drained}/state`, { state: 'drain' });
     expect(res.body).toEqual({ id: drained, state: 'draining' });
-    await waitFor('the replica moved off the drained node', async () => {
-      const list = await fleet.replicas('stream');
-      const live = list.filter((r) => r.state !== 'stopping' && r.state !== 'failed');
-      return live.length === 1 && live[0]!.state === 'ready' && live[0]!.shards[0]!.node !== drained && !list.some((r) => r.id === first!.id) ? true : undefined;
-    }, 90_000);
+    await waitFor(
+      'the replica moved off the drained node',
+      async () => {
+        const list = await fleet.replicas('stream');
+        const live = list.filter((r) => r.state !== 'stopping' && r.state !== 'failed');
+        return live.length === 1 &&
+          live[0]!.state === 'ready' &&
+          live[0]!.shards[0]!.node !== drained &&
+          !list.some((r) => r.id === first!.id)
+          ? true
+          : undefined;
+      },
+      90_000,
+    );
     const afterMove = ok;
     await waitFor('streams served after the move', async () => (ok >= afterMove + 6 ? true : undefined), 60_000);
     stop = true;
@@ -77,7 +94,16 @@ describe('fleet faults', () => {
     const cap = 2;
     // Info level: each pass's actions are logged with the pass number, which is what is counted.
     const control = await fleet.startControl([
-      '--reconcile-interval', '300ms', '--node-stale-after', '3s', '--node-lost-after', '8s', '--max-creates-per-pass', String(cap), '--log-level', 'info',
+      '--reconcile-interval',
+      '300ms',
+      '--node-stale-after',
+      '3s',
+      '--node-lost-after',
+      '8s',
+      '--max-creates-per-pass',
+      String(cap),
+      '--log-level',
+      'info',
     ]);
     const ids = ['v1', 'v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8'];
     for (const id of ids) fleet.startAgent(id);
@@ -94,11 +120,17 @@ describe('fleet faults', () => {
     await Promise.all(gone.map((id) => fleet.agents.get(id)!.stop('SIGKILL')));
     killEnginesOf(gone.map((id) => fleet.stateDir(id)));
 
-    const after = await waitFor('eight ready replicas again, on the nodes left', async () => {
-      const ready = (await fleet.replicas('many')).filter((r) => r.state === 'ready');
-      return ready.length === 8 && ready.every((r) => !gone.includes(r.shards[0]!.node)) ? ready : undefined;
-    }, 120_000);
-    expect(after.filter((r) => before.some((b) => b.id === r.id)).length, 'the replicas on live nodes were kept').toBe(8 - lost.length);
+    const after = await waitFor(
+      'eight ready replicas again, on the nodes left',
+      async () => {
+        const ready = (await fleet.replicas('many')).filter((r) => r.state === 'ready');
+        return ready.length === 8 && ready.every((r) => !gone.includes(r.shards[0]!.node)) ? ready : undefined;
+      },
+      120_000,
+    );
+    expect(after.filter((r) => before.some((b) => b.id === r.id)).length, 'the replicas on live nodes were kept').toBe(
+      8 - lost.length,
+    );
 
     // Creations per pass, from the control plane's own log of each pass's actions.
     const perPass = new Map<number, number>();
@@ -109,11 +141,18 @@ describe('fleet faults', () => {
       } catch {
         continue;
       }
-      if (entry.pass !== undefined && (entry.action === 'create' || entry.action === 'retry')) perPass.set(entry.pass, (perPass.get(entry.pass) ?? 0) + 1);
+      if (entry.pass !== undefined && (entry.action === 'create' || entry.action === 'retry'))
+        perPass.set(entry.pass, (perPass.get(entry.pass) ?? 0) + 1);
     }
     const counts = [...perPass.values()];
-    expect(counts.reduce((a, b) => a + b, 0), `replacements created (per pass: ${JSON.stringify([...perPass])})`).toBeGreaterThanOrEqual(lost.length);
-    expect(Math.max(...counts), `no pass creates more than the cap (per pass: ${JSON.stringify([...perPass])})`).toBeLessThanOrEqual(cap);
+    expect(
+      counts.reduce((a, b) => a + b, 0),
+      `replacements created (per pass: ${JSON.stringify([...perPass])})`,
+    ).toBeGreaterThanOrEqual(lost.length);
+    expect(
+      Math.max(...counts),
+      `no pass creates more than the cap (per pass: ${JSON.stringify([...perPass])})`,
+    ).toBeLessThanOrEqual(cap);
     expect(counts.length, 'the replacements were spread over passes, not one stampede').toBeGreaterThanOrEqual(2);
   }, 300_000);
 });

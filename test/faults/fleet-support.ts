@@ -13,7 +13,11 @@ import { waitFor } from '../support/wait.js';
 
 export const JOIN = 'faults-join-token-0123456789abcdef';
 export const ADMIN = 'faults-admin-token-0123456789abcdef';
-export const adminHeaders = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'faults' };
+export const adminHeaders = {
+  authorization: `Bearer ${ADMIN}`,
+  'content-type': 'application/json',
+  'x-llmgw-actor': 'faults',
+};
 
 // The admin API's own shapes, as the typed client declares them.
 export type { NodeView, ReplicaView } from '../../src/api/index.js';
@@ -46,7 +50,17 @@ export class Fleet {
   /** Starts the control plane on the store in `dir` (fixed ports may be passed in `args`). */
   async startControl(args: string[] = [], env?: NodeJS.ProcessEnv) {
     const control = await startControl(
-      ['--store', `sqlite:${join(this.dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--log-level', 'warn', ...args],
+      [
+        '--store',
+        `sqlite:${join(this.dir, 'db')}`,
+        '--join-token',
+        JOIN,
+        '--admin-token',
+        ADMIN,
+        '--log-level',
+        'warn',
+        ...args,
+      ],
       env ? { env } : {},
     );
     this.admin = control.urls.admin;
@@ -65,8 +79,23 @@ export class Fleet {
     const range = this.#ranges.get(id) ?? `${this.#nextPort}-${(this.#nextPort += 20) - 1}`;
     this.#ranges.set(id, range);
     const proc = startLlmgw([
-      'agent', '--control', control, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir, '--heartbeat-interval', '300ms',
-      '--port-range', range, '--log-level', 'warn', ...(extra.some((a) => a === '--simulate') ? [] : ['--simulate', 'gpus=0,ram=16g']), ...extra,
+      'agent',
+      '--control',
+      control,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      id,
+      '--state-dir',
+      stateDir,
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      range,
+      '--log-level',
+      'warn',
+      ...(extra.some((a) => a === '--simulate') ? [] : ['--simulate', 'gpus=0,ram=16g']),
+      ...extra,
     ]);
     this.agents.set(id, proc);
     return proc;
@@ -75,7 +104,11 @@ export class Fleet {
   readonly #ranges = new Map<string, string>();
 
   async api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-    const res = await fetch(`${this.admin}${path}`, { method, headers: adminHeaders, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const res = await fetch(`${this.admin}${path}`, {
+      method,
+      headers: adminHeaders,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
     const text = await res.text();
     return { status: res.status, body: (text ? JSON.parse(text) : null) as T };
   }
@@ -89,10 +122,14 @@ export class Fleet {
   }
 
   async nodesUp(count: number, timeoutMs = 60_000): Promise<void> {
-    await waitFor(`${count} nodes up`, async () => {
-      const nodes = await this.nodes();
-      return nodes.filter((n) => n.liveness === 'up').length >= count ? true : undefined;
-    }, timeoutMs);
+    await waitFor(
+      `${count} nodes up`,
+      async () => {
+        const nodes = await this.nodes();
+        return nodes.filter((n) => n.liveness === 'up').length >= count ? true : undefined;
+      },
+      timeoutMs,
+    );
   }
 
   async addModel(def: Record<string, unknown>): Promise<void> {
@@ -102,10 +139,14 @@ export class Fleet {
 
   /** Waits for at least `count` ready replicas of `model` and returns the ready ones. */
   async ready(model: string, count: number, timeoutMs = 90_000): Promise<ReplicaView[]> {
-    return waitFor(`${count} ready replica(s) of ${model}`, async () => {
-      const up = (await this.replicas(model)).filter((r) => r.state === 'ready');
-      return up.length >= count ? up : undefined;
-    }, timeoutMs);
+    return waitFor(
+      `${count} ready replica(s) of ${model}`,
+      async () => {
+        const up = (await this.replicas(model)).filter((r) => r.state === 'ready');
+        return up.length >= count ? up : undefined;
+      },
+      timeoutMs,
+    );
   }
 
   /** A file:// source for sim models: used in place, never fetched. */
@@ -125,8 +166,25 @@ export class Fleet {
       return [];
     }
     return files
-      .map((f) => JSON.parse(readFileSync(join(shards, f), 'utf8')) as { shardId: string; pid: number; pgid: number; restarts: number; port: number | null; launch: { replicaId: string } })
-      .map((r) => ({ shardId: r.shardId, replicaId: r.launch.replicaId, pid: r.pid, pgid: r.pgid, restarts: r.restarts, port: r.port }))
+      .map(
+        (f) =>
+          JSON.parse(readFileSync(join(shards, f), 'utf8')) as {
+            shardId: string;
+            pid: number;
+            pgid: number;
+            restarts: number;
+            port: number | null;
+            launch: { replicaId: string };
+          },
+      )
+      .map((r) => ({
+        shardId: r.shardId,
+        replicaId: r.launch.replicaId,
+        pid: r.pid,
+        pgid: r.pgid,
+        restarts: r.restarts,
+        port: r.port,
+      }))
       .sort((a, b) => a.replicaId.localeCompare(b.replicaId));
   }
 

@@ -43,9 +43,28 @@ function newFleet(name: string): Fleet {
 }
 
 /** `llmgw control` inside `host`, its admin and agent listeners on the host's address (the client listener stays on its loopback). */
-async function controlIn(fleet: Fleet, host: NetHost, args: string[], store = `sqlite:${join(fleet.dir, 'db')}`): Promise<RunningProcess & { urls: { admin: string; agent: string } }> {
+async function controlIn(
+  fleet: Fleet,
+  host: NetHost,
+  args: string[],
+  store = `sqlite:${join(fleet.dir, 'db')}`,
+): Promise<RunningProcess & { urls: { admin: string; agent: string } }> {
   const cp = await startControl(
-    ['--store', store, '--join-token', JOIN, '--admin-token', ADMIN, '--log-level', 'warn', '--admin-addr', `${host.addr}:0`, '--agent-addr', `${host.addr}:0`, ...args],
+    [
+      '--store',
+      store,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--log-level',
+      'warn',
+      '--admin-addr',
+      `${host.addr}:0`,
+      '--agent-addr',
+      `${host.addr}:0`,
+      ...args,
+    ],
     { prefix: host.prefix },
   );
   fleet.admin = cp.urls.admin;
@@ -63,8 +82,26 @@ function agentIn(fleet: Fleet, host: NetHost, id: string, control: string): Runn
   if (!fleet.stateDirs.includes(stateDir)) fleet.stateDirs.push(stateDir);
   const proc = startLlmgw(
     [
-      'agent', '--control', control, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir, '--insecure-http',
-      '--engine-host', host.addr, '--mgmt-addr', `${host.addr}:0`, '--port-range', '32000-32019', '--simulate', 'gpus=0,ram=16g', '--log-level', 'info',
+      'agent',
+      '--control',
+      control,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      id,
+      '--state-dir',
+      stateDir,
+      '--insecure-http',
+      '--engine-host',
+      host.addr,
+      '--mgmt-addr',
+      `${host.addr}:0`,
+      '--port-range',
+      '32000-32019',
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--log-level',
+      'info',
     ],
     { prefix: host.prefix },
   );
@@ -75,7 +112,11 @@ function agentIn(fleet: Fleet, host: NetHost, id: string, control: string): Runn
 const livenessOf = async (fleet: Fleet, id: string) => (await fleet.nodes()).find((n) => n.id === id)?.liveness;
 
 /** A JSON log line of `proc` matching `predicate`, if one was printed after its first `from` lines. */
-function logged(proc: RunningProcess, predicate: (e: Record<string, unknown>) => boolean, from = 0): Record<string, unknown> | undefined {
+function logged(
+  proc: RunningProcess,
+  predicate: (e: Record<string, unknown>) => boolean,
+  from = 0,
+): Record<string, unknown> | undefined {
   for (const line of proc.lines.slice(from)) {
     try {
       const e = JSON.parse(line) as Record<string, unknown>;
@@ -112,7 +153,12 @@ const UNANSWERED = (e: Record<string, unknown>) => e.code === 'LLMGW_CONTROL_UNA
 
 describeNetns('network faults between namespaces', () => {
   // Shortest windows the config allows with room for a busy machine: stale after 1 s (heartbeats every 333 ms), lost after 6 s.
-  const partition = { fleet: undefined as Fleet | undefined, cp: undefined as NetHost | undefined, p1: undefined as NetHost | undefined, agent: undefined as RunningProcess | undefined };
+  const partition = {
+    fleet: undefined as Fleet | undefined,
+    cp: undefined as NetHost | undefined,
+    p1: undefined as NetHost | undefined,
+    agent: undefined as RunningProcess | undefined,
+  };
 
   it('a short partition by dropped packets: the agent gives up on the silent link by its deadline, the node goes stale and back, nothing is replaced', async () => {
     const net = theLab();
@@ -120,7 +166,14 @@ describeNetns('network faults between namespaces', () => {
     const cp = net.host('cp');
     const p1 = net.host('p1');
     const p2 = net.host('p2');
-    await controlIn(fleet, cp, ['--reconcile-interval', '300ms', '--node-stale-after', '1s', '--node-lost-after', '6s']);
+    await controlIn(fleet, cp, [
+      '--reconcile-interval',
+      '300ms',
+      '--node-stale-after',
+      '1s',
+      '--node-lost-after',
+      '6s',
+    ]);
     const agent = agentIn(fleet, p1, 'p1', fleet.agentUrl);
     await fleet.nodesUp(1);
     await fleet.addModel({ name: 'part', scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
@@ -143,7 +196,10 @@ describeNetns('network faults between namespaces', () => {
     expect(gaveUp.msg).toBe('control plane did not answer in time; trying the next');
     await waitFor('p1 up again', async () => ((await livenessOf(fleet, 'p1')) === 'up' ? true : undefined));
 
-    expect((await fleet.replicas('part')).map((r) => [r.id, r.state]), `the same replica, still ready: nothing moved; events: ${await eventsOf(fleet, 'part')}`).toEqual([[replica!.id, 'ready']]);
+    expect(
+      (await fleet.replicas('part')).map((r) => [r.id, r.state]),
+      `the same replica, still ready: nothing moved; events: ${await eventsOf(fleet, 'part')}`,
+    ).toEqual([[replica!.id, 'ready']]);
     expect(fleet.engines('p1'), 'the same engine, not restarted').toEqual([engine]);
     expect(fleet.engines('p2'), 'nothing was started on the other node').toEqual([]);
     Object.assign(partition, { fleet, cp, p1, agent });
@@ -157,19 +213,33 @@ describeNetns('network faults between namespaces', () => {
     const [engine] = fleet.engines('p1');
 
     net.partition(p1, cp);
-    const replacement = await waitFor('a replacement ready on p2', async () => {
-      const ready = (await fleet.replicas('part')).filter((r) => r.state === 'ready' && r.shards[0]!.node === 'p2');
-      return ready[0];
-    }, 90_000);
+    const replacement = await waitFor(
+      'a replacement ready on p2',
+      async () => {
+        const ready = (await fleet.replicas('part')).filter((r) => r.state === 'ready' && r.shards[0]!.node === 'p2');
+        return ready[0];
+      },
+      90_000,
+    );
     expect(replacement.id).not.toBe(replica!.id);
     expect(await livenessOf(fleet, 'p1')).toBe('lost');
-    expect(alive(engine!.pid), 'the cut-off node\'s engine still runs: it cannot hear the control plane').toBe(true);
+    expect(alive(engine!.pid), "the cut-off node's engine still runs: it cannot hear the control plane").toBe(true);
 
     net.heal(p1);
-    await waitFor('the returning node\'s engine stopped and one ready replica left', async () => {
-      const live = (await fleet.replicas('part')).filter((r) => r.state !== 'stopping' && r.state !== 'failed');
-      return !alive(engine!.pid) && fleet.engines('p1').length === 0 && live.length === 1 && live[0]!.id === replacement.id && live[0]!.state === 'ready' ? true : undefined;
-    }, 90_000);
+    await waitFor(
+      "the returning node's engine stopped and one ready replica left",
+      async () => {
+        const live = (await fleet.replicas('part')).filter((r) => r.state !== 'stopping' && r.state !== 'failed');
+        return !alive(engine!.pid) &&
+          fleet.engines('p1').length === 0 &&
+          live.length === 1 &&
+          live[0]!.id === replacement.id &&
+          live[0]!.state === 'ready'
+          ? true
+          : undefined;
+      },
+      90_000,
+    );
     expect(await livenessOf(fleet, 'p1'), 'the node itself is back').toBe('up');
     expect(enginesInProcessTable(engine!.shardId), 'no process runs the old replica').toEqual([]);
   }, 180_000);
@@ -180,7 +250,14 @@ describeNetns('network faults between namespaces', () => {
     const cp = net.host('cp-lossy');
     const n1 = net.host('lossy1');
     // A 3 s window (heartbeats every second): 50 ms each way and 5% of packets dropped each way is a bad link, not a cut one.
-    await controlIn(fleet, cp, ['--reconcile-interval', '300ms', '--node-stale-after', '3s', '--node-lost-after', '30s']);
+    await controlIn(fleet, cp, [
+      '--reconcile-interval',
+      '300ms',
+      '--node-stale-after',
+      '3s',
+      '--node-lost-after',
+      '30s',
+    ]);
     const path = await net.delayedPath(n1, new URL(fleet.agentUrl).host, 50);
     net.loss(n1, 5);
     agentIn(fleet, n1, 'lossy1', `http://${path}`);
@@ -233,15 +310,25 @@ describeNetns('network faults between namespaces', () => {
         looks.push(`${Date.now() - isolatedAt}:${node?.liveness}:${node?.last_seen_ago}`);
       };
       const agentLog = () => `isolated at ${isolatedAt}\n` + agent.lines.slice(-60).join('\n');
-      const moved = await waitFor(() => `the agent to give up on ${gone.urls.agent} and move to ${other.urls.agent}; agent log: ${agentLog()}`, async () => {
-        await watch();
-        return logged(agent, (e) => UNANSWERED(e) && e.next === other.urls.agent, before);
-      }, 60_000);
+      const moved = await waitFor(
+        () => `the agent to give up on ${gone.urls.agent} and move to ${other.urls.agent}; agent log: ${agentLog()}`,
+        async () => {
+          await watch();
+          return logged(agent, (e) => UNANSWERED(e) && e.next === other.urls.agent, before);
+        },
+        60_000,
+      );
       expect(moved.control, 'it gave up on the vanished one').toBe(gone.urls.agent);
       // Two stale windows more, looking all the while: the other hears the node throughout.
       await lookThroughout(16_000, watch);
-      expect([...seen], `the node was up at every look, before and after the failover; looks: ${looks.join(' ')}; agent log: ${agentLog()}`).toEqual(['up']);
-      expect((await fleet.replicas('ha')).map((r) => [r.id, r.state]), 'the same replica, still ready').toEqual([[replica!.id, 'ready']]);
+      expect(
+        [...seen],
+        `the node was up at every look, before and after the failover; looks: ${looks.join(' ')}; agent log: ${agentLog()}`,
+      ).toEqual(['up']);
+      expect(
+        (await fleet.replicas('ha')).map((r) => [r.id, r.state]),
+        'the same replica, still ready',
+      ).toEqual([[replica!.id, 'ready']]);
       expect(fleet.engines('ha1'), 'the same engine, not restarted').toEqual([engine]);
     }, 240_000);
   });

@@ -44,15 +44,29 @@ describe('store faults', () => {
       }
     };
     const writers = [writer('model', 1), writer('model', 2), writer('key', 1), writer('key', 2)];
-    await waitFor('writes acknowledged before the kill', async () => (models.length >= 20 && keys.length >= 20 ? true : undefined), 60_000);
+    await waitFor(
+      'writes acknowledged before the kill',
+      async () => (models.length >= 20 && keys.length >= 20 ? true : undefined),
+      60_000,
+    );
     await control.stop('SIGKILL');
     dead = true;
     await Promise.all(writers);
 
     await fleet.startControl();
-    const storedModels = new Set((await fleet.api<{ name: string }[]>('GET', '/api/v1/models')).body.map((m) => m.name));
-    const storedKeys = new Set((await fleet.api<{ keys: { id: string }[] }>('GET', '/api/v1/keys')).body.keys.map((k) => k.id));
-    expect(models.filter((m) => !storedModels.has(m)), `acknowledged models lost (of ${models.length})`).toEqual([]);
-    expect(keys.filter((k) => !storedKeys.has(k)), `acknowledged keys lost (of ${keys.length})`).toEqual([]);
+    const storedModels = new Set(
+      (await fleet.api<{ name: string }[]>('GET', '/api/v1/models')).body.map((m) => m.name),
+    );
+    const storedKeys = new Set(
+      (await fleet.api<{ keys: { id: string }[] }>('GET', '/api/v1/keys')).body.keys.map((k) => k.id),
+    );
+    expect(
+      models.filter((m) => !storedModels.has(m)),
+      `acknowledged models lost (of ${models.length})`,
+    ).toEqual([]);
+    expect(
+      keys.filter((k) => !storedKeys.has(k)),
+      `acknowledged keys lost (of ${keys.length})`,
+    ).toEqual([]);
   }, 180_000);
 });

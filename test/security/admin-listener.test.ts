@@ -24,7 +24,13 @@ function raw(url: string, request: string): Promise<RawAnswer> {
 }
 
 /** A whole HTTP/1.1 request as text; `Connection: close` so the answer ends with the connection. */
-function requestText(method: string, target: string, host: string, headers: Record<string, string> = {}, body = ''): string {
+function requestText(
+  method: string,
+  target: string,
+  host: string,
+  headers: Record<string, string> = {},
+  body = '',
+): string {
   const lines = [`${method} ${target} HTTP/1.1`, `Host: ${host}`, 'Connection: close'];
   for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
   if (body || method === 'POST') lines.push(`Content-Length: ${Buffer.byteLength(body)}`);
@@ -41,7 +47,7 @@ async function keyCount(admin: string): Promise<number> {
 
 /** One random spelling of a path: escapes (single and double), case, doubled slashes, dot segments, `;` parameters, absolute form. */
 function mangle(path: string, rnd: () => number): string {
-  const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
   let out = '';
   for (const ch of path) {
     const r = rnd();
@@ -68,8 +74,18 @@ describe('admin listener with an admin token', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-sec-admin-'));
     control = await startControl([
-      '--store', `sqlite:${join(dir, 'state', 'llmgw.db')}`, '--admin-token', ADMIN, '--join-token', JOIN,
-      '--client-headers-timeout', '1s', '--idle-body-timeout', '1s', '--log-level', 'info',
+      '--store',
+      `sqlite:${join(dir, 'state', 'llmgw.db')}`,
+      '--admin-token',
+      ADMIN,
+      '--join-token',
+      JOIN,
+      '--client-headers-timeout',
+      '1s',
+      '--idle-body-timeout',
+      '1s',
+      '--log-level',
+      'info',
     ]);
     admin = control.urls.admin;
     host = new URL(admin).host;
@@ -108,15 +124,43 @@ describe('admin listener with an admin token', () => {
 
   it('refuses every spelling of a protected path without the token, and makes no key', async () => {
     const before = await keyCount(admin);
-    expect((await raw(admin, requestText('POST', '/api/v1/keys', host, { 'content-type': 'application/json', ...auth }, '{"name":"control"}'))).status, 'the plain path with the token works').toBe(201);
+    expect(
+      (
+        await raw(
+          admin,
+          requestText(
+            'POST',
+            '/api/v1/keys',
+            host,
+            { 'content-type': 'application/json', ...auth },
+            '{"name":"control"}',
+          ),
+        )
+      ).status,
+      'the plain path with the token works',
+    ).toBe(201);
     const after = before + 1;
     const answers: string[] = [];
     for (const [method, target] of spellings) {
-      const res = await raw(admin, requestText(method, target, host, { 'content-type': 'application/json' }, method === 'POST' ? '{"name":"x"}' : ''));
+      const res = await raw(
+        admin,
+        requestText(
+          method,
+          target,
+          host,
+          { 'content-type': 'application/json' },
+          method === 'POST' ? '{"name":"x"}' : '',
+        ),
+      );
       answers.push(`${method} ${target} -> ${res.status}`);
-      expect(res.status, `${method} ${target} must be refused: ${res.head.split('\r\n')[0]} ${res.body.slice(0, 200)}`).not.toBe(0);
+      expect(
+        res.status,
+        `${method} ${target} must be refused: ${res.head.split('\r\n')[0]} ${res.body.slice(0, 200)}`,
+      ).not.toBe(0);
       // 421: an absolute-form target naming another authority (`http://x/...`) is refused by the Host check.
-      expect([400, 401, 404, 421], `${method} ${target} answered ${res.status}: ${res.body.slice(0, 200)}`).toContain(res.status);
+      expect([400, 401, 404, 421], `${method} ${target} answered ${res.status}: ${res.body.slice(0, 200)}`).toContain(
+        res.status,
+      );
     }
     expect(await keyCount(admin), `no spelling made a key: ${answers.join(', ')}`).toBe(after);
   });
@@ -128,8 +172,13 @@ describe('admin listener with an admin token', () => {
     const rnd = createPrng(17);
     for (let i = 0; i < 250; i++) {
       const target = mangle('/api/v1/keys', rnd);
-      const res = await raw(admin, requestText('POST', target, host, { 'content-type': 'application/json' }, '{"name":"fuzz"}'));
-      expect(res.status >= 200 && res.status < 300, `case ${i} (seed 17): POST ${target} answered ${res.status}`).toBe(false);
+      const res = await raw(
+        admin,
+        requestText('POST', target, host, { 'content-type': 'application/json' }, '{"name":"fuzz"}'),
+      );
+      expect(res.status >= 200 && res.status < 300, `case ${i} (seed 17): POST ${target} answered ${res.status}`).toBe(
+        false,
+      );
     }
     expect(await keyCount(admin), 'no fuzzed target made a key').toBe(before);
   });
@@ -146,12 +195,22 @@ describe('admin listener with an admin token', () => {
   it('cuts a stalled body with 408 on the admin and agent listeners, while a long-polling agent stays up', async () => {
     startSimAgent(control.urls.agent, join(dir, 'agent'), 'n1', { first: 24100, count: 10 });
     const up = async () => {
-      const nodes = (await (await fetch(`${admin}/api/v1/nodes`, { headers: auth })).json()) as { id: string; liveness: string }[];
+      const nodes = (await (await fetch(`${admin}/api/v1/nodes`, { headers: auth })).json()) as {
+        id: string;
+        liveness: string;
+      }[];
       return nodes.find((n) => n.id === 'n1' && n.liveness === 'up') ? true : undefined;
     };
     await waitFor('n1 joined and up', up);
     const stalled = (url: string, path: string, headers: Record<string, string>) =>
-      raw(url, `POST ${path} HTTP/1.1\r\nHost: ${new URL(url).host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n{"node_id":`);
+      raw(
+        url,
+        `POST ${path} HTTP/1.1\r\nHost: ${new URL(url).host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n${Object.entries(
+          headers,
+        )
+          .map(([k, v]) => `${k}: ${v}\r\n`)
+          .join('')}\r\n{"node_id":`,
+      );
     // The limit is 1 s of headers plus 1 s of body; 20 s is only the test's patience.
     const [join_, models] = await Promise.all([
       stalled(control.urls.agent, '/agent/v1/join', { authorization: `Bearer ${JOIN}` }),
@@ -159,11 +218,16 @@ describe('admin listener with an admin token', () => {
     ]);
     expect(join_.status, `the agent listener's answer: ${join_.head}`).toBe(408);
     expect(models.status, `the admin listener's answer: ${models.head}`).toBe(408);
-    expect(JSON.parse(models.body)).toEqual({ error: 'the request (its headers or its body) took too long to arrive; the connection is closed' });
+    expect(JSON.parse(models.body)).toEqual({
+      error: 'the request (its headers or its body) took too long to arrive; the connection is closed',
+    });
     // Heartbeats wait on the server (long polls) far longer than 2 s: a wait for the answer is no stall.
     await waitFor('n1 still up after the cut', up);
     const nodes = (await (await fetch(`${admin}/api/v1/nodes`, { headers: auth })).json()) as { id: string }[];
-    expect(nodes.map((n) => n.id), 'the stalled join made no node').toEqual(['n1']);
+    expect(
+      nodes.map((n) => n.id),
+      'the stalled join made no node',
+    ).toEqual(['n1']);
   });
 
   // Attack: idle keep-alive connections held open for Fastify's 72 s each, so a client could pile them up.
@@ -198,7 +262,9 @@ describe('admin listener with an admin token', () => {
     const row = await waitFor('the key.create audit row', async () => {
       const db = new BetterSqlite3(join(dir, 'state', 'llmgw.db'), { readonly: true });
       try {
-        return db.prepare('select actor, actor_label from audit_log where target = ? and action = ?').get(id, 'key.create') as { actor: string; actor_label: string } | undefined;
+        return db
+          .prepare('select actor, actor_label from audit_log where target = ? and action = ?')
+          .get(id, 'key.create') as { actor: string; actor_label: string } | undefined;
       } finally {
         db.close();
       }
@@ -225,10 +291,14 @@ describe('store file modes on an existing store', () => {
     writeFileSync(path, '');
     chmodSync(path, 0o644);
     const control = await startControl(['--store', `sqlite:${path}`, '--admin-token', ADMIN, '--log-level', 'warn']);
-    const warning = await control.waitForLog((e) => typeof e.msg === 'string' && e.msg.includes(path) && e.msg.includes('0644'));
+    const warning = await control.waitForLog(
+      (e) => typeof e.msg === 'string' && e.msg.includes(path) && e.msg.includes('0644'),
+    );
     expect(warning.msg).toMatch(/chmod 0600/);
-    await control.waitForLog((e) => typeof e.msg === 'string' && e.msg.includes(join(dir, 'state')) && e.msg.includes('0755'));
-    expect(statSync(path).mode & 0o777, 'the operator\'s mode is left as it was').toBe(0o644);
+    await control.waitForLog(
+      (e) => typeof e.msg === 'string' && e.msg.includes(join(dir, 'state')) && e.msg.includes('0755'),
+    );
+    expect(statSync(path).mode & 0o777, "the operator's mode is left as it was").toBe(0o644);
     await control.stop();
   });
 });
@@ -239,7 +309,14 @@ describe('admin listener without a token (loopback)', () => {
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-sec-open-'));
-    const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--api-keys', 'off', '--log-level', 'warn']);
+    const control = await startControl([
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--api-keys',
+      'off',
+      '--log-level',
+      'warn',
+    ]);
     admin = control.urls.admin;
     client = control.urls.client;
   });
@@ -249,8 +326,16 @@ describe('admin listener without a token (loopback)', () => {
   it('refuses a Host that is not its own (421) and makes no key', async () => {
     const before = ((await (await fetch(`${admin}/api/v1/keys`)).json()) as { keys: unknown[] }).keys.length;
     const port = new URL(admin).port;
-    for (const evil of [`evil.example:${port}`, 'evil.example', `127.0.0.1.evil.example:${port}`, `localhost.evil.example:${port}`]) {
-      const res = await raw(admin, requestText('POST', '/api/v1/keys', evil, { 'content-type': 'application/json' }, '{"name":"rebound"}'));
+    for (const evil of [
+      `evil.example:${port}`,
+      'evil.example',
+      `127.0.0.1.evil.example:${port}`,
+      `localhost.evil.example:${port}`,
+    ]) {
+      const res = await raw(
+        admin,
+        requestText('POST', '/api/v1/keys', evil, { 'content-type': 'application/json' }, '{"name":"rebound"}'),
+      );
       expect(res.status, `Host ${evil}: ${res.body}`).toBe(421);
       expect(JSON.parse(res.body).error).toMatch(/admin_hosts/);
     }
@@ -263,16 +348,52 @@ describe('admin listener without a token (loopback)', () => {
   // Attack: a cross-site text/plain POST (a "simple" request, no preflight) to /api/v1/weights/collect.
   it('refuses a cross-site or non-JSON write (415 / 403)', async () => {
     const port = new URL(admin).port;
-    const plain = await raw(admin, requestText('POST', '/api/v1/weights/collect', `127.0.0.1:${port}`, { 'content-type': 'text/plain', origin: 'http://evil.example' }, '{}'));
+    const plain = await raw(
+      admin,
+      requestText(
+        'POST',
+        '/api/v1/weights/collect',
+        `127.0.0.1:${port}`,
+        { 'content-type': 'text/plain', origin: 'http://evil.example' },
+        '{}',
+      ),
+    );
     expect(plain.status, plain.body).toBe(415);
-    const json = await raw(admin, requestText('POST', '/api/v1/keys', `127.0.0.1:${port}`, { 'content-type': 'application/json', origin: 'http://evil.example' }, '{"name":"x"}'));
+    const json = await raw(
+      admin,
+      requestText(
+        'POST',
+        '/api/v1/keys',
+        `127.0.0.1:${port}`,
+        { 'content-type': 'application/json', origin: 'http://evil.example' },
+        '{"name":"x"}',
+      ),
+    );
     expect(json.status, json.body).toBe(403);
-    const fetchMeta = await raw(admin, requestText('POST', '/api/v1/keys', `127.0.0.1:${port}`, { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' }, '{"name":"x"}'));
+    const fetchMeta = await raw(
+      admin,
+      requestText(
+        'POST',
+        '/api/v1/keys',
+        `127.0.0.1:${port}`,
+        { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' },
+        '{"name":"x"}',
+      ),
+    );
     expect(fetchMeta.status, fetchMeta.body).toBe(403);
     const keys = ((await (await fetch(`${admin}/api/v1/keys`)).json()) as { keys: unknown[] }).keys;
     expect(keys, 'no key was made').toEqual([]);
     // The listener's own origin still may.
-    const own = await raw(admin, requestText('POST', '/api/v1/keys', `127.0.0.1:${port}`, { 'content-type': 'application/json', origin: `http://127.0.0.1:${port}` }, '{"name":"own"}'));
+    const own = await raw(
+      admin,
+      requestText(
+        'POST',
+        '/api/v1/keys',
+        `127.0.0.1:${port}`,
+        { 'content-type': 'application/json', origin: `http://127.0.0.1:${port}` },
+        '{"name":"own"}',
+      ),
+    );
     expect(own.status, own.body).toBe(201);
   });
 
@@ -280,12 +401,18 @@ describe('admin listener without a token (loopback)', () => {
   it('client listener without keys refuses a body not declared JSON, and a foreign Host', async () => {
     const port = new URL(client).port;
     const body = JSON.stringify({ model: 'any', messages: [{ role: 'user', content: 'hi' }] });
-    const plain = await raw(client, requestText('POST', '/v1/chat/completions', `127.0.0.1:${port}`, { 'content-type': 'text/plain' }, body));
+    const plain = await raw(
+      client,
+      requestText('POST', '/v1/chat/completions', `127.0.0.1:${port}`, { 'content-type': 'text/plain' }, body),
+    );
     expect(plain.status, plain.body).toBe(415);
     expect(JSON.parse(plain.body).error.type, "OpenAI's error shape").toBeDefined();
     const untyped = await raw(client, requestText('POST', '/v1/chat/completions', `127.0.0.1:${port}`, {}, body));
     expect(untyped.status, untyped.body).toBe(415);
-    const rebound = await raw(client, requestText('POST', '/v1/chat/completions', `evil.example:${port}`, { 'content-type': 'application/json' }, body));
+    const rebound = await raw(
+      client,
+      requestText('POST', '/v1/chat/completions', `evil.example:${port}`, { 'content-type': 'application/json' }, body),
+    );
     expect(rebound.status, rebound.body).toBe(421);
     expect(JSON.parse(rebound.body).error.message).toMatch(/client_hosts/);
   });

@@ -37,10 +37,25 @@ interface Plane {
 }
 
 /** A control plane and one agent whose environment holds the secrets an operator's agent holds. */
-async function startPlane(name: string, firstPort: number, controlArgs: string[] = [], agentArgs: string[] = []): Promise<Plane> {
+async function startPlane(
+  name: string,
+  firstPort: number,
+  controlArgs: string[] = [],
+  agentArgs: string[] = [],
+): Promise<Plane> {
   const dir = mkdtempSync(join(tmpdir(), `llmgw-sec-engines-${name}-`));
   const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'debug', ...controlArgs,
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '300ms',
+    '--log-level',
+    'debug',
+    ...controlArgs,
   ]);
   const stateDir = join(dir, 'agent');
   stateDirs.push(stateDir);
@@ -48,14 +63,32 @@ async function startPlane(name: string, firstPort: number, controlArgs: string[]
   const startAgent = () =>
     startLlmgw(
       [
-        'agent', '--control', control.urls.agent, '--node-id', `${name}-n1`, '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-        '--heartbeat-interval', '300ms', '--port-range', `${firstPort}-${firstPort + 49}`, '--log-level', 'debug', ...agentArgs,
+        'agent',
+        '--control',
+        control.urls.agent,
+        '--node-id',
+        `${name}-n1`,
+        '--state-dir',
+        stateDir,
+        '--simulate',
+        'gpus=0,ram=16g',
+        '--heartbeat-interval',
+        '300ms',
+        '--port-range',
+        `${firstPort}-${firstPort + 49}`,
+        '--log-level',
+        'debug',
+        ...agentArgs,
       ],
       { env: { LLMGW_JOIN_TOKEN: JOIN, HF_TOKEN: HF_CANARY, SECRET_CANARY } },
     );
   const agent = startAgent();
   const api = async <T>(method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${control.urls.admin}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const res = await fetch(`${control.urls.admin}${path}`, {
+      method,
+      headers: admin,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
     return { status: res.status, body: (await res.json()) as T };
   };
   await waitFor('the node up', async () => {
@@ -98,31 +131,52 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
 
   beforeAll(async () => {
     plane = await startPlane('main', 27310);
-    const added = await plane.api('POST', '/api/v1/models', { name: 'chat', source: plane.source, scaling: { min: 1 }, profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }] });
+    const added = await plane.api('POST', '/api/v1/models', {
+      name: 'chat',
+      source: plane.source,
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', args: ['--ttft-ms', '1'] }],
+    });
     expect(added.status, JSON.stringify(added.body)).toBe(200);
     const created = await plane.api<{ secret: string }>('POST', '/api/v1/keys', { name: 'client' });
     expect(created.status).toBe(201);
     key = created.body.secret;
-    replica = await waitFor('a ready replica of chat', async () => {
-      const { body } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=chat');
-      return body.find((r) => r.state === 'ready' && r.endpoint);
-    }, 60_000);
+    replica = await waitFor(
+      'a ready replica of chat',
+      async () => {
+        const { body } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=chat');
+        return body.find((r) => r.state === 'ready' && r.endpoint);
+      },
+      60_000,
+    );
   }, 120_000);
 
   it('refuses a request sent straight to an engine port, with no key or with a client key, while the router serves it', async () => {
     // Attack: with engines on a reachable address, a caller skips API keys, limits and accounting by posting to the engine's port.
     const endpoint = replica.endpoint!;
     const pidBefore = engineRecordOf([plane.stateDir], replica.id).pid;
-    const bare = await fetch(`${endpoint}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody });
+    const bare = await fetch(`${endpoint}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chatBody,
+    });
     expect(bare.status, 'no key: refused by the engine').toBe(401);
     const body = (await bare.json()) as { error?: { message?: string } };
     expect(body.error?.message, "OpenAI's error shape").toMatch(/API key/);
-    const withClientKey = await fetch(`${endpoint}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: chatBody });
+    const withClientKey = await fetch(`${endpoint}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: chatBody,
+    });
     expect(withClientKey.status, "a client's API key is not the engine's secret").toBe(401);
     expect((await fetch(`${endpoint}/v1/models`)).status, 'listing models is guarded too').toBe(401);
     expect((await fetch(`${endpoint}/health`)).status, "the agent's probe stays open").toBe(200);
 
-    const routed = await fetch(`${plane.control.urls.client}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: chatBody });
+    const routed = await fetch(`${plane.control.urls.client}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: chatBody,
+    });
     expect(routed.status, 'the same request through the router is served').toBe(200);
 
     // Nothing changed: the same replica on the same engine process, still ready; the node still up; no key made.
@@ -143,16 +197,20 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
       const res = await fetch(`${plane.control.urls.admin}${path}`, { headers: admin });
       expect(await res.text(), path).not.toContain(secret!);
     }
-    expect(plane.control.lines.join('\n') + plane.control.stderr(), 'the control plane log (debug)').not.toContain(secret!);
+    expect(plane.control.lines.join('\n') + plane.control.stderr(), 'the control plane log (debug)').not.toContain(
+      secret!,
+    );
     expect(plane.agent.lines.join('\n') + plane.agent.stderr(), 'the agent log (debug)').not.toContain(secret!);
   });
 
   it("starts the engine without the agent's secrets in its environment, keeping the agent's marks", () => {
     // Attack: model code (trust_remote_code) reads LLMGW_JOIN_TOKEN or HF_TOKEN from the environment it inherited from the agent.
     const env = environOf(engineRecordOf([plane.stateDir], replica.id).pid);
-    for (const name of ['LLMGW_JOIN_TOKEN', 'HF_TOKEN', 'SECRET_CANARY']) expect(env.has(name), `${name} reached the engine`).toBe(false);
+    for (const name of ['LLMGW_JOIN_TOKEN', 'HF_TOKEN', 'SECRET_CANARY'])
+      expect(env.has(name), `${name} reached the engine`).toBe(false);
     const values = [...env.values()].join('\n');
-    for (const canary of [JOIN, HF_CANARY, SECRET_CANARY]) expect(values, 'no canary value under another name').not.toContain(canary);
+    for (const canary of [JOIN, HF_CANARY, SECRET_CANARY])
+      expect(values, 'no canary value under another name').not.toContain(canary);
     expect(env.get('LLMGW_SHARD_ID'), 'the mark that lets a restarted agent find its engine').toBeTruthy();
     expect(env.get('LLMGW_AGENT_STATE_DIR')).toBe(plane.stateDir);
     expect(env.has('PATH')).toBe(true);
@@ -169,24 +227,49 @@ describe('engines take a credential, a scrubbed environment, and profiles cannot
     await waitFor('the node up again and the replica ready', async () => {
       const { body: nodes } = await plane.api<{ liveness: string }[]>('GET', '/api/v1/nodes');
       const { body: replicas } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=chat');
-      return nodes[0]?.liveness === 'up' && replicas[0]?.id === replica.id && replicas[0].state === 'ready' ? true : undefined;
+      return nodes[0]?.liveness === 'up' && replicas[0]?.id === replica.id && replicas[0].state === 'ready'
+        ? true
+        : undefined;
     });
     const again = engineRecordOf([plane.stateDir], replica.id);
-    expect([again.pid, again.launch.apiKey], 'the same engine with the same secret, heard again from the assignment').toEqual([pid, launch.apiKey]);
-    const routed = await fetch(`${plane.control.urls.client}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: chatBody });
+    expect(
+      [again.pid, again.launch.apiKey],
+      'the same engine with the same secret, heard again from the assignment',
+    ).toEqual([pid, launch.apiKey]);
+    const routed = await fetch(`${plane.control.urls.client}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: chatBody,
+    });
     expect(routed.status, 'the router still reaches it').toBe(200);
-    expect((await fetch(`${replica.endpoint!}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody })).status, 'and it still refuses strangers').toBe(401);
+    expect(
+      (
+        await fetch(`${replica.endpoint!}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: chatBody,
+        })
+      ).status,
+      'and it still refuses strangers',
+    ).toBe(401);
   });
 
   it('refuses a model whose profile env would load code, naming the key, and adds nothing', async () => {
     // Attack: a profile env NODE_OPTIONS=--import=data:… ran code on a GPU node.
     const names = async () => (await plane.api<{ name: string }[]>('GET', '/api/v1/models')).body.map((m) => m.name);
     const before = await names();
-    const evil = { name: 'evil', source: plane.source, scaling: { min: 1 }, profiles: [{ engine: 'sim', env: { NODE_OPTIONS: '--import=data:text/javascript,process.exit(7)' } }] };
+    const evil = {
+      name: 'evil',
+      source: plane.source,
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', env: { NODE_OPTIONS: '--import=data:text/javascript,process.exit(7)' } }],
+    };
     for (const path of ['/api/v1/models', '/api/v1/models?force=true']) {
       const res = await plane.api<{ error: string }>('POST', path, evil);
       expect(res.status, path).toBe(400);
-      expect(res.body.error, 'the refusal names the key and the way out').toMatch(/NODE_OPTIONS.*allow_unsafe_profile_env/);
+      expect(res.body.error, 'the refusal names the key and the way out').toMatch(
+        /NODE_OPTIONS.*allow_unsafe_profile_env/,
+      );
     }
     expect(await names(), 'the catalog is unchanged').toEqual(before);
     expect(before).toEqual(['chat']);
@@ -203,18 +286,33 @@ describe('the agent refuses unsafe profile env on its own', () => {
     const marker = join(canaryDir, 'ran');
     const hook = join(canaryDir, 'hook.cjs');
     writeFileSync(hook, `require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran');\n`);
-    const added = await plane.api('POST', '/api/v1/models', { name: 'evil', source: plane.source, scaling: { min: 1 }, profiles: [{ engine: 'sim', env: { NODE_OPTIONS: `--require=${hook}` } }] });
+    const added = await plane.api('POST', '/api/v1/models', {
+      name: 'evil',
+      source: plane.source,
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', env: { NODE_OPTIONS: `--require=${hook}` } }],
+    });
     expect(added.status, 'this control plane was told to allow it').toBe(200);
-    const failed = await waitFor('the agent to refuse the shard', async () => {
-      const { body } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=evil');
-      const error = body[0]?.error ?? body[0]?.shards[0]?.error;
-      return error ? error : undefined;
-    }, 60_000);
+    const failed = await waitFor(
+      'the agent to refuse the shard',
+      async () => {
+        const { body } = await plane.api<ReplicaView[]>('GET', '/api/v1/replicas?model=evil');
+        const error = body[0]?.error ?? body[0]?.shards[0]?.error;
+        return error ? error : undefined;
+      },
+      60_000,
+    );
     expect(failed).toMatch(/NODE_OPTIONS is a loader or interpreter hook.*--allow-unsafe-profile-env/);
     expect(existsSync(marker), 'the hook never ran').toBe(false);
     const shards = join(plane.stateDir, 'shards');
-    expect(existsSync(shards) ? readdirSync(shards).filter((f) => f.endsWith('.json')) : [], 'no engine was started').toEqual([]);
+    expect(
+      existsSync(shards) ? readdirSync(shards).filter((f) => f.endsWith('.json')) : [],
+      'no engine was started',
+    ).toEqual([]);
     const { body: nodes } = await plane.api<{ liveness: string }[]>('GET', '/api/v1/nodes');
-    expect(nodes.map((n) => n.liveness), 'the node is still up').toEqual(['up']);
+    expect(
+      nodes.map((n) => n.liveness),
+      'the node is still up',
+    ).toEqual(['up']);
   }, 120_000);
 });

@@ -49,7 +49,12 @@ async function halfServed(): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/weights.gguf`;
 }
 
-async function agentCall(f: Fleet, path: string, body: unknown, credential?: string): Promise<{ status: number; text: string }> {
+async function agentCall(
+  f: Fleet,
+  path: string,
+  body: unknown,
+  credential?: string,
+): Promise<{ status: number; text: string }> {
   const res = await fetch(`${f.agentUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(credential ? { authorization: `Bearer ${credential}` } : {}) },
@@ -63,7 +68,9 @@ async function metricsText(f: Fleet): Promise<string> {
 }
 
 async function refused(f: Fleet, reason: string): Promise<number> {
-  const m = new RegExp(`^llmgw_agent_reports_refused_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(await metricsText(f));
+  const m = new RegExp(`^llmgw_agent_reports_refused_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(
+    await metricsText(f),
+  );
   return Number(m?.[1] ?? 0);
 }
 
@@ -77,7 +84,13 @@ async function afterPasses(f: Fleet, passes: number): Promise<void> {
 /** A sim engine's count of tokens it generated, from its own /metrics. */
 async function generated(endpoint: string): Promise<number> {
   const text = await (await fetch(`${endpoint}/metrics`)).text();
-  return Number(text.split('\n').find((l) => l.startsWith('vllm:generation_tokens_total'))?.split(' ').pop() ?? 'NaN');
+  return Number(
+    text
+      .split('\n')
+      .find((l) => l.startsWith('vllm:generation_tokens_total'))
+      ?.split(' ')
+      .pop() ?? 'NaN',
+  );
 }
 
 /**
@@ -91,7 +104,12 @@ function forge(f: Fleet, credential: string, shards: unknown[]): { stop: () => P
   const loop = (async () => {
     while (!stopped) {
       // 0: no answer at all, which the caller's check on the statuses reports.
-      statuses.push(await agentCall(f, '/agent/v1/heartbeat', { node_id: 'evil', shards }, credential).then((r) => r.status, () => 0));
+      statuses.push(
+        await agentCall(f, '/agent/v1/heartbeat', { node_id: 'evil', shards }, credential).then(
+          (r) => r.status,
+          () => 0,
+        ),
+      );
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   })();
@@ -105,19 +123,31 @@ function forge(f: Fleet, credential: string, shards: unknown[]): { stop: () => P
 }
 
 describe('forged shard reports', () => {
-  it('a pending node, and then an approved one, cannot set another node\'s replica load or fetch progress', async () => {
+  it("a pending node, and then an approved one, cannot set another node's replica load or fetch progress", async () => {
     const source = await halfServed();
     fleet = new Fleet(mkdtempSync(join(tmpdir(), 'llmgw-security-forged-')), 28350);
     const f = fleet;
-    const control = await f.startControl(['--reconcile-interval', '300ms', '--join-approval', 'manual', '--allow-http-sources']);
+    const control = await f.startControl([
+      '--reconcile-interval',
+      '300ms',
+      '--join-approval',
+      'manual',
+      '--allow-http-sources',
+    ]);
     f.startAgent('real', ['--allow-http-sources']);
-    await waitFor('the real node joined', async () => ((await f.nodes()).some((n) => n.id === 'real') ? true : undefined));
+    await waitFor('the real node joined', async () =>
+      (await f.nodes()).some((n) => n.id === 'real') ? true : undefined,
+    );
     expect((await f.api('POST', '/api/v1/nodes/real/approve')).status).toBe(200);
     await f.nodesUp(1);
     const key = (await f.api<{ secret: string }>('POST', '/api/v1/keys', { name: 'client' })).body.secret;
 
     // Two replicas, so that the router has a choice to steer; target_inflight 1 and a 1 s window, so a forged 2000 would scale within seconds.
-    await f.addModel({ name: 'steered', scaling: { min: 2, max: 4, target_inflight: 1, window: '1s' }, profiles: [{ engine: 'sim' }] });
+    await f.addModel({
+      name: 'steered',
+      scaling: { min: 2, max: 4, target_inflight: 1, window: '1s' },
+      profiles: [{ engine: 'sim' }],
+    });
     const [target, other] = (await f.ready('steered', 2)).sort((a, b) => (a.id < b.id ? -1 : 1));
     const pair = [target!.id, other!.id].sort();
     const res = await f.api('POST', '/api/v1/models', { name: 'slow', source, profiles: [{ engine: 'sim' }] });
@@ -133,21 +163,34 @@ describe('forged shard reports', () => {
     const credential = (JSON.parse(joined.text) as { credential: string }).credential;
     const shards = [
       { shard_id: target!.shards[0]!.id, replica_id: target!.id, state: 'ready', load: HUGE },
-      { shard_id: slow.shards[0]!.id, replica_id: slow.id, state: 'fetching', fetch: { bytes_done: SIZE - 1, total_bytes: SIZE } },
+      {
+        shard_id: slow.shards[0]!.id,
+        replica_id: slow.id,
+        state: 'fetching',
+        fetch: { bytes_done: SIZE - 1, total_bytes: SIZE },
+      },
     ];
 
     /** What must hold while the forged node reports: the router, the scaler and the views go by the real node alone. */
     const holds = async (phase: string) => {
       // The scaler decides every pass; eight passes (2.4 s) span the 1 s window twice over.
       await afterPasses(f, 8);
-      const replicas = (await f.replicas('steered')).filter((r) => ['pending', 'fetching', 'starting', 'ready'].includes(r.state));
+      const replicas = (await f.replicas('steered')).filter((r) =>
+        ['pending', 'fetching', 'starting', 'ready'].includes(r.state),
+      );
       expect(replicas.map((r) => r.id).sort(), `${phase}: the scaler kept the model at its two replicas`).toEqual(pair);
       const events = (await f.api<EventsView>('GET', '/api/v1/events?model=steered')).body.events;
-      expect(events.filter((e) => e.kind === 'scale' && (e.to ?? 0) > 2), `${phase}: no scale-up`).toEqual([]);
+      expect(
+        events.filter((e) => e.kind === 'scale' && (e.to ?? 0) > 2),
+        `${phase}: no scale-up`,
+      ).toEqual([]);
       const shown = (await f.replicas('steered')).find((r) => r.id === target!.id);
       expect(shown?.load?.running ?? 0, `${phase}: no forged load in the replica view`).toBeLessThan(1000);
       const fetching = (await f.replicas('slow'))[0];
-      expect(fetching?.shards[0]?.fetch, `${phase}: the real node's progress, not the forged one`).toMatchObject({ bytes_done: SIZE / 2, percent: 50 });
+      expect(fetching?.shards[0]?.fetch, `${phase}: the real node's progress, not the forged one`).toMatchObject({
+        bytes_done: SIZE / 2,
+        percent: 50,
+      });
       // Routing: the forged load would score the target at 3000 and send it nothing; both are idle, so a request goes to either.
       const before = await generated(target!.endpoint!);
       for (let i = 0; i < 20; i++) {
@@ -159,21 +202,33 @@ describe('forged shard reports', () => {
         expect(chat.status, `${phase}: ${await chat.clone().text()}`).toBe(200);
         await chat.text();
       }
-      expect(await generated(target!.endpoint!), `${phase}: requests still reach the replica the forged node named`).toBeGreaterThan(before);
+      expect(
+        await generated(target!.endpoint!),
+        `${phase}: requests still reach the replica the forged node named`,
+      ).toBeGreaterThan(before);
     };
-    const logLines = (reason: string) => control.lines.filter((l) => l.includes('"node":"evil"') && l.includes(`"reason":"${reason}"`));
+    const logLines = (reason: string) =>
+      control.lines.filter((l) => l.includes('"node":"evil"') && l.includes(`"reason":"${reason}"`));
 
     // Pending.
     const startedMs = Date.now();
     const pending = forge(f, credential, shards);
-    await waitFor('the forged node up (its heartbeats are taken)', async () => ((await f.nodes()).find((n) => n.id === 'evil')?.liveness === 'up' ? true : undefined));
+    await waitFor('the forged node up (its heartbeats are taken)', async () =>
+      (await f.nodes()).find((n) => n.id === 'evil')?.liveness === 'up' ? true : undefined,
+    );
     expect((await f.nodes()).find((n) => n.id === 'evil')?.approval).toBe('pending');
     await holds('pending');
     await pending.stop();
-    expect(pending.statuses.every((s) => s === 200), `every forged heartbeat answered 200: ${pending.statuses.join(',')}`).toBe(true);
+    expect(
+      pending.statuses.every((s) => s === 200),
+      `every forged heartbeat answered 200: ${pending.statuses.join(',')}`,
+    ).toBe(true);
     expect(await refused(f, 'node_pending'), 'refusals counted').toBeGreaterThanOrEqual(2 * pending.statuses.length);
     const minutes = 1 + Math.floor((Date.now() - startedMs) / 60_000);
-    expect(logLines('node_pending').length, `logged once a minute, not per heartbeat (${pending.statuses.length} sent)`).toBeGreaterThanOrEqual(1);
+    expect(
+      logLines('node_pending').length,
+      `logged once a minute, not per heartbeat (${pending.statuses.length} sent)`,
+    ).toBeGreaterThanOrEqual(1);
     expect(logLines('node_pending').length).toBeLessThanOrEqual(minutes);
 
     // Approved: an admin let it in, and it keeps naming the other node's shards.

@@ -28,7 +28,11 @@ const stateDirs: string[] = [];
 const servers: Server[] = [];
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const res = await fetch(`${adminUrl}${path}`, {
+    method,
+    headers: admin,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   return { status: res.status, body: (await res.json()) as T };
 }
 
@@ -48,7 +52,12 @@ function chat(key: string, body: Record<string, unknown>, signal?: AbortSignal):
 }
 
 async function readyReplica(model: string): Promise<ReplicaView> {
-  return waitFor(`a ready replica of ${model}`, async () => (await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${model}`)).body.find((r) => r.state === 'ready'), 60_000);
+  return waitFor(
+    `a ready replica of ${model}`,
+    async () =>
+      (await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${model}`)).body.find((r) => r.state === 'ready'),
+    60_000,
+  );
 }
 
 /** A value from the control plane's /metrics (0 when the series does not exist yet). */
@@ -61,11 +70,19 @@ async function metric(name: string, label: string): Promise<number> {
 /** A sim engine's count of tokens it generated, from its own /metrics. */
 async function generated(endpoint: string): Promise<number> {
   const text = await (await fetch(`${endpoint}/metrics`)).text();
-  return Number(text.split('\n').find((l) => l.startsWith('vllm:generation_tokens_total'))?.split(' ').pop() ?? 'NaN');
+  return Number(
+    text
+      .split('\n')
+      .find((l) => l.startsWith('vllm:generation_tokens_total'))
+      ?.split(' ')
+      .pop() ?? 'NaN',
+  );
 }
 
 /** A loopback HTTP server that records every request it gets; `answer` writes the reply (default 200 {}). */
-async function listen(answer?: (req: IncomingMessage, body: string) => { status: number; body: unknown }): Promise<{ port: number; seen: string[] }> {
+async function listen(
+  answer?: (req: IncomingMessage, body: string) => { status: number; body: unknown },
+): Promise<{ port: number; seen: string[] }> {
   const seen: string[] = [];
   const server = createServer((req, res) => {
     let body = '';
@@ -85,8 +102,20 @@ async function listen(answer?: (req: IncomingMessage, body: string) => { status:
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-security-'));
   const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms',
-    '--cold-start-timeout', '60s', '--max-held-per-key', String(MAX_HELD_PER_KEY), '--log-level', 'warn',
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '300ms',
+    '--cold-start-timeout',
+    '60s',
+    '--max-held-per-key',
+    String(MAX_HELD_PER_KEY),
+    '--log-level',
+    'warn',
   ]);
   adminUrl = control.urls.admin;
   clientUrl = control.urls.client;
@@ -94,24 +123,55 @@ beforeAll(async () => {
   const stateDir = join(dir, 'real');
   stateDirs.push(stateDir);
   startLlmgw([
-    'agent', '--control', agentUrl, '--join-token', JOIN, '--node-id', 'real', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-    '--labels', 'pool=real', '--heartbeat-interval', '300ms', '--port-range', '26000-26099', '--log-level', 'warn',
+    'agent',
+    '--control',
+    agentUrl,
+    '--join-token',
+    JOIN,
+    '--node-id',
+    'real',
+    '--state-dir',
+    stateDir,
+    '--simulate',
+    'gpus=0,ram=16g',
+    '--labels',
+    'pool=real',
+    '--heartbeat-interval',
+    '300ms',
+    '--port-range',
+    '26000-26099',
+    '--log-level',
+    'warn',
   ]);
-  await waitFor('the real node up', async () => ((await api<{ liveness: string }[]>('GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up') ? true : undefined));
+  await waitFor('the real node up', async () =>
+    (await api<{ liveness: string }[]>('GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up')
+      ? true
+      : undefined,
+  );
   const weights = join(dir, 'weights');
   mkdirSync(weights);
   const add = async (def: Record<string, unknown>, force = false) => {
-    const res = await api('POST', `/api/v1/models${force ? '?force=true' : ''}`, { source: `file://${weights}`, ...def });
+    const res = await api('POST', `/api/v1/models${force ? '?force=true' : ''}`, {
+      source: `file://${weights}`,
+      ...def,
+    });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
   };
   const real = { engine: 'sim', pool: 'pool=real' };
   await add({ name: 'secret-model', scaling: { min: 1 }, profiles: [real] });
   // Needs 8 GPUs on a CPU-only fleet: never placed, so only its fallback could answer.
-  await add({ name: 'public-model', fallbacks: ['secret-model'], profiles: [{ engine: 'vllm', gpus: 8, gpu_memory_gb: 80 }] }, true);
+  await add(
+    { name: 'public-model', fallbacks: ['secret-model'], profiles: [{ engine: 'vllm', gpus: 8, gpu_memory_gb: 80 }] },
+    true,
+  );
   // Five tokens a second: a burst of requests is all admitted before the first ends.
   await add({ name: 'slow-model', scaling: { min: 1 }, profiles: [{ ...real, args: ['--tokens-per-second', '5'] }] });
   // At zero, and its engine takes minutes to load: requests for it wait.
-  await add({ name: 'cold-model', scaling: { min: 0, max: 1 }, profiles: [{ ...real, args: ['--startup-delay-ms', '600000'] }] });
+  await add({
+    name: 'cold-model',
+    scaling: { min: 0, max: 1 },
+    profiles: [{ ...real, args: ['--startup-delay-ms', '600000'] }],
+  });
   // Only a forged node labelled pool=forged can run it.
   await add({ name: 'forged-model', scaling: { min: 1 }, profiles: [{ engine: 'sim', pool: 'pool=forged' }] }, true);
   await readyReplica('secret-model');
@@ -136,7 +196,10 @@ describe('API keys hold', () => {
     expect(res.headers.get('x-llmgw-fallback-skipped'), 'the answer names the skipped fallback').toBe('secret-model');
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('LLMGW_NO_REPLICA');
     expect(await generated(secret.endpoint!), 'secret-model generated nothing').toBe(before);
-    expect(await metric('llmgw_router_fallbacks_total', 'fallback="secret-model"'), 'no request was served by the fallback').toBe(0);
+    expect(
+      await metric('llmgw_router_fallbacks_total', 'fallback="secret-model"'),
+      'no request was served by the fallback',
+    ).toBe(0);
 
     // The fallback still works for a key that may use it: the refusal above is the key's, not a broken fallback.
     const everything = await createKey({ name: 'everything' });
@@ -152,11 +215,18 @@ describe('API keys hold', () => {
     const slow = await readyReplica('slow-model');
     const before = await generated(slow.endpoint!);
     // Each reserves max_tokens (10) plus the prompt's least size (0 for "hi"): 3 of 35.
-    const answers = await Promise.all(Array.from({ length: 6 }, () => chat(key, { model: 'slow-model', max_tokens: 10 })));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () => chat(key, { model: 'slow-model', max_tokens: 10 })),
+    );
     const statuses = answers.map((r) => r.status).sort();
-    expect(statuses, 'three reservations of 10 fit in 35; the other three are refused').toEqual([200, 200, 200, 429, 429, 429]);
+    expect(statuses, 'three reservations of 10 fit in 35; the other three are refused').toEqual([
+      200, 200, 200, 429, 429, 429,
+    ]);
     const refused = answers.find((r) => r.status === 429)!;
-    expect(((await refused.json()) as { error: unknown }).error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limit_exceeded' });
+    expect(((await refused.json()) as { error: unknown }).error).toMatchObject({
+      type: 'rate_limit_error',
+      code: 'rate_limit_exceeded',
+    });
     expect(refused.headers.get('x-ratelimit-limit-tokens')).toBe('35');
     expect(Number(refused.headers.get('retry-after')), 'Retry-After in whole seconds').toBeGreaterThanOrEqual(1);
     for (const ok of answers.filter((r) => r.status === 200)) await ok.text();
@@ -168,15 +238,21 @@ describe('API keys hold', () => {
     // (sockets, timers) waiting for the whole cold-start timeout.
     const key = await createKey({ name: 'waits' });
     const abort = new AbortController();
-    const held = Array.from({ length: MAX_HELD_PER_KEY }, () => chat(key, { model: 'cold-model', max_tokens: 1 }, abort.signal).catch(() => null));
+    const held = Array.from({ length: MAX_HELD_PER_KEY }, () =>
+      chat(key, { model: 'cold-model', max_tokens: 1 }, abort.signal).catch(() => null),
+    );
     try {
-      await waitFor('the requests held', async () => ((await metric('llmgw_router_held_requests', 'model="cold-model"')) === MAX_HELD_PER_KEY ? true : undefined));
+      await waitFor('the requests held', async () =>
+        (await metric('llmgw_router_held_requests', 'model="cold-model"')) === MAX_HELD_PER_KEY ? true : undefined,
+      );
       const next = await chat(key, { model: 'cold-model', max_tokens: 1 });
       expect(next.status).toBe(429);
       const body = (await next.json()) as { error: { message: string; type: string } };
       expect(body.error.type).toBe('rate_limit_error');
       expect(body.error.message, 'names the limit and the key to raise').toContain('max_held_per_key');
-      expect(await metric('llmgw_router_held_requests', 'model="cold-model"'), 'the refused request was not held').toBe(MAX_HELD_PER_KEY);
+      expect(await metric('llmgw_router_held_requests', 'model="cold-model"'), 'the refused request was not held').toBe(
+        MAX_HELD_PER_KEY,
+      );
     } finally {
       abort.abort();
       await Promise.all(held);
@@ -192,15 +268,27 @@ describe('the control plane checks what nodes report', () => {
     const internal = await listen();
     const engine = await listen((_req, body) => ({
       status: 200,
-      body: { id: 'c1', object: 'chat.completion', model: (JSON.parse(body) as { model: string }).model, choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } },
+      body: {
+        id: 'c1',
+        object: 'chat.completion',
+        model: (JSON.parse(body) as { model: string }).model,
+        choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+      },
     }));
     const range = { first: engine.port, last: engine.port };
     const joined = await fetch(`${agentUrl}/agent/v1/join`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
-        join_token: JOIN, node_id: 'forged', labels: { pool: 'forged' }, agent_version: 'forged', protocol_version: 1,
-        mgmt_addr: `127.0.0.1:${internal.port}/internal`, engine_host: '127.0.0.1', port_range: range,
+        join_token: JOIN,
+        node_id: 'forged',
+        labels: { pool: 'forged' },
+        agent_version: 'forged',
+        protocol_version: 1,
+        mgmt_addr: `127.0.0.1:${internal.port}/internal`,
+        engine_host: '127.0.0.1',
+        port_range: range,
       }),
     });
     expect(joined.status, 'the join itself is allowed: the token is right').toBe(200);
@@ -208,8 +296,15 @@ describe('the control plane checks what nodes report', () => {
     const cacheDir = join(dir, 'forged-cache');
     const orphan = 'a'.repeat(64);
     const report = {
-      ...(await new NodeProber({ cacheDir, modelDirs: [], fabrics: [], simulate: 'gpus=0,ram=16g', simulateSeed: 'forged' }).probe()),
-      engine_host: '127.0.0.1', port_range: range,
+      ...(await new NodeProber({
+        cacheDir,
+        modelDirs: [],
+        fabrics: [],
+        simulate: 'gpus=0,ram=16g',
+        simulateSeed: 'forged',
+      }).probe()),
+      engine_host: '127.0.0.1',
+      port_range: range,
       // An orphaned cache entry, so collect has something to ask this node to remove.
       weights: [{ path: join(cacheDir, orphan), kind: 'cache', cache_name: orphan, size_bytes: 1 }],
     };
@@ -241,22 +336,32 @@ describe('the control plane checks what nodes report', () => {
       for (const [what, endpoint, reason] of refusedEndpoints) {
         reportEndpoint(endpoint);
         const replica = await waitFor(`the endpoint ${what} refused`, async () => {
-          const r = (await api<ReplicaView[]>('GET', '/api/v1/replicas?model=forged-model')).body.find((x) => x.id === shard.replica_id);
+          const r = (await api<ReplicaView[]>('GET', '/api/v1/replicas?model=forged-model')).body.find(
+            (x) => x.id === shard.replica_id,
+          );
           return r?.shards[0]?.error && reason.test(r.shards[0].error) ? r : undefined;
         });
         expect(replica.endpoint, `no endpoint to route to (${what})`).toBeUndefined();
         // The request finds no replica to send to and waits for one; it is never sent.
         const abort = new AbortController();
         const pending = chat(key, { model: 'forged-model', max_tokens: 1 }, abort.signal).catch(() => null);
-        await waitFor('the request held', async () => ((await metric('llmgw_router_held_requests', 'model="forged-model"')) === 1 ? true : undefined));
+        await waitFor('the request held', async () =>
+          (await metric('llmgw_router_held_requests', 'model="forged-model"')) === 1 ? true : undefined,
+        );
         abort.abort();
         expect(await pending, `no answer came from anywhere (${what})`).toBeNull();
-        await waitFor('the hold to end', async () => ((await metric('llmgw_router_held_requests', 'model="forged-model"')) === 0 ? true : undefined));
+        await waitFor('the hold to end', async () =>
+          (await metric('llmgw_router_held_requests', 'model="forged-model"')) === 0 ? true : undefined,
+        );
       }
 
       // The forged node's own address, in its range, is taken: the refusals above were the checks, not a broken setup.
       reportEndpoint(`http://127.0.0.1:${engine.port}`);
-      await waitFor('the forged replica routable', async () => ((await api<ReplicaView[]>('GET', '/api/v1/replicas?model=forged-model')).body.find((x) => x.endpoint) ? true : undefined));
+      await waitFor('the forged replica routable', async () =>
+        (await api<ReplicaView[]>('GET', '/api/v1/replicas?model=forged-model')).body.find((x) => x.endpoint)
+          ? true
+          : undefined,
+      );
       expect((await chat(key, { model: 'forged-model', max_tokens: 1 })).status).toBe(200);
       expect(engine.seen).toEqual(['POST /v1/chat/completions']);
 
@@ -265,7 +370,9 @@ describe('the control plane checks what nodes report', () => {
       expect(logs.body.error, 'and say why').toMatch(/refused the node's mgmt_addr .* is not host:port/);
       const collected = await api<CollectSummary>('POST', '/api/v1/weights/collect?node=forged', {});
       expect(collected.status).toBe(200);
-      expect(collected.body.nodes[0]?.unreachable, 'collect says why it did not call the node').toMatch(/refused the node's mgmt_addr/);
+      expect(collected.body.nodes[0]?.unreachable, 'collect says why it did not call the node').toMatch(
+        /refused the node's mgmt_addr/,
+      );
       expect(internal.seen, 'the internal server received nothing: no prompt, no collect, no log call').toEqual([]);
     } finally {
       clearInterval(beating);

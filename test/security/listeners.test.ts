@@ -68,7 +68,11 @@ async function clientHello(): Promise<Buffer> {
       }),
     );
     catcher.listen(0, '127.0.0.1', () => {
-      const c = connectTls({ host: '127.0.0.1', port: (catcher.address() as { port: number }).port, rejectUnauthorized: false });
+      const c = connectTls({
+        host: '127.0.0.1',
+        port: (catcher.address() as { port: number }).port,
+        rejectUnauthorized: false,
+      });
       c.on('error', () => {});
     });
   });
@@ -84,8 +88,19 @@ describe('a TLS control plane with short timeouts', () => {
 
   beforeAll(async () => {
     control = await startControl([
-      '--store', `sqlite:${join(dir, 'short.db')}`, '--admin-token', ADMIN, '--join-token', JOIN,
-      '--client-headers-timeout', '1s', '--idle-body-timeout', '1s', '--log-level', 'info', ...tlsArgs(),
+      '--store',
+      `sqlite:${join(dir, 'short.db')}`,
+      '--admin-token',
+      ADMIN,
+      '--join-token',
+      JOIN,
+      '--client-headers-timeout',
+      '1s',
+      '--idle-body-timeout',
+      '1s',
+      '--log-level',
+      'info',
+      ...tlsArgs(),
     ]);
   }, 60_000);
 
@@ -104,19 +119,27 @@ describe('a TLS control plane with short timeouts', () => {
     }
     // The limit is the 1 s headers timeout; 20 s is only the test's patience.
     await waitFor(
-      () => `every held connection closed by the server; still open: ${held.filter((x) => !x.h.closed).map((x) => `${x.listener} (${x.kind})`).join(', ')}`,
+      () =>
+        `every held connection closed by the server; still open: ${held
+          .filter((x) => !x.h.closed)
+          .map((x) => `${x.listener} (${x.kind})`)
+          .join(', ')}`,
       () => held.every((x) => x.h.closed),
       20_000,
     );
-    for (const x of held) expect(x.h.received, `${x.listener} (${x.kind}): nothing is written into an unfinished handshake`).toBe(0);
+    for (const x of held)
+      expect(x.h.received, `${x.listener} (${x.kind}): nothing is written into an unfinished handshake`).toBe(0);
     // The listeners still serve a client that completes its handshake.
-    const ok = await overTls(control.urls.admin, `GET /api/v1/summary HTTP/1.1\r\nHost: ${new URL(control.urls.admin).host}\r\nAuthorization: Bearer ${ADMIN}\r\nConnection: close\r\n\r\n`);
+    const ok = await overTls(
+      control.urls.admin,
+      `GET /api/v1/summary HTTP/1.1\r\nHost: ${new URL(control.urls.admin).host}\r\nAuthorization: Bearer ${ADMIN}\r\nConnection: close\r\n\r\n`,
+    );
     expect(ok.status, ok.head).toBe(200);
   });
 
   // Attack: a client that starts a body and stalls had its connection cut with no answer on the client
   // listener, so an honest but slow client could not tell a timeout from a crash.
-  it('answers a stalled body on the client listener with 408 in OpenAI\'s error shape', async () => {
+  it("answers a stalled body on the client listener with 408 in OpenAI's error shape", async () => {
     // With a key: a request without one is refused with 401 as soon as its headers are in, body or not.
     const adminHost = new URL(control.urls.admin).host;
     const def = '{"name":"staller"}';
@@ -137,7 +160,10 @@ describe('a TLS control plane with short timeouts', () => {
     expect(body.error.llmgw_code).toBe('LLMGW_REQUEST_TIMEOUT');
     expect(body.error.type).toBe('invalid_request_error');
     expect(body.error.message).toMatch(/took too long/);
-    expect(control.lines.filter((l) => l.includes('already sent')), 'the 408 is the only answer Fastify tried to send').toEqual([]);
+    expect(
+      control.lines.filter((l) => l.includes('already sent')),
+      'the 408 is the only answer Fastify tried to send',
+    ).toEqual([]);
   });
 
   // Attack: Host checks read only the first Host header and ignored an absolute-form target, so
@@ -166,11 +192,17 @@ describe('a TLS control plane with short timeouts', () => {
       ['http://127.0.0.1.evil.example/api/v1/keys', [own]],
     ] as const) {
       const answer = await post(target, [...hosts]);
-      expect([400, 421], `POST ${target} with Host ${hosts.join(' + ')}: ${answer.head.split('\r\n')[0]} ${answer.body}`).toContain(answer.status);
+      expect(
+        [400, 421],
+        `POST ${target} with Host ${hosts.join(' + ')}: ${answer.head.split('\r\n')[0]} ${answer.body}`,
+      ).toContain(answer.status);
     }
     expect(await keyCount(), 'no key was made').toBe(before);
     // Its own authority in absolute form still works: the check is on the name, not the form.
-    const absolute = await overTls(control.urls.admin, `GET https://${own}/api/v1/keys HTTP/1.1\r\nHost: ${own}\r\n${auth}\r\n`);
+    const absolute = await overTls(
+      control.urls.admin,
+      `GET https://${own}/api/v1/keys HTTP/1.1\r\nHost: ${own}\r\n${auth}\r\n`,
+    );
     expect(absolute.status, absolute.body).toBe(200);
   });
 });
@@ -181,7 +213,17 @@ describe('a TLS control plane with few file descriptors', () => {
   beforeAll(async () => {
     // 700 open files for the whole process: 800 silent connections would take them all without a cap.
     control = await startControl(
-      ['--store', `sqlite:${join(dir, 'few.db')}`, '--admin-token', ADMIN, '--join-token', JOIN, '--log-level', 'info', ...tlsArgs()],
+      [
+        '--store',
+        `sqlite:${join(dir, 'few.db')}`,
+        '--admin-token',
+        ADMIN,
+        '--join-token',
+        JOIN,
+        '--log-level',
+        'info',
+        ...tlsArgs(),
+      ],
       { prefix: ['prlimit', '--nofile=700:700', '--'] },
     );
   }, 60_000);
@@ -192,10 +234,16 @@ describe('a TLS control plane with few file descriptors', () => {
     const held: Held[] = [];
     for (let i = 0; i < 800; i++) held.push(await hold(control.urls.client));
     const host = new URL(control.urls.client).host;
-    const health = await overTls(control.urls.client, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    const health = await overTls(
+      control.urls.client,
+      `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+    );
     expect(health.status, `the client listener still answers: ${health.head}`).toBe(200);
     const adminHost = new URL(control.urls.admin).host;
-    const metrics = await overTls(control.urls.admin, `GET /metrics HTTP/1.1\r\nHost: ${adminHost}\r\nAuthorization: Bearer ${ADMIN}\r\nConnection: close\r\n\r\n`);
+    const metrics = await overTls(
+      control.urls.admin,
+      `GET /metrics HTTP/1.1\r\nHost: ${adminHost}\r\nAuthorization: Bearer ${ADMIN}\r\nConnection: close\r\n\r\n`,
+    );
     expect(metrics.status, `the admin listener still answers: ${metrics.head}`).toBe(200);
     const refused = /^llmgw_listener_connections_refused_total\{listener="client"\} (\d+)$/m.exec(metrics.body);
     expect(refused, 'the refused-connections metric is there').not.toBeNull();

@@ -38,7 +38,12 @@ function savedIdentity(fleet: Fleet, id: string): Saved {
   return JSON.parse(readFileSync(join(fleet.stateDir(id), 'node.json'), 'utf8')) as Saved;
 }
 
-async function agentCall(fleet: Fleet, path: string, body: unknown, credential?: string): Promise<{ status: number; text: string; json: Record<string, unknown> }> {
+async function agentCall(
+  fleet: Fleet,
+  path: string,
+  body: unknown,
+  credential?: string,
+): Promise<{ status: number; text: string; json: Record<string, unknown> }> {
   const res = await fetch(`${fleet.agentUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(credential ? { authorization: `Bearer ${credential}` } : {}) },
@@ -70,7 +75,9 @@ async function reconcilerPasses(fleet: Fleet): Promise<number> {
 /** Returns once the control plane has run `passes` more reconciler passes: time passing, measured by the system itself. */
 async function afterPasses(fleet: Fleet, passes: number): Promise<void> {
   const from = await reconcilerPasses(fleet);
-  await waitFor(`${passes} reconciler passes`, async () => ((await reconcilerPasses(fleet)) >= from + passes ? true : undefined));
+  await waitFor(`${passes} reconciler passes`, async () =>
+    (await reconcilerPasses(fleet)) >= from + passes ? true : undefined,
+  );
 }
 
 describe('node identity', () => {
@@ -82,16 +89,30 @@ describe('node identity', () => {
     await fleet.startControl(['--reconcile-interval', '300ms', '--node-stale-after', '1s']);
     const n1 = fleet.startAgent('n1', ['--log-level', 'info']);
     await fleet.nodesUp(1);
-    await fleet.addModel({ name: 'secret-env', scaling: { min: 1 }, profiles: [{ engine: 'sim', env: { SECRET: 's3cret' } }] });
+    await fleet.addModel({
+      name: 'secret-env',
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', env: { SECRET: 's3cret' } }],
+    });
     const [replica] = await fleet.ready('secret-env', 1);
     const before = (await node(fleet, 'n1'))!;
     const saved = savedIdentity(fleet, 'n1');
 
-    const takeover = await agentCall(fleet, '/agent/v1/join', { join_token: JOIN, node_id: 'n1', hostname: 'evil', mgmt_addr: '127.0.0.1:9' });
+    const takeover = await agentCall(fleet, '/agent/v1/join', {
+      join_token: JOIN,
+      node_id: 'n1',
+      hostname: 'evil',
+      mgmt_addr: '127.0.0.1:9',
+    });
     expect(takeover.status, takeover.text).toBe(409);
     expect(takeover.text).toContain('belongs to a node that is up');
     expect(takeover.text, 'no credential handed out').not.toContain('credential"');
-    const guessed = await agentCall(fleet, '/agent/v1/join', { join_token: JOIN, node_id: 'n1', mgmt_addr: '127.0.0.1:9', credential: 'a-guess' });
+    const guessed = await agentCall(fleet, '/agent/v1/join', {
+      join_token: JOIN,
+      node_id: 'n1',
+      mgmt_addr: '127.0.0.1:9',
+      credential: 'a-guess',
+    });
     expect(guessed.status, guessed.text).toBe(409);
 
     // The real n1 still holds the id: its saved credential is answered with its assignment.
@@ -106,7 +127,9 @@ describe('node identity', () => {
     expect(after.mgmt_addr, 'the joiner did not set its mgmt_addr').toBe(before.mgmt_addr);
     expect(after.hostname).toBe(before.hostname);
     expect(savedIdentity(fleet, 'n1').credential, 'the real agent never had to join again').toBe(saved.credential);
-    expect((await fleet.replicas('secret-env')).map((r) => [r.id, r.state, r.shards[0]!.node])).toEqual([[replica!.id, 'ready', 'n1']]);
+    expect((await fleet.replicas('secret-env')).map((r) => [r.id, r.state, r.shards[0]!.node])).toEqual([
+      [replica!.id, 'ready', 'n1'],
+    ]);
   }, 120_000);
 
   it('gives the id back to a join that proves the old credential, while the node is still live', async () => {
@@ -120,7 +143,11 @@ describe('node identity', () => {
     await agent.stop('SIGKILL');
     const without = await agentCall(fleet, '/agent/v1/join', { join_token: JOIN, node_id: 'p1' });
     expect(without.status, without.text).toBe(409);
-    const proven = await agentCall(fleet, '/agent/v1/join', { join_token: JOIN, node_id: 'p1', credential: saved.credential });
+    const proven = await agentCall(fleet, '/agent/v1/join', {
+      join_token: JOIN,
+      node_id: 'p1',
+      credential: saved.credential,
+    });
     expect(proven.status, proven.text).toBe(200);
     const beat = await agentCall(fleet, '/agent/v1/heartbeat', { node_id: 'p1' }, proven.json.credential as string);
     expect(beat.status, beat.text).toBe(200);
@@ -160,7 +187,11 @@ describe('node identity', () => {
     const why = await r1.waitForLog((e) => e.msg === 'join refused: the node id belongs to a live node; retrying');
     expect(String(why.err)).toContain('llmgw ctl nodes rm r1');
     await r1.waitForLog((e) => e.msg === 'joined', 60_000);
-    await waitFor('r1 back once its old self was lost', async () => ((await node(fleet, 'r1'))?.liveness === 'up' ? true : undefined), 60_000);
+    await waitFor(
+      'r1 back once its old self was lost',
+      async () => ((await node(fleet, 'r1'))?.liveness === 'up' ? true : undefined),
+      60_000,
+    );
   }, 180_000);
 
   it('a per-node join token admits its node once, no other node, and not after it expires', async () => {
@@ -179,7 +210,10 @@ describe('node identity', () => {
     expect(again.text).toContain('unknown, used, expired or for another node');
     expect((await node(fleet, 't1'))?.liveness, 'the node that used it is untouched').toBe('up');
 
-    const short = await fleet.api<{ token: string; id: string }>('POST', '/api/v1/join-tokens', { node: 't3', expires: '1s' });
+    const short = await fleet.api<{ token: string; id: string }>('POST', '/api/v1/join-tokens', {
+      node: 't3',
+      expires: '1s',
+    });
     expect(short.status).toBe(201);
     await waitFor('the short token expired', async () => {
       const list = (await fleet.api<JoinTokenView[]>('GET', '/api/v1/join-tokens')).body;
@@ -192,7 +226,10 @@ describe('node identity', () => {
     const listed = await ctl(fleet, ['join-token', 'ls']);
     expect(listed.stdout).toMatch(/t1\W+used/);
     expect(listed.stdout).toMatch(/t3\W+expired/);
-    expect(listed.stdout + JSON.stringify((await fleet.api('GET', '/api/v1/join-tokens')).body), 'never a secret').not.toContain('llmgw-njt-');
+    expect(
+      listed.stdout + JSON.stringify((await fleet.api('GET', '/api/v1/join-tokens')).body),
+      'never a secret',
+    ).not.toContain('llmgw-njt-');
   }, 90_000);
 
   it('with join_approval: manual, holds a new node and a node whose GPUs changed out of placement until approved', async () => {
@@ -203,10 +240,18 @@ describe('node identity', () => {
     let a1 = fleet.startAgent('a1', ['--simulate', 'gpus=1xh100-80gb,ram=64g']);
     await waitFor('a1 joined', async () => ((await node(fleet, 'a1'))?.liveness === 'up' ? true : undefined));
     expect((await node(fleet, 'a1'))?.approval).toBe('pending');
-    const add = await fleet.api('POST', '/api/v1/models?force=true', { source: fleet.weights(), name: 'gpu-model', scaling: { min: 1 }, profiles: [{ engine: 'sim', gpus: 1 }] });
+    const add = await fleet.api('POST', '/api/v1/models?force=true', {
+      source: fleet.weights(),
+      name: 'gpu-model',
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', gpus: 1 }],
+    });
     expect(add.status, JSON.stringify(add.body)).toBe(200);
     await waitFor('placement says a1 waits for approval', async () => {
-      const e = await fleet.api<{ summary?: string; rejections?: { reason: string }[] }>('GET', '/api/v1/explain-placement?model=gpu-model');
+      const e = await fleet.api<{ summary?: string; rejections?: { reason: string }[] }>(
+        'GET',
+        '/api/v1/explain-placement?model=gpu-model',
+      );
       return JSON.stringify(e.body).includes('approv') ? true : undefined;
     });
     expect(await fleet.replicas('gpu-model'), 'nothing placed on a pending node').toEqual([]);
@@ -230,14 +275,22 @@ describe('node identity', () => {
     expect(summary.attention.join('\n')).toContain('a1: GPUs changed');
     const events = (await fleet.api<{ events: { kind: string }[] }>('GET', '/api/v1/events')).body;
     expect(JSON.stringify(events)).toContain('node_hardware_changed');
-    const add2 = await fleet.api('POST', '/api/v1/models?force=true', { source: fleet.weights(), name: 'second', scaling: { min: 1 }, profiles: [{ engine: 'sim', gpus: 1 }] });
+    const add2 = await fleet.api('POST', '/api/v1/models?force=true', {
+      source: fleet.weights(),
+      name: 'second',
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', gpus: 1 }],
+    });
     expect(add2.status).toBe(200);
     await waitFor('placement says a1 waits for approval again', async () => {
       const e = await fleet.api('GET', '/api/v1/explain-placement?model=second');
       return JSON.stringify(e.body).includes('approv') ? true : undefined;
     });
     expect(await fleet.replicas('second'), 'held out of placement').toEqual([]);
-    expect((await fleet.replicas('gpu-model')).map((r) => r.id), 'what it ran stays').toEqual([replica!.id]);
+    expect(
+      (await fleet.replicas('gpu-model')).map((r) => r.id),
+      'what it ran stays',
+    ).toEqual([replica!.id]);
     expect((await ctl(fleet, ['nodes', 'approve', 'a1'])).code).toBe(0);
     await fleet.ready('second', 1);
     expect((await node(fleet, 'a1'))?.hardware_change).toBeUndefined();
@@ -257,23 +310,35 @@ describe('node identity', () => {
     const logs = await fleet.api<{ lines: string[] }>('GET', `/api/v1/replicas/${replica!.id}/log`);
     expect(logs.status, `the control plane presents the derived token: ${JSON.stringify(logs.body)}`).toBe(200);
     const saved = savedIdentity(fleet, 's1');
-    const fileBytes = () => ['db', 'db-wal'].map((f) => {
-      try {
-        return readFileSync(join(fleet.dir, f)).toString('latin1');
-      } catch {
-        return '';
-      }
-    }).join('');
-    expect(fileBytes().includes(saved.mgmt_token), 'the agent\'s mgmt token is not in the store file').toBe(false);
+    const fileBytes = () =>
+      ['db', 'db-wal']
+        .map((f) => {
+          try {
+            return readFileSync(join(fleet.dir, f)).toString('latin1');
+          } catch {
+            return '';
+          }
+        })
+        .join('');
+    expect(fileBytes().includes(saved.mgmt_token), "the agent's mgmt token is not in the store file").toBe(false);
     expect(fileBytes().includes(saved.credential), 'nor its credential').toBe(false);
 
     await control.stop();
-    await fleet.startControl(['--reconcile-interval', '300ms', '--agent-addr', agentAddr, '--join-token', 'a-rotated-join-token-0123456789']);
+    await fleet.startControl([
+      '--reconcile-interval',
+      '300ms',
+      '--agent-addr',
+      agentAddr,
+      '--join-token',
+      'a-rotated-join-token-0123456789',
+    ]);
     const rotated = await waitFor('the agent told the new management token', async () => {
       const now = savedIdentity(fleet, 's1').mgmt_token;
       return now !== saved.mgmt_token ? now : undefined;
     });
-    await waitFor('logs fetched with the new token', async () => ((await fleet.api('GET', `/api/v1/replicas/${replica!.id}/log`)).status === 200 ? true : undefined));
+    await waitFor('logs fetched with the new token', async () =>
+      (await fleet.api('GET', `/api/v1/replicas/${replica!.id}/log`)).status === 200 ? true : undefined,
+    );
     expect(fileBytes().includes(rotated), 'the new token is not stored either').toBe(false);
   }, 120_000);
 });

@@ -15,7 +15,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReplicaView } from '../../src/api/index.js';
 import { ADMIN, adminHeaders, JOIN } from '../support/fleet.js';
-import { killEnginesOf, type RunningProcess, type ControlUrls, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import {
+  killEnginesOf,
+  type RunningProcess,
+  type ControlUrls,
+  startControl,
+  startLlmgw,
+  stopAll,
+} from '../support/processes.js';
 import { StopWaiting, waitFor } from '../support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'llmgw-sec-pki-'));
@@ -25,7 +32,17 @@ let control: RunningProcess & { urls: ControlUrls };
 
 beforeAll(async () => {
   control = await startControl([
-    '--store', `sqlite:${join(dir, 'llmgw.db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--allow-http-sources', '--log-level', 'info',
+    '--store',
+    `sqlite:${join(dir, 'llmgw.db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '300ms',
+    '--allow-http-sources',
+    '--log-level',
+    'info',
   ]);
 }, 60_000);
 
@@ -47,7 +64,16 @@ describe('the dashboard login', () => {
   // leaves for //evil.example/x, with the operator just logged in: a phishing page on the admin's own link.
   it('sends the browser only to a page on the dashboard, however next is spelt', async () => {
     const admin = new URL(control.urls.admin);
-    const attempts = ['/%09/evil.example/x', '/\t/x', 'https://evil.example', '/%5c/evil', '//x', '/\\/evil.example', '/%0a/evil.example', '/.//evil.example'];
+    const attempts = [
+      '/%09/evil.example/x',
+      '/\t/x',
+      'https://evil.example',
+      '/%5c/evil',
+      '//x',
+      '/\\/evil.example',
+      '/%0a/evil.example',
+      '/.//evil.example',
+    ];
     for (const next of attempts) {
       // The form posts `next` as the login page put it in its hidden field: decoded once, as a browser sends it.
       const value = next.includes('%') ? decodeURIComponent(next) : next;
@@ -61,7 +87,9 @@ describe('the dashboard login', () => {
       const location = res.headers.get('location') ?? '';
       // WHATWG URL drops tabs and newlines and reads `\` as `/` exactly as a browser does.
       const lands = new URL(location, admin);
-      expect(lands.origin, `${JSON.stringify(next)} sent the browser to ${JSON.stringify(location)}`).toBe(admin.origin);
+      expect(lands.origin, `${JSON.stringify(next)} sent the browser to ${JSON.stringify(location)}`).toBe(
+        admin.origin,
+      );
       expect(location, `${JSON.stringify(next)}: the dashboard's home instead`).toBe('/');
     }
     // A path on the dashboard itself still works.
@@ -83,7 +111,10 @@ describe("a node's certificate", () => {
   };
 
   /** An https server on loopback that records every request it is sent (a join carries the token in its body). */
-  async function impostor(cert: string, key: string): Promise<{ url: string; requests: string[]; handshakes: () => number }> {
+  async function impostor(
+    cert: string,
+    key: string,
+  ): Promise<{ url: string; requests: string[]; handshakes: () => number }> {
     const requests: string[] = [];
     let handshakes = 0;
     const server = createHttpsServer({ cert: readFileSync(cert), key: readFileSync(key) }, (req, res) => {
@@ -105,11 +136,30 @@ describe("a node's certificate", () => {
     const stateDir = join(dir, id);
     stateDirs.push(stateDir);
     const agent = startLlmgw([
-      'agent', '--control', url, '--ca', join(pki, 'ca.pem'), '--join-token', JOIN, '--node-id', id,
-      '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', '31900-31909', '--log-level', 'warn',
+      'agent',
+      '--control',
+      url,
+      '--ca',
+      join(pki, 'ca.pem'),
+      '--join-token',
+      JOIN,
+      '--node-id',
+      id,
+      '--state-dir',
+      stateDir,
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      '31900-31909',
+      '--log-level',
+      'warn',
     ]);
     let attempts = 0;
-    const refused = await agent.waitForLog((e) => e.msg === 'cannot join yet; retrying' && why.test(`${String(e.err)} ${String(e.hint)}`) && ++attempts >= 2);
+    const refused = await agent.waitForLog(
+      (e) => e.msg === 'cannot join yet; retrying' && why.test(`${String(e.err)} ${String(e.hint)}`) && ++attempts >= 2,
+    );
     await agent.stop();
     return refused;
   }
@@ -137,13 +187,40 @@ describe("a node's certificate", () => {
     const key = join(dir, 'posing-key.pem');
     const csr = join(dir, 'posing.csr');
     const cert = join(dir, 'posing.pem');
-    writeFileSync(join(dir, 'posing.ext'), 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n');
+    writeFileSync(
+      join(dir, 'posing.ext'),
+      'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
+    );
     openssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', key);
     openssl('req', '-new', '-key', key, '-subj', '/CN=n1/O=llmgw', '-out', csr);
-    openssl('x509', '-req', '-in', csr, '-CA', join(pki, 'node-ca.pem'), '-CAkey', join(pki, 'node-ca-key.pem'), '-set_serial', '7', '-days', '1', '-extfile', join(dir, 'posing.ext'), '-out', cert);
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      join(pki, 'node-ca.pem'),
+      '-CAkey',
+      join(pki, 'node-ca-key.pem'),
+      '-set_serial',
+      '7',
+      '-days',
+      '1',
+      '-extfile',
+      join(dir, 'posing.ext'),
+      '-out',
+      cert,
+    );
     writeFileSync(cert, `${readFileSync(cert, 'utf8')}${readFileSync(join(pki, 'node-ca.pem'), 'utf8')}`);
-    const chain = spawnSync('openssl', ['verify', '-CAfile', join(pki, 'ca.pem'), '-untrusted', join(pki, 'node-ca.pem'), cert], { encoding: 'utf8' });
-    expect(chain.status, `the posing certificate chains to the root the agent trusts: ${chain.stdout}${chain.stderr}`).toBe(0);
+    const chain = spawnSync(
+      'openssl',
+      ['verify', '-CAfile', join(pki, 'ca.pem'), '-untrusted', join(pki, 'node-ca.pem'), cert],
+      { encoding: 'utf8' },
+    );
+    expect(
+      chain.status,
+      `the posing certificate chains to the root the agent trusts: ${chain.stdout}${chain.stderr}`,
+    ).toBe(0);
 
     const fake = await impostor(cert, key);
     const refused = await agentRefuses(fake.url, 'victim2', /not a control plane/i);
@@ -171,22 +248,61 @@ describe('weight sources', () => {
     const stateDir = join(dir, 'f1');
     stateDirs.push(stateDir);
     startLlmgw([
-      'agent', '--control', control.urls.agent, '--join-token', JOIN, '--node-id', 'f1', '--state-dir', stateDir,
-      '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', '31910-31929', '--allow-http-sources', '--log-level', 'warn',
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      'f1',
+      '--state-dir',
+      stateDir,
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      '31910-31929',
+      '--allow-http-sources',
+      '--log-level',
+      'warn',
     ]);
-    await waitFor('f1 up', async () => ((await (await fetch(`${control.urls.admin}/api/v1/nodes`, { headers: adminHeaders })).json()) as { id: string }[]).some((n) => n.id === 'f1') || undefined);
+    await waitFor(
+      'f1 up',
+      async () =>
+        (
+          (await (await fetch(`${control.urls.admin}/api/v1/nodes`, { headers: adminHeaders })).json()) as {
+            id: string;
+          }[]
+        ).some((n) => n.id === 'f1') || undefined,
+    );
     const added = await fetch(`${control.urls.admin}/api/v1/models`, {
       method: 'POST',
       headers: adminHeaders,
-      body: JSON.stringify({ name: 'redirected', source: `http://127.0.0.1:${port}/weights.gguf`, profiles: [{ engine: 'sim' }] }),
+      body: JSON.stringify({
+        name: 'redirected',
+        source: `http://127.0.0.1:${port}/weights.gguf`,
+        profiles: [{ engine: 'sim' }],
+      }),
     });
     expect(added.status, await added.clone().text()).toBe(200);
-    const failed = await waitFor('the replica failed with the reason', async () => {
-      const [r] = (await (await fetch(`${control.urls.admin}/api/v1/replicas?model=redirected`, { headers: adminHeaders })).json()) as ReplicaView[];
-      if (r?.state === 'ready') throw new StopWaiting('the replica became ready: the agent followed the redirect to 0.0.0.0 and got the bytes');
-      return r?.state === 'failed' && r.error ? r : undefined;
-    }, 60_000);
-    expect(failed.error).toMatch(/redirected to http:\/\/0\.0\.0\.0:\d+, which reaches 0\.0\.0\.0, an unspecified address/);
+    const failed = await waitFor(
+      'the replica failed with the reason',
+      async () => {
+        const [r] = (await (
+          await fetch(`${control.urls.admin}/api/v1/replicas?model=redirected`, { headers: adminHeaders })
+        ).json()) as ReplicaView[];
+        if (r?.state === 'ready')
+          throw new StopWaiting(
+            'the replica became ready: the agent followed the redirect to 0.0.0.0 and got the bytes',
+          );
+        return r?.state === 'failed' && r.error ? r : undefined;
+      },
+      60_000,
+    );
+    expect(failed.error).toMatch(
+      /redirected to http:\/\/0\.0\.0\.0:\d+, which reaches 0\.0\.0\.0, an unspecified address/,
+    );
   }, 90_000);
 
   // hf://../../x was accepted and @huggingface/hub put the names into hub URLs unescaped, with HF_TOKEN attached:
@@ -213,6 +329,9 @@ describe('weight sources', () => {
       expect(res.status, `${source}: ${text}`).toBe(400);
       expect((JSON.parse(text) as { error: string }).error, source).toMatch(why);
     }
-    expect(await (await fetch(`${control.urls.admin}/api/v1/models`, { headers: adminHeaders })).text(), 'no model was added').toBe(before);
+    expect(
+      await (await fetch(`${control.urls.admin}/api/v1/models`, { headers: adminHeaders })).text(),
+      'no model was added',
+    ).toBe(before);
   });
 });

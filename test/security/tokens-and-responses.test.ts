@@ -20,7 +20,11 @@ import { waitFor } from '../support/wait.js';
 
 const JOIN = 'e2e-join-token-tokens-responses-0123';
 const ADMIN = 'e2e-admin-token-tokens-responses-012';
-const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e-tokens-responses' };
+const admin = {
+  authorization: `Bearer ${ADMIN}`,
+  'content-type': 'application/json',
+  'x-llmgw-actor': 'e2e-tokens-responses',
+};
 /** The id the forged engine gives every answer, to every key. */
 const ENGINE_ID = 'resp_engine_numbers_its_answers_1';
 
@@ -33,7 +37,11 @@ const servers: Server[] = [];
 let beating: NodeJS.Timeout | null = null;
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const res = await fetch(`${adminUrl}${path}`, {
+    method,
+    headers: admin,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   return { status: res.status, body: (await res.json()) as T };
 }
 
@@ -53,7 +61,14 @@ function post(key: string, path: string, body: Record<string, unknown>, signal?:
 }
 
 async function readyReplica(model: string): Promise<ReplicaView> {
-  return waitFor(`a ready replica of ${model}`, async () => (await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${model}`)).body.find((r) => r.state === 'ready' && r.endpoint), 60_000);
+  return waitFor(
+    `a ready replica of ${model}`,
+    async () =>
+      (await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${model}`)).body.find(
+        (r) => r.state === 'ready' && r.endpoint,
+      ),
+    60_000,
+  );
 }
 
 /** A sim engine's count of tokens it generated, from its own /metrics. */
@@ -79,8 +94,20 @@ async function collidingEngine(): Promise<{ port: number; inputs: string[] }> {
       inputs.push(input);
       const text = input.includes('from A') ? 'the answer kept for key A' : 'the answer for key B';
       const response = {
-        id: ENGINE_ID, object: 'response', created_at: 1, status: 'completed', model: body.model,
-        output: [{ id: 'msg_1', type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text, annotations: [] }] }],
+        id: ENGINE_ID,
+        object: 'response',
+        created_at: 1,
+        status: 'completed',
+        model: body.model,
+        output: [
+          {
+            id: 'msg_1',
+            type: 'message',
+            role: 'assistant',
+            status: 'completed',
+            content: [{ type: 'output_text', text, annotations: [] }],
+          },
+        ],
         usage: { input_tokens: 1, output_tokens: 1, total_tokens: 2 },
       };
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -98,12 +125,26 @@ async function forgedNode(port: number): Promise<void> {
   const joined = await fetch(`${agentUrl}/agent/v1/join`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ join_token: JOIN, node_id: 'forged', labels: { pool: 'forged' }, agent_version: 'forged', protocol_version: 1, engine_host: '127.0.0.1', port_range: range }),
+    body: JSON.stringify({
+      join_token: JOIN,
+      node_id: 'forged',
+      labels: { pool: 'forged' },
+      agent_version: 'forged',
+      protocol_version: 1,
+      engine_host: '127.0.0.1',
+      port_range: range,
+    }),
   });
   expect(joined.status, await joined.clone().text()).toBe(200);
   const { credential } = (await joined.json()) as { credential: string };
   const report = {
-    ...(await new NodeProber({ cacheDir: join(dir, 'forged-cache'), modelDirs: [], fabrics: [], simulate: 'gpus=0,ram=16g', simulateSeed: 'forged' }).probe()),
+    ...(await new NodeProber({
+      cacheDir: join(dir, 'forged-cache'),
+      modelDirs: [],
+      fabrics: [],
+      simulate: 'gpus=0,ram=16g',
+      simulateSeed: 'forged',
+    }).probe()),
     engine_host: '127.0.0.1',
     port_range: range,
   };
@@ -122,14 +163,25 @@ async function forgedNode(port: number): Promise<void> {
     await beat();
     return assigned[0];
   });
-  shards = [{ shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'ready', endpoint: `http://127.0.0.1:${port}` }];
+  shards = [
+    { shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'ready', endpoint: `http://127.0.0.1:${port}` },
+  ];
   await beat();
 }
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-tokens-responses-'));
   const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn',
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '300ms',
+    '--log-level',
+    'warn',
   ]);
   adminUrl = control.urls.admin;
   clientUrl = control.urls.client;
@@ -137,14 +189,39 @@ beforeAll(async () => {
   const stateDir = join(dir, 'real');
   stateDirs.push(stateDir);
   startLlmgw([
-    'agent', '--control', agentUrl, '--join-token', JOIN, '--node-id', 'real', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-    '--labels', 'pool=real', '--heartbeat-interval', '300ms', '--port-range', '26300-26399', '--log-level', 'warn',
+    'agent',
+    '--control',
+    agentUrl,
+    '--join-token',
+    JOIN,
+    '--node-id',
+    'real',
+    '--state-dir',
+    stateDir,
+    '--simulate',
+    'gpus=0,ram=16g',
+    '--labels',
+    'pool=real',
+    '--heartbeat-interval',
+    '300ms',
+    '--port-range',
+    '26300-26399',
+    '--log-level',
+    'warn',
   ]);
-  await waitFor('the real node up', async () => ((await api<{ liveness: string }[]>('GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up') ? true : undefined));
+  await waitFor('the real node up', async () =>
+    (await api<{ liveness: string }[]>('GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up')
+      ? true
+      : undefined,
+  );
   const weights = join(dir, 'weights');
   mkdirSync(weights);
   const add = async (def: Record<string, unknown>, force = false) => {
-    const res = await api('POST', `/api/v1/models${force ? '?force=true' : ''}`, { source: `file://${weights}`, scaling: { min: 1 }, ...def });
+    const res = await api('POST', `/api/v1/models${force ? '?force=true' : ''}`, {
+      source: `file://${weights}`,
+      scaling: { min: 1 },
+      ...def,
+    });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
   };
   const real = { engine: 'sim', pool: 'pool=real' };
@@ -199,11 +276,18 @@ describe('one request cannot take more tokens than its key may use in a minute',
       expect(parsed.error.message, `${path} names what was asked`).toMatch(/\b3000\b/);
     }
     // The same key is served when it asks for what fits: the refusals were the limit, not a broken model.
-    const fits = await post(key.secret, '/v1/chat/completions', { model: 'tpm-model', messages: prompt, max_tokens: 8 });
+    const fits = await post(key.secret, '/v1/chat/completions', {
+      model: 'tpm-model',
+      messages: prompt,
+      max_tokens: 8,
+    });
     expect(fits.status).toBe(200);
     await fits.text();
     const after = await engineCounts(replica.endpoint!);
-    expect(after.generated - before.generated, 'only the request that fits generated tokens: no refused one reached the engine').toBe(8);
+    expect(
+      after.generated - before.generated,
+      'only the request that fits generated tokens: no refused one reached the engine',
+    ).toBe(8);
   });
 });
 
@@ -221,7 +305,8 @@ describe('kept Responses stay with the key that made them', () => {
     const answerB = (await second.json()) as { id: string };
     expect(collide.inputs.length, 'both went to the engine that gives one id').toBeGreaterThanOrEqual(2);
 
-    const get = (key: string, id: string) => fetch(`${clientUrl}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });
+    const get = (key: string, id: string) =>
+      fetch(`${clientUrl}/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });
     const keptA = await get(a.secret, answerA.id);
     expect(keptA.status, "A's kept answer is still A's").toBe(200);
     expect(JSON.stringify(await keptA.json())).toContain('the answer kept for key A');
@@ -231,11 +316,21 @@ describe('kept Responses stay with the key that made them', () => {
     for (const id of [answerA.id, ENGINE_ID]) {
       const stolen = await get(b.secret, id);
       if (id === answerA.id) expect(stolen.status, "B cannot read A's by A's id").toBe(404);
-      else expect(JSON.stringify(await stolen.json()), "by the engine's id B reads its own, never A's").not.toContain('key A');
+      else
+        expect(JSON.stringify(await stolen.json()), "by the engine's id B reads its own, never A's").not.toContain(
+          'key A',
+        );
     }
-    const continued = await post(b.secret, '/v1/responses', { model: 'collide-model', input: 'and then?', previous_response_id: answerA.id });
+    const continued = await post(b.secret, '/v1/responses', {
+      model: 'collide-model',
+      input: 'and then?',
+      previous_response_id: answerA.id,
+    });
     expect(continued.status, "B cannot continue A's conversation").toBe(400);
-    expect(collide.inputs.some((i) => i.includes('from A') && i.includes('and then?')), "A's conversation never reached the engine for B").toBe(false);
+    expect(
+      collide.inputs.some((i) => i.includes('from A') && i.includes('and then?')),
+      "A's conversation never reached the engine for B",
+    ).toBe(false);
   });
 });
 
@@ -245,8 +340,14 @@ describe('revoking a key ends what it has running', () => {
     // revocation in the report), though the README says clients "get 401 at once".
     const key = await createKey({ name: 'soon-revoked' });
     const streams: [string, Record<string, unknown>][] = [
-      ['/v1/chat/completions', { model: 'slow-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2000, stream: true }],
-      ['/v1/messages', { model: 'slow-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2000, stream: true }],
+      [
+        '/v1/chat/completions',
+        { model: 'slow-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2000, stream: true },
+      ],
+      [
+        '/v1/messages',
+        { model: 'slow-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2000, stream: true },
+      ],
       ['/v1/responses', { model: 'slow-model', input: 'hi', max_output_tokens: 2000, stream: true }],
     ];
     // Bounded, so that the code before the fix fails here rather than after 100 s.
@@ -278,55 +379,115 @@ describe('revoking a key ends what it has running', () => {
       if (path === '/v1/messages') expect(last, `${path}: Anthropic's error event`).toMatch(/^event: error\n/);
       if (path === '/v1/chat/completions') expect(last).toMatch(/^data: \{"error":/);
     }
-    const after = await post(key.secret, '/v1/chat/completions', { model: 'slow-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+    const after = await post(key.secret, '/v1/chat/completions', {
+      model: 'slow-model',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 1,
+    });
     expect(after.status, 'and new requests are refused').toBe(401);
   });
 });
 
 describePostgres('revoking a key on one control plane ends its streams on another', () => {
-  it('a stream through the second instance ends with an error event naming the revocation made on the first', { timeout: 180_000 }, async () => {
-    // Attack: a key revoked through one control plane kept streaming through another sharing the store: each
-    // instance checked revocation only when a request arrived.
-    sharedDb = await createTestDatabase();
-    const args = ['--store', sharedDb.url, '--join-token', FLEET_JOIN, '--admin-token', FLEET_ADMIN, '--reconcile-interval', '500ms', '--log-level', 'warn'];
-    const cps = [await startControl(args), await startControl(args)];
-    const stateDir = join(dir, 'shared-h1');
-    stateDirs.push(stateDir);
-    startSimAgent(cps.map((c) => c.urls.agent).join(','), stateDir, 'shared-h1', { first: 26450, count: 40 });
-    const adminCall = async <T>(cp: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
-      const res = await fetch(`${cps[cp]!.urls.admin}${path}`, { method, headers: adminHeaders, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-      return { status: res.status, body: (await res.json()) as T };
-    };
-    await waitFor('the node up', async () => ((await adminCall<{ liveness: string }[]>(0, 'GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up') ? true : undefined));
-    const added = await adminCall(0, 'POST', '/api/v1/models', { name: 'shared-slow', source: weightsDir(join(dir, 'shared')), scaling: { min: 1 }, profiles: [{ engine: 'sim', args: ['--tokens-per-second', '20'] }] });
-    expect(added.status, JSON.stringify(added.body)).toBe(200);
-    for (const cp of [0, 1]) {
-      await waitFor(`a ready replica as instance ${cp} sees it`, async () => ((await adminCall<ReplicaView[]>(cp, 'GET', '/api/v1/replicas?model=shared-slow')).body.some((r) => r.state === 'ready') ? true : undefined), 90_000);
-    }
-    const made = await adminCall<{ id: string; secret: string }>(0, 'POST', '/api/v1/keys', { name: 'shared-revoked' });
-    expect(made.status).toBe(201);
-    const body = { model: 'shared-slow', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2000, stream: true };
-    const res = await waitFor('the key known to the second instance', async () => {
-      const r = await fetch(`${cps[1]!.urls.client}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${made.body.secret}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(60_000),
+  it(
+    'a stream through the second instance ends with an error event naming the revocation made on the first',
+    { timeout: 180_000 },
+    async () => {
+      // Attack: a key revoked through one control plane kept streaming through another sharing the store: each
+      // instance checked revocation only when a request arrived.
+      sharedDb = await createTestDatabase();
+      const args = [
+        '--store',
+        sharedDb.url,
+        '--join-token',
+        FLEET_JOIN,
+        '--admin-token',
+        FLEET_ADMIN,
+        '--reconcile-interval',
+        '500ms',
+        '--log-level',
+        'warn',
+      ];
+      const cps = [await startControl(args), await startControl(args)];
+      const stateDir = join(dir, 'shared-h1');
+      stateDirs.push(stateDir);
+      startSimAgent(cps.map((c) => c.urls.agent).join(','), stateDir, 'shared-h1', { first: 26450, count: 40 });
+      const adminCall = async <T>(
+        cp: number,
+        method: string,
+        path: string,
+        body?: unknown,
+      ): Promise<{ status: number; body: T }> => {
+        const res = await fetch(`${cps[cp]!.urls.admin}${path}`, {
+          method,
+          headers: adminHeaders,
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+        return { status: res.status, body: (await res.json()) as T };
+      };
+      await waitFor('the node up', async () =>
+        (await adminCall<{ liveness: string }[]>(0, 'GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up')
+          ? true
+          : undefined,
+      );
+      const added = await adminCall(0, 'POST', '/api/v1/models', {
+        name: 'shared-slow',
+        source: weightsDir(join(dir, 'shared')),
+        scaling: { min: 1 },
+        profiles: [{ engine: 'sim', args: ['--tokens-per-second', '20'] }],
       });
-      if (r.status === 200) return r;
-      await r.text();
-      return undefined;
-    }, 10_000);
-    const reader = res.body!.getReader();
-    expect((await reader.read()).done, 'the stream began').toBe(false);
-    const revoked = await adminCall(0, 'DELETE', `/api/v1/keys/${made.body.id}`);
-    expect(revoked.status).toBe(200);
-    let text = '';
-    for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) break;
-      text += Buffer.from(value!).toString('utf8');
-    }
-    expect(text.trimEnd().split(/\n\n/).at(-1), 'the second instance ended the stream, naming the revocation').toMatch(/^data: \{"error":\{"message":"the API key \S+ was revoked/);
-  });
+      expect(added.status, JSON.stringify(added.body)).toBe(200);
+      for (const cp of [0, 1]) {
+        await waitFor(
+          `a ready replica as instance ${cp} sees it`,
+          async () =>
+            (await adminCall<ReplicaView[]>(cp, 'GET', '/api/v1/replicas?model=shared-slow')).body.some(
+              (r) => r.state === 'ready',
+            )
+              ? true
+              : undefined,
+          90_000,
+        );
+      }
+      const made = await adminCall<{ id: string; secret: string }>(0, 'POST', '/api/v1/keys', {
+        name: 'shared-revoked',
+      });
+      expect(made.status).toBe(201);
+      const body = {
+        model: 'shared-slow',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 2000,
+        stream: true,
+      };
+      const res = await waitFor(
+        'the key known to the second instance',
+        async () => {
+          const r = await fetch(`${cps[1]!.urls.client}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${made.body.secret}`, 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+            signal: AbortSignal.timeout(60_000),
+          });
+          if (r.status === 200) return r;
+          await r.text();
+          return undefined;
+        },
+        10_000,
+      );
+      const reader = res.body!.getReader();
+      expect((await reader.read()).done, 'the stream began').toBe(false);
+      const revoked = await adminCall(0, 'DELETE', `/api/v1/keys/${made.body.id}`);
+      expect(revoked.status).toBe(200);
+      let text = '';
+      for (;;) {
+        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+        if (done) break;
+        text += Buffer.from(value!).toString('utf8');
+      }
+      expect(
+        text.trimEnd().split(/\n\n/).at(-1),
+        'the second instance ended the stream, naming the revocation',
+      ).toMatch(/^data: \{"error":\{"message":"the API key \S+ was revoked/);
+    },
+  );
 });

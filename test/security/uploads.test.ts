@@ -26,7 +26,11 @@ let key = '';
 const stateDirs: string[] = [];
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${adminUrl}${path}`, { method, headers: admin, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const res = await fetch(`${adminUrl}${path}`, {
+    method,
+    headers: admin,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   return { status: res.status, body: (await res.json()) as T };
 }
 
@@ -43,8 +47,16 @@ async function heartbeatsTaken(): Promise<number> {
 function attackForm(fields: number, fileBytes: number): Buffer {
   const field = Buffer.from('--x\r\ncontent-disposition: form-data; name="f"\r\n\r\n1\r\n');
   const head = Buffer.from('--x\r\ncontent-disposition: form-data; name="model"\r\n\r\nwhisper\r\n');
-  const fileHead = Buffer.from('--x\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\ncontent-type: audio/wav\r\n\r\n');
-  return Buffer.concat([head, Buffer.alloc(field.length * fields).fill(field), fileHead, Buffer.alloc(fileBytes), Buffer.from('\r\n--x--\r\n')]);
+  const fileHead = Buffer.from(
+    '--x\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\ncontent-type: audio/wav\r\n\r\n',
+  );
+  return Buffer.concat([
+    head,
+    Buffer.alloc(field.length * fields).fill(field),
+    fileHead,
+    Buffer.alloc(fileBytes),
+    Buffer.from('\r\n--x--\r\n'),
+  ]);
 }
 
 interface RawAnswer {
@@ -57,7 +69,12 @@ interface RawAnswer {
  * the body the answer came: `midBody` runs once, between two pieces, as soon
  * as the answer has arrived while the body is still being sent.
  */
-async function sendInPieces(url: string, head: string, body: Buffer, midBody: () => Promise<void>): Promise<{ answer: RawAnswer; answeredBeforeLastByte: boolean }> {
+async function sendInPieces(
+  url: string,
+  head: string,
+  body: Buffer,
+  midBody: () => Promise<void>,
+): Promise<{ answer: RawAnswer; answeredBeforeLastByte: boolean }> {
   const { hostname, port } = new URL(url);
   const socket: Socket = connect(Number(port), hostname);
   await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
@@ -76,7 +93,8 @@ async function sendInPieces(url: string, head: string, body: Buffer, midBody: ()
   });
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   socket.on('error', () => undefined);
-  const write = (bytes: Buffer | string) => new Promise<void>((resolve, reject) => socket.write(bytes, (err) => (err ? reject(err) : resolve())));
+  const write = (bytes: Buffer | string) =>
+    new Promise<void>((resolve, reject) => socket.write(bytes, (err) => (err ? reject(err) : resolve())));
   await write(`${head}Content-Length: ${body.length}\r\n\r\n`);
   const PIECE = 256 * 1024;
   let answeredBeforeLastByte = false;
@@ -89,29 +107,72 @@ async function sendInPieces(url: string, head: string, body: Buffer, midBody: ()
   }
   if (!answer) await Promise.race([new Promise<void>((resolve) => (wake = resolve)), closed]);
   socket.destroy();
-  if (!answer) throw new Error(`the connection closed with no answer; received: ${received.toString('latin1').slice(0, 300)}`);
+  if (!answer)
+    throw new Error(`the connection closed with no answer; received: ${received.toString('latin1').slice(0, 300)}`);
   return { answer, answeredBeforeLastByte };
 }
 
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-sec-uploads-'));
-  const control = await startControl(['--store', `sqlite:${join(dir, 'db')}`, '--join-token', JOIN, '--admin-token', ADMIN, '--reconcile-interval', '300ms', '--log-level', 'warn']);
+  const control = await startControl([
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    JOIN,
+    '--admin-token',
+    ADMIN,
+    '--reconcile-interval',
+    '300ms',
+    '--log-level',
+    'warn',
+  ]);
   ({ admin: adminUrl, client: clientUrl } = control.urls);
   const stateDir = join(dir, 'n1');
   stateDirs.push(stateDir);
   startLlmgw(
-    ['agent', '--control', control.urls.agent, '--node-id', 'uploads-n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', '33100-33149', '--log-level', 'warn'],
+    [
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--node-id',
+      'uploads-n1',
+      '--state-dir',
+      stateDir,
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      '33100-33149',
+      '--log-level',
+      'warn',
+    ],
     { env: { LLMGW_JOIN_TOKEN: JOIN } },
   );
-  await waitFor('the node up', async () => (await api<{ liveness: string }[]>('GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up') || undefined);
+  await waitFor(
+    'the node up',
+    async () =>
+      (await api<{ liveness: string }[]>('GET', '/api/v1/nodes')).body.some((n) => n.liveness === 'up') || undefined,
+  );
   const weights = join(dir, 'weights');
   mkdirSync(weights);
-  const added = await api('POST', '/api/v1/models', { name: 'whisper', source: `file://${weights}`, scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
+  const added = await api('POST', '/api/v1/models', {
+    name: 'whisper',
+    source: `file://${weights}`,
+    scaling: { min: 1 },
+    profiles: [{ engine: 'sim' }],
+  });
   expect(added.status, JSON.stringify(added.body)).toBe(200);
   const created = await api<{ secret: string }>('POST', '/api/v1/keys', { name: 'uploads' });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   key = created.body.secret;
-  await waitFor('a ready replica of whisper', async () => (await api<ReplicaView[]>('GET', '/api/v1/replicas?model=whisper')).body.some((r) => r.state === 'ready') || undefined, 60_000);
+  await waitFor(
+    'a ready replica of whisper',
+    async () =>
+      (await api<ReplicaView[]>('GET', '/api/v1/replicas?model=whisper')).body.some((r) => r.state === 'ready') ||
+      undefined,
+    60_000,
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -122,7 +183,9 @@ afterAll(async () => {
 describe('a multipart upload cannot stall the control plane', () => {
   it('refuses 200,000 fields and a 12 MB file as they arrive, with a 413 naming the limit, and answers probes and heartbeats meanwhile', async () => {
     const body = attackForm(200_000, 12 * 2 ** 20);
-    expect(body.length, 'the attack fits the 25 MiB upload limit, so only the form limits stop it').toBeLessThan(25 * 2 ** 20);
+    expect(body.length, 'the attack fits the 25 MiB upload limit, so only the form limits stop it').toBeLessThan(
+      25 * 2 ** 20,
+    );
     const { host } = new URL(clientUrl);
     const head = `POST /v1/audio/transcriptions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=x\r\n`;
     const probes: { healthz: number; heartbeats: boolean } = { healthz: 0, heartbeats: false };
@@ -131,15 +194,22 @@ describe('a multipart upload cannot stall the control plane', () => {
       const health = await fetch(`${clientUrl}/healthz`);
       probes.healthz = health.status;
       const before = await heartbeatsTaken();
-      probes.heartbeats = await waitFor('a heartbeat taken while the refused upload is still arriving', async () => (await heartbeatsTaken()) > before || undefined);
+      probes.heartbeats = await waitFor(
+        'a heartbeat taken while the refused upload is still arriving',
+        async () => (await heartbeatsTaken()) > before || undefined,
+      );
     });
-    const error = (JSON.parse(answer.body) as { error?: { message?: string; type?: string; llmgw_code?: string } }).error;
+    const error = (JSON.parse(answer.body) as { error?: { message?: string; type?: string; llmgw_code?: string } })
+      .error;
     expect(answer.status, `answered ${answer.status} ${answer.body.slice(0, 300)}`).toBe(413);
     expect(error?.llmgw_code, "OpenAI's error shape, with llmgw's code").toBe('LLMGW_BODY_TOO_LARGE');
     expect(error?.type).toBe('invalid_request_error');
     expect(error?.message, 'names the limit and what to send instead').toMatch(/more than 64 fields.*send/);
     expect(answeredBeforeLastByte, 'refused as the form arrived, not after buffering it whole').toBe(true);
-    expect(probes, 'the client listener and the agent listener answered while the upload was still arriving').toEqual({ healthz: 200, heartbeats: true });
+    expect(probes, 'the client listener and the agent listener answered while the upload was still arriving').toEqual({
+      healthz: 200,
+      heartbeats: true,
+    });
   }, 120_000);
 
   it('still transcribes an honest upload with every field OpenAI and vLLM take, at the limit of 64', async () => {
@@ -149,7 +219,11 @@ describe('a multipart upload cannot stall the control plane', () => {
     form.append('response_format', 'json');
     // 64 text fields in all: the two above and 62 more (vLLM's sampling fields and the like).
     for (let i = 0; i < 62; i++) form.append(`extra_${i}`, String(i));
-    const res = await fetch(`${clientUrl}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+    const res = await fetch(`${clientUrl}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+      body: form,
+    });
     const text = await res.text();
     expect(res.status, text).toBe(200);
     expect((JSON.parse(text) as { text: string }).text).toMatch(/^heard 3000 bytes of talk\.wav/);

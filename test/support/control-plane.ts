@@ -13,7 +13,9 @@ import { ControlPlane } from '../../src/control/control-plane.js';
  * each test's overrides; registers the afterEach that closes them, so call it
  * once at a test file's top level.
  */
-export function inProcessPlanes(defaults: Record<string, unknown>): (over?: Record<string, unknown>) => Promise<ControlPlane> {
+export function inProcessPlanes(
+  defaults: Record<string, unknown>,
+): (over?: Record<string, unknown>) => Promise<ControlPlane> {
   const planes: ControlPlane[] = [];
   afterEach(async () => {
     await Promise.all(planes.splice(0).map((p) => p.close()));

@@ -50,7 +50,8 @@ export async function writeFakeNvidiaSmi(dir: string, options: FakeNvidiaSmiOpti
   await writeFile(stderrFile, options.stderr ?? '');
   const refusals = (options.unknownFields ?? []).map(
     // A real driver names the first field it does not know; the case pattern matches it anywhere in the query.
-    (field) => `  *--query-gpu=*${field}*) echo ${shQuote(`Field "${field}" is not a valid field to query.`)}; exit 2 ;;`,
+    (field) =>
+      `  *--query-gpu=*${field}*) echo ${shQuote(`Field "${field}" is not a valid field to query.`)}; exit 2 ;;`,
   );
   const script = [
     '#!/bin/sh',
@@ -73,6 +74,8 @@ export async function writeFakeNvidiaSmi(dir: string, options: FakeNvidiaSmiOpti
  * GPU_QUERY_FIELDS order), for tests that want a machine of their own
  * making: each row gives the fields it cares about, the rest print `[N/A]`.
  */
-export function queryGpuCsv(rows: ReadonlyArray<Readonly<Partial<Record<(typeof GPU_QUERY_FIELDS)[number], string | number>>>>): string {
+export function queryGpuCsv(
+  rows: ReadonlyArray<Readonly<Partial<Record<(typeof GPU_QUERY_FIELDS)[number], string | number>>>>,
+): string {
   return rows.map((row) => GPU_QUERY_FIELDS.map((f) => String(row[f] ?? '[N/A]')).join(', ')).join('\n') + '\n';
 }

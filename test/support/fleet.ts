@@ -10,7 +10,11 @@ import { waitFor } from './wait.js';
 
 export const JOIN = 'e2e-join-token-0123456789abcdef';
 export const ADMIN = 'e2e-admin-token-0123456789abcdef';
-export const adminHeaders = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e' };
+export const adminHeaders = {
+  authorization: `Bearer ${ADMIN}`,
+  'content-type': 'application/json',
+  'x-llmgw-actor': 'e2e',
+};
 
 // The admin API's own shapes, as the typed client declares them.
 export type { ControlPlaneView, ReplicaView } from '../../src/api/index.js';
@@ -18,8 +22,23 @@ export type { ControlPlaneView, ReplicaView } from '../../src/api/index.js';
 /** Starts a simulated agent (no GPUs) with its own port range; `control` may list several URLs, comma-separated. */
 export function startSimAgent(control: string, stateDir: string, id: string, ports: { first: number; count: number }) {
   return startLlmgw([
-    'agent', '--control', control, '--join-token', JOIN, '--node-id', id, '--state-dir', stateDir,
-    '--simulate', 'gpus=0,ram=16g', '--heartbeat-interval', '300ms', '--port-range', `${ports.first}-${ports.first + ports.count - 1}`, '--log-level', 'warn',
+    'agent',
+    '--control',
+    control,
+    '--join-token',
+    JOIN,
+    '--node-id',
+    id,
+    '--state-dir',
+    stateDir,
+    '--simulate',
+    'gpus=0,ram=16g',
+    '--heartbeat-interval',
+    '300ms',
+    '--port-range',
+    `${ports.first}-${ports.first + ports.count - 1}`,
+    '--log-level',
+    'warn',
   ]);
 }
 
@@ -41,7 +60,11 @@ export async function reconcilerPasses(admin: string): Promise<number> {
 /** Returns once the control plane at `admin` has run `passes` more reconciler passes than when called. */
 export async function afterPasses(admin: string, passes: number, deadlineMs = 30_000): Promise<void> {
   const from = await reconcilerPasses(admin);
-  await waitFor(`${passes} reconciler passes on ${admin}`, async () => ((await reconcilerPasses(admin)) >= from + passes ? true : undefined), deadlineMs);
+  await waitFor(
+    `${passes} reconciler passes on ${admin}`,
+    async () => ((await reconcilerPasses(admin)) >= from + passes ? true : undefined),
+    deadlineMs,
+  );
 }
 
 export async function replicasOf(admin: string, model: string): Promise<ReplicaView[]> {
@@ -122,7 +145,12 @@ export function weightsDir(dir: string): string {
  * Sends requests back to back from `workers` loops, round robin over
  * `clients`, until stop() is called; stop resolves with every status seen.
  */
-export function clientLoad(clients: readonly string[], key: string, model: string, workers = 3): { count(): number; stop(): Promise<number[]> } {
+export function clientLoad(
+  clients: readonly string[],
+  key: string,
+  model: string,
+  workers = 3,
+): { count(): number; stop(): Promise<number[]> } {
   let running = true;
   const statuses: number[] = [];
   const loops = Array.from({ length: workers }, async (_, w) => {

@@ -72,12 +72,13 @@ export function describeWithLlamaCpp(name: string, fn: (binaries: LlamaCppBinari
   if (process.env.CI) {
     describe(name, () => {
       it('has the real llama.cpp to run', () => {
-        throw new Error(`CI is set but llama.cpp is not built in ${where}: "${name}" needs it (run npm run engines:llamacpp; .ci/run does)`);
+        throw new Error(
+          `CI is set but llama.cpp is not built in ${where}: "${name}" needs it (run npm run engines:llamacpp; .ci/run does)`,
+        );
       });
     });
     return;
   }
   describe.skip(`${name} (skipped: llama.cpp is not built in ${where}; run npm run engines:llamacpp, about ten minutes once)`, () =>
-    fn({ dir: '', llamaServer: '', rpcServer: '' }),
-  );
+    fn({ dir: '', llamaServer: '', rpcServer: '' }));
 }

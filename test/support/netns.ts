@@ -30,7 +30,11 @@ export interface NetnsSupport {
 }
 
 function run(cmd: string, args: readonly string[], input?: string): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'], ...(input !== undefined ? { input } : {}) });
+  return execFileSync(cmd, args, {
+    encoding: 'utf8',
+    stdio: ['pipe', 'pipe', 'pipe'],
+    ...(input !== undefined ? { input } : {}),
+  });
 }
 
 function quietly(cmd: string, args: readonly string[]): void {
@@ -43,7 +47,8 @@ function quietly(cmd: string, args: readonly string[]): void {
 
 /** Tries what the lab needs in a throwaway namespace, once per process. */
 export const NETNS: NetnsSupport = (() => {
-  if (process.platform !== 'linux') return { ok: false, reason: 'network namespaces are a Linux feature', netem: false };
+  if (process.platform !== 'linux')
+    return { ok: false, reason: 'network namespaces are a Linux feature', netem: false };
   if (process.getuid?.() !== 0) return { ok: false, reason: 'creating network namespaces needs root', netem: false };
   const ns = `llmgw-${process.pid}-probe`;
   try {
@@ -53,7 +58,11 @@ export const NETNS: NetnsSupport = (() => {
   }
   try {
     try {
-      run('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], 'table inet llmgw {\n  chain input { type filter hook input priority 0; policy accept; numgen random mod 100 < 1 drop; }\n}\n');
+      run(
+        'ip',
+        ['netns', 'exec', ns, 'nft', '-f', '-'],
+        'table inet llmgw {\n  chain input { type filter hook input priority 0; policy accept; numgen random mod 100 < 1 drop; }\n}\n',
+      );
     } catch (err) {
       return { ok: false, reason: `nftables does not work here (${firstLine(err)}); install nftables`, netem: false };
     }
@@ -88,7 +97,9 @@ export function describeNetns(name: string, fn: () => void): void {
   if (process.env.CI) {
     describe(name, () => {
       it('can create network namespaces', () => {
-        throw new Error(`CI is set but "${name}" cannot run: ${NETNS.reason} (.ci/run runs as root and installs iproute2 and nftables)`);
+        throw new Error(
+          `CI is set but "${name}" cannot run: ${NETNS.reason} (.ci/run runs as root and installs iproute2 and nftables)`,
+        );
       });
     });
     return;
@@ -138,11 +149,14 @@ export class NetLab {
   /** A bridge with a /24 of 10.231.0.0/16 no other lab on this machine uses. */
   static create(): NetLab {
     if (!NETNS.ok) throw new Error(`NetLab: ${NETNS.reason}`);
-    const used = new Set([...run('ip', ['-o', '-4', 'addr', 'show']).matchAll(/inet 10\.231\.(\d+)\./g)].map((m) => Number(m[1])));
+    const used = new Set(
+      [...run('ip', ['-o', '-4', 'addr', 'show']).matchAll(/inet 10\.231\.(\d+)\./g)].map((m) => Number(m[1])),
+    );
     const start = process.pid % 200;
     let third = -1;
     for (let i = 0; i < 250 && third < 0; i++) if (!used.has((start + i) % 250)) third = (start + i) % 250;
-    if (third < 0) throw new Error('NetLab: every /24 of 10.231.0.0/16 is taken; tear down stale labs (ip -o addr | grep 10.231)');
+    if (third < 0)
+      throw new Error('NetLab: every /24 of 10.231.0.0/16 is taken; tear down stale labs (ip -o addr | grep 10.231)');
     const lab = new NetLab(`lg${process.pid.toString(36)}`, `10.231.${third}`);
     run('ip', ['link', 'add', lab.#bridge, 'type', 'bridge']);
     run('ip', ['addr', 'add', `${lab.gateway}/24`, 'dev', lab.#bridge]);
@@ -205,7 +219,20 @@ export class NetLab {
   async delayedPath(from: NetHost, target: string, delayMs: number): Promise<string> {
     if (NETNS.netem) {
       // netem delays what leaves an interface: both ends of the host's link, for both directions.
-      run('ip', ['netns', 'exec', from.ns, 'tc', 'qdisc', 'replace', 'dev', 'eth0', 'root', 'netem', 'delay', `${delayMs}ms`]);
+      run('ip', [
+        'netns',
+        'exec',
+        from.ns,
+        'tc',
+        'qdisc',
+        'replace',
+        'dev',
+        'eth0',
+        'root',
+        'netem',
+        'delay',
+        `${delayMs}ms`,
+      ]);
       run('tc', ['qdisc', 'replace', 'dev', from.link, 'root', 'netem', 'delay', `${delayMs}ms`]);
       return target;
     }
@@ -250,8 +277,17 @@ export class NetLab {
       output.push(`oifname "eth0" numgen random mod 100 < ${f.lossPercent} drop`);
     }
     // Replaced in one transaction, so no packet slips through between the old rules and the new.
-    const chain = (name: 'input' | 'output', rules: string[]) => `  chain ${name} { type filter hook ${name} priority 0; policy accept;${rules.map((r) => ` ${r};`).join('')} }`;
-    const script = ['table inet llmgw {}', 'delete table inet llmgw', 'table inet llmgw {', chain('input', input), chain('output', output), '}', ''].join('\n');
+    const chain = (name: 'input' | 'output', rules: string[]) =>
+      `  chain ${name} { type filter hook ${name} priority 0; policy accept;${rules.map((r) => ` ${r};`).join('')} }`;
+    const script = [
+      'table inet llmgw {}',
+      'delete table inet llmgw',
+      'table inet llmgw {',
+      chain('input', input),
+      chain('output', output),
+      '}',
+      '',
+    ].join('\n');
     run('ip', ['netns', 'exec', host.ns, 'nft', '-f', '-'], script);
   }
 }
@@ -281,7 +317,9 @@ export class TcpRelay {
       };
       const pass = (from: Socket, to: Socket) => {
         // Equal delays fire in the order they were set, so the byte stream keeps its order.
-        from.on('data', (chunk: Buffer) => (delayMs > 0 ? setTimeout(() => to.destroyed || to.write(chunk), delayMs) : to.write(chunk)));
+        from.on('data', (chunk: Buffer) =>
+          delayMs > 0 ? setTimeout(() => to.destroyed || to.write(chunk), delayMs) : to.write(chunk),
+        );
         from.on('end', () => (delayMs > 0 ? setTimeout(() => to.end(), delayMs) : to.end()));
       };
       pass(client, upstream);

@@ -46,13 +46,30 @@ export async function startOneNodeFleet(options: OneNodeOptions): Promise<OneNod
   // Tokens must be 32 characters or more; the name keeps them apart between files.
   const join_ = `e2e-join-token-${options.name}-0123456789abcdef`;
   const adminToken = `e2e-admin-token-${options.name}-0123456789abcdef`;
-  const headers = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json', 'x-llmgw-actor': `e2e-${options.name}` };
+  const headers = {
+    authorization: `Bearer ${adminToken}`,
+    'content-type': 'application/json',
+    'x-llmgw-actor': `e2e-${options.name}`,
+  };
   const control = await startControl([
-    '--store', `sqlite:${join(dir, 'db')}`, '--join-token', join_, '--admin-token', adminToken, '--reconcile-interval', '300ms', '--log-level', 'warn',
+    '--store',
+    `sqlite:${join(dir, 'db')}`,
+    '--join-token',
+    join_,
+    '--admin-token',
+    adminToken,
+    '--reconcile-interval',
+    '300ms',
+    '--log-level',
+    'warn',
   ]);
   const adminUrl = control.urls.admin;
   const api = async <T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
-    const res = await fetch(`${adminUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const res = await fetch(`${adminUrl}${path}`, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
     return { status: res.status, body: (await res.json()) as T };
   };
   const stateDir = join(dir, 'n1');
@@ -62,8 +79,23 @@ export async function startOneNodeFleet(options: OneNodeOptions): Promise<OneNod
   };
   try {
     startLlmgw([
-      'agent', '--control', control.urls.agent, '--join-token', join_, '--node-id', 'n1', '--state-dir', stateDir, '--simulate', 'gpus=0,ram=16g',
-      '--heartbeat-interval', '300ms', '--port-range', options.portRange, '--log-level', 'warn',
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      join_,
+      '--node-id',
+      'n1',
+      '--state-dir',
+      stateDir,
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      options.portRange,
+      '--log-level',
+      'warn',
     ]);
     await waitFor('the node up', async () => {
       const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
@@ -82,10 +114,14 @@ export async function startOneNodeFleet(options: OneNodeOptions): Promise<OneNod
     }
     for (const { name, scaling } of models) {
       if (!((scaling as { min?: number } | undefined)?.min ?? 0)) continue;
-      await waitFor(`a ready replica of ${String(name)}`, async () => {
-        const { body } = await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${String(name)}`);
-        return body.some((r) => r.state === 'ready') ? true : undefined;
-      }, options.readyWithinMs ?? 60_000);
+      await waitFor(
+        `a ready replica of ${String(name)}`,
+        async () => {
+          const { body } = await api<ReplicaView[]>('GET', `/api/v1/replicas?model=${String(name)}`);
+          return body.some((r) => r.state === 'ready') ? true : undefined;
+        },
+        options.readyWithinMs ?? 60_000,
+      );
     }
     return { dir, adminUrl, adminToken, clientUrl: control.urls.client, keys, api, stop };
   } catch (err) {

@@ -53,7 +53,9 @@ export function describePostgres(name: string, fn: () => void): void {
   if (process.env.CI) {
     describe(name, () => {
       it('has a Postgres server to run against', () => {
-        throw new Error(`CI is set but LLMGW_TEST_POSTGRES is not: "${name}" needs a Postgres server (.ci/run starts one and sets it)`);
+        throw new Error(
+          `CI is set but LLMGW_TEST_POSTGRES is not: "${name}" needs a Postgres server (.ci/run starts one and sets it)`,
+        );
       });
     });
     return;

@@ -21,14 +21,22 @@ export interface PrivatePostgres {
 }
 
 function pgBin(): string {
-  const candidates = [process.env.LLMGW_TEST_PGBIN, '/usr/lib/postgresql/15/bin'].filter((d): d is string => Boolean(d));
+  const candidates = [process.env.LLMGW_TEST_PGBIN, '/usr/lib/postgresql/15/bin'].filter((d): d is string =>
+    Boolean(d),
+  );
   const found = candidates.find((d) => existsSync(join(d, 'pg_ctl')));
-  if (!found) throw new Error(`no pg_ctl in ${candidates.join(' or ')}; set LLMGW_TEST_PGBIN to the directory holding initdb and pg_ctl`);
+  if (!found)
+    throw new Error(
+      `no pg_ctl in ${candidates.join(' or ')}; set LLMGW_TEST_PGBIN to the directory holding initdb and pg_ctl`,
+    );
   return found;
 }
 
 function asPostgres(command: string): void {
-  execFileSync('su', ['postgres', '-s', '/bin/sh', '-c', command], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
+  execFileSync('su', ['postgres', '-s', '/bin/sh', '-c', command], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    timeout: 60_000,
+  });
 }
 
 export async function startPrivatePostgres(): Promise<PrivatePostgres> {
@@ -43,7 +51,9 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
     start() {
-      asPostgres(`${bin}/pg_ctl -D ${data} -o '-p ${port} -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off' -l ${dir}/log -w start >/dev/null`);
+      asPostgres(
+        `${bin}/pg_ctl -D ${data} -o '-p ${port} -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off' -l ${dir}/log -w start >/dev/null`,
+      );
       running = true;
     },
     stop() {

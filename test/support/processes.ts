@@ -15,7 +15,10 @@ export interface RunningProcess {
   lines: string[];
   stderr: () => string;
   /** Waits for a JSON log line matching `predicate`, or fails with what the process printed. */
-  waitForLog(predicate: (entry: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  waitForLog(
+    predicate: (entry: Record<string, unknown>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
   /** Resolves with the exit code (or signal) once the process has exited. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -93,12 +96,20 @@ export function startLlmgw(args: string[], options: StartOptions = {}): RunningP
           }
           if (child.exitCode !== null || child.signalCode !== null) {
             cleanup();
-            reject(new Error(`process exited (${child.exitCode ?? child.signalCode}) before the expected log line; stderr:\n${stderr}\nstdout:\n${lines.join('\n')}`));
+            reject(
+              new Error(
+                `process exited (${child.exitCode ?? child.signalCode}) before the expected log line; stderr:\n${stderr}\nstdout:\n${lines.join('\n')}`,
+              ),
+            );
           }
         };
         const timer = setTimeout(() => {
           cleanup();
-          reject(new Error(`no matching log line within ${timeoutMs} ms; stderr:\n${stderr}\nstdout:\n${lines.slice(-20).join('\n')}`));
+          reject(
+            new Error(
+              `no matching log line within ${timeoutMs} ms; stderr:\n${stderr}\nstdout:\n${lines.slice(-20).join('\n')}`,
+            ),
+          );
         }, timeoutMs);
         const cleanup = () => {
           clearTimeout(timer);
@@ -142,13 +153,30 @@ export interface ControlUrls {
  * none mean a tokenless loopback admin API, so they get
  * --insecure-no-admin-token unless `makesAdminToken` asks for the default.
  */
-export async function startControl(args: string[], options: StartOptions & { makesAdminToken?: boolean } = {}): Promise<RunningProcess & { urls: ControlUrls }> {
+export async function startControl(
+  args: string[],
+  options: StartOptions & { makesAdminToken?: boolean } = {},
+): Promise<RunningProcess & { urls: ControlUrls }> {
   const proc = startLlmgw(
-    ['control', '--client-addr', '127.0.0.1:0', '--admin-addr', '127.0.0.1:0', '--agent-addr', '127.0.0.1:0', ...(options.makesAdminToken || args.some((a) => a.startsWith('--admin-token')) ? [] : ['--insecure-no-admin-token']), ...args],
+    [
+      'control',
+      '--client-addr',
+      '127.0.0.1:0',
+      '--admin-addr',
+      '127.0.0.1:0',
+      '--agent-addr',
+      '127.0.0.1:0',
+      ...(options.makesAdminToken || args.some((a) => a.startsWith('--admin-token'))
+        ? []
+        : ['--insecure-no-admin-token']),
+      ...args,
+    ],
     options,
   );
   const entry = await proc.waitForLog((e) => e.msg === 'llmgw control listening');
-  return Object.assign(proc, { urls: { client: entry.client as string, admin: entry.admin as string, agent: entry.agent as string } });
+  return Object.assign(proc, {
+    urls: { client: entry.client as string, admin: entry.admin as string, agent: entry.agent as string },
+  });
 }
 
 /**

@@ -17,7 +17,11 @@ export interface RawAnswer {
  * with what came back once the server closes. `ca` given: over TLS,
  * trusting that CA, the request written once the handshake is done.
  */
-export function rawExchange(url: string, request: string, options: { timeoutMs?: number; ca?: Buffer } = {}): Promise<RawAnswer> {
+export function rawExchange(
+  url: string,
+  request: string,
+  options: { timeoutMs?: number; ca?: Buffer } = {},
+): Promise<RawAnswer> {
   const { hostname, port } = new URL(url);
   const timeoutMs = options.timeoutMs ?? 20_000;
   return new Promise((resolve, reject) => {

@@ -46,7 +46,12 @@ export class ManualClock implements SupervisorClock {
         if (index !== -1) this.#timers.splice(index, 1);
         resolve();
       };
-      const timer: Timer = { atMs: this.#nowMs + Math.max(0, ms), seq: this.#seq++, resolve, forget: () => signal?.removeEventListener('abort', onAbort) };
+      const timer: Timer = {
+        atMs: this.#nowMs + Math.max(0, ms),
+        seq: this.#seq++,
+        resolve,
+        forget: () => signal?.removeEventListener('abort', onAbort),
+      };
       this.#timers.push(timer);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
@@ -225,6 +230,8 @@ export class CapturingLogger implements ShardLogger {
   }
   /** The `from → to` transitions logged for a shard, in order. */
   transitions(shardId: string): string[] {
-    return this.entries.filter((e) => e.fields.shardId === shardId && e.fields.to !== undefined).map((e) => `${String(e.fields.from ?? '')}→${String(e.fields.to)}`);
+    return this.entries
+      .filter((e) => e.fields.shardId === shardId && e.fields.to !== undefined)
+      .map((e) => `${String(e.fields.from ?? '')}→${String(e.fields.to)}`);
   }
 }

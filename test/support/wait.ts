@@ -47,7 +47,9 @@ export async function waitFor<T>(
     }
     if (Date.now() >= deadline) {
       const name = typeof what === 'function' ? what() : what;
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${name}${last ? ` (last error: ${String(last)})` : ''}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${name}${last ? ` (last error: ${String(last)})` : ''}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }

@@ -26,7 +26,12 @@ export interface ServeOptions {
 
 /** Answers a GET for `content` the way a CDN does: 206 for ranges, 416 past the end, 200 when If-Range no longer matches. */
 export function serveBytes(req: IncomingMessage, res: ServerResponse, content: Buffer, options: ServeOptions): void {
-  const headers: Record<string, string> = { 'content-type': 'application/octet-stream', etag: options.etag, 'accept-ranges': 'bytes', ...options.extraHeaders };
+  const headers: Record<string, string> = {
+    'content-type': 'application/octet-stream',
+    etag: options.etag,
+    'accept-ranges': 'bytes',
+    ...options.extraHeaders,
+  };
   const range = req.headers.range;
   const ifRange = req.headers['if-range'];
   let start = 0;
@@ -226,7 +231,8 @@ export class HubStandIn extends LoopbackServer {
     const out: unknown[] = [];
     for (const p of asked) {
       if (repo.files[p]) out.push(treeEntry(p, repo.files[p]));
-      else if (Object.keys(repo.files).some((f) => f.startsWith(`${p}/`))) out.push({ type: 'directory', path: p, size: 0, oid: '0'.repeat(40) });
+      else if (Object.keys(repo.files).some((f) => f.startsWith(`${p}/`)))
+        out.push({ type: 'directory', path: p, size: 0, oid: '0'.repeat(40) });
     }
     json(res, 200, out);
   }
@@ -234,7 +240,13 @@ export class HubStandIn extends LoopbackServer {
 
 function treeEntry(path: string, content: Buffer): Record<string, unknown> {
   if (isLfs(path)) {
-    return { type: 'file', path, size: content.length, oid: gitBlobSha1(Buffer.from(`pointer ${path}`)), lfs: { oid: sha256(content), size: content.length, pointerSize: 130 } };
+    return {
+      type: 'file',
+      path,
+      size: content.length,
+      oid: gitBlobSha1(Buffer.from(`pointer ${path}`)),
+      lfs: { oid: sha256(content), size: content.length, pointerSize: 130 },
+    };
   }
   return { type: 'file', path, size: content.length, oid: gitBlobSha1(content) };
 }

@@ -6,8 +6,14 @@ import { describe, expect, it } from 'vitest';
 import { advertisedHost, localAddressToward } from './advertise.js';
 
 describe('the address a node is reached at', () => {
-  it('is the operator\'s --advertise-host when given, brackets dropped', async () => {
-    expect(await advertisedHost({ engineHost: '0.0.0.0', advertiseHost: '10.1.2.3', controlUrls: ['http://127.0.0.1:8082'] })).toBe('10.1.2.3');
+  it("is the operator's --advertise-host when given, brackets dropped", async () => {
+    expect(
+      await advertisedHost({
+        engineHost: '0.0.0.0',
+        advertiseHost: '10.1.2.3',
+        controlUrls: ['http://127.0.0.1:8082'],
+      }),
+    ).toBe('10.1.2.3');
     expect(await advertisedHost({ engineHost: '::', advertiseHost: '[fd00::7]', controlUrls: [] })).toBe('fd00::7');
   });
 
@@ -16,7 +22,10 @@ describe('the address a node is reached at', () => {
   });
 
   it('is, for a wildcard, the local address the route to the control plane leaves from', async () => {
-    expect(await advertisedHost({ engineHost: '0.0.0.0', controlUrls: ['http://127.0.0.2:8082', 'http://192.0.2.1:8082'] }), 'the first control URL decides').toBe('127.0.0.1');
+    expect(
+      await advertisedHost({ engineHost: '0.0.0.0', controlUrls: ['http://127.0.0.2:8082', 'http://192.0.2.1:8082'] }),
+      'the first control URL decides',
+    ).toBe('127.0.0.1');
     expect(await localAddressToward('https://[::1]:8082')).toBe('::1');
   });
 

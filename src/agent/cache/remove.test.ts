@@ -2,7 +2,21 @@
 // something llmgw did not fetch is refused, with the target left intact. A
 // miss here deletes an operator's model, which may have taken a week to copy.
 import { execFileSync } from 'node:child_process';
-import { link, lstat, mkdir, mkdtemp, readdir, readFile, readlink, realpath, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  link,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  readlink,
+  realpath,
+  rename,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -22,7 +36,10 @@ const mountProbe = ((): { ok: boolean; reason: string } => {
     execFileSync('umount', [dir], { stdio: 'ignore' });
     return { ok: true, reason: '' };
   } catch (err) {
-    return { ok: false, reason: `cannot mount here (${(err as Error).message.split('\n')[0]}); needs root and a sandbox that allows mount` };
+    return {
+      ok: false,
+      reason: `cannot mount here (${(err as Error).message.split('\n')[0]}); needs root and a sandbox that allows mount`,
+    };
   } finally {
     if (dir) execFileSync('rmdir', [dir]);
   }
@@ -38,7 +55,7 @@ beforeEach(async () => {
   base = await realpath(await mkdtemp(join(tmpdir(), 'llmgw-remove-')));
   outside = join(base, 'outside');
   await mkdir(outside);
-  await writeFile(join(outside, 'secret.txt'), 'the operator\'s model');
+  await writeFile(join(outside, 'secret.txt'), "the operator's model");
   cache = await WeightCache.create({ cacheDir: join(base, 'cache') });
 });
 
@@ -200,7 +217,7 @@ describe('removing a cache entry refuses', () => {
     execFileSync('mount', ['--bind', outside, entry]);
     mounted.push(entry);
     expectRefused(await cache.remove(entry, notInUse), 'other_filesystem', /mount point/);
-    expect(await readFile(join(outside, 'secret.txt'), 'utf8')).toBe('the operator\'s model');
+    expect(await readFile(join(outside, 'secret.txt'), 'utf8')).toBe("the operator's model");
   });
 });
 
@@ -228,7 +245,7 @@ describe('removing a cache entry', () => {
     expect(await snapshot(outside), 'the link targets are intact').toEqual(before);
   });
 
-  it('unlinks a hard-linked file, leaving the other link\'s data intact and counting no bytes for it', async () => {
+  it("unlinks a hard-linked file, leaving the other link's data intact and counting no bytes for it", async () => {
     const entry = await makeEntry();
     await writeFile(join(outside, 'shared.bin'), 'shared data');
     await link(join(outside, 'shared.bin'), join(entry, 'files', 'shared.bin'));
@@ -247,7 +264,9 @@ describe('removing a cache entry', () => {
     expect(result.removed, JSON.stringify(result)).toBe(true);
     if (!result.removed) return;
     expect(result.leftBehind.map((l) => l.reason).join(), 'the mount is reported').toMatch(/mount point/);
-    expect(await readFile(join(outside, 'secret.txt'), 'utf8'), 'nothing was deleted through the mount').toBe('the operator\'s model');
+    expect(await readFile(join(outside, 'secret.txt'), 'utf8'), 'nothing was deleted through the mount').toBe(
+      "the operator's model",
+    );
     await expect(stat(entry)).rejects.toThrow(/ENOENT/);
   });
 
@@ -264,14 +283,19 @@ describe('removing a cache entry', () => {
     expect(result.leftBehind).toHaveLength(1);
     const [left] = result.leftBehind;
     expect(left!.reason).toMatch(/another filesystem|mount point/);
-    expect(await readFile(join(left!.path, 'other-fs.txt'), 'utf8'), 'the other filesystem was not entered').toBe('on another filesystem');
+    expect(await readFile(join(left!.path, 'other-fs.txt'), 'utf8'), 'the other filesystem was not entered').toBe(
+      'on another filesystem',
+    );
   });
 });
 
 describe('pathSyntaxProblem', () => {
   it('accepts the one spelling llmgw writes, under a cache dir with any characters', () => {
     expect(pathSyntaxProblem(`/var/cache/llmgw/${NAME}`, ['/var/cache/llmgw'])).toBeNull();
-    expect(pathSyntaxProblem(`/données/cache/${NAME}`, ['/données/cache']), 'the operator may name the cache dir in any script').toBeNull();
+    expect(
+      pathSyntaxProblem(`/données/cache/${NAME}`, ['/données/cache']),
+      'the operator may name the cache dir in any script',
+    ).toBeNull();
   });
 
   it('refuses a non-string', () => {

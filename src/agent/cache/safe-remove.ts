@@ -79,12 +79,20 @@ export async function removeTreeOnDevice(
 }
 
 /** Returns true when `path` is gone. */
-async function removeNode(path: string, deviceId: number, mountPoints: ReadonlySet<string>, out: TreeRemoval): Promise<boolean> {
+async function removeNode(
+  path: string,
+  deviceId: number,
+  mountPoints: ReadonlySet<string>,
+  out: TreeRemoval,
+): Promise<boolean> {
   const stats = await lstatOrNull(path);
   if (!stats) return true;
   if (stats.isDirectory()) {
     if (stats.dev !== deviceId) {
-      out.leftBehind.push({ path, reason: `another filesystem is mounted here (device ${stats.dev}, the cache is on ${deviceId}); left in place` });
+      out.leftBehind.push({
+        path,
+        reason: `another filesystem is mounted here (device ${stats.dev}, the cache is on ${deviceId}); left in place`,
+      });
       return false;
     }
     if (mountPoints.has(path)) {
@@ -95,7 +103,10 @@ async function removeNode(path: string, deviceId: number, mountPoints: ReadonlyS
     try {
       names = await readdir(path);
     } catch (err) {
-      out.leftBehind.push({ path, reason: `could not be listed (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); left in place` });
+      out.leftBehind.push({
+        path,
+        reason: `could not be listed (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); left in place`,
+      });
       return false;
     }
     // The directory could have been swapped for a link between lstat and
@@ -157,7 +168,8 @@ export async function readMountPoints(mountInfoPath = '/proc/self/mountinfo'): P
   for (const line of text.split('\n')) {
     const field = line.split(' ')[4];
     // The kernel escapes space, tab, newline and backslash as octal.
-    if (field) points.add(field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))));
+    if (field)
+      points.add(field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))));
   }
   return points;
 }

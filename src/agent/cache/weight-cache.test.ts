@@ -50,7 +50,9 @@ describe('WeightCache', () => {
   });
 
   it('rejects an unknown option, naming the nearest valid one', async () => {
-    await expect(WeightCache.create({ cacheDir: base, cachedir: 'x' } as never)).rejects.toThrow(/"cachedir" is unknown; did you mean "cacheDir"/);
+    await expect(WeightCache.create({ cacheDir: base, cachedir: 'x' } as never)).rejects.toThrow(
+      /"cachedir" is unknown; did you mean "cacheDir"/,
+    );
   });
 
   it('names an entry by the cache name of its source and refuses file:// sources', async () => {
@@ -66,7 +68,10 @@ describe('WeightCache', () => {
     await mkdir(join(cache.partialPath(other), 'files'), { recursive: true });
 
     const entries = await cache.entries();
-    expect(entries.map((e) => e.name), 'only the committed entry is listed').toEqual([name]);
+    expect(
+      entries.map((e) => e.name),
+      'only the committed entry is listed',
+    ).toEqual([name]);
     const [entry] = entries;
     expect(entry!.weightsPath).toBe(join(cache.cacheDir, name, 'files', 'tiny.gguf'));
     expect(await readFile(entry!.weightsPath, 'utf8')).toBe('weights!');
@@ -113,6 +118,9 @@ describe('WeightCache', () => {
     await writeFile(join(cache.partialPath(name), 'files', 'tiny.gguf'), 'later!!!');
     const entry = await cache.commit(name, manifestFor(name, 8));
     expect(await readFile(entry.weightsPath, 'utf8')).toBe('weights!');
-    expect((await readdir(cache.cacheDir)).filter((n) => n.startsWith('.partial-')), 'the losing partial is dropped').toEqual([]);
+    expect(
+      (await readdir(cache.cacheDir)).filter((n) => n.startsWith('.partial-')),
+      'the losing partial is dropped',
+    ).toEqual([]);
   });
 });

@@ -14,7 +14,13 @@ import { CACHE_NAME_RE, cacheName, canonicalSource, parseSource, type WeightSour
 import type { WeightsReport } from '../../protocol/index.js';
 import { nearestName } from '../../units/index.js';
 import { MANIFEST_FILE, parseManifest, type WeightManifest } from './manifest.js';
-import { lstatOrNull, pathSyntaxProblem, readMountPoints, removeTreeOnDevice, type TreeRemoval } from './safe-remove.js';
+import {
+  lstatOrNull,
+  pathSyntaxProblem,
+  readMountPoints,
+  removeTreeOnDevice,
+  type TreeRemoval,
+} from './safe-remove.js';
 
 export interface WeightCacheOptions {
   /** Where fetched weights live. Created if missing; its real path is pinned at start-up. */
@@ -82,7 +88,13 @@ export class WeightCache {
   /** Removals run one at a time, so two cannot race for the same trash name or entry. */
   #removing: Promise<unknown> = Promise.resolve();
 
-  private constructor(configuredDir: string, realDir: string, deviceId: number, inode: number, options: WeightCacheOptions) {
+  private constructor(
+    configuredDir: string,
+    realDir: string,
+    deviceId: number,
+    inode: number,
+    options: WeightCacheOptions,
+  ) {
     this.configuredDir = configuredDir;
     this.cacheDir = realDir;
     this.#deviceId = deviceId;
@@ -95,17 +107,27 @@ export class WeightCache {
     for (const key of Object.keys(options)) {
       if (!(OPTION_KEYS as readonly string[]).includes(key)) {
         const near = nearestName(key, OPTION_KEYS);
-        throw new LlmgwError('LLMGW_CONFIG_INVALID', `weight cache option "${key}" is unknown${near ? `; did you mean "${near}"?` : ''}`);
+        throw new LlmgwError(
+          'LLMGW_CONFIG_INVALID',
+          `weight cache option "${key}" is unknown${near ? `; did you mean "${near}"?` : ''}`,
+        );
       }
     }
     if (typeof options.cacheDir !== 'string' || options.cacheDir.trim() === '') {
-      throw new LlmgwError('LLMGW_CONFIG_INVALID', 'cacheDir is empty; set the agent\'s cache directory, e.g. /var/lib/llmgw/cache');
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        "cacheDir is empty; set the agent's cache directory, e.g. /var/lib/llmgw/cache",
+      );
     }
     const configured = resolve(options.cacheDir);
     try {
       await mkdir(configured, { recursive: true });
     } catch (err) {
-      throw new LlmgwError('LLMGW_CONFIG_INVALID', `cannot create the cache directory ${configured}: ${(err as Error).message}`, { cause: err });
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        `cannot create the cache directory ${configured}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     const real = await realpath(configured);
     const stats = await stat(real);
@@ -123,7 +145,10 @@ export class WeightCache {
     if (typeof parsed === 'string') throw new LlmgwError('LLMGW_SOURCE_INVALID', parsed);
     const name = cacheName(parsed);
     if (name === null) {
-      throw new LlmgwError('LLMGW_SOURCE_INVALID', `${canonicalSource(parsed)} is used in place and never cached, so it has no cache path`);
+      throw new LlmgwError(
+        'LLMGW_SOURCE_INVALID',
+        `${canonicalSource(parsed)} is used in place and never cached, so it has no cache path`,
+      );
     }
     return name;
   }
@@ -268,24 +293,36 @@ export class WeightCache {
     if (parent !== this.configuredDir && parent !== this.cacheDir) {
       const parentReal = await realpath(parent).catch(() => null);
       if (parentReal === this.cacheDir) {
-        return refuse('symlink', `${raw} reaches the cache directory through a link; name it as ${this.cacheDir}/<cache name>`);
+        return refuse(
+          'symlink',
+          `${raw} reaches the cache directory through a link; name it as ${this.cacheDir}/<cache name>`,
+        );
       }
       return refuse('outside_cache', `${raw} is not directly inside the cache directory ${this.cacheDir}`);
     }
 
     const name = posix.basename(raw);
     if (!CACHE_NAME_RE.test(name)) {
-      return refuse('not_cache_name', `${JSON.stringify(name)} is not a cache name (exactly 64 lowercase hex digits), so llmgw did not fetch it`);
+      return refuse(
+        'not_cache_name',
+        `${JSON.stringify(name)} is not a cache name (exactly 64 lowercase hex digits), so llmgw did not fetch it`,
+      );
     }
 
     const target = posix.join(this.cacheDir, name);
     const stats = await lstatOrNull(target);
     if (!stats) return refuse('missing', `${target} does not exist; nothing to remove`);
     if (stats.isSymbolicLink()) {
-      return refuse('symlink', `${target} is a symbolic link; llmgw writes directories, never links, so it did not make this one`);
+      return refuse(
+        'symlink',
+        `${target} is a symbolic link; llmgw writes directories, never links, so it did not make this one`,
+      );
     }
     if (stats.dev !== this.#deviceId) {
-      return refuse('other_filesystem', `${target} is on another filesystem (device ${stats.dev}, the cache is on ${this.#deviceId})`);
+      return refuse(
+        'other_filesystem',
+        `${target} is on another filesystem (device ${stats.dev}, the cache is on ${this.#deviceId})`,
+      );
     }
     if ((await this.#mountPoints()).has(target)) {
       return refuse('other_filesystem', `${target} is a mount point, not a directory llmgw wrote`);
@@ -304,12 +341,16 @@ export class WeightCache {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return refuse('missing', `${target} disappeared before it could be removed`);
-      if (code === 'EBUSY' || code === 'EXDEV') return refuse('other_filesystem', `${target} could not be moved to the trash (${code}): it is a mount point`);
+      if (code === 'EBUSY' || code === 'EXDEV')
+        return refuse('other_filesystem', `${target} could not be moved to the trash (${code}): it is a mount point`);
       throw err;
     }
     const moved = await lstatOrNull(trashed);
     if (!moved || moved.ino !== stats.ino || moved.dev !== stats.dev) {
-      return refuse('cache_dir_changed', `${target} was replaced while it was being removed; what was there is left in ${trashed}`);
+      return refuse(
+        'cache_dir_changed',
+        `${target} was replaced while it was being removed; what was there is left in ${trashed}`,
+      );
     }
     await unlink(posix.join(this.cacheDir, USED_DIR, name)).catch(() => undefined);
     const walked = await removeTreeOnDevice(trashed, this.#deviceId, await this.#mountPoints());
@@ -388,7 +429,6 @@ function assertCacheName(name: string): void {
     throw new LlmgwError('LLMGW_INTERNAL', `${JSON.stringify(name)} is not a cache name (64 lowercase hex digits)`);
   }
 }
-
 
 /** Flushes a directory's entries (a rename, a new file) to disk, so a crash cannot undo them. */
 async function syncDir(path: string): Promise<void> {

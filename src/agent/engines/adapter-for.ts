@@ -6,7 +6,13 @@ import { nearestName } from '../../units/index.js';
 import { builtinAdapter, simAdapter } from './llmgw-engines.js';
 import { llamacppAdapter } from './llamacpp.js';
 import { sglangAdapter } from './sglang.js';
-import { ENGINE_NAMES, compileEngineAdapterOptions, isEngineName, type EngineAdapter, type EngineAdapterOptions } from './shard-launch.js';
+import {
+  ENGINE_NAMES,
+  compileEngineAdapterOptions,
+  isEngineName,
+  type EngineAdapter,
+  type EngineAdapterOptions,
+} from './shard-launch.js';
 import { vllmAdapter } from './vllm.js';
 
 /**

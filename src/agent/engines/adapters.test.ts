@@ -14,9 +14,18 @@ import { findGgufFile } from './gguf-file.js';
 const NODE = '/usr/bin/node';
 const BIN = '/opt/llmgw/bin/llmgw.js';
 const SECRETS = '/var/lib/llmgw/agent/engine-secrets';
-const options: EngineAdapterOptions = { llmgwBin: BIN, nodePath: NODE, secretsDir: SECRETS, resolveGguf: (path) => (path.endsWith('.gguf') ? path : `${path}/model-Q4_K_M.gguf`) };
+const options: EngineAdapterOptions = {
+  llmgwBin: BIN,
+  nodePath: NODE,
+  secretsDir: SECRETS,
+  resolveGguf: (path) => (path.endsWith('.gguf') ? path : `${path}/model-Q4_K_M.gguf`),
+};
 
-function launch(engine: string, overrides: Partial<ShardLaunch> = {}, profile: Partial<ShardLaunch['profile']> = {}): ShardLaunch {
+function launch(
+  engine: string,
+  overrides: Partial<ShardLaunch> = {},
+  profile: Partial<ShardLaunch['profile']> = {},
+): ShardLaunch {
   return {
     replicaId: 'rep-1',
     shardId: 'rep-1-s0',
@@ -49,30 +58,68 @@ function plan(l: ShardLaunch) {
 
 describe('vllm', () => {
   it('serves one node with tensor parallel over its GPUs, names and aliases, profile args last and profile env over ours', () => {
-    const p = plan(launch('vllm', {}, { args: ['--max-model-len', '32k'], env: { VLLM_LOGGING_LEVEL: 'DEBUG', CUDA_VISIBLE_DEVICES: '2,3' } }));
+    const p = plan(
+      launch(
+        'vllm',
+        {},
+        { args: ['--max-model-len', '32k'], env: { VLLM_LOGGING_LEVEL: 'DEBUG', CUDA_VISIBLE_DEVICES: '2,3' } },
+      ),
+    );
     expect(p.argv).toEqual([
-      'vllm', 'serve', '/var/lib/llmgw/cache/ab12/files',
-      '--served-model-name', 'llama-3-8b', 'llama3', 'chat',
-      '--host', '0.0.0.0', '--port', '20001',
-      '--tensor-parallel-size', '2',
-      '--max-model-len', '32k',
+      'vllm',
+      'serve',
+      '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name',
+      'llama-3-8b',
+      'llama3',
+      'chat',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '20001',
+      '--tensor-parallel-size',
+      '2',
+      '--max-model-len',
+      '32k',
     ]);
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', VLLM_LOGGING_LEVEL: 'DEBUG' });
-    expect(p.readiness, 'a wildcard bind is probed on loopback').toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
+    expect(p.readiness, 'a wildcard bind is probed on loopback').toEqual({
+      kind: 'http',
+      host: '127.0.0.1',
+      port: 20001,
+      path: '/health',
+    });
     expect(p.servesApi).toBe(true);
   });
 
   it('runs rank 0 of several nodes with the mp backend and the API, meeting at its own fabric address', () => {
     const p = plan(multi('vllm', 0));
     expect(p.argv).toEqual([
-      'vllm', 'serve', '/var/lib/llmgw/cache/ab12/files',
-      '--served-model-name', 'llama-3-8b', 'llama3', 'chat',
-      '--host', '0.0.0.0', '--port', '20001',
-      '--tensor-parallel-size', '2',
-      '--pipeline-parallel-size', '3',
-      '--distributed-executor-backend', 'mp',
-      '--nnodes', '3', '--node-rank', '0',
-      '--master-addr', '10.1.0.10', '--master-port', '29600',
+      'vllm',
+      'serve',
+      '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name',
+      'llama-3-8b',
+      'llama3',
+      'chat',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '20001',
+      '--tensor-parallel-size',
+      '2',
+      '--pipeline-parallel-size',
+      '3',
+      '--distributed-executor-backend',
+      'mp',
+      '--nnodes',
+      '3',
+      '--node-rank',
+      '0',
+      '--master-addr',
+      '10.1.0.10',
+      '--master-port',
+      '29600',
     ]);
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', VLLM_HOST_IP: '10.1.0.10' });
     expect(p.servesApi).toBe(true);
@@ -83,12 +130,23 @@ describe('vllm', () => {
     const l = multi('vllm', 2);
     const p = plan(l);
     expect(p.argv).toEqual([
-      'vllm', 'serve', '/var/lib/llmgw/cache/ab12/files',
-      '--tensor-parallel-size', '2',
-      '--pipeline-parallel-size', '3',
-      '--distributed-executor-backend', 'mp',
-      '--nnodes', '3', '--node-rank', '2',
-      '--master-addr', '10.1.0.10', '--master-port', '29600',
+      'vllm',
+      'serve',
+      '/var/lib/llmgw/cache/ab12/files',
+      '--tensor-parallel-size',
+      '2',
+      '--pipeline-parallel-size',
+      '3',
+      '--distributed-executor-backend',
+      'mp',
+      '--nnodes',
+      '3',
+      '--node-rank',
+      '2',
+      '--master-addr',
+      '10.1.0.10',
+      '--master-port',
+      '29600',
       '--headless',
     ]);
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', VLLM_HOST_IP: '10.1.0.12' });
@@ -98,7 +156,17 @@ describe('vllm', () => {
   });
 
   it("uses vLLM's default master port when rank 0 names none", () => {
-    const l = launch('vllm', { rank: 1, peers: [{ rank: 0, address: 'fd00::10' }, { rank: 1, address: 'fd00::11' }] }, { shards: 2 });
+    const l = launch(
+      'vllm',
+      {
+        rank: 1,
+        peers: [
+          { rank: 0, address: 'fd00::10' },
+          { rank: 1, address: 'fd00::11' },
+        ],
+      },
+      { shards: 2 },
+    );
     expect(plan(l).argv).toContain('29501');
   });
 });
@@ -108,12 +176,21 @@ describe('llamacpp', () => {
     const p = plan(launch('llamacpp', { host: '127.0.0.1' }, { gpus: 2, args: ['-c', '8192', '--fit', 'off'] }));
     expect(p.argv).toEqual([
       'llama-server',
-      '-m', '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
-      '--host', '127.0.0.1', '--port', '20001',
-      '--alias', 'llama-3-8b',
-      '-ngl', '999',
+      '-m',
+      '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '20001',
+      '--alias',
+      'llama-3-8b',
+      '-ngl',
+      '999',
       '--metrics',
-      '-c', '8192', '--fit', 'off',
+      '-c',
+      '8192',
+      '--fit',
+      'off',
     ]);
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
     expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
@@ -129,12 +206,19 @@ describe('llamacpp', () => {
     const p = plan(multi('llamacpp', 0));
     expect(p.argv).toEqual([
       'llama-server',
-      '-m', '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
-      '--host', '0.0.0.0', '--port', '20001',
-      '--alias', 'llama-3-8b',
-      '-ngl', '999',
+      '-m',
+      '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '20001',
+      '--alias',
+      'llama-3-8b',
+      '-ngl',
+      '999',
       '--metrics',
-      '--rpc', '10.1.0.11:50060,10.1.0.12:50052',
+      '--rpc',
+      '10.1.0.11:50060,10.1.0.12:50052',
     ]);
     expect(p.servesApi).toBe(true);
   });
@@ -146,7 +230,9 @@ describe('llamacpp', () => {
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
     expect(p.readiness).toEqual({ kind: 'tcp', host: '10.1.0.11', port: 50060 });
     expect(p.servesApi).toBe(false);
-    expect(p.probeWhileReady, 'a connection beside the head\'s would only queue, so it is not probed once ready').toBe(false);
+    expect(p.probeWhileReady, "a connection beside the head's would only queue, so it is not probed once ready").toBe(
+      false,
+    );
     expect(adapterFor('llamacpp', options).usesPort(l), 'the rpc port comes from the peers, not the range').toBe(false);
     expect(plan(multi('llamacpp', 2)).argv).toEqual(['rpc-server', '-H', '10.1.0.12', '-p', '50052']);
   });
@@ -155,14 +241,28 @@ describe('llamacpp', () => {
   // llama-server's; the real ggml-rpc-server exits on the first one it does
   // not know ("error: unknown argument"), so a two-node replica with any
   // profile args never started its rank 1.
-  it('gives the profile\'s args to llama-server only, not to the rpc-server ranks', () => {
+  it("gives the profile's args to llama-server only, not to the rpc-server ranks", () => {
     const profile = { args: ['-c', '4096', '--fit', 'off'] };
     expect(plan(multi('llamacpp', 1, profile)).argv).toEqual(['rpc-server', '-H', '10.1.0.11', '-p', '50060']);
-    expect(plan(multi('llamacpp', 0, profile)).argv.slice(-4), 'rank 0 still takes them last').toEqual(['-c', '4096', '--fit', 'off']);
+    expect(plan(multi('llamacpp', 0, profile)).argv.slice(-4), 'rank 0 still takes them last').toEqual([
+      '-c',
+      '4096',
+      '--fit',
+      'off',
+    ]);
   });
 
   it('brackets IPv6 peers in the --rpc list', () => {
-    const l = launch('llamacpp', { peers: [{ rank: 0, address: 'fd00::10' }, { rank: 1, address: 'fd00::11', port: 50100 }] }, { shards: 2 });
+    const l = launch(
+      'llamacpp',
+      {
+        peers: [
+          { rank: 0, address: 'fd00::10' },
+          { rank: 1, address: 'fd00::11', port: 50100 },
+        ],
+      },
+      { shards: 2 },
+    );
     expect(plan(l).argv).toContain('[fd00::11]:50100');
   });
 });
@@ -171,13 +271,22 @@ describe('sglang', () => {
   it('serves one node with tensor parallel over its GPUs and metrics on', () => {
     const p = plan(launch('sglang', {}, { args: ['--mem-fraction-static', '0.85'] }));
     expect(p.argv).toEqual([
-      'python3', '-m', 'sglang.launch_server',
-      '--model-path', '/var/lib/llmgw/cache/ab12/files',
-      '--served-model-name', 'llama-3-8b',
-      '--host', '0.0.0.0', '--port', '20001',
-      '--tp-size', '2',
+      'python3',
+      '-m',
+      'sglang.launch_server',
+      '--model-path',
+      '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name',
+      'llama-3-8b',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '20001',
+      '--tp-size',
+      '2',
       '--enable-metrics',
-      '--mem-fraction-static', '0.85',
+      '--mem-fraction-static',
+      '0.85',
     ]);
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3' });
     expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
@@ -189,13 +298,26 @@ describe('sglang', () => {
     const worker = plan(multi('sglang', 1));
     const tail = ['--tp-size', '6', '--enable-metrics', '--nnodes', '3'];
     expect(head.argv).toEqual([
-      'python3', '-m', 'sglang.launch_server',
-      '--model-path', '/var/lib/llmgw/cache/ab12/files',
-      '--served-model-name', 'llama-3-8b',
-      '--host', '0.0.0.0', '--port', '20001',
-      ...tail, '--node-rank', '0', '--dist-init-addr', '10.1.0.10:29600',
+      'python3',
+      '-m',
+      'sglang.launch_server',
+      '--model-path',
+      '/var/lib/llmgw/cache/ab12/files',
+      '--served-model-name',
+      'llama-3-8b',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '20001',
+      ...tail,
+      '--node-rank',
+      '0',
+      '--dist-init-addr',
+      '10.1.0.10:29600',
     ]);
-    expect(worker.argv, 'the same command, only --node-rank differs').toEqual(head.argv.map((arg, i) => (head.argv[i - 1] === '--node-rank' ? '1' : arg)));
+    expect(worker.argv, 'the same command, only --node-rank differs').toEqual(
+      head.argv.map((arg, i) => (head.argv[i - 1] === '--node-rank' ? '1' : arg)),
+    );
     expect(head.servesApi).toBe(true);
     expect(worker.servesApi).toBe(false);
     expect(worker.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
@@ -204,12 +326,26 @@ describe('sglang', () => {
 
 describe('sim', () => {
   it("runs llmgw's own executable with every served name and the profile's sim flags", () => {
-    const p = plan(launch('sim', { host: '127.0.0.1' }, { args: ['--ttft-ms', '5'], env: { LLMGW_SIM_RECORD: '/tmp/r.jsonl' } }));
+    const p = plan(
+      launch('sim', { host: '127.0.0.1' }, { args: ['--ttft-ms', '5'], env: { LLMGW_SIM_RECORD: '/tmp/r.jsonl' } }),
+    );
     expect(p.argv).toEqual([
-      NODE, BIN, 'engine', 'sim',
-      '--host', '127.0.0.1', '--port', '20001',
-      '--model', 'llama-3-8b', '--model', 'llama3', '--model', 'chat',
-      '--ttft-ms', '5',
+      NODE,
+      BIN,
+      'engine',
+      'sim',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '20001',
+      '--model',
+      'llama-3-8b',
+      '--model',
+      'llama3',
+      '--model',
+      'chat',
+      '--ttft-ms',
+      '5',
     ]);
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', LLMGW_SIM_RECORD: '/tmp/r.jsonl' });
     expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
@@ -226,14 +362,30 @@ describe('sim', () => {
 
 describe('builtin', () => {
   it('serves the GGUF file on the CPU with every name and the threads it was given', () => {
-    const p = plan(launch('builtin', { host: '127.0.0.1', gpuIndices: [], threads: 6 }, { gpus: 0, args: ['--ctx-size', '2048'] }));
+    const p = plan(
+      launch('builtin', { host: '127.0.0.1', gpuIndices: [], threads: 6 }, { gpus: 0, args: ['--ctx-size', '2048'] }),
+    );
     expect(p.argv).toEqual([
-      NODE, BIN, 'engine', 'builtin',
-      '--model', '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
-      '--host', '127.0.0.1', '--port', '20001',
-      '--alias', 'llama-3-8b', '--alias', 'llama3', '--alias', 'chat',
-      '--threads', '6',
-      '--ctx-size', '2048',
+      NODE,
+      BIN,
+      'engine',
+      'builtin',
+      '--model',
+      '/var/lib/llmgw/cache/ab12/files/model-Q4_K_M.gguf',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '20001',
+      '--alias',
+      'llama-3-8b',
+      '--alias',
+      'llama3',
+      '--alias',
+      'chat',
+      '--threads',
+      '6',
+      '--ctx-size',
+      '2048',
     ]);
     expect(p.env).toEqual({ CUDA_VISIBLE_DEVICES: '' });
     expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health' });
@@ -259,24 +411,41 @@ describe('adapterFor', () => {
   });
 
   it('rejects an unknown option naming the nearest one', () => {
-    expect(catchError(() => adapterFor('vllm', { vllmExecutables: 'x' } as EngineAdapterOptions)).message).toMatch(/did you mean "vllmExecutable"/);
+    expect(catchError(() => adapterFor('vllm', { vllmExecutables: 'x' } as EngineAdapterOptions)).message).toMatch(
+      /did you mean "vllmExecutable"/,
+    );
   });
 
   it('uses the executables it is given', () => {
-    const custom = { vllmExecutable: '/venv/bin/vllm', pythonExecutable: '/venv/bin/python', llamaServerExecutable: '/opt/ll/llama-server', rpcServerExecutable: '/opt/ll/rpc-server', resolveGguf: options.resolveGguf! };
+    const custom = {
+      vllmExecutable: '/venv/bin/vllm',
+      pythonExecutable: '/venv/bin/python',
+      llamaServerExecutable: '/opt/ll/llama-server',
+      rpcServerExecutable: '/opt/ll/rpc-server',
+      resolveGguf: options.resolveGguf!,
+    };
     expect(adapterFor('vllm', custom).plan(launch('vllm')).argv[0]).toBe('/venv/bin/vllm');
     expect(adapterFor('sglang', custom).plan(launch('sglang')).argv[0]).toBe('/venv/bin/python');
     expect(adapterFor('llamacpp', custom).plan(launch('llamacpp')).argv[0]).toBe('/opt/ll/llama-server');
     expect(adapterFor('llamacpp', custom).plan(multi('llamacpp', 1)).argv[0]).toBe('/opt/ll/rpc-server');
   });
 
-  it.each(ENGINE_NAMES.filter((e) => e !== 'builtin'))('%s refuses peers out of rank order, a wrong count, or a rank outside them', (engine) => {
-    const swapped = [PEERS[1]!, PEERS[0]!, PEERS[2]!];
-    expect(catchError(() => plan(launch(engine, { peers: swapped }, { shards: 3 }))).message).toMatch(/ordered by rank/);
-    expect(catchError(() => plan(launch(engine, { peers: PEERS.slice(0, 2) }, { shards: 3 }))).message).toMatch(/3 shards but 2 peers/);
-    expect(catchError(() => plan(launch(engine, { peers: PEERS, rank: 3 }, { shards: 3 }))).code).toBe('LLMGW_ENGINE_START_FAILED');
-    expect(catchError(() => plan(launch(engine, { rank: 1 }))).message).toMatch(/rank 0 only/);
-  });
+  it.each(ENGINE_NAMES.filter((e) => e !== 'builtin'))(
+    '%s refuses peers out of rank order, a wrong count, or a rank outside them',
+    (engine) => {
+      const swapped = [PEERS[1]!, PEERS[0]!, PEERS[2]!];
+      expect(catchError(() => plan(launch(engine, { peers: swapped }, { shards: 3 }))).message).toMatch(
+        /ordered by rank/,
+      );
+      expect(catchError(() => plan(launch(engine, { peers: PEERS.slice(0, 2) }, { shards: 3 }))).message).toMatch(
+        /3 shards but 2 peers/,
+      );
+      expect(catchError(() => plan(launch(engine, { peers: PEERS, rank: 3 }, { shards: 3 }))).code).toBe(
+        'LLMGW_ENGINE_START_FAILED',
+      );
+      expect(catchError(() => plan(launch(engine, { rank: 1 }))).message).toMatch(/rank 0 only/);
+    },
+  );
 
   it.each(['vllm', 'llamacpp', 'sglang'])('%s refuses a shard given fewer GPUs than its profile runs on', (engine) => {
     const err = catchError(() => plan(launch(engine, { gpuIndices: [2] }, { gpus: 2 })));
@@ -294,13 +463,27 @@ describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine
   if (engine !== 'builtin') shapes.push(['multi-node head', multi(engine, 0)], ['multi-node rank 2', multi(engine, 2)]);
 
   it.each(shapes)('%s', (_shape, base) => {
-    const l: ShardLaunch = { ...base, profile: { ...base.profile, args: ['--operator-flag', 'x'], env: { OPERATOR_VAR: '1', CUDA_VISIBLE_DEVICES: '7' } } };
+    const l: ShardLaunch = {
+      ...base,
+      profile: {
+        ...base.profile,
+        args: ['--operator-flag', 'x'],
+        env: { OPERATOR_VAR: '1', CUDA_VISIBLE_DEVICES: '7' },
+      },
+    };
     const adapter = adapterFor(engine, options);
     const p = adapter.plan(l);
-    expect(p.argv.every((arg) => typeof arg === 'string' && arg !== ''), `no empty argument: ${JSON.stringify(p.argv)}`).toBe(true);
-    if (takesProfileArgs(l)) expect(p.argv.slice(-2), "the profile's args come last, so they win").toEqual(['--operator-flag', 'x']);
+    expect(
+      p.argv.every((arg) => typeof arg === 'string' && arg !== ''),
+      `no empty argument: ${JSON.stringify(p.argv)}`,
+    ).toBe(true);
+    if (takesProfileArgs(l))
+      expect(p.argv.slice(-2), "the profile's args come last, so they win").toEqual(['--operator-flag', 'x']);
     else expect(p.argv, "rpc-server is given none of llama-server's args").not.toContain('--operator-flag');
-    expect(p.env, "the profile's env is merged over llmgw's").toMatchObject({ OPERATOR_VAR: '1', CUDA_VISIBLE_DEVICES: '7' });
+    expect(p.env, "the profile's env is merged over llmgw's").toMatchObject({
+      OPERATOR_VAR: '1',
+      CUDA_VISIBLE_DEVICES: '7',
+    });
     expect(p.servesApi, 'only rank 0 serves the API').toBe(l.rank === 0);
     if (adapter.usesPort(l)) {
       expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: l.port, path: '/health' });
@@ -317,21 +500,36 @@ describe.each(ENGINE_NAMES)('the %s adapter keeps the adapter contract', (engine
  * the world-readable command line. SGLang reads none, so it gets a 0600
  * --config file the supervisor writes (SGLANG_KEY_FILE).
  */
-const KEY_VARIABLE: Partial<Record<EngineName, string>> = { vllm: 'VLLM_API_KEY', llamacpp: 'LLAMA_API_KEY', sim: 'LLMGW_ENGINE_API_KEY', builtin: 'LLMGW_ENGINE_API_KEY' };
+const KEY_VARIABLE: Partial<Record<EngineName, string>> = {
+  vllm: 'VLLM_API_KEY',
+  llamacpp: 'LLAMA_API_KEY',
+  sim: 'LLMGW_ENGINE_API_KEY',
+  builtin: 'LLMGW_ENGINE_API_KEY',
+};
 const SGLANG_KEY_FILE = `${SECRETS}/rep-1-s0.sglang.yaml`;
 
 describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
   // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
   // Then sim, builtin and SGLang took it as --api-key=SECRET, which every user of the node read in ps (issue 33).
-  const keyed = (l: ShardLaunch, apiKey = 'replica-secret'): ShardLaunch => ({ ...l, apiKey, profile: { ...l.profile, args: ['--operator-flag', 'x'] } });
-  const shapes: [string, ShardLaunch][] = [['one node', keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }))]];
-  if (engine !== 'builtin') shapes.push(['multi-node head', keyed(multi(engine, 0))], ['multi-node rank 2', keyed(multi(engine, 2))]);
+  const keyed = (l: ShardLaunch, apiKey = 'replica-secret'): ShardLaunch => ({
+    ...l,
+    apiKey,
+    profile: { ...l.profile, args: ['--operator-flag', 'x'] },
+  });
+  const shapes: [string, ShardLaunch][] = [
+    ['one node', keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }))],
+  ];
+  if (engine !== 'builtin')
+    shapes.push(['multi-node head', keyed(multi(engine, 0))], ['multi-node rank 2', keyed(multi(engine, 2))]);
   const variable = KEY_VARIABLE[engine];
 
   it.each(shapes)('%s', (_shape, l) => {
     const p = adapterFor(engine, options).plan(l);
     // A command line is readable by every user of the node (ps, /proc/PID/cmdline); an environment or a 0600 file only by its owner.
-    expect(p.argv.filter((a) => a.startsWith('--api-key')), `no --api-key on the command line ${JSON.stringify(p.argv)}`).toEqual([]);
+    expect(
+      p.argv.filter((a) => a.startsWith('--api-key')),
+      `no --api-key on the command line ${JSON.stringify(p.argv)}`,
+    ).toEqual([]);
     expect(p.argv.join(' '), 'the secret is nowhere on the command line').not.toContain('replica-secret');
     // The sim serves on every rank, so every rank asks the key; the real engines' other ranks serve no API.
     const asks = p.servesApi || engine === 'sim';
@@ -340,20 +538,28 @@ describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
       else expect(p.env[variable], 'a rank that serves no API is given no key').toBeUndefined();
       expect(p.files, 'an engine that reads a variable is written no file').toBeUndefined();
     } else if (asks) {
-      expect(p.files, 'SGLang gets its key in a --config file').toEqual([{ path: SGLANG_KEY_FILE, text: 'api-key: "replica-secret"\n' }]);
-      expect(p.argv.slice(p.argv.indexOf('--config'), p.argv.indexOf('--config') + 2)).toEqual(['--config', SGLANG_KEY_FILE]);
+      expect(p.files, 'SGLang gets its key in a --config file').toEqual([
+        { path: SGLANG_KEY_FILE, text: 'api-key: "replica-secret"\n' },
+      ]);
+      expect(p.argv.slice(p.argv.indexOf('--config'), p.argv.indexOf('--config') + 2)).toEqual([
+        '--config',
+        SGLANG_KEY_FILE,
+      ]);
       expect(Object.values(p.env), 'an engine that reads no key variable gets none').not.toContain('replica-secret');
     } else {
       expect(p.files, 'a rank that serves no API is given no key').toBeUndefined();
       expect(p.argv).not.toContain('--config');
     }
-    if (takesProfileArgs(l)) expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
+    if (takesProfileArgs(l))
+      expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
   });
 
   if (variable !== undefined) {
     it('passes a secret that starts with "-" as it is', () => {
       // Secrets made before they were prefixed start with "-" one time in 64; stored, they stay the replica's for life.
-      const p = adapterFor(engine, options).plan(keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }), '-Xk9_old-secret'));
+      const p = adapterFor(engine, options).plan(
+        keyed(launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2 }), '-Xk9_old-secret'),
+      );
       expect(p.argv, `the secret is never an argument: ${JSON.stringify(p.argv)}`).not.toContain('-Xk9_old-secret');
       expect(p.env[variable]).toBe('-Xk9_old-secret');
     });
@@ -373,7 +579,10 @@ describe.each(ENGINE_NAMES)('%s takes the replica secret', (engine) => {
 });
 
 describe('sglang refuses a key it could only be given on its command line', () => {
-  const keyed = (over: Partial<ShardLaunch> = {}, args: string[] = []): ShardLaunch => ({ ...launch('sglang', over, { args }), apiKey: 'replica-secret' });
+  const keyed = (over: Partial<ShardLaunch> = {}, args: string[] = []): ShardLaunch => ({
+    ...launch('sglang', over, { args }),
+    apiKey: 'replica-secret',
+  });
   const refusal = (o: EngineAdapterOptions, l: ShardLaunch): string => {
     try {
       adapterFor('sglang', o).plan(l);
@@ -406,7 +615,10 @@ describe('sglang refuses a key it could only be given on its command line', () =
 
 describe('with --engine-tls every process that serves the API serves https with the node certificate', () => {
   // Without it the router sent clients' prompts to engines in clear over the fleet network, and could not tell an engine from anything else on its port (issue 17).
-  const tls: EngineAdapterOptions = { ...options, engineTls: { certFile: '/pki/node-gpu-1.pem', keyFile: '/pki/node-gpu-1-key.pem' } };
+  const tls: EngineAdapterOptions = {
+    ...options,
+    engineTls: { certFile: '/pki/node-gpu-1.pem', keyFile: '/pki/node-gpu-1-key.pem' },
+  };
   const flags: Record<string, [string, string]> = {
     vllm: ['--ssl-certfile', '--ssl-keyfile'],
     llamacpp: ['--ssl-cert-file', '--ssl-key-file'],
@@ -419,9 +631,14 @@ describe('with --engine-tls every process that serves the API serves https with 
     const l = launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2, args: ['--operator-flag', 'x'] });
     const p = adapterFor(engine, tls).plan(l);
     const [certFlag, keyFlag] = flags[engine]!;
-    expect(p.argv[p.argv.indexOf(certFlag) + 1], `${certFlag} in ${JSON.stringify(p.argv)}`).toBe('/pki/node-gpu-1.pem');
-    expect(p.argv[p.argv.indexOf(keyFlag) + 1], `${keyFlag} in ${JSON.stringify(p.argv)}`).toBe('/pki/node-gpu-1-key.pem');
-    if (takesProfileArgs(l)) expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
+    expect(p.argv[p.argv.indexOf(certFlag) + 1], `${certFlag} in ${JSON.stringify(p.argv)}`).toBe(
+      '/pki/node-gpu-1.pem',
+    );
+    expect(p.argv[p.argv.indexOf(keyFlag) + 1], `${keyFlag} in ${JSON.stringify(p.argv)}`).toBe(
+      '/pki/node-gpu-1-key.pem',
+    );
+    if (takesProfileArgs(l))
+      expect(p.argv.slice(-2), "the profile's args still come last").toEqual(['--operator-flag', 'x']);
     expect(p.readiness).toEqual({ kind: 'http', host: '127.0.0.1', port: 20001, path: '/health', tls: true });
     const plain = adapterFor(engine, options).plan(l);
     expect(plain.argv, 'no TLS flag without --engine-tls').not.toContain(certFlag);
@@ -443,18 +660,29 @@ describe('with --engine-tls every process that serves the API serves https with 
   });
 
   it('refuses an engineTls without both files', () => {
-    expect(catchError(() => adapterFor('vllm', { engineTls: { certFile: '/c.pem', keyFile: '' } })).message).toMatch(/engineTls.*certFile, keyFile/);
+    expect(catchError(() => adapterFor('vllm', { engineTls: { certFile: '/c.pem', keyFile: '' } })).message).toMatch(
+      /engineTls.*certFile, keyFile/,
+    );
   });
 });
 
 describe.each(ENGINE_NAMES)('%s refuses a profile env that would load code', (engine) => {
   // A profile env with NODE_OPTIONS=--import=data:… ran code on a GPU node through a tampered or careless control plane (issue 17).
   it('fails the launch naming the key, unless this agent allows it', () => {
-    const l = launch(engine, {}, { gpus: engine === 'builtin' ? 0 : 2, env: { OMP_NUM_THREADS: '4', NODE_OPTIONS: '--import=data:text/javascript,1' } });
+    const l = launch(
+      engine,
+      {},
+      {
+        gpus: engine === 'builtin' ? 0 : 2,
+        env: { OMP_NUM_THREADS: '4', NODE_OPTIONS: '--import=data:text/javascript,1' },
+      },
+    );
     const err = catchError(() => adapterFor(engine, options).plan(l));
     expect(err.code).toBe('LLMGW_ENGINE_START_FAILED');
     expect(err.message).toMatch(/NODE_OPTIONS is a loader or interpreter hook.*--allow-unsafe-profile-env/);
-    expect(adapterFor(engine, { ...options, allowUnsafeProfileEnv: true }).plan(l).env).toMatchObject({ NODE_OPTIONS: '--import=data:text/javascript,1' });
+    expect(adapterFor(engine, { ...options, allowUnsafeProfileEnv: true }).plan(l).env).toMatchObject({
+      NODE_OPTIONS: '--import=data:text/javascript,1',
+    });
   });
 });
 

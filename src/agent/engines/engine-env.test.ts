@@ -37,6 +37,8 @@ describe('engineBaseEnv', () => {
   it('drops unset values and does not pass a name that only starts like an allowed one', () => {
     expect(engineBaseEnv({ PATH: undefined, HOMEBREW_GITHUB_TOKEN: 'x', PATHEXT: 'y' })).toEqual({});
     expect(isPassedToEngine('CUDA_VISIBLE_DEVICES')).toBe(true);
-    expect(isPassedToEngine('LLMGW_AGENT_STATE_DIR'), 'the agent adds its marks itself, after the allowlist').toBe(false);
+    expect(isPassedToEngine('LLMGW_AGENT_STATE_DIR'), 'the agent adds its marks itself, after the allowlist').toBe(
+      false,
+    );
   });
 });

@@ -24,15 +24,23 @@ export function findGgufFile(weightsPath: string): string {
   try {
     isDirectory = statSync(weightsPath).isDirectory();
   } catch (err) {
-    throw new LlmgwError('LLMGW_ENGINE_START_FAILED', `the weights at ${weightsPath} cannot be read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, {
-      cause: err,
-      context: { weightsPath },
-    });
+    throw new LlmgwError(
+      'LLMGW_ENGINE_START_FAILED',
+      `the weights at ${weightsPath} cannot be read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+      {
+        cause: err,
+        context: { weightsPath },
+      },
+    );
   }
   if (!isDirectory) {
-    throw new LlmgwError('LLMGW_ENGINE_START_FAILED', `the weights at ${weightsPath} are not a .gguf file; llama.cpp and the builtin engine load GGUF only`, {
-      context: { weightsPath },
-    });
+    throw new LlmgwError(
+      'LLMGW_ENGINE_START_FAILED',
+      `the weights at ${weightsPath} are not a .gguf file; llama.cpp and the builtin engine load GGUF only`,
+      {
+        context: { weightsPath },
+      },
+    );
   }
   const found: string[] = [];
   const walk = (dir: string, depth: number): void => {
@@ -47,9 +55,13 @@ export function findGgufFile(weightsPath: string): string {
   const models = modelsOf(found);
   if (models.length === 1) return models[0]!;
   if (models.length === 0) {
-    throw new LlmgwError('LLMGW_ENGINE_START_FAILED', `no .gguf file under ${weightsPath}; llama.cpp and the builtin engine load GGUF only`, {
-      context: { weightsPath },
-    });
+    throw new LlmgwError(
+      'LLMGW_ENGINE_START_FAILED',
+      `no .gguf file under ${weightsPath}; llama.cpp and the builtin engine load GGUF only`,
+      {
+        context: { weightsPath },
+      },
+    );
   }
   throw new LlmgwError(
     'LLMGW_ENGINE_START_FAILED',

@@ -8,4 +8,10 @@
 export { adapterFor } from './adapter-for.js';
 export { engineBaseEnv } from './engine-env.js';
 export { probeHost, hostPort } from './launch-parts.js';
-export { type EngineAdapter, type EngineLaunchPlan, type EngineName, type Readiness, type ShardLaunch } from './shard-launch.js';
+export {
+  type EngineAdapter,
+  type EngineLaunchPlan,
+  type EngineName,
+  type Readiness,
+  type ShardLaunch,
+} from './shard-launch.js';

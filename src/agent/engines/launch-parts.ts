@@ -34,11 +34,20 @@ export function gpuEnv(launch: ShardLaunch): Record<string, string> {
  * control plane must not be able to run code in an engine, unless this
  * agent's own operator allowed it (--allow-unsafe-profile-env).
  */
-export function mergeEnv(engine: EngineName, options: Pick<CompiledEngineAdapterOptions, 'allowUnsafeProfileEnv'>, own: Record<string, string>, launch: ShardLaunch): Record<string, string> {
+export function mergeEnv(
+  engine: EngineName,
+  options: Pick<CompiledEngineAdapterOptions, 'allowUnsafeProfileEnv'>,
+  own: Record<string, string>,
+  launch: ShardLaunch,
+): Record<string, string> {
   if (!options.allowUnsafeProfileEnv) {
     const unsafe = unsafeProfileEnvNames(launch.profile.env);
     if (unsafe.length > 0) {
-      throw launchError(engine, launch, `refused the profile's env: ${unsafe.map((name) => unsafeProfileEnvProblem(name, 'start the agent with --allow-unsafe-profile-env')).join('; ')}`);
+      throw launchError(
+        engine,
+        launch,
+        `refused the profile's env: ${unsafe.map((name) => unsafeProfileEnvProblem(name, 'start the agent with --allow-unsafe-profile-env')).join('; ')}`,
+      );
     }
   }
   return { ...own, ...launch.profile.env };
@@ -53,13 +62,18 @@ export function mergeEnv(engine: EngineName, options: Pick<CompiledEngineAdapter
  * replace the key the router sends. Given only to a process that serves the
  * API.
  */
-export function apiKeyEnv(launch: ShardLaunch, variable: 'VLLM_API_KEY' | 'LLAMA_API_KEY' | typeof ENGINE_API_KEY_ENV): Record<string, string> {
+export function apiKeyEnv(
+  launch: ShardLaunch,
+  variable: 'VLLM_API_KEY' | 'LLAMA_API_KEY' | typeof ENGINE_API_KEY_ENV,
+): Record<string, string> {
   return launch.apiKey === undefined || launch.apiKey === '' ? {} : { [variable]: launch.apiKey };
 }
 
 /** A shard id as a file name: as it is when plain, else a short hash, so no id names a path outside the directory. */
 export function shardFileName(shardId: string): string {
-  return /^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$/.test(shardId) ? shardId : `shard-${createHash('sha256').update(shardId).digest('hex').slice(0, 16)}`;
+  return /^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$/.test(shardId)
+    ? shardId
+    : `shard-${createHash('sha256').update(shardId).digest('hex').slice(0, 16)}`;
 }
 
 /** Each engine's own names for its TLS certificate and key flags. */
@@ -84,8 +98,19 @@ export function tlsArgs(engine: EngineName, options: Pick<CompiledEngineAdapterO
 }
 
 /** The readiness probe of a process serving HTTP on `host:port`: https when the agent runs engines over TLS. */
-export function httpReadiness(options: Pick<CompiledEngineAdapterOptions, 'engineTls'>, host: string, port: number, tls = true): Readiness {
-  return { kind: 'http', host: probeHost(host), port, path: '/health', ...(tls && options.engineTls ? { tls: true as const } : {}) };
+export function httpReadiness(
+  options: Pick<CompiledEngineAdapterOptions, 'engineTls'>,
+  host: string,
+  port: number,
+  tls = true,
+): Readiness {
+  return {
+    kind: 'http',
+    host: probeHost(host),
+    port,
+    path: '/health',
+    ...(tls && options.engineTls ? { tls: true as const } : {}),
+  };
 }
 
 /** True when the replica spans several nodes and this shard must meet its peers. */
@@ -94,9 +119,13 @@ export function isMultiNode(launch: ShardLaunch): boolean {
 }
 
 export function launchError(engine: EngineName, launch: ShardLaunch, problem: string): LlmgwError {
-  return new LlmgwError('LLMGW_ENGINE_START_FAILED', `shard ${launch.shardId} (${engine}, profile ${launch.profile.name}): ${problem}`, {
-    context: { shardId: launch.shardId, replicaId: launch.replicaId, engine, profile: launch.profile.name },
-  });
+  return new LlmgwError(
+    'LLMGW_ENGINE_START_FAILED',
+    `shard ${launch.shardId} (${engine}, profile ${launch.profile.name}): ${problem}`,
+    {
+      context: { shardId: launch.shardId, replicaId: launch.replicaId, engine, profile: launch.profile.name },
+    },
+  );
 }
 
 /**
@@ -107,10 +136,19 @@ export function launchError(engine: EngineName, launch: ShardLaunch, problem: st
 export function checkedPeers(engine: EngineName, launch: ShardLaunch): readonly ShardPeer[] {
   const { shards } = launch.profile;
   if (launch.peers.length !== shards) {
-    throw launchError(engine, launch, `the profile runs ${shards} shards but ${launch.peers.length} peers were given; want one per shard, rank 0 first`);
+    throw launchError(
+      engine,
+      launch,
+      `the profile runs ${shards} shards but ${launch.peers.length} peers were given; want one per shard, rank 0 first`,
+    );
   }
   launch.peers.forEach((peer, index) => {
-    if (peer.rank !== index) throw launchError(engine, launch, `peers must be ordered by rank 0..${shards - 1}; position ${index} holds rank ${peer.rank}`);
+    if (peer.rank !== index)
+      throw launchError(
+        engine,
+        launch,
+        `peers must be ordered by rank 0..${shards - 1}; position ${index} holds rank ${peer.rank}`,
+      );
     if (peer.address.trim() === '') throw launchError(engine, launch, `peer rank ${peer.rank} has no fabric address`);
   });
   if (!Number.isInteger(launch.rank) || launch.rank < 0 || launch.rank >= shards) {
@@ -121,5 +159,6 @@ export function checkedPeers(engine: EngineName, launch: ShardLaunch): readonly 
 
 /** The one-node shard's rank must be 0: a lone rank 1 would wait for a head that never comes. */
 export function checkSingleNode(engine: EngineName, launch: ShardLaunch): void {
-  if (launch.rank !== 0) throw launchError(engine, launch, `a one-shard profile runs rank 0 only, not rank ${launch.rank}`);
+  if (launch.rank !== 0)
+    throw launchError(engine, launch, `a one-shard profile runs rank 0 only, not rank ${launch.rank}`);
 }

@@ -8,9 +8,27 @@
 // profile's args, because older builds refuse it. The API key goes in
 // LLAMA_API_KEY, which common/arg.cpp binds to --api-key (set_env); a build
 // old enough that its options read no variables would serve without a key.
-import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, hostPort, httpReadiness, isMultiNode, launchError, mergeEnv, probeHost, tlsArgs } from './launch-parts.js';
+import {
+  apiKeyEnv,
+  checkSingleNode,
+  checkedPeers,
+  gpuEnv,
+  hostPort,
+  httpReadiness,
+  isMultiNode,
+  launchError,
+  mergeEnv,
+  probeHost,
+  tlsArgs,
+} from './launch-parts.js';
 import { findGgufFile } from './gguf-file.js';
-import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch, ShardPeer } from './shard-launch.js';
+import type {
+  CompiledEngineAdapterOptions,
+  EngineAdapter,
+  EngineLaunchPlan,
+  ShardLaunch,
+  ShardPeer,
+} from './shard-launch.js';
 
 /** rpc-server's default port, used when a rank's peer entry names none. */
 export const RPC_SERVER_DEFAULT_PORT = 50052;
@@ -31,7 +49,11 @@ export function llamacppAdapter(options: CompiledEngineAdapterOptions): EngineAd
 function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch): EngineLaunchPlan {
   const { gpus } = launch.profile;
   if (gpus > 0 && launch.gpuIndices.length !== gpus) {
-    throw launchError('llamacpp', launch, `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`);
+    throw launchError(
+      'llamacpp',
+      launch,
+      `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`,
+    );
   }
   const multiNode = isMultiNode(launch);
   let peers: readonly ShardPeer[] = [];
@@ -63,11 +85,16 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
   return {
     argv: [
       options.llamaServerExecutable,
-      '-m', gguf,
-      '--host', launch.host,
-      '--port', String(launch.port),
-      '--alias', launch.model.name,
-      '-ngl', layers,
+      '-m',
+      gguf,
+      '--host',
+      launch.host,
+      '--port',
+      String(launch.port),
+      '--alias',
+      launch.model.name,
+      '-ngl',
+      layers,
       '--metrics',
       ...tlsArgs('llamacpp', options),
       ...(rpc.length > 0 ? ['--rpc', rpc.join(',')] : []),

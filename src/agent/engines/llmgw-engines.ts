@@ -5,12 +5,31 @@
 import { ENGINE_API_KEY_ENV } from '../../engine/api-key.js';
 import { LlmgwError } from '../../errors/index.js';
 import { findGgufFile } from './gguf-file.js';
-import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, httpReadiness, isMultiNode, launchError, mergeEnv, tlsArgs } from './launch-parts.js';
-import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, EngineName, ShardLaunch } from './shard-launch.js';
+import {
+  apiKeyEnv,
+  checkSingleNode,
+  checkedPeers,
+  gpuEnv,
+  httpReadiness,
+  isMultiNode,
+  launchError,
+  mergeEnv,
+  tlsArgs,
+} from './launch-parts.js';
+import type {
+  CompiledEngineAdapterOptions,
+  EngineAdapter,
+  EngineLaunchPlan,
+  EngineName,
+  ShardLaunch,
+} from './shard-launch.js';
 
 function llmgwCommand(options: CompiledEngineAdapterOptions, engine: EngineName): [string, string] {
   if (options.llmgwBin === undefined || options.llmgwBin === '') {
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `the ${engine} engine runs as \`llmgw engine ${engine}\`; pass llmgwBin (bin/llmgw.js of this install) to the engine adapters`);
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `the ${engine} engine runs as \`llmgw engine ${engine}\`; pass llmgwBin (bin/llmgw.js of this install) to the engine adapters`,
+    );
   }
   return [options.nodePath, options.llmgwBin];
 }
@@ -30,12 +49,27 @@ export function simAdapter(options: CompiledEngineAdapterOptions): EngineAdapter
   };
 }
 
-function planSim(options: CompiledEngineAdapterOptions, command: [string, string], launch: ShardLaunch): EngineLaunchPlan {
+function planSim(
+  options: CompiledEngineAdapterOptions,
+  command: [string, string],
+  launch: ShardLaunch,
+): EngineLaunchPlan {
   if (isMultiNode(launch)) checkedPeers('sim', launch);
   else checkSingleNode('sim', launch);
   const names = [launch.model.name, ...launch.model.aliases].flatMap((name) => ['--model', name]);
   return {
-    argv: [...command, 'engine', 'sim', '--host', launch.host, '--port', String(launch.port), ...names, ...tlsArgs('sim', options), ...launch.profile.args],
+    argv: [
+      ...command,
+      'engine',
+      'sim',
+      '--host',
+      launch.host,
+      '--port',
+      String(launch.port),
+      ...names,
+      ...tlsArgs('sim', options),
+      ...launch.profile.args,
+    ],
     // The sim uses no GPU, but records CUDA_VISIBLE_DEVICES, so fleet tests can check which GPUs a shard was given.
     // The replica's secret as LLMGW_ENGINE_API_KEY, out of the world-readable command line. Every rank's
     // sim answers /v1/*, so every rank asks it, though requests go to rank 0 only.
@@ -56,9 +90,17 @@ export function builtinAdapter(options: CompiledEngineAdapterOptions): EngineAda
   };
 }
 
-function planBuiltin(options: CompiledEngineAdapterOptions, command: [string, string], launch: ShardLaunch): EngineLaunchPlan {
+function planBuiltin(
+  options: CompiledEngineAdapterOptions,
+  command: [string, string],
+  launch: ShardLaunch,
+): EngineLaunchPlan {
   if (isMultiNode(launch)) {
-    throw launchError('builtin', launch, `the builtin engine runs on one node; the profile asks for ${launch.profile.shards} shards`);
+    throw launchError(
+      'builtin',
+      launch,
+      `the builtin engine runs on one node; the profile asks for ${launch.profile.shards} shards`,
+    );
   }
   checkSingleNode('builtin', launch);
   if (launch.threads !== undefined && (!Number.isInteger(launch.threads) || launch.threads < 1)) {
@@ -68,10 +110,15 @@ function planBuiltin(options: CompiledEngineAdapterOptions, command: [string, st
   const names = [launch.model.name, ...launch.model.aliases].flatMap((name) => ['--alias', name]);
   return {
     argv: [
-      ...command, 'engine', 'builtin',
-      '--model', gguf,
-      '--host', launch.host,
-      '--port', String(launch.port),
+      ...command,
+      'engine',
+      'builtin',
+      '--model',
+      gguf,
+      '--host',
+      launch.host,
+      '--port',
+      String(launch.port),
       ...names,
       ...(launch.threads === undefined ? [] : ['--threads', String(launch.threads)]),
       ...tlsArgs('builtin', options),

@@ -13,8 +13,25 @@
 // ("unrecognized arguments"), which the supervisor reports: it never serves
 // without its key. First release with --config unconfirmed (?).
 import { join } from 'node:path';
-import { checkSingleNode, checkedPeers, gpuEnv, hostPort, httpReadiness, isMultiNode, launchError, mergeEnv, shardFileName, tlsArgs } from './launch-parts.js';
-import type { CompiledEngineAdapterOptions, EngineAdapter, EngineFile, EngineLaunchPlan, ShardLaunch } from './shard-launch.js';
+import {
+  checkSingleNode,
+  checkedPeers,
+  gpuEnv,
+  hostPort,
+  httpReadiness,
+  isMultiNode,
+  launchError,
+  mergeEnv,
+  shardFileName,
+  tlsArgs,
+} from './launch-parts.js';
+import type {
+  CompiledEngineAdapterOptions,
+  EngineAdapter,
+  EngineFile,
+  EngineLaunchPlan,
+  ShardLaunch,
+} from './shard-launch.js';
 
 /**
  * The rendezvous port when rank 0's peer entry names none. SGLang has no
@@ -35,22 +52,40 @@ export function sglangAdapter(options: CompiledEngineAdapterOptions): EngineAdap
 function planSglang(options: CompiledEngineAdapterOptions, launch: ShardLaunch): EngineLaunchPlan {
   const { gpus, shards } = launch.profile;
   if (gpus > 0 && launch.gpuIndices.length !== gpus) {
-    throw launchError('sglang', launch, `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`);
+    throw launchError(
+      'sglang',
+      launch,
+      `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`,
+    );
   }
   const multiNode = isMultiNode(launch);
   const argv = [
-    options.pythonExecutable, '-m', 'sglang.launch_server',
-    '--model-path', launch.weightsPath,
+    options.pythonExecutable,
+    '-m',
+    'sglang.launch_server',
+    '--model-path',
+    launch.weightsPath,
     // SGLang takes one served name; aliases are resolved by the router.
-    '--served-model-name', launch.model.name,
-    '--host', launch.host,
-    '--port', String(launch.port),
-    '--tp-size', String(Math.max(1, gpus) * (multiNode ? shards : 1)),
+    '--served-model-name',
+    launch.model.name,
+    '--host',
+    launch.host,
+    '--port',
+    String(launch.port),
+    '--tp-size',
+    String(Math.max(1, gpus) * (multiNode ? shards : 1)),
     '--enable-metrics',
   ];
   if (multiNode) {
     const head = checkedPeers('sglang', launch)[0]!;
-    argv.push('--nnodes', String(shards), '--node-rank', String(launch.rank), '--dist-init-addr', hostPort(head.address, head.port ?? SGLANG_DEFAULT_DIST_INIT_PORT));
+    argv.push(
+      '--nnodes',
+      String(shards),
+      '--node-rank',
+      String(launch.rank),
+      '--dist-init-addr',
+      hostPort(head.address, head.port ?? SGLANG_DEFAULT_DIST_INIT_PORT),
+    );
   } else {
     checkSingleNode('sglang', launch);
   }
@@ -73,15 +108,30 @@ function sglangKeyFile(options: CompiledEngineAdapterOptions, launch: ShardLaunc
   const key = launch.apiKey;
   if (key === undefined || key === '') return null;
   if (options.secretsDir === null) {
-    throw launchError('sglang', launch, 'the replica has an API key, which SGLang reads only from its command line (visible to every user in ps) or a --config file, and this agent has no secrets directory to write that file in');
+    throw launchError(
+      'sglang',
+      launch,
+      'the replica has an API key, which SGLang reads only from its command line (visible to every user in ps) or a --config file, and this agent has no secrets directory to write that file in',
+    );
   }
   if (launch.profile.args.some((arg) => arg === '--config' || arg.startsWith('--config='))) {
-    throw launchError('sglang', launch, 'the profile\'s args pass --config, but llmgw gives SGLang its API key in a --config file of its own and SGLang takes one; put those settings in the profile\'s args instead');
+    throw launchError(
+      'sglang',
+      launch,
+      "the profile's args pass --config, but llmgw gives SGLang its API key in a --config file of its own and SGLang takes one; put those settings in the profile's args instead",
+    );
   }
   // SGLang turns the file back into `--api-key VALUE`, and argparse reads a value that starts with `-` as a missing one.
   if (key.startsWith('-')) {
-    throw launchError('sglang', launch, 'the replica\'s secret starts with "-", which SGLang cannot read from its --config file; remove the replica so the control plane makes a new one with a prefixed secret');
+    throw launchError(
+      'sglang',
+      launch,
+      'the replica\'s secret starts with "-", which SGLang cannot read from its --config file; remove the replica so the control plane makes a new one with a prefixed secret',
+    );
   }
   // JSON is YAML: one double-quoted scalar, whatever the secret holds. The .yaml suffix is one SGLang asks for.
-  return { path: join(options.secretsDir, `${shardFileName(launch.shardId)}.sglang.yaml`), text: `api-key: ${JSON.stringify(key)}\n` };
+  return {
+    path: join(options.secretsDir, `${shardFileName(launch.shardId)}.sglang.yaml`),
+    text: `api-key: ${JSON.stringify(key)}\n`,
+  };
 }

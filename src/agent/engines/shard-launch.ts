@@ -228,7 +228,10 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
     return value;
   };
   const tls = options.engineTls;
-  if (tls !== undefined && (typeof tls?.certFile !== 'string' || tls.certFile === '' || typeof tls.keyFile !== 'string' || tls.keyFile === '')) {
+  if (
+    tls !== undefined &&
+    (typeof tls?.certFile !== 'string' || tls.certFile === '' || typeof tls.keyFile !== 'string' || tls.keyFile === '')
+  ) {
     problems.push('engine adapter option "engineTls" wants {certFile, keyFile}, both PEM file paths');
   }
   const secretsDir = options.secretsDir;

@@ -8,7 +8,17 @@
 // --master-addr, --master-port; PR #23691) first shipped around vLLM v0.11.1,
 // unconfirmed; --headless around v0.9. An older vLLM refuses these flags at
 // start, which the supervisor reports with the engine's last log lines.
-import { apiKeyEnv, checkSingleNode, checkedPeers, gpuEnv, httpReadiness, isMultiNode, launchError, mergeEnv, tlsArgs } from './launch-parts.js';
+import {
+  apiKeyEnv,
+  checkSingleNode,
+  checkedPeers,
+  gpuEnv,
+  httpReadiness,
+  isMultiNode,
+  launchError,
+  mergeEnv,
+  tlsArgs,
+} from './launch-parts.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch } from './shard-launch.js';
 
 /** vLLM's --master-port default, used when rank 0's peer entry names no port. */
@@ -27,37 +37,71 @@ export function vllmAdapter(options: CompiledEngineAdapterOptions): EngineAdapte
 function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): EngineLaunchPlan {
   const { gpus } = launch.profile;
   if (gpus > 0 && launch.gpuIndices.length !== gpus) {
-    throw launchError('vllm', launch, `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`);
+    throw launchError(
+      'vllm',
+      launch,
+      `the profile runs on ${gpus} GPUs per shard but ${launch.gpuIndices.length} were given (${launch.gpuIndices.join(',') || 'none'})`,
+    );
   }
   // A CPU build of vLLM still wants a tensor-parallel size of at least 1.
   const parallel = ['--tensor-parallel-size', String(Math.max(1, gpus))];
   const serve = [options.vllmExecutable, 'serve', launch.weightsPath];
-  const api = ['--served-model-name', launch.model.name, ...launch.model.aliases, '--host', launch.host, '--port', String(launch.port), ...tlsArgs('vllm', options)];
+  const api = [
+    '--served-model-name',
+    launch.model.name,
+    ...launch.model.aliases,
+    '--host',
+    launch.host,
+    '--port',
+    String(launch.port),
+    ...tlsArgs('vllm', options),
+  ];
   // The replica's secret as VLLM_API_KEY, not --api-key: out of the world-readable command line.
   const key = apiKeyEnv(launch, 'VLLM_API_KEY');
   const httpReady = httpReadiness(options, launch.host, launch.port);
 
   if (!isMultiNode(launch)) {
     checkSingleNode('vllm', launch);
-    return { argv: [...serve, ...api, ...parallel, ...launch.profile.args], env: { ...mergeEnv('vllm', options, gpuEnv(launch), launch), ...key }, readiness: httpReady, servesApi: true };
+    return {
+      argv: [...serve, ...api, ...parallel, ...launch.profile.args],
+      env: { ...mergeEnv('vllm', options, gpuEnv(launch), launch), ...key },
+      readiness: httpReady,
+      servesApi: true,
+    };
   }
 
   const peers = checkedPeers('vllm', launch);
   const head = peers[0]!;
   const self = peers[launch.rank]!;
   const cluster = [
-    '--pipeline-parallel-size', String(launch.profile.shards),
+    '--pipeline-parallel-size',
+    String(launch.profile.shards),
     // mp is named outright: some releases picked Ray by default for multi-node.
-    '--distributed-executor-backend', 'mp',
-    '--nnodes', String(launch.profile.shards),
-    '--node-rank', String(launch.rank),
-    '--master-addr', head.address,
-    '--master-port', String(head.port ?? VLLM_DEFAULT_MASTER_PORT),
+    '--distributed-executor-backend',
+    'mp',
+    '--nnodes',
+    String(launch.profile.shards),
+    '--node-rank',
+    String(launch.rank),
+    '--master-addr',
+    head.address,
+    '--master-port',
+    String(head.port ?? VLLM_DEFAULT_MASTER_PORT),
   ];
   // On a machine with several NICs vLLM may pick the wrong one; the fabric address is the right one (ENGINES.md, pitfalls).
   const env = mergeEnv('vllm', options, { ...gpuEnv(launch), VLLM_HOST_IP: self.address }, launch);
   if (launch.rank === 0) {
-    return { argv: [...serve, ...api, ...parallel, ...cluster, ...launch.profile.args], env: { ...env, ...key }, readiness: httpReady, servesApi: true };
+    return {
+      argv: [...serve, ...api, ...parallel, ...cluster, ...launch.profile.args],
+      env: { ...env, ...key },
+      readiness: httpReady,
+      servesApi: true,
+    };
   }
-  return { argv: [...serve, ...parallel, ...cluster, '--headless', ...launch.profile.args], env, readiness: { kind: 'none' }, servesApi: false };
+  return {
+    argv: [...serve, ...parallel, ...cluster, '--headless', ...launch.profile.args],
+    env,
+    readiness: { kind: 'none' },
+    servesApi: false,
+  };
 }

@@ -22,7 +22,9 @@ export type HostLookup = (hostname: string) => Promise<string[]>;
 
 export const systemLookup: HostLookup = (hostname) =>
   new Promise((resolve, reject) => {
-    dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses.map((a) => a.address))));
+    dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) =>
+      err ? reject(err) : resolve(addresses.map((a) => a.address)),
+    );
   });
 
 /** The class of an IPv4 or IPv6 address in text form; 'reserved' for text that is neither. */
@@ -111,7 +113,10 @@ export function sourceClasses(sourceAddresses: readonly string[]): Set<AddressCl
  * all may be reached: public addresses always, others only in a class the
  * source itself is in.
  */
-export function forbiddenHop(hopAddresses: readonly string[], sourceClasses: ReadonlySet<AddressClass>): { address: string; cls: AddressClass } | null {
+export function forbiddenHop(
+  hopAddresses: readonly string[],
+  sourceClasses: ReadonlySet<AddressClass>,
+): { address: string; cls: AddressClass } | null {
   for (const address of hopAddresses) {
     const cls = addressClass(address);
     if (cls !== 'public' && !sourceClasses.has(cls)) return { address, cls };

@@ -132,7 +132,9 @@ describe('fetching a URL', () => {
     server.ignoreRange = true;
     const result = await fetcher().fetch(source);
     expect(server.requests[1]?.range, 'a resume was asked for').toMatch(/^bytes=\d+-$/);
-    expect(sha256(await readFile(result.path)), 'the whole body replaced the partial instead of being appended').toBe(sha256(content));
+    expect(sha256(await readFile(result.path)), 'the whole body replaced the partial instead of being appended').toBe(
+      sha256(content),
+    );
   });
 
   it('refuses bytes that do not match #sha256 and leaves nothing in the cache', async () => {
@@ -159,7 +161,7 @@ describe('fetching a URL', () => {
     const refused = await errorOf(fetcher().fetch(`${server.url}/secret.gguf?X-Signature=s3cr3t`));
     expect(refused.code).toBe('LLMGW_FETCH_UNAUTHORIZED');
     expect(refused.message).toMatch(/refused access \(401\)/);
-    expect(refused.message, 'a signed URL\'s query never reaches a message').not.toMatch(/s3cr3t/);
+    expect(refused.message, "a signed URL's query never reaches a message").not.toMatch(/s3cr3t/);
   });
 
   it('refuses plain http unless created for tests', async () => {
@@ -196,10 +198,16 @@ describe('fetching a URL', () => {
     const quitter = new AbortController();
     const first = shared.fetch(source, { signal: quitter.signal });
     const firstSettled = first.catch((err: unknown) => err);
-    await waitFor('the download request to reach the server', () => server.requests.length === 1, { timeoutMs: 20_000, intervalMs: 5 });
+    await waitFor('the download request to reach the server', () => server.requests.length === 1, {
+      timeoutMs: 20_000,
+      intervalMs: 5,
+    });
     const joined: FetchProgress[] = [];
     const second = shared.fetch(source, { onProgress: (p) => joined.push(p) });
-    await waitFor('the second caller to join and get the latest progress', () => joined.length > 0, { timeoutMs: 20_000, intervalMs: 5 });
+    await waitFor('the second caller to join and get the latest progress', () => joined.length > 0, {
+      timeoutMs: 20_000,
+      intervalMs: 5,
+    });
 
     quitter.abort();
     expect(String(await firstSettled), 'the caller that gave up stops waiting').toMatch(/abort/i);
@@ -214,7 +222,9 @@ describe('fetching a URL', () => {
     server.files.set('/t.gguf', content);
     const reports: FetchProgress[] = [];
     // A clock that never moves: only the first and the last report may be made.
-    await fetcher({ now: () => 1_000, progressIntervalMs: 250 }).fetch(`${server.url}/t.gguf`, { onProgress: (p) => reports.push(p) });
+    await fetcher({ now: () => 1_000, progressIntervalMs: 250 }).fetch(`${server.url}/t.gguf`, {
+      onProgress: (p) => reports.push(p),
+    });
     expect(reports.length, JSON.stringify(reports)).toBeLessThanOrEqual(3);
     expect(reports.at(-1)).toEqual({ bytesDone: content.length, totalBytes: content.length });
   });
@@ -236,7 +246,11 @@ describe('fetching a URL', () => {
       });
     const err = await errorOf(fetcher({ createWriteStream }).fetch(`${server.url}/huge.gguf`));
     expect(err.code, err.message).toBe('LLMGW_DISK_FULL');
-    expect(err.message).toMatch(new RegExp(`^disk full while fetching ${server.url}/huge.gguf into ${cache.cacheDir} \\(\\d+ of ${3 * MiB} bytes written\\)`));
+    expect(err.message).toMatch(
+      new RegExp(
+        `^disk full while fetching ${server.url}/huge.gguf into ${cache.cacheDir} \\(\\d+ of ${3 * MiB} bytes written\\)`,
+      ),
+    );
     expect(await cacheListing(), 'nothing partial stays in the cache').toEqual([]);
   });
 
@@ -249,7 +263,11 @@ describe('fetching a URL', () => {
       server.files.set('/huge.gguf', patternBytes(3 * MiB));
       const err = await errorOf(fetcher({}, smallCache).fetch(`${server.url}/huge.gguf`));
       expect(err.code, err.message).toBe('LLMGW_DISK_FULL');
-      expect(err.message).toMatch(new RegExp(`^disk full while fetching ${server.url}/huge.gguf into ${smallCache.cacheDir} \\(\\d+ of ${3 * MiB} bytes written\\)`));
+      expect(err.message).toMatch(
+        new RegExp(
+          `^disk full while fetching ${server.url}/huge.gguf into ${smallCache.cacheDir} \\(\\d+ of ${3 * MiB} bytes written\\)`,
+        ),
+      );
       expect(await cacheListing(smallCache.cacheDir), 'nothing partial stays in the cache').toEqual([]);
     } finally {
       execFileSync('umount', [small]);
@@ -289,7 +307,7 @@ describe('options and names', () => {
     }
   });
 
-  it('stores a URL\'s weights under a safe file name', () => {
+  it("stores a URL's weights under a safe file name", () => {
     expect(fileNameOf('https://x.example/a/model.Q4_K_M.gguf?sig=1')).toBe('model.Q4_K_M.gguf');
     expect(fileNameOf('https://x.example/a/..%2F..%2Fetc')).toBe('_.._etc');
     expect(fileNameOf('https://x.example/')).toBe('download');

@@ -12,10 +12,24 @@ import type { Dispatcher } from 'undici';
 import { LlmgwError } from '../../errors/index.js';
 import { cacheName, canonicalSource, parseSource, type WeightSource } from '../../protocol/index.js';
 import { nearestName } from '../../units/index.js';
-import { FILES_DIR, MANIFEST_VERSION, type CacheEntry, type ManifestFile, type WeightCache, type WeightManifest } from '../cache/index.js';
+import {
+  FILES_DIR,
+  MANIFEST_VERSION,
+  type CacheEntry,
+  type ManifestFile,
+  type WeightCache,
+  type WeightManifest,
+} from '../cache/index.js';
 import { type HostLookup, systemLookup } from './address-guard.js';
 import { guardedHubFetch } from './hub-fetch.js';
-import { defaultWriteStream, downloadFile, hashFile, partialBytes, type HttpContext, type WriteStreamFactory } from './http-download.js';
+import {
+  defaultWriteStream,
+  downloadFile,
+  hashFile,
+  partialBytes,
+  type HttpContext,
+  type WriteStreamFactory,
+} from './http-download.js';
 import { hubFileUrl, hubUnauthorizedHint, planHubFetch, type HfSource, type HubClient } from './hub.js';
 import { PartialRecord } from './partial-record.js';
 import { ProgressMeter, type FetchProgress } from './progress.js';
@@ -93,7 +107,9 @@ export function compileFetcherOptions(options: FetcherOptions): CompiledFetcherO
       if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('not http(s)');
       hubUrl = url.href.replace(/\/+$/, '');
     } catch {
-      problems.push(`HF_ENDPOINT ${JSON.stringify(options.hubUrl)} is not an http(s) URL; want e.g. https://huggingface.co or a mirror's address`);
+      problems.push(
+        `HF_ENDPOINT ${JSON.stringify(options.hubUrl)} is not an http(s) URL; want e.g. https://huggingface.co or a mirror's address`,
+      );
     }
   }
   const progressIntervalMs = options.progressIntervalMs ?? 250;
@@ -113,7 +129,11 @@ export function compileFetcherOptions(options: FetcherOptions): CompiledFetcherO
     dispatcher: options.dispatcher,
     lookup: options.lookup,
     // Redirects are followed by hand, under the rule file downloads follow (hub-fetch.ts).
-    hubFetch: guardedHubFetch(options.hubFetch ?? ((input, init) => fetch(input, init)), hubUrl, options.lookup ?? systemLookup),
+    hubFetch: guardedHubFetch(
+      options.hubFetch ?? ((input, init) => fetch(input, init)),
+      hubUrl,
+      options.lookup ?? systemLookup,
+    ),
     progressIntervalMs,
     fileConcurrency,
     now: options.now ?? Date.now,
@@ -230,7 +250,15 @@ export class Fetcher {
       },
     });
     const controller = new AbortController();
-    const shared: SharedFetch = { name, label: displaySource(source), meter, listeners, controller, callers: 0, promise: Promise.resolve(null as never) };
+    const shared: SharedFetch = {
+      name,
+      label: displaySource(source),
+      meter,
+      listeners,
+      controller,
+      callers: 0,
+      promise: Promise.resolve(null as never),
+    };
     const previous = this.#lastRun.get(name) ?? Promise.resolve();
     shared.promise = previous
       .catch(() => undefined)
@@ -281,7 +309,12 @@ export class Fetcher {
     });
   }
 
-  async #download(name: string, source: Exclude<WeightSource, { scheme: 'file' }>, rawSource: string, shared: SharedFetch): Promise<FetchResult> {
+  async #download(
+    name: string,
+    source: Exclude<WeightSource, { scheme: 'file' }>,
+    rawSource: string,
+    shared: SharedFetch,
+  ): Promise<FetchResult> {
     const { cache } = this.#options;
     const { label, meter } = shared;
     const signal = shared.controller.signal;
@@ -340,11 +373,19 @@ export class Fetcher {
       signal: AbortSignal.any([signal, stopOthers.signal]),
       createWriteStream: this.#options.createWriteStream,
     };
-    const files: ManifestFile[] = await runPool(plan.files, this.#options.fileConcurrency, () => stopOthers.abort(), async (file) => {
+    const files: ManifestFile[] = await runPool(
+      plan.files,
+      this.#options.fileConcurrency,
+      () => stopOthers.abort(),
+      async (file) => {
         const filePath = posix.join(filesDir, file.path);
         await mkdir(posix.dirname(filePath), { recursive: true });
         const state = record.file(file.path);
-        if (state.sha256 !== undefined && state.total_bytes !== undefined && (await partialBytes(filePath)) === state.total_bytes) {
+        if (
+          state.sha256 !== undefined &&
+          state.total_bytes !== undefined &&
+          (await partialBytes(filePath)) === state.total_bytes
+        ) {
           // Verified by an earlier run before it stopped; reading 10 GiB again to learn the same hash helps nobody.
           return { path: file.path, size_bytes: state.total_bytes, sha256: state.sha256 };
         }
@@ -359,7 +400,8 @@ export class Fetcher {
             expectedBytes: file.expectedBytes,
             validator: state.validator,
             onStart: async (info) => {
-              if (file.expectedBytes === undefined && info.totalBytes !== undefined && plan.files.length === 1) meter.setTotal(info.totalBytes);
+              if (file.expectedBytes === undefined && info.totalBytes !== undefined && plan.files.length === 1)
+                meter.setTotal(info.totalBytes);
               await record.update(file.path, {
                 ...(info.totalBytes === undefined ? {} : { total_bytes: info.totalBytes }),
                 ...(info.validator === undefined ? {} : { validator: info.validator }),
@@ -372,7 +414,8 @@ export class Fetcher {
         await verify(label, file, filePath, got.sizeBytes, got.sha256);
         await record.update(file.path, { total_bytes: got.sizeBytes, sha256: got.sha256 });
         return { path: file.path, size_bytes: got.sizeBytes, sha256: got.sha256 };
-      });
+      },
+    );
 
     await record.remove();
     const manifest: WeightManifest = {
@@ -393,7 +436,11 @@ export class Fetcher {
     return resultOf(entry);
   }
 
-  async #plan(source: Exclude<WeightSource, { scheme: 'file' }>, label: string, signal: AbortSignal): Promise<DownloadPlan> {
+  async #plan(
+    source: Exclude<WeightSource, { scheme: 'file' }>,
+    label: string,
+    signal: AbortSignal,
+  ): Promise<DownloadPlan> {
     if (source.scheme === 'hf') {
       const hub = this.#hubClient(signal);
       const plan = await planHubFetch(source, label, hub);
@@ -409,7 +456,9 @@ export class Fetcher {
         revision: source.revision,
         commit: plan.commit,
         peer: 'the hub',
-        ...(hub.accessToken ? { authorization: { origin: new URL(hub.hubUrl).origin, value: `Bearer ${hub.accessToken}` } } : {}),
+        ...(hub.accessToken
+          ? { authorization: { origin: new URL(hub.hubUrl).origin, value: `Bearer ${hub.accessToken}` } }
+          : {}),
         unauthorizedHint: hubUnauthorizedHint(hub),
         // A mirror the operator put on plain http is the operator's choice; a source URL on http is not.
         allowHttp: this.#options.allowHttp || hub.hubUrl.startsWith('http:'),
@@ -417,10 +466,19 @@ export class Fetcher {
     }
     const fileName = fileNameOf(source.url);
     return {
-      files: [{ path: fileName, expectedBytes: undefined, sha256: source.sha256 ?? undefined, gitBlobSha1: undefined, url: async () => source.url }],
+      files: [
+        {
+          path: fileName,
+          expectedBytes: undefined,
+          sha256: source.sha256 ?? undefined,
+          gitBlobSha1: undefined,
+          url: async () => source.url,
+        },
+      ],
       weightsPath: posix.join(FILES_DIR, fileName),
       peer: 'the server',
-      unauthorizedHint: 'the URL needs credentials llmgw does not send; use a URL that carries its own access (a signed URL)',
+      unauthorizedHint:
+        'the URL needs credentials llmgw does not send; use a URL that carries its own access (a signed URL)',
       allowHttp: this.#options.allowHttp,
     };
   }
@@ -471,14 +529,26 @@ export class Fetcher {
   }
 }
 
-async function verify(label: string, file: PlannedFile, filePath: string, sizeBytes: number, sha256: string): Promise<void> {
+async function verify(
+  label: string,
+  file: PlannedFile,
+  filePath: string,
+  sizeBytes: number,
+  sha256: string,
+): Promise<void> {
   const fail = (what: string): never => {
-    throw new LlmgwError('LLMGW_FETCH_VERIFY_FAILED', `${label}: ${file.path} ${what}; the download was removed, fetch again (and check the source if it repeats)`, {
-      context: { path: file.path, sizeBytes },
-    });
+    throw new LlmgwError(
+      'LLMGW_FETCH_VERIFY_FAILED',
+      `${label}: ${file.path} ${what}; the download was removed, fetch again (and check the source if it repeats)`,
+      {
+        context: { path: file.path, sizeBytes },
+      },
+    );
   };
-  if (file.expectedBytes !== undefined && sizeBytes !== file.expectedBytes) fail(`is ${sizeBytes} bytes where ${file.expectedBytes} were expected`);
-  if (file.sha256 !== undefined && sha256 !== file.sha256) fail(`hashes to sha256 ${sha256}, not the expected ${file.sha256}`);
+  if (file.expectedBytes !== undefined && sizeBytes !== file.expectedBytes)
+    fail(`is ${sizeBytes} bytes where ${file.expectedBytes} were expected`);
+  if (file.sha256 !== undefined && sha256 !== file.sha256)
+    fail(`hashes to sha256 ${sha256}, not the expected ${file.sha256}`);
   if (file.gitBlobSha1 !== undefined) {
     const blob = await hashFile(filePath, 'sha1', `blob ${sizeBytes}\0`);
     if (blob !== file.gitBlobSha1) fail(`hashes to git blob ${blob}, not the expected ${file.gitBlobSha1}`);
@@ -491,7 +561,12 @@ async function verify(label: string, file: PlannedFile, filePath: string, sizeBy
  * once every one has settled (so nothing writes into a partial about to be
  * removed), the first failure is thrown.
  */
-async function runPool<T, R>(items: readonly T[], concurrency: number, onFailure: () => void, work: (item: T) => Promise<R>): Promise<R[]> {
+async function runPool<T, R>(
+  items: readonly T[],
+  concurrency: number,
+  onFailure: () => void,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
   const results: R[] = [];
   let next = 0;
   let failed = false;
@@ -574,7 +649,10 @@ export function fileNameOf(url: string): string {
   } catch {
     // Keep the raw segment; it is made safe below either way.
   }
-  const safe = decoded.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '').slice(0, 200);
+  const safe = decoded
+    .replace(/[^A-Za-z0-9._-]/g, '_')
+    .replace(/^\.+/, '')
+    .slice(0, 200);
   return safe === '' ? 'download' : safe;
 }
 

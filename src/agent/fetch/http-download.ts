@@ -13,7 +13,16 @@ import { Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type Agent, request, type Dispatcher } from 'undici';
 import { LlmgwError } from '../../errors/index.js';
-import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, pinnedAgent, refusedAddress, sourceClasses, systemLookup } from './address-guard.js';
+import {
+  type AddressClass,
+  addressesOf,
+  forbiddenHop,
+  type HostLookup,
+  pinnedAgent,
+  refusedAddress,
+  sourceClasses,
+  systemLookup,
+} from './address-guard.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -98,7 +107,11 @@ export async function downloadFile(req: HttpFileRequest, ctx: HttpContext): Prom
     let appending = false;
     if (offset > 0 && res.statusCode === 206) {
       const range = parseContentRange(header(res, 'content-range'));
-      if (!range || range.start !== offset || (req.expectedBytes !== undefined && range.totalBytes !== req.expectedBytes)) {
+      if (
+        !range ||
+        range.start !== offset ||
+        (req.expectedBytes !== undefined && range.totalBytes !== req.expectedBytes)
+      ) {
         // The server sent some other part of the file, or of another file: start again rather than splice.
         await res.body.dump();
         offset = await restart(req, offset);
@@ -131,7 +144,10 @@ export async function downloadFile(req: HttpFileRequest, ctx: HttpContext): Prom
       );
     }
     const fresh = appending ? hash : createHash('sha256');
-    await req.onStart({ totalBytes: totalBytes ?? req.expectedBytes, validator: appending ? req.validator : validatorOf(res) });
+    await req.onStart({
+      totalBytes: totalBytes ?? req.expectedBytes,
+      validator: appending ? req.validator : validatorOf(res),
+    });
 
     let written = 0;
     const counter = new Transform({
@@ -142,7 +158,9 @@ export async function downloadFile(req: HttpFileRequest, ctx: HttpContext): Prom
         callback(null, chunk);
       },
     });
-    await pipeline(res.body, counter, ctx.createWriteStream(req.filePath, appending ? 'a' : 'w'), { signal: ctx.signal });
+    await pipeline(res.body, counter, ctx.createWriteStream(req.filePath, appending ? 'a' : 'w'), {
+      signal: ctx.signal,
+    });
     await syncFile(req.filePath);
 
     const sizeBytes = (appending ? offset : 0) + written;
@@ -155,7 +173,10 @@ export async function downloadFile(req: HttpFileRequest, ctx: HttpContext): Prom
     }
     return { sizeBytes, sha256: fresh.digest('hex') };
   }
-  throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: ${req.peer} answered a resume with the wrong range twice; giving up`);
+  throw new LlmgwError(
+    'LLMGW_FETCH_FAILED',
+    `${req.label}: ${req.peer} answered a resume with the wrong range twice; giving up`,
+  );
 }
 
 /** Empties the partial file and takes its bytes back out of the progress count; returns the new offset, 0. */
@@ -175,10 +196,16 @@ async function requestFollowingRedirects(
   let allowed: Set<AddressClass> | null = null;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol === 'http:' && !ctx.allowHttp) {
-      throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: ${req.peer} redirected to plain http (${url.origin}); refusing to fetch weights without TLS`);
+      throw new LlmgwError(
+        'LLMGW_FETCH_FAILED',
+        `${req.label}: ${req.peer} redirected to plain http (${url.origin}); refusing to fetch weights without TLS`,
+      );
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: ${req.peer} redirected to ${url.protocol} URL; only http(s) is followed`);
+      throw new LlmgwError(
+        'LLMGW_FETCH_FAILED',
+        `${req.label}: ${req.peer} redirected to ${url.protocol} URL; only http(s) is followed`,
+      );
     }
     const sent = { ...headers };
     if (req.authorization && url.origin === req.authorization.origin) sent.authorization = req.authorization.value;
@@ -201,7 +228,12 @@ async function requestFollowingRedirects(
     }
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, { method: 'GET', headers: sent, signal: ctx.signal, ...(dispatcher ? { dispatcher } : {}) });
+      res = await request(url, {
+        method: 'GET',
+        headers: sent,
+        signal: ctx.signal,
+        ...(dispatcher ? { dispatcher } : {}),
+      });
     } catch (err) {
       if (pinned) void pinned.destroy();
       throw err;
@@ -228,17 +260,27 @@ async function resolved(req: HttpFileRequest, url: URL, lookup: HostLookup): Pro
     return await addressesOf(url, lookup);
   } catch (err) {
     const why = (err as { code?: string }).code ?? (err as Error).message;
-    throw new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: could not resolve ${url.hostname} (${why}) to check where a redirect leads`, { cause: err });
+    throw new LlmgwError(
+      'LLMGW_FETCH_FAILED',
+      `${req.label}: could not resolve ${url.hostname} (${why}) to check where a redirect leads`,
+      { cause: err },
+    );
   }
 }
 
 function statusError(req: HttpFileRequest, status: number): LlmgwError {
   const context = { status };
   if (status === 404 || status === 410) {
-    return new LlmgwError('LLMGW_FETCH_NOT_FOUND', `${req.label}: ${req.peer} has no such file (${status})`, { context });
+    return new LlmgwError('LLMGW_FETCH_NOT_FOUND', `${req.label}: ${req.peer} has no such file (${status})`, {
+      context,
+    });
   }
   if (status === 401 || status === 403) {
-    return new LlmgwError('LLMGW_FETCH_UNAUTHORIZED', `${req.label}: ${req.peer} refused access (${status}); ${req.unauthorizedHint}`, { context });
+    return new LlmgwError(
+      'LLMGW_FETCH_UNAUTHORIZED',
+      `${req.label}: ${req.peer} refused access (${status}); ${req.unauthorizedHint}`,
+      { context },
+    );
   }
   return new LlmgwError('LLMGW_FETCH_FAILED', `${req.label}: ${req.peer} answered ${status}`, { context });
 }

@@ -8,7 +8,14 @@
 // that resolves differently a moment later is not pinned; the hub's own
 // origin is the operator's choice (HF_ENDPOINT).
 import { LlmgwError } from '../../errors/index.js';
-import { type AddressClass, addressesOf, forbiddenHop, type HostLookup, refusedAddress, sourceClasses } from './address-guard.js';
+import {
+  type AddressClass,
+  addressesOf,
+  forbiddenHop,
+  type HostLookup,
+  refusedAddress,
+  sourceClasses,
+} from './address-guard.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -21,17 +28,33 @@ export function guardedHubFetch(inner: typeof fetch, hubUrl: string, lookup: Hos
     let body = init?.body;
     let hubClasses: Set<AddressClass> | null = null;
     for (let hop = 0; ; hop++) {
-      const res = await inner(url.href, { ...init, method, headers, ...(body === undefined ? {} : { body }), redirect: 'manual' });
+      const res = await inner(url.href, {
+        ...init,
+        method,
+        headers,
+        ...(body === undefined ? {} : { body }),
+        redirect: 'manual',
+      });
       const location = res.headers.get('location');
       if (!REDIRECT_STATUSES.has(res.status) || location === null) return res;
       await res.body?.cancel().catch(() => {});
-      if (hop === MAX_REDIRECTS) throw new LlmgwError('LLMGW_FETCH_FAILED', `the hub at ${hubUrl} redirected more than ${MAX_REDIRECTS} times; check HF_ENDPOINT`);
+      if (hop === MAX_REDIRECTS)
+        throw new LlmgwError(
+          'LLMGW_FETCH_FAILED',
+          `the hub at ${hubUrl} redirected more than ${MAX_REDIRECTS} times; check HF_ENDPOINT`,
+        );
       const next = new URL(location, url);
       if (next.protocol !== 'https:' && next.protocol !== 'http:') {
-        throw new LlmgwError('LLMGW_FETCH_FAILED', `the hub at ${hubUrl} redirected to a ${next.protocol} URL; only http(s) is followed`);
+        throw new LlmgwError(
+          'LLMGW_FETCH_FAILED',
+          `the hub at ${hubUrl} redirected to a ${next.protocol} URL; only http(s) is followed`,
+        );
       }
       if (next.protocol === 'http:' && url.protocol === 'https:') {
-        throw new LlmgwError('LLMGW_FETCH_FAILED', `the hub at ${hubUrl} redirected to plain http (${next.origin}); refusing to leave TLS`);
+        throw new LlmgwError(
+          'LLMGW_FETCH_FAILED',
+          `the hub at ${hubUrl} redirected to plain http (${next.origin}); refusing to leave TLS`,
+        );
       }
       let hopAddresses: string[];
       try {
@@ -39,7 +62,11 @@ export function guardedHubFetch(inner: typeof fetch, hubUrl: string, lookup: Hos
         hopAddresses = await addressesOf(next, lookup);
       } catch (err) {
         const why = (err as { code?: string }).code ?? (err as Error).message;
-        throw new LlmgwError('LLMGW_FETCH_FAILED', `could not resolve ${next.hostname} (${why}) to check where the hub's redirect leads`, { cause: err });
+        throw new LlmgwError(
+          'LLMGW_FETCH_FAILED',
+          `could not resolve ${next.hostname} (${why}) to check where the hub's redirect leads`,
+          { cause: err },
+        );
       }
       const bad = forbiddenHop(hopAddresses, hubClasses);
       if (bad) {

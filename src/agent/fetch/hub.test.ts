@@ -67,11 +67,19 @@ describe('fetching from the hub', () => {
     for (const [path, content] of Object.entries(repo.files)) {
       expect(sha256(await readFile(join(result.path, path))), `${path} arrived whole`).toBe(sha256(content));
     }
-    expect(result.manifest).toMatchObject({ revision: 'main', commit: COMMIT, canonical_source: 'hf://acme/tiny@main', weights_path: 'files' });
+    expect(result.manifest).toMatchObject({
+      revision: 'main',
+      commit: COMMIT,
+      canonical_source: 'hf://acme/tiny@main',
+      weights_path: 'files',
+    });
     expect(result.manifest!.files.map((f) => f.path).sort()).toEqual(Object.keys(repo.files).sort());
     expect(result.sizeBytes).toBe(Object.values(repo.files).reduce((sum, b) => sum + b.length, 0));
     const downloaded = hub.downloads().map((r) => r.path);
-    expect(downloaded.every((p) => p.includes(`/resolve/${COMMIT}/`)), 'every file comes from the one commit, not the moving branch').toBe(true);
+    expect(
+      downloaded.every((p) => p.includes(`/resolve/${COMMIT}/`)),
+      'every file comes from the one commit, not the moving branch',
+    ).toBe(true);
     expect(await readdir(cache.cacheDir)).toEqual(expect.arrayContaining([name]));
   });
 
@@ -92,7 +100,9 @@ describe('fetching from the hub', () => {
 
     const restarted = await WeightCache.create({ cacheDir: join(base, 'cache') });
     const result = await fetcher({}, restarted).fetch('hf://acme/tiny');
-    expect(sha256(await readFile(join(result.path, 'model.safetensors')))).toBe(sha256(repo.files['model.safetensors']!));
+    expect(sha256(await readFile(join(result.path, 'model.safetensors')))).toBe(
+      sha256(repo.files['model.safetensors']!),
+    );
     const [first, second] = hub.downloads();
     expect(first?.range, 'the first download asked for the whole file').toBeUndefined();
     expect(second?.range, 'the second asked only for the rest').toMatch(/^bytes=[1-9]\d*-$/);
@@ -102,16 +112,21 @@ describe('fetching from the hub', () => {
     hub.add(tinyRepo({ files: { 'model.safetensors': patternBytes(4 * MiB, 61) } }));
     hub.cutFirstDownload = 2 * MiB;
     await errorOf(fetcher().fetch('hf://acme/tiny'));
-    const moved = tinyRepo({ commit: 'beef'.padEnd(40, '1'), files: { 'model.safetensors': patternBytes(4 * MiB, 62) } });
+    const moved = tinyRepo({
+      commit: 'beef'.padEnd(40, '1'),
+      files: { 'model.safetensors': patternBytes(4 * MiB, 62) },
+    });
     hub.add(moved);
     hub.cutFirstDownload = undefined;
 
     const result = await fetcher().fetch('hf://acme/tiny');
     expect(result.manifest?.commit).toBe(moved.commit);
-    expect(sha256(await readFile(join(result.path, 'model.safetensors')))).toBe(sha256(moved.files['model.safetensors']!));
+    expect(sha256(await readFile(join(result.path, 'model.safetensors')))).toBe(
+      sha256(moved.files['model.safetensors']!),
+    );
     const last = hub.downloads().at(-1)!;
     expect(last.path).toContain(`/resolve/${moved.commit}/`);
-    expect(last.range, 'the old commit\'s bytes were not resumed').toBeUndefined();
+    expect(last.range, "the old commit's bytes were not resumed").toBeUndefined();
   });
 
   it('says 404 in words when the repository does not exist', async () => {

@@ -55,7 +55,12 @@ export class PartialRecord {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     if (text === null) {
-      const record = new PartialRecord(path, { version: 1, canonical_source: canonicalSource, ...(commit ? { commit } : {}), files: {} });
+      const record = new PartialRecord(path, {
+        version: 1,
+        canonical_source: canonicalSource,
+        ...(commit ? { commit } : {}),
+        files: {},
+      });
       await record.#write();
       return record;
     }
@@ -66,7 +71,8 @@ export class PartialRecord {
       return null;
     }
     const parsed = PartialStateSchema.safeParse(json);
-    if (!parsed.success || parsed.data.canonical_source !== canonicalSource || parsed.data.commit !== commit) return null;
+    if (!parsed.success || parsed.data.canonical_source !== canonicalSource || parsed.data.commit !== commit)
+      return null;
     return new PartialRecord(path, parsed.data);
   }
 

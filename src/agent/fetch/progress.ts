@@ -66,7 +66,10 @@ export class ProgressMeter {
     const progress: FetchProgress = { bytesDone: this.#bytesDone };
     if (this.#totalBytes !== undefined) progress.totalBytes = this.#totalBytes;
     if (this.#lastEmitMs !== null && nowMs > this.#lastEmitMs) {
-      progress.bytesPerSecond = Math.max(0, Math.round(((this.#bytesDone - this.#lastEmitBytes) * 1000) / (nowMs - this.#lastEmitMs)));
+      progress.bytesPerSecond = Math.max(
+        0,
+        Math.round(((this.#bytesDone - this.#lastEmitBytes) * 1000) / (nowMs - this.#lastEmitMs)),
+      );
     }
     this.#lastEmitMs = nowMs;
     this.#lastEmitBytes = this.#bytesDone;

@@ -42,7 +42,9 @@ class RedirectServer {
         res.writeHead(302, { location: to }).end();
         return;
       }
-      res.writeHead(200, { 'content-length': String(CONTENT.length), 'content-type': 'application/octet-stream' }).end(CONTENT);
+      res
+        .writeHead(200, { 'content-length': String(CONTENT.length), 'content-type': 'application/octet-stream' })
+        .end(CONTENT);
     });
     await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
     this.port = (this.#server.address() as AddressInfo).port;
@@ -96,7 +98,10 @@ function fetcher(options: Partial<FetcherOptions> = {}): Fetcher {
  */
 function everythingOnLoopback(): Agent {
   const lookup: LookupFunction = (_hostname, options, callback) => {
-    if (options.all) return (callback as unknown as (err: null, all: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
+    if (options.all)
+      return (callback as unknown as (err: null, all: { address: string; family: number }[]) => void)(null, [
+        { address: '127.0.0.1', family: 4 },
+      ]);
     callback(null, '127.0.0.1', 4);
   };
   const agent = new Agent({ connect: { lookup } });
@@ -121,7 +126,9 @@ describe('redirects of an http(s) source', () => {
     const result = await fetcher({ lookup }).fetch(via(`http://weights.localhost:${server.port}/m.gguf`));
     expect(sha256(await readFile(result.path)), 'the redirected file arrived whole').toBe(sha256(CONTENT));
     expect(lookup.asked, 'the hop was resolved by the fetcher, not by the system').toContain('weights.localhost');
-    expect(server.seen.at(-1)?.host, 'the request still names the host it was sent to').toBe(`weights.localhost:${server.port}`);
+    expect(server.seen.at(-1)?.host, 'the request still names the host it was sent to').toBe(
+      `weights.localhost:${server.port}`,
+    );
   });
 
   it('refuse to leave a loopback source for a link-local, private, mapped or unspecified address', async () => {
@@ -134,8 +141,14 @@ describe('redirects of an http(s) source', () => {
       'home.example': ['192.168.1.10'],
     });
     const cases: [string, RegExp][] = [
-      [`http://metadata.example:${server.port}/latest/meta-data/`, /metadata\.example:\d+, which reaches 169\.254\.169\.254, a link-local address/],
-      [`http://internal.example:${server.port}/m.gguf`, /internal\.example:\d+, which reaches 10\.0\.0\.7, a private address/],
+      [
+        `http://metadata.example:${server.port}/latest/meta-data/`,
+        /metadata\.example:\d+, which reaches 169\.254\.169\.254, a link-local address/,
+      ],
+      [
+        `http://internal.example:${server.port}/m.gguf`,
+        /internal\.example:\d+, which reaches 10\.0\.0\.7, a private address/,
+      ],
       [`http://dual.example:${server.port}/m.gguf`, /reaches fd00::5, a private address/],
       [`http://mapped.example:${server.port}/m.gguf`, /reaches ::ffff:10\.0\.0\.1, a private address/],
       [`http://v6-link.example:${server.port}/m.gguf`, /a link-local address/],
@@ -149,8 +162,13 @@ describe('redirects of an http(s) source', () => {
       const err = await errorOf(fetcher({ lookup }).fetch(via(to)));
       expect(err.code, `${to}: ${err.message}`).toBe('LLMGW_FETCH_FAILED');
       expect(err.message, to).toMatch(why);
-      expect(err.message, 'says which classes this source may reach').toMatch(/only to public addresses or loopback ones/);
-      expect(server.seen.length - before, `${to}: nothing was requested after the redirect (0.0.0.0 would have reached this server)`).toBe(1);
+      expect(err.message, 'says which classes this source may reach').toMatch(
+        /only to public addresses or loopback ones/,
+      );
+      expect(
+        server.seen.length - before,
+        `${to}: nothing was requested after the redirect (0.0.0.0 would have reached this server)`,
+      ).toBe(1);
     }
   });
 
@@ -158,17 +176,26 @@ describe('redirects of an http(s) source', () => {
     // The source's name is public to the fetcher's resolver; the test's dispatcher still delivers it to this server.
     const lookup = resolver({ 'weights.example': ['93.184.216.34'], 'rebind.example': ['127.0.0.1'] });
     const source = (to: string) => `http://weights.example:${server.port}/to?u=${encodeURIComponent(to)}`;
-    for (const to of [`http://127.0.0.1:${server.port}/m.gguf`, `http://rebind.example:${server.port}/m.gguf`, `http://[::1]:${server.port}/m.gguf`, `http://[::ffff:127.0.0.1]:${server.port}/m.gguf`]) {
+    for (const to of [
+      `http://127.0.0.1:${server.port}/m.gguf`,
+      `http://rebind.example:${server.port}/m.gguf`,
+      `http://[::1]:${server.port}/m.gguf`,
+      `http://[::ffff:127.0.0.1]:${server.port}/m.gguf`,
+    ]) {
       const before = server.seen.length;
       const err = await errorOf(fetcher({ lookup, dispatcher: everythingOnLoopback() }).fetch(source(to)));
       expect(err.code, err.message).toBe('LLMGW_FETCH_FAILED');
-      expect(err.message).toMatch(/a loopback address; from this source a redirect is followed only to public addresses\./);
+      expect(err.message).toMatch(
+        /a loopback address; from this source a redirect is followed only to public addresses\./,
+      );
       expect(server.seen.length - before, `${to}: the loopback address was never asked`).toBe(1);
     }
   });
 
   it('say which name could not be resolved', async () => {
-    const err = await errorOf(fetcher({ lookup: resolver({}) }).fetch(via(`http://nowhere.example:${server.port}/m.gguf`)));
+    const err = await errorOf(
+      fetcher({ lookup: resolver({}) }).fetch(via(`http://nowhere.example:${server.port}/m.gguf`)),
+    );
     expect(err.message).toMatch(/could not resolve nowhere\.example \(ENOTFOUND\)/);
   });
 });
@@ -183,10 +210,15 @@ describe('HF_TOKEN on the hub API', () => {
         return true;
       });
       try {
-        await errorOf(fetcher({ hubUrl: `http://127.0.0.1:${hub.port}`, hfToken: 'hf_secret_for_the_hub' }).fetch('hf://acme/tiny'));
+        await errorOf(
+          fetcher({ hubUrl: `http://127.0.0.1:${hub.port}`, hfToken: 'hf_secret_for_the_hub' }).fetch('hf://acme/tiny'),
+        );
         expect(hub.seen[0]?.authorization, 'the hub itself gets the token').toBe('Bearer hf_secret_for_the_hub');
         expect(elsewhere.seen.length, 'the redirect was followed').toBeGreaterThan(0);
-        expect(elsewhere.seen.map((s) => s.authorization), 'no token left the hub origin').toEqual(elsewhere.seen.map(() => undefined));
+        expect(
+          elsewhere.seen.map((s) => s.authorization),
+          'no token left the hub origin',
+        ).toEqual(elsewhere.seen.map(() => undefined));
       } finally {
         await hub.close();
       }
@@ -205,9 +237,15 @@ describe('redirects of the hub API', () => {
     });
     try {
       const lookup = resolver({ 'metadata.example': ['169.254.169.254'] });
-      const err = await errorOf(fetcher({ hubUrl: `http://127.0.0.1:${hub.port}`, hfToken: 'hf_secret_for_the_hub', lookup }).fetch('hf://acme/tiny'));
+      const err = await errorOf(
+        fetcher({ hubUrl: `http://127.0.0.1:${hub.port}`, hfToken: 'hf_secret_for_the_hub', lookup }).fetch(
+          'hf://acme/tiny',
+        ),
+      );
       expect(err.code, err.message).toBe('LLMGW_FETCH_FAILED');
-      expect(err.message).toMatch(/redirected to http:\/\/metadata\.example:\d+, which reaches 169\.254\.169\.254, a link-local address/);
+      expect(err.message).toMatch(
+        /redirected to http:\/\/metadata\.example:\d+, which reaches 169\.254\.169\.254, a link-local address/,
+      );
       expect(server.seen, 'nothing was asked at the redirect target').toEqual([]);
     } finally {
       await hub.close();
@@ -220,7 +258,9 @@ describe('addressesOf', () => {
     const lookup = resolver({});
     expect(await addressesOf(new URL('http://[fe80::1]:8/x'), lookup)).toEqual(['fe80::1']);
     expect(await addressesOf(new URL('http://169.254.169.254/x'), lookup)).toEqual(['169.254.169.254']);
-    expect(await addressesOf(new URL('http://[::ffff:10.0.0.1]/x'), lookup), 'as WHATWG URL writes it').toEqual(['::ffff:a00:1']);
+    expect(await addressesOf(new URL('http://[::ffff:10.0.0.1]/x'), lookup), 'as WHATWG URL writes it').toEqual([
+      '::ffff:a00:1',
+    ]);
     expect(addressClass('::ffff:a00:1')).toBe('private');
     expect(lookup.asked).toEqual([]);
   });
@@ -231,10 +271,22 @@ describe('the classes a source may redirect into', () => {
   // each time it was asked) let its public server redirect into the private network. Checked without a
   // network: a regression here would otherwise connect to a private address.
   it('are its own class only when every address of the source is of it', () => {
-    expect(forbiddenHop(['10.0.0.7'], sourceClasses(['93.184.216.34', '10.0.0.5'])), 'a mixed source: private is refused').toEqual({ address: '10.0.0.7', cls: 'private' });
-    expect(forbiddenHop(['10.0.0.7'], sourceClasses(['10.0.0.5', '10.9.9.9'])), 'a private source may stay private').toBeNull();
-    expect(forbiddenHop(['127.0.0.1'], sourceClasses(['10.0.0.5'])), 'but not go to loopback').toEqual({ address: '127.0.0.1', cls: 'loopback' });
-    expect(forbiddenHop(['93.184.216.34'], sourceClasses(['127.0.0.1', '10.0.0.5'])), 'public is always reachable').toBeNull();
+    expect(
+      forbiddenHop(['10.0.0.7'], sourceClasses(['93.184.216.34', '10.0.0.5'])),
+      'a mixed source: private is refused',
+    ).toEqual({ address: '10.0.0.7', cls: 'private' });
+    expect(
+      forbiddenHop(['10.0.0.7'], sourceClasses(['10.0.0.5', '10.9.9.9'])),
+      'a private source may stay private',
+    ).toBeNull();
+    expect(forbiddenHop(['127.0.0.1'], sourceClasses(['10.0.0.5'])), 'but not go to loopback').toEqual({
+      address: '127.0.0.1',
+      cls: 'loopback',
+    });
+    expect(
+      forbiddenHop(['93.184.216.34'], sourceClasses(['127.0.0.1', '10.0.0.5'])),
+      'public is always reachable',
+    ).toBeNull();
   });
 });
 

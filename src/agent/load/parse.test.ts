@@ -23,20 +23,31 @@ describe('parseEngineLoad', () => {
   });
 
   it('reads lines without labels, with a timestamp, and at the end without a newline', () => {
-    expect(parseEngineLoad('vllm:num_requests_running 2 1700000000000\nvllm:num_requests_waiting{model_name="a b"} 1')).toEqual({ running: 2, waiting: 1 });
+    expect(
+      parseEngineLoad('vllm:num_requests_running 2 1700000000000\nvllm:num_requests_waiting{model_name="a b"} 1'),
+    ).toEqual({ running: 2, waiting: 1 });
   });
 
   it('is null when no known running gauge is there (metrics off, another engine)', () => {
     expect(parseEngineLoad('')).toBeNull();
-    expect(parseEngineLoad('# HELP vllm:num_requests_running x\n# TYPE vllm:num_requests_running gauge\nprocess_cpu_seconds_total 3\n')).toBeNull();
+    expect(
+      parseEngineLoad(
+        '# HELP vllm:num_requests_running x\n# TYPE vllm:num_requests_running gauge\nprocess_cpu_seconds_total 3\n',
+      ),
+    ).toBeNull();
   });
 
   it('does not take a longer name that starts with a wanted one', () => {
-    expect(parseEngineLoad('vllm:num_requests_running_total 9\nvllm:num_requests_running 1\n')).toEqual({ running: 1, waiting: 0 });
+    expect(parseEngineLoad('vllm:num_requests_running_total 9\nvllm:num_requests_running 1\n')).toEqual({
+      running: 1,
+      waiting: 0,
+    });
   });
 
   it('skips values that are not numbers and clamps KV use into 0..1', () => {
-    expect(parseEngineLoad('sglang:num_running_reqs{a="1"} NaN\nsglang:num_running_reqs{a="2"} 3\nsglang:token_usage 1.7\n')).toEqual({ running: 3, waiting: 0, kvUsage: 1 });
+    expect(
+      parseEngineLoad('sglang:num_running_reqs{a="1"} NaN\nsglang:num_running_reqs{a="2"} 3\nsglang:token_usage 1.7\n'),
+    ).toEqual({ running: 3, waiting: 0, kvUsage: 1 });
     expect(parseEngineLoad('llamacpp:requests_processing many\n')).toBeNull();
   });
 });

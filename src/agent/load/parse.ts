@@ -28,10 +28,22 @@ interface Family {
 
 /** Each engine's names, as ENGINES.md lists them; builtin and sim serve vLLM's or llama.cpp's. */
 const FAMILIES: readonly Family[] = [
-  { running: ['vllm:num_requests_running'], waiting: ['vllm:num_requests_waiting'], kv: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'] },
-  { running: ['llamacpp:requests_processing'], waiting: ['llamacpp:requests_deferred'], kv: ['llamacpp:kv_cache_usage_ratio'] },
+  {
+    running: ['vllm:num_requests_running'],
+    waiting: ['vllm:num_requests_waiting'],
+    kv: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
+  },
+  {
+    running: ['llamacpp:requests_processing'],
+    waiting: ['llamacpp:requests_deferred'],
+    kv: ['llamacpp:kv_cache_usage_ratio'],
+  },
   // Some SGLang exporters write `sglang_` for `sglang:`.
-  { running: ['sglang:num_running_reqs', 'sglang_num_running_reqs'], waiting: ['sglang:num_queue_reqs', 'sglang_num_queue_reqs'], kv: ['sglang:token_usage', 'sglang_token_usage'] },
+  {
+    running: ['sglang:num_running_reqs', 'sglang_num_running_reqs'],
+    waiting: ['sglang:num_queue_reqs', 'sglang_num_queue_reqs'],
+    kv: ['sglang:token_usage', 'sglang_token_usage'],
+  },
 ];
 
 const WANTED = new Set(FAMILIES.flatMap((f) => [...f.running, ...f.waiting, ...f.kv]));

@@ -18,7 +18,12 @@ function occupy(engine: SimEngine, n: number): void {
     void request(`${engine.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'sim', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10_000, stream: true }),
+      body: JSON.stringify({
+        model: 'sim',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 10_000,
+        stream: true,
+      }),
       signal: abort.signal,
     })
       .then((res) => res.body.dump())
@@ -40,7 +45,11 @@ describe('LoadScraper against the sim engine', () => {
     engines.push(engine);
     let changes = 0;
     let clock = 0;
-    const scraper = new LoadScraper({ targets: () => [{ shardId: 's1', endpoint: engine.url }], now: () => clock, onChange: () => changes++ });
+    const scraper = new LoadScraper({
+      targets: () => [{ shardId: 's1', endpoint: engine.url }],
+      now: () => clock,
+      onChange: () => changes++,
+    });
     await scraper.round();
     expect(scraper.take('s1'), 'an idle engine').toEqual({ running: 0, waiting: 0, kv_usage: 0, age_ms: 0 });
     expect(changes, 'the first sample is news').toBe(1);
@@ -51,7 +60,12 @@ describe('LoadScraper against the sim engine', () => {
     await scraper.round();
     expect(changes, 'the counts moved').toBe(2);
     clock = 350;
-    expect(scraper.take('s1'), 'two generating, one waiting for a sequence, the cache full').toEqual({ running: 2, waiting: 1, kv_usage: 1, age_ms: 250 });
+    expect(scraper.take('s1'), 'two generating, one waiting for a sequence, the cache full').toEqual({
+      running: 2,
+      waiting: 1,
+      kv_usage: 1,
+      age_ms: 250,
+    });
 
     clock = 400;
     await scraper.round();
@@ -63,7 +77,11 @@ describe('LoadScraper against the sim engine', () => {
     const engine = await startSimEngine({ flavor: 'llamacpp', maxConcurrency: 1, tokensPerSecond: 5 });
     engines.push(engine);
     let changes = 0;
-    const scraper = new LoadScraper({ targets: () => [{ shardId: 's1', endpoint: engine.url }], timeoutMs: 2000, onChange: () => changes++ });
+    const scraper = new LoadScraper({
+      targets: () => [{ shardId: 's1', endpoint: engine.url }],
+      timeoutMs: 2000,
+      onChange: () => changes++,
+    });
     occupy(engine, 2);
     await until('the sim runs 1 and queues 1', () => engine.stats().running === 1 && engine.stats().waiting === 1);
     await scraper.round();
@@ -96,9 +114,27 @@ describe('differs', () => {
     ['a sample that went away', idle, null, 0, true],
     ['the same idle sample, long after', idle, idle, 60_000, false],
     ['a count moved', idle, { running: 1, waiting: 0 }, 0, true],
-    ['KV moved a little', { running: 1, waiting: 0, kvUsage: 0.5 }, { running: 1, waiting: 0, kvUsage: 0.52 }, 0, false],
-    ['KV moved a twentieth', { running: 1, waiting: 0, kvUsage: 0.5 }, { running: 1, waiting: 0, kvUsage: 0.55 }, 0, true],
-    ['KV crossed the pressure line', { running: 1, waiting: 0, kvUsage: 0.89 }, { running: 1, waiting: 0, kvUsage: 0.91 }, 0, true],
+    [
+      'KV moved a little',
+      { running: 1, waiting: 0, kvUsage: 0.5 },
+      { running: 1, waiting: 0, kvUsage: 0.52 },
+      0,
+      false,
+    ],
+    [
+      'KV moved a twentieth',
+      { running: 1, waiting: 0, kvUsage: 0.5 },
+      { running: 1, waiting: 0, kvUsage: 0.55 },
+      0,
+      true,
+    ],
+    [
+      'KV crossed the pressure line',
+      { running: 1, waiting: 0, kvUsage: 0.89 },
+      { running: 1, waiting: 0, kvUsage: 0.91 },
+      0,
+      true,
+    ],
     ['busy and unchanged, heard one interval ago', { running: 2, waiting: 1 }, { running: 2, waiting: 1 }, 1000, false],
     ['busy and unchanged, heard two intervals ago', { running: 2, waiting: 1 }, { running: 2, waiting: 1 }, 2000, true],
   ] as const)('%s', (_name, sent, now, sinceMs, want) => {

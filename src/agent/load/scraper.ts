@@ -110,7 +110,10 @@ export class LoadScraper {
         try {
           return [t.shardId, parseEngineLoad(await this.fetchText(t, this.timeoutMs))];
         } catch (err) {
-          this.options.logger?.debug({ shard: t.shardId, err: (err as Error).message }, 'could not read the engine\'s metrics');
+          this.options.logger?.debug(
+            { shard: t.shardId, err: (err as Error).message },
+            "could not read the engine's metrics",
+          );
           return [t.shardId, null];
         }
       }),
@@ -174,7 +177,12 @@ export class LoadScraper {
  * stay fresh to be used; an idle one going stale costs nothing, since the
  * router then counts its own in-flight requests, which are none either).
  */
-export function differs(sent: EngineLoad | null | undefined, now: EngineLoad | null, sinceSentMs: number, intervalMs: number): boolean {
+export function differs(
+  sent: EngineLoad | null | undefined,
+  now: EngineLoad | null,
+  sinceSentMs: number,
+  intervalMs: number,
+): boolean {
   if (sent === undefined) return now !== null;
   if (sent === null || now === null) return sent !== now;
   if (sent.running !== now.running || sent.waiting !== now.waiting) return true;

@@ -10,7 +10,10 @@ function enoent(path: string): Error {
 }
 
 /** A machine with the pod's mount table, the given existing paths (and links), and statfs answers by path prefix. */
-function machine(existing: Record<string, string>, space: Record<string, StatfsResult>): DiskProbeDeps & { statfsCalls: string[] } {
+function machine(
+  existing: Record<string, string>,
+  space: Record<string, StatfsResult>,
+): DiskProbeDeps & { statfsCalls: string[] } {
   const statfsCalls: string[] = [];
   return {
     statfsCalls,
@@ -32,7 +35,11 @@ describe('probeDisks', () => {
       { '/var/lib/llmgw/cache': '/var/lib/llmgw/cache', '/models': '/models', '/scratch/models': '/scratch/models' },
       { '/var/lib/llmgw': fourKiB(1000, 250), '/scratch': fourKiB(1000, 250), '/models': fourKiB(5000, 4000) },
     );
-    const result = await probeDisks(['/var/lib/llmgw/cache', '/models', '/scratch/models'], '/proc/self/mountinfo', deps);
+    const result = await probeDisks(
+      ['/var/lib/llmgw/cache', '/models', '/scratch/models'],
+      '/proc/self/mountinfo',
+      deps,
+    );
     expect(result.problems).toEqual([]);
     expect(result.disks).toEqual([
       {
@@ -60,9 +67,14 @@ describe('probeDisks', () => {
   });
 
   it('places a cache directory that does not exist yet on the filesystem of its nearest existing ancestor', async () => {
-    const deps = machine({ '/var/lib/llmgw/cache': '/var/lib/llmgw/cache' }, { '/var/lib/llmgw/cache': fourKiB(10, 5) });
+    const deps = machine(
+      { '/var/lib/llmgw/cache': '/var/lib/llmgw/cache' },
+      { '/var/lib/llmgw/cache': fourKiB(10, 5) },
+    );
     const result = await probeDisks(['/var/lib/llmgw/cache/new/deeper'], '/proc/self/mountinfo', deps);
-    expect(result.disks).toMatchObject([{ mount_point: '/var/lib/llmgw/cache', paths: ['/var/lib/llmgw/cache/new/deeper'], free_bytes: 5 * 4096 }]);
+    expect(result.disks).toMatchObject([
+      { mount_point: '/var/lib/llmgw/cache', paths: ['/var/lib/llmgw/cache/new/deeper'], free_bytes: 5 * 4096 },
+    ]);
     expect(deps.statfsCalls).toEqual(['/var/lib/llmgw/cache']);
   });
 

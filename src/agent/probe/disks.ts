@@ -24,13 +24,17 @@ export interface DiskProbeDeps {
  * appended: the directory will land on the ancestor's filesystem. Also
  * returns the existing path, which is what statfs can be asked about.
  */
-async function resolveExisting(path: string, realpath: DiskProbeDeps['realpath']): Promise<{ real: string; existing: string }> {
+async function resolveExisting(
+  path: string,
+  realpath: DiskProbeDeps['realpath'],
+): Promise<{ real: string; existing: string }> {
   const missing: string[] = [];
   let current = path;
   for (;;) {
     try {
       const existing = await realpath(current);
-      const real = missing.length === 0 ? existing : `${existing === '/' ? '' : existing}/${missing.reverse().join('/')}`;
+      const real =
+        missing.length === 0 ? existing : `${existing === '/' ? '' : existing}/${missing.reverse().join('/')}`;
       return { real, existing };
     } catch (err) {
       const parent = current.slice(0, current.lastIndexOf('/')) || '/';
@@ -53,7 +57,11 @@ export interface DiskProbeResult {
  * order the directories were given. A filesystem reached through two bind
  * mounts is one filesystem: its space must not be counted twice.
  */
-export async function probeDisks(dirs: readonly string[], mountinfoPath: string, deps: DiskProbeDeps): Promise<DiskProbeResult> {
+export async function probeDisks(
+  dirs: readonly string[],
+  mountinfoPath: string,
+  deps: DiskProbeDeps,
+): Promise<DiskProbeResult> {
   let mounts;
   try {
     mounts = parseMountinfo(await deps.readFile(mountinfoPath));

@@ -3,11 +3,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ExecFn, ExecResult } from './exec.js';
-import { type EngineProbeDeps, parseLlamaServerVersion, probeEngines, rpcServerOnPath, scriptPython } from './engines.js';
+import {
+  type EngineProbeDeps,
+  parseLlamaServerVersion,
+  probeEngines,
+  rpcServerOnPath,
+  scriptPython,
+} from './engines.js';
 
 const ok = (stdout: string, stderr = '', exitCode = 0): ExecResult => ({ exitCode, stdout, stderr, timedOut: false });
 
-function machine(files: Record<string, string>, answer: (file: string, args: readonly string[]) => ExecResult): EngineProbeDeps & { runs: string[] } {
+function machine(
+  files: Record<string, string>,
+  answer: (file: string, args: readonly string[]) => ExecResult,
+): EngineProbeDeps & { runs: string[] } {
   const runs: string[] = [];
   const exec: ExecFn = (file, args) => {
     runs.push(file);
@@ -17,7 +26,8 @@ function machine(files: Record<string, string>, answer: (file: string, args: rea
     runs,
     exec,
     isExecutable: (path) => Promise.resolve(path in files),
-    readHead: (path, bytes) => (path in files ? Promise.resolve(files[path]!.slice(0, bytes)) : Promise.reject(new Error('ENOENT'))),
+    readHead: (path, bytes) =>
+      path in files ? Promise.resolve(files[path]!.slice(0, bytes)) : Promise.reject(new Error('ENOENT')),
   };
 }
 
@@ -33,7 +43,8 @@ describe('probeEngines', () => {
       },
       (file, args) => {
         if (file === '/opt/venv/bin/python3') return ok(args[1]!.includes('"vllm"') ? '0.11.2\n' : '0.5.4\n');
-        if (file === '/usr/local/bin/llama-server') return ok('', 'version: 6123 (9a96389e)\nbuilt with cc (GCC) 13.3.0 for x86_64-linux-gnu\n');
+        if (file === '/usr/local/bin/llama-server')
+          return ok('', 'version: 6123 (9a96389e)\nbuilt with cc (GCC) 13.3.0 for x86_64-linux-gnu\n');
         throw new Error(`unexpected run of ${file}`);
       },
     );
@@ -51,14 +62,23 @@ describe('probeEngines', () => {
   });
 
   it('reports only the engines shipped inside llmgw on a bare machine', async () => {
-    expect(await probeEngines('/usr/bin', 5000, machine({}, () => ok('')))).toEqual([{ name: 'builtin' }, { name: 'sim' }]);
+    expect(
+      await probeEngines(
+        '/usr/bin',
+        5000,
+        machine({}, () => ok('')),
+      ),
+    ).toEqual([{ name: 'builtin' }, { name: 'sim' }]);
   });
 
   it('keeps an engine whose version cannot be read, and leaves sglang out when python3 cannot find it', async () => {
-    const deps = machine({ '/usr/bin/vllm': '\x7fELF binary', '/usr/bin/llama-server': '', '/usr/bin/python3': '' }, (file) => {
-      if (file === '/usr/bin/llama-server') return { exitCode: null, stdout: '', stderr: '', timedOut: true };
-      return ok('', '', 3);
-    });
+    const deps = machine(
+      { '/usr/bin/vllm': '\x7fELF binary', '/usr/bin/llama-server': '', '/usr/bin/python3': '' },
+      (file) => {
+        if (file === '/usr/bin/llama-server') return { exitCode: null, stdout: '', stderr: '', timedOut: true };
+        return ok('', '', 3);
+      },
+    );
     expect(await probeEngines('/usr/bin', 5000, deps)).toEqual([
       { name: 'vllm', path: '/usr/bin/vllm' },
       { name: 'llamacpp', path: '/usr/bin/llama-server' },
@@ -69,7 +89,7 @@ describe('probeEngines', () => {
 });
 
 describe('scriptPython', () => {
-  it('reads the interpreter from a #! line, through env, and from pip\'s sh trampoline', () => {
+  it("reads the interpreter from a #! line, through env, and from pip's sh trampoline", () => {
     expect(scriptPython('#!/opt/venv/bin/python3.11\nimport sys\n')).toEqual({ path: '/opt/venv/bin/python3.11' });
     expect(scriptPython('#!/usr/bin/env python3\n')).toEqual({ name: 'python3' });
     expect(scriptPython(`#!/bin/sh\n'''exec' "/very/long/path/venv/bin/python" "$0" "$@"\n' '''\n`)).toEqual({
@@ -84,8 +104,16 @@ describe('parseLlamaServerVersion', () => {
   // The real build's output (scripts/build-llamacpp.sh, from node-llama-cpp's bundle), captured.
   const realBuild = readFileSync(new URL('./fixtures/llama-server/own-version-0.4.0-dev.txt', import.meta.url), 'utf8');
   it.each([
-    ['builds up to late 2025: the build number and commit', 'version: 4567 (abc1234)\nbuilt with cc (GCC) 13.3.0 for x86_64-linux-gnu\n', 'b4567 (abc1234)'],
-    ['0.4 and later: a semantic version, then build and commit', 'version: 0.4.0-dev (build 1, commit 80fb11a)\n', '0.4.0-dev b1 (80fb11a)'],
+    [
+      'builds up to late 2025: the build number and commit',
+      'version: 4567 (abc1234)\nbuilt with cc (GCC) 13.3.0 for x86_64-linux-gnu\n',
+      'b4567 (abc1234)',
+    ],
+    [
+      '0.4 and later: a semantic version, then build and commit',
+      'version: 0.4.0-dev (build 1, commit 80fb11a)\n',
+      '0.4.0-dev b1 (80fb11a)',
+    ],
     ['a release of the semantic form', 'version: 0.5.2 (build 7301, commit 0a1b2c3)\n', '0.5.2 b7301 (0a1b2c3)'],
     ['the real llama-server this suite builds', realBuild, '0.4.0-dev b1 (80fb11a)'],
     ['a build too old to know --version', 'error: unknown argument: --version', undefined],
@@ -102,7 +130,10 @@ describe('rpc-server under either name', () => {
       throw new Error(`unexpected run of ${file}`);
     });
     const engines = await probeEngines('/opt/llama/bin', 5000, deps);
-    expect(engines.find((e) => e.name === 'llamacpp-rpc'), 'the renamed rpc server counts').toEqual({ name: 'llamacpp-rpc', path: '/opt/llama/bin/ggml-rpc-server' });
+    expect(
+      engines.find((e) => e.name === 'llamacpp-rpc'),
+      'the renamed rpc server counts',
+    ).toEqual({ name: 'llamacpp-rpc', path: '/opt/llama/bin/ggml-rpc-server' });
     expect(deps.runs, 'and is never run').toEqual(['/opt/llama/bin/llama-server']);
   });
 

@@ -22,7 +22,12 @@ async function script(name: string, body: string): Promise<string> {
 describe('execProcess', () => {
   it('resolves with the output and exit code of a failing program instead of rejecting', async () => {
     const path = await script('fails', 'echo out; echo err >&2; exit 6');
-    expect(await execProcess(path, [], { timeoutMs: 10_000 })).toEqual({ exitCode: 6, stdout: 'out\n', stderr: 'err\n', timedOut: false });
+    expect(await execProcess(path, [], { timeoutMs: 10_000 })).toEqual({
+      exitCode: 6,
+      stdout: 'out\n',
+      stderr: 'err\n',
+      timedOut: false,
+    });
   });
 
   it('rejects with ENOENT when the program does not exist', async () => {

@@ -5,7 +5,10 @@ import { FabricReportSchema } from '../../protocol/node-report.js';
 import { parseFabricFlag, probeInfiniband } from './fabrics.js';
 
 const sysfs = fileURLToPath(new URL('./fixtures/infiniband/sys-class-infiniband-h100', import.meta.url));
-const deps = { readdir: (p: string) => readdir(p, { withFileTypes: true }), readFile: (p: string) => readFile(p, 'utf8') };
+const deps = {
+  readdir: (p: string) => readdir(p, { withFileTypes: true }),
+  readFile: (p: string) => readFile(p, 'utf8'),
+};
 
 describe('parseFabricFlag', () => {
   it('reads name=address and a bare name', () => {
@@ -25,10 +28,23 @@ describe('probeInfiniband', () => {
     const fabrics = await probeInfiniband(sysfs, deps);
     for (const f of fabrics) FabricReportSchema.parse(f);
     expect(fabrics.map((f) => f.name)).toEqual([
-      'mlx5_0/1', 'mlx5_1/1', 'mlx5_4/1', 'mlx5_5/1', 'mlx5_6/1', 'mlx5_7/1', 'mlx5_8/1', 'mlx5_9/1', 'mlx5_bond_0/1',
+      'mlx5_0/1',
+      'mlx5_1/1',
+      'mlx5_4/1',
+      'mlx5_5/1',
+      'mlx5_6/1',
+      'mlx5_7/1',
+      'mlx5_8/1',
+      'mlx5_9/1',
+      'mlx5_bond_0/1',
     ]);
     expect(fabrics[0]).toEqual({ name: 'mlx5_0/1', kind: 'infiniband', state: 'ACTIVE', rate: '400 Gb/sec (4X NDR)' });
-    expect(fabrics.at(-1)).toEqual({ name: 'mlx5_bond_0/1', kind: 'roce', state: 'ACTIVE', rate: '200 Gb/sec (2X NDR)' });
+    expect(fabrics.at(-1)).toEqual({
+      name: 'mlx5_bond_0/1',
+      kind: 'roce',
+      state: 'ACTIVE',
+      rate: '200 Gb/sec (2X NDR)',
+    });
   });
 
   it('finds no fabric on a node without /sys/class/infiniband', async () => {

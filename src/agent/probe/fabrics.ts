@@ -68,7 +68,10 @@ export async function probeInfiniband(root: string, deps: InfinibandDeps): Promi
       const [state, rate, linkLayer] = await Promise.all(
         ['state', 'rate', 'link_layer'].map((file) => readTrimmed(join(dir, file), deps.readFile)),
       );
-      const report: FabricReport = { name: `${device}/${port}`, kind: linkLayer?.toLowerCase() === 'ethernet' ? 'roce' : 'infiniband' };
+      const report: FabricReport = {
+        name: `${device}/${port}`,
+        kind: linkLayer?.toLowerCase() === 'ethernet' ? 'roce' : 'infiniband',
+      };
       if (state !== undefined) report.state = stateName(state);
       if (rate !== undefined) report.rate = rate;
       reports.push(report);

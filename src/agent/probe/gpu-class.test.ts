@@ -47,7 +47,15 @@ describe('gpuClass', () => {
     expect(classMemoryMiB('x9-12gb')).toBe(12 * 1024);
     expect(classMemoryMiB('not a class')).toBeNull();
     // A simulated card must classify back to its own class, or placement would see two names for one card.
-    for (const cls of ['h100-80gb', 'h200-141gb', 'l40s-48gb', 'a10g-24gb', 'rtx4090-24gb', 'p100-16gb', 'b200-180gb']) {
+    for (const cls of [
+      'h100-80gb',
+      'h200-141gb',
+      'l40s-48gb',
+      'a10g-24gb',
+      'rtx4090-24gb',
+      'p100-16gb',
+      'b200-180gb',
+    ]) {
       expect(marketingSizeGB(classMemoryMiB(cls)!), cls).toBe(Number(/-(\d+)gb$/.exec(cls)![1]));
     }
   });

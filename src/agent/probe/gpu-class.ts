@@ -22,7 +22,8 @@ const MARKETING_SIZES_GB = [
 const ABOVE_LABEL_TOLERANCE = 1.01;
 
 /** Words that describe the form factor or memory, not the chip: the family name ends before them. */
-const FAMILY_STOP_RE = /^(?:\d+GB|PCIE|SXM\d*|HBM\d*E?|NVL|GENERATION|SERVER|EDITION|WORKSTATION|WITH|MAX|LAPTOP|GPU|MIG)$/i;
+const FAMILY_STOP_RE =
+  /^(?:\d+GB|PCIE|SXM\d*|HBM\d*E?|NVL|GENERATION|SERVER|EDITION|WORKSTATION|WITH|MAX|LAPTOP|GPU|MIG)$/i;
 
 /** Brand words every card of a line carries, so they say nothing about which card it is. */
 const BRAND_RE = /^(?:NVIDIA|TESLA|GEFORCE|QUADRO)$/i;
@@ -43,7 +44,10 @@ export function gpuClass(name: string | undefined, memoryMiB: number | undefined
 
 /** "NVIDIA A100-SXM4-80GB" -> "a100", "NVIDIA GeForce RTX 4080 SUPER" -> "rtx4080super". */
 export function gpuFamily(name: string): string | null {
-  const words = name.trim().split(/[\s-]+/).filter((w) => w !== '' && !BRAND_RE.test(w));
+  const words = name
+    .trim()
+    .split(/[\s-]+/)
+    .filter((w) => w !== '' && !BRAND_RE.test(w));
   const kept: string[] = [];
   for (const word of words) {
     if (FAMILY_STOP_RE.test(word)) break;

@@ -8,7 +8,9 @@ function fixture(path: string): string {
 
 describe('parseMeminfo', () => {
   it('reads total and available memory in bytes (the kernel writes KiB)', () => {
-    const info = parseMeminfo('MemTotal:       24683548 kB\nMemFree:        23798860 kB\nMemAvailable:   23863344 kB\n');
+    const info = parseMeminfo(
+      'MemTotal:       24683548 kB\nMemFree:        23798860 kB\nMemAvailable:   23863344 kB\n',
+    );
     expect(info).toEqual({ totalBytes: 24683548 * 1024, availableBytes: 23863344 * 1024 });
   });
 
@@ -19,6 +21,8 @@ describe('parseMeminfo', () => {
   });
 
   it('leaves available memory unknown on a kernel without MemAvailable', () => {
-    expect(parseMeminfo(fixture('meminfo/own-kernel-3.10-no-memavailable.txt'))).toEqual({ totalBytes: 528280184 * 1024 });
+    expect(parseMeminfo(fixture('meminfo/own-kernel-3.10-no-memavailable.txt'))).toEqual({
+      totalBytes: 528280184 * 1024,
+    });
   });
 });

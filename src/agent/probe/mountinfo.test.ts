@@ -44,7 +44,10 @@ describe('findMount', () => {
   it('finds the nfs4 volume holding a model directory and the emptyDir holding the cache in a pod', () => {
     const mounts = table('own-k8s-pod-nfs4-pvc.txt');
     expect(findMount(mounts, '/models/llama-3-70b')).toMatchObject({ mountPoint: '/models', fsType: 'nfs4' });
-    expect(findMount(mounts, '/var/lib/llmgw/cache')).toMatchObject({ mountPoint: '/var/lib/llmgw/cache', fsType: 'xfs' });
+    expect(findMount(mounts, '/var/lib/llmgw/cache')).toMatchObject({
+      mountPoint: '/var/lib/llmgw/cache',
+      fsType: 'xfs',
+    });
     expect(findMount(mounts, '/opt/llmgw')).toMatchObject({ mountPoint: '/', fsType: 'overlay' });
   });
 
@@ -55,8 +58,14 @@ describe('findMount', () => {
 
   it('takes the mount on top when two share a mount point (nfs over its autofs trigger)', () => {
     const mounts = table('own-workstation-cifs-autofs.txt');
-    expect(findMount(mounts, '/srv/shared/models')).toMatchObject({ fsType: 'nfs', source: 'fileserver.lab:/srv/shared' });
-    expect(findMount(mounts, '/home/ana/Team Models/llama')).toMatchObject({ fsType: 'cifs', source: '//nas.lab/Team Models' });
+    expect(findMount(mounts, '/srv/shared/models')).toMatchObject({
+      fsType: 'nfs',
+      source: 'fileserver.lab:/srv/shared',
+    });
+    expect(findMount(mounts, '/home/ana/Team Models/llama')).toMatchObject({
+      fsType: 'cifs',
+      source: '//nas.lab/Team Models',
+    });
   });
 
   it('is null for a relative path', () => {
@@ -74,9 +83,34 @@ describe('isSharedFilesystem', () => {
     ];
     const shared = new Set(mounts.filter((m) => isSharedFilesystem(m.fsType)).map((m) => m.fsType));
     expect([...shared].sort()).toEqual(
-      ['9p', 'beegfs', 'ceph', 'cifs', 'fuse.gcsfuse', 'fuse.glusterfs', 'fuse.juicefs', 'fuse.rclone', 'fuse.s3fs', 'fuse.sshfs', 'gpfs', 'lustre', 'nfs', 'nfs4', 'smb3'].sort(),
+      [
+        '9p',
+        'beegfs',
+        'ceph',
+        'cifs',
+        'fuse.gcsfuse',
+        'fuse.glusterfs',
+        'fuse.juicefs',
+        'fuse.rclone',
+        'fuse.s3fs',
+        'fuse.sshfs',
+        'gpfs',
+        'lustre',
+        'nfs',
+        'nfs4',
+        'smb3',
+      ].sort(),
     );
-    for (const local of ['ext4', 'xfs', 'overlay', 'tmpfs', 'fuse.lxcfs', 'fuse.gvfsd-fuse', 'fuse.squashfuse', 'autofs']) {
+    for (const local of [
+      'ext4',
+      'xfs',
+      'overlay',
+      'tmpfs',
+      'fuse.lxcfs',
+      'fuse.gvfsd-fuse',
+      'fuse.squashfuse',
+      'autofs',
+    ]) {
       expect(isSharedFilesystem(local), local).toBe(false);
     }
   });

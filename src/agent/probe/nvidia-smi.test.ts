@@ -27,7 +27,11 @@ function fixture(path: string): string {
  * onto the probe's own fields in `noheader,nounits` form: the captured
  * values, in the order and shape the probe asks nvidia-smi for.
  */
-function projectCapture(text: string, fields: readonly string[] = GPU_QUERY_FIELDS, overrides: Record<string, string> = {}): string {
+function projectCapture(
+  text: string,
+  fields: readonly string[] = GPU_QUERY_FIELDS,
+  overrides: Record<string, string> = {},
+): string {
   const [header, ...rows] = text.split('\n').filter((l) => l.trim() !== '');
   const names = header!.split(',').map((h) => h.trim().replace(/ \[.*\]$/, ''));
   return rows
@@ -92,7 +96,12 @@ describe('parseNvidiaSmiOutput on captured GPUs', () => {
   it('leaves the ECC and remap fields of a consumer card unknown, not zero, and finds nothing wrong', () => {
     const [gpu] = gpusOf(projectCapture(fixture('nvidia-smi/query-gpu/rtx-4080-super-idle.txt')));
     expect(gpu).toMatchObject({ class: 'rtx4080super-16gb', memory_used_mib: 596, problems: [] });
-    for (const field of ['ecc_uncorrected', 'retired_pages_pending', 'remapped_rows_pending', 'remapped_rows_failure']) {
+    for (const field of [
+      'ecc_uncorrected',
+      'retired_pages_pending',
+      'remapped_rows_pending',
+      'remapped_rows_failure',
+    ]) {
       expect(gpu, `${field} is [N/A] on a GeForce card and must stay unknown`).not.toHaveProperty(field);
     }
   });
@@ -166,7 +175,9 @@ describe('parseNvidiaSmiOutput on captured GPUs', () => {
     expect(gpus[0]!.problems).toEqual([]);
     expect(gpus[1]).toEqual({
       index: 1,
-      problems: [`nvidia-smi printed 2 of ${GPU_QUERY_FIELDS.length} fields for GPU 1, so its health is unknown: run "nvidia-smi -q -i 1" on the node to see why`],
+      problems: [
+        `nvidia-smi printed 2 of ${GPU_QUERY_FIELDS.length} fields for GPU 1, so its health is unknown: run "nvidia-smi -q -i 1" on the node to see why`,
+      ],
     });
   });
 });
@@ -195,7 +206,12 @@ describe('parseNvidiaSmiOutput on nvidia-smi failures', () => {
   });
 
   it('makes a driver communication failure a probe error: the GPUs are unknown, not absent', () => {
-    const outcome = parseNvidiaSmiOutput(fixture('nvidia-smi/errors/driver-communication-failure.txt'), '', GPU_QUERY_FIELDS, 9);
+    const outcome = parseNvidiaSmiOutput(
+      fixture('nvidia-smi/errors/driver-communication-failure.txt'),
+      '',
+      GPU_QUERY_FIELDS,
+      9,
+    );
     expect(outcome).toEqual({
       kind: 'failed',
       reason:
@@ -204,7 +220,12 @@ describe('parseNvidiaSmiOutput on nvidia-smi failures', () => {
   });
 
   it('makes "No devices were found" a probe error that says where to look', () => {
-    const outcome = parseNvidiaSmiOutput(fixture('nvidia-smi/errors/no-devices-were-found.txt'), '', GPU_QUERY_FIELDS, 6);
+    const outcome = parseNvidiaSmiOutput(
+      fixture('nvidia-smi/errors/no-devices-were-found.txt'),
+      '',
+      GPU_QUERY_FIELDS,
+      6,
+    );
     expect(outcome.kind).toBe('failed');
     expect(outcome.kind === 'failed' && outcome.reason).toMatch(/^nvidia-smi found no GPUs .*lspci/);
   });
@@ -218,7 +239,12 @@ describe('parseNvidiaSmiOutput on nvidia-smi failures', () => {
   });
 
   it('asks for a retry when nvidia-smi refuses a field', () => {
-    const outcome = parseNvidiaSmiOutput('Field "clocks_event_reasons.active" is not a valid field to query.\n\n', '', GPU_QUERY_FIELDS, 2);
+    const outcome = parseNvidiaSmiOutput(
+      'Field "clocks_event_reasons.active" is not a valid field to query.\n\n',
+      '',
+      GPU_QUERY_FIELDS,
+      2,
+    );
     expect(outcome).toEqual({ kind: 'invalid_field', field: 'clocks_event_reasons.active' });
   });
 });
@@ -276,7 +302,11 @@ function fakeExec(answer: (args: readonly string[]) => ExecResult | Error): { ex
 const ok = (stdout: string, exitCode = 0): ExecResult => ({ exitCode, stdout, stderr: '', timedOut: false });
 
 function deps(exec: ExecFn, kernelLog: string | null = null): GpuProbeDeps {
-  return { exec, isExecutable: (path) => Promise.resolve(path === '/usr/bin/nvidia-smi'), readKernelLog: () => Promise.resolve(kernelLog) };
+  return {
+    exec,
+    isExecutable: (path) => Promise.resolve(path === '/usr/bin/nvidia-smi'),
+    readKernelLog: () => Promise.resolve(kernelLog),
+  };
 }
 
 const options = { pathEnv: '/usr/local/bin:/usr/bin', timeoutMs: 10_000 };
@@ -299,10 +329,18 @@ describe('probeGpus', () => {
       const field = refused.find((f) => args[0]!.includes(f));
       if (field) return ok(`Field "${field}" is not a valid field to query.\n`, 2);
       const fields = args[0]!.slice('--query-gpu='.length).split(',');
-      return ok(fields.map((f) => (f === 'index' ? '0' : f === 'name' ? 'Tesla P100-PCIE-16GB' : f === 'memory.total' ? '16280' : '[N/A]')).join(', '));
+      return ok(
+        fields
+          .map((f) =>
+            f === 'index' ? '0' : f === 'name' ? 'Tesla P100-PCIE-16GB' : f === 'memory.total' ? '16280' : '[N/A]',
+          )
+          .join(', '),
+      );
     });
     const result = await probeGpus(options, deps(exec));
-    expect(result.gpus).toEqual([{ index: 0, name: 'Tesla P100-PCIE-16GB', class: 'p100-16gb', memory_total_mib: 16280, problems: [] }]);
+    expect(result.gpus).toEqual([
+      { index: 0, name: 'Tesla P100-PCIE-16GB', class: 'p100-16gb', memory_total_mib: 16280, problems: [] },
+    ]);
     expect(calls.length, 'one refusal per unknown field family, then the query that works').toBe(4);
     expect(result.fields).toContain('clocks_throttle_reasons.active');
     expect(result.fields!.some((f) => f.startsWith('remapped_rows.') || f === 'mig.mode.current')).toBe(false);
@@ -313,20 +351,26 @@ describe('probeGpus', () => {
     const result = await probeGpus(options, deps(exec, fixture('dmesg/xid-119-gsp-rpc-timeout.txt')));
     expect(result.gpus).toBeUndefined();
     expect(result.error).toMatch(/^nvidia-smi did not answer within 10 s/);
-    expect(result.error).toContain('(the kernel log shows Xid 119 (GSP firmware stopped answering) for GPU 0000:9b:00)');
+    expect(result.error).toContain(
+      '(the kernel log shows Xid 119 (GSP firmware stopped answering) for GPU 0000:9b:00)',
+    );
   });
 
-  it('adds the kernel log\'s Xid 79 to the sentence of the GPU nvidia-smi lost', async () => {
+  it("adds the kernel log's Xid 79 to the sentence of the GPU nvidia-smi lost", async () => {
     const { exec } = fakeExec(() => ok(fixture('nvidia-smi/own/h100-x8-gpu3-lost.txt'), 15));
     const result = await probeGpus(options, deps(exec, fixture('dmesg/own-xid-79-5d.txt')));
-    expect(result.gpus![3]!.problems[0]).toMatch(/is lost .*\(the kernel log shows Xid 79 \(fallen off the bus\) for GPU 0000:5d:00\)$/);
+    expect(result.gpus![3]!.problems[0]).toMatch(
+      /is lost .*\(the kernel log shows Xid 79 \(fallen off the bus\) for GPU 0000:5d:00\)$/,
+    );
     expect(result.gpus![0]!.problems).toEqual([]);
   });
 
   it('explains "No devices were found" with a GPU the kernel says fell off the bus', async () => {
     const { exec } = fakeExec(() => ok(fixture('nvidia-smi/errors/no-devices-were-found.txt'), 6));
     const result = await probeGpus(options, deps(exec, fixture('dmesg/fallen-off-the-bus-no-xid.txt')));
-    expect(result.error).toMatch(/^nvidia-smi found no GPUs .*\(the kernel log shows fallen off the bus for GPU 0000:b3:00\)$/);
+    expect(result.error).toMatch(
+      /^nvidia-smi found no GPUs .*\(the kernel log shows fallen off the bus for GPU 0000:b3:00\)$/,
+    );
   });
 
   it('still reports the failure when the kernel log cannot be read', async () => {
@@ -346,7 +390,10 @@ describe('probeGpus through a real process (stand-in nvidia-smi first on PATH)',
 
   it('runs nvidia-smi with the probe query and reads what it printed, whatever its exit code', async () => {
     dir = await mkdtemp(join(tmpdir(), 'llmgw-probe-'));
-    const fake = await writeFakeNvidiaSmi(join(dir, 'bin'), { stdout: fixture('nvidia-smi/own/h100-x8-gpu3-lost.txt'), exitCode: 15 });
+    const fake = await writeFakeNvidiaSmi(join(dir, 'bin'), {
+      stdout: fixture('nvidia-smi/own/h100-x8-gpu3-lost.txt'),
+      exitCode: 15,
+    });
     const result = await probeGpus(
       { pathEnv: `${fake.dir}:/usr/bin:/bin`, timeoutMs: 10_000 },
       { exec: execProcess, isExecutable: isExecutableFile, readKernelLog: () => Promise.resolve(null) },
@@ -368,7 +415,9 @@ describe('probeGpus through a real process (stand-in nvidia-smi first on PATH)',
       { exec: execProcess, isExecutable: isExecutableFile, readKernelLog: () => Promise.resolve(null) },
     );
     // The stand-in prints the same row for any query, so after the rename the row's width still matches.
-    expect(result.gpus).toEqual([{ index: 0, name: 'NVIDIA A10G', class: 'a10g-24gb', memory_total_mib: 23028, problems: [] }]);
+    expect(result.gpus).toEqual([
+      { index: 0, name: 'NVIDIA A10G', class: 'a10g-24gb', memory_total_mib: 23028, problems: [] },
+    ]);
     expect((await readFile(fake.argsLog, 'utf8')).split('\n').filter(Boolean).length).toBe(2);
   });
 });

@@ -77,7 +77,8 @@ export type NvidiaSmiOutcome =
 
 const INVALID_FIELD_RE = /Field "([^"]+)" is not a valid field to query/;
 /** "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. …"; older drivers put a space after "GPU". */
-const DEVICE_HANDLE_RE = /Unable to determine the device handle for GPU\s*([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?)\s*:\s*(.*)$/i;
+const DEVICE_HANDLE_RE =
+  /Unable to determine the device handle for GPU\s*([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?)\s*:\s*(.*)$/i;
 
 /** Values nvidia-smi prints instead of a value: `[N/A]`, `[Not Supported]`, `[Unknown Error]`, `[Requested functionality has been deprecated]`. */
 export function nvidiaSmiValue(raw: string | undefined): string | undefined {
@@ -155,7 +156,9 @@ export function gpuProblems(facts: GpuHealthFacts): string[] {
   const problems: string[] = [];
   const ecc = facts.eccUncorrectedVolatile;
   if (ecc !== undefined && ecc > 0) {
-    problems.push(`${ecc} uncorrectable ECC error${ecc === 1 ? '' : 's'} since the driver loaded; drain and reset the GPU`);
+    problems.push(
+      `${ecc} uncorrectable ECC error${ecc === 1 ? '' : 's'} since the driver loaded; drain and reset the GPU`,
+    );
   }
   if (facts.retiredPagesPending) problems.push('ECC page retirement is pending: reset the GPU to apply it');
   if (facts.remappedRowsPending) problems.push('a memory row remap is pending: reset the GPU to apply it');
@@ -163,7 +166,9 @@ export function gpuProblems(facts: GpuHealthFacts): string[] {
     problems.push('row remapping failed, so the GPU can no longer repair its memory: replace the GPU');
   }
   if (facts.migEnabled) {
-    problems.push(`MIG mode is on, and llmgw places whole GPUs only: turn it off (nvidia-smi -i ${facts.index} -mig 0) and reset the GPU`);
+    problems.push(
+      `MIG mode is on, and llmgw places whole GPUs only: turn it off (nvidia-smi -i ${facts.index} -mig 0) and reset the GPU`,
+    );
   }
   return problems;
 }
@@ -173,7 +178,9 @@ function gpuFromRow(values: ReadonlyMap<string, string>): GpuReport {
   const index = countOf(values.get('index'))!;
   const name = nvidiaSmiValue(values.get('name'));
   const memoryTotalMiB = numberOf(values.get('memory.total'));
-  const throttle = throttleReasons(values.get('clocks_event_reasons.active') ?? values.get('clocks_throttle_reasons.active'));
+  const throttle = throttleReasons(
+    values.get('clocks_event_reasons.active') ?? values.get('clocks_throttle_reasons.active'),
+  );
   const gpu: GpuReport = {
     index,
     uuid: nvidiaSmiValue(values.get('uuid')),
@@ -223,7 +230,10 @@ export function parseNvidiaSmiOutput(
   fields: readonly string[],
   exitCode: number | null,
 ): NvidiaSmiOutcome {
-  const lines = `${stdout}\n${stderr}`.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const lines = `${stdout}\n${stderr}`
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
   for (const line of lines) {
     const invalid = INVALID_FIELD_RE.exec(line);
     if (invalid) return { kind: 'invalid_field', field: invalid[1]! };
@@ -258,7 +268,8 @@ export function parseNvidiaSmiOutput(
     });
   }
 
-  if (gpus.length === 0 && unreachable.length === 0) return { kind: 'failed', reason: failureSentence(other, exitCode) };
+  if (gpus.length === 0 && unreachable.length === 0)
+    return { kind: 'failed', reason: failureSentence(other, exitCode) };
 
   // nvidia-smi numbers GPUs in PCI order and still counts one it cannot
   // reach, so the unreachable GPUs hold the indices missing from the rows,
@@ -346,7 +357,9 @@ export async function probeGpus(options: GpuProbeOptions, deps: GpuProbeDeps): P
     if (outcome.kind === 'invalid_field') {
       const next = fallbackFields(fields, outcome.field);
       if (next === null) {
-        return { error: `nvidia-smi refused the field "${outcome.field}", which llmgw needs: update the NVIDIA driver; until then this node's GPUs are unknown` };
+        return {
+          error: `nvidia-smi refused the field "${outcome.field}", which llmgw needs: update the NVIDIA driver; until then this node's GPUs are unknown`,
+        };
       }
       fields = next;
       continue;
@@ -364,7 +377,11 @@ async function withKernelExplanation(sentence: string, busId: string | null, dep
 }
 
 /** Adds what the kernel log says about each unreachable GPU to its sentence; reads the log only when there is one. */
-async function explainUnreachable(gpus: GpuReport[], unreachable: readonly UnreachableGpu[], deps: GpuProbeDeps): Promise<GpuReport[]> {
+async function explainUnreachable(
+  gpus: GpuReport[],
+  unreachable: readonly UnreachableGpu[],
+  deps: GpuProbeDeps,
+): Promise<GpuReport[]> {
   if (unreachable.length === 0) return gpus;
   const log = await deps.readKernelLog().catch(() => null);
   if (log === null) return gpus;

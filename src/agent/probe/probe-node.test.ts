@@ -75,9 +75,16 @@ describe('probeNode on a machine (real processes and files, a stand-in nvidia-sm
     ]);
     expect(report).not.toHaveProperty('gpu_probe_error');
     expect(report.disks).toHaveLength(1);
-    expect(report.disks![0]).toMatchObject({ mount_point: '/', fs_type: 'overlay', shared: false, paths: [cacheDir, modelDir] });
+    expect(report.disks![0]).toMatchObject({
+      mount_point: '/',
+      fs_type: 'overlay',
+      shared: false,
+      paths: [cacheDir, modelDir],
+    });
     expect(report.disks![0]!.free_bytes).toBeGreaterThan(0);
-    expect(report.weights).toEqual([{ path: join(modelDir, 'qwen'), size_bytes: 128, kind: 'model_dir', source: `file://${join(modelDir, 'qwen')}` }]);
+    expect(report.weights).toEqual([
+      { path: join(modelDir, 'qwen'), size_bytes: 128, kind: 'model_dir', source: `file://${join(modelDir, 'qwen')}` },
+    ]);
     expect(report.fabrics![0]).toEqual({ name: 'ib0', address: '10.1.0.5', kind: 'configured' });
     expect(report.fabrics!.length, 'configured plus 9 RDMA ports').toBe(10);
     expect(report.engines).toEqual([{ name: 'builtin' }, { name: 'sim' }]);
@@ -86,7 +93,11 @@ describe('probeNode on a machine (real processes and files, a stand-in nvidia-sm
   });
 
   it('reports a CPU node (no nvidia-smi on PATH) with gpus: [] and no error', async () => {
-    const report = await probeNode({ cacheDir: join(root, 'cache'), pathEnv: join(root, 'empty-bin'), procRoot: await fakeProc() });
+    const report = await probeNode({
+      cacheDir: join(root, 'cache'),
+      pathEnv: join(root, 'empty-bin'),
+      procRoot: await fakeProc(),
+    });
     expect(report.gpus).toEqual([]);
     expect(report).not.toHaveProperty('gpu_probe_error');
   });
@@ -116,11 +127,16 @@ describe('probeNode when probes fail', () => {
     );
     expect(() => NodeReportSchema.parse(report)).not.toThrow();
     expect(report.gpus).toBeUndefined();
-    expect(report.gpu_probe_error).toBe('nvidia-smi at /usr/bin/nvidia-smi could not be started: EACCES: permission denied');
+    expect(report.gpu_probe_error).toBe(
+      'nvidia-smi at /usr/bin/nvidia-smi could not be started: EACCES: permission denied',
+    );
     expect(report).not.toHaveProperty('hostname');
     expect(report).not.toHaveProperty('disks');
     expect(report.weights, 'nothing listed, but listing ran').toEqual([]);
-    expect(report.engines, 'engines whose version cannot be read are still there').toContainEqual({ name: 'vllm', path: '/usr/bin/vllm' });
+    expect(report.engines, 'engines whose version cannot be read are still there').toContainEqual({
+      name: 'vllm',
+      path: '/usr/bin/vllm',
+    });
     expect(report).not.toHaveProperty('memory_total_bytes');
     // Probes run at once, so their warnings come in no fixed order.
     expect(warnings.sort()).toEqual([
@@ -155,9 +171,21 @@ describe('probeNode with --simulate', () => {
       ['h100-80gb', 0],
       ['h100-80gb', 1],
     ]);
-    expect(report).toMatchObject({ cpu_count: 32, memory_total_bytes: 512 * 2 ** 30, memory_available_bytes: 512 * 2 ** 30, hostname: 'host-1' });
+    expect(report).toMatchObject({
+      cpu_count: 32,
+      memory_total_bytes: 512 * 2 ** 30,
+      memory_available_bytes: 512 * 2 ** 30,
+      hostname: 'host-1',
+    });
     expect(report.disks).toEqual([
-      { mount_point: `${root}/data`, source: 'simulated', shared: false, free_bytes: 2 ** 40, total_bytes: 2 * 2 ** 40, paths: [cacheDir] },
+      {
+        mount_point: `${root}/data`,
+        source: 'simulated',
+        shared: false,
+        free_bytes: 2 ** 40,
+        total_bytes: 2 * 2 ** 40,
+        paths: [cacheDir],
+      },
     ]);
     expect(report.fabrics, 'the configured address wins over the declared fabric of the same name').toEqual([
       { name: 'ib0', address: '10.1.0.5', kind: 'configured' },
@@ -174,7 +202,12 @@ describe('NodeProber', () => {
     const exec: ExecFn = (_file, args) => {
       queries.push(args[0] ?? '');
       if (args[0]!.includes('clocks_event_reasons')) {
-        return Promise.resolve({ exitCode: 2, stdout: 'Field "clocks_event_reasons.active" is not a valid field to query.\n', stderr: '', timedOut: false });
+        return Promise.resolve({
+          exitCode: 2,
+          stdout: 'Field "clocks_event_reasons.active" is not a valid field to query.\n',
+          stderr: '',
+          timedOut: false,
+        });
       }
       const width = args[0]!.split(',').length;
       const row = ['0', 'Tesla T4', '15360', ...Array(width - 3).fill('[N/A]')].join(', ');
@@ -197,7 +230,13 @@ describe('compileProbeOptions', () => {
 
   it('fills the defaults', () => {
     const config = compileProbeOptions(base);
-    expect(config).toMatchObject({ modelDirs: [], fabrics: [], simulated: null, procRoot: '/proc', nvidiaSmiTimeoutMs: 15_000 });
+    expect(config).toMatchObject({
+      modelDirs: [],
+      fabrics: [],
+      simulated: null,
+      procRoot: '/proc',
+      nvidiaSmiTimeoutMs: 15_000,
+    });
     expect(Object.isFrozen(config)).toBe(true);
   });
 
@@ -205,7 +244,9 @@ describe('compileProbeOptions', () => {
     expect(codeOf(() => compileProbeOptions({ ...base, modelDir: ['/m'] } as ProbeOptions))).toMatch(
       /^LLMGW_CONFIG_INVALID: .*modelDir: unknown field; did you mean "modelDirs"\?/,
     );
-    expect(codeOf(() => compileProbeOptions({ cacheDir: 'cache' }))).toMatch(/^LLMGW_CONFIG_INVALID: .*cacheDir.*absolute path/);
+    expect(codeOf(() => compileProbeOptions({ cacheDir: 'cache' }))).toMatch(
+      /^LLMGW_CONFIG_INVALID: .*cacheDir.*absolute path/,
+    );
   });
 
   it('refuses bad and repeated --fabric flags, listing each', () => {
@@ -223,6 +264,8 @@ describe('compileProbeOptions', () => {
   });
 
   it('refuses a malformed --simulate spec at start, with its own code', () => {
-    expect(codeOf(() => compileProbeOptions({ ...base, simulate: 'gpus=lots' }))).toMatch(/^LLMGW_SIMULATE_SPEC_INVALID: /);
+    expect(codeOf(() => compileProbeOptions({ ...base, simulate: 'gpus=lots' }))).toMatch(
+      /^LLMGW_SIMULATE_SPEC_INVALID: /,
+    );
   });
 });

@@ -18,7 +18,13 @@ import { type ExecFn, execProcess, findOnPath, type IsExecutableFn, isExecutable
 import { parseFabricFlag, probeInfiniband } from './fabrics.js';
 import { parseMeminfo } from './meminfo.js';
 import { probeGpus } from './nvidia-smi.js';
-import { parseSimulateSpec, type SimulatedMachine, simulatedDisks, simulatedEngines, simulatedGpus } from './simulate.js';
+import {
+  parseSimulateSpec,
+  type SimulatedMachine,
+  simulatedDisks,
+  simulatedEngines,
+  simulatedGpus,
+} from './simulate.js';
 import { listWeights } from './weights.js';
 
 /** The options as the agent writes them. Only `cacheDir` is required. */
@@ -84,7 +90,11 @@ export interface ProbeConfig {
 export function compileProbeOptions(options: ProbeOptions): ProbeConfig {
   const parsed = ProbeOptionsSchema.safeParse(options);
   if (!parsed.success) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(ProbeOptionsSchema, parsed.error), 'the probe options are not valid');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      describeIssues(ProbeOptionsSchema, parsed.error),
+      'the probe options are not valid',
+    );
   }
   const o = parsed.data;
   const problems: string[] = [];
@@ -92,10 +102,12 @@ export function compileProbeOptions(options: ProbeOptions): ProbeConfig {
   for (const raw of o.fabrics) {
     const fabric = parseFabricFlag(raw);
     if (typeof fabric === 'string') problems.push(fabric);
-    else if (fabrics.some((f) => f.name === fabric.name)) problems.push(`--fabric ${fabric.name} is given twice; give each fabric once`);
+    else if (fabrics.some((f) => f.name === fabric.name))
+      problems.push(`--fabric ${fabric.name} is given twice; give each fabric once`);
     else fabrics.push(fabric);
   }
-  if (problems.length > 0) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the --fabric flags are not valid');
+  if (problems.length > 0)
+    throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the --fabric flags are not valid');
   return Object.freeze({
     cacheDir: o.cacheDir,
     modelDirs: Object.freeze([...o.modelDirs]),
@@ -204,7 +216,9 @@ export class NodeProber {
     const readKernelLog = d.readKernelLog ?? (() => runDmesg(pathEnv, d));
 
     const [host, memory, gpus, disks, weights, fabrics, engines] = await Promise.all([
-      attempt('the hostname and CPUs', () => Promise.resolve({ hostname: d.hostname(), cpuCount: sim?.cpuCount ?? d.cpuCount() })),
+      attempt('the hostname and CPUs', () =>
+        Promise.resolve({ hostname: d.hostname(), cpuCount: sim?.cpuCount ?? d.cpuCount() }),
+      ),
       attempt('RAM', async () =>
         sim?.ramBytes !== undefined
           ? { totalBytes: sim.ramBytes, availableBytes: sim.ramBytes }
@@ -237,7 +251,9 @@ export class NodeProber {
         for (const f of found) if (!fabrics.some((g) => g.name === f.name)) fabrics.push(f);
         return fabrics;
       }),
-      attempt('engines', () => (sim ? Promise.resolve(simulatedEngines(sim)) : probeEngines(pathEnv, c.engineVersionTimeoutMs, d))),
+      attempt('engines', () =>
+        sim ? Promise.resolve(simulatedEngines(sim)) : probeEngines(pathEnv, c.engineVersionTimeoutMs, d),
+      ),
     ]);
 
     const report: NodeReport = { cache_dir: c.cacheDir, model_dirs: [...c.modelDirs] };

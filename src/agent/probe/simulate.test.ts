@@ -65,7 +65,9 @@ describe('parseSimulateSpec', () => {
     expect(specError('disk=/d:2t/1t').problems[0]).toMatch(/free space is larger than the disk/);
     expect(specError(' ').problems).toEqual(['the spec is empty']);
     expect(specError('cpus=0').problems[0]).toMatch(/^cpus=0: want a whole number/);
-    expect(specError('gpus=2xa10g-24gb,bad=2').problems).toEqual(['bad=2: there is no GPU 2; the declared GPUs are 0 to 1']);
+    expect(specError('gpus=2xa10g-24gb,bad=2').problems).toEqual([
+      'bad=2: there is no GPU 2; the declared GPUs are 0 to 1',
+    ]);
   });
 });
 
@@ -78,8 +80,17 @@ describe('simulated hardware', () => {
     expect(new Set(gpus.map((g) => g.uuid)).size, 'uuids are distinct').toBe(4);
     expect(simulatedGpuUuid('node-8', 0)).not.toBe(gpus[0]!.uuid);
     expect(gpus[0]!.uuid).toMatch(/^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
-    expect(gpus[0]).toMatchObject({ index: 0, class: 'h100-80gb', memory_total_mib: 81559, memory_used_mib: 0, problems: [] });
-    expect(gpuClass('NVIDIA H100 80GB HBM3', gpus[0]!.memory_total_mib), 'a simulated card is as big as a real one').toBe('h100-80gb');
+    expect(gpus[0]).toMatchObject({
+      index: 0,
+      class: 'h100-80gb',
+      memory_total_mib: 81559,
+      memory_used_mib: 0,
+      problems: [],
+    });
+    expect(
+      gpuClass('NVIDIA H100 80GB HBM3', gpus[0]!.memory_total_mib),
+      'a simulated card is as big as a real one',
+    ).toBe('h100-80gb');
     expect(gpus[3]!.problems).toEqual(['2 uncorrectable ECC errors since the driver loaded; drain and reset the GPU']);
   });
 
@@ -95,7 +106,11 @@ describe('simulated hardware', () => {
   });
 
   it('always offers the engines shipped inside llmgw', () => {
-    expect(simulatedEngines(parseSimulateSpec('engines=vllm+sim'))).toEqual([{ name: 'vllm' }, { name: 'sim' }, { name: 'builtin' }]);
+    expect(simulatedEngines(parseSimulateSpec('engines=vllm+sim'))).toEqual([
+      { name: 'vllm' },
+      { name: 'sim' },
+      { name: 'builtin' },
+    ]);
     expect(simulatedEngines(parseSimulateSpec('cpus=2'))).toEqual([{ name: 'builtin' }, { name: 'sim' }]);
   });
 });

@@ -64,7 +64,9 @@ function parseGpus(value: string, problems: string[]): string[] {
     const count = match?.[1] === undefined ? 1 : Number(match[1]);
     const cls = match?.[2] ?? '';
     if (!GPU_CLASS_RE.test(cls)) {
-      problems.push(`gpus=${value}: "${group}" is not COUNTxCLASS with a class like h100-80gb (family, dash, memory in GB)`);
+      problems.push(
+        `gpus=${value}: "${group}" is not COUNTxCLASS with a class like h100-80gb (family, dash, memory in GB)`,
+      );
       continue;
     }
     if (!Number.isInteger(count) || count < 1 || count > 64) {
@@ -117,7 +119,10 @@ export function parseSimulateSpec(spec: string): SimulatedMachine {
   const fabrics: FabricReport[] = [];
   let engines: string[] | undefined;
 
-  const parts = spec.split(',').map((p) => p.trim()).filter((p) => p !== '');
+  const parts = spec
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
   if (parts.length === 0) problems.push('the spec is empty');
   for (const part of parts) {
     const eq = part.indexOf('=');
@@ -125,7 +130,9 @@ export function parseSimulateSpec(spec: string): SimulatedMachine {
     const value = eq === -1 ? '' : part.slice(eq + 1).trim();
     if (!(KEYS as readonly string[]).includes(key)) {
       const near = nearestName(key, KEYS);
-      problems.push(`"${part}": unknown part "${key}"${near ? `; did you mean "${near}"?` : `; the parts are ${KEYS.join(', ')}`}`);
+      problems.push(
+        `"${part}": unknown part "${key}"${near ? `; did you mean "${near}"?` : `; the parts are ${KEYS.join(', ')}`}`,
+      );
       continue;
     }
     const k = key as Key;
@@ -144,7 +151,8 @@ export function parseSimulateSpec(spec: string): SimulatedMachine {
         break;
       case 'bad':
         badGpus = value.split('+').map((v) => Number(v.trim()));
-        if (badGpus.some((i) => !Number.isInteger(i) || i < 0)) problems.push(`bad=${value}: want GPU indices such as 3 or 3+5`);
+        if (badGpus.some((i) => !Number.isInteger(i) || i < 0))
+          problems.push(`bad=${value}: want GPU indices such as 3 or 3+5`);
         break;
       case 'ram': {
         const bytes = sizeOf(value, 'ram');
@@ -154,7 +162,8 @@ export function parseSimulateSpec(spec: string): SimulatedMachine {
       }
       case 'cpus':
         cpuCount = Number(value);
-        if (!Number.isInteger(cpuCount) || cpuCount < 1) problems.push(`cpus=${value}: want a whole number of CPUs, 1 or more`);
+        if (!Number.isInteger(cpuCount) || cpuCount < 1)
+          problems.push(`cpus=${value}: want a whole number of CPUs, 1 or more`);
         break;
       case 'disk': {
         const disk = parseDisk(value, problems);
@@ -174,19 +183,26 @@ export function parseSimulateSpec(spec: string): SimulatedMachine {
         for (const name of engines) {
           if ((ENGINE_NAMES as readonly string[]).includes(name)) continue;
           const near = nearestName(name, ENGINE_NAMES);
-          problems.push(`engines=${value}: unknown engine "${name}"${near ? `; did you mean "${near}"?` : `; the engines are ${ENGINE_NAMES.join(', ')}`}`);
+          problems.push(
+            `engines=${value}: unknown engine "${name}"${near ? `; did you mean "${near}"?` : `; the engines are ${ENGINE_NAMES.join(', ')}`}`,
+          );
         }
         break;
     }
   }
   for (const index of badGpus) {
     if (Number.isInteger(index) && index >= gpuClasses.length) {
-      const declared = gpuClasses.length === 0 ? 'no GPUs are declared' : `the declared GPUs are 0 to ${gpuClasses.length - 1}`;
+      const declared =
+        gpuClasses.length === 0 ? 'no GPUs are declared' : `the declared GPUs are 0 to ${gpuClasses.length - 1}`;
       problems.push(`bad=${index}: there is no GPU ${index}; ${declared}`);
     }
   }
   if (problems.length > 0) {
-    throw new ValidationError('LLMGW_SIMULATE_SPEC_INVALID', problems, `--simulate spec is not valid (the form is ${SIMULATE_SPEC_FORM})`);
+    throw new ValidationError(
+      'LLMGW_SIMULATE_SPEC_INVALID',
+      problems,
+      `--simulate spec is not valid (the form is ${SIMULATE_SPEC_FORM})`,
+    );
   }
   return Object.freeze({
     gpuClasses: Object.freeze(gpuClasses),
@@ -251,7 +267,8 @@ export function simulatedDisks(disks: readonly SimulatedDisk[], dirs: readonly s
   for (const dir of dirs) {
     let best: DiskReport | null = null;
     for (const report of reports) {
-      if (under(report.mount_point, dir) && (best === null || report.mount_point.length >= best.mount_point.length)) best = report;
+      if (under(report.mount_point, dir) && (best === null || report.mount_point.length >= best.mount_point.length))
+        best = report;
     }
     if (best !== null && !best.paths.includes(dir)) best.paths.push(dir);
   }

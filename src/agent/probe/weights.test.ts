@@ -27,7 +27,7 @@ async function file(path: string, bytes: number): Promise<void> {
 }
 
 describe('listWeights', () => {
-  it('reports cache entries with their cache name and source, and anything else in the cache as the operator\'s', async () => {
+  it("reports cache entries with their cache name and source, and anything else in the cache as the operator's", async () => {
     const cache = join(root, 'cache');
     const source = 'hf://Qwen/Qwen2.5-0.5B-Instruct';
     const name = cacheNameOf(source)!;
@@ -65,11 +65,16 @@ describe('listWeights', () => {
     expect(weights, 'each with the file:// source placement matches a model against').toEqual([
       { path: join(models, 'linked'), kind: 'model_dir', source: `file://${join(models, 'linked')}` },
       { path: join(models, 'llama'), size_bytes: 300, kind: 'model_dir', source: `file://${join(models, 'llama')}` },
-      { path: join(models, 'tiny.gguf'), size_bytes: 42, kind: 'model_dir', source: `file://${join(models, 'tiny.gguf')}` },
+      {
+        path: join(models, 'tiny.gguf'),
+        size_bytes: 42,
+        kind: 'model_dir',
+        source: `file://${join(models, 'tiny.gguf')}`,
+      },
     ]);
   });
 
-  it('reports file:// weights used in place outside every listed directory, as the operator\'s, with the source as written', async () => {
+  it("reports file:// weights used in place outside every listed directory, as the operator's, with the source as written", async () => {
     const models = join(root, 'models');
     await file(join(models, 'tiny.gguf'), 42);
     await file(join(models, 'llama', 'model.gguf'), 300);
@@ -88,9 +93,23 @@ describe('listWeights', () => {
     expect(problems).toEqual([]);
     expect(weights).toEqual([
       { path: join(models, 'llama'), size_bytes: 300, kind: 'model_dir', source: `file://${join(models, 'llama')}` },
-      { path: join(models, 'tiny.gguf'), size_bytes: 42, kind: 'model_dir', source: `file://localhost${join(models, 'tiny.gguf')}` },
-      { path: join(root, 'data', 'demo.gguf'), size_bytes: 64, kind: 'model_dir', source: `file://${join(root, 'data', 'demo.gguf')}` },
-      { path: join(models, 'llama', 'model.gguf'), kind: 'model_dir', source: `file://${join(models, 'llama', 'model.gguf')}` },
+      {
+        path: join(models, 'tiny.gguf'),
+        size_bytes: 42,
+        kind: 'model_dir',
+        source: `file://localhost${join(models, 'tiny.gguf')}`,
+      },
+      {
+        path: join(root, 'data', 'demo.gguf'),
+        size_bytes: 64,
+        kind: 'model_dir',
+        source: `file://${join(root, 'data', 'demo.gguf')}`,
+      },
+      {
+        path: join(models, 'llama', 'model.gguf'),
+        kind: 'model_dir',
+        source: `file://${join(models, 'llama', 'model.gguf')}`,
+      },
     ]);
     for (const w of weights) WeightsReportSchema.parse(w);
   });
@@ -108,7 +127,10 @@ describe('listWeights', () => {
 describe('treeSizeBytes', () => {
   it('is null, not a partial sum, when part of the tree cannot be read', async () => {
     await file(join(root, 'a', 'b'), 5);
-    const failing: typeof deps = { ...deps, readdir: (p) => (p.endsWith('/a') ? Promise.reject(new Error('EACCES')) : deps.readdir(p)) };
+    const failing: typeof deps = {
+      ...deps,
+      readdir: (p) => (p.endsWith('/a') ? Promise.reject(new Error('EACCES')) : deps.readdir(p)),
+    };
     expect(await treeSizeBytes(root, deps)).toBe(5);
     expect(await treeSizeBytes(root, failing)).toBeNull();
   });

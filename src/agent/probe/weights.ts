@@ -21,7 +21,10 @@ export interface WeightsProbeDeps {
  * itself counts nothing. Null when any part could not be read: a partial
  * sum would look like a complete one.
  */
-export async function treeSizeBytes(path: string, deps: Pick<WeightsProbeDeps, 'readdir' | 'lstat'>): Promise<number | null> {
+export async function treeSizeBytes(
+  path: string,
+  deps: Pick<WeightsProbeDeps, 'readdir' | 'lstat'>,
+): Promise<number | null> {
   try {
     const stats = await deps.lstat(path);
     if (stats.isFile()) return stats.size;
@@ -58,7 +61,11 @@ function isHidden(name: string): boolean {
   return name.startsWith('.');
 }
 
-async function entryReport(path: string, isLink: boolean, deps: WeightsProbeDeps): Promise<Pick<WeightsReport, 'path' | 'size_bytes'>> {
+async function entryReport(
+  path: string,
+  isLink: boolean,
+  deps: WeightsProbeDeps,
+): Promise<Pick<WeightsReport, 'path' | 'size_bytes'>> {
   // A link is reported with its size unknown rather than walked: it may lead anywhere, a network share included.
   const size = isLink ? null : await treeSizeBytes(path, deps);
   return size === null ? { path } : { path, size_bytes: size };
@@ -93,7 +100,9 @@ export async function listWeights(
     } catch (err) {
       // A cache directory the agent has not created yet holds nothing; that is not a problem.
       if (!(isCache && (err as NodeJS.ErrnoException).code === 'ENOENT')) {
-        problems.push(`cannot list ${isCache ? 'the cache directory' : 'the model directory'} ${dir}: ${(err as Error).message}`);
+        problems.push(
+          `cannot list ${isCache ? 'the cache directory' : 'the model directory'} ${dir}: ${(err as Error).message}`,
+        );
       }
       continue;
     }

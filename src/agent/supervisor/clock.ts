@@ -19,10 +19,13 @@ export function systemClock(): SupervisorClock {
           clearTimeout(timer);
           resolve();
         };
-        const timer = setTimeout(() => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve();
-        }, Math.max(0, ms));
+        const timer = setTimeout(
+          () => {
+            signal?.removeEventListener('abort', onAbort);
+            resolve();
+          },
+          Math.max(0, ms),
+        );
         signal?.addEventListener('abort', onAbort, { once: true });
       }),
   };

@@ -27,7 +27,11 @@ describe('PortAllocator', () => {
   });
 
   it('hands ports out round-robin, and says what holds the range when it is used up', async () => {
-    const ports = new PortAllocator({ firstPort: 30000, lastPort: 30002, isFree: (_h, port) => Promise.resolve(port !== 30001) });
+    const ports = new PortAllocator({
+      firstPort: 30000,
+      lastPort: 30002,
+      isFree: (_h, port) => Promise.resolve(port !== 30001),
+    });
     expect(await ports.allocate('a', 'h')).toBe(30000);
     expect(await ports.allocate('b', 'h')).toBe(30002);
     ports.release(30000, 'a');
@@ -51,7 +55,11 @@ describe('PortAllocator', () => {
   });
 
   it('gives two concurrent allocations two ports', async () => {
-    const ports = new PortAllocator({ firstPort: 31000, lastPort: 31001, isFree: () => new Promise((resolve) => setImmediate(() => resolve(true))) });
+    const ports = new PortAllocator({
+      firstPort: 31000,
+      lastPort: 31001,
+      isFree: () => new Promise((resolve) => setImmediate(() => resolve(true))),
+    });
     const got = await Promise.all([ports.allocate('a', 'h'), ports.allocate('b', 'h')]);
     expect(new Set(got).size).toBe(2);
   });

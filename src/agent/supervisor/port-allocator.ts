@@ -24,10 +24,14 @@ export function bindTest(host: string, port: number): Promise<boolean> {
       if (err.code === 'EADDRINUSE' || err.code === 'EACCES') resolve(false);
       else
         reject(
-          new LlmgwError('LLMGW_ENGINE_START_FAILED', `cannot bind ${host}:${port} to check it is free: ${err.code ?? err.message}; is ${host} an address of this machine?`, {
-            cause: err,
-            context: { host, port },
-          }),
+          new LlmgwError(
+            'LLMGW_ENGINE_START_FAILED',
+            `cannot bind ${host}:${port} to check it is free: ${err.code ?? err.message}; is ${host} an address of this machine?`,
+            {
+              cause: err,
+              context: { host, port },
+            },
+          ),
         );
     });
     server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
@@ -49,7 +53,10 @@ export class PortAllocator {
     this.lastPort = options.lastPort ?? 20999;
     const valid = (n: number) => Number.isInteger(n) && n >= 1 && n <= 65535;
     if (!valid(this.firstPort) || !valid(this.lastPort) || this.firstPort > this.lastPort) {
-      throw new LlmgwError('LLMGW_CONFIG_INVALID', `the engine port range ${this.firstPort}-${this.lastPort} is not valid; want two ports from 1 to 65535, the first not above the last`);
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        `the engine port range ${this.firstPort}-${this.lastPort} is not valid; want two ports from 1 to 65535, the first not above the last`,
+      );
     }
     this.#isFree = options.isFree ?? bindTest;
     this.#cursor = this.firstPort;

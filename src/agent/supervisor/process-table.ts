@@ -164,7 +164,10 @@ export function cmdlineMatches(argv: readonly string[], cmdline: readonly string
   const offset = cmdline.length - args.length;
   // The program is named before its arguments (as itself, or as the script its interpreter runs).
   if (offset < 1) return false;
-  return args.every((arg, i) => cmdline[offset + i] === arg) && cmdline.slice(0, offset).some((word) => sameProgram(program, word));
+  return (
+    args.every((arg, i) => cmdline[offset + i] === arg) &&
+    cmdline.slice(0, offset).some((word) => sameProgram(program, word))
+  );
 }
 
 function sameProgram(a: string, b: string): boolean {

@@ -84,7 +84,10 @@ async function supervisor(overrides: Partial<SupervisorOptions> = {}, dirs?: str
     logsDir: join(dir, 'logs'),
     stateDir: join(dir, 'state'),
     logger,
-    adapterFor: (engine) => (engine === 'script' ? scriptAdapter : adapterFor(engine, { llmgwBin, secretsDir: join(dir, 'state', 'engine-secrets') })),
+    adapterFor: (engine) =>
+      engine === 'script'
+        ? scriptAdapter
+        : adapterFor(engine, { llmgwBin, secretsDir: join(dir, 'state', 'engine-secrets') }),
     // Ports the kernel gives out for port 0 are far from here; other tests on this machine bind-test too.
     firstPort: 24000 + (process.pid % 50) * 20,
     lastPort: 24000 + (process.pid % 50) * 20 + 19,
@@ -121,7 +124,12 @@ function statusOf(s: Supervisor, shardId: string): ShardStatus | undefined {
   return status;
 }
 
-function whenState(s: Supervisor, shardId: string, state: ShardStatus['state'], timeoutMs?: number): Promise<ShardStatus> {
+function whenState(
+  s: Supervisor,
+  shardId: string,
+  state: ShardStatus['state'],
+  timeoutMs?: number,
+): Promise<ShardStatus> {
   return waitFor(
     () => `shard ${shardId} to be ${state} (now ${JSON.stringify(statusOf(s, shardId))})`,
     () => {
@@ -155,8 +163,13 @@ describe('the supervisor over real processes', () => {
     const models = (await (await fetch(`${ready.endpoint}/v1/models`)).json()) as { data: { id: string }[] };
     expect(models.data.map((m) => m.id)).toEqual(['tiny', 'tiny-chat']);
     const log = s.tailLog('sim-a', 10);
-    expect(log[0], 'the supervisor marks each start in the log').toMatch(/^\[llmgw\] starting sim at .* engine sim --host 127\.0\.0\.1 --port \d+ --model tiny --model tiny-chat$/);
-    expect(log.some((line) => line.startsWith(`sim engine listening on http://127.0.0.1:${ready.port}`)), log.join('\n')).toBe(true);
+    expect(log[0], 'the supervisor marks each start in the log').toMatch(
+      /^\[llmgw\] starting sim at .* engine sim --host 127\.0\.0\.1 --port \d+ --model tiny --model tiny-chat$/,
+    );
+    expect(
+      log.some((line) => line.startsWith(`sim engine listening on http://127.0.0.1:${ready.port}`)),
+      log.join('\n'),
+    ).toBe(true);
   });
 
   it('restarts a crashed engine with backoff; the failure carries the exit code and the last lines', async () => {
@@ -164,37 +177,56 @@ describe('the supervisor over real processes', () => {
     const s = await supervisor({ onChange: (status) => seen.push(status) });
     await s.desired([simLaunch('sim-crash', ['--crash-after', '1'])]);
     const first = await whenState(s, 'sim-crash', 'ready');
-    const reply = await fetch(`${first.endpoint}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 2 }) });
+    const reply = await fetch(`${first.endpoint}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 2 }),
+    });
     expect(reply.status).toBe(200);
     await reply.text();
-    const again = await waitFor('the restarted engine to be ready', () => {
-      const status = statusOf(s, 'sim-crash');
-      return status?.state === 'ready' && status.restarts === 1 ? status : undefined;
-    }, { timeoutMs: 20_000, intervalMs: 25 });
+    const again = await waitFor(
+      'the restarted engine to be ready',
+      () => {
+        const status = statusOf(s, 'sim-crash');
+        return status?.state === 'ready' && status.restarts === 1 ? status : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 25 },
+    );
     expect(again.pid, 'a new process').not.toBe(first.pid);
     expect(again.port, 'on the same port').toBe(first.port);
     const failed = seen.find((x) => x.state === 'failed');
     expect(failed?.error?.code).toBe('LLMGW_ENGINE_EXITED');
-    expect(failed?.error?.message).toMatch(/^engine exited with code 1 after [\d.]+m?s; last lines:\n(.|\n)*sim engine crashed on purpose after 1 requests/);
+    expect(failed?.error?.message).toMatch(
+      /^engine exited with code 1 after [\d.]+m?s; last lines:\n(.|\n)*sim engine crashed on purpose after 1 requests/,
+    );
     expect(failed?.lastExit?.code).toBe(1);
     expect(table.identity(first.pid!), 'the crashed process is gone').toBeNull();
   });
 
   it('stops the whole process group: a worker that ignores SIGTERM is killed too', async () => {
     const s = await supervisor({ stopGraceMs: 300 });
-    await s.desired([simLaunch('forking', [], { profile: { name: 'p', engine: 'script', gpus: 0, shards: 1, args: [], env: {} } })]);
+    await s.desired([
+      simLaunch('forking', [], { profile: { name: 'p', engine: 'script', gpus: 0, shards: 1, args: [], env: {} } }),
+    ]);
     const ready = await whenState(s, 'forking', 'ready');
-    const worker = await waitFor('the worker to print its pid', () => {
-      const line = s.tailLog('forking', 20).find((l) => l.startsWith('worker '));
-      return line ? Number(line.split(' ')[1]) : undefined;
-    }, { timeoutMs: 20_000, intervalMs: 25 });
+    const worker = await waitFor(
+      'the worker to print its pid',
+      () => {
+        const line = s.tailLog('forking', 20).find((l) => l.startsWith('worker '));
+        return line ? Number(line.split(' ')[1]) : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 25 },
+    );
     pids.add(worker);
     expect(table.identity(worker), 'the worker runs').not.toBeNull();
     await s.desired([]);
     await waitFor('the shard to be stopped', () => s.status().length === 0, { timeoutMs: 20_000, intervalMs: 25 });
     expect(table.identity(ready.pid!), 'the engine is gone').toBeNull();
     expect(table.identity(worker), 'the worker that ignored SIGTERM is gone').toBeNull();
-    expect(s.tailLog('forking', 20).some((l) => l === 'worker ignores SIGTERM'), 'the worker did get SIGTERM first').toBe(true);
+    expect(
+      s.tailLog('forking', 20).some((l) => l === 'worker ignores SIGTERM'),
+      'the worker did get SIGTERM first',
+    ).toBe(true);
     expect(logger.entries.some((e) => e.fields.shardId === 'forking' && /sending SIGKILL/.test(e.message))).toBe(true);
   });
 
@@ -206,7 +238,9 @@ describe('the supervisor over real processes', () => {
     const starting = await whenState(s, 'slow', 'starting');
     const failed = await whenState(s, 'slow', 'failed');
     expect(failed.error?.code).toBe('LLMGW_ENGINE_NOT_READY');
-    expect(failed.error?.message).toMatch(/^engine did not become ready within 1\.5s \(last probe: HTTP 503 from GET \/health\), so it was stopped; /);
+    expect(failed.error?.message).toMatch(
+      /^engine did not become ready within 1\.5s \(last probe: HTTP 503 from GET \/health\), so it was stopped; /,
+    );
     expect(table.identity(starting.pid!), 'the slow engine was stopped').toBeNull();
   });
 
@@ -223,7 +257,12 @@ describe('the supervisor over real processes', () => {
     expect(report.adopted.map((x) => [x.shardId, x.pid])).toEqual([['adopt-me', ready.pid]]);
     const adopted = await whenState(second, 'adopt-me', 'ready');
     await second.desired([simLaunch('adopt-me')]);
-    expect(statusOf(second, 'adopt-me')).toMatchObject({ pid: ready.pid, port: ready.port, adopted: true, restarts: 0 });
+    expect(statusOf(second, 'adopt-me')).toMatchObject({
+      pid: ready.pid,
+      port: ready.port,
+      adopted: true,
+      restarts: 0,
+    });
     expect(adopted.endpoint).toBe(ready.endpoint);
     expect((await fetch(`${adopted.endpoint}/health`)).status, 'it kept serving through the change of agent').toBe(200);
     await second.stop();
@@ -289,7 +328,9 @@ describe('the supervisor over real processes', () => {
     // What each stand-in recorded is the argv and environment the supervisor's records say it started.
     const recorded = standIns.records();
     for (const launch of launches) {
-      const record = JSON.parse(readFileSync(join(dir, 'state', 'shards', `${fileNameFor(launch.shardId)}.json`), 'utf8')) as ShardRecord;
+      const record = JSON.parse(
+        readFileSync(join(dir, 'state', 'shards', `${fileNameFor(launch.shardId)}.json`), 'utf8'),
+      ) as ShardRecord;
       const seen = recorded.find((r) => JSON.stringify(r.argv) === JSON.stringify(record.argv.slice(1)));
       expect(seen, `${launch.shardId}: no stand-in recorded ${record.argv.join(' ')}`).toBeDefined();
       expect(seen?.program).toBe(record.argv[0] === 'python3' ? 'python3' : record.argv[0]);
@@ -312,10 +353,16 @@ describe('the supervisor over real processes', () => {
       gpuIndices: engine === 'sim' ? [] : [0],
       apiKey: secret,
     });
-    const launches = [keyed('vllm', 'vllm-keyed'), keyed('llamacpp', 'llama-keyed'), keyed('sglang', 'sglang-keyed'), keyed('sim', 'sim-keyed')];
+    const launches = [
+      keyed('vllm', 'vllm-keyed'),
+      keyed('llamacpp', 'llama-keyed'),
+      keyed('sglang', 'sglang-keyed'),
+      keyed('sim', 'sim-keyed'),
+    ];
     await s.desired(launches);
     const ready = await waitFor(
-      () => `every keyed stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`,
+      () =>
+        `every keyed stand-in ready (${JSON.stringify(s.status().map((x) => [x.shardId, x.state, x.error?.message]))})`,
       () => {
         const all = s.status();
         for (const x of all) if (x.pid) pids.add(x.pid);
@@ -328,9 +375,14 @@ describe('the supervisor over real processes', () => {
       expect(bare.status, `${x.shardId}: no key, refused`).toBe(401);
       const keyedAnswer = await fetch(`${x.endpoint!}/v1/models`, { headers: { authorization: `Bearer ${secret}` } });
       expect(keyedAnswer.status, `${x.shardId}: the replica secret is served`).toBe(200);
-      const record = JSON.parse(readFileSync(join(dir, 'state', 'shards', `${fileNameFor(x.shardId)}.json`), 'utf8')) as ShardRecord;
+      const record = JSON.parse(
+        readFileSync(join(dir, 'state', 'shards', `${fileNameFor(x.shardId)}.json`), 'utf8'),
+      ) as ShardRecord;
       expect(record.argv.join(' '), `${x.shardId}: the secret is not on the command line`).not.toContain(secret);
-      expect(readFileSync(`/proc/${x.pid!}/cmdline`, 'utf8'), `${x.shardId}: nor on the running process's`).not.toContain(secret);
+      expect(
+        readFileSync(`/proc/${x.pid!}/cmdline`, 'utf8'),
+        `${x.shardId}: nor on the running process's`,
+      ).not.toContain(secret);
     }
     const keyFile = join(dir, 'state', 'engine-secrets', 'sglang-keyed.sglang.yaml');
     expect(statSync(keyFile).mode & 0o777, "SGLang's key file is its owner's alone").toBe(0o600);

@@ -41,7 +41,13 @@ export function networkReadinessProber(options: NetworkProberOptions = {}): Read
         case 'tcp':
           return tcpProbe(readiness.host, readiness.port, timeoutMs);
         case 'http':
-          return httpProbe(readiness.host, readiness.port, readiness.path, timeoutMs, readiness.tls ? { ca: options.ca ?? undefined, identity } : null);
+          return httpProbe(
+            readiness.host,
+            readiness.port,
+            readiness.path,
+            timeoutMs,
+            readiness.tls ? { ca: options.ca ?? undefined, identity } : null,
+          );
       }
     },
   };
@@ -54,13 +60,23 @@ function tcpProbe(host: string, port: number, timeoutMs: number): Promise<ProbeR
       socket.destroy();
       resolve(result);
     };
-    socket.setTimeout(timeoutMs, () => done({ ok: false, detail: `no TCP answer from ${hostPort(host, port)} within ${timeoutMs}ms` }));
+    socket.setTimeout(timeoutMs, () =>
+      done({ ok: false, detail: `no TCP answer from ${hostPort(host, port)} within ${timeoutMs}ms` }),
+    );
     socket.once('connect', () => done({ ok: true }));
-    socket.once('error', (err: NodeJS.ErrnoException) => done({ ok: false, detail: `${err.code ?? err.message} connecting to ${hostPort(host, port)}` }));
+    socket.once('error', (err: NodeJS.ErrnoException) =>
+      done({ ok: false, detail: `${err.code ?? err.message} connecting to ${hostPort(host, port)}` }),
+    );
   });
 }
 
-function httpProbe(host: string, port: number, path: string, timeoutMs: number, tls: { ca: Buffer | undefined; identity: ServerIdentityCheck | null } | null): Promise<ProbeResult> {
+function httpProbe(
+  host: string,
+  port: number,
+  path: string,
+  timeoutMs: number,
+  tls: { ca: Buffer | undefined; identity: ServerIdentityCheck | null } | null,
+): Promise<ProbeResult> {
   return new Promise((resolve) => {
     let settled = false;
     const settle = (result: ProbeResult) => {
@@ -72,15 +88,27 @@ function httpProbe(host: string, port: number, path: string, timeoutMs: number, 
     const target = { host, port, path, method: 'GET', agent: false, timeout: timeoutMs } as const;
     const onResponse = (res: IncomingMessage) => {
       res.resume();
-      settle(res.statusCode === 200 ? { ok: true } : { ok: false, detail: `HTTP ${res.statusCode ?? '?'} from GET ${path}` });
+      settle(
+        res.statusCode === 200 ? { ok: true } : { ok: false, detail: `HTTP ${res.statusCode ?? '?'} from GET ${path}` },
+      );
     };
     const req = tls
-      ? httpsRequest({ ...target, ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.identity ? { checkServerIdentity: tls.identity } : {}) }, onResponse)
+      ? httpsRequest(
+          {
+            ...target,
+            ...(tls.ca ? { ca: tls.ca } : {}),
+            ...(tls.identity ? { checkServerIdentity: tls.identity } : {}),
+          },
+          onResponse,
+        )
       : request(target, onResponse);
     req.once('timeout', () => settle({ ok: false, detail: `no answer to GET ${path} within ${timeoutMs}ms` }));
     req.once('error', (err: NodeJS.ErrnoException) => {
       const hint = tls ? certificateProblem(err, "the agent's --ca") : null;
-      settle({ ok: false, detail: `${err.code ?? err.message} on GET ${tls ? 'https' : 'http'}://${hostPort(host, port)}${path}${hint ? ` (${hint})` : ''}` });
+      settle({
+        ok: false,
+        detail: `${err.code ?? err.message} on GET ${tls ? 'https' : 'http'}://${hostPort(host, port)}${path}${hint ? ` (${hint})` : ''}`,
+      });
     });
     req.end();
   });

@@ -22,7 +22,12 @@ describe('RestartPolicy', () => {
     const high = new RestartPolicy({ baseDelayMs: 1000, jitterRatio: 0.2, random: () => 0.999_999 }).decide(0, 0);
     expect(low.restart && low.delayMs).toBe(800);
     expect(high.restart && high.delayMs).toBe(1200);
-    const capped = new RestartPolicy({ baseDelayMs: 1000, maxDelayMs: 1000, jitterRatio: 0.5, random: () => 0.999 }).decide(0, 0);
+    const capped = new RestartPolicy({
+      baseDelayMs: 1000,
+      maxDelayMs: 1000,
+      jitterRatio: 0.5,
+      random: () => 0.999,
+    }).decide(0, 0);
     expect(capped.restart && capped.delayMs, 'jitter does not lift a delay past the cap').toBe(1000);
   });
 
@@ -32,19 +37,30 @@ describe('RestartPolicy', () => {
     const stable = policy.decide(4, 60_000);
     expect(unstable).toMatchObject({ restart: true, delayMs: 16_000, consecutiveFailures: 5 });
     expect(stable).toMatchObject({ restart: true, delayMs: 1000, consecutiveFailures: 1 });
-    expect(stable.reason).toBe('restart in 1s: it had run 1m, long enough to start the backoff over; backoff 1s ×2 each, at most 2m');
+    expect(stable.reason).toBe(
+      'restart in 1s: it had run 1m, long enough to start the backoff over; backoff 1s ×2 each, at most 2m',
+    );
     expect(unstable.reason).toBe('restart in 16s: 5 failures in a row; backoff 1s ×2 each, at most 2m');
   });
 
   it('gives up after maxConsecutiveFailures, and never with 0', () => {
     const policy = new RestartPolicy({ maxConsecutiveFailures: 3 });
     expect(policy.decide(2, 0).restart).toBe(true);
-    expect(policy.decide(3, 0)).toEqual({ restart: false, consecutiveFailures: 4, reason: 'not restarted: 4 failures in a row, and the policy gives up after 3' });
-    expect(new RestartPolicy({ jitterRatio: 0 }).decide(1_000, 0), 'capped, still restarting').toMatchObject({ restart: true, delayMs: 120_000 });
+    expect(policy.decide(3, 0)).toEqual({
+      restart: false,
+      consecutiveFailures: 4,
+      reason: 'not restarted: 4 failures in a row, and the policy gives up after 3',
+    });
+    expect(new RestartPolicy({ jitterRatio: 0 }).decide(1_000, 0), 'capped, still restarting').toMatchObject({
+      restart: true,
+      delayMs: 120_000,
+    });
   });
 
   it('rejects unknown options and impossible numbers', () => {
-    expect(() => new RestartPolicy({ baseDelay: 5 } as never)).toThrow(/"baseDelay" is unknown; did you mean "baseDelayMs"/);
+    expect(() => new RestartPolicy({ baseDelay: 5 } as never)).toThrow(
+      /"baseDelay" is unknown; did you mean "baseDelayMs"/,
+    );
     expect(() => new RestartPolicy({ factor: 0.5 })).toThrow(/factor must be a multiplier of 1 or more/);
     expect(() => new RestartPolicy({ jitterRatio: 2 })).toThrow(/jitterRatio must be a share from 0 to 1/);
   });

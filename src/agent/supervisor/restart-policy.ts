@@ -39,7 +39,15 @@ export interface CompiledRestartPolicyOptions {
   readonly random: () => number;
 }
 
-const OPTION_KEYS = ['baseDelayMs', 'factor', 'maxDelayMs', 'jitterRatio', 'stableAfterMs', 'maxConsecutiveFailures', 'random'] as const;
+const OPTION_KEYS = [
+  'baseDelayMs',
+  'factor',
+  'maxDelayMs',
+  'jitterRatio',
+  'stableAfterMs',
+  'maxConsecutiveFailures',
+  'random',
+] as const;
 
 export function compileRestartPolicyOptions(options: RestartPolicyOptions = {}): CompiledRestartPolicyOptions {
   const problems: string[] = [];
@@ -48,7 +56,12 @@ export function compileRestartPolicyOptions(options: RestartPolicyOptions = {}):
     const near = nearestName(key, OPTION_KEYS);
     problems.push(`restart policy option "${key}" is unknown${near ? `; did you mean "${near}"?` : ''}`);
   }
-  const number = (key: Exclude<(typeof OPTION_KEYS)[number], 'random'>, fallback: number, ok: (n: number) => boolean, want: string): number => {
+  const number = (
+    key: Exclude<(typeof OPTION_KEYS)[number], 'random'>,
+    fallback: number,
+    ok: (n: number) => boolean,
+    want: string,
+  ): number => {
     const value = options[key] ?? fallback;
     if (typeof value !== 'number' || !Number.isFinite(value) || !ok(value)) {
       problems.push(`restart policy ${key} must be ${want}; got ${JSON.stringify(value)}`);
@@ -62,7 +75,12 @@ export function compileRestartPolicyOptions(options: RestartPolicyOptions = {}):
     maxDelayMs: number('maxDelayMs', 120_000, (n) => n >= 0, 'a number of milliseconds, 0 or more'),
     jitterRatio: number('jitterRatio', 0.2, (n) => n >= 0 && n <= 1, 'a share from 0 to 1'),
     stableAfterMs: number('stableAfterMs', 600_000, (n) => n > 0, 'a number of milliseconds above 0'),
-    maxConsecutiveFailures: number('maxConsecutiveFailures', 0, (n) => Number.isInteger(n) && n >= 0, 'a whole number, 0 or more'),
+    maxConsecutiveFailures: number(
+      'maxConsecutiveFailures',
+      0,
+      (n) => Number.isInteger(n) && n >= 0,
+      'a whole number, 0 or more',
+    ),
     random: options.random ?? Math.random,
   };
   if (problems.length > 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', problems.join('; '));
@@ -86,12 +104,17 @@ export class RestartPolicy {
    * for one that never started).
    */
   decide(previousFailures: number, uptimeMs: number): RestartDecision {
-    const { baseDelayMs, factor, maxDelayMs, jitterRatio, stableAfterMs, maxConsecutiveFailures, random } = this.options;
+    const { baseDelayMs, factor, maxDelayMs, jitterRatio, stableAfterMs, maxConsecutiveFailures, random } =
+      this.options;
     const stable = uptimeMs >= stableAfterMs;
     const failures = (stable ? 0 : previousFailures) + 1;
     const inARow = failures === 1 ? 'the first failure' : `${failures} failures in a row`;
     if (maxConsecutiveFailures > 0 && failures > maxConsecutiveFailures) {
-      return { restart: false, consecutiveFailures: failures, reason: `not restarted: ${inARow}, and the policy gives up after ${maxConsecutiveFailures}` };
+      return {
+        restart: false,
+        consecutiveFailures: failures,
+        reason: `not restarted: ${inARow}, and the policy gives up after ${maxConsecutiveFailures}`,
+      };
     }
     const backoff = Math.min(maxDelayMs, baseDelayMs * factor ** (failures - 1));
     const jittered = backoff * (1 + jitterRatio * (2 * random() - 1));

@@ -28,7 +28,10 @@ describe('ShardLog', () => {
       expect(existsSync(`${log.path}.3`), 'three files kept: live, .1 and .2').toBe(false);
       expect(readFileSync(`${log.path}.2`, 'utf8')).toMatch(/^after rotation\nsecond 0/);
       expect(readFileSync(log.path, 'utf8'), 'the live file was just cut').toBe('');
-      expect(log.tail(2), 'the tail reaches into .1').toEqual([`third 8 ${'z'.repeat(10)}`, `third 9 ${'z'.repeat(10)}`]);
+      expect(log.tail(2), 'the tail reaches into .1').toEqual([
+        `third 8 ${'z'.repeat(10)}`,
+        `third 9 ${'z'.repeat(10)}`,
+      ]);
     } finally {
       closeSync(fd);
     }
@@ -63,38 +66,82 @@ describe('ShardLog', () => {
     // About 150 KiB: the tail crosses a 64 KiB chunk boundary.
     writeSync(fd, Array.from({ length: 3000 }, (_, i) => `line ${i} ${'.'.repeat(i % 80)}\n`).join(''));
     closeSync(fd);
-    expect(lastLines(log.path, 2)).toEqual([`line 2998 ${'.'.repeat(2998 % 80)}`, `line 2999 ${'.'.repeat(2999 % 80)}`]);
-    expect(lastLines(log.path, 2000)[0], 'a line that straddles two chunks comes out whole').toBe(`line 1000 ${'.'.repeat(1000 % 80)}`);
+    expect(lastLines(log.path, 2)).toEqual([
+      `line 2998 ${'.'.repeat(2998 % 80)}`,
+      `line 2999 ${'.'.repeat(2999 % 80)}`,
+    ]);
+    expect(lastLines(log.path, 2000)[0], 'a line that straddles two chunks comes out whole').toBe(
+      `line 1000 ${'.'.repeat(1000 % 80)}`,
+    );
   });
 });
 
 describe('redactArgv', () => {
   it('hides the values of key, token and secret flags, in both spellings', () => {
-    expect(redactArgv(['vllm', 'serve', '/m', '--api-key', 'sk-1', '--hf-token=hf_x', '--port', '8000', '--max-model-len', '32k'])).toEqual([
-      'vllm', 'serve', '/m', '--api-key', '<redacted>', '--hf-token=<redacted>', '--port', '8000', '--max-model-len', '32k',
+    expect(
+      redactArgv([
+        'vllm',
+        'serve',
+        '/m',
+        '--api-key',
+        'sk-1',
+        '--hf-token=hf_x',
+        '--port',
+        '8000',
+        '--max-model-len',
+        '32k',
+      ]),
+    ).toEqual([
+      'vllm',
+      'serve',
+      '/m',
+      '--api-key',
+      '<redacted>',
+      '--hf-token=<redacted>',
+      '--port',
+      '8000',
+      '--max-model-len',
+      '32k',
     ]);
   });
 
   it('hides the value after --api-key even when it starts with "-", in both spellings', () => {
     // One engine secret in 64 started with "-", and redaction took such a value for the next flag and logged it
     // in the clear, in the agent's log and the engine's log file that ctl logs serves.
-    expect(redactArgv(['python3', '-m', 'sglang.launch_server', '--api-key', '-Xk9_secret', '--port', '20001'])).toEqual([
-      'python3', '-m', 'sglang.launch_server', '--api-key', '<redacted>', '--port', '20001',
+    expect(
+      redactArgv(['python3', '-m', 'sglang.launch_server', '--api-key', '-Xk9_secret', '--port', '20001']),
+    ).toEqual(['python3', '-m', 'sglang.launch_server', '--api-key', '<redacted>', '--port', '20001']);
+    expect(redactArgv(['llmgw', 'engine', 'sim', '--api-key=-Xk9_secret', '--port', '20001'])).toEqual([
+      'llmgw',
+      'engine',
+      'sim',
+      '--api-key=<redacted>',
+      '--port',
+      '20001',
     ]);
-    expect(redactArgv(['llmgw', 'engine', 'sim', '--api-key=-Xk9_secret', '--port', '20001'])).toEqual(['llmgw', 'engine', 'sim', '--api-key=<redacted>', '--port', '20001']);
-    expect(redactArgv(['llmgw', 'engine', 'sim', '--api-key', '--port', '20001']), 'a secret that is exactly a flag name is hidden too').toEqual([
-      'llmgw', 'engine', 'sim', '--api-key', '<redacted>', '20001',
-    ]);
+    expect(
+      redactArgv(['llmgw', 'engine', 'sim', '--api-key', '--port', '20001']),
+      'a secret that is exactly a flag name is hidden too',
+    ).toEqual(['llmgw', 'engine', 'sim', '--api-key', '<redacted>', '20001']);
   });
 
   it('does not take the flag after a value-less flag that names a token for a secret', () => {
-    expect(redactArgv(['vllm', 'serve', '/m', '--skip-tokenizer-init', '--port', '8000'])).toEqual(['vllm', 'serve', '/m', '--skip-tokenizer-init', '--port', '8000']);
+    expect(redactArgv(['vllm', 'serve', '/m', '--skip-tokenizer-init', '--port', '8000'])).toEqual([
+      'vllm',
+      'serve',
+      '/m',
+      '--skip-tokenizer-init',
+      '--port',
+      '8000',
+    ]);
   });
 });
 
 describe('redactSecret', () => {
   it("cuts an engine's key out of a log line that echoes its arguments, and leaves a line alone without one", () => {
-    expect(redactSecret("INFO non-default args: {'api_key': ['k3y-XYZ'], 'port': 20001}", 'k3y-XYZ')).toBe("INFO non-default args: {'api_key': ['<redacted>'], 'port': 20001}");
+    expect(redactSecret("INFO non-default args: {'api_key': ['k3y-XYZ'], 'port': 20001}", 'k3y-XYZ')).toBe(
+      "INFO non-default args: {'api_key': ['<redacted>'], 'port': 20001}",
+    );
     expect(redactSecret('api_key=k3y-XYZ again k3y-XYZ', 'k3y-XYZ')).toBe('api_key=<redacted> again <redacted>');
     expect(redactSecret('nothing here', undefined)).toBe('nothing here');
     expect(redactSecret('nothing here', '')).toBe('nothing here');

@@ -58,7 +58,8 @@ export class ShardLog {
     const rotated = (n: number) => `${this.path}.${n}`;
     if (this.limits.filesKept > 1) {
       await unlink(rotated(this.limits.filesKept - 1)).catch(() => undefined);
-      for (let n = this.limits.filesKept - 2; n >= 1; n--) await rename(rotated(n), rotated(n + 1)).catch(() => undefined);
+      for (let n = this.limits.filesKept - 2; n >= 1; n--)
+        await rename(rotated(n), rotated(n + 1)).catch(() => undefined);
       await copyFile(this.path, rotated(1));
     }
     await truncate(this.path, 0);

@@ -33,7 +33,8 @@ export interface ShardRecord {
 }
 
 /** A record file that could be read, or why not. */
-export type ReadRecord = { readonly file: string; readonly record: ShardRecord } | { readonly file: string; readonly problem: string };
+export type ReadRecord =
+  { readonly file: string; readonly record: ShardRecord } | { readonly file: string; readonly problem: string };
 
 /**
  * A file name for `id` that is safe on any filesystem: the id itself when it
@@ -42,7 +43,10 @@ export type ReadRecord = { readonly file: string; readonly record: ShardRecord }
  */
 export function fileNameFor(id: string): string {
   if (/^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$/.test(id)) return id;
-  const cleaned = id.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^[._-]+/, '').slice(0, 80);
+  const cleaned = id
+    .replace(/[^A-Za-z0-9._-]+/g, '_')
+    .replace(/^[._-]+/, '')
+    .slice(0, 80);
   return `${cleaned || 'shard'}-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
 }
 
@@ -106,10 +110,19 @@ export class ShardRecords {
 
 function recordProblem(record: ShardRecord): string | null {
   if (typeof record !== 'object' || record === null) return 'not a JSON object';
-  if (record.version !== SHARD_RECORD_VERSION) return `version ${String(record.version)}, this agent reads ${SHARD_RECORD_VERSION}`;
+  if (record.version !== SHARD_RECORD_VERSION)
+    return `version ${String(record.version)}, this agent reads ${SHARD_RECORD_VERSION}`;
   if (typeof record.shardId !== 'string' || record.shardId === '') return 'no shardId';
-  if (!Number.isInteger(record.pid) || record.pid <= 1 || !Number.isInteger(record.pgid) || record.pgid <= 1) return 'no valid pid and pgid';
-  if (typeof record.startToken !== 'string' || !Array.isArray(record.argv) || typeof record.specHash !== 'string') return 'fields missing';
-  if (typeof record.launch !== 'object' || record.launch === null || typeof record.plan !== 'object' || record.plan === null) return 'no launch or plan';
+  if (!Number.isInteger(record.pid) || record.pid <= 1 || !Number.isInteger(record.pgid) || record.pgid <= 1)
+    return 'no valid pid and pgid';
+  if (typeof record.startToken !== 'string' || !Array.isArray(record.argv) || typeof record.specHash !== 'string')
+    return 'fields missing';
+  if (
+    typeof record.launch !== 'object' ||
+    record.launch === null ||
+    typeof record.plan !== 'object' ||
+    record.plan === null
+  )
+    return 'no launch or plan';
   return null;
 }

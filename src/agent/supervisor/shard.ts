@@ -197,8 +197,15 @@ export class Shard {
 
   /** Begins the first run; resolves once the engine was spawned or the start failed (not when it is ready). */
   start(): Promise<void> {
-    if (this.#run || this.#launching || this.#stopWanted) throw new IllegalStateError(`shard ${this.shardId} was already started`, { shardId: this.shardId, state: this.#state });
-    this.#deps.logger.info(this.#fields({ to: 'starting', reason: 'wanted' }), `shard ${this.shardId}: starting (${this.launch.profile.engine})`);
+    if (this.#run || this.#launching || this.#stopWanted)
+      throw new IllegalStateError(`shard ${this.shardId} was already started`, {
+        shardId: this.shardId,
+        state: this.#state,
+      });
+    this.#deps.logger.info(
+      this.#fields({ to: 'starting', reason: 'wanted' }),
+      `shard ${this.shardId}: starting (${this.launch.profile.engine})`,
+    );
     this.#deps.onChange(this);
     return this.#startLaunch();
   }
@@ -208,10 +215,18 @@ export class Shard {
    * that very process: no new process, its readiness probed again.
    */
   adopt(record: ShardRecord): void {
-    if (this.#run || this.#launching) throw new IllegalStateError(`shard ${this.shardId} cannot adopt a process: it already runs one`, { shardId: this.shardId });
+    if (this.#run || this.#launching)
+      throw new IllegalStateError(`shard ${this.shardId} cannot adopt a process: it already runs one`, {
+        shardId: this.shardId,
+      });
     this.#adopted = true;
     this.#restarts = record.restarts;
-    if (record.port !== null && this.#adapter?.usesPort(this.launch) !== false && this.#deps.ports.claim(record.port, this.shardId)) this.#port = record.port;
+    if (
+      record.port !== null &&
+      this.#adapter?.usesPort(this.launch) !== false &&
+      this.#deps.ports.claim(record.port, this.shardId)
+    )
+      this.#port = record.port;
     const abort = new AbortController();
     const run: Run = {
       process: { pid: record.pid, pgid: record.pgid, exited: this.#watchAdopted(record, abort.signal) },
@@ -222,7 +237,10 @@ export class Shard {
       ended: false,
     };
     this.#run = run;
-    this.#deps.logger.info(this.#fields({ to: 'starting', pid: record.pid, reason: 'adopted' }), `shard ${this.shardId}: adopted pid ${record.pid} from an earlier agent; probing it`);
+    this.#deps.logger.info(
+      this.#fields({ to: 'starting', pid: record.pid, reason: 'adopted' }),
+      `shard ${this.shardId}: adopted pid ${record.pid} from an earlier agent; probing it`,
+    );
     this.#deps.onChange(this);
     void run.process.exited.then((exit) => this.#onExit(run, exit));
     void this.#awaitReady(run, this.#deps.clock.now() + this.#startTimeoutMs);
@@ -241,7 +259,9 @@ export class Shard {
       state: this.#state,
       ...(run ? { pid: run.process.pid } : {}),
       ...(port === undefined ? {} : { port }),
-      ...(servesApi && port !== undefined && this.#state !== 'stopped' ? { endpoint: `${schemeOf(this.#run?.plan)}://${hostPort(host, port)}` } : {}),
+      ...(servesApi && port !== undefined && this.#state !== 'stopped'
+        ? { endpoint: `${schemeOf(this.#run?.plan)}://${hostPort(host, port)}` }
+        : {}),
       ...(this.#error ? { error: this.#error } : {}),
       restarts: this.#restarts,
       failuresInARow: this.#consecutiveFailures,
@@ -255,7 +275,10 @@ export class Shard {
 
   /** Makes the engine exit (SIGTERM to its group, SIGKILL after the grace period) and resolves once nothing of it runs. Idempotent. */
   stop(reason: string): Promise<void> {
-    if (this.#detached) throw new IllegalStateError(`shard ${this.shardId} was detached; an agent that detached does not stop engines`, { shardId: this.shardId });
+    if (this.#detached)
+      throw new IllegalStateError(`shard ${this.shardId} was detached; an agent that detached does not stop engines`, {
+        shardId: this.shardId,
+      });
     this.#stopping ??= this.#stop(reason);
     return this.#stopping;
   }
@@ -296,7 +319,12 @@ export class Shard {
 
   async #launch(): Promise<void> {
     if (!this.#adapter) {
-      this.#fail(this.#setupError ?? new LlmgwError('LLMGW_ENGINE_UNKNOWN', `no adapter for engine ${this.launch.profile.engine}`), 0, false);
+      this.#fail(
+        this.#setupError ??
+          new LlmgwError('LLMGW_ENGINE_UNKNOWN', `no adapter for engine ${this.launch.profile.engine}`),
+        0,
+        false,
+      );
       return;
     }
     let plan: EngineLaunchPlan;
@@ -313,12 +341,21 @@ export class Shard {
     let process: SpawnedProcess;
     let fd: number | undefined;
     try {
-      this.log.noteStart(`${this.launch.profile.engine} at ${new Date(startedAtMs).toISOString()}: ${redactArgv(plan.argv).join(' ')}`);
+      this.log.noteStart(
+        `${this.launch.profile.engine} at ${new Date(startedAtMs).toISOString()}: ${redactArgv(plan.argv).join(' ')}`,
+      );
       writeEngineFiles(plan.files);
       fd = this.log.openForEngine();
       // The marks let a later agent that lost its records find this engine again (supervisor.adopt()).
-      const marks = { [SHARD_ID_MARK]: this.shardId, ...(this.#port === undefined ? {} : { [SHARD_PORT_MARK]: String(this.#port) }) };
-      process = await this.#deps.spawner.spawn({ argv: plan.argv, env: { ...this.#deps.settings.baseEnv, ...plan.env, ...marks }, logFd: fd });
+      const marks = {
+        [SHARD_ID_MARK]: this.shardId,
+        ...(this.#port === undefined ? {} : { [SHARD_PORT_MARK]: String(this.#port) }),
+      };
+      process = await this.#deps.spawner.spawn({
+        argv: plan.argv,
+        env: { ...this.#deps.settings.baseEnv, ...plan.env, ...marks },
+        logFd: fd,
+      });
     } catch (err) {
       this.#fail(asLlmgwError(err), 0, true);
       return;
@@ -328,7 +365,10 @@ export class Shard {
     const run: Run = { process, plan, startedAtMs, readyAtMs: undefined, abort: new AbortController(), ended: false };
     this.#run = run;
     this.#writeRecord(run);
-    this.#deps.logger.info(this.#fields({ pid: process.pid, argv: redactArgv(plan.argv) }), `shard ${this.shardId}: spawned pid ${process.pid}`);
+    this.#deps.logger.info(
+      this.#fields({ pid: process.pid, argv: redactArgv(plan.argv) }),
+      `shard ${this.shardId}: spawned pid ${process.pid}`,
+    );
     this.#deps.onChange(this);
     void process.exited.then((exit) => this.#onExit(run, exit));
     // A stop that came while spawning kills this run; it waits for #launching first.
@@ -342,16 +382,23 @@ export class Shard {
     const { ports } = this.#deps;
     if (this.launch.port !== 0) {
       if (!ports.claim(this.launch.port, this.shardId)) {
-        throw new LlmgwError('LLMGW_ENGINE_START_FAILED', `port ${this.launch.port} is already used by shard ${ports.holderOf(this.launch.port)} on this node`, {
-          context: { shardId: this.shardId, port: this.launch.port },
-        });
+        throw new LlmgwError(
+          'LLMGW_ENGINE_START_FAILED',
+          `port ${this.launch.port} is already used by shard ${ports.holderOf(this.launch.port)} on this node`,
+          {
+            context: { shardId: this.shardId, port: this.launch.port },
+          },
+        );
       }
       this.#port = this.launch.port;
       return this.#port;
     }
     // A restart keeps its port, and with it its endpoint, unless something else took it meanwhile.
     if (this.#port !== undefined && !(await ports.isFree(this.launch.host, this.#port))) {
-      this.#deps.logger.warn(this.#fields({ port: this.#port }), `shard ${this.shardId}: port ${this.#port} was taken while the engine was down; picking another`);
+      this.#deps.logger.warn(
+        this.#fields({ port: this.#port }),
+        `shard ${this.shardId}: port ${this.#port} was taken while the engine was down; picking another`,
+      );
       ports.release(this.#port, this.shardId);
       this.#port = undefined;
     }
@@ -381,7 +428,10 @@ export class Shard {
       this.#deps.records.write(record);
     } catch (err) {
       // The engine runs; only a later agent's adoption of it is lost.
-      this.#deps.logger.error(this.#fields({ err: String(err) }), `shard ${this.shardId}: cannot write its record; a restarted agent will not adopt this engine`);
+      this.#deps.logger.error(
+        this.#fields({ err: String(err) }),
+        `shard ${this.shardId}: cannot write its record; a restarted agent will not adopt this engine`,
+      );
     }
   }
 
@@ -397,7 +447,10 @@ export class Shard {
       if (result.ok) {
         run.readyAtMs = clock.now();
         this.#error = undefined;
-        this.#transition('ready', `${describeReadiness(run.plan)} answered after ${formatElapsedMs(run.readyAtMs - run.startedAtMs)}`);
+        this.#transition(
+          'ready',
+          `${describeReadiness(run.plan)} answered after ${formatElapsedMs(run.readyAtMs - run.startedAtMs)}`,
+        );
         void this.#watchLiveness(run);
         return;
       }
@@ -420,7 +473,8 @@ export class Shard {
    */
   async #watchLiveness(run: Run): Promise<void> {
     const { clock, prober, settings } = this.#deps;
-    if (settings.livenessIntervalMs === 0 || run.plan.readiness.kind === 'none' || run.plan.probeWhileReady === false) return;
+    if (settings.livenessIntervalMs === 0 || run.plan.readiness.kind === 'none' || run.plan.probeWhileReady === false)
+      return;
     let failures = 0;
     for (;;) {
       await clock.sleep(settings.livenessIntervalMs, run.abort.signal);
@@ -432,7 +486,10 @@ export class Shard {
         continue;
       }
       failures++;
-      this.#deps.logger.warn(this.#fields({ failures, detail: result.detail }), `shard ${this.shardId}: liveness probe failed (${failures} of ${settings.livenessFailures}): ${result.detail}`);
+      this.#deps.logger.warn(
+        this.#fields({ failures, detail: result.detail }),
+        `shard ${this.shardId}: liveness probe failed (${failures} of ${settings.livenessFailures}): ${result.detail}`,
+      );
       if (failures >= settings.livenessFailures) {
         this.#notLive(run, result.detail, failures);
         return;
@@ -459,9 +516,13 @@ export class Shard {
       run,
       `not ready within ${formatElapsedMs(this.#startTimeoutMs)} (last probe: ${lastProbe})`,
       (lines) =>
-        new LlmgwError('LLMGW_ENGINE_NOT_READY', `engine did not become ready within ${formatElapsedMs(this.#startTimeoutMs)} (last probe: ${lastProbe}), so it was stopped; ${lines}`, {
-          context: { shardId: this.shardId, startTimeoutMs: this.#startTimeoutMs },
-        }),
+        new LlmgwError(
+          'LLMGW_ENGINE_NOT_READY',
+          `engine did not become ready within ${formatElapsedMs(this.#startTimeoutMs)} (last probe: ${lastProbe}), so it was stopped; ${lines}`,
+          {
+            context: { shardId: this.shardId, startTimeoutMs: this.#startTimeoutMs },
+          },
+        ),
     );
   }
 
@@ -501,9 +562,13 @@ export class Shard {
         : exit.signal
           ? `engine was killed by ${exit.signal} after ${formatElapsedMs(afterMs)}${wasReady ? '' : ', before it was ready'}`
           : `engine exited with code ${exit.code} after ${formatElapsedMs(afterMs)}${wasReady ? '' : ', before it was ready'}`;
-    const error = new LlmgwError(wasReady ? 'LLMGW_ENGINE_EXITED' : 'LLMGW_ENGINE_START_FAILED', `${how}; ${this.#lastLines()}`, {
-      context: { shardId: this.shardId, exitCode: exit.code, signal: exit.signal, afterMs },
-    });
+    const error = new LlmgwError(
+      wasReady ? 'LLMGW_ENGINE_EXITED' : 'LLMGW_ENGINE_START_FAILED',
+      `${how}; ${this.#lastLines()}`,
+      {
+        context: { shardId: this.shardId, exitCode: exit.code, signal: exit.signal, afterMs },
+      },
+    );
     this.log.note(`pid ${run.process.pid} ended: ${exit.signal ?? `code ${exit.code}`}`);
     // Workers the engine forked may still hold GPUs: clear the group before any restart.
     this.#cleanup = (async () => {
@@ -554,7 +619,10 @@ export class Shard {
       stopGraceMs: settings.stopGraceMs,
       killWaitMs: settings.killWaitMs,
       onSigkill: () => {
-        this.#deps.logger.warn(this.#fields({ pgid }), `shard ${this.shardId}: process group ${pgid} outlived SIGTERM by ${formatElapsedMs(settings.stopGraceMs)}; sending SIGKILL`);
+        this.#deps.logger.warn(
+          this.#fields({ pgid }),
+          `shard ${this.shardId}: process group ${pgid} outlived SIGTERM by ${formatElapsedMs(settings.stopGraceMs)}; sending SIGKILL`,
+        );
         this.log.note(`process group ${pgid} still alive after ${formatElapsedMs(settings.stopGraceMs)}: SIGKILL`);
       },
     });
@@ -574,7 +642,10 @@ export class Shard {
     try {
       removeEngineFiles(this.#run?.plan.files);
     } catch (err) {
-      this.#deps.logger.warn(this.#fields({ err: String(err) }), `shard ${this.shardId}: cannot remove the file its engine read its key from`);
+      this.#deps.logger.warn(
+        this.#fields({ err: String(err) }),
+        `shard ${this.shardId}: cannot remove the file its engine read its key from`,
+      );
     }
     this.#nextRestartAtMs = undefined;
   }
@@ -583,11 +654,15 @@ export class Shard {
     let lines: string[] = [];
     try {
       // The engine's key goes to the control plane in no error, however the engine echoed it.
-      lines = this.log.lastRunLines(this.#deps.settings.lastLogLines).map((line) => redactSecret(line, this.launch.apiKey));
+      lines = this.log
+        .lastRunLines(this.#deps.settings.lastLogLines)
+        .map((line) => redactSecret(line, this.launch.apiKey));
     } catch {
       // No log file: nothing to quote.
     }
-    return lines.length === 0 ? 'it wrote nothing to its log' : `last lines:\n${lines.map((line) => `  ${line}`).join('\n')}`;
+    return lines.length === 0
+      ? 'it wrote nothing to its log'
+      : `last lines:\n${lines.map((line) => `  ${line}`).join('\n')}`;
   }
 
   /** An engine an earlier agent started is not our child: its end is seen by asking the process table. */
@@ -611,7 +686,11 @@ export class Shard {
   #transition(to: ShardState, reason: string): void {
     const from = this.#state;
     if (!TRANSITIONS[from].includes(to)) {
-      throw new IllegalStateError(`shard ${this.shardId} cannot go from ${from} to ${to} (${reason})`, { shardId: this.shardId, from, to });
+      throw new IllegalStateError(`shard ${this.shardId} cannot go from ${from} to ${to} (${reason})`, {
+        shardId: this.shardId,
+        from,
+        to,
+      });
     }
     this.#state = to;
     const fields = this.#fields({ from, to, reason, restarts: this.#restarts });
@@ -644,5 +723,9 @@ function describeReadiness(plan: EngineLaunchPlan): string {
 
 function asLlmgwError(err: unknown): LlmgwError {
   if (isLlmgwError(err)) return err;
-  return new LlmgwError('LLMGW_ENGINE_START_FAILED', `cannot start the engine: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  return new LlmgwError(
+    'LLMGW_ENGINE_START_FAILED',
+    `cannot start the engine: ${err instanceof Error ? err.message : String(err)}`,
+    { cause: err },
+  );
 }

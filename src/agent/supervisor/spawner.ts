@@ -40,7 +40,8 @@ export function nodeSpawner(): Spawner {
   return {
     spawn(request) {
       const [command, ...args] = request.argv;
-      if (command === undefined) return Promise.reject(new LlmgwError('LLMGW_ENGINE_START_FAILED', 'the engine command line is empty'));
+      if (command === undefined)
+        return Promise.reject(new LlmgwError('LLMGW_ENGINE_START_FAILED', 'the engine command line is empty'));
       return new Promise((resolve, reject) => {
         const child = spawn(command, args, {
           env: { ...request.env },
@@ -54,8 +55,18 @@ export function nodeSpawner(): Spawner {
         const exited = new Promise<ProcessExit>((done) => child.once('exit', (code, signal) => done({ code, signal })));
         child.once('error', (err: NodeJS.ErrnoException) => {
           if (child.pid !== undefined) return; // An error after the start (a failed kill) is not a failed start.
-          const hint = err.code === 'ENOENT' ? `${command} was not found${command.includes('/') ? '' : " on the engine's PATH"}` : err.code === 'EACCES' ? `${command} is not executable` : (err.code ?? err.message);
-          reject(new LlmgwError('LLMGW_ENGINE_START_FAILED', `cannot start the engine: ${hint}`, { cause: err, context: { command } }));
+          const hint =
+            err.code === 'ENOENT'
+              ? `${command} was not found${command.includes('/') ? '' : " on the engine's PATH"}`
+              : err.code === 'EACCES'
+                ? `${command} is not executable`
+                : (err.code ?? err.message);
+          reject(
+            new LlmgwError('LLMGW_ENGINE_START_FAILED', `cannot start the engine: ${hint}`, {
+              cause: err,
+              context: { command },
+            }),
+          );
         });
         child.once('spawn', () => resolve({ pid: child.pid!, pgid: child.pid!, exited }));
       });

@@ -61,7 +61,11 @@ async function supervisor(overrides: Partial<SupervisorOptions> = {}): Promise<S
   return s;
 }
 
-function launch(shardId: string, overrides: Partial<ShardLaunch> = {}, profile: Partial<ShardLaunch['profile']> = {}): ShardLaunch {
+function launch(
+  shardId: string,
+  overrides: Partial<ShardLaunch> = {},
+  profile: Partial<ShardLaunch['profile']> = {},
+): ShardLaunch {
   return {
     replicaId: `rep-${shardId}`,
     shardId,
@@ -79,7 +83,15 @@ function launch(shardId: string, overrides: Partial<ShardLaunch> = {}, profile: 
 
 function shard(s: Supervisor, id: string) {
   const status = s.status().find((x) => x.shardId === id);
-  if (!status) throw new Error(`no shard ${id}; have ${s.status().map((x) => x.shardId).join(', ') || 'none'}`);
+  if (!status)
+    throw new Error(
+      `no shard ${id}; have ${
+        s
+          .status()
+          .map((x) => x.shardId)
+          .join(', ') || 'none'
+      }`,
+    );
   return status;
 }
 
@@ -96,8 +108,24 @@ describe('starting', () => {
     expect(starting.state).toBe('starting');
     expect(starting.port).toBe(20000);
     const process = processes.byPid(starting.pid)!;
-    expect(process.argv).toEqual(['/usr/bin/node', '/opt/llmgw/bin/llmgw.js', 'engine', 'sim', '--host', '127.0.0.1', '--port', '20000', '--model', 'tiny', '--model', 'tiny-chat']);
-    expect(process.env, "the agent's environment with the plan's merged over it, and the marks that find the engine again").toEqual({
+    expect(process.argv).toEqual([
+      '/usr/bin/node',
+      '/opt/llmgw/bin/llmgw.js',
+      'engine',
+      'sim',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '20000',
+      '--model',
+      'tiny',
+      '--model',
+      'tiny-chat',
+    ]);
+    expect(
+      process.env,
+      "the agent's environment with the plan's merged over it, and the marks that find the engine again",
+    ).toEqual({
       PATH: '/usr/bin',
       CUDA_VISIBLE_DEVICES: '',
       LLMGW_AGENT_STATE_DIR: s.options.stateDir,
@@ -124,7 +152,10 @@ describe('starting', () => {
   });
 
   it('stops an engine that is not ready within its start timeout and reports LLMGW_ENGINE_NOT_READY with the last probe', async () => {
-    const s = await supervisor({ startTimeoutMs: { sim: 30_000 }, restartPolicy: { baseDelayMs: 3_600_000, jitterRatio: 0 } });
+    const s = await supervisor({
+      startTimeoutMs: { sim: 30_000 },
+      restartPolicy: { baseDelayMs: 3_600_000, jitterRatio: 0 },
+    });
     prober.answer = () => ({ ok: false, detail: 'HTTP 503 from GET /health' });
     processes.behaviour = () => ({ output: ['loading weights…', 'still loading'] });
     await s.desired([launch('a')]);
@@ -133,7 +164,9 @@ describe('starting', () => {
     const failed = shard(s, 'a');
     expect(failed.error?.code).toBe('LLMGW_ENGINE_NOT_READY');
     expect(failed.error?.message).toMatch(/did not become ready within 30s \(last probe: HTTP 503 from GET \/health\)/);
-    expect(failed.error?.message, 'the engine\'s last lines are quoted').toMatch(/last lines:\n {2}loading weights…\n {2}still loading/);
+    expect(failed.error?.message, "the engine's last lines are quoted").toMatch(
+      /last lines:\n {2}loading weights…\n {2}still loading/,
+    );
     expect(processes.byPid(pid)!.signals, 'the engine was told to stop').toEqual(['SIGTERM']);
     expect(processes.byPid(pid)!.alive).toBe(false);
     expect(failed.nextRestartAt, 'a restart is still due (the policy does not give up)').toBeDefined();
@@ -166,7 +199,9 @@ describe('crashes', () => {
       await clock.until(() => state(s, 'a') === 'failed', `failure ${crash}`);
       const failed = shard(s, 'a');
       expect(failed.error?.code).toBe('LLMGW_ENGINE_EXITED');
-      expect(failed.error?.message).toMatch(/^engine exited with code 1 after 3s; last lines:\n {2}loaded\n {2}CUDA out of memory$/);
+      expect(failed.error?.message).toMatch(
+        /^engine exited with code 1 after 3s; last lines:\n {2}loaded\n {2}CUDA out of memory$/,
+      );
       expect(failed.lastExit).toEqual({ code: 1, signal: null, afterMs: 3_000 });
       delays.push(Date.parse(failed.nextRestartAt!) - clock.now());
       await clock.until(() => state(s, 'a') === 'ready', `ready after restart ${crash}`);
@@ -182,7 +217,15 @@ describe('crashes', () => {
   it('starts the backoff over after a stable run, and never restarts faster than the jitter allows', async () => {
     let draw = 0;
     const draws = [0, 0.999_999];
-    const s = await supervisor({ restartPolicy: { baseDelayMs: 1000, factor: 2, jitterRatio: 0.5, stableAfterMs: 60_000, random: () => draws[draw++ % 2]! } });
+    const s = await supervisor({
+      restartPolicy: {
+        baseDelayMs: 1000,
+        factor: 2,
+        jitterRatio: 0.5,
+        stableAfterMs: 60_000,
+        random: () => draws[draw++ % 2]!,
+      },
+    });
     await s.desired([launch('a')]);
     await clock.until(() => state(s, 'a') === 'ready', 'ready');
     processes.byPid(shard(s, 'a').pid)!.exit(1);
@@ -192,7 +235,10 @@ describe('crashes', () => {
     await clock.advance(61_000);
     processes.byPid(shard(s, 'a').pid)!.exit(1);
     await clock.until(() => state(s, 'a') === 'failed', 'failure after a stable run');
-    expect(Date.parse(shard(s, 'a').nextRestartAt!) - clock.now(), 'back to the base delay (highest jitter), not 2 s ×1.5').toBe(1_500);
+    expect(
+      Date.parse(shard(s, 'a').nextRestartAt!) - clock.now(),
+      'back to the base delay (highest jitter), not 2 s ×1.5',
+    ).toBe(1_500);
     expect(logger.entries.some((e) => /long enough to start the backoff over/.test(e.message))).toBe(true);
   });
 
@@ -219,7 +265,8 @@ describe('crashes', () => {
     await clock.until(() => state(s, 'a') === 'failed', 'failed');
     expect(shard(s, 'a').error).toEqual({
       code: 'LLMGW_ENGINE_START_FAILED',
-      message: 'engine exited with code 2 after 0ms, before it was ready; last lines:\n  error: unrecognized arguments: --nnodes',
+      message:
+        'engine exited with code 2 after 0ms, before it was ready; last lines:\n  error: unrecognized arguments: --nnodes',
     });
   });
 
@@ -227,7 +274,9 @@ describe('crashes', () => {
   it("cuts the engine's key out of the last lines it quotes and out of the log it serves", async () => {
     const s = await supervisor();
     prober.answer = () => ({ ok: false, detail: 'ECONNREFUSED' });
-    processes.behaviour = () => ({ output: ["non-default args: {'api_key': ['replica-secret']}", 'error: CUDA out of memory'] });
+    processes.behaviour = () => ({
+      output: ["non-default args: {'api_key': ['replica-secret']}", 'error: CUDA out of memory'],
+    });
     await s.desired([launch('a', { apiKey: 'replica-secret' })]);
     processes.byPid(shard(s, 'a').pid)!.exit(1);
     await clock.until(() => state(s, 'a') === 'failed', 'failed');
@@ -255,13 +304,24 @@ describe('crashes', () => {
 
   it('retries an engine that cannot be spawned, and does not retry a launch that cannot be planned', async () => {
     const s = await supervisor();
-    processes.behaviour = (req) => (req.argv.includes('missing') ? { failSpawn: new LlmgwError('LLMGW_ENGINE_START_FAILED', 'cannot start the engine: vllm was not found on the engine\'s PATH') } : {});
+    processes.behaviour = (req) =>
+      req.argv.includes('missing')
+        ? {
+            failSpawn: new LlmgwError(
+              'LLMGW_ENGINE_START_FAILED',
+              "cannot start the engine: vllm was not found on the engine's PATH",
+            ),
+          }
+        : {};
     await s.desired([
       launch('spawn-fails', {}, { args: ['missing'] }),
       launch('unknown', {}, { engine: 'tensorrt' }),
       launch('bad-peers', { rank: 1 }),
     ]);
-    await clock.until(() => ['spawn-fails', 'unknown', 'bad-peers'].every((id) => state(s, id) === 'failed'), 'three failures');
+    await clock.until(
+      () => ['spawn-fails', 'unknown', 'bad-peers'].every((id) => state(s, id) === 'failed'),
+      'three failures',
+    );
     expect(shard(s, 'spawn-fails').error?.message).toMatch(/not found on the engine's PATH/);
     expect(shard(s, 'spawn-fails').nextRestartAt, 'a missing program may yet be installed').toBeDefined();
     expect(shard(s, 'unknown').error?.code).toBe('LLMGW_ENGINE_UNKNOWN');
@@ -335,7 +395,11 @@ describe('convergence', () => {
     const pids = Object.fromEntries(s.status().map((x) => [x.shardId, x.pid]));
 
     await s.desired([launch('same'), launch('changed', {}, { args: ['--ttft-ms', '5'] })]);
-    await clock.until(() => state(s, 'gone') === 'absent' && state(s, 'changed') === 'ready' && shard(s, 'changed').pid !== pids.changed, 'converged');
+    await clock.until(
+      () =>
+        state(s, 'gone') === 'absent' && state(s, 'changed') === 'ready' && shard(s, 'changed').pid !== pids.changed,
+      'converged',
+    );
     expect(shard(s, 'same').pid, 'same launch, same process').toBe(pids.same);
     expect(processes.byPid(shard(s, 'changed').pid)!.argv.slice(-2)).toEqual(['--ttft-ms', '5']);
     expect(processes.byPid(pids.changed)!.alive).toBe(false);
@@ -403,7 +467,7 @@ describe('adoption', () => {
     expect(() => second.adopt(), 'adopt runs once').toThrow(IllegalStateError);
   });
 
-  it("refuses a record whose pid is alive with another start token, never signals it, and starts the shard anew", async () => {
+  it('refuses a record whose pid is alive with another start token, never signals it, and starts the shard anew', async () => {
     const first = await supervisor();
     await first.desired([launch('a')]);
     await clock.until(() => state(first, 'a') === 'ready', 'ready');
@@ -415,7 +479,9 @@ describe('adoption', () => {
     const second = await supervisor();
     const report = second.adopt();
     expect(report.adopted).toEqual([]);
-    expect(report.discarded).toEqual([{ shardId: 'a', pid, reason: expect.stringMatching(/alive but started at another time/) as unknown as string }]);
+    expect(report.discarded).toEqual([
+      { shardId: 'a', pid, reason: expect.stringMatching(/alive but started at another time/) as unknown as string },
+    ]);
     expect(readdirSync(join(dir, 'state', 'shards')), 'the stale record is removed').toEqual([]);
     await second.desired([launch('a')]);
     expect(processes.byPid(pid)!.signals, 'the stranger was not signalled').toEqual([]);
@@ -434,7 +500,10 @@ describe('adoption', () => {
     const second = await supervisor();
     const report = second.adopt();
     expect(report.adopted.map((x) => x.shardId)).toEqual(['unwanted']);
-    expect(report.discarded.map((d) => d.reason)).toEqual([`pid ${gonePid} is no longer running`, expect.stringMatching(/junk\.json: unreadable/) as unknown as string]);
+    expect(report.discarded.map((d) => d.reason)).toEqual([
+      `pid ${gonePid} is no longer running`,
+      expect.stringMatching(/junk\.json: unreadable/) as unknown as string,
+    ]);
     const unwanted = processes.byPid(shard(second, 'unwanted').pid)!;
     await second.desired([]);
     await clock.until(() => second.status().length === 0, 'stopped');
@@ -466,7 +535,10 @@ describe('adoption', () => {
     const pid = shard(s, 'a').pid!;
     prober.answer = () => ({ ok: false, detail: 'timed out after 2s' });
     await clock.until(() => state(s, 'a') === 'failed', 'failed after the liveness probes');
-    expect(shard(s, 'a').error).toMatchObject({ code: 'LLMGW_ENGINE_UNRESPONSIVE', message: expect.stringContaining('3 probes in a row failed') as unknown as string });
+    expect(shard(s, 'a').error).toMatchObject({
+      code: 'LLMGW_ENGINE_UNRESPONSIVE',
+      message: expect.stringContaining('3 probes in a row failed') as unknown as string,
+    });
     expect(processes.byPid(pid)!.signals[0], 'the hung engine was stopped').toBe('SIGTERM');
     prober.answer = () => ({ ok: true });
     await clock.until(() => state(s, 'a') === 'ready' && shard(s, 'a').restarts === 1, 'restarted');
@@ -481,7 +553,10 @@ describe('adoption', () => {
   // it the replica.
   it('does not probe a ready rpc-server rank again: only its exit says it died', async () => {
     const s = await supervisor({ livenessIntervalMs: 1_000, livenessFailures: 1 });
-    const peers = [{ rank: 0, address: '127.0.0.1' }, { rank: 1, address: '127.0.0.1', port: 50052 }];
+    const peers = [
+      { rank: 0, address: '127.0.0.1' },
+      { rank: 1, address: '127.0.0.1', port: 50052 },
+    ];
     await s.desired([launch('rpc', { rank: 1, peers }, { engine: 'llamacpp', shards: 2 })]);
     await clock.until(() => state(s, 'rpc') === 'ready', 'ready');
     const pid = shard(s, 'rpc').pid!;
@@ -504,7 +579,9 @@ describe('adoption', () => {
     await clock.until(() => state(second, 'a') === 'ready', 'adopted and ready');
     processes.byPid(shard(second, 'a').pid)!.exit(137);
     await clock.until(() => state(second, 'a') === 'failed', 'failed');
-    expect(shard(second, 'a').error?.message).toMatch(/started by an earlier agent\) is gone after .*; its exit code is unknown/);
+    expect(shard(second, 'a').error?.message).toMatch(
+      /started by an earlier agent\) is gone after .*; its exit code is unknown/,
+    );
     await clock.until(() => state(second, 'a') === 'ready' && shard(second, 'a').restarts === 1, 'restarted');
   });
 });
@@ -524,18 +601,30 @@ describe('logs', () => {
     const day = 86_400_000;
     writeFileSync(join(logs, 'old.log'), 'x\n');
     writeFileSync(join(logs, 'old.log.1'), 'x\n');
-    for (const [name, ageMs] of [['old.log', 8 * day], ['old.log.1', 9 * day], ['stopped.log', 1 * day], ['kept.log', 30 * day]] as const) {
+    for (const [name, ageMs] of [
+      ['old.log', 8 * day],
+      ['old.log.1', 9 * day],
+      ['stopped.log', 1 * day],
+      ['kept.log', 30 * day],
+    ] as const) {
       utimesSync(join(logs, name), new Date(clock.now() - ageMs), new Date(clock.now() - ageMs));
     }
     await clock.advance(1_000);
     await clock.until(() => !readdirSync(logs).includes('old.log.1'), 'old logs removed');
-    expect(readdirSync(logs).sort(), 'a recent log and a running shard\'s log stay').toEqual(['kept.log', 'stopped.log']);
+    expect(readdirSync(logs).sort(), "a recent log and a running shard's log stay").toEqual([
+      'kept.log',
+      'stopped.log',
+    ]);
   });
 });
 
 describe('options', () => {
   it('rejects an unknown option naming the nearest one, and a bad number saying what it wants', async () => {
-    await expect(supervisor({ stopGraceMS: 5 } as Partial<SupervisorOptions>)).rejects.toThrow(/"stopGraceMS" is unknown; did you mean "stopGraceMs"/);
-    await expect(supervisor({ stopGraceMs: -1 })).rejects.toThrow(/stopGraceMs must be a number of milliseconds, 0 or more/);
+    await expect(supervisor({ stopGraceMS: 5 } as Partial<SupervisorOptions>)).rejects.toThrow(
+      /"stopGraceMS" is unknown; did you mean "stopGraceMs"/,
+    );
+    await expect(supervisor({ stopGraceMs: -1 })).rejects.toThrow(
+      /stopGraceMs must be a number of milliseconds, 0 or more/,
+    );
   });
 });

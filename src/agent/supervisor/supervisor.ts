@@ -11,14 +11,28 @@ import { mkdir, readdir, stat, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { IllegalStateError, LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { nearestName } from '../../units/index.js';
-import { adapterFor as defaultAdapterFor, engineBaseEnv, type EngineAdapter, type EngineName, type ShardLaunch } from '../engines/index.js';
+import {
+  adapterFor as defaultAdapterFor,
+  engineBaseEnv,
+  type EngineAdapter,
+  type EngineName,
+  type ShardLaunch,
+} from '../engines/index.js';
 import { systemClock, type SupervisorClock } from './clock.js';
 import { PortAllocator, bindTest } from './port-allocator.js';
 import { formatElapsedMs } from './elapsed.js';
 import { cmdlineMatches, killProcessGroup, linuxProcessTable, type ProcessTable } from './process-table.js';
 import { networkReadinessProber, type ReadinessProber } from './readiness.js';
 import { RestartPolicy, type RestartPolicyOptions } from './restart-policy.js';
-import { SHARD_ID_MARK, SHARD_PORT_MARK, STATE_DIR_MARK, Shard, type ShardLogger, type ShardSettings, type ShardStatus } from './shard.js';
+import {
+  SHARD_ID_MARK,
+  SHARD_PORT_MARK,
+  STATE_DIR_MARK,
+  Shard,
+  type ShardLogger,
+  type ShardSettings,
+  type ShardStatus,
+} from './shard.js';
 import { ShardLog, redactSecret } from './shard-log.js';
 import { SHARD_RECORD_VERSION, ShardRecords, fileNameFor, type ShardRecord } from './shard-records.js';
 import { nodeSpawner, type Spawner } from './spawner.js';
@@ -117,9 +131,35 @@ export interface CompiledSupervisorOptions {
 }
 
 const OPTION_KEYS = [
-  'logsDir', 'stateDir', 'logger', 'adapterFor', 'spawner', 'processTable', 'prober', 'clock', 'firstPort', 'lastPort', 'isPortFree',
-  'startTimeoutMs', 'stopGraceMs', 'killWaitMs', 'restartPolicy', 'readinessPollInitialMs', 'readinessPollMaxMs', 'probeTimeoutMs',
-  'adoptedPollIntervalMs', 'livenessIntervalMs', 'livenessFailures', 'logFileMaxBytes', 'logFilesKept', 'logCheckIntervalMs', 'stoppedLogRetentionMs', 'lastLogLines', 'baseEnv', 'advertiseHost', 'onChange',
+  'logsDir',
+  'stateDir',
+  'logger',
+  'adapterFor',
+  'spawner',
+  'processTable',
+  'prober',
+  'clock',
+  'firstPort',
+  'lastPort',
+  'isPortFree',
+  'startTimeoutMs',
+  'stopGraceMs',
+  'killWaitMs',
+  'restartPolicy',
+  'readinessPollInitialMs',
+  'readinessPollMaxMs',
+  'probeTimeoutMs',
+  'adoptedPollIntervalMs',
+  'livenessIntervalMs',
+  'livenessFailures',
+  'logFileMaxBytes',
+  'logFilesKept',
+  'logCheckIntervalMs',
+  'stoppedLogRetentionMs',
+  'lastLogLines',
+  'baseEnv',
+  'advertiseHost',
+  'onChange',
 ] as const;
 
 export function compileSupervisorOptions(options: SupervisorOptions): CompiledSupervisorOptions {
@@ -130,13 +170,17 @@ export function compileSupervisorOptions(options: SupervisorOptions): CompiledSu
     problems.push(`supervisor option "${key}" is unknown${near ? `; did you mean "${near}"?` : ''}`);
   }
   for (const key of ['logsDir', 'stateDir'] as const) {
-    if (typeof options[key] !== 'string' || options[key].trim() === '') problems.push(`supervisor option ${key} must name a directory`);
+    if (typeof options[key] !== 'string' || options[key].trim() === '')
+      problems.push(`supervisor option ${key} must name a directory`);
   }
-  if (typeof options.logger !== 'object' || options.logger === null) problems.push('supervisor option logger is required: every transition is logged');
+  if (typeof options.logger !== 'object' || options.logger === null)
+    problems.push('supervisor option logger is required: every transition is logged');
   const ms = (key: string, value: number | undefined, fallback: number, min = 0): number => {
     const n = value ?? fallback;
     if (!Number.isFinite(n) || n < min) {
-      problems.push(`supervisor option ${key} must be a number of milliseconds, ${min} or more; got ${JSON.stringify(value)}`);
+      problems.push(
+        `supervisor option ${key} must be a number of milliseconds, ${min} or more; got ${JSON.stringify(value)}`,
+      );
       return fallback;
     }
     return n;
@@ -206,7 +250,11 @@ export interface AdoptionReport {
   /** Engines that were still running as recorded: now supervised, not restarted. */
   readonly adopted: readonly ShardStatus[];
   /** Records removed, and why; their processes, where alive, were left alone. */
-  readonly discarded: readonly { readonly shardId: string | null; readonly pid: number | null; readonly reason: string }[];
+  readonly discarded: readonly {
+    readonly shardId: string | null;
+    readonly pid: number | null;
+    readonly reason: string;
+  }[];
   /**
    * Engines this state directory's agent started whose records are gone (the
    * directory was deleted or restored from elsewhere), found by the marks in
@@ -248,7 +296,11 @@ export class Supervisor {
   /** Builds a supervisor over compiled options; create() is the usual way in, as it also makes the directories. */
   constructor(options: CompiledSupervisorOptions) {
     this.options = options;
-    this.#ports = new PortAllocator({ firstPort: options.firstPort, lastPort: options.lastPort, isFree: options.isPortFree });
+    this.#ports = new PortAllocator({
+      firstPort: options.firstPort,
+      lastPort: options.lastPort,
+      isFree: options.isPortFree,
+    });
     this.#records = new ShardRecords(options.stateDir);
   }
 
@@ -271,7 +323,10 @@ export class Supervisor {
    */
   adopt(): AdoptionReport {
     this.#assertOpen('adopt');
-    if (!this.#adoptable) throw new IllegalStateError('adopt() runs once, before the first desired(): later, a record could be one of this agent\'s own engines');
+    if (!this.#adoptable)
+      throw new IllegalStateError(
+        "adopt() runs once, before the first desired(): later, a record could be one of this agent's own engines",
+      );
     this.#adoptable = false;
     const adopted: ShardStatus[] = [];
     const discarded: { shardId: string | null; pid: number | null; reason: string }[] = [];
@@ -286,7 +341,10 @@ export class Supervisor {
       const reason = this.#adoptionProblem(record);
       if (reason !== null) {
         discarded.push({ shardId: record.shardId, pid: record.pid, reason });
-        logger.warn({ shardId: record.shardId, pid: record.pid, reason }, `shard ${record.shardId}: not adopted: ${reason}`);
+        logger.warn(
+          { shardId: record.shardId, pid: record.pid, reason },
+          `shard ${record.shardId}: not adopted: ${reason}`,
+        );
         this.#records.removeFile(entry.file);
         continue;
       }
@@ -312,11 +370,19 @@ export class Supervisor {
     const found: Unrecorded[] = [];
     for (const p of processTable.marked?.(STATE_DIR_MARK) ?? []) {
       const shardId = p.env[SHARD_ID_MARK];
-      if (p.env[STATE_DIR_MARK] !== ours || shardId === undefined || known.has(p.pid) || p.pid === process.pid) continue;
+      if (p.env[STATE_DIR_MARK] !== ours || shardId === undefined || known.has(p.pid) || p.pid === process.pid)
+        continue;
       const identity = processTable.identity(p.pid);
       if (!identity || this.#shards.has(shardId) || this.#unrecorded.has(shardId)) continue;
       const port = Number(p.env[SHARD_PORT_MARK]);
-      const u: Unrecorded = { shardId, pid: p.pid, pgid: p.pgid, startToken: identity.startToken, cmdline: identity.cmdline, port: Number.isInteger(port) && port > 0 ? port : null };
+      const u: Unrecorded = {
+        shardId,
+        pid: p.pid,
+        pgid: p.pgid,
+        startToken: identity.startToken,
+        cmdline: identity.cmdline,
+        port: Number.isInteger(port) && port > 0 ? port : null,
+      };
       this.#unrecorded.set(shardId, u);
       found.push(u);
       logger.warn(
@@ -331,7 +397,9 @@ export class Supervisor {
   #recordFor(u: Unrecorded, launch: ShardLaunch, specHash: string): ShardRecord | null {
     let plan;
     try {
-      plan = this.options.adapterFor(launch.profile.engine).plan(u.port === null ? launch : { ...launch, port: u.port });
+      plan = this.options
+        .adapterFor(launch.profile.engine)
+        .plan(u.port === null ? launch : { ...launch, port: u.port });
     } catch {
       return null;
     }
@@ -360,9 +428,15 @@ export class Supervisor {
     const identity = table.identity(u.pid);
     // Only the very process that was found: a pid reused since is someone else's.
     if (!identity || identity.startToken !== u.startToken) return;
-    logger.warn({ shardId: u.shardId, pid: u.pid, reason }, `shard ${u.shardId}: stopping unrecorded engine pid ${u.pid}: ${reason}`);
+    logger.warn(
+      { shardId: u.shardId, pid: u.pid, reason },
+      `shard ${u.shardId}: stopping unrecorded engine pid ${u.pid}: ${reason}`,
+    );
     if (!(await killProcessGroup(u.pgid, { table, clock, stopGraceMs, killWaitMs }))) {
-      logger.error({ shardId: u.shardId, pgid: u.pgid }, `shard ${u.shardId}: process group ${u.pgid} is still alive after SIGKILL; it may hold a GPU until the node is rebooted`);
+      logger.error(
+        { shardId: u.shardId, pgid: u.pgid },
+        `shard ${u.shardId}: process group ${u.pgid} is still alive after SIGKILL; it may hold a GPU until the node is rebooted`,
+      );
     }
   }
 
@@ -398,7 +472,11 @@ export class Supervisor {
     const wanted = new Map<string, { launch: ShardLaunch; specHash: string }>();
     for (const launch of shards) {
       if (wanted.has(launch.shardId)) {
-        throw new LlmgwError('LLMGW_BAD_REQUEST', `shard ${launch.shardId} is listed twice in the wanted set; each shard id must be unique`, { context: { shardId: launch.shardId } });
+        throw new LlmgwError(
+          'LLMGW_BAD_REQUEST',
+          `shard ${launch.shardId} is listed twice in the wanted set; each shard id must be unique`,
+          { context: { shardId: launch.shardId } },
+        );
       }
       wanted.set(launch.shardId, { launch, specHash: this.#specHash(launch) });
     }
@@ -421,7 +499,13 @@ export class Supervisor {
     for (const shard of this.#shards.values()) {
       const s = shard.status();
       if (s.state !== 'ready' || s.endpoint === undefined) continue;
-      out.push({ shardId: s.shardId, replicaId: s.replicaId, engine: s.engine, endpoint: s.endpoint, ...(shard.launch.apiKey === undefined ? {} : { apiKey: shard.launch.apiKey }) });
+      out.push({
+        shardId: s.shardId,
+        replicaId: s.replicaId,
+        engine: s.engine,
+        endpoint: s.endpoint,
+        ...(shard.launch.apiKey === undefined ? {} : { apiKey: shard.launch.apiKey }),
+      });
     }
     return out;
   }
@@ -460,7 +544,10 @@ export class Supervisor {
     this.#phase = 'detached';
     this.#maintenance.abort();
     for (const shard of this.#shards.values()) shard.detach();
-    this.options.logger.info({ shards: this.#shards.size }, `supervisor detached: ${this.#shards.size} engine(s) keep running for the next agent`);
+    this.options.logger.info(
+      { shards: this.#shards.size },
+      `supervisor detached: ${this.#shards.size} engine(s) keep running for the next agent`,
+    );
   }
 
   async #converge(): Promise<void> {
@@ -470,8 +557,8 @@ export class Supervisor {
       if (shard.state === 'stopping' || shard.state === 'stopped') continue;
       if (!want) {
         if (!this.#pending.has(id)) void shard.stop('no longer wanted');
-      }
-      else if (want.specHash !== shard.specHash) void shard.stop('its launch changed; it starts again with the new one');
+      } else if (want.specHash !== shard.specHash)
+        void shard.stop('its launch changed; it starts again with the new one');
     }
     // Unrecorded engines are decided once, by the first wanted set that lists their launch or drops them: adopted when they run the wanted launch, stopped before anything replaces them otherwise.
     for (const u of [...this.#unrecorded.values()]) {
@@ -485,9 +572,15 @@ export class Supervisor {
         this.#shards.set(u.shardId, shard);
         shard.adopt(record);
         this.#records.write(record);
-        this.options.logger.info({ shardId: u.shardId, pid: u.pid }, `shard ${u.shardId}: adopted unrecorded engine pid ${u.pid}; its record is written again`);
+        this.options.logger.info(
+          { shardId: u.shardId, pid: u.pid },
+          `shard ${u.shardId}: adopted unrecorded engine pid ${u.pid}; its record is written again`,
+        );
       } else {
-        await this.#stopUnrecorded(u, want ? 'it runs another launch than the one wanted' : 'the control plane no longer wants it');
+        await this.#stopUnrecorded(
+          u,
+          want ? 'it runs another launch than the one wanted' : 'the control plane no longer wants it',
+        );
         if (this.#phase !== 'open') return;
       }
     }
@@ -510,9 +603,19 @@ export class Supervisor {
       setupError = isLlmgwError(err) ? err : new LlmgwError('LLMGW_ENGINE_UNKNOWN', String(err));
     }
     const startTimeoutMs =
-      launch.startTimeoutMs ?? (this.options.startTimeoutMs as Record<string, number | undefined>)[launch.profile.engine] ?? adapter?.defaultStartTimeoutMs ?? 60_000;
+      launch.startTimeoutMs ??
+      (this.options.startTimeoutMs as Record<string, number | undefined>)[launch.profile.engine] ??
+      adapter?.defaultStartTimeoutMs ??
+      60_000;
     return new Shard(
-      { launch, adapter, ...(setupError ? { setupError } : {}), specHash, startTimeoutMs, log: this.#logFor(launch.shardId) },
+      {
+        launch,
+        adapter,
+        ...(setupError ? { setupError } : {}),
+        specHash,
+        startTimeoutMs,
+        log: this.#logFor(launch.shardId),
+      },
       {
         clock: this.options.clock,
         spawner: this.options.spawner,
@@ -570,9 +673,13 @@ export class Supervisor {
       if (signal.aborted) return;
       for (const shard of this.#shards.values()) {
         try {
-          if (await shard.log.rotateIfNeeded()) this.options.logger.info({ shardId: shard.shardId }, `shard ${shard.shardId}: log rotated`);
+          if (await shard.log.rotateIfNeeded())
+            this.options.logger.info({ shardId: shard.shardId }, `shard ${shard.shardId}: log rotated`);
         } catch (err) {
-          this.options.logger.warn({ shardId: shard.shardId, err: String(err) }, `shard ${shard.shardId}: cannot rotate its log`);
+          this.options.logger.warn(
+            { shardId: shard.shardId, err: String(err) },
+            `shard ${shard.shardId}: cannot rotate its log`,
+          );
         }
       }
       await this.#removeOldLogs();
@@ -597,7 +704,10 @@ export class Supervisor {
       try {
         if (this.options.clock.now() - (await stat(path)).mtimeMs < retentionMs) continue;
         await unlink(path);
-        this.options.logger.info({ file: path }, `removed ${name}: its shard has not run here for ${formatElapsedMs(retentionMs)}`);
+        this.options.logger.info(
+          { file: path },
+          `removed ${name}: its shard has not run here for ${formatElapsedMs(retentionMs)}`,
+        );
       } catch {
         // Gone already, or not ours to remove: the next pass looks again.
       }
@@ -605,6 +715,10 @@ export class Supervisor {
   }
 
   #assertOpen(verb: string): void {
-    if (this.#phase !== 'open') throw new IllegalStateError(`${verb}() after the supervisor was ${this.#phase === 'detached' ? 'detached' : 'stopped'}`, { phase: this.#phase });
+    if (this.#phase !== 'open')
+      throw new IllegalStateError(
+        `${verb}() after the supervisor was ${this.#phase === 'detached' ? 'detached' : 'stopped'}`,
+        { phase: this.#phase },
+      );
   }
 }

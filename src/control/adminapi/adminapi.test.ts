@@ -10,25 +10,48 @@ const model = { name: 'demo', source: 'hf://org/demo', profiles: [{ engine: 'sim
 describe('admin API: models', () => {
   it('adds, lists and removes a model, recording who did it', async () => {
     const p = await plane();
-    const added = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: { ...auth, 'x-llmgw-actor': 'alice@laptop' }, payload: model });
+    const added = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: { ...auth, 'x-llmgw-actor': 'alice@laptop' },
+      payload: model,
+    });
     expect(added.statusCode).toBe(200);
     expect(added.json()).toEqual({ added: 'demo' });
 
     const list = await p.adminApp.inject({ method: 'GET', url: '/api/v1/models', headers: auth });
     expect(list.json()).toEqual([
-      { name: 'demo', source: 'hf://org/demo', min_replicas: 1, max_replicas: 1, ready_replicas: 0, total_replicas: 0, profiles: ['sim'], endpoints: ['chat', 'completions', 'embeddings', 'rerank', 'score', 'transcriptions', 'tokenize'], origin: 'store' },
+      {
+        name: 'demo',
+        source: 'hf://org/demo',
+        min_replicas: 1,
+        max_replicas: 1,
+        ready_replicas: 0,
+        total_replicas: 0,
+        profiles: ['sim'],
+        endpoints: ['chat', 'completions', 'embeddings', 'rerank', 'score', 'transcriptions', 'tokenize'],
+        origin: 'store',
+      },
     ]);
 
     const removed = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/models/demo', headers: auth });
     expect(removed.json()).toEqual({ removed: 'demo' });
     const audit = await p.store!.audit.list({ target: 'demo' });
     // The actor is who the request proved to be; X-Llmgw-Actor is only a label beside it.
-    expect(audit.map((a) => `${a.action} by ${a.actor} as ${a.actorLabel}`)).toEqual(['model.remove by admin-token as null', 'model.add by admin-token as alice@laptop']);
+    expect(audit.map((a) => `${a.action} by ${a.actor} as ${a.actorLabel}`)).toEqual([
+      'model.remove by admin-token as null',
+      'model.add by admin-token as alice@laptop',
+    ]);
   });
 
   it('answers a bad definition with 400 and every problem', async () => {
     const p = await plane();
-    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { name: 'x', source: 'ftp://a', profiles: [] } });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: auth,
+      payload: { name: 'x', source: 'ftp://a', profiles: [] },
+    });
     expect(res.statusCode).toBe(400);
     const { error } = res.json<{ error: string }>();
     expect(error).toContain('source scheme "ftp:" is not supported');
@@ -50,7 +73,12 @@ describe('admin API: models', () => {
   it('refuses a body over 1 MiB with 413 and stores nothing', async () => {
     const p = await plane();
     const big = { ...model, name: 'big', args: ['x'.repeat(1 << 20)] };
-    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: big });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: auth,
+      payload: big,
+    });
     expect(res.statusCode).toBe(413);
     expect(res.json<{ error: string }>().error).toContain('larger than 1048576 bytes');
     expect(await p.store!.models.list()).toEqual([]);
@@ -62,7 +90,12 @@ describe('admin API: models', () => {
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toEqual({ error: 'no model named "ghost"' });
     await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model });
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { ...model, name: 'big', fallbacks: ['demo'] } });
+    await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: auth,
+      payload: { ...model, name: 'big', fallbacks: ['demo'] },
+    });
     const inUse = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/models/demo', headers: auth });
     expect(inUse.statusCode).toBe(400);
     expect(inUse.json<{ error: string }>().error).toContain('is a fallback of "big"');
@@ -70,9 +103,16 @@ describe('admin API: models', () => {
 
   it('answers 501 when the control plane has no store', async () => {
     const p = await plane({ store: 'none' });
-    const res = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: auth,
+      payload: model,
+    });
     expect(res.statusCode).toBe(501);
-    expect(res.json()).toEqual({ error: 'this control plane has no store, so a model added here would not survive a restart' });
+    expect(res.json()).toEqual({
+      error: 'this control plane has no store, so a model added here would not survive a restart',
+    });
     const summary = await p.adminApp.inject({ method: 'GET', url: '/api/v1/summary', headers: auth });
     expect(summary.json<{ store: boolean }>().store).toBe(false);
   });
@@ -85,12 +125,28 @@ describe('admin API: a model no node could ever run', () => {
     expect(empty.statusCode).toBe(400);
     expect(empty.json<{ error: string }>().error).toContain('no node has joined yet');
 
-    await p.inventory.join({ id: 'cpu-1', hostname: 'cpu-1', mgmtAddr: null, labels: {}, agentVersion: '1', protocolVersion: 1 });
+    await p.inventory.join({
+      id: 'cpu-1',
+      hostname: 'cpu-1',
+      mgmtAddr: null,
+      labels: {},
+      agentVersion: '1',
+      protocolVersion: 1,
+    });
     p.inventory.heartbeat(p.inventory.get('cpu-1')!, {
       report: { gpus: [], memory_total_bytes: 2 ** 34, engines: [{ name: 'sim' }, { name: 'builtin' }], disks: [] },
     });
-    const gpuModel = { name: 'big', source: 'hf://org/big', profiles: [{ engine: 'vllm', gpus: 2, gpu_classes: ['h100-80gb'] }] };
-    const refused = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: gpuModel });
+    const gpuModel = {
+      name: 'big',
+      source: 'hf://org/big',
+      profiles: [{ engine: 'vllm', gpus: 2, gpu_classes: ['h100-80gb'] }],
+    };
+    const refused = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models',
+      headers: auth,
+      payload: gpuModel,
+    });
     expect(refused.statusCode).toBe(400);
     const { error } = refused.json<{ error: string }>();
     expect(error).toContain('?force=true');
@@ -98,7 +154,12 @@ describe('admin API: a model no node could ever run', () => {
 
     const cpu = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models', headers: auth, payload: model });
     expect(cpu.statusCode, 'a model the CPU node can run is added without force').toBe(200);
-    const forced = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: gpuModel });
+    const forced = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: auth,
+      payload: gpuModel,
+    });
     expect(forced.statusCode).toBe(200);
   });
 });
@@ -109,7 +170,11 @@ describe('admin API: the listener', () => {
     const none = await p.adminApp.inject({ method: 'GET', url: '/api/v1/models' });
     expect(none.statusCode).toBe(401);
     expect(none.json<{ error: string }>().error).toContain('Authorization: Bearer');
-    const wrong = await p.adminApp.inject({ method: 'GET', url: '/api/v1/models', headers: { authorization: 'Bearer not-the-token' } });
+    const wrong = await p.adminApp.inject({
+      method: 'GET',
+      url: '/api/v1/models',
+      headers: { authorization: 'Bearer not-the-token' },
+    });
     expect(wrong.statusCode).toBe(401);
     expect(wrong.body).not.toContain('not-the-token');
     expect(wrong.body).not.toContain(TOKEN);
@@ -138,6 +203,9 @@ describe('admin API: the listener', () => {
     const p = await plane();
     await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: model });
     const res = await p.adminApp.inject({ method: 'GET', url: '/api/v1/summary', headers: auth });
-    expect(res.json()).toMatchObject({ models: { total: 1, from_file: 0, stored: 1, not_placed: ['demo'] }, store: true });
+    expect(res.json()).toMatchObject({
+      models: { total: 1, from_file: 0, stored: 1, not_placed: ['demo'] },
+      store: true,
+    });
   });
 });

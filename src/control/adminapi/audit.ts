@@ -11,7 +11,13 @@ import type { AuditEntry } from '../store/index.js';
 
 /** What the audit route reads: the store's audit log. */
 export interface AuditSource {
-  list(options: { limit?: number; target?: string; sinceMs?: number; actor?: string; action?: string }): Promise<AuditEntry[]>;
+  list(options: {
+    limit?: number;
+    target?: string;
+    sinceMs?: number;
+    actor?: string;
+    action?: string;
+  }): Promise<AuditEntry[]>;
 }
 
 export interface AuditQuery {
@@ -27,7 +33,9 @@ export const MAX_AUDIT_LIST = 1000;
 
 /** Absent `audit`: no store, so nothing is recorded and the answer says so (`recorded: false`). */
 export function registerAuditApi(app: FastifyInstance, deps: { audit?: AuditSource; now: () => number }): void {
-  app.get<{ Querystring: AuditQuery }>('/api/v1/audit', async (request): Promise<AuditView> => auditView(deps, request.query));
+  app.get<{ Querystring: AuditQuery }>('/api/v1/audit', async (request): Promise<AuditView> =>
+    auditView(deps, request.query),
+  );
 }
 
 /** The audit answer for a query as the URL carries it; the dashboard's audit page calls this too. */
@@ -39,12 +47,18 @@ export async function auditView(deps: { audit?: AuditSource; now: () => number }
 }
 
 /** The query checked: a bad value is a 400 that says what to write instead. */
-export function auditFilter(q: AuditQuery, nowMs: number): { limit: number; sinceMs?: number; actor?: string; action?: string; target?: string } {
+export function auditFilter(
+  q: AuditQuery,
+  nowMs: number,
+): { limit: number; sinceMs?: number; actor?: string; action?: string; target?: string } {
   let limit = 100;
   if (q.limit !== undefined && q.limit !== '') {
     const n = Number(q.limit);
     if (!/^\d+$/.test(q.limit) || n < 1 || n > MAX_AUDIT_LIST) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `limit must be a whole number from 1 to ${MAX_AUDIT_LIST}; got ${JSON.stringify(q.limit)}`);
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `limit must be a whole number from 1 to ${MAX_AUDIT_LIST}; got ${JSON.stringify(q.limit)}`,
+      );
     }
     limit = n;
   }
@@ -59,10 +73,14 @@ export function auditFilter(q: AuditQuery, nowMs: number): { limit: number; sinc
 /** `since` as a duration back from now (90s, 30m, 12h, 7d) or an RFC 3339 time; epoch ms. */
 export function sinceMs(text: string, nowMs: number): number {
   const m = /^(\d+)(s|m|h|d)$/.exec(text);
-  if (m) return nowMs - Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 's' | 'm' | 'h' | 'd'];
+  if (m)
+    return nowMs - Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 's' | 'm' | 'h' | 'd'];
   const at = /^\d{4}-\d{2}-\d{2}(T|$)/.test(text) ? Date.parse(text) : NaN;
   if (Number.isNaN(at)) {
-    throw new LlmgwError('LLMGW_BAD_REQUEST', `since must be a duration back from now (90s, 30m, 12h, 7d) or a time (2026-12-04T10:00:00Z); got ${JSON.stringify(text)}`);
+    throw new LlmgwError(
+      'LLMGW_BAD_REQUEST',
+      `since must be a duration back from now (90s, 30m, 12h, 7d) or a time (2026-12-04T10:00:00Z); got ${JSON.stringify(text)}`,
+    );
   }
   return at;
 }
@@ -83,7 +101,8 @@ export function auditEntryView(e: AuditEntry): AuditEntryView {
 /** One sentence per change: what, to what, and from what where the record keeps it. An action this does not know reads as it is. */
 export function auditSummary(e: Pick<AuditEntry, 'action' | 'target' | 'detail'>): string {
   const d = e.detail;
-  const text = (v: unknown): string | undefined => (typeof v === 'string' || typeof v === 'number' ? String(v) : undefined);
+  const text = (v: unknown): string | undefined =>
+    typeof v === 'string' || typeof v === 'number' ? String(v) : undefined;
   switch (e.action) {
     case 'model.add':
       return `added model ${e.target}${definitionNote(d.definition)}`;
@@ -92,7 +111,14 @@ export function auditSummary(e: Pick<AuditEntry, 'action' | 'target' | 'detail'>
     case 'node.state': {
       const to = text(d.to);
       const from = text(d.from);
-      const verb = to === 'cordoned' ? 'cordoned' : to === 'draining' ? 'drained' : to === 'ready' ? 'made ready (uncordoned)' : `set to ${to ?? 'an unknown state'}`;
+      const verb =
+        to === 'cordoned'
+          ? 'cordoned'
+          : to === 'draining'
+            ? 'drained'
+            : to === 'ready'
+              ? 'made ready (uncordoned)'
+              : `set to ${to ?? 'an unknown state'}`;
       return `${verb} node ${e.target}${from === undefined ? '' : ` (was ${from})`}`;
     }
     case 'node.approve':
@@ -133,5 +159,9 @@ function definitionNote(def: unknown): string {
 }
 
 function formatGiB(bytes: number): string {
-  return bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(1)} GiB` : bytes >= 2 ** 20 ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : `${bytes} bytes`;
+  return bytes >= 2 ** 30
+    ? `${(bytes / 2 ** 30).toFixed(1)} GiB`
+    : bytes >= 2 ** 20
+      ? `${(bytes / 2 ** 20).toFixed(1)} MiB`
+      : `${bytes} bytes`;
 }

@@ -23,7 +23,10 @@ describe('admin guard: deny by default', () => {
     await p.adminApp.ready();
     const routes = p.adminGuard.routes();
     expect(routes.length, 'the guard saw the routes being registered').toBeGreaterThan(20);
-    const publicOnes = routes.filter((r) => r.access === 'public').map((r) => `${r.method} ${r.url}`).sort();
+    const publicOnes = routes
+      .filter((r) => r.access === 'public')
+      .map((r) => `${r.method} ${r.url}`)
+      .sort();
     expect(publicOnes, 'only the login page is public').toEqual(['GET /login', 'HEAD /login', 'POST /login']);
     expect(routes.map((r) => r.url)).toContain('/api/v1/added-later');
 
@@ -46,19 +49,33 @@ describe('admin guard: deny by default', () => {
     const p = await plane();
     const anon = await p.adminApp.inject({ method: 'GET', url: '/api/v1/no-such-thing' });
     expect(anon.statusCode).toBe(401);
-    expect(anon.json()).toEqual({ error: 'this admin API needs Authorization: Bearer <admin token> (set LLMGW_ADMIN_TOKEN for ctl)' });
+    expect(anon.json()).toEqual({
+      error: 'this admin API needs Authorization: Bearer <admin token> (set LLMGW_ADMIN_TOKEN for ctl)',
+    });
     const wrongVerb = await p.adminApp.inject({ method: 'PUT', url: '/api/v1/keys' });
     expect(wrongVerb.statusCode, 'a 405 would say the path exists').toBe(401);
-    const authed = await p.adminApp.inject({ method: 'GET', url: '/api/v1/no-such-thing', headers: { authorization: `Bearer ${TOKEN}` } });
+    const authed = await p.adminApp.inject({
+      method: 'GET',
+      url: '/api/v1/no-such-thing',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(authed.statusCode).toBe(404);
-    const wrong = await p.adminApp.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: 'Bearer not-the-token-at-all' } });
+    const wrong = await p.adminApp.inject({
+      method: 'GET',
+      url: '/api/v1/keys',
+      headers: { authorization: 'Bearer not-the-token-at-all' },
+    });
     expect(wrong.statusCode).toBe(401);
     expect(wrong.json()).toEqual({ error: 'the admin token is wrong' });
   });
 
   it('lets a dashboard page in with the admin token as well as with a session', async () => {
     const p = await plane();
-    const res = await p.adminApp.inject({ method: 'GET', url: '/nodes', headers: { authorization: `Bearer ${TOKEN}` } });
+    const res = await p.adminApp.inject({
+      method: 'GET',
+      url: '/nodes',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.headers['content-type']).toMatch(/text\/html/);
   });
@@ -66,15 +83,21 @@ describe('admin guard: deny by default', () => {
   it('asks the admin token for /metrics unless metrics_public is set', async () => {
     const closed = await plane();
     expect((await closed.adminApp.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(401);
-    expect((await closed.adminApp.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${TOKEN}` } })).statusCode).toBe(200);
+    expect(
+      (await closed.adminApp.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${TOKEN}` } }))
+        .statusCode,
+    ).toBe(200);
     const open = await plane({ metrics_public: true });
     expect((await open.adminApp.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(200);
-    expect((await open.adminApp.inject({ method: 'GET', url: '/api/v1/keys' })).statusCode, 'only /metrics opens').toBe(401);
+    expect((await open.adminApp.inject({ method: 'GET', url: '/api/v1/keys' })).statusCode, 'only /metrics opens').toBe(
+      401,
+    );
   });
 
   it('refuses a state-changing call that is not JSON (415) or comes from another origin (403), token or not', async () => {
     const p = await plane({ admin_token: undefined });
-    const post = (headers: Record<string, string>, payload = '{"name":"x"}') => p.adminApp.inject({ method: 'POST', url: '/api/v1/keys', headers, payload });
+    const post = (headers: Record<string, string>, payload = '{"name":"x"}') =>
+      p.adminApp.inject({ method: 'POST', url: '/api/v1/keys', headers, payload });
     const plain = await post({ 'content-type': 'text/plain' });
     expect(plain.statusCode).toBe(415);
     expect(plain.json<{ error: string }>().error).toMatch(/Content-Type: application\/json/);
@@ -85,20 +108,32 @@ describe('admin guard: deny by default', () => {
     const keys = await p.adminApp.inject({ method: 'GET', url: '/api/v1/keys' });
     expect(keys.json<{ keys: unknown[] }>().keys, 'no refused call made a key').toEqual([]);
     // The same page's own origin, and a script that sends neither header, still work.
-    expect((await post({ 'content-type': 'application/json', origin: 'http://localhost:80', host: 'localhost:80' })).statusCode).toBe(201);
+    expect(
+      (await post({ 'content-type': 'application/json', origin: 'http://localhost:80', host: 'localhost:80' }))
+        .statusCode,
+    ).toBe(201);
     expect((await post({ 'content-type': 'application/json; charset=utf-8' })).statusCode).toBe(201);
     // A DELETE with no body needs no type.
-    const id = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/keys' })).json<{ keys: { id: string }[] }>().keys[0]!.id;
+    const id = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/keys' })).json<{ keys: { id: string }[] }>()
+      .keys[0]!.id;
     expect((await p.adminApp.inject({ method: 'DELETE', url: `/api/v1/keys/${id}` })).statusCode).toBe(200);
   });
 
   it('answers only to its own address and loopback names, and to admin_hosts', async () => {
     const p = await plane({ admin_hosts: 'gw.example.com, 10.0.0.5' });
-    const get = (host: string) => p.adminApp.inject({ method: 'GET', url: '/api/v1/keys', headers: { host, authorization: `Bearer ${TOKEN}` } });
+    const get = (host: string) =>
+      p.adminApp.inject({ method: 'GET', url: '/api/v1/keys', headers: { host, authorization: `Bearer ${TOKEN}` } });
     const rebound = await get('evil.example:8081');
     expect(rebound.statusCode).toBe(421);
     expect(rebound.json<{ error: string }>().error).toMatch(/admin_hosts \(LLMGW_ADMIN_HOSTS\)/);
-    for (const host of ['127.0.0.1:8081', 'localhost', '[::1]:8081', 'gw.example.com', 'GW.example.com.:443', '10.0.0.5:8081']) {
+    for (const host of [
+      '127.0.0.1:8081',
+      'localhost',
+      '[::1]:8081',
+      'gw.example.com',
+      'GW.example.com.:443',
+      '10.0.0.5:8081',
+    ]) {
       expect((await get(host)).statusCode, host).toBe(200);
     }
   });

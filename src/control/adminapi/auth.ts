@@ -14,7 +14,15 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
-import { bearerToken, checkHost, crossSiteProblem, hasBody, type HostAllowlist, isJsonContentType, setIdentity } from '../../http/index.js';
+import {
+  bearerToken,
+  checkHost,
+  crossSiteProblem,
+  hasBody,
+  type HostAllowlist,
+  isJsonContentType,
+  setIdentity,
+} from '../../http/index.js';
 
 /**
  * Who a route lets in. `admin` (the default, also when absent): the admin
@@ -99,7 +107,9 @@ export class AdminGuard {
 
   private async check(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     checkHost(request, this.options.hosts, 'admin', 'admin_hosts');
-    const access: RouteAccess = request.is404 ? 'admin' : ((request.routeOptions.config as AccessConfig | undefined)?.access ?? 'admin');
+    const access: RouteAccess = request.is404
+      ? 'admin'
+      : ((request.routeOptions.config as AccessConfig | undefined)?.access ?? 'admin');
     if (access === 'public') return undefined;
     const bearer = bearerOf(request);
     if (this.tokenHash === null || (bearer !== null && timingSafeEqual(this.tokenHash, sha256(bearer)))) {
@@ -119,7 +129,9 @@ export class AdminGuard {
     }
     throw new LlmgwError(
       'LLMGW_UNAUTHORIZED',
-      bearer === null ? 'this admin API needs Authorization: Bearer <admin token> (set LLMGW_ADMIN_TOKEN for ctl)' : 'the admin token is wrong',
+      bearer === null
+        ? 'this admin API needs Authorization: Bearer <admin token> (set LLMGW_ADMIN_TOKEN for ctl)'
+        : 'the admin token is wrong',
     );
   }
 }

@@ -18,7 +18,13 @@ describe('node disks', () => {
         { mount_point: '/models', shared: true, total_bytes: 20_000 * GiB, free_bytes: 1000 * GiB, paths: ['/models'] },
       ],
       weights: [
-        { path: `/data/cache/${kept}`, kind: 'cache', cache_name: kept, size_bytes: 140 * GiB, source: 'hf://org/kept' },
+        {
+          path: `/data/cache/${kept}`,
+          kind: 'cache',
+          cache_name: kept,
+          size_bytes: 140 * GiB,
+          source: 'hf://org/kept',
+        },
         { path: `/data/cache/${gone}`, kind: 'cache', cache_name: gone, size_bytes: 60 * GiB, source: 'hf://org/gone' },
         { path: '/models/llama', kind: 'model_dir', size_bytes: 10 * GiB },
         { path: '/models/mine', kind: 'model_dir', size_bytes: 5 * GiB },
@@ -30,7 +36,13 @@ describe('node disks', () => {
       { name: 'llama', source: 'file:///models/llama' },
     ]);
     const data = v.disks.find((d) => d.mount_point === '/data')!;
-    expect(data).toMatchObject({ used_bytes: 600 * GiB, wanted_bytes: 140 * GiB, orphan_bytes: 60 * GiB, unused_model_dir_bytes: 0, other_bytes: 400 * GiB });
+    expect(data).toMatchObject({
+      used_bytes: 600 * GiB,
+      wanted_bytes: 140 * GiB,
+      orphan_bytes: 60 * GiB,
+      unused_model_dir_bytes: 0,
+      other_bytes: 400 * GiB,
+    });
     expect(data.weights.map((w) => w.models)).toEqual([['kept'], []]);
     const models = v.disks.find((d) => d.mount_point === '/models')!;
     expect(models).toMatchObject({ shared: true, wanted_bytes: 10 * GiB, unused_model_dir_bytes: 5 * GiB });

@@ -14,10 +14,14 @@ import { formatBytes } from '../../units/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
 
-export function registerDisksApi(app: FastifyInstance, deps: { catalog: Pick<Catalog, 'models'>; inventory?: Pick<Inventory, 'get'> }): void {
+export function registerDisksApi(
+  app: FastifyInstance,
+  deps: { catalog: Pick<Catalog, 'models'>; inventory?: Pick<Inventory, 'get'> },
+): void {
   app.get<{ Params: { id: string } }>('/api/v1/nodes/:id/disks', async (request): Promise<NodeDisksView> => {
     const node = deps.inventory?.get(request.params.id);
-    if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${request.params.id}"; llmgw ctl nodes lists the fleet`);
+    if (!node)
+      throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${request.params.id}"; llmgw ctl nodes lists the fleet`);
     return nodeDisksView(node.id, node.report, deps.catalog.models());
   });
 }
@@ -29,7 +33,11 @@ export interface SourceOf {
 }
 
 /** Pure: one node's report (absent = none yet) and the catalog's models in, the disk answer out. */
-export function nodeDisksView(nodeId: string, report: NodeReport | null | undefined, models: readonly SourceOf[]): NodeDisksView {
+export function nodeDisksView(
+  nodeId: string,
+  report: NodeReport | null | undefined,
+  models: readonly SourceOf[],
+): NodeDisksView {
   const byCacheName = new Map<string, string[]>();
   for (const m of models) {
     const name = cacheNameOf(m.source, { allowHttp: true });
@@ -37,7 +45,12 @@ export function nodeDisksView(nodeId: string, report: NodeReport | null | undefi
   }
   const wantedBy = (w: WeightsReport): string[] => {
     if (w.kind === 'cache') return w.cache_name ? (byCacheName.get(w.cache_name) ?? []) : [];
-    return models.filter((m) => (w.source !== undefined && m.source === w.source) || pathOfFileSource(m.source) === posix.normalize(w.path)).map((m) => m.name);
+    return models
+      .filter(
+        (m) =>
+          (w.source !== undefined && m.source === w.source) || pathOfFileSource(m.source) === posix.normalize(w.path),
+      )
+      .map((m) => m.name);
   };
   const disks: DiskUseView[] = (report?.disks ?? []).map((d) => ({
     mount_point: d.mount_point,
@@ -45,7 +58,9 @@ export function nodeDisksView(nodeId: string, report: NodeReport | null | undefi
     shared: d.shared,
     ...(d.total_bytes === undefined ? {} : { total_bytes: d.total_bytes }),
     ...(d.free_bytes === undefined ? {} : { free_bytes: d.free_bytes }),
-    ...(d.total_bytes !== undefined && d.free_bytes !== undefined ? { used_bytes: Math.max(0, d.total_bytes - d.free_bytes) } : {}),
+    ...(d.total_bytes !== undefined && d.free_bytes !== undefined
+      ? { used_bytes: Math.max(0, d.total_bytes - d.free_bytes) }
+      : {}),
     paths: [...d.paths],
     weights: [],
     wanted_bytes: 0,
@@ -77,7 +92,8 @@ export function nodeDisksView(nodeId: string, report: NodeReport | null | undefi
   }
   for (const d of disks) {
     d.weights.sort((a, b) => (b.size_bytes ?? 0) - (a.size_bytes ?? 0) || a.path.localeCompare(b.path));
-    if (d.used_bytes !== undefined) d.other_bytes = Math.max(0, d.used_bytes - d.wanted_bytes - d.orphan_bytes - d.unused_model_dir_bytes);
+    if (d.used_bytes !== undefined)
+      d.other_bytes = Math.max(0, d.used_bytes - d.wanted_bytes - d.orphan_bytes - d.unused_model_dir_bytes);
   }
   return { node: nodeId, disks, elsewhere, summary: summaryOf(report, disks, elsewhere) };
 }
@@ -114,9 +130,16 @@ function pathOfFileSource(source: string): string | undefined {
   return source.startsWith('file://') ? posix.normalize(decodeURIComponent(source.slice('file://'.length))) : undefined;
 }
 
-function summaryOf(report: NodeReport | null | undefined, disks: readonly DiskUseView[], elsewhere: readonly DiskWeightsView[]): string[] {
+function summaryOf(
+  report: NodeReport | null | undefined,
+  disks: readonly DiskUseView[],
+  elsewhere: readonly DiskWeightsView[],
+): string[] {
   if (!report) return ['the node has not reported yet, so its disks are unknown'];
-  if (!report.disks) return ['the node did not report its filesystems (an older agent, or the probe failed), so only its weights are known'];
+  if (!report.disks)
+    return [
+      'the node did not report its filesystems (an older agent, or the probe failed), so only its weights are known',
+    ];
   const lines: string[] = [];
   const b = (n: number | undefined) => (n === undefined ? 'unknown' : formatBytes(n, { threeFigures: true }));
   for (const d of disks) {
@@ -125,12 +148,24 @@ function summaryOf(report: NodeReport | null | undefined, disks: readonly DiskUs
     for (const w of d.weights) for (const m of w.models) byModel.set(m, (byModel.get(m) ?? 0) + (w.size_bytes ?? 0));
     for (const [m, n] of [...byModel].sort((x, y) => y[1] - x[1])) parts.push(`${b(n)} weights of ${m}`);
     const orphans = d.weights.filter((w) => w.kind === 'cache' && w.models.length === 0);
-    if (orphans.length) parts.push(`${b(d.orphan_bytes)} in ${orphans.length} cache entr${orphans.length === 1 ? 'y' : 'ies'} no model wants (llmgw ctl weights --collect reclaims them)`);
-    if (d.unused_model_dir_bytes) parts.push(`${b(d.unused_model_dir_bytes)} in model directories no model names (the operator's; never deleted by llmgw)`);
+    if (orphans.length)
+      parts.push(
+        `${b(d.orphan_bytes)} in ${orphans.length} cache entr${orphans.length === 1 ? 'y' : 'ies'} no model wants (llmgw ctl weights --collect reclaims them)`,
+      );
+    if (d.unused_model_dir_bytes)
+      parts.push(
+        `${b(d.unused_model_dir_bytes)} in model directories no model names (the operator's; never deleted by llmgw)`,
+      );
     if (d.other_bytes !== undefined) parts.push(`${b(d.other_bytes)} of other files (not weights llmgw knows of)`);
-    const used = d.used_bytes === undefined ? 'use unknown' : `${b(d.used_bytes)} used of ${b(d.total_bytes)} (${b(d.free_bytes)} free)`;
+    const used =
+      d.used_bytes === undefined
+        ? 'use unknown'
+        : `${b(d.used_bytes)} used of ${b(d.total_bytes)} (${b(d.free_bytes)} free)`;
     lines.push(`${d.mount_point}${d.shared ? ' (shared)' : ''}: ${used}${parts.length ? `: ${parts.join(', ')}` : ''}`);
   }
-  if (elsewhere.length) lines.push(`${elsewhere.length} weights entr${elsewhere.length === 1 ? 'y is' : 'ies are'} on no filesystem the agent reported`);
+  if (elsewhere.length)
+    lines.push(
+      `${elsewhere.length} weights entr${elsewhere.length === 1 ? 'y is' : 'ies are'} on no filesystem the agent reported`,
+    );
   return lines;
 }

@@ -8,5 +8,12 @@ export { nodeDisksView } from './disks.js';
 export { requestMissing, requestsView, requestFilter, type RequestsApiDeps } from './requests.js';
 export { explainView, modelViews, nodeDetailView, nodeViews, replicaViews, summaryView } from './views.js';
 export { ADMIN_TOKEN_IDENTITY, AdminGuard } from './auth.js';
-export { auditEntryView, auditSummary, auditView, registerAuditApi, type AuditQuery, type AuditSource } from './audit.js';
+export {
+  auditEntryView,
+  auditSummary,
+  auditView,
+  registerAuditApi,
+  type AuditQuery,
+  type AuditSource,
+} from './audit.js';
 export { nodeViewPage, parseNodeQuery, type NodePage, type NodeQuery } from './node-query.js';

@@ -6,7 +6,15 @@ import { describe, expect, it } from 'vitest';
 import { inProcessPlanes } from '../../../test/support/control-plane.js';
 import type { Node } from '../inventory/index.js';
 import type { Liveness } from '../placement/index.js';
-import { ALL_NODES, isAllNodes, MAX_NODE_PAGE, nextPageQuery, type NodeQuery, parseNodeQuery, selectNodes } from './node-query.js';
+import {
+  ALL_NODES,
+  isAllNodes,
+  MAX_NODE_PAGE,
+  nextPageQuery,
+  type NodeQuery,
+  parseNodeQuery,
+  selectNodes,
+} from './node-query.js';
 
 function node(id: string, over: Partial<Node> = {}, gpuClass?: string): Node {
   return {
@@ -35,7 +43,15 @@ const ids = (nodes: readonly Node[]) => nodes.map((n) => n.id);
 
 // 30 nodes, id order as the inventory lists them: every third cordoned, every fifth lost, racks a and b.
 const fleet = Array.from({ length: 30 }, (_, i) =>
-  node(`n${String(i).padStart(2, '0')}`, { adminState: i % 3 === 0 ? 'cordoned' : 'ready', labels: { rack: i % 2 ? 'b' : 'a', zone: 'z1' }, hostname: `host-${i}.example` }, i < 10 ? 'h100-80gb' : 'a100-40gb'),
+  node(
+    `n${String(i).padStart(2, '0')}`,
+    {
+      adminState: i % 3 === 0 ? 'cordoned' : 'ready',
+      labels: { rack: i % 2 ? 'b' : 'a', zone: 'z1' },
+      hostname: `host-${i}.example`,
+    },
+    i < 10 ? 'h100-80gb' : 'a100-40gb',
+  ),
 );
 const liveness = (n: Node): Liveness => (Number(n.id.slice(1)) % 5 === 0 ? 'lost' : 'up');
 
@@ -54,7 +70,9 @@ describe('node query: parsing', () => {
   });
 
   it('refuses bad values with what to fix', () => {
-    expect(() => q('state=cordon')).toThrow(/unknown state "cordon" \(did you mean "cordoned"\?\).*ready, cordoned, draining/);
+    expect(() => q('state=cordon')).toThrow(
+      /unknown state "cordon" \(did you mean "cordoned"\?\).*ready, cordoned, draining/,
+    );
     expect(() => q('limit=0')).toThrow(`limit: "0" is not a whole number from 1 to ${MAX_NODE_PAGE}`);
     expect(() => q('limit=ten')).toThrow(/limit: "ten"/);
     expect(() => q(`limit=${MAX_NODE_PAGE + 1}`)).toThrow(/limit/);
@@ -80,7 +98,18 @@ describe('node query: selecting a page', () => {
   });
 
   it('searches ids, hostnames and GPU classes, ignoring case', () => {
-    expect(ids(selectNodes(fleet, liveness, q('q=N2')).nodes)).toEqual(['n20', 'n21', 'n22', 'n23', 'n24', 'n25', 'n26', 'n27', 'n28', 'n29']);
+    expect(ids(selectNodes(fleet, liveness, q('q=N2')).nodes)).toEqual([
+      'n20',
+      'n21',
+      'n22',
+      'n23',
+      'n24',
+      'n25',
+      'n26',
+      'n27',
+      'n28',
+      'n29',
+    ]);
     expect(ids(selectNodes(fleet, liveness, q('q=host-7.')).nodes)).toEqual(['n07']);
     expect(selectNodes(fleet, liveness, q('q=H100')).total).toBe(10);
   });
@@ -90,7 +119,11 @@ describe('node query: selecting a page', () => {
     let after: string | null = null;
     let pages = 0;
     do {
-      const page: ReturnType<typeof selectNodes> = selectNodes(fleet, liveness, q(`label=rack=a&limit=4${after ? `&after=${after}` : ''}`));
+      const page: ReturnType<typeof selectNodes> = selectNodes(
+        fleet,
+        liveness,
+        q(`label=rack=a&limit=4${after ? `&after=${after}` : ''}`),
+      );
       expect(page.total, 'the total is the same on every page').toBe(15);
       seen.push(...ids(page.nodes));
       after = page.next;
@@ -112,7 +145,7 @@ describe('node query: selecting a page', () => {
     expect(selectNodes(fleet, liveness, q('after=zzz')).nodes).toEqual([]);
   });
 
-  it('keeps the caller\'s filters in the next page\'s query', () => {
+  it("keeps the caller's filters in the next page's query", () => {
     const params = new URLSearchParams('state=up&label=rack=a&label=zone=z1&limit=2&after=n01');
     expect(nextPageQuery(params, 'n08')).toBe('state=up&label=rack%3Da&label=zone%3Dz1&limit=2&after=n08');
   });
@@ -134,11 +167,24 @@ describe('GET /api/v1/nodes with filters and pages', () => {
       });
       expect(joined.statusCode).toBe(200);
     }
-    await p.adminApp.inject({ method: 'POST', url: '/api/v1/nodes/gpu-5/state', headers: auth, payload: { state: 'cordon' } });
+    await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/nodes/gpu-5/state',
+      headers: auth,
+      payload: { state: 'cordon' },
+    });
 
     const all = await p.adminApp.inject({ method: 'GET', url: '/api/v1/nodes', headers: auth });
     expect(all.statusCode).toBe(200);
-    expect(all.json<{ id: string }[]>().map((n) => n.id)).toEqual(['gpu-0', 'gpu-1', 'gpu-2', 'gpu-3', 'gpu-4', 'gpu-5', 'gpu-6']);
+    expect(all.json<{ id: string }[]>().map((n) => n.id)).toEqual([
+      'gpu-0',
+      'gpu-1',
+      'gpu-2',
+      'gpu-3',
+      'gpu-4',
+      'gpu-5',
+      'gpu-6',
+    ]);
     expect(all.headers['x-total-count'], 'the plain list is answered as before, with no page headers').toBeUndefined();
     expect(all.headers.link).toBeUndefined();
 

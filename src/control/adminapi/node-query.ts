@@ -46,7 +46,15 @@ const STATE_WORDS = [...ADMIN_WORDS, ...LIVENESS_WORDS, 'pending'];
 const PARAMS = ['state', 'label', 'q', 'limit', 'after'];
 
 /** The query a request without parameters makes: every node, id order, one answer. */
-export const ALL_NODES: NodeQuery = { adminStates: new Set(), livenesses: new Set(), pendingOnly: false, labels: [], q: '', limit: null, after: null };
+export const ALL_NODES: NodeQuery = {
+  adminStates: new Set(),
+  livenesses: new Set(),
+  pendingOnly: false,
+  labels: [],
+  q: '',
+  limit: null,
+  after: null,
+};
 
 /**
  * Reads the query string of a node list request. `state` and `label` may be
@@ -56,23 +64,31 @@ export const ALL_NODES: NodeQuery = { adminStates: new Set(), livenesses: new Se
  */
 export function parseNodeQuery(params: URLSearchParams): NodeQuery {
   for (const key of new Set(params.keys())) {
-    if (!PARAMS.includes(key)) throw bad(`unknown parameter "${key}"${nearest(key, PARAMS)}; the node list takes ${PARAMS.join(', ')}`);
+    if (!PARAMS.includes(key))
+      throw bad(`unknown parameter "${key}"${nearest(key, PARAMS)}; the node list takes ${PARAMS.join(', ')}`);
   }
   const adminStates = new Set<string>();
   const livenesses = new Set<string>();
   let pendingOnly = false;
-  for (const word of params.getAll('state').flatMap((s) => s.split(',')).map((s) => s.trim().toLowerCase())) {
+  for (const word of params
+    .getAll('state')
+    .flatMap((s) => s.split(','))
+    .map((s) => s.trim().toLowerCase())) {
     if (word === '') continue;
     if (ADMIN_WORDS.includes(word)) adminStates.add(word);
     else if (LIVENESS_WORDS.includes(word)) livenesses.add(word);
     else if (word === 'pending') pendingOnly = true;
-    else throw bad(`state: unknown state "${word}"${nearest(word, STATE_WORDS)}; want an admin state (ready, cordoned, draining), a liveness (up, stale, lost) or pending (waiting for approval), e.g. ?state=cordoned,draining`);
+    else
+      throw bad(
+        `state: unknown state "${word}"${nearest(word, STATE_WORDS)}; want an admin state (ready, cordoned, draining), a liveness (up, stale, lost) or pending (waiting for approval), e.g. ?state=cordoned,draining`,
+      );
   }
   const labels: [string, string | null][] = [];
   for (const raw of params.getAll('label')) {
     const eq = raw.indexOf('=');
     const key = (eq === -1 ? raw : raw.slice(0, eq)).trim();
-    if (key === '') throw bad(`label: "${raw}" has no key; want key=value (e.g. ?label=rack=r12), or a key alone for any value`);
+    if (key === '')
+      throw bad(`label: "${raw}" has no key; want key=value (e.g. ?label=rack=r12), or a key alone for any value`);
     labels.push([key, eq === -1 ? null : raw.slice(eq + 1)]);
   }
   const q = (params.get('q') ?? '').trim().toLowerCase();
@@ -85,7 +101,8 @@ export function parseNodeQuery(params: URLSearchParams): NodeQuery {
     }
   }
   const after = params.get('after');
-  if (after === '') throw bad('after: empty; want the last node id of the previous page (its Link header gives the next page whole)');
+  if (after === '')
+    throw bad('after: empty; want the last node id of the previous page (its Link header gives the next page whole)');
   return { adminStates, livenesses, pendingOnly, labels, q, limit, after };
 }
 
@@ -113,7 +130,11 @@ export function nodeMatches(node: Node, liveness: Liveness, query: NodeQuery): b
   }
   if (query.q !== '') {
     const hostname = node.hostname ?? node.report?.hostname ?? '';
-    if (!node.id.toLowerCase().includes(query.q) && !hostname.toLowerCase().includes(query.q) && !(node.report?.gpus ?? []).some((g) => g.class?.toLowerCase().includes(query.q))) {
+    if (
+      !node.id.toLowerCase().includes(query.q) &&
+      !hostname.toLowerCase().includes(query.q) &&
+      !(node.report?.gpus ?? []).some((g) => g.class?.toLowerCase().includes(query.q))
+    ) {
       return false;
     }
   }
@@ -125,7 +146,11 @@ export function nodeMatches(node: Node, liveness: Liveness, query: NodeQuery): b
  * is) that `query` asks for. Liveness is asked only of nodes past the
  * cursor, so a late page of a large fleet costs what is left of it.
  */
-export function selectNodes(nodes: readonly Node[], liveness: (node: Node) => Liveness, query: NodeQuery): NodePage<Node> {
+export function selectNodes(
+  nodes: readonly Node[],
+  liveness: (node: Node) => Liveness,
+  query: NodeQuery,
+): NodePage<Node> {
   const start = query.after === null ? 0 : firstAfter(nodes, query.after);
   const picked: Node[] = [];
   let total = 0;

@@ -15,13 +15,28 @@ const joinBody = (id: string, extra: Record<string, unknown> = {}) => ({ join_to
 describe('admin API: node membership', () => {
   it('creates a per-node join token once, lists it without its secret, and the agent listener honours it', async () => {
     const p = await plane();
-    const bad = await p.adminApp.inject({ method: 'POST', url: '/api/v1/join-tokens', headers: auth, payload: { node: 'gpu 7' } });
+    const bad = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/join-tokens',
+      headers: auth,
+      payload: { node: 'gpu 7' },
+    });
     expect(bad.statusCode).toBe(400);
     expect(bad.json<{ error: string }>().error).toContain('node: want the node id');
-    const tooLong = await p.adminApp.inject({ method: 'POST', url: '/api/v1/join-tokens', headers: auth, payload: { node: 'gpu-7', expires: '30d' } });
+    const tooLong = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/join-tokens',
+      headers: auth,
+      payload: { node: 'gpu-7', expires: '30d' },
+    });
     expect(tooLong.json<{ error: string }>().error).toContain('at most 7d');
 
-    const created = await p.adminApp.inject({ method: 'POST', url: '/api/v1/join-tokens', headers: auth, payload: { node: 'gpu-7', expires: '1h' } });
+    const created = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/join-tokens',
+      headers: auth,
+      payload: { node: 'gpu-7', expires: '1h' },
+    });
     expect(created.statusCode).toBe(201);
     const { token, id, status } = created.json<{ token: string; id: string; status: string }>();
     expect(status).toBe('unused');
@@ -34,7 +49,11 @@ describe('admin API: node membership', () => {
     expect(first.statusCode).toBe(200);
     const refused = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: joinBody('gpu-7') });
     expect(refused.statusCode).toBe(409);
-    const recovered = await p.agentApp.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: token, node_id: 'gpu-7' } });
+    const recovered = await p.agentApp.inject({
+      method: 'POST',
+      url: '/agent/v1/join',
+      payload: { join_token: token, node_id: 'gpu-7' },
+    });
     expect(recovered.statusCode).toBe(200);
     const audit = await p.store!.audit.list({ target: 'gpu-7' });
     expect(audit.map((a) => a.action)).toEqual(['node.rejoin_with_node_token', 'node.join', 'join_token.create']);
@@ -48,10 +67,20 @@ describe('admin API: node membership', () => {
     const summary = await p.adminApp.inject({ method: 'GET', url: '/api/v1/summary', headers: auth });
     expect(summary.json<{ attention: string[] }>().attention.join('\n')).toContain('node n1 waits for approval');
 
-    const approved = await p.adminApp.inject({ method: 'POST', url: '/api/v1/nodes/n1/approve', headers: auth, payload: {} });
+    const approved = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/nodes/n1/approve',
+      headers: auth,
+      payload: {},
+    });
     expect(approved.json()).toEqual({ approved: 'n1' });
     expect(p.inventory.get('n1')!.approval).toBe('approved');
-    const missing = await p.adminApp.inject({ method: 'POST', url: '/api/v1/nodes/nope/approve', headers: auth, payload: {} });
+    const missing = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/nodes/nope/approve',
+      headers: auth,
+      payload: {},
+    });
     expect(missing.statusCode).toBe(404);
 
     const removed = await p.adminApp.inject({ method: 'DELETE', url: '/api/v1/nodes/n1', headers: auth });
@@ -82,7 +111,11 @@ describe('admin API built without an inventory', () => {
     registerNodeIdentityRoutes(app, {});
     await app.ready();
     try {
-      const created = await app.inject({ method: 'POST', url: '/api/v1/join-tokens', payload: { node: 'gpu-7', expires: '1h' } });
+      const created = await app.inject({
+        method: 'POST',
+        url: '/api/v1/join-tokens',
+        payload: { node: 'gpu-7', expires: '1h' },
+      });
       expect(created.statusCode, created.body).toBe(404);
       expect(created.body, 'no store is blamed').not.toContain('LLMGW_NO_STORE');
       const listed = await app.inject({ method: 'GET', url: '/api/v1/join-tokens' });

@@ -55,7 +55,9 @@ export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeId
       removed: id,
       replicas,
       note:
-        (replicas > 0 ? `its ${replicas} replica${replicas === 1 ? ' is' : 's are'} replaced elsewhere, as a lost node's would be; ` : '') +
+        (replicas > 0
+          ? `its ${replicas} replica${replicas === 1 ? ' is' : 's are'} replaced elsewhere, as a lost node's would be; `
+          : '') +
         'its credential no longer works and its id is free to join again; a running agent that still holds the credential joins again by proving it, so stop that agent first if the machine is to stay out',
     };
     return answer;
@@ -64,7 +66,10 @@ export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeId
   app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/approve', async (request) => {
     const node = await inventoryOrThrow(request.params.id).approve(request.params.id, actorOf(request));
     options.onNodeState?.(node.id);
-    const answer: NodeApprovedView = { approved: node.id, ...(node.approvedHardware ? { hardware: node.approvedHardware } : {}) };
+    const answer: NodeApprovedView = {
+      approved: node.id,
+      ...(node.approvedHardware ? { hardware: node.approvedHardware } : {}),
+    };
     return answer;
   });
 
@@ -78,12 +83,19 @@ export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeId
   app.post('/api/v1/join-tokens', async (request, reply) => {
     const body = (request.body ?? {}) as { node?: unknown; expires?: unknown };
     if (typeof body.node !== 'string' || !NODE_ID.test(body.node)) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', 'node: want the node id the token admits (1-128 letters, digits, ".", "_" or "-"), e.g. {"node":"gpu-7","expires":"1h"}');
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        'node: want the node id the token admits (1-128 letters, digits, ".", "_" or "-"), e.g. {"node":"gpu-7","expires":"1h"}',
+      );
     }
     const expires = body.expires === undefined ? DEFAULT_JOIN_TOKEN_EXPIRY : body.expires;
     const ms = typeof expires === 'string' ? parseDurationMs(expires) : 'want a duration string like "1h"';
     if (typeof ms === 'string') throw new LlmgwError('LLMGW_BAD_REQUEST', `expires: ${ms}`);
-    if (ms <= 0 || ms > MAX_JOIN_TOKEN_MS) throw new LlmgwError('LLMGW_BAD_REQUEST', `expires: want more than 0 and at most 7d (a per-node join token is for setting up one machine); got ${String(expires)}`);
+    if (ms <= 0 || ms > MAX_JOIN_TOKEN_MS)
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `expires: want more than 0 and at most 7d (a per-node join token is for setting up one machine); got ${String(expires)}`,
+      );
     const { token, row } = await inventory.createJoinToken(body.node, now() + ms, actorOf(request));
     const answer: JoinTokenCreatedView = { ...joinTokenView(row, now()), token };
     return reply.code(201).send(answer);

@@ -35,46 +35,79 @@ export interface PlanAndLogsDeps {
 const MAX_PLANNED_MODELS = 100;
 
 export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps): void {
-  app.post('/api/v1/models/plan', { bodyLimit: 4 << 20 }, async (request): Promise<ModelPlansView> => planView(deps, request.body));
+  app.post('/api/v1/models/plan', { bodyLimit: 4 << 20 }, async (request): Promise<ModelPlansView> =>
+    planView(deps, request.body),
+  );
 
-  app.get<{ Params: { id: string }; Querystring: { shard?: string; lines?: string } }>('/api/v1/replicas/:id/log', async (request): Promise<ModelLogView> => {
-    const replica = deps.replicas?.().find((r) => r.id === request.params.id);
-    if (!replica) throw new LlmgwError('LLMGW_NOT_FOUND', `no replica has the id "${request.params.id}"; \`GET /api/v1/replicas\` lists them`);
-    const rank = request.query.shard === undefined ? 0 : Number(request.query.shard);
-    const shard = replica.shards.find((s) => s.rank === rank);
-    if (!Number.isInteger(rank) || !shard) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `replica ${replica.id} has no shard of rank ${request.query.shard}; its ranks are ${replica.shards.map((s) => s.rank).join(', ')}`);
-    }
-    const lines = request.query.lines === undefined ? 100 : Number(request.query.lines);
-    if (!Number.isInteger(lines) || lines < 1 || lines > 10_000) throw new LlmgwError('LLMGW_BAD_REQUEST', 'lines: want a whole number from 1 to 10000');
-    const node = deps.inventory?.get(shard.nodeId);
-    const refusal = deps.mgmtRefusal?.(shard.nodeId);
-    if (refusal !== undefined) {
-      // 409, not a 5xx: the message is for the operator, and a 5xx body would hide it.
-      throw new LlmgwError('LLMGW_CONFLICT', `the control plane does not call node ${shard.nodeId}: it refused the node's ${refusal}; fix the agent's --mgmt-addr, or read the logs on the node under the agent's state directory`);
-    }
-    if (!node?.mgmtAddr || !usableMgmtAddr(node.mgmtAddr)) {
-      throw new LlmgwError('LLMGW_UPSTREAM', `node ${shard.nodeId} reported no management address, so its engine logs cannot be fetched; read them on the node under the agent's state directory`);
-    }
-    const timeoutMs = deps.agentTimeoutMs ?? 10_000;
-    let res;
-    try {
-      res = await httpRequest(`${deps.agentMgmt?.scheme ?? 'http'}://${node.mgmtAddr}/mgmt/v1/shards/${encodeURIComponent(shard.id)}/log?lines=${lines}`, {
-        headers: { authorization: `Bearer ${node.mgmtToken}` },
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        ...agentDispatcher(deps.agentMgmt, node.id),
-      });
-    } catch (err) {
-      throw new LlmgwError('LLMGW_UPSTREAM', `cannot reach the agent of node ${node.id} at ${node.mgmtAddr}: ${certificateProblem(err, 'agent_ca') ?? (err as Error).message}`);
-    }
-    const text = await res.body.text();
-    if (res.statusCode === 404) throw new LlmgwError('LLMGW_NOT_FOUND', `node ${node.id} has no log for shard ${shard.id} (yet): the engine may not have started there`);
-    if (res.statusCode !== 200) throw new LlmgwError('LLMGW_UPSTREAM', `the agent of node ${node.id} answered ${res.statusCode}: ${text.slice(0, 200)}`);
-    const answer = JSON.parse(text) as { lines?: unknown };
-    const got = Array.isArray(answer.lines) ? answer.lines.filter((l): l is string => typeof l === 'string') : [];
-    return { replica: replica.id, shard: shard.id, rank, node: node.id, lines: got };
-  });
+  app.get<{ Params: { id: string }; Querystring: { shard?: string; lines?: string } }>(
+    '/api/v1/replicas/:id/log',
+    async (request): Promise<ModelLogView> => {
+      const replica = deps.replicas?.().find((r) => r.id === request.params.id);
+      if (!replica)
+        throw new LlmgwError(
+          'LLMGW_NOT_FOUND',
+          `no replica has the id "${request.params.id}"; \`GET /api/v1/replicas\` lists them`,
+        );
+      const rank = request.query.shard === undefined ? 0 : Number(request.query.shard);
+      const shard = replica.shards.find((s) => s.rank === rank);
+      if (!Number.isInteger(rank) || !shard) {
+        throw new LlmgwError(
+          'LLMGW_BAD_REQUEST',
+          `replica ${replica.id} has no shard of rank ${request.query.shard}; its ranks are ${replica.shards.map((s) => s.rank).join(', ')}`,
+        );
+      }
+      const lines = request.query.lines === undefined ? 100 : Number(request.query.lines);
+      if (!Number.isInteger(lines) || lines < 1 || lines > 10_000)
+        throw new LlmgwError('LLMGW_BAD_REQUEST', 'lines: want a whole number from 1 to 10000');
+      const node = deps.inventory?.get(shard.nodeId);
+      const refusal = deps.mgmtRefusal?.(shard.nodeId);
+      if (refusal !== undefined) {
+        // 409, not a 5xx: the message is for the operator, and a 5xx body would hide it.
+        throw new LlmgwError(
+          'LLMGW_CONFLICT',
+          `the control plane does not call node ${shard.nodeId}: it refused the node's ${refusal}; fix the agent's --mgmt-addr, or read the logs on the node under the agent's state directory`,
+        );
+      }
+      if (!node?.mgmtAddr || !usableMgmtAddr(node.mgmtAddr)) {
+        throw new LlmgwError(
+          'LLMGW_UPSTREAM',
+          `node ${shard.nodeId} reported no management address, so its engine logs cannot be fetched; read them on the node under the agent's state directory`,
+        );
+      }
+      const timeoutMs = deps.agentTimeoutMs ?? 10_000;
+      let res;
+      try {
+        res = await httpRequest(
+          `${deps.agentMgmt?.scheme ?? 'http'}://${node.mgmtAddr}/mgmt/v1/shards/${encodeURIComponent(shard.id)}/log?lines=${lines}`,
+          {
+            headers: { authorization: `Bearer ${node.mgmtToken}` },
+            headersTimeout: timeoutMs,
+            bodyTimeout: timeoutMs,
+            ...agentDispatcher(deps.agentMgmt, node.id),
+          },
+        );
+      } catch (err) {
+        throw new LlmgwError(
+          'LLMGW_UPSTREAM',
+          `cannot reach the agent of node ${node.id} at ${node.mgmtAddr}: ${certificateProblem(err, 'agent_ca') ?? (err as Error).message}`,
+        );
+      }
+      const text = await res.body.text();
+      if (res.statusCode === 404)
+        throw new LlmgwError(
+          'LLMGW_NOT_FOUND',
+          `node ${node.id} has no log for shard ${shard.id} (yet): the engine may not have started there`,
+        );
+      if (res.statusCode !== 200)
+        throw new LlmgwError(
+          'LLMGW_UPSTREAM',
+          `the agent of node ${node.id} answered ${res.statusCode}: ${text.slice(0, 200)}`,
+        );
+      const answer = JSON.parse(text) as { lines?: unknown };
+      const got = Array.isArray(answer.lines) ? answer.lines.filter((l): l is string => typeof l === 'string') : [];
+      return { replica: replica.id, shard: shard.id, rank, node: node.id, lines: got };
+    },
+  );
 }
 
 /**
@@ -82,12 +115,22 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
  * {"models": [definitions]}): the API's answer, and the dashboard's plan
  * page's. Nothing is added.
  */
-export function planView(deps: Pick<PlanAndLogsDeps, 'catalog' | 'inventory' | 'previewPlacement' | 'previewFit'>, input: unknown): ModelPlansView {
+export function planView(
+  deps: Pick<PlanAndLogsDeps, 'catalog' | 'inventory' | 'previewPlacement' | 'previewFit'>,
+  input: unknown,
+): ModelPlansView {
   const body = input as { models?: unknown } | undefined;
-  const defs = Array.isArray(body?.models) ? body.models : body && typeof body === 'object' && !Array.isArray(body) ? [body] : null;
-  if (!defs || defs.length === 0) throw new LlmgwError('LLMGW_BAD_REQUEST', 'want a model definition, or {"models": [definitions]}');
-  if (defs.length > MAX_PLANNED_MODELS) throw new LlmgwError('LLMGW_BAD_REQUEST', `at most ${MAX_PLANNED_MODELS} models per plan; split the file`);
-  if (!deps.previewPlacement) throw new LlmgwError('LLMGW_BAD_REQUEST', 'this control plane has no reconciler to plan with');
+  const defs = Array.isArray(body?.models)
+    ? body.models
+    : body && typeof body === 'object' && !Array.isArray(body)
+      ? [body]
+      : null;
+  if (!defs || defs.length === 0)
+    throw new LlmgwError('LLMGW_BAD_REQUEST', 'want a model definition, or {"models": [definitions]}');
+  if (defs.length > MAX_PLANNED_MODELS)
+    throw new LlmgwError('LLMGW_BAD_REQUEST', `at most ${MAX_PLANNED_MODELS} models per plan; split the file`);
+  if (!deps.previewPlacement)
+    throw new LlmgwError('LLMGW_BAD_REQUEST', 'this control plane has no reconciler to plan with');
   // Every definition is checked first: one bad model in a file is a usage error for the whole file, nothing is planned.
   const problems: string[] = [];
   const models: Model[] = [];
@@ -96,7 +139,9 @@ export function planView(deps: Pick<PlanAndLogsDeps, 'catalog' | 'inventory' | '
       models.push(deps.catalog.validate(def));
     } catch (err) {
       const name = (def as { name?: unknown } | null)?.name;
-      problems.push(`model ${typeof name === 'string' ? JSON.stringify(name) : `#${i + 1}`}: ${(err as Error).message}`);
+      problems.push(
+        `model ${typeof name === 'string' ? JSON.stringify(name) : `#${i + 1}`}: ${(err as Error).message}`,
+      );
     }
   });
   if (problems.length) throw new LlmgwError('LLMGW_CATALOG_INVALID', problems.join('\n'));
@@ -116,11 +161,22 @@ export function planView(deps: Pick<PlanAndLogsDeps, 'catalog' | 'inventory' | '
       }
       const view: ModelPlanView = { name: m.name, wanted: m.scaling.min, placed };
       const fit = fits?.get(m.name);
-      if (fit) view.fit = fit.map((f) => ({ profile: f.profile, engine: f.engine, shards: f.shards, fits: [...f.fits], rejected: f.rejected.map((r) => ({ node: r.node, reasons: [...r.reasons] })) }));
+      if (fit)
+        view.fit = fit.map((f) => ({
+          profile: f.profile,
+          engine: f.engine,
+          shards: f.shards,
+          fits: [...f.fits],
+          rejected: f.rejected.map((r) => ({ node: r.node, reasons: [...r.reasons] })),
+        }));
       const rejected = plan.rejections.get(m.name);
       if (placed.length < m.scaling.min && rejected) {
         const profiles = m.profiles.map((p) => toPlacementProfile(p));
-        view.explain = explain(m.name, rejected.rejections, { nodeCount: rejected.nodeCount || nodeCount, profiles, notes: rejected.notes }).text;
+        view.explain = explain(m.name, rejected.rejections, {
+          nodeCount: rejected.nodeCount || nodeCount,
+          profiles,
+          notes: rejected.notes,
+        }).text;
       }
       return view;
     }),

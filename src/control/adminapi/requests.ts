@@ -17,9 +17,12 @@ export interface RequestsApiDeps {
 }
 
 export function registerRequestsApi(app: FastifyInstance, deps: RequestsApiDeps): void {
-  app.get<{ Querystring: { id?: string; model?: string; status?: string; failed?: string; limit?: string } }>('/api/v1/requests', async (request): Promise<RequestsView> => {
-    return requestsView(deps, requestFilter(request.query));
-  });
+  app.get<{ Querystring: { id?: string; model?: string; status?: string; failed?: string; limit?: string } }>(
+    '/api/v1/requests',
+    async (request): Promise<RequestsView> => {
+      return requestsView(deps, requestFilter(request.query));
+    },
+  );
   app.get<{ Params: { id: string } }>('/api/v1/requests/:id', async (request): Promise<RequestRecordView> => {
     const r = deps.log.get(request.params.id);
     if (!r) throw new LlmgwError('LLMGW_NOT_FOUND', requestMissing(deps, request.params.id));
@@ -28,7 +31,12 @@ export function registerRequestsApi(app: FastifyInstance, deps: RequestsApiDeps)
 }
 
 export function requestsView(deps: RequestsApiDeps, filter: RequestFilter): RequestsView {
-  return { requests: deps.log.list(filter).map(requestRecordView), instance: deps.instance, kept: deps.log.size, capacity: deps.log.capacity };
+  return {
+    requests: deps.log.list(filter).map(requestRecordView),
+    instance: deps.instance,
+    kept: deps.log.size,
+    capacity: deps.log.capacity,
+  };
 }
 
 /** Why a request id is not in the log, in words that say where else to look. */
@@ -40,22 +48,37 @@ export function requestMissing(deps: RequestsApiDeps, id: string): string {
 }
 
 /** The query checked: a bad value is a 400 saying what to write. */
-export function requestFilter(q: { id?: string; model?: string; status?: string; failed?: string; limit?: string }): RequestFilter {
+export function requestFilter(q: {
+  id?: string;
+  model?: string;
+  status?: string;
+  failed?: string;
+  limit?: string;
+}): RequestFilter {
   const out: RequestFilter = {};
   if (q.id) out.id = q.id;
   if (q.model) out.model = q.model;
   if (q.status !== undefined && q.status !== '') {
     const n = Number(q.status);
-    if (!/^\d{3}$/.test(q.status) || n < 100 || n > 599) throw new LlmgwError('LLMGW_BAD_REQUEST', `status must be an HTTP status such as 502; got ${JSON.stringify(q.status)}`);
+    if (!/^\d{3}$/.test(q.status) || n < 100 || n > 599)
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `status must be an HTTP status such as 502; got ${JSON.stringify(q.status)}`,
+      );
     out.status = n;
   }
   if (q.failed !== undefined && q.failed !== '') {
-    if (q.failed !== 'true' && q.failed !== 'false') throw new LlmgwError('LLMGW_BAD_REQUEST', `failed must be true or false; got ${JSON.stringify(q.failed)}`);
+    if (q.failed !== 'true' && q.failed !== 'false')
+      throw new LlmgwError('LLMGW_BAD_REQUEST', `failed must be true or false; got ${JSON.stringify(q.failed)}`);
     out.failed = q.failed === 'true';
   }
   if (q.limit !== undefined && q.limit !== '') {
     const n = Number(q.limit);
-    if (!/^\d+$/.test(q.limit) || n < 1 || n > 1000) throw new LlmgwError('LLMGW_BAD_REQUEST', `limit must be a whole number from 1 to 1000; got ${JSON.stringify(q.limit)}`);
+    if (!/^\d+$/.test(q.limit) || n < 1 || n > 1000)
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `limit must be a whole number from 1 to 1000; got ${JSON.stringify(q.limit)}`,
+      );
     out.limit = n;
   }
   return out;

@@ -22,7 +22,8 @@ const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
   ['drain', 'draining'],
 ]);
 
-export interface AdminApiOptions extends ViewSources, Pick<PlanAndLogsDeps, 'previewPlacement' | 'previewFit' | 'agentMgmt' | 'mgmtRefusal'> {
+export interface AdminApiOptions
+  extends ViewSources, Pick<PlanAndLogsDeps, 'previewPlacement' | 'previewFit' | 'agentMgmt' | 'mgmtRefusal'> {
   catalog: Catalog;
   /** Why a model could never be placed on the known fleet (empty, every node ready), or null when it fits somewhere. */
   checkFit?: (model: Model) => string | null;
@@ -46,10 +47,13 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
     if (isAllNodes(query)) return nodeViews(options);
     const page = nodeViewPage(options, query);
     void reply.header('x-total-count', String(page.total));
-    if (page.next !== null) void reply.header('link', `</api/v1/nodes?${nextPageQuery(params, page.next)}>; rel="next"`);
+    if (page.next !== null)
+      void reply.header('link', `</api/v1/nodes?${nextPageQuery(params, page.next)}>; rel="next"`);
     return page.nodes;
   });
-  app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', async (request) => replicaViews(options, request.query.model || undefined));
+  app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', async (request) =>
+    replicaViews(options, request.query.model || undefined),
+  );
   app.get<{ Querystring: { model?: string } }>('/api/v1/explain-placement', async (request) => {
     const asked = request.query.model;
     if (!asked) throw new LlmgwError('LLMGW_BAD_REQUEST', 'model is required');
@@ -71,10 +75,21 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
   const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
   app.post('/api/v1/models', { bodyLimit: MODEL_BODY_LIMIT_BYTES, config: modelWording }, async (request, reply) => {
     if (!options.catalog.writable) {
-      throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store, so a model added here would not survive a restart');
+      throw new LlmgwError(
+        'LLMGW_NO_STORE',
+        'this control plane has no store, so a model added here would not survive a restart',
+      );
     }
-    if (request.body === undefined || request.body === null || typeof request.body !== 'object' || Array.isArray(request.body)) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', 'the model definition must be a JSON object with at least name, source and profiles');
+    if (
+      request.body === undefined ||
+      request.body === null ||
+      typeof request.body !== 'object' ||
+      Array.isArray(request.body)
+    ) {
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        'the model definition must be a JSON object with at least name, source and profiles',
+      );
     }
     // A model no known node could ever hold is almost always a typo in a
     // class, pool or size; ?force=true is for a fleet that is still joining.
@@ -82,7 +97,10 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
     if (!force && options.checkFit) {
       const why = options.checkFit(options.catalog.validate(request.body));
       if (why) {
-        throw new LlmgwError('LLMGW_PLACEMENT_NO_FIT', `no known node could ever run this model, so it was not added (add ?force=true to add it anyway, e.g. while the fleet is still joining):\n${why}`);
+        throw new LlmgwError(
+          'LLMGW_PLACEMENT_NO_FIT',
+          `no known node could ever run this model, so it was not added (add ?force=true to add it anyway, e.g. while the fleet is still joining):\n${why}`,
+        );
       }
     }
     const model = await options.catalog.add(request.body, actorOf(request));

@@ -3,15 +3,27 @@
 // functions because the dashboard renders the same data server-side; going
 // back out through HTTP for what this process already holds would add a way
 // for the two to disagree.
-import type { ExplainView, ModelView, NodeDetailView, NodeView, ReplicaView, ShardView, SummaryView } from '../../api/types.js';
+import type {
+  ExplainView,
+  ModelView,
+  NodeDetailView,
+  NodeView,
+  ReplicaView,
+  ShardView,
+  SummaryView,
+} from '../../api/types.js';
 import type { Catalog } from '../catalog/index.js';
 import { fabricNames, type Inventory, localDisk, type Node } from '../inventory/index.js';
 import { toRejectionViews } from '../placement/index.js';
-import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord, toPlacementNode } from '../reconciler/index.js';
+import {
+  type BlockedDrain,
+  COUNTING_STATES,
+  type ModelRejections,
+  type ReplicaRecord,
+  toPlacementNode,
+} from '../reconciler/index.js';
 import { drainWaits, modelWhy, nodeIdle, nodeSummary } from './why.js';
 import type { ReplicaLoad } from '../scaling/index.js';
-
-
 
 /** Replica counts per model, from whatever tracks replicas; absent before the reconciler exists. */
 export interface ReplicaCounts {
@@ -33,7 +45,9 @@ export interface ViewSources {
   /** The last pass's rejections for a model; undefined = nothing failed to place. */
   explainPlacement?: (model: string) => ModelRejections | undefined;
   /** Download progress of a fetching shard, from the agent's last heartbeat. */
-  fetchProgress?: (shardId: string) => { bytes_done: number; total_bytes?: number; bytes_per_second?: number } | undefined;
+  fetchProgress?: (
+    shardId: string,
+  ) => { bytes_done: number; total_bytes?: number; bytes_per_second?: number } | undefined;
   /** Replicas the last pass could not move off draining nodes. */
   blockedDrains?: () => readonly BlockedDrain[];
   /** A replica's engine load from its agent's last heartbeat; undefined = none reported. */
@@ -46,9 +60,6 @@ export interface ViewSources {
 
 /** The reconciler's default drain deadline, for a control plane that does not say its own. */
 const DEFAULT_DRAIN_DEADLINE_MS = 5 * 60_000;
-
-
-
 
 /** Replicas, optionally of one model (by name), id order. */
 export function replicaViews(src: ViewSources, model?: string): ReplicaView[] {
@@ -72,7 +83,14 @@ export function replicaViews(src: ViewSources, model?: string): ReplicaView[] {
             gpus: [...s.gpuIndices],
             state: s.state,
             ...(s.error ? { error: s.error } : {}),
-            ...(fetch ? { fetch: { ...fetch, ...(fetch.total_bytes ? { percent: Math.floor((100 * fetch.bytes_done) / fetch.total_bytes) } : {}) } } : {}),
+            ...(fetch
+              ? {
+                  fetch: {
+                    ...fetch,
+                    ...(fetch.total_bytes ? { percent: Math.floor((100 * fetch.bytes_done) / fetch.total_bytes) } : {}),
+                  },
+                }
+              : {}),
           };
         }),
       };
@@ -152,11 +170,18 @@ export function nodeDetailView(src: ViewSources, id: string): NodeDetailView | n
         })
       : undefined;
   // Idle: nothing that counts or drains is on it (a failed replica's leftovers do not make a node busy).
-  const busy = records.some((r) => r.state !== 'failed' && r.shards.some((s) => s.nodeId === id && s.state !== 'stopped'));
+  const busy = records.some(
+    (r) => r.state !== 'failed' && r.shards.some((s) => s.nodeId === id && s.state !== 'stopped'),
+  );
   let idle: NodeDetailView['idle'];
   if (!busy) {
     const gpusInUse = [...(src.nodeUsage?.().get(id)?.gpusInUse ?? [])];
-    idle = nodeIdle({ node: { ...toPlacementNode(node, inv.liveness(node, now)), gpusInUse }, lastSeenAgo: view.last_seen_ago, models, replicas: records });
+    idle = nodeIdle({
+      node: { ...toPlacementNode(node, inv.liveness(node, now)), gpusInUse },
+      lastSeenAgo: view.last_seen_ago,
+      models,
+      replicas: records,
+    });
   }
   return {
     node: view,
@@ -195,18 +220,25 @@ export function summaryView(src: ViewSources): SummaryView {
   const nodes = nodeViews(src);
   const attention: string[] = [];
   for (const n of nodes) {
-    if (n.liveness === 'lost') attention.push(`node ${n.id} is lost: no heartbeat for ${n.last_seen_ago || 'ever since it joined'}`);
+    if (n.liveness === 'lost')
+      attention.push(`node ${n.id} is lost: no heartbeat for ${n.last_seen_ago || 'ever since it joined'}`);
     else if (n.liveness === 'stale') attention.push(`node ${n.id} is stale: last heartbeat ${n.last_seen_ago} ago`);
     for (const u of n.unhealthy_gpus ?? []) attention.push(`node ${n.id} ${u}`);
     if (n.gpu_probe_error) attention.push(`node ${n.id}: ${n.gpu_probe_error}`);
-    if (n.approval === 'pending') attention.push(`node ${n.id} waits for approval and takes no new replicas: llmgw ctl nodes approve ${n.id}`);
-    if (n.hardware_change) attention.push(`node ${n.id}: ${n.hardware_change} since it was approved (llmgw ctl nodes approve ${n.id} accepts it)`);
+    if (n.approval === 'pending')
+      attention.push(`node ${n.id} waits for approval and takes no new replicas: llmgw ctl nodes approve ${n.id}`);
+    if (n.hardware_change)
+      attention.push(
+        `node ${n.id}: ${n.hardware_change} since it was approved (llmgw ctl nodes approve ${n.id} accepts it)`,
+      );
   }
   for (const m of notPlaced) attention.push(`model ${m} has no replica`);
   const replicas = src.replicas?.() ?? [];
-  for (const r of replicas) if (r.state === 'failed') attention.push(`replica ${r.id} of ${r.model} failed: ${r.error ?? 'no error reported'}`);
+  for (const r of replicas)
+    if (r.state === 'failed') attention.push(`replica ${r.id} of ${r.model} failed: ${r.error ?? 'no error reported'}`);
   for (const b of src.blockedDrains?.() ?? []) attention.push(b.reason);
-  if (!src.catalog.writable) attention.push('this control plane has no store: models come only from the catalog file, and writes are refused');
+  if (!src.catalog.writable)
+    attention.push('this control plane has no store: models come only from the catalog file, and writes are refused');
   return {
     models: {
       total: models.length,
@@ -214,13 +246,16 @@ export function summaryView(src: ViewSources): SummaryView {
       stored: models.filter((m) => m.origin === 'store').length,
       not_placed: notPlaced,
     },
-    nodes: { total: nodes.length, by_state: countBy(nodes, (n) => n.state), by_liveness: countBy(nodes, (n) => n.liveness) },
+    nodes: {
+      total: nodes.length,
+      by_state: countBy(nodes, (n) => n.state),
+      by_liveness: countBy(nodes, (n) => n.liveness),
+    },
     replicas: { total: replicas.length, by_state: countBy(replicas, (r) => r.state) },
     attention,
     store: src.catalog.writable,
   };
 }
-
 
 /** Every node's view, or only those of `only` (a page the node query chose: see node-query.ts), in the order given. */
 export function nodeViews(src: ViewSources, only?: readonly Node[]): NodeView[] {
@@ -230,7 +265,8 @@ export function nodeViews(src: ViewSources, only?: readonly Node[]): NodeView[] 
   const usage = src.nodeUsage?.() ?? new Map<string, { replicas: number; gpusInUse: ReadonlySet<number> }>();
   // Read once and indexed: asked per node, a fleet of 10,000 with a few blocked drains paid 10,000 scans of them.
   const blockedOn = new Map<string, string[]>();
-  for (const b of src.blockedDrains?.() ?? []) for (const id of new Set(b.nodeIds)) blockedOn.set(id, [...(blockedOn.get(id) ?? []), b.reason]);
+  for (const b of src.blockedDrains?.() ?? [])
+    for (const id of new Set(b.nodeIds)) blockedOn.set(id, [...(blockedOn.get(id) ?? []), b.reason]);
   return (only ?? inv.list()).map((n) => {
     const report = n.report;
     const gpus = report?.gpus ?? [];
@@ -248,7 +284,8 @@ export function nodeViews(src: ViewSources, only?: readonly Node[]): NodeView[] 
     if (n.mgmtAddr) v.mgmt_addr = n.mgmtAddr;
     if (Object.keys(n.labels).length) v.labels = n.labels;
     if (report?.memory_total_bytes) v.memory_gb = Math.floor(report.memory_total_bytes / 2 ** 30);
-    if (report?.memory_available_bytes !== undefined) v.memory_free_gb = Math.floor(report.memory_available_bytes / 2 ** 30);
+    if (report?.memory_available_bytes !== undefined)
+      v.memory_free_gb = Math.floor(report.memory_available_bytes / 2 ** 30);
     const weights = report?.weights ?? [];
     if (weights.length) v.models_on_disk = weights.map((w) => w.path);
     const disk = localDisk(n);

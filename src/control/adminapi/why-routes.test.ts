@@ -19,9 +19,12 @@ afterEach(async () => {
 
 async function plane(): Promise<ControlPlane> {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-admin-why-'));
-  const p = await ControlPlane.create(compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN, join_token: JOIN }), {
-    logger: pino({ level: 'silent' }),
-  });
+  const p = await ControlPlane.create(
+    compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN, join_token: JOIN }),
+    {
+      logger: pino({ level: 'silent' }),
+    },
+  );
   planes.push(p);
   return p;
 }
@@ -29,13 +32,21 @@ async function plane(): Promise<ControlPlane> {
 async function addNode(p: ControlPlane, id: string, gpus: number): Promise<void> {
   await p.inventory.join({ id, hostname: id, mgmtAddr: null, labels: {}, agentVersion: '1', protocolVersion: 1 });
   p.inventory.heartbeat(p.inventory.get(id)!, {
-    report: { gpus: Array.from({ length: gpus }, (_, index) => ({ index, class: 'h100-80gb', problems: [] })), engines: [{ name: 'vllm' }] },
+    report: {
+      gpus: Array.from({ length: gpus }, (_, index) => ({ index, class: 'h100-80gb', problems: [] })),
+      engines: [{ name: 'vllm' }],
+    },
   });
 }
 
 const get = (p: ControlPlane, url: string) => p.adminApp.inject({ method: 'GET', url, headers: auth });
 const add = (p: ControlPlane, name: string, gpus: number) =>
-  p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { name, source: `hf://org/${name}`, profiles: [{ name: 'gpu', engine: 'vllm', gpus }] } });
+  p.adminApp.inject({
+    method: 'POST',
+    url: '/api/v1/models?force=true',
+    headers: auth,
+    payload: { name, source: `hf://org/${name}`, profiles: [{ name: 'gpu', engine: 'vllm', gpus }] },
+  });
 
 describe('admin API: why', () => {
   it('says why a node is idle and why a model is not placed, with the numbers', async () => {
@@ -62,8 +73,15 @@ describe('admin API: why', () => {
     expect(n1.replicas.map((r) => r.model)).toEqual(['pair']);
 
     const huge = (await get(p, '/api/v1/explain-placement?model=huge')).json<ExplainView>();
-    expect(huge).toMatchObject({ placed: false, min_replicas: 1, ready_replicas: 0, profiles: [{ profile: 'gpu', nodes_fit: 0, node_count: 2 }] });
-    expect(huge.summary![0]).toMatch(/huge is not running and not placed: no node can run any of its profiles \(2 nodes checked\)/);
+    expect(huge).toMatchObject({
+      placed: false,
+      min_replicas: 1,
+      ready_replicas: 0,
+      profiles: [{ profile: 'gpu', nodes_fit: 0, node_count: 2 }],
+    });
+    expect(huge.summary![0]).toMatch(
+      /huge is not running and not placed: no node can run any of its profiles \(2 nodes checked\)/,
+    );
     expect(huge.summary![1]).toMatch(/^0\/2 nodes fit profile gpu: 2 have fewer than 4/);
   });
 
@@ -82,13 +100,27 @@ describe('admin API: why', () => {
     await p.reconciler.pass();
     const on = p.reconciler.replicas()[0]!.shards[0]!.nodeId;
     const other = on === 'n1' ? 'n2' : 'n1';
-    for (const [id, state] of [[other, 'cordon'], [on, 'drain']] as const) {
-      expect((await p.adminApp.inject({ method: 'POST', url: `/api/v1/nodes/${id}/state`, headers: auth, payload: { state } })).statusCode).toBe(200);
+    for (const [id, state] of [
+      [other, 'cordon'],
+      [on, 'drain'],
+    ] as const) {
+      expect(
+        (
+          await p.adminApp.inject({
+            method: 'POST',
+            url: `/api/v1/nodes/${id}/state`,
+            headers: auth,
+            payload: { state },
+          })
+        ).statusCode,
+      ).toBe(200);
     }
     await p.reconciler.pass();
     const detail = (await get(p, `/api/v1/nodes/${on}`)).json<NodeDetailView>();
     expect(detail.drain_waits).toHaveLength(1);
-    expect(detail.drain_waits![0]!.waits_for).toMatch(new RegExp(`a node to take its replacement, and none can: 0/2 nodes fit profile gpu: .*1 is cordoned`));
+    expect(detail.drain_waits![0]!.waits_for).toMatch(
+      new RegExp(`a node to take its replacement, and none can: 0/2 nodes fit profile gpu: .*1 is cordoned`),
+    );
     expect(detail.summary[0]).toBe(`node ${on} is draining and waits for 1 replica:`);
   });
 });

@@ -5,10 +5,24 @@
 // API, ctl and the dashboard show one computation, and a unit test can build
 // any situation from plain objects. Apart from views.ts because these answer
 // a question with a cause, where the views list what is.
-import type { DrainWaitView, NodeIdleView, NodeModelFitView, NotRunningView, ProfileFitCountView, ShardFetchView } from '../../api/types.js';
+import type {
+  DrainWaitView,
+  NodeIdleView,
+  NodeModelFitView,
+  NotRunningView,
+  ProfileFitCountView,
+  ShardFetchView,
+} from '../../api/types.js';
 import { explain, place, type PlacementNode, type PlacementProfile } from '../placement/index.js';
 import { formatBytes } from '../../units/index.js';
-import { type BlockedDrain, COUNTING_STATES, type ModelRejections, type ReplicaRecord, toPlacementProfile, weightsKeyOf } from '../reconciler/index.js';
+import {
+  type BlockedDrain,
+  COUNTING_STATES,
+  type ModelRejections,
+  type ReplicaRecord,
+  toPlacementProfile,
+  weightsKeyOf,
+} from '../reconciler/index.js';
 import type { PlanModel } from '../reconciler/plan-types.js';
 
 /** A model as the answers read it: the catalog's compiled model is one. */
@@ -41,7 +55,9 @@ export function modelWhy(input: ModelWhyInput): ModelWhy {
   const ready = counting.filter((r) => r.state === 'ready').length;
   const min = model.scaling.min;
   const profiles = input.rejections ? profileFits(model, input.rejections) : undefined;
-  const notRunning = own.filter((r) => (COUNTING_STATES.has(r.state) && r.state !== 'ready') || r.state === 'failed').map((r) => notRunningOf(r, input.fetch, nowMs));
+  const notRunning = own
+    .filter((r) => (COUNTING_STATES.has(r.state) && r.state !== 'ready') || r.state === 'failed')
+    .map((r) => notRunningOf(r, input.fetch, nowMs));
 
   const summary: string[] = [];
   const rejected = !!input.rejections?.rejections.length;
@@ -56,13 +72,19 @@ export function modelWhy(input: ModelWhyInput): ModelWhy {
     }
   } else if (rejected) {
     const nodes = input.rejections!.nodeCount;
-    summary.push(`model ${model.name} is not running and not placed: no node can run any of its profiles (${nodes} node${nodes === 1 ? '' : 's'} checked)`);
+    summary.push(
+      `model ${model.name} is not running and not placed: no node can run any of its profiles (${nodes} node${nodes === 1 ? '' : 's'} checked)`,
+    );
   } else if (counting.length > 0) {
-    summary.push(`model ${model.name} is not running yet: ${counting.length} replica${counting.length === 1 ? ' is' : 's are'} placed and not ready`);
+    summary.push(
+      `model ${model.name} is not running yet: ${counting.length} replica${counting.length === 1 ? ' is' : 's are'} placed and not ready`,
+    );
   } else if (own.some((r) => r.state === 'failed')) {
     summary.push(`model ${model.name} is not running: its replicas failed`);
   } else if (min === 0) {
-    summary.push(`model ${model.name} is not running because it wants none: min 0 and no request has asked for it (the first request starts one)`);
+    summary.push(
+      `model ${model.name} is not running because it wants none: min 0 and no request has asked for it (the first request starts one)`,
+    );
   } else {
     summary.push(`model ${model.name} is not running: the reconciler has not placed it yet (min ${min})`);
   }
@@ -80,7 +102,10 @@ export function modelWhy(input: ModelWhyInput): ModelWhy {
 
 function profileFits(model: WhyModel, rejections: ModelRejections): ProfileFitCountView[] {
   const placementProfiles: PlacementProfile[] = model.profiles.map(toPlacementProfile);
-  const summary = explain(model.name, rejections.rejections, { nodeCount: rejections.nodeCount, profiles: placementProfiles });
+  const summary = explain(model.name, rejections.rejections, {
+    nodeCount: rejections.nodeCount,
+    profiles: placementProfiles,
+  });
   return summary.profiles.map((p) => ({
     profile: p.profile,
     ...(p.pool === undefined ? {} : { pool: p.pool }),
@@ -101,7 +126,9 @@ function notRunningOf(r: ReplicaRecord, fetch: ModelWhyInput['fetch'], nowMs: nu
       reason = `is placed${on} and waits for its agent to start it`;
       break;
     case 'fetching': {
-      const progress = r.shards.map((s) => (s.state === 'fetching' ? fetch?.(s.id) : undefined)).find((f) => f !== undefined);
+      const progress = r.shards
+        .map((s) => (s.state === 'fetching' ? fetch?.(s.id) : undefined))
+        .find((f) => f !== undefined);
       reason = `is fetching its weights${on}: ${progress ? fetchWords(progress) : 'no progress reported yet'}`;
       break;
     }
@@ -157,11 +184,24 @@ export interface NodeIdleInput {
 export function nodeIdle(input: NodeIdleInput): NodeIdleView {
   const { node } = input;
   const own: string[] = [];
-  if (node.liveness === 'lost') own.push(`node ${node.id} is lost: no heartbeat for ${input.lastSeenAgo || 'ever since it joined'}, so nothing is placed on it`);
-  else if (node.liveness === 'stale') own.push(`node ${node.id} is stale: its last heartbeat was ${input.lastSeenAgo} ago, so nothing new is placed on it until it reports`);
-  if (node.adminState === 'cordoned') own.push(`node ${node.id} is cordoned: it takes no new replicas (llmgw ctl nodes uncordon ${node.id})`);
-  if (node.adminState === 'draining') own.push(`node ${node.id} is draining: its replicas moved off and it takes no new ones (llmgw ctl nodes uncordon ${node.id})`);
-  if (node.pendingApproval) own.push(`node ${node.id} waits for an admin's approval and takes no replicas (llmgw ctl nodes approve ${node.id})`);
+  if (node.liveness === 'lost')
+    own.push(
+      `node ${node.id} is lost: no heartbeat for ${input.lastSeenAgo || 'ever since it joined'}, so nothing is placed on it`,
+    );
+  else if (node.liveness === 'stale')
+    own.push(
+      `node ${node.id} is stale: its last heartbeat was ${input.lastSeenAgo} ago, so nothing new is placed on it until it reports`,
+    );
+  if (node.adminState === 'cordoned')
+    own.push(`node ${node.id} is cordoned: it takes no new replicas (llmgw ctl nodes uncordon ${node.id})`);
+  if (node.adminState === 'draining')
+    own.push(
+      `node ${node.id} is draining: its replicas moved off and it takes no new ones (llmgw ctl nodes uncordon ${node.id})`,
+    );
+  if (node.pendingApproval)
+    own.push(
+      `node ${node.id} waits for an admin's approval and takes no replicas (llmgw ctl nodes approve ${node.id})`,
+    );
 
   const models: NodeModelFitView[] = input.models.map((m) => modelFit(node, m, input.replicas));
   const reasons = [...own];
@@ -170,12 +210,16 @@ export function nodeIdle(input: NodeIdleInput): NodeIdleView {
   } else if (own.length === 0) {
     const fitting = models.filter((m) => m.fits);
     const wanting = fitting.filter((m) => m.replicas < m.min_replicas);
-    if (fitting.length === 0) reasons.push(`none of the ${models.length} model${models.length === 1 ? '' : 's'} in the catalog can run here:`);
+    if (fitting.length === 0)
+      reasons.push(`none of the ${models.length} model${models.length === 1 ? '' : 's'} in the catalog can run here:`);
     else if (wanting.length === 0)
       reasons.push(
         `every model that could run here already has the replicas it wants on other nodes or wants none: ${fitting.map((m) => (m.replicas ? `${m.model} on ${m.nodes.join(', ')}` : `${m.model} wants none`)).join('; ')}`,
       );
-    else reasons.push(`${wanting.map((m) => m.model).join(', ')} could run here and wants more replicas: the next reconciler pass should place one`);
+    else
+      reasons.push(
+        `${wanting.map((m) => m.model).join(', ')} could run here and wants more replicas: the next reconciler pass should place one`,
+      );
   }
   for (const m of models) reasons.push(`model ${m.model}: ${m.reason}`);
   return { reasons, models };
@@ -185,12 +229,17 @@ function modelFit(node: PlacementNode, model: WhyModel, replicas: readonly Repli
   const counting = replicas.filter((r) => r.model === model.name && COUNTING_STATES.has(r.state));
   const nodes = [...new Set(counting.flatMap((r) => r.shards.map((s) => s.nodeId)))].sort();
   const base = { model: model.name, replicas: counting.length, nodes, min_replicas: model.scaling.min };
-  const result = place({ nodes: [node] }, { model: model.name, weightsKey: weightsKeyOf(model.source), profiles: model.profiles.map(toPlacementProfile) });
+  const result = place(
+    { nodes: [node] },
+    { model: model.name, weightsKey: weightsKeyOf(model.source), profiles: model.profiles.map(toPlacementProfile) },
+  );
   if (!result.ok) {
     const mine = result.rejections.filter((r) => r.node === node.id || r.node === undefined);
     const byProfile = new Map<string, string[]>();
     for (const r of mine) byProfile.set(r.profile, [...(byProfile.get(r.profile) ?? []), r.reason]);
-    const words = [...byProfile].map(([p, rs]) => (byProfile.size > 1 ? `profile ${p}: ${rs.join('; ')}` : rs.join('; '))).join(' | ');
+    const words = [...byProfile]
+      .map(([p, rs]) => (byProfile.size > 1 ? `profile ${p}: ${rs.join('; ')}` : rs.join('; ')))
+      .join(' | ');
     return { ...base, fits: false, reason: `cannot run here: ${words || 'placement rejected it'}` };
   }
   const profile = result.placement.profile;
@@ -232,11 +281,19 @@ export interface DrainWaitsInput {
  */
 export function drainWaits(input: DrainWaitsInput): DrainWaitView[] {
   const { nowMs } = input;
-  const here = input.replicas.filter((r) => r.state !== 'failed' && r.shards.some((s) => s.nodeId === input.nodeId && s.state !== 'stopped'));
+  const here = input.replicas.filter(
+    (r) => r.state !== 'failed' && r.shards.some((s) => s.nodeId === input.nodeId && s.state !== 'stopped'),
+  );
   return here.map((r): DrainWaitView => {
     const since = Math.max(0, Math.floor((nowMs - r.stateSinceMs) / 1000));
     const inFlight = input.inFlight?.(r.id);
-    const base = { replica: r.id, model: r.model, state: r.state, since_seconds: since, ...(inFlight === undefined ? {} : { in_flight: inFlight }) };
+    const base = {
+      replica: r.id,
+      model: r.model,
+      state: r.state,
+      since_seconds: since,
+      ...(inFlight === undefined ? {} : { in_flight: inFlight }),
+    };
     if (r.state === 'draining') {
       const left = Math.max(0, Math.ceil((input.drainDeadlineMs - (nowMs - r.stateSinceMs)) / 1000));
       const waits = inFlight
@@ -260,14 +317,25 @@ export function drainWaits(input: DrainWaitsInput): DrainWaitView[] {
       const rejections = input.rejections(r.model);
       const model = input.models.find((m) => m.name === r.model);
       const lines = rejections && model ? profileFits(model, rejections).map((p) => p.line) : [];
-      return { ...base, waits_for: `a node to take its replacement, and none can: ${lines.length ? lines.join('; ') : `see llmgw ctl explain ${r.model}`}; it keeps serving meanwhile` };
+      return {
+        ...base,
+        waits_for: `a node to take its replacement, and none can: ${lines.length ? lines.join('; ') : `see llmgw ctl explain ${r.model}`}; it keeps serving meanwhile`,
+      };
     }
-    return { ...base, waits_for: 'a replacement to be placed: at most a few replicas of one model move at a time, and the next reconciler pass places it' };
+    return {
+      ...base,
+      waits_for:
+        'a replacement to be placed: at most a few replicas of one model move at a time, and the next reconciler pass places it',
+    };
   });
 }
 
 /** The node page's summary: the drain first when it drains, then why it is idle. */
-export function nodeSummary(nodeId: string, waits: readonly DrainWaitView[] | undefined, idle: NodeIdleView | undefined): string[] {
+export function nodeSummary(
+  nodeId: string,
+  waits: readonly DrainWaitView[] | undefined,
+  idle: NodeIdleView | undefined,
+): string[] {
   const out: string[] = [];
   if (waits) {
     if (waits.length === 0) out.push(`node ${nodeId} is drained: no replica is left on it`);

@@ -27,11 +27,24 @@ afterEach(async () => {
 
 describe('heartbeat long-poll', () => {
   it('holds a heartbeat with the current generation until the generation moves', async () => {
-    plane = await ControlPlane.create(compileControlOptions({ store: 'none', join_token: JOIN, client_addr: '127.0.0.1:0', admin_addr: '127.0.0.1:0', agent_addr: '127.0.0.1:0' }), {
-      logger: pino({ level: 'silent' }),
-    });
+    plane = await ControlPlane.create(
+      compileControlOptions({
+        store: 'none',
+        join_token: JOIN,
+        client_addr: '127.0.0.1:0',
+        admin_addr: '127.0.0.1:0',
+        agent_addr: '127.0.0.1:0',
+      }),
+      {
+        logger: pino({ level: 'silent' }),
+      },
+    );
     const urls = await plane.listen();
-    const joined = await request(`${urls.agent}/agent/v1/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ join_token: JOIN, node_id: 'n1' }) });
+    const joined = await request(`${urls.agent}/agent/v1/join`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ join_token: JOIN, node_id: 'n1' }),
+    });
     const { credential } = (await joined.body.json()) as { credential: string };
     const beat = (extra: Record<string, unknown>) =>
       request(`${urls.agent}/agent/v1/heartbeat`, {
@@ -61,7 +74,12 @@ describe('heartbeat long-poll', () => {
 class WatchedBoard extends AssignmentBoard {
   started = 0;
   ended = 0;
-  override async waitForChange(nodeId: string, known: number, waitMs: number, onCancel?: (cancel: () => void) => () => void): Promise<void> {
+  override async waitForChange(
+    nodeId: string,
+    known: number,
+    waitMs: number,
+    onCancel?: (cancel: () => void) => () => void,
+  ): Promise<void> {
     this.started++;
     try {
       await super.waitForChange(nodeId, known, waitMs, onCancel);
@@ -76,7 +94,12 @@ describe('a held heartbeat and its response', () => {
   // does not keep a waiter for the whole wait_ms; the listener must go once
   // the wait ends, or each heartbeat on a kept-alive socket would add one.
   it('ends the wait when the agent goes away, and leaves no close listener on an answered one', async () => {
-    const inventory = await Inventory.create({ store: null, now: () => Date.now(), staleAfterMs: 15_000, lostAfterMs: 60_000 });
+    const inventory = await Inventory.create({
+      store: null,
+      now: () => Date.now(),
+      staleAfterMs: 15_000,
+      lostAfterMs: 60_000,
+    });
     const board = new WatchedBoard(1);
     const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
     registerAgentApi(app, { inventory, assignments: board, joinToken: JOIN, heartbeatIntervalMs: 1000 });
@@ -89,7 +112,11 @@ describe('a held heartbeat and its response', () => {
     // Its own connections, closed before the app: after an abort undici may open another, which would hold app.close().
     const dispatcher = new Agent();
     try {
-      const joined = await app.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: JOIN, node_id: 'n1' } });
+      const joined = await app.inject({
+        method: 'POST',
+        url: '/agent/v1/join',
+        payload: { join_token: JOIN, node_id: 'n1' },
+      });
       const { credential } = joined.json<{ credential: string }>();
       const beat = (extra: Record<string, unknown>, signal?: AbortSignal) =>
         request(`${base}/agent/v1/heartbeat`, {
@@ -108,7 +135,9 @@ describe('a held heartbeat and its response', () => {
       board.bump('n1');
       expect(((await (await held).body.json()) as { generation: number }).generation).toBe(generation + 1);
       await until('both answers are counted', () => closeListeners.length === 2);
-      expect(closeListeners[1], 'a held heartbeat leaves as many close listeners as one answered at once').toBe(closeListeners[0]);
+      expect(closeListeners[1], 'a held heartbeat leaves as many close listeners as one answered at once').toBe(
+        closeListeners[0],
+      );
 
       // Held, then the agent goes away: the wait ends long before its 60 s.
       const gone = new AbortController();
@@ -130,13 +159,35 @@ describe('heartbeats an instance cannot save', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-agentapi-'));
     const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
     let now = 1_000_000;
-    const inventory = await Inventory.create({ store, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0 });
+    const inventory = await Inventory.create({
+      store,
+      now: () => now,
+      staleAfterMs: 15_000,
+      lostAfterMs: 60_000,
+      flushIntervalMs: 0,
+    });
     const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
-    registerAgentApi(app, { inventory, assignments: new AssignmentBoard(1), joinToken: JOIN, heartbeatIntervalMs: 1000, refuseHeartbeatsUnsavedForMs: 7_500 });
+    registerAgentApi(app, {
+      inventory,
+      assignments: new AssignmentBoard(1),
+      joinToken: JOIN,
+      heartbeatIntervalMs: 1000,
+      refuseHeartbeatsUnsavedForMs: 7_500,
+    });
     try {
-      const joined = await app.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: JOIN, node_id: 'n1' } });
+      const joined = await app.inject({
+        method: 'POST',
+        url: '/agent/v1/join',
+        payload: { join_token: JOIN, node_id: 'n1' },
+      });
       const { credential } = joined.json<{ credential: string }>();
-      const beat = () => app.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1' } });
+      const beat = () =>
+        app.inject({
+          method: 'POST',
+          url: '/agent/v1/heartbeat',
+          headers: { authorization: `Bearer ${credential}` },
+          payload: { node_id: 'n1' },
+        });
       expect((await beat()).statusCode).toBe(200);
 
       await store.close();
@@ -147,7 +198,9 @@ describe('heartbeats an instance cannot save', () => {
       now += 1_000;
       const refused = await beat();
       expect(refused.statusCode).toBe(503);
-      expect(refused.json<{ error: string }>().error).toMatch(/not been able to save heartbeats to the store for 8 s.*heartbeat to another control plane/);
+      expect(refused.json<{ error: string }>().error).toMatch(
+        /not been able to save heartbeats to the store for 8 s.*heartbeat to another control plane/,
+      );
     } finally {
       await app.close();
       await inventory.close().catch(() => undefined);

@@ -39,7 +39,9 @@ describe('assignment board', () => {
     for (const [what, shards, moves] of steps) {
       board.set('n1', shards);
       const now = board.get('n1');
-      expect(now.generation, `${what}: ${moves ? 'a change moves the generation' : 'no change leaves it'}`).toBe(moves ? generation + 1 : generation);
+      expect(now.generation, `${what}: ${moves ? 'a change moves the generation' : 'no change leaves it'}`).toBe(
+        moves ? generation + 1 : generation,
+      );
       expect(now.shards, what).toEqual(shards);
       generation = now.generation;
     }
@@ -74,7 +76,9 @@ describe('assignment board', () => {
     cancelled.cancel();
     await cancelled.ended;
     cancelled.cancel();
-    expect(ends, 'a cancel ends the wait and undoes the registration once, a second cancel does nothing').toEqual(['cancelled']);
+    expect(ends, 'a cancel ends the wait and undoes the registration once, a second cancel does nothing').toEqual([
+      'cancelled',
+    ]);
 
     const already = wait('cancelled while registering', 60_000, true);
     await already.ended;
@@ -87,7 +91,12 @@ describe('assignment board', () => {
 
     const timedOut = wait('timed out', 5);
     await timedOut.ended;
-    expect(ends, 'each wait undid its registration exactly once').toEqual(['cancelled', 'cancelled while registering', 'changed', 'timed out']);
+    expect(ends, 'each wait undid its registration exactly once').toEqual([
+      'cancelled',
+      'cancelled while registering',
+      'changed',
+      'timed out',
+    ]);
   });
 
   it('ends every timed wait, none before its time, and a wait cancelled early leaves the others to run out', async () => {
@@ -96,7 +105,9 @@ describe('assignment board', () => {
     const lengths = [0, 1, 30, 120, 250, 250];
     const ended: number[] = [];
     const waits = lengths.map((ms, i) =>
-      board.waitForChange(`n${i}`, board.get(`n${i}`).generation, ms).then(() => ended.push(Date.now() - startedAt >= ms ? ms : -ms)),
+      board
+        .waitForChange(`n${i}`, board.get(`n${i}`).generation, ms)
+        .then(() => ended.push(Date.now() - startedAt >= ms ? ms : -ms)),
     );
     let cancel: () => void = () => undefined;
     const early = board.waitForChange('n-early', board.get('n-early').generation, 250, (c) => {
@@ -106,6 +117,9 @@ describe('assignment board', () => {
     cancel();
     await early;
     await Promise.all(waits);
-    expect(ended.sort((a, b) => a - b), 'each ran its time out, none sooner').toEqual([0, 1, 30, 120, 250, 250]);
+    expect(
+      ended.sort((a, b) => a - b),
+      'each ran its time out, none sooner',
+    ).toEqual([0, 1, 30, 120, 250, 250]);
   });
 });

@@ -81,7 +81,12 @@ export class AssignmentBoard {
    * to hear its response close, was a visible share of a 10,000-node fleet's
    * CPU. Absent = ends only on a change or after waitMs.
    */
-  waitForChange(nodeId: string, known: number, waitMs: number, onCancel?: (cancel: () => void) => () => void): Promise<void> {
+  waitForChange(
+    nodeId: string,
+    known: number,
+    waitMs: number,
+    onCancel?: (cancel: () => void) => () => void,
+  ): Promise<void> {
     const b = this.board(nodeId);
     if (b.generation !== known || waitMs <= 0) return Promise.resolve();
     // A plain promise, not an async function: a held heartbeat keeps this

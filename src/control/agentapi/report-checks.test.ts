@@ -5,15 +5,33 @@
 // (and as what) and what is refused (and why).
 import { describe, expect, it } from 'vitest';
 import type { ShardStatus } from '../../protocol/index.js';
-import { checkMgmtAddr, checkShardEndpoint, declaredAddressing, type NodeAddressing, screenShards, usableMgmtAddr } from './report-checks.js';
+import {
+  checkMgmtAddr,
+  checkShardEndpoint,
+  declaredAddressing,
+  type NodeAddressing,
+  screenShards,
+  usableMgmtAddr,
+} from './report-checks.js';
 
-const remote: NodeAddressing = { sourceAddr: '10.0.0.5', engineHost: '10.1.0.5', portRange: { first: 20000, last: 20999 } };
+const remote: NodeAddressing = {
+  sourceAddr: '10.0.0.5',
+  engineHost: '10.1.0.5',
+  portRange: { first: 20000, last: 20999 },
+};
 const older: NodeAddressing = { sourceAddr: '10.0.0.5', engineHost: null, portRange: null };
-const local: NodeAddressing = { sourceAddr: '127.0.0.1', engineHost: '127.0.0.1', portRange: { first: 20000, last: 20999 } };
+const local: NodeAddressing = {
+  sourceAddr: '127.0.0.1',
+  engineHost: '127.0.0.1',
+  portRange: { first: 20000, last: 20999 },
+};
 const dualStack: NodeAddressing = { sourceAddr: '::ffff:10.0.0.5', engineHost: null, portRange: null };
 // Even a node that reports from link-local, or declares it, may not name it: cloud metadata answers there.
 const linkLocal: NodeAddressing = { sourceAddr: 'fe80::5', engineHost: '169.254.169.254', portRange: null };
-const namedEngineHost = declaredAddressing({ engine_host: 'gpu7.lan', port_range: { first: 20000, last: 20999 } }, '10.0.0.5');
+const namedEngineHost = declaredAddressing(
+  { engine_host: 'gpu7.lan', port_range: { first: 20000, last: 20999 } },
+  '10.0.0.5',
+);
 const notAnIp = /is not an IP address .*report the node's IP address, e\.g\. with the agent's --advertise-host/;
 
 describe('shard endpoints', () => {
@@ -34,8 +52,18 @@ describe('shard endpoints', () => {
     ['without a port', remote, 'http://10.0.0.5', /not http:\/\/host:port/],
     ['port 0', remote, 'http://10.0.0.5:0', /not http:\/\/host:port/],
     ['another scheme', remote, 'file://10.0.0.5:20001', /not http:\/\/host:port/],
-    ['outside the port range', local, 'http://127.0.0.1:9', /port 9 is outside the node's engine port range 20000-20999/],
-    ['on another host', remote, 'http://10.0.0.6:20001', /host 10\.0\.0\.6 is not the node's own address; it may be 10\.0\.0\.5 .* or 10\.1\.0\.5/],
+    [
+      'outside the port range',
+      local,
+      'http://127.0.0.1:9',
+      /port 9 is outside the node's engine port range 20000-20999/,
+    ],
+    [
+      'on another host',
+      remote,
+      'http://10.0.0.6:20001',
+      /host 10\.0\.0\.6 is not the node's own address; it may be 10\.0\.0\.5 .* or 10\.1\.0\.5/,
+    ],
     ['an older agent on another host', older, 'http://10.0.0.6:8000', /it may be 10\.0\.0\.5, where it reports from/],
     ['loopback from a remote node', remote, 'http://127.0.0.1:20001', /would make the control plane call itself/],
     ['localhost from a remote node', older, 'http://localhost:8000', notAnIp],
@@ -52,7 +80,12 @@ describe('shard endpoints', () => {
     ['the source address IPv4-mapped in hex', remote, 'http://[::FFFF:a00:5]:20001', 'http://10.0.0.5:20001'],
     ['IPv6 loopback written long, from a loopback node', local, 'http://[0:0:0:0:0:0:0:1]:20000', 'http://[::1]:20000'],
     ['another loopback address from a loopback node', local, 'http://127.0.0.2:20000', 'http://127.0.0.2:20000'],
-    ['IPv4-mapped loopback from a remote node', remote, 'http://[::ffff:127.0.0.1]:20001', /would make the control plane call itself/],
+    [
+      'IPv4-mapped loopback from a remote node',
+      remote,
+      'http://[::ffff:127.0.0.1]:20001',
+      /would make the control plane call itself/,
+    ],
     ['IPv6 loopback from a remote node', remote, 'http://[::1]:20001', /would make the control plane call itself/],
     ['the IPv6 wildcard', local, 'http://[::]:20000', /wildcard/],
     ['0.0.0.0 IPv4-mapped', local, 'http://[::ffff:0.0.0.0]:20000', /wildcard/],
@@ -63,8 +96,18 @@ describe('shard endpoints', () => {
     ['IPv4 multicast', remote, 'http://224.0.0.1:20001', /multicast/],
     ['IPv6 multicast', remote, 'http://[ff02::1]:20001', /multicast/],
     ['broadcast', remote, 'http://255.255.255.255:20001', /broadcast/],
-    ['a host beside a declared engine host that is a name', namedEngineHost, 'http://10.1.0.5:20001', /engine host "gpu7\.lan" is not an IP address, so it was not taken: report an IP address/],
-    ['the source address beside a declared engine host that is a name', namedEngineHost, 'http://10.0.0.5:20001', 'http://10.0.0.5:20001'],
+    [
+      'a host beside a declared engine host that is a name',
+      namedEngineHost,
+      'http://10.1.0.5:20001',
+      /engine host "gpu7\.lan" is not an IP address, so it was not taken: report an IP address/,
+    ],
+    [
+      'the source address beside a declared engine host that is a name',
+      namedEngineHost,
+      'http://10.0.0.5:20001',
+      'http://10.0.0.5:20001',
+    ],
   ];
   it.each(cases)('%s', (_what, node, endpoint, want) => {
     const got = checkShardEndpoint(endpoint, node);
@@ -114,12 +157,18 @@ describe('management addresses', () => {
 
 describe('what an agent declares', () => {
   it('reads engine host and port range leniently: a wildcard or a bad range is not declared', () => {
-    expect(declaredAddressing({ engine_host: '10.1.0.5', port_range: { first: 20000, last: 20999 } }, '10.0.0.5')).toEqual(remote);
+    expect(
+      declaredAddressing({ engine_host: '10.1.0.5', port_range: { first: 20000, last: 20999 } }, '10.0.0.5'),
+    ).toEqual(remote);
     expect(declaredAddressing({}, '10.0.0.5'), 'an older agent').toEqual(older);
     expect(declaredAddressing(undefined, '10.0.0.5')).toEqual(older);
-    expect(declaredAddressing({ engine_host: '0.0.0.0', port_range: { first: 9, last: 1 } }, '10.0.0.5')).toEqual(older);
+    expect(declaredAddressing({ engine_host: '0.0.0.0', port_range: { first: 9, last: 1 } }, '10.0.0.5')).toEqual(
+      older,
+    );
     expect(declaredAddressing({ engine_host: 5, port_range: { first: 0, last: 70000 } }, '10.0.0.5')).toEqual(older);
-    expect(declaredAddressing({ engine_host: '[::FFFF:10.1.0.5]' }, '10.0.0.5').engineHost, 'normalised').toBe('10.1.0.5');
+    expect(declaredAddressing({ engine_host: '[::FFFF:10.1.0.5]' }, '10.0.0.5').engineHost, 'normalised').toBe(
+      '10.1.0.5',
+    );
     expect(declaredAddressing({ engine_host: '[::]' }, '10.0.0.5').engineHost, 'the IPv6 wildcard').toBeNull();
   });
 
@@ -130,8 +179,8 @@ describe('what an agent declares', () => {
   });
 });
 
-describe('a heartbeat\'s shards', () => {
-  it('keeps taken endpoints in their normal form and strips refused ones, with the reason as the shard\'s error', () => {
+describe("a heartbeat's shards", () => {
+  it("keeps taken endpoints in their normal form and strips refused ones, with the reason as the shard's error", () => {
     const { shards, refused } = screenShards<ShardStatus>(
       [
         { shard_id: 's1', replica_id: 'r1', state: 'ready', endpoint: '127.0.0.1:20001' },
@@ -142,7 +191,7 @@ describe('a heartbeat\'s shards', () => {
     );
     expect(shards[0]).toEqual({ shard_id: 's1', replica_id: 'r1', state: 'ready', endpoint: 'http://127.0.0.1:20001' });
     expect(shards[1]!.endpoint, 'nothing left to route to').toBeUndefined();
-    expect(shards[1]!.state, 'the state is the agent\'s').toBe('ready');
+    expect(shards[1]!.state, "the state is the agent's").toBe('ready');
     expect(shards[1]!.error).toMatch(/refused this shard's endpoint .* not routed to/);
     expect(shards[2]).toEqual({ shard_id: 's3', replica_id: 'r3', state: 'fetching' });
     expect(refused.map((r) => r.shardId)).toEqual(['s2']);

@@ -38,7 +38,10 @@ export interface NodeAddressing {
 }
 
 export type AddressCheck =
-  | { readonly ok: true; /** The address as the control plane will use it (an endpoint always as scheme://host:port). */ readonly value: string }
+  | {
+      readonly ok: true;
+      /** The address as the control plane will use it (an endpoint always as scheme://host:port). */ readonly value: string;
+    }
   | { readonly ok: false; /** A sentence naming what is wrong and what is allowed. */ readonly reason: string };
 
 interface HostPort {
@@ -48,7 +51,8 @@ interface HostPort {
   readonly port: number;
 }
 
-const HOST_PORT = /^(?:(https?):\/\/)?(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)):(\d{1,5})(\/?)$/;
+const HOST_PORT =
+  /^(?:(https?):\/\/)?(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)):(\d{1,5})(\/?)$/;
 
 /** `[scheme://]host:port[/]`, or null for anything else (a path, a query, userinfo, a missing port). */
 export function parseHostPort(text: string): HostPort | null {
@@ -68,7 +72,10 @@ export function parseHostPort(text: string): HostPort | null {
 export function checkMgmtAddr(text: string, node: NodeAddressing): AddressCheck {
   const parsed = parseHostPort(text);
   if (!parsed || parsed.scheme !== null) {
-    return { ok: false, reason: `mgmt_addr ${JSON.stringify(text.slice(0, 120))} is not host:port (no scheme, path or query); the agent's --mgmt-addr gives it` };
+    return {
+      ok: false,
+      reason: `mgmt_addr ${JSON.stringify(text.slice(0, 120))} is not host:port (no scheme, path or query); the agent's --mgmt-addr gives it`,
+    };
   }
   const hostProblem = checkHost(parsed.host, node);
   if (hostProblem) return { ok: false, reason: `mgmt_addr ${text}: ${hostProblem}` };
@@ -79,13 +86,19 @@ export function checkMgmtAddr(text: string, node: NodeAddressing): AddressCheck 
 export function checkShardEndpoint(text: string, node: NodeAddressing): AddressCheck {
   const parsed = parseHostPort(text);
   if (!parsed) {
-    return { ok: false, reason: `endpoint ${JSON.stringify(text.slice(0, 120))} is not http://host:port (no path, query or userinfo)` };
+    return {
+      ok: false,
+      reason: `endpoint ${JSON.stringify(text.slice(0, 120))} is not http://host:port (no path, query or userinfo)`,
+    };
   }
   const hostProblem = checkHost(parsed.host, node);
   if (hostProblem) return { ok: false, reason: `endpoint ${text}: ${hostProblem}` };
   const range = node.portRange;
   if (range && (parsed.port < range.first || parsed.port > range.last)) {
-    return { ok: false, reason: `endpoint ${text}: port ${parsed.port} is outside the node's engine port range ${range.first}-${range.last}` };
+    return {
+      ok: false,
+      reason: `endpoint ${text}: port ${parsed.port} is outside the node's engine port range ${range.first}-${range.last}`,
+    };
   }
   return { ok: true, value: `${parsed.scheme ?? 'http'}://${joinHostPort(parsed.host, parsed.port)}` };
 }
@@ -97,8 +110,15 @@ export function checkShardEndpoint(text: string, node: NodeAddressing): AddressC
  */
 export function declaredAddressing(from: unknown, sourceAddr: string): NodeAddressing {
   const o = from !== null && typeof from === 'object' ? (from as Record<string, unknown>) : {};
-  const host = typeof o.engine_host === 'string' ? o.engine_host.trim().toLowerCase().replace(/^\[|\]$/g, '') : '';
-  const r = o.port_range !== null && typeof o.port_range === 'object' ? (o.port_range as Record<string, unknown>) : null;
+  const host =
+    typeof o.engine_host === 'string'
+      ? o.engine_host
+          .trim()
+          .toLowerCase()
+          .replace(/^\[|\]$/g, '')
+      : '';
+  const r =
+    o.port_range !== null && typeof o.port_range === 'object' ? (o.port_range as Record<string, unknown>) : null;
   const first = r ? r.first : undefined;
   const last = r ? r.last : undefined;
   const validPort = (p: unknown): p is number => typeof p === 'number' && Number.isInteger(p) && p >= 1 && p <= 65535;
@@ -107,7 +127,11 @@ export function declaredAddressing(from: unknown, sourceAddr: string): NodeAddre
     sourceAddr,
     // A wildcard is where engines bind, not where anyone reaches them: as good as not declared.
     engineHost: ip !== null && kindOf(ip) !== 'unspecified' ? ip : null,
-    ...(host && ip === null ? { engineHostIgnored: `its declared engine host ${JSON.stringify(host.slice(0, 80))} is not an IP address, so it was not taken` } : {}),
+    ...(host && ip === null
+      ? {
+          engineHostIgnored: `its declared engine host ${JSON.stringify(host.slice(0, 80))} is not an IP address, so it was not taken`,
+        }
+      : {}),
     portRange: validPort(first) && validPort(last) && first <= last ? { first, last } : null,
   };
 }
@@ -116,11 +140,36 @@ type AddressKind = 'loopback' | 'unspecified' | 'link-local' | 'multicast' | 'ot
 
 const SPECIAL = new Map<Exclude<AddressKind, 'other'>, BlockList>();
 for (const [kind, ranges] of [
-  ['loopback', [['127.0.0.0', 8, 'ipv4'], ['::1', 128, 'ipv6']]],
+  [
+    'loopback',
+    [
+      ['127.0.0.0', 8, 'ipv4'],
+      ['::1', 128, 'ipv6'],
+    ],
+  ],
   // 0.0.0.0/8 is "this network": no machine, and a connect to it reaches this one.
-  ['unspecified', [['0.0.0.0', 8, 'ipv4'], ['::', 128, 'ipv6']]],
-  ['link-local', [['169.254.0.0', 16, 'ipv4'], ['fe80::', 10, 'ipv6']]],
-  ['multicast', [['224.0.0.0', 4, 'ipv4'], ['255.255.255.255', 32, 'ipv4'], ['ff00::', 8, 'ipv6']]],
+  [
+    'unspecified',
+    [
+      ['0.0.0.0', 8, 'ipv4'],
+      ['::', 128, 'ipv6'],
+    ],
+  ],
+  [
+    'link-local',
+    [
+      ['169.254.0.0', 16, 'ipv4'],
+      ['fe80::', 10, 'ipv6'],
+    ],
+  ],
+  [
+    'multicast',
+    [
+      ['224.0.0.0', 4, 'ipv4'],
+      ['255.255.255.255', 32, 'ipv4'],
+      ['ff00::', 8, 'ipv6'],
+    ],
+  ],
 ] as const) {
   const list = new BlockList();
   for (const [net, prefix, family] of ranges) list.addSubnet(net, prefix, family);
@@ -173,13 +222,18 @@ function checkHost(host: string, node: NodeAddressing): string | null {
     case 'multicast':
       return `${ip} is a multicast or broadcast address, which names no one machine; report the address the control plane reaches the node at`;
     case 'loopback':
-      return isIP(source) !== 0 && kindOf(source) === 'loopback' ? null : `a loopback host reported by a node that reports from ${source} would make the control plane call itself`;
+      return isIP(source) !== 0 && kindOf(source) === 'loopback'
+        ? null
+        : `a loopback host reported by a node that reports from ${source} would make the control plane call itself`;
     case 'other':
       break;
   }
   const engineHost = node.engineHost === null ? null : normalIp(node.engineHost);
   if (ip === source || (engineHost !== null && ip === engineHost)) return null;
-  const allowed = engineHost !== null && engineHost !== source ? `${source} (where it reports from) or ${engineHost} (its engine host)` : `${source}, where it reports from`;
+  const allowed =
+    engineHost !== null && engineHost !== source
+      ? `${source} (where it reports from) or ${engineHost} (its engine host)`
+      : `${source}, where it reports from`;
   return `host ${ip} is not the node's own address; it may be ${allowed}${node.engineHostIgnored ? ` (${node.engineHostIgnored}: report an IP address, e.g. with the agent's --advertise-host)` : ''}`;
 }
 
@@ -200,7 +254,10 @@ interface ReportedShard {
  * error, so the replica has no endpoint to route to and the operator sees
  * why. `refused` lists each refusal for the log.
  */
-export function screenShards<S extends ReportedShard>(shards: readonly S[], node: NodeAddressing): { shards: S[]; refused: { shardId: string; reason: string }[] } {
+export function screenShards<S extends ReportedShard>(
+  shards: readonly S[],
+  node: NodeAddressing,
+): { shards: S[]; refused: { shardId: string; reason: string }[] } {
   const refused: { shardId: string; reason: string }[] = [];
   const out = shards.map((s): S => {
     if (s.endpoint === undefined) return s;
@@ -208,7 +265,10 @@ export function screenShards<S extends ReportedShard>(shards: readonly S[], node
     if (check.ok) return check.value === s.endpoint ? s : { ...s, endpoint: check.value };
     refused.push({ shardId: s.shard_id, reason: check.reason });
     const { endpoint: _refused, ...rest } = s;
-    return { ...rest, error: `the control plane refused this shard's ${check.reason}; it is not routed to` } as unknown as S;
+    return {
+      ...rest,
+      error: `the control plane refused this shard's ${check.reason}; it is not routed to`,
+    } as unknown as S;
   });
   return { shards: out, refused };
 }

@@ -26,7 +26,11 @@ async function listener() {
     onMgmtAddrChecked: (node, refusal) => told.push([node, refusal]),
   });
   const join = async (body: Record<string, unknown>) => {
-    const res = await app.inject({ method: 'POST', url: '/agent/v1/join', payload: { join_token: JOIN, node_id: 'n1', ...body } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/agent/v1/join',
+      payload: { join_token: JOIN, node_id: 'n1', ...body },
+    });
     expect(res.statusCode).toBe(200);
     return res.json<{ credential: string }>().credential;
   };
@@ -34,7 +38,7 @@ async function listener() {
 }
 
 describe('addresses a node reports, at the agent listener', () => {
-  it('stores a mgmt_addr on the node\'s own address, and refuses one with a path, saying why', async () => {
+  it("stores a mgmt_addr on the node's own address, and refuses one with a path, saying why", async () => {
     const l = await listener();
     const credential = await l.join({ mgmt_addr: '127.0.0.1:7000' });
     expect(l.inventory.get('n1')?.mgmtAddr).toBe('127.0.0.1:7000');
@@ -54,16 +58,31 @@ describe('addresses a node reports, at the agent listener', () => {
     // node's declared port range (its shards' endpoints were then taken on any
     // port) and its mgmt_addr refusal.
     const l = await listener();
-    const credential = await l.join({ mgmt_addr: '127.0.0.1:7000', engine_host: '127.0.0.1', port_range: { first: 20000, last: 20009 } });
+    const credential = await l.join({
+      mgmt_addr: '127.0.0.1:7000',
+      engine_host: '127.0.0.1',
+      port_range: { first: 20000, last: 20009 },
+    });
     const refused = await l.app.inject({
       method: 'POST',
       url: '/agent/v1/join',
-      payload: { join_token: JOIN, node_id: 'n1', mgmt_addr: '127.0.0.1:7000/internal', engine_host: '127.0.0.1', port_range: { first: 1, last: 65535 } },
+      payload: {
+        join_token: JOIN,
+        node_id: 'n1',
+        mgmt_addr: '127.0.0.1:7000/internal',
+        engine_host: '127.0.0.1',
+        port_range: { first: 1, last: 65535 },
+      },
     });
     expect(refused.statusCode, 'n1 is live and the join proves no credential').toBe(409);
-    expect(l.told, 'a refused join tells nothing about the live node\'s address').toEqual([['n1', null]]);
+    expect(l.told, "a refused join tells nothing about the live node's address").toEqual([['n1', null]]);
     const shards = [{ shard_id: 's1', replica_id: 'r1', state: 'ready', endpoint: 'http://127.0.0.1:9' }];
-    const res = await l.app.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1', shards } });
+    const res = await l.app.inject({
+      method: 'POST',
+      url: '/agent/v1/heartbeat',
+      headers: { authorization: `Bearer ${credential}` },
+      payload: { node_id: 'n1', shards },
+    });
     expect(res.statusCode).toBe(200);
     expect(l.reports[0]![0]!.endpoint, 'the range the live node declared still holds').toBeUndefined();
     expect(l.reports[0]![0]!.error).toMatch(/port 9 is outside the node's engine port range 20000-20009/);
@@ -77,7 +96,12 @@ describe('addresses a node reports, at the agent listener', () => {
       { shard_id: 's1', replica_id: 'r1', state: 'ready', endpoint: 'http://127.0.0.1:20001' },
       { shard_id: 's2', replica_id: 'r2', state: 'ready', endpoint: 'http://127.0.0.1:9' },
     ];
-    const res = await l.app.inject({ method: 'POST', url: '/agent/v1/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { node_id: 'n1', shards } });
+    const res = await l.app.inject({
+      method: 'POST',
+      url: '/agent/v1/heartbeat',
+      headers: { authorization: `Bearer ${credential}` },
+      payload: { node_id: 'n1', shards },
+    });
     expect(res.statusCode).toBe(200);
     const [seen] = l.reports;
     expect(seen![0]!.endpoint).toBe('http://127.0.0.1:20001');

@@ -4,7 +4,15 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
-import { AGENT_API_PREFIX, HeartbeatRequestSchema, type HeartbeatResponse, JoinRequestSchema, type JoinResponse, PROTOCOL_VERSION, type ShardStatus } from '../../protocol/index.js';
+import {
+  AGENT_API_PREFIX,
+  HeartbeatRequestSchema,
+  type HeartbeatResponse,
+  JoinRequestSchema,
+  type JoinResponse,
+  PROTOCOL_VERSION,
+  type ShardStatus,
+} from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { type Inventory, type Node, NODE_JOIN_TOKEN_PREFIX } from '../inventory/index.js';
 import type { AssignmentBoard } from './assignments.js';
@@ -46,11 +54,18 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
 
   app.post(`${AGENT_API_PREFIX}/join`, async (request, reply) => {
     const parsed = JoinRequestSchema.safeParse(request.body);
-    if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `join request: ${describeIssues(JoinRequestSchema, parsed.error).join('; ')}`);
+    if (!parsed.success)
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `join request: ${describeIssues(JoinRequestSchema, parsed.error).join('; ')}`,
+      );
     const body = parsed.data;
     // A per-node token is an admin's act for one node id: it is used up here, before the join, so it admits once.
     const sharedToken = joinCheck(body.join_token);
-    const nodeToken = !sharedToken && body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX) && (await options.inventory.consumeJoinToken(body.join_token, body.node_id));
+    const nodeToken =
+      !sharedToken &&
+      body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX) &&
+      (await options.inventory.consumeJoinToken(body.join_token, body.node_id));
     if (!nodeToken && !sharedToken) {
       request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: wrong join token');
       throw new LlmgwError(
@@ -80,17 +95,27 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
         { previousCredential: body.credential ?? null, nodeToken },
       );
     } catch (err) {
-      if (err instanceof LlmgwError && err.code === 'LLMGW_NODE_ID_TAKEN') request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: the node id belongs to a live node');
+      if (err instanceof LlmgwError && err.code === 'LLMGW_NODE_ID_TAKEN')
+        request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: the node id belongs to a live node');
       throw err;
     }
     const { credential, mgmtToken } = joined;
     declaredAtJoin.set(body.node_id, addressing.declared);
     if (addressing.refusal !== null) {
-      request.log.warn({ node: body.node_id, field: 'mgmt_addr', ip: request.ip, reason: addressing.refusal }, 'refused the management address a node reported; collect and logs will not call it');
+      request.log.warn(
+        { node: body.node_id, field: 'mgmt_addr', ip: request.ip, reason: addressing.refusal },
+        'refused the management address a node reported; collect and logs will not call it',
+      );
     }
     options.onMgmtAddrChecked?.(body.node_id, addressing.refusal);
     request.log.info({ node: body.node_id, agent_version: body.agent_version, node_token: nodeToken }, 'node joined');
-    const answer: JoinResponse = { node_id: body.node_id, credential, mgmt_token: mgmtToken, heartbeat_interval_ms: options.heartbeatIntervalMs, ...staleAfter };
+    const answer: JoinResponse = {
+      node_id: body.node_id,
+      credential,
+      mgmt_token: mgmtToken,
+      heartbeat_interval_ms: options.heartbeatIntervalMs,
+      ...staleAfter,
+    };
     return reply.send(answer);
   });
 
@@ -102,7 +127,11 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
   // The wait below keeps only the node id and what the answer needs.
   app.post(`${AGENT_API_PREFIX}/heartbeat`, (request, reply) => {
     const parsed = HeartbeatRequestSchema.safeParse(request.body);
-    if (!parsed.success) throw new LlmgwError('LLMGW_BAD_REQUEST', `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`);
+    if (!parsed.success)
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`,
+      );
     const body = parsed.data;
     // Fastify keeps the body it parsed on the request until the answer, seconds for a held heartbeat; nothing reads it after this.
     request.body = undefined;
@@ -123,7 +152,11 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
     if (reportProblem) request.log.info({ node: node.id }, reportProblem);
     // A keep-alive carries no report: the endpoints are held to the one held here, which the hash says still stands.
     const report = body.report ?? node.report;
-    if (body.shards) options.onShardReport?.(node, checkedShards(request, node.id, report, body.shards, declaredAtJoin, loggedRefusals));
+    if (body.shards)
+      options.onShardReport?.(
+        node,
+        checkedShards(request, node.id, report, body.shards, declaredAtJoin, loggedRefusals),
+      );
     const answer = heartbeatAnswer(node.id, mgmtToken, sendReport);
     // Asked for its report, the agent is answered at once so that it sends it now rather than after a held poll.
     if (body.known_generation === undefined || !body.wait_ms || sendReport) return answer();
@@ -171,7 +204,9 @@ function checkJoinAddresses(
   const { sourceAddr: _source, ...declared } = declaredAddressing(body, request.ip);
   if (body.mgmt_addr === undefined) return { declared, mgmtAddr: null, refusal: null };
   const check = checkMgmtAddr(body.mgmt_addr, { sourceAddr: request.ip, ...declared });
-  return check.ok ? { declared, mgmtAddr: check.value, refusal: null } : { declared, mgmtAddr: null, refusal: check.reason };
+  return check.ok
+    ? { declared, mgmtAddr: check.value, refusal: null }
+    : { declared, mgmtAddr: null, refusal: check.reason };
 }
 
 /** The heartbeat's shards with their endpoints checked against where this node may listen; each refusal logged. */
@@ -199,7 +234,10 @@ function checkedShards(
     if (loggedRefusals.get(seen) === r.reason) continue;
     loggedRefusals.set(seen, r.reason);
     if (loggedRefusals.size > 10_000) loggedRefusals.clear();
-    request.log.warn({ node: nodeId, shard: r.shardId, field: 'endpoint', ip: request.ip, reason: r.reason }, 'refused the endpoint a node reported for a shard; it is not routed to');
+    request.log.warn(
+      { node: nodeId, shard: r.shardId, field: 'endpoint', ip: request.ip, reason: r.reason },
+      'refused the endpoint a node reported for a shard; it is not routed to',
+    );
   }
   return screened.shards;
 }
@@ -209,7 +247,10 @@ function authenticate(request: FastifyRequest, inventory: Inventory, nodeId: str
   const node = token === null ? null : inventory.authenticate(nodeId, token);
   if (!node) {
     request.log.warn({ node: nodeId, ip: request.ip }, 'agent call refused: unknown node or wrong credential');
-    throw new LlmgwError('LLMGW_JOIN_REFUSED', `node "${nodeId}" is unknown here or its credential is wrong; the agent will join again, proving its saved credential`);
+    throw new LlmgwError(
+      'LLMGW_JOIN_REFUSED',
+      `node "${nodeId}" is unknown here or its credential is wrong; the agent will join again, proving its saved credential`,
+    );
   }
   return node;
 }

@@ -26,7 +26,11 @@ describe('catalog validation: one message per problem', () => {
     ['no profiles', base({ profiles: [] }), 'a model needs at least one profile'],
     ['profile with no engine', base({ profiles: [{ gpus: 1 }] }), 'profiles[0].engine'],
     ['unknown engine', base({ profiles: [{ engine: 'tgi' }] }), 'want one of vllm, llamacpp, sglang, builtin, sim'],
-    ['unknown field, with the nearest valid one', base({ profiles: [{ engine: 'vllm', gpu: 2 }] }), 'profiles[0].gpu: unknown field; did you mean "gpus"?'],
+    [
+      'unknown field, with the nearest valid one',
+      base({ profiles: [{ engine: 'vllm', gpu: 2 }] }),
+      'profiles[0].gpu: unknown field; did you mean "gpus"?',
+    ],
     ['unknown top-level field', base({ fallback: ['x'] }), 'fallback: unknown field; did you mean "fallbacks"?'],
     ['wrong type', base({ scaling: { min: 'two' } }), 'scaling.min'],
     ['min greater than max', base({ scaling: { min: 3, max: 2 } }), 'scaling: min (3) is greater than max (2)'],
@@ -38,22 +42,45 @@ describe('catalog validation: one message per problem', () => {
     ['alias equal to the name', base({ aliases: ['qwen'] }), `"qwen" is the model's own name`],
     ['fallback to itself', base({ fallbacks: ['qwen'] }), 'cannot fall back to itself'],
     ['fallback naming no model', base({ fallbacks: ['ghost'] }), '"ghost" names no model in the catalog'],
-    ['GPU class on a CPU profile', base({ profiles: [{ engine: 'builtin', gpu_classes: ['h100-80gb'] }] }), 'need gpus of at least 1'],
+    [
+      'GPU class on a CPU profile',
+      base({ profiles: [{ engine: 'builtin', gpu_classes: ['h100-80gb'] }] }),
+      'need gpus of at least 1',
+    ],
     ['multi-node builtin', base({ profiles: [{ engine: 'builtin', shards: 2 }] }), 'runs on one node'],
     ['bad pool selector', base({ profiles: [{ engine: 'vllm', pool: 'zone in (a,' }] }), 'profiles[0].pool'],
-    ['bad env name', base({ profiles: [{ engine: 'vllm', env: { 'BAD-NAME': '1' } }] }), 'want an environment variable name'],
+    [
+      'bad env name',
+      base({ profiles: [{ engine: 'vllm', env: { 'BAD-NAME': '1' } }] }),
+      'want an environment variable name',
+    ],
     // A profile env that preloads or imports code ran the model author's code on a GPU node (issue 17).
-    ['a loader hook in a profile env', base({ profiles: [{ engine: 'vllm', env: { LD_PRELOAD: '/tmp/x.so' } }] }), 'profiles[0].env.LD_PRELOAD: LD_PRELOAD is a loader or interpreter hook'],
-    ['an endpoint no engine has', base({ endpoints: ['chat', 'speech'] }), 'endpoints[1]: want one of chat, completions, embeddings, rerank, score, transcriptions, tokenize'],
+    [
+      'a loader hook in a profile env',
+      base({ profiles: [{ engine: 'vllm', env: { LD_PRELOAD: '/tmp/x.so' } }] }),
+      'profiles[0].env.LD_PRELOAD: LD_PRELOAD is a loader or interpreter hook',
+    ],
+    [
+      'an endpoint no engine has',
+      base({ endpoints: ['chat', 'speech'] }),
+      'endpoints[1]: want one of chat, completions, embeddings, rerank, score, transcriptions, tokenize',
+    ],
     ['an empty endpoints list', base({ endpoints: [] }), 'leave endpoints out for what its engines serve'],
     ['an endpoint listed twice', base({ endpoints: ['rerank', 'rerank'] }), 'endpoints: rerank listed twice'],
-    ['an interpreter hook in a profile env', base({ profiles: [{ engine: 'sim', env: { NODE_OPTIONS: '--import=data:text/javascript,1' } }] }), 'allow_unsafe_profile_env: true'],
+    [
+      'an interpreter hook in a profile env',
+      base({ profiles: [{ engine: 'sim', env: { NODE_OPTIONS: '--import=data:text/javascript,1' } }] }),
+      'allow_unsafe_profile_env: true',
+    ],
   ];
 
   for (const [what, def, message] of table) {
     it(`refuses ${what}`, async () => {
       const { catalog, store } = await freshCatalog();
-      await expect(catalog.add(def, 'test')).rejects.toMatchObject({ code: 'LLMGW_CATALOG_INVALID', message: expect.stringContaining(message) });
+      await expect(catalog.add(def, 'test')).rejects.toMatchObject({
+        code: 'LLMGW_CATALOG_INVALID',
+        message: expect.stringContaining(message),
+      });
       expect(await store.models.list(), 'a refused model leaves nothing in the store').toEqual([]);
       await store.close();
     });
@@ -61,7 +88,9 @@ describe('catalog validation: one message per problem', () => {
 
   it('lists every problem of one definition at once', async () => {
     const { catalog, store } = await freshCatalog();
-    const err = await catalog.add(base({ source: 'ftp://x', scaling: { min: 5, max: 1 }, fallbacks: ['ghost'] }), 't').catch((e: unknown) => e);
+    const err = await catalog
+      .add(base({ source: 'ftp://x', scaling: { min: 5, max: 1 }, fallbacks: ['ghost'] }), 't')
+      .catch((e: unknown) => e);
     expect((err as { problems: string[] }).problems).toHaveLength(3);
     await store.close();
   });
@@ -69,10 +98,18 @@ describe('catalog validation: one message per problem', () => {
   it('refuses a name or alias that collides with another model', async () => {
     const { catalog, store } = await freshCatalog();
     await catalog.add(base({ aliases: ['small'] }), 't');
-    await expect(catalog.add(base({ source: 'hf://a/b' }), 't')).rejects.toThrow('name "qwen" is already the name of a model');
-    await expect(catalog.add(base({ name: 'other', aliases: ['small'] }), 't')).rejects.toThrow('alias "small" is already an alias of model "qwen"');
-    await expect(catalog.add(base({ name: 'small' }), 't')).rejects.toThrow('name "small" is already an alias of model "qwen"');
-    await expect(catalog.add(base({ name: 'x', aliases: ['qwen'] }), 't')).rejects.toThrow('alias "qwen" is already the name of a model');
+    await expect(catalog.add(base({ source: 'hf://a/b' }), 't')).rejects.toThrow(
+      'name "qwen" is already the name of a model',
+    );
+    await expect(catalog.add(base({ name: 'other', aliases: ['small'] }), 't')).rejects.toThrow(
+      'alias "small" is already an alias of model "qwen"',
+    );
+    await expect(catalog.add(base({ name: 'small' }), 't')).rejects.toThrow(
+      'name "small" is already an alias of model "qwen"',
+    );
+    await expect(catalog.add(base({ name: 'x', aliases: ['qwen'] }), 't')).rejects.toThrow(
+      'alias "qwen" is already the name of a model',
+    );
     await store.close();
   });
 
@@ -94,8 +131,18 @@ describe('catalog validation: one message per problem', () => {
 
   it('fills the defaults a user expects', async () => {
     const { catalog, store } = await freshCatalog();
-    const m = await catalog.add(base({ profiles: [{ engine: 'vllm' }, { engine: 'builtin' }, { engine: 'vllm', gpus: 2 }] }), 't');
-    expect(m.scaling).toEqual({ min: 1, max: 1, idleTimeoutMs: null, targetInflight: 8, windowMs: 30_000, cooldownMs: 300_000 });
+    const m = await catalog.add(
+      base({ profiles: [{ engine: 'vllm' }, { engine: 'builtin' }, { engine: 'vllm', gpus: 2 }] }),
+      't',
+    );
+    expect(m.scaling).toEqual({
+      min: 1,
+      max: 1,
+      idleTimeoutMs: null,
+      targetInflight: 8,
+      windowMs: 30_000,
+      cooldownMs: 300_000,
+    });
     expect(m.profiles.map((p) => [p.name, p.gpus, p.shards])).toEqual([
       ['vllm', 1, 1],
       ['builtin', 0, 1],
@@ -120,7 +167,10 @@ describe('catalog resolve, remove and origins', () => {
     await catalog.add(base({ name: 'small' }), 't');
     await catalog.add(base({ name: 'big', fallbacks: ['small'] }), 't');
     await catalog.add(base({ name: 'huge', fallbacks: ['small'] }), 't');
-    await expect(catalog.remove('small', 't')).rejects.toMatchObject({ code: 'LLMGW_MODEL_IN_USE', message: expect.stringContaining('"big", "huge"') });
+    await expect(catalog.remove('small', 't')).rejects.toMatchObject({
+      code: 'LLMGW_MODEL_IN_USE',
+      message: expect.stringContaining('"big", "huge"'),
+    });
     await catalog.remove('big', 't');
     await catalog.remove('huge', 't');
     await catalog.remove('small', 't');
@@ -157,7 +207,10 @@ describe('catalog resolve, remove and origins', () => {
 
   it('without a store, refuses writes with a reason', async () => {
     const catalog = await Catalog.create({ store: null });
-    await expect(catalog.add(base(), 't')).rejects.toMatchObject({ code: 'LLMGW_NO_STORE', message: expect.stringContaining('would not survive a restart') });
+    await expect(catalog.add(base(), 't')).rejects.toMatchObject({
+      code: 'LLMGW_NO_STORE',
+      message: expect.stringContaining('would not survive a restart'),
+    });
   });
 
   it('accepts loader and interpreter hooks in a profile env only when the operator allows them', async () => {
@@ -169,14 +222,21 @@ describe('catalog resolve, remove and origins', () => {
     await store.close();
     const file = join(dir, 'catalog.yaml');
     writeFileSync(file, '- name: a\n  source: hf://a/b\n  profiles: [{engine: sim, env: {BASH_ENV: /tmp/x}}]\n');
-    expect(() => loadCatalogFile(file), 'the catalog file is checked too').toThrow(/model "a": profiles\[0\]\.env\.BASH_ENV: BASH_ENV is a loader or interpreter hook/);
+    expect(() => loadCatalogFile(file), 'the catalog file is checked too').toThrow(
+      /model "a": profiles\[0\]\.env\.BASH_ENV: BASH_ENV is a loader or interpreter hook/,
+    );
     expect(loadCatalogFile(file, { allowUnsafeProfileEnv: true }).map((m) => m.name)).toEqual(['a']);
   });
 
   it('reports every problem of a catalog file, per model', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-badfile-'));
     const file = join(dir, 'catalog.yaml');
-    writeFileSync(file, '- name: a\n  source: s3://x\n  profiles: [{engine: sim}]\n- name: b\n  source: hf://a/b\n  profiles: []\n');
-    expect(() => loadCatalogFile(file)).toThrow(/model "a": source: source scheme "s3:"[\s\S]*model "b": profiles: a model needs at least one profile/);
+    writeFileSync(
+      file,
+      '- name: a\n  source: s3://x\n  profiles: [{engine: sim}]\n- name: b\n  source: hf://a/b\n  profiles: []\n',
+    );
+    expect(() => loadCatalogFile(file)).toThrow(
+      /model "a": source: source scheme "s3:"[\s\S]*model "b": profiles: a model needs at least one profile/,
+    );
   });
 });

@@ -39,7 +39,10 @@ export class Catalog {
   ) {}
 
   static async create(options: CatalogOptions): Promise<Catalog> {
-    const checks: DefinitionChecks = { allowHttp: options.allowHttpSources ?? false, allowUnsafeProfileEnv: options.allowUnsafeProfileEnv ?? false };
+    const checks: DefinitionChecks = {
+      allowHttp: options.allowHttpSources ?? false,
+      allowUnsafeProfileEnv: options.allowUnsafeProfileEnv ?? false,
+    };
     const fileModels = options.catalogFile ? loadCatalogFile(options.catalogFile, checks) : [];
     const catalog = new Catalog(options.store ?? null, fileModels, checks);
     await catalog.reload();
@@ -63,7 +66,10 @@ export class Catalog {
     for (const row of stored) {
       const parsed = ModelSchema.safeParse(row.definition);
       if (!parsed.success) {
-        throw new LlmgwError('LLMGW_CATALOG_INVALID', `the stored model "${row.name}" no longer validates: ${describeIssues(ModelSchema, parsed.error).join('; ')}`);
+        throw new LlmgwError(
+          'LLMGW_CATALOG_INVALID',
+          `the stored model "${row.name}" no longer validates: ${describeIssues(ModelSchema, parsed.error).join('; ')}`,
+        );
       }
       const model = compileModel(parsed.data, 'store');
       const clash = [model.name, ...model.aliases].find((n) => fileNames.has(n));
@@ -92,7 +98,9 @@ export class Catalog {
 
   /** Every model, file models first, then stored ones, each group by name. */
   models(): Model[] {
-    return [...this.byName.values()].sort((a, b) => (a.origin === b.origin ? a.name.localeCompare(b.name) : a.origin === 'file' ? -1 : 1));
+    return [...this.byName.values()].sort((a, b) =>
+      a.origin === b.origin ? a.name.localeCompare(b.name) : a.origin === 'file' ? -1 : 1,
+    );
   }
 
   get(name: string): Model | undefined {
@@ -134,11 +142,16 @@ export class Catalog {
       const viaAlias = this.byNameOrAlias.get(name);
       throw new LlmgwError(
         'LLMGW_MODEL_NOT_FOUND',
-        viaAlias ? `"${name}" is an alias of "${viaAlias.name}"; remove the model by its name` : `no model named "${name}"`,
+        viaAlias
+          ? `"${name}" is an alias of "${viaAlias.name}"; remove the model by its name`
+          : `no model named "${name}"`,
       );
     }
     if (model.origin === 'file') {
-      throw new LlmgwError('LLMGW_MODEL_FROM_FILE', `model "${name}" comes from the catalog file; remove it from the file and restart the control plane`);
+      throw new LlmgwError(
+        'LLMGW_MODEL_FROM_FILE',
+        `model "${name}" comes from the catalog file; remove it from the file and restart the control plane`,
+      );
     }
     const dependents = [...this.byName.values()]
       .filter((m) => m.name !== name && m.fallbacks.some((f) => f === name || model.aliases.includes(f)))
@@ -151,14 +164,22 @@ export class Catalog {
         { context: { dependents } },
       );
     }
-    const removed = await this.store.models.delete(name, { actor, action: 'model.remove', target: name, detail: { definition: model.definition } });
+    const removed = await this.store.models.delete(name, {
+      actor,
+      action: 'model.remove',
+      target: name,
+      detail: { definition: model.definition },
+    });
     if (!removed) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `no model named "${name}" (it was removed meanwhile)`);
     this.index([...this.byName.values()].filter((m) => m.name !== name));
   }
 }
 
 function noStore(why: string): LlmgwError {
-  return new LlmgwError('LLMGW_NO_STORE', `this control plane has no store, so ${why}; set store to sqlite:PATH or a postgres:// URL`);
+  return new LlmgwError(
+    'LLMGW_NO_STORE',
+    `this control plane has no store, so ${why}; set store to sqlite:PATH or a postgres:// URL`,
+  );
 }
 
 /** Validation of one definition against a set of existing models. */
@@ -177,7 +198,10 @@ export function validateAgainst(
     // with several mistakes is fixed in one round.
     const problems = describeIssues(ModelSchema, parsed.error);
     const rawSource = typeof input === 'object' && input !== null ? (input as { source?: unknown }).source : undefined;
-    const source = typeof rawSource === 'string' && rawSource ? parseSource(rawSource, { allowHttp: checks.allowHttp ?? false }) : null;
+    const source =
+      typeof rawSource === 'string' && rawSource
+        ? parseSource(rawSource, { allowHttp: checks.allowHttp ?? false })
+        : null;
     if (typeof source === 'string') problems.push(`source: ${source}`);
     throw new ValidationError('LLMGW_CATALOG_INVALID', problems, label);
   }
@@ -251,11 +275,17 @@ export function loadCatalogFile(path: string, checks: DefinitionChecks = {}): Mo
   try {
     doc = parseYaml(text);
   } catch (err) {
-    throw new LlmgwError('LLMGW_CATALOG_INVALID', `the catalog file ${path} is not valid YAML: ${(err as Error).message}`);
+    throw new LlmgwError(
+      'LLMGW_CATALOG_INVALID',
+      `the catalog file ${path} is not valid YAML: ${(err as Error).message}`,
+    );
   }
   const list = doc == null ? [] : Array.isArray(doc) ? doc : (doc as { models?: unknown }).models;
   if (!Array.isArray(list)) {
-    throw new LlmgwError('LLMGW_CATALOG_INVALID', `the catalog file ${path} must be a list of models, or a mapping with a "models" list`);
+    throw new LlmgwError(
+      'LLMGW_CATALOG_INVALID',
+      `the catalog file ${path} must be a list of models, or a mapping with a "models" list`,
+    );
   }
   // A fallback may name a model further down the file, so every entry that
   // parses on its own is a possible fallback target for the others.
@@ -275,6 +305,7 @@ export function loadCatalogFile(path: string, checks: DefinitionChecks = {}): Mo
       else throw err;
     }
   }
-  if (problems.length) throw new ValidationError('LLMGW_CATALOG_INVALID', problems, `the catalog file ${path} has problems`);
+  if (problems.length)
+    throw new ValidationError('LLMGW_CATALOG_INVALID', problems, `the catalog file ${path} has problems`);
   return models;
 }

@@ -7,7 +7,15 @@
 import type { EngineName } from './model.js';
 
 /** The engine endpoints a model may declare, in the order views list them. */
-export const SERVED_ENDPOINTS = ['chat', 'completions', 'embeddings', 'rerank', 'score', 'transcriptions', 'tokenize'] as const;
+export const SERVED_ENDPOINTS = [
+  'chat',
+  'completions',
+  'embeddings',
+  'rerank',
+  'score',
+  'transcriptions',
+  'tokenize',
+] as const;
 export type ServedEndpoint = (typeof SERVED_ENDPOINTS)[number];
 
 /**

@@ -42,7 +42,9 @@ export const ProfileSchema = z.strictObject({
   /** A label selector over node labels, e.g. `pool=a100` or `zone in (a,b)`; absent = every node. */
   pool: z.string().min(1).optional(),
   args: z.array(z.string()).default([]),
-  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'want an environment variable name'), z.string()).default({}),
+  env: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'want an environment variable name'), z.string())
+    .default({}),
 });
 
 export const ScalingSchema = z.strictObject({
@@ -90,7 +92,10 @@ export const ModelSchema = z.strictObject({
    */
   endpoints: z
     .array(z.enum(SERVED_ENDPOINTS, { error: `want one of ${SERVED_ENDPOINTS.join(', ')}` }))
-    .min(1, `a model serves at least one endpoint (${SERVED_ENDPOINTS.join(', ')}); leave endpoints out for what its engines serve`)
+    .min(
+      1,
+      `a model serves at least one endpoint (${SERVED_ENDPOINTS.join(', ')}); leave endpoints out for what its engines serve`,
+    )
     .optional(),
   /** What the router refuses before an engine sees it; each absent = only the router's own caps apply. */
   limits: z
@@ -143,7 +148,11 @@ export interface Model {
   /** The engine endpoints the router lets through to it (see endpoints.ts), declared or from its engines. */
   readonly endpoints: readonly ServedEndpoint[];
   /** Null = not declared: only the router's own caps apply. */
-  readonly limits: { readonly contextTokens: number | null; readonly maxTokens: number | null; readonly maxN: number | null };
+  readonly limits: {
+    readonly contextTokens: number | null;
+    readonly maxTokens: number | null;
+    readonly maxN: number | null;
+  };
   /** Where the definition came from: the catalog file cannot be changed through the API. */
   readonly origin: 'file' | 'store';
   /** The definition as written, with defaults filled: what the store keeps and the API returns. */
@@ -175,7 +184,8 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: D
   }
   const profileNames = new Set<string>();
   def.profiles.forEach((p, i) => {
-    if (p.name && profileNames.has(p.name)) problems.push(`profiles[${i}].name: "${p.name}" is used by an earlier profile`);
+    if (p.name && profileNames.has(p.name))
+      problems.push(`profiles[${i}].name: "${p.name}" is used by an earlier profile`);
     if (p.name) profileNames.add(p.name);
     const gpus = p.gpus ?? (CPU_FIRST_ENGINES.has(p.engine) ? 0 : 1);
     if (gpus === 0 && (p.gpu_classes.length > 0 || p.gpu_memory_gb !== undefined)) {
@@ -183,9 +193,11 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: D
     }
     const selectorProblem = p.pool === undefined ? null : labelSelectorProblem(p.pool);
     if (selectorProblem) problems.push(`profiles[${i}].pool: ${selectorProblem}`);
-    if (p.shards > 1 && p.engine === 'builtin') problems.push(`profiles[${i}]: the builtin engine runs on one node; set shards to 1`);
+    if (p.shards > 1 && p.engine === 'builtin')
+      problems.push(`profiles[${i}]: the builtin engine runs on one node; set shards to 1`);
     if (!options.allowUnsafeProfileEnv) {
-      for (const name of unsafeProfileEnvNames(p.env)) problems.push(`profiles[${i}].env.${name}: ${unsafeProfileEnvProblem(name, ALLOW_UNSAFE_PROFILE_ENV_SWITCH)}`);
+      for (const name of unsafeProfileEnvNames(p.env))
+        problems.push(`profiles[${i}].env.${name}: ${unsafeProfileEnvProblem(name, ALLOW_UNSAFE_PROFILE_ENV_SWITCH)}`);
     }
   });
   if (def.endpoints) {
@@ -230,15 +242,25 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
       max: def.scaling.max ?? def.scaling.min,
       idleTimeoutMs: idle,
       targetInflight: def.scaling.target_inflight,
-      windowMs: def.scaling.window === undefined ? DEFAULT_SCALING_WINDOW_MS : (parseDurationMs(def.scaling.window) as number),
-      cooldownMs: def.scaling.cooldown === undefined ? DEFAULT_SCALING_COOLDOWN_MS : (parseDurationMs(def.scaling.cooldown) as number),
+      windowMs:
+        def.scaling.window === undefined ? DEFAULT_SCALING_WINDOW_MS : (parseDurationMs(def.scaling.window) as number),
+      cooldownMs:
+        def.scaling.cooldown === undefined
+          ? DEFAULT_SCALING_COOLDOWN_MS
+          : (parseDurationMs(def.scaling.cooldown) as number),
     },
     fallbacks: def.fallbacks,
     profiles,
     routing: def.routing,
     fallbackWhileCold: def.fallback_while_cold,
-    endpoints: def.endpoints ? SERVED_ENDPOINTS.filter((e) => def.endpoints!.includes(e)) : endpointsOfEngines(profiles.map((p) => p.engine)),
-    limits: { contextTokens: def.limits.context_tokens ?? null, maxTokens: def.limits.max_tokens ?? null, maxN: def.limits.max_n ?? null },
+    endpoints: def.endpoints
+      ? SERVED_ENDPOINTS.filter((e) => def.endpoints!.includes(e))
+      : endpointsOfEngines(profiles.map((p) => p.engine)),
+    limits: {
+      contextTokens: def.limits.context_tokens ?? null,
+      maxTokens: def.limits.max_tokens ?? null,
+      maxN: def.limits.max_n ?? null,
+    },
     origin,
     definition: def,
   });

@@ -26,18 +26,32 @@ describe('control configuration', () => {
 
   it('reads CORS origins as a list or comma-separated, and refuses what is no origin or * without keys', () => {
     expect(loadControlConfig({ env: {} }).corsOrigins, 'none by default').toEqual([]);
-    expect(loadControlConfig({ env: { LLMGW_CORS_ORIGINS: 'https://a.example, http://localhost:3000' } }).corsOrigins).toEqual(['https://a.example', 'http://localhost:3000']);
+    expect(
+      loadControlConfig({ env: { LLMGW_CORS_ORIGINS: 'https://a.example, http://localhost:3000' } }).corsOrigins,
+    ).toEqual(['https://a.example', 'http://localhost:3000']);
     expect(loadControlConfig({ file: file('cors_origins: ["*"]\n') }).corsOrigins).toEqual(['*']);
-    expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: 'https://a.example/app' } })).toThrow(/cors_origins: https:\/\/a\.example\/app is not an origin/);
-    expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: '*', LLMGW_API_KEYS: 'off' } })).toThrow(/any web page open in a browser on this machine could use every model/);
+    expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: 'https://a.example/app' } })).toThrow(
+      /cors_origins: https:\/\/a\.example\/app is not an origin/,
+    );
+    expect(() => loadControlConfig({ env: { LLMGW_CORS_ORIGINS: '*', LLMGW_API_KEYS: 'off' } })).toThrow(
+      /any web page open in a browser on this machine could use every model/,
+    );
   });
 
   it('keeps Responses API responses 30 days and 64 MiB per key by default; 0 bytes keeps none; ttl must be more than 0', () => {
-    expect(loadControlConfig({ env: {} }).responses, 'the defaults the stores document').toEqual(RESPONSE_STORE_DEFAULTS);
-    expect(loadControlConfig({ env: { LLMGW_RESPONSES_TTL: '1h', LLMGW_RESPONSES_MAX_PER_KEY: '1g' } }).responses).toEqual({ ttlMs: 3_600_000, maxBytesPerKey: 2 ** 30 });
+    expect(loadControlConfig({ env: {} }).responses, 'the defaults the stores document').toEqual(
+      RESPONSE_STORE_DEFAULTS,
+    );
+    expect(
+      loadControlConfig({ env: { LLMGW_RESPONSES_TTL: '1h', LLMGW_RESPONSES_MAX_PER_KEY: '1g' } }).responses,
+    ).toEqual({ ttlMs: 3_600_000, maxBytesPerKey: 2 ** 30 });
     expect(loadControlConfig({ file: file('responses_max_per_key: "0"\n') }).responses.maxBytesPerKey).toBe(0);
-    expect(() => loadControlConfig({ flags: { responses_max_per_key: 'lots' } })).toThrow(/responses_max_per_key: want a size/);
-    expect(() => loadControlConfig({ flags: { responses_ttl: '0s' } })).toThrow(/responses_ttl \(0s\) must be longer than 0/);
+    expect(() => loadControlConfig({ flags: { responses_max_per_key: 'lots' } })).toThrow(
+      /responses_max_per_key: want a size/,
+    );
+    expect(() => loadControlConfig({ flags: { responses_ttl: '0s' } })).toThrow(
+      /responses_ttl \(0s\) must be longer than 0/,
+    );
   });
 
   it('reads max_held_per_key from file, env or flag, 32 by default, and refuses less than 1', () => {
@@ -48,42 +62,72 @@ describe('control configuration', () => {
     expect(() => loadControlConfig({ env: { LLMGW_MAX_HELD_PER_KEY: '0' } })).toThrow(/max_held_per_key/);
   });
 
-  it('caps each listener\'s connections by default, takes a number from file, env or flag (0 = no cap), and says which were set', () => {
+  it("caps each listener's connections by default, takes a number from file, env or flag (0 = no cap), and says which were set", () => {
     expect(loadControlConfig({ env: {} }).maxConnections).toEqual({ ...MAX_CONNECTIONS_DEFAULTS, set: [] });
-    expect(MAX_CONNECTIONS_DEFAULTS.agent, 'room for a 10,000-node fleet\'s long polls').toBeGreaterThan(10_000);
-    expect(loadControlConfig({ file: file('client_max_connections: 100\n') }).maxConnections).toMatchObject({ client: 100, set: ['client'] });
-    expect(loadControlConfig({ env: { LLMGW_AGENT_MAX_CONNECTIONS: '0' } }).maxConnections).toMatchObject({ agent: 0, set: ['agent'] });
-    expect(loadControlConfig({ flags: { admin_max_connections: '64' } }).maxConnections).toMatchObject({ admin: 64, set: ['admin'] });
-    expect(() => loadControlConfig({ flags: { client_max_connections: 'lots' } })).toThrow(/client_max_connections: want a whole number of connections, 0 for no cap/);
+    expect(MAX_CONNECTIONS_DEFAULTS.agent, "room for a 10,000-node fleet's long polls").toBeGreaterThan(10_000);
+    expect(loadControlConfig({ file: file('client_max_connections: 100\n') }).maxConnections).toMatchObject({
+      client: 100,
+      set: ['client'],
+    });
+    expect(loadControlConfig({ env: { LLMGW_AGENT_MAX_CONNECTIONS: '0' } }).maxConnections).toMatchObject({
+      agent: 0,
+      set: ['agent'],
+    });
+    expect(loadControlConfig({ flags: { admin_max_connections: '64' } }).maxConnections).toMatchObject({
+      admin: 64,
+      set: ['admin'],
+    });
+    expect(() => loadControlConfig({ flags: { client_max_connections: 'lots' } })).toThrow(
+      /client_max_connections: want a whole number of connections, 0 for no cap/,
+    );
     expect(() => loadControlConfig({ file: file('agent_max_connections: -1\n') })).toThrow(/agent_max_connections/);
   });
 
-  it("leaves V8 its own heap growing heuristic by default, takes a percent from file, env or flag, and refuses a stray value", () => {
+  it('leaves V8 its own heap growing heuristic by default, takes a percent from file, env or flag, and refuses a stray value', () => {
     expect(loadControlConfig({ env: {} }).heapGrowingPercent).toBe(0);
     expect(loadControlConfig({ file: file('heap_growing_percent: 50\n') }).heapGrowingPercent).toBe(50);
     expect(loadControlConfig({ env: { LLMGW_HEAP_GROWING_PERCENT: '100' } }).heapGrowingPercent).toBe(100);
-    expect(() => loadControlConfig({ flags: { heap_growing_percent: 'half' } })).toThrow(/heap_growing_percent: want a whole number of percent/);
-    expect(() => loadControlConfig({ env: { LLMGW_HEAP_GROWING_PERCENT: '5000' } }), 'the same range as a number in the file').toThrow(/from 0 to 1000/);
+    expect(() => loadControlConfig({ flags: { heap_growing_percent: 'half' } })).toThrow(
+      /heap_growing_percent: want a whole number of percent/,
+    );
+    expect(
+      () => loadControlConfig({ env: { LLMGW_HEAP_GROWING_PERCENT: '5000' } }),
+      'the same range as a number in the file',
+    ).toThrow(/from 0 to 1000/);
   });
 
   it('refuses unsafe profile env unless allow_unsafe_profile_env is true, from the file, the environment or a flag', () => {
     expect(loadControlConfig({ env: {} }).allowUnsafeProfileEnv, 'off by default').toBe(false);
     expect(loadControlConfig({ file: file('allow_unsafe_profile_env: true\n') }).allowUnsafeProfileEnv).toBe(true);
     expect(loadControlConfig({ env: { LLMGW_ALLOW_UNSAFE_PROFILE_ENV: 'true' } }).allowUnsafeProfileEnv).toBe(true);
-    expect(loadControlConfig({ env: {}, flags: { allow_unsafe_profile_env: 'false' } }).allowUnsafeProfileEnv).toBe(false);
-    expect(() => loadControlConfig({ env: { LLMGW_ALLOW_UNSAFE_PROFILE_ENV: 'yes' } })).toThrow(/allow_unsafe_profile_env/);
+    expect(loadControlConfig({ env: {}, flags: { allow_unsafe_profile_env: 'false' } }).allowUnsafeProfileEnv).toBe(
+      false,
+    );
+    expect(() => loadControlConfig({ env: { LLMGW_ALLOW_UNSAFE_PROFILE_ENV: 'yes' } })).toThrow(
+      /allow_unsafe_profile_env/,
+    );
   });
 
   it('reads admin_hosts and client_hosts as a list or comma-separated, and refuses what is no host name', () => {
     const none = loadControlConfig({ env: {} });
-    expect([none.adminHosts, none.clientHosts, none.metricsPublic], 'none added, metrics behind the token by default').toEqual([[], [], false]);
-    const c = loadControlConfig({ env: { LLMGW_ADMIN_HOSTS: 'Gateway.example.com, 10.0.0.5', LLMGW_METRICS_PUBLIC: 'true' }, file: file('client_hosts: ["api.example.com", "[::1]"]\n') });
+    expect(
+      [none.adminHosts, none.clientHosts, none.metricsPublic],
+      'none added, metrics behind the token by default',
+    ).toEqual([[], [], false]);
+    const c = loadControlConfig({
+      env: { LLMGW_ADMIN_HOSTS: 'Gateway.example.com, 10.0.0.5', LLMGW_METRICS_PUBLIC: 'true' },
+      file: file('client_hosts: ["api.example.com", "[::1]"]\n'),
+    });
     expect(c.adminHosts).toEqual(['gateway.example.com', '10.0.0.5']);
     expect(c.clientHosts).toEqual(['api.example.com', '::1']);
     expect(c.metricsPublic).toBe(true);
     expect(loadControlConfig({ file: file('metrics_public: true\n') }).metricsPublic).toBe(true);
-    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_HOSTS: 'gw.example.com:8081' } })).toThrow(/admin_hosts: gw\.example\.com:8081 is not a host name; want a DNS name or an IP address without a port/);
-    expect(() => loadControlConfig({ env: { LLMGW_CLIENT_HOSTS: 'http://api.example.com' } })).toThrow(/client_hosts: http:\/\/api\.example\.com is not a host name/);
+    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_HOSTS: 'gw.example.com:8081' } })).toThrow(
+      /admin_hosts: gw\.example\.com:8081 is not a host name; want a DNS name or an IP address without a port/,
+    );
+    expect(() => loadControlConfig({ env: { LLMGW_CLIENT_HOSTS: 'http://api.example.com' } })).toThrow(
+      /client_hosts: http:\/\/api\.example\.com is not a host name/,
+    );
   });
 
   it('flags beat env, env beats file, file beats defaults', () => {
@@ -104,18 +148,28 @@ describe('control configuration', () => {
   });
 
   it('names an unknown key and the nearest valid one', () => {
-    expect(() => loadControlConfig({ file: file('admin_adr: 127.0.0.1:1\n'), env: {} })).toThrow('admin_adr: unknown field; did you mean "admin_addr"?');
+    expect(() => loadControlConfig({ file: file('admin_adr: 127.0.0.1:1\n'), env: {} })).toThrow(
+      'admin_adr: unknown field; did you mean "admin_addr"?',
+    );
   });
 
   it('names a bad value and what it wants', () => {
     expect(() => loadControlConfig({ env: { LLMGW_CLIENT_ADDR: 'localhost' } })).toThrow(/client_addr: want host:port/);
-    expect(() => loadControlConfig({ env: { LLMGW_STORE: 'mysql://x' } })).toThrow(/store: want sqlite:PATH, a postgres:\/\/ URL, or none/);
-    expect(() => loadControlConfig({ env: { LLMGW_NODE_LOST_AFTER: '60' } })).toThrow(/node_lost_after: want a duration/);
+    expect(() => loadControlConfig({ env: { LLMGW_STORE: 'mysql://x' } })).toThrow(
+      /store: want sqlite:PATH, a postgres:\/\/ URL, or none/,
+    );
+    expect(() => loadControlConfig({ env: { LLMGW_NODE_LOST_AFTER: '60' } })).toThrow(
+      /node_lost_after: want a duration/,
+    );
   });
 
   it('refuses a non-loopback admin address without a token', () => {
-    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081' } })).toThrow(/an admin token is required/);
-    const ok = loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081', LLMGW_ADMIN_TOKEN: 'a-long-enough-admin-token' } });
+    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081' } })).toThrow(
+      /an admin token is required/,
+    );
+    const ok = loadControlConfig({
+      env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081', LLMGW_ADMIN_TOKEN: 'a-long-enough-admin-token' },
+    });
     expect(ok.adminToken).toBe('a-long-enough-admin-token');
   });
 
@@ -128,22 +182,31 @@ describe('control configuration', () => {
     expect(loadControlConfig({ env: { LLMGW_INSECURE_NO_ADMIN_TOKEN: 'true' } }).insecureNoAdminToken).toBe(true);
     expect(loadControlConfig({ flags: { insecure_no_admin_token: 'false' } }).insecureNoAdminToken).toBe(false);
     expect(() => loadControlConfig({ flags: { insecure_no_admin_token: 'yes' } })).toThrow(/insecure_no_admin_token/);
-    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081', LLMGW_INSECURE_NO_ADMIN_TOKEN: 'true' } }), 'never off loopback').toThrow(/an admin token is required/);
+    expect(
+      () => loadControlConfig({ env: { LLMGW_ADMIN_ADDR: '0.0.0.0:8081', LLMGW_INSECURE_NO_ADMIN_TOKEN: 'true' } }),
+      'never off loopback',
+    ).toThrow(/an admin token is required/);
   });
 
   it('reads tokens from files and refuses both forms at once', () => {
     const tokenFile = file('  join-token-from-a-file-0123\n');
-    expect(loadControlConfig({ env: { LLMGW_JOIN_TOKEN_FILE: tokenFile } }).joinToken).toBe('join-token-from-a-file-0123');
-    expect(() => loadControlConfig({ env: { LLMGW_JOIN_TOKEN_FILE: tokenFile, LLMGW_JOIN_TOKEN: 'join-token-inline-0123456' } })).toThrow(
-      'join_token and join_token_file are both set',
+    expect(loadControlConfig({ env: { LLMGW_JOIN_TOKEN_FILE: tokenFile } }).joinToken).toBe(
+      'join-token-from-a-file-0123',
     );
-    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_TOKEN_FILE: '/nonexistent/token' } })).toThrow(/admin_token_file \/nonexistent\/token cannot be read: ENOENT/);
+    expect(() =>
+      loadControlConfig({ env: { LLMGW_JOIN_TOKEN_FILE: tokenFile, LLMGW_JOIN_TOKEN: 'join-token-inline-0123456' } }),
+    ).toThrow('join_token and join_token_file are both set');
+    expect(() => loadControlConfig({ env: { LLMGW_ADMIN_TOKEN_FILE: '/nonexistent/token' } })).toThrow(
+      /admin_token_file \/nonexistent\/token cannot be read: ENOENT/,
+    );
   });
 
   it('refuses a config file that is not a mapping, or not YAML', () => {
     expect(() => loadControlConfig({ file: file('- a\n- b\n'), env: {} })).toThrow('must be a mapping');
     expect(() => loadControlConfig({ file: file('a: [\n'), env: {} })).toThrow('is not valid YAML');
-    expect(() => loadControlConfig({ file: '/nonexistent.yaml', env: {} })).toThrow('cannot read the config file /nonexistent.yaml');
+    expect(() => loadControlConfig({ file: '/nonexistent.yaml', env: {} })).toThrow(
+      'cannot read the config file /nonexistent.yaml',
+    );
   });
 
   it('lists every problem at once', () => {
@@ -178,26 +241,49 @@ describe('control configuration', () => {
         env: { LLMGW_TLS_CERT: `${pki}/control.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` },
         flags: { client_tls_cert: `${pki}/ca.pem`, client_tls_key: `${pki}/ca-key.pem` },
       });
-      expect(split.tls.client?.cert.equals(split.tls.admin!.cert), 'the client listener has its own certificate').toBe(false);
+      expect(split.tls.client?.cert.equals(split.tls.admin!.cert), 'the client listener has its own certificate').toBe(
+        false,
+      );
     });
 
     it('refuses a certificate without its key, a file that cannot be read, and one that is not PEM, naming the key', () => {
-      expect(() => loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/control.pem` } })).toThrow(/tls_cert is set without tls_key; a listener needs both/);
-      expect(() => loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/nope.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` } })).toThrow(/tls_cert .*nope\.pem cannot be read: ENOENT/);
-      expect(() => loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/control-key.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` } })).toThrow(/tls_cert .* holds no PEM certificate/);
-      expect(() => loadControlConfig({ env: { LLMGW_CLIENT_TLS_KEY: `${pki}/control-key.pem` } })).toThrow(/client_tls_key is set without client_tls_cert/);
+      expect(() => loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/control.pem` } })).toThrow(
+        /tls_cert is set without tls_key; a listener needs both/,
+      );
+      expect(() =>
+        loadControlConfig({ env: { LLMGW_TLS_CERT: `${pki}/nope.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` } }),
+      ).toThrow(/tls_cert .*nope\.pem cannot be read: ENOENT/);
+      expect(() =>
+        loadControlConfig({
+          env: { LLMGW_TLS_CERT: `${pki}/control-key.pem`, LLMGW_TLS_KEY: `${pki}/control-key.pem` },
+        }),
+      ).toThrow(/tls_cert .* holds no PEM certificate/);
+      expect(() => loadControlConfig({ env: { LLMGW_CLIENT_TLS_KEY: `${pki}/control-key.pem` } })).toThrow(
+        /client_tls_key is set without client_tls_cert/,
+      );
     });
 
     it('reads agent_ca, and refuses one that is no certificate', () => {
-      expect(loadControlConfig({ flags: { agent_ca: `${pki}/ca.pem` } }).agentCa?.toString()).toContain('-----BEGIN CERTIFICATE-----');
-      expect(() => loadControlConfig({ flags: { agent_ca: `${pki}/ca-key.pem` } })).toThrow(/agent_ca .* holds no PEM certificate/);
+      expect(loadControlConfig({ flags: { agent_ca: `${pki}/ca.pem` } }).agentCa?.toString()).toContain(
+        '-----BEGIN CERTIFICATE-----',
+      );
+      expect(() => loadControlConfig({ flags: { agent_ca: `${pki}/ca-key.pem` } })).toThrow(
+        /agent_ca .* holds no PEM certificate/,
+      );
     });
 
     it('reads engine_ca from a flag, a file or the environment, and refuses one that is no certificate', () => {
-      expect(loadControlConfig({ flags: { engine_ca: `${pki}/ca.pem` } }).engineCa?.toString()).toContain('-----BEGIN CERTIFICATE-----');
-      expect(loadControlConfig({ env: { LLMGW_ENGINE_CA: `${pki}/ca.pem` } }).engineCa, 'LLMGW_ENGINE_CA').not.toBeNull();
+      expect(loadControlConfig({ flags: { engine_ca: `${pki}/ca.pem` } }).engineCa?.toString()).toContain(
+        '-----BEGIN CERTIFICATE-----',
+      );
+      expect(
+        loadControlConfig({ env: { LLMGW_ENGINE_CA: `${pki}/ca.pem` } }).engineCa,
+        'LLMGW_ENGINE_CA',
+      ).not.toBeNull();
       expect(loadControlConfig({ env: {} }).engineCa, "absent = the system's CAs").toBeNull();
-      expect(() => loadControlConfig({ flags: { engine_ca: `${pki}/ca-key.pem` } })).toThrow(/engine_ca .* holds no PEM certificate/);
+      expect(() => loadControlConfig({ flags: { engine_ca: `${pki}/ca-key.pem` } })).toThrow(
+        /engine_ca .* holds no PEM certificate/,
+      );
     });
   });
 });

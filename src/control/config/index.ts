@@ -37,7 +37,10 @@ const address = z.string().refine((v) => parseAddress(v) !== null, {
  */
 export const MAX_CONNECTIONS_DEFAULTS = { client: 4096, admin: 1024, agent: 20_480 } as const;
 
-const connectionCap = z.union([z.number().int().min(0).max(1e9), z.string().regex(/^\d{1,9}$/, 'want a whole number of connections, 0 for no cap')]);
+const connectionCap = z.union([
+  z.number().int().min(0).max(1e9),
+  z.string().regex(/^\d{1,9}$/, 'want a whole number of connections, 0 for no cap'),
+]);
 
 /**
  * The options as an operator writes them (file, env or flags). Absent keys
@@ -194,7 +197,10 @@ export const ControlOptionsSchema = z.strictObject({
    * heuristic; a --heap-growing-percent given to node itself wins.
    */
   heap_growing_percent: z
-    .union([z.number().int().min(0).max(1000), z.string().regex(/^(\d{1,3}|1000)$/, 'want a whole number of percent from 0 to 1000, 0 for V8\'s own heuristic')])
+    .union([
+      z.number().int().min(0).max(1000),
+      z.string().regex(/^(\d{1,3}|1000)$/, "want a whole number of percent from 0 to 1000, 0 for V8's own heuristic"),
+    ])
     .default(0),
 });
 
@@ -236,11 +242,20 @@ export interface ControlConfig {
    * Most connections per listener (0 = no cap), and which were set by the
    * operator: only the others are lowered to fit the open-file limit.
    */
-  readonly maxConnections: { readonly client: number; readonly admin: number; readonly agent: number; readonly set: readonly ('client' | 'admin' | 'agent')[] };
+  readonly maxConnections: {
+    readonly client: number;
+    readonly admin: number;
+    readonly agent: number;
+    readonly set: readonly ('client' | 'admin' | 'agent')[];
+  };
   /** Origins allowed to call the client listener from a browser; `*` = any; empty = none (no CORS headers). */
   readonly corsOrigins: readonly string[];
   /** Certificate and key per listener, read at start; null = that listener speaks plain HTTP. */
-  readonly tls: { readonly client: ServerTls | null; readonly admin: ServerTls | null; readonly agent: ServerTls | null };
+  readonly tls: {
+    readonly client: ServerTls | null;
+    readonly admin: ServerTls | null;
+    readonly agent: ServerTls | null;
+  };
   /** The CA agents' management APIs are verified with; null = they are called over plain http. */
   readonly agentCa: Buffer | null;
   /** The CA https engine endpoints are verified with; null = the system's CAs. */
@@ -300,17 +315,26 @@ export function loadControlConfig(sources: ConfigSources): ControlConfig {
     try {
       text = readFileSync(sources.file, 'utf8');
     } catch (err) {
-      throw new LlmgwError('LLMGW_CONFIG_INVALID', `cannot read the config file ${sources.file}: ${(err as Error).message}`);
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        `cannot read the config file ${sources.file}: ${(err as Error).message}`,
+      );
     }
     let doc: unknown;
     try {
       doc = parseYaml(text);
     } catch (err) {
-      throw new LlmgwError('LLMGW_CONFIG_INVALID', `the config file ${sources.file} is not valid YAML: ${(err as Error).message}`);
+      throw new LlmgwError(
+        'LLMGW_CONFIG_INVALID',
+        `the config file ${sources.file} is not valid YAML: ${(err as Error).message}`,
+      );
     }
     if (doc !== null && doc !== undefined) {
       if (typeof doc !== 'object' || Array.isArray(doc)) {
-        throw new LlmgwError('LLMGW_CONFIG_INVALID', `the config file ${sources.file} must be a mapping of keys to values`);
+        throw new LlmgwError(
+          'LLMGW_CONFIG_INVALID',
+          `the config file ${sources.file} must be a mapping of keys to values`,
+        );
       }
       Object.assign(merged, doc);
     }
@@ -329,7 +353,11 @@ export function loadControlConfig(sources: ConfigSources): ControlConfig {
 export function compileControlOptions(input: unknown): ControlConfig {
   const parsed = ControlOptionsSchema.safeParse(input);
   if (!parsed.success) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(ControlOptionsSchema, parsed.error), 'the configuration is not valid');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      describeIssues(ControlOptionsSchema, parsed.error),
+      'the configuration is not valid',
+    );
   }
   const o = parsed.data;
   const problems: string[] = [];
@@ -343,28 +371,47 @@ export function compileControlOptions(input: unknown): ControlConfig {
   }
   const clientAddr = parseAddress(o.client_addr)!;
   if (o.api_keys === 'off' && !isLoopbackHost(clientAddr.host)) {
-    problems.push(`api_keys is off but client_addr ${o.client_addr} is not a loopback address: anyone who can reach it could use every model; set api_keys to required`);
+    problems.push(
+      `api_keys is off but client_addr ${o.client_addr} is not a loopback address: anyone who can reach it could use every model; set api_keys to required`,
+    );
   }
   const staleMs = parseDurationMs(o.node_stale_after) as number;
   const lostMs = parseDurationMs(o.node_lost_after) as number;
-  if (lostMs <= staleMs) problems.push(`node_lost_after (${o.node_lost_after}) must be longer than node_stale_after (${o.node_stale_after})`);
-  const corsOrigins = (typeof o.cors_origins === 'string' ? o.cors_origins.split(',') : (o.cors_origins ?? [])).map((x) => x.trim()).filter(Boolean);
+  if (lostMs <= staleMs)
+    problems.push(
+      `node_lost_after (${o.node_lost_after}) must be longer than node_stale_after (${o.node_stale_after})`,
+    );
+  const corsOrigins = (typeof o.cors_origins === 'string' ? o.cors_origins.split(',') : (o.cors_origins ?? []))
+    .map((x) => x.trim())
+    .filter(Boolean);
   for (const origin of corsOrigins) {
     if (origin !== '*' && !/^https?:\/\/[^/\s?#]+$/.test(origin)) {
-      problems.push(`cors_origins: ${origin} is not an origin; want scheme://host[:port] like https://chat.example.com, or *`);
+      problems.push(
+        `cors_origins: ${origin} is not an origin; want scheme://host[:port] like https://chat.example.com, or *`,
+      );
     }
   }
   if (corsOrigins.includes('*') && o.api_keys === 'off') {
-    problems.push('cors_origins is * while api_keys is off: any web page open in a browser on this machine could use every model; name the origins, or require keys');
+    problems.push(
+      'cors_origins is * while api_keys is off: any web page open in a browser on this machine could use every model; name the origins, or require keys',
+    );
   }
-  const sharedTls = collected(problems, () => readServerTls(o.tls_cert, o.tls_key, { cert: 'tls_cert', key: 'tls_key' }));
-  const clientTls = o.client_tls_cert || o.client_tls_key
-    ? collected(problems, () => readServerTls(o.client_tls_cert, o.client_tls_key, { cert: 'client_tls_cert', key: 'client_tls_key' }))
-    : sharedTls;
+  const sharedTls = collected(problems, () =>
+    readServerTls(o.tls_cert, o.tls_key, { cert: 'tls_cert', key: 'tls_key' }),
+  );
+  const clientTls =
+    o.client_tls_cert || o.client_tls_key
+      ? collected(problems, () =>
+          readServerTls(o.client_tls_cert, o.client_tls_key, { cert: 'client_tls_cert', key: 'client_tls_key' }),
+        )
+      : sharedTls;
   const agentCa = o.agent_ca ? collected(problems, () => readCa(o.agent_ca!, 'agent_ca')) : null;
   const engineCa = o.engine_ca ? collected(problems, () => readCa(o.engine_ca!, 'engine_ca')) : null;
   const responsesTtlMs = parseDurationMs(o.responses_ttl) as number;
-  if (responsesTtlMs <= 0) problems.push(`responses_ttl (${o.responses_ttl}) must be longer than 0; to keep no responses, set responses_max_per_key to 0`);
+  if (responsesTtlMs <= 0)
+    problems.push(
+      `responses_ttl (${o.responses_ttl}) must be longer than 0; to keep no responses, set responses_max_per_key to 0`,
+    );
   const adminHosts = hostList(o.admin_hosts, 'admin_hosts', problems);
   const clientHosts = hostList(o.client_hosts, 'client_hosts', problems);
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
@@ -392,10 +439,13 @@ export function compileControlOptions(input: unknown): ControlConfig {
     heapGrowingPercent: Number(o.heap_growing_percent),
     clientHeadersTimeoutMs: parseDurationMs(o.client_headers_timeout) as number,
     maxConnections: Object.freeze({
-      client: o.client_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.client : Number(o.client_max_connections),
+      client:
+        o.client_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.client : Number(o.client_max_connections),
       admin: o.admin_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.admin : Number(o.admin_max_connections),
       agent: o.agent_max_connections === undefined ? MAX_CONNECTIONS_DEFAULTS.agent : Number(o.agent_max_connections),
-      set: Object.freeze((['client', 'admin', 'agent'] as const).filter((n) => o[`${n}_max_connections`] !== undefined)),
+      set: Object.freeze(
+        (['client', 'admin', 'agent'] as const).filter((n) => o[`${n}_max_connections`] !== undefined),
+      ),
     }),
     corsOrigins: Object.freeze(corsOrigins),
     tls: Object.freeze({ client: clientTls, admin: sharedTls, agent: sharedTls }),
@@ -407,7 +457,10 @@ export function compileControlOptions(input: unknown): ControlConfig {
     adminHosts: Object.freeze(adminHosts),
     clientHosts: Object.freeze(clientHosts),
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
-    responses: Object.freeze({ ttlMs: responsesTtlMs, maxBytesPerKey: parseSizeBytes(o.responses_max_per_key) as number }),
+    responses: Object.freeze({
+      ttlMs: responsesTtlMs,
+      maxBytesPerKey: parseSizeBytes(o.responses_max_per_key) as number,
+    }),
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
       idleBodyTimeoutMs: parseDurationMs(o.idle_body_timeout) as number,
@@ -430,10 +483,17 @@ function collected<T>(problems: string[], read: () => T): T | null {
 
 /** A list of host names, as a YAML list or comma-separated; each a DNS name or an IP address, without a port. */
 function hostList(value: string | string[] | undefined, key: string, problems: string[]): string[] {
-  const names = (typeof value === 'string' ? value.split(',') : (value ?? [])).map((x) => x.trim().toLowerCase()).filter(Boolean);
+  const names = (typeof value === 'string' ? value.split(',') : (value ?? []))
+    .map((x) => x.trim().toLowerCase())
+    .filter(Boolean);
   for (const name of names) {
-    if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?$/.test(name) && isIP(name.replace(/^\[(.*)\]$/, '$1')) === 0) {
-      problems.push(`${key}: ${name} is not a host name; want a DNS name or an IP address without a port, like gateway.example.com or 10.0.0.5`);
+    if (
+      !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?$/.test(name) &&
+      isIP(name.replace(/^\[(.*)\]$/, '$1')) === 0
+    ) {
+      problems.push(
+        `${key}: ${name} is not a host name; want a DNS name or an IP address without a port, like gateway.example.com or 10.0.0.5`,
+      );
     }
   }
   return names.map((n) => n.replace(/^\[(.*)\]$/, '$1'));

@@ -13,7 +13,11 @@ export interface PageContext {
 
 /** A value that was not reported. Shown as a word, never as 0. */
 export function Unknown({ text = '-' }: { text?: string }) {
-  return <span class="unknown" title="not reported">{text}</span>;
+  return (
+    <span class="unknown" title="not reported">
+      {text}
+    </span>
+  );
 }
 
 export function bytes(n: number | undefined | null): string | null {
@@ -119,7 +123,15 @@ const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2
  * where a point is null, the y axis from 0 to the largest value. No script,
  * so it works with scripts off and refreshes with its panel.
  */
-export function LineChart({ series, format, title }: { series: ReadonlyMap<string, readonly SeriesPoint[]>; format: (v: number) => string; title: string }) {
+export function LineChart({
+  series,
+  format,
+  title,
+}: {
+  series: ReadonlyMap<string, readonly SeriesPoint[]>;
+  format: (v: number) => string;
+  title: string;
+}) {
   const width = 640;
   const height = 160;
   const pad = { left: 56, right: 8, top: 8, bottom: 20 };

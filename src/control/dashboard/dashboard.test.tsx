@@ -19,18 +19,38 @@ afterEach(async () => {
 
 async function plane(over: Record<string, unknown> = {}): Promise<ControlPlane> {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-dashboard-'));
-  const config = compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN, join_token: JOIN, ...over });
+  const config = compileControlOptions({
+    store: `sqlite:${join(dir, 'db')}`,
+    admin_token: TOKEN,
+    join_token: JOIN,
+    ...over,
+  });
   const p = await ControlPlane.create(config, { logger: pino({ level: 'silent' }) });
   planes.push(p);
   return p;
 }
 
-async function addNode(p: ControlPlane, id: string, options: { gpus?: number; labels?: Record<string, string>; report?: boolean } = {}): Promise<void> {
-  await p.inventory.join({ id, hostname: `${id}.example`, mgmtAddr: null, labels: options.labels ?? {}, agentVersion: '0.1.0', protocolVersion: 1 });
+async function addNode(
+  p: ControlPlane,
+  id: string,
+  options: { gpus?: number; labels?: Record<string, string>; report?: boolean } = {},
+): Promise<void> {
+  await p.inventory.join({
+    id,
+    hostname: `${id}.example`,
+    mgmtAddr: null,
+    labels: options.labels ?? {},
+    agentVersion: '0.1.0',
+    protocolVersion: 1,
+  });
   if (options.report === false) return;
   p.inventory.heartbeat(p.inventory.get(id)!, {
     report: {
-      gpus: Array.from({ length: options.gpus ?? 2 }, (_, index) => ({ index, class: 'h100-80gb', problems: index === 1 ? ['XID 79: fell off the bus'] : [] })),
+      gpus: Array.from({ length: options.gpus ?? 2 }, (_, index) => ({
+        index,
+        class: 'h100-80gb',
+        problems: index === 1 ? ['XID 79: fell off the bus'] : [],
+      })),
       engines: [{ name: 'vllm' }],
       memory_total_bytes: 64 * 2 ** 30,
     },
@@ -43,7 +63,12 @@ interface Browser {
 }
 
 async function login(p: ControlPlane): Promise<Browser> {
-  const res = await p.adminApp.inject({ method: 'POST', url: '/login', payload: `token=${encodeURIComponent(TOKEN)}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  const res = await p.adminApp.inject({
+    method: 'POST',
+    url: '/login',
+    payload: `token=${encodeURIComponent(TOKEN)}`,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
   expect(res.statusCode, res.body).toBe(303);
   const setCookie = String(res.headers['set-cookie']);
   const cookie = setCookie.split(';')[0]!;
@@ -54,7 +79,11 @@ async function login(p: ControlPlane): Promise<Browser> {
 }
 
 const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
-const formHeaders = (b: Browser, extra: Record<string, string> = {}) => ({ cookie: b.cookie, 'content-type': 'application/x-www-form-urlencoded', ...extra });
+const formHeaders = (b: Browser, extra: Record<string, string> = {}) => ({
+  cookie: b.cookie,
+  'content-type': 'application/x-www-form-urlencoded',
+  ...extra,
+});
 
 describe('dashboard: login and sessions', () => {
   it('sends a visitor without a session to the login page, remembering where they were going', async () => {
@@ -72,7 +101,12 @@ describe('dashboard: login and sessions', () => {
   it('says a wrong token is wrong without echoing it, and sets no cookie', async () => {
     const p = await plane();
     const typed = 'not-the-token-but-a-near-miss';
-    const res = await p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: typed }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/login',
+      payload: form({ token: typed }),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(res.statusCode).toBe(401);
     expect(res.body).toContain('That admin token is wrong');
     expect(res.body, 'the login page must not echo what was typed').not.toContain(typed);
@@ -81,13 +115,27 @@ describe('dashboard: login and sessions', () => {
 
   it('stops answering login attempts from an address after ten wrong tokens', async () => {
     const p = await plane();
-    const attempt = () => p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: 'guess' }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const attempt = () =>
+      p.adminApp.inject({
+        method: 'POST',
+        url: '/login',
+        payload: form({ token: 'guess' }),
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
     for (let i = 0; i < 10; i++) expect((await attempt()).statusCode).toBe(401);
     const refused = await attempt();
     expect(refused.statusCode).toBe(429);
     expect(refused.headers['retry-after']).toBeDefined();
-    const right = await p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: TOKEN }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
-    expect(right.statusCode, 'even the right token waits: otherwise the limit would tell a guesser when it guessed right').toBe(429);
+    const right = await p.adminApp.inject({
+      method: 'POST',
+      url: '/login',
+      payload: form({ token: TOKEN }),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(
+      right.statusCode,
+      'even the right token waits: otherwise the limit would tell a guesser when it guessed right',
+    ).toBe(429);
   });
 
   it('needs no login on a control plane without an admin token (loopback only)', async () => {
@@ -99,7 +147,12 @@ describe('dashboard: login and sessions', () => {
 
   it('sets an HttpOnly SameSite=Strict cookie holding a random id, never the token', async () => {
     const p = await plane();
-    const res = await p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: TOKEN, next: '/models' }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/login',
+      payload: form({ token: TOKEN, next: '/models' }),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(res.statusCode).toBe(303);
     expect(res.headers.location).toBe('/models');
     const cookie = String(res.headers['set-cookie']);
@@ -113,7 +166,12 @@ describe('dashboard: login and sessions', () => {
   it('never redirects after login to another site', async () => {
     const p = await plane();
     for (const next of ['//evil.example/', 'https://evil.example/', '/\\evil.example']) {
-      const res = await p.adminApp.inject({ method: 'POST', url: '/login', payload: form({ token: TOKEN, next }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+      const res = await p.adminApp.inject({
+        method: 'POST',
+        url: '/login',
+        payload: form({ token: TOKEN, next }),
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
       expect(res.headers.location, `next=${next}`).toBe('/');
     }
   });
@@ -121,7 +179,12 @@ describe('dashboard: login and sessions', () => {
   it('logs out: the cookie is cleared and the session no longer opens pages', async () => {
     const p = await plane();
     const b = await login(p);
-    const out = await p.adminApp.inject({ method: 'POST', url: '/logout', payload: form({ csrf: b.csrf }), headers: formHeaders(b) });
+    const out = await p.adminApp.inject({
+      method: 'POST',
+      url: '/logout',
+      payload: form({ csrf: b.csrf }),
+      headers: formHeaders(b),
+    });
     expect(out.statusCode).toBe(303);
     expect(String(out.headers['set-cookie'])).toContain('Max-Age=0');
     const after = await p.adminApp.inject({ method: 'GET', url: '/', headers: { cookie: b.cookie } });
@@ -134,7 +197,11 @@ describe('dashboard: login and sessions', () => {
       method: 'POST',
       url: '/login',
       payload: form({ token: TOKEN }),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        origin: 'https://evil.example',
+        'sec-fetch-site': 'cross-site',
+      },
     });
     expect(res.statusCode).toBe(403);
     expect(res.headers['set-cookie']).toBeUndefined();
@@ -154,14 +221,25 @@ describe('dashboard: actions', () => {
     const p = await plane();
     await addNode(p, 'n1');
     const b = await login(p);
-    const res = await p.adminApp.inject({ method: 'POST', url: '/nodes/n1/state', payload: form({ csrf: b.csrf, state: 'cordon', back: '/nodes' }), headers: formHeaders(b) });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/nodes/n1/state',
+      payload: form({ csrf: b.csrf, state: 'cordon', back: '/nodes' }),
+      headers: formHeaders(b),
+    });
     expect(res.statusCode, res.body).toBe(303);
     expect(res.headers.location).toBe('/nodes');
-    const api = await p.adminApp.inject({ method: 'GET', url: '/api/v1/nodes', headers: { authorization: `Bearer ${TOKEN}` } });
+    const api = await p.adminApp.inject({
+      method: 'GET',
+      url: '/api/v1/nodes',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(api.json<{ id: string; state: string }[]>().find((n) => n.id === 'n1')?.state).toBe('cordoned');
     const audit = await p.store!.audit.list({ target: 'n1' });
     const record = audit.find((a) => a.action === 'node.state');
-    expect(record?.actor, 'the audit record names the session that proved itself, never its cookie').toMatch(/^dashboard:[0-9a-f]{12}$/);
+    expect(record?.actor, 'the audit record names the session that proved itself, never its cookie').toMatch(
+      /^dashboard:[0-9a-f]{12}$/,
+    );
     expect(record?.actorLabel, 'and the address it logged in from, as a label').toMatch(/^dashboard:/);
   });
 
@@ -176,11 +254,21 @@ describe('dashboard: actions', () => {
       ['a cross-site fetch', { state: 'drain', csrf: b.csrf }, { 'sec-fetch-site': 'cross-site' }],
     ];
     for (const [what, fields, headers] of attempts) {
-      const res = await p.adminApp.inject({ method: 'POST', url: '/nodes/n1/state', payload: form(fields), headers: formHeaders(b, headers) });
+      const res = await p.adminApp.inject({
+        method: 'POST',
+        url: '/nodes/n1/state',
+        payload: form(fields),
+        headers: formHeaders(b, headers),
+      });
       expect(res.statusCode, `a form with ${what}`).toBe(403);
     }
     expect(p.inventory.get('n1')?.adminState).toBe('ready');
-    const noSession = await p.adminApp.inject({ method: 'POST', url: '/nodes/n1/state', payload: form({ state: 'drain', csrf: b.csrf }), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const noSession = await p.adminApp.inject({
+      method: 'POST',
+      url: '/nodes/n1/state',
+      payload: form({ state: 'drain', csrf: b.csrf }),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(noSession.statusCode).toBe(403);
   });
 
@@ -201,16 +289,26 @@ describe('dashboard: actions', () => {
   it('answers an unknown node with a page that says so', async () => {
     const p = await plane();
     const b = await login(p);
-    const res = await p.adminApp.inject({ method: 'POST', url: '/nodes/nope/state', payload: form({ state: 'cordon', csrf: b.csrf }), headers: formHeaders(b) });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/nodes/nope/state',
+      payload: form({ state: 'cordon', csrf: b.csrf }),
+      headers: formHeaders(b),
+    });
     expect(res.statusCode).toBe(404);
     expect(res.headers['content-type']).toContain('text/html');
     expect(res.body).toContain('no node &quot;nope&quot;');
   });
 
-  it('keeps the admin listener\'s body limit for forms', async () => {
+  it("keeps the admin listener's body limit for forms", async () => {
     const p = await plane();
     const b = await login(p);
-    const res = await p.adminApp.inject({ method: 'POST', url: '/nodes/n1/state', payload: form({ csrf: b.csrf, state: 'x'.repeat(2 << 20) }), headers: formHeaders(b) });
+    const res = await p.adminApp.inject({
+      method: 'POST',
+      url: '/nodes/n1/state',
+      payload: form({ csrf: b.csrf, state: 'x'.repeat(2 << 20) }),
+      headers: formHeaders(b),
+    });
     expect(res.statusCode).toBe(413);
   });
 
@@ -220,9 +318,19 @@ describe('dashboard: actions', () => {
     const confirm = await p.adminApp.inject({ method: 'GET', url: '/weights/collect', headers: { cookie: b.cookie } });
     expect(confirm.statusCode).toBe(200);
     expect(confirm.body).toContain('Nothing to collect');
-    const refused = await p.adminApp.inject({ method: 'POST', url: '/weights/collect', payload: form({}), headers: formHeaders(b) });
+    const refused = await p.adminApp.inject({
+      method: 'POST',
+      url: '/weights/collect',
+      payload: form({}),
+      headers: formHeaders(b),
+    });
     expect(refused.statusCode).toBe(403);
-    const done = await p.adminApp.inject({ method: 'POST', url: '/weights/collect', payload: form({ csrf: b.csrf }), headers: formHeaders(b) });
+    const done = await p.adminApp.inject({
+      method: 'POST',
+      url: '/weights/collect',
+      payload: form({ csrf: b.csrf }),
+      headers: formHeaders(b),
+    });
     expect(done.statusCode).toBe(200);
     expect(done.body).toContain('Asked to remove 0');
   });
@@ -237,37 +345,73 @@ describe('dashboard: pages', () => {
       method: 'POST',
       url: '/api/v1/models?force=true',
       headers: { authorization: `Bearer ${TOKEN}` },
-      payload: { name: 'other', source: 'hf://org/other', scaling: { min: 0 }, profiles: [{ engine: 'vllm', gpus: 1 }] },
+      payload: {
+        name: 'other',
+        source: 'hf://org/other',
+        scaling: { min: 0 },
+        profiles: [{ engine: 'vllm', gpus: 1 }],
+      },
     });
     expect(other.statusCode, other.body).toBe(200);
     const add = await p.adminApp.inject({
       method: 'POST',
       url: '/api/v1/models?force=true',
       headers: { authorization: `Bearer ${TOKEN}` },
-      payload: { name: 'demo', aliases: ['d'], source: 'hf://org/demo', fallbacks: ['other'], profiles: [{ engine: 'vllm', gpus: 1 }] },
+      payload: {
+        name: 'demo',
+        aliases: ['d'],
+        source: 'hf://org/demo',
+        fallbacks: ['other'],
+        profiles: [{ engine: 'vllm', gpus: 1 }],
+      },
     });
     expect(add.statusCode, add.body).toBe(200);
     await p.reconciler.pass();
-    for (const url of ['/', '/nodes', '/nodes/n1', '/models', '/models/demo', '/models/d', '/replicas', '/traffic', '/weights']) {
+    for (const url of [
+      '/',
+      '/nodes',
+      '/nodes/n1',
+      '/models',
+      '/models/demo',
+      '/models/d',
+      '/replicas',
+      '/traffic',
+      '/weights',
+    ]) {
       const res = await p.adminApp.inject({ method: 'GET', url, headers: { cookie: b.cookie } });
       expect(res.statusCode, `${url}: ${res.body.slice(0, 300)}`).toBe(200);
       expect(res.body.startsWith('<!doctype html>'), url).toBe(true);
     }
     const nodes = await p.adminApp.inject({ method: 'GET', url: '/nodes', headers: { cookie: b.cookie } });
     // 4 GPUs, one unhealthy, one taken by the replica: 2 free.
-    const api = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/nodes', headers: { authorization: `Bearer ${TOKEN}` } })).json<{ gpu_free: number; gpu_total: number }[]>();
+    const api = (
+      await p.adminApp.inject({ method: 'GET', url: '/api/v1/nodes', headers: { authorization: `Bearer ${TOKEN}` } })
+    ).json<{ gpu_free: number; gpu_total: number }[]>();
     expect(nodes.body).toContain(`${api[0]!.gpu_free}/${api[0]!.gpu_total} free`);
     expect(nodes.body).toContain('gpu 1: XID 79: fell off the bus');
     const model = await p.adminApp.inject({ method: 'GET', url: '/models/demo', headers: { cookie: b.cookie } });
     expect(model.body).toContain('id="events"');
-    expect(model.body, 'what a vLLM model serves, from the engine table').toContain('<td data-field="endpoints">chat, completions, embeddings, rerank, score, transcriptions, tokenize</td>');
+    expect(model.body, 'what a vLLM model serves, from the engine table').toContain(
+      '<td data-field="endpoints">chat, completions, embeddings, rerank, score, transcriptions, tokenize</td>',
+    );
     const traffic = await p.adminApp.inject({ method: 'GET', url: '/traffic', headers: { cookie: b.cookie } });
-    expect(traffic.body, 'usage per endpoint, kept in the store: none counted yet').toContain('No request has been counted yet');
+    expect(traffic.body, 'usage per endpoint, kept in the store: none counted yet').toContain(
+      'No request has been counted yet',
+    );
     // The model page lists the model's own events from the control plane's log, as GET /api/v1/events serves them.
-    const events = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/events?model=demo', headers: { authorization: `Bearer ${TOKEN}` } })).json<{ events: { message: string }[] }>().events;
+    const events = (
+      await p.adminApp.inject({
+        method: 'GET',
+        url: '/api/v1/events?model=demo',
+        headers: { authorization: `Bearer ${TOKEN}` },
+      })
+    ).json<{ events: { message: string }[] }>().events;
     if (events.length === 0) expect(model.body).toContain('No events recorded.');
-    for (const e of events) expect(model.body).toContain(e.message.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'));
-    const models = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/models', headers: { authorization: `Bearer ${TOKEN}` } })).json<{ ready_replicas: number; total_replicas: number }[]>();
+    for (const e of events)
+      expect(model.body).toContain(e.message.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'));
+    const models = (
+      await p.adminApp.inject({ method: 'GET', url: '/api/v1/models', headers: { authorization: `Bearer ${TOKEN}` } })
+    ).json<{ ready_replicas: number; total_replicas: number }[]>();
     const demo = models.find((m) => (m as { name?: string }).name === 'demo')!;
     expect(model.body).toContain(`${demo.ready_replicas}/${demo.total_replicas}`);
   });
@@ -327,7 +471,11 @@ describe('dashboard: pages', () => {
   it('answers an unknown model with 404 and escapes the name that was asked for', async () => {
     const p = await plane();
     const b = await login(p);
-    const res = await p.adminApp.inject({ method: 'GET', url: `/models/${encodeURIComponent('<b>x</b>')}`, headers: { cookie: b.cookie } });
+    const res = await p.adminApp.inject({
+      method: 'GET',
+      url: `/models/${encodeURIComponent('<b>x</b>')}`,
+      headers: { cookie: b.cookie },
+    });
     expect(res.statusCode).toBe(404);
     expect(res.body).toContain('&lt;b>x&lt;/b>');
   });

@@ -2,8 +2,28 @@
 // admin API serves (src/control/adminapi/views.ts, src/control/weights), in
 // this process: a number on a page and the same number from `llmgw ctl` are
 // one computation, so they cannot disagree. No page reads state any other way.
-import type { ExplainView, ModelView, NodeDetailView, NodeView, OrphansView, ReplicaView, SummaryView, UsageView } from '../../api/types.js';
-import { explainView, modelViews, nodeDetailView, type NodePage, type NodeQuery, nodeViewPage, nodeViews, replicaViews, summaryView, type AdminApiOptions } from '../adminapi/index.js';
+import type {
+  ExplainView,
+  ModelView,
+  NodeDetailView,
+  NodeView,
+  OrphansView,
+  ReplicaView,
+  SummaryView,
+  UsageView,
+} from '../../api/types.js';
+import {
+  explainView,
+  modelViews,
+  nodeDetailView,
+  type NodePage,
+  type NodeQuery,
+  nodeViewPage,
+  nodeViews,
+  replicaViews,
+  summaryView,
+  type AdminApiOptions,
+} from '../adminapi/index.js';
 import type { Model } from '../catalog/index.js';
 import { orphansView, orphansWithLastCollect, type WeightsApiOptions } from '../weights/index.js';
 
@@ -48,7 +68,14 @@ export async function endpointUsageData(src: DashboardSources): Promise<Endpoint
   const sums = new Map<string, EndpointUsage>();
   for (const r of await src.usage()) {
     const k = `${r.model}\u0000${r.endpoint}`;
-    const t = sums.get(k) ?? { model: r.model, endpoint: r.endpoint, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+    const t = sums.get(k) ?? {
+      model: r.model,
+      endpoint: r.endpoint,
+      requests: 0,
+      errors: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+    };
     t.requests += r.requests;
     t.errors += r.errors;
     t.promptTokens += r.prompt_tokens;
@@ -66,7 +93,12 @@ export interface OverviewData {
 }
 
 export function overviewData(src: DashboardSources): OverviewData {
-  return { summary: summaryView(src.admin), nodes: nodeViews(src.admin), models: modelViews(src.admin), replicas: replicaViews(src.admin) };
+  return {
+    summary: summaryView(src.admin),
+    nodes: nodeViews(src.admin),
+    models: modelViews(src.admin),
+    replicas: replicaViews(src.admin),
+  };
 }
 
 /** The page of the node list `query` asks for (the admin API's own selection: node-query.ts). */

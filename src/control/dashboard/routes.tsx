@@ -9,7 +9,14 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { VNode } from 'preact';
 import type { Registry } from 'prom-client';
 import { isLlmgwError } from '../../errors/index.js';
-import { ADMIN_TOKEN_IDENTITY, type AdminGuard, type AuditSource, changeNodeState, parseNodeQuery, type RequestsApiDeps } from '../adminapi/index.js';
+import {
+  ADMIN_TOKEN_IDENTITY,
+  type AdminGuard,
+  type AuditSource,
+  changeNodeState,
+  parseNodeQuery,
+  type RequestsApiDeps,
+} from '../adminapi/index.js';
 import { actorOf, type AuditActor } from '../../http/index.js';
 import { collectAndAudit } from '../weights/index.js';
 import type { PageContext } from './components.js';
@@ -112,7 +119,11 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     },
   });
   const refreshMs = options.refreshMs ?? 5000;
-  const sampler = new TrafficSampler({ registry: options.registry, now: options.now, intervalMs: options.trafficSampleMs ?? 5000 });
+  const sampler = new TrafficSampler({
+    registry: options.registry,
+    now: options.now,
+    intervalMs: options.trafficSampleMs ?? 5000,
+  });
   scope.addHook('onReady', async () => sampler.start());
   scope.addHook('onClose', async () => sampler.stop());
 
@@ -123,7 +134,12 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     done(null, form);
   });
 
-  const send = (request: FastifyRequest, reply: FastifyReply, ctx: PageContext | null, spec: PageSpec): FastifyReply => {
+  const send = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    ctx: PageContext | null,
+    spec: PageSpec,
+  ): FastifyReply => {
     const nonce = randomBytes(16).toString('base64');
     void reply
       .code(spec.status ?? 200)
@@ -140,7 +156,14 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     if (partial && spec.refresh) return reply.send(renderFragment(spec.body));
     return reply.send(
       renderDocument(
-        <Layout title={spec.title} ctx={ctx} section={spec.section} refreshMs={spec.refresh ? refreshMs : null} nonce={nonce} notice={spec.notice}>
+        <Layout
+          title={spec.title}
+          ctx={ctx}
+          section={spec.section}
+          refreshMs={spec.refresh ? refreshMs : null}
+          nonce={nonce}
+          notice={spec.notice}
+        >
           {spec.body}
         </Layout>,
       ),
@@ -177,16 +200,25 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   });
 
   /** A page behind the login: renders `build` with the session's context. */
-  const page = (build: (request: FastifyRequest, ctx: PageContext) => PageSpec | Promise<PageSpec>) => async (request: FastifyRequest, reply: FastifyReply) => {
-    const session = await sessionOf(request, reply);
-    if (!session) return reply;
-    const ctx = ctxOf(request, session);
-    return send(request, reply, ctx, await build(request, ctx));
-  };
+  const page =
+    (build: (request: FastifyRequest, ctx: PageContext) => PageSpec | Promise<PageSpec>) =>
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      const session = await sessionOf(request, reply);
+      if (!session) return reply;
+      const ctx = ctxOf(request, session);
+      return send(request, reply, ctx, await build(request, ctx));
+    };
 
   /** A state-changing form: session and CSRF checked before `act` runs. */
   const action =
-    (act: (request: FastifyRequest, form: Form, session: Session, ctx: PageContext) => Promise<PageSpec | { redirect: string; setCookie?: string }>) =>
+    (
+      act: (
+        request: FastifyRequest,
+        form: Form,
+        session: Session,
+        ctx: PageContext,
+      ) => Promise<PageSpec | { redirect: string; setCookie?: string }>,
+    ) =>
     async (request: FastifyRequest, reply: FastifyReply) => {
       const form = formOf(request);
       const session = verified.get(request) ?? (await sessions.fromRequest(request, 'change'));
@@ -205,7 +237,11 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
           title: 'Refused',
           refresh: false,
           status: 403,
-          body: <MessagePage message={problem ?? 'This form needs a dashboard session; reload the page and send it again.'} />,
+          body: (
+            <MessagePage
+              message={problem ?? 'This form needs a dashboard session; reload the page and send it again.'}
+            />
+          ),
         });
       }
       const ctx = ctxOf(request, session);
@@ -226,20 +262,34 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     if (isLlmgwError(error) && (error.status < 500 || error.code === 'LLMGW_STORE_UNAVAILABLE')) {
       status = error.status;
       message = error.message;
-    } else if (!isLlmgwError(error) && typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+    } else if (
+      !isLlmgwError(error) &&
+      typeof error.statusCode === 'number' &&
+      error.statusCode >= 400 &&
+      error.statusCode < 500
+    ) {
       status = error.statusCode;
       message = error.statusCode === 413 ? 'The form is larger than this listener accepts.' : error.message;
     }
     if (status >= 500) request.log.error({ err: error, url: request.url.split('?')[0] }, 'dashboard request failed');
     else request.log.info({ status, url: request.url.split('?')[0] }, message);
-    return send(request, reply, ctx, { title: status >= 500 ? 'Error' : 'Could not do that', refresh: false, status, body: <MessagePage message={message} /> });
+    return send(request, reply, ctx, {
+      title: status >= 500 ? 'Error' : 'Could not do that',
+      refresh: false,
+      status,
+      body: <MessagePage message={message} />,
+    });
   });
 
   // Login and logout.
   scope.get('/login', PUBLIC, async (request, reply) => {
     if (await sessions.fromRequest(request)) return reply.redirect('/', 303);
     const next = localPath((request.query as { next?: string }).next);
-    return send(request, reply, null, { title: 'llmgw dashboard', refresh: false, body: <LoginPage open={sessions.open} next={next} /> });
+    return send(request, reply, null, {
+      title: 'llmgw dashboard',
+      refresh: false,
+      body: <LoginPage open={sessions.open} next={next} />,
+    });
   });
 
   scope.post('/login', PUBLIC, async (request, reply) => {
@@ -247,7 +297,12 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     const next = localPath(form.next);
     const problem = csrfProblem(request, null, undefined);
     if (problem) {
-      return send(request, reply, null, { title: 'llmgw dashboard', refresh: false, status: 403, body: <LoginPage open={sessions.open} problem={problem} next={next} /> });
+      return send(request, reply, null, {
+        title: 'llmgw dashboard',
+        refresh: false,
+        status: 403,
+        body: <LoginPage open={sessions.open} problem={problem} next={next} />,
+      });
     }
     const wait = throttle.retryAfterSeconds(request.ip);
     if (wait > 0) {
@@ -256,7 +311,13 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
         title: 'llmgw dashboard',
         refresh: false,
         status: 429,
-        body: <LoginPage open={sessions.open} problem={`Too many wrong admin tokens from this address; try again in ${wait} s.`} next={next} />,
+        body: (
+          <LoginPage
+            open={sessions.open}
+            problem={`Too many wrong admin tokens from this address; try again in ${wait} s.`}
+            next={next}
+          />
+        ),
       });
     }
     if (!sessions.tokenMatches(form.token ?? '')) {
@@ -267,7 +328,13 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
         title: 'llmgw dashboard',
         refresh: false,
         status: 401,
-        body: <LoginPage open={sessions.open} problem="That admin token is wrong. Use the token the control plane was started with (--admin-token or LLMGW_ADMIN_TOKEN)." next={next} />,
+        body: (
+          <LoginPage
+            open={sessions.open}
+            problem="That admin token is wrong. Use the token the control plane was started with (--admin-token or LLMGW_ADMIN_TOKEN)."
+            next={next}
+          />
+        ),
       });
     }
     const session = await sessions.create(actorFor(request));
@@ -285,13 +352,27 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   );
 
   // Pages.
-  scope.get('/', SESSION, page(() => ({ title: 'Overview', section: '/', refresh: true, body: <OverviewPage data={overviewData(options)} /> })));
+  scope.get(
+    '/',
+    SESSION,
+    page(() => ({
+      title: 'Overview',
+      section: '/',
+      refresh: true,
+      body: <OverviewPage data={overviewData(options)} />,
+    })),
+  );
   scope.get(
     '/nodes',
     SESSION,
     page((request, ctx) => {
       const filter = nodeListFilter(request.url);
-      return { title: 'Nodes', section: '/nodes', refresh: true, body: <NodeListPage page={nodesData(options, parseNodeQuery(filter))} filter={filter} ctx={ctx} /> };
+      return {
+        title: 'Nodes',
+        section: '/nodes',
+        refresh: true,
+        body: <NodeListPage page={nodesData(options, parseNodeQuery(filter))} filter={filter} ctx={ctx} />,
+      };
     }),
   );
   scope.get<{ Params: { id: string } }>(
@@ -300,22 +381,54 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     page(async (request, ctx) => {
       const id = (request.params as { id: string }).id;
       const data = await nodeData(options, id);
-      if (!data) return { title: 'No such node', section: '/nodes', refresh: false, status: 404, body: <MessagePage message={`No node "${id}" has joined this control plane.`} back="/nodes" /> };
+      if (!data)
+        return {
+          title: 'No such node',
+          section: '/nodes',
+          refresh: false,
+          status: 404,
+          body: <MessagePage message={`No node "${id}" has joined this control plane.`} back="/nodes" />,
+        };
       return { title: `Node ${id}`, section: '/nodes', refresh: true, body: <NodePage data={data} ctx={ctx} /> };
     }),
   );
-  scope.get('/models', SESSION, page(() => ({ title: 'Models', section: '/models', refresh: true, body: <ModelsPage models={modelsData(options)} /> })));
+  scope.get(
+    '/models',
+    SESSION,
+    page(() => ({
+      title: 'Models',
+      section: '/models',
+      refresh: true,
+      body: <ModelsPage models={modelsData(options)} />,
+    })),
+  );
   scope.get<{ Params: { name: string } }>(
     '/models/:name',
     SESSION,
     page(async (request) => {
       const name = (request.params as { name: string }).name;
       const data = await modelData(options, name);
-      if (!data) return { title: 'No such model', section: '/models', refresh: false, status: 404, body: <MessagePage message={`The catalog has no model or alias "${name}".`} back="/models" /> };
+      if (!data)
+        return {
+          title: 'No such model',
+          section: '/models',
+          refresh: false,
+          status: 404,
+          body: <MessagePage message={`The catalog has no model or alias "${name}".`} back="/models" />,
+        };
       return { title: `Model ${data.model.name}`, section: '/models', refresh: true, body: <ModelPage data={data} /> };
     }),
   );
-  scope.get('/replicas', SESSION, page(() => ({ title: 'Replicas', section: '/replicas', refresh: true, body: <ReplicasPage replicas={replicasData(options)} /> })));
+  scope.get(
+    '/replicas',
+    SESSION,
+    page(() => ({
+      title: 'Replicas',
+      section: '/replicas',
+      refresh: true,
+      body: <ReplicasPage replicas={replicasData(options)} />,
+    })),
+  );
   scope.get(
     '/traffic',
     SESSION,
@@ -323,10 +436,24 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       title: 'Traffic',
       section: '/traffic',
       refresh: true,
-      body: <TrafficPage view={trafficView(sampler.samples(), options.trafficWindowMs ?? 5 * 60_000, sampler.intervalMs)} usage={await endpointUsageData(options)} />,
+      body: (
+        <TrafficPage
+          view={trafficView(sampler.samples(), options.trafficWindowMs ?? 5 * 60_000, sampler.intervalMs)}
+          usage={await endpointUsageData(options)}
+        />
+      ),
     })),
   );
-  scope.get('/weights', SESSION, page(async () => ({ title: 'Weights', section: '/weights', refresh: true, body: <WeightsPage view={await orphansAndLastCollect(options)} /> })));
+  scope.get(
+    '/weights',
+    SESSION,
+    page(async () => ({
+      title: 'Weights',
+      section: '/weights',
+      refresh: true,
+      body: <WeightsPage view={await orphansAndLastCollect(options)} />,
+    })),
+  );
   scope.get(
     '/weights/collect',
     SESSION,
@@ -359,7 +486,12 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     SESSION,
     action(async (_request, form, session) => {
       const summary = await collectAndAudit(options.weights, form.node || undefined, sessionActor(session));
-      return { title: 'Collect: what each node did', section: '/weights', refresh: false, body: <CollectResultPage summary={summary} /> };
+      return {
+        title: 'Collect: what each node did',
+        section: '/weights',
+        refresh: false,
+        body: <CollectResultPage summary={summary} />,
+      };
     }),
   );
 }
@@ -391,7 +523,8 @@ function actorFor(request: FastifyRequest): string {
  */
 export function nodeListFilter(url: string): URLSearchParams {
   const out = new URLSearchParams();
-  for (const [k, v] of new URLSearchParams(url.split('?')[1] ?? '')) if (k !== 'partial' && v.trim() !== '') out.append(k, v);
+  for (const [k, v] of new URLSearchParams(url.split('?')[1] ?? ''))
+    if (k !== 'partial' && v.trim() !== '') out.append(k, v);
   if (!out.has('limit')) out.set('limit', String(NODES_PAGE));
   return out;
 }

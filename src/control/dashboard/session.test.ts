@@ -49,7 +49,9 @@ describe('dashboard sessions', () => {
     const sessions = new Sessions({ adminToken: 't', now: () => 0 });
     const s = await sessions.create('a');
     expect(csrfProblem(request({ host: 'h:1' }), s, s.csrfToken)).toBeNull();
-    expect(csrfProblem(request({ host: 'h:1', origin: 'http://h:1', 'sec-fetch-site': 'same-origin' }), s, s.csrfToken)).toBeNull();
+    expect(
+      csrfProblem(request({ host: 'h:1', origin: 'http://h:1', 'sec-fetch-site': 'same-origin' }), s, s.csrfToken),
+    ).toBeNull();
     expect(csrfProblem(request({ host: 'h:1', origin: 'null' }), s, s.csrfToken)).toMatch(/another origin/);
   });
 });
@@ -69,7 +71,13 @@ describe('dashboard sessions in the store', () => {
       rmSync(dir, { recursive: true, force: true });
     });
     const backend = new StoredSessions(store.connection);
-    const make = () => new Sessions({ adminToken: 't', now: options.now ?? (() => 1_000_000), backend, ...(options.maxSessions ? { maxSessions: options.maxSessions } : {}) });
+    const make = () =>
+      new Sessions({
+        adminToken: 't',
+        now: options.now ?? (() => 1_000_000),
+        backend,
+        ...(options.maxSessions ? { maxSessions: options.maxSessions } : {}),
+      });
     return { store, backend, a: make(), b: make() };
   }
   const cookieOf = (s: { id: string }) => request({ cookie: `llmgw_session=${s.id}` });
@@ -78,9 +86,16 @@ describe('dashboard sessions in the store', () => {
     const { store, a, b } = await twoInstances();
     const session = await a.create('dashboard:10.0.0.7');
     const seen = await b.fromRequest(cookieOf(session));
-    expect(seen, 'the other instance knows it').toMatchObject({ id: session.id, csrfToken: session.csrfToken, actor: 'dashboard:10.0.0.7' });
+    expect(seen, 'the other instance knows it').toMatchObject({
+      id: session.id,
+      csrfToken: session.csrfToken,
+      actor: 'dashboard:10.0.0.7',
+    });
     const rows = await store.connection.db.selectFrom('dashboard_sessions').selectAll().execute();
-    expect(rows.map((r) => r.id_hash), 'the store holds a hash, never the cookie').not.toContain(session.id);
+    expect(
+      rows.map((r) => r.id_hash),
+      'the store holds a hash, never the cookie',
+    ).not.toContain(session.id);
     await b.end(seen!);
     expect(await a.fromRequest(cookieOf(session)), 'logged out there, so out here too').toBeNull();
   });
@@ -99,7 +114,9 @@ describe('dashboard sessions in the store', () => {
       now += 1000;
       await b.create(`login ${i}`);
     }
-    expect((await store.connection.db.selectFrom('dashboard_sessions').select('actor').execute()).map((r) => r.actor).sort()).toEqual(['login 2', 'login 3', 'login 4']);
+    expect(
+      (await store.connection.db.selectFrom('dashboard_sessions').select('actor').execute()).map((r) => r.actor).sort(),
+    ).toEqual(['login 2', 'login 3', 'login 4']);
   });
 
   it('finds a stored session only with the admin token it was made under: rotating the token logs everyone out', async () => {
@@ -109,7 +126,10 @@ describe('dashboard sessions in the store', () => {
     expect(await at('token-a').fromRequest(cookieOf(before)), 'another instance with the same token').not.toBeNull();
     expect(await at('token-b').fromRequest(cookieOf(before)), 'after the token changed').toBeNull();
     const open = await at(null).create('loopback');
-    expect(await at('token-a').fromRequest(cookieOf(open)), 'a session of a token-less loopback instance is not one here').toBeNull();
+    expect(
+      await at('token-a').fromRequest(cookieOf(open)),
+      'a session of a token-less loopback instance is not one here',
+    ).toBeNull();
   });
 
   it('while the store is away: pages only for sessions it confirmed lately, no forms, no login, no logout that does not reach the store', async () => {
@@ -125,22 +145,40 @@ describe('dashboard sessions in the store', () => {
       delete: (h) => gate(() => backend.delete(h)),
       prune: (i, c, k) => gate(() => backend.prune(i, c, k)),
     };
-    const here = new Sessions({ adminToken: 't', now: () => now, backend: flaky, onBackendError: (_err, doing) => failures.push(doing) });
+    const here = new Sessions({
+      adminToken: 't',
+      now: () => now,
+      backend: flaky,
+      onBackendError: (_err, doing) => failures.push(doing),
+    });
     const elsewhere = new Sessions({ adminToken: 't', now: () => now, backend });
     const known = await here.create('x');
     const other = await elsewhere.create('y');
     away = true;
     expect(await here.fromRequest(cookieOf(known)), 'confirmed by the store just now: pages still open').not.toBeNull();
     expect(await here.fromRequest(cookieOf(other)), 'never confirmed here: refused').toBeNull();
-    await expect(here.fromRequest(cookieOf(known), 'change'), 'a form needs the store to say it was not ended').rejects.toThrow(/cannot confirm the dashboard session/);
-    await expect(here.create('z'), 'a login that would hold on one instance only is refused').rejects.toThrow(/logging in needs the store/);
-    await expect(here.end(known), 'a logout that did not reach the store is not pretended').rejects.toThrow(/still valid, so log out again/);
+    await expect(
+      here.fromRequest(cookieOf(known), 'change'),
+      'a form needs the store to say it was not ended',
+    ).rejects.toThrow(/cannot confirm the dashboard session/);
+    await expect(here.create('z'), 'a login that would hold on one instance only is refused').rejects.toThrow(
+      /logging in needs the store/,
+    );
+    await expect(here.end(known), 'a logout that did not reach the store is not pretended').rejects.toThrow(
+      /still valid, so log out again/,
+    );
     now += 5 * 60_000 + 1;
     expect(await here.fromRequest(cookieOf(known)), 'unconfirmed for over five minutes: refused').toBeNull();
     away = false;
     now += 1;
     expect(await here.fromRequest(cookieOf(known)), 'the store is back and the session was never ended').not.toBeNull();
-    expect(failures).toEqual(expect.arrayContaining(['reading a dashboard session', 'saving a new dashboard session', 'ending a dashboard session']));
+    expect(failures).toEqual(
+      expect.arrayContaining([
+        'reading a dashboard session',
+        'saving a new dashboard session',
+        'ending a dashboard session',
+      ]),
+    );
   });
 
   it('does not hang a page on a store that does not answer', async () => {
@@ -155,7 +193,10 @@ describe('dashboard sessions in the store', () => {
       prune: (i, c, k) => backend.prune(i, c, k),
     };
     const hung = new Sessions({ adminToken: 't', now: () => 1_000_000, backend: silent, storeReadTimeoutMs: 50 });
-    expect(await hung.fromRequest(cookieOf(s)), 'never confirmed by this instance, and the store is silent: refused, not hung').toBeNull();
+    expect(
+      await hung.fromRequest(cookieOf(s)),
+      'never confirmed by this instance, and the store is silent: refused, not hung',
+    ).toBeNull();
   });
 });
 

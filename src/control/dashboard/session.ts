@@ -80,7 +80,11 @@ export class Sessions {
 
   constructor(private readonly options: SessionOptions) {
     this.tokenHash = options.adminToken === null ? null : sha256(options.adminToken);
-    this.idKey = sha256(options.adminToken === null ? 'llmgw dashboard, no admin token' : `llmgw dashboard session\u0000${options.adminToken}`);
+    this.idKey = sha256(
+      options.adminToken === null
+        ? 'llmgw dashboard, no admin token'
+        : `llmgw dashboard session\u0000${options.adminToken}`,
+    );
     this.idleTimeoutMs = options.idleTimeoutMs ?? 8 * 3600_000;
     this.maxAgeMs = options.maxAgeMs ?? 7 * 24 * 3600_000;
     this.maxSessions = options.maxSessions ?? 1000;
@@ -110,10 +114,20 @@ export class Sessions {
         this.options.onBackendError?.(err, 'pruning expired dashboard sessions');
       }
       try {
-        await backend.put({ idHash: this.rowKey(session.id), csrfToken: session.csrfToken, actor, createdMs: now, lastSeenMs: now });
+        await backend.put({
+          idHash: this.rowKey(session.id),
+          csrfToken: session.csrfToken,
+          actor,
+          createdMs: now,
+          lastSeenMs: now,
+        });
       } catch (err) {
         this.options.onBackendError?.(err, 'saving a new dashboard session');
-        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', 'logging in needs the store, which is unreachable now; try again once it is back', { cause: err });
+        throw new LlmgwError(
+          'LLMGW_STORE_UNAVAILABLE',
+          'logging in needs the store, which is unreachable now; try again once it is back',
+          { cause: err },
+        );
       }
     }
     this.remember(session, backend ? now : null);
@@ -139,7 +153,11 @@ export class Sessions {
       const stored = await this.withReadTimeout(backend.get(this.rowKey(id))).catch((err: unknown) => {
         this.options.onBackendError?.(err, 'reading a dashboard session');
         if (use === 'change') {
-          throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', 'the store is unreachable, so this control plane cannot confirm the dashboard session for a change; try again once it is back', { cause: err });
+          throw new LlmgwError(
+            'LLMGW_STORE_UNAVAILABLE',
+            'the store is unreachable, so this control plane cannot confirm the dashboard session for a change; try again once it is back',
+            { cause: err },
+          );
         }
         return 'away' as const;
       });
@@ -152,7 +170,16 @@ export class Sessions {
       } else {
         storedSeenMs = stored.lastSeenMs;
         if (known) known.confirmedMs = this.options.now();
-        session ??= this.remember({ id, csrfToken: stored.csrfToken, actor: stored.actor, createdMs: stored.createdMs, lastSeenMs: stored.lastSeenMs }, this.options.now());
+        session ??= this.remember(
+          {
+            id,
+            csrfToken: stored.csrfToken,
+            actor: stored.actor,
+            createdMs: stored.createdMs,
+            lastSeenMs: stored.lastSeenMs,
+          },
+          this.options.now(),
+        );
         session.lastSeenMs = Math.max(session.lastSeenMs, stored.lastSeenMs);
       }
     }
@@ -160,12 +187,17 @@ export class Sessions {
     const now = this.options.now();
     if (now - session.lastSeenMs > this.idleTimeoutMs || now - session.createdMs > this.maxAgeMs) {
       this.sessions.delete(id);
-      if (backend) void backend.delete(this.rowKey(id)).catch((err: unknown) => this.options.onBackendError?.(err, 'deleting an expired dashboard session'));
+      if (backend)
+        void backend
+          .delete(this.rowKey(id))
+          .catch((err: unknown) => this.options.onBackendError?.(err, 'deleting an expired dashboard session'));
       return null;
     }
     session.lastSeenMs = now;
     if (backend && storedSeenMs !== null && now - storedSeenMs >= TOUCH_AFTER_MS) {
-      void backend.touch(this.rowKey(id), now).catch((err: unknown) => this.options.onBackendError?.(err, 'recording a dashboard session\'s use'));
+      void backend
+        .touch(this.rowKey(id), now)
+        .catch((err: unknown) => this.options.onBackendError?.(err, "recording a dashboard session's use"));
     }
     return session;
   }
@@ -205,7 +237,10 @@ export class Sessions {
   private withReadTimeout<T>(read: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the store did not answer within ${this.readTimeoutMs} ms`)), this.readTimeoutMs);
+      timer = setTimeout(
+        () => reject(new Error(`the store did not answer within ${this.readTimeoutMs} ms`)),
+        this.readTimeoutMs,
+      );
     });
     return Promise.race([read, late]).finally(() => clearTimeout(timer));
   }
@@ -291,11 +326,14 @@ export function csrfProblem(request: FastifyRequest, session: Session | null, fo
   const origin = header(request, 'origin');
   if (origin !== undefined) {
     const host = header(request, 'host');
-    if (!host || !originMatchesHost(origin, host)) return 'the form was sent from another origin; use the dashboard\'s own pages';
+    if (!host || !originMatchesHost(origin, host))
+      return "the form was sent from another origin; use the dashboard's own pages";
   }
   if (session !== null) {
-    if (typeof formToken !== 'string' || formToken.length === 0) return 'the form carried no CSRF token; reload the page and try again';
-    if (!timingSafeEqual(sha256(formToken), sha256(session.csrfToken))) return 'the form\'s CSRF token is not this session\'s; reload the page and try again';
+    if (typeof formToken !== 'string' || formToken.length === 0)
+      return 'the form carried no CSRF token; reload the page and try again';
+    if (!timingSafeEqual(sha256(formToken), sha256(session.csrfToken)))
+      return "the form's CSRF token is not this session's; reload the page and try again";
   }
   return null;
 }

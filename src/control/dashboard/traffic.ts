@@ -178,7 +178,8 @@ export function trafficView(samples: readonly TrafficSample[], windowMs: number,
   for (const name of [...names].sort()) {
     const now = last.models.get(name);
     const then = first.models.get(name);
-    const diff = (f: (m: ModelCounters) => number): number | null => (spanS > 0 ? ((now ? f(now) : 0) - (then ? f(then) : 0)) / spanS : null);
+    const diff = (f: (m: ModelCounters) => number): number | null =>
+      spanS > 0 ? ((now ? f(now) : 0) - (then ? f(then) : 0)) / spanS : null;
     const ttft = now ? subtract(now.ttft, then?.ttft) : null;
     const duration = now ? subtract(now.duration, then?.duration) : null;
     models.push({

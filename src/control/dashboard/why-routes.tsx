@@ -6,12 +6,29 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parse as parseYaml } from 'yaml';
 import { isLlmgwError } from '../../errors/index.js';
-import { auditView, type AuditQuery, type AuditSource, nodeDisksView, planView, requestFilter, requestMissing, requestsView, type RequestsApiDeps } from '../adminapi/index.js';
+import {
+  auditView,
+  type AuditQuery,
+  type AuditSource,
+  nodeDisksView,
+  planView,
+  requestFilter,
+  requestMissing,
+  requestsView,
+  type RequestsApiDeps,
+} from '../adminapi/index.js';
 import { requestRecordView } from '../../router/index.js';
 import type { PageContext } from './components.js';
 import type { DashboardSources } from './data.js';
 import { MessagePage } from './pages/login.js';
-import { AuditPage, DisksPage, PlanFormPage, PlanResultPage, RequestPage, RequestsPage } from './pages/why-operations.js';
+import {
+  AuditPage,
+  DisksPage,
+  PlanFormPage,
+  PlanResultPage,
+  RequestPage,
+  RequestsPage,
+} from './pages/why-operations.js';
 import type { PageSpec } from './routes.js';
 
 export interface WhySources extends DashboardSources {
@@ -24,18 +41,45 @@ export interface WhySources extends DashboardSources {
 
 type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>;
 type Page = (build: (request: FastifyRequest, ctx: PageContext) => PageSpec | Promise<PageSpec>) => Handler;
-type Action = (act: (request: FastifyRequest, form: Record<string, string | undefined>, session: unknown, ctx: PageContext) => Promise<PageSpec | { redirect: string }>) => Handler;
+type Action = (
+  act: (
+    request: FastifyRequest,
+    form: Record<string, string | undefined>,
+    session: unknown,
+    ctx: PageContext,
+  ) => Promise<PageSpec | { redirect: string }>,
+) => Handler;
 
-export function registerWhyPages(scope: FastifyInstance, options: WhySources, page: Page, action: Action, access: { config: { access: 'session' } }): void {
-  const noLog: PageSpec = { title: 'Requests', section: '/requests', refresh: false, body: <MessagePage message="This control plane keeps no request log." /> };
+export function registerWhyPages(
+  scope: FastifyInstance,
+  options: WhySources,
+  page: Page,
+  action: Action,
+  access: { config: { access: 'session' } },
+): void {
+  const noLog: PageSpec = {
+    title: 'Requests',
+    section: '/requests',
+    refresh: false,
+    body: <MessagePage message="This control plane keeps no request log." />,
+  };
   scope.get(
     '/requests',
     access,
     page((request) => {
       if (!options.requestLog) return noLog;
       const q = request.query as { model?: string; failed?: string };
-      const filter = requestFilter({ ...(q.model ? { model: q.model } : {}), ...(q.failed ? { failed: q.failed } : {}), limit: '200' });
-      return { title: 'Requests', section: '/requests', refresh: true, body: <RequestsPage view={requestsView(options.requestLog, filter)} filter={filter} /> };
+      const filter = requestFilter({
+        ...(q.model ? { model: q.model } : {}),
+        ...(q.failed ? { failed: q.failed } : {}),
+        limit: '200',
+      });
+      return {
+        title: 'Requests',
+        section: '/requests',
+        refresh: true,
+        body: <RequestsPage view={requestsView(options.requestLog, filter)} filter={filter} />,
+      };
     }),
   );
   scope.get('/requests/lookup', access, async (request, reply) => {
@@ -49,8 +93,20 @@ export function registerWhyPages(scope: FastifyInstance, options: WhySources, pa
       if (!options.requestLog) return noLog;
       const id = (request.params as { id: string }).id;
       const r = options.requestLog.log.get(id);
-      if (!r) return { title: 'No such request', section: '/requests', refresh: false, status: 404, body: <MessagePage message={requestMissing(options.requestLog, id)} back="/requests" /> };
-      return { title: `Request ${id}`, section: '/requests', refresh: true, body: <RequestPage r={requestRecordView(r, options.requestLog.log.countWithId(r.id) - 1)} /> };
+      if (!r)
+        return {
+          title: 'No such request',
+          section: '/requests',
+          refresh: false,
+          status: 404,
+          body: <MessagePage message={requestMissing(options.requestLog, id)} back="/requests" />,
+        };
+      return {
+        title: `Request ${id}`,
+        section: '/requests',
+        refresh: true,
+        body: <RequestPage r={requestRecordView(r, options.requestLog.log.countWithId(r.id) - 1)} />,
+      };
     }),
   );
   scope.get(
@@ -59,8 +115,20 @@ export function registerWhyPages(scope: FastifyInstance, options: WhySources, pa
     page((request) => {
       const id = (request.params as { id: string }).id;
       const node = options.admin.inventory?.get(id);
-      if (!node) return { title: 'No such node', section: '/nodes', refresh: false, status: 404, body: <MessagePage message={`No node "${id}" has joined this control plane.`} back="/nodes" /> };
-      return { title: `Disks of ${id}`, section: '/nodes', refresh: true, body: <DisksPage view={nodeDisksView(id, node.report, options.admin.catalog.models())} /> };
+      if (!node)
+        return {
+          title: 'No such node',
+          section: '/nodes',
+          refresh: false,
+          status: 404,
+          body: <MessagePage message={`No node "${id}" has joined this control plane.`} back="/nodes" />,
+        };
+      return {
+        title: `Disks of ${id}`,
+        section: '/nodes',
+        refresh: true,
+        body: <DisksPage view={nodeDisksView(id, node.report, options.admin.catalog.models())} />,
+      };
     }),
   );
   scope.get(
@@ -68,18 +136,40 @@ export function registerWhyPages(scope: FastifyInstance, options: WhySources, pa
     access,
     page(async (request) => {
       const q = request.query as AuditQuery;
-      const query = { ...(q.since ? { since: q.since } : {}), ...(q.actor ? { actor: q.actor } : {}), ...(q.action ? { action: q.action } : {}) };
-      const view = await auditView({ ...(options.audit ? { audit: options.audit } : {}), now: options.now }, { ...query, limit: '200' });
+      const query = {
+        ...(q.since ? { since: q.since } : {}),
+        ...(q.actor ? { actor: q.actor } : {}),
+        ...(q.action ? { action: q.action } : {}),
+      };
+      const view = await auditView(
+        { ...(options.audit ? { audit: options.audit } : {}), now: options.now },
+        { ...query, limit: '200' },
+      );
       return { title: 'Audit', section: '/audit', refresh: true, body: <AuditPage view={view} query={query} /> };
     }),
   );
-  scope.get('/models/plan', access, page((_request, ctx) => ({ title: 'Will it fit?', section: '/models', refresh: false, body: <PlanFormPage ctx={ctx} /> })));
+  scope.get(
+    '/models/plan',
+    access,
+    page((_request, ctx) => ({
+      title: 'Will it fit?',
+      section: '/models',
+      refresh: false,
+      body: <PlanFormPage ctx={ctx} />,
+    })),
+  );
   scope.post(
     '/models/plan',
     access,
     action(async (_request, form, _session, ctx) => {
       const text = form.definition ?? '';
-      const problem = (message: string): PageSpec => ({ title: 'Will it fit?', section: '/models', refresh: false, status: 400, body: <PlanFormPage ctx={ctx} text={text} problem={message} /> });
+      const problem = (message: string): PageSpec => ({
+        title: 'Will it fit?',
+        section: '/models',
+        refresh: false,
+        status: 400,
+        body: <PlanFormPage ctx={ctx} text={text} problem={message} />,
+      });
       let input: unknown;
       try {
         input = parseYaml(text);
@@ -89,7 +179,12 @@ export function registerWhyPages(scope: FastifyInstance, options: WhySources, pa
       if (Array.isArray(input)) input = { models: input };
       try {
         const view = planView(options.admin, input);
-        return { title: 'Will it fit?', section: '/models', refresh: false, body: <PlanResultPage ctx={ctx} text={text} view={view} /> };
+        return {
+          title: 'Will it fit?',
+          section: '/models',
+          refresh: false,
+          body: <PlanResultPage ctx={ctx} text={text} view={view} />,
+        };
       } catch (err) {
         if (isLlmgwError(err) && err.status < 500) return problem(err.message);
         throw err;

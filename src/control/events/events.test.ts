@@ -21,8 +21,21 @@ describe('Events', () => {
     events.record({ kind: 'scale', model: 'b', from: 1, to: 2, message: 'up b' });
     events.record({ kind: 'scale', model: 'a', from: 1, to: 3, message: 'up again' });
     const all = await events.list();
-    expect(all.map((e) => e.message), 'the oldest beyond `keep` is gone').toEqual(['up again', 'up b', 'up']);
-    expect(all[0]).toEqual({ id: 4, atMs: 1003, kind: 'scale', model: 'a', node: null, replica: null, from: 1, to: 3, message: 'up again' });
+    expect(
+      all.map((e) => e.message),
+      'the oldest beyond `keep` is gone',
+    ).toEqual(['up again', 'up b', 'up']);
+    expect(all[0]).toEqual({
+      id: 4,
+      atMs: 1003,
+      kind: 'scale',
+      model: 'a',
+      node: null,
+      replica: null,
+      from: 1,
+      to: 3,
+      message: 'up again',
+    });
     expect((await events.list({ model: 'a' })).map((e) => e.id)).toEqual([4, 2]);
     expect((await events.list({ afterId: 2 })).map((e) => e.id)).toEqual([4, 3]);
     expect((await events.list({ limit: 1 })).map((e) => e.id)).toEqual([4]);
@@ -35,7 +48,10 @@ describe('Events', () => {
     const events = new Events({ store, now: () => 5000, logger, keep: 50 });
     for (let i = 0; i < 250; i++) events.record({ kind: 'drain', model: 'm', replica: `r${i}`, message: `drain ${i}` });
     const newest = await events.list({ limit: 2 });
-    expect(newest.map((e) => e.replica), 'no write is lost or reordered').toEqual(['r249', 'r248']);
+    expect(
+      newest.map((e) => e.replica),
+      'no write is lost or reordered',
+    ).toEqual(['r249', 'r248']);
     const kept = await store.events.list({ limit: 1000 });
     expect(kept.length, 'pruned to the newest 50 every hundred appends').toBeLessThanOrEqual(50 + 100);
     expect(kept.at(-1)!.replica, 'what is kept is the newest').not.toBe('r0');

@@ -117,7 +117,17 @@ export class Events implements EventSink {
   record(event: NewEvent): void {
     const atMs = this.options.now();
     const store = this.options.store;
-    this.options.logger.info({ event: event.kind, model: event.model, node: event.node, replica: event.replica, from: event.from, to: event.to }, event.message);
+    this.options.logger.info(
+      {
+        event: event.kind,
+        model: event.model,
+        node: event.node,
+        replica: event.replica,
+        from: event.from,
+        to: event.to,
+      },
+      event.message,
+    );
     if (!store) {
       this.memory.push(toFleetEvent({ ...event, id: this.nextMemoryId++, atMs }));
       if (this.memory.length > this.keep) this.memory.splice(0, this.memory.length - this.keep);
@@ -134,12 +144,16 @@ export class Events implements EventSink {
         try {
           await store.events.appendMany(batch);
         } catch (err) {
-          this.options.logger.error({ err, events: batch.length, event: batch[0]?.kind }, 'events could not be written to the store; they are in this log only');
+          this.options.logger.error(
+            { err, events: batch.length, event: batch[0]?.kind },
+            'events could not be written to the store; they are in this log only',
+          );
           return;
         }
         const before = this.appended;
         this.appended += batch.length;
-        if (Math.floor(this.appended / PRUNE_EVERY) > Math.floor(before / PRUNE_EVERY)) await store.events.prune(this.keep);
+        if (Math.floor(this.appended / PRUNE_EVERY) > Math.floor(before / PRUNE_EVERY))
+          await store.events.prune(this.keep);
       })
       .catch((err: unknown) => this.options.logger.error({ err }, 'old events could not be pruned from the store'));
   }
@@ -159,7 +173,12 @@ export class Events implements EventSink {
       return out;
     }
     await this.queue;
-    const rows = await this.options.store.events.list({ ...(options.model ? { model: options.model } : {}), ...(options.node ? { node: options.node } : {}), limit, ...(options.afterId === undefined ? {} : { afterId: options.afterId }) });
+    const rows = await this.options.store.events.list({
+      ...(options.model ? { model: options.model } : {}),
+      ...(options.node ? { node: options.node } : {}),
+      limit,
+      ...(options.afterId === undefined ? {} : { afterId: options.afterId }),
+    });
     return rows.map(toFleetEvent);
   }
 
@@ -176,15 +195,25 @@ export class Events implements EventSink {
  */
 export function nodeChangeEvent(nodeId: string, why: string): NewEvent | null {
   if (why === 'joined') return { kind: 'node_joined', node: nodeId, message: `node ${nodeId} joined` };
-  if (why === 'rejoined') return { kind: 'node_joined', node: nodeId, message: `node ${nodeId} joined again (its agent restarted or re-registered)` };
+  if (why === 'rejoined')
+    return {
+      kind: 'node_joined',
+      node: nodeId,
+      message: `node ${nodeId} joined again (its agent restarted or re-registered)`,
+    };
   const back = /^back \((\w+)\)$/.exec(why);
-  if (back) return { kind: 'node_back', node: nodeId, message: `node ${nodeId} is sending heartbeats again (it was ${back[1]})` };
+  if (back)
+    return {
+      kind: 'node_back',
+      node: nodeId,
+      message: `node ${nodeId} is sending heartbeats again (it was ${back[1]})`,
+    };
   const state = /^state (\w+) -> (\w+)$/.exec(why);
   if (state) return { kind: 'node_state', node: nodeId, message: `node ${nodeId}: ${state[1]} → ${state[2]}` };
   return null;
 }
 
-function toFleetEvent(e: (EventRow | (NewEvent & { id: number; atMs: number }))): FleetEvent {
+function toFleetEvent(e: EventRow | (NewEvent & { id: number; atMs: number })): FleetEvent {
   return {
     id: e.id,
     atMs: e.atMs,

@@ -18,11 +18,19 @@ afterEach(async () => {
 });
 
 describe('GET /api/v1/events', () => {
-  it('shows a pass\'s scaling decision and placement failure, newest first, by model, after an id, and refuses a bad limit', async () => {
+  it("shows a pass's scaling decision and placement failure, newest first, by model, after an id, and refuses a bad limit", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-events-api-'));
-    const p = await ControlPlane.create(compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN }), { logger: pino({ level: 'silent' }) });
+    const p = await ControlPlane.create(
+      compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN }),
+      { logger: pino({ level: 'silent' }) },
+    );
     planes.push(p);
-    const added = await p.adminApp.inject({ method: 'POST', url: '/api/v1/models?force=true', headers: auth, payload: { name: 'demo', source: 'hf://org/demo', profiles: [{ engine: 'sim' }] } });
+    const added = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/models?force=true',
+      headers: auth,
+      payload: { name: 'demo', source: 'hf://org/demo', profiles: [{ engine: 'sim' }] },
+    });
     expect(added.statusCode, added.body).toBe(200);
     await p.reconciler.pass();
     p.events.record({ kind: 'node_joined', node: 'n1', message: 'node n1 joined' });
@@ -30,18 +38,36 @@ describe('GET /api/v1/events', () => {
     const all = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/events', headers: auth })).json<EventsView>();
     expect(all.events.map((e) => e.kind)).toEqual(['node_joined', 'placement_failed', 'scale']);
     const [joined, failed, scaled] = all.events;
-    expect(joined).toEqual({ id: expect.any(Number), at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), kind: 'node_joined', node: 'n1', message: 'node n1 joined' });
-    expect(scaled).toMatchObject({ model: 'demo', from: 0, to: 1, message: 'demo: 0 → 1 replica(s): scaling.min is 1' });
+    expect(joined).toEqual({
+      id: expect.any(Number),
+      at: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
+      kind: 'node_joined',
+      node: 'n1',
+      message: 'node n1 joined',
+    });
+    expect(scaled).toMatchObject({
+      model: 'demo',
+      from: 0,
+      to: 1,
+      message: 'demo: 0 → 1 replica(s): scaling.min is 1',
+    });
     expect(failed).toMatchObject({ model: 'demo', message: expect.stringContaining('cannot be placed') });
 
-    const byModel = (await p.adminApp.inject({ method: 'GET', url: '/api/v1/events?model=demo&limit=1', headers: auth })).json<EventsView>();
+    const byModel = (
+      await p.adminApp.inject({ method: 'GET', url: '/api/v1/events?model=demo&limit=1', headers: auth })
+    ).json<EventsView>();
     expect(byModel.events.map((e) => e.kind)).toEqual(['placement_failed']);
-    const after = (await p.adminApp.inject({ method: 'GET', url: `/api/v1/events?after=${failed!.id}`, headers: auth })).json<EventsView>();
+    const after = (
+      await p.adminApp.inject({ method: 'GET', url: `/api/v1/events?after=${failed!.id}`, headers: auth })
+    ).json<EventsView>();
     expect(after.events.map((e) => e.kind)).toEqual(['node_joined']);
 
     const bad = await p.adminApp.inject({ method: 'GET', url: '/api/v1/events?limit=0', headers: auth });
     expect(bad.statusCode).toBe(400);
     expect(bad.json()).toEqual({ error: 'limit must be a whole number from 1 to 1000; got "0"' });
-    expect((await p.adminApp.inject({ method: 'GET', url: '/api/v1/events' })).statusCode, 'the admin token is required').toBe(401);
+    expect(
+      (await p.adminApp.inject({ method: 'GET', url: '/api/v1/events' })).statusCode,
+      'the admin token is required',
+    ).toBe(401);
   });
 });

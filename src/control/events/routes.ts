@@ -6,17 +6,22 @@ import { LlmgwError } from '../../errors/index.js';
 import { type Events, type FleetEvent, MAX_EVENT_LIST } from './events.js';
 
 export function registerEventsApi(app: FastifyInstance, options: { events: Events }): void {
-  app.get<{ Querystring: { model?: string; limit?: string; after?: string } }>('/api/v1/events', async (request): Promise<EventsView> => {
-    const q = request.query;
-    const limit = q.limit === undefined || q.limit === '' ? undefined : wholeNumber('limit', q.limit, 1, MAX_EVENT_LIST);
-    const after = q.after === undefined || q.after === '' ? undefined : wholeNumber('after', q.after, 0, Number.MAX_SAFE_INTEGER);
-    const list = await options.events.list({
-      ...(q.model ? { model: q.model } : {}),
-      ...(limit === undefined ? {} : { limit }),
-      ...(after === undefined ? {} : { afterId: after }),
-    });
-    return { events: list.map(eventView) };
-  });
+  app.get<{ Querystring: { model?: string; limit?: string; after?: string } }>(
+    '/api/v1/events',
+    async (request): Promise<EventsView> => {
+      const q = request.query;
+      const limit =
+        q.limit === undefined || q.limit === '' ? undefined : wholeNumber('limit', q.limit, 1, MAX_EVENT_LIST);
+      const after =
+        q.after === undefined || q.after === '' ? undefined : wholeNumber('after', q.after, 0, Number.MAX_SAFE_INTEGER);
+      const list = await options.events.list({
+        ...(q.model ? { model: q.model } : {}),
+        ...(limit === undefined ? {} : { limit }),
+        ...(after === undefined ? {} : { afterId: after }),
+      });
+      return { events: list.map(eventView) };
+    },
+  );
 }
 
 export function eventView(e: FleetEvent): EventView {
@@ -36,7 +41,10 @@ export function eventView(e: FleetEvent): EventView {
 function wholeNumber(name: string, text: string, min: number, max: number): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || n < min || n > max) {
-    throw new LlmgwError('LLMGW_BAD_REQUEST', `${name} must be a whole number from ${min} to ${max}; got ${JSON.stringify(text)}`);
+    throw new LlmgwError(
+      'LLMGW_BAD_REQUEST',
+      `${name} must be a whole number from ${min} to ${max}; got ${JSON.stringify(text)}`,
+    );
   }
   return n;
 }

@@ -6,7 +6,14 @@ import { AssignmentBoard } from '../agentapi/assignments.js';
 import { Store } from '../store/index.js';
 import { Inventory, localDisk } from './inventory.js';
 
-const joinInput = (id: string) => ({ id, hostname: id, mgmtAddr: null, labels: {}, agentVersion: '1.0.0', protocolVersion: 1 });
+const joinInput = (id: string) => ({
+  id,
+  hostname: id,
+  mgmtAddr: null,
+  labels: {},
+  agentVersion: '1.0.0',
+  protocolVersion: 1,
+});
 
 describe('inventory', () => {
   it('derives liveness from the last heartbeat: up, stale past the stale TTL, lost past the lost TTL', async () => {
@@ -63,7 +70,10 @@ describe('inventory', () => {
     expect(inv.authenticate('a', b.credential)).toBeNull();
     expect(inv.authenticate('ghost', a.credential)).toBeNull();
     const forged = `${a.credential.slice(0, -1)}${a.credential.endsWith('A') ? 'B' : 'A'}`;
-    expect(inv.authenticate('a', forged), 'once a credential is proven, one that differs in its last character is still refused').toBeNull();
+    expect(
+      inv.authenticate('a', forged),
+      'once a credential is proven, one that differs in its last character is still refused',
+    ).toBeNull();
     expect(inv.authenticate('a', a.credential)?.id).toBe('a');
     expect(inv.get('a')!.credentialHash, 'only the hash is kept').not.toContain(a.credential);
   });
@@ -98,7 +108,13 @@ describe('inventory', () => {
   it('persists admin state and reports through the store, and a rejoin keeps the cordon', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-inv-'));
     const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
-    const inv = await Inventory.create({ store, now: () => 5_000, staleAfterMs: 10_000, lostAfterMs: 20_000, flushIntervalMs: 0 });
+    const inv = await Inventory.create({
+      store,
+      now: () => 5_000,
+      staleAfterMs: 10_000,
+      lostAfterMs: 20_000,
+      flushIntervalMs: 0,
+    });
     const first = await inv.join(joinInput('n'));
     inv.heartbeat(inv.get('n')!, { report: { hostname: 'n', memory_total_bytes: 2 ** 36 } });
     await inv.setState('n', 'cordoned', 'ops');
@@ -127,7 +143,9 @@ describe('inventory', () => {
     const report = { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }] };
     inv.heartbeat(node, { report });
     inv.heartbeat(node, { report });
-    inv.heartbeat(node, { report: { gpus: [{ index: 0, class: 'h100-80gb', problems: ['12 uncorrectable ECC errors'] }] } });
+    inv.heartbeat(node, {
+      report: { gpus: [{ index: 0, class: 'h100-80gb', problems: ['12 uncorrectable ECC errors'] }] },
+    });
     expect(seen).toEqual(['n: joined', 'n: first heartbeat', 'n: capacity changed']);
   });
 });

@@ -8,7 +8,16 @@ import { LlmgwError } from '../../errors/index.js';
 import { type NodeReport, NodeReportSchema } from '../../protocol/index.js';
 import type { AuditActor, HeartbeatWrite, JoinTokenRow, NodeRow, Store } from '../store/index.js';
 import { actorText } from '../../http/index.js';
-import { constantTimeEqual, deriveMgmtToken, hardwareFingerprint, matchesHash, mgmtKey, newNodeJoinToken, newNonce, sha256Hex } from './node-secrets.js';
+import {
+  constantTimeEqual,
+  deriveMgmtToken,
+  hardwareFingerprint,
+  matchesHash,
+  mgmtKey,
+  newNodeJoinToken,
+  newNonce,
+  sha256Hex,
+} from './node-secrets.js';
 
 export type AdminState = 'ready' | 'cordoned' | 'draining';
 export type Liveness = 'up' | 'stale' | 'lost';
@@ -85,7 +94,11 @@ export interface HeartbeatCounts {
   storeNodeWrites: number;
 }
 
-export type NodeEventListener = (event: { kind: 'node_hardware_changed' | 'node_removed' | 'node_approved' | 'node_pending'; node: string; message: string }) => void;
+export type NodeEventListener = (event: {
+  kind: 'node_hardware_changed' | 'node_removed' | 'node_approved' | 'node_pending';
+  node: string;
+  message: string;
+}) => void;
 
 export interface DiskTotals {
   freeBytes: number;
@@ -166,7 +179,8 @@ export class Inventory {
   /** Loads the fleet the store remembers, so a restarted control plane knows its nodes before the first heartbeat. */
   static async create(options: InventoryOptions): Promise<Inventory> {
     const inv = new Inventory(options);
-    if (options.store) for (const row of await options.store.nodes.list()) if (row.removedAtMs === null) inv.put(inv.fromRow(row));
+    if (options.store)
+      for (const row of await options.store.nodes.list()) if (row.removedAtMs === null) inv.put(inv.fromRow(row));
     const interval = options.flushIntervalMs ?? 1000;
     if (options.store && interval > 0) {
       inv.flushTimer = setInterval(() => void inv.flush(), interval);
@@ -253,7 +267,10 @@ export class Inventory {
     const existing = await this.current(input.id);
     // What the decision below rests on; a join that changed it meanwhile wins, and this one is refused.
     const decidedOn = existing?.credentialHash ?? null;
-    const proven = existing !== undefined && proof.previousCredential !== null && matchesHash(proof.previousCredential, existing.credentialHash);
+    const proven =
+      existing !== undefined &&
+      proof.previousCredential !== null &&
+      matchesHash(proof.previousCredential, existing.credentialHash);
     if (existing && !proven && !proof.nodeToken) {
       const live = this.liveness(existing);
       if (live !== 'lost') throw idTaken(existing, live, this.options.now(), this.options.lostAfterMs);
@@ -267,10 +284,24 @@ export class Inventory {
     const approval: Approval | undefined = existing && !proven && !proof.nodeToken && manual ? 'pending' : undefined;
     const approvalIfNew: Approval = manual ? 'pending' : 'approved';
     this.joinedMs.set(input.id, this.options.now());
-    const action = !existing ? 'node.join' : proven ? 'node.rejoin' : proof.nodeToken ? 'node.rejoin_with_node_token' : 'node.rejoin_after_lost';
+    const action = !existing
+      ? 'node.join'
+      : proven
+        ? 'node.rejoin'
+        : proof.nodeToken
+          ? 'node.rejoin_with_node_token'
+          : 'node.rejoin_after_lost';
     if (this.options.store) {
       const row = await this.options.store.nodes.upsertOnJoin(
-        { ...input, credentialHash, mgmtNonce, mgmtTokenHash: sha256Hex(mgmtToken), approvalIfNew, expectCredentialHash: decidedOn, ...(approval ? { approval } : {}) },
+        {
+          ...input,
+          credentialHash,
+          mgmtNonce,
+          mgmtTokenHash: sha256Hex(mgmtToken),
+          approvalIfNew,
+          expectCredentialHash: decidedOn,
+          ...(approval ? { approval } : {}),
+        },
         {
           actor: `node:${input.id}`,
           action,
@@ -280,10 +311,17 @@ export class Inventory {
       );
       const fresh = this.fromRow(row);
       // What this process heard more recently than the store wins.
-      this.put({ ...fresh, report: existing?.report ?? fresh.report, lastSeenMs: existing?.lastSeenMs ?? fresh.lastSeenMs });
+      this.put({
+        ...fresh,
+        report: existing?.report ?? fresh.report,
+        lastSeenMs: existing?.lastSeenMs ?? fresh.lastSeenMs,
+      });
     } else {
       if ((this.nodes.get(input.id)?.credentialHash ?? null) !== decidedOn) {
-        throw new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${input.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
+        throw new LlmgwError(
+          'LLMGW_NODE_ID_TAKEN',
+          `node id "${input.id}" was taken by another join at the same moment; this join was refused, and the agent retries`,
+        );
       }
       this.put({
         adminState: existing?.adminState ?? 'ready',
@@ -300,7 +338,12 @@ export class Inventory {
       });
     }
     this.changed(input.id, existing ? 'rejoined' : 'joined');
-    if (!existing && manual) this.nodeEvent('node_pending', input.id, `node ${input.id} joined and waits for approval (join_approval: manual): llmgw ctl nodes approve ${input.id}`);
+    if (!existing && manual)
+      this.nodeEvent(
+        'node_pending',
+        input.id,
+        `node ${input.id} joined and waits for approval (join_approval: manual): llmgw ctl nodes approve ${input.id}`,
+      );
     return { credential, mgmtToken };
   }
 
@@ -327,7 +370,8 @@ export class Inventory {
       return fresh;
     }
     mine.credentialHash = row.credentialHash;
-    if (row.lastSeenMs !== null && (mine.lastSeenMs === null || row.lastSeenMs > mine.lastSeenMs)) mine.lastSeenMs = row.lastSeenMs;
+    if (row.lastSeenMs !== null && (mine.lastSeenMs === null || row.lastSeenMs > mine.lastSeenMs))
+      mine.lastSeenMs = row.lastSeenMs;
     return mine;
   }
 
@@ -365,7 +409,8 @@ export class Inventory {
     const node = this.nodes.get(nodeId);
     if (!node) return null;
     const proven = this.provenCredentials.get(nodeId);
-    if (proven !== undefined && proven.hash === node.credentialHash) return constantTimeEqual(proven.credential, credential) ? node : null;
+    if (proven !== undefined && proven.hash === node.credentialHash)
+      return constantTimeEqual(proven.credential, credential) ? node : null;
     if (!matchesHash(credential, node.credentialHash)) return null;
     this.provenCredentials.set(nodeId, { hash: node.credentialHash, credential });
     return node;
@@ -390,7 +435,8 @@ export class Inventory {
     const firstBeat = node.lastSeenMs === null;
     node.lastSeenMs = now;
     const versionsChanged =
-      (input.agentVersion !== undefined && input.agentVersion !== node.agentVersion) || (input.protocolVersion !== undefined && input.protocolVersion !== node.protocolVersion);
+      (input.agentVersion !== undefined && input.agentVersion !== node.agentVersion) ||
+      (input.protocolVersion !== undefined && input.protocolVersion !== node.protocolVersion);
     if (input.agentVersion !== undefined) node.agentVersion = input.agentVersion;
     if (input.protocolVersion !== undefined) node.protocolVersion = input.protocolVersion;
     let reportProblem: string | null = null;
@@ -423,8 +469,17 @@ export class Inventory {
         reportProblem = `the report did not validate (${parsed.error.issues[0]?.message ?? 'unknown problem'}); the previous one is kept`;
       }
     }
-    if (this.options.store) this.queueWrite(node, now, { reportChanged, versionsChanged, ...(firstHardware !== undefined ? { firstHardware } : {}) });
-    if (capacityChanged) this.changed(node.id, firstBeat ? 'first heartbeat' : wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed');
+    if (this.options.store)
+      this.queueWrite(node, now, {
+        reportChanged,
+        versionsChanged,
+        ...(firstHardware !== undefined ? { firstHardware } : {}),
+      });
+    if (capacityChanged)
+      this.changed(
+        node.id,
+        firstBeat ? 'first heartbeat' : wasLive !== 'up' ? `back (${wasLive})` : 'capacity changed',
+      );
     return { reportProblem, mgmtToken: this.ensureMgmtToken(node), sendReport };
   }
 
@@ -434,7 +489,11 @@ export class Inventory {
    * nodes, writing every heartbeat is 2,000 row writes a second for a value
    * only a restarted or another control plane reads.
    */
-  private queueWrite(node: Node, now: number, changed: { reportChanged: boolean; versionsChanged: boolean; firstHardware?: string }): void {
+  private queueWrite(
+    node: Node,
+    now: number,
+    changed: { reportChanged: boolean; versionsChanged: boolean; firstHardware?: string },
+  ): void {
     const { reportChanged, versionsChanged, firstHardware } = changed;
     // The report is rewritten only when what placement reads changed: at a
     // few hundred heartbeats a second, rewriting 3 KB each time was most of
@@ -442,13 +501,20 @@ export class Inventory {
     const previous = this.pending.get(node.id);
     const queued = this.queuedAt.get(node.id);
     const due =
-      reportChanged || versionsChanged || firstHardware !== undefined || previous !== undefined || queued === undefined || now - queued >= (this.options.lastSeenWriteMs ?? 0);
+      reportChanged ||
+      versionsChanged ||
+      firstHardware !== undefined ||
+      previous !== undefined ||
+      queued === undefined ||
+      now - queued >= (this.options.lastSeenWriteMs ?? 0);
     if (!due) return;
     // What an earlier heartbeat in this flush changed is still to be written.
     const write: PendingWrite = {
       lastSeenMs: now,
       ...(reportChanged ? { report: node.report } : {}),
-      ...(versionsChanged ? { versions: { agentVersion: node.agentVersion, protocolVersion: node.protocolVersion } } : {}),
+      ...(versionsChanged
+        ? { versions: { agentVersion: node.agentVersion, protocolVersion: node.protocolVersion } }
+        : {}),
       ...(firstHardware !== undefined ? { approvedHardware: firstHardware } : {}),
     };
     this.pending.set(node.id, previous ? mergeWrites(write, previous) : write);
@@ -494,7 +560,13 @@ export class Inventory {
     node.hardwareChange = change;
     const hold = this.joinApproval === 'manual' && node.approval === 'approved';
     if (hold) node.approval = 'pending';
-    void this.options.store?.nodes.setApproval(node.id, { approval: node.approval, approvedHardware: node.approvedHardware, hardwareChange: change }, null).catch(() => {});
+    void this.options.store?.nodes
+      .setApproval(
+        node.id,
+        { approval: node.approval, approvedHardware: node.approvedHardware, hardwareChange: change },
+        null,
+      )
+      .catch(() => {});
     this.nodeEvent(
       'node_hardware_changed',
       node.id,
@@ -510,7 +582,12 @@ export class Inventory {
     const hardware = reportedHardware(node) ?? node.approvedHardware;
     const fields = { approval: 'approved' as const, approvedHardware: hardware, hardwareChange: null };
     if (this.options.store) {
-      const ok = await this.options.store.nodes.setApproval(id, fields, { actor, action: 'node.approve', target: id, detail: { from: node.approval, hardware } });
+      const ok = await this.options.store.nodes.setApproval(id, fields, {
+        actor,
+        action: 'node.approve',
+        target: id,
+        detail: { from: node.approval, hardware },
+      });
       if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     }
     const was = node.approval;
@@ -528,7 +605,8 @@ export class Inventory {
    * node's. The caller decides whether a node with replicas may go.
    */
   async remove(id: string, actor: string | AuditActor, detail: Record<string, unknown> = {}): Promise<void> {
-    if (!this.nodes.has(id)) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
+    if (!this.nodes.has(id))
+      throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
     if (this.options.store) {
       const ok = await this.options.store.nodes.remove(id, { actor, action: 'node.remove', target: id, detail });
       if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
@@ -539,16 +617,32 @@ export class Inventory {
   }
 
   /** Creates a single-use join token that admits only `nodeId`, until `expiresAtMs`; returns the secret (shown once). */
-  async createJoinToken(nodeId: string, expiresAtMs: number, actor: string | AuditActor): Promise<{ token: string; row: JoinTokenRow }> {
+  async createJoinToken(
+    nodeId: string,
+    expiresAtMs: number,
+    actor: string | AuditActor,
+  ): Promise<{ token: string; row: JoinTokenRow }> {
     const token = newNodeJoinToken();
     const hash = sha256Hex(token);
     const id = `jt-${hash.slice(0, 12)}`;
     const input = { id, node: nodeId, hash, expiresAtMs, createdBy: actorText(actor) };
     if (this.options.store) {
-      const row = await this.options.store.joinTokens.create(input, { actor, action: 'join_token.create', target: nodeId, detail: { id, expires_at: expiresAtMs } });
+      const row = await this.options.store.joinTokens.create(input, {
+        actor,
+        action: 'join_token.create',
+        target: nodeId,
+        detail: { id, expires_at: expiresAtMs },
+      });
       return { token, row };
     }
-    const row: JoinTokenRow = { id, node: nodeId, expiresAtMs, createdAtMs: this.options.now(), createdBy: actorText(actor), usedAtMs: null };
+    const row: JoinTokenRow = {
+      id,
+      node: nodeId,
+      expiresAtMs,
+      createdAtMs: this.options.now(),
+      createdBy: actorText(actor),
+      usedAtMs: null,
+    };
     this.memoryJoinTokens.set(hash, row);
     return { token, row };
   }
@@ -696,7 +790,13 @@ export class Inventory {
    * saved with it is taken only when it is newer than what this process
    * heard (`withReport`: the row was read whole, report included).
    */
-  private mergeLastSeen(node: Node, lastSeenMs: number, now: number, withReport: boolean, report: NodeReport | null = null): void {
+  private mergeLastSeen(
+    node: Node,
+    lastSeenMs: number,
+    now: number,
+    withReport: boolean,
+    report: NodeReport | null = null,
+  ): void {
     if (node.lastSeenMs !== null && lastSeenMs <= node.lastSeenMs) return;
     const wasLive = this.liveness(node, now);
     node.lastSeenMs = lastSeenMs;
@@ -709,7 +809,11 @@ export class Inventory {
       // Reported to another instance: the hash held here names the report just replaced.
       this.reportHashes.delete(node.id);
     }
-    if (wasLive !== this.liveness(node, now) || reportChanged) this.changed(node.id, reportChanged ? 'capacity changed (reported to another control plane)' : `back (${wasLive})`);
+    if (wasLive !== this.liveness(node, now) || reportChanged)
+      this.changed(
+        node.id,
+        reportChanged ? 'capacity changed (reported to another control plane)' : `back (${wasLive})`,
+      );
   }
 
   async setState(id: string, state: AdminState, actor: string | AuditActor): Promise<Node> {
@@ -717,7 +821,12 @@ export class Inventory {
     if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     const from = node.adminState;
     if (this.options.store) {
-      const ok = await this.options.store.nodes.setState(id, state, { actor, action: 'node.state', target: id, detail: { from, to: state } });
+      const ok = await this.options.store.nodes.setState(id, state, {
+        actor,
+        action: 'node.state',
+        target: id,
+        detail: { from, to: state },
+      });
       if (!ok) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
     }
     node.adminState = state;
@@ -799,11 +908,20 @@ function fromRow(row: NodeRow, key: Buffer): Node {
 /** The parts of a report that placement reads; a change in any of them is worth a reconcile. */
 function capacityFingerprint(report: NodeReport | null): string {
   if (!report) return '';
-  const disks = (report.disks ?? []).map((d) => `${d.mount_point}:${d.shared}:${Math.round((d.free_bytes ?? 0) / 2 ** 30)}`);
+  const disks = (report.disks ?? []).map(
+    (d) => `${d.mount_point}:${d.shared}:${Math.round((d.free_bytes ?? 0) / 2 ** 30)}`,
+  );
   const gpus = (report.gpus ?? []).map((g) => `${g.index}:${g.class}:${g.problems.length}`);
   const weights = (report.weights ?? []).map((w) => w.cache_name ?? w.path);
   const engines = (report.engines ?? []).map((e) => e.name);
-  return JSON.stringify([gpus, disks, weights, engines, report.memory_total_bytes, (report.fabrics ?? []).map((f) => f.name)]);
+  return JSON.stringify([
+    gpus,
+    disks,
+    weights,
+    engines,
+    report.memory_total_bytes,
+    (report.fabrics ?? []).map((f) => f.name),
+  ]);
 }
 
 /** The node's GPUs as its report tells them; null = unknown (no report, none said, or the GPU probe failed: not a change). */
@@ -813,7 +931,10 @@ function reportedHardware(node: Node): string | null {
 
 /** The refusal of a join under a live node's id: what happened and the three ways out. */
 function idTaken(node: Node, live: Liveness, nowMs: number, lostAfterMs: number): LlmgwError {
-  const heard = node.lastSeenMs === null ? 'has not sent a heartbeat yet' : `last sent a heartbeat ${Math.round((nowMs - node.lastSeenMs) / 1000)} s ago`;
+  const heard =
+    node.lastSeenMs === null
+      ? 'has not sent a heartbeat yet'
+      : `last sent a heartbeat ${Math.round((nowMs - node.lastSeenMs) / 1000)} s ago`;
   return new LlmgwError(
     'LLMGW_NODE_ID_TAKEN',
     `node id "${node.id}" belongs to a node that is ${live} (it ${heard}), and this join did not prove that node's credential, so it was refused. ` +

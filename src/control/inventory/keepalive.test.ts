@@ -9,8 +9,18 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Store } from '../store/index.js';
 import { Inventory } from './inventory.js';
 
-const joinInput = (id: string) => ({ id, hostname: id, mgmtAddr: null, labels: {}, agentVersion: '1.0.0', protocolVersion: 1 });
-const gpus = (n: number, problems: string[] = []) => ({ gpus: Array.from({ length: n }, (_, index) => ({ index, class: 'h100-80gb', problems })), engines: [{ name: 'vllm' }] });
+const joinInput = (id: string) => ({
+  id,
+  hostname: id,
+  mgmtAddr: null,
+  labels: {},
+  agentVersion: '1.0.0',
+  protocolVersion: 1,
+});
+const gpus = (n: number, problems: string[] = []) => ({
+  gpus: Array.from({ length: n }, (_, index) => ({ index, class: 'h100-80gb', problems })),
+  engines: [{ name: 'vllm' }],
+});
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -29,7 +39,10 @@ describe('keep-alive heartbeats', () => {
     const inv = await Inventory.create({ store: null, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000 });
     await inv.join(joinInput('n1'));
     const node = inv.get('n1')!;
-    expect(inv.heartbeat(node, { report: gpus(8), reportHash: 'h1' }).sendReport, 'a full report is taken as it is').toBe(false);
+    expect(
+      inv.heartbeat(node, { report: gpus(8), reportHash: 'h1' }).sendReport,
+      'a full report is taken as it is',
+    ).toBe(false);
     const held = node.report;
     now += 14_000;
     expect(inv.heartbeat(node, { reportHash: 'h1' }).sendReport, 'the hash held: nothing to send').toBe(false);
@@ -53,10 +66,13 @@ describe('keep-alive heartbeats', () => {
     const node = inv.get('n')!;
     const sent = inv.heartbeat(node, { report: { cpu_count: 'eight' }, reportHash: 'bad' });
     expect(sent.reportProblem).toContain('did not validate');
-    expect(inv.heartbeat(node, { reportHash: 'bad' }).sendReport, 'a report that was refused is not held under its hash').toBe(true);
+    expect(
+      inv.heartbeat(node, { reportHash: 'bad' }).sendReport,
+      'a report that was refused is not held under its hash',
+    ).toBe(true);
   });
 
-  it('still takes an older agent\'s full report on every heartbeat, without a hash', async () => {
+  it("still takes an older agent's full report on every heartbeat, without a hash", async () => {
     const inv = await Inventory.create({ store: null, now: () => 0, staleAfterMs: 10, lostAfterMs: 20 });
     await inv.join(joinInput('old'));
     const node = inv.get('old')!;
@@ -69,14 +85,29 @@ describe('keep-alive heartbeats', () => {
   it('asks for the report after a restart: the hash is not kept in the store', async () => {
     const store = await sqlite();
     try {
-      const before = await Inventory.create({ store, now: () => 1_000, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0 });
+      const before = await Inventory.create({
+        store,
+        now: () => 1_000,
+        staleAfterMs: 15_000,
+        lostAfterMs: 60_000,
+        flushIntervalMs: 0,
+      });
       await before.join(joinInput('n1'));
       before.heartbeat(before.get('n1')!, { report: gpus(4), reportHash: 'h1' });
       await before.close();
-      const after = await Inventory.create({ store, now: () => 2_000, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0 });
+      const after = await Inventory.create({
+        store,
+        now: () => 2_000,
+        staleAfterMs: 15_000,
+        lostAfterMs: 60_000,
+        flushIntervalMs: 0,
+      });
       const node = after.get('n1')!;
       expect(node.report?.gpus, 'the stored report is loaded').toHaveLength(4);
-      expect(after.heartbeat(node, { reportHash: 'h1' }).sendReport, 'a restarted control plane cannot vouch for the hash').toBe(true);
+      expect(
+        after.heartbeat(node, { reportHash: 'h1' }).sendReport,
+        'a restarted control plane cannot vouch for the hash',
+      ).toBe(true);
       await after.close();
     } finally {
       await store.close();
@@ -87,7 +118,14 @@ describe('keep-alive heartbeats', () => {
     const store = await sqlite();
     let now = 1_000_000;
     try {
-      const inv = await Inventory.create({ store, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0, lastSeenWriteMs: 7_000 });
+      const inv = await Inventory.create({
+        store,
+        now: () => now,
+        staleAfterMs: 15_000,
+        lostAfterMs: 60_000,
+        flushIntervalMs: 0,
+        lastSeenWriteMs: 7_000,
+      });
       await inv.join(joinInput('n1'));
       const node = inv.get('n1')!;
       const stored = async () => {
@@ -122,7 +160,14 @@ describe('keep-alive heartbeats', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-keepalive-'));
     dirs.push(dir);
     const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now: () => now });
-    const options = { store, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0, lastSeenWriteMs: 0 };
+    const options = {
+      store,
+      now: () => now,
+      staleAfterMs: 15_000,
+      lostAfterMs: 60_000,
+      flushIntervalMs: 0,
+      lastSeenWriteMs: 0,
+    };
     const a = await Inventory.create(options);
     const b = await Inventory.create(options);
     await a.join(joinInput('n1'));
@@ -158,7 +203,9 @@ describe('keep-alive heartbeats', () => {
 
     await a.setState('n1', 'cordoned', 'ops');
     await b.refresh({ liveness: false });
-    expect(b.get('n1')?.adminState, 'a write in the same millisecond as the last one read is still news').toBe('cordoned');
+    expect(b.get('n1')?.adminState, 'a write in the same millisecond as the last one read is still news').toBe(
+      'cordoned',
+    );
     await a.close();
     await b.close();
     await store.close();

@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { Inventory } from './inventory.js';
 import { registerHeartbeatMetrics, registerNodeMetrics } from './metrics.js';
 
-const joinInput = (id: string) => ({ id, hostname: id, mgmtAddr: null, labels: {}, agentVersion: '1.0.0', protocolVersion: 1 });
+const joinInput = (id: string) => ({
+  id,
+  hostname: id,
+  mgmtAddr: null,
+  labels: {},
+  agentVersion: '1.0.0',
+  protocolVersion: 1,
+});
 
 describe('llmgw_nodes', () => {
   it('counts nodes by liveness, admin state and approval at scrape time', async () => {
@@ -14,7 +21,11 @@ describe('llmgw_nodes', () => {
     for (const id of ['a', 'b', 'c']) await inv.join(joinInput(id));
     for (const id of ['a', 'b']) inv.heartbeat(inv.get(id)!, {});
     await inv.setState('b', 'cordoned', 'test');
-    const read = async () => (await registry.getSingleMetricAsString('llmgw_nodes')).split('\n').filter((l) => !l.startsWith('#')).sort();
+    const read = async () =>
+      (await registry.getSingleMetricAsString('llmgw_nodes'))
+        .split('\n')
+        .filter((l) => !l.startsWith('#'))
+        .sort();
     expect(await read()).toEqual([
       'llmgw_nodes{liveness="stale",state="ready",approval="approved"} 1',
       'llmgw_nodes{liveness="up",state="cordoned",approval="approved"} 1',

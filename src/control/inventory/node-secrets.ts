@@ -37,7 +37,9 @@ export function constantTimeEqual(a: string, b: string): boolean {
  * them (see Inventory.heartbeat).
  */
 export function mgmtKey(joinToken: string | null): Buffer {
-  return createHmac('sha256', 'llmgw-mgmt-key').update(joinToken ?? '').digest();
+  return createHmac('sha256', 'llmgw-mgmt-key')
+    .update(joinToken ?? '')
+    .digest();
 }
 
 export function deriveMgmtToken(key: Buffer, nodeId: string, nonce: string): string {

@@ -9,22 +9,42 @@ describe('key admin routes', () => {
     const keys = new MemoryKeyStore();
     const audits: string[] = [];
     const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
-    registerKeyAdmin(app, { keys, now: () => Date.parse('2026-12-01T00:00:00Z'), audit: (actor, action, target) => void audits.push(`${actor.label ?? 'unlabelled'} ${action} ${target}`), modelExists: (m) => m === 'alpha' });
-    const created = await app.inject({ method: 'POST', url: '/api/v1/keys', headers: { 'x-llmgw-actor': 'alice' }, payload: { name: 'ci', allowed_models: ['alpha'], requests_per_minute: 60 } });
+    registerKeyAdmin(app, {
+      keys,
+      now: () => Date.parse('2026-12-01T00:00:00Z'),
+      audit: (actor, action, target) => void audits.push(`${actor.label ?? 'unlabelled'} ${action} ${target}`),
+      modelExists: (m) => m === 'alpha',
+    });
+    const created = await app.inject({
+      method: 'POST',
+      url: '/api/v1/keys',
+      headers: { 'x-llmgw-actor': 'alice' },
+      payload: { name: 'ci', allowed_models: ['alpha'], requests_per_minute: 60 },
+    });
     expect(created.statusCode).toBe(201);
     const body = created.json<{ id: string; secret: string; prefix: string; state: string }>();
     expect(body.secret.startsWith(body.prefix)).toBe(true);
     expect(body.state).toBe('active');
-    expect(keys.lookupByHash(hashKey(body.secret))?.id, 'the store finds the key by the hash of its secret').toBe(body.id);
+    expect(keys.lookupByHash(hashKey(body.secret))?.id, 'the store finds the key by the hash of its secret').toBe(
+      body.id,
+    );
     expect(JSON.stringify(keys.list()), 'the secret itself is stored nowhere').not.toContain(body.secret);
 
     const listed = await app.inject({ method: 'GET', url: '/api/v1/keys' });
     expect(listed.body).not.toContain(body.secret);
     expect(listed.json<{ keys: { id: string }[] }>().keys.map((k) => k.id)).toEqual([body.id]);
 
-    const typo = await app.inject({ method: 'POST', url: '/api/v1/keys', payload: { name: 'x', allowed_models: ['alpah'] } });
+    const typo = await app.inject({
+      method: 'POST',
+      url: '/api/v1/keys',
+      payload: { name: 'x', allowed_models: ['alpah'] },
+    });
     expect(typo.statusCode).toBe(400);
-    const unknownField = await app.inject({ method: 'POST', url: '/api/v1/keys', payload: { name: 'x', requests_per_min: 5 } });
+    const unknownField = await app.inject({
+      method: 'POST',
+      url: '/api/v1/keys',
+      payload: { name: 'x', requests_per_min: 5 },
+    });
     expect(unknownField.statusCode).toBe(400);
     expect(unknownField.body).toContain('requests_per_minute');
 
@@ -37,17 +57,39 @@ describe('key admin routes', () => {
 
 describe('usage admin route', () => {
   it('lists the stored totals, and nothing on a control plane without a store', async () => {
-    const row = { key_id: 'key_1', model: 'alpha', endpoint: 'chat', requests: 2, errors: 0, prompt_tokens: 10, completion_tokens: 4 };
+    const row = {
+      key_id: 'key_1',
+      model: 'alpha',
+      endpoint: 'chat',
+      requests: 2,
+      errors: 0,
+      prompt_tokens: 10,
+      completion_tokens: 4,
+    };
     const rerank = { ...row, endpoint: 'rerank', requests: 1 };
     const stored = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
-    registerUsageAdmin(stored, { usage: { list: async (filter = {}) => [row, rerank].filter((r) => filter.endpoint === undefined || r.endpoint === filter.endpoint) } });
-    expect((await stored.inject({ method: 'GET', url: '/api/v1/usage' })).json(), 'the rows as the store holds them').toEqual([row, rerank]);
-    expect((await stored.inject({ method: 'GET', url: '/api/v1/usage?endpoint=rerank' })).json(), 'one endpoint').toEqual([rerank]);
+    registerUsageAdmin(stored, {
+      usage: {
+        list: async (filter = {}) =>
+          [row, rerank].filter((r) => filter.endpoint === undefined || r.endpoint === filter.endpoint),
+      },
+    });
+    expect(
+      (await stored.inject({ method: 'GET', url: '/api/v1/usage' })).json(),
+      'the rows as the store holds them',
+    ).toEqual([row, rerank]);
+    expect(
+      (await stored.inject({ method: 'GET', url: '/api/v1/usage?endpoint=rerank' })).json(),
+      'one endpoint',
+    ).toEqual([rerank]);
     const bad = await stored.inject({ method: 'GET', url: '/api/v1/usage?endpoint=speech' });
     expect(bad.statusCode).toBe(400);
     expect(bad.body, 'the refusal lists the endpoints').toContain('want one of chat, completions, embeddings, rerank');
     const memoryOnly = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
     registerUsageAdmin(memoryOnly, {});
-    expect((await memoryOnly.inject({ method: 'GET', url: '/api/v1/usage' })).json(), 'no store, no usage kept').toEqual([]);
+    expect(
+      (await memoryOnly.inject({ method: 'GET', url: '/api/v1/usage' })).json(),
+      'no store, no usage kept',
+    ).toEqual([]);
   });
 });

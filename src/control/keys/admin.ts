@@ -41,14 +41,22 @@ export function registerKeyAdmin(app: FastifyInstance, deps: KeyAdminDeps): void
   app.post('/api/v1/keys', async (request, reply) => {
     const parsed = NewKeySchema.safeParse(request.body ?? {});
     if (!parsed.success) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `the key is not valid: ${describeIssues(NewKeySchema, parsed.error).join('; ')}`);
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `the key is not valid: ${describeIssues(NewKeySchema, parsed.error).join('; ')}`,
+      );
     }
     const body = parsed.data;
     const unknown = (body.allowed_models ?? []).filter((m) => deps.modelExists && !deps.modelExists(m));
-    if (unknown.length) throw new LlmgwError('LLMGW_BAD_REQUEST', `allowed_models: no model is named ${unknown.map((m) => `"${m}"`).join(', ')}`);
+    if (unknown.length)
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `allowed_models: no model is named ${unknown.map((m) => `"${m}"`).join(', ')}`,
+      );
     const now = deps.now();
     const expiresAtMs = body.expires_at ? Date.parse(body.expires_at) : null;
-    if (expiresAtMs !== null && expiresAtMs <= now) throw new LlmgwError('LLMGW_BAD_REQUEST', 'expires_at: the time is in the past; a key must be usable when made');
+    if (expiresAtMs !== null && expiresAtMs <= now)
+      throw new LlmgwError('LLMGW_BAD_REQUEST', 'expires_at: the time is in the past; a key must be usable when made');
     const actor = actorOf(request);
     const { record, secret } = await issueKey(
       deps.keys,
@@ -63,7 +71,9 @@ export function registerKeyAdmin(app: FastifyInstance, deps: KeyAdminDeps): void
       actor,
     );
     await deps.audit(actor, 'key.create', record.id, { name: record.name, prefix: record.prefix });
-    return reply.code(201).send({ ...keyView(record, now), secret, note: 'the secret is shown this once; store it now' });
+    return reply
+      .code(201)
+      .send({ ...keyView(record, now), secret, note: 'the secret is shown this once; store it now' });
   });
 
   app.get('/api/v1/keys', async () => {
@@ -93,7 +103,10 @@ export function registerUsageAdmin(app: FastifyInstance, deps: UsageAdminDeps): 
   app.get<{ Querystring: { endpoint?: string } }>('/api/v1/usage', async (request) => {
     const endpoint = request.query.endpoint;
     if (endpoint !== undefined && !USAGE_ENDPOINTS.includes(endpoint)) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `endpoint: "${endpoint.slice(0, 40)}" is no endpoint; want one of ${USAGE_ENDPOINTS.join(', ')}`);
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `endpoint: "${endpoint.slice(0, 40)}" is no endpoint; want one of ${USAGE_ENDPOINTS.join(', ')}`,
+      );
     }
     if (!deps.usage) return [];
     return deps.usage.list(endpoint === undefined ? {} : { endpoint });

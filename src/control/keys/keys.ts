@@ -124,7 +124,12 @@ export interface NewKey {
 }
 
 /** Creates a key and stores its hash. The secret is in the answer and nowhere else, ever. */
-export async function issueKey(keys: KeyStore, input: NewKey, nowMs: number, actor: string | AuditActor): Promise<{ record: ApiKeyRecord; secret: string }> {
+export async function issueKey(
+  keys: KeyStore,
+  input: NewKey,
+  nowMs: number,
+  actor: string | AuditActor,
+): Promise<{ record: ApiKeyRecord; secret: string }> {
   const secret = SECRET_PREFIX + randomBytes(32).toString('base64url');
   const record: ApiKeyRecord = {
     id: `key_${randomUUID().replace(/-/g, '').slice(0, 16)}`,
@@ -145,7 +150,8 @@ export async function issueKey(keys: KeyStore, input: NewKey, nowMs: number, act
 
 /** A key as the admin API shows it: no hash (it is not secret, but nobody needs it). */
 export function keyView(k: ApiKeyRecord, nowMs: number): Record<string, unknown> {
-  const state = k.revokedAtMs !== null ? 'revoked' : k.expiresAtMs !== null && k.expiresAtMs <= nowMs ? 'expired' : 'active';
+  const state =
+    k.revokedAtMs !== null ? 'revoked' : k.expiresAtMs !== null && k.expiresAtMs <= nowMs ? 'expired' : 'active';
   return {
     id: k.id,
     name: k.name,

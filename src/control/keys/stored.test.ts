@@ -27,7 +27,10 @@ const backends: Backend[] = [
     skip: '',
     async setup() {
       const dir = mkdtempSync(join(tmpdir(), 'llmgw-usage-'));
-      return { location: { kind: 'sqlite', path: join(dir, 'llmgw.db') }, teardown: async () => rmSync(dir, { recursive: true, force: true }) };
+      return {
+        location: { kind: 'sqlite', path: join(dir, 'llmgw.db') },
+        teardown: async () => rmSync(dir, { recursive: true, force: true }),
+      };
     },
   },
   {
@@ -45,55 +48,149 @@ function open(location: StoreLocation): { db: Kysely<Database>; dialect: 'sqlite
 }
 
 for (const backend of backends) {
-  describe.skipIf(backend.skip !== '')(`usage per endpoint on ${backend.name}${backend.skip ? ` (skipped: ${backend.skip})` : ''}`, () => {
-    let location: StoreLocation;
-    let teardown: () => Promise<void>;
+  describe.skipIf(backend.skip !== '')(
+    `usage per endpoint on ${backend.name}${backend.skip ? ` (skipped: ${backend.skip})` : ''}`,
+    () => {
+      let location: StoreLocation;
+      let teardown: () => Promise<void>;
 
-    beforeAll(async () => {
-      ({ location, teardown } = await backend.setup());
-      // The store as llmgw left it before usage was kept per endpoint, with rows in it.
-      const { db, dialect } = open(location);
-      const { error } = await new Migrator({ db, provider: new StaticMigrationProvider(dialect) }).migrateTo('0012_engine_secrets');
-      expect(error).toBeUndefined();
-      const old = db as unknown as Kysely<{ usage: Omit<Database['usage'], 'endpoint'> }>;
-      await old
-        .insertInto('usage')
-        .values([
-          { key_id: 'key_a', model: 'alpha', requests: 5, errors: 1, prompt_tokens: 50, completion_tokens: 20, updated_at: 1 },
-          { key_id: 'key_b', model: 'alpha', requests: 2, errors: 0, prompt_tokens: 7, completion_tokens: 3, updated_at: 1 },
-        ])
-        .execute();
-      await db.destroy();
-    });
-    afterAll(async () => {
-      await teardown();
-    });
+      beforeAll(async () => {
+        ({ location, teardown } = await backend.setup());
+        // The store as llmgw left it before usage was kept per endpoint, with rows in it.
+        const { db, dialect } = open(location);
+        const { error } = await new Migrator({ db, provider: new StaticMigrationProvider(dialect) }).migrateTo(
+          '0012_engine_secrets',
+        );
+        expect(error).toBeUndefined();
+        const old = db as unknown as Kysely<{ usage: Omit<Database['usage'], 'endpoint'> }>;
+        await old
+          .insertInto('usage')
+          .values([
+            {
+              key_id: 'key_a',
+              model: 'alpha',
+              requests: 5,
+              errors: 1,
+              prompt_tokens: 50,
+              completion_tokens: 20,
+              updated_at: 1,
+            },
+            {
+              key_id: 'key_b',
+              model: 'alpha',
+              requests: 2,
+              errors: 0,
+              prompt_tokens: 7,
+              completion_tokens: 3,
+              updated_at: 1,
+            },
+          ])
+          .execute();
+        await db.destroy();
+      });
+      afterAll(async () => {
+        await teardown();
+      });
 
-    it('keeps the rows from before as endpoint unknown, and counts each endpoint apart from then on', async () => {
-      const store = await StoreConnection.open({ location });
-      const usage = new StoredUsage(store, () => 2, 0);
-      expect(await usage.list(), 'every old row, under endpoint unknown').toEqual([
-        { key_id: 'key_a', model: 'alpha', endpoint: 'unknown', requests: 5, errors: 1, prompt_tokens: 50, completion_tokens: 20 },
-        { key_id: 'key_b', model: 'alpha', endpoint: 'unknown', requests: 2, errors: 0, prompt_tokens: 7, completion_tokens: 3 },
-      ]);
-      usage.record({ keyId: 'key_a', model: 'alpha', endpoint: 'chat', promptTokens: 3, completionTokens: 4, status: 200 });
-      usage.record({ keyId: 'key_a', model: 'alpha', endpoint: 'rerank', promptTokens: 9, completionTokens: 0, status: 200 });
-      usage.record({ keyId: 'key_a', model: 'alpha', endpoint: 'rerank', promptTokens: 1, completionTokens: 0, status: 400 });
-      await usage.flush();
-      usage.record({ keyId: 'key_a', model: 'alpha', endpoint: 'chat', promptTokens: 1, completionTokens: 1, status: 200 });
-      await usage.close();
-      const rows = await new StoredUsage(store, () => 3, 0).list();
-      expect(rows.filter((r) => r.key_id === 'key_a')).toEqual([
-        { key_id: 'key_a', model: 'alpha', endpoint: 'chat', requests: 2, errors: 0, prompt_tokens: 4, completion_tokens: 5 },
-        { key_id: 'key_a', model: 'alpha', endpoint: 'rerank', requests: 2, errors: 1, prompt_tokens: 10, completion_tokens: 0 },
-        { key_id: 'key_a', model: 'alpha', endpoint: 'unknown', requests: 5, errors: 1, prompt_tokens: 50, completion_tokens: 20 },
-      ]);
-      expect((await new StoredUsage(store, () => 3, 0).list({ endpoint: 'rerank' })).map((r) => [r.key_id, r.endpoint, r.requests]), 'one endpoint').toEqual([
-        ['key_a', 'rerank', 2],
-      ]);
-      await store.close();
-    });
-  });
+      it('keeps the rows from before as endpoint unknown, and counts each endpoint apart from then on', async () => {
+        const store = await StoreConnection.open({ location });
+        const usage = new StoredUsage(store, () => 2, 0);
+        expect(await usage.list(), 'every old row, under endpoint unknown').toEqual([
+          {
+            key_id: 'key_a',
+            model: 'alpha',
+            endpoint: 'unknown',
+            requests: 5,
+            errors: 1,
+            prompt_tokens: 50,
+            completion_tokens: 20,
+          },
+          {
+            key_id: 'key_b',
+            model: 'alpha',
+            endpoint: 'unknown',
+            requests: 2,
+            errors: 0,
+            prompt_tokens: 7,
+            completion_tokens: 3,
+          },
+        ]);
+        usage.record({
+          keyId: 'key_a',
+          model: 'alpha',
+          endpoint: 'chat',
+          promptTokens: 3,
+          completionTokens: 4,
+          status: 200,
+        });
+        usage.record({
+          keyId: 'key_a',
+          model: 'alpha',
+          endpoint: 'rerank',
+          promptTokens: 9,
+          completionTokens: 0,
+          status: 200,
+        });
+        usage.record({
+          keyId: 'key_a',
+          model: 'alpha',
+          endpoint: 'rerank',
+          promptTokens: 1,
+          completionTokens: 0,
+          status: 400,
+        });
+        await usage.flush();
+        usage.record({
+          keyId: 'key_a',
+          model: 'alpha',
+          endpoint: 'chat',
+          promptTokens: 1,
+          completionTokens: 1,
+          status: 200,
+        });
+        await usage.close();
+        const rows = await new StoredUsage(store, () => 3, 0).list();
+        expect(rows.filter((r) => r.key_id === 'key_a')).toEqual([
+          {
+            key_id: 'key_a',
+            model: 'alpha',
+            endpoint: 'chat',
+            requests: 2,
+            errors: 0,
+            prompt_tokens: 4,
+            completion_tokens: 5,
+          },
+          {
+            key_id: 'key_a',
+            model: 'alpha',
+            endpoint: 'rerank',
+            requests: 2,
+            errors: 1,
+            prompt_tokens: 10,
+            completion_tokens: 0,
+          },
+          {
+            key_id: 'key_a',
+            model: 'alpha',
+            endpoint: 'unknown',
+            requests: 5,
+            errors: 1,
+            prompt_tokens: 50,
+            completion_tokens: 20,
+          },
+        ]);
+        expect(
+          (await new StoredUsage(store, () => 3, 0).list({ endpoint: 'rerank' })).map((r) => [
+            r.key_id,
+            r.endpoint,
+            r.requests,
+          ]),
+          'one endpoint',
+        ).toEqual([['key_a', 'rerank', 2]]);
+        await store.close();
+      });
+    },
+  );
 }
 
 describe('revocations heard from the store', () => {
@@ -117,7 +214,10 @@ describe('revocations heard from the store', () => {
       expect(await theirs.revoke(b.record.id, 3)).toBe(true);
       await mine.reload();
       await mine.reload();
-      expect(heard, 'one another instance made, read here once').toEqual([`here:${a.record.id}`, `here:${b.record.id}`]);
+      expect(heard, 'one another instance made, read here once').toEqual([
+        `here:${a.record.id}`,
+        `here:${b.record.id}`,
+      ]);
     } finally {
       await here.close();
       await there.close();

@@ -43,7 +43,8 @@ export class StoredKeys implements KeyStore {
     const before = this.cache;
     this.cache = cache;
     // Keys another instance revoked, read here for the first time: their running requests here end too.
-    for (const r of cache.list()) if (r.revokedAtMs !== null && before.get(r.id)?.revokedAtMs === null) this.revocations.revoked(r.id);
+    for (const r of cache.list())
+      if (r.revokedAtMs !== null && before.get(r.id)?.revokedAtMs === null) this.revocations.revoked(r.id);
   }
 
   async create(record: ApiKeyRecord): Promise<void> {
@@ -72,7 +73,12 @@ export class StoredKeys implements KeyStore {
   }
 
   async revoke(id: string, atMs: number): Promise<boolean> {
-    const result = await this.store.db.updateTable('api_keys').set({ revoked_at: atMs }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
+    const result = await this.store.db
+      .updateTable('api_keys')
+      .set({ revoked_at: atMs })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
     await this.store.announce(this.store.db, 'keys');
     const wasLive = this.cache.get(id)?.revokedAtMs === null;
     // A key another instance made and this one has not reloaded yet: the store's answer stands.
@@ -135,7 +141,15 @@ export class StoredUsage implements UsageSink {
 
   private add(keyId: string, model: string, endpoint: string, totals: Totals): void {
     const key = `${keyId}\0${model}\0${endpoint}`;
-    const t = this.pending.get(key) ?? { keyId, model, endpoint, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+    const t = this.pending.get(key) ?? {
+      keyId,
+      model,
+      endpoint,
+      requests: 0,
+      errors: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+    };
     t.requests += totals.requests;
     t.errors += totals.errors;
     t.promptTokens += totals.promptTokens;
@@ -153,7 +167,16 @@ export class StoredUsage implements UsageSink {
         for (const t of batch) {
           await tx
             .insertInto('usage')
-            .values({ key_id: t.keyId, model: t.model, endpoint: t.endpoint, requests: t.requests, errors: t.errors, prompt_tokens: t.promptTokens, completion_tokens: t.completionTokens, updated_at: at })
+            .values({
+              key_id: t.keyId,
+              model: t.model,
+              endpoint: t.endpoint,
+              requests: t.requests,
+              errors: t.errors,
+              prompt_tokens: t.promptTokens,
+              completion_tokens: t.completionTokens,
+              updated_at: at,
+            })
             .onConflict((oc) =>
               oc.columns(['key_id', 'model', 'endpoint']).doUpdateSet((eb) => ({
                 requests: eb('usage.requests', '+', t.requests),
@@ -175,10 +198,18 @@ export class StoredUsage implements UsageSink {
 
   /** Every row, or those of one endpoint; ordered by key, model and endpoint. */
   async list(filter: { endpoint?: string } = {}): Promise<UsageRow[]> {
-    let query = this.store.db.selectFrom('usage').select(['key_id', 'model', 'endpoint', 'requests', 'errors', 'prompt_tokens', 'completion_tokens']);
+    let query = this.store.db
+      .selectFrom('usage')
+      .select(['key_id', 'model', 'endpoint', 'requests', 'errors', 'prompt_tokens', 'completion_tokens']);
     if (filter.endpoint !== undefined) query = query.where('endpoint', '=', filter.endpoint);
     const rows = await query.orderBy('key_id').orderBy('model').orderBy('endpoint').execute();
-    return rows.map((r) => ({ ...r, requests: Number(r.requests), errors: Number(r.errors), prompt_tokens: Number(r.prompt_tokens), completion_tokens: Number(r.completion_tokens) }));
+    return rows.map((r) => ({
+      ...r,
+      requests: Number(r.requests),
+      errors: Number(r.errors),
+      prompt_tokens: Number(r.prompt_tokens),
+      completion_tokens: Number(r.completion_tokens),
+    }));
   }
 
   async close(): Promise<void> {

@@ -50,7 +50,15 @@ export class MemoryUsageSink implements UsageSink {
     const k = `${e.keyId}\u0000${e.model}\u0000${e.endpoint}`;
     let t = this.totals.get(k);
     if (!t) {
-      t = { keyId: e.keyId, model: e.model, endpoint: e.endpoint, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0 };
+      t = {
+        keyId: e.keyId,
+        model: e.model,
+        endpoint: e.endpoint,
+        requests: 0,
+        errors: 0,
+        promptTokens: 0,
+        completionTokens: 0,
+      };
       this.totals.set(k, t);
     }
     t.requests++;

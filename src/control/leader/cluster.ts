@@ -114,7 +114,12 @@ export class Cluster {
     this.startedAtMs = options.now();
     this.syncMs = options.syncIntervalMs ?? 1000;
     this.reportMs = options.reportIntervalMs ?? 200;
-    this.limiter = new SharedRateLimiter({ store: options.store, now: options.now, logger: options.logger, ...(options.rateSyncIntervalMs === undefined ? {} : { syncIntervalMs: options.rateSyncIntervalMs }) });
+    this.limiter = new SharedRateLimiter({
+      store: options.store,
+      now: options.now,
+      logger: options.logger,
+      ...(options.rateSyncIntervalMs === undefined ? {} : { syncIntervalMs: options.rateSyncIntervalMs }),
+    });
     this.elector = new LeaderElector({
       store: options.store,
       url: options.url,
@@ -213,7 +218,10 @@ export class Cluster {
   /** Every instance seen in the last ten minutes, with which one leads. */
   async controlPlanes(): Promise<ControlPlaneView[]> {
     const now = this.options.now();
-    const [rows, leader] = await Promise.all([this.options.store.controlPlanes.list(now - 600_000), this.options.store.leadership.read(RECONCILER_ROLE)]);
+    const [rows, leader] = await Promise.all([
+      this.options.store.controlPlanes.list(now - 600_000),
+      this.options.store.leadership.read(RECONCILER_ROLE),
+    ]);
     return rows.map((r) => {
       const isLeader = r.id === this.instanceId ? this.leadingNow : leader?.holder === r.id;
       return {
@@ -249,7 +257,10 @@ export class Cluster {
     await this.sumFleetDemand(parts, this.options.now());
     if (this.elector.heldEpoch !== epoch || this.closed) return;
     this.leadingNow = true;
-    this.options.logger.info({ epoch, replicas: parts.reconciler.replicas().length }, 'leading the reconciler: adopted the stored replicas');
+    this.options.logger.info(
+      { epoch, replicas: parts.reconciler.replicas().length },
+      'leading the reconciler: adopted the stored replicas',
+    );
     parts.reconciler.notify();
   }
 
@@ -338,7 +349,10 @@ export class Cluster {
       this.storeReachable = true;
     } catch (err) {
       if (this.storeReachable) {
-        this.options.logger.warn({ err: (err as Error).message, topic }, 'cannot sync with the store; serving from what this instance knows until it returns');
+        this.options.logger.warn(
+          { err: (err as Error).message, topic },
+          'cannot sync with the store; serving from what this instance knows until it returns',
+        );
       }
       this.storeReachable = false;
     }
@@ -393,8 +407,12 @@ interface LeaderNotes {
 function toLeaderNotes(body: unknown): LeaderNotes {
   const b = body as Partial<LeaderNotes> | null | undefined;
   return {
-    explain: Array.isArray(b?.explain) ? b.explain.filter((e) => typeof e?.model === 'string' && Array.isArray(e.rejections)) : [],
-    blockedDrains: Array.isArray(b?.blockedDrains) ? b.blockedDrains.filter((d) => typeof d?.reason === 'string' && Array.isArray(d.nodeIds)) : [],
+    explain: Array.isArray(b?.explain)
+      ? b.explain.filter((e) => typeof e?.model === 'string' && Array.isArray(e.rejections))
+      : [],
+    blockedDrains: Array.isArray(b?.blockedDrains)
+      ? b.blockedDrains.filter((d) => typeof d?.reason === 'string' && Array.isArray(d.nodeIds))
+      : [],
   };
 }
 

@@ -62,7 +62,9 @@ describePostgres('leader election over an advisory lock', () => {
     // The server ends cp-a's lock session: what a kill -9 or a partition looks like from Postgres.
     const admin = new pg.Client({ connectionString: db.url });
     await admin.connect();
-    await admin.query("select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted and pid <> pg_backend_pid()");
+    await admin.query(
+      "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted and pid <> pg_backend_pid()",
+    );
     await admin.end();
 
     const started = Date.now();

@@ -72,7 +72,9 @@ export class LeaderElector {
 
   /** One attempt now (tests, and start); attempts never overlap. */
   kick(): Promise<void> {
-    this.ticking = this.ticking.then(() => this.tick()).catch((err: unknown) => this.options.logger.error({ err }, 'leader election step failed'));
+    this.ticking = this.ticking
+      .then(() => this.tick())
+      .catch((err: unknown) => this.options.logger.error({ err }, 'leader election step failed'));
     return this.ticking;
   }
 
@@ -132,8 +134,13 @@ export class LeaderElector {
       epoch = await this.options.store.leadership.acquireEpoch(this.role, this.options.instanceId, this.options.now());
     } catch (err) {
       // Holding the lock without an epoch would block every other instance: give it back.
-      this.options.logger.warn({ err: (err as Error).message }, 'took the leader lock but could not record the epoch; releasing it');
-      await client.query('select pg_advisory_unlock($1, $2)', [LOCK_CLASS, key]).catch(() => this.dropClient(client, 'unlock failed'));
+      this.options.logger.warn(
+        { err: (err as Error).message },
+        'took the leader lock but could not record the epoch; releasing it',
+      );
+      await client
+        .query('select pg_advisory_unlock($1, $2)', [LOCK_CLASS, key])
+        .catch(() => this.dropClient(client, 'unlock failed'));
       return;
     }
     if (this.client !== client) return;
@@ -147,7 +154,11 @@ export class LeaderElector {
   }
 
   private async connect(): Promise<pg.Client | null> {
-    const client = new pg.Client({ connectionString: this.options.url, connectionTimeoutMillis: Math.max(1000, this.retryMs * 2), keepAlive: true });
+    const client = new pg.Client({
+      connectionString: this.options.url,
+      connectionTimeoutMillis: Math.max(1000, this.retryMs * 2),
+      keepAlive: true,
+    });
     // Either event means the session, and with it the lock, is gone (or about to be): step down before anything else runs.
     client.on('error', (err) => this.dropClient(client, err.message));
     client.on('end', () => this.dropClient(client, 'the lock connection to the store ended'));
@@ -160,7 +171,10 @@ export class LeaderElector {
       const idleMs = this.options.idleSessionTimeoutMs ?? this.retryMs * 5;
       if (idleMs > 0) {
         await client.query(`set idle_session_timeout = ${Math.round(idleMs)}`).catch((err: unknown) => {
-          this.options.logger.warn({ err: (err as Error).message }, 'this Postgres has no idle_session_timeout (it needs 14 or newer): a paused leader keeps the lead until its connection closes');
+          this.options.logger.warn(
+            { err: (err as Error).message },
+            'this Postgres has no idle_session_timeout (it needs 14 or newer): a paused leader keeps the lead until its connection closes',
+          );
         });
       }
     } catch (err) {

@@ -29,7 +29,13 @@ const now = () => clock;
 async function instance(dir: string, leads: boolean | undefined) {
   const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now });
   const catalog = await Catalog.create({ store });
-  const inventory = await Inventory.create({ store, now, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0 });
+  const inventory = await Inventory.create({
+    store,
+    now,
+    staleAfterMs: 15_000,
+    lostAfterMs: 60_000,
+    flushIntervalMs: 0,
+  });
   const assignments = new AssignmentBoard(1);
   let ids = 0;
   const reconciler = await Reconciler.create({
@@ -60,8 +66,17 @@ describe('a follower instance', () => {
     const leader = await instance(dir, undefined);
     const follower = await instance(dir, false);
 
-    await leader.inventory.join({ id: 'n1', hostname: 'n1', mgmtAddr: null, labels: {}, agentVersion: '1', protocolVersion: 1 });
-    leader.inventory.heartbeat(leader.inventory.get('n1')!, { report: { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] } });
+    await leader.inventory.join({
+      id: 'n1',
+      hostname: 'n1',
+      mgmtAddr: null,
+      labels: {},
+      agentVersion: '1',
+      protocolVersion: 1,
+    });
+    leader.inventory.heartbeat(leader.inventory.get('n1')!, {
+      report: { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] },
+    });
     await leader.inventory.flush();
     await leader.catalog.add(demo, 'test');
     await leader.reconciler.pass();
@@ -71,7 +86,10 @@ describe('a follower instance', () => {
     await follower.inventory.refresh();
     await follower.catalog.reload();
     await follower.reconciler.reload();
-    expect(follower.inventory.get('n1'), 'a node that joined on the leader is known here, so its agent may heartbeat here').toMatchObject({ lastSeenMs: clock });
+    expect(
+      follower.inventory.get('n1'),
+      'a node that joined on the leader is known here, so its agent may heartbeat here',
+    ).toMatchObject({ lastSeenMs: clock });
     expect(follower.reconciler.replicas().map((r) => r.id)).toEqual([placed!.id]);
     expect(
       follower.assignments.get('n1').shards.map((s) => s.shard_id),
@@ -80,7 +98,9 @@ describe('a follower instance', () => {
 
     // The agent reports to the follower: nothing is written, no pass runs.
     const shardId = placed!.shards[0]!.id;
-    const ready: ShardStatus[] = [{ shard_id: shardId, replica_id: placed!.id, state: 'ready', endpoint: 'http://n1:9000' }];
+    const ready: ShardStatus[] = [
+      { shard_id: shardId, replica_id: placed!.id, state: 'ready', endpoint: 'http://n1:9000' },
+    ];
     follower.reconciler.onShardReport(follower.inventory.get('n1')!, ready);
     follower.reconciler.notify();
     // A pass notify() started would begin on the next setImmediate turn; let that turn come, and
@@ -94,8 +114,18 @@ describe('a follower instance', () => {
     leader.reconciler.onShardReport(leader.inventory.get('n1')!, ready);
     await leader.reconciler.pass();
     await follower.reconciler.reload();
-    expect(follower.reconciler.view.ready('demo'), "readiness for routing comes from the store, with the leader's engine secret and the profile's engine").toEqual([
-      { id: placed!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: placed!.engineSecret, engine: 'vllm', nodes: ['n1'] },
+    expect(
+      follower.reconciler.view.ready('demo'),
+      "readiness for routing comes from the store, with the leader's engine secret and the profile's engine",
+    ).toEqual([
+      {
+        id: placed!.id,
+        endpoint: 'http://n1:9000',
+        draining: false,
+        engineSecret: placed!.engineSecret,
+        engine: 'vllm',
+        nodes: ['n1'],
+      },
     ]);
     expect(placed!.engineSecret, 'the leader made one').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
 
@@ -103,7 +133,12 @@ describe('a follower instance', () => {
     // the follower routes by it without any store write of its own.
     const loaded: ShardStatus[] = [{ ...ready[0]!, load: { running: 2, waiting: 5, kv_usage: 0.75, age_ms: 200 } }];
     follower.reconciler.onShardReport(follower.inventory.get('n1')!, loaded, clock - 100);
-    expect(follower.reconciler.view.ready('demo')[0]?.load, 'the follower\'s router reads the sample').toEqual({ running: 2, waiting: 5, kvUsage: 0.75, sampledAtMs: clock - 300 });
+    expect(follower.reconciler.view.ready('demo')[0]?.load, "the follower's router reads the sample").toEqual({
+      running: 2,
+      waiting: 5,
+      kvUsage: 0.75,
+      sampledAtMs: clock - 300,
+    });
 
     // Admin state set through the leader; a newer heartbeat here is never moved back by an older stored one.
     clock += 5000;
@@ -114,6 +149,9 @@ describe('a follower instance', () => {
     follower.inventory.onChange((_id, why) => changes.push(why));
     await follower.inventory.refresh();
     expect(follower.inventory.get('n1')).toMatchObject({ adminState: 'cordoned', lastSeenMs: clock });
-    expect(changes.some((w) => w.includes('cordoned')), `the change is announced: ${changes.join('; ')}`).toBe(true);
+    expect(
+      changes.some((w) => w.includes('cordoned')),
+      `the change is announced: ${changes.join('; ')}`,
+    ).toBe(true);
   });
 });

@@ -4,11 +4,13 @@ import { describe, expect, it } from 'vitest';
 import type { ShardStatus } from '../../protocol/index.js';
 import { ShardReportQueue } from './report-queue.js';
 
-const ready: ShardStatus[] = [{ shard_id: 'sh-1', replica_id: 'rep-1', state: 'ready', endpoint: 'http://10.0.0.1:20000' }];
+const ready: ShardStatus[] = [
+  { shard_id: 'sh-1', replica_id: 'rep-1', state: 'ready', endpoint: 'http://10.0.0.1:20000' },
+];
 const loaded: ShardStatus[] = [{ ...ready[0]!, load: { running: 2, waiting: 0, age_ms: 100 } }];
 
 describe('ShardReportQueue', () => {
-  it('writes a node\'s report once while it says the same, and again when it changes', () => {
+  it("writes a node's report once while it says the same, and again when it changes", () => {
     const q = new ShardReportQueue();
     expect(q.offer('n1', [], 1)).toBe(true);
     expect(q.offer('n2', ready, 1)).toBe(true);

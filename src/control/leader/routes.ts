@@ -17,6 +17,15 @@ export function registerControlPlanesRoute(app: FastifyInstance, options: Contro
   app.get('/api/v1/control-planes', async (): Promise<ControlPlaneView[]> => {
     if (options.cluster) return options.cluster.controlPlanes();
     const address = options.adminUrl();
-    return [{ id: 'local', ...(address ? { address } : {}), is_leader: true, last_seen: new Date(options.now()).toISOString(), last_seen_seconds: 0, self: true }];
+    return [
+      {
+        id: 'local',
+        ...(address ? { address } : {}),
+        is_leader: true,
+        last_seen: new Date(options.now()).toISOString(),
+        last_seen_seconds: 0,
+        self: true,
+      },
+    ];
   });
 }

@@ -26,7 +26,8 @@ describePostgres('rate limits shared through Postgres', () => {
     await db?.drop();
   });
 
-  const make = (store: Store) => new SharedRateLimiter({ store, now: () => clock, logger: pino({ level: 'silent' }), syncIntervalMs: 0 });
+  const make = (store: Store) =>
+    new SharedRateLimiter({ store, now: () => clock, logger: pino({ level: 'silent' }), syncIntervalMs: 0 });
 
   it('admits a key no more than its requests per minute over two instances, once they have synced', async () => {
     const a = make(storeA);
@@ -36,7 +37,7 @@ describePostgres('rate limits shared through Postgres', () => {
     await a.sync();
     await b.sync();
     const onB = b.admit('key-1', 10, null);
-    expect(onB.remaining, 'what is left counts the other instance\'s six').toEqual({ requests: 3 });
+    expect(onB.remaining, "what is left counts the other instance's six").toEqual({ requests: 3 });
     if (onB.ok) admitted++;
     for (let i = 0; i < 5; i++) if (b.admit('key-1', 10, null).ok) admitted++;
     await b.sync();
@@ -84,7 +85,10 @@ describePostgres('rate limits shared through Postgres', () => {
   it('reserves tokens at admission on each instance, counts the reservations across instances, and settles them', async () => {
     const a = make(storeA);
     const b = make(storeB);
-    expect([0, 1, 2].map(() => a.admit('key-5', null, 100, 40).ok), 'two reservations of 40 fit in 100 on one instance').toEqual([true, true, false]);
+    expect(
+      [0, 1, 2].map(() => a.admit('key-5', null, 100, 40).ok),
+      'two reservations of 40 fit in 100 on one instance',
+    ).toEqual([true, true, false]);
     await a.sync();
     await b.sync();
     expect(b.admit('key-5', null, 100, 40).ok, 'the other instance sees the 80 reserved').toBe(false);
@@ -113,7 +117,10 @@ describePostgres('rate limits shared through Postgres', () => {
     await b.sync();
     clock = minute + 90_000;
     const onB = b.admit('key-6', null, 1000, 200);
-    expect(onB, 'the key used its 1000 tokens 29 s ago: the other instance has nothing left to give this minute').toMatchObject({ ok: false, limit: 'tokens' });
+    expect(
+      onB,
+      'the key used its 1000 tokens 29 s ago: the other instance has nothing left to give this minute',
+    ).toMatchObject({ ok: false, limit: 'tokens' });
     expect(a.admit('key-6', null, 1000, 200), 'nor has this one').toMatchObject({ ok: false, limit: 'tokens' });
     await a.close();
     await b.close();
@@ -126,7 +133,10 @@ describePostgres('rate limits shared through Postgres', () => {
     expect(a.admit('key-7', null, 100, 60).ok).toBe(true);
     expect(a.admit('key-7', null, 100, 60).ok, '60 + 60 reserved does not fit in 100').toBe(false);
     a.settle('key-7', 100, 60, 10);
-    expect(a.admit('key-7', null, 100, 90), 'only the 10 used still count').toMatchObject({ ok: true, remaining: { tokens: 0 } });
+    expect(a.admit('key-7', null, 100, 90), 'only the 10 used still count').toMatchObject({
+      ok: true,
+      remaining: { tokens: 0 },
+    });
     await a.close();
   });
 

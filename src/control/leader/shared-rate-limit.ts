@@ -71,7 +71,12 @@ export class SharedRateLimiter implements RequestLimiter {
     }
   }
 
-  admit(keyId: string, requestsPerMinute: number | null, tokensPerMinute: number | null, reserveTokens = 0): LimitDecision {
+  admit(
+    keyId: string,
+    requestsPerMinute: number | null,
+    tokensPerMinute: number | null,
+    reserveTokens = 0,
+  ): LimitDecision {
     if (requestsPerMinute === null && tokensPerMinute === null) return OK;
     const now = this.options.now();
     const start = windowStart(now);
@@ -82,15 +87,29 @@ export class SharedRateLimiter implements RequestLimiter {
     const usedRequests = previous.requests * (1 - fraction) + current.requests;
     const need = tokensPerMinute === null ? 0 : cappedReservation(reserveTokens, tokensPerMinute);
     const left = (admitted: boolean) => ({
-      ...(requestsPerMinute !== null ? { requests: Math.max(0, Math.floor(requestsPerMinute - usedRequests - (admitted ? 1 : 0))) } : {}),
-      ...(tokensPerMinute !== null ? { tokens: Math.max(0, Math.floor(tokensPerMinute - usedTokens - (admitted ? need : 0))) } : {}),
+      ...(requestsPerMinute !== null
+        ? { requests: Math.max(0, Math.floor(requestsPerMinute - usedRequests - (admitted ? 1 : 0))) }
+        : {}),
+      ...(tokensPerMinute !== null
+        ? { tokens: Math.max(0, Math.floor(tokensPerMinute - usedTokens - (admitted ? need : 0))) }
+        : {}),
     });
     // As with the in-process buckets: the reservation must fit, and one that reserves nothing needs room left.
     if (tokensPerMinute !== null && (usedTokens >= tokensPerMinute || usedTokens + need > tokensPerMinute)) {
-      return { ok: false, retryAfterS: retryAfterS(previous.tokens, current.tokens, fraction, tokensPerMinute, Math.max(need, 1)), limit: 'tokens', remaining: left(false) };
+      return {
+        ok: false,
+        retryAfterS: retryAfterS(previous.tokens, current.tokens, fraction, tokensPerMinute, Math.max(need, 1)),
+        limit: 'tokens',
+        remaining: left(false),
+      };
     }
     if (requestsPerMinute !== null && usedRequests + 1 > requestsPerMinute) {
-      return { ok: false, retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1), limit: 'requests', remaining: left(false) };
+      return {
+        ok: false,
+        retryAfterS: retryAfterS(previous.requests, current.requests, fraction, requestsPerMinute, 1),
+        limit: 'requests',
+        remaining: left(false),
+      };
     }
     add(this.pending, keyId, start, { requests: 1, tokens: need });
     if (need > 0) addOutstanding(this.outstanding, keyId, start, need);
@@ -175,7 +194,8 @@ export class SharedRateLimiter implements RequestLimiter {
     this.sending = sent;
     this.pending = new Map();
     const adds: RateCount[] = [];
-    for (const [keyId, windows] of sent) for (const [start, c] of windows) if (start >= oldest) adds.push({ keyId, windowStartMs: start, ...c });
+    for (const [keyId, windows] of sent)
+      for (const [start, c] of windows) if (start >= oldest) adds.push({ keyId, windowStartMs: start, ...c });
     try {
       // Every key's recent windows, not only keys seen here: the first request for a key on this instance must
       // already count what the others admitted. Two rows per key used in the last two minutes.
@@ -195,7 +215,11 @@ export class SharedRateLimiter implements RequestLimiter {
       // The store is away: keep the counts so the next sync carries them, and keep enforcing on what is known.
       this.sending = new Map();
       for (const [keyId, windows] of sent) for (const [start, c] of windows) add(this.pending, keyId, start, c);
-      if (!this.failing) this.options.logger.warn({ err: (err as Error).message }, 'cannot sync rate limits with the store; each control plane enforces them on what it knows until it returns');
+      if (!this.failing)
+        this.options.logger.warn(
+          { err: (err as Error).message },
+          'cannot sync rate limits with the store; each control plane enforces them on what it knows until it returns',
+        );
       this.failing = true;
     }
   }

@@ -8,7 +8,14 @@ import type { PlacementFailure, PlacementNode, PlacementProfile, PlacementReques
 
 const GiB = 2 ** 30;
 
-const tp2: PlacementProfile = { name: 'h100-tp2', engine: 'vllm', gpus: 2, gpuClasses: ['h100-80gb'], gpuMemoryGiB: 70, diskGiB: 140 };
+const tp2: PlacementProfile = {
+  name: 'h100-tp2',
+  engine: 'vllm',
+  gpus: 2,
+  gpuClasses: ['h100-80gb'],
+  gpuMemoryGiB: 70,
+  diskGiB: 140,
+};
 const cpu: PlacementProfile = { name: 'cpu', engine: 'builtin', gpus: 0, memoryGiB: 64, diskGiB: 8 };
 
 function request(profiles: PlacementProfile[], extra: Partial<PlacementRequest> = {}): PlacementRequest {
@@ -17,7 +24,8 @@ function request(profiles: PlacementProfile[], extra: Partial<PlacementRequest> 
 
 function fail(nodes: PlacementNode[], req: PlacementRequest): PlacementFailure {
   const result = place({ nodes }, req);
-  if (result.ok) throw new Error(`expected no fit, but it was placed on ${result.placement.shards.map((s) => s.nodeId).join(', ')}`);
+  if (result.ok)
+    throw new Error(`expected no fit, but it was placed on ${result.placement.shards.map((s) => s.nodeId).join(', ')}`);
   return result;
 }
 
@@ -41,33 +49,49 @@ describe('each check rejects with its code and a sentence', () => {
 
   it('draining', () => {
     const r = only([syntheticNode('n1', { adminState: 'draining' })], request([tp2]));
-    expect([r.code, r.reason]).toEqual(['draining', 'node is draining: it takes no new replicas and its replicas are moving off']);
+    expect([r.code, r.reason]).toEqual([
+      'draining',
+      'node is draining: it takes no new replicas and its replicas are moving off',
+    ]);
   });
 
   it('stale', () => {
     const r = only([syntheticNode('n1', { liveness: 'stale' })], request([tp2]));
-    expect([r.code, r.reason]).toEqual(['stale', "node's agent has not reported recently; it takes no new replicas until it does"]);
+    expect([r.code, r.reason]).toEqual([
+      'stale',
+      "node's agent has not reported recently; it takes no new replicas until it does",
+    ]);
   });
 
   it('lost', () => {
     const r = only([syntheticNode('n1', { liveness: 'lost' })], request([tp2]));
-    expect([r.code, r.reason]).toEqual(['lost', 'node is lost: its agent stopped reporting; check the machine and its agent']);
+    expect([r.code, r.reason]).toEqual([
+      'lost',
+      'node is lost: its agent stopped reporting; check the machine and its agent',
+    ]);
   });
 
   it('excluded (the node a replica is being drained off)', () => {
     const r = only([syntheticNode('n1')], request([tp2], { excludeNodes: ['n1'] }));
-    expect([r.code, r.reason]).toEqual(['excluded', 'node is excluded from this placement (the replica is moving off it)']);
+    expect([r.code, r.reason]).toEqual([
+      'excluded',
+      'node is excluded from this placement (the replica is moving off it)',
+    ]);
   });
 
   it('pool_mismatch, naming each requirement the labels fail', () => {
-    const r = only([syntheticNode('n1', { labels: { pool: 't4', spot: 'true' } })], request([{ ...tp2, pool: 'pool=a100,!spot' }]));
+    const r = only(
+      [syntheticNode('n1', { labels: { pool: 't4', spot: 'true' } })],
+      request([{ ...tp2, pool: 'pool=a100,!spot' }]),
+    );
     expect(r).toEqual({
       profile: 'h100-tp2',
       pool: 'pool=a100,!spot',
       node: 'n1',
       code: 'pool_mismatch',
       dimension: 'pool',
-      reason: 'node is not in pool "pool=a100,!spot": label pool is "t4" (wants a100); label spot is "true", which the pool excludes',
+      reason:
+        'node is not in pool "pool=a100,!spot": label pool is "t4" (wants a100); label spot is "true", which the pool excludes',
     });
   });
 
@@ -110,14 +134,30 @@ describe('each check rejects with its code and a sentence', () => {
   });
 
   it('gpu_class: a GPU reporting no class matches no allow-list', () => {
-    const r = only([syntheticNode('n1', { gpus: [{ index: 0, healthy: true }, { index: 1, healthy: true }] })], request([tp2]));
-    expect([r.code, r.reason]).toEqual(['gpu_class', 'needs 2 GPUs of class h100-80gb with 70 GiB each; none is free (2 report no class)']);
+    const r = only(
+      [
+        syntheticNode('n1', {
+          gpus: [
+            { index: 0, healthy: true },
+            { index: 1, healthy: true },
+          ],
+        }),
+      ],
+      request([tp2]),
+    );
+    expect([r.code, r.reason]).toEqual([
+      'gpu_class',
+      'needs 2 GPUs of class h100-80gb with 70 GiB each; none is free (2 report no class)',
+    ]);
   });
 
   it('gpu_memory: GPUs with less memory than asked do not count', () => {
     const anyClass: PlacementProfile = { name: 'big', engine: 'vllm', gpus: 2, gpuMemoryGiB: 70 };
     const r = only([syntheticNode('n1', { gpus: syntheticGpus(8, 'l40s-48gb', 46_068) })], request([anyClass]));
-    expect([r.code, r.reason]).toEqual(['gpu_memory', 'needs 2 GPUs with 70 GiB each; none is free (8 have less than 70 GiB)']);
+    expect([r.code, r.reason]).toEqual([
+      'gpu_memory',
+      'needs 2 GPUs with 70 GiB each; none is free (8 have less than 70 GiB)',
+    ]);
   });
 
   it('gpu_unhealthy: unhealthy GPUs are excluded and named with their problem', () => {
@@ -127,7 +167,9 @@ describe('each check rejects with its code and a sentence', () => {
     ];
     const r = only([syntheticNode('n1', { gpus })], request([tp2]));
     expect(r).toMatchObject({ code: 'gpu_unhealthy', dimension: 'gpus', requested: 2, free: 1, capacity: 2 });
-    expect(r.reason).toBe('needs 2 GPUs of class h100-80gb with 70 GiB each; 1 is free (GPU 3 is unhealthy: 12 uncorrectable ECC errors)');
+    expect(r.reason).toBe(
+      'needs 2 GPUs of class h100-80gb with 70 GiB each; 1 is free (GPU 3 is unhealthy: 12 uncorrectable ECC errors)',
+    );
   });
 
   it('gpus_free: GPUs given to other shards do not count', () => {
@@ -144,7 +186,9 @@ describe('each check rejects with its code and a sentence', () => {
       { index: 4, class: 'h100-80gb', memoryTotalMiB: 40_000, healthy: true },
     ];
     const r = only([syntheticNode('n1', { gpus, gpusInUse: [0] })], request([{ ...tp2, gpus: 3 }]));
-    expect(r.code, 'three h100s with the memory exist, one is unhealthy: health is where it fell short').toBe('gpu_unhealthy');
+    expect(r.code, 'three h100s with the memory exist, one is unhealthy: health is where it fell short').toBe(
+      'gpu_unhealthy',
+    );
     expect(r.reason).toBe(
       'needs 3 GPUs of class h100-80gb with 70 GiB each; 1 is free (GPU 2 is unhealthy: fell off the bus; 1 is in use; 1 is a100-40gb; 1 has less than 70 GiB)',
     );
@@ -166,7 +210,10 @@ describe('each check rejects with its code and a sentence', () => {
   });
 
   it('ram is not checked for a GPU profile: GPU shards do not claim RAM', () => {
-    const result = place({ nodes: [syntheticNode('n1', { memoryFreeBytes: 1 * GiB })] }, request([{ ...tp2, memoryGiB: 64 }]));
+    const result = place(
+      { nodes: [syntheticNode('n1', { memoryFreeBytes: 1 * GiB })] },
+      request([{ ...tp2, memoryGiB: 64 }]),
+    );
     expect(result.ok).toBe(true);
   });
 
@@ -181,7 +228,11 @@ describe('each check rejects with its code and a sentence', () => {
 
 describe('every failing check is reported', () => {
   it('a node failing three checks yields three rejections, in check order', () => {
-    const node = syntheticNode('n1', { adminState: 'cordoned', gpusInUse: [0, 1, 2, 3, 4, 5, 6, 7], localDiskFreeBytes: 10 * GiB });
+    const node = syntheticNode('n1', {
+      adminState: 'cordoned',
+      gpusInUse: [0, 1, 2, 3, 4, 5, 6, 7],
+      localDiskFreeBytes: 10 * GiB,
+    });
     const { rejections } = fail([node], request([tp2]));
     expect(rejections.map((r) => r.code)).toEqual(['cordoned', 'gpus_free', 'disk']);
   });
@@ -202,7 +253,10 @@ describe('every failing check is reported', () => {
 describe('disk for the weights', () => {
   it('is skipped on a node that already holds them: holding the file is what used the space', () => {
     const full = { localDiskFreeBytes: 1 * GiB };
-    const bySource = place({ nodes: [syntheticNode('n1', { ...full, weightsHeld: ['hf://meta/llama'] })] }, request([tp2]));
+    const bySource = place(
+      { nodes: [syntheticNode('n1', { ...full, weightsHeld: ['hf://meta/llama'] })] },
+      request([tp2]),
+    );
     expect(bySource.ok, 'held under its source').toBe(true);
     const byCacheName = place(
       { nodes: [syntheticNode('n1', { ...full, weightsHeld: new Set(['ab'.repeat(32)]) })] },
@@ -232,7 +286,10 @@ describe('disk for the weights', () => {
       'disk was not checked for profile h100-tp2 on 1 node that did not report free local disk: n1',
     ]);
     const zero = fail([syntheticNode('n1', { localDiskFreeBytes: 0 })], request([tp2]));
-    expect(zero.rejections.map((r) => r.code), 'a reported 0 is a full disk').toEqual(['disk']);
+    expect(
+      zero.rejections.map((r) => r.code),
+      'a reported 0 is a full disk',
+    ).toEqual(['disk']);
   });
 
   it('reads an absent memoryFreeBytes as unknown for a CPU profile, with a note', () => {

@@ -33,7 +33,13 @@ export function poolInvalidRejection(shape: ProfileShape): Rejection {
 }
 
 /** Appends every failed check of node `i` to `out`; returns how many there were (0 = fits on its own). */
-export function nodeRejections(state: PlacementState, shape: ProfileShape, ctx: RequestContext, i: number, out: Rejection[]): number {
+export function nodeRejections(
+  state: PlacementState,
+  shape: ProfileShape,
+  ctx: RequestContext,
+  i: number,
+  out: Rejection[],
+): number {
   const before = out.length;
   const entry = state.entries[i]!;
   const node = entry.node;
@@ -41,26 +47,43 @@ export function nodeRejections(state: PlacementState, shape: ProfileShape, ctx: 
   const profile = shape.profile.name;
   const push: Push = (code, dimension, reason, quantities) => {
     const r: Rejection =
-      pool === undefined ? { profile, node: entry.id, code, dimension, reason } : { profile, pool, node: entry.id, code, dimension, reason };
+      pool === undefined
+        ? { profile, node: entry.id, code, dimension, reason }
+        : { profile, pool, node: entry.id, code, dimension, reason };
     out.push(quantities ? Object.assign(r, quantities) : r);
   };
 
-  if (ctx.excluded.has(i)) push('excluded', 'node', 'node is excluded from this placement (the replica is moving off it)');
-  if (node.adminState === 'cordoned') push('cordoned', 'node', 'node is cordoned, so it takes no new replicas; uncordon it to allow them');
-  if (node.pendingApproval) push('pending_approval', 'node', `node waits for an admin's approval (it is new, or its GPUs changed), so it takes no new replicas; llmgw ctl nodes approve ${entry.id} admits it`);
-  if (node.adminState === 'draining') push('draining', 'node', 'node is draining: it takes no new replicas and its replicas are moving off');
-  if (node.liveness === 'stale') push('stale', 'node', "node's agent has not reported recently; it takes no new replicas until it does");
-  if (node.liveness === 'lost') push('lost', 'node', 'node is lost: its agent stopped reporting; check the machine and its agent');
+  if (ctx.excluded.has(i))
+    push('excluded', 'node', 'node is excluded from this placement (the replica is moving off it)');
+  if (node.adminState === 'cordoned')
+    push('cordoned', 'node', 'node is cordoned, so it takes no new replicas; uncordon it to allow them');
+  if (node.pendingApproval)
+    push(
+      'pending_approval',
+      'node',
+      `node waits for an admin's approval (it is new, or its GPUs changed), so it takes no new replicas; llmgw ctl nodes approve ${entry.id} admits it`,
+    );
+  if (node.adminState === 'draining')
+    push('draining', 'node', 'node is draining: it takes no new replicas and its replicas are moving off');
+  if (node.liveness === 'stale')
+    push('stale', 'node', "node's agent has not reported recently; it takes no new replicas until it does");
+  if (node.liveness === 'lost')
+    push('lost', 'node', 'node is lost: its agent stopped reporting; check the machine and its agent');
 
   if (shape.selector) {
     const mismatches = labelMismatches(shape.selector, node.labels);
-    if (mismatches.length > 0) push('pool_mismatch', 'pool', `node is not in pool "${shape.selector.text}": ${mismatches.join('; ')}`);
+    if (mismatches.length > 0)
+      push('pool_mismatch', 'pool', `node is not in pool "${shape.selector.text}": ${mismatches.join('; ')}`);
   }
 
   const engine = shape.profile.engine;
   if (!node.engines.includes(engine)) {
     const has = node.engines.length === 0 ? 'none reported' : `it has ${node.engines.join(', ')}`;
-    push('engine_missing', 'engine', `engine ${engine} is not available on this node (${has}); install it or use a profile with another engine`);
+    push(
+      'engine_missing',
+      'engine',
+      `engine ${engine} is not available on this node (${has}); install it or use a profile with another engine`,
+    );
   }
 
   if (shape.gpus > 0) gpuRejection(state, shape, i, push);
@@ -116,7 +139,12 @@ function gpuRejection(state: PlacementState, shape: ProfileShape, i: number, pus
   }
   const gpus = entry.gpus;
   if (gpus.length === 0) {
-    push('no_gpus', 'gpus', `needs ${want}; the node has no GPUs`, { unit: 'gpus', requested: shape.gpus, free: 0, capacity: 0 });
+    push('no_gpus', 'gpus', `needs ${want}; the node has no GPUs`, {
+      unit: 'gpus',
+      requested: shape.gpus,
+      free: 0,
+      capacity: 0,
+    });
     return;
   }
   // Allocated only for a node with GPUs of another class: most rejected nodes have none.
@@ -154,9 +182,12 @@ function gpuRejection(state: PlacementState, shape: ProfileShape, i: number, pus
   for (const gpu of unhealthy) details.push(`GPU ${gpu.index} is unhealthy${gpu.problem ? `: ${gpu.problem}` : ''}`);
   if (inUse > 0) details.push(`${inUse} ${plural(inUse, 'is', 'are')} in use`);
   for (const [cls, n] of [...(wrongClass ?? new Map<string, number>())].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
-    details.push(cls === '' ? `${n} ${plural(n, 'reports', 'report')} no class` : `${n} ${plural(n, 'is', 'are')} ${cls}`);
+    details.push(
+      cls === '' ? `${n} ${plural(n, 'reports', 'report')} no class` : `${n} ${plural(n, 'is', 'are')} ${cls}`,
+    );
   }
-  if (lowMemory > 0) details.push(`${lowMemory} ${plural(lowMemory, 'has', 'have')} less than ${shape.profile.gpuMemoryGiB} GiB`);
+  if (lowMemory > 0)
+    details.push(`${lowMemory} ${plural(lowMemory, 'has', 'have')} less than ${shape.profile.gpuMemoryGiB} GiB`);
   const freeText = free === 0 ? 'none is free' : `${free} ${plural(free, 'is', 'are')} free`;
   push(code, 'gpus', `needs ${want}; ${freeText}${details.length > 0 ? ` (${details.join('; ')})` : ''}`, {
     unit: 'gpus',
@@ -179,7 +210,10 @@ export function noFabricRejection(state: PlacementState, shape: ProfileShape, i:
 /** "fabric ib0 has 1 node with 8 free h100-80gb GPUs; needs 2". */
 export function fabricRejection(shape: ProfileShape, fabric: string, fitting: number): Rejection {
   const nodes = `${fitting} ${plural(fitting, 'node', 'nodes')}`;
-  const what = shape.gpus > 0 ? `${nodes} with ${shape.gpus} ${gpuNoun(shape.profile, shape.gpus, 'free')}` : `${nodes} that ${plural(fitting, 'fits', 'fit')}`;
+  const what =
+    shape.gpus > 0
+      ? `${nodes} with ${shape.gpus} ${gpuNoun(shape.profile, shape.gpus, 'free')}`
+      : `${nodes} that ${plural(fitting, 'fits', 'fit')}`;
   return {
     ...base(shape),
     fabric,
@@ -197,7 +231,12 @@ export function fabricRejection(shape: ProfileShape, fabric: string, fitting: nu
  * node positions: never rejections (unknown is not "none"), but an operator
  * reading why something landed where it did, or failed to start, should know.
  */
-export function notesFor(state: PlacementState, shape: ProfileShape, ctx: RequestContext, positions: Iterable<number>): PlacementNote[] {
+export function notesFor(
+  state: PlacementState,
+  shape: ProfileShape,
+  ctx: RequestContext,
+  positions: Iterable<number>,
+): PlacementNote[] {
   const profile = shape.profile.name;
   const notes: PlacementNote[] = [];
   const cpu = shape.gpus === 0;
@@ -206,7 +245,8 @@ export function notesFor(state: PlacementState, shape: ProfileShape, ctx: Reques
   let diskUnknown: string[] | null = null;
   let memoryUnknown: string[] | null = null;
   for (const i of positions) {
-    if (checkDisk && Number.isNaN(state.diskFreeBytes[i]!) && !state.holds(ctx.keys, i)) (diskUnknown ??= []).push(state.entries[i]!.id);
+    if (checkDisk && Number.isNaN(state.diskFreeBytes[i]!) && !state.holds(ctx.keys, i))
+      (diskUnknown ??= []).push(state.entries[i]!.id);
     if (checkMemory && Number.isNaN(state.memoryFreeBytes[i]!)) (memoryUnknown ??= []).push(state.entries[i]!.id);
   }
   if (!checkDisk) {

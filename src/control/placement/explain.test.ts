@@ -23,7 +23,8 @@ function summarise(nodes: PlacementNode[], profiles: PlacementProfile[]) {
 const busy = (id: string) => syntheticNode(id, { gpusInUse: [0, 1, 2, 3, 4, 5, 6] });
 const cordoned = (id: string) => syntheticNode(id, { adminState: 'cordoned' });
 const smallDisk = (id: string) => syntheticNode(id, { localDiskFreeBytes: 20 * GiB });
-const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${String(i + 1).padStart(2, '0')}`);
+const ids = (prefix: string, n: number) =>
+  Array.from({ length: n }, (_, i) => `${prefix}${String(i + 1).padStart(2, '0')}`);
 
 describe('explain', () => {
   it('summarises the way Kubernetes does, most common reason first', () => {
@@ -80,9 +81,12 @@ describe('explain', () => {
         '1 has no healthy h100-80gb GPU with 70 GiB, 1 has no free h100-80gb GPU with 70 GiB',
     );
     const cpu: PlacementProfile = { name: 'cpu', engine: 'builtin', gpus: 0, memoryGiB: 64, diskGiB: 8 };
-    expect(summarise([syntheticNode('a', { memoryFreeBytes: 8 * GiB }), syntheticNode('b', { memoryFreeBytes: 8 * GiB })], [cpu]).text).toBe(
-      '0/2 nodes fit profile cpu: 2 lack 64 GiB of free RAM',
-    );
+    expect(
+      summarise(
+        [syntheticNode('a', { memoryFreeBytes: 8 * GiB }), syntheticNode('b', { memoryFreeBytes: 8 * GiB })],
+        [cpu],
+      ).text,
+    ).toBe('0/2 nodes fit profile cpu: 2 lack 64 GiB of free RAM');
   });
 
   it('gives one line per profile, in catalog order, then the notes', () => {
@@ -100,7 +104,14 @@ describe('explain', () => {
   });
 
   it('adds the fabric reasons of a multi-node profile after the node counts', () => {
-    const tp8x2: PlacementProfile = { name: 'tp8x2', engine: 'vllm', gpus: 8, shards: 2, gpuClasses: ['h100-80gb'], diskGiB: 100 };
+    const tp8x2: PlacementProfile = {
+      name: 'tp8x2',
+      engine: 'vllm',
+      gpus: 8,
+      shards: 2,
+      gpuClasses: ['h100-80gb'],
+      diskGiB: 100,
+    };
     const nodes = [
       syntheticNode('a', { fabrics: [{ name: 'ib0' }] }),
       syntheticNode('b', { fabrics: [{ name: 'ib1' }] }),
@@ -115,16 +126,22 @@ describe('explain', () => {
 
   it('says when a profile cannot be placed anywhere because its pool does not parse', () => {
     const summary = summarise([syntheticNode('a')], [{ ...tp2, pool: 'zone in (a' }]);
-    expect(summary.text).toMatch(/^profile h100-tp2 cannot be placed on any node: pool selector "zone in \(a": missing "\)"/);
+    expect(summary.text).toMatch(
+      /^profile h100-tp2 cannot be placed on any node: pool selector "zone in \(a": missing "\)"/,
+    );
   });
 
   it('says when there are no nodes at all', () => {
-    expect(explain('llama-70b', [], { nodeCount: 0, profiles: [tp2] }).text).toBe('0/0 nodes fit profile h100-tp2: no node has joined');
+    expect(explain('llama-70b', [], { nodeCount: 0, profiles: [tp2] }).text).toBe(
+      '0/0 nodes fit profile h100-tp2: no node has joined',
+    );
   });
 
   it('words clauses plainly when the profiles are not given', () => {
     const r = fail([busy('a')], [tp2]);
-    expect(explain('llama-70b', r.rejections, { nodeCount: 1 }).text).toBe('0/1 nodes fit profile h100-tp2: 1 has fewer than 2 free GPUs');
+    expect(explain('llama-70b', r.rejections, { nodeCount: 1 }).text).toBe(
+      '0/1 nodes fit profile h100-tp2: 1 has fewer than 2 free GPUs',
+    );
   });
 
   it('drills down per node, in id order, with every reason', () => {
@@ -142,9 +159,20 @@ describe('explain', () => {
 
 describe('the seed view of rejections', () => {
   it('maps each rejection to {profile, pool, node, reason}, leaving out what is absent', () => {
-    const r = fail([cordoned('a')], [{ ...tp2, pool: 'pool' }, { name: 'x2', engine: 'vllm', gpus: 1, shards: 2 }]);
+    const r = fail(
+      [cordoned('a')],
+      [
+        { ...tp2, pool: 'pool' },
+        { name: 'x2', engine: 'vllm', gpus: 1, shards: 2 },
+      ],
+    );
     const views = toRejectionViews(r.rejections);
-    expect(views[0]).toEqual({ profile: 'h100-tp2', pool: 'pool', node: 'a', reason: 'node is cordoned, so it takes no new replicas; uncordon it to allow them' });
+    expect(views[0]).toEqual({
+      profile: 'h100-tp2',
+      pool: 'pool',
+      node: 'a',
+      reason: 'node is cordoned, so it takes no new replicas; uncordon it to allow them',
+    });
     expect(Object.keys(views[views.length - 1]!)).toEqual(['profile', 'node', 'reason']);
   });
 });

@@ -106,7 +106,12 @@ export function explain(model: string, rejections: readonly Rejection[], options
   }
 
   const profiles = order.map((name) =>
-    summariseProfile(name, byProfile.get(name)!, options.nodeCount, options.profiles?.find((p) => p.name === name)),
+    summariseProfile(
+      name,
+      byProfile.get(name)!,
+      options.nodeCount,
+      options.profiles?.find((p) => p.name === name),
+    ),
   );
   const notes = (options.notes ?? []).map((n) => n.text);
   return {
@@ -114,11 +119,19 @@ export function explain(model: string, rejections: readonly Rejection[], options
     profiles,
     nodes: drillDown(rejections),
     notes,
-    text: [...(profiles.length === 0 ? [`model ${model} has no profiles to place`] : profiles.map((p) => p.line)), ...notes].join('\n'),
+    text: [
+      ...(profiles.length === 0 ? [`model ${model} has no profiles to place`] : profiles.map((p) => p.line)),
+      ...notes,
+    ].join('\n'),
   };
 }
 
-function summariseProfile(name: string, rejections: readonly Rejection[], nodeCount: number, profile: PlacementProfile | undefined): ExplainProfile {
+function summariseProfile(
+  name: string,
+  rejections: readonly Rejection[],
+  nodeCount: number,
+  profile: PlacementProfile | undefined,
+): ExplainProfile {
   const nodesByCode = new Map<RejectionCode, Set<string>>();
   const rejected = new Set<string>();
   const first = new Map<RejectionCode, Rejection>();

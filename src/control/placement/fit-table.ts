@@ -31,7 +31,13 @@ export function fitTable(snapshot: PlacementSnapshot, request: PlacementRequest)
   }
   return request.profiles.map((profile) => {
     const shape = state.shape(profile);
-    const fit: ProfileFit = { profile: profile.name, engine: profile.engine, shards: shape.shards, fits: [], rejected: [] };
+    const fit: ProfileFit = {
+      profile: profile.name,
+      engine: profile.engine,
+      shards: shape.shards,
+      fits: [],
+      rejected: [],
+    };
     if (shape.selectorProblem !== null) {
       const why = poolInvalidRejection(shape).reason;
       fit.rejected = state.entries.map((e) => ({ node: e.id, reasons: [why] }));

@@ -4,7 +4,9 @@ import { labelMismatches, labelSelectorProblem, matchesLabels, parseLabelSelecto
 
 describe('pool selectors', () => {
   it('parses every Kubernetes form, comma meaning AND', () => {
-    expect(parseLabelSelector('pool=a100, zone in (a,b), gpu!=t4, region==eu, tier notin (batch), ssd, !spot').requirements).toEqual([
+    expect(
+      parseLabelSelector('pool=a100, zone in (a,b), gpu!=t4, region==eu, tier notin (batch), ssd, !spot').requirements,
+    ).toEqual([
       { key: 'pool', op: 'eq', value: 'a100' },
       { key: 'zone', op: 'in', values: ['a', 'b'] },
       { key: 'gpu', op: 'neq', value: 't4' },
@@ -30,7 +32,9 @@ describe('pool selectors', () => {
     const inSet = parseLabelSelector('zone in (a,b)');
     expect(matchesLabels(inSet, { zone: 'b' })).toBe(true);
     expect(matchesLabels(inSet, {}), 'in needs the label').toBe(false);
-    expect(matchesLabels(parseLabelSelector('!spot'), { spot: 'false' }), '!key is about presence, not value').toBe(false);
+    expect(matchesLabels(parseLabelSelector('!spot'), { spot: 'false' }), '!key is about presence, not value').toBe(
+      false,
+    );
     expect(matchesLabels(parseLabelSelector(''), { any: 'thing' }), 'an empty selector matches every node').toBe(true);
   });
 
@@ -61,7 +65,9 @@ describe('pool selectors', () => {
   });
 
   it('reports a problem as a sentence for callers that gather problems, and null for a valid selector', () => {
-    expect(labelSelectorProblem('zone in (a')).toBe('pool selector "zone in (a": missing ")" to close the values of "zone in"');
+    expect(labelSelectorProblem('zone in (a')).toBe(
+      'pool selector "zone in (a": missing ")" to close the values of "zone in"',
+    );
     expect(labelSelectorProblem('zone in (a)')).toBeNull();
   });
 

@@ -143,7 +143,8 @@ function parseRequirements(text: string): LabelRequirement[] | string {
         const values: string[] = [];
         for (;;) {
           const v = tokens[i++];
-          if (v?.kind !== 'ident') return `a value is missing in the list after "${key} ${next.text}" (found ${describe(v)})`;
+          if (v?.kind !== 'ident')
+            return `a value is missing in the list after "${key} ${next.text}" (found ${describe(v)})`;
           const vProblem = valueProblem(v.text);
           if (vProblem) return vProblem;
           values.push(v.text);

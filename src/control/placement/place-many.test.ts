@@ -7,7 +7,16 @@ import { nodeRejections } from './checks.js';
 import { matchesLabels, parseLabelSelector } from './label-selector.js';
 import { fitsByIndex, placeMany, placeManyWith } from './place.js';
 import { PlacementState } from './state.js';
-import { createPrng, pick, randomInt, syntheticFleet, syntheticNode, syntheticRequests, syntheticWeightsKey, type Prng } from './synthetic.js';
+import {
+  createPrng,
+  pick,
+  randomInt,
+  syntheticFleet,
+  syntheticNode,
+  syntheticRequests,
+  syntheticWeightsKey,
+  type Prng,
+} from './synthetic.js';
 import type { PlacementProfile, PlacementRequest, PlacementSnapshot } from './types.js';
 
 const GiB = 2 ** 30;
@@ -89,16 +98,22 @@ describe('a placement pass, over random fleets', () => {
         const profile = req.profiles.find((p) => p.name === result.placement.profile)!;
         const where = `seed ${seed}, request ${r} (${req.model}/${profile.name})`;
         expect(result.placement.shards, where).toHaveLength(profile.shards ?? 1);
-        expect(new Set(result.placement.shards.map((s) => s.nodeId)).size, `${where}: shards on distinct nodes`).toBe(profile.shards ?? 1);
+        expect(new Set(result.placement.shards.map((s) => s.nodeId)).size, `${where}: shards on distinct nodes`).toBe(
+          profile.shards ?? 1,
+        );
         for (const shard of result.placement.shards) {
           placedShards++;
           const node = byId.get(shard.nodeId)!;
           expect([node.adminState, node.liveness], `${where}: ${node.id} takes new replicas`).toEqual(['ready', 'up']);
           expect(node.engines, where).toContain(profile.engine);
           expect(req.excludeNodes ?? [], `${where}: excluded node used`).not.toContain(node.id);
-          if (profile.pool) expect(matchesLabels(parseLabelSelector(profile.pool), node.labels), `${where}: pool`).toBe(true);
+          if (profile.pool)
+            expect(matchesLabels(parseLabelSelector(profile.pool), node.labels), `${where}: pool`).toBe(true);
           if ((profile.shards ?? 1) > 1) {
-            expect(node.fabrics.map((f) => f.name), `${where}: on the replica's fabric`).toContain(result.placement.fabric);
+            expect(
+              node.fabrics.map((f) => f.name),
+              `${where}: on the replica's fabric`,
+            ).toContain(result.placement.fabric);
           }
           expect(shard.gpuIndices, where).toHaveLength(profile.gpus);
           for (const index of shard.gpuIndices) {
@@ -122,7 +137,9 @@ describe('a placement pass, over random fleets', () => {
     for (const seed of SEEDS) {
       const snapshot = randomFleet(seed);
       const requests = [...randomRequests(createPrng(seed), snapshot), ...syntheticRequests({ seed, modelCount: 6 })];
-      expect(placeManyWith(snapshot, requests, {}), `seed ${seed}`).toEqual(placeManyWith(snapshot, requests, { fullScan: true }));
+      expect(placeManyWith(snapshot, requests, {}), `seed ${seed}`).toEqual(
+        placeManyWith(snapshot, requests, { fullScan: true }),
+      );
     }
   });
 
@@ -142,9 +159,10 @@ describe('a placement pass, over random fleets', () => {
           state.entries.forEach((entry, i) => {
             const quick = fitsByIndex(state, req, profile, entry.id);
             const reasons = nodeRejections(state, shape, { keys, excluded }, i, []);
-            expect(quick, `seed ${seed}, ${profile.name} on ${entry.id}: fast path ${quick}, full checks found ${reasons} rejections`).toBe(
-              reasons === 0,
-            );
+            expect(
+              quick,
+              `seed ${seed}, ${profile.name} on ${entry.id}: fast path ${quick}, full checks found ${reasons} rejections`,
+            ).toBe(reasons === 0);
             if (quick) fits++;
             else rejected++;
           });
@@ -164,7 +182,10 @@ describe('a placement pass keeps account as it goes', () => {
   });
 
   it('disk taken by one model is not offered to the next', () => {
-    const nodes = [syntheticNode('a', { localDiskFreeBytes: 100 * GiB }), syntheticNode('b', { localDiskFreeBytes: 100 * GiB, gpusInUse: [0] })];
+    const nodes = [
+      syntheticNode('a', { localDiskFreeBytes: 100 * GiB }),
+      syntheticNode('b', { localDiskFreeBytes: 100 * GiB, gpusInUse: [0] }),
+    ];
     const [first, second] = placeMany({ nodes }, [model('x', 60), model('y', 60)]);
     expect(first!.ok && first!.placement.shards[0]!.nodeId, 'x packs onto b, the tighter node').toBe('b');
     expect(second!.ok && second!.placement.shards[0]!.nodeId, 'b has 40 GiB left, so y goes to a').toBe('a');
@@ -192,6 +213,8 @@ describe('a placement pass keeps account as it goes', () => {
     const req: PlacementRequest = { model: 'x', weightsKey: 'x', profiles: [{ name: 'tp8', engine: 'vllm', gpus: 8 }] };
     const results = placeMany({ nodes: [syntheticNode('a')] }, [req, req]);
     expect(results[0]!.ok).toBe(true);
-    expect(!results[1]!.ok && results[1]!.rejections.map((r) => r.reason)).toEqual(['needs 8 GPUs; none is free (8 are in use)']);
+    expect(!results[1]!.ok && results[1]!.rejections.map((r) => r.reason)).toEqual([
+      'needs 8 GPUs; none is free (8 are in use)',
+    ]);
   });
 });

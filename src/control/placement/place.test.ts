@@ -2,7 +2,15 @@
 // preference, and that the answer depends on the snapshot and nothing else.
 import { describe, expect, it } from 'vitest';
 import { place, placeMany } from './place.js';
-import { createPrng, shuffled, syntheticFleet, syntheticGpus, syntheticNode, syntheticRequests, syntheticWeightsKey } from './synthetic.js';
+import {
+  createPrng,
+  shuffled,
+  syntheticFleet,
+  syntheticGpus,
+  syntheticNode,
+  syntheticRequests,
+  syntheticWeightsKey,
+} from './synthetic.js';
 import type { PlacementNode, PlacementProfile, PlacementRequest, PlacementResult } from './types.js';
 
 const gpu1: PlacementProfile = { name: 'gpu1', engine: 'vllm', gpus: 1, diskGiB: 10 };
@@ -14,7 +22,8 @@ function request(profiles: PlacementProfile[], extra: Partial<PlacementRequest> 
 }
 
 function nodesOf(result: PlacementResult): string[] {
-  if (!result.ok) throw new Error(`expected a placement, got: ${result.rejections.map((r) => `${r.node}: ${r.reason}`).join(' | ')}`);
+  if (!result.ok)
+    throw new Error(`expected a placement, got: ${result.rejections.map((r) => `${r.node}: ${r.reason}`).join(' | ')}`);
   return result.placement.shards.map((s) => s.nodeId);
 }
 
@@ -88,7 +97,10 @@ describe('profiles and candidates', () => {
   it('tries profiles in catalog order and takes the first that fits', () => {
     const nodes = [syntheticNode('a', { gpus: [] })];
     const result = place({ nodes }, request([tp2, cpu]));
-    expect(result.ok && result.placement).toEqual({ profile: 'cpu', shards: [{ nodeId: 'a', rank: 0, gpuIndices: [] }] });
+    expect(result.ok && result.placement).toEqual({
+      profile: 'cpu',
+      shards: [{ nodeId: 'a', rank: 0, gpuIndices: [] }],
+    });
   });
 
   it('reports the pool on the placement and only uses nodes in it', () => {
@@ -104,7 +116,12 @@ describe('profiles and candidates', () => {
   });
 
   it('counts the candidates that had enough free GPUs for the chosen profile', () => {
-    const nodes = [withFree('a', 8), withFree('b', 1), withFree('c', 0), syntheticNode('d', { adminState: 'cordoned' })];
+    const nodes = [
+      withFree('a', 8),
+      withFree('b', 1),
+      withFree('c', 0),
+      syntheticNode('d', { adminState: 'cordoned' }),
+    ];
     const result = place({ nodes }, request([tp2]));
     expect(result.ok && result.candidatesConsidered).toBe(1);
   });
@@ -141,7 +158,10 @@ describe('determinism', () => {
   });
 
   it('gives the same rejections, in the same order, whatever order the nodes are listed in', () => {
-    const nowhere = request([{ name: 'huge', engine: 'vllm', gpus: 16, diskGiB: 100 }, { ...cpu, engine: 'tensorrt', memoryGiB: 900 }]);
+    const nowhere = request([
+      { name: 'huge', engine: 'vllm', gpus: 16, diskGiB: 100 },
+      { ...cpu, engine: 'tensorrt', memoryGiB: 900 },
+    ]);
     const expected = place(fleet, nowhere);
     expect(expected.ok).toBe(false);
     expect(place({ nodes: shuffled(createPrng(3), fleet.nodes) }, nowhere)).toEqual(expected);

@@ -59,7 +59,11 @@ export function placeMany(snapshot: PlacementSnapshot, requests: readonly Placem
 }
 
 /** Internal: `fullScan` scores every node instead of using the buckets, so a test can hold the two to the same answers. */
-export function placeManyWith(snapshot: PlacementSnapshot, requests: readonly PlacementRequest[], options: { fullScan?: boolean }): PlacementResult[] {
+export function placeManyWith(
+  snapshot: PlacementSnapshot,
+  requests: readonly PlacementRequest[],
+  options: { fullScan?: boolean },
+): PlacementResult[] {
   const state = new PlacementState(snapshot);
   const placedInPass = new Map<string, ReplicaFootprint[]>();
   return requests.map((request) => {
@@ -67,7 +71,8 @@ export function placeManyWith(snapshot: PlacementSnapshot, requests: readonly Pl
     const { result, shape } = placeIn(state, request, earlier ?? [], options.fullScan ?? false);
     if (result.ok && shape) {
       const keys = weightKeys(request);
-      for (const shard of result.placement.shards) state.claim(shape, keys, state.positionById.get(shard.nodeId)!, shard.gpuIndices);
+      for (const shard of result.placement.shards)
+        state.claim(shape, keys, state.positionById.get(shard.nodeId)!, shard.gpuIndices);
       const footprint: ReplicaFootprint = {
         nodeIds: result.placement.shards.map((s) => s.nodeId),
         ...(result.placement.fabric === undefined ? {} : { fabric: result.placement.fabric }),
@@ -102,7 +107,11 @@ const NO_NODES: ReadonlySet<number> = new Set();
 const NO_FABRICS: ReadonlyMap<string, number> = new Map();
 
 /** Marks the request's excluded nodes, replica nodes and weight holders in the state's scratch arrays. */
-function begin(state: PlacementState, request: PlacementRequest, placedInPass: readonly ReplicaFootprint[]): { ctx: RequestContext; marks: Marks } {
+function begin(
+  state: PlacementState,
+  request: PlacementRequest,
+  placedInPass: readonly ReplicaFootprint[],
+): { ctx: RequestContext; marks: Marks } {
   const stamp = ++state.stamp;
   let excluded = NO_NODES;
   if (request.excludeNodes && request.excludeNodes.length > 0) {
@@ -191,7 +200,14 @@ interface Found {
  * weights. Unknown RAM or disk (NaN) passes: `NaN < x` is false. The rest of
  * the checks were made when the index was built.
  */
-function fitsNow(state: PlacementState, shape: ProfileShape, index: ProfileIndex, k: number, i: number, marks: Marks): boolean {
+function fitsNow(
+  state: PlacementState,
+  shape: ProfileShape,
+  index: ProfileIndex,
+  k: number,
+  i: number,
+  marks: Marks,
+): boolean {
   if (index.freeCount[k]! < shape.gpus) return false;
   if (marks.anyExcluded && state.excludeMark[i] === marks.stamp) return false;
   if (state.memoryFreeBytes[i]! < shape.memoryBytes) return false;
@@ -205,13 +221,26 @@ function affinityOf(state: PlacementState, i: number, marks: Marks): number {
 }
 
 /** The single-node score, one number: affinity, then leftover, then fabric spread (lower wins). */
-function scoreOf(state: PlacementState, shape: ProfileShape, index: ProfileIndex, k: number, i: number, marks: Marks): number {
+function scoreOf(
+  state: PlacementState,
+  shape: ProfileShape,
+  index: ProfileIndex,
+  k: number,
+  i: number,
+  marks: Marks,
+): number {
   const leftover = Math.min(index.freeCount[k]! - shape.gpus, 1023);
   const spread = marks.spreadByGroup === null ? 0 : Math.min(marks.spreadByGroup[state.fabricGroupOf[i]!]!, 4095);
   return (affinityOf(state, i, marks) * 1024 + leftover) * 4096 + spread;
 }
 
-function candidate(state: PlacementState, shape: ProfileShape, index: ProfileIndex, k: number, marks: Marks): Candidate {
+function candidate(
+  state: PlacementState,
+  shape: ProfileShape,
+  index: ProfileIndex,
+  k: number,
+  marks: Marks,
+): Candidate {
   const i = index.nodes[k]!;
   return { k, i, affinity: affinityOf(state, i, marks), leftover: index.freeCount[k]! - shape.gpus };
 }
@@ -230,7 +259,13 @@ function withEnoughGpus(index: ProfileIndex, need: number): number {
  * buckets are walked from the fullest, stopping as soon as nothing further
  * can win. Ties go to the lower node position, which is id order.
  */
-function bestNode(state: PlacementState, shape: ProfileShape, index: ProfileIndex, marks: Marks, fullScan: boolean): Found | null {
+function bestNode(
+  state: PlacementState,
+  shape: ProfileShape,
+  index: ProfileIndex,
+  marks: Marks,
+  fullScan: boolean,
+): Found | null {
   let bestScore = Infinity;
   let bestK = -1;
   let bestI = -1;
@@ -294,13 +329,19 @@ function bestGroup(state: PlacementState, shape: ProfileShape, index: ProfileInd
     if (members.length < shape.shards) continue;
     for (const m of members) consideredNodes.add(m.i);
     // Stable sort: members arrive in id order, so equal scores keep the lower id first.
-    const chosen = [...members].sort((a, b) => a.affinity - b.affinity || a.leftover - b.leftover).slice(0, shape.shards);
+    const chosen = [...members]
+      .sort((a, b) => a.affinity - b.affinity || a.leftover - b.leftover)
+      .slice(0, shape.shards);
     const key: [number, number, number] = [
       chosen.reduce((s, m) => s + m.affinity, 0),
       chosen.reduce((s, m) => s + m.leftover, 0),
       marks.replicasOnFabric.get(fabric) ?? 0,
     ];
-    if (!best || key[0] < best.key[0] || (key[0] === best.key[0] && (key[1] < best.key[1] || (key[1] === best.key[1] && key[2] < best.key[2])))) {
+    if (
+      !best ||
+      key[0] < best.key[0] ||
+      (key[0] === best.key[0] && (key[1] < best.key[1] || (key[1] === best.key[1] && key[2] < best.key[2])))
+    ) {
       best = { members: chosen, fabric, key };
     }
   }
@@ -312,7 +353,12 @@ function bestGroup(state: PlacementState, shape: ProfileShape, index: ProfileInd
  * whether node `nodeId` fits `profile` by the index and the dynamic checks
  * alone, exactly as a scan would see it.
  */
-export function fitsByIndex(state: PlacementState, request: PlacementRequest, profile: PlacementProfile, nodeId: string): boolean {
+export function fitsByIndex(
+  state: PlacementState,
+  request: PlacementRequest,
+  profile: PlacementProfile,
+  nodeId: string,
+): boolean {
   const { marks } = begin(state, request, []);
   const shape = state.shape(profile);
   const index = state.index(shape);
@@ -333,7 +379,8 @@ function placeIn(
     const shape = state.shape(profile);
     const index = state.index(shape);
     if (!index) continue;
-    const found = shape.shards > 1 ? bestGroup(state, shape, index, marks) : bestNode(state, shape, index, marks, fullScan);
+    const found =
+      shape.shards > 1 ? bestGroup(state, shape, index, marks) : bestNode(state, shape, index, marks, fullScan);
     if (!found) continue;
     const placement: Placement = {
       profile: profile.name,
@@ -345,7 +392,12 @@ function placeIn(
         gpuIndices: shape.gpus > 0 ? state.pickGpus(index, m.k, shape.gpus) : [],
       })),
     };
-    const notes = notesFor(state, shape, ctx, found.members.map((m) => m.i));
+    const notes = notesFor(
+      state,
+      shape,
+      ctx,
+      found.members.map((m) => m.i),
+    );
     return { result: { ok: true, placement, candidatesConsidered: found.considered, notes }, shape };
   }
   return { result: explainFailure(state, request, ctx) };

@@ -5,7 +5,11 @@ import { checkReplicas, type ExistingReplica } from './replicas.js';
 import { occupy, syntheticFleet, syntheticNode, syntheticRequests } from './synthetic.js';
 import type { PlacementNode } from './types.js';
 
-const replica = (id: string, shards: { nodeId: string; gpuIndices: number[] }[], extra: Partial<ExistingReplica> = {}): ExistingReplica => ({
+const replica = (
+  id: string,
+  shards: { nodeId: string; gpuIndices: number[] }[],
+  extra: Partial<ExistingReplica> = {},
+): ExistingReplica => ({
   id,
   model: 'llama',
   shards: shards.map((s, rank) => ({ ...s, rank })),
@@ -22,10 +26,19 @@ describe('checking existing replicas (the idle pass)', () => {
     const requests = syntheticRequests({ seed: 3, modelCount: 30 });
     const replicas: ExistingReplica[] = [];
     placeMany(fleet, requests).forEach((r, i) => {
-      if (r.ok) replicas.push({ id: `r${i}`, model: requests[i]!.model, fabric: r.placement.fabric, shards: r.placement.shards });
+      if (r.ok)
+        replicas.push({
+          id: `r${i}`,
+          model: requests[i]!.model,
+          fabric: r.placement.fabric,
+          shards: r.placement.shards,
+        });
     });
     expect(replicas.length, 'the fleet should hold some replicas').toBeGreaterThan(20);
-    const after = occupy(fleet, replicas.map((r) => ({ profile: '', shards: r.shards })));
+    const after = occupy(
+      fleet,
+      replicas.map((r) => ({ profile: '', shards: r.shards })),
+    );
     expect(checkReplicas(after, replicas)).toEqual([]);
   });
 
@@ -54,7 +67,10 @@ describe('checking existing replicas (the idle pass)', () => {
       { index: 1, class: 'h100-80gb', healthy: true },
     ];
     const nodes = [syntheticNode('a', { gpus }), syntheticNode('b', { gpus: undefined })];
-    const problems = checkReplicas({ nodes }, [replica('r1', [{ nodeId: 'a', gpuIndices: [0, 1, 5] }]), replica('r2', [{ nodeId: 'b', gpuIndices: [0] }])]);
+    const problems = checkReplicas({ nodes }, [
+      replica('r1', [{ nodeId: 'a', gpuIndices: [0, 1, 5] }]),
+      replica('r2', [{ nodeId: 'b', gpuIndices: [0] }]),
+    ]);
     expect(problems.map((p) => [p.code, p.reason])).toEqual([
       ['gpu_unhealthy', 'GPU 0 is unhealthy: 3 uncorrectable ECC errors'],
       ['gpu_missing', 'GPU 5 is no longer reported on this node'],
@@ -66,16 +82,43 @@ describe('checking existing replicas (the idle pass)', () => {
       replica('r1', [{ nodeId: 'a', gpuIndices: [0, 1] }]),
       replica('r2', [{ nodeId: 'a', gpuIndices: [1] }]),
     ]);
-    expect(problems.map((p) => [p.replica, p.code, p.reason])).toEqual([['r2', 'gpu_shared', 'GPU 1 is also given to r1; one of them must move']]);
+    expect(problems.map((p) => [p.replica, p.code, p.reason])).toEqual([
+      ['r2', 'gpu_shared', 'GPU 1 is also given to r1; one of them must move'],
+    ]);
   });
 
   it('reports a multi-node replica whose nodes no longer share its fabric, and an engine gone', () => {
-    const nodes = [syntheticNode('a', { fabrics: [{ name: 'ib0' }] }), syntheticNode('b', { fabrics: [{ name: 'ib1' }], engines: ['sim'] })];
-    expect(codes(nodes, [replica('r1', [{ nodeId: 'a', gpuIndices: [0] }, { nodeId: 'b', gpuIndices: [0] }], { fabric: 'ib0', engine: 'vllm' })])).toEqual([
-      'r1:b:engine_missing',
-      'r1:-:fabric',
-    ]);
-    const shared = [syntheticNode('a', { fabrics: [{ name: 'ib0' }] }), syntheticNode('b', { fabrics: [{ name: 'ib0' }] })];
-    expect(codes(shared, [replica('r1', [{ nodeId: 'a', gpuIndices: [0] }, { nodeId: 'b', gpuIndices: [0] }], { fabric: 'ib0' })])).toEqual([]);
+    const nodes = [
+      syntheticNode('a', { fabrics: [{ name: 'ib0' }] }),
+      syntheticNode('b', { fabrics: [{ name: 'ib1' }], engines: ['sim'] }),
+    ];
+    expect(
+      codes(nodes, [
+        replica(
+          'r1',
+          [
+            { nodeId: 'a', gpuIndices: [0] },
+            { nodeId: 'b', gpuIndices: [0] },
+          ],
+          { fabric: 'ib0', engine: 'vllm' },
+        ),
+      ]),
+    ).toEqual(['r1:b:engine_missing', 'r1:-:fabric']);
+    const shared = [
+      syntheticNode('a', { fabrics: [{ name: 'ib0' }] }),
+      syntheticNode('b', { fabrics: [{ name: 'ib0' }] }),
+    ];
+    expect(
+      codes(shared, [
+        replica(
+          'r1',
+          [
+            { nodeId: 'a', gpuIndices: [0] },
+            { nodeId: 'b', gpuIndices: [0] },
+          ],
+          { fabric: 'ib0' },
+        ),
+      ]),
+    ).toEqual([]);
   });
 });

@@ -18,14 +18,7 @@ export interface ExistingReplica {
 }
 
 export type ReplicaProblemCode =
-  | 'node_missing'
-  | 'lost'
-  | 'draining'
-  | 'engine_missing'
-  | 'gpu_missing'
-  | 'gpu_unhealthy'
-  | 'gpu_shared'
-  | 'fabric';
+  'node_missing' | 'lost' | 'draining' | 'engine_missing' | 'gpu_missing' | 'gpu_unhealthy' | 'gpu_shared' | 'fabric';
 
 export interface ReplicaProblem {
   /** Index of the replica in the input. */
@@ -62,13 +55,22 @@ export function checkReplicas(snapshot: PlacementSnapshot, replicas: readonly Ex
     for (const shard of replica.shards) {
       const found = nodes.get(shard.nodeId);
       if (!found) {
-        report('node_missing', `shard ${shard.rank} is on node ${shard.nodeId}, which is no longer in the inventory`, shard.nodeId);
+        report(
+          'node_missing',
+          `shard ${shard.rank} is on node ${shard.nodeId}, which is no longer in the inventory`,
+          shard.nodeId,
+        );
         continue;
       }
       const { node, ordinal } = found;
-      if (node.liveness === 'lost') report('lost', `shard ${shard.rank} is on a lost node; the replica must be replaced`, node.id);
+      if (node.liveness === 'lost')
+        report('lost', `shard ${shard.rank} is on a lost node; the replica must be replaced`, node.id);
       if (node.adminState === 'draining') {
-        report('draining', `shard ${shard.rank} is on a draining node; a replacement should be placed before it stops`, node.id);
+        report(
+          'draining',
+          `shard ${shard.rank} is on a draining node; a replacement should be placed before it stops`,
+          node.id,
+        );
       }
       if (replica.engine !== undefined && !node.engines.includes(replica.engine)) {
         report('engine_missing', `engine ${replica.engine} is no longer reported on this node`, node.id);
@@ -78,7 +80,11 @@ export function checkReplicas(snapshot: PlacementSnapshot, replicas: readonly Ex
         const owner = owners.get(key);
         if (owner !== undefined && owner !== replicaIndex) {
           const other = replicas[owner]!;
-          report('gpu_shared', `GPU ${index} is also given to ${other.id ?? `a replica of ${other.model}`}; one of them must move`, node.id);
+          report(
+            'gpu_shared',
+            `GPU ${index} is also given to ${other.id ?? `a replica of ${other.model}`}; one of them must move`,
+            node.id,
+          );
         } else {
           owners.set(key, replicaIndex);
         }
@@ -86,7 +92,8 @@ export function checkReplicas(snapshot: PlacementSnapshot, replicas: readonly Ex
         if (node.gpus === undefined) continue;
         const gpu = findGpu(node.gpus, index);
         if (!gpu) report('gpu_missing', `GPU ${index} is no longer reported on this node`, node.id);
-        else if (!gpu.healthy) report('gpu_unhealthy', `GPU ${index} is unhealthy${gpu.problem ? `: ${gpu.problem}` : ''}`, node.id);
+        else if (!gpu.healthy)
+          report('gpu_unhealthy', `GPU ${index} is unhealthy${gpu.problem ? `: ${gpu.problem}` : ''}`, node.id);
       }
       if (multiNode) {
         const names = node.fabrics.map((f) => f.name);

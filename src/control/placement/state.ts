@@ -101,7 +101,8 @@ export function gpuUsable(shape: ProfileShape, gpu: PlacementGpu): boolean {
   if (!gpu.healthy) return false;
   if (shape.classes.length > 0 && (gpu.class === undefined || !shape.classes.includes(gpu.class))) return false;
   // Unknown memory is not checked: the class is the usual guard.
-  if (shape.gpuMemoryMiB > 0 && gpu.memoryTotalMiB !== undefined && gpu.memoryTotalMiB < shape.gpuMemoryMiB) return false;
+  if (shape.gpuMemoryMiB > 0 && gpu.memoryTotalMiB !== undefined && gpu.memoryTotalMiB < shape.gpuMemoryMiB)
+    return false;
   return true;
 }
 
@@ -156,9 +157,12 @@ export class PlacementState {
     for (let i = 0; i < n; i++) {
       const node = nodes[i]!;
       if (positionById.has(node.id)) {
-        throw new IllegalStateError(`the placement snapshot lists node ${node.id} twice; the inventory must key nodes by id`, {
-          node: node.id,
-        });
+        throw new IllegalStateError(
+          `the placement snapshot lists node ${node.id} twice; the inventory must key nodes by id`,
+          {
+            node: node.id,
+          },
+        );
       }
       positionById.set(node.id, i);
       const gpus = node.gpus ?? [];
@@ -270,7 +274,8 @@ export class PlacementState {
   private countFree(index: ProfileIndex, k: number): number {
     const base = this.gpuStart[index.nodes[k]!]!;
     let free = 0;
-    for (let p = index.positionStart[k]!; p < index.positionStart[k + 1]!; p++) if (this.used[base + index.positions[p]!] === 0) free++;
+    for (let p = index.positionStart[k]!; p < index.positionStart[k + 1]!; p++)
+      if (this.used[base + index.positions[p]!] === 0) free++;
     return free;
   }
 
@@ -309,10 +314,13 @@ export class PlacementState {
     for (const index of gpuIndices) {
       const pos = positionOfGpu(entry.gpus, index);
       if (pos === -1 || this.used[base + pos] === 1) {
-        throw new IllegalStateError(`placement tried to give GPU ${index} of node ${entry.id} twice; this is a bug in placement`, {
-          node: entry.id,
-          gpu: index,
-        });
+        throw new IllegalStateError(
+          `placement tried to give GPU ${index} of node ${entry.id} twice; this is a bug in placement`,
+          {
+            node: entry.id,
+            gpu: index,
+          },
+        );
       }
       this.used[base + pos] = 1;
     }
@@ -331,7 +339,8 @@ export class PlacementState {
       }
     }
     if (!Number.isNaN(shape.memoryBytes)) this.memoryFreeBytes[i] = this.memoryFreeBytes[i]! - shape.memoryBytes;
-    if (!Number.isNaN(shape.diskBytes) && !this.holds(keys, i)) this.diskFreeBytes[i] = this.diskFreeBytes[i]! - shape.diskBytes;
+    if (!Number.isNaN(shape.diskBytes) && !this.holds(keys, i))
+      this.diskFreeBytes[i] = this.diskFreeBytes[i]! - shape.diskBytes;
     for (const key of keys) {
       let set = this.holders.get(key);
       if (!set) this.holders.set(key, (set = new Set()));

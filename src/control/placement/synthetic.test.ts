@@ -32,6 +32,9 @@ describe('synthetic fleets', () => {
     const cordoned = fleet.nodes.filter((n) => n.adminState === 'cordoned').length;
     expect(cordoned, 'about 5% of 2000').toBeGreaterThan(60);
     expect(cordoned).toBeLessThan(140);
-    expect(fleet.nodes.every((n) => n.liveness === 'up'), 'no stale nodes unless asked').toBe(true);
+    expect(
+      fleet.nodes.every((n) => n.liveness === 'up'),
+      'no stale nodes unless asked',
+    ).toBe(true);
   });
 });

@@ -3,7 +3,14 @@
 // sees the same fleet and a failure can be replayed from its seed. Lives in
 // src rather than test/ so the benchmark can import it from dist/.
 import { GiB } from '../../units/index.js';
-import type { Placement, PlacementGpu, PlacementNode, PlacementProfile, PlacementRequest, PlacementSnapshot } from './types.js';
+import type {
+  Placement,
+  PlacementGpu,
+  PlacementNode,
+  PlacementProfile,
+  PlacementRequest,
+  PlacementSnapshot,
+} from './types.js';
 
 /** Returns numbers in [0, 1), the same sequence for the same seed (mulberry32). */
 export type Prng = () => number;
@@ -134,7 +141,12 @@ export function syntheticFleet(options: SyntheticFleetOptions): PlacementSnapsho
   const width = String(options.nodeCount).length;
   const nodes: PlacementNode[] = [];
   for (let n = 0; n < options.nodeCount; n++) {
-    const gpuCount = typeof options.gpusPerNode === 'number' ? options.gpusPerNode : options.gpusPerNode ? pick(prng, options.gpusPerNode) : 8;
+    const gpuCount =
+      typeof options.gpusPerNode === 'number'
+        ? options.gpusPerNode
+        : options.gpusPerNode
+          ? pick(prng, options.gpusPerNode)
+          : 8;
     const nodeClass = weighted(prng, classes);
     const gpus: PlacementGpu[] = [];
     const gpusInUse: number[] = [];
@@ -144,7 +156,13 @@ export function syntheticFleet(options: SyntheticFleetOptions): PlacementSnapsho
       gpus.push(
         healthy
           ? { index, class: cls.name, memoryTotalMiB: cls.memoryMiB, healthy }
-          : { index, class: cls.name, memoryTotalMiB: cls.memoryMiB, healthy, problem: `${randomInt(prng, 1, 40)} uncorrectable ECC errors` },
+          : {
+              index,
+              class: cls.name,
+              memoryTotalMiB: cls.memoryMiB,
+              healthy,
+              problem: `${randomInt(prng, 1, 40)} uncorrectable ECC errors`,
+            },
       );
       if (share(prng, options.gpusInUseFraction)) gpusInUse.push(index);
     }
@@ -155,14 +173,19 @@ export function syntheticFleet(options: SyntheticFleetOptions): PlacementSnapsho
     const stale = options.staleFraction ?? 0;
     const adminState =
       adminRoll < cordoned ? 'cordoned' : adminRoll < cordoned + (options.drainingFraction ?? 0) ? 'draining' : 'ready';
-    const liveness = livenessRoll < stale ? 'stale' : livenessRoll < stale + (options.lostFraction ?? 0) ? 'lost' : 'up';
+    const liveness =
+      livenessRoll < stale ? 'stale' : livenessRoll < stale + (options.lostFraction ?? 0) ? 'lost' : 'up';
     const [memLow, memHigh] = options.memoryGiB ?? [512, 2048];
     const memoryTotalBytes = randomInt(prng, memLow, memHigh) * GiB;
     const memoryFreeBytes = Math.floor(memoryTotalBytes * (0.5 + prng() / 2));
     const [diskLow, diskHigh] = options.diskFreeGiB ?? [500, 4000];
     const localDiskFreeBytes = randomInt(prng, diskLow, diskHigh) * GiB;
-    const fabrics = fabricCount === 0 ? [] : [{ name: `ib${n % fabricCount}`, address: `10.${n % fabricCount}.${n >> 8}.${n & 255}` }];
-    if (fabricCount > 1 && prng() < 0.05) fabrics.push({ name: `ib${(n + 1) % fabricCount}`, address: `10.9.${n >> 8}.${n & 255}` });
+    const fabrics =
+      fabricCount === 0
+        ? []
+        : [{ name: `ib${n % fabricCount}`, address: `10.${n % fabricCount}.${n >> 8}.${n & 255}` }];
+    if (fabricCount > 1 && prng() < 0.05)
+      fabrics.push({ name: `ib${(n + 1) % fabricCount}`, address: `10.9.${n >> 8}.${n & 255}` });
     const engines = ['vllm', 'sim', 'builtin'];
     if (prng() < 0.5) engines.push('llamacpp');
     if (prng() < 0.3) engines.push('sglang');
@@ -222,17 +245,50 @@ export function syntheticRequests(options: SyntheticRequestsOptions): PlacementR
     const withDisk = (p: PlacementProfile): PlacementProfile => (diskGiB === undefined ? p : { ...p, diskGiB });
     const profiles: PlacementProfile[] = [];
     if (roll < 0.5) {
-      profiles.push(withDisk({ name: 'gpu1', engine: 'vllm', gpus: 1, ...(prng() < 0.3 ? { gpuClasses: ['l40s-48gb', 'a100-40gb'] } : {}) }));
+      profiles.push(
+        withDisk({
+          name: 'gpu1',
+          engine: 'vllm',
+          gpus: 1,
+          ...(prng() < 0.3 ? { gpuClasses: ['l40s-48gb', 'a100-40gb'] } : {}),
+        }),
+      );
     } else if (roll < 0.75) {
-      profiles.push(withDisk({ name: 'tp2', engine: pick(prng, ['vllm', 'sglang']), gpus: 2, gpuClasses: ['h100-80gb', 'a100-80gb'], gpuMemoryGiB: 70 }));
+      profiles.push(
+        withDisk({
+          name: 'tp2',
+          engine: pick(prng, ['vllm', 'sglang']),
+          gpus: 2,
+          gpuClasses: ['h100-80gb', 'a100-80gb'],
+          gpuMemoryGiB: 70,
+        }),
+      );
     } else if (roll < 0.85) {
-      profiles.push(withDisk({ name: 'tp8', engine: 'vllm', gpus: 8, gpuClasses: ['h100-80gb'], ...(prng() < 0.3 ? { pool: 'pool=h100-80gb,!spot' } : {}) }));
+      profiles.push(
+        withDisk({
+          name: 'tp8',
+          engine: 'vllm',
+          gpus: 8,
+          gpuClasses: ['h100-80gb'],
+          ...(prng() < 0.3 ? { pool: 'pool=h100-80gb,!spot' } : {}),
+        }),
+      );
     } else if (roll < 0.88) {
-      profiles.push(withDisk({ name: 'tp8x2', engine: 'vllm', gpus: 8, shards: 2, gpuClasses: ['h100-80gb', 'a100-80gb'] }));
+      profiles.push(
+        withDisk({ name: 'tp8x2', engine: 'vllm', gpus: 8, shards: 2, gpuClasses: ['h100-80gb', 'a100-80gb'] }),
+      );
     } else {
-      profiles.push(withDisk({ name: 'cpu', engine: pick(prng, ['builtin', 'llamacpp']), gpus: 0, memoryGiB: randomInt(prng, 8, 64) }));
+      profiles.push(
+        withDisk({
+          name: 'cpu',
+          engine: pick(prng, ['builtin', 'llamacpp']),
+          gpus: 0,
+          memoryGiB: randomInt(prng, 8, 64),
+        }),
+      );
     }
-    if (roll < 0.88 && prng() < 0.2) profiles.push(withDisk({ name: 'cpu-fallback', engine: 'llamacpp', gpus: 0, memoryGiB: 32 }));
+    if (roll < 0.88 && prng() < 0.2)
+      profiles.push(withDisk({ name: 'cpu-fallback', engine: 'llamacpp', gpus: 0, memoryGiB: 32 }));
     const model = `model-${String(m).padStart(width, '0')}`;
     const count = randomInt(prng, low, high);
     for (let r = 0; r < count; r++) out.push({ model, weightsKey: syntheticWeightsKey(m), profiles });

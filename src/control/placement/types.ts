@@ -162,7 +162,8 @@ export interface Rejection {
   readonly reason: string;
 }
 
-export type PlacementNoteCode = 'disk_size_unknown' | 'disk_free_unknown' | 'memory_size_unknown' | 'memory_free_unknown';
+export type PlacementNoteCode =
+  'disk_size_unknown' | 'disk_free_unknown' | 'memory_size_unknown' | 'memory_free_unknown';
 
 /** A check that could not be made because a size was not known; never a rejection. */
 export interface PlacementNote {

@@ -21,7 +21,8 @@ export function gpuRequest(profile: PlacementProfile): string {
   const classes = classList(profile);
   let out = `${profile.gpus} ${plural(profile.gpus, 'GPU', 'GPUs')}`;
   if (classes) out += ` of class ${classes}`;
-  if (profile.gpuMemoryGiB !== undefined) out += ` with ${profile.gpuMemoryGiB} GiB ${profile.gpus === 1 ? '' : 'each'}`.trimEnd();
+  if (profile.gpuMemoryGiB !== undefined)
+    out += ` with ${profile.gpuMemoryGiB} GiB ${profile.gpus === 1 ? '' : 'each'}`.trimEnd();
   return out;
 }
 
@@ -30,7 +31,12 @@ export function gpuRequest(profile: PlacementProfile): string {
  * "N have fewer than 2 …". `withMemory` false leaves the memory out, for the
  * clause about class alone.
  */
-export function gpuNoun(profile: PlacementProfile | undefined, count: number, adjective: string, withMemory = true): string {
+export function gpuNoun(
+  profile: PlacementProfile | undefined,
+  count: number,
+  adjective: string,
+  withMemory = true,
+): string {
   const classes = profile ? classList(profile) : '';
   const words = [adjective, classes, plural(count, 'GPU', 'GPUs')].filter((w) => w !== '').join(' ');
   return withMemory && profile?.gpuMemoryGiB !== undefined ? `${words} with ${profile.gpuMemoryGiB} GiB` : words;

@@ -8,9 +8,16 @@ describe('newEngineSecret', () => {
   // life, could never start. 2000 draws of the old form miss a leading "-" with odds of about 1 in 10^13.
   it('never starts with "-", so every option parser takes it as the value of --api-key', () => {
     const secrets = Array.from({ length: 2000 }, () => newEngineSecret());
-    expect(secrets.filter((s) => s.startsWith('-')), 'secrets an option parser reads as a flag').toEqual([]);
+    expect(
+      secrets.filter((s) => s.startsWith('-')),
+      'secrets an option parser reads as a flag',
+    ).toEqual([]);
     for (const secret of secrets.slice(0, 50)) {
-      const { values } = parseArgs({ args: ['--api-key', secret], options: { 'api-key': { type: 'string' } }, strict: true });
+      const { values } = parseArgs({
+        args: ['--api-key', secret],
+        options: { 'api-key': { type: 'string' } },
+        strict: true,
+      });
       expect(values['api-key'], 'a strict parser takes it as the value').toBe(secret);
     }
   });

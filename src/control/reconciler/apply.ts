@@ -62,7 +62,15 @@ export function applyPlan(records: readonly ReplicaRecord[], plan: Plan, ctx: Ap
     changed.add(id);
   };
   const shardsOf = (placement: Placement): ShardRecord[] =>
-    placement.shards.map((s) => ({ id: ctx.newId('shard'), nodeId: s.nodeId, rank: s.rank, gpuIndices: [...s.gpuIndices], state: 'pending', error: null, endpoint: null }));
+    placement.shards.map((s) => ({
+      id: ctx.newId('shard'),
+      nodeId: s.nodeId,
+      rank: s.rank,
+      gpuIndices: [...s.gpuIndices],
+      state: 'pending',
+      error: null,
+      endpoint: null,
+    }));
 
   for (const a of plan.actions) {
     switch (a.kind) {
@@ -110,7 +118,15 @@ export function applyPlan(records: readonly ReplicaRecord[], plan: Plan, ctx: Ap
         update(a.replicaId, (r) => ({ ...r, state: 'stopping', stateSinceMs: now }));
         break;
       case 'markFailed':
-        update(a.replicaId, (r) => ({ ...r, state: 'failed', error: a.error, failures: a.failures, nextRetryAtMs: a.nextRetryAtMs, endpoint: null, stateSinceMs: now }));
+        update(a.replicaId, (r) => ({
+          ...r,
+          state: 'failed',
+          error: a.error,
+          failures: a.failures,
+          nextRetryAtMs: a.nextRetryAtMs,
+          endpoint: null,
+          stateSinceMs: now,
+        }));
         break;
       case 'markLost': {
         const lost = new Set(a.shards);
@@ -159,7 +175,8 @@ export function assignmentsByNode(
     const peers =
       r.shards.length > 1
         ? r.shards.map((s) => {
-            const address = r.fabric === null ? undefined : nodes.get(s.nodeId)?.fabrics.find((f) => f.name === r.fabric)?.address;
+            const address =
+              r.fabric === null ? undefined : nodes.get(s.nodeId)?.fabrics.find((f) => f.name === r.fabric)?.address;
             return { rank: s.rank, node_id: s.nodeId, ...(address === undefined ? {} : { address }) };
           })
         : [];
@@ -172,7 +189,14 @@ export function assignmentsByNode(
         model: model.name,
         aliases: [...model.aliases],
         source: model.source,
-        profile: { name: profile.name, engine: profile.engine, gpus: profile.gpus, shards: profile.shards, args: [...profile.args], env: { ...profile.env } },
+        profile: {
+          name: profile.name,
+          engine: profile.engine,
+          gpus: profile.gpus,
+          shards: profile.shards,
+          args: [...profile.args],
+          env: { ...profile.env },
+        },
         rank: s.rank,
         gpu_indices: [...s.gpuIndices],
         peers,
@@ -180,6 +204,7 @@ export function assignmentsByNode(
       });
     }
   }
-  for (const list of out.values()) list.sort((a, b) => (a.shard_id < b.shard_id ? -1 : a.shard_id > b.shard_id ? 1 : 0));
+  for (const list of out.values())
+    list.sort((a, b) => (a.shard_id < b.shard_id ? -1 : a.shard_id > b.shard_id ? 1 : 0));
   return out;
 }

@@ -14,10 +14,21 @@ import { COUNTING_STATES, type ReplicaRecord } from './types.js';
  * What placement finds wrong with each replica that should be running where
  * it is (counting and draining ones), by replica id; no entry = nothing.
  */
-export function problemsByReplica(replicas: readonly ReplicaRecord[], nodes: readonly PlacementNode[]): Map<string, ReplicaProblem[]> {
+export function problemsByReplica(
+  replicas: readonly ReplicaRecord[],
+  nodes: readonly PlacementNode[],
+): Map<string, ReplicaProblem[]> {
   const running = replicas.filter((r) => COUNTING_STATES.has(r.state) || r.state === 'draining');
   const problems = new Map<string, ReplicaProblem[]>();
-  for (const p of checkReplicas({ nodes }, running.map((r) => ({ id: r.id, model: r.model, ...(r.fabric === null ? {} : { fabric: r.fabric }), shards: r.shards })))) {
+  for (const p of checkReplicas(
+    { nodes },
+    running.map((r) => ({
+      id: r.id,
+      model: r.model,
+      ...(r.fabric === null ? {} : { fabric: r.fabric }),
+      shards: r.shards,
+    })),
+  )) {
     const list = problems.get(p.replica!) ?? [];
     list.push(p);
     problems.set(p.replica!, list);
@@ -58,7 +69,11 @@ export function classifyReplicas(
       const gone = r.shards.every((s) => s.state === 'stopped' || isGone(nodesById.get(s.nodeId)));
       if (gone) actions.push({ kind: 'forget', replicaId: r.id, reason: 'every shard has stopped' });
       else if (now - r.stateSinceMs >= opts.stopGraceMs) {
-        actions.push({ kind: 'forget', replicaId: r.id, reason: `its agents did not confirm the stop within ${formatMs(opts.stopGraceMs)}` });
+        actions.push({
+          kind: 'forget',
+          replicaId: r.id,
+          reason: `its agents did not confirm the stop within ${formatMs(opts.stopGraceMs)}`,
+        });
       } else holdsGpus.push(r);
       continue;
     }
@@ -100,7 +115,11 @@ export function classifyReplicas(
     }
     const broken = own.filter((p) => p.code !== 'draining');
     if (broken.length > 0) {
-      actions.push({ kind: 'stop', replicaId: r.id, reason: `cannot keep running where it is: ${broken.map((p) => (p.node ? `node ${p.node}: ${p.reason}` : p.reason)).join('; ')}` });
+      actions.push({
+        kind: 'stop',
+        replicaId: r.id,
+        reason: `cannot keep running where it is: ${broken.map((p) => (p.node ? `node ${p.node}: ${p.reason}` : p.reason)).join('; ')}`,
+      });
       holdsGpus.push(r);
       continue;
     }
@@ -131,7 +150,11 @@ export interface Grouped {
  * profile the catalog no longer has is stopped (nothing could tell its agent
  * how to run it any more); a failed one of a removed model is forgotten.
  */
-export function groupByModel(survivors: readonly ReplicaRecord[], failed: readonly ReplicaRecord[], models: readonly PlanModel[]): Grouped {
+export function groupByModel(
+  survivors: readonly ReplicaRecord[],
+  failed: readonly ReplicaRecord[],
+  models: readonly PlanModel[],
+): Grouped {
   const modelsByName = new Map(models.map((m) => [m.name, m]));
   const actions: PlanAction[] = [];
   const groups = new Map<string, { live: ReplicaRecord[]; draining: ReplicaRecord[]; failed: ReplicaRecord[] }>();
@@ -149,7 +172,8 @@ export function groupByModel(survivors: readonly ReplicaRecord[], failed: readon
     else group(r.model).live.push(r);
   }
   for (const r of failed) {
-    if (!modelsByName.has(r.model)) actions.push({ kind: 'forget', replicaId: r.id, reason: `model ${r.model} is no longer in the catalog` });
+    if (!modelsByName.has(r.model))
+      actions.push({ kind: 'forget', replicaId: r.id, reason: `model ${r.model} is no longer in the catalog` });
     else group(r.model).failed.push(r);
   }
   return { actions, groups };

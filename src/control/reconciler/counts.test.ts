@@ -9,9 +9,23 @@ const NOW = 1_000_000;
 
 function replica(id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
   return {
-    id, model: 'm', profile: 'p', pool: null, fabric: null, state: 'ready', endpoint: null, error: null, createdAtMs: 0, lastUsedAtMs: null, failures: 0,
-    nextRetryAtMs: null, stateSinceMs: 0, updatedAtMs: 0, replaces: null,
-    shards: [{ id: `${id}-s0`, nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }], ...over,
+    id,
+    model: 'm',
+    profile: 'p',
+    pool: null,
+    fabric: null,
+    state: 'ready',
+    endpoint: null,
+    error: null,
+    createdAtMs: 0,
+    lastUsedAtMs: null,
+    failures: 0,
+    nextRetryAtMs: null,
+    stateSinceMs: 0,
+    updatedAtMs: 0,
+    replaces: null,
+    shards: [{ id: `${id}-s0`, nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }],
+    ...over,
   };
 }
 
@@ -20,10 +34,16 @@ const request = (): PlacementRequest => ({ model: 'm', weightsKey: 'w', profiles
 
 describe('keepFailed', () => {
   it('keeps the failed replicas that fill missing slots, soonest retry first, and forgets the rest', () => {
-    const failed = [replica('late', { state: 'failed', nextRetryAtMs: 30 }), replica('soon', { state: 'failed', nextRetryAtMs: 10 }), replica('b', { state: 'failed', nextRetryAtMs: 20 })];
+    const failed = [
+      replica('late', { state: 'failed', nextRetryAtMs: 30 }),
+      replica('soon', { state: 'failed', nextRetryAtMs: 10 }),
+      replica('b', { state: 'failed', nextRetryAtMs: 20 }),
+    ];
     const out = keepFailed('m', failed, 3, 1);
     expect(out.kept.map((r) => r.id)).toEqual(['soon', 'b']);
-    expect(out.actions).toEqual([{ kind: 'forget', replicaId: 'late', reason: 'model m has its 3 wanted replica(s) without it' }]);
+    expect(out.actions).toEqual([
+      { kind: 'forget', replicaId: 'late', reason: 'model m has its 3 wanted replica(s) without it' },
+    ]);
   });
 
   it('keeps none when the model has what it wants', () => {
@@ -32,7 +52,16 @@ describe('keepFailed', () => {
 });
 
 describe('stillBlocked', () => {
-  const held: ModelRejections = { model: 'm', purpose: 'scale', rejections: [], notes: [], nodeCount: 1, modelKey: 'k', atMs: NOW - 1000, contended: false };
+  const held: ModelRejections = {
+    model: 'm',
+    purpose: 'scale',
+    rejections: [],
+    notes: [],
+    nodeCount: 1,
+    modelKey: 'k',
+    atMs: NOW - 1000,
+    contended: false,
+  };
   const cases: { name: string; held: ModelRejections | undefined; key?: string; same?: boolean; blocked: boolean }[] = [
     { name: 'the same model on the same fleet, recently', held, blocked: true },
     { name: 'no rejection last pass', held: undefined, blocked: false },
@@ -44,13 +73,27 @@ describe('stillBlocked', () => {
   ];
   for (const c of cases) {
     it(`${c.blocked ? 'holds' : 'tries again'}: ${c.name}`, () => {
-      expect(stillBlocked(c.held, NOW, 60_000, () => c.key ?? 'k', () => c.same ?? true)).toBe(c.blocked);
+      expect(
+        stillBlocked(
+          c.held,
+          NOW,
+          60_000,
+          () => c.key ?? 'k',
+          () => c.same ?? true,
+        ),
+      ).toBe(c.blocked);
     });
   }
 
   it('hashes nothing when a cheaper check already says no', () => {
     const hashed: string[] = [];
-    stillBlocked({ ...held, contended: true }, NOW, 60_000, () => (hashed.push('model'), 'k'), () => (hashed.push('fleet'), true));
+    stillBlocked(
+      { ...held, contended: true },
+      NOW,
+      60_000,
+      () => (hashed.push('model'), 'k'),
+      () => (hashed.push('fleet'), true),
+    );
     expect(hashed).toEqual([]);
   });
 });
@@ -61,10 +104,20 @@ describe('pickSurplus', () => {
     replica('b', { createdAtMs: 2, stateSinceMs: 2, lastUsedAtMs: NOW - 90_000 }),
     replica('c', { createdAtMs: 3, stateSinceMs: 3, lastUsedAtMs: NOW - 1000 }),
   ];
-  const base = { model: 'm', live: three, split: filterByDraining(three, new Set()), drainingNodes: new Set<string>(), wanted: 2, inFlight: undefined, now: NOW };
+  const base = {
+    model: 'm',
+    live: three,
+    split: filterByDraining(three, new Set()),
+    drainingNodes: new Set<string>(),
+    wanted: 2,
+    inFlight: undefined,
+    now: NOW,
+  };
 
   it('without the scaler stops the newest at once', () => {
-    expect(pickSurplus({ ...base, scaled: false }).actions).toEqual([{ kind: 'stop', replicaId: 'c', reason: 'model m wants 2 replica(s) and has 3; this one is surplus' }]);
+    expect(pickSurplus({ ...base, scaled: false }).actions).toEqual([
+      { kind: 'stop', replicaId: 'c', reason: 'model m wants 2 replica(s) and has 3; this one is surplus' },
+    ]);
   });
 
   it('with the scaler drains the idlest ready one', () => {
@@ -75,14 +128,30 @@ describe('pickSurplus', () => {
   });
 
   it('with the scaler prefers the least busy over the idlest', () => {
-    const out = pickSurplus({ ...base, scaled: true, inFlight: new Map([['b', 2], ['a', 1]]) });
+    const out = pickSurplus({
+      ...base,
+      scaled: true,
+      inFlight: new Map([
+        ['b', 2],
+        ['a', 1],
+      ]),
+    });
     expect(out.actions.map((a) => 'replicaId' in a && a.replicaId)).toEqual(['c']);
   });
 
   it('takes a replica on a draining node first', () => {
-    const onDrain = replica('a', { createdAtMs: 1, shards: [{ id: 'a-s0', nodeId: 'd', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }] });
+    const onDrain = replica('a', {
+      createdAtMs: 1,
+      shards: [{ id: 'a-s0', nodeId: 'd', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }],
+    });
     const live = [onDrain, three[1]!, three[2]!];
-    const out = pickSurplus({ ...base, live, split: filterByDraining(live, new Set(['d'])), drainingNodes: new Set(['d']), scaled: false });
+    const out = pickSurplus({
+      ...base,
+      live,
+      split: filterByDraining(live, new Set(['d'])),
+      drainingNodes: new Set(['d']),
+      scaled: false,
+    });
     expect([...out.stopped]).toEqual(['a']);
   });
 
@@ -102,8 +171,20 @@ describe('reconcileCounts', () => {
   function input(over: Partial<CountInput>): CountInput {
     const group = over.group ?? { live: [], draining: [], failed: [] };
     return {
-      model, wanted: 2, group, split: filterByDraining(group.live, new Set()), drainingNodes: new Set(), scaled: false, inFlight: undefined, now: NOW,
-      held: undefined, blockedRetryMs: 60_000, modelKey: () => 'k', sameFleet: () => true, request, ...over,
+      model,
+      wanted: 2,
+      group,
+      split: filterByDraining(group.live, new Set()),
+      drainingNodes: new Set(),
+      scaled: false,
+      inFlight: undefined,
+      now: NOW,
+      held: undefined,
+      blockedRetryMs: 60_000,
+      modelKey: () => 'k',
+      sameFleet: () => true,
+      request,
+      ...over,
     };
   }
 
@@ -115,22 +196,47 @@ describe('reconcileCounts', () => {
     expect(out.requests.every((r) => r.purpose === 'scale')).toBe(true);
   });
 
-  it('keeps last pass\'s rejection instead of asking again while nothing changed', () => {
-    const held: ModelRejections = { model: 'm', purpose: 'scale', rejections: [], notes: [], nodeCount: 0, modelKey: 'k', atMs: NOW - 1, contended: false };
+  it("keeps last pass's rejection instead of asking again while nothing changed", () => {
+    const held: ModelRejections = {
+      model: 'm',
+      purpose: 'scale',
+      rejections: [],
+      notes: [],
+      nodeCount: 0,
+      modelKey: 'k',
+      atMs: NOW - 1,
+      contended: false,
+    };
     const out = reconcileCounts(input({ held }));
     expect(out.requests).toEqual([]);
     expect(out.held).toBe(held);
   });
 
   it('does not hold a rejection when nothing is wanted', () => {
-    const held: ModelRejections = { model: 'm', purpose: 'scale', rejections: [], notes: [], nodeCount: 0, modelKey: 'k', atMs: NOW - 1, contended: false };
+    const held: ModelRejections = {
+      model: 'm',
+      purpose: 'scale',
+      rejections: [],
+      notes: [],
+      nodeCount: 0,
+      modelKey: 'k',
+      atMs: NOW - 1,
+      contended: false,
+    };
     expect(reconcileCounts(input({ wanted: 0, held })).held).toBeUndefined();
   });
 
   it('forgets surplus failed replicas before it stops surplus live ones', () => {
-    const group = { live: [replica('a'), replica('b', { createdAtMs: 5 })], draining: [], failed: [replica('f', { state: 'failed' })] };
+    const group = {
+      live: [replica('a'), replica('b', { createdAtMs: 5 })],
+      draining: [],
+      failed: [replica('f', { state: 'failed' })],
+    };
     const out = reconcileCounts(input({ wanted: 1, group }));
-    expect(out.actions.map((a) => [a.kind, 'replicaId' in a && a.replicaId])).toEqual([['forget', 'f'], ['stop', 'b']]);
+    expect(out.actions.map((a) => [a.kind, 'replicaId' in a && a.replicaId])).toEqual([
+      ['forget', 'f'],
+      ['stop', 'b'],
+    ]);
     expect([...out.stopped]).toEqual(['b']);
   });
 });

@@ -16,10 +16,21 @@ import type { ReplicaRecord } from './types.js';
  * id); the rest are forgotten, since the model has its wanted replicas
  * without them.
  */
-export function keepFailed(model: string, failed: readonly ReplicaRecord[], wanted: number, effective: number): { kept: ReplicaRecord[]; actions: PlanAction[] } {
+export function keepFailed(
+  model: string,
+  failed: readonly ReplicaRecord[],
+  wanted: number,
+  effective: number,
+): { kept: ReplicaRecord[]; actions: PlanAction[] } {
   const queue = [...failed].sort((a, b) => (a.nextRetryAtMs ?? 0) - (b.nextRetryAtMs ?? 0) || byId(a, b));
   const slots = Math.max(0, wanted - effective);
-  const actions: PlanAction[] = queue.slice(slots).map((r) => ({ kind: 'forget', replicaId: r.id, reason: `model ${model} has its ${wanted} wanted replica(s) without it` }));
+  const actions: PlanAction[] = queue
+    .slice(slots)
+    .map((r) => ({
+      kind: 'forget',
+      replicaId: r.id,
+      reason: `model ${model} has its ${wanted} wanted replica(s) without it`,
+    }));
   return { kept: queue.slice(0, slots), actions };
 }
 
@@ -36,7 +47,14 @@ export function stillBlocked(
   modelKey: () => string,
   sameFleet: () => boolean,
 ): held is ModelRejections {
-  return held !== undefined && held.purpose === 'scale' && !held.contended && now - held.atMs < blockedRetryMs && held.modelKey === modelKey() && sameFleet();
+  return (
+    held !== undefined &&
+    held.purpose === 'scale' &&
+    !held.contended &&
+    now - held.atMs < blockedRetryMs &&
+    held.modelKey === modelKey() &&
+    sameFleet()
+  );
 }
 
 export interface SurplusInput {
@@ -66,10 +84,14 @@ export function pickSurplus(input: SurplusInput): { actions: PlanAction[]; stopp
   if (split.effective <= wanted) return { actions, stopped };
   const onDraining = (r: ReplicaRecord) => isOnDraining(r, input.drainingNodes);
   const inFlightOf = (r: ReplicaRecord) => input.inFlight?.get(r.id) ?? 0;
-  const idleSince = (r: ReplicaRecord) => Math.max(r.lastUsedAtMs ?? 0, r.state === 'ready' ? r.stateSinceMs : r.createdAtMs);
+  const idleSince = (r: ReplicaRecord) =>
+    Math.max(r.lastUsedAtMs ?? 0, r.state === 'ready' ? r.stateSinceMs : r.createdAtMs);
   const order = scaled
     ? (a: ReplicaRecord, b: ReplicaRecord) =>
-        Number(onDraining(b)) - Number(onDraining(a)) || inFlightOf(a) - inFlightOf(b) || idleSince(a) - idleSince(b) || newestFirst(a, b)
+        Number(onDraining(b)) - Number(onDraining(a)) ||
+        inFlightOf(a) - inFlightOf(b) ||
+        idleSince(a) - idleSince(b) ||
+        newestFirst(a, b)
     : (a: ReplicaRecord, b: ReplicaRecord) => Number(onDraining(b)) - Number(onDraining(a)) || newestFirst(a, b);
   const candidates = input.live.filter((r) => !split.movingOut.has(r.id)).sort(order);
   for (const r of candidates.slice(0, split.effective - wanted)) {
@@ -77,7 +99,11 @@ export function pickSurplus(input: SurplusInput): { actions: PlanAction[]; stopp
     const reason = `model ${model} wants ${wanted} replica(s) and has ${split.effective}; this one is surplus`;
     if (scaled && r.state === 'ready') {
       const idleS = Math.max(0, Math.floor((now - idleSince(r)) / 1000));
-      actions.push({ kind: 'drain', replicaId: r.id, reason: `${reason} (idle ${idleS}s): it finishes what it serves, then stops` });
+      actions.push({
+        kind: 'drain',
+        replicaId: r.id,
+        reason: `${reason} (idle ${idleS}s): it finishes what it serves, then stops`,
+      });
     } else actions.push({ kind: 'stop', replicaId: r.id, reason });
   }
   return { actions, stopped };
@@ -128,12 +154,23 @@ export function reconcileCounts(input: CountInput): Counted {
     held = input.held;
   } else {
     for (const r of kept) {
-      if ((r.nextRetryAtMs ?? 0) <= now) requests.push({ request: input.request(), purpose: 'scale', model, modelKey: input.modelKey(), retryOf: r });
+      if ((r.nextRetryAtMs ?? 0) <= now)
+        requests.push({ request: input.request(), purpose: 'scale', model, modelKey: input.modelKey(), retryOf: r });
     }
-    for (let i = 0; i < missing; i++) requests.push({ request: input.request(), purpose: 'scale', model, modelKey: input.modelKey() });
+    for (let i = 0; i < missing; i++)
+      requests.push({ request: input.request(), purpose: 'scale', model, modelKey: input.modelKey() });
   }
 
-  const surplus = pickSurplus({ model: model.name, live: input.group.live, split, drainingNodes: input.drainingNodes, wanted, scaled: input.scaled, inFlight: input.inFlight, now });
+  const surplus = pickSurplus({
+    model: model.name,
+    live: input.group.live,
+    split,
+    drainingNodes: input.drainingNodes,
+    wanted,
+    scaled: input.scaled,
+    inFlight: input.inFlight,
+    now,
+  });
   actions.push(...surplus.actions);
   return { actions, requests, held, stopped: surplus.stopped };
 }

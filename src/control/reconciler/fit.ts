@@ -10,7 +10,11 @@ import { requestBuilder } from './place-with-cap.js';
 import { byId, compilePlanOptions, type PlanInput, type PlanModel, type PlanOptions } from './plan-types.js';
 
 /** Per model name, its fit table on the fleet of `input` (its `models` are not used: `models` are the ones asked about). */
-export function fitPass(input: Omit<PlanInput, 'models'>, models: readonly PlanModel[], options: PlanOptions = {}): Map<string, ProfileFit[]> {
+export function fitPass(
+  input: Omit<PlanInput, 'models'>,
+  models: readonly PlanModel[],
+  options: PlanOptions = {},
+): Map<string, ProfileFit[]> {
   const opts = compilePlanOptions(options);
   const replicas = [...input.replicas].sort(byId);
   const classified = classifyReplicas(replicas, input.nodes, input.now, opts);

@@ -12,30 +12,65 @@ function shard(id: string, over: Partial<ShardRecord> = {}): ShardRecord {
 
 function replica(state: ReplicaState, shards: ShardRecord[], over: Partial<ReplicaRecord> = {}): ReplicaRecord {
   return {
-    id: 'r', model: 'm', profile: 'p', pool: null, fabric: null, state, endpoint: null, error: null, createdAtMs: 0, lastUsedAtMs: null, failures: 0,
-    nextRetryAtMs: null, stateSinceMs: 0, updatedAtMs: 0, replaces: null, shards, ...over,
+    id: 'r',
+    model: 'm',
+    profile: 'p',
+    pool: null,
+    fabric: null,
+    state,
+    endpoint: null,
+    error: null,
+    createdAtMs: 0,
+    lastUsedAtMs: null,
+    failures: 0,
+    nextRetryAtMs: null,
+    stateSinceMs: 0,
+    updatedAtMs: 0,
+    replaces: null,
+    shards,
+    ...over,
   };
 }
 
-const status = (shard_id: string, state: string, over: Partial<ShardStatus> = {}): ShardStatus => ({ shard_id, replica_id: 'r', state, ...over });
+const status = (shard_id: string, state: string, over: Partial<ShardStatus> = {}): ShardStatus => ({
+  shard_id,
+  replica_id: 'r',
+  state,
+  ...over,
+});
 
 describe('foldReport', () => {
-  it('makes a replica ready when every shard is, with rank 0\'s endpoint, its failures and error reset', () => {
-    const r = replica('starting', [shard('s0'), shard('s1', { rank: 1, nodeId: 'n2', state: 'ready' })], { failures: 2, error: 'old' });
+  it("makes a replica ready when every shard is, with rank 0's endpoint, its failures and error reset", () => {
+    const r = replica('starting', [shard('s0'), shard('s1', { rank: 1, nodeId: 'n2', state: 'ready' })], {
+      failures: 2,
+      error: 'old',
+    });
     const out = foldReport([r], 'n1', [status('s0', 'ready', { endpoint: 'http://n1:9000' })], NOW);
     expect(out.changed).toHaveLength(1);
-    expect(out.records[0]).toMatchObject({ state: 'ready', stateSinceMs: NOW, updatedAtMs: NOW, endpoint: 'http://n1:9000', failures: 0, error: null });
+    expect(out.records[0]).toMatchObject({
+      state: 'ready',
+      stateSinceMs: NOW,
+      updatedAtMs: NOW,
+      endpoint: 'http://n1:9000',
+      failures: 0,
+      error: null,
+    });
     expect(out.wake, 'a state change runs a pass now').toBe(true);
   });
 
   it('reads a failed engine its agent restarts in place as starting again, not a failed replica', () => {
     const r = replica('ready', [shard('s0', { state: 'ready', endpoint: 'http://n1:9000' })]);
-    const out = foldReport([r], 'n1', [status('s0', 'failed', { restarting: true, error: 'crashed', endpoint: 'http://n1:9000' })], NOW);
+    const out = foldReport(
+      [r],
+      'n1',
+      [status('s0', 'failed', { restarting: true, error: 'crashed', endpoint: 'http://n1:9000' })],
+      NOW,
+    );
     expect(out.records[0]!.shards[0]).toMatchObject({ state: 'starting', endpoint: null, error: 'crashed' });
     expect(out.records[0]!.state).toBe('starting');
   });
 
-  it('wakes a pass for a failed shard even when the replica\'s state stays', () => {
+  it("wakes a pass for a failed shard even when the replica's state stays", () => {
     const r = replica('starting', [shard('s0'), shard('s1', { rank: 1 })]);
     const out = foldReport([r], 'n1', [status('s0', 'failed', { error: 'oom' }), status('s1', 'starting')], NOW);
     expect(out.records[0]!.state).toBe('starting');
@@ -43,7 +78,7 @@ describe('foldReport', () => {
     expect(out.wake).toBe(true);
   });
 
-  it('keeps a failed shard\'s error when the agent reports none, and clears it otherwise', () => {
+  it("keeps a failed shard's error when the agent reports none, and clears it otherwise", () => {
     const failed = replica('starting', [shard('s0', { state: 'failed', error: 'oom' })]);
     expect(foldReport([failed], 'n1', [status('s0', 'failed')], NOW).changed, 'nothing new').toEqual([]);
     expect(foldReport([failed], 'n1', [status('s0', 'starting')], NOW).records[0]!.shards[0]!.error).toBeNull();
@@ -57,16 +92,23 @@ describe('foldReport', () => {
   ];
   for (const c of unreported) {
     it(`${c.stopped ? 'stops' : 'keeps'} an unreported shard of a ${c.state} replica`, () => {
-      const out = foldReport([replica(c.state, [shard('s0', { state: c.shard, endpoint: 'http://x' })])], 'n1', [], NOW);
+      const out = foldReport(
+        [replica(c.state, [shard('s0', { state: c.shard, endpoint: 'http://x' })])],
+        'n1',
+        [],
+        NOW,
+      );
       expect(out.records[0]!.shards[0]!.state).toBe(c.stopped ? 'stopped' : c.shard);
-      expect(out.records[0]!.state, 'only counting replicas take their shards\' state').toBe(c.state);
+      expect(out.records[0]!.state, "only counting replicas take their shards' state").toBe(c.state);
       expect(out.wake).toBe(false);
     });
   }
 
   it('takes a shard reported under another replica id as not reported', () => {
     const r = replica('stopping', [shard('s0', { state: 'stopping' })]);
-    expect(foldReport([r], 'n1', [{ ...status('s0', 'ready'), replica_id: 'other' }], NOW).records[0]!.shards[0]!.state).toBe('stopped');
+    expect(
+      foldReport([r], 'n1', [{ ...status('s0', 'ready'), replica_id: 'other' }], NOW).records[0]!.shards[0]!.state,
+    ).toBe('stopped');
   });
 
   it('leaves shards on other nodes, and an unknown state, as they were', () => {
@@ -107,13 +149,19 @@ describe('foldReport over a ShardIndex', () => {
     replica('stopping', [shard('d0', { state: 'ready' })], { id: 'r3' }),
   ];
   const reports: [string, ShardStatus[]][] = [
-    ['n1', [{ shard_id: 'a0', replica_id: 'r0', state: 'ready', endpoint: 'http://n1:1' }, { shard_id: 'b1', replica_id: 'r1', state: 'ready' }]],
+    [
+      'n1',
+      [
+        { shard_id: 'a0', replica_id: 'r0', state: 'ready', endpoint: 'http://n1:1' },
+        { shard_id: 'b1', replica_id: 'r1', state: 'ready' },
+      ],
+    ],
     ['n2', [{ shard_id: 'b0', replica_id: 'r1', state: 'failed', error: 'oom' }]],
     ['n3', [{ shard_id: 'c0', replica_id: 'r2', state: 'ready' }]],
     ['n4', []],
   ];
 
-  it('indexes each node\'s records once, by position', () => {
+  it("indexes each node's records once, by position", () => {
     const index = new ShardIndex();
     expect(index.on(records, 'n1')).toEqual([0, 1, 3]);
     expect(index.on(records, 'n2')).toEqual([1]);
@@ -129,7 +177,10 @@ describe('foldReport over a ShardIndex', () => {
       expect(indexed.changed, `node ${node}`).toEqual(full.changed);
       expect(indexed.wake, `node ${node}`).toBe(full.wake);
     }
-    expect(foldReport(records, 'n3', reports[2]![1], NOW, index.on(records, 'n3')).records, 'nothing changed: the same array').toBe(records);
+    expect(
+      foldReport(records, 'n3', reports[2]![1], NOW, index.on(records, 'n3')).records,
+      'nothing changed: the same array',
+    ).toBe(records);
   });
 
   it('keeps an index carried to a folded list, and rebuilds one for any other list', () => {
@@ -146,9 +197,21 @@ describe('foldReport over a ShardIndex', () => {
 describe('nodeUsageOf', () => {
   it('counts a replica once per node it has live shards on, with the GPUs they hold; failed replicas and stopped shards hold nothing', () => {
     const usage = nodeUsageOf([
-      replica('ready', [shard('a0', { gpuIndices: [0, 1] }), shard('a1', { nodeId: 'n1', rank: 1, gpuIndices: [2] }), shard('a2', { nodeId: 'n2', rank: 2, gpuIndices: [0] })], { id: 'r0' }),
+      replica(
+        'ready',
+        [
+          shard('a0', { gpuIndices: [0, 1] }),
+          shard('a1', { nodeId: 'n1', rank: 1, gpuIndices: [2] }),
+          shard('a2', { nodeId: 'n2', rank: 2, gpuIndices: [0] }),
+        ],
+        { id: 'r0' },
+      ),
       replica('failed', [shard('b0', { gpuIndices: [5] })], { id: 'r1' }),
-      replica('stopping', [shard('c0', { gpuIndices: [6], state: 'stopped' }), shard('c1', { nodeId: 'n3', gpuIndices: [7] })], { id: 'r2' }),
+      replica(
+        'stopping',
+        [shard('c0', { gpuIndices: [6], state: 'stopped' }), shard('c1', { nodeId: 'n3', gpuIndices: [7] })],
+        { id: 'r2' },
+      ),
     ]);
     expect([...usage.keys()].sort()).toEqual(['n1', 'n2', 'n3']);
     expect(usage.get('n1')).toEqual({ replicas: 1, gpusInUse: new Set([0, 1, 2]) });

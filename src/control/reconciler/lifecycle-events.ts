@@ -39,7 +39,11 @@ export function placedEvents(
  * before: that is when it was placed again), and, when it had failed, that
  * it recovered and from what. `before` holds the records as they were.
  */
-export function readyEvents(before: ReadonlyMap<string, ReplicaRecord>, changed: readonly ReplicaRecord[], nowMs: number): NewEvent[] {
+export function readyEvents(
+  before: ReadonlyMap<string, ReplicaRecord>,
+  changed: readonly ReplicaRecord[],
+  nowMs: number,
+): NewEvent[] {
   const out: NewEvent[] = [];
   for (const r of changed) {
     const was = before.get(r.id);
@@ -47,7 +51,10 @@ export function readyEvents(before: ReadonlyMap<string, ReplicaRecord>, changed:
     const node = r.shards[0]?.nodeId;
     const since = was.failures > 0 ? was.stateSinceMs : was.createdAtMs;
     const tookS = Math.max(0, Math.round((nowMs - since) / 1000));
-    const recovered = was.failures > 0 ? `; recovered after ${was.failures} failure${was.failures === 1 ? '' : 's'}${was.error ? ` (last: ${was.error})` : ''}` : '';
+    const recovered =
+      was.failures > 0
+        ? `; recovered after ${was.failures} failure${was.failures === 1 ? '' : 's'}${was.error ? ` (last: ${was.error})` : ''}`
+        : '';
     out.push({
       kind: 'replica_ready',
       model: r.model,

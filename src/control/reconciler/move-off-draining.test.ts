@@ -10,9 +10,23 @@ const model: PlanModel = { name: 'm', source: 'hf://o/m', scaling: { min: 1, max
 
 function replica(id: string, nodeId: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
   return {
-    id, model: 'm', profile: 'p', pool: null, fabric: null, state: 'ready', endpoint: null, error: null, createdAtMs: 0, lastUsedAtMs: null, failures: 0,
-    nextRetryAtMs: null, stateSinceMs: 0, updatedAtMs: 0, replaces: null,
-    shards: [{ id: `${id}-s0`, nodeId, rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }], ...over,
+    id,
+    model: 'm',
+    profile: 'p',
+    pool: null,
+    fabric: null,
+    state: 'ready',
+    endpoint: null,
+    error: null,
+    createdAtMs: 0,
+    lastUsedAtMs: null,
+    failures: 0,
+    nextRetryAtMs: null,
+    stateSinceMs: 0,
+    updatedAtMs: 0,
+    replaces: null,
+    shards: [{ id: `${id}-s0`, nodeId, rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }],
+    ...over,
   };
 }
 
@@ -20,34 +34,64 @@ describe('moveOffDraining', () => {
   function input(group: ModelGroup, over: Partial<MoveInput> = {}): MoveInput {
     const drainingNodes = new Set(['d']);
     return {
-      model, group, split: filterByDraining(group.live, drainingNodes), drainingNodes, stopped: new Set(), maxParallel: 1, modelKey: () => 'k',
-      request: (excludeNodes): PlacementRequest => ({ model: 'm', weightsKey: 'w', profiles: [], ...(excludeNodes ? { excludeNodes } : {}) }),
+      model,
+      group,
+      split: filterByDraining(group.live, drainingNodes),
+      drainingNodes,
+      stopped: new Set(),
+      maxParallel: 1,
+      modelKey: () => 'k',
+      request: (excludeNodes): PlacementRequest => ({
+        model: 'm',
+        weightsKey: 'w',
+        profiles: [],
+        ...(excludeNodes ? { excludeNodes } : {}),
+      }),
       ...over,
     };
   }
 
-  it('asks for a replacement away from the replica\'s nodes', () => {
+  it("asks for a replacement away from the replica's nodes", () => {
     const out = moveOffDraining(input({ live: [replica('a', 'd')], draining: [], failed: [] }));
     expect(out.actions).toEqual([]);
-    expect(out.requests.map((r) => [r.purpose, r.replaces?.id, r.request.excludeNodes])).toEqual([['drain', 'a', ['d']]]);
+    expect(out.requests.map((r) => [r.purpose, r.replaces?.id, r.request.excludeNodes])).toEqual([
+      ['drain', 'a', ['d']],
+    ]);
   });
 
   it('marks the old replica draining once its replacement is ready, and not before', () => {
     const old = replica('a', 'd');
-    const starting = moveOffDraining(input({ live: [old, replica('b', 'n', { replaces: 'a', state: 'starting' })], draining: [], failed: [] }));
+    const starting = moveOffDraining(
+      input({ live: [old, replica('b', 'n', { replaces: 'a', state: 'starting' })], draining: [], failed: [] }),
+    );
     expect(starting).toEqual({ actions: [], requests: [] });
-    const ready = moveOffDraining(input({ live: [old, replica('b', 'n', { replaces: 'a' })], draining: [], failed: [] }));
-    expect(ready.actions).toEqual([{ kind: 'drain', replicaId: 'a', reason: 'node d is draining and replacement b is ready' }]);
+    const ready = moveOffDraining(
+      input({ live: [old, replica('b', 'n', { replaces: 'a' })], draining: [], failed: [] }),
+    );
+    expect(ready.actions).toEqual([
+      { kind: 'drain', replicaId: 'a', reason: 'node d is draining and replacement b is ready' },
+    ]);
   });
 
   it('moves at most maxParallel at a time, counting those already moving or draining', () => {
     const live = [replica('a', 'd'), replica('b', 'd'), replica('c', 'd')];
-    expect(moveOffDraining(input({ live, draining: [], failed: [] }, { maxParallel: 2 })).requests.map((r) => r.replaces?.id)).toEqual(['a', 'b']);
-    expect(moveOffDraining(input({ live, draining: [replica('x', 'd', { state: 'draining' })], failed: [] }, { maxParallel: 2 })).requests.map((r) => r.replaces?.id)).toEqual(['a']);
+    expect(
+      moveOffDraining(input({ live, draining: [], failed: [] }, { maxParallel: 2 })).requests.map(
+        (r) => r.replaces?.id,
+      ),
+    ).toEqual(['a', 'b']);
+    expect(
+      moveOffDraining(
+        input({ live, draining: [replica('x', 'd', { state: 'draining' })], failed: [] }, { maxParallel: 2 }),
+      ).requests.map((r) => r.replaces?.id),
+    ).toEqual(['a']);
   });
 
   it('leaves alone a replica the count rules already stop', () => {
-    expect(moveOffDraining(input({ live: [replica('a', 'd')], draining: [], failed: [] }, { stopped: new Set(['a']) })).requests).toEqual([]);
+    expect(
+      moveOffDraining(input({ live: [replica('a', 'd')], draining: [], failed: [] }, { stopped: new Set(['a']) }))
+        .requests,
+    ).toEqual([]);
   });
 });
 
@@ -57,14 +101,33 @@ describe('finishDrains', () => {
     { name: 'marked this instant: the router may not have seen the mark', sinceMs: NOW, reason: null },
     { name: 'requests still in flight', sinceMs: NOW - 1000, inFlight: 2, reason: null },
     { name: 'nothing in flight', sinceMs: NOW - 1000, reason: 'drained: no requests in flight' },
-    { name: 'nothing in flight, replaced', sinceMs: NOW - 1000, replaced: true, reason: 'drained: no requests in flight, and its replacement is serving' },
-    { name: 'deadline passed with requests in flight', sinceMs: NOW - 300_000, inFlight: 2, reason: 'drain deadline of 5m passed with 2 request(s) still in flight' },
+    {
+      name: 'nothing in flight, replaced',
+      sinceMs: NOW - 1000,
+      replaced: true,
+      reason: 'drained: no requests in flight, and its replacement is serving',
+    },
+    {
+      name: 'deadline passed with requests in flight',
+      sinceMs: NOW - 300_000,
+      inFlight: 2,
+      reason: 'drain deadline of 5m passed with 2 request(s) still in flight',
+    },
     { name: 'deadline passed with none', sinceMs: NOW - 300_000, reason: 'drain deadline of 5m passed' },
   ];
   for (const c of cases) {
     it(`${c.reason === null ? 'keeps' : 'stops'} a draining replica: ${c.name}`, () => {
-      const group: ModelGroup = { live: c.replaced ? [replica('b', 'n', { replaces: 'a' })] : [], draining: [replica('a', 'd', { state: 'draining', stateSinceMs: c.sinceMs })], failed: [] };
-      const actions = finishDrains(group, c.inFlight === undefined ? undefined : new Map([['a', c.inFlight]]), NOW, opts);
+      const group: ModelGroup = {
+        live: c.replaced ? [replica('b', 'n', { replaces: 'a' })] : [],
+        draining: [replica('a', 'd', { state: 'draining', stateSinceMs: c.sinceMs })],
+        failed: [],
+      };
+      const actions = finishDrains(
+        group,
+        c.inFlight === undefined ? undefined : new Map([['a', c.inFlight]]),
+        NOW,
+        opts,
+      );
       expect(actions).toEqual(c.reason === null ? [] : [{ kind: 'stop', replicaId: 'a', reason: c.reason }]);
     });
   }

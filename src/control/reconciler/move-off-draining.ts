@@ -36,16 +36,28 @@ export function moveOffDraining(input: MoveInput): { actions: PlanAction[]; requ
   for (const r of split.outgoing) {
     if (input.stopped.has(r.id)) continue;
     const replacement = split.replacementOf.get(r.id);
-    const drainingNodes = [...new Set(r.shards.map((s) => s.nodeId).filter((id) => input.drainingNodes.has(id)))].sort();
+    const drainingNodes = [
+      ...new Set(r.shards.map((s) => s.nodeId).filter((id) => input.drainingNodes.has(id))),
+    ].sort();
     if (replacement) {
       if (replacement.state === 'ready') {
-        actions.push({ kind: 'drain', replicaId: r.id, reason: `node ${drainingNodes.join(', ')} is draining and replacement ${replacement.id} is ready` });
+        actions.push({
+          kind: 'drain',
+          replicaId: r.id,
+          reason: `node ${drainingNodes.join(', ')} is draining and replacement ${replacement.id} is ready`,
+        });
       }
       continue;
     }
     if (moving >= input.maxParallel) continue;
     moving++;
-    requests.push({ request: input.request(r.shards.map((s) => s.nodeId)), purpose: 'drain', model, modelKey: input.modelKey(), replaces: r });
+    requests.push({
+      request: input.request(r.shards.map((s) => s.nodeId)),
+      purpose: 'drain',
+      model,
+      modelKey: input.modelKey(),
+      replaces: r,
+    });
   }
   return { actions, requests };
 }
@@ -74,7 +86,13 @@ export function finishDrains(
       });
     } else if ((count ?? 0) === 0 && drainedMs > 0) {
       const replaced = group.live.some((x) => x.replaces === r.id);
-      actions.push({ kind: 'stop', replicaId: r.id, reason: replaced ? 'drained: no requests in flight, and its replacement is serving' : 'drained: no requests in flight' });
+      actions.push({
+        kind: 'stop',
+        replicaId: r.id,
+        reason: replaced
+          ? 'drained: no requests in flight, and its replacement is serving'
+          : 'drained: no requests in flight',
+      });
     }
   }
   return actions;

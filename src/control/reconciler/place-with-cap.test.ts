@@ -7,27 +7,81 @@ import type { ReplicaRecord } from './types.js';
 const NOW = 1_000_000;
 
 function node(id: string, gpus: number): PlacementNode {
-  return { id, labels: {}, adminState: 'ready', liveness: 'up', gpus: Array.from({ length: gpus }, (_, index) => ({ index, healthy: true })), gpusInUse: [], weightsHeld: [], fabrics: [], engines: ['vllm'] };
+  return {
+    id,
+    labels: {},
+    adminState: 'ready',
+    liveness: 'up',
+    gpus: Array.from({ length: gpus }, (_, index) => ({ index, healthy: true })),
+    gpusInUse: [],
+    weightsHeld: [],
+    fabrics: [],
+    engines: ['vllm'],
+  };
 }
 
 function model(name: string, gpus: number): PlanModel {
-  return { name, source: `hf://o/${name}`, scaling: { min: 1, max: 1 }, profiles: [{ name: 'p', engine: 'vllm', gpus, shards: 1, gpuClasses: [], gpuMemoryGiB: null, memoryGiB: null, diskGiB: null, pool: null }] };
+  return {
+    name,
+    source: `hf://o/${name}`,
+    scaling: { min: 1, max: 1 },
+    profiles: [
+      {
+        name: 'p',
+        engine: 'vllm',
+        gpus,
+        shards: 1,
+        gpuClasses: [],
+        gpuMemoryGiB: null,
+        memoryGiB: null,
+        diskGiB: null,
+        pool: null,
+      },
+    ],
+  };
 }
 
 function scale(m: PlanModel, n: number): PendingRequest[] {
   const request = requestBuilder(m, []);
-  return Array.from({ length: n }, () => ({ request: request(), purpose: 'scale' as const, model: m, modelKey: m.name }));
+  return Array.from({ length: n }, () => ({
+    request: request(),
+    purpose: 'scale' as const,
+    model: m,
+    modelKey: m.name,
+  }));
 }
 
 const leaving: ReplicaRecord = {
-  id: 'old', model: 'small', profile: 'p', pool: null, fabric: null, state: 'ready', endpoint: null, error: null, createdAtMs: 0, lastUsedAtMs: null, failures: 0,
-  nextRetryAtMs: null, stateSinceMs: 0, updatedAtMs: 0, replaces: null,
+  id: 'old',
+  model: 'small',
+  profile: 'p',
+  pool: null,
+  fabric: null,
+  state: 'ready',
+  endpoint: null,
+  error: null,
+  createdAtMs: 0,
+  lastUsedAtMs: null,
+  failures: 0,
+  nextRetryAtMs: null,
+  stateSinceMs: 0,
+  updatedAtMs: 0,
+  replaces: null,
   shards: [{ id: 's', nodeId: 'a', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }],
 };
 
 describe('placeWithCap', () => {
   it('with nothing to place (an idle pass) plans nothing and keeps the held rejections', () => {
-    const held: ModelRejections = { model: 'huge', purpose: 'scale', rejections: [], notes: [], nodeCount: 1, modelKey: 'k', atMs: NOW - 1, contended: false };
+    const held: ModelRejections = {
+      model: 'huge',
+      purpose: 'scale',
+      rejections: [],
+      notes: [],
+      nodeCount: 1,
+      modelKey: 'k',
+      atMs: NOW - 1,
+      contended: false,
+    };
     const out = placeWithCap([node('a', 4)], [], 10, NOW, new Map([['huge', held]]));
     expect(out).toEqual({ actions: [], rejections: new Map([['huge', held]]), blockedDrains: [], throttled: 0 });
   });
@@ -47,18 +101,44 @@ describe('placeWithCap', () => {
   });
 
   it('marks a failure after an earlier placement took capacity as contended', () => {
-    const out = placeWithCap([node('a', 1)], [...scale(model('first', 1), 1), ...scale(model('second', 1), 1)], 10, NOW);
+    const out = placeWithCap(
+      [node('a', 1)],
+      [...scale(model('first', 1), 1), ...scale(model('second', 1), 1)],
+      10,
+      NOW,
+    );
     expect(out.rejections.get('second')?.contended, 'the snapshot alone does not explain it').toBe(true);
   });
 
   it('reports a replacement that fits nowhere as a blocked drain, without replacing a held scale rejection', () => {
     const small = model('small', 1);
-    const held: ModelRejections = { model: 'small', purpose: 'scale', rejections: [], notes: [], nodeCount: 1, modelKey: 'k', atMs: NOW - 5, contended: false };
-    const drain: PendingRequest = { request: requestBuilder(small, [leaving])(['a']), purpose: 'drain', model: small, modelKey: 'small', replaces: leaving };
+    const held: ModelRejections = {
+      model: 'small',
+      purpose: 'scale',
+      rejections: [],
+      notes: [],
+      nodeCount: 1,
+      modelKey: 'k',
+      atMs: NOW - 5,
+      contended: false,
+    };
+    const drain: PendingRequest = {
+      request: requestBuilder(small, [leaving])(['a']),
+      purpose: 'drain',
+      model: small,
+      modelKey: 'small',
+      replaces: leaving,
+    };
     const out = placeWithCap([node('a', 4)], [drain], 10, NOW, new Map([['small', held]]));
     expect(out.rejections.get('small'), 'the held rejection stands').toBe(held);
     expect(out.blockedDrains).toEqual([
-      { replicaId: 'old', model: 'small', nodeIds: ['a'], reason: 'replica old stays on draining node a: no other node can take a replacement (see explain-placement for small)' },
+      {
+        replicaId: 'old',
+        model: 'small',
+        nodeIds: ['a'],
+        reason:
+          'replica old stays on draining node a: no other node can take a replacement (see explain-placement for small)',
+      },
     ]);
   });
 
@@ -66,7 +146,9 @@ describe('placeWithCap', () => {
     const m = model('small', 1);
     const failed = { ...leaving, state: 'failed' as const, failures: 2, error: 'oom' };
     const out = placeWithCap([node('b', 1)], [{ ...scale(m, 1)[0]!, retryOf: failed }], 10, NOW);
-    expect(out.actions).toMatchObject([{ kind: 'retry', replicaId: 'old', model: 'small', reason: 'retry 2 after: oom; placed on b' }]);
+    expect(out.actions).toMatchObject([
+      { kind: 'retry', replicaId: 'old', model: 'small', reason: 'retry 2 after: oom; placed on b' },
+    ]);
   });
 });
 

@@ -5,7 +5,14 @@
 // fetches onto the nodes that remain; everything not placed under it waits
 // for the next pass, counted as throttled.
 import { placeMany, type PlacementNode, type PlacementRequest, type ReplicaFootprint } from '../placement/index.js';
-import { type BlockedDrain, type ModelRejections, type PlanAction, type PlanModel, toPlacementProfile, weightsKeyOf } from './plan-types.js';
+import {
+  type BlockedDrain,
+  type ModelRejections,
+  type PlanAction,
+  type PlanModel,
+  toPlacementProfile,
+  weightsKeyOf,
+} from './plan-types.js';
 import type { ReplicaRecord } from './types.js';
 
 /** One replica a rule wants placed, with what the answer means. */
@@ -27,14 +34,20 @@ export interface PendingRequest {
  * `excludeNodes` (absent or empty = none) keeps a replacement off the nodes
  * its replica is leaving.
  */
-export function requestBuilder(model: PlanModel, live: readonly ReplicaRecord[]): (excludeNodes?: readonly string[]) => PlacementRequest {
+export function requestBuilder(
+  model: PlanModel,
+  live: readonly ReplicaRecord[],
+): (excludeNodes?: readonly string[]) => PlacementRequest {
   let base: Omit<PlacementRequest, 'excludeNodes'> | undefined;
   return (excludeNodes) => {
     base ??= {
       model: model.name,
       weightsKey: weightsKeyOf(model.source),
       profiles: model.profiles.map(toPlacementProfile),
-      existingReplicas: live.map((r): ReplicaFootprint => ({ nodeIds: r.shards.map((s) => s.nodeId), ...(r.fabric === null ? {} : { fabric: r.fabric }) })),
+      existingReplicas: live.map((r): ReplicaFootprint => ({
+        nodeIds: r.shards.map((s) => s.nodeId),
+        ...(r.fabric === null ? {} : { fabric: r.fabric }),
+      })),
     };
     return excludeNodes?.length ? { ...base, excludeNodes } : base;
   };
@@ -66,7 +79,13 @@ export function placeWithCap(
   held: ReadonlyMap<string, ModelRejections> = new Map(),
 ): Placed {
   // An idle pass asks for nothing: building placement's index of 10,000 nodes for it was a sixth of the pass (bench/fleet.mjs).
-  const results = pending.length === 0 ? [] : placeMany({ nodes }, pending.map((p) => p.request));
+  const results =
+    pending.length === 0
+      ? []
+      : placeMany(
+          { nodes },
+          pending.map((p) => p.request),
+        );
   let placedCount = 0;
   let cut = pending.length;
   for (let i = 0; i < results.length; i++) {
@@ -107,7 +126,14 @@ export function placeWithCap(
           reason: `replacement for ${p.replaces.id}, whose node is draining; placed on ${where}`,
         });
       } else {
-        actions.push({ kind: 'create', model: p.model.name, profile: placement.profile, placement, replaces: null, reason: `model ${p.model.name} is below its wanted replicas; placed on ${where}` });
+        actions.push({
+          kind: 'create',
+          model: p.model.name,
+          profile: placement.profile,
+          placement,
+          replaces: null,
+          reason: `model ${p.model.name} is below its wanted replicas; placed on ${where}`,
+        });
       }
       return;
     }

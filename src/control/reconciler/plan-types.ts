@@ -107,11 +107,31 @@ export type PlanAction =
       readonly replaces: string | null;
       readonly reason: string;
     }
-  | { readonly kind: 'retry'; readonly replicaId: string; readonly model: string; readonly profile: string; readonly placement: Placement; readonly reason: string }
+  | {
+      readonly kind: 'retry';
+      readonly replicaId: string;
+      readonly model: string;
+      readonly profile: string;
+      readonly placement: Placement;
+      readonly reason: string;
+    }
   | { readonly kind: 'drain'; readonly replicaId: string; readonly reason: string }
   | { readonly kind: 'stop'; readonly replicaId: string; readonly reason: string }
-  | { readonly kind: 'markFailed'; readonly replicaId: string; readonly error: string; readonly failures: number; readonly nextRetryAtMs: number; readonly reason: string }
-  | { readonly kind: 'markLost'; readonly replicaId: string; readonly shards: readonly string[]; readonly error: string; readonly reason: string }
+  | {
+      readonly kind: 'markFailed';
+      readonly replicaId: string;
+      readonly error: string;
+      readonly failures: number;
+      readonly nextRetryAtMs: number;
+      readonly reason: string;
+    }
+  | {
+      readonly kind: 'markLost';
+      readonly replicaId: string;
+      readonly shards: readonly string[];
+      readonly error: string;
+      readonly reason: string;
+    }
   | { readonly kind: 'forget'; readonly replicaId: string; readonly reason: string };
 
 /** Why a model (or a move of one of its replicas) could not be placed this pass. */
@@ -163,7 +183,10 @@ export function wantedCount(model: PlanModel, fromScaler?: number): number {
 }
 
 /** The delay before a replica that has failed `failures` times in a row is placed again. */
-export function retryDelayMs(failures: number, options: Pick<CompiledPlanOptions, 'retryBaseMs' | 'retryMaxMs'>): number {
+export function retryDelayMs(
+  failures: number,
+  options: Pick<CompiledPlanOptions, 'retryBaseMs' | 'retryMaxMs'>,
+): number {
   const exponent = Math.max(0, Math.min(failures - 1, 30));
   return Math.min(options.retryMaxMs, options.retryBaseMs * 2 ** exponent);
 }

@@ -6,7 +6,18 @@ import { planPass, type Plan, type PlanInput, type PlanModel, type PlanOptions, 
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';
 
 function profile(over: Partial<PlanProfile> = {}): PlanProfile {
-  return { name: 'vllm-1', engine: 'vllm', gpus: 1, shards: 1, gpuClasses: [], gpuMemoryGiB: null, memoryGiB: null, diskGiB: null, pool: null, ...over };
+  return {
+    name: 'vllm-1',
+    engine: 'vllm',
+    gpus: 1,
+    shards: 1,
+    gpuClasses: [],
+    gpuMemoryGiB: null,
+    memoryGiB: null,
+    diskGiB: null,
+    pool: null,
+    ...over,
+  };
 }
 
 function model(name: string, min: number, over: Partial<PlanProfile> = {}): PlanModel {
@@ -44,7 +55,8 @@ class World {
   pass(): Plan {
     const plan = planPass(this.input(), this.options);
     this.plans.push(plan);
-    const newId = (kind: 'replica' | 'shard') => `${kind === 'replica' ? 'r' : 's'}${String(this.nextId[kind]++).padStart(4, '0')}`;
+    const newId = (kind: 'replica' | 'shard') =>
+      `${kind === 'replica' ? 'r' : 's'}${String(this.nextId[kind]++).padStart(4, '0')}`;
     this.records = applyPlan(this.records, plan, { now: this.now, newId }).records;
     return plan;
   }
@@ -75,7 +87,17 @@ const kinds = (plan: Plan) => plan.actions.map((a) => a.kind);
 
 describe('planPass: table cases', () => {
   it('places a model from empty up to scaling.min, on different GPUs', () => {
-    const w = new World([syntheticNode('n1', { gpus: [{ index: 0, healthy: true }, { index: 1, healthy: true }] })], [model('m', 2)]);
+    const w = new World(
+      [
+        syntheticNode('n1', {
+          gpus: [
+            { index: 0, healthy: true },
+            { index: 1, healthy: true },
+          ],
+        }),
+      ],
+      [model('m', 2)],
+    );
     const plan = w.pass();
     expect(kinds(plan), 'two creations for min 2').toEqual(['create', 'create']);
     const gpus = w.records.flatMap((r) => r.shards.flatMap((s) => s.gpuIndices));
@@ -96,7 +118,7 @@ describe('planPass: table cases', () => {
     expect(w.counting('m').map((r) => r.id)).toEqual(['r0000']);
   });
 
-  it('scales down by the scaler\'s number: drains the idlest replica (not the newest), and stops it once nothing is in flight', () => {
+  it("scales down by the scaler's number: drains the idlest replica (not the newest), and stops it once nothing is in flight", () => {
     const gpus = [0, 1, 2].map((index) => ({ index, healthy: true }));
     const w = new World([syntheticNode('n1', { gpus })], [{ ...model('m', 1), scaling: { min: 1, max: 3 } }]);
     w.wanted = new Map([['m', 3]]);
@@ -165,7 +187,13 @@ describe('planPass: table cases', () => {
 
     w.report('ready', (r) => r.id === replacement.id);
     plan = w.pass();
-    expect(plan.actions).toEqual([{ kind: 'drain', replicaId: old.id, reason: `node ${home} is draining and replacement ${replacement.id} is ready` }]);
+    expect(plan.actions).toEqual([
+      {
+        kind: 'drain',
+        replicaId: old.id,
+        reason: `node ${home} is draining and replacement ${replacement.id} is ready`,
+      },
+    ]);
 
     w.inFlight.set(old.id, 2);
     w.now += 1000;
@@ -173,7 +201,9 @@ describe('planPass: table cases', () => {
     w.inFlight.set(old.id, 0);
     w.now += 1000;
     plan = w.pass();
-    expect(plan.actions).toMatchObject([{ kind: 'stop', replicaId: old.id, reason: expect.stringMatching(/^drained/) }]);
+    expect(plan.actions).toMatchObject([
+      { kind: 'stop', replicaId: old.id, reason: expect.stringMatching(/^drained/) },
+    ]);
   });
 
   it('stops a draining replica at the drain deadline even with requests in flight', () => {
@@ -189,7 +219,9 @@ describe('planPass: table cases', () => {
     w.now += 59_000;
     expect(w.pass().actions).toEqual([]);
     w.now += 1_000;
-    expect(w.pass().actions).toMatchObject([{ kind: 'stop', replicaId: old.id, reason: 'drain deadline of 1m passed with 5 request(s) still in flight' }]);
+    expect(w.pass().actions).toMatchObject([
+      { kind: 'stop', replicaId: old.id, reason: 'drain deadline of 1m passed with 5 request(s) still in flight' },
+    ]);
   });
 
   it('keeps the old replica when a drain finds no room, and says why', () => {
@@ -199,7 +231,9 @@ describe('planPass: table cases', () => {
     w.setNode('a', { adminState: 'draining' });
     const plan = w.pass();
     expect(plan.actions).toEqual([]);
-    expect(plan.blockedDrains).toEqual([{ replicaId: 'r0000', model: 'm', nodeIds: ['a'], reason: expect.stringContaining('stays on draining node a') }]);
+    expect(plan.blockedDrains).toEqual([
+      { replicaId: 'r0000', model: 'm', nodeIds: ['a'], reason: expect.stringContaining('stays on draining node a') },
+    ]);
     const why = plan.rejections.get('m')!;
     expect(why.purpose).toBe('drain');
     expect(why.rejections.map((r) => `${r.node}:${r.code}`).sort()).toEqual(['a:draining', 'a:excluded', 'b:cordoned']);
@@ -207,7 +241,17 @@ describe('planPass: table cases', () => {
   });
 
   it('moves at most maxParallel replicas of one model at a time', () => {
-    const nodes = [syntheticNode('a', { gpus: [{ index: 0, healthy: true }, { index: 1, healthy: true }, { index: 2, healthy: true }] }), syntheticNode('b'), syntheticNode('c')];
+    const nodes = [
+      syntheticNode('a', {
+        gpus: [
+          { index: 0, healthy: true },
+          { index: 1, healthy: true },
+          { index: 2, healthy: true },
+        ],
+      }),
+      syntheticNode('b'),
+      syntheticNode('c'),
+    ];
     const w = new World([nodes[0]!], [model('m', 3)]);
     w.pass();
     w.report('ready');
@@ -240,12 +284,22 @@ describe('planPass: table cases', () => {
     w.pass();
     const id = w.records[0]!.id;
     const fail = () => {
-      w.records = w.records.map((r) => ({ ...r, state: 'starting', shards: r.shards.map((s) => ({ ...s, state: 'failed', error: 'engine exited with code 1' })) }));
+      w.records = w.records.map((r) => ({
+        ...r,
+        state: 'starting',
+        shards: r.shards.map((s) => ({ ...s, state: 'failed', error: 'engine exited with code 1' })),
+      }));
     };
     fail();
     let plan = w.pass();
     expect(plan.actions).toEqual([
-      expect.objectContaining({ kind: 'markFailed', replicaId: id, failures: 1, nextRetryAtMs: w.now + 10_000, error: 'shard 0 on node a failed: engine exited with code 1' }),
+      expect.objectContaining({
+        kind: 'markFailed',
+        replicaId: id,
+        failures: 1,
+        nextRetryAtMs: w.now + 10_000,
+        error: 'shard 0 on node a failed: engine exited with code 1',
+      }),
     ]);
     w.now += 9_999;
     expect(w.pass().actions, 'no retry and no new replica during the backoff').toEqual([]);
@@ -253,7 +307,11 @@ describe('planPass: table cases', () => {
     plan = w.pass();
     expect(kinds(plan)).toEqual(['retry']);
     const retried = w.records.find((r) => r.id === id)!;
-    expect(retried).toMatchObject({ state: 'pending', failures: 1, error: 'shard 0 on node a failed: engine exited with code 1' });
+    expect(retried).toMatchObject({
+      state: 'pending',
+      failures: 1,
+      error: 'shard 0 on node a failed: engine exited with code 1',
+    });
 
     fail();
     plan = w.pass();
@@ -270,7 +328,10 @@ describe('planPass: table cases', () => {
     for (const r of w.counting('m')) w.setNode(w.nodesOf(r)[0]!, { liveness: 'lost' });
     const plan = w.pass();
     expect(kinds(plan).filter((k) => k === 'markLost')).toHaveLength(3);
-    expect(kinds(plan).filter((k) => k === 'create'), 'two creations, the cap').toHaveLength(2);
+    expect(
+      kinds(plan).filter((k) => k === 'create'),
+      'two creations, the cap',
+    ).toHaveLength(2);
     expect(plan.throttled).toBe(1);
   });
 
@@ -282,14 +343,24 @@ describe('planPass: table cases', () => {
   });
 
   it('does not place a blocked model again until the fleet changes (or blockedRetryMs passes)', () => {
-    const w = new World([syntheticNode('a', { gpus: [{ index: 0, healthy: true }] })], [model('m', 1, { gpus: 2 })], { blockedRetryMs: 60_000 });
+    const w = new World([syntheticNode('a', { gpus: [{ index: 0, healthy: true }] })], [model('m', 1, { gpus: 2 })], {
+      blockedRetryMs: 60_000,
+    });
     const first = w.pass().rejections.get('m')!;
     expect(first.atMs).toBe(w.now);
     w.now += 30_000;
     expect(w.pass().rejections.get('m'), 'same fleet: the answer is kept, placement not asked again').toBe(first);
     w.now += 30_000;
     expect(w.pass().rejections.get('m')!.atMs, 'after blockedRetryMs it is asked again').toBe(w.now);
-    w.nodes = [...w.nodes, syntheticNode('b', { gpus: [{ index: 0, healthy: true }, { index: 1, healthy: true }] })];
+    w.nodes = [
+      ...w.nodes,
+      syntheticNode('b', {
+        gpus: [
+          { index: 0, healthy: true },
+          { index: 1, healthy: true },
+        ],
+      }),
+    ];
     w.now += 1_000;
     const plan = w.pass();
     expect(kinds(plan), 'a node with room arrives: placed at once').toEqual(['create']);
@@ -311,7 +382,11 @@ describe('planPass: table cases', () => {
     const w = new World([syntheticNode('a', { engines: ['llamacpp'] })], [model('m', 1)]);
     const plan = w.pass();
     expect(plan.actions).toEqual([]);
-    expect(plan.rejections.get('m')).toMatchObject({ purpose: 'scale', nodeCount: 1, rejections: [{ node: 'a', code: 'engine_missing' }] });
+    expect(plan.rejections.get('m')).toMatchObject({
+      purpose: 'scale',
+      nodeCount: 1,
+      rejections: [{ node: 'a', code: 'engine_missing' }],
+    });
   });
 });
 
@@ -323,7 +398,9 @@ describe('planPass: properties over random fleets', () => {
         adminState: pick(prng, ['ready', 'ready', 'ready', 'cordoned', 'draining'] as const),
       }),
     );
-    const models = Array.from({ length: randomInt(prng, 1, 4) }, (_, i) => model(`m${i}`, randomInt(prng, 0, 3), { gpus: randomInt(prng, 1, 2) }));
+    const models = Array.from({ length: randomInt(prng, 1, 4) }, (_, i) =>
+      model(`m${i}`, randomInt(prng, 0, 3), { gpus: randomInt(prng, 1, 2) }),
+    );
     return new World(nodes, models, { maxCreatesPerPass: randomInt(prng, 1, 10) });
   }
 
@@ -333,13 +410,20 @@ describe('planPass: properties over random fleets', () => {
     const roll = prng();
     if (roll < 0.3) w.report('ready', () => prng() < 0.7);
     else if (roll < 0.4) w.setNode(pick(prng, w.nodes).id, { liveness: pick(prng, ['up', 'stale', 'lost'] as const) });
-    else if (roll < 0.5) w.setNode(pick(prng, w.nodes).id, { adminState: pick(prng, ['ready', 'cordoned', 'draining'] as const) });
+    else if (roll < 0.5)
+      w.setNode(pick(prng, w.nodes).id, { adminState: pick(prng, ['ready', 'cordoned', 'draining'] as const) });
     else if (roll < 0.6 && w.records.length) {
       const victim = pick(prng, w.records).id;
-      w.records = w.records.map((r) => (r.id === victim && COUNTING_STATES.has(r.state) ? { ...r, shards: r.shards.map((s) => ({ ...s, state: 'failed', error: 'boom' })) } : r));
+      w.records = w.records.map((r) =>
+        r.id === victim && COUNTING_STATES.has(r.state)
+          ? { ...r, shards: r.shards.map((s) => ({ ...s, state: 'failed', error: 'boom' })) }
+          : r,
+      );
     } else if (roll < 0.7) {
       // Agents confirm stops.
-      w.records = w.records.map((r) => (r.state === 'stopping' ? { ...r, shards: r.shards.map((s) => ({ ...s, state: 'stopped' })) } : r));
+      w.records = w.records.map((r) =>
+        r.state === 'stopping' ? { ...r, shards: r.shards.map((s) => ({ ...s, state: 'stopped' })) } : r,
+      );
     }
   }
 
@@ -359,11 +443,20 @@ describe('planPass: properties over random fleets', () => {
         const { previous: _previous, ...fresh } = w.input();
         const unmemoised = planPass(fresh, w.options);
         const plan = w.pass();
-        expect(plan.actions, `seed ${seed}, pass ${step}: holding blocked models never changes what a pass does`).toEqual(unmemoised.actions);
+        expect(
+          plan.actions,
+          `seed ${seed}, pass ${step}: holding blocked models never changes what a pass does`,
+        ).toEqual(unmemoised.actions);
         const where = `seed ${seed}, pass ${step}`;
 
         for (const a of plan.actions) {
-          if (a.kind === 'stop' || a.kind === 'forget' || a.kind === 'drain' || a.kind === 'markLost' || a.kind === 'markFailed') {
+          if (
+            a.kind === 'stop' ||
+            a.kind === 'forget' ||
+            a.kind === 'drain' ||
+            a.kind === 'markLost' ||
+            a.kind === 'markFailed'
+          ) {
             expect(a.reason.length, `${where}: every ${a.kind} has a reason`).toBeGreaterThan(0);
           }
         }
@@ -384,14 +477,25 @@ describe('planPass: properties over random fleets', () => {
 
         // New creations never take a model past wanted (a replacement and the replica it replaces fill one slot).
         for (const m of w.models) {
-          const createdNew = plan.actions.filter((a) => (a.kind === 'create' && a.replaces === null && a.model === m.name) || (a.kind === 'retry' && a.model === m.name)).length;
+          const createdNew = plan.actions.filter(
+            (a) =>
+              (a.kind === 'create' && a.replaces === null && a.model === m.name) ||
+              (a.kind === 'retry' && a.model === m.name),
+          ).length;
           const slotsAfter = slots(w.records, m.name);
-          if (createdNew > 0) expect(slotsAfter, `${where}: ${m.name} created past wanted ${m.scaling.min}`).toBeLessThanOrEqual(m.scaling.min);
-          expect(slotsAfter, `${where}: ${m.name} grew past wanted`).toBeLessThanOrEqual(Math.max(m.scaling.min, slots(before, m.name)));
+          if (createdNew > 0)
+            expect(slotsAfter, `${where}: ${m.name} created past wanted ${m.scaling.min}`).toBeLessThanOrEqual(
+              m.scaling.min,
+            );
+          expect(slotsAfter, `${where}: ${m.name} grew past wanted`).toBeLessThanOrEqual(
+            Math.max(m.scaling.min, slots(before, m.name)),
+          );
         }
 
         const again = planPass({ ...w.input(), replicas: before, now: w.now }, { maxCreatesPerPass: 1_000 });
-        expect(again, `${where}: deterministic`).toEqual(planPass({ ...w.input(), replicas: before, now: w.now }, { maxCreatesPerPass: 1_000 }));
+        expect(again, `${where}: deterministic`).toEqual(
+          planPass({ ...w.input(), replicas: before, now: w.now }, { maxCreatesPerPass: 1_000 }),
+        );
         perturb(w, prng);
       }
     }

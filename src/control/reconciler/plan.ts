@@ -39,7 +39,17 @@ import { reconcileCounts } from './counts.js';
 import { holdGpus } from './hold-gpus.js';
 import { finishDrains, moveOffDraining } from './move-off-draining.js';
 import { type PendingRequest, placeWithCap, requestBuilder } from './place-with-cap.js';
-import { byId, compilePlanOptions, modelKeyOf, type ModelRejections, type Plan, type PlanAction, type PlanInput, type PlanOptions, wantedCount } from './plan-types.js';
+import {
+  byId,
+  compilePlanOptions,
+  modelKeyOf,
+  type ModelRejections,
+  type Plan,
+  type PlanAction,
+  type PlanInput,
+  type PlanOptions,
+  wantedCount,
+} from './plan-types.js';
 
 export {
   compilePlanOptions,
@@ -73,7 +83,8 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
   let snapshotKey: string | undefined;
   const snapshotKeyNow = (): string => (snapshotKey ??= snapshotKeyOf(nodes));
   const prev = input.previous;
-  const sameFleet = (): boolean => prev !== undefined && prev.snapshotKey !== '' && prev.snapshotKey === snapshotKeyNow();
+  const sameFleet = (): boolean =>
+    prev !== undefined && prev.snapshotKey !== '' && prev.snapshotKey === snapshotKeyNow();
 
   const drainingNodes = new Set(input.nodes.filter((n) => n.adminState === 'draining').map((n) => n.id));
   const held = new Map<string, ModelRejections>();
@@ -104,7 +115,16 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
     });
     if (counted.held) held.set(model.name, counted.held);
     scaleRequests.push(...counted.requests);
-    const moved = moveOffDraining({ model, group, split, drainingNodes, stopped: counted.stopped, maxParallel: opts.maxParallel, modelKey, request });
+    const moved = moveOffDraining({
+      model,
+      group,
+      split,
+      drainingNodes,
+      stopped: counted.stopped,
+      maxParallel: opts.maxParallel,
+      modelKey,
+      request,
+    });
     drainRequests.push(...moved.requests);
     actions.push(...counted.actions, ...moved.actions, ...finishDrains(group, input.inFlight, now, opts));
   }
@@ -114,7 +134,14 @@ export function planPass(input: PlanInput, options: PlanOptions = {}): Plan {
   const placed = placeWithCap(nodes, [...scaleRequests, ...drainRequests], cap, now, held);
   actions.push(...placed.actions);
   const { rejections } = placed;
-  return { actions, rejections, blockedDrains: placed.blockedDrains, throttled: placed.throttled, snapshotKey: rejections.size > 0 ? snapshotKeyNow() : '', atMs: now };
+  return {
+    actions,
+    rejections,
+    blockedDrains: placed.blockedDrains,
+    throttled: placed.throttled,
+    snapshotKey: rejections.size > 0 ? snapshotKeyNow() : '',
+    atMs: now,
+  };
 }
 
 /**
@@ -126,8 +153,14 @@ export function snapshotKeyOf(nodes: readonly PlacementNode[]): string {
   const hash = createHash('sha256');
   for (const n of nodes) {
     const weights = [...n.weightsHeld].sort().join(',');
-    const gpus = n.gpus === undefined ? '?' : n.gpus.map((g) => `${g.index}:${g.class ?? ''}:${g.memoryTotalMiB ?? ''}:${g.healthy ? 1 : 0}`).join(',');
-    const labels = Object.entries(n.labels).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(',');
+    const gpus =
+      n.gpus === undefined
+        ? '?'
+        : n.gpus.map((g) => `${g.index}:${g.class ?? ''}:${g.memoryTotalMiB ?? ''}:${g.healthy ? 1 : 0}`).join(',');
+    const labels = Object.entries(n.labels)
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
     hash.update(
       [
         n.id,

@@ -27,7 +27,13 @@ async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}, sta
   const now = () => clock;
   const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now });
   const catalog = await Catalog.create({ store });
-  const inventory = await Inventory.create({ store, now, staleAfterMs: 15_000, lostAfterMs: 60_000, flushIntervalMs: 0 });
+  const inventory = await Inventory.create({
+    store,
+    now,
+    staleAfterMs: 15_000,
+    lostAfterMs: 60_000,
+    flushIntervalMs: 0,
+  });
   const assignments = new AssignmentBoard(1);
   let ids = 0;
   const reconciler = await Reconciler.create({
@@ -58,7 +64,10 @@ async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}, sta
     async node(id: string, gpus = 2) {
       await inventory.join({ id, hostname: id, mgmtAddr: null, labels: {}, agentVersion: '1', protocolVersion: 1 });
       inventory.heartbeat(inventory.get(id)!, {
-        report: { gpus: Array.from({ length: gpus }, (_, index) => ({ index, class: 'h100-80gb', problems: [] })), engines: [{ name: 'sim' }, { name: 'vllm' }] },
+        report: {
+          gpus: Array.from({ length: gpus }, (_, index) => ({ index, class: 'h100-80gb', problems: [] })),
+          engines: [{ name: 'sim' }, { name: 'vllm' }],
+        },
       });
     },
     heartbeat(id: string) {
@@ -78,7 +87,12 @@ async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}, sta
   };
 }
 
-const demo = { name: 'demo', aliases: ['d'], source: 'hf://org/demo', profiles: [{ name: 'gpu', engine: 'vllm', gpus: 1, args: ['--x'], env: { A: '1' } }] };
+const demo = {
+  name: 'demo',
+  aliases: ['d'],
+  source: 'hf://org/demo',
+  profiles: [{ name: 'gpu', engine: 'vllm', gpus: 1, args: ['--x'], env: { A: '1' } }],
+};
 
 describe('Reconciler', () => {
   it('places a model, delivers its shard to the agent, and marks it ready from the agent report', async () => {
@@ -111,7 +125,10 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
     expect(t.reconciler.replicaCounts().get('demo')).toEqual({ ready: 1, total: 1 });
     expect(t.reconciler.nodeUsage().get('n1')).toEqual({ replicas: 1, gpusInUse: new Set([0]) });
-    expect((await t.store.replicas.list())[0], 'the store holds what the agent reported').toMatchObject({ state: 'ready', endpoint: 'http://n1:9000' });
+    expect((await t.store.replicas.list())[0], 'the store holds what the agent reported').toMatchObject({
+      state: 'ready',
+      endpoint: 'http://n1:9000',
+    });
   });
 
   it("gives the router each ready replica's engine load, dated by its age, and drops it when the agent stops sending one", async () => {
@@ -123,33 +140,65 @@ describe('Reconciler', () => {
     expect(t.reconciler.view.ready('demo')[0], 'no sample yet').not.toHaveProperty('load');
     const [a] = t.assignments.get('n1').shards;
     const status = { shard_id: a!.shard_id, replica_id: a!.replica_id, state: 'ready', endpoint: 'http://n1:9000' };
-    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ ...status, load: { running: 3, waiting: 2, kv_usage: 0.5, age_ms: 400 } }]);
-    expect(t.reconciler.view.ready('demo')[0]?.load, 'read 400 ms before the heartbeat arrived').toEqual({ running: 3, waiting: 2, kvUsage: 0.5, sampledAtMs: 1_000_000 - 400 });
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [
+      { ...status, load: { running: 3, waiting: 2, kv_usage: 0.5, age_ms: 400 } },
+    ]);
+    expect(t.reconciler.view.ready('demo')[0]?.load, 'read 400 ms before the heartbeat arrived').toEqual({
+      running: 3,
+      waiting: 2,
+      kvUsage: 0.5,
+      sampledAtMs: 1_000_000 - 400,
+    });
     // A report the store passed on late, older than what is held: ignored.
-    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ ...status, load: { running: 9, waiting: 9, age_ms: 0 } }], 1_000_000 - 1000);
+    t.reconciler.onShardReport(
+      t.inventory.get('n1')!,
+      [{ ...status, load: { running: 9, waiting: 9, age_ms: 0 } }],
+      1_000_000 - 1000,
+    );
     expect(t.reconciler.view.ready('demo')[0]?.load?.running).toBe(3);
     t.reconciler.onShardReport(t.inventory.get('n1')!, [status]);
     expect(t.reconciler.view.ready('demo')[0], 'the engine stopped answering its metrics').not.toHaveProperty('load');
   });
 
   // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
-  it("makes each replica a secret of its own, sends it to the agent and the router, and keeps it across a restart", async () => {
+  it('makes each replica a secret of its own, sends it to the agent and the router, and keeps it across a restart', async () => {
     const first = await setup();
     await first.node('n1');
     await first.catalog.add({ ...demo, scaling: { min: 2 } }, 'test');
     await first.reconciler.pass();
     const secrets = first.reconciler.replicas().map((r) => r.engineSecret);
     expect(secrets).toHaveLength(2);
-    for (const secret of secrets) expect(secret, '32 random bytes, base64url, behind llmgw-es-').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
+    for (const secret of secrets)
+      expect(secret, '32 random bytes, base64url, behind llmgw-es-').toMatch(/^llmgw-es-[A-Za-z0-9_-]{43}$/);
     expect(new Set(secrets).size, 'one secret per replica').toBe(2);
-    expect(first.assignments.get('n1').shards.map((a) => a.engine_secret).sort()).toEqual([...secrets].sort());
+    expect(
+      first.assignments
+        .get('n1')
+        .shards.map((a) => a.engine_secret)
+        .sort(),
+    ).toEqual([...secrets].sort());
     await first.report('n1', 'ready', (shard) => `http://n1:${shard.endsWith('0') ? 9000 : 9001}`);
-    expect(first.reconciler.view.ready('demo').map((r) => r.engineSecret).sort(), "the router's view carries it").toEqual([...secrets].sort());
+    expect(
+      first.reconciler.view
+        .ready('demo')
+        .map((r) => r.engineSecret)
+        .sort(),
+      "the router's view carries it",
+    ).toEqual([...secrets].sort());
     await first.reconciler.stop();
 
     const second = await setup(first.dir);
-    expect(second.reconciler.replicas().map((r) => r.engineSecret), 'a restarted control plane can still call the engines').toEqual(secrets);
-    expect(second.assignments.get('n1').shards.map((a) => a.engine_secret).sort(), 'and an agent that restarted hears it again').toEqual([...secrets].sort());
+    expect(
+      second.reconciler.replicas().map((r) => r.engineSecret),
+      'a restarted control plane can still call the engines',
+    ).toEqual(secrets);
+    expect(
+      second.assignments
+        .get('n1')
+        .shards.map((a) => a.engine_secret)
+        .sort(),
+      'and an agent that restarted hears it again',
+    ).toEqual([...secrets].sort());
   });
 
   it('counts its passes, their actions and its replicas by state in Prometheus metrics', async () => {
@@ -179,7 +228,10 @@ describe('Reconciler', () => {
     const second = await setup(first.dir);
     expect(second.reconciler.replicas(), 'the records come back from the store').toEqual(before);
     // The node is known from the store but has not reported since this control plane started; its shards are published anyway.
-    expect(second.assignments.get('n1').shards.map((s) => s.shard_id), 'published before any pass').toEqual([before[0]!.shards[0]!.id]);
+    expect(
+      second.assignments.get('n1').shards.map((s) => s.shard_id),
+      'published before any pass',
+    ).toEqual([before[0]!.shards[0]!.id]);
     second.heartbeat('n1');
     const plan = await second.reconciler.pass();
     expect(plan.actions, 'nothing is placed again').toEqual([]);
@@ -207,7 +259,10 @@ describe('Reconciler', () => {
     const silent = replicaNode === 'n1' ? 'n2' : 'n1';
     second.advance(60_000);
     second.heartbeat(replicaNode);
-    expect(second.inventory.liveness(second.inventory.get(silent)!), 'silent for the whole window since the restart').toBe('lost');
+    expect(
+      second.inventory.liveness(second.inventory.get(silent)!),
+      'silent for the whole window since the restart',
+    ).toBe('lost');
   });
 
   it('keeps the GPUs of a stopping replica while its agent reports the engine still stopping, and gives them to another model once it is gone', async () => {
@@ -222,12 +277,18 @@ describe('Reconciler', () => {
     await t.reconciler.pass();
     expect(t.reconciler.replicas().map((r) => [r.model, r.state])).toEqual([['demo', 'stopping']]);
 
-    const stillStopping = () => t.reconciler.onShardReport(t.inventory.get('n1')!, [{ shard_id: old!.shards[0]!.id, replica_id: old!.id, state: 'stopping' }]);
+    const stillStopping = () =>
+      t.reconciler.onShardReport(t.inventory.get('n1')!, [
+        { shard_id: old!.shards[0]!.id, replica_id: old!.id, state: 'stopping' },
+      ]);
     stillStopping();
     await t.reconciler.pass();
     stillStopping();
     await t.reconciler.pass();
-    expect(t.reconciler.replicas().map((r) => [r.model, r.state]), 'the engine still holds the GPU: nothing else is placed on it').toEqual([['demo', 'stopping']]);
+    expect(
+      t.reconciler.replicas().map((r) => [r.model, r.state]),
+      'the engine still holds the GPU: nothing else is placed on it',
+    ).toEqual([['demo', 'stopping']]);
 
     t.reconciler.onShardReport(t.inventory.get('n1')!, []);
     await t.reconciler.pass();
@@ -247,9 +308,15 @@ describe('Reconciler', () => {
     const plan = await t.reconciler.pass();
     expect(plan.actions.map((a) => a.kind)).toEqual(['markLost', 'create']);
     expect(t.assignments.get('b').shards, 'the replacement went to b').toHaveLength(1);
-    expect(t.reconciler.replicas().find((r) => r.id === first.id)).toMatchObject({ state: 'stopping', error: 'node a lost' });
+    expect(t.reconciler.replicas().find((r) => r.id === first.id)).toMatchObject({
+      state: 'stopping',
+      error: 'node a lost',
+    });
     await t.reconciler.pass();
-    expect(t.reconciler.replicas().map((r) => r.id), 'the lost replica is forgotten').not.toContain(first.id);
+    expect(
+      t.reconciler.replicas().map((r) => r.id),
+      'the lost replica is forgotten',
+    ).not.toContain(first.id);
   });
 
   // Placement nodes are kept between passes (PlacementNodeCache): one kept
@@ -260,9 +327,14 @@ describe('Reconciler', () => {
     await t.catalog.add(demo, 'test');
     await t.reconciler.pass();
     expect(t.reconciler.replicas(), 'a node without GPUs takes no GPU replica').toEqual([]);
-    t.inventory.heartbeat(t.inventory.get('n1')!, { report: { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] } });
+    t.inventory.heartbeat(t.inventory.get('n1')!, {
+      report: { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] },
+    });
     await t.reconciler.pass();
-    expect(t.reconciler.replicas().map((r) => r.shards[0]?.nodeId), 'placed once the node reports a GPU').toEqual(['n1']);
+    expect(
+      t.reconciler.replicas().map((r) => r.shards[0]?.nodeId),
+      'placed once the node reports a GPU',
+    ).toEqual(['n1']);
   });
 
   it('marks a replica failed from an agent report and keeps the error for the operator', async () => {
@@ -271,9 +343,15 @@ describe('Reconciler', () => {
     await t.catalog.add(demo, 'test');
     await t.reconciler.pass();
     const shard = t.assignments.get('n1').shards[0]!;
-    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'failed', error: 'CUDA out of memory' }]);
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [
+      { shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'failed', error: 'CUDA out of memory' },
+    ]);
     await t.reconciler.pass();
-    expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'failed', failures: 1, error: 'shard 0 on node n1 failed: CUDA out of memory' });
+    expect(t.reconciler.replicas()[0]).toMatchObject({
+      state: 'failed',
+      failures: 1,
+      error: 'shard 0 on node n1 failed: CUDA out of memory',
+    });
     expect(t.assignments.get('n1').shards, 'a failed replica is no longer assigned, so the agent stops it').toEqual([]);
   });
 
@@ -285,11 +363,21 @@ describe('Reconciler', () => {
     await t.catalog.add(demo, 'test');
     await t.reconciler.pass();
     const shard = t.assignments.get('n1').shards[0]!;
-    const report = { shard_id: shard.shard_id, replica_id: shard.replica_id, state: 'failed', error: 'engine was killed by SIGKILL', restarts: 0, restarting: true };
+    const report = {
+      shard_id: shard.shard_id,
+      replica_id: shard.replica_id,
+      state: 'failed',
+      error: 'engine was killed by SIGKILL',
+      restarts: 0,
+      restarting: true,
+    };
     t.reconciler.onShardReport(t.inventory.get('n1')!, [report]);
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]).toMatchObject({ state: 'starting', failures: 0 });
-    expect(t.reconciler.replicas()[0]!.shards[0]).toMatchObject({ state: 'starting', error: 'engine was killed by SIGKILL' });
+    expect(t.reconciler.replicas()[0]!.shards[0]).toMatchObject({
+      state: 'starting',
+      error: 'engine was killed by SIGKILL',
+    });
     expect(t.assignments.get('n1').shards, 'still assigned: the agent keeps restarting it').toHaveLength(1);
     // Past its in-place budget the agent reports a plain failure: then it is the replica's.
     t.reconciler.onShardReport(t.inventory.get('n1')!, [{ ...report, restarting: undefined }]);
@@ -323,7 +411,10 @@ describe('Reconciler', () => {
     expect(t.reconciler.replicas().find((r) => r.id === old.id)!.state).toBe('ready');
 
     await t.report('b', 'ready', () => 'http://b:1');
-    expect(t.reconciler.replicas().find((r) => r.id === old.id)!.state, 'the replacement is ready: the old one drains').toBe('draining');
+    expect(
+      t.reconciler.replicas().find((r) => r.id === old.id)!.state,
+      'the replacement is ready: the old one drains',
+    ).toBe('draining');
     t.advance(1_000);
     await t.reconciler.pass();
     expect(t.reconciler.replicas().find((r) => r.id === old.id)!.state, 'nothing in flight: stopped').toBe('stopping');
@@ -333,7 +424,10 @@ describe('Reconciler', () => {
     t.reconciler.onShardReport(t.inventory.get('a')!, []);
     await t.reconciler.pass();
     expect(t.reconciler.replicas().map((r) => [r.state, r.shards[0]!.nodeId])).toEqual([['ready', 'b']]);
-    expect((await t.store.replicas.list()).map((r) => r.id), 'and the store forgets it too').toEqual([t.reconciler.replicas()[0]!.id]);
+    expect(
+      (await t.store.replicas.list()).map((r) => r.id),
+      'and the store forgets it too',
+    ).toEqual([t.reconciler.replicas()[0]!.id]);
   });
 
   it('answers the router: ready replicas with their endpoints, why none is ready, and a wake-up when one becomes ready', async () => {
@@ -352,7 +446,16 @@ describe('Reconciler', () => {
     await t.report('n1', 'ready', () => 'http://n1:9000');
     expect(woken).toBeGreaterThan(0);
     unsubscribe();
-    expect(directory.ready('demo')).toEqual([{ id: t.reconciler.replicas()[0]!.id, endpoint: 'http://n1:9000', draining: false, engineSecret: t.reconciler.replicas()[0]!.engineSecret, engine: 'vllm', nodes: ['n1'] }]);
+    expect(directory.ready('demo')).toEqual([
+      {
+        id: t.reconciler.replicas()[0]!.id,
+        endpoint: 'http://n1:9000',
+        draining: false,
+        engineSecret: t.reconciler.replicas()[0]!.engineSecret,
+        engine: 'vllm',
+        nodes: ['n1'],
+      },
+    ]);
   });
 
   it('tells the router a model that fits nowhere will not come', async () => {
@@ -361,7 +464,9 @@ describe('Reconciler', () => {
     await t.catalog.add(demo, 'test');
     await t.reconciler.pass();
     expect(t.reconciler.view.demand('demo')).toBe(false);
-    expect(t.reconciler.view.describe('demo')).toMatch(/^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/);
+    expect(t.reconciler.view.describe('demo')).toMatch(
+      /^none can be placed \(1 rejection\(s\); first: .+\); see explain-placement$/,
+    );
   });
 
   it('previews a new model around the replicas scaling keeps, and applies nothing', async () => {
@@ -371,13 +476,29 @@ describe('Reconciler', () => {
     await t.node('n1', 1);
     await t.catalog.add({ ...demo, scaling: { min: 0, max: 1 } }, 'test');
     await t.reconciler.pass();
-    expect(t.reconciler.replicas().map((r) => r.model), 'scaled from zero: demo holds the one GPU').toEqual(['demo']);
+    expect(
+      t.reconciler.replicas().map((r) => r.model),
+      'scaled from zero: demo holds the one GPU',
+    ).toEqual(['demo']);
 
-    const other = t.catalog.validate({ name: 'other', source: 'hf://org/other', profiles: [{ engine: 'vllm', gpus: 1 }] });
+    const other = t.catalog.validate({
+      name: 'other',
+      source: 'hf://org/other',
+      profiles: [{ engine: 'vllm', gpus: 1 }],
+    });
     const plan = t.reconciler.preview([other]);
-    expect(plan.actions.filter((a) => a.kind === 'create' && a.model === 'other'), 'the GPU demo was scaled onto is not offered').toEqual([]);
-    expect(plan.actions.filter((a) => a.kind === 'stop' || a.kind === 'drain'), 'demo is kept at the number scaling gave it').toEqual([]);
-    expect(t.reconciler.replicas().map((r) => r.model), 'a preview changes nothing').toEqual(['demo']);
+    expect(
+      plan.actions.filter((a) => a.kind === 'create' && a.model === 'other'),
+      'the GPU demo was scaled onto is not offered',
+    ).toEqual([]);
+    expect(
+      plan.actions.filter((a) => a.kind === 'stop' || a.kind === 'drain'),
+      'demo is kept at the number scaling gave it',
+    ).toEqual([]);
+    expect(
+      t.reconciler.replicas().map((r) => r.model),
+      'a preview changes nothing',
+    ).toEqual(['demo']);
   });
 
   it('after a restart gives an idle replica the whole idle_timeout again: the outage was not idleness', async () => {
@@ -395,7 +516,10 @@ describe('Reconciler', () => {
     second.reconciler.attachDemand((): DemandSnapshot => ({ replicas: new Map(), queued: new Map() }));
     second.heartbeat('n1');
     await second.reconciler.pass();
-    expect(second.reconciler.replicas().map((r) => [r.id, r.state]), 'kept, not drained at the first pass').toEqual([[replica!.id, 'ready']]);
+    expect(
+      second.reconciler.replicas().map((r) => [r.id, r.state]),
+      'kept, not drained at the first pass',
+    ).toEqual([[replica!.id, 'ready']]);
     second.advance(5 * 60_000);
     second.heartbeat('n1');
     await second.reconciler.pass();
@@ -416,14 +540,21 @@ describe('Reconciler', () => {
     // Deposed; the other leader scales demo to 3 and this instance, following, reloads them from the store.
     leads = false;
     t.advance(60_000);
-    const copy = (i: number) => ({ ...one!, id: `other-${i}`, createdAtMs: 1_060_000, stateSinceMs: 1_060_000, shards: one!.shards.map((s) => ({ ...s, id: `other-sh-${i}`, gpuIndices: [i] })) });
+    const copy = (i: number) => ({
+      ...one!,
+      id: `other-${i}`,
+      createdAtMs: 1_060_000,
+      stateSinceMs: 1_060_000,
+      shards: one!.shards.map((s) => ({ ...s, id: `other-sh-${i}`, gpuIndices: [i] })),
+    });
     await t.store.replicas.save([copy(1), copy(2)], []);
     await t.reconciler.reload();
 
     // Hours later, under load that needs all three, it leads again, as Cluster.takeOver does it.
     t.advance(3 * 3_600_000);
     t.heartbeat('n1');
-    for (const r of t.reconciler.replicas()) use.set(r.id, { inFlight: r.id === one!.id ? 4 : 3, lastUsedAtMs: 1_000_000 + 60_000 + 3 * 3_600_000 });
+    for (const r of t.reconciler.replicas())
+      use.set(r.id, { inFlight: r.id === one!.id ? 4 : 3, lastUsedAtMs: 1_000_000 + 60_000 + 3 * 3_600_000 });
     leads = true;
     t.reconciler.beginLeading();
     const plan = await t.reconciler.pass();
@@ -435,16 +566,25 @@ describe('Reconciler', () => {
     t.advance(9 * 60_000);
     t.heartbeat('n1');
     await t.reconciler.pass();
-    expect(t.reconciler.replicas().filter((r) => r.state === 'draining'), 'nine minutes into the stint: nothing idle yet').toEqual([]);
+    expect(
+      t.reconciler.replicas().filter((r) => r.state === 'draining'),
+      'nine minutes into the stint: nothing idle yet',
+    ).toEqual([]);
   });
 
   it('starts one replica for a model at zero however many requests wait, records why, and drains it back to zero when idle', async () => {
     const events: NewEvent[] = [];
     const t = await setup(undefined, { events: { record: (e) => events.push(e) } });
-    const demand: { replicas: Map<string, ReplicaUse>; queued: Map<string, number> } = { replicas: new Map(), queued: new Map() };
+    const demand: { replicas: Map<string, ReplicaUse>; queued: Map<string, number> } = {
+      replicas: new Map(),
+      queued: new Map(),
+    };
     t.reconciler.attachDemand((): DemandSnapshot => demand);
     await t.node('n1', 4);
-    await t.catalog.add({ ...demo, scaling: { min: 0, max: 3, idle_timeout: '3s', cooldown: '1s', target_inflight: 4 } }, 'test');
+    await t.catalog.add(
+      { ...demo, scaling: { min: 0, max: 3, idle_timeout: '3s', cooldown: '1s', target_inflight: 4 } },
+      'test',
+    );
     await t.reconciler.pass();
     expect(t.reconciler.replicas(), 'min 0: nothing runs before a request').toEqual([]);
 
@@ -454,8 +594,18 @@ describe('Reconciler', () => {
     demand.queued.set('demo', 20);
     await t.reconciler.pass();
     await t.reconciler.pass();
-    expect(t.reconciler.replicas().map((r) => r.state), 'one replica for twenty requests').toEqual(['pending']);
-    expect(events.filter((e) => e.kind === 'scale')).toEqual([expect.objectContaining({ model: 'demo', from: 0, to: 1, message: expect.stringMatching(/no replica.*20 requests wait/) })]);
+    expect(
+      t.reconciler.replicas().map((r) => r.state),
+      'one replica for twenty requests',
+    ).toEqual(['pending']);
+    expect(events.filter((e) => e.kind === 'scale')).toEqual([
+      expect.objectContaining({
+        model: 'demo',
+        from: 0,
+        to: 1,
+        message: expect.stringMatching(/no replica.*20 requests wait/),
+      }),
+    ]);
 
     await t.report('n1', 'ready', () => 'http://n1:9000');
     const [replica] = t.reconciler.replicas();
@@ -470,8 +620,17 @@ describe('Reconciler', () => {
     await t.reconciler.pass();
     expect(t.reconciler.replicas()[0]!.state, 'idle for idle_timeout: drained first').toBe('draining');
     expect(events.map((e) => e.kind)).toEqual(['scale', 'replica_placed', 'replica_ready', 'scale', 'drain']);
-    expect(events[1]).toMatchObject({ model: 'demo', replica: replica!.id, node: 'n1', message: expect.stringMatching(/placed on node n1/) });
-    expect(events[2]).toMatchObject({ model: 'demo', replica: replica!.id, message: expect.stringMatching(/is ready on n1, \d+s after it was placed$/) });
+    expect(events[1]).toMatchObject({
+      model: 'demo',
+      replica: replica!.id,
+      node: 'n1',
+      message: expect.stringMatching(/placed on node n1/),
+    });
+    expect(events[2]).toMatchObject({
+      model: 'demo',
+      replica: replica!.id,
+      message: expect.stringMatching(/is ready on n1, \d+s after it was placed$/),
+    });
     expect(events[3]).toMatchObject({ from: 1, to: 0, message: expect.stringMatching(/idle for 3s/) });
     t.advance(1);
     await t.reconciler.pass();

@@ -114,7 +114,11 @@ export class Reconciler {
   private constructor(private readonly options: ReconcilerOptions) {
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
     this.metrics = options.registry ? new ReconcilerMetrics(options.registry, () => this.records) : null;
-    this.scaling = new ScalingBridge({ now: options.now, logger: options.logger, ...(options.events ? { events: options.events } : {}) });
+    this.scaling = new ScalingBridge({
+      now: options.now,
+      logger: options.logger,
+      ...(options.events ? { events: options.events } : {}),
+    });
     this.view = new RouterView({
       records: () => this.records,
       explain: (model) => this.explain(model),
@@ -135,7 +139,8 @@ export class Reconciler {
    */
   static async create(options: ReconcilerOptions): Promise<Reconciler> {
     const r = new Reconciler(options);
-    if (options.store) r.records = (await options.store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1));
+    if (options.store)
+      r.records = (await options.store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1));
     r.publish();
     return r;
   }
@@ -189,7 +194,9 @@ export class Reconciler {
     return this.enqueue(async () => {
       const store = this.options.store;
       if (!store || this.closed) return;
-      const records = this.scaling.withLastUsed((await store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)));
+      const records = this.scaling.withLastUsed(
+        (await store.replicas.list()).map(fromRow).sort((a, b) => (a.id < b.id ? -1 : 1)),
+      );
       if (JSON.stringify(records) === JSON.stringify(this.records)) return;
       this.records = records;
       this.recordsChanged();
@@ -218,7 +225,9 @@ export class Reconciler {
     // A heartbeat answered while the control plane closes: the store may already be gone, and the next start re-reads the agents anyway.
     // A pending node's empty list is not "I run nothing" either: it would stop the shards of a node held out for a GPU change.
     if (this.closed || !approved) return;
-    void this.enqueue(() => this.applyReport(node.id, believed)).catch((err: unknown) => this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'));
+    void this.enqueue(() => this.applyReport(node.id, believed)).catch((err: unknown) =>
+      this.options.logger.error({ err, node: node.id }, 'applying a shard report failed'),
+    );
   }
 
   /**
@@ -259,7 +268,12 @@ export class Reconciler {
         const sampledAtMs = receivedAtMs - s.load.age_ms;
         if ((this.loads.get(s.replica_id)?.sampledAtMs ?? -Infinity) > sampledAtMs) continue;
         const kv = s.load.kv_usage;
-        this.loads.set(s.replica_id, { running: s.load.running, waiting: s.load.waiting, ...(kv === undefined ? {} : { kvUsage: kv }), sampledAtMs });
+        this.loads.set(s.replica_id, {
+          running: s.load.running,
+          waiting: s.load.waiting,
+          ...(kv === undefined ? {} : { kvUsage: kv }),
+          sampledAtMs,
+        });
         changed = true;
       } else if (s.endpoint !== undefined && this.loads.delete(s.replica_id)) {
         // Only the API shard (the one with an endpoint) speaks for the replica's load; other ranks never carry one.
@@ -381,7 +395,11 @@ export class Reconciler {
   /** Per model asked about, which nodes could take a shard now, per profile, and why not the others; nothing is applied. */
   previewFit(models: readonly Model[]): Map<string, ProfileFit[]> {
     const now = this.options.now();
-    return fitPass({ now, nodes: this.placementNodes(now), replicas: this.records, inFlight: this.scaling.inFlight }, models, this.options.plan);
+    return fitPass(
+      { now, nodes: this.placementNodes(now), replicas: this.records, inFlight: this.scaling.inFlight },
+      models,
+      this.options.plan,
+    );
   }
 
   private recordsChanged(): void {
@@ -439,7 +457,15 @@ export class Reconciler {
       // The pass number groups one pass's actions in the log (how many replicas one pass created, for instance).
       this.passesWithActions++;
       for (const a of plan.actions) {
-        log.info({ pass: this.passesWithActions, action: a.kind, ...('replicaId' in a ? { replica: a.replicaId } : {}), ...('model' in a ? { model: a.model } : {}) }, a.reason);
+        log.info(
+          {
+            pass: this.passesWithActions,
+            action: a.kind,
+            ...('replicaId' in a ? { replica: a.replicaId } : {}),
+            ...('model' in a ? { model: a.model } : {}),
+          },
+          a.reason,
+        );
       }
     }
     this.metrics?.passed((performance.now() - startedAt) / 1000, plan.actions);
@@ -458,7 +484,8 @@ export class Reconciler {
     this.records = this.scaling.withLastUsed(this.records);
     // Engines' own counts, while fresh: an old one would keep a replica that went quiet looking busy.
     const engineQueued = new Map<string, number>();
-    for (const [id, l] of this.loads) if (now - l.sampledAtMs <= LOAD_FRESH_FOR_SCALING_MS) engineQueued.set(id, l.running + l.waiting);
+    for (const [id, l] of this.loads)
+      if (now - l.sampledAtMs <= LOAD_FRESH_FOR_SCALING_MS) engineQueued.set(id, l.running + l.waiting);
     return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued, engineQueued);
   }
 
@@ -469,13 +496,28 @@ export class Reconciler {
       this.livenessSeen.set(n.id, n.liveness);
       // A node seen for the first time (at the first pass, or one that just joined) has changed nothing yet.
       if (before === undefined || before === n.liveness || !this.options.events) continue;
-      if (n.liveness === 'stale') this.options.events.record({ kind: 'node_stale', node: n.id, message: `node ${n.id} stopped sending heartbeats; its replicas stay until it is lost` });
-      if (n.liveness === 'lost') this.options.events.record({ kind: 'node_lost', node: n.id, message: `node ${n.id} is lost (no heartbeat); its replicas are replaced elsewhere` });
+      if (n.liveness === 'stale')
+        this.options.events.record({
+          kind: 'node_stale',
+          node: n.id,
+          message: `node ${n.id} stopped sending heartbeats; its replicas stay until it is lost`,
+        });
+      if (n.liveness === 'lost')
+        this.options.events.record({
+          kind: 'node_lost',
+          node: n.id,
+          message: `node ${n.id} is lost (no heartbeat); its replicas are replaced elsewhere`,
+        });
     }
   }
 
   /** Placements, drains, failures and new placement failures of a pass, for the events log. */
-  private recordPlanEvents(plan: Plan, previous: Plan | undefined, changed: readonly ReplicaRecord[], known: ReadonlySet<string>): void {
+  private recordPlanEvents(
+    plan: Plan,
+    previous: Plan | undefined,
+    changed: readonly ReplicaRecord[],
+    known: ReadonlySet<string>,
+  ): void {
     const events = this.options.events;
     if (!events) return;
     const retried = new Set(plan.actions.flatMap((a) => (a.kind === 'retry' ? [a.replicaId] : [])));
@@ -487,12 +529,29 @@ export class Reconciler {
       const on = (id: string) => byId.get(id)?.shards[0]?.nodeId;
       if (a.kind === 'drain') {
         const node = on(a.replicaId);
-        events.record({ kind: 'drain', replica: a.replicaId, ...(model ? { model } : {}), ...(node ? { node } : {}), message: `replica ${a.replicaId} drains: ${a.reason}` });
+        events.record({
+          kind: 'drain',
+          replica: a.replicaId,
+          ...(model ? { model } : {}),
+          ...(node ? { node } : {}),
+          message: `replica ${a.replicaId} drains: ${a.reason}`,
+        });
       } else if (a.kind === 'markFailed') {
         const node = on(a.replicaId);
-        events.record({ kind: 'replica_failed', replica: a.replicaId, ...(model ? { model } : {}), ...(node ? { node } : {}), message: `replica ${a.replicaId}: ${a.reason}` });
+        events.record({
+          kind: 'replica_failed',
+          replica: a.replicaId,
+          ...(model ? { model } : {}),
+          ...(node ? { node } : {}),
+          message: `replica ${a.replicaId}: ${a.reason}`,
+        });
       } else if (a.kind === 'markLost') {
-        events.record({ kind: 'replica_lost', replica: a.replicaId, ...(model ? { model } : {}), message: `replica ${a.replicaId}: ${a.reason}` });
+        events.record({
+          kind: 'replica_lost',
+          replica: a.replicaId,
+          ...(model ? { model } : {}),
+          message: `replica ${a.replicaId}: ${a.reason}`,
+        });
       }
     }
     // A blocked model is re-evaluated every pass that the fleet changes; only a new or different reason is news.

@@ -21,7 +21,12 @@ import type { ReplicaRecord } from './types.js';
  * - not_api_shard: a load from a shard that is not its replica's rank 0, the one that serves the API (the rest of the status is believed).
  */
 export type ReportRefusal = 'node_pending' | 'not_assigned' | 'unknown_shard' | 'not_api_shard';
-export const REPORT_REFUSALS: readonly ReportRefusal[] = ['node_pending', 'not_assigned', 'unknown_shard', 'not_api_shard'];
+export const REPORT_REFUSALS: readonly ReportRefusal[] = [
+  'node_pending',
+  'not_assigned',
+  'unknown_shard',
+  'not_api_shard',
+];
 
 export interface RefusedShard {
   readonly shardId: string;
@@ -51,7 +56,11 @@ export function screenReport(
   statuses: readonly ShardStatus[],
   index?: ShardIndex,
 ): ScreenedReport {
-  if (!approved) return { believed: [], refused: statuses.map((s) => ({ shardId: s.shard_id, replicaId: s.replica_id, reason: 'node_pending' })) };
+  if (!approved)
+    return {
+      believed: [],
+      refused: statuses.map((s) => ({ shardId: s.shard_id, replicaId: s.replica_id, reason: 'node_pending' })),
+    };
   const holding = index ? (shardId: string) => index.holding(records, shardId) : positionsOf(records);
   const believed: ShardStatus[] = [];
   const refused: RefusedShard[] = [];

@@ -6,19 +6,47 @@ import type { ReplicaRecord, ReplicaState } from './types.js';
 
 function replica(id: string, state: ReplicaState, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
   return {
-    id, model: 'm', profile: 'p', pool: null, fabric: null, state, endpoint: null, error: null, createdAtMs: 0, lastUsedAtMs: null, failures: 0,
-    nextRetryAtMs: null, stateSinceMs: 0, updatedAtMs: 0, replaces: null, shards: [], ...over,
+    id,
+    model: 'm',
+    profile: 'p',
+    pool: null,
+    fabric: null,
+    state,
+    endpoint: null,
+    error: null,
+    createdAtMs: 0,
+    lastUsedAtMs: null,
+    failures: 0,
+    nextRetryAtMs: null,
+    stateSinceMs: 0,
+    updatedAtMs: 0,
+    replaces: null,
+    shards: [],
+    ...over,
   };
 }
 
 const blocked: ModelRejections = {
-  model: 'm', purpose: 'scale', rejections: [{ profile: 'p', node: 'n1', code: 'no_gpus', dimension: 'gpus', reason: 'node n1 has no free GPU' }],
-  notes: [], nodeCount: 1, modelKey: 'k', atMs: 0, contended: false,
+  model: 'm',
+  purpose: 'scale',
+  rejections: [{ profile: 'p', node: 'n1', code: 'no_gpus', dimension: 'gpus', reason: 'node n1 has no free GPU' }],
+  notes: [],
+  nodeCount: 1,
+  modelKey: 'k',
+  atMs: 0,
+  contended: false,
 };
 
 /** A view over records the test sets, with what it asks back counted. */
 function world(over: Partial<RouterViewDeps> = {}) {
-  const w = { records: [] as ReplicaRecord[], rejections: undefined as ModelRejections | undefined, scaling: { min: 0, max: 2 } as { min: number; max: number } | undefined, onDemand: true, cold: [] as string[], notified: 0 };
+  const w = {
+    records: [] as ReplicaRecord[],
+    rejections: undefined as ModelRejections | undefined,
+    scaling: { min: 0, max: 2 } as { min: number; max: number } | undefined,
+    onDemand: true,
+    cold: [] as string[],
+    notified: 0,
+  };
   const view = new RouterView({
     records: () => w.records,
     explain: () => w.rejections,
@@ -70,13 +98,37 @@ describe('RouterView.ready', () => {
 
 describe('RouterView.describe', () => {
   const cases: { name: string; set: (w: ReturnType<typeof world>['w']) => void; says: string | RegExp }[] = [
-    { name: 'counting replicas by state', set: (w) => (w.records = [replica('a', 'pending'), replica('b', 'fetching'), replica('c', 'pending')]), says: '2 pending, 1 fetching' },
-    { name: 'a failed replica and its error', set: (w) => (w.records = [replica('a', 'failed', { error: 'oom' })]), says: 'replica a failed: oom' },
-    { name: 'a failed replica without an error', set: (w) => (w.records = [replica('a', 'failed')]), says: 'replica a failed: no error reported' },
-    { name: 'a model placement rejected', set: (w) => (w.rejections = blocked), says: 'none can be placed (1 rejection(s); first: node n1 has no free GPU); see explain-placement' },
+    {
+      name: 'counting replicas by state',
+      set: (w) => (w.records = [replica('a', 'pending'), replica('b', 'fetching'), replica('c', 'pending')]),
+      says: '2 pending, 1 fetching',
+    },
+    {
+      name: 'a failed replica and its error',
+      set: (w) => (w.records = [replica('a', 'failed', { error: 'oom' })]),
+      says: 'replica a failed: oom',
+    },
+    {
+      name: 'a failed replica without an error',
+      set: (w) => (w.records = [replica('a', 'failed')]),
+      says: 'replica a failed: no error reported',
+    },
+    {
+      name: 'a model placement rejected',
+      set: (w) => (w.rejections = blocked),
+      says: 'none can be placed (1 rejection(s); first: node n1 has no free GPU); see explain-placement',
+    },
     { name: 'min 0', set: () => {}, says: 'no replica is wanted (scaling min 0)' },
-    { name: 'a model not in the catalog', set: (w) => (w.scaling = undefined), says: 'no replica is wanted (scaling min 0)' },
-    { name: 'min 1, nothing placed yet', set: (w) => (w.scaling = { min: 1, max: 1 }), says: 'the reconciler has not placed one yet' },
+    {
+      name: 'a model not in the catalog',
+      set: (w) => (w.scaling = undefined),
+      says: 'no replica is wanted (scaling min 0)',
+    },
+    {
+      name: 'min 1, nothing placed yet',
+      set: (w) => (w.scaling = { min: 1, max: 1 }),
+      says: 'the reconciler has not placed one yet',
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -92,9 +144,19 @@ describe('RouterView.demand', () => {
     { name: 'a replica on its way', set: (w) => (w.records = [replica('a', 'starting')]), coming: true, cold: false },
     { name: 'a model at zero that scales on demand', set: () => {}, coming: true, cold: true },
     { name: 'no demand source: min 0 stays at zero', set: (w) => (w.onDemand = false), coming: false, cold: false },
-    { name: 'no demand source, min 1', set: (w) => ((w.onDemand = false), (w.scaling = { min: 1, max: 1 })), coming: true, cold: false },
+    {
+      name: 'no demand source, min 1',
+      set: (w) => ((w.onDemand = false), (w.scaling = { min: 1, max: 1 })),
+      coming: true,
+      cold: false,
+    },
     { name: 'max 0', set: (w) => (w.scaling = { min: 0, max: 0 }), coming: false, cold: false },
-    { name: 'fits nowhere', set: (w) => ((w.rejections = blocked), (w.scaling = { min: 1, max: 2 })), coming: false, cold: false },
+    {
+      name: 'fits nowhere',
+      set: (w) => ((w.rejections = blocked), (w.scaling = { min: 1, max: 2 })),
+      coming: false,
+      cold: false,
+    },
     { name: 'not in the catalog', set: (w) => (w.scaling = undefined), coming: false, cold: false },
   ];
   for (const c of cases) {

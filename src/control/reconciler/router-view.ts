@@ -70,7 +70,9 @@ export class RouterView {
             ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}),
             ...(engine === undefined ? {} : { engine }),
             ...(load === undefined ? {} : { load }),
-            ...(r.shards.length ? { nodes: [...new Set([...r.shards].sort((a, b) => a.rank - b.rank).map((sh) => sh.nodeId))] } : {}),
+            ...(r.shards.length
+              ? { nodes: [...new Set([...r.shards].sort((a, b) => a.rank - b.rank).map((sh) => sh.nodeId))] }
+              : {}),
           };
         });
       this.readyCache.set(model, cached);

@@ -7,8 +7,23 @@ import type { ReplicaRecord, ReplicaState } from './types.js';
 
 function replica(id: string, state: ReplicaState, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
   return {
-    id, model: 'm', profile: 'p', pool: null, fabric: null, state, endpoint: null, error: null, createdAtMs: 100, lastUsedAtMs: null, failures: 0,
-    nextRetryAtMs: null, stateSinceMs: 200, updatedAtMs: 0, replaces: null, shards: [], ...over,
+    id,
+    model: 'm',
+    profile: 'p',
+    pool: null,
+    fabric: null,
+    state,
+    endpoint: null,
+    error: null,
+    createdAtMs: 100,
+    lastUsedAtMs: null,
+    failures: 0,
+    nextRetryAtMs: null,
+    stateSinceMs: 200,
+    updatedAtMs: 0,
+    replaces: null,
+    shards: [],
+    ...over,
   };
 }
 
@@ -17,7 +32,13 @@ const models: ScalableModel[] = [{ name: 'm', scaling: policy }];
 
 describe('scaleSignals', () => {
   it('weighs counting replicas, counts failed ones, and leaves out draining and stopping ones', () => {
-    const records = [replica('r', 'ready'), replica('s', 'starting'), replica('f', 'failed'), replica('d', 'draining'), replica('x', 'stopping')];
+    const records = [
+      replica('r', 'ready'),
+      replica('s', 'starting'),
+      replica('f', 'failed'),
+      replica('d', 'draining'),
+      replica('x', 'stopping'),
+    ];
     const signals = scaleSignals(records, new Map([['r', 3]]), 0);
     expect(signals.get('m')).toEqual({
       replicas: [
@@ -30,20 +51,42 @@ describe('scaleSignals', () => {
 
   it('counts a replica being moved and its replacement as one, until the old one drains', () => {
     const moving = [replica('old', 'ready'), replica('new', 'starting', { replaces: 'old' })];
-    expect(scaleSignals(moving, new Map(), 0).get('m')!.replicas.map((r) => r.id)).toEqual(['old']);
+    expect(
+      scaleSignals(moving, new Map(), 0)
+        .get('m')!
+        .replicas.map((r) => r.id),
+    ).toEqual(['old']);
     const drained = [replica('old', 'draining'), replica('new', 'ready', { replaces: 'old' })];
-    expect(scaleSignals(drained, new Map(), 0).get('m')!.replicas.map((r) => r.id)).toEqual(['new']);
+    expect(
+      scaleSignals(drained, new Map(), 0)
+        .get('m')!
+        .replicas.map((r) => r.id),
+    ).toEqual(['new']);
   });
 
   const idle: { name: string; over: Partial<ReplicaRecord>; state: ReplicaState; since: number; want: number }[] = [
     { name: 'a ready replica never used: since it became ready', over: {}, state: 'ready', since: 0, want: 200 },
-    { name: 'a replica used later: since its last use', over: { lastUsedAtMs: 900 }, state: 'ready', since: 0, want: 900 },
+    {
+      name: 'a replica used later: since its last use',
+      over: { lastUsedAtMs: 900 },
+      state: 'ready',
+      since: 0,
+      want: 900,
+    },
     { name: 'a replica still starting: since it was made', over: {}, state: 'starting', since: 0, want: 100 },
-    { name: 'before this process read demand: since it began', over: { lastUsedAtMs: 900 }, state: 'ready', since: 5000, want: 5000 },
+    {
+      name: 'before this process read demand: since it began',
+      over: { lastUsedAtMs: 900 },
+      state: 'ready',
+      since: 5000,
+      want: 5000,
+    },
   ];
   for (const c of idle) {
     it(`idle since: ${c.name}`, () => {
-      expect(scaleSignals([replica('r', c.state, c.over)], new Map(), c.since).get('m')!.replicas[0]!.idleSinceMs).toBe(c.want);
+      expect(scaleSignals([replica('r', c.state, c.over)], new Map(), c.since).get('m')!.replicas[0]!.idleSinceMs).toBe(
+        c.want,
+      );
     });
   }
 });
@@ -66,11 +109,24 @@ describe('ScalingBridge', () => {
 
   it('records the use it reads, and lays last uses over the records, the newer kept', () => {
     const { b } = bridge();
-    const snapshot: DemandSnapshot = { replicas: new Map([['a', { inFlight: 2, lastUsedAtMs: 500 }], ['b', { inFlight: 0, lastUsedAtMs: null }]]), queued: new Map() };
+    const snapshot: DemandSnapshot = {
+      replicas: new Map([
+        ['a', { inFlight: 2, lastUsedAtMs: 500 }],
+        ['b', { inFlight: 0, lastUsedAtMs: null }],
+      ]),
+      queued: new Map(),
+    };
     b.attach(() => snapshot);
     expect(b.read()).toBe(snapshot);
-    expect([...b.inFlight]).toEqual([['a', 2], ['b', 0]]);
-    const [a, older, never] = b.withLastUsed([replica('a', 'ready'), replica('a', 'ready', { lastUsedAtMs: 600 }), replica('b', 'ready')]);
+    expect([...b.inFlight]).toEqual([
+      ['a', 2],
+      ['b', 0],
+    ]);
+    const [a, older, never] = b.withLastUsed([
+      replica('a', 'ready'),
+      replica('a', 'ready', { lastUsedAtMs: 600 }),
+      replica('b', 'ready'),
+    ]);
     expect(a!.lastUsedAtMs).toBe(500);
     expect(older!.lastUsedAtMs, 'a newer stored use is not undone').toBe(600);
     expect(never!.lastUsedAtMs, 'null = never used: nothing to lay over').toBeNull();
@@ -88,7 +144,9 @@ describe('ScalingBridge', () => {
     });
     expect(b.read()).toBeNull();
     expect(b.lastWanted()).toEqual(new Map([['m', 1]]));
-    expect(errors).toMatchObject([{ msg: "reading the router's demand failed; this pass keeps the previous wanted numbers" }]);
+    expect(errors).toMatchObject([
+      { msg: "reading the router's demand failed; this pass keeps the previous wanted numbers" },
+    ]);
   });
 
   it('starts one replica for cold demand, records the decision, and uses the cold demand up', () => {
@@ -127,7 +185,10 @@ describe('ScalingBridge', () => {
     b.decide(0, records, idlePolicy, new Map());
     advance(50_000);
     b.reset();
-    expect(b.decide(70_000, records, idlePolicy, new Map()).get('m'), 'idle 70 s, but only 20 s since it began leading').toBe(1);
+    expect(
+      b.decide(70_000, records, idlePolicy, new Map()).get('m'),
+      'idle 70 s, but only 20 s since it began leading',
+    ).toBe(1);
     expect(b.decide(110_000, records, idlePolicy, new Map()).get('m'), 'a whole idle_timeout after').toBe(0);
   });
 });

@@ -8,7 +8,14 @@
 // sees is scaleSignals, pure and tested apart.
 import type { Logger } from 'pino';
 import type { EventSink } from '../events/index.js';
-import { decideScale, type DemandSnapshot, type ReplicaSignal, type ReplicaUse, type ScaleState, type ScalingPolicy } from '../scaling/index.js';
+import {
+  decideScale,
+  type DemandSnapshot,
+  type ReplicaSignal,
+  type ReplicaUse,
+  type ScaleState,
+  type ScalingPolicy,
+} from '../scaling/index.js';
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';
 
 /** The parts of a catalog model the scaler reads; the catalog's Model has them. */
@@ -157,7 +164,10 @@ export class ScalingBridge {
     try {
       snapshot = this.source();
     } catch (err) {
-      this.deps.logger.error({ err }, 'reading the router\'s demand failed; this pass keeps the previous wanted numbers');
+      this.deps.logger.error(
+        { err },
+        "reading the router's demand failed; this pass keeps the previous wanted numbers",
+      );
       return null;
     }
     for (const [id, use] of snapshot.replicas) this.report(id, use);
@@ -183,7 +193,13 @@ export class ScalingBridge {
     for (const m of models) {
       const g = signals.get(m.name) ?? { replicas: [], failed: 0 };
       const result = decideScale(
-        { policy: m.scaling, replicas: g.replicas, failed: g.failed, queued: queued.get(m.name) ?? 0, coldDemand: this.cold.has(m.name) },
+        {
+          policy: m.scaling,
+          replicas: g.replicas,
+          failed: g.failed,
+          queued: queued.get(m.name) ?? 0,
+          coldDemand: this.cold.has(m.name),
+        },
         this.states.get(m.name),
         now,
       );
@@ -191,7 +207,13 @@ export class ScalingBridge {
       wanted.set(m.name, result.wanted);
       if (result.decision) {
         const d = result.decision;
-        this.deps.events?.record({ kind: 'scale', model: m.name, from: d.from, to: d.to, message: `${m.name}: ${d.from} → ${d.to} replica(s): ${d.reason}` });
+        this.deps.events?.record({
+          kind: 'scale',
+          model: m.name,
+          from: d.from,
+          to: d.to,
+          message: `${m.name}: ${d.from} → ${d.to} replica(s): ${d.reason}`,
+        });
       }
     }
     this.cold.clear();

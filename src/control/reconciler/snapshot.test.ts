@@ -21,7 +21,14 @@ async function fleet() {
   const inventory = await Inventory.create({ store: null, now: () => now, staleAfterMs: 15_000, lostAfterMs: 60_000 });
   const cache = new PlacementNodeCache();
   const join = async (id: string) => {
-    await inventory.join({ id, hostname: id, mgmtAddr: null, labels: { zone: 'a' }, agentVersion: '1', protocolVersion: 1 });
+    await inventory.join({
+      id,
+      hostname: id,
+      mgmtAddr: null,
+      labels: { zone: 'a' },
+      agentVersion: '1',
+      protocolVersion: 1,
+    });
     inventory.heartbeat(inventory.get(id)!, { report: report(64 * 2 ** 30) });
   };
   return {

@@ -37,7 +37,10 @@ export function toPlacementNode(node: Node, liveness: Liveness): PlacementNode {
     ...(report?.memory_available_bytes === undefined ? {} : { memoryFreeBytes: report.memory_available_bytes }),
     ...(disk === null ? {} : { localDiskFreeBytes: disk.freeBytes }),
     weightsHeld,
-    fabrics: (report?.fabrics ?? []).map((f) => ({ name: f.name, ...(f.address === undefined ? {} : { address: f.address }) })),
+    fabrics: (report?.fabrics ?? []).map((f) => ({
+      name: f.name,
+      ...(f.address === undefined ? {} : { address: f.address }),
+    })),
     engines: (report?.engines ?? []).map((e) => e.name),
   };
 }
@@ -85,7 +88,16 @@ export class PlacementNodeCache {
       let entry = this.entries.get(node.id);
       if (entry === undefined || !sameInputs(entry, node, live)) {
         const { report, hostname, labels, adminState, approval } = node;
-        entry = { report, hostname, labels, adminState, approval, liveness: live, placement: toPlacementNode(node, live), pass: 0 };
+        entry = {
+          report,
+          hostname,
+          labels,
+          adminState,
+          approval,
+          liveness: live,
+          placement: toPlacementNode(node, live),
+          pass: 0,
+        };
         this.entries.set(node.id, entry);
       }
       if (entry.pass !== pass) {
@@ -94,7 +106,8 @@ export class PlacementNodeCache {
       }
       return entry.placement;
     });
-    if (this.entries.size > seen) for (const [id, entry] of this.entries) if (entry.pass !== pass) this.entries.delete(id);
+    if (this.entries.size > seen)
+      for (const [id, entry] of this.entries) if (entry.pass !== pass) this.entries.delete(id);
     return out;
   }
 

@@ -5,15 +5,36 @@
 
 /** Pending, fetching, starting and ready count toward the wanted number; the rest do not. */
 export type ReplicaState = 'pending' | 'fetching' | 'starting' | 'ready' | 'draining' | 'stopping' | 'failed';
-export const REPLICA_STATES: readonly ReplicaState[] = ['pending', 'fetching', 'starting', 'ready', 'draining', 'stopping', 'failed'];
-export const COUNTING_STATES: ReadonlySet<ReplicaState> = new Set<ReplicaState>(['pending', 'fetching', 'starting', 'ready']);
+export const REPLICA_STATES: readonly ReplicaState[] = [
+  'pending',
+  'fetching',
+  'starting',
+  'ready',
+  'draining',
+  'stopping',
+  'failed',
+];
+export const COUNTING_STATES: ReadonlySet<ReplicaState> = new Set<ReplicaState>([
+  'pending',
+  'fetching',
+  'starting',
+  'ready',
+]);
 
 /**
  * What an agent last said about one shard. `stopped` is set by the control
  * plane when an agent no longer reports a shard it was told to stop.
  */
 export type ShardState = 'pending' | 'fetching' | 'starting' | 'ready' | 'failed' | 'stopping' | 'stopped';
-export const SHARD_STATES: readonly ShardState[] = ['pending', 'fetching', 'starting', 'ready', 'failed', 'stopping', 'stopped'];
+export const SHARD_STATES: readonly ShardState[] = [
+  'pending',
+  'fetching',
+  'starting',
+  'ready',
+  'failed',
+  'stopping',
+  'stopped',
+];
 
 export interface ShardRecord {
   readonly id: string;

@@ -21,7 +21,14 @@ async function plane(options: Record<string, unknown>): Promise<ControlPlane> {
   return p;
 }
 
-const kept: StoredResponse = { id: 'resp_cp', keyId: 'k1', model: 'm', createdAtMs: Date.now(), response: { id: 'resp_cp', object: 'response' }, items: [] };
+const kept: StoredResponse = {
+  id: 'resp_cp',
+  keyId: 'k1',
+  model: 'm',
+  createdAtMs: Date.now(),
+  response: { id: 'resp_cp', object: 'response' },
+  items: [],
+};
 
 describe('the control plane keeps responses', () => {
   it('in the store when it has one, across a restart', async () => {

@@ -29,7 +29,11 @@ export function responseBody(r: StoredResponse): string {
  * response that takes the total past the cap onwards, older ones included,
  * so the oldest go first and the cap holds. `keep` is never dropped.
  */
-export function overCap(newestFirst: readonly { id: string; bytes: number }[], keep: string, capBytes: number): string[] {
+export function overCap(
+  newestFirst: readonly { id: string; bytes: number }[],
+  keep: string,
+  capBytes: number,
+): string[] {
   let total = newestFirst.find((r) => r.id === keep)?.bytes ?? 0;
   const drop: string[] = [];
   let full = false;

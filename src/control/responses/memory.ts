@@ -36,17 +36,28 @@ export class MemoryResponseStore implements ResponseStore {
       return;
     }
     const nowMs = this.now();
-    this.entries.set(slot(response.keyId, response.id), { response, expiresAtMs: nowMs + this.options.ttlMs, bytes, seq: this.seq++ });
+    this.entries.set(slot(response.keyId, response.id), {
+      response,
+      expiresAtMs: nowMs + this.options.ttlMs,
+      bytes,
+      seq: this.seq++,
+    });
     if (response.engineId) this.engineIds.set(slot(response.keyId, response.engineId), response.id);
     const mine = [...this.entries.values()]
       .filter((e) => e.response.keyId === response.keyId && e.expiresAtMs > nowMs)
       .sort((a, b) => b.response.createdAtMs - a.response.createdAtMs || b.seq - a.seq);
-    for (const id of overCap(mine.map((e) => ({ id: e.response.id, bytes: e.bytes })), response.id, cap)) this.drop(response.keyId, id);
+    for (const id of overCap(
+      mine.map((e) => ({ id: e.response.id, bytes: e.bytes })),
+      response.id,
+      cap,
+    ))
+      this.drop(response.keyId, id);
   }
 
   async get(keyId: string, id: string): Promise<StoredResponse | undefined> {
     const nowMs = this.now();
-    const e = this.entries.get(slot(keyId, id)) ?? this.entries.get(slot(keyId, this.engineIds.get(slot(keyId, id)) ?? ''));
+    const e =
+      this.entries.get(slot(keyId, id)) ?? this.entries.get(slot(keyId, this.engineIds.get(slot(keyId, id)) ?? ''));
     return e && e.expiresAtMs > nowMs ? e.response : undefined;
   }
 

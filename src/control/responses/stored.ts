@@ -26,7 +26,16 @@ export class StoredResponses implements ResponseStore {
       return;
     }
     const nowMs = this.now();
-    const row = { id: response.id, keyId: response.keyId, engineId: response.engineId ?? null, model: response.model, createdAtMs: response.createdAtMs, expiresAtMs: nowMs + this.options.ttlMs, bytes, body };
+    const row = {
+      id: response.id,
+      keyId: response.keyId,
+      engineId: response.engineId ?? null,
+      model: response.model,
+      createdAtMs: response.createdAtMs,
+      expiresAtMs: nowMs + this.options.ttlMs,
+      bytes,
+      body,
+    };
     await this.repository.put(row, [...outputItems(response.response).keys()]);
     const sizes = await this.repository.sizesOfKey(response.keyId, nowMs);
     await this.repository.deleteIds(response.keyId, overCap(sizes, response.id, cap));
@@ -36,7 +45,15 @@ export class StoredResponses implements ResponseStore {
     const row = await this.repository.get(keyId, id, this.now());
     if (!row) return undefined;
     const body = JSON.parse(row.body) as { response: Record<string, unknown>; items: unknown[] };
-    return { id: row.id, keyId: row.keyId, ...(row.engineId === null ? {} : { engineId: row.engineId }), model: row.model, createdAtMs: row.createdAtMs, response: body.response, items: body.items };
+    return {
+      id: row.id,
+      keyId: row.keyId,
+      ...(row.engineId === null ? {} : { engineId: row.engineId }),
+      model: row.model,
+      createdAtMs: row.createdAtMs,
+      response: body.response,
+      items: body.items,
+    };
   }
 
   async delete(keyId: string, id: string): Promise<boolean> {

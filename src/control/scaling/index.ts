@@ -5,5 +5,12 @@
 // reconciler applies the decision through planPass's `wanted` seam. Nothing
 // here reads a timer, the store or the network, so every rule is tested as a
 // table of snapshots.
-export { decideScale, type ModelSignals, type ReplicaSignal, type ScaleDecision, type ScalingPolicy, type ScaleState } from './scaler.js';
+export {
+  decideScale,
+  type ModelSignals,
+  type ReplicaSignal,
+  type ScaleDecision,
+  type ScalingPolicy,
+  type ScaleState,
+} from './scaler.js';
 export type { DemandSnapshot, ReplicaLoad, ReplicaUse } from './demand.js';

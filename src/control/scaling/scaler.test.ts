@@ -44,7 +44,13 @@ function run(p: ScalingPolicy, steps: Step[], start?: ScaleState) {
   let state = start;
   const decisions = [];
   for (const [i, s] of steps.entries()) {
-    const signals: ModelSignals = { policy: p, replicas: s.replicas, failed: s.failed ?? 0, queued: s.queued ?? 0, coldDemand: s.cold ?? false };
+    const signals: ModelSignals = {
+      policy: p,
+      replicas: s.replicas,
+      failed: s.failed ?? 0,
+      queued: s.queued ?? 0,
+      coldDemand: s.cold ?? false,
+    };
     const result = decideScale(signals, state, s.at * 1000);
     expect(result.wanted, `step ${i} at ${s.at}s: wanted`).toBe(s.want);
     if (result.decision) {
@@ -74,10 +80,17 @@ describe('decideScale', () => {
       { at: 29, replicas: ready(1, 20), want: 1 },
       { at: 30, replicas: ready(1, 20), want: 5 },
     ]);
-    expect(decisions).toEqual([{ from: 1, to: 5, direction: 'up', reason: expect.stringMatching(/20 request\(s\).*target_inflight 4.*for 30s; ceil\(20 \/ 4\) = 5/) }]);
+    expect(decisions).toEqual([
+      {
+        from: 1,
+        to: 5,
+        direction: 'up',
+        reason: expect.stringMatching(/20 request\(s\).*target_inflight 4.*for 30s; ceil\(20 \/ 4\) = 5/),
+      },
+    ]);
   });
 
-  it('counts what engines queue beyond the router\'s own requests as demand, and never twice', () => {
+  it("counts what engines queue beyond the router's own requests as demand, and never twice", () => {
     // Two replicas, 2 requests in flight from this router each; their engines say 10 each (8 came from elsewhere).
     const busy = ready(2, 4).map((r) => ({ ...r, engineQueued: 10 }));
     run(policy(), [
@@ -147,28 +160,46 @@ describe('decideScale', () => {
       { at: 59, replicas: ready(4, 0, 0), want: 4 },
       { at: 60, replicas: ready(4, 0, 0), want: 1 },
     ]);
-    expect(decisions).toEqual([{ from: 4, to: 1, direction: 'down', reason: expect.stringMatching(/4 replica\(s\) idle for 1m.*kept at scaling.min 1/) }]);
+    expect(decisions).toEqual([
+      {
+        from: 4,
+        to: 1,
+        direction: 'down',
+        reason: expect.stringMatching(/4 replica\(s\) idle for 1m.*kept at scaling.min 1/),
+      },
+    ]);
 
     // Two of four idle, the other two busy at target: two go.
-    const busy: ReplicaSignal[] = [...ready(2, 8, 100_000), ...ready(2, 0, 0).map((r, i) => ({ ...r, id: `idle${i}` }))];
+    const busy: ReplicaSignal[] = [
+      ...ready(2, 8, 100_000),
+      ...ready(2, 0, 0).map((r, i) => ({ ...r, id: `idle${i}` })),
+    ];
     run(policy(), [{ at: 100, replicas: busy, want: 2 }], { wanted: 4, aboveSinceMs: null, lastUpAtMs: null });
   });
 
   it('gives up capacity a trickle does not need, though the trickle leaves no replica idle', () => {
     // Four replicas, each touched every second or so by one or two requests: none idle, but one would do.
     const trickle = (t: number, inFlight: number) => ready(4, inFlight, t * 1000);
-    const decisions = run(policy({ idleTimeoutMs: 60_000 }), [
-      { at: 0, replicas: trickle(0, 1), want: 4 },
-      { at: 30, replicas: trickle(30, 5), want: 4 },
-      { at: 40, replicas: trickle(40, 2), want: 4 },
-      { at: 59, replicas: trickle(59, 1), want: 4 },
-      { at: 60, replicas: trickle(60, 1), want: 2 },
-      // The next step down needs another full idle_timeout of low demand.
-      { at: 100, replicas: ready(2, 1, 100_000), want: 2 },
-      { at: 159, replicas: ready(2, 1, 159_000), want: 2 },
-      { at: 160, replicas: ready(2, 1, 160_000), want: 1 },
-    ], { wanted: 4, aboveSinceMs: null, lastUpAtMs: null });
-    expect(decisions[0]).toMatchObject({ from: 4, to: 2, reason: expect.stringMatching(/demand needed at most 2 replica\(s\).*for 1m/) });
+    const decisions = run(
+      policy({ idleTimeoutMs: 60_000 }),
+      [
+        { at: 0, replicas: trickle(0, 1), want: 4 },
+        { at: 30, replicas: trickle(30, 5), want: 4 },
+        { at: 40, replicas: trickle(40, 2), want: 4 },
+        { at: 59, replicas: trickle(59, 1), want: 4 },
+        { at: 60, replicas: trickle(60, 1), want: 2 },
+        // The next step down needs another full idle_timeout of low demand.
+        { at: 100, replicas: ready(2, 1, 100_000), want: 2 },
+        { at: 159, replicas: ready(2, 1, 159_000), want: 2 },
+        { at: 160, replicas: ready(2, 1, 160_000), want: 1 },
+      ],
+      { wanted: 4, aboveSinceMs: null, lastUpAtMs: null },
+    );
+    expect(decisions[0]).toMatchObject({
+      from: 4,
+      to: 2,
+      reason: expect.stringMatching(/demand needed at most 2 replica\(s\).*for 1m/),
+    });
   });
 
   it('does not scale down within the cool-down after a scale-up', () => {
@@ -184,7 +215,8 @@ describe('decideScale', () => {
 
   it('flapping load at the threshold neither scales up nor down', () => {
     const steps: Step[] = [];
-    for (let t = 0; t <= 300; t += 5) steps.push({ at: t, replicas: ready(2, t % 10 === 0 ? 9 : 8, t * 1000), want: 2 });
+    for (let t = 0; t <= 300; t += 5)
+      steps.push({ at: t, replicas: ready(2, t % 10 === 0 ? 9 : 8, t * 1000), want: 2 });
     expect(run(policy({ idleTimeoutMs: 10_000 }), steps)).toEqual([]);
   });
 
@@ -197,21 +229,27 @@ describe('decideScale', () => {
       { at: 10, replicas: starting(1), queued: 20, want: 1 },
       { at: 12, replicas: ready(1, 20), want: 1 },
     ]);
-    expect(decisions).toEqual([{ from: 0, to: 1, direction: 'up', reason: expect.stringMatching(/no replica.*20 requests wait/) }]);
+    expect(decisions).toEqual([
+      { from: 0, to: 1, direction: 'up', reason: expect.stringMatching(/no replica.*20 requests wait/) },
+    ]);
   });
 
   it('does not start a replica for a model whose max is 0', () => {
     run(policy({ min: 0, max: 0 }), [{ at: 0, replicas: [], cold: true, queued: 3, want: 0 }]);
   });
 
-  it('goes back to zero after idle_timeout when min is 0, and keeps failed replicas\' slots', () => {
+  it("goes back to zero after idle_timeout when min is 0, and keeps failed replicas' slots", () => {
     run(policy({ min: 0, max: 2, idleTimeoutMs: 3_000, cooldownMs: 0 }), [
       { at: 0, replicas: [], cold: true, want: 1 },
       { at: 5, replicas: ready(1, 0, 5_000), want: 1 },
       { at: 8, replicas: ready(1, 0, 5_000), want: 0 },
     ]);
     // A failed replica waiting for its retry is not a reason to scale down.
-    run(policy({ min: 1 }), [{ at: 0, replicas: ready(1, 3, 0), failed: 1, want: 2 }], { wanted: 2, aboveSinceMs: null, lastUpAtMs: null });
+    run(policy({ min: 1 }), [{ at: 0, replicas: ready(1, 3, 0), failed: 1, want: 2 }], {
+      wanted: 2,
+      aboveSinceMs: null,
+      lastUpAtMs: null,
+    });
   });
 
   it('adopts what exists on its first decision, and follows limits the catalog moves', () => {
@@ -219,11 +257,19 @@ describe('decideScale', () => {
     expect(none, 'a restarted control plane neither stops nor starts anything on its own').toEqual([]);
     const [fresh] = run(policy({ min: 2 }), [{ at: 0, replicas: [], want: 2 }]);
     expect(fresh).toEqual({ from: 0, to: 2, direction: 'up', reason: 'scaling.min is 2' });
-    const [lowered] = run(policy({ min: 1, max: 2 }), [{ at: 0, replicas: ready(4, 0, 0), want: 2 }], { wanted: 4, aboveSinceMs: null, lastUpAtMs: null });
+    const [lowered] = run(policy({ min: 1, max: 2 }), [{ at: 0, replicas: ready(4, 0, 0), want: 2 }], {
+      wanted: 4,
+      aboveSinceMs: null,
+      lastUpAtMs: null,
+    });
     expect(lowered).toEqual({ from: 4, to: 2, direction: 'down', reason: 'scaling.max is now 2' });
   });
 
   it('never scales down for idleness when idle_timeout is absent', () => {
-    run(policy({ idleTimeoutMs: null }), [{ at: 10_000, replicas: ready(3, 0, 0), want: 3 }], { wanted: 3, aboveSinceMs: null, lastUpAtMs: null });
+    run(policy({ idleTimeoutMs: null }), [{ at: 10_000, replicas: ready(3, 0, 0), want: 3 }], {
+      wanted: 3,
+      aboveSinceMs: null,
+      lastUpAtMs: null,
+    });
   });
 });

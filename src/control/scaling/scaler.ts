@@ -177,10 +177,13 @@ export function decideScale(signals: ModelSignals, previous: ScaleState | undefi
   if (p.idleTimeoutMs !== null && wanted > min && !cooling && signals.queued === 0 && reason === '') {
     const idleTimeoutMs = p.idleTimeoutMs;
     const floor = Math.max(min, needed);
-    const idle = signals.replicas.filter((r) => r.ready && r.inFlight === 0 && !(r.engineQueued! > 0) && now - r.idleSinceMs >= idleTimeoutMs).length;
+    const idle = signals.replicas.filter(
+      (r) => r.ready && r.inFlight === 0 && !(r.engineQueued! > 0) && now - r.idleSinceMs >= idleTimeoutMs,
+    ).length;
     const exists = Math.min(wanted, capacity + signals.failed);
     const byIdle = idle > 0 ? Math.max(floor, exists - idle) : wanted;
-    const byDemand = belowSinceMs !== null && now - belowSinceMs >= idleTimeoutMs ? Math.max(floor, neededPeak) : wanted;
+    const byDemand =
+      belowSinceMs !== null && now - belowSinceMs >= idleTimeoutMs ? Math.max(floor, neededPeak) : wanted;
     const desired = Math.min(byIdle, byDemand);
     if (desired < wanted) {
       const kept = desired === min && min > 0 ? `; kept at scaling.min ${min}` : '';

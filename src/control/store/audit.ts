@@ -37,16 +37,30 @@ export class AuditRepository {
    * `actor` (the identity or the label, exactly), `action` (exactly, or a
    * prefix ending in a dot: `node.`) and `target` narrow it; absent = any.
    */
-  async list(options: { limit?: number; target?: string; sinceMs?: number; actor?: string; action?: string } = {}): Promise<AuditEntry[]> {
-    let query = this.connection.db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
+  async list(
+    options: { limit?: number; target?: string; sinceMs?: number; actor?: string; action?: string } = {},
+  ): Promise<AuditEntry[]> {
+    let query = this.connection.db
+      .selectFrom('audit_log')
+      .selectAll()
+      .orderBy('id', 'desc')
+      .limit(options.limit || 100);
     if (options.target) query = query.where('target', '=', options.target);
     if (options.sinceMs !== undefined) query = query.where('at', '>=', options.sinceMs);
     const actor = options.actor;
     if (actor) query = query.where((eb) => eb.or([eb('actor', '=', actor), eb('actor_label', '=', actor)]));
     const action = options.action;
-    if (action) query = action.endsWith('.') ? query.where(sql<boolean>`action like ${`${action.replace(/[!%_]/g, '!$&')}%`} escape '!'`) : query.where('action', '=', action);
+    if (action)
+      query = action.endsWith('.')
+        ? query.where(sql<boolean>`action like ${`${action.replace(/[!%_]/g, '!$&')}%`} escape '!'`)
+        : query.where('action', '=', action);
     const rows = await query.execute();
-    return rows.map(({ actor_label, ...r }) => ({ ...r, actorLabel: actor_label ?? null, id: Number(r.id), detail: JSON.parse(r.detail) as Record<string, unknown> }));
+    return rows.map(({ actor_label, ...r }) => ({
+      ...r,
+      actorLabel: actor_label ?? null,
+      id: Number(r.id),
+      detail: JSON.parse(r.detail) as Record<string, unknown>,
+    }));
   }
 }
 
@@ -55,6 +69,13 @@ export async function insertAudit(db: Queryable, at: number, entry: AuditInput):
   const who = auditActor(entry.actor);
   await db
     .insertInto('audit_log')
-    .values({ at, actor: who.identity, actor_label: who.label, action: entry.action, target: entry.target, detail: JSON.stringify(entry.detail ?? {}) })
+    .values({
+      at,
+      actor: who.identity,
+      actor_label: who.label,
+      action: entry.action,
+      target: entry.target,
+      detail: JSON.stringify(entry.detail ?? {}),
+    })
     .execute();
 }

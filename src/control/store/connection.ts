@@ -60,7 +60,8 @@ export class StoreConnection {
   /** Opens the store and brings its schema up to date. */
   static async open(options: StoreOptions): Promise<StoreConnection> {
     const { location } = options;
-    const opened = location.kind === 'sqlite' ? openSqlite(location.path, options.onWarning) : openPostgres(location.url);
+    const opened =
+      location.kind === 'sqlite' ? openSqlite(location.path, options.onWarning) : openPostgres(location.url);
     const connection = new StoreConnection(opened.db, opened.dialect, opened.where, options.now ?? Date.now);
     await connection.migrate(location);
     return connection;
@@ -69,7 +70,11 @@ export class StoreConnection {
   private async migrate(location: StoreLocation): Promise<void> {
     // Unordered: migrations written in parallel (0005 beside 0006) may land in either order, and a store that
     // ran the later number first must still take the earlier one rather than refuse to start.
-    const migrator = new Migrator({ db: this.db, provider: new StaticMigrationProvider(this.dialect), allowUnorderedMigrations: true });
+    const migrator = new Migrator({
+      db: this.db,
+      provider: new StaticMigrationProvider(this.dialect),
+      allowUnorderedMigrations: true,
+    });
     const { error, results } = await migrator.migrateToLatest();
     if (error) {
       await this.db.destroy();
@@ -79,7 +84,9 @@ export class StoreConnection {
       const unwrapped = error instanceof LlmgwError && error.code === 'LLMGW_STORE_UNAVAILABLE' ? error.cause : error;
       const cause = unwrapped as Error & { code?: string };
       if (cause.code === 'ECONNREFUSED' || cause.code === 'ENOTFOUND' || /connect|timeout/i.test(cause.message)) {
-        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot reach the store (${where}): ${cause.message}`, { cause });
+        throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot reach the store (${where}): ${cause.message}`, {
+          cause,
+        });
       }
       throw new LlmgwError(
         'LLMGW_STORE_MIGRATION',

@@ -17,7 +17,12 @@ export class ControlPlaneRepository {
 
   /** Records that an instance is alive (and where it listens); called about once a second by each. */
   async touch(row: ControlPlaneRow): Promise<void> {
-    const values = { client_url: row.clientUrl, admin_url: row.adminUrl, agent_url: row.agentUrl, last_seen: row.lastSeenMs };
+    const values = {
+      client_url: row.clientUrl,
+      admin_url: row.adminUrl,
+      agent_url: row.agentUrl,
+      last_seen: row.lastSeenMs,
+    };
     await this.connection.db
       .insertInto('control_planes')
       .values({ id: row.id, started_at: row.startedAtMs, ...values })
@@ -27,8 +32,20 @@ export class ControlPlaneRepository {
 
   /** Instances seen since `sinceMs` (0 = every one ever recorded), id order. */
   async list(sinceMs = 0): Promise<ControlPlaneRow[]> {
-    const rows = await this.connection.db.selectFrom('control_planes').selectAll().where('last_seen', '>=', sinceMs).orderBy('id').execute();
-    return rows.map((r) => ({ id: r.id, clientUrl: r.client_url, adminUrl: r.admin_url, agentUrl: r.agent_url, startedAtMs: Number(r.started_at), lastSeenMs: Number(r.last_seen) }));
+    const rows = await this.connection.db
+      .selectFrom('control_planes')
+      .selectAll()
+      .where('last_seen', '>=', sinceMs)
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      clientUrl: r.client_url,
+      adminUrl: r.admin_url,
+      agentUrl: r.agent_url,
+      startedAtMs: Number(r.started_at),
+      lastSeenMs: Number(r.last_seen),
+    }));
   }
 
   /** Forgets instances not seen since `beforeMs`, so the list does not grow with every restart. */

@@ -14,8 +14,12 @@ const MAY_KNOW_THE_DIALECT = new Set(['connection.ts', 'sqlite.ts', 'postgres.ts
 
 it('keeps every branch on the dialect in the connection, the two open functions and the migrations', () => {
   const dir = dirname(fileURLToPath(import.meta.url));
-  const sources = readdirSync(dir).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts') && !MAY_KNOW_THE_DIALECT.has(f));
+  const sources = readdirSync(dir).filter(
+    (f) => f.endsWith('.ts') && !f.endsWith('.test.ts') && !MAY_KNOW_THE_DIALECT.has(f),
+  );
   expect(sources.length, 'the store folder has repositories to check').toBeGreaterThan(5);
-  const branching = sources.filter((f) => /\.dialect\b|['"](postgres|sqlite)['"]/.test(readFileSync(join(dir, f), 'utf8')));
+  const branching = sources.filter((f) =>
+    /\.dialect\b|['"](postgres|sqlite)['"]/.test(readFileSync(join(dir, f), 'utf8')),
+  );
   expect(branching, 'these files ask which database they are on; ask the connection instead').toEqual([]);
 });

@@ -62,9 +62,7 @@ export class EventRepository {
       for (let i = 0; i < events.length; i += 500) {
         await tx
           .insertInto('events')
-          .values(
-            events.slice(i, i + 500).map(eventRow),
-          )
+          .values(events.slice(i, i + 500).map(eventRow))
           .execute();
       }
     });
@@ -72,7 +70,11 @@ export class EventRepository {
 
   /** Newest first. `limit` 0 or absent = 100; `afterId` = only events newer than that one (for --watch). */
   async list(options: { model?: string; node?: string; limit?: number; afterId?: number } = {}): Promise<EventRow[]> {
-    let query = this.connection.db.selectFrom('events').selectAll().orderBy('id', 'desc').limit(options.limit || 100);
+    let query = this.connection.db
+      .selectFrom('events')
+      .selectAll()
+      .orderBy('id', 'desc')
+      .limit(options.limit || 100);
     if (options.model) query = query.where('model', '=', options.model);
     if (options.node) query = query.where('node', '=', options.node);
     if (options.afterId !== undefined) query = query.where('id', '>', options.afterId);
@@ -93,10 +95,16 @@ export class EventRepository {
   /** Deletes all but the newest `keep` events; returns how many went. */
   async prune(keep: number): Promise<number> {
     const db = this.connection.db;
-    const newest = await db.selectFrom('events').select((eb) => eb.fn.max('id').as('max')).executeTakeFirst();
+    const newest = await db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('id').as('max'))
+      .executeTakeFirst();
     const max = newest?.max === null || newest?.max === undefined ? 0 : Number(newest.max);
     if (max <= keep) return 0;
-    const result = await db.deleteFrom('events').where('id', '<=', max - keep).executeTakeFirst();
+    const result = await db
+      .deleteFrom('events')
+      .where('id', '<=', max - keep)
+      .executeTakeFirst();
     return Number(result.numDeletedRows);
   }
 }

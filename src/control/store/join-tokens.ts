@@ -20,22 +20,52 @@ export class JoinTokenRepository {
   constructor(private readonly connection: StoreConnection) {}
 
   /** Stores a new token (its hash, never the secret) with its audit row. */
-  async create(token: { id: string; node: string; hash: string; expiresAtMs: number; createdBy: string }, audit: AuditInput): Promise<JoinTokenRow> {
+  async create(
+    token: { id: string; node: string; hash: string; expiresAtMs: number; createdBy: string },
+    audit: AuditInput,
+  ): Promise<JoinTokenRow> {
     const at = this.connection.now();
     await this.connection.db.transaction().execute(async (tx) => {
       await tx
         .insertInto('join_tokens')
-        .values({ id: token.id, node: token.node, hash: token.hash, expires_at: token.expiresAtMs, created_at: at, created_by: token.createdBy, used_at: null })
+        .values({
+          id: token.id,
+          node: token.node,
+          hash: token.hash,
+          expires_at: token.expiresAtMs,
+          created_at: at,
+          created_by: token.createdBy,
+          used_at: null,
+        })
         .execute();
       await insertAudit(tx, at, audit);
     });
-    return { id: token.id, node: token.node, expiresAtMs: token.expiresAtMs, createdAtMs: at, createdBy: token.createdBy, usedAtMs: null };
+    return {
+      id: token.id,
+      node: token.node,
+      expiresAtMs: token.expiresAtMs,
+      createdAtMs: at,
+      createdBy: token.createdBy,
+      usedAtMs: null,
+    };
   }
 
   /** Newest first. */
   async list(): Promise<JoinTokenRow[]> {
-    const rows = await this.connection.db.selectFrom('join_tokens').selectAll().orderBy('created_at', 'desc').orderBy('id').execute();
-    return rows.map((r) => ({ id: r.id, node: r.node, expiresAtMs: r.expires_at, createdAtMs: r.created_at, createdBy: r.created_by, usedAtMs: r.used_at }));
+    const rows = await this.connection.db
+      .selectFrom('join_tokens')
+      .selectAll()
+      .orderBy('created_at', 'desc')
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      node: r.node,
+      expiresAtMs: r.expires_at,
+      createdAtMs: r.created_at,
+      createdBy: r.created_by,
+      usedAtMs: r.used_at,
+    }));
   }
 
   /**
@@ -53,7 +83,18 @@ export class JoinTokenRepository {
       .where('expires_at', '>', nowMs)
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) === 0) return null;
-    const r = await this.connection.db.selectFrom('join_tokens').selectAll().where('hash', '=', hash).executeTakeFirstOrThrow();
-    return { id: r.id, node: r.node, expiresAtMs: r.expires_at, createdAtMs: r.created_at, createdBy: r.created_by, usedAtMs: r.used_at };
+    const r = await this.connection.db
+      .selectFrom('join_tokens')
+      .selectAll()
+      .where('hash', '=', hash)
+      .executeTakeFirstOrThrow();
+    return {
+      id: r.id,
+      node: r.node,
+      expiresAtMs: r.expires_at,
+      createdAtMs: r.created_at,
+      createdBy: r.created_by,
+      usedAtMs: r.used_at,
+    };
   }
 }

@@ -55,7 +55,9 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
   });
 
   it('refuses a write from an instance that holds no epoch', async () => {
-    await expect(old.replicas.save([replica('rep-0', 'pending')], [])).rejects.toMatchObject({ code: 'LLMGW_STALE_LEADER' });
+    await expect(old.replicas.save([replica('rep-0', 'pending')], [])).rejects.toMatchObject({
+      code: 'LLMGW_STALE_LEADER',
+    });
   });
 
   it('lets the holder of the current epoch write, and refuses it once another instance acquired a newer one', async () => {
@@ -77,7 +79,10 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
     await expect(old.replicas.setShardState('rep-1-s0', 'failed')).rejects.toBeInstanceOf(StaleLeaderError);
 
     const rows = await fresh.replicas.list();
-    expect(rows.map((r) => [r.id, r.state, r.shards[0]?.state]), "the new leader's work is intact").toEqual([['rep-1', 'ready', 'pending']]);
+    expect(
+      rows.map((r) => [r.id, r.state, r.shards[0]?.state]),
+      "the new leader's work is intact",
+    ).toEqual([['rep-1', 'ready', 'pending']]);
   });
 
   it('makes an acquisition wait for a write of the old epoch in flight, so the new leader reads it', async () => {
@@ -90,11 +95,22 @@ describePostgres('leadership epochs fence replica writes (two Store handles on o
       await tx.selectFrom('leadership').select('epoch').where('name', '=', 'reconciler').forShare().execute();
       lockTaken();
       // Write only once Postgres shows the acquisition queued on a lock in this database: proof that it waits, not a guess at how long it takes.
-      await waitFor('the new leader waiting on the leadership row', async () => {
-        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(old.connection.db);
-        return rows[0]!.n > 0 ? true : undefined;
-      }, 10_000);
-      await tx.insertInto('replicas').values({ ...row('rep-late') }).execute();
+      await waitFor(
+        'the new leader waiting on the leadership row',
+        async () => {
+          const { rows } = await sql<{
+            n: number;
+          }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(
+            old.connection.db,
+          );
+          return rows[0]!.n > 0 ? true : undefined;
+        },
+        10_000,
+      );
+      await tx
+        .insertInto('replicas')
+        .values({ ...row('rep-late') })
+        .execute();
       order.push('old write');
     });
     await locked;

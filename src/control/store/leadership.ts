@@ -32,7 +32,11 @@ export class LeadershipRepository {
       const row = await tx
         .insertInto('leadership')
         .values({ name: role, epoch: 1, holder, acquired_at: nowMs })
-        .onConflict((oc) => oc.column('name').doUpdateSet((eb) => ({ epoch: eb('leadership.epoch', '+', 1), holder, acquired_at: nowMs })))
+        .onConflict((oc) =>
+          oc
+            .column('name')
+            .doUpdateSet((eb) => ({ epoch: eb('leadership.epoch', '+', 1), holder, acquired_at: nowMs })),
+        )
         .returning('epoch')
         .executeTakeFirstOrThrow();
       return Number(row.epoch);
@@ -41,8 +45,14 @@ export class LeadershipRepository {
 
   /** The role's current holder and epoch; undefined = nobody has ever led it. */
   async read(role: string): Promise<Leadership | undefined> {
-    const row = await this.connection.db.selectFrom('leadership').selectAll().where('name', '=', role).executeTakeFirst();
-    return row ? { role: row.name, epoch: Number(row.epoch), holder: row.holder, acquiredAtMs: Number(row.acquired_at) } : undefined;
+    const row = await this.connection.db
+      .selectFrom('leadership')
+      .selectAll()
+      .where('name', '=', role)
+      .executeTakeFirst();
+    return row
+      ? { role: row.name, epoch: Number(row.epoch), holder: row.holder, acquiredAtMs: Number(row.acquired_at) }
+      : undefined;
   }
 
   /** Replaces the leader's notes for `role` (unvalidated JSON; readers check what they need). */
@@ -57,7 +67,13 @@ export class LeadershipRepository {
 
   /** The leader's notes for `role`; undefined = none written yet. */
   async readNotes(role: string): Promise<StoredLeaderNotes | undefined> {
-    const row = await this.connection.db.selectFrom('leader_notes').selectAll().where('name', '=', role).executeTakeFirst();
-    return row ? { body: JSON.parse(row.body) as unknown, epoch: Number(row.epoch), updatedAtMs: Number(row.updated_at) } : undefined;
+    const row = await this.connection.db
+      .selectFrom('leader_notes')
+      .selectAll()
+      .where('name', '=', role)
+      .executeTakeFirst();
+    return row
+      ? { body: JSON.parse(row.body) as unknown, epoch: Number(row.epoch), updatedAtMs: Number(row.updated_at) }
+      : undefined;
   }
 }

@@ -243,13 +243,22 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<unknown>) {
         await db.schema.alterTable('nodes').addColumn('mgmt_nonce', 'text').execute();
         await db.schema.alterTable('nodes').addColumn('mgmt_token_hash', 'text').execute();
-        await db.schema.alterTable('nodes').addColumn('approval', 'text', (c) => c.notNull().defaultTo('approved')).execute();
+        await db.schema
+          .alterTable('nodes')
+          .addColumn('approval', 'text', (c) => c.notNull().defaultTo('approved'))
+          .execute();
         await db.schema.alterTable('nodes').addColumn('approved_hardware', 'text').execute();
         await db.schema.alterTable('nodes').addColumn('hardware_change', 'text').execute();
         await db.schema.alterTable('nodes').addColumn('removed_at', 'bigint').execute();
-        const typed = db as unknown as Kysely<{ nodes: { id: string; mgmt_token: string; mgmt_token_hash: string | null } }>;
+        const typed = db as unknown as Kysely<{
+          nodes: { id: string; mgmt_token: string; mgmt_token_hash: string | null };
+        }>;
         for (const row of await typed.selectFrom('nodes').select(['id', 'mgmt_token']).execute()) {
-          await typed.updateTable('nodes').set({ mgmt_token_hash: createHash('sha256').update(row.mgmt_token).digest('hex') }).where('id', '=', row.id).execute();
+          await typed
+            .updateTable('nodes')
+            .set({ mgmt_token_hash: createHash('sha256').update(row.mgmt_token).digest('hex') })
+            .where('id', '=', row.id)
+            .execute();
         }
         await db.schema.alterTable('nodes').dropColumn('mgmt_token').execute();
         await db.schema
@@ -278,9 +287,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0013_usage_endpoint': {
       async up(db: Kysely<unknown>) {
         if (dialect === 'postgres') {
-          await db.schema.alterTable('usage').addColumn('endpoint', 'text', (c) => c.notNull().defaultTo('unknown')).execute();
+          await db.schema
+            .alterTable('usage')
+            .addColumn('endpoint', 'text', (c) => c.notNull().defaultTo('unknown'))
+            .execute();
           await db.schema.alterTable('usage').dropConstraint('usage_pk').execute();
-          await db.schema.alterTable('usage').addPrimaryKeyConstraint('usage_pk', ['key_id', 'model', 'endpoint']).execute();
+          await db.schema
+            .alterTable('usage')
+            .addPrimaryKeyConstraint('usage_pk', ['key_id', 'model', 'endpoint'])
+            .execute();
           await sql`ALTER TABLE usage ALTER COLUMN endpoint DROP DEFAULT`.execute(db);
           return;
         }
@@ -297,7 +312,9 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addPrimaryKeyConstraint('usage_pk', ['key_id', 'model', 'endpoint'])
           .execute();
         await sql`INSERT INTO usage_0013 (key_id, model, endpoint, requests, errors, prompt_tokens, completion_tokens, updated_at)
-          SELECT key_id, model, 'unknown', requests, errors, prompt_tokens, completion_tokens, updated_at FROM usage`.execute(db);
+          SELECT key_id, model, 'unknown', requests, errors, prompt_tokens, completion_tokens, updated_at FROM usage`.execute(
+          db,
+        );
         await db.schema.dropTable('usage').execute();
         await db.schema.alterTable('usage_0013').renameTo('usage').execute();
       },
@@ -337,13 +354,18 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     // row, so an instance that looks back over a window re-reads whole only the rows that moved on.
     '0015_node_last_seen': {
       async up(db: Kysely<unknown>) {
-        await db.schema.alterTable('nodes').addColumn('version', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+        await db.schema
+          .alterTable('nodes')
+          .addColumn('version', 'bigint', (c) => c.notNull().defaultTo(0))
+          .execute();
         await db.schema
           .createTable('node_last_seen')
           .addColumn('id', 'text', (c) => c.primaryKey())
           .addColumn('last_seen', 'bigint', (c) => c.notNull())
           .execute();
-        await sql`INSERT INTO node_last_seen (id, last_seen) SELECT id, last_seen FROM nodes WHERE last_seen IS NOT NULL`.execute(db);
+        await sql`INSERT INTO node_last_seen (id, last_seen) SELECT id, last_seen FROM nodes WHERE last_seen IS NOT NULL`.execute(
+          db,
+        );
         await db.schema.alterTable('nodes').dropColumn('last_seen').execute();
       },
     },
@@ -354,30 +376,39 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0016_responses_per_key': {
       // Copies the table, drops it and renames the copy: a crash between the drop and the rename would leave
       // a store no start could migrate, so the steps are one transaction on SQLite too (see atomicOnSqlite).
-      up: (db: Kysely<unknown>) => atomicOnSqlite(db, dialect, async () => {
-        await db.schema
-          .createTable('responses_0016')
-          .addColumn('key_id', 'text', (c) => c.notNull())
-          .addColumn('id', 'text', (c) => c.notNull())
-          .addColumn('engine_id', 'text')
-          .addColumn('model', 'text', (c) => c.notNull())
-          .addColumn('created_at_ms', 'bigint', (c) => c.notNull())
-          .addColumn('expires_at_ms', 'bigint', (c) => c.notNull())
-          .addColumn('bytes', 'bigint', (c) => c.notNull())
-          .addColumn('body', 'text', (c) => c.notNull())
-          .addPrimaryKeyConstraint('responses_pk', ['key_id', 'id'])
-          .execute();
-        await sql`INSERT INTO responses_0016 (key_id, id, engine_id, model, created_at_ms, expires_at_ms, bytes, body)
+      up: (db: Kysely<unknown>) =>
+        atomicOnSqlite(db, dialect, async () => {
+          await db.schema
+            .createTable('responses_0016')
+            .addColumn('key_id', 'text', (c) => c.notNull())
+            .addColumn('id', 'text', (c) => c.notNull())
+            .addColumn('engine_id', 'text')
+            .addColumn('model', 'text', (c) => c.notNull())
+            .addColumn('created_at_ms', 'bigint', (c) => c.notNull())
+            .addColumn('expires_at_ms', 'bigint', (c) => c.notNull())
+            .addColumn('bytes', 'bigint', (c) => c.notNull())
+            .addColumn('body', 'text', (c) => c.notNull())
+            .addPrimaryKeyConstraint('responses_pk', ['key_id', 'id'])
+            .execute();
+          await sql`INSERT INTO responses_0016 (key_id, id, engine_id, model, created_at_ms, expires_at_ms, bytes, body)
           SELECT key_id, id, NULL, model, created_at_ms, expires_at_ms, bytes, body FROM responses`.execute(db);
-        await db.schema.dropTable('responses').execute();
-        await db.schema.alterTable('responses_0016').renameTo('responses').execute();
-        await db.schema.createIndex('responses_key_age').on('responses').columns(['key_id', 'created_at_ms']).execute();
-        await db.schema.createIndex('responses_expiry').on('responses').column('expires_at_ms').execute();
-        await db.schema.createIndex('responses_engine_id').on('responses').columns(['key_id', 'engine_id']).execute();
-        // An item's response is found by (key, response id) now; the old index on response id alone is replaced.
-        await db.schema.dropIndex('response_items_response').execute();
-        await db.schema.createIndex('response_items_response').on('response_items').columns(['key_id', 'response_id']).execute();
-      }),
+          await db.schema.dropTable('responses').execute();
+          await db.schema.alterTable('responses_0016').renameTo('responses').execute();
+          await db.schema
+            .createIndex('responses_key_age')
+            .on('responses')
+            .columns(['key_id', 'created_at_ms'])
+            .execute();
+          await db.schema.createIndex('responses_expiry').on('responses').column('expires_at_ms').execute();
+          await db.schema.createIndex('responses_engine_id').on('responses').columns(['key_id', 'engine_id']).execute();
+          // An item's response is found by (key, response id) now; the old index on response id alone is replaced.
+          await db.schema.dropIndex('response_items_response').execute();
+          await db.schema
+            .createIndex('response_items_response')
+            .on('response_items')
+            .columns(['key_id', 'response_id'])
+            .execute();
+        }),
     },
   };
 }

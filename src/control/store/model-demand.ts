@@ -11,7 +11,9 @@ export class ModelDemandRepository {
   async save(instanceId: string, queued: ReadonlyMap<string, number>, nowMs: number): Promise<void> {
     await this.connection.db.transaction().execute(async (tx) => {
       await tx.deleteFrom('model_demand').where('instance_id', '=', instanceId).execute();
-      const rows = [...queued].filter(([, n]) => n > 0).map(([model, n]) => ({ instance_id: instanceId, model, queued: n, updated_at: nowMs }));
+      const rows = [...queued]
+        .filter(([, n]) => n > 0)
+        .map(([model, n]) => ({ instance_id: instanceId, model, queued: n, updated_at: nowMs }));
       if (rows.length) await tx.insertInto('model_demand').values(rows).execute();
     });
   }

@@ -14,7 +14,6 @@ export interface StoredModel {
   updatedAt: number;
 }
 
-
 export class ModelRepository {
   constructor(private readonly connection: StoreConnection) {}
 
@@ -42,7 +41,13 @@ export class ModelRepository {
       if (existing) throw new LlmgwError('LLMGW_CATALOG_CONFLICT', `a model named "${name}" already exists`);
       await tx
         .insertInto('models')
-        .values({ name, definition: JSON.stringify(definition), created_at: at, created_by: actorText(audit.actor), updated_at: at })
+        .values({
+          name,
+          definition: JSON.stringify(definition),
+          created_at: at,
+          created_by: actorText(audit.actor),
+          updated_at: at,
+        })
         .execute();
       await insertAudit(tx, at, audit);
       await this.connection.announce(tx, 'catalog');

@@ -124,7 +124,11 @@ export class NodeRepository {
    * each time it looks.
    */
   async versionsSince(sinceMs: number): Promise<NodeVersion[]> {
-    const rows = await this.connection.db.selectFrom('nodes').select(['id', 'version']).where('updated_at', '>=', sinceMs).execute();
+    const rows = await this.connection.db
+      .selectFrom('nodes')
+      .select(['id', 'version'])
+      .where('updated_at', '>=', sinceMs)
+      .execute();
     return rows.map((r) => ({ id: r.id, version: Number(r.version) }));
   }
 
@@ -142,7 +146,11 @@ export class NodeRepository {
 
   /** Nodes whose newest saved heartbeat is at or after `sinceMs`: liveness only, a few bytes a node. */
   async lastSeenSince(sinceMs: number): Promise<LastSeenRow[]> {
-    const rows = await this.connection.db.selectFrom('node_last_seen').select(['id', 'last_seen']).where('last_seen', '>=', sinceMs).execute();
+    const rows = await this.connection.db
+      .selectFrom('node_last_seen')
+      .select(['id', 'last_seen'])
+      .where('last_seen', '>=', sinceMs)
+      .execute();
     return rows.map((r) => ({ id: r.id, lastSeenMs: r.last_seen }));
   }
 
@@ -154,7 +162,11 @@ export class NodeRepository {
    */
   async upsertOnJoin(node: NodeJoin, audit: AuditInput): Promise<NodeRow> {
     const at = this.connection.now();
-    const raced = () => new LlmgwError('LLMGW_NODE_ID_TAKEN', `node id "${node.id}" was taken by another join at the same moment; this join was refused, and the agent retries`);
+    const raced = () =>
+      new LlmgwError(
+        'LLMGW_NODE_ID_TAKEN',
+        `node id "${node.id}" was taken by another join at the same moment; this join was refused, and the agent retries`,
+      );
     // Grouped on SQLite: a fleet joining at once shares fsyncs instead of queueing one per join.
     return this.joins.run(async (tx) => {
       // Postgres runs transactions at READ COMMITTED: without the row lock two
@@ -209,7 +221,8 @@ export class NodeRepository {
       }
       if (Number(written ?? 0) === 0) throw raced();
       // Joining afresh: no heartbeat yet, whatever an earlier member under this id sent.
-      if (!existing || existing.removed_at !== null) await tx.deleteFrom('node_last_seen').where('id', '=', node.id).execute();
+      if (!existing || existing.removed_at !== null)
+        await tx.deleteFrom('node_last_seen').where('id', '=', node.id).execute();
       await insertAudit(tx, at, audit);
       await this.connection.announce(tx, 'nodes');
       const row = await withLastSeen(tx).where('nodes.id', '=', node.id).executeTakeFirstOrThrow();
@@ -248,7 +261,13 @@ export class NodeRepository {
     return this.connection.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('nodes')
-        .set({ approval: fields.approval, approved_hardware: fields.approvedHardware, hardware_change: fields.hardwareChange, updated_at: at, version: nextVersion })
+        .set({
+          approval: fields.approval,
+          approved_hardware: fields.approvedHardware,
+          hardware_change: fields.hardwareChange,
+          updated_at: at,
+          version: nextVersion,
+        })
         .where('id', '=', id)
         .where('removed_at', 'is', null)
         .executeTakeFirst();
@@ -270,7 +289,14 @@ export class NodeRepository {
     return this.connection.db.transaction().execute(async (tx) => {
       const result = await tx
         .updateTable('nodes')
-        .set({ removed_at: at, credential_hash: '', mgmt_nonce: null, mgmt_token_hash: null, updated_at: at, version: nextVersion })
+        .set({
+          removed_at: at,
+          credential_hash: '',
+          mgmt_nonce: null,
+          mgmt_token_hash: null,
+          updated_at: at,
+          version: nextVersion,
+        })
         .where('id', '=', id)
         .where('removed_at', 'is', null)
         .executeTakeFirst();
@@ -285,7 +311,11 @@ export class NodeRepository {
   async setState(id: string, state: string, audit: AuditInput): Promise<boolean> {
     const at = this.connection.now();
     return this.connection.db.transaction().execute(async (tx) => {
-      const result = await tx.updateTable('nodes').set({ admin_state: state, updated_at: at, version: nextVersion }).where('id', '=', id).executeTakeFirst();
+      const result = await tx
+        .updateTable('nodes')
+        .set({ admin_state: state, updated_at: at, version: nextVersion })
+        .where('id', '=', id)
+        .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return false;
       await insertAudit(tx, at, audit);
       await this.connection.announce(tx, 'nodes');
@@ -308,10 +338,14 @@ export class NodeRepository {
     if (beats.length === 0) return;
     const at = this.connection.now();
     // Rare: a report that changed what placement reads, an agent of another version, a node's first GPUs.
-    const rowWrites = beats.filter((b) => b.report !== undefined || b.versions !== undefined || b.approvedHardware !== undefined);
+    const rowWrites = beats.filter(
+      (b) => b.report !== undefined || b.versions !== undefined || b.approvedHardware !== undefined,
+    );
     await this.connection.db.transaction().execute(async (tx) => {
       for (let i = 0; i < beats.length; i += LAST_SEEN_ROWS_PER_STATEMENT) {
-        const rows = beats.slice(i, i + LAST_SEEN_ROWS_PER_STATEMENT).map((b) => ({ id: b.id, last_seen: b.lastSeenMs }));
+        const rows = beats
+          .slice(i, i + LAST_SEEN_ROWS_PER_STATEMENT)
+          .map((b) => ({ id: b.id, last_seen: b.lastSeenMs }));
         await tx
           .insertInto('node_last_seen')
           .values(rows)
@@ -333,7 +367,9 @@ export class NodeRepository {
     // a failure part way leaves nothing half-written that a retry would not mend.
     for (let i = ROW_WRITES_PER_TRANSACTION; i < rowWrites.length; i += ROW_WRITES_PER_TRANSACTION) {
       await yieldToListeners();
-      await this.connection.db.transaction().execute((tx) => writeNodeRows(tx, rowWrites.slice(i, i + ROW_WRITES_PER_TRANSACTION), at));
+      await this.connection.db
+        .transaction()
+        .execute((tx) => writeNodeRows(tx, rowWrites.slice(i, i + ROW_WRITES_PER_TRANSACTION), at));
     }
   }
 }
@@ -369,7 +405,11 @@ async function writeNodeRows(tx: Transaction<Database>, writes: readonly Heartbe
 
 /** The nodes rows with each one's newest saved heartbeat beside it (null = none since joining). */
 function withLastSeen(db: Kysely<Database>) {
-  return db.selectFrom('nodes').leftJoin('node_last_seen', 'node_last_seen.id', 'nodes.id').selectAll('nodes').select('node_last_seen.last_seen');
+  return db
+    .selectFrom('nodes')
+    .leftJoin('node_last_seen', 'node_last_seen.id', 'nodes.id')
+    .selectAll('nodes')
+    .select('node_last_seen.last_seen');
 }
 
 function toNodeRow(r: Selectable<NodesTable> & { last_seen: number | null }): NodeRow {

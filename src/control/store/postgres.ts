@@ -16,7 +16,10 @@ export function openPostgres(url: string): { db: Kysely<Database>; dialect: 'pos
     max: 10,
     connectionTimeoutMillis: 5000,
     // bigint columns hold epoch milliseconds, well inside a double's exact range.
-    types: { getTypeParser: (oid: number, format?: string) => (oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format as 'text')) } as never,
+    types: {
+      getTypeParser: (oid: number, format?: string) =>
+        oid === INT8_OID ? Number : pg.types.getTypeParser(oid, format as 'text'),
+    } as never,
   });
   // An idle client losing its server must not crash the process; the next query reports it.
   pool.on('error', () => {});
@@ -61,7 +64,12 @@ export function postgresWhere(url: string): string {
 function storeUnavailable(where: string): (err: unknown) => LlmgwError {
   return (err) => {
     if (err instanceof LlmgwError) return err;
-    const message = err instanceof Error ? err.message || (err as Error & { code?: string }).code || 'unknown error' : String(err);
-    return new LlmgwError('LLMGW_STORE_UNAVAILABLE', `the store (${where}) is unreachable: ${message}; admin writes are refused until it returns`, { cause: err });
+    const message =
+      err instanceof Error ? err.message || (err as Error & { code?: string }).code || 'unknown error' : String(err);
+    return new LlmgwError(
+      'LLMGW_STORE_UNAVAILABLE',
+      `the store (${where}) is unreachable: ${message}; admin writes are refused until it returns`,
+      { cause: err },
+    );
   };
 }

@@ -37,7 +37,12 @@ export class RateCountRepository {
       let query = tx.selectFrom('rate_windows').selectAll().where('window_start', '>=', sinceMs);
       if (keyIds !== null) query = query.where('key_id', 'in', [...keyIds]);
       const rows = await query.execute();
-      return rows.map((r) => ({ keyId: r.key_id, windowStartMs: Number(r.window_start), requests: Number(r.requests), tokens: Number(r.tokens) }));
+      return rows.map((r) => ({
+        keyId: r.key_id,
+        windowStartMs: Number(r.window_start),
+        requests: Number(r.requests),
+        tokens: Number(r.tokens),
+      }));
     });
   }
 

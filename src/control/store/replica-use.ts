@@ -35,11 +35,24 @@ export class ReplicaUseRepository {
   async sum(sinceMs: number): Promise<Map<string, ReplicaUseRow>> {
     const rows = await this.connection.db
       .selectFrom('replica_use')
-      .select(['replica_id', sql<number>`sum(in_flight)`.as('in_flight'), sql<number | null>`max(last_used_at)`.as('last_used_at')])
+      .select([
+        'replica_id',
+        sql<number>`sum(in_flight)`.as('in_flight'),
+        sql<number | null>`max(last_used_at)`.as('last_used_at'),
+      ])
       .where('updated_at', '>=', sinceMs)
       .groupBy('replica_id')
       .execute();
-    return new Map(rows.map((r) => [r.replica_id, { replicaId: r.replica_id, inFlight: Number(r.in_flight), lastUsedAtMs: r.last_used_at === null ? null : Number(r.last_used_at) }]));
+    return new Map(
+      rows.map((r) => [
+        r.replica_id,
+        {
+          replicaId: r.replica_id,
+          inFlight: Number(r.in_flight),
+          lastUsedAtMs: r.last_used_at === null ? null : Number(r.last_used_at),
+        },
+      ]),
+    );
   }
 
   /** Forgets rows not written since `beforeMs` (instances gone), pruned with the instances' own rows. */

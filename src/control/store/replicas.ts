@@ -39,7 +39,9 @@ export interface ShardRow {
 }
 
 /** What save() writes: the same shape, read-only, so the reconciler's records can be passed as they are. */
-export type ReplicaWrite = Readonly<Omit<ReplicaRow, 'shards'>> & { readonly shards: readonly Readonly<Omit<ShardRow, 'gpuIndices'> & { gpuIndices: readonly number[] }>[] };
+export type ReplicaWrite = Readonly<Omit<ReplicaRow, 'shards'>> & {
+  readonly shards: readonly Readonly<Omit<ShardRow, 'gpuIndices'> & { gpuIndices: readonly number[] }>[];
+};
 
 export class ReplicaRepository {
   constructor(private readonly connection: StoreConnection) {}
@@ -47,7 +49,12 @@ export class ReplicaRepository {
   /** Every replica with its shards, id order. */
   async list(): Promise<ReplicaRow[]> {
     const replicas = await this.connection.db.selectFrom('replicas').selectAll().orderBy('id').execute();
-    const shards = await this.connection.db.selectFrom('shards').selectAll().orderBy('replica_id').orderBy('rank').execute();
+    const shards = await this.connection.db
+      .selectFrom('shards')
+      .selectAll()
+      .orderBy('replica_id')
+      .orderBy('rank')
+      .execute();
     const byReplica = new Map<string, ShardsTable[]>();
     for (const s of shards) {
       const list = byReplica.get(s.replica_id) ?? [];
@@ -74,8 +81,14 @@ export class ReplicaRepository {
     await this.connection.db.transaction().execute(async (tx) => {
       await this.connection.checkFence(tx);
       if (removed.length) {
-        await tx.deleteFrom('shards').where('replica_id', 'in', [...removed]).execute();
-        await tx.deleteFrom('replicas').where('id', 'in', [...removed]).execute();
+        await tx
+          .deleteFrom('shards')
+          .where('replica_id', 'in', [...removed])
+          .execute();
+        await tx
+          .deleteFrom('replicas')
+          .where('id', 'in', [...removed])
+          .execute();
       }
       for (const r of upserts) {
         const row = {
@@ -124,13 +137,22 @@ export class ReplicaRepository {
   }
 
   /** Sets one replica's state (and error, when given); false when there is no such replica. */
-  async setState(id: string, state: string, options: { error?: string | null; stateSinceMs?: number } = {}): Promise<boolean> {
+  async setState(
+    id: string,
+    state: string,
+    options: { error?: string | null; stateSinceMs?: number } = {},
+  ): Promise<boolean> {
     const at = this.connection.now();
     return this.connection.db.transaction().execute(async (tx) => {
       await this.connection.checkFence(tx);
       const result = await tx
         .updateTable('replicas')
-        .set({ state, updated_at: at, state_since: options.stateSinceMs ?? at, ...(options.error === undefined ? {} : { error: options.error }) })
+        .set({
+          state,
+          updated_at: at,
+          state_since: options.stateSinceMs ?? at,
+          ...(options.error === undefined ? {} : { error: options.error }),
+        })
         .where('id', '=', id)
         .executeTakeFirst();
       await this.connection.announce(tx, 'replicas');
@@ -139,12 +161,20 @@ export class ReplicaRepository {
   }
 
   /** Sets one shard's state as its agent reported it; false when there is no such shard. */
-  async setShardState(id: string, state: string, options: { error?: string | null; endpoint?: string | null } = {}): Promise<boolean> {
+  async setShardState(
+    id: string,
+    state: string,
+    options: { error?: string | null; endpoint?: string | null } = {},
+  ): Promise<boolean> {
     return this.connection.db.transaction().execute(async (tx) => {
       await this.connection.checkFence(tx);
       const result = await tx
         .updateTable('shards')
-        .set({ state, ...(options.error === undefined ? {} : { error: options.error }), ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }) })
+        .set({
+          state,
+          ...(options.error === undefined ? {} : { error: options.error }),
+          ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+        })
         .where('id', '=', id)
         .executeTakeFirst();
       await this.connection.announce(tx, 'replicas');

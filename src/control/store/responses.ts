@@ -59,11 +59,19 @@ export class ResponseRepository {
   }
 
   /** The bodies of this key's unexpired responses that hold any of these output items, with which item each holds. */
-  async findByItems(keyId: string, itemIds: readonly string[], nowMs: number): Promise<Array<{ itemId: string; body: string }>> {
+  async findByItems(
+    keyId: string,
+    itemIds: readonly string[],
+    nowMs: number,
+  ): Promise<Array<{ itemId: string; body: string }>> {
     if (itemIds.length === 0) return [];
     const rows = await this.connection.db
       .selectFrom('response_items')
-      .innerJoin('responses', (join) => join.onRef('responses.id', '=', 'response_items.response_id').onRef('responses.key_id', '=', 'response_items.key_id'))
+      .innerJoin('responses', (join) =>
+        join
+          .onRef('responses.id', '=', 'response_items.response_id')
+          .onRef('responses.key_id', '=', 'response_items.key_id'),
+      )
       .select(['response_items.item_id as itemId', 'responses.body as body'])
       .where('response_items.key_id', '=', keyId)
       .where('responses.key_id', '=', keyId)
@@ -79,10 +87,19 @@ export class ResponseRepository {
    * the engine gave that id).
    */
   async get(keyId: string, id: string, nowMs: number): Promise<ResponseRow | undefined> {
-    const base = this.connection.db.selectFrom('responses').selectAll().where('key_id', '=', keyId).where('expires_at_ms', '>', nowMs);
+    const base = this.connection.db
+      .selectFrom('responses')
+      .selectAll()
+      .where('key_id', '=', keyId)
+      .where('expires_at_ms', '>', nowMs);
     const r =
       (await base.where('id', '=', id).executeTakeFirst()) ??
-      (await base.where('engine_id', '=', id).orderBy('created_at_ms', 'desc').orderBy('id', 'desc').limit(1).executeTakeFirst());
+      (await base
+        .where('engine_id', '=', id)
+        .orderBy('created_at_ms', 'desc')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .executeTakeFirst());
     if (!r) return undefined;
     // Postgres gives bigint as text.
     return {
@@ -100,9 +117,15 @@ export class ResponseRepository {
   /** Deletes this key's unexpired row; true when there was one. */
   async delete(keyId: string, id: string, nowMs: number): Promise<boolean> {
     return this.connection.db.transaction().execute(async (tx) => {
-      const result = await tx.deleteFrom('responses').where('id', '=', id).where('key_id', '=', keyId).where('expires_at_ms', '>', nowMs).executeTakeFirst();
+      const result = await tx
+        .deleteFrom('responses')
+        .where('id', '=', id)
+        .where('key_id', '=', keyId)
+        .where('expires_at_ms', '>', nowMs)
+        .executeTakeFirst();
       const deleted = Number(result.numDeletedRows) > 0;
-      if (deleted) await tx.deleteFrom('response_items').where('key_id', '=', keyId).where('response_id', '=', id).execute();
+      if (deleted)
+        await tx.deleteFrom('response_items').where('key_id', '=', keyId).where('response_id', '=', id).execute();
       return deleted;
     });
   }
@@ -123,8 +146,16 @@ export class ResponseRepository {
   async deleteIds(keyId: string, ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     await this.connection.db.transaction().execute(async (tx) => {
-      await tx.deleteFrom('response_items').where('key_id', '=', keyId).where('response_id', 'in', [...ids]).execute();
-      await tx.deleteFrom('responses').where('key_id', '=', keyId).where('id', 'in', [...ids]).execute();
+      await tx
+        .deleteFrom('response_items')
+        .where('key_id', '=', keyId)
+        .where('response_id', 'in', [...ids])
+        .execute();
+      await tx
+        .deleteFrom('responses')
+        .where('key_id', '=', keyId)
+        .where('id', 'in', [...ids])
+        .execute();
     });
   }
 

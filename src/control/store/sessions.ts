@@ -31,14 +31,30 @@ export class StoredSessions implements SessionBackend {
   async put(s: StoredSession): Promise<void> {
     await this.store.db
       .insertInto('dashboard_sessions')
-      .values({ id_hash: s.idHash, csrf_token: s.csrfToken, actor: s.actor, created_at: s.createdMs, last_seen: s.lastSeenMs })
+      .values({
+        id_hash: s.idHash,
+        csrf_token: s.csrfToken,
+        actor: s.actor,
+        created_at: s.createdMs,
+        last_seen: s.lastSeenMs,
+      })
       .execute();
   }
 
   async get(idHash: string): Promise<StoredSession | null> {
-    const row = await this.store.db.selectFrom('dashboard_sessions').selectAll().where('id_hash', '=', idHash).executeTakeFirst();
+    const row = await this.store.db
+      .selectFrom('dashboard_sessions')
+      .selectAll()
+      .where('id_hash', '=', idHash)
+      .executeTakeFirst();
     if (!row) return null;
-    return { idHash: row.id_hash, csrfToken: row.csrf_token, actor: row.actor, createdMs: row.created_at, lastSeenMs: row.last_seen };
+    return {
+      idHash: row.id_hash,
+      csrfToken: row.csrf_token,
+      actor: row.actor,
+      createdMs: row.created_at,
+      lastSeenMs: row.last_seen,
+    };
   }
 
   async touch(idHash: string, lastSeenMs: number): Promise<void> {
@@ -61,7 +77,12 @@ export class StoredSessions implements SessionBackend {
       .deleteFrom('dashboard_sessions')
       .where((eb) => eb.or([eb('last_seen', '<', idleBeforeMs), eb('created_at', '<', createdBeforeMs)]))
       .execute();
-    const newest = db.selectFrom('dashboard_sessions').select('id_hash').orderBy('created_at', 'desc').orderBy('id_hash').limit(Math.max(0, keep));
+    const newest = db
+      .selectFrom('dashboard_sessions')
+      .select('id_hash')
+      .orderBy('created_at', 'desc')
+      .orderBy('id_hash')
+      .limit(Math.max(0, keep));
     await db.deleteFrom('dashboard_sessions').where('id_hash', 'not in', newest).execute();
   }
 }

@@ -28,14 +28,20 @@ export class ShardReportRepository {
     if (reports.length === 0) return;
     await this.connection.db.transaction().execute(async (tx) => {
       for (let i = 0; i < reports.length; i += REPORTS_PER_STATEMENT) {
-        const rows = reports.slice(i, i + REPORTS_PER_STATEMENT).map((r) => ({ node_id: r.nodeId, instance_id: r.instanceId, shards: JSON.stringify(r.shards), at: r.atMs }));
+        const rows = reports
+          .slice(i, i + REPORTS_PER_STATEMENT)
+          .map((r) => ({ node_id: r.nodeId, instance_id: r.instanceId, shards: JSON.stringify(r.shards), at: r.atMs }));
         await tx
           .insertInto('shard_reports')
           .values(rows)
           .onConflict((oc) =>
             oc
               .column('node_id')
-              .doUpdateSet((eb) => ({ instance_id: eb.ref('excluded.instance_id'), shards: eb.ref('excluded.shards'), at: eb.ref('excluded.at') }))
+              .doUpdateSet((eb) => ({
+                instance_id: eb.ref('excluded.instance_id'),
+                shards: eb.ref('excluded.shards'),
+                at: eb.ref('excluded.at'),
+              }))
               .whereRef('shard_reports.at', '<=', 'excluded.at'),
           )
           .execute();
@@ -45,7 +51,17 @@ export class ShardReportRepository {
 
   /** Reports newer than `afterMs` received by instances other than `instanceId`. */
   async since(afterMs: number, instanceId: string): Promise<ShardReportRow[]> {
-    const rows = await this.connection.db.selectFrom('shard_reports').selectAll().where('at', '>', afterMs).where('instance_id', '!=', instanceId).execute();
-    return rows.map((r) => ({ nodeId: r.node_id, instanceId: r.instance_id, shards: JSON.parse(r.shards) as unknown, atMs: Number(r.at) }));
+    const rows = await this.connection.db
+      .selectFrom('shard_reports')
+      .selectAll()
+      .where('at', '>', afterMs)
+      .where('instance_id', '!=', instanceId)
+      .execute();
+    return rows.map((r) => ({
+      nodeId: r.node_id,
+      instanceId: r.instance_id,
+      shards: JSON.parse(r.shards) as unknown,
+      atMs: Number(r.at),
+    }));
   }
 }

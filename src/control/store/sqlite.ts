@@ -12,13 +12,20 @@ import type { Database } from './schema.js';
 export type StoreWarning = (message: string, context: Record<string, unknown>) => void;
 
 /** Opens (creating it if need be) the SQLite database at `path`; ':memory:' = a database that lives as long as the process. Absent `onWarning` = silent. */
-export function openSqlite(path: string, onWarning?: StoreWarning): { db: Kysely<Database>; dialect: 'sqlite'; where: string } {
+export function openSqlite(
+  path: string,
+  onWarning?: StoreWarning,
+): { db: Kysely<Database>; dialect: 'sqlite'; where: string } {
   let sqlite: BetterSqlite3.Database;
   try {
     if (path !== ':memory:') prepareSqliteFiles(path, onWarning);
     sqlite = new BetterSqlite3(path);
   } catch (err) {
-    throw new LlmgwError('LLMGW_STORE_UNAVAILABLE', `cannot open the SQLite store at ${path}: ${(err as Error).message}`, { cause: err });
+    throw new LlmgwError(
+      'LLMGW_STORE_UNAVAILABLE',
+      `cannot open the SQLite store at ${path}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   // WAL lets readers run beside the one writer; synchronous=FULL makes an
   // acknowledged write survive a kill -9 or power loss, which the admin

@@ -33,13 +33,21 @@ export function lastCollects(entries: readonly AuditEntry[]): NodeLastCollectVie
       if (!item || typeof item !== 'object') continue;
       const n = item as AuditedNode;
       if (typeof n.node !== 'string' || out.has(n.node)) continue;
-      const refused = Array.isArray(n.refused) ? (n.refused as unknown[]).filter((r): r is { path?: unknown; check?: unknown; reason?: unknown } => !!r && typeof r === 'object') : [];
+      const refused = Array.isArray(n.refused)
+        ? (n.refused as unknown[]).filter(
+            (r): r is { path?: unknown; check?: unknown; reason?: unknown } => !!r && typeof r === 'object',
+          )
+        : [];
       out.set(n.node, {
         node: n.node,
         at: new Date(e.at).toISOString(),
         actor: e.actorLabel && e.actorLabel !== e.actor ? `${e.actor} (${e.actorLabel})` : e.actor,
         removed: Array.isArray(n.removed) ? n.removed.filter((p): p is string => typeof p === 'string') : [],
-        refused: refused.map((r) => ({ path: String(r.path ?? ''), check: String(r.check ?? 'unknown'), reason: String(r.reason ?? 'the node gave no reason') })),
+        refused: refused.map((r) => ({
+          path: String(r.path ?? ''),
+          check: String(r.check ?? 'unknown'),
+          reason: String(r.reason ?? 'the node gave no reason'),
+        })),
         ...(typeof n.unreachable === 'string' ? { unreachable: n.unreachable } : {}),
       });
     }
@@ -48,7 +56,10 @@ export function lastCollects(entries: readonly AuditEntry[]): NodeLastCollectVie
 }
 
 /** Undefined when the control plane keeps no audit log (no store). */
-export async function readLastCollects(store: Store | null, nodeFilter?: string): Promise<NodeLastCollectView[] | undefined> {
+export async function readLastCollects(
+  store: Store | null,
+  nodeFilter?: string,
+): Promise<NodeLastCollectView[] | undefined> {
   if (!store) return undefined;
   // Only collects: read unfiltered, a thousand joins or cordons since would push the last collect out of the window.
   const all = lastCollects(await store.audit.list({ limit: AUDIT_LOOKBACK, action: COLLECT_ACTION }));

@@ -12,7 +12,9 @@ export interface WeightsApiOptions extends CollectDeps {
 }
 
 export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOptions): void {
-  app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', async (request) => orphansWithLastCollect(options, request.query.node || undefined));
+  app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', async (request) =>
+    orphansWithLastCollect(options, request.query.node || undefined),
+  );
   app.post<{ Querystring: { node?: string } }>('/api/v1/weights/collect', async (request) =>
     collectAndAudit(options, request.query.node || undefined, actorOf(request)),
   );
@@ -23,7 +25,11 @@ export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOpti
  * share, so a collect from either reads the same in the audit log.
  * `nodeFilter` absent = every node.
  */
-export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: string | undefined, actor: string | AuditActor): Promise<CollectSummary> {
+export async function collectAndAudit(
+  options: WeightsApiOptions,
+  nodeFilter: string | undefined,
+  actor: string | AuditActor,
+): Promise<CollectSummary> {
   const summary = await collect(options, nodeFilter);
   await options.store?.audit.append({
     actor,
@@ -35,14 +41,22 @@ export async function collectAndAudit(options: WeightsApiOptions, nodeFilter: st
       refused: summary.refused,
       unreachable: summary.unreachable,
       bytes_freed: summary.bytes_freed,
-      nodes: summary.nodes.map((n) => ({ node: n.node, removed: n.removed.map((r) => r.path), refused: n.refused, unreachable: n.unreachable })),
+      nodes: summary.nodes.map((n) => ({
+        node: n.node,
+        removed: n.removed.map((r) => r.path),
+        refused: n.refused,
+        unreachable: n.unreachable,
+      })),
     },
   });
   return summary;
 }
 
 /** The orphans, and what each node did the last time collect asked it: the one read the API and the dashboard share. */
-export async function orphansWithLastCollect(options: WeightsApiOptions, nodeFilter: string | undefined): Promise<OrphansView> {
+export async function orphansWithLastCollect(
+  options: WeightsApiOptions,
+  nodeFilter: string | undefined,
+): Promise<OrphansView> {
   const view = orphansView(options.catalog, options.inventory, nodeFilter);
   const last = await readLastCollects(options.store, nodeFilter);
   return last ? { ...view, last_collect: last } : view;

@@ -16,11 +16,6 @@ import type { Catalog } from '../catalog/index.js';
 import type { Inventory, Node } from '../inventory/index.js';
 import { usableMgmtAddr } from '../agentapi/report-checks.js';
 
-
-
-
-
-
 /** The cache names of every model in the catalog, file and store alike; a model at zero replicas is still wanted. */
 export function wantedSet(catalog: Pick<Catalog, 'models'>): Set<string> {
   const wanted = new Set<string>();
@@ -53,7 +48,11 @@ export function orphansOf(node: Pick<Node, 'id' | 'report'>, wanted: ReadonlySet
   return { node: node.id, entries, reclaimable_bytes: entries.reduce((s, e) => s + (e.size_bytes ?? 0), 0) };
 }
 
-export function orphansView(catalog: Pick<Catalog, 'models'>, inventory: Pick<Inventory, 'list'>, nodeFilter?: string): OrphansView {
+export function orphansView(
+  catalog: Pick<Catalog, 'models'>,
+  inventory: Pick<Inventory, 'list'>,
+  nodeFilter?: string,
+): OrphansView {
   const wanted = wantedSet(catalog);
   const nodes = inventory
     .list()
@@ -116,10 +115,17 @@ export async function collect(deps: CollectDeps, nodeFilter?: string): Promise<C
         summary.unreachable = `the node answered ${res.statusCode}: ${text.slice(0, 200)}`;
         continue;
       }
-      const answer = JSON.parse(text) as { results?: { path: string; removed: boolean; bytes_freed?: number; check?: string; reason?: string }[] };
+      const answer = JSON.parse(text) as {
+        results?: { path: string; removed: boolean; bytes_freed?: number; check?: string; reason?: string }[];
+      };
       for (const r of answer.results ?? []) {
         if (r.removed) summary.removed.push({ path: r.path, bytes_freed: r.bytes_freed ?? 0 });
-        else summary.refused.push({ path: r.path, check: r.check ?? 'unknown', reason: r.reason ?? 'the node gave no reason' });
+        else
+          summary.refused.push({
+            path: r.path,
+            check: r.check ?? 'unknown',
+            reason: r.reason ?? 'the node gave no reason',
+          });
       }
     } catch (err) {
       summary.unreachable = `cannot reach the node at ${node.mgmtAddr}: ${certificateProblem(err, 'agent_ca') ?? (err as Error).message}`;

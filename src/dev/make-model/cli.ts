@@ -62,7 +62,9 @@ export async function runMakeModelCli(
     } else {
       const info = await makeTinyModel(parsed.outPath, parsed.options);
       const { size } = await stat(info.path);
-      out(`wrote ${info.path} (${formatBytes(size)}, seed ${info.options.seed}, ${info.options.blockCount} blocks of width ${info.options.embeddingLength})`);
+      out(
+        `wrote ${info.path} (${formatBytes(size)}, seed ${info.options.seed}, ${info.options.blockCount} blocks of width ${info.options.embeddingLength})`,
+      );
       code = 0;
     }
   } catch (error) {

@@ -162,7 +162,9 @@ export async function writeGguf(
   for (const tensor of tensors) {
     const elements = tensor.shape.reduce((a, b) => a * b, 1);
     if (elements !== tensor.data.length) {
-      throw new Error(`tensor ${tensor.name}: shape ${tensor.shape.join('x')} holds ${elements} values, data has ${tensor.data.length}`);
+      throw new Error(
+        `tensor ${tensor.name}: shape ${tensor.shape.join('x')} holds ${elements} values, data has ${tensor.data.length}`,
+      );
     }
     offsetsBytes.push(dataOffsetBytes);
     header.string(tensor.name);

@@ -55,7 +55,9 @@ describe('makeTinyModel', () => {
 
     const { size } = await stat(modelPath);
     const last = parsed.tensorInfos.at(-1)!;
-    expect(BigInt(size), 'the data section ends with the last tensor').toBe(parsed.tensorDataOffset + last.offset + 64n * BigInt(tokens.length) * 4n);
+    expect(BigInt(size), 'the data section ends with the last tensor').toBe(
+      parsed.tensorDataOffset + last.offset + 64n * BigInt(tokens.length) * 4n,
+    );
     expect(size, 'a few hundred KB').toBeLessThan(600 * 1024);
   });
 
@@ -82,7 +84,14 @@ describe('makeTinyModel', () => {
   });
 
   it('loads in node-llama-cpp and generates through the real loader, tokenizer and chat template', async () => {
-    const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, maxThreads: 1, logLevel: LlamaLogLevel.error });
+    const llama = await getLlama({
+      gpu: false,
+      build: 'never',
+      skipDownload: true,
+      progressLogs: false,
+      maxThreads: 1,
+      logLevel: LlamaLogLevel.error,
+    });
     try {
       const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
       expect(model.getWarnings(), 'tokenize/detokenize round-trips and the file has no problems').toEqual([]);
@@ -96,7 +105,13 @@ describe('makeTinyModel', () => {
 
       const chat = new LlamaChat({ contextSequence: context.getSequence() });
       expect(chat.chatWrapper.wrapperName, 'the GGUF chat template is recognised').toBe('ChatML');
-      const reply = await chat.generateResponse([{ type: 'user', text: 'hi' }, { type: 'model', response: [] }], { maxTokens: 5 });
+      const reply = await chat.generateResponse(
+        [
+          { type: 'user', text: 'hi' },
+          { type: 'model', response: [] },
+        ],
+        { maxTokens: 5 },
+      );
       expect(reply.response).toMatch(/^[\x20-\x7e]{1,5}$/);
     } finally {
       await llama.dispose();
@@ -116,7 +131,10 @@ describe('runMakeModelCli', () => {
 
   it('exits 2 with the usage line on a mistyped flag', async () => {
     const err: string[] = [];
-    const code = await runMakeModelCli([join(dir, 'x.gguf'), '--sed', '3'], { out: () => undefined, err: (l) => err.push(l) });
+    const code = await runMakeModelCli([join(dir, 'x.gguf'), '--sed', '3'], {
+      out: () => undefined,
+      err: (l) => err.push(l),
+    });
     expect(code).toBe(2);
     expect(err.join('\n')).toMatch(/did you mean --seed\?[\s\S]*usage: llmgw dev make-model/);
     process.exitCode = 0;

@@ -29,7 +29,12 @@ export interface MakeTinyModelOptions {
 const positiveInt = z.number().int().positive();
 
 const MakeTinyModelOptionsSchema = z.strictObject({
-  seed: z.number().int().min(0).max(2 ** 32 - 1).optional(),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .optional(),
   embeddingLength: positiveInt.max(8192).optional(),
   blockCount: positiveInt.max(64).optional(),
   headCount: positiveInt.max(128).optional(),
@@ -51,7 +56,11 @@ export interface CompiledMakeTinyModelOptions {
 export function compileMakeTinyModelOptions(options: MakeTinyModelOptions = {}): CompiledMakeTinyModelOptions {
   const parsed = MakeTinyModelOptionsSchema.safeParse(options);
   if (!parsed.success) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(MakeTinyModelOptionsSchema, parsed.error), 'tiny model options');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      describeIssues(MakeTinyModelOptionsSchema, parsed.error),
+      'tiny model options',
+    );
   }
   const o = parsed.data;
   const embeddingLength = o.embeddingLength ?? 64;
@@ -59,9 +68,13 @@ export function compileMakeTinyModelOptions(options: MakeTinyModelOptions = {}):
   const headLength = embeddingLength / headCount;
   // RoPE rotates pairs of values, so each head needs an even length.
   if (!Number.isInteger(headLength) || headLength % 2 !== 0) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', [
-      `embeddingLength ${embeddingLength} must split into ${headCount} heads of an even length; try a multiple of ${2 * headCount}`,
-    ], 'tiny model options');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      [
+        `embeddingLength ${embeddingLength} must split into ${headCount} heads of an even length; try a multiple of ${2 * headCount}`,
+      ],
+      'tiny model options',
+    );
   }
   return Object.freeze({
     seed: o.seed ?? 1,
@@ -87,7 +100,14 @@ const SPM_SPACE = '\u2581';
 /** The vocabulary: specials first (their ids are what the metadata names), the space, then one token per byte. */
 function buildVocabulary(): { tokens: string[]; scores: number[]; types: number[]; printable: boolean[] } {
   const tokens = ['<unk>', '<s>', '</s>', '<|im_start|>', '<|im_end|>', SPM_SPACE];
-  const types: number[] = [TOKEN_TYPE.unknown, TOKEN_TYPE.control, TOKEN_TYPE.control, TOKEN_TYPE.control, TOKEN_TYPE.control, TOKEN_TYPE.normal];
+  const types: number[] = [
+    TOKEN_TYPE.unknown,
+    TOKEN_TYPE.control,
+    TOKEN_TYPE.control,
+    TOKEN_TYPE.control,
+    TOKEN_TYPE.control,
+    TOKEN_TYPE.normal,
+  ];
   const printable = tokens.map((token) => token === SPM_SPACE);
   for (let byte = 0; byte < 256; byte++) {
     tokens.push(`<0x${byte.toString(16).toUpperCase().padStart(2, '0')}>`);

@@ -15,7 +15,11 @@ interface OpenAiToolCall {
 }
 
 function openAiToolCalls(calls: readonly ToolCall[]): OpenAiToolCall[] {
-  return calls.map((call) => ({ id: toolCallId(), type: 'function', function: { name: call.name, arguments: call.arguments } }));
+  return calls.map((call) => ({
+    id: toolCallId(),
+    type: 'function',
+    function: { name: call.name, arguments: call.arguments },
+  }));
 }
 
 /** One choice of a `chat.completion`; content is null when the answer is tool calls, as OpenAI sends it. */
@@ -64,7 +68,9 @@ export class ChoiceDeltas {
     const tool = this.output.tools[0]!;
     if (this.callOpened) return { tool_calls: [{ index: 0, function: { arguments: text } }] };
     this.callOpened = true;
-    return { tool_calls: [{ index: 0, id: toolCallId(), type: 'function', function: { name: tool.name, arguments: text } }] };
+    return {
+      tool_calls: [{ index: 0, id: toolCallId(), type: 'function', function: { name: tool.name, arguments: text } }],
+    };
   }
 
   /** The deltas still owed once the choice is done: whole calls not streamed piece by piece. */

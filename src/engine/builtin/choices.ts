@@ -9,7 +9,11 @@
  * request's does or when another choice fails. Resolves with the results in
  * choice order.
  */
-export async function runChoices<T>(n: number, signal: AbortSignal, runOne: (index: number, signal: AbortSignal) => Promise<T>): Promise<T[]> {
+export async function runChoices<T>(
+  n: number,
+  signal: AbortSignal,
+  runOne: (index: number, signal: AbortSignal) => Promise<T>,
+): Promise<T[]> {
   if (n === 1) return [await runOne(0, signal)];
   const siblings = new AbortController();
   const stop = () => siblings.abort(signal.reason);

@@ -37,7 +37,10 @@ const wholeNumber = (flag: string, text: string | undefined) => wholeNumberFlag(
  * Flags (and, for the API key, `env`) to options; exported for tests. Throws
  * LLMGW_CONFIG_INVALID with the usage line.
  */
-export function parseBuiltinEngineArgs(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): BuiltinEngineOptions | 'help' {
+export function parseBuiltinEngineArgs(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): BuiltinEngineOptions | 'help' {
   const { values } = parseFlags(argv, FLAGS, USAGE, false);
   if (values.help) return 'help';
   if (!values.model) throw usageError('--model is required: the GGUF file to serve');
@@ -51,7 +54,9 @@ export function parseBuiltinEngineArgs(argv: readonly string[], env: Readonly<Re
     ...(values.parallel === undefined ? {} : { parallel: wholeNumber('parallel', values.parallel) }),
     ...(values['max-queue'] === undefined ? {} : { maxQueue: wholeNumber('max-queue', values['max-queue']) }),
     ...(values['ctx-size'] === undefined ? {} : { contextTokens: wholeNumber('ctx-size', values['ctx-size']) }),
-    ...(values['stream-interval-ms'] === undefined ? {} : { streamIntervalMs: wholeNumber('stream-interval-ms', values['stream-interval-ms']) }),
+    ...(values['stream-interval-ms'] === undefined
+      ? {}
+      : { streamIntervalMs: wholeNumber('stream-interval-ms', values['stream-interval-ms']) }),
     ...(apiKey === undefined ? {} : { apiKey }),
     ...(values['tls-cert'] === undefined ? {} : { tlsCert: values['tls-cert'] }),
     ...(values['tls-key'] === undefined ? {} : { tlsKey: values['tls-key'] }),
@@ -76,7 +81,9 @@ export async function runBuiltinEngineCli(argv: readonly string[], io: BuiltinEn
   const err = io.err ?? ((line: string) => void process.stderr.write(`${line}\n`));
   const code = await run(argv, out, err).catch((error: unknown) => {
     const known = isLlmgwError(error) ? error : undefined;
-    err(`llmgw engine builtin: ${known ? `${known.code}: ${known.message}` : error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    err(
+      `llmgw engine builtin: ${known ? `${known.code}: ${known.message}` : error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+    );
     return known?.code === 'LLMGW_CONFIG_INVALID' ? 2 : 1;
   });
   process.exitCode = code;

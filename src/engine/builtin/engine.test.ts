@@ -33,7 +33,14 @@ beforeAll(async () => {
     openGate = resolve;
   });
   engine = await startBuiltinEngine(
-    { modelPath, aliases: [MODEL, 'tiny-alias'], threads: 1, parallel: 1, contextTokens: 4096, log: (line) => logLines.push(line) },
+    {
+      modelPath,
+      aliases: [MODEL, 'tiny-alias'],
+      threads: 1,
+      parallel: 1,
+      contextTokens: 4096,
+      log: (line) => logLines.push(line),
+    },
     // Held at "loading" until the test has looked, so the check does not race the load.
     { loadRuntime: async (options, facts) => (await gate, BuiltinRuntime.load(options, facts)) },
   );
@@ -88,7 +95,11 @@ describe('builtin engine over HTTP', () => {
   });
 
   it('honours max_completion_tokens as max_tokens', async () => {
-    const reply = await client.chat.completions.create({ model: 'tiny-alias', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 3 });
+    const reply = await client.chat.completions.create({
+      model: 'tiny-alias',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_completion_tokens: 3,
+    });
     expect(reply.usage?.completion_tokens).toBe(3);
     expect(reply.model, 'the name the client used').toBe('tiny-alias');
   });
@@ -97,14 +108,24 @@ describe('builtin engine over HTTP', () => {
     // With the tiny model, seed 329 ends a 7-token reply on a token that
     // node-llama-cpp keeps back from its text (a possible start of a stop
     // string): six tokens' text, but seven were generated and billed.
-    const reply = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 7, seed: 329 });
+    const reply = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Say something.' }],
+      max_tokens: 7,
+      seed: 329,
+    });
     expect(reply.choices[0]!.message.content!.length, 'this seed still ends on a held-back token').toBeLessThan(7);
     expect(reply.choices[0]!.finish_reason).toBe('length');
     expect(reply.usage?.completion_tokens).toBe(7);
   });
 
   it('samples afresh for each request without a seed, as OpenAI does', async () => {
-    const ask = () => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Pick a word.' }], max_tokens: 8 });
+    const ask = () =>
+      client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Pick a word.' }],
+        max_tokens: 8,
+      });
     const replies = await Promise.all([ask(), ask(), ask()]);
     // Without a seed of our own, node-llama-cpp seeds with the current second: three equal replies.
     expect(new Set(replies.map((r) => r.choices[0]!.message.content)).size).toBeGreaterThan(1);
@@ -128,7 +149,10 @@ describe('builtin engine over HTTP', () => {
     const last = chunks.at(-1)!;
     expect(last.choices, 'the usage chunk carries no choice').toEqual([]);
     expect(last.usage).toMatchObject({ completion_tokens: 9, total_tokens: last.usage!.prompt_tokens + 9 });
-    expect(chunks.slice(0, -1).every((c) => c.usage === null), 'usage is null on every other chunk').toBe(true);
+    expect(
+      chunks.slice(0, -1).every((c) => c.usage === null),
+      'usage is null on every other chunk',
+    ).toBe(true);
   });
 
   it('completes a raw prompt, streamed or not, with the same seed giving the same text', async () => {
@@ -148,7 +172,8 @@ describe('builtin engine over HTTP', () => {
 
   it('stops at a stop sequence and leaves it out', async () => {
     const prompt = 'The stop test';
-    const greedy = (await client.completions.create({ model: MODEL, prompt, max_tokens: 24, temperature: 0 })).choices[0]!.text;
+    const greedy = (await client.completions.create({ model: MODEL, prompt, max_tokens: 24, temperature: 0 }))
+      .choices[0]!.text;
     const stop = greedy.slice(4, 6);
     const cut = await client.completions.create({ model: MODEL, prompt, max_tokens: 24, temperature: 0, stop: [stop] });
     expect(cut.choices[0]!.text).toBe(greedy.slice(0, greedy.indexOf(stop)));
@@ -164,14 +189,23 @@ describe('builtin engine over HTTP', () => {
     expect(viaFloat.data[0]!.embedding).toHaveLength(64);
     const a = viaBase64.data[0]!.embedding;
     const b = viaFloat.data[0]!.embedding;
-    expect(b.every((v, i) => Math.abs(v - a[i]!) < 1e-5), 'one input, one vector, however encoded').toBe(true);
+    expect(
+      b.every((v, i) => Math.abs(v - a[i]!) < 1e-5),
+      'one input, one vector, however encoded',
+    ).toBe(true);
   });
 
   // An engine on 0.0.0.0 took requests from anyone who reached its port, skipping keys, limits and accounting (issue 17).
   it('with --api-key, refuses /v1/* without the key with 401 and keeps /health open for the probe', async () => {
     let endLoad: (err: Error) => void = () => undefined;
     const keyed = await startBuiltinEngine(
-      { modelPath: join(dir, 'tiny.gguf'), aliases: [MODEL], threads: 1, apiKey: 'engine-secret', log: () => undefined },
+      {
+        modelPath: join(dir, 'tiny.gguf'),
+        aliases: [MODEL],
+        threads: 1,
+        apiKey: 'engine-secret',
+        log: () => undefined,
+      },
       // Stays loading until the test ends: the key is checked before the model is asked for anything.
       { loadRuntime: () => new Promise<never>((_, reject) => (endLoad = reject)) },
     );
@@ -180,11 +214,17 @@ describe('builtin engine over HTTP', () => {
       expect(bare.status).toBe(401);
       const body = (await bare.json()) as { error: { message: string; code: unknown } };
       expect(body.error.message).toMatch(/only with its API key/);
-      const wrong = await fetch(`${keyed.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer nope', 'content-type': 'application/json' }, body: '{}' });
+      const wrong = await fetch(`${keyed.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer nope', 'content-type': 'application/json' },
+        body: '{}',
+      });
       expect(wrong.status).toBe(401);
       const right = await fetch(`${keyed.url}/v1/models`, { headers: { authorization: 'Bearer engine-secret' } });
       expect(right.status, 'past the key, the engine answers as it would (still loading)').toBe(503);
-      expect((await fetch(`${keyed.url}/health`)).status, 'the probe needs no key: 503 is "loading", not 401').toBe(503);
+      expect((await fetch(`${keyed.url}/health`)).status, 'the probe needs no key: 503 is "loading", not 401').toBe(
+        503,
+      );
     } finally {
       endLoad(new Error('the test is over'));
       await keyed.close();
@@ -197,7 +237,14 @@ describe('builtin engine over HTTP', () => {
     await initTls({ dir: pki, controlHosts: [], nodes: [{ name: 'n1', hosts: [] }], days: 1, force: false });
     let endLoad: (err: Error) => void = () => undefined;
     const secure = await startBuiltinEngine(
-      { modelPath: join(dir, 'tiny.gguf'), aliases: [MODEL], threads: 1, tlsCert: join(pki, 'node-n1.pem'), tlsKey: join(pki, 'node-n1-key.pem'), log: () => undefined },
+      {
+        modelPath: join(dir, 'tiny.gguf'),
+        aliases: [MODEL],
+        threads: 1,
+        tlsCert: join(pki, 'node-n1.pem'),
+        tlsKey: join(pki, 'node-n1-key.pem'),
+        log: () => undefined,
+      },
       { loadRuntime: () => new Promise<never>((_, reject) => (endLoad = reject)) },
     );
     // A node certificate names the node, never loopback: the client asks for the node's name, as the router checks it.
@@ -207,7 +254,10 @@ describe('builtin engine over HTTP', () => {
       const health = await request(`${secure.url}/health`, { dispatcher: trusting });
       await health.body.dump();
       expect(health.statusCode, 'the probe reaches it over https: 503 is "loading"').toBe(503);
-      await expect(request(`${secure.url.replace('https:', 'http:')}/health`), 'plain http gets no answer').rejects.toThrow();
+      await expect(
+        request(`${secure.url.replace('https:', 'http:')}/health`),
+        'plain http gets no answer',
+      ).rejects.toThrow();
     } finally {
       endLoad(new Error('the test is over'));
       await trusting.close();
@@ -215,9 +265,13 @@ describe('builtin engine over HTTP', () => {
     }
   });
 
-  it('tokenizes text and chat messages with the model\'s own tokenizer, counting as usage does, and detokenizes back', async () => {
+  it("tokenizes text and chat messages with the model's own tokenizer, counting as usage does, and detokenizes back", async () => {
     const post = async (path: string, body: unknown) => {
-      const res = await fetch(`${engine.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const res = await fetch(`${engine.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       return { status: res.status, json: (await res.json()) as Record<string, unknown> };
     };
     const messages = [
@@ -227,7 +281,9 @@ describe('builtin engine over HTTP', () => {
     const counted = await post('/tokenize', { model: MODEL, messages });
     expect(counted.status, JSON.stringify(counted.json)).toBe(200);
     const reply = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 1 });
-    expect(counted.json.count, "the chat template's tokens: the answer's prompt_tokens").toBe(reply.usage?.prompt_tokens);
+    expect(counted.json.count, "the chat template's tokens: the answer's prompt_tokens").toBe(
+      reply.usage?.prompt_tokens,
+    );
     expect(counted.json.max_model_len).toBe(4096);
 
     const prompt = 'once upon a time';
@@ -239,31 +295,49 @@ describe('builtin engine over HTTP', () => {
     const withoutBos = await post('/tokenize', { model: MODEL, prompt, add_special_tokens: false });
     const back = await post('/detokenize', { model: MODEL, tokens: withoutBos.json.tokens });
     expect((back.json.prompt as string).trim(), 'the text again').toBe(prompt);
-    expect((await post('/tokenize', { content: prompt })).json, "llama.cpp's shape for its field").toEqual({ tokens: withoutBos.json.tokens });
+    expect((await post('/tokenize', { content: prompt })).json, "llama.cpp's shape for its field").toEqual({
+      tokens: withoutBos.json.tokens,
+    });
 
     const outside = await post('/detokenize', { model: MODEL, tokens: [1, 10_000_000] });
     expect(outside.status).toBe(400);
-    expect((outside.json.error as { message: string }).message).toMatch(/^tokens\[1\]: 10000000 is outside this model's vocabulary of \d+ tokens/);
+    expect((outside.json.error as { message: string }).message).toMatch(
+      /^tokens\[1\]: 10000000 is outside this model's vocabulary of \d+ tokens/,
+    );
     expect((await post('/tokenize', { model: 'other', prompt })).status, 'another model').toBe(404);
   });
 
   it("answers mistakes in OpenAI's error shape", async () => {
-    await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({
+    await expect(
+      client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }),
+    ).rejects.toMatchObject({
       status: 404,
       code: 'model_not_found',
       error: { llmgw_code: 'LLMGW_MODEL_NOT_FOUND' },
       param: 'model',
       type: 'invalid_request_error',
     });
-    await expect(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], n: 17 })).rejects.toMatchObject({
+    await expect(
+      client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], n: 17 }),
+    ).rejects.toMatchObject({
       status: 400,
       code: 'LLMGW_BAD_REQUEST',
       param: 'n',
     });
-    await expect(client.chat.completions.create({ model: MODEL, messages: [] })).rejects.toMatchObject({ status: 400, param: 'messages' });
+    await expect(client.chat.completions.create({ model: MODEL, messages: [] })).rejects.toMatchObject({
+      status: 400,
+      param: 'messages',
+    });
     const raw = await fetch(`${engine.url}/v1/chat/completions`, { method: 'POST', body: '{"model":' });
     expect(raw.status).toBe(400);
-    expect(await raw.json()).toMatchObject({ error: { code: 'LLMGW_INVALID_JSON', llmgw_code: 'LLMGW_INVALID_JSON', type: 'invalid_request_error', param: null } });
+    expect(await raw.json()).toMatchObject({
+      error: {
+        code: 'LLMGW_INVALID_JSON',
+        llmgw_code: 'LLMGW_INVALID_JSON',
+        type: 'invalid_request_error',
+        param: null,
+      },
+    });
     const missing = await fetch(`${engine.url}/v1/nothing`);
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as { error: { message: string } }).error.message).toContain('/v1/chat/completions');
@@ -273,10 +347,20 @@ describe('builtin engine over HTTP', () => {
     const noContent = { role: 'user', content: null } as unknown as OpenAI.ChatCompletionMessageParam;
     await expect(
       client.chat.completions.create({ model: MODEL, messages: [{ role: 'system', content: 'Be brief.' }, noContent] }),
-    ).rejects.toMatchObject({ status: 400, code: 'LLMGW_BAD_REQUEST', param: 'messages[1].content', message: expect.stringContaining('needs content') });
-    const missing = await fetch(`${engine.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user' }] }) });
+    ).rejects.toMatchObject({
+      status: 400,
+      code: 'LLMGW_BAD_REQUEST',
+      param: 'messages[1].content',
+      message: expect.stringContaining('needs content'),
+    });
+    const missing = await fetch(`${engine.url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user' }] }),
+    });
     expect(missing.status).toBe(400);
-    expect(await missing.json()).toMatchObject({ error: { param: 'messages[0].content', llmgw_code: 'LLMGW_BAD_REQUEST' } });
+    expect(await missing.json()).toMatchObject({
+      error: { param: 'messages[0].content', llmgw_code: 'LLMGW_BAD_REQUEST' },
+    });
   });
 
   it("refuses a prompt longer than a sequence holds as OpenAI's context_length_exceeded, saying what to change", async () => {
@@ -288,7 +372,9 @@ describe('builtin engine over HTTP', () => {
       param: 'prompt',
       error: {
         llmgw_code: 'LLMGW_CONTEXT_LENGTH_EXCEEDED',
-        message: expect.stringMatching(/^This model's maximum context length is 4096 tokens, however you requested \d+ tokens .*--ctx-size/),
+        message: expect.stringMatching(
+          /^This model's maximum context length is 4096 tokens, however you requested \d+ tokens .*--ctx-size/,
+        ),
       },
     });
     await expect(
@@ -297,14 +383,20 @@ describe('builtin engine over HTTP', () => {
       status: 400,
       code: 'context_length_exceeded',
       param: 'messages',
-      error: { message: expect.stringMatching(/^This model's maximum context length is 4096 tokens\. However, your messages resulted in \d+ tokens\. Please reduce the length of the messages\./) },
+      error: {
+        message: expect.stringMatching(
+          /^This model's maximum context length is 4096 tokens\. However, your messages resulted in \d+ tokens\. Please reduce the length of the messages\./,
+        ),
+      },
     });
-    await expect(client.embeddings.create({ model: MODEL, input: ['short', 'x '.repeat(5000)] })).rejects.toMatchObject({
-      status: 400,
-      code: 'context_length_exceeded',
-      param: 'input',
-      message: expect.stringContaining('input[1] is'),
-    });
+    await expect(client.embeddings.create({ model: MODEL, input: ['short', 'x '.repeat(5000)] })).rejects.toMatchObject(
+      {
+        status: 400,
+        code: 'context_length_exceeded',
+        param: 'input',
+        message: expect.stringContaining('input[1] is'),
+      },
+    );
   });
 
   it('queues requests beyond --parallel, and stops generating when the client goes away', async () => {
@@ -320,7 +412,11 @@ describe('builtin engine over HTTP', () => {
     await reader.next();
     expect(stats().requestsInFlight, 'the long request holds the only sequence').toBe(1);
 
-    const queued = client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Me next.' }], max_tokens: 4 });
+    const queued = client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Me next.' }],
+      max_tokens: 4,
+    });
     await waitFor('the second request waits for a sequence', () => stats().requestsWaiting === 1, promptly);
 
     gone.abort();

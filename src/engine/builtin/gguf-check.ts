@@ -107,7 +107,10 @@ function tensorDataBytes(shape: readonly bigint[], dtype: number): bigint | unde
  */
 async function checkFixedHeader(path: string, fileSizeBytes: number): Promise<void> {
   if (fileSizeBytes < FIXED_HEADER_BYTES) {
-    throw invalid(path, `it is ${fileSizeBytes} bytes, shorter than a GGUF header (${FIXED_HEADER_BYTES} bytes); the file is truncated, fetch it again`);
+    throw invalid(
+      path,
+      `it is ${fileSizeBytes} bytes, shorter than a GGUF header (${FIXED_HEADER_BYTES} bytes); the file is truncated, fetch it again`,
+    );
   }
   const header = Buffer.alloc(FIXED_HEADER_BYTES);
   const file = await open(path, 'r');
@@ -117,25 +120,40 @@ async function checkFixedHeader(path: string, fileSizeBytes: number): Promise<vo
     await file.close();
   }
   if (header.toString('latin1', 0, 4) !== 'GGUF') {
-    throw invalid(path, 'it does not start with the GGUF magic bytes; is it a GGUF file (not safetensors or a partial download)?');
+    throw invalid(
+      path,
+      'it does not start with the GGUF magic bytes; is it a GGUF file (not safetensors or a partial download)?',
+    );
   }
   const version = header.readUInt32LE(4);
   if (version !== 2 && version !== 3) {
-    throw invalid(path, `it is GGUF version ${version}; llama.cpp reads versions 2 and 3, so convert it again with a current llama.cpp`);
+    throw invalid(
+      path,
+      `it is GGUF version ${version}; llama.cpp reads versions 2 and 3, so convert it again with a current llama.cpp`,
+    );
   }
   const tensorCount = header.readBigUInt64LE(8);
   const kvCount = header.readBigUInt64LE(16);
   const roomBytes = BigInt(fileSizeBytes - FIXED_HEADER_BYTES);
   if (tensorCount > roomBytes / BigInt(MIN_TENSOR_INFO_BYTES)) {
-    throw invalid(path, `its header claims ${tensorCount} tensors, more than a ${fileSizeBytes}-byte file can describe: the file is truncated or its header is corrupt`);
+    throw invalid(
+      path,
+      `its header claims ${tensorCount} tensors, more than a ${fileSizeBytes}-byte file can describe: the file is truncated or its header is corrupt`,
+    );
   }
   if (kvCount > roomBytes / BigInt(MIN_KV_BYTES)) {
-    throw invalid(path, `its header claims ${kvCount} metadata entries, more than a ${fileSizeBytes}-byte file can hold: the file is truncated or its header is corrupt`);
+    throw invalid(
+      path,
+      `its header claims ${kvCount} metadata entries, more than a ${fileSizeBytes}-byte file can hold: the file is truncated or its header is corrupt`,
+    );
   }
 }
 
 /** The facts of a parsed header; exported so that placement can size a model from metadata it already has. */
-export function ggufModelFacts(parsed: Pick<GGUFParseOutput, 'metadata' | 'tensorInfos'>, fileSizeBytes: number): GgufModelFacts {
+export function ggufModelFacts(
+  parsed: Pick<GGUFParseOutput, 'metadata' | 'tensorInfos'>,
+  fileSizeBytes: number,
+): GgufModelFacts {
   const m = parsed.metadata as Record<string, unknown>;
   const architecture = typeof m['general.architecture'] === 'string' ? m['general.architecture'] : '';
   const key = (name: string): number => toNumber(m[`${architecture}.${name}`]);
@@ -176,7 +194,11 @@ export async function readGgufModelFacts(path: string): Promise<GgufModelFacts> 
     fileSizeBytes = info.size;
   } catch (err) {
     if (err instanceof LlmgwError) throw err;
-    throw invalid(path, `it cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)}); check the path and its permissions`, err);
+    throw invalid(
+      path,
+      `it cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)}); check the path and its permissions`,
+      err,
+    );
   }
   await checkFixedHeader(path, fileSizeBytes);
 
@@ -188,18 +210,28 @@ export async function readGgufModelFacts(path: string): Promise<GgufModelFacts> 
   }
   const headerEndBytes = parsed.tensorInfoByteRange[1];
   if (headerEndBytes > fileSizeBytes) {
-    throw invalid(path, `its header runs to byte ${headerEndBytes} but the file has ${fileSizeBytes}; the file is truncated, fetch it again`);
+    throw invalid(
+      path,
+      `its header runs to byte ${headerEndBytes} but the file has ${fileSizeBytes}; the file is truncated, fetch it again`,
+    );
   }
-  const alignment = toNumber((parsed.metadata as Record<string, unknown>)['general.alignment']) || DEFAULT_ALIGNMENT_BYTES;
+  const alignment =
+    toNumber((parsed.metadata as Record<string, unknown>)['general.alignment']) || DEFAULT_ALIGNMENT_BYTES;
   const dataStartBytes = parsed.tensorDataOffset;
   const size = BigInt(fileSizeBytes);
   for (const t of parsed.tensorInfos) {
     if (t.offset % BigInt(alignment) !== 0n) {
-      throw invalid(path, `tensor ${t.name} starts at offset ${t.offset}, not a multiple of the file's alignment (${alignment}); the header is corrupt`);
+      throw invalid(
+        path,
+        `tensor ${t.name} starts at offset ${t.offset}, not a multiple of the file's alignment (${alignment}); the header is corrupt`,
+      );
     }
     const endBytes = dataStartBytes + t.offset + (tensorDataBytes(t.shape, Number(t.dtype)) ?? 0n);
     if (endBytes > size) {
-      throw invalid(path, `tensor ${t.name} ends at byte ${endBytes} but the file has ${fileSizeBytes}; the file is truncated (an interrupted download?), fetch it again`);
+      throw invalid(
+        path,
+        `tensor ${t.name} ends at byte ${endBytes} but the file has ${fileSizeBytes}; the file is truncated (an interrupted download?), fetch it again`,
+      );
     }
   }
   const facts = ggufModelFacts(parsed, fileSizeBytes);
@@ -237,7 +269,8 @@ export function estimateBuiltinMemory(
   model: string | GgufModelFacts,
   kvCacheTokens: number,
 ): BuiltinMemoryEstimate | Promise<BuiltinMemoryEstimate> {
-  if (typeof model === 'string') return readGgufModelFacts(model).then((facts) => estimateBuiltinMemory(facts, kvCacheTokens));
+  if (typeof model === 'string')
+    return readGgufModelFacts(model).then((facts) => estimateBuiltinMemory(facts, kvCacheTokens));
   const cells = Math.max(0, Math.floor(kvCacheTokens));
   const kvCacheBytes = model.blockCount * cells * model.headCountKv * (model.keyLength + model.valueLength) * F16_BYTES;
   // The largest compute buffers: logits for a batch and one layer's attention scores.

@@ -255,7 +255,15 @@ export class BuiltinRuntime {
       });
       const sequences: LlamaContextSequence[] = [];
       for (let i = 0; i < layout.parallel; i++) sequences.push(context.getSequence());
-      return new BuiltinRuntime(options, llama, model, new SequencePool(sequences, layout.maxQueue, (sequence) => sequence.contextTokens), layout.parallel, layout.perSequence, resolveChatWrapper(model));
+      return new BuiltinRuntime(
+        options,
+        llama,
+        model,
+        new SequencePool(sequences, layout.maxQueue, (sequence) => sequence.contextTokens),
+        layout.parallel,
+        layout.perSequence,
+        resolveChatWrapper(model),
+      );
     } catch (err) {
       await llama.dispose().catch(() => undefined);
       throw new LlmgwError(
@@ -281,7 +289,11 @@ export class BuiltinRuntime {
   get load(): { inFlight: number; waiting: number; kvCacheUsage: number } {
     let held = 0;
     for (const sequence of this.pool.inUse) held += sequence.nextTokenIndex;
-    return { inFlight: this.inFlightCount, waiting: this.pool.waiting, kvCacheUsage: held / (this.parallel * this.sequenceContextTokens) };
+    return {
+      inFlight: this.inFlightCount,
+      waiting: this.pool.waiting,
+      kvCacheUsage: held / (this.parallel * this.sequenceContextTokens),
+    };
   }
 
   /**
@@ -303,7 +315,11 @@ export class BuiltinRuntime {
     const promptTokens = tokens.length;
     const maxTokens = this.replyBudget(promptTokens, params.maxTokens, 'messages');
     return this.withSequence(signal, tokens, async (sequence) => {
-      const chat = new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false, chatWrapper: this.chatWrapper });
+      const chat = new LlamaChat({
+        contextSequence: sequence,
+        autoDisposeSequence: false,
+        chatWrapper: this.chatWrapper,
+      });
       try {
         const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result =
@@ -318,10 +334,23 @@ export class BuiltinRuntime {
         const reason = finishReason(result.metadata.stopReason, signal);
         const base = { promptTokens, completionTokens: generated(), ...(await logprobs(promptTokens)) };
         if (output.kind === 'forcedTool') {
-          return { ...base, text: '', toolCalls: [forcedCall(output.tools, result.response)], finishReason: reason === 'stop' ? 'tool_calls' : reason };
+          return {
+            ...base,
+            text: '',
+            toolCalls: [forcedCall(output.tools, result.response)],
+            finishReason: reason === 'stop' ? 'tool_calls' : reason,
+          };
         }
-        const toolCalls = (result.functionCalls ?? []).map((call) => ({ name: call.functionName, arguments: JSON.stringify(call.params ?? {}) }));
-        return { ...base, text: result.response, toolCalls, finishReason: toolCalls.length > 0 && reason === 'stop' ? 'tool_calls' : reason };
+        const toolCalls = (result.functionCalls ?? []).map((call) => ({
+          name: call.functionName,
+          arguments: JSON.stringify(call.params ?? {}),
+        }));
+        return {
+          ...base,
+          text: result.response,
+          toolCalls,
+          finishReason: toolCalls.length > 0 && reason === 'stop' ? 'tool_calls' : reason,
+        };
       } finally {
         chat.dispose({ disposeSequence: false });
       }
@@ -332,7 +361,11 @@ export class BuiltinRuntime {
   private async grammarFor(output: ChatOutput): Promise<LlamaGrammar | undefined> {
     if (output.kind === 'json' && output.schema === undefined) return this.llama.getGrammarFor('json');
     const [schema, param] =
-      output.kind === 'json' ? [output.schema!, output.param] : output.kind === 'forcedTool' ? [forcedCallSchema(output.tools), 'tools'] : [];
+      output.kind === 'json'
+        ? [output.schema!, output.param]
+        : output.kind === 'forcedTool'
+          ? [forcedCallSchema(output.tools), 'tools']
+          : [];
     if (!schema) return undefined;
     try {
       return await this.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema as GbnfJsonSchema);
@@ -356,7 +389,13 @@ export class BuiltinRuntime {
    * budget runs out there, which once made a reply stopped at 7 tokens
    * report 6.
    */
-  private streaming(sequence: LlamaContextSequence, params: SamplingParams, maxTokens: number, signal: AbortSignal, onText: (text: string) => void) {
+  private streaming(
+    sequence: LlamaContextSequence,
+    params: SamplingParams,
+    maxTokens: number,
+    signal: AbortSignal,
+    onText: (text: string) => void,
+  ) {
     const before = sequence.tokenMeter.getState();
     const options = {
       ...this.sampling(params),
@@ -375,7 +414,9 @@ export class BuiltinRuntime {
       generated: () => sequence.tokenMeter.diff(before).usedOutputTokens,
       options,
       logprobs: async (promptTokens: number): Promise<{ logprobs?: TokenLogprob[] }> =>
-        params.logprobs === undefined || signal.aborted ? {} : { logprobs: await replyLogprobs(this.model, sequence, promptTokens, released, params.logprobs) },
+        params.logprobs === undefined || signal.aborted
+          ? {}
+          : { logprobs: await replyLogprobs(this.model, sequence, promptTokens, released, params.logprobs) },
     };
   }
 
@@ -384,16 +425,28 @@ export class BuiltinRuntime {
    * the template leaves for the reply, and its tokens. No sequence is
    * needed, so /tokenize counts a conversation exactly as its usage will.
    */
-  private chatPrompt(turns: readonly ChatTurn[], output: ChatOutput, functions: ReturnType<typeof chatFunctions> | undefined): { history: ChatHistoryItem[]; tokens: Token[] } {
+  private chatPrompt(
+    turns: readonly ChatTurn[],
+    output: ChatOutput,
+    functions: ReturnType<typeof chatFunctions> | undefined,
+  ): { history: ChatHistoryItem[]; tokens: Token[] } {
     let history: ChatHistoryItem[] = turns.map((t): ChatHistoryItem => {
       if (t.role === 'system') return { type: 'system', text: t.content };
       if (t.role === 'user') return { type: 'user', text: t.content };
-      const calls = (t.toolCalls ?? []).map((c) => ({ type: 'functionCall' as const, name: c.name, params: c.arguments, result: c.result ?? '' }));
+      const calls = (t.toolCalls ?? []).map((c) => ({
+        type: 'functionCall' as const,
+        name: c.name,
+        params: c.arguments,
+        result: c.result ?? '',
+      }));
       return { type: 'model', response: t.content === '' && calls.length > 0 ? calls : [t.content, ...calls] };
     });
     // A forced call is written by a grammar, not in the template's call
     // syntax; the template's own description of the functions tells the model what it is writing.
-    if (output.kind === 'forcedTool') history = [...this.chatWrapper.addAvailableFunctionsSystemMessageToHistory(history, functions, { documentParams: true })];
+    if (output.kind === 'forcedTool')
+      history = [
+        ...this.chatWrapper.addAvailableFunctionsSystemMessageToHistory(history, functions, { documentParams: true }),
+      ];
     // An empty model turn is the one the chat template leaves open for the reply.
     history.push({ type: 'model', response: [] });
     const { contextText } = this.chatWrapper.generateContextState({
@@ -421,7 +474,12 @@ export class BuiltinRuntime {
     return this.model.detokenize(tokens as Token[], false);
   }
 
-  async complete(prompt: string, params: SamplingParams, onText: (text: string) => void, signal: AbortSignal): Promise<GenerationResult> {
+  async complete(
+    prompt: string,
+    params: SamplingParams,
+    onText: (text: string) => void,
+    signal: AbortSignal,
+  ): Promise<GenerationResult> {
     // Tokenized here, as LlamaCompletion would, so that usage counts exactly what is evaluated.
     const bos = this.model.tokens.shouldPrependBosToken ? this.model.tokens.bos : null;
     const input: Token[] = this.model.tokenize(prompt, false, bos === null ? undefined : 'trimLeadingSpace');
@@ -433,7 +491,13 @@ export class BuiltinRuntime {
         const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
         const result = await completion.generateCompletionWithMeta(input, { ...options, disableContextShift: true });
         const completionTokens = generated();
-        return { text: result.response, promptTokens, completionTokens, finishReason: finishReason(result.metadata.stopReason, signal), ...(await logprobs(promptTokens)) };
+        return {
+          text: result.response,
+          promptTokens,
+          completionTokens,
+          finishReason: finishReason(result.metadata.stopReason, signal),
+          ...(await logprobs(promptTokens)),
+        };
       } finally {
         completion.dispose({ disposeSequence: false });
       }
@@ -480,7 +544,11 @@ export class BuiltinRuntime {
    * tests can hold sequences busy and watch requests queue without racing a
    * model.
    */
-  async withSequence<T>(signal: AbortSignal, prompt: readonly number[], work: (sequence: LlamaContextSequence) => Promise<T>): Promise<T> {
+  async withSequence<T>(
+    signal: AbortSignal,
+    prompt: readonly number[],
+    work: (sequence: LlamaContextSequence) => Promise<T>,
+  ): Promise<T> {
     const sequence = await this.pool.acquire(signal, prompt);
     this.inFlightCount++;
     try {
@@ -521,9 +589,17 @@ export class BuiltinRuntime {
 }
 
 /** Tools as node-llama-cpp's function table; no handlers, since the client, not the engine, runs them. */
-function chatFunctions(tools: readonly { name: string; description: string | undefined; parameters: JsonSchema }[]): ChatModelFunctions {
+function chatFunctions(
+  tools: readonly { name: string; description: string | undefined; parameters: JsonSchema }[],
+): ChatModelFunctions {
   return Object.fromEntries(
-    tools.map((t) => [t.name, { ...(t.description === undefined ? {} : { description: t.description }), params: t.parameters as GbnfJsonSchema }]),
+    tools.map((t) => [
+      t.name,
+      {
+        ...(t.description === undefined ? {} : { description: t.description }),
+        params: t.parameters as GbnfJsonSchema,
+      },
+    ]),
   );
 }
 
@@ -537,7 +613,13 @@ function finishReason(stopReason: string, signal: AbortSignal): FinishReason {
  * (`messages`) and for completions and embeddings, then the engine's remedy.
  * The limit is one sequence's: --ctx-size is shared by --parallel sequences.
  */
-export function contextLengthExceeded(limit: number, tokens: number, param: 'messages' | 'prompt' | 'input', parallel: number, what?: string): LlmgwError {
+export function contextLengthExceeded(
+  limit: number,
+  tokens: number,
+  param: 'messages' | 'prompt' | 'input',
+  parallel: number,
+  what?: string,
+): LlmgwError {
   const openAi =
     param === 'messages'
       ? `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`

@@ -49,7 +49,9 @@ export async function replyLogprobs(
   const start = replyStart(held, reply, promptTokens);
   const input: Token[] = [held[start - 1]!, ...reply.slice(0, -1)];
   await sequence.eraseContextTokenRanges([{ start: start - 1, end: held.length }]);
-  const results = await sequence.controlledEvaluate(input.map((token) => [token, { generateNext: { probabilities: true, options: RAW } }]));
+  const results = await sequence.controlledEvaluate(
+    input.map((token) => [token, { generateNext: { probabilities: true, options: RAW } }]),
+  );
   return reply.map((token, i) => {
     const probabilities = results[i]?.next.probabilities ?? new Map<Token, number>();
     const alternatives = [...probabilities.entries()].slice(0, top).map(([t, p]) => alternative(model, t, p));
@@ -59,7 +61,11 @@ export async function replyLogprobs(
 
 function alternative(model: LlamaModel, token: Token, probability: number): TokenAlternative {
   const text = model.detokenize([token], true);
-  return { token: text, logprob: probability > 0 ? Math.max(Math.log(probability), FLOOR) : FLOOR, bytes: [...Buffer.from(text, 'utf8')] };
+  return {
+    token: text,
+    logprob: probability > 0 ? Math.max(Math.log(probability), FLOOR) : FLOOR,
+    bytes: [...Buffer.from(text, 'utf8')],
+  };
 }
 
 /**
@@ -68,7 +74,10 @@ function alternative(model: LlamaModel, token: Token, probability: number): Toke
  * node-llama-cpp held back (and never released as text) may follow it.
  */
 function replyStart(held: readonly Token[], reply: readonly Token[], promptTokens: number): number {
-  const fits = (start: number) => start >= 1 && start + reply.length - 1 <= held.length && reply.every((token, i) => start + i >= held.length || held[start + i] === token);
+  const fits = (start: number) =>
+    start >= 1 &&
+    start + reply.length - 1 <= held.length &&
+    reply.every((token, i) => start + i >= held.length || held[start + i] === token);
   // The prompt as counted is where the reply should start; a repeated token makes a search ambiguous, so it is tried first.
   if (fits(promptTokens)) return promptTokens;
   for (let start = held.length - reply.length + 1; start >= 1; start--) if (fits(start)) return start;

@@ -34,7 +34,12 @@ const sampling = {
   stop: Stop,
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
-  n: z.number().int().min(1).max(MAX_CHOICES, `this engine writes at most ${MAX_CHOICES} choices per request`).nullish(),
+  n: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_CHOICES, `this engine writes at most ${MAX_CHOICES} choices per request`)
+    .nullish(),
   logprobs: z.union([z.boolean(), z.number()]).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
@@ -91,7 +96,10 @@ export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
 export const EmbeddingRequestSchema = z.object({
   model: z.string().min(1),
-  input: z.union([z.string(), z.array(z.string()).min(1, 'send at least one input').max(2048, 'send at most 2048 inputs at once')]),
+  input: z.union([
+    z.string(),
+    z.array(z.string()).min(1, 'send at least one input').max(2048, 'send at most 2048 inputs at once'),
+  ]),
   encoding_format: z.enum(['float', 'base64']).nullish(),
   dimensions: z.number().int().nullish(),
 });
@@ -120,7 +128,10 @@ function unsupported(param: string, message: string): LlmgwError {
 function requestedLogprobs(request: ChatCompletionRequest | CompletionRequest): number | undefined {
   if ('messages' in request) {
     if (request.logprobs !== true && request.logprobs != null && request.logprobs !== false) {
-      throw unsupported('logprobs', 'logprobs on /v1/chat/completions is true or false; send the number of alternatives as top_logprobs');
+      throw unsupported(
+        'logprobs',
+        'logprobs on /v1/chat/completions is true or false; send the number of alternatives as top_logprobs',
+      );
     }
     if (request.logprobs !== true) {
       if (request.top_logprobs != null) throw unsupported('top_logprobs', 'top_logprobs needs logprobs: true');
@@ -129,13 +140,21 @@ function requestedLogprobs(request: ChatCompletionRequest | CompletionRequest): 
     return request.top_logprobs ?? 0;
   }
   if (request.logprobs == null || request.logprobs === false) return undefined;
-  if (typeof request.logprobs !== 'number' || !Number.isInteger(request.logprobs) || request.logprobs < 0 || request.logprobs > 5) {
+  if (
+    typeof request.logprobs !== 'number' ||
+    !Number.isInteger(request.logprobs) ||
+    request.logprobs < 0 ||
+    request.logprobs > 5
+  ) {
     throw unsupported('logprobs', 'logprobs on /v1/completions is the number of alternatives per token, 0 to 5');
   }
   return request.logprobs;
 }
 
-export function samplingParams(request: ChatCompletionRequest | CompletionRequest, maxTokens: number | null | undefined): SamplingParams {
+export function samplingParams(
+  request: ChatCompletionRequest | CompletionRequest,
+  maxTokens: number | null | undefined,
+): SamplingParams {
   const logprobs = requestedLogprobs(request);
   const stop = request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop;
   return {
@@ -156,7 +175,12 @@ export function samplingParams(request: ChatCompletionRequest | CompletionReques
 export function chatLogprobs(logprobs: readonly TokenLogprob[] | undefined) {
   if (!logprobs) return null;
   return {
-    content: logprobs.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes, top_logprobs: t.top.map(({ token, logprob, bytes }) => ({ token, logprob, bytes })) })),
+    content: logprobs.map((t) => ({
+      token: t.token,
+      logprob: t.logprob,
+      bytes: t.bytes,
+      top_logprobs: t.top.map(({ token, logprob, bytes }) => ({ token, logprob, bytes })),
+    })),
     refusal: null,
   };
 }
@@ -190,14 +214,23 @@ export function chatTurns(request: ChatCompletionRequest): ChatTurn[] {
   for (const [i, message] of request.messages.entries()) {
     // OpenAI lets only an assistant turn (one that calls tools) leave content out.
     if (message.content == null && message.role !== 'assistant') {
-      throw unsupported(`messages[${i}].content`, `messages[${i}] (role ${message.role}) has no content; a ${message.role} message needs content, a string or text parts`);
+      throw unsupported(
+        `messages[${i}].content`,
+        `messages[${i}] (role ${message.role}) has no content; a ${message.role} message needs content, a string or text parts`,
+      );
     }
-    const parts = typeof message.content === 'string' ? [message.content] : (message.content ?? []).map((part, j) => {
-      if (part.type !== 'text' || part.text === undefined) {
-        throw unsupported(`messages[${i}].content[${j}]`, `the builtin engine reads text only; content of type ${part.type} is not supported`);
-      }
-      return part.text;
-    });
+    const parts =
+      typeof message.content === 'string'
+        ? [message.content]
+        : (message.content ?? []).map((part, j) => {
+            if (part.type !== 'text' || part.text === undefined) {
+              throw unsupported(
+                `messages[${i}].content[${j}]`,
+                `the builtin engine reads text only; content of type ${part.type} is not supported`,
+              );
+            }
+            return part.text;
+          });
     const content = parts.join('');
     if (message.role === 'system' || message.role === 'developer') turns.push({ role: 'system', content });
     else if (message.role === 'user') turns.push({ role: 'user', content });
@@ -207,7 +240,10 @@ export function chatTurns(request: ChatCompletionRequest): ChatTurn[] {
         try {
           args = JSON.parse(call.function.arguments);
         } catch {
-          throw unsupported(`messages[${i}].tool_calls[${j}].function.arguments`, 'the arguments of an earlier tool call are not JSON; send them as the model wrote them');
+          throw unsupported(
+            `messages[${i}].tool_calls[${j}].function.arguments`,
+            'the arguments of an earlier tool call are not JSON; send them as the model wrote them',
+          );
         }
         const turnCall = { name: call.function.name, arguments: args, result: undefined as string | undefined };
         calls.set(call.id, turnCall);
@@ -224,18 +260,26 @@ export function chatTurns(request: ChatCompletionRequest): ChatTurn[] {
       }
       call.result = content;
     } else {
-      throw unsupported(`messages[${i}].role`, 'the builtin engine reads function results from tool messages; the deprecated function role is not supported');
+      throw unsupported(
+        `messages[${i}].role`,
+        'the builtin engine reads function results from tool messages; the deprecated function role is not supported',
+      );
     }
   }
   return turns;
 }
 
 export function completionPrompt(request: CompletionRequest): string {
-  if (request.n != null && request.n !== 1) throw unsupported('n', 'the builtin engine writes one completion per request on /v1/completions; send n: 1 or use /v1/chat/completions');
+  if (request.n != null && request.n !== 1)
+    throw unsupported(
+      'n',
+      'the builtin engine writes one completion per request on /v1/completions; send n: 1 or use /v1/chat/completions',
+    );
   if (request.echo) throw unsupported('echo', 'the builtin engine does not echo prompts; leave echo out');
   if (request.suffix) throw unsupported('suffix', 'the builtin engine does not fill in the middle; leave suffix out');
   if (typeof request.prompt === 'string') return request.prompt;
-  if (request.prompt.length !== 1) throw unsupported('prompt', 'the builtin engine takes one prompt per request; send a string');
+  if (request.prompt.length !== 1)
+    throw unsupported('prompt', 'the builtin engine takes one prompt per request; send a string');
   return request.prompt[0]!;
 }
 
@@ -246,7 +290,11 @@ export interface Usage {
 }
 
 export function usage(promptTokens: number, completionTokens: number): Usage {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
 }
 
 /** An aborted generation has no client to read its reason; what remains is OpenAI's three. */

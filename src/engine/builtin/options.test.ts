@@ -2,7 +2,14 @@
 // queue when the flags leave it to the engine.
 import { describe, expect, it } from 'vitest';
 import { LlmgwError } from '../../errors/index.js';
-import { compileBuiltinEngineOptions, DEFAULT_QUEUE_PER_SEQUENCE, defaultThreads, MAX_DEFAULT_THREADS, sequenceLayout, type BuiltinEngineOptions } from './options.js';
+import {
+  compileBuiltinEngineOptions,
+  DEFAULT_QUEUE_PER_SEQUENCE,
+  defaultThreads,
+  MAX_DEFAULT_THREADS,
+  sequenceLayout,
+  type BuiltinEngineOptions,
+} from './options.js';
 
 // On a one-core machine, so that threads alone decide; the cores case is its own test.
 const layout = (options: Omit<BuiltinEngineOptions, 'modelPath'>, trained: number, cores = 1) =>
@@ -10,8 +17,16 @@ const layout = (options: Omit<BuiltinEngineOptions, 'modelPath'>, trained: numbe
 
 describe('sequenceLayout', () => {
   it('without --parallel gives one sequence per thread, up to 4, each the model context up to 4096', () => {
-    expect(layout({ threads: 1 }, 2048)).toEqual({ parallel: 1, perSequence: 2048, maxQueue: DEFAULT_QUEUE_PER_SEQUENCE });
-    expect(layout({ threads: 3 }, 32768)).toEqual({ parallel: 3, perSequence: 4096, maxQueue: 3 * DEFAULT_QUEUE_PER_SEQUENCE });
+    expect(layout({ threads: 1 }, 2048)).toEqual({
+      parallel: 1,
+      perSequence: 2048,
+      maxQueue: DEFAULT_QUEUE_PER_SEQUENCE,
+    });
+    expect(layout({ threads: 3 }, 32768)).toEqual({
+      parallel: 3,
+      perSequence: 4096,
+      maxQueue: 3 * DEFAULT_QUEUE_PER_SEQUENCE,
+    });
     expect(layout({ threads: 16 }, 512)).toMatchObject({ parallel: 4, perSequence: 512 });
   });
 
@@ -26,18 +41,35 @@ describe('sequenceLayout', () => {
 
   it('without --parallel cuts --ctx-size only into sequences that hold the model context', () => {
     expect(layout({ threads: 8, contextTokens: 8192 }, 4096)).toMatchObject({ parallel: 2, perSequence: 4096 });
-    expect(layout({ threads: 8, contextTokens: 1024 }, 4096), 'a small --ctx-size is one whole sequence').toMatchObject({ parallel: 1, perSequence: 1024 });
-    expect(layout({ threads: 2, contextTokens: 65536 }, 4096), 'threads still cap it').toMatchObject({ parallel: 2, perSequence: 32768 });
+    expect(layout({ threads: 8, contextTokens: 1024 }, 4096), 'a small --ctx-size is one whole sequence').toMatchObject(
+      { parallel: 1, perSequence: 1024 },
+    );
+    expect(layout({ threads: 2, contextTokens: 65536 }, 4096), 'threads still cap it').toMatchObject({
+      parallel: 2,
+      perSequence: 32768,
+    });
   });
 
   it('takes --parallel and --max-queue as given; --max-queue 0 means none wait', () => {
-    expect(layout({ threads: 1, parallel: 6, contextTokens: 6000 }, 4096)).toEqual({ parallel: 6, perSequence: 1000, maxQueue: 6 * DEFAULT_QUEUE_PER_SEQUENCE });
-    expect(layout({ threads: 1, parallel: 2, maxQueue: 0 }, 4096)).toEqual({ parallel: 2, perSequence: 4096, maxQueue: 0 });
+    expect(layout({ threads: 1, parallel: 6, contextTokens: 6000 }, 4096)).toEqual({
+      parallel: 6,
+      perSequence: 1000,
+      maxQueue: 6 * DEFAULT_QUEUE_PER_SEQUENCE,
+    });
+    expect(layout({ threads: 1, parallel: 2, maxQueue: 0 }, 4096)).toEqual({
+      parallel: 2,
+      perSequence: 4096,
+      maxQueue: 0,
+    });
   });
 
   it('refuses a negative queue and a --ctx-size too small for --parallel, saying what to change', () => {
     expect(() => compileBuiltinEngineOptions({ modelPath: 'm.gguf', maxQueue: -1 })).toThrow(/maxQueue/);
-    expect(() => compileBuiltinEngineOptions({ modelPath: 'm.gguf', parallel: 8, contextTokens: 256 })).toThrow(LlmgwError);
-    expect(() => compileBuiltinEngineOptions({ modelPath: 'm.gguf', parallel: 8, contextTokens: 256 })).toThrow(/at least 512 tokens or fewer parallel/);
+    expect(() => compileBuiltinEngineOptions({ modelPath: 'm.gguf', parallel: 8, contextTokens: 256 })).toThrow(
+      LlmgwError,
+    );
+    expect(() => compileBuiltinEngineOptions({ modelPath: 'm.gguf', parallel: 8, contextTokens: 256 })).toThrow(
+      /at least 512 tokens or fewer parallel/,
+    );
   });
 });

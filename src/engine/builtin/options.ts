@@ -128,11 +128,21 @@ const BuiltinEngineOptionsSchema = z.strictObject({
   threads: z.number().int().min(1).max(1024).optional(),
   parallel: z.number().int().min(1).max(256).optional(),
   maxQueue: z.number().int().min(0).max(1_000_000).optional(),
-  contextTokens: z.number().int().min(MIN_SEQUENCE_CONTEXT_TOKENS).max(16 * 1024 * 1024).optional(),
+  contextTokens: z
+    .number()
+    .int()
+    .min(MIN_SEQUENCE_CONTEXT_TOKENS)
+    .max(16 * 1024 * 1024)
+    .optional(),
   apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
   tlsCert: z.string().min(1).optional(),
   tlsKey: z.string().min(1).optional(),
-  streamIntervalMs: z.number().int().min(0).max(1000, 'more than a second between writes would look like a stalled stream').optional(),
+  streamIntervalMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(1000, 'more than a second between writes would look like a stalled stream')
+    .optional(),
   log: z.custom<(line: string) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   nowMs: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
 });
@@ -140,22 +150,35 @@ const BuiltinEngineOptionsSchema = z.strictObject({
 export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): CompiledBuiltinEngineOptions {
   const parsed = BuiltinEngineOptionsSchema.safeParse(options);
   if (!parsed.success) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', describeIssues(BuiltinEngineOptionsSchema, parsed.error), 'builtin engine options');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      describeIssues(BuiltinEngineOptionsSchema, parsed.error),
+      'builtin engine options',
+    );
   }
   const o = parsed.data;
   const parallel = o.parallel ?? 1;
   if (o.contextTokens !== undefined && o.contextTokens / parallel < MIN_SEQUENCE_CONTEXT_TOKENS) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', [
-      `a context of ${o.contextTokens} tokens split over ${parallel} sequences leaves ${Math.floor(o.contextTokens / parallel)} each; ` +
-        `give at least ${MIN_SEQUENCE_CONTEXT_TOKENS * parallel} tokens or fewer parallel sequences`,
-    ], 'builtin engine options');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      [
+        `a context of ${o.contextTokens} tokens split over ${parallel} sequences leaves ${Math.floor(o.contextTokens / parallel)} each; ` +
+          `give at least ${MIN_SEQUENCE_CONTEXT_TOKENS * parallel} tokens or fewer parallel sequences`,
+      ],
+      'builtin engine options',
+    );
   }
   if ((o.tlsCert === undefined) !== (o.tlsKey === undefined)) {
-    throw new ValidationError('LLMGW_CONFIG_INVALID', [
-      `${o.tlsCert === undefined ? '--tls-key' : '--tls-cert'} is set without ${o.tlsCert === undefined ? '--tls-cert' : '--tls-key'}; serving TLS needs both the certificate and its key`,
-    ], 'builtin engine options');
+    throw new ValidationError(
+      'LLMGW_CONFIG_INVALID',
+      [
+        `${o.tlsCert === undefined ? '--tls-key' : '--tls-cert'} is set without ${o.tlsCert === undefined ? '--tls-cert' : '--tls-key'}; serving TLS needs both the certificate and its key`,
+      ],
+      'builtin engine options',
+    );
   }
-  const aliases = o.aliases && o.aliases.length > 0 ? [...new Set(o.aliases)] : [basename(o.modelPath).replace(/\.gguf$/i, '')];
+  const aliases =
+    o.aliases && o.aliases.length > 0 ? [...new Set(o.aliases)] : [basename(o.modelPath).replace(/\.gguf$/i, '')];
   return Object.freeze({
     modelPath: o.modelPath,
     host: o.host ?? '127.0.0.1',
@@ -199,7 +222,10 @@ export function sequenceLayout(options: CompiledBuiltinEngineOptions, trainedCon
   if (parallel === undefined) {
     // Cores, not threads alone: the default leaves a core for the engine's own JavaScript, and a batch of two sequences on one thread still beats two requests in turn.
     const byCores = Math.min(MAX_DEFAULT_PARALLEL, Math.max(options.threads, options.cores));
-    parallel = options.contextTokens === undefined ? byCores : Math.max(1, Math.min(byCores, Math.floor(options.contextTokens / wanted)));
+    parallel =
+      options.contextTokens === undefined
+        ? byCores
+        : Math.max(1, Math.min(byCores, Math.floor(options.contextTokens / wanted)));
   }
   const perSequence = options.contextTokens === undefined ? wanted : Math.floor(options.contextTokens / parallel);
   return { parallel, perSequence, maxQueue: options.maxQueue ?? DEFAULT_QUEUE_PER_SEQUENCE * parallel };

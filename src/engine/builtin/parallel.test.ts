@@ -27,7 +27,15 @@ beforeAll(async () => {
   const modelPath = join(dir, 'tiny.gguf');
   await makeTinyModel(modelPath, { contextLength: 1024 });
   engine = await startBuiltinEngine(
-    { modelPath, aliases: [MODEL], threads: 1, parallel: PARALLEL, maxQueue: MAX_QUEUE, contextTokens: PARALLEL * 1024, log: () => undefined },
+    {
+      modelPath,
+      aliases: [MODEL],
+      threads: 1,
+      parallel: PARALLEL,
+      maxQueue: MAX_QUEUE,
+      contextTokens: PARALLEL * 1024,
+      log: () => undefined,
+    },
     { loadRuntime: async (options, facts) => (runtime = await BuiltinRuntime.load(options, facts)) },
   );
   await engine.ready;
@@ -65,7 +73,8 @@ async function holdSequences(n: number): Promise<() => Promise<void>> {
   };
 }
 
-const ask = (content: string) => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 6 });
+const ask = (content: string) =>
+  client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 6 });
 
 describe('builtin engine, parallel decoding', () => {
   it('reports its sequences in /health and its load in vLLM and llama.cpp names', async () => {
@@ -74,8 +83,16 @@ describe('builtin engine, parallel decoding', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
     const text = await res.text();
     expect(text).toContain(`vllm:num_requests_running{model_name="${MODEL}"} 0`);
-    for (const name of ['vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc', 'vllm:prompt_tokens_total', 'vllm:generation_tokens_total',
-      'llamacpp:requests_processing', 'llamacpp:requests_deferred', 'llamacpp:prompt_tokens_total', 'llamacpp:tokens_predicted_total']) {
+    for (const name of [
+      'vllm:num_requests_waiting',
+      'vllm:kv_cache_usage_perc',
+      'vllm:prompt_tokens_total',
+      'vllm:generation_tokens_total',
+      'llamacpp:requests_processing',
+      'llamacpp:requests_deferred',
+      'llamacpp:prompt_tokens_total',
+      'llamacpp:tokens_predicted_total',
+    ]) {
       expect(text, name).toMatch(new RegExp(`^# TYPE ${name} (gauge|counter)$`, 'm'));
     }
   });
@@ -93,14 +110,25 @@ describe('builtin engine, parallel decoding', () => {
     expect(after['vllm:generation_tokens_total']! - before['vllm:generation_tokens_total']!).toBe(generated);
     expect(after['llamacpp:tokens_predicted_total']! - before['llamacpp:tokens_predicted_total']!).toBe(generated);
     expect(after['vllm:prompt_tokens_total']! - before['vllm:prompt_tokens_total']!).toBe(prompted);
-    expect(after).toMatchObject({ 'vllm:num_requests_running': 0, 'vllm:num_requests_waiting': 0, 'vllm:kv_cache_usage_perc': 0 });
+    expect(after).toMatchObject({
+      'vllm:num_requests_running': 0,
+      'vllm:num_requests_waiting': 0,
+      'vllm:kv_cache_usage_perc': 0,
+    });
   });
 
   it('queues requests while every sequence is busy, refuses the one past --max-queue with 429 and Retry-After, then drains', async () => {
     const release = await holdSequences(PARALLEL);
     const queued = Array.from({ length: MAX_QUEUE }, (_, i) => ask(`Queued ${i}.`));
-    await waitFor('the requests wait for a sequence', async () => (await metrics())['vllm:num_requests_waiting'] === MAX_QUEUE, promptly);
-    expect(await metrics()).toMatchObject({ 'vllm:num_requests_running': PARALLEL, 'llamacpp:requests_deferred': MAX_QUEUE });
+    await waitFor(
+      'the requests wait for a sequence',
+      async () => (await metrics())['vllm:num_requests_waiting'] === MAX_QUEUE,
+      promptly,
+    );
+    expect(await metrics()).toMatchObject({
+      'vllm:num_requests_running': PARALLEL,
+      'llamacpp:requests_deferred': MAX_QUEUE,
+    });
 
     const refused = await fetch(`${engine.url}/v1/chat/completions`, {
       method: 'POST',
@@ -108,17 +136,28 @@ describe('builtin engine, parallel decoding', () => {
     });
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
-    expect(await refused.json()).toMatchObject({ error: { type: 'rate_limit_error', llmgw_code: 'LLMGW_ENGINE_BUSY', message: expect.stringContaining('--max-queue 8') } });
-    await expect(ask('Through the SDK.')).rejects.toMatchObject({ status: 429, error: { llmgw_code: 'LLMGW_ENGINE_BUSY' } });
+    expect(await refused.json()).toMatchObject({
+      error: {
+        type: 'rate_limit_error',
+        llmgw_code: 'LLMGW_ENGINE_BUSY',
+        message: expect.stringContaining('--max-queue 8'),
+      },
+    });
+    await expect(ask('Through the SDK.')).rejects.toMatchObject({
+      status: 429,
+      error: { llmgw_code: 'LLMGW_ENGINE_BUSY' },
+    });
     expect((await metrics())['llmgw_engine_requests_refused_busy_total']).toBeGreaterThanOrEqual(2);
 
     await release();
     const replies = await Promise.all(queued);
-    expect(replies.map((r) => r.choices[0]!.finish_reason === 'length' || r.choices[0]!.finish_reason === 'stop')).toEqual(Array(MAX_QUEUE).fill(true));
+    expect(
+      replies.map((r) => r.choices[0]!.finish_reason === 'length' || r.choices[0]!.finish_reason === 'stop'),
+    ).toEqual(Array(MAX_QUEUE).fill(true));
     expect(await metrics()).toMatchObject({ 'vllm:num_requests_running': 0, 'vllm:num_requests_waiting': 0 });
   });
 
-  it('frees an aborted request\'s sequence at once, for the request waiting on it', async () => {
+  it("frees an aborted request's sequence at once, for the request waiting on it", async () => {
     const release = await holdSequences(PARALLEL - 1);
     try {
       const gone = new AbortController();
@@ -129,12 +168,22 @@ describe('builtin engine, parallel decoding', () => {
       await long[Symbol.asyncIterator]().next();
       expect((await metrics())['vllm:kv_cache_usage_perc'], 'the generating request holds KV cells').toBeGreaterThan(0);
       const next = ask('Me next.');
-      await waitFor('the next request waits for the last sequence', () => engine.stats().requestsWaiting === 1, promptly);
+      await waitFor(
+        'the next request waits for the last sequence',
+        () => engine.stats().requestsWaiting === 1,
+        promptly,
+      );
       const abortedBefore = engine.stats().requestsAborted;
       gone.abort();
       const reply = await next;
-      expect(reply.usage!.completion_tokens, 'served while the other three sequences are still held').toBeGreaterThan(0);
-      expect(engine.stats()).toMatchObject({ requestsAborted: abortedBefore + 1, requestsInFlight: PARALLEL - 1, requestsWaiting: 0 });
+      expect(reply.usage!.completion_tokens, 'served while the other three sequences are still held').toBeGreaterThan(
+        0,
+      );
+      expect(engine.stats()).toMatchObject({
+        requestsAborted: abortedBefore + 1,
+        requestsInFlight: PARALLEL - 1,
+        requestsWaiting: 0,
+      });
     } finally {
       await release();
     }
@@ -147,7 +196,9 @@ describe('builtin engine, parallel decoding', () => {
     await client.completions.create({ model: MODEL, prompt: second, max_tokens: 4, temperature: 0 });
     for (const prompt of [first, second]) {
       const tokens = runtime.textTokens(prompt, true);
-      const held = await runtime.withSequence(new AbortController().signal, tokens, async (sequence) => sequence.contextTokens.slice(0, tokens.length));
+      const held = await runtime.withSequence(new AbortController().signal, tokens, async (sequence) =>
+        sequence.contextTokens.slice(0, tokens.length),
+      );
       expect(held, `the sequence handed to a repeat of "${prompt.slice(0, 20)}…" still holds it`).toEqual(tokens);
     }
   });

@@ -33,7 +33,11 @@ import {
 } from './openai.js';
 import { jsonTemplate, SseWriter, StreamPacer } from './sse.js';
 import { chatOutput } from './tools.js';
-import { compileBuiltinEngineOptions, type BuiltinEngineOptions, type CompiledBuiltinEngineOptions } from './options.js';
+import {
+  compileBuiltinEngineOptions,
+  type BuiltinEngineOptions,
+  type CompiledBuiltinEngineOptions,
+} from './options.js';
 
 /** Largest request body; a chat that needs more would not fit a CPU engine's context anyway. */
 const BODY_LIMIT_BYTES = 8 * 2 ** 20;
@@ -94,14 +98,22 @@ async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   for await (const chunk of req as AsyncIterable<Buffer>) {
     lengthBytes += chunk.length;
     if (lengthBytes > BODY_LIMIT_BYTES) {
-      throw httpError(413, 'LLMGW_BODY_TOO_LARGE', `the body is over ${BODY_LIMIT_BYTES} bytes; send a shorter request`);
+      throw httpError(
+        413,
+        'LLMGW_BODY_TOO_LARGE',
+        `the body is over ${BODY_LIMIT_BYTES} bytes; send a shorter request`,
+      );
     }
     chunks.push(chunk);
   }
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch (err) {
-    throw httpError(400, 'LLMGW_INVALID_JSON', `the body is not valid JSON (${err instanceof Error ? err.message : String(err)})`);
+    throw httpError(
+      400,
+      'LLMGW_INVALID_JSON',
+      `the body is not valid JSON (${err instanceof Error ? err.message : String(err)})`,
+    );
   }
 }
 
@@ -122,7 +134,10 @@ export interface BuiltinEngineDeps {
  * anything listens), binds the listener, then loads the model in the
  * background. Resolves once listening; await `ready` for the model.
  */
-export async function startBuiltinEngine(options: BuiltinEngineOptions, deps: BuiltinEngineDeps = {}): Promise<BuiltinEngine> {
+export async function startBuiltinEngine(
+  options: BuiltinEngineOptions,
+  deps: BuiltinEngineDeps = {},
+): Promise<BuiltinEngine> {
   const o = compileBuiltinEngineOptions(options);
   const facts = await readGgufModelFacts(o.modelPath);
   return BuiltinEngineServer.start(o, facts, deps.loadRuntime ?? ((opts, f) => BuiltinRuntime.load(opts, f)));
@@ -244,7 +259,9 @@ class BuiltinEngineServer implements BuiltinEngine {
       );
     } catch (err) {
       this.state = this.state === 'stopping' ? 'stopping' : 'failed';
-      this.loadError = isLlmgwError(err) ? err : new LlmgwError('LLMGW_ENGINE_START_FAILED', String(err), { cause: err });
+      this.loadError = isLlmgwError(err)
+        ? err
+        : new LlmgwError('LLMGW_ENGINE_START_FAILED', String(err), { cause: err });
       this.options.log(`builtin engine failed to load: ${this.loadError.message}`);
       throw this.loadError;
     }
@@ -273,7 +290,10 @@ class BuiltinEngineServer implements BuiltinEngine {
 
   private fail(res: ServerResponse, err: unknown): void {
     const known = isLlmgwError(err) ? err : undefined;
-    if (!known || known.status >= 500) this.options.log(`builtin engine request failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    if (!known || known.status >= 500)
+      this.options.log(
+        `builtin engine request failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+      );
     if (res.writableEnded || res.destroyed) return;
     const status = known?.status ?? 500;
     // 5xx bodies never carry internals; the log above has them.
@@ -285,8 +305,10 @@ class BuiltinEngineServer implements BuiltinEngine {
       res.end(`data: ${JSON.stringify(body)}\n\n`);
       return;
     }
-    const headers: Record<string, string> = typeof known?.context.allow === 'string' ? { allow: known.context.allow } : {};
-    if (typeof known?.context.retryAfterSeconds === 'number') headers['retry-after'] = String(known.context.retryAfterSeconds);
+    const headers: Record<string, string> =
+      typeof known?.context.allow === 'string' ? { allow: known.context.allow } : {};
+    if (typeof known?.context.retryAfterSeconds === 'number')
+      headers['retry-after'] = String(known.context.retryAfterSeconds);
     sendJson(res, status, body, headers);
   }
 
@@ -294,20 +316,33 @@ class BuiltinEngineServer implements BuiltinEngine {
     const path = new URL(req.url ?? '/', 'http://engine').pathname.replace(/(.)\/+$/, '$1');
     const method = ROUTES[path];
     if (!method) {
-      throw httpError(404, 'LLMGW_NOT_FOUND', `no route ${req.method} ${path}; this engine serves ${Object.keys(ROUTES).join(', ')}`);
+      throw httpError(
+        404,
+        'LLMGW_NOT_FOUND',
+        `no route ${req.method} ${path}; this engine serves ${Object.keys(ROUTES).join(', ')}`,
+      );
     }
     if (req.method !== method && !(method === 'GET' && req.method === 'HEAD')) {
-      throw new LlmgwError('LLMGW_METHOD_NOT_ALLOWED', `${path} takes ${method}, not ${req.method}`, { context: { allow: method } });
+      throw new LlmgwError('LLMGW_METHOD_NOT_ALLOWED', `${path} takes ${method}, not ${req.method}`, {
+        context: { allow: method },
+      });
     }
     if (path === '/health') return this.health(res);
     // Open like /health: the agent scrapes it, as it scrapes vLLM's, without the API key.
     if (path === '/metrics') return this.metrics(res);
-    if (this.options.apiKey !== undefined && apiKeyGuards(path) && !bearerMatches(req.headers.authorization, this.options.apiKey)) {
+    if (
+      this.options.apiKey !== undefined &&
+      apiKeyGuards(path) &&
+      !bearerMatches(req.headers.authorization, this.options.apiKey)
+    ) {
       throw httpError(401, 'LLMGW_UNAUTHORIZED', API_KEY_REFUSAL);
     }
     const runtime = this.runtime;
     if (this.state !== 'ready' || !runtime) {
-      const why = this.state === 'loading' ? 'the model is still loading; retry once GET /health answers 200' : `the engine is ${this.state}`;
+      const why =
+        this.state === 'loading'
+          ? 'the model is still loading; retry once GET /health answers 200'
+          : `the engine is ${this.state}`;
       throw new LlmgwError('LLMGW_ENGINE_NOT_READY', why, { status: 503, context: { retryAfterSeconds: 1 } });
     }
     if (path === '/v1/models') {
@@ -355,32 +390,67 @@ class BuiltinEngineServer implements BuiltinEngine {
       `${name}${labels} ${value}`,
     ];
     const lines = [
-      ...metric('vllm:num_requests_running', 'gauge', 'Requests generating now, one per busy sequence.', s.requestsInFlight, label),
-      ...metric('vllm:num_requests_waiting', 'gauge', 'Requests waiting for a free sequence.', s.requestsWaiting, label),
-      ...metric('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage by generating requests. 1 means 100 percent.', s.kvCacheUsage, label),
+      ...metric(
+        'vllm:num_requests_running',
+        'gauge',
+        'Requests generating now, one per busy sequence.',
+        s.requestsInFlight,
+        label,
+      ),
+      ...metric(
+        'vllm:num_requests_waiting',
+        'gauge',
+        'Requests waiting for a free sequence.',
+        s.requestsWaiting,
+        label,
+      ),
+      ...metric(
+        'vllm:kv_cache_usage_perc',
+        'gauge',
+        'KV-cache usage by generating requests. 1 means 100 percent.',
+        s.kvCacheUsage,
+        label,
+      ),
       ...metric('vllm:prompt_tokens_total', 'counter', 'Prompt tokens processed.', s.promptTokens, label),
       ...metric('vllm:generation_tokens_total', 'counter', 'Tokens generated.', s.generatedTokens, label),
       ...metric('llamacpp:requests_processing', 'gauge', 'Requests generating now.', s.requestsInFlight),
       ...metric('llamacpp:requests_deferred', 'gauge', 'Requests waiting for a free sequence.', s.requestsWaiting),
       ...metric('llamacpp:prompt_tokens_total', 'counter', 'Prompt tokens processed.', s.promptTokens),
       ...metric('llamacpp:tokens_predicted_total', 'counter', 'Tokens generated.', s.generatedTokens),
-      ...metric('llmgw_engine_requests_refused_busy_total', 'counter', 'Requests refused with 429 because every sequence was busy and the queue full.', s.requestsRefusedBusy),
+      ...metric(
+        'llmgw_engine_requests_refused_busy_total',
+        'counter',
+        'Requests refused with 429 because every sequence was busy and the queue full.',
+        s.requestsRefusedBusy,
+      ),
       '',
     ];
     const body = lines.join('\n');
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    res.writeHead(200, {
+      'content-type': 'text/plain; version=0.0.4; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
     res.end(body);
   }
 
   private checkModel(model: string): void {
     if (!this.modelNames.includes(model)) {
-      throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `this engine serves ${this.modelNames.map((n) => `"${n}"`).join(', ')}, not "${model}"`, {
-        context: { param: 'model' },
-      });
+      throw new LlmgwError(
+        'LLMGW_MODEL_NOT_FOUND',
+        `this engine serves ${this.modelNames.map((n) => `"${n}"`).join(', ')}, not "${model}"`,
+        {
+          context: { param: 'model' },
+        },
+      );
     }
   }
 
-  private async chatCompletions(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  private async chatCompletions(
+    runtime: BuiltinRuntime,
+    raw: unknown,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<void> {
     const request = parseBody(ChatCompletionRequestSchema, raw);
     this.checkModel(request.model);
     const turns = chatTurns(request);
@@ -388,13 +458,24 @@ class BuiltinEngineServer implements BuiltinEngine {
     const params = samplingParams(request, request.max_completion_tokens ?? request.max_tokens);
     const n = request.n ?? 1;
     const id = `chatcmpl-${randomUUID()}`;
-    const head = { id, object: 'chat.completion.chunk', created: Math.floor(this.options.nowMs() / 1000), model: request.model };
+    const head = {
+      id,
+      object: 'chat.completion.chunk',
+      created: Math.floor(this.options.nowMs() / 1000),
+      model: request.model,
+    };
     // Each choice is its own generation on its own sequence (see choices.ts);
     // the prompt is one, so usage counts it once and the replies together.
     const answer = (onText: (index: number, text: string) => void) =>
       this.generate(id, signal, async () => {
         const choices = await runChoices(n, signal, (index, choiceSignal) =>
-          runtime.chat(turns, { ...params, seed: choiceSeed(params.seed, index) }, output, (text) => onText(index, text), choiceSignal),
+          runtime.chat(
+            turns,
+            { ...params, seed: choiceSeed(params.seed, index) },
+            output,
+            (text) => onText(index, text),
+            choiceSignal,
+          ),
         );
         return {
           choices,
@@ -420,7 +501,10 @@ class BuiltinEngineServer implements BuiltinEngine {
     const chunk = (choice: object) => ({ ...head, choices: [choice], ...(includeUsage ? { usage: null } : {}) });
     const stream = new SseWriter(
       res,
-      () => Array.from({ length: n }, (_, index) => chunk({ index, delta: openingDelta(output), logprobs: null, finish_reason: null })),
+      () =>
+        Array.from({ length: n }, (_, index) =>
+          chunk({ index, delta: openingDelta(output), logprobs: null, finish_reason: null }),
+        ),
       this.pacer,
     );
     const deltas = Array.from({ length: n }, () => new ChoiceDeltas(output));
@@ -435,9 +519,17 @@ class BuiltinEngineServer implements BuiltinEngine {
     });
     if (!result) return;
     for (const [index, choice] of result.choices.entries()) {
-      for (const delta of deltas[index]!.end(choice)) stream.send(chunk({ index, delta, logprobs: null, finish_reason: null }));
+      for (const delta of deltas[index]!.end(choice))
+        stream.send(chunk({ index, delta, logprobs: null, finish_reason: null }));
       // Logprobs are computed once the reply is whole (see logprobs.ts), so they ride on the finish chunk.
-      stream.send(chunk({ index, delta: {}, logprobs: chatLogprobs(choice.logprobs), finish_reason: openAiFinishReason(choice.finishReason) }));
+      stream.send(
+        chunk({
+          index,
+          delta: {},
+          logprobs: chatLogprobs(choice.logprobs),
+          finish_reason: openAiFinishReason(choice.finishReason),
+        }),
+      );
     }
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
     stream.done();
@@ -484,26 +576,47 @@ class BuiltinEngineServer implements BuiltinEngine {
     // 0 = the file does not say (gguf-check.ts): nothing to check against.
     const outside = vocabulary > 0 ? request.tokens.findIndex((t) => t >= vocabulary) : -1;
     if (outside !== -1) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `tokens[${outside}]: ${request.tokens[outside]} is outside this model's vocabulary of ${vocabulary} tokens`, {
-        context: { param: 'tokens' },
-      });
+      throw new LlmgwError(
+        'LLMGW_BAD_REQUEST',
+        `tokens[${outside}]: ${request.tokens[outside]} is outside this model's vocabulary of ${vocabulary} tokens`,
+        {
+          context: { param: 'tokens' },
+        },
+      );
     }
     sendJson(res, 200, { prompt: runtime.detokenize(request.tokens) });
   }
 
-  private async completions(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  private async completions(
+    runtime: BuiltinRuntime,
+    raw: unknown,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<void> {
     const request = parseBody(CompletionRequestSchema, raw);
     this.checkModel(request.model);
     const prompt = completionPrompt(request);
     const params = samplingParams(request, request.max_tokens);
     const id = `cmpl-${randomUUID()}`;
-    const head = { id, object: 'text_completion', created: Math.floor(this.options.nowMs() / 1000), model: request.model };
+    const head = {
+      id,
+      object: 'text_completion',
+      created: Math.floor(this.options.nowMs() / 1000),
+      model: request.model,
+    };
     if (!request.stream) {
       const result = await this.generate(id, signal, () => runtime.complete(prompt, params, () => undefined, signal));
       if (!result) return;
       return sendJson(res, 200, {
         ...head,
-        choices: [{ text: result.text, index: 0, logprobs: completionLogprobs(result.logprobs), finish_reason: openAiFinishReason(result.finishReason) }],
+        choices: [
+          {
+            text: result.text,
+            index: 0,
+            logprobs: completionLogprobs(result.logprobs),
+            finish_reason: openAiFinishReason(result.finishReason),
+          },
+        ],
         usage: usage(result.promptTokens, result.completionTokens),
       });
     }
@@ -515,14 +628,21 @@ class BuiltinEngineServer implements BuiltinEngine {
     });
     const stream = new SseWriter(res, () => [], this.pacer);
     const textChunk = jsonTemplate((text) => chunk(text, null));
-    const result = await this.generate(id, signal, () => runtime.complete(prompt, params, (text) => stream.sendJson(textChunk(text)), signal));
+    const result = await this.generate(id, signal, () =>
+      runtime.complete(prompt, params, (text) => stream.sendJson(textChunk(text)), signal),
+    );
     if (!result) return;
     stream.send(chunk('', openAiFinishReason(result.finishReason), completionLogprobs(result.logprobs)));
     if (includeUsage) stream.send({ ...head, choices: [], usage: usage(result.promptTokens, result.completionTokens) });
     stream.done();
   }
 
-  private async embeddings(runtime: BuiltinRuntime, raw: unknown, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  private async embeddings(
+    runtime: BuiltinRuntime,
+    raw: unknown,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<void> {
     const request = parseBody(EmbeddingRequestSchema, raw);
     this.checkModel(request.model);
     if (request.dimensions != null && request.dimensions !== this.facts.embeddingLength) {
@@ -542,7 +662,11 @@ class BuiltinEngineServer implements BuiltinEngine {
     const base64 = request.encoding_format === 'base64';
     sendJson(res, 200, {
       object: 'list',
-      data: result.vectors.map((vector, index) => ({ object: 'embedding', index, embedding: base64 ? base64Embedding(vector) : vector })),
+      data: result.vectors.map((vector, index) => ({
+        object: 'embedding',
+        index,
+        embedding: base64 ? base64Embedding(vector) : vector,
+      })),
       model: request.model,
       usage: { prompt_tokens: result.promptTokens, total_tokens: result.promptTokens },
     });
@@ -564,7 +688,9 @@ class BuiltinEngineServer implements BuiltinEngine {
       if (isLlmgwError(err) && err.code === 'LLMGW_ENGINE_BUSY') this.requestsRefusedBusy++;
       if (!signal.aborted) throw err;
       this.requestsAborted++;
-      this.options.log(`builtin engine request ${id} aborted before generating: ${String((signal.reason as Error)?.message ?? signal.reason)}`);
+      this.options.log(
+        `builtin engine request ${id} aborted before generating: ${String((signal.reason as Error)?.message ?? signal.reason)}`,
+      );
       return undefined;
     }
     // Counted whether or not the client stayed: the engine did the work.

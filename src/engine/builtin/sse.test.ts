@@ -41,7 +41,13 @@ function harness(intervalMs: number, pacer = new StreamPacer(intervalMs)) {
       this.writableEnded = true;
     },
   };
-  const writer = new SseWriter(res as unknown as ServerResponse, () => [{ opening: true }], pacer, () => nowMs, schedule);
+  const writer = new SseWriter(
+    res as unknown as ServerResponse,
+    () => [{ opening: true }],
+    pacer,
+    () => nowMs,
+    schedule,
+  );
   /** Runs what is due, in order, as the event loop would. */
   const run = () => {
     for (const entry of due.splice(0)) if (!entry.cancelled) entry.fn();
@@ -63,7 +69,10 @@ describe('SseWriter', () => {
     h.at(1);
     h.writer.send({ n: 2 });
     h.writer.send({ n: 3 });
-    expect(h.due.map((d) => d.ms), 'one write, due 4 ms after the last').toEqual([3]);
+    expect(
+      h.due.map((d) => d.ms),
+      'one write, due 4 ms after the last',
+    ).toEqual([3]);
     h.at(4);
     h.run();
     expect(h.writes.slice(1).map(h.events)).toEqual([['{"n":2}', '{"n":3}']]);
@@ -76,7 +85,10 @@ describe('SseWriter', () => {
     h.at(21);
     h.writer.send({ n: 5 });
     h.writer.done();
-    expect(h.due.every((d) => d.cancelled), 'the pending write was folded into the end').toBe(true);
+    expect(
+      h.due.every((d) => d.cancelled),
+      'the pending write was folded into the end',
+    ).toBe(true);
     expect(h.writes.slice(2).map(h.events)).toEqual([['{"n":4}'], ['{"n":5}'], ['[DONE]']]);
   });
 
@@ -107,20 +119,29 @@ describe('SseWriter', () => {
     h.run();
     h.at(1);
     h.writer.send({ n: 2 });
-    expect(h.due.map((d) => d.ms), 'four streams: each writes once per 16 ms').toEqual([15]);
+    expect(
+      h.due.map((d) => d.ms),
+      'four streams: each writes once per 16 ms',
+    ).toEqual([15]);
     h.at(16);
     h.run();
     for (let i = 0; i < 20; i++) others.push(pacer.join());
     h.at(17);
     h.writer.send({ n: 3 });
-    expect(h.due.map((d) => d.ms), 'however many streams, never held past the cap').toEqual([MAX_SHARED_STREAM_INTERVAL_MS - 1]);
+    expect(
+      h.due.map((d) => d.ms),
+      'however many streams, never held past the cap',
+    ).toEqual([MAX_SHARED_STREAM_INTERVAL_MS - 1]);
     h.at(16 + MAX_SHARED_STREAM_INTERVAL_MS);
     h.run();
     for (const leave of others) leave();
     h.at(60);
     h.writer.send({ n: 4 });
     h.writer.send({ n: 5 });
-    expect(h.due.map((d) => d.ms), 'alone again: back to its own interval').toEqual([0]);
+    expect(
+      h.due.map((d) => d.ms),
+      'alone again: back to its own interval',
+    ).toEqual([0]);
     expect(h.writes.map(h.events)).toEqual([['{"opening":true}', '{"n":1}'], ['{"n":2}'], ['{"n":3}']]);
   });
 
@@ -159,11 +180,24 @@ describe('SseWriter', () => {
 });
 
 describe('jsonTemplate', () => {
-  const make = (text: string) => ({ id: 'cmpl-1', model: 'm "quoted"', choices: [{ text, index: 0, logprobs: null, finish_reason: null }], usage: null });
+  const make = (text: string) => ({
+    id: 'cmpl-1',
+    model: 'm "quoted"',
+    choices: [{ text, index: 0, logprobs: null, finish_reason: null }],
+    usage: null,
+  });
 
   it('writes exactly what JSON.stringify writes, whatever the text', () => {
     const render = jsonTemplate(make);
-    for (const text of ['', 'plain', 'say "hi"\n', 'back\\slash', '\u0000nul', 'emoji 🙂 and \u2028', '{"json": [1, 2]}']) {
+    for (const text of [
+      '',
+      'plain',
+      'say "hi"\n',
+      'back\\slash',
+      '\u0000nul',
+      'emoji 🙂 and \u2028',
+      '{"json": [1, 2]}',
+    ]) {
       expect(render(text)).toBe(JSON.stringify(make(text)));
     }
   });

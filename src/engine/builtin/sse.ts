@@ -41,7 +41,10 @@ export class StreamPacer {
   /** How long one stream waits between writes now. */
   streamIntervalMs(): number {
     if (this.intervalMs <= 0) return 0;
-    return Math.min(Math.max(this.intervalMs, MAX_SHARED_STREAM_INTERVAL_MS), this.intervalMs * Math.max(1, this.streaming));
+    return Math.min(
+      Math.max(this.intervalMs, MAX_SHARED_STREAM_INTERVAL_MS),
+      this.intervalMs * Math.max(1, this.streaming),
+    );
   }
 
   /** Counts a stream as writing until the returned function is called (more calls do nothing). */
@@ -114,7 +117,9 @@ export class SseWriter {
       this.res.once('close', this.leave);
     }
     if (this.scheduled !== null) return;
-    this.scheduled = this.schedule(Math.max(0, this.lastWriteMs + this.pacer.streamIntervalMs() - this.now()), () => this.flush());
+    this.scheduled = this.schedule(Math.max(0, this.lastWriteMs + this.pacer.streamIntervalMs() - this.now()), () =>
+      this.flush(),
+    );
   }
 
   done(): void {
@@ -129,7 +134,11 @@ export class SseWriter {
     if (this.res.destroyed || this.res.writableEnded) return;
     if (!this.started) {
       this.started = true;
-      this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      this.res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+      });
       this.pending.unshift(...this.opening().map((event) => `data: ${JSON.stringify(event)}\n\n`));
     }
     if (this.pending.length === 0) return;

@@ -5,19 +5,31 @@ import { describe, expect, it } from 'vitest';
 import { choiceSeed, runChoices } from './choices.js';
 import { chatOutput, forcedCall, forcedCallSchema, grammarSchema } from './tools.js';
 
-const fn = (name: string, parameters?: Record<string, unknown>) => ({ type: 'function' as const, function: { name, ...(parameters ? { parameters } : {}) } });
+const fn = (name: string, parameters?: Record<string, unknown>) => ({
+  type: 'function' as const,
+  function: { name, ...(parameters ? { parameters } : {}) },
+});
 
 describe('chatOutput', () => {
   it('decides text, JSON, auto tools or a forced call from the request', () => {
     expect(chatOutput({})).toEqual({ kind: 'text' });
     expect(chatOutput({ tools: [fn('a')], tool_choice: 'none' })).toEqual({ kind: 'text' });
     expect(chatOutput({ tools: [fn('a')] })).toMatchObject({ kind: 'tools', parallel: true });
-    expect(chatOutput({ tools: [fn('a')], parallel_tool_calls: false })).toMatchObject({ kind: 'tools', parallel: false });
-    expect(chatOutput({ tools: [fn('a'), fn('b')], tool_choice: { type: 'function', function: { name: 'b' } } })).toMatchObject({
+    expect(chatOutput({ tools: [fn('a')], parallel_tool_calls: false })).toMatchObject({
+      kind: 'tools',
+      parallel: false,
+    });
+    expect(
+      chatOutput({ tools: [fn('a'), fn('b')], tool_choice: { type: 'function', function: { name: 'b' } } }),
+    ).toMatchObject({
       kind: 'forcedTool',
       tools: [{ name: 'b', parameters: { type: 'object', properties: {} } }],
     });
-    expect(chatOutput({ response_format: { type: 'json_object' } })).toEqual({ kind: 'json', schema: undefined, param: 'response_format' });
+    expect(chatOutput({ response_format: { type: 'json_object' } })).toEqual({
+      kind: 'json',
+      schema: undefined,
+      param: 'response_format',
+    });
   });
 
   it('refuses contradictions and duplicates by the field to fix', () => {
@@ -31,11 +43,16 @@ describe('chatOutput', () => {
     };
     expect(refusal({ tools: [fn('a'), fn('a')] })).toBe('tools[1].function.name');
     expect(refusal({ tools: [fn('a')], response_format: { type: 'json_object' } })).toBe('response_format');
-    expect(refusal({ tools: [fn('a')], tool_choice: 'none', response_format: { type: 'json_object' } })).toBe('accepted');
-    expect(refusal({ tool_choice: 'required' })).toBe('tool_choice');
-    expect(refusal({ tools: [fn('a', { type: 'object', properties: { x: { type: 'string', pattern: 'x' } } })], tool_choice: 'required' })).toBe(
-      'tools[0].function.parameters.properties.x.pattern',
+    expect(refusal({ tools: [fn('a')], tool_choice: 'none', response_format: { type: 'json_object' } })).toBe(
+      'accepted',
     );
+    expect(refusal({ tool_choice: 'required' })).toBe('tool_choice');
+    expect(
+      refusal({
+        tools: [fn('a', { type: 'object', properties: { x: { type: 'string', pattern: 'x' } } })],
+        tool_choice: 'required',
+      }),
+    ).toBe('tools[0].function.parameters.properties.x.pattern');
   });
 });
 
@@ -43,10 +60,22 @@ describe('grammarSchema', () => {
   it('keeps what grammars enforce, drops annotations and turns anyOf into oneOf', () => {
     expect(
       grammarSchema(
-        { $schema: 'x', title: 'T', type: 'object', description: 'd', properties: { a: { anyOf: [{ type: 'string' }, { type: 'null' }], default: null } }, required: ['a'] },
+        {
+          $schema: 'x',
+          title: 'T',
+          type: 'object',
+          description: 'd',
+          properties: { a: { anyOf: [{ type: 'string' }, { type: 'null' }], default: null } },
+          required: ['a'],
+        },
         'p',
       ),
-    ).toEqual({ type: 'object', description: 'd', properties: { a: { oneOf: [{ type: 'string' }, { type: 'null' }] } }, required: ['a'] });
+    ).toEqual({
+      type: 'object',
+      description: 'd',
+      properties: { a: { oneOf: [{ type: 'string' }, { type: 'null' }] } },
+      required: ['a'],
+    });
   });
 
   it('refuses what a grammar would silently let through, naming where', () => {
@@ -86,7 +115,11 @@ describe('forced calls', () => {
 describe('runChoices', () => {
   it('runs each choice with its index and returns them in order', async () => {
     const finish: (() => void)[] = [];
-    const run = runChoices(3, new AbortController().signal, (i) => new Promise<number>((resolve) => (finish[i] = () => resolve(i * 10))));
+    const run = runChoices(
+      3,
+      new AbortController().signal,
+      (i) => new Promise<number>((resolve) => (finish[i] = () => resolve(i * 10))),
+    );
     // The last choice finishes first, the first last: the answer is still in index order.
     for (const done of [...finish].reverse()) done();
     expect(await run).toEqual([0, 10, 20]);

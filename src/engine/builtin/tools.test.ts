@@ -33,13 +33,19 @@ const WEATHER_PARAMETERS = {
 
 const TIME_PARAMETERS = {
   type: 'object',
-  properties: { zone: { type: 'string', enum: ['UTC', 'CET'] }, hours: { type: 'array', items: { type: 'boolean' }, maxItems: 3 } },
+  properties: {
+    zone: { type: 'string', enum: ['UTC', 'CET'] },
+    hours: { type: 'array', items: { type: 'boolean' }, maxItems: 3 },
+  },
   required: ['zone', 'hours'],
   additionalProperties: false,
 } as const;
 
 const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
-  { type: 'function', function: { name: 'get_weather', description: 'The weather in a city.', parameters: WEATHER_PARAMETERS } },
+  {
+    type: 'function',
+    function: { name: 'get_weather', description: 'The weather in a city.', parameters: WEATHER_PARAMETERS },
+  },
   { type: 'function', function: { name: 'get_time', description: 'The time in a zone.', parameters: TIME_PARAMETERS } },
 ];
 
@@ -58,7 +64,14 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'llmgw-builtin-tools-'));
   const modelPath = join(dir, 'tiny.gguf');
   await makeTinyModel(modelPath, { contextLength: 4096 });
-  engine = await startBuiltinEngine({ modelPath, aliases: [MODEL], threads: 1, parallel: 2, contextTokens: 4096, log: () => undefined });
+  engine = await startBuiltinEngine({
+    modelPath,
+    aliases: [MODEL],
+    threads: 1,
+    parallel: 2,
+    contextTokens: 4096,
+    log: () => undefined,
+  });
   await engine.ready;
   client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
@@ -110,12 +123,22 @@ describe('tool calls', () => {
     expect(deltas.length, 'the arguments arrive in more than one piece').toBeGreaterThan(1);
     expect(deltas[0]).toMatchObject({ index: 0, type: 'function', function: { name: 'get_weather' } });
     expect(deltas[0]!.id).toMatch(/^call_/);
-    expect(deltas.slice(1).every((d) => d.id === undefined && d.function?.name === undefined), 'later pieces carry arguments only').toBe(true);
+    expect(
+      deltas.slice(1).every((d) => d.id === undefined && d.function?.name === undefined),
+      'later pieces carry arguments only',
+    ).toBe(true);
     expectValid(validWeather, deltas.map((d) => d.function?.arguments ?? '').join(''));
     expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['tool_calls']);
     // The client library's own accumulation agrees.
     const final = await client.chat.completions
-      .stream({ model: MODEL, messages: ASK, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 300, seed: 7 })
+      .stream({
+        model: MODEL,
+        messages: ASK,
+        tools: TOOLS,
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        max_tokens: 300,
+        seed: 7,
+      })
       .finalChatCompletion();
     const call = final.choices[0]!.message.tool_calls![0]!;
     if (call.type !== 'function') throw new Error('not a function call');
@@ -125,7 +148,14 @@ describe('tool calls', () => {
   it('with tool_choice "required" calls one of the tools, its arguments matching that tool', async () => {
     const seen = new Set<string>();
     for (const seed of [1, 2, 3, 4, 5, 6]) {
-      const reply = await client.chat.completions.create({ model: MODEL, messages: ASK, tools: TOOLS, tool_choice: 'required', max_tokens: 300, seed });
+      const reply = await client.chat.completions.create({
+        model: MODEL,
+        messages: ASK,
+        tools: TOOLS,
+        tool_choice: 'required',
+        max_tokens: 300,
+        seed,
+      });
       const call = reply.choices[0]!.message.tool_calls![0]!;
       if (call.type !== 'function') throw new Error('not a function call');
       expect(['get_weather', 'get_time']).toContain(call.function.name);
@@ -141,7 +171,17 @@ describe('tool calls', () => {
       model: MODEL,
       messages: [
         ...ASK,
-        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","metric":true,"note":""}' } }] },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            {
+              id: 'call_1',
+              type: 'function',
+              function: { name: 'get_weather', arguments: '{"city":"Paris","metric":true,"note":""}' },
+            },
+          ],
+        },
         { role: 'tool', tool_call_id: 'call_1', content: '{"celsius": 21}' },
       ],
       tools: TOOLS,
@@ -155,10 +195,18 @@ describe('tool calls', () => {
 
   it('refuses a named function that is not among the tools, and a tool message that answers no call', async () => {
     await expect(
-      client.chat.completions.create({ model: MODEL, messages: ASK, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+      client.chat.completions.create({
+        model: MODEL,
+        messages: ASK,
+        tools: TOOLS,
+        tool_choice: { type: 'function', function: { name: 'nope' } },
+      }),
     ).rejects.toMatchObject({ status: 400, param: 'tool_choice', message: expect.stringContaining('"get_weather"') });
     await expect(
-      client.chat.completions.create({ model: MODEL, messages: [...ASK, { role: 'tool', tool_call_id: 'call_x', content: '1' }] }),
+      client.chat.completions.create({
+        model: MODEL,
+        messages: [...ASK, { role: 'tool', tool_call_id: 'call_x', content: '1' }],
+      }),
     ).rejects.toMatchObject({ status: 400, param: 'messages[1].tool_call_id' });
     await expect(
       client.chat.completions.create({ model: MODEL, messages: ASK, tool_choice: 'required' }),
@@ -168,13 +216,29 @@ describe('tool calls', () => {
 
 describe('structured output', () => {
   it('writes a json_schema answer that validates, streamed or not', async () => {
-    const format = { type: 'json_schema' as const, json_schema: { name: 'weather', schema: WEATHER_PARAMETERS, strict: true } };
+    const format = {
+      type: 'json_schema' as const,
+      json_schema: { name: 'weather', schema: WEATHER_PARAMETERS, strict: true },
+    };
     for (const seed of [11, 12]) {
-      const reply = await client.chat.completions.create({ model: MODEL, messages: ASK, response_format: format, max_tokens: 300, seed });
+      const reply = await client.chat.completions.create({
+        model: MODEL,
+        messages: ASK,
+        response_format: format,
+        max_tokens: 300,
+        seed,
+      });
       expect(reply.choices[0]!.finish_reason).toBe('stop');
       expectValid(validWeather, reply.choices[0]!.message.content!);
     }
-    const stream = await client.chat.completions.create({ model: MODEL, messages: ASK, response_format: format, max_tokens: 300, seed: 13, stream: true });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: ASK,
+      response_format: format,
+      max_tokens: 300,
+      seed: 13,
+      stream: true,
+    });
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
     expectValid(validWeather, text);
@@ -189,7 +253,8 @@ describe('structured output', () => {
       temperature: 0,
     });
     // Random weights under a bare JSON grammar may write until max_tokens; only a finished answer is sure to parse.
-    if (reply.choices[0]!.finish_reason === 'stop') expect(() => JSON.parse(reply.choices[0]!.message.content!)).not.toThrow();
+    if (reply.choices[0]!.finish_reason === 'stop')
+      expect(() => JSON.parse(reply.choices[0]!.message.content!)).not.toThrow();
     expect(reply.choices[0]!.message.content!.trimStart()).toMatch(/^[[{"\-\dtfn]/);
   });
 
@@ -198,7 +263,10 @@ describe('structured output', () => {
       client.chat.completions.create({
         model: MODEL,
         messages: ASK,
-        response_format: { type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'object', properties: { a: { type: 'no-such-type' } } } } },
+        response_format: {
+          type: 'json_schema',
+          json_schema: { name: 'bad', schema: { type: 'object', properties: { a: { type: 'no-such-type' } } } },
+        },
       }),
     ).rejects.toMatchObject({ status: 400, param: 'response_format.json_schema.schema.properties.a.type' });
   });
@@ -209,15 +277,26 @@ describe('n choices', () => {
     const reply = await client.chat.completions.create({ model: MODEL, messages: ASK, n: 3, max_tokens: 6, seed: 5 });
     expect(reply.choices.map((c) => c.index)).toEqual([0, 1, 2]);
     expect(reply.choices.every((c) => c.finish_reason === 'length' && c.message.content!.length > 0)).toBe(true);
-    expect(new Set(reply.choices.map((c) => c.message.content)).size, 'each choice samples with its own seed').toBeGreaterThan(1);
+    expect(
+      new Set(reply.choices.map((c) => c.message.content)).size,
+      'each choice samples with its own seed',
+    ).toBeGreaterThan(1);
     expect(reply.usage!.completion_tokens).toBe(18);
     const one = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 6, seed: 5 });
     expect(reply.usage!.prompt_tokens, 'the prompt is counted once').toBe(one.usage!.prompt_tokens);
-    expect(reply.choices[0]!.message.content, 'choice 0 is what the seed alone gives').toBe(one.choices[0]!.message.content);
+    expect(reply.choices[0]!.message.content, 'choice 0 is what the seed alone gives').toBe(
+      one.choices[0]!.message.content,
+    );
   });
 
   it('streams n=3 choices, each with its own role, deltas and finish', async () => {
-    const stream = await client.chat.completions.create({ model: MODEL, messages: ASK, n: 3, max_tokens: 4, stream: true });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: ASK,
+      n: 3,
+      max_tokens: 4,
+      stream: true,
+    });
     const finishes = new Map<number, string>();
     const roles = new Set<number>();
     for await (const chunk of stream) {
@@ -265,7 +344,11 @@ describe('schemas a grammar cannot enforce', () => {
       }),
     ).rejects.toMatchObject({ status: 400, param: 'tools[0].function.parameters.properties.code.pattern' });
     await expect(
-      client.chat.completions.create({ model: MODEL, messages: ASK, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 3 } } } }),
+      client.chat.completions.create({
+        model: MODEL,
+        messages: ASK,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 3 } } },
+      }),
     ).rejects.toMatchObject({ status: 400, param: 'response_format.json_schema.schema.minimum' });
     const auto = await client.chat.completions.create({
       model: MODEL,
@@ -279,7 +362,14 @@ describe('schemas a grammar cannot enforce', () => {
 
 describe('logprobs', () => {
   it('reports each token of a chat reply with its logprob and the top alternatives; greedy picks the first', async () => {
-    const reply = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 3 });
+    const reply = await client.chat.completions.create({
+      model: MODEL,
+      messages: ASK,
+      max_tokens: 8,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+    });
     const choice = reply.choices[0]!;
     const content = choice.logprobs!.content!;
     expect(content.map((t) => t.token).join(''), 'the tokens spell the reply').toBe(choice.message.content);
@@ -299,8 +389,15 @@ describe('logprobs', () => {
     expect(plain.choices[0]!.logprobs, 'none unless asked').toBeNull();
   });
 
-  it('puts a streamed reply\'s logprobs on its finish chunk, and answers /v1/completions in its legacy shape', async () => {
-    const stream = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 6, logprobs: true, stream: true, seed: 3 });
+  it("puts a streamed reply's logprobs on its finish chunk, and answers /v1/completions in its legacy shape", async () => {
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: ASK,
+      max_tokens: 6,
+      logprobs: true,
+      stream: true,
+      seed: 3,
+    });
     let text = '';
     const tokens: string[] = [];
     for await (const chunk of stream) {
@@ -308,7 +405,13 @@ describe('logprobs', () => {
       for (const t of chunk.choices[0]?.logprobs?.content ?? []) tokens.push(t.token);
     }
     expect(tokens.join('')).toBe(text);
-    const completion = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 6, logprobs: 2, temperature: 0 });
+    const completion = await client.completions.create({
+      model: MODEL,
+      prompt: 'Once upon a time',
+      max_tokens: 6,
+      logprobs: 2,
+      temperature: 0,
+    });
     const lp = completion.choices[0]!.logprobs!;
     expect(lp.tokens!.join('')).toBe(completion.choices[0]!.text);
     expect(lp.token_logprobs!.every((v) => v <= 0)).toBe(true);
@@ -317,6 +420,8 @@ describe('logprobs', () => {
   });
 
   it('refuses top_logprobs without logprobs, naming it', async () => {
-    await expect(client.chat.completions.create({ model: MODEL, messages: ASK, top_logprobs: 2 })).rejects.toMatchObject({ status: 400, param: 'top_logprobs' });
+    await expect(
+      client.chat.completions.create({ model: MODEL, messages: ASK, top_logprobs: 2 }),
+    ).rejects.toMatchObject({ status: 400, param: 'top_logprobs' });
   });
 });

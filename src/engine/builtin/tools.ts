@@ -96,11 +96,40 @@ function refused(param: string, message: string): LlmgwError {
 const EMPTY_PARAMETERS: JsonSchema = { type: 'object', properties: {} };
 
 /** Words that describe a schema without constraining a value; dropped before the grammar is made. */
-const ANNOTATIONS = new Set(['title', 'description', '$schema', '$id', '$comment', 'default', 'examples', 'deprecated', 'readOnly', 'writeOnly', 'strict']);
+const ANNOTATIONS = new Set([
+  'title',
+  'description',
+  '$schema',
+  '$id',
+  '$comment',
+  'default',
+  'examples',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+  'strict',
+]);
 /** What llama.cpp grammars (through node-llama-cpp) enforce; `required` is moot since every property is written. */
 const ENFORCED = new Set([
-  'type', 'properties', 'required', 'additionalProperties', 'minProperties', 'maxProperties', 'items', 'prefixItems', 'minItems', 'maxItems',
-  'enum', 'const', 'oneOf', 'anyOf', '$defs', '$ref', 'minLength', 'maxLength', 'format',
+  'type',
+  'properties',
+  'required',
+  'additionalProperties',
+  'minProperties',
+  'maxProperties',
+  'items',
+  'prefixItems',
+  'minItems',
+  'maxItems',
+  'enum',
+  'const',
+  'oneOf',
+  'anyOf',
+  '$defs',
+  '$ref',
+  'minLength',
+  'maxLength',
+  'format',
 ]);
 const SCALAR_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
 const TYPES = new Set([...SCALAR_TYPES, 'object', 'array']);
@@ -120,8 +149,16 @@ export function grammarSchema(schema: unknown, param: string): JsonSchema {
   }
   const out: JsonSchema = {};
   const entries = Object.entries(schema as JsonSchema);
-  if (!entries.some(([key]) => key === 'type' || key === 'enum' || key === 'const' || key === 'oneOf' || key === 'anyOf' || key === '$ref')) {
-    throw refused(param, `${param} says nothing about its value; give it a type (or enum, const, oneOf, anyOf or $ref)`);
+  if (
+    !entries.some(
+      ([key]) =>
+        key === 'type' || key === 'enum' || key === 'const' || key === 'oneOf' || key === 'anyOf' || key === '$ref',
+    )
+  ) {
+    throw refused(
+      param,
+      `${param} says nothing about its value; give it a type (or enum, const, oneOf, anyOf or $ref)`,
+    );
   }
   for (const [key, value] of entries) {
     const at = `${param}.${key}`;
@@ -130,28 +167,44 @@ export function grammarSchema(schema: unknown, param: string): JsonSchema {
       continue;
     }
     if (!ENFORCED.has(key)) {
-      throw refused(at, `${key} at ${at} is not enforced by llama.cpp grammars, so answers could break it; leave it out or check it yourself`);
+      throw refused(
+        at,
+        `${key} at ${at} is not enforced by llama.cpp grammars, so answers could break it; leave it out or check it yourself`,
+      );
     }
     if (key === 'type') {
       const types = Array.isArray(value) ? value : [value];
       for (const type of types) {
-        if (typeof type !== 'string' || !TYPES.has(type)) throw refused(at, `type ${JSON.stringify(type)} at ${at} is not a JSON Schema type`);
-        if (Array.isArray(value) && !SCALAR_TYPES.has(type)) throw refused(at, `a list of types at ${at} may name only string, number, integer, boolean and null; use anyOf for ${type}`);
+        if (typeof type !== 'string' || !TYPES.has(type))
+          throw refused(at, `type ${JSON.stringify(type)} at ${at} is not a JSON Schema type`);
+        if (Array.isArray(value) && !SCALAR_TYPES.has(type))
+          throw refused(
+            at,
+            `a list of types at ${at} may name only string, number, integer, boolean and null; use anyOf for ${type}`,
+          );
       }
       out[key] = value;
     } else if (key === 'format') {
-      if (typeof value !== 'string' || !FORMATS.has(value)) throw refused(at, `format ${JSON.stringify(value)} at ${at} is not enforced; llama.cpp grammars know date-time, date and time`);
+      if (typeof value !== 'string' || !FORMATS.has(value))
+        throw refused(
+          at,
+          `format ${JSON.stringify(value)} at ${at} is not enforced; llama.cpp grammars know date-time, date and time`,
+        );
       out[key] = value;
     } else if (key === 'properties' || key === '$defs') {
-      if (typeof value !== 'object' || value === null || Array.isArray(value)) throw refused(at, `${at} must be an object of schemas`);
-      out[key] = Object.fromEntries(Object.entries(value as JsonSchema).map(([name, sub]) => [name, grammarSchema(sub, `${at}.${name}`)]));
+      if (typeof value !== 'object' || value === null || Array.isArray(value))
+        throw refused(at, `${at} must be an object of schemas`);
+      out[key] = Object.fromEntries(
+        Object.entries(value as JsonSchema).map(([name, sub]) => [name, grammarSchema(sub, `${at}.${name}`)]),
+      );
     } else if (key === 'items' || (key === 'additionalProperties' && typeof value !== 'boolean')) {
       out[key] = grammarSchema(value, at);
     } else if (key === 'prefixItems' || key === 'oneOf' || key === 'anyOf') {
       if (!Array.isArray(value) || value.length === 0) throw refused(at, `${at} must be a non-empty list of schemas`);
       out[key === 'anyOf' ? 'oneOf' : key] = value.map((sub, i) => grammarSchema(sub, `${at}[${i}]`));
     } else if (key === '$ref') {
-      if (typeof value !== 'string' || !value.startsWith('#/$defs/')) throw refused(at, `${at} must point into $defs ("#/$defs/name")`);
+      if (typeof value !== 'string' || !value.startsWith('#/$defs/'))
+        throw refused(at, `${at} must point into $defs ("#/$defs/name")`);
       out[key] = value;
     } else {
       out[key] = value;
@@ -177,19 +230,24 @@ export function chatOutput(request: ToolRequest): ChatOutput {
   };
   const names = new Set<string>();
   for (const [i, tool] of tools.entries()) {
-    if (names.has(tool.name)) throw refused(`tools[${i}].function.name`, `two tools are named "${tool.name}"; give each function its own name`);
+    if (names.has(tool.name))
+      throw refused(`tools[${i}].function.name`, `two tools are named "${tool.name}"; give each function its own name`);
     names.add(tool.name);
   }
   const choice = request.tool_choice ?? (tools.length > 0 ? 'auto' : 'none');
   const format = request.response_format ?? { type: 'text' as const };
   const calls = choice !== 'none' && tools.length > 0;
   if (calls && format.type !== 'text') {
-    throw refused('response_format', `response_format ${format.type} and tools cannot both shape one answer; send tool_choice "none" or leave response_format out`);
+    throw refused(
+      'response_format',
+      `response_format ${format.type} and tools cannot both shape one answer; send tool_choice "none" or leave response_format out`,
+    );
   }
   if (typeof choice === 'object') {
     const named = tools.find((t) => t.name === choice.function.name);
     if (!named) {
-      const known = tools.length === 0 ? 'no tools were sent' : `the tools are ${tools.map((t) => `"${t.name}"`).join(', ')}`;
+      const known =
+        tools.length === 0 ? 'no tools were sent' : `the tools are ${tools.map((t) => `"${t.name}"`).join(', ')}`;
       throw refused('tool_choice', `tool_choice names "${choice.function.name}" but ${known}`);
     }
     return { kind: 'forcedTool', tools: [enforced(named)] };

@@ -19,14 +19,54 @@ describe('parseSimEngineArgs', () => {
   it('maps every flag onto its option, --model repeatable in order', () => {
     expect(
       parseSimEngineArgs([
-        '--host', '0.0.0.0', '--port=8001', '--model', 'a', '--model', 'b', '--ttft-ms', '25', '--tokens-per-second', '40',
-        '--max-concurrency', '4', '--overflow', 'reject', '--error-rate', '0.25', '--crash-after', '9', '--hang-after', '3',
-        '--startup-delay-ms', '100', '--embedding-dim', '8', '--max-model-len', '32k', '--seed', '-3', '--flavor', 'sglang',
+        '--host',
+        '0.0.0.0',
+        '--port=8001',
+        '--model',
+        'a',
+        '--model',
+        'b',
+        '--ttft-ms',
+        '25',
+        '--tokens-per-second',
+        '40',
+        '--max-concurrency',
+        '4',
+        '--overflow',
+        'reject',
+        '--error-rate',
+        '0.25',
+        '--crash-after',
+        '9',
+        '--hang-after',
+        '3',
+        '--startup-delay-ms',
+        '100',
+        '--embedding-dim',
+        '8',
+        '--max-model-len',
+        '32k',
+        '--seed',
+        '-3',
+        '--flavor',
+        'sglang',
       ]),
     ).toEqual({
-      host: '0.0.0.0', port: 8001, models: ['a', 'b'], ttftMs: 25, tokensPerSecond: 40, maxConcurrency: 4, overflow: 'reject',
-      errorRate: 0.25, crashAfterRequests: 9, hangAfterRequests: 3, startupDelayMs: 100, embeddingDim: 8, maxModelLen: 32000,
-      seed: -3, flavor: 'sglang',
+      host: '0.0.0.0',
+      port: 8001,
+      models: ['a', 'b'],
+      ttftMs: 25,
+      tokensPerSecond: 40,
+      maxConcurrency: 4,
+      overflow: 'reject',
+      errorRate: 0.25,
+      crashAfterRequests: 9,
+      hangAfterRequests: 3,
+      startupDelayMs: 100,
+      embeddingDim: 8,
+      maxModelLen: 32000,
+      seed: -3,
+      flavor: 'sglang',
     });
     expect(parseSimEngineArgs(['--hang'])).toEqual({ hang: true });
   });
@@ -45,14 +85,17 @@ describe('parseSimEngineArgs', () => {
   });
 });
 
-describe('the sim\'s API key', () => {
+describe("the sim's API key", () => {
   // The agent passed it as --api-key=SECRET, which every user of the node read in ps (issue 33): it now comes from a variable or a file.
   it('comes from LLMGW_ENGINE_API_KEY, or --api-key-file, or --api-key, and is absent when none is given', () => {
     const dir = mkdtempSync(join(tmpdir(), 'llmgw-sim-key-'));
     const file = join(dir, 'key');
     writeFileSync(file, 'k-file\n', { mode: 0o600 });
     expect(parseSimEngineArgs([], { LLMGW_ENGINE_API_KEY: 'k-env' })).toEqual({ apiKey: 'k-env' });
-    expect(parseSimEngineArgs(['--api-key-file', file], { LLMGW_ENGINE_API_KEY: 'k-env' }), 'a flag wins over the variable').toEqual({ apiKey: 'k-file' });
+    expect(
+      parseSimEngineArgs(['--api-key-file', file], { LLMGW_ENGINE_API_KEY: 'k-env' }),
+      'a flag wins over the variable',
+    ).toEqual({ apiKey: 'k-file' });
     expect(parseSimEngineArgs(['--api-key', 'k-flag'])).toEqual({ apiKey: 'k-flag' });
     expect(parseSimEngineArgs([], { LLMGW_ENGINE_API_KEY: '' }), 'an empty variable is no key').toEqual({});
     expect(parseSimEngineArgs([]), 'the environment is read only when given').toEqual({});

@@ -47,24 +47,76 @@ type FlagKind = 'string' | 'number' | 'length' | 'list' | 'boolean' | 'file';
 const FLAGS: Readonly<Record<string, { key: keyof SimEngineOptions; kind: FlagKind; help: string }>> = {
   '--host': { key: 'host', kind: 'string', help: 'address to bind (default 127.0.0.1)' },
   '--port': { key: 'port', kind: 'number', help: 'TCP port; 0 picks a free one (default 0)' },
-  '--model': { key: 'models', kind: 'list', help: 'a served model name; repeat for aliases, the first is canonical (default sim)' },
+  '--model': {
+    key: 'models',
+    kind: 'list',
+    help: 'a served model name; repeat for aliases, the first is canonical (default sim)',
+  },
   '--ttft-ms': { key: 'ttftMs', kind: 'number', help: 'time to first token in ms (default 0)' },
-  '--tokens-per-second': { key: 'tokensPerSecond', kind: 'number', help: 'token rate per request; 0 = as fast as possible (default 0)' },
-  '--max-concurrency': { key: 'maxConcurrency', kind: 'number', help: 'requests generating at once; 0 = unlimited (default 0)' },
-  '--overflow': { key: 'overflow', kind: 'string', help: 'beyond --max-concurrency: queue or reject (429 with Retry-After) (default queue)' },
-  '--error-rate': { key: 'errorRate', kind: 'number', help: 'share of requests answered 500, 0..1, repeatable with --seed (default 0)' },
-  '--crash-after': { key: 'crashAfterRequests', kind: 'number', help: 'exit with code 1 after N requests; 0 = never (default 0)' },
+  '--tokens-per-second': {
+    key: 'tokensPerSecond',
+    kind: 'number',
+    help: 'token rate per request; 0 = as fast as possible (default 0)',
+  },
+  '--max-concurrency': {
+    key: 'maxConcurrency',
+    kind: 'number',
+    help: 'requests generating at once; 0 = unlimited (default 0)',
+  },
+  '--overflow': {
+    key: 'overflow',
+    kind: 'string',
+    help: 'beyond --max-concurrency: queue or reject (429 with Retry-After) (default queue)',
+  },
+  '--error-rate': {
+    key: 'errorRate',
+    kind: 'number',
+    help: 'share of requests answered 500, 0..1, repeatable with --seed (default 0)',
+  },
+  '--crash-after': {
+    key: 'crashAfterRequests',
+    kind: 'number',
+    help: 'exit with code 1 after N requests; 0 = never (default 0)',
+  },
   '--hang': { key: 'hang', kind: 'boolean', help: 'accept connections, never answer (not even /health)' },
   '--hang-after': { key: 'hangAfterRequests', kind: 'number', help: 'hang after N requests; 0 = never (default 0)' },
-  '--startup-delay-ms': { key: 'startupDelayMs', kind: 'number', help: '/health answers 503 loading for this long (default 0)' },
+  '--startup-delay-ms': {
+    key: 'startupDelayMs',
+    kind: 'number',
+    help: '/health answers 503 loading for this long (default 0)',
+  },
   '--embedding-dim': { key: 'embeddingDim', kind: 'number', help: 'components per embedding (default 32)' },
-  '--max-model-len': { key: 'maxModelLen', kind: 'length', help: 'context in tokens, like 4096 or 32k; a longer prompt gets 400; 0 = no limit (default 0)' },
+  '--max-model-len': {
+    key: 'maxModelLen',
+    kind: 'length',
+    help: 'context in tokens, like 4096 or 32k; a longer prompt gets 400; 0 = no limit (default 0)',
+  },
   '--seed': { key: 'seed', kind: 'number', help: 'seed of the generated text and the error draw (default 0)' },
-  '--shutdown-grace-ms': { key: 'shutdownGraceMs', kind: 'number', help: 'on SIGTERM, how long running requests may finish (default 5000)' },
-  '--flavor': { key: 'flavor', kind: 'string', help: 'which engine /metrics and /health imitate: vllm, llamacpp or sglang (default vllm)' },
-  '--api-key': { key: 'apiKey', kind: 'string', help: `as --api-key-file, but the key shows in ps to every user; prefer the file or ${ENGINE_API_KEY_ENV}` },
-  '--api-key-file': { key: 'apiKey', kind: 'file', help: `requests to /v1/* need Authorization: Bearer <the file's key>, else 401; /health stays open (default: ${ENGINE_API_KEY_ENV}, else none)` },
-  '--tls-cert': { key: 'tlsCert', kind: 'string', help: 'PEM certificate file: serve https (needs --tls-key) (default plain http)' },
+  '--shutdown-grace-ms': {
+    key: 'shutdownGraceMs',
+    kind: 'number',
+    help: 'on SIGTERM, how long running requests may finish (default 5000)',
+  },
+  '--flavor': {
+    key: 'flavor',
+    kind: 'string',
+    help: 'which engine /metrics and /health imitate: vllm, llamacpp or sglang (default vllm)',
+  },
+  '--api-key': {
+    key: 'apiKey',
+    kind: 'string',
+    help: `as --api-key-file, but the key shows in ps to every user; prefer the file or ${ENGINE_API_KEY_ENV}`,
+  },
+  '--api-key-file': {
+    key: 'apiKey',
+    kind: 'file',
+    help: `requests to /v1/* need Authorization: Bearer <the file's key>, else 401; /health stays open (default: ${ENGINE_API_KEY_ENV}, else none)`,
+  },
+  '--tls-cert': {
+    key: 'tlsCert',
+    kind: 'string',
+    help: 'PEM certificate file: serve https (needs --tls-key) (default plain http)',
+  },
   '--tls-key': { key: 'tlsKey', kind: 'string', help: 'PEM private key file for --tls-cert' },
 };
 
@@ -73,7 +125,10 @@ export const SIM_CLI_USAGE = [
   '',
   'A simulated OpenAI-compatible inference engine for tests and benchmarks.',
   '',
-  ...Object.entries(FLAGS).map(([flag, f]) => `  ${(flag + (f.kind === 'boolean' ? '' : f.kind === 'list' ? ' NAME' : f.kind === 'file' ? ' FILE' : ' N')).padEnd(24)} ${f.help}`),
+  ...Object.entries(FLAGS).map(
+    ([flag, f]) =>
+      `  ${(flag + (f.kind === 'boolean' ? '' : f.kind === 'list' ? ' NAME' : f.kind === 'file' ? ' FILE' : ' N')).padEnd(24)} ${f.help}`,
+  ),
   '',
   'Set LLMGW_SIM_RECORD to a file to append one JSON line (argv, engine env) per start.',
 ].join('\n');
@@ -96,7 +151,10 @@ export function parseContextLength(text: string): number {
  * API key alone (${ENGINE_API_KEY_ENV}), when no flag gives one; absent = no
  * variables.
  */
-export function parseSimEngineArgs(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): SimEngineOptions {
+export function parseSimEngineArgs(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>> = {},
+): SimEngineOptions {
   const options: Record<string, unknown> = {};
   const problems: string[] = [];
   const files = new Map<string, string>();
@@ -153,7 +211,8 @@ export function parseSimEngineArgs(argv: readonly string[], env: Readonly<Record
     if (!(err instanceof ValidationError)) throw err;
     problems.push(...err.problems);
   }
-  if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the sim engine flags are not valid');
+  if (problems.length)
+    throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the sim engine flags are not valid');
   try {
     compileSimEngineOptions(options);
   } catch (err) {
@@ -191,7 +250,8 @@ export async function runSimEngineCli(argv: readonly string[], io: Partial<SimCl
     pio.exit(2);
     return 2;
   }
-  if (argv.some((arg) => arg === '--api-key' || arg.startsWith('--api-key='))) pio.stderr.write(`${apiKeyFlagWarning('sim')}\n`);
+  if (argv.some((arg) => arg === '--api-key' || arg.startsWith('--api-key=')))
+    pio.stderr.write(`${apiKeyFlagWarning('sim')}\n`);
   const recordFile = pio.env.LLMGW_SIM_RECORD;
   if (recordFile) appendStartRecord(recordFile, startRecord('sim', argv, pio.env));
   return serveSimProcess(options, pio, (engine) => [`sim engine listening on ${engine.url}`]);
@@ -202,7 +262,11 @@ export async function runSimEngineCli(argv: readonly string[], io: Partial<SimCl
  * waits for a signal or a crash and exits. Shared with the stand-ins, which
  * print their real engine's ready line instead.
  */
-export async function serveSimProcess(options: SimEngineOptions, io: SimCliIo, readyLines: (engine: SimEngine) => string[]): Promise<number> {
+export async function serveSimProcess(
+  options: SimEngineOptions,
+  io: SimCliIo,
+  readyLines: (engine: SimEngine) => string[],
+): Promise<number> {
   let engine: SimEngine;
   try {
     engine = await startSimEngine(options);
@@ -221,7 +285,9 @@ export async function serveSimProcess(options: SimEngineOptions, io: SimCliIo, r
   stopListening();
   const code = end === 'crashed' ? 1 : 0;
   if (end === 'crashed') {
-    io.stderr.write(`sim engine crashed on purpose after ${engine.stats().requestsEnded} requests (--crash-after ${engine.config.crashAfterRequests})\n`);
+    io.stderr.write(
+      `sim engine crashed on purpose after ${engine.stats().requestsEnded} requests (--crash-after ${engine.config.crashAfterRequests})\n`,
+    );
   }
   io.exit(code);
   return code;

@@ -90,7 +90,9 @@ const SimEngineOptionsSchema = z.strictObject({
   apiKey: z.string().min(1, 'an API key cannot be empty; leave it out for none').optional(),
   tlsCert: z.string().min(1).optional(),
   tlsKey: z.string().min(1).optional(),
-  nowMs: z.custom<() => number>((v) => typeof v === 'function', { message: 'want a function returning milliseconds' }).optional(),
+  nowMs: z
+    .custom<() => number>((v) => typeof v === 'function', { message: 'want a function returning milliseconds' })
+    .optional(),
 });
 
 /** The option keys, for callers (the CLI) that map their own names onto them. */
@@ -144,9 +146,12 @@ export function compileSimEngineOptions(options: SimEngineOptions = {}): SimEngi
     problems.push('hang and hangAfterRequests are both set; hang already hangs from the first request, keep one');
   }
   if ((o.tlsCert === undefined) !== (o.tlsKey === undefined)) {
-    problems.push(`${o.tlsCert === undefined ? 'tlsKey' : 'tlsCert'}: is set without ${o.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}; serving TLS needs both the certificate and its key`);
+    problems.push(
+      `${o.tlsCert === undefined ? 'tlsKey' : 'tlsCert'}: is set without ${o.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}; serving TLS needs both the certificate and its key`,
+    );
   }
-  if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the sim engine options are not valid');
+  if (problems.length)
+    throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the sim engine options are not valid');
   return Object.freeze({
     host: o.host,
     port: o.port,

@@ -90,14 +90,20 @@ function messagesText(messages: unknown[]): string {
     const content = (m as { content?: unknown } | null)?.content;
     if (typeof content === 'string') text += content;
     else if (Array.isArray(content)) {
-      for (const part of content) if (typeof (part as { text?: unknown } | null)?.text === 'string') text += (part as { text: string }).text;
-    } else if (content !== undefined && content !== null) throw bad(`messages[${i}].content`, `messages[${i}].content: want a string or a list of content parts`);
+      for (const part of content)
+        if (typeof (part as { text?: unknown } | null)?.text === 'string') text += (part as { text: string }).text;
+    } else if (content !== undefined && content !== null)
+      throw bad(`messages[${i}].content`, `messages[${i}].content: want a string or a list of content parts`);
   });
   return text;
 }
 
 /** POST /tokenize: vLLM's {count, max_model_len, tokens, token_strs?}, or llama.cpp's {tokens} for a body with `content`. */
-export function tokenizeAnswer(o: Record<string, unknown>, tokenizer: SimTokenizer, maxModelLen: number): PassthroughAnswer {
+export function tokenizeAnswer(
+  o: Record<string, unknown>,
+  tokenizer: SimTokenizer,
+  maxModelLen: number,
+): PassthroughAnswer {
   let text: string;
   if (typeof o.content === 'string') {
     const tokens = tokenizer.encode(o.content);
@@ -113,7 +119,11 @@ export function tokenizeAnswer(o: Record<string, unknown>, tokenizer: SimTokeniz
 }
 
 /** POST /detokenize: vLLM's {prompt} (llama.cpp's {content} when the engine plays llama.cpp). */
-export function detokenizeAnswer(o: Record<string, unknown>, tokenizer: SimTokenizer, llamacpp: boolean): PassthroughAnswer {
+export function detokenizeAnswer(
+  o: Record<string, unknown>,
+  tokenizer: SimTokenizer,
+  llamacpp: boolean,
+): PassthroughAnswer {
   const tokens = o.tokens;
   if (!Array.isArray(tokens)) throw bad('tokens', 'tokens: is required, a list of token ids');
   let text = '';
@@ -122,7 +132,12 @@ export function detokenizeAnswer(o: Record<string, unknown>, tokenizer: SimToken
     if (piece === null) throw bad('tokens', `tokens[${i}]: ${JSON.stringify(t)} is no token id this engine issued`);
     text += piece;
   });
-  return { status: 200, contentType: JSON_TYPE, body: JSON.stringify(llamacpp ? { content: text } : { prompt: text }), promptTokens: 0 };
+  return {
+    status: 200,
+    contentType: JSON_TYPE,
+    body: JSON.stringify(llamacpp ? { content: text } : { prompt: text }),
+    promptTokens: 0,
+  };
 }
 
 /** A document's text: a string, or an object with `text` (Cohere's and Jina's shape). */
@@ -141,7 +156,8 @@ function pairScore(a: string, b: string, seed: number): number {
 /** POST /v1/rerank (and /rerank, /v2/rerank): vLLM's answer, results by relevance, best first. */
 export function rerankAnswer(o: Record<string, unknown>, model: string, id: string, seed: number): PassthroughAnswer {
   if (typeof o.query !== 'string') throw bad('query', 'query: is required, a string');
-  if (!Array.isArray(o.documents) || o.documents.length === 0) throw bad('documents', 'documents: is required, a non-empty list');
+  if (!Array.isArray(o.documents) || o.documents.length === 0)
+    throw bad('documents', 'documents: is required, a non-empty list');
   const query = o.query;
   const texts = o.documents.map(documentText);
   const topN = typeof o.top_n === 'number' && o.top_n > 0 ? o.top_n : texts.length;
@@ -165,7 +181,10 @@ export function scoreAnswer(o: Record<string, unknown>, model: string, id: strin
   const left = side(o.text_1, 'text_1');
   const right = side(o.text_2, 'text_2');
   if (left.length > 1 && left.length !== right.length) {
-    throw bad('text_2', `text_2: has ${right.length} texts for the ${left.length} of text_1; give as many, or one text_1`);
+    throw bad(
+      'text_2',
+      `text_2: has ${right.length} texts for the ${left.length} of text_1; give as many, or one text_1`,
+    );
   }
   let tokens = 0;
   const data = right.map((b, index) => {
@@ -173,7 +192,14 @@ export function scoreAnswer(o: Record<string, unknown>, model: string, id: strin
     tokens += promptTokensOfText(a.length + b.length);
     return { index, object: 'score', score: pairScore(a, b, seed) };
   });
-  const body = { id, object: 'list', created: Math.floor(Date.now() / 1000), model, data, usage: { prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0 } };
+  const body = {
+    id,
+    object: 'list',
+    created: Math.floor(Date.now() / 1000),
+    model,
+    data,
+    usage: { prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0 },
+  };
   return { status: 200, contentType: JSON_TYPE, body: JSON.stringify(body), promptTokens: tokens };
 }
 
@@ -190,22 +216,38 @@ export function transcriptionAnswer(form: ReadForm): PassthroughAnswer & { reado
   const text = `heard ${bytes.length} bytes of ${file.filename} (fnv1a ${hash.toString(16).padStart(8, '0')})`;
   const seconds = Math.max(1, Math.ceil(bytes.length / AUDIO_BYTES_PER_SECOND));
   const format = form.fields.response_format ?? 'json';
-  if (form.fields.stream === 'true') throw bad('stream', 'stream: the sim engine does not stream transcriptions; leave stream out');
+  if (form.fields.stream === 'true')
+    throw bad('stream', 'stream: the sim engine does not stream transcriptions; leave stream out');
   const model = form.fields.model;
   switch (format) {
     case 'json':
-      return { status: 200, contentType: JSON_TYPE, body: JSON.stringify({ text, usage: { type: 'duration', seconds } }), promptTokens: 0, model };
+      return {
+        status: 200,
+        contentType: JSON_TYPE,
+        body: JSON.stringify({ text, usage: { type: 'duration', seconds } }),
+        promptTokens: 0,
+        model,
+      };
     case 'text':
       return { status: 200, contentType: 'text/plain; charset=utf-8', body: text, promptTokens: 0, model };
     case 'verbose_json':
       return {
         status: 200,
         contentType: JSON_TYPE,
-        body: JSON.stringify({ task: 'transcribe', language: form.fields.language ?? 'en', duration: seconds, text, segments: [] }),
+        body: JSON.stringify({
+          task: 'transcribe',
+          language: form.fields.language ?? 'en',
+          duration: seconds,
+          text,
+          segments: [],
+        }),
         promptTokens: 0,
         model,
       };
     default:
-      throw bad('response_format', `response_format: "${format.slice(0, 40)}" is not one the sim answers; want json, text or verbose_json`);
+      throw bad(
+        'response_format',
+        `response_format: "${format.slice(0, 40)}" is not one the sim answers; want json, text or verbose_json`,
+      );
   }
 }

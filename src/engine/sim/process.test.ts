@@ -26,7 +26,8 @@ beforeAll(() => {
 });
 
 afterEach(() => {
-  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of children.splice(0))
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 });
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -119,12 +120,28 @@ describe('stand-in executables', () => {
   });
 
   it('vllm records argv and env, then serves its served names like sim', async () => {
-    const args = ['serve', '/models/llama', '--served-model-name', 'llama', 'llama-alias', '--host', '127.0.0.1', '--port', '0', '-tp', '2', '--max-model-len', '1k'];
+    const args = [
+      'serve',
+      '/models/llama',
+      '--served-model-name',
+      'llama',
+      'llama-alias',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '-tp',
+      '2',
+      '--max-model-len',
+      '1k',
+    ];
     const p = run(standIns.paths.vllm, args, { CUDA_VISIBLE_DEVICES: '2,3', NCCL_SOCKET_IFNAME: 'ib0' });
     const [, url] = await p.line(/Starting vLLM API server 0 on (http:\/\/127\.0\.0\.1:\d+)/);
     const health = await fetch(`${url}/health`);
     expect(health.status).toBe(200);
-    const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; max_model_len: number }[] };
+    const models = (await (await fetch(`${url}/v1/models`)).json()) as {
+      data: { id: string; max_model_len: number }[];
+    };
     expect(models.data.map((m) => m.id)).toEqual(['llama', 'llama-alias']);
     expect(models.data[0]!.max_model_len, '--max-model-len 1k, read as vLLM reads it').toBe(1000);
     const record = standIns.records().find((r) => r.pid === p.child.pid);
@@ -136,9 +153,21 @@ describe('stand-in executables', () => {
   });
 
   it('llama-server serves its aliases with llama.cpp metric names', async () => {
-    const p = run(standIns.paths['llama-server'], ['-m', '/models/q.gguf', '--alias', 'q,q-chat', '--port', '0', '-ngl', '999']);
+    const p = run(standIns.paths['llama-server'], [
+      '-m',
+      '/models/q.gguf',
+      '--alias',
+      'q,q-chat',
+      '--port',
+      '0',
+      '-ngl',
+      '999',
+    ]);
     const [, url] = await p.line(/server is listening on (http:\/\/\S+) - starting the main loop/);
-    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'q-chat', messages: [{ role: 'user', content: 'x' }] }) });
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'q-chat', messages: [{ role: 'user', content: 'x' }] }),
+    });
     expect(((await res.json()) as { model: string }).model).toBe('q-chat');
     expect(await (await fetch(`${url}/metrics`)).text()).toContain('llamacpp:requests_processing 0');
     p.child.kill('SIGTERM');
@@ -166,9 +195,27 @@ describe('stand-in executables', () => {
   });
 
   it('python -m sglang.launch_server serves rank 0 and only /health on rank 1; other python exits 1', async () => {
-    const rank0 = run(standIns.paths.python3, ['-m', 'sglang.launch_server', '--model-path', '/m/qwen', '--served-model-name', 'qwen', '--port', '0']);
+    const rank0 = run(standIns.paths.python3, [
+      '-m',
+      'sglang.launch_server',
+      '--model-path',
+      '/m/qwen',
+      '--served-model-name',
+      'qwen',
+      '--port',
+      '0',
+    ]);
     await rank0.line(/fired up and ready to roll/);
-    const rank1 = run(standIns.paths.python, ['-m', 'sglang.launch_server', '--model-path', '/m/qwen', '--node-rank', '1', '--port', '0']);
+    const rank1 = run(standIns.paths.python, [
+      '-m',
+      'sglang.launch_server',
+      '--model-path',
+      '/m/qwen',
+      '--node-rank',
+      '1',
+      '--port',
+      '0',
+    ]);
     const [, port] = await rank1.line(/dummy health server on http:\/\/127\.0\.0\.1:(\d+)/);
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${port}/v1/models`)).status).toBe(404);
@@ -182,14 +229,21 @@ describe('stand-in executables', () => {
   });
 
   it('fails on demand with LLMGW_STANDIN_EXIT, after recording', async () => {
-    const p = run(standIns.paths.vllm, ['serve', '/m'], { LLMGW_STANDIN_EXIT: '1:torch.OutOfMemoryError: CUDA out of memory' });
+    const p = run(standIns.paths.vllm, ['serve', '/m'], {
+      LLMGW_STANDIN_EXIT: '1:torch.OutOfMemoryError: CUDA out of memory',
+    });
     expect((await p.exited).code).toBe(1);
     expect(p.stderr()).toContain('CUDA out of memory');
-    expect(standIns.records().some((r) => r.pid === p.child.pid), 'recorded before failing').toBe(true);
+    expect(
+      standIns.records().some((r) => r.pid === p.child.pid),
+      'recorded before failing',
+    ).toBe(true);
   });
 
   it('takes sim behaviour from LLMGW_STANDIN_SIM_ARGS: a startup delay answers 503 loading', async () => {
-    const p = run(standIns.paths['llama-server'], ['-m', '/m.gguf', '--port', '0'], { LLMGW_STANDIN_SIM_ARGS: '--startup-delay-ms 600000' });
+    const p = run(standIns.paths['llama-server'], ['-m', '/m.gguf', '--port', '0'], {
+      LLMGW_STANDIN_SIM_ARGS: '--startup-delay-ms 600000',
+    });
     const [, url] = await p.line(/listening on (http:\/\/\S+)/);
     const health = await fetch(`${url}/health`);
     expect(health.status).toBe(503);

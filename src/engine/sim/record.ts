@@ -21,7 +21,8 @@ export interface StartRecord {
 }
 
 /** Variables an engine's behaviour depends on; anything else (PATH, HOME, …) is noise in a record. */
-const RECORDED_ENV = /^(CUDA_|HIP_|ROCR_|NVIDIA_|VLLM_|NCCL_|GLOO_|SGLANG_|LLAMA_|GGML_|RAY_|HF_|HUGGING_FACE_|TORCH_|OMP_|LLMGW_|MASTER_ADDR$|MASTER_PORT$|WORLD_SIZE$|RANK$|LOCAL_RANK$)/;
+const RECORDED_ENV =
+  /^(CUDA_|HIP_|ROCR_|NVIDIA_|VLLM_|NCCL_|GLOO_|SGLANG_|LLAMA_|GGML_|RAY_|HF_|HUGGING_FACE_|TORCH_|OMP_|LLMGW_|MASTER_ADDR$|MASTER_PORT$|WORLD_SIZE$|RANK$|LOCAL_RANK$)/;
 /** Names that hold secrets: recorded as present, never with their value. */
 const SECRET_ENV = /TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL/i;
 
@@ -37,7 +38,14 @@ export function selectEnv(env: NodeJS.ProcessEnv): Record<string, string> {
 }
 
 export function startRecord(program: string, argv: readonly string[], env: NodeJS.ProcessEnv): StartRecord {
-  return { program, argv: [...argv], env: selectEnv(env), pid: process.pid, cwd: process.cwd(), startedAt: new Date().toISOString() };
+  return {
+    program,
+    argv: [...argv],
+    env: selectEnv(env),
+    pid: process.pid,
+    cwd: process.cwd(),
+    startedAt: new Date().toISOString(),
+  };
 }
 
 /** Appends one line; a single small append is atomic, so concurrent starts do not interleave. */

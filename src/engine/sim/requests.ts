@@ -68,7 +68,8 @@ function optionalModel(o: Record<string, unknown>): string | undefined {
 function optionalPositiveInt(o: Record<string, unknown>, key: string): number | null {
   const v = o[key];
   if (v === undefined || v === null) return null;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw bad(key, `${key}: want an integer of at least 1, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+    throw bad(key, `${key}: want an integer of at least 1, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -77,11 +78,13 @@ function common(o: Record<string, unknown>) {
   const n = optionalPositiveInt(o, 'n') ?? 1;
   if (n > MAX_CHOICES) throw bad('n', `n: the sim engine returns at most ${MAX_CHOICES} choices per request, got ${n}`);
   const stream = o.stream === true;
-  if (o.stream !== undefined && o.stream !== null && typeof o.stream !== 'boolean') throw bad('stream', 'stream: want true or false');
+  if (o.stream !== undefined && o.stream !== null && typeof o.stream !== 'boolean')
+    throw bad('stream', 'stream: want true or false');
   let includeUsage = false;
   const so = o.stream_options;
   if (so !== undefined && so !== null) {
-    if (typeof so !== 'object' || Array.isArray(so)) throw bad('stream_options', 'stream_options: want an object like {"include_usage": true}');
+    if (typeof so !== 'object' || Array.isArray(so))
+      throw bad('stream_options', 'stream_options: want an object like {"include_usage": true}');
     includeUsage = (so as Record<string, unknown>).include_usage === true;
   }
   let stops: string[] = [];
@@ -136,7 +139,12 @@ export function parseChatRequest(body: unknown): GenerationRequest {
     hash = fnvUpdateInt(hash, 1);
     chars += text.length;
   }
-  return { kind: 'chat', ...common(o), prompts: [{ hash, promptTokens: promptTokensOfText(chars) }], toolCall: forcedTool(o) };
+  return {
+    kind: 'chat',
+    ...common(o),
+    prompts: [{ hash, promptTokens: promptTokensOfText(chars) }],
+    toolCall: forcedTool(o),
+  };
 }
 
 /** The function a chat request forces a call to (see GenerationRequest.toolCall). */
@@ -145,14 +153,20 @@ function forcedTool(o: Record<string, unknown>): string | null {
   if (choice === undefined || choice === null || choice === 'auto' || choice === 'none') return null;
   const tools = o.tools;
   const names = Array.isArray(tools)
-    ? tools.map((t) => (t as { function?: { name?: unknown } } | null)?.function?.name).filter((n): n is string => typeof n === 'string')
+    ? tools
+        .map((t) => (t as { function?: { name?: unknown } } | null)?.function?.name)
+        .filter((n): n is string => typeof n === 'string')
     : [];
   if (choice === 'required') {
     if (names.length === 0) throw bad('tool_choice', 'tool_choice: "required" needs at least one function in tools');
     return names[0]!;
   }
   const named = (choice as { function?: { name?: unknown } }).function?.name;
-  if (typeof named !== 'string') throw bad('tool_choice', 'tool_choice: want "auto", "none", "required" or {"type": "function", "function": {"name"}}');
+  if (typeof named !== 'string')
+    throw bad(
+      'tool_choice',
+      'tool_choice: want "auto", "none", "required" or {"type": "function", "function": {"name"}}',
+    );
   if (!names.includes(named)) throw bad('tool_choice', `tool_choice: the function \`${named}\` is not in tools`);
   return named;
 }
@@ -190,7 +204,10 @@ export function parseCompletionRequest(body: unknown): GenerationRequest {
   const prompts = promptList(o.prompt, 'prompt');
   const facts = common(o);
   if (prompts.length * facts.n > MAX_CHOICES * 4) {
-    throw bad('prompt', `prompt: ${prompts.length} prompts × n=${facts.n} is more choices than the sim engine returns (${MAX_CHOICES * 4})`);
+    throw bad(
+      'prompt',
+      `prompt: ${prompts.length} prompts × n=${facts.n} is more choices than the sim engine returns (${MAX_CHOICES * 4})`,
+    );
   }
   return { kind: 'completion', ...facts, prompts, toolCall: null };
 }

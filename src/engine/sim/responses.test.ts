@@ -17,12 +17,23 @@ afterEach(async () => {
   await Promise.all(engines.splice(0).map((e) => e.close({ graceMs: 0 })));
 });
 
-const weather = { type: 'function' as const, name: 'get_weather', description: 'the weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false };
+const weather = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'the weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } } },
+  strict: false,
+};
 
 describe('sim engine, POST /v1/responses as the OpenAI client sees it', () => {
   it('answers with the same words as a chat of the same conversation, usage in input/output tokens', async () => {
     const client = await start();
-    const res = await client.responses.create({ model: 'sim-model', instructions: 'Be terse.', input: 'Tell me about rivers.', max_output_tokens: 5 });
+    const res = await client.responses.create({
+      model: 'sim-model',
+      instructions: 'Be terse.',
+      input: 'Tell me about rivers.',
+      max_output_tokens: 5,
+    });
     expect(res.object).toBe('response');
     expect(res.output_text.split(' '), 'one word per token').toHaveLength(5);
     expect(res.status, 'cut by max_output_tokens').toBe('incomplete');
@@ -39,14 +50,26 @@ describe('sim engine, POST /v1/responses as the OpenAI client sees it', () => {
       ],
     });
     expect(res.output_text, 'hashed as chat hashes its messages').toBe(chat.choices[0]!.message.content);
-    const unbounded = await client.responses.create({ model: 'sim-model', input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }] });
+    const unbounded = await client.responses.create({
+      model: 'sim-model',
+      input: [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
+    });
     expect(unbounded.status, 'the default budget stands for a natural end').toBe('completed');
   });
 
   it('streams the events clients parse, numbered from 0, to the same text and usage as unstreamed', async () => {
     const client = await start();
-    const whole = await client.responses.create({ model: 'sim-model', input: 'Tell me about rivers.', max_output_tokens: 6 });
-    const stream = await client.responses.create({ model: 'sim-model', input: 'Tell me about rivers.', max_output_tokens: 6, stream: true });
+    const whole = await client.responses.create({
+      model: 'sim-model',
+      input: 'Tell me about rivers.',
+      max_output_tokens: 6,
+    });
+    const stream = await client.responses.create({
+      model: 'sim-model',
+      input: 'Tell me about rivers.',
+      max_output_tokens: 6,
+      stream: true,
+    });
     const types: string[] = [];
     const sequence: number[] = [];
     let deltas = '';
@@ -58,9 +81,22 @@ describe('sim engine, POST /v1/responses as the OpenAI client sees it', () => {
       if (e.type === 'response.incomplete' || e.type === 'response.completed') last = e.response;
     }
     expect(sequence, 'numbered 0, 1, 2, ...').toEqual(types.map((_, i) => i));
-    expect(types.slice(0, 4)).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added']);
-    expect(types.slice(-4)).toEqual(['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.incomplete']);
-    expect(types.filter((t) => t === 'response.output_text.delta'), 'a delta per token').toHaveLength(6);
+    expect(types.slice(0, 4)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+    ]);
+    expect(types.slice(-4)).toEqual([
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.incomplete',
+    ]);
+    expect(
+      types.filter((t) => t === 'response.output_text.delta'),
+      'a delta per token',
+    ).toHaveLength(6);
     expect(deltas).toBe(whole.output_text);
     expect(last?.usage).toEqual(whole.usage);
   });
@@ -76,13 +112,20 @@ describe('sim engine, POST /v1/responses as the OpenAI client sees it', () => {
     expect(JSON.parse(call.arguments), 'arguments made from the prompt').toEqual({ seed: expect.any(Number) });
     const streamed = client.responses.stream({ ...ask, tool_choice: { type: 'function', name: 'get_weather' } });
     const final = await streamed.finalResponse();
-    expect((final.output[0] as OpenAI.Responses.ResponseFunctionToolCall).arguments, 'the same prompt, the same call').toBe(call.arguments);
+    expect(
+      (final.output[0] as OpenAI.Responses.ResponseFunctionToolCall).arguments,
+      'the same prompt, the same call',
+    ).toBe(call.arguments);
 
     // Continuing with the call's output as input: answered in text.
     const next = await client.responses.create({
       model: 'sim-model',
       tools: [weather],
-      input: [{ role: 'user', content: 'Weather in Oslo?' }, call, { type: 'function_call_output', call_id: call.call_id, output: '21 °C' }],
+      input: [
+        { role: 'user', content: 'Weather in Oslo?' },
+        call,
+        { type: 'function_call_output', call_id: call.call_id, output: '21 °C' },
+      ],
       max_output_tokens: 4,
     });
     expect(next.output_text.split(' ')).toHaveLength(4);
@@ -90,12 +133,20 @@ describe('sim engine, POST /v1/responses as the OpenAI client sees it', () => {
 
   it('refuses what it cannot serve: a previous_response_id (it keeps nothing), a built-in tool, background, a bad item', async () => {
     const client = await start();
-    await expect(client.responses.create({ model: 'sim-model', input: 'x', previous_response_id: 'resp_1' })).rejects.toBeInstanceOf(NotFoundError);
-    const builtIn = await client.responses.create({ model: 'sim-model', input: 'x', tools: [{ type: 'web_search_preview' }] }).catch((e: unknown) => e);
+    await expect(
+      client.responses.create({ model: 'sim-model', input: 'x', previous_response_id: 'resp_1' }),
+    ).rejects.toBeInstanceOf(NotFoundError);
+    const builtIn = await client.responses
+      .create({ model: 'sim-model', input: 'x', tools: [{ type: 'web_search_preview' }] })
+      .catch((e: unknown) => e);
     expect(builtIn).toBeInstanceOf(BadRequestError);
     expect((builtIn as BadRequestError).message).toMatch(/function tools only/);
-    await expect(client.responses.create({ model: 'sim-model', input: 'x', background: true })).rejects.toBeInstanceOf(BadRequestError);
-    await expect(client.responses.create({ model: 'sim-model', input: [{ type: 'item_reference', id: 'x' }] })).rejects.toBeInstanceOf(BadRequestError);
+    await expect(client.responses.create({ model: 'sim-model', input: 'x', background: true })).rejects.toBeInstanceOf(
+      BadRequestError,
+    );
+    await expect(
+      client.responses.create({ model: 'sim-model', input: [{ type: 'item_reference', id: 'x' }] }),
+    ).rejects.toBeInstanceOf(BadRequestError);
     await expect(client.responses.create({ model: 'other', input: 'x' })).rejects.toBeInstanceOf(NotFoundError);
   });
 });

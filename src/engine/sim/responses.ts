@@ -36,7 +36,8 @@ function partsText(content: unknown, param: string): string {
   if (!Array.isArray(content)) throw bad(param, `${param}: want a string or a list of content parts`);
   let text = '';
   for (const part of content) {
-    if (typeof part !== 'object' || part === null) throw bad(param, `${param}: want content parts such as {"type": "input_text", "text": "..."}`);
+    if (typeof part !== 'object' || part === null)
+      throw bad(param, `${param}: want content parts such as {"type": "input_text", "text": "..."}`);
     const t = (part as { text?: unknown }).text;
     if (typeof t === 'string') text += t;
   }
@@ -50,22 +51,34 @@ function partsText(content: unknown, param: string): string {
  * call outputs (tool turns of their output); reasoning items carry nothing.
  */
 export function parseResponsesRequest(body: unknown): ResponsesRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('body', 'the request body must be a JSON object');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw bad('body', 'the request body must be a JSON object');
   const o = body as Record<string, unknown>;
   const model = o.model;
-  if (model !== undefined && model !== null && typeof model !== 'string') throw bad('model', 'model: want a string naming a served model');
-  if (o.background === true) throw bad('background', 'background: the sim engine keeps no responses, so it cannot run one in the background');
+  if (model !== undefined && model !== null && typeof model !== 'string')
+    throw bad('model', 'model: want a string naming a served model');
+  if (o.background === true)
+    throw bad('background', 'background: the sim engine keeps no responses, so it cannot run one in the background');
   const previous = o.previous_response_id;
   if (typeof previous === 'string' && previous !== '') {
-    throw new LlmgwError('LLMGW_NOT_FOUND', `Response with id '${previous}' not found.`, { context: { param: 'previous_response_id' }, status: 404 });
+    throw new LlmgwError('LLMGW_NOT_FOUND', `Response with id '${previous}' not found.`, {
+      context: { param: 'previous_response_id' },
+      status: 404,
+    });
   }
-  if (o.stream !== undefined && o.stream !== null && typeof o.stream !== 'boolean') throw bad('stream', 'stream: want true or false');
+  if (o.stream !== undefined && o.stream !== null && typeof o.stream !== 'boolean')
+    throw bad('stream', 'stream: want true or false');
   const maxOut = o.max_output_tokens;
-  if (maxOut !== undefined && maxOut !== null && (typeof maxOut !== 'number' || !Number.isInteger(maxOut) || maxOut < 1)) {
+  if (
+    maxOut !== undefined &&
+    maxOut !== null &&
+    (typeof maxOut !== 'number' || !Number.isInteger(maxOut) || maxOut < 1)
+  ) {
     throw bad('max_output_tokens', `max_output_tokens: want an integer of at least 1, got ${JSON.stringify(maxOut)}`);
   }
   const seedValue = o.seed;
-  if (seedValue !== undefined && seedValue !== null && (typeof seedValue !== 'number' || !Number.isInteger(seedValue))) throw bad('seed', 'seed: want an integer');
+  if (seedValue !== undefined && seedValue !== null && (typeof seedValue !== 'number' || !Number.isInteger(seedValue)))
+    throw bad('seed', 'seed: want an integer');
 
   let hash = fnvStart();
   let chars = 0;
@@ -89,12 +102,16 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
         if (typeof it.role !== 'string') throw bad(param, `${param}: a message wants a string role`);
         turn(it.role, partsText(it.content, `${param}.content`));
       } else if (type === 'function_call') {
-        if (typeof it.name !== 'string' || typeof it.arguments !== 'string') throw bad(param, `${param}: a function_call wants a string name and arguments`);
+        if (typeof it.name !== 'string' || typeof it.arguments !== 'string')
+          throw bad(param, `${param}: a function_call wants a string name and arguments`);
         turn('assistant', it.arguments);
       } else if (type === 'function_call_output') {
         turn('tool', typeof it.output === 'string' ? it.output : partsText(it.output, `${param}.output`));
       } else if (type !== 'reasoning') {
-        throw bad(param, `${param}: the sim engine reads message, function_call, function_call_output and reasoning items, not ${JSON.stringify(type)}`);
+        throw bad(
+          param,
+          `${param}: the sim engine reads message, function_call, function_call_output and reasoning items, not ${JSON.stringify(type)}`,
+        );
       }
     });
   } else throw bad('input', 'input: is required, a string or a non-empty list of input items');
@@ -104,7 +121,8 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
   const names: string[] = [];
   tools.forEach((t: unknown, i) => {
     const type = (t as { type?: unknown } | null)?.type;
-    if (type !== FUNCTION_TOOL) throw bad(`tools[${i}]`, `tools[${i}]: the sim engine serves function tools only, not ${JSON.stringify(type)}`);
+    if (type !== FUNCTION_TOOL)
+      throw bad(`tools[${i}]`, `tools[${i}]: the sim engine serves function tools only, not ${JSON.stringify(type)}`);
     const name = (t as { name?: unknown }).name;
     if (typeof name !== 'string') throw bad(`tools[${i}]`, `tools[${i}]: a function tool wants a string name`);
     names.push(name);

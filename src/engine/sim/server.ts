@@ -10,10 +10,26 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
 import { LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { readServerTls } from '../../tls/index.js';
-import { ChoiceGenerator, FIRST_TOKEN_JSON, NEXT_TOKEN_JSON, VOCABULARY, embeddingOf, mixSeed, nextRandom } from './generate.js';
+import {
+  ChoiceGenerator,
+  FIRST_TOKEN_JSON,
+  NEXT_TOKEN_JSON,
+  VOCABULARY,
+  embeddingOf,
+  mixSeed,
+  nextRandom,
+} from './generate.js';
 import { compileSimEngineOptions, type SimEngineConfig, type SimEngineOptions } from './options.js';
 import { readForm } from '../../http/index.js';
-import { detokenizeAnswer, rerankAnswer, scoreAnswer, SimTokenizer, tokenizeAnswer, transcriptionAnswer, type PassthroughAnswer } from './passthrough.js';
+import {
+  detokenizeAnswer,
+  rerankAnswer,
+  scoreAnswer,
+  SimTokenizer,
+  tokenizeAnswer,
+  transcriptionAnswer,
+  type PassthroughAnswer,
+} from './passthrough.js';
 import { parseResponsesRequest, responseObject, responsesEvent, type ResponsesRequest } from './responses.js';
 import {
   parseChatRequest,
@@ -80,7 +96,16 @@ const DEFAULT_MAX_TOKENS = 16;
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /** Paths answered beside generation (passthrough.ts), as vLLM serves them. */
-const PASSTHROUGH_PATHS: ReadonlySet<string> = new Set(['/v1/rerank', '/rerank', '/v2/rerank', '/v1/score', '/score', '/v1/audio/transcriptions', '/tokenize', '/detokenize']);
+const PASSTHROUGH_PATHS: ReadonlySet<string> = new Set([
+  '/v1/rerank',
+  '/rerank',
+  '/v2/rerank',
+  '/v1/score',
+  '/score',
+  '/v1/audio/transcriptions',
+  '/tokenize',
+  '/detokenize',
+]);
 
 type JobState = 'reading' | 'waiting' | 'running' | 'ended';
 
@@ -168,8 +193,13 @@ class SimServer implements SimEngine {
     const serverOptions = { keepAliveTimeout: 5000, requestTimeout: 0, noDelay: true };
     const onRequest = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res);
     // Files are read once, here: a wrong path fails the start, naming the flag, before anything listens.
-    const tls = readServerTls(config.tlsCert, config.tlsKey, { cert: 'tlsCert (--tls-cert)', key: 'tlsKey (--tls-key)' });
-    this.server = tls ? createHttpsServer({ ...serverOptions, ...tls }, onRequest) : createServer(serverOptions, onRequest);
+    const tls = readServerTls(config.tlsCert, config.tlsKey, {
+      cert: 'tlsCert (--tls-cert)',
+      key: 'tlsKey (--tls-key)',
+    });
+    this.server = tls
+      ? createHttpsServer({ ...serverOptions, ...tls }, onRequest)
+      : createServer(serverOptions, onRequest);
     this.server.on('close', () => {
       if (this.graceTimer) clearTimeout(this.graceTimer);
       this.resolveEnded(this.endReason ?? 'closed');
@@ -218,11 +248,23 @@ class SimServer implements SimEngine {
       this.server.closeIdleConnections();
       for (let i = this.queueHead; i < this.queue.length; i++) {
         const job = this.queue[i];
-        if (job?.state === 'waiting') sendError(job.res, 503, 'ServiceUnavailableError', 'the sim engine is shutting down; retry on another replica', null, true);
+        if (job?.state === 'waiting')
+          sendError(
+            job.res,
+            503,
+            'ServiceUnavailableError',
+            'the sim engine is shutting down; retry on another replica',
+            null,
+            true,
+          );
       }
       for (const res of this.held) res.destroy();
       if (this.counters.running === 0) this.server.closeAllConnections();
-      else this.graceTimer = setTimeout(() => this.server.closeAllConnections(), options.graceMs ?? this.config.shutdownGraceMs);
+      else
+        this.graceTimer = setTimeout(
+          () => this.server.closeAllConnections(),
+          options.graceMs ?? this.config.shutdownGraceMs,
+        );
     }
     return this.ended.then(() => undefined);
   }
@@ -252,13 +294,23 @@ class SimServer implements SimEngine {
       this.hold(req, res);
       return;
     }
-    if (this.config.apiKey !== undefined && apiKeyGuards(path) && !bearerMatches(req.headers.authorization, this.config.apiKey)) {
+    if (
+      this.config.apiKey !== undefined &&
+      apiKeyGuards(path) &&
+      !bearerMatches(req.headers.authorization, this.config.apiKey)
+    ) {
       req.resume();
       sendError(res, 401, 'AuthenticationError', API_KEY_REFUSAL, null, this.closing);
       return;
     }
     if (method === 'POST') {
-      if (path === '/v1/chat/completions' || path === '/v1/completions' || path === '/v1/embeddings' || path === '/v1/responses' || PASSTHROUGH_PATHS.has(path)) {
+      if (
+        path === '/v1/chat/completions' ||
+        path === '/v1/completions' ||
+        path === '/v1/embeddings' ||
+        path === '/v1/responses' ||
+        PASSTHROUGH_PATHS.has(path)
+      ) {
         this.onInference(path, req, res);
         return;
       }
@@ -293,12 +345,21 @@ class SimServer implements SimEngine {
   }
 
   private onModels(res: ServerResponse): void {
-    if (!this.isReady()) return sendError(res, 503, 'ServiceUnavailableError', 'the model is still loading; retry when /health answers 200', null, false);
+    if (!this.isReady())
+      return sendError(
+        res,
+        503,
+        'ServiceUnavailableError',
+        'the model is still loading; retry when /health answers 200',
+        null,
+        false,
+      );
     const created = Math.floor(Date.now() / 1000);
     const lenField = this.config.maxModelLen > 0 ? `,"max_model_len":${this.config.maxModelLen}` : '';
     const root = JSON.stringify(this.canonicalModel);
     const data = this.config.models.map(
-      (name) => `{"id":${JSON.stringify(name)},"object":"model","created":${created},"owned_by":"llmgw-sim","root":${root},"parent":null${lenField}}`,
+      (name) =>
+        `{"id":${JSON.stringify(name)},"object":"model","created":${created},"owned_by":"llmgw-sim","root":${root},"parent":null${lenField}}`,
     );
     sendJson(res, 200, `{"object":"list","data":[${data.join(',')}]}`, this.closing);
   }
@@ -312,14 +373,32 @@ class SimServer implements SimEngine {
     let labels = label;
     switch (this.config.flavor) {
       case 'llamacpp':
-        names = ['llamacpp:requests_processing', 'llamacpp:requests_deferred', null, 'llamacpp:prompt_tokens_total', 'llamacpp:tokens_predicted_total'];
+        names = [
+          'llamacpp:requests_processing',
+          'llamacpp:requests_deferred',
+          null,
+          'llamacpp:prompt_tokens_total',
+          'llamacpp:tokens_predicted_total',
+        ];
         labels = '';
         break;
       case 'sglang':
-        names = ['sglang:num_running_reqs', 'sglang:num_queue_reqs', 'sglang:token_usage', 'sglang:prompt_tokens_total', 'sglang:generation_tokens_total'];
+        names = [
+          'sglang:num_running_reqs',
+          'sglang:num_queue_reqs',
+          'sglang:token_usage',
+          'sglang:prompt_tokens_total',
+          'sglang:generation_tokens_total',
+        ];
         break;
       default:
-        names = ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc', 'vllm:prompt_tokens_total', 'vllm:generation_tokens_total'];
+        names = [
+          'vllm:num_requests_running',
+          'vllm:num_requests_waiting',
+          'vllm:kv_cache_usage_perc',
+          'vllm:prompt_tokens_total',
+          'vllm:generation_tokens_total',
+        ];
     }
     const lines = [
       `# HELP ${names[0]} Number of requests generating now.`,
@@ -344,7 +423,10 @@ class SimServer implements SimEngine {
       '',
     ];
     const body = lines.join('\n');
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    res.writeHead(200, {
+      'content-type': 'text/plain; version=0.0.4; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
     res.end(body);
   }
 
@@ -357,11 +439,25 @@ class SimServer implements SimEngine {
     if (this.config.hangAfterRequests > 0 && c.requestsSeen >= this.config.hangAfterRequests) this.hanging = true;
     if (this.closing) {
       req.resume();
-      return sendError(res, 503, 'ServiceUnavailableError', 'the sim engine is shutting down; retry on another replica', null, true);
+      return sendError(
+        res,
+        503,
+        'ServiceUnavailableError',
+        'the sim engine is shutting down; retry on another replica',
+        null,
+        true,
+      );
     }
     if (!this.isReady()) {
       req.resume();
-      return sendError(res, 503, 'ServiceUnavailableError', 'the model is still loading; retry when /health answers 200', null, false);
+      return sendError(
+        res,
+        503,
+        'ServiceUnavailableError',
+        'the model is still loading; retry when /health answers 200',
+        null,
+        false,
+      );
     }
     const chunks: Buffer[] = [];
     let size = 0;
@@ -372,7 +468,14 @@ class SimServer implements SimEngine {
     req.on('end', () => {
       if (job.state !== 'reading') return;
       if (size > MAX_BODY_BYTES) {
-        return sendError(res, 413, 'BadRequestError', `the request body is over ${MAX_BODY_BYTES} bytes; send less`, null, true);
+        return sendError(
+          res,
+          413,
+          'BadRequestError',
+          `the request body is over ${MAX_BODY_BYTES} bytes; send less`,
+          null,
+          true,
+        );
       }
       const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       if (path === '/v1/audio/transcriptions') return this.onTranscription(raw, req.headers['content-type'], job);
@@ -391,10 +494,26 @@ class SimServer implements SimEngine {
       res.destroy();
     } else if (isLlmgwError(err) && err.status < 500) {
       const param = typeof err.context.param === 'string' ? err.context.param : null;
-      sendError(res, err.status, err.status === 404 ? 'NotFoundError' : 'BadRequestError', err.message, param, this.closing);
+      sendError(
+        res,
+        err.status,
+        err.status === 404 ? 'NotFoundError' : 'BadRequestError',
+        err.message,
+        param,
+        this.closing,
+      );
     } else {
-      process.emitWarning(`sim engine: internal error on ${path}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-      sendError(res, 500, 'InternalServerError', 'the sim engine failed unexpectedly; its stderr has the details', null, this.closing);
+      process.emitWarning(
+        `sim engine: internal error on ${path}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+      );
+      sendError(
+        res,
+        500,
+        'InternalServerError',
+        'the sim engine failed unexpectedly; its stderr has the details',
+        null,
+        this.closing,
+      );
     }
   }
 
@@ -423,7 +542,11 @@ class SimServer implements SimEngine {
     const send = () => {
       job.timer = null;
       if (job.state !== 'running' || job.res.headersSent || job.res.writableEnded) return;
-      job.res.writeHead(answer.status, { 'content-type': answer.contentType, 'content-length': Buffer.byteLength(answer.body), ...(this.closing ? { connection: 'close' } : {}) });
+      job.res.writeHead(answer.status, {
+        'content-type': answer.contentType,
+        'content-length': Buffer.byteLength(answer.body),
+        ...(this.closing ? { connection: 'close' } : {}),
+      });
       job.res.end(answer.body);
     };
     if (this.config.ttftMs > 0) job.timer = setTimeout(send, this.config.ttftMs);
@@ -451,10 +574,15 @@ class SimServer implements SimEngine {
     try {
       body = JSON.parse(text);
     } catch (err) {
-      throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`, { context: { param: 'body' } });
+      throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`, {
+        context: { param: 'body' },
+      });
     }
     if (PASSTHROUGH_PATHS.has(path)) {
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new LlmgwError('LLMGW_BAD_REQUEST', 'the request body must be a JSON object', { context: { param: 'body' } });
+      if (typeof body !== 'object' || body === null || Array.isArray(body))
+        throw new LlmgwError('LLMGW_BAD_REQUEST', 'the request body must be a JSON object', {
+          context: { param: 'body' },
+        });
       const answer = this.passthrough(path, body as Record<string, unknown>);
       if (this.injectFailure(job)) return;
       job.start = () => this.runPassthrough(job, answer);
@@ -476,7 +604,10 @@ class SimServer implements SimEngine {
       for (const prompt of request.prompts) this.checkContext(prompt.promptTokens, request.maxTokens);
       if (this.injectFailure(job)) return;
       if (request.toolCall !== null) job.start = () => this.runToolCall(job, request, request.toolCall!, model);
-      else job.start = request.stream ? () => this.runStream(job, request, model) : () => this.runWhole(job, request, model);
+      else
+        job.start = request.stream
+          ? () => this.runStream(job, request, model)
+          : () => this.runWhole(job, request, model);
     }
     this.admit(job);
   }
@@ -484,9 +615,13 @@ class SimServer implements SimEngine {
   private resolveModel(requested: string | undefined): string {
     if (requested === undefined) return this.canonicalModel;
     if (this.modelNames.has(requested)) return requested;
-    throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `The model \`${requested}\` does not exist. This engine serves ${[...this.modelNames].join(', ')}.`, {
-      context: { param: 'model' },
-    });
+    throw new LlmgwError(
+      'LLMGW_MODEL_NOT_FOUND',
+      `The model \`${requested}\` does not exist. This engine serves ${[...this.modelNames].join(', ')}.`,
+      {
+        context: { param: 'model' },
+      },
+    );
   }
 
   /** vLLM's two context checks: the prompt alone, then prompt plus an explicit max_tokens. */
@@ -514,7 +649,14 @@ class SimServer implements SimEngine {
     const rate = this.config.errorRate;
     if (rate === 0 || nextRandom(this.errorRng) / 2 ** 32 >= rate) return false;
     this.counters.requestsFailed++;
-    sendError(job.res, 500, 'InternalServerError', `the sim engine failed this request on purpose (error rate ${rate})`, null, this.closing);
+    sendError(
+      job.res,
+      500,
+      'InternalServerError',
+      `the sim engine failed this request on purpose (error rate ${rate})`,
+      null,
+      this.closing,
+    );
     return true;
   }
 
@@ -529,7 +671,15 @@ class SimServer implements SimEngine {
     }
     if (this.config.overflow === 'reject') {
       c.requestsRejected++;
-      sendError(job.res, 429, 'RateLimitError', `the sim engine is at its concurrency limit of ${max}; retry after a second`, null, this.closing, { 'retry-after': '1' });
+      sendError(
+        job.res,
+        429,
+        'RateLimitError',
+        `the sim engine is at its concurrency limit of ${max}; retry after a second`,
+        null,
+        this.closing,
+        { 'retry-after': '1' },
+      );
       return;
     }
     job.state = 'waiting';
@@ -584,7 +734,9 @@ class SimServer implements SimEngine {
     for (let p = 0; p < request.prompts.length; p++) {
       const prompt = request.prompts[p]!;
       promptTokens += prompt.promptTokens;
-      const maxTokens = request.maxTokens ?? (limit > 0 ? Math.min(DEFAULT_MAX_TOKENS, limit - prompt.promptTokens) : DEFAULT_MAX_TOKENS);
+      const maxTokens =
+        request.maxTokens ??
+        (limit > 0 ? Math.min(DEFAULT_MAX_TOKENS, limit - prompt.promptTokens) : DEFAULT_MAX_TOKENS);
       for (let j = 0; j < request.n; j++) {
         gens.push(new ChoiceGenerator(p * request.n + j, mixSeed(prompt.hash, seed, j), maxTokens, request.stops));
       }
@@ -652,7 +804,11 @@ class SimServer implements SimEngine {
     let open = gens.length;
     const counters = this.counters;
 
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...(this.closing ? { connection: 'close' } : {}) });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      ...(this.closing ? { connection: 'close' } : {}),
+    });
     res.flushHeaders();
 
     const roleChunk = (g: ChoiceGenerator) =>
@@ -711,7 +867,8 @@ class SimServer implements SimEngine {
       job.immediate = null;
       if (job.state !== 'running') return;
       let due: number;
-      if (intervalMs > 0) due = Math.min(UNPACED_BATCH_STEPS, Math.floor((performance.now() - t0) / intervalMs) + 1 - steps);
+      if (intervalMs > 0)
+        due = Math.min(UNPACED_BATCH_STEPS, Math.floor((performance.now() - t0) / intervalMs) + 1 - steps);
       else due = UNPACED_BATCH_STEPS;
       res.cork();
       let ok = true;
@@ -769,7 +926,11 @@ class SimServer implements SimEngine {
         return;
       }
       const res = job.res;
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...(this.closing ? { connection: 'close' } : {}) });
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        ...(this.closing ? { connection: 'close' } : {}),
+      });
       const chunk = (delta: unknown, finish: string | null) =>
         `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
       res.write(
@@ -777,7 +938,9 @@ class SimServer implements SimEngine {
           chunk({ tool_calls: [{ index: 0, id: callId, type: 'function', function: { name, arguments: '' } }] }, null) +
           chunk({ tool_calls: [{ index: 0, function: { arguments: args } }] }, null) +
           chunk({}, 'tool_calls') +
-          (request.includeUsage ? `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"choices":[],${usage}}\n\n` : ''),
+          (request.includeUsage
+            ? `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"choices":[],${usage}}\n\n`
+            : ''),
       );
       res.end('data: [DONE]\n\n');
     };
@@ -805,7 +968,8 @@ class SimServer implements SimEngine {
     const args = JSON.stringify({ seed: gen.prompts[0]!.hash % 1000 });
     let seq = 0;
     const event = (type: string, fields: Record<string, unknown>) => responsesEvent(type, seq++, fields);
-    const status = (): 'completed' | 'incomplete' => (request.maxOutputTokens !== null && g.tokens >= request.maxOutputTokens ? 'incomplete' : 'completed');
+    const status = (): 'completed' | 'incomplete' =>
+      request.maxOutputTokens !== null && g.tokens >= request.maxOutputTokens ? 'incomplete' : 'completed';
     const messageItem = (text: string, done: boolean) => ({
       id: itemId,
       type: 'message',
@@ -813,9 +977,19 @@ class SimServer implements SimEngine {
       role: 'assistant',
       content: done ? [{ type: 'output_text', text, annotations: [], logprobs: [] }] : [],
     });
-    const callItem = (done: boolean) => ({ id: itemId, type: 'function_call', status: done ? 'completed' : 'in_progress', call_id: callId, name: gen.toolCall, arguments: done ? args : '' });
+    const callItem = (done: boolean) => ({
+      id: itemId,
+      type: 'function_call',
+      status: done ? 'completed' : 'in_progress',
+      call_id: callId,
+      name: gen.toolCall,
+      arguments: done ? args : '',
+    });
     const final = (output: unknown[], completionTokens: number) =>
-      responseObject(id, model, createdAtS, request, gen.toolCall === null ? status() : 'completed', output, { input: promptTokens, output: completionTokens });
+      responseObject(id, model, createdAtS, request, gen.toolCall === null ? status() : 'completed', output, {
+        input: promptTokens,
+        output: completionTokens,
+      });
     const callTokens = Math.max(1, Math.ceil(args.length / 4));
 
     if (!gen.stream) {
@@ -829,17 +1003,24 @@ class SimServer implements SimEngine {
         sendJson(res, 200, JSON.stringify(final(output, completionTokens)), this.closing);
       };
       const tps = this.config.tokensPerSecond;
-      const delayMs = this.config.ttftMs + (tps > 0 && completionTokens > 1 ? ((completionTokens - 1) * 1000) / tps : 0);
+      const delayMs =
+        this.config.ttftMs + (tps > 0 && completionTokens > 1 ? ((completionTokens - 1) * 1000) / tps : 0);
       if (delayMs > 0) job.timer = setTimeout(send, delayMs);
       else send();
       return;
     }
 
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...(this.closing ? { connection: 'close' } : {}) });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      ...(this.closing ? { connection: 'close' } : {}),
+    });
     res.flushHeaders();
     const opening = () =>
       event('response.created', { response: responseObject(id, model, createdAtS, request, 'in_progress', [], null) }) +
-      event('response.in_progress', { response: responseObject(id, model, createdAtS, request, 'in_progress', [], null) });
+      event('response.in_progress', {
+        response: responseObject(id, model, createdAtS, request, 'in_progress', [], null),
+      });
     if (gen.toolCall !== null) {
       const send = () => {
         job.timer = null;
@@ -849,7 +1030,12 @@ class SimServer implements SimEngine {
           opening() +
             event('response.output_item.added', { output_index: 0, item: callItem(false) }) +
             event('response.function_call_arguments.delta', { item_id: itemId, output_index: 0, delta: args }) +
-            event('response.function_call_arguments.done', { item_id: itemId, output_index: 0, name: gen.toolCall, arguments: args }) +
+            event('response.function_call_arguments.done', {
+              item_id: itemId,
+              output_index: 0,
+              name: gen.toolCall,
+              arguments: args,
+            }) +
             event('response.output_item.done', { output_index: 0, item: callItem(true) }) +
             event('response.completed', { response: final([callItem(true)], callTokens) }),
         );
@@ -868,8 +1054,19 @@ class SimServer implements SimEngine {
       job.timer = null;
       job.immediate = null;
       if (job.state !== 'running') return;
-      let out = steps === 0 ? opening() + event('response.output_item.added', { output_index: 0, item: messageItem('', false) }) + event('response.content_part.added', { ...part, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }) : '';
-      const due = intervalMs > 0 ? Math.min(UNPACED_BATCH_STEPS, Math.floor((performance.now() - t0) / intervalMs) + 1 - steps) : UNPACED_BATCH_STEPS;
+      let out =
+        steps === 0
+          ? opening() +
+            event('response.output_item.added', { output_index: 0, item: messageItem('', false) }) +
+            event('response.content_part.added', {
+              ...part,
+              part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+            })
+          : '';
+      const due =
+        intervalMs > 0
+          ? Math.min(UNPACED_BATCH_STEPS, Math.floor((performance.now() - t0) / intervalMs) + 1 - steps)
+          : UNPACED_BATCH_STEPS;
       for (let k = 0; k < due && g.finishReason === null; k++) {
         const first = g.tokens === 0;
         const word = VOCABULARY[g.nextWord()]!;
@@ -886,7 +1083,9 @@ class SimServer implements SimEngine {
             event('response.output_text.done', { ...part, text, logprobs: [] }) +
             event('response.content_part.done', { ...part, part: done.content[0] }) +
             event('response.output_item.done', { output_index: 0, item: done }) +
-            event(status() === 'completed' ? 'response.completed' : 'response.incomplete', { response: final([done], g.tokens) }),
+            event(status() === 'completed' ? 'response.completed' : 'response.incomplete', {
+              response: final([done], g.tokens),
+            }),
         );
         return;
       }
@@ -925,7 +1124,13 @@ class SimServer implements SimEngine {
   }
 }
 
-function sendJson(res: ServerResponse, status: number, body: string, closeConnection: boolean, extra?: Record<string, string>): void {
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  closeConnection: boolean,
+  extra?: Record<string, string>,
+): void {
   if (res.headersSent || res.writableEnded) return;
   res.writeHead(status, {
     ...JSON_HEADERS,

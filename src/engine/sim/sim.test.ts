@@ -5,7 +5,13 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import OpenAI, { AuthenticationError, BadRequestError, InternalServerError, NotFoundError, RateLimitError } from 'openai';
+import OpenAI, {
+  AuthenticationError,
+  BadRequestError,
+  InternalServerError,
+  NotFoundError,
+  RateLimitError,
+} from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { initTls } from '../../tls/init.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from './index.js';
@@ -38,7 +44,10 @@ describe('sim engine, as the OpenAI client sees it', () => {
   it('lists every served name as a model owned by llmgw-sim', async () => {
     const { client } = await start();
     const page = await client.models.list();
-    expect(page.data.map((m) => m.id), 'served names in order').toEqual(['sim-model', 'sim-alias']);
+    expect(
+      page.data.map((m) => m.id),
+      'served names in order',
+    ).toEqual(['sim-model', 'sim-alias']);
     expect(page.data.every((m) => m.owned_by === 'llmgw-sim' && m.object === 'model')).toBe(true);
   });
 
@@ -65,7 +74,11 @@ describe('sim engine, as the OpenAI client sees it', () => {
 
   it('answers a text completion, one choice per prompt of a batch', async () => {
     const { client } = await start();
-    const res = await client.completions.create({ model: 'sim-model', prompt: ['one prompt', 'another'], max_tokens: 7 });
+    const res = await client.completions.create({
+      model: 'sim-model',
+      prompt: ['one prompt', 'another'],
+      max_tokens: 7,
+    });
     expect(res.object).toBe('text_completion');
     expect(res.choices.map((c) => c.index)).toEqual([0, 1]);
     expect(res.choices[0]!.text.split(' ')).toHaveLength(7);
@@ -93,7 +106,10 @@ describe('sim engine, as the OpenAI client sees it', () => {
     const last = chunks.at(-1)!;
     expect(last.choices, 'the usage chunk has no choices').toEqual([]);
     expect(last.usage).toMatchObject({ completion_tokens: 20, prompt_tokens: 6, total_tokens: 26 });
-    expect(chunks.slice(0, -1).every((c) => c.usage === null), 'other chunks carry usage: null').toBe(true);
+    expect(
+      chunks.slice(0, -1).every((c) => c.usage === null),
+      'other chunks carry usage: null',
+    ).toBe(true);
   });
 
   it('answers a forced tool choice with one deterministic tool call, whole or streamed (the client accumulates the same call)', async () => {
@@ -102,7 +118,12 @@ describe('sim engine, as the OpenAI client sees it', () => {
       { type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object' } } },
       { type: 'function' as const, function: { name: 'other', parameters: { type: 'object' } } },
     ];
-    const whole = await client.chat.completions.create({ model: 'sim-model', messages, tools, tool_choice: { type: 'function', function: { name: 'other' } } });
+    const whole = await client.chat.completions.create({
+      model: 'sim-model',
+      messages,
+      tools,
+      tool_choice: { type: 'function', function: { name: 'other' } },
+    });
     const choice = whole.choices[0]!;
     expect(choice.finish_reason).toBe('tool_calls');
     expect(choice.message.content).toBeNull();
@@ -111,7 +132,13 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(JSON.parse(call.function.arguments)).toEqual({ seed: expect.any(Number) });
     expect(whole.usage!.completion_tokens).toBeGreaterThan(0);
     // "required" calls the first tool; the same prompt makes the same arguments.
-    const stream = client.chat.completions.stream({ model: 'sim-model', messages, tools, tool_choice: 'required', stream_options: { include_usage: true } });
+    const stream = client.chat.completions.stream({
+      model: 'sim-model',
+      messages,
+      tools,
+      tool_choice: 'required',
+      stream_options: { include_usage: true },
+    });
     const done = await stream.finalChatCompletion();
     const streamed = done.choices[0]!;
     expect(streamed.finish_reason).toBe('tool_calls');
@@ -119,9 +146,14 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(streamedCall.function).toEqual({ name: 'lookup', arguments: call.function.arguments });
     // Text as before when no tool is forced.
     expect(await chatText(client, { tools, tool_choice: 'auto' })).not.toBe('');
-    await expect(client.chat.completions.create({ model: 'sim-model', messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } } })).rejects.toThrow(
-      /`nope` is not in tools/,
-    );
+    await expect(
+      client.chat.completions.create({
+        model: 'sim-model',
+        messages,
+        tools,
+        tool_choice: { type: 'function', function: { name: 'nope' } },
+      }),
+    ).rejects.toThrow(/`nope` is not in tools/);
   });
 
   it('streams text completions with the same text as unstreamed, and no usage chunk unless asked', async () => {
@@ -144,7 +176,13 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(res.choices.map((c) => c.index)).toEqual([0, 1]);
     expect(res.choices[0]!.message.content).not.toBe(res.choices[1]!.message.content);
     expect(res.usage?.completion_tokens).toBe(12);
-    const stream = await client.chat.completions.create({ model: 'sim-model', messages, max_tokens: 6, n: 2, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'sim-model',
+      messages,
+      max_tokens: 6,
+      n: 2,
+      stream: true,
+    });
     const texts = ['', ''];
     for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.delta.content ?? '';
     expect(texts).toEqual(res.choices.map((c) => c.message.content));
@@ -159,7 +197,13 @@ describe('sim engine, as the OpenAI client sees it', () => {
       const res = await client.chat.completions.create({ model: 'sim-model', messages, max_tokens: 20, stop: [stop] });
       expect(res.choices[0]!.message.content, `stop ${JSON.stringify(stop)}`).toBe(expected);
       expect(res.choices[0]!.finish_reason).toBe('stop');
-      const stream = await client.chat.completions.create({ model: 'sim-model', messages, max_tokens: 20, stop, stream: true });
+      const stream = await client.chat.completions.create({
+        model: 'sim-model',
+        messages,
+        max_tokens: 20,
+        stop,
+        stream: true,
+      });
       let text = '';
       let reason: string | null = null;
       for await (const chunk of stream) {
@@ -179,7 +223,9 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(await chatText(b.client), 'same seed on another engine').toBe(textA);
     expect(await chatText(c.client), 'another engine seed').not.toBe(textA);
     expect(await chatText(a.client, { seed: 99 }), "the request's own seed").not.toBe(textA);
-    expect(await chatText(c.client, { seed: 99 }), "the request's seed wins over the engine's").toBe(await chatText(a.client, { seed: 99 }));
+    expect(await chatText(c.client, { seed: 99 }), "the request's seed wins over the engine's").toBe(
+      await chatText(a.client, { seed: 99 }),
+    );
   });
 
   it('embeds each input as a deterministic unit vector, in base64 (the client default) and as floats', async () => {
@@ -195,7 +241,9 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(res.data[1]!.embedding).not.toEqual(res.data[0]!.embedding);
     expect(res.usage.prompt_tokens).toBe(2 + 1 + 2);
     const floats = await client.embeddings.create({ model: 'sim-model', input: 'alpha', encoding_format: 'float' });
-    expect(floats.data[0]!.embedding.map((v) => Math.fround(v))).toEqual(res.data[0]!.embedding.map((v) => Math.fround(v)));
+    expect(floats.data[0]!.embedding.map((v) => Math.fround(v))).toEqual(
+      res.data[0]!.embedding.map((v) => Math.fround(v)),
+    );
   });
 
   it('refuses an unknown model with 404 in the error shape the client reads', async () => {
@@ -209,17 +257,23 @@ describe('sim engine, as the OpenAI client sees it', () => {
 
   it('refuses malformed bodies with 400: no messages, invalid JSON, a prompt over the context', async () => {
     const { engine, client } = await start({ maxModelLen: 10 });
-    const noMessages = await client.chat.completions.create({ model: 'sim-model', messages: [] }).catch((e: unknown) => e);
+    const noMessages = await client.chat.completions
+      .create({ model: 'sim-model', messages: [] })
+      .catch((e: unknown) => e);
     expect(noMessages).toBeInstanceOf(BadRequestError);
     expect((noMessages as BadRequestError).param).toBe('messages');
     const raw = await fetch(`${engine.url}/v1/chat/completions`, { method: 'POST', body: '{not json' });
     expect(raw.status).toBe(400);
     const body = (await raw.json()) as { error: { message: string; type: string; code: number } };
     expect(body.error).toMatchObject({ type: 'BadRequestError', code: 400 });
-    const long = await client.completions.create({ model: 'sim-model', prompt: 'x'.repeat(44) }).catch((e: unknown) => e);
+    const long = await client.completions
+      .create({ model: 'sim-model', prompt: 'x'.repeat(44) })
+      .catch((e: unknown) => e);
     expect(long, '11 prompt tokens > max-model-len 10').toBeInstanceOf(BadRequestError);
-    expect((long as BadRequestError).message).toContain("maximum context length is 10 tokens");
-    const tooMany = await client.completions.create({ model: 'sim-model', prompt: 'x'.repeat(20), max_tokens: 6 }).catch((e: unknown) => e);
+    expect((long as BadRequestError).message).toContain('maximum context length is 10 tokens');
+    const tooMany = await client.completions
+      .create({ model: 'sim-model', prompt: 'x'.repeat(20), max_tokens: 6 })
+      .catch((e: unknown) => e);
     expect(tooMany, '5 prompt + 6 completion > 10').toBeInstanceOf(BadRequestError);
     const fits = await client.completions.create({ model: 'sim-model', prompt: 'x'.repeat(20) });
     expect(fits.usage?.completion_tokens, 'the default 16 is clipped to the context left').toBe(5);
@@ -235,7 +289,9 @@ describe('sim engine, as the OpenAI client sees it', () => {
   it('refuses with 429 and Retry-After beyond max concurrency when overflow is reject', async () => {
     const { engine, client } = await start({ maxConcurrency: 1, overflow: 'reject', ttftMs: 60_000 });
     const holder = new AbortController();
-    const first = client.chat.completions.create({ model: 'sim-model', messages }, { signal: holder.signal }).catch(() => 'aborted');
+    const first = client.chat.completions
+      .create({ model: 'sim-model', messages }, { signal: holder.signal })
+      .catch(() => 'aborted');
     await waitFor('the first request to take the only slot', () => engine.stats().running === 1, promptly);
     const err = await client.chat.completions.create({ model: 'sim-model', messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RateLimitError);
@@ -248,8 +304,14 @@ describe('sim engine, as the OpenAI client sees it', () => {
   it('queues beyond max concurrency by default and reports running and waiting in vLLM metrics', async () => {
     const { engine, client } = await start({ maxConcurrency: 1, ttftMs: 60_000 });
     const controller = new AbortController();
-    const requests = [1, 2].map(() => client.chat.completions.create({ model: 'sim-model', messages }, { signal: controller.signal }).catch(() => null));
-    await waitFor('one running, one waiting', () => engine.stats().running === 1 && engine.stats().waiting === 1, promptly);
+    const requests = [1, 2].map(() =>
+      client.chat.completions.create({ model: 'sim-model', messages }, { signal: controller.signal }).catch(() => null),
+    );
+    await waitFor(
+      'one running, one waiting',
+      () => engine.stats().running === 1 && engine.stats().waiting === 1,
+      promptly,
+    );
     const metrics = await (await fetch(`${engine.url}/metrics`)).text();
     expect(metrics).toContain('vllm:num_requests_running{model_name="sim-model"} 1');
     expect(metrics).toContain('vllm:num_requests_waiting{model_name="sim-model"} 1');
@@ -268,7 +330,10 @@ describe('sim engine, as the OpenAI client sees it', () => {
       const { engine } = await start({ errorRate: 0.5, seed });
       const statuses: number[] = [];
       for (let i = 0; i < 24; i++) {
-        const res = await fetch(`${engine.url}/v1/completions`, { method: 'POST', body: '{"prompt":"x","max_tokens":1}' });
+        const res = await fetch(`${engine.url}/v1/completions`, {
+          method: 'POST',
+          body: '{"prompt":"x","max_tokens":1}',
+        });
         await res.arrayBuffer();
         statuses.push(res.status);
       }
@@ -295,7 +360,12 @@ describe('sim engine, as the OpenAI client sees it', () => {
 
   it('counts a client that goes away mid-stream as aborted, and stops generating for it', async () => {
     const { engine, client } = await start({ tokensPerSecond: 50 });
-    const stream = await client.chat.completions.create({ model: 'sim-model', messages, max_tokens: 10_000, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'sim-model',
+      messages,
+      max_tokens: 10_000,
+      stream: true,
+    });
     let received = 0;
     for await (const chunk of stream) {
       if (chunk.choices[0]?.delta.content) received++;
@@ -374,7 +444,7 @@ describe('sim engine, as the OpenAI client sees it', () => {
   });
 
   // An engine on 0.0.0.0 took requests from anyone who reached its port, skipping keys, limits and accounting (issue 17).
-  it('with --api-key, answers /v1/* only to its key in OpenAI\'s 401 shape, and leaves /health and /metrics open', async () => {
+  it("with --api-key, answers /v1/* only to its key in OpenAI's 401 shape, and leaves /health and /metrics open", async () => {
     const { engine, client } = await start({ apiKey: 'engine-secret' });
     await expect(chatText(client), 'no key (the client sends "unused")').rejects.toBeInstanceOf(AuthenticationError);
     const bare = await fetch(`${engine.url}/v1/models`);
@@ -398,15 +468,29 @@ describe('sim engine, as the OpenAI client sees it', () => {
     // A node certificate names the node, never loopback: the client asks for the node's name, as the router checks it.
     const trusting = new Agent({ connect: { ca: readFileSync(join(pki, 'ca.pem')), servername: 'n1' } });
     try {
-      const res = await request(`${engine.url}/v1/chat/completions`, { method: 'POST', dispatcher: trusting, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-model', messages, max_tokens: 3 }) });
+      const res = await request(`${engine.url}/v1/chat/completions`, {
+        method: 'POST',
+        dispatcher: trusting,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-model', messages, max_tokens: 3 }),
+      });
       expect(res.statusCode).toBe(200);
       expect(((await res.body.json()) as { choices: unknown[] }).choices).toHaveLength(1);
-      await expect(request(engine.url.replace('https:', 'http:') + '/health'), 'plain http gets no answer').rejects.toThrow();
-      await expect(request(`${engine.url}/health`), 'a client that does not trust the CA refuses the engine').rejects.toThrow(/certificate|self.signed|issuer/i);
+      await expect(
+        request(engine.url.replace('https:', 'http:') + '/health'),
+        'plain http gets no answer',
+      ).rejects.toThrow();
+      await expect(
+        request(`${engine.url}/health`),
+        'a client that does not trust the CA refuses the engine',
+      ).rejects.toThrow(/certificate|self.signed|issuer/i);
     } finally {
       await trusting.close();
     }
-    await expect(startSimEngine({ tlsCert: join(pki, 'node-n1.pem') }), 'a certificate without its key').rejects.toThrow(/tlsCert: is set without tlsKey/);
+    await expect(
+      startSimEngine({ tlsCert: join(pki, 'node-n1.pem') }),
+      'a certificate without its key',
+    ).rejects.toThrow(/tlsCert: is set without tlsKey/);
   });
 
   it('imitates llama.cpp and SGLang metric names when its flavor says so', async () => {
@@ -415,6 +499,8 @@ describe('sim engine, as the OpenAI client sees it', () => {
     expect(llamaMetrics).toContain('llamacpp:requests_processing 0');
     expect(await (await fetch(`${llama.engine.url}/health`)).json()).toEqual({ status: 'ok' });
     const sglang = await start({ flavor: 'sglang' });
-    expect(await (await fetch(`${sglang.engine.url}/metrics`)).text()).toContain('sglang:num_queue_reqs{model_name="sim-model"} 0');
+    expect(await (await fetch(`${sglang.engine.url}/metrics`)).text()).toContain(
+      'sglang:num_queue_reqs{model_name="sim-model"} 0',
+    );
   });
 });

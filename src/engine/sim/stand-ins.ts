@@ -68,7 +68,9 @@ function portOf(argv: readonly string[], names: readonly string[], fallback: num
   const text = flagValue(argv, names);
   if (text === undefined) return fallback;
   const port = Number(text);
-  return Number.isInteger(port) && port >= 0 && port <= 65535 ? port : `${names[0]}: want a port number, got ${JSON.stringify(text)}`;
+  return Number.isInteger(port) && port >= 0 && port <= 65535
+    ? port
+    : `${names[0]}: want a port number, got ${JSON.stringify(text)}`;
 }
 
 function contextOf(argv: readonly string[], names: readonly string[]): number | string {
@@ -115,11 +117,17 @@ function usage(program: string, message: string): StandInPlan {
  * default as the engines do (vLLM 8000, llama-server 8080, SGLang 30000,
  * rpc-server 50052).
  */
-export function planStandIn(program: string, argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): StandInPlan {
+export function planStandIn(
+  program: string,
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>> = {},
+): StandInPlan {
   switch (program) {
     case 'vllm':
-      if (argv[0] === '--version' || argv[0] === '-v') return { kind: 'exit', code: 0, message: '0.11.1+llmgw.stand.in', toStdout: true };
-      if (argv[0] !== 'serve') return usage('vllm', `only \`vllm serve\` is simulated, got ${JSON.stringify(argv.join(' '))}`);
+      if (argv[0] === '--version' || argv[0] === '-v')
+        return { kind: 'exit', code: 0, message: '0.11.1+llmgw.stand.in', toStdout: true };
+      if (argv[0] !== 'serve')
+        return usage('vllm', `only \`vllm serve\` is simulated, got ${JSON.stringify(argv.join(' '))}`);
       return planVllm(argv.slice(1), 'vllm', env);
     case 'llama-server':
       return planLlamaServer(argv, env);
@@ -132,18 +140,26 @@ export function planStandIn(program: string, argv: readonly string[], env: Reado
     case 'python':
     case 'python3':
       if (argv[0] === '-m' && argv[1] === 'sglang.launch_server') return planSglang(argv.slice(2));
-      if (argv[0] === '-m' && argv[1] === 'vllm.entrypoints.openai.api_server') return planVllm(argv.slice(2), program, env);
+      if (argv[0] === '-m' && argv[1] === 'vllm.entrypoints.openai.api_server')
+        return planVllm(argv.slice(2), program, env);
       return {
         kind: 'exit',
         code: 1,
         message: `${program} (llmgw stand-in): only \`-m sglang.launch_server\` and \`-m vllm.entrypoints.openai.api_server\` are simulated, got ${JSON.stringify(argv.join(' '))}`,
       };
     default:
-      return usage(program, `no stand-in is named ${JSON.stringify(program)}; there are ${STAND_IN_PROGRAMS.join(', ')}`);
+      return usage(
+        program,
+        `no stand-in is named ${JSON.stringify(program)}; there are ${STAND_IN_PROGRAMS.join(', ')}`,
+      );
   }
 }
 
-function planVllm(argv: readonly string[], program: string, env: Readonly<Record<string, string | undefined>>): StandInPlan {
+function planVllm(
+  argv: readonly string[],
+  program: string,
+  env: Readonly<Record<string, string | undefined>>,
+): StandInPlan {
   const model = argv[0] !== undefined && !argv[0].startsWith('-') ? argv[0] : flagValue(argv, ['--model']);
   if (model === undefined) return usage(program, 'no model given: pass it after `serve` or as --model');
   if (argv.includes('--headless')) return { kind: 'headless', line: `vLLM headless rank for ${model}: no API server` };
@@ -156,13 +172,22 @@ function planVllm(argv: readonly string[], program: string, env: Readonly<Record
   const tls = tlsOf(argv, '--ssl-certfile', '--ssl-keyfile');
   return {
     kind: 'serve',
-    options: { host, port, models: names && names.length > 0 ? names : [model], maxModelLen, flavor: 'vllm', ...apiKeyOf(argv, env.VLLM_API_KEY), ...tls },
+    options: {
+      host,
+      port,
+      models: names && names.length > 0 ? names : [model],
+      maxModelLen,
+      flavor: 'vllm',
+      ...apiKeyOf(argv, env.VLLM_API_KEY),
+      ...tls,
+    },
     readyLine: `INFO: Starting vLLM API server 0 on ${scheme(tls)}://${host}:{port}`,
   };
 }
 
 function planLlamaServer(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): StandInPlan {
-  if (argv.includes('--version')) return { kind: 'exit', code: 0, message: 'version: 0 (llmgw stand-in)', toStdout: true };
+  if (argv.includes('--version'))
+    return { kind: 'exit', code: 0, message: 'version: 0 (llmgw stand-in)', toStdout: true };
   const model = flagValue(argv, ['-m', '--model']);
   if (model === undefined) return usage('llama-server', 'no model given: pass -m PATH');
   const port = portOf(argv, ['--port'], 8080);
@@ -170,12 +195,25 @@ function planLlamaServer(argv: readonly string[], env: Readonly<Record<string, s
   const maxModelLen = contextOf(argv, ['-c', '--ctx-size']);
   if (typeof maxModelLen === 'string') return usage('llama-server', maxModelLen);
   const alias = flagValue(argv, ['-a', '--alias']);
-  const names = alias ? alias.split(',').map((a) => a.trim()).filter((a) => a !== '') : [];
+  const names = alias
+    ? alias
+        .split(',')
+        .map((a) => a.trim())
+        .filter((a) => a !== '')
+    : [];
   const host = flagValue(argv, ['--host']) ?? '127.0.0.1';
   const tls = tlsOf(argv, '--ssl-cert-file', '--ssl-key-file');
   return {
     kind: 'serve',
-    options: { host, port, models: names.length > 0 ? names : [model], maxModelLen, flavor: 'llamacpp', ...apiKeyOf(argv, env.LLAMA_API_KEY), ...tls },
+    options: {
+      host,
+      port,
+      models: names.length > 0 ? names : [model],
+      maxModelLen,
+      flavor: 'llamacpp',
+      ...apiKeyOf(argv, env.LLAMA_API_KEY),
+      ...tls,
+    },
     readyLine: `main: server is listening on ${scheme(tls)}://${host}:{port} - starting the main loop`,
   };
 }
@@ -211,14 +249,28 @@ function planSglang(argv: readonly string[]): StandInPlan {
   if (typeof port === 'string') return usage('sglang', port);
   const host = flagValue(argv, ['--host']) ?? '127.0.0.1';
   const rank = Number(flagValue(argv, ['--node-rank']) ?? '0');
-  if (rank >= 1) return { kind: 'health-only', host, port, line: `SGLang node rank ${rank}: dummy health server on http://${host}:{port}` };
+  if (rank >= 1)
+    return {
+      kind: 'health-only',
+      host,
+      port,
+      line: `SGLang node rank ${rank}: dummy health server on http://${host}:{port}`,
+    };
   const maxModelLen = contextOf(argv, ['--context-length']);
   if (typeof maxModelLen === 'string') return usage('sglang', maxModelLen);
   const name = flagValue(argv, ['--served-model-name']);
   return {
     kind: 'serve',
     // The command line's --api-key wins over the file's, as SGLang merges them.
-    options: { host, port, models: [name ?? model], maxModelLen, flavor: 'sglang', ...apiKeyOf(argv, fromConfig.key), ...tlsOf(argv, '--ssl-certfile', '--ssl-keyfile') },
+    options: {
+      host,
+      port,
+      models: [name ?? model],
+      maxModelLen,
+      flavor: 'sglang',
+      ...apiKeyOf(argv, fromConfig.key),
+      ...tlsOf(argv, '--ssl-certfile', '--ssl-keyfile'),
+    },
     readyLine: 'The server is fired up and ready to roll!',
   };
 }
@@ -232,7 +284,11 @@ export interface StandInRunOptions {
 }
 
 /** The body of every stand-in executable: record, then carry out the plan. Resolves with the exit code given to io.exit. */
-export async function runStandIn(program: string, argv: readonly string[], options: StandInRunOptions = {}): Promise<number> {
+export async function runStandIn(
+  program: string,
+  argv: readonly string[],
+  options: StandInRunOptions = {},
+): Promise<number> {
   const io = defaultSimCliIo(options.io);
   const recordFile = io.env.LLMGW_STANDIN_RECORD || options.recordFile;
   if (recordFile) appendStartRecord(recordFile, startRecord(program, argv, io.env));
@@ -265,7 +321,11 @@ export async function runStandIn(program: string, argv: readonly string[], optio
     case 'headless':
       return stayUp(io, plan.line, null);
     case 'tcp':
-      return stayUp(io, plan.line, { host: plan.host, port: plan.port, server: createTcpServer((socket) => socket.on('error', () => {})) });
+      return stayUp(io, plan.line, {
+        host: plan.host,
+        port: plan.port,
+        server: createTcpServer((socket) => socket.on('error', () => {})),
+      });
     case 'health-only':
       return stayUp(io, plan.line, {
         host: plan.host,
@@ -273,14 +333,22 @@ export async function runStandIn(program: string, argv: readonly string[], optio
         server: createHttpServer((req, res) => {
           const ok = req.method === 'GET' && req.url === '/health';
           res.writeHead(ok ? 200 : 404, { 'content-type': 'application/json' });
-          res.end(ok ? '{}' : '{"error":{"message":"rank ≥ 1 serves only /health; send requests to rank 0","type":"NotFoundError","param":null,"code":404}}');
+          res.end(
+            ok
+              ? '{}'
+              : '{"error":{"message":"rank ≥ 1 serves only /health; send requests to rank 0","type":"NotFoundError","param":null,"code":404}}',
+          );
         }),
       });
   }
 }
 
 /** Keeps the process up (listening on `listen` if given) until a signal, then exits 0. */
-async function stayUp(io: SimCliIo, line: string, listen: { host: string; port: number; server: TcpServer } | null): Promise<number> {
+async function stayUp(
+  io: SimCliIo,
+  line: string,
+  listen: { host: string; port: number; server: TcpServer } | null,
+): Promise<number> {
   if (listen) {
     try {
       await new Promise<void>((ok, fail) => {
@@ -288,7 +356,9 @@ async function stayUp(io: SimCliIo, line: string, listen: { host: string; port: 
         listen.server.listen({ host: listen.host, port: listen.port }, ok);
       });
     } catch (err) {
-      io.stderr.write(`cannot listen on ${listen.host}:${listen.port}: ${(err as NodeJS.ErrnoException).code ?? String(err)}\n`);
+      io.stderr.write(
+        `cannot listen on ${listen.host}:${listen.port}: ${(err as NodeJS.ErrnoException).code ?? String(err)}\n`,
+      );
       io.exit(1);
       return 1;
     }
@@ -306,7 +376,8 @@ async function stayUp(io: SimCliIo, line: string, listen: { host: string; port: 
   clearInterval(keepAlive);
   if (listen) {
     listen.server.close();
-    if ('closeAllConnections' in listen.server) (listen.server as unknown as { closeAllConnections(): void }).closeAllConnections();
+    if ('closeAllConnections' in listen.server)
+      (listen.server as unknown as { closeAllConnections(): void }).closeAllConnections();
   }
   io.exit(0);
   return 0;

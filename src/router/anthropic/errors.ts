@@ -28,7 +28,8 @@ export function toAnthropicError(body: string, status: number): string {
   let message = `the engine answered ${status}`;
   try {
     const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown; detail?: unknown };
-    if (typeof parsed.error === 'object' && parsed.error !== null && typeof parsed.error.message === 'string') message = parsed.error.message;
+    if (typeof parsed.error === 'object' && parsed.error !== null && typeof parsed.error.message === 'string')
+      message = parsed.error.message;
     else if (typeof parsed.error === 'string') message = parsed.error;
     else if (typeof parsed.message === 'string') message = parsed.message;
     else if (typeof parsed.detail === 'string') message = parsed.detail;

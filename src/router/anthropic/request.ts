@@ -64,14 +64,18 @@ const KNOWN = new Set([
 export function toChatRequest(body: unknown, forCount = false): TranslatedRequest {
   if (!isObject(body)) throw bad('body', 'the request body must be a JSON object');
   for (const key of Object.keys(body)) {
-    if (!KNOWN.has(key)) throw bad(key, `${key}: not supported by llmgw's Messages API; remove it (see the README's list of what is)`);
+    if (!KNOWN.has(key))
+      throw bad(key, `${key}: not supported by llmgw's Messages API; remove it (see the README's list of what is)`);
   }
   const model = body.model;
   if (typeof model !== 'string' || model === '') throw bad('model', 'model: is required, the model name as a string');
   const maxTokens = body.max_tokens;
-  if (forCount && maxTokens !== undefined) throw bad('max_tokens', 'max_tokens: count_tokens counts the prompt only; remove it');
-  if (!forCount && (maxTokens === undefined || maxTokens === null)) throw bad('max_tokens', 'max_tokens: is required by the Messages API; say how many tokens the answer may have');
-  if (!forCount && (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1)) throw bad('max_tokens', 'max_tokens: want a whole number of at least 1');
+  if (forCount && maxTokens !== undefined)
+    throw bad('max_tokens', 'max_tokens: count_tokens counts the prompt only; remove it');
+  if (!forCount && (maxTokens === undefined || maxTokens === null))
+    throw bad('max_tokens', 'max_tokens: is required by the Messages API; say how many tokens the answer may have');
+  if (!forCount && (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1))
+    throw bad('max_tokens', 'max_tokens: want a whole number of at least 1');
   const stream = body.stream ?? false;
   if (typeof stream !== 'boolean') throw bad('stream', 'stream: want true or false');
 
@@ -79,7 +83,10 @@ export function toChatRequest(body: unknown, forCount = false): TranslatedReques
   const system = systemText(body.system);
   if (system !== null) messages.push({ role: 'system', content: system });
   if (!Array.isArray(body.messages) || body.messages.length === 0) {
-    throw bad('messages', 'messages: is required, a non-empty list of {"role": "user" | "assistant", "content"} objects');
+    throw bad(
+      'messages',
+      'messages: is required, a non-empty list of {"role": "user" | "assistant", "content"} objects',
+    );
   }
   body.messages.forEach((m, i) => messages.push(...chatMessages(m, `messages[${i}]`)));
 
@@ -103,7 +110,8 @@ function systemText(system: unknown): string | null {
   if (Array.isArray(system)) {
     return system
       .map((b, i) => {
-        if (!isObject(b) || b.type !== 'text' || typeof b.text !== 'string') throw bad('system', `system[${i}]: want a text block {"type": "text", "text": "…"}`);
+        if (!isObject(b) || b.type !== 'text' || typeof b.text !== 'string')
+          throw bad('system', `system[${i}]: want a text block {"type": "text", "text": "…"}`);
         return b.text;
       })
       .join('\n');
@@ -113,7 +121,8 @@ function systemText(system: unknown): string | null {
 
 function stopSequences(v: unknown): string[] {
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v) || v.some((s) => typeof s !== 'string')) throw bad('stop_sequences', 'stop_sequences: want a list of strings');
+  if (!Array.isArray(v) || v.some((s) => typeof s !== 'string'))
+    throw bad('stop_sequences', 'stop_sequences: want a list of strings');
   return (v as string[]).filter((s) => s !== '');
 }
 
@@ -121,7 +130,8 @@ function stopSequences(v: unknown): string[] {
 function chatMessages(m: unknown, path: string): Json[] {
   if (!isObject(m)) throw bad('messages', `${path}: want an object with "role" and "content"`);
   const role = m.role;
-  if (role !== 'user' && role !== 'assistant') throw bad('messages', `${path}.role: want "user" or "assistant" (a system prompt goes in the top-level "system")`);
+  if (role !== 'user' && role !== 'assistant')
+    throw bad('messages', `${path}.role: want "user" or "assistant" (a system prompt goes in the top-level "system")`);
   const content = m.content;
   if (typeof content === 'string') return [{ role, content }];
   if (!Array.isArray(content)) throw bad('messages', `${path}.content: want a string or a list of content blocks`);
@@ -149,7 +159,11 @@ function userMessages(blocks: unknown[], path: string): Json[] {
     }
   });
   const out = toolMessages;
-  if (parts.length) out.push({ role: 'user', content: parts.every((p) => p.type === 'text') && parts.length === 1 ? parts[0]!.text : parts });
+  if (parts.length)
+    out.push({
+      role: 'user',
+      content: parts.every((p) => p.type === 'text') && parts.length === 1 ? parts[0]!.text : parts,
+    });
   return out;
 }
 
@@ -164,8 +178,13 @@ function assistantMessage(blocks: unknown[], path: string): Json {
         text += blockText(b, at);
         return;
       case 'tool_use': {
-        if (typeof b.id !== 'string' || typeof b.name !== 'string') throw bad('messages', `${at}: a tool_use block wants a string "id" and "name"`);
-        calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
+        if (typeof b.id !== 'string' || typeof b.name !== 'string')
+          throw bad('messages', `${at}: a tool_use block wants a string "id" and "name"`);
+        calls.push({
+          id: b.id,
+          type: 'function',
+          function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) },
+        });
         return;
       }
       case 'thinking':
@@ -181,7 +200,10 @@ function assistantMessage(blocks: unknown[], path: string): Json {
 }
 
 function unsupportedBlock(type: unknown, at: string, supported: string): LlmgwError {
-  return bad('messages', `${at}: a ${JSON.stringify(type)} block is not supported here by llmgw; this role's supported blocks are ${supported}`);
+  return bad(
+    'messages',
+    `${at}: a ${JSON.stringify(type)} block is not supported here by llmgw; this role's supported blocks are ${supported}`,
+  );
 }
 
 function blockText(b: Json, at: string): string {
@@ -191,15 +213,22 @@ function blockText(b: Json, at: string): string {
 
 function imagePart(b: Json, at: string): Json {
   const source = b.source;
-  if (isObject(source) && source.type === 'base64' && typeof source.media_type === 'string' && typeof source.data === 'string') {
+  if (
+    isObject(source) &&
+    source.type === 'base64' &&
+    typeof source.media_type === 'string' &&
+    typeof source.data === 'string'
+  ) {
     return { type: 'image_url', image_url: { url: `data:${source.media_type};base64,${source.data}` } };
   }
-  if (isObject(source) && source.type === 'url' && typeof source.url === 'string') return { type: 'image_url', image_url: { url: source.url } };
+  if (isObject(source) && source.type === 'url' && typeof source.url === 'string')
+    return { type: 'image_url', image_url: { url: source.url } };
   throw bad('messages', `${at}.source: want {"type": "base64", "media_type", "data"} or {"type": "url", "url"}`);
 }
 
 function toolResult(b: Json, at: string): Json {
-  if (typeof b.tool_use_id !== 'string') throw bad('messages', `${at}.tool_use_id: want the id of the tool_use block this answers`);
+  if (typeof b.tool_use_id !== 'string')
+    throw bad('messages', `${at}.tool_use_id: want the id of the tool_use block this answers`);
   let text: string;
   const c = b.content;
   if (c === undefined || c === null) text = '';
@@ -223,7 +252,10 @@ function tools(v: unknown): Json[] {
   return v.map((t, i) => {
     if (!isObject(t)) throw bad('tools', `tools[${i}]: want an object`);
     if (t.type !== undefined && t.type !== null && t.type !== 'custom') {
-      throw bad('tools', `tools[${i}].type: ${JSON.stringify(t.type)} is a tool Anthropic runs itself; llmgw supports only client tools (name, description, input_schema)`);
+      throw bad(
+        'tools',
+        `tools[${i}].type: ${JSON.stringify(t.type)} is a tool Anthropic runs itself; llmgw supports only client tools (name, description, input_schema)`,
+      );
     }
     if (typeof t.name !== 'string' || t.name === '') throw bad('tools', `tools[${i}].name: want a string`);
     if (!isObject(t.input_schema)) throw bad('tools', `tools[${i}].input_schema: want a JSON Schema object`);

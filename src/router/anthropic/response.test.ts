@@ -24,7 +24,11 @@ describe('stopReasonOf', () => {
 describe('toMessage', () => {
   it('text, usage, the client’s model name and an Anthropic id', () => {
     const m = toMessage(
-      { id: 'chatcmpl-abc', choices: [{ message: { content: 'hello' }, finish_reason: 'length' }], usage: { prompt_tokens: 7, completion_tokens: 3 } },
+      {
+        id: 'chatcmpl-abc',
+        choices: [{ message: { content: 'hello' }, finish_reason: 'length' }],
+        usage: { prompt_tokens: 7, completion_tokens: 3 },
+      },
       call,
       'req1',
     );
@@ -45,7 +49,13 @@ describe('toMessage', () => {
       {
         choices: [
           {
-            message: { content: null, tool_calls: [{ id: 'call_1', function: { name: 'f', arguments: '{"a":1}' } }, { function: { name: 'g', arguments: 'oops' } }] },
+            message: {
+              content: null,
+              tool_calls: [
+                { id: 'call_1', function: { name: 'f', arguments: '{"a":1}' } },
+                { function: { name: 'g', arguments: 'oops' } },
+              ],
+            },
             finish_reason: 'tool_calls',
           },
         ],
@@ -90,6 +100,9 @@ describe('errors', () => {
       error: { type: 'not_found_error', message: 'no such model' },
     });
     expect(JSON.parse(toAnthropicError('{"detail":"bad"}', 422)).error.message).toBe('bad');
-    expect(JSON.parse(toAnthropicError('<html>', 500)).error).toEqual({ type: 'api_error', message: 'the engine answered 500' });
+    expect(JSON.parse(toAnthropicError('<html>', 500)).error).toEqual({
+      type: 'api_error',
+      message: 'the engine answered 500',
+    });
   });
 });

@@ -11,7 +11,8 @@ export interface AnthropicUsage {
   output_tokens: number;
 }
 
-export type ContentBlock = { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
+export type ContentBlock =
+  { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
 
 export interface AnthropicMessage {
   id: string;
@@ -29,11 +30,16 @@ export interface AnthropicMessage {
  * vLLM reports in a choice's `stop_reason` (the stop string that ended it);
  * an engine that does not say which stop matched gets `end_turn`.
  */
-export function stopReasonOf(finish: unknown, stopMatched: unknown, call: AnthropicCall): { reason: StopReason; sequence: string | null } {
+export function stopReasonOf(
+  finish: unknown,
+  stopMatched: unknown,
+  call: AnthropicCall,
+): { reason: StopReason; sequence: string | null } {
   if (finish === 'length') return { reason: 'max_tokens', sequence: null };
   if (finish === 'tool_calls' || finish === 'function_call') return { reason: 'tool_use', sequence: null };
   if (finish === 'content_filter') return { reason: 'refusal', sequence: null };
-  if (typeof stopMatched === 'string' && call.stopSequences.includes(stopMatched)) return { reason: 'stop_sequence', sequence: stopMatched };
+  if (typeof stopMatched === 'string' && call.stopSequences.includes(stopMatched))
+    return { reason: 'stop_sequence', sequence: stopMatched };
   return { reason: 'end_turn', sequence: null };
 }
 
@@ -57,7 +63,10 @@ export function messageId(chatId: unknown, fallback: string): string {
 interface ChatCompletion {
   id?: unknown;
   choices?: Array<{
-    message?: { content?: unknown; tool_calls?: Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }> };
+    message?: {
+      content?: unknown;
+      tool_calls?: Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }>;
+    };
     finish_reason?: unknown;
     stop_reason?: unknown;
   }>;
@@ -91,7 +100,9 @@ export function toMessage(completion: ChatCompletion, call: AnthropicCall, fallb
   };
 }
 
-export function usageOf(usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined): AnthropicUsage {
+export function usageOf(
+  usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined,
+): AnthropicUsage {
   return {
     input_tokens: typeof usage?.prompt_tokens === 'number' ? usage.prompt_tokens : 0,
     output_tokens: typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : 0,

@@ -61,10 +61,18 @@ describe('MessageStreamTranslator', () => {
   it('text then a tool call: two blocks, the tool’s arguments as input_json_delta', () => {
     const got = run([
       { choices: [{ index: 0, delta: { content: 'let me check' } }] },
-      { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'call_1', function: { name: 'f', arguments: '' } }] } }] },
+      {
+        choices: [
+          { index: 0, delta: { tool_calls: [{ index: 0, id: 'call_1', function: { name: 'f', arguments: '' } }] } },
+        ],
+      },
       { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"a":' } }] } }] },
       { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '1}' } }] } }] },
-      { choices: [{ index: 0, delta: { tool_calls: [{ index: 1, id: 'call_2', function: { name: 'g', arguments: '{}' } }] } }] },
+      {
+        choices: [
+          { index: 0, delta: { tool_calls: [{ index: 1, id: 'call_2', function: { name: 'g', arguments: '{}' } }] } },
+        ],
+      },
       { choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] },
     ]);
     expect(got.map(([name, d]) => `${name}${d.index === undefined ? '' : `#${String(d.index)}`}`)).toEqual([
@@ -91,7 +99,11 @@ describe('MessageStreamTranslator', () => {
   });
 
   const stops: Array<[string, Record<string, unknown>, Record<string, unknown>]> = [
-    ['a stop sequence vLLM names', { finish_reason: 'stop', stop_reason: 'END' }, { stop_reason: 'stop_sequence', stop_sequence: 'END' }],
+    [
+      'a stop sequence vLLM names',
+      { finish_reason: 'stop', stop_reason: 'END' },
+      { stop_reason: 'stop_sequence', stop_sequence: 'END' },
+    ],
     ['max_tokens', { finish_reason: 'length' }, { stop_reason: 'max_tokens', stop_sequence: null }],
     ['no finish reason at all', {}, { stop_reason: 'end_turn', stop_sequence: null }],
   ];
@@ -105,8 +117,13 @@ describe('MessageStreamTranslator', () => {
   });
 
   it('only the first choice is translated', () => {
-    const got = run([{ choices: [{ index: 1, delta: { content: 'other' } }] }, { choices: [{ index: 0, delta: { content: 'mine' } }] }]);
-    const texts = got.filter(([name]) => name === 'content_block_delta').map(([, d]) => (d.delta as { text: string }).text);
+    const got = run([
+      { choices: [{ index: 1, delta: { content: 'other' } }] },
+      { choices: [{ index: 0, delta: { content: 'mine' } }] },
+    ]);
+    const texts = got
+      .filter(([name]) => name === 'content_block_delta')
+      .map(([, d]) => (d.delta as { text: string }).text);
     expect(texts).toEqual(['mine']);
   });
 
@@ -114,7 +131,9 @@ describe('MessageStreamTranslator', () => {
     const t = new MessageStreamTranslator(call, 'req1');
     t.push({ choices: [{ index: 0, delta: { content: 'x' } }] });
     const failed = events(t.fail('the engine stopped answering mid-response'));
-    expect(failed).toEqual([['error', { type: 'error', error: { type: 'api_error', message: 'the engine stopped answering mid-response' } }]]);
+    expect(failed).toEqual([
+      ['error', { type: 'error', error: { type: 'api_error', message: 'the engine stopped answering mid-response' } }],
+    ]);
     expect(t.end()).toBe('');
     expect(t.push({ choices: [{ index: 0, delta: { content: 'y' } }] })).toBe('');
   });

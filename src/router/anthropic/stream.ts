@@ -63,7 +63,11 @@ export class MessageStreamTranslator {
     const text = choice.delta?.content;
     if (typeof text === 'string' && text !== '') {
       if (this.open?.kind !== 'text') out += this.openBlock({ kind: 'text' }, { type: 'text', text: '' });
-      out += sseEvent('content_block_delta', { type: 'content_block_delta', index: this.blocks - 1, delta: { type: 'text_delta', text } });
+      out += sseEvent('content_block_delta', {
+        type: 'content_block_delta',
+        index: this.blocks - 1,
+        delta: { type: 'text_delta', text },
+      });
     }
     for (const tc of choice.delta?.tool_calls ?? []) {
       const chatIndex = typeof tc.index === 'number' ? tc.index : 0;
@@ -74,7 +78,11 @@ export class MessageStreamTranslator {
       }
       const args = tc.function?.arguments;
       if (typeof args === 'string' && args !== '') {
-        out += sseEvent('content_block_delta', { type: 'content_block_delta', index: this.blocks - 1, delta: { type: 'input_json_delta', partial_json: args } });
+        out += sseEvent('content_block_delta', {
+          type: 'content_block_delta',
+          index: this.blocks - 1,
+          delta: { type: 'input_json_delta', partial_json: args },
+        });
       }
     }
     if (choice.finish_reason !== null && choice.finish_reason !== undefined) {
@@ -130,7 +138,14 @@ export class MessageStreamTranslator {
     const out = this.closeBlock();
     this.open = block;
     this.blocks++;
-    return out + sseEvent('content_block_start', { type: 'content_block_start', index: this.blocks - 1, content_block: contentBlock });
+    return (
+      out +
+      sseEvent('content_block_start', {
+        type: 'content_block_start',
+        index: this.blocks - 1,
+        content_block: contentBlock,
+      })
+    );
   }
 
   private closeBlock(): string {

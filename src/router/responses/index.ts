@@ -4,7 +4,15 @@
 // the response store, the native pass-through) is the router's. Errors need
 // nothing of their own: the Responses API answers in OpenAI's error shape,
 // the router's own (../errors.ts).
-export { parseRequest, itemReferences, toChat, toNative, type ResponsesRequest, type ResponsesCall, type TranslatedResponsesRequest } from './request.js';
+export {
+  parseRequest,
+  itemReferences,
+  toChat,
+  toNative,
+  type ResponsesRequest,
+  type ResponsesCall,
+  type TranslatedResponsesRequest,
+} from './request.js';
 export {
   toResponse,
   keptItems,

@@ -74,18 +74,35 @@ const RequestSchema = z.looseObject({
   instructions: z.string({ error: 'want a string' }).nullish(),
   tools: z.array(z.unknown(), { error: 'want a list of tools' }).nullish(),
   tool_choice: z.unknown().optional(),
-  text: z.looseObject({ format: z.unknown().optional() }, { error: 'want an object such as {"format": {"type": "text"}}' }).nullish(),
+  text: z
+    .looseObject({ format: z.unknown().optional() }, { error: 'want an object such as {"format": {"type": "text"}}' })
+    .nullish(),
   max_output_tokens: positiveInt.nullish(),
   temperature: z.number({ error: 'want a number' }).min(0, 'want 0 to 2').max(2, 'want 0 to 2').nullish(),
   top_p: z.number({ error: 'want a number' }).min(0, 'want 0 to 1').max(1, 'want 0 to 1').nullish(),
-  top_logprobs: z.number({ error: 'want a whole number' }).int('want a whole number').min(0, 'want 0 to 20').max(20, 'want 0 to 20').nullish(),
+  top_logprobs: z
+    .number({ error: 'want a whole number' })
+    .int('want a whole number')
+    .min(0, 'want 0 to 20')
+    .max(20, 'want 0 to 20')
+    .nullish(),
   parallel_tool_calls: z.boolean({ error: 'want true or false' }).nullish(),
-  reasoning: z.looseObject({ effort: z.string({ error: 'want a string such as "low"' }).nullish() }, { error: 'want an object such as {"effort": "low"}' }).nullish(),
+  reasoning: z
+    .looseObject(
+      { effort: z.string({ error: 'want a string such as "low"' }).nullish() },
+      { error: 'want an object such as {"effort": "low"}' },
+    )
+    .nullish(),
   user: z.string({ error: 'want a string' }).optional(),
-  metadata: z.record(z.string(), z.string({ error: 'want string values' }), { error: 'want an object of string values' }).nullish(),
+  metadata: z
+    .record(z.string(), z.string({ error: 'want string values' }), { error: 'want an object of string values' })
+    .nullish(),
   stream: z.boolean({ error: 'want true or false' }).nullish(),
   store: z.boolean({ error: 'want true or false' }).nullish(),
-  previous_response_id: z.string({ error: 'want a response id such as "resp_…"' }).min(1, 'want a response id').nullish(),
+  previous_response_id: z
+    .string({ error: 'want a response id such as "resp_…"' })
+    .min(1, 'want a response id')
+    .nullish(),
   background: z.boolean({ error: 'want true or false' }).nullish(),
   truncation: z.enum(['auto', 'disabled'], { error: 'want "disabled"' }).nullish(),
   include: z.array(z.string({ error: 'want strings' }), { error: 'want a list of strings' }).nullish(),
@@ -97,7 +114,11 @@ const RequestSchema = z.looseObject({
  * default with store:false) and input image URLs (kept as sent anyway).
  * The rest name outputs of OpenAI's built-in tools.
  */
-const INCLUDABLE = new Set(['message.output_text.logprobs', 'reasoning.encrypted_content', 'message.input_image.image_url']);
+const INCLUDABLE = new Set([
+  'message.output_text.logprobs',
+  'reasoning.encrypted_content',
+  'message.input_image.image_url',
+]);
 
 /**
  * Parses a Responses body (already JSON); throws LLMGW_BAD_REQUEST naming
@@ -113,16 +134,34 @@ export function parseRequest(body: unknown): ResponsesRequest {
     throw bad(param, describeIssues(RequestSchema, parsed.error).join('; '));
   }
   const b = parsed.data;
-  if (b.background === true) throw bad('background', 'background: background mode is not supported by llmgw; remove it and wait for the answer, or stream it');
+  if (b.background === true)
+    throw bad(
+      'background',
+      'background: background mode is not supported by llmgw; remove it and wait for the answer, or stream it',
+    );
   if (b.conversation !== undefined && b.conversation !== null) {
-    throw bad('conversation', 'conversation: the Conversations API is not supported by llmgw; continue a conversation with previous_response_id instead');
+    throw bad(
+      'conversation',
+      'conversation: the Conversations API is not supported by llmgw; continue a conversation with previous_response_id instead',
+    );
   }
-  if (b.prompt !== undefined && b.prompt !== null) throw bad('prompt', 'prompt: stored prompt templates are not supported by llmgw; send the text as instructions and input');
+  if (b.prompt !== undefined && b.prompt !== null)
+    throw bad(
+      'prompt',
+      'prompt: stored prompt templates are not supported by llmgw; send the text as instructions and input',
+    );
   if (b.truncation === 'auto') {
-    throw bad('truncation', 'truncation: "auto" is not supported by llmgw (a conversation longer than the context is refused, not cut); remove it or set "disabled"');
+    throw bad(
+      'truncation',
+      'truncation: "auto" is not supported by llmgw (a conversation longer than the context is refused, not cut); remove it or set "disabled"',
+    );
   }
   for (const value of b.include ?? []) {
-    if (!INCLUDABLE.has(value)) throw bad('include', `include: ${JSON.stringify(value)} is not supported by llmgw (it names output of OpenAI's built-in tools); supported: ${[...INCLUDABLE].join(', ')}`);
+    if (!INCLUDABLE.has(value))
+      throw bad(
+        'include',
+        `include: ${JSON.stringify(value)} is not supported by llmgw (it names output of OpenAI's built-in tools); supported: ${[...INCLUDABLE].join(', ')}`,
+      );
   }
   if (b.tools) chatTools(b.tools);
   if (b.tool_choice !== undefined && b.tool_choice !== null) chatToolChoice(b.tool_choice);
@@ -132,11 +171,13 @@ export function parseRequest(body: unknown): ResponsesRequest {
     typeof b.input === 'string'
       ? [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: b.input }] }]
       : (b.input ?? []).map((item, i) => {
-          if (!isObject(item)) throw bad('input', `input[${i}]: want an item object such as {"role": "user", "content": "…"}`);
+          if (!isObject(item))
+            throw bad('input', `input[${i}]: want an item object such as {"role": "user", "content": "…"}`);
           return item;
         });
   const previousResponseId = b.previous_response_id ?? null;
-  if (input.length === 0 && previousResponseId === null) throw bad('input', 'input: is required, a string or a non-empty list of input items');
+  if (input.length === 0 && previousResponseId === null)
+    throw bad('input', 'input: is required, a string or a non-empty list of input items');
   // Checked now (references left for toChat, which knows the conversation they point into).
   chatMessages(input, true);
   return { body: b, model: b.model, stream: b.stream ?? false, store: b.store ?? true, previousResponseId, input };
@@ -144,7 +185,9 @@ export function parseRequest(body: unknown): ResponsesRequest {
 
 /** The ids this request's item_reference items name: what to look up (ResponseStore.findItems) before translating. */
 export function itemReferences(request: ResponsesRequest): string[] {
-  return request.input.filter((item) => item.type === 'item_reference' && typeof item.id === 'string').map((item) => item.id as string);
+  return request.input
+    .filter((item) => item.type === 'item_reference' && typeof item.id === 'string')
+    .map((item) => item.id as string);
 }
 
 /**
@@ -154,19 +197,31 @@ export function itemReferences(request: ResponsesRequest): string[] {
  * `previousItems`, else in `referenced` (the key's kept output items, by
  * id); one found in neither is refused.
  */
-export function toChat(request: ResponsesRequest, previousItems: readonly unknown[] = [], referenced: ReadonlyMap<string, unknown> = new Map()): TranslatedResponsesRequest {
+export function toChat(
+  request: ResponsesRequest,
+  previousItems: readonly unknown[] = [],
+  referenced: ReadonlyMap<string, unknown> = new Map(),
+): TranslatedResponsesRequest {
   const b = request.body;
   const items = conversation(request, previousItems, referenced);
   const messages: Json[] = [];
-  if (typeof b.instructions === 'string' && b.instructions !== '') messages.push({ role: 'system', content: b.instructions });
+  if (typeof b.instructions === 'string' && b.instructions !== '')
+    messages.push({ role: 'system', content: b.instructions });
   for (const m of chatMessages(items, false)) {
     // Leading system text (instructions, then system or developer items) as one message: many chat templates refuse a second.
     const last = messages.at(-1);
-    if (m.role === 'system' && last?.role === 'system' && messages.length === 1 && typeof last.content === 'string' && typeof m.content === 'string') {
+    if (
+      m.role === 'system' &&
+      last?.role === 'system' &&
+      messages.length === 1 &&
+      typeof last.content === 'string' &&
+      typeof m.content === 'string'
+    ) {
       last.content = `${last.content}\n\n${m.content}`;
     } else messages.push(m);
   }
-  if (!messages.some((m) => m.role !== 'system')) throw bad('input', 'input: the conversation has no message to answer; send at least one input item');
+  if (!messages.some((m) => m.role !== 'system'))
+    throw bad('input', 'input: the conversation has no message to answer; send at least one input item');
 
   const chat: Json = { model: request.model, messages, stream: request.stream };
   // The translator builds the answer's usage from the stream's last chunk.
@@ -217,7 +272,10 @@ function callOf(request: ResponsesRequest, items: readonly Json[]): ResponsesCal
     metadata: b.metadata ?? {},
     parallel_tool_calls: b.parallel_tool_calls ?? true,
     previous_response_id: request.previousResponseId,
-    reasoning: { effort: isObject(b.reasoning) && typeof b.reasoning.effort === 'string' ? b.reasoning.effort : null, summary: null },
+    reasoning: {
+      effort: isObject(b.reasoning) && typeof b.reasoning.effort === 'string' ? b.reasoning.effort : null,
+      summary: null,
+    },
     store: request.store,
     // null: the engine's own default applied.
     temperature: b.temperature ?? null,
@@ -228,11 +286,22 @@ function callOf(request: ResponsesRequest, items: readonly Json[]): ResponsesCal
     truncation: 'disabled',
   };
   if (typeof b.user === 'string') echo.user = b.user;
-  return { model: request.model, stream: request.stream, store: request.store, previousResponseId: request.previousResponseId, items, echo };
+  return {
+    model: request.model,
+    stream: request.stream,
+    store: request.store,
+    previousResponseId: request.previousResponseId,
+    items,
+    echo,
+  };
 }
 
 /** The previous items then this request's input, every item_reference replaced by the item it names. */
-function conversation(request: ResponsesRequest, previousItems: readonly unknown[], referenced: ReadonlyMap<string, unknown>): Json[] {
+function conversation(
+  request: ResponsesRequest,
+  previousItems: readonly unknown[],
+  referenced: ReadonlyMap<string, unknown>,
+): Json[] {
   const previous = previousItems.filter(isObject);
   const byId = new Map<string, Json>();
   for (const [id, item] of referenced) if (isObject(item)) byId.set(id, item);
@@ -268,9 +337,12 @@ function chatMessages(items: readonly Json[], check: boolean): Json[] {
         return;
       }
       case 'function_call': {
-        if (typeof item.call_id !== 'string' || item.call_id === '') throw bad('input', `${at}.call_id: want the call's id, a string`);
-        if (typeof item.name !== 'string' || item.name === '') throw bad('input', `${at}.name: want the function's name, a string`);
-        if (typeof item.arguments !== 'string') throw bad('input', `${at}.arguments: want the arguments as a JSON string`);
+        if (typeof item.call_id !== 'string' || item.call_id === '')
+          throw bad('input', `${at}.call_id: want the call's id, a string`);
+        if (typeof item.name !== 'string' || item.name === '')
+          throw bad('input', `${at}.name: want the function's name, a string`);
+        if (typeof item.arguments !== 'string')
+          throw bad('input', `${at}.arguments: want the arguments as a JSON string`);
         const call = { id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } };
         if (!assistant) {
           assistant = { role: 'assistant', content: null };
@@ -289,7 +361,8 @@ function chatMessages(items: readonly Json[], check: boolean): Json[] {
         return;
       case 'item_reference':
         if (check) {
-          if (typeof item.id !== 'string' || item.id === '') throw bad('input', `${at}.id: want the id of the item referred to`);
+          if (typeof item.id !== 'string' || item.id === '')
+            throw bad('input', `${at}.id: want the id of the item referred to`);
           return;
         }
         throw bad('input', `${at}: an item_reference that was not resolved`);
@@ -315,7 +388,8 @@ function chatMessage(item: Json, at: string): Json {
   const parts = content.map((p, k) => contentPart(p, `${at}.content[${k}]`, role));
   if (parts.every((p) => p.type === 'text')) {
     // One string: system and assistant turns are plain text in every chat template; a user's text reads the same joined.
-    if (chatRole !== 'user' || parts.length === 1) return { role: chatRole, content: parts.map((p) => p.text).join('\n') };
+    if (chatRole !== 'user' || parts.length === 1)
+      return { role: chatRole, content: parts.map((p) => p.text).join('\n') };
   }
   return { role: chatRole, content: parts };
 }
@@ -334,25 +408,37 @@ function contentPart(p: unknown, at: string, role: string): Json {
     case 'input_image': {
       if (role !== 'user') throw bad('input', `${at}: an image is supported only in a user message`);
       if (typeof p.file_id === 'string' && p.file_id !== '') {
-        throw bad('input', `${at}.file_id: files are not supported by llmgw (it has no Files API); send the image as image_url, a URL or a data: URL`);
+        throw bad(
+          'input',
+          `${at}.file_id: files are not supported by llmgw (it has no Files API); send the image as image_url, a URL or a data: URL`,
+        );
       }
-      if (typeof p.image_url !== 'string' || p.image_url === '') throw bad('input', `${at}.image_url: want the image's URL or a data: URL`);
+      if (typeof p.image_url !== 'string' || p.image_url === '')
+        throw bad('input', `${at}.image_url: want the image's URL or a data: URL`);
       const image: Json = { url: p.image_url };
       // 'original' has no chat counterpart: the engine's default applies.
       if (p.detail === 'low' || p.detail === 'high' || p.detail === 'auto') image.detail = p.detail;
       return { type: 'image_url', image_url: image };
     }
     case 'input_file':
-      throw bad('input', `${at}: files are not supported by llmgw (it has no Files API); send the file's text as input_text`);
+      throw bad(
+        'input',
+        `${at}: files are not supported by llmgw (it has no Files API); send the file's text as input_text`,
+      );
     default:
       break;
   }
-  const supported = role === 'assistant' ? 'output_text and refusal' : role === 'user' ? 'input_text and input_image' : 'input_text';
-  throw bad('input', `${at}: a ${JSON.stringify(p.type)} part is not supported here by llmgw; this role's supported parts are ${supported}`);
+  const supported =
+    role === 'assistant' ? 'output_text and refusal' : role === 'user' ? 'input_text and input_image' : 'input_text';
+  throw bad(
+    'input',
+    `${at}: a ${JSON.stringify(p.type)} part is not supported here by llmgw; this role's supported parts are ${supported}`,
+  );
 }
 
 function toolMessage(item: Json, at: string): Json {
-  if (typeof item.call_id !== 'string' || item.call_id === '') throw bad('input', `${at}.call_id: want the call_id of the function_call this answers`);
+  if (typeof item.call_id !== 'string' || item.call_id === '')
+    throw bad('input', `${at}.call_id: want the call_id of the function_call this answers`);
   const output = item.output;
   let text: string;
   if (typeof output === 'string') text = output;
@@ -361,7 +447,10 @@ function toolMessage(item: Json, at: string): Json {
     text = output
       .map((part, k) => {
         if (isObject(part) && part.type === 'input_text' && typeof part.text === 'string') return part.text;
-        throw bad('input', `${at}.output[${k}]: only input_text parts are supported in a function_call_output by llmgw`);
+        throw bad(
+          'input',
+          `${at}.output[${k}]: only input_text parts are supported in a function_call_output by llmgw`,
+        );
       })
       .join('\n');
   } else throw bad('input', `${at}.output: want a string or a list of input_text parts`);
@@ -371,14 +460,16 @@ function toolMessage(item: Json, at: string): Json {
 function chatTools(tools: readonly unknown[]): Json[] {
   return tools.map((t, i) => {
     const at = `tools[${i}]`;
-    if (!isObject(t)) throw bad('tools', `${at}: want a tool object such as {"type": "function", "name", "parameters"}`);
+    if (!isObject(t))
+      throw bad('tools', `${at}: want a tool object such as {"type": "function", "name", "parameters"}`);
     if (t.type !== 'function') {
       throw bad(
         'tools',
         `${at}.type: ${JSON.stringify(t.type)} is a tool OpenAI runs on its own servers; llmgw serves only function tools ({"type": "function", "name", "parameters"}), run by the client`,
       );
     }
-    if (typeof t.name !== 'string' || t.name === '') throw bad('tools', `${at}.name: want the function's name, a string`);
+    if (typeof t.name !== 'string' || t.name === '')
+      throw bad('tools', `${at}.name: want the function's name, a string`);
     const fn: Json = { name: t.name };
     if (typeof t.description === 'string') fn.description = t.description;
     if (t.parameters !== undefined && t.parameters !== null) {
@@ -393,11 +484,15 @@ function chatTools(tools: readonly unknown[]): Json[] {
 function chatToolChoice(v: unknown): unknown {
   if (v === 'auto' || v === 'none' || v === 'required') return v;
   if (isObject(v) && v.type === 'function') {
-    if (typeof v.name !== 'string' || v.name === '') throw bad('tool_choice', 'tool_choice.name: want the name of the function to call');
+    if (typeof v.name !== 'string' || v.name === '')
+      throw bad('tool_choice', 'tool_choice.name: want the name of the function to call');
     return { type: 'function', function: { name: v.name } };
   }
   const what = isObject(v) ? `{"type": ${JSON.stringify(v.type)}}` : JSON.stringify(v);
-  throw bad('tool_choice', `tool_choice: ${what} is not supported by llmgw; want "auto", "none", "required" or {"type": "function", "name"}`);
+  throw bad(
+    'tool_choice',
+    `tool_choice: ${what} is not supported by llmgw; want "auto", "none", "required" or {"type": "function", "name"}`,
+  );
 }
 
 function responseFormat(format: unknown): Json | null {
@@ -408,7 +503,8 @@ function responseFormat(format: unknown): Json | null {
     case 'json_object':
       return { type: 'json_object' };
     case 'json_schema': {
-      if (typeof format.name !== 'string' || format.name === '') throw bad('text', 'text.format.name: want the schema\'s name, a string');
+      if (typeof format.name !== 'string' || format.name === '')
+        throw bad('text', "text.format.name: want the schema's name, a string");
       if (!isObject(format.schema)) throw bad('text', 'text.format.schema: want a JSON Schema object');
       const schema: Json = { name: format.name, schema: format.schema };
       if (typeof format.description === 'string') schema.description = format.description;
@@ -416,6 +512,9 @@ function responseFormat(format: unknown): Json | null {
       return { type: 'json_schema', json_schema: schema };
     }
     default:
-      throw bad('text', `text.format.type: want "text", "json_object" or "json_schema", got ${JSON.stringify(format.type)}`);
+      throw bad(
+        'text',
+        `text.format.type: want "text", "json_object" or "json_schema", got ${JSON.stringify(format.type)}`,
+      );
   }
 }

@@ -5,14 +5,28 @@ import { describe, expect, it } from 'vitest';
 import { parseRequest, toChat } from './request.js';
 import { keptItems, toResponse, usageOf } from './response.js';
 
-const call = toChat(parseRequest({ model: 'alias', input: 'hi', instructions: 'be brief', max_output_tokens: 32, metadata: { a: 'b' }, user: 'u' })).call;
+const call = toChat(
+  parseRequest({
+    model: 'alias',
+    input: 'hi',
+    instructions: 'be brief',
+    max_output_tokens: 32,
+    metadata: { a: 'b' },
+    user: 'u',
+  }),
+).call;
 
 describe('toResponse', () => {
   it('text becomes a message item, usage the Responses names, the request its echoes', () => {
     const r = toResponse(
       {
         choices: [{ message: { content: 'hello' }, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 5, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 3 }, completion_tokens_details: { reasoning_tokens: 1 } },
+        usage: {
+          prompt_tokens: 5,
+          completion_tokens: 2,
+          prompt_tokens_details: { cached_tokens: 3 },
+          completion_tokens_details: { reasoning_tokens: 1 },
+        },
       },
       call,
       { id: 'resp_x', createdAtS: 1700000000 },
@@ -31,10 +45,22 @@ describe('toResponse', () => {
       user: 'u',
       store: true,
       previous_response_id: null,
-      usage: { input_tokens: 5, input_tokens_details: { cached_tokens: 3 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 1 }, total_tokens: 7 },
+      usage: {
+        input_tokens: 5,
+        input_tokens_details: { cached_tokens: 3 },
+        output_tokens: 2,
+        output_tokens_details: { reasoning_tokens: 1 },
+        total_tokens: 7,
+      },
     });
     expect(r.output).toEqual([
-      { id: expect.stringMatching(/^msg_[0-9a-f]{32}$/), type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'hello', annotations: [] }] },
+      {
+        id: expect.stringMatching(/^msg_[0-9a-f]{32}$/),
+        type: 'message',
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: 'hello', annotations: [] }],
+      },
     ]);
   });
 
@@ -66,9 +92,29 @@ describe('toResponse', () => {
     );
     expect(r.status).toBe('completed');
     expect(r.output).toEqual([
-      { id: expect.stringMatching(/^rs_/), type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: 'think' }], status: 'completed' },
-      { id: expect.stringMatching(/^fc_/), type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}', status: 'completed' },
-      { id: expect.stringMatching(/^fc_/), type: 'function_call', call_id: 'call_2', name: 'get_time', arguments: '{}', status: 'completed' },
+      {
+        id: expect.stringMatching(/^rs_/),
+        type: 'reasoning',
+        summary: [],
+        content: [{ type: 'reasoning_text', text: 'think' }],
+        status: 'completed',
+      },
+      {
+        id: expect.stringMatching(/^fc_/),
+        type: 'function_call',
+        call_id: 'call_1',
+        name: 'get_weather',
+        arguments: '{"city":"Oslo"}',
+        status: 'completed',
+      },
+      {
+        id: expect.stringMatching(/^fc_/),
+        type: 'function_call',
+        call_id: 'call_2',
+        name: 'get_time',
+        arguments: '{}',
+        status: 'completed',
+      },
     ]);
   });
 
@@ -102,24 +148,45 @@ describe('toResponse', () => {
           {
             message: { content: 'a' },
             finish_reason: 'stop',
-            logprobs: { content: [{ token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [{ token: 'a', logprob: -0.5, bytes: [97] }] }] },
+            logprobs: {
+              content: [
+                { token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [{ token: 'a', logprob: -0.5, bytes: [97] }] },
+              ],
+            },
           },
         ],
       },
       call,
     );
-    expect(r.output[0]).toMatchObject({ content: [{ logprobs: [{ token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [{ token: 'a', logprob: -0.5, bytes: [97] }] }] }] });
+    expect(r.output[0]).toMatchObject({
+      content: [
+        {
+          logprobs: [
+            { token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [{ token: 'a', logprob: -0.5, bytes: [97] }] },
+          ],
+        },
+      ],
+    });
   });
 
   it('absent usage counts zero', () => {
-    expect(usageOf(undefined)).toEqual({ input_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 0 });
+    expect(usageOf(undefined)).toEqual({
+      input_tokens: 0,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 0,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 0,
+    });
   });
 });
 
 describe('keptItems', () => {
   it('is the previous conversation, this input, then this output', () => {
     const previous = [{ type: 'message', role: 'user', content: 'first' }];
-    const { call: next } = toChat(parseRequest({ model: 'm', input: 'second', previous_response_id: 'resp_1' }), previous);
+    const { call: next } = toChat(
+      parseRequest({ model: 'm', input: 'second', previous_response_id: 'resp_1' }),
+      previous,
+    );
     const r = toResponse({ choices: [{ message: { content: 'answer' }, finish_reason: 'stop' }] }, next);
     expect(keptItems(next, r)).toEqual([
       previous[0],
@@ -127,7 +194,10 @@ describe('keptItems', () => {
       r.output[0],
     ]);
     // And the kept items continue the conversation as chat messages.
-    const { chat } = toChat(parseRequest({ model: 'm', input: 'third', previous_response_id: r.id }), keptItems(next, r));
+    const { chat } = toChat(
+      parseRequest({ model: 'm', input: 'third', previous_response_id: r.id }),
+      keptItems(next, r),
+    );
     expect(chat.messages).toEqual([
       { role: 'user', content: 'first' },
       { role: 'user', content: 'second' },
@@ -143,7 +213,10 @@ describe('the openai SDK reads a translated answer', () => {
       {
         choices: [
           {
-            message: { content: 'Checking.', tool_calls: [{ id: 'call_1', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+            message: {
+              content: 'Checking.',
+              tool_calls: [{ id: 'call_1', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+            },
             finish_reason: 'tool_calls',
           },
         ],
@@ -157,10 +230,18 @@ describe('the openai SDK reads a translated answer', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
-      const client = new OpenAI({ baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const client = new OpenAI({
+        baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+        apiKey: 'unused',
+        maxRetries: 0,
+      });
       const r = await client.responses.create({ model: 'alias', input: 'hi' });
       expect(r.output_text).toBe('Checking.');
-      expect(r.output.filter((o) => o.type === 'function_call').map((o) => [o.call_id, o.name, JSON.parse(o.arguments) as unknown])).toEqual([['call_1', 'get_weather', { city: 'Oslo' }]]);
+      expect(
+        r.output
+          .filter((o) => o.type === 'function_call')
+          .map((o) => [o.call_id, o.name, JSON.parse(o.arguments) as unknown]),
+      ).toEqual([['call_1', 'get_weather', { city: 'Oslo' }]]);
       expect(r.usage?.total_tokens).toBe(7);
     } finally {
       await new Promise((resolve) => server.close(resolve));

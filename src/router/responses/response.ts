@@ -122,13 +122,24 @@ export function reasoningItem(id: string, text: string, status: 'completed' | 'i
   return { id, type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text }], status };
 }
 
-export function messageItem(id: string, text: string, status: 'completed' | 'incomplete' | 'in_progress', logprobs?: Json[]): Json {
+export function messageItem(
+  id: string,
+  text: string,
+  status: 'completed' | 'incomplete' | 'in_progress',
+  logprobs?: Json[],
+): Json {
   const part: Json = { type: 'output_text', text, annotations: [] };
   if (logprobs) part.logprobs = logprobs;
   return { id, type: 'message', status, role: 'assistant', content: [part] };
 }
 
-export function functionCallItem(id: string, callId: string, name: string, args: string, status: 'completed' | 'incomplete' | 'in_progress'): Json {
+export function functionCallItem(
+  id: string,
+  callId: string,
+  name: string,
+  args: string,
+  status: 'completed' | 'incomplete' | 'in_progress',
+): Json {
   return { id, type: 'function_call', call_id: callId, name, arguments: args, status };
 }
 
@@ -148,7 +159,11 @@ interface ChatCompletion {
 }
 
 /** The whole answer. Only the first choice is translated: Responses has no `n`. */
-export function toResponse(completion: ChatCompletion, call: ResponsesCall, identity: ResponseIdentity = {}): ResponseObject {
+export function toResponse(
+  completion: ChatCompletion,
+  call: ResponsesCall,
+  identity: ResponseIdentity = {},
+): ResponseObject {
   const choice = completion.choices?.[0];
   const m = choice?.message;
   const status = statusOf(choice?.finish_reason);
@@ -157,9 +172,23 @@ export function toResponse(completion: ChatCompletion, call: ResponsesCall, iden
   const reasoning = reasoningOf(m);
   if (reasoning !== '') output.push(reasoningItem(newId('rs'), reasoning, itemStatus));
   const text = typeof m?.content === 'string' ? m.content : '';
-  if (text !== '') output.push(messageItem(newId('msg'), text, itemStatus, choice?.logprobs?.content ? logprobsOf(choice.logprobs.content) : undefined));
+  if (text !== '')
+    output.push(
+      messageItem(
+        newId('msg'),
+        text,
+        itemStatus,
+        choice?.logprobs?.content ? logprobsOf(choice.logprobs.content) : undefined,
+      ),
+    );
   else if (typeof m?.refusal === 'string' && m.refusal !== '') {
-    output.push({ id: newId('msg'), type: 'message', status: itemStatus, role: 'assistant', content: [{ type: 'refusal', refusal: m.refusal }] });
+    output.push({
+      id: newId('msg'),
+      type: 'message',
+      status: itemStatus,
+      role: 'assistant',
+      content: [{ type: 'refusal', refusal: m.refusal }],
+    });
   }
   for (const [i, tc] of (m?.tool_calls ?? []).entries()) {
     const callId = typeof tc.id === 'string' && tc.id !== '' ? tc.id : `call_${i}_${newId('fc').slice(3)}`;

@@ -42,10 +42,38 @@ const tools = [
   { choices: [{ index: 0, delta: { reasoning_content: 'I should ' }, finish_reason: null }] },
   { choices: [{ index: 0, delta: { reasoning_content: 'look' }, finish_reason: null }] },
   { choices: [{ index: 0, delta: { content: 'Checking.' }, finish_reason: null }] },
-  { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }, finish_reason: null }] },
-  { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null }] },
-  { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] },
-  { choices: [{ index: 0, delta: { tool_calls: [{ index: 1, id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '{}' } }] }, finish_reason: null }] },
+  {
+    choices: [
+      {
+        index: 0,
+        delta: {
+          tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }],
+        },
+        finish_reason: null,
+      },
+    ],
+  },
+  {
+    choices: [
+      { index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }, finish_reason: null },
+    ],
+  },
+  {
+    choices: [
+      { index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }, finish_reason: null },
+    ],
+  },
+  {
+    choices: [
+      {
+        index: 0,
+        delta: {
+          tool_calls: [{ index: 1, id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '{}' } }],
+        },
+        finish_reason: null,
+      },
+    ],
+  },
   { choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] },
   usage,
 ];
@@ -67,11 +95,29 @@ describe('ResponseStreamTranslator', () => {
       'response.completed',
     ]);
     expect(got.map(([, d]) => d.sequence_number)).toEqual(got.map((_, i) => i));
-    expect(got[0]![1].response).toMatchObject({ id: 'resp_t', status: 'in_progress', model: 'alias', output: [], max_output_tokens: 50 });
+    expect(got[0]![1].response).toMatchObject({
+      id: 'resp_t',
+      status: 'in_progress',
+      model: 'alias',
+      output: [],
+      max_output_tokens: 50,
+    });
     expect(got[6]![1]).toMatchObject({ output_index: 0, content_index: 0, text: 'Hello' });
     const done = got.at(-1)![1].response as Record<string, unknown>;
-    expect(done).toMatchObject({ id: 'resp_t', status: 'completed', usage: { input_tokens: 5, output_tokens: 2, total_tokens: 7 } });
-    expect(done.output).toEqual([{ id: got[2]![1].item && (got[2]![1].item as { id: string }).id, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Hello', annotations: [] }] }]);
+    expect(done).toMatchObject({
+      id: 'resp_t',
+      status: 'completed',
+      usage: { input_tokens: 5, output_tokens: 2, total_tokens: 7 },
+    });
+    expect(done.output).toEqual([
+      {
+        id: got[2]![1].item && (got[2]![1].item as { id: string }).id,
+        type: 'message',
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: 'Hello', annotations: [] }],
+      },
+    ]);
     expect(t.done).toBe(true);
     expect(t.response, 'the final response is kept for the store').toEqual(done);
     expect(t.end(), 'the end is written once').toBe('');
@@ -112,15 +158,27 @@ describe('ResponseStreamTranslator', () => {
     expect(output).toMatchObject([
       { type: 'reasoning', content: [{ type: 'reasoning_text', text: 'I should look' }] },
       { type: 'message', content: [{ type: 'output_text', text: 'Checking.' }] },
-      { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}', status: 'completed' },
+      {
+        type: 'function_call',
+        call_id: 'call_1',
+        name: 'get_weather',
+        arguments: '{"city":"Oslo"}',
+        status: 'completed',
+      },
       { type: 'function_call', call_id: 'call_2', name: 'get_time', arguments: '{}', status: 'completed' },
     ]);
   });
 
   it('a stream cut by max tokens ends response.incomplete', () => {
-    const got = events(translate([{ choices: [{ index: 0, delta: { content: 'a' }, finish_reason: 'length' }] }, usage]));
+    const got = events(
+      translate([{ choices: [{ index: 0, delta: { content: 'a' }, finish_reason: 'length' }] }, usage]),
+    );
     expect(got.at(-1)![0]).toBe('response.incomplete');
-    expect(got.at(-1)![1].response).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' }, output: [{ status: 'incomplete' }] });
+    expect(got.at(-1)![1].response).toMatchObject({
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+      output: [{ status: 'incomplete' }],
+    });
   });
 
   it('a stream that breaks ends response.failed, with what was written so far', () => {
@@ -158,7 +216,11 @@ describe('the openai SDK reads the translated stream', () => {
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    client = new OpenAI({ baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: 'unused', maxRetries: 0 });
+    client = new OpenAI({
+      baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+      apiKey: 'unused',
+      maxRetries: 0,
+    });
   });
   afterAll(async () => {
     await new Promise((resolve) => server.close(resolve));

@@ -93,16 +93,28 @@ export class ResponseStreamTranslator {
       if (this.open?.kind !== 'reasoning') out += this.openItem({ kind: 'reasoning', id: newId('rs'), text: '' });
       const item = this.open as Extract<OpenItem, { kind: 'reasoning' }>;
       item.text += reasoning;
-      out += this.event('response.reasoning_text.delta', { item_id: item.id, output_index: this.output.length, content_index: 0, delta: reasoning });
+      out += this.event('response.reasoning_text.delta', {
+        item_id: item.id,
+        output_index: this.output.length,
+        content_index: 0,
+        delta: reasoning,
+      });
     }
     const text = choice.delta?.content;
     if (typeof text === 'string' && text !== '') {
-      if (this.open?.kind !== 'message') out += this.openItem({ kind: 'message', id: newId('msg'), text: '', logprobs: null });
+      if (this.open?.kind !== 'message')
+        out += this.openItem({ kind: 'message', id: newId('msg'), text: '', logprobs: null });
       const item = this.open as Extract<OpenItem, { kind: 'message' }>;
       item.text += text;
       const logprobs = choice.logprobs?.content ? logprobsOf(choice.logprobs.content) : [];
       if (choice.logprobs?.content) item.logprobs = [...(item.logprobs ?? []), ...logprobs];
-      out += this.event('response.output_text.delta', { item_id: item.id, output_index: this.output.length, content_index: 0, delta: text, logprobs });
+      out += this.event('response.output_text.delta', {
+        item_id: item.id,
+        output_index: this.output.length,
+        content_index: 0,
+        delta: text,
+        logprobs,
+      });
     }
     for (const tc of choice.delta?.tool_calls ?? []) {
       const chatIndex = typeof tc.index === 'number' ? tc.index : 0;
@@ -115,7 +127,11 @@ export class ResponseStreamTranslator {
       const args = tc.function?.arguments;
       if (typeof args === 'string' && args !== '') {
         item.args += args;
-        out += this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: this.output.length, delta: args });
+        out += this.event('response.function_call_arguments.delta', {
+          item_id: item.id,
+          output_index: this.output.length,
+          delta: args,
+        });
       }
     }
     if (choice.finish_reason !== null && choice.finish_reason !== undefined) this.finish = choice.finish_reason;
@@ -129,7 +145,12 @@ export class ResponseStreamTranslator {
     // The item the token limit cut is incomplete, as in the whole answer.
     let out = this.start() + this.closeItem(status.status === 'completed' ? 'completed' : 'incomplete');
     this.ended = true;
-    const response: ResponseObject = { ...this.shell, ...status, output: [...this.output], usage: this.usage ?? usageOf(null) };
+    const response: ResponseObject = {
+      ...this.shell,
+      ...status,
+      output: [...this.output],
+      usage: this.usage ?? usageOf(null),
+    };
     this.final = response;
     out += this.event(status.status === 'completed' ? 'response.completed' : 'response.incomplete', { response });
     return out;
@@ -166,7 +187,10 @@ export class ResponseStreamTranslator {
   private start(): string {
     if (this.started) return '';
     this.started = true;
-    return this.event('response.created', { response: this.shell }) + this.event('response.in_progress', { response: this.shell });
+    return (
+      this.event('response.created', { response: this.shell }) +
+      this.event('response.in_progress', { response: this.shell })
+    );
   }
 
   private openItem(item: OpenItem): string {
@@ -175,9 +199,19 @@ export class ResponseStreamTranslator {
     const at = { output_index: this.output.length };
     out += this.event('response.output_item.added', { ...at, item: this.itemOf(item, 'in_progress') });
     if (item.kind === 'message') {
-      out += this.event('response.content_part.added', { item_id: item.id, ...at, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+      out += this.event('response.content_part.added', {
+        item_id: item.id,
+        ...at,
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [] },
+      });
     } else if (item.kind === 'reasoning') {
-      out += this.event('response.content_part.added', { item_id: item.id, ...at, content_index: 0, part: { type: 'reasoning_text', text: '' } });
+      out += this.event('response.content_part.added', {
+        item_id: item.id,
+        ...at,
+        content_index: 0,
+        part: { type: 'reasoning_text', text: '' },
+      });
     }
     return out;
   }
@@ -189,13 +223,22 @@ export class ResponseStreamTranslator {
     const at = { item_id: item.id, output_index: this.output.length };
     let out = '';
     if (item.kind === 'message') {
-      out += this.event('response.output_text.done', { ...at, content_index: 0, text: item.text, logprobs: item.logprobs ?? [] });
+      out += this.event('response.output_text.done', {
+        ...at,
+        content_index: 0,
+        text: item.text,
+        logprobs: item.logprobs ?? [],
+      });
       const part: Json = { type: 'output_text', text: item.text, annotations: [] };
       if (item.logprobs) part.logprobs = item.logprobs;
       out += this.event('response.content_part.done', { ...at, content_index: 0, part });
     } else if (item.kind === 'reasoning') {
       out += this.event('response.reasoning_text.done', { ...at, content_index: 0, text: item.text });
-      out += this.event('response.content_part.done', { ...at, content_index: 0, part: { type: 'reasoning_text', text: item.text } });
+      out += this.event('response.content_part.done', {
+        ...at,
+        content_index: 0,
+        part: { type: 'reasoning_text', text: item.text },
+      });
     } else {
       out += this.event('response.function_call_arguments.done', { ...at, name: item.name, arguments: item.args });
     }

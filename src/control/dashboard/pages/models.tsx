@@ -8,7 +8,8 @@ import { ReplicaTable } from './replicas.js';
 import { ModelWhyPanel } from './why.js';
 
 export function ModelsPage({ models }: { models: ModelView[] }) {
-  if (!models.length) return <Empty>The catalog is empty. Add a model with `llmgw ctl models add` or the catalog file.</Empty>;
+  if (!models.length)
+    return <Empty>The catalog is empty. Add a model with `llmgw ctl models add` or the catalog file.</Empty>;
   return (
     <table id="models">
       <thead>
@@ -63,15 +64,53 @@ export function ModelPage({ data }: { data: ModelData }) {
       <Panel title="Model" id="model">
         <table class="details">
           <tbody>
-            <tr><th>Name</th><td>{m.name}</td></tr>
-            <tr><th>Aliases</th><td><Val v={m.aliases?.join(', ')} /></td></tr>
-            <tr><th>Source</th><td class="mono">{m.source}</td></tr>
-            <tr><th>Replicas ready / total</th><td data-field="replicas">{m.ready_replicas}/{m.total_replicas}</td></tr>
-            <tr><th>Scaling</th><td>min {m.min_replicas}, max {m.max_replicas}, target {d.scaling.targetInflight} in flight per replica, idle timeout {d.scaling.idleTimeoutMs === null ? 'none' : `${d.scaling.idleTimeoutMs / 1000} s`}</td></tr>
-            <tr><th>Fallbacks</th><td><Val v={m.fallbacks?.join(' → ')} /></td></tr>
-            <tr><th>Routing</th><td>{d.routing}</td></tr>
-            <tr><th>Endpoints</th><td data-field="endpoints">{d.endpoints.join(', ')}</td></tr>
-            <tr><th>Origin</th><td><Val v={m.origin} unknown="unknown" /></td></tr>
+            <tr>
+              <th>Name</th>
+              <td>{m.name}</td>
+            </tr>
+            <tr>
+              <th>Aliases</th>
+              <td>
+                <Val v={m.aliases?.join(', ')} />
+              </td>
+            </tr>
+            <tr>
+              <th>Source</th>
+              <td class="mono">{m.source}</td>
+            </tr>
+            <tr>
+              <th>Replicas ready / total</th>
+              <td data-field="replicas">
+                {m.ready_replicas}/{m.total_replicas}
+              </td>
+            </tr>
+            <tr>
+              <th>Scaling</th>
+              <td>
+                min {m.min_replicas}, max {m.max_replicas}, target {d.scaling.targetInflight} in flight per replica,
+                idle timeout {d.scaling.idleTimeoutMs === null ? 'none' : `${d.scaling.idleTimeoutMs / 1000} s`}
+              </td>
+            </tr>
+            <tr>
+              <th>Fallbacks</th>
+              <td>
+                <Val v={m.fallbacks?.join(' → ')} />
+              </td>
+            </tr>
+            <tr>
+              <th>Routing</th>
+              <td>{d.routing}</td>
+            </tr>
+            <tr>
+              <th>Endpoints</th>
+              <td data-field="endpoints">{d.endpoints.join(', ')}</td>
+            </tr>
+            <tr>
+              <th>Origin</th>
+              <td>
+                <Val v={m.origin} unknown="unknown" />
+              </td>
+            </tr>
           </tbody>
         </table>
       </Panel>
@@ -136,7 +175,9 @@ export function ModelPage({ data }: { data: ModelData }) {
             </tbody>
           </table>
         ) : (
-          !explain.placed && <Empty>Placement has not rejected it: it may not have been tried yet, or its min replicas is 0.</Empty>
+          !explain.placed && (
+            <Empty>Placement has not rejected it: it may not have been tried yet, or its min replicas is 0.</Empty>
+          )
         )}
       </Panel>
       <Panel title="Replicas" id="replicas-panel">

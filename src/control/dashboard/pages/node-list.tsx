@@ -35,20 +35,28 @@ export function NodeListPage({ page, filter, ctx }: { page: NodeListData; filter
   return (
     <>
       <NodeFilter filter={filter} />
-      {page.nodes.length === 0 && narrowed ? <Empty>No node matches this filter.</Empty> : <NodesPage nodes={page.nodes} ctx={ctx} />}
+      {page.nodes.length === 0 && narrowed ? (
+        <Empty>No node matches this filter.</Empty>
+      ) : (
+        <NodesPage nodes={page.nodes} ctx={ctx} />
+      )}
       {(page.total > 0 || filter.has('after')) && (
         <p id="node-page">
           <span data-field="shown">{`Showing ${page.nodes.length} of ${page.total} node${page.total === 1 ? '' : 's'}${narrowed ? ' that match' : ''}.`}</span>
           {filter.has('after') && (
             <>
               {' '}
-              <a id="first-page" href={pageHref(filter, null)}>First page</a>
+              <a id="first-page" href={pageHref(filter, null)}>
+                First page
+              </a>
             </>
           )}
           {page.next !== null && (
             <>
               {' '}
-              <a id="next-page" href={pageHref(filter, page.next)}>Next page</a>
+              <a id="next-page" href={pageHref(filter, page.next)}>
+                Next page
+              </a>
             </>
           )}
         </p>
@@ -60,7 +68,9 @@ export function NodeListPage({ page, filter, ctx }: { page: NodeListData; filter
 function NodeFilter({ filter }: { filter: URLSearchParams }) {
   const state = filter.getAll('state').join(',');
   // A state written into the URL by hand (cordoned,draining) stays chosen rather than falling back to "any".
-  const choices = STATE_CHOICES.some(([v]) => v === state) ? STATE_CHOICES : [...STATE_CHOICES, [state, state] as const];
+  const choices = STATE_CHOICES.some(([v]) => v === state)
+    ? STATE_CHOICES
+    : [...STATE_CHOICES, [state, state] as const];
   const [label, ...moreLabels] = filter.getAll('label');
   const limit = filter.get('limit');
   return (

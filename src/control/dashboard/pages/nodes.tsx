@@ -16,14 +16,31 @@ export function GpuBar({ n }: { n: NodeView }) {
 
 export function DiskBar({ n }: { n: NodeView }) {
   if (n.disk_total_gb === undefined || n.disk_free_gb === undefined) return <Unknown text="unknown" />;
-  return <Bar used={n.disk_total_gb - n.disk_free_gb} total={n.disk_total_gb} label={`${n.disk_free_gb}/${n.disk_total_gb} GiB free`} />;
+  return (
+    <Bar
+      used={n.disk_total_gb - n.disk_free_gb}
+      total={n.disk_total_gb}
+      label={`${n.disk_free_gb}/${n.disk_total_gb} GiB free`}
+    />
+  );
 }
 
 /** RAM available (the kernel's MemAvailable) of the total; the total alone when available is not reported. */
 export function RamBar({ n }: { n: NodeView }) {
   if (n.memory_gb === undefined) return <Unknown text="unknown" />;
-  if (n.memory_free_gb === undefined) return <>{`${n.memory_gb} GiB`} <Unknown text="(free unknown)" /></>;
-  return <Bar used={n.memory_gb - n.memory_free_gb} total={n.memory_gb} label={`${n.memory_free_gb}/${n.memory_gb} GiB free`} />;
+  if (n.memory_free_gb === undefined)
+    return (
+      <>
+        {`${n.memory_gb} GiB`} <Unknown text="(free unknown)" />
+      </>
+    );
+  return (
+    <Bar
+      used={n.memory_gb - n.memory_free_gb}
+      total={n.memory_gb}
+      label={`${n.memory_free_gb}/${n.memory_gb} GiB free`}
+    />
+  );
 }
 
 /** What holds a node back beside its admin state: a pending approval, GPUs changed since it was approved. Empty when nothing. */
@@ -32,7 +49,8 @@ export function Membership({ n }: { n: NodeView }) {
     <>
       {n.approval === 'pending' && (
         <strong class="error" data-field="approval" title={`llmgw ctl nodes approve ${n.id}`}>
-          {' '}pending approval
+          {' '}
+          pending approval
         </strong>
       )}
       {n.hardware_change && (
@@ -46,7 +64,8 @@ export function Membership({ n }: { n: NodeView }) {
 }
 
 export function NodesPage({ nodes, ctx }: { nodes: NodeView[]; ctx: PageContext }) {
-  if (!nodes.length) return <Empty>No node has joined yet. Start `llmgw agent` with the join token on a machine.</Empty>;
+  if (!nodes.length)
+    return <Empty>No node has joined yet. Start `llmgw agent` with the join token on a machine.</Empty>;
   return (
     <table id="nodes">
       <thead>
@@ -94,7 +113,15 @@ export function NodesPage({ nodes, ctx }: { nodes: NodeView[]; ctx: PageContext 
             <td data-field="disk">
               <DiskBar n={n} />
             </td>
-            <td>{n.unhealthy_gpus?.length ? <span class="error">{n.unhealthy_gpus.join('; ')}</span> : n.gpu_probe_error ? <span class="error">{n.gpu_probe_error}</span> : 'none'}</td>
+            <td>
+              {n.unhealthy_gpus?.length ? (
+                <span class="error">{n.unhealthy_gpus.join('; ')}</span>
+              ) : n.gpu_probe_error ? (
+                <span class="error">{n.gpu_probe_error}</span>
+              ) : (
+                'none'
+              )}
+            </td>
             <td data-field="replicas">{n.replicas}</td>
             <td data-field="agent">
               <Val v={n.agent_version} unknown="unknown" />
@@ -118,18 +145,78 @@ export function NodePage({ data, ctx }: { data: NodeData; ctx: PageContext }) {
       <Panel title="Node" id="node">
         <table class="details">
           <tbody>
-            <tr><th>Id</th><td>{n.id}</td></tr>
-            <tr><th>Hostname</th><td><Val v={n.hostname} unknown="unknown" /></td></tr>
-            <tr><th>Management address</th><td><Val v={n.mgmt_addr} unknown="unknown" /></td></tr>
-            <tr><th>State</th><td data-field="state"><State value={n.state} /><Membership n={n} /> <NodeActions ctx={ctx} nodeId={n.id} state={n.state} /></td></tr>
-            <tr><th>Liveness</th><td><State value={n.liveness} /> (last heartbeat {n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'})</td></tr>
-            <tr><th>GPUs</th><td><GpuBar n={n} /></td></tr>
-            <tr><th>GPU classes</th><td><Val v={n.gpu_classes?.join(', ')} /></td></tr>
-            <tr><th>RAM</th><td data-field="ram"><RamBar n={n} /></td></tr>
-            <tr><th>Disk (local, for weights)</th><td><DiskBar n={n} /> <a href={`/nodes/${encodeURIComponent(n.id)}/disks`} id="disk-link">where it went</a></td></tr>
-            <tr><th>Fabrics</th><td><Val v={n.fabrics?.join(', ')} /></td></tr>
-            <tr><th>Agent version</th><td><Val v={n.agent_version} unknown="unknown" /></td></tr>
-            <tr><th>Replicas</th><td>{n.replicas}</td></tr>
+            <tr>
+              <th>Id</th>
+              <td>{n.id}</td>
+            </tr>
+            <tr>
+              <th>Hostname</th>
+              <td>
+                <Val v={n.hostname} unknown="unknown" />
+              </td>
+            </tr>
+            <tr>
+              <th>Management address</th>
+              <td>
+                <Val v={n.mgmt_addr} unknown="unknown" />
+              </td>
+            </tr>
+            <tr>
+              <th>State</th>
+              <td data-field="state">
+                <State value={n.state} />
+                <Membership n={n} /> <NodeActions ctx={ctx} nodeId={n.id} state={n.state} />
+              </td>
+            </tr>
+            <tr>
+              <th>Liveness</th>
+              <td>
+                <State value={n.liveness} /> (last heartbeat {n.last_seen_ago ? `${n.last_seen_ago} ago` : 'never'})
+              </td>
+            </tr>
+            <tr>
+              <th>GPUs</th>
+              <td>
+                <GpuBar n={n} />
+              </td>
+            </tr>
+            <tr>
+              <th>GPU classes</th>
+              <td>
+                <Val v={n.gpu_classes?.join(', ')} />
+              </td>
+            </tr>
+            <tr>
+              <th>RAM</th>
+              <td data-field="ram">
+                <RamBar n={n} />
+              </td>
+            </tr>
+            <tr>
+              <th>Disk (local, for weights)</th>
+              <td>
+                <DiskBar n={n} />{' '}
+                <a href={`/nodes/${encodeURIComponent(n.id)}/disks`} id="disk-link">
+                  where it went
+                </a>
+              </td>
+            </tr>
+            <tr>
+              <th>Fabrics</th>
+              <td>
+                <Val v={n.fabrics?.join(', ')} />
+              </td>
+            </tr>
+            <tr>
+              <th>Agent version</th>
+              <td>
+                <Val v={n.agent_version} unknown="unknown" />
+              </td>
+            </tr>
+            <tr>
+              <th>Replicas</th>
+              <td>{n.replicas}</td>
+            </tr>
           </tbody>
         </table>
       </Panel>

@@ -100,7 +100,8 @@ export function OverviewPage({ data }: { data: OverviewData }) {
           <ul>
             {failed.map((r) => (
               <li>
-                {r.id} of <a href={`/models/${encodeURIComponent(r.model)}`}>{r.model}</a>: <span class="error">{r.error ?? 'no error reported'}</span>
+                {r.id} of <a href={`/models/${encodeURIComponent(r.model)}`}>{r.model}</a>:{' '}
+                <span class="error">{r.error ?? 'no error reported'}</span>
               </li>
             ))}
           </ul>

@@ -10,7 +10,13 @@ function Fetch({ s }: { s: ShardView }) {
   const done = bytes(f.bytes_done);
   const speed = f.bytes_per_second ? ` at ${bytes(f.bytes_per_second)}/s` : '';
   if (f.total_bytes) {
-    return <Bar used={f.bytes_done} total={f.total_bytes} label={`${f.percent ?? Math.floor((100 * f.bytes_done) / f.total_bytes)}% of ${bytes(f.total_bytes)}${speed}`} />;
+    return (
+      <Bar
+        used={f.bytes_done}
+        total={f.total_bytes}
+        label={`${f.percent ?? Math.floor((100 * f.bytes_done) / f.total_bytes)}% of ${bytes(f.total_bytes)}${speed}`}
+      />
+    );
   }
   return (
     <span>
@@ -59,7 +65,9 @@ export function ReplicaTable({ replicas }: { replicas: ReplicaView[] }) {
           <th>Endpoint</th>
           <th>Age</th>
           <th>Idle</th>
-          <th title="requests waiting in the engine for a free sequence / generating, as the engine last reported">Queue (wait/run)</th>
+          <th title="requests waiting in the engine for a free sequence / generating, as the engine last reported">
+            Queue (wait/run)
+          </th>
           <th title="KV-cache use, as the engine last reported">KV</th>
           <th>Error</th>
           <th>Shards</th>
@@ -86,7 +94,9 @@ export function ReplicaTable({ replicas }: { replicas: ReplicaView[] }) {
             <td>{seconds(r.age_seconds)}</td>
             <td data-field="idle">{r.idle_seconds < 0 ? <Unknown /> : seconds(r.idle_seconds)}</td>
             <td data-field="queue">{r.load ? `${r.load.waiting}/${r.load.running}` : <Unknown />}</td>
-            <td data-field="kv">{r.load?.kv_usage === undefined ? <Unknown /> : `${Math.round(r.load.kv_usage * 100)}%`}</td>
+            <td data-field="kv">
+              {r.load?.kv_usage === undefined ? <Unknown /> : `${Math.round(r.load.kv_usage * 100)}%`}
+            </td>
             <td>{r.error ? <span class="error">{r.error}</span> : ''}</td>
             <td>
               <Shards shards={r.shards} />
@@ -99,6 +109,7 @@ export function ReplicaTable({ replicas }: { replicas: ReplicaView[] }) {
 }
 
 export function ReplicasPage({ replicas }: { replicas: ReplicaView[] }) {
-  if (!replicas.length) return <Empty>No replicas. Models with min replicas above 0 get some once a node fits them.</Empty>;
+  if (!replicas.length)
+    return <Empty>No replicas. Models with min replicas above 0 get some once a node fits them.</Empty>;
   return <ReplicaTable replicas={replicas} />;
 }

@@ -49,7 +49,8 @@ export function TrafficPage({ view, usage }: { view: TrafficView; usage: Endpoin
                     <Val v={seconds(m.ttftP50s)} /> / <Val v={seconds(m.ttftP95s)} /> / <Val v={seconds(m.ttftP99s)} />
                   </td>
                   <td>
-                    <Val v={seconds(m.durationP50s)} /> / <Val v={seconds(m.durationP95s)} /> / <Val v={seconds(m.durationP99s)} />
+                    <Val v={seconds(m.durationP50s)} /> / <Val v={seconds(m.durationP95s)} /> /{' '}
+                    <Val v={seconds(m.durationP99s)} />
                   </td>
                 </tr>
               ))}

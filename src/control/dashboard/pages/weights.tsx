@@ -26,7 +26,9 @@ function OrphanTable({ view }: { view: OrphansView }) {
                   <td class="mono">{e.path}</td>
                   <td class="mono">{e.source ?? <Unknown text="unknown" />}</td>
                   <td>{e.size_bytes === undefined ? <Unknown text="unknown" /> : bytes(e.size_bytes)}</td>
-                  <td>{e.last_used_ms === undefined ? <Unknown text="unknown" /> : new Date(e.last_used_ms).toISOString()}</td>
+                  <td>
+                    {e.last_used_ms === undefined ? <Unknown text="unknown" /> : new Date(e.last_used_ms).toISOString()}
+                  </td>
                 </tr>
               ))}
             </tbody>
@@ -49,8 +51,8 @@ export function WeightsPage({ view }: { view: OrphansView }) {
   return (
     <>
       <p id="orphans-total">
-        {bytes(view.total_bytes)} reclaimable on {view.nodes.length} node{view.nodes.length === 1 ? '' : 's'} (entries without a reported size add nothing).{' '}
-        <a href="/weights/collect">Collect on every node…</a>
+        {bytes(view.total_bytes)} reclaimable on {view.nodes.length} node{view.nodes.length === 1 ? '' : 's'} (entries
+        without a reported size add nothing). <a href="/weights/collect">Collect on every node…</a>
       </p>
       {view.nodes.map((n) => (
         <p>
@@ -63,14 +65,23 @@ export function WeightsPage({ view }: { view: OrphansView }) {
   );
 }
 
-export function CollectConfirmPage({ view, node, ctx }: { view: OrphansView; node: string | undefined; ctx: PageContext }) {
+export function CollectConfirmPage({
+  view,
+  node,
+  ctx,
+}: {
+  view: OrphansView;
+  node: string | undefined;
+  ctx: PageContext;
+}) {
   if (!view.nodes.length) return <Empty>Nothing to collect{node ? ` on ${node}` : ''}: no orphans are reported.</Empty>;
   const count = view.nodes.reduce((s, n) => s + n.entries.length, 0);
   return (
     <>
       <p class="problem">
-        Each node below will be asked to remove these {count} entries ({bytes(view.total_bytes)}). The list is computed again when you
-        confirm, so a model added meanwhile keeps its weights, and each node checks every path again and may refuse.
+        Each node below will be asked to remove these {count} entries ({bytes(view.total_bytes)}). The list is computed
+        again when you confirm, so a model added meanwhile keeps its weights, and each node checks every path again and
+        may refuse.
       </p>
       <OrphanTable view={view} />
       <form method="post" action="/weights/collect">
@@ -89,8 +100,8 @@ export function CollectResultPage({ summary }: { summary: CollectSummary }) {
   return (
     <>
       <p id="collect-summary">
-        Asked to remove {summary.asked}; removed {summary.removed} ({bytes(summary.bytes_freed)} freed); refused {summary.refused}; {summary.unreachable}{' '}
-        node{summary.unreachable === 1 ? '' : 's'} unreachable.
+        Asked to remove {summary.asked}; removed {summary.removed} ({bytes(summary.bytes_freed)} freed); refused{' '}
+        {summary.refused}; {summary.unreachable} node{summary.unreachable === 1 ? '' : 's'} unreachable.
       </p>
       {summary.nodes.map((n) => (
         <Panel title={n.node}>

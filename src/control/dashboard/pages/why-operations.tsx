@@ -3,7 +3,14 @@
 // and why it failed, where a node's disk went, what changed and who did it,
 // and whether a new model would fit and where. Causes are sentences; absent
 // numbers read "unknown", never 0.
-import type { AuditView, DiskWeightsView, ModelPlansView, NodeDisksView, RequestRecordView, RequestsView } from '../../../api/types.js';
+import type {
+  AuditView,
+  DiskWeightsView,
+  ModelPlansView,
+  NodeDisksView,
+  RequestRecordView,
+  RequestsView,
+} from '../../../api/types.js';
 import { bytes, CsrfField, Empty, type PageContext, Panel, Unknown, Val } from '../components.js';
 
 export function RequestsPage({ view, filter }: { view: RequestsView; filter: { model?: string; failed?: boolean } }) {
@@ -14,7 +21,8 @@ export function RequestsPage({ view, filter }: { view: RequestsView; filter: { m
           <input name="id" placeholder="x-request-id" size={40} /> <button type="submit">Show</button>
         </form>
         <p id="request-scope">
-          This control plane ({view.instance}) keeps the last {view.capacity} requests in memory and holds {view.kept}; another control plane keeps its own.{' '}
+          This control plane ({view.instance}) keeps the last {view.capacity} requests in memory and holds {view.kept};
+          another control plane keeps its own.{' '}
           {filter.failed ? <a href="/requests">Show all</a> : <a href="/requests?failed=true">Show only failed</a>}
         </p>
       </Panel>
@@ -81,7 +89,9 @@ export function RequestPage({ r }: { r: RequestRecordView }) {
             <tr>
               <th>Served by</th>
               <td data-field="replica">
-                {r.replica ? `replica ${r.replica}${r.nodes?.length ? ` on ${r.nodes.join(', ')}` : ''}${r.fallback ? ` (fallback ${r.fallback})` : ''}` : 'no replica'}
+                {r.replica
+                  ? `replica ${r.replica}${r.nodes?.length ? ` on ${r.nodes.join(', ')}` : ''}${r.fallback ? ` (fallback ${r.fallback})` : ''}`
+                  : 'no replica'}
               </td>
             </tr>
             <tr>
@@ -111,14 +121,16 @@ export function RequestPage({ r }: { r: RequestRecordView }) {
             <tr>
               <th>Time</th>
               <td>
-                {r.duration_ms} ms in all{r.held_ms !== undefined ? `, ${r.held_ms} ms waiting for a replica to start` : ''}
+                {r.duration_ms} ms in all
+                {r.held_ms !== undefined ? `, ${r.held_ms} ms waiting for a replica to start` : ''}
                 {r.ttft_ms !== undefined ? `, first byte after ${r.ttft_ms} ms` : ''}
               </td>
             </tr>
             <tr>
               <th>Tokens</th>
               <td>
-                <Val v={r.prompt_tokens} unknown="unknown" /> prompt, <Val v={r.completion_tokens} unknown="unknown" /> completion
+                <Val v={r.prompt_tokens} unknown="unknown" /> prompt, <Val v={r.completion_tokens} unknown="unknown" />{' '}
+                completion
               </td>
             </tr>
           </tbody>
@@ -205,7 +217,8 @@ export function DisksPage({ view }: { view: NodeDisksView }) {
           ))}
         </ul>
         <p>
-          <a href={`/nodes/${encodeURIComponent(view.node)}`}>Back to node {view.node}</a> · <a href="/weights">Orphans and collect</a>
+          <a href={`/nodes/${encodeURIComponent(view.node)}`}>Back to node {view.node}</a> ·{' '}
+          <a href="/weights">Orphans and collect</a>
         </p>
       </Panel>
       {view.disks.map((d) => (
@@ -215,7 +228,8 @@ export function DisksPage({ view }: { view: NodeDisksView }) {
               <tr>
                 <th>Used of total</th>
                 <td data-field="used">
-                  {bytes(d.used_bytes) ?? 'unknown'} of {bytes(d.total_bytes) ?? 'unknown'} ({bytes(d.free_bytes) ?? 'unknown'} free)
+                  {bytes(d.used_bytes) ?? 'unknown'} of {bytes(d.total_bytes) ?? 'unknown'} (
+                  {bytes(d.free_bytes) ?? 'unknown'} free)
                 </td>
               </tr>
               <tr>
@@ -252,13 +266,21 @@ export function DisksPage({ view }: { view: NodeDisksView }) {
   );
 }
 
-export function AuditPage({ view, query }: { view: AuditView; query: { since?: string; actor?: string; action?: string } }) {
+export function AuditPage({
+  view,
+  query,
+}: {
+  view: AuditView;
+  query: { since?: string; actor?: string; action?: string };
+}) {
   return (
     <>
       <Panel title="Filter" id="audit-filter">
         <form method="get" action="/audit">
-          since <input name="since" value={query.since ?? ''} placeholder="24h" size={10} /> actor <input name="actor" value={query.actor ?? ''} size={16} /> action{' '}
-          <input name="action" value={query.action ?? ''} placeholder="node." size={16} /> <button type="submit">Filter</button>
+          since <input name="since" value={query.since ?? ''} placeholder="24h" size={10} /> actor{' '}
+          <input name="actor" value={query.actor ?? ''} size={16} /> action{' '}
+          <input name="action" value={query.action ?? ''} placeholder="node." size={16} />{' '}
+          <button type="submit">Filter</button>
         </form>
       </Panel>
       <Panel title="Changes, newest first" id="audit">
@@ -297,15 +319,24 @@ export function AuditPage({ view, query }: { view: AuditView; query: { since?: s
 
 export function PlanFormPage({ ctx, text, problem }: { ctx: PageContext; text?: string; problem?: string }) {
   return (
-    <Panel title="A model definition, as for `llmgw ctl plan FILE` (YAML or JSON; one model, a list, or {models: [...]})" id="plan-form">
-      {problem && <p class="problem" id="plan-problem">{problem}</p>}
+    <Panel
+      title="A model definition, as for `llmgw ctl plan FILE` (YAML or JSON; one model, a list, or {models: [...]})"
+      id="plan-form"
+    >
+      {problem && (
+        <p class="problem" id="plan-problem">
+          {problem}
+        </p>
+      )}
       <form method="post" action="/models/plan">
         <CsrfField ctx={ctx} />
         <textarea name="definition" rows={14} cols={100}>
           {text ?? ''}
         </textarea>
         <p>
-          <button type="submit" id="plan-submit">Plan (adds nothing)</button>
+          <button type="submit" id="plan-submit">
+            Plan (adds nothing)
+          </button>
         </p>
       </form>
     </Panel>
@@ -318,11 +349,14 @@ export function PlanResultPage({ ctx, text, view }: { ctx: PageContext; text: st
       {view.models.map((m) => (
         <Panel title={m.name} id={`plan-${m.name}`}>
           <p data-field="verdict" class={m.placed.length < m.wanted ? 'error' : undefined}>
-            {m.wanted === 0 ? 'scaling.min is 0: nothing starts until a request arrives' : `${m.placed.length}/${m.wanted} replica(s) would be placed`}
+            {m.wanted === 0
+              ? 'scaling.min is 0: nothing starts until a request arrives'
+              : `${m.placed.length}/${m.wanted} replica(s) would be placed`}
           </p>
           {m.placed.map((r) => (
             <p data-field="placed">
-              profile {r.profile}: {r.shards.map((s) => `${s.node} (GPUs ${s.gpus.length ? s.gpus.join(',') : 'none, CPU'})`).join(' + ')}
+              profile {r.profile}:{' '}
+              {r.shards.map((s) => `${s.node} (GPUs ${s.gpus.length ? s.gpus.join(',') : 'none, CPU'})`).join(' + ')}
             </p>
           ))}
           {m.explain && <pre data-field="explain">{m.explain}</pre>}

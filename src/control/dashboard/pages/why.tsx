@@ -21,7 +21,8 @@ export function ModelWhyPanel({ explain }: { explain: ExplainView }) {
   return (
     <Panel title="Why" id="why">
       <p>
-        <span data-field="ready">{explain.ready_replicas ?? '?'}</span> ready, min <span data-field="min">{explain.min_replicas ?? '?'}</span>
+        <span data-field="ready">{explain.ready_replicas ?? '?'}</span> ready, min{' '}
+        <span data-field="min">{explain.min_replicas ?? '?'}</span>
         {explain.profiles?.map((p) => (
           <span data-profile={p.profile}>
             {'; '}profile {p.profile}: {p.nodes_fit}/{p.node_count} nodes fit
