@@ -1,5 +1,6 @@
 // Lint rules that carry the architecture: ctl and the agent meet the control
-// plane only through src/api and src/protocol, and no promise is left floating.
+// plane only through src/api and src/protocol, the gateway never imports the
+// control plane (it owns its ports), and no promise is left floating.
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
@@ -52,6 +53,24 @@ export default tseslint.config(
             {
               group: ['**/control/**'],
               message: 'the agent never imports the control plane; shared wire types live in src/protocol.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/gateway/**/*.ts'],
+    ignores: ['src/gateway/**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/control/**', '**/agent/**', '**/ctl/**', '**/cli/**'],
+              message:
+                'the gateway imports nothing of the control plane: what it needs from outside is an interface in src/gateway/ports.ts, which the control plane implements.',
             },
           ],
         },

@@ -112,7 +112,7 @@ if (flags['serve-router']) {
 async function serveRouter(urls) {
   const { createJsonApp } = await import(dist('http/index.js'));
   const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape } = await import(dist('router/index.js'));
+  const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
   const { MemoryKeyStore, MemoryUsageSink, issueKey } = await import(dist('control/keys/index.js'));
   const { Registry } = await import('prom-client');
   const { default: pino } = await import('pino');

@@ -238,7 +238,7 @@ async function main() {
 async function startRouter(urls, scrapeMs) {
   const { createJsonApp } = await import(dist('http/index.js'));
   const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape } = await import(dist('router/index.js'));
+  const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
   const { MemoryKeyStore, MemoryUsageSink } = await import(dist('control/keys/index.js'));
   const { LoadScraper } = await import(dist('agent/load/index.js'));
   const { Registry } = await import('prom-client');

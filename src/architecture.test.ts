@@ -6,9 +6,14 @@
 // (type-only imports too: they are design dependencies even though they
 // vanish from the JavaScript) and fails with the cycle's path.
 //
-// A node is the folder of the importing file (`src/control/store`,
-// `src/router`), not its top-level part, except the few subfolders listed in
-// SUBFOLDERS_OF_ONE_PART. Test files are left out: a test may exercise two
+// The graph is checked at every folder depth: at depth 1 a node is a
+// top-level part (`src/control`, `src/gateway`), at depth 2 a folder such as
+// `src/control/store`, and so on down to the deepest folder; a file above
+// the depth is its own folder's node. A cycle between two parts is as bad
+// as one between two leaves, and counting only leaf folders missed it
+// (`src/router` and `src/control` imported each other through different
+// subfolders). The few subfolders in SUBFOLDERS_OF_ONE_PART count as their
+// parent at every depth. Test files are left out: a test may exercise two
 // parts together without making one depend on the other.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -60,9 +65,14 @@ const SUBFOLDERS_OF_ONE_PART: ReadonlyMap<string, string> = new Map([
   ['src/control/dashboard/pages', 'src/control/dashboard'],
 ]);
 
-const folderOf = (file: string): string => {
-  const folder = relative(ROOT, dirname(file)).split(sep).join('/');
-  return SUBFOLDERS_OF_ONE_PART.get(folder) ?? folder;
+/** The node a file belongs to at `depth` folders below src/ (Infinity = its own folder). */
+const folderOf = (file: string, depth = Infinity): string => {
+  const full = relative(ROOT, dirname(file)).split(sep).join('/');
+  const folder = SUBFOLDERS_OF_ONE_PART.get(full) ?? full;
+  return folder
+    .split('/')
+    .slice(0, depth + 1)
+    .join('/');
 };
 
 interface Edge {
@@ -71,19 +81,49 @@ interface Edge {
   readonly to: string;
 }
 
-/** Folder → folder it imports → one file-level import that makes the edge (the first found), for the failure message. */
-function folderGraph(): Map<string, Map<string, Edge>> {
+/** Every source file and what it imports, read once. */
+function fileImports(): Map<string, string[]> {
+  return new Map(sourceFiles(SRC).map((file) => [file, importsOf(file)]));
+}
+
+/**
+ * Folder → folder it imports → one file-level import that makes the edge
+ * (the first found), for the failure message; folders cut at `depth`.
+ */
+function folderGraph(files: ReadonlyMap<string, readonly string[]>, depth = Infinity): Map<string, Map<string, Edge>> {
   const graph = new Map<string, Map<string, Edge>>();
-  for (const file of sourceFiles(SRC)) {
-    const from = folderOf(file);
+  for (const [file, targets] of files) {
+    const from = folderOf(file, depth);
     const edges = graph.get(from) ?? new Map<string, Edge>();
     graph.set(from, edges);
-    for (const target of importsOf(file)) {
-      const to = folderOf(target);
+    for (const target of targets) {
+      const to = folderOf(target, depth);
       if (to !== from && !edges.has(to)) edges.set(to, { from: relative(ROOT, file), to: relative(ROOT, target) });
     }
   }
   return graph;
+}
+
+/** How many folders deep under src/ the tree goes. */
+function deepest(files: ReadonlyMap<string, readonly string[]>): number {
+  let most = 1;
+  for (const file of files.keys()) most = Math.max(most, relative(SRC, dirname(file)).split(sep).length);
+  return most;
+}
+
+/** A report per cycle found at any depth, each with its path and the import behind every step; empty = none. */
+function cycleReports(files: ReadonlyMap<string, readonly string[]>): string[] {
+  const reports: string[] = [];
+  for (let depth = 1; depth <= deepest(files); depth++) {
+    const graph = folderGraph(files, depth);
+    for (const component of cyclicComponents(graph)) {
+      const cycle = cycleThrough(graph, new Set(component), component[0]!);
+      reports.push(
+        `at depth ${depth}, ${component.length} folders import one another round (${component.join(', ')}); one cycle:\n${describeCycle(graph, cycle)}`,
+      );
+    }
+  }
+  return reports;
 }
 
 /** The strongly connected components with more than one folder (Tarjan), each a set of folders that import one another round. */
@@ -155,17 +195,38 @@ function describeCycle(graph: Map<string, Map<string, Edge>>, cycle: readonly st
 }
 
 describe('the import graph between folders', () => {
-  const graph = folderGraph();
+  const files = fileImports();
+  const graph = folderGraph(files);
 
-  it('has no cycle, type-only imports included', () => {
-    const reports = cyclicComponents(graph).map((component) => {
-      const cycle = cycleThrough(graph, new Set(component), component[0]!);
-      return `${component.length} folders import one another round (${component.join(', ')}); one cycle:\n${describeCycle(graph, cycle)}`;
-    });
+  it('has no cycle at any folder depth, type-only imports included', () => {
+    const reports = cycleReports(files);
     expect(
       reports,
-      `folders that import one another cannot be read or changed apart; move the shared types to a folder both can import (src/http, src/control/keys, a leaf module) or invert the dependency:\n${reports.join('\n')}`,
+      `folders that import one another cannot be read or changed apart; move the shared types to the lower part (a port the gateway owns, src/protocol, src/http) or invert the dependency:\n${reports.join('\n')}`,
     ).toEqual([]);
+  });
+
+  it('fails when a cycle between two parts is added, even one their leaf folders do not show', () => {
+    // The gateway's relay importing the catalog would close src/gateway -> src/control -> src/gateway at depth 1,
+    // while at the leaves it is src/gateway -> src/control/catalog, and src/control/keys -> src/gateway: no loop.
+    const withCycle = new Map(files);
+    const relay = join(SRC, 'gateway/relay.ts');
+    withCycle.set(relay, [...(files.get(relay) ?? []), join(SRC, 'control/catalog/index.ts')]);
+    const reports = cycleReports(withCycle);
+    expect(reports.length, 'the added import makes a cycle the check must report').toBeGreaterThan(0);
+    expect(reports[0], 'reported at the depth of the two parts, naming the import that closes it').toContain(
+      'at depth 1',
+    );
+    expect(reports.join('\n')).toContain('src/gateway/relay.ts imports src/control/catalog/index.ts');
+  });
+
+  it('keeps the gateway off the control plane: the control plane implements the ports it owns', () => {
+    for (const outside of ['src/control', 'src/agent', 'src/ctl', 'src/cli']) {
+      expect(
+        importsFromUnder('src/gateway', outside),
+        `src/gateway must not import ${outside}; what it needs from outside is an interface in src/gateway/ports.ts`,
+      ).toEqual([]);
+    }
   });
 
   /** Each folder under `part` and what it imports from under `forbidden`, as "file imports file". */
@@ -217,8 +278,8 @@ describe('the import graph between folders', () => {
 
   it('sees the imports it checks (a parser that read nothing would pass everything)', () => {
     expect(
-      graph.get('src/router')?.has('src/errors'),
-      'src/router imports src/errors, so the graph must have that edge',
+      graph.get('src/gateway')?.has('src/errors'),
+      'src/gateway imports src/errors, so the graph must have that edge',
     ).toBe(true);
   });
 });

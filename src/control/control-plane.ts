@@ -28,7 +28,7 @@ import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
-import { openAiErrorShape, registerRouter, RequestLog, type Router } from '../router/index.js';
+import { openAiErrorShape, registerRouter, RequestLog, type Router } from '../gateway/index.js';
 import {
   MemoryKeyStore,
   MemoryUsageSink,

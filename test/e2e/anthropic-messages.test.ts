@@ -1,7 +1,7 @@
 // Anthropic's Messages API as a user meets it: the official
 // `@anthropic-ai/sdk` against a real `llmgw control` process whose replicas
 // are sim engines started by a simulated agent. The in-process tests
-// (src/router/messages.test.ts, src/router/anthropic/) cover each rule; this
+// (src/gateway/messages.test.ts, src/gateway/anthropic/) cover each rule; this
 // file proves the endpoint holds with keys from the store, replicas from the
 // reconciler and usage through the store's accounting.
 import { mkdirSync } from 'node:fs';

@@ -4,7 +4,7 @@
 // detokenize, against a real `llmgw control` whose replicas are sim engines
 // started by a simulated agent; usage lands in the store per endpoint and
 // shows in GET /api/v1/usage and `llmgw ctl usage`. The in-process tests
-// (src/router/passthrough.test.ts) cover each rule.
+// (src/gateway/passthrough.test.ts) cover each rule.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';

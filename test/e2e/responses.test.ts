@@ -5,7 +5,7 @@
 // serves the Responses API natively (the router passes requests through),
 // and `tiny` on the builtin engine (node-llama-cpp on the generated GGUF),
 // which does not (the router translates to chat and back). The in-process
-// tests (src/router/responses.test.ts, src/router/responses/) cover each
+// tests (src/gateway/responses.test.ts, src/gateway/responses/) cover each
 // rule; this file proves both paths hold with real clients, keys from the
 // store, replicas from the reconciler, and responses kept in the store.
 //

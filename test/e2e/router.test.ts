@@ -1,6 +1,6 @@
 // The router as a user meets it: the official `openai` client against a real
 // `llmgw control` process, with simulated agents running real sim engines.
-// The in-process router tests (src/router/router.test.ts) cover each rule
+// The in-process router tests (src/gateway/router.test.ts) cover each rule
 // with stub directories; this file proves the rules hold when keys come from
 // the store, replicas from the reconciler, and engines are processes that can
 // be killed.

@@ -1,12 +1,12 @@
 // GET /api/v1/requests and /api/v1/requests/{id}: which replica served a
 // request and why it failed, from the router's request log. The log is this
-// control plane's memory (src/router/request-log.ts), so the answers say
+// control plane's memory (src/gateway/request-log.ts), so the answers say
 // which instance answered; a request another instance took is not in it,
 // and the 404 says where to ask instead.
 import type { FastifyInstance } from 'fastify';
 import type { RequestRecordView, RequestsView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
-import { requestRecordView, type RequestFilter, type RequestLog } from '../../router/index.js';
+import { requestRecordView, type RequestFilter, type RequestLog } from '../../gateway/index.js';
 
 export interface RequestsApiDeps {
   log: RequestLog;

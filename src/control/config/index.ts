@@ -14,7 +14,7 @@ import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
 import { formatDurationMs, parseDurationMs, parseSizeBytes } from '../../units/index.js';
 import { readSecretFile } from '../../validation/flags.js';
 import { describeIssues } from '../../validation/index.js';
-import { ROUTER_DEFAULTS } from '../../router/options.js';
+import { ROUTER_DEFAULTS } from '../../gateway/options.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
   message: 'want a duration with a unit, like 500ms, 15s or 5m',

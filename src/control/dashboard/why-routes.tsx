@@ -17,7 +17,7 @@ import {
   requestsView,
   type RequestsApiDeps,
 } from '../adminapi/index.js';
-import { requestRecordView } from '../../router/index.js';
+import { requestRecordView } from '../../gateway/index.js';
 import type { PageContext } from './components.js';
 import type { DashboardSources } from './data.js';
 import { MessagePage } from './pages/login.js';

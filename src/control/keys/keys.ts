@@ -3,49 +3,11 @@
 // usable key. The KeyStore interface is what the router needs; the control
 // plane backs it with its store (stored.ts), tests and loopback setups with
 // MemoryKeyStore.
-import { hash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { actorText, type AuditActor } from '../../http/index.js';
+import { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports.js';
 
-export interface ApiKeyRecord {
-  readonly id: string;
-  /** The operator's label ("ci", "alice"); not secret. */
-  readonly name: string;
-  /** The first characters of the secret, for people to tell keys apart; never enough to use. */
-  readonly prefix: string;
-  /** Lower-case hex SHA-256 of the whole secret. */
-  readonly hash: string;
-  /** Model names (canonical) this key may use; null = every model. */
-  readonly allowedModels: readonly string[] | null;
-  /** Requests per minute; null = unlimited. */
-  readonly requestsPerMinute: number | null;
-  /** Prompt plus completion tokens per minute; null = unlimited. */
-  readonly tokensPerMinute: number | null;
-  /** Epoch ms after which the key is refused; null = never expires. */
-  readonly expiresAtMs: number | null;
-  readonly createdAtMs: number;
-  readonly createdBy: string;
-  /** Epoch ms the key was revoked; null = live. */
-  readonly revokedAtMs: number | null;
-}
-
-/**
- * Where keys live. `lookupByHash` is on every request's path: implementations
- * backed by a database keep a cache and may answer synchronously.
- */
-export interface KeyStore {
-  create(record: ApiKeyRecord): Promise<void> | void;
-  list(): Promise<readonly ApiKeyRecord[]> | readonly ApiKeyRecord[];
-  /** Marks the key revoked; false when no key has that id. */
-  revoke(id: string, atMs: number): Promise<boolean> | boolean;
-  lookupByHash(hash: string): Promise<ApiKeyRecord | undefined> | ApiKeyRecord | undefined;
-  /**
-   * Calls `listener` with the id of each key revoked from now on: by this
-   * process, or (a store several control planes share) by another, once
-   * this one has read it. The router ends the key's running requests.
-   * Returns the unsubscribe.
-   */
-  onRevoked(listener: (keyId: string) => void): () => void;
-}
+export { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports.js';
 
 /** Listeners of revocations, each called once per revoked key; one that throws does not stop the others. */
 export class RevocationListeners {
@@ -109,11 +71,6 @@ export class MemoryKeyStore implements KeyStore {
 const SECRET_PREFIX = 'llmgw-';
 /** Characters of the secret kept for display: "llmgw-" and six more, 36 bits: tells keys apart, guesses nothing. */
 const DISPLAY_PREFIX_CHARS = SECRET_PREFIX.length + 6;
-
-export function hashKey(secret: string): string {
-  // One call, no Hash object: this runs on every request the router admits.
-  return hash('sha256', secret, 'hex');
-}
 
 export interface NewKey {
   name: string;

@@ -3,31 +3,11 @@
 // router asks every stream for it, and keeps it from a client that did
 // not). The router hands each finished request to a UsageSink synchronously
 // and never waits on it: a sink that writes to a store batches and flushes
-// on its own timer.
+// on its own timer. The event and the sink are the gateway's port
+// (src/gateway/ports.ts).
+import type { UsageEvent, UsageSink } from '../../gateway/ports.js';
 
-export interface UsageEvent {
-  /** The key's id; 'anonymous' when the listener runs without keys. */
-  readonly keyId: string;
-  /** The canonical model that answered (a fallback's name when one served). */
-  readonly model: string;
-  /** The API the client called: chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, … */
-  readonly endpoint: string;
-  /**
-   * The engine's figures; for a stream whose usage never came (it broke,
-   * its client left, the engine ignores include_usage), lower bounds from
-   * the prompt's size and the events relayed; zero for a whole answer
-   * without usage.
-   */
-  readonly promptTokens: number;
-  readonly completionTokens: number;
-  /** The HTTP status the client got; 0 when the client went away first. */
-  readonly status: number;
-}
-
-export interface UsageSink {
-  /** Must not block or throw: it runs after the response, on the event loop. */
-  record(event: UsageEvent): void;
-}
+export type { UsageEvent, UsageSink } from '../../gateway/ports.js';
 
 export interface UsageTotals {
   requests: number;

@@ -25,7 +25,7 @@
 // the next. Across instances the same tolerance holds: each instance
 // reserves, and sees the others' reservations a sync late.
 import type { Logger } from 'pino';
-import { cappedReservation, type LimitDecision, type RequestLimiter } from '../../router/index.js';
+import { cappedReservation, type LimitDecision, type RequestLimiter } from '../../gateway/index.js';
 import type { RateCount, Store } from '../store/index.js';
 
 const WINDOW_MS = 60_000;

@@ -24,13 +24,11 @@ export function keepFailed(
 ): { kept: ReplicaRecord[]; actions: PlanAction[] } {
   const queue = [...failed].sort((a, b) => (a.nextRetryAtMs ?? 0) - (b.nextRetryAtMs ?? 0) || byId(a, b));
   const slots = Math.max(0, wanted - effective);
-  const actions: PlanAction[] = queue
-    .slice(slots)
-    .map((r) => ({
-      kind: 'forget',
-      replicaId: r.id,
-      reason: `model ${model} has its ${wanted} wanted replica(s) without it`,
-    }));
+  const actions: PlanAction[] = queue.slice(slots).map((r) => ({
+    kind: 'forget',
+    replicaId: r.id,
+    reason: `model ${model} has its ${wanted} wanted replica(s) without it`,
+  }));
   return { kept: queue.slice(0, slots), actions };
 }
 

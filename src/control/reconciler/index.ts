@@ -16,4 +16,4 @@ export { COUNTING_STATES, type ReplicaRecord } from './types.js';
 export { toPlacementProfile, weightsKeyOf, type BlockedDrain, type ModelRejections, type Plan } from './plan.js';
 export { toPlacementNode } from './snapshot.js';
 export { Reconciler, type ReconcilerOptions } from './reconciler.js';
-export { RouterView, type RoutableReplica } from './router-view.js';
+export { RouterView } from './router-view.js';

@@ -9,7 +9,7 @@ import { AssignmentBoard } from '../agentapi/index.js';
 import { Catalog } from '../catalog/index.js';
 import { Inventory } from '../inventory/index.js';
 import { Store } from '../store/index.js';
-import type { ReplicaDirectory } from '../../router/index.js';
+import type { ReplicaDirectory } from '../../gateway/index.js';
 import type { NewEvent } from '../events/events.js';
 import type { DemandSnapshot, ReplicaUse } from '../scaling/index.js';
 import { Reconciler, type ReconcilerOptions } from './reconciler.js';

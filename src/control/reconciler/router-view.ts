@@ -1,5 +1,4 @@
-// The replicas as the router reads them (structurally the router's
-// ReplicaDirectory, which this part does not import): which replicas of a
+// The replicas as the gateway reads them (its ReplicaDirectory port): which replicas of a
 // model answer requests, why a model has none, whether one is coming for a
 // request that waits, and a wake-up when the records change. Its own class
 // because the router reads it on every request and the Reconciler class
@@ -8,23 +7,8 @@
 // functions it is given.
 import type { Logger } from 'pino';
 import type { ModelRejections } from './plan-types.js';
-import type { ReplicaLoad } from '../scaling/index.js';
+import type { ReplicaLoad, RouterReplica } from '../../gateway/index.js';
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';
-
-/** A replica the router may send to; the router's RouterReplica has this shape. */
-export interface RoutableReplica {
-  readonly id: string;
-  readonly endpoint: string;
-  readonly draining: boolean;
-  /** Sent to the engine as its bearer token; absent = the engine asks none. */
-  readonly engineSecret?: string;
-  /** The engine its profile runs (vllm, llamacpp, ...); absent = the profile is no longer in the catalog. */
-  readonly engine?: string;
-  /** The engine's load at its agent's last read; absent = none reported (the router counts its own in-flight requests). */
-  readonly load?: ReplicaLoad;
-  /** The nodes its shards run on, rank order, each once: what the request log names. */
-  readonly nodes?: readonly string[];
-}
 
 export interface RouterViewDeps {
   /** The records now; read on every call, never kept. */
@@ -48,13 +32,13 @@ export interface RouterViewDeps {
 
 export class RouterView {
   /** Ready replicas per model, rebuilt on the first read after a change. */
-  private readonly readyCache = new Map<string, RoutableReplica[]>();
+  private readonly readyCache = new Map<string, RouterReplica[]>();
   private readonly listeners = new Set<() => void>();
 
   constructor(private readonly deps: RouterViewDeps) {}
 
   /** Replicas of a model that answer requests: ready ones, and draining ones, which finish what they have and take nothing new. */
-  ready(model: string): readonly RoutableReplica[] {
+  ready(model: string): readonly RouterReplica[] {
     let cached = this.readyCache.get(model);
     if (!cached) {
       cached = this.deps

@@ -5,16 +5,27 @@
 // back through counters, a usage sink and metrics, never waiting on I/O of
 // its own. Keys and usage are src/control/keys': the router sees only their
 // KeyStore and UsageSink interfaces.
-export {
-  registerRouter,
-  Router,
-  type RouterDeps,
-  type RouterCatalog,
-  type RouterReplica,
-  type ReplicaDirectory,
-} from './router.js';
+export { registerRouter, Router, type RouterDeps } from './router.js';
+export type {
+  ApiKeyRecord,
+  KeyStore,
+  LimitDecision,
+  ReplicaDirectory,
+  ReplicaLoad,
+  ReplicaUse,
+  RequestLimiter,
+  ResponseStore,
+  RoutedModel,
+  RoutedModels,
+  RouterReplica,
+  StoredResponse,
+  UsageEvent,
+  UsageSink,
+} from './ports.js';
+export { hashKey } from './ports.js';
+export { API_ENDPOINTS, endpointNeeds, modelServes, SERVED_ENDPOINTS, type ServedEndpoint } from './endpoints.js';
 export { usageFromTail } from './usage.js';
-export { RateLimiter, cappedReservation, type LimitDecision, type RequestLimiter } from './rate-limit.js';
+export { RateLimiter, cappedReservation } from './rate-limit.js';
 export {
   compileRouterOptions,
   ROUTER_DEFAULTS,

@@ -12,13 +12,12 @@
 // The hooks are callback-style and call `done` synchronously when nothing
 // waits (a cached key): a request pays no extra turn of the event loop and
 // no promise for them.
+import { hashKey, type ApiKeyRecord, type KeyStore, type RoutedModel } from './ports.js';
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import type { Model } from '../control/catalog/index.js';
 import { LlmgwError, isLlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
-import { hashKey, type ApiKeyRecord, type KeyStore } from '../control/keys/index.js';
 import type { RouterOptions } from './options.js';
 import type { LimitDecision, RequestLimiter } from './rate-limit.js';
 import {
@@ -29,7 +28,7 @@ import {
   type Endpoint,
   type ParsedRequest,
 } from './validate.js';
-import { modelServes } from '../control/catalog/index.js';
+import { modelServes } from './endpoints.js';
 import { bearerToken, readForm } from '../http/index.js';
 import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
 import type { ResponsesRelayCall } from './relay-responses.js';
@@ -46,7 +45,7 @@ export interface AdmittedCall {
   readonly raw: Buffer;
   readonly parsed: ParsedRequest;
   /** The model the request names, resolved from a name or an alias. */
-  readonly model: Model;
+  readonly model: RoutedModel;
   /** Tokens reserved against the key's token limit, given back or charged when the request ends; 0 = none. */
   reservedTokens: number;
   /**
@@ -101,7 +100,7 @@ declare module 'fastify' {
 export interface AdmissionDeps {
   readonly keys: KeyStore;
   readonly authRequired: boolean;
-  readonly catalog: { resolve(nameOrAlias: string): Model | undefined; models(): readonly Model[] };
+  readonly catalog: { resolve(nameOrAlias: string): RoutedModel | undefined; models(): readonly RoutedModel[] };
   readonly limiter: RequestLimiter;
   readonly options: RouterOptions;
   /** Logs the refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
@@ -128,7 +127,7 @@ export interface AdmissionDeps {
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
 
 /** Whether the key may use the model (by its name or any alias). */
-export function allows(key: ApiKeyRecord, model: Model): boolean {
+export function allows(key: ApiKeyRecord, model: RoutedModel): boolean {
   if (key.allowedModels === null) return true;
   return key.allowedModels.includes(model.name) || model.aliases.some((a) => key.allowedModels!.includes(a));
 }
@@ -244,7 +243,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       return;
     }
     if (form) {
-      // The body parser read the form as it arrived (src/router/upload.ts); read here only if it did not.
+      // The body parser read the form as it arrived (src/gateway/upload.ts); read here only if it did not.
       const read = request.uploadForm;
       const reading =
         read === null ? readForm(body, contentType) : isLlmgwError(read) ? Promise.reject(read) : Promise.resolve(read);
@@ -425,7 +424,7 @@ interface TokenCost {
 function tokensToReserve(
   endpoint: Endpoint,
   parsed: ParsedRequest,
-  model: Model,
+  model: RoutedModel,
   defaultReserveTokens: number,
 ): TokenCost {
   const prompt = parsed.leastPromptTokens();
@@ -441,7 +440,7 @@ function tokensToReserve(
 }
 
 /** The refusal of a request that alone may cost more than its key's per-minute token limit: both numbers, and what to send instead. */
-function overLimitMessage(key: ApiKeyRecord, model: Model, cost: TokenCost): string {
+function overLimitMessage(key: ApiKeyRecord, model: RoutedModel, cost: TokenCost): string {
   const limit = key.tokensPerMinute!;
   const head = `this request may use up to ${cost.total} tokens, more than the ${limit} tokens per minute this API key (${key.prefix}…) may use in all, so no wait would admit it`;
   const ask = 'or ask the operator for a higher tokens_per_minute';

@@ -1,4 +1,4 @@
-// POST /v1/responses before its relay: the body parsed (src/router/responses
+// POST /v1/responses before its relay: the body parsed (src/gateway/responses
 // does the Responses API's own rules), the conversation it continues loaded
 // from the response store by the caller's key, then translated twice, once
 // to chat (what the admission checks read and what most engines get) and
@@ -6,9 +6,8 @@
 // API natively, which then keeps nothing). Apart from admission.ts because
 // it is the one hook that waits on the store, and apart from the relays
 // because it decides nothing per replica.
+import type { ApiKeyRecord, StoredResponse } from './ports.js';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import type { ApiKeyRecord } from '../control/keys/index.js';
-import type { StoredResponse } from '../control/responses/types.js';
 import { LlmgwError, isLlmgwError, type ErrorCode } from '../errors/index.js';
 import type { Translate } from './admission.js';
 import type { ResponsesRelayCall } from './relay-responses.js';

@@ -19,7 +19,7 @@ import { TranslatingRelay, type StreamTranslator } from './relay-translating.js'
 /**
  * What the router needs of a Responses request once admitted: how to send it
  * (natively or as chat), translate its answer, and keep it. Built from the
- * translation of src/router/responses by the admission hook.
+ * translation of src/gateway/responses by the admission hook.
  */
 export interface ResponsesRelayCall {
   /**

@@ -20,6 +20,7 @@
 // a prompt prefix goes to the same replica while that replica is within
 // `loadFactor` of the mean load, so an engine's prefix cache is reused but
 // one hot prefix cannot swamp it.
+import type { ReplicaLoad } from './ports.js';
 
 export interface Candidate {
   readonly id: string;
@@ -73,15 +74,6 @@ export interface FinishedSend {
   readonly endMs: number;
 }
 
-/** An engine sample as the replica directory gives it (the control plane's RoutableReplica.load). */
-export interface EngineSample {
-  readonly running: number;
-  readonly waiting: number;
-  readonly kvUsage?: number;
-  /** Epoch ms the engine was read at. */
-  readonly sampledAtMs: number;
-}
-
 /**
  * What the choice knows of a replica at `nowMs`: `sendStartsMs` are the
  * start times of this router's attempts to it still in flight, `finished`
@@ -91,7 +83,7 @@ export interface EngineSample {
  * absent, only the in-flight count is.
  */
 export function loadViewOf(
-  sample: EngineSample | undefined,
+  sample: ReplicaLoad | undefined,
   sendStartsMs: readonly number[],
   nowMs: number,
   staleAfterMs: number,

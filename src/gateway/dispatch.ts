@@ -6,9 +6,7 @@
 // router's own attempt (the exchange, the model and replica chosen), which
 // undici's dispatch options cannot carry; composed once when the router
 // is built, so an attempt pays one plain call per interceptor.
-import type { Model } from '../control/catalog/index.js';
-import type { ReplicaUse } from '../control/scaling/index.js';
-import type { RouterReplica } from './router.js';
+import type { ReplicaUse, RoutedModel, RouterReplica } from './ports.js';
 import type { RouterMetrics } from './metrics.js';
 import type { Outcome } from './relay.js';
 import type { ParsedRequest } from './validate.js';
@@ -24,7 +22,7 @@ export interface AttemptExchange {
   /** Its Content-Type: a multipart form's names its boundary; absent = application/json. */
   readonly contentType?: string;
   /** The model the client asked for (a fallback may serve it). */
-  readonly requested: Model;
+  readonly requested: RoutedModel;
   /** performance.now() at arrival. */
   readonly startedAt: number;
   /** An attempt was dispatched already (the router's overhead is observed once, at the first). */
@@ -39,7 +37,7 @@ export interface AttemptExchange {
 export interface Attempt<E extends AttemptExchange = AttemptExchange> {
   readonly ex: E;
   /** The model this attempt asks for: the requested one or a fallback. */
-  readonly model: Model;
+  readonly model: RoutedModel;
   readonly replica: RouterReplica;
   /** The engine's path for this attempt (`/v1/chat/completions`, ...): the endpoint's, or another API's where the replica serves it natively. */
   readonly path: string;

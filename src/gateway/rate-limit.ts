@@ -9,25 +9,9 @@
 // it) and the end settles the reservation to the real usage. Without the
 // reservation every request admitted while the balance is above zero would
 // run, and a burst of concurrent ones would spend many minutes' worth.
-export interface LimitDecision {
-  readonly ok: boolean;
-  /** Seconds until a request would be admitted (for Retry-After); 0 when ok. */
-  readonly retryAfterS: number;
-  /** Which limit refused: 'requests' or 'tokens'; null when ok. */
-  readonly limit: 'requests' | 'tokens' | null;
-  /**
-   * What is left of each limit after this request (rounded down, never
-   * below 0); a limit the key does not have is absent. For OpenAI's
-   * x-ratelimit-* headers, which clients read to pace themselves.
-   */
-  readonly remaining?: { readonly requests?: number; readonly tokens?: number };
-  /**
-   * Tokens taken from the key's balance at admission, to be settled with
-   * `settle()` when the request ends; 0 when nothing was reserved (refused,
-   * or the key has no token limit).
-   */
-  readonly reservedTokens?: number;
-}
+import type { LimitDecision, RequestLimiter } from './ports.js';
+
+export type { LimitDecision, RequestLimiter } from './ports.js';
 
 interface Bucket {
   level: number;
@@ -35,25 +19,6 @@ interface Bucket {
 }
 
 const OK: LimitDecision = { ok: true, retryAfterS: 0, limit: null };
-
-/** What the router asks of a limiter; RateLimiter is this process's own, src/control/leader has one shared through the store. */
-export interface RequestLimiter {
-  /**
-   * Admits one request or says why not. `reserveTokens` (absent = 0) is what
-   * the request may cost; with a token limit it must fit in what is left, and
-   * is taken at once. The router refuses a request whose reservation
-   * exceeds the per-minute limit before it asks (it could never fit); the
-   * cap at that limit here is a backstop. With 0, a positive balance admits.
-   */
-  admit(
-    keyId: string,
-    requestsPerMinute: number | null,
-    tokensPerMinute: number | null,
-    reserveTokens?: number,
-  ): LimitDecision;
-  /** Ends a request: gives back its `reservedTokens` and charges what it really used (0 when it failed before any token). */
-  settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void;
-}
 
 /** The tokens a request reserves: what it asked, but never more than a whole minute's limit (the router refuses such a request first). */
 export function cappedReservation(reserveTokens: number, tokensPerMinute: number): number {

@@ -17,6 +17,19 @@
 // bookkeeping around each attempt (body, request id, in-flight, overhead)
 // is a chain of interceptors in dispatch.ts; the settings and their one
 // table of defaults are in options.ts.
+import type {
+  ApiKeyRecord,
+  KeyStore,
+  ReplicaDirectory,
+  ReplicaUse,
+  ResponseStore,
+  RequestLimiter,
+  RoutedModel,
+  RoutedModels,
+  RouterReplica,
+  StoredResponse,
+  UsageSink,
+} from './ports.js';
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import fastifyCors from '@fastify/cors';
@@ -24,8 +37,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { Pool, type Dispatcher } from 'undici';
-import { modelServes, type Model } from '../control/catalog/index.js';
-import type { ReplicaUse } from '../control/scaling/index.js';
+import { modelServes } from './endpoints.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
 import { nodeIdentity } from '../tls/index.js';
 import {
@@ -43,21 +55,10 @@ import { AnthropicRelayHandler } from './relay-anthropic.js';
 import { NativeResponsesRelay, ResponsesRelayHandler, type ResponsesRelayCall } from './relay-responses.js';
 import { servesResponsesNatively } from './native.js';
 import { fromResponses, previousResponseHook } from './responses-call.js';
-import type { ResponseStore, StoredResponse } from '../control/responses/types.js';
 import { replyError, writeError } from './errors.js';
-import type { ApiKeyRecord, KeyStore, UsageSink } from '../control/keys/index.js';
 import { RouterMetrics } from './metrics.js';
-import {
-  HashRing,
-  expectedLoad,
-  fnv1a,
-  loadViewOf,
-  pickByPrefix,
-  pickLeastLoad,
-  pickLeastLoaded,
-  type EngineSample,
-} from './pick.js';
-import { RateLimiter, type RequestLimiter } from './rate-limit.js';
+import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
+import { RateLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import {
   attemptMetrics,
@@ -77,68 +78,9 @@ import type { RequestLog, RequestRecord } from './request-log.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 import { readMultipartBody, type UploadRouteConfig } from './upload.js';
 
-/** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
-export interface RouterReplica {
-  readonly id: string;
-  /** The engine's base URL, e.g. http://10.0.0.5:8000 (the router appends /v1/...). */
-  readonly endpoint: string;
-  /** A draining replica finishes what it has and takes nothing new. */
-  readonly draining: boolean;
-  /**
-   * Model names the engine answers to; absent = the model's name and aliases
-   * (how agents start engines). A requested name not in it is rewritten to
-   * the model's canonical name.
-   */
-  readonly servedNames?: readonly string[];
-  /**
-   * The replica's engine secret, sent upstream as `Authorization: Bearer`
-   * in place of anything the client sent (a client's key never reaches an
-   * engine); absent = the engine asks none.
-   */
-  readonly engineSecret?: string;
-  /**
-   * The engine the replica runs (vllm, llamacpp, sglang, builtin, sim), for
-   * what it serves natively; absent = unknown, treated as serving only the
-   * OpenAI endpoints every engine has.
-   */
-  readonly engine?: string;
-  /**
-   * The engine's load at its agent's last read of its metrics, dated on the
-   * control plane's clock; its age is now less sampledAtMs. Absent = never
-   * reported (or cleared): the router counts its own in-flight requests.
-   */
-  readonly load?: EngineSample;
-  /** The nodes its shards run on, for the request log; absent = not known. */
-  readonly nodes?: readonly string[];
-}
-
-/** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */
-export interface ReplicaDirectory {
-  /** Replicas of the model (canonical name) that answer requests now; draining ones may be included. */
-  ready(model: string): readonly RouterReplica[];
-  /**
-   * Why none is ready, to finish "model x has 0 ready replicas: …", e.g.
-   * "1 fetching weights, 43%" or "no replica is wanted (scaling min 0) and none can be placed".
-   */
-  describe(model: string): string;
-  /**
-   * A request waits for this model, which has no ready replica. Returns true
-   * when a replica is starting or will be started for it (worth holding the
-   * request), false when none will come (no fit, max 0).
-   */
-  demand(model: string): boolean;
-  /** Optional change notification (a replica became ready); the router then wakes held requests early. Returns an unsubscribe. */
-  subscribe?(listener: () => void): () => void;
-}
-
-export interface RouterCatalog {
-  resolve(nameOrAlias: string): Model | undefined;
-  models(): readonly Model[];
-}
-
 /** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
 export interface RouterDeps extends RouterSettings {
-  catalog: RouterCatalog;
+  catalog: RoutedModels;
   replicas: ReplicaDirectory;
   keys: KeyStore;
   /** False only for a loopback-only listener (the caller refuses it on any other address): then no key is asked for. */
@@ -177,7 +119,7 @@ interface Exchange extends AttemptExchange {
   readonly key: ApiKeyRecord | null;
   readonly parsed: ParsedRequest;
   readonly raw: Buffer;
-  readonly requested: Model;
+  readonly requested: RoutedModel;
   /** performance.now() at arrival. */
   readonly startedAt: number;
   clientGone: boolean;
@@ -609,7 +551,7 @@ export class Router {
   /** Runs the attempts; returns the status the client got (0 if it went away). */
   private async route(ex: Exchange): Promise<number> {
     const model = ex.requested;
-    const chain: Model[] = [model];
+    const chain: RoutedModel[] = [model];
     // A fallback is a model like any other: a key limited to some models is never served by another through it.
     let skipped: string[] | null = null;
     for (const name of model.fallbacks) {
@@ -744,14 +686,14 @@ export class Router {
     return 503;
   }
 
-  private candidates(model: Model): readonly RouterReplica[] {
+  private candidates(model: RoutedModel): readonly RouterReplica[] {
     const all = this.deps.replicas.ready(model.name);
     let draining = false;
     for (const r of all) if (r.draining) draining = true;
     return draining ? all.filter((r) => !r.draining) : all;
   }
 
-  private choose(model: Model, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
+  private choose(model: RoutedModel, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
     if (model.routing === 'least-inflight')
       return pickLeastLoaded(candidates, (id) => this.use.get(id)?.inFlight ?? 0, this.random)!;
     // Scored once per choice: the prefix walk asks a replica's load more than once.
@@ -788,7 +730,7 @@ export class Router {
     return pickLeastLoad(candidates, load, this.random)!;
   }
 
-  private async holdUntilReady(ex: Exchange, model: Model, deadlineMs: number): Promise<void> {
+  private async holdUntilReady(ex: Exchange, model: RoutedModel, deadlineMs: number): Promise<void> {
     while (!ex.clientGone && !ex.timedOut && !ex.revoked && this.candidates(model).length === 0) {
       const leftMs = deadlineMs - this.now();
       if (leftMs <= 0) return;
@@ -875,7 +817,7 @@ export class Router {
    * the request id, in-flight, metrics). A Responses request goes as it is
    * to an engine that serves that API, and as chat to any other.
    */
-  private forward(ex: Exchange, model: Model, replica: RouterReplica): Promise<Outcome> {
+  private forward(ex: Exchange, model: RoutedModel, replica: RouterReplica): Promise<Outcome> {
     const headers: Record<string, string> = { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) };
     if (ex.contentType !== 'application/json') headers['content-type'] = ex.contentType;
     if (ex.responses !== null && servesResponsesNatively(replica.engine)) {
@@ -969,7 +911,12 @@ export class Router {
    * waits for the write (see `keeping`). A write that fails is logged: the
    * client has its answer, only the continuation by id is lost.
    */
-  private keepResponse(ex: Exchange, call: ResponsesRelayCall, model: Model, response: Record<string, unknown>): void {
+  private keepResponse(
+    ex: Exchange,
+    call: ResponsesRelayCall,
+    model: RoutedModel,
+    response: Record<string, unknown>,
+  ): void {
     const store = this.deps.responses;
     if (!store || !call.store) return;
     // Kept under the router's own id whatever the engine answered: an engine's ids (predictable, or the same from two
@@ -1097,7 +1044,7 @@ export class Router {
     return { id, object: 'response', deleted: true };
   }
 
-  private account(ex: Exchange, model: Model, status: number, tail: TailKeeper, events: number): void {
+  private account(ex: Exchange, model: RoutedModel, status: number, tail: TailKeeper, events: number): void {
     ex.accounted = true;
     // Off the response's path: the client already has its last byte.
     setImmediate(() => {
@@ -1347,7 +1294,7 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     const countRateLimit = rateLimitHook(admission, { countOnly: true });
     const inference = (endpoint: Endpoint) => ({ bodyLimit, preHandler: [callHook(admission, endpoint), rateLimit] });
     scope.get('/v1/models', async (request) => router.listModels(request));
-    // Model names may hold "/" (org/name), so the id is the rest of the path.
+    // RoutedModel names may hold "/" (org/name), so the id is the rest of the path.
     scope.get<{ Params: { '*': string } }>('/v1/models/*', async (request, reply) =>
       router.getModel(request.params['*'], request, reply),
     );

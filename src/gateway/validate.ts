@@ -8,7 +8,7 @@
 // body; llmgw never does, and refuses such bodies so nobody believes it did.
 import { z } from 'zod';
 import { LlmgwError } from '../errors/index.js';
-import type { Endpoint } from '../control/catalog/index.js';
+import type { Endpoint } from './endpoints.js';
 import type { ReadForm } from '../http/index.js';
 import { describeIssues } from '../validation/index.js';
 

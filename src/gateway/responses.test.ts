@@ -125,14 +125,12 @@ describe('POST /v1/responses, natively and translated', () => {
     const h = await harness();
     const texts: string[] = [];
     for (const path of PATHS) {
-      const res = await h
-        .client()
-        .responses.create({
-          model: path,
-          instructions: 'Be terse.',
-          input: 'Tell me about rivers.',
-          max_output_tokens: 6,
-        });
+      const res = await h.client().responses.create({
+        model: path,
+        instructions: 'Be terse.',
+        input: 'Tell me about rivers.',
+        max_output_tokens: 6,
+      });
       expect(res.object, path).toBe('response');
       expect(res.id, path).toMatch(/^resp_/);
       expect(res.output_text.split(' '), `${path}: a word per token`).toHaveLength(6);
@@ -287,21 +285,17 @@ describe('POST /v1/responses, natively and translated', () => {
     ).toMatch(/My name is Ada\..*hello.*What is my name\?/);
 
     for (const path of PATHS) {
-      const a = await h
-        .client()
-        .responses.create({
-          model: path === NATIVE ? TRANSLATED : path,
-          input: 'Tell me about rivers.',
-          max_output_tokens: 3,
-        });
-      const b = await h
-        .client()
-        .responses.create({
-          model: TRANSLATED,
-          input: 'And stones?',
-          previous_response_id: a.id,
-          max_output_tokens: 3,
-        });
+      const a = await h.client().responses.create({
+        model: path === NATIVE ? TRANSLATED : path,
+        input: 'Tell me about rivers.',
+        max_output_tokens: 3,
+      });
+      const b = await h.client().responses.create({
+        model: TRANSLATED,
+        input: 'And stones?',
+        previous_response_id: a.id,
+        max_output_tokens: 3,
+      });
       expect(b.previous_response_id, path).toBe(a.id);
       const stranger = await h
         .client(h.other)
@@ -399,14 +393,12 @@ describe('POST /v1/responses, natively and translated', () => {
     const first = await h
       .client()
       .responses.create({ model: TRANSLATED, input: 'My name is Ada.', max_output_tokens: 2 });
-    const second = await h
-      .client()
-      .responses.create({
-        model: TRANSLATED,
-        input: [{ role: 'user', content: 'What is my name?' }],
-        previous_response_id: first.id,
-        max_output_tokens: 2,
-      });
+    const second = await h.client().responses.create({
+      model: TRANSLATED,
+      input: [{ role: 'user', content: 'What is my name?' }],
+      previous_response_id: first.id,
+      max_output_tokens: 2,
+    });
     const text = (item: unknown) => JSON.stringify(item);
     const all: unknown[] = [];
     for await (const item of h.client().responses.inputItems.list(second.id, { order: 'asc', limit: 1 }))
