@@ -34,7 +34,8 @@ export {
   type RouterTimeouts,
 } from './options.js';
 export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
-export { parseRequest, promptPrefix, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
+export { parseRequest, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
+export { promptPrefix } from './prompt-text.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';
 export {
   RequestLog,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { isLlmgwError } from '../errors/index.js';
 import { TailKeeper, usageFromTail } from './usage.js';
-import { checkModelLimits, parseFormRequest, parseRequest, promptPrefix } from './validate.js';
+import { checkModelLimits, parseFormRequest, parseRequest } from './validate.js';
+import { promptPrefix } from './prompt-text.js';
 
 const limits = { maxN: 16, maxTokens: 1000 };
 const chat = (extra: Record<string, unknown>) =>

@@ -1,18 +1,21 @@
-// What the router checks before a request leaves llmgw: the shape of each
-// endpoint's body (loosely: engines accept many extra fields and the router
-// must not lag behind them; for the pass-through endpoints, rerank, score,
-// tokenize and a transcription's form, only what routing needs), the limits
-// on `n` and `max_tokens`,
-// and that nothing in the body can point the request somewhere else. The
-// last matters because some gateways honour `api_base`/`base_url` from the
-// body; llmgw never does, and refuses such bodies so nobody believes it did.
-import { z } from 'zod';
+// What the router checks before a request leaves llmgw: the body parses and
+// has its endpoint's shape (body-schemas.ts), `n` and `max_tokens` are
+// within this server's limits and then the model's, the prompt can fit the
+// model's context, and nothing in the body redirects the request
+// (redirects.ts). This file runs the checks in that order and is what
+// admission calls; the tables and estimates they use live beside it.
+import type { z } from 'zod';
 import { LlmgwError } from '../errors/index.js';
 import type { Endpoint } from './endpoints.js';
 import type { ReadForm } from '../http/index.js';
 import { describeIssues } from '../validation/index.js';
+import { BODY_SCHEMAS } from './body-schemas.js';
+import { refuseRedirects } from './redirects.js';
+import { leastPromptTokens, promptField } from './prompt-text.js';
 
 export type { Endpoint };
+// Kept importable from here while the router still imports it from validate.ts.
+export { promptPrefix } from './prompt-text.js';
 
 /** Endpoints that generate tokens: `n` and `max_tokens` are theirs, and a stream's usage is asked for. */
 const GENERATES: ReadonlySet<Endpoint> = new Set(['chat', 'completions', 'messages', 'responses']);
@@ -31,114 +34,6 @@ export interface RequestLimits {
   readonly maxTokens: number;
 }
 
-const model = z.string({ error: 'want the model name as a string' }).min(1, 'want a model name');
-const positiveInt = z.number({ error: 'want a whole number' }).int('want a whole number').min(1, 'want at least 1');
-
-const generation = {
-  model,
-  n: positiveInt.nullish(),
-  max_tokens: positiveInt.nullish(),
-  max_completion_tokens: positiveInt.nullish(),
-  stream: z.boolean({ error: 'want true or false' }).nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
-};
-
-const ChatSchema = z.looseObject({
-  ...generation,
-  messages: z
-    .array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), {
-      error: 'want an array of messages',
-    })
-    .min(1, 'want at least one message'),
-});
-
-const CompletionSchema = z.looseObject({
-  ...generation,
-  prompt: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))], {
-    error: 'want a string, an array of strings, or token ids',
-  }),
-});
-
-const EmbeddingSchema = z.looseObject({
-  model,
-  input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))], {
-    error: 'want a string, an array of strings, or token ids',
-  }),
-});
-
-/** vLLM's, llama.cpp's and SGLang's rerank body (Jina's and Cohere's shape): a query and the documents to order. */
-const RerankSchema = z.looseObject({
-  model,
-  query: z.union([z.string().min(1, 'want the query as a non-empty string'), z.looseObject({})], {
-    error: 'want the query as a string',
-  }),
-  documents: z.union([z.array(z.unknown()).min(1, 'want at least one document'), z.looseObject({})], {
-    error: 'want a list of documents',
-  }),
-  top_n: positiveInt.nullish(),
-});
-
-const scoreSide = z.union([z.string(), z.array(z.unknown()), z.looseObject({})], { error: 'want a string or a list' });
-
-/** vLLM's score body (text_1 against text_2), or SGLang's (query against items). */
-const ScoreSchema = z
-  .looseObject({
-    model,
-    text_1: scoreSide.optional(),
-    text_2: scoreSide.optional(),
-    query: scoreSide.optional(),
-    items: scoreSide.optional(),
-  })
-  .refine(
-    (b) => (b.text_1 !== undefined && b.text_2 !== undefined) || (b.query !== undefined && b.items !== undefined),
-    {
-      message: 'want text_1 and text_2 (vLLM), or query and items (SGLang)',
-      path: ['text_1'],
-    },
-  );
-
-/** vLLM's /tokenize (prompt, or chat messages with the model's template) and llama.cpp's (content). */
-const TokenizeSchema = z
-  .looseObject({
-    model,
-    prompt: z.string({ error: 'want the text as a string' }).optional(),
-    content: z.string({ error: 'want the text as a string' }).optional(),
-    messages: z
-      .array(z.looseObject({ role: z.string({ error: 'want a role such as "user"' }) }), {
-        error: 'want an array of messages',
-      })
-      .min(1, 'want at least one message')
-      .optional(),
-  })
-  .refine((b) => b.prompt !== undefined || b.content !== undefined || b.messages !== undefined, {
-    message: 'want the text as prompt (vLLM) or content (llama.cpp), or chat messages',
-    path: ['prompt'],
-  });
-
-const DetokenizeSchema = z.looseObject({
-  model,
-  tokens: z.array(z.number().int('want whole token ids'), { error: 'want a list of token ids' }),
-});
-
-/** A transcription's form fields (the file is checked apart: it is no text field). */
-const TranscriptionSchema = z.looseObject({
-  model: z.string({ error: 'the form has no model field; add one naming the model' }).min(1, 'want a model name'),
-});
-
-const SCHEMAS: Record<Endpoint, z.ZodType> = {
-  chat: ChatSchema,
-  messages: ChatSchema,
-  completions: CompletionSchema,
-  embeddings: EmbeddingSchema,
-  rerank: RerankSchema,
-  score: ScoreSchema,
-  tokenize: TokenizeSchema,
-  detokenize: DetokenizeSchema,
-  transcriptions: TranscriptionSchema,
-  // Checked as the Chat Completions body admission translates it to (responses/request.ts checks the Responses shape).
-  responses: ChatSchema,
-};
-
 export interface ParsedRequest {
   readonly body: Record<string, unknown>;
   readonly model: string;
@@ -146,62 +41,12 @@ export interface ParsedRequest {
   /** A stream whose client did not ask for `stream_options.include_usage`: the router asks for it and keeps the usage chunk back. */
   readonly usageWithheld: boolean;
   /**
-   * The fewest tokens the prompt can be (see leastPromptTokens), walked once
+   * The fewest tokens the prompt can be (prompt-text.ts), walked once
    * on first use: the context check, the token reservation and a cut
    * stream's accounting all ask, and most requests need none of them.
    */
   leastPromptTokens(): number;
 }
-
-/**
- * Fields whose strings are the user's content, schemas or tags, where a URL
- * is ordinary text: OpenAI's (a predicted output, metadata tags) and the
- * extensions vLLM accepts (RAG documents, guided decoding, chat templates).
- */
-const CONTENT_FIELDS: ReadonlySet<string> = new Set([
-  'messages',
-  'prompt',
-  'input',
-  'suffix',
-  'tools',
-  'functions',
-  'tool_choice',
-  'response_format',
-  'stop',
-  'logit_bias',
-  'prediction',
-  'metadata',
-  'documents',
-  'guided_json',
-  'guided_regex',
-  'guided_choice',
-  'guided_grammar',
-  'structured_outputs',
-  'chat_template',
-  'chat_template_kwargs',
-  'mm_processor_kwargs',
-  'query',
-  'text_1',
-  'text_2',
-  'items',
-  'content',
-]);
-
-/** Field names that in some gateway or SDK mean "send this request there". */
-const REDIRECT_FIELDS: ReadonlySet<string> = new Set([
-  'api_base',
-  'base_url',
-  'api_url',
-  'api_host',
-  'endpoint',
-  'url',
-  'host',
-  'proxy',
-  'upstream',
-]);
-
-/** scheme://…, //host…, or a bare host with a port or a path (localhost:8000, 10.0.0.1/v1); a bare address alone is an identifier. */
-const URL_RE = /^\s*[a-z][a-z0-9+.-]*:\/\/|^\s*\/\/[^/]|^\s*(?:localhost|\d{1,3}(?:\.\d{1,3}){3})(?::\d+(?:\/|$)|\/)/i;
 
 /** Parses and checks a body; throws LLMGW_BAD_REQUEST naming the field. */
 export function parseRequest(endpoint: Endpoint, raw: Buffer, limits: RequestLimits): ParsedRequest {
@@ -238,7 +83,7 @@ export function parseFormRequest(endpoint: Endpoint, form: ReadForm, limits: Req
 }
 
 function checked(endpoint: Endpoint, body: Record<string, unknown>, limits: RequestLimits): ParsedRequest {
-  const schema = SCHEMAS[endpoint];
+  const schema = BODY_SCHEMAS[endpoint];
   const parsed = schema.safeParse(body);
   if (!parsed.success) {
     const problems = describeIssues(schema, parsed.error);
@@ -283,14 +128,6 @@ export interface ModelLimits {
   readonly maxTokens: number | null;
   readonly maxN: number | null;
 }
-
-/**
- * The least number of tokens a prompt of this many UTF-8 bytes can be. No
- * tokenizer in use packs more than a few bytes into a token on average over
- * a prompt (English is about 4); 16 leaves room for whitespace-heavy code, so
- * a prompt refused on this count could not have fitted.
- */
-export const BYTES_PER_TOKEN_AT_MOST = 16;
 
 /**
  * The checks that need the model: `n` and `max_tokens` within its declared
@@ -342,134 +179,7 @@ export function checkModelLimits(
   }
 }
 
-/** The field an endpoint's prompt is in, as one sequence the context must hold; null = none does. */
-function promptField(endpoint: Endpoint): 'messages' | 'prompt' | 'input' | null {
-  switch (endpoint) {
-    case 'chat':
-    case 'messages':
-    case 'responses':
-      return 'messages';
-    case 'completions':
-      return 'prompt';
-    case 'embeddings':
-      return 'input';
-    default:
-      return null;
-  }
-}
-
-/** Where each endpoint's text is, for the least tokens it can be; an endpoint not listed has none that counts. */
-const TEXT_FIELDS: Partial<Record<Endpoint, readonly string[]>> = {
-  rerank: ['query', 'documents'],
-  score: ['text_1', 'text_2', 'query', 'items'],
-};
-
-/** The fewest tokens a request's prompt can be (its messages, prompt or input; rerank's query and documents): see leastTokens. */
-export function leastPromptTokens(endpoint: Endpoint, body: Record<string, unknown>): number {
-  const field = promptField(endpoint);
-  if (field !== null) return leastTokens(body[field]);
-  return (TEXT_FIELDS[endpoint] ?? []).reduce((sum, f) => sum + leastTokens(body[f]), 0);
-}
-
-/** A lower bound on the tokens in a prompt: token ids counted exactly, text by BYTES_PER_TOKEN_AT_MOST. */
-function leastTokens(value: unknown): number {
-  let tokens = 0;
-  let bytes = 0;
-  const walk = (v: unknown, depth: number): void => {
-    if (depth > 8) return;
-    if (typeof v === 'string') bytes += Buffer.byteLength(v);
-    else if (typeof v === 'number') tokens++;
-    else if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
-    else if (v && typeof v === 'object') {
-      const o = v as Record<string, unknown>;
-      // Chat messages: their text is in content (a string, or parts with text).
-      if ('content' in o) walk(o.content, depth + 1);
-      else if (typeof o.text === 'string') bytes += Buffer.byteLength(o.text);
-    }
-  };
-  walk(value, 0);
-  return tokens + Math.floor(bytes / BYTES_PER_TOKEN_AT_MOST);
-}
-
 function firstPath(error: z.ZodError): string | null {
   const p = error.issues[0]?.path;
   return p && p.length ? String(p[0]) : null;
-}
-
-/**
- * 400 for a redirecting field name at the top (or in `extra_body`, where
- * some SDKs and gateways take them), or a URL-looking string anywhere
- * outside the content fields. A nested key named `endpoint` or `host` whose
- * value is no URL is data, not a destination.
- */
-function refuseRedirects(body: Record<string, unknown>): void {
-  const refuseName = (name: string, path: string, param: string) => {
-    if (REDIRECT_FIELDS.has(name.toLowerCase())) {
-      throw new LlmgwError('LLMGW_BAD_REQUEST', `${path}: llmgw chooses where a request goes; remove this field`, {
-        context: { param },
-      });
-    }
-  };
-  for (const [key, value] of Object.entries(body)) {
-    refuseName(key, key, key);
-    if (key === 'extra_body' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
-      for (const inner of Object.keys(value)) refuseName(inner, `extra_body.${inner}`, key);
-    }
-    if (CONTENT_FIELDS.has(key)) continue;
-    const where = findUrl(value, key, 0);
-    if (where) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `${where}: a URL is not accepted here, because no field may redirect the request; remove it`,
-        {
-          context: { param: key },
-        },
-      );
-    }
-  }
-}
-
-/** The path of the first URL-looking string under `value`; depth-bounded. */
-function findUrl(value: unknown, path: string, depth: number): string | null {
-  if (typeof value === 'string') return URL_RE.test(value) ? path : null;
-  if (depth > 8 || value === null || typeof value !== 'object') return null;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const hit = findUrl(value[i], `${path}[${i}]`, depth + 1);
-      if (hit) return hit;
-    }
-    return null;
-  }
-  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    const hit = findUrl(v, `${path}.${k}`, depth + 1);
-    if (hit) return hit;
-  }
-  return null;
-}
-
-/**
- * The text a prefix cache would share: the messages' contents in order (or
- * the prompt), cut at `chars`. Engines cache by token prefix, so the start of
- * the conversation (system prompt, shared few-shot examples) is what counts.
- */
-export function promptPrefix(body: Record<string, unknown>, chars: number): string {
-  let out = '';
-  const messages = body.messages;
-  if (Array.isArray(messages)) {
-    for (const m of messages) {
-      const content = (m as { content?: unknown }).content;
-      if (typeof content === 'string') out += content;
-      else if (Array.isArray(content))
-        for (const part of content)
-          if (typeof (part as { text?: unknown }).text === 'string') out += (part as { text: string }).text;
-      if (out.length >= chars) break;
-      out += '\n';
-    }
-  } else {
-    const prompt = body.prompt;
-    if (typeof prompt === 'string') out = prompt;
-    else if (Array.isArray(prompt) && typeof prompt[0] === 'string') out = prompt[0];
-    else if (Array.isArray(prompt)) out = JSON.stringify(prompt.slice(0, chars));
-  }
-  return out.slice(0, chars);
 }
