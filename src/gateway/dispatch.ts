@@ -27,8 +27,8 @@ export interface AttemptExchange {
   readonly startedAt: number;
   /** An attempt was dispatched already (the router's overhead is observed once, at the first). */
   dispatched: boolean;
-  /** The engine refused the stream_options the router added: sent as the client wrote it from then on. */
-  readonly usageRefused: boolean;
+  /** The engine refused the stream_options the router added: sent as the client wrote it from then on (stream-options.ts). */
+  usageRefused: boolean;
   /** max_tokens to add to a body that set none (a key's token limit holds the engine to what was reserved); absent or null = none. */
   readonly completionCap?: number | null;
 }

@@ -9,6 +9,7 @@
 // of this.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
+import { refusesStreamOptions } from './stream-options.js';
 import { AttemptRelay, describeNetError, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from './relay.js';
 
 /** Chat stream chunks in, the client API's SSE events out: each call returns whole events, '' when it makes none. */
@@ -19,8 +20,6 @@ export interface StreamTranslator {
   /** The API's error event, saying why the stream stopped; '' once ended. */
   fail(message: string): string;
 }
-
-const STREAM_OPTIONS = 'stream_options';
 
 export abstract class TranslatingRelay extends AttemptRelay {
   private sse = false;
@@ -89,12 +88,10 @@ export abstract class TranslatingRelay extends AttemptRelay {
       this.write(out);
       res.end();
     } else {
-      const body = Buffer.concat(this.pending).toString('utf8');
+      const bytes = Buffer.concat(this.pending);
       this.pending = [];
-      if (this.askedUsage && (this.status === 400 || this.status === 422) && body.includes(STREAM_OPTIONS)) {
-        return this.settle({ kind: 'usageRefused' });
-      }
-      const answer = this.whole(body, this.status);
+      if (refusesStreamOptions(this.askedUsage, this.status, bytes)) return this.settle({ kind: 'usageRefused' });
+      const answer = this.whole(bytes.toString('utf8'), this.status);
       this.started = true;
       this.hooks.onFirstByte();
       this.status = answer.status;

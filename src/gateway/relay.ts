@@ -11,6 +11,7 @@ import type { Dispatcher } from 'undici';
 import type { ErrorCode } from '../errors/index.js';
 import { openAiErrorBody } from './errors.js';
 import { TailKeeper } from './usage.js';
+import { refusesStreamOptions } from './stream-options.js';
 import { certificateProblem } from '../tls/index.js';
 
 /**
@@ -203,7 +204,7 @@ export class RelayHandler extends AttemptRelay {
     }
     if (!this.started) {
       const body = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
-      if (this.withholdUsage && (this.status === 400 || this.status === 422) && body.includes(STREAM_OPTIONS)) {
+      if (refusesStreamOptions(this.withholdUsage, this.status, body)) {
         this.pending = [];
         return this.settle({ kind: 'usageRefused' });
       }
@@ -293,7 +294,6 @@ export class RelayHandler extends AttemptRelay {
 /** What a usage-only event must hold, however it is spaced: an empty list (its choices). Only reads with one are looked at closely. */
 const EMPTY_LIST = Buffer.from('[]');
 const EMPTY_LIST_SPACED = Buffer.from('[ ]');
-const STREAM_OPTIONS = Buffer.from('stream_options');
 
 /**
  * Whole SSE events without the usage-only one (`"choices": []` and a usage

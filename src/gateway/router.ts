@@ -74,6 +74,7 @@ import {
 } from './dispatch.js';
 import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from './relay.js';
 import type { TailKeeper } from './usage.js';
+import { streamOptionsResend } from './stream-options.js';
 import type { RequestLog, RequestRecord } from './request-log.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
 import { readMultipartBody, type UploadRouteConfig } from './upload.js';
@@ -243,6 +244,7 @@ export class Router {
     this.dispatch = compose(
       (a) => this.send(a),
       [
+        streamOptionsResend(deps.logger),
         rewriteBody(),
         inFlight((id) => this.useOf(id), this.now),
         sendTimes(this.sends, this.finished, o.loadStaleMs, this.now),
@@ -633,16 +635,7 @@ export class Router {
         }
         attempts++;
         const attemptFrom = performance.now();
-        let outcome = await this.forward(ex, m, replica);
-        if (outcome.kind === 'usageRefused') {
-          // An engine that refuses stream_options (one that forbids unknown fields) gets the request as the client sent it.
-          this.deps.logger.warn(
-            { model: m.name, replica: replica.id, request: ex.id },
-            'the engine refused stream_options; this stream is sent without it and its tokens are counted at lower bounds',
-          );
-          ex.usageRefused = true;
-          outcome = await this.forward(ex, m, replica);
-        }
+        const outcome = await this.forward(ex, m, replica);
         const traced = {
           model: m.name,
           replica: replica.id,
@@ -657,7 +650,6 @@ export class Router {
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         if (ex.revoked) return this.revokedAnswer(ex);
-        // (Sent again as the client wrote it, an attempt cannot refuse stream_options a second time.)
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
         ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
