@@ -24,6 +24,7 @@ import type { Logger } from 'pino';
 import { isLlmgwError, LlmgwError, type ErrorCode } from '../errors/index.js';
 import type { ServerTls } from '../tls/index.js';
 import { capConnections } from './connections.js';
+import { RequestInvalidError, zodValidatorCompiler } from './schema.js';
 
 export { actorOf, actorText, auditActor, setIdentity, type AuditActor } from './actor.js';
 export { bearerToken, sameSecret } from './bearer.js';
@@ -36,6 +37,7 @@ export {
   type ConnectionCap,
   type ListenerName,
 } from './connections.js';
+export { RequestInvalidError, requestProblems, zodValidatorCompiler, type ZodTypeProvider } from './schema.js';
 export { FORM_LIMITS, FormReader, formBoundary, readForm, withFormField, type ReadForm } from './multipart.js';
 export {
   checkHost,
@@ -160,6 +162,9 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
       },
     }),
   );
+
+  // Route schemas are zod, on every listener (src/http/schema.ts); no route declares JSON Schema.
+  app.setValidatorCompiler(zodValidatorCompiler);
 
   capConnections(app.server, {
     maxConnections: options.maxConnections ?? 0,
@@ -361,9 +366,15 @@ function discardRestOfBody(request: FastifyRequest, reply: FastifyReply): void {
 /** Per-route wording for a body that is not JSON, e.g. "the model definition is not valid JSON". */
 export interface RouteJsonWording {
   invalidJson?: string;
+  /** What a body that does not fit the route's schema is called, before its problems: "join request". Absent = the problems alone. */
+  invalidBody?: string;
 }
 
 function toErrorBody(error: FastifyError | LlmgwError, request: FastifyRequest): ErrorBody {
+  if (error instanceof RequestInvalidError && error.part === 'body') {
+    const what = (request.routeOptions.config as RouteJsonWording | undefined)?.invalidBody;
+    return { status: 400, code: error.code, message: what ? `${what}: ${error.message}` : error.message };
+  }
   if (isLlmgwError(error)) {
     // 5xx messages from our own code are still kept out of the body: they may name internals.
     if (error.status >= 500 && error.code !== 'LLMGW_NO_STORE' && error.code !== 'LLMGW_STORE_UNAVAILABLE') {
