@@ -13,11 +13,10 @@ import {
   PROTOCOL_VERSION,
   type ShardStatus,
 } from '../../protocol/index.js';
-import { describeIssues } from '../../validation/index.js';
 import { type Inventory, type Node, NODE_JOIN_TOKEN_PREFIX } from '../inventory/index.js';
 import type { AssignmentBoard } from './assignments.js';
 import { checkMgmtAddr, declaredAddressing, type NodeAddressing, screenShards } from './report-checks.js';
-import { bearerToken } from '../../http/index.js';
+import { bearerToken, type RouteJsonWording, type ZodTypeProvider } from '../../http/index.js';
 
 export interface AgentApiOptions {
   inventory: Inventory;
@@ -44,7 +43,8 @@ export interface AgentApiOptions {
   onMgmtAddrChecked?: (nodeId: string, refusal: string | null) => void;
 }
 
-export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions): void {
+export function registerAgentApi(fastify: FastifyInstance, options: AgentApiOptions): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
   const joinCheck = constantTimeCheck(options.joinToken);
   // What each node declared at its last join here: a heartbeat whose report leaves it out is still held to it.
   const declaredAtJoin = new Map<string, Omit<NodeAddressing, 'sourceAddr'>>();
@@ -52,72 +52,71 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
   const loggedRefusals = new Map<string, string>();
   const staleAfter = options.staleAfterMs !== undefined ? { node_stale_after_ms: options.staleAfterMs } : {};
 
-  app.post(`${AGENT_API_PREFIX}/join`, async (request, reply) => {
-    const parsed = JoinRequestSchema.safeParse(request.body);
-    if (!parsed.success)
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `join request: ${describeIssues(JoinRequestSchema, parsed.error).join('; ')}`,
-      );
-    const body = parsed.data;
-    // A per-node token is an admin's act for one node id: it is used up here, before the join, so it admits once.
-    const sharedToken = joinCheck(body.join_token);
-    const nodeToken =
-      !sharedToken &&
-      body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX) &&
-      (await options.inventory.consumeJoinToken(body.join_token, body.node_id));
-    if (!nodeToken && !sharedToken) {
-      request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: wrong join token');
-      throw new LlmgwError(
-        'LLMGW_JOIN_REFUSED',
-        body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX)
-          ? `the per-node join token is unknown, used, expired or for another node than "${body.node_id}"; ask an admin for a new one (llmgw ctl join-token create --node ${body.node_id})`
-          : options.joinToken === null
-            ? 'this control plane accepts no agents: it has no join_token configured'
-            : 'the join token is wrong',
-      );
-    }
-    // Checked now, recorded only once the join is won: a refused join must not
-    // change what the live node under this id declared or why its address was refused.
-    const addressing = checkJoinAddresses(request, body);
-    const mgmtAddr = addressing.mgmtAddr;
-    let joined: { credential: string; mgmtToken: string };
-    try {
-      joined = await options.inventory.join(
-        {
-          id: body.node_id,
-          hostname: body.hostname ?? null,
-          mgmtAddr,
-          labels: body.labels ?? {},
-          agentVersion: body.agent_version ?? null,
-          protocolVersion: body.protocol_version ?? null,
-        },
-        { previousCredential: body.credential ?? null, nodeToken },
-      );
-    } catch (err) {
-      if (err instanceof LlmgwError && err.code === 'LLMGW_NODE_ID_TAKEN')
-        request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: the node id belongs to a live node');
-      throw err;
-    }
-    const { credential, mgmtToken } = joined;
-    declaredAtJoin.set(body.node_id, addressing.declared);
-    if (addressing.refusal !== null) {
-      request.log.warn(
-        { node: body.node_id, field: 'mgmt_addr', ip: request.ip, reason: addressing.refusal },
-        'refused the management address a node reported; collect and logs will not call it',
-      );
-    }
-    options.onMgmtAddrChecked?.(body.node_id, addressing.refusal);
-    request.log.info({ node: body.node_id, agent_version: body.agent_version, node_token: nodeToken }, 'node joined');
-    const answer: JoinResponse = {
-      node_id: body.node_id,
-      credential,
-      mgmt_token: mgmtToken,
-      heartbeat_interval_ms: options.heartbeatIntervalMs,
-      ...staleAfter,
-    };
-    return reply.send(answer);
-  });
+  const join: RouteJsonWording = { invalidBody: 'join request' };
+  app.post(
+    `${AGENT_API_PREFIX}/join`,
+    { schema: { body: JoinRequestSchema }, config: join },
+    async (request, reply) => {
+      const body = request.body;
+      // A per-node token is an admin's act for one node id: it is used up here, before the join, so it admits once.
+      const sharedToken = joinCheck(body.join_token);
+      const nodeToken =
+        !sharedToken &&
+        body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX) &&
+        (await options.inventory.consumeJoinToken(body.join_token, body.node_id));
+      if (!nodeToken && !sharedToken) {
+        request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: wrong join token');
+        throw new LlmgwError(
+          'LLMGW_JOIN_REFUSED',
+          body.join_token.startsWith(NODE_JOIN_TOKEN_PREFIX)
+            ? `the per-node join token is unknown, used, expired or for another node than "${body.node_id}"; ask an admin for a new one (llmgw ctl join-token create --node ${body.node_id})`
+            : options.joinToken === null
+              ? 'this control plane accepts no agents: it has no join_token configured'
+              : 'the join token is wrong',
+        );
+      }
+      // Checked now, recorded only once the join is won: a refused join must not
+      // change what the live node under this id declared or why its address was refused.
+      const addressing = checkJoinAddresses(request, body);
+      const mgmtAddr = addressing.mgmtAddr;
+      let joined: { credential: string; mgmtToken: string };
+      try {
+        joined = await options.inventory.join(
+          {
+            id: body.node_id,
+            hostname: body.hostname ?? null,
+            mgmtAddr,
+            labels: body.labels ?? {},
+            agentVersion: body.agent_version ?? null,
+            protocolVersion: body.protocol_version ?? null,
+          },
+          { previousCredential: body.credential ?? null, nodeToken },
+        );
+      } catch (err) {
+        if (err instanceof LlmgwError && err.code === 'LLMGW_NODE_ID_TAKEN')
+          request.log.warn({ node: body.node_id, ip: request.ip }, 'join refused: the node id belongs to a live node');
+        throw err;
+      }
+      const { credential, mgmtToken } = joined;
+      declaredAtJoin.set(body.node_id, addressing.declared);
+      if (addressing.refusal !== null) {
+        request.log.warn(
+          { node: body.node_id, field: 'mgmt_addr', ip: request.ip, reason: addressing.refusal },
+          'refused the management address a node reported; collect and logs will not call it',
+        );
+      }
+      options.onMgmtAddrChecked?.(body.node_id, addressing.refusal);
+      request.log.info({ node: body.node_id, agent_version: body.agent_version, node_token: nodeToken }, 'node joined');
+      const answer: JoinResponse = {
+        node_id: body.node_id,
+        credential,
+        mgmt_token: mgmtToken,
+        heartbeat_interval_ms: options.heartbeatIntervalMs,
+        ...staleAfter,
+      };
+      return reply.send(answer);
+    },
+  );
 
   // Not an async function: at 10,000 nodes most heartbeats are held (long-poll)
   // for seconds, and an async handler's suspended frame keeps the parsed
@@ -125,51 +124,50 @@ export function registerAgentApi(app: FastifyInstance, options: AgentApiOptions)
   // Held, each outlives the young generation and is promoted, so what a held
   // heartbeat keeps is what sets the control plane's memory (docs/heartbeats.md).
   // The wait below keeps only the node id and what the answer needs.
-  app.post(`${AGENT_API_PREFIX}/heartbeat`, (request, reply) => {
-    const parsed = HeartbeatRequestSchema.safeParse(request.body);
-    if (!parsed.success)
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `heartbeat: ${describeIssues(HeartbeatRequestSchema, parsed.error).join('; ')}`,
-      );
-    const body = parsed.data;
-    // Fastify keeps the body it parsed on the request until the answer, seconds for a held heartbeat; nothing reads it after this.
-    request.body = undefined;
-    const node = authenticate(request, options.inventory, body.node_id);
-    const unsavedMs = options.inventory.unsavedHeartbeatsMs();
-    if (options.refuseHeartbeatsUnsavedForMs !== undefined && unsavedMs > options.refuseHeartbeatsUnsavedForMs) {
-      throw new LlmgwError(
-        'LLMGW_STORE_UNAVAILABLE',
-        `this control plane has not been able to save heartbeats to the store for ${Math.round(unsavedMs / 1000)} s, so the leader would not see this node; heartbeat to another control plane`,
-      );
-    }
-    const { reportProblem, mgmtToken, sendReport } = options.inventory.heartbeat(node, {
-      ...(body.report !== undefined ? { report: body.report } : {}),
-      ...(body.report_hash !== undefined ? { reportHash: body.report_hash } : {}),
-      agentVersion: body.agent_version ?? null,
-      protocolVersion: body.protocol_version ?? null,
-    });
-    if (reportProblem) request.log.info({ node: node.id }, reportProblem);
-    // A keep-alive carries no report: the endpoints are held to the one held here, which the hash says still stands.
-    const report = body.report ?? node.report;
-    if (body.shards)
-      options.onShardReport?.(
-        node,
-        checkedShards(request, node.id, report, body.shards, declaredAtJoin, loggedRefusals),
-      );
-    const answer = heartbeatAnswer(node.id, mgmtToken, sendReport);
-    // Asked for its report, the agent is answered at once so that it sends it now rather than after a held poll.
-    if (body.known_generation === undefined || !body.wait_ms || sendReport) return answer();
-    // The response's close, not the request's: in Node the request emits
-    // 'close' as soon as its body has been read, which would end every wait at once.
-    const response = reply.raw;
-    return options.assignments
-      .waitForChange(node.id, body.known_generation, body.wait_ms, (cancel) => {
-        response.on('close', cancel);
-        return () => response.removeListener('close', cancel);
-      })
-      .then(answer);
-  });
+  const heartbeat: RouteJsonWording = { invalidBody: 'heartbeat' };
+  app.post(
+    `${AGENT_API_PREFIX}/heartbeat`,
+    { schema: { body: HeartbeatRequestSchema }, config: heartbeat },
+    (request, reply) => {
+      const body = request.body;
+      // Fastify keeps the body it parsed on the request until the answer, seconds for a held heartbeat; nothing reads it after this.
+      (request as { body: unknown }).body = undefined;
+      const node = authenticate(request, options.inventory, body.node_id);
+      const unsavedMs = options.inventory.unsavedHeartbeatsMs();
+      if (options.refuseHeartbeatsUnsavedForMs !== undefined && unsavedMs > options.refuseHeartbeatsUnsavedForMs) {
+        throw new LlmgwError(
+          'LLMGW_STORE_UNAVAILABLE',
+          `this control plane has not been able to save heartbeats to the store for ${Math.round(unsavedMs / 1000)} s, so the leader would not see this node; heartbeat to another control plane`,
+        );
+      }
+      const { reportProblem, mgmtToken, sendReport } = options.inventory.heartbeat(node, {
+        ...(body.report !== undefined ? { report: body.report } : {}),
+        ...(body.report_hash !== undefined ? { reportHash: body.report_hash } : {}),
+        agentVersion: body.agent_version ?? null,
+        protocolVersion: body.protocol_version ?? null,
+      });
+      if (reportProblem) request.log.info({ node: node.id }, reportProblem);
+      // A keep-alive carries no report: the endpoints are held to the one held here, which the hash says still stands.
+      const report = body.report ?? node.report;
+      if (body.shards)
+        options.onShardReport?.(
+          node,
+          checkedShards(request, node.id, report, body.shards, declaredAtJoin, loggedRefusals),
+        );
+      const answer = heartbeatAnswer(node.id, mgmtToken, sendReport);
+      // Asked for its report, the agent is answered at once so that it sends it now rather than after a held poll.
+      if (body.known_generation === undefined || !body.wait_ms || sendReport) return answer();
+      // The response's close, not the request's: in Node the request emits
+      // 'close' as soon as its body has been read, which would end every wait at once.
+      const response = reply.raw;
+      return options.assignments
+        .waitForChange(node.id, body.known_generation, body.wait_ms, (cancel) => {
+          response.on('close', cancel);
+          return () => response.removeListener('close', cancel);
+        })
+        .then(answer);
+    },
+  );
 
   /** What answers a node's heartbeat, made when it is sent: the generation and shards are read then, after any wait. */
   function heartbeatAnswer(nodeId: string, mgmtToken: string, sendReport: boolean): () => HeartbeatResponse {
