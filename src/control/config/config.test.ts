@@ -4,7 +4,13 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { initTls } from '../../tls/init.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/index.js';
-import { loadControlConfig, MAX_CONNECTIONS_DEFAULTS } from './index.js';
+import {
+  CONTROL_DEFAULTS,
+  CONTROL_OPTION_KEYS,
+  compileControlOptions,
+  loadControlConfig,
+  MAX_CONNECTIONS_DEFAULTS,
+} from './index.js';
 
 function file(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-config-'));
@@ -22,6 +28,19 @@ describe('control configuration', () => {
     expect(c.store).toEqual({ kind: 'sqlite', path: './.llmgw/llmgw.db' });
     expect(c.adminToken).toBeNull();
     expect(c.nodeLostAfterMs).toBe(60_000);
+  });
+
+  it('fills every absent key from CONTROL_DEFAULTS: writing the table out compiles to what an empty file does', () => {
+    // Guards against a default written twice (a schema literal beside the table) that drifts from it.
+    for (const key of Object.keys(CONTROL_DEFAULTS)) {
+      expect(CONTROL_OPTION_KEYS, `CONTROL_DEFAULTS.${key} names no option`).toContain(key);
+    }
+    const { maxConnections: emptyCaps, ...empty } = compileControlOptions({});
+    const { maxConnections: writtenCaps, ...written } = compileControlOptions({ ...CONTROL_DEFAULTS });
+    expect(written).toEqual(empty);
+    expect({ ...writtenCaps, set: [] }, 'the same caps, only now set by the operator').toEqual(emptyCaps);
+    expect(empty.router.headersTimeoutMs, "the router's own default").toBe(300_000);
+    expect(empty.uploadLimitBytes).toBe(25 * 2 ** 20);
   });
 
   it('reads CORS origins as a list or comma-separated, and refuses what is no origin or * without keys', () => {

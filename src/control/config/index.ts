@@ -15,6 +15,7 @@ import { formatDurationMs, parseDurationMs, parseSizeBytes } from '../../units/i
 import { readSecretFile } from '../../validation/flags.js';
 import { describeIssues } from '../../validation/index.js';
 import { ROUTER_DEFAULTS } from '../../gateway/options.js';
+import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
   message: 'want a duration with a unit, like 500ms, 15s or 5m',
@@ -29,13 +30,66 @@ const address = z.string().refine((v) => parseAddress(v) !== null, {
 });
 
 /**
- * Most connections each listener holds at once, by default. The agent
- * listener holds one long-polled heartbeat per node: room for a 10,000-node
- * fleet twice over, as while it reconnects after a restart. When their sum
- * does not fit the process's open-file limit, the control plane lowers the
- * ones not set explicitly at start (src/http/connections.ts) and says so.
+ * Every default of the control plane's configuration, in the words an
+ * operator writes (the schema below and `llmgw control --help` read them
+ * here; nothing else repeats them). The router's settings come from its own
+ * table, ROUTER_DEFAULTS, and the Responses API store's from
+ * RESPONSE_STORE_DEFAULTS, so the parts cannot disagree. A key missing here
+ * has no value when absent; its schema entry says what absence means.
  */
-export const MAX_CONNECTIONS_DEFAULTS = { client: 4096, admin: 1024, agent: 20_480 } as const;
+export const CONTROL_DEFAULTS = Object.freeze({
+  /** Loopback: only this machine reaches the client listener until an operator says otherwise. */
+  client_addr: '127.0.0.1:8080',
+  /** Loopback: with no admin token, loopback is the only place the admin listener may be. */
+  admin_addr: '127.0.0.1:8081',
+  agent_addr: '127.0.0.1:8082',
+  /** Embedded SQLite under the working directory; `none` keeps nothing across restarts. */
+  store: 'sqlite:./.llmgw/llmgw.db',
+  /** False: with no admin token configured, `llmgw control` makes one. */
+  insecure_no_admin_token: false,
+  /** auto: a node with the join token takes placements at once. */
+  join_approval: 'auto',
+  /** required: every client request carries an API key. */
+  api_keys: 'required',
+  log_level: 'info',
+  node_stale_after: '15s',
+  node_lost_after: '60s',
+  reconcile_interval: '5s',
+  client_headers_timeout: '30s',
+  /**
+   * Most connections each listener holds at once; 0 would mean no cap. The
+   * agent listener holds one long-polled heartbeat per node: room for a
+   * 10,000-node fleet twice over, as while it reconnects after a restart.
+   * When their sum does not fit the process's open-file limit, the control
+   * plane lowers the ones not set explicitly at start
+   * (src/http/connections.ts) and says so.
+   */
+  client_max_connections: 4096,
+  admin_max_connections: 1024,
+  agent_max_connections: 20_480,
+  upstream_headers_timeout: formatDurationMs(ROUTER_DEFAULTS.headersTimeoutMs),
+  idle_body_timeout: formatDurationMs(ROUTER_DEFAULTS.idleBodyTimeoutMs),
+  request_timeout: formatDurationMs(ROUTER_DEFAULTS.totalTimeoutMs),
+  cold_start_timeout: formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs),
+  max_held_per_key: ROUTER_DEFAULTS.maxHeldPerKey,
+  /** False: a profile env with a loader or interpreter hook is refused. */
+  allow_unsafe_profile_env: false,
+  /** False: /metrics asks for the admin token. */
+  metrics_public: false,
+  responses_ttl: durationText(RESPONSE_STORE_DEFAULTS.ttlMs),
+  /** 0 would keep none. */
+  responses_max_per_key: sizeText(RESPONSE_STORE_DEFAULTS.maxBytesPerKey),
+  max_upload_size: sizeText(ROUTER_DEFAULTS.uploadLimitBytes),
+  /** 0: V8's own heuristic. */
+  heap_growing_percent: 0,
+} as const);
+
+/** The listeners' connection caps by default, by listener (CONTROL_DEFAULTS' `*_max_connections`). */
+export const MAX_CONNECTIONS_DEFAULTS = Object.freeze({
+  client: CONTROL_DEFAULTS.client_max_connections,
+  admin: CONTROL_DEFAULTS.admin_max_connections,
+  agent: CONTROL_DEFAULTS.agent_max_connections,
+});
 
 const connectionCap = z.union([
   z.number().int().min(0).max(1e9),
@@ -44,20 +98,19 @@ const connectionCap = z.union([
 
 /**
  * The options as an operator writes them (file, env or flags). Absent keys
- * take the defaults below; the router's (timeouts, max_held_per_key) come
- * from its own table, ROUTER_DEFAULTS, so the two cannot disagree.
+ * take CONTROL_DEFAULTS, or, where it has none, what their comment says.
  */
 export const ControlOptionsSchema = z.strictObject({
-  client_addr: address.default('127.0.0.1:8080'),
-  admin_addr: address.default('127.0.0.1:8081'),
-  agent_addr: address.default('127.0.0.1:8082'),
+  client_addr: address.default(CONTROL_DEFAULTS.client_addr),
+  admin_addr: address.default(CONTROL_DEFAULTS.admin_addr),
+  agent_addr: address.default(CONTROL_DEFAULTS.agent_addr),
   /** `sqlite:PATH`, a `postgres://` URL, or `none` (catalog file only; writes answer 501). */
   store: z
     .string()
     .refine((v) => v === 'none' || v.startsWith('sqlite:') || /^postgres(ql)?:\/\//.test(v), {
       message: 'want sqlite:PATH, a postgres:// URL, or none',
     })
-    .default('sqlite:./.llmgw/llmgw.db'),
+    .default(CONTROL_DEFAULTS.store),
   /** A YAML file of models loaded at start; absent = only models added through the API. */
   catalog: z.string().optional(),
   admin_token: z.string().min(16, 'the admin token must be at least 16 characters').optional(),
@@ -70,20 +123,20 @@ export const ControlOptionsSchema = z.strictObject({
    */
   insecure_no_admin_token: z
     .union([z.boolean(), z.enum(['true', 'false'], { message: 'want true or false' })])
-    .default(false),
+    .default(CONTROL_DEFAULTS.insecure_no_admin_token),
   join_token: z.string().min(16, 'the join token must be at least 16 characters').optional(),
   join_token_file: z.string().optional(),
   /** `manual`: a node that joins afresh, or whose GPUs change, takes no placements until an admin approves it. */
-  join_approval: z.enum(['auto', 'manual']).default('auto'),
+  join_approval: z.enum(['auto', 'manual']).default(CONTROL_DEFAULTS.join_approval),
   /** `required`: every client request carries an API key. `off`: none is asked (allowed only on a loopback client_addr). */
-  api_keys: z.enum(['required', 'off']).default('required'),
-  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  api_keys: z.enum(['required', 'off']).default(CONTROL_DEFAULTS.api_keys),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default(CONTROL_DEFAULTS.log_level),
   /** A node that has not reported for this long is stale: kept, but placed on no more. */
-  node_stale_after: duration.default('15s'),
+  node_stale_after: duration.default(CONTROL_DEFAULTS.node_stale_after),
   /** A node that has not reported for this long is lost: its shards are given up and replaced. */
-  node_lost_after: duration.default('60s'),
+  node_lost_after: duration.default(CONTROL_DEFAULTS.node_lost_after),
   /** How often the reconciler runs a pass when nothing notifies it sooner. */
-  reconcile_interval: duration.default('5s'),
+  reconcile_interval: duration.default(CONTROL_DEFAULTS.reconcile_interval),
   /**
    * Most replicas the reconciler creates (or retries) in one pass, so that a
    * rack going dark does not start every replacement at once. Absent = 10%
@@ -96,7 +149,7 @@ export const ControlOptionsSchema = z.strictObject({
    * How long a client of any listener may take to finish its TLS handshake,
    * and then to send its request headers; a slower one is cut (slow-loris).
    */
-  client_headers_timeout: duration.default('30s'),
+  client_headers_timeout: duration.default(CONTROL_DEFAULTS.client_headers_timeout),
   /**
    * Most connections the client, admin and agent listener each hold at once
    * (see MAX_CONNECTIONS_DEFAULTS). At the cap, the oldest connection with
@@ -109,13 +162,13 @@ export const ControlOptionsSchema = z.strictObject({
   admin_max_connections: connectionCap.optional(),
   agent_max_connections: connectionCap.optional(),
   /** From a request sent to an engine until its response headers (a non-streamed answer's come with the whole answer). */
-  upstream_headers_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.headersTimeoutMs)),
+  upstream_headers_timeout: duration.default(CONTROL_DEFAULTS.upstream_headers_timeout),
   /** Longest silence in a body: the client's request, or the engine's answer between chunks. */
-  idle_body_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.idleBodyTimeoutMs)),
+  idle_body_timeout: duration.default(CONTROL_DEFAULTS.idle_body_timeout),
   /** A whole client request, holds and retries included; then 504 (or an error event once streaming). */
-  request_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.totalTimeoutMs)),
+  request_timeout: duration.default(CONTROL_DEFAULTS.request_timeout),
   /** Longest a request waits for a model with no ready replica while one starts. */
-  cold_start_timeout: duration.default(formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs)),
+  cold_start_timeout: duration.default(CONTROL_DEFAULTS.cold_start_timeout),
   /**
    * Most requests of one API key waiting at once for models with no ready
    * replica; the next gets 429. Bounds what one key can hold open (sockets,
@@ -123,7 +176,7 @@ export const ControlOptionsSchema = z.strictObject({
    */
   max_held_per_key: z
     .union([z.number().int().min(1), z.string().regex(/^[1-9]\d*$/, 'want a whole number, 1 or more')])
-    .default(ROUTER_DEFAULTS.maxHeldPerKey),
+    .default(CONTROL_DEFAULTS.max_held_per_key),
   /**
    * Web origins whose pages may call the client listener from a browser
    * (CORS), e.g. `https://chat.example.com`, or `*` for any; a list, or
@@ -161,7 +214,7 @@ export const ControlOptionsSchema = z.strictObject({
    */
   allow_unsafe_profile_env: z
     .union([z.boolean(), z.enum(['true', 'false'], { message: 'want true or false' })])
-    .default(false),
+    .default(CONTROL_DEFAULTS.allow_unsafe_profile_env),
   /**
    * Host names (no port) the admin listener answers to besides its own bound
    * address and, on loopback, localhost/127.0.0.1/::1; a list, or
@@ -174,17 +227,17 @@ export const ControlOptionsSchema = z.strictObject({
   /** As admin_hosts, for the client listener; on 0.0.0.0 or :: with none set, any Host is accepted (keys are required there). */
   client_hosts: z.union([z.string(), z.array(z.string())]).optional(),
   /** True: /metrics on the admin listener answers without the admin token (for a scraper kept apart by the network). Absent = false. */
-  metrics_public: z.union([z.boolean(), z.enum(['true', 'false'])]).default(false),
+  metrics_public: z.union([z.boolean(), z.enum(['true', 'false'])]).default(CONTROL_DEFAULTS.metrics_public),
   /** How long a Responses API response (store: true) is kept for previous_response_id and GET, from when it was made. */
-  responses_ttl: duration.default('30d'),
+  responses_ttl: duration.default(CONTROL_DEFAULTS.responses_ttl),
   /**
    * The most one API key keeps of Responses API responses (their JSON);
    * past it the key's oldest go first. 0 = none is kept (previous_response_id
    * then finds nothing).
    */
-  responses_max_per_key: size.default('64m'),
+  responses_max_per_key: size.default(CONTROL_DEFAULTS.responses_max_per_key),
   /** The largest upload the client listener reads (an audio file for /v1/audio/transcriptions); JSON bodies stay under 8 MiB. */
-  max_upload_size: size.default('25m'),
+  max_upload_size: size.default(CONTROL_DEFAULTS.max_upload_size),
   /**
    * How far past what is live V8 lets the old generation grow before it
    * collects it, in percent (V8's --heap-growing-percent), set by `llmgw
@@ -201,7 +254,7 @@ export const ControlOptionsSchema = z.strictObject({
       z.number().int().min(0).max(1000),
       z.string().regex(/^(\d{1,3}|1000)$/, "want a whole number of percent from 0 to 1000, 0 for V8's own heuristic"),
     ])
-    .default(0),
+    .default(CONTROL_DEFAULTS.heap_growing_percent),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -468,6 +521,24 @@ export function compileControlOptions(input: unknown): ControlConfig {
       coldStartTimeoutMs: parseDurationMs(o.cold_start_timeout) as number,
     }),
   });
+}
+
+/** A duration as an operator writes it, in whole days where it is some ("30d"), else as formatDurationMs writes it. */
+function durationText(ms: number): string {
+  return ms > 0 && ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : formatDurationMs(ms);
+}
+
+/** A size as an operator writes it ("64m"): the largest binary unit that divides it, bytes when none does. */
+function sizeText(bytes: number): string {
+  for (const [unit, factor] of [
+    ['t', 2 ** 40],
+    ['g', 2 ** 30],
+    ['m', 2 ** 20],
+    ['k', 2 ** 10],
+  ] as const) {
+    if (bytes > 0 && bytes % factor === 0) return `${bytes / factor}${unit}`;
+  }
+  return String(bytes);
 }
 
 /** Runs a read that throws a configuration error, adding its sentence to `problems` instead (null then). */
