@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { initTls } from '../tls/init.js';
 import { compileAgentOptions } from './agent.js';
+import { AGENT_DEFAULTS } from './defaults/index.js';
 
 const base = { stateDir: '/tmp/unused', nodeId: 'n1' };
 
@@ -79,5 +80,17 @@ describe('agent options: how the control plane is reached', () => {
     expect(() => compileAgentOptions({ ...base, control: ['https://10.0.0.1:8082'], engineTls: true })).toThrow(
       /--engine-tls .* needs --tls-cert and --tls-key/,
     );
+  });
+});
+
+describe('agent options: defaults', () => {
+  it('fills an absent heartbeat interval and management address from AGENT_DEFAULTS', () => {
+    const config = compileAgentOptions({ ...base, control: ['http://127.0.0.1:8082'] });
+    expect(config.heartbeatIntervalMs).toBe(AGENT_DEFAULTS.heartbeatIntervalMs);
+    expect(config.heartbeatIntervalMs, 'as `llmgw agent` always did').toBe(5_000);
+    expect([config.mgmtHost, config.mgmtPort], 'loopback, a free port').toEqual(['127.0.0.1', 0]);
+    expect(
+      compileAgentOptions({ ...base, control: ['http://127.0.0.1:8082'], heartbeatInterval: '2s' }).heartbeatIntervalMs,
+    ).toBe(2_000);
   });
 });

@@ -39,6 +39,7 @@ import {
 } from './control-link.js';
 import { backoffDelayMs, firstJoinDelayMs, startIndex } from './backoff.js';
 import { ReportPolicy } from './report-policy.js';
+import { AGENT_DEFAULTS } from './defaults/index.js';
 
 /** The options as an operator writes them (flags). */
 export interface AgentOptions {
@@ -50,9 +51,9 @@ export interface AgentOptions {
   labels?: Record<string, string>;
   /** Where the agent keeps its credential and engine records. */
   stateDir: string;
-  /** host:port for the management API (collect, logs); absent = 127.0.0.1 on a free port. */
+  /** host:port for the management API (collect, logs); absent = AGENT_DEFAULTS.mgmtAddr (loopback, a free port). */
   mgmtAddr?: string;
-  /** How often to report when the control plane does not say; a duration like "5s". */
+  /** How often to report when the control plane does not say; a duration like "5s". Absent = AGENT_DEFAULTS.heartbeatIntervalMs. */
   heartbeatInterval?: string;
   /**
    * How long past its long-poll wait a control plane may take to answer (and
@@ -90,8 +91,8 @@ const AgentOptionsSchema = z.strictObject({
   mgmtAddr: z
     .string()
     .regex(/^[^:]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/, 'want host:port')
-    .default('127.0.0.1:0'),
-  heartbeatInterval: z.string().default('5s'),
+    .default(AGENT_DEFAULTS.mgmtAddr),
+  heartbeatInterval: z.string().optional(),
   controlDeadline: z.string().optional(),
   ca: z.string().min(1).optional(),
   insecureHttp: z.boolean().default(false),
@@ -128,7 +129,8 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
       'the agent options are not valid',
     );
   const o = parsed.data;
-  const interval = parseDurationMs(o.heartbeatInterval);
+  const interval =
+    o.heartbeatInterval === undefined ? AGENT_DEFAULTS.heartbeatIntervalMs : parseDurationMs(o.heartbeatInterval);
   if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);
   const deadline = o.controlDeadline === undefined ? null : parseDurationMs(o.controlDeadline);
   if (typeof deadline === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--control-deadline: ${deadline}`);

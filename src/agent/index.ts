@@ -3,3 +3,4 @@
 // assigned (supervisor, engines), and reads their load for the router (load).
 // It never imports the control plane; the two meet in src/protocol.
 export { Agent, compileAgentOptions } from './agent.js';
+export { AGENT_DEFAULTS } from './defaults/index.js';

@@ -15,6 +15,7 @@ import { request, type Dispatcher } from 'undici';
 import type { ShardLoad } from '../../protocol/index.js';
 import { engineDispatcher } from '../../tls/index.js';
 import { parseEngineLoad, type EngineLoad } from './parse.js';
+import { AGENT_DEFAULTS } from '../defaults/index.js';
 
 /** One engine to read: a ready shard that serves the API. */
 export interface ScrapeTarget {
@@ -33,7 +34,7 @@ export interface LoadScraperOptions {
   readonly ca?: Buffer | null;
   /** The node certificate the agent gave its engines (--engine-tls): accepted on any address, loopback included, which it does not name. Absent = names are checked. */
   readonly engineCert?: Buffer | null;
-  /** Between round starts, ms; absent = 1000. */
+  /** Between round starts, ms; absent = AGENT_DEFAULTS.loadIntervalMs (1 s). */
   readonly intervalMs?: number;
   /** Per engine per round, ms; absent = half the interval. */
   readonly timeoutMs?: number;
@@ -71,7 +72,7 @@ export class LoadScraper {
   private stopped = false;
 
   constructor(private readonly options: LoadScraperOptions) {
-    this.intervalMs = options.intervalMs ?? 1000;
+    this.intervalMs = options.intervalMs ?? AGENT_DEFAULTS.loadIntervalMs;
     this.timeoutMs = options.timeoutMs ?? Math.max(100, Math.floor(this.intervalMs / 2));
     this.now = options.now ?? (() => performance.now());
     this.dispatcher = options.fetchText ? null : engineDispatcher(options.ca ?? null, options.engineCert ?? null);

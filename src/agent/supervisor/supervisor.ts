@@ -11,6 +11,7 @@ import { mkdir, readdir, stat, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { IllegalStateError, LlmgwError, isLlmgwError } from '../../errors/index.js';
 import { nearestName } from '../../units/index.js';
+import { AGENT_DEFAULTS } from '../defaults/index.js';
 import {
   adapterFor as defaultAdapterFor,
   engineBaseEnv,
@@ -54,7 +55,7 @@ export interface SupervisorOptions {
   prober?: ReadinessProber;
   /** Absent: the system clock and real timers. */
   clock?: SupervisorClock;
-  /** Engine ports come from firstPort..lastPort, inclusive. Absent: 20000-20999. */
+  /** Engine ports come from firstPort..lastPort, inclusive. Absent: AGENT_DEFAULTS' (20000-20999). */
   firstPort?: number;
   lastPort?: number;
   /** Whether a port is free on a host. Absent: bind it and let go. */
@@ -77,9 +78,9 @@ export interface SupervisorOptions {
   probeTimeoutMs?: number;
   /** How often an adopted engine (not this agent's child, so no exit event) is checked to be alive. Absent: 1000. */
   adoptedPollIntervalMs?: number;
-  /** How often a ready engine is probed again to catch a hang. Absent: 10000. 0: never. */
+  /** How often a ready engine is probed again to catch a hang. Absent: AGENT_DEFAULTS' (10 s). 0: never. */
   livenessIntervalMs?: number;
-  /** Failed liveness probes in a row after which a ready engine is stopped and restarted. Absent: 3. */
+  /** Failed liveness probes in a row after which a ready engine is stopped and restarted. Absent: AGENT_DEFAULTS' (3). */
   livenessFailures?: number;
   /** A shard's log is rotated above this size. Absent: 10 MiB. */
   logFileMaxBytes?: number;
@@ -217,8 +218,8 @@ export function compileSupervisorOptions(options: SupervisorOptions): CompiledSu
     processTable: options.processTable ?? linuxProcessTable(),
     prober: options.prober ?? networkReadinessProber(),
     clock: options.clock ?? systemClock(),
-    firstPort: count('firstPort', options.firstPort, 20000, 1),
-    lastPort: count('lastPort', options.lastPort, 20999, 1),
+    firstPort: count('firstPort', options.firstPort, AGENT_DEFAULTS.firstPort, 1),
+    lastPort: count('lastPort', options.lastPort, AGENT_DEFAULTS.lastPort, 1),
     isPortFree: options.isPortFree ?? bindTest,
     startTimeoutMs,
     restartPolicy: restartPolicy ?? new RestartPolicy(),
@@ -233,8 +234,8 @@ export function compileSupervisorOptions(options: SupervisorOptions): CompiledSu
       readinessPollMaxMs: ms('readinessPollMaxMs', options.readinessPollMaxMs, 2_000, 1),
       probeTimeoutMs: ms('probeTimeoutMs', options.probeTimeoutMs, 2_000, 1),
       adoptedPollIntervalMs: ms('adoptedPollIntervalMs', options.adoptedPollIntervalMs, 1_000, 1),
-      livenessIntervalMs: ms('livenessIntervalMs', options.livenessIntervalMs, 10_000),
-      livenessFailures: count('livenessFailures', options.livenessFailures, 3, 1),
+      livenessIntervalMs: ms('livenessIntervalMs', options.livenessIntervalMs, AGENT_DEFAULTS.livenessIntervalMs),
+      livenessFailures: count('livenessFailures', options.livenessFailures, AGENT_DEFAULTS.livenessFailures, 1),
       lastLogLines: count('lastLogLines', options.lastLogLines, 8, 0),
       baseEnv,
       advertiseHost: options.advertiseHost,
