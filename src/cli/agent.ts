@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { Agent, compileAgentOptions } from '../agent/index.js';
+import { Agent, AGENT_DEFAULTS, compileAgentOptions } from '../agent/index.js';
 import { WeightCache } from '../agent/cache/index.js';
 import { adapterFor } from '../agent/engines/index.js';
 import { Fetcher } from '../agent/fetch/index.js';
@@ -20,6 +20,7 @@ import { isPlainHttpOffLoopback, readCa } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 import { JOIN_TOKEN_FLAG, readTokenFile, tokenFlagWarning } from './token-flags.js';
 
+/** `llmgw agent`'s flags as commander gives them; absent = AGENT_DEFAULTS (or the default named). */
 export interface AgentFlags {
   control: string;
   /** Shown to every user by ps: `llmgw agent` warns; prefer joinTokenFile or LLMGW_JOIN_TOKEN. */
@@ -28,23 +29,27 @@ export interface AgentFlags {
   joinTokenFile?: string;
   nodeId?: string;
   labels?: string;
-  stateDir: string;
+  stateDir?: string;
+  /** Absent: <stateDir>/cache. */
   cacheDir?: string;
-  modelDir: string[];
+  /** Absent: none. */
+  modelDir?: string[];
   mgmtAddr?: string;
   simulate?: string;
-  fabric: string[];
+  /** Absent: none. */
+  fabric?: string[];
   heartbeatInterval?: string;
   /** A duration; absent: derived from the stale window the control plane announces. */
   controlDeadline?: string;
-  logLevel: string;
-  engineHost: string;
-  portRange: string;
-  /** A duration ("10s"); "0" turns the liveness probe off. Absent: 10s. */
+  logLevel?: string;
+  engineHost?: string;
+  /** FIRST-LAST, like 20000-20999. */
+  portRange?: string;
+  /** A duration ("10s"); "0" turns the liveness probe off. */
   livenessInterval?: string;
-  /** A whole number, 1 or more. Absent: 3. */
+  /** A whole number, 1 or more. */
   livenessFailures?: string;
-  /** How often ready engines' metrics are read for the router, a duration ("1s"); "0" = never. Absent: 1s. */
+  /** How often ready engines' metrics are read for the router, a duration ("1s"); "0" = never. */
   loadInterval?: string;
   /** Test-only: accept http:// weight sources. */
   allowHttpSources?: boolean;
@@ -90,7 +95,8 @@ export interface StartedAgent {
 
 /** Builds and starts an agent with its cache, fetcher and supervisor; `llmgw agent` and `llmgw up` share it. */
 export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger): Promise<StartedAgent> {
-  const stateDir = resolve(flags.stateDir);
+  const stateDir = resolve(flags.stateDir ?? AGENT_DEFAULTS.stateDir);
+  const engineHost = flags.engineHost ?? AGENT_DEFAULTS.engineHost;
   if (flags.joinToken !== undefined && flags.joinTokenFile !== undefined) {
     throw new LlmgwError(
       'LLMGW_CONFIG_INVALID',
@@ -121,7 +127,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   });
   const logger = parentLogger
     ? childLogger(parentLogger, 'agent', { node: config.nodeId })
-    : pino({ level: flags.logLevel, base: { part: 'agent', node: config.nodeId } });
+    : pino({ level: flags.logLevel ?? AGENT_DEFAULTS.logLevel, base: { part: 'agent', node: config.nodeId } });
   const clear = config.controlUrls.filter(isPlainHttpOffLoopback);
   if (clear.length)
     logger.warn(
@@ -134,21 +140,16 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   const prober = new NodeProber(
     {
       cacheDir,
-      modelDirs: flags.modelDir.map((d) => resolve(d)),
-      fabrics: flags.fabric,
+      modelDirs: (flags.modelDir ?? []).map((d) => resolve(d)),
+      fabrics: flags.fabric ?? [],
       ...(flags.simulate ? { simulate: flags.simulate, simulateSeed: config.nodeId } : {}),
     },
     { inPlace: () => runner?.inPlace() ?? [] },
   );
-  const ports = /^(\d+)-(\d+)$/.exec(flags.portRange);
-  if (!ports)
-    throw new LlmgwError(
-      'LLMGW_CONFIG_INVALID',
-      `--port-range: want FIRST-LAST, like 20000-20999; got "${flags.portRange}"`,
-    );
+  const ports = portRange(flags.portRange);
   // A wildcard is where engines bind, not where anyone reaches them: endpoints name the advertised address instead.
   const advertise = await advertisedHost({
-    engineHost: flags.engineHost,
+    engineHost,
     ...(flags.advertiseHost ? { advertiseHost: flags.advertiseHost } : {}),
     controlUrls: config.controlUrls,
   });
@@ -159,17 +160,18 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     );
   const engineAddressing = {
     ...(advertise === null ? {} : { engine_host: advertise }),
-    port_range: { first: Number(ports[1]), last: Number(ports[2]) },
+    port_range: ports,
   };
   const livenessIntervalMs =
     flags.livenessInterval === undefined
-      ? 10_000
+      ? AGENT_DEFAULTS.livenessIntervalMs
       : flags.livenessInterval === '0'
         ? 0
         : parseDurationMs(flags.livenessInterval);
   if (typeof livenessIntervalMs === 'string')
     throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-interval: ${livenessIntervalMs}`);
-  const livenessFailures = Number(flags.livenessFailures ?? 3);
+  const livenessFailures =
+    flags.livenessFailures === undefined ? AGENT_DEFAULTS.livenessFailures : Number(flags.livenessFailures);
   if (!Number.isInteger(livenessFailures) || livenessFailures < 1) {
     throw new LlmgwError(
       'LLMGW_CONFIG_INVALID',
@@ -204,8 +206,8 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
       }),
     // The node's CA signed the certificate engines serve under --engine-tls; the probes verify it.
     prober: networkReadinessProber({ ca: config.ca, engineCert }),
-    firstPort: Number(ports[1]),
-    lastPort: Number(ports[2]),
+    firstPort: ports.first,
+    lastPort: ports.last,
     livenessIntervalMs,
     livenessFailures,
     // A shard's state changing (ready, failed) is news the control plane should hear now.
@@ -223,7 +225,11 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     );
   }
   const loadIntervalMs =
-    flags.loadInterval === undefined ? 1000 : flags.loadInterval === '0' ? 0 : parseDurationMs(flags.loadInterval);
+    flags.loadInterval === undefined
+      ? AGENT_DEFAULTS.loadIntervalMs
+      : flags.loadInterval === '0'
+        ? 0
+        : parseDurationMs(flags.loadInterval);
   if (typeof loadIntervalMs === 'string')
     throw new LlmgwError('LLMGW_CONFIG_INVALID', `--load-interval: ${loadIntervalMs}`);
   // A load that changed is news the router should have now, not at the end of the long-poll.
@@ -242,7 +248,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     fetcher,
     cache,
     supervisor,
-    engineHost: flags.engineHost,
+    engineHost,
     logger,
     onChange: () => agent?.poke(),
     ...(scraper ? { load: (shardId: string) => scraper.take(shardId) } : {}),
@@ -258,6 +264,18 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   });
   await agent.start();
   return { agent, supervisor, logger };
+}
+
+/** --port-range as FIRST-LAST; absent = AGENT_DEFAULTS' range. */
+function portRange(text: string | undefined): { first: number; last: number } {
+  if (text === undefined) return { first: AGENT_DEFAULTS.firstPort, last: AGENT_DEFAULTS.lastPort };
+  const ports = /^(\d+)-(\d+)$/.exec(text);
+  if (!ports)
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `--port-range: want FIRST-LAST, like ${AGENT_DEFAULTS.firstPort}-${AGENT_DEFAULTS.lastPort}; got "${text}"`,
+    );
+  return { first: Number(ports[1]), last: Number(ports[2]) };
 }
 
 export async function runAgent(flags: AgentFlags): Promise<void> {

@@ -5,6 +5,7 @@
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { LlmgwError } from '../errors/index.js';
+import { CLI_DEFAULTS } from './defaults.js';
 import {
   install,
   renderUnit,
@@ -14,12 +15,13 @@ import {
   unitName,
 } from '../service/systemd.js';
 
+/** `llmgw install-service`'s flags; absent = CLI_DEFAULTS.installService, and node = this one. */
 export interface InstallServiceFlags {
   print?: boolean;
-  unitDir: string;
-  envDir: string;
-  user: string;
-  stateName: string;
+  unitDir?: string;
+  envDir?: string;
+  user?: string;
+  stateName?: string;
   node?: string;
 }
 
@@ -41,15 +43,15 @@ export function runInstallService(
     kind: kind as ServiceKind,
     node: resolve(flags.node ?? process.execPath),
     script: SCRIPT,
-    user: flags.user,
-    envDir: resolve(flags.envDir),
-    stateName: flags.stateName,
+    user: flags.user ?? CLI_DEFAULTS.installService.user,
+    envDir: resolve(flags.envDir ?? CLI_DEFAULTS.installService.envDir),
+    stateName: flags.stateName ?? CLI_DEFAULTS.installService.stateName,
   };
   if (flags.print) {
     out(renderUnit(options).trimEnd());
     return;
   }
-  const done = install(options, resolve(flags.unitDir));
+  const done = install(options, resolve(flags.unitDir ?? CLI_DEFAULTS.installService.unitDir));
   const unit = unitName(options.kind);
   out(`wrote ${done.unitPath}`);
   out(

@@ -2,11 +2,13 @@
 // plane and each node named, then says which file goes to which flag. The
 // X.509 work is in src/tls/init.ts, loaded only when this command runs.
 import { LlmgwError } from '../errors/index.js';
+import { CLI_DEFAULTS } from './defaults.js';
 
+/** `llmgw tls init`'s flags; absent lists are empty, absent days = CLI_DEFAULTS.tlsInit.days. */
 export interface TlsInitFlags {
-  name: string[];
-  host: string[];
-  days: string;
+  name?: string[];
+  host?: string[];
+  days?: string;
   force?: boolean;
 }
 
@@ -16,16 +18,20 @@ export async function runTlsInit(
   out: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
 ): Promise<void> {
   const { initTls, parseNodeArg } = await import('../tls/init.js');
-  if (!/^\d+$/.test(flags.days))
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--days: want a whole number of days, like 365; got "${flags.days}"`);
+  const days = flags.days ?? String(CLI_DEFAULTS.tlsInit.days);
+  if (!/^\d+$/.test(days))
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `--days: want a whole number of days, like ${CLI_DEFAULTS.tlsInit.days}; got "${days}"`,
+    );
   const result = await initTls({
     dir,
-    controlHosts: flags.host
+    controlHosts: (flags.host ?? [])
       .flatMap((h) => h.split(','))
       .map((h) => h.trim())
       .filter(Boolean),
-    nodes: flags.name.map(parseNodeArg),
-    days: Number(flags.days),
+    nodes: (flags.name ?? []).map(parseNodeArg),
+    days: Number(days),
     force: flags.force === true,
   });
   for (const f of result.files) out(`wrote ${f.path}  ${f.what}`);

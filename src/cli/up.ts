@@ -9,17 +9,20 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pino from 'pino';
 import { ControlPlane, compileControlOptions } from '../control/index.js';
+import { CONTROL_DEFAULTS } from '../control/config/index.js';
 import { makeTinyModel } from '../dev/make-model/index.js';
 import { childLogger } from '../log/index.js';
 import { startAgent } from './agent.js';
+import { CLI_DEFAULTS } from './defaults.js';
 import { applyHeapGrowing } from './heap.js';
 
+/** `llmgw up`'s flags; absent = CLI_DEFAULTS.up.dataDir, and the control plane's own defaults for the rest. */
 export interface UpFlags {
-  dataDir: string;
-  clientAddr: string;
-  adminAddr: string;
-  agentAddr: string;
-  logLevel: string;
+  dataDir?: string;
+  clientAddr?: string;
+  adminAddr?: string;
+  agentAddr?: string;
+  logLevel?: string;
 }
 
 /** The files `llmgw up` keeps in its data directory; `llmgw ctl` reads `control.json` and `admin-token`. */
@@ -68,7 +71,8 @@ models:
 }
 
 export async function runUp(flags: UpFlags): Promise<void> {
-  const dataDir = resolve(flags.dataDir);
+  const dataDir = resolve(flags.dataDir ?? CLI_DEFAULTS.up.dataDir);
+  const logLevel = flags.logLevel ?? CONTROL_DEFAULTS.log_level;
   mkdirSync(join(dataDir, 'models'), { recursive: true, mode: 0o700 });
   const say = (line: string) => process.stderr.write(`${line}\n`);
   const admin = secretFile(join(dataDir, UP_FILES.adminToken));
@@ -83,19 +87,20 @@ export async function runUp(flags: UpFlags): Promise<void> {
   if (!existsSync(catalogPath)) writeFileSync(catalogPath, demoCatalog(modelPath));
 
   const logger = pino(
-    { level: flags.logLevel, base: { part: 'up' } },
+    { level: logLevel, base: { part: 'up' } },
     pino.destination({ dest: join(dataDir, UP_FILES.log), mkdir: true, sync: false }),
   );
   const config = compileControlOptions({
-    client_addr: flags.clientAddr,
-    admin_addr: flags.adminAddr,
-    agent_addr: flags.agentAddr,
+    // Absent ones take CONTROL_DEFAULTS' addresses in the compile step.
+    ...(flags.clientAddr === undefined ? {} : { client_addr: flags.clientAddr }),
+    ...(flags.adminAddr === undefined ? {} : { admin_addr: flags.adminAddr }),
+    ...(flags.agentAddr === undefined ? {} : { agent_addr: flags.agentAddr }),
     store: `sqlite:${join(dataDir, 'llmgw.db')}`,
     catalog: catalogPath,
     admin_token: admin.value,
     join_token: join_.value,
-    log_level: flags.logLevel,
-    reconcile_interval: '1s',
+    log_level: logLevel,
+    reconcile_interval: CLI_DEFAULTS.up.reconcileInterval,
   });
   applyHeapGrowing(config.heapGrowingPercent);
   const plane = await ControlPlane.create(config, { logger: childLogger(logger, 'control') });
@@ -112,12 +117,9 @@ export async function runUp(flags: UpFlags): Promise<void> {
       control: urls.agent,
       joinToken: join_.value,
       stateDir: join(dataDir, 'agent'),
-      modelDir: [],
-      fabric: [],
-      logLevel: flags.logLevel,
-      engineHost: '127.0.0.1',
-      portRange: '20000-20999',
-      heartbeatInterval: '2s',
+      logLevel,
+      // Engines on loopback in AGENT_DEFAULTS' port range, as `llmgw agent` with no flags.
+      heartbeatInterval: CLI_DEFAULTS.up.heartbeatInterval,
     },
     logger,
   );
