@@ -19,15 +19,10 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fast
 import { LlmgwError, isLlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
 import type { RouterOptions } from './options.js';
-import type { LimitDecision, RequestLimiter } from './rate-limit.js';
-import {
-  checkModelLimits,
-  generates,
-  parseFormRequest,
-  parseRequest,
-  type Endpoint,
-  type ParsedRequest,
-} from './validate.js';
+import type { LimitDecision } from './rate-limit.js';
+import type { Ledger, Tab } from './ledger.js';
+import { overLimitMessage, tokensToReserve } from './token-cost.js';
+import { checkModelLimits, parseFormRequest, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
 import { modelServes } from './endpoints.js';
 import { bearerToken, readForm } from '../http/index.js';
 import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
@@ -46,8 +41,8 @@ export interface AdmittedCall {
   readonly parsed: ParsedRequest;
   /** The model the request names, resolved from a name or an alias. */
   readonly model: RoutedModel;
-  /** Tokens reserved against the key's token limit, given back or charged when the request ends; 0 = none. */
-  reservedTokens: number;
+  /** Its account: the tokens reserved against the key's token limit (by the rate-limit hook), settled once when it ends. */
+  readonly tab: Tab;
   /**
    * The max_tokens sent upstream for a request that set none, from a key with
    * a token limit: what was reserved for its completion, so the engine cannot
@@ -101,7 +96,8 @@ export interface AdmissionDeps {
   readonly keys: KeyStore;
   readonly authRequired: boolean;
   readonly catalog: { resolve(nameOrAlias: string): RoutedModel | undefined; models(): readonly RoutedModel[] };
-  readonly limiter: RequestLimiter;
+  /** Where a request's tokens are reserved and its usage recorded. */
+  readonly ledger: Ledger;
   readonly options: RouterOptions;
   /** Logs the refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it. */
   refuse(
@@ -114,14 +110,6 @@ export interface AdmissionDeps {
     counted?: boolean,
   ): FastifyReply;
   count(model: string, status: number, key: ApiKeyRecord | null): void;
-  recordUsage(
-    key: ApiKeyRecord | null,
-    model: string,
-    endpoint: Endpoint,
-    status: number,
-    promptTokens: number,
-    completionTokens: number,
-  ): void;
 }
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
@@ -332,7 +320,16 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    request.call = { endpoint, contentType, raw, parsed, model, reservedTokens: 0, completionCap: null, ...translated };
+    request.call = {
+      endpoint,
+      contentType,
+      raw,
+      parsed,
+      model,
+      tab: deps.ledger.open(key, endpoint),
+      completionCap: null,
+      ...translated,
+    };
     done();
   }
 }
@@ -362,7 +359,7 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
     const reserve = cost?.total ?? 0;
     if (cost !== null && reserve > key.tokensPerMinute!) {
       deps.count(model.name, 429, key);
-      deps.recordUsage(key, model.name, call.endpoint, 429, 0, 0);
+      deps.ledger.refused(key, model.name, call.endpoint, 429);
       // OpenAI answers a request too large for a TPM limit with 429 too; x-should-retry stops its SDKs' (and Anthropic's) automatic retries.
       deps.refuse(
         reply,
@@ -375,11 +372,11 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
       );
       return;
     }
-    const decision = deps.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, reserve);
+    const decision = call.tab.reserve(reserve);
     if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
     if (!decision.ok) {
       deps.count(model.name, 429, key);
-      deps.recordUsage(key, model.name, call.endpoint, 429, 0, 0);
+      deps.ledger.refused(key, model.name, call.endpoint, 429);
       const over =
         decision.limit === 'requests'
           ? `is over its limit of ${key.requestsPerMinute} requests per minute`
@@ -395,67 +392,9 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
       );
       return;
     }
-    call.reservedTokens = decision.reservedTokens ?? 0;
     if (cost !== null && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
     done();
   };
-}
-
-/** What a request may cost at most, and of what: the reservation and the refusal that names its parts. */
-interface TokenCost {
-  /** The prompt's least size. */
-  readonly prompt: number;
-  /** Completion tokens per choice; 0 for an endpoint that generates nothing. */
-  readonly completion: number;
-  /** Where `completion` came from: the request's own max_tokens (or max_completion_tokens), the model's limits.max_tokens, or the router's default. */
-  readonly completionFrom: 'request' | 'model' | 'default';
-  /** Choices (n); 1 unless the request asks for more. */
-  readonly choices: number;
-  readonly total: number;
-}
-
-/**
- * What a request may cost at most, reserved against its key's token limit:
- * the completion it asks for (max_tokens, else max_completion_tokens, else
- * the model's limits.max_tokens, else `defaultReserveTokens`) per choice,
- * plus the prompt's least size. Embeddings, rerank, score, tokenize and
- * transcriptions complete nothing: their prompt's least size alone.
- */
-function tokensToReserve(
-  endpoint: Endpoint,
-  parsed: ParsedRequest,
-  model: RoutedModel,
-  defaultReserveTokens: number,
-): TokenCost {
-  const prompt = parsed.leastPromptTokens();
-  if (!generates(endpoint)) return { prompt, completion: 0, completionFrom: 'request', choices: 1, total: prompt };
-  const body = parsed.body;
-  // Both given: engines differ in which wins (vLLM takes max_completion_tokens), so the larger is what it may cost.
-  const given = [body.max_tokens, body.max_completion_tokens].filter((v): v is number => typeof v === 'number');
-  const asked = given.length ? Math.max(...given) : null;
-  const completion = asked ?? model.limits.maxTokens ?? defaultReserveTokens;
-  const completionFrom = asked !== null ? 'request' : model.limits.maxTokens !== null ? 'model' : 'default';
-  const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
-  return { prompt, completion, completionFrom, choices, total: prompt + completion * choices };
-}
-
-/** The refusal of a request that alone may cost more than its key's per-minute token limit: both numbers, and what to send instead. */
-function overLimitMessage(key: ApiKeyRecord, model: RoutedModel, cost: TokenCost): string {
-  const limit = key.tokensPerMinute!;
-  const head = `this request may use up to ${cost.total} tokens, more than the ${limit} tokens per minute this API key (${key.prefix}…) may use in all, so no wait would admit it`;
-  const ask = 'or ask the operator for a higher tokens_per_minute';
-  const fits = Math.floor((limit - cost.prompt) / cost.choices);
-  if (cost.completion === 0 || fits < 1) {
-    return `${head}: its input alone is at least ${cost.prompt} tokens; send less input, ${ask}`;
-  }
-  const choices = cost.choices > 1 ? ` × ${cost.choices} choices (n)` : '';
-  const asked =
-    cost.completionFrom === 'request'
-      ? `max_tokens ${cost.completion}${choices}`
-      : cost.completionFrom === 'model'
-        ? `no max_tokens, which counts as model \`${model.name}\`'s cap of ${cost.completion} (limits.max_tokens)${choices}`
-        : `no max_tokens, which counts as ${cost.completion}${choices} (model \`${model.name}\` declares no limits.max_tokens)`;
-  return `${head} (${asked}, plus at least ${cost.prompt} of prompt); send max_tokens of at most ${fits}, ${ask}`;
 }
 
 /**

@@ -73,7 +73,7 @@ import {
   type Dispatch,
 } from './dispatch.js';
 import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from './relay.js';
-import type { TailKeeper } from './usage.js';
+import { Ledger, type Tab } from './ledger.js';
 import { streamOptionsResend } from './stream-options.js';
 import type { RequestLog, RequestRecord } from './request-log.js';
 import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
@@ -132,12 +132,10 @@ interface Exchange extends AttemptExchange {
   /** Wakes a cold hold or a backoff wait early. */
   wake: (() => void) | null;
   dispatched: boolean;
-  /** A usage record was made (by the relay); otherwise infer() makes one with no tokens. */
-  accounted: boolean;
   /** The engine refused the stream_options the router added: sent as the client wrote it from then on. */
   usageRefused: boolean;
-  /** Tokens reserved against the key's token limit at admission, given back or charged when the request ends; 0 = none. */
-  reservedTokens: number;
+  /** Its account (ledger.ts): the reservation made at admission, settled once when it ends. */
+  readonly tab: Tab;
   /** max_tokens added to a chat or completions body that set none, so the engine generates no more than was reserved; null = none added. */
   readonly completionCap: number | null;
   /** A Messages API request: its answer and refusals are translated to Anthropic's shapes; null = OpenAI's. */
@@ -191,6 +189,8 @@ export class Router {
   readonly bodyLimitBytes: number;
   private readonly metrics: RouterMetrics;
   private readonly limiter: RequestLimiter;
+  /** Reservations settled and usage recorded, once per request. */
+  readonly ledger: Ledger;
   private readonly use = new Map<string, ReplicaUse>();
   /** Start times (epoch ms) of the attempts in flight per replica id, oldest first: the sends an engine sample has not seen yet. */
   private readonly sends = new Map<string, number[]>();
@@ -238,6 +238,7 @@ export class Router {
       () => this.use,
     );
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
+    this.ledger = new Ledger(this.limiter, deps.usage, deps.logger);
     this.createdS = Math.floor(this.now() / 1000);
     this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
     this.unsubscribeRevoked = deps.keys.onRevoked((keyId) => this.endRevoked(keyId));
@@ -314,12 +315,10 @@ export class Router {
       keys: this.deps.keys,
       authRequired: this.deps.authRequired,
       catalog: this.deps.catalog,
-      limiter: this.limiter,
+      ledger: this.ledger,
       options: this.options,
       refuse: (...args) => this.refuse(...args),
       count: (model, status, key) => this.count(model, status, key),
-      recordUsage: (key, model, endpoint, status, promptTokens, completionTokens) =>
-        this.recordUsage(key, model, endpoint, status, promptTokens, completionTokens),
     };
   }
 
@@ -360,8 +359,7 @@ export class Router {
   async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
     const key = request.apiKey;
-    const { endpoint, contentType, parsed, raw, model, reservedTokens, completionCap, anthropic, responses } =
-      request.call!;
+    const { endpoint, contentType, parsed, raw, model, tab, completionCap, anthropic, responses } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -386,9 +384,8 @@ export class Router {
       abort: null,
       wake: null,
       dispatched: false,
-      accounted: false,
       usageRefused: false,
-      reservedTokens,
+      tab,
       completionCap,
       anthropic,
       responses,
@@ -441,11 +438,8 @@ export class Router {
         if (mine?.size === 0) this.runningByKey.delete(key.id);
       }
     }
-    if (!ex.accounted) {
-      // No answer came from an engine: no token was used, and the whole reservation goes back.
-      if (key) this.limiter.settle(key.id, key.tokensPerMinute, ex.reservedTokens, 0);
-      this.recordUsage(key, model.name, endpoint, ex.clientGone ? 0 : status, 0, 0);
-    }
+    // No answer came from an engine (else its relay settled already): no token was used, the whole reservation goes back.
+    tab.settle(model.name, ex.clientGone ? 0 : status, 0, 0);
     this.count(model.name, ex.clientGone ? 499 : status, key);
     const seconds = (performance.now() - startedAt) / 1000;
     this.metrics.forModel(model.name).duration.observe(seconds);
@@ -471,8 +465,8 @@ export class Router {
    */
   async countTokens(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const key = request.apiKey;
-    const { parsed, model, reservedTokens } = request.call!;
-    if (key) this.limiter.settle(key.id, key.tokensPerMinute, reservedTokens, 0);
+    const { parsed, model, tab } = request.call!;
+    tab.release();
     const candidates = this.candidates(model);
     if (candidates.length === 0) {
       return this.refuse(
@@ -839,7 +833,8 @@ export class Router {
           ex.trace.ttftMs = ms;
           this.metrics.forModel(ex.requested.name).ttft.observe(ms / 1000);
         },
-        onAnswered: (status, tail, events) => this.account(ex, model, status, tail, events),
+        onAnswered: (status, tail, events) =>
+          ex.tab.settleFromAnswer(model.name, status, tail, events, ex.parsed, ex.trace),
         brokenMessage: () =>
           ex.revoked
             ? revokedMessage(ex.key!)
@@ -1034,51 +1029,6 @@ export class Router {
     const deleted = store ? await store.delete(keyId, id) : false;
     if (!deleted) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
     return { id, object: 'response', deleted: true };
-  }
-
-  private account(ex: Exchange, model: RoutedModel, status: number, tail: TailKeeper, events: number): void {
-    ex.accounted = true;
-    // Off the response's path: the client already has its last byte.
-    setImmediate(() => {
-      let usage = tail.usage();
-      if (!usage && events > 0) {
-        // The engine's usage never came (the stream broke, the client left, or the engine ignores include_usage):
-        // lower bounds, so that leaving a stream just before its end does not make its tokens free. An engine sends a
-        // role chunk, a chunk per token, a finish chunk and [DONE].
-        usage = { promptTokens: ex.parsed.leastPromptTokens(), completionTokens: Math.max(0, events - 3) };
-      }
-      const promptTokens = usage?.promptTokens ?? 0;
-      const completionTokens = usage?.completionTokens ?? 0;
-      if (usage) {
-        ex.trace.promptTokens = promptTokens;
-        ex.trace.completionTokens = completionTokens;
-      }
-      if (ex.key)
-        this.limiter.settle(ex.key.id, ex.key.tokensPerMinute, ex.reservedTokens, promptTokens + completionTokens);
-      this.recordUsage(ex.key, model.name, ex.endpoint, status, promptTokens, completionTokens);
-    });
-  }
-
-  recordUsage(
-    key: ApiKeyRecord | null,
-    model: string,
-    endpoint: Endpoint,
-    status: number,
-    promptTokens: number,
-    completionTokens: number,
-  ): void {
-    try {
-      this.deps.usage.record({
-        keyId: key?.id ?? 'anonymous',
-        model,
-        endpoint,
-        promptTokens,
-        completionTokens,
-        status,
-      });
-    } catch (err) {
-      this.deps.logger.error({ err }, 'the usage sink failed; this request is not accounted');
-    }
   }
 
   private useOf(id: string): ReplicaUse {
