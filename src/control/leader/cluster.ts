@@ -16,7 +16,9 @@
 //
 // A follower serves replica readiness and draining from the store's rows; the
 // leader serves from its own records, which it writes. With SQLite there is
-// one instance and none of this runs: it always leads.
+// one control plane and none of this runs for it: it always leads. A gateway
+// process (src/control/gateway-process.ts) runs this as a non-candidate, on
+// either store: it follows, never stands for leader, and reports its use.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
@@ -35,10 +37,16 @@ import { SharedRateLimiter } from './shared-rate-limit.js';
 export const RECONCILER_ROLE = 'reconciler';
 
 export interface ClusterOptions {
-  /** A Postgres store; the cluster sets its leader fence. */
+  /** A Postgres store (SQLite only for a non-candidate); the cluster sets its leader fence. */
   store: Store;
-  /** The same store's URL: the elector holds its lock and LISTENs on a connection of its own. */
-  url: string;
+  /**
+   * The same store's URL: the elector holds its lock and LISTENs on a
+   * connection of its own. Null (SQLite): no elector; this instance never
+   * leads (only a non-candidate may have none) and polls every sync interval.
+   */
+  url: string | null;
+  /** False: never stands for leader (a gateway process); it still follows and reports its use. Absent = true. */
+  candidate?: boolean;
   /** This instance's id; absent = hostname, pid and a random suffix. */
   instanceId?: string;
   now: () => number;
@@ -79,7 +87,8 @@ export class Cluster {
   readonly instanceId: string;
   /** Per-key rate limits counted across every instance; the router's limiter. */
   readonly limiter: SharedRateLimiter;
-  private readonly elector: LeaderElector;
+  /** Null: no Postgres to elect or listen on (a gateway process on SQLite). */
+  private readonly elector: LeaderElector | null;
   private parts: ClusterParts | null = null;
   /** True once a new leader has adopted the store's replicas; the reconciler's `leads`. */
   private leadingNow = false;
@@ -120,28 +129,35 @@ export class Cluster {
       logger: options.logger,
       ...(options.rateSyncIntervalMs === undefined ? {} : { syncIntervalMs: options.rateSyncIntervalMs }),
     });
-    this.elector = new LeaderElector({
-      store: options.store,
-      url: options.url,
-      instanceId: this.instanceId,
-      role: RECONCILER_ROLE,
-      retryIntervalMs: options.electionRetryMs ?? 1000,
-      now: options.now,
-      logger: options.logger,
-      onElected: (epoch) => this.takeOver(epoch),
-      onDeposed: () => {
-        this.leadingNow = false;
-        // Sums from this stint must not feed the next one's first pass.
-        this.fleetUseSeen = null;
-        this.fleetQueuedSeen = null;
-      },
-      onChange: (topic) => this.changed(topic),
-    });
+    const candidate = options.candidate ?? true;
+    if (candidate && options.url === null)
+      throw new Error('a cluster candidate needs a Postgres URL to hold the leader lock on');
+    this.elector =
+      options.url === null
+        ? null
+        : new LeaderElector({
+            store: options.store,
+            url: options.url,
+            candidate,
+            instanceId: this.instanceId,
+            role: RECONCILER_ROLE,
+            retryIntervalMs: options.electionRetryMs ?? 1000,
+            now: options.now,
+            logger: options.logger,
+            onElected: (epoch) => this.takeOver(epoch),
+            onDeposed: () => {
+              this.leadingNow = false;
+              // Sums from this stint must not feed the next one's first pass.
+              this.fleetUseSeen = null;
+              this.fleetQueuedSeen = null;
+            },
+            onChange: (topic) => this.changed(topic),
+          });
     options.store.setLeaderFence({
       role: RECONCILER_ROLE,
       // Only once adoption is done: a pass queued before it must not write over the store's newer rows.
-      epoch: () => (this.leadingNow ? this.elector.heldEpoch : null),
-      onStale: (err) => this.elector.stepDown(err.message),
+      epoch: () => (this.leadingNow ? (this.elector?.heldEpoch ?? null) : null),
+      onStale: (err) => this.elector?.stepDown(err.message),
     });
   }
 
@@ -169,23 +185,23 @@ export class Cluster {
   }
 
   get epoch(): number | null {
-    return this.leadingNow ? this.elector.heldEpoch : null;
+    return this.leadingNow ? (this.elector?.heldEpoch ?? null) : null;
   }
 
   attach(parts: ClusterParts): void {
     this.parts = parts;
   }
 
-  /** Starts election and the sync loops; `urls` are what this instance listens on, for the control-planes list. */
-  start(urls: { client: string; admin: string; agent: string }): void {
+  /** Starts election and the sync loops; `urls` are what this instance listens on, for the control-planes list (absent = not listed). */
+  start(urls?: { client: string; admin: string; agent: string }): void {
     if (this.closed || this.syncTimer) return;
-    this.urls = urls;
+    this.urls = urls ?? null;
     this.syncTimer = setInterval(() => void this.sync('*'), this.syncMs);
     this.syncTimer.unref();
     this.reportTimer = setInterval(() => void this.exchangeReports(), this.reportMs);
     this.reportTimer.unref();
     void this.sync('*');
-    this.elector.start();
+    this.elector?.start();
   }
 
   /** An agent's shard report received here (the reconciler has it already): written for the other instances when it says something new. */
@@ -198,7 +214,7 @@ export class Cluster {
   async close(): Promise<void> {
     this.closed = true;
     for (const t of [this.syncTimer, this.reportTimer, this.dirtyTimer]) if (t) clearTimeout(t);
-    await this.elector.close();
+    await this.elector?.close();
     this.leadingNow = false;
     await this.syncing;
     await this.reporting;
@@ -241,7 +257,7 @@ export class Cluster {
   private async takeOver(epoch: number): Promise<void> {
     const grace = this.options.takeoverGraceMs ?? 1500;
     if (grace > 0) await new Promise((r) => setTimeout(r, grace));
-    if (this.elector.heldEpoch !== epoch || this.closed) return;
+    if (this.elector?.heldEpoch !== epoch || this.closed) return;
     const parts = this.parts;
     if (!parts) throw new Error('the cluster was elected before the control plane attached its parts');
     await parts.inventory.refresh();
@@ -255,7 +271,7 @@ export class Cluster {
     parts.reconciler.beginLeading();
     parts.inventory.restartSilenceClock();
     await this.sumFleetDemand(parts, this.options.now());
-    if (this.elector.heldEpoch !== epoch || this.closed) return;
+    if (this.elector?.heldEpoch !== epoch || this.closed) return;
     this.leadingNow = true;
     this.options.logger.info(
       { epoch, replicas: parts.reconciler.replicas().length },
@@ -308,14 +324,15 @@ export class Cluster {
       if (all || topic === 'nodes') await parts.inventory.refresh({ liveness: all });
       if ((all || topic === 'replicas') && !this.leadingNow) await parts.reconciler.reload();
       if (all) {
-        await store.controlPlanes.touch({
-          id: this.instanceId,
-          clientUrl: this.urls?.client ?? null,
-          adminUrl: this.urls?.admin ?? null,
-          agentUrl: this.urls?.agent ?? null,
-          startedAtMs: this.startedAtMs,
-          lastSeenMs: now,
-        });
+        if (this.urls)
+          await store.controlPlanes.touch({
+            id: this.instanceId,
+            clientUrl: this.urls?.client ?? null,
+            adminUrl: this.urls?.admin ?? null,
+            agentUrl: this.urls?.agent ?? null,
+            startedAtMs: this.startedAtMs,
+            lastSeenMs: now,
+          });
         const use = [...parts.replicaUse()].map(([replicaId, u]) => ({ replicaId, ...u }));
         await store.replicaUse.save(this.instanceId, use, now);
         // Rows are refreshed while requests are held (the leader reads only fresh ones); with none held, and none written last time, there is nothing to say.

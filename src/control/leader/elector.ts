@@ -4,7 +4,9 @@
 // the lock is exactly as alive as that connection. Followers try for it
 // every retry interval; a leader that loses the connection, or fails the
 // probe it runs on it each interval, steps down at once. Acquiring bumps the
-// role's epoch in the store, which fences writes of any earlier holder.
+// role's epoch in the store, which fences writes of any earlier holder. A
+// non-candidate (a gateway process) keeps only the connection, for the
+// changes announced on it, and probes it as a leader does.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { CHANGES_CHANNEL, type Store } from '../store/index.js';
@@ -38,6 +40,11 @@ export interface LeaderElectorOptions {
   onDeposed(reason: string): void;
   /** Topics NOTIFYed on CHANGES_CHANNEL, heard on the same connection. */
   onChange?(topic: string): void;
+  /**
+   * False: never tries for the lock; the connection only listens for changes
+   * (a gateway process, which follows and never leads). Absent = true.
+   */
+  candidate?: boolean;
 }
 
 export class LeaderElector {
@@ -110,7 +117,7 @@ export class LeaderElector {
     if (this.closed) return;
     const client = this.client ?? (await this.connect());
     if (!client) return;
-    if (this.epoch !== null) {
+    if (this.epoch !== null || this.options.candidate === false) {
       // A connection that died quietly (a partition, a frozen server) answers no probe; waiting for TCP to notice could take minutes.
       try {
         await client.query('select 1');
