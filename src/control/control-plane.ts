@@ -15,7 +15,6 @@ import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
 import { Events, nodeChangeEvent, registerEventsApi } from './events/index.js';
 import {
-  checkHost,
   connectionCapsFor,
   createJsonApp,
   hostAllowlist,
@@ -23,12 +22,13 @@ import {
   registerConnectionRefusals,
 } from '../http/index.js';
 import { Inventory, localDisk, registerHeartbeatMetrics, registerNodeMetrics } from './inventory/index.js';
-import { Cluster, registerControlPlanesRoute } from './leader/index.js';
+import { Cluster, GatewayDemand, registerControlPlanesRoute } from './leader/index.js';
 import { explain, place } from './placement/index.js';
 import type { Model } from './catalog/index.js';
 import { Reconciler, toPlacementNode, toPlacementProfile, weightsKeyOf } from './reconciler/index.js';
 import { Registry } from 'prom-client';
-import { openAiErrorShape, registerRouter, RequestLog, type Router } from '../gateway/index.js';
+import type { Router } from '../gateway/index.js';
+import { buildClientListener } from './client-listener.js';
 import {
   MemoryKeyStore,
   MemoryUsageSink,
@@ -92,6 +92,8 @@ export class ControlPlane {
     readonly responses: ResponseStore,
     /** The clock the control plane was built with (deps.now, or Date.now). */
     private readonly now: () => number,
+    /** Gateway processes' demand read from the store; null with no store or with several control planes (the cluster reads it). */
+    private readonly gateways: GatewayDemand | null,
   ) {}
 
   static async create(config: ControlConfig, deps: ControlPlaneDeps = {}): Promise<ControlPlane> {
@@ -180,59 +182,39 @@ export class ControlPlane {
     const { caps: connectionCaps, note: capsNote } = connectionCapsFor(config.maxConnections, openFileLimit());
     if (capsNote) logger.info({ ...connectionCaps }, capsNote);
     const refusedConnection = registerConnectionRefusals(registry);
-    const clientApp = createJsonApp({
-      logger: logger.child({ listener: 'client' }),
+    const {
+      app: clientApp,
+      router,
+      requestLog,
+    } = buildClientListener({
+      config,
+      logger,
+      registry,
+      now,
       maxConnections: connectionCaps.client,
       onConnectionRefused: refusedConnection('client'),
-      bodyLimitBytes: 8 << 20,
-      shapeError: openAiErrorShape,
-      headersTimeoutMs: config.clientHeadersTimeoutMs,
-      requestLoggers: false,
-      requestIds: true,
-      https: config.tls.client,
-    });
-    // Before the router: a request under a Host this listener does not answer to (a rebound DNS name) reaches no route.
-    const clientHosts = hostAllowlist({
-      boundHost: config.clientAddr.host,
-      extra: config.clientHosts,
-      credentialsRequired: config.apiKeysRequired,
-    });
-    clientApp.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
-    // Which replica served each request and why it failed, by request id: this instance's own, in memory.
-    const requestLog = new RequestLog();
-    const router = registerRouter(clientApp, {
-      requestLog,
       catalog,
       replicas: reconciler.view,
       keys,
-      authRequired: config.apiKeysRequired,
       usage,
-      registry,
-      logger: childLogger(logger, 'router'),
-      now,
-      timeouts: config.router,
-      corsOrigins: config.corsOrigins,
-      maxHeldPerKey: config.maxHeldPerKey,
-      uploadLimitBytes: config.uploadLimitBytes,
-      engineCa: config.engineCa,
       responses,
       ...(cluster ? { limiter: cluster.limiter } : {}),
+      ready: async () => {
+        if (store) await store.models.list();
+        return catalog.models().length;
+      },
     });
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
     // With several instances the leader scales on every instance's use, summed through the store.
+    // Alone on a store, `llmgw gateway` processes' demand comes through it too (src/control/gateway-process.ts).
+    const gateways =
+      store && !cluster ? new GatewayDemand({ store, now, logger, onMoreQueued: () => reconciler.notify() }) : null;
     reconciler.attachDemand(() => ({
-      replicas: cluster?.fleetUse() ?? router.replicaUse(),
-      queued: withFleetQueued(router.queued(), cluster?.fleetQueued() ?? null),
+      replicas: cluster?.fleetUse() ?? gateways?.withUse(router.replicaUse()) ?? router.replicaUse(),
+      queued: gateways
+        ? gateways.withQueued(router.queued())
+        : withFleetQueued(router.queued(), cluster?.fleetQueued() ?? null),
     }));
-    clientApp.get('/healthz', async () => ({ status: 'ok' }));
-    clientApp.get('/readyz', async (_request, reply) => {
-      try {
-        if (store) await store.models.list();
-        return { status: 'ready', models: catalog.models().length };
-      } catch {
-        return reply.code(503).send({ status: 'store unreachable' });
-      }
-    });
 
     // Agents' management APIs (logs, weight removal): https verified against agent_ca when it is set.
     const agentMgmt = peerClient(config.agentCa);
@@ -385,6 +367,7 @@ export class ControlPlane {
       adminGuard,
       responses,
       now,
+      gateways,
     );
     registerControlPlanesRoute(adminApp, { cluster, now, adminUrl: () => plane.adminUrl });
     return plane;
@@ -415,8 +398,10 @@ export class ControlPlane {
       return urls;
     }
     // The router's per-replica use feeds idle_seconds between passes; scaling reads it fresh at each pass (attachDemand).
+    this.gateways?.start();
     this.useTimer = setInterval(() => {
-      for (const [id, use] of this.router.replicaUse()) {
+      const own = this.router.replicaUse();
+      for (const [id, use] of this.gateways?.withUse(own) ?? own) {
         this.reconciler.reportUse(id, use);
       }
     }, 1000);
@@ -445,6 +430,7 @@ export class ControlPlane {
   async close(): Promise<void> {
     if (this.useTimer) clearInterval(this.useTimer);
     if (this.responsesSweepTimer) clearInterval(this.responsesSweepTimer);
+    await this.gateways?.close();
     await this.reconciler.stop();
     // Right after the pass in progress: ending the lock connection lets another instance lead within a second.
     await this.cluster?.close();

@@ -5,3 +5,4 @@
 // reconciler and router so that a single instance (SQLite) carries none of it.
 export { Cluster, type ClusterOptions } from './cluster.js';
 export { registerControlPlanesRoute } from './routes.js';
+export { GatewayDemand } from './gateway-demand.js';
