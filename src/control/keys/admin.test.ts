@@ -93,3 +93,24 @@ describe('usage admin route', () => {
     ).toEqual([]);
   });
 });
+
+describe('key admin bodies, checked by the route schema', () => {
+  // Guards the move from a safeParse in the handler to the route's zod schema:
+  // the answers must read word for word as they did, an absent body included.
+  it('words a bad key, an absent body and a bad endpoint as before', async () => {
+    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
+    registerKeyAdmin(app, { keys: new MemoryKeyStore(), now: () => 0, audit: () => undefined });
+    registerUsageAdmin(app, {});
+    const typo = await app.inject({ method: 'POST', url: '/api/v1/keys', payload: { name: 'x', requests_per_min: 5 } });
+    expect(typo.statusCode).toBe(400);
+    expect(typo.json()).toEqual({
+      error: 'the key is not valid: requests_per_min: unknown field; did you mean "requests_per_minute"?',
+    });
+    const absent = await app.inject({ method: 'POST', url: '/api/v1/keys' });
+    expect(absent.statusCode).toBe(400);
+    expect(absent.json()).toEqual({ error: 'the key is not valid: name: is required (string)' });
+    const speech = await app.inject({ method: 'GET', url: '/api/v1/usage?endpoint=speech' });
+    expect(speech.statusCode).toBe(400);
+    expect(speech.json<{ error: string }>().error).toMatch(/^endpoint: "speech" is no endpoint; want one of chat, /);
+  });
+});

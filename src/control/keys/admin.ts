@@ -4,8 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { LlmgwError } from '../../errors/index.js';
-import { actorOf, type AuditActor } from '../../http/index.js';
-import { describeIssues } from '../../validation/index.js';
+import { actorOf, type AuditActor, type RouteJsonWording, type ZodTypeProvider } from '../../http/index.js';
 import { issueKey, keyView, type KeyStore } from './keys.js';
 import type { UsageRow } from './stored.js';
 import { API_ENDPOINTS } from '../catalog/index.js';
@@ -37,16 +36,13 @@ export interface KeyAdminDeps {
  * POST/GET/DELETE /api/v1/keys on the admin listener (which has already
  * checked the admin token). Revoking is by exact id, never by name or prefix.
  */
-export function registerKeyAdmin(app: FastifyInstance, deps: KeyAdminDeps): void {
-  app.post('/api/v1/keys', async (request, reply) => {
-    const parsed = NewKeySchema.safeParse(request.body ?? {});
-    if (!parsed.success) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `the key is not valid: ${describeIssues(NewKeySchema, parsed.error).join('; ')}`,
-      );
-    }
-    const body = parsed.data;
+export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  // No body reads as {}, which is checked like any other (its type is wrong only until zod says what is missing).
+  const newKey = { body: NewKeySchema.prefault({} as z.input<typeof NewKeySchema>) };
+  const wording: RouteJsonWording = { invalidBody: 'the key is not valid' };
+  app.post('/api/v1/keys', { schema: newKey, config: wording }, async (request, reply) => {
+    const body = request.body;
     const unknown = (body.allowed_models ?? []).filter((m) => deps.modelExists && !deps.modelExists(m));
     if (unknown.length)
       throw new LlmgwError(
@@ -96,18 +92,22 @@ export interface UsageAdminDeps {
 }
 
 /** What `?endpoint=` may name: every API of the client listener, and 'unknown' for what was counted before endpoints were. */
-const USAGE_ENDPOINTS: readonly string[] = [...API_ENDPOINTS, 'unknown'];
+const USAGE_ENDPOINTS = [...API_ENDPOINTS, 'unknown'] as const;
+
+const UsageQuerySchema = z.object({
+  endpoint: z
+    .enum(USAGE_ENDPOINTS, {
+      error: (issue) =>
+        `"${String(issue.input).slice(0, 40)}" is no endpoint; want one of ${USAGE_ENDPOINTS.join(', ')}`,
+    })
+    .optional(),
+});
 
 /** GET /api/v1/usage on the admin listener: the totals per key, model and endpoint; `?endpoint=rerank` keeps one endpoint's rows. */
-export function registerUsageAdmin(app: FastifyInstance, deps: UsageAdminDeps): void {
-  app.get<{ Querystring: { endpoint?: string } }>('/api/v1/usage', async (request) => {
+export function registerUsageAdmin(fastify: FastifyInstance, deps: UsageAdminDeps): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  app.get('/api/v1/usage', { schema: { querystring: UsageQuerySchema } }, async (request) => {
     const endpoint = request.query.endpoint;
-    if (endpoint !== undefined && !USAGE_ENDPOINTS.includes(endpoint)) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `endpoint: "${endpoint.slice(0, 40)}" is no endpoint; want one of ${USAGE_ENDPOINTS.join(', ')}`,
-      );
-    }
     if (!deps.usage) return [];
     return deps.usage.list(endpoint === undefined ? {} : { endpoint });
   });
