@@ -57,16 +57,14 @@ import { servesResponsesNatively } from './native.js';
 import { fromResponses, previousResponseHook } from './responses-call.js';
 import { replyError, writeError } from './errors.js';
 import { RouterMetrics } from './metrics.js';
-import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
+import { ReplicaChooser } from './chooser.js';
 import { RateLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import {
   attemptMetrics,
   compose,
-  inFlight,
   requestId,
   rewriteBody,
-  sendTimes,
   withholdsUsage,
   type Attempt,
   type AttemptExchange,
@@ -76,7 +74,7 @@ import { RelayHandler, describeNetError, type Outcome, type RelayHooks } from '.
 import { Ledger, type Tab } from './ledger.js';
 import { streamOptionsResend } from './stream-options.js';
 import type { RequestLog, RequestRecord } from './request-log.js';
-import { promptPrefix, type Endpoint, type ParsedRequest } from './validate.js';
+import type { Endpoint, ParsedRequest } from './validate.js';
 import { readMultipartBody, type UploadRouteConfig } from './upload.js';
 
 /** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
@@ -173,8 +171,6 @@ const UPSTREAM_PATHS: Record<Endpoint, string> = {
 };
 
 const RETRY_BACKOFF_CAP_MS = 500;
-const NO_SENDS: readonly number[] = Object.freeze([]);
-const NO_FINISHED: readonly { startMs: number; endMs: number }[] = Object.freeze([]);
 
 /** The headers every upstream request starts from (its request id is added per request). */
 const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
@@ -191,19 +187,14 @@ export class Router {
   private readonly limiter: RequestLimiter;
   /** Reservations settled and usage recorded, once per request. */
   readonly ledger: Ledger;
-  private readonly use = new Map<string, ReplicaUse>();
-  /** Start times (epoch ms) of the attempts in flight per replica id, oldest first: the sends an engine sample has not seen yet. */
-  private readonly sends = new Map<string, number[]>();
-  /** Attempts per replica id that ended within the last loadStaleMs: the ones an engine sample counted that are gone since. */
-  private readonly finished = new Map<string, { startMs: number; endMs: number }[]>();
+  /** Which replica each attempt goes to, and the use per replica that choice reads. */
+  private readonly chooser: ReplicaChooser;
   /** Requests held per model name while none of its replicas is ready; no entry = none. */
   private readonly held = new Map<string, number>();
   /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
   private readonly heldByKey = new Map<string, number>();
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
-  /** Prefix rings by model, with the id set they were built from. */
-  private readonly rings = new Map<string, HashRing>();
   private readonly holds = new Set<() => void>();
   private readonly unsubscribe: (() => void) | null;
   private readonly sweepTimer: NodeJS.Timeout | null;
@@ -232,10 +223,11 @@ export class Router {
     this.timeouts = o.timeouts;
     this.bodyLimitBytes = o.bodyLimitBytes;
     this.corsOn = o.corsOrigins.length > 0;
+    this.chooser = new ReplicaChooser(deps.replicas, o);
     this.metrics = new RouterMetrics(
       deps.registry,
       () => this.held,
-      () => this.use,
+      () => this.chooser.use,
     );
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.ledger = new Ledger(this.limiter, deps.usage, deps.logger);
@@ -247,8 +239,7 @@ export class Router {
       [
         streamOptionsResend(deps.logger),
         rewriteBody(),
-        inFlight((id) => this.useOf(id), this.now),
-        sendTimes(this.sends, this.finished, o.loadStaleMs, this.now),
+        ...this.chooser.interceptors(),
         attemptMetrics(this.metrics),
         // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
         requestId(`.${randomBytes(3).toString('hex')}`),
@@ -260,9 +251,7 @@ export class Router {
 
   /** In flight and last used per replica id, for the reconciler (scaling, ReplicaView's idle_seconds). */
   replicaUse(): Map<string, ReplicaUse> {
-    const out = new Map<string, ReplicaUse>();
-    for (const [id, u] of this.use) out.set(id, { ...u });
-    return out;
+    return this.chooser.replicaUse();
   }
 
   /** Requests held per model (canonical name) waiting for a replica to become ready, for the scaler; no entry = none. */
@@ -283,11 +272,7 @@ export class Router {
         liveIds.add(r.id);
       }
     }
-    for (const [id, u] of this.use) {
-      if (liveIds.has(id) || u.inFlight > 0) continue;
-      this.use.delete(id);
-    }
-    for (const id of this.finished.keys()) if (!liveIds.has(id)) this.finished.delete(id);
+    this.chooser.forget(liveIds);
     for (const [endpoint, { pool }] of this.pools) {
       if (live.has(endpoint)) continue;
       const stats = pool.stats;
@@ -467,7 +452,7 @@ export class Router {
     const key = request.apiKey;
     const { parsed, model, tab } = request.call!;
     tab.release();
-    const candidates = this.candidates(model);
+    const candidates = this.chooser.candidates(model);
     if (candidates.length === 0) {
       return this.refuse(
         reply,
@@ -476,7 +461,7 @@ export class Router {
         `model \`${model.name}\` has 0 ready replicas: ${this.deps.replicas.describe(model.name)}; count_tokens asks a ready replica's tokenizer`,
       );
     }
-    const replica = this.choose(model, candidates, parsed);
+    const replica = this.chooser.choose(model, candidates, parsed);
     const served = replica.servedNames ?? [model.name, ...model.aliases];
     const body = JSON.stringify({
       model: served.includes(parsed.model) ? parsed.model : model.name,
@@ -572,10 +557,10 @@ export class Router {
     }
     let skipPrimary = false;
     let coldNote = '';
-    if (this.candidates(model).length === 0) {
+    if (this.chooser.candidates(model).length === 0) {
       const willStart = this.deps.replicas.demand(model.name);
       // Serve a fallback meanwhile only if one can answer now; otherwise holding for the model itself is the better wait.
-      if (model.fallbackWhileCold && chain.some((f) => f !== model && this.candidates(f).length > 0)) {
+      if (model.fallbackWhileCold && chain.some((f) => f !== model && this.chooser.candidates(f).length > 0)) {
         skipPrimary = true;
       } else if (willStart) {
         const keyId = ex.key?.id ?? null;
@@ -605,7 +590,7 @@ export class Router {
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         if (ex.revoked) return this.revokedAnswer(ex);
-        if (this.candidates(model).length === 0)
+        if (this.chooser.candidates(model).length === 0)
           coldNote = ` after waiting ${Math.round(this.timeouts.coldStartTimeoutMs / 1000)} s for one to start`;
       }
     }
@@ -616,9 +601,9 @@ export class Router {
       const m = chain[i]!;
       const tried = new Set<string>();
       for (let k = 0; k < this.options.attemptsPerModel && attempts < this.options.maxAttempts; k++) {
-        const candidates = this.candidates(m).filter((r) => !tried.has(r.id));
+        const candidates = this.chooser.candidates(m).filter((r) => !tried.has(r.id));
         if (candidates.length === 0) break;
-        const replica = this.choose(m, candidates, ex.parsed);
+        const replica = this.chooser.choose(m, candidates, ex.parsed);
         tried.add(replica.id);
         if (attempts > 0) {
           this.metrics.retries.inc({ model: model.name });
@@ -672,52 +657,8 @@ export class Router {
     return 503;
   }
 
-  private candidates(model: RoutedModel): readonly RouterReplica[] {
-    const all = this.deps.replicas.ready(model.name);
-    let draining = false;
-    for (const r of all) if (r.draining) draining = true;
-    return draining ? all.filter((r) => !r.draining) : all;
-  }
-
-  private choose(model: RoutedModel, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
-    if (model.routing === 'least-inflight')
-      return pickLeastLoaded(candidates, (id) => this.use.get(id)?.inFlight ?? 0, this.random)!;
-    // Scored once per choice: the prefix walk asks a replica's load more than once.
-    const now = this.now();
-    const scores = new Map<string, number>();
-    for (const c of candidates) {
-      scores.set(
-        c.id,
-        expectedLoad(
-          loadViewOf(
-            c.load,
-            this.sends.get(c.id) ?? NO_SENDS,
-            now,
-            this.options.loadStaleMs,
-            this.finished.get(c.id) ?? NO_FINISHED,
-          ),
-        ),
-      );
-    }
-    const load = (id: string) => scores.get(id) ?? 0;
-    if (model.routing === 'prefix' && candidates.length > 1) {
-      // The ring covers every replica taking requests, not just this attempt's candidates, so a retry does not rebuild it.
-      const ids = this.candidates(model)
-        .map((c) => c.id)
-        .sort();
-      let ring = this.rings.get(model.name);
-      if (!ring || ring.ids.length !== ids.length || ring.ids.some((id, i) => id !== ids[i])) {
-        ring = new HashRing(ids);
-        this.rings.set(model.name, ring);
-      }
-      const hash = fnv1a(promptPrefix(parsed.body, this.options.prefixChars));
-      return pickByPrefix(candidates, ring, hash, load, this.options.loadFactor)!;
-    }
-    return pickLeastLoad(candidates, load, this.random)!;
-  }
-
   private async holdUntilReady(ex: Exchange, model: RoutedModel, deadlineMs: number): Promise<void> {
-    while (!ex.clientGone && !ex.timedOut && !ex.revoked && this.candidates(model).length === 0) {
+    while (!ex.clientGone && !ex.timedOut && !ex.revoked && this.chooser.candidates(model).length === 0) {
       const leftMs = deadlineMs - this.now();
       if (leftMs <= 0) return;
       await this.sleep(ex, Math.min(this.options.coldPollMs, leftMs), true);
@@ -1029,15 +970,6 @@ export class Router {
     const deleted = store ? await store.delete(keyId, id) : false;
     if (!deleted) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
     return { id, object: 'response', deleted: true };
-  }
-
-  private useOf(id: string): ReplicaUse {
-    let u = this.use.get(id);
-    if (!u) {
-      u = { inFlight: 0, lastUsedAtMs: null };
-      this.use.set(id, u);
-    }
-    return u;
   }
 
   /** `nodeId`: the node serving the endpoint (rank 0), whose certificate an https engine must present; absent = the host is checked. */

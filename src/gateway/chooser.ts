@@ -1,0 +1,148 @@
+// The replica chooser: which ready replica of a model an attempt goes to,
+// and the bookkeeping that choice reads. It owns what this gateway knows of
+// each replica's use (in flight and last used, for least-inflight and for
+// the reconciler's scaling), the start times of its sends and of those that
+// finished lately (least-load corrects an engine's last sample by them), and
+// the prefix rings per model; the interceptors it hands the attempt chain
+// keep them as attempts run. The policies themselves are pure functions in
+// pick.ts; chooseReplica below puts them together without I/O. Separate from
+// the attempt loop, which asks only "the candidates" and "which one".
+import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from './ports.js';
+import { inFlight, sendTimes, type Interceptor } from './dispatch.js';
+import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
+import { promptPrefix, type ParsedRequest } from './validate.js';
+
+const NO_SENDS: readonly number[] = Object.freeze([]);
+const NO_FINISHED: readonly { startMs: number; endMs: number }[] = Object.freeze([]);
+
+/** What the choice is made from, besides the candidates: every input of the policy, so that it is a pure function. */
+export interface ChoiceInputs {
+  /** This gateway's in-flight count per replica id (least-inflight). */
+  inFlight(id: string): number;
+  /** A replica's expected load (least-load and prefix); computed once per choice. */
+  load(id: string): number;
+  /** The model's prefix ring and the prompt prefix's hash (prefix routing); null ring = not prefix routing. */
+  readonly ring: HashRing | null;
+  readonly prefixHash: number;
+  readonly loadFactor: number;
+  readonly random: () => number;
+}
+
+/** The replica an attempt at `model` goes to, from non-empty `candidates`, by the model's routing. */
+export function chooseReplica(
+  routing: RoutedModel['routing'],
+  candidates: readonly RouterReplica[],
+  inputs: ChoiceInputs,
+): RouterReplica {
+  if (routing === 'least-inflight') return pickLeastLoaded(candidates, inputs.inFlight, inputs.random)!;
+  if (routing === 'prefix' && inputs.ring !== null && candidates.length > 1)
+    return pickByPrefix(candidates, inputs.ring, inputs.prefixHash, inputs.load, inputs.loadFactor)!;
+  return pickLeastLoad(candidates, inputs.load, inputs.random)!;
+}
+
+/** The settings the chooser reads (RouterOptions has them). */
+export interface ChooserOptions {
+  readonly loadStaleMs: number;
+  readonly prefixChars: number;
+  readonly loadFactor: number;
+  readonly now: () => number;
+  readonly random: () => number;
+}
+
+export class ReplicaChooser {
+  /** In flight and last used per replica id; no entry = never used, or forgotten by forget(). */
+  readonly use = new Map<string, ReplicaUse>();
+  /** Start times (epoch ms) of the attempts in flight per replica id, oldest first: the sends an engine sample has not seen yet. */
+  private readonly sends = new Map<string, number[]>();
+  /** Attempts per replica id that ended within the last loadStaleMs: the ones an engine sample counted that are gone since. */
+  private readonly finished = new Map<string, { startMs: number; endMs: number }[]>();
+  /** Prefix rings by model, with the id set they were built from. */
+  private readonly rings = new Map<string, HashRing>();
+
+  constructor(
+    private readonly replicas: ReplicaDirectory,
+    private readonly options: ChooserOptions,
+  ) {}
+
+  /** The interceptors that keep this chooser's bookkeeping as attempts run: in-flight and last use, send times. */
+  interceptors(): Interceptor[] {
+    const { now, loadStaleMs } = this.options;
+    return [inFlight((id) => this.useOf(id), now), sendTimes(this.sends, this.finished, loadStaleMs, now)];
+  }
+
+  /** The model's ready replicas taking new requests: draining ones only when every one drains (none then). */
+  candidates(model: RoutedModel): readonly RouterReplica[] {
+    const all = this.replicas.ready(model.name);
+    let draining = false;
+    for (const r of all) if (r.draining) draining = true;
+    return draining ? all.filter((r) => !r.draining) : all;
+  }
+
+  /** The replica for an attempt at `model`, among non-empty `candidates` (the ones not tried yet). */
+  choose(model: RoutedModel, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
+    const o = this.options;
+    if (model.routing === 'least-inflight') {
+      return pickLeastLoaded(candidates, (id) => this.use.get(id)?.inFlight ?? 0, o.random)!;
+    }
+    // Scored once per choice: the prefix walk asks a replica's load more than once.
+    const now = o.now();
+    const scores = new Map<string, number>();
+    for (const c of candidates) {
+      const view = loadViewOf(
+        c.load,
+        this.sends.get(c.id) ?? NO_SENDS,
+        now,
+        o.loadStaleMs,
+        this.finished.get(c.id) ?? NO_FINISHED,
+      );
+      scores.set(c.id, expectedLoad(view));
+    }
+    const prefix = model.routing === 'prefix' && candidates.length > 1;
+    return chooseReplica(model.routing, candidates, {
+      inFlight: (id) => this.use.get(id)?.inFlight ?? 0,
+      load: (id) => scores.get(id) ?? 0,
+      ring: prefix ? this.ringOf(model) : null,
+      prefixHash: prefix ? fnv1a(promptPrefix(parsed.body, o.prefixChars)) : 0,
+      loadFactor: o.loadFactor,
+      random: o.random,
+    });
+  }
+
+  /** A copy of the use per replica id, for the reconciler (scaling, ReplicaView's idle_seconds). */
+  replicaUse(): Map<string, ReplicaUse> {
+    const out = new Map<string, ReplicaUse>();
+    for (const [id, u] of this.use) out.set(id, { ...u });
+    return out;
+  }
+
+  /** Forgets the use and finished sends of replicas not in `liveIds` that carry nothing. */
+  forget(liveIds: ReadonlySet<string>): void {
+    for (const [id, u] of this.use) {
+      if (liveIds.has(id) || u.inFlight > 0) continue;
+      this.use.delete(id);
+    }
+    for (const id of this.finished.keys()) if (!liveIds.has(id)) this.finished.delete(id);
+  }
+
+  private useOf(id: string): ReplicaUse {
+    let u = this.use.get(id);
+    if (!u) {
+      u = { inFlight: 0, lastUsedAtMs: null };
+      this.use.set(id, u);
+    }
+    return u;
+  }
+
+  /** The ring covers every replica taking requests, not just this attempt's candidates, so a retry does not rebuild it. */
+  private ringOf(model: RoutedModel): HashRing {
+    const ids = this.candidates(model)
+      .map((c) => c.id)
+      .sort();
+    let ring = this.rings.get(model.name);
+    if (!ring || ring.ids.length !== ids.length || ring.ids.some((id, i) => id !== ids[i])) {
+      ring = new HashRing(ids);
+      this.rings.set(model.name, ring);
+    }
+    return ring;
+  }
+}
