@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { ShardAssignment } from '../../protocol/index.js';
 import type { Placement, PlacementNode } from '../placement/index.js';
 import type { Plan, PlanModel, PlanProfile } from './plan.js';
+import { transitionReplica } from './transitions.js';
 import type { ReplicaRecord, ShardRecord } from './types.js';
 
 /** What an agent needs of a model beyond what placement reads; the catalog's Model has it. */
@@ -99,46 +100,43 @@ export function applyPlan(records: readonly ReplicaRecord[], plan: Plan, ctx: Ap
         break;
       }
       case 'retry':
-        update(a.replicaId, (r) => ({
-          ...r,
-          profile: a.profile,
-          pool: a.placement.pool ?? null,
-          fabric: a.placement.fabric ?? null,
-          state: 'pending',
-          endpoint: null,
-          nextRetryAtMs: null,
-          stateSinceMs: now,
-          shards: shardsOf(a.placement),
-        }));
+        update(a.replicaId, (r) =>
+          transitionReplica(r, 'pending', 'retry', now, {
+            profile: a.profile,
+            pool: a.placement.pool ?? null,
+            fabric: a.placement.fabric ?? null,
+            endpoint: null,
+            nextRetryAtMs: null,
+            shards: shardsOf(a.placement),
+          }),
+        );
         break;
       case 'drain':
-        update(a.replicaId, (r) => ({ ...r, state: 'draining', stateSinceMs: now }));
+        update(a.replicaId, (r) => transitionReplica(r, 'draining', 'drain', now));
         break;
       case 'stop':
-        update(a.replicaId, (r) => ({ ...r, state: 'stopping', stateSinceMs: now }));
+        update(a.replicaId, (r) => transitionReplica(r, 'stopping', 'stop', now));
         break;
       case 'markFailed':
-        update(a.replicaId, (r) => ({
-          ...r,
-          state: 'failed',
-          error: a.error,
-          failures: a.failures,
-          nextRetryAtMs: a.nextRetryAtMs,
-          endpoint: null,
-          stateSinceMs: now,
-        }));
+        update(a.replicaId, (r) =>
+          transitionReplica(r, 'failed', 'fail', now, {
+            error: a.error,
+            failures: a.failures,
+            nextRetryAtMs: a.nextRetryAtMs,
+            endpoint: null,
+          }),
+        );
         break;
       case 'markLost': {
         const lost = new Set(a.shards);
-        update(a.replicaId, (r) => ({
-          ...r,
-          state: 'stopping',
-          error: a.error,
-          endpoint: null,
-          stateSinceMs: now,
-          // A lost node's shards are gone with it; nobody will report them stopped.
-          shards: r.shards.map((s) => (lost.has(s.id) ? { ...s, state: 'stopped', endpoint: null } : s)),
-        }));
+        update(a.replicaId, (r) =>
+          transitionReplica(r, 'stopping', 'lost', now, {
+            error: a.error,
+            endpoint: null,
+            // A lost node's shards are gone with it; nobody will report them stopped.
+            shards: r.shards.map((s) => (lost.has(s.id) ? { ...s, state: 'stopped', endpoint: null } : s)),
+          }),
+        );
         break;
       }
       case 'forget':

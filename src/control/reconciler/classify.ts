@@ -8,6 +8,7 @@
 // Pure: the same records, nodes and `now` give the same answer.
 import { checkReplicas, type PlacementNode, type ReplicaProblem } from '../placement/index.js';
 import { type CompiledPlanOptions, formatMs, type PlanAction, type PlanModel, retryDelayMs } from './plan-types.js';
+import { transitionReplica } from './transitions.js';
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';
 
 /**
@@ -110,7 +111,7 @@ export function classifyReplicas(
         nextRetryAtMs: now + delayMs,
         reason: `${error}; failure ${failures} in a row, placed again in ${formatMs(delayMs)}`,
       });
-      failed.push({ ...r, state: 'failed', error, failures, nextRetryAtMs: now + delayMs });
+      failed.push(transitionReplica(r, 'failed', 'fail', now, { error, failures, nextRetryAtMs: now + delayMs }));
       continue;
     }
     const broken = own.filter((p) => p.code !== 'draining');

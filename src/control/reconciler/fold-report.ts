@@ -14,6 +14,7 @@ import {
   type ShardRecord,
   type ShardState,
 } from './types.js';
+import { transitionReplica } from './transitions.js';
 
 export interface FoldedReport {
   /** Every record after the report, in the order given (the same positions); unchanged ones are the same objects, and with nothing changed the same array. */
@@ -78,7 +79,7 @@ export function foldReport(
     if (COUNTING_STATES.has(r.state)) {
       const state = derivedState(shards);
       if (state !== r.state) {
-        out = { ...out, state, stateSinceMs: now };
+        out = transitionReplica(out, state, 'report', now);
         wake = true;
       }
       if (state === 'ready')
