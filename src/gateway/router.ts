@@ -58,6 +58,7 @@ import { fromResponses, previousResponseHook } from './responses-call.js';
 import { replyError, writeError } from './errors.js';
 import { RouterMetrics } from './metrics.js';
 import { ReplicaChooser } from './chooser.js';
+import { ColdHold, waitFor } from './cold-hold.js';
 import { RateLimiter } from './rate-limit.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
 import {
@@ -189,14 +190,10 @@ export class Router {
   readonly ledger: Ledger;
   /** Which replica each attempt goes to, and the use per replica that choice reads. */
   private readonly chooser: ReplicaChooser;
-  /** Requests held per model name while none of its replicas is ready; no entry = none. */
-  private readonly held = new Map<string, number>();
-  /** The same requests counted per key id, for maxHeldPerKey; no entry = none. */
-  private readonly heldByKey = new Map<string, number>();
+  /** Where requests for a model with no ready replica wait while one starts. */
+  private readonly cold: ColdHold;
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools = new Map<string, Upstream>();
-  private readonly holds = new Set<() => void>();
-  private readonly unsubscribe: (() => void) | null;
   private readonly sweepTimer: NodeJS.Timeout | null;
   /** Seconds since epoch reported as every model's `created`: when this router started. */
   private readonly createdS: number;
@@ -224,15 +221,15 @@ export class Router {
     this.bodyLimitBytes = o.bodyLimitBytes;
     this.corsOn = o.corsOrigins.length > 0;
     this.chooser = new ReplicaChooser(deps.replicas, o);
+    this.cold = new ColdHold(deps.replicas, o);
     this.metrics = new RouterMetrics(
       deps.registry,
-      () => this.held,
+      () => this.cold.held,
       () => this.chooser.use,
     );
     this.limiter = deps.limiter ?? new RateLimiter(this.now);
     this.ledger = new Ledger(this.limiter, deps.usage, deps.logger);
     this.createdS = Math.floor(this.now() / 1000);
-    this.unsubscribe = deps.replicas.subscribe ? deps.replicas.subscribe(() => this.wakeHolds()) : null;
     this.unsubscribeRevoked = deps.keys.onRevoked((keyId) => this.endRevoked(keyId));
     this.dispatch = compose(
       (a) => this.send(a),
@@ -256,7 +253,7 @@ export class Router {
 
   /** Requests held per model (canonical name) waiting for a replica to become ready, for the scaler; no entry = none. */
   queued(): Map<string, number> {
-    return new Map(this.held);
+    return this.cold.queued();
   }
 
   /**
@@ -284,9 +281,8 @@ export class Router {
 
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
-    this.unsubscribe?.();
+    this.cold.close();
     this.unsubscribeRevoked();
-    this.wakeHolds();
     const pools = [...this.pools.values()];
     this.pools.clear();
     await Promise.all(pools.map((u) => u.pool.destroy().catch(() => undefined)));
@@ -563,30 +559,17 @@ export class Router {
       if (model.fallbackWhileCold && chain.some((f) => f !== model && this.chooser.candidates(f).length > 0)) {
         skipPrimary = true;
       } else if (willStart) {
-        const keyId = ex.key?.id ?? null;
         // One key cannot fill the control plane with waiting requests (each holds a socket and a timer for minutes).
-        if (keyId !== null && (this.heldByKey.get(keyId) ?? 0) >= this.options.maxHeldPerKey) {
-          const message =
-            `this API key (${ex.key!.prefix}…) already has ${this.options.maxHeldPerKey} requests waiting for models with no ready replica, ` +
-            `the most one key may hold (max_held_per_key); retry once model \`${model.name}\` is up, or ask the operator to raise max_held_per_key`;
+        const refusal = this.cold.refusal(ex.key, model);
+        if (refusal !== null) {
           this.deps.logger.info(
             { code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id },
-            message,
+            refusal,
           );
-          this.fail(ex, 429, 'LLMGW_RATE_LIMITED', message, { 'retry-after': '5' });
+          this.fail(ex, 429, 'LLMGW_RATE_LIMITED', refusal, { 'retry-after': '5' });
           return 429;
         }
-        const deadline = this.now() + this.timeouts.coldStartTimeoutMs;
-        const heldFrom = performance.now();
-        countUp(this.held, model.name);
-        if (keyId !== null) countUp(this.heldByKey, keyId);
-        try {
-          await this.holdUntilReady(ex, model, deadline);
-        } finally {
-          countDown(this.held, model.name);
-          if (keyId !== null) countDown(this.heldByKey, keyId);
-          ex.trace.heldMs = performance.now() - heldFrom;
-        }
+        ex.trace.heldMs = await this.cold.hold(ex, ex.key, model, () => this.chooser.candidates(model).length > 0);
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         if (ex.revoked) return this.revokedAnswer(ex);
@@ -657,36 +640,9 @@ export class Router {
     return 503;
   }
 
-  private async holdUntilReady(ex: Exchange, model: RoutedModel, deadlineMs: number): Promise<void> {
-    while (!ex.clientGone && !ex.timedOut && !ex.revoked && this.chooser.candidates(model).length === 0) {
-      const leftMs = deadlineMs - this.now();
-      if (leftMs <= 0) return;
-      await this.sleep(ex, Math.min(this.options.coldPollMs, leftMs), true);
-    }
-  }
-
   private backoff(ex: Exchange, attempt: number): Promise<void> {
     const ms = Math.min(RETRY_BACKOFF_CAP_MS, this.options.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.random()));
-    return this.sleep(ex, ms, false);
-  }
-
-  /** Waits `ms`, or less if the client leaves, the request times out, or (for holds) a replica may have appeared. */
-  private sleep(ex: Exchange, ms: number, hold: boolean): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.holds.delete(done);
-        ex.wake = null;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      ex.wake = done;
-      if (hold) this.holds.add(done);
-    });
-  }
-
-  private wakeHolds(): void {
-    for (const wake of [...this.holds]) wake();
+    return waitFor(ex, ms);
   }
 
   /** A refusal written on the raw response, in the shape of the API the client speaks. */
@@ -1027,17 +983,6 @@ function revokedMessage(key: ApiKeyRecord): string {
 /** Where a response being kept waits in `keeping`: per key, as the store keeps it. */
 function keepingSlot(keyId: string, id: string): string {
   return `${keyId}\0${id}`;
-}
-
-function countUp(counts: Map<string, number>, name: string): void {
-  counts.set(name, (counts.get(name) ?? 0) + 1);
-}
-
-/** Takes one off; the entry goes at zero, so an absent entry means none. */
-function countDown(counts: Map<string, number>, name: string): void {
-  const left = (counts.get(name) ?? 1) - 1;
-  if (left > 0) counts.set(name, left);
-  else counts.delete(name);
 }
 
 /**
