@@ -10,7 +10,8 @@
 import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from './ports.js';
 import { inFlight, sendTimes, type Interceptor } from './dispatch.js';
 import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
-import { promptPrefix, type ParsedRequest } from './validate.js';
+import { promptPrefix } from './prompt-text.js';
+import type { ParsedRequest } from './validate.js';
 
 const NO_SENDS: readonly number[] = Object.freeze([]);
 const NO_FINISHED: readonly { startMs: number; endMs: number }[] = Object.freeze([]);

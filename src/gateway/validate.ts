@@ -14,9 +14,6 @@ import { refuseRedirects } from './redirects.js';
 import { leastPromptTokens, promptField } from './prompt-text.js';
 
 export type { Endpoint };
-// Kept importable from here while the router still imports it from validate.ts.
-export { promptPrefix } from './prompt-text.js';
-
 /** Endpoints that generate tokens: `n` and `max_tokens` are theirs, and a stream's usage is asked for. */
 const GENERATES: ReadonlySet<Endpoint> = new Set(['chat', 'completions', 'messages', 'responses']);
 /** Whether an endpoint generates tokens (a completion to reserve against a token limit). */
