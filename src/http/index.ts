@@ -60,16 +60,14 @@ export interface ErrorBody {
 /** Turns an error into the listener's body. The admin form is `{"error": message}`. */
 export type ErrorShaper = (error: ErrorBody) => unknown;
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /**
-     * This route's own error shape, for the errors Fastify answers on it
-     * (413, 415, a body that is not JSON): an API with its own error body
-     * (the gateway's Messages API) declares it on its routes. Absent = the
-     * listener's (`shapeError`).
-     */
-    shapeError?: ErrorShaper;
-  }
+/**
+ * A route's `config` that names its own error shape, for the errors Fastify
+ * answers on it (413, 415, a body that is not JSON): an API with its own
+ * error body (the gateway's Messages API) declares it on its routes. Absent
+ * = the listener's (`shapeError`).
+ */
+export interface ShapedRouteConfig {
+  readonly shapeError?: ErrorShaper;
 }
 
 export const adminErrorShape: ErrorShaper = (e) => ({ error: e.message });
@@ -243,7 +241,8 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     if (body.status >= 500) request.log.error({ err: error, url: request.url.split('?')[0] }, 'request failed');
     else request.log.info({ code: body.code, status: body.status, url: request.url.split('?')[0] }, body.message);
     if (body.status === 413) discardRestOfBody(request, reply);
-    void reply.code(body.status).send((request.routeOptions.config.shapeError ?? shape)(body));
+    const routeShape = (request.routeOptions.config as ShapedRouteConfig | undefined)?.shapeError;
+    void reply.code(body.status).send((routeShape ?? shape)(body));
   });
 
   return app;
