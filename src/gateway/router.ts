@@ -36,10 +36,10 @@ import fastifyCors from '@fastify/cors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { Pool, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { modelServes } from './endpoints.js';
 import { LlmgwError, type ErrorCode } from '../errors/index.js';
-import { nodeIdentity } from '../tls/index.js';
+import { UpstreamPools } from './upstreams.js';
 import {
   allows,
   armBodyTimeout,
@@ -99,12 +99,6 @@ export interface RouterDeps extends RouterSettings {
   responses?: ResponseStore;
   /** Where each finished request is recorded (which replica, why it failed); absent = none is. */
   requestLog?: RequestLog;
-}
-
-/** A replica endpoint's keep-alive pool and its path prefix ('' for a bare origin). */
-interface Upstream {
-  readonly pool: Pool;
-  readonly basePath: string;
 }
 
 /** One client request through its life. */
@@ -193,7 +187,7 @@ export class Router {
   /** Where requests for a model with no ready replica wait while one starts. */
   private readonly cold: ColdHold;
   /** Keep-alive pools by replica endpoint, made on first use. */
-  private readonly pools = new Map<string, Upstream>();
+  private readonly pools: UpstreamPools;
   private readonly sweepTimer: NodeJS.Timeout | null;
   /** Seconds since epoch reported as every model's `created`: when this router started. */
   private readonly createdS: number;
@@ -221,6 +215,7 @@ export class Router {
     this.bodyLimitBytes = o.bodyLimitBytes;
     this.corsOn = o.corsOrigins.length > 0;
     this.chooser = new ReplicaChooser(deps.replicas, o);
+    this.pools = new UpstreamPools(o.engineCa);
     this.cold = new ColdHold(deps.replicas, o);
     this.metrics = new RouterMetrics(
       deps.registry,
@@ -270,22 +265,14 @@ export class Router {
       }
     }
     this.chooser.forget(liveIds);
-    for (const [endpoint, { pool }] of this.pools) {
-      if (live.has(endpoint)) continue;
-      const stats = pool.stats;
-      if (stats.running > 0 || stats.pending > 0) continue;
-      this.pools.delete(endpoint);
-      void pool.close().catch(() => undefined);
-    }
+    this.pools.sweep(live);
   }
 
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.cold.close();
     this.unsubscribeRevoked();
-    const pools = [...this.pools.values()];
-    this.pools.clear();
-    await Promise.all(pools.map((u) => u.pool.destroy().catch(() => undefined)));
+    await this.pools.close();
     // Responses still being written to the store finish first: their clients have them and may continue from them.
     await Promise.all(this.keeping.values());
   }
@@ -471,7 +458,7 @@ export class Router {
       'x-request-id': request.id,
     };
     if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
-    const { pool, basePath } = this.upstreamOf(replica.endpoint, replica.nodes?.[0]);
+    const { pool, basePath } = this.pools.of(replica.endpoint, replica.nodes?.[0]);
     let status: number;
     let text: string;
     try {
@@ -720,7 +707,7 @@ export class Router {
   /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
   private send(a: Attempt<Exchange>): Promise<Outcome> {
     const { ex, model, replica } = a;
-    const { pool, basePath } = this.upstreamOf(replica.endpoint, replica.nodes?.[0]);
+    const { pool, basePath } = this.pools.of(replica.endpoint, replica.nodes?.[0]);
     // The engine's secret replaces anything the client sent: a client's key never reaches an engine.
     if (replica.engineSecret !== undefined) a.headers.authorization = `Bearer ${replica.engineSecret}`;
     return new Promise<Outcome>((resolve) => {
@@ -926,30 +913,6 @@ export class Router {
     const deleted = store ? await store.delete(keyId, id) : false;
     if (!deleted) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
     return { id, object: 'response', deleted: true };
-  }
-
-  /** `nodeId`: the node serving the endpoint (rank 0), whose certificate an https engine must present; absent = the host is checked. */
-  private upstreamOf(endpoint: string, nodeId?: string): Upstream {
-    let up = this.pools.get(endpoint);
-    if (!up) {
-      const url = new URL(endpoint);
-      // keepAliveTimeout under the engines' own (uvicorn's 5 s), so the router never reuses a socket the engine is closing.
-      up = {
-        pool: new Pool(url.origin, {
-          keepAliveTimeout: 4_000,
-          keepAliveMaxTimeout: 4_000,
-          connect: {
-            timeout: 5_000,
-            ...(url.protocol === 'https:' && this.options.engineCa ? { ca: this.options.engineCa } : {}),
-            // Engines serve their node's certificate, which names the node and never loopback (a one-machine fleet's address).
-            ...(url.protocol === 'https:' && nodeId !== undefined ? { checkServerIdentity: nodeIdentity(nodeId) } : {}),
-          },
-        }),
-        basePath: url.pathname.replace(/\/+$/, ''),
-      };
-      this.pools.set(endpoint, up);
-    }
-    return up;
   }
 
   // ---- keys and refusals ------------------------------------------------
