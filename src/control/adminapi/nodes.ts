@@ -3,10 +3,11 @@
 // that read and cordon nodes because these change the fleet's membership,
 // not its work, and each is an admin's act recorded in the audit log.
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { JoinTokenCreatedView, JoinTokenView, NodeApprovedView, NodeRemovedView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { parseDurationMs } from '../../units/index.js';
-import { actorOf } from '../../http/index.js';
+import { actorOf, type ZodTypeProvider } from '../../http/index.js';
 import type { Inventory } from '../inventory/index.js';
 import type { JoinTokenRow } from '../store/index.js';
 
@@ -25,7 +26,32 @@ const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const MAX_JOIN_TOKEN_MS = 7 * 24 * 3600_000;
 const DEFAULT_JOIN_TOKEN_EXPIRY = '1h';
 
-export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeIdentityRouteOptions): void {
+const NODE_WANTED =
+  'want the node id the token admits (1-128 letters, digits, ".", "_" or "-"), e.g. {"node":"gpu-7","expires":"1h"}';
+
+/** POST /api/v1/join-tokens. No body reads as {}, which names what is wanted. */
+const JoinTokenBodySchema = z
+  .object({
+    node: z.string({ error: NODE_WANTED }).regex(NODE_ID, NODE_WANTED),
+    /** How long the token admits, as a duration; absent = DEFAULT_JOIN_TOKEN_EXPIRY. Read as ms. */
+    expires: z
+      .string({ error: 'want a duration string like "1h"' })
+      .transform((text, ctx) => {
+        const ms = parseDurationMs(text);
+        if (typeof ms === 'string') ctx.addIssue({ code: 'custom', message: ms });
+        else if (ms <= 0 || ms > MAX_JOIN_TOKEN_MS)
+          ctx.addIssue({
+            code: 'custom',
+            message: `want more than 0 and at most 7d (a per-node join token is for setting up one machine); got ${text}`,
+          });
+        return typeof ms === 'string' ? 0 : ms;
+      })
+      .prefault(DEFAULT_JOIN_TOKEN_EXPIRY),
+  })
+  .prefault({} as { node: string });
+
+export function registerNodeIdentityRoutes(fastify: FastifyInstance, options: NodeIdentityRouteOptions): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
   const now = options.now ?? Date.now;
   const inventoryOrThrow = (id: string): Inventory => {
     if (!options.inventory) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"`);
@@ -80,23 +106,9 @@ export function registerNodeIdentityRoutes(app: FastifyInstance, options: NodeId
   const { inventory } = options;
   if (!inventory) return;
 
-  app.post('/api/v1/join-tokens', async (request, reply) => {
-    const body = (request.body ?? {}) as { node?: unknown; expires?: unknown };
-    if (typeof body.node !== 'string' || !NODE_ID.test(body.node)) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        'node: want the node id the token admits (1-128 letters, digits, ".", "_" or "-"), e.g. {"node":"gpu-7","expires":"1h"}',
-      );
-    }
-    const expires = body.expires === undefined ? DEFAULT_JOIN_TOKEN_EXPIRY : body.expires;
-    const ms = typeof expires === 'string' ? parseDurationMs(expires) : 'want a duration string like "1h"';
-    if (typeof ms === 'string') throw new LlmgwError('LLMGW_BAD_REQUEST', `expires: ${ms}`);
-    if (ms <= 0 || ms > MAX_JOIN_TOKEN_MS)
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `expires: want more than 0 and at most 7d (a per-node join token is for setting up one machine); got ${String(expires)}`,
-      );
-    const { token, row } = await inventory.createJoinToken(body.node, now() + ms, actorOf(request));
+  app.post('/api/v1/join-tokens', { schema: { body: JoinTokenBodySchema } }, async (request, reply) => {
+    const { node, expires: ms } = request.body;
+    const { token, row } = await inventory.createJoinToken(node, now() + ms, actorOf(request));
     const answer: JoinTokenCreatedView = { ...joinTokenView(row, now()), token };
     return reply.code(201).send(answer);
   });

@@ -6,8 +6,10 @@
 // seed's API: both are additions, with their own shapes in src/api/types.ts.
 import type { FastifyInstance } from 'fastify';
 import { request as httpRequest } from 'undici';
+import { z } from 'zod';
 import type { ModelLogView, ModelPlansView, ModelPlanView, PlannedReplicaView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
+import type { ZodTypeProvider } from '../../http/index.js';
 import { agentDispatcher, certificateProblem, type PeerClient } from '../../tls/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
@@ -34,13 +36,34 @@ export interface PlanAndLogsDeps {
 /** The most models one plan request may carry. */
 const MAX_PLANNED_MODELS = 100;
 
-export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps): void {
-  app.post('/api/v1/models/plan', { bodyLimit: 4 << 20 }, async (request): Promise<ModelPlansView> =>
-    planView(deps, request.body),
+const PLAN_WANTED = 'want a model definition, or {"models": [definitions]}';
+
+/** POST /api/v1/models/plan: an object; which definitions it holds, and whether they are sound, planView says. */
+const PlanBodySchema = z.looseObject({}, { error: PLAN_WANTED });
+
+const LINES_WANTED = 'want a whole number from 1 to 10000';
+
+/** The rank of the shard whose log is wanted stays a string: the answer to a bad one names the replica's ranks. */
+const LogQuerySchema = z.object({
+  shard: z.string().optional(),
+  lines: z
+    .string({ error: LINES_WANTED })
+    .transform(Number)
+    .refine((n) => Number.isInteger(n) && n >= 1 && n <= 10_000, LINES_WANTED)
+    .prefault('100'),
+});
+
+export function registerPlanAndLogs(fastify: FastifyInstance, deps: PlanAndLogsDeps): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  app.post(
+    '/api/v1/models/plan',
+    { bodyLimit: 4 << 20, schema: { body: PlanBodySchema } },
+    async (request): Promise<ModelPlansView> => planView(deps, request.body),
   );
 
-  app.get<{ Params: { id: string }; Querystring: { shard?: string; lines?: string } }>(
+  app.get(
     '/api/v1/replicas/:id/log',
+    { schema: { params: z.object({ id: z.string() }), querystring: LogQuerySchema } },
     async (request): Promise<ModelLogView> => {
       const replica = deps.replicas?.().find((r) => r.id === request.params.id);
       if (!replica)
@@ -56,9 +79,7 @@ export function registerPlanAndLogs(app: FastifyInstance, deps: PlanAndLogsDeps)
           `replica ${replica.id} has no shard of rank ${request.query.shard}; its ranks are ${replica.shards.map((s) => s.rank).join(', ')}`,
         );
       }
-      const lines = request.query.lines === undefined ? 100 : Number(request.query.lines);
-      if (!Number.isInteger(lines) || lines < 1 || lines > 10_000)
-        throw new LlmgwError('LLMGW_BAD_REQUEST', 'lines: want a whole number from 1 to 10000');
+      const lines = request.query.lines;
       const node = deps.inventory?.get(shard.nodeId);
       const refusal = deps.mgmtRefusal?.(shard.nodeId);
       if (refusal !== undefined) {
@@ -125,8 +146,7 @@ export function planView(
     : body && typeof body === 'object' && !Array.isArray(body)
       ? [body]
       : null;
-  if (!defs || defs.length === 0)
-    throw new LlmgwError('LLMGW_BAD_REQUEST', 'want a model definition, or {"models": [definitions]}');
+  if (!defs || defs.length === 0) throw new LlmgwError('LLMGW_BAD_REQUEST', PLAN_WANTED);
   if (defs.length > MAX_PLANNED_MODELS)
     throw new LlmgwError('LLMGW_BAD_REQUEST', `at most ${MAX_PLANNED_MODELS} models per plan; split the file`);
   if (!deps.previewPlacement)

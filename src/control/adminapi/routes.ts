@@ -2,9 +2,11 @@
 // seed's paths, verbs and JSON field names, exactly. Reading and changing are
 // separate verbs so a mistyped command cannot remove anything.
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { NodeStateWord } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
-import { actorOf, type RouteJsonWording } from '../../http/index.js';
+import { actorOf, type RouteJsonWording, type ZodTypeProvider } from '../../http/index.js';
 import type { AuditActor } from '../store/index.js';
 import type { AdminState } from '../inventory/index.js';
 import { registerNodeIdentityRoutes } from './nodes.js';
@@ -13,7 +15,7 @@ import { registerPlanAndLogs, type PlanAndLogsDeps } from './plan-and-logs.js';
 import { registerWhyRoutes } from './why-routes.js';
 import { explainView, modelViews, nodeViews, replicaViews, summaryView, type ViewSources } from './views.js';
 
-const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
+const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map<NodeStateWord, AdminState>([
   ['ready', 'ready'],
   ['uncordon', 'ready'],
   ['cordoned', 'cordoned'],
@@ -21,6 +23,42 @@ const NODE_STATE_WORDS: ReadonlyMap<string, AdminState> = new Map([
   ['draining', 'draining'],
   ['drain', 'draining'],
 ]);
+
+/** The API route's body schema and the dashboard's form (through changeNodeState) refuse a word alike. */
+const unknownState = (word: unknown) =>
+  `unknown state ${JSON.stringify(word ?? null)} (want ready, cordoned or draining; uncordon, cordon and drain also work)`;
+
+/** POST /api/v1/nodes/{id}/state. No body reads as {}, which names the words wanted. */
+const NodeStateBodySchema = z
+  .object({
+    state: z.enum(['ready', 'uncordon', 'cordoned', 'cordon', 'draining', 'drain'] satisfies NodeStateWord[], {
+      error: (issue) => unknownState(issue.input),
+    }),
+  })
+  .prefault({} as { state: NodeStateWord });
+
+const NodeIdParamsSchema = z.object({ id: z.string() });
+
+/** POST /api/v1/models: the definition itself is the catalog's to check (src/control/catalog), as for a file's. */
+const ModelBodySchema = z.looseObject(
+  {},
+  { error: 'the model definition must be a JSON object with at least name, source and profiles' },
+);
+
+/** `?force=true` and nothing else forces; any other value, or none, does not. */
+const ForceQuerySchema = z.object({
+  force: z
+    .unknown()
+    .optional()
+    .transform((v) => v === 'true'),
+});
+
+/** The seed words a missing or empty ?model= as "model is required": a problem with the whole query, not a field sentence. */
+const ExplainQuerySchema = z.object({ model: z.string().optional() }).transform((q, ctx) => {
+  if (q.model) return { model: q.model };
+  ctx.addIssue({ code: 'custom', message: 'model is required' });
+  return z.NEVER;
+});
 
 export interface AdminApiOptions
   extends ViewSources, Pick<PlanAndLogsDeps, 'previewPlacement' | 'previewFit' | 'agentMgmt' | 'mgmtRefusal'> {
@@ -37,7 +75,8 @@ export interface AdminApiOptions
 const MODEL_BODY_LIMIT_BYTES = 1 << 20;
 
 /** Mounts the admin API; the admin guard (auth.ts), installed on `app` first, keeps every route behind the admin token. */
-export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions): void {
+export function registerAdminApi(fastify: FastifyInstance, options: AdminApiOptions): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
   app.get('/api/v1/summary', async () => summaryView(options));
   app.get('/api/v1/models', async () => modelViews(options));
   // Filters and pages ride in the query and the headers, so the body stays the seed's plain list (node-query.ts).
@@ -54,9 +93,8 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
   app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', async (request) =>
     replicaViews(options, request.query.model || undefined),
   );
-  app.get<{ Querystring: { model?: string } }>('/api/v1/explain-placement', async (request) => {
+  app.get('/api/v1/explain-placement', { schema: { querystring: ExplainQuerySchema } }, async (request) => {
     const asked = request.query.model;
-    if (!asked) throw new LlmgwError('LLMGW_BAD_REQUEST', 'model is required');
     const model = options.catalog.resolve(asked);
     if (!model) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `model ${JSON.stringify(asked)} is not in the catalog`);
     return explainView(options, model.name, asked);
@@ -64,37 +102,31 @@ export function registerAdminApi(app: FastifyInstance, options: AdminApiOptions)
 
   // Cordon, uncordon and drain are one operation with different targets:
   // cordon stops new placement, drain also moves existing work off.
-  app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/state', async (request) => {
-    const body = request.body as { state?: unknown } | undefined;
-    return changeNodeState(options, request.params.id, body?.state, actorOf(request));
-  });
+  app.post(
+    '/api/v1/nodes/:id/state',
+    { schema: { params: NodeIdParamsSchema, body: NodeStateBodySchema } },
+    async (request) => changeNodeState(options, request.params.id, request.body.state, actorOf(request)),
+  );
 
   registerNodeIdentityRoutes(app, options);
   registerWhyRoutes(app, options);
 
   const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
-  app.post('/api/v1/models', { bodyLimit: MODEL_BODY_LIMIT_BYTES, config: modelWording }, async (request, reply) => {
+  const modelRoute = {
+    bodyLimit: MODEL_BODY_LIMIT_BYTES,
+    config: modelWording,
+    schema: { body: ModelBodySchema, querystring: ForceQuerySchema },
+  };
+  app.post('/api/v1/models', modelRoute, async (request, reply) => {
     if (!options.catalog.writable) {
       throw new LlmgwError(
         'LLMGW_NO_STORE',
         'this control plane has no store, so a model added here would not survive a restart',
       );
     }
-    if (
-      request.body === undefined ||
-      request.body === null ||
-      typeof request.body !== 'object' ||
-      Array.isArray(request.body)
-    ) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        'the model definition must be a JSON object with at least name, source and profiles',
-      );
-    }
     // A model no known node could ever hold is almost always a typo in a
     // class, pool or size; ?force=true is for a fleet that is still joining.
-    const force = (request.query as { force?: string } | undefined)?.force === 'true';
-    if (!force && options.checkFit) {
+    if (!request.query.force && options.checkFit) {
       const why = options.checkFit(options.catalog.validate(request.body));
       if (why) {
         throw new LlmgwError(
@@ -131,10 +163,7 @@ export async function changeNodeState(
 ): Promise<{ id: string; state: AdminState }> {
   const wanted = typeof word === 'string' ? NODE_STATE_WORDS.get(word) : undefined;
   if (!wanted) {
-    throw new LlmgwError(
-      'LLMGW_NODE_STATE_INVALID',
-      `unknown state ${JSON.stringify(word ?? null)} (want ready, cordoned or draining; uncordon, cordon and drain also work)`,
-    );
+    throw new LlmgwError('LLMGW_NODE_STATE_INVALID', unknownState(word));
   }
   if (!options.inventory) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${nodeId}"`);
   const node = await options.inventory.setState(nodeId, wanted, actor);
