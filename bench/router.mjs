@@ -59,11 +59,20 @@
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
 //     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20] [--warm-ms 1000] [--paced-seconds 20]
 //     [--slice-ms 1000] [--chunks 64] [--cpu-connections 50]
-//     [--phases seq,seqStream,conc,concEach,concStream,seqChunks,cpuChunks,cpuWhole,ceiling]
+//     [--phases seq,seqStream,conc,concEach,concStream,seqChunks,cpuChunks,cpuWhole,ceiling,gateways] [--gateways 1]
+// --gateways N: the router is N gateway processes on one port (node:cluster
+// workers, as `llmgw gateway --workers N` runs them), and its CPU per request
+// is theirs and the primary's summed. The `gateways` phase asks what a second
+// process buys: the instant sim at --cpu-connections (50) clients, given to
+// direct, one gateway process and two by turns of --slice-ms, and the
+// requests per second through two against one.
+//
+//   node bench/router.mjs --gateways 2 [--phases cpuWhole,gateways]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import { spawn } from 'node:child_process';
+import cluster from 'node:cluster';
 import console from 'node:console';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -93,6 +102,7 @@ const { values: flags } = parseArgs({
     'serve-chunks': { type: 'boolean' },
     chunks: { type: 'string', default: '64' },
     'cpu-connections': { type: 'string', default: '50' },
+    gateways: { type: 'string', default: '1' },
   },
 });
 
@@ -108,8 +118,16 @@ if (flags['serve-router']) {
   await main();
 }
 
-/** Child mode: a client listener with the router in front of the sims at `urls` ("instant=URL,paced=URL"). Prints its URL and a key. */
+/**
+ * Child mode: a client listener with the router in front of the sims at
+ * `urls` ("instant=URL,paced=URL"). Prints its URL, a key and the pids that
+ * serve it. With --gateways N above 1 this process is a node:cluster primary:
+ * it forks N workers that each run the router on one shared port, and hands
+ * each new connection to the next.
+ */
 async function serveRouter(urls) {
+  const count = Number(flags.gateways);
+  if (count > 1 && cluster.isPrimary) return serveRouterWorkers(count);
   const { createJsonApp } = await import(dist('http/index.js'));
   const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
   const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
@@ -148,10 +166,59 @@ async function serveRouter(urls) {
     registry: new Registry(),
     logger,
   });
+  process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));
+  if (cluster.isWorker) {
+    // The primary's key, so one key works whichever worker takes the connection.
+    const { hashKey } = await import(dist('gateway/index.js'));
+    const secret = process.env.BENCH_ROUTER_KEY;
+    await keys.create({
+      id: 'key_bench',
+      name: 'bench',
+      prefix: secret.slice(0, 8),
+      hash: hashKey(secret),
+      allowedModels: null,
+      requestsPerMinute: null,
+      tokensPerMinute: null,
+      expiresAtMs: null,
+      createdAtMs: Date.now(),
+      createdBy: 'bench',
+      revokedAtMs: null,
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    process.send({ port: app.server.address().port });
+    return;
+  }
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { secret } = await issueKey(keys, { name: 'bench' }, Date.now(), 'bench');
-  console.log(`router listening on http://127.0.0.1:${app.server.address().port} key ${secret}`);
-  process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));
+  console.log(`router listening on http://127.0.0.1:${app.server.address().port} key ${secret} pids ${process.pid}`);
+}
+
+/** The primary of --gateways N: forks the workers (each runs serveRouter on the one port), prints when all listen, stops them on SIGTERM. */
+async function serveRouterWorkers(count) {
+  const { MemoryKeyStore, issueKey } = await import(dist('control/keys/index.js'));
+  const { secret } = await issueKey(new MemoryKeyStore(), { name: 'bench' }, Date.now(), 'bench');
+  const workers = [];
+  const ports = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise((resolve, reject) => {
+          const worker = cluster.fork({ BENCH_ROUTER_KEY: secret });
+          workers.push(worker);
+          worker.once('message', (m) => resolve(m.port));
+          worker.once('exit', (code) => reject(new Error(`a gateway worker exited (${code}) before it listened`)));
+        }),
+    ),
+  );
+  const pids = [process.pid, ...workers.map((w) => w.process.pid)];
+  console.log(`router listening on http://127.0.0.1:${ports[0]} key ${secret} pids ${pids.join(',')}`);
+  process.on('SIGTERM', () => {
+    let left = workers.length;
+    for (const w of workers) {
+      w.once('exit', () => --left === 0 && process.exit(0));
+      w.process.kill('SIGTERM');
+    }
+  });
 }
 
 /**
@@ -422,18 +489,32 @@ async function main() {
     process.env.BENCH_NODE_FLAGS !== undefined
       ? process.env.BENCH_NODE_FLAGS.split(' ').filter(Boolean)
       : (startScript.match(/--[\w-]+=\S+/g) ?? []);
-  const routerProc = await spawnUntil(
-    [
-      ...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROF] : []),
-      ...nodeFlags,
-      new URL(import.meta.url).pathname,
-      '--serve-router',
-      `instant=${instant.match[1]},paced=${paced.match[1]},chunks=${chunksSim.match[1]}`,
-    ],
-    /router listening on (\S+) key (\S+)/,
-  );
-  const routerUrl = routerProc.match[1];
-  const key = routerProc.match[2];
+  const routerUrls = `instant=${instant.match[1]},paced=${paced.match[1]},chunks=${chunksSim.match[1]}`;
+  /** A router of `gateways` processes; its CPU time is every one of theirs summed (the primary's too). */
+  const startRouter = async (gateways) => {
+    const proc = await spawnUntil(
+      [
+        ...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROF] : []),
+        ...nodeFlags,
+        new URL(import.meta.url).pathname,
+        '--serve-router',
+        routerUrls,
+        '--gateways',
+        String(gateways),
+      ],
+      /router listening on (\S+) key (\S+) pids (\S+)/,
+    );
+    const pids = proc.match[3].split(',').map(Number);
+    const cpu = () => {
+      const each = pids.map((pid) => cpuSeconds(pid));
+      return each.includes(null) ? null : each.reduce((a, b) => a + b, 0);
+    };
+    return { ...proc, url: proc.match[1], key: proc.match[2], cpu };
+  };
+  const gatewayCount = Number(flags.gateways);
+  const routerProc = await startRouter(gatewayCount);
+  const routerUrl = routerProc.url;
+  const key = routerProc.key;
   // One bare proxy per sim, run with the router's Node flags, so each figure has its floor beside it.
   const startBare = (sim) =>
     spawnUntil(
@@ -506,6 +587,47 @@ async function main() {
     return res.statusCode === 200 && tail.endsWith('data: [DONE]\n\n');
   };
 
+  /**
+   * The `gateways` phase: a router of one gateway process and one of two,
+   * each given all --cpu-connections clients by turns of --slice-ms (direct
+   * to the instant sim too, for its ceiling), so a stall of the machine
+   * falls on all three alike. Requests per second through two against one.
+   */
+  const compareGateways = async () => {
+    const [one, two] = [await startRouter(1), await startRouter(2)];
+    const tOne = target(one.url, { authorization: `Bearer ${one.key}` });
+    const tTwo = target(two.url, { authorization: `Bearer ${two.key}` });
+    const b = targets.instant.bodies;
+    try {
+      for (const t of [tOne, tTwo]) await drive(cpuConns, 3000, limitMs, whole(t, b));
+      const cpu0 = [one.cpu(), two.cpu()];
+      const [d, r1, r2] = await drive(
+        cpuConns,
+        Number.MAX_SAFE_INTEGER,
+        Number(flags['paced-seconds']) * 1000,
+        [whole(targets.instant.direct, b), whole(tOne, b), whole(tTwo, b)],
+        0,
+        Number(flags['warm-ms']),
+        { ms: Number(flags['slice-ms']), settleMs: 300 },
+      );
+      const cpu1 = [one.cpu(), two.cpu()];
+      const us = (i, r) => (cpu0[i] === null || cpu1[i] === null ? null : ((cpu1[i] - cpu0[i]) * 1e6) / r.sent);
+      const res = { d, one: r1, two: r2, ratio: r2.rate / r1.rate, cpuOne: us(0, r1), cpuTwo: us(1, r2) };
+      const cpuText = (x) => (x === null ? '' : `, CPU ${Math.round(x)} µs/request`);
+      console.log(
+        `instant sim, non-streaming, ${cpuConns} connections to each (direct, 1 gateway process, 2 by turns of ${flags['slice-ms']} ms): ` +
+          `direct ${Math.round(d.rate)}/s p50 ${fmt(d.p50)} ms (errors ${d.errors}); ` +
+          `1 gateway ${Math.round(r1.rate)}/s p50 ${fmt(r1.p50)} ms p99 ${fmt(r1.p99)} ms${cpuText(res.cpuOne)} (errors ${r1.errors}); ` +
+          `2 gateways ${Math.round(r2.rate)}/s p50 ${fmt(r2.p50)} ms p99 ${fmt(r2.p99)} ms${cpuText(res.cpuTwo)} (errors ${r2.errors}); ` +
+          `2 vs 1: ${res.ratio.toFixed(2)}× requests/s` +
+          (d.errors || r1.errors || r2.errors ? ' — ERRORS' : ''),
+      );
+      return res;
+    } finally {
+      // Their pools are closed with the others at the end.
+      await Promise.all([stop(one.child), stop(two.child)]);
+    }
+  };
   const fmt = (x) => x.toFixed(2);
   const thinkMs = Number(flags['think-ms']);
   const chunkCount = Number(flags.chunks);
@@ -633,7 +755,7 @@ async function main() {
       const t = targets[p.sim];
       const simPid = sims[p.sim].child.pid;
       const sim0 = cpuSeconds(simPid);
-      const cpu0 = cpuSeconds(routerProc.child.pid);
+      const cpu0 = routerProc.cpu();
       const bare0 = cpuSeconds(bareProcs[p.sim].child.pid);
       const phaseMs = p.limitMs ?? limitMs;
       let d;
@@ -666,9 +788,9 @@ async function main() {
       const nginxUs = n && nginx0 !== null && nginx1 !== null ? ((nginx1 - nginx0) * 1e6) / n.sent : null;
       const sim1 = cpuSeconds(simPid);
       const simUs = sim0 === null || sim1 === null ? null : ((sim1 - sim0) * 1e6) / simRequests;
-      const cpuR0 = p.interleave ? cpu0 : cpuSeconds(routerProc.child.pid);
+      const cpuR0 = p.interleave ? cpu0 : routerProc.cpu();
       if (!p.interleave) r = await drive(p.conns, p.count, phaseMs, p.make(t.router, t.bodies), p.think, p.warmMs);
-      const cpu1 = cpuSeconds(routerProc.child.pid);
+      const cpu1 = routerProc.cpu();
       // The router's own CPU per request: unlike wall-clock latency, not inflated by neighbours on a shared machine.
       const cpuUs = cpuR0 === null || cpu1 === null ? null : ((cpu1 - cpuR0) * 1e6) / r.sent;
       const res = {
@@ -714,6 +836,7 @@ async function main() {
       results[p.id] = res;
       console.log(line);
     }
+    if (!only || only.has('gateways')) results.gateways = await compareGateways();
   } finally {
     await Promise.all(pools.map((p) => p.close()));
     await stop(routerProc.child);
@@ -789,6 +912,14 @@ async function main() {
       ],
     ],
     [
+      'gateways',
+      (r) => [
+        `2 gateways > 1 at ${cpuConns} connections (requests/s, instant sim)`,
+        r.ratio > 1,
+        `${r.ratio.toFixed(2)}× (${Math.round(r.two.rate)} vs ${Math.round(r.one.rate)}/s)`,
+      ],
+    ],
+    [
       'concStream',
       (r) => [
         `streamed tokens relayed >= 90% of direct (paced, ${connections} streams)`,
@@ -802,7 +933,7 @@ async function main() {
   console.log('targets:');
   for (const [what, ok, got] of checks) console.log(`  ${ok ? 'met   ' : 'MISSED'} ${what}: ${got}`);
   console.log(
-    `router bench: sims (paced: ttft ${flags['ttft-ms']} ms, ${flags['tokens-per-second']} tokens/s per stream; clients think 0-${thinkMs} ms between paced requests; the first ${flags['warm-ms']} ms of each concurrent phase not counted) and router each in their own process, undici load generator, loopback, Node ${process.version}`,
+    `router bench: the router as ${gatewayCount} gateway process${gatewayCount > 1 ? 'es' : ''}; sims (paced: ttft ${flags['ttft-ms']} ms, ${flags['tokens-per-second']} tokens/s per stream; clients think 0-${thinkMs} ms between paced requests; the first ${flags['warm-ms']} ms of each concurrent phase not counted) and router each in their own process, undici load generator, loopback, Node ${process.version}`,
   );
   if (checks.some(([, ok]) => !ok)) process.exitCode = 1;
 }
