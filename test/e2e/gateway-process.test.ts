@@ -1,16 +1,16 @@
 // `llmgw gateway --workers 2` as an operator runs it beside `llmgw control`:
-// its own port, the same store (SQLite here; the Postgres path is the one
-// several control planes already take, through the same Cluster code), and
-// no admin or agent listener. A chat completion through it with the official
+// its own port, the same store (Postgres when LLMGW_TEST_POSTGRES names a
+// server, else a SQLite file: the two ways a gateway follows, by change
+// notices or by polling), and no admin or agent listener. A chat completion through it with the official
 // openai client and an issued key succeeds; a key revoked on the control
 // plane is refused by every worker once the gateway has reloaded the keys;
 // both workers take connections (their metrics name each pid with what it
 // answered); and killing one worker by its pid leaves the gateway answering
 // while the primary starts another.
 import OpenAI from 'openai';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { weightsDir } from '../support/fleet.js';
+import { createTestDatabase, POSTGRES_URL, type TestDatabase } from '../support/postgres.js';
 import { startOneNodeFleet, type OneNodeFleet } from '../support/one-node.js';
 import { startLlmgw, type RunningProcess } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
@@ -20,10 +20,13 @@ let gateway: RunningProcess;
 let clientUrl = '';
 let metricsUrl = '';
 let workers: number[] = [];
+let db: TestDatabase | undefined;
 
 beforeAll(async () => {
+  if (POSTGRES_URL) db = await createTestDatabase();
   fleet = await startOneNodeFleet({
     name: 'gateway',
+    ...(db ? { store: db.url } : {}),
     portRange: '23300-23349',
     keys: ['gw', 'revoked'],
     models: (dir) => [
@@ -38,7 +41,7 @@ beforeAll(async () => {
   gateway = startLlmgw([
     'gateway',
     '--store',
-    `sqlite:${join(fleet.dir, 'db')}`,
+    fleet.store,
     '--client-addr',
     '127.0.0.1:0',
     '--metrics-addr',
@@ -55,7 +58,10 @@ beforeAll(async () => {
   workers = listening.workers as number[];
 }, 180_000);
 
-afterAll(() => fleet?.stop());
+afterAll(async () => {
+  await fleet?.stop();
+  await db?.drop();
+});
 
 /** A chat completion on a connection of its own (the primary hands each new connection to the next worker); resolves with the status. */
 async function chatOnce(secret: string): Promise<number> {
@@ -77,7 +83,7 @@ async function answeredByPid(): Promise<Map<number, number>> {
   return out;
 }
 
-describe('llmgw gateway --workers 2 beside a control plane on SQLite', () => {
+describe(`llmgw gateway --workers 2 beside a control plane on ${POSTGRES_URL ? 'Postgres' : 'SQLite'}`, () => {
   it('serves a chat completion to the openai client with an issued key', async () => {
     expect(workers, 'the listening line names both workers').toHaveLength(2);
     expect(clientUrl).not.toBe(fleet.clientUrl);

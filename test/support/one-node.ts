@@ -24,11 +24,15 @@ export interface OneNodeOptions {
   keys: readonly string[];
   /** How long the replicas may take to be ready, ms; absent = 60 s (a builtin engine on the tiny GGUF needs longer on a busy machine). */
   readyWithinMs?: number;
+  /** The control plane's --store; absent = a SQLite file in the temp dir (`sqlite:<dir>/db`). */
+  store?: string;
 }
 
 export interface OneNodeFleet {
-  /** The temp dir holding the store, the agent's state and whatever `models` put there. */
+  /** The temp dir holding the store (unless OneNodeOptions.store named another), the agent's state and whatever `models` put there. */
   dir: string;
+  /** The control plane's --store, for another process to open the same one. */
+  store: string;
   adminUrl: string;
   /** For `llmgw ctl` (LLMGW_ADMIN_TOKEN). */
   adminToken: string;
@@ -53,7 +57,7 @@ export async function startOneNodeFleet(options: OneNodeOptions): Promise<OneNod
   };
   const control = await startControl([
     '--store',
-    `sqlite:${join(dir, 'db')}`,
+    options.store ?? `sqlite:${join(dir, 'db')}`,
     '--join-token',
     join_,
     '--admin-token',
@@ -123,7 +127,8 @@ export async function startOneNodeFleet(options: OneNodeOptions): Promise<OneNod
         options.readyWithinMs ?? 60_000,
       );
     }
-    return { dir, adminUrl, adminToken, clientUrl: control.urls.client, keys, api, stop };
+    const store = options.store ?? `sqlite:${join(dir, 'db')}`;
+    return { dir, store, adminUrl, adminToken, clientUrl: control.urls.client, keys, api, stop };
   } catch (err) {
     await stop();
     throw err;
