@@ -39,7 +39,7 @@ export class GatewayDemand {
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(() => {
-      this.reading = this.reading.then(() => this.read());
+      void this.refresh();
     }, READ_EVERY_MS);
     this.timer.unref();
   }
@@ -66,6 +66,12 @@ export class GatewayDemand {
     const out = new Map(local);
     for (const [model, n] of this.queued) out.set(model, (out.get(model) ?? 0) + n);
     return out;
+  }
+
+  /** Reads the rows now (the timer calls it every second); reads never overlap. */
+  refresh(): Promise<void> {
+    this.reading = this.reading.then(() => this.read());
+    return this.reading;
   }
 
   private async read(): Promise<void> {
