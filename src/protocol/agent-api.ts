@@ -7,6 +7,7 @@
 // agents and control planes work together.
 import { z } from 'zod';
 import { PortRangeSchema, ShardLoadSchema } from './node-report.js';
+import { ReadShardStateSchema } from './shard-state.js';
 import { plainName } from './text.js';
 
 export const AGENT_API_PREFIX = '/agent/v1';
@@ -50,7 +51,8 @@ export type JoinResponse = z.infer<typeof JoinResponseSchema>;
 export const ShardStatusSchema = z.object({
   shard_id: z.string(),
   replica_id: z.string(),
-  state: z.string(),
+  /** A ShardState when sent; read as 'unknown' when this side does not know it (shard-state.ts). */
+  state: ReadShardStateSchema,
   /** http://host:port of an API-serving shard; absent for other ranks or before it listens. */
   endpoint: z.string().optional(),
   error: z.string().optional(),

@@ -27,6 +27,13 @@ export {
   type ShardAssignment,
   type ShardStatus,
 } from './agent-api.js';
+export {
+  ReadShardStateSchema,
+  SHARD_STATES,
+  ShardStateSchema,
+  type EngineShardState,
+  type ShardState,
+} from './shard-state.js';
 export { canonicalJson, reportHash } from './report-hash.js';
 export { controlCharIn, octalEscapeControls, plainName } from './text.js';
 export { unsafeProfileEnvNames, unsafeProfileEnvProblem } from './profile-env.js';

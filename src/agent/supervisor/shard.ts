@@ -7,6 +7,7 @@
 // one shard's life.
 import { closeSync } from 'node:fs';
 import { LlmgwError, IllegalStateError, isLlmgwError, type ErrorCode } from '../../errors/index.js';
+import type { EngineShardState } from '../../protocol/index.js';
 import { hostPort, probeHost, type EngineAdapter, type EngineLaunchPlan, type ShardLaunch } from '../engines/index.js';
 import type { SupervisorClock } from './clock.js';
 import { formatElapsedMs } from './elapsed.js';
@@ -27,7 +28,7 @@ import type { ProcessExit, SpawnedProcess, Spawner } from './spawner.js';
  * of it runs; the supervisor forgets it. ('fetching' comes before any of
  * these and is the agent's: there is no process to supervise yet.)
  */
-export type ShardState = 'starting' | 'ready' | 'failed' | 'stopping' | 'stopped';
+export type ShardState = EngineShardState;
 
 const TRANSITIONS: Readonly<Record<ShardState, readonly ShardState[]>> = {
   starting: ['ready', 'failed', 'stopping'],

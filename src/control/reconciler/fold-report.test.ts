@@ -32,7 +32,7 @@ function replica(state: ReplicaState, shards: ShardRecord[], over: Partial<Repli
   };
 }
 
-const status = (shard_id: string, state: string, over: Partial<ShardStatus> = {}): ShardStatus => ({
+const status = (shard_id: string, state: ShardStatus['state'], over: Partial<ShardStatus> = {}): ShardStatus => ({
   shard_id,
   replica_id: 'r',
   state,
@@ -116,7 +116,7 @@ describe('foldReport', () => {
     const out = foldReport([elsewhere], 'n1', [status('s0', 'ready')], NOW);
     expect(out.records[0], 'the same object').toBe(elsewhere);
     const here = replica('starting', [shard('s0')]);
-    expect(foldReport([here], 'n1', [status('s0', 'hibernating')], NOW).changed).toEqual([]);
+    expect(foldReport([here], 'n1', [status('s0', 'hibernating' as ShardStatus['state'])], NOW).changed).toEqual([]);
   });
 });
 

@@ -74,7 +74,7 @@ async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}, sta
       inventory.heartbeat(inventory.get(id)!, {});
     },
     /** The agent on `nodeId` reports every shard it was assigned in `state`. */
-    async report(nodeId: string, state: string, endpoint?: (shardId: string) => string) {
+    async report(nodeId: string, state: ShardStatus['state'], endpoint?: (shardId: string) => string) {
       const shards: ShardStatus[] = assignments.get(nodeId).shards.map((a) => ({
         shard_id: a.shard_id,
         replica_id: a.replica_id,
@@ -139,7 +139,12 @@ describe('Reconciler', () => {
     await t.report('n1', 'ready', () => 'http://n1:9000');
     expect(t.reconciler.view.ready('demo')[0], 'no sample yet').not.toHaveProperty('load');
     const [a] = t.assignments.get('n1').shards;
-    const status = { shard_id: a!.shard_id, replica_id: a!.replica_id, state: 'ready', endpoint: 'http://n1:9000' };
+    const status: ShardStatus = {
+      shard_id: a!.shard_id,
+      replica_id: a!.replica_id,
+      state: 'ready',
+      endpoint: 'http://n1:9000',
+    };
     t.reconciler.onShardReport(t.inventory.get('n1')!, [
       { ...status, load: { running: 3, waiting: 2, kv_usage: 0.5, age_ms: 400 } },
     ]);
@@ -363,7 +368,7 @@ describe('Reconciler', () => {
     await t.catalog.add(demo, 'test');
     await t.reconciler.pass();
     const shard = t.assignments.get('n1').shards[0]!;
-    const report = {
+    const report: ShardStatus = {
       shard_id: shard.shard_id,
       replica_id: shard.replica_id,
       state: 'failed',

@@ -2,6 +2,7 @@
 // remembers them (and the store keeps them). They are plain readonly values,
 // replaced rather than mutated, so a plan computed from one set of records
 // can never see a later change half-way through.
+import type { ShardState } from '../../protocol/index.js';
 
 /** Pending, fetching, starting and ready count toward the wanted number; the rest do not. */
 export type ReplicaState = 'pending' | 'fetching' | 'starting' | 'ready' | 'draining' | 'stopping' | 'failed';
@@ -22,19 +23,11 @@ export const COUNTING_STATES: ReadonlySet<ReplicaState> = new Set<ReplicaState>(
 ]);
 
 /**
- * What an agent last said about one shard. `stopped` is set by the control
- * plane when an agent no longer reports a shard it was told to stop.
+ * What an agent last said about one shard, defined with the wire in
+ * src/protocol. `stopped` is also set by the control plane when an agent no
+ * longer reports a shard it was told to stop.
  */
-export type ShardState = 'pending' | 'fetching' | 'starting' | 'ready' | 'failed' | 'stopping' | 'stopped';
-export const SHARD_STATES: readonly ShardState[] = [
-  'pending',
-  'fetching',
-  'starting',
-  'ready',
-  'failed',
-  'stopping',
-  'stopped',
-];
+export { SHARD_STATES, type ShardState } from '../../protocol/index.js';
 
 export interface ShardRecord {
   readonly id: string;
