@@ -16,7 +16,7 @@ import { hashKey, type ApiKeyRecord, type KeyStore, type RoutedModel } from './p
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { LlmgwError, isLlmgwError, type ErrorCode } from '../errors/index.js';
+import { isLlmgwError, type ErrorCode } from '../errors/index.js';
 import { nearestName } from '../units/index.js';
 import type { RouterOptions } from './options.js';
 import type { LimitDecision } from './rate-limit.js';
@@ -25,8 +25,7 @@ import { overLimitMessage, tokensToReserve } from './token-cost.js';
 import { checkModelLimits, parseFormRequest, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
 import { modelServes } from './endpoints.js';
 import { bearerToken, readForm } from '../http/index.js';
-import { toChatRequest, type AnthropicCall } from './anthropic/index.js';
-import type { ResponsesRelayCall } from './relay-responses.js';
+import type { DialectTurn } from './dialects/dialect.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -49,38 +48,18 @@ export interface AdmittedCall {
    * generate past it (to its context's end). Null = nothing added.
    */
   completionCap: number | null;
-  /** A Messages API request (POST /v1/messages) translated to chat: how its answer is translated back; null = an OpenAI request. */
-  readonly anthropic: AnthropicCall | null;
-  /** A Responses API request (POST /v1/responses): how each attempt sends it and its answer comes back; null = another API. */
-  readonly responses: ResponsesRelayCall | null;
+  /** What the dialect's translation made for each attempt (where it goes, how its answer comes back); null = OpenAI's own, untranslated. */
+  readonly turn: DialectTurn | null;
 }
 
-/** A body translated to the endpoint's own (OpenAI's chat) shape, with what its answer needs to go back in the client's API. */
+/** A body translated to the endpoint's own (OpenAI's chat) shape, with the turn its attempts are sent and answered by. */
 export interface Translated {
   readonly raw: Buffer;
-  readonly anthropic?: AnthropicCall;
-  readonly responses?: ResponsesRelayCall;
+  readonly turn: DialectTurn;
 }
 
-/** The client's body in another API's shape, turned into the endpoint's own (OpenAI's) before the checks. */
+/** The client's body in another API's shape (its dialect's), turned into the endpoint's own (OpenAI's) before the checks. */
 export type Translate = (raw: Buffer, request: FastifyRequest) => Translated;
-
-/** POST /v1/messages: Anthropic's body as a chat body, or a 400 naming the field. */
-export const fromAnthropic: Translate = (raw) => anthropicAsChat(raw, false);
-
-/** POST /v1/messages/count_tokens: the same, without max_tokens. */
-export const fromAnthropicCount: Translate = (raw) => anthropicAsChat(raw, true);
-
-function anthropicAsChat(raw: Buffer, forCount: boolean): { raw: Buffer; anthropic: AnthropicCall } {
-  let json: unknown;
-  try {
-    json = JSON.parse(raw.toString('utf8'));
-  } catch (err) {
-    throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
-  }
-  const { chat, call } = toChatRequest(json, forCount);
-  return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), anthropic: call };
-}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -243,7 +222,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
           } catch (err) {
             return refuseError(reply, err, done);
           }
-          admit(request, reply, done, parsed, body, { anthropic: null, responses: null }, contentType);
+          admit(request, reply, done, parsed, body, null, contentType);
         },
         (err: unknown) => refuseError(reply, err, done),
       );
@@ -251,20 +230,18 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     }
     let parsed: ParsedRequest;
     let raw: Buffer = body;
-    let anthropic: AnthropicCall | null = null;
-    let responses: ResponsesRelayCall | null = null;
+    let turn: DialectTurn | null = null;
     try {
       if (translate) {
         const t = translate(raw, request);
         raw = t.raw;
-        anthropic = t.anthropic ?? null;
-        responses = t.responses ?? null;
+        turn = t.turn;
       }
       parsed = parseRequest(endpoint, raw, { maxN, maxTokens });
     } catch (err) {
       return refuseError(reply, err, done);
     }
-    admit(request, reply, done, parsed, raw, { anthropic, responses }, 'application/json');
+    admit(request, reply, done, parsed, raw, turn, 'application/json');
   };
 
   /** The checks that need the model, once the body is read. */
@@ -274,7 +251,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     done: HookHandlerDoneFunction,
     parsed: ParsedRequest,
     raw: Buffer,
-    translated: { readonly anthropic: AnthropicCall | null; readonly responses: ResponsesRelayCall | null },
+    turn: DialectTurn | null,
     contentType: string,
   ): void {
     const key = request.apiKey;
@@ -328,7 +305,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       model,
       tab: deps.ledger.open(key, endpoint),
       completionCap: null,
-      ...translated,
+      turn,
     };
     done();
   }

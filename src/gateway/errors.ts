@@ -20,7 +20,7 @@ export function openAiErrorBody(message: string, code: ErrorCode, status: number
 /** For `createJsonApp({shapeError})` on the client listener, so Fastify's own refusals read the same. */
 export const openAiErrorShape: ErrorShaper = (e) => errorObject(e.message, e.code, e.status, null);
 
-/** A refusal sent through Fastify (before the reply is hijacked). */
+/** A refusal sent through Fastify (before the reply is hijacked), in OpenAI's shape. */
 export function replyError(
   reply: FastifyReply,
   status: number,
@@ -29,13 +29,23 @@ export function replyError(
   param: string | null = null,
   headers: Record<string, string> = {},
 ): FastifyReply {
+  return replyErrorBody(reply, status, openAiErrorBody(message, code, status, param), headers);
+}
+
+/** An error body (in the client's dialect) sent through Fastify, before the reply is hijacked. */
+export function replyErrorBody(
+  reply: FastifyReply,
+  status: number,
+  body: string,
+  headers: Record<string, string> = {},
+): FastifyReply {
   return reply
     .code(status)
     .headers({ 'content-type': 'application/json; charset=utf-8', ...headers })
-    .send(openAiErrorBody(message, code, status, param));
+    .send(body);
 }
 
-/** A refusal written on the raw response (after hijack); a no-op once headers went out. */
+/** A refusal written on the raw response (after hijack) in OpenAI's shape; a no-op once headers went out. */
 export function writeError(
   res: ServerResponse,
   status: number,
@@ -43,8 +53,17 @@ export function writeError(
   message: string,
   headers: Record<string, string> = {},
 ): void {
+  writeErrorBody(res, status, openAiErrorBody(message, code, status), headers);
+}
+
+/** An error body (in the client's dialect) written on the raw response; a no-op once headers went out. */
+export function writeErrorBody(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent || res.destroyed) return;
-  const body = openAiErrorBody(message, code, status);
   res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(body),

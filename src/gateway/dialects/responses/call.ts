@@ -4,13 +4,17 @@
 // to chat (what the admission checks read and what most engines get) and
 // once to a self-contained Responses request (for an engine that serves the
 // API natively, which then keeps nothing). Apart from admission.ts because
-// it is the one hook that waits on the store, and apart from the relays
-// because it decides nothing per replica.
-import type { ApiKeyRecord, StoredResponse } from './ports.js';
+// it is the one hook that waits on the store; the turn it makes chooses,
+// per replica, the native or the translated relay.
+import type { ApiKeyRecord, StoredResponse } from '../../ports.js';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { LlmgwError, isLlmgwError, type ErrorCode } from '../errors/index.js';
-import type { Translate } from './admission.js';
-import type { ResponsesRelayCall } from './relay-responses.js';
+import { LlmgwError, isLlmgwError, type ErrorCode } from '../../../errors/index.js';
+import type { Translate } from '../../admission.js';
+import { NativeResponsesRelay, ResponsesRelayHandler, type ResponsesRelayCall } from './relay.js';
+import { withholdsUsage } from '../../dispatch.js';
+import type { DialectTurn } from '../dialect.js';
+import type { ResponseKeeper } from './keeper.js';
+import { servesResponsesNatively } from './native.js';
 import {
   itemReferences,
   keptItems,
@@ -23,7 +27,7 @@ import {
   type ResponseIdentity,
   type ResponsesCall,
   type ResponsesRequest,
-} from './responses/index.js';
+} from '../../responses/index.js';
 
 /** A Responses request between its two hooks: parsed, and the items of the conversation it continues (empty for a new one). */
 export interface ResponsesTurn {
@@ -116,20 +120,40 @@ export function previousResponseHook(router: ResponsesLookup): Hook {
   };
 }
 
-/** The call hook's translation for POST /v1/responses: the chat body its checks read, and the call each attempt sends and answers by. */
-export const fromResponses: Translate = (_raw, request) => {
-  const turn = request.responsesTurn;
-  if (turn === null)
-    throw new LlmgwError('LLMGW_INTERNAL', 'a Responses request reached its translation without being parsed');
-  const { chat, call } = toChat(turn.request, turn.previousItems, turn.referenced);
-  const native = toNative(turn.request, turn.previousItems, turn.referenced);
-  // One id per request, whichever attempt answers: the translated answer carries it, and a native answer has the engine's replaced by it.
-  const identity = { id: newId('resp'), createdAtS: Math.floor(Date.now() / 1000) };
-  return {
-    raw: Buffer.from(JSON.stringify(chat), 'utf8'),
-    responses: relayCall(call, Buffer.from(JSON.stringify(native.body), 'utf8'), identity),
+/**
+ * The call hook's translation for POST /v1/responses: the chat body its
+ * checks read, and the turn each attempt sends and answers by: natively to
+ * an engine that serves the API (native.ts), as chat to any other; the
+ * finished Response handed to `keeper`.
+ */
+export function fromResponses(keeper: ResponseKeeper): Translate {
+  return (_raw, request) => {
+    const turn = request.responsesTurn;
+    if (turn === null)
+      throw new LlmgwError('LLMGW_INTERNAL', 'a Responses request reached its translation without being parsed');
+    const { chat, call } = toChat(turn.request, turn.previousItems, turn.referenced);
+    const native = toNative(turn.request, turn.previousItems, turn.referenced);
+    // One id per request, whichever attempt answers: the translated answer carries it, and a native answer has the engine's replaced by it.
+    const identity = { id: newId('resp'), createdAtS: Math.floor(Date.now() / 1000) };
+    const relay = relayCall(call, Buffer.from(JSON.stringify(native.body), 'utf8'), identity);
+    return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), turn: responsesTurn(relay, keeper) };
   };
-};
+}
+
+/** Where an engine serving the Responses API natively takes it. */
+const RESPONSES_PATH = '/v1/responses';
+
+function responsesTurn(call: ResponsesRelayCall, keeper: ResponseKeeper): DialectTurn {
+  const native = { path: RESPONSES_PATH, body: call.native };
+  return {
+    native: (replica) => (servesResponsesNatively(replica.engine) ? native : null),
+    relay: (a, hooks, resolve) => {
+      const keep = (response: Record<string, unknown>) => keeper.keep(a.ex, call, a.model, response);
+      if (a.passThrough) return new NativeResponsesRelay(a.ex, hooks, resolve, keep, call.id);
+      return new ResponsesRelayHandler(a.ex, hooks, resolve, call, keep, withholdsUsage(a.ex));
+    },
+  };
+}
 
 function relayCall(
   call: ResponsesCall,

@@ -6,9 +6,9 @@
 // byte ends with Anthropic's error event, and usage is read from the
 // engine's own bytes (the tail) for accounting. What is Anthropic's here is
 // the translator and the shape of a whole answer.
-import { MessageStreamTranslator, toAnthropicError, toMessage, type AnthropicCall } from './anthropic/index.js';
-import type { Outcome, RelayHooks, RelayTarget } from './relay.js';
-import { TranslatingRelay } from './relay-translating.js';
+import { MessageStreamTranslator, toAnthropicError, toMessage, type AnthropicCall } from './index.js';
+import type { Outcome, RelayHooks, RelayTarget } from '../../relay.js';
+import { TranslatingRelay } from '../../relay-translating.js';
 
 export class AnthropicRelayHandler extends TranslatingRelay {
   constructor(

@@ -11,7 +11,7 @@
 // messages, ahead of whatever else that user turn says (Chat Completions
 // wants them right after the assistant's call). thinking blocks in history
 // are dropped: no engine behind llmgw takes them back.
-import { LlmgwError } from '../../errors/index.js';
+import { LlmgwError } from '../../../errors/index.js';
 
 /** What the answer is translated back with. */
 export interface AnthropicCall {

@@ -1,0 +1,293 @@
+// The attempt loop: one request's attempts, from the fallback chain to the
+// answer or the refusal. Before the first byte reaches the client a refused
+// or reset connection, or a 502/503 from an engine, moves the request to
+// another replica of the model and then to its fallbacks (bounded by
+// attemptsPerModel and maxAttempts, with jittered backoff); after it, never.
+// A model with no ready replica holds the request in the cold hold first, or
+// is served by a ready fallback at once when it says fallback_while_cold. A
+// request that got no answer is refused here: 502 (every attempt failed),
+// 503 (nothing ready), 504 (the total timeout), 401 (its key was revoked),
+// in its dialect's shape. Separate from the router's wiring, from the chooser
+// (which replica) and from the relays (the bytes of one attempt). The chain
+// of models is fallbackChain(), a pure function.
+import type { Logger } from 'pino';
+import { allows } from './admission.js';
+import type { ColdHold } from './cold-hold.js';
+import { waitFor } from './cold-hold.js';
+import type { ReplicaChooser } from './chooser.js';
+import { compose, type Attempt, type Dispatch, type Interceptor } from './dispatch.js';
+import { modelServes } from './endpoints.js';
+import { writeErrorBody } from './errors.js';
+import { revokedMessage, type Exchange } from './exchange.js';
+import type { RouterMetrics } from './metrics.js';
+import type { RouterOptions } from './options.js';
+import type { ApiKeyRecord, ReplicaDirectory, RoutedModel, RoutedModels, RouterReplica } from './ports.js';
+import type { Outcome, RelayHooks } from './relay.js';
+import type { UpstreamPools } from './upstreams.js';
+import type { Endpoint } from './validate.js';
+import type { ErrorCode } from '../errors/index.js';
+
+const RETRY_BACKOFF_CAP_MS = 500;
+
+/** The headers every upstream request starts from (its request id is added per request). */
+const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
+const WHOLE_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
+
+/**
+ * The models a request may be served by, in order: `model`, then those of
+ * its fallbacks that exist, serve `endpoint` (one that does not would
+ * answer an engine's 404) and are not listed already. A fallback `key` may
+ * not use is left out and named in `skipped`: a key limited to some models
+ * is never served by another through a fallback.
+ */
+export function fallbackChain(
+  model: RoutedModel,
+  endpoint: Endpoint,
+  key: ApiKeyRecord | null,
+  catalog: Pick<RoutedModels, 'resolve'>,
+): { chain: RoutedModel[]; skipped: string[] } {
+  const chain: RoutedModel[] = [model];
+  const skipped: string[] = [];
+  for (const name of model.fallbacks) {
+    const f = catalog.resolve(name);
+    if (!f || chain.includes(f) || !modelServes(f, endpoint)) continue;
+    if (key && !allows(key, f)) {
+      if (!skipped.includes(f.name)) skipped.push(f.name);
+      continue;
+    }
+    chain.push(f);
+  }
+  return { chain, skipped };
+}
+
+/** What the loop is run with: the gateway's parts it asks, and the interceptors around each attempt. */
+export interface AttemptLoopDeps {
+  readonly options: RouterOptions;
+  readonly catalog: RoutedModels;
+  readonly replicas: ReplicaDirectory;
+  readonly logger: Logger;
+  readonly metrics: RouterMetrics;
+  readonly chooser: ReplicaChooser;
+  readonly cold: ColdHold;
+  readonly pools: UpstreamPools;
+  /** Around each attempt, the first listed outermost (dispatch.ts); the send to the pool is the end of the chain. */
+  readonly interceptors: readonly Interceptor[];
+}
+
+export class AttemptLoop {
+  /** One upstream attempt: send() behind the interceptors, composed once. */
+  private readonly dispatch: Dispatch<Exchange>;
+
+  constructor(private readonly deps: AttemptLoopDeps) {
+    this.dispatch = compose((a) => this.send(a), deps.interceptors);
+  }
+
+  /** Runs the attempts; returns the status the client got (0 if it went away). */
+  async run(ex: Exchange): Promise<number> {
+    const model = ex.requested;
+    const { chain, skipped } = fallbackChain(model, ex.endpoint, ex.key, this.deps.catalog);
+    if (skipped.length > 0) {
+      // Said in the answer, where the caller learns why a fallback it expected did not answer. The same for every
+      // request of that key and model, so the log has it at debug only, not a line per request.
+      ex.res.setHeader('x-llmgw-fallback-skipped', skipped.join(', '));
+      this.deps.logger.debug(
+        { model: model.name, skipped, key: ex.key!.prefix, request: ex.id },
+        'fallbacks this API key may not use were skipped',
+      );
+    }
+    let skipPrimary = false;
+    let coldNote = '';
+    if (this.deps.chooser.candidates(model).length === 0) {
+      const willStart = this.deps.replicas.demand(model.name);
+      // Serve a fallback meanwhile only if one can answer now; otherwise holding for the model itself is the better wait.
+      if (model.fallbackWhileCold && chain.some((f) => f !== model && this.deps.chooser.candidates(f).length > 0)) {
+        skipPrimary = true;
+      } else if (willStart) {
+        // One key cannot fill the control plane with waiting requests (each holds a socket and a timer for minutes).
+        const refusal = this.deps.cold.refusal(ex.key, model);
+        if (refusal !== null) {
+          this.deps.logger.info(
+            { code: 'LLMGW_RATE_LIMITED', model: model.name, key: ex.key!.prefix, request: ex.id },
+            refusal,
+          );
+          this.fail(ex, 429, 'LLMGW_RATE_LIMITED', refusal, { 'retry-after': '5' });
+          return 429;
+        }
+        ex.trace.heldMs = await this.deps.cold.hold(
+          ex,
+          ex.key,
+          model,
+          () => this.deps.chooser.candidates(model).length > 0,
+        );
+        if (ex.clientGone) return 0;
+        if (ex.timedOut) return this.timeout(ex);
+        if (ex.revoked) return this.revokedAnswer(ex);
+        if (this.deps.chooser.candidates(model).length === 0)
+          coldNote = ` after waiting ${Math.round(this.deps.options.timeouts.coldStartTimeoutMs / 1000)} s for one to start`;
+      }
+    }
+
+    let attempts = 0;
+    let lastFailure = '';
+    for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
+      const m = chain[i]!;
+      const tried = new Set<string>();
+      for (let k = 0; k < this.deps.options.attemptsPerModel && attempts < this.deps.options.maxAttempts; k++) {
+        const candidates = this.deps.chooser.candidates(m).filter((r) => !tried.has(r.id));
+        if (candidates.length === 0) break;
+        const replica = this.deps.chooser.choose(m, candidates, ex.parsed);
+        tried.add(replica.id);
+        if (attempts > 0) {
+          this.deps.metrics.retries.inc({ model: model.name });
+          await this.backoff(ex, attempts);
+          if (ex.clientGone) return 0;
+          if (ex.timedOut) return this.timeout(ex);
+          if (ex.revoked) return this.revokedAnswer(ex);
+        }
+        attempts++;
+        const attemptFrom = performance.now();
+        const outcome = await this.forward(ex, m, replica);
+        const traced = {
+          model: m.name,
+          replica: replica.id,
+          ...(replica.nodes ? { nodes: replica.nodes } : {}),
+          durationMs: performance.now() - attemptFrom,
+        };
+        if (outcome.kind === 'done') {
+          ex.trace.attempts.push({ ...traced, outcome: 'answered' });
+          if (m !== model) this.deps.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
+          return outcome.status;
+        }
+        if (ex.clientGone) return 0;
+        if (ex.timedOut) return this.timeout(ex);
+        if (ex.revoked) return this.revokedAnswer(ex);
+        const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
+        ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
+        lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
+        this.deps.logger.warn(
+          { model: m.name, replica: replica.id, reason, request: ex.id },
+          'upstream attempt failed before the first byte',
+        );
+      }
+      if (attempts >= this.deps.options.maxAttempts) break;
+    }
+
+    if (attempts > 0) {
+      const message = `model \`${model.name}\`: ${attempts} attempt${attempts === 1 ? '' : 's'} failed before any answer; the last: ${lastFailure}`;
+      this.deps.logger.error({ model: model.name, attempts, request: ex.id }, message);
+      this.fail(ex, 502, 'LLMGW_UPSTREAM', message);
+      return 502;
+    }
+    let message = `model \`${model.name}\` has 0 ready replicas${coldNote}: ${this.deps.replicas.describe(model.name)}`;
+    if (chain.length > 1)
+      message += `; its fallbacks (${chain
+        .slice(1)
+        .map((m) => `\`${m.name}\``)
+        .join(', ')}) have none ready either`;
+    this.deps.logger.error({ model: model.name, request: ex.id }, message);
+    this.fail(ex, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
+    return 503;
+  }
+
+  private backoff(ex: Exchange, attempt: number): Promise<void> {
+    const ms = Math.min(
+      RETRY_BACKOFF_CAP_MS,
+      this.deps.options.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.deps.options.random()),
+    );
+    return waitFor(ex, ms);
+  }
+
+  /** A refusal written on the raw response, in the shape of the API the client speaks. */
+  fail(ex: Exchange, status: number, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+    ex.trace.failure = { code, message };
+    writeErrorBody(ex.res, status, ex.dialect.errorBody(status, code, message, null), headers);
+  }
+
+  /** The 401 for a request whose key was revoked before its answer's first byte. */
+  private revokedAnswer(ex: Exchange): number {
+    this.fail(ex, 401, 'LLMGW_UNAUTHORIZED', revokedMessage(ex.key!));
+    return 401;
+  }
+
+  private timeout(ex: Exchange): number {
+    this.fail(
+      ex,
+      504,
+      'LLMGW_UPSTREAM',
+      `the request took longer than ${this.deps.options.timeouts.totalTimeoutMs} ms and was stopped`,
+    );
+    return 504;
+  }
+
+  // ---- one upstream attempt ---------------------------------------------
+
+  /**
+   * One attempt at `replica` of `model`, through the interceptors (the body,
+   * the request id, in-flight, metrics). A request whose dialect the
+   * replica's engine serves itself goes as the client wrote it (its turn's
+   * native path and body), any other as the internal call.
+   */
+  private forward(ex: Exchange, model: RoutedModel, replica: RouterReplica): Promise<Outcome> {
+    const headers: Record<string, string> = { ...(ex.parsed.stream ? STREAM_HEADERS : WHOLE_HEADERS) };
+    if (ex.contentType !== 'application/json') headers['content-type'] = ex.contentType;
+    const native = ex.turn.native(replica);
+    if (native !== null) {
+      return this.dispatch({ ex, model, replica, path: native.path, passThrough: true, body: native.body, headers });
+    }
+    return this.dispatch({ ex, model, replica, path: ex.path, passThrough: false, body: ex.raw, headers });
+  }
+
+  /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
+  private send(a: Attempt<Exchange>): Promise<Outcome> {
+    const { ex, model, replica } = a;
+    const { pool, basePath } = this.deps.pools.of(replica.endpoint, replica.nodes?.[0]);
+    // The engine's secret replaces anything the client sent: a client's key never reaches an engine.
+    if (replica.engineSecret !== undefined) a.headers.authorization = `Bearer ${replica.engineSecret}`;
+    return new Promise<Outcome>((resolve) => {
+      const hooks: RelayHooks = {
+        onFirstByte: () => {
+          const ms = performance.now() - ex.startedAt;
+          ex.trace.ttftMs = ms;
+          this.deps.metrics.forModel(ex.requested.name).ttft.observe(ms / 1000);
+        },
+        onAnswered: (status, tail, events) =>
+          ex.tab.settleFromAnswer(model.name, status, tail, events, ex.parsed, ex.trace),
+        brokenMessage: () =>
+          ex.revoked
+            ? revokedMessage(ex.key!)
+            : ex.timedOut
+              ? `the request took longer than ${this.deps.options.timeouts.totalTimeoutMs} ms and was stopped`
+              : 'the engine stopped answering mid-response',
+        brokenCode: () =>
+          ex.revoked ? { code: 'LLMGW_UNAUTHORIZED', status: 401 } : { code: 'LLMGW_UPSTREAM', status: 502 },
+        onBroken: (reason) => {
+          if (ex.revoked) {
+            ex.trace.broken = 'the API key was revoked';
+            this.deps.logger.info(
+              { model: model.name, replica: replica.id, key: ex.key?.prefix, request: ex.id },
+              'ended a running answer: its API key was revoked',
+            );
+            return;
+          }
+          ex.trace.broken = reason;
+          this.deps.logger.error(
+            { model: model.name, replica: replica.id, reason, request: ex.id },
+            'upstream broke after the first byte',
+          );
+        },
+        timeout: () => (ex.revoked ? this.revokedAnswer(ex) : this.timeout(ex)),
+      };
+      pool.dispatch(
+        {
+          path: basePath + a.path,
+          method: 'POST',
+          headers: a.headers,
+          body: a.body,
+          headersTimeout: this.deps.options.timeouts.headersTimeoutMs,
+          bodyTimeout: this.deps.options.timeouts.idleBodyTimeoutMs,
+        },
+        ex.turn.relay(a, hooks, resolve),
+      );
+    });
+  }
+}

@@ -1,0 +1,74 @@
+// Anthropic's Messages API as a dialect of the gateway: POST /v1/messages
+// translated to Chat Completions at admission and its answer translated back
+// by its relay (relay.ts), POST /v1/messages/count_tokens asked of a
+// replica's tokenizer (count-tokens.ts), every refusal on its routes in
+// Anthropic's error shape, its key taken from x-api-key as well as a bearer
+// token, and `request-id` on every answer. The translations themselves
+// (request, response, stream, errors) are pure, tested as data in, data out.
+import type { FastifyRequest } from 'fastify';
+import { LlmgwError } from '../../../errors/index.js';
+import { callHook, rateLimitHook, type Translate } from '../../admission.js';
+import { withholdsUsage } from '../../dispatch.js';
+import { routeConfig, type Dialect, type DialectTurn } from '../dialect.js';
+import { countTokens } from './count-tokens.js';
+import { anthropicErrorBody, anthropicErrorType } from './errors.js';
+import { AnthropicRelayHandler } from './relay.js';
+import { toChatRequest, type AnthropicCall } from './request.js';
+
+export { toChatRequest, type AnthropicCall, type TranslatedRequest } from './request.js';
+export { toMessage, stopReasonOf, toolInput, usageOf, type AnthropicMessage, type StopReason } from './response.js';
+export { MessageStreamTranslator, sseEvent } from './stream.js';
+export { anthropicErrorBody, anthropicErrorType, toAnthropicError } from './errors.js';
+
+/** The turn of one Messages request: sent as chat to every engine, its answer translated back. */
+function messagesTurn(call: AnthropicCall, requestId: string): DialectTurn {
+  return {
+    native: () => null,
+    relay: (a, hooks, resolve) =>
+      new AnthropicRelayHandler(a.ex, hooks, resolve, call, requestId, withholdsUsage(a.ex)),
+  };
+}
+
+/** Anthropic's body as a chat body, or a 400 naming the field; `forCount` (count_tokens) needs no max_tokens. */
+function asChat(forCount: boolean): Translate {
+  return (raw: Buffer, request: FastifyRequest) => {
+    let json: unknown;
+    try {
+      json = JSON.parse(raw.toString('utf8'));
+    } catch (err) {
+      throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
+    }
+    const { chat, call } = toChatRequest(json, forCount);
+    return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), turn: messagesTurn(call, request.id) };
+  };
+}
+
+export const anthropic: Dialect = {
+  name: 'anthropic',
+  errorBody: (status, _code, message) => anthropicErrorBody(message, status),
+  errorShape: (e) => ({ type: 'error', error: { type: anthropicErrorType(e.status), message: e.message } }),
+  onRequest(request, reply) {
+    // Anthropic's SDKs read the request id from `request-id` (message._request_id); x-request-id is sent too.
+    reply.raw.setHeader('request-id', request.id);
+    const apiKey = request.headers['x-api-key'];
+    if (request.headers.authorization === undefined && typeof apiKey === 'string')
+      request.headers.authorization = `Bearer ${apiKey}`;
+  },
+  routes(scope, gw) {
+    const admission = gw.admission();
+    const bodyLimit = gw.options.bodyLimitBytes;
+    const config = routeConfig(anthropic);
+    scope.post(
+      '/v1/messages',
+      { bodyLimit, config, preHandler: [callHook(admission, 'messages', asChat(false)), rateLimitHook(admission)] },
+      (request, reply) => gw.infer(request, reply),
+    );
+    // count_tokens generates nothing and costs no tokens: it takes a request, and reserves none.
+    const countRateLimit = rateLimitHook(admission, { countOnly: true });
+    scope.post(
+      '/v1/messages/count_tokens',
+      { bodyLimit, config, preHandler: [callHook(admission, 'messages', asChat(true)), countRateLimit] },
+      (request, reply) => countTokens(gw, request, reply),
+    );
+  },
+};

@@ -1,0 +1,88 @@
+// OpenAI's API as a dialect of the gateway, and the one the engines speak:
+// its inference routes are relayed byte for byte (relay.ts), with only the
+// model renamed and stream_options or max_tokens appended where the gateway
+// must (dispatch.ts); /v1/models lists what the key may use. Its error
+// shape (../../errors.ts) is the one the official SDKs parse. Also the
+// turn of every request whose dialect translates nothing (OPENAI_TURN).
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { allows, callHook, rateLimitHook } from '../../admission.js';
+import { withholdsUsage } from '../../dispatch.js';
+import { openAiErrorBody, openAiErrorShape } from '../../errors.js';
+import { RelayHandler } from '../../relay.js';
+import type { Endpoint } from '../../validate.js';
+import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../dialect.js';
+
+/** A request sent as the client wrote it, to every engine, its answer relayed as bytes: one object for all of them. */
+export const OPENAI_TURN: DialectTurn = Object.freeze<DialectTurn>({
+  native: () => null,
+  relay: (a, hooks, resolve) => new RelayHandler(a.ex, hooks, resolve, withholdsUsage(a.ex)),
+});
+
+/** GET /v1/models: the models (and aliases) this key may use. */
+function listModels(gw: DialectHost, request: FastifyRequest): unknown {
+  const key = request.apiKey;
+  const data: unknown[] = [];
+  for (const m of gw.catalog.models()) {
+    if (key && !allows(key, m)) continue;
+    for (const id of [m.name, ...m.aliases])
+      data.push({ id, object: 'model', created: gw.createdS, owned_by: 'llmgw', root: m.name });
+  }
+  return { object: 'list', data };
+}
+
+/** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
+function getModel(gw: DialectHost, id: string, request: FastifyRequest, reply: FastifyReply): unknown {
+  const key = request.apiKey;
+  const m = gw.catalog.resolve(id);
+  if (!m || (key && !allows(key, m))) {
+    return gw.refuse(
+      reply,
+      404,
+      'LLMGW_MODEL_NOT_FOUND',
+      `The model \`${id}\` does not exist. GET /v1/models lists the models this key may use.`,
+      'model',
+    );
+  }
+  return { id, object: 'model', created: gw.createdS, owned_by: 'llmgw', root: m.name };
+}
+
+export const openai: Dialect = {
+  name: 'openai',
+  errorBody: (status, code, message, param) => openAiErrorBody(message, code, status, param),
+  errorShape: openAiErrorShape,
+  routes(scope, gw) {
+    const admission = gw.admission();
+    const bodyLimit = gw.options.bodyLimitBytes;
+    const config = routeConfig(openai);
+    const rateLimit = rateLimitHook(admission);
+    const inference = (endpoint: Endpoint) => ({
+      bodyLimit,
+      config,
+      preHandler: [callHook(admission, endpoint), rateLimit],
+    });
+    const infer = (request: FastifyRequest, reply: FastifyReply) => gw.infer(request, reply);
+    scope.get('/v1/models', { config }, async (request) => listModels(gw, request));
+    // RoutedModel names may hold "/" (org/name), so the id is the rest of the path.
+    scope.get<{ Params: { '*': string } }>('/v1/models/*', { config }, async (request, reply) =>
+      getModel(gw, request.params['*'], request, reply),
+    );
+    scope.post('/v1/chat/completions', inference('chat'), infer);
+    scope.post('/v1/completions', inference('completions'), infer);
+    scope.post('/v1/embeddings', inference('embeddings'), infer);
+    // Pass-through endpoints: relayed as the engine answers, through the same checks. Rerank answers on vLLM's three paths.
+    for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) scope.post(path, inference('rerank'), infer);
+    scope.post('/v1/score', inference('score'), infer);
+    // An upload (an audio file) is larger than any JSON body: its own limit, on its one route, its form read as it arrives.
+    scope.post(
+      '/v1/audio/transcriptions',
+      {
+        ...inference('transcriptions'),
+        bodyLimit: Math.max(bodyLimit, gw.options.uploadLimitBytes),
+        config: routeConfig(openai, { multipartForm: true }),
+      },
+      infer,
+    );
+    scope.post('/tokenize', inference('tokenize'), infer);
+    scope.post('/detokenize', inference('detokenize'), infer);
+  },
+};

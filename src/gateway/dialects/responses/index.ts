@@ -1,0 +1,51 @@
+// OpenAI's Responses API as a dialect of the gateway: POST /v1/responses,
+// its conversation continued from kept answers (keeper.ts) and translated
+// to Chat Completions at admission (call.ts), sent as it is to an engine
+// that serves the API itself (native.ts) and as chat to any other, its
+// answer relayed back by the relays in relay.ts; GET and DELETE of a kept
+// response, and its input items. Refusals are in OpenAI's error shape,
+// which the Responses API shares. The pure translations of the request,
+// the answer and the stream are in src/gateway/responses.
+import { openAiErrorBody, openAiErrorShape } from '../../errors.js';
+import { callHook, rateLimitHook } from '../../admission.js';
+import { routeConfig, type Dialect } from '../dialect.js';
+import { fromResponses, previousResponseHook } from './call.js';
+import { ResponseKeeper } from './keeper.js';
+
+export const responses: Dialect = {
+  name: 'responses',
+  errorBody: (status, code, message, param) => openAiErrorBody(message, code, status, param),
+  errorShape: openAiErrorShape,
+  routes(scope, gw) {
+    const keeper = new ResponseKeeper(gw.responseStore, gw.logger, gw.options.now, (...args) => gw.refuse(...args));
+    // Responses still being written to the store finish first: their clients have them and may continue from them.
+    scope.addHook('onClose', async () => keeper.close());
+    const admission = gw.admission();
+    const config = routeConfig(responses);
+    // The previous response loaded (by key) before the body is translated to chat for the checks.
+    scope.post(
+      '/v1/responses',
+      {
+        bodyLimit: gw.options.bodyLimitBytes,
+        config,
+        preHandler: [
+          previousResponseHook(keeper),
+          callHook(admission, 'responses', fromResponses(keeper)),
+          rateLimitHook(admission),
+        ],
+      },
+      (request, reply) => gw.infer(request, reply),
+    );
+    scope.get<{ Params: { id: string } }>('/v1/responses/:id', { config }, async (request, reply) =>
+      keeper.getResponse(request.params.id, request, reply),
+    );
+    scope.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>(
+      '/v1/responses/:id/input_items',
+      { config },
+      async (request, reply) => keeper.listInputItems(request.params.id, request.query, request, reply),
+    );
+    scope.delete<{ Params: { id: string } }>('/v1/responses/:id', { config }, async (request, reply) =>
+      keeper.deleteResponse(request.params.id, request, reply),
+    );
+  },
+};
