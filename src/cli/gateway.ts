@@ -224,27 +224,35 @@ async function runPrimary(
     });
   };
 
-  // A worker that dies after start is started again, later each time it happens in a row.
+  // A worker that dies after start is started again, later each time it happens in a row; so is one that fails to start.
+  // The timer holds the primary up even when no worker is left to.
+  const restartLater = () => {
+    if (Date.now() - lastStartMs > RESTART_RESET_AFTER_MS) restartsInARow = 0;
+    const waitMs = Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** restartsInARow++);
+    setTimeout(() => {
+      if (stopping) return;
+      fork().then(
+        ({ worker: next }) => {
+          logger.info({ pid: next.process.pid }, 'gateway worker started again');
+          watch(next);
+        },
+        (err: unknown) => {
+          logger.error({ err: (err as Error).message }, 'a restarted gateway worker failed to start; trying again');
+          restartLater();
+        },
+      );
+    }, waitMs);
+    return waitMs;
+  };
   const watch = (worker: Worker) => {
     worker.once('exit', (code, signal) => {
       live.delete(worker);
       if (stopping) return;
-      if (Date.now() - lastStartMs > RESTART_RESET_AFTER_MS) restartsInARow = 0;
-      const waitMs = Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** restartsInARow++);
+      const waitMs = restartLater();
       logger.warn(
         { pid: worker.process.pid, code, signal, restart_in_ms: waitMs },
         'a gateway worker exited; starting another',
       );
-      setTimeout(() => {
-        if (stopping) return;
-        fork().then(
-          ({ worker: next }) => {
-            logger.info({ pid: next.process.pid }, 'gateway worker started again');
-            watch(next);
-          },
-          (err: unknown) => logger.error({ err: (err as Error).message }, 'a restarted gateway worker failed to start'),
-        );
-      }, waitMs).unref();
     });
   };
 
