@@ -63,6 +63,12 @@ function importsOf(file: string): string[] {
  */
 const SUBFOLDERS_OF_ONE_PART: ReadonlyMap<string, string> = new Map([
   ['src/control/dashboard/pages', 'src/control/dashboard'],
+  // The gateway's API dialects implement its Dialect interface with its admission hooks and relays, and it mounts
+  // every one: a folder per dialect so that adding one is a folder, but the gateway's code all the same.
+  ['src/gateway/dialects', 'src/gateway'],
+  ['src/gateway/dialects/openai', 'src/gateway'],
+  ['src/gateway/dialects/anthropic', 'src/gateway'],
+  ['src/gateway/dialects/responses', 'src/gateway'],
 ]);
 
 /** The node a file belongs to at `depth` folders below src/ (Infinity = its own folder). */
