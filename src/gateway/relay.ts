@@ -61,7 +61,7 @@ const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retr
  * controller (aborted when the client leaves), the status, the rule that
  * 502/503 move the request on, the tail kept for usage, and how an attempt
  * that failed before its first byte is settled (retried, or the timeout's
- * 504). The byte relay below and the Messages relay (relay-anthropic.ts)
+ * 504). The byte relay below and the dialects' translating relays (relay-translating.ts)
  * differ only in what they write.
  */
 export abstract class AttemptRelay implements Dispatcher.DispatchHandler {

@@ -1,7 +1,8 @@
 // Anthropic's error shape for POST /v1/messages. Its SDKs choose the
 // exception class by status and read `error.type` and `error.message`, so a
-// refusal llmgw makes in OpenAI's shape (the router's one shape) is turned
-// into this one at the edge of the messages route, whoever made it.
+// refusal llmgw makes on the messages routes is written in this shape (the
+// dialect's errorBody and errorShape), and an engine's error in OpenAI's
+// shape is rewritten in it by the relay (toAnthropicError).
 
 /** Anthropic's `error.type` for an HTTP status. */
 export function anthropicErrorType(status: number): string {

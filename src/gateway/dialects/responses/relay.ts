@@ -3,7 +3,7 @@
 // the request as is and its answer goes back byte for byte, tapped for the
 // finished Response (kept for previous_response_id and GET); any other
 // engine gets the request translated to Chat Completions, and its answer is
-// translated back here, as relay-anthropic.ts does for Messages. Variants of
+// translated back here, as ../anthropic/relay.ts does for Messages. Variants of
 // AttemptRelay rather than branches in relay.ts, so the chat path's hot loop
 // stays as it is; the rules are the same: nothing before the first byte
 // (a failure before it is retried), 502/503 move the request on, a stream
