@@ -24,7 +24,7 @@ import {
 } from '../protocol/index.js';
 import { certificateProblem, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
-import { describeIssues } from '../validation/index.js';
+import { parseOptions } from '../validation/options.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { bearerToken, sameSecret } from '../http/index.js';
@@ -121,14 +121,7 @@ export interface AgentConfig {
 }
 
 export function compileAgentOptions(options: AgentOptions): AgentConfig {
-  const parsed = AgentOptionsSchema.safeParse(options);
-  if (!parsed.success)
-    throw new ValidationError(
-      'LLMGW_CONFIG_INVALID',
-      describeIssues(AgentOptionsSchema, parsed.error),
-      'the agent options are not valid',
-    );
-  const o = parsed.data;
+  const o = parseOptions(AgentOptionsSchema, options, 'the agent options are not valid');
   const interval =
     o.heartbeatInterval === undefined ? AGENT_DEFAULTS.heartbeatIntervalMs : parseDurationMs(o.heartbeatInterval);
   if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);

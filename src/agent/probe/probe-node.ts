@@ -11,7 +11,7 @@ import { isAbsolute, join } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../../errors/index.js';
 import { type FabricReport, type NodeReport, octalEscapeControls } from '../../protocol/index.js';
-import { describeIssues } from '../../validation/index.js';
+import { parseOptions } from '../../validation/options.js';
 import { probeDisks, type StatfsResult } from './disks.js';
 import { probeEngines } from './engines.js';
 import { type ExecFn, execProcess, findOnPath, type IsExecutableFn, isExecutableFile } from './exec.js';
@@ -88,15 +88,7 @@ export interface ProbeConfig {
  * agent instead of producing a wrong report on every heartbeat.
  */
 export function compileProbeOptions(options: ProbeOptions): ProbeConfig {
-  const parsed = ProbeOptionsSchema.safeParse(options);
-  if (!parsed.success) {
-    throw new ValidationError(
-      'LLMGW_CONFIG_INVALID',
-      describeIssues(ProbeOptionsSchema, parsed.error),
-      'the probe options are not valid',
-    );
-  }
-  const o = parsed.data;
+  const o = parseOptions(ProbeOptionsSchema, options, 'the probe options are not valid');
   const problems: string[] = [];
   const fabrics: FabricReport[] = [];
   for (const raw of o.fabrics) {

@@ -13,7 +13,7 @@ import { isLoopbackHost } from '../../net/index.js';
 import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
 import { formatDurationMs, parseDurationMs, parseSizeBytes } from '../../units/index.js';
 import { readSecretFile } from '../../validation/flags.js';
-import { describeIssues } from '../../validation/index.js';
+import { parseOptions } from '../../validation/options.js';
 import { ROUTER_DEFAULTS } from '../../gateway/options.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
 
@@ -404,15 +404,7 @@ export function loadControlConfig(sources: ConfigSources): ControlConfig {
 }
 
 export function compileControlOptions(input: unknown): ControlConfig {
-  const parsed = ControlOptionsSchema.safeParse(input);
-  if (!parsed.success) {
-    throw new ValidationError(
-      'LLMGW_CONFIG_INVALID',
-      describeIssues(ControlOptionsSchema, parsed.error),
-      'the configuration is not valid',
-    );
-  }
-  const o = parsed.data;
+  const o = parseOptions(ControlOptionsSchema, input, 'the configuration is not valid');
   const problems: string[] = [];
   const adminToken = secret(o.admin_token, o.admin_token_file, 'admin_token', problems);
   const joinToken = secret(o.join_token, o.join_token_file, 'join_token', problems);

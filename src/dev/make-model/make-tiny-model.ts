@@ -6,7 +6,7 @@
 // the builtin engine, the quick start and the end-to-end tests need offline.
 import { z } from 'zod';
 import { ValidationError } from '../../errors/index.js';
-import { describeIssues } from '../../validation/index.js';
+import { parseOptions } from '../../validation/options.js';
 import { writeGguf, type GgufTensor, type GgufValue } from './gguf-writer.js';
 
 export interface MakeTinyModelOptions {
@@ -54,15 +54,7 @@ export interface CompiledMakeTinyModelOptions {
 }
 
 export function compileMakeTinyModelOptions(options: MakeTinyModelOptions = {}): CompiledMakeTinyModelOptions {
-  const parsed = MakeTinyModelOptionsSchema.safeParse(options);
-  if (!parsed.success) {
-    throw new ValidationError(
-      'LLMGW_CONFIG_INVALID',
-      describeIssues(MakeTinyModelOptionsSchema, parsed.error),
-      'tiny model options',
-    );
-  }
-  const o = parsed.data;
+  const o = parseOptions(MakeTinyModelOptionsSchema, options, 'tiny model options');
   const embeddingLength = o.embeddingLength ?? 64;
   const headCount = o.headCount ?? 4;
   const headLength = embeddingLength / headCount;

@@ -6,7 +6,7 @@ import { availableParallelism } from 'node:os';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../../errors/index.js';
-import { describeIssues } from '../../validation/index.js';
+import { parseOptions } from '../../validation/options.js';
 import { DEFAULT_STREAM_INTERVAL_MS } from './sse.js';
 
 export interface BuiltinEngineOptions {
@@ -148,15 +148,7 @@ const BuiltinEngineOptionsSchema = z.strictObject({
 });
 
 export function compileBuiltinEngineOptions(options: BuiltinEngineOptions): CompiledBuiltinEngineOptions {
-  const parsed = BuiltinEngineOptionsSchema.safeParse(options);
-  if (!parsed.success) {
-    throw new ValidationError(
-      'LLMGW_CONFIG_INVALID',
-      describeIssues(BuiltinEngineOptionsSchema, parsed.error),
-      'builtin engine options',
-    );
-  }
-  const o = parsed.data;
+  const o = parseOptions(BuiltinEngineOptionsSchema, options, 'builtin engine options');
   const parallel = o.parallel ?? 1;
   if (o.contextTokens !== undefined && o.contextTokens / parallel < MIN_SEQUENCE_CONTEXT_TOKENS) {
     throw new ValidationError(

@@ -4,7 +4,7 @@
 // naming the nearest valid one instead of silently running with a default.
 import { z } from 'zod';
 import { ValidationError } from '../../errors/index.js';
-import { describeIssues } from '../../validation/index.js';
+import { parseOptions } from '../../validation/options.js';
 
 /** Which real engine the sim imitates in /metrics names and the /health body. */
 export type SimFlavor = 'vllm' | 'llamacpp' | 'sglang';
@@ -127,15 +127,7 @@ export interface SimEngineConfig {
 
 /** Validates and fills defaults. Throws ValidationError (LLMGW_CONFIG_INVALID) listing every problem. */
 export function compileSimEngineOptions(options: SimEngineOptions = {}): SimEngineConfig {
-  const parsed = SimEngineOptionsSchema.safeParse(options);
-  if (!parsed.success) {
-    throw new ValidationError(
-      'LLMGW_CONFIG_INVALID',
-      describeIssues(SimEngineOptionsSchema, parsed.error),
-      'the sim engine options are not valid',
-    );
-  }
-  const o = parsed.data;
+  const o = parseOptions(SimEngineOptionsSchema, options, 'the sim engine options are not valid');
   const seen = new Set<string>();
   const problems: string[] = [];
   for (const name of o.models) {
