@@ -1,11 +1,13 @@
-// The router: llmgw's OpenAI-compatible endpoint on the client listener,
-// relaying each request to a ready replica of the model it names. Separate
-// from the control plane's reconciler and store because it is the hot path:
-// it reads a replica directory and the catalog in memory, and reports use
-// back through counters, a usage sink and metrics, never waiting on I/O of
-// its own. Keys and usage are src/control/keys': the router sees only their
-// KeyStore and UsageSink interfaces.
+// The gateway: llmgw's client listener, serving the APIs its clients speak
+// (OpenAI's, Anthropic's Messages, OpenAI's Responses: one dialect each,
+// dialects/) by relaying each request to a ready replica of the model it
+// names. Separate from the control plane's reconciler and store because it
+// is the hot path: it reads a replica directory and the catalog in memory,
+// and reports use back through counters, a usage sink and metrics, never
+// waiting on I/O of its own. What it needs from outside is an interface in
+// ports.ts (keys, usage, the directory, the response store, the limiter).
 export { registerRouter, Router, type RouterDeps } from './router.js';
+export { DIALECTS, type Dialect, type DialectHost, type DialectTurn } from './dialects/index.js';
 export type {
   ApiKeyRecord,
   KeyStore,
