@@ -33,6 +33,8 @@ const RETRY_BACKOFF_CAP_MS = 500;
 const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
 const WHOLE_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
 
+const NONE_SKIPPED: readonly string[] = Object.freeze([]);
+
 /**
  * The models a request may be served by, in order: `model`, then those of
  * its fallbacks that exist, serve `endpoint` (one that does not would
@@ -45,19 +47,20 @@ export function fallbackChain(
   endpoint: Endpoint,
   key: ApiKeyRecord | null,
   catalog: Pick<RoutedModels, 'resolve'>,
-): { chain: RoutedModel[]; skipped: string[] } {
+): { chain: RoutedModel[]; skipped: readonly string[] } {
   const chain: RoutedModel[] = [model];
-  const skipped: string[] = [];
+  let skipped: string[] | null = null;
   for (const name of model.fallbacks) {
     const f = catalog.resolve(name);
     if (!f || chain.includes(f) || !modelServes(f, endpoint)) continue;
     if (key && !allows(key, f)) {
+      skipped ??= [];
       if (!skipped.includes(f.name)) skipped.push(f.name);
       continue;
     }
     chain.push(f);
   }
-  return { chain, skipped };
+  return { chain, skipped: skipped ?? NONE_SKIPPED };
 }
 
 /** What the loop is run with: the gateway's parts it asks, and the interceptors around each attempt. */

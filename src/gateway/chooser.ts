@@ -5,7 +5,7 @@
 // finished lately (least-load corrects an engine's last sample by them), and
 // the prefix rings per model; the interceptors it hands the attempt chain
 // keep them as attempts run. The policies themselves are pure functions in
-// pick.ts; chooseReplica below puts them together without I/O. Separate from
+// pick.ts, tested without sockets. Separate from
 // the attempt loop, which asks only "the candidates" and "which one".
 import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from './ports.js';
 import { inFlight, sendTimes, type Interceptor } from './dispatch.js';
@@ -15,31 +15,6 @@ import type { ParsedRequest } from './validate.js';
 
 const NO_SENDS: readonly number[] = Object.freeze([]);
 const NO_FINISHED: readonly { startMs: number; endMs: number }[] = Object.freeze([]);
-
-/** What the choice is made from, besides the candidates: every input of the policy, so that it is a pure function. */
-export interface ChoiceInputs {
-  /** This gateway's in-flight count per replica id (least-inflight). */
-  inFlight(id: string): number;
-  /** A replica's expected load (least-load and prefix); computed once per choice. */
-  load(id: string): number;
-  /** The model's prefix ring and the prompt prefix's hash (prefix routing); null ring = not prefix routing. */
-  readonly ring: HashRing | null;
-  readonly prefixHash: number;
-  readonly loadFactor: number;
-  readonly random: () => number;
-}
-
-/** The replica an attempt at `model` goes to, from non-empty `candidates`, by the model's routing. */
-export function chooseReplica(
-  routing: RoutedModel['routing'],
-  candidates: readonly RouterReplica[],
-  inputs: ChoiceInputs,
-): RouterReplica {
-  if (routing === 'least-inflight') return pickLeastLoaded(candidates, inputs.inFlight, inputs.random)!;
-  if (routing === 'prefix' && inputs.ring !== null && candidates.length > 1)
-    return pickByPrefix(candidates, inputs.ring, inputs.prefixHash, inputs.load, inputs.loadFactor)!;
-  return pickLeastLoad(candidates, inputs.load, inputs.random)!;
-}
 
 /** The settings the chooser reads (RouterOptions has them). */
 export interface ChooserOptions {
@@ -98,15 +73,12 @@ export class ReplicaChooser {
       );
       scores.set(c.id, expectedLoad(view));
     }
-    const prefix = model.routing === 'prefix' && candidates.length > 1;
-    return chooseReplica(model.routing, candidates, {
-      inFlight: (id) => this.use.get(id)?.inFlight ?? 0,
-      load: (id) => scores.get(id) ?? 0,
-      ring: prefix ? this.ringOf(model) : null,
-      prefixHash: prefix ? fnv1a(promptPrefix(parsed.body, o.prefixChars)) : 0,
-      loadFactor: o.loadFactor,
-      random: o.random,
-    });
+    const load = (id: string) => scores.get(id) ?? 0;
+    if (model.routing === 'prefix' && candidates.length > 1) {
+      const hash = fnv1a(promptPrefix(parsed.body, o.prefixChars));
+      return pickByPrefix(candidates, this.ringOf(model), hash, load, o.loadFactor)!;
+    }
+    return pickLeastLoad(candidates, load, o.random)!;
   }
 
   /** A copy of the use per replica id, for the reconciler (scaling, ReplicaView's idle_seconds). */

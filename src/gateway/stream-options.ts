@@ -7,7 +7,8 @@
 // the client wrote it. Apart from the relays and the attempt loop so that
 // neither carries a copy of the rule or of the field's name.
 import type { Logger } from 'pino';
-import type { Interceptor } from './dispatch.js';
+import { withholdsUsage, type Attempt, type AttemptExchange, type Dispatch, type Interceptor } from './dispatch.js';
+import type { Outcome } from './relay.js';
 
 /** The field's name as it appears in an engine's refusal. */
 const STREAM_OPTIONS = Buffer.from('stream_options');
@@ -31,17 +32,23 @@ export function refusesStreamOptions(askedUsage: boolean, status: number, body: 
  * come (the field is not sent); were it to, it reads as a failed attempt.
  */
 export function streamOptionsResend(logger: Logger): Interceptor {
-  return (next) => async (a) => {
-    const body = a.body;
-    const outcome = await next(a);
-    if (outcome.kind !== 'usageRefused') return outcome;
-    logger.warn(
-      { model: a.model.name, replica: a.replica.id, request: a.ex.id },
-      'the engine refused stream_options; this stream is sent without it and its tokens are counted at lower bounds',
-    );
-    a.ex.usageRefused = true;
-    a.body = body;
-    const again = await next(a);
-    return again.kind === 'usageRefused' ? { kind: 'retry', reason: 'the engine refused stream_options' } : again;
+  return (next) => (a) => {
+    // Only an attempt whose stream the gateway asks for its usage can be refused for it: the rest pass as they are.
+    if (a.passThrough || !withholdsUsage(a.ex)) return next(a);
+    return resend(next, a, logger);
   };
+}
+
+async function resend<E extends AttemptExchange>(next: Dispatch<E>, a: Attempt<E>, logger: Logger): Promise<Outcome> {
+  const body = a.body;
+  const outcome = await next(a);
+  if (outcome.kind !== 'usageRefused') return outcome;
+  logger.warn(
+    { model: a.model.name, replica: a.replica.id, request: a.ex.id },
+    'the engine refused stream_options; this stream is sent without it and its tokens are counted at lower bounds',
+  );
+  a.ex.usageRefused = true;
+  a.body = body;
+  const again = await next(a);
+  return again.kind === 'usageRefused' ? { kind: 'retry', reason: 'the engine refused stream_options' } : again;
 }
