@@ -27,7 +27,7 @@ import {
   type ResponseIdentity,
   type ResponsesCall,
   type ResponsesRequest,
-} from '../../responses/index.js';
+} from './translations.js';
 
 /** A Responses request between its two hooks: parsed, and the items of the conversation it continues (empty for a new one). */
 export interface ResponsesTurn {

@@ -5,12 +5,14 @@
 // answer relayed back by the relays in relay.ts; GET and DELETE of a kept
 // response, and its input items. Refusals are in OpenAI's error shape,
 // which the Responses API shares. The pure translations of the request,
-// the answer and the stream are in src/gateway/responses.
+// the answer and the stream are listed in translations.ts.
 import { openAiErrorBody, openAiErrorShape } from '../../errors.js';
 import { callHook, rateLimitHook } from '../../admission.js';
 import { routeConfig, type Dialect } from '../dialect.js';
 import { fromResponses, previousResponseHook } from './call.js';
 import { ResponseKeeper } from './keeper.js';
+
+export * from './translations.js';
 
 export const responses: Dialect = {
   name: 'responses',

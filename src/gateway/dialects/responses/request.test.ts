@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isLlmgwError } from '../../errors/index.js';
+import { isLlmgwError } from '../../../errors/index.js';
 import { itemReferences, parseRequest, toChat, toNative } from './request.js';
 
 const base = { model: 'm' };

@@ -2,7 +2,7 @@
 // the field, and the JSON object test they all need. Its own file so that
 // request.ts, input-items.ts and tools.ts share them without importing one
 // another.
-import { LlmgwError } from '../../errors/index.js';
+import { LlmgwError } from '../../../errors/index.js';
 
 /** A JSON object as parsed: what every item, part and tool is read as. */
 export type Json = Record<string, unknown>;

@@ -12,7 +12,7 @@
 // messages in input-items.ts; tools, tool_choice and text.format become
 // chat's in tools.ts.
 import { z } from 'zod';
-import { describeIssues } from '../../validation/index.js';
+import { describeIssues } from '../../../validation/index.js';
 import { chatMessages } from './input-items.js';
 import { bad, isObject, type Json } from './refuse.js';
 import { chatToolChoice, chatTools, responseFormat } from './tools.js';

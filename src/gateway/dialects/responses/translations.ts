@@ -1,9 +1,8 @@
-// OpenAI's Responses API over the router's Chat Completions path: pure
+// OpenAI's Responses API over the gateway's Chat Completions path: pure
 // translations of the request, the answer and the stream, kept apart from
-// the router so each is tested as data in, data out; the wiring (the route,
-// the response store, the native pass-through) is the router's. Errors need
-// nothing of their own: the Responses API answers in OpenAI's error shape,
-// the router's own (../errors.ts).
+// the dialect's wiring (./index.ts, ./call.ts, ./keeper.ts) and its relays
+// (./relay.ts) so each is tested as data in, data out. Errors need nothing
+// of their own: the Responses API answers in OpenAI's error shape.
 export {
   parseRequest,
   itemReferences,
