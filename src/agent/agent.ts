@@ -39,6 +39,7 @@ import {
 } from './control-link.js';
 import { backoffDelayMs, firstJoinDelayMs, startIndex } from './backoff.js';
 import { ReportPolicy } from './report-policy.js';
+import { declareMgmtBodies } from './mgmt-bodies.js';
 import { AGENT_DEFAULTS } from './defaults/index.js';
 
 /** The options as an operator writes them (flags). */
@@ -522,6 +523,7 @@ export class Agent {
         return reply.code(401).send({ error: "only this node's control plane may call its management API" });
       }
     });
+    declareMgmtBodies(app);
     app.get('/mgmt/v1/health', async () => ({ node_id: this.config.nodeId, phase: this.phase }));
     this.deps.mgmtRoutes?.(app);
     await app.listen({ host: this.config.mgmtHost, port: this.config.mgmtPort });

@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
+import { z } from 'zod';
 import { Agent, AGENT_DEFAULTS, compileAgentOptions } from '../agent/index.js';
 import { WeightCache } from '../agent/cache/index.js';
 import { adapterFor } from '../agent/engines/index.js';
@@ -15,6 +16,7 @@ import { LoadScraper } from '../agent/load/index.js';
 import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js';
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
+import { type ZodTypeProvider } from '../http/index.js';
 import { childLogger } from '../log/index.js';
 import { isPlainHttpOffLoopback, readCa } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
@@ -299,14 +301,31 @@ export async function runAgent(flags: AgentFlags): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
 }
 
+const RemovePaths = z.looseObject({ paths: z.array(z.string()) });
+
+/**
+ * What the control plane sends to /mgmt/v1/weights/remove (src/control/weights):
+ * full paths of cache entries; other fields are ignored. Any other body, absent
+ * included, is answered with the one shape the route wants, in one sentence,
+ * as it always has been, rather than a list of what is wrong with it.
+ */
+const WeightsRemoveBody = z.custom<z.output<typeof RemovePaths>>(
+  (body) => RemovePaths.safeParse(body).success,
+  'want {"paths": ["<cache dir>/<cache name>", ...]}',
+);
+
 /**
  * The management API's own routes: tail a shard's log, and remove cache
  * entries the control plane asks about. The node decides each removal itself
  * (the cache checks every path again); the answer is per path.
  */
-function registerMgmtRoutes(
+export function registerMgmtRoutes(
   app: FastifyInstance,
-  deps: { cache: WeightCache; supervisor: Supervisor; runner: AgentShardRunner },
+  deps: {
+    cache: Pick<WeightCache, 'remove'>;
+    supervisor: Pick<Supervisor, 'tailLog'>;
+    runner: Pick<AgentShardRunner, 'inUse'>;
+  },
 ): void {
   app.get<{ Params: { id: string }; Querystring: { lines?: string } }>(
     '/mgmt/v1/shards/:id/log',
@@ -319,20 +338,18 @@ function registerMgmtRoutes(
       }
     },
   );
-  app.post('/mgmt/v1/weights/remove', async (request, reply) => {
-    const paths = (request.body as { paths?: unknown } | undefined)?.paths;
-    if (!Array.isArray(paths) || !paths.every((p) => typeof p === 'string')) {
-      return reply.code(400).send({ error: 'want {"paths": ["<cache dir>/<cache name>", ...]}' });
-    }
-    const results = [];
-    for (const path of paths as string[]) {
-      const result = await deps.cache.remove(path, (name) => deps.runner.inUse(name));
-      results.push(
-        result.removed
-          ? { path, removed: true, bytes_freed: result.bytesFreed }
-          : { path, removed: false, check: result.check, reason: result.reason },
-      );
-    }
-    return { results };
-  });
+  app
+    .withTypeProvider<ZodTypeProvider>()
+    .post('/mgmt/v1/weights/remove', { schema: { body: WeightsRemoveBody } }, async (request) => {
+      const results = [];
+      for (const path of request.body.paths) {
+        const result = await deps.cache.remove(path, (name) => deps.runner.inUse(name));
+        results.push(
+          result.removed
+            ? { path, removed: true, bytes_freed: result.bytesFreed }
+            : { path, removed: false, check: result.check, reason: result.reason },
+        );
+      }
+      return { results };
+    });
 }
