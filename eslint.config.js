@@ -70,7 +70,7 @@ export default tseslint.config(
             {
               group: ['**/control/**', '**/agent/**', '**/ctl/**', '**/cli/**'],
               message:
-                'the gateway imports nothing of the control plane: what it needs from outside is an interface in src/gateway/ports.ts, which the control plane implements.',
+                'the gateway imports nothing of the control plane: what it needs from outside is an interface in src/gateway/ports/index.ts, which the control plane implements.',
             },
           ],
         },

@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 // Tests that run the built llmgw (dist/ and bin/llmgw.js): every test under
 // test/, and the few unit files beside the code that spawn engines or import
 // the built CLI. Only they wait for the build; every other unit file runs
-// straight from source, so `npx vitest run src/gateway/rate-limit.test.ts` takes
+// straight from source, so `npx vitest run src/gateway/core/rate-limit.test.ts` takes
 // seconds instead of a tsc run first.
 const BUILT_UNIT_FILES = [
   'src/agent/engines/adapters.test.ts',

@@ -63,12 +63,6 @@ function importsOf(file: string): string[] {
  */
 const SUBFOLDERS_OF_ONE_PART: ReadonlyMap<string, string> = new Map([
   ['src/control/dashboard/pages', 'src/control/dashboard'],
-  // The gateway's API dialects implement its Dialect interface with its admission hooks and relays, and it mounts
-  // every one: a folder per dialect so that adding one is a folder, but the gateway's code all the same.
-  ['src/gateway/dialects', 'src/gateway'],
-  ['src/gateway/dialects/openai', 'src/gateway'],
-  ['src/gateway/dialects/anthropic', 'src/gateway'],
-  ['src/gateway/dialects/responses', 'src/gateway'],
 ]);
 
 /** The node a file belongs to at `depth` folders below src/ (Infinity = its own folder). */
@@ -214,23 +208,24 @@ describe('the import graph between folders', () => {
 
   it('fails when a cycle between two parts is added, even one their leaf folders do not show', () => {
     // The gateway's relay importing the catalog would close src/gateway -> src/control -> src/gateway at depth 1,
-    // while at the leaves it is src/gateway -> src/control/catalog, and src/control/keys -> src/gateway: no loop.
+    // while at the leaves it is src/gateway/core -> src/control/catalog, and src/control/keys -> src/gateway/ports:
+    // no loop.
     const withCycle = new Map(files);
-    const relay = join(SRC, 'gateway/relay.ts');
+    const relay = join(SRC, 'gateway/core/relay.ts');
     withCycle.set(relay, [...(files.get(relay) ?? []), join(SRC, 'control/catalog/index.ts')]);
     const reports = cycleReports(withCycle);
     expect(reports.length, 'the added import makes a cycle the check must report').toBeGreaterThan(0);
     expect(reports[0], 'reported at the depth of the two parts, naming the import that closes it').toContain(
       'at depth 1',
     );
-    expect(reports.join('\n')).toContain('src/gateway/relay.ts imports src/control/catalog/index.ts');
+    expect(reports.join('\n')).toContain('src/gateway/core/relay.ts imports src/control/catalog/index.ts');
   });
 
   it('keeps the gateway off the control plane: the control plane implements the ports it owns', () => {
     for (const outside of ['src/control', 'src/agent', 'src/ctl', 'src/cli']) {
       expect(
         importsFromUnder('src/gateway', outside),
-        `src/gateway must not import ${outside}; what it needs from outside is an interface in src/gateway/ports.ts`,
+        `src/gateway must not import ${outside}; what it needs from outside is an interface in src/gateway/ports/index.ts`,
       ).toEqual([]);
     }
   });

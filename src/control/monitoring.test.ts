@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { RouterMetrics } from '../gateway/metrics.js';
+import { RouterMetrics } from '../gateway/core/metrics.js';
 import { registerNodeMetrics } from './inventory/index.js';
 import { ReconcilerMetrics } from './reconciler/metrics.js';
 

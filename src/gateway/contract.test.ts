@@ -29,7 +29,7 @@ import {
   type RouterReplica,
   type UsageEvent,
 } from './index.js';
-import { DIALECTS, type DialectCase, type ErrorStatus } from './contract-cases.js';
+import { DIALECTS, type DialectCase, type ErrorStatus } from '../../test/support/gateway-contract-cases.js';
 
 function model(def: Partial<ModelDefinition> & { name: string }): Model {
   return compileModel(

@@ -23,26 +23,26 @@ export type {
   StoredResponse,
   UsageEvent,
   UsageSink,
-} from './ports.js';
-export { hashKey } from './ports.js';
-export { API_ENDPOINTS, endpointNeeds, modelServes, SERVED_ENDPOINTS, type ServedEndpoint } from './endpoints.js';
-export { usageFromTail } from './usage.js';
-export { RateLimiter, cappedReservation } from './rate-limit.js';
+} from './ports/index.js';
+export { hashKey } from './ports/index.js';
+export { API_ENDPOINTS, endpointNeeds, modelServes, SERVED_ENDPOINTS, type ServedEndpoint } from './ports/endpoints.js';
+export { usageFromTail } from './core/usage.js';
+export { RateLimiter, cappedReservation } from './core/rate-limit.js';
 export {
   compileRouterOptions,
   ROUTER_DEFAULTS,
   type RouterOptions,
   type RouterSettings,
   type RouterTimeouts,
-} from './options.js';
-export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './pick.js';
-export { parseRequest, type Endpoint, type ParsedRequest, type RequestLimits } from './validate.js';
-export { promptPrefix } from './prompt-text.js';
-export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './errors.js';
+} from './core/options.js';
+export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './core/pick.js';
+export { parseRequest, type Endpoint, type ParsedRequest, type RequestLimits } from './core/validate.js';
+export { promptPrefix } from './core/prompt-text.js';
+export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './core/errors.js';
 export {
   RequestLog,
   REQUEST_LOG_CAPACITY,
   requestRecordView,
   type RequestFilter,
   type RequestRecord,
-} from './request-log.js';
+} from './core/request-log.js';

@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RequestLog, requestRecordView } from './request-log.js';
+import { RequestLog, requestRecordView } from './core/request-log.js';
 import {
   closeAll,
   cleanups,

@@ -26,30 +26,30 @@ import type {
   RoutedModels,
   RouterReplica,
   UsageSink,
-} from './ports.js';
+} from './ports/index.js';
 import { randomBytes } from 'node:crypto';
 import fastifyCors from '@fastify/cors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ErrorCode } from '../errors/index.js';
-import { keyHook, armBodyTimeout, type AdmissionDeps } from './admission.js';
-import { AttemptLoop } from './attempt-loop.js';
-import { ReplicaChooser } from './chooser.js';
-import { ColdHold } from './cold-hold.js';
-import { DIALECTS, OPENAI_TURN, type DialectHost } from './dialects/index.js';
-import { attemptMetrics, requestId, rewriteBody } from './dispatch.js';
-import { replyErrorBody } from './errors.js';
-import { UPSTREAM_PATHS, type Exchange } from './exchange.js';
-import { dialectOf, registerIntake } from './intake.js';
-import { Ledger } from './ledger.js';
-import { RouterMetrics } from './metrics.js';
-import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './options.js';
-import { RateLimiter } from './rate-limit.js';
-import type { RequestLog } from './request-log.js';
-import { streamOptionsResend } from './stream-options.js';
-import { UpstreamPools, type Upstream } from './upstreams.js';
-import type { ParsedRequest } from './validate.js';
+import { keyHook, armBodyTimeout, type AdmissionDeps } from './core/admission.js';
+import { AttemptLoop } from './core/attempt-loop.js';
+import { ReplicaChooser } from './core/chooser.js';
+import { ColdHold } from './core/cold-hold.js';
+import { DIALECTS, openai, OPENAI_TURN, type DialectHost } from './dialects/index.js';
+import { attemptMetrics, requestId, rewriteBody } from './core/dispatch.js';
+import { replyErrorBody } from './core/errors.js';
+import { UPSTREAM_PATHS, type Exchange } from './core/exchange.js';
+import { registerIntake } from './core/intake.js';
+import { Ledger } from './core/ledger.js';
+import { RouterMetrics } from './core/metrics.js';
+import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './core/options.js';
+import { RateLimiter } from './core/rate-limit.js';
+import type { RequestLog } from './core/request-log.js';
+import { streamOptionsResend } from './core/stream-options.js';
+import { UpstreamPools, type Upstream } from './core/upstreams.js';
+import type { ParsedRequest } from './core/validate.js';
 
 /** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
 export interface RouterDeps extends RouterSettings {
@@ -236,7 +236,7 @@ export class Router implements DialectHost {
       usageRefused: false,
       tab,
       completionCap,
-      dialect: dialectOf(reply),
+      dialect: reply.request.dialect ?? openai,
       turn: turn ?? OPENAI_TURN,
       trace: {
         id: request.id,
@@ -327,7 +327,12 @@ export class Router implements DialectHost {
     if (status >= 500) this.deps.logger.error({ code, status, request: reply.request.id }, message);
     else this.deps.logger.info({ code, status, request: reply.request.id }, message);
     if (!counted) this.count('none', status, null);
-    return replyErrorBody(reply, status, dialectOf(reply).errorBody(status, code, message, param), headers);
+    return replyErrorBody(
+      reply,
+      status,
+      (reply.request.dialect ?? openai).errorBody(status, code, message, param),
+      headers,
+    );
   }
 
   count(model: string, status: number, key: ApiKeyRecord | null): void {
@@ -376,6 +381,7 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       authRequired: deps.authRequired,
       bodyLimitBytes: router.bodyLimitBytes,
       idleBodyTimeoutMs: router.timeouts.idleBodyTimeoutMs,
+      defaultDialect: openai,
     });
     // The key, for every route here; then, per inference route, the call (body, model, permission, limits) and the rate limit.
     scope.decorateRequest('apiKey', null);

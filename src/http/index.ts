@@ -365,7 +365,7 @@ function discardRestOfBody(request: FastifyRequest, reply: FastifyReply): void {
   raw.on('data', (chunk: Buffer) => {
     discarded += chunk.length;
     if (discarded > DISCARD_CAP_BYTES) return cut();
-    // One read a turn of the event loop, as an upload is read (src/gateway/upload.ts): bytes thrown away must not hold heartbeats.
+    // One read a turn of the event loop, as an upload is read (src/gateway/core/upload.ts): bytes thrown away must not hold heartbeats.
     raw.pause();
     setImmediate(() => raw.resume());
   });

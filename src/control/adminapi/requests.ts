@@ -1,6 +1,6 @@
 // GET /api/v1/requests and /api/v1/requests/{id}: which replica served a
 // request and why it failed, from the router's request log. The log is this
-// control plane's memory (src/gateway/request-log.ts), so the answers say
+// control plane's memory (src/gateway/core/request-log.ts), so the answers say
 // which instance answered; a request another instance took is not in it,
 // and the 404 says where to ask instead.
 import type { FastifyInstance } from 'fastify';

@@ -2,10 +2,10 @@
 // rerank, audio transcriptions, …), written on the model as `endpoints` or,
 // absent, read from the engines of its profiles. The vocabulary itself
 // (the endpoints, the APIs carried over them, `modelServes`) is the
-// gateway's, which routes them (src/gateway/endpoints.ts); this file adds
+// gateway's, which routes them (src/gateway/ports/endpoints.ts); this file adds
 // what the catalog knows: which engine serves which.
 import type { EngineName } from './model.js';
-import { SERVED_ENDPOINTS, type ServedEndpoint } from '../../gateway/endpoints.js';
+import { SERVED_ENDPOINTS, type ServedEndpoint } from '../../gateway/ports/endpoints.js';
 
 export {
   API_ENDPOINTS,
@@ -14,7 +14,7 @@ export {
   SERVED_ENDPOINTS,
   type Endpoint,
   type ServedEndpoint,
-} from '../../gateway/endpoints.js';
+} from '../../gateway/ports/endpoints.js';
 
 /**
  * What each engine can serve, for a model that does not say (the model's

@@ -14,7 +14,7 @@ import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
 import { formatDurationMs, parseDurationMs, parseSizeBytes } from '../../units/index.js';
 import { readSecretFile } from '../../validation/flags.js';
 import { parseOptions } from '../../validation/options.js';
-import { ROUTER_DEFAULTS } from '../../gateway/options.js';
+import { ROUTER_DEFAULTS } from '../../gateway/core/options.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {

@@ -3,7 +3,7 @@
 // than 0 wherever there is nothing to compute from.
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { RouterMetrics } from '../../gateway/metrics.js';
+import { RouterMetrics } from '../../gateway/core/metrics.js';
 import { quantile, readCounters, type TrafficSample, trafficView } from './traffic.js';
 
 describe('traffic: percentiles', () => {

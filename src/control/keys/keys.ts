@@ -5,9 +5,9 @@
 // MemoryKeyStore.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { actorText, type AuditActor } from '../../http/index.js';
-import { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports.js';
+import { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports/index.js';
 
-export { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports.js';
+export { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports/index.js';
 
 /** Listeners of revocations, each called once per revoked key; one that throws does not stop the others. */
 export class RevocationListeners {

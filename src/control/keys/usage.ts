@@ -4,10 +4,10 @@
 // not). The router hands each finished request to a UsageSink synchronously
 // and never waits on it: a sink that writes to a store batches and flushes
 // on its own timer. The event and the sink are the gateway's port
-// (src/gateway/ports.ts).
-import type { UsageEvent, UsageSink } from '../../gateway/ports.js';
+// (src/gateway/ports/index.ts).
+import type { UsageEvent, UsageSink } from '../../gateway/ports/index.js';
 
-export type { UsageEvent, UsageSink } from '../../gateway/ports.js';
+export type { UsageEvent, UsageSink } from '../../gateway/ports/index.js';
 
 export interface UsageTotals {
   requests: number;

@@ -5,10 +5,10 @@
 // scaler (which read them), the leader and the store (which sum and keep
 // them across instances) share one shape without importing one another.
 // A replica's use and its engine load are the gateway's ports
-// (src/gateway/ports.ts): it makes the one and reads the other.
-import type { ReplicaUse } from '../../gateway/ports.js';
+// (src/gateway/ports/index.ts): it makes the one and reads the other.
+import type { ReplicaUse } from '../../gateway/ports/index.js';
 
-export type { ReplicaLoad, ReplicaUse } from '../../gateway/ports.js';
+export type { ReplicaLoad, ReplicaUse } from '../../gateway/ports/index.js';
 
 /**
  * The router's demand as a reconciler pass reads it, fresh: a drain is

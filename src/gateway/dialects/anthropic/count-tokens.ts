@@ -3,8 +3,8 @@
 // gateway that asks a replica a question of its own instead of relaying the
 // client's request through the attempt loop.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { describeNetError } from '../../relay.js';
-import type { DialectHost } from '../dialect.js';
+import { describeNetError } from '../../core/relay.js';
+import type { DialectHost } from '../../core/dialect.js';
 
 /**
  * POST /v1/messages/count_tokens: the prompt counted by the engine's own

@@ -7,9 +7,9 @@
 // (request, response, stream, errors) are pure, tested as data in, data out.
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../../errors/index.js';
-import { callHook, rateLimitHook, type Translate } from '../../admission.js';
-import { withholdsUsage } from '../../dispatch.js';
-import { routeConfig, type Dialect, type DialectTurn } from '../dialect.js';
+import { callHook, rateLimitHook, type Translate } from '../../core/admission.js';
+import { withholdsUsage } from '../../core/dispatch.js';
+import { routeConfig, type Dialect, type DialectTurn } from '../../core/dialect.js';
 import { countTokens } from './count-tokens.js';
 import { anthropicErrorBody, anthropicErrorType } from './errors.js';
 import { AnthropicRelayHandler } from './relay.js';

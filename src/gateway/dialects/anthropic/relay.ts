@@ -7,8 +7,8 @@
 // engine's own bytes (the tail) for accounting. What is Anthropic's here is
 // the translator and the shape of a whole answer.
 import { MessageStreamTranslator, toAnthropicError, toMessage, type AnthropicCall } from './index.js';
-import type { Outcome, RelayHooks, RelayTarget } from '../../relay.js';
-import { TranslatingRelay } from '../../relay-translating.js';
+import type { Outcome, RelayHooks, RelayTarget } from '../../core/relay.js';
+import { TranslatingRelay } from '../../core/relay-translating.js';
 
 export class AnthropicRelayHandler extends TranslatingRelay {
   constructor(

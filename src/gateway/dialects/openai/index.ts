@@ -5,12 +5,12 @@
 // shape (../../errors.ts) is the one the official SDKs parse. Also the
 // turn of every request whose dialect translates nothing (OPENAI_TURN).
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { allows, callHook, rateLimitHook } from '../../admission.js';
-import { withholdsUsage } from '../../dispatch.js';
-import { openAiErrorBody, openAiErrorShape } from '../../errors.js';
-import { RelayHandler } from '../../relay.js';
-import type { Endpoint } from '../../validate.js';
-import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../dialect.js';
+import { allows, callHook, rateLimitHook } from '../../core/admission.js';
+import { withholdsUsage } from '../../core/dispatch.js';
+import { openAiErrorBody, openAiErrorShape } from '../../core/errors.js';
+import { RelayHandler } from '../../core/relay.js';
+import type { Endpoint } from '../../core/validate.js';
+import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../../core/dialect.js';
 
 /** A request sent as the client wrote it, to every engine, its answer relayed as bytes: one object for all of them. */
 export const OPENAI_TURN: DialectTurn = Object.freeze<DialectTurn>({

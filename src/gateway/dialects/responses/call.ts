@@ -6,13 +6,13 @@
 // API natively, which then keeps nothing). Apart from admission.ts because
 // it is the one hook that waits on the store; the turn it makes chooses,
 // per replica, the native or the translated relay.
-import type { ApiKeyRecord, StoredResponse } from '../../ports.js';
+import type { ApiKeyRecord, StoredResponse } from '../../ports/index.js';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { LlmgwError, isLlmgwError, type ErrorCode } from '../../../errors/index.js';
-import type { Translate } from '../../admission.js';
+import type { Translate } from '../../core/admission.js';
 import { NativeResponsesRelay, ResponsesRelayHandler, type ResponsesRelayCall } from './relay.js';
-import { withholdsUsage } from '../../dispatch.js';
-import type { DialectTurn } from '../dialect.js';
+import { withholdsUsage } from '../../core/dispatch.js';
+import type { DialectTurn } from '../../core/dialect.js';
 import type { ResponseKeeper } from './keeper.js';
 import { servesResponsesNatively } from './native.js';
 import {

@@ -6,9 +6,9 @@
 // response, and its input items. Refusals are in OpenAI's error shape,
 // which the Responses API shares. The pure translations of the request,
 // the answer and the stream are listed in translations.ts.
-import { openAiErrorBody, openAiErrorShape } from '../../errors.js';
-import { callHook, rateLimitHook } from '../../admission.js';
-import { routeConfig, type Dialect } from '../dialect.js';
+import { openAiErrorBody, openAiErrorShape } from '../../core/errors.js';
+import { callHook, rateLimitHook } from '../../core/admission.js';
+import { routeConfig, type Dialect } from '../../core/dialect.js';
 import { fromResponses, previousResponseHook } from './call.js';
 import { ResponseKeeper } from './keeper.js';
 

@@ -8,7 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { ErrorCode } from '../../../errors/index.js';
-import type { ApiKeyRecord, ResponseStore, RoutedModel, StoredResponse } from '../../ports.js';
+import type { ApiKeyRecord, ResponseStore, RoutedModel, StoredResponse } from '../../ports/index.js';
 import type { ResponsesRelayCall } from './relay.js';
 
 /** How a refusal is sent (the gateway's refuse: logged, counted, in the route's dialect). */

@@ -12,9 +12,9 @@
 // the engine's own bytes (the tail).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { openAiErrorBody } from '../../errors.js';
-import { RelayHandler, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from '../../relay.js';
-import { TranslatingRelay, type StreamTranslator } from '../../relay-translating.js';
+import { openAiErrorBody } from '../../core/errors.js';
+import { RelayHandler, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from '../../core/relay.js';
+import { TranslatingRelay, type StreamTranslator } from '../../core/relay-translating.js';
 
 /**
  * What the router needs of a Responses request once admitted: how to send it

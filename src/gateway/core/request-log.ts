@@ -6,7 +6,7 @@
 // control plane: with several instances each knows the requests its own
 // client listener took. Separate from metrics (counts, no ids) and from
 // usage (per key and model, in the store).
-import type { RequestAttemptView, RequestRecordView } from '../api/types.js';
+import type { RequestAttemptView, RequestRecordView } from '../../api/types.js';
 
 /** How many requests the log keeps by default: ~10k records of a few hundred bytes each. */
 export const REQUEST_LOG_CAPACITY = 10_000;

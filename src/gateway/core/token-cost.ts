@@ -3,7 +3,7 @@
 // limit before anything is sent, and the words of the refusal of a request
 // that alone may cost more than that limit. Pure: data in, data out, apart
 // from the hooks that act on it and the ledger that settles it.
-import type { ApiKeyRecord, RoutedModel } from './ports.js';
+import type { ApiKeyRecord, RoutedModel } from '../ports/index.js';
 import { generates, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** What a request may cost at most, and of what: the reservation and the refusal that names its parts. */

@@ -9,10 +9,9 @@
 // onRequest. Apart from the router's wiring because none of it is about
 // routing, and all of it runs before the key is looked at.
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { LlmgwError, type ErrorCode } from '../errors/index.js';
+import { LlmgwError, type ErrorCode } from '../../errors/index.js';
 import { armBodyTimeout } from './admission.js';
-import type { Dialect, DialectRouteConfig } from './dialects/dialect.js';
-import { openai } from './dialects/openai/index.js';
+import type { Dialect, DialectRouteConfig } from './dialect.js';
 import { replyErrorBody } from './errors.js';
 import { readMultipartBody } from './upload.js';
 
@@ -29,11 +28,13 @@ export interface IntakeOptions {
   readonly bodyLimitBytes: number;
   /** Longest silence while a body arrives (0 = none). */
   readonly idleBodyTimeoutMs: number;
+  /** The dialect of a route that names none, in whose shape its refusals are written (OpenAI's: the engines' own). */
+  readonly defaultDialect: Dialect;
 }
 
 /** Sets the body parsers and the first onRequest hook on the gateway's scope. */
 export function registerIntake(scope: FastifyInstance, options: IntakeOptions): void {
-  const { authRequired, bodyLimitBytes: bodyLimit, idleBodyTimeoutMs } = options;
+  const { authRequired, bodyLimitBytes: bodyLimit, idleBodyTimeoutMs, defaultDialect } = options;
   scope.removeContentTypeParser(['application/json', 'text/plain']);
   scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_request, body: Buffer, done) => {
     // A byte-order mark (PowerShell 5 writes one before UTF-8) is not JSON, and some engines refuse it: dropped.
@@ -53,7 +54,7 @@ export function registerIntake(scope: FastifyInstance, options: IntakeOptions): 
   scope.decorateRequest('dialect', null);
   scope.addHook('onRequest', (request, reply, done) => {
     // Read once per request: Fastify builds routeOptions anew at each read.
-    const dialect = (request.routeOptions.config as Partial<DialectRouteConfig> | undefined)?.dialect ?? openai;
+    const dialect = (request.routeOptions.config as Partial<DialectRouteConfig> | undefined)?.dialect ?? defaultDialect;
     request.dialect = dialect;
     const post = request.method === 'POST';
     if (post && request.headers['content-type'] === undefined) {
@@ -62,6 +63,7 @@ export function registerIntake(scope: FastifyInstance, options: IntakeOptions): 
       if (!authRequired) {
         refuse415(
           reply,
+          dialect,
           'LLMGW_UNSUPPORTED_MEDIA_TYPE',
           'this gateway asks for no API key (api_keys: off), so it reads only bodies sent with Content-Type: application/json; send that header',
         );
@@ -80,6 +82,7 @@ export function registerIntake(scope: FastifyInstance, options: IntakeOptions): 
       // without one: without keys, that header (any value; OpenAI's clients always send one) is what a form must carry.
       refuse415(
         reply,
+        dialect,
         'LLMGW_UNSUPPORTED_MEDIA_TYPE',
         'this gateway asks for no API key (api_keys: off), so it reads a multipart upload only with an Authorization header (any value, as OpenAI clients send); add one',
       );
@@ -89,6 +92,7 @@ export function registerIntake(scope: FastifyInstance, options: IntakeOptions): 
     if (post && encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
       refuse415(
         reply,
+        dialect,
         'LLMGW_BAD_REQUEST',
         `the body is sent with Content-Encoding: ${encoding.slice(0, 40)}, which llmgw does not decode; send it uncompressed`,
       );
@@ -103,11 +107,6 @@ export function registerIntake(scope: FastifyInstance, options: IntakeOptions): 
 }
 
 /** A body refused before it is read, in the route's dialect. */
-function refuse415(reply: FastifyReply, code: ErrorCode, message: string): void {
-  void replyErrorBody(reply, 415, dialectOf(reply).errorBody(415, code, message, null));
-}
-
-/** The dialect a refusal on `reply` is written in: its route's, or OpenAI's before the first hook ran. */
-export function dialectOf(reply: FastifyReply): Dialect {
-  return reply.request.dialect ?? openai;
+function refuse415(reply: FastifyReply, dialect: Dialect, code: ErrorCode, message: string): void {
+  void replyErrorBody(reply, 415, dialect.errorBody(415, code, message, null));
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compileControlOptions } from '../control/config/index.js';
+import { compileControlOptions } from '../../control/config/index.js';
 import { compileRouterOptions, ROUTER_DEFAULTS } from './options.js';
 
 describe('compileRouterOptions', () => {

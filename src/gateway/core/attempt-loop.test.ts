@@ -5,8 +5,8 @@
 // answering an engine's 404 in place of the model's own refusal.
 import { describe, expect, it } from 'vitest';
 import { fallbackChain } from './attempt-loop.js';
-import type { ApiKeyRecord, RoutedModel } from './ports.js';
-import type { ServedEndpoint } from './endpoints.js';
+import type { ApiKeyRecord, RoutedModel } from '../ports/index.js';
+import type { ServedEndpoint } from '../ports/endpoints.js';
 
 function model(name: string, fallbacks: string[] = [], endpoints: ServedEndpoint[] = ['chat'], aliases: string[] = []) {
   return {

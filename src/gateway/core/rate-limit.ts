@@ -9,9 +9,9 @@
 // it) and the end settles the reservation to the real usage. Without the
 // reservation every request admitted while the balance is above zero would
 // run, and a burst of concurrent ones would spend many minutes' worth.
-import type { LimitDecision, RequestLimiter } from './ports.js';
+import type { LimitDecision, RequestLimiter } from '../ports/index.js';
 
-export type { LimitDecision, RequestLimiter } from './ports.js';
+export type { LimitDecision, RequestLimiter } from '../ports/index.js';
 
 interface Bucket {
   level: number;

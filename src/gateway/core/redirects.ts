@@ -3,7 +3,7 @@
 // such bodies so nobody believes it did. Separate from the endpoint schemas
 // because it reads what they do not declare, by field name and by value,
 // the same way for every endpoint.
-import { LlmgwError } from '../errors/index.js';
+import { LlmgwError } from '../../errors/index.js';
 
 /**
  * Fields whose strings are the user's content, schemas or tags, where a URL

@@ -4,8 +4,8 @@
 // openai.RateLimitError` works against llmgw exactly as against OpenAI.
 import type { FastifyReply } from 'fastify';
 import type { ServerResponse } from 'node:http';
-import type { ErrorShaper } from '../http/index.js';
-import { openAiErrorCode, openAiErrorType, type ErrorCode } from '../errors/index.js';
+import type { ErrorShaper } from '../../http/index.js';
+import { openAiErrorCode, openAiErrorType, type ErrorCode } from '../../errors/index.js';
 
 export { openAiErrorType };
 

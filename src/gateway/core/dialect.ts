@@ -12,13 +12,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { ErrorCode } from '../../errors/index.js';
 import type { ErrorShaper } from '../../http/index.js';
-import type { AdmissionDeps } from '../admission.js';
-import type { Attempt, AttemptExchange } from '../dispatch.js';
-import type { RouterOptions } from '../options.js';
-import type { ApiKeyRecord, ResponseStore, RoutedModel, RouterReplica, RoutedModels } from '../ports.js';
-import type { Outcome, RelayHooks, RelayTarget } from '../relay.js';
-import type { Upstream } from '../upstreams.js';
-import type { ParsedRequest } from '../validate.js';
+import type { AdmissionDeps } from './admission.js';
+import type { Attempt, AttemptExchange } from './dispatch.js';
+import type { RouterOptions } from './options.js';
+import type { ApiKeyRecord, ResponseStore, RoutedModel, RouterReplica, RoutedModels } from '../ports/index.js';
+import type { Outcome, RelayHooks, RelayTarget } from './relay.js';
+import type { Upstream } from './upstreams.js';
+import type { ParsedRequest } from './validate.js';
 import type { Logger } from 'pino';
 
 export interface Dialect {

@@ -5,10 +5,10 @@
 // (redirects.ts). This file runs the checks in that order and is what
 // admission calls; the tables and estimates they use live beside it.
 import type { z } from 'zod';
-import { LlmgwError } from '../errors/index.js';
-import type { Endpoint } from './endpoints.js';
-import type { ReadForm } from '../http/index.js';
-import { describeIssues } from '../validation/index.js';
+import { LlmgwError } from '../../errors/index.js';
+import type { Endpoint } from '../ports/endpoints.js';
+import type { ReadForm } from '../../http/index.js';
+import { describeIssues } from '../../validation/index.js';
 import { BODY_SCHEMAS } from './body-schemas.js';
 import { refuseRedirects } from './redirects.js';
 import { leastPromptTokens, promptField } from './prompt-text.js';

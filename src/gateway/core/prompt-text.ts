@@ -3,7 +3,7 @@
 // stream's accounting act on it) and the prefix an engine's cache would
 // share (prefix-affine routing hashes it). Separate from validate.ts because
 // neither refuses anything: both are estimates that others act on.
-import type { Endpoint } from './endpoints.js';
+import type { Endpoint } from '../ports/endpoints.js';
 
 /**
  * The least number of tokens a prompt of this many UTF-8 bytes can be. No

@@ -7,8 +7,8 @@
 // for 5.7 s (issue #33).
 import type { IncomingMessage } from 'node:http';
 import { errorCodes, type FastifyRequest } from 'fastify';
-import type { LlmgwError } from '../errors/index.js';
-import { FormReader, type ReadForm } from '../http/index.js';
+import type { LlmgwError } from '../../errors/index.js';
+import { FormReader, type ReadForm } from '../../http/index.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

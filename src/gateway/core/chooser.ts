@@ -7,7 +7,7 @@
 // keep them as attempts run. The policies themselves are pure functions in
 // pick.ts, tested without sockets. Separate from
 // the attempt loop, which asks only "the candidates" and "which one".
-import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from './ports.js';
+import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from '../ports/index.js';
 import { inFlight, sendTimes, type Interceptor } from './dispatch.js';
 import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
 import { promptPrefix } from './prompt-text.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isLlmgwError } from '../errors/index.js';
+import { isLlmgwError } from '../../errors/index.js';
 import { TailKeeper, usageFromTail } from './usage.js';
 import { checkModelLimits, parseFormRequest, parseRequest } from './validate.js';
 import { promptPrefix } from './prompt-text.js';

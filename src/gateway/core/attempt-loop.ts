@@ -16,16 +16,16 @@ import type { ColdHold } from './cold-hold.js';
 import { waitFor } from './cold-hold.js';
 import type { ReplicaChooser } from './chooser.js';
 import { compose, type Attempt, type Dispatch, type Interceptor } from './dispatch.js';
-import { modelServes } from './endpoints.js';
+import { modelServes } from '../ports/endpoints.js';
 import { writeErrorBody } from './errors.js';
 import { revokedMessage, type Exchange } from './exchange.js';
 import type { RouterMetrics } from './metrics.js';
 import type { RouterOptions } from './options.js';
-import type { ApiKeyRecord, ReplicaDirectory, RoutedModel, RoutedModels, RouterReplica } from './ports.js';
+import type { ApiKeyRecord, ReplicaDirectory, RoutedModel, RoutedModels, RouterReplica } from '../ports/index.js';
 import type { Outcome, RelayHooks } from './relay.js';
 import type { UpstreamPools } from './upstreams.js';
 import type { Endpoint } from './validate.js';
-import type { ErrorCode } from '../errors/index.js';
+import type { ErrorCode } from '../../errors/index.js';
 
 const RETRY_BACKOFF_CAP_MS = 500;
 

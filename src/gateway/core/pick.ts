@@ -20,7 +20,7 @@
 // a prompt prefix goes to the same replica while that replica is within
 // `loadFactor` of the mean load, so an engine's prefix cache is reused but
 // one hot prefix cannot swamp it.
-import type { ReplicaLoad } from './ports.js';
+import type { ReplicaLoad } from '../ports/index.js';
 
 export interface Candidate {
   readonly id: string;

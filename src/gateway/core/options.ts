@@ -5,7 +5,7 @@
 // from router.ts so that the control plane's configuration takes its
 // defaults for the same settings (timeouts, max_held_per_key) from this
 // table instead of repeating them.
-import { LlmgwError } from '../errors/index.js';
+import { LlmgwError } from '../../errors/index.js';
 
 /** Every router default, in the unit its name carries. */
 export const ROUTER_DEFAULTS = Object.freeze({

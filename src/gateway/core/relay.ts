@@ -8,11 +8,11 @@
 // parses), and a read's worth of chunks goes out in one write.
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import type { ErrorCode } from '../errors/index.js';
+import type { ErrorCode } from '../../errors/index.js';
 import { openAiErrorBody } from './errors.js';
 import { TailKeeper } from './usage.js';
 import { refusesStreamOptions } from './stream-options.js';
-import { certificateProblem } from '../tls/index.js';
+import { certificateProblem } from '../../tls/index.js';
 
 /**
  * How an attempt ended: answered (whatever the status), failed before the

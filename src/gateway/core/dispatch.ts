@@ -6,11 +6,11 @@
 // router's own attempt (the exchange, the model and replica chosen), which
 // undici's dispatch options cannot carry; composed once when the router
 // is built, so an attempt pays one plain call per interceptor.
-import type { ReplicaUse, RoutedModel, RouterReplica } from './ports.js';
+import type { ReplicaUse, RoutedModel, RouterReplica } from '../ports/index.js';
 import type { RouterMetrics } from './metrics.js';
 import type { Outcome } from './relay.js';
 import type { ParsedRequest } from './validate.js';
-import { withFormField } from '../http/index.js';
+import { withFormField } from '../../http/index.js';
 
 /** What the interceptors read of the client request an attempt serves. */
 export interface AttemptExchange {

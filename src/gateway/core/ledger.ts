@@ -10,7 +10,7 @@
 // attempt loop and the relays, which only say when and with what status a
 // request ended; the limiter and the usage sink are ports (ports.ts).
 import type { Logger } from 'pino';
-import type { ApiKeyRecord, LimitDecision, RequestLimiter, UsageSink } from './ports.js';
+import type { ApiKeyRecord, LimitDecision, RequestLimiter, UsageSink } from '../ports/index.js';
 import type { RequestRecord } from './request-log.js';
 import type { TailKeeper } from './usage.js';
 import type { Endpoint } from './validate.js';

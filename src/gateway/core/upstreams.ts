@@ -3,7 +3,7 @@
 // endpoint as ready and it carries nothing, destroyed on close(). Apart from
 // the attempt loop so that count_tokens and the sweep reach the same pools.
 import { Pool } from 'undici';
-import { nodeIdentity } from '../tls/index.js';
+import { nodeIdentity } from '../../tls/index.js';
 
 /** A replica endpoint's keep-alive pool and its path prefix ('' for a bare origin). */
 export interface Upstream {

@@ -1,7 +1,7 @@
 // The interceptors around an upstream attempt, without a network: the order
 // they compose in, the request ids they make, the body the engine hears.
 import { describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema } from '../control/catalog/index.js';
+import { compileModel, ModelSchema } from '../../control/catalog/index.js';
 import {
   compose,
   inFlight,
@@ -11,7 +11,7 @@ import {
   type Dispatch,
   type Interceptor,
 } from './dispatch.js';
-import type { ReplicaUse } from '../control/scaling/index.js';
+import type { ReplicaUse } from '../../control/scaling/index.js';
 import { parseRequest } from './validate.js';
 
 const model = (name: string, aliases: string[] = []) =>

@@ -6,7 +6,7 @@
 // refusing a key that already holds maxHeldPerKey (each held request keeps
 // a socket and a timer for minutes). Separate from the attempt loop, which
 // only asks it to hold, and from the chooser, whose candidates it re-checks.
-import type { ApiKeyRecord, ReplicaDirectory, RoutedModel } from './ports.js';
+import type { ApiKeyRecord, ReplicaDirectory, RoutedModel } from '../ports/index.js';
 
 /** What a wait reads and sets of the request it serves. */
 export interface Waiter {

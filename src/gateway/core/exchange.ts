@@ -3,9 +3,9 @@
 // the attempt chain, the relays and the ledger read and set of it. Its own
 // file so that each of those parts names the one type instead of the router.
 import type { ServerResponse } from 'node:http';
-import type { Dialect, DialectTurn, TurnExchange } from './dialects/dialect.js';
+import type { Dialect, DialectTurn, TurnExchange } from './dialect.js';
 import type { Tab } from './ledger.js';
-import type { ApiKeyRecord, RoutedModel } from './ports.js';
+import type { ApiKeyRecord, RoutedModel } from '../ports/index.js';
 import type { RequestRecord } from './request-log.js';
 import type { Endpoint, ParsedRequest } from './validate.js';
 

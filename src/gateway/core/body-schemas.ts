@@ -5,7 +5,7 @@
 // validate.ts, which runs them and adds the checks no schema can state
 // (limits, redirects), so what each endpoint must send reads on its own.
 import { z } from 'zod';
-import type { Endpoint } from './endpoints.js';
+import type { Endpoint } from '../ports/endpoints.js';
 
 const model = z.string({ error: 'want the model name as a string' }).min(1, 'want a model name');
 const positiveInt = z.number({ error: 'want a whole number' }).int('want a whole number').min(1, 'want at least 1');

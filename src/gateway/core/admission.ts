@@ -12,20 +12,20 @@
 // The hooks are callback-style and call `done` synchronously when nothing
 // waits (a cached key): a request pays no extra turn of the event loop and
 // no promise for them.
-import { hashKey, type ApiKeyRecord, type KeyStore, type RoutedModel } from './ports.js';
+import { hashKey, type ApiKeyRecord, type KeyStore, type RoutedModel } from '../ports/index.js';
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { isLlmgwError, type ErrorCode } from '../errors/index.js';
-import { nearestName } from '../units/index.js';
+import { isLlmgwError, type ErrorCode } from '../../errors/index.js';
+import { nearestName } from '../../units/index.js';
 import type { RouterOptions } from './options.js';
 import type { LimitDecision } from './rate-limit.js';
 import type { Ledger, Tab } from './ledger.js';
 import { overLimitMessage, tokensToReserve } from './token-cost.js';
 import { checkModelLimits, parseFormRequest, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
-import { modelServes } from './endpoints.js';
-import { bearerToken, readForm } from '../http/index.js';
-import type { DialectTurn } from './dialects/dialect.js';
+import { modelServes } from '../ports/endpoints.js';
+import { bearerToken, readForm } from '../../http/index.js';
+import type { DialectTurn } from './dialect.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -210,7 +210,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       return;
     }
     if (form) {
-      // The body parser read the form as it arrived (src/gateway/upload.ts); read here only if it did not.
+      // The body parser read the form as it arrived (src/gateway/core/upload.ts); read here only if it did not.
       const read = request.uploadForm;
       const reading =
         read === null ? readForm(body, contentType) : isLlmgwError(read) ? Promise.reject(read) : Promise.resolve(read);

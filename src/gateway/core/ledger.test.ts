@@ -9,14 +9,14 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
-import type { ModelDefinition } from '../control/catalog/model.js';
-import { createJsonApp } from '../http/index.js';
-import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
-import { issueKey, MemoryKeyStore } from '../control/keys/index.js';
-import { openAiErrorShape, registerRouter, RateLimiter, type RouterDeps, type RouterReplica } from './index.js';
-import type { LimitDecision, RequestLimiter, UsageEvent, UsageSink } from './ports.js';
-import { waitFor } from '../../test/support/wait.js';
+import { compileModel, ModelSchema, type Model } from '../../control/catalog/index.js';
+import type { ModelDefinition } from '../../control/catalog/model.js';
+import { createJsonApp } from '../../http/index.js';
+import { startSimEngine, type SimEngine } from '../../engine/sim/index.js';
+import { issueKey, MemoryKeyStore } from '../../control/keys/index.js';
+import { openAiErrorShape, registerRouter, RateLimiter, type RouterDeps, type RouterReplica } from '../index.js';
+import type { LimitDecision, RequestLimiter, UsageEvent, UsageSink } from '../ports/index.js';
+import { waitFor } from '../../../test/support/wait.js';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
