@@ -291,10 +291,5 @@ export const DIALECTS: readonly DialectCase[] = [
       }),
       responsesDelta(1, 'one') + responsesDelta(2, ' two'),
     ],
-    knownGaps: {
-      brokenStream:
-        'the native relay ends a broken stream with a bare `data: {"error":{...}}` line (Chat Completions style), ' +
-        'not an `event: error` or `event: response.failed` as the translated path and the Responses API do',
-    },
   },
 ];

@@ -235,11 +235,16 @@ export class RelayHandler extends AttemptRelay {
     this.carry = null;
     this.hooks.onBroken(describeNetError(err));
     const { code, status } = this.hooks.brokenCode();
-    if (this.sse) res.end(`data: ${openAiErrorBody(this.hooks.brokenMessage(), code, status)}\n\n`);
+    if (this.sse) res.end(this.brokenEvent(this.hooks.brokenMessage(), code, status));
     else res.destroy();
     // Recorded with the status it ended with: a revoked key's stream is no engine failure.
     this.hooks.onAnswered(status, this.tail, this.events);
     this.settle({ kind: 'done', status });
+  }
+
+  /** The one event a stream broken after its first byte ends with: Chat Completions' error line, unless the API has its own. */
+  protected brokenEvent(message: string, code: ErrorCode, status: number): string {
+    return `data: ${openAiErrorBody(message, code, status)}\n\n`;
   }
 
   /**

@@ -12,7 +12,8 @@
 // the engine's own bytes (the tail).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { openAiErrorBody } from '../../core/errors.js';
+import type { ErrorCode } from '../../../errors/index.js';
+import { openAiErrorBody, openAiErrorType } from '../../core/errors.js';
 import { RelayHandler, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from '../../core/relay.js';
 import { TranslatingRelay, type StreamTranslator } from '../../core/relay-translating.js';
 
@@ -144,6 +145,23 @@ export class NativeResponsesRelay extends RelayHandler {
       this.keepOnce();
     }
     super.onResponseEnd();
+  }
+
+  /**
+   * A stream the engine broke ends as the Responses API ends one, with an
+   * `error` event (not Chat Completions' bare error line), numbered after the
+   * events relayed: an engine numbers its events from 0, one each.
+   */
+  protected override brokenEvent(message: string, code: ErrorCode, status: number): string {
+    const error = {
+      type: 'error',
+      code: openAiErrorType(status),
+      message,
+      param: null,
+      sequence_number: this.events,
+      llmgw_code: code,
+    };
+    return `event: error\ndata: ${JSON.stringify(error)}\n\n`;
   }
 
   private keepOnce(): void {
