@@ -6,8 +6,9 @@
 // shape (its turn's relay), and writes every refusal on its routes in its own
 // error shape: the admission hooks', Fastify's own (413, 415) and the attempt
 // loop's. The gateway carries a request's dialect and turn on its exchange and
-// never branches on which one it is. Adding one is a folder beside these and
-// a line in ./index.ts.
+// never branches on which one it is. Adding one is a folder under
+// src/gateway/dialects and a line in its index.ts. The interface is here,
+// in the core, because the core carries it; the dialects sit above the core.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import type { ErrorCode } from '../../errors/index.js';
