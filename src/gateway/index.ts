@@ -5,7 +5,7 @@
 // is the hot path: it reads a replica directory and the catalog in memory,
 // and reports use back through counters, a usage sink and metrics, never
 // waiting on I/O of its own. What it needs from outside is an interface in
-// ports.ts (keys, usage, the directory, the response store, the limiter).
+// ports/ (keys, usage, the directory, the response store, the limiter).
 export { registerRouter, Router, type RouterDeps } from './router.js';
 export { DIALECTS, type Dialect, type DialectHost, type DialectTurn } from './dialects/index.js';
 export type {

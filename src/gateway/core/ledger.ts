@@ -8,7 +8,7 @@
 // a no-op, so an exit that forgot it is the only way to get it wrong, and
 // ledger.test.ts counts settlements on every exit. Separate from the
 // attempt loop and the relays, which only say when and with what status a
-// request ended; the limiter and the usage sink are ports (ports.ts).
+// request ended; the limiter and the usage sink are ports (../ports).
 import type { Logger } from 'pino';
 import type { ApiKeyRecord, LimitDecision, RequestLimiter, UsageSink } from '../ports/index.js';
 import type { RequestRecord } from './request-log.js';
