@@ -5,7 +5,7 @@
 // reads the replica directory and the catalog, never the store, and reports
 // back only through cheap counters (replicaUse, UsageSink, metrics).
 //
-// A request's way, by file: intake.ts takes its body in; admission.ts's hooks
+// A request's way, by file (in core/): intake.ts takes its body in; admission.ts's hooks
 // check its key, body, model and rate limit, its dialect translating the
 // body to the internal call and the ledger (ledger.ts) reserving its tokens;
 // infer() below hijacks the reply and hands the exchange (exchange.ts) to
