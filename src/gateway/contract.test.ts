@@ -10,19 +10,12 @@
 // the suite red until the gap is struck off.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pino from 'pino';
-import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
-import type { ModelDefinition } from '../control/catalog/model.js';
-import { issueKey, MemoryKeyStore } from '../control/keys/index.js';
+import { issueKey } from '../control/keys/index.js';
 import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
-import { createJsonApp } from '../http/index.js';
 import { waitFor } from '../../test/support/wait.js';
 import {
-  openAiErrorShape,
   RateLimiter,
-  registerRouter,
   type LimitDecision,
   type RequestLimiter,
   type RouterDeps,
@@ -30,13 +23,14 @@ import {
   type UsageEvent,
 } from './index.js';
 import { DIALECTS, type DialectCase, type ErrorStatus } from '../../test/support/gateway-contract-cases.js';
-
-function model(def: Partial<ModelDefinition> & { name: string }): Model {
-  return compileModel(
-    ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }),
-    'file',
-  );
-}
+import {
+  cleanups,
+  closeAll,
+  closedEndpoint,
+  listen,
+  model,
+  replica as plainReplica,
+} from '../../test/support/gateway-router.js';
 
 /** alpha serves; beta is another model (for a key limited to it); cold has no replica and none will come; guarded falls back to secret. */
 const MODELS = [
@@ -55,10 +49,7 @@ beforeAll(async () => {
 });
 afterAll(() => sim.close({ graceMs: 0 }));
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+afterEach(closeAll);
 
 /** The process's own limiter, with every settlement written down. */
 class RecordingLimiter implements RequestLimiter {
@@ -80,46 +71,17 @@ interface Answer {
 }
 
 async function harness(row: DialectCase, overrides: Partial<RouterDeps> = {}) {
-  const logger = pino({ level: 'silent' });
-  // As the control plane builds its client listener.
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
-  });
   const replica = (id: string, endpoint: string): RouterReplica => ({
-    id,
-    endpoint,
-    draining: false,
+    ...plainReplica(id, endpoint),
     ...(row.engine ? { engine: row.engine } : {}),
   });
-  const ready = new Map<string, RouterReplica[]>(SERVED.map((name) => [name, [replica(`${name}-sim`, sim.url)]]));
-  const keys = new MemoryKeyStore();
   const events: UsageEvent[] = [];
   const limiter = new RecordingLimiter();
-  registerRouter(app, {
-    catalog: { resolve: (n) => MODELS.find((m) => m.name === n), models: () => MODELS },
-    replicas: {
-      ready: (n) => ready.get(n) ?? [],
-      describe: () => 'none is wanted (scaling min 0)',
-      demand: () => false,
-    },
-    keys,
-    authRequired: true,
-    usage: { record: (e) => events.push(e) },
-    limiter,
-    registry: new Registry(),
-    logger,
-    random: () => 0,
-    retryBackoffMs: 1,
-    sweepIntervalMs: 0,
-    ...overrides,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  cleanups.push(() => app.close());
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const { url, keys, directory } = await listen(
+    MODELS,
+    { usage: { record: (e) => events.push(e) }, limiter, ...overrides },
+    Object.fromEntries(SERVED.map((name) => [name, [replica(`${name}-sim`, sim.url)]])),
+  );
   const secrets = new Map<string, string>();
   for (const [name, limits] of [
     ['all', {}],
@@ -147,7 +109,7 @@ async function harness(row: DialectCase, overrides: Partial<RouterDeps> = {}) {
     keyId: (name: string) => secrets.get(`${name}:id`)!,
     /** Replaces alpha's replicas with these endpoints. */
     alphaAt: (...endpoints: string[]) =>
-      ready.set(
+      directory.set(
         'alpha',
         endpoints.map((e, i) => replica(`alpha-${i}`, e)),
       ),
@@ -170,15 +132,6 @@ async function standIn(answer: (req: IncomingMessage, res: ServerResponse) => vo
       }),
   );
   return { endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen: () => seen };
-}
-
-/** An endpoint nothing listens on: a port that was just bound and released. */
-async function closedEndpoint(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
 }
 
 function eventually(check: () => boolean, what: string): Promise<true> {

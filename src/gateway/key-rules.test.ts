@@ -2,97 +2,27 @@
 // fallbacks included), its token limit under concurrency, and how many of its
 // requests may wait for a cold model. Real sim engines as replicas behind a
 // stub directory, the router on a loopback listener, plain fetch as client.
-import type { AddressInfo } from 'node:net';
-import pino from 'pino';
-import { Registry } from 'prom-client';
 import { request as undiciRequest } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
-import type { ModelDefinition } from '../control/catalog/model.js';
-import { createJsonApp } from '../http/index.js';
-import { startSimEngine, type SimEngine } from '../engine/sim/index.js';
+import { issueKey } from '../control/keys/index.js';
+import type { Model } from '../control/catalog/index.js';
 import { waitFor } from '../../test/support/wait.js';
-import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
-import {
-  openAiErrorShape,
-  registerRouter,
-  type ReplicaDirectory,
-  type Router,
-  type RouterDeps,
-  type RouterReplica,
-} from './index.js';
+import { closeAll, listen, model, sim } from '../../test/support/gateway-router.js';
+import type { RouterDeps } from './index.js';
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+afterEach(closeAll);
 
-function model(def: Partial<ModelDefinition> & { name: string }): Model {
-  return compileModel(
-    ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }),
-    'file',
-  );
-}
-
-class Directory implements ReplicaDirectory {
-  readonly replicas = new Map<string, RouterReplica[]>();
-  readonly starting = new Set<string>();
-  ready(name: string): readonly RouterReplica[] {
-    return this.replicas.get(name) ?? [];
-  }
-  describe(name: string): string {
-    return this.starting.has(name) ? '1 starting' : 'none is wanted (scaling min 0)';
-  }
-  demand(name: string): boolean {
-    return this.starting.has(name);
-  }
-}
-
+/** The shared listener, and chat as plain fetch with the key `secret` (the tests issue their own). */
 async function harness(models: Model[], overrides: Partial<RouterDeps> = {}) {
-  const logger = pino({ level: 'silent' });
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
-  });
-  const byName = new Map<string, Model>();
-  for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
-  const directory = new Directory();
-  const keys = new MemoryKeyStore();
-  const usage = new MemoryUsageSink();
-  const router: Router = registerRouter(app, {
-    catalog: { resolve: (n) => byName.get(n), models: () => models },
-    replicas: directory,
-    keys,
-    authRequired: true,
-    usage,
-    registry: new Registry(),
-    logger,
-    random: () => 0,
-    retryBackoffMs: 1,
-    sweepIntervalMs: 0,
-    coldPollMs: 10,
-    ...overrides,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  cleanups.push(() => app.close());
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const h = await listen(models, { coldPollMs: 10, ...overrides });
   const chat = (secret: string, body: Record<string, unknown>, signal?: AbortSignal) =>
-    fetch(`${url}/v1/chat/completions`, {
+    fetch(`${h.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
       body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
       ...(signal ? { signal } : {}),
     });
-  return { router, directory, keys, usage, chat, url };
-}
-
-async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {}): Promise<SimEngine> {
-  const engine = await startSimEngine({ models: [m.name, ...m.aliases], shutdownGraceMs: 0, ...options });
-  cleanups.push(() => engine.close({ graceMs: 0 }));
-  return engine;
+  return { ...h, chat };
 }
 
 describe('fallbacks a key may not use', () => {

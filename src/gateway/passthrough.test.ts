@@ -5,66 +5,24 @@
 // bytes reaching the engine exactly as the client sent them.
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import OpenAI, { toFile } from 'openai';
-import pino from 'pino';
-import { Registry } from 'prom-client';
+import { toFile } from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model } from '../control/catalog/index.js';
-import type { ModelDefinition } from '../control/catalog/model.js';
-import { createJsonApp } from '../http/index.js';
-import { startSimEngine } from '../engine/sim/index.js';
-import { issueKey, MemoryKeyStore, MemoryUsageSink } from '../control/keys/index.js';
-import { openAiErrorShape, registerRouter, type RouterDeps, type RouterReplica } from './index.js';
+import type { Model } from '../control/catalog/index.js';
+import type { RouterDeps, RouterReplica } from './index.js';
 import { waitFor } from '../../test/support/wait.js';
+import { cleanups, closeAll, harness as routerHarness, model, simReplica } from '../../test/support/gateway-router.js';
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+afterEach(closeAll);
 
-function model(def: Partial<ModelDefinition> & { name: string }): Model {
-  return compileModel(
-    ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }),
-    'file',
-  );
-}
-
+/** The shared harness with `ready` as the directory, and post as plain fetch with its key unless `headers` say otherwise. */
 async function harness(models: Model[], ready: Record<string, RouterReplica[]>, overrides: Partial<RouterDeps> = {}) {
-  const logger = pino({ level: 'silent' });
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
-  });
-  const byName = new Map<string, Model>();
-  for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
-  const keys = new MemoryKeyStore();
-  const usage = new MemoryUsageSink();
-  registerRouter(app, {
-    catalog: { resolve: (n) => byName.get(n), models: () => models },
-    replicas: { ready: (n) => ready[n] ?? [], describe: () => 'none is wanted', demand: () => false },
-    keys,
-    authRequired: true,
-    usage,
-    registry: new Registry(),
-    logger,
-    random: () => 0,
-    retryBackoffMs: 1,
-    sweepIntervalMs: 0,
-    ...overrides,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  cleanups.push(() => app.close());
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  const { secret } = await issueKey(keys, { name: 'test' }, Date.now(), 'test');
+  const h = await routerHarness(models, overrides, ready);
   const post = async (
     path: string,
     body: unknown,
-    headers: Record<string, string> = { authorization: `Bearer ${secret}` },
+    headers: Record<string, string> = { authorization: `Bearer ${h.secret}` },
   ) => {
-    const res = await fetch(`${url}${path}`, {
+    const res = await fetch(`${h.url}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },
       body: JSON.stringify(body),
@@ -76,14 +34,7 @@ async function harness(models: Model[], ready: Record<string, RouterReplica[]>, 
       },
     };
   };
-  const client = new OpenAI({ apiKey: secret, baseURL: `${url}/v1`, maxRetries: 0, timeout: 20_000 });
-  return { url, secret, usage, post, client };
-}
-
-async function simReplica(m: Model): Promise<RouterReplica> {
-  const engine = await startSimEngine({ models: [m.name, ...m.aliases], shutdownGraceMs: 0 });
-  cleanups.push(() => engine.close({ graceMs: 0 }));
-  return { id: `sim-${engine.port}`, endpoint: engine.url, draining: false };
+  return { ...h, post };
 }
 
 /** An engine stand-in that keeps every request's path, headers and bytes, and answers a transcription. */

@@ -1,5 +1,5 @@
-// The router's end-to-end harness, shared by src/gateway/router-*.test.ts:
-// a Fastify app from createJsonApp with the router registered as the control
+// The router's end-to-end harness, shared by src/gateway/router-*.test.ts,
+// key-rules, passthrough, contract and core/ledger tests: a Fastify app from createJsonApp with the router registered as the control
 // plane registers it, in-memory catalog and replica directory stubs, a key
 // store with one key, the official `openai` client, and real sim engines as
 // replicas. Apart from the tests so that each file of them reads as one
@@ -68,19 +68,33 @@ export class StubDirectory implements ReplicaDirectory {
   }
 }
 
-export interface Harness {
+/**
+ * The router on a loopback listener, as the control plane builds its client
+ * listener, with no key issued: for tests that issue keys of their own
+ * limits. `ready` seeds the directory's ready replicas by model name (absent:
+ * none). `usage` is the sink the router records into unless `overrides`
+ * names another.
+ */
+export interface Listener {
   url: string;
   router: Router;
   directory: StubDirectory;
   keys: MemoryKeyStore;
   usage: MemoryUsageSink;
   registry: Registry;
+}
+
+export interface Harness extends Listener {
   secret: string;
   client: OpenAI;
   clientWith(secret: string): OpenAI;
 }
 
-export async function harness(models: Model[], overrides: Partial<RouterDeps> = {}): Promise<Harness> {
+export async function listen(
+  models: Model[],
+  overrides: Partial<RouterDeps> = {},
+  ready: Readonly<Record<string, RouterReplica[]>> = {},
+): Promise<Listener> {
   const logger = pino({ level: 'silent' });
   // As the control plane builds its client listener.
   const app = createJsonApp({
@@ -93,6 +107,7 @@ export async function harness(models: Model[], overrides: Partial<RouterDeps> = 
   const byName = new Map<string, Model>();
   for (const m of models) for (const n of [m.name, ...m.aliases]) byName.set(n, m);
   const directory = new StubDirectory();
+  for (const [name, replicas] of Object.entries(ready)) directory.replicas.set(name, replicas);
   const keys = new MemoryKeyStore();
   const usage = new MemoryUsageSink();
   const registry = new Registry();
@@ -112,9 +127,19 @@ export async function harness(models: Model[], overrides: Partial<RouterDeps> = 
   await app.listen({ host: '127.0.0.1', port: 0 });
   cleanups.push(() => app.close());
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  const { secret } = await issueKey(keys, { name: 'test' }, Date.now(), 'test');
-  const clientWith = (s: string) => new OpenAI({ apiKey: s, baseURL: `${url}/v1`, maxRetries: 0, timeout: 20_000 });
-  return { url, router, directory, keys, usage, registry, secret, client: clientWith(secret), clientWith };
+  return { url, router, directory, keys, usage, registry };
+}
+
+/** listen(), with one key of no limits issued and the official client holding it. */
+export async function harness(
+  models: Model[],
+  overrides: Partial<RouterDeps> = {},
+  ready: Readonly<Record<string, RouterReplica[]>> = {},
+): Promise<Harness> {
+  const l = await listen(models, overrides, ready);
+  const { secret } = await issueKey(l.keys, { name: 'test' }, Date.now(), 'test');
+  const clientWith = (s: string) => new OpenAI({ apiKey: s, baseURL: `${l.url}/v1`, maxRetries: 0, timeout: 20_000 });
+  return { ...l, secret, client: clientWith(secret), clientWith };
 }
 
 export async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {}): Promise<SimEngine> {
@@ -125,6 +150,12 @@ export async function sim(m: Model, options: Parameters<typeof startSimEngine>[0
 
 export function replica(id: string, endpoint: string): RouterReplica {
   return { id, endpoint, draining: false };
+}
+
+/** A sim engine serving `m`, as a replica named after its port. */
+export async function simReplica(m: Model): Promise<RouterReplica> {
+  const engine = await sim(m);
+  return replica(`sim-${engine.port}`, engine.url);
 }
 
 /** An endpoint nothing listens on: a port that was just bound and released. */

@@ -6,22 +6,15 @@
 // gave the key tokens it never had back.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pino from 'pino';
-import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { compileModel, ModelSchema, type Model } from '../../control/catalog/index.js';
-import type { ModelDefinition } from '../../control/catalog/model.js';
-import { createJsonApp } from '../../http/index.js';
-import { startSimEngine, type SimEngine } from '../../engine/sim/index.js';
-import { issueKey, MemoryKeyStore } from '../../control/keys/index.js';
-import { openAiErrorShape, registerRouter, RateLimiter, type RouterDeps, type RouterReplica } from '../index.js';
+import type { Model } from '../../control/catalog/index.js';
+import { issueKey } from '../../control/keys/index.js';
+import { RateLimiter, type RouterDeps, type RouterReplica } from '../index.js';
 import type { LimitDecision, RequestLimiter, UsageEvent, UsageSink } from '../ports/index.js';
 import { waitFor } from '../../../test/support/wait.js';
+import { cleanups, closeAll, closedEndpoint, listen, model, sim } from '../../../test/support/gateway-router.js';
 
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+afterEach(closeAll);
 
 /** A real limiter, with every admission and settlement counted. */
 class CountingLimiter implements RequestLimiter {
@@ -46,28 +39,6 @@ class CountingUsage implements UsageSink {
   }
 }
 
-function model(def: Partial<ModelDefinition> & { name: string }): Model {
-  return compileModel(
-    ModelSchema.parse({ source: `file:///models/${def.name}`, profiles: [{ engine: 'sim' }], ...def }),
-    'file',
-  );
-}
-
-async function sim(m: Model, options: Parameters<typeof startSimEngine>[0] = {}): Promise<SimEngine> {
-  const engine = await startSimEngine({ models: [m.name, ...m.aliases], shutdownGraceMs: 0, ...options });
-  cleanups.push(() => engine.close({ graceMs: 0 }));
-  return engine;
-}
-
-/** An endpoint nothing listens on: a port that was just bound and released. */
-async function closedEndpoint(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
-}
-
 /** An engine that answers every request with `status` and an OpenAI error body. */
 async function statusServer(status: number): Promise<string> {
   const server: Server = createServer((req, res) => {
@@ -83,29 +54,9 @@ async function statusServer(status: number): Promise<string> {
 }
 
 async function harness(models: Model[], ready: Record<string, RouterReplica[]>, overrides: Partial<RouterDeps> = {}) {
-  const logger = pino({ level: 'silent' });
-  const app = createJsonApp({ logger, bodyLimitBytes: 8 << 20, shapeError: openAiErrorShape, requestIds: true });
-  const byName = new Map(models.map((m) => [m.name, m]));
-  const keys = new MemoryKeyStore();
   const limiter = new CountingLimiter();
   const usage = new CountingUsage();
-  registerRouter(app, {
-    catalog: { resolve: (n) => byName.get(n), models: () => models },
-    replicas: { ready: (n) => ready[n] ?? [], describe: () => 'none is wanted', demand: () => false },
-    keys,
-    authRequired: true,
-    usage,
-    limiter,
-    registry: new Registry(),
-    logger,
-    random: () => 0,
-    retryBackoffMs: 1,
-    sweepIntervalMs: 0,
-    ...overrides,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  cleanups.push(() => app.close());
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const { url, keys } = await listen(models, { usage, limiter, ...overrides }, ready);
   // A token limit, so that every admitted request reserves tokens the ledger must give back.
   const { secret } = await issueKey(keys, { name: 't', tokensPerMinute: 100_000 }, Date.now(), 'test');
   const post = (path: string, body: unknown, signal?: AbortSignal) =>
