@@ -2,51 +2,22 @@ import { describe, expect, it } from 'vitest';
 import type { PlacementNode } from '../placement/index.js';
 import { classifyReplicas, filterByDraining, groupByModel } from './classify.js';
 import { compilePlanOptions, type PlanModel } from './plan-types.js';
-import type { ReplicaRecord, ShardRecord } from './types.js';
+import type { ReplicaRecord } from './types.js';
+import {
+  healthyGpus,
+  placementNode,
+  planModel,
+  replicaRecord,
+  shardRecord as shard,
+} from '../../../test/support/reconciler-records.js';
 
 const NOW = 1_000_000;
 const opts = compilePlanOptions({ stopGraceMs: 60_000, retryBaseMs: 10_000 });
 
-function node(id: string, over: Partial<PlacementNode> = {}): PlacementNode {
-  return {
-    id,
-    labels: {},
-    adminState: 'ready',
-    liveness: 'up',
-    gpus: [0, 1].map((index) => ({ index, healthy: true })),
-    gpusInUse: [],
-    weightsHeld: [],
-    fabrics: [],
-    engines: ['vllm'],
-    ...over,
-  };
-}
-
-function shard(over: Partial<ShardRecord> = {}): ShardRecord {
-  return { id: 's1', nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null, ...over };
-}
-
-function replica(id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
-  return {
-    id,
-    model: 'm',
-    profile: 'p',
-    pool: null,
-    fabric: null,
-    state: 'ready',
-    endpoint: null,
-    error: null,
-    createdAtMs: 0,
-    lastUsedAtMs: null,
-    failures: 0,
-    nextRetryAtMs: null,
-    stateSinceMs: 0,
-    updatedAtMs: 0,
-    replaces: null,
-    shards: [shard({ id: `${id}-s0` })],
-    ...over,
-  };
-}
+const node = (id: string, over: Partial<PlacementNode> = {}): PlacementNode =>
+  placementNode(id, { gpus: healthyGpus(2), ...over });
+const replica = (id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord =>
+  replicaRecord(id, { shards: [shard({ id: `${id}-s0` })], ...over });
 
 describe('classifyReplicas', () => {
   const cases: {
@@ -204,26 +175,7 @@ describe('classifyReplicas', () => {
 });
 
 describe('groupByModel', () => {
-  const models: PlanModel[] = [
-    {
-      name: 'm',
-      source: 'hf://o/m',
-      scaling: { min: 1, max: 1 },
-      profiles: [
-        {
-          name: 'p',
-          engine: 'vllm',
-          gpus: 1,
-          shards: 1,
-          gpuClasses: [],
-          gpuMemoryGiB: null,
-          memoryGiB: null,
-          diskGiB: null,
-          pool: null,
-        },
-      ],
-    },
-  ];
+  const models: PlanModel[] = [planModel(1, 1, { source: 'hf://o/m' })];
 
   it('groups live, draining and failed replicas of catalog models', () => {
     const out = groupByModel(

@@ -4,30 +4,12 @@ import { filterByDraining } from './classify.js';
 import { keepFailed, pickSurplus, reconcileCounts, stillBlocked, type CountInput } from './counts.js';
 import type { ModelRejections, PlanModel } from './plan-types.js';
 import type { ReplicaRecord } from './types.js';
+import { replicaRecord, shardRecord } from '../../../test/support/reconciler-records.js';
 
 const NOW = 1_000_000;
 
-function replica(id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
-  return {
-    id,
-    model: 'm',
-    profile: 'p',
-    pool: null,
-    fabric: null,
-    state: 'ready',
-    endpoint: null,
-    error: null,
-    createdAtMs: 0,
-    lastUsedAtMs: null,
-    failures: 0,
-    nextRetryAtMs: null,
-    stateSinceMs: 0,
-    updatedAtMs: 0,
-    replaces: null,
-    shards: [{ id: `${id}-s0`, nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }],
-    ...over,
-  };
-}
+const replica = (id: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord =>
+  replicaRecord(id, { shards: [shardRecord({ id: `${id}-s0` })], ...over });
 
 const model: PlanModel = { name: 'm', source: 'hf://o/m', scaling: { min: 0, max: 4 }, profiles: [] };
 const request = (): PlacementRequest => ({ model: 'm', weightsKey: 'w', profiles: [] });

@@ -4,31 +4,13 @@ import { filterByDraining, type ModelGroup } from './classify.js';
 import { finishDrains, moveOffDraining, type MoveInput } from './move-off-draining.js';
 import type { PlanModel } from './plan-types.js';
 import type { ReplicaRecord } from './types.js';
+import { replicaRecord, shardRecord } from '../../../test/support/reconciler-records.js';
 
 const NOW = 1_000_000;
 const model: PlanModel = { name: 'm', source: 'hf://o/m', scaling: { min: 1, max: 1 }, profiles: [] };
 
-function replica(id: string, nodeId: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
-  return {
-    id,
-    model: 'm',
-    profile: 'p',
-    pool: null,
-    fabric: null,
-    state: 'ready',
-    endpoint: null,
-    error: null,
-    createdAtMs: 0,
-    lastUsedAtMs: null,
-    failures: 0,
-    nextRetryAtMs: null,
-    stateSinceMs: 0,
-    updatedAtMs: 0,
-    replaces: null,
-    shards: [{ id: `${id}-s0`, nodeId, rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }],
-    ...over,
-  };
-}
+const replica = (id: string, nodeId: string, over: Partial<ReplicaRecord> = {}): ReplicaRecord =>
+  replicaRecord(id, { shards: [shardRecord({ id: `${id}-s0`, nodeId })], ...over });
 
 describe('moveOffDraining', () => {
   function input(group: ModelGroup, over: Partial<MoveInput> = {}): MoveInput {

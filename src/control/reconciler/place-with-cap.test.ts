@@ -3,22 +3,11 @@ import type { PlacementNode } from '../placement/index.js';
 import { type PendingRequest, placeWithCap, requestBuilder } from './place-with-cap.js';
 import type { ModelRejections, PlanModel } from './plan-types.js';
 import type { ReplicaRecord } from './types.js';
+import { healthyGpus, placementNode, replicaRecord, shardRecord } from '../../../test/support/reconciler-records.js';
 
 const NOW = 1_000_000;
 
-function node(id: string, gpus: number): PlacementNode {
-  return {
-    id,
-    labels: {},
-    adminState: 'ready',
-    liveness: 'up',
-    gpus: Array.from({ length: gpus }, (_, index) => ({ index, healthy: true })),
-    gpusInUse: [],
-    weightsHeld: [],
-    fabrics: [],
-    engines: ['vllm'],
-  };
-}
+const node = (id: string, gpus: number): PlacementNode => placementNode(id, { gpus: healthyGpus(gpus) });
 
 function model(name: string, gpus: number): PlanModel {
   return {
@@ -51,24 +40,10 @@ function scale(m: PlanModel, n: number): PendingRequest[] {
   }));
 }
 
-const leaving: ReplicaRecord = {
-  id: 'old',
+const leaving: ReplicaRecord = replicaRecord('old', {
   model: 'small',
-  profile: 'p',
-  pool: null,
-  fabric: null,
-  state: 'ready',
-  endpoint: null,
-  error: null,
-  createdAtMs: 0,
-  lastUsedAtMs: null,
-  failures: 0,
-  nextRetryAtMs: null,
-  stateSinceMs: 0,
-  updatedAtMs: 0,
-  replaces: null,
-  shards: [{ id: 's', nodeId: 'a', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null }],
-};
+  shards: [shardRecord({ id: 's', nodeId: 'a' })],
+});
 
 describe('placeWithCap', () => {
   it('with nothing to place (an idle pass) plans nothing and keeps the held rejections', () => {

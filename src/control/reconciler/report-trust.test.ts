@@ -19,31 +19,11 @@ import { ShardIndex } from './fold-report.js';
 import { Reconciler } from './reconciler.js';
 import { screenReport } from './report-trust.js';
 import type { ReplicaRecord, ReplicaState, ShardRecord } from './types.js';
+import { replicaRecord, shardRecord } from '../../../test/support/reconciler-records.js';
 
-function shard(id: string, over: Partial<ShardRecord> = {}): ShardRecord {
-  return { id, nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null, ...over };
-}
-
-function replica(id: string, state: ReplicaState, shards: ShardRecord[]): ReplicaRecord {
-  return {
-    id,
-    model: 'm',
-    profile: 'p',
-    pool: null,
-    fabric: null,
-    state,
-    endpoint: null,
-    error: null,
-    createdAtMs: 0,
-    lastUsedAtMs: null,
-    failures: 0,
-    nextRetryAtMs: null,
-    stateSinceMs: 0,
-    updatedAtMs: 0,
-    replaces: null,
-    shards,
-  };
-}
+const shard = (id: string, over: Partial<ShardRecord> = {}): ShardRecord => shardRecord({ id, ...over });
+const replica = (id: string, state: ReplicaState, shards: ShardRecord[]): ReplicaRecord =>
+  replicaRecord(id, { state, shards });
 
 // r0 on n1; r1 across n2 (rank 0, the API) and n1 (rank 1); r2 on n2.
 const records: ReplicaRecord[] = [

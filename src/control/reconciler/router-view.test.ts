@@ -3,28 +3,10 @@ import { describe, expect, it } from 'vitest';
 import type { ModelRejections } from './plan-types.js';
 import { RouterView, type RouterViewDeps } from './router-view.js';
 import type { ReplicaRecord, ReplicaState } from './types.js';
+import { replicaRecord } from '../../../test/support/reconciler-records.js';
 
-function replica(id: string, state: ReplicaState, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
-  return {
-    id,
-    model: 'm',
-    profile: 'p',
-    pool: null,
-    fabric: null,
-    state,
-    endpoint: null,
-    error: null,
-    createdAtMs: 0,
-    lastUsedAtMs: null,
-    failures: 0,
-    nextRetryAtMs: null,
-    stateSinceMs: 0,
-    updatedAtMs: 0,
-    replaces: null,
-    shards: [],
-    ...over,
-  };
-}
+const replica = (id: string, state: ReplicaState, over: Partial<ReplicaRecord> = {}): ReplicaRecord =>
+  replicaRecord(id, { state, ...over });
 
 const blocked: ModelRejections = {
   model: 'm',

@@ -11,70 +11,25 @@ import { applyPlan } from './apply.js';
 import { foldReport } from './fold-report.js';
 import { planPass, type PlanModel } from './plan.js';
 import { canTransition, REPLICA_TRANSITIONS, transitionReplica } from './transitions.js';
-import { REPLICA_STATES, type ReplicaRecord, type ReplicaState, type ShardRecord } from './types.js';
+import { REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
+import {
+  placementNode as node,
+  planModel as model,
+  replicaRecord,
+  shardRecord as shard,
+} from '../../../test/support/reconciler-records.js';
 
 const NOW = 1_000_000;
 
-function node(id: string, over: Partial<PlacementNode> = {}): PlacementNode {
-  return {
-    id,
-    labels: {},
-    adminState: 'ready',
-    liveness: 'up',
-    gpus: [0, 1, 2, 3].map((index) => ({ index, healthy: true })),
-    gpusInUse: [],
-    weightsHeld: [],
-    fabrics: [],
-    engines: ['vllm'],
-    ...over,
-  };
-}
-
-function shard(over: Partial<ShardRecord> = {}): ShardRecord {
-  return { id: 's1', nodeId: 'n1', rank: 0, gpuIndices: [0], state: 'ready', error: null, endpoint: null, ...over };
-}
-
 function replica(id: string, state: ReplicaState, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
   const shardState = state === 'draining' || state === 'failed' ? 'ready' : state === 'stopping' ? 'stopping' : state;
-  return {
-    id,
-    model: 'm',
-    profile: 'p',
-    pool: null,
-    fabric: null,
+  return replicaRecord(id, {
     state,
-    endpoint: null,
-    error: null,
-    createdAtMs: 0,
-    lastUsedAtMs: null,
-    failures: 0,
     nextRetryAtMs: state === 'failed' ? 0 : null,
-    stateSinceMs: 0,
-    updatedAtMs: 0,
-    replaces: null,
     shards: [shard({ id: `${id}-s0`, state: shardState })],
     ...over,
-  };
+  });
 }
-
-const model = (min: number, max = min): PlanModel => ({
-  name: 'm',
-  source: 'hf://org/m',
-  scaling: { min, max },
-  profiles: [
-    {
-      name: 'p',
-      engine: 'vllm',
-      gpus: 1,
-      shards: 1,
-      gpuClasses: [],
-      gpuMemoryGiB: null,
-      memoryGiB: null,
-      diskGiB: null,
-      pool: null,
-    },
-  ],
-});
 
 /** Each state move between two lists of records, by id: "r1 ready→draining". */
 function moves(before: readonly ReplicaRecord[], after: readonly ReplicaRecord[]): [ReplicaState, ReplicaState][] {
