@@ -11,6 +11,7 @@ import pino from 'pino';
 import { ControlPlane, compileControlOptions } from '../control/index.js';
 import { CONTROL_DEFAULTS } from '../control/config/index.js';
 import { makeTinyModel } from '../dev/make-model/index.js';
+import { readGgufModelFacts } from '../engine/builtin/gguf-check.js';
 import { childLogger } from '../log/index.js';
 import { startAgent } from './agent.js';
 import { CLI_DEFAULTS } from './defaults.js';
@@ -35,6 +36,15 @@ export const UP_FILES = {
   log: 'llmgw.log',
 } as const;
 
+/**
+ * Tokens the demo model declares as its context; the builtin engine gives each
+ * sequence that much (its default cap), at whatever sequence count it picks.
+ * Clients' tool and structured-output prompts run 900-1,000 tokens on the
+ * demo's byte-level vocabulary, and agents send more; 256 refused them all.
+ * The KV cache this costs is about 0.5 KB a token: 2 MB a sequence.
+ */
+export const DEMO_CONTEXT_TOKENS = 4096;
+
 function secretFile(path: string): { value: string; created: boolean } {
   if (existsSync(path)) return { value: readFileSync(path, 'utf8').trim(), created: false };
   const value = randomBytes(24).toString('base64url');
@@ -48,6 +58,9 @@ function demoCatalog(modelPath: string): string {
 models:
   # A tiny model llmgw generated itself: gibberish, but real inference through
   # the real loading code, on the builtin CPU engine. Ready in seconds.
+  # Each request may use ${DEMO_CONTEXT_TOKENS} tokens, prompt and reply together. For more, give
+  # the engine a context (shared by its sequences) and a sequence count, e.g.
+  #   - { name: cpu, engine: builtin, memory_gb: 1, args: [--ctx-size, '16384', --parallel, '2'] }
   - name: demo
     source: file://${modelPath}
     scaling: { min: 1 }
@@ -79,9 +92,9 @@ export async function runUp(flags: UpFlags): Promise<void> {
   const join_ = secretFile(join(dataDir, UP_FILES.joinToken));
 
   const modelPath = join(dataDir, 'models', 'demo.gguf');
-  if (!existsSync(modelPath)) {
+  if (await demoModelWanted(modelPath)) {
     say('making the demo model (a tiny GGUF with seeded random weights)…');
-    await makeTinyModel(modelPath, { seed: 1 });
+    await makeTinyModel(modelPath, { seed: 1, contextLength: DEMO_CONTEXT_TOKENS });
   }
   const catalogPath = join(dataDir, UP_FILES.catalog);
   if (!existsSync(catalogPath)) writeFileSync(catalogPath, demoCatalog(modelPath));
@@ -164,6 +177,21 @@ export async function runUp(flags: UpFlags): Promise<void> {
 }
 
 /**
+ * Whether to (re)make the demo model: it is absent, or an earlier version of
+ * llmgw made it with a context too small for tools (256 tokens), which an
+ * existing data dir would otherwise keep for ever. Unreadable = remake: the
+ * file is llmgw's own, made from a seed.
+ */
+export async function demoModelWanted(path: string): Promise<boolean> {
+  if (!existsSync(path)) return true;
+  try {
+    return (await readGgufModelFacts(path)).trainedContextTokens < DEMO_CONTEXT_TOKENS;
+  } catch {
+    return true;
+  }
+}
+
+/**
  * The API key `up` made on its first run, kept owner-only in the data dir. It
  * is made through the admin API in process, so it is audited like any other.
  */
@@ -191,14 +219,20 @@ async function showProgress(plane: ControlPlane, say: (line: string) => void): P
   let last = '';
   for (;;) {
     const replica = plane.reconciler.replicas().find((r) => r.model === 'demo');
-    const state = replica ? replica.state : 'waiting for placement';
+    // Ready means routed to: a state read back from the store after a restart is not, until the agent confirms it.
+    const serving = replica?.state === 'ready' && plane.reconciler.view.ready('demo').some((r) => r.id === replica.id);
+    const state = !replica
+      ? 'waiting for placement'
+      : replica.state === 'ready' && !serving
+        ? 'ready when it stopped; waiting for the agent to confirm its engine'
+        : replica.state;
     if (state !== last) {
       say(
         `demo: ${state}${replica?.error ? ` (${replica.error})` : ''}  [${((Date.now() - startedMs) / 1000).toFixed(1)}s]`,
       );
       last = state;
     }
-    if (replica?.state === 'ready') return;
+    if (serving) return;
     if (Date.now() - startedMs > 120_000) {
       say('demo: still not ready after 2 minutes; `llmgw ctl replicas` and the log say why');
       return;
