@@ -24,8 +24,9 @@ import {
 } from 'node-llama-cpp';
 import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
-import { sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
+import { MIN_SEQUENCE_CONTEXT_TOKENS, sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
 import { replyLogprobs, type TokenLogprob } from './logprobs.js';
+import { boundJsonGrammarNumbers, boundSchemaGrammarNumbers } from './json-numbers.js';
 import { forcedCall, forcedCallSchema, type ChatOutput, type JsonSchema, type ToolCall } from './tools.js';
 
 export interface ChatTurn {
@@ -359,7 +360,8 @@ export class BuiltinRuntime {
 
   /** The grammar an answer is written under; undefined for free text and for calls the template's syntax governs. */
   private async grammarFor(output: ChatOutput): Promise<LlamaGrammar | undefined> {
-    if (output.kind === 'json' && output.schema === undefined) return this.llama.getGrammarFor('json');
+    if (output.kind === 'json' && output.schema === undefined)
+      return this.rewritten(await this.llama.getGrammarFor('json'), boundJsonGrammarNumbers);
     const [schema, param] =
       output.kind === 'json'
         ? [output.schema!, output.param]
@@ -367,8 +369,9 @@ export class BuiltinRuntime {
           ? [forcedCallSchema(output.tools), 'tools']
           : [];
     if (!schema) return undefined;
+    let grammar: LlamaGrammar;
     try {
-      return await this.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema as GbnfJsonSchema);
+      grammar = await this.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema as GbnfJsonSchema);
     } catch (err) {
       throw new LlmgwError(
         'LLMGW_BAD_REQUEST',
@@ -377,6 +380,21 @@ export class BuiltinRuntime {
         { context: { param } },
       );
     }
+    return this.rewritten(grammar, boundSchemaGrammarNumbers);
+  }
+
+  /**
+   * `grammar` with its text rewritten, through node-llama-cpp's own
+   * createGrammar (its grammar builders take no rule of ours). Outside the
+   * client's 400 above: a rewrite that breaks the grammar is llmgw's bug.
+   */
+  private rewritten(grammar: LlamaGrammar, rewrite: (gbnf: string) => string): Promise<LlamaGrammar> {
+    return this.llama.createGrammar({
+      grammar: rewrite(grammar.grammar),
+      rootRuleName: grammar.rootRuleName,
+      stopGenerationTriggers: grammar.stopGenerationTriggers,
+      trimWhitespaceSuffix: grammar.trimWhitespaceSuffix,
+    });
   }
 
   /**
@@ -612,6 +630,8 @@ function finishReason(stopReason: string, signal: AbortSignal): FinishReason {
  * OpenAI's context_length_exceeded, worded as OpenAI words it for chat
  * (`messages`) and for completions and embeddings, then the engine's remedy.
  * The limit is one sequence's: --ctx-size is shared by --parallel sequences.
+ * The engine cannot tell who started it, so the remedy names both its own
+ * flags and where llmgw's agent takes them from (the profile's `args`).
  */
 export function contextLengthExceeded(
   limit: number,
@@ -625,8 +645,11 @@ export function contextLengthExceeded(
       ? `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`
       : `This model's maximum context length is ${limit} tokens, however you requested ${tokens} tokens (${tokens} in your prompt; 0 for the completion). ` +
         'Please reduce your prompt; or completion length.';
+  // Room for a reply as long again, in a round number; --ctx-size is every sequence's together.
+  const suggested = parallel * 2 ** Math.ceil(Math.log2(Math.max(2 * tokens, MIN_SEQUENCE_CONTEXT_TOKENS)));
   const remedy =
     ` (${what ?? 'the prompt'} is ${tokens} tokens; each of this engine's ${parallel} sequence(s) holds ${limit}: ` +
-    'start it with a larger --ctx-size or fewer --parallel sequences)';
+    "start it with a larger --ctx-size or fewer --parallel sequences; under llmgw they go in the model's catalog " +
+    `profile, e.g. args: [--ctx-size, '${suggested}'])`;
   return new LlmgwError('LLMGW_CONTEXT_LENGTH_EXCEEDED', openAi + remedy, { context: { param } });
 }
