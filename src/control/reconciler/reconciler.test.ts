@@ -242,6 +242,85 @@ describe('Reconciler', () => {
     expect(plan.actions, 'nothing is placed again').toEqual([]);
   });
 
+  // Guards the restart race (issue 35): a replica stored as ready was routed to before its agent, restarted too, had
+  // started its engine again, and clients got 502 connection refused instead of being held as for a cold start.
+  it('routes to a replica stored as ready only once its agent confirms it since the restart, and holds requests meanwhile', async () => {
+    const first = await setup();
+    await first.node('n1');
+    await first.catalog.add(demo, 'test');
+    await first.reconciler.pass();
+    await first.report('n1', 'ready', () => 'http://n1:9000');
+    expect(first.reconciler.view.ready('demo'), 'ready before the restart').toHaveLength(1);
+    await first.reconciler.stop();
+
+    const second = await setup(first.dir, {}, 1_000_000 + 30_000);
+    const woken: number[] = [];
+    second.reconciler.view.subscribe(() => woken.push(woken.length));
+    expect(second.reconciler.replicas()[0]!.state, 'the store still says ready').toBe('ready');
+    expect(second.reconciler.view.ready('demo'), 'not routed to on the stored state alone').toEqual([]);
+    expect(second.reconciler.view.demand('demo'), 'a request is held: the replica is coming').toBe(true);
+    expect(second.reconciler.view.describe('demo')).toBe('1 ready but not yet confirmed by its agent');
+
+    // The restarted agent's first heartbeat: it runs nothing yet, though its node is fresh again.
+    second.heartbeat('n1');
+    second.reconciler.onShardReport(second.inventory.get('n1')!, []);
+    await second.reconciler.pass();
+    expect(second.reconciler.view.ready('demo'), 'a fresh agent that runs nothing confirms nothing').toEqual([]);
+
+    await second.report('n1', 'starting');
+    expect(second.reconciler.view.ready('demo')).toEqual([]);
+    const wokenBefore = woken.length;
+    await second.report('n1', 'ready', () => 'http://n1:9100');
+    expect(
+      second.reconciler.view.ready('demo').map((r) => r.endpoint),
+      'routed once reported ready, at the endpoint the agent gave now',
+    ).toEqual(['http://n1:9100']);
+    expect(woken.length, 'held requests are woken').toBeGreaterThan(wokenBefore);
+
+    await second.report('n1', 'starting');
+    expect(second.reconciler.view.ready('demo'), 'a report that it is no longer ready stops routing at once').toEqual(
+      [],
+    );
+  });
+
+  it('a restarted control plane routes at once to replicas its agents still run when they report them ready', async () => {
+    const first = await setup();
+    await first.node('n1');
+    await first.catalog.add(demo, 'test');
+    await first.reconciler.pass();
+    await first.report('n1', 'ready', () => 'http://n1:9000');
+    await first.reconciler.stop();
+
+    const second = await setup(first.dir, {}, 1_000_000 + 30_000);
+    second.heartbeat('n1');
+    const replica = second.reconciler.replicas()[0]!;
+    second.reconciler.onShardReport(second.inventory.get('n1')!, [
+      { shard_id: replica.shards[0]!.id, replica_id: replica.id, state: 'ready', endpoint: 'http://n1:9000' },
+    ]);
+    expect(
+      second.reconciler.view.ready('demo').map((r) => r.id),
+      'the engine kept running: no restart, no record change',
+    ).toEqual([replica.id]);
+  });
+
+  it('a follower routes on the stored state of a node whose heartbeat came after it started, when no report reached it', async () => {
+    const first = await setup();
+    await first.node('n1');
+    await first.catalog.add(demo, 'test');
+    await first.reconciler.pass();
+    await first.report('n1', 'ready', () => 'http://n1:9000');
+    await first.reconciler.stop();
+
+    const second = await setup(first.dir, { leads: () => false }, 1_000_000 + 30_000);
+    expect(second.reconciler.view.ready('demo'), 'the last heartbeat is older than this process').toEqual([]);
+    second.advance(1_000);
+    second.heartbeat('n1');
+    expect(
+      second.reconciler.view.ready('demo'),
+      'a heartbeat since it started: the leader it reports to keeps the records',
+    ).toHaveLength(1);
+  });
+
   it('a control plane restarted after a long outage gives every node its lost window again before replacing anything', async () => {
     const first = await setup();
     await first.node('n1');

@@ -33,6 +33,7 @@ import { type RefusedShard, REPORT_REFUSALS, type ReportRefusal, screenReport } 
 import { placedEvents, readyEvents } from './lifecycle-events.js';
 import { type NodeUsage, nodeUsageOf } from './node-usage.js';
 import { RouterView } from './router-view.js';
+import { ServingCheck } from './serving.js';
 import { ScalingBridge } from './scaling-bridge.js';
 import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState } from './types.js';
 
@@ -100,6 +101,8 @@ export class Reconciler {
   private readonly scaling: ScalingBridge;
   /** What the router reads: ready replicas, why none, whether one is coming (structurally the router's ReplicaDirectory). */
   readonly view: RouterView;
+  /** Which replicas stored as ready are confirmed live since this process started: only those are routed to. */
+  private readonly serving: ServingCheck;
   /** When each node's refused statuses were last logged, by node and reason (ms, options.now); cleared whole past 10,000 entries. */
   private readonly refusalsLogged = new Map<string, number>();
   /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
@@ -119,8 +122,10 @@ export class Reconciler {
       logger: options.logger,
       ...(options.events ? { events: options.events } : {}),
     });
+    this.serving = new ServingCheck(options.inventory, options.now());
     this.view = new RouterView({
       records: () => this.records,
+      serves: (r) => this.serving.serves(r),
       explain: (model) => this.explain(model),
       scaling: (model) => options.catalog.get(model)?.scaling,
       engineOf: (model, profile) => options.catalog.get(model)?.profiles.find((p) => p.name === profile)?.engine,
@@ -216,6 +221,8 @@ export class Reconciler {
     const screened = screenReport(this.records, node.id, approved, statuses, this.shardIndex);
     if (screened.refused.length > 0) this.refusedReport(node.id, screened.refused);
     const believed = screened.believed;
+    // Before the records fold it (queued): a shard that stops being ready is routed to no more from now.
+    if (approved && this.serving.heardFrom(node.id, believed)) this.view.changed();
     // Fetch progress is for people, changes every heartbeat and is worthless after a restart: memory only, never the store.
     for (const s of believed) {
       if (s.state === 'fetching' && s.fetch) this.fetches.set(s.shard_id, s.fetch);

@@ -19,6 +19,13 @@ export interface RouterViewDeps {
   readonly scaling: (model: string) => { readonly min: number; readonly max: number } | undefined;
   /** The engine a model's profile runs; undefined = the model or profile is not in the catalog (any more). */
   readonly engineOf: (model: string, profile: string) => string | undefined;
+  /**
+   * Whether a replica the records call ready or draining is confirmed live
+   * since this process started (serving.ts); one that is not yet is left out
+   * of ready() and counts as coming, so requests are held as for a cold
+   * start. Absent = every such record serves.
+   */
+  readonly serves?: (r: ReplicaRecord) => boolean;
   /** A replica's engine load; undefined = none reported. */
   readonly load?: (replicaId: string) => ReplicaLoad | undefined;
   /** True when demand-based scaling is on (a demand source is attached): a model at zero can be started for a request. */
@@ -41,25 +48,28 @@ export class RouterView {
   ready(model: string): readonly RouterReplica[] {
     let cached = this.readyCache.get(model);
     if (!cached) {
-      cached = this.deps
+      const answering = this.deps
         .records()
-        .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null)
-        .map((r) => {
-          const engine = this.deps.engineOf(r.model, r.profile);
-          const load = this.deps.load?.(r.id);
-          return {
-            id: r.id,
-            endpoint: r.endpoint!,
-            draining: r.state === 'draining',
-            ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}),
-            ...(engine === undefined ? {} : { engine }),
-            ...(load === undefined ? {} : { load }),
-            ...(r.shards.length
-              ? { nodes: [...new Set([...r.shards].sort((a, b) => a.rank - b.rank).map((sh) => sh.nodeId))] }
-              : {}),
-          };
-        });
-      this.readyCache.set(model, cached);
+        .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null);
+      const serving = this.deps.serves ? answering.filter(this.deps.serves) : answering;
+      const replicas = serving.map((r) => {
+        const engine = this.deps.engineOf(r.model, r.profile);
+        const load = this.deps.load?.(r.id);
+        return {
+          id: r.id,
+          endpoint: r.endpoint!,
+          draining: r.state === 'draining',
+          ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}),
+          ...(engine === undefined ? {} : { engine }),
+          ...(load === undefined ? {} : { load }),
+          ...(r.shards.length
+            ? { nodes: [...new Set([...r.shards].sort((a, b) => a.rank - b.rank).map((sh) => sh.nodeId))] }
+            : {}),
+        };
+      });
+      // One not confirmed yet may be by a heartbeat that tells no listener (serving.ts): read again until it is.
+      if (serving.length === answering.length) this.readyCache.set(model, replicas);
+      cached = replicas;
     }
     return cached;
   }
@@ -70,7 +80,12 @@ export class RouterView {
     const counting = records.filter((r) => r.model === model && COUNTING_STATES.has(r.state));
     if (counting.length > 0) {
       const byState = new Map<string, number>();
-      for (const r of counting) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
+      for (const r of counting) {
+        // Ready in the store but not confirmed live since this process started: its engine may be starting again.
+        const state =
+          r.state === 'ready' && this.deps.serves?.(r) === false ? 'ready but not yet confirmed by its agent' : r.state;
+        byState.set(state, (byState.get(state) ?? 0) + 1);
+      }
       return [...byState].map(([state, n]) => `${n} ${state}`).join(', ');
     }
     const failed = records.find((r) => r.model === model && r.state === 'failed');
