@@ -85,6 +85,8 @@ export class AdminApiError extends Error {
 /** No answer at all: nothing listening, a wrong host, a timeout. */
 export class AdminApiUnreachableError extends Error {
   readonly baseUrl: string;
+  /** Why, in a few words ("connection refused"), for callers that word their own message. */
+  readonly detail: string;
 
   constructor(baseUrl: string, detail: string, cause: unknown) {
     super(`cannot reach the admin API at ${baseUrl} (${detail}): is \`llmgw control\` running? set LLMGW_ADMIN_URL`, {
@@ -92,6 +94,7 @@ export class AdminApiUnreachableError extends Error {
     });
     this.name = 'AdminApiUnreachableError';
     this.baseUrl = baseUrl;
+    this.detail = detail;
   }
 }
 

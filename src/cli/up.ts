@@ -5,10 +5,11 @@
 // Secrets are made on the first run and kept (owner-only) in the data dir,
 // where `llmgw ctl` finds them. Ctrl-C stops everything it started.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import pino from 'pino';
 import { ControlPlane, compileControlOptions } from '../control/index.js';
+import { upPointerPath, type UpPointer } from '../ctl/connection.js';
 import { CONTROL_DEFAULTS } from '../control/config/index.js';
 import { makeTinyModel } from '../dev/make-model/index.js';
 import { readGgufModelFacts } from '../engine/builtin/gguf-check.js';
@@ -124,6 +125,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
     `${JSON.stringify({ admin_url: urls.admin, client_url: urls.client, agent_url: urls.agent }, null, 2)}\n`,
     { mode: 0o600 },
   );
+  const pointer = writeUpPointer(process.env, { pid: process.pid, data_dir: dataDir, admin_url: urls.admin }, say);
 
   const { agent, supervisor } = await startAgent(
     {
@@ -147,6 +149,7 @@ export async function runUp(flags: UpFlags): Promise<void> {
       await agent.stop();
       await supervisor.stop();
       await plane.close();
+      removeUpPointer(pointer, process.pid);
       logger.flush();
       process.exit(0);
     })();
@@ -174,6 +177,38 @@ export async function runUp(flags: UpFlags): Promise<void> {
   process.stdout.write(
     `${JSON.stringify({ msg: 'llmgw up ready', client: urls.client, admin: urls.admin, data_dir: dataDir, api_key_file: join(dataDir, UP_FILES.apiKey) })}\n`,
   );
+}
+
+/**
+ * Leaves the pointer `llmgw ctl` reads when run outside the directory that
+ * holds the data dir (src/ctl/connection.ts upPointerPath). A later `llmgw up`
+ * takes it over; ctl ignores one whose process is gone. Returns its path, or
+ * null when it could not be written (no HOME, a read-only home): up then
+ * works as before, and ctl finds it from the data dir's parent only.
+ */
+export function writeUpPointer(env: NodeJS.ProcessEnv, pointer: UpPointer, say: (line: string) => void): string | null {
+  const path = upPointerPath(env);
+  if (path === null) return null;
+  try {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    writeFileSync(path, `${JSON.stringify(pointer, null, 2)}\n`, { mode: 0o600 });
+    return path;
+  } catch (err) {
+    say(
+      `could not write ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)}); \`llmgw ctl\` finds this llmgw up only with --data-dir ${pointer.data_dir}`,
+    );
+    return null;
+  }
+}
+
+/** Removes the pointer on a clean stop, unless a later `llmgw up` has taken it over. */
+export function removeUpPointer(path: string | null, pid: number): void {
+  if (path === null) return;
+  try {
+    if ((JSON.parse(readFileSync(path, 'utf8')) as Partial<UpPointer>).pid === pid) rmSync(path, { force: true });
+  } catch {
+    // Gone or unreadable: nothing of ours to remove.
+  }
 }
 
 /**

@@ -5,13 +5,40 @@
 // A token read from that directory is only sent to the URL it was written
 // beside: a token for this machine's control plane must not leak to another,
 // nor to whatever another user left listening on the default port.
+// From any other directory, ctl finds a running `llmgw up` through the small
+// pointer file it leaves in the user's state dir (upPointerPath).
 import { readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
-import { resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 
 /** The files `llmgw up` keeps in its data directory (src/cli/up.ts UP_FILES). */
 const CONTROL_FILE = 'control.json';
 const TOKEN_FILE = 'admin-token';
+
+/** The pointer's name in the user's state dir; see upPointerPath. */
+export const UP_POINTER_FILE = 'up.json';
+
+/** What a running `llmgw up` writes to upPointerPath() (and removes on a clean exit). */
+export interface UpPointer {
+  /** The `llmgw up` process: a pointer whose process is gone is stale and ignored. */
+  pid: number;
+  /** Its data dir, where control.json and admin-token are. */
+  data_dir: string;
+  admin_url: string;
+}
+
+/**
+ * Where a running `llmgw up` says where it is: $XDG_STATE_HOME/llmgw/up.json,
+ * else ~/.local/state/llmgw/up.json (the XDG default). From `env` rather than
+ * the process so that tests choose it; null when env names neither (no HOME).
+ */
+export function upPointerPath(env: NodeJS.ProcessEnv): string | null {
+  const xdg = env.XDG_STATE_HOME;
+  // The XDG spec says a relative path is invalid and to be ignored.
+  if (xdg && isAbsolute(xdg)) return join(xdg, 'llmgw', UP_POINTER_FILE);
+  if (env.HOME) return join(env.HOME, '.local', 'state', 'llmgw', UP_POINTER_FILE);
+  return null;
+}
 
 /** `llmgw control`'s default admin address, tried when nothing else names one. */
 export const DEFAULT_ADMIN_URL = 'http://127.0.0.1:8081';
@@ -34,6 +61,12 @@ export interface Connection {
   source: string;
   /** The CA (from --ca or LLMGW_CA) an https admin API must chain to; null = the system's CAs. Unused for http. */
   ca: Buffer | null;
+  /**
+   * Where ctl looked for a local `llmgw up` and found none, each with why
+   * ("…/.llmgw/control.json: none"), for the message when the default URL
+   * does not answer. Empty when a flag, the environment or a file named the URL.
+   */
+  looked: readonly string[];
 }
 
 export class ConnectionConfigError extends Error {
@@ -58,19 +91,62 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
       actor,
       source: flags.adminUrl ? '--admin-url' : 'LLMGW_ADMIN_URL',
       ca,
+      looked: [],
     };
   }
-  const dataDir = resolve(cwd, flags.dataDir || env.LLMGW_DATA_DIR || '.llmgw');
-  const controlPath = resolve(dataDir, CONTROL_FILE);
-  const local = readLocal(controlPath);
-  if (!local) return { adminUrl: DEFAULT_ADMIN_URL, token: explicitToken, actor, source: 'default', ca };
-  return {
-    adminUrl: local,
-    token: explicitToken ?? readToken(resolve(dataDir, TOKEN_FILE)),
-    actor,
-    source: controlPath,
-    ca,
+  const named = flags.dataDir || env.LLMGW_DATA_DIR;
+  const fromDir = (dir: string): Connection | null => {
+    const controlPath = resolve(dir, CONTROL_FILE);
+    const local = readLocal(controlPath);
+    if (!local) return null;
+    const token = explicitToken ?? readToken(resolve(dir, TOKEN_FILE));
+    return { adminUrl: local, token, actor, source: controlPath, ca, looked: [] };
   };
+  const dataDir = resolve(cwd, named || '.llmgw');
+  const here = fromDir(dataDir);
+  if (here) return here;
+  const looked = [`${resolve(dataDir, CONTROL_FILE)}: none`];
+  // A data dir named by flag or environment is the only one ctl may use; only the default also tries the pointer.
+  if (!named) {
+    const pointerPath = upPointerPath(env);
+    const pointer = pointerPath === null ? 'neither XDG_STATE_HOME nor HOME is set' : readPointer(pointerPath);
+    if (typeof pointer !== 'string') {
+      const there = fromDir(resolve(pointer.data_dir));
+      if (there) return there;
+      looked.push(`${resolve(pointer.data_dir, CONTROL_FILE)} (named by ${pointerPath}): none`);
+    } else looked.push(`${pointerPath ?? "the user's state dir"}: ${pointer}`);
+  }
+  return { adminUrl: DEFAULT_ADMIN_URL, token: explicitToken, actor, source: 'default', ca, looked };
+}
+
+/** The pointer a running `llmgw up` left, or why there is none to use. */
+function readPointer(path: string): UpPointer | string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    return 'none';
+  }
+  let parsed: Partial<UpPointer>;
+  try {
+    parsed = JSON.parse(text) as Partial<UpPointer>;
+  } catch {
+    return 'not JSON (remove it)';
+  }
+  if (typeof parsed.data_dir !== 'string' || typeof parsed.pid !== 'number') return 'no data_dir or pid (remove it)';
+  // A kill -9 or a crash leaves the file behind; its process being gone is what makes it stale.
+  if (!processAlive(parsed.pid)) return `names \`llmgw up\` pid ${parsed.pid}, which is not running`;
+  return parsed as UpPointer;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it runs, as another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 function readLocal(path: string): string | null {

@@ -6,7 +6,8 @@ import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CollectSummary, EventsView, NodeView, ReplicaView } from '../api/index.js';
-import { runCtl } from './index.js';
+import { AdminApiUnreachableError } from '../api/index.js';
+import { runCtl, unreachableMessage } from './index.js';
 
 const sparse: NodeView = {
   id: 'quiet',
@@ -296,5 +297,25 @@ describe('fetch progress in a table cell', () => {
       fetchCell({ bytes_done: 43 * 2 ** 20, total_bytes: 100 * 2 ** 20, percent: 43, bytes_per_second: 2 ** 20 }),
     ).toMatch(/^\[####------\] 43% 43 MiB of 100 MiB at 1(\.0)? MiB\/s$/);
     expect(fetchCell({ bytes_done: 5 * 2 ** 20 })).not.toContain('[');
+  });
+});
+
+describe('when the admin API does not answer', () => {
+  // Guards against "is `llmgw control` running?" as the whole answer to someone who ran `llmgw up` elsewhere.
+  it('says where ctl looked for a running `llmgw up` before it tried the default address', () => {
+    const err = new AdminApiUnreachableError('http://127.0.0.1:8081', 'connection refused', null);
+    const base = { adminUrl: 'http://127.0.0.1:8081', token: null, actor: 'a', ca: null };
+    const looked = ['/w/.llmgw/control.json: none', '/h/.local/state/llmgw/up.json: none'];
+    const text = unreachableMessage(err, { ...base, source: 'default', looked });
+    expect(text).toContain('cannot reach the admin API at http://127.0.0.1:8081 (connection refused)');
+    expect(text).toContain(`No running \`llmgw up\` was found: ${looked.join('; ')}.`);
+    expect(text).toContain('--data-dir');
+    expect(
+      unreachableMessage(err, { ...base, source: '/w/.llmgw/control.json', looked: [] }),
+      'a control.json naming a stopped up',
+    ).toContain(
+      'which /w/.llmgw/control.json names: is the `llmgw up` or `llmgw control` that wrote it still running?',
+    );
+    expect(unreachableMessage(err, { ...base, source: 'LLMGW_ADMIN_URL', looked: [] })).toBe(err.message);
   });
 });

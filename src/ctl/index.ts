@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, CommanderError, Option } from 'commander';
 import type { Dispatcher } from 'undici';
 import { AdminApiError, AdminApiUnreachableError, AdminClient } from '../api/index.js';
-import { ConnectionConfigError, resolveConnection, type ConnectionFlags } from './connection.js';
+import { type Connection, ConnectionConfigError, resolveConnection, type ConnectionFlags } from './connection.js';
 import { dispatcherForCa } from '../tls/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { ModelFileError } from './model-file.js';
@@ -62,11 +62,13 @@ export async function runCtl(argv: string[], overrides: Partial<CtlIo> = {}): Pr
     async (...args: A): Promise<void> => {
       const cmd = args[args.length - 1] as Command;
       const flags = cmd.optsWithGlobals<GlobalFlags>();
+      let conn: Connection | undefined;
       try {
-        const ctx = contextFor(io, flags, warn, release);
+        conn = resolveConnection(flags, io.env, io.cwd);
+        const ctx = contextFor(io, conn, flags, warn, release);
         code = await fn(ctx, ...(args.slice(0, -1) as A));
       } catch (err) {
-        code = explainFailure(err, warn);
+        code = explainFailure(err, warn, conn);
       }
     };
 
@@ -460,11 +462,11 @@ class UsageError extends Error {
 
 function contextFor(
   io: CtlIo,
+  conn: Connection,
   flags: GlobalFlags,
   warn: (line: string) => void,
   release: { current?: () => void },
 ): CtlContext {
-  const conn = resolveConnection(flags, io.env, io.cwd);
   const tty = io.stdout.isTTY === true;
   const columns = () => (tty ? io.stdout.columns : Number(io.env.COLUMNS) || undefined);
   const out = new Output((s) => io.stdout.write(s), { tty, color: !io.env.NO_COLOR, width: columns });
@@ -571,9 +573,9 @@ async function watchOr(ctx: CtlContext, o: { watch?: boolean }, render: () => Pr
 }
 
 /** A typed failure as one sentence on stderr, and its exit code. */
-function explainFailure(err: unknown, warn: (line: string) => void): number {
+function explainFailure(err: unknown, warn: (line: string) => void, conn?: Connection): number {
   if (err instanceof AdminApiUnreachableError) {
-    warn(`llmgw ctl: ${err.message}`);
+    warn(`llmgw ctl: ${conn ? unreachableMessage(err, conn) : err.message}`);
     return EXIT.failed;
   }
   if (err instanceof AdminApiError) {
@@ -586,6 +588,24 @@ function explainFailure(err: unknown, warn: (line: string) => void): number {
     return EXIT.usage;
   }
   throw err;
+}
+
+/**
+ * No answer, worded for where the URL came from: someone who ran `llmgw up`
+ * elsewhere is told where ctl looked for it, not only about `llmgw control`.
+ */
+export function unreachableMessage(err: AdminApiUnreachableError, conn: Connection): string {
+  const at = `cannot reach the admin API at ${err.baseUrl} (${err.detail})`;
+  if (conn.source === 'default') {
+    return (
+      `${at}, \`llmgw control\`'s default address. No running \`llmgw up\` was found: ${conn.looked.join('; ')}. ` +
+      'Start `llmgw up` or `llmgw control`, run ctl in the directory that holds .llmgw, or pass --data-dir or --admin-url (LLMGW_ADMIN_URL)'
+    );
+  }
+  if (conn.source.endsWith('control.json')) {
+    return `${at}, which ${conn.source} names: is the \`llmgw up\` or \`llmgw control\` that wrote it still running? Start it again, or pass --admin-url (LLMGW_ADMIN_URL)`;
+  }
+  return err.message;
 }
 
 /** "90s", "10m", "1h", "500ms"; null = not a duration. */
