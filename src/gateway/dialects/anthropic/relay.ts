@@ -9,6 +9,7 @@
 import { MessageStreamTranslator, toAnthropicError, toMessage, type AnthropicCall } from './index.js';
 import type { Outcome, RelayHooks, RelayTarget } from '../../core/relay.js';
 import { TranslatingRelay } from '../../core/relay-translating.js';
+import { messageJson } from './response.js';
 
 export class AnthropicRelayHandler extends TranslatingRelay {
   constructor(
@@ -29,7 +30,8 @@ export class AnthropicRelayHandler extends TranslatingRelay {
     try {
       return {
         status,
-        body: JSON.stringify(toMessage(JSON.parse(body) as Parameters<typeof toMessage>[0], this.call, this.requestId)),
+        // The engine's tool arguments go out as it wrote them (messageJson), never re-serialised.
+        body: messageJson(toMessage(JSON.parse(body) as Parameters<typeof toMessage>[0], this.call, this.requestId)),
       };
     } catch {
       return {

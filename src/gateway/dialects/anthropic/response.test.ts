@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { anthropicErrorType, toAnthropicError } from './errors.js';
-import { stopReasonOf, toMessage, toolInput } from './response.js';
+import { messageJson, stopReasonOf, toMessage, toolInput } from './response.js';
 
 const call = { model: 'alias', stopSequences: ['END'], stream: false };
 
@@ -76,6 +76,39 @@ describe('toMessage', () => {
     expect(toolInput('')).toEqual({});
     expect(toolInput('[1]')).toEqual({ arguments: '[1]' });
     expect(toolInput(undefined)).toEqual({});
+  });
+});
+
+describe('messageJson', () => {
+  const completion = (args: string) => ({
+    id: 'chatcmpl-j',
+    choices: [
+      {
+        message: { content: 'ok', tool_calls: [{ id: 'call_1', function: { name: 'f', arguments: args } }] },
+        finish_reason: 'tool_calls',
+      },
+    ],
+    usage: { prompt_tokens: 2, completion_tokens: 1 },
+  });
+
+  // Regression: JSON.stringify of the parsed input wrote 1e400 (Infinity to JavaScript) as null.
+  it('writes a tool input as the engine’s text, the rest as JSON.stringify would', () => {
+    const args = '{ "n": 1e400, "id": 12345678901234567890 }';
+    const m = toMessage(completion(args), call, 'req1');
+    const text = messageJson(m);
+    expect(text).toContain(`"input":${args}`);
+    expect(text.replace(args, '{}')).toBe(
+      JSON.stringify({ ...m, content: [m.content[0], { ...m.content[1]!, input: {} }] }),
+    );
+  });
+
+  it('is JSON.stringify where there is no engine text to keep', () => {
+    for (const args of ['oops', '[1]', '']) {
+      const m = toMessage(completion(args), call, 'req1');
+      expect(messageJson(m)).toBe(JSON.stringify(m));
+    }
+    const text = toMessage({ choices: [{ message: { content: 'hi' }, finish_reason: 'stop' }] }, call, 'req1');
+    expect(messageJson(text)).toBe(JSON.stringify(text));
   });
 });
 

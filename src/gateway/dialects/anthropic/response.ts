@@ -1,7 +1,9 @@
 // A Chat Completions answer turned into an Anthropic message: its first
 // choice's text as a text block, its tool calls as tool_use blocks, its
 // finish reason as a stop_reason and its usage as input/output tokens. Pure,
-// shared by the whole answer and the stream's end (stream.ts).
+// shared by the whole answer and the stream's end (stream.ts). messageJson
+// writes a whole answer with each tool input as the engine's own text (a
+// side table keyed by the parsed input remembers it; nothing else is kept).
 import type { AnthropicCall } from './request.js';
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal';
@@ -43,15 +45,51 @@ export function stopReasonOf(
   return { reason: 'end_turn', sequence: null };
 }
 
+/** Each tool input toolInput parsed, to the engine's text it came from: what messageJson writes in its place. */
+const inputText = new WeakMap<object, string>();
+
 /** A tool call's arguments as the object Anthropic's tool_use.input is; text that is not a JSON object is kept under `arguments`, not lost. */
 export function toolInput(args: unknown): unknown {
   if (typeof args !== 'string' || args.trim() === '') return {};
   try {
     const parsed = JSON.parse(args) as unknown;
-    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : { arguments: args };
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { arguments: args };
+    inputText.set(parsed, args);
+    return parsed;
   } catch {
     return { arguments: args };
   }
+}
+
+/**
+ * A message as the JSON text of a whole answer, each tool_use input written
+ * as the engine's own arguments text rather than the object read from it.
+ * Writing the object back is not always the same value: a number JavaScript
+ * read as Infinity (`1e400`, which an engine's grammar may allow) becomes
+ * null, which breaks the schema the arguments were written to, and digits
+ * past a double's are rounded. The client's parser reads the engine's text
+ * as it would read Anthropic's, and a stream passes the same text on as it
+ * is (input_json_delta), so a whole answer and a streamed one agree. The
+ * text parsed as a JSON object, so the body stays valid JSON.
+ */
+export function messageJson(message: AnthropicMessage): string {
+  return objectJson(message, (key) =>
+    key === 'content' ? `[${message.content.map(blockJson).join(',')}]` : undefined,
+  );
+}
+
+function blockJson(block: ContentBlock): string {
+  const input = block.type === 'tool_use' ? block.input : undefined;
+  const text = typeof input === 'object' && input !== null ? inputText.get(input) : undefined;
+  return text === undefined ? JSON.stringify(block) : objectJson(block, (key) => (key === 'input' ? text : undefined));
+}
+
+/** An object's JSON, keys in its order, as JSON.stringify writes it but for the values `written` gives the text of (undefined: stringified). */
+function objectJson(value: object, written: (key: string) => string | undefined): string {
+  const members = Object.entries(value)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => `${JSON.stringify(k)}:${written(k) ?? JSON.stringify(v)}`);
+  return `{${members.join(',')}}`;
 }
 
 /** A message id in Anthropic's form, from the engine's completion id (or `fallback` when it has none). */
