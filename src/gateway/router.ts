@@ -194,7 +194,11 @@ export class Router implements DialectHost {
     const candidates = this.chooser.candidates(model);
     if (candidates.length === 0) return null;
     const replica = this.chooser.choose(model, candidates, parsed);
-    return { replica, upstream: this.pools.of(replica.endpoint, replica.nodes?.[0]) };
+    return { replica, upstream: this.upstreamOf(replica) };
+  }
+
+  upstreamOf(replica: RouterReplica): Upstream {
+    return this.pools.of(replica.endpoint, replica.nodes?.[0]);
   }
 
   describe(model: string): string {

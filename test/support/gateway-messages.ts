@@ -91,7 +91,8 @@ export async function harness(replicasOf: (m: Model) => Promise<RouterReplica[]>
 export async function simReplicas(m: Model): Promise<RouterReplica[]> {
   const engine = await startSimEngine({ models: [m.name, ...m.aliases], shutdownGraceMs: 0 });
   cleanups.push(() => engine.close({ graceMs: 0 }));
-  return [{ id: 'r1', endpoint: engine.url, draining: false }];
+  // Named as the directory names it, so the gateway knows its /tokenize takes chat messages (message_start's count).
+  return [{ id: 'r1', endpoint: engine.url, draining: false, engine: 'sim' }];
 }
 
 /** An engine stand-in that answers as `answer` says, with the request's parsed body; counts what it saw. */

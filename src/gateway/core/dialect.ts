@@ -98,6 +98,8 @@ export interface DialectHost {
   count(model: string, status: number, key: ApiKeyRecord | null): void;
   /** A ready replica for a request that asks a replica something (count_tokens), and its pool; null = none is ready. */
   replicaFor(model: RoutedModel, parsed: ParsedRequest): { replica: RouterReplica; upstream: Upstream } | null;
+  /** The keep-alive pool to a replica, for a dialect that asks the replica of an attempt a question of its own. */
+  upstreamOf(replica: RouterReplica): Upstream;
   /** Words for a model's replicas, for a refusal: "1 starting, 0 ready". */
   describe(model: string): string;
   /** Seconds since epoch reported as every model's `created`. */

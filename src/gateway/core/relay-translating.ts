@@ -152,7 +152,8 @@ export abstract class TranslatingRelay extends AttemptRelay {
     return out;
   }
 
-  private write(out: string): void {
+  /** Sends translated events (the status line and headers first, once); '' sends nothing. */
+  protected write(out: string): void {
     const res = this.target.res;
     if (out === '' || res.destroyed) return;
     if (!this.started) {

@@ -1,10 +1,79 @@
 // POST /v1/messages/count_tokens: Anthropic's token count, asked of a ready
 // replica's own tokenizer. Its own file because it is the one route of the
 // gateway that asks a replica a question of its own instead of relaying the
-// client's request through the attempt loop.
+// client's request through the attempt loop. The stream's relay asks the
+// same question (promptCount) for message_start's count.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { describeNetError } from '../../core/relay.js';
 import type { DialectHost } from '../../core/dialect.js';
+import type { RoutedModel, RouterReplica } from '../../ports/index.js';
+import type { Upstream } from '../../core/upstreams.js';
+import type { ParsedRequest } from '../../core/validate.js';
+
+/** The replica's answer to /tokenize for the chat request's messages (and tools), with the chat template applied. */
+async function askTokenizer(
+  gw: DialectHost,
+  replica: RouterReplica,
+  upstream: Upstream,
+  model: RoutedModel,
+  parsed: ParsedRequest,
+  requestId: string,
+): Promise<{ status: number; text: string }> {
+  const served = replica.servedNames ?? [model.name, ...model.aliases];
+  const body = JSON.stringify({
+    model: served.includes(parsed.model) ? parsed.model : model.name,
+    messages: parsed.body.messages,
+    ...(parsed.body.tools === undefined ? {} : { tools: parsed.body.tools }),
+    add_generation_prompt: true,
+  });
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json',
+    'x-request-id': requestId,
+  };
+  if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
+  const { pool, basePath } = upstream;
+  const res = await pool.request({
+    path: `${basePath}/tokenize`,
+    method: 'POST',
+    headers,
+    body,
+    headersTimeout: gw.options.timeouts.headersTimeoutMs,
+    bodyTimeout: gw.options.timeouts.idleBodyTimeoutMs,
+  });
+  return { status: res.statusCode, text: await res.body.text() };
+}
+
+/** The `count` of a 200 /tokenize answer; undefined for anything else. */
+function countOf(status: number, text: string): unknown {
+  try {
+    return status === 200 ? (JSON.parse(text) as { count?: unknown }).count : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The prompt's token count for a stream's message_start, asked of the
+ * replica the attempt went to, while its engine prefills; null when it
+ * cannot be had (no tokenizer that takes chat messages, an error): then
+ * message_start says 0 and message_delta the engine's count. Never throws.
+ */
+export async function promptCount(
+  gw: DialectHost,
+  replica: RouterReplica,
+  model: RoutedModel,
+  parsed: ParsedRequest,
+  requestId: string,
+): Promise<number | null> {
+  try {
+    const { status, text } = await askTokenizer(gw, replica, gw.upstreamOf(replica), model, parsed, requestId);
+    const count = countOf(status, text);
+    return typeof count === 'number' ? count : null;
+  } catch {
+    return null;
+  }
+}
 
 /**
  * POST /v1/messages/count_tokens: the prompt counted by the engine's own
@@ -29,33 +98,10 @@ export async function countTokens(gw: DialectHost, request: FastifyRequest, repl
     );
   }
   const { replica, upstream } = chosen;
-  const served = replica.servedNames ?? [model.name, ...model.aliases];
-  const body = JSON.stringify({
-    model: served.includes(parsed.model) ? parsed.model : model.name,
-    messages: parsed.body.messages,
-    ...(parsed.body.tools === undefined ? {} : { tools: parsed.body.tools }),
-    add_generation_prompt: true,
-  });
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    accept: 'application/json',
-    'x-request-id': request.id,
-  };
-  if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
-  const { pool, basePath } = upstream;
   let status: number;
   let text: string;
   try {
-    const res = await pool.request({
-      path: `${basePath}/tokenize`,
-      method: 'POST',
-      headers,
-      body,
-      headersTimeout: gw.options.timeouts.headersTimeoutMs,
-      bodyTimeout: gw.options.timeouts.idleBodyTimeoutMs,
-    });
-    status = res.statusCode;
-    text = await res.body.text();
+    ({ status, text } = await askTokenizer(gw, replica, upstream, model, parsed, request.id));
   } catch (err) {
     return gw.refuse(
       reply,
@@ -64,12 +110,7 @@ export async function countTokens(gw: DialectHost, request: FastifyRequest, repl
       `replica ${replica.id} of \`${model.name}\` did not answer count_tokens: ${describeNetError(err)}`,
     );
   }
-  let count: unknown;
-  try {
-    count = status === 200 ? (JSON.parse(text) as { count?: unknown }).count : undefined;
-  } catch {
-    count = undefined;
-  }
+  const count = countOf(status, text);
   if (typeof count === 'number') {
     gw.count(model.name, 200, key);
     return reply

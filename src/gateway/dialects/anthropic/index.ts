@@ -9,8 +9,8 @@ import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../../errors/index.js';
 import { callHook, rateLimitHook, type Translate } from '../../core/admission.js';
 import { withholdsUsage } from '../../core/dispatch.js';
-import { routeConfig, type Dialect, type DialectTurn } from '../../core/dialect.js';
-import { countTokens } from './count-tokens.js';
+import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../../core/dialect.js';
+import { countTokens, promptCount } from './count-tokens.js';
 import { anthropicErrorBody, anthropicErrorType } from './errors.js';
 import { AnthropicRelayHandler } from './relay.js';
 import { toChatRequest, type AnthropicCall } from './request.js';
@@ -20,17 +20,44 @@ export { toMessage, stopReasonOf, toolInput, usageOf, type AnthropicMessage, typ
 export { MessageStreamTranslator, sseEvent } from './stream.js';
 export { anthropicErrorBody, anthropicErrorType, toAnthropicError } from './errors.js';
 
-/** The turn of one Messages request: sent as chat to every engine, its answer translated back. */
-function messagesTurn(call: AnthropicCall, requestId: string): DialectTurn {
+/**
+ * Engines whose /tokenize takes chat messages and counts them as their
+ * usage will (vLLM's, and the builtin and sim engines', which follow it).
+ * llama.cpp's takes text only; an engine not named (RouterReplica.engine
+ * absent) may have no /tokenize at all. A stream to those is not held.
+ */
+const CHAT_TOKENIZE: ReadonlySet<string> = new Set(['vllm', 'builtin', 'sim']);
+
+/**
+ * The turn of one Messages request: sent as chat to every engine, its answer translated back.
+ *
+ * A stream's message_start must carry the prompt's count, which a chat
+ * stream gives only in its last chunk (include_usage; vLLM alone can put
+ * usage on every chunk, and the builtin and sim engines and llama.cpp
+ * cannot). So each streamed attempt asks the same replica's tokenizer
+ * (/tokenize with the messages and tools, the chat template applied: the
+ * count the engine's usage reports) at the moment the attempt is sent:
+ * the two run side by side, and the count is back before the engine's
+ * first token unless tokenizing takes longer than prefill, which it does
+ * not. message_start waits for the count only in that case. Counting
+ * before sending instead would add a round trip to every stream's first
+ * token; holding message_start for the engine's usage would hold the
+ * whole stream to its end. Where no count comes (llama.cpp, an engine
+ * not named, an error), message_start says 0 and message_delta the count.
+ */
+function messagesTurn(gw: DialectHost, call: AnthropicCall, requestId: string): DialectTurn {
   return {
     native: () => null,
-    relay: (a, hooks, resolve) =>
-      new AnthropicRelayHandler(a.ex, hooks, resolve, call, requestId, withholdsUsage(a.ex)),
+    relay: (a, hooks, resolve) => {
+      const counted = call.stream && CHAT_TOKENIZE.has(a.replica.engine ?? '');
+      const count = counted ? promptCount(gw, a.replica, a.model, a.ex.parsed, `${requestId}-count`) : null;
+      return new AnthropicRelayHandler(a.ex, hooks, resolve, call, requestId, withholdsUsage(a.ex), count);
+    },
   };
 }
 
 /** Anthropic's body as a chat body, or a 400 naming the field; `forCount` (count_tokens) needs no max_tokens. */
-function asChat(forCount: boolean): Translate {
+function asChat(gw: DialectHost, forCount: boolean): Translate {
   return (raw: Buffer, request: FastifyRequest) => {
     let json: unknown;
     try {
@@ -39,7 +66,7 @@ function asChat(forCount: boolean): Translate {
       throw new LlmgwError('LLMGW_INVALID_JSON', `the request body is not valid JSON: ${(err as Error).message}`);
     }
     const { chat, call } = toChatRequest(json, forCount);
-    return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), turn: messagesTurn(call, request.id) };
+    return { raw: Buffer.from(JSON.stringify(chat), 'utf8'), turn: messagesTurn(gw, call, request.id) };
   };
 }
 
@@ -60,14 +87,14 @@ export const anthropic: Dialect = {
     const config = routeConfig(anthropic);
     scope.post(
       '/v1/messages',
-      { bodyLimit, config, preHandler: [callHook(admission, 'messages', asChat(false)), rateLimitHook(admission)] },
+      { bodyLimit, config, preHandler: [callHook(admission, 'messages', asChat(gw, false)), rateLimitHook(admission)] },
       (request, reply) => gw.infer(request, reply),
     );
     // count_tokens generates nothing and costs no tokens: it takes a request, and reserves none.
     const countRateLimit = rateLimitHook(admission, { countOnly: true });
     scope.post(
       '/v1/messages/count_tokens',
-      { bodyLimit, config, preHandler: [callHook(admission, 'messages', asChat(true)), countRateLimit] },
+      { bodyLimit, config, preHandler: [callHook(admission, 'messages', asChat(gw, true)), countRateLimit] },
       (request, reply) => countTokens(gw, request, reply),
     );
   },

@@ -5,7 +5,8 @@
 // from an engine move the request on, a stream that breaks after its first
 // byte ends with Anthropic's error event, and usage is read from the
 // engine's own bytes (the tail) for accounting. What is Anthropic's here is
-// the translator and the shape of a whole answer.
+// the translator and the shape of a whole answer, and message_start held
+// for the prompt's count when the relay is given one to wait for.
 import { MessageStreamTranslator, toAnthropicError, toMessage, type AnthropicCall } from './index.js';
 import type { Outcome, RelayHooks, RelayTarget } from '../../core/relay.js';
 import { TranslatingRelay } from '../../core/relay-translating.js';
@@ -20,8 +21,26 @@ export class AnthropicRelayHandler extends TranslatingRelay {
     /** Names the message when the engine gives no id: the request id. */
     private readonly requestId: string,
     askedUsage: boolean,
+    /** The prompt's count, asked of the replica as the attempt starts; null = none is asked (message_start is not held). */
+    promptCount: Promise<number | null> | null = null,
   ) {
     super(target, hooks, resolve, new MessageStreamTranslator(call, requestId), askedUsage);
+    if (promptCount === null) return;
+    const translator = this.translator as MessageStreamTranslator;
+    translator.holdForCount();
+    void promptCount.then((count) => {
+      // Not once this attempt is given up for another (the client never saw it) or the answer is over.
+      if (this.over || this.target.clientGone || this.target.res.writableEnded) return;
+      this.write(translator.count(count));
+    });
+  }
+
+  /** The attempt has its outcome: anything written now would land in another attempt's answer. */
+  private over = false;
+
+  protected override settle(o: Outcome): void {
+    this.over = true;
+    super.settle(o);
   }
 
   /** A whole answer as a Message, or the engine's error in Anthropic's shape with its status. */

@@ -138,3 +138,102 @@ describe('MessageStreamTranslator', () => {
     expect(t.push({ choices: [{ index: 0, delta: { content: 'y' } }] })).toBe('');
   });
 });
+
+// Guards against message_start saying input_tokens 0 (LangChain's ChatAnthropic records the prompt's count from
+// message_start alone): a translator told to hold keeps message_start, and all after it, until the count is known.
+describe('MessageStreamTranslator holding message_start for the prompt’s count', () => {
+  const text = (t: string) => ({
+    id: 'chatcmpl-h',
+    choices: [{ index: 0, delta: { content: t }, finish_reason: null }],
+  });
+  const startUsage = (evs: Array<[string, Record<string, unknown>]>) =>
+    (evs[0]![1].message as { usage: unknown; id: string }).usage;
+
+  it('keeps every event until count(), then sends message_start carrying it first, in order', () => {
+    const t = new MessageStreamTranslator(call, 'req1');
+    t.holdForCount();
+    expect(t.push(text('Hel'))).toBe('');
+    expect(t.push(text('lo'))).toBe('');
+    const released = events(t.count(17));
+    expect(released.map(([name]) => name)).toEqual([
+      'message_start',
+      'content_block_start',
+      'content_block_delta',
+      'content_block_delta',
+    ]);
+    expect(startUsage(released)).toEqual({ input_tokens: 17, output_tokens: 0 });
+    expect((released[0]![1].message as { id: string }).id).toBe('msg_h');
+    // Released once: what comes next goes out as it comes.
+    expect(t.count(99)).toBe('');
+    expect(events(t.push(text('!'))).map(([name]) => name)).toEqual(['content_block_delta']);
+  });
+
+  it('a count that comes before the first chunk is written with message_start at that chunk', () => {
+    const t = new MessageStreamTranslator(call, 'req1');
+    t.holdForCount();
+    expect(t.count(9)).toBe('');
+    const first = events(t.push(text('x')));
+    expect(first[0]![0]).toBe('message_start');
+    expect(startUsage(first)).toEqual({ input_tokens: 9, output_tokens: 0 });
+  });
+
+  it('a chunk that carries the engine’s usage ends the hold with the engine’s count (vLLM’s continuous usage)', () => {
+    const t = new MessageStreamTranslator(call, 'req1');
+    t.holdForCount();
+    expect(t.push(text('a'))).toBe('');
+    const withUsage = { ...text('b'), usage: { prompt_tokens: 31, completion_tokens: 2 } };
+    const out = events(t.push(withUsage));
+    expect(out.map(([name]) => name)).toEqual([
+      'message_start',
+      'content_block_start',
+      'content_block_delta',
+      'content_block_delta',
+    ]);
+    expect(startUsage(out)).toEqual({ input_tokens: 31, output_tokens: 0 });
+  });
+
+  it('a stream that ends while held is sent whole, message_start with the usage chunk’s count', () => {
+    const t = new MessageStreamTranslator(call, 'req1');
+    t.holdForCount();
+    let out = t.push(text('a'));
+    out += t.push({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+    expect(out).toBe('');
+    out += t.push({ choices: [], usage: { prompt_tokens: 12, completion_tokens: 1 } });
+    out += t.end();
+    const got = events(out);
+    expect(got.map(([name]) => name)).toEqual([
+      'message_start',
+      'content_block_start',
+      'content_block_delta',
+      'content_block_stop',
+      'message_delta',
+      'message_stop',
+    ]);
+    expect(startUsage(got)).toEqual({ input_tokens: 12, output_tokens: 0 });
+    expect(t.count(5)).toBe('');
+  });
+
+  it('no count (the tokenizer failed): message_start says 0 and the rest follows at once', () => {
+    const t = new MessageStreamTranslator(call, 'req1');
+    t.holdForCount();
+    expect(t.push(text('a'))).toBe('');
+    const out = events(t.count(null));
+    expect(out[0]![0]).toBe('message_start');
+    expect(startUsage(out)).toEqual({ input_tokens: 0, output_tokens: 0 });
+  });
+
+  it('an engine error while held sends what was held, then the error event', () => {
+    const t = new MessageStreamTranslator(call, 'req1');
+    t.holdForCount();
+    t.push(text('a'));
+    const out = events(t.fail('the engine failed mid-response'));
+    expect(out.map(([name]) => name)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'error']);
+    expect(t.count(3)).toBe('');
+  });
+
+  it('not told to hold, message_start goes out at the first chunk, with that chunk’s count when it has one', () => {
+    const t = new MessageStreamTranslator(call, 'req1');
+    const out = events(t.push({ ...text('a'), usage: { prompt_tokens: 8, completion_tokens: 0 } }));
+    expect(startUsage(out)).toEqual({ input_tokens: 8, output_tokens: 0 });
+  });
+});
