@@ -11,6 +11,9 @@ import { openAiErrorBody, openAiErrorShape } from '../../core/errors.js';
 import { RelayHandler } from '../../core/relay.js';
 import type { Endpoint } from '../../core/validate.js';
 import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../../core/dialect.js';
+import { anthropic } from '../anthropic/index.js';
+import { anthropicModelInfo, anthropicModelPage, asksAnthropicModels } from '../anthropic/models.js';
+import { LlmgwError } from '../../../errors/index.js';
 
 /** A request sent as the client wrote it, to every engine, its answer relayed as bytes: one object for all of them. */
 export const OPENAI_TURN: DialectTurn = Object.freeze<DialectTurn>({
@@ -18,16 +21,29 @@ export const OPENAI_TURN: DialectTurn = Object.freeze<DialectTurn>({
   relay: (a, hooks, resolve) => new RelayHandler(a.ex, hooks, resolve, withholdsUsage(a.ex)),
 });
 
-/** GET /v1/models: the models (and aliases) this key may use. */
-function listModels(gw: DialectHost, request: FastifyRequest): unknown {
+/** The models routes' paths: where an Anthropic client (anthropic-version) is answered in its own API's shape. */
+const MODELS_ROUTES = new Set(['/v1/models', '/v1/models/*']);
+
+/** GET /v1/models: the models (and aliases) this key may use; a page in Anthropic's shape for its clients. */
+function listModels(gw: DialectHost, request: FastifyRequest, reply: FastifyReply): unknown {
   const key = request.apiKey;
-  const data: unknown[] = [];
+  const data: { id: string; object: 'model'; created: number; owned_by: 'llmgw'; root: string }[] = [];
   for (const m of gw.catalog.models()) {
     if (key && !allows(key, m)) continue;
     for (const id of [m.name, ...m.aliases])
       data.push({ id, object: 'model', created: gw.createdS, owned_by: 'llmgw', root: m.name });
   }
-  return { object: 'list', data };
+  if (request.dialect !== anthropic) return { object: 'list', data };
+  try {
+    return anthropicModelPage(
+      data.map((d) => d.id),
+      gw.createdS,
+      request.query,
+    );
+  } catch (err) {
+    if (!(err instanceof LlmgwError)) throw err;
+    return gw.refuse(reply, err.status, err.code, err.message);
+  }
 }
 
 /** GET /v1/models/{id}: one entry, by name or alias, if this key may use it. */
@@ -43,6 +59,7 @@ function getModel(gw: DialectHost, id: string, request: FastifyRequest, reply: F
       'model',
     );
   }
+  if (request.dialect === anthropic) return anthropicModelInfo(id, gw.createdS);
   return { id, object: 'model', created: gw.createdS, owned_by: 'llmgw', root: m.name };
 }
 
@@ -50,6 +67,13 @@ export const openai: Dialect = {
   name: 'openai',
   errorBody: (status, code, message, param) => openAiErrorBody(message, code, status, param),
   errorShape: openAiErrorShape,
+  onRequest(request, reply) {
+    // Anthropic's clients list models at OpenAI's paths: from here on (the key read from x-api-key, every
+    // refusal, the answer) such a request is Anthropic's. A header read on the other routes, nothing more.
+    if (!asksAnthropicModels(request) || !MODELS_ROUTES.has(request.routeOptions.url ?? '')) return;
+    request.dialect = anthropic;
+    anthropic.onRequest?.(request, reply);
+  },
   routes(scope, gw) {
     const admission = gw.admission();
     const bodyLimit = gw.options.bodyLimitBytes;
@@ -61,7 +85,7 @@ export const openai: Dialect = {
       preHandler: [callHook(admission, endpoint), rateLimit],
     });
     const infer = (request: FastifyRequest, reply: FastifyReply) => gw.infer(request, reply);
-    scope.get('/v1/models', { config }, async (request) => listModels(gw, request));
+    scope.get('/v1/models', { config }, async (request, reply) => listModels(gw, request, reply));
     // RoutedModel names may hold "/" (org/name), so the id is the rest of the path.
     scope.get<{ Params: { '*': string } }>('/v1/models/*', { config }, async (request, reply) =>
       getModel(gw, request.params['*'], request, reply),
