@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { placedEvents, readyEvents } from './lifecycle-events.js';
+import { placedEvents, placementFailedMessage, readyEvents } from './lifecycle-events.js';
+import type { ModelRejections } from './plan-types.js';
 import type { ReplicaRecord, ReplicaState } from './types.js';
 
 function replica(id: string, state: ReplicaState, over: Partial<ReplicaRecord> = {}): ReplicaRecord {
@@ -101,6 +102,19 @@ describe('readyEvents', () => {
     ]);
   });
 
+  // Guards against "ready … 1208s after it was placed" after a restart: the replica was placed by the run before,
+  // and its engine started again with this control plane.
+  it('counts a replica placed by an earlier run from when this control plane started', () => {
+    const was = replica('r', 'starting', { createdAtMs: 1_000 });
+    const [event] = readyEvents(new Map([[was.id, was]]), [{ ...was, state: 'ready' }], now, 82_000);
+    expect(event!.message).toBe(
+      'replica r of m is ready on n1, 18s after the control plane started (it was placed in an earlier run)',
+    );
+    expect(readyEvents(new Map([[was.id, was]]), [{ ...was, state: 'ready' }], now, 500)[0]!.message).toMatch(
+      /99s after it was placed$/,
+    );
+  });
+
   it.each([
     { name: 'a replica that was already ready', was: replica('r', 'ready'), now: 'ready' as const },
     { name: 'a draining replica reported ready', was: replica('r', 'draining'), now: 'ready' as const },
@@ -111,5 +125,25 @@ describe('readyEvents', () => {
 
   it('says nothing of a record it did not know before', () => {
     expect(readyEvents(new Map(), [replica('new', 'ready')], now)).toEqual([]);
+  });
+});
+
+describe('placementFailedMessage', () => {
+  const rej = (over: Partial<ModelRejections>): ModelRejections =>
+    ({ model: 'demo', purpose: 'scale', rejections: [], notes: [], nodeCount: 0, ...over }) as ModelRejections;
+
+  // Guards against "a replica cannot be placed: 0 rejection(s)" on every first start, before the agent joined.
+  it('says no node is there yet rather than counting zero rejections', () => {
+    expect(placementFailedMessage(rej({}))).toBe('demo: a replica cannot be placed yet: no node has joined yet');
+    expect(placementFailedMessage(rej({ nodeCount: 2, purpose: 'drain' }))).toBe(
+      'demo: a replacement for a draining node cannot be placed yet: none of the 2 node(s) can take it yet',
+    );
+  });
+
+  it('counts the rejections and names the first when there are some', () => {
+    const rejections = [{ reason: 'node n1 has no free GPU' }, { reason: 'node n2 is draining' }];
+    expect(placementFailedMessage(rej({ nodeCount: 2, rejections } as unknown as Partial<ModelRejections>))).toBe(
+      'demo: a replica cannot be placed: 2 rejection(s); first: node n1 has no free GPU (see explain-placement)',
+    );
   });
 });

@@ -30,7 +30,7 @@ import { fitPass } from './fit.js';
 import { PlacementNodeCache } from './snapshot.js';
 import { foldReport, ShardIndex, shardStateOf } from './fold-report.js';
 import { type RefusedShard, REPORT_REFUSALS, type ReportRefusal, screenReport } from './report-trust.js';
-import { placedEvents, readyEvents } from './lifecycle-events.js';
+import { placedEvents, placementFailedMessage, readyEvents } from './lifecycle-events.js';
 import { type NodeUsage, nodeUsageOf } from './node-usage.js';
 import { RouterView } from './router-view.js';
 import { ServingCheck } from './serving.js';
@@ -107,6 +107,8 @@ export class Reconciler {
   private readonly refusalsLogged = new Map<string, number>();
   /** Each node's liveness at the last pass, to record the changes; empty until the first pass. */
   private readonly livenessSeen = new Map<string, Liveness>();
+  /** When this instance was made (options.now): readiness of a replica placed by an earlier run counts from here. */
+  private readonly startedAtMs: number;
 
   private readonly metrics: ReconcilerMetrics | null;
   /** Where each node's shards are in `records`, so a heartbeat folds only its own node's replicas. */
@@ -115,6 +117,7 @@ export class Reconciler {
   private readonly placementCache = new PlacementNodeCache();
 
   private constructor(private readonly options: ReconcilerOptions) {
+    this.startedAtMs = options.now();
     this.newId = options.newId ?? ((kind) => `${kind === 'replica' ? 'rep' : 'sh'}-${randomBytes(6).toString('hex')}`);
     this.metrics = options.registry ? new ReconcilerMetrics(options.registry, () => this.records) : null;
     this.scaling = new ScalingBridge({
@@ -569,7 +572,7 @@ export class Reconciler {
       events.record({
         kind: 'placement_failed',
         model,
-        message: `${model}: ${rej.purpose === 'drain' ? 'a replacement for a draining node' : 'a replica'} cannot be placed: ${rej.rejections.length} rejection(s); first: ${first} (see explain-placement)`,
+        message: placementFailedMessage(rej),
       });
     }
   }
@@ -592,7 +595,7 @@ export class Reconciler {
     this.shardIndex.carry(before, this.records);
     if (this.options.events) {
       const byId = new Map(before.map((r) => [r.id, r]));
-      for (const e of readyEvents(byId, folded.changed, now)) this.options.events.record(e);
+      for (const e of readyEvents(byId, folded.changed, now, this.startedAtMs)) this.options.events.record(e);
     }
     this.recordsChanged();
     await this.options.store?.replicas.save(folded.changed, []);
