@@ -71,11 +71,24 @@ describe('POST /v1/messages through @anthropic-ai/sdk, against a real control pl
     expect(text.length).toBeGreaterThan(0);
 
     let streamed = '';
-    const stream = client.messages.stream(params).on('text', (delta) => (streamed += delta));
+    let startTokens: number | null = null;
+    const stream = client.messages
+      .stream(params)
+      .on('text', (delta) => (streamed += delta))
+      .on('streamEvent', (e) => {
+        if (e.type === 'message_start') startTokens = e.message.usage.input_tokens;
+      });
     const final = await stream.finalMessage();
     expect(streamed).toBe(text);
     expect(final.usage.output_tokens).toBe(10);
     expect(final.usage.input_tokens).toBe(msg.usage.input_tokens);
+    // The SDK's model list reads llmgw's (Anthropic's shape, for the anthropic-version header it sends).
+    const ids: string[] = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids).toContain('claude-demo');
+    expect((await client.models.retrieve('claude-demo')).type).toBe('model');
+    // message_start has the prompt's count too (the replica's tokenizer asked), not 0: clients record it from there.
+    expect(startTokens).toBe(msg.usage.input_tokens);
 
     // Both are in the key's usage, with the engine's counts, under the model's name.
     await waitFor(
