@@ -10,6 +10,11 @@ function byWord(counts: Record<string, number>) {
   return <>{entries.map(([k, v]) => `${k} ${v}`).join(', ')}</>;
 }
 
+/** A card's caption under its count: "1 node", "2 nodes", "0 nodes". */
+function counted(n: number, word: string): string {
+  return n === 1 ? word : `${word}s`;
+}
+
 export function OverviewPage({ data }: { data: OverviewData }) {
   const { summary, nodes, replicas } = data;
   // GPUs only of nodes that reported some: a node with none reported adds nothing, not zero.
@@ -24,7 +29,7 @@ export function OverviewPage({ data }: { data: OverviewData }) {
       <div class="cards">
         <div class="card" id="card-nodes">
           <div class="n">{summary.nodes.total}</div>
-          <div>nodes</div>
+          <div>{counted(summary.nodes.total, 'node')}</div>
           <div>{byWord(summary.nodes.by_state)}</div>
           <div>{byWord(summary.nodes.by_liveness)}</div>
         </div>
@@ -34,7 +39,7 @@ export function OverviewPage({ data }: { data: OverviewData }) {
         </div>
         <div class="card" id="card-models">
           <div class="n">{summary.models.total}</div>
-          <div>models</div>
+          <div>{counted(summary.models.total, 'model')}</div>
           <div>
             {summary.models.from_file} from file, {summary.models.stored} stored
           </div>
@@ -42,7 +47,7 @@ export function OverviewPage({ data }: { data: OverviewData }) {
         </div>
         <div class="card" id="card-replicas">
           <div class="n">{summary.replicas.total}</div>
-          <div>replicas</div>
+          <div>{counted(summary.replicas.total, 'replica')}</div>
           <div>{byWord(summary.replicas.by_state)}</div>
         </div>
         <div class="card" id="card-store">
