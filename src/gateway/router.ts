@@ -41,6 +41,7 @@ import { DIALECTS, openai, OPENAI_TURN, type DialectHost } from './dialects/inde
 import { attemptMetrics, requestId, rewriteBody } from './core/dispatch.js';
 import { replyErrorBody } from './core/errors.js';
 import { UPSTREAM_PATHS, type Exchange } from './core/exchange.js';
+import { clientCorsOptions } from './core/cors.js';
 import { registerIntake } from './core/intake.js';
 import { Ledger } from './core/ledger.js';
 import { RouterMetrics } from './core/metrics.js';
@@ -342,31 +343,6 @@ export class Router implements DialectHost {
   count(model: string, status: number, key: ApiKeyRecord | null): void {
     this.metrics.countRequest(model, status, key?.prefix ?? 'none');
   }
-}
-
-/**
- * @fastify/cors options for the client listener, when `origins` may call it
- * from a browser ('*' = any). Keys travel in Authorization, never in
- * cookies, so there is no credentials mode; the headers a browser app reads
- * (request id, Retry-After, rate limits) are exposed to it.
- */
-function clientCorsOptions(origins: readonly string[]) {
-  return {
-    origin: origins.includes('*') ? '*' : [...origins],
-    methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-    exposedHeaders: [
-      'x-request-id',
-      'retry-after',
-      'x-ratelimit-limit-requests',
-      'x-ratelimit-remaining-requests',
-      'x-ratelimit-limit-tokens',
-      'x-ratelimit-remaining-tokens',
-      'x-llmgw-fallback-skipped',
-    ],
-    maxAge: 600,
-    // A bare OPTIONS (no Origin) goes on to the routes and is answered in the listener's shape, not as a refused preflight.
-    strictPreflight: false,
-  };
 }
 
 /**
