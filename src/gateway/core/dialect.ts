@@ -85,17 +85,9 @@ export interface DialectHost {
   admission(): AdmissionDeps;
   /** Relays an admitted inference request (request.call) to the end of its answer. */
   infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
-  /** Logs, counts (unless `counted`) and sends a refusal in the route's dialect. */
-  refuse(
-    reply: FastifyReply,
-    status: number,
-    code: ErrorCode,
-    message: string,
-    param?: string | null,
-    headers?: Record<string, string>,
-    counted?: boolean,
-  ): FastifyReply;
-  count(model: string, status: number, key: ApiKeyRecord | null): void;
+  /** Logs, counts (unless `counted`) and sends a refusal in the route's dialect: the admission hooks' own. */
+  readonly refuse: AdmissionDeps['refuse'];
+  readonly count: AdmissionDeps['count'];
   /** A ready replica for a request that asks a replica something (count_tokens), and its pool; null = none is ready. */
   replicaFor(model: RoutedModel, parsed: ParsedRequest): { replica: RouterReplica; upstream: Upstream } | null;
   /** The keep-alive pool to a replica, for a dialect that asks the replica of an attempt a question of its own. */
