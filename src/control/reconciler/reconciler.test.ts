@@ -87,6 +87,16 @@ async function setup(reuse?: string, extra: Partial<ReconcilerOptions> = {}, sta
   };
 }
 
+/** A first control plane whose demo replica is placed on n1 and reported ready at http://n1:9000. */
+async function servingDemo() {
+  const first = await setup();
+  await first.node('n1');
+  await first.catalog.add(demo, 'test');
+  await first.reconciler.pass();
+  await first.report('n1', 'ready', () => 'http://n1:9000');
+  return first;
+}
+
 const demo = {
   name: 'demo',
   aliases: ['d'],
@@ -222,11 +232,7 @@ describe('Reconciler', () => {
   });
 
   it('a restarted control plane adopts the replicas in its store and tells agents to keep them', async () => {
-    const first = await setup();
-    await first.node('n1');
-    await first.catalog.add(demo, 'test');
-    await first.reconciler.pass();
-    await first.report('n1', 'ready', () => 'http://n1:9000');
+    const first = await servingDemo();
     const before = first.reconciler.replicas();
     await first.reconciler.stop();
 
@@ -245,11 +251,7 @@ describe('Reconciler', () => {
   // Guards the restart race (issue 35): a replica stored as ready was routed to before its agent, restarted too, had
   // started its engine again, and clients got 502 connection refused instead of being held as for a cold start.
   it('routes to a replica stored as ready only once its agent confirms it since the restart, and holds requests meanwhile', async () => {
-    const first = await setup();
-    await first.node('n1');
-    await first.catalog.add(demo, 'test');
-    await first.reconciler.pass();
-    await first.report('n1', 'ready', () => 'http://n1:9000');
+    const first = await servingDemo();
     expect(first.reconciler.view.ready('demo'), 'ready before the restart').toHaveLength(1);
     await first.reconciler.stop();
 
@@ -284,11 +286,7 @@ describe('Reconciler', () => {
   });
 
   it('a restarted control plane routes at once to replicas its agents still run when they report them ready', async () => {
-    const first = await setup();
-    await first.node('n1');
-    await first.catalog.add(demo, 'test');
-    await first.reconciler.pass();
-    await first.report('n1', 'ready', () => 'http://n1:9000');
+    const first = await servingDemo();
     await first.reconciler.stop();
 
     const second = await setup(first.dir, {}, 1_000_000 + 30_000);
@@ -304,11 +302,7 @@ describe('Reconciler', () => {
   });
 
   it('a follower routes on the stored state of a node whose heartbeat came after it started, when no report reached it', async () => {
-    const first = await setup();
-    await first.node('n1');
-    await first.catalog.add(demo, 'test');
-    await first.reconciler.pass();
-    await first.report('n1', 'ready', () => 'http://n1:9000');
+    const first = await servingDemo();
     await first.reconciler.stop();
 
     const second = await setup(first.dir, { leads: () => false }, 1_000_000 + 30_000);
