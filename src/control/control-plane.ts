@@ -137,6 +137,7 @@ export class ControlPlane {
         joinToken: config.joinToken,
         joinApproval: config.joinApproval,
         lastSeenWriteMs: lastSeenWriteMs(config, heartbeatIntervalMs, cluster !== null),
+        storeLagMs: cluster ? storeLagMs(lastSeenWriteMs(config, heartbeatIntervalMs, true)) : 0,
       });
       // Before any listener: it publishes the stored replicas' shards, so an agent's first heartbeat is told to keep them.
       reconciler = await Reconciler.create({
@@ -493,6 +494,20 @@ export function neverFits(model: Model, inventory: Inventory): string | null {
  * (the heartbeat after the skipped ones), a flush and a refresh (a second
  * each) and some clock skew: all of it must stay inside the stale window.
  */
+/**
+ * How far a last_seen read from the store may trail the node's newest
+ * heartbeat at the instance that heard it: the write throttle, then a flush,
+ * a sync here (a second each) and a second of clock skew. An agent spends its
+ * whole stale window on its own deadlines (poll, answer, failover; see the
+ * agent's control-link.ts) counted from its last heartbeat's arrival, so a
+ * node heard only through the store is given this much more before it is
+ * called stale or lost: otherwise every failover away from a follower that
+ * dropped off the network would flag the node stale for the store's delay.
+ */
+function storeLagMs(writeMs: number): number {
+  return writeMs + 3000;
+}
+
 function lastSeenWriteMs(config: ControlConfig, heartbeatIntervalMs: number, cluster: boolean): number {
   if (!cluster) return config.nodeStaleAfterMs;
   return Math.max(0, config.nodeStaleAfterMs - heartbeatIntervalMs - 3000);

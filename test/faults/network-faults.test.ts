@@ -283,7 +283,7 @@ describeNetns('network faults between namespaces', () => {
       const cpA = net.host('cp-a');
       const cpB = net.host('cp-b');
       const h1 = net.host('ha1');
-      // An 8 s window: long enough for a leader to change hands (about 3 s) and for heartbeats to travel through the store (about 2 s).
+      // An 8 s window: long enough for a leader to change hands (about 3 s); the store's lag is allowed for on top (see storeLagMs).
       const args = ['--reconcile-interval', '500ms', '--node-stale-after', '8s', '--node-lost-after', '60s'];
       const a = await controlIn(fleet, cpA, args, pgUrl.href);
       const b = await controlIn(fleet, cpB, args, pgUrl.href);

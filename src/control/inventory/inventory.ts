@@ -67,6 +67,15 @@ export interface InventoryOptions {
    * last_seen inside the stale window (see control-plane.ts).
    */
   lastSeenWriteMs?: number;
+  /**
+   * How much older a last_seen read from the store may be than the node's
+   * newest heartbeat at the instance that heard it, ms: that instance's write
+   * throttle, its flush and this one's sync. A node heard only through the
+   * store is judged stale or lost that much later, so an agent that fails
+   * over between control planes inside its own window is never called stale
+   * for the store's delay. 0 or absent = one instance, nothing lags.
+   */
+  storeLagMs?: number;
   /** The fleet's shared join token: the key management tokens are derived from. Absent or null: joining is closed. */
   joinToken?: string | null;
   /** manual: nodes that join afresh wait as pending until approved, and a hardware change holds a node out again. Absent = auto. */
@@ -134,6 +143,8 @@ export class Inventory {
   private listeningSinceMs: number;
   /** Per node: when it last joined, here or (as the store says) through another control plane; silence counts from here at the earliest. */
   private readonly joinedMs = new Map<string, number>();
+  /** Nodes whose newest last_seen is a heartbeat this instance heard; the others' came through the store (see storeLagMs). */
+  private readonly heardHere = new Set<string>();
   /** Since when buffered heartbeats have failed to reach the store; null = the last flush succeeded. */
   private unsavedSinceMs: number | null = null;
   /**
@@ -229,9 +240,10 @@ export class Inventory {
    */
   liveness(node: Node, now = this.options.now()): Liveness {
     const seen = node.lastSeenMs;
-    if (seen !== null && now - seen < this.options.staleAfterMs) return 'up';
+    const lag = this.heardHere.has(node.id) ? 0 : (this.options.storeLagMs ?? 0);
+    if (seen !== null && now - seen < this.options.staleAfterMs + lag) return 'up';
     const silentSince = Math.max(seen ?? -Infinity, this.joinedMs.get(node.id) ?? -Infinity, this.listeningSinceMs);
-    return now - silentSince < this.options.lostAfterMs ? 'stale' : 'lost';
+    return now - silentSince < this.options.lostAfterMs + lag ? 'stale' : 'lost';
   }
 
   /**
@@ -370,8 +382,10 @@ export class Inventory {
       return fresh;
     }
     mine.credentialHash = row.credentialHash;
-    if (row.lastSeenMs !== null && (mine.lastSeenMs === null || row.lastSeenMs > mine.lastSeenMs))
+    if (row.lastSeenMs !== null && (mine.lastSeenMs === null || row.lastSeenMs > mine.lastSeenMs)) {
       mine.lastSeenMs = row.lastSeenMs;
+      this.heardHere.delete(id);
+    }
     return mine;
   }
 
@@ -387,6 +401,7 @@ export class Inventory {
     this.pending.delete(id);
     this.fingerprints.delete(id);
     this.joinedMs.delete(id);
+    this.heardHere.delete(id);
     this.reportHashes.delete(id);
     this.queuedAt.delete(id);
     this.provenCredentials.delete(id);
@@ -434,6 +449,7 @@ export class Inventory {
     // Not coming back: arriving (capacity to place on, not a recovery to tell of).
     const firstBeat = node.lastSeenMs === null;
     node.lastSeenMs = now;
+    this.heardHere.add(node.id);
     const versionsChanged =
       (input.agentVersion !== undefined && input.agentVersion !== node.agentVersion) ||
       (input.protocolVersion !== undefined && input.protocolVersion !== node.protocolVersion);
@@ -800,6 +816,7 @@ export class Inventory {
     if (node.lastSeenMs !== null && lastSeenMs <= node.lastSeenMs) return;
     const wasLive = this.liveness(node, now);
     node.lastSeenMs = lastSeenMs;
+    this.heardHere.delete(node.id);
     // The stored report is rewritten only when capacity changed, so a differing one is news.
     const fingerprint = withReport ? capacityFingerprint(report) : '';
     const reportChanged = withReport && report !== null && this.fingerprints.get(node.id) !== fingerprint;

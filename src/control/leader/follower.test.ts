@@ -26,7 +26,7 @@ afterEach(async () => {
 let clock = 1_000_000;
 const now = () => clock;
 
-async function instance(dir: string, leads: boolean | undefined) {
+async function instance(dir: string, leads: boolean | undefined, storeLagMs = 0) {
   const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') }, now });
   const catalog = await Catalog.create({ store });
   const inventory = await Inventory.create({
@@ -35,6 +35,7 @@ async function instance(dir: string, leads: boolean | undefined) {
     staleAfterMs: 15_000,
     lostAfterMs: 60_000,
     flushIntervalMs: 0,
+    storeLagMs,
   });
   const assignments = new AssignmentBoard(1);
   let ids = 0;
@@ -153,5 +154,45 @@ describe('a follower instance', () => {
       changes.some((w) => w.includes('cordoned')),
       `the change is announced: ${changes.join('; ')}`,
     ).toBe(true);
+  });
+
+  it("judges a node heard only through the store with the store's lag added, and one heard here without", async () => {
+    // Replays a CI failure: an agent whose control plane dropped off the network failed over inside its own
+    // window, yet the other instance had called it stale, because the last heartbeat it could read was
+    // already seconds old in the store.
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-follower-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const lag = 4_000;
+    const heard = await instance(dir, undefined, lag);
+    const other = await instance(dir, false, lag);
+    await heard.inventory.join({
+      id: 'n1',
+      hostname: 'n1',
+      mgmtAddr: null,
+      labels: {},
+      agentVersion: '1',
+      protocolVersion: 1,
+    });
+    heard.inventory.heartbeat(heard.inventory.get('n1')!, {});
+    await heard.inventory.flush();
+    await other.inventory.refresh();
+    const liveness = () => [
+      heard.inventory.liveness(heard.inventory.get('n1')!),
+      other.inventory.liveness(other.inventory.get('n1')!),
+    ];
+
+    clock += 15_000 + lag - 1;
+    expect(liveness(), 'past the window where it was heard; inside window and lag through the store').toEqual([
+      'stale',
+      'up',
+    ]);
+    clock += 1;
+    expect(liveness(), 'past both').toEqual(['stale', 'stale']);
+
+    // It fails over: heard here now, so this instance no longer allows for the store.
+    other.inventory.heartbeat(other.inventory.get('n1')!, {});
+    expect(liveness()[1]).toBe('up');
+    clock += 15_000;
+    expect(liveness()[1], 'a heartbeat heard here is judged on the window alone').toBe('stale');
   });
 });
