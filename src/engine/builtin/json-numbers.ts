@@ -1,11 +1,12 @@
 // Numbers in the JSON that the builtin engine's grammars write, bounded so
 // that every JSON parser reads each of them as a finite double with its
-// value. node-llama-cpp's schema grammars allow exponents of up to 16 digits
-// and llama.cpp's json.gbnf as many, so a model (the random-weight demo
-// most of all) could write `9e63764` or `-9e-8050`, which JavaScript reads as
-// Infinity and -0: clients' schema checks then fail on an answer the grammar
-// promised. Apart from llama-runtime.ts because this is grammar text, not
-// node-llama-cpp's API: pure functions over GBNF, tested on their own.
+// value. node-llama-cpp's schema grammars allowed exponents of up to 16
+// digits and llama.cpp's json.gbnf as many, so a model (the random-weight
+// demo most of all) could write `9e63764` or `-9e-8050`, which JavaScript
+// reads as Infinity and -0: clients' schema checks then failed on an answer
+// the grammar promised. The number rules below are what schema-grammar
+// writes, and json.gbnf's is rewritten to them. Apart from llama-runtime.ts
+// because this is grammar text, not node-llama-cpp's API.
 
 /**
  * A JSON number that is always finite, never rounds to zero, and whose
@@ -33,33 +34,6 @@ export const BOUNDED_NUMBER = '"-"? ("0" | [1-9] [0-9]{0,14}) ("." [0-9]{1,15})?
  * integer.
  */
 export const BOUNDED_INTEGER = '"-"? ("0" | [1-9] [0-9]{0,14})';
-
-/** node-llama-cpp's names for its number rules (reservedRuleNames in its gbnfConsts). */
-const SCHEMA_NUMBER_RULE = 'fractional-number-rule';
-const SCHEMA_INTEGER_RULE = 'integer-number-rule';
-
-/**
- * node-llama-cpp's rule bodies as it writes them (GbnfNumber). A schema whose
- * root is a number gets the body inlined in `root` rather than as a named
- * rule, so the body is replaced wherever it appears, too.
- */
-const SCHEMA_NUMBER_BODY = '"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?';
-const SCHEMA_INTEGER_BODY = '"-"? ("0" | [1-9] [0-9]{0,15}) ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?';
-
-/**
- * A grammar node-llama-cpp made from a JSON Schema (createGrammarForJsonSchema),
- * with its number and integer rules bounded. A grammar with no numbers comes
- * back as it was.
- */
-export function boundSchemaGrammarNumbers(gbnf: string): string {
-  return gbnf
-    .split(SCHEMA_NUMBER_BODY)
-    .join(BOUNDED_NUMBER)
-    .split(SCHEMA_INTEGER_BODY)
-    .join(BOUNDED_INTEGER)
-    .replace(new RegExp(`^${SCHEMA_NUMBER_RULE} ::= .*$`, 'gm'), `${SCHEMA_NUMBER_RULE} ::= ${BOUNDED_NUMBER}`)
-    .replace(new RegExp(`^${SCHEMA_INTEGER_RULE} ::= .*$`, 'gm'), `${SCHEMA_INTEGER_RULE} ::= ${BOUNDED_INTEGER}`);
-}
 
 /**
  * llama.cpp's json.gbnf (what `response_format: json_object` is written

@@ -26,7 +26,8 @@ import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
 import { MIN_SEQUENCE_CONTEXT_TOKENS, sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
 import { replyLogprobs, type TokenLogprob } from './logprobs.js';
-import { boundJsonGrammarNumbers, boundSchemaGrammarNumbers } from './json-numbers.js';
+import { boundJsonGrammarNumbers } from './json-numbers.js';
+import { answerCheck, schemaGrammar, type AnswerCheck } from './schema-grammar/index.js';
 import { forcedCall, forcedCallSchema, type ChatOutput, type JsonSchema, type ToolCall } from './tools.js';
 
 export interface ChatTurn {
@@ -63,6 +64,17 @@ export interface GenerationResult {
   finishReason: FinishReason;
   /** One entry per token of `text`; absent unless SamplingParams.logprobs asked for it. */
   logprobs?: TokenLogprob[];
+}
+
+/** How a structured answer is written: its grammar, and the check of what the grammar only approximates. */
+interface AnswerPlan {
+  grammar: LlamaGrammar;
+  /** Null: every answer the grammar writes validates, so none is held back. */
+  check: AnswerCheck | null;
+  /** Where the grammar approximates the schema, for the error when both tries break it. */
+  loose: string[];
+  /** The request field the schema came from. */
+  param: string;
 }
 
 export interface ChatResult extends GenerationResult {
@@ -301,7 +313,10 @@ export class BuiltinRuntime {
    * One chat answer. `output` decides its shape: free text, JSON under a
    * grammar, or tool calls (see ChatOutput). A schema that cannot become a
    * grammar is refused before a sequence is taken, so the client gets a 400
-   * and not a broken stream.
+   * and not a broken stream. Where the grammar only approximates the schema
+   * (see schema-grammar), the answer is held back, checked, and written once
+   * more if it breaks the schema; its text reaches `onText` only once it
+   * validates, and usage counts the tokens of both tries.
    */
   async chat(
     turns: readonly ChatTurn[],
@@ -310,7 +325,7 @@ export class BuiltinRuntime {
     onText: (text: string) => void,
     signal: AbortSignal,
   ): Promise<ChatResult> {
-    const grammar = await this.grammarFor(output);
+    const plan = await this.grammarFor(output);
     const functions = output.kind === 'tools' || output.kind === 'forcedTool' ? chatFunctions(output.tools) : undefined;
     const { history, tokens } = this.chatPrompt(turns, output, functions);
     const promptTokens = tokens.length;
@@ -322,18 +337,39 @@ export class BuiltinRuntime {
         chatWrapper: this.chatWrapper,
       });
       try {
-        const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, onText);
-        const result =
-          output.kind === 'tools'
-            ? await chat.generateResponse(history, {
-                ...options,
-                functions,
-                documentFunctionParams: true,
-                ...(output.parallel ? {} : { maxParallelFunctionCalls: 1 }),
-              })
-            : await chat.generateResponse(history, { ...options, ...(grammar ? { grammar } : {}) });
-        const reason = finishReason(result.metadata.stopReason, signal);
-        const base = { promptTokens, completionTokens: generated(), ...(await logprobs(promptTokens)) };
+        const check = plan?.check ?? null;
+        const attempt = async (seedShift: number, emit: (text: string) => void) => {
+          const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, emit);
+          const sampled = { ...options, seed: (options.seed + seedShift) % 2 ** 32 };
+          const result =
+            output.kind === 'tools'
+              ? await chat.generateResponse(history, {
+                  ...sampled,
+                  functions,
+                  documentFunctionParams: true,
+                  ...(output.parallel ? {} : { maxParallelFunctionCalls: 1 }),
+                })
+              : await chat.generateResponse(history, { ...sampled, ...(plan ? { grammar: plan.grammar } : {}) });
+          return { result, reason: finishReason(result.metadata.stopReason, signal), generated: generated(), logprobs };
+        };
+        let tried = await attempt(0, check ? () => {} : onText);
+        let spent = tried.generated;
+        if (check && tried.reason === 'stop' && check(tried.result.response) !== null) {
+          tried = await attempt(1, () => {});
+          spent += tried.generated;
+          const broken = tried.reason === 'stop' ? check(tried.result.response) : null;
+          if (broken !== null)
+            throw new LlmgwError(
+              'LLMGW_ANSWER_INVALID',
+              `the model wrote two answers that break the schema in ${plan!.param} (${broken}); ` +
+                `its grammar cannot enforce ${plan!.loose.join(', ')}, so answers are checked: ` +
+                'ask again, or leave those keywords out and check them yourself',
+              { context: { param: plan!.param } },
+            );
+        }
+        if (check && tried.result.response !== '') onText(tried.result.response);
+        const { result, reason } = tried;
+        const base = { promptTokens, completionTokens: spent, ...(await tried.logprobs(promptTokens)) };
         if (output.kind === 'forcedTool') {
           return {
             ...base,
@@ -358,29 +394,29 @@ export class BuiltinRuntime {
     });
   }
 
-  /** The grammar an answer is written under; undefined for free text and for calls the template's syntax governs. */
-  private async grammarFor(output: ChatOutput): Promise<LlamaGrammar | undefined> {
-    if (output.kind === 'json' && output.schema === undefined)
-      return this.rewritten(await this.llama.getGrammarFor('json'), boundJsonGrammarNumbers);
-    const [schema, param] =
+  /**
+   * The grammar an answer is written under, with the check of what it only
+   * approximates (null = every answer it writes validates); undefined for
+   * free text and for calls the template's syntax governs.
+   */
+  private async grammarFor(output: ChatOutput): Promise<AnswerPlan | undefined> {
+    if (output.kind === 'json' && output.schema === undefined) {
+      const grammar = await this.rewritten(await this.llama.getGrammarFor('json'), boundJsonGrammarNumbers);
+      return { grammar, check: null, loose: [], param: output.param };
+    }
+    const target: [JsonSchema, string] | null =
       output.kind === 'json'
         ? [output.schema!, output.param]
         : output.kind === 'forcedTool'
-          ? [forcedCallSchema(output.tools), 'tools']
-          : [];
-    if (!schema) return undefined;
-    let grammar: LlamaGrammar;
-    try {
-      grammar = await this.llama.createGrammarForJsonSchema<GbnfJsonSchema>(schema as GbnfJsonSchema);
-    } catch (err) {
-      throw new LlmgwError(
-        'LLMGW_BAD_REQUEST',
-        `the JSON schema in ${param} cannot be turned into a grammar (${err instanceof Error ? err.message : String(err)}); ` +
-          'use the types, properties, items, enum, const, oneOf and $defs/$ref that llama.cpp grammars support',
-        { context: { param } },
-      );
-    }
-    return this.rewritten(grammar, boundSchemaGrammarNumbers);
+          ? [forcedCallSchema(output.tools), output.tools.length === 1 ? output.tools[0]!.param : 'tools']
+          : null;
+    if (!target) return undefined;
+    const [schema, param] = target;
+    // Both throw the client's 400 for a schema no answer could meet; the grammar names where.
+    const { gbnf, loose } = schemaGrammar(schema, param);
+    const check = loose.length > 0 ? answerCheck(schema, param) : null;
+    const grammar = await this.llama.createGrammar({ grammar: gbnf });
+    return { grammar, check, loose, param };
   }
 
   /**

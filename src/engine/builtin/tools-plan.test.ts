@@ -1,9 +1,10 @@
 // The plans tools.ts and choices.ts make, without a model: which request
-// fields combine, how a client's schema becomes one a grammar enforces whole,
-// and how n choices share one request's fate.
+// fields combine, which schema a forced call is written under, and how n
+// choices share one request's fate. (How a schema becomes a grammar is
+// schema-grammar's, tested there.)
 import { describe, expect, it } from 'vitest';
 import { choiceSeed, runChoices } from './choices.js';
-import { chatOutput, forcedCall, forcedCallSchema, grammarSchema } from './tools.js';
+import { chatOutput, forcedCall, forcedCallSchema } from './tools.js';
 
 const fn = (name: string, parameters?: Record<string, unknown>) => ({
   type: 'function' as const,
@@ -23,7 +24,7 @@ describe('chatOutput', () => {
       chatOutput({ tools: [fn('a'), fn('b')], tool_choice: { type: 'function', function: { name: 'b' } } }),
     ).toMatchObject({
       kind: 'forcedTool',
-      tools: [{ name: 'b', parameters: { type: 'object', properties: {} } }],
+      tools: [{ name: 'b', parameters: { type: 'object', properties: {} }, param: 'tools[1].function.parameters' }],
     });
     expect(chatOutput({ response_format: { type: 'json_object' } })).toEqual({
       kind: 'json',
@@ -47,64 +48,36 @@ describe('chatOutput', () => {
       'accepted',
     );
     expect(refusal({ tool_choice: 'required' })).toBe('tool_choice');
+    // Regression: a forced call whose schema had a pattern (or a minimum, or a format) was refused; such keywords
+    // are now enforced by the grammar, or checked after, so the plan takes them.
     expect(
       refusal({
         tools: [fn('a', { type: 'object', properties: { x: { type: 'string', pattern: 'x' } } })],
         tool_choice: 'required',
       }),
-    ).toBe('tools[0].function.parameters.properties.x.pattern');
-  });
-});
-
-describe('grammarSchema', () => {
-  it('keeps what grammars enforce, drops annotations and turns anyOf into oneOf', () => {
-    expect(
-      grammarSchema(
-        {
-          $schema: 'x',
-          title: 'T',
-          type: 'object',
-          description: 'd',
-          properties: { a: { anyOf: [{ type: 'string' }, { type: 'null' }], default: null } },
-          required: ['a'],
-        },
-        'p',
-      ),
-    ).toEqual({
-      type: 'object',
-      description: 'd',
-      properties: { a: { oneOf: [{ type: 'string' }, { type: 'null' }] } },
-      required: ['a'],
-    });
-  });
-
-  it('refuses what a grammar would silently let through, naming where', () => {
-    const where = (schema: unknown) => {
-      try {
-        grammarSchema(schema, 's');
-      } catch (err) {
-        return [(err as { context: { param: string } }).context.param, (err as Error).message];
-      }
-      return 'accepted';
-    };
-    expect(where({ type: ['object', 'null'] })[0]).toBe('s.type');
-    expect(where({ type: 'string', format: 'email' })[0]).toBe('s.format');
-    expect(where({ type: 'array', items: { type: 'integer', maximum: 3 } })[0]).toBe('s.items.maximum');
-    expect(where({ properties: {} })).toEqual(['s', expect.stringContaining('give it a type')]);
-    expect(where({ $ref: '#/definitions/x' })[0]).toBe('s.$ref');
-    expect(where({ type: ['string', 'null'] })).toBe('accepted');
+    ).toBe('accepted');
   });
 });
 
 describe('forced calls', () => {
   it('constrain one tool to its arguments, several to a name and its own arguments', () => {
-    const a = { name: 'a', description: undefined, parameters: { type: 'boolean' } };
-    const b = { name: 'b', description: undefined, parameters: { type: 'null' } };
+    const a = { name: 'a', description: undefined, parameters: { type: 'boolean' }, param: 'tools[0]' };
+    const b = { name: 'b', description: undefined, parameters: { type: 'null' }, param: 'tools[1]' };
     expect(forcedCallSchema([a])).toEqual({ type: 'boolean' });
     expect(forcedCallSchema([a, b])).toEqual({
-      oneOf: [
-        { type: 'object', properties: { name: { const: 'a' }, arguments: { type: 'boolean' } } },
-        { type: 'object', properties: { name: { const: 'b' }, arguments: { type: 'null' } } },
+      anyOf: [
+        {
+          type: 'object',
+          properties: { name: { const: 'a' }, arguments: { type: 'boolean' } },
+          required: ['name', 'arguments'],
+          additionalProperties: false,
+        },
+        {
+          type: 'object',
+          properties: { name: { const: 'b' }, arguments: { type: 'null' } },
+          required: ['name', 'arguments'],
+          additionalProperties: false,
+        },
       ],
     });
     expect(forcedCall([a], 'true')).toEqual({ name: 'a', arguments: 'true' });

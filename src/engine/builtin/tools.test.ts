@@ -332,28 +332,48 @@ describe('n choices', () => {
   });
 });
 
-describe('schemas a grammar cannot enforce', () => {
-  it('are refused for forced calls and json_schema, naming the keyword, but served under tool_choice auto', async () => {
-    const loose = { type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]{3}$' } } };
+describe('schemas with ranges and patterns', () => {
+  // Regression: a forced call or json_schema whose schema had a pattern or a minimum was refused with a 400
+  // (`z.number().int()` sends both bounds); the grammar now holds them.
+  it('are served for forced calls and json_schema, and their answers validate; one no answer could meet is a 400 naming where', async () => {
+    const coded = {
+      type: 'object',
+      properties: { code: { type: 'string', pattern: '^[A-Z]{3}$' } },
+      required: ['code'],
+      additionalProperties: false,
+    };
+    const forced = await client.chat.completions.create({
+      model: MODEL,
+      messages: ASK,
+      tools: [{ type: 'function', function: { name: 'f', parameters: coded } }],
+      tool_choice: 'required',
+      max_tokens: 50,
+    });
+    const call = forced.choices[0]!.message.tool_calls![0]!;
+    if (call.type !== 'function') throw new Error('not a function call');
+    expectValid(ajv.compile(coded), call.function.arguments);
+    const ranged = { type: 'integer', minimum: 3, maximum: 7 };
+    const json = await client.chat.completions.create({
+      model: MODEL,
+      messages: ASK,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: ranged } },
+      max_tokens: 10,
+    });
+    expectValid(ajv.compile(ranged), json.choices[0]!.message.content!);
     await expect(
       client.chat.completions.create({
         model: MODEL,
         messages: ASK,
-        tools: [{ type: 'function', function: { name: 'f', parameters: loose } }],
-        tool_choice: 'required',
+        response_format: {
+          type: 'json_schema',
+          json_schema: { name: 'x', schema: { type: 'string', minLength: 4, maxLength: 2 } },
+        },
       }),
-    ).rejects.toMatchObject({ status: 400, param: 'tools[0].function.parameters.properties.code.pattern' });
-    await expect(
-      client.chat.completions.create({
-        model: MODEL,
-        messages: ASK,
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 3 } } },
-      }),
-    ).rejects.toMatchObject({ status: 400, param: 'response_format.json_schema.schema.minimum' });
+    ).rejects.toMatchObject({ status: 400, param: 'response_format.json_schema.schema.minLength' });
     const auto = await client.chat.completions.create({
       model: MODEL,
       messages: ASK,
-      tools: [{ type: 'function', function: { name: 'f', parameters: loose } }],
+      tools: [{ type: 'function', function: { name: 'f', parameters: coded } }],
       max_tokens: 3,
     });
     expect(auto.choices).toHaveLength(1);

@@ -57,6 +57,8 @@ export interface ToolSpec {
   description: string | undefined;
   /** The arguments' schema; a function without one takes an empty object. */
   parameters: JsonSchema;
+  /** The request field the schema came from, for messages about it. */
+  param: string;
 }
 
 /**
@@ -95,139 +97,14 @@ function refused(param: string, message: string): LlmgwError {
 
 const EMPTY_PARAMETERS: JsonSchema = { type: 'object', properties: {} };
 
-/** Words that describe a schema without constraining a value; dropped before the grammar is made. */
-const ANNOTATIONS = new Set([
-  'title',
-  'description',
-  '$schema',
-  '$id',
-  '$comment',
-  'default',
-  'examples',
-  'deprecated',
-  'readOnly',
-  'writeOnly',
-  'strict',
-]);
-/** What llama.cpp grammars (through node-llama-cpp) enforce; `required` is moot since every property is written. */
-const ENFORCED = new Set([
-  'type',
-  'properties',
-  'required',
-  'additionalProperties',
-  'minProperties',
-  'maxProperties',
-  'items',
-  'prefixItems',
-  'minItems',
-  'maxItems',
-  'enum',
-  'const',
-  'oneOf',
-  'anyOf',
-  '$defs',
-  '$ref',
-  'minLength',
-  'maxLength',
-  'format',
-]);
-const SCALAR_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null']);
-const TYPES = new Set([...SCALAR_TYPES, 'object', 'array']);
-const FORMATS = new Set(['date-time', 'date', 'time']);
-
-/**
- * A client's JSON Schema as node-llama-cpp's grammar builder takes it, or a
- * 400 naming the first part it cannot enforce. node-llama-cpp ignores what
- * it does not know (a `pattern`, a `minimum`, an unknown type), and an
- * ignored constraint would let an answer through that does not validate;
- * refusing it keeps "the answer validates" true. anyOf becomes oneOf: the
- * grammar writes one branch, which satisfies either.
- */
-export function grammarSchema(schema: unknown, param: string): JsonSchema {
-  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) {
-    throw refused(param, `${param} is not a JSON Schema object`);
-  }
-  const out: JsonSchema = {};
-  const entries = Object.entries(schema as JsonSchema);
-  if (
-    !entries.some(
-      ([key]) =>
-        key === 'type' || key === 'enum' || key === 'const' || key === 'oneOf' || key === 'anyOf' || key === '$ref',
-    )
-  ) {
-    throw refused(
-      param,
-      `${param} says nothing about its value; give it a type (or enum, const, oneOf, anyOf or $ref)`,
-    );
-  }
-  for (const [key, value] of entries) {
-    const at = `${param}.${key}`;
-    if (ANNOTATIONS.has(key)) {
-      if (key === 'description' && typeof value === 'string') out[key] = value;
-      continue;
-    }
-    if (!ENFORCED.has(key)) {
-      throw refused(
-        at,
-        `${key} at ${at} is not enforced by llama.cpp grammars, so answers could break it; leave it out or check it yourself`,
-      );
-    }
-    if (key === 'type') {
-      const types = Array.isArray(value) ? value : [value];
-      for (const type of types) {
-        if (typeof type !== 'string' || !TYPES.has(type))
-          throw refused(at, `type ${JSON.stringify(type)} at ${at} is not a JSON Schema type`);
-        if (Array.isArray(value) && !SCALAR_TYPES.has(type))
-          throw refused(
-            at,
-            `a list of types at ${at} may name only string, number, integer, boolean and null; use anyOf for ${type}`,
-          );
-      }
-      out[key] = value;
-    } else if (key === 'format') {
-      if (typeof value !== 'string' || !FORMATS.has(value))
-        throw refused(
-          at,
-          `format ${JSON.stringify(value)} at ${at} is not enforced; llama.cpp grammars know date-time, date and time`,
-        );
-      out[key] = value;
-    } else if (key === 'properties' || key === '$defs') {
-      if (typeof value !== 'object' || value === null || Array.isArray(value))
-        throw refused(at, `${at} must be an object of schemas`);
-      out[key] = Object.fromEntries(
-        Object.entries(value as JsonSchema).map(([name, sub]) => [name, grammarSchema(sub, `${at}.${name}`)]),
-      );
-    } else if (key === 'items' || (key === 'additionalProperties' && typeof value !== 'boolean')) {
-      out[key] = grammarSchema(value, at);
-    } else if (key === 'prefixItems' || key === 'oneOf' || key === 'anyOf') {
-      if (!Array.isArray(value) || value.length === 0) throw refused(at, `${at} must be a non-empty list of schemas`);
-      out[key === 'anyOf' ? 'oneOf' : key] = value.map((sub, i) => grammarSchema(sub, `${at}[${i}]`));
-    } else if (key === '$ref') {
-      if (typeof value !== 'string' || !value.startsWith('#/$defs/'))
-        throw refused(at, `${at} must point into $defs ("#/$defs/name")`);
-      out[key] = value;
-    } else {
-      out[key] = value;
-    }
-  }
-  return out;
-}
-
 /** Reads the request's tool and format fields into one plan; contradictions are 400s naming the field. */
 export function chatOutput(request: ToolRequest): ChatOutput {
-  const tools: ToolSpec[] = (request.tools ?? []).map((tool) => ({
+  const tools: ToolSpec[] = (request.tools ?? []).map((tool, i) => ({
     name: tool.function.name,
     description: tool.function.description ?? undefined,
     parameters: tool.function.parameters ?? EMPTY_PARAMETERS,
+    param: `tools[${i}].function.parameters`,
   }));
-  // A forced call promises arguments that validate, so its schemas must be
-  // enforceable whole; under "auto" node-llama-cpp enforces what it can and
-  // a schema with a `pattern` or `minimum` (common in real tool lists) is
-  // still served.
-  const enforced = (tool: ToolSpec): ToolSpec => {
-    const i = tools.indexOf(tool);
-    return { ...tool, parameters: grammarSchema(tool.parameters, `tools[${i}].function.parameters`) };
-  };
   const names = new Set<string>();
   for (const [i, tool] of tools.entries()) {
     if (names.has(tool.name))
@@ -250,19 +127,18 @@ export function chatOutput(request: ToolRequest): ChatOutput {
         tools.length === 0 ? 'no tools were sent' : `the tools are ${tools.map((t) => `"${t.name}"`).join(', ')}`;
       throw refused('tool_choice', `tool_choice names "${choice.function.name}" but ${known}`);
     }
-    return { kind: 'forcedTool', tools: [enforced(named)] };
+    return { kind: 'forcedTool', tools: [named] };
   }
   if (choice === 'required') {
     if (tools.length === 0) throw refused('tool_choice', 'tool_choice "required" needs at least one tool in tools');
-    return { kind: 'forcedTool', tools: tools.map(enforced) };
+    return { kind: 'forcedTool', tools };
   }
   if (calls) return { kind: 'tools', tools, parallel: request.parallel_tool_calls ?? true };
   if (format.type === 'json_object') return { kind: 'json', schema: undefined, param: 'response_format' };
   if (format.type === 'json_schema') {
     // OpenAI lets a json_schema format omit its schema; then any JSON object is the answer.
     const param = 'response_format.json_schema.schema';
-    const schema = format.json_schema.schema ? grammarSchema(format.json_schema.schema, param) : undefined;
-    return { kind: 'json', schema, param };
+    return { kind: 'json', schema: format.json_schema.schema ?? undefined, param };
   }
   return { kind: 'text' };
 }
@@ -275,10 +151,13 @@ export function chatOutput(request: ToolRequest): ChatOutput {
  */
 export function forcedCallSchema(tools: readonly ToolSpec[]): JsonSchema {
   if (tools.length === 1) return tools[0]!.parameters;
+  // anyOf, not oneOf: the names differ, so a call meets exactly one branch and needs no check for it.
   return {
-    oneOf: tools.map((tool) => ({
+    anyOf: tools.map((tool) => ({
       type: 'object',
       properties: { name: { const: tool.name }, arguments: tool.parameters },
+      required: ['name', 'arguments'],
+      additionalProperties: false,
     })),
   };
 }
