@@ -270,4 +270,33 @@ describe('POST /v1/responses, natively and translated', () => {
       'the first attempt went natively',
     ).toEqual(['/v1/responses']);
   });
+  it("names the fields the client sent in an engine's 400 about the translated request", async () => {
+    // Regression: a schema the engine refused came back naming response_format, which a Responses client never sent.
+    const refusing = await scripted((_body, res) => {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          error: {
+            message: 'minLength 4 at response_format.json_schema.schema is above its maxLength 2: no string meets both',
+            type: 'invalid_request_error',
+            param: 'response_format.json_schema.schema.minLength',
+            code: null,
+          },
+        }),
+      );
+    });
+    const h = await harness({ [TRANSLATED]: [refusing.replica] });
+    const err = await h
+      .client()
+      .responses.create({
+        model: TRANSLATED,
+        input: 'x',
+        text: { format: { type: 'json_schema', name: 's', schema: { type: 'string', minLength: 4, maxLength: 2 } } },
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BadRequestError);
+    expect((err as BadRequestError).param).toBe('text.format.schema.minLength');
+    expect((err as BadRequestError).message).toContain('minLength 4 at text.format.schema is above');
+    expect(refusing.seen[0]!.body.response_format, "the engine was sent Chat's field").toBeDefined();
+  });
 });

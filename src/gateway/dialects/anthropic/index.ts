@@ -15,7 +15,7 @@ import { anthropicErrorBody, anthropicErrorType } from './errors.js';
 import { AnthropicRelayHandler } from './relay.js';
 import { toChatRequest, type AnthropicCall } from './request.js';
 
-export { toChatRequest, type AnthropicCall, type TranslatedRequest } from './request.js';
+export { toChatRequest, MESSAGES_PARAMS, type AnthropicCall, type TranslatedRequest } from './request.js';
 export { toMessage, stopReasonOf, toolInput, usageOf, type AnthropicMessage, type StopReason } from './response.js';
 export { MessageStreamTranslator, sseEvent } from './stream.js';
 export { anthropicErrorBody, anthropicErrorType, toAnthropicError } from './errors.js';

@@ -7,7 +7,8 @@
 // engine's own bytes (the tail) for accounting. What is Anthropic's here is
 // the translator and the shape of a whole answer, and message_start held
 // for the prompt's count when the relay is given one to wait for.
-import { MessageStreamTranslator, toAnthropicError, toMessage, type AnthropicCall } from './index.js';
+import { renameErrorParams } from '../../core/param-names.js';
+import { MessageStreamTranslator, MESSAGES_PARAMS, toAnthropicError, toMessage, type AnthropicCall } from './index.js';
 import type { Outcome, RelayHooks, RelayTarget } from '../../core/relay.js';
 import { TranslatingRelay } from '../../core/relay-translating.js';
 import { messageJson } from './response.js';
@@ -45,7 +46,7 @@ export class AnthropicRelayHandler extends TranslatingRelay {
 
   /** A whole answer as a Message, or the engine's error in Anthropic's shape with its status. */
   protected whole(body: string, status: number): { status: number; body: string } {
-    if (status >= 400) return { status, body: toAnthropicError(body, status) };
+    if (status >= 400) return { status, body: toAnthropicError(renameErrorParams(body, MESSAGES_PARAMS), status) };
     try {
       return {
         status,

@@ -12,6 +12,7 @@
 // wants them right after the assistant's call). thinking blocks in history
 // are dropped: no engine behind llmgw takes them back.
 import { LlmgwError } from '../../../errors/index.js';
+import type { ParamRenames } from '../../core/param-names.js';
 
 /** What the answer is translated back with. */
 export interface AnthropicCall {
@@ -61,6 +62,14 @@ const KNOWN = new Set([
  * LLMGW_BAD_REQUEST naming the field. `forCount`: a count_tokens body,
  * which has no max_tokens (and the chat body then none either).
  */
+/** Chat's field names as the Messages API names them, for an engine's 400 about a translated request (see param-names.ts). */
+export const MESSAGES_PARAMS: ParamRenames = [
+  [/tools\[(\d+)\]\.function\.parameters/, 'tools[$1].input_schema'],
+  [/tools\[(\d+)\]\.function\.name/, 'tools[$1].name'],
+  [/max_completion_tokens/, 'max_tokens'],
+  [/stop(?!_)/, 'stop_sequences'],
+];
+
 export function toChatRequest(body: unknown, forCount = false): TranslatedRequest {
   if (!isObject(body)) throw bad('body', 'the request body must be a JSON object');
   for (const key of Object.keys(body)) {

@@ -14,8 +14,10 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { ErrorCode } from '../../../errors/index.js';
 import { openAiErrorBody, openAiErrorType } from '../../core/errors.js';
+import { renameErrorParams } from '../../core/param-names.js';
 import { RelayHandler, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from '../../core/relay.js';
 import { TranslatingRelay, type StreamTranslator } from '../../core/relay-translating.js';
+import { RESPONSES_PARAMS } from './translations.js';
 
 /**
  * What the router needs of a Responses request once admitted: how to send it
@@ -231,7 +233,7 @@ export class ResponsesRelayHandler extends TranslatingRelay {
 
   /** A whole answer as a Response (kept), or the engine's error as it sent it (OpenAI's shape already) with its status. */
   protected whole(body: string, status: number): { status: number; body: string } {
-    if (status >= 400) return { status, body };
+    if (status >= 400) return { status, body: renameErrorParams(body, RESPONSES_PARAMS) };
     try {
       const response = this.call.toResponse(JSON.parse(body));
       this.keep(response);

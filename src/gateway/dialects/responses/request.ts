@@ -13,6 +13,7 @@
 // chat's in tools.ts.
 import { z } from 'zod';
 import { describeIssues } from '../../../validation/index.js';
+import type { ParamRenames } from '../../core/param-names.js';
 import { chatMessages } from './input-items.js';
 import { bad, isObject, type Json } from './refuse.js';
 import { chatToolChoice, chatTools, responseFormat } from './tools.js';
@@ -113,6 +114,17 @@ const INCLUDABLE = new Set([
  * the field. Every input item is checked here, so a bad one is refused
  * before the previous conversation is fetched.
  */
+/** Chat's field names as this API names them, for an engine's 400 about a translated request (see param-names.ts). */
+export const RESPONSES_PARAMS: ParamRenames = [
+  [/response_format\.json_schema\.schema/, 'text.format.schema'],
+  [/response_format\.json_schema/, 'text.format'],
+  [/response_format/, 'text.format'],
+  [/tools\[(\d+)\]\.function\.parameters/, 'tools[$1].parameters'],
+  [/tools\[(\d+)\]\.function\.name/, 'tools[$1].name'],
+  [/max_completion_tokens|max_tokens/, 'max_output_tokens'],
+  [/messages(\[\d+\])?/, 'input'],
+];
+
 export function parseRequest(body: unknown): ResponsesRequest {
   if (!isObject(body)) throw bad('body', 'the request body must be a JSON object');
   const parsed = RequestSchema.safeParse(body);

@@ -5,6 +5,7 @@
 // of their own: the Responses API answers in OpenAI's error shape.
 export {
   parseRequest,
+  RESPONSES_PARAMS,
   itemReferences,
   toChat,
   toNative,
