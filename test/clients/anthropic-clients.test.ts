@@ -19,6 +19,7 @@ import {
   jsonSchemaOf,
   schemaErrors,
   SHAPED_MAX_TOKENS,
+  streamedForecast,
   TEXT_MAX_TOKENS,
   weatherArgs,
 } from '../support/client-schemas.js';
@@ -135,7 +136,7 @@ describe('AI SDK with @ai-sdk/anthropic', () => {
   it('streamObject streams partial objects to one that validates', async () => {
     const result = streamObject({
       model: model(),
-      schema: forecast,
+      schema: streamedForecast,
       prompt: PROMPT,
       maxOutputTokens: SHAPED_MAX_TOKENS,
       maxRetries: 0,
@@ -143,7 +144,7 @@ describe('AI SDK with @ai-sdk/anthropic', () => {
     let partials = 0;
     for await (const _partial of result.partialObjectStream) partials++;
     expect(partials, 'partial objects while it streams').toBeGreaterThan(1);
-    expectValid(forecast, await result.object, 'the final object');
+    expectValid(streamedForecast, await result.object, 'the final object');
     expect((await result.usage).inputTokens).toBeGreaterThan(0);
   });
 

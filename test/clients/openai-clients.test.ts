@@ -31,6 +31,7 @@ import {
   parseJson,
   schemaErrors,
   SHAPED_MAX_TOKENS,
+  streamedForecast,
   TEXT_MAX_TOKENS,
   weatherArgs,
 } from '../support/client-schemas.js';
@@ -264,7 +265,7 @@ describe.each(aiSdkModels)('AI SDK with %s', (_name, model) => {
   it('streamObject streams partial objects to one that validates', async () => {
     const result = streamObject({
       model: model(),
-      schema: forecast,
+      schema: streamedForecast,
       prompt: PROMPT,
       maxOutputTokens: SHAPED_MAX_TOKENS,
       maxRetries: 0,
@@ -272,7 +273,7 @@ describe.each(aiSdkModels)('AI SDK with %s', (_name, model) => {
     let partials = 0;
     for await (const _partial of result.partialObjectStream) partials++;
     expect(partials, 'partial objects while it streams').toBeGreaterThan(1);
-    expectValid(forecast, await result.object, 'the final object');
+    expectValid(streamedForecast, await result.object, 'the final object');
     expect((await result.usage).outputTokens).toBeGreaterThan(0);
   });
 

@@ -32,6 +32,15 @@ export const forecast = z.object({
 });
 
 /**
+ * `forecast` less its email, for streams that should arrive piece by piece.
+ * The builtin engine's grammar writes an email's format but checks zod's
+ * pattern for it only once the answer is whole, so it holds such an answer
+ * back until it validates and the client gets it in one delta; everything
+ * here the grammar enforces as it writes, so partial objects stream.
+ */
+export const streamedForecast = forecast.omit({ contact: true });
+
+/**
  * Reply budget for an answer the grammar shapes: the demo's free strings run
  * 50-200 tokens, so 1,200 leaves a wide margin inside its 4,096-token context
  * (a tool prompt is about 1,000) while an unshaped reply would still stop.
