@@ -12,6 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseLlamaServerVersion } from '../../src/agent/probe/engines.js';
@@ -252,6 +253,31 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
       usage!.completion_tokens,
     );
     expect(after.prompt_tokens - before.prompt_tokens).toBe(usage!.prompt_tokens);
+  });
+
+  it("counts a Messages stream's prompt for message_start with llama.cpp's own template and tokenizer", async () => {
+    // Guards against message_start saying input_tokens 0 on llama.cpp, whose /tokenize takes text only.
+    const anthropic = new Anthropic({ baseURL: control.urls.client, apiKey: key.secret, maxRetries: 0 });
+    const params = {
+      model: 'tiny-llama',
+      max_tokens: 4,
+      system: 'Be brief.',
+      messages: [{ role: 'user' as const, content: 'Tell me about rivers.' }],
+    };
+    const stream = anthropic.messages.stream(params);
+    let start: number | null = null;
+    stream.on('streamEvent', (e) => {
+      if (e.type === 'message_start') start = e.message.usage.input_tokens;
+    });
+    const final = await stream.finalMessage();
+    expect(final.usage.input_tokens, 'llama.cpp counted the prompt').toBeGreaterThan(0);
+    expect(start, 'message_start said the count llama.cpp reports at the end').toBe(final.usage.input_tokens);
+    const counted = await anthropic.messages.countTokens({
+      model: params.model,
+      system: params.system,
+      messages: params.messages,
+    });
+    expect(counted.input_tokens, 'count_tokens agrees').toBe(final.usage.input_tokens);
   });
 
   it('survives a client that goes away mid-stream: the same engine serves the next request', async () => {

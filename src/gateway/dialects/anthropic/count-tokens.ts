@@ -10,7 +10,56 @@ import type { RoutedModel, RouterReplica } from '../../ports/index.js';
 import type { Upstream } from '../../core/upstreams.js';
 import type { ParsedRequest } from '../../core/validate.js';
 
-/** The replica's answer to /tokenize for the chat request's messages (and tools), with the chat template applied. */
+/**
+ * Engines that count a chat request's prompt as their usage will: vLLM's
+ * /tokenize takes chat messages (and tools) and applies the chat template,
+ * as the builtin and sim engines' do; llama.cpp's takes text only, so its
+ * template is applied first (/apply-template) and the text counted with the
+ * special tokens its chat completions add. An engine not named
+ * (RouterReplica.engine absent) may have neither.
+ */
+export const COUNTS_PROMPTS: ReadonlySet<string> = new Set(['vllm', 'builtin', 'sim', 'llamacpp']);
+
+/** One POST of JSON to the replica, answered with its status and text. */
+async function ask(
+  gw: DialectHost,
+  replica: RouterReplica,
+  upstream: Upstream,
+  path: string,
+  body: unknown,
+  requestId: string,
+): Promise<{ status: number; text: string }> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json',
+    'x-request-id': requestId,
+  };
+  if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
+  const res = await upstream.pool.request({
+    path: `${upstream.basePath}${path}`,
+    method: 'POST',
+    headers,
+    body: JSON.stringify(body),
+    headersTimeout: gw.options.timeouts.headersTimeoutMs,
+    bodyTimeout: gw.options.timeouts.idleBodyTimeoutMs,
+  });
+  return { status: res.statusCode, text: await res.body.text() };
+}
+
+/** A 200 answer's JSON; undefined for anything else. */
+function answered(status: number, text: string): Record<string, unknown> | undefined {
+  if (status !== 200) return undefined;
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The chat request's prompt tokens as the replica's engine counts them, or
+ * the status of the answer that said it cannot (see COUNTS_PROMPTS).
+ */
 async function askTokenizer(
   gw: DialectHost,
   replica: RouterReplica,
@@ -18,39 +67,35 @@ async function askTokenizer(
   model: RoutedModel,
   parsed: ParsedRequest,
   requestId: string,
-): Promise<{ status: number; text: string }> {
+): Promise<{ count: number } | { status: number }> {
+  const tools = parsed.body.tools === undefined ? {} : { tools: parsed.body.tools };
+  if (replica.engine === 'llamacpp') {
+    const template = await ask(
+      gw,
+      replica,
+      upstream,
+      '/apply-template',
+      { messages: parsed.body.messages, ...tools },
+      requestId,
+    );
+    const prompt = answered(template.status, template.text)?.prompt;
+    if (typeof prompt !== 'string') return { status: template.status === 200 ? 502 : template.status };
+    const tokenized = await ask(gw, replica, upstream, '/tokenize', { content: prompt, add_special: true }, requestId);
+    const tokens = answered(tokenized.status, tokenized.text)?.tokens;
+    return Array.isArray(tokens)
+      ? { count: tokens.length }
+      : { status: tokenized.status === 200 ? 502 : tokenized.status };
+  }
   const served = replica.servedNames ?? [model.name, ...model.aliases];
-  const body = JSON.stringify({
+  const body = {
     model: served.includes(parsed.model) ? parsed.model : model.name,
     messages: parsed.body.messages,
-    ...(parsed.body.tools === undefined ? {} : { tools: parsed.body.tools }),
+    ...tools,
     add_generation_prompt: true,
-  });
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    accept: 'application/json',
-    'x-request-id': requestId,
   };
-  if (replica.engineSecret !== undefined) headers.authorization = `Bearer ${replica.engineSecret}`;
-  const { pool, basePath } = upstream;
-  const res = await pool.request({
-    path: `${basePath}/tokenize`,
-    method: 'POST',
-    headers,
-    body,
-    headersTimeout: gw.options.timeouts.headersTimeoutMs,
-    bodyTimeout: gw.options.timeouts.idleBodyTimeoutMs,
-  });
-  return { status: res.statusCode, text: await res.body.text() };
-}
-
-/** The `count` of a 200 /tokenize answer; undefined for anything else. */
-function countOf(status: number, text: string): unknown {
-  try {
-    return status === 200 ? (JSON.parse(text) as { count?: unknown }).count : undefined;
-  } catch {
-    return undefined;
-  }
+  const { status, text } = await ask(gw, replica, upstream, '/tokenize', body, requestId);
+  const count = answered(status, text)?.count;
+  return typeof count === 'number' ? { count } : { status: status === 200 ? 502 : status };
 }
 
 /**
@@ -67,9 +112,8 @@ export async function promptCount(
   requestId: string,
 ): Promise<number | null> {
   try {
-    const { status, text } = await askTokenizer(gw, replica, gw.upstreamOf(replica), model, parsed, requestId);
-    const count = countOf(status, text);
-    return typeof count === 'number' ? count : null;
+    const counted = await askTokenizer(gw, replica, gw.upstreamOf(replica), model, parsed, requestId);
+    return 'count' in counted ? counted.count : null;
   } catch {
     return null;
   }
@@ -77,10 +121,8 @@ export async function promptCount(
 
 /**
  * POST /v1/messages/count_tokens: the prompt counted by the engine's own
- * tokenizer, at one ready replica of the model: vLLM's /tokenize, which
- * takes chat messages (and tools) and applies the model's chat template,
- * as the builtin and sim engines' do. An engine without one that does
- * (llama.cpp's takes text only) is refused with a 400 saying so; with no
+ * tokenizer, at one ready replica of the model (see COUNTS_PROMPTS). An
+ * engine without one is refused with a 400 saying so; with no
  * ready replica, 503 (nothing is held or started for a count). The call
  * counts against the key's request limit and costs it no tokens.
  */
@@ -98,10 +140,9 @@ export async function countTokens(gw: DialectHost, request: FastifyRequest, repl
     );
   }
   const { replica, upstream } = chosen;
-  let status: number;
-  let text: string;
+  let counted: Awaited<ReturnType<typeof askTokenizer>>;
   try {
-    ({ status, text } = await askTokenizer(gw, replica, upstream, model, parsed, request.id));
+    counted = await askTokenizer(gw, replica, upstream, model, parsed, request.id);
   } catch (err) {
     return gw.refuse(
       reply,
@@ -110,14 +151,14 @@ export async function countTokens(gw: DialectHost, request: FastifyRequest, repl
       `replica ${replica.id} of \`${model.name}\` did not answer count_tokens: ${describeNetError(err)}`,
     );
   }
-  const count = countOf(status, text);
-  if (typeof count === 'number') {
+  if ('count' in counted) {
     gw.count(model.name, 200, key);
     return reply
       .code(200)
       .header('content-type', 'application/json')
-      .send(JSON.stringify({ input_tokens: count }));
+      .send(JSON.stringify({ input_tokens: counted.count }));
   }
+  const { status } = counted;
   if (status >= 500)
     return gw.refuse(
       reply,
@@ -129,8 +170,8 @@ export async function countTokens(gw: DialectHost, request: FastifyRequest, repl
     reply,
     400,
     'LLMGW_BAD_REQUEST',
-    `count_tokens needs a tokenizer endpoint that takes chat messages, and the engine serving model \`${model.name}\` has none ` +
-      `(its /tokenize answered ${status}; vLLM, the builtin and the sim engines have one, llama.cpp's takes text only); ` +
+    `count_tokens needs the engine's tokenizer, and the engine serving model \`${model.name}\` has none llmgw knows ` +
+      `(it answered ${status}; vLLM, llama.cpp, the builtin and the sim engines have one); ` +
       'the usage of each answer (input_tokens) has the exact count',
   );
 }

@@ -10,7 +10,7 @@ import { LlmgwError } from '../../../errors/index.js';
 import { callHook, rateLimitHook, type Translate } from '../../core/admission.js';
 import { withholdsUsage } from '../../core/dispatch.js';
 import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../../core/dialect.js';
-import { countTokens, promptCount } from './count-tokens.js';
+import { countTokens, COUNTS_PROMPTS, promptCount } from './count-tokens.js';
 import { anthropicErrorBody, anthropicErrorType } from './errors.js';
 import { AnthropicRelayHandler } from './relay.js';
 import { toChatRequest, type AnthropicCall } from './request.js';
@@ -19,14 +19,6 @@ export { toChatRequest, MESSAGES_PARAMS, type AnthropicCall, type TranslatedRequ
 export { toMessage, stopReasonOf, toolInput, usageOf, type AnthropicMessage, type StopReason } from './response.js';
 export { MessageStreamTranslator, sseEvent } from './stream.js';
 export { anthropicErrorBody, anthropicErrorType, toAnthropicError } from './errors.js';
-
-/**
- * Engines whose /tokenize takes chat messages and counts them as their
- * usage will (vLLM's, and the builtin and sim engines', which follow it).
- * llama.cpp's takes text only; an engine not named (RouterReplica.engine
- * absent) may have no /tokenize at all. A stream to those is not held.
- */
-const CHAT_TOKENIZE: ReadonlySet<string> = new Set(['vllm', 'builtin', 'sim']);
 
 /**
  * The turn of one Messages request: sent as chat to every engine, its answer translated back.
@@ -42,14 +34,14 @@ const CHAT_TOKENIZE: ReadonlySet<string> = new Set(['vllm', 'builtin', 'sim']);
  * not. message_start waits for the count only in that case. Counting
  * before sending instead would add a round trip to every stream's first
  * token; holding message_start for the engine's usage would hold the
- * whole stream to its end. Where no count comes (llama.cpp, an engine
- * not named, an error), message_start says 0 and message_delta the count.
+ * whole stream to its end. Where no count comes (an engine not named,
+ * an error), message_start says 0 and message_delta the count.
  */
 function messagesTurn(gw: DialectHost, call: AnthropicCall, requestId: string): DialectTurn {
   return {
     native: () => null,
     relay: (a, hooks, resolve) => {
-      const counted = call.stream && CHAT_TOKENIZE.has(a.replica.engine ?? '');
+      const counted = call.stream && COUNTS_PROMPTS.has(a.replica.engine ?? '');
       const count = counted ? promptCount(gw, a.replica, a.model, a.ex.parsed, `${requestId}-count`) : null;
       return new AnthropicRelayHandler(a.ex, hooks, resolve, call, requestId, withholdsUsage(a.ex), count);
     },

@@ -103,13 +103,46 @@ describe('message_start carries the prompt’s token count', () => {
         }),
       );
     });
-    // A llama.cpp replica: its /tokenize takes text, not messages.
-    const h = await harness(async () => [{ ...engine.replica, engine: 'llamacpp' }]);
+    // An engine llmgw knows no tokenizer of.
+    const h = await harness(async () => [{ ...engine.replica, engine: 'tgi' }]);
     const params = { model: 'demo', max_tokens: 5, messages: [{ role: 'user' as const, content: 'hi' }] };
     const got = await streamed(h.client, params);
     expect(got.final.content).toMatchObject([{ type: 'text', text: 'x' }]);
     await h.client.messages.create(params);
     expect(engine.seen().map((b) => b.add_generation_prompt === true)).toEqual([false, false]);
+  });
+});
+
+describe('message_start on llama.cpp', () => {
+  // Guards against message_start saying input_tokens 0 on llama.cpp, whose /tokenize takes text only: its chat
+  // template is applied first (/apply-template), then the text counted with the special tokens chat adds.
+  it('applies the template, counts it with special tokens, and says that count at once', async () => {
+    const asked: { path: string; body: Record<string, unknown> }[] = [];
+    let tokenized!: () => void;
+    const counted = new Promise<void>((resolve) => (tokenized = resolve));
+    const engine = await scripted(async (body, res, path) => {
+      asked.push({ path, body });
+      res.writeHead(200, { 'content-type': path.endsWith('/completions') ? 'text/event-stream' : 'application/json' });
+      if (path.endsWith('/apply-template')) return res.end(JSON.stringify({ prompt: '<|user|>hi<|assistant|>' }));
+      if (path.endsWith('/tokenize')) return res.end(JSON.stringify({ tokens: [1, 2, 3, 4, 5, 6, 7] }), tokenized);
+      // Prefill outlasts counting, as it does on a real engine: the answer starts once the count is back.
+      await counted;
+      res.end(
+        chunk({ delta: { role: 'assistant', content: 'x' }, finish_reason: 'stop' }) +
+          `data: ${JSON.stringify({ id: 'chatcmpl-l', choices: [], usage: { prompt_tokens: 7, completion_tokens: 1 } })}\n\n` +
+          'data: [DONE]\n\n',
+      );
+    });
+    const h = await harness(async () => [{ ...engine.replica, engine: 'llamacpp' }]);
+    const got = await streamed(h.client, { model: 'demo', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+    expect(got.start).toEqual(expect.objectContaining({ input_tokens: 7, output_tokens: 0 }));
+    expect(got.final.usage.input_tokens).toBe(7);
+    const template = asked.find((a) => a.path.endsWith('/apply-template'));
+    expect(template?.body).toEqual({ messages: [{ role: 'user', content: 'hi' }] });
+    expect(asked.find((a) => a.path.endsWith('/tokenize'))?.body).toEqual({
+      content: '<|user|>hi<|assistant|>',
+      add_special: true,
+    });
   });
 });
 
