@@ -27,8 +27,15 @@ import type { GgufModelFacts } from './gguf-check.js';
 import { MIN_SEQUENCE_CONTEXT_TOKENS, sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
 import { replyLogprobs, type TokenLogprob } from './logprobs.js';
 import { boundJsonGrammarNumbers } from './json-numbers.js';
-import { answerCheck, schemaGrammar, type AnswerCheck } from './schema-grammar/index.js';
-import { forcedCall, forcedCallSchema, type ChatOutput, type JsonSchema, type ToolCall } from './tools.js';
+import { answerCheck, schemaGrammar } from './schema-grammar/index.js';
+import {
+  forcedCall,
+  forcedCallSchema,
+  type ChatOutput,
+  type JsonSchema,
+  type ToolCall,
+  type ToolSpec,
+} from './tools.js';
 
 export interface ChatTurn {
   role: 'system' | 'user' | 'assistant';
@@ -66,13 +73,20 @@ export interface GenerationResult {
   logprobs?: TokenLogprob[];
 }
 
-/** How a structured answer is written: its grammar, and the check of what the grammar only approximates. */
-interface AnswerPlan {
-  grammar: LlamaGrammar;
-  /** Null: every answer the grammar writes validates, so none is held back. */
-  check: AnswerCheck | null;
-  /** Where the grammar approximates the schema, for the error when both tries break it. */
-  loose: string[];
+/** What an answer is checked against after it is written: null when it meets the schema, else why not. */
+export type ResultCheck = (result: {
+  response: string;
+  functionCalls?: readonly { functionName: string; params: unknown }[];
+}) => string | null;
+
+/** How a structured answer is written: its grammar, and the check of what the grammar does not hold. */
+export interface AnswerPlan {
+  /** Absent: the template's own call syntax governs (tool_choice auto). */
+  grammar?: LlamaGrammar;
+  /** Null: every answer the grammar writes validates, so none is held back or checked. */
+  check: ResultCheck | null;
+  /** The error when a second try breaks the schema too, given the check's reason. */
+  invalid: (broken: string) => string;
   /** The request field the schema came from. */
   param: string;
 }
@@ -338,7 +352,17 @@ export class BuiltinRuntime {
       });
       try {
         const check = plan?.check ?? null;
-        const attempt = async (seedShift: number, emit: (text: string) => void) => {
+        // A grammar-written answer that must be checked is held back until it is; text the model writes beside
+        // calls of its own choosing (tool_choice auto) streams as it comes, and is then never written twice.
+        const hold = check !== null && output.kind !== 'tools';
+        let emitted = false;
+        const emit = hold
+          ? () => {}
+          : (text: string) => {
+              emitted = true;
+              onText(text);
+            };
+        const attempt = async (seedShift: number) => {
           const { generated, options, logprobs } = this.streaming(sequence, params, maxTokens, signal, emit);
           const sampled = { ...options, seed: (options.seed + seedShift) % 2 ** 32 };
           const result =
@@ -349,25 +373,24 @@ export class BuiltinRuntime {
                   documentFunctionParams: true,
                   ...(output.parallel ? {} : { maxParallelFunctionCalls: 1 }),
                 })
-              : await chat.generateResponse(history, { ...sampled, ...(plan ? { grammar: plan.grammar } : {}) });
+              : await chat.generateResponse(history, {
+                  ...sampled,
+                  ...(plan?.grammar ? { grammar: plan.grammar } : {}),
+                });
           return { result, reason: finishReason(result.metadata.stopReason, signal), generated: generated(), logprobs };
         };
-        let tried = await attempt(0, check ? () => {} : onText);
+        let tried = await attempt(0);
         let spent = tried.generated;
-        if (check && tried.reason === 'stop' && check(tried.result.response) !== null) {
-          tried = await attempt(1, () => {});
+        const brokenBy = (t: typeof tried) => (check && t.reason === 'stop' ? check(t.result) : null);
+        let broken = brokenBy(tried);
+        if (broken !== null && !emitted) {
+          tried = await attempt(1);
           spent += tried.generated;
-          const broken = tried.reason === 'stop' ? check(tried.result.response) : null;
-          if (broken !== null)
-            throw new LlmgwError(
-              'LLMGW_ANSWER_INVALID',
-              `the model wrote two answers that break the schema in ${plan!.param} (${broken}); ` +
-                `its grammar cannot enforce ${plan!.loose.join(', ')}, so answers are checked: ` +
-                'ask again, or leave those keywords out and check them yourself',
-              { context: { param: plan!.param } },
-            );
+          broken = brokenBy(tried);
         }
-        if (check && tried.result.response !== '') onText(tried.result.response);
+        if (broken !== null)
+          throw new LlmgwError('LLMGW_ANSWER_INVALID', plan!.invalid(broken), { context: { param: plan!.param } });
+        if (hold && tried.result.response !== '') onText(tried.result.response);
         const { result, reason } = tried;
         const base = { promptTokens, completionTokens: spent, ...(await tried.logprobs(promptTokens)) };
         if (output.kind === 'forcedTool') {
@@ -400,23 +423,29 @@ export class BuiltinRuntime {
    * free text and for calls the template's syntax governs.
    */
   private async grammarFor(output: ChatOutput): Promise<AnswerPlan | undefined> {
+    if (output.kind === 'text') return undefined;
+    if (output.kind === 'tools') return callsPlan(output.tools);
     if (output.kind === 'json' && output.schema === undefined) {
       const grammar = await this.rewritten(await this.llama.getGrammarFor('json'), boundJsonGrammarNumbers);
-      return { grammar, check: null, loose: [], param: output.param };
+      return { grammar, check: null, invalid: String, param: output.param };
     }
-    const target: [JsonSchema, string] | null =
+    const [schema, param]: [JsonSchema, string] =
       output.kind === 'json'
         ? [output.schema!, output.param]
-        : output.kind === 'forcedTool'
-          ? [forcedCallSchema(output.tools), output.tools.length === 1 ? output.tools[0]!.param : 'tools']
-          : null;
-    if (!target) return undefined;
-    const [schema, param] = target;
+        : [forcedCallSchema(output.tools), output.tools.length === 1 ? output.tools[0]!.param : 'tools'];
     // Both throw the client's 400 for a schema no answer could meet; the grammar names where.
     const { gbnf, loose } = schemaGrammar(schema, param);
-    const check = loose.length > 0 ? answerCheck(schema, param) : null;
+    const answer = loose.length > 0 ? answerCheck(schema, param) : null;
     const grammar = await this.llama.createGrammar({ grammar: gbnf });
-    return { grammar, check, loose, param };
+    return {
+      grammar,
+      check: answer && ((result) => answer(result.response)),
+      invalid: (broken) =>
+        `the model wrote two answers that break the schema in ${param} (${broken}); ` +
+        `its grammar cannot enforce ${loose.join(', ')}, so answers are checked: ` +
+        'ask again, or leave those keywords out and check them yourself',
+      param,
+    };
   }
 
   /**
@@ -640,6 +669,31 @@ export class BuiltinRuntime {
         : (false as const),
     };
   }
+}
+
+/**
+ * Calls the model makes of its own choosing (tool_choice auto) are written
+ * in its template's syntax under node-llama-cpp's grammar, which holds only
+ * part of a schema (no ranges, patterns or most formats, and numbers it does
+ * not bound), so each call's arguments are checked against its tool's whole
+ * schema; a broken call is written again once, if no text went out first.
+ */
+export function callsPlan(tools: readonly ToolSpec[]): AnswerPlan {
+  const checks = new Map(tools.map((t) => [t.name, { param: t.param, check: answerCheck(t.parameters, t.param) }]));
+  return {
+    check: (result) => {
+      for (const call of result.functionCalls ?? []) {
+        const tool = checks.get(call.functionName);
+        const broken = tool?.check(JSON.stringify(call.params ?? {}));
+        if (tool && broken) return `${call.functionName}'s arguments break ${tool.param}: ${broken}`;
+      }
+      return null;
+    },
+    invalid: (broken) =>
+      `the model called a tool with arguments that break its schema (${broken}), and could not be asked again ` +
+      'or broke it again: ask again, or force the call (tool_choice "required" or a named function), whose arguments a grammar writes',
+    param: 'tools',
+  };
 }
 
 /** Tools as node-llama-cpp's function table; no handlers, since the client, not the engine, runs them. */

@@ -12,12 +12,21 @@ import { LlmgwError } from '../../../errors/index.js';
 export type AnswerCheck = (text: string) => string | null;
 
 function validator(): Ajv2020 {
-  // strict off: clients send keywords ajv does not know (OpenAPI's `nullable`, vendor `x-` words); they constrain nothing here.
-  const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true });
+  // strict off: clients send keywords and formats ajv does not know (OpenAPI's `nullable`, vendor `x-` words); they
+  // constrain nothing here, and are not worth a warning in the engine's log on every request.
+  const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true, logger: false });
   // ajv-formats is CommonJS: under ESM its function arrives as the module object's default.
   addFormatsModule.default(ajv);
   return ajv;
 }
+
+/**
+ * Compiled schemas by their text, newest last: a client sends the same tools
+ * with every request of a conversation, and compiling costs milliseconds.
+ * Each is compiled in an instance of its own, so dropping it frees it.
+ */
+const compiled = new Map<string, ValidateFunction>();
+const COMPILED_KEPT = 256;
 
 /**
  * A check of answers against `schema`, or a 400 naming `param` when ajv
@@ -27,9 +36,10 @@ function validator(): Ajv2020 {
 export function answerCheck(schema: Record<string, unknown>, param: string): AnswerCheck {
   // The draft is the client's business; ajv's 2020 dialect reads draft-07 schemas' keywords too.
   const { $schema: _draft, ...rest } = schema;
-  let validate: ValidateFunction;
+  const text = JSON.stringify(rest);
+  let validate = compiled.get(text);
   try {
-    validate = validator().compile(rest);
+    validate ??= validator().compile(rest);
   } catch (err) {
     throw new LlmgwError(
       'LLMGW_BAD_REQUEST',
@@ -37,15 +47,19 @@ export function answerCheck(schema: Record<string, unknown>, param: string): Ans
       { context: { param } },
     );
   }
-  return (text) => {
+  compiled.delete(text);
+  compiled.set(text, validate);
+  if (compiled.size > COMPILED_KEPT) compiled.delete(compiled.keys().next().value!);
+  const check = validate;
+  return (answer) => {
     let value: unknown;
     try {
-      value = JSON.parse(text);
+      value = JSON.parse(answer);
     } catch {
       return 'the answer is not whole JSON';
     }
-    if (validate(value)) return null;
-    const [first] = validate.errors ?? [];
+    if (check(value)) return null;
+    const [first] = check.errors ?? [];
     return first ? `${first.instancePath || '/'} ${first.message ?? 'is invalid'}` : 'the answer does not validate';
   };
 }
