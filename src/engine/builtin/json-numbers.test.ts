@@ -5,51 +5,21 @@
 // grammar had promised would validate. Here the bounded grammars refuse such
 // numbers, and the random-weight model, which writes whatever its grammar
 // allows, only ever writes finite ones.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { getLlama, LlamaLogLevel, type Llama, type LlamaGrammar } from 'node-llama-cpp';
-import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTinyModel } from '../../dev/make-model/index.js';
+import type { LlamaGrammar } from 'node-llama-cpp';
+import { describe, expect, it } from 'vitest';
+import { accepts, useLlama, useTinyEngine } from '../../../test/support/builtin-engine.js';
 import { boundJsonGrammarNumbers } from './json-numbers.js';
 import { schemaGrammar as ourSchemaGrammar } from './schema-grammar/index.js';
-import { startBuiltinEngine, type BuiltinEngine } from './server.js';
 
 // Overflow, underflow, and (the last two) past the bounds that keep every number far from both and every integer part exact.
 const REFUSED = ['9e63764', '-9e-8050', '1e309', '-1e309', '1e-400', '1e100', '1234567890123456'];
 const ORDINARY = ['0', '-0.5', '42', '3.14159', '-17', '6.02e23', '1.5E-7', '999999999999999', '1e99'];
 
-let llama: Llama;
-
-beforeAll(async () => {
-  llama = await getLlama({
-    gpu: false,
-    build: 'never',
-    usePrebuiltBinaries: true,
-    skipDownload: true,
-    logLevel: LlamaLogLevel.error,
-  });
-});
-
-afterAll(async () => {
-  await llama?.dispose();
-});
-
-/**
- * Whether `grammar` accepts the whole of `text`. node-llama-cpp keeps this
- * check internal (LlamaGrammar._testText, llama.cpp's own matcher); a test
- * may lean on it, and fails loudly if an upgrade takes it away.
- */
-function accepts(grammar: LlamaGrammar, text: string): boolean {
-  const test = (grammar as unknown as { _testText?: (text: string) => boolean })._testText;
-  if (typeof test !== 'function') throw new Error('node-llama-cpp no longer has LlamaGrammar._testText');
-  return test.call(grammar, text);
-}
+const llama = useLlama();
 
 async function schemaGrammar(schema: object): Promise<{ before: LlamaGrammar; after: LlamaGrammar }> {
-  const before = await llama.createGrammarForJsonSchema(schema as never);
-  const after = await llama.createGrammar({
+  const before = await llama().createGrammarForJsonSchema(schema as never);
+  const after = await llama().createGrammar({
     grammar: ourSchemaGrammar(schema, 'schema').gbnf,
   });
   return { before, after };
@@ -101,8 +71,8 @@ describe('bounded number grammars', () => {
   });
 
   it('bounds json_object answers (llama.cpp json.gbnf)', async () => {
-    const json = await llama.getGrammarFor('json');
-    const after = await llama.createGrammar({ grammar: boundJsonGrammarNumbers(json.grammar) });
+    const json = await llama().getGrammarFor('json');
+    const after = await llama().createGrammar({ grammar: boundJsonGrammarNumbers(json.grammar) });
     expect(accepts(json, '{"a": 9e63764}'), 'json.gbnf as shipped takes it').toBe(true);
     for (const n of REFUSED) expect(accepts(after, `{"a": ${n}}`), n).toBe(false);
     for (const n of ORDINARY) expect(accepts(after, `{"a": [${n}, {"b": ${n}}]}`), n).toBe(true);
@@ -127,30 +97,8 @@ describe('numbers the random-weight model writes', () => {
     required: ['x', 'n', 'xs'],
     additionalProperties: false,
   } as const;
-  let dir: string;
-  let engine: BuiltinEngine;
-  let client: OpenAI;
 
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'llmgw-builtin-numbers-'));
-    const modelPath = join(dir, 'tiny.gguf');
-    await makeTinyModel(modelPath, { contextLength: 2048 });
-    engine = await startBuiltinEngine({
-      modelPath,
-      aliases: [MODEL],
-      threads: 1,
-      parallel: 1,
-      contextTokens: 2048,
-      log: () => undefined,
-    });
-    await engine.ready;
-    client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  });
-
-  afterAll(async () => {
-    await engine?.close();
-    await rm(dir, { recursive: true, force: true });
-  });
+  const { client } = useTinyEngine({ model: MODEL, contextTokens: 2048 });
 
   /** Every number in an answer: finite, non-zero when a digit of it is, and the integer a safe integer. */
   function expectReadable(json: string): void {
@@ -168,7 +116,7 @@ describe('numbers the random-weight model writes', () => {
 
   it('answers a json_schema format with finite numbers only', async () => {
     for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
-      const reply = await client.chat.completions.create({
+      const reply = await client().chat.completions.create({
         model: MODEL,
         messages: [{ role: 'user', content: 'Some numbers, please.' }],
         response_format: { type: 'json_schema', json_schema: { name: 'numbers', schema: SCHEMA } },
@@ -183,7 +131,7 @@ describe('numbers the random-weight model writes', () => {
 
   it('writes a forced call with finite numbers only', async () => {
     for (const seed of [11, 12, 13, 14, 15, 16, 17, 18]) {
-      const reply = await client.chat.completions.create({
+      const reply = await client().chat.completions.create({
         model: MODEL,
         messages: [{ role: 'user', content: 'Add some numbers.' }],
         tools: [{ type: 'function', function: { name: 'add', parameters: SCHEMA } }],

@@ -4,19 +4,12 @@
 // parse: these tests check that a forced call's arguments and a json_schema
 // answer validate against their schemas (with ajv, which the repository
 // already has), and that n choices come back as n.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Ajv } from 'ajv';
-import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTinyModel } from '../../dev/make-model/index.js';
-import { startBuiltinEngine, type BuiltinEngine } from './server.js';
+import type OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { useTinyEngine } from '../../../test/support/builtin-engine.js';
 
 const MODEL = 'tiny';
-let dir: string;
-let engine: BuiltinEngine;
-let client: OpenAI;
 
 // Bounded values only: an unbounded string or number would let random
 // weights write until max_tokens, and a JSON cut short does not parse.
@@ -60,31 +53,12 @@ function expectValid(validate: ReturnType<typeof ajv.compile>, json: string): vo
 
 const ASK = [{ role: 'user' as const, content: 'What is the weather in Paris?' }];
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'llmgw-builtin-tools-'));
-  const modelPath = join(dir, 'tiny.gguf');
-  await makeTinyModel(modelPath, { contextLength: 4096 });
-  engine = await startBuiltinEngine({
-    modelPath,
-    aliases: [MODEL],
-    threads: 1,
-    parallel: 2,
-    contextTokens: 4096,
-    log: () => undefined,
-  });
-  await engine.ready;
-  client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await engine?.close();
-  await rm(dir, { recursive: true, force: true });
-});
+const { client } = useTinyEngine({ model: MODEL, contextTokens: 4096, parallel: 2 });
 
 describe('tool calls', () => {
   it('calls a named function with arguments that validate against its schema', async () => {
     for (const seed of [1, 2, 3]) {
-      const reply = await client.chat.completions.create({
+      const reply = await client().chat.completions.create({
         model: MODEL,
         messages: ASK,
         tools: TOOLS,
@@ -107,7 +81,7 @@ describe('tool calls', () => {
   });
 
   it('streams a named call as tool_calls deltas: id and name first, then pieces of the arguments', async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       tools: TOOLS,
@@ -130,8 +104,8 @@ describe('tool calls', () => {
     expectValid(validWeather, deltas.map((d) => d.function?.arguments ?? '').join(''));
     expect(chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean)).toEqual(['tool_calls']);
     // The client library's own accumulation agrees.
-    const final = await client.chat.completions
-      .stream({
+    const final = await client()
+      .chat.completions.stream({
         model: MODEL,
         messages: ASK,
         tools: TOOLS,
@@ -148,7 +122,7 @@ describe('tool calls', () => {
   it('with tool_choice "required" calls one of the tools, its arguments matching that tool', async () => {
     const seen = new Set<string>();
     for (const seed of [1, 2, 3, 4, 5, 6]) {
-      const reply = await client.chat.completions.create({
+      const reply = await client().chat.completions.create({
         model: MODEL,
         messages: ASK,
         tools: TOOLS,
@@ -167,7 +141,7 @@ describe('tool calls', () => {
   });
 
   it('answers after a tool result, with the call and result in the history', async () => {
-    const reply = await client.chat.completions.create({
+    const reply = await client().chat.completions.create({
       model: MODEL,
       messages: [
         ...ASK,
@@ -189,13 +163,13 @@ describe('tool calls', () => {
     });
     expect(['length', 'stop', 'tool_calls']).toContain(reply.choices[0]!.finish_reason);
     // The call and its result are in the prompt: it is longer than the question alone.
-    const bare = await client.chat.completions.create({ model: MODEL, messages: ASK, tools: TOOLS, max_tokens: 1 });
+    const bare = await client().chat.completions.create({ model: MODEL, messages: ASK, tools: TOOLS, max_tokens: 1 });
     expect(reply.usage!.prompt_tokens).toBeGreaterThan(bare.usage!.prompt_tokens);
   });
 
   it('refuses a named function that is not among the tools, and a tool message that answers no call', async () => {
     await expect(
-      client.chat.completions.create({
+      client().chat.completions.create({
         model: MODEL,
         messages: ASK,
         tools: TOOLS,
@@ -203,13 +177,13 @@ describe('tool calls', () => {
       }),
     ).rejects.toMatchObject({ status: 400, param: 'tool_choice', message: expect.stringContaining('"get_weather"') });
     await expect(
-      client.chat.completions.create({
+      client().chat.completions.create({
         model: MODEL,
         messages: [...ASK, { role: 'tool', tool_call_id: 'call_x', content: '1' }],
       }),
     ).rejects.toMatchObject({ status: 400, param: 'messages[1].tool_call_id' });
     await expect(
-      client.chat.completions.create({ model: MODEL, messages: ASK, tool_choice: 'required' }),
+      client().chat.completions.create({ model: MODEL, messages: ASK, tool_choice: 'required' }),
     ).rejects.toMatchObject({ status: 400, param: 'tool_choice' });
   });
 });
@@ -221,7 +195,7 @@ describe('structured output', () => {
       json_schema: { name: 'weather', schema: WEATHER_PARAMETERS, strict: true },
     };
     for (const seed of [11, 12]) {
-      const reply = await client.chat.completions.create({
+      const reply = await client().chat.completions.create({
         model: MODEL,
         messages: ASK,
         response_format: format,
@@ -231,7 +205,7 @@ describe('structured output', () => {
       expect(reply.choices[0]!.finish_reason).toBe('stop');
       expectValid(validWeather, reply.choices[0]!.message.content!);
     }
-    const stream = await client.chat.completions.create({
+    const stream = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       response_format: format,
@@ -245,7 +219,7 @@ describe('structured output', () => {
   });
 
   it('writes JSON for json_object', async () => {
-    const reply = await client.chat.completions.create({
+    const reply = await client().chat.completions.create({
       model: MODEL,
       messages: [{ role: 'user', content: 'Answer in JSON.' }],
       response_format: { type: 'json_object' },
@@ -260,7 +234,7 @@ describe('structured output', () => {
 
   it('refuses a schema llama.cpp grammars cannot express, naming the field', async () => {
     await expect(
-      client.chat.completions.create({
+      client().chat.completions.create({
         model: MODEL,
         messages: ASK,
         response_format: {
@@ -274,7 +248,7 @@ describe('structured output', () => {
 
 describe('n choices', () => {
   it('returns n=3 choices, indexed, each its own generation, with usage over all of them', async () => {
-    const reply = await client.chat.completions.create({ model: MODEL, messages: ASK, n: 3, max_tokens: 6, seed: 5 });
+    const reply = await client().chat.completions.create({ model: MODEL, messages: ASK, n: 3, max_tokens: 6, seed: 5 });
     expect(reply.choices.map((c) => c.index)).toEqual([0, 1, 2]);
     expect(reply.choices.every((c) => c.finish_reason === 'length' && c.message.content!.length > 0)).toBe(true);
     expect(
@@ -282,7 +256,7 @@ describe('n choices', () => {
       'each choice samples with its own seed',
     ).toBeGreaterThan(1);
     expect(reply.usage!.completion_tokens).toBe(18);
-    const one = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 6, seed: 5 });
+    const one = await client().chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 6, seed: 5 });
     expect(reply.usage!.prompt_tokens, 'the prompt is counted once').toBe(one.usage!.prompt_tokens);
     expect(reply.choices[0]!.message.content, 'choice 0 is what the seed alone gives').toBe(
       one.choices[0]!.message.content,
@@ -290,7 +264,7 @@ describe('n choices', () => {
   });
 
   it('streams n=3 choices, each with its own role, deltas and finish', async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       n: 3,
@@ -314,7 +288,7 @@ describe('n choices', () => {
   });
 
   it('gives each of n forced calls arguments that validate', async () => {
-    const reply = await client.chat.completions.create({
+    const reply = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       tools: TOOLS,
@@ -342,7 +316,7 @@ describe('schemas with ranges and patterns', () => {
       required: ['code'],
       additionalProperties: false,
     };
-    const forced = await client.chat.completions.create({
+    const forced = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       tools: [{ type: 'function', function: { name: 'f', parameters: coded } }],
@@ -353,7 +327,7 @@ describe('schemas with ranges and patterns', () => {
     if (call.type !== 'function') throw new Error('not a function call');
     expectValid(ajv.compile(coded), call.function.arguments);
     const ranged = { type: 'integer', minimum: 3, maximum: 7 };
-    const json = await client.chat.completions.create({
+    const json = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       response_format: { type: 'json_schema', json_schema: { name: 'x', schema: ranged } },
@@ -361,7 +335,7 @@ describe('schemas with ranges and patterns', () => {
     });
     expectValid(ajv.compile(ranged), json.choices[0]!.message.content!);
     await expect(
-      client.chat.completions.create({
+      client().chat.completions.create({
         model: MODEL,
         messages: ASK,
         response_format: {
@@ -370,7 +344,7 @@ describe('schemas with ranges and patterns', () => {
         },
       }),
     ).rejects.toMatchObject({ status: 400, param: 'response_format.json_schema.schema.minLength' });
-    const auto = await client.chat.completions.create({
+    const auto = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       tools: [{ type: 'function', function: { name: 'f', parameters: coded } }],
@@ -382,7 +356,7 @@ describe('schemas with ranges and patterns', () => {
 
 describe('logprobs', () => {
   it('reports each token of a chat reply with its logprob and the top alternatives; greedy picks the first', async () => {
-    const reply = await client.chat.completions.create({
+    const reply = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       max_tokens: 8,
@@ -405,12 +379,12 @@ describe('logprobs', () => {
       expect(t.logprob).toBeCloseTo(t.top_logprobs[0]!.logprob, 5);
       expect(Buffer.from(t.bytes!).toString('utf8')).toBe(t.token);
     }
-    const plain = await client.chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 2 });
+    const plain = await client().chat.completions.create({ model: MODEL, messages: ASK, max_tokens: 2 });
     expect(plain.choices[0]!.logprobs, 'none unless asked').toBeNull();
   });
 
   it("puts a streamed reply's logprobs on its finish chunk, and answers /v1/completions in its legacy shape", async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await client().chat.completions.create({
       model: MODEL,
       messages: ASK,
       max_tokens: 6,
@@ -425,7 +399,7 @@ describe('logprobs', () => {
       for (const t of chunk.choices[0]?.logprobs?.content ?? []) tokens.push(t.token);
     }
     expect(tokens.join('')).toBe(text);
-    const completion = await client.completions.create({
+    const completion = await client().completions.create({
       model: MODEL,
       prompt: 'Once upon a time',
       max_tokens: 6,
@@ -441,7 +415,7 @@ describe('logprobs', () => {
 
   it('refuses top_logprobs without logprobs, naming it', async () => {
     await expect(
-      client.chat.completions.create({ model: MODEL, messages: ASK, top_logprobs: 2 }),
+      client().chat.completions.create({ model: MODEL, messages: ASK, top_logprobs: 2 }),
     ).rejects.toMatchObject({ status: 400, param: 'top_logprobs' });
   });
 });

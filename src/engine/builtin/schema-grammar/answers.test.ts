@@ -4,15 +4,11 @@
 // validates because the grammar held, not because the model knew better.
 // Before schema-grammar the builtin engine refused ranges, most formats and
 // patterns with a 400 (`z.number().int()`, `z.string().email()`).
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTinyModel } from '../../../dev/make-model/index.js';
-import { startBuiltinEngine, type BuiltinEngine } from '../server.js';
+import { describe, expect, it } from 'vitest';
+import { useTinyEngine } from '../../../../test/support/builtin-engine.js';
 
 const MODEL = 'tiny';
 const ajv = new Ajv2020({ strict: false, allErrors: true });
@@ -82,30 +78,7 @@ const ZOD = {
   additionalProperties: false,
 };
 
-let dir: string;
-let engine: BuiltinEngine;
-let client: OpenAI;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'llmgw-builtin-schemas-'));
-  const modelPath = join(dir, 'tiny.gguf');
-  await makeTinyModel(modelPath, { contextLength: 4096 });
-  engine = await startBuiltinEngine({
-    modelPath,
-    aliases: [MODEL],
-    threads: 1,
-    parallel: 1,
-    contextTokens: 4096,
-    log: () => undefined,
-  });
-  await engine.ready;
-  client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
-
-afterAll(async () => {
-  await engine?.close();
-  await rm(dir, { recursive: true, force: true });
-});
+const { client } = useTinyEngine({ model: MODEL, contextTokens: 4096 });
 
 function expectValid(schema: object, json: string): void {
   const validate = ajv.compile(schema);
@@ -116,7 +89,7 @@ function expectValid(schema: object, json: string): void {
 describe('answers the random-weight model writes validate', () => {
   it('under response_format json_schema, for every keyword', async () => {
     for (const seed of [1, 2, 3, 4]) {
-      const reply = await client.chat.completions.create({
+      const reply = await client().chat.completions.create({
         model: MODEL,
         messages: [{ role: 'user', content: 'Fill it in.' }],
         response_format: { type: 'json_schema', json_schema: { name: 'all', schema: KEYWORDS, strict: true } },
@@ -131,7 +104,7 @@ describe('answers the random-weight model writes validate', () => {
 
   it("in a forced tool call, zod's email and int included, streamed as written", async () => {
     for (const seed of [5, 6, 7]) {
-      const stream = await client.chat.completions.create({
+      const stream = await client().chat.completions.create({
         model: MODEL,
         messages: [{ role: 'user', content: 'Sign up.' }],
         tools: [{ type: 'function', function: { name: 'signup', parameters: ZOD } }],
@@ -169,7 +142,7 @@ describe('answers the random-weight model writes validate', () => {
     const outcomes: string[] = [];
     for (const seed of [21, 22, 23, 24, 25, 26]) {
       try {
-        const reply = await client.chat.completions.create({
+        const reply = await client().chat.completions.create({
           model: MODEL,
           messages: [{ role: 'user', content: 'An even digit.' }],
           response_format: { type: 'json_schema', json_schema: { name: 'even', schema } },

@@ -2,8 +2,9 @@
 // pattern, and the builtin engine answered 400 because no grammar enforced it. Each pattern here must become a GBNF
 // expression that llama.cpp (through node-llama-cpp) parses, whose every string matches the regex once read back from
 // JSON (a sampler walks the expression at random), that takes the examples the caps leave in and refuses the misses.
-import { getLlama, LlamaLogLevel, type Llama, type LlamaGrammar } from 'node-llama-cpp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LlamaGrammar } from 'node-llama-cpp';
+import { describe, expect, it } from 'vitest';
+import { accepts, useLlama } from '../../../../test/support/builtin-engine.js';
 import { patternGrammar } from './regex.js';
 
 // As zod 4's z.toJSONSchema() writes them.
@@ -148,34 +149,13 @@ function seeded(seed: number): () => number {
   };
 }
 
-let llama: Llama;
-
-beforeAll(async () => {
-  llama = await getLlama({
-    gpu: false,
-    build: 'never',
-    usePrebuiltBinaries: true,
-    skipDownload: true,
-    logLevel: LlamaLogLevel.error,
-  });
-});
-
-afterAll(async () => {
-  await llama?.dispose();
-});
-
-/** Whether `grammar` takes the whole of `text` (llama.cpp's own matcher, kept internal by node-llama-cpp). */
-function accepts(grammar: LlamaGrammar, text: string): boolean {
-  const test = (grammar as unknown as { _testText?: (text: string) => boolean })._testText;
-  if (typeof test !== 'function') throw new Error('node-llama-cpp no longer has LlamaGrammar._testText');
-  return test.call(grammar, text);
-}
+const llama = useLlama();
 
 /** The pattern's expression as the value of a JSON string, the way the schema converter will embed it. */
 async function stringGrammar(pattern: string, maxRepeat?: number): Promise<{ gbnf: string; grammar: LlamaGrammar }> {
   const result = patternGrammar(pattern, maxRepeat);
   if (!result.ok) throw new Error(`${pattern} was refused: ${result.why}`);
-  const grammar = await llama.createGrammar({ grammar: `root ::= "\\"" (${result.gbnf}) "\\""` });
+  const grammar = await llama().createGrammar({ grammar: `root ::= "\\"" (${result.gbnf}) "\\""` });
   return { gbnf: result.gbnf, grammar };
 }
 

@@ -6,38 +6,17 @@
 // `z.string().email()` (format) with a 400.
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { getLlama, LlamaLogLevel, type Llama, type LlamaGrammar } from 'node-llama-cpp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { accepts, useLlama } from '../../../../test/support/builtin-engine.js';
 import { LlmgwError } from '../../../errors/index.js';
 import { FORMAT_GRAMMARS } from './formats.js';
 import { integerRange, numberRange } from './ranges.js';
 import { schemaGrammar } from './schema.js';
 import { answerCheck } from './validate.js';
 
-let llama: Llama;
+const llama = useLlama();
 
-beforeAll(async () => {
-  llama = await getLlama({
-    gpu: false,
-    build: 'never',
-    usePrebuiltBinaries: true,
-    skipDownload: true,
-    logLevel: LlamaLogLevel.error,
-  });
-});
-
-afterAll(async () => {
-  await llama?.dispose();
-});
-
-/** Whether `grammar` accepts the whole of `text` (llama.cpp's matcher, which node-llama-cpp keeps internal). */
-function accepts(grammar: LlamaGrammar, text: string): boolean {
-  const test = (grammar as unknown as { _testText?: (text: string) => boolean })._testText;
-  if (typeof test !== 'function') throw new Error('node-llama-cpp no longer has LlamaGrammar._testText');
-  return test.call(grammar, text);
-}
-
-const grammarOf = (gbnf: string) => llama.createGrammar({ grammar: gbnf });
+const grammarOf = (gbnf: string) => llama().createGrammar({ grammar: gbnf });
 const forSchema = async (schema: unknown) => grammarOf(schemaGrammar(schema, 's').gbnf);
 
 const ajv = new Ajv2020({ strict: false });
