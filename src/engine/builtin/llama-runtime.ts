@@ -26,8 +26,7 @@ import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
 import { MIN_SEQUENCE_CONTEXT_TOKENS, sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
 import { replyLogprobs, type TokenLogprob } from './logprobs.js';
-import { boundJsonGrammarNumbers } from './json-numbers.js';
-import { answerCheck, schemaGrammar } from './schema-grammar/index.js';
+import { answerCheck, boundJsonGrammarNumbers, schemaGrammar } from './schema-grammar/index.js';
 import {
   forcedCall,
   forcedCallSchema,

@@ -4,7 +4,7 @@
 // the schema walk because this is arithmetic on digit strings (the classic
 // range-to-pattern split), tested on its own against every number in a range.
 //
-// Every number written stays within json-numbers.ts's bounds: at most 15
+// Every number written stays within numbers.ts's bounds: at most 15
 // integer digits and 15 fraction digits, no exponent, so each is a finite
 // double that reads back as written.
 

@@ -10,9 +10,9 @@
 // maxLength) is a 400 naming where it is.
 //
 // The grammar writes compact JSON (no whitespace), every declared property
-// in the order given, and numbers within json-numbers.ts's bounds.
+// in the order given, and numbers within numbers.ts's bounds.
 import { LlmgwError } from '../../../errors/index.js';
-import { BOUNDED_INTEGER, BOUNDED_NUMBER } from '../json-numbers.js';
+import { BOUNDED_INTEGER, BOUNDED_NUMBER } from './numbers.js';
 import { FORMAT_GRAMMARS } from './formats.js';
 import { integerRange, MAX_WRITTEN_INTEGER, numberRange, type Bound } from './ranges.js';
 import { patternGrammar } from './regex.js';

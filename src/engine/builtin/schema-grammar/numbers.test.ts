@@ -7,9 +7,9 @@
 // allows, only ever writes finite ones.
 import type { LlamaGrammar } from 'node-llama-cpp';
 import { describe, expect, it } from 'vitest';
-import { accepts, useLlama, useTinyEngine } from '../../../test/support/builtin-engine.js';
-import { boundJsonGrammarNumbers } from './json-numbers.js';
-import { schemaGrammar as ourSchemaGrammar } from './schema-grammar/index.js';
+import { accepts, useLlama, useTinyEngine } from '../../../../test/support/builtin-engine.js';
+import { boundJsonGrammarNumbers } from './numbers.js';
+import { schemaGrammar as ourSchemaGrammar } from './schema.js';
 
 // Overflow, underflow, and (the last two) past the bounds that keep every number far from both and every integer part exact.
 const REFUSED = ['9e63764', '-9e-8050', '1e309', '-1e309', '1e-400', '1e100', '1234567890123456'];

@@ -45,6 +45,7 @@ export const BOUNDED_INTEGER = '"-"? ("0" | [1-9] [0-9]{0,14})';
 export function boundJsonGrammarNumbers(gbnf: string): string {
   const rule = /^number\s*::=.*?(\s+ws)?\s*$/m;
   const match = rule.exec(gbnf);
-  if (!match) throw new Error('llama.cpp json.gbnf has no one-line number rule to bound; update json-numbers.ts');
+  if (!match)
+    throw new Error('llama.cpp json.gbnf has no one-line number rule to bound; update schema-grammar/numbers.ts');
   return gbnf.replace(rule, `number ::= (${BOUNDED_NUMBER})${match[1] ?? ''}`);
 }
