@@ -11,7 +11,6 @@ import { createAnthropic } from '@ai-sdk/anthropic';
 import Anthropic from '@anthropic-ai/sdk';
 import { ChatAnthropic } from '@langchain/anthropic';
 import { tool as langchainTool } from '@langchain/core/tools';
-import { generateObject, generateText, streamObject, tool as aiTool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import {
@@ -19,10 +18,10 @@ import {
   jsonSchemaOf,
   schemaErrors,
   SHAPED_MAX_TOKENS,
-  streamedForecast,
   TEXT_MAX_TOKENS,
   weatherArgs,
 } from '../support/client-schemas.js';
+import { aiSdkCells } from '../support/ai-sdk-cells.js';
 import { type DemoUp, startDemoUp } from '../support/demo-up.js';
 
 let demo: DemoUp;
@@ -119,58 +118,7 @@ describe('@anthropic-ai/sdk', () => {
 describe('AI SDK with @ai-sdk/anthropic', () => {
   // The provider's base URL includes the version path, unlike the Anthropic SDK's.
   const model = () => createAnthropic({ baseURL: `${demo.client}/v1`, apiKey: demo.apiKey })('demo');
-
-  it('generateObject returns an object that validates, with usage', async () => {
-    const result = await generateObject({
-      model: model(),
-      schema: forecast,
-      prompt: PROMPT,
-      maxOutputTokens: SHAPED_MAX_TOKENS,
-      maxRetries: 0,
-    });
-    expectValid(forecast, result.object, 'the object');
-    expect(result.usage.inputTokens).toBeGreaterThan(0);
-    expect(result.usage.outputTokens).toBeGreaterThan(0);
-  });
-
-  it('streamObject streams partial objects to one that validates', async () => {
-    const result = streamObject({
-      model: model(),
-      schema: streamedForecast,
-      prompt: PROMPT,
-      maxOutputTokens: SHAPED_MAX_TOKENS,
-      maxRetries: 0,
-    });
-    let partials = 0;
-    for await (const _partial of result.partialObjectStream) partials++;
-    expect(partials, 'partial objects while it streams').toBeGreaterThan(1);
-    expectValid(streamedForecast, await result.object, 'the final object');
-    expect((await result.usage).inputTokens).toBeGreaterThan(0);
-  });
-
-  it('generateText calls a forced tool with input that validates and runs it', async () => {
-    const inputs: unknown[] = [];
-    const result = await generateText({
-      model: model(),
-      prompt: PROMPT,
-      tools: {
-        get_weather: aiTool({
-          description: 'the forecast for a city',
-          inputSchema: weatherArgs,
-          execute: (input) => {
-            inputs.push(input);
-            return Promise.resolve('sunny');
-          },
-        }),
-      },
-      toolChoice: { type: 'tool', toolName: 'get_weather' },
-      maxOutputTokens: SHAPED_MAX_TOKENS,
-      maxRetries: 0,
-    });
-    expect(result.toolCalls.map((c) => c.toolName)).toEqual(['get_weather']);
-    expectValid(weatherArgs, result.toolCalls[0]!.input, 'the tool call input');
-    expect(inputs, 'the SDK ran the tool with that input').toEqual([result.toolCalls[0]!.input]);
-  });
+  aiSdkCells(model);
 });
 
 describe('LangChain ChatAnthropic', () => {

@@ -20,7 +20,7 @@ import {
   setTracingDisabled,
   tool as agentTool,
 } from '@openai/agents';
-import { generateObject, generateText, type LanguageModel, streamObject, tool as aiTool } from 'ai';
+import type { LanguageModel } from 'ai';
 import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat, zodTextFormat } from 'openai/helpers/zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,10 +31,10 @@ import {
   parseJson,
   schemaErrors,
   SHAPED_MAX_TOKENS,
-  streamedForecast,
   TEXT_MAX_TOKENS,
   weatherArgs,
 } from '../support/client-schemas.js';
+import { aiSdkCells } from '../support/ai-sdk-cells.js';
 import { type DemoUp, startDemoUp } from '../support/demo-up.js';
 
 let demo: DemoUp;
@@ -248,60 +248,7 @@ const aiSdkModels: [string, () => LanguageModel][] = [
   ],
 ];
 
-describe.each(aiSdkModels)('AI SDK with %s', (_name, model) => {
-  it('generateObject returns an object that validates, with usage', async () => {
-    const result = await generateObject({
-      model: model(),
-      schema: forecast,
-      prompt: PROMPT,
-      maxOutputTokens: SHAPED_MAX_TOKENS,
-      maxRetries: 0,
-    });
-    expectValid(forecast, result.object, 'the object');
-    expect(result.usage.inputTokens).toBeGreaterThan(0);
-    expect(result.usage.outputTokens).toBeGreaterThan(0);
-  });
-
-  it('streamObject streams partial objects to one that validates', async () => {
-    const result = streamObject({
-      model: model(),
-      schema: streamedForecast,
-      prompt: PROMPT,
-      maxOutputTokens: SHAPED_MAX_TOKENS,
-      maxRetries: 0,
-    });
-    let partials = 0;
-    for await (const _partial of result.partialObjectStream) partials++;
-    expect(partials, 'partial objects while it streams').toBeGreaterThan(1);
-    expectValid(streamedForecast, await result.object, 'the final object');
-    expect((await result.usage).outputTokens).toBeGreaterThan(0);
-  });
-
-  it('generateText calls a forced tool with arguments that validate and runs it', async () => {
-    const inputs: unknown[] = [];
-    const result = await generateText({
-      model: model(),
-      prompt: PROMPT,
-      tools: {
-        get_weather: aiTool({
-          description: 'the forecast for a city',
-          inputSchema: weatherArgs,
-          execute: (input) => {
-            inputs.push(input);
-            return Promise.resolve('sunny');
-          },
-        }),
-      },
-      toolChoice: { type: 'tool', toolName: 'get_weather' },
-      maxOutputTokens: SHAPED_MAX_TOKENS,
-      maxRetries: 0,
-    });
-    expect(result.toolCalls.map((c) => c.toolName)).toEqual(['get_weather']);
-    expectValid(weatherArgs, result.toolCalls[0]!.input, 'the tool call input');
-    expect(inputs, 'the SDK ran the tool with that input').toEqual([result.toolCalls[0]!.input]);
-    expect(result.toolResults.map((r) => r.output)).toEqual(['sunny']);
-  });
-});
+describe.each(aiSdkModels)('AI SDK with %s', (_name, model) => aiSdkCells(model));
 
 describe('LangChain ChatOpenAI', () => {
   const chat = (): ChatOpenAI =>
