@@ -1,10 +1,15 @@
 // The alert rules and the Grafana dashboard shipped under deploy/ read the
 // control plane's own metrics: every llmgw_ name they use must be one the
 // control plane registers, so a renamed metric fails here, not silently in
-// an operator's Prometheus.
-import { readFileSync } from 'node:fs';
+// an operator's Prometheus. And the alert rules fire when they should and
+// stay silent when they should not, by Prometheus's own evaluator (promtool,
+// from Debian's prometheus package, which .ci/run installs).
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { RouterMetrics } from '../gateway/core/metrics.js';
 import { registerNodeMetrics } from './inventory/index.js';
@@ -60,5 +65,66 @@ describe('deploy/ monitoring files', () => {
       used.filter((n) => !known.has(n)),
       'metrics the dashboard charts that nothing registers',
     ).toEqual([]);
+  });
+});
+
+/** Where promtool is, or null: then the rule tests skip on a developer's machine and fail under CI. */
+function promtool(): string | null {
+  const found = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' });
+  return found.status === 0 ? found.stdout.trim() : null;
+}
+
+const PROMTOOL = promtool();
+const RULES = new URL('../../deploy/prometheus/', import.meta.url).pathname;
+
+describe.skipIf(PROMTOOL === null && !process.env.CI)('deploy/ alert rules, by promtool', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-promtool-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** promtool's rule tests over `rules` (the shipped file's text by default), with what it printed. */
+  function testRules(rules = readFileSync(join(RULES, 'llmgw-alerts.yml'), 'utf8')): {
+    status: number | null;
+    out: string;
+  } {
+    if (PROMTOOL === null)
+      throw new Error("CI is set but promtool is not installed: .ci/run installs Debian's prometheus package");
+    writeFileSync(join(dir, 'llmgw-alerts.yml'), rules);
+    copyFileSync(join(RULES, 'llmgw-alerts.test.yml'), join(dir, 'llmgw-alerts.test.yml'));
+    const run = spawnSync(PROMTOOL, ['test', 'rules', join(dir, 'llmgw-alerts.test.yml')], { encoding: 'utf8' });
+    return { status: run.status, out: `${run.stdout}${run.stderr}` };
+  }
+
+  it('fire each alert on the series that should, with its labels and annotations, and none on the others', () => {
+    const run = testRules();
+    expect(run.status, run.out).toBe(0);
+    expect(run.out).toContain('SUCCESS');
+  });
+
+  it('cover every alert the rules file ships', () => {
+    const alerts = (
+      parse(readFileSync(join(RULES, 'llmgw-alerts.yml'), 'utf8')) as { groups: { rules: { alert: string }[] }[] }
+    ).groups.flatMap((g) => g.rules.map((r) => r.alert));
+    const tests = (
+      parse(readFileSync(join(RULES, 'llmgw-alerts.test.yml'), 'utf8')) as {
+        tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[];
+      }
+    ).tests.flatMap((t) => t.alert_rule_test);
+    const firing = new Set(tests.filter((t) => t.exp_alerts.length > 0).map((t) => t.alertname));
+    expect(
+      alerts.filter((a) => !firing.has(a)),
+      'alerts no test sees fire',
+    ).toEqual([]);
+  });
+
+  it('fail when a threshold moves: the tests can tell', () => {
+    const shipped = readFileSync(join(RULES, 'llmgw-alerts.yml'), 'utf8');
+    const moved = shipped.replace(
+      '/ sum by (model) (rate(llmgw_router_requests_total[5m])) > 0.05',
+      '/ sum by (model) (rate(llmgw_router_requests_total[5m])) > 0.5',
+    );
+    expect(moved, 'the threshold the mutation moves is in the file').not.toBe(shipped);
+    const run = testRules(moved);
+    expect(run.status, run.out).not.toBe(0);
+    expect(run.out).toMatch(/LlmgwServerErrors/);
   });
 });
