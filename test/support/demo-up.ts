@@ -17,6 +17,10 @@ export interface DemoUp {
   client: string;
   /** The API key `llmgw up` made and printed on its first run. */
   apiKey: string;
+  /** The admin listener's base URL (API, dashboard and /metrics). */
+  admin: string;
+  /** The file `llmgw up` keeps its admin token in. */
+  adminTokenFile: string;
   /** URLs this process tried to fetch beyond loopback (each was refused); a test expects it empty. */
   strayFetches: string[];
   /** Ctrl-C, as a terminal sends it; resolves once up (and the engines it owns) exited. */
@@ -67,6 +71,8 @@ export async function startDemoUp(name: string): Promise<DemoUp> {
   return {
     client: String(ready.client),
     apiKey,
+    admin: String(ready.admin),
+    adminTokenFile: join(String(ready.data_dir), 'admin-token'),
     strayFetches,
     async stop() {
       globalThis.fetch = realFetch;
