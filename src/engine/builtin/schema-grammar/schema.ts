@@ -91,6 +91,14 @@ const BASE_RULES: Readonly<Record<string, string>> = {
   array: '"[" (value ("," value)*)? "]"',
 };
 
+/** The base rules each base rule's body names, so using one brings those along. */
+const BASE_USES: Readonly<Record<string, readonly string[]>> = {
+  string: ['char'],
+  value: ['object', 'array', 'string', 'number', 'boolean', 'null'],
+  object: ['string', 'value'],
+  array: ['value'],
+};
+
 function refused(param: string, message: string): LlmgwError {
   return new LlmgwError('LLMGW_BAD_REQUEST', message, { context: { param } });
 }
@@ -151,12 +159,10 @@ class Walk {
   ) {}
 
   private base(name: keyof typeof BASE_RULES): string {
-    this.baseUsed.add(name);
-    // The generic value reaches every other base rule.
-    if (name === 'value')
-      for (const n of ['object', 'array', 'string', 'char', 'number', 'boolean', 'null']) this.baseUsed.add(n);
-    if (name === 'object' || name === 'string') this.baseUsed.add('char');
-    if (name === 'object' || name === 'array') this.base('value');
+    if (!this.baseUsed.has(name)) {
+      this.baseUsed.add(name);
+      for (const used of BASE_USES[name] ?? []) this.base(used);
+    }
     return name;
   }
 

@@ -46,6 +46,11 @@ async function ask(
   return { status: res.statusCode, text: await res.body.text() };
 }
 
+/** The status to report for an answer that carried no count: a 200 without one is the engine's fault (502). */
+function uncounted(status: number): { status: number } {
+  return uncounted(status);
+}
+
 /** A 200 answer's JSON; undefined for anything else. */
 function answered(status: number, text: string): Record<string, unknown> | undefined {
   if (status !== 200) return undefined;
@@ -79,12 +84,10 @@ async function askTokenizer(
       requestId,
     );
     const prompt = answered(template.status, template.text)?.prompt;
-    if (typeof prompt !== 'string') return { status: template.status === 200 ? 502 : template.status };
+    if (typeof prompt !== 'string') return uncounted(template.status);
     const tokenized = await ask(gw, replica, upstream, '/tokenize', { content: prompt, add_special: true }, requestId);
     const tokens = answered(tokenized.status, tokenized.text)?.tokens;
-    return Array.isArray(tokens)
-      ? { count: tokens.length }
-      : { status: tokenized.status === 200 ? 502 : tokenized.status };
+    return Array.isArray(tokens) ? { count: tokens.length } : uncounted(tokenized.status);
   }
   const served = replica.servedNames ?? [model.name, ...model.aliases];
   const body = {
@@ -95,7 +98,7 @@ async function askTokenizer(
   };
   const { status, text } = await ask(gw, replica, upstream, '/tokenize', body, requestId);
   const count = answered(status, text)?.count;
-  return typeof count === 'number' ? { count } : { status: status === 200 ? 502 : status };
+  return typeof count === 'number' ? { count } : uncounted(status);
 }
 
 /**
