@@ -58,6 +58,9 @@ async function instance(dir: string, leads: boolean | undefined, storeLagMs = 0)
   return { store, catalog, inventory, assignments, reconciler };
 }
 
+/** The one node both tests join, as its agent would. */
+const N1 = { id: 'n1', hostname: 'n1', mgmtAddr: null, labels: {}, agentVersion: '1', protocolVersion: 1 };
+
 const demo = { name: 'demo', source: 'hf://org/demo', profiles: [{ name: 'gpu', engine: 'vllm', gpus: 1 }] };
 
 describe('a follower instance', () => {
@@ -67,14 +70,7 @@ describe('a follower instance', () => {
     const leader = await instance(dir, undefined);
     const follower = await instance(dir, false);
 
-    await leader.inventory.join({
-      id: 'n1',
-      hostname: 'n1',
-      mgmtAddr: null,
-      labels: {},
-      agentVersion: '1',
-      protocolVersion: 1,
-    });
+    await leader.inventory.join(N1);
     leader.inventory.heartbeat(leader.inventory.get('n1')!, {
       report: { gpus: [{ index: 0, class: 'h100-80gb', problems: [] }], engines: [{ name: 'vllm' }] },
     });
@@ -165,14 +161,7 @@ describe('a follower instance', () => {
     const lag = 4_000;
     const heard = await instance(dir, undefined, lag);
     const other = await instance(dir, false, lag);
-    await heard.inventory.join({
-      id: 'n1',
-      hostname: 'n1',
-      mgmtAddr: null,
-      labels: {},
-      agentVersion: '1',
-      protocolVersion: 1,
-    });
+    await heard.inventory.join(N1);
     heard.inventory.heartbeat(heard.inventory.get('n1')!, {});
     await heard.inventory.flush();
     await other.inventory.refresh();
