@@ -6,11 +6,17 @@
 // answer from memory, synchronously where they can.
 import { hash } from 'node:crypto';
 import type { ServedEndpoint } from './endpoints.js';
+import type { RemoteReplicaTraits, SpillPolicy } from './remote.js';
+export type { RemoteReplicaTraits, SpillPolicy, SpillWhen } from './remote.js';
+import type { TrafficRules } from './traffic.js';
+
+export type { ShadowRule, SplitBy, SplitTarget, TrafficRules } from './traffic.js';
+export { SPLIT_BY } from './traffic.js';
 
 // ---- the models it routes ------------------------------------------------
 
-/** A model as the gateway routes it: the catalog's Model has this shape and more. */
-export interface RoutedModel {
+/** A model as the gateway routes it: the catalog's Model has this shape and more (its split and shadow: traffic.ts). */
+export interface RoutedModel extends TrafficRules {
   /** The canonical name; replicas, usage and metrics are by this name. */
   readonly name: string;
   /** Other names a client may ask for it by. */
@@ -29,6 +35,8 @@ export interface RoutedModel {
     readonly maxTokens: number | null;
     readonly maxN: number | null;
   };
+  /** Where its requests go when its own replicas cannot take them in time (remote.ts); absent = local replicas only. */
+  readonly spill?: SpillPolicy;
 }
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
@@ -64,6 +72,8 @@ export interface RouterReplica {
   readonly load?: ReplicaLoad;
   /** The nodes its shards run on, for the request log; absent = not known. */
   readonly nodes?: readonly string[];
+  /** Set for a remote endpoint or a peer llmgw (remote.ts); absent = one of this fleet's engines. */
+  readonly remote?: RemoteReplicaTraits;
 }
 
 /** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */
