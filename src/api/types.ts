@@ -521,6 +521,53 @@ export interface RequestAttemptView {
   /** The engine's HTTP status; absent = none came (a connection error). */
   status?: number;
   duration_ms: number;
+  /** When it was sent, ms after the request arrived; absent = not recorded. */
+  start_ms?: number;
+  /** The backoff waited before it, ms; absent = none. */
+  backoff_ms?: number;
+  /** Why this replica: every candidate's score and the rule that picked it; absent = not recorded. */
+  choice?: RequestChoiceView;
+  /** The routing rule that sent this attempt where it went (a spill-over, …); absent = the model's own replicas. */
+  rule?: string;
+}
+
+/** The chooser's reasons for one attempt. */
+export interface RequestChoiceView {
+  /**
+   * The rule that picked the winner: only-candidate, least-load,
+   * least-load-tie (equal lowest, one at random), two-choices
+   * (least-inflight), prefix-owner, prefix-next (the owner was over the
+   * load bound), prefix-all-over.
+   */
+  by: string;
+  candidates: {
+    replica: string;
+    /** The score compared, in requests, lower is better (expected load; in-flight under least-inflight). */
+    load: number;
+    /** True = from a fresh engine sample; absent = this router's in-flight count. */
+    sampled?: boolean;
+    /** Expected prefix-cache hit, 0..1; absent = not estimated. */
+    expected_hit?: number;
+  }[];
+  /** Prefix routing: the ring's owner of the prompt prefix, and the load bound; absent otherwise. */
+  ring_owner?: string;
+  bound?: number;
+}
+
+/** One step of a request's life, in the order they happened. */
+export interface RequestEventView {
+  /** ms after the request arrived. */
+  at_ms: number;
+  /**
+   * arrived, admitted, queued, limited, cold_hold, cold_ready, cold_gave_up,
+   * cold_skipped, backoff, chosen, failed, answered, fallback, first_token,
+   * broken, tokens, cost, refused, done.
+   */
+  kind: string;
+  /** The step in plain words, with its numbers. */
+  says: string;
+  /** The attempt it belongs to, 1-based; absent = none. */
+  attempt?: number;
 }
 
 /**
@@ -565,6 +612,21 @@ export interface RequestRecordView {
   /** As the engine counted them; absent = not reported. */
   prompt_tokens?: number;
   completion_tokens?: number;
+  /** How admission went; absent = not recorded. */
+  admission?: { outcome: 'admitted' | 'limited' | 'queued'; done_ms: number; queued_ms?: number; limit?: string };
+  /** The cold hold; absent = it was not held. */
+  cold?: { model: string; start_ms: number; held_ms: number; end: string; replica?: string };
+  /** In the currency of the price table; absent = no price for the model. */
+  cost?: number;
+  /** The routing rule that sent the request where it went; absent = none. */
+  rule?: string;
+  /** Its OpenTelemetry trace id; absent = not traced. */
+  trace_id?: string;
+}
+
+/** GET /api/v1/requests/{id}: the record, with its timeline. */
+export interface RequestDetailView extends RequestRecordView {
+  timeline: RequestEventView[];
 }
 
 /** GET /api/v1/requests[?model=][&status=][&failed=true][&limit=]: newest first, from this control plane's memory. */

@@ -26,6 +26,33 @@ export interface Candidate {
   readonly id: string;
 }
 
+/**
+ * The rule that picked a replica, for the request log's "why this one":
+ * only-candidate: there was one; least-load: the lowest score;
+ * least-load-tie: the lowest score, shared, one of those at random;
+ * two-choices: least-inflight's two random candidates, the less busy;
+ * prefix-owner: the prompt prefix's owner on the ring, within the load bound;
+ * prefix-next: the owner was over the bound, the next on the ring within it;
+ * prefix-all-over: every one was over the bound, the least loaded.
+ */
+export type PickRule =
+  | 'only-candidate'
+  | 'least-load'
+  | 'least-load-tie'
+  | 'two-choices'
+  | 'prefix-owner'
+  | 'prefix-next'
+  | 'prefix-all-over';
+
+/** What a pick says of its choice when asked (an object the caller passes, so a pick not asked allocates nothing). */
+export interface PickWhy {
+  by: PickRule;
+  /** Prefix routing: the ring owner of the prompt's point. */
+  ringOwner?: string;
+  /** Prefix routing: the load bound. */
+  bound?: number;
+}
+
 /** What the choice knows of one replica's load. */
 export interface LoadView {
   /** Requests this router has in flight to the replica now. */

@@ -7,9 +7,40 @@
 // client listener took. Separate from metrics (counts, no ids) and from
 // usage (per key and model, in the store).
 import type { RequestAttemptView, RequestRecordView } from '../../api/types.js';
+import type { PickRule } from './pick.js';
 
 /** How many requests the log keeps by default: ~10k records of a few hundred bytes each. */
 export const REQUEST_LOG_CAPACITY = 10_000;
+
+/** One replica the chooser weighed for an attempt, and its score. */
+export interface CandidateScore {
+  replica: string;
+  /**
+   * The score the choice compared, in requests, lower is better: expectedLoad
+   * (pick.ts) under least-load and prefix routing, this router's in-flight
+   * count under least-inflight.
+   */
+  load: number;
+  /** True when the score came from a fresh engine sample; absent = this router's own in-flight count. */
+  sampled?: boolean;
+  /** The share of the prompt the replica's prefix cache is expected to hold, 0..1; absent = not estimated. */
+  expectedHit?: number;
+}
+
+/**
+ * Why an attempt went where it went: every candidate with its score, and
+ * the rule that picked the winner. Filled by the chooser with numbers only
+ * (no words on the hot path); timelineOf() and the views say it in words.
+ */
+export interface ChoiceRecord {
+  by: PickRule;
+  /** In the order the chooser saw them; the ones already tried for this model are not among them. */
+  candidates: CandidateScore[];
+  /** Prefix routing: the replica owning the prompt prefix's point on the ring; absent = not prefix routing. */
+  ringOwner?: string;
+  /** Prefix routing: the most load a replica may carry after taking the request (CHWBL's bound). */
+  bound?: number;
+}
 
 export interface RequestAttempt {
   model: string;
@@ -20,6 +51,45 @@ export interface RequestAttempt {
   /** Absent when answered. */
   reason?: string;
   durationMs: number;
+  /** When it was sent, ms after the request arrived; absent in records made before timelines. */
+  startMs?: number;
+  /** The wait before it (jittered backoff after a failed attempt), ms; absent = none. */
+  backoffMs?: number;
+  /** Why this replica; absent = the chooser did not say (a path that does not explain). */
+  choice?: ChoiceRecord;
+  /** The routing rule that sent this attempt where it went (a spill-over to a remote endpoint, …); absent = the model's own replicas. */
+  rule?: string;
+}
+
+/** How the request got through admission. */
+export interface AdmissionRecord {
+  /** admitted: at once; queued: it waited `queuedMs` for room under a limit first; limited: a limit refused it. */
+  outcome: 'admitted' | 'limited' | 'queued';
+  /** When admission ended, ms after the request arrived (reading the body, the key, the checks). */
+  doneMs: number;
+  /** How long it waited in a queue; absent = it did not. */
+  queuedMs?: number;
+  /** The limit that queued or refused it, in words a timeline can quote ("requests per minute"); absent = none. */
+  limit?: string;
+}
+
+/** The cold hold: the request waited for a model with no ready replica. */
+export interface ColdRecord {
+  /** The model it waited for (the one requested). */
+  model: string;
+  /** When the hold began, ms after arrival. */
+  startMs: number;
+  /** How long it was held; 0 when it did not wait (served_by_fallback). */
+  heldMs: number;
+  /**
+   * ready: a replica became ready; gave_up: none did within the cold start
+   * timeout; client_gone, timed_out, revoked: the request ended first;
+   * served_by_fallback: it did not wait, a ready fallback took it
+   * (fallback_while_cold).
+   */
+  end: 'ready' | 'gave_up' | 'client_gone' | 'timed_out' | 'revoked' | 'served_by_fallback';
+  /** The replica that was ready when the hold ended; absent = none was. */
+  replica?: string;
 }
 
 /** One request, filled in as it goes; added to the log when the router is done with it. */
@@ -41,11 +111,21 @@ export interface RequestRecord {
   /** The engine's answer broke after the first byte, and why. */
   broken?: string;
   attempts: RequestAttempt[];
+  /** Absent = the record has no admission step (made before timelines, or by a test). */
+  admission?: AdmissionRecord;
+  /** Absent = the model had a ready replica: nothing was held. */
+  cold?: ColdRecord;
   heldMs?: number;
   durationMs: number;
   ttftMs?: number;
   promptTokens?: number;
   completionTokens?: number;
+  /** What the request cost, in the currency of the price table; absent = no price for its model. */
+  cost?: number;
+  /** The routing rule that sent the whole request where it went (a split's variant, …); absent = none, the model asked for. */
+  rule?: string;
+  /** The OpenTelemetry trace id (32 hex digits) of its span; absent = tracing off or not sampled. */
+  traceId?: string;
 }
 
 export interface RequestFilter {
