@@ -17,9 +17,14 @@ import { certificateProblem } from '../../tls/index.js';
 /**
  * How an attempt ended: answered (whatever the status), failed before the
  * first byte and may be retried, or refused the stream_options the router
- * added (to be sent again as the client wrote it).
+ * added (to be sent again as the client wrote it). A retry's `refusal` is
+ * what the client is told if no later attempt answers (a remote's 429 and
+ * its wait, a remote that hung: 504); absent = the router's 502.
  */
-export type Outcome = { kind: 'done'; status: number } | { kind: 'retry'; reason: string } | { kind: 'usageRefused' };
+export type Outcome =
+  | { kind: 'done'; status: number }
+  | { kind: 'retry'; reason: string; refusal?: { readonly status: 429 | 504; readonly retryAfterS?: number } }
+  | { kind: 'usageRefused' };
 
 /** What the relay needs to know of the request it serves, and tells back. */
 export interface RelayTarget {
