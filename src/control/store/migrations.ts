@@ -5,6 +5,8 @@
 // spelt differently on each.
 import { createHash } from 'node:crypto';
 import { sql, type CreateTableBuilder, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+import { teamsMigration, usageCostMigration } from './migrations-teams.js';
+import { peopleMigration } from './migrations-people.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -410,6 +412,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
             .execute();
         }),
     },
+    // Teams: every key in one (`default` for the keys made before), each with limits its keys may only narrow; budgets.
+    '0017_teams': teamsMigration(),
+    // What usage cost (US dollars, 0 for rows from before), budgets' spend per period, and GPU-hours per model.
+    '0018_usage_cost': usageCostMigration(),
+    // People with roles, their hashed tokens, and the person a dashboard session carries (src/control/people).
+    '0019_people': peopleMigration(),
   };
 }
 

@@ -2,6 +2,8 @@
 // times are epoch milliseconds in bigint columns, structured values are JSON
 // text, so that neither dialect's special types leak into the code above.
 import type { Generated } from 'kysely';
+import type { BudgetSpendTable, BudgetsTable, ModelGpuCostTable, TeamsTable } from './teams-schema.js';
+import type { PeopleTable, PersonTokensTable } from './people-schema.js';
 
 export interface ModelsTable {
   name: string;
@@ -140,6 +142,8 @@ export interface ApiKeysTable {
   created_at: number;
   created_by: string;
   revoked_at: number | null;
+  /** The team the key belongs to (0017); 'default' for keys made before teams. */
+  team: Generated<string>;
 }
 
 /** Totals per key and model since the key was made; 'anonymous' when the listener runs without keys. */
@@ -153,6 +157,8 @@ export interface UsageTable {
   prompt_tokens: number;
   completion_tokens: number;
   updated_at: number;
+  /** What the usage cost in US dollars at the model's price (0018); 0 for rows from before, and for models without one. */
+  cost_usd: Generated<number>;
 }
 
 /** One entry of the events log; see src/control/events for the kinds. */
@@ -243,6 +249,12 @@ export interface DashboardSessionsTable {
   created_at: number;
   /** Written at most about once a minute per session: idle expiry is hours. */
   last_seen: number;
+  /** The person signed in (0019); null = the admin token's login, no person. */
+  person: string | null;
+  /** Their role at sign-in (0019); null = admin (sessions made before people were admin-token logins). */
+  role: string | null;
+  /** JSON array of a team-admin's teams (0019); null = none. */
+  teams: string | null;
 }
 
 /** A kept Responses API response (src/control/responses); only its key reads it. */
@@ -271,9 +283,15 @@ export interface ResponseItemsTable {
 }
 
 export interface Database {
+  teams: TeamsTable;
+  budgets: BudgetsTable;
+  budget_spend: BudgetSpendTable;
+  model_gpu_cost: ModelGpuCostTable;
   responses: ResponsesTable;
   response_items: ResponseItemsTable;
   dashboard_sessions: DashboardSessionsTable;
+  people: PeopleTable;
+  person_tokens: PersonTokensTable;
   model_demand: ModelDemandTable;
   events: EventsTable;
   leader_notes: LeaderNotesTable;
