@@ -24,17 +24,20 @@ const SEED_B = 0x41c6ce57;
 export function chainHash(parent: number, tokens: readonly number[], from = 0, to = tokens.length): number {
   let h1 = SEED_A ^ (parent >>> 0);
   let h2 = SEED_B ^ (Math.floor(parent / TWO_32) >>> 0);
-  const mix = (word: number) => {
-    h1 = Math.imul(h1 ^ word, 2654435761);
-    h2 = Math.imul(h2 ^ word, 1597334677);
-  };
   for (let i = from; i < to; i++) {
     const t = tokens[i]!;
-    mix(t >>> 0);
-    if (t >= TWO_32 || t < 0) mix(Math.floor(t / TWO_32) >>> 0);
+    const lo = t >>> 0;
+    h1 = Math.imul(h1 ^ lo, 2654435761);
+    h2 = Math.imul(h2 ^ lo, 1597334677);
+    if (t >= TWO_32 || t < 0) {
+      const hi = Math.floor(t / TWO_32) >>> 0;
+      h1 = Math.imul(h1 ^ hi, 2654435761);
+      h2 = Math.imul(h2 ^ hi, 1597334677);
+    }
   }
   // The block's length goes in too: a short last block is not a prefix of a full one.
-  mix(to - from);
+  h1 = Math.imul(h1 ^ (to - from), 2654435761);
+  h2 = Math.imul(h2 ^ (to - from), 1597334677);
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507);
   h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909);
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507);

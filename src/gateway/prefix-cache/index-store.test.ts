@@ -187,4 +187,19 @@ describe('the prefix-cache index', () => {
     index.drop('a');
     expect(index.lookup(p, ['c']).get('c')).toBe(4);
   });
+
+  it('keeps a block one replica holds under two ids (two llama.cpp slots) until both go', () => {
+    const index = new KvIndex();
+    const p = seq(1, 8);
+    index.apply('a', batch(0, [{ kind: 'stored', blocks: blocksOf(p, 'slot0-') }]));
+    index.apply('a', batch(1, [{ kind: 'stored', blocks: blocksOf(p, 'slot1-') }]));
+    expect(index.size).toBe(4);
+    index.apply('a', batch(2, [{ kind: 'removed', hashes: ['slot0-0', 'slot0-1'] }]));
+    expect(index.lookup(p, ['a']).get('a'), 'slot 1 still holds both blocks').toBe(8);
+    index.apply('a', batch(3, [{ kind: 'removed', hashes: ['slot1-1'] }]));
+    expect(index.lookup(p, ['a']).get('a')).toBe(4);
+    index.apply('a', batch(4, [{ kind: 'removed', hashes: ['slot1-0'] }]));
+    expect(index.lookup(p, ['a']).get('a')).toBe(0);
+    expect(index.size).toBe(0);
+  });
 });

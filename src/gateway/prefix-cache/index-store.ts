@@ -11,8 +11,8 @@
 // the replica holding the most loses its least recently stored block. A
 // replica's entries all go when it leaves, clears its cache, or its source
 // skips a batch (a gap: events were lost, so what is held is unknown until
-// the source resyncs). An engine is taken to name one chain by one id:
-// two ids for the same tokens after the same prefix count as one block.
+// the source resyncs). One replica may hold the same tokens under two ids
+// (llama.cpp keeps a copy per slot): the block stays held until both go.
 import type { KvEventBatch, KvBlock } from '../../protocol/kv-events.js';
 import { chainHash, promptChain, ROOT_CHAIN } from './chain-hash.js';
 
@@ -28,6 +28,8 @@ interface ReplicaState {
   lastSeq: number;
   /** Engine block id → chain hash, least recently stored first (Map order). */
   readonly blocks: Map<string, number>;
+  /** Chains this replica holds under more than one id → how many more; absent = one (nearly always). */
+  readonly extra: Map<number, number>;
 }
 
 /** What one batch did to the index. */
@@ -142,7 +144,7 @@ export class KvIndex {
       let slot = this.bySlot.indexOf(undefined);
       if (slot < 0) slot = this.bySlot.length;
       this.bySlot[slot] = replicaId;
-      r = { slot, blockSize: 0, lastSeq: -1, blocks: new Map() };
+      r = { slot, blockSize: 0, lastSeq: -1, blocks: new Map(), extra: new Map() };
       this.replicas.set(replicaId, r);
     }
     return r;
@@ -163,10 +165,10 @@ export class KvIndex {
       if (had !== undefined) {
         // Stored again: now the most recent. An engine id reused for other tokens moves to the new chain.
         r.blocks.delete(b.hash);
-        if (had !== chain) this.unhold(had, r.slot);
+        if (had !== chain) this.unhold(had, r);
         else this.entries--;
       }
-      if (had !== chain) this.hold(chain, r.slot);
+      if (had !== chain) this.hold(chain, r);
       r.blocks.set(b.hash, chain);
       this.entries++;
       if (had !== chain) this.evictOverCap();
@@ -178,25 +180,36 @@ export class KvIndex {
     const chain = r.blocks.get(engineHash);
     if (chain === undefined) return;
     r.blocks.delete(engineHash);
-    this.unhold(chain, r.slot);
+    this.unhold(chain, r);
   }
 
   private clear(r: ReplicaState): void {
-    for (const chain of r.blocks.values()) this.unhold(chain, r.slot);
+    for (const chain of r.blocks.values()) this.unhold(chain, r);
     r.blocks.clear();
+    r.extra.clear();
   }
 
-  private hold(chain: number, slot: number): void {
+  private hold(chain: number, r: ReplicaState): void {
+    const slot = r.slot;
     const held = this.holders.get(chain);
     if (held === undefined) this.holders.set(chain, slot);
     else if (typeof held === 'number') {
       if (held !== slot) this.holders.set(chain, [held, slot]);
+      else r.extra.set(chain, (r.extra.get(chain) ?? 0) + 1);
     } else if (!held.includes(slot)) held.push(slot);
+    else r.extra.set(chain, (r.extra.get(chain) ?? 0) + 1);
   }
 
-  /** Takes one entry away: the slot no longer holds the chain. */
-  private unhold(chain: number, slot: number): void {
+  /** Takes one entry away: the replica holds the chain under one id fewer. */
+  private unhold(chain: number, r: ReplicaState): void {
     this.entries--;
+    const more = r.extra.get(chain);
+    if (more !== undefined) {
+      if (more <= 1) r.extra.delete(chain);
+      else r.extra.set(chain, more - 1);
+      return;
+    }
+    const slot = r.slot;
     const held = this.holders.get(chain);
     if (held === undefined) return;
     if (typeof held === 'number') {
@@ -216,7 +229,7 @@ export class KvIndex {
       if (!biggest || biggest.blocks.size === 0) return;
       const [engineHash, chain] = biggest.blocks.entries().next().value as [string, number];
       biggest.blocks.delete(engineHash);
-      this.unhold(chain, biggest.slot);
+      this.unhold(chain, biggest);
     }
   }
 }
