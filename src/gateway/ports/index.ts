@@ -37,6 +37,18 @@ export interface RoutedModel extends TrafficRules {
   };
   /** Where its requests go when its own replicas cannot take them in time (remote.ts); absent = local replicas only. */
   readonly spill?: SpillPolicy;
+  /** How many requests its replicas take at once before the gateway queues them by fair share; absent = never queued. */
+  readonly capacity?: ModelCapacity;
+}
+
+/** A model's declared capacity (the catalog's `capacity`). */
+export interface ModelCapacity {
+  /** Requests one replica serves at once before the gateway queues; 0 = not declared (never queued). */
+  readonly perReplica: number;
+  /** How long a request may wait for a place before a 503. */
+  readonly queueTimeoutMs: number;
+  /** Requests one team may have waiting for this model; past it the next is refused at once with a 429. */
+  readonly queuePerTenant: number;
 }
 
 /** A replica as the router sees it: where to send requests, and whether it still takes new ones. */
@@ -149,6 +161,11 @@ export interface ApiKeyRecord {
   readonly createdBy: string;
   /** Epoch ms the key was revoked; null = live. */
   readonly revokedAtMs: number | null;
+  /**
+   * The team the key belongs to; its limits above are already narrowed to
+   * the team's. Absent = a key store without teams.
+   */
+  readonly team?: string;
 }
 
 /**
@@ -300,4 +317,39 @@ export interface RequestLimiter {
   ): LimitDecision;
   /** Ends a request: gives back its `reservedTokens` and charges what it really used (0 when it failed before any token). */
   settle(keyId: string, tokensPerMinute: number | null, reservedTokens: number, usedTokens: number): void;
+}
+
+// ---- budgets (src/control/budgets implements them) --------------------------
+
+/** A request's hold on the budgets that apply to it, settled once when it ends. */
+export interface BudgetHold {
+  /** Charges what it used (tokens, and their price for money budgets) in place of what admission reserved. */
+  settle(model: string, promptTokens: number, completionTokens: number): void;
+  /** Gives the whole reservation back: the request cost nothing (count_tokens, or refused after admission). */
+  release(): void;
+}
+
+/** `hold` null = no budget applies to the key: nothing to settle. */
+export type BudgetDecision =
+  | { readonly ok: true; readonly hold: BudgetHold | null }
+  | {
+      readonly ok: false;
+      /** The budget in words, for the client: "team ml's hard budget of 1000000 tokens per day". */
+      readonly budget: string;
+      /** Epoch ms at which the budget's period starts again. */
+      readonly resetAtMs: number;
+      /** Seconds until then, at least 1 (Retry-After). */
+      readonly retryAfterS: number;
+    };
+
+/**
+ * Budgets per team and per key, in tokens and money. Answers from memory:
+ * the implementation spends leases it took from the store, never asking it
+ * on a request's path.
+ */
+export interface BudgetGate {
+  /** Admits a request of `key` to `model` that may cost up to this many tokens, or names the budget that refuses it. */
+  admit(key: ApiKeyRecord, model: string, promptTokens: number, completionTokens: number): BudgetDecision;
+  /** What these tokens of `model` cost in US dollars; undefined = the model has no price. */
+  cost(model: string, promptTokens: number, completionTokens: number): number | undefined;
 }
