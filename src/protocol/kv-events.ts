@@ -39,3 +39,21 @@ export interface KvEventBatch {
   readonly blockSize: number;
   readonly events: readonly KvEvent[];
 }
+
+/**
+ * Where a replica's engine tells what it holds, as the agent reports it and
+ * the replica directory hands it to the gateway. Absent on a replica = its
+ * engine tells nothing, and routing for it stays as it was.
+ * - zmq: vLLM's and SGLang's publisher. `endpoint` is the PUB socket to
+ *   connect to (tcp://host:port), `replayEndpoint` its ROUTER for missed
+ *   batches (absent = no replay: a gap clears), `topic` what to subscribe
+ *   to (absent = every topic).
+ * - http: a long-lived GET on the engine's base URL + `path` answering JSON
+ *   lines of KvEventBatch (builtin and sim), sent with the engine's secret.
+ * - slots: llama.cpp's GET /slots on the engine's base URL, polled; each
+ *   slot's cached prompt is cut into blocks of `blockSize` tokens.
+ */
+export type KvEventsEndpoint =
+  | { readonly kind: 'zmq'; readonly endpoint: string; readonly replayEndpoint?: string; readonly topic?: string }
+  | { readonly kind: 'http'; readonly path: string }
+  | { readonly kind: 'slots'; readonly blockSize: number };
