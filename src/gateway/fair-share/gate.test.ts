@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CapacityGate, gateRequest, type GateOutcome, type ModelCapacity } from './gate.js';
-import type { Waiter } from '../core/cold-hold.js';
+import { CapacityGate, gateRequest, type GateOutcome, type Waiter } from './gate.js';
+import type { ModelCapacity } from '../ports/index.js';
 
 const CAP: ModelCapacity = { perReplica: 2, queueTimeoutMs: 10_000, queuePerTenant: 3 };
 

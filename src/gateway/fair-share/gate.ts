@@ -11,19 +11,16 @@
 // once per request, and from the queue, which only orders.
 import { FairQueue, type QueuedRequest } from './queue.js';
 import type { PriorityClass } from './priority.js';
-import type { Waiter } from '../core/cold-hold.js';
+import type { ModelCapacity } from '../ports/index.js';
 
-/** A model's declared capacity, from the catalog. */
-export interface ModelCapacity {
-  /** Requests one replica serves at once before the gateway queues; 0 = not declared (never gated). */
-  readonly perReplica: number;
-  /** How long a request may wait for a place. */
-  readonly queueTimeoutMs: number;
-  /** Requests one tenant may have waiting for this model; past it the next is refused at once. */
-  readonly queuePerTenant: number;
+/** What a wait reads and sets of the request it serves (the exchange has these; the cold hold's waits use them too). */
+export interface Waiter {
+  readonly clientGone: boolean;
+  readonly timedOut: boolean;
+  readonly revoked: boolean;
+  /** Wakes the wait in progress early; null when none is. */
+  wake: (() => void) | null;
 }
-
-export const NO_CAPACITY: ModelCapacity = Object.freeze({ perReplica: 0, queueTimeoutMs: 0, queuePerTenant: 0 });
 
 /** What the gate learns of one request. */
 export interface GateRequest extends QueuedRequest {
