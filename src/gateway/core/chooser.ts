@@ -11,6 +11,7 @@ import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from '.
 import { inFlight, sendTimes, type Interceptor } from './dispatch.js';
 import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
 import { promptPrefix } from './prompt-text.js';
+import type { ChoiceRecord } from './request-log.js';
 import type { ParsedRequest } from './validate.js';
 
 const NO_SENDS: readonly number[] = Object.freeze([]);
@@ -54,11 +55,23 @@ export class ReplicaChooser {
     return draining ? all.filter((r) => !r.draining) : all;
   }
 
-  /** The replica for an attempt at `model`, among non-empty `candidates` (the ones not tried yet). */
-  choose(model: RoutedModel, candidates: readonly RouterReplica[], parsed: ParsedRequest): RouterReplica {
+  /**
+   * The replica for an attempt at `model`, among non-empty `candidates` (the
+   * ones not tried yet). `why`, when given, is filled with each candidate's
+   * score and the rule that picked the winner: numbers only, words come
+   * when someone reads the request log.
+   */
+  choose(
+    model: RoutedModel,
+    candidates: readonly RouterReplica[],
+    parsed: ParsedRequest,
+    why?: ChoiceRecord,
+  ): RouterReplica {
     const o = this.options;
     if (model.routing === 'least-inflight') {
-      return pickLeastLoaded(candidates, (id) => this.use.get(id)?.inFlight ?? 0, o.random)!;
+      const inFlight = (id: string) => this.use.get(id)?.inFlight ?? 0;
+      if (why) for (const c of candidates) why.candidates.push({ replica: c.id, load: inFlight(c.id) });
+      return pickLeastLoaded(candidates, inFlight, o.random, why)!;
     }
     // Scored once per choice: the prefix walk asks a replica's load more than once.
     const now = o.now();
@@ -71,14 +84,19 @@ export class ReplicaChooser {
         o.loadStaleMs,
         this.finished.get(c.id) ?? NO_FINISHED,
       );
-      scores.set(c.id, expectedLoad(view));
+      const score = expectedLoad(view);
+      scores.set(c.id, score);
+      if (why)
+        why.candidates.push(
+          view.sample ? { replica: c.id, load: score, sampled: true } : { replica: c.id, load: score },
+        );
     }
     const load = (id: string) => scores.get(id) ?? 0;
     if (model.routing === 'prefix' && candidates.length > 1) {
       const hash = fnv1a(promptPrefix(parsed.body, o.prefixChars));
-      return pickByPrefix(candidates, this.ringOf(model), hash, load, o.loadFactor)!;
+      return pickByPrefix(candidates, this.ringOf(model), hash, load, o.loadFactor, why)!;
     }
-    return pickLeastLoad(candidates, load, o.random)!;
+    return pickLeastLoad(candidates, load, o.random, why)!;
   }
 
   /** A copy of the use per replica id, for the reconciler (scaling, ReplicaView's idle_seconds). */

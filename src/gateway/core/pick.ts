@@ -135,26 +135,37 @@ export function loadViewOf(
   };
 }
 
-/** The candidate with the lowest load; among equals one at random (`random` in [0, 1), injected so tests are deterministic). */
+/**
+ * The candidate with the lowest load; among equals one at random (`random`
+ * in [0, 1), injected so tests are deterministic). `why`, when given, is
+ * told the rule.
+ */
 export function pickLeastLoad<T extends Candidate>(
   candidates: readonly T[],
   load: (id: string) => number,
   random: () => number,
+  why?: PickWhy,
 ): T | undefined {
-  if (candidates.length <= 1) return candidates[0];
+  if (candidates.length <= 1) {
+    if (why) why.by = 'only-candidate';
+    return candidates[0];
+  }
   let bestLoad = Infinity;
   for (const c of candidates) bestLoad = Math.min(bestLoad, load(c.id));
   const best = candidates.filter((c) => load(c.id) === bestLoad);
+  if (why) why.by = best.length > 1 ? 'least-load-tie' : 'least-load';
   return best[Math.floor(random() * best.length) % best.length];
 }
 
-/** Power of two choices by in-flight count; `random` in [0, 1) is injected so tests are deterministic. */
+/** Power of two choices by in-flight count; `random` in [0, 1) is injected so tests are deterministic. `why`: as pickLeastLoad. */
 export function pickLeastLoaded<T extends Candidate>(
   candidates: readonly T[],
   inFlight: (id: string) => number,
   random: () => number,
+  why?: PickWhy,
 ): T | undefined {
   const n = candidates.length;
+  if (why) why.by = n <= 1 ? 'only-candidate' : 'two-choices';
   if (n <= 1) return candidates[0];
   const i = Math.floor(random() * n) % n;
   let j = Math.floor(random() * (n - 1)) % (n - 1);
@@ -231,17 +242,36 @@ export function pickByPrefix<T extends Candidate>(
   prefixHash: number,
   load: (id: string) => number,
   loadFactor: number,
+  why?: PickWhy,
 ): T | undefined {
-  if (candidates.length <= 1) return candidates[0];
+  if (candidates.length <= 1) {
+    if (why) why.by = 'only-candidate';
+    return candidates[0];
+  }
   const byId = new Map(candidates.map((c) => [c.id, c]));
   let total = 0;
   for (const c of candidates) total += load(c.id);
   const bound = Math.ceil((loadFactor * (total + 1)) / candidates.length);
+  if (why) why.bound = bound;
+  // The owner is the first candidate on the walk: a replica already tried is on the ring but not a candidate.
+  let owner: string | undefined;
   for (const id of ring.walk(prefixHash)) {
     const c = byId.get(id);
-    if (c && load(id) + 1 <= bound) return c;
+    if (!c) continue;
+    owner ??= id;
+    if (load(id) + 1 <= bound) {
+      if (why) {
+        why.by = id === owner ? 'prefix-owner' : 'prefix-next';
+        why.ringOwner = owner;
+      }
+      return c;
+    }
   }
   let best = candidates[0]!;
   for (const c of candidates) if (load(c.id) < load(best.id)) best = c;
+  if (why) {
+    why.by = 'prefix-all-over';
+    if (owner !== undefined) why.ringOwner = owner;
+  }
   return best;
 }
