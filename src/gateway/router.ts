@@ -50,6 +50,7 @@ import { RateLimiter } from './core/rate-limit.js';
 import type { RequestLog } from './core/request-log.js';
 import { streamOptionsResend } from './core/stream-options.js';
 import { UpstreamPools, type Upstream } from './core/upstreams.js';
+import { RemoteRouting } from './remote/index.js';
 import type { ParsedRequest } from './core/validate.js';
 
 /** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
@@ -98,6 +99,8 @@ export class Router implements DialectHost {
   private readonly sweepTimer: NodeJS.Timeout | null;
   /** CORS headers are set by a hook on the reply, and must be carried over to answers written raw. */
   private readonly corsOn: boolean;
+  /** Remote replicas' circuits and Retry-After waits, and spill-over (src/gateway/remote). */
+  private readonly remote: RemoteRouting;
   /** Requests running per key id, so a revocation ends them; no entry = none. */
   private readonly runningByKey = new Map<string, Set<Exchange>>();
   private readonly unsubscribeRevoked: () => void;
@@ -111,9 +114,12 @@ export class Router implements DialectHost {
     this.logger = deps.logger;
     this.responseStore = deps.responses ?? null;
     this.corsOn = o.corsOrigins.length > 0;
-    this.chooser = new ReplicaChooser(deps.replicas, o);
+    this.remote = new RemoteRouting({ now: o.now, loadStaleMs: o.loadStaleMs });
+    // Remotes whose circuit is open or that asked to be left alone are out of every candidate list, the cold hold's too.
+    const replicas = this.remote.directory(deps.replicas);
+    this.chooser = new ReplicaChooser(replicas, o);
     this.pools = new UpstreamPools(o.engineCa);
-    this.cold = new ColdHold(deps.replicas, o);
+    this.cold = new ColdHold(replicas, o);
     this.metrics = new RouterMetrics(
       deps.registry,
       () => this.cold.held,
@@ -125,19 +131,21 @@ export class Router implements DialectHost {
     this.loop = new AttemptLoop({
       options: o,
       catalog: deps.catalog,
-      replicas: deps.replicas,
+      replicas,
       logger: deps.logger,
       metrics: this.metrics,
       chooser: this.chooser,
       cold: this.cold,
       pools: this.pools,
       interceptors: [
+      remote: this.remote,
         streamOptionsResend(deps.logger),
         rewriteBody(),
         ...this.chooser.interceptors(),
         attemptMetrics(this.metrics),
         // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
         requestId(`.${randomBytes(3).toString('hex')}`),
+        ...this.remote.interceptors(),
       ],
     });
     const sweepMs = o.sweepIntervalMs;
@@ -173,6 +181,7 @@ export class Router implements DialectHost {
 
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.remote.stats.forget(liveIds);
     this.cold.close();
     this.unsubscribeRevoked();
     await this.pools.close();

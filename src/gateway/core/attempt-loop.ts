@@ -24,6 +24,7 @@ import type { RouterOptions } from './options.js';
 import type { ApiKeyRecord, ReplicaDirectory, RoutedModel, RoutedModels, RouterReplica } from '../ports/index.js';
 import type { Outcome, RelayHooks } from './relay.js';
 import type { UpstreamPools } from './upstreams.js';
+import { guardRemote, type RemoteRouting } from '../remote/index.js';
 import type { Endpoint } from './validate.js';
 import type { ErrorCode } from '../../errors/index.js';
 
@@ -75,6 +76,8 @@ export interface AttemptLoopDeps {
   readonly pools: UpstreamPools;
   /** Around each attempt, the first listed outermost (dispatch.ts); the send to the pool is the end of the chain. */
   readonly interceptors: readonly Interceptor[];
+  /** Remote replicas' circuits and spill-over (src/gateway/remote); absent = every replica is treated as local. */
+  readonly remote?: RemoteRouting;
 }
 
 export class AttemptLoop {
@@ -98,9 +101,18 @@ export class AttemptLoop {
         'fallbacks this API key may not use were skipped',
       );
     }
+    // Spill-over: the model's spill target goes first when its policy says so (src/gateway/remote/spill.ts).
+    const spill = this.deps.remote?.spill(model, this.deps.catalog, (m) => this.deps.chooser.candidates(m)) ?? null;
+    if (spill?.to) {
+      const at = chain.indexOf(spill.to);
+      if (at >= 0) chain.splice(at, 1);
+      chain.unshift(spill.to);
+      // Served remotely meanwhile, a model at zero still gets a local replica started.
+      if (this.deps.chooser.candidates(model).length === 0) this.deps.replicas.demand(model.name);
+    }
     let skipPrimary = false;
     let coldNote = '';
-    if (this.deps.chooser.candidates(model).length === 0) {
+    if (!spill?.to && this.deps.chooser.candidates(model).length === 0) {
       const willStart = this.deps.replicas.demand(model.name);
       // Serve a fallback meanwhile only if one can answer now; otherwise holding for the model itself is the better wait.
       if (model.fallbackWhileCold && chain.some((f) => f !== model && this.deps.chooser.candidates(f).length > 0)) {
@@ -134,6 +146,8 @@ export class AttemptLoop {
     let lastFailure = '';
     for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
       const m = chain[i]!;
+    /** What the last failed attempt asks the client be told (a remote's 429 or hang); null = the router's 502. */
+    let lastRefusal: { readonly status: 429 | 504; readonly retryAfterS?: number } | null = null;
       const tried = new Set<string>();
       for (let k = 0; k < this.deps.options.attemptsPerModel && attempts < this.deps.options.maxAttempts; k++) {
         const candidates = this.deps.chooser.candidates(m).filter((r) => !tried.has(r.id));
@@ -158,6 +172,9 @@ export class AttemptLoop {
         };
         if (outcome.kind === 'done') {
           ex.trace.attempts.push({ ...traced, outcome: 'answered' });
+          ...(spill && (m === model || m === spill.to)
+            ? { rule: m === spill.to || !spill.to ? spill.decision.rule : `local (${spill.to.name} did not answer)` }
+            : {}),
           if (m !== model) this.deps.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
           return outcome.status;
         }
@@ -169,6 +186,7 @@ export class AttemptLoop {
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
         this.deps.logger.warn(
           { model: m.name, replica: replica.id, reason, request: ex.id },
+        lastRefusal = outcome.kind === 'retry' ? (outcome.refusal ?? null) : null;
           'upstream attempt failed before the first byte',
         );
       }
@@ -180,12 +198,15 @@ export class AttemptLoop {
       this.deps.logger.error({ model: model.name, attempts, request: ex.id }, message);
       this.fail(ex, 502, 'LLMGW_UPSTREAM', message);
       return 502;
+    if (attempts > 0 && lastRefusal) return this.remoteRefusal(ex, model, attempts, lastFailure, lastRefusal);
     }
     let message = `model \`${model.name}\` has 0 ready replicas${coldNote}: ${this.deps.replicas.describe(model.name)}`;
     if (chain.length > 1)
       message += `; its fallbacks (${chain
         .slice(1)
         .map((m) => `\`${m.name}\``)
+    const waitS = this.deps.remote?.retryAfterS(chain) ?? null;
+    if (waitS !== null) return this.remoteRefusal(ex, model, 0, '', { status: 429, retryAfterS: waitS });
         .join(', ')}) have none ready either`;
     this.deps.logger.error({ model: model.name, request: ex.id }, message);
     this.fail(ex, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
@@ -197,6 +218,28 @@ export class AttemptLoop {
       RETRY_BACKOFF_CAP_MS,
       this.deps.options.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.deps.options.random()),
     );
+  /** The answer when remotes refused and nothing else answered: 429 with the soonest Retry-After, or 504 for a remote that hung. */
+  private remoteRefusal(
+    ex: Exchange,
+    model: RoutedModel,
+    attempts: number,
+    lastFailure: string,
+    refusal: { readonly status: 429 | 504; readonly retryAfterS?: number },
+  ): number {
+    const tried = attempts > 0 ? `; the last of ${attempts} attempt${attempts === 1 ? '' : 's'}: ${lastFailure}` : '';
+    if (refusal.status === 504) {
+      const message = `model \`${model.name}\`: no answer in time${tried}`;
+      this.deps.logger.error({ model: model.name, attempts, request: ex.id }, message);
+      this.fail(ex, 504, 'LLMGW_UPSTREAM', message);
+      return 504;
+    }
+    const waitS = refusal.retryAfterS ?? 1;
+    const message = `model \`${model.name}\`: every replica that could serve it is a remote asking to be left alone for ${waitS} s${tried}`;
+    this.deps.logger.info({ code: 'LLMGW_REMOTE_BUSY', model: model.name, request: ex.id }, message);
+    this.fail(ex, 429, 'LLMGW_REMOTE_BUSY', message, { 'retry-after': String(waitS) });
+    return 429;
+  }
+
     return waitFor(ex, ms);
   }
 
@@ -286,10 +329,12 @@ export class AttemptLoop {
           method: 'POST',
           headers: a.headers,
           body: a.body,
-          headersTimeout: this.deps.options.timeouts.headersTimeoutMs,
+          headersTimeout: replica.remote?.timeoutMs || this.deps.options.timeouts.headersTimeoutMs,
           bodyTimeout: this.deps.options.timeouts.idleBodyTimeoutMs,
         },
-        ex.turn.relay(a, hooks, resolve),
+        this.deps.remote
+          ? guardRemote(ex.turn.relay(a, hooks, resolve), replica, this.deps.remote.circuits, ex, resolve)
+          : ex.turn.relay(a, hooks, resolve),
       );
     });
   }
