@@ -6,6 +6,7 @@
 // answer from memory, synchronously where they can.
 import { hash } from 'node:crypto';
 import type { ServedEndpoint } from './endpoints.js';
+import type { KvEventsEndpoint } from '../../protocol/kv-events.js';
 import type { RemoteReplicaTraits, SpillPolicy } from './remote.js';
 export type { RemoteReplicaTraits, SpillPolicy, SpillWhen } from './remote.js';
 import type { TrafficRules } from './traffic.js';
@@ -86,6 +87,11 @@ export interface RouterReplica {
   readonly nodes?: readonly string[];
   /** Set for a remote endpoint or a peer llmgw (remote.ts); absent = one of this fleet's engines. */
   readonly remote?: RemoteReplicaTraits;
+  /**
+   * Where its engine tells what its KV cache holds (prefix-cache/sources);
+   * absent = it tells nothing, and routing for it is as before.
+   */
+  readonly kvEvents?: KvEventsEndpoint;
 }
 
 /** What the router needs from the reconciler. Every method is called on the hot path: keep them cheap. */
