@@ -11,6 +11,7 @@ import type { AuditActor, Store } from '../store/index.js';
 import { parseSource } from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { compileModel, definitionProblems, type DefinitionChecks, type Model, ModelSchema } from './model.js';
+import { trafficCatalogProblems, trafficTargets } from './traffic.js';
 
 export interface CatalogOptions {
   /** Absent: no store (`store: none`); models can come only from the file, and writes answer 501. */
@@ -164,6 +165,18 @@ export class Catalog {
         { context: { dependents } },
       );
     }
+    // A split or shadow naming it would send requests nowhere.
+    const senders = [...this.byName.values()]
+      .filter((m) => m.name !== name && trafficTargets(m).some((t) => t === name || model.aliases.includes(t)))
+      .map((m) => m.name)
+      .sort();
+    if (senders.length) {
+      throw new LlmgwError(
+        'LLMGW_MODEL_IN_USE',
+        `model "${name}" is a split target or shadow of ${senders.map((d) => `"${d}"`).join(', ')}; remove it from their split and shadow first`,
+        { context: { dependents: senders } },
+      );
+    }
     const removed = await this.store.models.delete(name, {
       actor,
       action: 'model.remove',
@@ -232,6 +245,7 @@ export function validateAgainst(
   }
   const cycle = fallbackCycle(def.name, def.fallbacks, known);
   if (cycle) problems.push(`fallbacks: a cycle ${cycle.join(' -> ')}; a fallback chain must end`);
+  problems.push(...trafficCatalogProblems(def, known));
   if (problems.length) throw new ValidationError('LLMGW_CATALOG_INVALID', problems, label);
   return compileModel(def, origin);
 }

@@ -6,7 +6,16 @@ import { z } from 'zod';
 import { parseSource, unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
 import { labelSelectorProblem } from '../placement/index.js';
 import { parseDurationMs } from '../../units/index.js';
+import type { ModelCapacity } from '../../gateway/ports/index.js';
 import { endpointsOfEngines, SERVED_ENDPOINTS, type ServedEndpoint } from './endpoints.js';
+import {
+  compileTraffic,
+  ShadowSchema,
+  SplitBySchema,
+  SplitSchema,
+  trafficProblems,
+  type CompiledTraffic,
+} from './traffic.js';
 
 export const ENGINES = ['vllm', 'llamacpp', 'sglang', 'builtin', 'sim'] as const;
 export type EngineName = (typeof ENGINES)[number];
@@ -86,6 +95,12 @@ export const ModelSchema = z.strictObject({
   routing: z.enum(['least-load', 'prefix', 'least-inflight']).default('least-load'),
   /** While no replica is ready, serve the first fallback at once instead of holding the request. */
   fallback_while_cold: z.boolean().default(false),
+  /** Each request for this model goes to one of these by weight (a canary; traffic.ts); absent = its own replicas serve it. */
+  split: SplitSchema.optional(),
+  /** What keeps a caller on one side of the split: request (absent), key or user. */
+  split_by: SplitBySchema.optional(),
+  /** A share of its requests copied to a candidate, answers compared and discarded; absent = none copied. */
+  shadow: ShadowSchema.optional(),
   /**
    * The engine endpoints the model serves (chat, embeddings, rerank, …); the router refuses the rest with a 400
    * naming these. Absent = what its profiles' engines can serve (ENGINE_ENDPOINTS).
@@ -108,7 +123,27 @@ export const ModelSchema = z.strictObject({
       max_n: z.number().int().min(1).max(10_000).optional(),
     })
     .default({}),
+  /**
+   * What one replica serves at once before the gateway queues requests by
+   * priority and fair share across teams instead of sending them on; absent =
+   * never queued (the engines' own queues take what comes).
+   */
+  capacity: z
+    .strictObject({
+      /** Requests in flight per ready replica, from this gateway; the engine's --max-num-seqs is a good start. */
+      per_replica: z.number().int().min(1).max(100_000),
+      /** How long a request may wait for a place before a 503; absent = 30s. */
+      queue_timeout: duration.optional(),
+      /** Requests one team may have waiting for the model before the next is refused with a 429; absent = 256. */
+      queue_per_team: z.number().int().min(1).max(1_000_000).optional(),
+    })
+    .optional(),
 });
+
+/** `capacity.queue_timeout` when absent. */
+export const DEFAULT_QUEUE_TIMEOUT_MS = 30_000;
+/** `capacity.queue_per_team` when absent. */
+export const DEFAULT_QUEUE_PER_TEAM = 256;
 
 export type ModelDefinition = z.input<typeof ModelSchema>;
 
@@ -126,7 +161,7 @@ export interface Profile {
   readonly env: Readonly<Record<string, string>>;
 }
 
-export interface Model {
+export interface Model extends CompiledTraffic {
   readonly name: string;
   readonly aliases: readonly string[];
   readonly source: string;
@@ -153,6 +188,8 @@ export interface Model {
     readonly maxTokens: number | null;
     readonly maxN: number | null;
   };
+  /** Absent = never queued by the gateway. */
+  readonly capacity?: ModelCapacity;
   /** Where the definition came from: the catalog file cannot be changed through the API. */
   readonly origin: 'file' | 'store';
   /** The definition as written, with defaults filled: what the store keeps and the API returns. */
@@ -205,6 +242,7 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: D
     if (twice.length) problems.push(`endpoints: ${[...new Set(twice)].join(', ')} listed twice`);
   }
   if (def.fallbacks.includes(def.name)) problems.push(`fallbacks: a model cannot fall back to itself`);
+  problems.push(...trafficProblems(def));
   const { context_tokens: ctx, max_tokens: maxTokens } = def.limits;
   if (ctx !== undefined && maxTokens !== undefined && maxTokens >= ctx) {
     problems.push(`limits: max_tokens (${maxTokens}) leaves no room for a prompt in context_tokens (${ctx})`);
@@ -250,6 +288,7 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
           : (parseDurationMs(def.scaling.cooldown) as number),
     },
     fallbacks: def.fallbacks,
+    ...compileTraffic(def),
     profiles,
     routing: def.routing,
     fallbackWhileCold: def.fallback_while_cold,
@@ -261,6 +300,18 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
       maxTokens: def.limits.max_tokens ?? null,
       maxN: def.limits.max_n ?? null,
     },
+    ...(def.capacity
+      ? {
+          capacity: {
+            perReplica: def.capacity.per_replica,
+            queueTimeoutMs:
+              def.capacity.queue_timeout === undefined
+                ? DEFAULT_QUEUE_TIMEOUT_MS
+                : (parseDurationMs(def.capacity.queue_timeout) as number),
+            queuePerTenant: def.capacity.queue_per_team ?? DEFAULT_QUEUE_PER_TEAM,
+          },
+        }
+      : {}),
     origin,
     definition: def,
   });
