@@ -7,6 +7,7 @@
 // waiting on I/O of its own. What it needs from outside is an interface in
 // ports/ (keys, usage, the directory, the response store, the limiter).
 export { registerRouter, Router, type RouterDeps } from './router.js';
+export type { GatewayTracing } from './tracing/index.js';
 export { DIALECTS, type Dialect, type DialectHost, type DialectTurn } from './dialects/index.js';
 export type {
   ApiKeyRecord,

@@ -52,6 +52,7 @@ import { streamOptionsResend } from './core/stream-options.js';
 import { UpstreamPools, type Upstream } from './core/upstreams.js';
 import { RemoteRouting } from './remote/index.js';
 import type { ParsedRequest } from './core/validate.js';
+import { RequestSpan, traceContext, type GatewayTracing } from './tracing/index.js';
 
 /** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
 export interface RouterDeps extends RouterSettings {
@@ -74,6 +75,8 @@ export interface RouterDeps extends RouterSettings {
   responses?: ResponseStore;
   /** Where each finished request is recorded (which replica, why it failed); absent = none is. */
   requestLog?: RequestLog;
+  /** OpenTelemetry's tracer and propagator (src/gateway/tracing); absent = no request is traced, and no span is made. */
+  tracing?: GatewayTracing;
 }
 
 export class Router implements DialectHost {
@@ -145,6 +148,8 @@ export class Router implements DialectHost {
         attemptMetrics(this.metrics),
         // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
         requestId(`.${randomBytes(3).toString('hex')}`),
+        // Only with tracing on: with it off an attempt pays not even the call.
+        ...(deps.tracing ? [traceContext()] : []),
         ...this.remote.interceptors(),
       ],
     });
@@ -230,6 +235,16 @@ export class Router implements DialectHost {
     }
     reply.hijack();
     const res = reply.raw;
+    const tracing = this.deps.tracing
+      ? RequestSpan.start(this.deps.tracing, {
+          id: request.id,
+          endpoint,
+          model,
+          parsed,
+          headers: request.headers,
+          startedAt,
+        })
+      : null;
     const ex: Exchange = {
       id: request.id,
       endpoint,
@@ -252,6 +267,7 @@ export class Router implements DialectHost {
       completionCap,
       dialect: reply.request.dialect ?? openai,
       turn: turn ?? OPENAI_TURN,
+      tracing,
       trace: {
         id: request.id,
         atMs: this.options.now() - reply.elapsedTime,
@@ -306,14 +322,17 @@ export class Router implements DialectHost {
     this.count(model.name, ex.clientGone ? 499 : status, key);
     const seconds = (performance.now() - startedAt) / 1000;
     this.metrics.forModel(model.name).duration.observe(seconds);
-    if (this.deps.requestLog) {
-      const t = ex.trace;
-      t.status = status;
-      t.clientGone = ex.clientGone;
-      t.timedOut = ex.timedOut;
-      t.durationMs = seconds * 1000;
-      this.deps.requestLog.add(t);
+    const t = ex.trace;
+    t.status = status;
+    t.clientGone = ex.clientGone;
+    t.timedOut = ex.timedOut;
+    t.durationMs = seconds * 1000;
+    if (tracing) {
+      const traceId = tracing.traceId;
+      if (traceId !== undefined) t.traceId = traceId;
+      tracing.ended(t);
     }
+    this.deps.requestLog?.add(t);
     return reply;
   }
 

@@ -25,6 +25,7 @@ import type { ApiKeyRecord, ReplicaDirectory, RoutedModel, RoutedModels, RouterR
 import type { Outcome, RelayHooks } from './relay.js';
 import type { UpstreamPools } from './upstreams.js';
 import { guardRemote, type RemoteRouting } from '../remote/index.js';
+import { coldRecord, type ChoiceRecord } from './request-log.js';
 import type { Endpoint } from './validate.js';
 import type { ErrorCode } from '../../errors/index.js';
 
@@ -117,6 +118,12 @@ export class AttemptLoop {
       // Serve a fallback meanwhile only if one can answer now; otherwise holding for the model itself is the better wait.
       if (model.fallbackWhileCold && chain.some((f) => f !== model && this.deps.chooser.candidates(f).length > 0)) {
         skipPrimary = true;
+        ex.trace.cold = {
+          model: model.name,
+          startMs: performance.now() - ex.startedAt,
+          heldMs: 0,
+          end: 'served_by_fallback',
+        };
       } else if (willStart) {
         // One key cannot fill the control plane with waiting requests (each holds a socket and a timer for minutes).
         const refusal = this.deps.cold.refusal(ex.key, model);
@@ -128,12 +135,14 @@ export class AttemptLoop {
           this.fail(ex, 429, 'LLMGW_RATE_LIMITED', refusal, { 'retry-after': '5' });
           return 429;
         }
+        const holdFrom = performance.now();
         ex.trace.heldMs = await this.deps.cold.hold(
           ex,
           ex.key,
           model,
           () => this.deps.chooser.candidates(model).length > 0,
         );
+        ex.trace.cold = coldRecord(ex, model.name, holdFrom, ex.trace.heldMs, this.deps.chooser.candidates(model));
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         if (ex.revoked) return this.revokedAnswer(ex);
@@ -144,19 +153,24 @@ export class AttemptLoop {
 
     let attempts = 0;
     let lastFailure = '';
-    for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
-      const m = chain[i]!;
     /** What the last failed attempt asks the client be told (a remote's 429 or hang); null = the router's 502. */
     let lastRefusal: { readonly status: 429 | 504; readonly retryAfterS?: number } | null = null;
+    for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
+      const m = chain[i]!;
       const tried = new Set<string>();
       for (let k = 0; k < this.deps.options.attemptsPerModel && attempts < this.deps.options.maxAttempts; k++) {
         const candidates = this.deps.chooser.candidates(m).filter((r) => !tried.has(r.id));
         if (candidates.length === 0) break;
-        const replica = this.deps.chooser.choose(m, candidates, ex.parsed);
+        // Filled by the chooser with numbers only; the request log says it in words when asked.
+        const why: ChoiceRecord = { by: 'only-candidate', candidates: [] };
+        const replica = this.deps.chooser.choose(m, candidates, ex.parsed, why);
         tried.add(replica.id);
+        let backoffMs = 0;
         if (attempts > 0) {
           this.deps.metrics.retries.inc({ model: model.name });
+          const waitFrom = performance.now();
           await this.backoff(ex, attempts);
+          backoffMs = performance.now() - waitFrom;
           if (ex.clientGone) return 0;
           if (ex.timedOut) return this.timeout(ex);
           if (ex.revoked) return this.revokedAnswer(ex);
@@ -169,12 +183,15 @@ export class AttemptLoop {
           replica: replica.id,
           ...(replica.nodes ? { nodes: replica.nodes } : {}),
           durationMs: performance.now() - attemptFrom,
-        };
-        if (outcome.kind === 'done') {
-          ex.trace.attempts.push({ ...traced, outcome: 'answered' });
+          startMs: attemptFrom - ex.startedAt,
+          ...(backoffMs > 0 ? { backoffMs } : {}),
+          choice: why,
           ...(spill && (m === model || m === spill.to)
             ? { rule: m === spill.to || !spill.to ? spill.decision.rule : `local (${spill.to.name} did not answer)` }
             : {}),
+        };
+        if (outcome.kind === 'done') {
+          ex.trace.attempts.push({ ...traced, outcome: 'answered' });
           if (m !== model) this.deps.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
           return outcome.status;
         }
@@ -182,42 +199,37 @@ export class AttemptLoop {
         if (ex.timedOut) return this.timeout(ex);
         if (ex.revoked) return this.revokedAnswer(ex);
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
+        lastRefusal = outcome.kind === 'retry' ? (outcome.refusal ?? null) : null;
         ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
         this.deps.logger.warn(
           { model: m.name, replica: replica.id, reason, request: ex.id },
-        lastRefusal = outcome.kind === 'retry' ? (outcome.refusal ?? null) : null;
           'upstream attempt failed before the first byte',
         );
       }
       if (attempts >= this.deps.options.maxAttempts) break;
     }
 
+    if (attempts > 0 && lastRefusal) return this.remoteRefusal(ex, model, attempts, lastFailure, lastRefusal);
     if (attempts > 0) {
       const message = `model \`${model.name}\`: ${attempts} attempt${attempts === 1 ? '' : 's'} failed before any answer; the last: ${lastFailure}`;
       this.deps.logger.error({ model: model.name, attempts, request: ex.id }, message);
       this.fail(ex, 502, 'LLMGW_UPSTREAM', message);
       return 502;
-    if (attempts > 0 && lastRefusal) return this.remoteRefusal(ex, model, attempts, lastFailure, lastRefusal);
     }
+    const waitS = this.deps.remote?.retryAfterS(chain) ?? null;
+    if (waitS !== null) return this.remoteRefusal(ex, model, 0, '', { status: 429, retryAfterS: waitS });
     let message = `model \`${model.name}\` has 0 ready replicas${coldNote}: ${this.deps.replicas.describe(model.name)}`;
     if (chain.length > 1)
       message += `; its fallbacks (${chain
         .slice(1)
         .map((m) => `\`${m.name}\``)
-    const waitS = this.deps.remote?.retryAfterS(chain) ?? null;
-    if (waitS !== null) return this.remoteRefusal(ex, model, 0, '', { status: 429, retryAfterS: waitS });
         .join(', ')}) have none ready either`;
     this.deps.logger.error({ model: model.name, request: ex.id }, message);
     this.fail(ex, 503, 'LLMGW_NO_REPLICA', message, { 'retry-after': '5' });
     return 503;
   }
 
-  private backoff(ex: Exchange, attempt: number): Promise<void> {
-    const ms = Math.min(
-      RETRY_BACKOFF_CAP_MS,
-      this.deps.options.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.deps.options.random()),
-    );
   /** The answer when remotes refused and nothing else answered: 429 with the soonest Retry-After, or 504 for a remote that hung. */
   private remoteRefusal(
     ex: Exchange,
@@ -240,6 +252,11 @@ export class AttemptLoop {
     return 429;
   }
 
+  private backoff(ex: Exchange, attempt: number): Promise<void> {
+    const ms = Math.min(
+      RETRY_BACKOFF_CAP_MS,
+      this.deps.options.retryBackoffMs * 2 ** (attempt - 1) * (0.5 + this.deps.options.random()),
+    );
     return waitFor(ex, ms);
   }
 

@@ -5,8 +5,8 @@
 import type { ServerResponse } from 'node:http';
 import type { Dialect, DialectTurn, TurnExchange } from './dialect.js';
 import type { Tab } from './ledger.js';
-import type { ApiKeyRecord, RoutedModel } from '../ports/index.js';
-import type { RequestRecord } from './request-log.js';
+import type { ApiKeyRecord, RoutedModel, RouterReplica } from '../ports/index.js';
+import type { RequestAttempt, RequestRecord } from './request-log.js';
 import type { Endpoint, ParsedRequest } from './validate.js';
 
 export interface Exchange extends TurnExchange {
@@ -45,6 +45,27 @@ export interface Exchange extends TurnExchange {
   readonly turn: DialectTurn;
   /** What the request log will hold of it, filled in as it goes. */
   readonly trace: RequestRecord;
+  /** Its OpenTelemetry spans (src/gateway/tracing); null = tracing is off, and nothing is traced. */
+  readonly tracing: RequestTracing | null;
+}
+
+/** What the request path tells a request's spans as it goes (src/gateway/tracing's RequestSpan is the one). */
+export interface RequestTracing {
+  /** The trace id when the trace is sampled; undefined = not recorded. */
+  readonly traceId: string | undefined;
+  holdStarted(model: RoutedModel): void;
+  /** `ready`: a replica is ready now. */
+  holdEnded(ready: boolean, heldMs: number): void;
+  attemptStarted(model: RoutedModel, replica: RouterReplica): void;
+  /** Writes the attempt's traceparent into the upstream request's headers. */
+  inject(headers: Record<string, string>): void;
+  firstByte(ttftMs: number): void;
+  /** The answer ended; `tail` reads its end as the relay kept it, `events` counts the SSE events relayed. */
+  answered(tail: () => string, events: number): void;
+  /** `record` = the request log's entry for it; undefined = none. */
+  attemptEnded(record: RequestAttempt | undefined): void;
+  /** The router is done with the request. */
+  ended(record: RequestRecord): void;
 }
 
 /** Where each endpoint goes on the engine (rerank goes to the path the client called: vLLM serves three). */

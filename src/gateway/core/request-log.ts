@@ -282,3 +282,34 @@ function statusIn(reason: string | undefined): number | undefined {
   const m = reason ? /\banswered (\d{3})\b/.exec(reason) : null;
   return m ? Number(m[1]) : undefined;
 }
+
+/**
+ * The cold hold's record once it ended: `fromMs` is performance.now() when
+ * it began, `ready` the model's candidates after it (the first is named as
+ * the replica it waited for). How it ended is read off the request's flags.
+ */
+export function coldRecord(
+  ex: {
+    readonly startedAt: number;
+    readonly clientGone: boolean;
+    readonly timedOut: boolean;
+    readonly revoked: boolean;
+  },
+  model: string,
+  fromMs: number,
+  heldMs: number,
+  ready: readonly { readonly id: string }[],
+): ColdRecord {
+  const end: ColdRecord['end'] = ex.clientGone
+    ? 'client_gone'
+    : ex.timedOut
+      ? 'timed_out'
+      : ex.revoked
+        ? 'revoked'
+        : ready.length > 0
+          ? 'ready'
+          : 'gave_up';
+  const out: ColdRecord = { model, startMs: fromMs - ex.startedAt, heldMs, end };
+  if (ready.length > 0) out.replica = ready[0]!.id;
+  return out;
+}

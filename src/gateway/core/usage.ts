@@ -26,6 +26,11 @@ export class TailKeeper {
     }
   }
 
+  /** The kept bytes as text: at least the last USAGE_TAIL_BYTES, a short answer whole (a trace's finish reasons read it). */
+  text(): string {
+    return this.chunks.length === 1 ? this.chunks[0]!.toString('utf8') : Buffer.concat(this.chunks).toString('utf8');
+  }
+
   /**
    * The engine's usage from the kept bytes, as usageFromTail reads it from
    * text, but searched backwards as bytes: only what follows the usage key
