@@ -136,12 +136,14 @@ export class AttemptLoop {
           return 429;
         }
         const holdFrom = performance.now();
+        ex.tracing?.holdStarted(model);
         ex.trace.heldMs = await this.deps.cold.hold(
           ex,
           ex.key,
           model,
           () => this.deps.chooser.candidates(model).length > 0,
         );
+        ex.tracing?.holdEnded(this.deps.chooser.candidates(model).length > 0, ex.trace.heldMs);
         ex.trace.cold = coldRecord(ex, model.name, holdFrom, ex.trace.heldMs, this.deps.chooser.candidates(model));
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
@@ -177,6 +179,7 @@ export class AttemptLoop {
         }
         attempts++;
         const attemptFrom = performance.now();
+        ex.tracing?.attemptStarted(m, replica);
         const outcome = await this.forward(ex, m, replica);
         const traced = {
           model: m.name,
@@ -192,6 +195,7 @@ export class AttemptLoop {
         };
         if (outcome.kind === 'done') {
           ex.trace.attempts.push({ ...traced, outcome: 'answered' });
+          ex.tracing?.attemptEnded(ex.trace.attempts.at(-1));
           if (m !== model) this.deps.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
           return outcome.status;
         }
@@ -201,6 +205,7 @@ export class AttemptLoop {
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
         lastRefusal = outcome.kind === 'retry' ? (outcome.refusal ?? null) : null;
         ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
+        ex.tracing?.attemptEnded(ex.trace.attempts.at(-1));
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
         this.deps.logger.warn(
           { model: m.name, replica: replica.id, reason, request: ex.id },
@@ -311,10 +316,13 @@ export class AttemptLoop {
         onFirstByte: () => {
           const ms = performance.now() - ex.startedAt;
           ex.trace.ttftMs = ms;
+          ex.tracing?.firstByte(ms);
           this.deps.metrics.forModel(ex.requested.name).ttft.observe(ms / 1000);
         },
-        onAnswered: (status, tail, events) =>
-          ex.tab.settleFromAnswer(model.name, status, tail, events, ex.parsed, ex.trace),
+        onAnswered: (status, tail, events) => {
+          ex.tracing?.answered(() => tail.text(), events);
+          ex.tab.settleFromAnswer(model.name, status, tail, events, ex.parsed, ex.trace);
+        },
         brokenMessage: () =>
           ex.revoked
             ? revokedMessage(ex.key!)
