@@ -111,6 +111,21 @@ export class KvIndex {
    * size is not yet known). Replicas the index does not know are absent.
    */
   lookup(tokens: readonly number[], replicaIds: readonly string[]): Map<string, number> {
+    return this.lookupBlocks((size) => {
+      const { hashes, lengths } = promptChain(tokens, size);
+      return { hashes, tail: lengths.at(-1) ?? 0 };
+    }, replicaIds);
+  }
+
+  /**
+   * As lookup, from the prompt's chain hashes per block size (a tokenised
+   * prompt the gateway keeps without its tokens); a block size `blocksOf`
+   * has no answer for counts as no hit for the replicas that use it.
+   */
+  lookupBlocks(
+    blocksOf: (blockSize: number) => { readonly hashes: ArrayLike<number>; readonly tail: number } | undefined,
+    replicaIds: readonly string[],
+  ): Map<string, number> {
     const out = new Map<string, number>();
     const bySize = new Map<number, ReplicaState[]>();
     for (const id of replicaIds) {
@@ -123,19 +138,32 @@ export class KvIndex {
       else bySize.set(r.blockSize, [r]);
     }
     for (const [blockSize, group] of bySize) {
-      const { hashes, lengths } = promptChain(tokens, blockSize);
+      const blocks = blocksOf(blockSize);
+      if (!blocks) continue;
+      const n = blocks.hashes.length;
       let alive = group;
-      for (let i = 0; i < hashes.length && alive.length > 0; i++) {
-        const held = this.holders.get(hashes[i]!);
+      for (let i = 0; i < n && alive.length > 0; i++) {
+        const held = this.holders.get(blocks.hashes[i]!);
         if (held === undefined) break;
         alive = alive.filter((r) => (typeof held === 'number' ? held === r.slot : held.includes(r.slot)));
+        const length = i === n - 1 ? blocks.tail : blockSize;
         for (const r of alive) {
           const id = this.bySlot[r.slot]!;
-          out.set(id, out.get(id)! + lengths[i]!);
+          out.set(id, out.get(id)! + length);
         }
       }
     }
     return out;
+  }
+
+  /** The block sizes of these replicas that hold anything; empty = none does. */
+  blockSizes(replicaIds: readonly string[]): number[] {
+    const sizes = new Set<number>();
+    for (const id of replicaIds) {
+      const r = this.replicas.get(id);
+      if (r && r.blockSize > 0 && r.blocks.size > 0) sizes.add(r.blockSize);
+    }
+    return [...sizes];
   }
 
   private stateOf(replicaId: string): ReplicaState {
