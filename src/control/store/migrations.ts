@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { sql, type CreateTableBuilder, type Kysely, type Migration, type MigrationProvider } from 'kysely';
 import { teamsMigration, usageCostMigration } from './migrations-teams.js';
 import { peopleMigration } from './migrations-people.js';
+import { remoteCredentialsMigration } from './remote-credentials.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -418,6 +419,8 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0018_usage_cost': usageCostMigration(),
     // People with roles, their hashed tokens, and the person a dashboard session carries (src/control/people).
     '0019_people': peopleMigration(),
+    // Remote endpoints' API keys, sealed by envelope encryption (src/control/secrets): never in plain text in the store.
+    '0020_remote_credentials': remoteCredentialsMigration(),
   };
 }
 

@@ -4,6 +4,7 @@
 import type { Generated } from 'kysely';
 import type { BudgetSpendTable, BudgetsTable, ModelGpuCostTable, TeamsTable } from './teams-schema.js';
 import type { PeopleTable, PersonTokensTable } from './people-schema.js';
+import type { RemoteCredentialsTable } from './remote-credentials.js';
 
 export interface ModelsTable {
   name: string;
@@ -283,6 +284,7 @@ export interface ResponseItemsTable {
 }
 
 export interface Database {
+  remote_credentials: RemoteCredentialsTable;
   teams: TeamsTable;
   budgets: BudgetsTable;
   budget_spend: BudgetSpendTable;
