@@ -44,6 +44,8 @@ export const ERROR_CODES = {
   LLMGW_NO_REPLICA: 503,
   LLMGW_PREVIOUS_RESPONSE_NOT_FOUND: 400,
   LLMGW_RATE_LIMITED: 429,
+  LLMGW_QUEUE_FULL: 429,
+  LLMGW_QUEUE_TIMEOUT: 503,
   LLMGW_REMOTE_BUSY: 429,
   LLMGW_REQUEST_OVER_TOKEN_LIMIT: 429,
   LLMGW_SIMULATE_SPEC_INVALID: 400,
@@ -155,6 +157,8 @@ const OPENAI_CODES: Partial<Record<string, string>> = {
   LLMGW_UNAUTHORIZED: 'invalid_api_key',
   LLMGW_MODEL_NOT_FOUND: 'model_not_found',
   LLMGW_RATE_LIMITED: 'rate_limit_exceeded',
+  // A team's share of a saturated model's queue is full: clients should back off and retry, as for a rate limit.
+  LLMGW_QUEUE_FULL: 'rate_limit_exceeded',
   // OpenAI answers a request too large for a tokens-per-minute limit as rate_limit_exceeded too ("Request too large").
   LLMGW_REQUEST_OVER_TOKEN_LIMIT: 'rate_limit_exceeded',
   LLMGW_CONTEXT_LENGTH_EXCEEDED: 'context_length_exceeded',

@@ -10,8 +10,7 @@
 // on, as before this existed. Separate from the attempt loop, which asks it
 // once per request, and from the queue, which only orders.
 import { FairQueue, type QueuedRequest } from './queue.js';
-import type { PriorityClass } from './priority.js';
-import type { ModelCapacity } from '../ports/index.js';
+import type { ModelCapacity, PriorityClass } from '../ports/index.js';
 
 /** What a wait reads and sets of the request it serves (the exchange has these; the cold hold's waits use them too). */
 export interface Waiter {

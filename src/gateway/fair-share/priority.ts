@@ -4,9 +4,7 @@
 // queue by asking. Separate from the queue itself, which only orders classes
 // it is given.
 
-/** In the order they are served: every waiting interactive request before any batch one. */
-export const PRIORITY_CLASSES = ['interactive', 'batch'] as const;
-export type PriorityClass = (typeof PRIORITY_CLASSES)[number];
+import { PRIORITY_CLASSES, type PriorityClass } from '../ports/index.js';
 
 /** The header a client lowers its request's class with. */
 export const PRIORITY_HEADER = 'x-llmgw-priority';

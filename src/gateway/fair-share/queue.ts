@@ -8,7 +8,7 @@
 // clock and is served next. Weights scale how fast a tenant's tags advance.
 // Pure: no timers, no sockets; the gate (gate.ts) decides when a place is
 // free and wakes who this says.
-import { PRIORITY_CLASSES, type PriorityClass } from './priority.js';
+import { PRIORITY_CLASSES, type PriorityClass } from '../ports/index.js';
 
 export interface QueuedRequest {
   /** Who shares are kept for: the key's team (its id when keys have no team). */

@@ -42,6 +42,10 @@ export interface RoutedModel extends TrafficRules {
   readonly capacity?: ModelCapacity;
 }
 
+/** Priority classes, in the order a saturated model serves them (fair-share/priority.ts): interactive first. */
+export const PRIORITY_CLASSES = ['interactive', 'batch'] as const;
+export type PriorityClass = (typeof PRIORITY_CLASSES)[number];
+
 /** A model's declared capacity (the catalog's `capacity`). */
 export interface ModelCapacity {
   /** Requests one replica serves at once before the gateway queues; 0 = not declared (never queued). */
@@ -172,6 +176,8 @@ export interface ApiKeyRecord {
    * the team's. Absent = a key store without teams.
    */
   readonly team?: string;
+  /** The class its requests get when a model queues them (a header may lower it); absent = interactive. */
+  readonly priority?: PriorityClass;
 }
 
 /**
