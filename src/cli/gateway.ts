@@ -44,6 +44,9 @@ const GATEWAY_FLAG_HELP: Partial<Record<keyof ControlOptions, string>> = {
   responses_max_per_key: 'most bytes of Responses API responses one key keeps; 0 = none',
   max_upload_size: 'largest upload the listener reads, an audio file for transcriptions',
   heap_growing_percent: "V8's heap growing percent for each gateway process; 0 = V8's own heuristic",
+  otlp_endpoint: 'OpenTelemetry collector for traces over OTLP/HTTP; absent = OTEL_EXPORTER_OTLP_ENDPOINT, else none',
+  trace_sample_ratio: "share of new traces kept, 0..1; a client's traceparent decides for its own",
+  trace_content: 'true records prompts and whole answers on spans (never otherwise)',
 };
 
 /** The most workers --workers takes: far beyond any host's cores, so a typo (--workers 800) is refused. */

@@ -325,6 +325,10 @@ function controlFlagHelp(): Record<keyof ControlOptions, string> {
     max_upload_size: 'largest upload the client listener reads, an audio file for transcriptions',
     heap_growing_percent:
       "how far past the live heap V8 lets old space grow before collecting it, percent; 50 suits thousands of long-polled nodes; 0 = V8's own heuristic",
+    otlp_endpoint:
+      'OpenTelemetry collector to send traces to over OTLP/HTTP, e.g. http://127.0.0.1:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT, else no traces)',
+    trace_sample_ratio: "share of new traces kept, 0..1; a client's traceparent decides for its own",
+    trace_content: 'true records prompts and whole answers on spans (never otherwise)',
   };
   // The default printed from the table, never written here: a key with none keeps its own words on absence.
   for (const [key, value] of Object.entries(CONTROL_DEFAULTS)) {

@@ -21,6 +21,7 @@ import {
 } from '../gateway/index.js';
 import type { ControlConfig } from './config/index.js';
 import { childLogger } from '../log/index.js';
+import { clientTracing } from './tracing/index.js';
 
 export interface ClientListenerParts {
   config: ControlConfig;
@@ -70,6 +71,7 @@ export function buildClientListener(parts: ClientListenerParts): ClientListener 
   });
   app.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
   const requestLog = new RequestLog();
+  const tracing = clientTracing(config, app, logger);
   const router = registerRouter(app, {
     requestLog,
     catalog: parts.catalog,
@@ -87,6 +89,7 @@ export function buildClientListener(parts: ClientListenerParts): ClientListener 
     engineCa: config.engineCa,
     responses: parts.responses,
     ...(parts.limiter ? { limiter: parts.limiter } : {}),
+    ...(tracing ? { tracing } : {}),
   });
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {

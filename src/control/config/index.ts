@@ -16,6 +16,7 @@ import { readSecretFile } from '../../validation/flags.js';
 import { parseOptions } from '../../validation/options.js';
 import { ROUTER_DEFAULTS } from '../../gateway/core/options.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
+import { tracesUrl } from '../../tracing/index.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
   message: 'want a duration with a unit, like 500ms, 15s or 5m',
@@ -82,6 +83,10 @@ export const CONTROL_DEFAULTS = Object.freeze({
   max_upload_size: sizeText(ROUTER_DEFAULTS.uploadLimitBytes),
   /** 0: V8's own heuristic. */
   heap_growing_percent: 0,
+  /** Every new trace kept (when tracing is on at all: otlp_endpoint or OTEL_EXPORTER_OTLP_*). */
+  trace_sample_ratio: 1,
+  /** False: prompts and answers never reach a span. */
+  trace_content: false,
 } as const);
 
 /** The listeners' connection caps by default, by listener (CONTROL_DEFAULTS' `*_max_connections`). */
@@ -255,6 +260,21 @@ export const ControlOptionsSchema = z.strictObject({
       z.string().regex(/^(\d{1,3}|1000)$/, "want a whole number of percent from 0 to 1000, 0 for V8's own heuristic"),
     ])
     .default(CONTROL_DEFAULTS.heap_growing_percent),
+  /**
+   * Where OpenTelemetry traces go, over OTLP/HTTP (protobuf): a collector's
+   * base URL (http://collector:4318; /v1/traces is appended) or its full
+   * traces URL. Absent = OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+   * OTEL_EXPORTER_OTLP_ENDPOINT when set, else no tracing (docs/tracing.md).
+   */
+  otlp_endpoint: z.string().url('want a URL, like http://127.0.0.1:4318').optional(),
+  /** Share of new traces kept, 0..1; a request with a client's traceparent follows its caller's decision. */
+  trace_sample_ratio: z
+    .union([z.number().min(0).max(1), z.string().regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'want a number from 0 to 1')])
+    .default(CONTROL_DEFAULTS.trace_sample_ratio),
+  /** True: prompts (gen_ai.input.messages) and whole answers are recorded on spans. Absent = false: never. */
+  trace_content: z
+    .union([z.boolean(), z.enum(['true', 'false'], { message: 'want true or false' })])
+    .default(CONTROL_DEFAULTS.trace_content),
 });
 
 export type ControlOptions = z.input<typeof ControlOptionsSchema>;
@@ -327,6 +347,8 @@ export interface ControlConfig {
   readonly metricsPublic: boolean;
   /** Responses API responses kept per key: how long, and how many bytes at most (0 = none kept). */
   readonly responses: { readonly ttlMs: number; readonly maxBytesPerKey: number };
+  /** OpenTelemetry traces: where they go (null = off), the share kept, whether prompts and answers are recorded. */
+  readonly tracing: { readonly url: string | null; readonly sampleRatio: number; readonly content: boolean };
   /** The router's timeouts, in ms. */
   readonly router: {
     readonly headersTimeoutMs: number;
@@ -400,10 +422,11 @@ export function loadControlConfig(sources: ConfigSources): ControlConfig {
   for (const [key, value] of Object.entries(sources.flags ?? {})) {
     if (value !== undefined) merged[key] = value;
   }
-  return compileControlOptions(merged);
+  return compileControlOptions(merged, env);
 }
 
-export function compileControlOptions(input: unknown): ControlConfig {
+/** `env`: where OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT are read when otlp_endpoint is absent. */
+export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {}): ControlConfig {
   const o = parseOptions(ControlOptionsSchema, input, 'the configuration is not valid');
   const problems: string[] = [];
   const adminToken = secret(o.admin_token, o.admin_token_file, 'admin_token', problems);
@@ -505,6 +528,11 @@ export function compileControlOptions(input: unknown): ControlConfig {
     responses: Object.freeze({
       ttlMs: responsesTtlMs,
       maxBytesPerKey: parseSizeBytes(o.responses_max_per_key) as number,
+    }),
+    tracing: Object.freeze({
+      url: tracesUrl(o.otlp_endpoint, env),
+      sampleRatio: Number(o.trace_sample_ratio),
+      content: o.trace_content === true || o.trace_content === 'true',
     }),
     router: Object.freeze({
       headersTimeoutMs: parseDurationMs(o.upstream_headers_timeout) as number,
