@@ -44,6 +44,7 @@ import { Store, StoredSessions } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 import { peerClient } from '../tls/index.js';
 import { childLogger } from '../log/index.js';
+import { openTeams } from './teams/index.js';
 
 /** Pending connections the agent listener lets the kernel queue; the kernel caps it at net.core.somaxconn. */
 const AGENT_LISTEN_BACKLOG = 8192;
@@ -169,7 +170,10 @@ export class ControlPlane {
     inventory.onNodeEvent((event) => events.record(event));
 
     // Keys are read on every request: cached in memory over the store. Usage is summed in memory and written in batches.
-    const keys: KeyStore = store ? await StoredKeys.create(store.connection) : new MemoryKeyStore();
+    const storedKeys: KeyStore = store ? await StoredKeys.create(store.connection) : new MemoryKeyStore();
+    // Every key in a team whose limits cap its own (src/control/teams): the gateway reads keys narrowed by theirs.
+    const teams = await openTeams(store, storedKeys, catalog, logger);
+    const keys = teams.keys;
     const usage: UsageSink & { close?(): Promise<void> } = store
       ? new StoredUsage(store.connection, now)
       : new MemoryUsageSink();
@@ -302,7 +306,9 @@ export class ControlPlane {
           .append({ actor, action, target, detail })
           .catch((err: unknown) => logger.error({ err }, 'audit write failed')),
       modelExists: (name) => catalog.resolve(name) !== undefined,
+      checkTeam: teams.checkTeam,
     });
+    teams.register(adminApp, now);
     registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage } : {});
     adminApp.get(
       '/metrics',
@@ -344,7 +350,7 @@ export class ControlPlane {
 
     cluster?.attach({
       catalog,
-      keys: { reload: async () => (keys instanceof StoredKeys ? keys.reload() : undefined) },
+      keys: { reload: () => teams.reload() },
       inventory,
       reconciler,
       replicaUse: () => router.replicaUse(),

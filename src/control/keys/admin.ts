@@ -21,6 +21,8 @@ const NewKeySchema = z.strictObject({
     .refine((v) => !Number.isNaN(Date.parse(v)), { message: 'want an ISO 8601 time such as 2027-01-31T00:00:00Z' })
     .nullable()
     .optional(),
+  /** The team the key belongs to; absent = `default`. Its limits cap the key's. */
+  team: z.string().min(1).max(63).optional(),
 });
 
 export interface KeyAdminDeps {
@@ -30,6 +32,14 @@ export interface KeyAdminDeps {
   audit: (actor: AuditActor, action: string, target: string, detail: Record<string, unknown>) => void | Promise<void>;
   /** Checks a model name exists, so a key is not limited to a typo; absent = not checked. */
   modelExists?: (name: string) => boolean;
+  /**
+   * Checks the team exists and the key asks no more than it allows, throwing
+   * an LlmgwError that says what to fix; absent = keys have no teams.
+   */
+  checkTeam?: (
+    team: string,
+    ask: { allowedModels: string[] | null; requestsPerMinute: number | null; tokensPerMinute: number | null },
+  ) => void;
 }
 
 /**
@@ -53,6 +63,15 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
     const expiresAtMs = body.expires_at ? Date.parse(body.expires_at) : null;
     if (expiresAtMs !== null && expiresAtMs <= now)
       throw new LlmgwError('LLMGW_BAD_REQUEST', 'expires_at: the time is in the past; a key must be usable when made');
+    const team = deps.checkTeam ? (body.team ?? 'default') : undefined;
+    if (team !== undefined)
+      deps.checkTeam!(team, {
+        allowedModels: body.allowed_models ?? null,
+        requestsPerMinute: body.requests_per_minute ?? null,
+        tokensPerMinute: body.tokens_per_minute ?? null,
+      });
+    else if (body.team !== undefined)
+      throw new LlmgwError('LLMGW_BAD_REQUEST', 'team: this control plane keeps no teams; leave it out');
     const actor = actorOf(request);
     const { record, secret } = await issueKey(
       deps.keys,
@@ -62,11 +81,16 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
         requestsPerMinute: body.requests_per_minute ?? null,
         tokensPerMinute: body.tokens_per_minute ?? null,
         expiresAtMs,
+        ...(team === undefined ? {} : { team }),
       },
       now,
       actor,
     );
-    await deps.audit(actor, 'key.create', record.id, { name: record.name, prefix: record.prefix });
+    await deps.audit(actor, 'key.create', record.id, {
+      name: record.name,
+      prefix: record.prefix,
+      ...(team === undefined ? {} : { team }),
+    });
     return reply
       .code(201)
       .send({ ...keyView(record, now), secret, note: 'the secret is shown this once; store it now' });

@@ -78,6 +78,8 @@ export interface NewKey {
   requestsPerMinute?: number | null;
   tokensPerMinute?: number | null;
   expiresAtMs?: number | null;
+  /** The team it belongs to; absent = none named (a store without teams reads it as `default`). */
+  team?: string;
 }
 
 /** Creates a key and stores its hash. The secret is in the answer and nowhere else, ever. */
@@ -100,6 +102,7 @@ export async function issueKey(
     createdAtMs: nowMs,
     createdBy: actorText(actor),
     revokedAtMs: null,
+    ...(input.team === undefined ? {} : { team: input.team }),
   };
   await keys.create(record);
   return { record, secret };
@@ -113,6 +116,7 @@ export function keyView(k: ApiKeyRecord, nowMs: number): Record<string, unknown>
     id: k.id,
     name: k.name,
     prefix: k.prefix,
+    ...(k.team === undefined ? {} : { team: k.team }),
     state,
     allowed_models: k.allowedModels,
     requests_per_minute: k.requestsPerMinute,

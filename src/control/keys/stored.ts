@@ -38,6 +38,7 @@ export class StoredKeys implements KeyStore {
         createdAtMs: r.created_at,
         createdBy: r.created_by,
         revokedAtMs: r.revoked_at,
+        team: r.team,
       });
     }
     const before = this.cache;
@@ -62,6 +63,7 @@ export class StoredKeys implements KeyStore {
         created_at: record.createdAtMs,
         created_by: record.createdBy,
         revoked_at: record.revokedAtMs,
+        ...(record.team === undefined ? {} : { team: record.team }),
       })
       .execute();
     await this.store.announce(this.store.db, 'keys');
