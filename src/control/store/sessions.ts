@@ -13,6 +13,12 @@ export interface StoredSession {
   readonly actor: string;
   readonly createdMs: number;
   readonly lastSeenMs: number;
+  /** The person signed in; null = an admin-token login (no person). */
+  readonly person?: string | null;
+  /** Their role; absent or null = admin (an admin-token login, or a session from before people). */
+  readonly role?: string | null;
+  /** A team-admin's teams; absent = none. */
+  readonly teams?: readonly string[];
 }
 
 /** Where sessions are shared (the store). Every call may reject when the store is away. */
@@ -37,6 +43,9 @@ export class StoredSessions implements SessionBackend {
         actor: s.actor,
         created_at: s.createdMs,
         last_seen: s.lastSeenMs,
+        person: s.person ?? null,
+        role: s.role ?? null,
+        teams: s.teams && s.teams.length ? JSON.stringify(s.teams) : null,
       })
       .execute();
   }
@@ -54,6 +63,9 @@ export class StoredSessions implements SessionBackend {
       actor: row.actor,
       createdMs: row.created_at,
       lastSeenMs: row.last_seen,
+      person: row.person,
+      role: row.role,
+      teams: row.teams === null ? [] : (JSON.parse(row.teams) as string[]),
     };
   }
 
