@@ -30,7 +30,9 @@ function setup() {
     tokenizeTimeoutMs: 1000,
     tokenCacheEntries: 100,
     tokenizerBackoffMs: 5000,
+    maxTokenizing: 8,
     now: () => now,
+    random: () => 0,
     fetch,
     openSource: (target: KvSourceTarget, options: KvSourceOptions) => {
       opened.push(target);
@@ -67,49 +69,75 @@ function storedBatch(seq: number, text: string, tag: string): KvEventBatch {
 
 const SYSTEM = 'You are a careful assistant. '.repeat(8);
 
+const text = (messages: { content: string }[]) => messages.map((m) => m.content).join('');
+
 describe('prefix-cache routing state', () => {
-  it('reads the events of the replicas that publish, and none of the rest', async () => {
+  it('reads the events of the replicas that publish, and none of the rest', () => {
     const t = setup();
     const cands = [t.replica('a'), t.replica('b'), t.replica('quiet', false)];
-    await t.routing.prepare('m', cands, { messages: [{ role: 'user', content: 'hi' }] });
+    t.routing.view('m', cands, { messages: [{ role: 'user', content: 'hi' }] });
     expect(t.opened.map((o) => o.id)).toEqual(['a', 'b']);
     t.routing.follow(cands);
     expect(t.opened.length, 'a second sight opens nothing new').toBe(2);
   });
 
-  it('counts the cached prompt tokens of each candidate from what its engine said it stored', async () => {
+  it('is least-load (no hit anywhere) until an engine has said its block size, and asks no tokenizer', async () => {
+    const t = setup();
+    const cands = [t.replica('a')];
+    const body = { messages: [{ role: 'user', content: SYSTEM }] };
+    expect(t.routing.view('m', cands, body)).toEqual({ promptTokens: 0, cached: new Map() });
+    await t.routing.settled();
+    expect(t.calls()).toBe(0);
+  });
+
+  it("looks up a conversation's next turn by its previous turn, tokenised in the background", async () => {
     const t = setup();
     const cands = [t.replica('a'), t.replica('b')];
     t.routing.follow(cands);
+    t.feeds.get('b')!(storedBatch(0, SYSTEM, 'b'));
     const turn1 = [
       { role: 'system', content: SYSTEM },
       { role: 'user', content: 'first question, please' },
     ];
-    t.feeds.get('a')!(storedBatch(0, turn1.map((m) => m.content).join(''), 'a'));
-    t.feeds.get('b')!(storedBatch(0, SYSTEM, 'b'));
-    const body = {
-      messages: [...turn1, { role: 'assistant', content: 'an answer' }, { role: 'user', content: 'more' }],
-    };
-    await t.routing.prepare('m', cands, body);
-    const view = t.routing.view(cands, body)!;
-    const whole = simTokens(body.messages.map((m) => m.content).join('')).length;
-    expect(view.promptTokens).toBe(whole);
+    expect(
+      t.routing.view('m', cands, { messages: turn1 }),
+      'nothing of it tokenised yet: route by text',
+    ).toBeUndefined();
+    await t.routing.settled();
+    expect(t.calls(), 'the whole prompt and its first message').toBe(2);
+    // Replica a served turn 1, and says so.
+    t.feeds.get('a')!(storedBatch(0, text(turn1), 'a'));
+    const turn2 = [...turn1, { role: 'assistant', content: 'an answer' }, { role: 'user', content: 'more' }];
+    const view = t.routing.view('m', cands, { messages: turn2 })!;
     const bFull = Math.floor(simTokens(SYSTEM).length / 4) * 4;
     expect(view.cached.get('b'), 'b holds the system prompt').toBe(bFull);
     expect(view.cached.get('a')!, 'a holds the first turn too').toBeGreaterThan(bFull);
+    expect(view.promptTokens, 'the tokenised turn plus an estimate of the rest').toBe(
+      simTokens(text(turn1)).length + Math.ceil('an answermore'.length / 4),
+    );
   });
 
-  it('asks the engine once for a prompt it has seen, and skips the call while nothing is cached anywhere', async () => {
+  it('gives a new conversation the hits of a system prompt another one tokenised', async () => {
     const t = setup();
-    const cands = [t.replica('a')];
-    const body = { messages: [{ role: 'user', content: SYSTEM }] };
-    await t.routing.prepare('m', cands, body);
-    expect(t.calls(), 'nothing held: nothing to look up').toBe(0);
-    expect(t.routing.view(cands, body)).toEqual({ promptTokens: 0, cached: new Map() });
+    const cands = [t.replica('a'), t.replica('b')];
+    t.routing.follow(cands);
     t.feeds.get('a')!(storedBatch(0, SYSTEM, 'a'));
-    await t.routing.prepare('m', cands, body);
-    await t.routing.prepare('m', cands, { messages: [{ role: 'user', content: SYSTEM }] });
-    expect(t.calls(), 'the second body with the same prompt came from the cache').toBe(1);
+    t.routing.view('m', cands, {
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: 'x' },
+      ],
+    });
+    await t.routing.settled();
+    const other = {
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: 'another talk' },
+      ],
+    };
+    const view = t.routing.view('m', cands, other)!;
+    expect(view.cached.get('a')).toBe(Math.floor(simTokens(SYSTEM).length / 4) * 4);
+    expect(view.cached.get('b') ?? 0, 'b has said nothing: no hit').toBe(0);
   });
 
   it('routes by text (no view) while the tokenizer fails, and asks again after the back-off', async () => {
@@ -118,26 +146,29 @@ describe('prefix-cache routing state', () => {
     t.routing.follow(cands);
     t.feeds.get('a')!(storedBatch(0, SYSTEM, 'a'));
     t.failTokenize(true);
-    const body1 = { messages: [{ role: 'user', content: 'one' }] };
-    await t.routing.prepare('m', cands, body1);
-    expect(t.routing.view(cands, body1)).toBeUndefined();
-    const body2 = { messages: [{ role: 'user', content: 'two' }] };
-    await t.routing.prepare('m', cands, body2);
+    const body = { messages: [{ role: 'user', content: 'one' }] };
+    expect(t.routing.view('m', cands, body)).toBeUndefined();
+    await t.routing.settled();
+    expect(t.routing.view('m', cands, body)).toBeUndefined();
+    await t.routing.settled();
     expect(t.calls(), 'skipped during the back-off').toBe(1);
     t.failTokenize(false);
     t.advance(6000);
-    const body3 = { messages: [{ role: 'user', content: 'three' }] };
-    await t.routing.prepare('m', cands, body3);
-    expect(t.routing.view(cands, body3)?.promptTokens).toBe(simTokens('three').length);
+    t.routing.view('m', cands, body);
+    await t.routing.settled();
+    expect(t.routing.view('m', cands, body)?.promptTokens).toBe(simTokens('one').length);
+    expect(t.calls()).toBe(2);
   });
 
   it('answers no view for candidates that publish nothing, so the choice stays as it was', () => {
     const t = setup();
-    expect(t.routing.view([t.replica('x', false)], { messages: [{ role: 'user', content: 'q' }] })).toBeUndefined();
+    expect(
+      t.routing.view('m', [t.replica('x', false)], { messages: [{ role: 'user', content: 'q' }] }),
+    ).toBeUndefined();
     expect(t.opened).toEqual([]);
   });
 
-  it('closes the source of a replica that went and forgets its blocks', async () => {
+  it('closes the source of a replica that went and forgets its blocks', () => {
     const t = setup();
     t.routing.follow([t.replica('a'), t.replica('b')]);
     t.feeds.get('a')!(storedBatch(0, SYSTEM, 'a'));

@@ -1,9 +1,10 @@
 // Prefix-cache routing's state in one gateway: the index, the engine event
 // sources feeding it (one per ready replica that publishes, opened when the
 // chooser first sees the replica and closed when it is gone), and the
-// prompt tokenizer. The chooser asks it two things: prepare() before a
-// choice (the one await: tokenising the prompt on an engine, cached) and
-// view() during it (synchronous: each candidate's cached prefix tokens).
+// prompt tokenizer. The chooser asks it one thing, synchronously: view(),
+// each candidate's cached prefix tokens, from the longest leading part of
+// the prompt already tokenised; tokenising this prompt on an engine goes on
+// in the background, so a choice never waits for it (tokenizer.ts).
 // Reconnects and resyncs are the sources' job (sources/index.ts); a gap
 // reaches the index as a batch that opens with 'cleared'.
 import type { Logger } from 'pino';
@@ -11,7 +12,7 @@ import type { KvEventsEndpoint } from '../../protocol/kv-events.js';
 import type { RouterReplica } from '../ports/index.js';
 import { KvIndex } from './index-store.js';
 import { openKvSource, type KvSource, type KvSourceOptions, type KvSourceTarget } from './sources/index.js';
-import { canTokenize, promptOf, PromptTokenizer, type PromptTokens } from './tokenizer.js';
+import { canTokenize, promptOf, PromptTokenizer, type Prompt } from './tokenizer.js';
 
 /** A replica as this part reads it: with the endpoint its engine tells what it holds on, when it does. */
 export type PublishingReplica = RouterReplica & { readonly kvEvents?: KvEventsEndpoint };
@@ -25,7 +26,11 @@ export interface CacheRoutingOptions {
   readonly tokenCacheEntries: number;
   /** After a tokenizer fails, how long the model's requests skip it, ms. */
   readonly tokenizerBackoffMs: number;
+  /** Background tokenisations at once, at most; more are skipped (the next request asks again). */
+  readonly maxTokenizing: number;
   readonly now: () => number;
+  /** Uniform in [0, 1): which publishing replica tokenises. */
+  readonly random: () => number;
   readonly logger?: Logger;
   /** Opens a replica's event source; absent = openKvSource. Tests pass their own. */
   readonly openSource?: (target: KvSourceTarget, options: KvSourceOptions) => KvSource;
@@ -34,13 +39,35 @@ export interface CacheRoutingOptions {
 
 /** What a choice reads: the prompt's size and each candidate's cached prefix, in tokens. */
 export interface CacheView {
-  /** Tokens in the prompt; 0 when no replica holds anything (nothing was tokenised: every hit is 0). */
+  /**
+   * Tokens in the prompt: the tokenised part's count, the rest estimated
+   * from its characters; 0 when nothing was looked up (every hit is 0).
+   */
   readonly promptTokens: number;
   /** Cached leading tokens per candidate id; a candidate absent holds nothing the index knows of. */
   readonly cached: ReadonlyMap<string, number>;
 }
 
 const NOTHING: ReadonlyMap<string, number> = new Map();
+
+/** Characters per token for the part of a prompt not yet tokenised: English's average. */
+const CHARS_PER_TOKEN = 4;
+
+/** An estimate of the tokens in the messages after the first `upTo` + 1 (their text's characters / 4). */
+function restTokens(prompt: Prompt, upTo: number): number {
+  if (!('messages' in prompt)) return 0;
+  let chars = 0;
+  for (let i = upTo + 1; i < prompt.messages.length; i++) {
+    const content = (prompt.messages[i] as { content?: unknown } | null)?.content;
+    if (typeof content === 'string') chars += content.length;
+    else if (Array.isArray(content))
+      for (const part of content) {
+        const text = (part as { text?: unknown } | null)?.text;
+        if (typeof text === 'string') chars += text.length;
+      }
+  }
+  return Math.ceil(chars / CHARS_PER_TOKEN);
+}
 
 /** Whether two event endpoints are the same (checked on every choice, so without JSON). */
 function sameEndpoint(a: KvEventsEndpoint, b: KvEventsEndpoint): boolean {
@@ -57,8 +84,8 @@ export class CacheRouting {
   private readonly tokenizer: PromptTokenizer;
   /** Open sources by replica id, with what they read (a change reopens). */
   private readonly sources = new Map<string, { source: KvSource; endpoint: string; kvEvents: KvEventsEndpoint }>();
-  /** What prepare() found per request body: tokens, or null = no tokenizer answered (route by text). */
-  private readonly prepared = new WeakMap<object, PromptTokens | null>();
+  /** Cache keys being tokenised now. */
+  private readonly tokenizing = new Set<string>();
   /** Until when (epoch ms) a model's tokenizer is skipped after a failure; absent = asked. */
   private readonly tokenizerDownUntil = new Map<string, number>();
   private readonly openSource: (target: KvSourceTarget, options: KvSourceOptions) => KvSource;
@@ -116,70 +143,88 @@ export class CacheRouting {
   }
 
   /**
-   * Tokenises the request's prompt when a lookup will need it: some
-   * candidate publishes and holds blocks, and the prompt is not cached.
-   * Never throws: a tokenizer that fails or is slow leaves the request to
-   * the text-prefix hash (view() answers undefined).
+   * The cache as this choice sees it. Undefined = no candidate publishes
+   * (the caller routes as it would without the index), or nothing of this
+   * prompt has been tokenised yet (the caller routes by the text-prefix
+   * hash; the prompt is being tokenised for the next time). No prompt (an
+   * embedding), or no block size known yet (no event has come), is a view
+   * with no hit anywhere: least-load.
    */
-  async prepare(model: string, candidates: readonly PublishingReplica[], body: Record<string, unknown>): Promise<void> {
-    if (this.prepared.has(body)) return;
-    const publishing = this.publishing(candidates);
-    if (publishing.length === 0) return;
-    this.follow(publishing);
-    const prompt = promptOf(body);
-    if (prompt === null) return;
-    const sizes = this.index.blockSizes(publishing.map((c) => c.id));
-    if (sizes.length === 0) return;
-    const key = this.tokenizer.keyOf(model, prompt);
-    const hit = this.tokenizer.cached(key, sizes);
-    if (hit) return void this.prepared.set(body, hit);
-    const target = publishing.find((c) => canTokenize(c.engine));
-    const now = this.options.now();
-    if (!target || (this.tokenizerDownUntil.get(model) ?? 0) > now) return void this.prepared.set(body, null);
-    try {
-      const tokens = await this.tokenizer.tokenize(
-        key,
-        prompt,
-        {
-          endpoint: target.endpoint,
-          engine: target.engine!,
-          servedName: target.servedNames?.[0] ?? model,
-          ...(target.engineSecret ? { engineSecret: target.engineSecret } : {}),
-        },
-        sizes,
-      );
-      this.prepared.set(body, tokens);
-    } catch (err) {
-      this.tokenizerDownUntil.set(model, now + this.options.tokenizerBackoffMs);
-      this.options.logger?.info(
-        { model, replica: target.id, err: (err as Error).message },
-        'the engine did not tokenise the prompt for prefix-cache routing; routing by the prompt text meanwhile',
-      );
-      this.prepared.set(body, null);
-    }
-  }
-
-  /**
-   * The cache as this choice sees it; undefined = no candidate publishes,
-   * or the prompt could not be tokenised (the caller routes without it).
-   */
-  view(candidates: readonly PublishingReplica[], body: Record<string, unknown>): CacheView | undefined {
+  view(model: string, candidates: readonly PublishingReplica[], body: Record<string, unknown>): CacheView | undefined {
     const publishing = this.publishing(candidates);
     if (publishing.length === 0) return undefined;
     this.follow(publishing);
-    const tokens = this.prepared.get(body);
-    if (tokens === null) return undefined;
+    const prompt = promptOf(body);
     const ids = publishing.map((c) => c.id);
-    if (tokens === undefined) {
-      // Not prepared: nothing to look up with, which is right only when nothing is held (a cold fleet, no prompt).
-      return this.index.blockSizes(ids).length === 0 || promptOf(body) === null
-        ? { promptTokens: 0, cached: NOTHING }
-        : undefined;
-    }
+    const sizes = prompt === null ? [] : this.index.blockSizes(ids);
+    if (prompt === null || sizes.length === 0) return { promptTokens: 0, cached: NOTHING };
+    const keys = this.tokenizer.keysOf(model, prompt);
+    const found = this.tokenizer.longest(keys, sizes);
+    this.learn(model, prompt, keys, found?.at ?? -1, publishing, sizes);
+    if (!found) return undefined;
+    const tokens = found.tokens;
     return {
-      promptTokens: tokens.count,
+      promptTokens: tokens.count + restTokens(prompt, found.at),
       cached: this.index.lookupBlocks((size) => tokens.blocks.get(size), ids),
     };
+  }
+
+  /**
+   * Tokenises in the background what the next choice will want: this whole
+   * prompt (the next turn of the conversation starts with it) and, when
+   * unknown, its first message alone (a system prompt other conversations
+   * share). Skipped while the model's tokenizer is backing off, and when
+   * enough calls are out already.
+   */
+  private learn(
+    model: string,
+    prompt: Prompt,
+    keys: readonly string[],
+    known: number,
+    publishing: readonly PublishingReplica[],
+    sizes: readonly number[],
+  ): void {
+    const last = keys.length - 1;
+    const wanted: number[] = [];
+    if (known < last) wanted.push(last);
+    if (last > 0 && known < 0) wanted.push(0);
+    if (wanted.length === 0) return;
+    const now = this.options.now();
+    if ((this.tokenizerDownUntil.get(model) ?? 0) > now) return;
+    const able = publishing.filter((c) => canTokenize(c.engine));
+    if (able.length === 0) return;
+    for (const k of wanted) {
+      const key = keys[k]!;
+      if (this.tokenizing.has(key) || this.tokenizing.size >= this.options.maxTokenizing) continue;
+      const target = able[Math.floor(this.options.random() * able.length) % able.length]!;
+      const part: Prompt = 'messages' in prompt ? { messages: prompt.messages.slice(0, k + 1) } : prompt;
+      this.tokenizing.add(key);
+      this.tokenizer
+        .tokenize(
+          key,
+          part,
+          {
+            endpoint: target.endpoint,
+            engine: target.engine!,
+            servedName: target.servedNames?.[0] ?? model,
+            ...(target.engineSecret ? { engineSecret: target.engineSecret } : {}),
+          },
+          sizes,
+        )
+        .catch((err: unknown) => {
+          this.tokenizerDownUntil.set(model, this.options.now() + this.options.tokenizerBackoffMs);
+          this.options.logger?.info(
+            { model, replica: target.id, err: (err as Error).message },
+            'the engine did not tokenise a prompt for prefix-cache routing; routing by the prompt text meanwhile',
+          );
+        })
+        .finally(() => this.tokenizing.delete(key));
+    }
+  }
+
+  /** Tokenisations under way (the background calls learn() made), for tests and shutdown. */
+  async settled(): Promise<void> {
+    while (this.tokenizing.size > 0) await new Promise((resolve) => setTimeout(resolve, 1));
   }
 
   async close(): Promise<void> {

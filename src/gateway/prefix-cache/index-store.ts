@@ -156,12 +156,12 @@ export class KvIndex {
     return out;
   }
 
-  /** The block sizes of these replicas that hold anything; empty = none does. */
+  /** The block sizes of these replicas, as their last batch said; empty = none has sent one. */
   blockSizes(replicaIds: readonly string[]): number[] {
     const sizes = new Set<number>();
     for (const id of replicaIds) {
       const r = this.replicas.get(id);
-      if (r && r.blockSize > 0 && r.blocks.size > 0) sizes.add(r.blockSize);
+      if (r && r.blockSize > 0) sizes.add(r.blockSize);
     }
     return [...sizes];
   }

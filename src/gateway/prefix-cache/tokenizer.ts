@@ -7,10 +7,15 @@
 // and the chooser (synchronous) because this is the one await on the way
 // to a choice: the attempt loop runs it before choosing.
 //
-// What a prompt tokenises to is cached (per model, by a hash of its
-// messages or prompt), keeping only the chain hashes the lookup needs (a
-// few bytes per block, not the tokens), so a retry, a fallback's second
-// choice and a repeated prompt cost no second call.
+// What a prompt tokenises to is cached per prompt prefix: by a hash chained
+// over the model and its messages, one key per leading run of messages,
+// keeping only the chain hashes the lookup needs (a few bytes per block,
+// not the tokens). A choice never waits for the engine: it looks up the
+// longest run of leading messages already tokenised (the conversation's
+// previous turn, or its system prompt), whose full blocks are a prefix of
+// this prompt's, while this prompt is tokenised in the background for the
+// next turn. A block that differs (a template's closing tokens) only ends
+// the match early: what the lookup counts is a lower bound.
 import { hash } from 'node:crypto';
 import { promptChain } from './chain-hash.js';
 
@@ -53,8 +58,11 @@ export interface PromptTokenizerOptions {
   readonly fetch?: typeof globalThis.fetch;
 }
 
+/** A chat prompt (its messages) or a completions prompt (text). */
+export type Prompt = { readonly messages: readonly unknown[] } | { readonly prompt: string };
+
 /** The prompt of a chat or completions body; null = neither (nothing to look up). */
-export function promptOf(body: Record<string, unknown>): { messages: unknown[] } | { prompt: string } | null {
+export function promptOf(body: Record<string, unknown>): Prompt | null {
   if (Array.isArray(body.messages) && body.messages.length > 0) return { messages: body.messages };
   if (typeof body.prompt === 'string') return { prompt: body.prompt };
   return null;
@@ -68,9 +76,19 @@ export class PromptTokenizer {
     this.fetchFn = options.fetch ?? globalThis.fetch;
   }
 
-  /** The cache key of a model's prompt. */
-  keyOf(model: string, prompt: NonNullable<ReturnType<typeof promptOf>>): string {
-    return hash('sha1', `${model}\n${JSON.stringify(prompt)}`, 'base64');
+  /**
+   * The cache keys of a model's prompt, one per leading run of messages
+   * (keys[k] is messages 0..k), or one for a completions prompt.
+   */
+  keysOf(model: string, prompt: Prompt): string[] {
+    if ('prompt' in prompt) return [hash('sha1', `${model}\nprompt\n${prompt.prompt}`, 'base64')];
+    const keys: string[] = [];
+    let key = hash('sha1', `${model}\nmessages`, 'base64');
+    for (const m of prompt.messages) {
+      key = hash('sha1', `${key}\n${JSON.stringify(m)}`, 'base64');
+      keys.push(key);
+    }
+    return keys;
   }
 
   /** A prompt already tokenised with every one of `blockSizes`; undefined = not (yet). */
@@ -82,6 +100,15 @@ export class PromptTokenizer {
     return hit;
   }
 
+  /** The longest run of leading messages (the last key first) already tokenised; undefined = none is. */
+  longest(keys: readonly string[], blockSizes: readonly number[]): { at: number; tokens: PromptTokens } | undefined {
+    for (let k = keys.length - 1; k >= 0; k--) {
+      const tokens = this.cached(keys[k]!, blockSizes);
+      if (tokens) return { at: k, tokens };
+    }
+    return undefined;
+  }
+
   /**
    * Tokenises the prompt on `target` and keeps its blocks for each of
    * `blockSizes`. Throws when the engine fails, answers nothing usable, or
@@ -89,7 +116,7 @@ export class PromptTokenizer {
    */
   async tokenize(
     key: string,
-    prompt: NonNullable<ReturnType<typeof promptOf>>,
+    prompt: Prompt,
     target: TokenizeTarget,
     blockSizes: readonly number[],
   ): Promise<PromptTokens> {
@@ -106,7 +133,7 @@ export class PromptTokenizer {
     return entry;
   }
 
-  private async ask(prompt: NonNullable<ReturnType<typeof promptOf>>, target: TokenizeTarget): Promise<number[]> {
+  private async ask(prompt: Prompt, target: TokenizeTarget): Promise<number[]> {
     const signal = AbortSignal.timeout(this.options.timeoutMs);
     const post = async (path: string, body: unknown): Promise<Record<string, unknown>> => {
       const res = await this.fetchFn(
