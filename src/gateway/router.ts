@@ -138,19 +138,19 @@ export class Router implements DialectHost {
       logger: deps.logger,
       metrics: this.metrics,
       chooser: this.chooser,
+      remote: this.remote,
       cold: this.cold,
       pools: this.pools,
       interceptors: [
-      remote: this.remote,
         streamOptionsResend(deps.logger),
         rewriteBody(),
         ...this.chooser.interceptors(),
+        ...this.remote.interceptors(),
         attemptMetrics(this.metrics),
         // The tag ends every upstream request id, so ids from two control planes (or a restart) never meet at one engine.
         requestId(`.${randomBytes(3).toString('hex')}`),
         // Only with tracing on: with it off an attempt pays not even the call.
         ...(deps.tracing ? [traceContext()] : []),
-        ...this.remote.interceptors(),
       ],
     });
     const sweepMs = o.sweepIntervalMs;
@@ -181,12 +181,12 @@ export class Router implements DialectHost {
       }
     }
     this.chooser.forget(liveIds);
+    this.remote.stats.forget(liveIds);
     this.pools.sweep(live);
   }
 
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
-    this.remote.stats.forget(liveIds);
     this.cold.close();
     this.unsubscribeRevoked();
     await this.pools.close();
@@ -279,6 +279,8 @@ export class Router implements DialectHost {
         clientGone: false,
         timedOut: false,
         attempts: [],
+        // The admission hooks ran between arrival and here; a queue that held the request says so itself.
+        admission: { outcome: 'admitted', doneMs: reply.elapsedTime },
         durationMs: 0,
       },
     };
