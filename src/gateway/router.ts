@@ -43,6 +43,8 @@ import { replyErrorBody } from './core/errors.js';
 import { UPSTREAM_PATHS, type Exchange } from './core/exchange.js';
 import { clientCorsOptions } from './core/cors.js';
 import { registerIntake } from './core/intake.js';
+import { mirrorAfterSend } from './core/mirror.js';
+import { ShadowBoard, ShadowRunner } from './traffic/index.js';
 import { Ledger } from './core/ledger.js';
 import { RouterMetrics } from './core/metrics.js';
 import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './core/options.js';
@@ -51,7 +53,8 @@ import type { RequestLog } from './core/request-log.js';
 import { streamOptionsResend } from './core/stream-options.js';
 import { UpstreamPools, type Upstream } from './core/upstreams.js';
 import { RemoteRouting } from './remote/index.js';
-import type { ParsedRequest } from './core/validate.js';
+import type { Endpoint, ParsedRequest } from './core/validate.js';
+import { modelServes } from './ports/endpoints.js';
 import { RequestSpan, traceContext, type GatewayTracing } from './tracing/index.js';
 
 /** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
@@ -91,6 +94,9 @@ export class Router implements DialectHost {
   readonly createdS: number;
   /** Reservations settled and usage recorded, once per request. */
   readonly ledger: Ledger;
+  /** The shadow comparison (src/gateway/traffic): what GET /api/v1/shadows shows. */
+  readonly shadows: ShadowBoard;
+  private readonly shadowRunner: ShadowRunner;
   private readonly metrics: RouterMetrics;
   /** Which replica each attempt goes to, and the use per replica that choice reads. */
   private readonly chooser: ReplicaChooser;
@@ -129,6 +135,13 @@ export class Router implements DialectHost {
       () => this.chooser.use,
     );
     this.ledger = new Ledger(deps.limiter ?? new RateLimiter(o.now), deps.usage, deps.logger);
+    this.shadows = new ShadowBoard(deps.registry);
+    this.shadowRunner = new ShadowRunner({
+      resolve: (name) => deps.catalog.resolve(name),
+      serves: (m, endpoint) => modelServes(m, endpoint as Endpoint),
+      board: this.shadows,
+      logger: deps.logger,
+    });
     this.createdS = Math.floor(o.now() / 1000);
     this.unsubscribeRevoked = deps.keys.onRevoked((keyId) => this.endRevoked(keyId));
     this.loop = new AttemptLoop({
@@ -151,6 +164,8 @@ export class Router implements DialectHost {
         requestId(`.${randomBytes(3).toString('hex')}`),
         // Only with tracing on: with it off an attempt pays not even the call.
         ...(deps.tracing ? [traceContext()] : []),
+        // Innermost: the copy for a model's shadow starts once the client's request is with its pool.
+        mirrorAfterSend(this.shadowRunner, (m, parsed) => this.replicaFor(m, parsed)),
       ],
     });
     const sweepMs = o.sweepIntervalMs;
@@ -227,7 +242,7 @@ export class Router implements DialectHost {
   async infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const startedAt = performance.now() - reply.elapsedTime;
     const key = request.apiKey;
-    const { endpoint, contentType, parsed, raw, model, tab, completionCap, turn } = request.call!;
+    const { endpoint, contentType, parsed, raw, model, rule, shadow, tab, completionCap, turn } = request.call!;
     if (this.corsOn) {
       // The CORS hook sets its headers on the reply: they go out with what is written raw from here on.
       const hooked = reply.getHeaders();
@@ -268,7 +283,9 @@ export class Router implements DialectHost {
       dialect: reply.request.dialect ?? openai,
       turn: turn ?? OPENAI_TURN,
       tracing,
+      shadow,
       trace: {
+        ...(rule ? { rule } : {}),
         id: request.id,
         atMs: this.options.now() - reply.elapsedTime,
         model: model.name,
@@ -321,6 +338,7 @@ export class Router implements DialectHost {
     }
     // No answer came from an engine (else its relay settled already): no token was used, the whole reservation goes back.
     tab.settle(model.name, ex.clientGone ? 0 : status, 0, 0);
+    this.shadowRunner.primaryEnded(ex.shadow, startedAt, ex.clientGone ? 0 : status, ex.trace);
     this.count(model.name, ex.clientGone ? 499 : status, key);
     const seconds = (performance.now() - startedAt) / 1000;
     this.metrics.forModel(model.name).duration.observe(seconds);

@@ -26,6 +26,7 @@ import { checkModelLimits, parseFormRequest, parseRequest, type Endpoint, type P
 import { modelServes } from '../ports/endpoints.js';
 import { bearerToken, readForm } from '../../http/index.js';
 import type { DialectTurn } from './dialect.js';
+import { chooseSplit, sampledForShadow, shadowPlan, splitPoint, type ShadowPlan } from '../traffic/index.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -38,8 +39,12 @@ export interface AdmittedCall {
   /** The body as the client sent it (a byte-order mark dropped), or as translated to the endpoint's shape (`anthropic`). */
   readonly raw: Buffer;
   readonly parsed: ParsedRequest;
-  /** The model the request names, resolved from a name or an alias. */
+  /** The model that serves the request: the one it names (by name or alias), or the target its split drew. */
   readonly model: RoutedModel;
+  /** The split that chose `model`, for the request log ("split 90/10 → chat-v2"); null = the model named serves it. */
+  readonly rule: string | null;
+  /** The named model's shadow, when this request was drawn to be copied; null = not copied. */
+  readonly shadow: ShadowPlan | null;
   /** Its account: the tokens reserved against the key's token limit (by the rate-limit hook), settled once when it ends. */
   readonly tab: Tab;
   /**
@@ -170,6 +175,12 @@ export function keyHook(deps: AdmissionDeps): Hook {
   };
 }
 
+/** Who a request is from, for a sticky split. */
+function callerOf(key: ApiKeyRecord | null, parsed: ParsedRequest): { keyId?: string; user?: string } {
+  const user = parsed.body.user;
+  return { ...(key ? { keyId: key.id } : {}), ...(typeof user === 'string' && user ? { user } : {}) };
+}
+
 /** The endpoint that takes a multipart form (the audio upload); every other one takes JSON. */
 const FORM_ENDPOINTS: ReadonlySet<Endpoint> = new Set(['transcriptions']);
 
@@ -255,8 +266,8 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
     contentType: string,
   ): void {
     const key = request.apiKey;
-    const model = deps.catalog.resolve(parsed.model);
-    if (!model) {
+    const named = deps.catalog.resolve(parsed.model);
+    if (!named) {
       const visible = deps.catalog.models().filter((m) => !key || allows(key, m));
       const near = nearestName(
         parsed.model,
@@ -271,16 +282,26 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       );
       return;
     }
-    if (key && !allows(key, model)) {
+    if (key && !allows(key, named)) {
       deps.refuse(
         reply,
         403,
         'LLMGW_FORBIDDEN',
-        `this API key (${key.prefix}…) may not use the model \`${model.name}\`; it may use ${key.allowedModels!.map((m) => `\`${m}\``).join(', ') || 'no model'}`,
+        `this API key (${key.prefix}…) may not use the model \`${named.name}\`; it may use ${key.allowedModels!.map((m) => `\`${m}\``).join(', ') || 'no model'}`,
         'model',
       );
       return;
     }
+    // A split is the operator's choice behind the name the key may use: its targets need no permission of their own.
+    const { model, rule } = named.split
+      ? chooseSplit(
+          named,
+          (n) => deps.catalog.resolve(n),
+          splitPoint(named.name, named.splitBy, callerOf(key, parsed), deps.options.random),
+          (m) => modelServes(m, endpoint),
+        )
+      : { model: named, rule: null };
+    const shadow = sampledForShadow(named, deps.options.random) ? shadowPlan(named, endpoint) : null;
     if (!modelServes(model, endpoint)) {
       deps.refuse(
         reply,
@@ -303,6 +324,8 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       raw,
       parsed,
       model,
+      rule,
+      shadow,
       tab: deps.ledger.open(key, endpoint),
       completionCap: null,
       turn,

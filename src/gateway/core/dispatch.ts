@@ -11,6 +11,7 @@ import type { RouterMetrics } from './metrics.js';
 import type { Outcome } from './relay.js';
 import type { ParsedRequest } from './validate.js';
 import { withFormField } from '../../http/index.js';
+import type { ShadowPlan } from '../traffic/index.js';
 
 /** What the interceptors read of the client request an attempt serves. */
 export interface AttemptExchange {
@@ -31,6 +32,8 @@ export interface AttemptExchange {
   usageRefused: boolean;
   /** max_tokens to add to a body that set none (a key's token limit holds the engine to what was reserved); absent or null = none. */
   readonly completionCap?: number | null;
+  /** The copy of this request for its model's shadow, sent after its first attempt (mirror.ts); absent or null = none. */
+  readonly shadow?: ShadowPlan | null;
 }
 
 /** One attempt on its way upstream; `E` is the router's whole exchange, which the dispatch at the end of the chain needs. */
@@ -83,8 +86,9 @@ export function rewriteBody(): Interceptor {
   return (next) => (a) => {
     const { ex, model, replica } = a;
     const requested = ex.parsed.model;
-    const served = replica.servedNames ?? (model === ex.requested ? null : [model.name, ...model.aliases]);
-    const rename = served !== null && !served.includes(requested);
+    // The names the engine answers to: a name the client used that is not among them (a fallback's, a split's) is renamed.
+    const served = replica.servedNames ?? [model.name, ...model.aliases];
+    const rename = !served.includes(requested);
     const askUsage = !a.passThrough && withholdsUsage(ex);
     // Not on a natively served Responses body (passThrough), which names its cap max_output_tokens.
     const cap = !a.passThrough && ex.completionCap != null ? ex.completionCap : null;

@@ -8,6 +8,7 @@ import type { Tab } from './ledger.js';
 import type { ApiKeyRecord, RoutedModel, RouterReplica } from '../ports/index.js';
 import type { RequestAttempt, RequestRecord } from './request-log.js';
 import type { Endpoint, ParsedRequest } from './validate.js';
+import type { ShadowPlan } from '../traffic/index.js';
 
 export interface Exchange extends TurnExchange {
   /** The listener's request id (sent back as x-request-id), sent upstream and in every log line about it. */
@@ -45,6 +46,8 @@ export interface Exchange extends TurnExchange {
   readonly turn: DialectTurn;
   /** What the request log will hold of it, filled in as it goes. */
   readonly trace: RequestRecord;
+  /** Its copy for the named model's shadow (src/gateway/traffic), sent after its first attempt; null = not copied. */
+  readonly shadow: ShadowPlan | null;
   /** Its OpenTelemetry spans (src/gateway/tracing); null = tracing is off, and nothing is traced. */
   readonly tracing: RequestTracing | null;
 }
