@@ -118,6 +118,28 @@ const FLAGS: Readonly<Record<string, { key: keyof SimEngineOptions; kind: FlagKi
     help: 'PEM certificate file: serve https (needs --tls-key) (default plain http)',
   },
   '--tls-key': { key: 'tlsKey', kind: 'string', help: 'PEM private key file for --tls-cert' },
+  '--kv-cache-blocks': {
+    key: 'kvCacheBlocks',
+    kind: 'number',
+    help: 'blocks of a simulated KV prefix cache, LRU, published on GET /kv-events; 0 = none (default 0)',
+  },
+  '--kv-block-size': { key: 'kvBlockSize', kind: 'number', help: 'tokens per cache block (default 16)' },
+  '--prefill-ms-per-token': {
+    key: 'prefillMsPerToken',
+    kind: 'number',
+    help: 'added to --ttft-ms per prompt token the cache does not hold (default 0)',
+  },
+  '--kv-events-endpoint': {
+    key: 'kvEventsEndpoint',
+    kind: 'string',
+    help: "bind a ZeroMQ PUB socket here and publish the cache's events as vLLM does, e.g. tcp://127.0.0.1:5557",
+  },
+  '--kv-events-replay-endpoint': {
+    key: 'kvEventsReplayEndpoint',
+    kind: 'string',
+    help: "bind vLLM's replay ROUTER socket here (default none)",
+  },
+  '--kv-events-topic': { key: 'kvEventsTopic', kind: 'string', help: 'topic frame of each event message (default "")' },
 };
 
 export const SIM_CLI_USAGE = [
@@ -254,7 +276,10 @@ export async function runSimEngineCli(argv: readonly string[], io: Partial<SimCl
     pio.stderr.write(`${apiKeyFlagWarning('sim')}\n`);
   const recordFile = pio.env.LLMGW_SIM_RECORD;
   if (recordFile) appendStartRecord(recordFile, startRecord('sim', argv, pio.env));
-  return serveSimProcess(options, pio, (engine) => [`sim engine listening on ${engine.url}`]);
+  return serveSimProcess(options, pio, (engine) => [
+    `sim engine listening on ${engine.url}`,
+    ...(engine.kvEvents === undefined ? [] : [`sim engine publishing KV events on ${engine.kvEvents.endpoint}`]),
+  ]);
 }
 
 /**

@@ -48,4 +48,20 @@ describe('compileSimEngineOptions', () => {
     expect(() => compileSimEngineOptions({ models: ['a', 'a'] })).toThrow('"a" is listed twice');
     expect(() => compileSimEngineOptions({ hang: true, hangAfterRequests: 2 })).toThrow('keep one');
   });
+
+  it('keeps the simulated KV cache off by default, and refuses publishing a cache that is off', () => {
+    expect(compileSimEngineOptions()).toMatchObject({
+      kvCacheBlocks: 0,
+      kvBlockSize: 16,
+      prefillMsPerToken: 0,
+      kvEventsEndpoint: undefined,
+    });
+    expect(() => compileSimEngineOptions({ kvEventsEndpoint: 'tcp://127.0.0.1:5557' })).toThrow('set kvCacheBlocks');
+    expect(() => compileSimEngineOptions({ kvCacheBlocks: 8, kvEventsEndpoint: 'localhost:5557' })).toThrow(
+      'want a ZeroMQ address',
+    );
+    expect(() => compileSimEngineOptions({ kvCacheBlocks: 8, kvEventsReplayEndpoint: 'tcp://127.0.0.1:1' })).toThrow(
+      'set kvEventsEndpoint',
+    );
+  });
 });

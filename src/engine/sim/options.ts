@@ -65,6 +65,31 @@ export interface SimEngineOptions {
    * runs on real timers.
    */
   nowMs?: () => number;
+  /**
+   * Blocks of the simulated KV prefix cache (kv-cache.ts): a prompt's leading
+   * blocks found there skip prefill time, and the cache publishes what it
+   * holds (GET /kv-events, and ZeroMQ with kvEventsEndpoint). 0 or absent =
+   * no cache: every prompt token is uncached and nothing is published.
+   */
+  kvCacheBlocks?: number;
+  /** Tokens per cache block; absent = 16 (vLLM's default). */
+  kvBlockSize?: number;
+  /**
+   * Prefill time per uncached prompt token in milliseconds, added to ttftMs;
+   * 0 or absent = none (prompt length costs nothing, as before).
+   */
+  prefillMsPerToken?: number;
+  /**
+   * A ZeroMQ address to bind a PUB socket on and publish the cache's events
+   * as vLLM does (tcp://127.0.0.1:* picks a port; read it back from
+   * `SimEngine.kvEvents`). SGLang's payload when the flavor is sglang.
+   * Absent = no ZeroMQ. Needs kvCacheBlocks.
+   */
+  kvEventsEndpoint?: string;
+  /** A ZeroMQ address for vLLM's replay ROUTER socket; absent = no replay. */
+  kvEventsReplayEndpoint?: string;
+  /** The topic frame of every message; absent = '' (vLLM's default). */
+  kvEventsTopic?: string;
 }
 
 const count = z.number().int().min(0);
@@ -93,6 +118,18 @@ const SimEngineOptionsSchema = z.strictObject({
   nowMs: z
     .custom<() => number>((v) => typeof v === 'function', { message: 'want a function returning milliseconds' })
     .optional(),
+  kvCacheBlocks: count.default(0),
+  kvBlockSize: z.number().int().min(1).max(4096).default(16),
+  prefillMsPerToken: z.number().min(0).default(0),
+  kvEventsEndpoint: z
+    .string()
+    .regex(/^(tcp|ipc|inproc):\/\/./, 'want a ZeroMQ address such as tcp://127.0.0.1:5557')
+    .optional(),
+  kvEventsReplayEndpoint: z
+    .string()
+    .regex(/^(tcp|ipc|inproc):\/\/./, 'want a ZeroMQ address such as tcp://127.0.0.1:5558')
+    .optional(),
+  kvEventsTopic: z.string().default(''),
 });
 
 /** The option keys, for callers (the CLI) that map their own names onto them. */
@@ -123,6 +160,14 @@ export interface SimEngineConfig {
   readonly tlsCert: string | undefined;
   readonly tlsKey: string | undefined;
   readonly nowMs: () => number;
+  /** 0 = no simulated cache. */
+  readonly kvCacheBlocks: number;
+  readonly kvBlockSize: number;
+  readonly prefillMsPerToken: number;
+  /** Undefined = no ZeroMQ publisher. */
+  readonly kvEventsEndpoint: string | undefined;
+  readonly kvEventsReplayEndpoint: string | undefined;
+  readonly kvEventsTopic: string;
 }
 
 /** Validates and fills defaults. Throws ValidationError (LLMGW_CONFIG_INVALID) listing every problem. */
@@ -142,6 +187,10 @@ export function compileSimEngineOptions(options: SimEngineOptions = {}): SimEngi
       `${o.tlsCert === undefined ? 'tlsKey' : 'tlsCert'}: is set without ${o.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}; serving TLS needs both the certificate and its key`,
     );
   }
+  if (o.kvEventsEndpoint !== undefined && o.kvCacheBlocks === 0)
+    problems.push('kvEventsEndpoint: publishes the simulated KV cache, which is off; set kvCacheBlocks too');
+  if (o.kvEventsReplayEndpoint !== undefined && o.kvEventsEndpoint === undefined)
+    problems.push('kvEventsReplayEndpoint: replays what kvEventsEndpoint publishes; set kvEventsEndpoint too');
   if (problems.length)
     throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the sim engine options are not valid');
   return Object.freeze({
@@ -166,5 +215,11 @@ export function compileSimEngineOptions(options: SimEngineOptions = {}): SimEngi
     tlsCert: o.tlsCert,
     tlsKey: o.tlsKey,
     nowMs: o.nowMs ?? (() => performance.now()),
+    kvCacheBlocks: o.kvCacheBlocks,
+    kvBlockSize: o.kvBlockSize,
+    prefillMsPerToken: o.prefillMsPerToken,
+    kvEventsEndpoint: o.kvEventsEndpoint,
+    kvEventsReplayEndpoint: o.kvEventsReplayEndpoint,
+    kvEventsTopic: o.kvEventsTopic,
   });
 }

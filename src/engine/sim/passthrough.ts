@@ -39,6 +39,8 @@ const CHARS_PER_TOKEN = 4;
 const DIGIT = 8192;
 /** Ids from here up are chunks with a code unit above what 13-bit digits hold, numbered by the engine's table. */
 const TABLE_BASE = 2 ** 52;
+/** Ids from here up are such chunks hashed (encodeStable); the table never reaches them. */
+const HASHED_BASE = 2 ** 52 + 2 ** 51;
 
 /** The sim's tokenizer: per-engine state only for the rare chunk its packing cannot hold. */
 export class SimTokenizer {
@@ -48,6 +50,33 @@ export class SimTokenizer {
   encode(text: string): number[] {
     const out: number[] = [];
     for (let i = 0; i < text.length; i += CHARS_PER_TOKEN) out.push(this.idOf(text.slice(i, i + CHARS_PER_TOKEN)));
+    return out;
+  }
+
+  /**
+   * As encode(), but a chunk the packing cannot hold gets a hashed id
+   * (from 2^52 + 2^51) instead of a table entry, so the simulated KV cache
+   * tokenises every prompt without growing the table, and two sims give the
+   * same ids for the same text. Equal to encode() for text whose code units
+   * are all below 8191 (every alphabet but CJK and emoji).
+   */
+  encodeStable(text: string): number[] {
+    const out: number[] = [];
+    for (let i = 0; i < text.length; i += CHARS_PER_TOKEN) {
+      const chunk = text.slice(i, i + CHARS_PER_TOKEN);
+      let id = 0;
+      let scale = 1;
+      for (let k = 0; k < chunk.length; k++) {
+        const unit = chunk.charCodeAt(k) + 1;
+        if (unit >= DIGIT) {
+          id = HASHED_BASE + fnvUpdate(fnvStart(), chunk);
+          break;
+        }
+        id += unit * scale;
+        scale *= DIGIT;
+      }
+      out.push(id);
+    }
     return out;
   }
 

@@ -10,6 +10,12 @@ import { fnvStart, fnvUpdate, fnvUpdateInt, promptTokensOfText } from './generat
 export interface PromptFacts {
   readonly hash: number;
   readonly promptTokens: number;
+  /**
+   * What the simulated KV cache tokenises: the prompt's text (chat: the
+   * messages' text parts joined, as promptTokens counts them), or its token
+   * ids as sent.
+   */
+  readonly content: string | readonly number[];
 }
 
 export interface GenerationRequest {
@@ -128,7 +134,7 @@ export function parseChatRequest(body: unknown): GenerationRequest {
     throw bad('messages', 'messages: is required, a non-empty list of {"role", "content"} objects');
   }
   let hash = fnvStart();
-  let chars = 0;
+  let content = '';
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as unknown;
     if (typeof m !== 'object' || m === null || typeof (m as { role?: unknown }).role !== 'string') {
@@ -137,12 +143,12 @@ export function parseChatRequest(body: unknown): GenerationRequest {
     const text = contentText((m as { content?: unknown }).content, i);
     hash = fnvUpdate(fnvUpdateInt(fnvUpdate(hash, (m as { role: string }).role), 0), text);
     hash = fnvUpdateInt(hash, 1);
-    chars += text.length;
+    content += text;
   }
   return {
     kind: 'chat',
     ...common(o),
-    prompts: [{ hash, promptTokens: promptTokensOfText(chars) }],
+    prompts: [{ hash, promptTokens: promptTokensOfText(content.length), content }],
     toolCall: forcedTool(o),
   };
 }
@@ -176,13 +182,13 @@ function isTokenIds(v: unknown): v is number[] {
 }
 
 function textFacts(text: string): PromptFacts {
-  return { hash: fnvUpdate(fnvStart(), text), promptTokens: promptTokensOfText(text.length) };
+  return { hash: fnvUpdate(fnvStart(), text), promptTokens: promptTokensOfText(text.length), content: text };
 }
 
 function tokenFacts(ids: readonly number[]): PromptFacts {
   let hash = fnvStart();
   for (const id of ids) hash = fnvUpdateInt(hash, id);
-  return { hash, promptTokens: ids.length };
+  return { hash, promptTokens: ids.length, content: ids };
 }
 
 /** A prompt or an embedding input: a string, a list of strings, token ids, or a list of those. */

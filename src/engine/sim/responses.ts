@@ -81,10 +81,10 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
     throw bad('seed', 'seed: want an integer');
 
   let hash = fnvStart();
-  let chars = 0;
+  let content = '';
   const turn = (role: string, text: string) => {
     hash = fnvUpdateInt(fnvUpdate(fnvUpdateInt(fnvUpdate(hash, role), 0), text), 1);
-    chars += text.length;
+    content += text;
   };
   if (o.instructions !== undefined && o.instructions !== null) {
     if (typeof o.instructions !== 'string') throw bad('instructions', 'instructions: want a string');
@@ -139,7 +139,7 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
     n: 1,
     stops: [],
     seed: typeof seedValue === 'number' ? seedValue : null,
-    prompts: [{ hash, promptTokens: promptTokensOfText(chars) }],
+    prompts: [{ hash, promptTokens: promptTokensOfText(content.length), content }],
     toolCall,
   };
   const echo = {

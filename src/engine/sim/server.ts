@@ -30,6 +30,8 @@ import {
   transcriptionAnswer,
   type PassthroughAnswer,
 } from './passthrough.js';
+import { SimKvCache } from './kv-cache.js';
+import { bindZmqKvPublisher, KvEventHub } from './kv-publish.js';
 import { parseResponsesRequest, responseObject, responsesEvent, type ResponsesRequest } from './responses.js';
 import {
   parseChatRequest,
@@ -63,6 +65,10 @@ export interface SimEngineStats {
   readonly promptTokens: number;
   /** Tokens generated and handed to the socket (an aborted stream counts what it sent). */
   readonly generatedTokens: number;
+  /** Prompt tokens looked up in the simulated KV cache (0 without one), as vLLM's prefix_cache_queries. */
+  readonly prefixCacheQueries: number;
+  /** Of those, tokens found cached, as vLLM's prefix_cache_hits. */
+  readonly prefixCacheHits: number;
 }
 
 /** How the engine stopped: close() was called, or `crashAfterRequests` was reached. */
@@ -75,6 +81,11 @@ export interface SimEngine {
   /** The bound port (the one the OS picked when the options said 0). */
   readonly port: number;
   readonly config: SimEngineConfig;
+  /**
+   * The ZeroMQ addresses the KV events are published on, ports resolved;
+   * undefined = no ZeroMQ publisher (kvEventsEndpoint not set).
+   */
+  readonly kvEvents: { readonly endpoint: string; readonly replayEndpoint?: string } | undefined;
   /** Settles once the server has stopped, with why. Never rejects. */
   readonly ended: Promise<SimEngineEnd>;
   stats(): SimEngineStats;
@@ -129,6 +140,8 @@ interface Counters {
   hanging: number;
   promptTokens: number;
   generatedTokens: number;
+  prefixCacheQueries: number;
+  prefixCacheHits: number;
 }
 
 /** Starts a sim engine and resolves once it listens. Throws LLMGW_CONFIG_INVALID or LLMGW_ENGINE_START_FAILED. */
@@ -155,7 +168,13 @@ class SimServer implements SimEngine {
     hanging: 0,
     promptTokens: 0,
     generatedTokens: 0,
+    prefixCacheQueries: 0,
+    prefixCacheHits: 0,
   };
+  /** Null = no simulated KV cache (kvCacheBlocks 0). */
+  private readonly kvCache: SimKvCache | null;
+  private readonly kvHub: KvEventHub | null;
+  kvEvents: { endpoint: string; replayEndpoint?: string } | undefined;
   private readonly modelNames: ReadonlySet<string>;
   private readonly canonicalModel: string;
   private readonly errorRng: { s: number };
@@ -177,6 +196,18 @@ class SimServer implements SimEngine {
   static async start(config: SimEngineConfig): Promise<SimServer> {
     const sim = new SimServer(config);
     await sim.listen();
+    if (config.kvEventsEndpoint !== undefined) {
+      try {
+        await sim.bindKvEvents(config.kvEventsEndpoint);
+      } catch (err) {
+        await sim.close({ graceMs: 0 });
+        throw new LlmgwError(
+          'LLMGW_ENGINE_START_FAILED',
+          `the sim engine cannot publish KV events on ${config.kvEventsEndpoint} (${(err as Error).message}); pick another address`,
+          { cause: err },
+        );
+      }
+    }
     return sim;
   }
 
@@ -187,6 +218,8 @@ class SimServer implements SimEngine {
     this.errorRng = { s: mixSeed(0x5eed, config.seed, 0xe44) };
     this.ready = config.startupDelayMs === 0;
     this.hanging = config.hang;
+    this.kvCache = config.kvCacheBlocks > 0 ? new SimKvCache(config.kvCacheBlocks, config.kvBlockSize) : null;
+    this.kvHub = this.kvCache === null ? null : new KvEventHub(config.kvBlockSize, config.flavor);
     this.ended = new Promise((resolve) => (this.resolveEnded = resolve));
     // keepAliveTimeout as uvicorn's (vLLM, SGLang): 5 s. requestTimeout 0: a hung
     // request must stay hung for as long as the test that asked for it wants.
@@ -234,6 +267,20 @@ class SimServer implements SimEngine {
     });
   }
 
+  private async bindKvEvents(endpoint: string): Promise<void> {
+    const hub = this.kvHub!;
+    const zmq = await bindZmqKvPublisher(
+      { endpoint, replayEndpoint: this.config.kvEventsReplayEndpoint, topic: this.config.kvEventsTopic },
+      this.config.flavor,
+      () => hub.history(),
+    );
+    hub.attachZmq(zmq);
+    this.kvEvents =
+      zmq.replayEndpoint === undefined
+        ? { endpoint: zmq.endpoint }
+        : { endpoint: zmq.endpoint, replayEndpoint: zmq.replayEndpoint };
+  }
+
   stats(): SimEngineStats {
     const c = this.counters;
     return { ...c, inFlight: c.running + c.waiting };
@@ -244,6 +291,7 @@ class SimServer implements SimEngine {
     if (this.closing && options.graceMs === 0) this.server.closeAllConnections();
     if (!this.closing) {
       this.closing = true;
+      this.kvHub?.close();
       this.server.close();
       this.server.closeIdleConnections();
       for (let i = this.queueHead; i < this.queue.length; i++) {
@@ -274,6 +322,7 @@ class SimServer implements SimEngine {
     if (this.endReason !== null || this.closing) return;
     this.endReason = 'crashed';
     this.closing = true;
+    this.kvHub?.close();
     this.server.close();
     this.server.closeAllConnections();
   }
@@ -318,6 +367,7 @@ class SimServer implements SimEngine {
       if (path === '/health') return this.onHealth(res);
       if (path === '/metrics') return this.onMetrics(res);
       if (path === '/v1/models') return this.onModels(res);
+      if (path === '/kv-events' && this.kvCache !== null) return this.onKvEvents(req, res);
     }
     req.resume();
     sendError(res, 404, 'NotFoundError', `the sim engine has no route ${method ?? ''} ${path}`, null, this.closing);
@@ -342,6 +392,20 @@ class SimServer implements SimEngine {
     } else {
       sendJson(res, 200, this.config.flavor === 'llamacpp' ? '{"status":"ok"}' : '{}', false);
     }
+  }
+
+  /**
+   * GET /kv-events: the simulated cache's events as JSON lines, opening with
+   * a snapshot of what it holds. It shows prompts' tokens, so it asks the
+   * API key whenever the engine has one, though it is outside /v1.
+   */
+  private onKvEvents(req: IncomingMessage, res: ServerResponse): void {
+    req.resume();
+    if (this.config.apiKey !== undefined && !bearerMatches(req.headers.authorization, this.config.apiKey))
+      return sendError(res, 401, 'AuthenticationError', API_KEY_REFUSAL, null, this.closing);
+    if (this.closing)
+      return sendError(res, 503, 'ServiceUnavailableError', 'the sim engine is shutting down', null, true);
+    this.kvHub!.openStream(res, this.kvCache!.snapshot(), this.closing);
   }
 
   private onModels(res: ServerResponse): void {
@@ -420,6 +484,7 @@ class SimServer implements SimEngine {
       `# HELP ${names[4]} Number of generation tokens processed.`,
       `# TYPE ${names[4]} counter`,
       `${names[4]}${labels} ${c.generatedTokens}`,
+      ...this.prefixCacheMetrics(labels),
       '',
     ];
     const body = lines.join('\n');
@@ -428,6 +493,35 @@ class SimServer implements SimEngine {
       'content-length': Buffer.byteLength(body),
     });
     res.end(body);
+  }
+
+  /**
+   * The prefix cache's hit counters under the names the real engine uses
+   * (vLLM: prefix_cache_queries/hits in tokens; SGLang: cache_hit_rate);
+   * none without a simulated cache, and none for llama.cpp, which has none.
+   */
+  private prefixCacheMetrics(labels: string): string[] {
+    if (this.kvCache === null) return [];
+    const c = this.counters;
+    switch (this.config.flavor) {
+      case 'vllm':
+        return [
+          '# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.',
+          '# TYPE vllm:prefix_cache_queries_total counter',
+          `vllm:prefix_cache_queries_total${labels} ${c.prefixCacheQueries}`,
+          '# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.',
+          '# TYPE vllm:prefix_cache_hits_total counter',
+          `vllm:prefix_cache_hits_total${labels} ${c.prefixCacheHits}`,
+        ];
+      case 'sglang':
+        return [
+          '# HELP sglang:cache_hit_rate The prefix cache hit rate.',
+          '# TYPE sglang:cache_hit_rate gauge',
+          `sglang:cache_hit_rate${labels} ${c.prefixCacheQueries === 0 ? 0 : c.prefixCacheHits / c.prefixCacheQueries}`,
+        ];
+      default:
+        return [];
+    }
   }
 
   private onInference(path: string, req: IncomingMessage, res: ServerResponse): void {
@@ -726,7 +820,34 @@ class SimServer implements SimEngine {
     return `${prefix}${this.idBase}${(++this.nextId).toString(36)}`;
   }
 
-  private generators(request: GenerationRequest): { gens: ChoiceGenerator[]; promptTokens: number } {
+  /**
+   * Time to first token for these prompts: ttftMs, plus prefillMsPerToken for
+   * each prompt token the simulated KV cache does not hold (every token
+   * without a cache). Looking up stores the prompts, so it runs once per
+   * admitted request, and publishes what changed.
+   */
+  private firstTokenMs(prompts: GenerationRequest['prompts']): number {
+    const perToken = this.config.prefillMsPerToken;
+    const cache = this.kvCache;
+    if (cache === null) {
+      if (perToken === 0) return this.config.ttftMs;
+      let tokens = 0;
+      for (const p of prompts) tokens += p.promptTokens;
+      return this.config.ttftMs + tokens * perToken;
+    }
+    let uncached = 0;
+    for (const p of prompts) {
+      const tokens = typeof p.content === 'string' ? this.tokenizer.encodeStable(p.content) : p.content;
+      const found = cache.admit(tokens);
+      this.counters.prefixCacheQueries += tokens.length;
+      this.counters.prefixCacheHits += found.cachedTokens;
+      uncached += tokens.length - found.cachedTokens;
+      this.kvHub!.publish(found.events);
+    }
+    return this.config.ttftMs + uncached * perToken;
+  }
+
+  private generators(request: GenerationRequest): { gens: ChoiceGenerator[]; promptTokens: number; ttftMs: number } {
     const seed = request.seed ?? this.config.seed;
     const limit = this.config.maxModelLen;
     const gens: ChoiceGenerator[] = [];
@@ -742,12 +863,12 @@ class SimServer implements SimEngine {
       }
     }
     this.counters.promptTokens += promptTokens;
-    return { gens, promptTokens };
+    return { gens, promptTokens, ttftMs: this.firstTokenMs(request.prompts) };
   }
 
   /** A non-streamed answer: generated at once, sent when the last token would have been. */
   private runWhole(job: Job, request: GenerationRequest, model: string): void {
-    const { gens, promptTokens } = this.generators(request);
+    const { gens, promptTokens, ttftMs } = this.generators(request);
     const texts = gens.map((g) => g.rest());
     let completionTokens = 0;
     let longest = 0;
@@ -772,7 +893,7 @@ class SimServer implements SimEngine {
       sendJson(job.res, 200, body, this.closing);
     };
     const tps = this.config.tokensPerSecond;
-    const delayMs = this.config.ttftMs + (tps > 0 && longest > 1 ? ((longest - 1) * 1000) / tps : 0);
+    const delayMs = ttftMs + (tps > 0 && longest > 1 ? ((longest - 1) * 1000) / tps : 0);
     if (delayMs > 0) job.timer = setTimeout(send, delayMs);
     else send();
   }
@@ -786,7 +907,7 @@ class SimServer implements SimEngine {
    */
   private runStream(job: Job, request: GenerationRequest, model: string): void {
     const res = job.res;
-    const { gens, promptTokens } = this.generators(request);
+    const { gens, promptTokens, ttftMs } = this.generators(request);
     const chat = request.kind === 'chat';
     const usageNull = request.includeUsage ? ',"usage":null' : '';
     const opening =
@@ -799,7 +920,7 @@ class SimServer implements SimEngine {
     const singleNoStop = gens.length === 1 && !gens[0]!.hasStops;
     const firstOfOne = `${head}0${contentKey}`;
     const intervalMs = this.config.tokensPerSecond > 0 ? 1000 / this.config.tokensPerSecond : 0;
-    const t0 = performance.now() + this.config.ttftMs;
+    const t0 = performance.now() + ttftMs;
     let steps = 0;
     let open = gens.length;
     const counters = this.counters;
@@ -894,7 +1015,7 @@ class SimServer implements SimEngine {
       res.uncork();
       return;
     }
-    if (this.config.ttftMs > 0) job.timer = setTimeout(tick, this.config.ttftMs);
+    if (ttftMs > 0) job.timer = setTimeout(tick, ttftMs);
     else tick();
   }
 
@@ -905,7 +1026,7 @@ class SimServer implements SimEngine {
    * arguments, then the finish chunk), after the time to first token.
    */
   private runToolCall(job: Job, request: GenerationRequest, name: string, model: string): void {
-    const { promptTokens } = this.generators(request);
+    const { promptTokens, ttftMs } = this.generators(request);
     const prompt = request.prompts[0]!;
     const args = JSON.stringify({ seed: prompt.hash % 1000 });
     const completionTokens = Math.max(1, Math.ceil(args.length / 4));
@@ -944,7 +1065,7 @@ class SimServer implements SimEngine {
       );
       res.end('data: [DONE]\n\n');
     };
-    if (this.config.ttftMs > 0) job.timer = setTimeout(send, this.config.ttftMs);
+    if (ttftMs > 0) job.timer = setTimeout(send, ttftMs);
     else send();
   }
 
@@ -959,7 +1080,7 @@ class SimServer implements SimEngine {
   private runResponses(job: Job, request: ResponsesRequest, model: string): void {
     const res = job.res;
     const gen = request.generation;
-    const { gens, promptTokens } = this.generators(gen);
+    const { gens, promptTokens, ttftMs } = this.generators(gen);
     const g = gens[0]!;
     const id = this.newId('resp_');
     const createdAtS = Math.floor(Date.now() / 1000);
@@ -1003,8 +1124,7 @@ class SimServer implements SimEngine {
         sendJson(res, 200, JSON.stringify(final(output, completionTokens)), this.closing);
       };
       const tps = this.config.tokensPerSecond;
-      const delayMs =
-        this.config.ttftMs + (tps > 0 && completionTokens > 1 ? ((completionTokens - 1) * 1000) / tps : 0);
+      const delayMs = ttftMs + (tps > 0 && completionTokens > 1 ? ((completionTokens - 1) * 1000) / tps : 0);
       if (delayMs > 0) job.timer = setTimeout(send, delayMs);
       else send();
       return;
@@ -1040,7 +1160,7 @@ class SimServer implements SimEngine {
             event('response.completed', { response: final([callItem(true)], callTokens) }),
         );
       };
-      if (this.config.ttftMs > 0) job.timer = setTimeout(send, this.config.ttftMs);
+      if (ttftMs > 0) job.timer = setTimeout(send, ttftMs);
       else send();
       return;
     }
@@ -1048,7 +1168,7 @@ class SimServer implements SimEngine {
     const part = { item_id: itemId, output_index: 0, content_index: 0 };
     let text = '';
     const intervalMs = this.config.tokensPerSecond > 0 ? 1000 / this.config.tokensPerSecond : 0;
-    const t0 = performance.now() + this.config.ttftMs;
+    const t0 = performance.now() + ttftMs;
     let steps = 0;
     const tick = () => {
       job.timer = null;
@@ -1094,7 +1214,7 @@ class SimServer implements SimEngine {
       else if (intervalMs === 0) job.immediate = setImmediate(tick);
       else job.timer = setTimeout(tick, Math.max(0, t0 + steps * intervalMs - performance.now()));
     };
-    if (this.config.ttftMs > 0) job.timer = setTimeout(tick, this.config.ttftMs);
+    if (ttftMs > 0) job.timer = setTimeout(tick, ttftMs);
     else tick();
   }
 
