@@ -39,6 +39,14 @@ import type {
   RequestRecordView,
   RequestsView,
 } from './types.js';
+import type {
+  LoginInfoView,
+  NewPerson,
+  PersonTokenIssuedView,
+  PersonTokenView,
+  PersonView,
+  WhoAmIView,
+} from './people-types.js';
 
 export interface AdminClientOptions {
   /** e.g. http://127.0.0.1:8081; a trailing slash is ignored. */
@@ -309,6 +317,39 @@ export class AdminClient {
   /** Where one node's disk went: per filesystem, weights by model, orphans, the rest. */
   nodeDisks(id: string): Promise<NodeDisksView> {
     return this.#call('GET', `/api/v1/nodes/${encodeURIComponent(id)}/disks`);
+  }
+
+  /** Who this client's token is: the person, role and permissions. */
+  whoami(): Promise<WhoAmIView> {
+    return this.#call('GET', '/api/v1/whoami');
+  }
+
+  people(): Promise<{ people: PersonView[] }> {
+    return this.#call('GET', '/api/v1/people');
+  }
+
+  /** Makes a person with a role and a first token (in the answer, this once). */
+  createPerson(person: NewPerson): Promise<PersonView & PersonTokenIssuedView> {
+    return this.#call('POST', '/api/v1/people', person);
+  }
+
+  /** A new token for the person; every other token of theirs ends now. */
+  rotatePerson(name: string, options: { expires_in?: string } = {}): Promise<PersonTokenView & PersonTokenIssuedView> {
+    return this.#call('POST', `/api/v1/people/${encodeURIComponent(name)}/rotate`, options);
+  }
+
+  /** Ends every token of the person now; the person stays. */
+  expirePerson(name: string): Promise<{ name: string; tokens_expired: number }> {
+    return this.#call('POST', `/api/v1/people/${encodeURIComponent(name)}/expire`, {});
+  }
+
+  deletePerson(name: string): Promise<{ name: string; deleted: true }> {
+    return this.#call('DELETE', `/api/v1/people/${encodeURIComponent(name)}`);
+  }
+
+  /** What `ctl login` can do here: public, asks no token. */
+  loginInfo(): Promise<LoginInfoView> {
+    return this.#call('GET', '/api/v1/login');
   }
 
   async #call<T>(

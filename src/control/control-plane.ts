@@ -10,6 +10,7 @@ import { registerAuditApi } from './adminapi/audit.js';
 import { registerRequestsApi } from './adminapi/requests.js';
 import { registerDisksApi } from './adminapi/disks.js';
 import { registerDashboard } from './dashboard/index.js';
+import { wirePeople } from './people/wire.js';
 import { Catalog } from './catalog/index.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { AssignmentBoard, registerAgentApi } from './agentapi/index.js';
@@ -18,6 +19,7 @@ import {
   connectionCapsFor,
   createJsonApp,
   hostAllowlist,
+  needs,
   openFileLimit,
   registerConnectionRefusals,
 } from '../http/index.js';
@@ -309,10 +311,12 @@ export class ControlPlane {
       checkTeam: teams.checkTeam,
     });
     teams.register(adminApp, now);
-    registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage } : {});
+    registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage, keys } : {});
+    // People with roles and their own tokens, beside the admin token (src/control/people).
+    wirePeople(adminApp, { guard: adminGuard, store, now });
     adminApp.get(
       '/metrics',
-      { config: { access: config.metricsPublic ? 'public' : 'admin' } },
+      needs('fleet.read', { access: config.metricsPublic ? ('public' as const) : ('admin' as const) }),
       async (_request, reply) => reply.header('content-type', registry.contentType).send(await registry.metrics()),
     );
 

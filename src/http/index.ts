@@ -29,6 +29,24 @@ import { RequestInvalidError, zodValidatorCompiler } from './schema.js';
 export { actorOf, actorText, auditActor, setIdentity, type AuditActor } from './actor.js';
 export { bearerToken, sameSecret } from './bearer.js';
 export {
+  allows,
+  isPermission,
+  isRole,
+  mayActOnTeam,
+  needs,
+  PERMISSIONS,
+  PERSON_TOKEN_PREFIX,
+  principalOf,
+  ROLE_PERMISSIONS,
+  ROLES,
+  rolesHolding,
+  setPrincipal,
+  teamsInScope,
+  type Permission,
+  type Principal,
+  type Role,
+} from './permissions.js';
+export {
   capConnections,
   connectionCapsFor,
   fitConnectionCaps,

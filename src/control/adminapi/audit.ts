@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AuditEntryView, AuditView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import type { AuditEntry } from '../store/index.js';
+import { needs } from '../../http/index.js';
 
 /** What the audit route reads: the store's audit log. */
 export interface AuditSource {
@@ -33,7 +34,7 @@ export const MAX_AUDIT_LIST = 1000;
 
 /** Absent `audit`: no store, so nothing is recorded and the answer says so (`recorded: false`). */
 export function registerAuditApi(app: FastifyInstance, deps: { audit?: AuditSource; now: () => number }): void {
-  app.get<{ Querystring: AuditQuery }>('/api/v1/audit', async (request): Promise<AuditView> =>
+  app.get<{ Querystring: AuditQuery }>('/api/v1/audit', needs('fleet.read'), async (request): Promise<AuditView> =>
     auditView(deps, request.query),
   );
 }

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { JoinTokenCreatedView, JoinTokenView, NodeApprovedView, NodeRemovedView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { parseDurationMs } from '../../units/index.js';
-import { actorOf, type ZodTypeProvider } from '../../http/index.js';
+import { actorOf, type ZodTypeProvider, needs } from '../../http/index.js';
 import type { Inventory } from '../inventory/index.js';
 import type { JoinTokenRow } from '../store/index.js';
 
@@ -61,35 +61,39 @@ export function registerNodeIdentityRoutes(fastify: FastifyInstance, options: No
   // A live node still serving is most likely removed by mistake: drain first
   // (make-before-break), or say --force and have its replicas replaced as
   // if it were lost. A lost node goes at once: its replicas are already being replaced.
-  app.delete<{ Params: { id: string }; Querystring: { force?: string } }>('/api/v1/nodes/:id', async (request) => {
-    const id = request.params.id;
-    const inventory = inventoryOrThrow(id);
-    const node = inventory.get(id);
-    if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
-    const replicas = options.nodeUsage?.().get(id)?.replicas ?? 0;
-    const liveness = inventory.liveness(node);
-    const force = request.query.force === 'true';
-    if (replicas > 0 && liveness !== 'lost' && !force) {
-      throw new LlmgwError(
-        'LLMGW_NODE_HAS_REPLICAS',
-        `node ${id} is ${liveness} and runs ${replicas} replica${replicas === 1 ? '' : 's'}; drain it first (llmgw ctl nodes drain ${id}) so they move before it goes, or add --force to remove it now and have them replaced elsewhere`,
-      );
-    }
-    await inventory.remove(id, actorOf(request), { liveness, replicas, force });
-    options.onNodeState?.(id);
-    const answer: NodeRemovedView = {
-      removed: id,
-      replicas,
-      note:
-        (replicas > 0
-          ? `its ${replicas} replica${replicas === 1 ? ' is' : 's are'} replaced elsewhere, as a lost node's would be; `
-          : '') +
-        'its credential no longer works and its id is free to join again; a running agent that still holds the credential joins again by proving it, so stop that agent first if the machine is to stay out',
-    };
-    return answer;
-  });
+  app.delete<{ Params: { id: string }; Querystring: { force?: string } }>(
+    '/api/v1/nodes/:id',
+    needs('nodes.write'),
+    async (request) => {
+      const id = request.params.id;
+      const inventory = inventoryOrThrow(id);
+      const node = inventory.get(id);
+      if (!node) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
+      const replicas = options.nodeUsage?.().get(id)?.replicas ?? 0;
+      const liveness = inventory.liveness(node);
+      const force = request.query.force === 'true';
+      if (replicas > 0 && liveness !== 'lost' && !force) {
+        throw new LlmgwError(
+          'LLMGW_NODE_HAS_REPLICAS',
+          `node ${id} is ${liveness} and runs ${replicas} replica${replicas === 1 ? '' : 's'}; drain it first (llmgw ctl nodes drain ${id}) so they move before it goes, or add --force to remove it now and have them replaced elsewhere`,
+        );
+      }
+      await inventory.remove(id, actorOf(request), { liveness, replicas, force });
+      options.onNodeState?.(id);
+      const answer: NodeRemovedView = {
+        removed: id,
+        replicas,
+        note:
+          (replicas > 0
+            ? `its ${replicas} replica${replicas === 1 ? ' is' : 's are'} replaced elsewhere, as a lost node's would be; `
+            : '') +
+          'its credential no longer works and its id is free to join again; a running agent that still holds the credential joins again by proving it, so stop that agent first if the machine is to stay out',
+      };
+      return answer;
+    },
+  );
 
-  app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/approve', async (request) => {
+  app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/approve', needs('nodes.write'), async (request) => {
     const node = await inventoryOrThrow(request.params.id).approve(request.params.id, actorOf(request));
     options.onNodeState?.(node.id);
     const answer: NodeApprovedView = {
@@ -106,14 +110,20 @@ export function registerNodeIdentityRoutes(fastify: FastifyInstance, options: No
   const { inventory } = options;
   if (!inventory) return;
 
-  app.post('/api/v1/join-tokens', { schema: { body: JoinTokenBodySchema } }, async (request, reply) => {
-    const { node, expires: ms } = request.body;
-    const { token, row } = await inventory.createJoinToken(node, now() + ms, actorOf(request));
-    const answer: JoinTokenCreatedView = { ...joinTokenView(row, now()), token };
-    return reply.code(201).send(answer);
-  });
+  app.post(
+    '/api/v1/join-tokens',
+    { ...needs('nodes.write'), schema: { body: JoinTokenBodySchema } },
+    async (request, reply) => {
+      const { node, expires: ms } = request.body;
+      const { token, row } = await inventory.createJoinToken(node, now() + ms, actorOf(request));
+      const answer: JoinTokenCreatedView = { ...joinTokenView(row, now()), token };
+      return reply.code(201).send(answer);
+    },
+  );
 
-  app.get('/api/v1/join-tokens', async () => (await inventory.listJoinTokens()).map((r) => joinTokenView(r, now())));
+  app.get('/api/v1/join-tokens', needs('fleet.read'), async () =>
+    (await inventory.listJoinTokens()).map((r) => joinTokenView(r, now())),
+  );
 }
 
 function joinTokenView(row: JoinTokenRow, nowMs: number): JoinTokenView {

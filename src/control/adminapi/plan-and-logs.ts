@@ -16,6 +16,7 @@ import type { Inventory } from '../inventory/index.js';
 import { explain, type ProfileFit } from '../placement/index.js';
 import { toPlacementProfile, type Plan, type ReplicaRecord } from '../reconciler/index.js';
 import { usableMgmtAddr } from '../agentapi/report-checks.js';
+import { needs } from '../../http/index.js';
 
 export interface PlanAndLogsDeps {
   catalog: Catalog;
@@ -57,13 +58,13 @@ export function registerPlanAndLogs(fastify: FastifyInstance, deps: PlanAndLogsD
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/api/v1/models/plan',
-    { bodyLimit: 4 << 20, schema: { body: PlanBodySchema } },
+    { ...needs('fleet.read'), bodyLimit: 4 << 20, schema: { body: PlanBodySchema } },
     async (request): Promise<ModelPlansView> => planView(deps, request.body),
   );
 
   app.get(
     '/api/v1/replicas/:id/log',
-    { schema: { params: z.object({ id: z.string() }), querystring: LogQuerySchema } },
+    { ...needs('fleet.read'), schema: { params: z.object({ id: z.string() }), querystring: LogQuerySchema } },
     async (request): Promise<ModelLogView> => {
       const replica = deps.replicas?.().find((r) => r.id === request.params.id);
       if (!replica)

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { RequestRecordView, RequestsView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { requestRecordView, type RequestFilter, type RequestLog } from '../../gateway/index.js';
+import { needs } from '../../http/index.js';
 
 export interface RequestsApiDeps {
   log: RequestLog;
@@ -19,15 +20,20 @@ export interface RequestsApiDeps {
 export function registerRequestsApi(app: FastifyInstance, deps: RequestsApiDeps): void {
   app.get<{ Querystring: { id?: string; model?: string; status?: string; failed?: string; limit?: string } }>(
     '/api/v1/requests',
+    needs('fleet.read'),
     async (request): Promise<RequestsView> => {
       return requestsView(deps, requestFilter(request.query));
     },
   );
-  app.get<{ Params: { id: string } }>('/api/v1/requests/:id', async (request): Promise<RequestRecordView> => {
-    const r = deps.log.get(request.params.id);
-    if (!r) throw new LlmgwError('LLMGW_NOT_FOUND', requestMissing(deps, request.params.id));
-    return requestRecordView(r, deps.log.countWithId(r.id) - 1);
-  });
+  app.get<{ Params: { id: string } }>(
+    '/api/v1/requests/:id',
+    needs('fleet.read'),
+    async (request): Promise<RequestRecordView> => {
+      const r = deps.log.get(request.params.id);
+      if (!r) throw new LlmgwError('LLMGW_NOT_FOUND', requestMissing(deps, request.params.id));
+      return requestRecordView(r, deps.log.countWithId(r.id) - 1);
+    },
+  );
 }
 
 export function requestsView(deps: RequestsApiDeps, filter: RequestFilter): RequestsView {

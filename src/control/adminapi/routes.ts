@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { NodeStateWord } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
-import { actorOf, type RouteJsonWording, type ZodTypeProvider } from '../../http/index.js';
+import { actorOf, type RouteJsonWording, type ZodTypeProvider, needs } from '../../http/index.js';
 import type { AuditActor } from '../store/index.js';
 import type { AdminState } from '../inventory/index.js';
 import { registerNodeIdentityRoutes } from './nodes.js';
@@ -77,10 +77,10 @@ const MODEL_BODY_LIMIT_BYTES = 1 << 20;
 /** Mounts the admin API; the admin guard (auth.ts), installed on `app` first, keeps every route behind the admin token. */
 export function registerAdminApi(fastify: FastifyInstance, options: AdminApiOptions): void {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
-  app.get('/api/v1/summary', async () => summaryView(options));
-  app.get('/api/v1/models', async () => modelViews(options));
+  app.get('/api/v1/summary', needs('fleet.read'), async () => summaryView(options));
+  app.get('/api/v1/models', needs('fleet.read'), async () => modelViews(options));
   // Filters and pages ride in the query and the headers, so the body stays the seed's plain list (node-query.ts).
-  app.get('/api/v1/nodes', async (request, reply) => {
+  app.get('/api/v1/nodes', needs('fleet.read'), async (request, reply) => {
     const params = new URLSearchParams(request.url.split('?')[1] ?? '');
     const query = parseNodeQuery(params);
     if (isAllNodes(query)) return nodeViews(options);
@@ -90,21 +90,25 @@ export function registerAdminApi(fastify: FastifyInstance, options: AdminApiOpti
       void reply.header('link', `</api/v1/nodes?${nextPageQuery(params, page.next)}>; rel="next"`);
     return page.nodes;
   });
-  app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', async (request) =>
+  app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', needs('fleet.read'), async (request) =>
     replicaViews(options, request.query.model || undefined),
   );
-  app.get('/api/v1/explain-placement', { schema: { querystring: ExplainQuerySchema } }, async (request) => {
-    const asked = request.query.model;
-    const model = options.catalog.resolve(asked);
-    if (!model) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `model ${JSON.stringify(asked)} is not in the catalog`);
-    return explainView(options, model.name, asked);
-  });
+  app.get(
+    '/api/v1/explain-placement',
+    { ...needs('fleet.read'), schema: { querystring: ExplainQuerySchema } },
+    async (request) => {
+      const asked = request.query.model;
+      const model = options.catalog.resolve(asked);
+      if (!model) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `model ${JSON.stringify(asked)} is not in the catalog`);
+      return explainView(options, model.name, asked);
+    },
+  );
 
   // Cordon, uncordon and drain are one operation with different targets:
   // cordon stops new placement, drain also moves existing work off.
   app.post(
     '/api/v1/nodes/:id/state',
-    { schema: { params: NodeIdParamsSchema, body: NodeStateBodySchema } },
+    { ...needs('nodes.write'), schema: { params: NodeIdParamsSchema, body: NodeStateBodySchema } },
     async (request) => changeNodeState(options, request.params.id, request.body.state, actorOf(request)),
   );
 
@@ -114,7 +118,7 @@ export function registerAdminApi(fastify: FastifyInstance, options: AdminApiOpti
   const modelWording: RouteJsonWording = { invalidJson: 'the model definition is not valid JSON' };
   const modelRoute = {
     bodyLimit: MODEL_BODY_LIMIT_BYTES,
-    config: modelWording,
+    ...needs('models.write', modelWording),
     schema: { body: ModelBodySchema, querystring: ForceQuerySchema },
   };
   app.post('/api/v1/models', modelRoute, async (request, reply) => {
@@ -142,7 +146,7 @@ export function registerAdminApi(fastify: FastifyInstance, options: AdminApiOpti
 
   registerPlanAndLogs(app, options);
 
-  app.delete<{ Params: { name: string } }>('/api/v1/models/:name', async (request) => {
+  app.delete<{ Params: { name: string } }>('/api/v1/models/:name', needs('models.write'), async (request) => {
     if (!options.catalog.writable) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store');
     await options.catalog.remove(request.params.name, actorOf(request));
     options.onCatalogChange?.();

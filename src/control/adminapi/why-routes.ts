@@ -5,9 +5,10 @@
 import type { FastifyInstance } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
 import { nodeDetailView, type ViewSources } from './views.js';
+import { needs } from '../../http/index.js';
 
 export function registerWhyRoutes(app: FastifyInstance, options: ViewSources): void {
-  app.get<{ Params: { id: string } }>('/api/v1/nodes/:id', async (request) => {
+  app.get<{ Params: { id: string } }>('/api/v1/nodes/:id', needs('fleet.read'), async (request) => {
     const id = request.params.id;
     const view = nodeDetailView(options, id);
     if (!view) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);

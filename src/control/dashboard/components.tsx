@@ -9,6 +9,10 @@ export interface PageContext {
   csrfToken: string;
   /** The path and query of this page, for forms that come back here. */
   here: string;
+  /** Who is signed in, shown in the header; absent = the admin token (no person). */
+  person?: { name: string; role: string };
+  /** Whether the session may do what a button does; absent = it may (the admin token). A button it may not is not drawn. */
+  may?: (permission: 'nodes.write' | 'weights.collect' | 'people.write') => boolean;
 }
 
 /** A value that was not reported. Shown as a word, never as 0. */
@@ -83,6 +87,8 @@ export function CsrfField({ ctx }: { ctx: PageContext }) {
 
 /** Cordon, uncordon and drain buttons for one node: POST forms that come back to this page. */
 export function NodeActions({ ctx, nodeId, state }: { ctx: PageContext; nodeId: string; state: string }) {
+  // A viewer sees the node, not buttons the guard would refuse.
+  if (ctx.may && !ctx.may('nodes.write')) return null;
   const action = `/nodes/${encodeURIComponent(nodeId)}/state`;
   const button = (word: string, label: string, title: string) => (
     <form method="post" action={action} class="inline">

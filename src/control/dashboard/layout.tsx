@@ -86,6 +86,11 @@ export function Layout({ title, ctx, section, refreshMs, nonce, notice, children
                 {label}
               </a>
             ))}
+          {ctx?.person && (
+            <span class="person" id="signed-in-as">
+              {ctx.person.name} ({ctx.person.role})
+            </span>
+          )}
           {ctx && (
             <form method="post" action="/logout">
               <CsrfField ctx={ctx} />

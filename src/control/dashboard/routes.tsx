@@ -10,14 +10,13 @@ import type { VNode } from 'preact';
 import type { Registry } from 'prom-client';
 import { isLlmgwError } from '../../errors/index.js';
 import {
-  ADMIN_TOKEN_IDENTITY,
   type AdminGuard,
   type AuditSource,
   changeNodeState,
   parseNodeQuery,
   type RequestsApiDeps,
 } from '../adminapi/index.js';
-import { actorOf, type AuditActor } from '../../http/index.js';
+import { allows, type AuditActor, type Permission, type Principal, principalOf } from '../../http/index.js';
 import { collectAndAudit } from '../weights/index.js';
 import type { PageContext } from './components.js';
 import {
@@ -69,9 +68,16 @@ export interface DashboardOptions extends DashboardSources {
 
 type Form = Record<string, string | undefined>;
 
-/** The guard's route options for the dashboard: the login page is for anyone, everything else needs a session or the token. */
+/**
+ * The guard's route options for the dashboard: the login page is for
+ * anyone, everything else needs a session or a token, and the permission
+ * it names: pages read the fleet (a viewer sees them), each form names
+ * what it changes (a viewer's press is refused 403).
+ */
 const PUBLIC = { config: { access: 'public' } } as const;
-const SESSION = { config: { access: 'session' } } as const;
+const SESSION = { config: { access: 'session', permission: 'fleet.read' } } as const;
+const SIGNED_IN = { config: { access: 'session', permission: 'self' } } as const;
+const changes = (permission: Permission) => ({ config: { access: 'session', permission } }) as const;
 
 export interface PageSpec {
   title: string;
@@ -106,7 +112,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       const session = await sessions.fromRequest(request, use);
       if (!session) return null;
       verified.set(request, session);
-      return sessionIdentity(session);
+      return sessionPrincipal(session);
     },
     refuse: async (request, reply) => {
       if (request.method === 'GET' || request.method === 'HEAD') return loginRedirect(request, reply);
@@ -189,15 +195,21 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       void reply.header('set-cookie', sessionCookie(fresh, request.protocol === 'https'));
       return fresh;
     }
-    if (actorOf(request).identity === ADMIN_TOKEN_IDENTITY) return 'token';
+    // A token (the admin token or a person's) the guard already let in: a script reading a page.
+    if (principalOf(request) !== null) return 'token';
     loginRedirect(request, reply);
     return null;
   };
 
-  const ctxOf = (request: FastifyRequest, session: Session | 'token'): PageContext => ({
-    csrfToken: session === 'token' ? '' : session.csrfToken,
-    here: localPath(request.url.replace(/([?&])partial=1(&|$)/, '$1').replace(/[?&]$/, '')) ?? '/',
-  });
+  const ctxOf = (request: FastifyRequest, session: Session | 'token'): PageContext => {
+    const who = session === 'token' ? principalOf(request) : sessionPrincipal(session);
+    return {
+      csrfToken: session === 'token' ? '' : session.csrfToken,
+      here: localPath(request.url.replace(/([?&])partial=1(&|$)/, '$1').replace(/[?&]$/, '')) ?? '/',
+      ...(who?.person ? { person: { name: who.person, role: who.role } } : {}),
+      ...(who ? { may: (permission: Permission) => allows(who.role, permission) } : {}),
+    };
+  };
 
   /** A page behind the login: renders `build` with the session's context. */
   const page =
@@ -320,7 +332,10 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
         ),
       });
     }
-    if (!sessions.tokenMatches(form.token ?? '')) {
+    const token = form.token ?? '';
+    // Not the admin token: perhaps a person's own token, which signs in as that person with their role.
+    const person = sessions.tokenMatches(token) ? null : ((await options.guard?.personFor(token)) ?? null);
+    if (!sessions.tokenMatches(token) && person?.person == null) {
       throttle.fail(request.ip);
       // Logged without what was typed: a near-miss of the token is still a secret.
       request.log.info({ remote: request.ip }, 'dashboard login with a wrong admin token');
@@ -337,14 +352,15 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
         ),
       });
     }
-    const session = await sessions.create(actorFor(request));
+    const who = person?.person == null ? null : { name: person.person, role: person.role, teams: person.teams };
+    const session = await sessions.create(actorFor(request), who);
     void reply.header('set-cookie', sessionCookie(session, request.protocol === 'https'));
     return reply.redirect(next ?? '/', 303);
   });
 
   scope.post(
     '/logout',
-    SESSION,
+    SIGNED_IN,
     action(async (request, _form, session) => {
       await sessions.end(session);
       return { redirect: '/login', setCookie: sessionCookie(null, request.protocol === 'https') };
@@ -474,7 +490,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   // Actions: the admin API's own functions, with the dashboard session as the actor.
   scope.post(
     '/nodes/:id/state',
-    SESSION,
+    changes('nodes.write'),
     action(async (request, form, session) => {
       const id = (request.params as { id: string }).id;
       await changeNodeState(options.admin, id, form.state, sessionActor(session));
@@ -483,7 +499,7 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   );
   scope.post(
     '/weights/collect',
-    SESSION,
+    changes('weights.collect'),
     action(async (_request, form, session) => {
       const summary = await collectAndAudit(options.weights, form.node || undefined, sessionActor(session));
       return {
@@ -505,9 +521,16 @@ export function sessionIdentity(session: Session): string {
   return `dashboard:${createHash('sha256').update(session.id).digest('hex').slice(0, 12)}`;
 }
 
-/** Who acts in a dashboard form: the session, labelled with where it logged in from. */
+/** Who acts in a dashboard form: the person (or the admin token's session), labelled with where it logged in from. */
 function sessionActor(session: Session): AuditActor {
-  return { identity: sessionIdentity(session), label: session.actor };
+  return { identity: sessionPrincipal(session).identity, label: session.actor };
+}
+
+/** Who a session is, for the guard and the audit log: the person signed in, or the admin token's login (admin, named by its hash). */
+export function sessionPrincipal(session: Session): Principal {
+  const who = session.who;
+  if (who === null) return { identity: sessionIdentity(session), person: null, role: 'admin', teams: [] };
+  return { identity: `person:${who.name}`, person: who.name, role: who.role, teams: who.teams };
 }
 
 /** The label of a new session, for audit records: the dashboard and the address the person logged in from. */

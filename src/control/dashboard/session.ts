@@ -14,7 +14,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
-import { originMatchesHost } from '../../http/index.js';
+import { isRole, originMatchesHost, type Role } from '../../http/index.js';
 import type { SessionBackend } from '../store/index.js';
 
 // The store holds the shape of a shared session, so that it need not import the dashboard.
@@ -30,6 +30,15 @@ export interface Session {
   lastSeenMs: number;
   /** Where the person logged in from, `dashboard:<remote address>`: the label beside the session's audit identity (dashboard/routes.tsx sessionIdentity). */
   readonly actor: string;
+  /** Who signed in: a person and their role at sign-in; null = the admin token (the admin role, no person). */
+  readonly who: SessionPerson | null;
+}
+
+/** The person a session belongs to, as fixed at sign-in. */
+export interface SessionPerson {
+  readonly name: string;
+  readonly role: Role;
+  readonly teams: readonly string[];
 }
 
 export interface SessionOptions {
@@ -103,9 +112,16 @@ export class Sessions {
   }
 
   /** A new session. With a store it must be written there (to hold on every instance), or this throws LLMGW_STORE_UNAVAILABLE. */
-  async create(actor: string): Promise<Session> {
+  async create(actor: string, who: SessionPerson | null = null): Promise<Session> {
     const now = this.options.now();
-    const session: Session = { id: randomToken(), csrfToken: randomToken(), createdMs: now, lastSeenMs: now, actor };
+    const session: Session = {
+      id: randomToken(),
+      csrfToken: randomToken(),
+      createdMs: now,
+      lastSeenMs: now,
+      actor,
+      who,
+    };
     const backend = this.options.backend;
     if (backend) {
       try {
@@ -120,6 +136,9 @@ export class Sessions {
           actor,
           createdMs: now,
           lastSeenMs: now,
+          person: who?.name ?? null,
+          role: who?.role ?? null,
+          teams: who?.teams ?? [],
         });
       } catch (err) {
         this.options.onBackendError?.(err, 'saving a new dashboard session');
@@ -177,6 +196,15 @@ export class Sessions {
             actor: stored.actor,
             createdMs: stored.createdMs,
             lastSeenMs: stored.lastSeenMs,
+            // A stored role this version does not know reads as the least: viewer.
+            who:
+              stored.person == null
+                ? null
+                : {
+                    name: stored.person,
+                    role: isRole(stored.role) ? stored.role : 'viewer',
+                    teams: stored.teams ?? [],
+                  },
           },
           this.options.now(),
         );

@@ -4,10 +4,12 @@ import type { FastifyInstance } from 'fastify';
 import type { EventView, EventsView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { type Events, type FleetEvent, MAX_EVENT_LIST } from './events.js';
+import { needs } from '../../http/index.js';
 
 export function registerEventsApi(app: FastifyInstance, options: { events: Events }): void {
   app.get<{ Querystring: { model?: string; limit?: string; after?: string } }>(
     '/api/v1/events',
+    needs('fleet.read'),
     async (request): Promise<EventsView> => {
       const q = request.query;
       const limit =

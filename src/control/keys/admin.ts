@@ -4,8 +4,16 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { LlmgwError } from '../../errors/index.js';
-import { actorOf, type AuditActor, type RouteJsonWording, type ZodTypeProvider } from '../../http/index.js';
-import { issueKey, keyView, type KeyStore } from './keys.js';
+import {
+  actorOf,
+  type AuditActor,
+  mayActOnTeam,
+  needs,
+  type RouteJsonWording,
+  teamsInScope,
+  type ZodTypeProvider,
+} from '../../http/index.js';
+import { type ApiKeyRecord, issueKey, keyView, type KeyStore } from './keys.js';
 import type { UsageRow } from './stored.js';
 import { API_ENDPOINTS } from '../catalog/index.js';
 
@@ -51,7 +59,7 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
   // No body reads as {}, which is checked like any other (its type is wrong only until zod says what is missing).
   const newKey = { body: NewKeySchema.prefault({} as z.input<typeof NewKeySchema>) };
   const wording: RouteJsonWording = { invalidBody: 'the key is not valid' };
-  app.post('/api/v1/keys', { schema: newKey, config: wording }, async (request, reply) => {
+  app.post('/api/v1/keys', { schema: newKey, ...needs('keys.write', wording) }, async (request, reply) => {
     const body = request.body;
     const unknown = (body.allowed_models ?? []).filter((m) => deps.modelExists && !deps.modelExists(m));
     if (unknown.length)
@@ -72,6 +80,9 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
       });
     else if (body.team !== undefined)
       throw new LlmgwError('LLMGW_BAD_REQUEST', 'team: this control plane keeps no teams; leave it out');
+    // A team-admin makes keys in its own teams only.
+    if (!mayActOnTeam(request, team ?? DEFAULT_KEY_TEAM))
+      throw new LlmgwError('LLMGW_FORBIDDEN', notYourTeam(request, team ?? DEFAULT_KEY_TEAM));
     const actor = actorOf(request);
     const { record, secret } = await issueKey(
       deps.keys,
@@ -96,13 +107,21 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
       .send({ ...keyView(record, now), secret, note: 'the secret is shown this once; store it now' });
   });
 
-  app.get('/api/v1/keys', async () => {
+  app.get('/api/v1/keys', needs('keys.read'), async (request) => {
     const now = deps.now();
-    return { keys: (await deps.keys.list()).map((k) => keyView(k, now)) };
+    const keys = (await deps.keys.list()).filter((k) => mayActOnTeam(request, keyTeam(k)));
+    return { keys: keys.map((k) => keyView(k, now)) };
   });
 
-  app.delete<{ Params: { id: string } }>('/api/v1/keys/:id', async (request) => {
+  app.delete<{ Params: { id: string } }>('/api/v1/keys/:id', needs('keys.write'), async (request) => {
     const id = request.params.id;
+    const key = (await deps.keys.list()).find((k) => k.id === id);
+    // Another team's key reads as no key at all to a team-admin: its id says nothing about the other team.
+    if (key && !mayActOnTeam(request, keyTeam(key)))
+      throw new LlmgwError(
+        'LLMGW_NOT_FOUND',
+        `no key of your teams has the id "${id}"; \`GET /api/v1/keys\` lists them`,
+      );
     const ok = await deps.keys.revoke(id, deps.now());
     if (!ok) throw new LlmgwError('LLMGW_NOT_FOUND', `no key has the id "${id}"; \`GET /api/v1/keys\` lists them`);
     await deps.audit(actorOf(request), 'key.revoke', id, {});
@@ -113,6 +132,8 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
 export interface UsageAdminDeps {
   /** The usage rows the store holds; absent = this control plane has no store, and the answer is an empty list. */
   usage?: { list(filter?: { endpoint?: string }): Promise<UsageRow[]> };
+  /** The keys, to keep a team-admin to its own teams' rows; absent = no rows for a team-admin. */
+  keys?: Pick<KeyStore, 'list'>;
 }
 
 /** What `?endpoint=` may name: every API of the client listener, and 'unknown' for what was counted before endpoints were. */
@@ -130,9 +151,24 @@ const UsageQuerySchema = z.object({
 /** GET /api/v1/usage on the admin listener: the totals per key, model and endpoint; `?endpoint=rerank` keeps one endpoint's rows. */
 export function registerUsageAdmin(fastify: FastifyInstance, deps: UsageAdminDeps): void {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
-  app.get('/api/v1/usage', { schema: { querystring: UsageQuerySchema } }, async (request) => {
+  app.get('/api/v1/usage', { ...needs('usage.read'), schema: { querystring: UsageQuerySchema } }, async (request) => {
     const endpoint = request.query.endpoint;
     if (!deps.usage) return [];
-    return deps.usage.list(endpoint === undefined ? {} : { endpoint });
+    const rows = await deps.usage.list(endpoint === undefined ? {} : { endpoint });
+    if (teamsInScope(request) === null) return rows;
+    const ours = new Set(
+      ((await deps.keys?.list()) ?? []).filter((k) => mayActOnTeam(request, keyTeam(k))).map((k) => k.id),
+    );
+    return rows.filter((r) => ours.has(r.key_id));
   });
+}
+
+/** The team a key is in, as a team-admin's scope reads it: the key's own, `default` for a key from before teams. */
+const DEFAULT_KEY_TEAM = 'default';
+export function keyTeam(k: Pick<ApiKeyRecord, 'team'>): string {
+  return k.team ?? DEFAULT_KEY_TEAM;
+}
+
+function notYourTeam(request: Parameters<typeof teamsInScope>[0], team: string): string {
+  return `a team-admin of ${(teamsInScope(request) ?? []).join(', ') || 'no team'} may not make keys in team "${team}"`;
 }

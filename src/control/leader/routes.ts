@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ControlPlaneView } from '../../api/types.js';
 import type { Cluster } from './cluster.js';
+import { needs } from '../../http/index.js';
 
 export interface ControlPlanesRouteOptions {
   /** Null: a single instance. */
@@ -14,7 +15,7 @@ export interface ControlPlanesRouteOptions {
 }
 
 export function registerControlPlanesRoute(app: FastifyInstance, options: ControlPlanesRouteOptions): void {
-  app.get('/api/v1/control-planes', async (): Promise<ControlPlaneView[]> => {
+  app.get('/api/v1/control-planes', needs('fleet.read'), async (): Promise<ControlPlaneView[]> => {
     if (options.cluster) return options.cluster.controlPlanes();
     const address = options.adminUrl();
     return [

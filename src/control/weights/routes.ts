@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { CollectSummary, OrphansView } from '../../api/types.js';
 import type { AuditActor, Store } from '../store/index.js';
-import { actorOf } from '../../http/index.js';
+import { actorOf, needs } from '../../http/index.js';
 import { collect, type CollectDeps, orphansView } from './weights.js';
 import { COLLECT_ACTION, readLastCollects } from './last-collect.js';
 
@@ -12,10 +12,10 @@ export interface WeightsApiOptions extends CollectDeps {
 }
 
 export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOptions): void {
-  app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', async (request) =>
+  app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', needs('fleet.read'), async (request) =>
     orphansWithLastCollect(options, request.query.node || undefined),
   );
-  app.post<{ Querystring: { node?: string } }>('/api/v1/weights/collect', async (request) =>
+  app.post<{ Querystring: { node?: string } }>('/api/v1/weights/collect', needs('weights.collect'), async (request) =>
     collectAndAudit(options, request.query.node || undefined, actorOf(request)),
   );
 }

@@ -1,0 +1,32 @@
+// People on a control plane: the store's people behind the admin guard, and
+// their routes. One call from control-plane.ts, so the assembly there stays
+// a list of parts.
+import type { FastifyInstance } from 'fastify';
+import type { AdminGuard } from '../adminapi/auth.js';
+import type { Store } from '../store/index.js';
+import { PeopleRepository } from '../store/people.js';
+import { registerPeopleAdmin } from './admin.js';
+import { People } from './people.js';
+
+export interface PeopleWiring {
+  guard: AdminGuard;
+  /** Null: no store, so no people; only the admin token opens the admin listener. */
+  store: Store | null;
+  now: () => number;
+  /** Whether a team exists (teams are referenced by name); absent = not checked. */
+  teamExists?: (name: string) => boolean | Promise<boolean>;
+}
+
+/** Lets people's tokens through the guard and mounts their routes; the People, or null without a store. */
+export function wirePeople(app: FastifyInstance, w: PeopleWiring): People | null {
+  const people = w.store
+    ? new People({
+        repo: new PeopleRepository(w.store.connection),
+        now: w.now,
+        ...(w.teamExists ? { teamExists: w.teamExists } : {}),
+      })
+    : null;
+  if (people) w.guard.acceptPeople(people);
+  registerPeopleAdmin(app, { people, now: w.now });
+  return people;
+}
