@@ -11,6 +11,7 @@ import type { AuditActor, Store } from '../store/index.js';
 import { parseSource } from '../../protocol/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { compileModel, definitionProblems, type DefinitionChecks, type Model, ModelSchema } from './model.js';
+import { remoteCatalogProblems } from './remote.js';
 import { trafficCatalogProblems, trafficTargets } from './traffic.js';
 
 export interface CatalogOptions {
@@ -26,6 +27,14 @@ export interface CatalogOptions {
    * whoever may add a model may run code on every node.
    */
   allowUnsafeProfileEnv?: boolean;
+  /** Where a remote's api_key given through the API is kept sealed (src/control/secrets); absent = such a model is refused. */
+  secrets?: CatalogSecrets;
+}
+
+/** What the catalog asks of the secrets store: a remote model's API key is sealed before its definition is kept. */
+export interface CatalogSecrets {
+  put(model: string, secret: string): Promise<void>;
+  delete(model: string): Promise<void>;
 }
 
 export class Catalog {
@@ -37,6 +46,7 @@ export class Catalog {
     private readonly store: Store | null,
     private readonly fileModels: readonly Model[],
     private readonly checks: DefinitionChecks,
+    private readonly secrets: CatalogSecrets | null = null,
   ) {}
 
   static async create(options: CatalogOptions): Promise<Catalog> {
@@ -45,7 +55,7 @@ export class Catalog {
       allowUnsafeProfileEnv: options.allowUnsafeProfileEnv ?? false,
     };
     const fileModels = options.catalogFile ? loadCatalogFile(options.catalogFile, checks) : [];
-    const catalog = new Catalog(options.store ?? null, fileModels, checks);
+    const catalog = new Catalog(options.store ?? null, fileModels, checks, options.secrets ?? null);
     await catalog.reload();
     return catalog;
   }
@@ -125,6 +135,12 @@ export class Catalog {
   async add(input: unknown, actor: string | AuditActor): Promise<Model> {
     if (!this.store) throw noStore('a model added here would not survive a restart');
     const model = this.validate(input);
+    // Sealed before the definition (which says `set`) is kept, so a kept remote model always has its key.
+    const key = model.remote?.key;
+    if (key?.kind === 'inline') {
+      if (!this.secrets) throw noStore('the API key of a remote model cannot be kept');
+      await this.secrets.put(model.name, key.secret.reveal());
+    }
     await this.store.models.insert(model.name, model.definition, {
       actor,
       action: 'model.add',
@@ -184,6 +200,7 @@ export class Catalog {
       detail: { definition: model.definition },
     });
     if (!removed) throw new LlmgwError('LLMGW_MODEL_NOT_FOUND', `no model named "${name}" (it was removed meanwhile)`);
+    if (model.remote) await this.secrets?.delete(name);
     this.index([...this.byName.values()].filter((m) => m.name !== name));
   }
 }
@@ -245,6 +262,7 @@ export function validateAgainst(
   }
   const cycle = fallbackCycle(def.name, def.fallbacks, known);
   if (cycle) problems.push(`fallbacks: a cycle ${cycle.join(' -> ')}; a fallback chain must end`);
+  problems.push(...remoteCatalogProblems(def, known));
   problems.push(...trafficCatalogProblems(def, known));
   if (problems.length) throw new ValidationError('LLMGW_CATALOG_INVALID', problems, label);
   return compileModel(def, origin);

@@ -8,6 +8,18 @@ import { labelSelectorProblem } from '../placement/index.js';
 import { parseDurationMs } from '../../units/index.js';
 import type { ModelCapacity } from '../../gateway/ports/index.js';
 import { endpointsOfEngines, SERVED_ENDPOINTS, type ServedEndpoint } from './endpoints.js';
+import type { RemoteEndpoint } from './remote.js';
+import {
+  compileRemote,
+  isLocalProfile,
+  REMOTE_ENDPOINTS,
+  REMOTE_ENGINE,
+  RemoteSchema,
+  remoteProblems,
+  SpillSchema,
+  withoutSecret,
+} from './remote.js';
+import type { SpillPolicy } from '../../gateway/ports/index.js';
 import {
   compileTraffic,
   ShadowSchema,
@@ -35,7 +47,9 @@ const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number'
 export const ProfileSchema = z.strictObject({
   /** Shown in views and explain; absent = the engine's name (with a suffix if that repeats). */
   name: nameSchema.optional(),
-  engine: z.enum(ENGINES, { error: `want one of ${ENGINES.join(', ')}` }),
+  engine: z.enum([...ENGINES, REMOTE_ENGINE], { error: `want one of ${[...ENGINES, REMOTE_ENGINE].join(', ')}` }),
+  /** For engine: remote only: where the model is served and how it is reached (remote.ts). */
+  remote: RemoteSchema.optional(),
   /** GPUs per shard; 0 = a CPU profile. Absent = 0 for builtin and sim, 1 otherwise. */
   gpus: z.number().int().min(0).max(64).optional(),
   /** Nodes per replica; > 1 needs the nodes to share a fabric. */
@@ -79,7 +93,8 @@ export const DEFAULT_SCALING_COOLDOWN_MS = 5 * 60_000;
 export const ModelSchema = z.strictObject({
   name: nameSchema,
   aliases: z.array(nameSchema).default([]),
-  source: z.string().min(1),
+  /** Where the weights come from; absent only for an engine: remote model, which runs nothing here. */
+  source: z.string().min(1).optional(),
   scaling: ScalingSchema.default({ min: 1, target_inflight: 8 }),
   /** Models to try, in order, when this one cannot serve. */
   fallbacks: z.array(nameSchema).default([]),
@@ -95,6 +110,8 @@ export const ModelSchema = z.strictObject({
   routing: z.enum(['least-load', 'prefix', 'least-inflight']).default('least-load'),
   /** While no replica is ready, serve the first fallback at once instead of holding the request. */
   fallback_while_cold: z.boolean().default(false),
+  /** Where requests go when the model's own replicas cannot take them in time (remote.ts); absent = nowhere. */
+  spill: SpillSchema.optional(),
   /** Each request for this model goes to one of these by weight (a canary; traffic.ts); absent = its own replicas serve it. */
   split: SplitSchema.optional(),
   /** What keeps a caller on one side of the split: request (absent), key or user. */
@@ -177,7 +194,12 @@ export interface Model extends CompiledTraffic {
     readonly cooldownMs: number;
   };
   readonly fallbacks: readonly string[];
+  /** The profiles llmgw runs, in order; empty for an engine: remote model. */
   readonly profiles: readonly Profile[];
+  /** An engine: remote model's endpoint (remote.ts); absent = a model llmgw runs. */
+  readonly remote?: RemoteEndpoint;
+  /** Where its requests spill when its replicas are full or cold (remote.ts); absent = never. */
+  readonly spill?: SpillPolicy;
   readonly routing: 'least-load' | 'prefix' | 'least-inflight';
   readonly fallbackWhileCold: boolean;
   /** The engine endpoints the router lets through to it (see endpoints.ts), declared or from its engines. */
@@ -209,8 +231,9 @@ export const ALLOW_UNSAFE_PROFILE_ENV_SWITCH = 'start the control plane with all
 
 export function definitionProblems(def: z.output<typeof ModelSchema>, options: DefinitionChecks = {}): string[] {
   const problems: string[] = [];
-  const source = parseSource(def.source, options);
+  const source = def.source === undefined ? null : parseSource(def.source, options);
   if (typeof source === 'string') problems.push(`source: ${source}`);
+  problems.push(...remoteProblems(def));
   const max = def.scaling.max ?? def.scaling.min;
   if (def.scaling.min > max) problems.push(`scaling: min (${def.scaling.min}) is greater than max (${max})`);
   const seen = new Set<string>();
@@ -252,13 +275,14 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: D
 
 export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['origin']): Model {
   const used = new Set<string>();
-  const profiles = def.profiles.map((p, i): Profile => {
+  const remote = compileRemote(def);
+  const profiles = def.profiles.filter(isLocalProfile).map((p, i): Profile => {
     let name = p.name ?? p.engine;
     if (!p.name && used.has(name)) name = `${p.engine}-${i + 1}`;
     used.add(name);
     return {
       name,
-      engine: p.engine,
+      engine: p.engine as EngineName,
       gpus: p.gpus ?? (CPU_FIRST_ENGINES.has(p.engine) ? 0 : 1),
       shards: p.shards,
       gpuClasses: p.gpu_classes,
@@ -274,10 +298,11 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
   return Object.freeze({
     name: def.name,
     aliases: def.aliases,
-    source: def.source,
+    source: def.source ?? '',
     scaling: {
-      min: def.scaling.min,
-      max: def.scaling.max ?? def.scaling.min,
+      // A remote model has no replica of llmgw's to want.
+      min: remote.remote ? 0 : def.scaling.min,
+      max: remote.remote ? 0 : (def.scaling.max ?? def.scaling.min),
       idleTimeoutMs: idle,
       targetInflight: def.scaling.target_inflight,
       windowMs:
@@ -294,7 +319,9 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
     fallbackWhileCold: def.fallback_while_cold,
     endpoints: def.endpoints
       ? SERVED_ENDPOINTS.filter((e) => def.endpoints!.includes(e))
-      : endpointsOfEngines(profiles.map((p) => p.engine)),
+      : remote.remote
+        ? REMOTE_ENDPOINTS
+        : endpointsOfEngines(profiles.map((p) => p.engine)),
     limits: {
       contextTokens: def.limits.context_tokens ?? null,
       maxTokens: def.limits.max_tokens ?? null,
@@ -312,7 +339,9 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
           },
         }
       : {}),
+    ...remote,
     origin,
-    definition: def,
+    // A remote's api_key is kept and shown as `set`: the definition is what the store, the audit log and the API hold.
+    definition: withoutSecret(def),
   });
 }
