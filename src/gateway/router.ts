@@ -126,7 +126,7 @@ export class Router implements DialectHost {
     this.remote = new RemoteRouting({ now: o.now, loadStaleMs: o.loadStaleMs });
     // Remotes whose circuit is open or that asked to be left alone are out of every candidate list, the cold hold's too.
     const replicas = this.remote.directory(deps.replicas);
-    this.chooser = new ReplicaChooser(replicas, o);
+    this.chooser = new ReplicaChooser(replicas, o, deps.logger);
     this.pools = new UpstreamPools(o.engineCa);
     this.cold = new ColdHold(replicas, o);
     this.metrics = new RouterMetrics(
@@ -204,7 +204,7 @@ export class Router implements DialectHost {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.cold.close();
     this.unsubscribeRevoked();
-    await this.pools.close();
+    await Promise.all([this.pools.close(), this.chooser.close()]);
   }
 
   /** What the admission hooks (admission.ts) use of this router. */

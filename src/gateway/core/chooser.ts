@@ -7,7 +7,12 @@
 // keep them as attempts run. The policies themselves are pure functions in
 // pick.ts, tested without sockets. Separate from
 // the attempt loop, which asks only "the candidates" and "which one".
+// prefix-cache routing's state (the index, its sources, the tokenizer) is
+// prefix-cache/cache-routing.ts; its choice is prefix-cache/score.ts.
+import type { Logger } from 'pino';
 import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from '../ports/index.js';
+import { CacheRouting } from '../prefix-cache/cache-routing.js';
+import { pickByCache } from '../prefix-cache/score.js';
 import { inFlight, sendTimes, type Interceptor } from './dispatch.js';
 import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
 import { promptPrefix } from './prompt-text.js';
@@ -22,6 +27,10 @@ export interface ChooserOptions {
   readonly loadStaleMs: number;
   readonly prefixChars: number;
   readonly loadFactor: number;
+  readonly cacheTokensPerRequest: number;
+  readonly cacheMaxBlocks: number;
+  readonly tokenCacheEntries: number;
+  readonly tokenizeTimeoutMs: number;
   readonly now: () => number;
   readonly random: () => number;
 }
@@ -35,11 +44,25 @@ export class ReplicaChooser {
   private readonly finished = new Map<string, { startMs: number; endMs: number }[]>();
   /** Prefix rings by model, with the id set they were built from. */
   private readonly rings = new Map<string, HashRing>();
+  /** What the engines' KV caches hold, for `routing: prefix-cache`; reads nothing until such a model's replica publishes. */
+  readonly cache: CacheRouting;
 
   constructor(
     private readonly replicas: ReplicaDirectory,
     private readonly options: ChooserOptions,
-  ) {}
+    logger?: Logger,
+  ) {
+    this.cache = new CacheRouting({
+      maxBlocks: options.cacheMaxBlocks,
+      tokenizeTimeoutMs: options.tokenizeTimeoutMs,
+      tokenCacheEntries: options.tokenCacheEntries,
+      tokenizerBackoffMs: 10_000,
+      maxTokenizing: 64,
+      now: options.now,
+      random: options.random,
+      ...(logger ? { logger } : {}),
+    });
+  }
 
   /** The interceptors that keep this chooser's bookkeeping as attempts run: in-flight and last use, send times. */
   interceptors(): Interceptor[] {
@@ -92,7 +115,30 @@ export class ReplicaChooser {
         );
     }
     const load = (id: string) => scores.get(id) ?? 0;
-    if (model.routing === 'prefix' && candidates.length > 1) {
+    if (model.routing === 'prefix-cache' && candidates.length > 1) {
+      const view = this.cache.view(model.name, candidates, parsed.body);
+      if (view) {
+        const scored = candidates.map((c) => ({
+          id: c.id,
+          replica: c,
+          load: load(c.id),
+          cachedTokens: view.cached.get(c.id) ?? 0,
+        }));
+        const picked = pickByCache(scored, view.promptTokens, o.cacheTokensPerRequest, o.random)!;
+        if (why) {
+          why.by = picked.tie ? 'prefix-cache-tie' : 'prefix-cache';
+          why.candidates.forEach((k, i) => {
+            k.load = picked.scores[i]!;
+            k.expectedHit = view.promptTokens > 0 ? Math.min(1, scored[i]!.cachedTokens / view.promptTokens) : 0;
+          });
+        }
+        return picked.chosen.replica;
+      }
+    }
+    // prefix-cache with nothing of the prompt tokenised yet routes as `prefix` does; with no engine publishing, as least-load.
+    const byText =
+      model.routing === 'prefix' || (model.routing === 'prefix-cache' && this.cache.publishing(candidates).length > 0);
+    if (byText && candidates.length > 1) {
       const hash = fnv1a(promptPrefix(parsed.body, o.prefixChars));
       return pickByPrefix(candidates, this.ringOf(model), hash, load, o.loadFactor, why)!;
     }
@@ -113,6 +159,12 @@ export class ReplicaChooser {
       this.use.delete(id);
     }
     for (const id of this.finished.keys()) if (!liveIds.has(id)) this.finished.delete(id);
+    this.cache.forget(liveIds);
+  }
+
+  /** Stops reading the engines' KV events. */
+  close(): Promise<void> {
+    return this.cache.close();
   }
 
   private useOf(id: string): ReplicaUse {

@@ -28,6 +28,14 @@ export const ROUTER_DEFAULTS = Object.freeze({
   prefixChars: 256,
   loadFactor: 1.25,
   loadStaleMs: 4_000,
+  /** prefix-cache routing: uncached prompt tokens weighed as one request of load (prefix-cache/score.ts). */
+  cacheTokensPerRequest: 512,
+  /** prefix-cache routing: (replica, block) entries the index keeps at most (docs/prefix-cache.md gives the bytes). */
+  cacheMaxBlocks: 1_000_000,
+  /** prefix-cache routing: prompts kept tokenised (as chain hashes, a few KB each). */
+  tokenCacheEntries: 4096,
+  /** prefix-cache routing: longest wait for an engine's /tokenize, in the background. */
+  tokenizeTimeoutMs: 2_000,
   coldPollMs: 100,
   sweepIntervalMs: 30_000,
   maxHeldPerKey: 32,
@@ -70,6 +78,14 @@ export interface RouterSettings {
   prefixChars?: number;
   /** CHWBL's bound: a replica takes a prefix while under loadFactor × mean load; absent = 1.25. */
   loadFactor?: number;
+  /** `routing: prefix-cache`: uncached prompt tokens weighed as one request of load; absent = 512; 0 = the cache is not weighed. */
+  cacheTokensPerRequest?: number;
+  /** `routing: prefix-cache`: (replica, block) entries the index keeps at most; absent = 1 000 000. */
+  cacheMaxBlocks?: number;
+  /** `routing: prefix-cache`: prompts kept tokenised; absent = 4096. */
+  tokenCacheEntries?: number;
+  /** `routing: prefix-cache`: longest wait for an engine to tokenise a prompt (never on a request's path); absent = 2000. */
+  tokenizeTimeoutMs?: number;
   /**
    * An engine load sample older than this no longer counts, ms: the replica
    * is then chosen by the router's own in-flight count. Absent = 4000, four
@@ -117,6 +133,11 @@ export interface RouterOptions {
   readonly retryBackoffMs: number;
   readonly prefixChars: number;
   readonly loadFactor: number;
+  /** 0 = the cache is not weighed. */
+  readonly cacheTokensPerRequest: number;
+  readonly cacheMaxBlocks: number;
+  readonly tokenCacheEntries: number;
+  readonly tokenizeTimeoutMs: number;
   /** 0 = engine samples are never used. */
   readonly loadStaleMs: number;
   readonly coldPollMs: number;
@@ -141,6 +162,10 @@ const NUMERIC = [
   'retryBackoffMs',
   'prefixChars',
   'loadFactor',
+  'cacheTokensPerRequest',
+  'cacheMaxBlocks',
+  'tokenCacheEntries',
+  'tokenizeTimeoutMs',
   'loadStaleMs',
   'coldPollMs',
   'sweepIntervalMs',

@@ -33,7 +33,9 @@ export interface Candidate {
  * two-choices: least-inflight's two random candidates, the less busy;
  * prefix-owner: the prompt prefix's owner on the ring, within the load bound;
  * prefix-next: the owner was over the bound, the next on the ring within it;
- * prefix-all-over: every one was over the bound, the least loaded.
+ * prefix-all-over: every one was over the bound, the least loaded;
+ * prefix-cache: the lowest load plus uncached prompt (prefix-cache/score.ts);
+ * prefix-cache-tie: the same, shared, one of those at random.
  */
 export type PickRule =
   | 'only-candidate'
@@ -42,7 +44,9 @@ export type PickRule =
   | 'two-choices'
   | 'prefix-owner'
   | 'prefix-next'
-  | 'prefix-all-over';
+  | 'prefix-all-over'
+  | 'prefix-cache'
+  | 'prefix-cache-tie';
 
 /** What a pick says of its choice when asked (an object the caller passes, so a pick not asked allocates nothing). */
 export interface PickWhy {

@@ -24,8 +24,12 @@ export interface RoutedModel extends TrafficRules {
   readonly aliases: readonly string[];
   /** Models tried, in order, when this one's replicas all fail before the first byte; empty = none. */
   readonly fallbacks: readonly string[];
-  /** How a replica is chosen among the ready ones. */
-  readonly routing: 'least-load' | 'prefix' | 'least-inflight';
+  /**
+   * How a replica is chosen among the ready ones. prefix-cache: by what each
+   * engine's KV events say it holds (src/gateway/prefix-cache), and as
+   * least-load for replicas whose engines publish nothing.
+   */
+  readonly routing: 'least-load' | 'prefix' | 'least-inflight' | 'prefix-cache';
   /** With no replica ready, serve a ready fallback at once rather than hold for this model. */
   readonly fallbackWhileCold: boolean;
   /** The engine endpoints requests may reach (see endpoints.ts). */
