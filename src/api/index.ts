@@ -4,4 +4,5 @@
 // mirror the wire, not the server's internals.
 export { AdminApiError, AdminApiUnreachableError, AdminClient, type AdminClientOptions } from './client.js';
 export type * from './types.js';
+export type * from './traffic-types.js';
 export type * from './people-types.js';

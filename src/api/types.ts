@@ -4,6 +4,7 @@
 // depend on the wire, never on the server's internals; a lint rule keeps it so.
 // Optional fields are the server's omitempty: absent means "not reported",
 // which a reader must show as unknown, never as zero.
+import type { ShadowRuleView, SplitTargetView } from './traffic-types.js';
 
 /** GET /api/v1/summary */
 export interface SummaryView {
@@ -104,6 +105,12 @@ export interface ModelView {
   endpoints: string[];
   /** "file": from the catalog file, read-only through the API; "store": added through the API. */
   origin?: 'file' | 'store';
+  /** Where its requests go by weight (docs/splits-and-shadows.md); absent = its own replicas serve them. */
+  split?: SplitTargetView[];
+  /** What keeps a caller on one side of the split: request, key or user; absent with no split. */
+  split_by?: 'request' | 'key' | 'user';
+  /** The candidate a share of its requests is copied to; absent = none. */
+  shadow?: ShadowRuleView;
 }
 
 export interface ShardFetchView {

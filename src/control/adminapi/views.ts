@@ -210,6 +210,17 @@ export function modelViews(src: ViewSources): ModelView[] {
     // omitempty in the seed: an empty list is left out, not sent as [].
     if (m.aliases.length) view.aliases = [...m.aliases];
     if (m.fallbacks.length) view.fallbacks = [...m.fallbacks];
+    if (m.split) {
+      view.split = m.split.map((t) => ({ model: t.model, weight: t.weight }));
+      view.split_by = m.splitBy;
+    }
+    if (m.shadow)
+      view.shadow = {
+        model: m.shadow.model,
+        share: m.shadow.share,
+        max_concurrent: m.shadow.maxConcurrent,
+        timeout_ms: m.shadow.timeoutMs,
+      };
     return view;
   });
 }
