@@ -36,7 +36,7 @@ import type {
   UsageView,
   AuditView,
   NodeDisksView,
-  RequestRecordView,
+  RequestDetailView,
   RequestsView,
 } from './types.js';
 import type {
@@ -47,8 +47,6 @@ import type {
   PersonView,
   WhoAmIView,
 } from './people-types.js';
-
-import type { ShadowsView } from './traffic-types.js';
 
 export interface AdminClientOptions {
   /** e.g. http://127.0.0.1:8081; a trailing slash is ignored. */
@@ -297,8 +295,8 @@ export class AdminClient {
     );
   }
 
-  /** One request by the x-request-id the router sent back, from the answering control plane's log. */
-  request(id: string): Promise<RequestRecordView> {
+  /** One request by the x-request-id the router sent back, from the answering control plane's log, with its timeline. */
+  request(id: string): Promise<RequestDetailView> {
     return this.#call('GET', `/api/v1/requests/${encodeURIComponent(id)}`);
   }
 
@@ -314,11 +312,6 @@ export class AdminClient {
       limit: options.limit === undefined ? undefined : String(options.limit),
     };
     return this.#call('GET', `/api/v1/requests${query(q)}`);
-  }
-
-  /** Each shadowed model against its candidate: this control plane's comparison (docs/splits-and-shadows.md). */
-  shadows(): Promise<ShadowsView> {
-    return this.#call('GET', '/api/v1/shadows');
   }
 
   /** Where one node's disk went: per filesystem, weights by model, orphans, the rest. */

@@ -40,7 +40,6 @@ export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './core/pick.js';
 export { parseRequest, type Endpoint, type ParsedRequest, type RequestLimits } from './core/validate.js';
 export { promptPrefix } from './core/prompt-text.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './core/errors.js';
-export { ShadowBoard, SHADOW_SAMPLES_KEPT } from './traffic/index.js';
 export {
   RequestLog,
   REQUEST_LOG_CAPACITY,
@@ -48,3 +47,4 @@ export {
   type RequestFilter,
   type RequestRecord,
 } from './core/request-log.js';
+export { requestDetailView, timelineOf } from './core/request-timeline.js';

@@ -4,9 +4,9 @@
 // which instance answered; a request another instance took is not in it,
 // and the 404 says where to ask instead.
 import type { FastifyInstance } from 'fastify';
-import type { RequestRecordView, RequestsView } from '../../api/types.js';
+import type { RequestDetailView, RequestsView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
-import { requestRecordView, type RequestFilter, type RequestLog } from '../../gateway/index.js';
+import { requestDetailView, requestRecordView, type RequestFilter, type RequestLog } from '../../gateway/index.js';
 import { needs } from '../../http/index.js';
 
 export interface RequestsApiDeps {
@@ -28,10 +28,10 @@ export function registerRequestsApi(app: FastifyInstance, deps: RequestsApiDeps)
   app.get<{ Params: { id: string } }>(
     '/api/v1/requests/:id',
     needs('fleet.read'),
-    async (request): Promise<RequestRecordView> => {
+    async (request): Promise<RequestDetailView> => {
       const r = deps.log.get(request.params.id);
       if (!r) throw new LlmgwError('LLMGW_NOT_FOUND', requestMissing(deps, request.params.id));
-      return requestRecordView(r, deps.log.countWithId(r.id) - 1);
+      return requestDetailView(r, deps.log.countWithId(r.id) - 1);
     },
   );
 }

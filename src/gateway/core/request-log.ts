@@ -6,7 +6,7 @@
 // control plane: with several instances each knows the requests its own
 // client listener took. Separate from metrics (counts, no ids) and from
 // usage (per key and model, in the store).
-import type { RequestAttemptView, RequestRecordView } from '../../api/types.js';
+import type { RequestAttemptView, RequestChoiceView, RequestRecordView } from '../../api/types.js';
 import type { PickRule } from './pick.js';
 
 /** How many requests the log keeps by default: ~10k records of a few hundred bytes each. */
@@ -55,6 +55,8 @@ export interface RequestAttempt {
   startMs?: number;
   /** The wait before it (jittered backoff after a failed attempt), ms; absent = none. */
   backoffMs?: number;
+  /** The wait for a place in the model's fair-share queue (its replicas were at capacity), ms; absent = none. */
+  queuedMs?: number;
   /** Why this replica; absent = the chooser did not say (a path that does not explain). */
   choice?: ChoiceRecord;
   /** The routing rule that sent this attempt where it went (a spill-over to a remote endpoint, …); absent = the model's own replicas. */
@@ -268,12 +270,55 @@ export function requestRecordView(r: RequestRecord, sameId = 0): RequestRecordVi
       ...(a.reason === undefined ? {} : { reason: a.reason }),
       ...(statusIn(a.reason) === undefined ? {} : { status: statusIn(a.reason)! }),
       duration_ms: Math.round(a.durationMs),
+      ...(a.startMs === undefined ? {} : { start_ms: Math.round(a.startMs) }),
+      ...(a.backoffMs === undefined ? {} : { backoff_ms: Math.round(a.backoffMs) }),
+      ...(a.choice === undefined ? {} : { choice: choiceView(a.choice) }),
+      ...(a.rule === undefined ? {} : { rule: a.rule }),
     })),
     ...(r.heldMs === undefined ? {} : { held_ms: Math.round(r.heldMs) }),
     duration_ms: Math.round(r.durationMs),
     ...(r.ttftMs === undefined ? {} : { ttft_ms: Math.round(r.ttftMs) }),
     ...(r.promptTokens === undefined ? {} : { prompt_tokens: r.promptTokens }),
     ...(r.completionTokens === undefined ? {} : { completion_tokens: r.completionTokens }),
+    ...(r.admission === undefined ? {} : { admission: admissionView(r.admission) }),
+    ...(r.cold === undefined ? {} : { cold: coldView(r.cold) }),
+    ...(r.cost === undefined ? {} : { cost: r.cost }),
+    ...(r.rule === undefined ? {} : { rule: r.rule }),
+    ...(r.traceId === undefined ? {} : { trace_id: r.traceId }),
+  };
+}
+
+function admissionView(a: AdmissionRecord): NonNullable<RequestRecordView['admission']> {
+  return {
+    outcome: a.outcome,
+    done_ms: Math.round(a.doneMs),
+    ...(a.queuedMs === undefined ? {} : { queued_ms: Math.round(a.queuedMs) }),
+    ...(a.limit === undefined ? {} : { limit: a.limit }),
+  };
+}
+
+function coldView(c: ColdRecord): NonNullable<RequestRecordView['cold']> {
+  return {
+    model: c.model,
+    start_ms: Math.round(c.startMs),
+    held_ms: Math.round(c.heldMs),
+    end: c.end,
+    ...(c.replica === undefined ? {} : { replica: c.replica }),
+  };
+}
+
+/** The choice as the admin API shows it: the same numbers, snake case, loads to 3 decimals. */
+export function choiceView(c: ChoiceRecord): RequestChoiceView {
+  return {
+    by: c.by,
+    candidates: c.candidates.map((k) => ({
+      replica: k.replica,
+      load: Number(k.load.toFixed(3)),
+      ...(k.sampled ? { sampled: true } : {}),
+      ...(k.expectedHit === undefined ? {} : { expected_hit: k.expectedHit }),
+    })),
+    ...(c.ringOwner === undefined ? {} : { ring_owner: c.ringOwner }),
+    ...(c.bound === undefined ? {} : { bound: c.bound }),
   };
 }
 
