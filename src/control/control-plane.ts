@@ -8,6 +8,7 @@ import { type AdminApiOptions, registerAdminApi } from './adminapi/index.js';
 import { AdminGuard } from './adminapi/auth.js';
 import { registerAuditApi } from './adminapi/audit.js';
 import { registerRequestsApi } from './adminapi/requests.js';
+import { registerShadowsApi } from './adminapi/shadows.js';
 import { registerDisksApi } from './adminapi/disks.js';
 import { registerDashboard } from './dashboard/index.js';
 import { wirePeople } from './people/wire.js';
@@ -300,6 +301,7 @@ export class ControlPlane {
     registerAuditApi(adminApp, { ...(store ? { audit: store.audit } : {}), now });
     registerDisksApi(adminApp, { catalog, inventory });
     registerRequestsApi(adminApp, requestsApi);
+    registerShadowsApi(adminApp, { board: router.shadows, catalog, instance: requestsApi.instance });
     registerKeyAdmin(adminApp, {
       keys,
       now,
