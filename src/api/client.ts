@@ -48,6 +48,8 @@ import type {
   WhoAmIView,
 } from './people-types.js';
 
+import type { ShadowsView } from './traffic-types.js';
+
 export interface AdminClientOptions {
   /** e.g. http://127.0.0.1:8081; a trailing slash is ignored. */
   baseUrl: string;
@@ -312,6 +314,11 @@ export class AdminClient {
       limit: options.limit === undefined ? undefined : String(options.limit),
     };
     return this.#call('GET', `/api/v1/requests${query(q)}`);
+  }
+
+  /** Each shadowed model against its candidate: this control plane's comparison (docs/splits-and-shadows.md). */
+  shadows(): Promise<ShadowsView> {
+    return this.#call('GET', '/api/v1/shadows');
   }
 
   /** Where one node's disk went: per filesystem, weights by model, orphans, the rest. */

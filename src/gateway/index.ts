@@ -40,6 +40,7 @@ export { pickLeastLoaded, pickByPrefix, HashRing, fnv1a } from './core/pick.js';
 export { parseRequest, type Endpoint, type ParsedRequest, type RequestLimits } from './core/validate.js';
 export { promptPrefix } from './core/prompt-text.js';
 export { openAiErrorShape, openAiErrorBody, openAiErrorType } from './core/errors.js';
+export { ShadowBoard, SHADOW_SAMPLES_KEPT } from './traffic/index.js';
 export {
   RequestLog,
   REQUEST_LOG_CAPACITY,
