@@ -103,11 +103,13 @@ export const ModelSchema = z.strictObject({
   /**
    * How the router picks a replica: least-load (by the engines' reported
    * queues, running requests and KV use, and the router's own sends),
-   * prefix affinity on top of that for engines with a prefix cache, or
+   * prefix affinity on top of that for engines with a prefix cache,
    * least-inflight (the router's own in-flight count only, the choice
-   * before engines were read).
+   * before engines were read), or prefix-cache (the default: by what each
+   * engine's KV events say it holds, weighed against least-load's score;
+   * exactly least-load for a model whose engines publish nothing).
    */
-  routing: z.enum(['least-load', 'prefix', 'least-inflight']).default('least-load'),
+  routing: z.enum(['least-load', 'prefix', 'least-inflight', 'prefix-cache']).default('prefix-cache'),
   /** While no replica is ready, serve the first fallback at once instead of holding the request. */
   fallback_while_cold: z.boolean().default(false),
   /** Where requests go when the model's own replicas cannot take them in time (remote.ts); absent = nowhere. */
@@ -200,7 +202,7 @@ export interface Model extends CompiledTraffic {
   readonly remote?: RemoteEndpoint;
   /** Where its requests spill when its replicas are full or cold (remote.ts); absent = never. */
   readonly spill?: SpillPolicy;
-  readonly routing: 'least-load' | 'prefix' | 'least-inflight';
+  readonly routing: 'least-load' | 'prefix' | 'least-inflight' | 'prefix-cache';
   readonly fallbackWhileCold: boolean;
   /** The engine endpoints the router lets through to it (see endpoints.ts), declared or from its engines. */
   readonly endpoints: readonly ServedEndpoint[];
