@@ -39,6 +39,7 @@ import type {
   RequestDetailView,
   RequestsView,
 } from './types.js';
+import type { BudgetChange, BudgetView, NewBudget, NewTeam, SpendView, TeamChange, TeamView } from './money-types.js';
 import type {
   LoginInfoView,
   NewPerson,
@@ -269,6 +270,46 @@ export class AdminClient {
   /** Takes the key's exact id. */
   revokeKey(id: string): Promise<{ id: string; state: 'revoked' }> {
     return this.#call('DELETE', `/api/v1/keys/${encodeURIComponent(id)}`);
+  }
+
+  teams(): Promise<{ teams: TeamView[] }> {
+    return this.#call('GET', '/api/v1/teams');
+  }
+
+  createTeam(team: NewTeam): Promise<TeamView> {
+    return this.#call('POST', '/api/v1/teams', team);
+  }
+
+  /** Only the fields named change; null clears a limit. */
+  setTeam(name: string, change: TeamChange): Promise<TeamView> {
+    return this.#call('POST', `/api/v1/teams/${encodeURIComponent(name)}`, change);
+  }
+
+  /** Refused while the team holds live keys, and for `default`. */
+  deleteTeam(name: string): Promise<{ name: string; state: 'deleted' }> {
+    return this.#call('DELETE', `/api/v1/teams/${encodeURIComponent(name)}`);
+  }
+
+  budgets(): Promise<{ budgets: BudgetView[] }> {
+    return this.#call('GET', '/api/v1/budgets');
+  }
+
+  createBudget(budget: NewBudget): Promise<BudgetView> {
+    return this.#call('POST', '/api/v1/budgets', budget);
+  }
+
+  setBudget(id: string, change: BudgetChange): Promise<BudgetView> {
+    return this.#call('POST', `/api/v1/budgets/${encodeURIComponent(id)}`, change);
+  }
+
+  /** Takes the budget's exact id. */
+  deleteBudget(id: string): Promise<{ id: string; state: 'deleted' }> {
+    return this.#call('DELETE', `/api/v1/budgets/${encodeURIComponent(id)}`);
+  }
+
+  /** Spend per team, key and model, and each model's measured cost per million tokens. */
+  spend(): Promise<SpendView> {
+    return this.#call('GET', '/api/v1/spend');
   }
 
   /** `endpoint` absent = every endpoint's rows. */

@@ -5,4 +5,5 @@
 export { AdminApiError, AdminApiUnreachableError, AdminClient, type AdminClientOptions } from './client.js';
 export type * from './types.js';
 export type * from './traffic-types.js';
+export type * from './money-types.js';
 export type * from './people-types.js';

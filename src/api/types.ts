@@ -358,6 +358,8 @@ export interface KeyView {
   created_at: string;
   created_by: string;
   revoked_at: string | null;
+  /** The team whose limits cap the key's; absent from a control plane without teams. */
+  team?: string;
 }
 
 /** POST /api/v1/keys: the new key, with its secret shown this once. */
@@ -373,6 +375,8 @@ export interface NewKey {
   requests_per_minute?: number | null;
   tokens_per_minute?: number | null;
   expires_at?: string | null;
+  /** Absent = `default`. The key may narrow the team's limits, never widen them. */
+  team?: string;
 }
 
 /** GET /api/v1/usage: totals per key, model and endpoint since the store was made. */
@@ -385,6 +389,8 @@ export interface UsageView {
   errors: number;
   prompt_tokens: number;
   completion_tokens: number;
+  /** US dollars at the model's price when it was used; absent from a control plane before prices. */
+  cost_usd?: number;
 }
 
 /**

@@ -9,6 +9,7 @@ export interface KeyCreateOptions {
   rpm?: string;
   tpm?: string;
   expires?: string;
+  team?: string;
 }
 
 /** A flag value that is not what it should be: a usage error (exit 2) naming the flag. */

@@ -15,6 +15,7 @@ import { type CtlContext, EXIT } from './context.js';
 import { ModelFileError } from './model-file.js';
 import * as access from './access.js';
 import * as membership from './membership.js';
+import * as money from './money.js';
 import * as read from './read.js';
 import { cleanForTerminal, errorText, Output } from './render.js';
 import * as why from './why-operations.js';
@@ -283,6 +284,7 @@ function buildProgram(root: Command, run: Runner): Command {
     .option('--rpm <n>', 'requests per minute; default no limit')
     .option('--tpm <n>', 'tokens per minute; default no limit')
     .option('--expires <when>', 'a duration from now (30d, 12h, 90m) or a time (2027-01-31T00:00:00Z); default never')
+    .option('--team <name>', "the team whose limits cap the key's; default `default`")
     .action(
       run((ctx, name: string, o: access.KeyCreateOptions) => {
         let key;
@@ -292,6 +294,7 @@ function buildProgram(root: Command, run: Runner): Command {
           if (err instanceof access.KeyFlagError) throw new UsageError(err.message);
           throw err;
         }
+        if (o.team !== undefined) key.team = o.team;
         return access.createKey(ctx, key);
       }),
     );
@@ -314,10 +317,96 @@ function buildProgram(root: Command, run: Runner): Command {
       .option(
         '--endpoint <name>',
         'only this endpoint (chat, completions, embeddings, rerank, score, transcriptions, tokenize, detokenize, messages, responses)',
-      ),
+      )
+      .option('--by <what>', 'spend in US dollars per team, key or model (with what a million tokens cost per model)'),
   ).action(
-    run((ctx, o: WatchOpts & { model?: string; endpoint?: string }) => watchOr(ctx, o, () => access.usage(ctx, o))),
+    run((ctx, o: WatchOpts & { model?: string; endpoint?: string; by?: string }) => {
+      if (o.by === undefined) return watchOr(ctx, o, () => access.usage(ctx, o));
+      const by = o.by;
+      if (by !== 'team' && by !== 'key' && by !== 'model')
+        throw new UsageError(`--by: want team, key or model, not "${by}"`);
+      return watchOr(ctx, o, () => money.spend(ctx, by));
+    }),
   );
+
+  const teams = program.command('teams').description('teams: every key is in one, whose limits cap its own');
+  teams.action(run((ctx) => money.listTeams(ctx)));
+  teams
+    .command('ls')
+    .description('every team, its limits and how many live keys it holds')
+    .action(run((ctx) => money.listTeams(ctx)));
+  const teamFlags = (c: Command) =>
+    c
+      .option('--models <names>', 'only these models (comma-separated; `all` = every model)')
+      .option('--rpm <n>', "each key's ceiling in requests per minute (`none` = no ceiling)")
+      .option('--tpm <n>', "each key's ceiling in tokens per minute (`none` = no ceiling)");
+  const teamLimits = (o: money.TeamFlags) => {
+    try {
+      return money.teamLimitsFrom(o);
+    } catch (err) {
+      if (err instanceof access.KeyFlagError) throw new UsageError(err.message);
+      throw err;
+    }
+  };
+  teamFlags(
+    teams.command('create').argument('<name>', 'lower-case letters, digits, . _ -').description('make a team'),
+  ).action(
+    run((ctx, name: string, o: money.TeamFlags) => {
+      const limits = teamLimits(o);
+      return money.createTeam(ctx, {
+        name,
+        ...(limits.allowed_models ? { allowed_models: limits.allowed_models } : {}),
+        ...(limits.requests_per_minute ? { requests_per_minute: limits.requests_per_minute } : {}),
+        ...(limits.tokens_per_minute ? { tokens_per_minute: limits.tokens_per_minute } : {}),
+      });
+    }),
+  );
+  teamFlags(
+    teams.command('set').argument('<name>', "the team's name").description("change a team's limits; its keys follow"),
+  ).action(run((ctx, name: string, o: money.TeamFlags) => money.setTeam(ctx, name, teamLimits(o))));
+  teams
+    .command('rm')
+    .argument('<name>', "the team's exact name")
+    .description('delete a team that holds no live key')
+    .option('-y, --yes', 'do not ask (for scripts)')
+    .action(run((ctx, name: string, o: { yes?: boolean }) => money.deleteTeam(ctx, name, { yes: !!o.yes })));
+
+  const budgets = program
+    .command('budgets')
+    .description('token and money budgets per team or key, per day or month: ls, create, rm');
+  budgets.action(run((ctx) => money.listBudgets(ctx)));
+  budgets
+    .command('ls')
+    .description('every budget and what its period spent')
+    .action(run((ctx) => money.listBudgets(ctx)));
+  budgets
+    .command('create')
+    .description('a budget: hard (429 past it) unless --soft (an event and a metric at --alert-at)')
+    .option('--team <name>', 'on this team (every key in it)')
+    .option('--key <id>', 'on this key')
+    .option('--tokens <n>', 'prompt and completion tokens')
+    .option('--usd <amount>', "US dollars, at the models' prices")
+    .option('--per <period>', 'day or month (UTC)')
+    .option('--soft', 'only tell: an event and a metric, never a refusal')
+    .option('--alert-at <fraction>', 'tell at this fraction of the amount; default 0.8 soft, 1 hard')
+    .action(
+      run((ctx, o: money.BudgetFlags) => {
+        let budget;
+        try {
+          budget = money.newBudgetFrom(o);
+        } catch (err) {
+          if (err instanceof access.KeyFlagError) throw new UsageError(err.message);
+          throw err;
+        }
+        return money.createBudget(ctx, budget);
+      }),
+    );
+  budgets
+    .command('rm')
+    .argument('<id>', "the budget's exact id (from budgets ls)")
+    .description('delete a budget')
+    .option('-y, --yes', 'do not ask (for scripts)')
+    .action(run((ctx, id: string, o: { yes?: boolean }) => money.deleteBudget(ctx, id, { yes: !!o.yes })));
 
   program
     .command('logs')
