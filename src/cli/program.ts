@@ -329,6 +329,9 @@ function controlFlagHelp(): Record<keyof ControlOptions, string> {
       'OpenTelemetry collector to send traces to over OTLP/HTTP, e.g. http://127.0.0.1:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT, else no traces)',
     trace_sample_ratio: "share of new traces kept, 0..1; a client's traceparent decides for its own",
     trace_content: 'true records prompts and whole answers on spans (never otherwise)',
+    secrets_key_file:
+      "file of 64 hex digits (mode 600) sealing remote endpoints' API keys kept in the store (default none: such keys are refused)",
+    remote_probe_interval: 'how often each remote endpoint and peer llmgw is probed',
   };
   // The default printed from the table, never written here: a key with none keeps its own words on absence.
   for (const [key, value] of Object.entries(CONTROL_DEFAULTS)) {

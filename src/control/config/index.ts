@@ -17,6 +17,7 @@ import { parseOptions } from '../../validation/options.js';
 import { ROUTER_DEFAULTS } from '../../gateway/core/options.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
 import { tracesUrl } from '../../tracing/index.js';
+import { compileOidc, OIDC_DEFAULTS, OIDC_OPTIONS, type OidcConfig } from './oidc.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
   message: 'want a duration with a unit, like 500ms, 15s or 5m',
@@ -77,6 +78,7 @@ export const CONTROL_DEFAULTS = Object.freeze({
   allow_unsafe_profile_env: false,
   /** False: /metrics asks for the admin token. */
   metrics_public: false,
+  ...OIDC_DEFAULTS,
   responses_ttl: durationText(RESPONSE_STORE_DEFAULTS.ttlMs),
   /** 0 would keep none. */
   responses_max_per_key: sizeText(RESPONSE_STORE_DEFAULTS.maxBytesPerKey),
@@ -87,6 +89,8 @@ export const CONTROL_DEFAULTS = Object.freeze({
   trace_sample_ratio: 1,
   /** False: prompts and answers never reach a span. */
   trace_content: false,
+  /** How often each remote endpoint and peer llmgw in the catalog is probed (docs/remote-endpoints.md). */
+  remote_probe_interval: '10s',
 } as const);
 
 /** The listeners' connection caps by default, by listener (CONTROL_DEFAULTS' `*_max_connections`). */
@@ -231,8 +235,19 @@ export const ControlOptionsSchema = z.strictObject({
   admin_hosts: z.union([z.string(), z.array(z.string())]).optional(),
   /** As admin_hosts, for the client listener; on 0.0.0.0 or :: with none set, any Host is accepted (keys are required there). */
   client_hosts: z.union([z.string(), z.array(z.string())]).optional(),
+  /**
+   * A file of 64 hex digits (mode 600): the key that seals remote endpoints'
+   * API keys given through the admin API (docs/remote-endpoints.md). Absent =
+   * such a key is refused (api_key_file still works); rotate with
+   * `llmgw control rotate-secrets`.
+   */
+  secrets_key_file: z.string().min(1).optional(),
+  /** How often remote endpoints and peers are probed; a failed probe takes one out of routing until one passes. */
+  remote_probe_interval: duration.default(CONTROL_DEFAULTS.remote_probe_interval),
   /** True: /metrics on the admin listener answers without the admin token (for a scraper kept apart by the network). Absent = false. */
   metrics_public: z.union([z.boolean(), z.enum(['true', 'false'])]).default(CONTROL_DEFAULTS.metrics_public),
+  /** Signing in to the dashboard and ctl through an OpenID Connect provider (src/control/config/oidc.ts, docs/people-and-sso.md). */
+  ...OIDC_OPTIONS,
   /** How long a Responses API response (store: true) is kept for previous_response_id and GET, from when it was made. */
   responses_ttl: duration.default(CONTROL_DEFAULTS.responses_ttl),
   /**
@@ -345,6 +360,12 @@ export interface ControlConfig {
   readonly clientHosts: readonly string[];
   /** True: /metrics needs no admin token. */
   readonly metricsPublic: boolean;
+  /** Single sign-on through an OpenID Connect provider; null = none (the admin token and people's tokens only). */
+  readonly oidc: OidcConfig | null;
+  /** The key file sealing remote endpoints' API keys; null = none (such keys given through the API are refused). */
+  readonly secretsKeyFile: string | null;
+  /** How often each remote endpoint is probed, ms. */
+  readonly remoteProbeIntervalMs: number;
   /** Responses API responses kept per key: how long, and how many bytes at most (0 = none kept). */
   readonly responses: { readonly ttlMs: number; readonly maxBytesPerKey: number };
   /** OpenTelemetry traces: where they go (null = off), the share kept, whether prompts and answers are recorded. */
@@ -525,6 +546,9 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
     adminHosts: Object.freeze(adminHosts),
     clientHosts: Object.freeze(clientHosts),
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
+    oidc: compileOidc(o, (value, file, key) => secret(value, file, key, problems), problems),
+    secretsKeyFile: o.secrets_key_file ?? null,
+    remoteProbeIntervalMs: parseDurationMs(o.remote_probe_interval) as number,
     responses: Object.freeze({
       ttlMs: responsesTtlMs,
       maxBytesPerKey: parseSizeBytes(o.responses_max_per_key) as number,
