@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ShadowsView } from '../../api/traffic-types.js';
 import type { RoutedModels, ShadowBoard } from '../../gateway/index.js';
+import { needs } from '../../http/index.js';
 
 export interface ShadowsApiDeps {
   board: ShadowBoard;
@@ -45,5 +46,5 @@ export function shadowsView(deps: ShadowsApiDeps): ShadowsView {
 }
 
 export function registerShadowsApi(app: FastifyInstance, deps: ShadowsApiDeps): void {
-  app.get('/api/v1/shadows', async (): Promise<ShadowsView> => shadowsView(deps));
+  app.get('/api/v1/shadows', needs('fleet.read'), async (): Promise<ShadowsView> => shadowsView(deps));
 }
