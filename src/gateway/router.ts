@@ -37,6 +37,7 @@ import { keyHook, armBodyTimeout, type AdmissionDeps } from './core/admission.js
 import { AttemptLoop } from './core/attempt-loop.js';
 import { ReplicaChooser } from './core/chooser.js';
 import { ColdHold } from './core/cold-hold.js';
+import { FairShare } from './fair-share/index.js';
 import { DIALECTS, openai, OPENAI_TURN, type DialectHost } from './dialects/index.js';
 import { attemptMetrics, requestId, rewriteBody } from './core/dispatch.js';
 import { replyErrorBody } from './core/errors.js';
@@ -102,6 +103,7 @@ export class Router implements DialectHost {
   private readonly chooser: ReplicaChooser;
   /** Where requests for a model with no ready replica wait while one starts. */
   private readonly cold: ColdHold;
+  private readonly fairShare: FairShare;
   /** Keep-alive pools by replica endpoint, made on first use. */
   private readonly pools: UpstreamPools;
   private readonly loop: AttemptLoop;
@@ -129,6 +131,7 @@ export class Router implements DialectHost {
     this.chooser = new ReplicaChooser(replicas, o, deps.logger);
     this.pools = new UpstreamPools(o.engineCa);
     this.cold = new ColdHold(replicas, o);
+    this.fairShare = new FairShare(replicas, (m) => this.chooser.candidates(m).length, o.now, deps.registry);
     this.metrics = new RouterMetrics(
       deps.registry,
       () => this.cold.held,
@@ -152,6 +155,7 @@ export class Router implements DialectHost {
       metrics: this.metrics,
       chooser: this.chooser,
       remote: this.remote,
+      fairShare: this.fairShare,
       cold: this.cold,
       pools: this.pools,
       interceptors: [
@@ -203,6 +207,7 @@ export class Router implements DialectHost {
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.cold.close();
+    this.fairShare.close();
     this.unsubscribeRevoked();
     await Promise.all([this.pools.close(), this.chooser.close()]);
   }

@@ -25,6 +25,7 @@ import type { ApiKeyRecord, ReplicaDirectory, RoutedModel, RoutedModels, RouterR
 import type { Outcome, RelayHooks } from './relay.js';
 import type { UpstreamPools } from './upstreams.js';
 import { guardRemote, type RemoteRouting } from '../remote/index.js';
+import type { FairShare, Placed, QueueRefusal } from '../fair-share/index.js';
 import { coldRecord, type ChoiceRecord } from './request-log.js';
 import type { Endpoint } from './validate.js';
 import type { ErrorCode } from '../../errors/index.js';
@@ -79,7 +80,11 @@ export interface AttemptLoopDeps {
   readonly interceptors: readonly Interceptor[];
   /** Remote replicas' circuits and spill-over (src/gateway/remote); absent = every replica is treated as local. */
   readonly remote?: RemoteRouting;
+  /** Places at models with a declared capacity (src/gateway/fair-share); absent = never queued. */
+  readonly fairShare?: FairShare;
 }
+
+const PLACED: Placed = Object.freeze({ ok: true as const, queuedMs: 0 });
 
 export class AttemptLoop {
   /** One upstream attempt: send() behind the interceptors, composed once. */
@@ -135,16 +140,16 @@ export class AttemptLoop {
           this.fail(ex, 429, 'LLMGW_RATE_LIMITED', refusal, { 'retry-after': '5' });
           return 429;
         }
-        const holdFrom = performance.now();
         ex.tracing?.holdStarted(model);
+        const holdFrom = performance.now();
         ex.trace.heldMs = await this.deps.cold.hold(
           ex,
           ex.key,
           model,
           () => this.deps.chooser.candidates(model).length > 0,
         );
-        ex.tracing?.holdEnded(this.deps.chooser.candidates(model).length > 0, ex.trace.heldMs);
         ex.trace.cold = coldRecord(ex, model.name, holdFrom, ex.trace.heldMs, this.deps.chooser.candidates(model));
+        ex.tracing?.holdEnded(this.deps.chooser.candidates(model).length > 0, ex.trace.heldMs);
         if (ex.clientGone) return 0;
         if (ex.timedOut) return this.timeout(ex);
         if (ex.revoked) return this.revokedAnswer(ex);
@@ -163,6 +168,9 @@ export class AttemptLoop {
       for (let k = 0; k < this.deps.options.attemptsPerModel && attempts < this.deps.options.maxAttempts; k++) {
         const candidates = this.deps.chooser.candidates(m).filter((r) => !tried.has(r.id));
         if (candidates.length === 0) break;
+        // A model at its declared capacity: wait for a place in its fair-share queue, then choose among what is free.
+        const placed = this.deps.fairShare ? await this.deps.fairShare.enter(ex, m, ex.res.req?.headers) : PLACED;
+        if (!placed.ok) return placed.refusal ? this.refuse(ex, placed.refusal) : this.ended(ex);
         // Filled by the chooser with numbers only; the request log says it in words when asked.
         const why: ChoiceRecord = { by: 'only-candidate', candidates: [] };
         const replica = this.deps.chooser.choose(m, candidates, ex.parsed, why);
@@ -180,13 +188,19 @@ export class AttemptLoop {
         attempts++;
         const attemptFrom = performance.now();
         ex.tracing?.attemptStarted(m, replica);
-        const outcome = await this.forward(ex, m, replica);
+        let outcome: Outcome;
+        try {
+          outcome = await this.forward(ex, m, replica);
+        } finally {
+          this.deps.fairShare?.leave(m);
+        }
         const traced = {
           model: m.name,
           replica: replica.id,
           ...(replica.nodes ? { nodes: replica.nodes } : {}),
           durationMs: performance.now() - attemptFrom,
           startMs: attemptFrom - ex.startedAt,
+          ...(placed.queuedMs > 0 ? { queuedMs: placed.queuedMs } : {}),
           ...(backoffMs > 0 ? { backoffMs } : {}),
           choice: why,
           ...(spill && (m === model || m === spill.to)
@@ -255,6 +269,19 @@ export class AttemptLoop {
     this.deps.logger.info({ code: 'LLMGW_REMOTE_BUSY', model: model.name, request: ex.id }, message);
     this.fail(ex, 429, 'LLMGW_REMOTE_BUSY', message, { 'retry-after': String(waitS) });
     return 429;
+  }
+
+  /** A queue's refusal, in the client's dialect. */
+  private refuse(ex: Exchange, r: QueueRefusal): number {
+    this.deps.logger.info({ code: r.code, model: ex.requested.name, key: ex.key?.prefix, request: ex.id }, r.message);
+    this.fail(ex, r.status, r.code, r.message, r.headers);
+    return r.status;
+  }
+
+  /** The answer for a request that ended while it waited: its client left, its time ran out or its key was revoked. */
+  private ended(ex: Exchange): number {
+    if (ex.clientGone) return 0;
+    return ex.timedOut ? this.timeout(ex) : this.revokedAnswer(ex);
   }
 
   private backoff(ex: Exchange, attempt: number): Promise<void> {

@@ -6,8 +6,9 @@
 // or the refusal to write, in words that say which limit and what to do.
 // A model without `capacity` costs one property read.
 import { CapacityGate, gateRequest, type GateOutcome, type Waiter } from './gate.js';
-import { requestPriority } from './priority.js';
+import { PRIORITY_HEADER, requestPriority } from './priority.js';
 import type { ApiKeyRecord, ModelCapacity, PriorityClass, ReplicaDirectory, RoutedModel } from '../ports/index.js';
+import { Gauge, type Registry } from 'prom-client';
 import type { ErrorCode } from '../../errors/index.js';
 
 export { CapacityGate, type GateOutcome } from './gate.js';
@@ -22,20 +23,14 @@ export interface QueueRefusal {
   readonly headers: Record<string, string>;
 }
 
-/** What the queue needs of a request: its wait (woken when the client leaves) and who sent it. */
+/** What the queue needs of a request: its wait (woken when the client leaves, it times out or its key is revoked) and its key. */
 export interface FairShareRequest extends Waiter {
   readonly key: ApiKeyRecord | null;
-  /** The priority header as the client sent it; absent = none. */
-  readonly priorityHeader?: string | string[];
-  /** Set once the gate has seen the request: how long it waited in all, for the request log (ms). */
-  queuedMs?: number;
 }
 
-export interface FairShareOptions {
-  readonly now: () => number;
-  /** Weight per team (absent = 1): a team of weight 2 gets twice the turns of a team of weight 1 when both wait. */
-  readonly teamWeights?: Readonly<Record<string, number>>;
-}
+/** Go on (after waiting `queuedMs` for a place; call leave() after the attempt), or stop: write the refusal, or nothing when null (the request ended while it waited). */
+export type Placed =
+  { readonly ok: true; readonly queuedMs: number } | { readonly ok: false; readonly refusal: QueueRefusal | null };
 
 /** Whose share a request counts against: its key's team, else the key itself, else everyone without a key. */
 export function tenantOf(key: ApiKeyRecord | null): string {
@@ -43,49 +38,73 @@ export function tenantOf(key: ApiKeyRecord | null): string {
   return key.team !== undefined ? `team:${key.team}` : `key:${key.id}`;
 }
 
+const NOT_GATED: Placed = Object.freeze({ ok: true, queuedMs: 0 });
+
 export class FairShare {
   /** Models gated at least once, by name: their replicas are counted, and a change in the directory re-pumps them. */
   private readonly models = new Map<string, RoutedModel>();
   readonly gate: CapacityGate;
   private readonly unsubscribe: (() => void) | null;
 
-  /** @param candidates how many replicas of a model take requests now (the chooser's candidates) */
+  /**
+   * @param candidates how many replicas of a model take requests now (the chooser's candidates)
+   * @param registry where the queue's gauge is registered; absent = none (tests of the queue alone)
+   */
   constructor(
     replicas: ReplicaDirectory,
     private readonly candidates: (model: RoutedModel) => number,
-    private readonly options: FairShareOptions,
+    now: () => number,
+    registry?: Registry,
   ) {
     this.gate = new CapacityGate((name) => {
       const m = this.models.get(name);
       return m ? this.candidates(m) : 0;
-    }, options.now);
+    }, now);
+    const models = this.models;
+    const gate = this.gate;
+    if (registry) {
+      new Gauge({
+        name: 'llmgw_router_queued_requests',
+        help: 'Requests waiting in a fair-share queue for a place at a model whose replicas are all at capacity, by model.',
+        labelNames: ['model'],
+        registers: [registry],
+        collect() {
+          this.reset();
+          for (const name of models.keys()) this.set({ model: name }, gate.waiting(name));
+        },
+      });
+    }
     // A replica came up (or went): as many waiting requests as now fit go on.
     this.unsubscribe = replicas.subscribe ? replicas.subscribe(() => this.pumpAll()) : null;
   }
 
   /**
-   * Waits for a place at `model` for one attempt. Null: go on (and call
-   * leave() after the attempt). A refusal: write it, unless the client is
-   * gone or the request timed out or its key was revoked while it waited
-   * (the loop checks those first). A priority header that names no class is
-   * refused here for every model, gated or not, so a typo shows at once.
+   * Waits for a place at `model` for one attempt. A priority header that
+   * names no class is refused here for every model, gated or not, so a typo
+   * shows at once rather than the day the fleet fills up.
    */
-  async enter(request: FairShareRequest, model: RoutedModel): Promise<QueueRefusal | null> {
-    const priority = requestPriority(request.key?.priority, request.priorityHeader);
+  async enter(
+    request: FairShareRequest,
+    model: RoutedModel,
+    headers: Readonly<Record<string, string | string[] | undefined>> | undefined,
+  ): Promise<Placed> {
+    const priority = requestPriority(request.key?.priority, headers?.[PRIORITY_HEADER]);
     if (!priority.ok) {
-      return { status: 400, code: 'LLMGW_BAD_REQUEST', message: priority.message, headers: {} };
+      return { ok: false, refusal: { status: 400, code: 'LLMGW_BAD_REQUEST', message: priority.message, headers: {} } };
     }
     const capacity = model.capacity;
-    if (capacity === undefined || capacity.perReplica <= 0) return null;
+    if (capacity === undefined || capacity.perReplica <= 0) return NOT_GATED;
     this.models.set(model.name, model);
     const tenant = tenantOf(request.key);
     const outcome = await this.gate.enter(
       model.name,
       capacity,
-      gateRequest(tenant, priority.cls, this.weightOf(request.key), request),
+      // Every team weighs the same for now: the queue takes weights, nothing sets them yet.
+      gateRequest(tenant, priority.cls, 1, request),
     );
-    request.queuedMs = (request.queuedMs ?? 0) + outcome.queuedMs;
-    return outcome.kind === 'admitted' ? null : this.refusal(outcome, model, capacity, tenant, priority.cls);
+    if (outcome.kind === 'admitted') return { ok: true, queuedMs: outcome.queuedMs };
+    if (outcome.kind === 'gone') return { ok: false, refusal: null };
+    return { ok: false, refusal: this.refusal(outcome, model, capacity, tenant, priority.cls) };
   }
 
   /** The attempt that entered `model` is over. */
@@ -99,11 +118,6 @@ export class FairShare {
 
   private pumpAll(): void {
     for (const m of this.models.values()) if (m.capacity) this.gate.pump(m.name, m.capacity);
-  }
-
-  private weightOf(key: ApiKeyRecord | null): number {
-    const team = key?.team;
-    return (team !== undefined && this.options.teamWeights?.[team]) || 1;
   }
 
   private refusal(
@@ -126,8 +140,12 @@ export class FairShare {
     return {
       status: 503,
       code: 'LLMGW_QUEUE_TIMEOUT',
-      message: `${full}: this ${cls} request waited ${Math.round(outcome.queuedMs / 1000)} s (capacity.queue_timeout) without a place; the fleet is saturated, retry later or ask for more replicas`,
+      message: `${full}: this ${cls} request waited ${waited(outcome.queuedMs)} (capacity.queue_timeout) without a place; the fleet is saturated, retry later or ask for more replicas`,
       headers: { 'retry-after': '5' },
     };
   }
+}
+
+function waited(ms: number): string {
+  return ms < 10_000 ? `${Math.round(ms)} ms` : `${Math.round(ms / 1000)} s`;
 }
