@@ -12,11 +12,13 @@ import type {
   DiskWeightsView,
   ModelPlanView,
   NodeDisksView,
+  RequestEventView,
   RequestRecordView,
 } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
 import { readModelFile } from './model-file.js';
 import { bytesOrUnknown, type Output, UNKNOWN } from './render.js';
+import { renderTimeline } from './request-story.js';
 
 export async function request(ctx: CtlContext, id: string): Promise<number> {
   const r = await ctx.client.request(id);
@@ -25,8 +27,12 @@ export async function request(ctx: CtlContext, id: string): Promise<number> {
   return EXIT.ok;
 }
 
-/** One request: the verdict first (who served it, or why nobody did), then each attempt. */
-export function renderRequest(out: Output, r: RequestRecordView): void {
+/**
+ * One request: the verdict first (who served it, or why nobody did), then
+ * its timeline when the server sent one (GET /api/v1/requests/{id} does),
+ * else the table of attempts.
+ */
+export function renderRequest(out: Output, r: RequestRecordView & { timeline?: RequestEventView[] }): void {
   const ok = r.outcome === 'ok';
   out.line(`${out.heading('request')}   ${r.id}  ${r.at}`);
   if (r.same_id)
@@ -53,6 +59,10 @@ export function renderRequest(out: Output, r: RequestRecordView): void {
     out.line(
       `${out.heading('tokens')}    ${r.prompt_tokens ?? UNKNOWN} prompt, ${r.completion_tokens ?? UNKNOWN} completion`,
     );
+  if (r.timeline) {
+    renderTimeline(out, r.timeline, r.trace_id);
+    return;
+  }
   if (r.attempts.length === 0) {
     out.line(`${out.heading('attempts')}  none: no replica was tried`);
     return;

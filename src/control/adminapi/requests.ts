@@ -50,7 +50,7 @@ export function requestMissing(deps: RequestsApiDeps, id: string): string {
   const where = deps.shared
     ? `; each control plane keeps its own log, so ask the one whose client listener took it (GET /api/v1/control-planes lists them)`
     : '';
-  return `this control plane (${deps.instance}) has no request "${id}" in its log of the last ${deps.log.capacity} requests (it holds ${deps.log.size}): the id is mistyped, the request is older, it came before a restart, or it was refused before routing (a bad key, a rate limit, an invalid body: that answer said why)${where}`;
+  return `this control plane (${deps.instance}) has no request "${id}" in its log of the last ${deps.log.capacity} requests (it holds ${deps.log.size}): the id is mistyped, the request is older, it came before a restart, or it was refused before routing (a bad key, a rate limit, an invalid body: that answer said why)${where}; \`llmgw ctl requests\` lists the ones it holds`;
 }
 
 /** The query checked: a bad value is a 400 saying what to write. */
