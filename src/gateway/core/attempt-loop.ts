@@ -24,7 +24,7 @@ import type { RouterOptions } from './options.js';
 import type { ApiKeyRecord, ReplicaDirectory, RoutedModel, RoutedModels, RouterReplica } from '../ports/index.js';
 import type { Outcome, RelayHooks } from './relay.js';
 import type { UpstreamPools } from './upstreams.js';
-import { guardRemote, type RemoteRouting } from '../remote/index.js';
+import type { RemotePolicy } from './remote-policy.js';
 import type { FairShare, Placed, QueueRefusal } from '../fair-share/index.js';
 import { coldRecord, type ChoiceRecord } from './request-log.js';
 import type { Endpoint } from './validate.js';
@@ -79,7 +79,7 @@ export interface AttemptLoopDeps {
   /** Around each attempt, the first listed outermost (dispatch.ts); the send to the pool is the end of the chain. */
   readonly interceptors: readonly Interceptor[];
   /** Remote replicas' circuits and spill-over (src/gateway/remote); absent = every replica is treated as local. */
-  readonly remote?: RemoteRouting;
+  readonly remote?: RemotePolicy;
   /** Places at models with a declared capacity (src/gateway/fair-share); absent = never queued. */
   readonly fairShare?: FairShare;
 }
@@ -385,7 +385,7 @@ export class AttemptLoop {
           bodyTimeout: this.deps.options.timeouts.idleBodyTimeoutMs,
         },
         this.deps.remote
-          ? guardRemote(ex.turn.relay(a, hooks, resolve), replica, this.deps.remote.circuits, ex, resolve)
+          ? this.deps.remote.guard(ex.turn.relay(a, hooks, resolve), replica, ex, resolve)
           : ex.turn.relay(a, hooks, resolve),
       );
     });

@@ -5,11 +5,14 @@
 // router and the attempt loop hold of it. Apart from core/ because local
 // engines need none of it: a fleet with no remote pays one property read per
 // replica choice.
+import type { Dispatcher } from 'undici';
 import type { Interceptor } from '../core/dispatch.js';
+import type { Outcome, RelayTarget } from '../core/relay.js';
+import type { RemotePolicy } from '../core/remote-policy.js';
 import { loadViewOf } from '../core/pick.js';
 import type { ReplicaDirectory, RoutedModel, RoutedModels, RouterReplica } from '../ports/index.js';
 import { CIRCUIT_DEFAULTS, RemoteCircuits, type CircuitOptions } from './circuit.js';
-import { circuitOutcomes } from './guard.js';
+import { circuitOutcomes, guardRemote } from './guard.js';
 import { decideSpill, SpillStats, type SpillDecision } from './spill.js';
 
 export { guardRemote } from './guard.js';
@@ -29,7 +32,7 @@ export interface SpillRoute {
   readonly decision: SpillDecision;
 }
 
-export class RemoteRouting {
+export class RemoteRouting implements RemotePolicy {
   readonly circuits: RemoteCircuits;
   readonly stats: SpillStats;
   /** The directory directory() wraps: its ready() still lists the remotes waiting out a Retry-After. */
@@ -114,6 +117,15 @@ export class RemoteRouting {
       remoteAvailable: candidates(target).length > 0,
     });
     return { to: decision.go === 'remote' ? target : null, decision };
+  }
+
+  guard(
+    inner: Dispatcher.DispatchHandler,
+    replica: RouterReplica,
+    target: RelayTarget,
+    resolve: (o: Outcome) => void,
+  ): Dispatcher.DispatchHandler {
+    return guardRemote(inner, replica, this.circuits, target, resolve);
   }
 
   /** Seconds until one of `models`' remote replicas is out of its Retry-After; null = none is waiting one out. */
