@@ -17,6 +17,7 @@ import * as access from './access.js';
 import * as membership from './membership.js';
 import * as money from './money.js';
 import * as read from './read.js';
+import * as shadows from './shadows.js';
 import { cleanForTerminal, errorText, Output } from './render.js';
 import * as why from './why-operations.js';
 import * as write from './write.js';
@@ -477,6 +478,13 @@ function buildProgram(root: Command, run: Runner): Command {
         });
       }),
     );
+  watchable(
+    program
+      .command('shadows')
+      .description(
+        "each shadowed model against its candidate: requests, errors, latency, tokens (this control plane's)",
+      ),
+  ).action(run((ctx, o: WatchOpts) => watchOr(ctx, o, () => shadows.shadows(ctx))));
   program
     .command('disk')
     .argument('<node>', 'node id')
