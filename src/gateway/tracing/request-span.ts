@@ -56,6 +56,21 @@ export interface RequestStart {
   readonly startedAt: number;
 }
 
+/** Each engine endpoint's host and port, parsed once: a URL parse per attempt is most of an attempt span's own cost. */
+const ENDPOINT_ADDRESSES = new Map<string, { host: string; port: number } | null>();
+/** Past this many endpoints the cache starts afresh: a fleet's endpoints change as replicas come and go. */
+const ENDPOINT_CACHE_MAX = 4096;
+
+function endpointAddress(endpoint: string): { host: string; port: number } | null {
+  let at = ENDPOINT_ADDRESSES.get(endpoint);
+  if (at === undefined) {
+    if (ENDPOINT_ADDRESSES.size >= ENDPOINT_CACHE_MAX) ENDPOINT_ADDRESSES.clear();
+    at = hostPort(endpoint);
+    ENDPOINT_ADDRESSES.set(endpoint, at);
+  }
+  return at;
+}
+
 /** performance.now() as epoch ms, which spans take as a start or end time. */
 function epochMs(perfMs: number): number {
   return performance.timeOrigin + perfMs;
@@ -124,9 +139,11 @@ export class RequestSpan implements RequestTracing {
 
   /** The request waits in the cold hold for `model` to have a ready replica. */
   holdStarted(model: RoutedModel): void {
+    // A trace the sampler dropped gets no child span: only the attempt's context travels, and the request's serves.
+    if (!this.recording) return;
     this.hold = this.tracing.tracer.startSpan(
       'llmgw.cold_hold',
-      this.recording ? { attributes: { [ATTR.requestModel]: model.name } } : {},
+      { attributes: { [ATTR.requestModel]: model.name } },
       this.context,
     );
   }
@@ -144,43 +161,43 @@ export class RequestSpan implements RequestTracing {
   /** An attempt at `replica` of `model` is about to be sent; its traceparent is what inject() writes. */
   attemptStarted(model: RoutedModel, replica: RouterReplica): void {
     this.attempts++;
-    let attrs: Attributes | undefined;
-    if (this.recording) {
-      attrs = {
-        [ATTR.operationName]: OPERATION[this.start.endpoint],
-        [ATTR.requestModel]: model.name,
-        [ATTR.replica]: replica.id,
-        [ATTR.attempt]: this.attempts,
-      };
-      if (replica.engine !== undefined) attrs[ATTR.engine] = replica.engine;
-      if (replica.nodes) attrs[ATTR.nodes] = [...replica.nodes];
-      const at = hostPort(replica.endpoint);
-      if (at) {
-        attrs[ATTR.serverAddress] = at.host;
-        attrs[ATTR.serverPort] = at.port;
-      }
+    // Unsampled: the engine is sent the request span's context (sampled flag off), and no attempt span is made.
+    if (!this.recording) return;
+    const attrs: Attributes = {
+      [ATTR.operationName]: OPERATION[this.start.endpoint],
+      [ATTR.requestModel]: model.name,
+      [ATTR.replica]: replica.id,
+      [ATTR.attempt]: this.attempts,
+    };
+    if (replica.engine !== undefined) attrs[ATTR.engine] = replica.engine;
+    if (replica.nodes) attrs[ATTR.nodes] = [...replica.nodes];
+    const at = endpointAddress(replica.endpoint);
+    if (at) {
+      attrs[ATTR.serverAddress] = at.host;
+      attrs[ATTR.serverPort] = at.port;
     }
-    this.attemptSpan = this.tracing.tracer.startSpan(
+    const span = this.tracing.tracer.startSpan(
       'llmgw.attempt',
-      attrs ? { kind: SpanKind.CLIENT, attributes: attrs } : { kind: SpanKind.CLIENT },
+      { kind: SpanKind.CLIENT, attributes: attrs },
       this.context,
     );
-    this.attemptContext = trace.setSpan(this.context, this.attemptSpan);
+    this.attemptSpan = span;
+    this.attemptContext = trace.setSpan(this.context, span);
   }
 
   /** Writes the attempt's traceparent (and tracestate) into the upstream request's headers. */
   inject(headers: Record<string, string>): void {
-    if (this.attemptContext) this.tracing.propagator.inject(this.attemptContext, headers, defaultTextMapSetter);
+    this.tracing.propagator.inject(this.attemptContext ?? this.context, headers, defaultTextMapSetter);
   }
 
   /** The first byte of the answer is going to the client, `ttftMs` after arrival. */
   firstByte(ttftMs: number): void {
-    if (this.recording)
-      this.span.addEvent(
-        'llmgw.first_token',
-        { [ATTR.timeToFirstChunk]: ttftMs / 1000 },
-        performance.timeOrigin + performance.now(),
-      );
+    if (!this.recording) return;
+    this.span.addEvent(
+      'llmgw.first_token',
+      { [ATTR.timeToFirstChunk]: ttftMs / 1000 },
+      performance.timeOrigin + performance.now(),
+    );
     if (this.start.parsed.stream) this.stream = this.tracing.tracer.startSpan('llmgw.stream', {}, this.context);
   }
 
