@@ -105,7 +105,8 @@ export class ShadowRunner {
   ): Promise<void> {
     const started = this.now();
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(), plan.rule.timeoutMs);
+    // Unref'd: a copy running at shutdown must not hold the process (closing the router destroys its pools and the copy with them).
+    const timer = setTimeout(() => abort.abort(), plan.rule.timeoutMs).unref();
     let ttftMs: number | null = null;
     let ok = false;
     let tokens = { prompt: 0, completion: 0 };
