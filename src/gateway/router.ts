@@ -55,6 +55,7 @@ import { streamOptionsResend } from './core/stream-options.js';
 import { UpstreamPools, type Upstream } from './core/upstreams.js';
 import { RemoteRouting } from './remote/index.js';
 import type { Endpoint, ParsedRequest } from './core/validate.js';
+import { registerCapacityRoute } from './remote/capacity.js';
 import { modelServes } from './ports/endpoints.js';
 import { RequestSpan, traceContext, type GatewayTracing } from './tracing/index.js';
 
@@ -431,4 +432,5 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
   });
   app.addHook('onClose', async () => router.close());
   return router;
+    registerCapacityRoute(scope, deps, router);
 }
