@@ -17,6 +17,7 @@
 // table of defaults are in options.ts.
 import type {
   ApiKeyRecord,
+  BudgetGate,
   KeyStore,
   ReplicaDirectory,
   ReplicaUse,
@@ -72,6 +73,8 @@ export interface RouterDeps extends RouterSettings {
   logger: Logger;
   /** Per-key rate limits; absent = this process's own token buckets (several control planes share one through the store). */
   limiter?: RequestLimiter;
+  /** Budgets per team and key (src/control/budgets); absent = none is enforced, and the request log shows no cost. */
+  budgets?: BudgetGate;
   /**
    * Where Responses API answers are kept (`store`, `previous_response_id`,
    * GET/DELETE /v1/responses/{id}); absent = none is kept: `store` is
@@ -138,7 +141,7 @@ export class Router implements DialectHost {
       () => this.cold.held,
       () => this.chooser.use,
     );
-    this.ledger = new Ledger(deps.limiter ?? new RateLimiter(o.now), deps.usage, deps.logger);
+    this.ledger = new Ledger(deps.limiter ?? new RateLimiter(o.now), deps.usage, deps.logger, deps.budgets ?? null);
     this.shadows = new ShadowBoard(deps.registry);
     this.shadowRunner = new ShadowRunner({
       resolve: (name) => deps.catalog.resolve(name),

@@ -21,7 +21,8 @@ export type EventKind =
   | 'replica_ready'
   | 'replica_failed'
   | 'replica_lost'
-  | 'placement_failed';
+  | 'placement_failed'
+  | 'budget_alert';
 
 export const EVENT_KINDS: readonly EventKind[] = [
   'scale',
@@ -40,6 +41,7 @@ export const EVENT_KINDS: readonly EventKind[] = [
   'replica_failed',
   'replica_lost',
   'placement_failed',
+  'budget_alert',
 ];
 
 /** One event. Null fields are not about that: no model (a node joining), no node, no counts (anything but `scale`). */

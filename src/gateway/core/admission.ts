@@ -21,7 +21,7 @@ import { nearestName } from '../../units/index.js';
 import type { RouterOptions } from './options.js';
 import type { LimitDecision } from './rate-limit.js';
 import type { Ledger, Tab } from './ledger.js';
-import { overLimitMessage, tokensToReserve } from './token-cost.js';
+import { overLimitMessage, tokensToReserve, type TokenCost } from './token-cost.js';
 import { checkModelLimits, parseFormRequest, parseRequest, type Endpoint, type ParsedRequest } from './validate.js';
 import { modelServes } from '../ports/endpoints.js';
 import { bearerToken, readForm } from '../../http/index.js';
@@ -393,8 +393,45 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
       return;
     }
     if (cost !== null && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
+    if (deps.ledger.budgets && !countOnly && !admitBudget(deps, reply, key, call, cost)) return;
     done();
   };
+}
+
+/**
+ * The budget check, after the rate limit: the request's most tokens (and
+ * their price) against every hard budget of its key and team, from this
+ * control plane's leases in memory. Refused: 429 naming the budget and when
+ * it resets, with Retry-After; the rate limit's reservation goes back. A
+ * budgeted request that set no max_tokens is capped at what was reserved,
+ * so what it spends cannot run past its reservation. False when refused.
+ */
+function admitBudget(
+  deps: AdmissionDeps,
+  reply: FastifyReply,
+  key: ApiKeyRecord,
+  call: AdmittedCall,
+  known: TokenCost | null,
+): boolean {
+  const cost = known ?? tokensToReserve(call.endpoint, call.parsed, call.model, deps.options.defaultReserveTokens);
+  const decision = call.tab.holdBudget(call.model.name, cost.prompt, cost.total - cost.prompt);
+  if (!decision.ok) {
+    call.tab.release();
+    deps.count(call.model.name, 429, key);
+    deps.ledger.refused(key, call.model.name, call.endpoint, 429);
+    deps.refuse(
+      reply,
+      429,
+      'LLMGW_BUDGET_EXCEEDED',
+      `this API key (${key.prefix}…) is over ${decision.budget}; it resets at ${new Date(decision.resetAtMs).toISOString()} (in ${decision.retryAfterS} s); ask the operator to raise it`,
+      null,
+      { 'retry-after': String(decision.retryAfterS) },
+      true,
+    );
+    return false;
+  }
+  if (decision.hold && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
+  return true;
 }
 
 /**

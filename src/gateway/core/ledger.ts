@@ -10,7 +10,15 @@
 // attempt loop and the relays, which only say when and with what status a
 // request ended; the limiter and the usage sink are ports (../ports).
 import type { Logger } from 'pino';
-import type { ApiKeyRecord, LimitDecision, RequestLimiter, UsageSink } from '../ports/index.js';
+import type {
+  ApiKeyRecord,
+  BudgetDecision,
+  BudgetGate,
+  BudgetHold,
+  LimitDecision,
+  RequestLimiter,
+  UsageSink,
+} from '../ports/index.js';
 import type { RequestRecord } from './request-log.js';
 import type { TailKeeper } from './usage.js';
 import type { Endpoint } from './validate.js';
@@ -20,6 +28,8 @@ export class Ledger {
     readonly limiter: RequestLimiter,
     private readonly usage: UsageSink,
     private readonly logger: Logger,
+    /** Budgets per team and key; null = none. */
+    readonly budgets: BudgetGate | null = null,
   ) {}
 
   /** A tab for one admitted request of `key` (null: keys are off) at `endpoint`, with nothing reserved yet. */
@@ -53,6 +63,8 @@ export class Ledger {
 export class Tab {
   /** Tokens reserved against the key's token limit; 0 = none (no key, no token limit, or nothing reserved yet). */
   reservedTokens = 0;
+  /** Its hold on the budgets of its key and team; null = none applies (or none taken yet). */
+  private budgetHold: BudgetHold | null = null;
   /** Settled already (or its answer's settlement is under way): every later settle is a no-op. */
   private settled = false;
 
@@ -76,6 +88,16 @@ export class Tab {
     const key = this.key!;
     const decision = this.ledger.limiter.admit(key.id, key.requestsPerMinute, key.tokensPerMinute, tokens);
     if (decision.ok) this.reservedTokens = decision.reservedTokens ?? 0;
+    return decision;
+  }
+
+  /**
+   * Admission against the budgets of the key and its team: the request may
+   * cost up to these tokens. On ok, its hold is settled with the tab.
+   */
+  holdBudget(model: string, promptTokens: number, completionTokens: number): BudgetDecision {
+    const decision = this.ledger.budgets!.admit(this.key!, model, promptTokens, completionTokens);
+    if (decision.ok) this.budgetHold = decision.hold;
     return decision;
   }
 
@@ -121,6 +143,8 @@ export class Tab {
       if (usage) {
         trace.promptTokens = promptTokens;
         trace.completionTokens = completionTokens;
+        const cost = this.ledger.budgets?.cost(model, promptTokens, completionTokens);
+        if (cost !== undefined) trace.cost = cost;
       }
       this.book(model, status, promptTokens, completionTokens);
     });
@@ -131,12 +155,14 @@ export class Tab {
     if (this.settled) return;
     this.settled = true;
     if (this.key) this.ledger.limiter.settle(this.key.id, this.key.tokensPerMinute, this.reservedTokens, 0);
+    this.budgetHold?.release();
   }
 
   private book(model: string, status: number, promptTokens: number, completionTokens: number): void {
     const key = this.key;
     if (key)
       this.ledger.limiter.settle(key.id, key.tokensPerMinute, this.reservedTokens, promptTokens + completionTokens);
+    this.budgetHold?.settle(model, promptTokens, completionTokens);
     this.ledger.record(key, model, this.endpoint, status, promptTokens, completionTokens);
   }
 }

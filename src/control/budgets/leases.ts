@@ -1,0 +1,283 @@
+// Budgets enforced from leases: the BudgetGate the gateway asks on every
+// request, answering from memory. Each control plane takes a lease of N
+// tokens or dollars per budget from the store, spends it locally, and
+// renews it in the background (a sync every interval, and one kicked off as
+// soon as less than half a lease is left); a lease left when the period ends
+// or the plane closes goes back. The decision itself is decideSpend, pure.
+import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { ApiKeyRecord, BudgetDecision, BudgetGate, BudgetHold } from '../../gateway/ports/index.js';
+import type { EventSink } from '../events/index.js';
+import type { BudgetBook } from './book.js';
+import { budgetWords, decideSpend, periodOf, type BudgetRecord, type LeaseSnapshot } from './budgets.js';
+
+export interface Prices {
+  /** US dollars for these tokens of `model`; undefined = it has no price (money budgets count it as free). */
+  cost(model: string, promptTokens: number, completionTokens: number): number | undefined;
+}
+
+export interface BudgetLeasesOptions {
+  book: BudgetBook;
+  prices: Prices;
+  now: () => number;
+  logger: Logger;
+  events?: EventSink;
+  registry?: Registry;
+  /** A lease as a fraction of the budget's amount (also the most a plane may overshoot by). Default 0.02. */
+  leaseFraction?: number;
+  /** How often every budget is synced with the store, ms; 0 = never on a timer (call sync()). Default 1000. */
+  syncIntervalMs?: number;
+}
+
+/** One budget's lease on this plane in its current period; mutated in place so holds settle into whichever period is current. */
+class Lease implements LeaseSnapshot {
+  granted = 0;
+  spent = 0;
+  reserved = 0;
+  reportedSpent = 0;
+  storeLeft = 0;
+  storeSpent = 0;
+  storeCommitted = 0;
+  /** Synced at least once this period: until then storeLeft is unknown and the first sync is due at once. */
+  synced = false;
+  constructor(
+    public budget: BudgetRecord,
+    public periodStartMs: number,
+    public periodEndMs: number,
+    public leaseSize: number,
+  ) {}
+  get used(): number {
+    return this.spent + this.reserved;
+  }
+}
+
+const NO_BUDGET: BudgetDecision = { ok: true, hold: null };
+
+export class BudgetLeases implements BudgetGate {
+  private leases = new Map<string, Lease>();
+  private byKey = new Map<string, Lease[]>();
+  private byTeam = new Map<string, Lease[]>();
+  private readonly leaseFraction: number;
+  private timer: NodeJS.Timeout | null = null;
+  private syncing: Promise<void> = Promise.resolve();
+  private kicked = false;
+  private failing = false;
+  private readonly refused?: Counter<'budget'>;
+
+  constructor(private readonly o: BudgetLeasesOptions) {
+    this.leaseFraction = o.leaseFraction ?? 0.02;
+    const interval = o.syncIntervalMs ?? 1000;
+    if (interval > 0) {
+      this.timer = setInterval(() => void this.sync(), interval);
+      this.timer.unref();
+    }
+    if (o.registry) {
+      this.refused = new Counter({
+        name: 'llmgw_budget_refused_total',
+        help: 'Requests refused with 429 by a hard budget, per budget id',
+        labelNames: ['budget'],
+        registers: [o.registry],
+      });
+      const leases = this.leases;
+      new Gauge({
+        name: 'llmgw_budget_used_ratio',
+        help: "What each budget's current period spent over its amount (the store's sum, plus this plane's unreported use); 1 = spent",
+        labelNames: ['budget', 'scope', 'subject', 'enforce'],
+        registers: [o.registry],
+        collect() {
+          this.reset();
+          for (const l of leases.values())
+            this.set(
+              { budget: l.budget.id, scope: l.budget.scope, subject: l.budget.subject, enforce: l.budget.enforce },
+              (l.storeSpent + l.spent - l.reportedSpent) / l.budget.amount,
+            );
+        },
+      });
+    }
+  }
+
+  /** Reads the budgets again (made, changed or deleted here or on another plane), keeping the leases of those that stay. */
+  async reload(): Promise<void> {
+    const budgets = await this.o.book.list();
+    const now = this.o.now();
+    const next = new Map<string, Lease>();
+    for (const b of budgets) {
+      const size = Math.max(b.amount * this.leaseFraction, Number.MIN_VALUE);
+      const old = this.leases.get(b.id);
+      if (old && old.budget.period === b.period) {
+        old.budget = b;
+        old.leaseSize = size;
+        next.set(b.id, old);
+      } else {
+        const p = periodOf(b.period, now);
+        next.set(b.id, new Lease(b, p.startMs, p.endMs, size));
+      }
+    }
+    const byKey = new Map<string, Lease[]>();
+    const byTeam = new Map<string, Lease[]>();
+    for (const l of next.values()) {
+      const index = l.budget.scope === 'key' ? byKey : byTeam;
+      const list = index.get(l.budget.subject) ?? [];
+      list.push(l);
+      index.set(l.budget.subject, list);
+    }
+    this.leases = next;
+    this.byKey = byKey;
+    this.byTeam = byTeam;
+    await this.sync();
+  }
+
+  cost(model: string, promptTokens: number, completionTokens: number): number | undefined {
+    return this.o.prices.cost(model, promptTokens, completionTokens);
+  }
+
+  admit(key: ApiKeyRecord, model: string, promptTokens: number, completionTokens: number): BudgetDecision {
+    const own = this.byKey.get(key.id);
+    const team = key.team === undefined ? undefined : this.byTeam.get(key.team);
+    if (!own && !team) return NO_BUDGET;
+    const leases = own && team ? [...own, ...team] : (own ?? team)!;
+    const tokens = promptTokens + completionTokens;
+    let usd: number | null = null;
+    const need = leases.map((l) =>
+      l.budget.unit === 'tokens' ? tokens : (usd ??= this.cost(model, promptTokens, completionTokens) ?? 0),
+    );
+    const d = decideSpend(leases, need);
+    if (!d.ok) {
+      const l = leases[d.refusedBy]!;
+      this.refused?.inc({ budget: l.budget.id });
+      const now = this.o.now();
+      return {
+        ok: false,
+        budget: budgetWords(l.budget),
+        resetAtMs: l.periodEndMs,
+        retryAfterS: Math.max(1, Math.ceil((l.periodEndMs - now) / 1000)),
+      };
+    }
+    let low = false;
+    for (let i = 0; i < leases.length; i++) {
+      const l = leases[i]!;
+      l.reserved += need[i]!;
+      if (l.granted - l.used < l.leaseSize / 2) low = true;
+    }
+    // Renew before the lease runs out: a sync now, off this request's path.
+    if (low) this.kick();
+    return { ok: true, hold: new Hold(this, leases, need) };
+  }
+
+  /** Syncs every budget with the store now; calls never overlap. */
+  sync(): Promise<void> {
+    this.syncing = this.syncing.then(() => this.syncOnce());
+    return this.syncing;
+  }
+
+  /** Hands every lease back (what was spent reported), for a plane that stops. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.syncing;
+    for (const l of this.leases.values()) await this.syncLease(l, true).catch(() => undefined);
+  }
+
+  private kick(): void {
+    if (this.kicked) return;
+    this.kicked = true;
+    setImmediate(() => {
+      this.kicked = false;
+      void this.sync();
+    });
+  }
+
+  private async syncOnce(): Promise<void> {
+    try {
+      for (const l of this.leases.values()) await this.syncLease(l, false);
+      if (this.failing) this.o.logger.info('budgets are in step with the store again');
+      this.failing = false;
+    } catch (err) {
+      if (!this.failing)
+        this.o.logger.warn(
+          { err: (err as Error).message },
+          'cannot sync budgets with the store; each control plane spends what it holds, and one lease on credit, until it returns',
+        );
+      this.failing = true;
+    }
+  }
+
+  private async syncLease(l: Lease, closing: boolean): Promise<void> {
+    const now = this.o.now();
+    if (now >= l.periodEndMs) {
+      // The period is over: report what it spent, hand back what is left, and start the next one from nothing.
+      await this.o.book.sync({
+        budgetId: l.budget.id,
+        periodStartMs: l.periodStartMs,
+        amount: l.budget.amount,
+        spentDelta: l.spent - l.reportedSpent,
+        debt: 0,
+        want: 0,
+        giveBack: Math.max(0, l.granted - l.spent),
+      });
+      const p = periodOf(l.budget.period, now);
+      Object.assign(l, { periodStartMs: p.startMs, periodEndMs: p.endMs, granted: 0, spent: 0, reportedSpent: 0 });
+      Object.assign(l, { storeLeft: 0, storeSpent: 0, storeCommitted: 0, synced: false });
+    }
+    const spent = l.spent;
+    const used = l.used;
+    const spentDelta = spent - l.reportedSpent;
+    const debt = Math.max(0, used - l.granted);
+    const held = l.granted + debt - used;
+    const want = closing || held >= l.leaseSize / 2 ? 0 : l.leaseSize - held;
+    const giveBack = closing ? Math.max(0, l.granted - used) : 0;
+    if (l.synced && spentDelta === 0 && debt === 0 && want === 0 && giveBack === 0) return;
+    const r = await this.o.book.sync({
+      budgetId: l.budget.id,
+      periodStartMs: l.periodStartMs,
+      amount: l.budget.amount,
+      spentDelta,
+      debt,
+      want,
+      giveBack,
+    });
+    l.granted += debt + r.grant - giveBack;
+    l.reportedSpent += spentDelta;
+    l.storeLeft = l.budget.amount - r.committed;
+    l.storeSpent = r.spent;
+    l.storeCommitted = r.committed;
+    l.synced = true;
+    const threshold = l.budget.alertAt * l.budget.amount;
+    // This sync moved the store's sum across the threshold: exactly one plane sees that, syncs being serial per row.
+    if (r.spent - spentDelta < threshold && r.spent >= threshold) {
+      this.o.events?.record({
+        kind: 'budget_alert',
+        message: `${budgetWords(l.budget)} has spent ${Math.round((r.spent / l.budget.amount) * 100)}% of its amount this ${l.budget.period}${l.budget.enforce === 'hard' ? '; requests past it are refused with 429' : ''}`,
+      });
+    }
+  }
+}
+
+/** One request's reservation against each budget that applies to it; settled once. */
+class Hold implements BudgetHold {
+  private done = false;
+  constructor(
+    private readonly leases: BudgetLeases,
+    private readonly held: readonly Lease[],
+    private readonly need: readonly number[],
+  ) {}
+
+  settle(model: string, promptTokens: number, completionTokens: number): void {
+    if (this.done) return;
+    this.done = true;
+    const tokens = promptTokens + completionTokens;
+    let usd: number | null = null;
+    for (let i = 0; i < this.held.length; i++) {
+      const l = this.held[i]!;
+      l.reserved -= this.need[i]!;
+      l.spent +=
+        l.budget.unit === 'tokens' ? tokens : (usd ??= this.leases.cost(model, promptTokens, completionTokens) ?? 0);
+    }
+  }
+
+  release(): void {
+    if (this.done) return;
+    this.done = true;
+    for (let i = 0; i < this.held.length; i++) this.held[i]!.reserved -= this.need[i]!;
+  }
+}
