@@ -68,6 +68,12 @@
 // requests per second through two against one.
 //
 //   node bench/router.mjs --gateways 2 [--phases cpuWhole,gateways]
+// --traces (or --phases traces): a router with tracing off, one sampling
+// every request and one sampling --trace-ratio (0.1) of them, spans sent in
+// OTLP batches to a sink on loopback, by turns, whole answers and streams;
+// each one's CPU per request side by side (target: <= 1.10× at the ratio).
+//
+//   node bench/router.mjs --phases traces [--trace-ratio 0.1]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -75,6 +81,7 @@ import { spawn } from 'node:child_process';
 import cluster from 'node:cluster';
 import console from 'node:console';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { URL } from 'node:url';
@@ -103,6 +110,9 @@ const { values: flags } = parseArgs({
     chunks: { type: 'string', default: '64' },
     'cpu-connections': { type: 'string', default: '50' },
     gateways: { type: 'string', default: '1' },
+    traces: { type: 'boolean' },
+    trace: { type: 'string' },
+    'trace-ratio': { type: 'string', default: '0.1' },
   },
 });
 
@@ -157,6 +167,22 @@ async function serveRouter(urls) {
     requestIds: true,
   });
   const keys = new MemoryKeyStore();
+  // --trace URL: every request traced (sampled at 1) and its spans sent over OTLP in batches, as otlp_endpoint does.
+  let tracing = null;
+  if (flags.trace) {
+    // Sooner and bigger batches than the SDK's defaults (5 s, 2048 spans), so no span is dropped for want of room:
+    // the figure is every span made and sent.
+    process.env.OTEL_BSP_SCHEDULE_DELAY ??= '200';
+    process.env.OTEL_BSP_MAX_QUEUE_SIZE ??= '65536';
+    const { startTracing } = await import(dist('tracing/index.js'));
+    const t = startTracing({
+      url: flags.trace,
+      sampleRatio: Number(flags['trace-ratio']),
+      serviceName: 'llmgw',
+      instance: 'bench',
+    });
+    tracing = { tracer: t.tracer, propagator: t.propagator, recordContent: false };
+  }
   registerRouter(app, {
     catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },
     replicas: { ready: (n) => replicas.get(n) ?? [], describe: () => 'none', demand: () => false },
@@ -165,6 +191,7 @@ async function serveRouter(urls) {
     usage: new MemoryUsageSink(),
     registry: new Registry(),
     logger,
+    ...(tracing ? { tracing } : {}),
   });
   process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));
   if (cluster.isWorker) {
@@ -380,6 +407,26 @@ function spawnUntil(args, re) {
   });
 }
 
+/** An OTLP/HTTP sink on loopback for the traced router: answers 200 to every batch and keeps only counts. */
+async function startSink() {
+  let batches = 0;
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on('data', (c) => (bytes += c.length));
+    req.on('end', () => {
+      batches++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    batches: () => batches,
+    bytes: () => bytes,
+    close: () => new Promise((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+  };
+}
+
 function stop(child) {
   return new Promise((resolve) => {
     if (child.exitCode !== null) return resolve();
@@ -491,7 +538,7 @@ async function main() {
       : (startScript.match(/--[\w-]+=\S+/g) ?? []);
   const routerUrls = `instant=${instant.match[1]},paced=${paced.match[1]},chunks=${chunksSim.match[1]}`;
   /** A router of `gateways` processes; its CPU time is every one of theirs summed (the primary's too). */
-  const startRouter = async (gateways) => {
+  const startRouter = async (gateways, extra = []) => {
     const proc = await spawnUntil(
       [
         ...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROF] : []),
@@ -501,6 +548,7 @@ async function main() {
         routerUrls,
         '--gateways',
         String(gateways),
+        ...extra,
       ],
       /router listening on (\S+) key (\S+) pids (\S+)/,
     );
@@ -626,6 +674,73 @@ async function main() {
     } finally {
       // Their pools are closed with the others at the end.
       await Promise.all([stop(one.child), stop(two.child)]);
+    }
+  };
+  /**
+   * The `traces` phase (--traces, or --phases traces): a router with tracing
+   * off, one sampling every request and one sampling --trace-ratio of them,
+   * spans sent in OTLP batches to a sink on loopback, each given all
+   * --cpu-connections clients by turns of --slice-ms; whole answers from the
+   * instant sim (the router's own work weighs most there), then --chunks-chunk
+   * streams. Each router's CPU per request, side by side in one run.
+   */
+  const compareTracing = async () => {
+    const sink = await startSink();
+    const ratio = flags['trace-ratio'];
+    const routers = [
+      await startRouter(1),
+      await startRouter(1, ['--trace', sink.url, '--trace-ratio', '1']),
+      await startRouter(1, ['--trace', sink.url, '--trace-ratio', ratio]),
+    ];
+    const names = ['untraced', 'traced (all sampled)', `traced (${ratio} sampled)`];
+    const ts = routers.map((r) => target(r.url, { authorization: `Bearer ${r.key}` }));
+    const out = {};
+    try {
+      for (const [kind, sim, make] of [
+        ['whole', 'instant', whole],
+        ['stream', 'chunks', streamed],
+      ]) {
+        const b = targets[sim].bodies;
+        for (const t of ts) await drive(cpuConns, 2000, limitMs, make(t, b));
+        const cpu0 = routers.map((r) => r.cpu());
+        const rs = await drive(
+          cpuConns,
+          Number.MAX_SAFE_INTEGER,
+          Number(flags['paced-seconds']) * 1000,
+          ts.map((t) => make(t, b)),
+          0,
+          Number(flags['warm-ms']),
+          { ms: Number(flags['slice-ms']), settleMs: 300 },
+        );
+        // The last batch goes out within the schedule delay (200 ms): its export is counted too.
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        const cpu1 = routers.map((r) => r.cpu());
+        const us = rs.map((r, i) =>
+          cpu0[i] === null || cpu1[i] === null ? null : ((cpu1[i] - cpu0[i]) * 1e6) / r.sent,
+        );
+        const res = {
+          us,
+          all: us[0] && us[1] ? us[1] / us[0] : null,
+          sampled: us[0] && us[2] ? us[2] / us[0] : null,
+        };
+        out[kind] = res;
+        console.log(
+          `${kind === 'whole' ? 'instant sim, non-streaming' : `${chunkCount}-chunk streams`}, ${cpuConns} connections to each router by turns of ${flags['slice-ms']} ms: ` +
+            rs
+              .map(
+                (r, i) =>
+                  `${names[i]} ${Math.round(r.rate)}/s p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms, CPU ${Math.round(us[i] ?? NaN)} µs/request (errors ${r.errors})`,
+              )
+              .join('; ') +
+            `; CPU/request vs untraced: all sampled ${res.all === null ? '?' : `${res.all.toFixed(3)}×`}, ${ratio} sampled ${res.sampled === null ? '?' : `${res.sampled.toFixed(3)}×`}` +
+            `; the sink took ${sink.batches()} OTLP batches, ${(sink.bytes() / 2 ** 20).toFixed(1)} MiB` +
+            (rs.some((r) => r.errors) ? ' — ERRORS' : ''),
+        );
+      }
+      return out;
+    } finally {
+      await Promise.all(routers.map((r) => stop(r.child)));
+      await sink.close();
     }
   };
   const fmt = (x) => x.toFixed(2);
@@ -837,6 +952,7 @@ async function main() {
       console.log(line);
     }
     if (!only || only.has('gateways')) results.gateways = await compareGateways();
+    if (flags.traces || only?.has('traces')) results.traces = await compareTracing();
   } finally {
     await Promise.all(pools.map((p) => p.close()));
     await stop(routerProc.child);
@@ -917,6 +1033,26 @@ async function main() {
         `2 gateways > 1 at ${cpuConns} connections (requests/s, instant sim)`,
         r.ratio > 1,
         `${r.ratio.toFixed(2)}× (${Math.round(r.two.rate)} vs ${Math.round(r.one.rate)}/s)`,
+      ],
+    ],
+    [
+      'traces',
+      (r) => [
+        `tracing on, ${flags['trace-ratio']} of requests sampled, <= 1.10× router CPU/request (non-streaming)`,
+        r.whole.sampled !== null && r.whole.sampled <= 1.1,
+        r.whole.sampled === null
+          ? 'no /proc'
+          : `${r.whole.sampled.toFixed(3)}× (all sampled: ${r.whole.all.toFixed(3)}×)`,
+      ],
+    ],
+    [
+      'traces',
+      (r) => [
+        `tracing on, ${flags['trace-ratio']} of requests sampled, <= 1.10× router CPU/request (${chunkCount}-chunk streams)`,
+        r.stream.sampled !== null && r.stream.sampled <= 1.1,
+        r.stream.sampled === null
+          ? 'no /proc'
+          : `${r.stream.sampled.toFixed(3)}× (all sampled: ${r.stream.all.toFixed(3)}×)`,
       ],
     ],
     [
