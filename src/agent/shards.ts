@@ -144,6 +144,7 @@ export class AgentShardRunner implements ShardRunner {
           replica_id: s.replicaId,
           state: s.state,
           ...(s.endpoint ? { endpoint: s.endpoint } : {}),
+          ...(s.kvEvents ? { kv_events: s.kvEvents } : {}),
           ...(s.error ? { error: s.error.message } : {}),
           restarts: s.restarts,
           ...(load === undefined ? {} : { load }),

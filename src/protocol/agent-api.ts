@@ -6,6 +6,7 @@
 // (unknown fields dropped, missing ones unknown) so that newer and older
 // agents and control planes work together.
 import { z } from 'zod';
+import { KvEventsEndpointSchema } from './kv-events.js';
 import { PortRangeSchema, ShardLoadSchema } from './node-report.js';
 import { ReadShardStateSchema } from './shard-state.js';
 import { plainName } from './text.js';
@@ -66,6 +67,12 @@ export const ShardStatusSchema = z.object({
   restarting: z.boolean().optional(),
   /** The engine's load at the agent's last scrape; absent = not scraped (not ready, no metrics, an older agent). */
   load: ShardLoadSchema,
+  /**
+   * Where the API shard's engine tells what its KV cache holds; absent = it
+   * tells nothing (or an older agent). A value this side cannot read is
+   * dropped rather than failing the status.
+   */
+  kv_events: KvEventsEndpointSchema.optional().catch(undefined),
   fetch: z
     .object({ bytes_done: z.number(), total_bytes: z.number().optional(), bytes_per_second: z.number().optional() })
     .optional(),

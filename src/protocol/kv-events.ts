@@ -13,6 +13,8 @@
 // block's tokens), so the same prompt prefix gets the same key on every
 // engine whatever the engine hashes with.
 
+import { z } from 'zod';
+
 /** The token ids of one cached block, with the engine's id for it. */
 export interface KvBlock {
   /** The engine's id for the block; unique within one replica. */
@@ -57,3 +59,18 @@ export type KvEventsEndpoint =
   | { readonly kind: 'zmq'; readonly endpoint: string; readonly replayEndpoint?: string; readonly topic?: string }
   | { readonly kind: 'http'; readonly path: string }
   | { readonly kind: 'slots'; readonly blockSize: number };
+
+/** KvEventsEndpoint on the wire (an agent's shard status); unknown kinds from a newer agent fail only this field. */
+export const KvEventsEndpointSchema: z.ZodType<KvEventsEndpoint> = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('zmq'),
+    endpoint: z.string().regex(/^tcp:\/\/./, 'want tcp://host:port'),
+    replayEndpoint: z
+      .string()
+      .regex(/^tcp:\/\/./, 'want tcp://host:port')
+      .optional(),
+    topic: z.string().optional(),
+  }),
+  z.object({ kind: z.literal('http'), path: z.string().startsWith('/') }),
+  z.object({ kind: z.literal('slots'), blockSize: z.number().int().min(1).max(4096) }),
+]);

@@ -6,7 +6,14 @@ import type { ENGINE_API_KEY_ENV } from '../../engine/api-key.js';
 import { LlmgwError } from '../../errors/index.js';
 import { isWildcardHost } from '../../net/index.js';
 import { unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
-import type { CompiledEngineAdapterOptions, EngineName, Readiness, ShardLaunch, ShardPeer } from './shard-launch.js';
+import type {
+  CompiledEngineAdapterOptions,
+  EngineName,
+  PlannedKvEvents,
+  Readiness,
+  ShardLaunch,
+  ShardPeer,
+} from './shard-launch.js';
 
 /** Where to connect to reach an engine bound to `host`: a wildcard bind answers on loopback. */
 export function probeHost(host: string): string {
@@ -161,4 +168,45 @@ export function checkedPeers(engine: EngineName, launch: ShardLaunch): readonly 
 export function checkSingleNode(engine: EngineName, launch: ShardLaunch): void {
   if (launch.rank !== 0)
     throw launchError(engine, launch, `a one-shard profile runs rank 0 only, not rank ${launch.rank}`);
+}
+
+/** The topic vLLM and SGLang are told to publish KV events under. */
+export const KV_EVENTS_TOPIC = 'kv-events';
+
+/** True when the profile's args already configure KV events: the operator's config wins, and llmgw reads none. */
+function ownKvEventsConfig(launch: ShardLaunch): boolean {
+  return launch.profile.args.some((arg) => arg === '--kv-events-config' || arg.startsWith('--kv-events-config='));
+}
+
+/** vLLM and SGLang: two ports (PUB, replay) on the rank that schedules (0), none when the profile configures its own. */
+export function zmqKvEventsPorts(launch: ShardLaunch): number {
+  return launch.rank === 0 && !ownKvEventsConfig(launch) ? 2 : 0;
+}
+
+/**
+ * `--kv-events-config` for vLLM or SGLang on the ports the supervisor gave,
+ * and where the events will be. The endpoints are wildcards: both engines
+ * bind a tcp endpoint only when it has `*` (otherwise they connect to it),
+ * so the PUB socket listens on every interface; it carries prompts' token
+ * ids, so the node's firewall should keep it to the gateways. vLLM also
+ * needs enable_kv_cache_events; SGLang ignores the field.
+ */
+export function zmqKvEventsArgs(
+  engine: 'vllm' | 'sglang',
+  launch: ShardLaunch,
+): { args: string[]; kvEvents: PlannedKvEvents } | null {
+  const ports = launch.kvEventsPorts;
+  if (ports === undefined || ports.length < 2 || ownKvEventsConfig(launch)) return null;
+  const [port, replayPort] = ports as [number, number];
+  const config = {
+    ...(engine === 'vllm' ? { enable_kv_cache_events: true } : {}),
+    publisher: 'zmq',
+    endpoint: `tcp://*:${port}`,
+    replay_endpoint: `tcp://*:${replayPort}`,
+    topic: KV_EVENTS_TOPIC,
+  };
+  return {
+    args: ['--kv-events-config', JSON.stringify(config)],
+    kvEvents: { kind: 'zmq', port, replayPort, topic: KV_EVENTS_TOPIC },
+  };
 }

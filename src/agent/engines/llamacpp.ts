@@ -104,5 +104,16 @@ function planLlamacpp(options: CompiledEngineAdapterOptions, launch: ShardLaunch
     env: { ...env, ...apiKeyEnv(launch, 'LLAMA_API_KEY') },
     readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: true,
+    // llama-server publishes no KV events; its /slots (on unless --no-slots) shows each slot's cached prompt.
+    ...(launch.profile.args.includes('--no-slots')
+      ? {}
+      : { kvEvents: { kind: 'slots', blockSize: LLAMACPP_SLOTS_BLOCK_SIZE } as const }),
   };
 }
+
+/**
+ * Tokens per block when a llama.cpp slot's prompt is cut for the prefix
+ * index. llama.cpp has no blocks (a slot reuses any common prefix); 16 is
+ * vLLM's block size, fine enough that a shared prefix is seldom cut short.
+ */
+export const LLAMACPP_SLOTS_BLOCK_SIZE = 16;

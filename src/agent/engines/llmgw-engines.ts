@@ -76,7 +76,21 @@ function planSim(
     env: { ...mergeEnv('sim', options, gpuEnv(launch), launch), ...apiKeyEnv(launch, ENGINE_API_KEY_ENV) },
     readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: launch.rank === 0,
+    // A sim given a simulated KV cache (--kv-cache-blocks N) streams what it holds on GET /kv-events.
+    ...(launch.rank === 0 && simKvCacheOn(launch.profile.args)
+      ? { kvEvents: { kind: 'http', path: '/kv-events' } as const }
+      : {}),
   };
+}
+
+/** True when the sim flags turn its simulated KV cache on (the last --kv-cache-blocks wins, as the sim reads it). */
+function simKvCacheOn(args: readonly string[]): boolean {
+  let blocks = 0;
+  args.forEach((arg, i) => {
+    if (arg === '--kv-cache-blocks') blocks = Number(args[i + 1]);
+    else if (arg.startsWith('--kv-cache-blocks=')) blocks = Number(arg.slice('--kv-cache-blocks='.length));
+  });
+  return Number.isFinite(blocks) && blocks > 0;
 }
 
 /** The builtin CPU engine over one GGUF file. One node only: it has no way to meet peers. */

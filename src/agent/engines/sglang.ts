@@ -24,6 +24,8 @@ import {
   mergeEnv,
   shardFileName,
   tlsArgs,
+  zmqKvEventsArgs,
+  zmqKvEventsPorts,
 } from './launch-parts.js';
 import type {
   CompiledEngineAdapterOptions,
@@ -45,6 +47,7 @@ export function sglangAdapter(options: CompiledEngineAdapterOptions): EngineAdap
     // Load, then a warmup request that SGLang itself allows 600 s; multi-node adds rendezvous.
     defaultStartTimeoutMs: 15 * 60_000,
     usesPort: () => true,
+    kvEventsPorts: zmqKvEventsPorts,
     plan: (launch) => planSglang(options, launch),
   };
 }
@@ -94,12 +97,15 @@ function planSglang(options: CompiledEngineAdapterOptions, launch: ShardLaunch):
   const keyFile = launch.rank === 0 ? sglangKeyFile(options, launch) : null;
   if (keyFile) argv.push('--config', keyFile.path);
   if (launch.rank === 0) argv.push(...tlsArgs('sglang', options));
+  const kv = zmqKvEventsArgs('sglang', launch);
+  if (kv) argv.push(...kv.args);
   return {
     argv: [...argv, ...launch.profile.args],
     env: mergeEnv('sglang', options, gpuEnv(launch), launch),
     readiness: httpReadiness(options, launch.host, launch.port, launch.rank === 0),
     servesApi: launch.rank === 0,
     ...(keyFile ? { files: [keyFile] } : {}),
+    ...(kv ? { kvEvents: kv.kvEvents } : {}),
   };
 }
 

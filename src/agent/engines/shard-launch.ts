@@ -74,7 +74,23 @@ export interface ShardLaunch {
   readonly threads?: number;
   /** How long the engine may take to become ready; absent = the supervisor's default for the engine. */
   readonly startTimeoutMs?: number;
+  /**
+   * Ports for the engine's KV cache events, as many as the adapter's
+   * kvEventsPorts() asked, allocated like `port` (vLLM and SGLang: the
+   * ZeroMQ PUB socket, then its replay socket). Absent = none: the engine
+   * publishes no events.
+   */
+  readonly kvEventsPorts?: readonly number[];
 }
+
+/**
+ * Where the engine tells what its KV cache holds, as planned; the shard
+ * turns it into the replica's KvEventsEndpoint with the host it advertises.
+ */
+export type PlannedKvEvents =
+  | { readonly kind: 'zmq'; readonly port: number; readonly replayPort?: number; readonly topic?: string }
+  | { readonly kind: 'http'; readonly path: string }
+  | { readonly kind: 'slots'; readonly blockSize: number };
 
 /**
  * How to tell the engine is ready. `host` is where to connect (a wildcard bind
@@ -118,6 +134,8 @@ export interface EngineLaunchPlan {
    * none.
    */
   readonly files?: readonly EngineFile[];
+  /** Where the engine tells what its KV cache holds; absent = it tells nothing. */
+  readonly kvEvents?: PlannedKvEvents;
 }
 
 /** A file an engine reads at start; `path` is absolute. */
@@ -136,6 +154,11 @@ export interface EngineAdapter {
    * supervisor does not hand them a port from its range.
    */
   usesPort(launch: ShardLaunch): boolean;
+  /**
+   * How many ports the engine's KV event publisher binds (handed over as
+   * launch.kvEventsPorts); absent or 0 = none.
+   */
+  kvEventsPorts?(launch: ShardLaunch): number;
   /** Throws LlmgwError (LLMGW_ENGINE_START_FAILED) when the shard cannot be run by this engine as given. */
   plan(launch: ShardLaunch): EngineLaunchPlan;
 }

@@ -18,6 +18,8 @@ import {
   launchError,
   mergeEnv,
   tlsArgs,
+  zmqKvEventsArgs,
+  zmqKvEventsPorts,
 } from './launch-parts.js';
 import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, ShardLaunch } from './shard-launch.js';
 
@@ -30,6 +32,7 @@ export function vllmAdapter(options: CompiledEngineAdapterOptions): EngineAdapte
     // Load, memory profiling and CUDA graph capture; multi-node adds NCCL rendezvous.
     defaultStartTimeoutMs: 15 * 60_000,
     usesPort: (launch) => launch.rank === 0,
+    kvEventsPorts: zmqKvEventsPorts,
     plan: (launch) => planVllm(options, launch),
   };
 }
@@ -59,14 +62,18 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
   // The replica's secret as VLLM_API_KEY, not --api-key: out of the world-readable command line.
   const key = apiKeyEnv(launch, 'VLLM_API_KEY');
   const httpReady = httpReadiness(options, launch.host, launch.port);
+  // Before the profile's args, which an operator may use to override anything; only rank 0 has ports for it.
+  const kv = zmqKvEventsArgs('vllm', launch);
+  const events = kv === null ? {} : { kvEvents: kv.kvEvents };
 
   if (!isMultiNode(launch)) {
     checkSingleNode('vllm', launch);
     return {
-      argv: [...serve, ...api, ...parallel, ...launch.profile.args],
+      argv: [...serve, ...api, ...parallel, ...(kv?.args ?? []), ...launch.profile.args],
       env: { ...mergeEnv('vllm', options, gpuEnv(launch), launch), ...key },
       readiness: httpReady,
       servesApi: true,
+      ...events,
     };
   }
 
@@ -92,10 +99,11 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
   const env = mergeEnv('vllm', options, { ...gpuEnv(launch), VLLM_HOST_IP: self.address }, launch);
   if (launch.rank === 0) {
     return {
-      argv: [...serve, ...api, ...parallel, ...cluster, ...launch.profile.args],
+      argv: [...serve, ...api, ...parallel, ...cluster, ...(kv?.args ?? []), ...launch.profile.args],
       env: { ...env, ...key },
       readiness: httpReady,
       servesApi: true,
+      ...events,
     };
   }
   return {

@@ -8,6 +8,7 @@
 import { closeSync } from 'node:fs';
 import { LlmgwError, IllegalStateError, isLlmgwError, type ErrorCode } from '../../errors/index.js';
 import type { EngineShardState } from '../../protocol/index.js';
+import type { KvEventsEndpoint } from '../../protocol/kv-events.js';
 import { hostPort, probeHost, type EngineAdapter, type EngineLaunchPlan, type ShardLaunch } from '../engines/index.js';
 import type { SupervisorClock } from './clock.js';
 import { formatElapsedMs } from './elapsed.js';
@@ -57,6 +58,8 @@ export interface ShardStatus {
   readonly port?: number;
   /** http://host:port (https:// for an engine serving TLS) for the rank that serves the API; absent for other ranks and before a port is known. */
   readonly endpoint?: string;
+  /** Where the engine tells what its KV cache holds, reachable as the endpoint is; absent = it tells nothing. */
+  readonly kvEvents?: KvEventsEndpoint;
   /** The latest failure; kept through a restart until the engine is ready again. */
   readonly error?: ShardError;
   /** Times the engine was started again after a failure, across agent restarts. */
@@ -166,6 +169,8 @@ export class Shard {
   #adopted = false;
   /** The port held for this shard (from the range, or the launch's own); kept across restarts so the endpoint stays put. */
   #port: number | undefined;
+  /** Ports of the engine's KV event publisher, held like #port across restarts; undefined = none. */
+  #kvPorts: readonly number[] | undefined;
   #run: Run | undefined;
   #lastExit: ShardStatus['lastExit'];
   #nextRestartAtMs: number | undefined;
@@ -228,6 +233,11 @@ export class Shard {
       this.#deps.ports.claim(record.port, this.shardId)
     )
       this.#port = record.port;
+    const kv = record.plan.kvEvents;
+    if (kv?.kind === 'zmq') {
+      const held = [kv.port, ...(kv.replayPort === undefined ? [] : [kv.replayPort])];
+      if (held.every((p) => this.#deps.ports.claim(p, this.shardId))) this.#kvPorts = held;
+    }
     const abort = new AbortController();
     const run: Run = {
       process: { pid: record.pid, pgid: record.pgid, exited: this.#watchAdopted(record, abort.signal) },
@@ -262,6 +272,9 @@ export class Shard {
       ...(port === undefined ? {} : { port }),
       ...(servesApi && port !== undefined && this.#state !== 'stopped'
         ? { endpoint: `${schemeOf(this.#run?.plan)}://${hostPort(host, port)}` }
+        : {}),
+      ...(servesApi && this.#state !== 'stopped' && run?.plan.kvEvents
+        ? { kvEvents: kvEndpoint(run.plan.kvEvents, host) }
         : {}),
       ...(this.#error ? { error: this.#error } : {}),
       restarts: this.#restarts,
@@ -331,8 +344,10 @@ export class Shard {
     let plan: EngineLaunchPlan;
     try {
       const port = await this.#ensurePort(this.#adapter);
+      const kvPorts = await this.#ensureKvPorts(this.#adapter);
       if (this.#stopWanted || this.#detached) return;
-      plan = this.#adapter.plan(port === undefined ? this.launch : { ...this.launch, port });
+      const launch = kvPorts === undefined ? this.launch : { ...this.launch, kvEventsPorts: kvPorts };
+      plan = this.#adapter.plan(port === undefined ? launch : { ...launch, port });
     } catch (err) {
       // A wrong launch will not right itself; a port shortage may.
       this.#fail(asLlmgwError(err), 0, isLlmgwError(err) && err.code === 'LLMGW_PORT_EXHAUSTED');
@@ -405,6 +420,17 @@ export class Shard {
     }
     this.#port ??= await ports.allocate(this.shardId, this.launch.host);
     return this.#port;
+  }
+
+  /** The KV event ports the adapter asks for, allocated once and kept across restarts; undefined = none asked. */
+  async #ensureKvPorts(adapter: EngineAdapter): Promise<readonly number[] | undefined> {
+    const wanted = adapter.kvEventsPorts?.(this.launch) ?? 0;
+    if (wanted === 0) return undefined;
+    if (this.#kvPorts?.length === wanted) return this.#kvPorts;
+    const ports: number[] = [];
+    for (let i = 0; i < wanted; i++) ports.push(await this.#deps.ports.allocate(this.shardId, this.launch.host));
+    this.#kvPorts = ports;
+    return ports;
   }
 
   #writeRecord(run: Run): void {
@@ -639,6 +665,8 @@ export class Shard {
   /** Releases what the shard holds on the node once nothing of it runs. */
   #finish(): void {
     if (this.#port !== undefined) this.#deps.ports.release(this.#port, this.shardId);
+    for (const p of this.#kvPorts ?? []) this.#deps.ports.release(p, this.shardId);
+    this.#kvPorts = undefined;
     this.#deps.records.remove(this.shardId);
     try {
       removeEngineFiles(this.#run?.plan.files);
@@ -704,6 +732,17 @@ export class Shard {
   #fields(extra: Record<string, unknown>): Record<string, unknown> {
     return { shardId: this.shardId, replicaId: this.launch.replicaId, engine: this.launch.profile.engine, ...extra };
   }
+}
+
+/** The planned events as the gateway reaches them: ZeroMQ ports on the host the agent advertises. */
+function kvEndpoint(planned: NonNullable<EngineLaunchPlan['kvEvents']>, host: string): KvEventsEndpoint {
+  if (planned.kind !== 'zmq') return planned;
+  return {
+    kind: 'zmq',
+    endpoint: `tcp://${hostPort(host, planned.port)}`,
+    ...(planned.replayPort === undefined ? {} : { replayEndpoint: `tcp://${hostPort(host, planned.replayPort)}` }),
+    ...(planned.topic === undefined ? {} : { topic: planned.topic }),
+  };
 }
 
 function portOf(plan: EngineLaunchPlan | null): number | undefined {

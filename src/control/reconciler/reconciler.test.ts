@@ -175,6 +175,27 @@ describe('Reconciler', () => {
     expect(t.reconciler.view.ready('demo')[0], 'the engine stopped answering its metrics').not.toHaveProperty('load');
   });
 
+  it("gives the router where each ready replica's engine publishes its KV events, and drops it when the agent stops saying", async () => {
+    const t = await setup();
+    await t.node('n1');
+    await t.catalog.add(demo, 'test');
+    await t.reconciler.pass();
+    await t.report('n1', 'ready', () => 'http://n1:9000');
+    expect(t.reconciler.view.ready('demo')[0], 'an engine that publishes nothing').not.toHaveProperty('kvEvents');
+    const [a] = t.assignments.get('n1').shards;
+    const status: ShardStatus = {
+      shard_id: a!.shard_id,
+      replica_id: a!.replica_id,
+      state: 'ready',
+      endpoint: 'http://n1:9000',
+    };
+    const kv = { kind: 'zmq', endpoint: 'tcp://n1:9001', replayEndpoint: 'tcp://n1:9002', topic: 'kv-events' } as const;
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [{ ...status, kv_events: kv }]);
+    expect(t.reconciler.view.ready('demo')[0]?.kvEvents).toEqual(kv);
+    t.reconciler.onShardReport(t.inventory.get('n1')!, [status]);
+    expect(t.reconciler.view.ready('demo')[0]).not.toHaveProperty('kvEvents');
+  });
+
   // Engines took no credential: anyone who reached an engine port skipped keys, limits and accounting (issue 17).
   it('makes each replica a secret of its own, sends it to the agent and the router, and keeps it across a restart', async () => {
     const first = await setup();

@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ShardStatus } from '../../protocol/index.js';
+import type { KvEventsEndpoint } from '../../protocol/kv-events.js';
 import type { AssignmentBoard } from '../agentapi/index.js';
 import type { Catalog, Model } from '../catalog/index.js';
 import type { EventSink } from '../events/index.js';
@@ -95,6 +96,8 @@ export class Reconciler {
    * so followers route by it too without a store write per sample.
    */
   private readonly loads = new Map<string, ReplicaLoad>();
+  /** Where each replica's engine tells what its KV cache holds, as its API shard last said; memory only, like loads. */
+  private readonly kvEvents = new Map<string, KvEventsEndpoint>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
   private closed = false;
   /** The router's demand (use per replica, cold models) and the scaler's memory, turned into wanted numbers. */
@@ -133,6 +136,7 @@ export class Reconciler {
       scaling: (model) => options.catalog.get(model)?.scaling,
       engineOf: (model, profile) => options.catalog.get(model)?.profiles.find((p) => p.name === profile)?.engine,
       load: (replicaId) => this.loads.get(replicaId),
+      kvEvents: (replicaId) => this.kvEvents.get(replicaId),
       scalesOnDemand: () => this.scaling.attached,
       wantCold: (model) => this.scaling.wantCold(model),
       notify: () => this.notify(),
@@ -232,6 +236,7 @@ export class Reconciler {
       else this.fetches.delete(s.shard_id);
     }
     this.foldLoads(believed, receivedAtMs ?? this.options.now());
+    this.foldKvEvents(believed);
     // A heartbeat answered while the control plane closes: the store may already be gone, and the next start re-reads the agents anyway.
     // A pending node's empty list is not "I run nothing" either: it would stop the shards of a node held out for a GPU change.
     if (this.closed || !approved) return;
@@ -294,6 +299,30 @@ export class Reconciler {
     if (this.loads.size > 0 && changed) {
       const floor = this.options.now() - LOAD_KEPT_MS;
       for (const [id, l] of this.loads) if (l.sampledAtMs < floor) this.loads.delete(id);
+    }
+    if (changed) this.view.loadsChanged();
+  }
+
+  /**
+   * Takes where each API shard's engine publishes its KV events (the shard
+   * with an endpoint speaks for its replica; one without kv_events clears
+   * it). The router's view is rebuilt only when one changed.
+   */
+  private foldKvEvents(statuses: readonly ShardStatus[]): void {
+    let changed = false;
+    for (const s of statuses) {
+      if (s.endpoint === undefined) continue;
+      const was = this.kvEvents.get(s.replica_id);
+      if (s.kv_events === undefined) changed = this.kvEvents.delete(s.replica_id) || changed;
+      else if (JSON.stringify(was) !== JSON.stringify(s.kv_events)) {
+        this.kvEvents.set(s.replica_id, s.kv_events);
+        changed = true;
+      }
+    }
+    // Replicas gone from the records leave nothing behind.
+    if (changed && this.kvEvents.size > this.records.length) {
+      const live = new Set(this.records.map((r) => r.id));
+      for (const id of this.kvEvents.keys()) if (!live.has(id)) this.kvEvents.delete(id);
     }
     if (changed) this.view.loadsChanged();
   }

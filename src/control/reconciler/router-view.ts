@@ -8,6 +8,7 @@
 import type { Logger } from 'pino';
 import type { ModelRejections } from './plan-types.js';
 import type { ReplicaLoad, RouterReplica } from '../../gateway/index.js';
+import type { KvEventsEndpoint } from '../../protocol/kv-events.js';
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';
 
 export interface RouterViewDeps {
@@ -28,6 +29,8 @@ export interface RouterViewDeps {
   readonly serves?: (r: ReplicaRecord) => boolean;
   /** A replica's engine load; undefined = none reported. */
   readonly load?: (replicaId: string) => ReplicaLoad | undefined;
+  /** Where a replica's engine tells what its KV cache holds; undefined = it tells nothing. */
+  readonly kvEvents?: (replicaId: string) => KvEventsEndpoint | undefined;
   /** True when demand-based scaling is on (a demand source is attached): a model at zero can be started for a request. */
   readonly scalesOnDemand: () => boolean;
   /** A request waits for this model at zero: the next pass should start one. */
@@ -55,6 +58,7 @@ export class RouterView {
       const replicas = serving.map((r) => {
         const engine = this.deps.engineOf(r.model, r.profile);
         const load = this.deps.load?.(r.id);
+        const kvEvents = this.deps.kvEvents?.(r.id);
         return {
           id: r.id,
           endpoint: r.endpoint!,
@@ -62,6 +66,7 @@ export class RouterView {
           ...(r.engineSecret ? { engineSecret: r.engineSecret } : {}),
           ...(engine === undefined ? {} : { engine }),
           ...(load === undefined ? {} : { load }),
+          ...(kvEvents === undefined ? {} : { kvEvents }),
           ...(r.shards.length
             ? { nodes: [...new Set([...r.shards].sort((a, b) => a.rank - b.rank).map((sh) => sh.nodeId))] }
             : {}),
