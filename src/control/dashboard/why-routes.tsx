@@ -17,7 +17,7 @@ import {
   requestsView,
   type RequestsApiDeps,
 } from '../adminapi/index.js';
-import { requestRecordView } from '../../gateway/index.js';
+import { requestDetailView } from '../../gateway/index.js';
 import type { PageContext } from './components.js';
 import type { DashboardSources } from './data.js';
 import { MessagePage } from './pages/login.js';
@@ -29,6 +29,7 @@ import {
   RequestPage,
   RequestsPage,
 } from './pages/why-operations.js';
+import { TimelinePanels } from './pages/request-timeline.js';
 import type { PageSpec } from './routes.js';
 
 export interface WhySources extends DashboardSources {
@@ -101,11 +102,17 @@ export function registerWhyPages(
           status: 404,
           body: <MessagePage message={requestMissing(options.requestLog, id)} back="/requests" />,
         };
+      const detail = requestDetailView(r, options.requestLog.log.countWithId(r.id) - 1);
       return {
         title: `Request ${id}`,
         section: '/requests',
         refresh: true,
-        body: <RequestPage r={requestRecordView(r, options.requestLog.log.countWithId(r.id) - 1)} />,
+        body: (
+          <>
+            <RequestPage r={detail} />
+            <TimelinePanels r={detail} />
+          </>
+        ),
       };
     }),
   );
