@@ -47,6 +47,9 @@ import { Store, StoredSessions } from './store/index.js';
 import { registerWeightsApi, type WeightsApiOptions } from './weights/index.js';
 import { peerClient } from '../tls/index.js';
 import { childLogger } from '../log/index.js';
+import { RemoteFleet } from './remote/index.js';
+import { readKeyFile, RemoteSecrets } from './secrets/index.js';
+import { RemoteCredentialRepository } from './store/remote-credentials.js';
 import { openTeams } from './teams/index.js';
 
 /** Pending connections the agent listener lets the kernel queue; the kernel caps it at net.core.somaxconn. */
@@ -126,8 +129,15 @@ export class ControlPlane {
     // Three heartbeats fit in the stale window, so one lost heartbeat never makes a node stale.
     const heartbeatIntervalMs =
       deps.heartbeatIntervalMs ?? Math.max(100, Math.min(5000, Math.floor(config.nodeStaleAfterMs / 3)));
+    let secrets: RemoteSecrets | undefined;
     try {
+      // Remote endpoints' API keys given through the API are sealed in the store under secrets_key_file.
+      secrets = new RemoteSecrets(
+        store ? new RemoteCredentialRepository(store.connection) : null,
+        config.secretsKeyFile ? readKeyFile(config.secretsKeyFile) : null,
+      );
       catalog = await Catalog.create({
+        secrets,
         store,
         catalogFile: config.catalogFile,
         allowHttpSources: deps.allowHttpSources ?? false,
@@ -190,6 +200,13 @@ export class ControlPlane {
     const { caps: connectionCaps, note: capsNote } = connectionCapsFor(config.maxConnections, openFileLimit());
     if (capsNote) logger.info({ ...connectionCaps }, capsNote);
     const refusedConnection = registerConnectionRefusals(registry);
+    const remotes = new RemoteFleet({
+      catalog,
+      storedKey: (model) => secrets!.get(model),
+      intervalMs: config.remoteProbeIntervalMs,
+      now,
+      logger: childLogger(logger, 'remote'),
+    });
     const {
       app: clientApp,
       router,
@@ -202,7 +219,8 @@ export class ControlPlane {
       maxConnections: connectionCaps.client,
       onConnectionRefused: refusedConnection('client'),
       catalog,
-      replicas: reconciler.view,
+      // The catalog's remote endpoints and peers beside the fleet's replicas (src/control/remote).
+      replicas: remotes.directory(reconciler.view),
       keys,
       usage,
       responses,
@@ -212,6 +230,8 @@ export class ControlPlane {
         return catalog.models().length;
       },
     });
+    void remotes.start();
+    clientApp.addHook('onClose', async () => remotes.stop());
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
     // With several instances the leader scales on every instance's use, summed through the store.
     // Alone on a store, `llmgw gateway` processes' demand comes through it too (src/control/gateway-process.ts).
