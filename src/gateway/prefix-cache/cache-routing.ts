@@ -50,6 +50,9 @@ export interface CacheView {
 
 const NOTHING: ReadonlyMap<string, number> = new Map();
 
+/** The block size assumed before any engine has said its own: vLLM's default, and the sim's. */
+const USUAL_BLOCK_SIZES: readonly number[] = [16];
+
 /** Characters per token for the part of a prompt not yet tokenised: English's average. */
 const CHARS_PER_TOKEN = 4;
 
@@ -155,12 +158,14 @@ export class CacheRouting {
     if (publishing.length === 0) return undefined;
     this.follow(publishing);
     const prompt = promptOf(body);
+    if (prompt === null) return { promptTokens: 0, cached: NOTHING };
     const ids = publishing.map((c) => c.id);
-    const sizes = prompt === null ? [] : this.index.blockSizes(ids);
-    if (prompt === null || sizes.length === 0) return { promptTokens: 0, cached: NOTHING };
+    const sizes = this.index.blockSizes(ids);
     const keys = this.tokenizer.keysOf(model, prompt);
-    const found = this.tokenizer.longest(keys, sizes);
-    this.learn(model, prompt, keys, found?.at ?? -1, publishing, sizes);
+    const found = sizes.length === 0 ? undefined : this.tokenizer.longest(keys, sizes);
+    // Before any engine has said its block size (the first requests), learn with the usual one meanwhile.
+    this.learn(model, prompt, keys, found?.at ?? -1, publishing, sizes.length > 0 ? sizes : USUAL_BLOCK_SIZES);
+    if (sizes.length === 0) return { promptTokens: 0, cached: NOTHING };
     if (!found) return undefined;
     const tokens = found.tokens;
     return {
