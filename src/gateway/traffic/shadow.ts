@@ -156,14 +156,19 @@ export class ShadowRunner {
   ): void {
     if (!plan?.copied || plan.sentAt === null) return;
     const candidate = this.deps.resolve(plan.rule.model)?.name ?? plan.rule.model;
-    const sample: SideSample = {
-      ok: status >= 200 && status < 400,
-      ttftMs: ended.ttftMs === undefined ? null : Math.max(0, startedAt + ended.ttftMs - plan.sentAt),
-      totalMs: this.now() - plan.sentAt,
-      promptTokens: ended.promptTokens ?? 0,
-      completionTokens: ended.completionTokens ?? 0,
-    };
-    this.deps.board.record(plan.model, candidate, 'primary', sample);
+    const totalMs = this.now() - plan.sentAt;
+    const sentAt = plan.sentAt;
+    // The ledger reads the answer's usage into the record on the turn after the answer (off the client's path): read it after that.
+    setImmediate(() => {
+      const sample: SideSample = {
+        ok: status >= 200 && status < 400,
+        ttftMs: ended.ttftMs === undefined ? null : Math.max(0, startedAt + ended.ttftMs - sentAt),
+        totalMs,
+        promptTokens: ended.promptTokens ?? 0,
+        completionTokens: ended.completionTokens ?? 0,
+      };
+      this.deps.board.record(plan.model, candidate, 'primary', sample);
+    });
   }
 }
 
