@@ -15,7 +15,7 @@ import { encode } from '@msgpack/msgpack';
 import type { ServerResponse } from 'node:http';
 import type { Router } from 'zeromq';
 import type { KvEvent, KvEventBatch } from '../../protocol/kv-events.js';
-import type { SimFlavor } from './options.js';
+import type { SimEngineOptions, SimFlavor } from './options.js';
 
 /** Batches kept for replay (vLLM keeps 10,000 steps; a sim needs far fewer). */
 const REPLAY_BATCHES = 1024;
@@ -176,3 +176,31 @@ export class KvEventHub {
     this.zmq?.close();
   }
 }
+
+/**
+ * The sim options that publish KV events as vLLM's and SGLang's
+ * `--kv-events-config` JSON asks (publisher zmq, endpoint, replay_endpoint,
+ * topic; vLLM also turns them on with enable_kv_cache_events alone), for the
+ * stand-ins. {} when it asks none; a string when the JSON is unreadable, as
+ * the engines refuse it too. `blockSize` NaN = the engine's flag not given.
+ */
+export function kvEventsConfigOptions(text: string | undefined, blockSize: number): SimEngineOptions | string {
+  if (text === undefined) return {};
+  let config: Record<string, unknown>;
+  try {
+    config = JSON.parse(text) as Record<string, unknown>;
+  } catch (err) {
+    return `--kv-events-config: not JSON (${(err as Error).message})`;
+  }
+  const publisher = config.publisher ?? (config.enable_kv_cache_events === true ? 'zmq' : 'null');
+  if (publisher !== 'zmq') return {};
+  return {
+    kvEventsEndpoint: typeof config.endpoint === 'string' ? config.endpoint : 'tcp://*:5557',
+    ...(typeof config.replay_endpoint === 'string' ? { kvEventsReplayEndpoint: config.replay_endpoint } : {}),
+    ...(typeof config.topic === 'string' ? { kvEventsTopic: config.topic } : {}),
+    ...(Number.isInteger(blockSize) && blockSize > 0 ? { kvBlockSize: blockSize } : {}),
+  };
+}
+
+/** Cache blocks a stand-in publishing events simulates when its sim flags name none. */
+export const STAND_IN_KV_CACHE_BLOCKS = 4096;

@@ -36,6 +36,31 @@ describe('planStandIn reads what it needs from each real engine command line', (
     });
   });
 
+  it('vllm and sglang: --kv-events-config as the agent writes it publishes the sim cache over ZeroMQ', () => {
+    const config = JSON.stringify({
+      enable_kv_cache_events: true,
+      publisher: 'zmq',
+      endpoint: 'tcp://*:20002',
+      replay_endpoint: 'tcp://*:20003',
+      topic: 'kv-events',
+    });
+    expect(planStandIn('vllm', ['serve', '/m', '--kv-events-config', config, '--block-size', '32'])).toMatchObject({
+      options: {
+        kvEventsEndpoint: 'tcp://*:20002',
+        kvEventsReplayEndpoint: 'tcp://*:20003',
+        kvEventsTopic: 'kv-events',
+        kvBlockSize: 32,
+      },
+    });
+    expect(
+      planStandIn('python3', ['-m', 'sglang.launch_server', '--model-path', '/m', '--kv-events-config', config]),
+    ).toMatchObject({ options: { flavor: 'sglang', kvEventsEndpoint: 'tcp://*:20002' } });
+    expect(planStandIn('vllm', ['serve', '/m', '--kv-events-config', '{"publisher":"null"}'])).not.toMatchObject({
+      options: { kvEventsEndpoint: expect.anything() },
+    });
+    expect(planStandIn('vllm', ['serve', '/m', '--kv-events-config', '{'])).toMatchObject({ kind: 'exit', code: 2 });
+  });
+
   it('llama-server: comma-separated aliases, -c as the context, port 8080 by default', () => {
     expect(planStandIn('llama-server', ['-m', '/m/q.gguf', '-a', 'q, q2', '-c', '4096'])).toMatchObject({
       kind: 'serve',

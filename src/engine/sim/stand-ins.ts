@@ -24,6 +24,7 @@ import { createServer as createTcpServer, type Server as TcpServer } from 'node:
 import { parse as parseYaml } from 'yaml';
 import { isLlmgwError } from '../../errors/index.js';
 import { defaultSimCliIo, parseContextLength, parseSimEngineArgs, serveSimProcess, type SimCliIo } from './cli.js';
+import { kvEventsConfigOptions, STAND_IN_KV_CACHE_BLOCKS } from './kv-publish.js';
 import type { SimEngineOptions } from './options.js';
 import { appendStartRecord, startRecord } from './record.js';
 
@@ -106,6 +107,11 @@ function scheme(tls: { tlsCert?: string }): string {
   return tls.tlsCert === undefined ? 'http' : 'https';
 }
 
+/** The sim options `--kv-events-config` asks for (kv-publish.ts), with the engine's block size flag. */
+function kvEventsOf(argv: readonly string[], blockFlag: string): SimEngineOptions | string {
+  return kvEventsConfigOptions(flagValue(argv, ['--kv-events-config']), Number(flagValue(argv, [blockFlag])));
+}
+
 function usage(program: string, message: string): StandInPlan {
   return { kind: 'exit', code: 2, message: `${program} (llmgw stand-in): ${message}` };
 }
@@ -170,6 +176,8 @@ function planVllm(
   const names = flagValues(argv, ['--served-model-name']);
   const host = flagValue(argv, ['--host']) || '127.0.0.1';
   const tls = tlsOf(argv, '--ssl-certfile', '--ssl-keyfile');
+  const kv = kvEventsOf(argv, '--block-size');
+  if (typeof kv === 'string') return usage(program, kv);
   return {
     kind: 'serve',
     options: {
@@ -178,6 +186,7 @@ function planVllm(
       models: names && names.length > 0 ? names : [model],
       maxModelLen,
       flavor: 'vllm',
+      ...kv,
       ...apiKeyOf(argv, env.VLLM_API_KEY),
       ...tls,
     },
@@ -259,6 +268,8 @@ function planSglang(argv: readonly string[]): StandInPlan {
   const maxModelLen = contextOf(argv, ['--context-length']);
   if (typeof maxModelLen === 'string') return usage('sglang', maxModelLen);
   const name = flagValue(argv, ['--served-model-name']);
+  const kv = kvEventsOf(argv, '--page-size');
+  if (typeof kv === 'string') return usage('sglang', kv);
   return {
     kind: 'serve',
     // The command line's --api-key wins over the file's, as SGLang merges them.
@@ -268,6 +279,7 @@ function planSglang(argv: readonly string[]): StandInPlan {
       models: [name ?? model],
       maxModelLen,
       flavor: 'sglang',
+      ...kv,
       ...apiKeyOf(argv, fromConfig.key),
       ...tlsOf(argv, '--ssl-certfile', '--ssl-keyfile'),
     },
@@ -311,6 +323,9 @@ export async function runStandIn(
       try {
         const extra = (io.env.LLMGW_STANDIN_SIM_ARGS ?? '').split(/\s+/).filter((t) => t !== '');
         simOptions = { ...parseSimEngineArgs([...(options.simArgs ?? []), ...extra]), ...plan.options };
+        // Events need a cache to tell of: a default one unless the sim flags size it.
+        if (simOptions.kvEventsEndpoint !== undefined && !simOptions.kvCacheBlocks)
+          simOptions = { ...simOptions, kvCacheBlocks: STAND_IN_KV_CACHE_BLOCKS };
       } catch (err) {
         io.stderr.write(`${program} (llmgw stand-in): ${isLlmgwError(err) ? err.message : String(err)}\n`);
         io.exit(2);
