@@ -360,6 +360,8 @@ export interface KeyView {
   revoked_at: string | null;
   /** The team whose limits cap the key's; absent from a control plane without teams. */
   team?: string;
+  /** Its requests' class when a model queues them (docs/fair-share.md); absent from control planes before it. */
+  priority?: 'interactive' | 'batch';
 }
 
 /** POST /api/v1/keys: the new key, with its secret shown this once. */
@@ -377,6 +379,8 @@ export interface NewKey {
   expires_at?: string | null;
   /** Absent = `default`. The key may narrow the team's limits, never widen them. */
   team?: string;
+  /** Absent = interactive. */
+  priority?: 'interactive' | 'batch';
 }
 
 /** GET /api/v1/usage: totals per key, model and endpoint since the store was made. */

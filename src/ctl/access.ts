@@ -10,6 +10,7 @@ export interface KeyCreateOptions {
   tpm?: string;
   expires?: string;
   team?: string;
+  priority?: string;
 }
 
 /** A flag value that is not what it should be: a usage error (exit 2) naming the flag. */
@@ -42,6 +43,11 @@ export function newKeyFrom(name: string, o: KeyCreateOptions, nowMs: number): Ne
   if (rpm !== undefined) key.requests_per_minute = rpm;
   if (tpm !== undefined) key.tokens_per_minute = tpm;
   if (o.expires !== undefined) key.expires_at = expiryFrom(o.expires, nowMs);
+  if (o.priority !== undefined) {
+    if (o.priority !== 'interactive' && o.priority !== 'batch')
+      throw new KeyFlagError(`--priority: want interactive or batch, not "${o.priority}"`);
+    key.priority = o.priority;
+  }
   return key;
 }
 
@@ -82,7 +88,7 @@ export async function listKeys(ctx: CtlContext): Promise<number> {
   }
   ctx.out.line(
     ctx.out.table(
-      ['ID', 'NAME', 'PREFIX', 'STATE', 'MODELS', 'REQ/MIN', 'TOK/MIN', 'EXPIRES', 'CREATED BY'],
+      ['ID', 'NAME', 'PREFIX', 'STATE', 'MODELS', 'REQ/MIN', 'TOK/MIN', 'PRIORITY', 'EXPIRES', 'CREATED BY'],
       keys.map((k) => [
         k.id,
         k.name,
@@ -91,6 +97,7 @@ export async function listKeys(ctx: CtlContext): Promise<number> {
         k.allowed_models === null ? 'all' : k.allowed_models.join(', ') || 'none',
         k.requests_per_minute === null ? 'no limit' : String(k.requests_per_minute),
         k.tokens_per_minute === null ? 'no limit' : String(k.tokens_per_minute),
+        k.priority ?? 'interactive',
         k.expires_at ?? 'never',
         k.created_by,
       ]),

@@ -286,6 +286,7 @@ function buildProgram(root: Command, run: Runner): Command {
     .option('--tpm <n>', 'tokens per minute; default no limit')
     .option('--expires <when>', 'a duration from now (30d, 12h, 90m) or a time (2027-01-31T00:00:00Z); default never')
     .option('--team <name>', "the team whose limits cap the key's; default `default`")
+    .option('--priority <class>', 'interactive or batch: its class when a model queues requests; default interactive')
     .action(
       run((ctx, name: string, o: access.KeyCreateOptions) => {
         let key;

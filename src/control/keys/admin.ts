@@ -16,6 +16,7 @@ import {
 import { type ApiKeyRecord, issueKey, keyView, type KeyStore } from './keys.js';
 import type { UsageRow } from './stored.js';
 import { API_ENDPOINTS } from '../catalog/index.js';
+import { PRIORITY_CLASSES } from '../../gateway/ports/index.js';
 
 const NewKeySchema = z.strictObject({
   name: z.string().min(1).max(200),
@@ -31,6 +32,8 @@ const NewKeySchema = z.strictObject({
     .optional(),
   /** The team the key belongs to; absent = `default`. Its limits cap the key's. */
   team: z.string().min(1).max(63).optional(),
+  /** Its requests' class when a model queues them (docs/fair-share.md); absent = interactive. */
+  priority: z.enum(PRIORITY_CLASSES, { error: `want one of ${PRIORITY_CLASSES.join(', ')}` }).optional(),
 });
 
 export interface KeyAdminDeps {
@@ -93,6 +96,7 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
         tokensPerMinute: body.tokens_per_minute ?? null,
         expiresAtMs,
         ...(team === undefined ? {} : { team }),
+        ...(body.priority === undefined ? {} : { priority: body.priority }),
       },
       now,
       actor,

@@ -5,7 +5,7 @@
 // MemoryKeyStore.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { actorText, type AuditActor } from '../../http/index.js';
-import { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports/index.js';
+import { hashKey, type ApiKeyRecord, type KeyStore, type PriorityClass } from '../../gateway/ports/index.js';
 
 export { hashKey, type ApiKeyRecord, type KeyStore } from '../../gateway/ports/index.js';
 
@@ -80,6 +80,8 @@ export interface NewKey {
   expiresAtMs?: number | null;
   /** The team it belongs to; absent = none named (a store without teams reads it as `default`). */
   team?: string;
+  /** Its requests' class when a model queues them; absent = interactive. */
+  priority?: PriorityClass;
 }
 
 /** Creates a key and stores its hash. The secret is in the answer and nowhere else, ever. */
@@ -103,6 +105,7 @@ export async function issueKey(
     createdBy: actorText(actor),
     revokedAtMs: null,
     ...(input.team === undefined ? {} : { team: input.team }),
+    ...(input.priority === 'batch' ? { priority: input.priority } : {}),
   };
   await keys.create(record);
   return { record, secret };
@@ -117,6 +120,7 @@ export function keyView(k: ApiKeyRecord, nowMs: number): Record<string, unknown>
     name: k.name,
     prefix: k.prefix,
     ...(k.team === undefined ? {} : { team: k.team }),
+    priority: k.priority ?? 'interactive',
     state,
     allowed_models: k.allowedModels,
     requests_per_minute: k.requestsPerMinute,

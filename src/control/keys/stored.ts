@@ -39,6 +39,7 @@ export class StoredKeys implements KeyStore {
         createdBy: r.created_by,
         revokedAtMs: r.revoked_at,
         team: r.team,
+        ...(r.priority === 'batch' ? { priority: 'batch' as const } : {}),
       });
     }
     const before = this.cache;
@@ -64,6 +65,7 @@ export class StoredKeys implements KeyStore {
         created_by: record.createdBy,
         revoked_at: record.revokedAtMs,
         ...(record.team === undefined ? {} : { team: record.team }),
+        ...(record.priority === 'batch' ? { priority: 'batch' } : {}),
       })
       .execute();
     await this.store.announce(this.store.db, 'keys');
@@ -103,6 +105,8 @@ interface Totals {
   errors: number;
   promptTokens: number;
   completionTokens: number;
+  /** US dollars; 0 for a model without a price. */
+  costUsd: number;
 }
 
 export interface UsageRow {
@@ -114,6 +118,8 @@ export interface UsageRow {
   errors: number;
   prompt_tokens: number;
   completion_tokens: number;
+  /** US dollars at the model's price when it ran (0018); 0 for rows from before, and models without a price. */
+  cost_usd: number;
 }
 
 /** Adds usage up in memory; `flush()` writes the sums in one transaction (called on a timer and at close). */
@@ -125,6 +131,9 @@ export class StoredUsage implements UsageSink {
     private readonly store: StoreConnection,
     private readonly now: () => number = Date.now,
     flushIntervalMs = 2000,
+    /** What these tokens of a model cost in US dollars; absent, or undefined for a model, = 0. */
+    private readonly cost: (model: string, promptTokens: number, completionTokens: number) => number | undefined = () =>
+      undefined,
   ) {
     if (flushIntervalMs > 0) {
       this.timer = setInterval(() => void this.flush().catch(() => {}), flushIntervalMs);
@@ -138,6 +147,7 @@ export class StoredUsage implements UsageSink {
       errors: e.status === 0 || e.status >= 400 ? 1 : 0,
       promptTokens: e.promptTokens,
       completionTokens: e.completionTokens,
+      costUsd: this.cost(e.model, e.promptTokens, e.completionTokens) ?? 0,
     });
   }
 
@@ -151,11 +161,13 @@ export class StoredUsage implements UsageSink {
       errors: 0,
       promptTokens: 0,
       completionTokens: 0,
+      costUsd: 0,
     };
     t.requests += totals.requests;
     t.errors += totals.errors;
     t.promptTokens += totals.promptTokens;
     t.completionTokens += totals.completionTokens;
+    t.costUsd += totals.costUsd;
     this.pending.set(key, t);
   }
 
@@ -177,6 +189,7 @@ export class StoredUsage implements UsageSink {
               errors: t.errors,
               prompt_tokens: t.promptTokens,
               completion_tokens: t.completionTokens,
+              cost_usd: t.costUsd,
               updated_at: at,
             })
             .onConflict((oc) =>
@@ -185,6 +198,7 @@ export class StoredUsage implements UsageSink {
                 errors: eb('usage.errors', '+', t.errors),
                 prompt_tokens: eb('usage.prompt_tokens', '+', t.promptTokens),
                 completion_tokens: eb('usage.completion_tokens', '+', t.completionTokens),
+                cost_usd: eb('usage.cost_usd', '+', t.costUsd),
                 updated_at: at,
               })),
             )
@@ -202,7 +216,7 @@ export class StoredUsage implements UsageSink {
   async list(filter: { endpoint?: string } = {}): Promise<UsageRow[]> {
     let query = this.store.db
       .selectFrom('usage')
-      .select(['key_id', 'model', 'endpoint', 'requests', 'errors', 'prompt_tokens', 'completion_tokens']);
+      .select(['key_id', 'model', 'endpoint', 'requests', 'errors', 'prompt_tokens', 'completion_tokens', 'cost_usd']);
     if (filter.endpoint !== undefined) query = query.where('endpoint', '=', filter.endpoint);
     const rows = await query.orderBy('key_id').orderBy('model').orderBy('endpoint').execute();
     return rows.map((r) => ({
@@ -211,6 +225,7 @@ export class StoredUsage implements UsageSink {
       errors: Number(r.errors),
       prompt_tokens: Number(r.prompt_tokens),
       completion_tokens: Number(r.completion_tokens),
+      cost_usd: Number(r.cost_usd),
     }));
   }
 

@@ -421,6 +421,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0019_people': peopleMigration(),
     // Remote endpoints' API keys, sealed by envelope encryption (src/control/secrets): never in plain text in the store.
     '0020_remote_credentials': remoteCredentialsMigration(),
+    // A key's priority class when a model queues requests (src/gateway/fair-share); null = interactive.
+    '0021_key_priority': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('api_keys').addColumn('priority', 'text').execute();
+      },
+    },
   };
 }
 

@@ -145,6 +145,8 @@ export interface ApiKeysTable {
   revoked_at: number | null;
   /** The team the key belongs to (0017); 'default' for keys made before teams. */
   team: Generated<string>;
+  /** Its requests' class when a model queues them (0021): 'batch', or null = interactive. */
+  priority: Generated<string | null>;
 }
 
 /** Totals per key and model since the key was made; 'anonymous' when the listener runs without keys. */
