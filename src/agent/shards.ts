@@ -11,6 +11,7 @@ import type { ShardLaunch } from './engines/index.js';
 import { displaySource, type Fetcher } from './fetch/index.js';
 import type { ShardRunner } from './agent.js';
 import type { Supervisor } from './supervisor/index.js';
+import type { ShardTracing } from './tracing/index.js';
 
 /**
  * Failures in a row this agent restarts an engine in place before it stops
@@ -33,6 +34,8 @@ export interface ShardRunnerOptions {
   load?: (shardId: string) => WireShardStatus['load'];
   /** Called when something changed that the control plane should hear before the next heartbeat. */
   onChange?: () => void;
+  /** Traces each fetch (src/agent/tracing); absent = none is traced. */
+  tracing?: ShardTracing;
   logger: { info(o: object, m: string): void; warn(o: object, m: string): void };
 }
 
@@ -106,9 +109,11 @@ export class AgentShardRunner implements ShardRunner {
     const current = this.weights.get(source);
     if (current && (current.state !== 'failed' || this.now() < current.retryAtMs)) return;
     this.weights.set(source, { state: 'fetching', startedMs: this.now() });
+    const traced = this.options.tracing?.fetchStarted(logSource(source));
     this.options.fetcher
       .fetch(source)
       .then(async (result) => {
+        traced?.();
         this.weights.set(source, { state: 'ready', path: result.path });
         if (result.manifest) {
           const name = this.options.cache.nameFor(source);
@@ -120,6 +125,7 @@ export class AgentShardRunner implements ShardRunner {
       })
       .catch((err: unknown) => {
         const error = err instanceof Error ? err.message : String(err);
+        traced?.(error);
         this.weights.set(source, {
           state: 'failed',
           error,

@@ -14,6 +14,8 @@ import { NodeProber, rpcServerOnPath } from '../agent/probe/index.js';
 import { AgentShardRunner } from '../agent/shards.js';
 import { LoadScraper } from '../agent/load/index.js';
 import { Supervisor, networkReadinessProber } from '../agent/supervisor/index.js';
+import { ShardTracing } from '../agent/tracing/index.js';
+import { startTracing, tracesUrl, type Tracing } from '../tracing/index.js';
 import { advertisedHost } from '../agent/address/index.js';
 import { LlmgwError } from '../errors/index.js';
 import { type ZodTypeProvider } from '../http/index.js';
@@ -67,6 +69,8 @@ export interface AgentFlags {
   allowUnsafeProfileEnv?: boolean;
   /** The address the control plane reaches this node's engines and management API at; absent = --engine-host, or for a wildcard this machine's address toward the control plane. */
   advertiseHost?: string;
+  /** OpenTelemetry collector for the agent's traces (OTLP/HTTP); absent = OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else none. */
+  otlpEndpoint?: string;
 }
 
 /** The installed `llmgw` entry point, for engines llmgw runs itself (sim, builtin). */
@@ -93,6 +97,8 @@ export interface StartedAgent {
   agent: Agent;
   supervisor: Supervisor;
   logger: pino.Logger;
+  /** Its traces' provider, to flush at exit; null = tracing is off. */
+  tracing: Tracing | null;
 }
 
 /** Builds and starts an agent with its cache, fetcher and supervisor; `llmgw agent` and `llmgw up` share it. */
@@ -191,6 +197,14 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     allowHttp: flags.allowHttpSources === true,
   });
   let agent: Agent | null = null;
+  // Shard lifecycles as spans, when a collector is named (docs/tracing.md); with none, no SDK object is made.
+  const traceUrl = tracesUrl(flags.otlpEndpoint, process.env);
+  const tracing =
+    traceUrl === null
+      ? null
+      : startTracing({ url: traceUrl, sampleRatio: 1, serviceName: 'llmgw-agent', instance: config.nodeId });
+  const shardTracing = tracing ? new ShardTracing(tracing.tracer, config.nodeId) : null;
+  let traced: Supervisor | null = null;
   const supervisor = await Supervisor.create({
     logsDir: join(stateDir, 'logs'),
     stateDir,
@@ -205,6 +219,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
         ...(config.engineTls ? { engineTls: config.engineTls } : {}),
         // Looked up at each launch, as the probe looks each heartbeat: llama.cpp renamed it (ggml-rpc-server).
         ...(engine === 'llamacpp' ? { rpcServerExecutable: rpcServerOnPath(process.env.PATH ?? '') } : {}),
+        ...(traceUrl === null ? {} : { otlpTracesEndpoint: traceUrl }),
       }),
     // The node's CA signed the certificate engines serve under --engine-tls; the probes verify it.
     prober: networkReadinessProber({ ca: config.ca, engineCert }),
@@ -213,8 +228,12 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     livenessIntervalMs,
     livenessFailures,
     // A shard's state changing (ready, failed) is news the control plane should hear now.
-    onChange: () => agent?.poke(),
+    onChange: () => {
+      agent?.poke();
+      if (traced) shardTracing?.observe(traced.status());
+    },
   });
+  traced = supervisor;
   const adoption = supervisor.adopt();
   if (adoption.adopted.length || adoption.discarded.length || adoption.unrecorded.length) {
     logger.info(
@@ -254,6 +273,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     logger,
     onChange: () => agent?.poke(),
     ...(scraper ? { load: (shardId: string) => scraper.take(shardId) } : {}),
+    ...(shardTracing ? { tracing: shardTracing } : {}),
   });
   agent = new Agent(config, {
     // Declared in every report: the control plane routes only to endpoints on this host and in this range.
@@ -265,7 +285,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
     ...(scraper ? { companions: [scraper] } : {}),
   });
   await agent.start();
-  return { agent, supervisor, logger };
+  return { agent, supervisor, logger, tracing };
 }
 
 /** --port-range as FIRST-LAST; absent = AGENT_DEFAULTS' range. */
@@ -282,7 +302,7 @@ function portRange(text: string | undefined): { first: number; last: number } {
 
 export async function runAgent(flags: AgentFlags): Promise<void> {
   if (flags.joinToken !== undefined) process.stderr.write(`${tokenFlagWarning('llmgw agent', JOIN_TOKEN_FLAG)}\n`);
-  const { agent, supervisor, logger } = await startAgent(flags);
+  const { agent, supervisor, logger, tracing } = await startAgent(flags);
   logger
     .child({}, { level: 'info' })
     .info({ mgmt: agent.mgmtUrl, control: agent.config.controlUrls }, 'llmgw agent running');
@@ -292,8 +312,9 @@ export async function runAgent(flags: AgentFlags): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'stopping');
     // Engines keep serving while the agent is away; the next agent adopts them.
-    void agent.stop().then(() => {
+    void agent.stop().then(async () => {
       supervisor.detach();
+      await tracing?.shutdown();
       process.exit(0);
     });
   };

@@ -148,6 +148,10 @@ export function buildProgram(): Command {
       '--allow-unsafe-profile-env',
       'start engines whose profile env sets a loader or interpreter hook (LD_PRELOAD, NODE_OPTIONS, …); the control plane can then run code on this node',
     )
+    .option(
+      '--otlp-endpoint <url>',
+      "OpenTelemetry collector for this agent's shard traces over OTLP/HTTP, e.g. http://127.0.0.1:4318; vLLM is started with --otlp-traces-endpoint too (default: OTEL_EXPORTER_OTLP_ENDPOINT, else no traces)",
+    )
     .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
     .action(async (opts: AgentFlags) => {
       await runAgent(opts);

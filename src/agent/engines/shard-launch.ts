@@ -199,6 +199,13 @@ export interface EngineAdapterOptions {
    * key, and a shard with one fails to start rather than serve without it.
    */
   secretsDir?: string;
+  /**
+   * The OTLP/HTTP traces URL the agent sends its own spans to: vLLM is
+   * started with --otlp-traces-endpoint pointing there, so its spans hang
+   * under the router's attempts through the traceparent it is sent. Absent =
+   * engines are not asked to trace.
+   */
+  otlpTracesEndpoint?: string;
 }
 
 export interface EngineTlsFiles {
@@ -219,6 +226,8 @@ export interface CompiledEngineAdapterOptions {
   readonly engineTls: EngineTlsFiles | null;
   /** Null = no engine can be given its key in a file. */
   readonly secretsDir: string | null;
+  /** Null = engines are not asked to trace. */
+  readonly otlpTracesEndpoint: string | null;
 }
 
 const OPTION_KEYS = [
@@ -232,6 +241,7 @@ const OPTION_KEYS = [
   'allowUnsafeProfileEnv',
   'engineTls',
   'secretsDir',
+  'otlpTracesEndpoint',
 ] as const;
 
 export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}): CompiledEngineAdapterOptions {
@@ -272,6 +282,7 @@ export function compileEngineAdapterOptions(options: EngineAdapterOptions = {}):
     allowUnsafeProfileEnv: options.allowUnsafeProfileEnv === true,
     engineTls: tls === undefined ? null : Object.freeze({ certFile: tls.certFile, keyFile: tls.keyFile }),
     secretsDir: typeof secretsDir === 'string' && isAbsolute(secretsDir) ? secretsDir : null,
+    otlpTracesEndpoint: options.otlpTracesEndpoint || null,
   };
   if (problems.length > 0) throw new LlmgwError('LLMGW_CONFIG_INVALID', problems.join('; '));
   return compiled;

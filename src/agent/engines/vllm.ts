@@ -26,6 +26,11 @@ import type { CompiledEngineAdapterOptions, EngineAdapter, EngineLaunchPlan, Sha
 /** vLLM's --master-port default, used when rank 0's peer entry names no port. */
 export const VLLM_DEFAULT_MASTER_PORT = 29501;
 
+/** The agent's collector speaks OTLP over HTTP: vLLM's exporter is told so (it picks gRPC by default). */
+function otlpProtocolEnv(options: CompiledEngineAdapterOptions): Record<string, string> {
+  return options.otlpTracesEndpoint ? { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' } : {};
+}
+
 export function vllmAdapter(options: CompiledEngineAdapterOptions): EngineAdapter {
   return {
     engine: 'vllm',
@@ -58,6 +63,8 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
     '--port',
     String(launch.port),
     ...tlsArgs('vllm', options),
+    // vLLM's own spans, parented on the traceparent each request carries; its exporter speaks gRPC unless told otherwise.
+    ...(options.otlpTracesEndpoint ? ['--otlp-traces-endpoint', options.otlpTracesEndpoint] : []),
   ];
   // The replica's secret as VLLM_API_KEY, not --api-key: out of the world-readable command line.
   const key = apiKeyEnv(launch, 'VLLM_API_KEY');
@@ -70,7 +77,7 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
     checkSingleNode('vllm', launch);
     return {
       argv: [...serve, ...api, ...parallel, ...(kv?.args ?? []), ...launch.profile.args],
-      env: { ...mergeEnv('vllm', options, gpuEnv(launch), launch), ...key },
+      env: { ...mergeEnv('vllm', options, gpuEnv(launch), launch), ...key, ...otlpProtocolEnv(options) },
       readiness: httpReady,
       servesApi: true,
       ...events,
@@ -100,7 +107,7 @@ function planVllm(options: CompiledEngineAdapterOptions, launch: ShardLaunch): E
   if (launch.rank === 0) {
     return {
       argv: [...serve, ...api, ...parallel, ...cluster, ...(kv?.args ?? []), ...launch.profile.args],
-      env: { ...env, ...key },
+      env: { ...env, ...key, ...otlpProtocolEnv(options) },
       readiness: httpReady,
       servesApi: true,
       ...events,
