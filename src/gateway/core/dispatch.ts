@@ -89,15 +89,17 @@ export function rewriteBody(): Interceptor {
     // The names the engine answers to: a name the client used that is not among them (a fallback's, a split's) is renamed.
     const served = replica.servedNames ?? [model.name, ...model.aliases];
     const rename = !served.includes(requested);
+    // A replica serving the model under another name (a remote endpoint's `remote.model`) hears that name.
+    const upstreamName = served.length > 0 && !served.includes(model.name) ? served[0]! : model.name;
     const askUsage = !a.passThrough && withholdsUsage(ex);
     // Not on a natively served Responses body (passThrough), which names its cap max_output_tokens.
     const cap = !a.passThrough && ex.completionCap != null ? ex.completionCap : null;
     if (rename && ex.contentType !== undefined && ex.contentType !== 'application/json') {
       // A form (an audio upload): its model field's value is replaced, every other byte sent as it came.
-      a.body = withFormField(ex.raw, ex.contentType, 'model', model.name) ?? ex.raw;
+      a.body = withFormField(ex.raw, ex.contentType, 'model', upstreamName) ?? ex.raw;
     } else if (rename || askUsage || cap !== null) {
       let tail = '';
-      if (rename) tail += `,"model":${JSON.stringify(model.name)}`;
+      if (rename) tail += `,"model":${JSON.stringify(upstreamName)}`;
       if (askUsage)
         tail += `,"stream_options":${JSON.stringify({ ...(ex.parsed.body.stream_options as object | null | undefined), include_usage: true })}`;
       if (cap !== null) tail += `,"max_tokens":${cap}`;
