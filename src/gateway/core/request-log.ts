@@ -18,7 +18,8 @@ export interface CandidateScore {
   /**
    * The score the choice compared, in requests, lower is better: expectedLoad
    * (pick.ts) under least-load and prefix routing, this router's in-flight
-   * count under least-inflight.
+   * count under least-inflight, expectedLoad plus the uncached prompt's
+   * weight under prefix-cache (prefix-cache/score.ts).
    */
   load: number;
   /** True when the score came from a fresh engine sample; absent = this router's own in-flight count. */
