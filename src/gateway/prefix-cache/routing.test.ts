@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { closeAll, cleanups, eventually, harness, model, replica, sim } from '../../../test/support/gateway-router.js';
 import type { SimEngine } from '../../engine/sim/index.js';
+import { RequestLog } from '../core/request-log.js';
 import type { CacheRouting } from './cache-routing.js';
 
 afterEach(closeAll);
@@ -20,7 +21,8 @@ describe('routing: prefix-cache', () => {
   it('is the default, and keeps each conversation on the replica that holds its earlier turns', async () => {
     const a = model({ name: 'alpha' });
     expect(a.routing).toBe('prefix-cache');
-    const h = await harness([a]);
+    const log = new RequestLog();
+    const h = await harness([a], { requestLog: log });
     cleanups.push(() => h.router.close());
     const sims: SimEngine[] = [];
     for (let i = 0; i < 3; i++) sims.push(await sim(a, { kvCacheBlocks: 4000, ttftMs: 1 }));
@@ -55,6 +57,12 @@ describe('routing: prefix-cache', () => {
         messages.push({ role: 'user', content: `turn ${turn}: ${'and then what happened? '.repeat(15)}` });
         const next = await send(messages);
         expect(next.served, `conversation ${c} turn ${turn} went back to the replica holding it`).toBe(first.served);
+        const choice = log.list({ limit: 1 })[0]?.attempts[0]?.choice;
+        expect(choice?.by, 'the request log names the rule').toBe('prefix-cache');
+        const chosen = choice?.candidates.find((k) => k.replica === `r${first.served}`);
+        const best = Math.max(...choice!.candidates.map((k) => k.expectedHit ?? 0));
+        expect(chosen?.expectedHit, 'and the chosen replica is expected to hold the most of the prompt').toBe(best);
+        expect(best).toBeGreaterThan(0);
       }
     }
     const hits = sims.reduce((n, e) => n + e.stats().prefixCacheHits, 0);
