@@ -316,6 +316,7 @@ export class ControlPlane {
       ...(usage instanceof StoredUsage ? { usage: () => usage.list() } : {}),
       ...(store ? { audit: store.audit } : {}),
       requestLog: requestsApi,
+      shadows: { board: router.shadows, catalog, instance: requestsApi.instance },
     });
     registerEventsApi(adminApp, { events });
     registerAuditApi(adminApp, { ...(store ? { audit: store.audit } : {}), now });

@@ -43,6 +43,8 @@ import { CollectConfirmPage, CollectResultPage, WeightsPage } from './pages/weig
 import { csrfProblem, LoginThrottle, type Session, type SessionBackend, sessionCookie, Sessions } from './session.js';
 import { TrafficSampler, trafficView } from './traffic.js';
 import { registerWhyPages } from './why-routes.js';
+import { registerShadowPages } from './shadows-routes.js';
+import type { ShadowsApiDeps } from '../adminapi/shadows.js';
 
 export interface DashboardOptions extends DashboardSources {
   /** The admin listener's guard: the dashboard's pages let in its sessions through it. Absent = pages take only the admin token. */
@@ -64,6 +66,8 @@ export interface DashboardOptions extends DashboardSources {
   audit?: AuditSource;
   /** The router's request log, for the requests pages; absent = none is kept. */
   requestLog?: RequestsApiDeps;
+  /** The gateway's shadow comparison, for the shadows page; absent = the page says none is kept. */
+  shadows?: ShadowsApiDeps;
 }
 
 type Form = Record<string, string | undefined>;
@@ -486,6 +490,8 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
 
   // Requests, a node's disks, the audit log and a plan: questions 5-8 of the README's "Asking why".
   registerWhyPages(scope, options, page, action, SESSION);
+  // Each shadowed model against its candidate (docs/splits-and-shadows.md).
+  registerShadowPages(scope, options.shadows, page, SESSION);
 
   // Actions: the admin API's own functions, with the dashboard session as the actor.
   scope.post(

@@ -97,6 +97,24 @@ export function ModelPage({ data }: { data: ModelData }) {
                 <Val v={m.fallbacks?.join(' → ')} />
               </td>
             </tr>
+            {m.split?.length ? (
+              <tr>
+                <th>Split</th>
+                <td data-field="split">
+                  {m.split.map((t) => `${t.model} ${t.weight}`).join(', ')}
+                  {m.split_by && m.split_by !== 'request' ? ` (by ${m.split_by})` : ''}
+                </td>
+              </tr>
+            ) : null}
+            {m.shadow ? (
+              <tr>
+                <th>Shadow</th>
+                <td data-field="shadow">
+                  {m.shadow.model}, {Math.round(m.shadow.share * 10000) / 100}% of requests copied:{' '}
+                  <a href="/shadows">compare</a>
+                </td>
+              </tr>
+            ) : null}
             <tr>
               <th>Routing</th>
               <td>{d.routing}</td>
