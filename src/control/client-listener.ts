@@ -11,6 +11,7 @@ import {
   openAiErrorShape,
   registerRouter,
   RequestLog,
+  type BudgetGate,
   type KeyStore,
   type ReplicaDirectory,
   type RequestLimiter,
@@ -39,6 +40,8 @@ export interface ClientListenerParts {
   responses: ResponseStore;
   /** Absent = this process's own token buckets. */
   limiter?: RequestLimiter;
+  /** Budgets per team and key; absent = none. */
+  budgets?: BudgetGate;
   /** /readyz: resolves with how many models are routed, or throws when the store is unreachable (then 503). */
   ready: () => Promise<number>;
 }
@@ -89,6 +92,7 @@ export function buildClientListener(parts: ClientListenerParts): ClientListener 
     engineCa: config.engineCa,
     responses: parts.responses,
     ...(parts.limiter ? { limiter: parts.limiter } : {}),
+    ...(parts.budgets ? { budgets: parts.budgets } : {}),
     ...(tracing ? { tracing } : {}),
   });
   app.get('/healthz', async () => ({ status: 'ok' }));

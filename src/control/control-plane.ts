@@ -51,6 +51,7 @@ import { RemoteFleet } from './remote/index.js';
 import { readKeyFile, RemoteSecrets } from './secrets/index.js';
 import { RemoteCredentialRepository } from './store/remote-credentials.js';
 import { openTeams } from './teams/index.js';
+import { openBudgets } from './budgets/index.js';
 
 /** Pending connections the agent listener lets the kernel queue; the kernel caps it at net.core.somaxconn. */
 const AGENT_LISTEN_BACKLOG = 8192;
@@ -187,8 +188,17 @@ export class ControlPlane {
     // Every key in a team whose limits cap its own (src/control/teams): the gateway reads keys narrowed by theirs.
     const teams = await openTeams(store, storedKeys, catalog, logger);
     const keys = teams.keys;
+    // Budgets per team and key from leases in memory, and what tokens cost at the catalog's prices (src/control/budgets).
+    const budgets = await openBudgets({
+      store,
+      catalog,
+      now,
+      logger: childLogger(logger, 'budgets'),
+      events,
+      registry,
+    });
     const usage: UsageSink & { close?(): Promise<void> } = store
-      ? new StoredUsage(store.connection, now)
+      ? new StoredUsage(store.connection, now, undefined, budgets.cost)
       : new MemoryUsageSink();
     // Responses API responses (store: true), per key, with responses_ttl and responses_max_per_key: in the store when there is one.
     const responsesOptions = { ...config.responses, now, logger: childLogger(logger, 'responses') };
@@ -225,6 +235,7 @@ export class ControlPlane {
       usage,
       responses,
       ...(cluster ? { limiter: cluster.limiter } : {}),
+      budgets: budgets.gate,
       ready: async () => {
         if (store) await store.models.list();
         return catalog.models().length;
@@ -334,6 +345,11 @@ export class ControlPlane {
       checkTeam: teams.checkTeam,
     });
     teams.register(adminApp, now);
+    budgets.register(adminApp, {
+      teamExists: (name) => teams.store.get(name) !== undefined,
+      keys,
+      ...(usage instanceof StoredUsage ? { usage: () => usage.costs() } : {}),
+    });
     registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage, keys } : {});
     // People with roles and their own tokens, beside the admin token (src/control/people).
     wirePeople(adminApp, { guard: adminGuard, store, now });
@@ -377,7 +393,7 @@ export class ControlPlane {
 
     cluster?.attach({
       catalog,
-      keys: { reload: () => teams.reload() },
+      keys: { reload: async () => void (await Promise.all([teams.reload(), budgets.reload()])) },
       inventory,
       reconciler,
       replicaUse: () => router.replicaUse(),

@@ -11,6 +11,7 @@ export type { GatewayTracing } from './tracing/index.js';
 export { DIALECTS, type Dialect, type DialectHost, type DialectTurn } from './dialects/index.js';
 export type {
   ApiKeyRecord,
+  BudgetGate,
   KeyStore,
   LimitDecision,
   ReplicaDirectory,

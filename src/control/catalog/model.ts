@@ -131,6 +131,17 @@ export const ModelSchema = z.strictObject({
       `a model serves at least one endpoint (${SERVED_ENDPOINTS.join(', ')}); leave endpoints out for what its engines serve`,
     )
     .optional(),
+  /**
+   * US dollars per million tokens, for what usage costs and money budgets
+   * (src/control/budgets); absent = derived from the GPU-hours its replicas
+   * hold at the control plane's gpu_prices, or no price where none is set.
+   */
+  price: z
+    .strictObject({
+      input_per_million: z.number().min(0).max(1_000_000),
+      output_per_million: z.number().min(0).max(1_000_000),
+    })
+    .optional(),
   /** What the router refuses before an engine sees it; each absent = only the router's own caps apply. */
   limits: z
     .strictObject({

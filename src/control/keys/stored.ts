@@ -118,8 +118,6 @@ export interface UsageRow {
   errors: number;
   prompt_tokens: number;
   completion_tokens: number;
-  /** US dollars at the model's price when it ran (0018); 0 for rows from before, and models without a price. */
-  cost_usd: number;
 }
 
 /** Adds usage up in memory; `flush()` writes the sums in one transaction (called on a timer and at close). */
@@ -216,13 +214,47 @@ export class StoredUsage implements UsageSink {
   async list(filter: { endpoint?: string } = {}): Promise<UsageRow[]> {
     let query = this.store.db
       .selectFrom('usage')
-      .select(['key_id', 'model', 'endpoint', 'requests', 'errors', 'prompt_tokens', 'completion_tokens', 'cost_usd']);
+      .select(['key_id', 'model', 'endpoint', 'requests', 'errors', 'prompt_tokens', 'completion_tokens']);
     if (filter.endpoint !== undefined) query = query.where('endpoint', '=', filter.endpoint);
     const rows = await query.orderBy('key_id').orderBy('model').orderBy('endpoint').execute();
     return rows.map((r) => ({
       ...r,
       requests: Number(r.requests),
       errors: Number(r.errors),
+      prompt_tokens: Number(r.prompt_tokens),
+      completion_tokens: Number(r.completion_tokens),
+    }));
+  }
+
+  /** Every key and model's totals over endpoints, with what they cost (US dollars at the price when each request ran). */
+  async costs(): Promise<
+    {
+      key_id: string;
+      model: string;
+      requests: number;
+      prompt_tokens: number;
+      completion_tokens: number;
+      cost_usd: number;
+    }[]
+  > {
+    const rows = await this.store.db
+      .selectFrom('usage')
+      .select((eb) => [
+        'key_id',
+        'model',
+        eb.fn.sum<number>('requests').as('requests'),
+        eb.fn.sum<number>('prompt_tokens').as('prompt_tokens'),
+        eb.fn.sum<number>('completion_tokens').as('completion_tokens'),
+        eb.fn.sum<number>('cost_usd').as('cost_usd'),
+      ])
+      .groupBy(['key_id', 'model'])
+      .orderBy('key_id')
+      .orderBy('model')
+      .execute();
+    return rows.map((r) => ({
+      key_id: r.key_id,
+      model: r.model,
+      requests: Number(r.requests),
       prompt_tokens: Number(r.prompt_tokens),
       completion_tokens: Number(r.completion_tokens),
       cost_usd: Number(r.cost_usd),

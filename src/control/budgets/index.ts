@@ -1,0 +1,25 @@
+// Budgets per team and per key, in tokens and US dollars, per UTC day or
+// month, and what tokens cost. A part of its own because it is the one
+// place where spending meets the store: the gateway asks BudgetGate
+// (leases.ts) from memory, and only the leases' background sync writes.
+export {
+  budgetWords,
+  decideSpend,
+  leaseWanted,
+  periodOf,
+  type BudgetRecord,
+  type LeaseSnapshot,
+  type SpendDecision,
+} from './budgets.js';
+export {
+  applySync,
+  MemoryBudgetBook,
+  StoredBudgetBook,
+  type BudgetBook,
+  type SyncOp,
+  type SyncResult,
+} from './book.js';
+export { BudgetLeases, type BudgetLeasesOptions, type Prices } from './leases.js';
+export { catalogPrices, tokensCost, type ModelPrice } from './prices.js';
+export { registerBudgetAdmin, type BudgetAdminDeps } from './admin.js';
+export { openBudgets, type Budgets } from './wire.js';
