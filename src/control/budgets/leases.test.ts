@@ -1,0 +1,138 @@
+// Budgets shared by two control planes through one store, on SQLite and
+// (LLMGW_TEST_POSTGRES) Postgres: each plane spends leases it took, and the
+// store must never lease the same room twice. A plane that leased it twice
+// would let a hard budget be overshot by far more than one lease per plane.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, POSTGRES_SKIP_REASON } from '../../../test/support/postgres.js';
+import type { ApiKeyRecord } from '../../gateway/ports/index.js';
+import { Store, type StoreLocation } from '../store/index.js';
+import { StoredBudgetBook } from './book.js';
+import type { BudgetRecord } from './budgets.js';
+import { BudgetLeases } from './leases.js';
+
+const backends = [
+  {
+    name: 'sqlite',
+    skip: '',
+    async setup() {
+      const dir = mkdtempSync(join(tmpdir(), 'llmgw-budgets-'));
+      return {
+        location: { kind: 'sqlite', path: join(dir, 'llmgw.db') } as StoreLocation,
+        teardown: async () => rmSync(dir, { recursive: true, force: true }),
+      };
+    },
+  },
+  {
+    name: 'postgres',
+    skip: POSTGRES_SKIP_REASON,
+    async setup() {
+      const db = await createTestDatabase();
+      return { location: { kind: 'postgres', url: db.url } as StoreLocation, teardown: () => db.drop() };
+    },
+  },
+];
+
+const NOW = Date.parse('2026-12-06T10:00:00Z');
+const key: ApiKeyRecord = {
+  id: 'key_a',
+  name: 'a',
+  prefix: 'llmgw-aaaaaa',
+  hash: 'h',
+  allowedModels: null,
+  requestsPerMinute: null,
+  tokensPerMinute: null,
+  expiresAtMs: null,
+  createdAtMs: 0,
+  createdBy: 't',
+  revokedAtMs: null,
+  team: 'ml',
+};
+const budget: BudgetRecord = {
+  id: 'bud_ml',
+  scope: 'team',
+  subject: 'ml',
+  unit: 'tokens',
+  period: 'day',
+  amount: 10_000,
+  enforce: 'hard',
+  alertAt: 0.5,
+  createdAtMs: 0,
+  createdBy: 't',
+};
+
+for (const backend of backends) {
+  describe.skipIf(backend.skip !== '')(`a hard budget shared by two control planes on ${backend.name}`, () => {
+    let location: StoreLocation;
+    let teardown: () => Promise<void>;
+    beforeAll(async () => {
+      ({ location, teardown } = await backend.setup());
+    });
+    afterAll(async () => {
+      await teardown();
+    });
+
+    it('holds under concurrent requests on both: spent ≤ amount + one lease per plane, refusals name the reset', async () => {
+      const stores = [await Store.open({ location }), await Store.open({ location })];
+      const alerts: string[] = [];
+      try {
+        await new StoredBudgetBook(stores[0]!.connection).create(budget);
+        const planes = stores.map(
+          (s) =>
+            new BudgetLeases({
+              book: new StoredBudgetBook(s.connection),
+              prices: { cost: () => undefined },
+              now: () => NOW,
+              logger: pino({ level: 'silent' }),
+              events: { record: (e) => void alerts.push(e.message) },
+              leaseFraction: 0.05,
+              syncIntervalMs: 0,
+            }),
+        );
+        for (const p of planes) await p.reload();
+        const lease = budget.amount * 0.05;
+        let spent = 0;
+        let refusals = 0;
+        let reset = '';
+        // Streams on both planes at once: each admitted one runs a few turns and uses what it reserved, or less.
+        const stream = async (plane: BudgetLeases, i: number): Promise<void> => {
+          for (let turn = 0; turn < 40; turn++) {
+            const d = plane.admit(key, 'alpha', 20, 80);
+            if (!d.ok) {
+              refusals++;
+              reset = new Date(d.resetAtMs).toISOString();
+              expect(d.budget).toBe("team ml's hard budget bud_ml of 10000 tokens per day");
+              expect(d.retryAfterS).toBe(14 * 3600);
+              await new Promise((r) => setTimeout(r, 1));
+              continue;
+            }
+            await new Promise((r) => setImmediate(r));
+            const used = 20 + ((i + turn) % 81);
+            d.hold!.settle('alpha', 20, used - 20);
+            spent += used;
+            if (turn % 5 === 0) await plane.sync();
+          }
+        };
+        await Promise.all(planes.flatMap((p, pi) => Array.from({ length: 100 }, (_, i) => stream(p, pi * 100 + i))));
+        for (const p of planes) await p.close();
+        expect(refusals, 'the budget ran out and refused').toBeGreaterThan(0);
+        expect(reset, 'refusals name the next UTC midnight').toBe('2026-12-07T00:00:00.000Z');
+        expect(
+          spent,
+          `spent ${spent} of ${budget.amount}: at most one lease (${lease}) over per plane`,
+        ).toBeLessThanOrEqual(budget.amount + 2 * lease);
+        expect(spent, 'and most of the budget was spendable').toBeGreaterThan(budget.amount * 0.9);
+        const row = await new StoredBudgetBook(stores[0]!.connection).spendOf([
+          { budgetId: budget.id, periodStartMs: Date.parse('2026-12-06T00:00:00Z') },
+        ]);
+        expect(row.get(budget.id)?.spent, 'the store holds what both planes spent').toBe(spent);
+        expect(alerts.length, 'the alert at half the amount is written once, by one plane').toBe(1);
+      } finally {
+        for (const s of stores) await s.close();
+      }
+    });
+  });
+}
