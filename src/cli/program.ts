@@ -336,6 +336,19 @@ function controlFlagHelp(): Record<keyof ControlOptions, string> {
     secrets_key_file:
       "file of 64 hex digits (mode 600) sealing remote endpoints' API keys kept in the store (default none: such keys are refused)",
     remote_probe_interval: 'how often each remote endpoint and peer llmgw is probed',
+    oidc_issuer:
+      "OpenID Connect provider's issuer URL for signing in to the dashboard and ctl (default: no single sign-on)",
+    oidc_client_id: 'the client id registered at the provider',
+    oidc_client_secret:
+      "the client's secret; shown by ps, so prefer --oidc-client-secret-file (default: a public client, PKCE alone)",
+    oidc_client_secret_file: "file (owner-only) holding the client's secret",
+    oidc_redirect_url: 'where the provider sends browsers back: https://<admin address>/login/oidc/callback',
+    oidc_scopes: 'scopes asked of the provider, space- or comma-separated',
+    oidc_groups_claim: "the claim listing a person's groups",
+    oidc_name_claim: 'the claim naming a person (then preferred_username, then sub)',
+    oidc_group_roles:
+      'group=role pairs, comma-separated; group=team-admin:team for a team-admin; in no listed group = refused',
+    oidc_allow_insecure: 'true allows an http:// issuer (loopback tests only)',
   };
   // The default printed from the table, never written here: a key with none keeps its own words on absence.
   for (const [key, value] of Object.entries(CONTROL_DEFAULTS)) {

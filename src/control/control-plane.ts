@@ -313,8 +313,12 @@ export class ControlPlane {
     registerAdminApi(adminApp, adminApi);
     const weightsApi: WeightsApiOptions = { catalog, inventory, store, agentMgmt, mgmtRefusal };
     registerWeightsApi(adminApp, weightsApi);
+    // People with roles and their own tokens beside the admin token, and signing in through the company's provider.
+    const { people, sso } = wirePeople(adminApp, { guard: adminGuard, store, now, oidc: config.oidc });
     // The dashboard renders from the same options the two APIs above serve, so a page never contradicts ctl.
     registerDashboard(adminApp, {
+      ...(people ? { people } : {}),
+      ...(sso ? { sso } : {}),
       guard: adminGuard,
       admin: adminApi,
       weights: weightsApi,
@@ -351,8 +355,6 @@ export class ControlPlane {
       ...(usage instanceof StoredUsage ? { usage: () => usage.costs() } : {}),
     });
     registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage, keys } : {});
-    // People with roles and their own tokens, beside the admin token (src/control/people).
-    wirePeople(adminApp, { guard: adminGuard, store, now });
     adminApp.get(
       '/metrics',
       needs('fleet.read', { access: config.metricsPublic ? ('public' as const) : ('admin' as const) }),

@@ -21,6 +21,7 @@ import * as shadows from './shadows.js';
 import { cleanForTerminal, errorText, Output } from './render.js';
 import * as why from './why-operations.js';
 import * as write from './write.js';
+import { registerPeopleCommands } from './people.js';
 
 type Stdout = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
 
@@ -275,6 +276,8 @@ function buildProgram(root: Command, run: Runner): Command {
       return watchOr(ctx, o, () => read.weights(ctx, o.node));
     }),
   );
+
+  registerPeopleCommands(program, run);
 
   const keys = program.command('keys').description('API keys for the client listener: create, ls, rm');
   keys

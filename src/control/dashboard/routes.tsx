@@ -45,6 +45,9 @@ import { TrafficSampler, trafficView } from './traffic.js';
 import { registerWhyPages } from './why-routes.js';
 import { registerShadowPages } from './shadows-routes.js';
 import type { ShadowsApiDeps } from '../adminapi/shadows.js';
+import { registerSsoPages } from './sso-routes.js';
+import type { People } from '../people/people.js';
+import type { OidcSignIn } from '../people/oidc.js';
 
 export interface DashboardOptions extends DashboardSources {
   /** The admin listener's guard: the dashboard's pages let in its sessions through it. Absent = pages take only the admin token. */
@@ -68,6 +71,10 @@ export interface DashboardOptions extends DashboardSources {
   requestLog?: RequestsApiDeps;
   /** The gateway's shadow comparison, for the shadows page; absent = the page says none is kept. */
   shadows?: ShadowsApiDeps;
+  /** People, for signing in through the identity provider and tokens for ctl; absent = no store, no people. */
+  people?: People;
+  /** Single sign-on through an OpenID Connect provider; absent = none. */
+  sso?: OidcSignIn;
 }
 
 type Form = Record<string, string | undefined>;
@@ -304,7 +311,9 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     return send(request, reply, null, {
       title: 'llmgw dashboard',
       refresh: false,
-      body: <LoginPage open={sessions.open} next={next} />,
+      body: (
+        <LoginPage open={sessions.open} next={next} sso={options.sso !== undefined && options.people !== undefined} />
+      ),
     });
   });
 
@@ -487,6 +496,17 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
       };
     }),
   );
+
+  // Signing in through the identity provider, and a token for ctl login.
+  registerSsoPages(scope, {
+    sso: options.sso ?? null,
+    people: options.people ?? null,
+    sessions,
+    send,
+    page,
+    action,
+    localPath,
+  });
 
   // Requests, a node's disks, the audit log and a plan: questions 5-8 of the README's "Asking why".
   registerWhyPages(scope, options, page, action, SESSION);

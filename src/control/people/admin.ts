@@ -5,7 +5,7 @@
 // dashboard's sign-in use without any route.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { PersonTokenView, PersonView, WhoAmIView } from '../../api/people-types.js';
+import type { LoginInfoView, PersonTokenView, PersonView, WhoAmIView } from '../../api/people-types.js';
 import { LlmgwError } from '../../errors/index.js';
 import {
   actorOf,
@@ -37,6 +37,8 @@ export interface PeopleAdminDeps {
   /** Null: no store, so people cannot be kept; every route but whoami says so. */
   people: People | null;
   now: () => number;
+  /** Single sign-on is configured (and there is a store): ctl login has a page to send a person to. */
+  sso: boolean;
 }
 
 export function registerPeopleAdmin(fastify: FastifyInstance, deps: PeopleAdminDeps): void {
@@ -47,6 +49,14 @@ export function registerPeopleAdmin(fastify: FastifyInstance, deps: PeopleAdminD
     return deps.people;
   };
   const wording: RouteJsonWording = { invalidBody: 'the person is not valid' };
+
+  // Public: ctl login asks before it has any token. Only with single sign-on: otherwise there is nothing to say.
+  if (deps.sso)
+    app.get('/api/v1/login', { config: { access: 'public' } }, async (): Promise<LoginInfoView> => ({
+      sso: true,
+      token_page: '/login/token',
+      device_authorization: false,
+    }));
 
   app.get('/api/v1/whoami', needs('self'), async (request): Promise<WhoAmIView> => {
     const p = principalOf(request);

@@ -7,18 +7,27 @@ import type { Store } from '../store/index.js';
 import { PeopleRepository } from '../store/people.js';
 import { registerPeopleAdmin } from './admin.js';
 import { People } from './people.js';
+import { OidcSignIn } from './oidc.js';
+import type { OidcConfig } from '../config/oidc.js';
 
 export interface PeopleWiring {
   guard: AdminGuard;
   /** Null: no store, so no people; only the admin token opens the admin listener. */
   store: Store | null;
   now: () => number;
+  /** Single sign-on; null = none. */
+  oidc: OidcConfig | null;
   /** Whether a team exists (teams are referenced by name); absent = not checked. */
   teamExists?: (name: string) => boolean | Promise<boolean>;
 }
 
-/** Lets people's tokens through the guard and mounts their routes; the People, or null without a store. */
-export function wirePeople(app: FastifyInstance, w: PeopleWiring): People | null {
+/**
+ * Lets people's tokens through the guard and mounts their routes; returns
+ * the People (null without a store) and the sign-in (null without a
+ * provider, or without a store to keep the people it signs in), for the
+ * dashboard.
+ */
+export function wirePeople(app: FastifyInstance, w: PeopleWiring): { people: People | null; sso: OidcSignIn | null } {
   const people = w.store
     ? new People({
         repo: new PeopleRepository(w.store.connection),
@@ -27,6 +36,7 @@ export function wirePeople(app: FastifyInstance, w: PeopleWiring): People | null
       })
     : null;
   if (people) w.guard.acceptPeople(people);
-  registerPeopleAdmin(app, { people, now: w.now });
-  return people;
+  const sso = people && w.oidc ? new OidcSignIn(w.oidc) : null;
+  registerPeopleAdmin(app, { people, now: w.now, sso: sso !== null });
+  return { people, sso };
 }

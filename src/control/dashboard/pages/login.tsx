@@ -3,9 +3,27 @@
 // what was typed: a wrong token is "wrong", not echoed.
 import { Panel } from '../components.js';
 
-export function LoginPage({ problem, open, next }: { problem?: string; open: boolean; next?: string }) {
+export function LoginPage({
+  problem,
+  open,
+  next,
+  sso,
+}: {
+  problem?: string;
+  open: boolean;
+  next?: string;
+  /** A company sign-in (OpenID Connect) is configured: offer it first. */
+  sso?: boolean;
+}) {
   return (
     <Panel title="Log in">
+      {sso && (
+        <p>
+          <a id="sso" href={`/login/oidc${next ? `?next=${encodeURIComponent(next)}` : ''}`}>
+            Sign in with your company account
+          </a>
+        </p>
+      )}
       {problem && (
         <p class="problem" id="login-problem">
           {problem}
@@ -18,7 +36,8 @@ export function LoginPage({ problem, open, next }: { problem?: string; open: boo
         ) : (
           <p>
             <label>
-              Admin token <input type="password" name="token" autocomplete="current-password" required autofocus />
+              Admin token or your own{' '}
+              <input type="password" name="token" autocomplete="current-password" required autofocus />
             </label>
           </p>
         )}
