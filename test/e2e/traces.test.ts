@@ -6,7 +6,8 @@
 // model. The receiver decodes the protobuf ExportTraceServiceRequest with
 // OpenTelemetry's own reader (test/support/otlp-receiver.ts); the span tree,
 // the GenAI attributes and the client's traceparent as parent are checked
-// on what arrived over the wire.
+// on what arrived over the wire, and the agent's shard lifecycle spans
+// (started with --otlp-endpoint) beside them.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -93,25 +94,30 @@ beforeAll(async () => {
   );
   adminUrl = control.urls.admin;
   clientUrl = control.urls.client;
-  startLlmgw([
-    'agent',
-    '--control',
-    control.urls.agent,
-    '--join-token',
-    JOIN,
-    '--node-id',
-    'n1',
-    '--state-dir',
-    stateDir(),
-    '--simulate',
-    'gpus=0,ram=16g',
-    '--heartbeat-interval',
-    '300ms',
-    '--port-range',
-    '26300-26399',
-    '--log-level',
-    'warn',
-  ]);
+  startLlmgw(
+    [
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      'n1',
+      '--state-dir',
+      stateDir(),
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      '26300-26399',
+      '--otlp-endpoint',
+      receiver.url,
+      '--log-level',
+      'warn',
+    ],
+    { env: { OTEL_BSP_SCHEDULE_DELAY: '200' } },
+  );
   await waitFor('the node up', async () => {
     const { body } = await api<{ liveness: string }[]>('GET', '/api/v1/nodes');
     return body.length === 1 && body[0]!.liveness === 'up' ? true : undefined;
@@ -246,4 +252,26 @@ describe('traces of a request through a real control plane', () => {
     const stream = tree(root).find((s) => s.name === 'llmgw.stream')!;
     expect(stream.startUnixNano >= answered!.startUnixNano, 'the stream began with the answering attempt').toBe(true);
   }, 60_000);
+
+  it("draws the agent's shard lifecycles: a fetch and a start that became ready, per replica", async () => {
+    const replicas = [await readyReplica('primary'), await readyReplica('backup')];
+    const starts = await waitFor(
+      'a start span for each replica',
+      async () => {
+        const found = receiver.spans.filter(
+          (s) => s.name === 'llmgw.shard.start' && replicas.some((r) => r.id === s.attributes['llmgw.replica.id']),
+        );
+        return found.length >= 2 ? found : undefined;
+      },
+      30_000,
+    );
+    for (const s of starts) {
+      expect(s.resource['service.name']).toBe('llmgw-agent');
+      expect(s.resource['service.instance.id'], 'the node id').toBe('n1');
+      expect(s.attributes).toMatchObject({ 'llmgw.node': 'n1', 'llmgw.replica.engine': 'sim' });
+      expect(s.events.map((e) => e.name)).toEqual(['ready']);
+      expect(s.statusCode).not.toBe(2);
+    }
+    expect(receiver.spans.some((s) => s.name === 'llmgw.shard.fetch')).toBe(true);
+  });
 });
