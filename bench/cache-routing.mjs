@@ -1,29 +1,16 @@
-// Does routing by what each engine holds pay? Two identical fleets of sim
-// engines with a simulated KV prefix cache (--kv-blocks blocks of 16 tokens
-// each, LRU, --prefill-ms-per-token for every prompt token not cached), one
-// behind a model routed as today (`least-load`, or --baseline) and one behind
-// a model routed by `prefix-cache`, both in one router, fed the same
-// workload at the same moments so a stall of this shared machine falls on
-// both:
-//
-//  - multi-turn chats: a long system prompt (one of --system-prompts, each
-//    --system-tokens long, shared by many chats), then --turns turns, each
-//    adding the answer and a new user message, --think-ms apart;
-//  - agent loops: the same with more steps, a tool result of a few hundred
-//    tokens each, and little think time.
-//
-// Sessions start open loop (--sessions-per-second whatever the answers); a
-// session's next turn goes after its answer and think time. The sims'
-// prefix-cache counters (vLLM's prefix_cache_queries/hits, in tokens) give
-// the prefill tokens computed and the hit rate; the client times time to
-// first token. Engine load reaches the router as in llmgw: the agent's
-// scraper reads each sim's /metrics. The prefix-cache model's sims publish
-// their cache on GET /kv-events, which the gateway's index follows.
-//
-// Prints per choice: requests, errors, prefill tokens computed, hit rate,
-// TTFT p50/p99; the ratios; the index's entries and its heap bytes (measured
-// by filling a fresh index the same way with --expose-gc), and the targets:
-// prefill −50% or better, p50 TTFT −30% or better.
+// Does routing by what each engine holds pay? Two identical fleets of sims
+// with a simulated KV prefix cache (--kv-blocks blocks of 16 tokens, LRU,
+// --prefill-ms-per-token per uncached prompt token), one behind a model
+// routed as today (--baseline, least-load) and one behind `prefix-cache`,
+// in one router, fed the same sessions at the same moments: multi-turn chats
+// and agent loops (more steps, tool results, little think time) over
+// --system-prompts shared system prompts of --system-tokens. Sessions start
+// open loop (--sessions-per-second); a session's next turn follows its
+// answer and think time. The sims' prefix_cache_queries/hits counters give
+// prefill tokens computed and hit rate; the client times TTFT; the agent's
+// scraper feeds engine load; the prefix-cache model follows GET /kv-events.
+// Prints both choices, their ratios, the index's entries and heap bytes
+// (kv-index-memory.mjs), and the targets: prefill and p50 TTFT −50%/−30%.
 //
 //   npm run build && node --expose-gc bench/cache-routing.mjs [--replicas 8] [--seconds 40]
 //     [--sessions-per-second 2] [--turns 6] [--agent-share 0.4] [--system-prompts 4]
@@ -39,6 +26,7 @@ import { resolve } from 'node:path';
 import { URL, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { bytesPerEntry } from './kv-index-memory.mjs';
 
 const { values: flags } = parseArgs({
   options: {
@@ -223,34 +211,6 @@ async function cacheCounters(fleets) {
   return out;
 }
 
-/** Heap bytes per (replica, block) entry: a fresh index filled as a fleet of `replicas` would fill it. */
-async function bytesPerEntry(replicas, entries) {
-  if (typeof globalThis.gc !== 'function') return NaN;
-  const { KvIndex } = await import(dist('gateway/prefix-cache/index-store.js'));
-  const n = Math.max(entries, 200_000);
-  globalThis.gc();
-  const base = process.memoryUsage().heapUsed;
-  const index = new KvIndex(n + 1);
-  const perReplica = Math.ceil(n / replicas);
-  for (let r = 0; r < replicas; r++) {
-    let parent;
-    for (let b = 0; b < perReplica; b++) {
-      // vLLM's ids are 64-bit integers as decimal strings; a chain of 32 blocks per prompt.
-      const hash = String(1_000_000_000_000_000_000n + BigInt(r * perReplica + b) * 7919n);
-      const tokens = Array.from({ length: 16 }, (_, i) => (r * 31 + b * 16 + i) % 32000);
-      const event =
-        b % 32 === 0
-          ? { kind: 'stored', blocks: [{ hash, tokens }] }
-          : { kind: 'stored', parent, blocks: [{ hash, tokens }] };
-      index.apply(`replica-${r}`, { seq: b, blockSize: 16, events: [event] });
-      parent = hash;
-    }
-  }
-  globalThis.gc();
-  const bytes = process.memoryUsage().heapUsed - base;
-  return { perEntry: bytes / index.size, size: index.size, keep: index };
-}
-
 function report(o, sim, choices, results, before, after, entries) {
   const q = (xs, p) => {
     if (!xs.length) return NaN;
@@ -289,7 +249,7 @@ function report(o, sim, choices, results, before, after, entries) {
   console.log(
     `prefix-cache / ${old.c}: prefill ${f(neu.prefill / old.prefill, 2)}, TTFT p50 ${f(neu.p50 / old.p50, 2)}, TTFT p99 ${f(neu.p99 / old.p99, 2)}`,
   );
-  return bytesPerEntry(o.replicas, entries).then((m) => {
+  return bytesPerEntry(dist, o.replicas, entries).then((m) => {
     const per = typeof m === 'number' ? m : m.perEntry;
     console.log(
       `index: ${entries} (replica, block) entries over ${o.replicas} replicas at the end; ${f(per)} heap bytes per entry (measured on ${typeof m === 'number' ? '-' : m.size} entries; run with --expose-gc), ${f((entries * per) / 2 ** 20, 1)} MiB`,
@@ -400,6 +360,13 @@ async function startRouter(urlsByModel, scrapeMs) {
   };
 }
 
+/** The first failure, on stderr: a run whose requests all fail says why once. */
+function sayOnce(what) {
+  if (sayOnce.said) return;
+  sayOnce.said = true;
+  console.error(`first failure: ${what}`);
+}
+
 /** One streamed chat request: time to the first body chunk, and the answer's text. */
 async function stream(pool, body) {
   const t0 = performance.now();
@@ -421,16 +388,10 @@ async function stream(pool, body) {
       if (!line.startsWith('data: {')) continue;
       text += JSON.parse(line.slice(6)).choices?.[0]?.delta?.content ?? '';
     }
-    if (res.statusCode !== 200 && !stream.said) {
-      stream.said = true;
-      console.error(`first failure: ${res.statusCode} ${raw.slice(0, 300)}`);
-    }
+    if (res.statusCode !== 200) sayOnce(`${res.statusCode} ${raw.slice(0, 300)}`);
     return { ok: res.statusCode === 200, ttftMs, text };
   } catch (err) {
-    if (!stream.said) {
-      stream.said = true;
-      console.error(`first failure: ${err.message}`);
-    }
+    sayOnce(err.message);
     return { ok: false, ttftMs: NaN, text: '' };
   }
 }
