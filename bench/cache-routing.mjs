@@ -96,7 +96,7 @@ function seeded(seed) {
 }
 
 const WORDS =
-  'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there one all we can been has more if will would about when what their so said its no who into only'.split(
+  'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there one all we can been has more if will would about when what their so said'.split(
     ' ',
   );
 function text(random, tokens) {
@@ -396,6 +396,6 @@ async function stream(pool, body) {
   }
 }
 
-// Last, so every declaration above is initialised before the run starts.
+// Last, so every declaration above is initialised first.
 if (flags['serve-sims']) await serveSims(JSON.parse(flags['serve-sims']));
 else await main();
