@@ -95,10 +95,9 @@ function seeded(seed) {
   };
 }
 
-const WORDS =
-  'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there one all we can been has more if will would about when what their so said'.split(
-    ' ',
-  );
+const WORDS = 'the of and to in is that for it as was with be by on not he this are or his from at which but'.split(
+  ' ',
+);
 function text(random, tokens) {
   // The sim counts 4 characters a token.
   let out = '';
