@@ -6,11 +6,13 @@
 // (only whole blocks: a partial one cannot be matched block for block) and
 // turns the difference from the last poll into stored/removed events.
 //
-// Block ids are made here: the slot number and a chain hash over the
-// tokens, so the same prefix in two slots is two blocks (llama.cpp keeps a
-// copy per slot) and a removal names exactly one. Separate from the other
+// Block ids are made as src/protocol/kv-blocks.ts makes them (the builtin
+// engine's sequences use the same): the slot number and a chain hash over
+// the tokens, so the same prefix in two slots is two blocks (llama.cpp keeps
+// a copy per slot) and a removal names exactly one. Separate from the other
 // sources because it is a poller: it has no gaps, only failed polls, and
 // after one it starts again with 'cleared' and everything it sees.
+import { runBlocks, runDiff } from '../../../protocol/kv-blocks.js';
 import type { KvBlock, KvEvent, KvEventsEndpoint } from '../../../protocol/kv-events.js';
 import { sleep } from './http.js';
 import type { CompiledKvSourceOptions, KvSource, KvSourceTarget } from './index.js';
@@ -23,42 +25,11 @@ interface SlotState {
   readonly blocks: readonly KvBlock[];
 }
 
-/** 32-bit FNV-1a over the parent's hash and a block's tokens, hex. */
-function chainHash(parent: number, tokens: readonly number[]): number {
-  let h = 0x811c9dc5 ^ parent;
-  for (const t of tokens) {
-    for (let s = 0; s < 32; s += 8) {
-      h ^= (t >>> s) & 0xff;
-      h = Math.imul(h, 0x01000193);
-    }
-  }
-  return h >>> 0;
-}
-
-/** A slot's tokens as whole blocks, each with an id unique on this engine. */
-export function slotBlocks(slotId: number, tokens: readonly number[], blockSize: number): KvBlock[] {
-  const blocks: KvBlock[] = [];
-  let parent = 0;
-  for (let i = 0; i + blockSize <= tokens.length; i += blockSize) {
-    const chunk = tokens.slice(i, i + blockSize);
-    parent = chainHash(parent, chunk);
-    blocks.push({ hash: `${slotId}:${i / blockSize}:${parent.toString(16)}`, tokens: chunk });
-  }
-  return blocks;
-}
+/** A slot's tokens as whole blocks, each with an id unique on this engine (the slot number is the holder). */
+export const slotBlocks: (slotId: number, tokens: readonly number[], blockSize: number) => KvBlock[] = runBlocks;
 
 /** The events that turn `before` into `after` for one slot: its common leading blocks stay. */
-export function slotDiff(before: readonly KvBlock[], after: readonly KvBlock[]): KvEvent[] {
-  let same = 0;
-  while (same < before.length && same < after.length && before[same]!.hash === after[same]!.hash) same++;
-  const events: KvEvent[] = [];
-  if (same < before.length) events.push({ kind: 'removed', hashes: before.slice(same).map((b) => b.hash) });
-  if (same < after.length) {
-    const blocks = after.slice(same);
-    events.push(same > 0 ? { kind: 'stored', parent: after[same - 1]!.hash, blocks } : { kind: 'stored', blocks });
-  }
-  return events;
-}
+export const slotDiff: (before: readonly KvBlock[], after: readonly KvBlock[]) => KvEvent[] = runDiff;
 
 interface SlotJson {
   id?: unknown;
