@@ -502,6 +502,7 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
       `responses_ttl (${o.responses_ttl}) must be longer than 0; to keep no responses, set responses_max_per_key to 0`,
     );
   const adminHosts = hostList(o.admin_hosts, 'admin_hosts', problems);
+  const oidc = compileOidc(o, (value, file, key) => secret(value, file, key, problems), problems);
   const clientHosts = hostList(o.client_hosts, 'client_hosts', problems);
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
   return Object.freeze({
@@ -546,7 +547,7 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
     adminHosts: Object.freeze(adminHosts),
     clientHosts: Object.freeze(clientHosts),
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
-    oidc: compileOidc(o, (value, file, key) => secret(value, file, key, problems), problems),
+    oidc,
     secretsKeyFile: o.secrets_key_file ?? null,
     remoteProbeIntervalMs: parseDurationMs(o.remote_probe_interval) as number,
     responses: Object.freeze({
