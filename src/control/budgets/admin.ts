@@ -2,10 +2,10 @@
 // and delete budgets (the period's spend beside each), and GET /api/v1/spend,
 // what each team, key and model spent in US dollars.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { LlmgwError } from '../../errors/index.js';
-import { actorOf, actorText, type AuditActor, type ZodTypeProvider } from '../../http/index.js';
+import { actorOf, actorText, needs, teamsInScope, type AuditActor, type ZodTypeProvider } from '../../http/index.js';
 import type { BudgetBook } from './book.js';
 import { periodOf, type BudgetRecord } from './budgets.js';
 import type { ModelPrice } from './prices.js';
@@ -81,16 +81,29 @@ export function registerBudgetAdmin(fastify: FastifyInstance, deps: BudgetAdminD
     return b;
   };
 
-  app.get('/api/v1/budgets', async () => ({ budgets: await view(await deps.book.list()) }));
+  /** A team-admin acts on its own teams' budgets (and its teams' keys') only. */
+  const inScope = (request: FastifyRequest, b: { scope: string; subject: string }) => {
+    const teams = teamsInScope(request);
+    if (teams === null) return true;
+    const team = b.scope === 'team' ? b.subject : deps.teamOf(b.subject);
+    return team !== undefined && teams.includes(team);
+  };
+  const refuseOutOfScope = (b: { scope: string; subject: string }) =>
+    new LlmgwError('LLMGW_FORBIDDEN', `${b.scope} ${b.subject} is not in a team you administer`);
+
+  app.get('/api/v1/budgets', needs('budgets.read'), async (request) => ({
+    budgets: await view((await deps.book.list()).filter((b) => inScope(request, b))),
+  }));
 
   app.post(
     '/api/v1/budgets',
     {
       schema: { body: NewBudgetSchema.prefault({} as z.input<typeof NewBudgetSchema>) },
-      config: { invalidBody: 'the budget is not valid' },
+      ...needs('budgets.write', { invalidBody: 'the budget is not valid' }),
     },
     async (request, reply) => {
       const body = request.body;
+      if (!inScope(request, body)) throw refuseOutOfScope(body);
       if (body.scope === 'team' && !deps.teamExists(body.subject))
         throw new LlmgwError(
           'LLMGW_BAD_REQUEST',
@@ -126,10 +139,11 @@ export function registerBudgetAdmin(fastify: FastifyInstance, deps: BudgetAdminD
     '/api/v1/budgets/:id',
     {
       schema: { params: z.object({ id: z.string() }), body: ChangeSchema.prefault({}) },
-      config: { invalidBody: 'the change is not valid' },
+      ...needs('budgets.write', { invalidBody: 'the change is not valid' }),
     },
     async (request) => {
       const old = await find(request.params.id);
+      if (!inScope(request, old)) throw refuseOutOfScope(old);
       const body = request.body;
       const budget: BudgetRecord = {
         ...old,
@@ -144,15 +158,20 @@ export function registerBudgetAdmin(fastify: FastifyInstance, deps: BudgetAdminD
     },
   );
 
-  app.delete('/api/v1/budgets/:id', { schema: { params: z.object({ id: z.string() }) } }, async (request) => {
-    const b = await find(request.params.id);
-    await deps.book.delete(b.id);
-    await deps.changed();
-    await deps.audit(actorOf(request), 'budget.delete', b.id, {});
-    return { id: b.id, state: 'deleted' };
-  });
+  app.delete(
+    '/api/v1/budgets/:id',
+    { schema: { params: z.object({ id: z.string() }) }, ...needs('budgets.write') },
+    async (request) => {
+      const b = await find(request.params.id);
+      if (!inScope(request, b)) throw refuseOutOfScope(b);
+      await deps.book.delete(b.id);
+      await deps.changed();
+      await deps.audit(actorOf(request), 'budget.delete', b.id, {});
+      return { id: b.id, state: 'deleted' };
+    },
+  );
 
-  app.get('/api/v1/spend', async () => {
+  app.get('/api/v1/spend', needs('usage.read'), async () => {
     const rows = deps.usage ? await deps.usage() : [];
     type Line = { requests: number; prompt_tokens: number; completion_tokens: number; cost_usd: number };
     const add = <K>(map: Map<K, Line>, k: K, r: UsageCostRow) => {

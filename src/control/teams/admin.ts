@@ -5,7 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { LlmgwError } from '../../errors/index.js';
-import { actorOf, actorText, type AuditActor, type RouteJsonWording, type ZodTypeProvider } from '../../http/index.js';
+import {
+  actorOf,
+  actorText,
+  needs,
+  type AuditActor,
+  type RouteJsonWording,
+  type ZodTypeProvider,
+} from '../../http/index.js';
 import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import type { TeamStore } from './store.js';
 import { DEFAULT_TEAM, excessOver, TEAM_NAME, teamView, type KeyAsk, type TeamRecord } from './teams.js';
@@ -76,7 +83,7 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
     return (await deps.keys()).filter((k) => (k.team ?? DEFAULT_TEAM) === team && live(k, now));
   };
 
-  app.get('/api/v1/teams', async () => {
+  app.get('/api/v1/teams', needs('teams.read'), async () => {
     const keys = await deps.keys();
     const now = deps.now();
     const count = new Map<string, number>();
@@ -87,7 +94,7 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
 
   app.post(
     '/api/v1/teams',
-    { schema: { body: NewTeamSchema.prefault({} as z.input<typeof NewTeamSchema>) }, config: wording },
+    { schema: { body: NewTeamSchema.prefault({} as z.input<typeof NewTeamSchema>) }, ...needs('teams.write', wording) },
     async (request, reply) => {
       const body = request.body;
       if (deps.teams.get(body.name))
@@ -112,9 +119,12 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
     },
   );
 
-  app.patch(
+  app.post(
     '/api/v1/teams/:name',
-    { schema: { params: z.object({ name: z.string() }), body: SetTeamSchema.prefault({}) }, config: wording },
+    {
+      schema: { params: z.object({ name: z.string() }), body: SetTeamSchema.prefault({}) },
+      ...needs('teams.write', wording),
+    },
     async (request) => {
       const name = request.params.name;
       const old = deps.teams.get(name);
@@ -133,7 +143,7 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
     },
   );
 
-  app.delete<{ Params: { name: string } }>('/api/v1/teams/:name', async (request) => {
+  app.delete<{ Params: { name: string } }>('/api/v1/teams/:name', needs('teams.write'), async (request) => {
     const name = request.params.name;
     if (name === DEFAULT_TEAM)
       throw new LlmgwError(
