@@ -25,6 +25,7 @@ import {
 import { LlmgwError } from '../../errors/index.js';
 import type { GgufModelFacts } from './gguf-check.js';
 import { MIN_SEQUENCE_CONTEXT_TOKENS, sequenceLayout, type CompiledBuiltinEngineOptions } from './options.js';
+import { SequenceKvEvents } from './kv-events.js';
 import { replyLogprobs, type TokenLogprob } from './logprobs.js';
 import { answerCheck, boundJsonGrammarNumbers, schemaGrammar } from './schema-grammar/index.js';
 import {
@@ -222,6 +223,12 @@ export class BuiltinRuntime {
   /** Embedding requests run one at a time on their own context; this chains them. */
   private embeddingQueue: Promise<unknown> = Promise.resolve();
   private inFlightCount = 0;
+  /**
+   * What the sequences hold, published on GET /kv-events. Each sequence is
+   * numbered the first time it serves (its number names its blocks).
+   */
+  readonly kvEvents = new SequenceKvEvents();
+  private readonly sequenceNumbers = new Map<LlamaContextSequence, number>();
 
   private constructor(
     private readonly options: CompiledBuiltinEngineOptions,
@@ -638,6 +645,13 @@ export class BuiltinRuntime {
     } finally {
       this.inFlightCount--;
       this.pool.release(sequence);
+      // What the request left in the sequence stays cached for the next one. A waiter handed the sequence
+      // runs only after this synchronous code, so the tokens read here are still the ones it left.
+      if (!sequence.disposed) {
+        let n = this.sequenceNumbers.get(sequence);
+        if (n === undefined) this.sequenceNumbers.set(sequence, (n = this.sequenceNumbers.size));
+        this.kvEvents.update(n, sequence.contextTokens);
+      }
     }
   }
 

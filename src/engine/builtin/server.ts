@@ -85,6 +85,7 @@ const ROUTES: Readonly<Record<string, string>> = {
   '/v1/embeddings': 'POST',
   '/tokenize': 'POST',
   '/detokenize': 'POST',
+  '/kv-events': 'GET',
 };
 
 /** An answer that is not a 200: status, code and the sentence the client sees. */
@@ -332,7 +333,8 @@ class BuiltinEngineServer implements BuiltinEngine {
     if (path === '/metrics') return this.metrics(res);
     if (
       this.options.apiKey !== undefined &&
-      apiKeyGuards(path) &&
+      // /kv-events shows prompts' tokens, so it asks the key too, though it is outside /v1 (as the sim's does).
+      (apiKeyGuards(path) || path === '/kv-events') &&
       !bearerMatches(req.headers.authorization, this.options.apiKey)
     ) {
       throw httpError(401, 'LLMGW_UNAUTHORIZED', API_KEY_REFUSAL);
@@ -351,6 +353,7 @@ class BuiltinEngineServer implements BuiltinEngine {
         data: this.modelNames.map((id) => ({ id, object: 'model', created: this.createdSec, owned_by: 'llmgw' })),
       });
     }
+    if (path === '/kv-events') return runtime.kvEvents.serve(res, signal);
     const body = await readJsonBody(req);
     if (path === '/v1/chat/completions') return this.chatCompletions(runtime, body, res, signal);
     if (path === '/v1/completions') return this.completions(runtime, body, res, signal);
