@@ -11,6 +11,7 @@ import type { ControlOptions } from '../control/index.js';
 import { formatDurationMs } from '../units/index.js';
 import { type AgentFlags, runAgent } from './agent.js';
 import { runControl } from './control.js';
+import { runRotateSecrets, type RotateSecretsFlags } from './rotate-secrets.js';
 import { gatewayCommand } from './gateway.js';
 import { CLI_DEFAULTS } from './defaults.js';
 import { runInstallService, type InstallServiceFlags } from './service.js';
@@ -51,6 +52,18 @@ export function buildProgram(): Command {
   control.action(async (opts: Record<string, string | boolean | undefined>) => {
     await runControl(opts);
   });
+  control
+    .command('rotate-secrets')
+    .description(
+      're-wrap every remote API key sealed in the store under a new key file (then set secrets_key_file to it)',
+    )
+    .requiredOption('--new-key-file <file>', 'the new key (64 hex digits, mode 600); made when it does not exist')
+    .option('--config <file>', 'YAML configuration file, as for llmgw control')
+    .option('--store <value>', 'sqlite:PATH or a postgres:// URL (default: from the configuration)')
+    .option('--secrets-key-file <file>', 'the current key file (default: from the configuration)')
+    .action(async (opts: RotateSecretsFlags) => {
+      await runRotateSecrets(opts);
+    });
   program.addCommand(gatewayCommand());
 
   program

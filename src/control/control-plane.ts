@@ -515,6 +515,8 @@ function withFleetQueued(
  * node could hold it. Used to refuse a model that can never run.
  */
 export function neverFits(model: Model, inventory: Inventory): string | null {
+  // A remote model runs nothing here: there is nothing to fit.
+  if (model.remote) return null;
   // A node that has joined but not reported yet might hold it: refusing on
   // what is not known would turn a race into an error.
   if (inventory.list().some((n) => n.report === null)) return null;
