@@ -15,6 +15,7 @@ export const NAV: ReadonlyArray<readonly [string, string]> = [
   ['/weights', 'Weights'],
   ['/requests', 'Requests'],
   ['/audit', 'Audit'],
+  ['/people', 'People'],
 ];
 
 const STYLE = `

@@ -506,6 +506,8 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
     page,
     action,
     localPath,
+    sessionActor,
+    now: options.now,
   });
 
   // Requests, a node's disks, the audit log and a plan: questions 5-8 of the README's "Asking why".

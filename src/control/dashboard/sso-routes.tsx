@@ -6,12 +6,15 @@
 // the login's two ways (a token, the provider) each read on their own.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
+import type { AuditActor } from '../../http/index.js';
 import type { OidcSignIn, PendingSignIn } from '../people/oidc.js';
 import { DEFAULT_TOKEN_TTL_MS, type People } from '../people/people.js';
 import { cookieValue, type Session, sessionCookie, type Sessions } from './session.js';
 import { CsrfField, type PageContext, Panel } from './components.js';
 import { MessagePage } from './pages/login.js';
 import type { PageSpec } from './routes.js';
+import { PeoplePage } from './pages/people.js';
+import { personView } from '../people/admin.js';
 
 const PENDING_COOKIE = 'llmgw_oidc';
 /** How long a person may take at the provider before the sign-in must start again. */
@@ -38,6 +41,9 @@ export interface SsoDeps {
   send: Send;
   page: Page;
   action: Action;
+  /** Who acts in a session's form, for the audit log (routes.tsx sessionActor). */
+  sessionActor: (session: Session) => AuditActor;
+  now: () => number;
   /** A local path or undefined (routes.tsx localPath). */
   localPath: (p: string | undefined) => string | undefined;
 }
@@ -77,6 +83,34 @@ export function registerSsoPages(scope: FastifyInstance, deps: SsoDeps): void {
       return reply.redirect(deps.localPath(pending.next) ?? '/', 303);
     });
   }
+
+  // Who may use the admin listener; an admin may end a person's tokens from here.
+  scope.get(
+    '/people',
+    { config: { access: 'session', permission: 'people.read' } },
+    deps.page(async (_request, ctx) => {
+      const [rows, tokens] = people ? await Promise.all([people.list(), people.tokens()]) : [[], []];
+      const now = deps.now();
+      const views = rows.map((r) =>
+        personView(
+          r,
+          tokens.filter((t) => t.person === r.name),
+          now,
+        ),
+      );
+      return { title: 'People', section: '/people', refresh: true, body: <PeoplePage people={views} ctx={ctx} /> };
+    }),
+  );
+  scope.post(
+    '/people/:name/expire',
+    { config: { access: 'session', permission: 'people.write' } },
+    deps.action(async (request, _form, session) => {
+      if (!people) throw new LlmgwError('LLMGW_NO_STORE', 'people need a store');
+      const name = (request.params as { name: string }).name;
+      await people.expire(name, deps.sessionActor(session));
+      return { redirect: '/people' };
+    }),
+  );
 
   // A token of one's own for ctl: shown once, after a press, so a page load alone never makes one.
   scope.get(
