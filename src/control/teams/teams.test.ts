@@ -155,7 +155,7 @@ describe('team admin routes', () => {
     const plain = await app.inject({ method: 'POST', url: '/api/v1/keys', payload: { name: 'y' } });
     expect(plain.json(), 'a key made without a team joins default').toMatchObject({ team: 'default' });
 
-    const set = await app.inject({ method: 'PATCH', url: '/api/v1/teams/ml', payload: { requests_per_minute: 6 } });
+    const set = await app.inject({ method: 'POST', url: '/api/v1/teams/ml', payload: { requests_per_minute: 6 } });
     expect(set.statusCode, set.body).toBe(200);
     expect(set.json()).toMatchObject({ requests_per_minute: 6, allowed_models: ['alpha'], keys: 1 });
     expect(
