@@ -1,7 +1,7 @@
 // How each adapter turns its engine's KV cache events on, and says where
 // they will be: vLLM and SGLang publish over ZeroMQ on the two ports the
 // supervisor allocates (--kv-events-config), llama.cpp is polled on /slots,
-// a sim with a simulated cache streams them over HTTP.
+// a sim with a simulated cache and the builtin engine stream them over HTTP.
 import { describe, expect, it } from 'vitest';
 import { adapterFor, type ShardLaunch } from './index.js';
 
@@ -85,5 +85,14 @@ describe('KV cache events per engine', () => {
     });
     expect(sim.plan(launch('sim', {}, ['--kv-cache-blocks=0'])).kvEvents).toBeUndefined();
     expect(sim.plan(launch('sim')).kvEvents).toBeUndefined();
+  });
+
+  it("reads the builtin engine's stream whatever its flags: its sequences always tell what they hold", () => {
+    const builtin = adapterFor('builtin', options);
+    expect(builtin.plan(launch('builtin')).kvEvents).toEqual({ kind: 'http', path: '/kv-events' });
+    expect(builtin.plan(launch('builtin', {}, ['--parallel', '2'])).kvEvents).toEqual({
+      kind: 'http',
+      path: '/kv-events',
+    });
   });
 });

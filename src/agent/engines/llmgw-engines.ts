@@ -143,5 +143,7 @@ function planBuiltin(
     env: { ...mergeEnv('builtin', options, gpuEnv(launch), launch), ...apiKeyEnv(launch, ENGINE_API_KEY_ENV) },
     readiness: httpReadiness(options, launch.host, launch.port),
     servesApi: true,
+    // Its sequences' cached prefixes, streamed on GET /kv-events whatever the flags: there is nothing to turn on.
+    kvEvents: { kind: 'http', path: '/kv-events' },
   };
 }
