@@ -100,6 +100,18 @@ describe('timeline', () => {
     expect(t.find((e) => e.kind === 'backoff')?.at_ms, 'the wait sits before the attempt it delayed').toBe(4014);
   });
 
+  it('tells the wait in a fair-share queue before the attempt it held back', () => {
+    const t = timelineOf({
+      ...heldRetriedFellBack,
+      cold: undefined,
+      attempts: [{ ...heldRetriedFellBack.attempts[1]!, startMs: 400, queuedMs: 350, backoffMs: undefined }],
+    });
+    const queued = t.find((e) => e.kind === 'queued')!;
+    expect(queued.says).toBe("waited 350 ms in small's fair-share queue: its replicas were at capacity");
+    expect(queued.at_ms, 'the wait began before the attempt by as long as it lasted').toBe(50);
+    expect(t.map((e) => e.kind).indexOf('queued')).toBeLessThan(t.map((e) => e.kind).indexOf('chosen'));
+  });
+
   it('names the ring owner and the bound for prefix routing, and a candidate passed over', () => {
     const t = timelineOf(
       record({

@@ -77,6 +77,13 @@ export function timelineOf(r: RequestRecord): RequestEventView[] {
   r.attempts.forEach((t, i) => {
     const n = i + 1;
     const start = t.startMs ?? lastAt;
+    if (t.queuedMs !== undefined)
+      add(
+        start - (t.backoffMs ?? 0) - t.queuedMs,
+        'queued',
+        `waited ${ms(t.queuedMs)} in ${t.model}'s fair-share queue: its replicas were at capacity`,
+        n,
+      );
     if (t.backoffMs !== undefined) add(start - t.backoffMs, 'backoff', `waited ${ms(t.backoffMs)} before retrying`, n);
     if (t.model !== prevModel) {
       const why =
