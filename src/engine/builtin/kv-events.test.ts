@@ -148,4 +148,18 @@ describe("the builtin engine's KV events", () => {
       await Promise.all(sources.map((s) => s.close()));
     }
   }, 120_000);
+
+  // Guards against a reader holding the engine open: its stream never ends by itself.
+  it('ends its streams when the engine stops', async () => {
+    const res = await fetch(`${engine.url}/kv-events`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/x-ndjson');
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    expect(new TextDecoder().decode(first.value)).toMatch(/"events":\[\{"kind":"cleared"\}/);
+    await engine.close();
+    let ended = false;
+    while (!ended) ended = (await reader.read()).done;
+    expect(ended).toBe(true);
+  }, 60_000);
 });
