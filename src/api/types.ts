@@ -160,6 +160,8 @@ export interface ReplicaLoadView {
   waiting: number;
   /** KV-cache use, 0..1; absent = the engine does not report it (llama.cpp). */
   kv_usage?: number;
+  /** The prefix cache's hit rate, 0..1, over the engine's recent lookups; absent = the engine does not report one (llama.cpp). */
+  cache_hit_rate?: number;
   /** How old the sample is; the router stops using one after a few seconds (see the README's routing section). */
   age_ms: number;
 }

@@ -52,7 +52,7 @@ const loaded: ReplicaView = {
   id: 'r-3c4d',
   endpoint: 'http://10.0.0.4:20000',
   shards: [{ id: 's2', node: 'gpu-4', rank: 0, gpus: [0], state: 'ready' }],
-  load: { running: 4, waiting: 3, kv_usage: 0.437, age_ms: 800 },
+  load: { running: 4, waiting: 3, kv_usage: 0.437, cache_hit_rate: 0.912, age_ms: 800 },
 };
 
 const GiB = 2 ** 30;
@@ -244,6 +244,15 @@ describe('runCtl', () => {
     expect(withLoad, 'waiting/running, then KV use in per cent').toMatch(/│ 3\/4 +│ 44% +│/);
     const without = r.stdout.split('\n').find((l) => l.includes('r-1a2b'))!;
     expect(without, 'not reported is not zero').toMatch(/│ - +│ - +│/);
+  });
+
+  it("shows each replica's prefix cache hit rate, and unknown where the engine reported none", async () => {
+    const r = await ctl('replicas');
+    expect(r.stdout).toMatch(/│ KV +│ CACHE HIT +│/);
+    const withLoad = r.stdout.split('\n').find((l) => l.includes('r-3c4d'))!;
+    expect(withLoad, 'KV use, then the hit rate in per cent').toMatch(/│ 44% +│ 91% +│/);
+    const without = r.stdout.split('\n').find((l) => l.includes('r-1a2b'))!;
+    expect(without, 'not reported is not zero').toMatch(/│ - +│ - +│ - +│/);
   });
 
   it("shows one node's GPUs with their health and who uses them", async () => {

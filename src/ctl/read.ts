@@ -359,7 +359,19 @@ export async function replicas(ctx: CtlContext, modelName?: string): Promise<num
 /** One row per replica; `onNode` limits the shard column to that node's shards. */
 export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?: string): string {
   return out.table(
-    ['REPLICA', 'MODEL', 'PROFILE', 'STATE', 'SHARDS', 'AGE', 'IDLE', 'WAIT/RUN', 'KV', 'ENDPOINT / ERROR'],
+    [
+      'REPLICA',
+      'MODEL',
+      'PROFILE',
+      'STATE',
+      'SHARDS',
+      'AGE',
+      'IDLE',
+      'WAIT/RUN',
+      'KV',
+      'CACHE HIT',
+      'ENDPOINT / ERROR',
+    ],
     reps.map((r) => [
       r.id,
       r.model,
@@ -378,6 +390,8 @@ export function replicaTable(out: Output, reps: readonly ReplicaView[], onNode?:
       // The engine's own queue: waiting for a sequence / generating. Not reported: the house's unknown mark.
       r.load ? `${r.load.waiting}/${r.load.running}` : UNKNOWN,
       r.load?.kv_usage === undefined ? UNKNOWN : `${Math.round(r.load.kv_usage * 100)}%`,
+      // The prefix cache's recent hit rate; an engine that reports none (llama.cpp) is unknown, not 0%.
+      r.load?.cache_hit_rate === undefined ? UNKNOWN : `${Math.round(r.load.cache_hit_rate * 100)}%`,
       // The first line: the client shows a multi-line error's newlines as "\n" (render.ts sanitize), so cut at that.
       r.error ? out.c.red(r.error.split(/\n|\\n/)[0]!) : orUnknown(r.endpoint),
     ]),

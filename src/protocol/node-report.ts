@@ -128,6 +128,13 @@ export const ShardLoadSchema = z
     /** Share of the KV cache in use, 0..1; absent = the engine does not report it (llama.cpp). */
     kv_usage: z.number().min(0).max(1).optional(),
     /**
+     * The prefix cache's hit rate, 0..1 (vLLM: hit over queried tokens since
+     * the agent's previous scrape; SGLang: its own gauge); absent = the engine
+     * does not report one (llama.cpp), or has looked nothing up yet. Added
+     * within protocol version 1; a bad value drops only itself, not the load.
+     */
+    cache_hit_rate: z.number().min(0).max(1).optional().catch(undefined),
+    /**
      * How long before this heartbeat was sent the scrape happened, ms. An age
      * rather than a time, so the agent's and control plane's clocks need not agree.
      */

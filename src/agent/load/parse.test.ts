@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseEngineLoad } from './parse.js';
+import { intervalHitRate, parseEngineLoad } from './parse.js';
 
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
 
@@ -49,5 +49,63 @@ describe('parseEngineLoad', () => {
       parseEngineLoad('sglang:num_running_reqs{a="1"} NaN\nsglang:num_running_reqs{a="2"} 3\nsglang:token_usage 1.7\n'),
     ).toEqual({ running: 3, waiting: 0, kvUsage: 1 });
     expect(parseEngineLoad('llamacpp:requests_processing many\n')).toBeNull();
+  });
+});
+
+describe('the prefix cache hit rate', () => {
+  const vllm = (queries: number, hits: number) =>
+    parseEngineLoad(
+      'vllm:num_requests_running 0\n' +
+        `vllm:prefix_cache_queries_total{engine="0",model_name="m"} ${queries}\n` +
+        `vllm:prefix_cache_hits_total{engine="0",model_name="m"} ${hits}\n`,
+    )!;
+
+  it("reads vLLM's counters, summed over data-parallel engines", () => {
+    expect(vllm(1000, 250).cacheCounters).toEqual({ queries: 1000, hits: 250 });
+    const dp = parseEngineLoad(
+      'vllm:num_requests_running{engine="0"} 0\nvllm:num_requests_running{engine="1"} 0\n' +
+        'vllm:prefix_cache_queries_total{engine="0"} 100\nvllm:prefix_cache_queries_total{engine="1"} 300\n' +
+        'vllm:prefix_cache_hits_total{engine="0"} 50\nvllm:prefix_cache_hits_total{engine="1"} 150\n',
+    );
+    expect(dp?.cacheCounters).toEqual({ queries: 400, hits: 200 });
+  });
+
+  it('is the growth of hits over the growth of queries between two scrapes', () => {
+    const first = vllm(1000, 250).cacheCounters!;
+    const second = vllm(1400, 550).cacheCounters!;
+    expect(intervalHitRate(first, second), '300 of 400 new tokens hit').toBe(0.75);
+    expect(intervalHitRate(undefined, first), 'the first scrape: since the engine started').toBe(0.25);
+    expect(intervalHitRate(second, second), 'nothing queried since: no rate (the caller keeps its last)').toBe(
+      undefined,
+    );
+    expect(intervalHitRate(undefined, { queries: 0, hits: 0 }), 'nothing ever queried').toBe(undefined);
+  });
+
+  it('counts from zero again after a counter went down (the engine restarted)', () => {
+    const before = vllm(5000, 4000).cacheCounters!;
+    const after = vllm(200, 50).cacheCounters!;
+    // Not (50-4000)/(200-5000), which would be above 1: the restarted engine's own counts.
+    expect(intervalHitRate(before, after)).toBe(0.25);
+  });
+
+  it("takes SGLang's gauge as it is, averaged over schedulers and clamped into 0..1", () => {
+    expect(parseEngineLoad('sglang:num_running_reqs 1\nsglang:cache_hit_rate{tp_rank="0"} 0.6\n')).toEqual({
+      running: 1,
+      waiting: 0,
+      cacheHitRate: 0.6,
+    });
+    expect(
+      parseEngineLoad(
+        'sglang:num_running_reqs{dp_rank="0"} 1\nsglang:cache_hit_rate{dp_rank="0"} 0.2\nsglang:cache_hit_rate{dp_rank="1"} 0.4\n',
+      )?.cacheHitRate,
+    ).toBeCloseTo(0.3);
+    expect(parseEngineLoad('sglang:num_running_reqs 1\nsglang:cache_hit_rate 3\n')?.cacheHitRate).toBe(1);
+  });
+
+  it('is absent where the engine reports none, or only half of the counters', () => {
+    expect(parseEngineLoad(fixture('llamacpp.prom'))).not.toHaveProperty('cacheCounters');
+    expect(parseEngineLoad(fixture('llamacpp.prom'))).not.toHaveProperty('cacheHitRate');
+    // This fixture has the queries counter without the hits one: no rate can be made of it.
+    expect(parseEngineLoad(fixture('vllm-v1.prom'))).not.toHaveProperty('cacheCounters');
   });
 });

@@ -104,6 +104,45 @@ describe('LoadScraper against the sim engine', () => {
     await scraper.round();
     expect(scraper.take('s1')).toBeUndefined();
   });
+
+  it("sends the prefix cache's hit rate over the last interval that queried anything, and not when unreported", async () => {
+    let text = '';
+    const vllm = (q: number, h: number) =>
+      `vllm:num_requests_running 0\nvllm:prefix_cache_queries_total ${q}\nvllm:prefix_cache_hits_total ${h}\n`;
+    let fail = false;
+    const scraper = new LoadScraper({
+      targets: () => [{ shardId: 's1', endpoint: 'http://127.0.0.1:1' }],
+      fetchText: async () => {
+        if (fail) throw new Error('refused');
+        return text;
+      },
+    });
+    text = vllm(0, 0);
+    await scraper.round();
+    expect(scraper.take('s1'), 'nothing looked up yet: absent, not 0').not.toHaveProperty('cache_hit_rate');
+    text = vllm(1000, 100);
+    await scraper.round();
+    expect(scraper.take('s1')).toMatchObject({ cache_hit_rate: 0.1 });
+    text = vllm(2000, 1000);
+    await scraper.round();
+    expect(scraper.take('s1'), '900 of the last 1000, not 1000 of 2000').toMatchObject({ cache_hit_rate: 0.9 });
+    await scraper.round();
+    expect(scraper.take('s1'), 'an idle interval keeps the last rate').toMatchObject({ cache_hit_rate: 0.9 });
+    fail = true;
+    await scraper.round();
+    fail = false;
+    text = vllm(3000, 1500);
+    await scraper.round();
+    expect(scraper.take('s1'), 'a failed read in between: measured from the last good one').toMatchObject({
+      cache_hit_rate: 0.5,
+    });
+    text = 'sglang:num_running_reqs 1\nsglang:cache_hit_rate 0.4\n';
+    await scraper.round();
+    expect(scraper.take('s1'), "SGLang's gauge as it is").toMatchObject({ cache_hit_rate: 0.4 });
+    text = 'llamacpp:requests_processing 1\n';
+    await scraper.round();
+    expect(scraper.take('s1'), 'llama.cpp reports none').not.toHaveProperty('cache_hit_rate');
+  });
 });
 
 describe('differs', () => {

@@ -11,10 +11,15 @@
 // differs from what the control plane last heard (see `differs`), it calls
 // onChange, and the agent sends a heartbeat now rather than at the end of
 // its long-poll: a sample is worth something only while it is fresh.
+//
+// The prefix cache's hit rate rides along but is never news by itself: it
+// is for people (`ctl replicas`, the dashboard), not the router's choice.
+// From vLLM's counters it is the rate over the last interval that queried
+// anything, kept through idle intervals.
 import { request, type Dispatcher } from 'undici';
 import type { ShardLoad } from '../../protocol/index.js';
 import { engineDispatcher } from '../../tls/index.js';
-import { parseEngineLoad, type EngineLoad } from './parse.js';
+import { intervalHitRate, parseEngineLoad, type CacheCounters, type EngineLoad } from './parse.js';
 import { AGENT_DEFAULTS } from '../defaults/index.js';
 
 /** One engine to read: a ready shard that serves the API. */
@@ -56,10 +61,19 @@ interface Held {
   readonly load: EngineLoad | null;
   /** Monotonic ms of the read. */
   readonly atMs: number;
+  /** 0..1; undefined = the engine reports no hit rate, or has queried nothing yet. */
+  readonly cacheHitRate?: number;
+}
+
+/** A shard's prefix-cache counters at its last read that had them, and the rate they gave. */
+interface CacheSeen {
+  readonly counters: CacheCounters;
+  readonly rate: number | undefined;
 }
 
 export class LoadScraper {
   private readonly held = new Map<string, Held>();
+  private readonly cache = new Map<string, CacheSeen>();
   /** What the last heartbeat carried per shard, and when: the base `differs` compares against. */
   private readonly sent = new Map<string, { load: EngineLoad | null; atMs: number }>();
   private readonly intervalMs: number;
@@ -106,6 +120,7 @@ export class LoadScraper {
     const live = new Set(targets.map((t) => t.shardId));
     for (const id of this.held.keys()) if (!live.has(id)) this.held.delete(id);
     for (const id of this.sent.keys()) if (!live.has(id)) this.sent.delete(id);
+    for (const id of this.cache.keys()) if (!live.has(id)) this.cache.delete(id);
     const results = await Promise.all(
       targets.map(async (t): Promise<[string, EngineLoad | null]> => {
         try {
@@ -122,7 +137,8 @@ export class LoadScraper {
     const at = this.now();
     let news = false;
     for (const [shardId, load] of results) {
-      this.held.set(shardId, { load, atMs: at });
+      const cacheHitRate = this.hitRate(shardId, load);
+      this.held.set(shardId, { load, atMs: at, ...(cacheHitRate === undefined ? {} : { cacheHitRate }) });
       const sent = this.sent.get(shardId);
       if (differs(sent?.load, load, sent === undefined ? Infinity : at - sent.atMs, this.intervalMs)) news = true;
     }
@@ -144,8 +160,27 @@ export class LoadScraper {
       running: h.load.running,
       waiting: h.load.waiting,
       ...(h.load.kvUsage === undefined ? {} : { kv_usage: h.load.kvUsage }),
+      ...(h.cacheHitRate === undefined ? {} : { cache_hit_rate: h.cacheHitRate }),
       age_ms: Math.max(0, Math.round(now - h.atMs)),
     };
+  }
+
+  /**
+   * The hit rate to report for a shard's new read: the engine's gauge as
+   * is, or its counters' growth since the last read that had them (the
+   * previous rate when nothing was queried since). A failed read keeps the
+   * counters, so the next one measures over the longer interval.
+   */
+  private hitRate(shardId: string, load: EngineLoad | null): number | undefined {
+    if (load === null) return undefined;
+    if (load.cacheCounters === undefined) {
+      this.cache.delete(shardId);
+      return load.cacheHitRate;
+    }
+    const before = this.cache.get(shardId);
+    const rate = intervalHitRate(before?.counters, load.cacheCounters) ?? before?.rate;
+    this.cache.set(shardId, { counters: load.cacheCounters, rate });
+    return rate;
   }
 
   private async httpText(target: ScrapeTarget, timeoutMs: number): Promise<string> {

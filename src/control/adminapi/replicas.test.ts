@@ -264,5 +264,21 @@ describe('admin API: replicas and explain-placement', () => {
       waiting: 3,
       kvUsage: 0.5,
     });
+
+    // The prefix cache's hit rate rides the same sample to the view; one out of range drops itself, not the load.
+    const shardWith = (extra: Record<string, unknown>) => ({
+      shard_id: shard!.shard_id,
+      replica_id: shard!.replica_id,
+      state: 'ready',
+      endpoint: 'http://10.1.0.1:30000',
+      load: { ...load, age_ms: 0, ...extra },
+    });
+    await beat({ report, shards: [shardWith({ cache_hit_rate: 0.75 })] });
+    const [hit] = (await get(p, '/api/v1/replicas')).json<{ load?: Record<string, unknown> }[]>();
+    expect(hit?.load, 'the hit rate as the agent sent it').toMatchObject({ running: 4, cache_hit_rate: 0.75 });
+    await beat({ report, shards: [shardWith({ cache_hit_rate: 1.5 })] });
+    const [bad] = (await get(p, '/api/v1/replicas')).json<{ load?: Record<string, unknown> }[]>();
+    expect(bad?.load, 'the load is kept').toMatchObject({ running: 4, kv_usage: 0.5 });
+    expect(bad?.load, 'a rate above 1 is not shown').not.toHaveProperty('cache_hit_rate');
   });
 });

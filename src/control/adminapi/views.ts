@@ -106,6 +106,7 @@ export function replicaViews(src: ViewSources, model?: string): ReplicaView[] {
           running: load.running,
           waiting: load.waiting,
           ...(load.kvUsage === undefined ? {} : { kv_usage: load.kvUsage }),
+          ...(load.cacheHitRate === undefined ? {} : { cache_hit_rate: load.cacheHitRate }),
           age_ms: Math.max(0, now - load.sampledAtMs),
         };
       }

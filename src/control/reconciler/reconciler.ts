@@ -283,10 +283,12 @@ export class Reconciler {
         const sampledAtMs = receivedAtMs - s.load.age_ms;
         if ((this.loads.get(s.replica_id)?.sampledAtMs ?? -Infinity) > sampledAtMs) continue;
         const kv = s.load.kv_usage;
+        const hitRate = s.load.cache_hit_rate;
         this.loads.set(s.replica_id, {
           running: s.load.running,
           waiting: s.load.waiting,
           ...(kv === undefined ? {} : { kvUsage: kv }),
+          ...(hitRate === undefined ? {} : { cacheHitRate: hitRate }),
           sampledAtMs,
         });
         changed = true;

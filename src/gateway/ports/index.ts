@@ -149,6 +149,8 @@ export interface ReplicaLoad {
   readonly waiting: number;
   /** KV-cache use, 0..1; absent = the engine does not report it. */
   readonly kvUsage?: number;
+  /** The prefix cache's recent hit rate, 0..1, for people to read (the choice uses the index); absent = not reported. */
+  readonly cacheHitRate?: number;
   /** Epoch ms (the control plane's clock) of the engine read. */
   readonly sampledAtMs: number;
 }

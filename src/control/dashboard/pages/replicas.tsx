@@ -69,6 +69,9 @@ export function ReplicaTable({ replicas }: { replicas: ReplicaView[] }) {
             Queue (wait/run)
           </th>
           <th title="KV-cache use, as the engine last reported">KV</th>
+          <th title="share of prompt tokens the engine found in its prefix cache lately, as it last reported">
+            Cache hit
+          </th>
           <th>Error</th>
           <th>Shards</th>
         </tr>
@@ -96,6 +99,9 @@ export function ReplicaTable({ replicas }: { replicas: ReplicaView[] }) {
             <td data-field="queue">{r.load ? `${r.load.waiting}/${r.load.running}` : <Unknown />}</td>
             <td data-field="kv">
               {r.load?.kv_usage === undefined ? <Unknown /> : `${Math.round(r.load.kv_usage * 100)}%`}
+            </td>
+            <td data-field="cache-hit">
+              {r.load?.cache_hit_rate === undefined ? <Unknown /> : `${Math.round(r.load.cache_hit_rate * 100)}%`}
             </td>
             <td>{r.error ? <span class="error">{r.error}</span> : ''}</td>
             <td>
