@@ -26,7 +26,7 @@ import { checkModelLimits, parseFormRequest, parseRequest, type Endpoint, type P
 import { modelServes } from '../ports/endpoints.js';
 import { bearerToken, readForm } from '../../http/index.js';
 import type { DialectTurn } from './dialect.js';
-import { chooseSplit, sampledForShadow, shadowPlan, splitPoint, type ShadowPlan } from '../traffic/index.js';
+import { routeRequest, type ShadowPlan } from '../traffic/index.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -175,12 +175,6 @@ export function keyHook(deps: AdmissionDeps): Hook {
   };
 }
 
-/** Who a request is from, for a sticky split. */
-function callerOf(key: ApiKeyRecord | null, parsed: ParsedRequest): { keyId?: string; user?: string } {
-  const user = parsed.body.user;
-  return { ...(key ? { keyId: key.id } : {}), ...(typeof user === 'string' && user ? { user } : {}) };
-}
-
 /** The endpoint that takes a multipart form (the audio upload); every other one takes JSON. */
 const FORM_ENDPOINTS: ReadonlySet<Endpoint> = new Set(['transcriptions']);
 
@@ -293,15 +287,14 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       return;
     }
     // A split is the operator's choice behind the name the key may use: its targets need no permission of their own.
-    const { model, rule } = named.split
-      ? chooseSplit(
-          named,
-          (n) => deps.catalog.resolve(n),
-          splitPoint(named.name, named.splitBy, callerOf(key, parsed), deps.options.random),
-          (m) => modelServes(m, endpoint),
-        )
-      : { model: named, rule: null };
-    const shadow = sampledForShadow(named, deps.options.random) ? shadowPlan(named, endpoint) : null;
+    const { model, rule, shadow } = routeRequest(
+      named,
+      endpoint,
+      key?.id,
+      parsed.body.user,
+      deps.catalog,
+      deps.options.random,
+    );
     if (!modelServes(model, endpoint)) {
       deps.refuse(
         reply,
