@@ -33,6 +33,11 @@ const GATEWAY_FLAG_HELP: Partial<Record<keyof ControlOptions, string>> = {
   cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts',
   max_held_per_key:
     'most requests of one API key waiting in one gateway process for models with no ready replica; then 429',
+  prefix_cache_tokens_per_request:
+    'prefix-cache routing: uncached prompt tokens weighed as one request of load; 0 = the cache is not weighed',
+  prefix_cache_max_blocks: "prefix-cache routing: most (replica, block) entries each gateway process's index keeps",
+  prefix_cache_prompts: 'prefix-cache routing: most prompts each gateway process keeps tokenised',
+  prefix_cache_tokenize_timeout: "prefix-cache routing: longest wait for an engine's /tokenize (in the background)",
   cors_origins: 'web origins allowed to call the listener from a browser, comma-separated, or *',
   tls_cert: 'PEM certificate the listener serves TLS with; absent = plain HTTP',
   tls_key: 'PEM private key for tls_cert',

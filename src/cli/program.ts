@@ -320,6 +320,11 @@ function controlFlagHelp(): Record<keyof ControlOptions, string> {
     request_timeout: 'a whole client request, holds and retries included',
     cold_start_timeout: 'how long a request waits for a model with no ready replica while one starts',
     max_held_per_key: 'most requests of one API key waiting for models with no ready replica; then 429',
+    prefix_cache_tokens_per_request:
+      'prefix-cache routing: uncached prompt tokens weighed as one request of load; 0 = the cache is not weighed',
+    prefix_cache_max_blocks: "prefix-cache routing: most (replica, block) entries the gateway's index keeps",
+    prefix_cache_prompts: 'prefix-cache routing: most prompts kept tokenised for the next turn',
+    prefix_cache_tokenize_timeout: "prefix-cache routing: longest wait for an engine's /tokenize (in the background)",
     max_creates_per_pass: 'most replicas the reconciler creates in one pass (default 10% of the fleet, at least 10)',
     cors_origins:
       'web origins allowed to call the client listener from a browser, comma-separated, or * (default none)',

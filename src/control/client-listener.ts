@@ -88,6 +88,7 @@ export function buildClientListener(parts: ClientListenerParts): ClientListener 
     timeouts: config.router,
     corsOrigins: config.corsOrigins,
     maxHeldPerKey: config.maxHeldPerKey,
+    ...config.prefixCache,
     uploadLimitBytes: config.uploadLimitBytes,
     engineCa: config.engineCa,
     responses: parts.responses,

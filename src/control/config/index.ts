@@ -18,6 +18,12 @@ import { ROUTER_DEFAULTS } from '../../gateway/core/options.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
 import { tracesUrl } from '../../tracing/index.js';
 import { compileOidc, OIDC_DEFAULTS, OIDC_OPTIONS, type OidcConfig } from './oidc.js';
+import {
+  compilePrefixCache,
+  PREFIX_CACHE_DEFAULTS,
+  PREFIX_CACHE_OPTIONS,
+  type PrefixCacheSettings,
+} from './prefix-cache.js';
 
 const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
   message: 'want a duration with a unit, like 500ms, 15s or 5m',
@@ -74,6 +80,7 @@ export const CONTROL_DEFAULTS = Object.freeze({
   request_timeout: formatDurationMs(ROUTER_DEFAULTS.totalTimeoutMs),
   cold_start_timeout: formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs),
   max_held_per_key: ROUTER_DEFAULTS.maxHeldPerKey,
+  ...PREFIX_CACHE_DEFAULTS,
   /** False: a profile env with a loader or interpreter hook is refused. */
   allow_unsafe_profile_env: false,
   /** False: /metrics asks for the admin token. */
@@ -186,6 +193,8 @@ export const ControlOptionsSchema = z.strictObject({
   max_held_per_key: z
     .union([z.number().int().min(1), z.string().regex(/^[1-9]\d*$/, 'want a whole number, 1 or more')])
     .default(CONTROL_DEFAULTS.max_held_per_key),
+  /** Prefix-cache routing's weights and bounds (src/control/config/prefix-cache.ts, docs/prefix-cache.md). */
+  ...PREFIX_CACHE_OPTIONS,
   /**
    * Web origins whose pages may call the client listener from a browser
    * (CORS), e.g. `https://chat.example.com`, or `*` for any; a list, or
@@ -362,6 +371,8 @@ export interface ControlConfig {
   readonly metricsPublic: boolean;
   /** Single sign-on through an OpenID Connect provider; null = none (the admin token and people's tokens only). */
   readonly oidc: OidcConfig | null;
+  /** Prefix-cache routing's settings, passed to the router as they are. */
+  readonly prefixCache: PrefixCacheSettings;
   /** The key file sealing remote endpoints' API keys; null = none (such keys given through the API are refused). */
   readonly secretsKeyFile: string | null;
   /** How often each remote endpoint is probed, ms. */
@@ -548,6 +559,7 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
     clientHosts: Object.freeze(clientHosts),
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
     oidc,
+    prefixCache: compilePrefixCache(o),
     secretsKeyFile: o.secrets_key_file ?? null,
     remoteProbeIntervalMs: parseDurationMs(o.remote_probe_interval) as number,
     responses: Object.freeze({
