@@ -40,6 +40,21 @@ describe('dashboard rendering', () => {
     expect(html).toContain('50% of 1.0 GiB');
   });
 
+  it("shows a replica's prefix cache hit rate in per cent, and unknown where the engine reports none", () => {
+    const load = { running: 1, waiting: 0, kv_usage: 0.5, age_ms: 100 };
+    const html = render(
+      <ReplicaTable
+        replicas={[
+          replica({ id: 'r1', state: 'ready', load: { ...load, cache_hit_rate: 0.874 } }),
+          replica({ id: 'r2', state: 'ready', load }),
+        ]}
+      />,
+    );
+    const row = (id: string) => html.slice(html.indexOf(`data-replica="${id}"`));
+    expect(row('r1')).toMatch(/^[^]*?data-field="cache-hit">87%</);
+    expect(row('r2'), 'not reported is not 0%').toMatch(/^[^]*?data-field="cache-hit"><span class="unknown"/);
+  });
+
   it('shows a fetch of unknown size as unknown, not as 0%', () => {
     const r = replica({
       shards: [{ id: 's1', node: 'n1', rank: 0, gpus: [], state: 'fetching', fetch: { bytes_done: 1024 } }],
