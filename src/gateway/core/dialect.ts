@@ -81,7 +81,7 @@ export interface DialectHost {
   readonly logger: Logger;
   /** Where Responses answers are kept; null = none is kept. */
   readonly responseStore: ResponseStore | null;
-  /** The admission hooks' collaborators (admission.ts): callHook and rateLimitHook are built from them. */
+  /** The admission hooks' collaborators (admission.ts): callHook and rateLimitHook (limits-hook.ts) are built from them. */
   admission(): AdmissionDeps;
   /** Relays an admitted inference request (request.call) to the end of its answer. */
   infer(request: FastifyRequest, reply: FastifyReply): Promise<unknown>;

@@ -7,7 +7,8 @@
 // (request, response, stream, errors) are pure, tested as data in, data out.
 import type { FastifyRequest } from 'fastify';
 import { LlmgwError } from '../../../errors/index.js';
-import { callHook, rateLimitHook, type Translate } from '../../core/admission.js';
+import { callHook, type Translate } from '../../core/admission.js';
+import { rateLimitHook } from '../../core/limits-hook.js';
 import { withholdsUsage } from '../../core/dispatch.js';
 import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../../core/dialect.js';
 import { countTokens, COUNTS_PROMPTS, promptCount } from './count-tokens.js';

@@ -5,7 +5,8 @@
 // shape (../../errors.ts) is the one the official SDKs parse. Also the
 // turn of every request whose dialect translates nothing (OPENAI_TURN).
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { allows, callHook, rateLimitHook } from '../../core/admission.js';
+import { allows, callHook } from '../../core/admission.js';
+import { rateLimitHook } from '../../core/limits-hook.js';
 import { withholdsUsage } from '../../core/dispatch.js';
 import { openAiErrorBody, openAiErrorShape } from '../../core/errors.js';
 import { RelayHandler } from '../../core/relay.js';

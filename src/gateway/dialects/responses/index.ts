@@ -7,7 +7,8 @@
 // which the Responses API shares. The pure translations of the request,
 // the answer and the stream are listed in translations.ts.
 import { openAiErrorBody, openAiErrorShape } from '../../core/errors.js';
-import { callHook, rateLimitHook } from '../../core/admission.js';
+import { callHook } from '../../core/admission.js';
+import { rateLimitHook } from '../../core/limits-hook.js';
 import { routeConfig, type Dialect } from '../../core/dialect.js';
 import { fromResponses, previousResponseHook } from './call.js';
 import { ResponseKeeper } from './keeper.js';
