@@ -95,6 +95,33 @@ describe('LoadScraper against the sim engine', () => {
     await scraper.stop();
   });
 
+  it("reads a sim's prefix cache counters as the hit rate of the prompts since the last read", async () => {
+    const engine = await startSimEngine({ kvCacheBlocks: 64, tokensPerSecond: 10_000 });
+    engines.push(engine);
+    const scraper = new LoadScraper({ targets: () => [{ shardId: 's1', endpoint: engine.url }] });
+    const ask = async () => {
+      const res = await request(`${engine.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'sim',
+          messages: [{ role: 'user', content: 'the same long prompt, word after word, '.repeat(20) }],
+          max_tokens: 1,
+        }),
+      });
+      await res.body.dump();
+    };
+    await scraper.round();
+    expect(scraper.take('s1'), 'nothing looked up yet').not.toHaveProperty('cache_hit_rate');
+    await ask();
+    await scraper.round();
+    expect(scraper.take('s1')?.cache_hit_rate, 'a first prompt finds nothing cached').toBe(0);
+    await ask();
+    await scraper.round();
+    expect(scraper.take('s1')?.cache_hit_rate, 'the same prompt again: mostly cached').toBeGreaterThan(0.5);
+    await scraper.stop();
+  });
+
   it('forgets shards that are no longer targets', async () => {
     let targets = [{ shardId: 's1', endpoint: 'http://127.0.0.1:1' }];
     const scraper = new LoadScraper({ targets: () => targets, fetchText: async () => 'vllm:num_requests_running 3\n' });
