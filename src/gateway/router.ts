@@ -17,22 +17,16 @@
 // table of defaults are in options.ts.
 import type {
   ApiKeyRecord,
-  BudgetGate,
-  KeyStore,
-  ReplicaDirectory,
   ReplicaUse,
-  RequestLimiter,
   ResponseStore,
   RoutedModel,
   RoutedModels,
   RouterReplica,
-  UsageSink,
 } from './ports/index.js';
 import { randomBytes } from 'node:crypto';
 import fastifyCors from '@fastify/cors';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
 import type { ErrorCode } from '../errors/index.js';
 import { keyHook, armBodyTimeout, type AdmissionDeps } from './core/admission.js';
 import { AttemptLoop } from './core/attempt-loop.js';
@@ -49,43 +43,20 @@ import { mirrorAfterSend } from './core/mirror.js';
 import { ShadowBoard, ShadowRunner } from './traffic/index.js';
 import { Ledger } from './core/ledger.js';
 import { RouterMetrics } from './core/metrics.js';
-import { compileRouterOptions, type RouterOptions, type RouterSettings, type RouterTimeouts } from './core/options.js';
+import { compileRouterOptions, type RouterOptions, type RouterTimeouts } from './core/options.js';
 import { RateLimiter } from './core/rate-limit.js';
-import type { RequestLog } from './core/request-log.js';
+import { newRecord } from './core/request-log.js';
 import { streamOptionsResend } from './core/stream-options.js';
+import { RunningRequests } from './core/running.js';
 import { UpstreamPools, type Upstream } from './core/upstreams.js';
 import { RemoteRouting } from './remote/index.js';
-import type { Endpoint, ParsedRequest } from './core/validate.js';
 import { registerCapacityRoute } from './remote/capacity.js';
+import type { Endpoint, ParsedRequest } from './core/validate.js';
 import { modelServes } from './ports/endpoints.js';
-import { RequestSpan, traceContext, type GatewayTracing } from './tracing/index.js';
+import { RequestSpan, traceContext } from './tracing/index.js';
+import type { RouterDeps } from './deps.js';
 
-/** What the router is built from: its collaborators, and its settings (RouterSettings, defaults in ROUTER_DEFAULTS). */
-export interface RouterDeps extends RouterSettings {
-  catalog: RoutedModels;
-  replicas: ReplicaDirectory;
-  keys: KeyStore;
-  /** False only for a loopback-only listener (the caller refuses it on any other address): then no key is asked for. */
-  authRequired: boolean;
-  usage: UsageSink;
-  /** Where the router's metrics go; the admin listener serves it. */
-  registry: Registry;
-  logger: Logger;
-  /** Per-key rate limits; absent = this process's own token buckets (several control planes share one through the store). */
-  limiter?: RequestLimiter;
-  /** Budgets per team and key (src/control/budgets); absent = none is enforced, and the request log shows no cost. */
-  budgets?: BudgetGate;
-  /**
-   * Where Responses API answers are kept (`store`, `previous_response_id`,
-   * GET/DELETE /v1/responses/{id}); absent = none is kept: `store` is
-   * ignored, and a previous_response_id or an id to GET is never found.
-   */
-  responses?: ResponseStore;
-  /** Where each finished request is recorded (which replica, why it failed); absent = none is. */
-  requestLog?: RequestLog;
-  /** OpenTelemetry's tracer and propagator (src/gateway/tracing); absent = no request is traced, and no span is made. */
-  tracing?: GatewayTracing;
-}
+export type { RouterDeps } from './deps.js';
 
 export class Router implements DialectHost {
   /** The compiled settings: every default filled once, here, from ROUTER_DEFAULTS. */
@@ -117,7 +88,7 @@ export class Router implements DialectHost {
   /** Remote replicas' circuits and Retry-After waits, and spill-over (src/gateway/remote). */
   private readonly remote: RemoteRouting;
   /** Requests running per key id, so a revocation ends them; no entry = none. */
-  private readonly runningByKey = new Map<string, Set<Exchange>>();
+  private readonly running = new RunningRequests();
   private readonly unsubscribeRevoked: () => void;
 
   constructor(private readonly deps: RouterDeps) {
@@ -150,7 +121,7 @@ export class Router implements DialectHost {
       logger: deps.logger,
     });
     this.createdS = Math.floor(o.now() / 1000);
-    this.unsubscribeRevoked = deps.keys.onRevoked((keyId) => this.endRevoked(keyId));
+    this.unsubscribeRevoked = deps.keys.onRevoked((keyId) => this.running.revoke(keyId));
     this.loop = new AttemptLoop({
       options: o,
       catalog: deps.catalog,
@@ -293,42 +264,20 @@ export class Router implements DialectHost {
       turn: turn ?? OPENAI_TURN,
       tracing,
       shadow,
-      trace: {
-        ...(rule ? { rule } : {}),
-        id: request.id,
-        atMs: this.options.now() - reply.elapsedTime,
-        model: model.name,
-        endpoint,
-        stream: parsed.stream,
-        ...(key ? { key: key.prefix } : {}),
-        status: 0,
-        clientGone: false,
-        timedOut: false,
-        attempts: [],
-        // The admission hooks ran between arrival and here; a queue that held the request says so itself.
-        admission: { outcome: 'admitted', doneMs: reply.elapsedTime },
-        durationMs: 0,
-      },
+      // The admission hooks ran between arrival and here; a queue that held the request says so itself.
+      trace: newRecord(request.id, this.options.now() - reply.elapsedTime, model.name, endpoint, parsed.stream, {
+        key: key?.prefix,
+        rule,
+        admittedMs: reply.elapsedTime,
+      }),
     };
-    res.on('close', () => {
-      if (res.writableFinished) return;
-      ex.clientGone = true;
-      ex.abort?.();
-      ex.wake?.();
-    });
-    const total = setTimeout(() => {
-      ex.timedOut = true;
-      ex.abort?.();
-      ex.wake?.();
-    }, this.options.timeouts.totalTimeoutMs);
-    if (key) {
-      let mine = this.runningByKey.get(key.id);
-      if (!mine) this.runningByKey.set(key.id, (mine = new Set()));
-      mine.add(ex);
-      // Revoked while the request was being admitted (a hook that waited on the store): it was not yet here to be told.
-      const now = this.deps.keys.lookupByHash(key.hash);
-      if (!(now instanceof Promise) && now?.revokedAtMs != null) ex.revoked = true;
-    }
+    // Revoked while the request was being admitted (a hook that waited on the store): it was not yet here to be told.
+    const now = key ? this.deps.keys.lookupByHash(key.hash) : undefined;
+    const close = this.running.open(
+      ex,
+      this.options.timeouts.totalTimeoutMs,
+      !(now instanceof Promise) && now?.revokedAtMs != null,
+    );
     let status = 0;
     try {
       status = await this.loop.run(ex);
@@ -338,12 +287,7 @@ export class Router implements DialectHost {
       if (!res.writableEnded && res.headersSent) res.destroy();
       status = 500;
     } finally {
-      clearTimeout(total);
-      if (key) {
-        const mine = this.runningByKey.get(key.id);
-        mine?.delete(ex);
-        if (mine?.size === 0) this.runningByKey.delete(key.id);
-      }
+      close();
     }
     // No answer came from an engine (else its relay settled already): no token was used, the whole reservation goes back.
     tab.settle(model.name, ex.clientGone ? 0 : status, 0, 0);
@@ -363,17 +307,6 @@ export class Router implements DialectHost {
     }
     this.deps.requestLog?.add(t);
     return reply;
-  }
-
-  /** Ends every running request of a key just revoked: within the time it takes this process to learn of it. */
-  private endRevoked(keyId: string): void {
-    const mine = this.runningByKey.get(keyId);
-    if (!mine) return;
-    for (const ex of mine) {
-      ex.revoked = true;
-      ex.abort?.();
-      ex.wake?.();
-    }
   }
 
   /** Logs a refusal (5xx as errors, 4xx at info), counts it unless `counted`, and sends it in the route's dialect. */
@@ -432,8 +365,8 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
       done();
     });
     for (const dialect of DIALECTS) dialect.routes(scope, router);
+    registerCapacityRoute(scope, deps, router);
   });
   app.addHook('onClose', async () => router.close());
   return router;
-    registerCapacityRoute(scope, deps, router);
 }

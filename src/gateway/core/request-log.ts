@@ -329,6 +329,32 @@ function statusIn(reason: string | undefined): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/** A request's record as the router opens it, once admission let it through `admittedMs` after it arrived. */
+export function newRecord(
+  id: string,
+  atMs: number,
+  model: string,
+  endpoint: string,
+  stream: boolean,
+  o: { readonly key: string | undefined; readonly rule: string | null | undefined; readonly admittedMs: number },
+): RequestRecord {
+  return {
+    ...(o.rule ? { rule: o.rule } : {}),
+    id,
+    atMs,
+    model,
+    endpoint,
+    stream,
+    ...(o.key !== undefined ? { key: o.key } : {}),
+    status: 0,
+    clientGone: false,
+    timedOut: false,
+    attempts: [],
+    admission: { outcome: 'admitted', doneMs: o.admittedMs },
+    durationMs: 0,
+  };
+}
+
 /**
  * The cold hold's record once it ended: `fromMs` is performance.now() when
  * it began, `ready` the model's candidates after it (the first is named as
