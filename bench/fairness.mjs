@@ -4,7 +4,8 @@
 //
 // The fleet: --replicas sim engines, each --max-seqs sequences (its engine
 // queues the rest, FIFO, as vLLM does), --ttft-ms before the first token
-// (a long prompt's prefill) and --max-tokens at --tokens-per-second after.
+// (a long prompt's prefill) and on average --max-tokens (a quarter to 1.75
+// times it, drawn per request) at --tokens-per-second after.
 // The model declares capacity.per_replica = --max-seqs, so the gateway keeps
 // what the engines cannot run in its fair-share queue. Phases, each
 // --seconds of open-loop load (requests sent on a fixed schedule, whatever
@@ -18,7 +19,7 @@
 // then B's p99 with A flooding over B's alone (target: at most 1.5), and A's
 // share of the answers (A gets the rest of the capacity).
 //
-//   npm run build && node bench/fairness.mjs [--seconds 20] [--replicas 2] [--max-seqs 4]
+//   npm run build && node bench/fairness.mjs [--seconds 20] [--replicas 2] [--max-seqs 8]
 //     [--ttft-ms 400] [--max-tokens 32] [--tokens-per-second 100] [--flood 10] [--trickle-rps 2]
 //     [--grace-seconds 5]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -37,7 +38,7 @@ const { values: flags } = parseArgs({
     'serve-sims': { type: 'string' },
     seconds: { type: 'string', default: '20' },
     replicas: { type: 'string', default: '2' },
-    'max-seqs': { type: 'string', default: '4' },
+    'max-seqs': { type: 'string', default: '8' },
     'ttft-ms': { type: 'string', default: '400' },
     'max-tokens': { type: 'string', default: '32' },
     'tokens-per-second': { type: 'string', default: '100' },
@@ -113,12 +114,14 @@ async function main() {
       openLoop(seconds * 1000, rps, (i) => {
         const s = teams[team];
         s.sent++;
+        // Answers of different lengths, as real ones are: equal ones keep the fleet in lockstep, freeing every place at once.
+        const tokens = Math.max(1, Math.round(maxTokens * (0.25 + 1.5 * Math.random())));
         const p = stream(
           pools[team],
           gw.keys[team],
           phase.model,
           `${team} ${phase.name} ${i}`,
-          maxTokens,
+          tokens,
           controller.signal,
         ).then((m) => record(s, m));
         pending.push(p);
