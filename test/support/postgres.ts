@@ -3,8 +3,12 @@
 // Unset: the Postgres half of a suite is skipped and says why. Set but
 // unreachable: a failure, because CI sets it exactly when a server must be there.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { describe, it } from 'vitest';
+import type { StoreLocation } from '../../src/control/store/connection.js';
 
 export const POSTGRES_URL = process.env.LLMGW_TEST_POSTGRES ?? '';
 export const POSTGRES_SKIP_REASON = POSTGRES_URL
@@ -61,4 +65,37 @@ export function describePostgres(name: string, fn: () => void): void {
     return;
   }
   describe.skip(`${name} (skipped: ${POSTGRES_SKIP_REASON})`, fn);
+}
+
+/** Where a suite run on every dialect keeps its store: a fresh SQLite file, or a fresh Postgres database. */
+export interface StoreBackend {
+  name: 'sqlite' | 'postgres';
+  /** Why it is skipped; '' = it runs. */
+  skip: string;
+  setup(): Promise<{ location: StoreLocation; teardown(): Promise<void> }>;
+}
+
+/** SQLite always, Postgres where LLMGW_TEST_POSTGRES names a server; `prefix` names the SQLite file's directory. */
+export function storeBackends(prefix: string): StoreBackend[] {
+  return [
+    {
+      name: 'sqlite',
+      skip: '',
+      async setup() {
+        const dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
+        return {
+          location: { kind: 'sqlite', path: join(dir, 'llmgw.db') },
+          teardown: async () => rmSync(dir, { recursive: true, force: true }),
+        };
+      },
+    },
+    {
+      name: 'postgres',
+      skip: POSTGRES_SKIP_REASON,
+      async setup() {
+        const db = await createTestDatabase();
+        return { location: { kind: 'postgres', url: db.url }, teardown: () => db.drop() };
+      },
+    },
+  ];
 }

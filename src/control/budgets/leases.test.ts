@@ -2,39 +2,16 @@
 // (LLMGW_TEST_POSTGRES) Postgres: each plane spends leases it took, and the
 // store must never lease the same room twice. A plane that leased it twice
 // would let a hard budget be overshot by far more than one lease per plane.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, POSTGRES_SKIP_REASON } from '../../../test/support/postgres.js';
+import { storeBackends } from '../../../test/support/postgres.js';
 import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import { Store, type StoreLocation } from '../store/index.js';
 import { StoredBudgetBook } from './book.js';
 import type { BudgetRecord } from './budgets.js';
 import { BudgetLeases } from './leases.js';
 
-const backends = [
-  {
-    name: 'sqlite',
-    skip: '',
-    async setup() {
-      const dir = mkdtempSync(join(tmpdir(), 'llmgw-budgets-'));
-      return {
-        location: { kind: 'sqlite', path: join(dir, 'llmgw.db') } as StoreLocation,
-        teardown: async () => rmSync(dir, { recursive: true, force: true }),
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP_REASON,
-    async setup() {
-      const db = await createTestDatabase();
-      return { location: { kind: 'postgres', url: db.url } as StoreLocation, teardown: () => db.drop() };
-    },
-  },
-];
+const backends = storeBackends('llmgw-budgets');
 
 const NOW = Date.parse('2026-12-06T10:00:00Z');
 const key: ApiKeyRecord = {

@@ -2,39 +2,16 @@
 // (migration 0021) on every dialect, read back after a restart, shown by the
 // admin API, and refused with words when it names no class. A key made
 // before 0021, or without a class, is interactive.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, POSTGRES_SKIP_REASON } from '../../../test/support/postgres.js';
-import { StoreConnection, type StoreLocation } from '../store/connection.js';
+import { storeBackends } from '../../../test/support/postgres.js';
+import { StoreConnection } from '../store/connection.js';
 import { issueKey, keyView, MemoryKeyStore } from './keys.js';
 import { StoredKeys } from './stored.js';
 import { registerKeyAdmin } from './admin.js';
 import { createJsonApp } from '../../http/index.js';
 
-const backends: { name: string; skip: string; location(): Promise<{ at: StoreLocation; drop(): Promise<void> }> }[] = [
-  {
-    name: 'sqlite',
-    skip: '',
-    async location() {
-      const dir = mkdtempSync(join(tmpdir(), 'llmgw-priority-'));
-      return {
-        at: { kind: 'sqlite', path: join(dir, 'llmgw.db') },
-        drop: async () => rmSync(dir, { recursive: true, force: true }),
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP_REASON,
-    async location() {
-      const db = await createTestDatabase();
-      return { at: { kind: 'postgres', url: db.url }, drop: () => db.drop() };
-    },
-  },
-];
+const backends = storeBackends('llmgw-priority');
 
 for (const backend of backends) {
   describe.skipIf(backend.skip !== '')(`a key's priority in the store on ${backend.name}`, () => {
@@ -44,8 +21,8 @@ for (const backend of backends) {
     });
 
     it('keeps a batch key batch across a reopen, and reads a key without one as interactive', async () => {
-      const { at, drop } = await backend.location();
-      drops.push(drop);
+      const { location: at, teardown } = await backend.setup();
+      drops.push(teardown);
       const first = await StoreConnection.open({ location: at });
       const keys = await StoredKeys.create(first);
       const bulk = await issueKey(keys, { name: 'bulk', priority: 'batch' }, Date.now(), 'test');

@@ -2,37 +2,14 @@
 // usage from before them, on SQLite and (LLMGW_TEST_POSTGRES) Postgres: a key
 // left without a team, or a usage row lost or given a cost it never had,
 // would misstate who may spend what and what was spent.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Migrator, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, POSTGRES_SKIP_REASON } from '../../../test/support/postgres.js';
+import { storeBackends } from '../../../test/support/postgres.js';
 import { StaticMigrationProvider } from './migrations.js';
 import { openPostgres, openSqlite, type Database } from './index.js';
 import { StoreConnection, type StoreLocation } from './connection.js';
 
-const backends = [
-  {
-    name: 'sqlite',
-    skip: '',
-    async setup() {
-      const dir = mkdtempSync(join(tmpdir(), 'llmgw-teams-mig-'));
-      return {
-        location: { kind: 'sqlite', path: join(dir, 'llmgw.db') } as StoreLocation,
-        teardown: async () => rmSync(dir, { recursive: true, force: true }),
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP_REASON,
-    async setup() {
-      const db = await createTestDatabase();
-      return { location: { kind: 'postgres', url: db.url } as StoreLocation, teardown: () => db.drop() };
-    },
-  },
-];
+const backends = storeBackends('llmgw-teams-mig');
 
 for (const backend of backends) {
   describe.skipIf(backend.skip !== '')(`teams and usage cost migrations on ${backend.name}`, () => {
