@@ -77,7 +77,7 @@ export class CapacityGate {
     const gate = this.gateOf(model);
     if (gate.queue.size === 0 && gate.active < this.limit(model, capacity)) {
       gate.active++;
-      gate.queue.charge({ ...request, grant: null });
+      gate.queue.charge(request);
       return { kind: 'admitted', queuedMs: 0 };
     }
     if (gate.queue.waitingFor(request.tenant) >= capacity.queuePerTenant) return { kind: 'full', queuedMs: 0 };

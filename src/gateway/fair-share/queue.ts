@@ -72,7 +72,7 @@ export class FairQueue<R extends QueuedRequest> {
    * filled up has used its share by then, and one arriving after it must
    * not be queued behind it as if both started even.
    */
-  charge(request: R): void {
+  charge(request: QueuedRequest): void {
     const q = this.classes.get(request.cls)!;
     const t = this.tenantOf(request);
     const start = Math.max(q.clock, t.finish);
@@ -126,7 +126,7 @@ export class FairQueue<R extends QueuedRequest> {
     return undefined;
   }
 
-  private tenantOf(request: R): Tenant<R> {
+  private tenantOf(request: QueuedRequest): Tenant<R> {
     const q = this.classes.get(request.cls)!;
     let t = q.tenants.get(request.tenant);
     if (!t) {
