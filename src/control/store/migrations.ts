@@ -427,6 +427,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.alterTable('api_keys').addColumn('priority', 'text').execute();
       },
     },
+    // Tokens served while GPU-hours were metered, so a model's measured cost per million tokens excludes earlier usage.
+    '0025_gpu_prices': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('model_gpu_cost')
+          .addColumn('tokens', 'bigint', (c) => c.notNull().defaultTo(0))
+          .execute();
+      },
+    },
   };
 }
 

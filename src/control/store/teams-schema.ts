@@ -53,5 +53,7 @@ export interface ModelGpuCostTable {
   model: string;
   gpu_hours: number;
   cost_usd: number;
+  /** Tokens its replicas served while metered, summed over control planes (0025_gpu_prices). */
+  tokens: number;
   updated_at: number;
 }
