@@ -149,6 +149,11 @@ export class StoredUsage implements UsageSink {
     });
   }
 
+  /** Adds US dollars to a row without a request or token: the cost derived from GPU-hours, known at the interval's end. */
+  charge(keyId: string, model: string, endpoint: string, costUsd: number): void {
+    this.add(keyId, model, endpoint, { requests: 0, errors: 0, promptTokens: 0, completionTokens: 0, costUsd });
+  }
+
   private add(keyId: string, model: string, endpoint: string, totals: Totals): void {
     const key = `${keyId}\0${model}\0${endpoint}`;
     const t = this.pending.get(key) ?? {
