@@ -16,6 +16,7 @@ import { readSecretFile } from '../../validation/flags.js';
 import { parseOptions } from '../../validation/options.js';
 import { ROUTER_DEFAULTS } from '../../gateway/core/options.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
+import { BATCH_DEFAULTS, BATCH_OPTIONS, compileBatches, type BatchSettings } from './batches.js';
 import { tracesUrl } from '../../tracing/index.js';
 import { compileOidc, OIDC_DEFAULTS, OIDC_OPTIONS, type OidcConfig } from './oidc.js';
 import {
@@ -81,6 +82,7 @@ export const CONTROL_DEFAULTS = Object.freeze({
   cold_start_timeout: formatDurationMs(ROUTER_DEFAULTS.coldStartTimeoutMs),
   max_held_per_key: ROUTER_DEFAULTS.maxHeldPerKey,
   ...PREFIX_CACHE_DEFAULTS,
+  ...BATCH_DEFAULTS,
   /** False: a profile env with a loader or interpreter hook is refused. */
   allow_unsafe_profile_env: false,
   /** False: /metrics asks for the admin token. */
@@ -195,6 +197,8 @@ export const ControlOptionsSchema = z.strictObject({
     .default(CONTROL_DEFAULTS.max_held_per_key),
   /** Prefix-cache routing's weights and bounds (src/control/config/prefix-cache.ts, docs/prefix-cache.md). */
   ...PREFIX_CACHE_OPTIONS,
+  /** Batches: where files live and their limits (src/control/config/batches.ts, docs/batches.md). */
+  ...BATCH_OPTIONS,
   /**
    * Web origins whose pages may call the client listener from a browser
    * (CORS), e.g. `https://chat.example.com`, or `*` for any; a list, or
@@ -373,6 +377,8 @@ export interface ControlConfig {
   readonly oidc: OidcConfig | null;
   /** Prefix-cache routing's settings, passed to the router as they are. */
   readonly prefixCache: PrefixCacheSettings;
+  /** The Files and Batch APIs' settings (docs/batches.md). */
+  readonly batches: BatchSettings;
   /** The key file sealing remote endpoints' API keys; null = none (such keys given through the API are refused). */
   readonly secretsKeyFile: string | null;
   /** How often each remote endpoint is probed, ms. */
@@ -560,6 +566,7 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
     oidc,
     prefixCache: compilePrefixCache(o),
+    batches: compileBatches(o, o.store.startsWith('sqlite:') ? o.store.slice('sqlite:'.length) : null),
     secretsKeyFile: o.secrets_key_file ?? null,
     remoteProbeIntervalMs: parseDurationMs(o.remote_probe_interval) as number,
     responses: Object.freeze({
