@@ -23,7 +23,7 @@ import { checkModelLimits, parseFormRequest, parseRequest, type Endpoint, type P
 import { modelServes } from '../ports/endpoints.js';
 import { bearerToken, readForm } from '../../http/index.js';
 import type { DialectTurn } from './dialect.js';
-import { routeRequest, type ShadowPlan } from '../traffic/index.js';
+import { routeRequest, SplitDraws, type ShadowPlan } from '../traffic/index.js';
 
 /** An inference request that passed every check: what the handler relays. */
 export interface AdmittedCall {
@@ -191,6 +191,8 @@ function endpointPhrase(endpoint: Endpoint, path: string): string {
 export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Translate | null = null): Hook {
   const { maxN, maxTokens } = deps.options;
   const form = FORM_ENDPOINTS.has(endpoint);
+  // One sequence per model and route: requests split evenly even when another endpoint's requests are interleaved.
+  const splitDraws = new SplitDraws(deps.options.random);
   /** A check's refusal as the client's error; anything else is a fault, for the listener's 500. */
   const refuseError = (reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
     if (!isLlmgwError(err)) return done(err as Error);
@@ -292,6 +294,7 @@ export function callHook(deps: AdmissionDeps, endpoint: Endpoint, translate: Tra
       parsed.body.user,
       deps.catalog,
       deps.options.random,
+      splitDraws,
     );
     if (!modelServes(model, endpoint)) {
       deps.refuse(

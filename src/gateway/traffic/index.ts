@@ -7,4 +7,5 @@
 export { chooseSplit, pickByWeight, sampledForShadow, splitPoint, stickyPoint, type SplitChoice } from './split.js';
 export { SHADOW_SAMPLES_KEPT, ShadowBoard, type DropReason, type SideSample } from './board.js';
 export { ShadowRunner, shadowPlan, usageOf, type ShadowCopy, type ShadowPlan } from './shadow.js';
+export { SplitDraws } from './draws.js';
 export { routeRequest, type RoutedRequest } from './route.js';

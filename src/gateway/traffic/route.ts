@@ -3,6 +3,7 @@
 // named model's shadow (shadow.ts). Apart so the hook stays about checks.
 import type { RoutedModel } from '../ports/index.js';
 import { modelServes, type Endpoint } from '../ports/endpoints.js';
+import type { SplitDraws } from './draws.js';
 import { chooseSplit, sampledForShadow, splitPoint } from './split.js';
 import { shadowPlan, type ShadowPlan } from './shadow.js';
 
@@ -15,7 +16,11 @@ export interface RoutedRequest {
   readonly shadow: ShadowPlan | null;
 }
 
-/** `keyId` absent = no key; `user` = the body's user field, anything not a non-empty string = none. */
+/**
+ * `keyId` absent = no key; `user` = the body's user field, anything not a
+ * non-empty string = none. `draws` places unkeyed requests on the split
+ * evenly (draws.ts); absent = an independent `random` draw per request.
+ */
 export function routeRequest(
   named: RoutedModel,
   endpoint: Endpoint,
@@ -23,13 +28,14 @@ export function routeRequest(
   user: unknown,
   catalog: { resolve(nameOrAlias: string): RoutedModel | undefined },
   random: () => number,
+  draws?: SplitDraws,
 ): RoutedRequest {
   const caller = { ...(keyId ? { keyId } : {}), ...(typeof user === 'string' && user ? { user } : {}) };
   const { model, rule } = named.split
     ? chooseSplit(
         named,
         (n) => catalog.resolve(n),
-        splitPoint(named.name, named.splitBy, caller, random),
+        splitPoint(named.name, named.splitBy, caller, draws ? () => draws.next(named.name) : random),
         (m) => modelServes(m, endpoint),
       )
     : { model: named, rule: null };
