@@ -83,6 +83,11 @@ export const ScalingSchema = z.strictObject({
   window: duration.optional(),
   /** After a scale-up, no replica is stopped for idleness for this long; absent = 5m. */
   cooldown: duration.optional(),
+  /**
+   * Replicas demand from batch lines (src/control/batches) may scale the model up to; absent = what already runs
+   * (batch lines use idle places but never start a replica). At most max.
+   */
+  batch_max_replicas: z.number().int().min(0).max(10_000).optional(),
 });
 
 /** `scaling.window` when absent: long enough that a burst does not start replicas that would be idle by the time they are ready. */
@@ -205,6 +210,8 @@ export interface Model extends CompiledTraffic {
     readonly windowMs: number;
     /** No scale-down for idleness this long after a scale-up. */
     readonly cooldownMs: number;
+    /** Replicas batch demand may scale up to; absent = what already runs (batch lines never start one). */
+    readonly batchMaxReplicas?: number;
   };
   readonly fallbacks: readonly string[];
   /** The profiles llmgw runs, in order; empty for an engine: remote model. */
@@ -249,6 +256,11 @@ export function definitionProblems(def: z.output<typeof ModelSchema>, options: D
   problems.push(...remoteProblems(def));
   const max = def.scaling.max ?? def.scaling.min;
   if (def.scaling.min > max) problems.push(`scaling: min (${def.scaling.min}) is greater than max (${max})`);
+  const batchMax = def.scaling.batch_max_replicas;
+  if (batchMax !== undefined && batchMax > max)
+    problems.push(
+      `scaling: batch_max_replicas (${batchMax}) is greater than max (${max}); raise scaling.max or lower batch_max_replicas`,
+    );
   const seen = new Set<string>();
   for (const alias of def.aliases) {
     if (alias === def.name) problems.push(`aliases: "${alias}" is the model's own name`);
@@ -324,6 +336,9 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
         def.scaling.cooldown === undefined
           ? DEFAULT_SCALING_COOLDOWN_MS
           : (parseDurationMs(def.scaling.cooldown) as number),
+      ...(def.scaling.batch_max_replicas === undefined || remote.remote
+        ? {}
+        : { batchMaxReplicas: def.scaling.batch_max_replicas }),
     },
     fallbacks: def.fallbacks,
     ...compileTraffic(def),

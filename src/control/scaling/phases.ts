@@ -18,7 +18,10 @@ export interface Measured {
   readonly target: number;
   /** Replicas that count (pending through ready). */
   readonly capacity: number;
-  /** Requests in flight (per replica, the larger of the router's count and the engine's own) plus those held. */
+  /**
+   * Requests in flight (per replica, the larger of the router's count and the engine's own) plus those held, with
+   * batch lines counted only up to what batchMaxReplicas replicas take (batchDemand).
+   */
   readonly demand: number;
   /** ceil(demand / target): the replicas the demand needs now. */
   readonly needed: number;
@@ -39,8 +42,9 @@ export function measure(signals: ModelSignals): Measured {
   const p = signals.policy;
   let inFlight = 0;
   for (const r of signals.replicas) inFlight += Math.max(r.inFlight, r.engineQueued ?? 0);
-  const demand = inFlight + signals.queued;
   const target = Math.max(1, p.targetInflight);
+  const batch = batchCounted(signals, inFlight, target);
+  const demand = batch.interactive + batch.counted;
   return {
     min: p.min,
     max: Math.max(p.min, p.max),
@@ -49,6 +53,27 @@ export function measure(signals: ModelSignals): Measured {
     demand,
     needed: Math.ceil(demand / target),
   };
+}
+
+/**
+ * Batch lines are demand only up to what scaling.batch_max_replicas replicas
+ * take at target_inflight each, after the interactive demand: absent, up to
+ * the replicas that already count, so a batch keeps what runs busy (and
+ * running) but never makes the model grow. Lines in flight are among the
+ * replicas' counts; they are taken out before the rest is called interactive.
+ */
+export function batchCounted(
+  signals: ModelSignals,
+  inFlight: number,
+  target: number,
+): { interactive: number; counted: number } {
+  const b = signals.batch;
+  if (!b) return { interactive: inFlight + signals.queued, counted: 0 };
+  const running = Math.min(Math.max(0, b.inFlight), inFlight);
+  const interactive = inFlight - running + signals.queued;
+  const replicas = Math.max(signals.replicas.length, signals.policy.batchMaxReplicas ?? 0);
+  const room = Math.max(0, replicas * target - interactive);
+  return { interactive, counted: Math.min(running + Math.max(0, b.waiting), room) };
 }
 
 /**
@@ -82,7 +107,19 @@ export function withinBounds(step: ScaleStep, m: Measured, first: boolean): Scal
  * one: the up phase adds more after its window.
  */
 export function fromZero(step: ScaleStep, m: Measured, signals: ModelSignals, now: number): ScaleStep {
-  if (!(step.wanted === 0 && m.capacity === 0 && m.max >= 1 && (signals.coldDemand || signals.queued > 0))) return step;
+  const batchOnly = !(signals.coldDemand || signals.queued > 0);
+  // With no replica, all of demand is held requests or batch lines (those counted up to batch_max_replicas).
+  const batch = batchOnly ? Math.max(0, m.demand - signals.queued) : 0;
+  if (!(step.wanted === 0 && m.capacity === 0 && m.max >= 1 && (!batchOnly || batch > 0))) return step;
+  if (batchOnly) {
+    return {
+      ...step,
+      wanted: 1,
+      lastUpAtMs: now,
+      aboveSinceMs: null,
+      reason: `${batch} batch line(s) wait for a model with no replica; one is started (scaling.batch_max_replicas ${signals.policy.batchMaxReplicas ?? 0})`,
+    };
+  }
   return {
     ...step,
     wanted: 1,

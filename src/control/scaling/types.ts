@@ -13,6 +13,19 @@ export interface ScalingPolicy {
   readonly idleTimeoutMs: number | null;
   readonly windowMs: number;
   readonly cooldownMs: number;
+  /** Replicas batch demand may scale the model up to; absent = what already runs (batch lines never start one). */
+  readonly batchMaxReplicas?: number;
+}
+
+/**
+ * A model's batch lines (src/control/batches) as the scaler weighs them:
+ * demand like any other, counted only up to scaling.batch_max_replicas.
+ */
+export interface BatchDemand {
+  /** Lines in flight now; they are among the replicas' in-flight counts. */
+  readonly inFlight: number;
+  /** Lines of running batches not started yet. */
+  readonly waiting: number;
 }
 
 /** One replica that counts toward wanted (pending through ready), as the scaler reads it. */
@@ -44,6 +57,8 @@ export interface ModelSignals {
   readonly queued: number;
   /** A request arrived for the model while it had no ready replica (since the last decision). */
   readonly coldDemand: boolean;
+  /** Its batch lines; absent = none. */
+  readonly batch?: BatchDemand;
 }
 
 /** What the scaler remembers of a model between passes. */
