@@ -15,7 +15,7 @@ import { allows } from './admission.js';
 import type { ColdHold } from './cold-hold.js';
 import { waitFor } from './cold-hold.js';
 import type { ReplicaChooser } from './chooser.js';
-import { compose, type Attempt, type Dispatch, type Interceptor } from './dispatch.js';
+import { attachSecret, compose, upstreamRelay, type Attempt, type Dispatch, type Interceptor } from './dispatch.js';
 import { modelServes } from '../ports/endpoints.js';
 import { writeErrorBody } from './errors.js';
 import { revokedMessage, type Exchange } from './exchange.js';
@@ -337,7 +337,7 @@ export class AttemptLoop {
     const { ex, model, replica } = a;
     const { pool, basePath } = this.deps.pools.of(replica.endpoint, replica.nodes?.[0]);
     // The engine's secret replaces anything the client sent: a client's key never reaches an engine.
-    if (replica.engineSecret !== undefined) a.headers.authorization = `Bearer ${replica.engineSecret}`;
+    attachSecret(a);
     return new Promise<Outcome>((resolve) => {
       const hooks: RelayHooks = {
         onFirstByte: () => {
@@ -377,7 +377,7 @@ export class AttemptLoop {
       };
       pool.dispatch(
         {
-          path: basePath + a.path,
+          path: basePath + (a.upstream?.path ?? a.path),
           method: 'POST',
           headers: a.headers,
           body: a.body,
@@ -385,8 +385,8 @@ export class AttemptLoop {
           bodyTimeout: this.deps.options.timeouts.idleBodyTimeoutMs,
         },
         this.deps.remote
-          ? this.deps.remote.guard(ex.turn.relay(a, hooks, resolve), replica, ex, resolve)
-          : ex.turn.relay(a, hooks, resolve),
+          ? this.deps.remote.guard(upstreamRelay(a, ex.turn.relay(a, hooks, resolve)), replica, ex, resolve)
+          : upstreamRelay(a, ex.turn.relay(a, hooks, resolve)),
       );
     });
   }

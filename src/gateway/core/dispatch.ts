@@ -6,6 +6,7 @@
 // router's own attempt (the exchange, the model and replica chosen), which
 // undici's dispatch options cannot carry; composed once when the router
 // is built, so an attempt pays one plain call per interceptor.
+import type { Dispatcher } from 'undici';
 import type { ReplicaUse, RoutedModel, RouterReplica } from '../ports/index.js';
 import type { RouterMetrics } from './metrics.js';
 import type { Outcome } from './relay.js';
@@ -54,6 +55,36 @@ export interface Attempt<E extends AttemptExchange = AttemptExchange> {
   body: Buffer;
   /** The upstream request's headers; interceptors add theirs. */
   readonly headers: Record<string, string>;
+  /** Set by an interceptor when the replica is a remote speaking another API than chat (src/gateway/remote/foreign.ts); absent = none. */
+  upstream?: UpstreamApi;
+}
+
+/**
+ * What an attempt at a remote that speaks another API (Anthropic's Messages,
+ * OpenAI's Responses) is sent with instead: its path, the header its API
+ * key goes in, and the relay that turns its answer back into chat before
+ * the dialect's relay reads it. The body is already translated (Attempt.body).
+ */
+export interface UpstreamApi {
+  /** The remote's path, in place of the attempt's (which the shadow copy keeps reading). */
+  readonly path: string;
+  /** The header the replica's secret goes in, as it is (`x-api-key`); absent = `authorization: Bearer`. */
+  readonly secretHeader?: string;
+  /** `inner` (the dialect's relay) behind the translation of the remote's answer into chat. */
+  wrap(inner: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler;
+}
+
+/** Puts the replica's secret where its API takes it, replacing anything the client sent. */
+export function attachSecret(a: Attempt): void {
+  const secret = a.replica.engineSecret;
+  if (secret === undefined) return;
+  if (a.upstream?.secretHeader) a.headers[a.upstream.secretHeader] = secret;
+  else a.headers.authorization = `Bearer ${secret}`;
+}
+
+/** The relay an attempt's answer goes through: the dialect's own, behind the remote API's translation where there is one. */
+export function upstreamRelay(a: Attempt, inner: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
+  return a.upstream ? a.upstream.wrap(inner) : inner;
 }
 
 export type Dispatch<E extends AttemptExchange = AttemptExchange> = (attempt: Attempt<E>) => Promise<Outcome>;
