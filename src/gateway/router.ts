@@ -161,6 +161,11 @@ export class Router implements DialectHost {
     return this.cold.queued();
   }
 
+  /** Interactive requests of `model` waiting now (fair-share queue, cold hold), for the batch pace; 0 = none. */
+  interactiveWaiting(model: string): number {
+    return this.fairShare.gate.waiting(model, 'interactive') + (this.cold.queued().get(model) ?? 0);
+  }
+
   /**
    * Closes the pools of endpoints no model lists as ready any more and that
    * carry nothing, and forgets the use of replicas that are gone.

@@ -29,6 +29,29 @@ describe('the capacity gate', () => {
     expect(g.active('m')).toBe(0);
   });
 
+  it('counts the waiting by class, which is what pauses batches (src/control/batches/pace.ts)', async () => {
+    // A batch line waiting must not read as an interactive request waiting, or batches would pause themselves.
+    replicas = 1;
+    const g = gate();
+    await g.enter('m', CAP, gateRequest('A', 'interactive', 1, waiter()));
+    await g.enter('m', CAP, gateRequest('A', 'batch', 1, waiter()));
+    const queued = [
+      g.enter('m', CAP, gateRequest('A', 'batch', 1, waiter())),
+      g.enter('m', CAP, gateRequest('B', 'batch', 1, waiter())),
+      g.enter('m', CAP, gateRequest('B', 'interactive', 1, waiter())),
+    ];
+    await Promise.resolve();
+    expect(g.waiting('m')).toBe(3);
+    expect(g.waiting('m', 'interactive')).toBe(1);
+    expect(g.waiting('m', 'batch')).toBe(2);
+    expect(g.waiting('other', 'interactive')).toBe(0);
+    g.release('m', CAP);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(g.waiting('m', 'interactive'), 'the interactive request went first').toBe(0);
+    for (let i = 0; i < 4; i++) g.release('m', CAP);
+    await Promise.all(queued);
+  });
+
   it('admits up to replicas × per_replica, queues the rest and hands a freed place to the next in fair order', async () => {
     replicas = 1;
     const g = gate();

@@ -56,9 +56,11 @@ export class CapacityGate {
     private readonly now: () => number,
   ) {}
 
-  /** Requests waiting for `model` (0 for a model never gated). */
-  waiting(model: string): number {
-    return this.models.get(model)?.queue.size ?? 0;
+  /** Requests waiting for `model`, of one class or (absent) every class; 0 for a model never gated. */
+  waiting(model: string, cls?: PriorityClass): number {
+    const queue = this.models.get(model)?.queue;
+    if (!queue) return 0;
+    return cls === undefined ? queue.size : queue.waitingIn(cls);
   }
 
   /** Requests admitted through the gate and not released, for `model`. */

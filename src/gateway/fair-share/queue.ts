@@ -58,6 +58,13 @@ export class FairQueue<R extends QueuedRequest> {
     return n;
   }
 
+  /** Requests waiting in one class, every tenant. */
+  waitingIn(cls: PriorityClass): number {
+    let n = 0;
+    for (const t of this.classes.get(cls)!.backlogged.values()) n += t.items.length - t.head;
+    return n;
+  }
+
   enqueue(request: R): void {
     const t = this.tenantOf(request);
     this.classes.get(request.cls)!.backlogged.set(request.tenant, t);
