@@ -8,6 +8,8 @@ import { sql, type CreateTableBuilder, type Kysely, type Migration, type Migrati
 import { teamsMigration, usageCostMigration } from './migrations-teams.js';
 import { peopleMigration } from './migrations-people.js';
 import { remoteCredentialsMigration } from './remote-credentials.js';
+import { filesMigration } from '../batches/files-store.js';
+import { batchesMigration } from '../batches/batch-store.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -427,6 +429,10 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.alterTable('api_keys').addColumn('priority', 'text').execute();
       },
     },
+    // Uploaded and produced files' metadata; their bytes are on disk (src/control/batches/content.ts).
+    '0022_files': filesMigration(),
+    // Batches and their lines, each line's state, lease and answer (src/control/batches/batch-store.ts).
+    '0023_batches': batchesMigration(),
     // Tokens served while GPU-hours were metered, so a model's measured cost per million tokens excludes earlier usage.
     '0025_gpu_prices': {
       async up(db: Kysely<unknown>) {

@@ -3,6 +3,8 @@
 // text, so that neither dialect's special types leak into the code above.
 import type { Generated } from 'kysely';
 import type { BudgetSpendTable, BudgetsTable, ModelGpuCostTable, TeamsTable } from './teams-schema.js';
+import type { FilesTable } from '../batches/files-store.js';
+import type { BatchesTable, BatchLinesTable } from '../batches/batch-store.js';
 import type { PeopleTable, PersonTokensTable } from './people-schema.js';
 import type { RemoteCredentialsTable } from './remote-credentials.js';
 
@@ -286,6 +288,9 @@ export interface ResponseItemsTable {
 }
 
 export interface Database {
+  files: FilesTable;
+  batches: BatchesTable;
+  batch_lines: BatchLinesTable;
   remote_credentials: RemoteCredentialsTable;
   teams: TeamsTable;
   budgets: BudgetsTable;
