@@ -32,6 +32,8 @@ export const PERMISSIONS = [
   'budgets.write',
   'people.read',
   'people.write',
+  'batches.read',
+  'batches.write',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];
@@ -49,9 +51,22 @@ export const ROLE_PERMISSIONS: Readonly<Record<Role, readonly Permission[]>> = {
     'usage.read',
     'teams.read',
     'budgets.read',
+    'batches.read',
+    'batches.write',
   ],
-  viewer: ['self', 'fleet.read', 'keys.read', 'usage.read', 'teams.read', 'budgets.read'],
-  'team-admin': ['self', 'keys.read', 'keys.write', 'usage.read', 'teams.read', 'budgets.read', 'budgets.write'],
+  viewer: ['self', 'fleet.read', 'keys.read', 'usage.read', 'teams.read', 'budgets.read', 'batches.read'],
+  // Batches, like keys, are their team's: a team-admin reads and cancels its teams' only (teamsInScope).
+  'team-admin': [
+    'self',
+    'keys.read',
+    'keys.write',
+    'usage.read',
+    'teams.read',
+    'budgets.read',
+    'budgets.write',
+    'batches.read',
+    'batches.write',
+  ],
 };
 
 /** True when `role` holds `permission`. */
