@@ -59,7 +59,7 @@
 //     [--seconds 6] [--connections 200] [--stream-tokens 256] [--max-tokens 16]
 //     [--ttft-ms 50] [--tokens-per-second 100] [--think-ms 20] [--warm-ms 1000] [--paced-seconds 20]
 //     [--slice-ms 1000] [--chunks 64] [--cpu-connections 50]
-//     [--phases seq,seqStream,conc,concEach,concStream,seqChunks,cpuChunks,cpuWhole,ceiling,gateways] [--gateways 1]
+//     [--phases seq,seqStream,conc,concEach,concStream,seqChunks,cpuChunks,cpuWhole,ceiling,gateways,traces,tenancy] [--gateways 1]
 // --gateways N: the router is N gateway processes on one port (node:cluster
 // workers, as `llmgw gateway --workers N` runs them), and its CPU per request
 // is theirs and the primary's summed. The `gateways` phase asks what a second
@@ -74,6 +74,14 @@
 // each one's CPU per request side by side (target: <= 1.10× at the ratio).
 //
 //   node bench/router.mjs --phases traces [--trace-ratio 0.1]
+// --phases tenancy: a router with no teams or budgets and one whose key is
+// in a team with model and per-minute limits and hard budgets in tokens and
+// dollars, every model priced (bench/tenancy.mjs), by turns, whole answers
+// and streams; each one's CPU per request side by side (target: <= 1.05×),
+// in --rounds (5) rounds of --seconds (6) with the order swapped each round,
+// judged by the median round (a loaded machine's bursts spoil single runs).
+//
+//   node bench/router.mjs --phases tenancy [--rounds 5] [--seconds 6]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -87,6 +95,7 @@ import process from 'node:process';
 import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuSeconds } from './processes.mjs';
+import { BENCH_PRICE, tenancyParts } from './tenancy.mjs';
 import { Pool } from 'undici';
 
 const { values: flags } = parseArgs({
@@ -113,6 +122,8 @@ const { values: flags } = parseArgs({
     traces: { type: 'boolean' },
     trace: { type: 'string' },
     'trace-ratio': { type: 'string', default: '0.1' },
+    tenancy: { type: 'boolean' },
+    rounds: { type: 'string', default: '5' },
   },
 });
 
@@ -152,7 +163,12 @@ async function serveRouter(urls) {
     models.set(
       name,
       compileModel(
-        ModelSchema.parse({ name, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }] }),
+        ModelSchema.parse({
+          name,
+          source: `file:///models/${name}`,
+          profiles: [{ engine: 'sim' }],
+          ...(flags.tenancy ? { price: BENCH_PRICE } : {}),
+        }),
         'file',
       ),
     );
@@ -166,7 +182,9 @@ async function serveRouter(urls) {
     requestLoggers: false,
     requestIds: true,
   });
-  const keys = new MemoryKeyStore();
+  // --tenancy: the key in a team with limits and hard budgets, every model priced (bench/tenancy.mjs).
+  const tenancy = flags.tenancy ? await tenancyParts(dist, models, logger) : null;
+  const keys = tenancy?.keys ?? new MemoryKeyStore();
   // --trace URL: every request traced (sampled at 1) and its spans sent over OTLP in batches, as otlp_endpoint does.
   let tracing = null;
   if (flags.trace) {
@@ -192,6 +210,7 @@ async function serveRouter(urls) {
     registry: new Registry(),
     logger,
     ...(tracing ? { tracing } : {}),
+    ...(tenancy ? { budgets: tenancy.budgets } : {}),
   });
   process.on('SIGTERM', () => void app.close().then(() => process.exit(0)));
   if (cluster.isWorker) {
@@ -216,7 +235,7 @@ async function serveRouter(urls) {
     return;
   }
   await app.listen({ host: '127.0.0.1', port: 0 });
-  const { secret } = await issueKey(keys, { name: 'bench' }, Date.now(), 'bench');
+  const secret = tenancy?.secret ?? (await issueKey(keys, { name: 'bench' }, Date.now(), 'bench')).secret;
   console.log(`router listening on http://127.0.0.1:${app.server.address().port} key ${secret} pids ${process.pid}`);
 }
 
@@ -677,6 +696,85 @@ async function main() {
     }
   };
   /**
+   * Each of `routers` (targets `ts`) given all --cpu-connections clients by
+   * turns of --slice-ms for --paced-seconds, after a warm-up of each alone;
+   * their results and CPU per request, read `afterMs` past the last answer.
+   */
+  const byTurns = async (routers, ts, make, b, afterMs, { warm = true, seconds = flags['paced-seconds'] } = {}) => {
+    if (warm) for (const t of ts) await drive(cpuConns, 2000, limitMs, make(t, b));
+    const cpu0 = routers.map((r) => r.cpu());
+    const rs = await drive(
+      cpuConns,
+      Number.MAX_SAFE_INTEGER,
+      Number(seconds) * 1000,
+      ts.map((t) => make(t, b)),
+      0,
+      Number(flags['warm-ms']),
+      { ms: Number(flags['slice-ms']), settleMs: 300 },
+    );
+    if (afterMs) await new Promise((resolve) => setTimeout(resolve, afterMs));
+    const cpu1 = routers.map((r) => r.cpu());
+    const us = rs.map((r, i) => (cpu0[i] === null || cpu1[i] === null ? null : ((cpu1[i] - cpu0[i]) * 1e6) / r.sent));
+    return { rs, us };
+  };
+  /**
+   * The `tenancy` phase (--phases tenancy): a router with no teams or
+   * budgets beside one whose key is in a team with model and per-minute
+   * limits and hard budgets in tokens and dollars, every model priced
+   * (bench/tenancy.mjs), each given all --cpu-connections clients by turns of
+   * --slice-ms; whole answers from the instant sim, then --chunks-chunk
+   * streams. Each router's CPU per request, side by side in one run.
+   */
+  const compareTenancy = async () => {
+    const routers = [await startRouter(1), await startRouter(1, ['--tenancy'])];
+    const names = ['no teams or budgets', 'team, limits, budgets, prices'];
+    const ts = routers.map((r) => target(r.url, { authorization: `Bearer ${r.key}` }));
+    const out = {};
+    try {
+      for (const [kind, sim, make] of [
+        ['whole', 'instant', whole],
+        ['stream', 'chunks', streamed],
+      ]) {
+        // --rounds rounds of --seconds each, the first router first in even rounds and second in odd ones; the
+        // figure is the median round's ratio, so a burst of the neighbours' load spoils one round, not the result.
+        const rounds = [];
+        for (let n = 0; n < Number(flags.rounds); n++) {
+          const order = n % 2 ? [1, 0] : [0, 1];
+          const { rs, us } = await byTurns(
+            order.map((i) => routers[i]),
+            order.map((i) => ts[i]),
+            make,
+            targets[sim].bodies,
+            0,
+            { warm: n === 0, seconds: flags.seconds },
+          );
+          const back = n % 2 ? [1, 0] : [0, 1];
+          rounds.push({ rs: back.map((i) => rs[i]), us: back.map((i) => us[i]) });
+        }
+        const ratios = rounds.map((r) => (r.us[0] && r.us[1] ? r.us[1] / r.us[0] : null));
+        const ratio = ratios.includes(null) ? null : [...ratios].sort((x, y) => x - y)[Math.floor(ratios.length / 2)];
+        const sum = (i, f) => rounds.reduce((n, r) => n + f(r, i), 0);
+        const us = [0, 1].map((i) => sum(i, (r) => r.us[i] * r.rs[i].sent) / sum(i, (r) => r.rs[i].sent));
+        const errors = sum(0, (r) => r.rs[0].errors + r.rs[1].errors);
+        out[kind] = { us, ratio, pooled: us[1] / us[0], errors };
+        console.log(
+          `${kind === 'whole' ? 'instant sim, non-streaming' : `${chunkCount}-chunk streams`}, ${cpuConns} connections to each router by turns of ${flags['slice-ms']} ms, ${rounds.length} rounds of ${flags.seconds} s: ` +
+            names
+              .map(
+                (name, i) =>
+                  `${name} CPU ${Math.round(us[i])} µs/request over ${sum(i, (r) => r.rs[i].sent)} requests (${rounds.map((r) => Math.round(r.us[i])).join(', ')} by round; ${Math.round(sum(i, (r) => r.rs[i].rate) / rounds.length)}/s)`,
+              )
+              .join('; ') +
+            `; CPU/request with tenancy vs without: by round ${ratios.map((x) => (x === null ? '?' : x.toFixed(3))).join(', ')}; median ${ratio === null ? '?' : `${ratio.toFixed(3)}×`}, pooled ${out[kind].pooled.toFixed(3)}×` +
+            (errors ? ` — ${errors} ERRORS` : ''),
+        );
+      }
+      return out;
+    } finally {
+      await Promise.all(routers.map((r) => stop(r.child)));
+    }
+  };
+  /**
    * The `traces` phase (--traces, or --phases traces): a router with tracing
    * off, one sampling every request and one sampling --trace-ratio of them,
    * spans sent in OTLP batches to a sink on loopback, each given all
@@ -700,24 +798,8 @@ async function main() {
         ['whole', 'instant', whole],
         ['stream', 'chunks', streamed],
       ]) {
-        const b = targets[sim].bodies;
-        for (const t of ts) await drive(cpuConns, 2000, limitMs, make(t, b));
-        const cpu0 = routers.map((r) => r.cpu());
-        const rs = await drive(
-          cpuConns,
-          Number.MAX_SAFE_INTEGER,
-          Number(flags['paced-seconds']) * 1000,
-          ts.map((t) => make(t, b)),
-          0,
-          Number(flags['warm-ms']),
-          { ms: Number(flags['slice-ms']), settleMs: 300 },
-        );
         // The last batch goes out within the schedule delay (200 ms): its export is counted too.
-        await new Promise((resolve) => setTimeout(resolve, 1000));
-        const cpu1 = routers.map((r) => r.cpu());
-        const us = rs.map((r, i) =>
-          cpu0[i] === null || cpu1[i] === null ? null : ((cpu1[i] - cpu0[i]) * 1e6) / r.sent,
-        );
+        const { rs, us } = await byTurns(routers, ts, make, targets[sim].bodies, 1000);
         const res = {
           us,
           all: us[0] && us[1] ? us[1] / us[0] : null,
@@ -953,6 +1035,7 @@ async function main() {
     }
     if (!only || only.has('gateways')) results.gateways = await compareGateways();
     if (flags.traces || only?.has('traces')) results.traces = await compareTracing();
+    if (only?.has('tenancy')) results.tenancy = await compareTenancy();
   } finally {
     await Promise.all(pools.map((p) => p.close()));
     await stop(routerProc.child);
@@ -1055,6 +1138,16 @@ async function main() {
           : `${r.stream.sampled.toFixed(3)}× (all sampled: ${r.stream.all.toFixed(3)}×)`,
       ],
     ],
+    ...['whole', 'stream'].map((kind) => [
+      'tenancy',
+      (r) => [
+        `teams, limits and budgets on, <= 1.05× router CPU/request (${kind === 'whole' ? 'non-streaming' : `${chunkCount}-chunk streams`})`,
+        r[kind].ratio !== null && r[kind].ratio <= 1.05 && r[kind].errors === 0,
+        r[kind].ratio === null
+          ? 'no /proc'
+          : `${r[kind].ratio.toFixed(3)}×, the median of ${flags.rounds} rounds (pooled ${r[kind].pooled.toFixed(3)}×: ${Math.round(r[kind].us[1])} vs ${Math.round(r[kind].us[0])} µs)${r[kind].errors ? `, ${r[kind].errors} errors` : ''}`,
+      ],
+    ]),
     [
       'concStream',
       (r) => [

@@ -57,6 +57,8 @@ export class BudgetLeases implements BudgetGate {
   private leases = new Map<string, Lease>();
   private byKey = new Map<string, Lease[]>();
   private byTeam = new Map<string, Lease[]>();
+  /** A key's own leases and its team's in one list, made once per key (and team) rather than on every request. */
+  private both = new Map<string, { team: string; leases: Lease[] }>();
   private readonly leaseFraction: number;
   private timer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> = Promise.resolve();
@@ -124,6 +126,7 @@ export class BudgetLeases implements BudgetGate {
     this.leases = next;
     this.byKey = byKey;
     this.byTeam = byTeam;
+    this.both = new Map();
     await this.sync();
   }
 
@@ -135,7 +138,7 @@ export class BudgetLeases implements BudgetGate {
     const own = this.byKey.get(key.id);
     const team = key.team === undefined ? undefined : this.byTeam.get(key.team);
     if (!own && !team) return NO_BUDGET;
-    const leases = own && team ? [...own, ...team] : (own ?? team)!;
+    const leases = own && team ? this.ownAndTeam(key.id, key.team!, own, team) : (own ?? team)!;
     const tokens = promptTokens + completionTokens;
     let usd: number | null = null;
     const need = leases.map((l) =>
@@ -162,6 +165,14 @@ export class BudgetLeases implements BudgetGate {
     // Renew before the lease runs out: a sync now, off this request's path.
     if (low) this.kick();
     return { ok: true, hold: new Hold(this, leases, need) };
+  }
+
+  private ownAndTeam(keyId: string, team: string, own: Lease[], teams: Lease[]): Lease[] {
+    const cached = this.both.get(keyId);
+    if (cached && cached.team === team) return cached.leases;
+    const leases = [...own, ...teams];
+    this.both.set(keyId, { team, leases });
+    return leases;
   }
 
   /** Syncs every budget with the store now; calls never overlap. */

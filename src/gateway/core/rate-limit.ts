@@ -43,10 +43,7 @@ export class RateLimiter implements RequestLimiter {
     const tokens = tokensPerMinute === null ? null : refill(this.tokens, keyId, tokensPerMinute, now);
     const requests = requestsPerMinute === null ? null : refill(this.requests, keyId, requestsPerMinute, now);
     const need = tokensPerMinute === null ? 0 : cappedReservation(reserveTokens, tokensPerMinute);
-    const left = (admitted: boolean) => ({
-      ...(requests ? { requests: Math.max(0, Math.floor(requests.level - (admitted ? 1 : 0))) } : {}),
-      ...(tokens ? { tokens: Math.max(0, Math.floor(tokens.level - (admitted ? need : 0))) } : {}),
-    });
+    const left = (admitted: boolean) => remainingOf(requests, tokens, admitted ? 1 : 0, admitted ? need : 0);
     // A request that reserves nothing still needs a positive balance: the tokens charged after earlier answers count.
     if (tokens && (tokens.level <= 0 || tokens.level < need)) {
       const target = Math.max(need, 1);
@@ -80,6 +77,19 @@ export class RateLimiter implements RequestLimiter {
     // A refund never fills the bucket past its size.
     b.level = Math.min(tokensPerMinute, b.level - delta);
   }
+}
+
+/** What is left of each limit the key has (one it has not is absent) after taking these; built without spreads, as it is on every limited request's path. */
+function remainingOf(
+  requests: Bucket | null,
+  tokens: Bucket | null,
+  takeRequests: number,
+  takeTokens: number,
+): { requests?: number; tokens?: number } {
+  const out: { requests?: number; tokens?: number } = {};
+  if (requests) out.requests = Math.max(0, Math.floor(requests.level - takeRequests));
+  if (tokens) out.tokens = Math.max(0, Math.floor(tokens.level - takeTokens));
+  return out;
 }
 
 function refill(map: Map<string, Bucket>, keyId: string, perMinute: number, nowMs: number): Bucket {

@@ -1,0 +1,98 @@
+// A key with a budget of its own in a team with one: admission checks both,
+// from a list of the two made once per key. The failures this guards
+// against: that list kept after the key moved to another team (the old
+// team's budget still charged, the new one's never), or after the budgets
+// were read again (a deleted budget still refusing).
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { ApiKeyRecord } from '../../gateway/ports/index.js';
+import { MemoryBudgetBook } from './book.js';
+import type { BudgetRecord } from './budgets.js';
+import { BudgetLeases } from './leases.js';
+
+const NOW = Date.parse('2026-12-06T10:00:00Z');
+const key: ApiKeyRecord = {
+  id: 'key_a',
+  name: 'a',
+  prefix: 'llmgw-aaaaaa',
+  hash: 'h',
+  allowedModels: null,
+  requestsPerMinute: null,
+  tokensPerMinute: null,
+  expiresAtMs: null,
+  createdAtMs: 0,
+  createdBy: 't',
+  revokedAtMs: null,
+  team: 'ml',
+};
+const budget = (id: string, scope: 'team' | 'key', subject: string, amount: number): BudgetRecord => ({
+  id,
+  scope,
+  subject,
+  unit: 'tokens',
+  period: 'day',
+  amount,
+  enforce: 'hard',
+  alertAt: 1,
+  createdAtMs: 0,
+  createdBy: 't',
+});
+
+async function gate(budgets: BudgetRecord[]): Promise<{ leases: BudgetLeases; book: MemoryBudgetBook }> {
+  const book = new MemoryBudgetBook();
+  for (const b of budgets) await book.create(b);
+  const leases = new BudgetLeases({
+    book,
+    prices: { cost: () => undefined },
+    now: () => NOW,
+    logger: pino({ level: 'silent' }),
+    // The whole amount as one lease, so what is admitted is exactly the amount.
+    leaseFraction: 1,
+    syncIntervalMs: 0,
+  });
+  await leases.reload();
+  return { leases, book };
+}
+
+/** Admits requests of `tokens` each for `k` until one is refused; what refused it, and how many got in. */
+function spendUntilRefused(leases: BudgetLeases, k: ApiKeyRecord, tokens: number): { admitted: number; by: string } {
+  for (let admitted = 0; admitted < 1000; admitted++) {
+    const d = leases.admit(k, 'alpha', tokens, 0);
+    if (!d.ok) return { admitted, by: d.budget };
+    d.hold!.settle('alpha', tokens, 0);
+  }
+  return { admitted: 1000, by: '' };
+}
+
+describe("a key's own budget and its team's together", () => {
+  it('refuses on whichever runs out first, the key or its team', async () => {
+    const { leases } = await gate([budget('b_key', 'key', 'key_a', 300), budget('b_ml', 'team', 'ml', 10_000)]);
+    const r = spendUntilRefused(leases, key, 100);
+    expect(r.by).toContain('b_key');
+    // The whole amount is leased at once, so the store has nothing left to give on credit: exactly the amount.
+    expect(r.admitted).toBe(3);
+  });
+
+  it("charges the new team's budget once the key moved there, not the old team's", async () => {
+    const { leases } = await gate([
+      budget('b_key', 'key', 'key_a', 10_000),
+      budget('b_ml', 'team', 'ml', 10_000),
+      budget('b_ops', 'team', 'ops', 200),
+    ]);
+    expect(leases.admit(key, 'alpha', 100, 0).ok).toBe(true);
+    const moved = { ...key, team: 'ops' };
+    const r = spendUntilRefused(leases, moved, 100);
+    expect(r.by).toContain('b_ops');
+    expect(r.admitted).toBe(2);
+  });
+
+  it('stops charging a budget deleted and read again', async () => {
+    const { leases, book } = await gate([budget('b_key', 'key', 'key_a', 200), budget('b_ml', 'team', 'ml', 10_000)]);
+    expect(spendUntilRefused(leases, key, 100).by).toContain('b_key');
+    await book.delete('b_key');
+    await leases.reload();
+    const r = spendUntilRefused(leases, key, 100);
+    expect(r.by).toContain('b_ml');
+    expect(r.admitted).toBeGreaterThan(90);
+  });
+});
