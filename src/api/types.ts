@@ -111,6 +111,20 @@ export interface ModelView {
   split_by?: 'request' | 'key' | 'user';
   /** The candidate a share of its requests is copied to; absent = none. */
   shadow?: ShadowRuleView;
+  /** An `engine: remote` model's last probe (docs/remote-endpoints.md); absent = not a remote model. */
+  remote?: RemoteHealthView;
+}
+
+/** A remote endpoint's or peer fleet's health as its last probe saw it. */
+export interface RemoteHealthView {
+  /** False = out of routing until a probe passes. */
+  healthy: boolean;
+  /** Why not, or 'not probed yet'; '' when healthy. */
+  reason: string;
+  /** A peer llmgw's ready replicas of the model, and the requests they run and queue; absent = not a peer (or it did not say). */
+  ready?: number;
+  running?: number;
+  waiting?: number;
 }
 
 export interface ShardFetchView {

@@ -298,6 +298,7 @@ export class ControlPlane {
       checkFit: (model) => neverFits(model, inventory),
       replicas: () => reconciler.replicas(),
       replicaCounts: () => reconciler.replicaCounts(),
+      remoteHealth: (model) => remotes.health(model),
       nodeUsage: () => reconciler.nodeUsage(),
       // A follower shows the leader's last pass, which the leader writes to the store.
       explainPlacement: (model) => (cluster && !cluster.leads() ? cluster.explain(model) : reconciler.explain(model)),

@@ -8,6 +8,7 @@ import type {
   ModelView,
   NodeDetailView,
   NodeView,
+  RemoteHealthView,
   ReplicaView,
   ShardView,
   SummaryView,
@@ -40,6 +41,8 @@ export interface ViewSources {
   nodeUsage?: () => ReadonlyMap<string, { replicas: number; gpusInUse: ReadonlySet<number> }>;
   /** Per model name; a model with no entry has none. */
   replicaCounts?: () => ReadonlyMap<string, ReplicaCounts>;
+  /** A remote model's last probe; null = not a remote model. Absent = no remote probing (the views show none). */
+  remoteHealth?: (model: string) => RemoteHealthView | null;
   /** Every replica the reconciler holds; absent before it exists (the views then show none). */
   replicas?: () => readonly ReplicaRecord[];
   /** The last pass's rejections for a model; undefined = nothing failed to place. */
@@ -222,6 +225,17 @@ export function modelViews(src: ViewSources): ModelView[] {
         max_concurrent: m.shadow.maxConcurrent,
         timeout_ms: m.shadow.timeoutMs,
       };
+    const remote = src.remoteHealth?.(m.name);
+    if (remote) {
+      const { healthy, reason, ready, running, waiting } = remote;
+      view.remote = {
+        healthy,
+        reason,
+        ...(ready === undefined ? {} : { ready }),
+        ...(running === undefined ? {} : { running }),
+        ...(waiting === undefined ? {} : { waiting }),
+      };
+    }
     return view;
   });
 }

@@ -66,14 +66,24 @@ export class RemoteFleet {
     return this.round;
   }
 
-  /** A remote model's health in words for views: null = not a remote model. */
-  health(model: string): { healthy: boolean; reason: string; probedAtMs: number } | null {
+  /** A remote model's health for views, with a peer's capacity and load as read from its API: null = not a remote model. */
+  health(model: string): {
+    healthy: boolean;
+    reason: string;
+    probedAtMs: number;
+    ready?: number;
+    running?: number;
+    waiting?: number;
+  } | null {
     const s = this.states.get(model);
     if (!s) return null;
+    const h = s.health;
     return {
-      healthy: s.health?.healthy ?? true,
-      reason: s.health?.reason ?? 'not probed yet',
+      healthy: h?.healthy ?? true,
+      reason: h?.reason ?? 'not probed yet',
       probedAtMs: s.probedAtMs,
+      ...(h?.replicas === undefined ? {} : { ready: h.replicas }),
+      ...(h?.load ? { running: h.load.running, waiting: h.load.waiting } : {}),
     };
   }
 
