@@ -110,11 +110,13 @@ export class RemoteRouting implements RemotePolicy {
         const view = loadViewOf(r.load, this.sends.get(r.id) ?? [], now, this.options.loadStaleMs);
         return { id: r.id, view, capacity: this.stats.capacityOf(r.id, view) };
       });
+    const remotes = candidates(target);
     const decision = decideSpill({
       policy,
       locals,
       serviceMs: this.stats.serviceMs(model.name),
-      remoteAvailable: candidates(target).length > 0,
+      remoteAvailable: remotes.length > 0,
+      remoteQueued: shortestQueue(remotes),
     });
     return { to: decision.go === 'remote' ? target : null, decision };
   }
@@ -135,4 +137,15 @@ export class RemoteRouting implements RemotePolicy {
     for (const m of models) for (const r of this.inner.ready(m.name)) if (r.remote) ids.push(r.id);
     return ids.length ? this.circuits.retryAfterS(ids) : null;
   }
+}
+
+/**
+ * The fewest requests any of `replicas` reports waiting: a peer's queue as of
+ * its last probe, read however old (it is refreshed by the probe, and a peer
+ * that stopped answering is out of routing). 0 when one reports none.
+ */
+function shortestQueue(replicas: readonly RouterReplica[]): number {
+  let least = Infinity;
+  for (const r of replicas) least = Math.min(least, r.load?.waiting ?? 0);
+  return least === Infinity ? 0 : least;
 }

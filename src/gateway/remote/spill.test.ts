@@ -45,6 +45,38 @@ describe('decideSpill', () => {
     expect(d.rule.startsWith(go === 'remote' ? 'spill:' : 'local'), `rule ${d.rule}`).toBe(true);
   });
 
+  // Guards against spilling a saturated fleet's requests into a peer that is queueing too (its load read from its capacity).
+  it.each([
+    [
+      'a peer with a queue: stays local, saying so',
+      saturated,
+      3,
+      'local',
+      'local (predicted wait 2250 ms > 500 ms; remote queues 3 too)',
+    ],
+    [
+      'a peer with no queue: spills',
+      saturated,
+      0,
+      'remote',
+      'spill:saturated (predicted wait 2250 ms > 500 ms) -> remote',
+    ],
+  ] as const)('%s', (_why, policy, remoteQueued, go, rule) => {
+    const d = decideSpill({
+      policy,
+      locals: [local(fresh(4, 8), 4)],
+      serviceMs: 1000,
+      remoteAvailable: true,
+      remoteQueued,
+    });
+    expect([d.go, d.rule]).toEqual([go, rule]);
+  });
+
+  it('spills to a queueing peer while no local replica is ready', () => {
+    const d = decideSpill({ policy: saturated, locals: [], serviceMs: null, remoteAvailable: true, remoteQueued: 5 });
+    expect(d.go).toBe('remote');
+  });
+
   it('says the numbers it compared in the rule', () => {
     const d = decideSpill({
       policy: saturated,

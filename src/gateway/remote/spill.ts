@@ -6,7 +6,9 @@
 // what the chooser already reads: the engines' running and waiting counts
 // (corrected by this router's sends since the sample), each replica's
 // capacity as learnt from a sample that showed a queue, and how long the
-// model's local attempts have lately taken. The decision is a pure function
+// model's local attempts have lately taken. A peer fleet that reports a queue
+// of its own is not spilled to for saturation (only while none is ready
+// here). The decision is a pure function
 // (decideSpill), table-tested; SpillStats keeps the little it learns.
 import type { Interceptor } from '../core/dispatch.js';
 import type { LoadView } from '../core/pick.js';
@@ -28,6 +30,12 @@ export interface SpillInput {
   readonly serviceMs: number | null;
   /** The spill target has a replica that may be chosen now (presented, circuit not open, no Retry-After running). */
   readonly remoteAvailable: boolean;
+  /**
+   * The shortest queue the spill target's replicas report: a peer fleet's
+   * waiting requests, read from its capacity at the last probe. 0 or
+   * absent = no queue, or none reported (an endpoint that is not a peer).
+   */
+  readonly remoteQueued?: number;
 }
 
 export interface SpillDecision {
@@ -83,6 +91,13 @@ export function decideSpill(input: SpillInput): SpillDecision {
   for (const r of locals) best = Math.min(best, predictedWaitMs(r, input.serviceMs));
   const words = best === Infinity ? 'a queue of unknown speed' : `${best} ms`;
   if (policy.when === 'saturated' && best > policy.maxQueueMs) {
+    // A peer whose own fleet queues is no relief: the request would wait there instead, with a hop added.
+    if (input.remoteAvailable && (input.remoteQueued ?? 0) > 0)
+      return {
+        go: 'local',
+        rule: `local (predicted wait ${words} > ${policy.maxQueueMs} ms; ${policy.to} queues ${input.remoteQueued} too)`,
+        predictedWaitMs: best,
+      };
     if (input.remoteAvailable)
       return {
         go: 'remote',
