@@ -12,7 +12,7 @@ import type { RemoteEndpoint } from './remote.js';
 import {
   compileRemote,
   isLocalProfile,
-  REMOTE_ENDPOINTS,
+  remoteEndpoints,
   REMOTE_ENGINE,
   RemoteSchema,
   remoteProblems,
@@ -348,7 +348,7 @@ export function compileModel(def: z.output<typeof ModelSchema>, origin: Model['o
     endpoints: def.endpoints
       ? SERVED_ENDPOINTS.filter((e) => def.endpoints!.includes(e))
       : remote.remote
-        ? REMOTE_ENDPOINTS
+        ? remoteEndpoints(remote.remote.api)
         : endpointsOfEngines(profiles.map((p) => p.engine)),
     limits: {
       contextTokens: def.limits.context_tokens ?? null,

@@ -26,6 +26,20 @@ describe('remote models in the catalog', () => {
     expect(m.endpoints).toEqual(['chat', 'completions', 'embeddings']);
   });
 
+  it.each(['responses', 'anthropic'] as const)('compiles a remote speaking %s: chat alone, translated', (api) => {
+    const m = check(
+      remoteDef({ profiles: [{ engine: 'remote', remote: { url: 'https://h', api, api_key: CANARY } }] }),
+    );
+    expect(m.remote?.api).toBe(api);
+    expect(m.remote?.traits).toMatchObject({ kind: 'endpoint', api });
+    // No completions or embeddings: neither API has them, and the gateway translates chat alone.
+    expect(m.endpoints).toEqual(['chat']);
+  });
+
+  it('sends a chat remote chat, with no api in its traits', () => {
+    expect(check(remoteDef()).remote?.traits.api).toBeUndefined();
+  });
+
   it('keeps and shows the API key as `set`, however the model is printed', () => {
     const m = check(remoteDef());
     expect(JSON.stringify(m.definition)).not.toContain(CANARY);
@@ -58,9 +72,9 @@ describe('remote models in the catalog', () => {
       /not both/,
     ],
     [
-      'an api llmgw does not speak to yet',
-      remoteDef({ profiles: [{ engine: 'remote', remote: { url: 'http://h', api: 'anthropic' } }] }),
-      /want one of chat, llmgw/,
+      'an api llmgw does not speak',
+      remoteDef({ profiles: [{ engine: 'remote', remote: { url: 'http://h', api: 'grpc' } }] }),
+      /want one of chat, llmgw, responses, anthropic/,
     ],
     [
       'spill to a model not in the catalog',

@@ -21,11 +21,14 @@ export const SECRET_SET = 'set';
 
 /**
  * The APIs a remote may speak: `chat` (OpenAI's Chat Completions, and its
- * completions and embeddings, which every client dialect is translated to)
- * and `llmgw` (another llmgw: chat as well, with its fleet's load read from
- * /v1/llmgw/capacity). `responses` and `anthropic` upstreams are not served yet.
+ * completions and embeddings, which every client dialect is translated to),
+ * `llmgw` (another llmgw: chat as well, with its fleet's load read from
+ * /v1/llmgw/capacity), `responses` (OpenAI's Responses API at /v1/responses)
+ * and `anthropic` (Anthropic's Messages API at /v1/messages, its key in
+ * x-api-key): for those two the gateway translates each chat request and
+ * its answer (src/gateway/remote/foreign.ts), and they serve chat only.
  */
-export const REMOTE_APIS = ['chat', 'llmgw'] as const;
+export const REMOTE_APIS = ['chat', 'llmgw', 'responses', 'anthropic'] as const;
 export type RemoteApi = (typeof REMOTE_APIS)[number];
 
 /** What absent means for a remote's optional keys: the one table of its defaults. */
@@ -180,6 +183,7 @@ export function compileRemote(def: DefLike): CompiledRemote {
       traits: {
         kind: r.api === 'llmgw' ? 'peer' : 'endpoint',
         timeoutMs: r.timeout === undefined ? REMOTE_DEFAULTS.timeoutMs : (parseDurationMs(r.timeout) as number),
+        ...(r.api === 'responses' || r.api === 'anthropic' ? { api: r.api } : {}),
       },
     };
   }
@@ -209,3 +213,8 @@ export function withoutSecret<D extends DefLike>(def: D): D {
 
 /** What a remote model serves when it does not say: what every OpenAI-compatible API has. */
 export const REMOTE_ENDPOINTS: readonly ServedEndpoint[] = ['chat', 'completions', 'embeddings'];
+
+/** The same for a remote of `api`: a Responses or Messages API is reached through chat alone (no completions, no embeddings). */
+export function remoteEndpoints(api: RemoteApi): readonly ServedEndpoint[] {
+  return api === 'responses' || api === 'anthropic' ? ['chat'] : REMOTE_ENDPOINTS;
+}

@@ -21,9 +21,20 @@ export interface RemoteHealth {
   readonly replicas?: number;
 }
 
-/** The path probed for each API. */
+/** The path probed for each API (Anthropic's and OpenAI's Responses APIs list models at /v1/models too). */
 export function probePath(api: RemoteApi): string {
   return api === 'llmgw' ? '/v1/llmgw/capacity' : '/v1/models';
+}
+
+/** The headers a probe of `api` is sent with: Anthropic's API takes its key in x-api-key and wants its version named. */
+export function probeHeaders(api: RemoteApi, apiKey: string | undefined): Record<string, string> {
+  if (api === 'anthropic')
+    return {
+      accept: 'application/json',
+      'anthropic-version': '2023-06-01',
+      ...(apiKey ? { 'x-api-key': apiKey } : {}),
+    };
+  return { accept: 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) };
 }
 
 /** What a probe's result says of the remote serving `servedModel`. */
@@ -60,7 +71,7 @@ export async function runProbe(
   try {
     const res = await request(url + probePath(api), {
       method: 'GET',
-      headers: { accept: 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+      headers: probeHeaders(api, apiKey),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       signal: AbortSignal.timeout(timeoutMs),

@@ -8,7 +8,7 @@ import { hash } from 'node:crypto';
 import type { ServedEndpoint } from './endpoints.js';
 import type { KvEventsEndpoint } from '../../protocol/kv-events.js';
 import type { RemoteReplicaTraits, SpillPolicy } from './remote.js';
-export type { RemoteReplicaTraits, SpillPolicy, SpillWhen } from './remote.js';
+export type { ForeignApiName, RemoteReplicaTraits, SpillPolicy, SpillWhen } from './remote.js';
 import type { TrafficRules } from './traffic.js';
 
 export type { ShadowRule, SplitBy, SplitTarget, TrafficRules } from './traffic.js';

@@ -11,7 +11,16 @@ export interface RemoteReplicaTraits {
   readonly kind: 'endpoint' | 'peer';
   /** How long the remote may take to send its answer's headers, ms; 0 = the router's own headers timeout. */
   readonly timeoutMs: number;
+  /**
+   * The API its requests are sent in when not Chat Completions: OpenAI's
+   * Responses or Anthropic's Messages, translated to and from chat by the
+   * gateway (src/gateway/remote/foreign.ts). Absent = chat (a peer llmgw too).
+   */
+  readonly api?: ForeignApiName;
 }
+
+/** The APIs other than chat a remote may speak. */
+export type ForeignApiName = 'responses' | 'anthropic';
 
 /** When a model's requests go to its spill-over target instead of its own replicas. */
 export type SpillWhen = 'saturated' | 'cold' | 'never';
