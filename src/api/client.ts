@@ -50,6 +50,7 @@ import type {
 } from './people-types.js';
 
 import type { ShadowsView } from './traffic-types.js';
+import type { BatchAdminView, BatchesAdminView } from './batch-types.js';
 
 export interface AdminClientOptions {
   /** e.g. http://127.0.0.1:8081; a trailing slash is ignored. */
@@ -360,6 +361,20 @@ export class AdminClient {
   /** Each shadowed model against its candidate: this control plane's comparison (docs/splits-and-shadows.md). */
   shadows(): Promise<ShadowsView> {
     return this.#call('GET', '/api/v1/shadows');
+  }
+
+  /** Every batch (a team-admin: its teams'), newest first, with progress and an estimated finish (docs/batches.md). */
+  batches(): Promise<BatchesAdminView> {
+    return this.#call('GET', '/api/v1/batches');
+  }
+
+  batch(id: string): Promise<BatchAdminView> {
+    return this.#call('GET', `/api/v1/batches/${encodeURIComponent(id)}`);
+  }
+
+  /** Cancels a validating or in-progress batch: lines running finish, the rest are closed as cancelled. */
+  cancelBatch(id: string): Promise<BatchAdminView> {
+    return this.#call('POST', `/api/v1/batches/${encodeURIComponent(id)}/cancel`, {});
   }
 
   /** Where one node's disk went: per filesystem, weights by model, orphans, the rest. */

@@ -7,3 +7,4 @@ export type * from './types.js';
 export type * from './traffic-types.js';
 export type * from './money-types.js';
 export type * from './people-types.js';
+export type * from './batch-types.js';
