@@ -367,6 +367,8 @@ function controlFlagHelp(): Record<keyof ControlOptions, string> {
     oidc_group_roles:
       'group=role pairs, comma-separated; group=team-admin:team for a team-admin; in no listed group = refused',
     oidc_allow_insecure: 'true allows an http:// issuer (loopback tests only)',
+    gpu_prices:
+      'US dollars per GPU-hour by GPU class, H100=2.5,A10G=0.75: models with no token price are charged the GPU-hours their replicas hold',
   };
   // The default printed from the table, never written here: a key with none keeps its own words on absence.
   for (const [key, value] of Object.entries(CONTROL_DEFAULTS)) {

@@ -19,6 +19,8 @@ import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
 import { BATCH_DEFAULTS, BATCH_OPTIONS, compileBatches, type BatchSettings } from './batches.js';
 import { tracesUrl } from '../../tracing/index.js';
 import { compileOidc, OIDC_DEFAULTS, OIDC_OPTIONS, type OidcConfig } from './oidc.js';
+import { compileGpuPrices, GPU_PRICES_OPTIONS } from './gpu-prices.js';
+import type { GpuPrices } from '../budgets/gpu-cost.js';
 import {
   compilePrefixCache,
   PREFIX_CACHE_DEFAULTS,
@@ -261,6 +263,8 @@ export const ControlOptionsSchema = z.strictObject({
   metrics_public: z.union([z.boolean(), z.enum(['true', 'false'])]).default(CONTROL_DEFAULTS.metrics_public),
   /** Signing in to the dashboard and ctl through an OpenID Connect provider (src/control/config/oidc.ts, docs/people-and-sso.md). */
   ...OIDC_OPTIONS,
+  /** US dollars per GPU-hour per GPU class, for models with no token price (src/control/config/gpu-prices.ts). */
+  ...GPU_PRICES_OPTIONS,
   /** How long a Responses API response (store: true) is kept for previous_response_id and GET, from when it was made. */
   responses_ttl: duration.default(CONTROL_DEFAULTS.responses_ttl),
   /**
@@ -373,6 +377,8 @@ export interface ControlConfig {
   readonly clientHosts: readonly string[];
   /** True: /metrics needs no admin token. */
   readonly metricsPublic: boolean;
+  /** US dollars per GPU-hour, by GPU class or a part of its name; empty = no GPU is priced. */
+  readonly gpuPrices: GpuPrices;
   /** Single sign-on through an OpenID Connect provider; null = none (the admin token and people's tokens only). */
   readonly oidc: OidcConfig | null;
   /** Prefix-cache routing's settings, passed to the router as they are. */
@@ -520,6 +526,7 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
     );
   const adminHosts = hostList(o.admin_hosts, 'admin_hosts', problems);
   const oidc = compileOidc(o, (value, file, key) => secret(value, file, key, problems), problems);
+  const gpuPrices = compileGpuPrices(o, problems);
   const clientHosts = hostList(o.client_hosts, 'client_hosts', problems);
   if (problems.length) throw new ValidationError('LLMGW_CONFIG_INVALID', problems, 'the configuration is not valid');
   return Object.freeze({
@@ -565,6 +572,7 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
     clientHosts: Object.freeze(clientHosts),
     metricsPublic: o.metrics_public === true || o.metrics_public === 'true',
     oidc,
+    gpuPrices,
     prefixCache: compilePrefixCache(o),
     batches: compileBatches(o, o.store.startsWith('sqlite:') ? o.store.slice('sqlite:'.length) : null),
     secretsKeyFile: o.secrets_key_file ?? null,
