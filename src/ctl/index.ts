@@ -18,6 +18,7 @@ import * as membership from './membership.js';
 import * as money from './money.js';
 import * as read from './read.js';
 import * as shadows from './shadows.js';
+import * as batches from './batches.js';
 import { cleanForTerminal, errorText, Output } from './render.js';
 import * as why from './why-operations.js';
 import * as write from './write.js';
@@ -489,6 +490,22 @@ function buildProgram(root: Command, run: Runner): Command {
         "each shadowed model against its candidate: requests, errors, latency, tokens (this control plane's)",
       ),
   ).action(run((ctx, o: WatchOpts) => watchOr(ctx, o, () => shadows.shadows(ctx))));
+  const batchCmd = watchable(
+    program
+      .command('batches')
+      .argument('[id]', 'one batch, with what the pace says of each of its models')
+      .description('batches: progress, rate and estimated finish; `batches cancel ID` stops one'),
+  ).action(
+    run((ctx, id: string | undefined, o: WatchOpts) =>
+      watchOr(ctx, o, () => (id === undefined ? batches.listBatches(ctx) : batches.showBatch(ctx, id))),
+    ),
+  );
+  batchCmd
+    .command('cancel')
+    .argument('<id>', "the batch's exact id (from ctl batches)")
+    .description('cancel a batch: lines running finish, the rest are closed as cancelled')
+    .option('-y, --yes', 'do not ask (for scripts)')
+    .action(run((ctx, id: string, o: { yes?: boolean }) => batches.cancelBatch(ctx, id, { yes: !!o.yes })));
   program
     .command('disk')
     .argument('<node>', 'node id')
