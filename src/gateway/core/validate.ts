@@ -10,6 +10,7 @@ import type { Endpoint } from '../ports/endpoints.js';
 import type { ReadForm } from '../../http/index.js';
 import { describeIssues } from '../../validation/index.js';
 import { BODY_SCHEMAS } from './body-schemas.js';
+import { PLAIN_BODY } from './body-fast-path.js';
 import { refuseRedirects } from './redirects.js';
 import { leastPromptTokens, promptField } from './prompt-text.js';
 
@@ -80,11 +81,14 @@ export function parseFormRequest(endpoint: Endpoint, form: ReadForm, limits: Req
 }
 
 function checked(endpoint: Endpoint, body: Record<string, unknown>, limits: RequestLimits): ParsedRequest {
-  const schema = BODY_SCHEMAS[endpoint];
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) {
-    const problems = describeIssues(schema, parsed.error);
-    throw new LlmgwError('LLMGW_BAD_REQUEST', problems.join('; '), { context: { param: firstPath(parsed.error) } });
+  // The schema runs only for a body the plain check does not vouch for (body-fast-path.ts): the refusals are its own.
+  if (PLAIN_BODY[endpoint]?.(body) !== true) {
+    const schema = BODY_SCHEMAS[endpoint];
+    const parsed = schema.safeParse(body);
+    if (!parsed.success) {
+      const problems = describeIssues(schema, parsed.error);
+      throw new LlmgwError('LLMGW_BAD_REQUEST', problems.join('; '), { context: { param: firstPath(parsed.error) } });
+    }
   }
   refuseRedirects(body);
   if (GENERATES.has(endpoint)) {
