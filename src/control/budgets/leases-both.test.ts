@@ -2,8 +2,11 @@
 // from a list of the two made once per key. The failures this guards
 // against: that list kept after the key moved to another team (the old
 // team's budget still charged, the new one's never), or after the budgets
-// were read again (a deleted budget still refusing).
+// were read again (a deleted budget still refusing). And the used-ratio
+// gauge, which once read the map of leases made before the first reload and
+// so never listed a budget.
 import pino from 'pino';
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import { MemoryBudgetBook } from './book.js';
@@ -94,5 +97,28 @@ describe("a key's own budget and its team's together", () => {
     const r = spendUntilRefused(leases, key, 100);
     expect(r.by).toContain('b_ml');
     expect(r.admitted).toBeGreaterThan(90);
+  });
+});
+
+describe('llmgw_budget_used_ratio', () => {
+  it('lists every budget read, with what it has used', async () => {
+    const book = new MemoryBudgetBook();
+    await book.create(budget('b_ml', 'team', 'ml', 1000));
+    const registry = new Registry();
+    const leases = new BudgetLeases({
+      book,
+      prices: { cost: () => undefined },
+      now: () => NOW,
+      logger: pino({ level: 'silent' }),
+      registry,
+      leaseFraction: 1,
+      syncIntervalMs: 0,
+    });
+    await leases.reload();
+    const d = leases.admit(key, 'alpha', 100, 0);
+    expect(d.ok).toBe(true);
+    if (d.ok) d.hold!.settle('alpha', 250, 0);
+    const text = await registry.metrics();
+    expect(text).toContain('llmgw_budget_used_ratio{budget="b_ml",scope="team",subject="ml",enforce="hard"} 0.25');
   });
 });

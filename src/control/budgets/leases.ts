@@ -80,7 +80,9 @@ export class BudgetLeases implements BudgetGate {
         labelNames: ['budget'],
         registers: [o.registry],
       });
-      const leases = this.leases;
+      // Read through `self` at each scrape: reload() replaces the map, and a map captured here would stay the empty first one.
+      // eslint-disable-next-line @typescript-eslint/no-this-alias
+      const self = this;
       new Gauge({
         name: 'llmgw_budget_used_ratio',
         help: "What each budget's current period spent over its amount (the store's sum, plus this plane's unreported use); 1 = spent",
@@ -88,7 +90,7 @@ export class BudgetLeases implements BudgetGate {
         registers: [o.registry],
         collect() {
           this.reset();
-          for (const l of leases.values())
+          for (const l of self.leases.values())
             this.set(
               { budget: l.budget.id, scope: l.budget.scope, subject: l.budget.subject, enforce: l.budget.enforce },
               (l.storeSpent + l.spent - l.reportedSpent) / l.budget.amount,
