@@ -26,6 +26,8 @@ export interface OneNodeOptions {
   readyWithinMs?: number;
   /** The control plane's --store; absent = a SQLite file in the temp dir (`sqlite:<dir>/db`). */
   store?: string;
+  /** More `llmgw control` flags (e.g. --remote-probe-interval); absent = none. */
+  controlArgs?: readonly string[];
 }
 
 export interface OneNodeFleet {
@@ -66,6 +68,7 @@ export async function startOneNodeFleet(options: OneNodeOptions): Promise<OneNod
     '300ms',
     '--log-level',
     'warn',
+    ...(options.controlArgs ?? []),
   ]);
   const adminUrl = control.urls.admin;
   const api = async <T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
