@@ -527,7 +527,14 @@ export class Reconciler {
     const engineQueued = new Map<string, number>();
     for (const [id, l] of this.loads)
       if (now - l.sampledAtMs <= LOAD_FRESH_FOR_SCALING_MS) engineQueued.set(id, l.running + l.waiting);
-    return this.scaling.decide(now, this.records, this.options.catalog.models(), demand.queued, engineQueued);
+    return this.scaling.decide(
+      now,
+      this.records,
+      this.options.catalog.models(),
+      demand.queued,
+      engineQueued,
+      demand.batch,
+    );
   }
 
   /** Nodes that went stale or were lost since the last pass (coming back is the inventory's to tell). */

@@ -9,6 +9,7 @@
 import type { Logger } from 'pino';
 import type { EventSink } from '../events/index.js';
 import {
+  type BatchDemand,
   decideScale,
   type DemandSnapshot,
   type ReplicaSignal,
@@ -178,7 +179,8 @@ export class ScalingBridge {
    * Asks the scaler for each catalog model's wanted number at `now`, from
    * `records` (with their last uses laid over), the requests `queued` per
    * model and the engines' own running + waiting per replica id (fresh
-   * samples only; absent = none); records each change as a scale event. Cold demand is used up; a
+   * samples only; absent = none) and the batch lines per model (absent = none: counted only up to
+   * scaling.batch_max_replicas); records each change as a scale event. Cold demand is used up; a
    * model gone from the catalog starts afresh if it comes back.
    */
   decide(
@@ -187,11 +189,13 @@ export class ScalingBridge {
     models: readonly ScalableModel[],
     queued: ReadonlyMap<string, number>,
     engineQueued?: ReadonlyMap<string, number>,
+    batch?: ReadonlyMap<string, BatchDemand>,
   ): Map<string, number> {
     const signals = scaleSignals(records, this.inFlightById, this.sinceMs, engineQueued);
     const wanted = new Map<string, number>();
     for (const m of models) {
       const g = signals.get(m.name) ?? { replicas: [], failed: 0 };
+      const lines = batch?.get(m.name);
       const result = decideScale(
         {
           policy: m.scaling,
@@ -199,6 +203,7 @@ export class ScalingBridge {
           failed: g.failed,
           queued: queued.get(m.name) ?? 0,
           coldDemand: this.cold.has(m.name),
+          ...(lines ? { batch: lines } : {}),
         },
         this.states.get(m.name),
         now,

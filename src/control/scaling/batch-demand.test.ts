@@ -119,3 +119,20 @@ describe('batch demand in the scaler', () => {
     });
   });
 });
+
+describe('batch demand through the scaling bridge', () => {
+  it("passes each model's batch lines to its decision: only batch_max_replicas' worth starts replicas", async () => {
+    const { ScalingBridge } = await import('../reconciler/scaling-bridge.js');
+    const pino = (await import('pino')).default;
+    const bridge = new ScalingBridge({ now: () => 0, logger: pino({ level: 'silent' }) });
+    const capped = { name: 'capped', scaling: policy({ min: 0, max: 8, targetInflight: 2, batchMaxReplicas: 3 }) };
+    const plain = { name: 'plain', scaling: policy({ min: 0, max: 8, targetInflight: 2 }) };
+    const batch = new Map([
+      ['capped', { inFlight: 0, waiting: 500 }],
+      ['plain', { inFlight: 0, waiting: 500 }],
+    ]);
+    // With no window, 500 waiting lines take the capped model to batch_max_replicas (not max 8); the plain one stays at 0.
+    const first = bridge.decide(0, [], [capped, plain], new Map(), undefined, batch);
+    expect(Object.fromEntries(first)).toEqual({ capped: 3, plain: 0 });
+  });
+});

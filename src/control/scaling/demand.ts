@@ -7,6 +7,7 @@
 // A replica's use and its engine load are the gateway's ports
 // (src/gateway/ports/index.ts): it makes the one and reads the other.
 import type { ReplicaUse } from '../../gateway/ports/index.js';
+import type { BatchDemand } from './types.js';
 
 export type { ReplicaLoad, ReplicaUse } from '../../gateway/ports/index.js';
 
@@ -20,4 +21,6 @@ export interface DemandSnapshot {
   readonly replicas: ReadonlyMap<string, Readonly<ReplicaUse>>;
   /** Requests held per model name because it has no ready replica; no entry = none. */
   readonly queued: ReadonlyMap<string, number>;
+  /** Batch lines per model name (src/control/batches); absent or no entry = none. */
+  readonly batch?: ReadonlyMap<string, BatchDemand>;
 }

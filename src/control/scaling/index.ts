@@ -14,3 +14,4 @@ export {
   type ScaleState,
 } from './scaler.js';
 export type { DemandSnapshot, ReplicaLoad, ReplicaUse } from './demand.js';
+export type { BatchDemand } from './types.js';
