@@ -12,6 +12,7 @@ import type {
   RoutedModels,
   UsageSink,
 } from './ports/index.js';
+import type { FilesAndBatches } from './ports/batches.js';
 import type { RouterSettings } from './core/options.js';
 import type { RequestLog } from './core/request-log.js';
 import type { GatewayTracing } from './tracing/index.js';
@@ -41,4 +42,6 @@ export interface RouterDeps extends RouterSettings {
   requestLog?: RequestLog;
   /** OpenTelemetry's tracer and propagator (src/gateway/tracing); absent = no request is traced, and no span is made. */
   tracing?: GatewayTracing;
+  /** The Files and Batch APIs (/v1/files, /v1/batches; src/control/batches); absent = those routes are not served. */
+  batches?: FilesAndBatches;
 }

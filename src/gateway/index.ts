@@ -27,6 +27,8 @@ export type {
   UsageSink,
 } from './ports/index.js';
 export { hashKey } from './ports/index.js';
+export type { ApiObject, BatchCaller, FilesAndBatches } from './ports/batches.js';
+export { IN_PROCESS_HEADER, type InProcessAnswer } from './batches/index.js';
 export { API_ENDPOINTS, endpointNeeds, modelServes, SERVED_ENDPOINTS, type ServedEndpoint } from './ports/endpoints.js';
 export { usageFromTail } from './core/usage.js';
 export { RateLimiter, cappedReservation } from './core/rate-limit.js';

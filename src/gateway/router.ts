@@ -51,6 +51,7 @@ import { RunningRequests } from './core/running.js';
 import { UpstreamPools, type Upstream } from './core/upstreams.js';
 import { RemoteRouting } from './remote/index.js';
 import { registerCapacityRoute } from './remote/capacity.js';
+import { InProcessCalls, registerBatchRoutes } from './batches/index.js';
 import type { Endpoint, ParsedRequest } from './core/validate.js';
 import { modelServes } from './ports/endpoints.js';
 import { RequestSpan, traceContext } from './tracing/index.js';
@@ -90,6 +91,8 @@ export class Router implements DialectHost {
   /** Requests running per key id, so a revocation ends them; no entry = none. */
   private readonly running = new RunningRequests();
   private readonly unsubscribeRevoked: () => void;
+  /** Requests made in this process as a key already resolved (batch lines), through the listener's own routes. */
+  readonly inProcess = new InProcessCalls();
 
   constructor(private readonly deps: RouterDeps) {
     const o = compileRouterOptions(deps);
@@ -202,6 +205,7 @@ export class Router implements DialectHost {
       options: this.options,
       refuse: (...args) => this.refuse(...args),
       count: (model, status, key) => this.count(model, status, key),
+      inProcess: (request) => this.inProcess.keyOf(request),
     };
   }
 
@@ -371,7 +375,9 @@ export function registerRouter(app: FastifyInstance, deps: RouterDeps): Router {
     });
     for (const dialect of DIALECTS) dialect.routes(scope, router);
     registerCapacityRoute(scope, deps, router);
+    if (deps.batches) registerBatchRoutes(scope, deps.batches, router);
   });
+  router.inProcess.attach(app);
   app.addHook('onClose', async () => router.close());
   return router;
 }

@@ -6,6 +6,7 @@
 // behaviour; here, not beside them in src/gateway, because it builds the
 // control plane's key store and catalog entries, which the gateway itself
 // must never import (ESLint and src/architecture.test.ts fence it).
+import type { FastifyInstance } from 'fastify';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
@@ -82,6 +83,8 @@ export interface Listener {
   keys: MemoryKeyStore;
   usage: MemoryUsageSink;
   registry: Registry;
+  /** The listener's Fastify app. */
+  app: FastifyInstance;
 }
 
 export interface Harness extends Listener {
@@ -127,7 +130,7 @@ export async function listen(
   await app.listen({ host: '127.0.0.1', port: 0 });
   cleanups.push(() => app.close());
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  return { url, router, directory, keys, usage, registry };
+  return { url, router, directory, keys, usage, registry, app };
 }
 
 /** listen(), with one key of no limits issued and the official client holding it. */

@@ -91,6 +91,11 @@ export interface AdmissionDeps {
     counted?: boolean,
   ): FastifyReply;
   count(model: string, status: number, key: ApiKeyRecord | null): void;
+  /**
+   * The key a request made in this process runs as (a batch line: see
+   * batches/in-process.ts), or undefined for every request from a socket.
+   */
+  inProcess?(request: FastifyRequest): ApiKeyRecord | null | undefined;
 }
 
 /** A preHandler hook of the router's inference routes, callback-style (see the top of this file). */
@@ -149,6 +154,14 @@ export function keyHook(deps: AdmissionDeps): Hook {
   };
   return (request, reply, done) => {
     if (!deps.authRequired) return done();
+    const inProcess = deps.inProcess?.(request);
+    if (inProcess !== undefined) {
+      // Looked up again by the caller for each call, and checked here as any key is: a line of a revoked key is refused.
+      const key = admitKey(inProcess, reply);
+      if (key === undefined) return;
+      request.apiKey = key;
+      return done();
+    }
     const presented = bearerToken(request.headers.authorization);
     if (presented === null) {
       deps.refuse(reply, 401, 'LLMGW_UNAUTHORIZED', 'no API key: send it as `Authorization: Bearer <key>`');
