@@ -1,7 +1,8 @@
 // Remote replicas and spill-over in the gateway: the circuits and Retry-After
 // waits of remote endpoints and peer fleets (circuit.ts), the guard around
-// their attempts (guard.ts), and the spill-over decision for models that name
-// a remote to overflow to (spill.ts). One object, RemoteRouting, is what the
+// their attempts (guard.ts), the translation for remotes that speak another
+// API than chat (foreign.ts), and the spill-over decision for models that
+// name a remote to overflow to (spill.ts). One object, RemoteRouting, is what the
 // router and the attempt loop hold of it. Apart from core/ because local
 // engines need none of it: a fleet with no remote pays one property read per
 // replica choice.
@@ -14,6 +15,7 @@ import type { ReplicaDirectory, RoutedModel, RoutedModels, RouterReplica } from 
 import { CIRCUIT_DEFAULTS, RemoteCircuits, type CircuitOptions } from './circuit.js';
 import { circuitOutcomes, guardRemote } from './guard.js';
 import { decideSpill, SpillStats, type SpillDecision } from './spill.js';
+import { foreignApis } from './foreign.js';
 
 export { guardRemote } from './guard.js';
 export { RemoteCircuits, retryAfterMs, CIRCUIT_DEFAULTS } from './circuit.js';
@@ -67,7 +69,7 @@ export class RemoteRouting implements RemotePolicy {
     return out;
   }
 
-  /** Around every attempt: the circuits' outcomes, the service time and sends spill-over reads. */
+  /** Around every attempt: a foreign API's translation, the circuits' outcomes, the service time and sends spill-over reads. */
   interceptors(): Interceptor[] {
     const now = this.options.now;
     const sends = this.sends;
@@ -85,7 +87,8 @@ export class RemoteRouting implements RemotePolicy {
         if (mine?.length === 0) sends.delete(id);
       });
     };
-    return [circuitOutcomes(this.circuits), this.stats.interceptor(), track];
+    // A request a foreign API cannot express is turned away before the circuit sees an attempt: it says nothing of the remote's health.
+    return [foreignApis(now), circuitOutcomes(this.circuits), this.stats.interceptor(), track];
   }
 
   /**

@@ -11,8 +11,10 @@
 // messages, ahead of whatever else that user turn says (Chat Completions
 // wants them right after the assistant's call). thinking blocks in history
 // are dropped: no engine behind llmgw takes them back.
-import { LlmgwError } from '../../../errors/index.js';
+import type { LlmgwError } from '../../../errors/index.js';
 import type { ParamRenames } from '../../core/param-names.js';
+import { bad, isObject, type Json } from './refuse.js';
+import { chatToolChoice, chatTools } from './tools.js';
 
 /** What the answer is translated back with. */
 export interface AnthropicCall {
@@ -27,16 +29,6 @@ export interface TranslatedRequest {
   /** The Chat Completions body, for the router's chat path. */
   readonly chat: Record<string, unknown>;
   readonly call: AnthropicCall;
-}
-
-type Json = Record<string, unknown>;
-
-function bad(param: string, message: string): LlmgwError {
-  return new LlmgwError('LLMGW_BAD_REQUEST', message, { context: { param } });
-}
-
-function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** Fields llmgw reads; the rest are refused by name, so a client learns what had no effect. */
@@ -108,8 +100,9 @@ export function toChatRequest(body: unknown, forCount = false): TranslatedReques
   }
   const stops = stopSequences(body.stop_sequences);
   if (stops.length) chat.stop = stops;
-  if (body.tools !== undefined && body.tools !== null) chat.tools = tools(body.tools);
-  if (body.tool_choice !== undefined && body.tool_choice !== null) Object.assign(chat, toolChoice(body.tool_choice));
+  if (body.tools !== undefined && body.tools !== null) chat.tools = chatTools(body.tools);
+  if (body.tool_choice !== undefined && body.tool_choice !== null)
+    Object.assign(chat, chatToolChoice(body.tool_choice));
   return { chat, call: { model, stopSequences: stops, stream } };
 }
 
@@ -254,46 +247,4 @@ function toolResult(b: Json, at: string): Json {
   // The engine has no is_error flag: the model reads it in the text.
   if (b.is_error === true) text = `Error: ${text}`;
   return { role: 'tool', tool_call_id: b.tool_use_id, content: text };
-}
-
-function tools(v: unknown): Json[] {
-  if (!Array.isArray(v)) throw bad('tools', 'tools: want a list of {"name", "description", "input_schema"} objects');
-  return v.map((t, i) => {
-    if (!isObject(t)) throw bad('tools', `tools[${i}]: want an object`);
-    if (t.type !== undefined && t.type !== null && t.type !== 'custom') {
-      throw bad(
-        'tools',
-        `tools[${i}].type: ${JSON.stringify(t.type)} is a tool Anthropic runs itself; llmgw supports only client tools (name, description, input_schema)`,
-      );
-    }
-    if (typeof t.name !== 'string' || t.name === '') throw bad('tools', `tools[${i}].name: want a string`);
-    if (!isObject(t.input_schema)) throw bad('tools', `tools[${i}].input_schema: want a JSON Schema object`);
-    const fn: Json = { name: t.name, parameters: t.input_schema };
-    if (typeof t.description === 'string') fn.description = t.description;
-    return { type: 'function', function: fn };
-  });
-}
-
-function toolChoice(v: unknown): Json {
-  if (!isObject(v)) throw bad('tool_choice', 'tool_choice: want {"type": "auto" | "any" | "tool" | "none"}');
-  const out: Json = {};
-  switch (v.type) {
-    case 'auto':
-      out.tool_choice = 'auto';
-      break;
-    case 'any':
-      out.tool_choice = 'required';
-      break;
-    case 'none':
-      out.tool_choice = 'none';
-      break;
-    case 'tool':
-      if (typeof v.name !== 'string') throw bad('tool_choice', 'tool_choice.name: want the name of the tool to call');
-      out.tool_choice = { type: 'function', function: { name: v.name } };
-      break;
-    default:
-      throw bad('tool_choice', `tool_choice.type: want "auto", "any", "tool" or "none", got ${JSON.stringify(v.type)}`);
-  }
-  if (v.disable_parallel_tool_use === true) out.parallel_tool_calls = false;
-  return out;
 }

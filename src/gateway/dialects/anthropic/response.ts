@@ -45,6 +45,20 @@ export function stopReasonOf(
   return { reason: 'end_turn', sequence: null };
 }
 
+/**
+ * The other way, for an answer from a remote that speaks Anthropic: chat's
+ * finish reason for a stop_reason (stop_sequence is `stop`, the sequence
+ * itself going in the choice's stop_reason as vLLM reports it; pause_turn,
+ * a server tool's pause, ends the turn as `stop`). Null stays null.
+ */
+export function finishReasonOf(stop: unknown): string | null {
+  if (stop === null || stop === undefined) return null;
+  if (stop === 'max_tokens' || stop === 'model_context_window_exceeded') return 'length';
+  if (stop === 'tool_use') return 'tool_calls';
+  if (stop === 'refusal') return 'content_filter';
+  return 'stop';
+}
+
 /** Each tool input toolInput parsed, to the engine's text it came from: what messageJson writes in its place. */
 const inputText = new WeakMap<object, string>();
 
@@ -135,6 +149,25 @@ export function toMessage(completion: ChatCompletion, call: AnthropicCall, fallb
     stop_reason: stop.reason,
     stop_sequence: stop.sequence,
     usage: usageOf(completion.usage),
+  };
+}
+
+/**
+ * Anthropic usage as chat's, for an answer from a remote that speaks it:
+ * the prompt is every input token, the cache's reads and writes included
+ * (Anthropic counts those apart); read from the cache is chat's cached_tokens.
+ */
+export function chatUsageOf(usage: unknown): Record<string, unknown> {
+  const u = (typeof usage === 'object' && usage !== null ? usage : {}) as Record<string, unknown>;
+  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
+  const cached = n(u.cache_read_input_tokens);
+  const prompt = n(u.input_tokens) + cached + n(u.cache_creation_input_tokens);
+  const completion = n(u.output_tokens);
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    ...(cached > 0 ? { prompt_tokens_details: { cached_tokens: cached } } : {}),
   };
 }
 

@@ -77,6 +77,38 @@ export function statusOf(finish: unknown): Pick<ResponseObject, 'status' | 'inco
   return { status: 'completed', incomplete_details: null };
 }
 
+/**
+ * The other way, for an answer from a remote that speaks the Responses API:
+ * chat's finish reason for a Response's status (incomplete by the token
+ * limit is `length`, by a filter `content_filter`; a completed one that
+ * called a function `tool_calls`, any other `stop`).
+ */
+export function finishOf(response: {
+  status?: unknown;
+  incomplete_details?: unknown;
+  output?: unknown;
+}): 'stop' | 'length' | 'content_filter' | 'tool_calls' {
+  const reason = (response.incomplete_details as { reason?: unknown } | null | undefined)?.reason;
+  if (response.status === 'incomplete' && reason === 'content_filter') return 'content_filter';
+  if (response.status === 'incomplete') return 'length';
+  const output = Array.isArray(response.output) ? (response.output as { type?: unknown }[]) : [];
+  return output.some((item) => item?.type === 'function_call') ? 'tool_calls' : 'stop';
+}
+
+/** Responses usage as chat's: the reverse of usageOf, its details kept. */
+export function chatUsageOf(usage: unknown): Json {
+  const u = (typeof usage === 'object' && usage !== null ? usage : {}) as Partial<ResponsesUsage>;
+  const input = count(u.input_tokens);
+  const output = count(u.output_tokens);
+  return {
+    prompt_tokens: input,
+    completion_tokens: output,
+    total_tokens: input + output,
+    prompt_tokens_details: { cached_tokens: count(u.input_tokens_details?.cached_tokens) },
+    completion_tokens_details: { reasoning_tokens: count(u.output_tokens_details?.reasoning_tokens) },
+  };
+}
+
 /** The Response shell: identity, the request's echoes, no output yet. Shared with the stream's first events. */
 export function responseShell(call: ResponsesCall, identity: ResponseIdentity): ResponseObject {
   return {

@@ -2,7 +2,9 @@
 // shape. Only function tools are served; OpenAI's built-in tools run on
 // OpenAI's servers and are refused by name. Separate from the input items
 // because these are the request's options, checked once when it is parsed
-// and translated again when the chat body is built.
+// and translated again when the chat body is built. The reverse, chat's
+// tools as a Responses request's for a remote that speaks the Responses API
+// (remote-request.ts), is at the end: the same fields, one level flatter.
 import { bad, isObject, type Json } from './refuse.js';
 
 export function chatTools(tools: readonly unknown[]): Json[] {
@@ -65,4 +67,35 @@ export function responseFormat(format: unknown): Json | null {
         `text.format.type: want "text", "json_object" or "json_schema", got ${JSON.stringify(format.type)}`,
       );
   }
+}
+
+/** Chat's tools as a Responses request's: the function's fields lifted beside `type`. */
+export function responsesTools(tools: readonly unknown[]): Json[] {
+  return tools.map((t, i) => {
+    const fn = isObject(t) && t.type === 'function' && isObject(t.function) ? t.function : null;
+    if (!fn || typeof fn.name !== 'string')
+      throw bad('tools', `tools[${i}]: only function tools can be sent to a Responses API`);
+    const tool: Json = { type: 'function', name: fn.name, parameters: isObject(fn.parameters) ? fn.parameters : null };
+    if (typeof fn.description === 'string') tool.description = fn.description;
+    // OpenAI's Responses API defaults strict to true; chat's default is false, which is what the client asked.
+    tool.strict = fn.strict === true;
+    return tool;
+  });
+}
+
+/** Chat's tool_choice as a Responses request's (a named function loses its `function` wrapper). */
+export function responsesToolChoice(v: unknown): unknown {
+  if (v === 'auto' || v === 'none' || v === 'required') return v;
+  if (isObject(v) && isObject(v.function) && typeof v.function.name === 'string')
+    return { type: 'function', name: v.function.name };
+  throw bad('tool_choice', `tool_choice: ${JSON.stringify(v)} has no Responses counterpart`);
+}
+
+/** Chat's response_format as a Responses text.format (json_schema's fields lifted beside `type`). */
+export function textFormat(format: unknown): Json {
+  if (!isObject(format) || format.type === 'text' || format.type === 'json_object')
+    return { type: isObject(format) ? format.type : 'text' };
+  if (format.type === 'json_schema' && isObject(format.json_schema))
+    return { type: 'json_schema', ...format.json_schema };
+  throw bad('response_format', `response_format: ${JSON.stringify(format.type)} has no Responses counterpart`);
 }
