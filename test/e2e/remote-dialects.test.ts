@@ -1,0 +1,209 @@
+// Remotes that speak OpenAI's Responses API and Anthropic's Messages API,
+// end to end: a second llmgw (B) on loopback serves /v1/responses and
+// /v1/messages for a model of its own (a sim engine behind it), with API
+// keys required; the llmgw under test (A) has two remotes pointing at B,
+// `api: responses` and `api: anthropic`, each with a key B issued. An
+// OpenAI client against A gets whole and streamed chat completions through
+// each. Guards against: a request to such a remote sent as chat (B's usage
+// then says `chat`, not `responses`/`messages`); the remote's answer or
+// stream reaching the client untranslated; its usage going uncounted; the
+// remote's key (the canary: a real key of B's) reaching an answer, a log
+// line or A's store file.
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AdminClient } from '../../src/api/index.js';
+import {
+  freePort,
+  startControl,
+  startLlmgw,
+  stopAll,
+  type ControlUrls,
+  type RunningProcess,
+} from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
+
+const ADMIN = 'e2e-remote-dialects-admin-0123456789abcdef';
+
+let dir: string;
+let a: RunningProcess & { urls: ControlUrls };
+let b: RunningProcess & { urls: ControlUrls };
+let apiA: AdminClient;
+let apiB: AdminClient;
+/** The key B issued to A: set as both remotes' credential, it must appear nowhere A shows or keeps. */
+let canary: string;
+let openai: OpenAI;
+
+const MODELS = { responses: 'via-responses', anthropic: 'via-messages' } as const;
+
+describe('remotes speaking the Responses and Messages APIs', () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-remote-dialects-'));
+    const port = await freePort();
+    const sim = startLlmgw(['engine', 'sim', '--port', String(port), '--model', 'upstream']);
+    await waitFor('the sim engine to listen', async () =>
+      sim.lines.some((l) => l.includes('listening')) ? true : undefined,
+    );
+    b = await startControl(['--store', `sqlite:${join(dir, 'b.db')}`, '--admin-token', ADMIN]);
+    apiB = new AdminClient({ baseUrl: b.urls.admin, token: ADMIN, actor: 'e2e' });
+    await apiB.addModel({
+      name: 'inner',
+      profiles: [{ engine: 'remote', remote: { url: `http://127.0.0.1:${port}`, model: 'upstream' } }],
+    });
+    const issued = await fetch(`${b.urls.admin}/api/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'from-a' }),
+    });
+    expect(issued.status).toBe(201);
+    canary = ((await issued.json()) as { secret: string }).secret;
+
+    const keyFile = join(dir, 'secrets.key');
+    writeFileSync(keyFile, `${'5a'.repeat(32)}\n`, { mode: 0o600 });
+    chmodSync(keyFile, 0o600);
+    a = await startControl([
+      '--store',
+      `sqlite:${join(dir, 'a.db')}`,
+      '--admin-token',
+      ADMIN,
+      '--api-keys',
+      'off',
+      '--secrets-key-file',
+      keyFile,
+      '--remote-probe-interval',
+      '500ms',
+      '--log-level',
+      'debug',
+    ]);
+    apiA = new AdminClient({ baseUrl: a.urls.admin, token: ADMIN, actor: 'e2e' });
+    for (const [api, name] of Object.entries(MODELS))
+      await apiA.addModel({
+        name,
+        profiles: [{ engine: 'remote', remote: { url: b.urls.client, model: 'inner', api, api_key: canary } }],
+      });
+    openai = new OpenAI({ baseURL: `${a.urls.client}/v1`, apiKey: 'unused', maxRetries: 0 });
+    for (const name of Object.values(MODELS))
+      await waitFor(`${name} to answer`, async () => {
+        const r = await fetch(`${a.urls.client}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+        });
+        return r.status === 200 ? true : undefined;
+      });
+  }, 180_000);
+
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await stopAll();
+  });
+
+  it.each(Object.entries(MODELS))(
+    'answers a whole chat completion through a %s remote, its usage counted',
+    async (_api, model) => {
+      const answer = await openai.chat.completions.create({
+        model,
+        messages: [
+          { role: 'system', content: 'answer briefly' },
+          { role: 'user', content: 'tell me something' },
+        ],
+        max_tokens: 6,
+      });
+      expect(answer.object).toBe('chat.completion');
+      expect(answer.choices[0]?.message.content, "the remote's text").toBeTruthy();
+      expect(['stop', 'length']).toContain(answer.choices[0]?.finish_reason);
+      expect(answer.usage?.prompt_tokens, 'the remote counted the prompt').toBeGreaterThan(0);
+      expect(answer.usage?.completion_tokens).toBeGreaterThan(0);
+      const record = await waitFor('the request record', async () => {
+        const [r] = (await apiA.requests({ model, limit: 1 })).requests;
+        return r?.prompt_tokens !== undefined ? r : undefined;
+      });
+      expect(record.replica).toBe(`remote:${model}`);
+      expect([record.prompt_tokens, record.completion_tokens], 'A counts what the remote said').toEqual([
+        answer.usage?.prompt_tokens,
+        answer.usage?.completion_tokens,
+      ]);
+    },
+  );
+
+  it.each(Object.entries(MODELS))(
+    'streams a chat completion through a %s remote, with its usage',
+    async (_api, model) => {
+      const stream = await openai.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'tell me something' }],
+        max_tokens: 6,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let text = '';
+      let finish: string | null = null;
+      let usage: OpenAI.CompletionUsage | null | undefined;
+      let chunks = 0;
+      for await (const chunk of stream) {
+        chunks++;
+        expect(chunk.object).toBe('chat.completion.chunk');
+        text += chunk.choices[0]?.delta.content ?? '';
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+        if (chunk.usage) usage = chunk.usage;
+      }
+      expect(chunks, 'the answer came in pieces').toBeGreaterThan(2);
+      expect(text).not.toBe('');
+      expect(['stop', 'length']).toContain(finish);
+      expect(usage?.completion_tokens).toBeGreaterThan(0);
+      expect(usage?.prompt_tokens).toBeGreaterThan(0);
+    },
+  );
+
+  it("reached B in each remote's own API, not as chat", async () => {
+    // B writes its usage to its store in batches: read until both have landed.
+    const endpoints = await waitFor('B to record usage per endpoint', async () => {
+      const usage = await apiB.usage();
+      const seen = usage.filter((u) => u.model === 'inner' && u.requests > 0).map((u) => u.endpoint);
+      return seen.includes('responses') && seen.includes('messages') ? seen : undefined;
+    });
+    expect(endpoints, 'nothing went to B as chat').not.toContain('chat');
+  });
+
+  it('serves an Anthropic client too, through chat, to the Responses remote', async () => {
+    const res = await fetch(`${a.urls.client}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: MODELS.responses, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    const message = (await res.json()) as {
+      type: string;
+      content: { type: string }[];
+      usage: { output_tokens: number };
+    };
+    expect(message.type).toBe('message');
+    expect(message.content[0]?.type).toBe('text');
+    expect(message.usage.output_tokens).toBeGreaterThan(0);
+  });
+
+  it('turns away a request the remote API cannot express, saying why', async () => {
+    const res = await fetch(`${a.urls.client}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODELS.responses, messages: [{ role: 'user', content: 'hi' }], stop: ['x'] }),
+    });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/stop: .*Responses API/);
+  });
+
+  it('never shows the canary: not in an answer, a log line or the store file', async () => {
+    const answers = JSON.stringify([await apiA.models(), await apiA.audit(), await apiA.requests({ limit: 50 })]);
+    expect(answers, 'an admin API answer holds the key').not.toContain(canary);
+    const logs = a.lines.join('\n') + a.stderr();
+    expect(logs.length, 'A logged something').toBeGreaterThan(0);
+    expect(logs, 'a log line holds the key').not.toContain(canary);
+    for (const f of readdirSync(dir).filter((n) => n.startsWith('a.db'))) {
+      const bytes = readFileSync(join(dir, f));
+      expect(bytes.includes(Buffer.from(canary)), `the store file ${f} holds the key in plain text`).toBe(false);
+    }
+  });
+});
