@@ -433,6 +433,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0022_files': filesMigration(),
     // Batches and their lines, each line's state, lease and answer (src/control/batches/batch-store.ts).
     '0023_batches': batchesMigration(),
+    // A team's fair-share weight (src/gateway/fair-share): 2 = twice the turns of a team of weight 1, which every team has had.
+    '0024_team_weight': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('teams')
+          .addColumn('weight', 'double precision', (c) => c.notNull().defaultTo(1))
+          .execute();
+      },
+    },
     // Tokens served while GPU-hours were metered, so a model's measured cost per million tokens excludes earlier usage.
     '0025_gpu_prices': {
       async up(db: Kysely<unknown>) {

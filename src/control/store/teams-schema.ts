@@ -1,6 +1,7 @@
 // The tables of teams, budgets and what they spent (migrations 0017_teams and
 // 0018_usage_cost). Apart from schema.ts so the records of one feature read
 // together; schema.ts names them in its Database.
+import type { Generated } from 'kysely';
 
 /** A team: the keys it holds inherit its limits and may only narrow them. */
 export interface TeamsTable {
@@ -13,6 +14,8 @@ export interface TeamsTable {
   created_at: number;
   created_by: string;
   updated_at: number;
+  /** Its fair-share weight (0024); 1 for teams made before. */
+  weight: Generated<number>;
 }
 
 /** A budget on a team or a key: tokens or US dollars, per UTC day or month. */

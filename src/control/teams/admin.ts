@@ -23,6 +23,8 @@ const Limits = {
   /** Each key's ceiling; absent or null = none. */
   requests_per_minute: z.number().int().min(1).nullable().optional(),
   tokens_per_minute: z.number().int().min(1).nullable().optional(),
+  /** Its fair-share weight against other teams when a model queues; absent = 1 (or unchanged). */
+  weight: z.number().min(0.01).max(1000).optional(),
 };
 const NewTeamSchema = z.strictObject({
   name: z.string().regex(TEAM_NAME, {
@@ -109,6 +111,7 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
         allowedModels: checkModels(body.allowed_models),
         requestsPerMinute: body.requests_per_minute ?? null,
         tokensPerMinute: body.tokens_per_minute ?? null,
+        weight: body.weight ?? 1,
         createdAtMs: now,
         createdBy: actorText(actor),
         updatedAtMs: now,
@@ -135,6 +138,7 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
         ...(body.allowed_models !== undefined ? { allowedModels: checkModels(body.allowed_models) } : {}),
         ...(body.requests_per_minute !== undefined ? { requestsPerMinute: body.requests_per_minute } : {}),
         ...(body.tokens_per_minute !== undefined ? { tokensPerMinute: body.tokens_per_minute } : {}),
+        ...(body.weight !== undefined ? { weight: body.weight } : {}),
         updatedAtMs: deps.now(),
       };
       await deps.teams.update(team);

@@ -95,6 +95,7 @@ export class StoredTeams implements TeamStore {
         allowedModels: r.allowed_models === null ? null : (JSON.parse(r.allowed_models) as string[]),
         requestsPerMinute: r.requests_per_minute,
         tokensPerMinute: r.tokens_per_minute,
+        weight: Number(r.weight),
         createdAtMs: Number(r.created_at),
         createdBy: r.created_by,
         updatedAtMs: Number(r.updated_at),
@@ -124,6 +125,7 @@ export class StoredTeams implements TeamStore {
         allowed_models: r.allowed_models,
         requests_per_minute: r.requests_per_minute,
         tokens_per_minute: r.tokens_per_minute,
+        weight: r.weight,
         updated_at: r.updated_at,
       })
       .where('name', '=', team.name)
@@ -148,6 +150,7 @@ function row(t: TeamRecord) {
     allowed_models: t.allowedModels === null ? null : JSON.stringify(t.allowedModels),
     requests_per_minute: t.requestsPerMinute,
     tokens_per_minute: t.tokensPerMinute,
+    weight: t.weight ?? 1,
     created_at: t.createdAtMs,
     created_by: t.createdBy,
     updated_at: t.updatedAtMs,

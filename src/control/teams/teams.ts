@@ -15,6 +15,8 @@ export interface TeamRecord {
   readonly requestsPerMinute: number | null;
   /** Each of its keys' ceiling in tokens per minute; null = none. */
   readonly tokensPerMinute: number | null;
+  /** Its share of a saturated model's queue against other teams' (src/gateway/fair-share): 2 = twice the turns of 1. Absent = 1. */
+  readonly weight?: number;
   readonly createdAtMs: number;
   readonly createdBy: string;
   readonly updatedAtMs: number;
@@ -63,6 +65,7 @@ export function narrowKey(
     requestsPerMinute: narrower(key.requestsPerMinute, team.requestsPerMinute),
     tokensPerMinute: narrower(key.tokensPerMinute, team.tokensPerMinute),
     team: team.name,
+    ...(team.weight !== undefined && team.weight !== 1 ? { teamWeight: team.weight } : {}),
   };
 }
 
@@ -97,6 +100,7 @@ export function teamView(t: TeamRecord, keys: number): Record<string, unknown> {
     allowed_models: t.allowedModels,
     requests_per_minute: t.requestsPerMinute,
     tokens_per_minute: t.tokensPerMinute,
+    weight: t.weight ?? 1,
     keys,
     created_at: new Date(t.createdAtMs).toISOString(),
     created_by: t.createdBy,

@@ -99,8 +99,8 @@ export class FairShare {
     const outcome = await this.gate.enter(
       model.name,
       capacity,
-      // Every team weighs the same for now: the queue takes weights, nothing sets them yet.
-      gateRequest(tenant, priority.cls, 1, request),
+      // The team's weight (`ctl teams set --weight`); a key without one, or outside any team, weighs 1.
+      gateRequest(tenant, priority.cls, request.key?.teamWeight ?? 1, request),
     );
     if (outcome.kind === 'admitted') return { ok: true, queuedMs: outcome.queuedMs };
     if (outcome.kind === 'gone') return { ok: false, refusal: null };

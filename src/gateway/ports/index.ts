@@ -182,6 +182,8 @@ export interface ApiKeyRecord {
    * the team's. Absent = a key store without teams.
    */
   readonly team?: string;
+  /** Its team's fair-share weight when a model queues requests (2 = twice the turns of 1); absent = 1. */
+  readonly teamWeight?: number;
   /** The class its requests get when a model queues them (a header may lower it); absent = interactive. */
   readonly priority?: PriorityClass;
 }
