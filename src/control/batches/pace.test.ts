@@ -54,6 +54,12 @@ describe('decidePace', () => {
       reason: 'full',
     },
     {
+      name: 'batch lines started but not yet counted by the gateway still bound the total: 8 − 2 − 5',
+      s: snap([replica('a', 8, 0)], 0, 5),
+      slots: 1,
+      reason: 'spare',
+    },
+    {
       name: 'an interactive request waiting pauses batches however much is free',
       s: snap([replica('a', 8, 0), replica('b', 8, 0)], 1, 0),
       slots: 0,

@@ -20,6 +20,9 @@
 //    (the larger of the gateway's in-flight count and the engine's own
 //    running + waiting); an engine that queues, or whose KV cache is full,
 //    has no spare place whatever the counts say.
+//  - And never more batch lines in all than the places less the headroom:
+//    a line just started may not show in the gateway's counts yet, and this
+//    bounds what such a lag can let through.
 
 /** One ready replica as the pace weighs it. */
 export interface PaceReplica {
@@ -107,7 +110,7 @@ export function decidePace(s: PaceSnapshot, o: BatchPaceOptions = BATCH_PACE_DEF
       message: `paused: ${n} interactive request${n === 1 ? '' : 's'} waiting; ${s.batchInFlight} batch line${s.batchInFlight === 1 ? '' : 's'} finishing`,
     };
   }
-  const slots = Math.max(0, free - headroom);
+  const slots = Math.max(0, Math.min(free - headroom, capacity - headroom - s.batchInFlight));
   if (slots === 0) {
     return {
       ...base,
