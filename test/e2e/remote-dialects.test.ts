@@ -195,6 +195,31 @@ describe('remotes speaking the Responses and Messages APIs', () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/stop: .*Responses API/);
   });
 
+  it("passes the remote's refusal on in OpenAI's shape, its message kept", async () => {
+    // B serves no model of this name: its 404 comes in Anthropic's error shape, and the client reads OpenAI's.
+    await apiA.addModel({
+      name: 'via-messages-missing',
+      profiles: [
+        { engine: 'remote', remote: { url: b.urls.client, model: 'nope', api: 'anthropic', api_key: canary } },
+      ],
+    });
+    const err = await waitFor('the new remote to be routed', async () => {
+      try {
+        await openai.chat.completions.create({
+          model: 'via-messages-missing',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 2,
+        });
+      } catch (e) {
+        return e instanceof OpenAI.APIError && e.status !== 503 ? e : undefined;
+      }
+      return undefined;
+    });
+    expect(err.status).toBe(404);
+    expect(err.message).toContain('nope');
+    expect((err.error as { type?: string }).type).toBe('not_found_error');
+  });
+
   it('never shows the canary: not in an answer, a log line or the store file', async () => {
     const answers = JSON.stringify([await apiA.models(), await apiA.audit(), await apiA.requests({ limit: 50 })]);
     expect(answers, 'an admin API answer holds the key').not.toContain(canary);
