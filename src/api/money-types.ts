@@ -10,6 +10,8 @@ export interface TeamView {
   /** Each key's ceiling; null = none. */
   requests_per_minute: number | null;
   tokens_per_minute: number | null;
+  /** Its fair-share weight when a model queues requests: 2 = twice the turns of a team of weight 1. */
+  weight: number;
   /** Live keys in it. */
   keys: number;
   created_at: string;
@@ -23,6 +25,8 @@ export interface NewTeam {
   allowed_models?: string[] | null;
   requests_per_minute?: number | null;
   tokens_per_minute?: number | null;
+  /** Absent = 1 (or unchanged). */
+  weight?: number;
 }
 
 /** POST /api/v1/teams/{name}: only the fields named change; null clears one. */

@@ -345,7 +345,8 @@ function buildProgram(root: Command, run: Runner): Command {
     c
       .option('--models <names>', 'only these models (comma-separated; `all` = every model)')
       .option('--rpm <n>', "each key's ceiling in requests per minute (`none` = no ceiling)")
-      .option('--tpm <n>', "each key's ceiling in tokens per minute (`none` = no ceiling)");
+      .option('--tpm <n>', "each key's ceiling in tokens per minute (`none` = no ceiling)")
+      .option('--weight <n>', "its share when a model queues requests: 2 = twice a team of 1's turns (default 1)");
   const teamLimits = (o: money.TeamFlags) => {
     try {
       return money.teamLimitsFrom(o);
@@ -364,6 +365,7 @@ function buildProgram(root: Command, run: Runner): Command {
         ...(limits.allowed_models ? { allowed_models: limits.allowed_models } : {}),
         ...(limits.requests_per_minute ? { requests_per_minute: limits.requests_per_minute } : {}),
         ...(limits.tokens_per_minute ? { tokens_per_minute: limits.tokens_per_minute } : {}),
+        ...(limits.weight !== undefined ? { weight: limits.weight } : {}),
       });
     }),
   );

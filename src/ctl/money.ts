@@ -10,6 +10,7 @@ export interface TeamFlags {
   models?: string;
   rpm?: string;
   tpm?: string;
+  weight?: string;
 }
 
 /**
@@ -42,6 +43,12 @@ export function teamLimitsFrom(o: TeamFlags): TeamChange {
   const tpm = perMinute('--tpm', o.tpm);
   if (rpm !== undefined) out.requests_per_minute = rpm;
   if (tpm !== undefined) out.tokens_per_minute = tpm;
+  if (o.weight !== undefined) {
+    const w = Number(o.weight);
+    if (!Number.isFinite(w) || w < 0.01 || w > 1000)
+      throw new KeyFlagError(`--weight: "${o.weight}" is not a number from 0.01 to 1000 (1 = an equal share)`);
+    out.weight = w;
+  }
   return out;
 }
 
@@ -55,13 +62,14 @@ export async function listTeams(ctx: CtlContext): Promise<number> {
   }
   ctx.out.line(
     ctx.out.table(
-      ['TEAM', 'KEYS', 'MODELS', 'REQ/MIN (EACH KEY)', 'TOK/MIN (EACH KEY)', 'CREATED BY'],
+      ['TEAM', 'KEYS', 'MODELS', 'REQ/MIN (EACH KEY)', 'TOK/MIN (EACH KEY)', 'WEIGHT', 'CREATED BY'],
       teams.map((t) => [
         t.name,
         String(t.keys),
         t.allowed_models === null ? 'all' : t.allowed_models.join(', ') || 'none',
         limit(t.requests_per_minute),
         limit(t.tokens_per_minute),
+        String(t.weight ?? 1),
         t.created_by,
       ]),
     ),
@@ -78,14 +86,14 @@ export async function createTeam(ctx: CtlContext, team: NewTeam): Promise<number
 
 export async function setTeam(ctx: CtlContext, name: string, change: TeamChange): Promise<number> {
   if (Object.keys(change).length === 0) {
-    ctx.warn('teams set: name at least one of --models, --rpm, --tpm');
+    ctx.warn('teams set: name at least one of --models, --rpm, --tpm, --weight');
     return EXIT.usage;
   }
   const t = await ctx.client.setTeam(name, change);
   if (ctx.json) ctx.out.json(t);
   else
     ctx.out.line(
-      `team ${t.name}: models ${t.allowed_models === null ? 'all' : t.allowed_models.join(', ')}, ${limit(t.requests_per_minute)} req/min, ${limit(t.tokens_per_minute)} tok/min per key; its ${t.keys} key(s) follow at their next request`,
+      `team ${t.name}: models ${t.allowed_models === null ? 'all' : t.allowed_models.join(', ')}, ${limit(t.requests_per_minute)} req/min, ${limit(t.tokens_per_minute)} tok/min per key, weight ${t.weight ?? 1}; its ${t.keys} key(s) follow at their next request`,
     );
   return EXIT.ok;
 }
