@@ -16,6 +16,7 @@ import { type CtlContext, EXIT } from './context.js';
 import { bytesOrUnknown, formatGiB, formatSeconds, list, orUnknown, type Output, UNKNOWN } from './render.js';
 import { renderLastCollect, renderModelWhy, renderNodeWhy } from './why.js';
 import { shadowText, splitText } from './shadows.js';
+import { remoteText } from './remote-text.js';
 
 export async function summary(ctx: CtlContext): Promise<number> {
   const s = await ctx.client.summary();
@@ -330,6 +331,7 @@ export async function model(ctx: CtlContext, name: string): Promise<number> {
   // Only for a model that has them: the lines every other model prints stay as they were.
   if (m.split?.length) out.line(`  split      ${splitText(m)}`);
   if (m.shadow) out.line(`  shadow     ${shadowText(m)}  (\`llmgw ctl shadows\` compares them)`);
+  if (m.remote) out.line(`  remote     ${remoteText(m.remote)}`);
   out.line(`  profiles   ${m.profiles.map((p, i) => `${i + 1}. ${p}`).join('  ')}  (tried in this order)`);
   out.line(`  endpoints  ${list(m.endpoints)}`);
   out.line();
