@@ -51,7 +51,7 @@ import { RemoteFleet } from './remote/index.js';
 import { readKeyFile, RemoteSecrets } from './secrets/index.js';
 import { RemoteCredentialRepository } from './store/remote-credentials.js';
 import { openTeams } from './teams/index.js';
-import { openBudgets } from './budgets/index.js';
+import { openBudgets, openGpuMeter } from './budgets/index.js';
 
 /** Pending connections the agent listener lets the kernel queue; the kernel caps it at net.core.somaxconn. */
 const AGENT_LISTEN_BACKLOG = 8192;
@@ -200,6 +200,18 @@ export class ControlPlane {
     const usage: UsageSink & { close?(): Promise<void> } = store
       ? new StoredUsage(store.connection, now, undefined, budgets.cost)
       : new MemoryUsageSink();
+    // Models with no token price are charged the GPU-hours their replicas hold, at gpu_prices (src/control/budgets).
+    const gpu = openGpuMeter({
+      prices: config.gpuPrices,
+      replicas: () => reconciler.replicas(),
+      nodeGpus: (id) => inventory!.get(id)?.report?.gpus,
+      store: store?.connection ?? null,
+      tokenPriced: (model) => budgets.cost(model, 0, 0) !== undefined,
+      usage: usage instanceof StoredUsage ? usage : { record: (e) => usage.record(e) },
+      cluster,
+      now,
+      logger: childLogger(logger, 'gpu-cost'),
+    });
     // Responses API responses (store: true), per key, with responses_ttl and responses_max_per_key: in the store when there is one.
     const responsesOptions = { ...config.responses, now, logger: childLogger(logger, 'responses') };
     const responses: ResponseStore = store
@@ -232,7 +244,7 @@ export class ControlPlane {
       // The catalog's remote endpoints and peers beside the fleet's replicas (src/control/remote).
       replicas: remotes.directory(reconciler.view),
       keys,
-      usage,
+      usage: gpu.usage,
       responses,
       ...(cluster ? { limiter: cluster.limiter } : {}),
       budgets: budgets.gate,
@@ -354,7 +366,10 @@ export class ControlPlane {
       teamExists: (name) => teams.store.get(name) !== undefined,
       keys,
       ...(usage instanceof StoredUsage ? { usage: () => usage.costs() } : {}),
+      ...(gpu.meter ? { gpuTotals: () => gpu.meter!.totals() } : {}),
     });
+    // The last interval's GPU cost is charged before usage makes its last write.
+    if (gpu.meter) adminApp.addHook('onClose', async () => gpu.meter!.close());
     registerUsageAdmin(adminApp, usage instanceof StoredUsage ? { usage, keys } : {});
     adminApp.get(
       '/metrics',

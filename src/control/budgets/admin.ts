@@ -7,7 +7,9 @@ import { z } from 'zod';
 import { LlmgwError } from '../../errors/index.js';
 import { actorOf, actorText, needs, teamsInScope, type AuditActor, type ZodTypeProvider } from '../../http/index.js';
 import type { BudgetBook } from './book.js';
-import { periodOf, type BudgetRecord } from './budgets.js';
+import type { BudgetRecord } from './budgets.js';
+import type { GpuTotals } from './gpu-meter.js';
+import { moneyViews, type UsageCostRow } from './views.js';
 import type { ModelPrice } from './prices.js';
 
 const NewBudgetSchema = z.strictObject({
@@ -28,14 +30,7 @@ const ChangeSchema = z.strictObject({
   alert_at: z.number().gt(0).max(1).optional(),
 });
 
-export interface UsageCostRow {
-  key_id: string;
-  model: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  cost_usd: number;
-}
+export type { UsageCostRow } from './views.js';
 
 export interface BudgetAdminDeps {
   book: BudgetBook;
@@ -49,32 +44,15 @@ export interface BudgetAdminDeps {
   priceOf: (model: string) => ModelPrice | undefined;
   /** Usage rows with their cost; absent = no store, nothing kept. */
   usage?: () => Promise<UsageCostRow[]>;
+  /** GPU-hours, their cost and the tokens served while metered, per model; absent = gpu_prices is empty. */
+  gpuTotals?: () => Promise<ReadonlyMap<string, GpuTotals>>;
   audit: (actor: AuditActor, action: string, target: string, detail: Record<string, unknown>) => void | Promise<void>;
 }
 
 export function registerBudgetAdmin(fastify: FastifyInstance, deps: BudgetAdminDeps): void {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
-  const view = async (budgets: BudgetRecord[]) => {
-    const now = deps.now();
-    const periods = budgets.map((b) => ({ budgetId: b.id, ...periodOf(b.period, now) }));
-    const spend = await deps.book.spendOf(periods.map((p) => ({ budgetId: p.budgetId, periodStartMs: p.startMs })));
-    return budgets.map((b, i) => ({
-      id: b.id,
-      scope: b.scope,
-      subject: b.subject,
-      unit: b.unit,
-      period: b.period,
-      amount: b.amount,
-      enforce: b.enforce,
-      alert_at: b.alertAt,
-      spent: spend.get(b.id)?.spent ?? 0,
-      committed: spend.get(b.id)?.committed ?? 0,
-      period_start: new Date(periods[i]!.startMs).toISOString(),
-      resets_at: new Date(periods[i]!.endMs).toISOString(),
-      created_at: new Date(b.createdAtMs).toISOString(),
-      created_by: b.createdBy,
-    }));
-  };
+  const views = moneyViews(deps);
+  const view = (budgets: BudgetRecord[]) => views.budgets(null, budgets);
   const find = async (id: string) => {
     const b = (await deps.book.list()).find((x) => x.id === id);
     if (!b) throw new LlmgwError('LLMGW_NOT_FOUND', `no budget has the id "${id}"; \`GET /api/v1/budgets\` lists them`);
@@ -82,17 +60,13 @@ export function registerBudgetAdmin(fastify: FastifyInstance, deps: BudgetAdminD
   };
 
   /** A team-admin acts on its own teams' budgets (and its teams' keys') only. */
-  const inScope = (request: FastifyRequest, b: { scope: string; subject: string }) => {
-    const teams = teamsInScope(request);
-    if (teams === null) return true;
-    const team = b.scope === 'team' ? b.subject : deps.teamOf(b.subject);
-    return team !== undefined && teams.includes(team);
-  };
+  const inScope = (request: FastifyRequest, b: { scope: string; subject: string }) =>
+    views.inScope(teamsInScope(request), b);
   const refuseOutOfScope = (b: { scope: string; subject: string }) =>
     new LlmgwError('LLMGW_FORBIDDEN', `${b.scope} ${b.subject} is not in a team you administer`);
 
   app.get('/api/v1/budgets', needs('budgets.read'), async (request) => ({
-    budgets: await view((await deps.book.list()).filter((b) => inScope(request, b))),
+    budgets: await views.budgets(teamsInScope(request)),
   }));
 
   app.post(
@@ -171,39 +145,6 @@ export function registerBudgetAdmin(fastify: FastifyInstance, deps: BudgetAdminD
     },
   );
 
-  app.get('/api/v1/spend', needs('usage.read'), async () => {
-    const rows = deps.usage ? await deps.usage() : [];
-    type Line = { requests: number; prompt_tokens: number; completion_tokens: number; cost_usd: number };
-    const add = <K>(map: Map<K, Line>, k: K, r: UsageCostRow) => {
-      const l = map.get(k) ?? { requests: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0 };
-      l.requests += r.requests;
-      l.prompt_tokens += r.prompt_tokens;
-      l.completion_tokens += r.completion_tokens;
-      l.cost_usd += r.cost_usd;
-      map.set(k, l);
-    };
-    const teams = new Map<string, Line>();
-    const keys = new Map<string, Line>();
-    const models = new Map<string, Line>();
-    for (const r of rows) {
-      add(teams, deps.teamOf(r.key_id) ?? '(no team)', r);
-      add(keys, r.key_id, r);
-      add(models, r.model, r);
-    }
-    return {
-      teams: [...teams].map(([team, l]) => ({ team, ...l })),
-      keys: [...keys].map(([key_id, l]) => ({ key_id, team: deps.teamOf(key_id) ?? '(no team)', ...l })),
-      models: [...models].map(([model, l]) => {
-        const tokens = l.prompt_tokens + l.completion_tokens;
-        return {
-          model,
-          ...l,
-          price: deps.priceOf(model) ?? null,
-          gpu_hours: 0,
-          gpu_cost_usd: 0,
-          measured_usd_per_million: tokens > 0 && l.cost_usd > 0 ? (l.cost_usd / tokens) * 1_000_000 : null,
-        };
-      }),
-    };
-  });
+  // A team-admin's spend is its teams' keys' only.
+  app.get('/api/v1/spend', needs('usage.read'), async (request) => views.spend(teamsInScope(request)));
 }

@@ -23,3 +23,6 @@ export { BudgetLeases, type BudgetLeasesOptions, type Prices } from './leases.js
 export { catalogPrices, tokensCost, type ModelPrice } from './prices.js';
 export { registerBudgetAdmin, type BudgetAdminDeps } from './admin.js';
 export { openBudgets, type Budgets } from './wire.js';
+export { gpuHourlyPrice, parseGpuPrices, spreadGpuCost, type GpuPrices, type HeldReplica } from './gpu-cost.js';
+export { GpuMeter, MemoryGpuBook, StoredGpuBook, type GpuBook, type GpuTotals } from './gpu-meter.js';
+export { heldReplicas, openGpuMeter } from './gpu-wire.js';

@@ -9,7 +9,9 @@ import type { EventSink } from '../events/index.js';
 import type { Store } from '../store/index.js';
 import { registerBudgetAdmin, type UsageCostRow } from './admin.js';
 import { MemoryBudgetBook, StoredBudgetBook } from './book.js';
+import type { GpuTotals } from './gpu-meter.js';
 import { BudgetLeases } from './leases.js';
+import { moneyViews, type MoneyViews } from './views.js';
 import { catalogPrices, type ModelPrice } from './prices.js';
 
 export interface Budgets {
@@ -17,12 +19,19 @@ export interface Budgets {
   /** US dollars for these tokens of the model; undefined = no price. */
   cost(model: string, promptTokens: number, completionTokens: number): number | undefined;
   reload(): Promise<void>;
+  /** Budgets and spend as the dashboard reads them, cut to a team-admin's teams where asked. */
+  views(parts: {
+    keys: KeyStore;
+    usage?: () => Promise<UsageCostRow[]>;
+    gpuTotals?: () => Promise<ReadonlyMap<string, GpuTotals>>;
+  }): MoneyViews;
   register(
     adminApp: FastifyInstance,
     parts: {
       teamExists: (name: string) => boolean;
       keys: KeyStore;
       usage?: () => Promise<UsageCostRow[]>;
+      gpuTotals?: () => Promise<ReadonlyMap<string, GpuTotals>>;
     },
   ): void;
   close(): Promise<void>;
@@ -56,6 +65,15 @@ export async function openBudgets(o: {
     gate,
     cost: (model, p, c) => prices.cost(model, p, c),
     reload: () => gate.reload(),
+    views: (parts) =>
+      moneyViews({
+        book,
+        now: o.now,
+        teamOf: teamOfIn(parts.keys),
+        priceOf,
+        usage: parts.usage,
+        gpuTotals: parts.gpuTotals,
+      }),
     register(adminApp, parts) {
       const keyList = () => {
         const l = parts.keys.list();
@@ -69,9 +87,10 @@ export async function openBudgets(o: {
         changed: () => gate.reload(),
         teamExists: parts.teamExists,
         keyExists: (id) => keyList().some((k) => k.id === id),
-        teamOf: (id) => keyList().find((k) => k.id === id)?.team,
+        teamOf: teamOfIn(parts.keys),
         priceOf,
         ...(parts.usage ? { usage: parts.usage } : {}),
+        ...(parts.gpuTotals ? { gpuTotals: parts.gpuTotals } : {}),
         audit: (actor, action, target, detail) =>
           void o.store?.audit
             .append({ actor, action, target, detail })
@@ -79,5 +98,13 @@ export async function openBudgets(o: {
       });
     },
     close: () => gate.close(),
+  };
+}
+
+/** A key id's team, read from the key store's cache (a store that answers only asynchronously knows none). */
+function teamOfIn(keys: KeyStore): (keyId: string) => string | undefined {
+  return (id) => {
+    const l = keys.list();
+    return l instanceof Promise ? undefined : l.find((k) => k.id === id)?.team;
   };
 }

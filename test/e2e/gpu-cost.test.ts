@@ -1,0 +1,129 @@
+// The price derived from GPU-hours, end to end: a real `llmgw control` with
+// gpu_prices, a simulated agent reporting two H100s, a sim replica of a
+// model with no token price holding one of them, and chats through the
+// client listener. Guards against a GPU-priced model's usage staying free
+// (its rows at $0), and against ctl's spend per model not showing the
+// GPU-hours and the measured cost per million tokens.
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AdminClient } from '../../src/api/index.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
+import { runCtlCli } from './ctl-support.js';
+
+const JOIN = 'e2e-gpu-cost-join-token-0123456789abcdef';
+const ADMIN = 'e2e-gpu-cost-admin-token-0123456789abcdef';
+
+let dir: string;
+let api: AdminClient;
+let adminUrl: string;
+let clientUrl: string;
+const stateDirs: string[] = [];
+
+describe('a model priced by the GPU-hours it holds', () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-gpu-cost-'));
+    const control = await startControl([
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--join-token',
+      JOIN,
+      '--admin-token',
+      ADMIN,
+      '--api-keys',
+      'off',
+      '--reconcile-interval',
+      '500ms',
+      // An H100 at $3,600 an hour is a dollar a second: a few seconds held make a cost no rounding hides.
+      '--gpu-prices',
+      'H100=3600',
+      '--log-level',
+      'warn',
+    ]);
+    api = new AdminClient({ baseUrl: control.urls.admin, token: ADMIN, actor: 'e2e' });
+    adminUrl = control.urls.admin;
+    clientUrl = control.urls.client;
+    const stateDir = join(dir, 'n1');
+    stateDirs.push(stateDir);
+    // Engine ports 35700-35749, apart from the other e2e files.
+    startLlmgw([
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      'n1',
+      '--state-dir',
+      stateDir,
+      '--simulate',
+      'gpus=2xh100-80gb,ram=64g,disk=/data:1t:local',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      '35700-35749',
+      '--log-level',
+      'warn',
+    ]);
+    await waitFor('the agent to join', async () =>
+      (await api.nodes()).some((n) => n.liveness === 'up' && n.gpu_total === 2) ? true : undefined,
+    );
+    const weights = join(dir, 'weights');
+    mkdirSync(weights, { recursive: true });
+    await api.addModel({
+      name: 'byhour',
+      source: `file://${weights}`,
+      scaling: { min: 1 },
+      profiles: [{ engine: 'sim', gpus: 1 }],
+    });
+    await waitFor(
+      'the replica to be ready',
+      async () => ((await api.replicas({ model: 'byhour' })).some((r) => r.state === 'ready') ? true : undefined),
+      60_000,
+    );
+  }, 120_000);
+
+  afterAll(async () => {
+    await stopAll();
+    killEnginesOf(stateDirs);
+  });
+
+  it("charges its usage the replica's GPU-hours and shows them with the measured cost per million tokens", async () => {
+    for (let i = 0; i < 4; i++) {
+      const res = await fetch(`${clientUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'byhour', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 }),
+      });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
+    // The meter settles every 5 s and usage is written every 2 s: the charge lands within a few of each.
+    const row = await waitFor(
+      'the usage to be charged',
+      async () => {
+        const m = (await api.spend()).models.find((x) => x.model === 'byhour');
+        return m && m.cost_usd > 0 && m.gpu_hours > 0 ? m : undefined;
+      },
+      30_000,
+    );
+    expect(row.price, 'no token price: the cost is derived').toBeNull();
+    expect(row.requests).toBe(4);
+    // One GPU held (of two reported): its hours are about the seconds since placement, never both GPUs'.
+    expect(row.gpu_cost_usd).toBeCloseTo(row.gpu_hours * 3600, 6);
+    expect(row.cost_usd, 'usage is charged no more than the GPU cost').toBeLessThanOrEqual(row.gpu_cost_usd + 1e-9);
+    expect(row.measured_usd_per_million).toBeGreaterThan(0);
+
+    const ctl = await runCtlCli(['usage', '--by', 'model'], {
+      env: { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: ADMIN, NO_COLOR: '1' },
+    });
+    expect(ctl.code, ctl.stderr).toBe(0);
+    // A bordered table: the model's row names it, says its price is derived, and gives a measured dollar figure.
+    const line = ctl.stdout.split('\n').find((l) => l.includes('byhour'));
+    expect(line, ctl.stdout).toMatch(/from GPU-hours/);
+    expect(line, ctl.stdout).toMatch(/\$\d/);
+    expect(ctl.stdout).toMatch(/MEASURED PER 1M/);
+  });
+});
