@@ -36,16 +36,9 @@ export interface BatchesAdminDeps {
 export const BATCH_LIST_LIMIT = 200;
 
 export function registerBatchesAdminApi(app: FastifyInstance, deps: BatchesAdminDeps): void {
-  app.get('/api/v1/batches', needs('batches.read'), async (request): Promise<BatchesAdminView> => {
-    const owners = ownersInScope(request);
-    let q = deps.db.selectFrom('batches').selectAll();
-    if (owners !== null) {
-      if (owners.length === 0) return { batches: [] };
-      q = q.where('owner', 'in', owners);
-    }
-    const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(BATCH_LIST_LIMIT).execute();
-    return { batches: await Promise.all(rows.map((r) => batchView(deps, normalize(r)))) };
-  });
+  app.get('/api/v1/batches', needs('batches.read'), async (request): Promise<BatchesAdminView> =>
+    batchesView(deps, ownersInScope(request)),
+  );
   app.get<{ Params: { id: string } }>(
     '/api/v1/batches/:id',
     needs('batches.read'),
@@ -74,8 +67,19 @@ export function registerBatchesAdminApi(app: FastifyInstance, deps: BatchesAdmin
   );
 }
 
+/** Batches of these owners (null = every owner's), newest first, BATCH_LIST_LIMIT at most. */
+export async function batchesView(deps: BatchesAdminDeps, owners: readonly string[] | null): Promise<BatchesAdminView> {
+  let q = deps.db.selectFrom('batches').selectAll();
+  if (owners !== null) {
+    if (owners.length === 0) return { batches: [] };
+    q = q.where('owner', 'in', owners);
+  }
+  const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(BATCH_LIST_LIMIT).execute();
+  return { batches: await Promise.all(rows.map((r) => batchView(deps, normalize(r)))) };
+}
+
 /** The owners a request may see: null = every one; a team-admin, its teams'. */
-function ownersInScope(request: FastifyRequest): string[] | null {
+export function ownersInScope(request: FastifyRequest): string[] | null {
   const teams = teamsInScope(request);
   return teams === null ? null : teams.map((t) => `team:${t}`);
 }

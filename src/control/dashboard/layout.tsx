@@ -14,6 +14,7 @@ export const NAV: ReadonlyArray<readonly [string, string]> = [
   ['/traffic', 'Traffic'],
   ['/weights', 'Weights'],
   ['/requests', 'Requests'],
+  ['/batches', 'Batches'],
   ['/audit', 'Audit'],
   ['/people', 'People'],
 ];

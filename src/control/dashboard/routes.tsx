@@ -44,6 +44,8 @@ import { csrfProblem, LoginThrottle, type Session, type SessionBackend, sessionC
 import { TrafficSampler, trafficView } from './traffic.js';
 import { registerWhyPages } from './why-routes.js';
 import { registerShadowPages } from './shadows-routes.js';
+import { registerBatchPages } from './batches-routes.js';
+import type { BatchesAdminDeps } from '../batches/admin-api.js';
 import type { ShadowsApiDeps } from '../adminapi/shadows.js';
 import { registerSsoPages } from './sso-routes.js';
 import type { People } from '../people/people.js';
@@ -71,6 +73,8 @@ export interface DashboardOptions extends DashboardSources {
   requestLog?: RequestsApiDeps;
   /** The gateway's shadow comparison, for the shadows page; absent = the page says none is kept. */
   shadows?: ShadowsApiDeps;
+  /** Batches and their pace, for the batches page; absent = no store: the page says there are none. */
+  batches?: BatchesAdminDeps;
   /** People, for signing in through the identity provider and tokens for ctl; absent = no store, no people. */
   people?: People;
   /** Single sign-on through an OpenID Connect provider; absent = none. */
@@ -514,6 +518,8 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   registerWhyPages(scope, options, page, action, SESSION);
   // Each shadowed model against its candidate (docs/splits-and-shadows.md).
   registerShadowPages(scope, options.shadows, page, SESSION);
+  // Batches: progress, estimated finish and pace (docs/batches.md).
+  registerBatchPages(scope, options.batches, page);
 
   // Actions: the admin API's own functions, with the dashboard session as the actor.
   scope.post(
