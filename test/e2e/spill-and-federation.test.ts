@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelView, ReplicaView, RequestsView, UsageView } from '../../src/api/index.js';
 import { startOneNodeFleet, type OneNodeFleet } from '../support/one-node.js';
 import { waitFor } from '../support/wait.js';
+import { runCtlCli } from './ctl-support.js';
 
 let peer: OneNodeFleet;
 let local: OneNodeFleet;
@@ -146,6 +147,12 @@ describe('a peer llmgw as a federated remote', () => {
     });
     expect(seen).toEqual({ healthy: true, reason: '', ready: 1, running: 0, waiting: 0 });
     expect((await remoteView('busy')) === undefined, 'a local model has no remote health').toBe(true);
+    const env = { LLMGW_ADMIN_URL: local.adminUrl, LLMGW_ADMIN_TOKEN: local.adminToken };
+    const ctl = await runCtlCli(['model', 'peer-big'], { env, timeoutMs: 120_000 });
+    expect(ctl.code, ctl.stderr).toBe(0);
+    expect(ctl.stdout, 'ctl shows what was read of the peer').toContain(
+      'remote     in routing; peer: 1 ready, 0 running, 0 waiting',
+    );
 
     const before = await peerUsage('big');
     const res = await chat(local, 'client', 'peer-big', 4, 'fed-1');
