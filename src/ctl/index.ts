@@ -23,6 +23,7 @@ import { cleanForTerminal, errorText, Output } from './render.js';
 import * as why from './why-operations.js';
 import * as write from './write.js';
 import { registerPeopleCommands } from './people.js';
+import { budgetChangeFrom, setBudget, type BudgetChangeFlags } from './budget-change.js';
 
 type Stdout = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
 
@@ -381,7 +382,7 @@ function buildProgram(root: Command, run: Runner): Command {
 
   const budgets = program
     .command('budgets')
-    .description('token and money budgets per team or key, per day or month: ls, create, rm');
+    .description('token and money budgets per team or key, per day or month: ls, create, set, rm');
   budgets.action(run((ctx) => money.listBudgets(ctx)));
   budgets
     .command('ls')
@@ -407,6 +408,27 @@ function buildProgram(root: Command, run: Runner): Command {
           throw err;
         }
         return money.createBudget(ctx, budget);
+      }),
+    );
+  budgets
+    .command('set')
+    .argument('<id>', "the budget's exact id (from budgets ls)")
+    .description("change a budget's amount, enforcement or alert threshold; its period's spend stays")
+    .option('--tokens <n>', 'the new amount, for a token budget')
+    .option('--usd <amount>', 'the new amount, for a money budget')
+    .option('--soft', 'only tell from now on: an event and a metric, never a refusal')
+    .option('--hard', 'refuse with 429 past the amount from now on')
+    .option('--alert-at <fraction>', 'tell at this fraction of the amount')
+    .action(
+      run((ctx, id: string, o: BudgetChangeFlags) => {
+        let change;
+        try {
+          change = budgetChangeFrom(o);
+        } catch (err) {
+          if (err instanceof access.KeyFlagError) throw new UsageError(err.message);
+          throw err;
+        }
+        return setBudget(ctx, id, change, o);
       }),
     );
   budgets
