@@ -26,7 +26,7 @@ import type { Outcome, RelayHooks } from './relay.js';
 import type { UpstreamPools } from './upstreams.js';
 import type { RemotePolicy } from './remote-policy.js';
 import type { FairShare, Placed, QueueRefusal } from '../fair-share/index.js';
-import { coldRecord, type ChoiceRecord } from './request-log.js';
+import { coldRecord, type ChoiceRecord, type RequestAttempt } from './request-log.js';
 import type { Endpoint } from './validate.js';
 import type { ErrorCode } from '../../errors/index.js';
 
@@ -169,7 +169,9 @@ export class AttemptLoop {
         const candidates = this.deps.chooser.candidates(m).filter((r) => !tried.has(r.id));
         if (candidates.length === 0) break;
         // A model at its declared capacity: wait for a place in its fair-share queue, then choose among what is free.
-        const placed = this.deps.fairShare ? await this.deps.fairShare.enter(ex, m, ex.res.req?.headers) : PLACED;
+        // Awaited only when the model queues: an attempt with nothing to wait for pays no turn of the microtask queue.
+        const entered = this.deps.fairShare ? this.deps.fairShare.enter(ex, m, ex.res.req?.headers) : PLACED;
+        const placed = entered instanceof Promise ? await entered : entered;
         if (!placed.ok) return placed.refusal ? this.refuse(ex, placed.refusal) : this.ended(ex);
         // Filled by the chooser with numbers only; the request log says it in words when asked.
         const why: ChoiceRecord = { by: 'only-candidate', candidates: [] };
@@ -194,22 +196,23 @@ export class AttemptLoop {
         } finally {
           this.deps.fairShare?.leave(m);
         }
-        const traced = {
+        // Made once, its optional fields set only when present: object spreads here cost every request a few copies.
+        const traced: RequestAttempt = {
           model: m.name,
           replica: replica.id,
-          ...(replica.nodes ? { nodes: replica.nodes } : {}),
+          outcome: outcome.kind === 'done' ? 'answered' : 'failed',
           durationMs: performance.now() - attemptFrom,
           startMs: attemptFrom - ex.startedAt,
-          ...(placed.queuedMs > 0 ? { queuedMs: placed.queuedMs } : {}),
-          ...(backoffMs > 0 ? { backoffMs } : {}),
           choice: why,
-          ...(spill && (m === model || m === spill.to)
-            ? { rule: m === spill.to || !spill.to ? spill.decision.rule : `local (${spill.to.name} did not answer)` }
-            : {}),
         };
+        if (replica.nodes) traced.nodes = replica.nodes;
+        if (placed.queuedMs > 0) traced.queuedMs = placed.queuedMs;
+        if (backoffMs > 0) traced.backoffMs = backoffMs;
+        if (spill && (m === model || m === spill.to))
+          traced.rule = m === spill.to || !spill.to ? spill.decision.rule : `local (${spill.to.name} did not answer)`;
         if (outcome.kind === 'done') {
-          ex.trace.attempts.push({ ...traced, outcome: 'answered' });
-          ex.tracing?.attemptEnded(ex.trace.attempts.at(-1));
+          ex.trace.attempts.push(traced);
+          ex.tracing?.attemptEnded(traced);
           if (m !== model) this.deps.metrics.fallbacks.inc({ model: model.name, fallback: m.name });
           return outcome.status;
         }
@@ -218,8 +221,9 @@ export class AttemptLoop {
         if (ex.revoked) return this.revokedAnswer(ex);
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
         lastRefusal = outcome.kind === 'retry' ? (outcome.refusal ?? null) : null;
-        ex.trace.attempts.push({ ...traced, outcome: 'failed', reason });
-        ex.tracing?.attemptEnded(ex.trace.attempts.at(-1));
+        traced.reason = reason;
+        ex.trace.attempts.push(traced);
+        ex.tracing?.attemptEnded(traced);
         lastFailure = `replica ${replica.id} of \`${m.name}\`: ${reason}`;
         this.deps.logger.warn(
           { model: m.name, replica: replica.id, reason, request: ex.id },
