@@ -12,6 +12,7 @@ import {
   registerRouter,
   RequestLog,
   type BudgetGate,
+  type FilesAndBatches,
   type KeyStore,
   type ReplicaDirectory,
   type RequestLimiter,
@@ -42,6 +43,8 @@ export interface ClientListenerParts {
   limiter?: RequestLimiter;
   /** Budgets per team and key; absent = none. */
   budgets?: BudgetGate;
+  /** The Files and Batch APIs (src/control/batches); absent = /v1/files and /v1/batches are not served. */
+  batches?: FilesAndBatches;
   /** /readyz: resolves with how many models are routed, or throws when the store is unreachable (then 503). */
   ready: () => Promise<number>;
 }
@@ -94,6 +97,7 @@ export function buildClientListener(parts: ClientListenerParts): ClientListener 
     responses: parts.responses,
     ...(parts.limiter ? { limiter: parts.limiter } : {}),
     ...(parts.budgets ? { budgets: parts.budgets } : {}),
+    ...(parts.batches ? { batches: parts.batches } : {}),
     ...(tracing ? { tracing } : {}),
   });
   app.get('/healthz', async () => ({ status: 'ok' }));

@@ -52,6 +52,7 @@ import { readKeyFile, RemoteSecrets } from './secrets/index.js';
 import { RemoteCredentialRepository } from './store/remote-credentials.js';
 import { openTeams } from './teams/index.js';
 import { openBudgets, openGpuMeter } from './budgets/index.js';
+import { openBatches } from './batches/index.js';
 
 /** Pending connections the agent listener lets the kernel queue; the kernel caps it at net.core.somaxconn. */
 const AGENT_LISTEN_BACKLOG = 8192;
@@ -218,6 +219,15 @@ export class ControlPlane {
       ? new StoredResponses(store.responses, responsesOptions)
       : new MemoryResponseStore(responsesOptions);
 
+    // The Files and Batch APIs, and the runner of batch lines through the router (src/control/batches); null = no store or files_dir.
+    const batches = openBatches({
+      store,
+      settings: config.batches,
+      keys,
+      now,
+      logger: childLogger(logger, 'batches'),
+    });
+
     // Each listener's connection cap, the defaults fitted to this process's open-file limit; refusals counted.
     const { caps: connectionCaps, note: capsNote } = connectionCapsFor(config.maxConnections, openFileLimit());
     if (capsNote) logger.info({ ...connectionCaps }, capsNote);
@@ -248,12 +258,18 @@ export class ControlPlane {
       responses,
       ...(cluster ? { limiter: cluster.limiter } : {}),
       budgets: budgets.gate,
+      ...(batches ? { batches: batches.service } : {}),
       ready: async () => {
         if (store) await store.models.list();
         return catalog.models().length;
       },
     });
     void remotes.start();
+    if (batches) {
+      // Lines start once the listener is up, and stop (their leases given back) before the store closes.
+      clientApp.addHook('onReady', async () => batches.run(router));
+      clientApp.addHook('onClose', async () => batches.close());
+    }
     clientApp.addHook('onClose', async () => remotes.stop());
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
     // With several instances the leader scales on every instance's use, summed through the store.

@@ -1,0 +1,96 @@
+// Batches on the fleet (docs/batches.md): the Files and Batch APIs' store
+// and service, and the runner that runs lines through the gateway. Opened by
+// the control plane in two steps, because the client listener needs the
+// service (its routes) and the runner needs the listener's router (its
+// in-process entry point).
+import type { Logger } from 'pino';
+import type { ApiKeyRecord, KeyStore, Router } from '../../gateway/index.js';
+import type { BatchSettings } from '../config/batches.js';
+import type { Store } from '../store/index.js';
+import { BatchRepository } from './batch-store.js';
+import { FileContent } from './content.js';
+import { FileRepository } from './files-store.js';
+import { BatchRunner, fixedPace, type BatchPace } from './runner.js';
+import { BatchService } from './service.js';
+
+export { BatchRepository } from './batch-store.js';
+export { FileRepository } from './files-store.js';
+export { BatchRunner, fixedPace, type BatchPace, type LineCall } from './runner.js';
+export { BatchService } from './service.js';
+
+/** Lines of one model a control plane runs at once until the pacing policy (pace.ts) decides. */
+export const STAND_IN_LINES_PER_MODEL = 4;
+
+export interface Batches {
+  readonly service: BatchService;
+  /** Starts the runner over the router's in-process entry point; `pace` absent = the stand-in. */
+  run(router: Router, pace?: (inFlight: (model: string) => number) => BatchPace): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Null when batches cannot run here: no store, or no files directory (Postgres without files_dir). */
+export function openBatches(deps: {
+  store: Store | null;
+  settings: BatchSettings;
+  keys: KeyStore;
+  now: () => number;
+  logger: Logger;
+}): Batches | null {
+  const { store, settings } = deps;
+  if (!store || settings.filesDir === null) return null;
+  const repo = new BatchRepository(store.connection);
+  const content = new FileContent(settings.filesDir);
+  let runner: BatchRunner | null = null;
+  const service = new BatchService({
+    files: new FileRepository(store.connection),
+    batches: repo,
+    content,
+    settings,
+    now: deps.now,
+    notify: () => runner?.notify(),
+  });
+  return {
+    service,
+    async run(router, pace) {
+      const byId = new Map<string, ApiKeyRecord>();
+      const keyOf = async (id: string): Promise<ApiKeyRecord | undefined> => {
+        if (!byId.has(id)) for (const k of await deps.keys.list()) byId.set(k.id, k);
+        return byId.get(id);
+      };
+      const made: BatchRunner = new BatchRunner({
+        batches: repo,
+        content,
+        pace: (pace ?? ((inFlight) => fixedPace(STAND_IN_LINES_PER_MODEL, inFlight)))((m) => made.inFlight(m)),
+        call: async (keyId, path, body) => {
+          if (keyId === 'anonymous') return router.inProcess.post(null, path, body);
+          const key = await keyOf(keyId);
+          if (!key)
+            return {
+              status: 401,
+              headers: {},
+              body: JSON.stringify({
+                error: { message: "the batch's API key no longer exists", code: 'invalid_api_key' },
+              }),
+            };
+          // The key as the store has it now (revoked, its limits changed): looked up again every few seconds.
+          return router.inProcess.post(key, path, body);
+        },
+        leaseMs: settings.leaseMs,
+        now: deps.now,
+        logger: deps.logger,
+        alone: store.connection.dialect === 'sqlite',
+      });
+      runner = made;
+      const refresh = setInterval(() => byId.clear(), 5000).unref();
+      const stop = made.stop.bind(made);
+      made.stop = async () => {
+        clearInterval(refresh);
+        await stop();
+      };
+      await made.start();
+    },
+    async close() {
+      await runner?.stop();
+    },
+  };
+}
