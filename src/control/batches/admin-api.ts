@@ -35,19 +35,29 @@ export interface BatchesAdminDeps {
 /** The most batches one list answers; the newest first. */
 export const BATCH_LIST_LIMIT = 200;
 
-export function registerBatchesAdminApi(app: FastifyInstance, deps: BatchesAdminDeps): void {
+/** `deps` absent = batches cannot run here (no store, or no files_dir): the list is empty and an id is not found. */
+export function registerBatchesAdminApi(app: FastifyInstance, deps: BatchesAdminDeps | undefined): void {
+  const noBatches = (id: string) =>
+    new LlmgwError(
+      'LLMGW_NOT_FOUND',
+      `no batch "${id}": this control plane runs no batches (it needs a store, and files_dir on Postgres)`,
+    );
   app.get('/api/v1/batches', needs('batches.read'), async (request): Promise<BatchesAdminView> =>
-    batchesView(deps, ownersInScope(request)),
+    deps ? batchesView(deps, ownersInScope(request)) : { batches: [] },
   );
   app.get<{ Params: { id: string } }>(
     '/api/v1/batches/:id',
     needs('batches.read'),
-    async (request): Promise<BatchAdminView> => batchView(deps, await visible(deps, request, request.params.id)),
+    async (request): Promise<BatchAdminView> => {
+      if (!deps) throw noBatches(request.params.id);
+      return batchView(deps, await visible(deps, request, request.params.id));
+    },
   );
   app.post<{ Params: { id: string } }>(
     '/api/v1/batches/:id/cancel',
     needs('batches.write'),
     async (request): Promise<BatchAdminView> => {
+      if (!deps) throw noBatches(request.params.id);
       const row = await visible(deps, request, request.params.id);
       if (!deps.cancel) {
         throw new LlmgwError(
