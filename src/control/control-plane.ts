@@ -361,6 +361,16 @@ export class ControlPlane {
       ...(store ? { audit: store.audit } : {}),
       requestLog: requestsApi,
       shadows: { board: router.shadows, catalog, instance: requestsApi.instance },
+      money: {
+        teams: teams.store,
+        keys: () => keys.list(),
+        now,
+        views: budgets.views({
+          keys,
+          ...(usage instanceof StoredUsage ? { usage: () => usage.costs() } : {}),
+          ...(gpu.meter ? { gpuTotals: () => gpu.meter!.totals() } : {}),
+        }),
+      },
     });
     registerEventsApi(adminApp, { events });
     registerAuditApi(adminApp, { ...(store ? { audit: store.audit } : {}), now });

@@ -16,6 +16,9 @@ export const NAV: ReadonlyArray<readonly [string, string]> = [
   ['/requests', 'Requests'],
   ['/batches', 'Batches'],
   ['/audit', 'Audit'],
+  ['/teams', 'Teams'],
+  ['/budgets', 'Budgets'],
+  ['/spend', 'Spend'],
   ['/people', 'People'],
 ];
 

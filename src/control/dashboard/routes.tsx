@@ -45,6 +45,7 @@ import { TrafficSampler, trafficView } from './traffic.js';
 import { registerWhyPages } from './why-routes.js';
 import { registerShadowPages } from './shadows-routes.js';
 import { registerBatchPages } from './batches-routes.js';
+import { registerMoneyPages, type MoneyPagesDeps } from './money-routes.js';
 import type { BatchesAdminDeps } from '../batches/admin-api.js';
 import type { ShadowsApiDeps } from '../adminapi/shadows.js';
 import { registerSsoPages } from './sso-routes.js';
@@ -75,6 +76,8 @@ export interface DashboardOptions extends DashboardSources {
   shadows?: ShadowsApiDeps;
   /** Batches and their pace, for the batches page; absent = no store: the page says there are none. */
   batches?: BatchesAdminDeps;
+  /** Teams, budgets and spend, for their pages; absent = those pages are not served. */
+  money?: MoneyPagesDeps;
   /** People, for signing in through the identity provider and tokens for ctl; absent = no store, no people. */
   people?: People;
   /** Single sign-on through an OpenID Connect provider; absent = none. */
@@ -520,6 +523,8 @@ function dashboardScope(scope: FastifyInstance, options: DashboardOptions): void
   registerShadowPages(scope, options.shadows, page, SESSION);
   // Batches: progress, estimated finish and pace (docs/batches.md).
   registerBatchPages(scope, options.batches, page);
+  // Teams, budgets and spend (docs/teams-and-budgets.md), cut to a team-admin's teams.
+  registerMoneyPages(scope, options.money, page);
 
   // Actions: the admin API's own functions, with the dashboard session as the actor.
   scope.post(
