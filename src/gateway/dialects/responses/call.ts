@@ -14,7 +14,7 @@ import { NativeResponsesRelay, ResponsesRelayHandler, type ResponsesRelayCall } 
 import { withholdsUsage } from '../../core/dispatch.js';
 import type { DialectTurn } from '../../core/dialect.js';
 import type { ResponseKeeper } from './keeper.js';
-import { servesResponsesNatively } from './native.js';
+import { takesResponsesNatively } from './native.js';
 import {
   itemReferences,
   keptItems,
@@ -146,7 +146,7 @@ const RESPONSES_PATH = '/v1/responses';
 function responsesTurn(call: ResponsesRelayCall, keeper: ResponseKeeper): DialectTurn {
   const native = { path: RESPONSES_PATH, body: call.native };
   return {
-    native: (replica) => (servesResponsesNatively(replica.engine) ? native : null),
+    native: (replica) => (takesResponsesNatively(replica) ? native : null),
     relay: (a, hooks, resolve) => {
       const keep = (response: Record<string, unknown>) => keeper.keep(a.ex, call, a.model, response);
       if (a.passThrough) return new NativeResponsesRelay(a.ex, hooks, resolve, keep, call.id);

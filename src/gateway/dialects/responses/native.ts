@@ -3,7 +3,9 @@
 // table per API, read per attempt from the replica's engine
 // (RouterReplica.engine), so a model whose replicas run different engines
 // is served each way by each; kept apart from the relays so a general
-// per-engine endpoints table can take it in whole.
+// per-engine endpoints table can take it in whole. A remote that speaks the
+// Responses API (`api: responses`) takes it as it is too.
+import type { RouterReplica } from '../../ports/index.js';
 
 /**
  * Engines that answer POST /v1/responses (OpenAI's Responses API):
@@ -20,4 +22,9 @@ const RESPONSES_NATIVE: ReadonlySet<string> = new Set(['vllm', 'sim']);
 /** Whether a replica running `engine` serves POST /v1/responses itself; an unknown engine (absent) does not. */
 export function servesResponsesNatively(engine: string | undefined): boolean {
   return engine !== undefined && RESPONSES_NATIVE.has(engine);
+}
+
+/** Whether `replica` takes a Responses request as the client wrote it: its engine serves the API, or it is a remote speaking it. */
+export function takesResponsesNatively(replica: Pick<RouterReplica, 'engine' | 'remote'>): boolean {
+  return servesResponsesNatively(replica.engine) || replica.remote?.api === 'responses';
 }

@@ -8,6 +8,7 @@ import { responseToCompletion, ResponsesToChatStream } from './remote-answer.js'
 import { toResponsesRequest } from './remote-request.js';
 import { finishOf, statusOf, toResponse } from './response.js';
 import { ResponseStreamTranslator } from './stream.js';
+import { takesResponsesNatively } from './native.js';
 
 const chat = (extra: Record<string, unknown> = {}) => ({
   model: 'gpt-x',
@@ -293,5 +294,24 @@ describe("a Responses remote's stream as chat", () => {
     const t = new ResponsesToChatStream(true, 0);
     t.push({ type: 'response.output_text.delta', delta: 'a' });
     expect(chunks(t.end())).toEqual(['[DONE]']);
+  });
+});
+
+describe('a Responses request to a Responses remote', () => {
+  it.each([
+    [
+      'a remote speaking the Responses API',
+      { engine: 'remote', remote: { kind: 'endpoint', timeoutMs: 0, api: 'responses' } },
+      true,
+    ],
+    [
+      'a remote speaking Messages',
+      { engine: 'remote', remote: { kind: 'endpoint', timeoutMs: 0, api: 'anthropic' } },
+      false,
+    ],
+    ['a chat remote', { engine: 'remote', remote: { kind: 'endpoint', timeoutMs: 0 } }, false],
+    ['vLLM', { engine: 'vllm' }, true],
+  ] as const)('goes as the client wrote it to %s: %s', (_why, replica, native) => {
+    expect(takesResponsesNatively(replica)).toBe(native);
   });
 });
