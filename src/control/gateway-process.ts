@@ -11,8 +11,11 @@
 // requests it holds for cold models where the leader's scaler reads them
 // (on SQLite, the lone control plane reads them: leader/gateway-demand.ts).
 // Per-key limits are shared through the store with every other gateway and
-// control plane that shares them (SharedRateLimiter). Usage and Responses API
-// responses go to the store as the control plane's do.
+// control plane that shares them (SharedRateLimiter). Keys are narrowed by
+// their team, and hard budgets enforced from leases this process takes from
+// the store's budget rows, as a control plane does: one more lease holder
+// (one more lease of overshoot at most). Usage (with its cost) and Responses
+// API responses go to the store as the control plane's do.
 //
 // Apart from control-plane.ts because it builds a subset and runs none of
 // the leader's loops; the gateway itself (src/gateway) knows nothing of it.
@@ -24,7 +27,9 @@ import { LlmgwError } from '../errors/index.js';
 import { childLogger } from '../log/index.js';
 import type { Router } from '../gateway/index.js';
 import { AssignmentBoard } from './agentapi/index.js';
+import { openBudgets, type Budgets } from './budgets/index.js';
 import { Catalog } from './catalog/index.js';
+import { Events } from './events/index.js';
 import { buildClientListener } from './client-listener.js';
 import type { ControlConfig, ListenAddress } from './config/index.js';
 import { Inventory } from './inventory/index.js';
@@ -33,6 +38,7 @@ import { Cluster } from './leader/index.js';
 import { Reconciler } from './reconciler/index.js';
 import { StoredResponses } from './responses/index.js';
 import { Store } from './store/index.js';
+import { openTeams } from './teams/index.js';
 
 export interface GatewayProcessDeps {
   logger?: Logger;
@@ -55,6 +61,8 @@ export class GatewayProcess {
     private readonly inventory: Inventory,
     private readonly reconciler: Reconciler,
     private readonly usage: StoredUsage,
+    private readonly budgets: Budgets,
+    private readonly events: Events,
   ) {}
 
   static async create(config: ControlConfig, deps: GatewayProcessDeps = {}): Promise<GatewayProcess> {
@@ -112,8 +120,21 @@ export class GatewayProcess {
       await store.close();
       throw err;
     }
-    const keys = await StoredKeys.create(store.connection);
-    const usage = new StoredUsage(store.connection, now);
+    const storedKeys = await StoredKeys.create(store.connection);
+    // As the control plane: the gateway reads every key narrowed by its team, and spends budgets from leases.
+    const teams = await openTeams(store, storedKeys, catalog, logger);
+    const keys = teams.keys;
+    // Budget alerts go to the store's events log, where the control planes list them.
+    const events = new Events({ store, now, logger: childLogger(logger, 'events') });
+    const budgets = await openBudgets({
+      store,
+      catalog,
+      now,
+      logger: childLogger(logger, 'budgets'),
+      events,
+      registry,
+    });
+    const usage = new StoredUsage(store.connection, now, undefined, budgets.cost);
     const responses = new StoredResponses(store.responses, {
       ...config.responses,
       now,
@@ -141,6 +162,7 @@ export class GatewayProcess {
       usage,
       responses,
       limiter: cluster.limiter,
+      budgets: budgets.gate,
       ready: async () => {
         await store.models.list();
         return catalog.models().length;
@@ -150,14 +172,28 @@ export class GatewayProcess {
     reconciler.attachDemand(() => ({ replicas: router.replicaUse(), queued: router.queued() }));
     cluster.attach({
       catalog,
-      keys,
+      // Teams and budgets change with keys (they announce 'keys'): read all three again.
+      keys: { reload: async () => void (await Promise.all([teams.reload(), budgets.reload()])) },
       inventory,
       reconciler,
       replicaUse: () => router.replicaUse(),
       queued: () => router.queued(),
     });
     registerWorkerRequests(registry);
-    return new GatewayProcess(config, logger, registry, app, router, store, cluster, inventory, reconciler, usage);
+    return new GatewayProcess(
+      config,
+      logger,
+      registry,
+      app,
+      router,
+      store,
+      cluster,
+      inventory,
+      reconciler,
+      usage,
+      budgets,
+      events,
+    );
   }
 
   /** Binds the client listener and starts following the store; returns the listener's URL (with the real port when 0 was asked for). */
@@ -170,10 +206,13 @@ export class GatewayProcess {
   /** Stops taking requests, finishes those in flight, writes what is buffered (usage, use, limits) and closes the store. */
   async close(): Promise<void> {
     await this.clientApp.close();
+    // What this process spent is reported, and the leases it holds go back, before the store closes.
+    await this.budgets.close();
     await this.cluster.close();
     await this.reconciler.stop();
     await this.inventory.close();
     await this.usage.close();
+    await this.events.flush();
     await this.store.close();
   }
 }
