@@ -345,6 +345,11 @@ function controlFlagHelp(): Record<keyof ControlOptions, string> {
     responses_ttl: 'how long a Responses API response is kept for previous_response_id',
     responses_max_per_key: 'most bytes of Responses API responses one key keeps, oldest dropped first; 0 = none',
     max_upload_size: 'largest upload the client listener reads, an audio file for transcriptions',
+    files_dir: 'where /v1/files keeps file bytes; default files beside a SQLite store, required on Postgres',
+    files_max_size: 'largest file /v1/files takes (413 past it)',
+    batch_max_lines: 'most requests in one batch input file',
+    batch_lease: "how long a batch runner's claim on a line lasts unrenewed before another may take it",
+    batch_min_completion_window: 'shortest completion_window a batch may ask for (OpenAI: 24h)',
     heap_growing_percent:
       "how far past the live heap V8 lets old space grow before collecting it, percent; 50 suits thousands of long-polled nodes; 0 = V8's own heuristic",
     otlp_endpoint:
