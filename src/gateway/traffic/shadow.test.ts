@@ -132,6 +132,23 @@ describe('the shadow runner', () => {
     expect(board.views(() => 1)[0]!.dropped.not_served).toBe(1);
   });
 
+  it('drops a copy to a remote that speaks another API than chat, sending nothing', () => {
+    // Guards against a chat body sent to an Anthropic or Responses remote's base URL as if it spoke chat.
+    const board = new ShadowBoard();
+    let picked = 0;
+    const copy: ShadowCopy = {
+      ...copyTo(null, 'x'),
+      pick: () => {
+        picked++;
+        const remote = { kind: 'endpoint', timeoutMs: 0, api: 'anthropic' } as const;
+        return { replica: { id: 'remote:cand', endpoint: 'x', draining: false, remote }, upstream: null as never };
+      },
+    };
+    runner(board).launch(shadowPlan(primary, 'chat')!, copy);
+    expect(picked).toBe(1);
+    expect(board.views(() => 1)[0]).toMatchObject({ copied: 0, dropped: { not_served: 1 } });
+  });
+
   it('asks a streamed copy for its usage', async () => {
     const e = await engine();
     e.release();

@@ -78,6 +78,8 @@ export class ShadowRunner {
     if (board.inFlight(plan.model) >= plan.rule.maxConcurrent) return board.dropped(plan.model, name, 'busy');
     const picked = copy.pick(candidate);
     if (!picked) return board.dropped(plan.model, name, 'no_replica');
+    // A remote speaking the Responses or Messages API takes only its own API, and the copy is not translated to it.
+    if (picked.replica.remote?.api) return board.dropped(plan.model, name, 'not_served');
     plan.copied = true;
     board.copied(plan.model, name);
     const body: Record<string, unknown> = { ...copy.body, model: candidate.name };
