@@ -3,12 +3,15 @@
 // model with no token price holding one of them, and chats through the
 // client listener. Guards against a GPU-priced model's usage staying free
 // (its rows at $0), and against ctl's spend per model not showing the
-// GPU-hours and the measured cost per million tokens.
+// GPU-hours and the measured cost per million tokens; and, in Chromium, the
+// dashboard's spend and budgets pages as a viewer and a team-admin see them.
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
 import { AdminClient } from '../../src/api/index.js';
+import { haveChromium, launchChromium, loggedInPage, textOf } from '../support/browser.js';
 import { killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 import { runCtlCli } from './ctl-support.js';
@@ -21,6 +24,7 @@ let api: AdminClient;
 let adminUrl: string;
 let clientUrl: string;
 const stateDirs: string[] = [];
+let browser: Browser | undefined;
 
 describe('a model priced by the GPU-hours it holds', () => {
   beforeAll(async () => {
@@ -86,6 +90,7 @@ describe('a model priced by the GPU-hours it holds', () => {
   }, 120_000);
 
   afterAll(async () => {
+    await browser?.close();
     await stopAll();
     killEnginesOf(stateDirs);
   });
@@ -126,4 +131,46 @@ describe('a model priced by the GPU-hours it holds', () => {
     expect(line, ctl.stdout).toMatch(/\$\d/);
     expect(ctl.stdout).toMatch(/MEASURED PER 1M/);
   });
+
+  it.skipIf(!haveChromium && !process.env.CI)(
+    "shows spend and budgets in the dashboard, a team-admin's cut to its team",
+    async () => {
+      await api.createTeam({ name: 'ml' });
+      await api.createTeam({ name: 'web' });
+      const mlKey = await api.createKey({ name: 'ml-ci', team: 'ml' });
+      await api.createBudget({ scope: 'team', subject: 'ml', unit: 'usd', period: 'month', amount: 250 });
+      await api.createBudget({ scope: 'key', subject: mlKey.id, unit: 'tokens', period: 'day', amount: 10_000 });
+      await api.createBudget({ scope: 'team', subject: 'web', unit: 'tokens', period: 'day', amount: 1_000 });
+      const viewer = await api.createPerson({ name: 'vera', role: 'viewer' });
+      const lead = await api.createPerson({ name: 'tom', role: 'team-admin', teams: ['ml'] });
+      browser = await launchChromium();
+
+      // A viewer follows the nav to Spend: the GPU-priced model's row with its GPU-hours and measured cost.
+      const page = await loggedInPage(browser, adminUrl, viewer.token);
+      await page.click('header a[href="/spend"]');
+      await page.waitForURL(`${adminUrl}/spend`);
+      const row = await textOf(page, '#spend-models tr[data-model="byhour"]');
+      expect(row).toContain('from GPU-hours');
+      expect(
+        Number(await textOf(page, '#spend-models tr[data-model="byhour"] [data-field="gpu-hours"]')),
+      ).toBeGreaterThan(0);
+      expect(await textOf(page, '#spend-models tr[data-model="byhour"] [data-field="measured"]')).toMatch(/^\$\d/);
+      await page.goto(`${adminUrl}/budgets`);
+      expect(await page.locator('tr[data-budget]').count()).toBe(3);
+
+      // A team-admin of ml: its team's budget and its key's, used of the limit and the reset; never web's.
+      const own = await loggedInPage(browser, adminUrl, lead.token, '/budgets');
+      expect(await own.locator('tr[data-budget]').count()).toBe(2);
+      expect(await own.content()).not.toContain('team web');
+      const used = await textOf(own, 'tr[data-budget]:has-text("team ml") [data-field="used"]');
+      expect(used).toBe('$0.00 of $250.00 per month (0%)');
+      expect(await textOf(own, 'tr[data-budget]:has-text("team ml") [data-field="resets"]')).toMatch(
+        /^\d{4}-\d\d-01T00:00:00\.000Z$/,
+      );
+      expect(await textOf(own, '#scope-note')).toBe('Shown for your teams only: ml.');
+      await own.goto(`${adminUrl}/teams`);
+      expect(await own.locator('tr[data-team]').count()).toBe(1);
+    },
+    60_000,
+  );
 });
