@@ -172,8 +172,9 @@ export function inFlight(useOf: (replicaId: string) => ReplicaUse, now: () => nu
  * The start time of each attempt in flight, per replica, kept while it
  * runs, and of those that ended in the last `keepFinishedMs` their start
  * and end: least-load counts the sends an engine's last sample cannot have
- * seen, and takes off the ones it saw that have finished since. A
- * replica's lists are dropped once empty.
+ * seen, and takes off the ones it saw that have finished since (a few
+ * older ones stay until they can be dropped in bulk: trimFinished). A
+ * replica's in-flight list is dropped once empty.
  */
 export function sendTimes(
   sends: Map<string, number[]>,
@@ -198,13 +199,30 @@ export function sendTimes(
       if (keepFinishedMs <= 0) return;
       let done = finished.get(id);
       if (!done) finished.set(id, (done = []));
-      // Ends arrive in order, so the old ones are at the front.
-      let drop = 0;
-      while (drop < done.length && done[drop]!.endMs < ended - keepFinishedMs) drop++;
-      if (drop > 0) done.splice(0, drop);
+      trimFinished(done, ended - keepFinishedMs);
       done.push({ startMs: started, endMs: ended });
     });
   };
+}
+
+/** Ended attempts dropped from the front of a replica's list at a time, at the least (see trimFinished). */
+export const FINISHED_TRIM_BATCH = 256;
+
+/**
+ * Drops the attempts that ended before `before` from the front of `done`
+ * (ends arrive in order, so the old ones are at the front), but only once
+ * FINISHED_TRIM_BATCH of them can go at once. Dropping them one per attempt
+ * moved the whole list every time: it holds every attempt of the last
+ * loadStaleMs, thousands at a few hundred requests a second, and that move
+ * cost more than the rest of the router's bookkeeping together. The few
+ * hundred kept past their time change no count: loadViewOf counts only
+ * attempts that ended after a sample no older than that window.
+ */
+export function trimFinished(done: { readonly endMs: number }[], before: number): void {
+  if (done.length < FINISHED_TRIM_BATCH || done[FINISHED_TRIM_BATCH - 1]!.endMs >= before) return;
+  let drop = FINISHED_TRIM_BATCH;
+  while (drop < done.length && done[drop]!.endMs < before) drop++;
+  done.splice(0, drop);
 }
 
 /**
