@@ -46,6 +46,7 @@ import { RouterMetrics } from './core/metrics.js';
 import { compileRouterOptions, type RouterOptions, type RouterTimeouts } from './core/options.js';
 import { RateLimiter } from './core/rate-limit.js';
 import { newRecord } from './core/request-log.js';
+import { admissionRefusalRecord } from './core/refusal-record.js';
 import { streamOptionsResend } from './core/stream-options.js';
 import { RunningRequests } from './core/running.js';
 import { UpstreamPools, type Upstream } from './core/upstreams.js';
@@ -331,6 +332,11 @@ export class Router implements DialectHost {
     if (status >= 500) this.deps.logger.error({ code, status, request: reply.request.id }, message);
     else this.deps.logger.info({ code, status, request: reply.request.id }, message);
     if (!counted) this.count('none', status, null);
+    // A limit's refusal at admission goes to the request log too: `ctl request ID` says which limit refused it.
+    if (this.deps.requestLog) {
+      const record = admissionRefusalRecord(reply, status, code, message, this.options.now());
+      if (record) this.deps.requestLog.add(record);
+    }
     return replyErrorBody(
       reply,
       status,
