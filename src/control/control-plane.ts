@@ -53,6 +53,8 @@ import { RemoteCredentialRepository } from './store/remote-credentials.js';
 import { openTeams } from './teams/index.js';
 import { openBudgets, openGpuMeter } from './budgets/index.js';
 import { openBatches } from './batches/index.js';
+import { openBatchSurfaces } from './batches/surfaces.js';
+import { registerBatchesAdminApi } from './batches/admin-api.js';
 
 /** Pending connections the agent listener lets the kernel queue; the kernel caps it at net.core.somaxconn. */
 const AGENT_LISTEN_BACKLOG = 8192;
@@ -265,10 +267,27 @@ export class ControlPlane {
       },
     });
     void remotes.start();
+    // Batch lines start only on spare places (src/control/batches/pace.ts); the scaler counts them up to batch_max_replicas.
+    const batchSurfaces =
+      batches && store
+        ? openBatchSurfaces({
+            store,
+            catalog,
+            replicas: reconciler.view,
+            router,
+            cancel: (caller, id) => batches.service.cancelBatch(caller, id),
+            now,
+            logger: childLogger(logger, 'batches'),
+            registry,
+          })
+        : null;
     if (batches) {
       // Lines start once the listener is up, and stop (their leases given back) before the store closes.
-      clientApp.addHook('onReady', async () => batches.run(router));
-      clientApp.addHook('onClose', async () => batches.close());
+      clientApp.addHook('onReady', async () => batches.run(router, batchSurfaces?.pace));
+      clientApp.addHook('onClose', async () => {
+        batchSurfaces?.close();
+        await batches.close();
+      });
     }
     clientApp.addHook('onClose', async () => remotes.stop());
     // Scaling reads the router's demand at each pass: in flight and last use per replica, requests held per cold model.
@@ -281,6 +300,7 @@ export class ControlPlane {
       queued: gateways
         ? gateways.withQueued(router.queued())
         : withFleetQueued(router.queued(), cluster?.fleetQueued() ?? null),
+      ...(batchSurfaces ? { batch: batchSurfaces.demand.demand() } : {}),
     }));
 
     // Agents' management APIs (logs, weight removal): https verified against agent_ca when it is set.
@@ -361,6 +381,7 @@ export class ControlPlane {
       ...(store ? { audit: store.audit } : {}),
       requestLog: requestsApi,
       shadows: { board: router.shadows, catalog, instance: requestsApi.instance },
+      ...(batchSurfaces ? { batches: batchSurfaces.admin } : {}),
       money: {
         teams: teams.store,
         keys: () => keys.list(),
@@ -377,6 +398,7 @@ export class ControlPlane {
     registerDisksApi(adminApp, { catalog, inventory });
     registerRequestsApi(adminApp, requestsApi);
     registerShadowsApi(adminApp, { board: router.shadows, catalog, instance: requestsApi.instance });
+    registerBatchesAdminApi(adminApp, batchSurfaces?.admin);
     registerKeyAdmin(adminApp, {
       keys,
       now,
