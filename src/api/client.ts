@@ -41,6 +41,8 @@ import type {
 } from './types.js';
 import type { BudgetChange, BudgetView, NewBudget, NewTeam, SpendView, TeamChange, TeamView } from './money-types.js';
 import type {
+  DeviceLoginPollView,
+  DeviceLoginView,
   LoginInfoView,
   NewPerson,
   PersonTokenIssuedView,
@@ -413,6 +415,16 @@ export class AdminClient {
   /** What `ctl login` can do here: public, asks no token. */
   loginInfo(): Promise<LoginInfoView> {
     return this.#call('GET', '/api/v1/login');
+  }
+
+  /** Starts ctl login's device flow: public; the handle it returns is a secret to poll with. */
+  startDeviceLogin(): Promise<DeviceLoginView> {
+    return this.#call('POST', '/api/v1/login/device', {});
+  }
+
+  /** Pending until the person approves the code; then their new token, once. */
+  pollDeviceLogin(handle: string): Promise<DeviceLoginPollView> {
+    return this.#call('POST', `/api/v1/login/device/${encodeURIComponent(handle)}`, {});
   }
 
   async #call<T>(

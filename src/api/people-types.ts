@@ -59,6 +59,23 @@ export interface LoginInfoView {
   sso: boolean;
   /** Where a person signs in to get a token to paste; null = no SSO. */
   token_page: string | null;
-  /** The provider's device authorization endpoint, when it offers the device flow; null = it does not. */
+  /** The provider offers the device flow: POST /api/v1/login/device starts one. */
   device_authorization: boolean;
 }
+
+/** POST /api/v1/login/device: what to show the person, and the handle to poll with (a secret). */
+export interface DeviceLoginView {
+  handle: string;
+  user_code: string;
+  verification_uri: string;
+  /** The URL with the code filled in; absent = the provider gives none. */
+  verification_uri_complete?: string;
+  /** Seconds until the code expires. */
+  expires_in: number;
+  /** Seconds between polls. */
+  interval: number;
+}
+
+/** POST /api/v1/login/device/{handle}: pending, or the person's new token (given once). */
+export type DeviceLoginPollView =
+  { state: 'pending' } | { state: 'done'; token: string; person: string; role: string; expires_at: string };

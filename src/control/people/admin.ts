@@ -19,6 +19,8 @@ import {
 import { parseDurationMs } from '../../units/index.js';
 import type { PersonRow, PersonTokenRow } from '../store/people.js';
 import { DEFAULT_TOKEN_TTL_MS, type IssuedToken, type People } from './people.js';
+import { registerDeviceLogin } from './device-routes.js';
+import type { DeviceSignIns } from './device.js';
 
 const ExpiresIn = z.string().min(1).max(20).optional();
 
@@ -39,6 +41,8 @@ export interface PeopleAdminDeps {
   now: () => number;
   /** Single sign-on is configured (and there is a store): ctl login has a page to send a person to. */
   sso: boolean;
+  /** ctl login's device flow; absent = none (no SSO). */
+  device?: DeviceSignIns;
 }
 
 export function registerPeopleAdmin(fastify: FastifyInstance, deps: PeopleAdminDeps): void {
@@ -55,8 +59,9 @@ export function registerPeopleAdmin(fastify: FastifyInstance, deps: PeopleAdminD
     app.get('/api/v1/login', { config: { access: 'public' } }, async (): Promise<LoginInfoView> => ({
       sso: true,
       token_page: '/login/token',
-      device_authorization: false,
+      device_authorization: deps.device ? await deps.device.supported() : false,
     }));
+  if (deps.device) registerDeviceLogin(app, deps.device);
 
   app.get('/api/v1/whoami', needs('self'), async (request): Promise<WhoAmIView> => {
     const p = principalOf(request);

@@ -23,7 +23,7 @@ export class OidcSignIn {
   constructor(readonly config: OidcConfig) {}
 
   /** The provider's configuration, discovered once; a failed discovery is tried again next time. */
-  private provider(): Promise<oidc.Configuration> {
+  provider(): Promise<oidc.Configuration> {
     this.discovered ??= oidc
       .discovery(
         new URL(this.config.issuer),
@@ -85,9 +85,25 @@ export class OidcSignIn {
         },
       );
     }
+    return this.personOf(provider, tokens);
+  }
+
+  /**
+   * The person a token endpoint's answer names: the ID token's claims (which
+   * openid-client checked: issuer, audience, expiry) and, when the groups or
+   * the name are not there, userinfo's for the same subject.
+   */
+  async personOf(
+    provider: oidc.Configuration,
+    tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
+  ): Promise<PersonInput> {
     let claims: Record<string, unknown> = { ...(tokens.claims() ?? {}) };
     if (!(this.config.groupsClaim in claims) || !(this.config.nameClaim in claims)) {
-      const info = await oidc.fetchUserInfo(provider, tokens.access_token, String(claims.sub));
+      const info = await oidc.fetchUserInfo(
+        provider,
+        tokens.access_token,
+        typeof claims.sub === 'string' ? claims.sub : oidc.skipSubjectCheck,
+      );
       claims = { ...info, ...claims };
     }
     return personOfClaims(claims, this.config);

@@ -8,6 +8,7 @@ import { PeopleRepository } from '../store/people.js';
 import { registerPeopleAdmin } from './admin.js';
 import { People } from './people.js';
 import { OidcSignIn } from './oidc.js';
+import { DeviceSignIns } from './device.js';
 import type { OidcConfig } from '../config/oidc.js';
 
 export interface PeopleWiring {
@@ -37,6 +38,8 @@ export function wirePeople(app: FastifyInstance, w: PeopleWiring): { people: Peo
     : null;
   if (people) w.guard.acceptPeople(people);
   const sso = people && w.oidc ? new OidcSignIn(w.oidc) : null;
-  registerPeopleAdmin(app, { people, now: w.now, sso: sso !== null });
+  // ctl login's device flow goes through the same provider and mapping as the dashboard's sign-in.
+  const device = people && sso ? new DeviceSignIns(sso, people, w.now) : null;
+  registerPeopleAdmin(app, { people, now: w.now, sso: sso !== null, ...(device ? { device } : {}) });
   return { people, sso };
 }
