@@ -237,6 +237,8 @@ export class ControlPlane {
     const remotes = new RemoteFleet({
       catalog,
       storedKey: (model) => secrets!.get(model),
+      // A catalog reload recompiles every remote: its key, already open, goes with it at once.
+      openedKey: (model) => secrets?.openedNow(model),
       intervalMs: config.remoteProbeIntervalMs,
       now,
       logger: childLogger(logger, 'remote'),
@@ -279,6 +281,7 @@ export class ControlPlane {
             now,
             logger: childLogger(logger, 'batches'),
             registry,
+            paceOptions: { headroomFraction: config.batches.headroomFraction },
           })
         : null;
     if (batches) {

@@ -21,6 +21,11 @@ export interface RemoteFleetOptions {
   readonly catalog: RemoteCatalog;
   /** A stored API key by model name (src/control/secrets); undefined = none stored. */
   readonly storedKey: (model: string) => Promise<string | undefined>;
+  /**
+   * A stored key already opened in memory, read without waiting; undefined = not opened yet (or none). Absent =
+   * never known at once: a stored-key remote then waits out of routing for its round to read the key.
+   */
+  readonly openedKey?: (model: string) => string | undefined;
   readonly intervalMs: number;
   readonly now: () => number;
   readonly logger: Logger;
@@ -100,7 +105,8 @@ export class RemoteFleet {
         const m = this.options.catalog.get(model);
         if (!m?.remote) return inner.describe(model);
         const h = this.states.get(model)?.health;
-        return `it is the remote endpoint ${m.remote.url}, which is out of routing: ${h?.reason || 'its credential could not be read'}`;
+        const why = h?.reason || (h ? 'its credential could not be read' : 'its API key is being read');
+        return `it is the remote endpoint ${m.remote.url}, which is out of routing: ${why}`;
       },
       // Nothing is started for a remote: a request for one that is down is answered at once.
       demand: (model) => (this.options.catalog.get(model)?.remote ? false : inner.demand(model)),
@@ -115,24 +121,31 @@ export class RemoteFleet {
     };
   }
 
-  /** The model's replica while its last probe passed (or none ran yet); null = out of routing. */
+  /**
+   * The model's replica while its last probe passed (or none ran yet); null = out of routing. Never one without
+   * the credential its catalog entry names: a remote whose key is not yet read waits out of routing (a 503 with
+   * the reason), rather than going upstream with no key and taking the remote's 401.
+   */
   private replicaOf(m: Model): RouterReplica | null {
     let s = this.states.get(m.name);
     if (!s || s.endpoint !== m.remote) {
-      // A model added since the last round: presented at once (its key read from memory or file), probed next round.
+      // A model added (or recompiled by a catalog reload) since the last round: presented at once, probed next round.
       s = this.stateOf(m, m.remote!);
-      if (s.key === undefined && m.remote!.key.kind !== 'none' && m.remote!.key.kind !== 'stored')
-        s.key = this.keyNow(m);
       void this.probeAll();
     }
     if (s.health && !s.health.healthy) return null;
-    if (m.remote!.key.kind === 'stored' && s.key === undefined) return null;
+    if (m.remote!.key.kind !== 'none' && s.key === undefined) return null;
     s.replica ??= this.buildReplica(m.name, s);
     return s.replica;
   }
 
+  /**
+   * A fresh state for `endpoint`, its key read at once where that needs no wait (inline, file, a stored key
+   * already opened): whoever reads the state next, a request or a round's probe, sees the key with the endpoint.
+   */
   private stateOf(m: Model, endpoint: RemoteEndpoint): RemoteState {
-    const s: RemoteState = { endpoint, health: null, key: undefined, replica: null, probedAtMs: 0 };
+    const key = endpoint.key.kind === 'stored' ? this.options.openedKey?.(m.name) : this.keyNow(m);
+    const s: RemoteState = { endpoint, health: null, key, replica: null, probedAtMs: 0 };
     this.states.set(m.name, s);
     return s;
   }

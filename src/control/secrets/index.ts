@@ -56,6 +56,11 @@ export class RemoteSecrets {
     return secret;
   }
 
+  /** `model`'s API key if already opened in memory (put or get before), read without waiting; undefined = not yet. */
+  openedNow(model: string): string | undefined {
+    return this.opened.get(model);
+  }
+
   async delete(model: string): Promise<void> {
     this.opened.delete(model);
     await this.repo?.delete(model);
