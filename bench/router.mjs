@@ -78,10 +78,11 @@
 // in a team with model and per-minute limits and hard budgets in tokens and
 // dollars, every model priced (bench/tenancy.mjs), by turns, whole answers
 // and streams; each one's CPU per request side by side (target: <= 1.05×),
-// in --rounds (5) rounds of --seconds (6) with the order swapped each round,
-// judged by the median round (a loaded machine's bursts spoil single runs).
+// in --rounds (7) rounds of --seconds (6) with the order swapped each round,
+// after one warm round not counted, judged by the median round (a loaded
+// machine's bursts spoil single runs).
 //
-//   node bench/router.mjs --phases tenancy [--rounds 5] [--seconds 6]
+//   node bench/router.mjs --phases tenancy [--rounds 7] [--seconds 6]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -123,7 +124,7 @@ const { values: flags } = parseArgs({
     trace: { type: 'string' },
     'trace-ratio': { type: 'string', default: '0.1' },
     tenancy: { type: 'boolean' },
-    rounds: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '7' },
   },
 });
 
@@ -737,8 +738,9 @@ async function main() {
       ]) {
         // --rounds rounds of --seconds each, the first router first in even rounds and second in odd ones; the
         // figure is the median round's ratio, so a burst of the neighbours' load spoils one round, not the result.
+        // Round 0 is a warm round, not counted: the first seconds by turns ran well off the rest in trials.
         const rounds = [];
-        for (let n = 0; n < Number(flags.rounds); n++) {
+        for (let n = 0; n <= Number(flags.rounds); n++) {
           const order = n % 2 ? [1, 0] : [0, 1];
           const { rs, us } = await byTurns(
             order.map((i) => routers[i]),
@@ -749,7 +751,7 @@ async function main() {
             { warm: n === 0, seconds: flags.seconds },
           );
           const back = n % 2 ? [1, 0] : [0, 1];
-          rounds.push({ rs: back.map((i) => rs[i]), us: back.map((i) => us[i]) });
+          if (n > 0) rounds.push({ rs: back.map((i) => rs[i]), us: back.map((i) => us[i]) });
         }
         const ratios = rounds.map((r) => (r.us[0] && r.us[1] ? r.us[1] / r.us[0] : null));
         const ratio = ratios.includes(null) ? null : [...ratios].sort((x, y) => x - y)[Math.floor(ratios.length / 2)];
