@@ -18,6 +18,8 @@ export const BATCH_DEFAULTS = Object.freeze({
   batch_lease: '60s',
   /** OpenAI accepts 24h only; a shorter minimum is for tests and trials. */
   batch_min_completion_window: '24h',
+  /** A quarter of a model's places (at least one) kept free of batch lines for interactive arrivals (pace.ts). */
+  batch_headroom: 0.25,
 });
 
 const positiveDuration = (what: string) =>
@@ -47,6 +49,8 @@ export const BATCH_OPTIONS = {
   batch_min_completion_window: positiveDuration('batch_min_completion_window').default(
     BATCH_DEFAULTS.batch_min_completion_window,
   ),
+  /** Share of a model's places batch lines leave free for interactive arrivals, 0..1; 0 = only the one place. */
+  batch_headroom: z.coerce.number().min(0).max(1).default(BATCH_DEFAULTS.batch_headroom),
 };
 
 /** Batches' settings, compiled. */
@@ -57,6 +61,8 @@ export interface BatchSettings {
   readonly maxLines: number;
   readonly leaseMs: number;
   readonly minWindowMs: number;
+  /** Share of a model's places kept free of batch lines (pace.ts's headroomFraction). */
+  readonly headroomFraction: number;
 }
 
 interface BatchInput {
@@ -65,6 +71,7 @@ interface BatchInput {
   batch_max_lines: number | string;
   batch_lease: string;
   batch_min_completion_window: string;
+  batch_headroom: number;
 }
 
 /** The keys, already checked by the schema; `sqlitePath` is the store's file, when it is SQLite. */
@@ -80,5 +87,6 @@ export function compileBatches(o: BatchInput, sqlitePath: string | null): BatchS
     maxLines: Number(o.batch_max_lines),
     leaseMs: parseDurationMs(o.batch_lease) as number,
     minWindowMs: parseDurationMs(o.batch_min_completion_window) as number,
+    headroomFraction: o.batch_headroom,
   });
 }
