@@ -187,6 +187,15 @@ describe('batches through the openai client', () => {
     }
     const listed = await client.batches.list({ limit: 10 });
     expect(listed.data.map((b) => b.id)).toContain(batch.id);
+    // Another team's key sees neither the batch nor its files.
+    expect((await api('POST', '/api/v1/teams', { name: 'other' })).status).toBe(201);
+    const outsider = await api<{ secret: string }>('POST', '/api/v1/keys', { name: 'outsider', team: 'other' });
+    expect(outsider.status, JSON.stringify(outsider.body)).toBe(201);
+    const other = new OpenAI({ apiKey: outsider.body.secret, baseURL: `${control.urls.client}/v1`, maxRetries: 0 });
+    await expect(other.batches.retrieve(batch.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.files.retrieve(fileId)).rejects.toMatchObject({ status: 404 });
+    await expect(other.files.content(done.output_file_id!)).rejects.toMatchObject({ status: 404 });
+    expect((await other.batches.list()).data).toEqual([]);
     // Deleted, a file is gone for good.
     expect(await client.files.delete(fileId)).toMatchObject({ id: fileId, deleted: true });
     await expect(client.files.retrieve(fileId)).rejects.toMatchObject({ status: 404 });

@@ -109,6 +109,7 @@ for (const backend of storeBackends('llmgw-batch-store')) {
       const again = await repo.claim(['b3'], 'm', 2, 'new', now + 1000, now);
       expect(again.length).toBe(2);
       for (const l of again) await repo.finish(l, 'new', '{}', false);
+      expect(await repo.inputInUse('file-x'), 'its input may not be deleted while it runs').toBe(true);
       expect(await repo.claimEnding('b3', 'X', now + 1000, now)).toBe(true);
       expect(await repo.claimEnding('b3', 'Y', now + 1000, now), 'one instance ends it').toBe(false);
       expect(
@@ -116,6 +117,7 @@ for (const backend of storeBackends('llmgw-batch-store')) {
       ).toBe(true);
       expect((await repo.get('b3'))!).toMatchObject({ status: 'completed', completed: 2, completed_at: now });
       expect(await repo.doneLines('b3', 0, 10)).toEqual([]);
+      expect(await repo.inputInUse('file-x')).toBe(false);
     });
   });
 }

@@ -240,6 +240,17 @@ export class BatchRepository {
     return rows.map((r) => normalize(r)!);
   }
 
+  /** True when a batch that has not ended reads this file (its input): the file must stay until it ends. */
+  async inputInUse(fileId: string): Promise<boolean> {
+    const r = await this.db
+      .selectFrom('batches')
+      .select('id')
+      .where('input_file_id', '=', fileId)
+      .where('status', 'in', ACTIVE_STATUSES)
+      .executeTakeFirst();
+    return r !== undefined;
+  }
+
   /** Moves the batch from one status to another, with the time of the new one; false when it was no longer in `from`. */
   async move(id: string, from: readonly BatchStatus[], to: BatchStatus, nowMs: number): Promise<boolean> {
     const r = await this.db

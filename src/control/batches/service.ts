@@ -154,6 +154,15 @@ export class BatchService implements FilesAndBatches {
   }
 
   async deleteFile(caller: BatchCaller, id: string): Promise<ApiObject> {
+    // The runner reads a batch's input until the batch ends: deleted sooner, its lines could never run.
+    if ((await this.deps.files.get(ownerOf(caller), id)) && (await this.deps.batches.inputInUse(id)))
+      throw new LlmgwError(
+        'LLMGW_CONFLICT',
+        `file ${id} is the input of a batch still running; cancel it or wait for it to end`,
+        {
+          status: 409,
+        },
+      );
     if (!(await this.deps.files.delete(ownerOf(caller), id))) throw fileNotFound(id);
     await this.deps.content.remove(id);
     return { id, object: 'file', deleted: true };
