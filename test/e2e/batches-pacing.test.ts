@@ -129,7 +129,7 @@ describe('a batch and interactive traffic on one replica', () => {
       completion_window: '24h',
     });
     batchId = batch.id;
-    // The batch has spare places on an idle replica: its lines run (3 of the 4: one is kept for interactive requests).
+    // The batch has spare places on an idle replica: its lines run (2 of the 4: half is kept for interactive requests).
     await waitFor(`batch ${batchId} running lines`, async () => {
       const { body } = await api<BatchAdminView>('GET', `/api/v1/batches/${batchId}`);
       return body.running > 0 && body.pace?.[0]?.reason !== 'paused' ? body : undefined;

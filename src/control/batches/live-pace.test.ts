@@ -25,6 +25,8 @@ function setup(over: { model?: Partial<PacedModel>; replicas?: RouterReplica[]; 
     interactiveWaiting: () => over.waiting ?? 0,
     batchInFlight: () => 2,
     now: () => NOW,
+    // The figures below were written for a quarter kept free.
+    options: { headroomFraction: 0.25 },
     registry,
   });
   return { pace, registry };

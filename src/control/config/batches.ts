@@ -18,8 +18,8 @@ export const BATCH_DEFAULTS = Object.freeze({
   batch_lease: '60s',
   /** OpenAI accepts 24h only; a shorter minimum is for tests and trials. */
   batch_min_completion_window: '24h',
-  /** A quarter of a model's places (at least one) kept free of batch lines for interactive arrivals (pace.ts). */
-  batch_headroom: 0.25,
+  /** Half a model's places (at least one) kept free of batch lines for interactive arrivals (pace.ts). */
+  batch_headroom: 0.5,
 });
 
 const positiveDuration = (what: string) =>
