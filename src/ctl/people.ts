@@ -6,6 +6,7 @@ import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { AdminApiError, AdminClient, type NewPerson, type PersonView } from '../api/index.js';
 import { type CtlContext, EXIT } from './context.js';
+import { deviceLogin } from './device-login.js';
 
 type Run = <A extends unknown[]>(fn: (ctx: CtlContext, ...args: A) => Promise<number>) => (...args: A) => Promise<void>;
 
@@ -94,8 +95,11 @@ export function registerPeopleCommands(program: Command, run: Run): void {
 
   program
     .command('login')
-    .description("get a token of your own through the dashboard's sign-in (OpenID Connect), to paste here")
-    .action(run((ctx) => login(ctx)));
+    .description(
+      "get a token of your own through the identity provider: a code to approve in any browser (the device flow), or the dashboard's token page",
+    )
+    .option('--paste', "use the dashboard's token page and paste its token here, even where the device flow is offered")
+    .action(run((ctx, o: { paste?: boolean }) => login(ctx, !!o.paste)));
 }
 
 async function listPeople(ctx: CtlContext): Promise<number> {
@@ -155,7 +159,7 @@ function printToken(ctx: CtlContext, answer: object, said: string, token: string
  * use it. Without SSO there is no sign-in to send them to: an admin makes
  * them a token with `people create`.
  */
-async function login(ctx: CtlContext): Promise<number> {
+async function login(ctx: CtlContext, paste: boolean): Promise<number> {
   // Without single sign-on the control plane serves no /api/v1/login: 401 without a token, 404 with one.
   const info = await ctx.client.loginInfo().catch((err: unknown) => {
     if (err instanceof AdminApiError && (err.status === 401 || err.status === 404)) return null;
@@ -166,6 +170,10 @@ async function login(ctx: CtlContext): Promise<number> {
       'this control plane has no single sign-on configured; ask an admin for a token (`llmgw ctl people create`)',
     );
     return EXIT.failed;
+  }
+  if (info.device_authorization && !paste) {
+    const done = await deviceLogin(ctx);
+    if (done !== null) return done;
   }
   ctx.warn(`open ${ctx.client.baseUrl}${info.token_page} in a browser, sign in, and paste the token it shows here:`);
   const rl = createInterface({ input: process.stdin, terminal: false });
