@@ -1,42 +1,13 @@
-// The rows of uploaded and produced files (migration 0022_files): metadata
+// The rows of uploaded and produced files (migration 0022_files, in
+// store/batches-schema.ts): metadata
 // only. A file's bytes live on the control plane's disk (content.ts), never
 // in a row, so a 200 MB upload costs the database a few hundred bytes. The
 // table, its migration and its repository live together here, as
 // store/remote-credentials.ts does; store/schema.ts names the table.
-import type { Kysely, Migration } from 'kysely';
+import type { FilesTable } from '../store/batches-schema.js';
+
+export type { FilesTable } from '../store/batches-schema.js';
 import type { StoreConnection } from '../store/connection.js';
-
-export interface FilesTable {
-  /** `file-…`: random, 128 bits. */
-  id: string;
-  /** Whose it is: `team:<name>`, `key:<id>` for a key without a team, or `anonymous` (no keys asked). */
-  owner: string;
-  /** batch (uploaded), batch_output (a batch's output or error file). */
-  purpose: string;
-  filename: string;
-  bytes: number;
-  /** Request lines for a batch input, output lines for a batch output; 0 when not counted. */
-  lines: number;
-  created_at: number;
-}
-
-export function filesMigration(): Migration {
-  return {
-    async up(db: Kysely<unknown>) {
-      await db.schema
-        .createTable('files')
-        .addColumn('id', 'text', (c) => c.primaryKey())
-        .addColumn('owner', 'text', (c) => c.notNull())
-        .addColumn('purpose', 'text', (c) => c.notNull())
-        .addColumn('filename', 'text', (c) => c.notNull())
-        .addColumn('bytes', 'bigint', (c) => c.notNull())
-        .addColumn('lines', 'integer', (c) => c.notNull())
-        .addColumn('created_at', 'bigint', (c) => c.notNull())
-        .execute();
-      await db.schema.createIndex('files_owner_created').on('files').columns(['owner', 'created_at']).execute();
-    },
-  };
-}
 
 /** A file's metadata, as the repository returns it. */
 export interface FileRecord {

@@ -8,8 +8,7 @@ import { sql, type CreateTableBuilder, type Kysely, type Migration, type Migrati
 import { teamsMigration, usageCostMigration } from './migrations-teams.js';
 import { peopleMigration } from './migrations-people.js';
 import { remoteCredentialsMigration } from './remote-credentials.js';
-import { filesMigration } from '../batches/files-store.js';
-import { batchesMigration } from '../batches/batch-store.js';
+import { batchesMigration, filesMigration } from './batches-schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 

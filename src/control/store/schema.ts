@@ -3,8 +3,7 @@
 // text, so that neither dialect's special types leak into the code above.
 import type { Generated } from 'kysely';
 import type { BudgetSpendTable, BudgetsTable, ModelGpuCostTable, TeamsTable } from './teams-schema.js';
-import type { FilesTable } from '../batches/files-store.js';
-import type { BatchesTable, BatchLinesTable } from '../batches/batch-store.js';
+import type { BatchesTable, BatchLinesTable, FilesTable } from './batches-schema.js';
 import type { PeopleTable, PersonTokensTable } from './people-schema.js';
 import type { RemoteCredentialsTable } from './remote-credentials.js';
 
