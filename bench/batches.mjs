@@ -18,7 +18,7 @@
 //
 //   npm run build && node bench/batches.mjs [--seconds 30] [--replicas 2] [--max-seqs 8] [--ttft-ms 200]
 //     [--max-tokens 32] [--tokens-per-second 100] [--rps 10] [--lines 600] [--batch-tokens 16]
-//     [--grace-seconds 60] [--headroom 0.25]
+//     [--grace-seconds 60] [--headroom 0.5]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import { spawn } from 'node:child_process';
 import console from 'node:console';
@@ -45,7 +45,7 @@ const { values: flags } = parseArgs({
     lines: { type: 'string', default: '600' },
     'batch-tokens': { type: 'string', default: '16' },
     'grace-seconds': { type: 'string', default: '60' },
-    headroom: { type: 'string', default: '0.25' },
+    headroom: { type: 'string', default: '0.5' },
   },
 });
 
