@@ -124,6 +124,34 @@ describe('route permissions', () => {
     }
   });
 
+  // Guards against a team-admin reading the names, limits and weights of teams it does not administer.
+  it("lists only a team-admin's own teams, and every team to a viewer", async () => {
+    const p = await plane();
+    const admin = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const made = await p.adminApp.inject({
+      method: 'POST',
+      url: '/api/v1/teams',
+      headers: admin,
+      payload: { name: 'ml' },
+    });
+    expect(made.statusCode, made.body).toBe(201);
+    const tokens = await tokensByRole(p);
+    const names = async (token: string) => {
+      const res = await p.adminApp.inject({
+        method: 'GET',
+        url: '/api/v1/teams',
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      return res
+        .json<{ teams: { name: string }[] }>()
+        .teams.map((t) => t.name)
+        .sort();
+    };
+    expect(await names(tokens['team-admin'])).toEqual(['default']);
+    expect(await names(tokens.viewer)).toEqual(['default', 'ml']);
+  });
+
   it('refuses to register a route that names no known permission', async () => {
     const p = await plane();
     expect(() => p.adminApp.get('/api/v1/typo', { config: { permission: 'fleet.raed' } }, async () => ({}))).toThrow(

@@ -9,6 +9,7 @@ import {
   actorOf,
   actorText,
   needs,
+  teamsInScope,
   type AuditActor,
   type RouteJsonWording,
   type ZodTypeProvider,
@@ -85,13 +86,16 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
     return (await deps.keys()).filter((k) => (k.team ?? DEFAULT_TEAM) === team && live(k, now));
   };
 
-  app.get('/api/v1/teams', needs('teams.read'), async () => {
+  // A team-admin lists only the teams it administers, as with keys, usage and budgets.
+  app.get('/api/v1/teams', needs('teams.read'), async (request) => {
+    const scope = teamsInScope(request);
     const keys = await deps.keys();
     const now = deps.now();
     const count = new Map<string, number>();
     for (const k of keys)
       if (live(k, now)) count.set(k.team ?? DEFAULT_TEAM, (count.get(k.team ?? DEFAULT_TEAM) ?? 0) + 1);
-    return { teams: deps.teams.list().map((t) => teamView(t, count.get(t.name) ?? 0)) };
+    const teams = deps.teams.list().filter((t) => scope === null || scope.includes(t.name));
+    return { teams: teams.map((t) => teamView(t, count.get(t.name) ?? 0)) };
   });
 
   app.post(
