@@ -243,7 +243,7 @@ export async function spend(ctx: CtlContext, by: 'team' | 'key' | 'model'): Prom
           m.model,
           ...spendCells(m),
           m.price ? `${usd(m.price.input_per_million)} / ${usd(m.price.output_per_million)}` : 'from GPU-hours',
-          m.gpu_hours.toFixed(2),
+          m.gpu_hours !== 0 && m.gpu_hours < 0.01 ? m.gpu_hours.toPrecision(2) : m.gpu_hours.toFixed(2),
           usd(m.gpu_cost_usd),
           m.measured_usd_per_million === null ? '-' : usd(m.measured_usd_per_million),
         ]),

@@ -5,6 +5,7 @@
 // and against a budget page without its used/limit and reset time.
 import { describe, expect, it } from 'vitest';
 import { inProcessPlanes } from '../../../test/support/control-plane.js';
+import { gpuHours } from './pages/money.js';
 
 const TOKEN = 'admin-token-for-money-pages-0123456789';
 const plane = inProcessPlanes({ admin_token: TOKEN });
@@ -64,5 +65,15 @@ describe('teams, budgets and spend pages', () => {
     expect(ownTeams).toContain('data-team="ml"');
     expect(ownTeams).not.toContain('data-team="web"');
     expect(await get(lead, '/spend')).toContain('Spend per model, and what a million tokens cost');
+  });
+});
+
+// Guards against a replica placed seconds ago showing 0.00 GPU-hours beside a cost that is not 0.
+describe('GPU-hours as the spend page prints them', () => {
+  it('keeps two places, and two significant digits under a hundredth', () => {
+    expect(gpuHours(0)).toBe('0.00');
+    expect(gpuHours(12.345)).toBe('12.35');
+    expect(gpuHours(5 / 3600)).toBe('0.0014');
+    expect(Number(gpuHours(1 / 3600))).toBeGreaterThan(0);
   });
 });

@@ -11,6 +11,11 @@ export function usd(n: number): string {
   return `$${n.toFixed(n !== 0 && Math.abs(n) < 0.01 ? 6 : 2)}`;
 }
 
+/** GPU-hours to two places, or two significant digits under a hundredth: a fresh replica's seconds are not 0.00. */
+export function gpuHours(n: number): string {
+  return n !== 0 && Math.abs(n) < 0.01 ? n.toPrecision(2) : n.toFixed(2);
+}
+
 function amount(unit: 'tokens' | 'usd', n: number): string {
   return unit === 'usd' ? usd(n) : `${Math.round(n).toLocaleString('en-US')} tokens`;
 }
@@ -193,7 +198,7 @@ export function SpendPage({ spend, scope }: { spend: SpendView; scope: readonly 
                       ? `${usd(m.price.input_per_million)} / ${usd(m.price.output_per_million)}`
                       : 'from GPU-hours'}
                   </td>
-                  <td data-field="gpu-hours">{m.gpu_hours.toFixed(2)}</td>
+                  <td data-field="gpu-hours">{gpuHours(m.gpu_hours)}</td>
                   <td>{usd(m.gpu_cost_usd)}</td>
                   <td data-field="measured">
                     {m.measured_usd_per_million === null ? (
