@@ -284,11 +284,11 @@ export class ControlPlane {
             paceOptions: { headroomFraction: config.batches.headroomFraction },
           })
         : null;
-    if (batches) {
+    if (batches && batchSurfaces) {
       // Lines start once the listener is up, and stop (their leases given back) before the store closes.
-      clientApp.addHook('onReady', async () => batches.run(router, batchSurfaces?.pace));
+      clientApp.addHook('onReady', async () => batches.run(router, batchSurfaces.pace));
       clientApp.addHook('onClose', async () => {
-        batchSurfaces?.close();
+        batchSurfaces.close();
         await batches.close();
       });
     }

@@ -4,27 +4,25 @@
 // service (its routes) and the runner needs the listener's router (its
 // in-process entry point).
 import type { Logger } from 'pino';
-import type { ApiKeyRecord, KeyStore, Router } from '../../gateway/index.js';
+import type { ApiKeyRecord, Router } from '../../gateway/index.js';
 import type { BatchSettings } from '../config/batches.js';
 import type { Store } from '../store/index.js';
+import type { TeamKeys } from '../teams/index.js';
 import { BatchRepository } from './batch-store.js';
 import { FileContent } from './content.js';
 import { FileRepository } from './files-store.js';
-import { BatchRunner, fixedPace, type BatchPace } from './runner.js';
+import { BatchRunner, type BatchPace } from './runner.js';
 import { BatchService } from './service.js';
 
 export { BatchRepository } from './batch-store.js';
 export { FileRepository } from './files-store.js';
-export { BatchRunner, fixedPace, type BatchPace, type LineCall } from './runner.js';
+export { BatchRunner, type BatchPace, type LineCall } from './runner.js';
 export { BatchService } from './service.js';
-
-/** Lines of one model a control plane runs at once until the pacing policy (pace.ts) decides. */
-export const STAND_IN_LINES_PER_MODEL = 4;
 
 export interface Batches {
   readonly service: BatchService;
-  /** Starts the runner over the router's in-process entry point; `pace` absent = the stand-in. */
-  run(router: Router, pace?: (inFlight: (model: string) => number) => BatchPace): Promise<void>;
+  /** Starts the runner over the router's in-process entry point, paced by `pace` (pace.ts) over its own in-flight count. */
+  run(router: Router, pace: (inFlight: (model: string) => number) => BatchPace): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -32,7 +30,8 @@ export interface Batches {
 export function openBatches(deps: {
   store: Store | null;
   settings: BatchSettings;
-  keys: KeyStore;
+  /** The keys as the gateway sees them: each narrowed by its team, so a batch line has its team's limits too. */
+  keys: TeamKeys;
   now: () => number;
   logger: Logger;
 }): Batches | null {
@@ -55,12 +54,13 @@ export function openBatches(deps: {
       const byId = new Map<string, ApiKeyRecord>();
       const keyOf = async (id: string): Promise<ApiKeyRecord | undefined> => {
         if (!byId.has(id)) for (const k of await deps.keys.list()) byId.set(k.id, k);
-        return byId.get(id);
+        const key = byId.get(id);
+        return key && deps.keys.narrow(key);
       };
       const made: BatchRunner = new BatchRunner({
         batches: repo,
         content,
-        pace: (pace ?? ((inFlight) => fixedPace(STAND_IN_LINES_PER_MODEL, inFlight)))((m) => made.inFlight(m)),
+        pace: pace((m) => made.inFlight(m)),
         call: async (keyId, path, body) => {
           if (keyId === 'anonymous') return router.inProcess.post(null, path, body);
           const key = await keyOf(keyId);
@@ -72,7 +72,7 @@ export function openBatches(deps: {
                 error: { message: "the batch's API key no longer exists", code: 'invalid_api_key' },
               }),
             };
-          // The key as the store has it now (revoked, its limits changed): looked up again every few seconds.
+          // The key as the store has it now (revoked, its limits changed; its team's at once): read again every few seconds.
           return router.inProcess.post(key, path, body);
         },
         leaseMs: settings.leaseMs,
