@@ -51,7 +51,8 @@ export class BatchRunner {
   /** This process's name on the leases it takes; a restart is another owner. */
   readonly owner = `runner-${randomUUID()}`;
   private readonly inFlightByModel = new Map<string, number>();
-  private readonly inputs = new Map<string, { text: string; starts: number[] }>();
+  /** Each running batch's input, read once: the promise is kept, so lines launched together share one read. */
+  private readonly inputs = new Map<string, Promise<{ text: string; starts: number[] }>>();
   private timer: NodeJS.Timeout | null = null;
   private renewTimer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
@@ -114,7 +115,11 @@ export class BatchRunner {
   private async tick(): Promise<void> {
     const { batches } = this.o;
     const runnable: BatchRow[] = [];
-    for (const b of await batches.active()) {
+    const active = await batches.active();
+    // A batch another instance ended is no longer active here: its input is not held for the life of the process.
+    const ids = new Set(active.map((b) => b.id));
+    for (const id of this.inputs.keys()) if (!ids.has(id)) this.inputs.delete(id);
+    for (const b of active) {
       const now = this.o.now();
       if (b.status === 'validating') {
         await batches.move(b.id, ['validating'], 'in_progress', now);
@@ -141,13 +146,13 @@ export class BatchRunner {
       runnable.push(b);
     }
     if (this.stopped || runnable.length === 0) return;
-    const ids = runnable.map((b) => b.id);
     const byId = new Map(runnable.map((b) => [b.id, b]));
-    for (const model of await batches.waitingModels(ids, this.o.now())) {
+    const runnableIds = [...byId.keys()];
+    for (const model of await batches.waitingModels(runnableIds, this.o.now())) {
       const n = Math.floor(this.o.pace.slots(model));
       if (n <= 0) continue;
       const now = this.o.now();
-      const lines = await batches.claim(ids, model, n, this.owner, now + this.o.leaseMs, now);
+      const lines = await batches.claim(runnableIds, model, n, this.owner, now + this.o.leaseMs, now);
       for (const line of lines) this.launch(byId.get(line.batchId)!, line);
     }
   }
@@ -155,7 +160,13 @@ export class BatchRunner {
   private launch(batch: BatchRow, line: ClaimedLine): void {
     this.inFlightByModel.set(line.model, this.inFlight(line.model) + 1);
     const p = this.runLine(batch, line)
-      .catch((err: unknown) => this.o.logger.warn({ err, batch: batch.id, line: line.line }, 'batch line failed'))
+      .catch(async (err: unknown) => {
+        this.o.logger.warn({ err, batch: batch.id, line: line.line }, 'batch line failed; it is tried again');
+        // Given back, not left running: the renew timer would hold a line no call is running until the batch expired.
+        await this.o.batches
+          .retryLater(line, this.owner, this.o.now() + 1000)
+          .catch((e: unknown) => this.o.logger.warn({ err: e, batch: batch.id }, 'could not give a batch line back'));
+      })
       .finally(() => {
         const left = this.inFlight(line.model) - 1;
         if (left > 0) this.inFlightByModel.set(line.model, left);
@@ -199,11 +210,15 @@ export class BatchRunner {
     await this.o.batches.finish(line, this.owner, JSON.stringify(entry), status >= 400);
   }
 
-  private async input(batch: BatchRow): Promise<{ text: string; starts: number[] }> {
+  private input(batch: BatchRow): Promise<{ text: string; starts: number[] }> {
     let input = this.inputs.get(batch.id);
     if (!input) {
-      const text = (await this.o.content.read(batch.input_file_id)).toString('utf8');
-      input = { text, starts: lineStarts(text) };
+      input = this.o.content.read(batch.input_file_id).then((bytes) => {
+        const text = bytes.toString('utf8');
+        return { text, starts: lineStarts(text) };
+      });
+      // A failed read is not kept: the line goes back, and the next one reads again.
+      input.catch(() => this.inputs.delete(batch.id));
       this.inputs.set(batch.id, input);
     }
     return input;
@@ -303,8 +318,3 @@ const ERROR_MESSAGES: Record<string, string> = {
   batch_expired: 'This request could not be executed before the completion window expired.',
   batch_cancelled: 'The batch was cancelled before this request ran.',
 };
-
-/** The stand-in pacing until the real one: up to `perModel` lines of each model at once. */
-export function fixedPace(perModel: number, inFlight: (model: string) => number): BatchPace {
-  return { slots: (model) => Math.max(0, perModel - inFlight(model)) };
-}

@@ -1,0 +1,165 @@
+// The runner against a line whose run throws before any answer (its input
+// file unreadable). Guards against such a line staying `running` under the
+// runner's own lease, which its renew timer extended for as long as the
+// process lived: the batch could then never complete, and ended `expired`.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../../test/support/wait.js';
+import { Store } from '../store/index.js';
+import { BatchRepository, type BatchRow } from './batch-store.js';
+import { FileContent } from './content.js';
+import { BatchRunner } from './runner.js';
+import { openBatches } from './index.js';
+import type { ApiKeyRecord, Router } from '../../gateway/index.js';
+import { issueKey, MemoryKeyStore } from '../keys/index.js';
+import { defaultTeam, MemoryTeams, TeamKeys } from '../teams/index.js';
+
+const INPUT = `file-${'a'.repeat(32)}`;
+
+function batch(now: number, keyId = 'anonymous'): BatchRow {
+  return {
+    id: 'batch_1',
+    owner: 'team:a',
+    key_id: keyId,
+    input_file_id: INPUT,
+    endpoint: '/v1/chat/completions',
+    completion_window: '24h',
+    metadata: null,
+    status: 'in_progress',
+    created_at: now,
+    expires_at: now + 86_400_000,
+    in_progress_at: now,
+    finalizing_at: null,
+    completed_at: null,
+    failed_at: null,
+    expired_at: null,
+    cancelling_at: null,
+    cancelled_at: null,
+    output_file_id: null,
+    error_file_id: null,
+    errors: null,
+    total: 2,
+    completed: 0,
+    failed: 0,
+    lease_owner: null,
+    lease_until: null,
+  };
+}
+
+const body = (i: number) => ({ model: 'm', messages: [{ role: 'user', content: `q${i}` }] });
+const line = (i: number) =>
+  JSON.stringify({ custom_id: `c${i}`, method: 'POST', url: '/v1/chat/completions', body: body(i) });
+
+describe('the batch runner', () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+
+  it('gives back a line whose run failed, and runs it once the input can be read', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+    dirs.push(dir);
+    let now = 1_000_000;
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
+    const repo = new BatchRepository(store.connection);
+    await repo.create(batch(now), [
+      { line: 1, customId: 'c1', model: 'm' },
+      { line: 2, customId: 'c2', model: 'm' },
+    ]);
+    const content = new FileContent(join(dir, 'files'));
+    const calls: string[] = [];
+    const runner = new BatchRunner({
+      batches: repo,
+      content,
+      pace: { slots: () => 2 },
+      call: async (_key, _path, b) => {
+        calls.push((b as { messages: { content: string }[] }).messages[0]!.content);
+        return { status: 200, headers: {}, body: '{"ok":true}' };
+      },
+      leaseMs: 60_000,
+      now: () => now,
+      logger: pino({ level: 'silent' }),
+      alone: true,
+      tickMs: 20,
+    });
+    try {
+      await runner.start();
+      // No input file yet: both lines fail before a call, and go back to waiting rather than staying held.
+      await waitFor('both lines given back', async () => {
+        const c = await repo.counts('batch_1', now);
+        return c.running === 0 && c.waiting === 2 ? true : undefined;
+      });
+      expect(calls).toEqual([]);
+      await content.put(INPUT, Buffer.from(`${line(1)}\n${line(2)}\n`));
+      now += 2000; // past the second's wait a given-back line is held to
+      await waitFor('the batch to complete', async () =>
+        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
+      );
+      expect(calls.sort()).toEqual(['q1', 'q2']);
+    } finally {
+      await runner.stop();
+      await store.close();
+    }
+  });
+
+  // Guards against batch lines running as the key's own record, outside its team's models and limits: the runner
+  // once read keys with list(), which TeamKeys does not narrow, so a team's caps held for a client and not for its batch.
+  it('runs a line as its key narrowed by the team', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+    dirs.push(dir);
+    const now = 1_000_000;
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
+    const teams = new MemoryTeams([
+      defaultTeam(now),
+      {
+        name: 'ml',
+        allowedModels: ['a'],
+        requestsPerMinute: 60,
+        tokensPerMinute: null,
+        createdAtMs: now,
+        createdBy: 'test',
+        updatedAtMs: now,
+      },
+    ]);
+    const keys = new TeamKeys(new MemoryKeyStore(), teams, (n) => n);
+    const { record } = await issueKey(keys, { name: 'ci', team: 'ml', requestsPerMinute: 600 }, now, 'test');
+    const batches = openBatches({
+      store,
+      settings: {
+        filesDir: join(dir, 'files'),
+        fileMaxBytes: 1 << 20,
+        maxLines: 10,
+        leaseMs: 60_000,
+        minWindowMs: 1,
+        headroomFraction: 0.5,
+      },
+      keys,
+      now: () => now,
+      logger: pino({ level: 'silent' }),
+    })!;
+    await new BatchRepository(store.connection).create({ ...batch(now, record.id), total: 1 }, [
+      { line: 1, customId: 'c1', model: 'm' },
+    ]);
+    await new FileContent(join(dir, 'files')).put(INPUT, Buffer.from(`${line(1)}\n`));
+    const seen: (ApiKeyRecord | null)[] = [];
+    const router = {
+      inProcess: {
+        post: async (key: ApiKeyRecord | null) => {
+          seen.push(key);
+          return { status: 200, headers: {}, body: '{}' };
+        },
+      },
+    } as unknown as Router;
+    try {
+      await batches.run(router, () => ({ slots: () => 1 }));
+      await waitFor('the line to run', () => (seen.length > 0 ? true : undefined));
+      expect(seen[0]).toMatchObject({ id: record.id, allowedModels: ['a'], requestsPerMinute: 60 });
+    } finally {
+      await batches.close();
+      await store.close();
+    }
+  });
+});
