@@ -45,7 +45,7 @@ describePostgres('batches on several control planes', () => {
     const [a, b] = [await startControl(args), await startControl(args)];
     const stateDir = join(dir, 'n1');
     stateDirs.push(stateDir);
-    startSimAgent(`${a.urls.agent},${b.urls.agent}`, stateDir, 'n1', { first: 27750, count: 40 });
+    startSimAgent(`${a.urls.agent},${b.urls.agent}`, stateDir, 'n1', { first: 27900, count: 40 });
     await waitFor('the node up', async () => {
       const nodes = await getJson<{ liveness: string }[]>(`${a.urls.admin}/api/v1/nodes`);
       return nodes.some((n) => n.liveness === 'up') ? true : undefined;

@@ -26,7 +26,7 @@ const capped = ['--max-concurrency', '1', '--tokens-per-second', '20'];
 beforeAll(async () => {
   peer = await startOneNodeFleet({
     name: 'peer',
-    portRange: '27600-27649',
+    portRange: '27850-27899',
     // fleet-a: what fleet A is given; direct: this test's own requests to the peer, billed apart.
     keys: ['fleet-a', 'direct'],
     models: (dir) => [
