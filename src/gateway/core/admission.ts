@@ -50,6 +50,8 @@ export interface AdmittedCall {
    * generate past it (to its context's end). Null = nothing added.
    */
   completionCap: number | null;
+  /** Which of its key's per-minute buckets refused the call, set by the rate-limit hook as it refuses; absent = none did. */
+  limitedBy?: 'requests' | 'tokens';
   /** What the dialect's translation made for each attempt (where it goes, how its answer comes back); null = OpenAI's own, untranslated. */
   readonly turn: DialectTurn | null;
 }

@@ -53,6 +53,7 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
     const decision = call.tab.reserve(reserve);
     if (decision.remaining) setRateLimitHeaders(reply.raw, key, decision.remaining);
     if (!decision.ok) {
+      if (decision.limit) call.limitedBy = decision.limit;
       deps.count(model.name, 429, key);
       deps.ledger.refused(key, model.name, call.endpoint, 429);
       const over =

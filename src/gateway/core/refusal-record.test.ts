@@ -97,14 +97,14 @@ describe('a request refused at admission, in the request log', () => {
 
 describe('admissionLimitOf', () => {
   it.each([
-    ['LLMGW_BUDGET_EXCEEDED', 'over a budget', 'hard budget'],
-    ['LLMGW_RATE_LIMITED', 'is over its limit of 5 requests per minute', 'requests per minute'],
-    ['LLMGW_RATE_LIMITED', 'has too few of its 100 tokens per minute left', 'tokens per minute'],
-    ['LLMGW_RATE_LIMITED', "over its share of a cold model's starts", 'rate limit'],
-    ['LLMGW_REQUEST_OVER_TOKEN_LIMIT', 'asks more', "tokens per minute (the request alone is over the key's limit)"],
-    ['LLMGW_BAD_REQUEST', 'no body', undefined],
-    ['LLMGW_UNAUTHORIZED', 'no key', undefined],
-  ] as const)('%s (%s): %s', (code, message, limit) => {
-    expect(admissionLimitOf(code, message)).toBe(limit);
+    ['LLMGW_BUDGET_EXCEEDED', undefined, 'hard budget'],
+    ['LLMGW_RATE_LIMITED', 'requests', 'requests per minute'],
+    ['LLMGW_RATE_LIMITED', 'tokens', 'tokens per minute'],
+    ['LLMGW_RATE_LIMITED', undefined, 'rate limit'],
+    ['LLMGW_REQUEST_OVER_TOKEN_LIMIT', undefined, "tokens per minute (the request alone is over the key's limit)"],
+    ['LLMGW_BAD_REQUEST', undefined, undefined],
+    ['LLMGW_UNAUTHORIZED', undefined, undefined],
+  ] as const)('%s (bucket %s): %s', (code, limitedBy, limit) => {
+    expect(admissionLimitOf(code, limitedBy)).toBe(limit);
   });
 });

@@ -12,15 +12,15 @@ import { newRecord, type RequestRecord } from './request-log.js';
  * The limit a refusal's code names, in words a timeline quotes ("refused by
  * a limit (hard budget)"); absent = the code is not an admission limit's.
  */
-export function admissionLimitOf(code: ErrorCode, message: string): string | undefined {
+export function admissionLimitOf(code: ErrorCode, limitedBy: 'requests' | 'tokens' | undefined): string | undefined {
   switch (code) {
     case 'LLMGW_BUDGET_EXCEEDED':
       return 'hard budget';
     case 'LLMGW_RATE_LIMITED':
-      // The hook's message says which bucket was short; the cold hold's refusal (a key's cold-start share) says neither.
-      return message.includes('requests per minute')
+      // The rate-limit hook says which bucket was short; a refusal it did not make names neither.
+      return limitedBy === 'requests'
         ? 'requests per minute'
-        : message.includes('tokens per minute')
+        : limitedBy === 'tokens'
           ? 'tokens per minute'
           : 'rate limit';
     case 'LLMGW_REQUEST_OVER_TOKEN_LIMIT':
@@ -43,8 +43,8 @@ export function admissionRefusalRecord(
   message: string,
   nowMs: number,
 ): RequestRecord | null {
-  const limit = admissionLimitOf(code, message);
   const call = reply.request.call;
+  const limit = admissionLimitOf(code, call?.limitedBy);
   if (limit === undefined || !call) return null;
   const elapsed = reply.elapsedTime;
   const r = newRecord(reply.request.id, nowMs - elapsed, call.model.name, call.endpoint, call.parsed.stream, {
