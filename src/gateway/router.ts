@@ -167,7 +167,7 @@ export class Router implements DialectHost {
 
   /** Interactive requests of `model` waiting now (fair-share queue, cold hold), for the batch pace; 0 = none. */
   interactiveWaiting(model: string): number {
-    return this.fairShare.gate.waiting(model, 'interactive') + (this.cold.queued().get(model) ?? 0);
+    return this.fairShare.gate.waiting(model, 'interactive') + (this.cold.held.get(model) ?? 0);
   }
 
   /**

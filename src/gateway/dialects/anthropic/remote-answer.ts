@@ -5,7 +5,7 @@
 // chat's JSON or SSE text out; the relay that feeds it is
 // src/gateway/remote/foreign.ts. The usage chat carries is what the router
 // counts and charges, so it is read from the remote's own counts.
-import { isObject, type Json } from './refuse.js';
+import { isObject, type Json } from '../../core/translation-refusal.js';
 import { chatUsageOf, finishReasonOf } from './response.js';
 
 /** A chat completion id from a message id (`msg_x` is `chatcmpl-x`, as messageId() maps the other way). */

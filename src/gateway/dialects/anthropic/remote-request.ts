@@ -13,7 +13,7 @@
 // them; a user turn that follows joins it. Fields with no counterpart that
 // change nothing the model writes (seed, stream_options, penalties) are left
 // out; those that would change the answer are refused by name.
-import { bad, isObject, type Json } from './refuse.js';
+import { bad, isObject, type Json } from '../../core/translation-refusal.js';
 import { toolInput } from './response.js';
 import { messagesToolChoice, messagesTools } from './tools.js';
 

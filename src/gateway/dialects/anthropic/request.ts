@@ -13,7 +13,7 @@
 // are dropped: no engine behind llmgw takes them back.
 import type { LlmgwError } from '../../../errors/index.js';
 import type { ParamRenames } from '../../core/param-names.js';
-import { bad, isObject, type Json } from './refuse.js';
+import { bad, isObject, type Json } from '../../core/translation-refusal.js';
 import { chatToolChoice, chatTools } from './tools.js';
 
 /** What the answer is translated back with. */

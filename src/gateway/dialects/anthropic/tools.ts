@@ -5,7 +5,7 @@
 // (messagesTools, messagesToolChoice: remote-request.ts). Anthropic's tool
 // is chat's function under other names (input_schema for parameters, `any`
 // for `required`, disable_parallel_tool_use for parallel_tool_calls false).
-import { bad, isObject, type Json } from './refuse.js';
+import { bad, isObject, type Json } from '../../core/translation-refusal.js';
 
 /** A Messages request's tools as chat's; throws LLMGW_BAD_REQUEST naming the tool. */
 export function chatTools(v: unknown): Json[] {

@@ -7,7 +7,7 @@
 // role:tool messages. reasoning items are dropped from the history: no
 // engine behind llmgw takes reasoning back. Separate from request.ts because
 // it is the one part that walks untrusted nested data item by item.
-import { bad, isObject, type Json } from './refuse.js';
+import { bad, isObject, type Json } from '../../core/translation-refusal.js';
 
 /** Input items as chat messages. `check`: validating only, so item references pass unresolved. */
 export function chatMessages(items: readonly Json[], check: boolean): Json[] {

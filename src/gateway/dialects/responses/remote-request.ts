@@ -12,7 +12,7 @@
 // assistant's tool_calls become function_call items after its text, role
 // tool messages function_call_output items. `store: false`: the remote
 // keeps nothing, llmgw sends the whole conversation every time.
-import { bad, isObject, type Json } from './refuse.js';
+import { bad, isObject, type Json } from '../../core/translation-refusal.js';
 import { responsesToolChoice, responsesTools, textFormat } from './tools.js';
 
 /** Chat fields whose meaning the Responses API cannot carry: a request using them is not sent to such a remote. */

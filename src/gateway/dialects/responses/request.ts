@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { describeIssues } from '../../../validation/index.js';
 import type { ParamRenames } from '../../core/param-names.js';
 import { chatMessages } from './input-items.js';
-import { bad, isObject, type Json } from './refuse.js';
+import { bad, isObject, type Json } from '../../core/translation-refusal.js';
 import { chatToolChoice, chatTools, responseFormat } from './tools.js';
 
 /** A validated Responses request, before the previous conversation is known. */

@@ -5,7 +5,7 @@
 // and translated again when the chat body is built. The reverse, chat's
 // tools as a Responses request's for a remote that speaks the Responses API
 // (remote-request.ts), is at the end: the same fields, one level flatter.
-import { bad, isObject, type Json } from './refuse.js';
+import { bad, isObject, type Json } from '../../core/translation-refusal.js';
 
 export function chatTools(tools: readonly unknown[]): Json[] {
   return tools.map((t, i) => {

@@ -1,8 +1,9 @@
-// The 400 every step of a Messages request's translation throws, naming the
-// field, and the JSON object test they all need. Its own file so that
-// request.ts, tools.ts and the remote direction (remote-request.ts) share
-// them without importing one another.
-import { LlmgwError } from '../../../errors/index.js';
+// The 400 every step of a dialect's translation throws (Messages and
+// Responses, both directions), naming the field, and the JSON object test
+// they all need. It sits in the gateway's core, below every dialect, so
+// that each dialect's request, tools and remote modules share it without
+// importing one another, and without a copy per dialect.
+import { LlmgwError } from '../../errors/index.js';
 
 /** A JSON object as parsed. */
 export type Json = Record<string, unknown>;
