@@ -226,6 +226,7 @@ export class ControlPlane {
       store,
       settings: config.batches,
       keys,
+      catalog,
       now,
       logger: childLogger(logger, 'batches'),
     });

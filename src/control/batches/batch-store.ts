@@ -183,6 +183,17 @@ export class BatchRepository {
     return { total, completed, failed, running: live, waiting: total - completed - failed - live };
   }
 
+  /** The models the batch's lines name (as stored: the catalog's names), sorted; empty once it ended. */
+  async models(batchId: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('batch_lines')
+      .select('model')
+      .distinct()
+      .where('batch_id', '=', batchId)
+      .execute();
+    return rows.map((r) => r.model).sort();
+  }
+
   /** Models with lines that may start now in these batches. */
   async waitingModels(batchIds: readonly string[], nowMs: number): Promise<string[]> {
     if (batchIds.length === 0) return [];

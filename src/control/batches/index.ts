@@ -12,7 +12,7 @@ import { BatchRepository } from './batch-store.js';
 import { FileContent } from './content.js';
 import { FileRepository } from './files-store.js';
 import { BatchRunner, type BatchPace } from './runner.js';
-import { BatchService } from './service.js';
+import { BatchService, type BatchServiceDeps } from './service.js';
 
 export { BatchRepository } from './batch-store.js';
 export { FileRepository } from './files-store.js';
@@ -32,6 +32,8 @@ export function openBatches(deps: {
   settings: BatchSettings;
   /** The keys as the gateway sees them: each narrowed by its team, so a batch line has its team's limits too. */
   keys: TeamKeys;
+  /** Lines are stored under the model's name, not an alias (service.ts); absent = as the input names them. */
+  catalog?: BatchServiceDeps['catalog'];
   now: () => number;
   logger: Logger;
 }): Batches | null {
@@ -47,6 +49,7 @@ export function openBatches(deps: {
     settings,
     now: deps.now,
     notify: () => runner?.notify(),
+    ...(deps.catalog ? { catalog: deps.catalog } : {}),
   });
   return {
     service,

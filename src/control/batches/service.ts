@@ -10,7 +10,7 @@ import { LlmgwError } from '../../errors/index.js';
 import type { ApiObject, BatchCaller, FilesAndBatches } from '../../gateway/index.js';
 import { parseDurationMs } from '../../units/index.js';
 import type { BatchSettings } from '../config/batches.js';
-import type { BatchRepository, BatchRow } from './batch-store.js';
+import { ACTIVE_STATUSES, type BatchRepository, type BatchRow, type NewLine } from './batch-store.js';
 import type { FileContent } from './content.js';
 import type { FileRecord, FileRepository } from './files-store.js';
 import { isBatchEndpoint, BATCH_ENDPOINTS, parseBatchInput } from './input.js';
@@ -99,6 +99,13 @@ export interface BatchServiceDeps {
   readonly now: () => number;
   /** Told when a batch is made or cancelled: the runner looks at once rather than at its next tick. */
   readonly notify: () => void;
+  /**
+   * The catalog, to store each line under the model's own name rather than an
+   * alias: the pace, the runner's in-flight count and the scaler's demand are
+   * all kept per model name. Absent, or a name it does not know: kept as given
+   * (such a line is answered 404 when it runs, as the request would be).
+   */
+  readonly catalog?: { resolve(nameOrAlias: string): { readonly name: string } | undefined };
 }
 
 export class BatchService implements FilesAndBatches {
@@ -218,7 +225,7 @@ export class BatchService implements FilesAndBatches {
       lease_owner: null,
       lease_until: null,
     };
-    await this.deps.batches.create(row, input.lines);
+    await this.deps.batches.create(row, this.canonical(input.lines));
     this.deps.notify();
     return batchObject(row, { total: row.total, completed: 0, failed: 0 });
   }
@@ -250,6 +257,18 @@ export class BatchService implements FilesAndBatches {
     return this.withCounts((await this.deps.batches.get(id, owner))!);
   }
 
+  /** The lines with each model named as the catalog names it (an alias counted under its model). */
+  private canonical(lines: readonly NewLine[]): NewLine[] {
+    const catalog = this.deps.catalog;
+    if (!catalog) return [...lines];
+    const names = new Map<string, string>();
+    return lines.map((l) => {
+      let name = names.get(l.model);
+      if (name === undefined) names.set(l.model, (name = catalog.resolve(l.model)?.name ?? l.model));
+      return name === l.model ? l : { ...l, model: name };
+    });
+  }
+
   private async file(caller: BatchCaller, id: string): Promise<FileRecord> {
     const f = await this.deps.files.get(ownerOf(caller), id);
     if (!f) throw fileNotFound(id);
@@ -258,7 +277,7 @@ export class BatchService implements FilesAndBatches {
 
   /** Its counts: from its lines while it runs, from its row once it ended (its lines' rows are gone then). */
   private async withCounts(row: BatchRow): Promise<ApiObject> {
-    const ended = !['validating', 'in_progress', 'finalizing', 'cancelling'].includes(row.status);
+    const ended = !(ACTIVE_STATUSES as readonly string[]).includes(row.status);
     const counts = ended
       ? { total: row.total, completed: row.completed, failed: row.failed }
       : await this.deps.batches.counts(row.id, this.deps.now());
