@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { decideSpend, leaseWanted, periodOf, type BudgetRecord, type LeaseSnapshot } from './budgets.js';
+import {
+  decideAdmission,
+  decideSpend,
+  leaseWanted,
+  periodOf,
+  renewalWanted,
+  type BudgetRecord,
+  type LeaseSnapshot,
+  type SpendOutcome,
+} from './budgets.js';
 
 const budget = (over: Partial<BudgetRecord> = {}): BudgetRecord => ({
   id: 'bud_1',
@@ -66,6 +75,80 @@ describe('whether a request may spend, from the lease snapshot', () => {
     for (let i = 0; i < 10_000; i++) if (decideSpend([l()], [7]).ok) used += 7;
     expect(used).toBeLessThanOrEqual(300 + 100);
     expect(used, 'and it does spend its credit').toBeGreaterThan(300 + 90);
+  });
+});
+
+// The failure these guard against: a plane whose lease ran dry before its background sync landed refused with
+// LLMGW_BUDGET_EXCEEDED while the store still had room (a CI gateway refused after 711 of 2,000 tokens).
+describe('what admission does with a request its lease cannot take', () => {
+  const cases: [string, LeaseSnapshot[], number[], SpendOutcome][] = [
+    ['fits: admitted, no renewal', [lease({ used: 50 })], [50], { kind: 'admit' }],
+    ['fits on credit: admitted, no wait', [lease({ used: 90 })], [100], { kind: 'admit' }],
+    [
+      'dry here, the store had room: renew, then decide again',
+      [lease({ used: 190, granted: 100 })],
+      [20],
+      { kind: 'renew', refusedBy: 0, renew: [0] },
+    ],
+    [
+      'bigger than the lease and its credit, the store had room: renew (the renewal asks for enough)',
+      [lease({ used: 0 })],
+      [350],
+      { kind: 'renew', refusedBy: 0, renew: [0] },
+    ],
+    [
+      'dry here, the store had nothing left: exceeded, no wait',
+      [lease({ used: 100, storeLeft: 0 })],
+      [20],
+      { kind: 'exceeded', refusedBy: 0 },
+    ],
+    [
+      'dry here, never synced this period: renew (storeLeft 0 is unknown, not spent)',
+      [lease({ granted: 0, used: 0, storeLeft: 0, unsynced: true })],
+      [20],
+      { kind: 'renew', refusedBy: 0, renew: [0] },
+    ],
+    [
+      'one budget dry with room, another spent: exceeded by the spent one, no wait',
+      [lease({ used: 190 }), lease({ used: 100, storeLeft: 0 })],
+      [20, 20],
+      { kind: 'exceeded', refusedBy: 1 },
+    ],
+    [
+      'two budgets dry with room: both renewed',
+      [lease({ used: 190 }), lease({ used: 10 }), lease({ used: 200, storeLeft: 5 })],
+      [20, 20, 20],
+      { kind: 'renew', refusedBy: 0, renew: [0, 2] },
+    ],
+    [
+      'a soft budget past its amount neither renews nor refuses',
+      [lease({ budget: budget({ enforce: 'soft' }), used: 900, storeLeft: 0 })],
+      [20],
+      { kind: 'admit' },
+    ],
+  ];
+  for (const [name, leases, need, want] of cases)
+    it(name, () => {
+      expect(decideAdmission(leases, need)).toEqual(want);
+    });
+
+  it('admits exactly what decideSpend admits, so the one-lease bound is the same', () => {
+    for (const used of [0, 50, 99, 100, 150, 199, 200, 250])
+      for (const storeLeft of [0, 1, 800])
+        for (const n of [0, 1, 50, 100, 101, 200]) {
+          const l = [lease({ used, storeLeft })];
+          expect(decideAdmission(l, [n]).kind === 'admit', `used ${used} left ${storeLeft} need ${n}`).toBe(
+            decideSpend(l, [n]).ok,
+          );
+        }
+  });
+
+  it('renews for a whole lease besides what the waiters need, and nothing while half a lease is held and none wait', () => {
+    expect(renewalWanted({ held: 60, leaseSize: 100, waiting: 0 })).toBe(0);
+    expect(renewalWanted({ held: 40, leaseSize: 100, waiting: 0 })).toBe(60);
+    expect(renewalWanted({ held: 60, leaseSize: 100, waiting: 350 })).toBe(390);
+    expect(renewalWanted({ held: 0, leaseSize: 100, waiting: 20 })).toBe(120);
+    expect(renewalWanted({ held: 500, leaseSize: 100, waiting: 20 })).toBe(0);
   });
 });
 

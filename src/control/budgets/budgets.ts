@@ -55,6 +55,8 @@ export interface LeaseSnapshot {
   readonly storeLeft: number;
   /** How much a lease is: also the most this plane may spend beyond what it holds, on credit while the store has more. */
   readonly leaseSize: number;
+  /** True: not synced with the store this period yet, so storeLeft is unknown (not 0); absent = synced. */
+  readonly unsynced?: boolean;
 }
 
 export type SpendDecision = { readonly ok: true } | { readonly ok: false; readonly refusedBy: number };
@@ -71,17 +73,43 @@ export type SpendDecision = { readonly ok: true } | { readonly ok: false; readon
  * budget is overshot by at most one lease per control plane.
  */
 export function decideSpend(leases: readonly LeaseSnapshot[], need: readonly number[]): SpendDecision {
+  for (let i = 0; i < leases.length; i++) if (!fits(leases[i]!, need[i] ?? 0)) return { ok: false, refusedBy: i };
+  return { ok: true };
+}
+
+/** Whether a request needing `n` fits what this plane may still spend of one budget (a soft one always fits). */
+function fits(l: LeaseSnapshot, n: number): boolean {
+  if (l.budget.enforce !== 'hard') return true;
+  // What it may still spend: the lease it holds, and one more on credit while the store had more to give.
+  const room = l.granted - l.used + (l.storeLeft > 0 ? l.leaseSize : 0);
+  // A request reserving nothing needs some room left, as one that reserves must fit in it.
+  return n > 0 ? n <= room : room > 0;
+}
+
+/**
+ * What admission does with a request, from the same snapshot: admit it;
+ * refuse it as exceeded, when a budget it does not fit is known spent
+ * (synced, and the store had nothing left to lease); or, when every
+ * budget it does not fit is dry here only (the store had room at the last
+ * sync, or was never asked this period), renew those leases and decide
+ * again once the renewal is back. `renew` lists them, `refusedBy` is the
+ * first, named if the renewal never comes.
+ */
+export type SpendOutcome =
+  | { readonly kind: 'admit' }
+  | { readonly kind: 'exceeded'; readonly refusedBy: number }
+  | { readonly kind: 'renew'; readonly refusedBy: number; readonly renew: readonly number[] };
+
+export function decideAdmission(leases: readonly LeaseSnapshot[], need: readonly number[]): SpendOutcome {
+  let renew: number[] | null = null;
   for (let i = 0; i < leases.length; i++) {
     const l = leases[i]!;
-    if (l.budget.enforce !== 'hard') continue;
-    const n = need[i] ?? 0;
-    // What it may still spend: the lease it holds, and one more on credit while the store had more to give.
-    const room = l.granted - l.used + (l.storeLeft > 0 ? l.leaseSize : 0);
-    // A request reserving nothing needs some room left, as one that reserves must fit in it.
-    if (n > 0 ? n <= room : room > 0) continue;
-    return { ok: false, refusedBy: i };
+    if (fits(l, need[i] ?? 0)) continue;
+    // Spent as far as this plane can know: waiting for a renewal would only hear so again.
+    if (!l.unsynced && l.storeLeft <= 0) return { kind: 'exceeded', refusedBy: i };
+    (renew ??= []).push(i);
   }
-  return { ok: true };
+  return renew === null ? { kind: 'admit' } : { kind: 'renew', refusedBy: renew[0]!, renew };
 }
 
 /**
@@ -93,4 +121,18 @@ export function leaseWanted(s: { granted: number; used: number; leaseSize: numbe
   const held = s.granted - s.used;
   if (held >= s.leaseSize / 2) return 0;
   return s.leaseSize - held;
+}
+
+/**
+ * The new lease a sync asks for, its debt already committed: `held` is
+ * what the plane holds then (≥ 0) and `waiting` what requests waiting on
+ * this renewal need in all (0 = none wait). Nothing while more than half a
+ * lease is held and none wait; else enough to hold a whole lease besides
+ * what the waiters need, so that a request bigger than a lease is not
+ * refused while the store has room for it. Taking more never loosens the
+ * bound: the store grants only what is left of the amount.
+ */
+export function renewalWanted(s: { held: number; leaseSize: number; waiting: number }): number {
+  if (s.waiting <= 0 && s.held >= s.leaseSize / 2) return 0;
+  return Math.max(0, s.leaseSize + Math.max(0, s.waiting) - s.held);
 }

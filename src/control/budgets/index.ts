@@ -4,12 +4,15 @@
 // (leases.ts) from memory, and only the leases' background sync writes.
 export {
   budgetWords,
+  decideAdmission,
   decideSpend,
   leaseWanted,
   periodOf,
+  renewalWanted,
   type BudgetRecord,
   type LeaseSnapshot,
   type SpendDecision,
+  type SpendOutcome,
 } from './budgets.js';
 export {
   applySync,
