@@ -115,6 +115,23 @@ for (const backend of storeBackends('llmgw-batch-store')) {
       expect(done.map((d) => d.errorCode)).toEqual(['batch_expired', 'batch_expired', 'batch_expired']);
     });
 
+    it('says a batch has open lines while any is pending or running, under a live lease or a lapsed one', async () => {
+      const repo = new BatchRepository(store.connection);
+      await repo.create(row('b4', 2, now), lines(2));
+      await repo.create(row('b5', 1, now), lines(1));
+      expect(await repo.anyOpen('b4')).toBe(true);
+      const [one, two] = await repo.claim(['b4'], 'm', 2, 'A', now + 1000, now);
+      await repo.finish(one!, 'A', '{}', false);
+      now += 2000;
+      expect(await repo.anyOpen('b4'), 'a line under a lapsed lease is still open').toBe(true);
+      expect(await repo.retryLater(two!, 'A', now + 60_000)).toBe(true);
+      expect(await repo.anyOpen('b4'), 'a line waiting out a retry is still open').toBe(true);
+      await repo.close('b4', 'batch_cancelled', now, false);
+      expect(await repo.anyOpen('b4')).toBe(false);
+      expect(await repo.anyOpen('b5'), "another batch's lines are its own").toBe(true);
+      expect(await repo.anyOpen('no-such-batch')).toBe(false);
+    });
+
     it('frees every running line at a lone restart (SQLite) and ends a batch once', async () => {
       const repo = new BatchRepository(store.connection);
       await repo.create(row('b3', 2, now), lines(2));

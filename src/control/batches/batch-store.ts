@@ -154,6 +154,23 @@ export class BatchRepository {
     return Number(r.numUpdatedRows) > 0;
   }
 
+  /**
+   * True while any line of the batch is not done (pending, or running under
+   * any lease): one indexed row at most, where counts() groups every line.
+   * The runner asks it of every active batch on every pass.
+   */
+  async anyOpen(batchId: string): Promise<boolean> {
+    const r = await this.db
+      .selectFrom('batch_lines')
+      .select('line')
+      .where('batch_id', '=', batchId)
+      .where('state', 'in', ['pending', 'running'])
+      .limit(1)
+      .executeTakeFirst();
+    return r !== undefined;
+  }
+
+  /** Every line counted by state: for the API's request_counts and the admin view, not for the runner's passes. */
   async counts(batchId: string, nowMs: number): Promise<LineCounts> {
     const rows = await this.db
       .selectFrom('batch_lines')

@@ -105,6 +105,50 @@ describe('the batch runner', () => {
     }
   });
 
+  // Guards against the runner's pass grouping every line of every active batch (counts()) each half second to learn
+  // whether a batch has work left: that is a one-row question (anyOpen), and the costly count is the API's alone.
+  it('ends a batch without counting its lines on any pass', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+    dirs.push(dir);
+    const now = 1_000_000;
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
+    const repo = new BatchRepository(store.connection);
+    let counted = 0;
+    const counts = repo.counts.bind(repo);
+    repo.counts = (...args) => {
+      counted += 1;
+      return counts(...args);
+    };
+    await repo.create(batch(now), [
+      { line: 1, customId: 'c1', model: 'm' },
+      { line: 2, customId: 'c2', model: 'm' },
+    ]);
+    const content = new FileContent(join(dir, 'files'));
+    await content.put(INPUT, Buffer.from(`${line(1)}\n${line(2)}\n`));
+    const runner = new BatchRunner({
+      batches: repo,
+      content,
+      pace: { slots: () => 1 },
+      call: async () => ({ status: 200, headers: {}, body: '{}' }),
+      leaseMs: 60_000,
+      now: () => now,
+      logger: pino({ level: 'silent' }),
+      alone: true,
+      tickMs: 20,
+    });
+    try {
+      await runner.start();
+      await waitFor('the batch to complete', async () =>
+        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
+      );
+      expect((await repo.get('batch_1'))!.completed).toBe(2);
+      expect(counted).toBe(0);
+    } finally {
+      await runner.stop();
+      await store.close();
+    }
+  });
+
   // Guards against batch lines running as the key's own record, outside its team's models and limits: the runner
   // once read keys with list(), which TeamKeys does not narrow, so a team's caps held for a client and not for its batch.
   it('runs a line as its key narrowed by the team', async () => {

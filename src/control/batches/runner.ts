@@ -130,16 +130,16 @@ export class BatchRunner {
         continue;
       }
       if (b.status === 'cancelling') {
+        // What close() left open runs under a live lease: the cancel waits for it to finish.
         await batches.close(b.id, 'batch_cancelled', now, false);
-        if ((await batches.counts(b.id, now)).running === 0) await this.end(b, 'cancelled');
+        if (!(await batches.anyOpen(b.id))) await this.end(b, 'cancelled');
         continue;
       }
       if (b.status === 'finalizing') {
         await this.end(b, 'completed');
         continue;
       }
-      const counts = await batches.counts(b.id, now);
-      if (counts.waiting === 0 && counts.running === 0) {
+      if (!(await batches.anyOpen(b.id))) {
         await this.end(b, 'completed');
         continue;
       }
