@@ -212,14 +212,17 @@ describe('remotes speaking the Responses and Messages APIs', () => {
     expect(message.usage.output_tokens).toBeGreaterThan(0);
   });
 
-  it('turns away a request the remote API cannot express, saying why', async () => {
+  it('turns away a request the remote API cannot express with a 400 naming the field', async () => {
+    // The client's request is what must change (its only replica cannot express `stop`): a 502 sent SDKs retrying.
     const res = await fetch(`${a.urls.client}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODELS.responses, messages: [{ role: 'user', content: 'hi' }], stop: ['x'] }),
     });
-    expect(res.status).toBe(502);
-    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/stop: .*Responses API/);
+    expect(res.status).toBe(400);
+    const { error } = (await res.json()) as { error: { message: string; param: string } };
+    expect(error.message).toMatch(/stop: .*Responses API/);
+    expect(error.param, 'the field to change').toBe('stop');
   });
 
   it("passes the remote's refusal on in OpenAI's shape, its message kept", async () => {

@@ -28,6 +28,7 @@ import type { RemotePolicy } from './remote-policy.js';
 import type { FairShare, Placed, QueueRefusal } from '../fair-share/index.js';
 import { coldRecord, type ChoiceRecord, type RequestAttempt } from './request-log.js';
 import type { Endpoint } from './validate.js';
+import { refuseUnservable, tallyUnservable, type UnservableTally } from './unservable.js';
 import type { ErrorCode } from '../../errors/index.js';
 
 const RETRY_BACKOFF_CAP_MS = 500;
@@ -35,7 +36,6 @@ const RETRY_BACKOFF_CAP_MS = 500;
 /** The headers every upstream request starts from (its request id is added per request). */
 const STREAM_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'text/event-stream' });
 const WHOLE_HEADERS = Object.freeze({ 'content-type': 'application/json', accept: 'application/json' });
-
 const NONE_SKIPPED: readonly string[] = Object.freeze([]);
 
 /**
@@ -162,6 +162,7 @@ export class AttemptLoop {
     let lastFailure = '';
     /** What the last failed attempt asks the client be told (a remote's 429 or hang); null = the router's 502. */
     let lastRefusal: { readonly status: 429 | 504; readonly retryAfterS?: number } | null = null;
+    let unservable: UnservableTally | null = null;
     for (let i = skipPrimary ? 1 : 0; i < chain.length; i++) {
       const m = chain[i]!;
       const tried = new Set<string>();
@@ -181,7 +182,7 @@ export class AttemptLoop {
         if (attempts > 0) {
           this.deps.metrics.retries.inc({ model: model.name });
           const waitFrom = performance.now();
-          await this.backoff(ex, attempts);
+          if (!unservable?.last) await this.backoff(ex, attempts);
           backoffMs = performance.now() - waitFrom;
           if (ex.clientGone) return 0;
           if (ex.timedOut) return this.timeout(ex);
@@ -221,6 +222,7 @@ export class AttemptLoop {
         if (ex.revoked) return this.revokedAnswer(ex);
         const reason = outcome.kind === 'retry' ? outcome.reason : 'the engine refused stream_options';
         lastRefusal = outcome.kind === 'retry' ? (outcome.refusal ?? null) : null;
+        unservable = tallyUnservable(unservable, outcome);
         traced.reason = reason;
         ex.trace.attempts.push(traced);
         ex.tracing?.attemptEnded(traced);
@@ -233,6 +235,7 @@ export class AttemptLoop {
       if (attempts >= this.deps.options.maxAttempts) break;
     }
 
+    if (unservable?.all) return refuseUnservable(ex, model.name, unservable, attempts, this.deps.logger);
     if (attempts > 0 && lastRefusal) return this.remoteRefusal(ex, model, attempts, lastFailure, lastRefusal);
     if (attempts > 0) {
       const message = `model \`${model.name}\`: ${attempts} attempt${attempts === 1 ? '' : 's'} failed before any answer; the last: ${lastFailure}`;

@@ -13,6 +13,8 @@ import type { Dispatcher } from 'undici';
 import type { Interceptor, UpstreamApi } from '../core/dispatch.js';
 import { eventEnd } from '../core/relay.js';
 import type { ForeignApiName } from '../ports/index.js';
+import { unservableRetry } from '../core/unservable.js';
+import { LlmgwError } from '../../errors/index.js';
 import { messageToCompletion, MessagesToChatStream } from '../dialects/anthropic/remote-answer.js';
 import { ANTHROPIC_VERSION, toMessagesRequest } from '../dialects/anthropic/remote-request.js';
 import { responseToCompletion, ResponsesToChatStream } from '../dialects/responses/remote-answer.js';
@@ -62,8 +64,9 @@ const CHAT_PATH = '/v1/chat/completions';
  * The interceptor that sends an attempt at a remote speaking another API in
  * that API. A request it cannot express (n > 1 to Anthropic, a stop
  * sequence to the Responses API) is not sent: the attempt fails before any
- * byte with the reason, and the router tries another replica. `now`: for
- * the translated answer's `created`.
+ * byte naming the field, the router tries another replica at once, and if
+ * none takes the request as written the client gets a 400 naming the field
+ * (core/unservable.ts). `now`: for the translated answer's `created`.
  */
 export function foreignApis(now: () => number): Interceptor {
   return (next) => (a) => {
@@ -78,7 +81,12 @@ export function foreignApis(now: () => number): Interceptor {
       chat = JSON.parse(a.body.toString('utf8')) as Json;
       body = api.request(chat);
     } catch (err) {
-      return Promise.resolve({ kind: 'retry', reason: `not sent to the ${name} remote: ${(err as Error).message}` });
+      const reason = `not sent to the ${name} remote: ${(err as Error).message}`;
+      // A field the remote's API has no counterpart for: the request's fault, not the remote's (unservable.ts).
+      const param = err instanceof LlmgwError ? err.context.param : undefined;
+      if (typeof param === 'string')
+        return Promise.resolve(unservableRetry(reason, { param, message: (err as Error).message }));
+      return Promise.resolve({ kind: 'retry', reason });
     }
     a.body = Buffer.from(JSON.stringify(body), 'utf8');
     Object.assign(a.headers, api.headers);
