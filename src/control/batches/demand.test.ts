@@ -2,11 +2,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import { CompiledQuery } from 'kysely';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Store } from '../store/index.js';
 import { BatchRepository, type BatchRow } from './batch-store.js';
-import { BatchDemandReader } from './demand.js';
+import { BatchDemandReader, openLinesByModel } from './demand.js';
 
 const stores: Store[] = [];
 afterEach(async () => {
@@ -51,5 +52,20 @@ describe('batch demand from the store', () => {
     });
     expect(reader.inFlight('embed')).toBe(2);
     expect(await registry.metrics()).toContain('llmgw_batch_lines_in_flight{model="embed"} 2');
+  });
+
+  // Guards against the demand read (every 2 s, on the leader) scanning every batch line, done ones included: the
+  // index of 0023 leads with batch_id, which this query does not name.
+  it('reads only open lines, through the (state, model) index', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-batch-demand-'));
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
+    stores.push(store);
+    const q = openLinesByModel(store.connection.db, 1_000).compile();
+    const plan = await store.connection.db.executeQuery<{ detail: string }>(
+      CompiledQuery.raw(`EXPLAIN QUERY PLAN ${q.sql}`, [...q.parameters]),
+    );
+    const details = plan.rows.map((r) => r.detail).join('; ');
+    expect(details).toContain('USING INDEX batch_lines_state_model');
+    expect(details).not.toMatch(/SCAN batch_lines/);
   });
 });

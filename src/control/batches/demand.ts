@@ -79,14 +79,7 @@ export class BatchDemandReader {
   private async read(): Promise<void> {
     const now = this.now();
     try {
-      const rows = await this.db
-        .selectFrom('batch_lines')
-        .select(['model', 'state', (eb) => eb.fn.countAll<number>().as('n')])
-        .where((eb) =>
-          eb.or([eb('state', '=', 'pending'), eb.and([eb('state', '=', 'running'), eb('lease_until', '>=', now)])]),
-        )
-        .groupBy(['model', 'state'])
-        .execute();
+      const rows = await openLinesByModel(this.db, now).execute();
       const next = new Map<string, { inFlight: number; waiting: number }>();
       for (const r of rows) {
         let d = next.get(r.model);
@@ -99,4 +92,19 @@ export class BatchDemandReader {
       this.logger.warn({ err }, 'reading batch lines per model failed; the scaler keeps the last numbers');
     }
   }
+}
+
+/**
+ * Pending lines, and running lines under a live lease, per model and state,
+ * over every batch. The state comes first as one IN so the store reads only
+ * open lines through the index of 0027_batch_lines_state_model: done lines,
+ * which a long batch piles up until it ends, are never read.
+ */
+export function openLinesByModel(db: Kysely<Database>, nowMs: number) {
+  return db
+    .selectFrom('batch_lines')
+    .select(['model', 'state', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('state', 'in', ['pending', 'running'])
+    .where((eb) => eb.or([eb('state', '=', 'pending'), eb('lease_until', '>=', nowMs)]))
+    .groupBy(['model', 'state']);
 }

@@ -1,5 +1,5 @@
-// The tables of batches and their files (migrations 0022_files and
-// 0023_batches; docs/batches.md): here in the store's folder, as
+// The tables of batches and their files (migrations 0022_files,
+// 0023_batches and 0027_batch_lines_state_model; docs/batches.md): here in the store's folder, as
 // teams-schema.ts and remote-credentials.ts are, so the store never imports
 // the feature. Their repositories are in src/control/batches.
 import type { Kysely, Migration } from 'kysely';
@@ -143,6 +143,21 @@ export function batchesMigration(): Migration {
         .on('batch_lines')
         .columns(['batch_id', 'state', 'model'])
         .execute();
+    },
+  };
+}
+
+/**
+ * Migration 0027_batch_lines_state_model: the scaler's and the gauges' batch
+ * demand (batches/demand.ts) counts open lines per model across every batch,
+ * every 2 s. The index of 0023 leads with batch_id, which that query does not
+ * name, so it read the whole table, done lines and all; this one lets it read
+ * only the pending and running lines.
+ */
+export function batchLinesStateModelMigration(): Migration {
+  return {
+    async up(db: Kysely<unknown>) {
+      await db.schema.createIndex('batch_lines_state_model').on('batch_lines').columns(['state', 'model']).execute();
     },
   };
 }

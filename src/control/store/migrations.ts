@@ -8,7 +8,7 @@ import { sql, type CreateTableBuilder, type Kysely, type Migration, type Migrati
 import { teamsMigration, usageCostMigration } from './migrations-teams.js';
 import { peopleMigration } from './migrations-people.js';
 import { remoteCredentialsMigration } from './remote-credentials.js';
-import { batchesMigration, filesMigration } from './batches-schema.js';
+import { batchesMigration, batchLinesStateModelMigration, filesMigration } from './batches-schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -450,6 +450,8 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Open batch lines per model, read every 2 s for the scaler, without reading done lines (batches/demand.ts).
+    '0027_batch_lines_state_model': batchLinesStateModelMigration(),
   };
 }
 
