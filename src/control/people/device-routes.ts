@@ -1,7 +1,8 @@
 // The admin routes of ctl login's device flow (device.ts): start one, and
 // poll it. Public, as GET /api/v1/login is: ctl has no token yet. Starting
-// one is bounded (MAX_PENDING_DEVICE_SIGN_INS); polling needs the handle, a
-// random secret only the starter holds.
+// one is bounded, in all and per address (MAX_PENDING_DEVICE_SIGN_INS and
+// its per-address sibling); polling needs the handle, a random secret only
+// the starter holds.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { ZodTypeProvider } from '../../http/index.js';

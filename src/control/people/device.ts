@@ -41,8 +41,21 @@ interface Pending {
 /** Most device sign-ins waiting at once; past it a start is refused (each holds a poll loop against the provider). */
 export const MAX_PENDING_DEVICE_SIGN_INS = 100;
 
+/**
+ * Most of them one address may hold: the route is public, and without it
+ * one address could take every slot and lock everyone else out of ctl login.
+ */
+export const MAX_PENDING_DEVICE_SIGN_INS_PER_ADDRESS = 5;
+
 export class DeviceSignIns {
   private readonly pending = new Map<string, Pending>();
+  /**
+   * Slots taken, per address: a sign-in waiting, and a start still asking
+   * the provider (taken before its first await, so starts arriving together
+   * cannot all pass the caps). No entry = none.
+   */
+  private readonly held = new Map<string, number>();
+  private heldTotal = 0;
 
   constructor(
     private readonly sso: OidcSignIn,
@@ -61,16 +74,24 @@ export class DeviceSignIns {
 
   async start(ip: string): Promise<DeviceStart> {
     this.sweep();
-    if (this.pending.size >= MAX_PENDING_DEVICE_SIGN_INS)
+    if (this.heldTotal >= MAX_PENDING_DEVICE_SIGN_INS)
       throw new LlmgwError(
         'LLMGW_RATE_LIMITED',
         `${MAX_PENDING_DEVICE_SIGN_INS} device sign-ins are already waiting; try again in a few minutes`,
       );
-    const provider = await this.sso.provider();
+    if ((this.held.get(ip) ?? 0) >= MAX_PENDING_DEVICE_SIGN_INS_PER_ADDRESS)
+      throw new LlmgwError(
+        'LLMGW_RATE_LIMITED',
+        `${MAX_PENDING_DEVICE_SIGN_INS_PER_ADDRESS} device sign-ins from this address are already waiting; finish one (or let it expire) and try again`,
+      );
+    this.take(ip);
     let response: oidc.DeviceAuthorizationResponse;
+    let provider: oidc.Configuration;
     try {
+      provider = await this.sso.provider();
       response = await oidc.initiateDeviceAuthorization(provider, { scope: this.sso.config.scopes });
     } catch (err) {
+      this.release(ip);
       throw new LlmgwError(
         'LLMGW_UPSTREAM',
         `the identity provider refused a device sign-in: ${(err as Error).message}; sign in on the dashboard's token page instead`,
@@ -110,7 +131,7 @@ export class DeviceSignIns {
         'no device sign-in has this handle (it expired, was used, or began on another control plane); run llmgw ctl login again',
       );
     if (!entry.settled) return { state: 'pending' };
-    this.pending.delete(handle);
+    this.forget(handle, entry);
     const r = await entry.result;
     return {
       state: 'done',
@@ -142,6 +163,22 @@ export class DeviceSignIns {
   /** Forgets sign-ins whose code expired and nobody came back for. */
   private sweep(): void {
     const now = this.now();
-    for (const [handle, e] of this.pending) if (e.expiresAtMs + 60_000 < now && e.settled) this.pending.delete(handle);
+    for (const [handle, e] of this.pending) if (e.expiresAtMs + 60_000 < now && e.settled) this.forget(handle, e);
+  }
+
+  private forget(handle: string, entry: Pending): void {
+    if (this.pending.delete(handle)) this.release(entry.ip);
+  }
+
+  private take(ip: string): void {
+    this.heldTotal++;
+    this.held.set(ip, (this.held.get(ip) ?? 0) + 1);
+  }
+
+  private release(ip: string): void {
+    this.heldTotal--;
+    const left = (this.held.get(ip) ?? 1) - 1;
+    if (left > 0) this.held.set(ip, left);
+    else this.held.delete(ip);
   }
 }
