@@ -250,6 +250,8 @@ describe.each(DIALECTS)('the $name dialect', (row) => {
       promptTokens: counts.promptTokens,
       completionTokens: 5,
       status: 200,
+      // The replica that answered, whose GPU-hours price the tokens of a model without a token price.
+      replicaId: expect.any(String),
     };
     await eventually(() => mine().length === 1, 'the whole answer’s usage record');
     expect(mine()).toEqual([expected]);

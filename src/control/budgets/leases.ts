@@ -10,6 +10,7 @@ import type { ApiKeyRecord, BudgetDecision, BudgetGate, BudgetHold } from '../..
 import type { EventSink } from '../events/index.js';
 import type { BudgetBook } from './book.js';
 import { budgetWords, decideSpend, periodOf, type BudgetRecord, type LeaseSnapshot } from './budgets.js';
+import { GpuOwed, type GpuRateSource, type OwedInterval } from './gpu-owed.js';
 
 export interface Prices {
   /** US dollars for these tokens of `model`; undefined = it has no price (money budgets count it as free). */
@@ -65,6 +66,9 @@ export class BudgetLeases implements BudgetGate {
   private kicked = false;
   private failing = false;
   private readonly refused?: Counter<'budget'>;
+  /** The GPU meter's rates, for models without a token price (gpu-owed.ts); null = no meter: such models are free. */
+  private gpuRates: GpuRateSource | null = null;
+  private readonly owed = new GpuOwed<Lease>();
 
   constructor(private readonly o: BudgetLeasesOptions) {
     this.leaseFraction = o.leaseFraction ?? 0.02;
@@ -136,6 +140,29 @@ export class BudgetLeases implements BudgetGate {
     return this.o.prices.cost(model, promptTokens, completionTokens);
   }
 
+  /** From now on a model without a token price is charged the meter's estimate, trued up through takeGpuOwed. */
+  useGpuRates(rates: GpuRateSource): void {
+    this.gpuRates = rates;
+  }
+
+  /** The estimates charged since the last call, for the meter to true up once it has priced the interval. */
+  takeGpuOwed(): OwedInterval {
+    return this.owed.take();
+  }
+
+  /** What money budgets are charged: the token price, else the GPU meter's estimate (a replica's when named). */
+  spendCost(model: string, promptTokens: number, completionTokens: number, replicaId?: string): number | undefined {
+    const priced = this.o.prices.cost(model, promptTokens, completionTokens);
+    if (priced !== undefined || this.gpuRates === null) return priced;
+    return (promptTokens + completionTokens) * this.gpuRates.estimate(model, replicaId);
+  }
+
+  /** An estimate charged to `lease`, written down for the true-up when the model's price is its GPU-hours. */
+  owe(lease: Lease, model: string, replicaId: string | undefined, tokens: number, usd: number): void {
+    if (this.gpuRates !== null && this.o.prices.cost(model, 0, 0) === undefined)
+      this.owed.add(lease, model, replicaId, tokens, usd);
+  }
+
   admit(key: ApiKeyRecord, model: string, promptTokens: number, completionTokens: number): BudgetDecision {
     const own = this.byKey.get(key.id);
     const team = key.team === undefined ? undefined : this.byTeam.get(key.team);
@@ -144,7 +171,7 @@ export class BudgetLeases implements BudgetGate {
     const tokens = promptTokens + completionTokens;
     let usd: number | null = null;
     const need = leases.map((l) =>
-      l.budget.unit === 'tokens' ? tokens : (usd ??= this.cost(model, promptTokens, completionTokens) ?? 0),
+      l.budget.unit === 'tokens' ? tokens : (usd ??= this.spendCost(model, promptTokens, completionTokens) ?? 0),
     );
     const d = decideSpend(leases, need);
     if (!d.ok) {
@@ -275,7 +302,7 @@ class Hold implements BudgetHold {
     private readonly need: readonly number[],
   ) {}
 
-  settle(model: string, promptTokens: number, completionTokens: number): void {
+  settle(model: string, promptTokens: number, completionTokens: number, replicaId?: string): void {
     if (this.done) return;
     this.done = true;
     const tokens = promptTokens + completionTokens;
@@ -283,8 +310,12 @@ class Hold implements BudgetHold {
     for (let i = 0; i < this.held.length; i++) {
       const l = this.held[i]!;
       l.reserved -= this.need[i]!;
-      l.spent +=
-        l.budget.unit === 'tokens' ? tokens : (usd ??= this.leases.cost(model, promptTokens, completionTokens) ?? 0);
+      if (l.budget.unit === 'tokens') l.spent += tokens;
+      else {
+        usd ??= this.leases.spendCost(model, promptTokens, completionTokens, replicaId) ?? 0;
+        l.spent += usd;
+        this.leases.owe(l, model, replicaId, tokens, usd);
+      }
     }
   }
 

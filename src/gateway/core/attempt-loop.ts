@@ -355,7 +355,7 @@ export class AttemptLoop {
         },
         onAnswered: (status, tail, events) => {
           ex.tracing?.answered(() => tail.text(), events);
-          ex.tab.settleFromAnswer(model.name, status, tail, events, ex.parsed, ex.trace);
+          ex.tab.settleFromAnswer(model.name, status, tail, events, ex.parsed, ex.trace, replica.id);
         },
         brokenMessage: () =>
           ex.revoked

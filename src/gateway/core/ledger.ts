@@ -50,9 +50,11 @@ export class Ledger {
     status: number,
     promptTokens: number,
     completionTokens: number,
+    replicaId?: string,
   ): void {
     try {
-      this.usage.record({ keyId: key?.id ?? 'anonymous', model, endpoint, promptTokens, completionTokens, status });
+      const e = { keyId: key?.id ?? 'anonymous', model, endpoint, promptTokens, completionTokens, status };
+      this.usage.record(replicaId === undefined ? e : { ...e, replicaId });
     } catch (err) {
       this.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
@@ -117,8 +119,9 @@ export class Tab {
    * from the usage the engine put at its end, off the response's path (the
    * client already has its last byte). `events`: SSE events relayed, the
    * lower bound on tokens when the engine's usage never came, with the
-   * prompt's least size from `prompt`. The tokens go into `trace` too. Once,
-   * as settle.
+   * prompt's least size from `prompt`. The tokens go into `trace` too.
+   * `replicaId`: the replica that answered (its GPU cost prices the tokens
+   * of a model without a token price). Once, as settle.
    */
   settleFromAnswer(
     model: string,
@@ -127,6 +130,7 @@ export class Tab {
     events: number,
     prompt: { leastPromptTokens(): number },
     trace: RequestRecord,
+    replicaId?: string,
   ): void {
     if (this.settled) return;
     this.settled = true;
@@ -146,7 +150,7 @@ export class Tab {
         const cost = this.ledger.budgets?.cost(model, promptTokens, completionTokens);
         if (cost !== undefined) trace.cost = cost;
       }
-      this.book(model, status, promptTokens, completionTokens);
+      this.book(model, status, promptTokens, completionTokens, replicaId);
     });
   }
 
@@ -158,11 +162,17 @@ export class Tab {
     this.budgetHold?.release();
   }
 
-  private book(model: string, status: number, promptTokens: number, completionTokens: number): void {
+  private book(
+    model: string,
+    status: number,
+    promptTokens: number,
+    completionTokens: number,
+    replicaId?: string,
+  ): void {
     const key = this.key;
     if (key)
       this.ledger.limiter.settle(key.id, key.tokensPerMinute, this.reservedTokens, promptTokens + completionTokens);
-    this.budgetHold?.settle(model, promptTokens, completionTokens);
-    this.ledger.record(key, model, this.endpoint, status, promptTokens, completionTokens);
+    this.budgetHold?.settle(model, promptTokens, completionTokens, replicaId);
+    this.ledger.record(key, model, this.endpoint, status, promptTokens, completionTokens, replicaId);
   }
 }

@@ -230,6 +230,12 @@ export interface UsageEvent {
   readonly completionTokens: number;
   /** The HTTP status the client got; 0 when the client went away first. */
   readonly status: number;
+  /**
+   * The replica whose engine answered, so a price derived from GPU-hours is
+   * that replica's; absent = no engine answered (refused, failed before
+   * one) or a sink's own record.
+   */
+  readonly replicaId?: string;
 }
 
 export interface UsageSink {
@@ -343,8 +349,13 @@ export interface RequestLimiter {
 
 /** A request's hold on the budgets that apply to it, settled once when it ends. */
 export interface BudgetHold {
-  /** Charges what it used (tokens, and their price for money budgets) in place of what admission reserved. */
-  settle(model: string, promptTokens: number, completionTokens: number): void;
+  /**
+   * Charges what it used (tokens, and their price for money budgets) in
+   * place of what admission reserved. `replicaId`: the replica that
+   * answered, whose measured GPU cost prices a model without a token price;
+   * absent = none answered.
+   */
+  settle(model: string, promptTokens: number, completionTokens: number, replicaId?: string): void;
   /** Gives the whole reservation back: the request cost nothing (count_tokens, or refused after admission). */
   release(): void;
 }
