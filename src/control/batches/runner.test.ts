@@ -2,7 +2,7 @@
 // file unreadable). Guards against such a line staying `running` under the
 // runner's own lease, which its renew timer extended for as long as the
 // process lived: the batch could then never complete, and ended `expired`.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -11,7 +11,7 @@ import { waitFor } from '../../../test/support/wait.js';
 import { Store } from '../store/index.js';
 import { BatchRepository, type BatchRow } from './batch-store.js';
 import { FileContent } from './content.js';
-import { BatchRunner } from './runner.js';
+import { BatchRunner, type LineCall } from './runner.js';
 import { openBatches } from './index.js';
 import type { ApiKeyRecord, Router } from '../../gateway/index.js';
 import { issueKey, MemoryKeyStore } from '../keys/index.js';
@@ -147,6 +147,64 @@ describe('the batch runner', () => {
       await runner.stop();
       await store.close();
     }
+  });
+
+  // Guards against output files orphaned on disk: a runner killed between renaming a batch's output and error files
+  // into place and end() (the row that names them) left them there for good, and the next try wrote new ones beside.
+  it('leaves no file that no row names when a try at ending the batch is lost', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+    dirs.push(dir);
+    let now = 1_000_000;
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
+    const repo = new BatchRepository(store.connection);
+    await repo.create(batch(now), [
+      { line: 1, customId: 'c1', model: 'm' },
+      { line: 2, customId: 'c2', model: 'm' },
+    ]);
+    const content = new FileContent(join(dir, 'files'));
+    await content.put(INPUT, Buffer.from(`${line(1)}\n${line(2)}\n`));
+    // Line 1 is answered, line 2 refused: an output file and an error file.
+    const call: LineCall = async (_key, _path, b) =>
+      (b as { messages: { content: string }[] }).messages[0]!.content === 'q1'
+        ? { status: 200, headers: {}, body: '{"ok":true}' }
+        : { status: 400, headers: {}, body: '{"error":{"message":"no"}}' };
+    const options = {
+      content,
+      pace: { slots: () => 2 },
+      call,
+      leaseMs: 60_000,
+      now: () => now,
+      logger: pino({ level: 'silent' }),
+      alone: false,
+      tickMs: 20,
+    };
+    // The first runner dies inside end(): its files are written, the row that names them never is.
+    let died = false;
+    const dying = Object.create(repo) as BatchRepository;
+    dying.end = async () => {
+      died = true;
+      throw new Error('killed before the row was written');
+    };
+    const first = new BatchRunner({ ...options, batches: dying });
+    await first.start();
+    await waitFor('the first try at ending it', () => (died ? true : undefined));
+    await first.stop();
+    expect((await repo.get('batch_1'))!.status).toBe('finalizing');
+    now += 61_000; // past its ending lease
+    const second = new BatchRunner({ ...options, batches: repo });
+    try {
+      await second.start();
+      await waitFor('the batch to complete', async () =>
+        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
+      );
+    } finally {
+      await second.stop();
+    }
+    const ended = (await repo.get('batch_1'))!;
+    expect(ended).toMatchObject({ completed: 1, failed: 1 });
+    expect(readdirSync(join(dir, 'files')).sort()).toEqual([INPUT, ended.output_file_id!, ended.error_file_id!].sort());
+    expect((await content.read(ended.output_file_id!)).toString().trim().split('\n')).toHaveLength(1);
+    await store.close();
   });
 
   // Guards against batch lines running as the key's own record, outside its team's models and limits: the runner

@@ -8,7 +8,7 @@
 // same Postgres takes the lines over once their leases lapse. How many lines
 // of a model may start is the pacing's (BatchPace), asked on a short timer
 // and whenever a line ends.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { InProcessAnswer } from '../../gateway/index.js';
 import type { BatchRepository, BatchRow, ClaimedLine } from './batch-store.js';
@@ -228,7 +228,8 @@ export class BatchRunner {
    * Ends the batch: closes what did not run (expired or cancelled), writes
    * the output and error files from the recorded answers, one entry per
    * line, and records the status, all under the batch's ending lease so one
-   * instance writes them.
+   * instance writes them. The files' ids are the batch's own (batchFileId):
+   * a try lost after its files were renamed into place is overwritten by the next.
    */
   private async end(b: BatchRow, status: 'completed' | 'expired' | 'cancelled'): Promise<void> {
     const { batches } = this.o;
@@ -281,7 +282,7 @@ export class BatchRunner {
 
   /** A file of one kind for the batch, made on its first line; done() gives its record (null = no line). */
   private async writer(b: BatchRow, kind: 'output' | 'error') {
-    const id = newId('file-');
+    const id = batchFileId(b.id, kind);
     let w: ContentWriter | null = null;
     let lines = 0;
     const content = this.o.content;
@@ -312,6 +313,17 @@ export class BatchRunner {
       },
     };
   }
+}
+
+/**
+ * The id of a batch's output or error file: the same on every try, so a try
+ * whose end() never landed (the process killed between renaming the file
+ * into place and the row that names it) leaves no file behind: the next try
+ * renames its own over it. Derived from the batch's random id, so no more
+ * guessable than a random one; files are per owner anyway.
+ */
+export function batchFileId(batchId: string, kind: 'output' | 'error'): string {
+  return `file-${createHash('sha256').update(`${batchId}\n${kind}`).digest('hex').slice(0, 32)}`;
 }
 
 const ERROR_MESSAGES: Record<string, string> = {
