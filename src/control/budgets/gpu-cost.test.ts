@@ -3,7 +3,7 @@
 // the wrong tokens would misstate what a team spends on a model with no
 // token price.
 import { describe, expect, it } from 'vitest';
-import { gpuHourlyPrice, parseGpuPrices, spreadGpuCost } from './gpu-cost.js';
+import { gpuHourlyPrice, parseGpuPrices, rateOf, spreadByReplica, spreadGpuCost } from './gpu-cost.js';
 
 const H100 = { name: 'NVIDIA H100 80GB HBM3', class: 'h100-80gb' };
 const NVL = { name: 'NVIDIA H100 NVL', class: 'h100-94gb' };
@@ -97,6 +97,105 @@ describe('spreadGpuCost', () => {
     ).toEqual(
       want.map(([m, c]) => [m, { ...c, usdPerToken: c.usdPerToken === null ? null : +c.usdPerToken.toPrecision(12) }]),
     );
+  });
+});
+
+describe('spreadByReplica', () => {
+  const prices = new Map([
+    ['H100', 4],
+    ['A10G', 1],
+  ]);
+  const hour = 3_600_000;
+  const cases: {
+    why: string;
+    replicas: { id?: string; model: string; gpus: { name?: string }[] }[];
+    served: { model: string; replicaId?: string; tokens: number }[];
+    /** [model, replica id or undefined, US dollars per token or null] */
+    want: [string, string | undefined, number | null][];
+    /** [model, cost over the hour, tokens] */
+    totals: [string, number, number][];
+  }[] = [
+    {
+      why: 'an H100 replica and an A10 replica of one model price their own tokens',
+      replicas: [
+        { id: 'r-h100', model: 'm', gpus: [H100] },
+        { id: 'r-a10', model: 'm', gpus: [A10] },
+      ],
+      served: [
+        { model: 'm', replicaId: 'r-h100', tokens: 1000 },
+        { model: 'm', replicaId: 'r-a10', tokens: 1000 },
+      ],
+      want: [
+        ['m', 'r-h100', 0.004],
+        ['m', 'r-a10', 0.001],
+      ],
+      totals: [['m', 5, 2000]],
+    },
+    {
+      why: "an idle replica's cost is charged to no named token: kept in the totals, as for an idle model",
+      replicas: [
+        { id: 'busy', model: 'm', gpus: [A10] },
+        { id: 'idle', model: 'm', gpus: [H100] },
+      ],
+      served: [{ model: 'm', replicaId: 'busy', tokens: 100 }],
+      want: [
+        ['m', 'busy', 0.01],
+        ['m', 'idle', null],
+        ['m', undefined, null],
+      ],
+      totals: [['m', 5, 100]],
+    },
+    {
+      why: "tokens that name no held replica share the model's idle replicas' cost (today's pooled rule)",
+      replicas: [
+        { id: 'busy', model: 'm', gpus: [A10] },
+        { id: 'idle', model: 'm', gpus: [H100] },
+      ],
+      served: [
+        { model: 'm', replicaId: 'busy', tokens: 100 },
+        { model: 'm', tokens: 400 },
+        { model: 'm', replicaId: 'released-before-the-interval-closed', tokens: 400 },
+      ],
+      want: [
+        ['m', 'busy', 0.01],
+        ['m', undefined, 4 / 800],
+        ['m', 'released-before-the-interval-closed', 4 / 800],
+      ],
+      totals: [['m', 5, 900]],
+    },
+    {
+      why: 'no replica named at all: every token at the model pooled over its replicas',
+      replicas: [
+        { id: 'a', model: 'm', gpus: [H100] },
+        { id: 'b', model: 'm', gpus: [A10] },
+      ],
+      served: [{ model: 'm', tokens: 1000 }],
+      want: [['m', 'a', 0.005]],
+      totals: [['m', 5, 1000]],
+    },
+    {
+      why: "a replica id named under another model is not that model's replica",
+      replicas: [{ id: 'x', model: 'other', gpus: [H100] }],
+      served: [{ model: 'm', replicaId: 'x', tokens: 10 }],
+      want: [
+        ['m', 'x', 0],
+        ['other', undefined, null],
+      ],
+      totals: [
+        ['m', 0, 10],
+        ['other', 4, 0],
+      ],
+    },
+  ];
+  it.each(cases)('$why', ({ replicas, served, want, totals }) => {
+    const got = spreadByReplica({ intervalMs: hour, replicas, prices, served });
+    const round = (n: number | null) => (n === null ? null : +n.toPrecision(12));
+    expect(want.map(([m, r]) => [m, r, round(rateOf(got, m, r))])).toEqual(want.map(([m, r, w]) => [m, r, round(w)]));
+    expect(
+      [...got.models]
+        .map(([m, c]) => [m, round(c.costUsd), c.tokens])
+        .sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    ).toEqual(totals);
   });
 });
 

@@ -39,6 +39,8 @@ export function gpuHourlyPrice(prices: GpuPrices, gpu: GpuSeen): number | undefi
 /** One replica that held GPUs through the interval. */
 export interface HeldReplica {
   readonly model: string;
+  /** The replica's id, as usage names it; absent = none known (its cost is pooled with the model's idle replicas'). */
+  readonly id?: string;
   /** Every GPU of every shard; empty = a CPU replica (no GPU-hours). */
   readonly gpus: readonly GpuSeen[];
 }
@@ -56,10 +58,9 @@ export interface ModelGpuCost {
 
 /**
  * Every model's GPU-hours and cost over an interval of `intervalMs`, and
- * what each token it served then costs. The router does not say which
- * replica served a request, so a model's replicas are pooled: each token
- * bears the model's GPU cost over the model's tokens (per replica when a
- * model has one replica, and the same total either way).
+ * what each token it served then costs, its replicas pooled (the model's
+ * view: what the store's totals add up). spreadByReplica prices each
+ * replica's tokens apart.
  */
 export function spreadGpuCost(snapshot: {
   readonly intervalMs: number;
@@ -68,26 +69,96 @@ export function spreadGpuCost(snapshot: {
   /** Tokens served per model in the interval. */
   readonly tokens: ReadonlyMap<string, number>;
 }): Map<string, ModelGpuCost> {
+  const served = [...snapshot.tokens].map(([model, tokens]) => ({ model, tokens }));
+  const pooled = snapshot.replicas.map((r) => ({ model: r.model, gpus: r.gpus }));
+  return new Map(spreadByReplica({ ...snapshot, replicas: pooled, served }).models);
+}
+
+/** Tokens served in an interval by one model, through the replica named (absent = no replica named). */
+export interface ServedTokens {
+  readonly model: string;
+  readonly replicaId?: string | undefined;
+  readonly tokens: number;
+}
+
+/** An interval priced: each model's totals, and the rate of each replica's tokens. */
+export interface IntervalRates {
+  readonly models: ReadonlyMap<string, ModelGpuCost>;
+  /** US dollars per token a replica served, for each replica that held GPUs and served tokens. */
+  readonly replicas: ReadonlyMap<string, number>;
+  /** Per model: US dollars per token of its tokens that named no such replica; null = the model had none. */
+  readonly unnamed: ReadonlyMap<string, number | null>;
+}
+
+/**
+ * Every replica's GPU cost over the interval, spread over the tokens that
+ * replica served: one on an H100 and one on an A10 of the same model price
+ * their tokens apart. The rules, each a row in gpu-cost.test.ts:
+ * - a replica that served tokens: its cost over its tokens;
+ * - a replica that served none (idle, or its tokens named no replica): its
+ *   cost is pooled per model and spread over the model's tokens that named
+ *   no replica that held GPUs (a remote's, a replica released before the
+ *   interval closed, a record from before replicas were named); a model
+ *   with no such tokens keeps that cost in its totals (the measured cost per
+ *   million rises), charged to nobody: the rule for an idle model;
+ * - tokens of a model that held no GPU (remote, CPU engine) cost nothing.
+ * A model's costUsd is the sum over its replicas either way; what its
+ * tokens are charged is that sum less any idle cost charged to nobody.
+ */
+export function spreadByReplica(snapshot: {
+  readonly intervalMs: number;
+  readonly replicas: readonly HeldReplica[];
+  readonly prices: GpuPrices;
+  readonly served: readonly ServedTokens[];
+}): IntervalRates {
   const hours = Math.max(0, snapshot.intervalMs) / 3_600_000;
-  const sums = new Map<string, { gpuHours: number; costUsd: number }>();
+  const sums = new Map<string, { gpuHours: number; costUsd: number; tokens: number; idleUsd: number; named: number }>();
+  const sumOf = (model: string) => {
+    let s = sums.get(model);
+    if (!s) sums.set(model, (s = { gpuHours: 0, costUsd: 0, tokens: 0, idleUsd: 0, named: 0 }));
+    return s;
+  };
+  const byId = new Map<string, { model: string; tokens: number }>();
+  for (const r of snapshot.replicas) if (r.id !== undefined) byId.set(r.id, { model: r.model, tokens: 0 });
+  for (const t of snapshot.served) {
+    if (t.tokens <= 0) continue;
+    sumOf(t.model).tokens += t.tokens;
+    const r = t.replicaId === undefined ? undefined : byId.get(t.replicaId);
+    if (r && r.model === t.model) r.tokens += t.tokens;
+  }
+  const replicas = new Map<string, number>();
   for (const r of snapshot.replicas) {
     if (r.gpus.length === 0) continue;
-    const s = sums.get(r.model) ?? { gpuHours: 0, costUsd: 0 };
-    for (const gpu of r.gpus) {
-      s.gpuHours += hours;
-      s.costUsd += hours * (gpuHourlyPrice(snapshot.prices, gpu) ?? 0);
-    }
-    sums.set(r.model, s);
+    const s = sumOf(r.model);
+    let cost = 0;
+    for (const gpu of r.gpus) cost += hours * (gpuHourlyPrice(snapshot.prices, gpu) ?? 0);
+    s.gpuHours += hours * r.gpus.length;
+    s.costUsd += cost;
+    const named = r.id === undefined ? 0 : (byId.get(r.id)?.tokens ?? 0);
+    if (named > 0) {
+      replicas.set(r.id!, cost / named);
+      s.named += named;
+    } else s.idleUsd += cost;
   }
-  const out = new Map<string, ModelGpuCost>();
+  const models = new Map<string, ModelGpuCost>();
+  const unnamed = new Map<string, number | null>();
   for (const [model, s] of sums) {
-    const tokens = snapshot.tokens.get(model) ?? 0;
-    out.set(model, { ...s, tokens, usdPerToken: tokens > 0 ? s.costUsd / tokens : null });
+    models.set(model, {
+      gpuHours: s.gpuHours,
+      costUsd: s.costUsd,
+      tokens: s.tokens,
+      usdPerToken: s.tokens > 0 ? s.costUsd / s.tokens : null,
+    });
+    const rest = s.tokens - s.named;
+    unnamed.set(model, rest > 0 ? s.idleUsd / rest : null);
   }
-  // Tokens of a model that held no GPU in the interval (a remote, a CPU engine): measured, at no GPU cost.
-  for (const [model, tokens] of snapshot.tokens)
-    if (!out.has(model) && tokens > 0) out.set(model, { gpuHours: 0, costUsd: 0, tokens, usdPerToken: 0 });
-  return out;
+  return { models, replicas, unnamed };
+}
+
+/** What a token of `model` served by `replicaId` cost in the interval; null = nothing to charge it. */
+export function rateOf(rates: IntervalRates, model: string, replicaId?: string): number | null {
+  const r = replicaId === undefined ? undefined : rates.replicas.get(replicaId);
+  return r ?? rates.unnamed.get(model) ?? null;
 }
 
 /**

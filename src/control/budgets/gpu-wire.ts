@@ -5,33 +5,34 @@
 import type { Logger } from 'pino';
 import type { UsageSink } from '../../gateway/ports/index.js';
 import type { GpuReport } from '../../protocol/node-report.js';
+import { replicaHolds, shardHolds } from '../reconciler/node-usage.js';
 import type { ReplicaRecord } from '../reconciler/types.js';
 import type { StoreConnection } from '../store/connection.js';
 import type { GpuPrices, HeldReplica } from './gpu-cost.js';
 import { GpuMeter, MemoryGpuBook, StoredGpuBook } from './gpu-meter.js';
 
-/** Held from placement to release: a failed replica has given its GPUs back. */
-function holds(r: ReplicaRecord): boolean {
-  return r.state !== 'failed';
-}
-
-/** Every replica holding GPUs with the GPUs its nodes report; a GPU not reported is known only by its count. */
+/**
+ * Every replica holding GPUs with the GPUs its nodes report; a GPU not
+ * reported is known only by its count. What holds is what the node views
+ * count (node-usage.ts): a failed replica and a stopped shard hold nothing.
+ */
 export function heldReplicas(
   replicas: readonly ReplicaRecord[],
   nodeGpus: (nodeId: string) => readonly GpuReport[] | undefined,
 ): HeldReplica[] {
   const out: HeldReplica[] = [];
   for (const r of replicas) {
-    if (!holds(r)) continue;
+    if (!replicaHolds(r)) continue;
     const gpus = [];
     for (const shard of r.shards) {
+      if (!shardHolds(shard)) continue;
       const reported = nodeGpus(shard.nodeId) ?? [];
       for (const index of shard.gpuIndices) {
         const g = reported.find((x) => x.index === index);
         gpus.push({ name: g?.name, class: g?.class });
       }
     }
-    out.push({ model: r.model, gpus });
+    out.push({ id: r.id, model: r.model, gpus });
   }
   return out;
 }
