@@ -10,7 +10,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { refusesStreamOptions } from './stream-options.js';
-import { AttemptRelay, describeNetError, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from './relay.js';
+import { AttemptRelay, describeNetError, type Outcome, type RelayHooks, type RelayTarget } from './relay.js';
+import { eventData, splitEvents, SseEvents, SSE_EVENT_LIMIT_BYTES } from './sse-events.js';
 
 /** Chat stream chunks in, the client API's SSE events out: each call returns whole events, '' when it makes none. */
 export interface StreamTranslator {
@@ -21,12 +22,15 @@ export interface StreamTranslator {
   fail(message: string): string;
 }
 
+/** Why a stream was cut off: logged and kept in the request log as the reason it broke. */
+const EVENT_TOO_LONG = `the engine sent more than ${SSE_EVENT_LIMIT_BYTES / 2 ** 20} MiB without ending an event`;
+
 export abstract class TranslatingRelay extends AttemptRelay {
   private sse = false;
   /** A whole answer (or an error body), held until its end: it is translated whole. */
   private pending: Buffer[] = [];
-  /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
-  private carry: Buffer | null = null;
+  /** The engine's stream, split into whole events (bounded: an engine that never ends an event is cut off). */
+  private readonly upstream = new SseEvents();
   private closed = false;
 
   constructor(
@@ -60,7 +64,7 @@ export abstract class TranslatingRelay extends AttemptRelay {
     this.sse = statusCode < 400 && typeof type === 'string' && type.startsWith('text/event-stream');
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.retryReason !== null || this.target.clientGone) return;
     this.tail.push(chunk);
     if (!this.sse) {
@@ -68,10 +72,10 @@ export abstract class TranslatingRelay extends AttemptRelay {
       return;
     }
     // Decoded in whole events only: a character split across two reads is never cut in half.
-    const data = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
-    const end = eventEnd(data);
-    this.carry = end < data.length ? data.subarray(end) : null;
-    if (end > 0) this.write(this.translate(data.toString('utf8', 0, end)));
+    const text = this.upstream.push(chunk);
+    // onResponseError then ends the stream with the API's error event (or, before any byte, the attempt is retried).
+    if (text === null) return controller.abort(new Error(EVENT_TOO_LONG));
+    if (text !== '') this.write(this.translate(text));
   }
 
   onResponseEnd(): void {
@@ -83,9 +87,7 @@ export abstract class TranslatingRelay extends AttemptRelay {
     }
     if (this.sse) {
       // The engine's last event may end without its blank line; a stream without [DONE] is ended here.
-      const out = (this.carry ? this.translate(this.carry.toString('utf8')) : '') + this.close();
-      this.carry = null;
-      this.write(out);
+      this.write(this.translate(this.upstream.rest()) + this.close());
       res.end();
     } else {
       const bytes = Buffer.concat(this.pending);
@@ -118,9 +120,8 @@ export abstract class TranslatingRelay extends AttemptRelay {
   /** The client API's events for whole upstream SSE events. */
   private translate(text: string): string {
     let out = '';
-    for (const event of text.split(/\r?\n\r?\n/)) {
-      let data = '';
-      for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(5).trimStart();
+    for (const event of splitEvents(text)) {
+      const data = eventData(event);
       if (data === '') continue;
       this.events++;
       if (data === '[DONE]') {

@@ -9,6 +9,7 @@ import { attachSecret, upstreamRelay, type Attempt } from '../core/dispatch.js';
 import type { Outcome } from '../core/relay.js';
 import type { RouterReplica } from '../ports/index.js';
 import { chatErrorBody, foreignApis } from './foreign.js';
+import { SSE_EVENT_LIMIT_BYTES } from '../core/sse-events.js';
 
 const replica = (api?: 'responses' | 'anthropic'): RouterReplica =>
   ({
@@ -131,6 +132,28 @@ describe("a foreign remote's answer, handed to the dialect's relay as chat", () 
     expect(rec.calls.data).toContain('"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}');
     expect(rec.calls.data.endsWith('data: [DONE]\n\n')).toBe(true);
     expect(rec.calls.ended).toBe(true);
+  });
+
+  it('cuts off a stream that never ends an event once it passes the limit', async () => {
+    // Guards against (#34) a remote that never sends a blank line growing the gateway's memory without limit.
+    const { rec, h } = await wrapped('anthropic', { stream: true });
+    let aborted: Error | null = null;
+    const c = {
+      abort: (e: Error) => void (aborted = e),
+      pause() {},
+      resume() {},
+    } as unknown as Dispatcher.DispatchController;
+    h.onResponseStart!(c, 200, { 'content-type': 'text/event-stream' }, 'OK');
+    h.onResponseData!(
+      c,
+      Buffer.from('event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","model":"c"}}\n\n'),
+    );
+    const mib = Buffer.alloc(2 ** 20, 'x');
+    for (let i = 0; i < SSE_EVENT_LIMIT_BYTES / mib.length; i++) h.onResponseData!(c, mib);
+    expect(aborted, 'an event of exactly the limit is still held').toBeNull();
+    h.onResponseData!(c, Buffer.from('x'));
+    expect((aborted as Error | null)?.message).toMatch(/16 MiB without ending an event/);
+    expect(rec.calls.data, 'what came before the long event was translated').toContain('"role":"assistant"');
   });
 
   it('translates a whole answer at its end, with the length of the translation', async () => {

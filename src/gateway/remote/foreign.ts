@@ -11,7 +11,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Interceptor, UpstreamApi } from '../core/dispatch.js';
-import { eventEnd } from '../core/relay.js';
+import { eventData, splitEvents, SseEvents, SSE_EVENT_LIMIT_BYTES } from '../core/sse-events.js';
 import type { ForeignApiName } from '../ports/index.js';
 import { unservableRetry } from '../core/unservable.js';
 import { LlmgwError } from '../../errors/index.js';
@@ -105,6 +105,9 @@ export function foreignApis(now: () => number): Interceptor {
 /** The most of a whole answer held to be translated; a remote sending more is cut off as a failed attempt. */
 const WHOLE_LIMIT = 32 * 1024 * 1024;
 
+/** Why a stream was cut off: logged and kept in the request log as the reason it broke. */
+const EVENT_TOO_LONG = `the remote sent more than ${SSE_EVENT_LIMIT_BYTES / 2 ** 20} MiB without ending an event`;
+
 /**
  * The remote's answer as chat, fed to the dialect's relay (`inner`): a
  * stream event by event as it comes (the same controller, so the relay's
@@ -118,7 +121,8 @@ export class ForeignAnswer implements Dispatcher.DispatchHandler {
   private retryAfter: string | undefined;
   private pending: Buffer[] = [];
   private held = 0;
-  private carry: Buffer | null = null;
+  /** The remote's stream, split into whole events (bounded: a remote that never ends an event is cut off). */
+  private readonly events = new SseEvents();
 
   constructor(
     private readonly inner: Dispatcher.DispatchHandler,
@@ -155,17 +159,15 @@ export class ForeignAnswer implements Dispatcher.DispatchHandler {
       return;
     }
     // Translated in whole events only: a character split across two reads is never cut in half.
-    const data = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
-    const end = eventEnd(data);
-    this.carry = end < data.length ? data.subarray(end) : null;
-    if (end > 0) this.forward(controller, this.translate(data.toString('utf8', 0, end)));
+    const text = this.events.push(chunk);
+    // The dialect's relay then ends the stream with its error event (or, before any byte, tries another replica).
+    if (text === null) return controller.abort(new Error(EVENT_TOO_LONG));
+    if (text !== '') this.forward(controller, this.translate(text));
   }
 
   onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     if (this.sse) {
-      const rest = this.carry ? this.translate(this.carry.toString('utf8')) : '';
-      this.carry = null;
-      this.forward(controller, rest + this.sse.end());
+      this.forward(controller, this.translate(this.events.rest()) + this.sse.end());
       this.inner.onResponseEnd?.(controller, trailers);
       return;
     }
@@ -198,9 +200,8 @@ export class ForeignAnswer implements Dispatcher.DispatchHandler {
   /** Chat SSE text for whole remote SSE events. */
   private translate(text: string): string {
     let out = '';
-    for (const event of text.split(/\r?\n\r?\n/)) {
-      let data = '';
-      for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) data += line.slice(5).trimStart();
+    for (const event of splitEvents(text)) {
+      const data = eventData(event);
       if (data === '' || data === '[DONE]') continue;
       try {
         const parsed = JSON.parse(data) as unknown;

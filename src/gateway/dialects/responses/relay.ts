@@ -15,7 +15,8 @@ import type { Dispatcher } from 'undici';
 import type { ErrorCode } from '../../../errors/index.js';
 import { openAiErrorBody, openAiErrorType } from '../../core/errors.js';
 import { renameErrorParams } from '../../core/param-names.js';
-import { RelayHandler, eventEnd, type Outcome, type RelayHooks, type RelayTarget } from '../../core/relay.js';
+import { RelayHandler, type Outcome, type RelayHooks, type RelayTarget } from '../../core/relay.js';
+import { eventData, splitEvents, SseEvents } from '../../core/sse-events.js';
 import { TranslatingRelay, type StreamTranslator } from '../../core/relay-translating.js';
 import { RESPONSES_PARAMS } from './translations.js';
 
@@ -78,8 +79,8 @@ export class NativeResponsesRelay extends RelayHandler {
   private sseTap = false;
   private tapped: Buffer[] = [];
   private tappedBytes = 0;
-  /** Bytes after the last event boundary (stream), waiting for the rest of their event. */
-  private tapCarry: Buffer | null = null;
+  /** The stream tapped, split into whole events; an event past the tap's limit is not kept (its bytes still go out). */
+  private readonly tapSplit = new SseEvents(TAP_LIMIT_BYTES);
   private finished: Record<string, unknown> | null = null;
   private kept = false;
   /** The engine's id as a JSON string's bytes, once known; null before. */
@@ -184,16 +185,12 @@ export class NativeResponsesRelay extends RelayHandler {
 
   /** Reads whole events (as bytes, so no character is cut) for the final one; only events naming a final type are parsed. */
   private tapEvents(chunk: Buffer, last: boolean): void {
-    const data = this.tapCarry ? Buffer.concat([this.tapCarry, chunk]) : chunk;
-    const end = last ? data.length : eventEnd(data);
-    this.tapCarry = end < data.length && data.length - end <= TAP_LIMIT_BYTES ? data.subarray(end) : null;
-    if (end === 0) return;
-    const text = data.toString('utf8', 0, end);
+    let text = this.tapSplit.push(chunk) ?? '';
+    if (last) text += this.tapSplit.rest();
     if (!text.includes('response.completed') && !text.includes('response.incomplete')) return;
-    for (const event of text.split(/\r?\n\r?\n/)) {
+    for (const event of splitEvents(text)) {
       if (!event.includes('response.completed') && !event.includes('response.incomplete')) continue;
-      let payload = '';
-      for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) payload += line.slice(5).trimStart();
+      const payload = eventData(event);
       try {
         const parsed = JSON.parse(payload) as { type?: unknown; response?: unknown };
         if (
@@ -250,12 +247,10 @@ export class ResponsesRelayHandler extends TranslatingRelay {
 /** The response id of the first event in `data` that carries the response (response.created, in_progress, …); null when none does. */
 function responseIdInEvents(data: Buffer): string | null {
   if (!data.includes('"response"')) return null;
-  for (const event of data.toString('utf8').split(/\r?\n\r?\n/)) {
+  for (const event of splitEvents(data.toString('utf8'))) {
     if (!event.includes('"response"')) continue;
-    let payload = '';
-    for (const line of event.split(/\r?\n/)) if (line.startsWith('data:')) payload += line.slice(5).trimStart();
     try {
-      const parsed = JSON.parse(payload) as { response?: unknown };
+      const parsed = JSON.parse(eventData(event)) as { response?: unknown };
       if (isResponse(parsed.response)) return parsed.response.id as string;
     } catch {
       // Not JSON: not an event that carries the response.
