@@ -9,6 +9,7 @@ import { teamsMigration, usageCostMigration } from './migrations-teams.js';
 import { peopleMigration } from './migrations-people.js';
 import { remoteCredentialsMigration } from './remote-credentials.js';
 import { batchesMigration, batchLinesStateModelMigration, filesMigration } from './batches-schema.js';
+import { replicaGpuCostMigration } from './gpu-schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -450,6 +451,8 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // GPU-hours, cost and tokens per replica, so a replica's tokens are priced at its own GPUs' rate (budgets/gpu-meter.ts).
+    '0026_usage_replica': replicaGpuCostMigration(),
     // Open batch lines per model, read every 2 s for the scaler, without reading done lines (batches/demand.ts).
     '0027_batch_lines_state_model': batchLinesStateModelMigration(),
   };

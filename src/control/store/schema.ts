@@ -6,6 +6,7 @@ import type { BudgetSpendTable, BudgetsTable, ModelGpuCostTable, TeamsTable } fr
 import type { BatchesTable, BatchLinesTable, FilesTable } from './batches-schema.js';
 import type { PeopleTable, PersonTokensTable } from './people-schema.js';
 import type { RemoteCredentialsTable } from './remote-credentials.js';
+import type { ReplicaGpuCostTable } from './gpu-schema.js';
 
 export interface ModelsTable {
   name: string;
@@ -295,6 +296,7 @@ export interface Database {
   budgets: BudgetsTable;
   budget_spend: BudgetSpendTable;
   model_gpu_cost: ModelGpuCostTable;
+  replica_gpu_cost: ReplicaGpuCostTable;
   responses: ResponsesTable;
   response_items: ResponseItemsTable;
   dashboard_sessions: DashboardSessionsTable;
