@@ -3,7 +3,7 @@
 // shown nowhere (an operator could not tell why requests stayed local), and
 // against the view leaking the probe's internals.
 import pino from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { modelViews } from '../adminapi/views.js';
 import { compileModel, ModelSchema, type Model } from '../catalog/index.js';
 import { RemoteFleet } from './fleet.js';
@@ -137,7 +137,8 @@ describe('RemoteFleet never hands out a remote without its key', () => {
     hand.answerAll();
     await round;
     const next = fleet.probeAll();
-    await new Promise((r) => setImmediate(r));
+    // The round reads the stored key before it probes: answered once its probe is out, however many turns that takes.
+    await vi.waitFor(() => expect(hand.waiting.length).toBe(1));
     hand.answerAll();
     await next;
     expect(
@@ -195,6 +196,9 @@ describe('RemoteFleet never hands out a remote without its key', () => {
       logger: pino({ level: 'silent' }),
       probe: hand.probe,
     });
-    expect(fleet.directory(EMPTY_DIRECTORY).ready('filed')).toEqual([]);
+    const dir = fleet.directory(EMPTY_DIRECTORY);
+    expect(dir.ready('filed')).toEqual([]);
+    // Before its first probe the refusal names the file, not a key "being read" that never will be.
+    expect(dir.describe('filed')).toMatch(/api_key_file \/nonexistent\/llmgw-key cannot be read/);
   });
 });

@@ -105,7 +105,7 @@ export class RemoteFleet {
         const m = this.options.catalog.get(model);
         if (!m?.remote) return inner.describe(model);
         const h = this.states.get(model)?.health;
-        const why = h?.reason || (h ? 'its credential could not be read' : 'its API key is being read');
+        const why = h?.reason || (h ? 'its credential could not be read' : this.keyNotYet(m.remote));
         return `it is the remote endpoint ${m.remote.url}, which is out of routing: ${why}`;
       },
       // Nothing is started for a remote: a request for one that is down is answered at once.
@@ -162,6 +162,11 @@ export class RemoteFleet {
       ...(s.key ? { engineSecret: s.key } : {}),
       ...(s.health?.load ? { load: { ...s.health.load, sampledAtMs: s.probedAtMs } } : {}),
     };
+  }
+
+  /** Why a remote not probed yet has no key: a stored one is read in the background; a file one was unreadable just now. */
+  private keyNotYet(e: RemoteEndpoint): string {
+    return e.key.kind === 'file' ? `its api_key_file ${e.key.path} cannot be read` : 'its API key is being read';
   }
 
   /** The key of an inline or file credential, read now; undefined = none or unreadable. */
