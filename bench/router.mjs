@@ -76,7 +76,8 @@
 //   node bench/router.mjs --phases traces [--trace-ratio 0.1]
 // --phases tenancy: a router with no teams or budgets and one whose key is
 // in a team with model and per-minute limits and hard budgets in tokens and
-// dollars, every model priced (bench/tenancy.mjs), by turns, whole answers
+// dollars, every model priced (bench/tenancy.mjs), both keys with the same
+// limits of their own (--key-limits), by turns, whole answers
 // and streams; each one's CPU per request side by side (target: <= 1.05×),
 // in --rounds (7) rounds of --seconds (6) with the order swapped each round,
 // after one warm round not counted, judged by the median round (a loaded
@@ -96,7 +97,7 @@ import process from 'node:process';
 import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuSeconds } from './processes.mjs';
-import { BENCH_PRICE, tenancyParts } from './tenancy.mjs';
+import { BENCH_KEY_LIMITS, BENCH_PRICE, tenancyParts } from './tenancy.mjs';
 import { Pool } from 'undici';
 
 const { values: flags } = parseArgs({
@@ -124,6 +125,7 @@ const { values: flags } = parseArgs({
     trace: { type: 'string' },
     'trace-ratio': { type: 'string', default: '0.1' },
     tenancy: { type: 'boolean' },
+    'key-limits': { type: 'boolean' },
     rounds: { type: 'string', default: '7' },
   },
 });
@@ -236,7 +238,9 @@ async function serveRouter(urls) {
     return;
   }
   await app.listen({ host: '127.0.0.1', port: 0 });
-  const secret = tenancy?.secret ?? (await issueKey(keys, { name: 'bench' }, Date.now(), 'bench')).secret;
+  // --key-limits: the key has the tenancy key's own limits and models, without a team or budgets (bench/tenancy.mjs).
+  const own = flags['key-limits'] ? { allowedModels: [...models.keys()], ...BENCH_KEY_LIMITS } : {};
+  const secret = tenancy?.secret ?? (await issueKey(keys, { name: 'bench', ...own }, Date.now(), 'bench')).secret;
   console.log(`router listening on http://127.0.0.1:${app.server.address().port} key ${secret} pids ${process.pid}`);
 }
 
@@ -724,11 +728,14 @@ async function main() {
    * limits and hard budgets in tokens and dollars, every model priced
    * (bench/tenancy.mjs), each given all --cpu-connections clients by turns of
    * --slice-ms; whole answers from the instant sim, then --chunks-chunk
-   * streams. Each router's CPU per request, side by side in one run.
+   * streams. Each router's CPU per request, side by side in one run. Both
+   * keys have the same limits of their own (allowed models, requests and
+   * tokens per minute: --key-limits), which keys had before teams: the
+   * difference is the team's narrowing, the budgets and the prices.
    */
   const compareTenancy = async () => {
-    const routers = [await startRouter(1), await startRouter(1, ['--tenancy'])];
-    const names = ['no teams or budgets', 'team, limits, budgets, prices'];
+    const routers = [await startRouter(1, ['--key-limits']), await startRouter(1, ['--tenancy'])];
+    const names = ['key limits, no teams or budgets', 'key limits, team, budgets, prices'];
     const ts = routers.map((r) => target(r.url, { authorization: `Bearer ${r.key}` }));
     const out = {};
     try {
