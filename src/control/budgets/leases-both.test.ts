@@ -58,9 +58,13 @@ async function gate(budgets: BudgetRecord[]): Promise<{ leases: BudgetLeases; bo
 }
 
 /** Admits requests of `tokens` each for `k` until one is refused; what refused it, and how many got in. */
-function spendUntilRefused(leases: BudgetLeases, k: ApiKeyRecord, tokens: number): { admitted: number; by: string } {
+async function spendUntilRefused(
+  leases: BudgetLeases,
+  k: ApiKeyRecord,
+  tokens: number,
+): Promise<{ admitted: number; by: string }> {
   for (let admitted = 0; admitted < 1000; admitted++) {
-    const d = leases.admit(k, 'alpha', tokens, 0);
+    const d = await leases.admit(k, 'alpha', tokens, 0);
     if (!d.ok) return { admitted, by: d.budget };
     d.hold!.settle('alpha', tokens, 0);
   }
@@ -70,7 +74,7 @@ function spendUntilRefused(leases: BudgetLeases, k: ApiKeyRecord, tokens: number
 describe("a key's own budget and its team's together", () => {
   it('refuses on whichever runs out first, the key or its team', async () => {
     const { leases } = await gate([budget('b_key', 'key', 'key_a', 300), budget('b_ml', 'team', 'ml', 10_000)]);
-    const r = spendUntilRefused(leases, key, 100);
+    const r = await spendUntilRefused(leases, key, 100);
     expect(r.by).toContain('b_key');
     // The whole amount is leased at once, so the store has nothing left to give on credit: exactly the amount.
     expect(r.admitted).toBe(3);
@@ -82,19 +86,19 @@ describe("a key's own budget and its team's together", () => {
       budget('b_ml', 'team', 'ml', 10_000),
       budget('b_ops', 'team', 'ops', 200),
     ]);
-    expect(leases.admit(key, 'alpha', 100, 0).ok).toBe(true);
+    expect((await leases.admit(key, 'alpha', 100, 0)).ok).toBe(true);
     const moved = { ...key, team: 'ops' };
-    const r = spendUntilRefused(leases, moved, 100);
+    const r = await spendUntilRefused(leases, moved, 100);
     expect(r.by).toContain('b_ops');
     expect(r.admitted).toBe(2);
   });
 
   it('stops charging a budget deleted and read again', async () => {
     const { leases, book } = await gate([budget('b_key', 'key', 'key_a', 200), budget('b_ml', 'team', 'ml', 10_000)]);
-    expect(spendUntilRefused(leases, key, 100).by).toContain('b_key');
+    expect((await spendUntilRefused(leases, key, 100)).by).toContain('b_key');
     await book.delete('b_key');
     await leases.reload();
-    const r = spendUntilRefused(leases, key, 100);
+    const r = await spendUntilRefused(leases, key, 100);
     expect(r.by).toContain('b_ml');
     expect(r.admitted).toBeGreaterThan(90);
   });
@@ -115,7 +119,7 @@ describe('llmgw_budget_used_ratio', () => {
       syncIntervalMs: 0,
     });
     await leases.reload();
-    const d = leases.admit(key, 'alpha', 100, 0);
+    const d = await leases.admit(key, 'alpha', 100, 0);
     expect(d.ok).toBe(true);
     if (d.ok) d.hold!.settle('alpha', 250, 0);
     const text = await registry.metrics();

@@ -3,14 +3,25 @@
 // tokens or dollars per budget from the store, spends it locally, and
 // renews it in the background (a sync every interval, and one kicked off as
 // soon as less than half a lease is left); a lease left when the period ends
-// or the plane closes goes back. The decision itself is decideSpend, pure.
+// or the plane closes goes back. A request that finds its lease dry while
+// the store may still have room waits, bounded, for a renewal of that lease
+// (one in flight per budget, shared by every waiter) rather than being
+// refused as if the budget were spent. The decision itself is
+// decideAdmission, pure.
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ApiKeyRecord, BudgetDecision, BudgetGate, BudgetHold } from '../../gateway/ports/index.js';
 import type { EventSink } from '../events/index.js';
 import type { BudgetBook } from './book.js';
-import { budgetWords, decideSpend, periodOf, type BudgetRecord, type LeaseSnapshot } from './budgets.js';
-import { GpuOwed, type GpuRateSource, type OwedInterval } from './gpu-owed.js';
+import {
+  budgetWords,
+  decideAdmission,
+  periodOf,
+  renewalWanted,
+  type BudgetRecord,
+  type LeaseSnapshot,
+  type SpendOutcome,
+} from './budgets.js';
 
 export interface Prices {
   /** US dollars for these tokens of `model`; undefined = it has no price (money budgets count it as free). */
@@ -28,7 +39,17 @@ export interface BudgetLeasesOptions {
   leaseFraction?: number;
   /** How often every budget is synced with the store, ms; 0 = never on a timer (call sync()). Default 1000. */
   syncIntervalMs?: number;
+  /**
+   * How long a request whose lease ran dry (the store having had room) waits
+   * for the lease's renewal before it is refused as unsettled (503), ms;
+   * 0 = it does not wait (refused at once, the renewal still started).
+   * Default BUDGET_RENEW_WAIT_MS.
+   */
+  renewWaitMs?: number;
 }
+
+/** budget_renew_wait's default: a sync on a healthy store takes milliseconds, on a busy SQLite file a few hundred. */
+export const BUDGET_RENEW_WAIT_MS = 500;
 
 /** One budget's lease on this plane in its current period; mutated in place so holds settle into whichever period is current. */
 class Lease implements LeaseSnapshot {
@@ -41,6 +62,12 @@ class Lease implements LeaseSnapshot {
   storeCommitted = 0;
   /** Synced at least once this period: until then storeLeft is unknown and the first sync is due at once. */
   synced = false;
+  /** What requests waiting for this lease's renewal need in all; 0 = none waits. */
+  waiting = 0;
+  /** The last sync of this lease, queued or running: its syncs never overlap (each reads, then moves, its counts). */
+  chain: Promise<void> = Promise.resolve();
+  /** The renewal requests wait for; null = none in flight. */
+  renewal: Promise<boolean> | null = null;
   constructor(
     public budget: BudgetRecord,
     public periodStartMs: number,
@@ -49,6 +76,9 @@ class Lease implements LeaseSnapshot {
   ) {}
   get used(): number {
     return this.spent + this.reserved;
+  }
+  get unsynced(): boolean {
+    return !this.synced;
   }
 }
 
@@ -66,12 +96,12 @@ export class BudgetLeases implements BudgetGate {
   private kicked = false;
   private failing = false;
   private readonly refused?: Counter<'budget'>;
-  /** The GPU meter's rates, for models without a token price (gpu-owed.ts); null = no meter: such models are free. */
-  private gpuRates: GpuRateSource | null = null;
-  private readonly owed = new GpuOwed<Lease>();
+  private readonly unsettled?: Counter<'budget'>;
+  private readonly renewWaitMs: number;
 
   constructor(private readonly o: BudgetLeasesOptions) {
     this.leaseFraction = o.leaseFraction ?? 0.02;
+    this.renewWaitMs = o.renewWaitMs ?? BUDGET_RENEW_WAIT_MS;
     const interval = o.syncIntervalMs ?? 1000;
     if (interval > 0) {
       this.timer = setInterval(() => void this.sync(), interval);
@@ -81,6 +111,12 @@ export class BudgetLeases implements BudgetGate {
       this.refused = new Counter({
         name: 'llmgw_budget_refused_total',
         help: 'Requests refused with 429 by a hard budget, per budget id',
+        labelNames: ['budget'],
+        registers: [o.registry],
+      });
+      this.unsettled = new Counter({
+        name: 'llmgw_budget_unsettled_total',
+        help: 'Requests refused with 503 because their lease of a hard budget ran dry and the store did not renew it within budget_renew_wait, per budget id; the budget was not known to be spent',
         labelNames: ['budget'],
         registers: [o.registry],
       });
@@ -140,30 +176,12 @@ export class BudgetLeases implements BudgetGate {
     return this.o.prices.cost(model, promptTokens, completionTokens);
   }
 
-  /** From now on a model without a token price is charged the meter's estimate, trued up through takeGpuOwed. */
-  useGpuRates(rates: GpuRateSource): void {
-    this.gpuRates = rates;
-  }
-
-  /** The estimates charged since the last call, for the meter to true up once it has priced the interval. */
-  takeGpuOwed(): OwedInterval {
-    return this.owed.take();
-  }
-
-  /** What money budgets are charged: the token price, else the GPU meter's estimate (a replica's when named). */
-  spendCost(model: string, promptTokens: number, completionTokens: number, replicaId?: string): number | undefined {
-    const priced = this.o.prices.cost(model, promptTokens, completionTokens);
-    if (priced !== undefined || this.gpuRates === null) return priced;
-    return (promptTokens + completionTokens) * this.gpuRates.estimate(model, replicaId);
-  }
-
-  /** An estimate charged to `lease`, written down for the true-up when the model's price is its GPU-hours. */
-  owe(lease: Lease, model: string, replicaId: string | undefined, tokens: number, usd: number): void {
-    if (this.gpuRates !== null && this.o.prices.cost(model, 0, 0) === undefined)
-      this.owed.add(lease, model, replicaId, tokens, usd);
-  }
-
-  admit(key: ApiKeyRecord, model: string, promptTokens: number, completionTokens: number): BudgetDecision {
+  admit(
+    key: ApiKeyRecord,
+    model: string,
+    promptTokens: number,
+    completionTokens: number,
+  ): BudgetDecision | Promise<BudgetDecision> {
     const own = this.byKey.get(key.id);
     const team = key.team === undefined ? undefined : this.byTeam.get(key.team);
     if (!own && !team) return NO_BUDGET;
@@ -171,20 +189,19 @@ export class BudgetLeases implements BudgetGate {
     const tokens = promptTokens + completionTokens;
     let usd: number | null = null;
     const need = leases.map((l) =>
-      l.budget.unit === 'tokens' ? tokens : (usd ??= this.spendCost(model, promptTokens, completionTokens) ?? 0),
+      l.budget.unit === 'tokens' ? tokens : (usd ??= this.cost(model, promptTokens, completionTokens) ?? 0),
     );
-    const d = decideSpend(leases, need);
-    if (!d.ok) {
-      const l = leases[d.refusedBy]!;
-      this.refused?.inc({ budget: l.budget.id });
-      const now = this.o.now();
-      return {
-        ok: false,
-        budget: budgetWords(l.budget),
-        resetAtMs: l.periodEndMs,
-        retryAfterS: Math.max(1, Math.ceil((l.periodEndMs - now) / 1000)),
-      };
+    const o = decideAdmission(leases, need);
+    if (o.kind === 'admit') return this.hold(leases, need);
+    if (o.kind === 'exceeded') return this.exceeded(leases[o.refusedBy]!);
+    if (this.renewWaitMs <= 0) {
+      for (const i of o.renew) void this.renew(leases[i]!);
+      return this.unsettledBy(leases[o.refusedBy]!);
     }
+    return this.awaitRenewal(leases, need, o);
+  }
+
+  private hold(leases: readonly Lease[], need: readonly number[]): BudgetDecision {
     let low = false;
     for (let i = 0; i < leases.length; i++) {
       const l = leases[i]!;
@@ -194,6 +211,75 @@ export class BudgetLeases implements BudgetGate {
     // Renew before the lease runs out: a sync now, off this request's path.
     if (low) this.kick();
     return { ok: true, hold: new Hold(this, leases, need) };
+  }
+
+  private exceeded(l: Lease): BudgetDecision {
+    this.refused?.inc({ budget: l.budget.id });
+    return {
+      ok: false,
+      budget: budgetWords(l.budget),
+      resetAtMs: l.periodEndMs,
+      retryAfterS: Math.max(1, Math.ceil((l.periodEndMs - this.o.now()) / 1000)),
+    };
+  }
+
+  private unsettledBy(l: Lease): BudgetDecision {
+    this.unsettled?.inc({ budget: l.budget.id });
+    // A second: a renewal under way lands within about that on a store that answers at all.
+    return { ok: false, unsettled: true, budget: budgetWords(l.budget), resetAtMs: l.periodEndMs, retryAfterS: 1 };
+  }
+
+  /**
+   * A request that found a lease dry: renew it (and any other it does not
+   * fit) and decide again, until admitted, refused as spent, or the wait is
+   * over (unsettled). While it waits, its need counts in the renewal's ask,
+   * so a request bigger than a lease gets room too.
+   */
+  private async awaitRenewal(
+    leases: readonly Lease[],
+    need: readonly number[],
+    first: SpendOutcome & { kind: 'renew' },
+  ): Promise<BudgetDecision> {
+    let o: SpendOutcome = first;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), this.renewWaitMs);
+    });
+    for (let i = 0; i < leases.length; i++) leases[i]!.waiting += need[i]!;
+    try {
+      while (o.kind === 'renew') {
+        const renewed = await Promise.race([Promise.all(o.renew.map((i) => this.renew(leases[i]!))), late]);
+        if (renewed === 'late' || !renewed.every(Boolean)) return this.unsettledBy(leases[o.refusedBy]!);
+        o = decideAdmission(leases, need);
+      }
+    } finally {
+      clearTimeout(timer);
+      for (let i = 0; i < leases.length; i++) leases[i]!.waiting -= need[i]!;
+    }
+    return o.kind === 'admit' ? this.hold(leases, need) : this.exceeded(leases[o.refusedBy]!);
+  }
+
+  /** The lease's renewal every waiter shares: true once it is back, false if the store failed it. */
+  private renew(l: Lease): Promise<boolean> {
+    l.renewal ??= this.serial(l, () => this.syncLease(l, false))
+      .then(
+        () => true,
+        (err: unknown) => {
+          this.storeFailed(err);
+          return false;
+        },
+      )
+      .finally(() => {
+        l.renewal = null;
+      });
+    return l.renewal;
+  }
+
+  /** Runs `f` after the lease's last sync, queued or running, so that two never overlap. */
+  private serial(l: Lease, f: () => Promise<void>): Promise<void> {
+    const run = l.chain.then(f);
+    l.chain = run.catch(() => undefined);
+    return run;
   }
 
   private ownAndTeam(keyId: string, team: string, own: Lease[], teams: Lease[]): Lease[] {
@@ -215,7 +301,7 @@ export class BudgetLeases implements BudgetGate {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.syncing;
-    for (const l of this.leases.values()) await this.syncLease(l, true).catch(() => undefined);
+    for (const l of this.leases.values()) await this.serial(l, () => this.syncLease(l, true)).catch(() => undefined);
   }
 
   private kick(): void {
@@ -229,17 +315,21 @@ export class BudgetLeases implements BudgetGate {
 
   private async syncOnce(): Promise<void> {
     try {
-      for (const l of this.leases.values()) await this.syncLease(l, false);
+      for (const l of this.leases.values()) await this.serial(l, () => this.syncLease(l, false));
       if (this.failing) this.o.logger.info('budgets are in step with the store again');
       this.failing = false;
     } catch (err) {
-      if (!this.failing)
-        this.o.logger.warn(
-          { err: (err as Error).message },
-          'cannot sync budgets with the store; each control plane spends what it holds, and one lease on credit, until it returns',
-        );
-      this.failing = true;
+      this.storeFailed(err);
     }
+  }
+
+  private storeFailed(err: unknown): void {
+    if (!this.failing)
+      this.o.logger.warn(
+        { err: (err as Error).message },
+        'cannot sync budgets with the store; each control plane spends what it holds, and one lease on credit, then refuses with 503 LLMGW_BUDGET_UNSETTLED until it returns',
+      );
+    this.failing = true;
   }
 
   private async syncLease(l: Lease, closing: boolean): Promise<void> {
@@ -264,7 +354,7 @@ export class BudgetLeases implements BudgetGate {
     const spentDelta = spent - l.reportedSpent;
     const debt = Math.max(0, used - l.granted);
     const held = l.granted + debt - used;
-    const want = closing || held >= l.leaseSize / 2 ? 0 : l.leaseSize - held;
+    const want = closing ? 0 : renewalWanted({ held, leaseSize: l.leaseSize, waiting: l.waiting });
     const giveBack = closing ? Math.max(0, l.granted - used) : 0;
     if (l.synced && spentDelta === 0 && debt === 0 && want === 0 && giveBack === 0) return;
     const r = await this.o.book.sync({
@@ -302,7 +392,7 @@ class Hold implements BudgetHold {
     private readonly need: readonly number[],
   ) {}
 
-  settle(model: string, promptTokens: number, completionTokens: number, replicaId?: string): void {
+  settle(model: string, promptTokens: number, completionTokens: number): void {
     if (this.done) return;
     this.done = true;
     const tokens = promptTokens + completionTokens;
@@ -310,12 +400,8 @@ class Hold implements BudgetHold {
     for (let i = 0; i < this.held.length; i++) {
       const l = this.held[i]!;
       l.reserved -= this.need[i]!;
-      if (l.budget.unit === 'tokens') l.spent += tokens;
-      else {
-        usd ??= this.leases.spendCost(model, promptTokens, completionTokens, replicaId) ?? 0;
-        l.spent += usd;
-        this.leases.owe(l, model, replicaId, tokens, usd);
-      }
+      l.spent +=
+        l.budget.unit === 'tokens' ? tokens : (usd ??= this.leases.cost(model, promptTokens, completionTokens) ?? 0);
     }
   }
 

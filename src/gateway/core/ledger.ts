@@ -95,11 +95,20 @@ export class Tab {
 
   /**
    * Admission against the budgets of the key and its team: the request may
-   * cost up to these tokens. On ok, its hold is settled with the tab.
+   * cost up to these tokens. On ok, its hold is settled with the tab. A
+   * promise only while the request waits for a dry lease's renewal.
    */
-  holdBudget(model: string, promptTokens: number, completionTokens: number): BudgetDecision {
+  holdBudget(model: string, promptTokens: number, completionTokens: number): BudgetDecision | Promise<BudgetDecision> {
     const decision = this.ledger.budgets!.admit(this.key!, model, promptTokens, completionTokens);
-    if (decision.ok) this.budgetHold = decision.hold;
+    if (decision instanceof Promise) return decision.then((d) => this.takeHold(d));
+    return this.takeHold(decision);
+  }
+
+  private takeHold(decision: BudgetDecision): BudgetDecision {
+    if (!decision.ok) return decision;
+    // A tab settled while its request waited for a renewal would never settle this hold: give it back now.
+    if (this.settled) decision.hold?.release();
+    else this.budgetHold = decision.hold;
     return decision;
   }
 

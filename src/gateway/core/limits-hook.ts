@@ -7,7 +7,7 @@
 // limits shared with every other request of its key and team.
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
-import type { ApiKeyRecord } from '../ports/index.js';
+import type { ApiKeyRecord, BudgetDecision } from '../ports/index.js';
 import type { AdmissionDeps, AdmittedCall, Hook } from './admission.js';
 import type { LimitDecision } from './rate-limit.js';
 import { overLimitMessage, tokensToReserve, type TokenCost } from './token-cost.js';
@@ -72,7 +72,7 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
       return;
     }
     if (cost !== null && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
-    if (deps.ledger.budgets && !countOnly && !admitBudget(deps, reply, key, call, cost)) return;
+    if (deps.ledger.budgets && !countOnly) return admitBudget(deps, reply, key, call, cost, done);
     done();
   };
 }
@@ -80,10 +80,14 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
 /**
  * The budget check, after the rate limit: the request's most tokens (and
  * their price) against every hard budget of its key and team, from this
- * control plane's leases in memory. Refused: 429 naming the budget and when
- * it resets, with Retry-After; the rate limit's reservation goes back. A
- * budgeted request that set no max_tokens is capped at what was reserved,
- * so what it spends cannot run past its reservation. False when refused.
+ * control plane's leases in memory. Refused as spent: 429 naming the budget
+ * and when it resets, with Retry-After. A request that found its lease dry
+ * waits (bounded, budget_renew_wait) for the lease's renewal; if the store
+ * does not answer in time, 503 LLMGW_BUDGET_UNSETTLED: the budget is not
+ * known to be spent, retry. Either way the rate limit's reservation goes
+ * back. A budgeted request that set no max_tokens is capped at what was
+ * reserved, so what it spends cannot run past its reservation. Calls
+ * `done` once admitted, never when refused.
  */
 function admitBudget(
   deps: AdmissionDeps,
@@ -91,26 +95,56 @@ function admitBudget(
   key: ApiKeyRecord,
   call: AdmittedCall,
   known: TokenCost | null,
-): boolean {
+  done: (err?: Error) => void,
+): void {
   const cost = known ?? tokensToReserve(call.endpoint, call.parsed, call.model, deps.options.defaultReserveTokens);
+  const decided = (decision: BudgetDecision): void => {
+    if (!decision.ok) return refuseBudget(deps, reply, key, call, decision);
+    if (decision.hold && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
+    done();
+  };
   const decision = call.tab.holdBudget(call.model.name, cost.prompt, cost.total - cost.prompt);
-  if (!decision.ok) {
-    call.tab.release();
-    deps.count(call.model.name, 429, key);
-    deps.ledger.refused(key, call.model.name, call.endpoint, 429);
+  // Only a request whose lease ran dry waits; every other one is decided here, with no turn of the event loop.
+  if (decision instanceof Promise)
+    decision.then(decided, (err: unknown) => {
+      call.tab.release();
+      done(err as Error);
+    });
+  else decided(decision);
+}
+
+function refuseBudget(
+  deps: AdmissionDeps,
+  reply: FastifyReply,
+  key: ApiKeyRecord,
+  call: AdmittedCall,
+  decision: Extract<BudgetDecision, { ok: false }>,
+): void {
+  call.tab.release();
+  const status = decision.unsettled ? 503 : 429;
+  deps.count(call.model.name, status, key);
+  deps.ledger.refused(key, call.model.name, call.endpoint, status);
+  const retry = { 'retry-after': String(decision.retryAfterS) };
+  if (decision.unsettled)
+    deps.refuse(
+      reply,
+      503,
+      'LLMGW_BUDGET_UNSETTLED',
+      `${decision.budget}, which this API key (${key.prefix}…) spends, is not known to be spent, but this gateway's lease of it ran dry and the store did not renew it in time; retry in ${decision.retryAfterS} s`,
+      null,
+      retry,
+      true,
+    );
+  else
     deps.refuse(
       reply,
       429,
       'LLMGW_BUDGET_EXCEEDED',
       `this API key (${key.prefix}…) is over ${decision.budget}; it resets at ${new Date(decision.resetAtMs).toISOString()} (in ${decision.retryAfterS} s); ask the operator to raise it`,
       null,
-      { 'retry-after': String(decision.retryAfterS) },
+      retry,
       true,
     );
-    return false;
-  }
-  if (decision.hold && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
-  return true;
 }
 
 /**

@@ -369,18 +369,34 @@ export type BudgetDecision =
       readonly budget: string;
       /** Epoch ms at which the budget's period starts again. */
       readonly resetAtMs: number;
-      /** Seconds until then, at least 1 (Retry-After). */
+      /** Seconds until then, at least 1 (Retry-After); when unsettled, seconds until it is worth asking again. */
       readonly retryAfterS: number;
+      /**
+       * True: the budget is not known to be spent. This plane's share of it
+       * ran dry and the store did not renew it in time (or could not be
+       * reached): 503, retry soon. Absent or false: spent (429, until resetAtMs).
+       */
+      readonly unsettled?: boolean;
     };
 
 /**
  * Budgets per team and per key, in tokens and money. Answers from memory:
  * the implementation spends leases it took from the store, never asking it
- * on a request's path.
+ * on a request's path, except for a request that finds its lease dry while
+ * the store may still have room: that one waits (bounded) for a renewal.
  */
 export interface BudgetGate {
-  /** Admits a request of `key` to `model` that may cost up to this many tokens, or names the budget that refuses it. */
-  admit(key: ApiKeyRecord, model: string, promptTokens: number, completionTokens: number): BudgetDecision;
+  /**
+   * Admits a request of `key` to `model` that may cost up to this many
+   * tokens, or names the budget that refuses it. At once in the common
+   * case; a promise only when the request waits for a lease's renewal.
+   */
+  admit(
+    key: ApiKeyRecord,
+    model: string,
+    promptTokens: number,
+    completionTokens: number,
+  ): BudgetDecision | Promise<BudgetDecision>;
   /** What these tokens of `model` cost in US dollars; undefined = the model has no price. */
   cost(model: string, promptTokens: number, completionTokens: number): number | undefined;
 }
