@@ -22,6 +22,7 @@ import {
   type LeaseSnapshot,
   type SpendOutcome,
 } from './budgets.js';
+import { GpuOwed, type GpuRateSource, type OwedInterval } from './gpu-owed.js';
 
 export interface Prices {
   /** US dollars for these tokens of `model`; undefined = it has no price (money budgets count it as free). */
@@ -98,6 +99,9 @@ export class BudgetLeases implements BudgetGate {
   private readonly refused?: Counter<'budget'>;
   private readonly unsettled?: Counter<'budget'>;
   private readonly renewWaitMs: number;
+  /** The GPU meter's rates, for models without a token price (gpu-owed.ts); null = no meter: such models are free. */
+  private gpuRates: GpuRateSource | null = null;
+  private readonly owed = new GpuOwed<Lease>();
 
   constructor(private readonly o: BudgetLeasesOptions) {
     this.leaseFraction = o.leaseFraction ?? 0.02;
@@ -176,6 +180,29 @@ export class BudgetLeases implements BudgetGate {
     return this.o.prices.cost(model, promptTokens, completionTokens);
   }
 
+  /** From now on a model without a token price is charged the meter's estimate, trued up through takeGpuOwed. */
+  useGpuRates(rates: GpuRateSource): void {
+    this.gpuRates = rates;
+  }
+
+  /** The estimates charged since the last call, for the meter to true up once it has priced the interval. */
+  takeGpuOwed(): OwedInterval {
+    return this.owed.take();
+  }
+
+  /** What money budgets are charged: the token price, else the GPU meter's estimate (a replica's when named). */
+  spendCost(model: string, promptTokens: number, completionTokens: number, replicaId?: string): number | undefined {
+    const priced = this.o.prices.cost(model, promptTokens, completionTokens);
+    if (priced !== undefined || this.gpuRates === null) return priced;
+    return (promptTokens + completionTokens) * this.gpuRates.estimate(model, replicaId);
+  }
+
+  /** An estimate charged to `lease`, written down for the true-up when the model's price is its GPU-hours. */
+  owe(lease: Lease, model: string, replicaId: string | undefined, tokens: number, usd: number): void {
+    if (this.gpuRates !== null && this.o.prices.cost(model, 0, 0) === undefined)
+      this.owed.add(lease, model, replicaId, tokens, usd);
+  }
+
   admit(
     key: ApiKeyRecord,
     model: string,
@@ -189,7 +216,7 @@ export class BudgetLeases implements BudgetGate {
     const tokens = promptTokens + completionTokens;
     let usd: number | null = null;
     const need = leases.map((l) =>
-      l.budget.unit === 'tokens' ? tokens : (usd ??= this.cost(model, promptTokens, completionTokens) ?? 0),
+      l.budget.unit === 'tokens' ? tokens : (usd ??= this.spendCost(model, promptTokens, completionTokens) ?? 0),
     );
     const o = decideAdmission(leases, need);
     if (o.kind === 'admit') return this.hold(leases, need);
@@ -392,7 +419,7 @@ class Hold implements BudgetHold {
     private readonly need: readonly number[],
   ) {}
 
-  settle(model: string, promptTokens: number, completionTokens: number): void {
+  settle(model: string, promptTokens: number, completionTokens: number, replicaId?: string): void {
     if (this.done) return;
     this.done = true;
     const tokens = promptTokens + completionTokens;
@@ -400,8 +427,12 @@ class Hold implements BudgetHold {
     for (let i = 0; i < this.held.length; i++) {
       const l = this.held[i]!;
       l.reserved -= this.need[i]!;
-      l.spent +=
-        l.budget.unit === 'tokens' ? tokens : (usd ??= this.leases.cost(model, promptTokens, completionTokens) ?? 0);
+      if (l.budget.unit === 'tokens') l.spent += tokens;
+      else {
+        usd ??= this.leases.spendCost(model, promptTokens, completionTokens, replicaId) ?? 0;
+        l.spent += usd;
+        this.leases.owe(l, model, replicaId, tokens, usd);
+      }
     }
   }
 
