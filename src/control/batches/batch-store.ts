@@ -35,6 +35,11 @@ export interface ClaimedLine {
   readonly line: number;
   readonly customId: string;
   readonly model: string;
+  /**
+   * Tries of this line that failed (a 500, 502 or 504) before this one; 0 =
+   * none. Not counted: waits for a busy gateway (429, 503, 408), nor a line
+   * given back or taken over from a runner that died, none the line's doing.
+   */
   readonly attempts: number;
 }
 
@@ -264,12 +269,7 @@ export class BatchRepository {
       if (candidates.length === 0) continue;
       const rows = await this.db
         .updateTable('batch_lines')
-        .set((eb) => ({
-          state: 'running',
-          lease_owner: owner,
-          lease_until: leaseUntil,
-          attempts: eb('attempts', '+', 1),
-        }))
+        .set({ state: 'running', lease_owner: owner, lease_until: leaseUntil })
         .where('batch_id', '=', batchId)
         .where(
           'line',
@@ -344,12 +344,22 @@ export class BatchRepository {
     });
   }
 
-  /** Puts the line back to wait until `notBefore` (a refusal worth retrying); false when `owner` no longer held it. */
-  async retryLater(line: ClaimedLine, owner: string, notBefore: number): Promise<boolean> {
+  /**
+   * Puts the line back to wait until `notBefore` (a refusal worth retrying);
+   * `failed`: this try failed, and counts in its attempts. False when `owner`
+   * no longer held it.
+   */
+  async retryLater(line: ClaimedLine, owner: string, notBefore: number, failed = false): Promise<boolean> {
     return this.commits.run(async (tx) => {
       const r = await tx
         .updateTable('batch_lines')
-        .set({ state: 'pending', not_before: notBefore, lease_owner: null, lease_until: null })
+        .set((eb) => ({
+          state: 'pending',
+          not_before: notBefore,
+          lease_owner: null,
+          lease_until: null,
+          ...(failed ? { attempts: eb('attempts', '+', 1) } : {}),
+        }))
         .where('batch_id', '=', line.batchId)
         .where('line', '=', line.line)
         .where('state', '=', 'running')

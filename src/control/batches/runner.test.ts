@@ -207,6 +207,85 @@ describe('the batch runner', () => {
     await store.close();
   });
 
+  // Guards against waits counted as failed tries: every claim counted an attempt, so a line the gateway had twice
+  // answered 429 (busy, which docs/batches.md says is no failure) got one try at a 500 instead of three.
+  it('counts only failed tries, not waits for a busy gateway, toward the three a 5xx gets', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+    dirs.push(dir);
+    let now = 1_000_000;
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
+    const repo = new BatchRepository(store.connection);
+    await repo.create({ ...batch(now), total: 1 }, [{ line: 1, customId: 'c1', model: 'm' }]);
+    const content = new FileContent(join(dir, 'files'));
+    await content.put(INPUT, Buffer.from(`${line(1)}\n`));
+    const answers = [429, 429, 503, 500, 502, 200];
+    const seen: number[] = [];
+    const runner = new BatchRunner({
+      batches: repo,
+      content,
+      pace: { slots: () => 1 },
+      call: async () => {
+        const status = answers[seen.length] ?? 500;
+        seen.push(status);
+        return { status, headers: {}, body: status === 200 ? '{"ok":true}' : '{"error":{"message":"x"}}' };
+      },
+      leaseMs: 1e12,
+      // Every look is a second later: a retried line's wait (a second without Retry-After) is over at the next.
+      now: () => (now += 1000),
+      logger: pino({ level: 'silent' }),
+      alone: true,
+      tickMs: 20,
+    });
+    try {
+      await runner.start();
+      await waitFor('the batch to complete', async () =>
+        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
+      );
+    } finally {
+      await runner.stop();
+    }
+    expect(seen).toEqual([429, 429, 503, 500, 502, 200]);
+    expect((await repo.get('batch_1'))!).toMatchObject({ completed: 1, failed: 0 });
+    await store.close();
+  });
+
+  it('makes the third failed try the answer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+    dirs.push(dir);
+    let now = 1_000_000;
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
+    const repo = new BatchRepository(store.connection);
+    await repo.create({ ...batch(now), total: 1 }, [{ line: 1, customId: 'c1', model: 'm' }]);
+    const content = new FileContent(join(dir, 'files'));
+    await content.put(INPUT, Buffer.from(`${line(1)}\n`));
+    let calls = 0;
+    const runner = new BatchRunner({
+      batches: repo,
+      content,
+      pace: { slots: () => 1 },
+      call: async () => {
+        calls += 1;
+        return { status: 502, headers: {}, body: '{"error":{"message":"x"}}' };
+      },
+      leaseMs: 1e12,
+      now: () => (now += 1000),
+      logger: pino({ level: 'silent' }),
+      alone: true,
+      tickMs: 20,
+    });
+    try {
+      await runner.start();
+      await waitFor('the batch to complete', async () =>
+        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
+      );
+    } finally {
+      await runner.stop();
+    }
+    expect(calls).toBe(3);
+    expect((await repo.get('batch_1'))!).toMatchObject({ completed: 0, failed: 1 });
+    await store.close();
+  });
+
   // Guards against batch lines running as the key's own record, outside its team's models and limits: the runner
   // once read keys with list(), which TeamKeys does not narrow, so a team's caps held for a client and not for its batch.
   it('runs a line as its key narrowed by the team', async () => {

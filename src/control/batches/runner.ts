@@ -41,7 +41,11 @@ export interface RunnerOptions {
 
 /** Statuses of a refusal worth running again later (the gateway busy, a queue's wait over), never a line's fault. */
 const RETRY_ALWAYS = new Set([408, 429, 503]);
-/** Failures that may pass (an engine's error): tried this many times before they become the line's answer. */
+/**
+ * Failures that may pass (an engine's error): a line is tried this many times
+ * in all before one becomes its answer. Only these tries count (attempts),
+ * never waits for a busy gateway, which docs/batches.md says are not failures.
+ */
 const RETRY_SOME = new Set([500, 502, 504]);
 const MAX_ATTEMPTS = 3;
 /** Lines read from the store at once when the files are written. */
@@ -188,10 +192,11 @@ export class BatchRunner {
       answer = { status: 503, headers: {}, body: '{}' };
     }
     const { status } = answer;
-    if (RETRY_ALWAYS.has(status) || (RETRY_SOME.has(status) && line.attempts < MAX_ATTEMPTS)) {
+    const failedTry = RETRY_SOME.has(status);
+    if (RETRY_ALWAYS.has(status) || (failedTry && line.attempts + 1 < MAX_ATTEMPTS)) {
       const after = Number(answer.headers['retry-after']);
       const waitMs = Number.isFinite(after) && after > 0 ? Math.min(after * 1000, 60_000) : 1000;
-      await this.o.batches.retryLater(line, this.owner, this.o.now() + waitMs);
+      await this.o.batches.retryLater(line, this.owner, this.o.now() + waitMs, failedTry);
       return;
     }
     let body: unknown;

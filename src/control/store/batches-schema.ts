@@ -87,6 +87,7 @@ export interface BatchLinesTable {
   not_before: number;
   lease_owner: string | null;
   lease_until: number | null;
+  /** Tries that failed (500, 502, 504); waits for a busy gateway (429, 503, 408) are not counted. */
   attempts: number;
   /** 1: its entry goes to the error file; 0: to the output file. */
   failed: number;
