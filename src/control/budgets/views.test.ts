@@ -4,6 +4,7 @@
 // fleet's tokens cost.
 import { describe, expect, it } from 'vitest';
 import { measuredPerMillion, NO_TEAM, spendOf, type UsageCostRow } from './views.js';
+import { teamOfIn } from './wire.js';
 
 const row = (key_id: string, model: string, tokens: number, cost_usd: number): UsageCostRow => ({
   key_id,
@@ -71,5 +72,22 @@ describe('measuredPerMillion', () => {
     ['nothing charged', undefined, 100, 0, null],
   ])('%s', (_why, g, tokens, usd, want) => {
     expect(measuredPerMillion(g, tokens, usd)).toBe(want);
+  });
+});
+
+describe('teamOfIn', () => {
+  it('reads the key list once per turn, and sees a key made since at the next', async () => {
+    // Guards the cost of the spend page: every usage row asked for its key's team, and each question sorted a copy of
+    // every key and searched it.
+    const list: { id: string; team?: string }[] = [{ id: 'k_ml', team: 'ml' }];
+    let reads = 0;
+    const teamOf = teamOfIn({ list: () => (reads++, list as never) });
+    for (let i = 0; i < 1000; i++) expect(teamOf('k_ml')).toBe('ml');
+    expect(teamOf('k_new')).toBeUndefined();
+    expect(reads).toBe(1);
+    list.push({ id: 'k_new', team: 'web' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(teamOf('k_new')).toBe('web');
+    expect(reads).toBe(2);
   });
 });

@@ -101,10 +101,22 @@ export async function openBudgets(o: {
   };
 }
 
-/** A key id's team, read from the key store's cache (a store that answers only asynchronously knows none). */
-function teamOfIn(keys: KeyStore): (keyId: string) => string | undefined {
+/**
+ * A key id's team, read from the key store's cache (a store that answers
+ * only asynchronously knows none). The views ask once per usage row or
+ * budget: the list is read and indexed once per turn of the event loop, not
+ * searched per row (a sorted copy of every key each time, thousands of
+ * keys times thousands of rows). A key made since is seen at the next turn.
+ */
+export function teamOfIn(keys: Pick<KeyStore, 'list'>): (keyId: string) => string | undefined {
+  let teams: Map<string, string | undefined> | null = null;
   return (id) => {
-    const l = keys.list();
-    return l instanceof Promise ? undefined : l.find((k) => k.id === id)?.team;
+    if (teams === null) {
+      const l = keys.list();
+      if (l instanceof Promise) return undefined;
+      teams = new Map(l.map((k) => [k.id, k.team]));
+      setImmediate(() => (teams = null));
+    }
+    return teams.get(id);
   };
 }
