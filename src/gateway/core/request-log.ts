@@ -2,12 +2,20 @@
 // replica (and nodes) every attempt went to, why a failed attempt failed,
 // the status the client got and its cause, timings and tokens. It answers
 // "which replica served this request, and why did it fail" by the
-// x-request-id a client quotes. Kept in memory, bounded (a ring), per
+// x-request-id a client quotes. Kept in memory, bounded (rings), per
 // control plane: with several instances each knows the requests its own
 // client listener took. Separate from metrics (counts, no ids) and from
 // usage (per key and model, in the store).
 import type { RequestAttemptView, RequestChoiceView, RequestRecordView } from '../../api/types.js';
 import type { PickRule } from './pick.js';
+import {
+  isLimitRefusal,
+  newestOfBoth,
+  RecordRing,
+  RefusalRing,
+  REFUSAL_LOG_CAPACITY,
+  REFUSALS_PER_KEY_AND_REASON,
+} from './request-rings.js';
 
 /** How many requests the log keeps by default: ~10k records of a few hundred bytes each. */
 export const REQUEST_LOG_CAPACITY = 10_000;
@@ -142,64 +150,66 @@ export interface RequestFilter {
   limit?: number;
 }
 
+/**
+ * The log: the requests the router took in one ring, and those a limit
+ * refused before any attempt in another, bounded per key and reason
+ * (request-rings.ts), so a key hammering its limit cannot push answered
+ * requests out. Read as one: by id, and listed newest first.
+ */
 export class RequestLog {
-  private readonly ring: (RequestRecord | undefined)[];
-  private next = 0;
-  private count = 0;
+  private readonly taken: RecordRing;
+  private readonly refused: RefusalRing;
+  private seq = 0;
+
   /**
-   * The records in the ring by id, oldest first. Several, not one: the id
-   * is the client's x-request-id when it sends one, and a client may send
-   * the same one twice (a retry, a fixed header), by mistake or to hide
-   * another request behind its own.
+   * `capacity` 0 or absent = REQUEST_LOG_CAPACITY requests taken; refusals
+   * are kept apart, `refusals.capacity` in all (0 or absent =
+   * REFUSAL_LOG_CAPACITY) and `refusals.perKeyAndReason` of one key and
+   * reason (0 or absent = REFUSALS_PER_KEY_AND_REASON).
    */
-  private readonly byId = new Map<string, RequestRecord[]>();
-
-  /** `capacity` 0 or absent = REQUEST_LOG_CAPACITY. */
-  constructor(capacity = 0) {
-    this.ring = new Array<RequestRecord | undefined>(capacity || REQUEST_LOG_CAPACITY);
+  constructor(capacity = 0, refusals: { readonly capacity?: number; readonly perKeyAndReason?: number } = {}) {
+    this.taken = new RecordRing(capacity || REQUEST_LOG_CAPACITY);
+    this.refused = new RefusalRing(
+      refusals.capacity || REFUSAL_LOG_CAPACITY,
+      refusals.perKeyAndReason || REFUSALS_PER_KEY_AND_REASON,
+    );
   }
 
+  /** How many requests taken (answered or failed) the log keeps; refusals are kept apart, besides these. */
   get capacity(): number {
-    return this.ring.length;
+    return this.taken.capacity;
   }
 
+  /** How many requests taken it holds now; refusals are not counted. */
   get size(): number {
-    return this.count;
+    return this.taken.size;
   }
 
-  /** Keeps a finished request, dropping the oldest when full. A record may still be filled in afterwards (tokens come later). */
+  /** Keeps a finished request, dropping the oldest of its ring when full. A record may still be filled in afterwards (tokens come later). */
   add(record: RequestRecord): void {
-    const old = this.ring[this.next];
-    if (old) {
-      // The ring evicts oldest first, so the evicted record is the first of those with its id.
-      const same = this.byId.get(old.id);
-      if (same?.[0] === old) same.shift();
-      if (same?.length === 0) this.byId.delete(old.id);
-    }
-    this.ring[this.next] = record;
-    const same = this.byId.get(record.id);
-    if (same) same.push(record);
-    else this.byId.set(record.id, [record]);
-    this.next = (this.next + 1) % this.ring.length;
-    if (this.count < this.ring.length) this.count++;
+    const held = { record, seq: ++this.seq };
+    if (isLimitRefusal(record)) this.refused.add(held);
+    else this.taken.add(held);
   }
 
   /** The newest request that carried this id. */
   get(id: string): RequestRecord | undefined {
-    return this.byId.get(id)?.at(-1);
+    const a = this.taken.newest(id);
+    const b = this.refused.newest(id);
+    return (a && b ? (a.seq > b.seq ? a : b) : (a ?? b))?.record;
   }
 
   /** How many requests in the log carried this id; 0 = none. */
   countWithId(id: string): number {
-    return this.byId.get(id)?.length ?? 0;
+    return this.taken.countWithId(id) + this.refused.countWithId(id);
   }
 
-  /** Newest first. */
+  /** Newest first, refusals among the rest. */
   list(filter: RequestFilter = {}): RequestRecord[] {
     const limit = filter.limit || 50;
     const out: RequestRecord[] = [];
-    for (let k = 1; k <= this.count && out.length < limit; k++) {
-      const r = this.ring[(this.next - k + this.ring.length) % this.ring.length]!;
+    for (const r of newestOfBoth(this.taken.newestFirst(), this.refused.newestFirst())) {
+      if (out.length >= limit) break;
       if (filter.id !== undefined && r.id !== filter.id) continue;
       if (filter.model !== undefined && r.model !== filter.model) continue;
       if (filter.status !== undefined && r.status !== filter.status) continue;
