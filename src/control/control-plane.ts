@@ -275,6 +275,7 @@ export class ControlPlane {
       batches && store
         ? openBatchSurfaces({
             store,
+            repo: batches.repo,
             catalog,
             replicas: reconciler.view,
             router,

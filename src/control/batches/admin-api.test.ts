@@ -79,7 +79,6 @@ async function setup(over: Partial<BatchesAdminDeps> = {}) {
   });
   const cancelled: string[] = [];
   registerBatchesAdminApi(app, {
-    db: store.connection.db,
     repo,
     now: () => NOW,
     pace: (model) =>

@@ -6,12 +6,10 @@
 // Apart from the client listener's /v1/batches, which speaks OpenAI's shapes
 // to the key that made a batch and nobody else.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Kysely } from 'kysely';
 import type { BatchAdminView, BatchesAdminView, BatchPaceView } from '../../api/batch-types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { needs, teamsInScope } from '../../http/index.js';
-import type { Database } from '../store/schema.js';
-import { ACTIVE_STATUSES, type BatchRepository, type BatchRow } from './batch-store.js';
+import { CANCELLABLE_STATUSES, isActive, type BatchRepository, type BatchRow } from './batch-store.js';
 import { progressOf } from './progress.js';
 
 /** What the pace last said of a model, and its batch lines in flight from here. */
@@ -22,7 +20,6 @@ export interface PaceReport {
 }
 
 export interface BatchesAdminDeps {
-  readonly db: Kysely<Database>;
   readonly repo: BatchRepository;
   /** Epoch ms. */
   readonly now: () => number;
@@ -65,7 +62,7 @@ export function registerBatchesAdminApi(app: FastifyInstance, deps: BatchesAdmin
           'this control plane runs no batches (it has no store), so there is nothing to cancel',
         );
       }
-      if (row.status !== 'validating' && row.status !== 'in_progress') {
+      if (!(CANCELLABLE_STATUSES as readonly string[]).includes(row.status)) {
         throw new LlmgwError(
           'LLMGW_CONFLICT',
           `batch ${row.id} is ${row.status} already; only a validating or in_progress batch can be cancelled`,
@@ -79,13 +76,8 @@ export function registerBatchesAdminApi(app: FastifyInstance, deps: BatchesAdmin
 
 /** Batches of these owners (null = every owner's), newest first, BATCH_LIST_LIMIT at most. */
 export async function batchesView(deps: BatchesAdminDeps, owners: readonly string[] | null): Promise<BatchesAdminView> {
-  let q = deps.db.selectFrom('batches').selectAll();
-  if (owners !== null) {
-    if (owners.length === 0) return { batches: [] };
-    q = q.where('owner', 'in', owners);
-  }
-  const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(BATCH_LIST_LIMIT).execute();
-  return { batches: await Promise.all(rows.map((r) => batchView(deps, normalize(r)))) };
+  const rows = await deps.repo.listAll(owners, BATCH_LIST_LIMIT);
+  return { batches: await Promise.all(rows.map((r) => batchView(deps, r))) };
 }
 
 /** The owners a request may see: null = every one; a team-admin, its teams'. */
@@ -110,18 +102,12 @@ async function visible(deps: BatchesAdminDeps, request: FastifyRequest, id: stri
 /** One batch as the admin API shows it: counts from its lines while it runs, from its row once it has ended. */
 export async function batchView(deps: BatchesAdminDeps, row: BatchRow): Promise<BatchAdminView> {
   const now = deps.now();
-  const active = (ACTIVE_STATUSES as readonly string[]).includes(row.status);
+  const active = isActive(row.status);
   let counts = { total: row.total, completed: row.completed, failed: row.failed, running: 0 };
   let models: string[] = [];
   if (active) {
     counts = await deps.repo.counts(row.id, now);
-    const rows = await deps.db
-      .selectFrom('batch_lines')
-      .select('model')
-      .distinct()
-      .where('batch_id', '=', row.id)
-      .execute();
-    models = rows.map((r) => r.model).sort();
+    models = await deps.repo.models(row.id);
   }
   const progress = progressOf({
     status: row.status,
@@ -157,14 +143,4 @@ export async function batchView(deps: BatchesAdminDeps, row: BatchRow): Promise<
     estimated_finish_at: progress.estimatedFinishAtMs,
     ...(active && deps.pace ? { pace } : {}),
   };
-}
-
-/** Postgres returns bigint columns as text: numbers again, nulls kept. */
-function normalize(r: BatchRow): BatchRow {
-  const out = { ...r } as Record<string, unknown>;
-  for (const [k, v] of Object.entries(out)) {
-    if (typeof v === 'string' && (k.endsWith('_at') || k === 'total' || k === 'completed' || k === 'failed'))
-      out[k] = Number(v);
-  }
-  return out as unknown as BatchRow;
 }

@@ -20,6 +20,14 @@ export type BatchStatus =
 /** Statuses a runner still has work in. */
 export const ACTIVE_STATUSES: readonly BatchStatus[] = ['validating', 'in_progress', 'finalizing', 'cancelling'];
 
+/** Statuses a cancel applies to: later ones are ending or have ended already. */
+export const CANCELLABLE_STATUSES: readonly BatchStatus[] = ['validating', 'in_progress'];
+
+/** True while a runner has work in the batch: its counts come from its lines, not yet from its row. */
+export function isActive(status: string): boolean {
+  return (ACTIVE_STATUSES as readonly string[]).includes(status);
+}
+
 export type BatchRow = BatchesTable;
 
 /** A line as the batch input gave it, to be stored at create. */
@@ -123,6 +131,15 @@ export class BatchRepository {
       .orderBy('id', 'desc')
       .limit(limit + 1)
       .execute();
+    return rows.map((r) => normalize(r)!);
+  }
+
+  /** Batches of these owners (null = every owner's), newest first, `limit` at most: the operator's view. */
+  async listAll(owners: readonly string[] | null, limit: number): Promise<BatchRow[]> {
+    if (owners !== null && owners.length === 0) return [];
+    let q = this.db.selectFrom('batches').selectAll();
+    if (owners !== null) q = q.where('owner', 'in', owners);
+    const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
     return rows.map((r) => normalize(r)!);
   }
 

@@ -21,6 +21,8 @@ export { BatchService } from './service.js';
 
 export interface Batches {
   readonly service: BatchService;
+  /** The store's batches and lines, for the admin API and the dashboard (surfaces.ts): the same the service writes. */
+  readonly repo: BatchRepository;
   /** Starts the runner over the router's in-process entry point, paced by `pace` (pace.ts) over its own in-flight count. */
   run(router: Router, pace: (inFlight: (model: string) => number) => BatchPace): Promise<void>;
   close(): Promise<void>;
@@ -53,6 +55,7 @@ export function openBatches(deps: {
   });
   return {
     service,
+    repo,
     async run(router, pace) {
       const byId = new Map<string, ApiKeyRecord>();
       const keyOf = async (id: string): Promise<ApiKeyRecord | undefined> => {

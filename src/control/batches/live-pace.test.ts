@@ -6,7 +6,7 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { ReplicaUse, RouterReplica } from '../../gateway/ports/index.js';
-import { createBatchPace, type PacedModel } from './live-pace.js';
+import { LiveBatchPace, type PacedModel } from './live-pace.js';
 
 const NOW = 50_000;
 
@@ -18,7 +18,7 @@ function setup(over: { model?: Partial<PacedModel>; replicas?: RouterReplica[]; 
   ];
   const use = new Map<string, ReplicaUse>([['a', { inFlight: 2, lastUsedAtMs: 1 }]]);
   const registry = new Registry();
-  const pace = createBatchPace({
+  const pace = new LiveBatchPace({
     catalog: { resolve: (n) => (n === 'chat' || n === 'chat-alias' ? model : undefined) },
     replicas: { ready: (n) => (n === 'chat' ? replicas : []) },
     use: () => use,

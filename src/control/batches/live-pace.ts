@@ -115,7 +115,3 @@ export class LiveBatchPace {
     };
   }
 }
-
-export function createBatchPace(deps: LiveBatchPaceDeps): LiveBatchPace {
-  return new LiveBatchPace(deps);
-}

@@ -1,8 +1,8 @@
 // Batch pacing: how many more batch lines of a model may start now. Batches
 // run on idle GPUs only, so the answer is a pure function of what the model
 // serves at this moment (decidePace, table-tested without I/O), and the one
-// live part, createBatchPace, only gathers that snapshot from the gateway and
-// the replica directory each time the runner asks. Separate from the runner,
+// live part, LiveBatchPace (live-pace.ts), only gathers that snapshot from the
+// gateway and the replica directory each time the runner asks. Separate from the runner,
 // which keeps lines durable and knows nothing of load, and from the gateway's
 // fair-share gate, which orders requests that have already arrived: the pace
 // decides whether a batch line arrives at all.

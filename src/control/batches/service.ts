@@ -10,7 +10,7 @@ import { LlmgwError } from '../../errors/index.js';
 import type { ApiObject, BatchCaller, FilesAndBatches } from '../../gateway/index.js';
 import { parseDurationMs } from '../../units/index.js';
 import type { BatchSettings } from '../config/batches.js';
-import { ACTIVE_STATUSES, type BatchRepository, type BatchRow, type NewLine } from './batch-store.js';
+import { CANCELLABLE_STATUSES, isActive, type BatchRepository, type BatchRow, type NewLine } from './batch-store.js';
 import type { FileContent } from './content.js';
 import type { FileRecord, FileRepository } from './files-store.js';
 import { isBatchEndpoint, BATCH_ENDPOINTS, parseBatchInput } from './input.js';
@@ -246,7 +246,7 @@ export class BatchService implements FilesAndBatches {
     const owner = ownerOf(caller);
     const row = await this.deps.batches.get(id, owner);
     if (!row) throw batchNotFound(id);
-    if (!(await this.deps.batches.move(id, ['validating', 'in_progress'], 'cancelling', this.deps.now()))) {
+    if (!(await this.deps.batches.move(id, CANCELLABLE_STATUSES, 'cancelling', this.deps.now()))) {
       const now = await this.deps.batches.get(id, owner);
       if (now && (now.status === 'cancelling' || now.status === 'cancelled')) return this.withCounts(now);
       throw new LlmgwError('LLMGW_BATCH_NOT_CANCELLABLE', `batch ${id} has ended (${now?.status}): nothing to cancel`, {
@@ -277,7 +277,7 @@ export class BatchService implements FilesAndBatches {
 
   /** Its counts: from its lines while it runs, from its row once it ended (its lines' rows are gone then). */
   private async withCounts(row: BatchRow): Promise<ApiObject> {
-    const ended = !(ACTIVE_STATUSES as readonly string[]).includes(row.status);
+    const ended = !isActive(row.status);
     const counts = ended
       ? { total: row.total, completed: row.completed, failed: row.failed }
       : await this.deps.batches.counts(row.id, this.deps.now());

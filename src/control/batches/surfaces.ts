@@ -9,7 +9,7 @@ import type { ReplicaDirectory, ReplicaUse } from '../../gateway/ports/index.js'
 import type { BatchCaller } from '../../gateway/ports/batches.js';
 import type { Store } from '../store/index.js';
 import type { BatchesAdminDeps } from './admin-api.js';
-import { BatchRepository, type BatchRow } from './batch-store.js';
+import type { BatchRepository, BatchRow } from './batch-store.js';
 import { BatchDemandReader } from './demand.js';
 import { LiveBatchPace, type PacedModel } from './live-pace.js';
 import type { BatchPaceOptions } from './pace.js';
@@ -20,6 +20,8 @@ export const BATCH_DEMAND_READ_MS = 2_000;
 
 export interface BatchSurfacesDeps {
   readonly store: Store;
+  /** The batches' repository openBatches made (Batches.repo): one per control plane, with its one group commit. */
+  readonly repo: BatchRepository;
   readonly catalog: { resolve(nameOrAlias: string): PacedModel | undefined };
   /** This fleet's replicas (the reconciler's view: remote endpoints are not idle GPUs). */
   readonly replicas: Pick<ReplicaDirectory, 'ready'>;
@@ -46,12 +48,11 @@ export interface BatchSurfaces {
 }
 
 export function openBatchSurfaces(deps: BatchSurfacesDeps): BatchSurfaces {
-  const repo = new BatchRepository(deps.store.connection);
+  const repo = deps.repo;
   const demand = new BatchDemandReader(deps.store.connection.db, deps.now, deps.logger, deps.registry);
   demand.start(BATCH_DEMAND_READ_MS);
   let live: LiveBatchPace | null = null;
   const admin: BatchesAdminDeps = {
-    db: deps.store.connection.db,
     repo,
     now: deps.now,
     pace: (model) => live?.report(model),
