@@ -27,6 +27,7 @@ export type {
   UsageSink,
 } from './ports/index.js';
 export { hashKey } from './ports/index.js';
+export { remoteKeyHeaders } from './remote/foreign.js';
 export type { ApiObject, BatchCaller, FilesAndBatches } from './ports/batches.js';
 export { IN_PROCESS_HEADER, type InProcessAnswer } from './batches/index.js';
 export { API_ENDPOINTS, endpointNeeds, modelServes, SERVED_ENDPOINTS, type ServedEndpoint } from './ports/endpoints.js';

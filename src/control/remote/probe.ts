@@ -4,7 +4,7 @@
 // the pure judgement of what came back. The judgement is table-tested; the
 // request is the edge.
 import { request } from 'undici';
-import type { ReplicaLoad } from '../../gateway/index.js';
+import { remoteKeyHeaders, type ReplicaLoad } from '../../gateway/index.js';
 import type { RemoteApi } from '../catalog/remote.js';
 
 /** What a probe saw: a status and body, or a network failure in words. */
@@ -26,15 +26,9 @@ export function probePath(api: RemoteApi): string {
   return api === 'llmgw' ? '/v1/llmgw/capacity' : '/v1/models';
 }
 
-/** The headers a probe of `api` is sent with: Anthropic's API takes its key in x-api-key and wants its version named. */
+/** The headers a probe of `api` is sent with: its key (and version) as the gateway sends them with each request. */
 export function probeHeaders(api: RemoteApi, apiKey: string | undefined): Record<string, string> {
-  if (api === 'anthropic')
-    return {
-      accept: 'application/json',
-      'anthropic-version': '2023-06-01',
-      ...(apiKey ? { 'x-api-key': apiKey } : {}),
-    };
-  return { accept: 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) };
+  return { accept: 'application/json', ...remoteKeyHeaders(api, apiKey || undefined) };
 }
 
 /** What a probe's result says of the remote serving `servedModel`. */

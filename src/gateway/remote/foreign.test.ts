@@ -8,7 +8,7 @@ import type { Dispatcher } from 'undici';
 import { attachSecret, upstreamRelay, type Attempt } from '../core/dispatch.js';
 import type { Outcome } from '../core/relay.js';
 import type { RouterReplica } from '../ports/index.js';
-import { chatErrorBody, foreignApis } from './foreign.js';
+import { chatErrorBody, foreignApis, remoteKeyHeaders } from './foreign.js';
 import { SSE_EVENT_LIMIT_BYTES } from '../core/sse-events.js';
 
 const replica = (api?: 'responses' | 'anthropic'): RouterReplica =>
@@ -90,6 +90,18 @@ describe('an attempt at a remote speaking another API', () => {
     expect(sent!.headers.authorization).toBe('Bearer sk-canary');
     expect(JSON.parse(sent!.body.toString())).toMatchObject({ model: 'g', store: false });
   });
+
+  it.each([undefined, 'responses', 'anthropic'] as const)(
+    'sends a %s remote its key and version as remoteKeyHeaders says (what the probe sends too)',
+    async (api) => {
+      // Guards against (#34) the Anthropic key header and version decided twice, in the attempt and the probe,
+      // so that one could change without the other and a healthy remote fail its probe, or the reverse.
+      const { sent } = await through(attempt(replica(api), { model: 'm', messages: [{ role: 'user', content: 'x' }] }));
+      attachSecret(sent!);
+      const { 'content-type': _type, ...headers } = sent!.headers;
+      expect(headers).toEqual(remoteKeyHeaders(api ?? 'chat', 'sk-canary'));
+    },
+  );
 
   it.each([
     ['a request the API cannot express', attempt(replica('anthropic'), { model: 'c', messages: [], n: 2 }), /n: /],

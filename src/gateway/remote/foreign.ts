@@ -61,6 +61,22 @@ const APIS: Readonly<Record<ForeignApiName, ForeignApi>> = {
 const CHAT_PATH = '/v1/chat/completions';
 
 /**
+ * The headers a request to a remote speaking `api` carries for its key
+ * (`secret`; undefined = it has none) and its API's version: Anthropic's
+ * x-api-key and anthropic-version, a bearer token for every other API. The
+ * one definition: an attempt gets the same from APIS through attachSecret,
+ * and the control plane's probe of the remote calls this.
+ */
+export function remoteKeyHeaders(api: string, secret: string | undefined): Record<string, string> {
+  const foreign = api === 'anthropic' || api === 'responses' ? APIS[api] : undefined;
+  const out: Record<string, string> = { ...foreign?.headers };
+  if (secret === undefined) return out;
+  if (foreign?.secretHeader) out[foreign.secretHeader] = secret;
+  else out.authorization = `Bearer ${secret}`;
+  return out;
+}
+
+/**
  * The interceptor that sends an attempt at a remote speaking another API in
  * that API. A request it cannot express (n > 1 to Anthropic, a stop
  * sequence to the Responses API) is not sent: the attempt fails before any
