@@ -8,7 +8,7 @@ import type { TeamView } from '../../api/money-types.js';
 import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import { teamsInScope } from '../../http/index.js';
 import type { MoneyViews } from '../budgets/views.js';
-import { DEFAULT_TEAM, teamView, type TeamRecord } from '../teams/teams.js';
+import { teamViews, type TeamRecord } from '../teams/teams.js';
 import type { PageContext } from './components.js';
 import { BudgetsPage, SpendPage, TeamsPage } from './pages/money.js';
 import type { PageSpec } from './routes.js';
@@ -23,16 +23,6 @@ export interface MoneyPagesDeps {
   now: () => number;
 }
 
-/** Every team with its live keys, as GET /api/v1/teams lists them. */
-export async function teamList(deps: MoneyPagesDeps): Promise<TeamView[]> {
-  const now = deps.now();
-  const count = new Map<string, number>();
-  for (const k of await deps.keys())
-    if (k.revokedAtMs === null && (k.expiresAtMs === null || k.expiresAtMs > now))
-      count.set(k.team ?? DEFAULT_TEAM, (count.get(k.team ?? DEFAULT_TEAM) ?? 0) + 1);
-  return deps.teams.list().map((t) => teamView(t, count.get(t.name) ?? 0) as unknown as TeamView);
-}
-
 const need = (permission: 'teams.read' | 'budgets.read' | 'usage.read') =>
   ({ config: { access: 'session', permission } }) as const;
 
@@ -44,12 +34,13 @@ export function registerMoneyPages(scope: FastifyInstance, deps: MoneyPagesDeps 
     need('teams.read'),
     page(async (request) => {
       const teams = teamsInScope(request);
-      const all = await teamList(deps);
+      // As GET /api/v1/teams answers it.
+      const listed = teamViews(deps.teams.list(), await deps.keys(), deps.now(), teams) as unknown as TeamView[];
       return {
         title: 'Teams',
         section: '/teams',
         refresh: true,
-        body: <TeamsPage teams={teams === null ? all : all.filter((t) => teams.includes(t.name))} scope={teams} />,
+        body: <TeamsPage teams={listed} scope={teams} />,
       };
     }),
   );

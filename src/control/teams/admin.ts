@@ -16,7 +16,16 @@ import {
 } from '../../http/index.js';
 import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import type { TeamStore } from './store.js';
-import { DEFAULT_TEAM, excessOver, TEAM_NAME, teamView, type KeyAsk, type TeamRecord } from './teams.js';
+import {
+  DEFAULT_TEAM,
+  excessOver,
+  liveKey,
+  TEAM_NAME,
+  teamView,
+  teamViews,
+  type KeyAsk,
+  type TeamRecord,
+} from './teams.js';
 
 const Limits = {
   /** Absent or null = every model. */
@@ -64,10 +73,6 @@ export function checkKeyTeam(teams: TeamStore, canonical: (name: string) => stri
   };
 }
 
-function live(k: ApiKeyRecord, nowMs: number): boolean {
-  return k.revokedAtMs === null && (k.expiresAtMs === null || k.expiresAtMs > nowMs);
-}
-
 export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps): void {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const wording: RouteJsonWording = { invalidBody: 'the team is not valid' };
@@ -83,19 +88,12 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
   };
   const keysOf = async (team: string) => {
     const now = deps.now();
-    return (await deps.keys()).filter((k) => (k.team ?? DEFAULT_TEAM) === team && live(k, now));
+    return (await deps.keys()).filter((k) => (k.team ?? DEFAULT_TEAM) === team && liveKey(k, now));
   };
 
   // A team-admin lists only the teams it administers, as with keys, usage and budgets.
   app.get('/api/v1/teams', needs('teams.read'), async (request) => {
-    const scope = teamsInScope(request);
-    const keys = await deps.keys();
-    const now = deps.now();
-    const count = new Map<string, number>();
-    for (const k of keys)
-      if (live(k, now)) count.set(k.team ?? DEFAULT_TEAM, (count.get(k.team ?? DEFAULT_TEAM) ?? 0) + 1);
-    const teams = deps.teams.list().filter((t) => scope === null || scope.includes(t.name));
-    return { teams: teams.map((t) => teamView(t, count.get(t.name) ?? 0)) };
+    return { teams: teamViews(deps.teams.list(), await deps.keys(), deps.now(), teamsInScope(request)) };
   });
 
   app.post(

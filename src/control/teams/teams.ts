@@ -4,8 +4,8 @@
 // narrowing of both (`narrowKey`), and a key that asks for more than its
 // team is refused when it is made (`excessOver`).
 import type { ApiKeyRecord } from '../../gateway/ports/index.js';
-
-export { DEFAULT_TEAM } from '../store/migrations-teams.js';
+import { DEFAULT_TEAM } from '../store/migrations-teams.js';
+export { DEFAULT_TEAM };
 
 export interface TeamRecord {
   readonly name: string;
@@ -94,6 +94,29 @@ export function excessOver(ask: KeyAsk, team: TeamRecord, canonical: (name: stri
 }
 
 /** A team as the admin API shows it; `keys`: how many live keys it holds. */
+/** Whether a key still works: not revoked, not expired at `nowMs`. */
+export function liveKey(k: ApiKeyRecord, nowMs: number): boolean {
+  return k.revokedAtMs === null && (k.expiresAtMs === null || k.expiresAtMs > nowMs);
+}
+
+/**
+ * The teams in `scope` (null = every team) with their live keys counted, as
+ * GET /api/v1/teams lists them and the dashboard's teams page shows them.
+ */
+export function teamViews(
+  teams: readonly TeamRecord[],
+  keys: readonly ApiKeyRecord[],
+  nowMs: number,
+  scope: readonly string[] | null,
+): Record<string, unknown>[] {
+  const count = new Map<string, number>();
+  for (const k of keys) {
+    const team = k.team ?? DEFAULT_TEAM;
+    if (liveKey(k, nowMs)) count.set(team, (count.get(team) ?? 0) + 1);
+  }
+  return teams.filter((t) => scope === null || scope.includes(t.name)).map((t) => teamView(t, count.get(t.name) ?? 0));
+}
+
 export function teamView(t: TeamRecord, keys: number): Record<string, unknown> {
   return {
     name: t.name,
