@@ -132,6 +132,23 @@ for (const backend of storeBackends('llmgw-batch-store')) {
       expect(await repo.anyOpen('no-such-batch')).toBe(false);
     });
 
+    it("counts a line's failed tries, not its waits, and lists batches by owner", async () => {
+      const repo = new BatchRepository(store.connection);
+      await repo.create(row('b6', 1, now), lines(1));
+      await repo.create({ ...row('b7', 1, now + 1), owner: 'team:b' }, lines(1));
+      let [l] = await repo.claim(['b6'], 'm', 1, 'A', now + 1000, now);
+      expect(l!.attempts).toBe(0);
+      await repo.retryLater(l!, 'A', now, false);
+      [l] = await repo.claim(['b6'], 'm', 1, 'A', now + 1000, now);
+      expect(l!.attempts, 'a wait for a busy gateway is no failed try').toBe(0);
+      await repo.retryLater(l!, 'A', now, true);
+      [l] = await repo.claim(['b6'], 'm', 1, 'A', now + 1000, now);
+      expect(l!.attempts).toBe(1);
+      expect((await repo.listAll(null, 10)).map((b) => b.id)).toEqual(['b7', 'b6']);
+      expect((await repo.listAll(['team:a'], 10)).map((b) => [b.id, b.total, b.created_at])).toEqual([['b6', 1, now]]);
+      expect(await repo.listAll([], 10)).toEqual([]);
+    });
+
     it('frees every running line at a lone restart (SQLite) and ends a batch once', async () => {
       const repo = new BatchRepository(store.connection);
       await repo.create(row('b3', 2, now), lines(2));
