@@ -88,6 +88,8 @@ export interface IntervalRates {
   readonly replicas: ReadonlyMap<string, number>;
   /** Per model: US dollars per token of its tokens that named no such replica; null = the model had none. */
   readonly unnamed: ReadonlyMap<string, number | null>;
+  /** Each held replica with an id and GPUs: its model, GPU-hours and cost in the interval. */
+  readonly held: ReadonlyMap<string, { readonly model: string; readonly gpuHours: number; readonly costUsd: number }>;
 }
 
 /**
@@ -127,6 +129,7 @@ export function spreadByReplica(snapshot: {
     if (r && r.model === t.model) r.tokens += t.tokens;
   }
   const replicas = new Map<string, number>();
+  const held = new Map<string, { model: string; gpuHours: number; costUsd: number }>();
   for (const r of snapshot.replicas) {
     if (r.gpus.length === 0) continue;
     const s = sumOf(r.model);
@@ -134,6 +137,7 @@ export function spreadByReplica(snapshot: {
     for (const gpu of r.gpus) cost += hours * (gpuHourlyPrice(snapshot.prices, gpu) ?? 0);
     s.gpuHours += hours * r.gpus.length;
     s.costUsd += cost;
+    if (r.id !== undefined) held.set(r.id, { model: r.model, gpuHours: hours * r.gpus.length, costUsd: cost });
     const named = r.id === undefined ? 0 : (byId.get(r.id)?.tokens ?? 0);
     if (named > 0) {
       replicas.set(r.id!, cost / named);
@@ -152,7 +156,7 @@ export function spreadByReplica(snapshot: {
     const rest = s.tokens - s.named;
     unnamed.set(model, rest > 0 ? s.idleUsd / rest : null);
   }
-  return { models, replicas, unnamed };
+  return { models, replicas, unnamed, held };
 }
 
 /** What a token of `model` served by `replicaId` cost in the interval; null = nothing to charge it. */

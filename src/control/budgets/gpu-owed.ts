@@ -26,6 +26,8 @@ export type TrueRate = (model: string, replicaId?: string) => number | null;
 /** One interval's estimates, taken: trued up once the meter knows the interval's rates. */
 export interface OwedInterval {
   trueUp(rate: TrueRate): void;
+  /** The interval could not be priced (the store was away): its estimates wait for the next one. */
+  putBack(): void;
 }
 
 interface Owed<L> {
@@ -57,7 +59,13 @@ export class GpuOwed<L extends Spending> {
   take(): OwedInterval {
     const rows = this.rows;
     this.rows = new Map();
-    return { trueUp: (rate) => trueUp(rows, rate) };
+    return {
+      trueUp: (rate) => trueUp(rows, rate),
+      putBack: () => {
+        for (const byLease of rows.values())
+          for (const o of byLease.values()) this.add(o.lease, o.model, o.replicaId, o.tokens, o.estimatedUsd);
+      },
+    };
   }
 }
 

@@ -11,8 +11,8 @@ import { heldReplicas } from './gpu-wire.js';
 const gpus = (nodeId: string) =>
   nodeId === 'n1'
     ? [
-        { index: 0, name: 'NVIDIA H100 80GB HBM3', class: 'h100-80gb' },
-        { index: 1, name: 'NVIDIA H100 80GB HBM3', class: 'h100-80gb' },
+        { index: 0, name: 'NVIDIA H100 80GB HBM3', class: 'h100-80gb', problems: [] },
+        { index: 1, name: 'NVIDIA H100 80GB HBM3', class: 'h100-80gb', problems: [] },
       ]
     : undefined;
 
