@@ -19,7 +19,7 @@ export interface RoutedRequest {
 /**
  * `keyId` absent = no key; `user` = the body's user field, anything not a
  * non-empty string = none. `draws` places unkeyed requests on the split
- * evenly (draws.ts); absent = an independent `random` draw per request.
+ * evenly (draws.ts); `random` decides the shadow's sample.
  */
 export function routeRequest(
   named: RoutedModel,
@@ -28,16 +28,20 @@ export function routeRequest(
   user: unknown,
   catalog: { resolve(nameOrAlias: string): RoutedModel | undefined },
   random: () => number,
-  draws?: SplitDraws,
+  draws: SplitDraws,
 ): RoutedRequest {
-  const caller = { ...(keyId ? { keyId } : {}), ...(typeof user === 'string' && user ? { user } : {}) };
+  // Most models have no split: their requests build nothing for it.
   const { model, rule } = named.split
     ? chooseSplit(
         named,
         (n) => catalog.resolve(n),
-        splitPoint(named.name, named.splitBy, caller, draws ? () => draws.next(named.name) : random),
+        splitPoint(named.name, named.splitBy, callerOf(keyId, user), () => draws.next(named.name)),
         (m) => modelServes(m, endpoint),
       )
     : { model: named, rule: null };
   return { model, rule, shadow: sampledForShadow(named, random) ? shadowPlan(named, endpoint) : null };
+}
+
+function callerOf(keyId: string | undefined, user: unknown): { keyId?: string; user?: string } {
+  return { ...(keyId ? { keyId } : {}), ...(typeof user === 'string' && user ? { user } : {}) };
 }
