@@ -351,6 +351,8 @@ function controlFlagHelp(): Record<keyof ControlOptions, string> {
     batch_lease: "how long a batch runner's claim on a line lasts unrenewed before another may take it",
     batch_min_completion_window: 'shortest completion_window a batch may ask for (OpenAI: 24h)',
     batch_headroom: "share of a model's places, 0..1, batch lines leave free for interactive requests (default 0.5)",
+    budget_renew_wait:
+      'how long a request whose lease of a hard budget ran dry waits for the store to renew it before 503 LLMGW_BUDGET_UNSETTLED; 0 = no wait (default 500ms)',
     heap_growing_percent:
       "how far past the live heap V8 lets old space grow before collecting it, percent; 50 suits thousands of long-polled nodes; 0 = V8's own heuristic",
     otlp_endpoint:

@@ -199,6 +199,7 @@ export class ControlPlane {
       logger: childLogger(logger, 'budgets'),
       events,
       registry,
+      renewWaitMs: config.budgets.renewWaitMs,
     });
     const usage: UsageSink & { close?(): Promise<void> } = store
       ? new StoredUsage(store.connection, now, undefined, budgets.cost)
@@ -212,6 +213,7 @@ export class ControlPlane {
       tokenPriced: (model) => budgets.cost(model, 0, 0) !== undefined,
       usage: usage instanceof StoredUsage ? usage : { record: (e) => usage.record(e) },
       cluster,
+      budgets: budgets.gate,
       now,
       logger: childLogger(logger, 'gpu-cost'),
     });

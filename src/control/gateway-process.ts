@@ -15,7 +15,10 @@
 // their team, and hard budgets enforced from leases this process takes from
 // the store's budget rows, as a control plane does: one more lease holder
 // (one more lease of overshoot at most). Usage (with its cost) and Responses
-// API responses go to the store as the control plane's do.
+// API responses go to the store as the control plane's do; a model priced by
+// GPU-hours is metered as on a following control plane: this process adds
+// the tokens it served per replica and charges them at each replica's
+// measured rate, the leader alone adding GPU-hours (budgets/gpu-meter.ts).
 //
 // Apart from control-plane.ts because it builds a subset and runs none of
 // the leader's loops; the gateway itself (src/gateway) knows nothing of it.
@@ -27,7 +30,7 @@ import { LlmgwError } from '../errors/index.js';
 import { childLogger } from '../log/index.js';
 import type { Router } from '../gateway/index.js';
 import { AssignmentBoard } from './agentapi/index.js';
-import { openBudgets, type Budgets } from './budgets/index.js';
+import { openBudgets, openGpuMeter, type Budgets } from './budgets/index.js';
 import { Catalog } from './catalog/index.js';
 import { Events } from './events/index.js';
 import { buildClientListener } from './client-listener.js';
@@ -133,8 +136,22 @@ export class GatewayProcess {
       logger: childLogger(logger, 'budgets'),
       events,
       registry,
+      renewWaitMs: config.budgets.renewWaitMs,
     });
     const usage = new StoredUsage(store.connection, now, undefined, budgets.cost);
+    // A non-leader's meter (this process never leads): tokens per replica in, GPU-hours from the leader's rows.
+    const gpu = openGpuMeter({
+      prices: config.gpuPrices,
+      replicas: () => reconciler.replicas(),
+      nodeGpus: (id) => inventory!.get(id)?.report?.gpus,
+      store: store.connection,
+      tokenPriced: (model) => budgets.cost(model, 0, 0) !== undefined,
+      usage,
+      cluster,
+      budgets: budgets.gate,
+      now,
+      logger: childLogger(logger, 'gpu-cost'),
+    });
     const responses = new StoredResponses(store.responses, {
       ...config.responses,
       now,
@@ -159,7 +176,7 @@ export class GatewayProcess {
       catalog,
       replicas: reconciler.view,
       keys,
-      usage,
+      usage: gpu.usage,
       responses,
       limiter: cluster.limiter,
       budgets: budgets.gate,
@@ -168,6 +185,8 @@ export class GatewayProcess {
         return catalog.models().length;
       },
     });
+    // The last interval is priced as the listener closes, before the leases go back and usage is written.
+    if (gpu.meter) app.addHook('onClose', async () => gpu.meter!.close());
     // What the scaler reads (on the leader, through the store): the requests held here mark a cold model wanted.
     reconciler.attachDemand(() => ({ replicas: router.replicaUse(), queued: router.queued() }));
     cluster.attach({

@@ -46,6 +46,8 @@ export async function openBudgets(o: {
   registry: Registry;
   leaseFraction?: number;
   syncIntervalMs?: number;
+  /** How long a request whose lease ran dry waits for its renewal, ms (budget_renew_wait); absent = the leases' default. */
+  renewWaitMs?: number;
 }): Promise<Budgets> {
   const book = o.store ? new StoredBudgetBook(o.store.connection) : new MemoryBudgetBook();
   const priceOf = (model: string) => o.catalog.resolve(model)?.definition.price;
@@ -59,6 +61,7 @@ export async function openBudgets(o: {
     registry: o.registry,
     ...(o.leaseFraction === undefined ? {} : { leaseFraction: o.leaseFraction }),
     ...(o.syncIntervalMs === undefined ? {} : { syncIntervalMs: o.syncIntervalMs }),
+    ...(o.renewWaitMs === undefined ? {} : { renewWaitMs: o.renewWaitMs }),
   });
   await gate.reload();
   return {

@@ -17,6 +17,7 @@ import { parseOptions } from '../../validation/options.js';
 import { ROUTER_DEFAULTS } from '../../gateway/core/options.js';
 import { RESPONSE_STORE_DEFAULTS } from '../responses/limits.js';
 import { BATCH_DEFAULTS, BATCH_OPTIONS, compileBatches, type BatchSettings } from './batches.js';
+import { BUDGET_DEFAULTS, BUDGET_OPTIONS, compileBudgets, type BudgetSettings } from './budgets.js';
 import { tracesUrl } from '../../tracing/index.js';
 import { compileOidc, OIDC_DEFAULTS, OIDC_OPTIONS, type OidcConfig } from './oidc.js';
 import { compileGpuPrices, GPU_PRICES_OPTIONS } from './gpu-prices.js';
@@ -85,6 +86,7 @@ export const CONTROL_DEFAULTS = Object.freeze({
   max_held_per_key: ROUTER_DEFAULTS.maxHeldPerKey,
   ...PREFIX_CACHE_DEFAULTS,
   ...BATCH_DEFAULTS,
+  ...BUDGET_DEFAULTS,
   /** False: a profile env with a loader or interpreter hook is refused. */
   allow_unsafe_profile_env: false,
   /** False: /metrics asks for the admin token. */
@@ -201,6 +203,8 @@ export const ControlOptionsSchema = z.strictObject({
   ...PREFIX_CACHE_OPTIONS,
   /** Batches: where files live and their limits (src/control/config/batches.ts, docs/batches.md). */
   ...BATCH_OPTIONS,
+  /** Budgets: how long a request waits for a dry lease's renewal (src/control/config/budgets.ts, docs/teams-and-budgets.md). */
+  ...BUDGET_OPTIONS,
   /**
    * Web origins whose pages may call the client listener from a browser
    * (CORS), e.g. `https://chat.example.com`, or `*` for any; a list, or
@@ -385,6 +389,8 @@ export interface ControlConfig {
   readonly prefixCache: PrefixCacheSettings;
   /** The Files and Batch APIs' settings (docs/batches.md). */
   readonly batches: BatchSettings;
+  /** Budgets' settings (docs/teams-and-budgets.md). */
+  readonly budgets: BudgetSettings;
   /** The key file sealing remote endpoints' API keys; null = none (such keys given through the API are refused). */
   readonly secretsKeyFile: string | null;
   /** How often each remote endpoint is probed, ms. */
@@ -575,6 +581,7 @@ export function compileControlOptions(input: unknown, env: NodeJS.ProcessEnv = {
     gpuPrices,
     prefixCache: compilePrefixCache(o),
     batches: compileBatches(o, o.store.startsWith('sqlite:') ? o.store.slice('sqlite:'.length) : null),
+    budgets: compileBudgets(o),
     secretsKeyFile: o.secrets_key_file ?? null,
     remoteProbeIntervalMs: parseDurationMs(o.remote_probe_interval) as number,
     responses: Object.freeze({
