@@ -20,6 +20,7 @@ import type { ApiKeyRecord, ResponseStore, RoutedModel, RouterReplica, RoutedMod
 import type { Outcome, RelayHooks, RelayTarget } from './relay.js';
 import type { Upstream } from './upstreams.js';
 import type { ParsedRequest } from './validate.js';
+import type { ParamRenames } from './param-names.js';
 import type { Logger } from 'pino';
 
 export interface Dialect {
@@ -27,6 +28,12 @@ export interface Dialect {
   readonly name: string;
   /** A refusal's body in this dialect's shape (`param`: the field at fault; null = none). */
   errorBody(status: number, code: ErrorCode, message: string, param: string | null): string;
+  /**
+   * Chat's field names as this dialect's clients write them, for a refusal
+   * that names a field of the internal call (a foreign remote's: unservable.ts);
+   * absent = its clients write Chat's names.
+   */
+  readonly params?: ParamRenames;
   /** The same for the errors Fastify answers on this dialect's routes (413, 415): declared in each route's config. */
   readonly errorShape: ErrorShaper;
   /**

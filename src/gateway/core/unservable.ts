@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import { writeErrorBody } from './errors.js';
 import type { Exchange } from './exchange.js';
 import type { Outcome } from './relay.js';
+import { renameParams } from './param-names.js';
 
 /** The field a replica could not express, and why in words that name it. */
 export interface Unservable {
@@ -67,7 +68,12 @@ export function refuseUnservable(
   attempts: number,
   logger: Logger,
 ): number {
-  const u = tally.first!;
+  const first = tally.first!;
+  // Named as the client wrote it: an Anthropic client sent `stop_sequences`, not Chat's `stop`.
+  const renames = ex.dialect.params;
+  const u = renames
+    ? { param: renameParams(first.param, renames), message: renameParams(first.message, renames) }
+    : first;
   const message = unservableMessage(model, u, attempts);
   logger.info({ code: 'LLMGW_BAD_REQUEST', model, param: u.param, request: ex.id }, message);
   ex.trace.failure = { code: 'LLMGW_BAD_REQUEST', message };

@@ -86,7 +86,24 @@ describe('a request a foreign remote cannot express', () => {
     );
     expect(r.status, JSON.stringify(r.body)).toBe(400);
     expect(r.body.type).toBe('error');
-    expect((r.body.error as { type: string; message: string }).type).toBe('invalid_request_error');
+    const error = r.body.error as { type: string; message: string };
+    expect(error.type).toBe('invalid_request_error');
+    expect(error.message, 'the field as the Anthropic client wrote it').toMatch(/^model `alpha`.*: stop_sequences: /);
+    expect(error.message).toContain('leave out `stop_sequences`');
+    expect(remote.hits()).toBe(0);
+  });
+
+  it("names the field as a Responses client wrote it, in OpenAI's shape", async () => {
+    const a = model({ name: 'alpha' });
+    const h = await harness([a]);
+    const remote = await countingRemote();
+    h.directory.set('alpha', [foreign('remote:r', remote.url, 'anthropic')]);
+    const format = { type: 'json_schema', name: 's', schema: { type: 'object' } };
+    const r = await post(h.url, '/v1/responses', h.secret, { model: 'alpha', input: 'hi', text: { format } });
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    const error = r.body.error as { message: string; param: string };
+    expect(error.param, 'Chat would say response_format').toBe('text.format');
+    expect(error.message).toContain('leave out `text.format`');
     expect(remote.hits()).toBe(0);
   });
 

@@ -14,7 +14,7 @@ import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '.
 import { countTokens, COUNTS_PROMPTS, promptCount } from './count-tokens.js';
 import { anthropicErrorBody, anthropicErrorType } from './errors.js';
 import { AnthropicRelayHandler } from './relay.js';
-import { toChatRequest, type AnthropicCall } from './request.js';
+import { MESSAGES_PARAMS, toChatRequest, type AnthropicCall } from './request.js';
 
 export { toChatRequest, MESSAGES_PARAMS, type AnthropicCall, type TranslatedRequest } from './request.js';
 export { toMessage, stopReasonOf, toolInput, usageOf, type AnthropicMessage, type StopReason } from './response.js';
@@ -66,6 +66,7 @@ function asChat(gw: DialectHost, forCount: boolean): Translate {
 export const anthropic: Dialect = {
   name: 'anthropic',
   errorBody: (status, _code, message) => anthropicErrorBody(message, status),
+  params: MESSAGES_PARAMS,
   errorShape: (e) => ({ type: 'error', error: { type: anthropicErrorType(e.status), message: e.message } }),
   onRequest(request, reply) {
     // Anthropic's SDKs read the request id from `request-id` (message._request_id); x-request-id is sent too.

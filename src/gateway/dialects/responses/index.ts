@@ -12,12 +12,14 @@ import { rateLimitHook } from '../../core/limits-hook.js';
 import { routeConfig, type Dialect } from '../../core/dialect.js';
 import { fromResponses, previousResponseHook } from './call.js';
 import { ResponseKeeper } from './keeper.js';
+import { RESPONSES_PARAMS } from './translations.js';
 
 export * from './translations.js';
 
 export const responses: Dialect = {
   name: 'responses',
   errorBody: (status, code, message, param) => openAiErrorBody(message, code, status, param),
+  params: RESPONSES_PARAMS,
   errorShape: openAiErrorShape,
   routes(scope, gw) {
     const keeper = new ResponseKeeper(gw.responseStore, gw.logger, gw.options.now, (...args) => gw.refuse(...args));
