@@ -9,7 +9,7 @@ import { replicaHolds, shardHolds } from '../reconciler/node-usage.js';
 import type { ReplicaRecord } from '../reconciler/types.js';
 import type { StoreConnection } from '../store/connection.js';
 import type { GpuPrices, HeldReplica } from './gpu-cost.js';
-import { GpuMeter, MemoryGpuBook, StoredGpuBook } from './gpu-meter.js';
+import { GpuMeter, MemoryGpuBook, StoredGpuBook, type GpuMeterOptions } from './gpu-meter.js';
 
 /**
  * Every replica holding GPUs with the GPUs its nodes report; a GPU not
@@ -50,6 +50,8 @@ export function openGpuMeter(o: {
   tokenPriced: (model: string) => boolean;
   usage: UsageSink & { charge?(keyId: string, model: string, endpoint: string, usd: number): void };
   cluster: { leads: () => boolean } | null;
+  /** Money budgets to charge estimates and true up (gpu-owed.ts); absent = GPU-priced models stay free to them. */
+  budgets?: GpuMeterOptions['budgets'];
   now: () => number;
   logger: Logger;
   intervalMs?: number;
@@ -61,6 +63,7 @@ export function openGpuMeter(o: {
     replicas: () => heldReplicas(o.replicas(), o.nodeGpus),
     tokenPriced: o.tokenPriced,
     ...(usage.charge ? { charge: (k, m, e, usd) => usage.charge!(k, m, e, usd) } : {}),
+    ...(o.budgets ? { budgets: o.budgets } : {}),
     book: o.store ? new StoredGpuBook(o.store) : new MemoryGpuBook(),
     now: o.now,
     logger: o.logger,
