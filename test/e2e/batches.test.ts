@@ -139,6 +139,7 @@ beforeAll(async () => {
   // A model no node can hold: its lines can never run, so a short window always expires them.
   const nofit = await api('POST', '/api/v1/models?force=true', {
     name: 'nofit',
+    aliases: ['big'],
     source: `file://${weights}`,
     profiles: [{ engine: 'sim', gpus: 8 }],
   });
@@ -222,6 +223,32 @@ describe('batches through the openai client', () => {
     const errors = await lines(done.error_file_id);
     expect(errors.map((e) => e.custom_id).sort()).toEqual(['late-0', 'late-1', 'late-2', 'late-3', 'late-4']);
     for (const e of errors) expect(e).toMatchObject({ response: null, error: { code: 'batch_expired' } });
+  });
+
+  // Guards against lines that name a model by an alias being stored and counted under the alias: the scaler's demand,
+  // the pace and the operator's view are kept per model name, and missed them.
+  it('counts lines that name an alias under their model', async () => {
+    const fileId = await upload(input(3, 'big', 'alias'));
+    const batch = await client.batches.create({
+      input_file_id: fileId,
+      endpoint: '/v1/chat/completions',
+      completion_window: '24h',
+    });
+    const view = await waitFor('the batch running', async () => {
+      const { body } = await api<{ status: string; models: string[] }>('GET', `/api/v1/batches/${batch.id}`);
+      return body.status === 'in_progress' ? body : undefined;
+    });
+    expect(view.models).toEqual(['nofit']);
+    const metrics = await waitFor('the demand read', async () => {
+      const text = await (
+        await fetch(`${control.urls.admin}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })
+      ).text();
+      return text.includes('llmgw_batch_lines_waiting{model="nofit"} 3') ? text : undefined;
+    });
+    expect(metrics).not.toContain('model="big"');
+    await client.batches.cancel(batch.id);
+    const done = await until(batch.id, ['cancelled']);
+    expect(done.request_counts).toEqual({ total: 3, completed: 0, failed: 3 });
   });
 
   it('cancels a batch: what ran is in the output, the rest batch_cancelled, each line once', async () => {
