@@ -183,7 +183,7 @@ export class AttemptLoop {
           this.deps.metrics.retries.inc({ model: model.name });
           const waitFrom = performance.now();
           if (!unservable?.last) await this.backoff(ex, attempts);
-          backoffMs = performance.now() - waitFrom;
+          backoffMs = unservable?.last ? 0 : performance.now() - waitFrom;
           if (ex.clientGone) return 0;
           if (ex.timedOut) return this.timeout(ex);
           if (ex.revoked) return this.revokedAnswer(ex);
