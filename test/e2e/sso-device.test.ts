@@ -7,25 +7,19 @@
 // lands with the wrong role (or none), and against a token given to a
 // caller who never approved the code.
 import { spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-// @ts-expect-error -- oidc-provider ships no type declarations
-import Provider from 'oidc-provider';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient } from '../../src/api/index.js';
 import { CHROMIUM, haveChromium, launchChromium } from '../support/browser.js';
-import { freePort, startControl, stopAll } from '../support/processes.js';
+import { startSsoFleet, type SsoFleet } from '../support/oidc.js';
+import { stopAll } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 import { CTL_ARGV, runCtlCli } from './ctl-support.js';
 
-const ADMIN = 'e2e-device-admin-token-0123456789abcdef';
-const CLIENT_SECRET = 'e2e-device-client-secret-0123456789abcdef';
 const PERSON = 'otto@example.com';
 
-let op: Server;
+let sso: SsoFleet;
+let adminToken: string;
 let issuer: string;
 let adminUrl: string;
 let browser: Browser;
@@ -33,65 +27,22 @@ let browser: Browser;
 describe.skipIf(!haveChromium && !process.env.CI)('ctl login through the device flow', () => {
   beforeAll(async () => {
     if (!haveChromium) throw new Error(`no Chromium at ${CHROMIUM}: CI's image must have Debian's chromium package`);
-    const opPort = await freePort();
-    const adminPort = await freePort();
-    issuer = `http://127.0.0.1:${opPort}`;
-    const redirect = `http://127.0.0.1:${adminPort}/login/oidc/callback`;
-    const provider = new Provider(issuer, {
-      clients: [
-        {
-          client_id: 'llmgw',
-          client_secret: CLIENT_SECRET,
-          redirect_uris: [redirect],
-          grant_types: ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code'],
-          response_types: ['code'],
-        },
-      ],
-      features: { deviceFlow: { enabled: true } },
-      claims: { openid: ['sub'], email: ['email'], groups: ['groups'] },
-      // Any login name signs in (the provider's development forms); every account is an operator of the fleet.
-      findAccount: (_ctx: unknown, id: string) => ({
-        accountId: id,
-        claims: () => ({ sub: id, email: PERSON, groups: ['sre'] }),
-      }),
-      cookies: { keys: ['e2e-device-cookie-key-0123456789'] },
+    // Every account is an operator of the fleet.
+    sso = await startSsoFleet({
+      name: 'device',
+      person: PERSON,
+      groups: ['sre'],
+      groupRoles: 'sre=operator,staff=viewer',
+      deviceFlow: true,
     });
-    op = createServer(provider.callback());
-    await new Promise<void>((resolve) => op.listen(opPort, '127.0.0.1', resolve));
-
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-device-'));
-    const control = await startControl([
-      '--store',
-      `sqlite:${join(dir, 'db')}`,
-      '--admin-token',
-      ADMIN,
-      '--admin-addr',
-      `127.0.0.1:${adminPort}`,
-      '--oidc-issuer',
-      issuer,
-      '--oidc-client-id',
-      'llmgw',
-      '--oidc-client-secret',
-      CLIENT_SECRET,
-      '--oidc-redirect-url',
-      redirect,
-      '--oidc-scopes',
-      'openid email groups',
-      '--oidc-group-roles',
-      'sre=operator,staff=viewer',
-      '--oidc-allow-insecure',
-      'true',
-      '--log-level',
-      'warn',
-    ]);
-    adminUrl = control.urls.admin;
+    ({ issuer, adminUrl, admin: adminToken } = sso);
     browser = await launchChromium();
   }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
     await stopAll();
-    await new Promise((resolve) => op?.close(resolve));
+    await sso?.close();
   });
 
   it('prints a code, takes the approval in a browser, and hands ctl a token of the person', async () => {
@@ -156,7 +107,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('ctl login through the device 
     });
     expect(whoami.code, whoami.stderr).toBe(0);
     expect(JSON.parse(whoami.stdout)).toMatchObject({ person: PERSON, role: 'operator' });
-    const api = new AdminClient({ baseUrl: adminUrl, token: ADMIN });
+    const api = new AdminClient({ baseUrl: adminUrl, token: adminToken });
     const { people } = await api.people();
     expect(people.map((p) => [p.name, p.role, p.source])).toEqual([[PERSON, 'operator', 'oidc']]);
   }, 120_000);

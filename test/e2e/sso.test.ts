@@ -8,38 +8,21 @@
 // the wrong role (or the admin's), and against a viewer's session or token
 // that can change things.
 import { spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import { mkdtempSync } from 'node:fs';
-import { createServer as netServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-// @ts-expect-error -- oidc-provider ships no type declarations
-import Provider from 'oidc-provider';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient } from '../../src/api/index.js';
 import { CHROMIUM, haveChromium, launchChromium, textOf } from '../support/browser.js';
-import { startControl, stopAll } from '../support/processes.js';
+import { startSsoFleet, type SsoFleet } from '../support/oidc.js';
+import { stopAll } from '../support/processes.js';
 import { CTL_ARGV, runCtlCli } from './ctl-support.js';
 
-const ADMIN = 'e2e-sso-admin-token-0123456789abcdef';
-const CLIENT_SECRET = 'e2e-sso-client-secret-0123456789abcdef';
 const PERSON = 'vera@example.com';
 
-let op: Server;
+let sso: SsoFleet;
+let adminToken: string;
 let issuer: string;
 let adminUrl: string;
 let browser: Browser;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = netServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 /** ctl with a line on its stdin, as a person pastes a token. */
 function ctlWithStdin(args: string[], stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -60,64 +43,21 @@ function ctlWithStdin(args: string[], stdin: string): Promise<{ code: number | n
 describe.skipIf(!haveChromium && !process.env.CI)('signing in through an OpenID Provider', () => {
   beforeAll(async () => {
     if (!haveChromium) throw new Error(`no Chromium at ${CHROMIUM}: CI's image must have Debian's chromium package`);
-    const opPort = await freePort();
-    const adminPort = await freePort();
-    issuer = `http://127.0.0.1:${opPort}`;
-    const redirect = `http://127.0.0.1:${adminPort}/login/oidc/callback`;
-    const provider = new Provider(issuer, {
-      clients: [
-        {
-          client_id: 'llmgw',
-          client_secret: CLIENT_SECRET,
-          redirect_uris: [redirect],
-          grant_types: ['authorization_code'],
-          response_types: ['code'],
-        },
-      ],
-      claims: { openid: ['sub'], email: ['email'], groups: ['groups'] },
-      // Any login name signs in (the provider's development forms); every account is in the viewers' group.
-      findAccount: (_ctx: unknown, id: string) => ({
-        accountId: id,
-        claims: () => ({ sub: id, email: PERSON, groups: ['llmgw-viewers', 'unrelated'] }),
-      }),
-      cookies: { keys: ['e2e-sso-cookie-key-0123456789'] },
+    // Every account is in the viewers' group.
+    sso = await startSsoFleet({
+      name: 'sso',
+      person: PERSON,
+      groups: ['llmgw-viewers', 'unrelated'],
+      groupRoles: 'llmgw-admins=admin,llmgw-viewers=viewer',
     });
-    op = createServer(provider.callback());
-    await new Promise<void>((resolve) => op.listen(opPort, '127.0.0.1', resolve));
-
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-sso-'));
-    const control = await startControl([
-      '--store',
-      `sqlite:${join(dir, 'db')}`,
-      '--admin-token',
-      ADMIN,
-      '--admin-addr',
-      `127.0.0.1:${adminPort}`,
-      '--oidc-issuer',
-      issuer,
-      '--oidc-client-id',
-      'llmgw',
-      '--oidc-client-secret',
-      CLIENT_SECRET,
-      '--oidc-redirect-url',
-      redirect,
-      '--oidc-scopes',
-      'openid email groups',
-      '--oidc-group-roles',
-      'llmgw-admins=admin,llmgw-viewers=viewer',
-      '--oidc-allow-insecure',
-      'true',
-      '--log-level',
-      'warn',
-    ]);
-    adminUrl = control.urls.admin;
+    ({ issuer, adminUrl, admin: adminToken } = sso);
     browser = await launchChromium();
   }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
     await stopAll();
-    await new Promise((resolve) => op?.close(resolve));
+    await sso?.close();
   });
 
   it('signs a viewer in, shows them on the page, and refuses every change they press', async () => {
@@ -139,7 +79,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('signing in through an OpenID 
     await page.waitForURL(`${adminUrl}/`);
     expect(await textOf(page, '#signed-in-as')).toBe(`${PERSON} (viewer)`);
 
-    const api = new AdminClient({ baseUrl: adminUrl, token: ADMIN });
+    const api = new AdminClient({ baseUrl: adminUrl, token: adminToken });
     const { people } = await api.people();
     expect(people.map((p) => [p.name, p.role, p.source])).toEqual([[PERSON, 'viewer', 'oidc']]);
 
