@@ -371,11 +371,7 @@ export type BudgetDecision =
       readonly resetAtMs: number;
       /** Seconds until then, at least 1 (Retry-After); when unsettled, seconds until it is worth asking again. */
       readonly retryAfterS: number;
-      /**
-       * True: the budget is not known to be spent. This plane's share of it
-       * ran dry and the store did not renew it in time (or could not be
-       * reached): 503, retry soon. Absent or false: spent (429, until resetAtMs).
-       */
+      /** True: not known to be spent, the lease ran dry and the store did not renew it in time (503); absent: spent (429). */
       readonly unsettled?: boolean;
     };
 
@@ -387,9 +383,8 @@ export type BudgetDecision =
  */
 export interface BudgetGate {
   /**
-   * Admits a request of `key` to `model` that may cost up to this many
-   * tokens, or names the budget that refuses it. At once in the common
-   * case; a promise only when the request waits for a lease's renewal.
+   * Admits a request of `key` to `model` that may cost up to this many tokens, or names the budget that refuses it.
+   * At once in the common case; a promise only when the request waits for a lease's renewal.
    */
   admit(
     key: ApiKeyRecord,
