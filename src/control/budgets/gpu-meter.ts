@@ -156,6 +156,8 @@ export class StoredGpuBook implements GpuBook {
 
 /** A replica's estimate is dropped after this long without tokens (it is likely gone); the model's stands in, ms. */
 const ESTIMATE_KEPT_MS = 3_600_000;
+/** watchOthers: how long rates stay measured after another process last added tokens, ms. */
+const SHARED_KEPT_MS = 3_600_000;
 
 export interface GpuMeterOptions {
   prices: GpuPrices;
@@ -172,6 +174,14 @@ export interface GpuMeterOptions {
   logger: Logger;
   /** Several processes share the store: only the leader adds GPU-hours, and rates are the measured ones. */
   cluster?: { leads: () => boolean };
+  /**
+   * A lone control plane on a store `llmgw gateway` processes may share:
+   * it reads the store's token totals after each interval, and while
+   * others add tokens too (seen within the last hour) it charges measured
+   * rates as a cluster does, since its interval no longer holds every token
+   * its replicas served. Absent or false = it never looks.
+   */
+  watchOthers?: boolean;
   /** The settle interval, ms; 0 = never on a timer (call settle()). Default 5000. */
   intervalMs?: number;
 }
@@ -194,6 +204,10 @@ export class GpuMeter implements GpuRateSource {
   private readonly replicaRates = new Map<string, { usdPerToken: number; atMs: number }>();
   /** The last measured rate of each model's tokens. */
   private readonly modelRates = new Map<string, number>();
+  /** watchOthers: each model's tokens in the store after this meter's last add; null = not read yet. */
+  private seenTokens: Map<string, number> | null = null;
+  /** watchOthers: until when rates are the measured ones, another process having added tokens; epoch ms. */
+  private sharedUntilMs = 0;
 
   constructor(private readonly o: GpuMeterOptions) {
     this.lastMs = o.now();
@@ -285,7 +299,8 @@ export class GpuMeter implements GpuRateSource {
       owed?.putBack();
       throw err;
     }
-    const rate = this.o.cluster ? await this.measured() : intervalRate(spread);
+    if (this.o.watchOthers) await this.watch(rows, now);
+    const rate = this.o.cluster || now < this.sharedUntilMs ? await this.measured() : intervalRate(spread);
     const charge = this.o.charge;
     for (const r of served) {
       if (this.o.tokenPriced(r.model)) continue;
@@ -298,6 +313,24 @@ export class GpuMeter implements GpuRateSource {
     owed?.trueUp(rate.of);
     for (const [model, usdPerToken] of rate.models) this.modelRates.set(model, usdPerToken);
     for (const [id, r] of this.replicaRates) if (now - r.atMs > ESTIMATE_KEPT_MS) this.replicaRates.delete(id);
+  }
+
+  /** Whether the store's tokens grew by more than this meter added since its last look: another process adds too. */
+  private async watch(added: ReadonlyMap<string, GpuTotals>, now: number): Promise<void> {
+    const totals = await this.o.book.totals();
+    const seen = this.seenTokens;
+    this.seenTokens = new Map([...totals].map(([m, t]) => [m, t.tokens]));
+    if (seen === null) return;
+    for (const [model, t] of totals)
+      if (t.tokens > (seen.get(model) ?? 0) + (added.get(model)?.tokens ?? 0)) {
+        if (now >= this.sharedUntilMs)
+          this.o.logger.info(
+            { model },
+            'another process adds tokens to this store: GPU cost is charged at measured rates while it does',
+          );
+        this.sharedUntilMs = now + SHARED_KEPT_MS;
+        return;
+      }
   }
 
   /** Rates from the store's totals: the replica's where it has GPU-hours and tokens, else its model's. */

@@ -176,4 +176,41 @@ describe('GPU-priced usage in money budgets and per replica', () => {
     expect(replicas.get('r-a10')).toEqual({ model: 'm', gpuHours: 10 / 3600, costUsd: 1, tokens: 1000 });
     expect((await book.totals()).get('m')?.tokens, 'both processes add their tokens').toBe(2000);
   });
+
+  it('on a lone control plane, turns to measured rates once a gateway process adds tokens beside it', async () => {
+    // Guards against the plane charging its own tokens the whole interval's cost while a gateway charges its own too.
+    let now = T0;
+    const book = new StoredGpuBook(store);
+    const charged: [string, number][] = [];
+    const meter = (o: { watchOthers?: boolean; cluster?: { leads: () => boolean } }) =>
+      new GpuMeter({
+        prices: PRICES,
+        replicas: () => [REPLICAS[0]!],
+        tokenPriced: () => false,
+        charge: (k, _m, _e, usd) => charged.push([k, usd]),
+        book,
+        now: () => now,
+        logger,
+        intervalMs: 0,
+        ...o,
+      });
+    const plane = meter({ watchOthers: true });
+    const gateway = meter({ cluster: { leads: () => false } });
+    const ok = { model: 'm', endpoint: 'chat', status: 200, completionTokens: 0, replicaId: 'r-h100' };
+    plane.observe({ ...ok, keyId: 'plane', promptTokens: 1000 });
+    now += 10_000;
+    await plane.settle();
+    expect(charged, 'alone: the interval is priced exactly').toEqual([['plane', 10]]);
+
+    plane.observe({ ...ok, keyId: 'plane', promptTokens: 1000 });
+    gateway.observe({ ...ok, keyId: 'gateway', promptTokens: 1000 });
+    now += 10_000;
+    await gateway.settle();
+    await plane.settle();
+    // The replica's measured rate: $20 over 3,000 tokens; alone the plane would have charged its 1,000 the whole $10.
+    expect(charged.slice(1).map(([k, usd]) => [k, +usd.toFixed(9)])).toEqual([
+      ['gateway', 5],
+      ['plane', +(20 / 3).toFixed(9)],
+    ]);
+  });
 });

@@ -67,7 +67,8 @@ export function openGpuMeter(o: {
     book: o.store ? new StoredGpuBook(o.store) : new MemoryGpuBook(),
     now: o.now,
     logger: o.logger,
-    ...(o.cluster ? { cluster: o.cluster } : {}),
+    // A lone control plane on a store: `llmgw gateway` processes may add tokens beside it.
+    ...(o.cluster ? { cluster: o.cluster } : o.store ? { watchOthers: true } : {}),
     ...(o.intervalMs === undefined ? {} : { intervalMs: o.intervalMs }),
   });
   return { meter, usage: meter.wrap(usage) };
