@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { closeAll, listen, model, sim } from '../../test/support/gateway-router.js';
 import { issueKey } from '../control/keys/index.js';
+import { RequestLog } from './core/request-log.js';
 import type { BudgetDecision, BudgetGate } from './ports/index.js';
 
 afterEach(closeAll);
@@ -38,9 +39,9 @@ function waitingGate(): { gate: BudgetGate; asked: () => Promise<void>; answer: 
   };
 }
 
-async function setup(gate: BudgetGate, withEngine = false) {
+async function setup(gate: BudgetGate, withEngine = false, requestLog?: RequestLog) {
   const a = model({ name: 'alpha' });
-  const h = await listen([a], { budgets: gate, now: () => NOW, coldPollMs: 10 });
+  const h = await listen([a], { budgets: gate, now: () => NOW, coldPollMs: 10, ...(requestLog ? { requestLog } : {}) });
   if (withEngine) {
     const engine = await sim(a);
     h.directory.replicas.set('alpha', [{ id: 'r1', endpoint: engine.url, draining: false }]);
@@ -81,7 +82,8 @@ describe('a request waiting for its budget lease to be renewed', () => {
 
   it('is refused with 503 LLMGW_BUDGET_UNSETTLED and Retry-After when the store did not settle it', async () => {
     const w = waitingGate();
-    const { res } = await setup(w.gate);
+    const requestLog = new RequestLog(10);
+    const { res } = await setup(w.gate, false, requestLog);
     await w.asked();
     w.answer({ ok: false, unsettled: true, budget: WORDS, resetAtMs: RESET, retryAfterS: 1 });
     const r = await res;
@@ -92,6 +94,10 @@ describe('a request waiting for its budget lease to be renewed', () => {
     expect(body.error.message).toContain(WORDS);
     expect(body.error.message).toContain('is not known to be spent');
     expect(body.error.message).toContain('retry in 1 s');
+    // "Why was this request refused": the log says which limit, and that the budget was not spent.
+    expect(requestLog.list({}).map((rec) => rec.admission)).toEqual([
+      expect.objectContaining({ outcome: 'limited', limit: 'hard budget, not settled with the store in time' }),
+    ]);
   });
 
   it('is refused with 429 LLMGW_BUDGET_EXCEEDED when the renewal says the budget is spent', async () => {

@@ -16,6 +16,9 @@ export function admissionLimitOf(code: ErrorCode, limitedBy: 'requests' | 'token
   switch (code) {
     case 'LLMGW_BUDGET_EXCEEDED':
       return 'hard budget';
+    case 'LLMGW_BUDGET_UNSETTLED':
+      // Not spent: the lease ran dry and the store did not renew it in time.
+      return 'hard budget, not settled with the store in time';
     case 'LLMGW_RATE_LIMITED':
       // The rate-limit hook says which bucket was short; a refusal it did not make names neither.
       return limitedBy === 'requests'
