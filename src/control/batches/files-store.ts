@@ -96,6 +96,21 @@ export class FileRepository {
     return rows.map(record);
   }
 
+  /** Which of these ids have a row, whoever owns them. */
+  async existing(ids: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    // A few hundred at a time: well under both dialects' parameter limits.
+    for (let i = 0; i < ids.length; i += 500) {
+      const rows = await this.connection.db
+        .selectFrom('files')
+        .select('id')
+        .where('id', 'in', ids.slice(i, i + 500))
+        .execute();
+      for (const r of rows) found.add(r.id);
+    }
+    return found;
+  }
+
   /** True when `owner` had it and its row is now gone. */
   async delete(owner: string, id: string): Promise<boolean> {
     const r = await this.connection.db

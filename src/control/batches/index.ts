@@ -13,6 +13,7 @@ import { FileContent } from './content.js';
 import { FileRepository } from './files-store.js';
 import { BatchRunner, type BatchPace } from './runner.js';
 import { BatchService, type BatchServiceDeps } from './service.js';
+import { sweepFiles } from './sweep.js';
 
 export { BatchRepository } from './batch-store.js';
 export { FileRepository } from './files-store.js';
@@ -42,10 +43,11 @@ export function openBatches(deps: {
   const { store, settings } = deps;
   if (!store || settings.filesDir === null) return null;
   const repo = new BatchRepository(store.connection);
+  const files = new FileRepository(store.connection);
   const content = new FileContent(settings.filesDir);
   let runner: BatchRunner | null = null;
   const service = new BatchService({
-    files: new FileRepository(store.connection),
+    files,
     batches: repo,
     content,
     settings,
@@ -93,6 +95,13 @@ export function openBatches(deps: {
         clearInterval(refresh);
         await stop();
       };
+      // Before this runner writes: what a crash left in files_dir goes, and none of its own output is mistaken for it.
+      await sweepFiles({
+        dir: content.dir,
+        named: (ids) => files.existing(ids),
+        now: deps.now,
+        logger: deps.logger,
+      }).catch((err: unknown) => deps.logger.warn({ err }, 'could not sweep files_dir of files no row names'));
       await made.start();
     },
     async close() {

@@ -2,7 +2,7 @@
 // file unreadable). Guards against such a line staying `running` under the
 // runner's own lease, which its renew timer extended for as long as the
 // process lived: the batch could then never complete, and ended `expired`.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -11,6 +11,7 @@ import { waitFor } from '../../../test/support/wait.js';
 import { Store } from '../store/index.js';
 import { BatchRepository, type BatchRow } from './batch-store.js';
 import { FileContent } from './content.js';
+import { FileRepository } from './files-store.js';
 import { BatchRunner, type LineCall } from './runner.js';
 import { openBatches } from './index.js';
 import type { ApiKeyRecord, Router } from '../../gateway/index.js';
@@ -338,6 +339,52 @@ describe('the batch runner', () => {
       await batches.run(router, () => ({ slots: () => 1 }));
       await waitFor('the line to run', () => (seen.length > 0 ? true : undefined));
       expect(seen[0]).toMatchObject({ id: record.id, allowedModels: ['a'], requestsPerMinute: 60 });
+    } finally {
+      await batches.close();
+      await store.close();
+    }
+  });
+
+  // Guards against bytes a crash left in files_dir staying for good: openBatches sweeps them before its runner starts.
+  it('sweeps files_dir of files no row names when the runner starts', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+    dirs.push(dir);
+    const now = Date.now();
+    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
+    const filesDir = join(dir, 'files');
+    const content = new FileContent(filesDir);
+    const kept = `file-${'b'.repeat(32)}`;
+    const orphan = `file-${'c'.repeat(32)}`;
+    await content.put(kept, Buffer.from('kept\n'));
+    await content.put(orphan, Buffer.from('lost\n'));
+    await new FileRepository(store.connection).insert({
+      id: kept,
+      owner: 'anonymous',
+      purpose: 'batch',
+      filename: 'in.jsonl',
+      bytes: 5,
+      lines: 1,
+      createdAtMs: now,
+    });
+    const old = (now - 2 * 3_600_000) / 1000;
+    for (const f of [kept, orphan]) utimesSync(join(filesDir, f), old, old);
+    const batches = openBatches({
+      store,
+      settings: {
+        filesDir,
+        fileMaxBytes: 1 << 20,
+        maxLines: 10,
+        leaseMs: 60_000,
+        minWindowMs: 1,
+        headroomFraction: 0.5,
+      },
+      keys: new TeamKeys(new MemoryKeyStore(), new MemoryTeams([defaultTeam(now)]), (n) => n),
+      now: () => now,
+      logger: pino({ level: 'silent' }),
+    })!;
+    try {
+      await batches.run({} as Router, () => ({ slots: () => 0 }));
+      expect(readdirSync(filesDir)).toEqual([kept]);
     } finally {
       await batches.close();
       await store.close();
