@@ -2,12 +2,14 @@
 // gpu_prices, a simulated agent reporting two H100s, a sim replica of a
 // model with no token price holding one of them, and chats through the
 // client listener. Guards against a GPU-priced model's usage staying free
-// (its rows at $0), and against ctl's spend per model not showing the
+// (its rows at $0), against its tokens not being counted to the replica that
+// served them, and against ctl's spend per model not showing the
 // GPU-hours and the measured cost per million tokens; and, in Chromium, the
 // dashboard's spend and budgets pages as a viewer and a team-admin see them.
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { AdminClient } from '../../src/api/index.js';
@@ -120,6 +122,24 @@ describe('a model priced by the GPU-hours it holds', () => {
     expect(row.gpu_cost_usd).toBeCloseTo(row.gpu_hours * 3600, 6);
     expect(row.cost_usd, 'usage is charged no more than the GPU cost').toBeLessThanOrEqual(row.gpu_cost_usd + 1e-9);
     expect(row.measured_usd_per_million).toBeGreaterThan(0);
+    // Priced per replica (usage names the replica that answered): the one replica's row comes to hold every token
+    // served (the meter settles every 5 s, apart from usage's writes).
+    const [replica] = (await api.replicas({ model: 'byhour' })).filter((r) => r.state === 'ready');
+    const db = new BetterSqlite3(join(dir, 'db'), { readonly: true });
+    try {
+      const read = db.prepare('SELECT tokens, cost_usd FROM replica_gpu_cost WHERE replica_id = ?');
+      const own = await waitFor(
+        "the replica's row to hold every token",
+        async () => {
+          const r = read.get(replica!.id) as { tokens: number; cost_usd: number } | undefined;
+          return r && r.tokens === row.prompt_tokens + row.completion_tokens ? r : undefined;
+        },
+        30_000,
+      );
+      expect(own.cost_usd).toBeGreaterThan(0);
+    } finally {
+      db.close();
+    }
 
     const ctl = await runCtlCli(['usage', '--by', 'model'], {
       env: { LLMGW_ADMIN_URL: adminUrl, LLMGW_ADMIN_TOKEN: ADMIN, NO_COLOR: '1' },
