@@ -90,27 +90,21 @@ describe('llmgw gateway with a hard team budget kept by the control plane', () =
         const list = await fleet.api<{ budgets: { id: string; spent: number }[] }>('GET', '/api/v1/budgets');
         return list.body.budgets.find((b) => b.id === budgetId)?.spent;
       };
-      // Eight at a time until one is refused; the budget is about 2000 / 14 ≈ 140 requests. A plane whose lease ran
-      // dry before its background sync renewed it (a busy store under CI's load) refuses until that sync lands: such
-      // a refusal is final only if it stands once the store has caught up with everything the gateway spent.
-      for (let round = 0; round < 200 && !refused; round++) {
+      // Eight at a time until one is refused; the budget is about 2000 / 14 ≈ 140 requests. A gateway whose lease
+      // runs dry before its background sync lands waits for a renewal; if a busy store does not give one within
+      // budget_renew_wait it answers 503 LLMGW_BUDGET_UNSETTLED, which says the budget is not known to be spent and is
+      // retried, as a client would after Retry-After. A 429 LLMGW_BUDGET_EXCEEDED is final: the store has no more.
+      let unsettled = 0;
+      for (let round = 0; round < 300 && !refused; round++) {
         const ends = await Promise.all(Array.from({ length: 8 }, () => chat(gatewayUrl)));
-        let early: Awaited<ReturnType<typeof chat>> | undefined;
+        let retry = false;
         for (const e of ends) {
           if (e.status === 200) spent += e.tokens;
-          else early ??= e;
+          else if (e.code === 'LLMGW_BUDGET_UNSETTLED') retry = true;
+          else refused ??= e;
         }
-        if (!early) continue;
-        if (early.code !== 'LLMGW_BUDGET_EXCEEDED') {
-          refused = early;
-          break;
-        }
-        await waitFor('the store to hold what the gateway spent', async () =>
-          (await storeSpent()) === spent ? true : undefined,
-        );
-        const again = await chat(gatewayUrl);
-        if (again.status === 200) spent += again.tokens;
-        else refused = again;
+        if (retry) unsettled++;
+        if (retry && !refused) await new Promise((r) => setTimeout(r, 1000));
       }
       expect(refused, 'the gateway refused once the budget was spent').toBeDefined();
       expect(refused!.status).toBe(429);
@@ -121,6 +115,12 @@ describe('llmgw gateway with a hard team budget kept by the control plane', () =
 
       // The store holds what the gateway spent, as the control plane lists it.
       await waitFor('the gateway to report its spend', async () => ((await storeSpent()) === spent ? true : undefined));
+      // And the refusal was final: with the store caught up, the gateway still refuses as exceeded.
+      const again = await chat(gatewayUrl);
+      expect({ status: again.status, code: again.code }, `after ${unsettled} unsettled rounds`).toEqual({
+        status: 429,
+        code: 'LLMGW_BUDGET_EXCEEDED',
+      });
       // And the control plane, which holds a lease too, refuses the same key within that lease.
       const onControl = [];
       for (let i = 0; i < 10; i++) onControl.push(await chat(fleet.clientUrl));
