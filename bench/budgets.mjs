@@ -82,6 +82,7 @@ const key = { id: 'key_bench', team: 'bench', requestsPerMinute: null, tokensPer
 let spent = 0;
 let admitted = 0;
 let refused = 0;
+let unsettled = 0;
 const started = Date.now();
 // Each stream sends until it has been refused for about a second in a row: by then the budget is spent, not
 // merely its plane's lease (a renewal comes every 200 ms while the store has more).
@@ -89,9 +90,11 @@ async function stream(plane, i) {
   let refusedInARow = 0;
   for (let t = 0; t < turns || refusedInARow > 0; t++) {
     if (refusedInARow >= 200) return;
-    const d = plane.admit(key, 'm', 50, 200);
+    // A promise only when the lease ran dry and the request waits for its renewal (budget_renew_wait).
+    const d = await plane.admit(key, 'm', 50, 200);
     if (!d.ok) {
-      refused++;
+      if (d.unsettled) unsettled++;
+      else refused++;
       refusedInARow++;
       await new Promise((r) => setTimeout(r, 5));
       continue;
@@ -126,6 +129,7 @@ console.log(
     held: spent <= amount + 2 * lease,
     admitted,
     refused,
+    unsettled,
     seconds: (Date.now() - started) / 1000,
   }),
 );
