@@ -20,7 +20,6 @@
 //     [--max-tokens 32] [--tokens-per-second 100] [--rps 10] [--lines 600] [--batch-tokens 16]
 //     [--grace-seconds 60] [--headroom 0.5]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -28,13 +27,13 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { openLoop, q, stream, waitIdle } from './load.mjs';
+import { distOf, startGateway as startSharedGateway, startSims } from './sims.mjs';
 
 const { values: flags } = parseArgs({
   options: {
-    'serve-sims': { type: 'string' },
     seconds: { type: 'string', default: '30' },
     replicas: { type: 'string', default: '2' },
     'max-seqs': { type: 'string', default: '8' },
@@ -49,38 +48,6 @@ const { values: flags } = parseArgs({
   },
 });
 
-const dist = (path) => new URL(`../dist/${path}`, import.meta.url).href;
-
-if (flags['serve-sims']) await serveSims(JSON.parse(flags['serve-sims']));
-else await main();
-
-/** Child mode: the sims, in a process of their own so their pacing does not share the gateway's event loop. */
-async function serveSims({ count, options }) {
-  const { startSimEngine } = await import(dist('engine/sim/index.js'));
-  const urls = [];
-  for (let i = 0; i < count; i++)
-    urls.push((await startSimEngine({ models: ['chat'], shutdownGraceMs: 0, ...options })).url);
-  console.log(JSON.stringify(urls));
-  process.on('SIGTERM', () => process.exit(0));
-}
-
-async function startSims(count, options) {
-  const child = spawn(
-    process.execPath,
-    [new URL(import.meta.url).pathname, '--serve-sims', JSON.stringify({ count, options })],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const line = await new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (d) => {
-      text += d;
-      if (text.includes('\n')) resolve(text.split('\n')[0]);
-    });
-    child.once('exit', (code) => reject(new Error(`the sims exited with ${code}`)));
-  });
-  return { urls: JSON.parse(line), stop: () => child.kill('SIGTERM') };
-}
-
 async function main() {
   const seconds = Number(flags.seconds);
   const replicas = Number(flags.replicas);
@@ -94,7 +61,9 @@ async function main() {
   const graceMs = Number(flags['grace-seconds']) * 1000;
   const capacityRps = (replicas * seqs) / ((ttftMs + (maxTokens / tps) * 1000) / 1000);
 
-  const sims = await startSims(replicas, { maxConcurrency: seqs, ttftMs, tokensPerSecond: tps });
+  const sims = await startSims(
+    Array.from({ length: replicas }, () => ({ models: ['chat'], maxConcurrency: seqs, ttftMs, tokensPerSecond: tps })),
+  );
   const gw = await startGateway(sims.urls, seqs);
   const pool = new Pool(gw.url, { connections: 256 });
 
@@ -149,33 +118,22 @@ async function main() {
 async function interactive(pool, key, seconds, rps, maxTokens) {
   const s = { sent: 0, ok: 0, ttft: [] };
   const pending = [];
-  const gapMs = 1000 / rps;
-  const start = performance.now();
-  let next = start;
-  for (let i = 0; next - start < seconds * 1000; i++) {
+  await openLoop(seconds * 1000, rps, (i) => {
     s.sent++;
     // Answers of different lengths, as real ones are.
     const tokens = Math.max(1, Math.round(maxTokens * (0.25 + 1.5 * Math.random())));
+    const body = { model: 'chat', messages: [{ role: 'user', content: `interactive ${i}` }], max_tokens: tokens };
     pending.push(
-      stream(pool, key, `interactive ${i}`, tokens).then((m) => {
+      stream(pool, { ...body, stream: true }, { key }).then((m) => {
         if (m.status === 200) {
           s.ok++;
           s.ttft.push(m.ttftMs);
         }
       }),
     );
-    next += gapMs;
-    const wait = next - performance.now();
-    if (wait > 0) await sleep(wait);
-  }
+  });
   await Promise.allSettled(pending);
   return s;
-}
-
-function q(xs, p) {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
 }
 
 /**
@@ -184,55 +142,33 @@ function q(xs, p) {
  * the sims with one model declaring capacity.
  */
 async function startGateway(urls, seqs) {
-  const { createJsonApp } = await import(dist('http/index.js'));
-  const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
-  const { MemoryKeyStore, MemoryUsageSink, issueKey } = await import(dist('control/keys/index.js'));
+  const dist = distOf();
+  const { issueKey } = await import(dist('control/keys/index.js'));
   const { Store } = await import(dist('control/store/index.js'));
   const { openBatches } = await import(dist('control/batches/index.js'));
   const { compileBatches, BATCH_DEFAULTS } = await import(dist('control/config/batches.js'));
   const { LiveBatchPace } = await import(dist('control/batches/live-pace.js'));
-  const { Registry } = await import('prom-client');
-  const { default: pino } = await import('pino');
-  const logger = pino({ level: 'silent' });
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-bench-batches-'));
   const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
-  const model = compileModel(
-    ModelSchema.parse({
-      name: 'chat',
-      source: 'file:///models/chat',
-      profiles: [{ engine: 'sim' }],
-      capacity: { per_replica: seqs, queue_per_team: 4096, queue_timeout: '120s' },
-    }),
-    'file',
-  );
   const replicas = urls.map((endpoint, i) => ({ id: `sim${i}`, endpoint, draining: false }));
   const directory = { ready: (n) => (n === 'chat' ? replicas : []), describe: () => 'none', demand: () => false };
-  const keyStore = new MemoryKeyStore();
-  const key = (await issueKey(keyStore, { name: 'people', team: 'apps' }, Date.now(), 'bench')).secret;
-  const batchKey = await issueKey(keyStore, { name: 'evals', team: 'research' }, Date.now(), 'bench');
-  const settings = compileBatches({ ...BATCH_DEFAULTS, files_dir: join(dir, 'files') }, join(dir, 'db'));
-  const batches = openBatches({ store, settings, keys: keyStore, now: Date.now, logger });
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
+  let batches;
+  let batchKey;
+  const gw = await startSharedGateway({
+    dist,
+    models: [{ name: 'chat', capacity: { per_replica: seqs, queue_per_team: 4096, queue_timeout: '120s' } }],
+    ready: directory.ready,
+    keys: { apps: 'people' },
+    router: async ({ keyStore, logger }) => {
+      batchKey = await issueKey(keyStore, { name: 'evals', team: 'research' }, Date.now(), 'bench');
+      const settings = compileBatches({ ...BATCH_DEFAULTS, files_dir: join(dir, 'files') }, join(dir, 'db'));
+      batches = openBatches({ store, settings, keys: keyStore, now: Date.now, logger });
+      return { timeouts: { totalTimeoutMs: 600_000 }, batches: batches.service };
+    },
   });
-  const registry = new Registry();
-  const router = registerRouter(app, {
-    catalog: { resolve: (n) => (n === 'chat' ? model : undefined), models: () => [model] },
-    replicas: directory,
-    keys: keyStore,
-    authRequired: true,
-    usage: new MemoryUsageSink(),
-    registry,
-    logger,
-    timeouts: { totalTimeoutMs: 600_000 },
-    batches: batches.service,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
+  const { router, registry } = gw;
+  const model = gw.models.get('chat');
+  const key = gw.keys.apps;
   let live = null;
   let looks = 0;
   let pausedLooks = 0;
@@ -258,7 +194,7 @@ async function startGateway(urls, seqs) {
   });
   const caller = { keyId: batchKey.record.id, team: 'research' };
   return {
-    url: `http://127.0.0.1:${app.server.address().port}`,
+    url: gw.url,
     key,
     pausedLooks: () => ({ looks, paused: pausedLooks }),
     async startBatch(n, tokens) {
@@ -301,48 +237,11 @@ async function startGateway(urls, seqs) {
     },
     async stop() {
       await batches.close();
-      await app.close();
+      await gw.stop();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
 }
 
-/** Waits until every sim is idle. */
-async function waitIdle(urls) {
-  for (;;) {
-    let busy = 0;
-    for (const url of urls) {
-      const text = await (await fetch(`${url}/metrics`)).text();
-      for (const m of text.matchAll(/^vllm:num_requests_(?:running|waiting)\{[^}]*\} (\d+)/gm)) busy += Number(m[1]);
-    }
-    if (busy === 0) return;
-    await sleep(200);
-  }
-}
-
-/** One streamed request: its status and the time to the first body chunk. */
-async function stream(pool, key, content, maxTokens) {
-  const t0 = performance.now();
-  try {
-    const res = await pool.request({
-      path: '/v1/chat/completions',
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: JSON.stringify({
-        model: 'chat',
-        messages: [{ role: 'user', content }],
-        max_tokens: maxTokens,
-        stream: true,
-      }),
-    });
-    let ttftMs = NaN;
-    for await (const chunk of res.body) {
-      if (Number.isNaN(ttftMs)) ttftMs = performance.now() - t0;
-      void chunk;
-    }
-    return { status: res.statusCode, ttftMs };
-  } catch {
-    return { status: 0, ttftMs: NaN };
-  }
-}
+await main();

@@ -34,6 +34,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { q, stream } from './load.mjs';
+import { startGateway } from './sims.mjs';
 
 const { values: flags } = parseArgs({
   options: {
@@ -242,7 +244,7 @@ async function runSession(pool, model, session, maxTokens, r) {
   for (const step of session.steps) {
     messages.push(step.message);
     r.sent++;
-    const m = await stream(pool, { model, messages, max_tokens: maxTokens, temperature: 0, stream: true });
+    const m = await chat(pool, { model, messages, max_tokens: maxTokens, temperature: 0, stream: true });
     if (!m.ok) {
       r.errors++;
       return;
@@ -254,11 +256,6 @@ async function runSession(pool, model, session, maxTokens, r) {
 }
 
 function report(o, rows) {
-  const q = (xs, p) => {
-    if (!xs.length) return NaN;
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.floor(p * s.length))];
-  };
   const f = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '-');
   console.log(
     `load: ${o.sessionsPerSecond} sessions/s open loop for ${o.seconds} s per choice, chats of ${o.turns} turns, ` +
@@ -292,23 +289,7 @@ function report(o, rows) {
  * feeds engine load from /metrics.
  */
 async function startRouter(routing, urls, scrapeMs) {
-  const { createJsonApp } = await import(dist('http/index.js'));
-  const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
-  const { MemoryKeyStore, MemoryUsageSink } = await import(dist('control/keys/index.js'));
   const { LoadScraper } = await import(dist('agent/load/index.js'));
-  const { Registry } = await import('prom-client');
-  const { default: pino } = await import('pino');
-  const logger = pino({ level: 'silent' });
-  const model = compileModel(
-    ModelSchema.parse({
-      name: routing,
-      source: `file:///models/${routing}`,
-      profiles: [{ engine: 'builtin' }],
-      routing,
-    }),
-    'file',
-  );
   const base = urls.map((endpoint, i) => ({
     id: `${routing}-${i}`,
     model: routing,
@@ -334,30 +315,17 @@ async function startRouter(routing, urls, scrapeMs) {
   };
   const beat = setInterval(deliver, 5000);
   scraper.start();
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
+  const gw = await startGateway({
+    dist,
+    models: [{ name: routing, profiles: [{ engine: 'builtin' }], routing }],
+    ready: (n) => (n === routing ? ready : []),
   });
-  const router = registerRouter(app, {
-    catalog: { resolve: (n) => (n === routing ? model : undefined), models: () => [model] },
-    replicas: { ready: (n) => (n === routing ? ready : []), describe: () => 'none', demand: () => false },
-    keys: new MemoryKeyStore(),
-    authRequired: false,
-    usage: new MemoryUsageSink(),
-    registry: new Registry(),
-    logger,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
   return {
-    url: `http://127.0.0.1:${app.server.address().port}`,
+    url: gw.url,
     stopRouter: async () => {
       clearInterval(beat);
       await scraper.stop();
-      await app.close();
-      await router.close();
+      await gw.stop();
     },
   };
 }
@@ -365,33 +333,12 @@ async function startRouter(routing, urls, scrapeMs) {
 /** The first failure, on stderr: a run whose requests all fail says why once. */
 const sayOnce = (what) => sayOnce.said || ((sayOnce.said = true), console.error(`first failure: ${what}`));
 
-/** One streamed chat request: time to the first body chunk, and the answer's text. */
-async function stream(pool, body) {
-  const t0 = performance.now();
-  try {
-    const res = await pool.request({
-      path: '/v1/chat/completions',
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify(body),
-    });
-    let ttftMs = NaN;
-    let raw = '';
-    for await (const chunk of res.body) {
-      if (Number.isNaN(ttftMs)) ttftMs = performance.now() - t0;
-      raw += chunk.toString('utf8');
-    }
-    let text = '';
-    for (const line of raw.split('\n')) {
-      if (!line.startsWith('data: {')) continue;
-      text += JSON.parse(line.slice(6)).choices?.[0]?.delta?.content ?? '';
-    }
-    if (res.statusCode !== 200) sayOnce(`${res.statusCode} ${raw.slice(0, 300)}`);
-    return { ok: res.statusCode === 200, ttftMs, text };
-  } catch (err) {
-    sayOnce(err.message);
-    return { ok: false, ttftMs: NaN, text: '' };
-  }
+/** One streamed chat request: time to the first body chunk, and the answer's text; the first failure said. */
+async function chat(pool, body) {
+  const m = await stream(pool, body, { headers: { accept: 'text/event-stream' }, read: 'text' });
+  if (m.error) sayOnce(m.error.message);
+  else if (!m.ok) sayOnce(`${m.status} ${m.raw.slice(0, 300)}`);
+  return m;
 }
 
 // Last, so every declaration above is initialised first.

@@ -17,21 +17,19 @@
 //     [--system-tokens 2000] [--kv-blocks 1500] [--prefill-ms-per-token 0.25] [--max-seqs 8]
 //     [--tokens-per-second 60] [--max-tokens 24] [--think-ms 800] [--baseline least-load]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { resolve } from 'node:path';
-import { URL, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { bytesPerEntry } from './kv-index-memory.mjs';
+import { q, stream } from './load.mjs';
+import { DEFAULT_DIST, distOf, startGateway, startSims } from './sims.mjs';
 
 const { values: flags } = parseArgs({
   options: {
-    'serve-sims': { type: 'string' },
-    dist: { type: 'string', default: new URL('../dist/', import.meta.url).pathname },
+    dist: { type: 'string', default: DEFAULT_DIST },
     replicas: { type: 'string', default: '8' },
     seconds: { type: 'string', default: '40' },
     'sessions-per-second': { type: 'string', default: '2' },
@@ -51,37 +49,7 @@ const { values: flags } = parseArgs({
   },
 });
 
-const distDir = resolve(flags.dist);
-const dist = (path) => pathToFileURL(`${distDir}/${path}`).href;
-
-/** Child mode: the sims, in a process of their own so their pacing does not share the router's event loop. */
-async function serveSims({ count, options }) {
-  const { startSimEngine } = await import(dist('engine/sim/index.js'));
-  const urls = [];
-  for (let i = 0; i < count; i++) urls.push((await startSimEngine({ shutdownGraceMs: 0, ...options })).url);
-  console.log(JSON.stringify(urls));
-  process.on('SIGTERM', () => process.exit(0));
-  // Gone with the bench: its end of the pipe closes when it exits, however it exits.
-  process.stdin.on('end', () => process.exit(0));
-  process.stdin.resume();
-}
-
-async function startSims(count, options) {
-  const child = spawn(
-    process.execPath,
-    [new URL(import.meta.url).pathname, '--dist', distDir, '--serve-sims', JSON.stringify({ count, options })],
-    { stdio: ['pipe', 'pipe', 'inherit'] },
-  );
-  const line = await new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (d) => {
-      text += d;
-      if (text.includes('\n')) resolve(text.split('\n')[0]);
-    });
-    child.once('exit', (code) => reject(new Error(`the sims exited with ${code}`)));
-  });
-  return { urls: JSON.parse(line), stop: () => child.kill('SIGTERM') };
-}
+const dist = distOf(flags.dist);
 
 /** mulberry32: the workload is the same for both choices and across runs. */
 function seeded(seed) {
@@ -152,7 +120,11 @@ async function main() {
   };
   const choices = [flags.baseline, 'prefix-cache'];
   const fleets = {};
-  for (const c of choices) fleets[c] = await startSims(o.replicas, simOptions);
+  for (const c of choices)
+    fleets[c] = await startSims(
+      Array.from({ length: o.replicas }, () => simOptions),
+      { distDir: flags.dist },
+    );
   const { url, router, stopRouter } = await startRouter(
     Object.fromEntries(choices.map((c) => [c, fleets[c].urls])),
     Number(flags['scrape-ms']),
@@ -183,7 +155,7 @@ async function runSession(pool, model, session, maxTokens, r) {
   for (const step of session.steps) {
     messages.push(step.message);
     r.sent++;
-    const m = await stream(pool, { model, messages, max_tokens: maxTokens, stream: true });
+    const m = await chat(pool, { model, messages, max_tokens: maxTokens, stream: true });
     if (!m.ok) {
       r.errors++;
       return;
@@ -211,11 +183,6 @@ async function cacheCounters(fleets) {
 }
 
 function report(o, sim, choices, results, before, after, entries) {
-  const q = (xs, p) => {
-    if (!xs.length) return NaN;
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.floor(p * s.length))];
-  };
   const f = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '-');
   const rows = choices.map((c) => {
     const queries = after[c].queries - before[c].queries;
@@ -268,28 +235,7 @@ function report(o, sim, choices, results, before, after, entries) {
  * publishes its cache on /kv-events (only the prefix-cache model reads it).
  */
 async function startRouter(urlsByModel, scrapeMs) {
-  const { createJsonApp } = await import(dist('http/index.js'));
-  const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
-  const { MemoryKeyStore, MemoryUsageSink } = await import(dist('control/keys/index.js'));
   const { LoadScraper } = await import(dist('agent/load/index.js'));
-  const { Registry } = await import('prom-client');
-  const { default: pino } = await import('pino');
-  const logger = pino({ level: 'silent' });
-  const models = new Map();
-  for (const routing of Object.keys(urlsByModel))
-    models.set(
-      routing,
-      compileModel(
-        ModelSchema.parse({
-          name: routing,
-          source: `file:///models/${routing}`,
-          profiles: [{ engine: 'sim' }],
-          routing,
-        }),
-        'file',
-      ),
-    );
   const base = Object.entries(urlsByModel).flatMap(([model, urls]) =>
     urls.map((endpoint, i) => ({
       id: `${model}-${i}`,
@@ -330,31 +276,18 @@ async function startRouter(urlsByModel, scrapeMs) {
   deliver();
   const beat = setInterval(deliver, 5000);
   scraper.start();
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
+  const gw = await startGateway({
+    dist,
+    models: Object.keys(urlsByModel).map((routing) => ({ name: routing, routing })),
+    ready: (n) => byModel.get(n) ?? [],
   });
-  const router = registerRouter(app, {
-    catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },
-    replicas: { ready: (n) => byModel.get(n) ?? [], describe: () => 'none', demand: () => false },
-    keys: new MemoryKeyStore(),
-    authRequired: false,
-    usage: new MemoryUsageSink(),
-    registry: new Registry(),
-    logger,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
   return {
-    router,
-    url: `http://127.0.0.1:${app.server.address().port}`,
+    router: gw.router,
+    url: gw.url,
     stopRouter: async () => {
       clearInterval(beat);
       await scraper.stop();
-      await app.close();
-      await router.close();
+      await gw.stop();
     },
   };
 }
@@ -366,35 +299,13 @@ function sayOnce(what) {
   console.error(`first failure: ${what}`);
 }
 
-/** One streamed chat request: time to the first body chunk, and the answer's text. */
-async function stream(pool, body) {
-  const t0 = performance.now();
-  try {
-    const res = await pool.request({
-      path: '/v1/chat/completions',
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify(body),
-    });
-    let ttftMs = NaN;
-    let raw = '';
-    for await (const chunk of res.body) {
-      if (Number.isNaN(ttftMs)) ttftMs = performance.now() - t0;
-      raw += chunk.toString('utf8');
-    }
-    let text = '';
-    for (const line of raw.split('\n')) {
-      if (!line.startsWith('data: {')) continue;
-      text += JSON.parse(line.slice(6)).choices?.[0]?.delta?.content ?? '';
-    }
-    if (res.statusCode !== 200) sayOnce(`${res.statusCode} ${raw.slice(0, 300)}`);
-    return { ok: res.statusCode === 200, ttftMs, text };
-  } catch (err) {
-    sayOnce(err.message);
-    return { ok: false, ttftMs: NaN, text: '' };
-  }
+/** One streamed chat request: time to the first body chunk, and the answer's text; the first failure said. */
+async function chat(pool, body) {
+  const m = await stream(pool, body, { headers: { accept: 'text/event-stream' }, read: 'text' });
+  if (m.error) sayOnce(m.error.message);
+  else if (!m.ok) sayOnce(`${m.status} ${m.raw.slice(0, 300)}`);
+  return m;
 }
 
 // Last, so every declaration above is initialised first.
-if (flags['serve-sims']) await serveSims(JSON.parse(flags['serve-sims']));
-else await main();
+await main();

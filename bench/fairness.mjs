@@ -23,19 +23,16 @@
 //     [--ttft-ms 400] [--max-tokens 32] [--tokens-per-second 100] [--flood 10] [--trickle-rps 2]
 //     [--grace-seconds 5]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { setMaxListeners } from 'node:events';
-import { performance } from 'node:perf_hooks';
 import process from 'node:process';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { gatewayQueued, openLoop, q, stream, waitIdle } from './load.mjs';
+import { startGateway, startSims } from './sims.mjs';
 
 const { values: flags } = parseArgs({
   options: {
-    'serve-sims': { type: 'string' },
     seconds: { type: 'string', default: '20' },
     replicas: { type: 'string', default: '2' },
     'max-seqs': { type: 'string', default: '8' },
@@ -47,38 +44,6 @@ const { values: flags } = parseArgs({
     'grace-seconds': { type: 'string', default: '5' },
   },
 });
-
-const dist = (path) => new URL(`../dist/${path}`, import.meta.url).href;
-
-if (flags['serve-sims']) await serveSims(JSON.parse(flags['serve-sims']));
-else await main();
-
-/** Child mode: the sims, in a process of their own so their pacing does not share the router's event loop. */
-async function serveSims({ count, options }) {
-  const { startSimEngine } = await import(dist('engine/sim/index.js'));
-  const urls = [];
-  for (let i = 0; i < count; i++)
-    urls.push((await startSimEngine({ models: ['fair', 'plain'], shutdownGraceMs: 0, ...options })).url);
-  console.log(JSON.stringify(urls));
-  process.on('SIGTERM', () => process.exit(0));
-}
-
-async function startSims(count, options) {
-  const child = spawn(
-    process.execPath,
-    [new URL(import.meta.url).pathname, '--serve-sims', JSON.stringify({ count, options })],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const line = await new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (d) => {
-      text += d;
-      if (text.includes('\n')) resolve(text.split('\n')[0]);
-    });
-    child.once('exit', (code) => reject(new Error(`the sims exited with ${code}`)));
-  });
-  return { urls: JSON.parse(line), stop: () => child.kill('SIGTERM') };
-}
 
 async function main() {
   const seconds = Number(flags.seconds);
@@ -93,8 +58,25 @@ async function main() {
   const capacityRps = (replicas * seqs) / ((ttftMs + (maxTokens / tps) * 1000) / 1000);
   const floodRps = Number(flags.flood) * capacityRps;
 
-  const sims = await startSims(replicas, { maxConcurrency: seqs, ttftMs, tokensPerSecond: tps });
-  const gw = await startGateway(sims.urls, seqs);
+  const sims = await startSims(
+    Array.from({ length: replicas }, () => ({
+      models: ['fair', 'plain'],
+      maxConcurrency: seqs,
+      ttftMs,
+      tokensPerSecond: tps,
+    })),
+  );
+  const replicaList = sims.urls.map((endpoint, i) => ({ id: `sim${i}`, endpoint, draining: false }));
+  // Two models on the same sims, `fair` with capacity.per_replica and `plain` without, and a key for each team.
+  const gw = await startGateway({
+    models: [
+      { name: 'fair', capacity: { per_replica: seqs, queue_per_team: 4096, queue_timeout: '120s' } },
+      { name: 'plain' },
+    ],
+    ready: (n) => (n === 'fair' || n === 'plain' ? replicaList : []),
+    keys: { A: 'A', B: 'B' },
+    router: { timeouts: { totalTimeoutMs: 600_000 } },
+  });
   // A pool per team, as two teams are two sets of clients: B's requests never wait behind A's for a connection.
   const pools = { A: new Pool(gw.url, { connections: 1024 }), B: new Pool(gw.url, { connections: 64 }) };
 
@@ -118,11 +100,13 @@ async function main() {
         const tokens = Math.max(1, Math.round(maxTokens * (0.25 + 1.5 * Math.random())));
         const p = stream(
           pools[team],
-          gw.keys[team],
-          phase.model,
-          `${team} ${phase.name} ${i}`,
-          tokens,
-          controller.signal,
+          {
+            model: phase.model,
+            messages: [{ role: 'user', content: `${team} ${phase.name} ${i}` }],
+            max_tokens: tokens,
+            stream: true,
+          },
+          { key: gw.keys[team], signal: controller.signal },
         ).then((m) => record(s, m));
         pending.push(p);
       });
@@ -132,7 +116,7 @@ async function main() {
     clearTimeout(cut);
     results[phase.name] = teams;
     // Let the engines' queues drain before the next phase (a cut request may still run there).
-    await waitIdle(gw, sims.urls);
+    await waitIdle(sims.urls, { queued: () => gatewayQueued(gw.registry) });
   }
   await Promise.all(Object.values(pools).map((p) => p.close()));
   await gw.stop();
@@ -192,107 +176,4 @@ function record(s, m) {
   }
 }
 
-function q(xs, p) {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
-}
-
-/** Calls `send(i)` `rps` times a second for `ms`, on a fixed schedule. */
-async function openLoop(ms, rps, send) {
-  const gapMs = 1000 / rps;
-  const start = performance.now();
-  let next = start;
-  for (let i = 0; next - start < ms; i++) {
-    send(i);
-    next += gapMs;
-    const wait = next - performance.now();
-    if (wait > 0) await sleep(wait);
-  }
-}
-
-/**
- * The gateway in this process, as the control plane builds its client
- * listener: two models on the same sims, `fair` with capacity.per_replica
- * and `plain` without, and a key for each team.
- */
-async function startGateway(urls, seqs) {
-  const { createJsonApp } = await import(dist('http/index.js'));
-  const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
-  const { MemoryKeyStore, MemoryUsageSink, issueKey } = await import(dist('control/keys/index.js'));
-  const { Registry } = await import('prom-client');
-  const { default: pino } = await import('pino');
-  const logger = pino({ level: 'silent' });
-  const compile = (name, extra) =>
-    compileModel(
-      ModelSchema.parse({ name, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }], ...extra }),
-      'file',
-    );
-  const models = new Map([
-    ['fair', compile('fair', { capacity: { per_replica: seqs, queue_per_team: 4096, queue_timeout: '120s' } })],
-    ['plain', compile('plain', {})],
-  ]);
-  const replicas = urls.map((endpoint, i) => ({ id: `sim${i}`, endpoint, draining: false }));
-  const keyStore = new MemoryKeyStore();
-  const keys = {};
-  for (const team of ['A', 'B'])
-    keys[team] = (await issueKey(keyStore, { name: team, team }, Date.now(), 'bench')).secret;
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
-  });
-  const registry = new Registry();
-  registerRouter(app, {
-    catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },
-    replicas: { ready: (n) => (models.has(n) ? replicas : []), describe: () => 'none', demand: () => false },
-    keys: keyStore,
-    authRequired: true,
-    usage: new MemoryUsageSink(),
-    registry,
-    logger,
-    timeouts: { totalTimeoutMs: 600_000 },
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  return { url: `http://127.0.0.1:${app.server.address().port}`, keys, registry, stop: () => app.close() };
-}
-
-/** Waits until the gateway queues nothing and every sim is idle. */
-async function waitIdle(gw, urls) {
-  for (;;) {
-    const metric = await gw.registry.getSingleMetric('llmgw_router_queued_requests')?.get();
-    const queued = (metric?.values ?? []).reduce((n, v) => n + v.value, 0);
-    let busy = 0;
-    for (const url of urls) {
-      const text = await (await fetch(`${url}/metrics`)).text();
-      for (const m of text.matchAll(/^vllm:num_requests_(?:running|waiting)\{[^}]*\} (\d+)/gm)) busy += Number(m[1]);
-    }
-    if (queued === 0 && busy === 0) return;
-    await sleep(200);
-  }
-}
-
-/** One streamed request: its status and the time to the first body chunk; `cut` when the bench gave up on it. */
-async function stream(pool, key, model, content, maxTokens, signal) {
-  const t0 = performance.now();
-  try {
-    const res = await pool.request({
-      path: '/v1/chat/completions',
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: maxTokens, stream: true }),
-      signal,
-    });
-    let ttftMs = NaN;
-    for await (const chunk of res.body) {
-      if (Number.isNaN(ttftMs)) ttftMs = performance.now() - t0;
-      void chunk;
-    }
-    return { status: res.statusCode, ttftMs, cut: false };
-  } catch {
-    return { status: 0, ttftMs: NaN, cut: signal.aborted };
-  }
-}
+await main();

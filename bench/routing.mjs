@@ -34,18 +34,17 @@
 //     [--rps 10] [--max-tokens 40] [--tokens-per-second 80] [--max-seqs 4]
 //     [--background-rps 0.8] [--background-tokens 400] [--scrape-ms 1000]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { openLoop, q, stream } from './load.mjs';
+import { distOf, startGateway, startSims } from './sims.mjs';
 
 const { values: flags } = parseArgs({
   options: {
-    'serve-sims': { type: 'string' },
     seconds: { type: 'string', default: '40' },
     'slice-seconds': { type: 'string', default: '10' },
     rps: { type: 'string', default: '10' },
@@ -58,38 +57,6 @@ const { values: flags } = parseArgs({
   },
 });
 
-const dist = (path) => new URL(`../dist/${path}`, import.meta.url).href;
-
-if (flags['serve-sims']) await serveSims(JSON.parse(flags['serve-sims']));
-else await main();
-
-/** Child mode: the sims, in a process of their own so their pacing does not share the router's event loop. Prints their URLs as JSON. */
-async function serveSims(specs) {
-  const { startSimEngine } = await import(dist('engine/sim/index.js'));
-  const out = {};
-  for (const [name, options] of Object.entries(specs))
-    out[name] = (
-      await startSimEngine({ models: ['bench', 'least-inflight', 'least-load'], shutdownGraceMs: 0, ...options })
-    ).url;
-  console.log(JSON.stringify(out));
-  process.on('SIGTERM', () => process.exit(0));
-}
-
-async function startSims(specs) {
-  const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--serve-sims', JSON.stringify(specs)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const line = await new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (d) => {
-      text += d;
-      if (text.includes('\n')) resolve(text.split('\n')[0]);
-    });
-    child.once('exit', (code) => reject(new Error(`the sims exited with ${code}`)));
-  });
-  return { urls: JSON.parse(line), stop: () => child.kill('SIGTERM') };
-}
-
 async function main() {
   const seconds = Number(flags.seconds);
   const sliceMs = Number(flags['slice-seconds']) * 1000;
@@ -101,10 +68,11 @@ async function main() {
   const bgTokens = Number(flags['background-tokens']);
   const scrapeMs = Number(flags['scrape-ms']);
 
+  const models = ['bench', 'least-inflight', 'least-load'];
   const sims = await startSims({
-    fast: { tokensPerSecond: tps, maxConcurrency: seqs, ttftMs: 20 },
-    slow: { tokensPerSecond: tps / 2, maxConcurrency: seqs, ttftMs: 20 },
-    busy: { tokensPerSecond: tps, maxConcurrency: seqs, ttftMs: 20 },
+    fast: { models, tokensPerSecond: tps, maxConcurrency: seqs, ttftMs: 20 },
+    slow: { models, tokensPerSecond: tps / 2, maxConcurrency: seqs, ttftMs: 20 },
+    busy: { models, tokensPerSecond: tps, maxConcurrency: seqs, ttftMs: 20 },
   });
   const { router, url, stopRouter } = await startRouter(sims.urls, scrapeMs);
 
@@ -116,12 +84,7 @@ async function main() {
     let next = performance.now();
     const inflight = new Set();
     while (running) {
-      const p = stream(bgPool, '/v1/chat/completions', {
-        model: 'bench',
-        messages: [{ role: 'user', content: 'a long prompt' }],
-        max_tokens: bgTokens,
-        stream: true,
-      }).finally(() => inflight.delete(p));
+      const p = stream(bgPool, body(bgTokens, 'bench', 'a long prompt'), streamed).finally(() => inflight.delete(p));
       inflight.add(p);
       next += gapMs;
       await sleep(Math.max(0, next - performance.now()));
@@ -137,33 +100,28 @@ async function main() {
     policies.map((p) => [p, { sent: 0, done: 0, errors: 0, ttft: [], total: [], tokens: 0, offeredMs: 0 }]),
   );
   const pending = new Set();
-  const gapMs = 1000 / rps;
   for (let slice = 0; slice < Math.round((2 * seconds * 1000) / sliceMs); slice++) {
     const policy = policies[slice % 2];
     const r = results[policy];
-    const start = performance.now();
-    let next = start;
-    while (next - start < sliceMs) {
-      r.sent++;
-      const p = stream(pool, '/v1/chat/completions', {
-        model: policy,
-        messages: [{ role: 'user', content: `question ${r.sent}` }],
-        max_tokens: maxTokens,
-        stream: true,
-      })
-        .then((m) => {
-          if (!m.ok) return void r.errors++;
-          r.done++;
-          r.ttft.push(m.ttftMs);
-          r.total.push(m.totalMs);
-          r.tokens += m.tokens;
-        })
-        .finally(() => pending.delete(p));
-      pending.add(p);
-      next += gapMs;
-      await sleep(Math.max(0, next - performance.now()));
-    }
-    r.offeredMs += performance.now() - start;
+    r.offeredMs += await openLoop(
+      sliceMs,
+      rps,
+      () => {
+        r.sent++;
+        const p = stream(pool, body(maxTokens, policy, `question ${r.sent}`), streamed)
+          .then((m) => {
+            if (!m.ok) return void r.errors++;
+            r.done++;
+            r.ttft.push(m.ttftMs);
+            r.total.push(m.totalMs);
+            r.tokens += m.tokens;
+          })
+          .finally(() => pending.delete(p));
+        pending.add(p);
+      },
+      // As this bench always has: a late send still lets the answers' callbacks run before the next one.
+      { yieldWhenLate: true },
+    );
   }
   await Promise.allSettled([...pending]);
   running = false;
@@ -174,11 +132,6 @@ async function main() {
   sims.stop();
   void router;
 
-  const q = (xs, p) => {
-    if (!xs.length) return NaN;
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.floor(p * s.length))];
-  };
   const row = (name) => {
     const r = results[name];
     const secondsOffered = r.offeredMs / 1000;
@@ -236,29 +189,8 @@ async function main() {
  * agent pokes its heartbeat then) and every 5 s (the heartbeat's own beat).
  */
 async function startRouter(urls, scrapeMs) {
-  const { createJsonApp } = await import(dist('http/index.js'));
-  const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape } = await import(dist('gateway/index.js'));
-  const { MemoryKeyStore, MemoryUsageSink } = await import(dist('control/keys/index.js'));
+  const dist = distOf();
   const { LoadScraper } = await import(dist('agent/load/index.js'));
-  const { Registry } = await import('prom-client');
-  const { default: pino } = await import('pino');
-  const logger = pino({ level: 'silent' });
-  const models = new Map();
-  for (const routing of ['least-inflight', 'least-load']) {
-    models.set(
-      routing,
-      compileModel(
-        ModelSchema.parse({
-          name: routing,
-          source: `file:///models/${routing}`,
-          profiles: [{ engine: 'sim' }],
-          routing,
-        }),
-        'file',
-      ),
-    );
-  }
   const base = Object.entries(urls).map(([name, endpoint]) => ({ id: name, endpoint, draining: false }));
   let replicas = base;
   const scraper = new LoadScraper({
@@ -285,54 +217,29 @@ async function startRouter(urls, scrapeMs) {
   };
   const beat = setInterval(deliver, 5000);
   scraper.start();
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
+  const policies = ['least-inflight', 'least-load'];
+  const gw = await startGateway({
+    dist,
+    models: policies.map((routing) => ({ name: routing, routing })),
+    ready: (n) => (policies.includes(n) ? replicas : []),
   });
-  const router = registerRouter(app, {
-    catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },
-    replicas: { ready: (n) => (models.has(n) ? replicas : []), describe: () => 'none', demand: () => false },
-    keys: new MemoryKeyStore(),
-    authRequired: false,
-    usage: new MemoryUsageSink(),
-    registry: new Registry(),
-    logger,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
   return {
-    router,
-    url: `http://127.0.0.1:${app.server.address().port}`,
+    router: gw.router,
+    url: gw.url,
     stopRouter: async () => {
       clearInterval(beat);
       await scraper.stop();
-      await app.close();
+      await gw.stop();
     },
   };
 }
 
-/** One streamed request: time to the first body chunk, to the end, and the content chunks received (tokens). */
-async function stream(pool, path, body) {
-  const t0 = performance.now();
-  try {
-    const res = await pool.request({
-      path,
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify(body),
-    });
-    let ttftMs = NaN;
-    let tokens = 0;
-    for await (const chunk of res.body) {
-      if (Number.isNaN(ttftMs)) ttftMs = performance.now() - t0;
-      const text = chunk.toString('utf8');
-      for (let i = text.indexOf('"content":"'); i >= 0; i = text.indexOf('"content":"', i + 1))
-        if (text[i + 11] !== '"') tokens++;
-    }
-    return { ok: res.statusCode === 200, ttftMs, totalMs: performance.now() - t0, tokens };
-  } catch {
-    return { ok: false, ttftMs: NaN, totalMs: NaN, tokens: 0 };
-  }
+/** A streamed chat request's body. */
+function body(maxTokens, model, content) {
+  return { model, messages: [{ role: 'user', content }], max_tokens: maxTokens, stream: true };
 }
+
+/** How this bench streams: asking for server-sent events, counting the content chunks received (tokens). */
+const streamed = { headers: { accept: 'text/event-stream' }, read: 'tokens' };
+
+await main();

@@ -23,20 +23,18 @@
 //     [--max-tokens 24] [--tokens-per-second 60] [--load 2] [--max-queue-ms 500] [--slack-ms 300]
 //     [--sample-ms 250] [--grace-seconds 10]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { setMaxListeners } from 'node:events';
 import { loadavg } from 'node:os';
-import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { openLoop, q, stream, waitIdle } from './load.mjs';
+import { distOf, engineLoad, startGateway as startSharedGateway, startSims } from './sims.mjs';
 
 const { values: flags } = parseArgs({
   options: {
-    'serve-sims': { type: 'string' },
     seconds: { type: 'string', default: '20' },
     replicas: { type: 'string', default: '2' },
     'max-seqs': { type: 'string', default: '4' },
@@ -50,37 +48,6 @@ const { values: flags } = parseArgs({
     'grace-seconds': { type: 'string', default: '10' },
   },
 });
-
-const dist = (path) => new URL(`../dist/${path}`, import.meta.url).href;
-
-if (flags['serve-sims']) await serveSims(JSON.parse(flags['serve-sims']));
-else await main();
-
-/** Child mode: sims in a process of their own, so their pacing does not share the gateway's event loop. */
-async function serveSims(groups) {
-  const { startSimEngine } = await import(dist('engine/sim/index.js'));
-  const urls = [];
-  for (const { count, options } of groups)
-    for (let i = 0; i < count; i++)
-      urls.push((await startSimEngine({ models: ['m'], shutdownGraceMs: 0, ...options })).url);
-  console.log(JSON.stringify(urls));
-  process.on('SIGTERM', () => process.exit(0));
-}
-
-async function startSims(groups) {
-  const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--serve-sims', JSON.stringify(groups)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const line = await new Promise((resolve, reject) => {
-    let text = '';
-    child.stdout.on('data', (d) => {
-      text += d;
-      if (text.includes('\n')) resolve(text.split('\n')[0]);
-    });
-    child.once('exit', (code) => reject(new Error(`the sims exited with ${code}`)));
-  });
-  return { urls: JSON.parse(line), stop: () => child.kill('SIGTERM') };
-}
 
 async function main() {
   const seconds = Number(flags.seconds);
@@ -98,8 +65,8 @@ async function main() {
 
   // The local engines, then one remote with room for everything sent to it.
   const sims = await startSims([
-    { count: replicas, options: { maxConcurrency: seqs, ttftMs, tokensPerSecond: tps } },
-    { count: 1, options: { ttftMs, tokensPerSecond: tps } },
+    ...Array.from({ length: replicas }, () => ({ models: ['m'], maxConcurrency: seqs, ttftMs, tokensPerSecond: tps })),
+    { models: ['m'], ttftMs, tokensPerSecond: tps },
   ]);
   const localUrls = sims.urls.slice(0, replicas);
   const remoteUrl = sims.urls[replicas];
@@ -124,7 +91,11 @@ async function main() {
       const id = `${phase.model}-${i}`;
       s.ids.push(id);
       pending.push(
-        stream(pool, phase.model, id, maxTokens, controller.signal).then((m) => {
+        stream(
+          pool,
+          { model: phase.model, messages: [{ role: 'user', content: id }], max_tokens: maxTokens, stream: true },
+          { headers: { 'x-request-id': id }, signal: controller.signal },
+        ).then((m) => {
           if (m.cut) s.cut++;
           else if (m.status === 200) {
             s.ok++;
@@ -190,59 +161,14 @@ async function main() {
   process.exitCode = met ? 0 : 1;
 }
 
-function q(xs, p) {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(p * s.length))];
-}
-
-/** Calls `send(i)` `rps` times a second for `ms`, on a fixed schedule. */
-async function openLoop(ms, rps, send) {
-  const gapMs = 1000 / rps;
-  const start = performance.now();
-  let next = start;
-  for (let i = 0; next - start < ms; i++) {
-    send(i);
-    next += gapMs;
-    const wait = next - performance.now();
-    if (wait > 0) await sleep(wait);
-  }
-}
-
-/** The running and waiting counts a sim's /metrics reports (vLLM's names). */
-async function engineLoad(url) {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const read = (name) => {
-    let n = 0;
-    for (const m of text.matchAll(new RegExp(`^vllm:${name}\\{[^}]*\\} (\\d+)`, 'gm'))) n += Number(m[1]);
-    return n;
-  };
-  return { running: read('num_requests_running'), waiting: read('num_requests_waiting') };
-}
-
 /**
  * The gateway in this process, as the control plane builds its client
  * listener: `plain` and `spilling` on the same local sims (`spilling` with
  * the spill policy), and `far`, the remote.
  */
 async function startGateway(localUrls, remoteUrl, maxQueueMs, sampleMs) {
-  const { createJsonApp } = await import(dist('http/index.js'));
-  const { compileModel, ModelSchema } = await import(dist('control/catalog/index.js'));
-  const { registerRouter, openAiErrorShape, RequestLog } = await import(dist('gateway/index.js'));
-  const { MemoryKeyStore, MemoryUsageSink } = await import(dist('control/keys/index.js'));
-  const { Registry } = await import('prom-client');
-  const { default: pino } = await import('pino');
-  const logger = pino({ level: 'silent' });
-  const compile = (name, extra) =>
-    compileModel(
-      ModelSchema.parse({ name, source: `file:///models/${name}`, profiles: [{ engine: 'sim' }], ...extra }),
-      'file',
-    );
-  const models = new Map([
-    ['plain', compile('plain', {})],
-    ['spilling', compile('spilling', { spill: { to: 'far', when: 'saturated', max_queue: `${maxQueueMs}ms` } })],
-    ['far', compile('far', {})],
-  ]);
+  const dist = distOf();
+  const { RequestLog } = await import(dist('gateway/index.js'));
   let locals = localUrls.map((endpoint, i) => ({ id: `local${i}`, endpoint, draining: false, servedNames: ['m'] }));
   const remote = {
     id: 'remote:far',
@@ -262,72 +188,27 @@ async function startGateway(localUrls, remoteUrl, maxQueueMs, sampleMs) {
       await sleep(sampleMs);
     }
   })();
-  const app = createJsonApp({
-    logger,
-    bodyLimitBytes: 8 << 20,
-    shapeError: openAiErrorShape,
-    requestLoggers: false,
-    requestIds: true,
-  });
   const requestLog = new RequestLog(100_000);
-  registerRouter(app, {
-    catalog: { resolve: (n) => models.get(n), models: () => [...models.values()] },
-    replicas: {
-      ready: (n) => (n === 'far' ? [remote] : models.has(n) ? locals : []),
-      describe: () => 'none',
-      demand: () => false,
-    },
-    keys: new MemoryKeyStore(),
-    authRequired: false,
-    usage: new MemoryUsageSink(),
-    registry: new Registry(),
-    logger,
-    timeouts: { totalTimeoutMs: 600_000 },
-    requestLog,
+  const names = new Set(['plain', 'spilling', 'far']);
+  const gw = await startSharedGateway({
+    dist,
+    models: [
+      { name: 'plain' },
+      { name: 'spilling', spill: { to: 'far', when: 'saturated', max_queue: `${maxQueueMs}ms` } },
+      { name: 'far' },
+    ],
+    ready: (n) => (n === 'far' ? [remote] : names.has(n) ? locals : []),
+    router: { timeouts: { totalTimeoutMs: 600_000 }, requestLog },
   });
-  await app.listen({ host: '127.0.0.1', port: 0 });
   return {
-    url: `http://127.0.0.1:${app.server.address().port}`,
+    url: gw.url,
     requestLog: (model) => requestLog.list({ model, limit: 100_000 }),
     stop: async () => {
       sampling = false;
       await sampler;
-      await app.close();
+      await gw.stop();
     },
   };
 }
 
-/** Waits until every sim is idle. */
-async function waitIdle(urls) {
-  for (;;) {
-    let busy = 0;
-    for (const url of urls) {
-      const l = await engineLoad(url);
-      busy += l.running + l.waiting;
-    }
-    if (busy === 0) return;
-    await sleep(200);
-  }
-}
-
-/** One streamed request: its status and the time to the first body chunk; `cut` when the bench gave up on it. */
-async function stream(pool, model, id, maxTokens, signal) {
-  const t0 = performance.now();
-  try {
-    const res = await pool.request({
-      path: '/v1/chat/completions',
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-request-id': id },
-      body: JSON.stringify({ model, messages: [{ role: 'user', content: id }], max_tokens: maxTokens, stream: true }),
-      signal,
-    });
-    let ttftMs = NaN;
-    for await (const chunk of res.body) {
-      if (Number.isNaN(ttftMs)) ttftMs = performance.now() - t0;
-      void chunk;
-    }
-    return { status: res.statusCode, ttftMs, cut: false };
-  } catch {
-    return { status: 0, ttftMs: NaN, cut: signal.aborted };
-  }
-}
+await main();
