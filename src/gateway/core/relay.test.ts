@@ -1,18 +1,13 @@
-// The relay's byte-level helpers on their own: where SSE events end, and the
-// usage-only event kept from a client that did not ask for it.
+// The relay's byte-level helpers on their own: how many SSE events a read
+// ends (where they end is sse-events.ts'), and the usage-only event kept
+// from a client that did not ask for it.
 import { describe, expect, it } from 'vitest';
-import { countEvents, eventEnd, withoutUsageEvent } from './relay.js';
+import { countEvents, withoutUsageEvent } from './relay.js';
 
 const usageEvent =
   'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n';
 
 describe('SSE relay helpers', () => {
-  it('finds the end of the last whole event, LF or CRLF', () => {
-    expect(eventEnd(Buffer.from('data: a\n\ndata: b'))).toBe(9);
-    expect(eventEnd(Buffer.from('data: a\r\n\r\n'))).toBe(11);
-    expect(eventEnd(Buffer.from('data: a'))).toBe(0);
-  });
-
   it('counts the events a read ends, LF or CRLF framed', () => {
     expect(countEvents(Buffer.from('data: a\n\ndata: b\n\ndata: [DONE]\n\n'))).toBe(3);
     expect(countEvents(Buffer.from('data: a\r\n\r\ndata: b\r\n\r\n'))).toBe(2);

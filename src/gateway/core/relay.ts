@@ -12,6 +12,7 @@ import type { ErrorCode } from '../../errors/index.js';
 import { openAiErrorBody } from './errors.js';
 import { TailKeeper } from './usage.js';
 import { refusesStreamOptions } from './stream-options.js';
+import { SSE_EVENT_LIMIT_BYTES, SseEvents } from './sse-events.js';
 import { certificateProblem } from '../../tls/index.js';
 
 /**
@@ -152,8 +153,8 @@ export class RelayHandler extends AttemptRelay {
   private scheduled = false;
   /** Bytes of a non-stream answer held since the last write. */
   private pendingBytes = 0;
-  /** Bytes after the last SSE event boundary, waiting for the rest of their event. */
-  private carry: Buffer | null = null;
+  /** Bytes after the last SSE event boundary, waiting for the rest of their event (bounded: SSE_EVENT_LIMIT_BYTES). */
+  private readonly carry = new SseEvents();
   private readonly flushBound = () => this.flush();
 
   constructor(
@@ -224,7 +225,8 @@ export class RelayHandler extends AttemptRelay {
     } else {
       this.flush();
       // The engine's last event may end without its blank line: what is left is filtered as whole events are.
-      const last = this.carry && this.withholdUsage ? withoutUsageEvent(this.carry) : this.carry;
+      const rest = this.carry.restBytes();
+      const last = rest && this.withholdUsage ? withoutUsageEvent(rest) : rest;
       res.end(last ? this.transform(last, false) : undefined);
     }
     this.settle({ kind: 'done', status: this.status });
@@ -235,9 +237,9 @@ export class RelayHandler extends AttemptRelay {
     if (this.settledEarly(err)) return;
     const res = this.target.res;
     // After the first byte: never retried. What arrived whole is delivered, a half event dropped, then one error event says why.
-    this.carry = null;
+    this.carry.clear();
     this.flush();
-    this.carry = null;
+    this.carry.clear();
     this.hooks.onBroken(describeNetError(err));
     const { code, status } = this.hooks.brokenCode();
     if (this.sse) res.end(this.brokenEvent(this.hooks.brokenMessage(), code, status));
@@ -273,20 +275,19 @@ export class RelayHandler extends AttemptRelay {
     this.scheduled = false;
     const res = this.target.res;
     if (this.pending.length === 0 || res.destroyed) return;
-    if (this.carry) this.pending.unshift(this.carry);
-    this.carry = null;
     let data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
     this.pending = [];
     if (this.sse) {
-      const end = eventEnd(data);
-      if (end === 0) {
-        this.carry = data;
+      const whole = this.carry.pushBytes(data);
+      // An engine that never ends its event would have the carry grow without limit: the stream is ended instead.
+      if (whole === null) {
+        this.controller?.abort(
+          new Error(`the engine sent over ${SSE_EVENT_LIMIT_BYTES >> 20} MiB without ending an event`),
+        );
         return;
       }
-      if (end < data.length) {
-        this.carry = data.subarray(end);
-        data = data.subarray(0, end);
-      }
+      if (whole.length === 0) return;
+      data = whole;
       if (this.withholdUsage && (data.includes(EMPTY_LIST) || data.includes(EMPTY_LIST_SPACED))) {
         data = withoutUsageEvent(data);
         if (data.length === 0) return;
@@ -348,13 +349,6 @@ export function countEvents(data: Buffer): number {
     if (n > 0) return n;
   }
   return n;
-}
-
-/** Bytes up to and including the last SSE event boundary ("\n\n" or "\r\n\r\n"); 0 when none. */
-export function eventEnd(data: Buffer): number {
-  const lf = data.lastIndexOf('\n\n');
-  const crlf = data.lastIndexOf('\r\n\r\n');
-  return Math.max(lf === -1 ? 0 : lf + 2, crlf === -1 ? 0 : crlf + 4);
 }
 
 /** A network failure in words, without addresses: "connection refused", "connection reset". */

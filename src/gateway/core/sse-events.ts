@@ -43,6 +43,8 @@ export function eventData(event: string): string {
   return data;
 }
 
+const NOTHING = Buffer.alloc(0);
+
 /** One upstream stream's splitter: push each read, get the text of the events it completed. */
 export class SseEvents {
   /** Reads after the last event boundary, waiting for the rest of their event; kept apart until one ends. */
@@ -60,6 +62,12 @@ export class SseEvents {
    * it starts afresh from the next read.
    */
   push(chunk: Buffer): string | null {
+    const whole = this.pushBytes(chunk);
+    return whole === null ? null : whole.length > 0 ? whole.toString('utf8') : '';
+  }
+
+  /** As push, the whole events' bytes (empty when none ended): for a relay that writes them on as they came. */
+  pushBytes(chunk: Buffer): Buffer | null {
     let data = chunk;
     let end: number;
     if (this.carried === 0) end = lastEventEnd(chunk);
@@ -68,19 +76,25 @@ export class SseEvents {
       // event arriving in many reads is copied once when it ends, not once per read.
       const before = this.lastCarried(3);
       const found = lastEventEnd(Buffer.concat([before, chunk]));
-      if (found === 0) return this.hold(chunk) ? '' : null;
+      if (found === 0) return this.hold(chunk) ? NOTHING : null;
       data = Buffer.concat([...this.carry, chunk]);
       end = this.carried - before.length + found;
       this.carry = [];
       this.carried = 0;
     }
     if (end < data.length && !this.hold(data.subarray(end))) return null;
-    return end > 0 ? data.toString('utf8', 0, end) : '';
+    // Most reads end on a boundary: handed back as they came, no view made.
+    return end === data.length ? data : end > 0 ? data.subarray(0, end) : NOTHING;
   }
 
   /** What is left when the stream ends (a last event without its blank line), as text; '' when nothing is. Clears it. */
   rest(): string {
-    const out = this.carried > 0 ? Buffer.concat(this.carry).toString('utf8') : '';
+    return this.restBytes()?.toString('utf8') ?? '';
+  }
+
+  /** As rest, its bytes; null when nothing is left. */
+  restBytes(): Buffer | null {
+    const out = this.carried > 0 ? (this.carry.length === 1 ? this.carry[0]! : Buffer.concat(this.carry)) : null;
     this.clear();
     return out;
   }

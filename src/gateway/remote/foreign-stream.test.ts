@@ -2,8 +2,8 @@
 // router: after the limit the stream is cut off, and the client, whose
 // answer had begun, gets its dialect's error event rather than a connection
 // that hangs while the gateway's memory grows. Guards against (#34) the
-// unbounded carry foreign.ts had, and checks the end is the one a broken
-// stream gets in each dialect.
+// unbounded carry foreign.ts and the byte relay had, and checks the end is
+// the one a broken stream gets in each dialect.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -63,6 +63,7 @@ describe('an upstream stream that never ends an event', () => {
   it.each([
     ['an Anthropic remote, to an OpenAI client', 'anthropic', '/v1/chat/completions', {}, OPENAI_BROKEN],
     ['an Anthropic remote, to an Anthropic client', 'anthropic', '/v1/messages', ANTHROPIC, ANTHROPIC_BROKEN],
+    ['a chat engine, to an OpenAI client (the byte relay)', 'chat', '/v1/chat/completions', {}, OPENAI_BROKEN],
     [
       'a chat engine, to an Anthropic client (the translating relay)',
       'chat',
