@@ -52,6 +52,8 @@ const GATEWAY_FLAG_HELP: Partial<Record<keyof ControlOptions, string>> = {
   otlp_endpoint: 'OpenTelemetry collector for traces over OTLP/HTTP; absent = OTEL_EXPORTER_OTLP_ENDPOINT, else none',
   trace_sample_ratio: "share of new traces kept, 0..1; a client's traceparent decides for its own",
   trace_content: 'true records prompts and whole answers on spans (never otherwise)',
+  gpu_prices:
+    "the control plane's gpu_prices: set, this process meters the GPU-priced tokens it serves (its prices go unused: the leader prices GPU-hours)",
 };
 
 /** The most workers --workers takes: far beyond any host's cores, so a typo (--workers 800) is refused. */
