@@ -46,8 +46,8 @@ export interface GpuBook {
     replicas?: ReadonlyMap<string, ReplicaGpuTotals>,
   ): Promise<void>;
   totals(): Promise<Map<string, GpuTotals>>;
-  /** Per replica id; absent = the book keeps none (rates are the model's). */
-  replicaTotals?(): Promise<Map<string, ReplicaGpuTotals>>;
+  /** Per replica id, of these replicas (all when absent); absent method = the book keeps none (rates are the model's). */
+  replicaTotals?(ids?: readonly string[]): Promise<Map<string, ReplicaGpuTotals>>;
 }
 
 function addInto<K>(into: Map<K, ReplicaGpuTotals>, k: K, r: ReplicaGpuTotals): void {
@@ -82,8 +82,9 @@ export class MemoryGpuBook implements GpuBook {
       new Map([...this.rows].map(([m, r]) => [m, { gpuHours: r.gpuHours, costUsd: r.costUsd, tokens: r.tokens }])),
     );
   }
-  replicaTotals(): Promise<Map<string, ReplicaGpuTotals>> {
-    return Promise.resolve(new Map(this.replicas));
+  replicaTotals(ids?: readonly string[]): Promise<Map<string, ReplicaGpuTotals>> {
+    const wanted = ids === undefined ? null : new Set(ids);
+    return Promise.resolve(new Map([...this.replicas].filter(([id]) => wanted === null || wanted.has(id))));
   }
 }
 
@@ -143,8 +144,12 @@ export class StoredGpuBook implements GpuBook {
     );
   }
 
-  async replicaTotals(): Promise<Map<string, ReplicaGpuTotals>> {
-    const rows = await this.store.db.selectFrom('replica_gpu_cost').selectAll().execute();
+  async replicaTotals(ids?: readonly string[]): Promise<Map<string, ReplicaGpuTotals>> {
+    if (ids !== undefined && ids.length === 0) return new Map();
+    let query = this.store.db.selectFrom('replica_gpu_cost').selectAll();
+    // Only those an interval charges: the table keeps a row for every replica ever metered.
+    if (ids !== undefined) query = query.where('replica_id', 'in', [...ids]);
+    const rows = await query.execute();
     return new Map(
       rows.map((r) => [
         r.replica_id,
@@ -300,7 +305,7 @@ export class GpuMeter implements GpuRateSource {
       throw err;
     }
     if (this.o.watchOthers) await this.watch(rows, now);
-    const rate = this.o.cluster || now < this.sharedUntilMs ? await this.measured() : intervalRate(spread);
+    const rate = this.o.cluster || now < this.sharedUntilMs ? await this.measured(served) : intervalRate(spread);
     const charge = this.o.charge;
     for (const r of served) {
       if (this.o.tokenPriced(r.model)) continue;
@@ -334,10 +339,11 @@ export class GpuMeter implements GpuRateSource {
   }
 
   /** Rates from the store's totals: the replica's where it has GPU-hours and tokens, else its model's. */
-  private async measured(): Promise<{ of: TrueRate; models: Map<string, number> }> {
+  private async measured(served: readonly Served[]): Promise<{ of: TrueRate; models: Map<string, number> }> {
     const models = new Map<string, number>();
     for (const [model, t] of await this.o.book.totals()) if (t.tokens > 0) models.set(model, t.costUsd / t.tokens);
-    const replicas = (await this.o.book.replicaTotals?.()) ?? new Map<string, ReplicaGpuTotals>();
+    const ids = [...new Set(served.flatMap((r) => (r.replicaId === undefined ? [] : [r.replicaId])))];
+    const replicas = (await this.o.book.replicaTotals?.(ids)) ?? new Map<string, ReplicaGpuTotals>();
     return {
       of: (model, replicaId) => {
         const r = replicaId === undefined ? undefined : replicas.get(replicaId);
