@@ -8,46 +8,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Migrator, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, POSTGRES_SKIP_REASON } from '../../../test/support/postgres.js';
+import { storeBackends } from '../../../test/support/postgres.js';
 import { StaticMigrationProvider } from '../store/migrations.js';
 import { openPostgres, openSqlite, Store, type Database } from '../store/index.js';
 import { StoreConnection, type StoreLocation } from '../store/connection.js';
 import { issueKey } from './keys.js';
 import { StoredKeys, StoredUsage } from './stored.js';
 
-interface Backend {
-  name: string;
-  skip: string;
-  setup(): Promise<{ location: StoreLocation; teardown(): Promise<void> }>;
-}
-
-const backends: Backend[] = [
-  {
-    name: 'sqlite',
-    skip: '',
-    async setup() {
-      const dir = mkdtempSync(join(tmpdir(), 'llmgw-usage-'));
-      return {
-        location: { kind: 'sqlite', path: join(dir, 'llmgw.db') },
-        teardown: async () => rmSync(dir, { recursive: true, force: true }),
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP_REASON,
-    async setup() {
-      const db = await createTestDatabase();
-      return { location: { kind: 'postgres', url: db.url }, teardown: () => db.drop() };
-    },
-  },
-];
-
 function open(location: StoreLocation): { db: Kysely<Database>; dialect: 'sqlite' | 'postgres' } {
   return location.kind === 'sqlite' ? openSqlite(location.path) : openPostgres(location.url);
 }
 
-for (const backend of backends) {
+for (const backend of storeBackends('llmgw-usage')) {
   describe.skipIf(backend.skip !== '')(
     `usage per endpoint on ${backend.name}${backend.skip ? ` (skipped: ${backend.skip})` : ''}`,
     () => {

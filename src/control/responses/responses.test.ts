@@ -1,11 +1,8 @@
 // The response store's contract, run against every implementation: memory,
 // SQLite always, Postgres where LLMGW_TEST_POSTGRES names a server.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createTestDatabase, POSTGRES_SKIP_REASON } from '../../../test/support/postgres.js';
+import { storeBackends } from '../../../test/support/postgres.js';
 import { Store } from '../store/index.js';
 import {
   MemoryResponseStore,
@@ -29,36 +26,21 @@ const backends: Backend[] = [
     skip: '',
     open: async (options) => ({ responses: new MemoryResponseStore(options), close: async () => {} }),
   },
-  {
-    name: 'sqlite',
-    skip: '',
+  ...storeBackends('llmgw-responses').map((backend): Backend => ({
+    name: backend.name,
+    skip: backend.skip,
     async open(options) {
-      const dir = mkdtempSync(join(tmpdir(), 'llmgw-responses-'));
-      const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'llmgw.db') } });
+      const { location, teardown } = await backend.setup();
+      const store = await Store.open({ location });
       return {
         responses: new StoredResponses(store.responses, options),
         close: async () => {
           await store.close();
-          rmSync(dir, { recursive: true, force: true });
+          await teardown();
         },
       };
     },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP_REASON,
-    async open(options) {
-      const db = await createTestDatabase();
-      const store = await Store.open({ location: { kind: 'postgres', url: db.url } });
-      return {
-        responses: new StoredResponses(store.responses, options),
-        close: async () => {
-          await store.close();
-          await db.drop();
-        },
-      };
-    },
-  },
+  })),
 ];
 
 /** A response of `keyId` whose kept JSON is about `size` bytes (padded with text). */

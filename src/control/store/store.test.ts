@@ -6,45 +6,12 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createTestDatabase,
-  POSTGRES_SKIP_REASON,
-  POSTGRES_URL,
-  type TestDatabase,
-} from '../../../test/support/postgres.js';
+import { POSTGRES_SKIP_REASON, POSTGRES_URL, storeBackends } from '../../../test/support/postgres.js';
 import type { StoreLocation } from './connection.js';
 import { StaticMigrationProvider } from './migrations.js';
 import { Store } from './store.js';
 
-interface Backend {
-  name: string;
-  skip: string;
-  setup(): Promise<{ location: StoreLocation; teardown(): Promise<void> }>;
-}
-
-const backends: Backend[] = [
-  {
-    name: 'sqlite',
-    skip: '',
-    async setup() {
-      const dir = mkdtempSync(join(tmpdir(), 'llmgw-store-'));
-      return {
-        location: { kind: 'sqlite', path: join(dir, 'llmgw.db') },
-        teardown: async () => rmSync(dir, { recursive: true, force: true }),
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skip: POSTGRES_SKIP_REASON,
-    async setup() {
-      const db: TestDatabase = await createTestDatabase();
-      return { location: { kind: 'postgres', url: db.url }, teardown: () => db.drop() };
-    },
-  },
-];
-
-for (const backend of backends) {
+for (const backend of storeBackends('llmgw-store')) {
   describe.skipIf(backend.skip !== '')(
     `store contract on ${backend.name}${backend.skip ? ` (skipped: ${backend.skip})` : ''}`,
     () => {
