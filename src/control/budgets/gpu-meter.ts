@@ -48,6 +48,8 @@ export interface GpuBook {
   totals(): Promise<Map<string, GpuTotals>>;
   /** Per replica id, of these replicas (all when absent); absent method = the book keeps none (rates are the model's). */
   replicaTotals?(ids?: readonly string[]): Promise<Map<string, ReplicaGpuTotals>>;
+  /** Drops the rows of replicas not added to since `beforeMs` (gone: a held one is added to every interval). */
+  pruneReplicas?(beforeMs: number): Promise<void>;
 }
 
 function addInto<K>(into: Map<K, ReplicaGpuTotals>, k: K, r: ReplicaGpuTotals): void {
@@ -144,6 +146,10 @@ export class StoredGpuBook implements GpuBook {
     );
   }
 
+  async pruneReplicas(beforeMs: number): Promise<void> {
+    await this.store.db.deleteFrom('replica_gpu_cost').where('updated_at', '<', beforeMs).execute();
+  }
+
   async replicaTotals(ids?: readonly string[]): Promise<Map<string, ReplicaGpuTotals>> {
     if (ids !== undefined && ids.length === 0) return new Map();
     let query = this.store.db.selectFrom('replica_gpu_cost').selectAll();
@@ -161,6 +167,10 @@ export class StoredGpuBook implements GpuBook {
 
 /** A replica's estimate is dropped after this long without tokens (it is likely gone); the model's stands in, ms. */
 const ESTIMATE_KEPT_MS = 3_600_000;
+/** A replica's row is dropped this long after anything was last added to it: it is gone, ms. */
+const REPLICA_ROW_KEPT_MS = 24 * 3_600_000;
+/** How often the leader drops such rows, ms. */
+const PRUNE_EVERY_MS = 3_600_000;
 /** watchOthers: how long rates stay measured after another process last added tokens, ms. */
 const SHARED_KEPT_MS = 3_600_000;
 
@@ -213,6 +223,8 @@ export class GpuMeter implements GpuRateSource {
   private seenTokens: Map<string, number> | null = null;
   /** watchOthers: until when rates are the measured ones, another process having added tokens; epoch ms. */
   private sharedUntilMs = 0;
+  /** When the leader last dropped gone replicas' rows; epoch ms. */
+  private lastPruneMs = 0;
 
   constructor(private readonly o: GpuMeterOptions) {
     this.lastMs = o.now();
@@ -303,6 +315,10 @@ export class GpuMeter implements GpuRateSource {
         });
       owed?.putBack();
       throw err;
+    }
+    if (counts && now - this.lastPruneMs >= PRUNE_EVERY_MS) {
+      this.lastPruneMs = now;
+      await this.o.book.pruneReplicas?.(now - REPLICA_ROW_KEPT_MS);
     }
     if (this.o.watchOthers) await this.watch(rows, now);
     const rate = this.o.cluster || now < this.sharedUntilMs ? await this.measured(served) : intervalRate(spread);

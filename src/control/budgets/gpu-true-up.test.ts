@@ -175,6 +175,22 @@ describe('GPU-priced usage in money budgets and per replica', () => {
     const replicas = await book.replicaTotals();
     expect(replicas.get('r-a10')).toEqual({ model: 'm', gpuHours: 10 / 3600, costUsd: 1, tokens: 1000 });
     expect((await book.totals()).get('m')?.tokens, 'both processes add their tokens').toBe(2000);
+
+    // A day on, a replica gone since is dropped from the per-replica rows; one still held is kept, as is the model's total.
+    now += 24 * 3_600_000 + 1;
+    const lone = new GpuMeter({
+      prices: PRICES,
+      replicas: () => [REPLICAS[0]!],
+      tokenPriced: () => false,
+      book,
+      now: () => now,
+      logger,
+      cluster: { leads: () => true },
+      intervalMs: 0,
+    });
+    await lone.settle();
+    expect([...(await book.replicaTotals()).keys()]).toEqual(['r-h100']);
+    expect((await book.totals()).get('m')?.tokens).toBe(2000);
   });
 
   it('on a lone control plane, turns to measured rates once a gateway process adds tokens beside it', async () => {
