@@ -122,9 +122,10 @@ async function interactive(pool, key, seconds, rps, maxTokens) {
     s.sent++;
     // Answers of different lengths, as real ones are.
     const tokens = Math.max(1, Math.round(maxTokens * (0.25 + 1.5 * Math.random())));
-    const body = { model: 'chat', messages: [{ role: 'user', content: `interactive ${i}` }], max_tokens: tokens };
+    const content = `interactive ${i}`;
+    const body = { model: 'chat', messages: [{ role: 'user', content }], max_tokens: tokens, stream: true };
     pending.push(
-      stream(pool, { ...body, stream: true }, { key }).then((m) => {
+      stream(pool, body, { key }).then((m) => {
         if (m.status === 200) {
           s.ok++;
           s.ttft.push(m.ttftMs);
