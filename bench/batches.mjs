@@ -149,6 +149,7 @@ async function startGateway(urls, seqs) {
   const { openBatches } = await import(dist('control/batches/index.js'));
   const { compileBatches, BATCH_DEFAULTS } = await import(dist('control/config/batches.js'));
   const { LiveBatchPace } = await import(dist('control/batches/live-pace.js'));
+  const { MemoryTeams, TeamKeys } = await import(dist('control/teams/index.js'));
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-bench-batches-'));
   const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
   const replicas = urls.map((endpoint, i) => ({ id: `sim${i}`, endpoint, draining: false }));
@@ -163,7 +164,9 @@ async function startGateway(urls, seqs) {
     router: async ({ keyStore, logger }) => {
       batchKey = await issueKey(keyStore, { name: 'evals', team: 'research' }, Date.now(), 'bench');
       const settings = compileBatches({ ...BATCH_DEFAULTS, files_dir: join(dir, 'files') }, join(dir, 'db'));
-      batches = openBatches({ store, settings, keys: keyStore, now: Date.now, logger });
+      // The runner reads a line's key as the control plane gives it, narrowed by its team (none here: its own limits).
+      const keys = new TeamKeys(keyStore, new MemoryTeams(), (n) => (n === 'chat' ? n : undefined));
+      batches = openBatches({ store, settings, keys, now: Date.now, logger });
       return { timeouts: { totalTimeoutMs: 600_000 }, batches: batches.service };
     },
   });
