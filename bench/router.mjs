@@ -80,8 +80,9 @@
 // limits of their own (--key-limits), by turns, whole answers
 // and streams; each one's CPU per request side by side (target: <= 1.05×),
 // in --rounds (7) rounds of --seconds (6) with the order swapped each round,
-// after one warm round not counted, judged by the median round (a loaded
-// machine's bursts spoil single runs).
+// each on two routers started afresh and warmed by turns first, judged by
+// the median round (a loaded machine's bursts, and one process's luck in
+// how V8 compiled it, spoil single runs).
 //
 //   node bench/router.mjs --phases tenancy [--rounds 7] [--seconds 6]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
@@ -734,20 +735,22 @@ async function main() {
    * difference is the team's narrowing, the budgets and the prices.
    */
   const compareTenancy = async () => {
-    const routers = [await startRouter(1, ['--key-limits']), await startRouter(1, ['--tenancy'])];
     const names = ['key limits, no teams or budgets', 'key limits, team, budgets, prices'];
-    const ts = routers.map((r) => target(r.url, { authorization: `Bearer ${r.key}` }));
     const out = {};
-    try {
-      for (const [kind, sim, make] of [
-        ['whole', 'instant', whole],
-        ['stream', 'chunks', streamed],
-      ]) {
-        // --rounds rounds of --seconds each, the first router first in even rounds and second in odd ones; the
-        // figure is the median round's ratio, so a burst of the neighbours' load spoils one round, not the result.
-        // Round 0 is a warm round, not counted: the first seconds by turns ran well off the rest in trials.
-        const rounds = [];
-        for (let n = 0; n <= Number(flags.rounds); n++) {
+    for (const [kind, sim, make] of [
+      ['whole', 'instant', whole],
+      ['stream', 'chunks', streamed],
+    ]) {
+      // --rounds rounds of --seconds each, the first router first in even rounds and second in odd ones; the
+      // figure is the median round's ratio, so a burst of the neighbours' load spoils one round, not the result.
+      // Each round starts both routers afresh and warms them by turns before it counts: one process's luck (how
+      // V8 compiled its hot functions, where its heap landed) moved a whole run of rounds by up to 30% on this
+      // VM, in either direction, so a run of rounds on the same two processes measured them, not the code.
+      const rounds = [];
+      for (let n = 1; n <= Number(flags.rounds); n++) {
+        const routers = [await startRouter(1, ['--key-limits']), await startRouter(1, ['--tenancy'])];
+        try {
+          const ts = routers.map((r) => target(r.url, { authorization: `Bearer ${r.key}` }));
           const order = n % 2 ? [1, 0] : [0, 1];
           const { rs, us } = await byTurns(
             order.map((i) => routers[i]),
@@ -755,33 +758,33 @@ async function main() {
             make,
             targets[sim].bodies,
             0,
-            { warm: n === 0, seconds: flags.seconds },
+            { warm: true, seconds: flags.seconds },
           );
           const back = n % 2 ? [1, 0] : [0, 1];
-          if (n > 0) rounds.push({ rs: back.map((i) => rs[i]), us: back.map((i) => us[i]) });
+          rounds.push({ rs: back.map((i) => rs[i]), us: back.map((i) => us[i]) });
+        } finally {
+          await Promise.all(routers.map((r) => stop(r.child)));
         }
-        const ratios = rounds.map((r) => (r.us[0] && r.us[1] ? r.us[1] / r.us[0] : null));
-        const ratio = ratios.includes(null) ? null : [...ratios].sort((x, y) => x - y)[Math.floor(ratios.length / 2)];
-        const sum = (i, f) => rounds.reduce((n, r) => n + f(r, i), 0);
-        const us = [0, 1].map((i) => sum(i, (r) => r.us[i] * r.rs[i].sent) / sum(i, (r) => r.rs[i].sent));
-        const errors = sum(0, (r) => r.rs[0].errors + r.rs[1].errors);
-        out[kind] = { us, ratio, pooled: us[1] / us[0], errors };
-        console.log(
-          `${kind === 'whole' ? 'instant sim, non-streaming' : `${chunkCount}-chunk streams`}, ${cpuConns} connections to each router by turns of ${flags['slice-ms']} ms, ${rounds.length} rounds of ${flags.seconds} s: ` +
-            names
-              .map(
-                (name, i) =>
-                  `${name} CPU ${Math.round(us[i])} µs/request over ${sum(i, (r) => r.rs[i].sent)} requests (${rounds.map((r) => Math.round(r.us[i])).join(', ')} by round; ${Math.round(sum(i, (r) => r.rs[i].rate) / rounds.length)}/s)`,
-              )
-              .join('; ') +
-            `; CPU/request with tenancy vs without: by round ${ratios.map((x) => (x === null ? '?' : x.toFixed(3))).join(', ')}; median ${ratio === null ? '?' : `${ratio.toFixed(3)}×`}, pooled ${out[kind].pooled.toFixed(3)}×` +
-            (errors ? ` — ${errors} ERRORS` : ''),
-        );
       }
-      return out;
-    } finally {
-      await Promise.all(routers.map((r) => stop(r.child)));
+      const ratios = rounds.map((r) => (r.us[0] && r.us[1] ? r.us[1] / r.us[0] : null));
+      const ratio = ratios.includes(null) ? null : [...ratios].sort((x, y) => x - y)[Math.floor(ratios.length / 2)];
+      const sum = (i, f) => rounds.reduce((n, r) => n + f(r, i), 0);
+      const us = [0, 1].map((i) => sum(i, (r) => r.us[i] * r.rs[i].sent) / sum(i, (r) => r.rs[i].sent));
+      const errors = sum(0, (r) => r.rs[0].errors + r.rs[1].errors);
+      out[kind] = { us, ratio, pooled: us[1] / us[0], errors };
+      console.log(
+        `${kind === 'whole' ? 'instant sim, non-streaming' : `${chunkCount}-chunk streams`}, ${cpuConns} connections to each router by turns of ${flags['slice-ms']} ms, ${rounds.length} rounds of ${flags.seconds} s on fresh routers: ` +
+          names
+            .map(
+              (name, i) =>
+                `${name} CPU ${Math.round(us[i])} µs/request over ${sum(i, (r) => r.rs[i].sent)} requests (${rounds.map((r) => Math.round(r.us[i])).join(', ')} by round; ${Math.round(sum(i, (r) => r.rs[i].rate) / rounds.length)}/s)`,
+            )
+            .join('; ') +
+          `; CPU/request with tenancy vs without: by round ${ratios.map((x) => (x === null ? '?' : x.toFixed(3))).join(', ')}; median ${ratio === null ? '?' : `${ratio.toFixed(3)}×`}, pooled ${out[kind].pooled.toFixed(3)}×` +
+          (errors ? ` — ${errors} ERRORS` : ''),
+      );
     }
+    return out;
   };
   /**
    * The `traces` phase (--traces, or --phases traces): a router with tracing
