@@ -9,14 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import { StoredUsage } from '../keys/index.js';
 import { StoreConnection } from '../store/connection.js';
 import { StoredBudgetBook } from './book.js';
-import { periodOf, type BudgetRecord } from './budgets.js';
+import { periodOf } from './budgets.js';
 import { GpuMeter, StoredGpuBook } from './gpu-meter.js';
 import { BudgetLeases } from './leases.js';
 import { catalogPrices } from './prices.js';
+import { budgetRecord, TEAM_KEY } from '../../../test/support/budget-records.js';
 
 const H100 = { name: 'NVIDIA H100 80GB HBM3', class: 'h100-80gb' };
 const A10 = { name: 'NVIDIA A10G', class: 'a10g-24gb' };
@@ -31,32 +31,8 @@ const REPLICAS = [
 ];
 const T0 = Date.parse('2026-12-06T10:00:00Z');
 const logger = pino({ level: 'silent' });
-const key: ApiKeyRecord = {
-  id: 'key_a',
-  name: 'a',
-  prefix: 'llmgw-aaaaaa',
-  hash: 'h',
-  allowedModels: null,
-  requestsPerMinute: null,
-  tokensPerMinute: null,
-  expiresAtMs: null,
-  createdAtMs: 0,
-  createdBy: 't',
-  revokedAtMs: null,
-  team: 'ml',
-};
-const budget: BudgetRecord = {
-  id: 'bud_usd',
-  scope: 'key',
-  subject: 'key_a',
-  unit: 'usd',
-  period: 'day',
-  amount: 1000,
-  enforce: 'hard',
-  alertAt: 1,
-  createdAtMs: 0,
-  createdBy: 't',
-};
+const key = TEAM_KEY;
+const budget = budgetRecord({ id: 'bud_usd', scope: 'key', subject: 'key_a', unit: 'usd', amount: 1000 });
 
 describe('GPU-priced usage in money budgets and per replica', () => {
   let dir: string;

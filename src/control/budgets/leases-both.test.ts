@@ -12,34 +12,12 @@ import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import { MemoryBudgetBook } from './book.js';
 import type { BudgetRecord } from './budgets.js';
 import { BudgetLeases } from './leases.js';
+import { budgetRecord, TEAM_KEY } from '../../../test/support/budget-records.js';
 
 const NOW = Date.parse('2026-12-06T10:00:00Z');
-const key: ApiKeyRecord = {
-  id: 'key_a',
-  name: 'a',
-  prefix: 'llmgw-aaaaaa',
-  hash: 'h',
-  allowedModels: null,
-  requestsPerMinute: null,
-  tokensPerMinute: null,
-  expiresAtMs: null,
-  createdAtMs: 0,
-  createdBy: 't',
-  revokedAtMs: null,
-  team: 'ml',
-};
-const budget = (id: string, scope: 'team' | 'key', subject: string, amount: number): BudgetRecord => ({
-  id,
-  scope,
-  subject,
-  unit: 'tokens',
-  period: 'day',
-  amount,
-  enforce: 'hard',
-  alertAt: 1,
-  createdAtMs: 0,
-  createdBy: 't',
-});
+const key = TEAM_KEY;
+const budget = (id: string, scope: 'team' | 'key', subject: string, amount: number): BudgetRecord =>
+  budgetRecord({ id, scope, subject, amount });
 
 async function gate(budgets: BudgetRecord[]): Promise<{ leases: BudgetLeases; book: MemoryBudgetBook }> {
   const book = new MemoryBudgetBook();

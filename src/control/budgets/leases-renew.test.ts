@@ -7,40 +7,17 @@
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { storeBackends } from '../../../test/support/postgres.js';
-import type { ApiKeyRecord, BudgetDecision } from '../../gateway/ports/index.js';
+import type { BudgetDecision } from '../../gateway/ports/index.js';
 import { Store } from '../store/index.js';
 import { StoredBudgetBook, type BudgetBook, type SyncOp, type SyncResult } from './book.js';
 import type { BudgetRecord } from './budgets.js';
 import { BudgetLeases } from './leases.js';
+import { budgetRecord, TEAM_KEY } from '../../../test/support/budget-records.js';
 
 const NOW = Date.parse('2026-12-06T10:00:00Z');
 const DAY = Date.parse('2026-12-06T00:00:00Z');
-const key: ApiKeyRecord = {
-  id: 'key_a',
-  name: 'a',
-  prefix: 'llmgw-aaaaaa',
-  hash: 'h',
-  allowedModels: null,
-  requestsPerMinute: null,
-  tokensPerMinute: null,
-  expiresAtMs: null,
-  createdAtMs: 0,
-  createdBy: 't',
-  revokedAtMs: null,
-  team: 'ml',
-};
-const budget = (amount: number): BudgetRecord => ({
-  id: 'bud_ml',
-  scope: 'team',
-  subject: 'ml',
-  unit: 'tokens',
-  period: 'day',
-  amount,
-  enforce: 'hard',
-  alertAt: 1,
-  createdAtMs: 0,
-  createdBy: 't',
-});
+const key = TEAM_KEY;
+const budget = (amount: number): BudgetRecord => budgetRecord({ amount });
 
 /** A book whose syncs wait while held back (a store busy with others), or fail while `down` (unreachable). */
 class LaggingBook implements BudgetBook {

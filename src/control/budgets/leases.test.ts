@@ -5,41 +5,16 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storeBackends } from '../../../test/support/postgres.js';
-import type { ApiKeyRecord } from '../../gateway/ports/index.js';
 import { Store, type StoreLocation } from '../store/index.js';
 import { StoredBudgetBook } from './book.js';
-import type { BudgetRecord } from './budgets.js';
 import { BudgetLeases } from './leases.js';
+import { budgetRecord, TEAM_KEY } from '../../../test/support/budget-records.js';
 
 const backends = storeBackends('llmgw-budgets');
 
 const NOW = Date.parse('2026-12-06T10:00:00Z');
-const key: ApiKeyRecord = {
-  id: 'key_a',
-  name: 'a',
-  prefix: 'llmgw-aaaaaa',
-  hash: 'h',
-  allowedModels: null,
-  requestsPerMinute: null,
-  tokensPerMinute: null,
-  expiresAtMs: null,
-  createdAtMs: 0,
-  createdBy: 't',
-  revokedAtMs: null,
-  team: 'ml',
-};
-const budget: BudgetRecord = {
-  id: 'bud_ml',
-  scope: 'team',
-  subject: 'ml',
-  unit: 'tokens',
-  period: 'day',
-  amount: 10_000,
-  enforce: 'hard',
-  alertAt: 0.5,
-  createdAtMs: 0,
-  createdBy: 't',
-};
+const key = TEAM_KEY;
+const budget = budgetRecord({ amount: 10_000, alertAt: 0.5 });
 
 for (const backend of backends) {
   describe.skipIf(backend.skip !== '')(`a hard budget shared by two control planes on ${backend.name}`, () => {
