@@ -54,6 +54,29 @@ const body = (i: number) => ({ model: 'm', messages: [{ role: 'user', content: `
 const line = (i: number) =>
   JSON.stringify({ custom_id: `c${i}`, method: 'POST', url: '/v1/chat/completions', body: body(i) });
 
+/** A store in a fresh folder (removed after the test) on the clock `now`, with its batch repository. */
+async function freshStore(
+  dirs: string[],
+  now: () => number,
+): Promise<{ dir: string; store: Store; repo: BatchRepository }> {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
+  dirs.push(dir);
+  const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now });
+  return { dir, store, repo: new BatchRepository(store.connection) };
+}
+
+/** Starts `runner`, waits until batch_1 completes, and stops it whatever happened. */
+async function runToCompletion(runner: BatchRunner, repo: BatchRepository): Promise<void> {
+  try {
+    await runner.start();
+    await waitFor('the batch to complete', async () =>
+      (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
+    );
+  } finally {
+    await runner.stop();
+  }
+}
+
 describe('the batch runner', () => {
   const dirs: string[] = [];
   afterEach(() => {
@@ -61,11 +84,8 @@ describe('the batch runner', () => {
   });
 
   it('gives back a line whose run failed, and runs it once the input can be read', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
-    dirs.push(dir);
     let now = 1_000_000;
-    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
-    const repo = new BatchRepository(store.connection);
+    const { dir, store, repo } = await freshStore(dirs, () => now);
     await repo.create(batch(now), [
       { line: 1, customId: 'c1', model: 'm' },
       { line: 2, customId: 'c2', model: 'm' },
@@ -109,11 +129,8 @@ describe('the batch runner', () => {
   // Guards against the runner's pass grouping every line of every active batch (counts()) each half second to learn
   // whether a batch has work left: that is a one-row question (anyOpen), and the costly count is the API's alone.
   it('ends a batch without counting its lines on any pass', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
-    dirs.push(dir);
     const now = 1_000_000;
-    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
-    const repo = new BatchRepository(store.connection);
+    const { dir, store, repo } = await freshStore(dirs, () => now);
     let counted = 0;
     const counts = repo.counts.bind(repo);
     repo.counts = (...args) => {
@@ -153,11 +170,8 @@ describe('the batch runner', () => {
   // Guards against output files orphaned on disk: a runner killed between renaming a batch's output and error files
   // into place and end() (the row that names them) left them there for good, and the next try wrote new ones beside.
   it('leaves no file that no row names when a try at ending the batch is lost', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
-    dirs.push(dir);
     let now = 1_000_000;
-    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
-    const repo = new BatchRepository(store.connection);
+    const { dir, store, repo } = await freshStore(dirs, () => now);
     await repo.create(batch(now), [
       { line: 1, customId: 'c1', model: 'm' },
       { line: 2, customId: 'c2', model: 'm' },
@@ -193,14 +207,7 @@ describe('the batch runner', () => {
     expect((await repo.get('batch_1'))!.status).toBe('finalizing');
     now += 61_000; // past its ending lease
     const second = new BatchRunner({ ...options, batches: repo });
-    try {
-      await second.start();
-      await waitFor('the batch to complete', async () =>
-        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
-      );
-    } finally {
-      await second.stop();
-    }
+    await runToCompletion(second, repo);
     const ended = (await repo.get('batch_1'))!;
     expect(ended).toMatchObject({ completed: 1, failed: 1 });
     expect(readdirSync(join(dir, 'files')).sort()).toEqual([INPUT, ended.output_file_id!, ended.error_file_id!].sort());
@@ -211,11 +218,8 @@ describe('the batch runner', () => {
   // Guards against waits counted as failed tries: every claim counted an attempt, so a line the gateway had twice
   // answered 429 (busy, which docs/batches.md says is no failure) got one try at a 500 instead of three.
   it('counts only failed tries, not waits for a busy gateway, toward the three a 5xx gets', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
-    dirs.push(dir);
     let now = 1_000_000;
-    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
-    const repo = new BatchRepository(store.connection);
+    const { dir, store, repo } = await freshStore(dirs, () => now);
     await repo.create({ ...batch(now), total: 1 }, [{ line: 1, customId: 'c1', model: 'm' }]);
     const content = new FileContent(join(dir, 'files'));
     await content.put(INPUT, Buffer.from(`${line(1)}\n`));
@@ -237,25 +241,15 @@ describe('the batch runner', () => {
       alone: true,
       tickMs: 20,
     });
-    try {
-      await runner.start();
-      await waitFor('the batch to complete', async () =>
-        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
-      );
-    } finally {
-      await runner.stop();
-    }
+    await runToCompletion(runner, repo);
     expect(seen).toEqual([429, 429, 503, 500, 502, 200]);
     expect((await repo.get('batch_1'))!).toMatchObject({ completed: 1, failed: 0 });
     await store.close();
   });
 
   it('makes the third failed try the answer', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-runner-'));
-    dirs.push(dir);
     let now = 1_000_000;
-    const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'store.db') }, now: () => now });
-    const repo = new BatchRepository(store.connection);
+    const { dir, store, repo } = await freshStore(dirs, () => now);
     await repo.create({ ...batch(now), total: 1 }, [{ line: 1, customId: 'c1', model: 'm' }]);
     const content = new FileContent(join(dir, 'files'));
     await content.put(INPUT, Buffer.from(`${line(1)}\n`));
@@ -274,14 +268,7 @@ describe('the batch runner', () => {
       alone: true,
       tickMs: 20,
     });
-    try {
-      await runner.start();
-      await waitFor('the batch to complete', async () =>
-        (await repo.get('batch_1'))?.status === 'completed' ? true : undefined,
-      );
-    } finally {
-      await runner.stop();
-    }
+    await runToCompletion(runner, repo);
     expect(calls).toBe(3);
     expect((await repo.get('batch_1'))!).toMatchObject({ completed: 0, failed: 1 });
     await store.close();
