@@ -1,8 +1,9 @@
 // What a prompt's text amounts to, read without a tokenizer: the fewest
-// tokens it can be (the context check, the token reservation and a cut
-// stream's accounting act on it) and the prefix an engine's cache would
-// share (prefix-affine routing hashes it). Separate from validate.ts because
-// neither refuses anything: both are estimates that others act on.
+// tokens it can be (the context check, the rate limit's reservation and a
+// cut stream's accounting act on it), the most it can be (what a hard
+// budget holds), and the prefix an engine's cache would share
+// (prefix-affine routing hashes it). Separate from validate.ts because
+// none of them refuses anything: all are estimates that others act on.
 import type { Endpoint } from '../ports/endpoints.js';
 
 /**
@@ -60,6 +61,180 @@ function leastTokens(value: unknown): number {
   };
   walk(value, 0);
   return tokens + Math.floor(bytes / BYTES_PER_TOKEN_AT_MOST);
+}
+
+/*
+ * The most tokens a prompt can be, for what a hard budget holds: a budget is
+ * overshot by at most one lease only if no request spends more than it held,
+ * and a lower bound of the prompt (above) lets each request in flight at a
+ * budget's edge spend past its hold. The reasoning: byte-level BPE (GPT-2,
+ * Llama 3, Qwen, Mistral's Tekken) and SentencePiece with byte fallback
+ * (Llama 2, Mistral's v1-v3, Gemma) turn every UTF-8 byte into at most one
+ * token, whatever merges follow, so a string's bytes bound its tokens. A
+ * chat template renders each message's strings (contents, text parts, names,
+ * tool calls) between role markers, the tools' definitions as JSON, and text
+ * of its own; each of those gets an allowance below. A tokenizer without
+ * byte fallback maps an unknown character to one <unk>: fewer, never more.
+ * Not bounded, because the gateway cannot see them before the engine does:
+ * a request's own `chat_template` (which may render the messages twice),
+ * images or audio bigger than MEDIA_PART_TOKENS, and transcriptions' audio;
+ * such a request can spend past its hold by the difference.
+ */
+
+/** The template's own text once per request: the generation prompt, a default system prompt (Qwen2.5's "You are Qwen, created by Alibaba Cloud…", Llama 3.1's knowledge and today's date lines), BOS: about 30 tokens in the templates we know; 64 for the rest. */
+export const TEMPLATE_TOKENS = 64;
+/** Per message: its role's markers and separators (`<|im_start|>user\n` … `<|im_end|>\n` is 5; Llama 3's header is 5). */
+export const MESSAGE_TOKENS = 16;
+/** Per tool call in a message: the template's wrapping (Qwen's `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>`). */
+export const TOOL_CALL_TOKENS = 32;
+/** Once for a request with tools: the template's text introducing them (Llama 3.1's and Qwen2.5's are about 100 to 150 tokens). */
+export const TOOLS_PREAMBLE_TOKENS = 512;
+/**
+ * An image, audio or video part, whatever its bytes (base64 says nothing of
+ * its tokens): Qwen2.5-VL's most for one image (its max_pixels of 12,845,056
+ * over 28 × 28 patches). A model that makes more of one part is under-held
+ * by the difference.
+ */
+export const MEDIA_PART_TOKENS = 16_384;
+/** Per separately tokenized input (a completions prompt, an embeddings input, a rerank or score pair): BOS, EOS, SEP. */
+export const INPUT_SPECIAL_TOKENS = 4;
+/**
+ * Per JSON structural character (`{ } [ ] , :`) of a tool's definition or a
+ * call's arguments, which a template may re-serialize pretty-printed: a
+ * space after it, a newline and an indentation run (split in two at most).
+ */
+const JSON_STRUCTURE_TOKENS = 4;
+
+/** Part types (OpenAI's, Anthropic's translated, vLLM's) whose tokens are the model's encoder's, not their bytes'. */
+const MEDIA_PARTS: ReadonlySet<string> = new Set([
+  'image_url',
+  'input_image',
+  'image',
+  'input_audio',
+  'audio_url',
+  'audio',
+  'video_url',
+  'video',
+  'image_embeds',
+]);
+
+/**
+ * An upper bound on the prompt tokens an engine can count for this request
+ * (see above), 0 for one whose prompt is not charged (tokenize, detokenize)
+ * or cannot be seen (transcriptions). Anthropic's Messages and the Responses
+ * API reach here as the chat body they were translated to, their system
+ * prompt and instructions a system message among the messages.
+ */
+export function mostPromptTokens(endpoint: Endpoint, body: Record<string, unknown>): number {
+  switch (endpoint) {
+    case 'chat':
+    case 'messages':
+    case 'responses':
+      return chatTokens(body);
+    case 'completions':
+      return inputsTokens(body.prompt) + mostTokens(body.suffix);
+    case 'embeddings':
+      // vLLM embeds a chat too: its messages rendered through the template.
+      return inputsTokens(body.input) + (Array.isArray(body.messages) ? chatTokens(body) : 0);
+    case 'rerank':
+      return pairsTokens([body.query], asList(body.documents));
+    case 'score':
+      return body.text_1 !== undefined || body.text_2 !== undefined
+        ? pairsTokens(asList(body.text_1), asList(body.text_2))
+        : pairsTokens(asList(body.query), asList(body.items));
+    default:
+      return 0;
+  }
+}
+
+/** A chat through its template: the template's text, each message with its markers, the tools' definitions. */
+function chatTokens(body: Record<string, unknown>): number {
+  let tokens = TEMPLATE_TOKENS;
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages) tokens += MESSAGE_TOKENS + mostTokens(m);
+  for (const field of ['tools', 'functions'] as const) {
+    const tools = body[field];
+    if (Array.isArray(tools) && tools.length > 0) tokens += TOOLS_PREAMBLE_TOKENS + jsonTokens(tools);
+  }
+  // vLLM's extensions a template renders too: RAG documents, and the values of its keyword arguments.
+  if (body.documents !== undefined) tokens += jsonTokens(body.documents);
+  if (body.chat_template_kwargs !== undefined) tokens += jsonTokens(body.chat_template_kwargs);
+  // A request's own template is text the engine renders; what its loops repeat is not bounded here (see above).
+  if (typeof body.chat_template === 'string') tokens += Buffer.byteLength(body.chat_template);
+  // Dialect bodies not translated to chat (none today) keep their system prompt beside the messages.
+  return tokens + mostTokens(body.system) + mostTokens(body.instructions);
+}
+
+/** Inputs tokenized one by one (a string, strings, token ids, lists of token ids): each with its special tokens. */
+function inputsTokens(value: unknown): number {
+  if (value === undefined || value === null) return 0;
+  // A list of strings or of id lists is several inputs; a list of numbers is one input's ids.
+  const inputs = Array.isArray(value) && value.some((v) => typeof v !== 'number') ? value : [value];
+  return inputs.reduce<number>((sum, v) => sum + INPUT_SPECIAL_TOKENS + mostTokens(v), 0);
+}
+
+/**
+ * Pairs scored or reranked, each tokenized as one input: one item on a
+ * side is paired with every item on the other (rerank's query with each
+ * document), else they are paired in order.
+ */
+function pairsTokens(a: readonly unknown[], b: readonly unknown[]): number {
+  const each = (side: readonly unknown[], times: number) => side.reduce<number>((s, v) => s + mostTokens(v) * times, 0);
+  const pairs = Math.max(a.length, b.length);
+  return each(a, a.length === 1 ? b.length : 1) + each(b, b.length === 1 ? a.length : 1) + pairs * INPUT_SPECIAL_TOKENS;
+}
+
+function asList(value: unknown): readonly unknown[] {
+  if (value === undefined || value === null) return [];
+  return Array.isArray(value) ? value : [value];
+}
+
+/**
+ * An upper bound on the tokens of anything a template renders as text: a
+ * string's bytes; a number (a token id) or a boolean one; a media part its
+ * allowance; tool calls their wrapping and themselves as JSON; anything
+ * else the sum of its values. Keys are not counted: a message's keys are
+ * the template's markup, counted in MESSAGE_TOKENS.
+ */
+function mostTokens(value: unknown, depth = 0): number {
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  if (typeof value === 'number' || typeof value === 'boolean') return 1;
+  if (value === null || typeof value !== 'object') return 0;
+  // Past any depth a chat has, the whole as JSON still bounds it: nothing goes uncounted.
+  if (depth > 16) return jsonTokens(value);
+  if (Array.isArray(value)) return value.reduce<number>((sum, v) => sum + mostTokens(v, depth + 1), 0);
+  const o = value as Record<string, unknown>;
+  if (isMediaPart(o)) return MEDIA_PART_TOKENS;
+  let tokens = 0;
+  for (const [k, v] of Object.entries(o)) {
+    // Tool calls as JSON, keys and all: templates render them so (`tool_call.function | tojson`), and an engine
+    // may parse a call's arguments and render them again, spaced (vLLM does for Llama and Mistral).
+    if (k === 'tool_calls' && Array.isArray(v)) tokens += v.length * TOOL_CALL_TOKENS + jsonTokens(v);
+    else if (k === 'function_call' && v !== null && typeof v === 'object') tokens += TOOL_CALL_TOKENS + jsonTokens(v);
+    else tokens += mostTokens(v, depth + 1);
+  }
+  return tokens;
+}
+
+function isMediaPart(o: Record<string, unknown>): boolean {
+  if (typeof o.type === 'string') return MEDIA_PARTS.has(o.type);
+  // A part without a type names its kind by its field.
+  return 'image_url' in o || 'input_audio' in o || 'audio_url' in o || 'video_url' in o;
+}
+
+/** A JSON value as a template renders it (`tojson`, maybe indented): its bytes, and room for the spacing at its structure. */
+function jsonTokens(value: unknown): number {
+  return jsonTextTokens(JSON.stringify(value) ?? '');
+}
+
+function jsonTextTokens(text: string): number {
+  let structure = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // { } [ ] , :
+    if (c === 123 || c === 125 || c === 91 || c === 93 || c === 44 || c === 58) structure++;
+  }
+  return Buffer.byteLength(text) + structure * JSON_STRUCTURE_TOKENS;
 }
 
 /**
