@@ -10,7 +10,7 @@ import type { FastifyReply } from 'fastify';
 import type { ApiKeyRecord, BudgetDecision } from '../ports/index.js';
 import type { AdmissionDeps, AdmittedCall, Hook } from './admission.js';
 import type { LimitDecision } from './rate-limit.js';
-import { overLimitMessage, tokensToReserve, type TokenCost } from './token-cost.js';
+import { budgetHold, overLimitMessage, tokensToReserve, type BudgetHoldTokens, type TokenCost } from './token-cost.js';
 
 /**
  * The rate-limit hook, after the call hook: a key with limits takes one
@@ -78,10 +78,13 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
 }
 
 /**
- * The budget check, after the rate limit: the request's most tokens (and
- * their price) against every hard budget of its key and team, from this
- * control plane's leases in memory. Refused as spent: 429 naming the budget
- * and when it resets, with Retry-After. A request that found its lease dry
+ * The budget check, after the rate limit: the request's most tokens
+ * (budgetHold: its max_tokens per choice and its prompt's upper bound, so
+ * that what it spends never runs past its hold, and a budget is overshot by
+ * at most one lease per plane), and their price, against every hard budget
+ * of its key and team, from this control plane's leases in memory. Refused
+ * as spent, or as having less left than the request may use: 429 naming
+ * the budget, what the request held and when it resets, with Retry-After. A request that found its lease dry
  * waits (bounded, budget_renew_wait) for the lease's renewal; if the store
  * does not answer in time, 503 LLMGW_BUDGET_UNSETTLED: the budget is not
  * known to be spent, retry. Either way the rate limit's reservation goes
@@ -98,12 +101,13 @@ function admitBudget(
   done: (err?: Error) => void,
 ): void {
   const cost = known ?? tokensToReserve(call.endpoint, call.parsed, call.model, deps.options.defaultReserveTokens);
+  const held = budgetHold(call.endpoint, call.parsed, cost);
   const decided = (decision: BudgetDecision): void => {
-    if (!decision.ok) return refuseBudget(deps, reply, key, call, decision);
+    if (!decision.ok) return refuseBudget(deps, reply, key, call, decision, held);
     if (decision.hold && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
     done();
   };
-  const decision = call.tab.holdBudget(call.model.name, cost.prompt, cost.total - cost.prompt);
+  const decision = call.tab.holdBudget(call.model.name, held.prompt, held.completion);
   // Only a request whose lease ran dry waits; every other one is decided here, with no turn of the event loop.
   if (decision instanceof Promise)
     decision.then(decided, (err: unknown) => {
@@ -119,6 +123,7 @@ function refuseBudget(
   key: ApiKeyRecord,
   call: AdmittedCall,
   decision: Extract<BudgetDecision, { ok: false }>,
+  held: BudgetHoldTokens,
 ): void {
   call.tab.release();
   const status = decision.unsettled ? 503 : 429;
@@ -140,11 +145,18 @@ function refuseBudget(
       reply,
       429,
       'LLMGW_BUDGET_EXCEEDED',
-      `this API key (${key.prefix}…) is over ${decision.budget}; it resets at ${new Date(decision.resetAtMs).toISOString()} (in ${decision.retryAfterS} s); ask the operator to raise it`,
+      // Honest either way: the budget is spent, or what is left of it is less than this request may use.
+      `this API key (${key.prefix}…) is over ${decision.budget}, or has less of it left than this request may use (${holdWords(held)}); it resets at ${new Date(decision.resetAtMs).toISOString()} (in ${decision.retryAfterS} s); ask the operator to raise it`,
       null,
       retry,
       true,
     );
+}
+
+/** What a budget held for a request, in a refusal: "up to 121 tokens: 16 of completion and at most 105 of prompt". */
+function holdWords(held: BudgetHoldTokens): string {
+  if (held.completion === 0) return `up to ${held.total} tokens of input`;
+  return `up to ${held.total} tokens: ${held.completion} of completion and at most ${held.prompt} of prompt`;
 }
 
 /**

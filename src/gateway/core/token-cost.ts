@@ -4,6 +4,7 @@
 // that alone may cost more than that limit. Pure: data in, data out, apart
 // from the hooks that act on it and the ledger that settles it.
 import type { ApiKeyRecord, RoutedModel } from '../ports/index.js';
+import { mostPromptTokens } from './prompt-text.js';
 import { generates, type Endpoint, type ParsedRequest } from './validate.js';
 
 /** What a request may cost at most, and of what: the reservation and the refusal that names its parts. */
@@ -42,6 +43,36 @@ export function tokensToReserve(
   const completionFrom = asked !== null ? 'request' : model.limits.maxTokens !== null ? 'model' : 'default';
   const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
   return { prompt, completion, completionFrom, choices, total: prompt + completion * choices };
+}
+
+/** What a hard budget holds for a request: every token it can be charged, so none spends past its hold. */
+export interface BudgetHoldTokens {
+  /** The prompt's upper bound (prompt-text.ts mostPromptTokens). */
+  readonly prompt: number;
+  /** Completion tokens of every choice of every prompt; 0 for an endpoint that generates nothing. */
+  readonly completion: number;
+  readonly total: number;
+}
+
+/**
+ * What a hard budget holds for a request of this cost: the prompt's MOST
+ * tokens (where the rate limit takes its least: a budget is overshot by at
+ * most one lease only if no request spends past its hold, while a rate
+ * limit's reservation is a pace), and its completion for each choice of each
+ * prompt (a completions request with a list of prompts generates for every
+ * one). Settlement charges the true usage and gives the rest back.
+ */
+export function budgetHold(endpoint: Endpoint, parsed: ParsedRequest, cost: TokenCost): BudgetHoldTokens {
+  const prompt = mostPromptTokens(endpoint, parsed.body);
+  const completion = cost.completion * cost.choices * promptCount(endpoint, parsed.body);
+  return { prompt, completion, total: prompt + completion };
+}
+
+/** How many prompts a request generates for: a completions request's list of prompts (strings or token-id lists), else 1. */
+function promptCount(endpoint: Endpoint, body: Record<string, unknown>): number {
+  const prompt = body.prompt;
+  if (endpoint !== 'completions' || !Array.isArray(prompt) || prompt.length === 0) return 1;
+  return prompt.every((p) => typeof p === 'number') ? 1 : prompt.length;
 }
 
 /** The refusal of a request that alone may cost more than its key's per-minute token limit: both numbers, and what to send instead. */
