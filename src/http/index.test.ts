@@ -101,4 +101,33 @@ describe('a JSON listener', () => {
       'no second answer attempted',
     ).toEqual([]);
   });
+
+  // Regression: a connection whose answer was still being written when close() was called stayed open for the
+  // whole keep-alive timeout (72 s) once that answer ended, and close() (a plane's shutdown) waited for it.
+  it('closes a connection whose answer ends after close() began, so close() does not wait out its keep-alive', async () => {
+    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 4096 });
+    let finish: () => void = () => {};
+    const started = new Promise<void>((began) => {
+      app.get('/slow', (_request, reply) => {
+        reply.hijack();
+        reply.raw.writeHead(200, { 'content-type': 'text/plain', 'transfer-encoding': 'chunked' });
+        reply.raw.write('first ');
+        finish = () => reply.raw.end('last');
+        began();
+      });
+    });
+    const port = await listen(app);
+    const answer = await exchange(port, 'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
+    await started;
+    apps.splice(apps.indexOf(app), 1);
+    const closing = app.close();
+    // The answer ends only once the server has stopped listening: Node closed the connections idle at that moment.
+    await waitFor('the listener closed', () => !app.server.listening);
+    finish();
+    // Before, the server kept this connection for its 72 s keep-alive: neither settled within the test's timeout.
+    await answer.closed;
+    await closing;
+    expect(answer.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer.text).toContain('last');
+  });
 });

@@ -198,6 +198,14 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
     maxConnections: options.maxConnections ?? 0,
     ...(options.onConnectionRefused ? { onRefused: options.onConnectionRefused } : {}),
   });
+  // Once the listener closes, the answer a connection is still writing is its last. Node closes only the connections
+  // idle when close() is called: one that finishes its answer later (a stream running at shutdown) stayed open for
+  // the whole keep-alive timeout, and held close() (and the process's exit) that long. Node reads the timeout as each
+  // answer ends.
+  app.addHook('preClose', (done) => {
+    app.server.keepAliveTimeout = 1;
+    done();
+  });
   // A socket timeout while a request's body is still arriving (the router arms one per request on the client
   // listener): answered with 408, where Node alone would close the connection without a word.
   app.server.on('request', (request: IncomingMessage) => request.on('timeout', answerStalledBody));
