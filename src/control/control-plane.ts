@@ -558,7 +558,11 @@ export class ControlPlane {
     // Right after the pass in progress: ending the lock connection lets another instance lead within a second.
     await this.cluster?.close();
     this.assignments.releaseAll();
-    await Promise.allSettled([this.clientApp.close(), this.adminApp.close(), this.agentApp.close()]);
+    // The client listener drains first: a request still in flight settles its budgets' holds as it ends, and the
+    // admin listener's close is what hands the leases back (and charges the last GPU interval). Closed side by side,
+    // a stream running at shutdown settled into a lease already given back, and its tokens never reached the store.
+    await Promise.allSettled([this.clientApp.close(), this.agentApp.close()]);
+    await this.adminApp.close().catch(() => undefined);
     await this.inventory.close();
     await this.usage.close?.();
     await this.events.flush();
