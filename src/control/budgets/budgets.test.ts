@@ -120,6 +120,26 @@ describe('what admission does with a request its lease cannot take', () => {
       [20, 20, 20],
       { kind: 'renew', refusedBy: 0, renew: [0, 2] },
     ],
+    // Holds are upper bounds (a prompt's most tokens): requests running here hold room they will mostly give back,
+    // and a request refused as exceeded while they run would have fitted once they settled.
+    [
+      'the store spent, but requests running here hold room it fits in: drain, then decide again',
+      [lease({ used: 100, reserved: 60, storeLeft: 0 })],
+      [50],
+      { kind: 'drain', refusedBy: 0, drain: [0] },
+    ],
+    [
+      'the store spent, and it would not fit even were every hold here given back: exceeded',
+      [lease({ used: 100, reserved: 60, storeLeft: 0 })],
+      [61],
+      { kind: 'exceeded', refusedBy: 0 },
+    ],
+    [
+      'one budget to renew and one to drain: renew first',
+      [lease({ used: 100, reserved: 60, storeLeft: 0 }), lease({ used: 200 })],
+      [50, 50],
+      { kind: 'renew', refusedBy: 1, renew: [1] },
+    ],
     [
       'a soft budget past its amount neither renews nor refuses',
       [lease({ budget: budget({ enforce: 'soft' }), used: 900, storeLeft: 0 })],

@@ -51,6 +51,8 @@ export interface LeaseSnapshot {
   readonly granted: number;
   /** Spent here (settled) plus reserved by requests still running here. */
   readonly used: number;
+  /** Of `used`, what requests still running here hold: room again once they settle, less what they spend; absent = 0. */
+  readonly reserved?: number;
   /** What the store had left to lease at this plane's last sync; ≤ 0 = nothing more is coming. */
   readonly storeLeft: number;
   /** How much a lease is: also the most this plane may spend beyond what it holds, on credit while the store has more. */
@@ -89,27 +91,45 @@ function fits(l: LeaseSnapshot, n: number): boolean {
 /**
  * What admission does with a request, from the same snapshot: admit it;
  * refuse it as exceeded, when a budget it does not fit is known spent
- * (synced, and the store had nothing left to lease); or, when every
- * budget it does not fit is dry here only (the store had room at the last
- * sync, or was never asked this period), renew those leases and decide
- * again once the renewal is back. `renew` lists them, `refusedBy` is the
- * first, named if the renewal never comes.
+ * (synced, and the store had nothing left to lease) and would not fit even
+ * were every request running here to spend nothing of what it holds; when
+ * every budget it does not fit is dry here only (the store had room at the
+ * last sync, or was never asked this period), renew those leases and
+ * decide again once the renewal is back; or, when a budget's store is
+ * spent but requests running here hold room the request would fit in
+ * (holds are upper bounds, and most come back in part), drain: wait for a
+ * hold of those leases to settle and decide again. `renew` and `drain`
+ * list them, `refusedBy` is the first, named if the wait ends first.
  */
 export type SpendOutcome =
   | { readonly kind: 'admit' }
   | { readonly kind: 'exceeded'; readonly refusedBy: number }
-  | { readonly kind: 'renew'; readonly refusedBy: number; readonly renew: readonly number[] };
+  | { readonly kind: 'renew'; readonly refusedBy: number; readonly renew: readonly number[] }
+  | { readonly kind: 'drain'; readonly refusedBy: number; readonly drain: readonly number[] };
 
 export function decideAdmission(leases: readonly LeaseSnapshot[], need: readonly number[]): SpendOutcome {
   let renew: number[] | null = null;
+  let drain: number[] | null = null;
   for (let i = 0; i < leases.length; i++) {
     const l = leases[i]!;
-    if (fits(l, need[i] ?? 0)) continue;
-    // Spent as far as this plane can know: waiting for a renewal would only hear so again.
-    if (!l.unsynced && l.storeLeft <= 0) return { kind: 'exceeded', refusedBy: i };
-    (renew ??= []).push(i);
+    const n = need[i] ?? 0;
+    if (fits(l, n)) continue;
+    if (l.unsynced || l.storeLeft > 0) (renew ??= []).push(i);
+    // Spent as far as the store can tell: only what requests running here hold can come back.
+    else if (fitsDrained(l, n)) (drain ??= []).push(i);
+    else return { kind: 'exceeded', refusedBy: i };
   }
-  return renew === null ? { kind: 'admit' } : { kind: 'renew', refusedBy: renew[0]!, renew };
+  // A renewal first: it may grant room, and no hold need come back.
+  if (renew !== null) return { kind: 'renew', refusedBy: renew[0]!, renew };
+  return drain === null ? { kind: 'admit' } : { kind: 'drain', refusedBy: drain[0]!, drain };
+}
+
+/** Whether `n` would fit a hard budget's lease, with no credit, once every request running here gave back its hold. */
+function fitsDrained(l: LeaseSnapshot, n: number): boolean {
+  const reserved = l.reserved ?? 0;
+  if (reserved <= 0) return false;
+  const room = l.granted - (l.used - reserved);
+  return n > 0 ? n <= room : room > 0;
 }
 
 /**

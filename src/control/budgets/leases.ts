@@ -6,23 +6,18 @@
 // or the plane closes goes back. A request that finds its lease dry while
 // the store may still have room waits, bounded, for a renewal of that lease
 // (one in flight per budget, shared by every waiter) rather than being
-// refused as if the budget were spent. The decision itself is
-// decideAdmission, pure.
+// refused as if the budget were spent; one that finds the store spent while
+// requests running here hold room it would fit in waits, as bounded, for
+// them to give back what they held past their use. The decision itself is
+// decideAdmission, pure; the leases and holds are lease.ts.
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { ApiKeyRecord, BudgetDecision, BudgetGate, BudgetHold } from '../../gateway/ports/index.js';
+import type { ApiKeyRecord, BudgetDecision, BudgetGate } from '../../gateway/ports/index.js';
 import type { EventSink } from '../events/index.js';
 import type { BudgetBook } from './book.js';
-import {
-  budgetWords,
-  decideAdmission,
-  periodOf,
-  renewalWanted,
-  type BudgetRecord,
-  type LeaseSnapshot,
-  type SpendOutcome,
-} from './budgets.js';
+import { budgetWords, decideAdmission, periodOf, renewalWanted, type SpendOutcome } from './budgets.js';
 import { GpuOwed, type GpuRateSource, type OwedInterval } from './gpu-owed.js';
+import { Hold, Lease, type HoldPricing } from './lease.js';
 
 export interface Prices {
   /** US dollars for these tokens of `model`; undefined = it has no price (money budgets count it as free). */
@@ -52,40 +47,9 @@ export interface BudgetLeasesOptions {
 /** budget_renew_wait's default: a sync on a healthy store takes milliseconds, on a busy SQLite file a few hundred. */
 export const BUDGET_RENEW_WAIT_MS = 500;
 
-/** One budget's lease on this plane in its current period; mutated in place so holds settle into whichever period is current. */
-class Lease implements LeaseSnapshot {
-  granted = 0;
-  spent = 0;
-  reserved = 0;
-  reportedSpent = 0;
-  storeLeft = 0;
-  storeSpent = 0;
-  storeCommitted = 0;
-  /** Synced at least once this period: until then storeLeft is unknown and the first sync is due at once. */
-  synced = false;
-  /** What requests waiting for this lease's renewal need in all; 0 = none waits. */
-  waiting = 0;
-  /** The last sync of this lease, queued or running: its syncs never overlap (each reads, then moves, its counts). */
-  chain: Promise<void> = Promise.resolve();
-  /** The renewal requests wait for; null = none in flight. */
-  renewal: Promise<boolean> | null = null;
-  constructor(
-    public budget: BudgetRecord,
-    public periodStartMs: number,
-    public periodEndMs: number,
-    public leaseSize: number,
-  ) {}
-  get used(): number {
-    return this.spent + this.reserved;
-  }
-  get unsynced(): boolean {
-    return !this.synced;
-  }
-}
-
 const NO_BUDGET: BudgetDecision = { ok: true, hold: null };
 
-export class BudgetLeases implements BudgetGate {
+export class BudgetLeases implements BudgetGate, HoldPricing {
   private leases = new Map<string, Lease>();
   private byKey = new Map<string, Lease[]>();
   private byTeam = new Map<string, Lease[]>();
@@ -120,7 +84,7 @@ export class BudgetLeases implements BudgetGate {
       });
       this.unsettled = new Counter({
         name: 'llmgw_budget_unsettled_total',
-        help: 'Requests refused with 503 because their lease of a hard budget ran dry and the store did not renew it within budget_renew_wait, per budget id; the budget was not known to be spent',
+        help: 'Requests refused with 503 because their lease of a hard budget ran dry and neither the store renewed it nor requests running here gave back what they held within budget_renew_wait, per budget id; the budget was not known to be spent',
         labelNames: ['budget'],
         registers: [o.registry],
       });
@@ -222,7 +186,7 @@ export class BudgetLeases implements BudgetGate {
     if (o.kind === 'admit') return this.hold(leases, need);
     if (o.kind === 'exceeded') return this.exceeded(leases[o.refusedBy]!);
     if (this.renewWaitMs <= 0) {
-      for (const i of o.renew) void this.renew(leases[i]!);
+      if (o.kind === 'renew') for (const i of o.renew) void this.renew(leases[i]!);
       return this.unsettledBy(leases[o.refusedBy]!);
     }
     return this.awaitRenewal(leases, need, o);
@@ -258,14 +222,16 @@ export class BudgetLeases implements BudgetGate {
 
   /**
    * A request that found a lease dry: renew it (and any other it does not
-   * fit) and decide again, until admitted, refused as spent, or the wait is
-   * over (unsettled). While it waits, its need counts in the renewal's ask,
-   * so a request bigger than a lease gets room too.
+   * fit), or, the store being spent, wait for a request running here to
+   * give back what it held past its use; then decide again, until admitted,
+   * refused as spent, or the wait is over (unsettled). While it waits, its
+   * need counts in the renewal's ask, so a request bigger than a lease gets
+   * room too.
    */
   private async awaitRenewal(
     leases: readonly Lease[],
     need: readonly number[],
-    first: SpendOutcome & { kind: 'renew' },
+    first: SpendOutcome & { kind: 'renew' | 'drain' },
   ): Promise<BudgetDecision> {
     let o: SpendOutcome = first;
     let timer: NodeJS.Timeout | undefined;
@@ -274,9 +240,13 @@ export class BudgetLeases implements BudgetGate {
     });
     for (let i = 0; i < leases.length; i++) leases[i]!.waiting += need[i]!;
     try {
-      while (o.kind === 'renew') {
-        const renewed = await Promise.race([Promise.all(o.renew.map((i) => this.renew(leases[i]!))), late]);
-        if (renewed === 'late' || !renewed.every(Boolean)) return this.unsettledBy(leases[o.refusedBy]!);
+      while (o.kind === 'renew' || o.kind === 'drain') {
+        const step =
+          o.kind === 'renew'
+            ? Promise.all(o.renew.map((i) => this.renew(leases[i]!))).then((all) => all.every(Boolean))
+            : Promise.race(o.drain.map((i) => leases[i]!.nextSettle())).then(() => true);
+        const done = await Promise.race([step, late]);
+        if (done !== true) return this.unsettledBy(leases[o.refusedBy]!);
         o = decideAdmission(leases, need);
       }
     } finally {
@@ -407,38 +377,5 @@ export class BudgetLeases implements BudgetGate {
         message: `${budgetWords(l.budget)} has spent ${Math.round((r.spent / l.budget.amount) * 100)}% of its amount this ${l.budget.period}${l.budget.enforce === 'hard' ? '; requests past it are refused with 429' : ''}`,
       });
     }
-  }
-}
-
-/** One request's reservation against each budget that applies to it; settled once. */
-class Hold implements BudgetHold {
-  private done = false;
-  constructor(
-    private readonly leases: BudgetLeases,
-    private readonly held: readonly Lease[],
-    private readonly need: readonly number[],
-  ) {}
-
-  settle(model: string, promptTokens: number, completionTokens: number, replicaId?: string): void {
-    if (this.done) return;
-    this.done = true;
-    const tokens = promptTokens + completionTokens;
-    let usd: number | null = null;
-    for (let i = 0; i < this.held.length; i++) {
-      const l = this.held[i]!;
-      l.reserved -= this.need[i]!;
-      if (l.budget.unit === 'tokens') l.spent += tokens;
-      else {
-        usd ??= this.leases.spendCost(model, promptTokens, completionTokens, replicaId) ?? 0;
-        l.spent += usd;
-        this.leases.owe(l, model, replicaId, tokens, usd);
-      }
-    }
-  }
-
-  release(): void {
-    if (this.done) return;
-    this.done = true;
-    for (let i = 0; i < this.held.length; i++) this.held[i]!.reserved -= this.need[i]!;
   }
 }

@@ -135,7 +135,7 @@ function refuseBudget(
       reply,
       503,
       'LLMGW_BUDGET_UNSETTLED',
-      `${decision.budget}, which this API key (${key.prefix}…) spends, is not known to be spent, but this gateway's lease of it ran dry and the store did not renew it in time; retry in ${decision.retryAfterS} s`,
+      `${decision.budget}, which this API key (${key.prefix}…) spends, is not known to be spent, but this gateway's lease of it ran dry, and neither did the store renew it nor did requests running here give back what they held in time; retry in ${decision.retryAfterS} s`,
       null,
       retry,
       true,
