@@ -2,8 +2,10 @@
 // spent by 200 concurrent streams split across both: each plane spends
 // leases it took from the store, so the failure this guards against is a
 // budget overshot by more than one lease per plane (a plane spending room
-// the store also leased to the other, or spending past its lease without
-// asking), or requests past it not refused with 429 LLMGW_BUDGET_EXCEEDED.
+// the store also leased to the other, spending past its lease without
+// asking, or requests spending past what admission held for them: a CI
+// trial charged 21,022 of 20,000 while holds took the prompt's least size),
+// or requests past it not refused with 429 LLMGW_BUDGET_EXCEEDED.
 // Real processes: the control planes, a simulated agent and its sim engine.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,7 +38,6 @@ const STREAMS = 200;
 const AMOUNT = 20_000;
 /** The control plane's lease: 2% of a budget's amount (BudgetLeasesOptions.leaseFraction's default). */
 const LEASE = AMOUNT * 0.02;
-const PROMPT = 'Spend the budget, please.';
 
 interface StreamEnd {
   status: number;
@@ -51,7 +52,7 @@ async function stream(client: string, key: string): Promise<StreamEnd> {
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({
       model: 'chat',
-      messages: [{ role: 'user', content: PROMPT }],
+      messages: [{ role: 'user', content: 'Spend the budget, please.' }],
       max_tokens: 16,
       stream: true,
       stream_options: { include_usage: true },
@@ -74,7 +75,7 @@ async function stream(client: string, key: string): Promise<StreamEnd> {
 
 describePostgres('a hard budget on two control planes', () => {
   it(
-    'holds under 200 concurrent streams: charged ≤ amount + one lease per plane (and the prompts past their reservation), and the rest get 429',
+    'holds under 200 concurrent streams: charged ≤ amount + one lease per plane, and the rest get 429',
     { timeout: 240_000 },
     async () => {
       db = await createTestDatabase();
@@ -147,8 +148,9 @@ describePostgres('a hard budget on two control planes', () => {
             clientTokens += end.tokens;
             continue;
           }
-          // Not a refusal of the budget: this plane's lease ran dry and the store did not renew it within
-          // budget_renew_wait; the budget is not known to be spent, and a client retries after Retry-After.
+          // Not a refusal of the budget: this plane's lease ran dry, and neither did the store renew it nor did the
+          // requests running on it give back what they held within budget_renew_wait; the budget is not known to be
+          // spent, and a client retries after Retry-After.
           if (end.status === 503 && end.code === 'LLMGW_BUDGET_UNSETTLED') {
             unsettled++;
             await new Promise((r) => setTimeout(r, 1000));
@@ -175,22 +177,19 @@ describePostgres('a hard budget on two control planes', () => {
         },
         20_000,
       );
-      // A request reserves a lower bound of its prompt (bytes / 16: 1 token for this prompt), and the sim counts
-      // 7, so each request in flight may spend 6 tokens past what admission held for it. The bound is one lease
-      // per plane plus that shortfall for every stream that may be in flight at the edge (all 200 of them, when a
-      // renewal admits its waiters together): past it, a plane spent room it was never granted.
-      const shortfall = Math.ceil(PROMPT.length / 4) - Math.floor(Buffer.byteLength(PROMPT) / 16);
+      // A request holds its max_tokens and an upper bound of its prompt (prompt-text.ts), so none spends past its
+      // hold, and each plane spends at most its leases and one lease of credit: past amount + one lease per plane,
+      // a plane spent room it was never granted (a CI trial charged 21,022 when holds took the prompt's least size).
       const overshoot = charged - AMOUNT;
       console.log(
         `budget ${AMOUNT} tokens, lease ${LEASE} per plane: charged ${charged} (clients counted ${clientTokens}); ` +
-          `overshoot ${overshoot} tokens (${(overshoot / LEASE).toFixed(2)} leases; the bound is 2 leases and ${shortfall} tokens a stream, ${2 * LEASE + STREAMS * shortfall}); ` +
+          `overshoot ${overshoot} tokens (${(overshoot / LEASE).toFixed(2)} leases; the bound is 2 leases, ${2 * LEASE}); ` +
           `${unsettled} answers of 503 unsettled, retried`,
       );
       expect(charged, 'the store charged what the clients were answered').toBe(clientTokens);
-      expect(
-        charged,
-        `charged ${charged}: at most one lease per plane, and ${shortfall} tokens per stream, over ${AMOUNT}`,
-      ).toBeLessThanOrEqual(AMOUNT + 2 * LEASE + STREAMS * shortfall);
+      expect(charged, `charged ${charged}: at most one lease per plane over ${AMOUNT}`).toBeLessThanOrEqual(
+        AMOUNT + 2 * LEASE,
+      );
       expect(charged, 'and most of the budget was spendable').toBeGreaterThan(AMOUNT * 0.9);
     },
   );

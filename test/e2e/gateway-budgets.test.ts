@@ -110,6 +110,8 @@ describe('llmgw gateway with a hard team budget kept by the control plane', () =
       expect(refused!.status).toBe(429);
       expect(refused!.code).toBe('LLMGW_BUDGET_EXCEEDED');
       expect(refused!.message).toContain(`team ml's hard budget ${budgetId} of ${AMOUNT} tokens per day`);
+      // Honest when what is left is less than the request may use: it names what the request held (8 of completion).
+      expect(refused!.message).toMatch(/may use \(up to \d+ tokens: 8 of completion and at most \d+ of prompt\)/);
       expect(spent, `spent ${spent} through the gateway`).toBeGreaterThan(AMOUNT * 0.9);
       expect(spent).toBeLessThanOrEqual(AMOUNT + 2 * LEASE);
 
