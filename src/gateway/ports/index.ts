@@ -371,7 +371,7 @@ export type BudgetDecision =
       readonly resetAtMs: number;
       /** Seconds until then, at least 1 (Retry-After); when unsettled, seconds until it is worth asking again. */
       readonly retryAfterS: number;
-      /** True: not known to be spent, the lease ran dry and the store did not renew it in time (503); absent: spent (429). */
+      /** True: not known to be spent, the lease ran dry and neither a renewal nor running requests' holds gave room in time (503); absent: spent, or less left than the request may use (429). */
       readonly unsettled?: boolean;
     };
 
