@@ -99,6 +99,7 @@ import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuSeconds } from './processes.mjs';
 import { BENCH_KEY_LIMITS, BENCH_PRICE, tenancyParts } from './tenancy.mjs';
+import { hasWrk, runWrk } from './wrk.mjs';
 import { Pool } from 'undici';
 
 const { values: flags } = parseArgs({
@@ -695,11 +696,59 @@ async function main() {
           `2 vs 1: ${res.ratio.toFixed(2)}× requests/s` +
           (d.errors || r1.errors || r2.errors ? ' — ERRORS' : ''),
       );
+      if (hasWrk()) res.wrk = await gatewaysByWrk([one, two], b.whole);
       return res;
     } finally {
       // Their pools are closed with the others at the end.
       await Promise.all([stop(one.child), stop(two.child)]);
     }
+  };
+  /**
+   * The same question asked with wrk (bench/wrk.mjs says why): the routers
+   * of one and two gateway processes loaded in turn, --rounds runs of
+   * --seconds each at --cpu-connections, the first one first in even
+   * rounds and the other in odd ones, after a warm-up of each. Requests per
+   * second of all rounds pooled, two against one, and CPU per request.
+   */
+  const gatewaysByWrk = async (routers, body) => {
+    const load = (r, seconds) =>
+      runWrk({
+        url: `${r.url}/v1/chat/completions`,
+        headers: { authorization: `Bearer ${r.key}` },
+        body,
+        connections: cpuConns,
+        seconds,
+      });
+    for (const r of routers) await load(r, 2);
+    const sums = routers.map(() => ({ requests: 0, seconds: 0, bad: 0, cpu: 0, rates: [] }));
+    for (let n = 0; n < Number(flags.rounds); n++) {
+      for (const i of n % 2 ? [1, 0] : [0, 1]) {
+        const c0 = routers[i].cpu();
+        const w = await load(routers[i], Number(flags.seconds));
+        const c1 = routers[i].cpu();
+        const sum = sums[i];
+        sum.requests += w.requests;
+        sum.seconds += w.seconds;
+        sum.bad += w.non2xx + w.socketErrors;
+        sum.cpu = sum.cpu === null || c0 === null || c1 === null ? null : sum.cpu + (c1 - c0);
+        sum.rates.push(w.rate);
+      }
+    }
+    const [one, two] = sums.map((x) => ({
+      rate: x.requests / x.seconds,
+      cpuUs: x.cpu === null ? null : (x.cpu * 1e6) / x.requests,
+      bad: x.bad,
+      rates: x.rates,
+    }));
+    const ratio = two.rate / one.rate;
+    const text = (name, x) =>
+      `${name} ${Math.round(x.rate)}/s (${x.rates.map(Math.round).join(', ')} by round)` +
+      `${x.cpuUs === null ? '' : `, CPU ${Math.round(x.cpuUs)} µs/request`}${x.bad ? `, ${x.bad} ERRORS` : ''}`;
+    console.log(
+      `instant sim, non-streaming, ${cpuConns} connections from wrk (one thread) to each in turn, ${flags.rounds} rounds of ${flags.seconds} s: ` +
+        `${text('1 gateway', one)}; ${text('2 gateways', two)}; 2 vs 1: ${ratio.toFixed(2)}× requests/s`,
+    );
+    return { one, two, ratio, errors: one.bad + two.bad };
   };
   /**
    * Each of `routers` (targets `ts`) given all --cpu-connections clients by
@@ -1125,9 +1174,11 @@ async function main() {
     [
       'gateways',
       (r) => [
-        `2 gateways > 1 at ${cpuConns} connections (requests/s, instant sim)`,
-        r.ratio > 1,
-        `${r.ratio.toFixed(2)}× (${Math.round(r.two.rate)} vs ${Math.round(r.one.rate)}/s)`,
+        `2 gateways > 1 at ${cpuConns} connections (requests/s, instant sim${r.wrk ? ', load from wrk' : ''})`,
+        r.wrk ? r.wrk.ratio > 1 && r.wrk.errors === 0 : r.ratio > 1,
+        r.wrk
+          ? `${r.wrk.ratio.toFixed(2)}× (${Math.round(r.wrk.two.rate)} vs ${Math.round(r.wrk.one.rate)}/s; from the bench's own load generator ${r.ratio.toFixed(2)}×)`
+          : `${r.ratio.toFixed(2)}× (${Math.round(r.two.rate)} vs ${Math.round(r.one.rate)}/s; wrk is not installed, and this load generator's own CPU is most of what a second process would use)`,
       ],
     ],
     [
