@@ -85,7 +85,7 @@
 // the median round (a loaded machine's bursts, and one process's luck in
 // how V8 compiled it, spoil single runs).
 //
-//   node bench/router.mjs --phases tenancy [--rounds 7] [--seconds 6]
+//   node bench/router.mjs --phases tenancy [--rounds 7] [--seconds 6] [--tenancy-load together|turns]
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -130,6 +130,7 @@ const { values: flags } = parseArgs({
     tenancy: { type: 'boolean' },
     'key-limits': { type: 'boolean' },
     rounds: { type: 'string', default: '7' },
+    'tenancy-load': { type: 'string', default: 'together' },
   },
 });
 
@@ -756,7 +757,14 @@ async function main() {
    * turns of --slice-ms for --paced-seconds, after a warm-up of each alone;
    * their results and CPU per request, read `afterMs` past the last answer.
    */
-  const byTurns = async (routers, ts, make, b, afterMs, { warm = true, seconds = flags['paced-seconds'] } = {}) => {
+  const byTurns = async (
+    routers,
+    ts,
+    make,
+    b,
+    afterMs,
+    { warm = true, seconds = flags['paced-seconds'], together = false } = {},
+  ) => {
     if (warm) for (const t of ts) await drive(cpuConns, 2000, limitMs, make(t, b));
     const cpu0 = routers.map((r) => r.cpu());
     const rs = await drive(
@@ -766,7 +774,8 @@ async function main() {
       ts.map((t) => make(t, b)),
       0,
       Number(flags['warm-ms']),
-      { ms: Number(flags['slice-ms']), settleMs: 300 },
+      // Together: each client sends to every router in turn, request by request, so all of them are loaded at once.
+      together ? null : { ms: Number(flags['slice-ms']), settleMs: 300 },
     );
     if (afterMs) await new Promise((resolve) => setTimeout(resolve, afterMs));
     const cpu1 = routers.map((r) => r.cpu());
@@ -777,9 +786,16 @@ async function main() {
    * The `tenancy` phase (--phases tenancy): a router with no teams or
    * budgets beside one whose key is in a team with model and per-minute
    * limits and hard budgets in tokens and dollars, every model priced
-   * (bench/tenancy.mjs), each given all --cpu-connections clients by turns of
-   * --slice-ms; whole answers from the instant sim, then --chunks-chunk
-   * streams. Each router's CPU per request, side by side in one run. Both
+   * (bench/tenancy.mjs); whole answers from the instant sim, then
+   * --chunks-chunk streams. Each router's CPU per request, side by side in
+   * one run. With --tenancy-load together (the default) the --cpu-connections
+   * clients send to both routers in turn, request by request, so both are
+   * loaded at the same moments: CPU time per request on this VM moved by up
+   * to 40% between consecutive seconds of one process, which by turns of
+   * --slice-ms fell on one router and not the other (15 rounds' ratios
+   * spread 0.92 to 1.26 by turns, 1.00 to 1.17 together, in runs one after
+   * the other). With turns, each is given all the clients by turns of
+   * --slice-ms. Both
    * keys have the same limits of their own (allowed models, requests and
    * tokens per minute: --key-limits), which keys had before teams: the
    * difference is the team's narrowing, the budgets and the prices.
@@ -808,7 +824,7 @@ async function main() {
             make,
             targets[sim].bodies,
             0,
-            { warm: true, seconds: flags.seconds },
+            { warm: true, seconds: flags.seconds, together: flags['tenancy-load'] === 'together' },
           );
           const back = n % 2 ? [1, 0] : [0, 1];
           rounds.push({ rs: back.map((i) => rs[i]), us: back.map((i) => us[i]) });
@@ -823,7 +839,7 @@ async function main() {
       const errors = sum(0, (r) => r.rs[0].errors + r.rs[1].errors);
       out[kind] = { us, ratio, pooled: us[1] / us[0], errors };
       console.log(
-        `${kind === 'whole' ? 'instant sim, non-streaming' : `${chunkCount}-chunk streams`}, ${cpuConns} connections to each router by turns of ${flags['slice-ms']} ms, ${rounds.length} rounds of ${flags.seconds} s on fresh routers: ` +
+        `${kind === 'whole' ? 'instant sim, non-streaming' : `${chunkCount}-chunk streams`}, ${cpuConns} connections ${flags['tenancy-load'] === 'together' ? 'to both routers at once, request by request' : `to each router by turns of ${flags['slice-ms']} ms`}, ${rounds.length} rounds of ${flags.seconds} s on fresh routers: ` +
           names
             .map(
               (name, i) =>
