@@ -5,30 +5,17 @@
 // it needed was only held, and the refusal was not final (once the holds
 // settled, the next request fitted), so a client told the budget was spent
 // could spend again a moment later.
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BudgetDecision } from '../../gateway/ports/index.js';
-import { budgetRecord, TEAM_KEY } from '../../../test/support/budget-records.js';
-import { MemoryBudgetBook } from './book.js';
-import { BudgetLeases } from './leases.js';
+import { TEAM_KEY } from '../../../test/support/budget-records.js';
+import { wholeBudgetPlane } from '../../../test/support/budget-plane.js';
+import type { BudgetLeases } from './leases.js';
 
 const key = TEAM_KEY;
 
 /** One plane leasing a whole 1,000-token budget (the store has nothing more), holds of 125 tokens each. */
-async function plane(renewWaitMs = 600_000): Promise<BudgetLeases> {
-  const book = new MemoryBudgetBook();
-  await book.create(budgetRecord({ amount: 1000 }));
-  const p = new BudgetLeases({
-    book,
-    prices: { cost: () => undefined },
-    now: () => Date.parse('2026-12-06T10:00:00Z'),
-    logger: pino({ level: 'silent' }),
-    leaseFraction: 1,
-    syncIntervalMs: 0,
-    renewWaitMs,
-  });
-  await p.reload();
-  return p;
+function plane(renewWaitMs?: number): Promise<BudgetLeases> {
+  return wholeBudgetPlane(1000, renewWaitMs);
 }
 
 /** Eight holds of 125: the whole lease. */

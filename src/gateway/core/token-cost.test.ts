@@ -7,6 +7,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { BudgetLeases, MemoryBudgetBook } from '../../control/budgets/index.js';
+import { wholeBudgetPlane } from '../../../test/support/budget-plane.js';
 import { budgetRecord, TEAM_KEY } from '../../../test/support/budget-records.js';
 import type { RoutedModel, UsageSink } from '../ports/index.js';
 import { Ledger } from './ledger.js';
@@ -126,19 +127,8 @@ describe('a hard budget at its edge under 200 streams on two planes', () => {
   });
 
   it("gives back at settlement what a request held past its usage, to its plane's lease", async () => {
-    const book = new MemoryBudgetBook();
-    await book.create(budgetRecord({ amount: 1000 }));
     // One plane leasing the whole budget: the store has nothing more, so what this plane holds is all there is.
-    const plane = new BudgetLeases({
-      book,
-      prices: { cost: () => undefined },
-      now: () => Date.parse('2026-12-06T10:00:00Z'),
-      logger: pino({ level: 'silent' }),
-      leaseFraction: 1,
-      syncIntervalMs: 0,
-      renewWaitMs: 600_000,
-    });
-    await plane.reload();
+    const plane = await wholeBudgetPlane(1000);
     const ledger = new Ledger(new RateLimiter(() => 0), { record: () => undefined }, pino({ level: 'silent' }), plane);
     const parsed = parse('chat', CHAT);
     const held = budgetHold('chat', parsed, tokensToReserve('chat', parsed, MODEL, 256));
