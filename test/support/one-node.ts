@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { ReplicaView } from '../../src/api/index.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll } from './processes.js';
+import { killEnginesOf, startControl, startLlmgw, stopAll, type RunningProcess } from './processes.js';
 import { waitFor } from './wait.js';
 
 export interface OneNodeOptions {
@@ -43,6 +43,8 @@ export interface OneNodeFleet {
   keys: Record<string, { id: string; secret: string }>;
   /** An admin API call with the admin token; the body is parsed JSON. */
   api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** The `llmgw control` process, for a test that signals it alone (the agent and engines keep running). */
+  control: RunningProcess;
   /** Ends the control plane, the agent and its engines. */
   stop(): Promise<void>;
 }
@@ -131,7 +133,7 @@ export async function startOneNodeFleet(options: OneNodeOptions): Promise<OneNod
       );
     }
     const store = options.store ?? `sqlite:${join(dir, 'db')}`;
-    return { dir, store, adminUrl, adminToken, clientUrl: control.urls.client, keys, api, stop };
+    return { dir, store, adminUrl, adminToken, clientUrl: control.urls.client, keys, api, control, stop };
   } catch (err) {
     await stop();
     throw err;
