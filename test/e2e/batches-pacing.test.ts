@@ -135,11 +135,14 @@ describe('a batch and interactive traffic on one replica', () => {
       return body.running > 0 && body.pace?.[0]?.reason !== 'paused' ? body : undefined;
     });
 
-    // Interactive requests, three times what the replica takes: some queue in the gateway.
+    // Interactive requests, four times what the replica takes: some queue in the gateway. The pace says paused only
+    // while some wait, so the check below has from the batch's lines draining (0.8 s) to the queue's emptying: 12
+    // requests of 12 tokens left it about 2 s, which a loaded CI machine once missed; 16 of 20 leave it about 6.
+    const count = 16;
     let answered = 0;
-    const interactive = Array.from({ length: 12 }, (_, i) =>
+    const interactive = Array.from({ length: count }, (_, i) =>
       client.chat.completions
-        .create({ model: 'paced', max_tokens: 12, messages: [{ role: 'user', content: `interactive ${i}` }] })
+        .create({ model: 'paced', max_tokens: 20, messages: [{ role: 'user', content: `interactive ${i}` }] })
         .then((r) => {
           answered++;
           return r;
@@ -151,7 +154,7 @@ describe('a batch and interactive traffic on one replica', () => {
       async () => {
         const { body } = await api<BatchAdminView>('GET', `/api/v1/batches/${batchId}`);
         const paused = body.pace?.find((p) => p.model === 'paced')?.reason === 'paused';
-        return paused && body.running === 0 && answered < 12 ? body : undefined;
+        return paused && body.running === 0 && answered < count ? body : undefined;
       },
       { timeoutMs: 120_000, intervalMs: 100 },
     );
@@ -160,7 +163,7 @@ describe('a batch and interactive traffic on one replica', () => {
     expect(await metric('llmgw_batch_paused', 'paced'), 'the gauge says paused too').toBe(1);
 
     const answers = await Promise.all(interactive);
-    expect(answers.map((a) => a.object)).toEqual(Array(12).fill('chat.completion'));
+    expect(answers.map((a) => a.object)).toEqual(Array(count).fill('chat.completion'));
 
     // Nothing waits now: the batch resumes and completes, every line answered once.
     const done = await waitFor(
