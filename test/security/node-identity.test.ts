@@ -159,7 +159,9 @@ describe('node identity', () => {
     // Replays recovery of a machine whose state directory was lost: a fresh agent under a live id is
     // refused (and says why in its log) until an admin removes the node, or until it is lost.
     const fleet = newFleet('rm-lost', 32080);
-    await fleet.startControl(['--reconcile-interval', '300ms', '--node-stale-after', '1s', '--node-lost-after', '4s']);
+    // Lost after 15 s, not sooner: `ctl nodes rm --force` below must find r1 still holding its replica after the kill,
+    // and with 4 s a loaded CI machine once took longer than that to start ctl, so the replica had already moved.
+    await fleet.startControl(['--reconcile-interval', '300ms', '--node-stale-after', '1s', '--node-lost-after', '15s']);
     let r1 = fleet.startAgent('r1');
     await fleet.nodesUp(1);
     await fleet.addModel({ name: 'on-r1', scaling: { min: 1 }, profiles: [{ engine: 'sim' }] });
