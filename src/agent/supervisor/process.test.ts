@@ -325,13 +325,28 @@ describe('the supervisor over real processes', () => {
     expect(byId['vllm-headless']?.endpoint).toBeUndefined();
     expect(byId['llama-head']?.endpoint).toBe(`http://127.0.0.1:${byId['llama-head']?.port}`);
 
-    // What each stand-in recorded is the argv and environment the supervisor's records say it started.
-    const recorded = standIns.records();
-    for (const launch of launches) {
-      const record = JSON.parse(
-        readFileSync(join(dir, 'state', 'shards', `${fileNameFor(launch.shardId)}.json`), 'utf8'),
-      ) as ShardRecord;
-      const seen = recorded.find((r) => JSON.stringify(r.argv) === JSON.stringify(record.argv.slice(1)));
+    // What each stand-in recorded is the argv and environment the supervisor's records say it started. A rank with
+    // nothing to listen on (vLLM's headless one) is ready once it runs, which can be before its stand-in has written
+    // what it saw: a CI trial read the records first and missed that one, so they are waited for.
+    const records = launches.map(
+      (launch) =>
+        JSON.parse(
+          readFileSync(join(dir, 'state', 'shards', `${fileNameFor(launch.shardId)}.json`), 'utf8'),
+        ) as ShardRecord,
+    );
+    const sameArgv = (r: { argv: readonly string[] }, record: ShardRecord) =>
+      JSON.stringify(r.argv) === JSON.stringify(record.argv.slice(1));
+    const recorded = await waitFor(
+      'every stand-in to record what it was started with',
+      () => {
+        const all = standIns.records();
+        return records.every((record) => all.some((r) => sameArgv(r, record))) ? all : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 25 },
+    ).catch(() => standIns.records());
+    for (const [i, launch] of launches.entries()) {
+      const record = records[i]!;
+      const seen = recorded.find((r) => sameArgv(r, record));
       expect(seen, `${launch.shardId}: no stand-in recorded ${record.argv.join(' ')}`).toBeDefined();
       expect(seen?.program).toBe(record.argv[0] === 'python3' ? 'python3' : record.argv[0]);
       expect(seen?.env.CUDA_VISIBLE_DEVICES, `${launch.shardId} sees only its GPU`).toBe('0');
