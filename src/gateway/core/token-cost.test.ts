@@ -6,8 +6,8 @@
 // and 200 streams at the budget's edge each spent ~6 tokens past their hold.
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { BudgetLeases, MemoryBudgetBook } from '../../control/budgets/index.js';
-import { wholeBudgetPlane } from '../../../test/support/budget-plane.js';
+import { MemoryBudgetBook } from '../../control/budgets/index.js';
+import { budgetPlane, wholeBudgetPlane } from '../../../test/support/budget-plane.js';
 import { budgetRecord, TEAM_KEY } from '../../../test/support/budget-records.js';
 import type { RoutedModel, UsageSink } from '../ports/index.js';
 import { Ledger } from './ledger.js';
@@ -68,19 +68,7 @@ const simPromptTokens = Math.ceil(PROMPT.length / 4);
 async function spend(hold: 'least' | 'most'): Promise<{ charged: number; refused: number }> {
   const book = new MemoryBudgetBook();
   await book.create(budgetRecord({ amount: 20_000 }));
-  const planes = [0, 1].map(
-    () =>
-      new BudgetLeases({
-        book,
-        prices: { cost: () => undefined },
-        now: () => Date.parse('2026-12-06T10:00:00Z'),
-        logger: pino({ level: 'silent' }),
-        leaseFraction: 0.02,
-        syncIntervalMs: 0,
-        renewWaitMs: 600_000,
-      }),
-  );
-  for (const p of planes) await p.reload();
+  const planes = [await budgetPlane(book, { leaseFraction: 0.02 }), await budgetPlane(book, { leaseFraction: 0.02 })];
   const usage: UsageSink = { record: () => undefined };
   const ledgers = planes.map((p) => new Ledger(new RateLimiter(() => 0), usage, pino({ level: 'silent' }), p));
   const parsed = parse('chat', CHAT);
