@@ -206,7 +206,9 @@ function mostTokens(value: unknown, depth = 0): number {
   const o = value as Record<string, unknown>;
   if (isMediaPart(o)) return MEDIA_PART_TOKENS;
   let tokens = 0;
-  for (const [k, v] of Object.entries(o)) {
+  // for…in, not Object.entries: no array per object on a budgeted request's path (parsed JSON inherits nothing).
+  for (const k in o) {
+    const v = o[k];
     // Tool calls as JSON, keys and all: templates render them so (`tool_call.function | tojson`), and an engine
     // may parse a call's arguments and render them again, spaced (vLLM does for Llama and Mistral).
     if (k === 'tool_calls' && Array.isArray(v)) tokens += v.length * TOOL_CALL_TOKENS + jsonTokens(v);
