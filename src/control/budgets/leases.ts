@@ -189,7 +189,7 @@ export class BudgetLeases implements BudgetGate, HoldPricing {
       if (o.kind === 'renew') for (const i of o.renew) void this.renew(leases[i]!);
       return this.unsettledBy(leases[o.refusedBy]!);
     }
-    return this.awaitRenewal(leases, need, o);
+    return this.awaitRoom(leases, need, o);
   }
 
   private hold(leases: readonly Lease[], need: readonly number[]): BudgetDecision {
@@ -228,7 +228,7 @@ export class BudgetLeases implements BudgetGate, HoldPricing {
    * need counts in the renewal's ask, so a request bigger than a lease gets
    * room too.
    */
-  private async awaitRenewal(
+  private async awaitRoom(
     leases: readonly Lease[],
     need: readonly number[],
     first: SpendOutcome & { kind: 'renew' | 'drain' },

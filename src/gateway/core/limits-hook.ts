@@ -84,10 +84,12 @@ export function rateLimitHook(deps: AdmissionDeps, { countOnly = false }: { coun
  * at most one lease per plane), and their price, against every hard budget
  * of its key and team, from this control plane's leases in memory. Refused
  * as spent, or as having less left than the request may use: 429 naming
- * the budget, what the request held and when it resets, with Retry-After. A request that found its lease dry
- * waits (bounded, budget_renew_wait) for the lease's renewal; if the store
- * does not answer in time, 503 LLMGW_BUDGET_UNSETTLED: the budget is not
- * known to be spent, retry. Either way the rate limit's reservation goes
+ * the budget, what the request held and when it resets, with Retry-After.
+ * A request that found its lease dry, or the store spent while requests
+ * running here hold room it would fit in, waits (bounded,
+ * budget_renew_wait) for the lease's renewal or for those holds to come
+ * back; if neither comes in time, 503 LLMGW_BUDGET_UNSETTLED: the budget
+ * is not known to be spent, retry. Either way the rate limit's reservation goes
  * back. A budgeted request that set no max_tokens is capped at what was
  * reserved, so what it spends cannot run past its reservation. Calls
  * `done` once admitted, never when refused.
