@@ -104,7 +104,12 @@ export class Router implements DialectHost {
     this.logger = deps.logger;
     this.responseStore = deps.responses ?? null;
     this.corsOn = o.corsOrigins.length > 0;
-    this.remote = new RemoteRouting({ now: o.now, loadStaleMs: o.loadStaleMs });
+    // The chooser keeps the send times spill-over reads; it is made below, before any request.
+    this.remote = new RemoteRouting({
+      now: o.now,
+      loadStaleMs: o.loadStaleMs,
+      sendsOf: (id) => this.chooser.sendsOf(id),
+    });
     // Remotes whose circuit is open or that asked to be left alone are out of every candidate list, the cold hold's too.
     const replicas = this.remote.directory(deps.replicas);
     this.chooser = new ReplicaChooser(replicas, o, deps.logger);

@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from '../ports/index.js';
 import { CacheRouting } from '../prefix-cache/cache-routing.js';
 import { pickByCache } from '../prefix-cache/score.js';
-import { inFlight, sendTimes, type Interceptor } from './dispatch.js';
+import { replicaUse, type Interceptor } from './dispatch.js';
 import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
 import { promptPrefix } from './prompt-text.js';
 import type { ChoiceRecord } from './request-log.js';
@@ -64,10 +64,23 @@ export class ReplicaChooser {
     });
   }
 
+  /** Start times (epoch ms) of this router's attempts in flight at a replica, oldest first; empty = none. */
+  sendsOf(replicaId: string): readonly number[] {
+    return this.sends.get(replicaId) ?? NO_SENDS;
+  }
+
   /** The interceptors that keep this chooser's bookkeeping as attempts run: in-flight and last use, send times. */
   interceptors(): Interceptor[] {
     const { now, loadStaleMs } = this.options;
-    return [inFlight((id) => this.useOf(id), now), sendTimes(this.sends, this.finished, loadStaleMs, now)];
+    return [
+      replicaUse({
+        useOf: (id) => this.useOf(id),
+        sends: this.sends,
+        finished: this.finished,
+        keepFinishedMs: loadStaleMs,
+        now,
+      }),
+    ];
   }
 
   /** The model's ready replicas taking new requests: draining ones only when every one drains (none then). */

@@ -1,11 +1,11 @@
-// Guards the bulk trimming of a replica's finished attempts (sendTimes'
+// Guards the bulk trimming of a replica's finished attempts (replicaUse's
 // list, read by least-load): trimmed one entry per attempt, every attempt
 // moved the whole list (thousands of entries at a few hundred requests a
 // second); trimmed in bulk, the entries kept past their time must change
 // no count least-load reads, and the list must stay bounded.
 import { describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema } from '../../control/catalog/index.js';
-import { FINISHED_TRIM_BATCH, sendTimes, trimFinished, type Attempt, type Dispatch } from './dispatch.js';
+import { FINISHED_TRIM_BATCH, replicaUse, trimFinished, type Attempt, type Dispatch } from './dispatch.js';
 import { loadViewOf } from './pick.js';
 import { parseRequest } from './validate.js';
 
@@ -47,7 +47,7 @@ describe('trimFinished', () => {
   });
 });
 
-describe('sendTimes with bulk trimming', () => {
+describe('replicaUse with bulk trimming', () => {
   it('keeps the list bounded and least-load reads the same counts as an exact trim would', async () => {
     const keepMs = 4_000;
     let clock = 0;
@@ -58,7 +58,7 @@ describe('sendTimes with bulk trimming', () => {
       clock += 30;
       return { kind: 'done', status: 200 };
     };
-    const dispatch = sendTimes(sends, finished, keepMs, () => clock)(base);
+    const dispatch = replicaUse({ sends, finished, keepFinishedMs: keepMs, now: () => clock })(base);
     const exact: { startMs: number; endMs: number }[] = [];
     let counted = 0;
     for (let i = 0; i < 6_000; i++) {

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { compileModel, ModelSchema } from '../../control/catalog/index.js';
 import {
   compose,
-  inFlight,
+  replicaUse,
   requestId,
   rewriteBody,
   type Attempt,
@@ -117,18 +117,36 @@ describe('the dispatch chain', () => {
 
   it('counts the attempt in flight on its replica until its outcome, and stamps its last use', async () => {
     const use: ReplicaUse = { inFlight: 0, lastUsedAtMs: null };
-    let during = -1;
-    const send = compose(async () => {
-      during = use.inFlight;
-      return { kind: 'done', status: 200 };
-    }, [
-      inFlight(
-        () => use,
-        () => 42,
-      ),
-    ]);
+    const sends = new Map<string, number[]>();
+    const finished = new Map<string, { startMs: number; endMs: number }[]>();
+    let clock = 40;
+    let during: unknown = null;
+    const book = { useOf: () => use, sends, finished, keepFinishedMs: 1_000, now: () => clock };
+    const send = compose(
+      async (a) => {
+        during = { inFlight: use.inFlight, sends: [...(sends.get(a.replica.id) ?? [])] };
+        clock = 42;
+        return { kind: 'done', status: 200 };
+      },
+      [replicaUse(book)],
+    );
     await send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'));
-    expect(during).toBe(1);
+    expect(during).toEqual({ inFlight: 1, sends: [40] });
     expect(use).toEqual({ inFlight: 0, lastUsedAtMs: 42 });
+    expect(sends.size, 'an empty in-flight list is dropped').toBe(0);
+    expect([...finished.values()]).toEqual([[{ startMs: 40, endMs: 42 }]]);
+  });
+
+  it('settles the bookkeeping of an attempt that failed with an error, and passes the error on', async () => {
+    const use: ReplicaUse = { inFlight: 0, lastUsedAtMs: null };
+    const sends = new Map<string, number[]>();
+    const send = compose(async () => {
+      throw new Error('the pool is closed');
+    }, [replicaUse({ useOf: () => use, sends, finished: new Map(), keepFinishedMs: 0, now: () => 7 })]);
+    await expect(send(attempt('{"model":"m","messages":[{"role":"user","content":"hi"}]}'))).rejects.toThrow(
+      'the pool is closed',
+    );
+    expect(use).toEqual({ inFlight: 0, lastUsedAtMs: 7 });
+    expect(sends.size).toBe(0);
   });
 });

@@ -155,41 +155,49 @@ export function requestId(tag: string): Interceptor {
   };
 }
 
-/** The replica's in-flight count and last use, for the router's choice and the reconciler's scaling, kept while the attempt runs. */
-export function inFlight(useOf: (replicaId: string) => ReplicaUse, now: () => number): Interceptor {
-  return (next) => (a) => {
-    const use = useOf(a.replica.id);
-    use.inFlight++;
-    use.lastUsedAtMs = now();
-    return next(a).finally(() => {
-      use.inFlight--;
-      use.lastUsedAtMs = now();
-    });
-  };
+/** What replicaUse keeps of the router's attempts, per replica id. */
+export interface ReplicaUseBook {
+  /** In-flight count and last use of a replica, for the router's choice and the reconciler's scaling; absent = not kept. */
+  readonly useOf?: (replicaId: string) => ReplicaUse;
+  /** Start times of the attempts in flight, oldest first; a replica's list is dropped once empty. */
+  readonly sends: Map<string, number[]>;
+  /** Start and end of the attempts that ended in the last `keepFinishedMs`, oldest first. */
+  readonly finished: Map<string, { startMs: number; endMs: number }[]>;
+  /** 0 = ended attempts are not kept. */
+  readonly keepFinishedMs: number;
+  readonly now: () => number;
 }
 
 /**
- * The start time of each attempt in flight, per replica, kept while it
- * runs, and of those that ended in the last `keepFinishedMs` their start
- * and end: least-load counts the sends an engine's last sample cannot have
- * seen, and takes off the ones it saw that have finished since (a few
- * older ones stay until they can be dropped in bulk: trimFinished). A
- * replica's in-flight list is dropped once empty.
+ * What each attempt leaves in the router's view of its replica, while it
+ * runs and after: its in-flight count and last use, its start time while
+ * in flight, and its start and end for `keepFinishedMs` after it ends
+ * (least-load counts the sends an engine's last sample cannot have seen,
+ * and takes off the ones it saw that have finished since; a few older
+ * ones stay until they can be dropped in bulk: trimFinished). One
+ * interceptor with one callback on the outcome: it runs on every attempt,
+ * and a promise per bookkeeping step (a `.finally` each) cost more than
+ * the bookkeeping itself.
  */
-export function sendTimes(
-  sends: Map<string, number[]>,
-  finished: Map<string, { startMs: number; endMs: number }[]>,
-  keepFinishedMs: number,
-  now: () => number,
-): Interceptor {
+export function replicaUse(book: ReplicaUseBook): Interceptor {
+  const { useOf, sends, finished, keepFinishedMs, now } = book;
   return (next) => (a) => {
     const id = a.replica.id;
+    const use = useOf?.(id);
+    const started = now();
+    if (use) {
+      use.inFlight++;
+      use.lastUsedAtMs = started;
+    }
     let list = sends.get(id);
     if (!list) sends.set(id, (list = []));
-    const started = now();
     list.push(started);
-    return next(a).finally(() => {
+    const end = (): void => {
       const ended = now();
+      if (use) {
+        use.inFlight--;
+        use.lastUsedAtMs = ended;
+      }
       const mine = sends.get(id);
       if (mine) {
         const i = mine.indexOf(started);
@@ -201,7 +209,17 @@ export function sendTimes(
       if (!done) finished.set(id, (done = []));
       trimFinished(done, ended - keepFinishedMs);
       done.push({ startMs: started, endMs: ended });
-    });
+    };
+    return next(a).then(
+      (o) => {
+        end();
+        return o;
+      },
+      (err: unknown) => {
+        end();
+        throw err;
+      },
+    );
   };
 }
 

@@ -25,6 +25,8 @@ export interface RemoteRoutingOptions extends Partial<Omit<CircuitOptions, 'now'
   readonly now: () => number;
   /** How old an engine's load sample may be and still be read, ms (the router's loadStaleMs). */
   readonly loadStaleMs: number;
+  /** Start times of the router's attempts in flight at a replica (the chooser keeps them): the sends a load sample has not seen. */
+  readonly sendsOf: (replicaId: string) => readonly number[];
 }
 
 /** Where a request goes under its model's spill-over policy; null = the model has none (or it is inert). */
@@ -39,8 +41,6 @@ export class RemoteRouting implements RemotePolicy {
   readonly stats: SpillStats;
   /** The directory directory() wraps: its ready() still lists the remotes waiting out a Retry-After. */
   private inner: ReplicaDirectory | null = null;
-  /** Start times of this router's attempts in flight per local replica id: the sends a load sample has not seen. */
-  private readonly sends = new Map<string, number[]>();
 
   constructor(private readonly options: RemoteRoutingOptions) {
     this.circuits = new RemoteCircuits({ ...CIRCUIT_DEFAULTS, ...options });
@@ -69,26 +69,10 @@ export class RemoteRouting implements RemotePolicy {
     return out;
   }
 
-  /** Around every attempt: a foreign API's translation, the circuits' outcomes, the service time and sends spill-over reads. */
+  /** Around every attempt: a foreign API's translation, the circuits' outcomes, and the service time spill-over reads. */
   interceptors(): Interceptor[] {
-    const now = this.options.now;
-    const sends = this.sends;
-    const track: Interceptor = (next) => (a) => {
-      if (a.replica.remote) return next(a);
-      const id = a.replica.id;
-      let list = sends.get(id);
-      if (!list) sends.set(id, (list = []));
-      const t = now();
-      list.push(t);
-      return next(a).finally(() => {
-        const mine = sends.get(id);
-        const i = mine ? mine.indexOf(t) : -1;
-        if (i >= 0) mine!.splice(i, 1);
-        if (mine?.length === 0) sends.delete(id);
-      });
-    };
     // A request a foreign API cannot express is turned away before the circuit sees an attempt: it says nothing of the remote's health.
-    return [foreignApis(now), circuitOutcomes(this.circuits), this.stats.interceptor(), track];
+    return [foreignApis(this.options.now), circuitOutcomes(this.circuits), this.stats.interceptor()];
   }
 
   /**
@@ -110,7 +94,7 @@ export class RemoteRouting implements RemotePolicy {
     const locals = candidates(model)
       .filter((r) => !r.remote)
       .map((r) => {
-        const view = loadViewOf(r.load, this.sends.get(r.id) ?? [], now, this.options.loadStaleMs);
+        const view = loadViewOf(r.load, this.options.sendsOf(r.id), now, this.options.loadStaleMs);
         return { id: r.id, view, capacity: this.stats.capacityOf(r.id, view) };
       });
     const remotes = candidates(target);

@@ -136,10 +136,10 @@ export class SpillStats {
     return this.service.get(model) ?? null;
   }
 
-  /** Keeps the duration of each answered local attempt, per model. */
+  /** Keeps the duration of each answered local attempt, per model; only of a model with a spill policy, the one reader. */
   interceptor(): Interceptor {
     return (next) => (a) => {
-      if (a.replica.remote) return next(a);
+      if (a.replica.remote || !a.model.spill) return next(a);
       const started = this.now();
       return next(a).then((o) => {
         if (o.kind === 'done' && o.status > 0 && o.status < 500) {
