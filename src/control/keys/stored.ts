@@ -7,7 +7,7 @@
 // router, which sees KeyStore and UsageSink alone.
 import type { StoreConnection } from '../store/index.js';
 import { MemoryKeyStore, RevocationListeners, type ApiKeyRecord, type KeyStore } from './keys.js';
-import type { UsageEvent, UsageSink } from './usage.js';
+import { UsageRows, type UsageEvent, type UsageSink } from './usage.js';
 
 export class StoredKeys implements KeyStore {
   /** The keys as the store holds them, indexed as the router reads them; replaced whole on reload. */
@@ -122,7 +122,7 @@ export interface UsageRow {
 
 /** Adds usage up in memory; `flush()` writes the sums in one transaction (called on a timer and at close). */
 export class StoredUsage implements UsageSink {
-  private pending = new Map<string, Totals & { keyId: string; model: string; endpoint: string }>();
+  private readonly pending = new UsageRows<Totals & { keyId: string; model: string; endpoint: string }>();
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -155,29 +155,21 @@ export class StoredUsage implements UsageSink {
   }
 
   private add(keyId: string, model: string, endpoint: string, totals: Totals): void {
-    const key = `${keyId}\0${model}\0${endpoint}`;
-    const t = this.pending.get(key) ?? {
-      keyId,
-      model,
-      endpoint,
-      requests: 0,
-      errors: 0,
-      promptTokens: 0,
-      completionTokens: 0,
-      costUsd: 0,
-    };
+    let t = this.pending.get(keyId, model, endpoint);
+    if (!t) {
+      t = { keyId, model, endpoint, requests: 0, errors: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+      this.pending.set(keyId, model, endpoint, t);
+    }
     t.requests += totals.requests;
     t.errors += totals.errors;
     t.promptTokens += totals.promptTokens;
     t.completionTokens += totals.completionTokens;
     t.costUsd += totals.costUsd;
-    this.pending.set(key, t);
   }
 
   async flush(): Promise<void> {
     if (this.pending.size === 0) return;
-    const batch = [...this.pending.values()];
-    this.pending = new Map();
+    const batch = this.pending.take();
     const at = this.now();
     try {
       await this.store.db.transaction().execute(async (tx) => {

@@ -20,15 +20,57 @@ export interface UsageTotals {
 export type UsageTotalsOf = UsageTotals & { keyId: string; model: string; endpoint: string };
 
 /**
+ * Rows by key id, model and endpoint, through nested maps of the strings
+ * each event already holds: a sink adds every request to one, and a key
+ * string joined per request (a new string, hashed anew at each lookup) was
+ * most of what recording usage cost.
+ */
+export class UsageRows<T> {
+  private rows = new Map<string, Map<string, Map<string, T>>>();
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  get(keyId: string, model: string, endpoint: string): T | undefined {
+    return this.rows.get(keyId)?.get(model)?.get(endpoint);
+  }
+
+  set(keyId: string, model: string, endpoint: string, row: T): void {
+    let byModel = this.rows.get(keyId);
+    if (!byModel) this.rows.set(keyId, (byModel = new Map()));
+    let byEndpoint = byModel.get(model);
+    if (!byEndpoint) byModel.set(model, (byEndpoint = new Map()));
+    if (!byEndpoint.has(endpoint)) this.count++;
+    byEndpoint.set(endpoint, row);
+  }
+
+  values(): T[] {
+    const out: T[] = [];
+    for (const byModel of this.rows.values())
+      for (const byEndpoint of byModel.values()) for (const row of byEndpoint.values()) out.push(row);
+    return out;
+  }
+
+  /** Every row, and the table empty again. */
+  take(): T[] {
+    const out = this.values();
+    this.rows = new Map();
+    this.count = 0;
+    return out;
+  }
+}
+
+/**
  * Totals per key, model and endpoint in memory; `drain()` hands them over and starts
  * again, so a store writer can flush them in one batch on its own timer.
  */
 export class MemoryUsageSink implements UsageSink {
-  private totals = new Map<string, UsageTotalsOf>();
+  private readonly totals = new UsageRows<UsageTotalsOf>();
 
   record(e: UsageEvent): void {
-    const k = `${e.keyId}\u0000${e.model}\u0000${e.endpoint}`;
-    let t = this.totals.get(k);
+    let t = this.totals.get(e.keyId, e.model, e.endpoint);
     if (!t) {
       t = {
         keyId: e.keyId,
@@ -39,7 +81,7 @@ export class MemoryUsageSink implements UsageSink {
         promptTokens: 0,
         completionTokens: 0,
       };
-      this.totals.set(k, t);
+      this.totals.set(e.keyId, e.model, e.endpoint, t);
     }
     t.requests++;
     if (e.status === 0 || e.status >= 400) t.errors++;
@@ -48,12 +90,10 @@ export class MemoryUsageSink implements UsageSink {
   }
 
   snapshot(): UsageTotalsOf[] {
-    return [...this.totals.values()].map((t) => ({ ...t }));
+    return this.totals.values().map((t) => ({ ...t }));
   }
 
   drain(): UsageTotalsOf[] {
-    const out = [...this.totals.values()];
-    this.totals = new Map();
-    return out;
+    return this.totals.take();
   }
 }

@@ -52,9 +52,14 @@ export class Ledger {
     completionTokens: number,
     replicaId?: string,
   ): void {
+    const keyId = key?.id ?? 'anonymous';
     try {
-      const e = { keyId: key?.id ?? 'anonymous', model, endpoint, promptTokens, completionTokens, status };
-      this.usage.record(replicaId === undefined ? e : { ...e, replicaId });
+      // One object of one shape or the other: a spread made a second object per request.
+      this.usage.record(
+        replicaId === undefined
+          ? { keyId, model, endpoint, promptTokens, completionTokens, status }
+          : { keyId, model, endpoint, promptTokens, completionTokens, status, replicaId },
+      );
     } catch (err) {
       this.logger.error({ err }, 'the usage sink failed; this request is not accounted');
     }
