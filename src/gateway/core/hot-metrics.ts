@@ -92,6 +92,8 @@ abstract class HotMetric<L extends string, S extends { readonly labels: Labels }
   readonly name: string;
   readonly help: string;
   readonly aggregator = 'sum' as const;
+  /** Prometheus' type, as prom-client's metrics carry it (readers of a registry's metrics look at it). */
+  abstract readonly type: 'histogram' | 'counter';
   protected readonly labelNames: readonly L[];
   protected readonly all = new Map<string, S>();
 
@@ -126,6 +128,7 @@ abstract class HotMetric<L extends string, S extends { readonly labels: Labels }
 }
 
 export class HotHistogram<L extends string = never> extends HotMetric<L, HistogramSeries> {
+  readonly type = 'histogram' as const;
   private readonly bounds: readonly number[];
 
   constructor(config: HotConfig<L> & { readonly buckets: readonly number[] }) {
@@ -141,7 +144,7 @@ export class HotHistogram<L extends string = never> extends HotMetric<L, Histogr
   async getForPromString(): Promise<HotMetricObject<'histogram'>> {
     const values: MetricValue[] = [];
     for (const s of this.all.values()) values.push(...s.values(this.name));
-    return { name: this.name, help: this.help, type: 'histogram', aggregator: this.aggregator, values };
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 
   /** What a registry hands a reader (getMetricsAsJSON, getSingleMetric): every label in `labels`, as prom-client's. */
@@ -155,6 +158,7 @@ export class HotHistogram<L extends string = never> extends HotMetric<L, Histogr
 }
 
 export class HotCounter<L extends string = never> extends HotMetric<L, CounterSeries> {
+  readonly type = 'counter' as const;
   protected make(labels: Labels): CounterSeries {
     return new CounterSeries(labels);
   }
@@ -162,6 +166,6 @@ export class HotCounter<L extends string = never> extends HotMetric<L, CounterSe
   async get(): Promise<HotMetricObject<'counter'>> {
     const values: MetricValue[] = [];
     for (const s of this.all.values()) values.push({ labels: s.labels, value: s.value });
-    return { name: this.name, help: this.help, type: 'counter', aggregator: this.aggregator, values };
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 }
