@@ -45,12 +45,17 @@ describe('hot metrics', () => {
     expect(await ours.metrics()).toContain('n_total{model="m",status="200"} 6');
   });
 
-  it('keeps one series per label values, and forgets them on reset', async () => {
+  it('keeps one series per label values; a reset zeroes them, and what they count after shows', async () => {
     const ours = new Registry();
     const hot = new HotCounter<'model'>({ name: 'r_total', help: 'r', labelNames: ['model'], registers: [ours] });
-    expect(hot.series({ model: 'a' })).toBe(hot.series({ model: 'a' }));
-    hot.series({ model: 'a' }).inc();
+    const kept = hot.series({ model: 'a' });
+    expect(hot.series({ model: 'a' })).toBe(kept);
+    kept.inc();
+    kept.inc();
     ours.resetMetrics();
-    expect(await ours.metrics()).not.toContain('r_total{');
+    expect(await ours.metrics()).toContain('r_total{model="a"} 0');
+    // The caller still holds the series it had: its counts reach /metrics.
+    kept.inc();
+    expect(await ours.metrics()).toContain('r_total{model="a"} 1');
   });
 });

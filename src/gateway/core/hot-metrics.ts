@@ -36,6 +36,12 @@ export class HistogramSeries {
     this.count++;
   }
 
+  zero(): void {
+    this.counts.fill(0);
+    this.sum = 0;
+    this.count = 0;
+  }
+
   /** prom-client's values for this series: cumulative buckets (`le` first, as its own), then +Inf, sum and count. */
   values(name: string): MetricValue[] {
     const out: MetricValue[] = [];
@@ -60,6 +66,10 @@ export class CounterSeries {
 
   inc(by = 1): void {
     this.value += by;
+  }
+
+  zero(): void {
+    this.value = 0;
   }
 }
 
@@ -88,7 +98,7 @@ interface HotConfig<L extends string> {
 }
 
 /** What the registries read: prom-client's metric interface, minus what only its own metrics need. */
-abstract class HotMetric<L extends string, S extends { readonly labels: Labels }> {
+abstract class HotMetric<L extends string, S extends { readonly labels: Labels; zero(): void }> {
   readonly name: string;
   readonly help: string;
   readonly aggregator = 'sum' as const;
@@ -119,9 +129,13 @@ abstract class HotMetric<L extends string, S extends { readonly labels: Labels }
     return s;
   }
 
-  /** Forgets every series, as prom-client's reset(). */
+  /**
+   * Every series back to zero (prom-client's reset() forgets them instead):
+   * callers keep their series, so a series forgotten here would go on
+   * counting where no scrape sees it.
+   */
   reset(): void {
-    this.all.clear();
+    for (const s of this.all.values()) s.zero();
   }
 
   protected abstract make(labels: Labels): S;
