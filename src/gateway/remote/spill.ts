@@ -136,7 +136,13 @@ export class SpillStats {
     return this.service.get(model) ?? null;
   }
 
-  /** Keeps the duration of each answered local attempt, per model; only of a model with a spill policy, the one reader. */
+  /**
+   * Keeps the duration of each answered local attempt, per model; only of
+   * a model with a spill policy, its one reader (a promise per attempt of
+   * every other model bought nothing). A model given a policy by a catalog
+   * reload learns its service time from its first answered attempt; until
+   * then its wait is unknown, and `saturated` spills a replica with a queue.
+   */
   interceptor(): Interceptor {
     return (next) => (a) => {
       if (a.replica.remote || !a.model.spill) return next(a);
