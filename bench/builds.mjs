@@ -1,0 +1,150 @@
+// Two builds of the router side by side: what a change to the request path
+// buys, in CPU per request. Each build's router (bench/router.mjs
+// --serve-router, from that build's tree) runs in front of one instant sim;
+// the same --connections clients send to both in turn, request by request,
+// so both are loaded at the same moments. CPU time per request of one
+// process on this VM moves by up to 40% between consecutive seconds, and
+// two identical routers loaded side by side by separate clients read 0.87
+// to 1.20 of each other by round; in lockstep, 0.98 to 1.04.
+//
+//   npm run build    # in each tree
+//   node bench/builds.mjs --a /path/to/tree-a --b /path/to/tree-b [--rounds 5] [--requests 15000]
+//     [--connections 50] [--stream] [--flags-a '--tenancy'] [--flags-b '--key-limits']
+//
+// Each tree needs dist/ and bench/. Prints each round's CPU per request,
+// the ratio a/b by round, its median and the pooled ratio. --stream sends
+// 64-chunk streams from the chunk server instead of whole answers.
+// --flags-a and --flags-b pass router flags (bench/router.mjs's: --tenancy,
+// --key-limits) to one side: the same build against itself with teams and
+// budgets on is the tenancy phase's question, asked this way.
+// Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
+import { spawn } from 'node:child_process';
+import console from 'node:console';
+import { resolve } from 'node:path';
+import process from 'node:process';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import { cpuSeconds } from './processes.mjs';
+
+const { values: flags } = parseArgs({
+  options: {
+    a: { type: 'string' },
+    b: { type: 'string' },
+    rounds: { type: 'string', default: '5' },
+    requests: { type: 'string', default: '15000' },
+    connections: { type: 'string', default: '50' },
+    stream: { type: 'boolean', default: false },
+    'flags-a': { type: 'string', default: '' },
+    'flags-b': { type: 'string', default: '' },
+  },
+});
+if (!flags.a || !flags.b) {
+  console.error('name the two trees to compare: --a DIR --b DIR (each built, with dist/ and bench/)');
+  process.exit(2);
+}
+const trees = [resolve(flags.a), resolve(flags.b)];
+// The router runs with npm start's Node flags, as bench/router.mjs runs it.
+const NODE_FLAGS = ['--max-semi-space-size=64'];
+
+/** A child started with `args`, and the first match of `re` in its stdout. */
+function started(args, re) {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((done, fail) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      if (out === null) return;
+      out += d;
+      const m = out.match(re);
+      if (m) {
+        out = null;
+        done({ child, match: m });
+      }
+    });
+    child.once('exit', (code) => fail(new Error(`${args.join(' ')} exited (${code}) before it listened`)));
+  });
+}
+
+const backend = flags.stream
+  ? await started([`${trees[0]}/bench/router.mjs`, '--serve-chunks', '--chunks', '64'], /chunks listening on (\S+)/)
+  : await started(
+      [
+        '--input-type=module',
+        '-e',
+        `import { runSimEngineCli } from ${JSON.stringify(`${trees[0]}/dist/engine/sim/index.js`)}; await runSimEngineCli(process.argv.slice(1));`,
+        '--',
+        '--port',
+        '0',
+        '--model',
+        'instant',
+      ],
+      /listening on (\S+)/,
+    );
+const routers = [];
+for (const [i, tree] of trees.entries()) {
+  const extra = (i === 0 ? flags['flags-a'] : flags['flags-b']).split(' ').filter(Boolean);
+  const r = await started(
+    [...NODE_FLAGS, `${tree}/bench/router.mjs`, '--serve-router', `instant=${backend.match[1]}`, ...extra],
+    /router listening on (\S+) key (\S+)/,
+  );
+  routers.push({ child: r.child, url: r.match[1], key: r.match[2] });
+}
+
+const connections = Number(flags.connections);
+const body = JSON.stringify(
+  flags.stream
+    ? { model: 'instant', messages: [{ role: 'user', content: 'Benchmark the router, please.' }], stream: true }
+    : { model: 'instant', messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 },
+);
+
+/** `count` requests to each router, every client sending to both in turn (which goes first alternates by client). */
+async function lockstep(count) {
+  const pools = routers.map((r) => new Pool(r.url, { connections }));
+  let left = count;
+  let errors = 0;
+  const one = async (i) => {
+    const res = await pools[i].request({
+      path: '/v1/chat/completions',
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${routers[i].key}` },
+      body,
+    });
+    await res.body.text();
+    if (res.statusCode !== 200) errors++;
+  };
+  await Promise.all(
+    Array.from({ length: connections }, async (_, c) => {
+      while (left-- > 0) {
+        await one(c % 2);
+        await one(1 - (c % 2));
+      }
+    }),
+  );
+  await Promise.all(pools.map((p) => p.close()));
+  return errors;
+}
+
+try {
+  // Warm: both compiled and their heaps grown before anything counts.
+  await lockstep(3000);
+  const count = Number(flags.requests);
+  const us = [[], []];
+  for (let round = 0; round < Number(flags.rounds); round++) {
+    const before = routers.map((r) => cpuSeconds(r.child.pid));
+    const errors = await lockstep(count);
+    const after = routers.map((r) => cpuSeconds(r.child.pid));
+    if (errors) console.log(`round ${round + 1}: ${errors} answers were not 200`);
+    for (const i of [0, 1]) us[i].push(((after[i] - before[i]) * 1e6) / count);
+  }
+  const ratios = us[0].map((x, i) => x / us[1][i]);
+  const median = [...ratios].sort((x, y) => x - y)[Math.floor(ratios.length / 2)];
+  const sum = (xs) => xs.reduce((s, x) => s + x, 0);
+  const list = (xs, digits) => xs.map((x) => x.toFixed(digits)).join(', ');
+  console.log(
+    `${flags.stream ? '64-chunk streams' : 'whole answers'}, ${connections} connections, both routers in lockstep, ` +
+      `${us[0].length} rounds of ${count} requests each: CPU µs/request a (${trees[0]}) ${list(us[0], 0)}; ` +
+      `b (${trees[1]}) ${list(us[1], 0)}; a/b by round ${list(ratios, 3)}; median ${median.toFixed(3)}, ` +
+      `pooled ${(sum(us[0]) / sum(us[1])).toFixed(3)}`,
+  );
+} finally {
+  for (const p of [backend.child, ...routers.map((r) => r.child)]) p.kill('SIGTERM');
+}
