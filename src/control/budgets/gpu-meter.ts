@@ -219,8 +219,10 @@ export class GpuMeter implements GpuRateSource {
   private readonly replicaRates = new Map<string, { usdPerToken: number; atMs: number }>();
   /** The last measured rate of each model's tokens. */
   private readonly modelRates = new Map<string, number>();
-  /** watchOthers: each model's tokens in the store after this meter's last add; null = not read yet. */
+  /** watchOthers: each model's tokens in the store after this meter's last add (or at its start); null = not read yet. */
   private seenTokens: Map<string, number> | null = null;
+  /** watchOthers: the read of the store's tokens as the meter starts, awaited before the first interval is priced. */
+  private readonly started: Promise<void>;
   /** watchOthers: until when rates are the measured ones, another process having added tokens; epoch ms. */
   private sharedUntilMs = 0;
   /** When the leader last dropped gone replicas' rows; epoch ms. */
@@ -228,6 +230,9 @@ export class GpuMeter implements GpuRateSource {
 
   constructor(private readonly o: GpuMeterOptions) {
     this.lastMs = o.now();
+    // Read now, not at the first settle: a gateway adding tokens during the first interval is then seen in it, and
+    // the plane does not charge its own tokens that interval's whole cost while the gateway charges its own too.
+    this.started = o.watchOthers ? this.readStart() : Promise.resolve();
     o.budgets?.useGpuRates(this);
     const interval = o.intervalMs ?? 5000;
     if (interval > 0) {
@@ -281,7 +286,17 @@ export class GpuMeter implements GpuRateSource {
     return this.o.book.totals();
   }
 
+  private async readStart(): Promise<void> {
+    try {
+      const totals = await this.o.book.totals();
+      this.seenTokens ??= tokensOf(totals);
+    } catch {
+      // The store is away: the first settle's read takes its place, as before there was a start read.
+    }
+  }
+
   private async settleOnce(): Promise<void> {
+    await this.started;
     const now = this.o.now();
     const intervalMs = now - this.lastMs;
     const served = [...this.served.values()];
@@ -340,7 +355,7 @@ export class GpuMeter implements GpuRateSource {
   private async watch(added: ReadonlyMap<string, GpuTotals>, now: number): Promise<void> {
     const totals = await this.o.book.totals();
     const seen = this.seenTokens;
-    this.seenTokens = new Map([...totals].map(([m, t]) => [m, t.tokens]));
+    this.seenTokens = tokensOf(totals);
     if (seen === null) return;
     for (const [model, t] of totals)
       if (t.tokens > (seen.get(model) ?? 0) + (added.get(model)?.tokens ?? 0)) {
@@ -369,6 +384,11 @@ export class GpuMeter implements GpuRateSource {
       models,
     };
   }
+}
+
+/** Each model's tokens in GPU totals. */
+function tokensOf(totals: ReadonlyMap<string, GpuTotals>): Map<string, number> {
+  return new Map([...totals].map(([m, t]) => [m, t.tokens]));
 }
 
 /** Rates from the interval alone: each replica's cost over its own tokens (spreadByReplica's rules). */

@@ -205,4 +205,42 @@ describe('GPU-priced usage in money budgets and per replica', () => {
       ['plane', +(20 / 3).toFixed(9)],
     ]);
   });
+
+  it("sees a gateway that adds tokens in a lone control plane's first interval, as in any other", async () => {
+    // The plane read the store only at its first settle, so that interval it charged its own tokens the interval's whole
+    // cost while the gateway charged its tokens too: a restarted plane charged every first interval twice.
+    let now = T0;
+    const book = new StoredGpuBook(store);
+    // What the store holds from before this plane started: 10 s of the H100 ($10) over 1,000 tokens.
+    const before = { gpuHours: 10 / 3600, costUsd: 10, tokens: 1000 };
+    await book.add(new Map([['m', before]]), now, new Map([['r-h100', { ...before, model: 'm' }]]));
+    const charged: [string, number][] = [];
+    const meter = (o: { watchOthers?: boolean; cluster?: { leads: () => boolean } }) =>
+      new GpuMeter({
+        prices: PRICES,
+        replicas: () => [REPLICAS[0]!],
+        tokenPriced: () => false,
+        charge: (k, _m, _e, usd) => charged.push([k, usd]),
+        book,
+        now: () => now,
+        logger,
+        intervalMs: 0,
+        ...o,
+      });
+    const plane = meter({ watchOthers: true });
+    // Queued after the plane's start read on the store's one connection: that read is done when this one is.
+    await plane.totals();
+    const gateway = meter({ cluster: { leads: () => false } });
+    const ok = { model: 'm', endpoint: 'chat', status: 200, completionTokens: 0, replicaId: 'r-h100' };
+    plane.observe({ ...ok, keyId: 'plane', promptTokens: 1000 });
+    gateway.observe({ ...ok, keyId: 'gateway', promptTokens: 1000 });
+    now += 10_000;
+    await gateway.settle();
+    await plane.settle();
+    // As in a later interval: the replica's measured rate, $20 over 3,000 tokens, not the plane's 1,000 charged $10.
+    expect(charged.map(([k, usd]) => [k, +usd.toFixed(9)])).toEqual([
+      ['gateway', 5],
+      ['plane', +(20 / 3).toFixed(9)],
+    ]);
+  });
 });
