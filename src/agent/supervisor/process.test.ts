@@ -232,14 +232,16 @@ describe('the supervisor over real processes', () => {
 
   // Regression: the last probe before the deadline was cut to the time left (1 ms), so the error named
   // the probe's own timeout instead of the engine's 503, and the operator learned nothing.
+  // The start timeout is what the stand-in (a Node process) has to start listening and answer 503: 1.5 s was too
+  // little on a loaded CI machine (the last probe met ECONNREFUSED), so it is 6 s, well past any start seen there.
   it('reports an engine that is not ready within its start timeout as failed, and stops it', async () => {
     const s = await supervisor({ restartPolicy: { baseDelayMs: 3_600_000, jitterRatio: 0 } });
-    await s.desired([simLaunch('slow', ['--startup-delay-ms', '600000'], { startTimeoutMs: 1_500 })]);
+    await s.desired([simLaunch('slow', ['--startup-delay-ms', '600000'], { startTimeoutMs: 6_000 })]);
     const starting = await whenState(s, 'slow', 'starting');
     const failed = await whenState(s, 'slow', 'failed');
     expect(failed.error?.code).toBe('LLMGW_ENGINE_NOT_READY');
     expect(failed.error?.message).toMatch(
-      /^engine did not become ready within 1\.5s \(last probe: HTTP 503 from GET \/health\), so it was stopped; /,
+      /^engine did not become ready within 6s \(last probe: HTTP 503 from GET \/health\), so it was stopped; /,
     );
     expect(table.identity(starting.pid!), 'the slow engine was stopped').toBeNull();
   });
