@@ -46,6 +46,24 @@ describe('GPU-priced usage in money budgets and per replica', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** Meters on `book` at the clock `now`, each charging into the one list: a lone plane's (watchOthers) or a gateway's. */
+  const meters = (book: StoredGpuBook, now: () => number) => {
+    const charged: [string, number][] = [];
+    const meter = (o: { watchOthers?: boolean; cluster?: { leads: () => boolean } }) =>
+      new GpuMeter({
+        prices: PRICES,
+        replicas: () => [REPLICAS[0]!],
+        tokenPriced: () => false,
+        charge: (k, _m, _e, usd) => charged.push([k, usd]),
+        book,
+        now,
+        logger,
+        intervalMs: 0,
+        ...o,
+      });
+    return { charged, meter };
+  };
+
   it("charges a USD budget an estimate, then trues it up to the usage rows' cost, replica by replica", async () => {
     let now = T0;
     const budgets = new StoredBudgetBook(store);
@@ -173,19 +191,7 @@ describe('GPU-priced usage in money budgets and per replica', () => {
     // Guards against the plane charging its own tokens the whole interval's cost while a gateway charges its own too.
     let now = T0;
     const book = new StoredGpuBook(store);
-    const charged: [string, number][] = [];
-    const meter = (o: { watchOthers?: boolean; cluster?: { leads: () => boolean } }) =>
-      new GpuMeter({
-        prices: PRICES,
-        replicas: () => [REPLICAS[0]!],
-        tokenPriced: () => false,
-        charge: (k, _m, _e, usd) => charged.push([k, usd]),
-        book,
-        now: () => now,
-        logger,
-        intervalMs: 0,
-        ...o,
-      });
+    const { charged, meter } = meters(book, () => now);
     const plane = meter({ watchOthers: true });
     const gateway = meter({ cluster: { leads: () => false } });
     const ok = { model: 'm', endpoint: 'chat', status: 200, completionTokens: 0, replicaId: 'r-h100' };
@@ -214,19 +220,7 @@ describe('GPU-priced usage in money budgets and per replica', () => {
     // What the store holds from before this plane started: 10 s of the H100 ($10) over 1,000 tokens.
     const before = { gpuHours: 10 / 3600, costUsd: 10, tokens: 1000 };
     await book.add(new Map([['m', before]]), now, new Map([['r-h100', { ...before, model: 'm' }]]));
-    const charged: [string, number][] = [];
-    const meter = (o: { watchOthers?: boolean; cluster?: { leads: () => boolean } }) =>
-      new GpuMeter({
-        prices: PRICES,
-        replicas: () => [REPLICAS[0]!],
-        tokenPriced: () => false,
-        charge: (k, _m, _e, usd) => charged.push([k, usd]),
-        book,
-        now: () => now,
-        logger,
-        intervalMs: 0,
-        ...o,
-      });
+    const { charged, meter } = meters(book, () => now);
     const plane = meter({ watchOthers: true });
     // Queued after the plane's start read on the store's one connection: that read is done when this one is.
     await plane.totals();
