@@ -107,6 +107,9 @@ export type SpendOutcome =
   | { readonly kind: 'renew'; readonly refusedBy: number; readonly renew: readonly number[] }
   | { readonly kind: 'drain'; readonly refusedBy: number; readonly drain: readonly number[] };
 
+/** Every lease has room: one shared outcome, as this is every admitted request's. */
+const ADMIT: SpendOutcome = Object.freeze({ kind: 'admit' });
+
 export function decideAdmission(leases: readonly LeaseSnapshot[], need: readonly number[]): SpendOutcome {
   let renew: number[] | null = null;
   let drain: number[] | null = null;
@@ -121,7 +124,7 @@ export function decideAdmission(leases: readonly LeaseSnapshot[], need: readonly
   }
   // A renewal first: it may grant room, and no hold need come back.
   if (renew !== null) return { kind: 'renew', refusedBy: renew[0]!, renew };
-  return drain === null ? { kind: 'admit' } : { kind: 'drain', refusedBy: drain[0]!, drain };
+  return drain === null ? ADMIT : { kind: 'drain', refusedBy: drain[0]!, drain };
 }
 
 /** Whether `n` would fit a hard budget's lease, with no credit, once every request running here gave back its hold. */

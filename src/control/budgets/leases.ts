@@ -179,9 +179,13 @@ export class BudgetLeases implements BudgetGate, HoldPricing {
     const leases = own && team ? this.ownAndTeam(key.id, key.team!, own, team) : (own ?? team)!;
     const tokens = promptTokens + completionTokens;
     let usd: number | null = null;
-    const need = leases.map((l) =>
-      l.budget.unit === 'tokens' ? tokens : (usd ??= this.spendCost(model, promptTokens, completionTokens) ?? 0),
-    );
+    // A loop, not map(): no closure per request, and the price is looked up once, only if a money budget applies.
+    const need = new Array<number>(leases.length);
+    for (let i = 0; i < leases.length; i++)
+      need[i] =
+        leases[i]!.budget.unit === 'tokens'
+          ? tokens
+          : (usd ??= this.spendCost(model, promptTokens, completionTokens) ?? 0);
     const o = decideAdmission(leases, need);
     if (o.kind === 'admit') return this.hold(leases, need);
     if (o.kind === 'exceeded') return this.exceeded(leases[o.refusedBy]!);

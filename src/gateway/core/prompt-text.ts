@@ -152,10 +152,7 @@ function chatTokens(body: Record<string, unknown>): number {
   let tokens = TEMPLATE_TOKENS;
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const m of messages) tokens += MESSAGE_TOKENS + mostTokens(m);
-  for (const field of ['tools', 'functions'] as const) {
-    const tools = body[field];
-    if (Array.isArray(tools) && tools.length > 0) tokens += TOOLS_PREAMBLE_TOKENS + jsonTokens(tools);
-  }
+  tokens += toolsTokens(body.tools) + toolsTokens(body.functions);
   // vLLM's extensions a template renders too: RAG documents, and the values of its keyword arguments.
   if (body.documents !== undefined) tokens += jsonTokens(body.documents);
   if (body.chat_template_kwargs !== undefined) tokens += jsonTokens(body.chat_template_kwargs);
@@ -163,6 +160,11 @@ function chatTokens(body: Record<string, unknown>): number {
   if (typeof body.chat_template === 'string') tokens += Buffer.byteLength(body.chat_template);
   // Dialect bodies not translated to chat (none today) keep their system prompt beside the messages.
   return tokens + mostTokens(body.system) + mostTokens(body.instructions);
+}
+
+/** Tool definitions (`tools`, or the older `functions`) as a template renders them; 0 for none. */
+function toolsTokens(tools: unknown): number {
+  return Array.isArray(tools) && tools.length > 0 ? TOOLS_PREAMBLE_TOKENS + jsonTokens(tools) : 0;
 }
 
 /** Inputs tokenized one by one (a string, strings, token ids, lists of token ids): each with its special tokens. */
