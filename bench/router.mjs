@@ -45,6 +45,10 @@
 // added p50/p90/p99 (a stream's tail: whatever a proxy does per chunk, and
 // its pauses), and --cpu-connections (50) concurrent streams, for the CPU
 // time per request of the router against the bare proxy's in the same run.
+// The sequential phase also takes turns with a byte relay (node:net, no
+// HTTP: each client connection paired with one to the chunk server, bytes
+// copied as they come): Node's floor for moving a stream's bytes, so the
+// bare proxy's added latency splits into Node's part and HTTP's.
 // The same CPU figure for whole answers comes from the instant sim at
 // --cpu-connections (cpuWhole): there the router's own work per request
 // (key, checks, choice, metrics) weighs most.
@@ -120,6 +124,7 @@ const { values: flags } = parseArgs({
     'slice-ms': { type: 'string', default: '1000' },
     phases: { type: 'string' },
     'serve-bare': { type: 'string' },
+    'serve-relay': { type: 'string' },
     'serve-chunks': { type: 'boolean' },
     chunks: { type: 'string', default: '64' },
     'cpu-connections': { type: 'string', default: '50' },
@@ -140,6 +145,8 @@ if (flags['serve-router']) {
   await serveRouter(flags['serve-router']);
 } else if (flags['serve-bare']) {
   await serveBare(flags['serve-bare']);
+} else if (flags['serve-relay']) {
+  await serveRelay(flags['serve-relay']);
 } else if (flags['serve-chunks']) {
   await serveChunks(Number(flags.chunks));
 } else {
@@ -325,6 +332,37 @@ async function serveBare(simUrl) {
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   console.log(`bare proxy listening on http://127.0.0.1:${server.address().port}`);
   process.on('SIGTERM', () => server.close(() => process.exit(0)));
+}
+
+/**
+ * Child mode: the least any Node process can do between a client and
+ * `simUrl`: no HTTP at all, each client connection paired with a connection
+ * of its own to the backend and the bytes copied both ways as they come
+ * (Nagle off, as node:http and undici set it). Not a proxy anyone could
+ * run: it reads no request and relays whatever it is sent. It says how much
+ * of the bare proxy's added latency is Node moving bytes and how much is
+ * HTTP in JavaScript (node:http's parser and chunked writes, undici's).
+ */
+async function serveRelay(simUrl) {
+  const { createServer, connect } = await import('node:net');
+  const upstream = new URL(simUrl);
+  const server = createServer((client) => {
+    const engine = connect(Number(upstream.port), upstream.hostname);
+    client.setNoDelay(true);
+    engine.setNoDelay(true);
+    client.on('data', (data) => engine.write(data));
+    engine.on('data', (data) => client.write(data));
+    for (const [a, b] of [
+      [client, engine],
+      [engine, client],
+    ]) {
+      a.on('close', () => b.destroy());
+      a.on('error', () => b.destroy());
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  console.log(`byte relay listening on http://127.0.0.1:${server.address().port}`);
+  process.on('SIGTERM', () => process.exit(0));
 }
 
 /**
@@ -604,6 +642,11 @@ async function main() {
   };
   // nginx in front of the chunk backend, only where it is installed: a figure from outside Node beside the bare proxy's.
   const nginx = await startNginx(chunksSim.match[1]);
+  // And Node's own floor for the sequential streams: the bytes relayed with no HTTP (serveRelay).
+  const relay = await spawnUntil(
+    [...nodeFlags, new URL(import.meta.url).pathname, '--serve-relay', chunksSim.match[1]],
+    /byte relay listening on (\S+)/,
+  );
 
   const connections = Number(flags.connections);
   const limitMs = Number(flags.seconds) * 1000;
@@ -638,6 +681,7 @@ async function main() {
       router: routerTarget,
       bare: target(bareProcs.chunks.match[1], {}),
       nginx: nginx ? target(nginx.url, {}) : null,
+      relay: target(relay.match[1], {}),
       bodies: bodies('chunks'),
     },
   };
@@ -982,13 +1026,14 @@ async function main() {
       },
       {
         id: 'seqChunks',
-        name: `${chunkCount}-chunk streams, sequential (direct, routed, bare proxy${nginx ? ', nginx' : ''} in turn)`,
+        name: `${chunkCount}-chunk streams, sequential (direct, routed, bare proxy, byte relay${nginx ? ', nginx' : ''} in turn)`,
         sim: 'chunks',
         conns: 1,
         count: streams,
         make: streamed,
         tokens: chunkCount,
         interleave: true,
+        relay: true,
         tail: true,
       },
       {
@@ -1037,22 +1082,19 @@ async function main() {
       let r;
       let b = null;
       let n = null;
+      let rl = null;
       let simRequests;
       const nginx0 = t.nginx ? cpuSeconds(nginx.child.pid) : null;
       if (p.interleave) {
         // Direct, routed, the bare proxy (and nginx where there is one) in turn, in one run.
         const ways = [p.make(t.direct, t.bodies), p.make(t.router, t.bodies), p.make(t.bare, t.bodies)];
+        if (p.relay) ways.push(p.make(t.relay, t.bodies));
         if (t.nginx) ways.push(p.make(t.nginx, t.bodies));
-        [d, r, b = null, n = null] = await drive(
-          p.conns,
-          p.count * ways.length,
-          phaseMs,
-          ways,
-          p.think,
-          p.warmMs,
-          p.slice,
-        );
-        simRequests = d.sent + r.sent + (b?.sent ?? 0) + (n?.sent ?? 0);
+        const each = await drive(p.conns, p.count * ways.length, phaseMs, ways, p.think, p.warmMs, p.slice);
+        [d, r, b] = each;
+        if (p.relay) rl = each[3];
+        if (t.nginx) n = each.at(-1);
+        simRequests = each.reduce((sum, x) => sum + x.sent, 0);
       } else {
         d = await drive(p.conns, p.count, phaseMs, p.make(t.direct, t.bodies), p.think, p.warmMs);
         simRequests = d.sent;
@@ -1080,6 +1122,7 @@ async function main() {
         cpuUs,
         bareUs,
         nginxAddedP50: n ? n.p50 - d.p50 : null,
+        relayAddedP50: rl ? rl.p50 - d.p50 : null,
       };
       // The tail phases also print p90: a p99 far above it is a stall, not a steady cost.
       const added = (x) =>
@@ -1091,7 +1134,7 @@ async function main() {
         `routed p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${Math.round(r.rate)}/s (${r.done}, errors ${r.errors}); ` +
         `added ${added(r)}` +
         (p.interleave
-          ? `; direct, routed and bare proxy${n ? ' and nginx' : ''} in turn`
+          ? `; direct, routed and bare proxy${rl ? ' and byte relay' : ''}${n ? ' and nginx' : ''} in turn`
           : `; throughput ${res.throughput.toFixed(2)}× direct`) +
         (cpuUs === null
           ? ''
@@ -1105,6 +1148,7 @@ async function main() {
       }
       if (b)
         line += `; a bare Node proxy (node:http + undici, nothing else) adds ${added(b)}${bareUs === null ? '' : `, CPU ${Math.round(bareUs)} µs/request`}`;
+      if (rl) line += `; a byte relay (node:net, no HTTP) adds ${added(rl)}`;
       if (n) line += `; nginx adds ${added(n)}${nginxUs === null ? '' : `, CPU ${Math.round(nginxUs)} µs/request`}`;
       if (cpuUs !== null && bareUs !== null)
         line += `; router CPU/request ${(cpuUs / bareUs).toFixed(2)}× the bare proxy's`;
@@ -1120,6 +1164,7 @@ async function main() {
     await stop(routerProc.child);
     await Promise.all(Object.values(bareProcs).map((b) => stop(b.child)));
     if (nginx) await stop(nginx.child);
+    await stop(relay.child);
     await Promise.all(Object.values(sims).map((s) => stop(s.child)));
   }
   // Beside each latency target: what a bare Node proxy added in the same run, the floor on this machine.
@@ -1176,7 +1221,10 @@ async function main() {
         r.nginxAddedP50 !== null && r.addedP50 <= 2.5 * r.nginxAddedP50,
         r.nginxAddedP50 === null
           ? 'nginx is not installed'
-          : `${(r.addedP50 / r.nginxAddedP50).toFixed(2)}× (+${fmt(r.addedP50)} ms against +${fmt(r.nginxAddedP50)})${floor(r, (x) => x.p50)}`,
+          : `${(r.addedP50 / r.nginxAddedP50).toFixed(2)}× (+${fmt(r.addedP50)} ms against +${fmt(r.nginxAddedP50)})${floor(r, (x) => x.p50)}` +
+            (r.relayAddedP50 === null
+              ? ''
+              : `; against nginx's, the bare proxy ${((r.b.p50 - r.d.p50) / r.nginxAddedP50).toFixed(2)}×, the byte relay (no HTTP) ${(r.relayAddedP50 / r.nginxAddedP50).toFixed(2)}×`),
       ],
     ],
     [
