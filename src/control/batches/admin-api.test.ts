@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { batchRow } from '../../../test/support/batch-records.js';
 import type { BatchAdminView, BatchesAdminView } from '../../api/batch-types.js';
 import { createJsonApp, setPrincipal } from '../../http/index.js';
 import { Store } from '../store/index.js';
@@ -11,35 +12,9 @@ import { BatchRepository, type BatchRow } from './batch-store.js';
 
 const NOW = 1_000_000;
 
+/** A batch of `owner`, in progress for 100 s, as the admin API lists it. */
 function row(id: string, owner: string, over: Partial<BatchRow> = {}): BatchRow {
-  return {
-    id,
-    owner,
-    key_id: 'k1',
-    input_file_id: 'file-1',
-    endpoint: '/v1/chat/completions',
-    completion_window: '24h',
-    metadata: null,
-    status: 'in_progress',
-    created_at: NOW - 100_000,
-    expires_at: NOW + 86_400_000,
-    in_progress_at: NOW - 100_000,
-    finalizing_at: null,
-    completed_at: null,
-    failed_at: null,
-    expired_at: null,
-    cancelling_at: null,
-    cancelled_at: null,
-    output_file_id: null,
-    error_file_id: null,
-    errors: null,
-    total: 0,
-    completed: 0,
-    failed: 0,
-    lease_owner: null,
-    lease_until: null,
-    ...over,
-  };
+  return batchRow(NOW - 100_000, { id, owner, key_id: 'k1', expires_at: NOW + 86_400_000, ...over });
 }
 
 const stores: Store[] = [];

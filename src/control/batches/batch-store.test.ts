@@ -4,37 +4,12 @@
 // lapses), and a batch ended without every line's entry.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Store } from '../store/index.js';
+import { batchRow } from '../../../test/support/batch-records.js';
 import { storeBackends } from '../../../test/support/postgres.js';
 import { BatchRepository, type BatchRow } from './batch-store.js';
 
 function row(id: string, total: number, now: number): BatchRow {
-  return {
-    id,
-    owner: 'team:a',
-    key_id: 'k1',
-    input_file_id: 'file-x',
-    endpoint: '/v1/chat/completions',
-    completion_window: '24h',
-    metadata: null,
-    status: 'in_progress',
-    created_at: now,
-    expires_at: now + 86_400_000,
-    in_progress_at: now,
-    finalizing_at: null,
-    completed_at: null,
-    failed_at: null,
-    expired_at: null,
-    cancelling_at: null,
-    cancelled_at: null,
-    output_file_id: null,
-    error_file_id: null,
-    errors: null,
-    total,
-    completed: 0,
-    failed: 0,
-    lease_owner: null,
-    lease_until: null,
-  };
+  return batchRow(now, { id, key_id: 'k1', input_file_id: 'file-x', total });
 }
 
 const lines = (n: number) => Array.from({ length: n }, (_, i) => ({ line: i + 1, customId: `c${i}`, model: 'm' }));

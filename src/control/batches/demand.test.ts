@@ -5,8 +5,9 @@ import pino from 'pino';
 import { CompiledQuery } from 'kysely';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
+import { batchRow } from '../../../test/support/batch-records.js';
 import { Store } from '../store/index.js';
-import { BatchRepository, type BatchRow } from './batch-store.js';
+import { BatchRepository } from './batch-store.js';
 import { BatchDemandReader, openLinesByModel } from './demand.js';
 
 const stores: Store[] = [];
@@ -20,25 +21,15 @@ describe('batch demand from the store', () => {
     const store = await Store.open({ location: { kind: 'sqlite', path: join(dir, 'db') } });
     stores.push(store);
     const repo = new BatchRepository(store.connection);
-    const row = {
-      id: 'batch_a',
-      owner: 'anonymous',
-      key_id: 'anonymous',
-      input_file_id: 'f',
-      endpoint: '/v1/embeddings',
-    };
     await repo.create(
-      {
-        ...row,
-        completion_window: '24h',
-        metadata: null,
-        status: 'in_progress',
-        created_at: 0,
+      batchRow(0, {
+        id: 'batch_a',
+        owner: 'anonymous',
+        input_file_id: 'f',
+        endpoint: '/v1/embeddings',
         expires_at: 1e12,
         total: 6,
-        completed: 0,
-        failed: 0,
-      } as unknown as BatchRow,
+      }),
       Array.from({ length: 6 }, (_, i) => ({ line: i + 1, customId: `c${i}`, model: i < 4 ? 'embed' : 'chat' })),
     );
     const claimed = await repo.claim(['batch_a'], 'embed', 3, 'me', 10_000, 0);

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { batchRow } from '../../../test/support/batch-records.js';
 import { waitFor } from '../../../test/support/wait.js';
 import { Store } from '../store/index.js';
 import { BatchRepository, type BatchRow } from './batch-store.js';
@@ -21,33 +22,7 @@ import { defaultTeam, MemoryTeams, TeamKeys } from '../teams/index.js';
 const INPUT = `file-${'a'.repeat(32)}`;
 
 function batch(now: number, keyId = 'anonymous'): BatchRow {
-  return {
-    id: 'batch_1',
-    owner: 'team:a',
-    key_id: keyId,
-    input_file_id: INPUT,
-    endpoint: '/v1/chat/completions',
-    completion_window: '24h',
-    metadata: null,
-    status: 'in_progress',
-    created_at: now,
-    expires_at: now + 86_400_000,
-    in_progress_at: now,
-    finalizing_at: null,
-    completed_at: null,
-    failed_at: null,
-    expired_at: null,
-    cancelling_at: null,
-    cancelled_at: null,
-    output_file_id: null,
-    error_file_id: null,
-    errors: null,
-    total: 2,
-    completed: 0,
-    failed: 0,
-    lease_owner: null,
-    lease_until: null,
-  };
+  return batchRow(now, { key_id: keyId, input_file_id: INPUT, total: 2 });
 }
 
 const body = (i: number) => ({ model: 'm', messages: [{ role: 'user', content: `q${i}` }] });
