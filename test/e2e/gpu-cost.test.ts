@@ -5,7 +5,9 @@
 // (its rows at $0), against its tokens not being counted to the replica that
 // served them, and against ctl's spend per model not showing the
 // GPU-hours and the measured cost per million tokens; and, in Chromium, the
-// dashboard's spend and budgets pages as a viewer and a team-admin see them.
+// dashboard's spend and budgets pages as a viewer and a team-admin see them;
+// and a `llmgw gateway` beside the control plane, whose tokens are charged
+// and counted to their replica as the control plane's are.
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -151,6 +153,67 @@ describe('a model priced by the GPU-hours it holds', () => {
     expect(line, ctl.stdout).toMatch(/\$\d/);
     expect(ctl.stdout).toMatch(/MEASURED PER 1M/);
   });
+
+  it('charges the tokens an `llmgw gateway` process serves beside it, counted to their replica', async () => {
+    const before = (await api.spend()).models.find((x) => x.model === 'byhour')!;
+    // A gateway on the same store, given the control plane's gpu_prices: without them it neither counts its tokens to
+    // the replica nor charges them (docs/gpu-cost.md).
+    const gateway = startLlmgw([
+      'gateway',
+      '--store',
+      `sqlite:${join(dir, 'db')}`,
+      '--client-addr',
+      '127.0.0.1:0',
+      '--api-keys',
+      'off',
+      '--gpu-prices',
+      'H100=3600',
+      '--log-level',
+      'warn',
+    ]);
+    const gatewayUrl = (await gateway.waitForLog((e) => e.msg === 'llmgw gateway listening', 60_000)).client as string;
+    await waitFor('the gateway to route byhour', async () => {
+      const res = await fetch(`${gatewayUrl}/v1/models`);
+      const list = res.status === 200 ? ((await res.json()) as { data: { id: string }[] }) : null;
+      return list?.data.some((m) => m.id === 'byhour') ? true : undefined;
+    });
+    for (let i = 0; i < 4; i++) {
+      const res = await fetch(`${gatewayUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'byhour', messages: [{ role: 'user', content: `g${i}` }], max_tokens: 8 }),
+      });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
+    // The control plane served nothing since: a cost added to the row now is the gateway's charge for its tokens.
+    const after = await waitFor(
+      "the gateway's usage to be charged",
+      async () => {
+        const m = (await api.spend()).models.find((x) => x.model === 'byhour');
+        return m && m.requests === before.requests + 4 && m.cost_usd > before.cost_usd ? m : undefined;
+      },
+      30_000,
+    );
+    expect(after.completion_tokens).toBeGreaterThan(before.completion_tokens);
+    // Its tokens are counted to the replica that served them, beside the control plane's.
+    const [replica] = (await api.replicas({ model: 'byhour' })).filter((r) => r.state === 'ready');
+    const db = new BetterSqlite3(join(dir, 'db'), { readonly: true });
+    try {
+      const read = db.prepare('SELECT tokens FROM replica_gpu_cost WHERE replica_id = ?');
+      await waitFor(
+        "the replica's row to hold the gateway's tokens too",
+        async () => {
+          const r = read.get(replica!.id) as { tokens: number } | undefined;
+          return r && r.tokens === after.prompt_tokens + after.completion_tokens ? r : undefined;
+        },
+        30_000,
+      );
+    } finally {
+      db.close();
+    }
+    await gateway.stop();
+  }, 90_000);
 
   it.skipIf(!haveChromium && !process.env.CI)(
     "shows spend and budgets in the dashboard, a team-admin's cut to its team",
