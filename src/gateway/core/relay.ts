@@ -13,6 +13,7 @@ import { openAiErrorBody } from './errors.js';
 import { TailKeeper } from './usage.js';
 import { refusesStreamOptions } from './stream-options.js';
 import { SSE_EVENT_LIMIT_BYTES, SseEvents } from './sse-events.js';
+import { withoutUsageEvent } from './withheld-usage.js';
 import { certificateProblem } from '../../tls/index.js';
 
 /**
@@ -288,7 +289,8 @@ export class RelayHandler extends AttemptRelay {
       }
       if (whole.length === 0) return;
       data = whole;
-      if (this.withholdUsage && (data.includes(EMPTY_LIST) || data.includes(EMPTY_LIST_SPACED))) {
+      if (this.withholdUsage) {
+        // The same bytes back, at the cost of two searches, unless the read holds the usage-only event.
         data = withoutUsageEvent(data);
         if (data.length === 0) return;
       }
@@ -299,42 +301,6 @@ export class RelayHandler extends AttemptRelay {
       this.controller.pause();
       res.once('drain', this.onDrain);
     }
-  }
-}
-
-/** What a usage-only event must hold, however it is spaced: an empty list (its choices). Only reads with one are looked at closely. */
-const EMPTY_LIST = Buffer.from('[]');
-const EMPTY_LIST_SPACED = Buffer.from('[ ]');
-
-/**
- * Whole SSE events without the usage-only one (`"choices": []` and a usage
- * object: what an engine sends last when asked for include_usage). Only
- * events with an empty choices list are parsed; the rest pass as bytes
- * (engines put `"usage": null` on every chunk, so "usage" alone says nothing).
- */
-export function withoutUsageEvent(data: Buffer): Buffer {
-  const text = data.toString('utf8');
-  const events = text.split(/(?<=\r?\n\r?\n)/);
-  const kept = events.filter((event) => !(/"choices"\s*:\s*\[\s*\]/.test(event) && isUsageOnly(event)));
-  return kept.length === events.length ? data : Buffer.from(kept.join(''), 'utf8');
-}
-
-function isUsageOnly(event: string): boolean {
-  const payload = event
-    .split(/\r?\n/)
-    .filter((line) => line.startsWith('data:'))
-    .map((line) => line.slice(5).trimStart())
-    .join('\n');
-  try {
-    const chunk = JSON.parse(payload) as { choices?: unknown; usage?: unknown };
-    return (
-      Array.isArray(chunk.choices) &&
-      chunk.choices.length === 0 &&
-      typeof chunk.usage === 'object' &&
-      chunk.usage !== null
-    );
-  } catch {
-    return false;
   }
 }
 
