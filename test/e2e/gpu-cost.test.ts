@@ -30,6 +30,19 @@ let clientUrl: string;
 const stateDirs: string[] = [];
 let browser: Browser | undefined;
 
+/** Four chats of model byhour through the client listener at `url`, each answered with 200. */
+async function fourChats(url: string): Promise<void> {
+  for (let i = 0; i < 4; i++) {
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'byhour', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 }),
+    });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+  }
+}
+
 describe('a model priced by the GPU-hours it holds', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'llmgw-e2e-gpu-cost-'));
@@ -100,15 +113,7 @@ describe('a model priced by the GPU-hours it holds', () => {
   });
 
   it("charges its usage the replica's GPU-hours and shows them with the measured cost per million tokens", async () => {
-    for (let i = 0; i < 4; i++) {
-      const res = await fetch(`${clientUrl}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'byhour', messages: [{ role: 'user', content: `q${i}` }], max_tokens: 8 }),
-      });
-      expect(res.status).toBe(200);
-      await res.arrayBuffer();
-    }
+    await fourChats(clientUrl);
     // The meter settles every 5 s and usage is written every 2 s: the charge lands within a few of each.
     const row = await waitFor(
       'the usage to be charged',
@@ -177,15 +182,7 @@ describe('a model priced by the GPU-hours it holds', () => {
       const list = res.status === 200 ? ((await res.json()) as { data: { id: string }[] }) : null;
       return list?.data.some((m) => m.id === 'byhour') ? true : undefined;
     });
-    for (let i = 0; i < 4; i++) {
-      const res = await fetch(`${gatewayUrl}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'byhour', messages: [{ role: 'user', content: `g${i}` }], max_tokens: 8 }),
-      });
-      expect(res.status).toBe(200);
-      await res.arrayBuffer();
-    }
+    await fourChats(gatewayUrl);
     // The control plane served nothing since: a cost added to the row now is the gateway's charge for its tokens.
     const after = await waitFor(
       "the gateway's usage to be charged",
