@@ -3,11 +3,12 @@
 // otherwise. In one place so that each test names only what it is about
 // (its id, owner, total, key), and a column added to the table is added to
 // every test's row at once.
-import type { BatchRow } from '../../src/control/batches/batch-store.js';
+import { NEW_BATCH_ROW, type BatchRow } from '../../src/control/batches/batch-store.js';
 
 /** Batch `batch_1` of team `a`, chat completions, in progress since `at` (ms) with 24 h to run, nothing counted yet. */
 export function batchRow(at: number, over: Partial<BatchRow> = {}): BatchRow {
   return {
+    ...NEW_BATCH_ROW,
     id: 'batch_1',
     owner: 'team:a',
     key_id: 'anonymous',
@@ -19,20 +20,7 @@ export function batchRow(at: number, over: Partial<BatchRow> = {}): BatchRow {
     created_at: at,
     expires_at: at + 86_400_000,
     in_progress_at: at,
-    finalizing_at: null,
-    completed_at: null,
-    failed_at: null,
-    expired_at: null,
-    cancelling_at: null,
-    cancelled_at: null,
-    output_file_id: null,
-    error_file_id: null,
-    errors: null,
     total: 0,
-    completed: 0,
-    failed: 0,
-    lease_owner: null,
-    lease_until: null,
     ...over,
   };
 }

@@ -27,6 +27,28 @@ export function isActive(status: string): boolean {
 
 export type BatchRow = BatchesTable;
 
+/**
+ * What a new batch row starts with beyond what its request says: no stage
+ * reached past its first, no output files, nothing counted, no lease. The
+ * service spreads it under the fields it sets, and so do the tests' rows.
+ */
+export const NEW_BATCH_ROW = {
+  in_progress_at: null,
+  finalizing_at: null,
+  completed_at: null,
+  failed_at: null,
+  expired_at: null,
+  cancelling_at: null,
+  cancelled_at: null,
+  output_file_id: null,
+  error_file_id: null,
+  errors: null,
+  completed: 0,
+  failed: 0,
+  lease_owner: null,
+  lease_until: null,
+} as const satisfies Partial<BatchRow>;
+
 /** Rows inserted at once: 7 columns each, well under both dialects' parameter limits. */
 const INSERT_CHUNK = 500;
 

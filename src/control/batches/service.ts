@@ -10,7 +10,14 @@ import { LlmgwError } from '../../errors/index.js';
 import type { ApiObject, BatchCaller, FilesAndBatches } from '../../gateway/index.js';
 import { parseDurationMs } from '../../units/index.js';
 import type { BatchSettings } from '../config/batches.js';
-import { CANCELLABLE_STATUSES, isActive, type BatchRepository, type BatchRow, type NewLine } from './batch-store.js';
+import {
+  CANCELLABLE_STATUSES,
+  isActive,
+  NEW_BATCH_ROW,
+  type BatchRepository,
+  type BatchRow,
+  type NewLine,
+} from './batch-store.js';
 import type { FileContent } from './content.js';
 import type { FileRecord, FileRepository } from './files-store.js';
 import { isBatchEndpoint, BATCH_ENDPOINTS, parseBatchInput } from './input.js';
@@ -199,6 +206,7 @@ export class BatchService implements FilesAndBatches {
     const input = parseBatchInput(await this.deps.content.read(file.id), this.deps.settings.maxLines, b.endpoint);
     const now = this.deps.now();
     const row: BatchRow = {
+      ...NEW_BATCH_ROW,
       id: newId('batch_'),
       owner: ownerOf(caller),
       key_id: caller.keyId,
@@ -209,21 +217,7 @@ export class BatchService implements FilesAndBatches {
       status: 'validating',
       created_at: now,
       expires_at: now + windowMs,
-      in_progress_at: null,
-      finalizing_at: null,
-      completed_at: null,
-      failed_at: null,
-      expired_at: null,
-      cancelling_at: null,
-      cancelled_at: null,
-      output_file_id: null,
-      error_file_id: null,
-      errors: null,
       total: input.lines.length,
-      completed: 0,
-      failed: 0,
-      lease_owner: null,
-      lease_until: null,
     };
     await this.deps.batches.create(row, this.canonical(input.lines));
     this.deps.notify();
