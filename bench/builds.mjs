@@ -18,13 +18,13 @@
 // --key-limits) to one side: the same build against itself with teams and
 // budgets on is the tenancy phase's question, asked this way.
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
-import { cpuSeconds } from './processes.mjs';
+import { cpuSeconds, simProcessArgs, spawnUntil } from './processes.mjs';
 
 const { values: flags } = parseArgs({
   options: {
@@ -46,43 +46,16 @@ const trees = [resolve(flags.a), resolve(flags.b)];
 // The router runs with npm start's Node flags, as bench/router.mjs runs it.
 const NODE_FLAGS = ['--max-semi-space-size=64'];
 
-/** A child started with `args`, and the first match of `re` in its stdout. */
-function started(args, re) {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((done, fail) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      if (out === null) return;
-      out += d;
-      const m = out.match(re);
-      if (m) {
-        out = null;
-        done({ child, match: m });
-      }
-    });
-    child.once('exit', (code) => fail(new Error(`${args.join(' ')} exited (${code}) before it listened`)));
-  });
-}
-
 const backend = flags.stream
-  ? await started([`${trees[0]}/bench/router.mjs`, '--serve-chunks', '--chunks', '64'], /chunks listening on (\S+)/)
-  : await started(
-      [
-        '--input-type=module',
-        '-e',
-        `import { runSimEngineCli } from ${JSON.stringify(`${trees[0]}/dist/engine/sim/index.js`)}; await runSimEngineCli(process.argv.slice(1));`,
-        '--',
-        '--port',
-        '0',
-        '--model',
-        'instant',
-      ],
+  ? await spawnUntil([`${trees[0]}/bench/router.mjs`, '--serve-chunks', '--chunks', '64'], /chunks listening on (\S+)/)
+  : await spawnUntil(
+      simProcessArgs(pathToFileURL(`${trees[0]}/dist/engine/sim/index.js`).href, ['--port', '0', '--model', 'instant']),
       /listening on (\S+)/,
     );
 const routers = [];
 for (const [i, tree] of trees.entries()) {
   const extra = (i === 0 ? flags['flags-a'] : flags['flags-b']).split(' ').filter(Boolean);
-  const r = await started(
+  const r = await spawnUntil(
     [...NODE_FLAGS, `${tree}/bench/router.mjs`, '--serve-router', `instant=${backend.match[1]}`, ...extra],
     /router listening on (\S+) key (\S+)/,
   );

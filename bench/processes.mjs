@@ -1,9 +1,12 @@
-// What the benches that run llmgw as child processes share: waiting for a
-// control plane's listening line, and reading a process's CPU time from
+// What the benches that run llmgw as child processes share: starting one
+// and waiting for its listening line (a control plane's, or any Node child's),
+// the command line of a sim engine, and reading a process's CPU time from
 // /proc. Apart from measure.mjs, which times calls inside the bench's own
 // process.
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import process from 'node:process';
 import { clearTimeout, setTimeout } from 'node:timers';
 
 /**
@@ -36,6 +39,33 @@ export function controlListening(child, exited) {
       reject(new Error(`the control plane exited (${signal ?? code}) before listening`));
     });
   });
+}
+
+/**
+ * Node run with `args`, once its stdout matches `re` (its listening line):
+ * the child and the match. Rejects if it exits first. Its stderr is the
+ * bench's; the rest of its stdout is read and dropped, so the pipe never fills.
+ */
+export function spawnUntil(args, re) {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      if (out === null) return;
+      out += d;
+      const match = re.exec(out);
+      if (!match) return;
+      out = null;
+      resolve({ child, match });
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code}) before it listened`)));
+  });
+}
+
+/** Node's arguments for the sim engine of the build whose `engine/sim/index.js` is at `moduleUrl`, given the sim's `args`. */
+export function simProcessArgs(moduleUrl, args) {
+  const code = `import { runSimEngineCli } from ${JSON.stringify(moduleUrl)}; await runSimEngineCli(process.argv.slice(1));`;
+  return ['--input-type=module', '-e', code, '--', ...args];
 }
 
 /** CPU seconds (user + system) a process has used, from /proc; null where there is no /proc (or no pid). */

@@ -102,7 +102,7 @@ import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { cpuSeconds } from './processes.mjs';
+import { cpuSeconds, simProcessArgs, spawnUntil } from './processes.mjs';
 import { BENCH_KEY_LIMITS, BENCH_PRICE, tenancyParts } from './tenancy.mjs';
 import { hasWrk, runWrk } from './wrk.mjs';
 import { Pool } from 'undici';
@@ -459,20 +459,6 @@ http {
   return { child, url: base };
 }
 
-/** Spawns `args` and resolves with the first stdout match of `re` and the child. */
-function spawnUntil(args, re) {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = re.exec(out);
-      if (m) resolve({ match: m, child });
-    });
-    child.once('exit', (c) => reject(new Error(`${args.join(' ')} exited with ${c} before listening`)));
-  });
-}
-
 /** An OTLP/HTTP sink on loopback for the traced router: answers 200 to every batch and keeps only counts. */
 async function startSink() {
   let batches = 0;
@@ -578,10 +564,9 @@ async function drive(connections, count, limitMs, ones, thinkMs = 0, warmMs = 0,
 }
 
 async function main() {
-  const simCode = `import { runSimEngineCli } from ${JSON.stringify(dist('engine/sim/index.js'))}; await runSimEngineCli(process.argv.slice(1));`;
   const startSim = (name, extra) =>
     spawnUntil(
-      ['--input-type=module', '-e', simCode, '--', '--port', '0', '--model', name, ...extra],
+      simProcessArgs(dist('engine/sim/index.js'), ['--port', '0', '--model', name, ...extra]),
       /listening on (\S+)/,
     );
   const instant = await startSim('instant', []);
