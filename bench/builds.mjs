@@ -63,10 +63,13 @@ for (const [i, tree] of trees.entries()) {
 }
 
 const connections = Number(flags.connections);
+// bench/router.mjs's bodies (its --max-tokens and --stream-tokens defaults): a stream without max_tokens would have
+// a budgeted key's router (--tenancy) add one to the body, which the tenancy phase it stands in for never does.
+const messages = [{ role: 'user', content: 'Benchmark the router, please.' }];
 const body = JSON.stringify(
   flags.stream
-    ? { model: 'instant', messages: [{ role: 'user', content: 'Benchmark the router, please.' }], stream: true }
-    : { model: 'instant', messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 },
+    ? { model: 'instant', messages, max_tokens: 256, stream: true }
+    : { model: 'instant', messages, max_tokens: 16 },
 );
 
 /** `count` requests to each router, every client sending to both in turn (which goes first alternates by client). */
