@@ -1071,7 +1071,7 @@ async function main() {
       let simRequests;
       const nginx0 = t.nginx ? cpuSeconds(nginx.child.pid) : null;
       if (p.interleave) {
-        // Direct, routed, the bare proxy (and nginx where there is one) in turn, in one run.
+        // Direct, routed, the bare proxy (the byte relay where the phase asks, nginx where there is one) in turn, in one run.
         const ways = [p.make(t.direct, t.bodies), p.make(t.router, t.bodies), p.make(t.bare, t.bodies)];
         if (p.relay) ways.push(p.make(t.relay, t.bodies));
         if (t.nginx) ways.push(p.make(t.nginx, t.bodies));
@@ -1107,7 +1107,7 @@ async function main() {
         cpuUs,
         bareUs,
         nginxAddedP50: n ? n.p50 - d.p50 : null,
-        relayAddedP50: rl ? rl.p50 - d.p50 : null,
+        rl,
       };
       // The tail phases also print p90: a p99 far above it is a stall, not a steady cost.
       const added = (x) =>
@@ -1207,9 +1207,9 @@ async function main() {
         r.nginxAddedP50 === null
           ? 'nginx is not installed'
           : `${(r.addedP50 / r.nginxAddedP50).toFixed(2)}× (+${fmt(r.addedP50)} ms against +${fmt(r.nginxAddedP50)})${floor(r, (x) => x.p50)}` +
-            (r.relayAddedP50 === null
+            (r.rl === null
               ? ''
-              : `; against nginx's, the bare proxy ${((r.b.p50 - r.d.p50) / r.nginxAddedP50).toFixed(2)}×, the byte relay (no HTTP) ${(r.relayAddedP50 / r.nginxAddedP50).toFixed(2)}×`),
+              : `; against nginx's, the bare proxy ${((r.b.p50 - r.d.p50) / r.nginxAddedP50).toFixed(2)}×, the byte relay (no HTTP) ${((r.rl.p50 - r.d.p50) / r.nginxAddedP50).toFixed(2)}×`),
       ],
     ],
     [
