@@ -104,34 +104,19 @@ function admitBudget(
 ): void {
   const cost = known ?? tokensToReserve(call.endpoint, call.parsed, call.model, deps.options.defaultReserveTokens);
   const held = budgetHold(call.endpoint, call.parsed, cost);
+  const decided = (decision: BudgetDecision): void => {
+    if (!decision.ok) return refuseBudget(deps, reply, key, call, decision, held);
+    if (decision.hold && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
+    done();
+  };
   const decision = call.tab.holdBudget(call.model.name, held.prompt, held.completion);
-  // Only a request whose lease ran dry waits; every other one is decided here, with no turn of the event loop
-  // (and no closure made for it).
+  // Only a request whose lease ran dry waits; every other one is decided here, with no turn of the event loop.
   if (decision instanceof Promise)
-    decision.then(
-      (d) => budgetDecided(deps, reply, key, call, cost, held, d, done),
-      (err: unknown) => {
-        call.tab.release();
-        done(err as Error);
-      },
-    );
-  else budgetDecided(deps, reply, key, call, cost, held, decision, done);
-}
-
-/** Admits the request (calls `done`) or refuses it, once its budgets have decided. */
-function budgetDecided(
-  deps: AdmissionDeps,
-  reply: FastifyReply,
-  key: ApiKeyRecord,
-  call: AdmittedCall,
-  cost: TokenCost,
-  held: BudgetHoldTokens,
-  decision: BudgetDecision,
-  done: (err?: Error) => void,
-): void {
-  if (!decision.ok) return refuseBudget(deps, reply, key, call, decision, held);
-  if (decision.hold && cost.completion > 0 && cost.completionFrom !== 'request') call.completionCap = cost.completion;
-  done();
+    decision.then(decided, (err: unknown) => {
+      call.tab.release();
+      done(err as Error);
+    });
+  else decided(decision);
 }
 
 function refuseBudget(
