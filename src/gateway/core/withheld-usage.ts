@@ -4,6 +4,7 @@
 // so the client sees the stream it asked for. Apart from relay.ts, which
 // writes a stream's bytes on as they came, because this reads them as
 // events and their JSON.
+import { eventData } from './sse-events.js';
 
 /** What a usage-only event must hold, however it is spaced: an empty list (its choices). Only events with one are looked at closely. */
 const EMPTY_LIST = Buffer.from('[]');
@@ -60,13 +61,8 @@ function eventEnd(data: Buffer, at: number): number {
 }
 
 function isUsageOnly(event: string): boolean {
-  const payload = event
-    .split(/\r?\n/)
-    .filter((line) => line.startsWith('data:'))
-    .map((line) => line.slice(5).trimStart())
-    .join('\n');
   try {
-    const chunk = JSON.parse(payload) as { choices?: unknown; usage?: unknown };
+    const chunk = JSON.parse(eventData(event)) as { choices?: unknown; usage?: unknown };
     return (
       Array.isArray(chunk.choices) &&
       chunk.choices.length === 0 &&
