@@ -71,13 +71,17 @@ export class Call implements Dispatcher.DispatchController, ResponseSink {
     this.pool.fail(this, reason);
   }
 
+  // Once the call has ended, its connection may carry another request: a
+  // late pause or resume (a client's drain after the answer's end) must not
+  // reach it. The pool resumes a connection a handler left paused.
   pause(): void {
+    if (this.finished) return;
     this.pausedNow = true;
     this.conn.socket.pause();
   }
 
   resume(): void {
-    if (!this.pausedNow) return;
+    if (!this.pausedNow || this.finished) return;
     this.pausedNow = false;
     this.readSinceSweep = true;
     this.conn.socket.resume();

@@ -305,6 +305,33 @@ describe('EnginePool', () => {
     expect(a.body).toBe('abcdef');
   });
 
+  // Found by the AI SDK's client test under CI load: the relay paused the
+  // engine's socket for a slow client, the whole answer was already in the
+  // read, and the connection went back to idle still paused. The next
+  // request on it was answered by the engine and never read: it hung until
+  // the test's 60 s timeout.
+  it('reads the next answer on a connection whose last handler paused it and never resumed', async () => {
+    const e = await engine((r) => r.socket.write(ok('{"n":1}')));
+    const p = pool(e.origin);
+    const paused = await send(p, {}, { onData: (c) => c.pause() });
+    expect(paused.body).toBe('{"n":1}');
+    // Bounded, so that the bug reads as this assertion rather than a hang.
+    const next = await send(p, { headersTimeout: 2_000 });
+    expect(next).toMatchObject({ status: 200, body: '{"n":1}', error: null });
+    expect(e.connections, 'the same connection, reused').toBe(1);
+  });
+
+  it('keeps a finished request from pausing or resuming the request its connection carries next', async () => {
+    const e = await engine((r) => r.socket.write(ok('{}')));
+    const p = pool(e.origin);
+    const first = await send(p);
+    // The next request on the same connection: the first one's controller, called late (a drain after its end), must not touch it.
+    const next = send(p, { headersTimeout: 2_000 }, { onStart: () => first.controller!.pause() });
+    expect((await next).error).toBe(null);
+    first.controller!.resume();
+    expect(e.connections).toBe(1);
+  });
+
   it('aborts mid-stream: the handler hears the reason once, and the engine sees the connection closed', async () => {
     const e = await engine((r) => r.socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n'));
     const reason = new Error('the client went away');

@@ -212,10 +212,13 @@ export class EnginePool {
 
   /** The connection's request ended: back to idle when `reuse`, closed otherwise. */
   private release(conn: Connection, reuse: boolean): void {
+    const paused = conn.call?.paused === true;
     conn.call = null;
     this.busy.delete(conn);
     if (reuse && !conn.dead && !this.destroyed && !this.closing && conn.keepAliveMs > 0) {
       conn.idleSinceMs = Date.now();
+      // Paused for a slow client when the whole answer was already read: left so, the next answer on it would never be read.
+      if (paused) conn.socket.resume();
       conn.socket.unref();
       this.idle.push(conn);
     } else this.kill(conn);
