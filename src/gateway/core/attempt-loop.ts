@@ -342,7 +342,7 @@ export class AttemptLoop {
   /** The end of the chain: the attempt sent to the replica's pool, relayed to the client as it comes. */
   private send(a: Attempt<Exchange>): Promise<Outcome> {
     const { ex, model, replica } = a;
-    const { attempts: sender, basePath } = this.deps.pools.of(replica.endpoint, replica.nodes?.[0]);
+    const { pool, basePath } = this.deps.pools.of(replica.endpoint, replica.nodes?.[0]);
     // The engine's secret replaces anything the client sent: a client's key never reaches an engine.
     attachSecret(a);
     return new Promise<Outcome>((resolve) => {
@@ -382,7 +382,7 @@ export class AttemptLoop {
         },
         timeout: () => (ex.revoked ? this.revokedAnswer(ex) : this.timeout(ex)),
       };
-      sender.dispatch(
+      pool.dispatch(
         {
           path: basePath + (a.upstream?.path ?? a.path),
           method: 'POST',
