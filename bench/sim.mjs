@@ -11,14 +11,13 @@
 //     [--streams 2000] [--seconds 10] [--max-tokens 16] [--stream-tokens 256]
 //     [--in-process]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
 import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
-import { cpuSeconds } from './processes.mjs';
+import { cpuSeconds, simProcessArgs, spawnUntil } from './processes.mjs';
 
 const { values: flags } = parseArgs({
   options: {
@@ -43,19 +42,8 @@ async function startSim() {
     const engine = await startSimEngine({ models: ['bench'] });
     return { url: engine.url, pid: null, stop: () => engine.close({ graceMs: 0 }) };
   }
-  const code = `import { runSimEngineCli } from ${JSON.stringify(simModule.href)}; await runSimEngineCli(process.argv.slice(1));`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', code, '--', ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-      const match = /listening on (\S+)/.exec(out);
-      if (match) resolve(match[1]);
-    });
-    child.once('exit', (c) => reject(new Error(`the sim exited with ${c} before listening`)));
-  });
+  const { child, match } = await spawnUntil(simProcessArgs(simModule.href, args), /listening on (\S+)/);
+  const url = match[1];
   return {
     url,
     pid: child.pid,
