@@ -14,13 +14,13 @@ import type { ReplicaDirectory, ReplicaUse, RoutedModel, RouterReplica } from '.
 import { CacheRouting } from '../prefix-cache/cache-routing.js';
 import { pickByCache } from '../prefix-cache/score.js';
 import { replicaUse, type Interceptor } from './dispatch.js';
+import type { FinishedSends } from './finished-sends.js';
 import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
 import { promptPrefix } from './prompt-text.js';
 import type { ChoiceRecord } from './request-log.js';
 import type { ParsedRequest } from './validate.js';
 
 const NO_SENDS: readonly number[] = Object.freeze([]);
-const NO_FINISHED: readonly { startMs: number; endMs: number }[] = Object.freeze([]);
 
 /** The settings the chooser reads (RouterOptions has them). */
 export interface ChooserOptions {
@@ -41,7 +41,7 @@ export class ReplicaChooser {
   /** Start times (epoch ms) of the attempts in flight per replica id, oldest first: the sends an engine sample has not seen yet. */
   private readonly sends = new Map<string, number[]>();
   /** Attempts per replica id that ended within the last loadStaleMs: the ones an engine sample counted that are gone since. */
-  private readonly finished = new Map<string, { startMs: number; endMs: number }[]>();
+  private readonly finished = new Map<string, FinishedSends>();
   /** Prefix rings by model, with the id set they were built from. */
   private readonly rings = new Map<string, HashRing>();
   /** What the engines' KV caches hold, for `routing: prefix-cache`; reads nothing until such a model's replica publishes. */
@@ -113,13 +113,7 @@ export class ReplicaChooser {
     const now = o.now();
     const scores = new Map<string, number>();
     for (const c of candidates) {
-      const view = loadViewOf(
-        c.load,
-        this.sends.get(c.id) ?? NO_SENDS,
-        now,
-        o.loadStaleMs,
-        this.finished.get(c.id) ?? NO_FINISHED,
-      );
+      const view = loadViewOf(c.load, this.sends.get(c.id) ?? NO_SENDS, now, o.loadStaleMs, this.finished.get(c.id));
       const score = expectedLoad(view);
       scores.set(c.id, score);
       if (why)

@@ -13,6 +13,7 @@ import {
 } from './dispatch.js';
 import type { ReplicaUse } from '../../control/scaling/index.js';
 import { parseRequest } from './validate.js';
+import type { FinishedSends } from './finished-sends.js';
 
 const model = (name: string, aliases: string[] = []) =>
   compileModel(
@@ -118,7 +119,7 @@ describe('the dispatch chain', () => {
   it('counts the attempt in flight on its replica until its outcome, and stamps its last use', async () => {
     const use: ReplicaUse = { inFlight: 0, lastUsedAtMs: null };
     const sends = new Map<string, number[]>();
-    const finished = new Map<string, { startMs: number; endMs: number }[]>();
+    const finished = new Map<string, FinishedSends>();
     let clock = 40;
     let during: unknown = null;
     const book = { useOf: () => use, sends, finished, keepFinishedMs: 1_000, now: () => clock };
@@ -134,7 +135,9 @@ describe('the dispatch chain', () => {
     expect(during).toEqual({ inFlight: 1, sends: [40] });
     expect(use).toEqual({ inFlight: 0, lastUsedAtMs: 42 });
     expect(sends.size, 'an empty in-flight list is dropped').toBe(0);
-    expect([...finished.values()]).toEqual([[{ startMs: 40, endMs: 42 }]]);
+    expect([...finished.keys()]).toEqual(['r1']);
+    expect(finished.get('r1')!.size).toBe(1);
+    expect(finished.get('r1')!.finishedSince(41), 'sent at 40, ended at 42').toBe(1);
   });
 
   it('settles the bookkeeping of an attempt that failed with an error, and passes the error on', async () => {

@@ -10,6 +10,7 @@ import type { Dispatcher } from 'undici';
 import type { ReplicaUse, RoutedModel, RouterReplica } from '../ports/index.js';
 import type { RouterMetrics } from './metrics.js';
 import type { Outcome } from './relay.js';
+import { FinishedSends } from './finished-sends.js';
 import type { ParsedRequest } from './validate.js';
 import { withFormField } from '../../http/index.js';
 import type { ShadowPlan } from '../traffic/index.js';
@@ -161,8 +162,8 @@ export interface ReplicaUseBook {
   readonly useOf?: (replicaId: string) => ReplicaUse;
   /** Start times of the attempts in flight, oldest first; a replica's list is dropped once empty. */
   readonly sends: Map<string, number[]>;
-  /** Start and end of the attempts that ended in the last `keepFinishedMs`, oldest first. */
-  readonly finished: Map<string, { startMs: number; endMs: number }[]>;
+  /** The attempts per replica that ended in the last `keepFinishedMs` (at least); a replica's entry is made on its first end. */
+  readonly finished: Map<string, FinishedSends>;
   /** 0 = ended attempts are not kept. */
   readonly keepFinishedMs: number;
   readonly now: () => number;
@@ -173,8 +174,7 @@ export interface ReplicaUseBook {
  * runs and after: its in-flight count and last use, its start time while
  * in flight, and its start and end for `keepFinishedMs` after it ends
  * (least-load counts the sends an engine's last sample cannot have seen,
- * and takes off the ones it saw that have finished since; a few older
- * ones stay until they can be dropped in bulk: trimFinished). One
+ * and takes off the ones it saw that have finished since: FinishedSends). One
  * interceptor with one callback on the outcome: it runs on every attempt,
  * and a promise per bookkeeping step (a `.finally` each) cost more than
  * the bookkeeping itself.
@@ -206,9 +206,8 @@ export function replicaUse(book: ReplicaUseBook): Interceptor {
       }
       if (keepFinishedMs <= 0) return;
       let done = finished.get(id);
-      if (!done) finished.set(id, (done = []));
-      trimFinished(done, ended - keepFinishedMs);
-      done.push({ startMs: started, endMs: ended });
+      if (!done) finished.set(id, (done = new FinishedSends(keepFinishedMs)));
+      done.add(started, ended);
     };
     return next(a).then(
       (o) => {
@@ -221,26 +220,6 @@ export function replicaUse(book: ReplicaUseBook): Interceptor {
       },
     );
   };
-}
-
-/** Ended attempts dropped from the front of a replica's list at a time, at the least (see trimFinished). */
-export const FINISHED_TRIM_BATCH = 256;
-
-/**
- * Drops the attempts that ended before `before` from the front of `done`
- * (ends arrive in order, so the old ones are at the front), but only once
- * FINISHED_TRIM_BATCH of them can go at once. Dropping them one per attempt
- * moved the whole list every time: it holds every attempt of the last
- * loadStaleMs, thousands at a few hundred requests a second, and that move
- * cost more than the rest of the router's bookkeeping together. The few
- * hundred kept past their time change no count: loadViewOf counts only
- * attempts that ended after a sample no older than that window.
- */
-export function trimFinished(done: { readonly endMs: number }[], before: number): void {
-  if (done.length < FINISHED_TRIM_BATCH || done[FINISHED_TRIM_BATCH - 1]!.endMs >= before) return;
-  let drop = FINISHED_TRIM_BATCH;
-  while (drop < done.length && done[drop]!.endMs < before) drop++;
-  done.splice(0, drop);
 }
 
 /**

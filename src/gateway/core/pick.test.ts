@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { FinishedSends } from './finished-sends.js';
 import { HashRing, expectedLoad, fnv1a, loadViewOf, pickByPrefix, pickLeastLoad, pickLeastLoaded } from './pick.js';
 
 /** A seeded generator (mulberry32), so the spread checks are repeatable. */
@@ -153,13 +154,13 @@ describe('loadViewOf', () => {
   });
 
   it('counts as finished since only the sends the sample saw that ended after it', () => {
-    const finished = [
-      { startMs: 9_000, endMs: 9_900 }, // ended before the sample: not in it
-      { startMs: 9_000, endMs: 10_500 }, // in the sample, gone since
-      { startMs: 10_000, endMs: 10_100 }, // sent at the sample's moment: in it, gone since
-      { startMs: 10_200, endMs: 10_400 }, // sent after the sample and gone: never in it
-    ];
+    const finished = new FinishedSends(4_000);
+    finished.add(9_000, 9_900); // ended before the sample: not in it
+    finished.add(9_000, 10_500); // in the sample, gone since
+    finished.add(10_000, 10_100); // sent at the sample's moment: in it, gone since
+    finished.add(10_200, 10_400); // sent after the sample and gone: never in it
     expect(loadViewOf(sample, [], 11_000, 4_000, finished).sample?.finishedSince).toBe(2);
+    expect(loadViewOf(sample, [], 14_001, 4_000, finished).sample, 'a stale sample reads none of it').toBeUndefined();
   });
 });
 

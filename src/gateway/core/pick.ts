@@ -99,34 +99,33 @@ export function expectedLoad(view: LoadView): number {
   return Math.max(0, s.running + 2 * s.waiting - (s.finishedSince ?? 0)) + s.sentSince + penalty;
 }
 
-/** One of this router's attempts that has ended: when it was sent and when it finished, epoch ms. */
-export interface FinishedSend {
-  readonly startMs: number;
-  readonly endMs: number;
+/** The attempts that ended lately at one replica (finished-sends.ts's FinishedSends). */
+export interface FinishedAt {
+  /** How many of them were running at `at` (epoch ms): sent at or before it, ended after it. */
+  finishedSince(at: number): number;
 }
 
 /**
  * What the choice knows of a replica at `nowMs`: `sendStartsMs` are the
  * start times of this router's attempts to it still in flight, `finished`
- * its recent attempts that ended (at least the last `staleAfterMs`). The
- * sample is used while at most `staleAfterMs` old (a sample dated in the
- * future, from clocks a little apart, counts as just taken); past that, or
- * absent, only the in-flight count is.
+ * its recent attempts that ended (at least the last `staleAfterMs`; absent =
+ * none). The sample is used while at most `staleAfterMs` old (a sample dated
+ * in the future, from clocks a little apart, counts as just taken); past
+ * that, or absent, only the in-flight count is.
  */
 export function loadViewOf(
   sample: ReplicaLoad | undefined,
   sendStartsMs: readonly number[],
   nowMs: number,
   staleAfterMs: number,
-  finished: readonly FinishedSend[] = [],
+  finished?: FinishedAt,
 ): LoadView {
   const inFlight = sendStartsMs.length;
   if (!sample || staleAfterMs <= 0 || nowMs - sample.sampledAtMs > staleAfterMs) return { inFlight };
   const at = sample.sampledAtMs;
   let sentSince = 0;
   for (const t of sendStartsMs) if (t > at) sentSince++;
-  let finishedSince = 0;
-  for (const f of finished) if (f.startMs <= at && f.endMs > at) finishedSince++;
+  const finishedSince = finished?.finishedSince(at) ?? 0;
   return {
     inFlight,
     sample: {
