@@ -15,8 +15,10 @@
 // the ratio a/b by round, its median and the pooled ratio. --stream sends
 // 64-chunk streams from the chunk server instead of whole answers.
 // --flags-a and --flags-b pass router flags (bench/router.mjs's: --tenancy,
-// --key-limits) to one side: the same build against itself with teams and
-// budgets on is the tenancy phase's question, asked this way.
+// --key-limits, --load-samples) to one side: the same build against itself
+// with teams and budgets on is the tenancy phase's question, asked this way.
+// Given to both, --load-samples measures least-load as a fleet whose engines
+// report their load runs it: two replicas per model, samples renewed each second.
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
 import console from 'node:console';
 import { resolve } from 'node:path';

@@ -90,6 +90,8 @@
 // how V8 compiled it, spoil single runs).
 //
 //   node bench/router.mjs --phases tenancy [--rounds 7] [--seconds 6] [--tenancy-load together|turns]
+// --load-samples (a router's own flag, for bench/builds.mjs's --flags-a/-b): each sim served as two replicas with
+// engine load samples renewed every second, so least-load weighs samples as it does in a fleet of metered engines.
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -134,6 +136,7 @@ const { values: flags } = parseArgs({
     'trace-ratio': { type: 'string', default: '0.1' },
     tenancy: { type: 'boolean' },
     'key-limits': { type: 'boolean' },
+    'load-samples': { type: 'boolean' },
     rounds: { type: 'string', default: '7' },
     'tenancy-load': { type: 'string', default: 'together' },
   },
@@ -187,6 +190,17 @@ async function serveRouter(urls) {
       ),
     );
     replicas.set(name, [{ id: `r-${name}`, endpoint: url, draining: false }]);
+    if (flags['load-samples']) {
+      // As in a fleet whose engines report their load: two replicas (both the same sim), each with an engine
+      // sample the control plane renews every second, dated when it was read, a little before it arrives.
+      const two = [0, 1].map((i) => ({ id: `r${i}-${name}`, endpoint: url, draining: false }));
+      const renew = () => {
+        for (const r of two) r.load = { running: 2, waiting: 0, sampledAtMs: Date.now() - 300 };
+      };
+      renew();
+      setInterval(renew, 1000).unref();
+      replicas.set(name, two);
+    }
   }
   // As the control plane builds its client listener.
   const app = createJsonApp({
