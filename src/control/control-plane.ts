@@ -524,9 +524,7 @@ export class ControlPlane {
     this.gateways?.start();
     this.useTimer = setInterval(() => {
       const own = this.router.replicaUse();
-      for (const [id, use] of this.gateways?.withUse(own) ?? own) {
-        this.reconciler.reportUse(id, use);
-      }
+      this.reconciler.reportUse(this.gateways?.withUse(own) ?? own);
     }, 1000);
     this.useTimer.unref();
     return urls;

@@ -285,7 +285,7 @@ export class Cluster {
     const store = this.options.store;
     // Rows not refreshed for three sync intervals are a dead instance's: its in-flight requests died with it.
     const summed = await store.replicaUse.sum(now - 3 * this.syncMs);
-    for (const [id, u] of summed) parts.reconciler.reportUse(id, u);
+    parts.reconciler.reportUse(summed);
     this.fleetUseSeen = summed;
     this.fleetQueuedSeen = await store.modelDemand.sum(now - 3 * this.syncMs);
     return this.fleetQueuedSeen;

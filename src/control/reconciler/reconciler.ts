@@ -361,9 +361,16 @@ export class Reconciler {
     this.lastPlan = undefined;
   }
 
-  /** The router's seam: what a replica has in flight and when it was last used. */
-  reportUse(replicaId: string, use: Readonly<ReplicaUse>): void {
-    if (!this.scaling.report(replicaId, use)) return;
+  /**
+   * The router's seam: what each replica has in flight and when it was last
+   * used, the whole fleet's at once. The records take the last uses in one
+   * pass: reported a replica at a time, each report copied every record, so
+   * a second's reports of n replicas in use cost n² record copies.
+   */
+  reportUse(uses: Iterable<readonly [string, Readonly<ReplicaUse>]>): void {
+    let lastUsed = false;
+    for (const [replicaId, use] of uses) if (this.scaling.report(replicaId, use)) lastUsed = true;
+    if (!lastUsed) return;
     const before = this.records;
     this.records = this.scaling.withLastUsed(before);
     this.shardIndex.carry(before, this.records);

@@ -134,6 +134,20 @@ describe('ScalingBridge', () => {
     expect(b.withLastUsed([replica('a', 'ready')])[0]!.lastUsedAtMs, 'forgotten with its replica').toBeNull();
   });
 
+  it('copies the records only when a reported use is newer than its record', () => {
+    const { b } = bridge();
+    const records = [replica('a', 'ready', { lastUsedAtMs: 600 }), replica('b', 'ready')];
+    expect(b.withLastUsed(records), 'nothing reported').toBe(records);
+    b.report('a', { inFlight: 0, lastUsedAtMs: 500 });
+    expect(b.withLastUsed(records), 'older than the stored use').toBe(records);
+    b.report('b', { inFlight: 1, lastUsedAtMs: 700 });
+    const next = b.withLastUsed(records);
+    expect(next).not.toBe(records);
+    expect(next[0], 'a record with no newer use is passed on as it is').toBe(records[0]);
+    expect(next[1]!.lastUsedAtMs).toBe(700);
+    expect(records[1]!.lastUsedAtMs, 'the records given are left as they were').toBeNull();
+  });
+
   it('keeps the previous wanted numbers when the source throws, and says so', () => {
     const { b, errors } = bridge();
     b.attach(() => ({ replicas: new Map(), queued: new Map([['m', 1]]) }));

@@ -127,13 +127,24 @@ export class ScalingBridge {
     return true;
   }
 
-  /** `records` with the last uses reported, the newer of the two kept: a stored use (another instance's) is not undone by an older one heard here. */
+  /**
+   * `records` with the last uses reported, the newer of the two kept: a
+   * stored use (another instance's) is not undone by an older one heard
+   * here. The same array when no use is newer than its record's, so a
+   * fleet that reports every second copies its records only when a use
+   * moved.
+   */
   withLastUsed(records: ReplicaRecord[]): ReplicaRecord[] {
     if (this.lastUsedById.size === 0) return records;
-    return records.map((r) => {
+    let out: ReplicaRecord[] | null = null;
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
       const at = this.lastUsedById.get(r.id);
-      return at === undefined || (r.lastUsedAtMs !== null && at <= r.lastUsedAtMs) ? r : { ...r, lastUsedAtMs: at };
-    });
+      if (at === undefined || (r.lastUsedAtMs !== null && at <= r.lastUsedAtMs)) continue;
+      out ??= records.slice();
+      out[i] = { ...r, lastUsedAtMs: at };
+    }
+    return out ?? records;
   }
 
   /** Replicas gone from the records: their use is forgotten. */
