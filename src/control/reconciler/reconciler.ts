@@ -40,6 +40,12 @@ import { COUNTING_STATES, REPLICA_STATES, type ReplicaRecord, type ReplicaState 
 
 /** How long a load sample is kept without a newer one, ms: far past any staleness rule, so only the departed are dropped. */
 const LOAD_KEPT_MS = 60_000;
+/**
+ * The least time between two sweeps for such samples, ms: a sweep reads
+ * every sample held, and loads come with every node's heartbeat (2,000 a
+ * second from 10,000 nodes).
+ */
+const LOAD_SWEEP_EVERY_MS = 10_000;
 /** The least time between two log lines about one node's refused shard statuses for one reason, ms. */
 const REFUSAL_LOG_EVERY_MS = 60_000;
 /** The least time between two passes that notify() starts, ms: short against the second an admin action may take to reach an agent. */
@@ -96,6 +102,8 @@ export class Reconciler {
    * so followers route by it too without a store write per sample.
    */
   private readonly loads = new Map<string, ReplicaLoad>();
+  /** When samples of departed replicas were last swept from `loads` (epoch ms). */
+  private loadsSweptAtMs = -Infinity;
   /** Where each replica's engine tells what its KV cache holds, as its API shard last said; memory only, like loads. */
   private readonly kvEvents = new Map<string, KvEventsEndpoint>();
   private readonly newId: (kind: 'replica' | 'shard') => string;
@@ -277,7 +285,7 @@ export class Reconciler {
    * older than what is held (a report the store passed on late) is ignored.
    */
   private foldLoads(statuses: readonly ShardStatus[], receivedAtMs: number): void {
-    let changed = false;
+    const changed: string[] = [];
     for (const s of statuses) {
       if (s.load) {
         const sampledAtMs = receivedAtMs - s.load.age_ms;
@@ -291,18 +299,24 @@ export class Reconciler {
           ...(hitRate === undefined ? {} : { cacheHitRate: hitRate }),
           sampledAtMs,
         });
-        changed = true;
+        changed.push(s.replica_id);
       } else if (s.endpoint !== undefined && this.loads.delete(s.replica_id)) {
         // Only the API shard (the one with an endpoint) speaks for the replica's load; other ranks never carry one.
-        changed = true;
+        changed.push(s.replica_id);
       }
     }
+    if (changed.length === 0) return;
     // Replicas gone from the records leave their last sample behind: dropped once it could not be fresh anyway.
-    if (this.loads.size > 0 && changed) {
-      const floor = this.options.now() - LOAD_KEPT_MS;
-      for (const [id, l] of this.loads) if (l.sampledAtMs < floor) this.loads.delete(id);
+    const now = this.options.now();
+    if (now - this.loadsSweptAtMs >= LOAD_SWEEP_EVERY_MS) {
+      this.loadsSweptAtMs = now;
+      for (const [id, l] of this.loads) {
+        if (l.sampledAtMs >= now - LOAD_KEPT_MS) continue;
+        this.loads.delete(id);
+        changed.push(id);
+      }
     }
-    if (changed) this.view.loadsChanged();
+    this.view.loadsChanged(changed);
   }
 
   /**
@@ -311,22 +325,24 @@ export class Reconciler {
    * it). The router's view is rebuilt only when one changed.
    */
   private foldKvEvents(statuses: readonly ShardStatus[]): void {
-    let changed = false;
+    const changed: string[] = [];
     for (const s of statuses) {
       if (s.endpoint === undefined) continue;
       const was = this.kvEvents.get(s.replica_id);
-      if (s.kv_events === undefined) changed = this.kvEvents.delete(s.replica_id) || changed;
-      else if (JSON.stringify(was) !== JSON.stringify(s.kv_events)) {
+      if (s.kv_events === undefined) {
+        if (this.kvEvents.delete(s.replica_id)) changed.push(s.replica_id);
+      } else if (JSON.stringify(was) !== JSON.stringify(s.kv_events)) {
         this.kvEvents.set(s.replica_id, s.kv_events);
-        changed = true;
+        changed.push(s.replica_id);
       }
     }
-    // Replicas gone from the records leave nothing behind.
-    if (changed && this.kvEvents.size > this.records.length) {
+    if (changed.length === 0) return;
+    // Replicas gone from the records leave nothing behind (and are in no model's list to rebuild).
+    if (this.kvEvents.size > this.records.length) {
       const live = new Set(this.records.map((r) => r.id));
       for (const id of this.kvEvents.keys()) if (!live.has(id)) this.kvEvents.delete(id);
     }
-    if (changed) this.view.loadsChanged();
+    this.view.loadsChanged(changed);
   }
 
   /** The engine load last reported for a replica; undefined = none (not reported, or cleared). */

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelRejections } from './plan-types.js';
 import { RouterView, type RouterViewDeps } from './router-view.js';
 import type { ReplicaRecord, ReplicaState } from './types.js';
+import type { ReplicaLoad } from '../../gateway/index.js';
 import { replicaRecord } from '../../../test/support/reconciler-records.js';
 
 const replica = (id: string, state: ReplicaState, over: Partial<ReplicaRecord> = {}): ReplicaRecord =>
@@ -75,6 +76,36 @@ describe('RouterView.ready', () => {
     unsubscribe();
     view.changed();
     expect(heard, 'unsubscribed').toBe(1);
+  });
+
+  it('rebuilds, after a load change, only the models of the replicas named', () => {
+    const loads = new Map<string, ReplicaLoad>([
+      ['a', { running: 1, waiting: 0, sampledAtMs: 1 }],
+      ['e', { running: 1, waiting: 0, sampledAtMs: 1 }],
+    ]);
+    const { w, view } = world({ load: (id) => loads.get(id) });
+    w.records = [
+      replica('a', 'ready', { endpoint: 'http://a' }),
+      replica('e', 'ready', { model: 'other', endpoint: 'http://e' }),
+    ];
+    const running = (model: string) => view.ready(model)[0]!.load!.running;
+    expect([running('m'), running('other')]).toEqual([1, 1]);
+    loads.set('a', { running: 5, waiting: 0, sampledAtMs: 2 });
+    loads.set('e', { running: 7, waiting: 0, sampledAtMs: 2 });
+    view.loadsChanged(['a', 'gone']);
+    expect(running('m'), "a's model is read again").toBe(5);
+    expect(running('other'), 'a model whose loads were not named keeps its list').toBe(1);
+    view.loadsChanged();
+    expect(running('other'), 'named none: every model is read again').toBe(7);
+  });
+
+  it('reads a new array of records by model, without a change being said, for describe and demand', () => {
+    const { w, view } = world();
+    w.records = [replica('s', 'starting', { model: 'other' })];
+    expect(view.describe('m')).toBe('no replica is wanted (scaling min 0)');
+    w.records = [replica('s', 'starting'), replica('f', 'failed', { model: 'other' })];
+    expect(view.describe('m')).toBe('1 starting');
+    expect(view.describe('other')).toMatch(/^replica f failed/);
   });
 });
 

@@ -12,7 +12,10 @@ import type { KvEventsEndpoint } from '../../protocol/kv-events.js';
 import { COUNTING_STATES, type ReplicaRecord } from './types.js';
 
 export interface RouterViewDeps {
-  /** The records now; read on every call, never kept. */
+  /**
+   * The records now; a new array whenever they change (never changed in
+   * place): the view indexes them by model once per array.
+   */
   readonly records: () => readonly ReplicaRecord[];
   /** Why the model was not placed in the last pass; undefined = nothing failed to place. */
   readonly explain: (model: string) => ModelRejections | undefined;
@@ -40,10 +43,26 @@ export interface RouterViewDeps {
   readonly logger: Logger;
 }
 
+const NO_RECORDS: readonly ReplicaRecord[] = Object.freeze([]);
+
+/** The records of one array by model, and each replica's model. */
+interface RecordIndex {
+  readonly from: readonly ReplicaRecord[];
+  readonly byModel: Map<string, ReplicaRecord[]>;
+  readonly modelOf: Map<string, string>;
+}
+
 export class RouterView {
   /** Ready replicas per model, rebuilt on the first read after a change. */
   private readonly readyCache = new Map<string, RouterReplica[]>();
   private readonly listeners = new Set<() => void>();
+  /**
+   * The records by model, made again when deps.records() gives a new array.
+   * Without it every read after a change walked the whole fleet's records,
+   * and engine loads change with every node's heartbeat: at 10,000 nodes
+   * that was one walk of every record per request.
+   */
+  private index: RecordIndex | null = null;
 
   constructor(private readonly deps: RouterViewDeps) {}
 
@@ -51,9 +70,9 @@ export class RouterView {
   ready(model: string): readonly RouterReplica[] {
     let cached = this.readyCache.get(model);
     if (!cached) {
-      const answering = this.deps
-        .records()
-        .filter((r) => r.model === model && (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null);
+      const answering = this.recordsOf(model).filter(
+        (r) => (r.state === 'ready' || r.state === 'draining') && r.endpoint !== null,
+      );
       const serving = this.deps.serves ? answering.filter(this.deps.serves) : answering;
       const replicas = serving.map((r) => {
         const engine = this.deps.engineOf(r.model, r.profile);
@@ -81,8 +100,8 @@ export class RouterView {
 
   /** Why a model has no ready replica, to finish "model x has 0 ready replicas: …". */
   describe(model: string): string {
-    const records = this.deps.records();
-    const counting = records.filter((r) => r.model === model && COUNTING_STATES.has(r.state));
+    const records = this.recordsOf(model);
+    const counting = records.filter((r) => COUNTING_STATES.has(r.state));
     if (counting.length > 0) {
       const byState = new Map<string, number>();
       for (const r of counting) {
@@ -93,7 +112,7 @@ export class RouterView {
       }
       return [...byState].map(([state, n]) => `${n} ${state}`).join(', ');
     }
-    const failed = records.find((r) => r.model === model && r.state === 'failed');
+    const failed = records.find((r) => r.state === 'failed');
     if (failed) return `replica ${failed.id} failed: ${failed.error ?? 'no error reported'}`;
     const blocked = this.deps.explain(model);
     if (blocked && blocked.rejections.length > 0) {
@@ -112,7 +131,7 @@ export class RouterView {
    */
   demand(model: string): boolean {
     const scaling = this.deps.scaling(model);
-    const coming = this.deps.records().some((r) => r.model === model && COUNTING_STATES.has(r.state));
+    const coming = this.recordsOf(model).some((r) => COUNTING_STATES.has(r.state));
     const blocked = !!this.deps.explain(model)?.rejections.length;
     let willStart = coming || ((scaling?.min ?? 0) > 0 && !blocked);
     if (!coming && scaling && this.deps.scalesOnDemand() && Math.max(scaling.min, scaling.max) >= 1 && !blocked) {
@@ -129,9 +148,41 @@ export class RouterView {
     return () => this.listeners.delete(listener);
   }
 
-  /** An engine load changed: the next read rebuilds the replicas with it. Listeners are not told: no replica came or went. */
-  loadsChanged(): void {
-    this.readyCache.clear();
+  /**
+   * Engine loads (or where engines publish their KV events) changed for
+   * `replicaIds`: the next read of their models rebuilds those replicas
+   * with it; absent = every model's. Listeners are not told: no replica
+   * came or went. Only the models named are read again: every node's
+   * heartbeat brings loads, and clearing every model's list at each one
+   * had every request rebuild its model's replicas.
+   */
+  loadsChanged(replicaIds?: Iterable<string>): void {
+    if (replicaIds === undefined) return this.readyCache.clear();
+    const { modelOf } = this.indexed();
+    for (const id of replicaIds) {
+      const model = modelOf.get(id);
+      if (model !== undefined) this.readyCache.delete(model);
+    }
+  }
+
+  /** The records of `model`, in the records' order; empty = none. */
+  private recordsOf(model: string): readonly ReplicaRecord[] {
+    return this.indexed().byModel.get(model) ?? NO_RECORDS;
+  }
+
+  private indexed(): RecordIndex {
+    const records = this.deps.records();
+    if (this.index?.from === records) return this.index;
+    const byModel = new Map<string, ReplicaRecord[]>();
+    const modelOf = new Map<string, string>();
+    for (const r of records) {
+      let mine = byModel.get(r.model);
+      if (!mine) byModel.set(r.model, (mine = []));
+      mine.push(r);
+      modelOf.set(r.id, r.model);
+    }
+    this.index = { from: records, byModel, modelOf };
+    return this.index;
   }
 
   /** The records changed: forget what was read of them and tell the listeners. A listener that throws is logged, not fatal. */
