@@ -90,8 +90,9 @@
 // how V8 compiled it, spoil single runs).
 //
 //   node bench/router.mjs --phases tenancy [--rounds 7] [--seconds 6] [--tenancy-load together|turns]
-// --load-samples (a router's own flag, for bench/builds.mjs's --flags-a/-b): each sim served as two replicas with
-// engine load samples renewed every second, so least-load weighs samples as it does in a fleet of metered engines.
+// --load-samples: each sim served to the router as two replicas with engine load samples renewed every second, so
+// least-load weighs samples as it does in a fleet of metered engines (also a router flag, for bench/builds.mjs's
+// --flags-a/-b).
 //   BENCH_PROF=/tmp/prof node bench/router.mjs   # also writes a CPU profile of the router process
 //   BENCH_NODE_FLAGS='' node bench/router.mjs   # Node flags for the router and bare proxies ('' = Node's defaults; absent = npm start's)
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
@@ -613,6 +614,7 @@ async function main() {
         routerUrls,
         '--gateways',
         String(gateways),
+        ...(flags['load-samples'] ? ['--load-samples'] : []),
         ...extra,
       ],
       /router listening on (\S+) key (\S+) pids (\S+)/,
