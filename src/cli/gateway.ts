@@ -15,7 +15,7 @@ import { GatewayProcess, loadControlConfig, serveMetrics, type ControlOptions } 
 import { CONTROL_DEFAULTS, parseAddress, type ControlConfig, type ListenAddress } from '../control/config/index.js';
 import { Store } from '../control/store/index.js';
 import { LlmgwError } from '../errors/index.js';
-import { applyHeapGrowing } from './heap.js';
+import { applyHeapGrowing, youngGenerationArgs } from './heap.js';
 
 /** The control plane's keys a gateway reads, one line of help each; the rest of a shared config file is ignored. */
 const GATEWAY_FLAG_HELP: Partial<Record<keyof ControlOptions, string>> = {
@@ -211,6 +211,8 @@ async function runPrimary(
 ): Promise<void> {
   // Once here, before any worker: the store is reachable and its schema current, so N workers do not each migrate it.
   if (config.store.kind !== 'none') await (await Store.open({ location: config.store })).close();
+  // The workers serve the requests: each starts with the young generation they need unless the operator chose one.
+  cluster.setupPrimary({ execArgv: youngGenerationArgs(process.execArgv, process.env.NODE_OPTIONS) });
   let stopping = false;
   const live = new Set<Worker>();
   let restartsInARow = 0;

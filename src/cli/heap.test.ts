@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { heapGrowingFlag } from './heap.js';
+import { heapGrowingFlag, youngGenerationArgs } from './heap.js';
 
 describe('the heap growing setting', () => {
   it('sets the percent asked, none for 0, and leaves a value node was started with alone', () => {
@@ -11,5 +11,20 @@ describe('the heap growing setting', () => {
     ).toBeNull();
     expect(heapGrowingFlag(50, ['--heap_growing_percent=20'])).toBeNull();
     expect(heapGrowingFlag(50, ['--heap-growing-percentile'])).toBe('--heap-growing-percent=50');
+  });
+});
+
+describe("the gateway workers' young generation", () => {
+  it('is set to 64 MiB a semi-space unless node was given one, in its arguments or NODE_OPTIONS', () => {
+    expect(youngGenerationArgs([], undefined)).toEqual(['--max-semi-space-size=64']);
+    expect(youngGenerationArgs(['--enable-source-maps'], '--max-old-space-size=4096')).toEqual([
+      '--enable-source-maps',
+      '--max-semi-space-size=64',
+    ]);
+    expect(youngGenerationArgs(['--max-semi-space-size=16'], undefined), "the operator's own wins").toEqual([
+      '--max-semi-space-size=16',
+    ]);
+    expect(youngGenerationArgs([], '--trace-warnings --max_semi_space_size=32'), 'in NODE_OPTIONS too').toEqual([]);
+    expect(youngGenerationArgs(['--max-semi-space-sizes'], undefined)).toHaveLength(2);
   });
 });

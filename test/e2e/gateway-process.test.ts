@@ -7,6 +7,7 @@
 // both workers take connections (their metrics name each pid with what it
 // answered); and killing one worker by its pid leaves the gateway answering
 // while the primary starts another.
+import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { weightsDir } from '../support/fleet.js';
@@ -95,6 +96,12 @@ describe(`llmgw gateway --workers 2 beside a control plane on ${POSTGRES_URL ? '
     });
     expect(answer.choices[0]?.message.content, JSON.stringify(answer)).toEqual(expect.any(String));
     expect(answer.usage?.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it("starts each worker with the gateway's young generation, and no other process with it", () => {
+    const argv = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    for (const pid of workers) expect(argv(pid), `worker ${pid}`).toContain('--max-semi-space-size=64');
+    expect(argv(gateway.child.pid!), 'the primary forwards connections only').not.toContain('--max-semi-space-size=64');
   });
 
   it('spreads connections over both workers', async () => {
