@@ -190,18 +190,18 @@ async function serveRouter(urls) {
         'file',
       ),
     );
-    replicas.set(name, [{ id: `r-${name}`, endpoint: url, draining: false }]);
+    // --load-samples: as in a fleet whose engines report their load, two replicas (both the same sim), each with an
+    // engine sample the control plane renews every second, dated when it was read, a little before it arrives.
+    const ids = flags['load-samples'] ? [`r0-${name}`, `r1-${name}`] : [`r-${name}`];
+    const list = ids.map((id) => ({ id, endpoint: url, draining: false }));
     if (flags['load-samples']) {
-      // As in a fleet whose engines report their load: two replicas (both the same sim), each with an engine
-      // sample the control plane renews every second, dated when it was read, a little before it arrives.
-      const two = [0, 1].map((i) => ({ id: `r${i}-${name}`, endpoint: url, draining: false }));
       const renew = () => {
-        for (const r of two) r.load = { running: 2, waiting: 0, sampledAtMs: Date.now() - 300 };
+        for (const r of list) r.load = { running: 2, waiting: 0, sampledAtMs: Date.now() - 300 };
       };
       renew();
       setInterval(renew, 1000).unref();
-      replicas.set(name, two);
     }
+    replicas.set(name, list);
   }
   // As the control plane builds its client listener.
   const app = createJsonApp({

@@ -19,8 +19,16 @@ import v8 from 'node:v8';
  */
 export function heapGrowingFlag(percent: number, execArgv: readonly string[]): string | null {
   if (percent === 0) return null;
-  if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent(=|$)/.test(arg))) return null;
+  if (givesFlag(execArgv, 'heap-growing-percent')) return null;
   return `--heap-growing-percent=${percent}`;
+}
+
+/** Whether `args` give node the flag `name` (V8 reads `-` and `_` alike), with a value or without. */
+function givesFlag(args: readonly string[], name: string): boolean {
+  return args.some((arg) => {
+    const given = arg.split('=', 1)[0]!.replaceAll('_', '-');
+    return given === `--${name}`;
+  });
 }
 
 /** Sets V8's heap growing factor for this process as the config asks; returns the flag set, or null when none was. */
@@ -50,7 +58,7 @@ export const YOUNG_GENERATION_MIB = 64;
  * forked; a process started without it keeps Node's default.
  */
 export function youngGenerationArgs(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
-  const set = (arg: string) => /^--max[-_]semi[-_]space[-_]size(=|$)/.test(arg);
-  if (execArgv.some(set) || (nodeOptions ?? '').split(/\s+/).some(set)) return [...execArgv];
+  const name = 'max-semi-space-size';
+  if (givesFlag(execArgv, name) || givesFlag((nodeOptions ?? '').split(/\s+/), name)) return [...execArgv];
   return [...execArgv, `--max-semi-space-size=${YOUNG_GENERATION_MIB}`];
 }

@@ -95,8 +95,8 @@ describe('RouterView.ready', () => {
     view.loadsChanged(['a', 'gone']);
     expect(running('m'), "a's model is read again").toBe(5);
     expect(running('other'), 'a model whose loads were not named keeps its list').toBe(1);
-    view.loadsChanged();
-    expect(running('other'), 'named none: every model is read again').toBe(7);
+    view.loadsChanged(['e']);
+    expect(running('other'), 'named in turn, it is read again').toBe(7);
   });
 
   it('reads a new array of records by model, without a change being said, for describe and demand', () => {

@@ -151,13 +151,11 @@ export class RouterView {
   /**
    * Engine loads (or where engines publish their KV events) changed for
    * `replicaIds`: the next read of their models rebuilds those replicas
-   * with it; absent = every model's. Listeners are not told: no replica
-   * came or went. Only the models named are read again: every node's
+   * with it. Listeners are not told: no replica came or went. Only the models named are read again: every node's
    * heartbeat brings loads, and clearing every model's list at each one
    * had every request rebuild its model's replicas.
    */
-  loadsChanged(replicaIds?: Iterable<string>): void {
-    if (replicaIds === undefined) return this.readyCache.clear();
+  loadsChanged(replicaIds: Iterable<string>): void {
     const { modelOf } = this.indexed();
     for (const id of replicaIds) {
       const model = modelOf.get(id);
