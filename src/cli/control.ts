@@ -12,11 +12,12 @@ import { dirname, join, resolve } from 'node:path';
 import { ControlPlane, CONTROL_OPTION_KEYS, loadControlConfig } from '../control/index.js';
 import type { ControlConfig } from '../control/config/index.js';
 import { LlmgwError } from '../errors/index.js';
-import { applyHeapGrowing } from './heap.js';
+import { applyHeapGrowing, restartWithYoungGeneration } from './heap.js';
 import { UP_FILES } from './up.js';
 import { ADMIN_TOKEN_FLAG, JOIN_TOKEN_FLAG, tokenFlagWarning } from './token-flags.js';
 
 export async function runControl(opts: Record<string, string | boolean | undefined>): Promise<void> {
+  restartWithYoungGeneration();
   const flags: Record<string, string> = {};
   for (const key of CONTROL_OPTION_KEYS) {
     const camel = key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());

@@ -15,7 +15,7 @@ import { GatewayProcess, loadControlConfig, serveMetrics, type ControlOptions } 
 import { CONTROL_DEFAULTS, parseAddress, type ControlConfig, type ListenAddress } from '../control/config/index.js';
 import { Store } from '../control/store/index.js';
 import { LlmgwError } from '../errors/index.js';
-import { applyHeapGrowing, youngGenerationArgs } from './heap.js';
+import { applyHeapGrowing, restartWithYoungGeneration, youngGenerationArgs } from './heap.js';
 
 /** The control plane's keys a gateway reads, one line of help each; the rest of a shared config file is ignored. */
 const GATEWAY_FLAG_HELP: Partial<Record<keyof ControlOptions, string>> = {
@@ -106,6 +106,8 @@ export function gatewayCommand(): Command {
 }
 
 export async function runGateway(opts: Record<string, string | undefined>): Promise<void> {
+  // One process serves the requests itself; a primary only forks workers, each given the young generation as it starts.
+  if (cluster.isPrimary && workerCount(opts.workers) <= 1) restartWithYoungGeneration();
   const flags: Record<string, string> = {};
   for (const key of Object.keys(GATEWAY_FLAG_HELP)) {
     const camel = key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());

@@ -40,8 +40,10 @@ export function applyHeapGrowing(percent: number, execArgv: readonly string[] = 
 }
 
 /**
- * The young generation, MiB a semi-space, that the gateway's worker
- * processes run with unless node was told otherwise. Node's default (16)
+ * The young generation, MiB a semi-space, that the processes serving
+ * requests (gateway workers; `llmgw control`, `llmgw up` and a one-process
+ * gateway where Node can restart itself in place; the control plane's
+ * systemd unit) run with unless node was told otherwise. Node's default (16)
  * collects it several times a second under load, copying every request in
  * flight each time and soon promoting them: in lockstep on the bench's
  * whole answers a router on the default took 1.41 to 1.51× the CPU per
@@ -61,4 +63,41 @@ export function youngGenerationArgs(execArgv: readonly string[], nodeOptions: st
   const name = 'max-semi-space-size';
   if (givesFlag(execArgv, name) || givesFlag((nodeOptions ?? '').split(/\s+/), name)) return [...execArgv];
   return [...execArgv, `--max-semi-space-size=${YOUNG_GENERATION_MIB}`];
+}
+
+/** What restartWithYoungGeneration reads of a process: Node's `process`, or a stand-in in tests. */
+export interface RestartableProcess {
+  readonly execPath: string;
+  readonly execArgv: readonly string[];
+  readonly argv: readonly string[];
+  readonly env: NodeJS.ProcessEnv;
+  /** Replaces this process's image, same pid; absent where Node has none (before 22.15, and on Windows). */
+  readonly execve?: (file: string, args: readonly string[], env: NodeJS.ProcessEnv) => never;
+}
+
+/**
+ * The command line to run this process again with the young generation
+ * set, or null where it need not or cannot be: the operator set one (in
+ * node's arguments or NODE_OPTIONS), or this Node cannot replace its own
+ * image (no process.execve: Node 20, where `npm start`, the systemd unit or
+ * the operator gives the flag).
+ */
+export function youngGenerationRestart(p: RestartableProcess): string[] | null {
+  if (typeof p.execve !== 'function') return null;
+  const execArgv = youngGenerationArgs(p.execArgv, p.env.NODE_OPTIONS);
+  if (execArgv.length === p.execArgv.length) return null;
+  return [p.execPath, ...execArgv, ...p.argv.slice(1)];
+}
+
+/**
+ * For `llmgw control`, `llmgw up` and a one-process `llmgw gateway`, which
+ * serve the requests in their own process: runs it again in place, same
+ * pid, stdio and environment, with the young generation its requests need,
+ * unless youngGenerationRestart says not to; then it returns. Called first,
+ * before anything is opened or written: the new image keeps only the file
+ * descriptors, and starts over from the same command line.
+ */
+export function restartWithYoungGeneration(p: RestartableProcess = process as RestartableProcess): void {
+  const args = youngGenerationRestart(p);
+  if (args !== null) p.execve!(p.execPath, args, p.env);
 }

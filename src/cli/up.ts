@@ -16,7 +16,7 @@ import { readGgufModelFacts } from '../engine/builtin/gguf-check.js';
 import { childLogger } from '../log/index.js';
 import { startAgent } from './agent.js';
 import { CLI_DEFAULTS } from './defaults.js';
-import { applyHeapGrowing } from './heap.js';
+import { applyHeapGrowing, restartWithYoungGeneration } from './heap.js';
 
 /** `llmgw up`'s flags; absent = CLI_DEFAULTS.up.dataDir, and the control plane's own defaults for the rest. */
 export interface UpFlags {
@@ -85,6 +85,7 @@ models:
 }
 
 export async function runUp(flags: UpFlags): Promise<void> {
+  restartWithYoungGeneration();
   const dataDir = resolve(flags.dataDir ?? CLI_DEFAULTS.up.dataDir);
   const logLevel = flags.logLevel ?? CONTROL_DEFAULTS.log_level;
   mkdirSync(join(dataDir, 'models'), { recursive: true, mode: 0o700 });

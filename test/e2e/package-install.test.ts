@@ -191,6 +191,12 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
       });
       expect(reply.choices[0]!.message.content, 'a real completion from the demo model').toBeTruthy();
       expect(reply.usage?.completion_tokens, 'the builtin engine generated what was asked').toBe(8);
+      // Where Node can replace its own image (process.execve, Node 22.15 and later) `llmgw up` runs again in place with
+      // the young generation its requests need (src/cli/heap.ts); on Node 20 `npm start` or the operator gives it.
+      const cmdline = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
+      expect(cmdline.includes('--max-semi-space-size=64'), `llmgw up's command line: ${cmdline.join(' ')}`).toBe(
+        typeof (process as { execve?: unknown }).execve === 'function',
+      );
     } finally {
       // Ctrl-C: SIGINT to the foreground process group. Already gone (it failed early): the
       // assertions below say why, and the kill's ESRCH must not hide that.
