@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { LlmgwError } from '../errors/index.js';
 import { CLI_DEFAULTS } from './defaults.js';
+import { YOUNG_GENERATION_MIB } from './heap.js';
 import {
   install,
   renderUnit,
@@ -46,6 +47,8 @@ export function runInstallService(
     user: flags.user ?? CLI_DEFAULTS.installService.user,
     envDir: resolve(flags.envDir ?? CLI_DEFAULTS.installService.envDir),
     stateName: flags.stateName ?? CLI_DEFAULTS.installService.stateName,
+    // The control plane serves the requests: the young generation they need, as `npm start` gives it.
+    ...(kind === 'control' ? { nodeOptions: `--max-semi-space-size=${YOUNG_GENERATION_MIB}` } : {}),
   };
   if (flags.print) {
     out(renderUnit(options).trimEnd());

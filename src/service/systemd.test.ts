@@ -17,6 +17,8 @@ const options = (kind: ServiceKind, envDir = '/etc/llmgw') => ({
   user: 'llmgw',
   envDir,
   stateName: 'llmgw',
+  // As `llmgw install-service control` gives it (src/cli/service.test.ts).
+  ...(kind === 'control' ? { nodeOptions: '--max-semi-space-size=64' } : {}),
 });
 
 /** `Key=value` lines of a unit, by key (a key given twice keeps both). */
@@ -72,6 +74,7 @@ describe('renderUnit', () => {
     { over: { node: 'node' }, want: /--node: want an absolute path/ },
     { over: { envDir: '/etc/my llmgw' }, want: /--env-dir: .* space/ },
     { over: { user: 'root; rm' }, want: /--user: want a system user name/ },
+    { over: { nodeOptions: '--x=1; rm -rf /' }, want: /NODE_OPTIONS for the unit: want node flags/ },
   ])('refuses $over', ({ over, want }) => {
     expect(() => renderUnit({ ...options('control'), ...over })).toThrow(want);
   });

@@ -25,6 +25,12 @@ export interface ServiceOptions {
   readonly envDir: string;
   /** The state directory under /var/lib that systemd creates for the user (StateDirectory=): `llmgw` = /var/lib/llmgw. */
   readonly stateName: string;
+  /**
+   * Node flags the unit sets in NODE_OPTIONS (the control plane's young
+   * generation), a default: a NODE_OPTIONS in the environment file replaces
+   * it, as systemd reads EnvironmentFile= over Environment=. Absent = none.
+   */
+  readonly nodeOptions?: string;
 }
 
 /** Open files the services may hold: a control plane keeps a socket per agent long-poll and per client stream. */
@@ -53,6 +59,14 @@ function check(o: ServiceOptions): void {
         `${what}: "${path}" has a space, quote or special character systemd would read differently; use a path without them`,
       );
   }
+  if (
+    o.nodeOptions !== undefined &&
+    !/^--[a-z0-9_-]+(=[A-Za-z0-9._-]+)?( --[a-z0-9_-]+(=[A-Za-z0-9._-]+)?)*$/.test(o.nodeOptions)
+  )
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `NODE_OPTIONS for the unit: want node flags like --max-semi-space-size=64; got "${o.nodeOptions}"`,
+    );
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(o.user))
     throw new LlmgwError('LLMGW_CONFIG_INVALID', `--user: want a system user name like llmgw; got "${o.user}"`);
   if (!/^[a-z0-9][a-z0-9._-]{0,63}$/.test(o.stateName))
@@ -90,6 +104,8 @@ export function renderUnit(o: ServiceOptions): string {
       'Type=simple',
       ...common,
       // Every key of the configuration may come from the environment file (LLMGW_ADMIN_TOKEN, LLMGW_JOIN_TOKEN, LLMGW_STORE, …).
+      // Node's flags as a default in the environment rather than on ExecStart, where they would win over the file's.
+      ...(o.nodeOptions ? [`Environment="NODE_OPTIONS=${o.nodeOptions}"`] : []),
       `ExecStart=${o.node} ${o.script} control`,
       // The control plane writes only its state directory (the SQLite store); engines never run under it.
       'ProtectSystem=strict',
@@ -146,6 +162,9 @@ export function renderEnvFile(kind: ServiceKind): string {
       'LLMGW_STORE=sqlite:/var/lib/llmgw/llmgw.db',
       '#LLMGW_TLS_CERT=/etc/llmgw/tls/control.pem',
       '#LLMGW_TLS_KEY=/etc/llmgw/tls/control-key.pem',
+      '# The unit runs node with a 64 MiB young generation (--max-semi-space-size=64, see the README);',
+      "# a NODE_OPTIONS here replaces the unit's, so keep that flag in it unless you mean to change it.",
+      '#NODE_OPTIONS=--max-semi-space-size=64',
       '',
     ].join('\n');
   }
