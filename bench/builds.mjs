@@ -25,7 +25,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
-import { Pool } from 'undici';
+import { inTurn } from './lockstep.mjs';
 import { cpuSeconds, simProcessArgs, spawnUntil } from './processes.mjs';
 
 const { values: flags } = parseArgs({
@@ -75,31 +75,7 @@ const body = JSON.stringify(
 );
 
 /** `count` requests to each router, every client sending to both in turn (which goes first alternates by client). */
-async function lockstep(count) {
-  const pools = routers.map((r) => new Pool(r.url, { connections }));
-  let left = count;
-  let errors = 0;
-  const one = async (i) => {
-    const res = await pools[i].request({
-      path: '/v1/chat/completions',
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${routers[i].key}` },
-      body,
-    });
-    await res.body.text();
-    if (res.statusCode !== 200) errors++;
-  };
-  await Promise.all(
-    Array.from({ length: connections }, async (_, c) => {
-      while (left-- > 0) {
-        await one(c % 2);
-        await one(1 - (c % 2));
-      }
-    }),
-  );
-  await Promise.all(pools.map((p) => p.close()));
-  return errors;
-}
+const lockstep = (count) => inTurn(routers, count, { connections, body });
 
 try {
   // Warm: both compiled and their heaps grown before anything counts.

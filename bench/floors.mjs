@@ -34,6 +34,7 @@ import process from 'node:process';
 import { URL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { inTurn } from './lockstep.mjs';
 import { cpuSeconds, simProcessArgs, spawnUntil } from './processes.mjs';
 
 const WAYS = ['bare', 'app', 'raw-metering', 'metering', 'router'];
@@ -183,37 +184,14 @@ async function main() {
       max_tokens: 16,
     });
     const connections = Number(flags.connections);
-    /** `count` requests to each way, every client sending to all of them in turn (which goes first rotates by client). */
-    const inTurn = async (count) => {
-      const pools = procs.map((p) => new Pool(p.url, { connections }));
-      let left = count;
-      let errors = 0;
-      await Promise.all(
-        Array.from({ length: connections }, async (_, c) => {
-          while (left-- > 0)
-            for (let k = 0; k < procs.length; k++) {
-              const i = (c + k) % procs.length;
-              const res = await pools[i].request({
-                path: '/v1/chat/completions',
-                method: 'POST',
-                headers: { 'content-type': 'application/json', authorization: `Bearer ${procs[i].key}` },
-                body,
-              });
-              await res.body.text();
-              if (res.statusCode !== 200) errors++;
-            }
-        }),
-      );
-      await Promise.all(pools.map((p) => p.close()));
-      return errors;
-    };
+    const inTurnOf = (count) => inTurn(procs, count, { connections, body });
     // Warm: every way compiled and its heap grown before anything counts.
-    await inTurn(3000);
+    await inTurnOf(3000);
     const count = Number(flags.requests);
     const us = procs.map(() => []);
     for (let round = 0; round < Number(flags.rounds); round++) {
       const before = procs.map((p) => cpuSeconds(p.child.pid));
-      const errors = await inTurn(count);
+      const errors = await inTurnOf(count);
       const after = procs.map((p) => cpuSeconds(p.child.pid));
       procs.forEach((_, i) => us[i].push(((after[i] - before[i]) * 1e6) / count));
       const each = procs.map((p, i) => `${p.way} ${us[i][round].toFixed(0)}`).join(', ');

@@ -106,8 +106,9 @@ export function gatewayCommand(): Command {
 }
 
 export async function runGateway(opts: Record<string, string | undefined>): Promise<void> {
+  const workers = workerCount(opts.workers);
   // One process serves the requests itself; a primary only forks workers, each given the young generation as it starts.
-  if (cluster.isPrimary && workerCount(opts.workers) <= 1) restartWithYoungGeneration();
+  if (cluster.isPrimary && workers <= 1) restartWithYoungGeneration();
   const flags: Record<string, string> = {};
   for (const key of Object.keys(GATEWAY_FLAG_HELP)) {
     const camel = key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
@@ -119,7 +120,6 @@ export async function runGateway(opts: Record<string, string | undefined>): Prom
     env: process.env,
     flags,
   });
-  const workers = workerCount(opts.workers);
   const metricsAddr = metricsAddress(opts.metricsAddr);
   const logger = pino({ level: config.logLevel, base: { part: 'gateway' } });
   // The listening line is printed whatever the log level: scripts and tests wait for it.

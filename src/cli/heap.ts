@@ -60,9 +60,14 @@ export const YOUNG_GENERATION_MIB = 64;
  * forked; a process started without it keeps Node's default.
  */
 export function youngGenerationArgs(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
-  const name = 'max-semi-space-size';
-  if (givesFlag(execArgv, name) || givesFlag((nodeOptions ?? '').split(/\s+/), name)) return [...execArgv];
+  if (youngGenerationGiven(execArgv, nodeOptions)) return [...execArgv];
   return [...execArgv, `--max-semi-space-size=${YOUNG_GENERATION_MIB}`];
+}
+
+/** Whether node was given a young generation: in its arguments `execArgv` or in NODE_OPTIONS `nodeOptions`. */
+function youngGenerationGiven(execArgv: readonly string[], nodeOptions: string | undefined): boolean {
+  const name = 'max-semi-space-size';
+  return givesFlag(execArgv, name) || givesFlag((nodeOptions ?? '').split(/\s+/), name);
 }
 
 /** What restartWithYoungGeneration reads of a process: Node's `process`, or a stand-in in tests. */
@@ -83,10 +88,8 @@ export interface RestartableProcess {
  * the operator gives the flag).
  */
 export function youngGenerationRestart(p: RestartableProcess): string[] | null {
-  if (typeof p.execve !== 'function') return null;
-  const execArgv = youngGenerationArgs(p.execArgv, p.env.NODE_OPTIONS);
-  if (execArgv.length === p.execArgv.length) return null;
-  return [p.execPath, ...execArgv, ...p.argv.slice(1)];
+  if (typeof p.execve !== 'function' || youngGenerationGiven(p.execArgv, p.env.NODE_OPTIONS)) return null;
+  return [p.execPath, ...youngGenerationArgs(p.execArgv, p.env.NODE_OPTIONS), ...p.argv.slice(1)];
 }
 
 /**

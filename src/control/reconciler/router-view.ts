@@ -151,9 +151,10 @@ export class RouterView {
   /**
    * Engine loads (or where engines publish their KV events) changed for
    * `replicaIds`: the next read of their models rebuilds those replicas
-   * with it. Listeners are not told: no replica came or went. Only the models named are read again: every node's
-   * heartbeat brings loads, and clearing every model's list at each one
-   * had every request rebuild its model's replicas.
+   * with it. Listeners are not told: no replica came or went. Only the
+   * models named are read again: every node's heartbeat brings loads, and
+   * clearing every model's list at each one had every request rebuild its
+   * model's replicas.
    */
   loadsChanged(replicaIds: Iterable<string>): void {
     const { modelOf } = this.indexed();
