@@ -5,7 +5,8 @@
 // this is where the byte-level rules live: headers go out with the first
 // byte (so a failure before it can still be retried), a stream is relayed in
 // whole SSE events (so a break can end with an error event the client
-// parses), and a read's worth of chunks goes out in one write.
+// parses), and a read's worth of chunks goes out in one write. A whole
+// answer to OpenAI's API has a relay of its own (relay-whole.ts).
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { ErrorCode } from '../../errors/index.js';
@@ -55,13 +56,13 @@ export interface RelayHooks {
 }
 
 /** How much of a non-stream answer is held before it is written: one write for almost every answer, bounded memory for the rest. */
-const WHOLE_ANSWER_SLICE = 256 * 1024;
+export const WHOLE_ANSWER_SLICE = 256 * 1024;
 
 /** Answers up to this size go out as one string write (see onResponseEnd); larger ones are not worth the copy. */
-const ONE_WRITE_BYTES = 64 * 1024;
+export const ONE_WRITE_BYTES = 64 * 1024;
 
 /** Response headers passed to the client; the rest (hop-by-hop, server identity, the engine's own request id: llmgw's is sent) stay behind. */
-const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after'] as const;
+export const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after'] as const;
 
 /**
  * What every relay of one attempt shares, whatever it writes: the attempt's
@@ -147,6 +148,11 @@ export abstract class AttemptRelay implements Dispatcher.DispatchHandler {
   abstract onResponseError(controller: Dispatcher.DispatchController | undefined, err: Error): void;
 }
 
+/**
+ * The byte relay of a stream, and of any answer whose relay adds to it (the
+ * Responses API's native path): SSE answers in whole events, anything else
+ * held to its end as WholeAnswerRelay holds it.
+ */
 export class RelayHandler extends AttemptRelay {
   private sse = false;
   private out: Record<string, string> = {};

@@ -10,6 +10,7 @@ import { rateLimitHook } from '../../core/limits-hook.js';
 import { withholdsUsage } from '../../core/dispatch.js';
 import { openAiErrorBody, openAiErrorShape } from '../../core/errors.js';
 import { RelayHandler } from '../../core/relay.js';
+import { WholeAnswerRelay } from '../../core/relay-whole.js';
 import type { Endpoint } from '../../core/validate.js';
 import { routeConfig, type Dialect, type DialectHost, type DialectTurn } from '../../core/dialect.js';
 import { anthropic } from '../anthropic/index.js';
@@ -19,7 +20,11 @@ import { LlmgwError } from '../../../errors/index.js';
 /** A request sent as the client wrote it, to every engine, its answer relayed as bytes: one object for all of them. */
 export const OPENAI_TURN: DialectTurn = Object.freeze<DialectTurn>({
   native: () => null,
-  relay: (a, hooks, resolve) => new RelayHandler(a.ex, hooks, resolve, withholdsUsage(a.ex)),
+  // A whole answer has a relay of its own: the stream relay's generality costs every one of them (relay-whole.ts).
+  relay: (a, hooks, resolve) =>
+    a.ex.parsed.stream
+      ? new RelayHandler(a.ex, hooks, resolve, withholdsUsage(a.ex))
+      : new WholeAnswerRelay(a.ex, hooks, resolve),
 });
 
 /** The models routes' paths: where an Anthropic client (anthropic-version) is answered in its own API's shape. */
