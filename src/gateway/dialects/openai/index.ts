@@ -20,7 +20,7 @@ import { LlmgwError } from '../../../errors/index.js';
 /** A request sent as the client wrote it, to every engine, its answer relayed as bytes: one object for all of them. */
 export const OPENAI_TURN: DialectTurn = Object.freeze<DialectTurn>({
   native: () => null,
-  // A whole answer has a relay of its own: the stream relay's generality costs every one of them (relay-whole.ts).
+  // A whole answer has a relay of its own, without a stream's machinery (relay-whole.ts).
   relay: (a, hooks, resolve) =>
     a.ex.parsed.stream
       ? new RelayHandler(a.ex, hooks, resolve, withholdsUsage(a.ex))
