@@ -166,9 +166,6 @@ export abstract class TranslatingRelay extends AttemptRelay {
         'x-accel-buffering': 'no',
       });
     }
-    if (!res.write(out) && this.controller) {
-      this.controller.pause();
-      res.once('drain', this.onDrain);
-    }
+    this.writePaced(out);
   }
 }

@@ -88,6 +88,21 @@ const ANSWER = JSON.stringify({
   usage: { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 },
 });
 
+/**
+ * An engine that declares `parts` × `part` bytes and sends one `part`, and
+ * the front's first-byte hook that lets it go on with `then`: so what
+ * `then` does happens after the relay wrote its first slice, never before.
+ */
+function oneSliceThen(part: Buffer, parts: number, then: (res: ServerResponse) => void): [Engine, () => void] {
+  let next: (() => void) | null = null;
+  const engine: Engine = (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(parts * part.length) });
+    res.write(part);
+    next = () => then(res);
+  };
+  return [engine, () => setImmediate(() => next?.())];
+}
+
 describe('WholeAnswerRelay', () => {
   it('writes a whole answer with its headers in one write, and reads its usage', async () => {
     const { url, seen } = await relayTo((_req, res) => {
@@ -150,16 +165,7 @@ describe('WholeAnswerRelay', () => {
 
   it('sends a large answer in slices as it comes, intact', async () => {
     const part = Buffer.alloc(300 * 1024, 'a');
-    let rest: (() => void) | null = null;
-    // The engine sends the rest only once the front has started its answer: the first slice went out before the end.
-    const { url, seen } = await relayTo(
-      (_req, res) => {
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(2 * part.length) });
-        res.write(part);
-        rest = () => res.end(part);
-      },
-      () => setImmediate(() => rest?.()),
-    );
+    const { url, seen } = await relayTo(...oneSliceThen(part, 2, (res) => res.end(part)));
     const res = await request(url, { method: 'POST', body: '{}' });
     const got = Buffer.from(await res.body.arrayBuffer());
     expect(got.length).toBe(2 * part.length);
@@ -171,15 +177,7 @@ describe('WholeAnswerRelay', () => {
 
   it('cuts the connection when the engine breaks after a slice went out, and says why once', async () => {
     const part = Buffer.alloc(300 * 1024, 'b');
-    let breakNow: (() => void) | null = null;
-    const { url, seen } = await relayTo(
-      (_req, res) => {
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(3 * part.length) });
-        res.write(part);
-        breakNow = () => res.destroy();
-      },
-      () => setImmediate(() => breakNow?.()),
-    );
+    const { url, seen } = await relayTo(...oneSliceThen(part, 3, (res) => res.destroy()));
     const res = await request(url, { method: 'POST', body: '{}' });
     expect(res.statusCode).toBe(200);
     await expect(res.body.arrayBuffer()).rejects.toThrow();

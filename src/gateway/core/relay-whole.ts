@@ -11,7 +11,7 @@
 // whole too: its bytes arrive as sent, at the end.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { AttemptRelay, describeNetError, ONE_WRITE_BYTES, PASSED_HEADERS, WHOLE_ANSWER_SLICE } from './relay.js';
+import { AttemptRelay, describeNetError, endWhole, passHeaders, WHOLE_ANSWER_SLICE } from './relay.js';
 
 export class WholeAnswerRelay extends AttemptRelay {
   private readonly out: Record<string, string> = {};
@@ -21,10 +21,7 @@ export class WholeAnswerRelay extends AttemptRelay {
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (!this.takeStatus(statusCode)) return;
-    for (const name of PASSED_HEADERS) {
-      const v = headers[name];
-      if (typeof v === 'string') this.out[name] = v;
-    }
+    passHeaders(headers, this.out);
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -50,9 +47,7 @@ export class WholeAnswerRelay extends AttemptRelay {
       const body = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
       this.pending = [];
       this.begin();
-      // As a latin1 string (the same bytes), Node sends a small answer in one write with its headers; as a Buffer, in a writev of two.
-      if (body.length <= ONE_WRITE_BYTES) res.end(body.toString('latin1'), 'latin1');
-      else res.end(body);
+      endWhole(res, body);
     } else {
       this.flush();
       res.end();
@@ -83,9 +78,6 @@ export class WholeAnswerRelay extends AttemptRelay {
     if (this.pending.length === 0 || res.destroyed) return;
     const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
     this.pending = [];
-    if (!res.write(data) && this.controller) {
-      this.controller.pause();
-      res.once('drain', this.onDrain);
-    }
+    this.writePaced(data);
   }
 }

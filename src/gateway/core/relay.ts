@@ -58,11 +58,26 @@ export interface RelayHooks {
 /** How much of a non-stream answer is held before it is written: one write for almost every answer, bounded memory for the rest. */
 export const WHOLE_ANSWER_SLICE = 256 * 1024;
 
-/** Answers up to this size go out as one string write (see onResponseEnd); larger ones are not worth the copy. */
-export const ONE_WRITE_BYTES = 64 * 1024;
+/** Answers up to this size go out as one string write (see endWhole); larger ones are not worth the copy. */
+const ONE_WRITE_BYTES = 64 * 1024;
 
 /** Response headers passed to the client; the rest (hop-by-hop, server identity, the engine's own request id: llmgw's is sent) stay behind. */
-export const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after'] as const;
+const PASSED_HEADERS = ['content-type', 'content-length', 'cache-control', 'retry-after'] as const;
+
+/** Copies into `out` the engine's response headers that the client gets (PASSED_HEADERS). */
+export function passHeaders(headers: IncomingHttpHeaders, out: Record<string, string>): void {
+  for (const name of PASSED_HEADERS) {
+    const v = headers[name];
+    if (typeof v === 'string') out[name] = v;
+  }
+}
+
+/** Ends `res` with a whole answer nothing of which was written yet, in as few writes as Node allows. */
+export function endWhole(res: ServerResponse, body: Buffer): void {
+  // As a latin1 string (the same bytes), Node sends a small answer in one write with its headers; as a Buffer, in a writev of two.
+  if (body.length <= ONE_WRITE_BYTES) res.end(body.toString('latin1'), 'latin1');
+  else res.end(body);
+}
 
 /**
  * What every relay of one attempt shares, whatever it writes: the attempt's
@@ -131,6 +146,14 @@ export abstract class AttemptRelay implements Dispatcher.DispatchHandler {
     return true;
   }
 
+  /** Writes `data` to the client; when its buffer is full, the engine's answer is paused until it drains. */
+  protected writePaced(data: string | Buffer): void {
+    if (!this.target.res.write(data) && this.controller) {
+      this.controller.pause();
+      this.target.res.once('drain', this.onDrain);
+    }
+  }
+
   protected settle(o: Outcome): void {
     if (this.settled) return;
     this.settled = true;
@@ -176,10 +199,7 @@ export class RelayHandler extends AttemptRelay {
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (!this.takeStatus(statusCode)) return;
-    for (const name of PASSED_HEADERS) {
-      const v = headers[name];
-      if (typeof v === 'string') this.out[name] = v;
-    }
+    passHeaders(headers, this.out);
     this.sse = (this.out['content-type'] ?? '').startsWith('text/event-stream');
     if (this.sse) this.out['x-accel-buffering'] = 'no';
   }
@@ -226,9 +246,7 @@ export class RelayHandler extends AttemptRelay {
       if (out.length !== body.length) this.out['content-length'] = String(out.length);
       this.start();
       this.pending = [];
-      // As a latin1 string (the same bytes), Node sends a small answer in one write with its headers; as a Buffer, in a writev of two.
-      if (out.length <= ONE_WRITE_BYTES) res.end(out.toString('latin1'), 'latin1');
-      else res.end(out);
+      endWhole(res, out);
     } else {
       this.flush();
       // The engine's last event may end without its blank line: what is left is filtered as whole events are.
@@ -302,11 +320,7 @@ export class RelayHandler extends AttemptRelay {
       }
       this.events += countEvents(data);
     }
-    data = this.transform(data, false);
-    if (!res.write(data) && this.controller) {
-      this.controller.pause();
-      res.once('drain', this.onDrain);
-    }
+    this.writePaced(this.transform(data, false));
   }
 }
 
