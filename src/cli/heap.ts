@@ -52,6 +52,8 @@ export function applyHeapGrowing(percent: number, execArgv: readonly string[] = 
  */
 export const YOUNG_GENERATION_MIB = 64;
 
+const YOUNG_GENERATION_FLAG = `--max-semi-space-size=${YOUNG_GENERATION_MIB}`;
+
 /**
  * The Node flags for a gateway worker: `execArgv`, with the young
  * generation set to YOUNG_GENERATION_MIB unless the operator set one
@@ -61,7 +63,7 @@ export const YOUNG_GENERATION_MIB = 64;
  */
 export function youngGenerationArgs(execArgv: readonly string[], nodeOptions: string | undefined): string[] {
   if (youngGenerationGiven(execArgv, nodeOptions)) return [...execArgv];
-  return [...execArgv, `--max-semi-space-size=${YOUNG_GENERATION_MIB}`];
+  return [...execArgv, YOUNG_GENERATION_FLAG];
 }
 
 /** Whether node was given a young generation: in its arguments `execArgv` or in NODE_OPTIONS `nodeOptions`. */
@@ -89,7 +91,7 @@ export interface RestartableProcess {
  */
 export function youngGenerationRestart(p: RestartableProcess): string[] | null {
   if (typeof p.execve !== 'function' || youngGenerationGiven(p.execArgv, p.env.NODE_OPTIONS)) return null;
-  return [p.execPath, ...youngGenerationArgs(p.execArgv, p.env.NODE_OPTIONS), ...p.argv.slice(1)];
+  return [p.execPath, ...p.execArgv, YOUNG_GENERATION_FLAG, ...p.argv.slice(1)];
 }
 
 /**
