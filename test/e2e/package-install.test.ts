@@ -21,15 +21,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { processesUnder } from '../support/processes.js';
+import { freePort, processesUnder } from '../support/processes.js';
 import { StopWaiting, waitFor } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
-// Ports of this file's own (32700-32799), so it can run beside the quick start's 8080-8082.
-const CLIENT_ADDR = '127.0.0.1:32701';
-const ADMIN_ADDR = '127.0.0.1:32702';
-const AGENT_ADDR = '127.0.0.1:32703';
 
 /**
  * The environment npm and the installed llmgw run in: this Node first on
@@ -145,6 +141,10 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
   it('runs llmgw up to a chat completion from the builtin engine, and stops on Ctrl-C', async () => {
     const work = join(dir, 'work');
     mkdirSync(work);
+    // Free ports, not fixed ones: CI runs this file on two Node lines at once.
+    const clientAddr = `127.0.0.1:${await freePort()}`;
+    const adminAddr = `127.0.0.1:${await freePort()}`;
+    const agentAddr = `127.0.0.1:${await freePort()}`;
     const child = spawn(
       join(prefix, 'bin', 'llmgw'),
       [
@@ -152,11 +152,11 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
         '--data-dir',
         join(work, 'data'),
         '--client-addr',
-        CLIENT_ADDR,
+        clientAddr,
         '--admin-addr',
-        ADMIN_ADDR,
+        adminAddr,
         '--agent-addr',
-        AGENT_ADDR,
+        agentAddr,
       ],
       {
         cwd: work,
@@ -183,7 +183,7 @@ describe(`the packed tarball, installed with npm on Node ${process.version}`, ()
         { timeoutMs: 300_000, intervalMs: 250 },
       );
       const apiKey = readFileSync(join(work, 'data', 'api-key'), 'utf8').trim();
-      const client = new OpenAI({ baseURL: `http://${CLIENT_ADDR}/v1`, apiKey });
+      const client = new OpenAI({ baseURL: `http://${clientAddr}/v1`, apiKey });
       const reply = await client.chat.completions.create({
         model: 'demo',
         messages: [{ role: 'user', content: 'Hello' }],
