@@ -1,6 +1,9 @@
 // The `llmgw` command line as commander sees it: every subcommand and flag,
 // built by a function so that a test can walk the options and read --help
-// without running anything (main.ts parses process.argv with it). No option
+// without running anything (main.ts parses process.argv with it). Each
+// command's code is imported when it runs, not here: every process llmgw
+// starts (an agent's engines, each `llmgw ctl` call) would otherwise load the
+// control plane, the agent and the gateway first, a second of CPU. No option
 // declares a default: each part's table (CONTROL_DEFAULTS, AGENT_DEFAULTS,
 // CLI_DEFAULTS) is the one place a default is written, the command fills
 // what is absent from it, and the help text prints it from there.
@@ -9,14 +12,13 @@ import { AGENT_DEFAULTS } from '../agent/defaults/index.js';
 import { CONTROL_DEFAULTS } from '../control/config/index.js';
 import type { ControlOptions } from '../control/index.js';
 import { formatDurationMs } from '../units/index.js';
-import { type AgentFlags, runAgent } from './agent.js';
-import { runControl } from './control.js';
-import { runRotateSecrets, type RotateSecretsFlags } from './rotate-secrets.js';
+import type { AgentFlags } from './agent.js';
+import type { RotateSecretsFlags } from './rotate-secrets.js';
 import { gatewayCommand } from './gateway.js';
 import { CLI_DEFAULTS } from './defaults.js';
-import { runInstallService, type InstallServiceFlags } from './service.js';
-import { runTlsInit, type TlsInitFlags } from './tls.js';
-import { runUp, type UpFlags } from './up.js';
+import type { InstallServiceFlags } from './service.js';
+import type { TlsInitFlags } from './tls.js';
+import type { UpFlags } from './up.js';
 import { LLMGW_VERSION } from '../version.js';
 
 /** A repeatable flag's values in order; absent until the flag is first given (the command reads absent as none). */
@@ -50,6 +52,7 @@ export function buildProgram(): Command {
     new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp(),
   );
   control.action(async (opts: Record<string, string | boolean | undefined>) => {
+    const { runControl } = await import('./control.js');
     await runControl(opts);
   });
   control
@@ -62,6 +65,7 @@ export function buildProgram(): Command {
     .option('--store <value>', 'sqlite:PATH or a postgres:// URL (default: from the configuration)')
     .option('--secrets-key-file <file>', 'the current key file (default: from the configuration)')
     .action(async (opts: RotateSecretsFlags) => {
+      const { runRotateSecrets } = await import('./rotate-secrets.js');
       await runRotateSecrets(opts);
     });
   program.addCommand(gatewayCommand());
@@ -167,6 +171,7 @@ export function buildProgram(): Command {
     )
     .addOption(new Option('--allow-http-sources', 'accept http:// weight sources (tests on loopback only)').hideHelp())
     .action(async (opts: AgentFlags) => {
+      const { runAgent } = await import('./agent.js');
       await runAgent(opts);
     });
 
@@ -214,6 +219,7 @@ export function buildProgram(): Command {
     .option('--agent-addr <host:port>', withDefault('the agent listener', CONTROL_DEFAULTS.agent_addr))
     .option('--log-level <level>', withDefault('pino level for the log file', CONTROL_DEFAULTS.log_level))
     .action(async (opts: UpFlags) => {
+      const { runUp } = await import('./up.js');
       await runUp(opts);
     });
 
@@ -242,6 +248,7 @@ export function buildProgram(): Command {
     )
     .option('--force', 'replace files that exist (a new CA: certificates it signed before stop being trusted)')
     .action(async (dir: string, opts: TlsInitFlags) => {
+      const { runTlsInit } = await import('./tls.js');
       await runTlsInit(dir, opts);
     });
 
@@ -267,7 +274,8 @@ export function buildProgram(): Command {
       ),
     )
     .option('--node <path>', 'the node binary the unit runs (default: this one)')
-    .action((kind: string, opts: InstallServiceFlags) => {
+    .action(async (kind: string, opts: InstallServiceFlags) => {
+      const { runInstallService } = await import('./service.js');
       runInstallService(kind, opts);
     });
 
