@@ -6,7 +6,7 @@
 // every other llmgw command do not load the control plane for it.
 import { Command, Option } from 'commander';
 import type { ControlOptions } from '../control/index.js';
-import { CONTROL_DEFAULTS } from '../control/config/index.js';
+import { CONTROL_DEFAULTS } from '../control/config/defaults.js';
 
 /** The control plane's keys a gateway reads, one line of help each; the rest of a shared config file is ignored. */
 const GATEWAY_FLAG_HELP: Partial<Record<keyof ControlOptions, string>> = {

@@ -9,7 +9,7 @@
 // what is absent from it, and the help text prints it from there.
 import { Command, Option } from 'commander';
 import { AGENT_DEFAULTS } from '../agent/defaults/index.js';
-import { CONTROL_DEFAULTS } from '../control/config/index.js';
+import { CONTROL_DEFAULTS } from '../control/config/defaults.js';
 import type { ControlOptions } from '../control/index.js';
 import { formatDurationMs } from '../units/index.js';
 import type { AgentFlags } from './agent.js';
