@@ -6,7 +6,7 @@
 // Only /v1/* is guarded; /health and /metrics stay open, as in vLLM, so
 // the agent's probes need no secret.
 import { ValidationError } from '../errors/index.js';
-import { bearerToken, sameSecret } from '../http/index.js';
+import { bearerToken, sameSecret } from '../http/bearer.js';
 import { readSecretFile } from '../validation/flags.js';
 
 /**

@@ -18,7 +18,7 @@
 // - A transcription is "heard N bytes of NAME (fnv1a HEX)" of the uploaded
 //   file, so a test can tell that the bytes arrived as sent.
 import { LlmgwError } from '../../errors/index.js';
-import type { ReadForm } from '../../http/index.js';
+import type { ReadForm } from '../../http/multipart.js';
 import { fnvStart, fnvUpdate, mixSeed, promptTokensOfText } from './generate.js';
 
 /** An answer ready to write: what server.ts sends once the request is admitted. */

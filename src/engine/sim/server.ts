@@ -20,7 +20,7 @@ import {
   nextRandom,
 } from './generate.js';
 import { compileSimEngineOptions, type SimEngineConfig, type SimEngineOptions } from './options.js';
-import { readForm } from '../../http/index.js';
+import { readForm } from '../../http/multipart.js';
 import {
   detokenizeAnswer,
   rerankAnswer,
