@@ -222,7 +222,7 @@ async function serveRouter(urls) {
     process.env.OTEL_BSP_SCHEDULE_DELAY ??= '200';
     process.env.OTEL_BSP_MAX_QUEUE_SIZE ??= '65536';
     const { startTracing } = await import(dist('tracing/index.js'));
-    const t = startTracing({
+    const t = await startTracing({
       url: flags.trace,
       sampleRatio: Number(flags['trace-ratio']),
       serviceName: 'llmgw',

@@ -36,7 +36,7 @@ const attempt = { model: 'm', replica: 'r1', outcome: 'answered', durationMs: 1 
 const choice = { by: 'least-load', candidates: [{ replica: 'r1', load: 0 }] };
 
 for (const ratio of [0, 0.1, 1]) {
-  const t = startTracing({ url, sampleRatio: ratio, serviceName: 'bench', instance: 'bench' });
+  const t = await startTracing({ url, sampleRatio: ratio, serviceName: 'bench', instance: 'bench' });
   const tracing = { tracer: t.tracer, propagator: t.propagator, recordContent: false };
   const run = () => {
     for (let i = 0; i < N; i++) {

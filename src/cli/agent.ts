@@ -202,7 +202,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
   const tracing =
     traceUrl === null
       ? null
-      : startTracing({ url: traceUrl, sampleRatio: 1, serviceName: 'llmgw-agent', instance: config.nodeId });
+      : await startTracing({ url: traceUrl, sampleRatio: 1, serviceName: 'llmgw-agent', instance: config.nodeId });
   const shardTracing = tracing ? new ShardTracing(tracing.tracer, config.nodeId) : null;
   let traced: Supervisor | null = null;
   const supervisor = await Supervisor.create({

@@ -56,7 +56,7 @@ export interface ClientListener {
   requestLog: RequestLog;
 }
 
-export function buildClientListener(parts: ClientListenerParts): ClientListener {
+export async function buildClientListener(parts: ClientListenerParts): Promise<ClientListener> {
   const { config, logger } = parts;
   const app = createJsonApp({
     logger: logger.child({ listener: 'client' }),
@@ -77,7 +77,7 @@ export function buildClientListener(parts: ClientListenerParts): ClientListener 
   });
   app.addHook('onRequest', async (request) => checkHost(request, clientHosts, 'client', 'client_hosts'));
   const requestLog = new RequestLog();
-  const tracing = clientTracing(config, app, logger);
+  const tracing = await clientTracing(config, app, logger);
   const router = registerRouter(app, {
     requestLog,
     catalog: parts.catalog,

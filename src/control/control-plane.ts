@@ -250,7 +250,7 @@ export class ControlPlane {
       app: clientApp,
       router,
       requestLog,
-    } = buildClientListener({
+    } = await buildClientListener({
       config,
       logger,
       registry,

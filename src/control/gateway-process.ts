@@ -166,7 +166,7 @@ export class GatewayProcess {
     };
     const { caps, note } = connectionCapsFor(only, openFileLimit());
     if (note) logger.info({ client: caps.client }, note);
-    const { app, router } = buildClientListener({
+    const { app, router } = await buildClientListener({
       config,
       logger,
       registry,

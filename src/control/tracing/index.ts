@@ -16,14 +16,14 @@ import type { ControlConfig } from '../config/index.js';
  * The router's tracing for `config`, shut down (what is batched sent) when
  * `app` closes; undefined = tracing is off, and the router makes no span.
  */
-export function clientTracing(
+export async function clientTracing(
   config: Pick<ControlConfig, 'tracing'>,
   app: FastifyInstance,
   logger: Logger,
-): GatewayTracing | undefined {
+): Promise<GatewayTracing | undefined> {
   const { url, sampleRatio, content } = config.tracing;
   if (url === null) return undefined;
-  const started = startTracing({
+  const started = await startTracing({
     url,
     sampleRatio,
     serviceName: 'llmgw',
