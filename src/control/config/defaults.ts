@@ -12,7 +12,7 @@ import { PREFIX_CACHE_DEFAULTS } from './prefix-cache.js';
 
 /**
  * Every default of the control plane's configuration, in the words an
- * operator writes (the schema below and `llmgw control --help` read them
+ * operator writes (the schema in index.ts and `llmgw control --help` read them
  * here; nothing else repeats them). The router's settings come from its own
  * table, ROUTER_DEFAULTS, and the Responses API store's from
  * RESPONSE_STORE_DEFAULTS, so the parts cannot disagree. A key missing here
