@@ -327,11 +327,18 @@ describeWithLlamaCpp('the real llama.cpp under llmgw', (binaries) => {
     const first = engineRecordOf(stateDirs, replica.id).pid;
     process.kill(first, 'SIGKILL');
     const again = await waitFor(
-      'the engine started again under the same replica',
+      'the engine started again under the same replica, its model loaded',
       async () => {
         const list = await replicasOf(control.urls.admin, 'tiny-llama');
-        const pid = engineRecordOf(stateDirs, replica.id).pid;
-        return list.length === 1 && list[0]!.state === 'ready' && pid !== first ? { view: list[0]!, pid } : undefined;
+        const record = engineRecordOf(stateDirs, replica.id);
+        if (list.length !== 1 || list[0]!.state !== 'ready' || record.pid === first) return undefined;
+        // The new pid is on disk as the process starts, and the replica can still read ready from before the kill
+        // until the agent's next report reaches the control plane: llama-server's /health says when it has loaded.
+        const health = await fetch(`${list[0]!.endpoint}/health`, {
+          headers: { authorization: `Bearer ${record.launch.apiKey}` },
+        });
+        await health.arrayBuffer();
+        return health.status === 200 ? { view: list[0]!, pid: record.pid } : undefined;
       },
       { timeoutMs: 90_000, intervalMs: 200 },
     );
