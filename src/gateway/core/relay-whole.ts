@@ -11,7 +11,7 @@
 // whole too: its bytes arrive as sent, at the end.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { AttemptRelay, describeNetError, endWhole, passHeaders, WHOLE_ANSWER_SLICE } from './relay.js';
+import { AttemptRelay, describeNetError, endWhole, joined, passHeaders, WHOLE_ANSWER_SLICE } from './relay.js';
 
 export class WholeAnswerRelay extends AttemptRelay {
   private readonly out: Record<string, string> = {};
@@ -44,7 +44,7 @@ export class WholeAnswerRelay extends AttemptRelay {
     }
     const res = this.target.res;
     if (!this.started) {
-      const body = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+      const body = joined(this.pending);
       this.pending = [];
       this.begin();
       endWhole(res, body);
@@ -76,7 +76,7 @@ export class WholeAnswerRelay extends AttemptRelay {
   private flush(): void {
     const res = this.target.res;
     if (this.pending.length === 0 || res.destroyed) return;
-    const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+    const data = joined(this.pending);
     this.pending = [];
     this.writePaced(data);
   }

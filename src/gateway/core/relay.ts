@@ -72,6 +72,11 @@ export function passHeaders(headers: IncomingHttpHeaders, out: Record<string, st
   }
 }
 
+/** The chunks held so far as one Buffer; the common single chunk is taken as it is, not copied. */
+export function joined(chunks: readonly Buffer[]): Buffer {
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+}
+
 /** Ends `res` with a whole answer nothing of which was written yet, in as few writes as Node allows. */
 export function endWhole(res: ServerResponse, body: Buffer): void {
   // As a latin1 string (the same bytes), Node sends a small answer in one write with its headers; as a Buffer, in a writev of two.
@@ -236,7 +241,7 @@ export class RelayHandler extends AttemptRelay {
       return this.settle({ kind: 'done', status: 0 });
     }
     if (!this.started) {
-      const body = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+      const body = joined(this.pending);
       if (refusesStreamOptions(this.withholdUsage, this.status, body)) {
         this.pending = [];
         return this.settle({ kind: 'usageRefused' });
@@ -300,7 +305,7 @@ export class RelayHandler extends AttemptRelay {
     this.scheduled = false;
     const res = this.target.res;
     if (this.pending.length === 0 || res.destroyed) return;
-    let data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+    let data = joined(this.pending);
     this.pending = [];
     if (this.sse) {
       const whole = this.carry.pushBytes(data);
