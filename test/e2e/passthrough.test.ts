@@ -121,11 +121,13 @@ describe('pass-through endpoints against a real control plane', () => {
       async () => {
         const { body } = await api<UsageView[]>('GET', '/api/v1/usage');
         const mine = body.filter((u) => u.key_id === key.id && u.model === 'multi');
-        return ['rerank', 'score', 'tokenize', 'detokenize', 'transcriptions'].every((e) =>
+        // Usage reaches the store in batches, so one flush can fall between the two
+        // transcriptions; wait for both rather than for the first row of each endpoint.
+        const everyEndpoint = ['rerank', 'score', 'tokenize', 'detokenize'].every((e) =>
           mine.some((u) => u.endpoint === e),
-        )
-          ? mine
-          : undefined;
+        );
+        const transcribed = mine.find((u) => u.endpoint === 'transcriptions')?.requests ?? 0;
+        return everyEndpoint && transcribed >= 2 ? mine : undefined;
       },
       20_000,
     );
