@@ -27,7 +27,7 @@ import { parseDurationMs } from '../units/index.js';
 import { parseOptions } from '../validation/options.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
-import { bearerToken, sameSecret } from '../http/index.js';
+import { bearerToken, capConnections, sameSecret } from '../http/index.js';
 import {
   ControlClient,
   heartbeatDeadlineMs,
@@ -511,6 +511,12 @@ export class Agent {
       bodyLimit: 1 << 20,
       ...(tls ? { https: { cert: tls.cert, key: tls.key } } : {}),
     }) as unknown as FastifyInstance;
+    // Stopping the agent closes a connection that never sent a request too: Node's close would wait on it for good.
+    const connections = capConnections(app.server, { maxConnections: 0 });
+    app.addHook('preClose', (done) => {
+      connections.closing();
+      done();
+    });
     app.addHook('onRequest', async (req, reply) => {
       const token = this.identity?.mgmt_token;
       const given = bearerToken(req.headers.authorization);

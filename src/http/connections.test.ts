@@ -101,13 +101,42 @@ describe('a capped listener', () => {
     expect(await Promise.all(answers)).toEqual(busy.map(() => expect.stringMatching(/released$/)));
   });
 
-  it('does nothing with a cap of 0', async () => {
+  it('refuses nothing with a cap of 0, and still counts what it holds', async () => {
     const server = createServer();
     const cap = capConnections(server, { maxConnections: 0, onRefused: () => expect.fail('no cap, no refusal') });
     const { port } = await serve(server);
-    for (let i = 0; i < 20; i++) await silent(port);
+    const held: Held[] = [];
+    for (let i = 0; i < 20; i++) held.push(await silent(port));
     expect(server.maxConnections ?? Infinity, "Node's own cap is left unset").toBe(Infinity);
-    expect(cap.open(), 'not counted').toBe(0);
+    await waitFor('all twenty counted', () => cap.open() === 20);
+    expect(held.some((h) => h.closed)).toBe(false);
+  });
+
+  // Regression: Node's close() left a connection that never sent a request open and stopped the header timeout
+  // that would have ended it, so one silent client held a listener's close (a plane's shutdown) for good.
+  it('closing() closes what has no request in flight, and what arrives after, but not a request in flight', async () => {
+    const server = createServer();
+    const cap = capConnections(server, { maxConnections: 0 });
+    const { port, release } = await serve(server);
+    const quiet = await silent(port);
+    const halfway = await silent(port);
+    halfway.socket.write('GET / HTTP/1.1\r\nHost: x\r\n');
+    // Answered and kept alive: idle between requests.
+    const kept = await silent(port);
+    let between = '';
+    kept.socket.setEncoding('utf8').on('data', (c: string) => (between += c));
+    kept.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await waitFor('the kept connection answered', () => between.endsWith('ok'));
+    const busy = await silent(port);
+    const held = ask(busy.socket, '/hold');
+    await waitFor('four open, one busy', () => cap.open() === 4 && cap.idle() === 3);
+    cap.closing();
+    await waitFor('the three without a request in flight closed', () => quiet.closed && halfway.closed && kept.closed);
+    const late = await silent(port).catch(() => null);
+    await waitFor('a connection arriving after closing() closed too', () => late === null || late.closed);
+    expect(busy.closed, 'the request in flight keeps its connection').toBe(false);
+    release();
+    expect(await held).toMatch(/released$/);
   });
 
   describe('over TLS', () => {

@@ -7,7 +7,10 @@
 // clients out until they time out; at the cap, a connection with no request
 // in flight (silent since it opened, or idle between requests) is closed to
 // make room, oldest first, so the listener keeps answering whoever sends a
-// request promptly.
+// request promptly. The same bookkeeping lets a closing listener close those
+// connections at once: Node's own close leaves a connection that never sent
+// a request open, and stops the header timeout that would have ended it, so
+// one silent client held a plane's shutdown for as long as it liked.
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server, Socket } from 'node:net';
@@ -20,12 +23,19 @@ export interface ConnectionCapOptions {
   onRefused?: () => void;
 }
 
-/** What a capped listener holds now: for tests and the start-up log. */
+/** What a listener holds now (for tests and the start-up log), and how it lets go of it when it closes. */
 export interface ConnectionCap {
   /** Connections open now. */
   open(): number;
   /** Connections with no request in flight now (the ones a newcomer may displace). */
   idle(): number;
+  /**
+   * The listener is closing: every connection with no request in flight
+   * (silent since it opened, part-way through its headers, or idle between
+   * requests) is closed now, and any that arrives from now on as it is
+   * accepted. A request in flight keeps its connection until its answer ends.
+   */
+  closing(): void;
 }
 
 const kInFlight = Symbol('llmgw.inFlight');
@@ -53,19 +63,38 @@ export function rawSocketOf(socket: Socket): Socket {
  * only to a flood that arrives within its own round trip. A connection whose
  * request is in flight (a long-polled heartbeat, a streaming answer) is never
  * closed here. Node's own server.maxConnections, one above, stays as a
- * backstop: what it refuses at accept is counted too.
+ * backstop: what it refuses at accept is counted too. With no cap
+ * (maxConnections 0) nothing is refused, and the connections are tracked
+ * only for closing().
  */
 export function capConnections(server: Server, options: ConnectionCapOptions): ConnectionCap {
   // Oldest first: a Set iterates in insertion order, and a connection moves to the end each time it falls idle.
   const idle = new Set<Tracked>();
   let open = 0;
-  const cap = { open: () => open, idle: () => idle.size };
-  if (!(options.maxConnections > 0)) return cap;
+  let closing = false;
+  const cap = {
+    open: () => open,
+    idle: () => idle.size,
+    closing: () => {
+      closing = true;
+      // Each one's 'close' takes it out of the set, later; the copy is what is idle now.
+      for (const socket of [...idle]) socket.destroy();
+    },
+  };
+  // No cap: the connections are still tracked, for closing().
+  const capped = options.maxConnections > 0;
   const refused = options.onRefused ?? (() => {});
-  server.maxConnections = options.maxConnections + 1;
-  server.on('drop', refused);
+  if (capped) {
+    server.maxConnections = options.maxConnections + 1;
+    server.on('drop', refused);
+  }
 
   server.on('connection', (socket: Tracked) => {
+    // Accepted between closing() and the listener's own close: nothing was asked on it yet.
+    if (closing) {
+      socket.destroy();
+      return;
+    }
     // For TLS this is the accepted TCP socket; the server's TLS listener has already wrapped it.
     open++;
     idle.add(socket);
@@ -73,7 +102,7 @@ export function capConnections(server: Server, options: ConnectionCapOptions): C
       open--;
       idle.delete(socket);
     });
-    if (open <= options.maxConnections) return;
+    if (!capped || open <= options.maxConnections) return;
     // The newcomer was added last, so it goes only when no older connection is idle.
     const oldest = idle.values().next().value;
     if (oldest === undefined) return;

@@ -130,4 +130,35 @@ describe('a JSON listener', () => {
     expect(answer.text).toMatch(/^HTTP\/1\.1 200 /);
     expect(answer.text).toContain('last');
   });
+
+  // Regression (replays the attack): Node's close() does not count a connection that never sent a request as
+  // idle, and stops the headers timeout that would have ended it. One client that connected and said nothing, or
+  // half a request, held close() for as long as it stayed: `llmgw control` ignored SIGTERM, and under systemd it
+  // was killed before its usage reached the store.
+  it('closes connections that sent nothing or half their headers when it closes, while a request in flight ends', async () => {
+    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 4096 });
+    let finish: () => void = () => {};
+    const started = new Promise<void>((began) => {
+      app.get('/slow', (_request, reply) => {
+        finish = () => void reply.send({ done: true });
+        began();
+      });
+    });
+    const port = await listen(app);
+    const quiet = await exchange(port, '');
+    const half = await exchange(port, 'GET /slow HTTP/1.1\r\nHost: x\r\n');
+    const slow = await exchange(port, 'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
+    await started;
+    apps.splice(apps.indexOf(app), 1);
+    let closed = false;
+    const closing = app.close().then(() => (closed = true));
+    await Promise.all([quiet.closed, half.closed]);
+    expect(quiet.text + half.text, 'nothing written to them').toBe('');
+    expect(closed, 'close() waits for the request in flight').toBe(false);
+    finish();
+    await closing;
+    await slow.closed;
+    expect(slow.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(slow.text).toContain('{"done":true}');
+  });
 });

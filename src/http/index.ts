@@ -218,16 +218,19 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   // Route schemas are zod, on every listener (src/http/schema.ts); no route declares JSON Schema.
   app.setValidatorCompiler(zodValidatorCompiler);
 
-  capConnections(app.server, {
+  const connections = capConnections(app.server, {
     maxConnections: options.maxConnections ?? 0,
     ...(options.onConnectionRefused ? { onRefused: options.onConnectionRefused } : {}),
   });
   // Once the listener closes, the answer a connection is still writing is its last. Node closes only the connections
   // idle when close() is called: one that finishes its answer later (a stream running at shutdown) stayed open for
   // the whole keep-alive timeout, and held close() (and the process's exit) that long. Node reads the timeout as each
-  // answer ends.
+  // answer ends. Nor does Node count a connection that never sent a request as idle, and it stops the header timeout
+  // that would have ended it: one silent client (a browser's spare connection, a probe, an attacker) held close()
+  // for good. Those are closed here (capConnections' closing()).
   app.addHook('preClose', (done) => {
     app.server.keepAliveTimeout = 1;
+    connections.closing();
     done();
   });
   // A socket timeout while a request's body is still arriving (the router arms one per request on the client

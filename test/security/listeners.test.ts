@@ -253,3 +253,79 @@ describe('a TLS control plane with few file descriptors', () => {
     expect(warned, 'the start-up log says the caps were fitted to the open-file limit').toBeDefined();
   });
 });
+
+describe('a TLS control plane stopping', () => {
+  // Attack: one client that connected and sent nothing (or half a ClientHello) held the listener's close for as long
+  // as it stayed, because Node's close() leaves such a connection open and stops the headers timeout that would have
+  // ended it: `llmgw control` ignored SIGTERM, and under systemd it was killed before its usage reached the store.
+  it('stops on SIGTERM while silent and half-handshaken connections are held open on every listener', async () => {
+    const control = await startControl([
+      '--store',
+      `sqlite:${join(dir, 'stopping.db')}`,
+      '--admin-token',
+      ADMIN,
+      '--join-token',
+      JOIN,
+      '--log-level',
+      'info',
+      ...tlsArgs(),
+    ]);
+    const hello = await clientHello();
+    const held: { listener: string; kind: string; h: Held }[] = [];
+    for (const [listener, url] of Object.entries(control.urls)) {
+      held.push({ listener, kind: 'silent', h: await hold(url) });
+      const half = await hold(url);
+      half.socket.write(hello.subarray(0, Math.floor(hello.length / 2)));
+      held.push({ listener, kind: 'half a ClientHello', h: half });
+    }
+    // The headers timeout is its default 30 s: nothing closes these connections before the stop but the stop.
+    const stopped = await Promise.race([
+      control.stop('SIGTERM'),
+      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 20_000).unref()),
+    ]);
+    expect(stopped, 'SIGTERM stops the control plane, whatever its clients hold open').toEqual({
+      code: 0,
+      signal: null,
+    });
+    await waitFor(
+      () => `every held connection closed; still open: ${held.filter((x) => !x.h.closed).map((x) => x.listener)}`,
+      () => held.every((x) => x.h.closed),
+    );
+    for (const x of held) expect(x.h.received, `${x.listener} (${x.kind}): nothing written`).toBe(0);
+  });
+
+  // The same attack on an agent's management listener, which the control plane calls across the network: `llmgw
+  // agent` (and `llmgw up`, which stops its agent first) ignored SIGTERM while the connection stayed.
+  it('stops an agent on SIGTERM while a silent connection is held on its management listener', async () => {
+    const control = await startControl(['--store', 'none', '--join-token', JOIN, '--log-level', 'warn']);
+    const agent = startLlmgw([
+      'agent',
+      '--control',
+      control.urls.agent,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      'stopping',
+      '--state-dir',
+      join(dir, 'stopping-agent'),
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--port-range',
+      '27950-27959',
+      '--log-level',
+      'info',
+    ]);
+    const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
+    const silent = await hold(running.mgmt as string);
+    const stopped = await Promise.race([
+      agent.stop('SIGTERM'),
+      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 20_000).unref()),
+    ]);
+    expect(stopped, 'SIGTERM stops the agent, whatever is held open on its listener').toEqual({
+      code: 0,
+      signal: null,
+    });
+    await waitFor('the silent connection closed', () => silent.closed);
+    expect(silent.received).toBe(0);
+  });
+});
