@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as connectTls } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN, JOIN } from '../support/fleet.js';
+import { ADMIN, JOIN, startSimAgent } from '../support/fleet.js';
 import { type ControlUrls, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
 import { type RawAnswer, rawExchange } from '../support/raw-http.js';
 import { waitFor } from '../support/wait.js';
@@ -35,6 +35,25 @@ beforeAll(async () => {
 }, 60_000);
 
 const tlsArgs = () => ['--tls-cert', join(pki, 'control.pem'), '--tls-key', join(pki, 'control-key.pem')];
+
+/** A control plane serving TLS, on a SQLite file of its own in the test's directory, with `extra` flags. */
+function tlsControl(db: string, extra: string[] = [], options: Parameters<typeof startControl>[1] = {}) {
+  return startControl(
+    [
+      '--store',
+      `sqlite:${join(dir, db)}`,
+      '--admin-token',
+      ADMIN,
+      '--join-token',
+      JOIN,
+      '--log-level',
+      'info',
+      ...extra,
+      ...tlsArgs(),
+    ],
+    options,
+  );
+}
 
 /** A TCP connection the test holds open; it records whether the server closed it and what, if anything, it wrote. */
 interface Held {
@@ -87,21 +106,7 @@ describe('a TLS control plane with short timeouts', () => {
   let control: RunningProcess & { urls: ControlUrls };
 
   beforeAll(async () => {
-    control = await startControl([
-      '--store',
-      `sqlite:${join(dir, 'short.db')}`,
-      '--admin-token',
-      ADMIN,
-      '--join-token',
-      JOIN,
-      '--client-headers-timeout',
-      '1s',
-      '--idle-body-timeout',
-      '1s',
-      '--log-level',
-      'info',
-      ...tlsArgs(),
-    ]);
+    control = await tlsControl('short.db', ['--client-headers-timeout', '1s', '--idle-body-timeout', '1s']);
   }, 60_000);
 
   // Attack: connections that send nothing, or half a ClientHello, were never closed (the handshake
@@ -212,20 +217,7 @@ describe('a TLS control plane with few file descriptors', () => {
 
   beforeAll(async () => {
     // 700 open files for the whole process: 800 silent connections would take them all without a cap.
-    control = await startControl(
-      [
-        '--store',
-        `sqlite:${join(dir, 'few.db')}`,
-        '--admin-token',
-        ADMIN,
-        '--join-token',
-        JOIN,
-        '--log-level',
-        'info',
-        ...tlsArgs(),
-      ],
-      { prefix: ['prlimit', '--nofile=700:700', '--'] },
-    );
+    control = await tlsControl('few.db', [], { prefix: ['prlimit', '--nofile=700:700', '--'] });
   }, 60_000);
 
   // Attack: 1,100 silent TCP connections exhausted the process's file descriptors and every listener
@@ -259,17 +251,7 @@ describe('a TLS control plane stopping', () => {
   // as it stayed, because Node's close() leaves such a connection open and stops the headers timeout that would have
   // ended it: `llmgw control` ignored SIGTERM, and under systemd it was killed before its usage reached the store.
   it('stops on SIGTERM while silent and half-handshaken connections are held open on every listener', async () => {
-    const control = await startControl([
-      '--store',
-      `sqlite:${join(dir, 'stopping.db')}`,
-      '--admin-token',
-      ADMIN,
-      '--join-token',
-      JOIN,
-      '--log-level',
-      'info',
-      ...tlsArgs(),
-    ]);
+    const control = await tlsControl('stopping.db');
     const hello = await clientHello();
     const held: { listener: string; kind: string; h: Held }[] = [];
     for (const [listener, url] of Object.entries(control.urls)) {
@@ -298,23 +280,14 @@ describe('a TLS control plane stopping', () => {
   // agent` (and `llmgw up`, which stops its agent first) ignored SIGTERM while the connection stayed.
   it('stops an agent on SIGTERM while a silent connection is held on its management listener', async () => {
     const control = await startControl(['--store', 'none', '--join-token', JOIN, '--log-level', 'warn']);
-    const agent = startLlmgw([
-      'agent',
-      '--control',
+    // Logging at info: its start-up line names the management listener.
+    const agent = startSimAgent(
       control.urls.agent,
-      '--join-token',
-      JOIN,
-      '--node-id',
-      'stopping',
-      '--state-dir',
       join(dir, 'stopping-agent'),
-      '--simulate',
-      'gpus=0,ram=16g',
-      '--port-range',
-      '27950-27959',
-      '--log-level',
+      'stopping',
+      { first: 27950, count: 10 },
       'info',
-    ]);
+    );
     const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
     const silent = await hold(running.mgmt as string);
     const stopped = await Promise.race([

@@ -20,7 +20,13 @@ export const adminHeaders = {
 export type { ControlPlaneView, ReplicaView } from '../../src/api/index.js';
 
 /** Starts a simulated agent (no GPUs) with its own port range; `control` may list several URLs, comma-separated. */
-export function startSimAgent(control: string, stateDir: string, id: string, ports: { first: number; count: number }) {
+export function startSimAgent(
+  control: string,
+  stateDir: string,
+  id: string,
+  ports: { first: number; count: number },
+  logLevel = 'warn',
+) {
   return startLlmgw([
     'agent',
     '--control',
@@ -38,7 +44,7 @@ export function startSimAgent(control: string, stateDir: string, id: string, por
     '--port-range',
     `${ports.first}-${ports.first + ports.count - 1}`,
     '--log-level',
-    'warn',
+    logLevel,
   ]);
 }
 
