@@ -246,6 +246,16 @@ describe('a TLS control plane with few file descriptors', () => {
   });
 });
 
+/** SIGTERM, and how the process ended; 'still running' after 20 s (the test's patience, not a limit of llmgw's). */
+function stopOnSigterm(
+  proc: RunningProcess,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null } | 'still running'> {
+  return Promise.race([
+    proc.stop('SIGTERM'),
+    new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 20_000).unref()),
+  ]);
+}
+
 describe('a TLS control plane stopping', () => {
   // Attack: one client that connected and sent nothing (or half a ClientHello) held the listener's close for as long
   // as it stayed, because Node's close() leaves such a connection open and stops the headers timeout that would have
@@ -261,11 +271,7 @@ describe('a TLS control plane stopping', () => {
       held.push({ listener, kind: 'half a ClientHello', h: half });
     }
     // The headers timeout is its default 30 s: nothing closes these connections before the stop but the stop.
-    const stopped = await Promise.race([
-      control.stop('SIGTERM'),
-      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 20_000).unref()),
-    ]);
-    expect(stopped, 'SIGTERM stops the control plane, whatever its clients hold open').toEqual({
+    expect(await stopOnSigterm(control), 'SIGTERM stops the control plane, whatever its clients hold open').toEqual({
       code: 0,
       signal: null,
     });
@@ -290,11 +296,7 @@ describe('a TLS control plane stopping', () => {
     );
     const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
     const silent = await hold(running.mgmt as string);
-    const stopped = await Promise.race([
-      agent.stop('SIGTERM'),
-      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 20_000).unref()),
-    ]);
-    expect(stopped, 'SIGTERM stops the agent, whatever is held open on its listener').toEqual({
+    expect(await stopOnSigterm(agent), 'SIGTERM stops the agent, whatever is held open on its listener').toEqual({
       code: 0,
       signal: null,
     });
