@@ -230,7 +230,9 @@ describe('the client listener refuses bad credentials with 401 and nothing else'
       s.once('data', () => (answered = true));
       const request = `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${'k'.repeat(1 << 20)}\r\ncontent-length: 2\r\n\r\n{}`;
       for (let at = 0; at < request.length && !answered && !s.destroyed; at += 16 * 1024) {
-        if (!s.write(request.slice(at, at + 16 * 1024))) await new Promise((resolve) => s.once('drain', resolve));
+        // A full buffer waits for room, or for the server's close (after its answer), whichever comes.
+        if (!s.write(request.slice(at, at + 16 * 1024)))
+          await new Promise((resolve) => s.once('drain', resolve).once('close', resolve));
         await new Promise((resolve) => setImmediate(resolve));
       }
     });
