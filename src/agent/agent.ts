@@ -6,7 +6,7 @@
 // benchmark can run thousands of simulated agents in one process.
 import { isWildcardHost } from '../net/index.js';
 import { resolve } from 'node:path';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
@@ -27,7 +27,7 @@ import { parseDurationMs } from '../units/index.js';
 import { parseOptions } from '../validation/options.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
-import { bearerToken, capConnections, sameSecret } from '../http/index.js';
+import { openFileLimit } from '../http/index.js';
 import {
   ControlClient,
   heartbeatDeadlineMs,
@@ -39,7 +39,7 @@ import {
 } from './control-link.js';
 import { backoffDelayMs, firstJoinDelayMs, startIndex } from './backoff.js';
 import { ReportPolicy } from './report-policy.js';
-import { declareMgmtBodies } from './mgmt-bodies.js';
+import { createMgmtApp } from './mgmt-app.js';
 import { AGENT_DEFAULTS } from './defaults/index.js';
 
 /** The options as an operator writes them (flags). */
@@ -506,30 +506,12 @@ export class Agent {
 
   private async startMgmt(): Promise<void> {
     const tls = this.config.mgmtTls;
-    const app = Fastify({
-      loggerInstance: this.logger.child({ listener: 'mgmt' }) as unknown as FastifyBaseLogger,
-      bodyLimit: 1 << 20,
-      ...(tls ? { https: { cert: tls.cert, key: tls.key } } : {}),
-    }) as unknown as FastifyInstance;
-    // Stopping the agent closes a connection that never sent a request too: Node's close would wait on it for good.
-    const connections = capConnections(app.server, { maxConnections: 0 });
-    app.addHook('preClose', (done) => {
-      connections.closing();
-      done();
+    const app = createMgmtApp({
+      logger: this.logger.child({ listener: 'mgmt' }),
+      tls,
+      token: () => this.identity?.mgmt_token,
+      openFiles: openFileLimit(),
     });
-    app.addHook('onRequest', async (req, reply) => {
-      const token = this.identity?.mgmt_token;
-      const given = bearerToken(req.headers.authorization);
-      const ok = token !== undefined && given !== null && sameSecret(given, token);
-      if (!ok) {
-        req.log.warn(
-          { ip: req.ip, url: req.url.split('?')[0] },
-          "management call refused: not from this node's control plane",
-        );
-        return reply.code(401).send({ error: "only this node's control plane may call its management API" });
-      }
-    });
-    declareMgmtBodies(app);
     app.get('/mgmt/v1/health', async () => ({ node_id: this.config.nodeId, phase: this.phase }));
     this.deps.mgmtRoutes?.(app);
     await app.listen({ host: this.config.mgmtHost, port: this.config.mgmtPort });

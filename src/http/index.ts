@@ -52,6 +52,7 @@ export {
   fitConnectionCaps,
   openFileLimit,
   registerConnectionRefusals,
+  reservedFiles,
   type ConnectionCap,
   type ListenerName,
 } from './connections.js';
