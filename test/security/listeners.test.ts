@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as connectTls } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN, JOIN, startSimAgent } from '../support/fleet.js';
+import { ADMIN, getJson, JOIN, startSimAgent } from '../support/fleet.js';
 import { type ControlUrls, type RunningProcess, startControl, startLlmgw, stopAll } from '../support/processes.js';
 import { type RawAnswer, rawExchange } from '../support/raw-http.js';
 import { waitFor } from '../support/wait.js';
@@ -246,6 +246,51 @@ describe('a TLS control plane with few file descriptors', () => {
   });
 });
 
+describe('an agent with few file descriptors', () => {
+  // Attack: the agent's management listener, reachable from the network so that its control plane can call it, had
+  // no connection cap: silent connections took file descriptors until none was left for new connections, to the
+  // listener or from it. At its cap (68 connections for 200 files) the oldest silent one makes room instead.
+  it('300 silent connections to its management listener leave it answering and the node reporting', async () => {
+    const control = await startControl(['--store', 'none', '--join-token', JOIN, '--log-level', 'warn']);
+    const agent = startSimAgent(
+      control.urls.agent,
+      join(dir, 'few-files-agent'),
+      'few-files',
+      { first: 27960, count: 10 },
+      {
+        logLevel: 'info',
+        prefix: ['prlimit', '--nofile=200:200', '--'],
+      },
+    );
+    const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
+    const mgmt = running.mgmt as string;
+    const held: Held[] = [];
+    for (let i = 0; i < 300; i++) held.push(await hold(mgmt));
+    await waitFor(
+      () => `the cap closed all but 68 of the 300; open: ${held.filter((h) => !h.closed).length}`,
+      () => held.filter((h) => !h.closed).length <= 68,
+    );
+    const warned = await agent.waitForLog((e) => String(e.msg).includes('management listener at its connection cap'));
+    expect(warned.max_connections, 'the cap fits 200 open files').toBe(68);
+    const host = new URL(mgmt).host;
+    const answer = await rawExchange(
+      mgmt,
+      `GET /mgmt/v1/health HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(answer.status, `the listener still answers, and without the token refuses: ${answer.head}`).toBe(401);
+    expect(JSON.parse(answer.body)).toEqual({ error: "only this node's control plane may call its management API" });
+    // The node still reaches its control plane: it was seen within the last second, after the flood.
+    await waitFor('a heartbeat after the flood', async () => {
+      const nodes = await getJson<{ id: string; liveness: string; last_seen_ago: string }[]>(
+        `${control.urls.admin}/api/v1/nodes`,
+      );
+      return nodes.some((n) => n.id === 'few-files' && n.liveness === 'up' && n.last_seen_ago === '0s');
+    });
+    expect(agent.lines.join('\n')).not.toMatch(/EMFILE/);
+    for (const h of held) h.socket.destroy();
+  });
+});
+
 /** SIGTERM, and how the process ended; 'still running' after 20 s (the test's patience, not a limit of llmgw's). */
 function stopOnSigterm(
   proc: RunningProcess,
@@ -292,7 +337,9 @@ describe('a TLS control plane stopping', () => {
       join(dir, 'stopping-agent'),
       'stopping',
       { first: 27950, count: 10 },
-      'info',
+      {
+        logLevel: 'info',
+      },
     );
     const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
     const silent = await hold(running.mgmt as string);

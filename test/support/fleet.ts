@@ -5,7 +5,7 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ReplicaView } from '../../src/api/index.js';
-import { startLlmgw } from './processes.js';
+import { type StartOptions, startLlmgw } from './processes.js';
 import { waitFor } from './wait.js';
 
 export const JOIN = 'e2e-join-token-0123456789abcdef';
@@ -19,33 +19,39 @@ export const adminHeaders = {
 // The admin API's own shapes, as the typed client declares them.
 export type { ControlPlaneView, ReplicaView } from '../../src/api/index.js';
 
-/** Starts a simulated agent (no GPUs) with its own port range; `control` may list several URLs, comma-separated. */
+/**
+ * Starts a simulated agent (no GPUs) with its own port range; `control` may list several URLs, comma-separated.
+ * `options.prefix` runs it under a command that execs it (prlimit, a network namespace).
+ */
 export function startSimAgent(
   control: string,
   stateDir: string,
   id: string,
   ports: { first: number; count: number },
-  logLevel = 'warn',
+  options: { logLevel?: string; prefix?: StartOptions['prefix'] } = {},
 ) {
-  return startLlmgw([
-    'agent',
-    '--control',
-    control,
-    '--join-token',
-    JOIN,
-    '--node-id',
-    id,
-    '--state-dir',
-    stateDir,
-    '--simulate',
-    'gpus=0,ram=16g',
-    '--heartbeat-interval',
-    '300ms',
-    '--port-range',
-    `${ports.first}-${ports.first + ports.count - 1}`,
-    '--log-level',
-    logLevel,
-  ]);
+  return startLlmgw(
+    [
+      'agent',
+      '--control',
+      control,
+      '--join-token',
+      JOIN,
+      '--node-id',
+      id,
+      '--state-dir',
+      stateDir,
+      '--simulate',
+      'gpus=0,ram=16g',
+      '--heartbeat-interval',
+      '300ms',
+      '--port-range',
+      `${ports.first}-${ports.first + ports.count - 1}`,
+      '--log-level',
+      options.logLevel ?? 'warn',
+    ],
+    options.prefix ? { prefix: options.prefix } : {},
+  );
 }
 
 export async function getJson<T>(url: string): Promise<T> {
