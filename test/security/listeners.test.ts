@@ -246,24 +246,32 @@ describe('a TLS control plane with few file descriptors', () => {
   });
 });
 
+/**
+ * A simulated agent `id` (ports from `firstPort`, ten of them) joined to a control plane of its own with no store,
+ * started under `prefix` if given; logging at info, whose start-up line names its management listener.
+ */
+async function simAgent(id: string, firstPort: number, prefix?: readonly string[]) {
+  const control = await startControl(['--store', 'none', '--join-token', JOIN, '--log-level', 'warn']);
+  const agent = startSimAgent(
+    control.urls.agent,
+    join(dir, `${id}-agent`),
+    id,
+    { first: firstPort, count: 10 },
+    {
+      logLevel: 'info',
+      ...(prefix ? { prefix } : {}),
+    },
+  );
+  const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
+  return { control, agent, mgmt: running.mgmt as string };
+}
+
 describe('an agent with few file descriptors', () => {
   // Attack: the agent's management listener, reachable from the network so that its control plane can call it, had
   // no connection cap: silent connections took file descriptors until none was left for new connections, to the
   // listener or from it. At its cap (68 connections for 200 files) the oldest silent one makes room instead.
   it('300 silent connections to its management listener leave it answering and the node reporting', async () => {
-    const control = await startControl(['--store', 'none', '--join-token', JOIN, '--log-level', 'warn']);
-    const agent = startSimAgent(
-      control.urls.agent,
-      join(dir, 'few-files-agent'),
-      'few-files',
-      { first: 27960, count: 10 },
-      {
-        logLevel: 'info',
-        prefix: ['prlimit', '--nofile=200:200', '--'],
-      },
-    );
-    const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
-    const mgmt = running.mgmt as string;
+    const { control, agent, mgmt } = await simAgent('few-files', 27960, ['prlimit', '--nofile=200:200', '--']);
     const held: Held[] = [];
     for (let i = 0; i < 300; i++) held.push(await hold(mgmt));
     await waitFor(
@@ -330,19 +338,8 @@ describe('a TLS control plane stopping', () => {
   // The same attack on an agent's management listener, which the control plane calls across the network: `llmgw
   // agent` (and `llmgw up`, which stops its agent first) ignored SIGTERM while the connection stayed.
   it('stops an agent on SIGTERM while a silent connection is held on its management listener', async () => {
-    const control = await startControl(['--store', 'none', '--join-token', JOIN, '--log-level', 'warn']);
-    // Logging at info: its start-up line names the management listener.
-    const agent = startSimAgent(
-      control.urls.agent,
-      join(dir, 'stopping-agent'),
-      'stopping',
-      { first: 27950, count: 10 },
-      {
-        logLevel: 'info',
-      },
-    );
-    const running = await agent.waitForLog((e) => e.msg === 'llmgw agent running');
-    const silent = await hold(running.mgmt as string);
+    const { agent, mgmt } = await simAgent('stopping', 27950);
+    const silent = await hold(mgmt);
     expect(await stopOnSigterm(agent), 'SIGTERM stops the agent, whatever is held open on its listener').toEqual({
       code: 0,
       signal: null,
