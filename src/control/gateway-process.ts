@@ -237,6 +237,14 @@ export class GatewayProcess {
 }
 
 /**
+ * Connections the metrics listener holds at most: its callers are a few
+ * scrapers. It shares the process's open files with the client listener,
+ * whose cap assumes it has them nearly alone, so a flood here is held to
+ * this many and the oldest idle connection makes room.
+ */
+export const METRICS_MAX_CONNECTIONS = 16;
+
+/**
  * A listener with GET /metrics and nothing else, for a gateway process that
  * has no admin listener; `collect` gives the text (one process's registry,
  * or every worker's summed by the primary). It asks no token: bind it where
@@ -247,7 +255,11 @@ export async function serveMetrics(
   logger: Logger,
   collect: () => Promise<{ contentType: string; text: string }>,
 ): Promise<{ app: FastifyInstance; url: string }> {
-  const app = createJsonApp({ logger: logger.child({ listener: 'metrics' }), bodyLimitBytes: 1024 });
+  const app = createJsonApp({
+    logger: logger.child({ listener: 'metrics' }),
+    bodyLimitBytes: 1024,
+    maxConnections: METRICS_MAX_CONNECTIONS,
+  });
   app.get('/metrics', async (_request, reply) => {
     const { contentType, text } = await collect();
     return reply.header('content-type', contentType).send(text);
