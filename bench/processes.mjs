@@ -44,10 +44,11 @@ export function controlListening(child, exited) {
 /**
  * Node run with `args`, once its stdout matches `re` (its listening line):
  * the child and the match. Rejects if it exits first. Its stderr is the
- * bench's; the rest of its stdout is read and dropped, so the pipe never fills.
+ * bench's, or with `stderr: 'pipe'` the caller's to read (child.stderr); the
+ * rest of its stdout is read and dropped, so the pipe never fills.
  */
-export function spawnUntil(args, re) {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+export function spawnUntil(args, re, { stderr = 'inherit' } = {}) {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d) => {

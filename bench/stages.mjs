@@ -15,10 +15,8 @@
 //
 //   npm run build && node bench/stages.mjs [--chunks 1] [--requests 3000] [--rounds 3]
 // Node's globals are imported by name: the lint config gives plain .mjs files no Node environment.
-import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { readFileSync } from 'node:fs';
-import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { spawnUntil } from './processes.mjs';
@@ -39,13 +37,11 @@ const startScript = JSON.parse(readFileSync(new URL('../package.json', import.me
 const nodeFlags = startScript.match(/--[\w-]+=\S+/g) ?? [];
 
 /** A proxy child with the probe loaded: its URL (and key), and its next `stages` report on asking. */
-function startProxy(args, re) {
-  const child = spawn(process.execPath, [...nodeFlags, '--import', probe, routerBench, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+async function startProxy(args, re) {
+  const proc = await spawnUntil([...nodeFlags, '--import', probe, routerBench, ...args], re, { stderr: 'pipe' });
   const waiting = [];
   let err = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk) => {
+  proc.child.stderr.setEncoding('utf8').on('data', (chunk) => {
     err += chunk;
     for (let nl = err.indexOf('\n'); nl >= 0; nl = err.indexOf('\n')) {
       const line = err.slice(0, nl);
@@ -54,23 +50,12 @@ function startProxy(args, re) {
       else console.error(line);
     }
   });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d) => {
-      if (out === null) return;
-      out += d;
-      const match = re.exec(out);
-      if (!match) return;
-      out = null;
-      const report = () =>
-        new Promise((done) => {
-          waiting.push(done);
-          child.kill('SIGUSR2');
-        });
-      resolve({ child, match, report });
+  const report = () =>
+    new Promise((done) => {
+      waiting.push(done);
+      proc.child.kill('SIGUSR2');
     });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code}) before it listened`)));
-  });
+  return { ...proc, report };
 }
 
 const chunks = await spawnUntil([routerBench, '--serve-chunks', '--chunks', flags.chunks], /chunks listening on (\S+)/);
