@@ -1,8 +1,8 @@
-import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { SilentConnections } from '../../test/support/silent-connections.js';
 import { waitFor } from '../../test/support/wait.js';
 import { LlmgwError } from '../errors/index.js';
 import type { ZodTypeProvider } from '../http/index.js';
@@ -12,9 +12,9 @@ const TOKEN = 'mgmt-token-of-this-node';
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 let app: FastifyInstance | null = null;
-const sockets: Socket[] = [];
+const silent = new SilentConnections();
 afterEach(async () => {
-  for (const s of sockets.splice(0)) s.destroy();
+  silent.destroyAll();
   await app?.close();
   app = null;
 });
@@ -143,21 +143,15 @@ describe('the management listener’s connections', () => {
     const { app, logged } = await listener({ openFiles: 50 });
     await app.listen({ host: '127.0.0.1', port: 0 });
     const { port } = app.server.address() as { port: number };
-    let closed = 0;
-    for (let i = 0; i < 40; i++) {
-      const s = connect({ host: '127.0.0.1', port });
-      sockets.push(s);
-      s.on('error', () => {});
-      s.on('close', () => closed++);
-      await new Promise((resolve) => s.once('connect', resolve));
-    }
-    await waitFor('the cap of 16 closed 24 of the 40', () => closed >= 24);
+    await silent.open(port, 40);
+    await waitFor('the cap of 16 closed 24 of the 40', () => silent.closed >= 24);
     const res = await fetch(`http://127.0.0.1:${port}/throws`, { headers: auth });
     expect(res.status).toBe(404);
     expect(await res.json()).toEqual({ error: 'no shard s1 on this node' });
-    expect(closed, 'no more than the flood past the cap, and the call’s own connection made room').toBeLessThanOrEqual(
-      25,
-    );
+    expect(
+      silent.closed,
+      'no more than the flood past the cap, and the call’s own connection made room',
+    ).toBeLessThanOrEqual(25);
     const warnings = logged.filter((l) => l.msg.includes('at its connection cap'));
     expect(warnings, 'one line says what happens, not one per connection closed').toHaveLength(1);
     expect(warnings[0]).toMatchObject({ max_connections: 16, closed_since_last_warning: 1 });
