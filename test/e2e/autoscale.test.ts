@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventView, EventsView, ReplicaView } from '../../src/api/types.js';
-import { killEnginesOf, startControl, startLlmgw, stopAll, type ControlUrls } from '../support/processes.js';
+import { killEnginesOf, startControl, stopAll, type ControlUrls } from '../support/processes.js';
+import { JOIN, startSimAgent } from '../support/fleet.js';
 import { waitFor } from '../support/wait.js';
 
-const JOIN = 'e2e-join-token-0123456789abcdef';
 const ADMIN = 'e2e-admin-token-0123456789abcdef';
 const headers = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e' };
 const stateDirs: string[] = [];
@@ -25,25 +25,7 @@ let dir: string;
 function startAgent(id: string, first: number) {
   const stateDir = join(dir, id);
   stateDirs.push(stateDir);
-  return startLlmgw([
-    'agent',
-    '--control',
-    urls.agent,
-    '--join-token',
-    JOIN,
-    '--node-id',
-    id,
-    '--state-dir',
-    stateDir,
-    '--simulate',
-    'gpus=0,ram=16g',
-    '--heartbeat-interval',
-    '300ms',
-    '--port-range',
-    `${first}-${first + 99}`,
-    '--log-level',
-    'warn',
-  ]);
+  return startSimAgent(urls.agent, stateDir, id, { first, count: 100 });
 }
 
 beforeAll(async () => {

@@ -8,11 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, killEnginesOf, startControl, startLlmgw, stopAll } from '../support/processes.js';
+import { freePort, killEnginesOf, startControl, stopAll } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
-import { engineSecretOf } from '../support/fleet.js';
+import { engineSecretOf, JOIN, startSimAgent } from '../support/fleet.js';
 
-const JOIN = 'e2e-join-token-0123456789abcdef';
 const ADMIN = 'e2e-admin-token-0123456789abcdef';
 const headers = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'x-llmgw-actor': 'e2e' };
 const stateDirs: string[] = [];
@@ -36,26 +35,7 @@ function startAgent(control: string, dir: string, id: string, extra: string[] = 
   if (!stateDirs.includes(stateDir)) stateDirs.push(stateDir);
   const first = portBase;
   portBase += 50;
-  return startLlmgw([
-    'agent',
-    '--control',
-    control,
-    '--join-token',
-    JOIN,
-    '--node-id',
-    id,
-    '--state-dir',
-    stateDir,
-    '--simulate',
-    'gpus=0,ram=16g',
-    '--heartbeat-interval',
-    '300ms',
-    '--port-range',
-    `${first}-${first + 49}`,
-    '--log-level',
-    'warn',
-    ...extra,
-  ]);
+  return startSimAgent(control, stateDir, id, { first, count: 50 }, { extra });
 }
 
 async function replicas(admin: string, model?: string): Promise<ReplicaView[]> {

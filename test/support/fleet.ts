@@ -21,14 +21,15 @@ export type { ControlPlaneView, ReplicaView } from '../../src/api/index.js';
 
 /**
  * Starts a simulated agent (no GPUs) with its own port range; `control` may list several URLs, comma-separated.
- * `options.prefix` runs it under a command that execs it (prlimit, a network namespace).
+ * `options.prefix` runs it under a command that execs it (prlimit, a network namespace); `options.extra` are more
+ * agent flags, after these.
  */
 export function startSimAgent(
   control: string,
   stateDir: string,
   id: string,
   ports: { first: number; count: number },
-  options: { logLevel?: string; prefix?: StartOptions['prefix'] } = {},
+  options: { logLevel?: string; prefix?: StartOptions['prefix']; extra?: readonly string[] } = {},
 ) {
   return startLlmgw(
     [
@@ -49,6 +50,7 @@ export function startSimAgent(
       `${ports.first}-${ports.first + ports.count - 1}`,
       '--log-level',
       options.logLevel ?? 'warn',
+      ...(options.extra ?? []),
     ],
     options.prefix ? { prefix: options.prefix } : {},
   );
