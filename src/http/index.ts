@@ -74,6 +74,8 @@ export interface ErrorBody {
   status: number;
   code: ErrorCode;
   message: string;
+  /** The request field the error is about, for a shape that names it (OpenAI's `param`); absent = none. */
+  param?: string;
 }
 
 /** Turns an error into the listener's body. The admin form is `{"error": message}`. */
@@ -436,9 +438,12 @@ export interface RouteJsonWording {
 }
 
 function toErrorBody(error: FastifyError | LlmgwError, request: FastifyRequest): ErrorBody {
-  if (error instanceof RequestInvalidError && error.part === 'body') {
-    const what = (request.routeOptions.config as RouteJsonWording | undefined)?.invalidBody;
-    return { status: 400, code: error.code, message: what ? `${what}: ${error.message}` : error.message };
+  if (error instanceof RequestInvalidError) {
+    // A route's wording for its body goes in front of a body's problems; a query's or a path's speak for themselves.
+    const what =
+      error.part === 'body' ? (request.routeOptions.config as RouteJsonWording | undefined)?.invalidBody : undefined;
+    const message = what ? `${what}: ${error.message}` : error.message;
+    return { status: 400, code: error.code, message, ...(error.param === null ? {} : { param: error.param }) };
   }
   if (isLlmgwError(error)) {
     // 5xx messages from our own code are still kept out of the body: they may name internals.

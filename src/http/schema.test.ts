@@ -64,4 +64,21 @@ describe('zod route schemas', () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.json<{ error: string }>().error).toMatch(/^kind: /);
   });
+
+  it('names the field of the first problem to a shape that shows one, and none for the whole value', async () => {
+    const a = createJsonApp({
+      logger: pino({ level: 'silent' }),
+      bodyLimitBytes: 1 << 20,
+      shapeError: (e) => ({ message: e.message, param: e.param ?? null }),
+    }).withTypeProvider<ZodTypeProvider>();
+    a.post(
+      '/p',
+      { schema: { body: z.object({ a: z.string(), b: z.object({ c: z.number() }) }, { error: 'want an object' }) } },
+      async () => ({ ok: true }),
+    );
+    const nested = await a.inject({ method: 'POST', url: '/p', payload: { a: 'x', b: { c: 'y' } } });
+    expect(nested.json<{ param: string | null }>().param, 'the top-level field holding it').toBe('b');
+    const whole = await a.inject({ method: 'POST', url: '/p', payload: [1] });
+    expect(whole.json()).toEqual({ message: 'want an object', param: null });
+  });
 });

@@ -35,6 +35,8 @@ export class RequestInvalidError extends LlmgwError {
   constructor(
     readonly part: RequestPart,
     readonly problems: readonly string[],
+    /** The top-level field of the first problem, for an error shape that names one (OpenAI's `param`); null = the whole value. */
+    readonly param: string | null = null,
   ) {
     super('LLMGW_BAD_REQUEST', problems.join('; '));
     this.name = 'RequestInvalidError';
@@ -64,6 +66,8 @@ export const zodValidatorCompiler: FastifySchemaCompiler<z.ZodType> = ({ schema,
   return (data: unknown) => {
     const result = schema.safeParse(part === 'body' && data === null ? undefined : data);
     if (result.success) return { value: result.data };
-    return { error: new RequestInvalidError(part, requestProblems(schema, result.error)) };
+    const first = result.error.issues[0]?.path[0];
+    const param = typeof first === 'string' || typeof first === 'number' ? String(first) : null;
+    return { error: new RequestInvalidError(part, requestProblems(schema, result.error), param) };
   };
 };

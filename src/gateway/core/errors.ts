@@ -18,7 +18,7 @@ export function openAiErrorBody(message: string, code: ErrorCode, status: number
 }
 
 /** For `createJsonApp({shapeError})` on the client listener, so Fastify's own refusals read the same. */
-export const openAiErrorShape: ErrorShaper = (e) => errorObject(e.message, e.code, e.status, null);
+export const openAiErrorShape: ErrorShaper = (e) => errorObject(e.message, e.code, e.status, e.param ?? null);
 
 /** A refusal sent through Fastify (before the reply is hijacked), in OpenAI's shape. */
 export function replyError(
