@@ -28,7 +28,8 @@ export type {
 } from './ports/index.js';
 export { hashKey } from './ports/index.js';
 export { remoteKeyHeaders } from './remote/foreign.js';
-export type { ApiObject, BatchCaller, FilesAndBatches } from './ports/batches.js';
+export type { ApiObject, BatchCaller, BatchEndpoint, CreateBatchBody, FilesAndBatches } from './ports/batches.js';
+export { BATCH_ENDPOINTS } from './ports/batches.js';
 export { IN_PROCESS_HEADER, type InProcessAnswer } from './batches/index.js';
 export { API_ENDPOINTS, endpointNeeds, modelServes, SERVED_ENDPOINTS, type ServedEndpoint } from './ports/endpoints.js';
 export { usageFromTail } from './core/usage.js';

@@ -5,11 +5,8 @@
 // naming its number before anything runs, never a failure hours in. Pure:
 // bytes in, lines or an LlmgwError out.
 import { LlmgwError } from '../../errors/index.js';
+import { BATCH_ENDPOINTS, type BatchEndpoint } from '../../gateway/index.js';
 import type { NewLine } from './batch-store.js';
-
-/** The endpoints a batch may run, as OpenAI names them in `url` and `endpoint`. */
-export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/embeddings', '/v1/responses'] as const;
-export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
 
 export function isBatchEndpoint(url: unknown): url is BatchEndpoint {
   return typeof url === 'string' && (BATCH_ENDPOINTS as readonly string[]).includes(url);

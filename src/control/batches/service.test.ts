@@ -68,7 +68,7 @@ describe('the batch service', () => {
       bytes: Buffer.from(input),
     });
     const batch = await service.createBatch(caller, {
-      input_file_id: file.id,
+      input_file_id: file.id as string,
       endpoint: '/v1/chat/completions',
       completion_window: '24h',
     });

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { LlmgwError } from '../../errors/index.js';
-import type { ApiObject, BatchCaller, FilesAndBatches } from '../../gateway/index.js';
+import type { ApiObject, BatchCaller, CreateBatchBody, FilesAndBatches } from '../../gateway/index.js';
 import { parseDurationMs } from '../../units/index.js';
 import type { BatchSettings } from '../config/batches.js';
 import {
@@ -20,7 +20,7 @@ import {
 } from './batch-store.js';
 import type { FileContent } from './content.js';
 import type { FileRecord, FileRepository } from './files-store.js';
-import { isBatchEndpoint, BATCH_ENDPOINTS, parseBatchInput } from './input.js';
+import { parseBatchInput } from './input.js';
 
 /** `file-` or `batch_` and 32 hex digits: 128 random bits. */
 export function newId(prefix: 'file-' | 'batch_' | 'batch_req_'): string {
@@ -182,24 +182,10 @@ export class BatchService implements FilesAndBatches {
     return { id, object: 'file', deleted: true };
   }
 
-  async createBatch(caller: BatchCaller, body: unknown): Promise<ApiObject> {
-    if (typeof body !== 'object' || body === null || Array.isArray(body))
-      throw badParam('body', 'the body must be a JSON object: {input_file_id, endpoint, completion_window}');
-    const b = body as Record<string, unknown>;
-    if (typeof b.input_file_id !== 'string')
-      throw badParam('input_file_id', 'input_file_id must name an uploaded file');
-    if (!isBatchEndpoint(b.endpoint))
-      throw badParam('endpoint', `endpoint must be one of ${BATCH_ENDPOINTS.join(', ')}`);
+  /** `b` has its shape checked by the route (CreateBatchBodySchema); the window and the file are checked here. */
+  async createBatch(caller: BatchCaller, b: CreateBatchBody): Promise<ApiObject> {
     const windowMs = completionWindowMs(b.completion_window, this.deps.settings.minWindowMs);
     const metadata = b.metadata ?? null;
-    if (
-      metadata !== null &&
-      (typeof metadata !== 'object' ||
-        Array.isArray(metadata) ||
-        Object.keys(metadata).length > 16 ||
-        Object.values(metadata).some((v) => typeof v !== 'string' || v.length > 512))
-    )
-      throw badParam('metadata', 'metadata must be an object of at most 16 strings (512 characters each)');
     const file = await this.file(caller, b.input_file_id);
     if (file.purpose !== 'batch')
       throw badParam('input_file_id', `file ${file.id} is not a batch input (purpose batch)`);
@@ -212,7 +198,7 @@ export class BatchService implements FilesAndBatches {
       key_id: caller.keyId,
       input_file_id: file.id,
       endpoint: b.endpoint,
-      completion_window: b.completion_window as string,
+      completion_window: b.completion_window,
       metadata: metadata === null ? null : JSON.stringify(metadata),
       status: 'validating',
       created_at: now,

@@ -5,11 +5,12 @@
 // keeping and running is the FilesAndBatches port's (src/control/batches).
 // Registered only when the router is given that port.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import { isLlmgwError, LlmgwError } from '../../errors/index.js';
-import { readForm } from '../../http/index.js';
+import { readForm, type ZodTypeProvider } from '../../http/index.js';
 import { routeConfig } from '../core/dialect.js';
 import { openai } from '../dialects/openai/index.js';
-import type { BatchCaller, FilesAndBatches } from '../ports/batches.js';
+import { CreateBatchBodySchema, type BatchCaller, type FilesAndBatches } from '../ports/batches.js';
 
 /** Room for a form's boundaries and fields around the file itself. */
 const FORM_OVERHEAD_BYTES = 64 * 1024;
@@ -31,126 +32,111 @@ function caller(request: FastifyRequest): BatchCaller {
   return key.team === undefined ? { keyId: key.id } : { keyId: key.id, team: key.team };
 }
 
-function pageLimit(raw: unknown): number {
-  if (raw === undefined) return 20;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 10_000)
-    throw new LlmgwError('LLMGW_BAD_REQUEST', 'limit must be a whole number from 1 to 10000', {
-      status: 400,
-      context: { param: 'limit' },
-    });
-  return n;
+// The routes' declared query strings, path and bodies: checked before a handler runs, a misfit answered 400 in
+// OpenAI's shape naming its field (`param`), as every route's on a listener of llmgw's.
+const LIMIT_WORDS = 'want a whole number from 1 to 10000';
+const PageQuery = z.object({
+  limit: z.coerce.number(LIMIT_WORDS).int(LIMIT_WORDS).min(1, LIMIT_WORDS).max(10_000, LIMIT_WORDS).default(20),
+  after: z.string().optional(),
+});
+const FileListQuery = PageQuery.extend({
+  order: z.enum(['asc', 'desc'], { error: 'want "asc" or "desc"' }).default('desc'),
+  purpose: z.string().optional(),
+});
+const IdParams = z.object({ id: z.string() });
+/** An upload's bytes as the multipart parser keeps them (src/gateway/core/upload.ts); the form is read in the handler. */
+const NOT_A_FORM = 'send the file as multipart/form-data with fields file and purpose';
+const UploadBody = z.instanceof(Buffer, { error: NOT_A_FORM });
+
+/** Runs a handler; a refusal it throws goes to the client in OpenAI's shape, anything else to the listener's 500. */
+async function answer(host: BatchRouteHost, reply: FastifyReply, work: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!isLlmgwError(err)) throw err;
+    const param = typeof err.context.param === 'string' ? err.context.param : null;
+    return host.refuse(reply, err.status, err.code, err.message, param);
+  }
 }
 
 export function registerBatchRoutes(scope: FastifyInstance, service: FilesAndBatches, host: BatchRouteHost): void {
   const config = routeConfig(openai);
-  /** Runs a handler; a refusal it throws goes to the client in OpenAI's shape, anything else to the listener's 500. */
-  const handle =
-    <R>(work: (request: FastifyRequest<R & { Params: { id: string } }>, reply: FastifyReply) => Promise<unknown>) =>
-    async (request: FastifyRequest<R & { Params: { id: string } }>, reply: FastifyReply) => {
-      try {
-        return await work(request, reply);
-      } catch (err) {
-        if (!isLlmgwError(err)) throw err;
-        const param = typeof err.context.param === 'string' ? err.context.param : null;
-        return host.refuse(reply, err.status, err.code, err.message, param);
-      }
-    };
+  const routes = scope.withTypeProvider<ZodTypeProvider>();
 
-  scope.post(
+  routes.post(
     '/v1/files',
-    { config, bodyLimit: service.fileMaxBytes + FORM_OVERHEAD_BYTES },
-    handle(async (request) => {
-      const contentType = request.headers['content-type'];
-      if (!/^multipart\/form-data\b/i.test(contentType ?? ''))
-        throw new LlmgwError('LLMGW_BAD_REQUEST', 'send the file as multipart/form-data with fields file and purpose', {
-          status: 400,
-        });
-      const form = await readForm(request.body as Buffer, contentType, { keepFiles: true });
-      const file = form.files.get('file');
-      if (!file || file.bytes === null)
-        throw new LlmgwError('LLMGW_BAD_REQUEST', 'the form has no file field: send the batch input as `file`', {
-          status: 400,
-          context: { param: 'file' },
-        });
-      const purpose = form.fields.purpose;
-      if (purpose !== 'batch')
-        throw new LlmgwError(
-          'LLMGW_BAD_REQUEST',
-          `purpose must be "batch" (the only files llmgw keeps), not ${JSON.stringify(purpose ?? null)}`,
-          { status: 400, context: { param: 'purpose' } },
-        );
-      return service.uploadFile(caller(request), { filename: file.filename, purpose, bytes: file.bytes });
-    }),
+    { config, bodyLimit: service.fileMaxBytes + FORM_OVERHEAD_BYTES, schema: { body: UploadBody } },
+    (request, reply) =>
+      answer(host, reply, async () => {
+        const contentType = request.headers['content-type'];
+        if (!/^multipart\/form-data\b/i.test(contentType ?? ''))
+          throw new LlmgwError('LLMGW_BAD_REQUEST', NOT_A_FORM, { status: 400 });
+        const form = await readForm(request.body, contentType, { keepFiles: true });
+        const file = form.files.get('file');
+        if (!file || file.bytes === null)
+          throw new LlmgwError('LLMGW_BAD_REQUEST', 'the form has no file field: send the batch input as `file`', {
+            status: 400,
+            context: { param: 'file' },
+          });
+        const purpose = form.fields.purpose;
+        if (purpose !== 'batch')
+          throw new LlmgwError(
+            'LLMGW_BAD_REQUEST',
+            `purpose must be "batch" (the only files llmgw keeps), not ${JSON.stringify(purpose ?? null)}`,
+            { status: 400, context: { param: 'purpose' } },
+          );
+        return service.uploadFile(caller(request), { filename: file.filename, purpose, bytes: file.bytes });
+      }),
   );
-  scope.get(
-    '/v1/files',
-    { config },
-    handle<{ Querystring: Record<string, string | undefined> }>(async (request) => {
-      const q = request.query;
-      const order = q.order ?? 'desc';
-      if (order !== 'asc' && order !== 'desc')
-        throw new LlmgwError('LLMGW_BAD_REQUEST', 'order must be asc or desc', {
-          status: 400,
-          context: { param: 'order' },
-        });
-      return service.listFiles(caller(request), {
-        limit: pageLimit(q.limit),
+  routes.get('/v1/files', { config, schema: { querystring: FileListQuery } }, (request, reply) => {
+    const { limit, order, purpose, after } = request.query;
+    return answer(host, reply, () =>
+      service.listFiles(caller(request), {
+        limit,
         order,
-        ...(q.purpose ? { purpose: q.purpose } : {}),
-        ...(q.after ? { after: q.after } : {}),
-      });
-    }),
+        ...(purpose ? { purpose } : {}),
+        ...(after ? { after } : {}),
+      }),
+    );
+  });
+  routes.get('/v1/files/:id', { config, schema: { params: IdParams } }, (request, reply) =>
+    answer(host, reply, () => service.getFile(caller(request), request.params.id)),
   );
-  scope.get(
-    '/v1/files/:id',
-    { config },
-    handle(async (request) => service.getFile(caller(request), request.params.id)),
-  );
-  scope.get(
-    '/v1/files/:id/content',
-    { config },
-    handle(async (request, reply) => {
+  routes.get('/v1/files/:id/content', { config, schema: { params: IdParams } }, (request, reply) =>
+    answer(host, reply, async () => {
       const stream = await service.fileContent(caller(request), request.params.id);
       return reply.header('content-type', 'application/jsonl').send(stream);
     }),
   );
-  scope.delete(
-    '/v1/files/:id',
-    { config },
-    handle(async (request) => service.deleteFile(caller(request), request.params.id)),
+  routes.delete('/v1/files/:id', { config, schema: { params: IdParams } }, (request, reply) =>
+    answer(host, reply, () => service.deleteFile(caller(request), request.params.id)),
   );
-  scope.post(
-    '/v1/batches',
-    { config },
-    handle(async (request) => {
-      let body: unknown;
-      try {
-        body = JSON.parse((request.body as Buffer | undefined)?.toString('utf8') ?? '');
-      } catch {
-        throw new LlmgwError('LLMGW_INVALID_JSON', 'the body is not valid JSON', { status: 400 });
-      }
-      return service.createBatch(caller(request), body);
-    }),
+  // The one JSON body here that llmgw reads rather than sends on as it came (the inference routes beside it keep
+  // theirs as bytes): parsed in a scope of its own, so its schema is shown the value. The key hook, the dialect and
+  // the checks of the intake hooks are the gateway scope's, inherited.
+  scope.register(async (json) => {
+    json.removeContentTypeParser('application/json');
+    const strictJson = json.getDefaultJsonParser('error', 'error');
+    json.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+      // A byte-order mark (PowerShell 5 writes one) is not JSON; no body at all is for the schema to name.
+      const text = (body as string).replace(/^\uFEFF/, '');
+      if (text.trim() === '') return done(null, undefined);
+      void strictJson(request, text, done);
+    });
+    json
+      .withTypeProvider<ZodTypeProvider>()
+      .post('/v1/batches', { config, schema: { body: CreateBatchBodySchema } }, (request, reply) =>
+        answer(host, reply, () => service.createBatch(caller(request), request.body)),
+      );
+  });
+  routes.get('/v1/batches', { config, schema: { querystring: PageQuery } }, (request, reply) => {
+    const { limit, after } = request.query;
+    return answer(host, reply, () => service.listBatches(caller(request), { limit, ...(after ? { after } : {}) }));
+  });
+  routes.get('/v1/batches/:id', { config, schema: { params: IdParams } }, (request, reply) =>
+    answer(host, reply, () => service.getBatch(caller(request), request.params.id)),
   );
-  scope.get(
-    '/v1/batches',
-    { config },
-    handle<{ Querystring: Record<string, string | undefined> }>(async (request) =>
-      service.listBatches(caller(request), {
-        limit: pageLimit(request.query.limit),
-        ...(request.query.after ? { after: request.query.after } : {}),
-      }),
-    ),
-  );
-  scope.get(
-    '/v1/batches/:id',
-    { config },
-    handle(async (request) => service.getBatch(caller(request), request.params.id)),
-  );
-  scope.post(
-    '/v1/batches/:id/cancel',
-    { config },
-    handle(async (request) => service.cancelBatch(caller(request), request.params.id)),
+  routes.post('/v1/batches/:id/cancel', { config, schema: { params: IdParams } }, (request, reply) =>
+    answer(host, reply, () => service.cancelBatch(caller(request), request.params.id)),
   );
 }
