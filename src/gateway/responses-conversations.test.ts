@@ -188,6 +188,20 @@ describe('POST /v1/responses, natively and translated', () => {
     await expect(h.client(h.other).responses.inputItems.list(second.id), 'another key’s').rejects.toBeInstanceOf(
       NotFoundError,
     );
+    // The query is declared on the route: a page past 100 or an order of its own is refused, naming the field.
+    for (const [query, param] of [
+      ['limit=101', 'limit'],
+      ['limit=0', 'limit'],
+      ['order=newest', 'order'],
+    ] as const) {
+      const res = await fetch(`${h.url}/v1/responses/${second.id}/input_items?${query}`, {
+        headers: { authorization: `Bearer ${h.secret}` },
+      });
+      expect(res.status, query).toBe(400);
+      const body = (await res.json()) as { error: { param: string | null; message: string } };
+      expect(body.error.param, query).toBe(param);
+      expect(body.error.message, query).toMatch(new RegExp(`^${param}: want `));
+    }
   });
 
   it('resolves the item references the AI SDK sends for earlier answers: a second turn and a tool loop, on both paths', async () => {

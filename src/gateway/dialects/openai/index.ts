@@ -5,6 +5,8 @@
 // shape (../../errors.ts) is the one the official SDKs parse. Also the
 // turn of every request whose dialect translates nothing (OPENAI_TURN).
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { ZodTypeProvider } from '../../../http/index.js';
 import { allows, callHook } from '../../core/admission.js';
 import { rateLimitHook } from '../../core/limits-hook.js';
 import { withholdsUsage } from '../../core/dispatch.js';
@@ -93,9 +95,11 @@ export const openai: Dialect = {
     const infer = (request: FastifyRequest, reply: FastifyReply) => gw.infer(request, reply);
     scope.get('/v1/models', { config }, async (request, reply) => listModels(gw, request, reply));
     // RoutedModel names may hold "/" (org/name), so the id is the rest of the path.
-    scope.get<{ Params: { '*': string } }>('/v1/models/*', { config }, async (request, reply) =>
-      getModel(gw, request.params['*'], request, reply),
-    );
+    scope
+      .withTypeProvider<ZodTypeProvider>()
+      .get('/v1/models/*', { config, schema: { params: z.object({ '*': z.string() }) } }, async (request, reply) =>
+        getModel(gw, request.params['*'], request, reply),
+      );
     scope.post('/v1/chat/completions', inference('chat'), infer);
     scope.post('/v1/completions', inference('completions'), infer);
     scope.post('/v1/embeddings', inference('embeddings'), infer);

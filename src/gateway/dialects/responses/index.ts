@@ -6,12 +6,14 @@
 // response, and its input items. Refusals are in OpenAI's error shape,
 // which the Responses API shares. The pure translations of the request,
 // the answer and the stream are listed in translations.ts.
+import { z } from 'zod';
+import type { ZodTypeProvider } from '../../../http/index.js';
 import { openAiErrorBody, openAiErrorShape } from '../../core/errors.js';
 import { callHook } from '../../core/admission.js';
 import { rateLimitHook } from '../../core/limits-hook.js';
 import { routeConfig, type Dialect } from '../../core/dialect.js';
 import { fromResponses, previousResponseHook } from './call.js';
-import { ResponseKeeper } from './keeper.js';
+import { InputItemsQuery, ResponseKeeper } from './keeper.js';
 import { RESPONSES_PARAMS } from './translations.js';
 
 export * from './translations.js';
@@ -41,15 +43,18 @@ export const responses: Dialect = {
       },
       (request, reply) => gw.infer(request, reply),
     );
-    scope.get<{ Params: { id: string } }>('/v1/responses/:id', { config }, async (request, reply) =>
+    // Its stored responses, by id: the path and query declared, as every route's on the listener.
+    const stored = scope.withTypeProvider<ZodTypeProvider>();
+    const params = z.object({ id: z.string() });
+    stored.get('/v1/responses/:id', { config, schema: { params } }, async (request, reply) =>
       keeper.getResponse(request.params.id, request, reply),
     );
-    scope.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>(
+    stored.get(
       '/v1/responses/:id/input_items',
-      { config },
+      { config, schema: { params, querystring: InputItemsQuery } },
       async (request, reply) => keeper.listInputItems(request.params.id, request.query, request, reply),
     );
-    scope.delete<{ Params: { id: string } }>('/v1/responses/:id', { config }, async (request, reply) =>
+    stored.delete('/v1/responses/:id', { config, schema: { params } }, async (request, reply) =>
       keeper.deleteResponse(request.params.id, request, reply),
     );
   },

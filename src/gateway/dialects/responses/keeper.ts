@@ -7,9 +7,20 @@
 // finished Response, and from the routes, which read it.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import type { ErrorCode } from '../../../errors/index.js';
 import type { ApiKeyRecord, ResponseStore, RoutedModel, StoredResponse } from '../../ports/index.js';
 import type { ResponsesRelayCall } from './relay.js';
+
+const LIMIT_WORDS = 'want a whole number from 1 to 100';
+
+/** GET /v1/responses/{id}/input_items's query, declared on its route: a page of up to 100 items, newest first by default. */
+export const InputItemsQuery = z.object({
+  limit: z.coerce.number(LIMIT_WORDS).int(LIMIT_WORDS).min(1, LIMIT_WORDS).max(100, LIMIT_WORDS).default(20),
+  order: z.enum(['asc', 'desc'], { error: 'want "asc" or "desc"' }).default('desc'),
+  after: z.string().optional(),
+});
+export type InputItemsQuery = z.output<typeof InputItemsQuery>;
 
 /** How a refusal is sent (the gateway's refuse: logged, counted, in the route's dialect). */
 export type Refuse = (
@@ -133,24 +144,13 @@ export class ResponseKeeper {
    */
   async listInputItems(
     id: string,
-    query: Record<string, unknown>,
+    query: InputItemsQuery,
     request: FastifyRequest,
     reply: FastifyReply,
   ): Promise<unknown> {
     const kept = await this.keptResponse(request.apiKey, id);
     if (!kept) return this.refuse(reply, 404, 'LLMGW_NOT_FOUND', responseNotFound(id));
-    const limit = query.limit === undefined ? 20 : Number(query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
-      return this.refuse(
-        reply,
-        400,
-        'LLMGW_BAD_REQUEST',
-        `limit: want a whole number from 1 to 100, got ${String(query.limit)}`,
-        'limit',
-      );
-    const order = query.order ?? 'desc';
-    if (order !== 'asc' && order !== 'desc')
-      return this.refuse(reply, 400, 'LLMGW_BAD_REQUEST', `order: want "asc" or "desc", got ${String(order)}`, 'order');
+    const { limit, order } = query;
     const output = Array.isArray(kept.response.output) ? kept.response.output.length : 0;
     const items = kept.items.slice(0, Math.max(0, kept.items.length - output)).map((item, i) => {
       const o = item as Record<string, unknown>;
@@ -158,7 +158,7 @@ export class ResponseKeeper {
     });
     if (order === 'desc') items.reverse();
     let from = 0;
-    if (typeof query.after === 'string') {
+    if (query.after !== undefined) {
       const at = items.findIndex((item) => item.id === query.after);
       if (at === -1)
         return this.refuse(
