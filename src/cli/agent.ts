@@ -348,17 +348,20 @@ export function registerMgmtRoutes(
     runner: Pick<AgentShardRunner, 'inUse'>;
   },
 ): void {
-  app.get<{ Params: { id: string }; Querystring: { lines?: string } }>(
-    '/mgmt/v1/shards/:id/log',
-    async (request, reply) => {
-      const lines = Math.min(Math.max(Number(request.query.lines ?? 100) || 100, 1), 10_000);
-      try {
-        return { shard_id: request.params.id, lines: deps.supervisor.tailLog(request.params.id, lines) };
-      } catch (err) {
-        return reply.code(404).send({ error: (err as Error).message });
-      }
-    },
-  );
+  app
+    .withTypeProvider<ZodTypeProvider>()
+    .get(
+      '/mgmt/v1/shards/:id/log',
+      { schema: { params: z.object({ id: z.string() }), querystring: z.object({ lines: z.string().optional() }) } },
+      async (request, reply) => {
+        const lines = Math.min(Math.max(Number(request.query.lines ?? 100) || 100, 1), 10_000);
+        try {
+          return { shard_id: request.params.id, lines: deps.supervisor.tailLog(request.params.id, lines) };
+        } catch (err) {
+          return reply.code(404).send({ error: (err as Error).message });
+        }
+      },
+    );
   app
     .withTypeProvider<ZodTypeProvider>()
     .post('/mgmt/v1/weights/remove', { schema: { body: WeightsRemoveBody } }, async (request) => {

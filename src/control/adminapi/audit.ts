@@ -8,7 +8,8 @@ import type { FastifyInstance } from 'fastify';
 import type { AuditEntryView, AuditView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import type { AuditEntry } from '../store/index.js';
-import { needs } from '../../http/index.js';
+import { z } from 'zod';
+import { needs, type ZodTypeProvider } from '../../http/index.js';
 
 /** What the audit route reads: the store's audit log. */
 export interface AuditSource {
@@ -21,22 +22,28 @@ export interface AuditSource {
   }): Promise<AuditEntry[]>;
 }
 
-export interface AuditQuery {
-  since?: string;
-  actor?: string;
-  action?: string;
-  target?: string;
-  limit?: string;
-}
+/** The audit query as the URL carries it: each a string, read by auditFilter (the dashboard's page reads it too). */
+const AuditQuerySchema = z.object({
+  since: z.string().optional(),
+  actor: z.string().optional(),
+  action: z.string().optional(),
+  target: z.string().optional(),
+  limit: z.string().optional(),
+});
+export type AuditQuery = z.output<typeof AuditQuerySchema>;
 
 /** The most entries one answer carries. */
 export const MAX_AUDIT_LIST = 1000;
 
 /** Absent `audit`: no store, so nothing is recorded and the answer says so (`recorded: false`). */
 export function registerAuditApi(app: FastifyInstance, deps: { audit?: AuditSource; now: () => number }): void {
-  app.get<{ Querystring: AuditQuery }>('/api/v1/audit', needs('fleet.read'), async (request): Promise<AuditView> =>
-    auditView(deps, request.query),
-  );
+  app
+    .withTypeProvider<ZodTypeProvider>()
+    .get(
+      '/api/v1/audit',
+      { ...needs('fleet.read'), schema: { querystring: AuditQuerySchema } },
+      async (request): Promise<AuditView> => auditView(deps, request.query),
+    );
 }
 
 /** The audit answer for a query as the URL carries it; the dashboard's audit page calls this too. */

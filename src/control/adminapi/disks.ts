@@ -13,22 +13,28 @@ import { cacheNameOf, type DiskReport, type NodeReport, type WeightsReport } fro
 import { formatBytes } from '../../units/index.js';
 import type { Catalog } from '../catalog/index.js';
 import type { Inventory } from '../inventory/index.js';
-import { needs } from '../../http/index.js';
+import { z } from 'zod';
+import { needs, type ZodTypeProvider } from '../../http/index.js';
 
 export function registerDisksApi(
   app: FastifyInstance,
   deps: { catalog: Pick<Catalog, 'models'>; inventory?: Pick<Inventory, 'get'> },
 ): void {
-  app.get<{ Params: { id: string } }>(
-    '/api/v1/nodes/:id/disks',
-    needs('fleet.read'),
-    async (request): Promise<NodeDisksView> => {
-      const node = deps.inventory?.get(request.params.id);
-      if (!node)
-        throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${request.params.id}"; llmgw ctl nodes lists the fleet`);
-      return nodeDisksView(node.id, node.report, deps.catalog.models());
-    },
-  );
+  app
+    .withTypeProvider<ZodTypeProvider>()
+    .get(
+      '/api/v1/nodes/:id/disks',
+      { ...needs('fleet.read'), schema: { params: z.object({ id: z.string() }) } },
+      async (request): Promise<NodeDisksView> => {
+        const node = deps.inventory?.get(request.params.id);
+        if (!node)
+          throw new LlmgwError(
+            'LLMGW_NODE_NOT_FOUND',
+            `no node "${request.params.id}"; llmgw ctl nodes lists the fleet`,
+          );
+        return nodeDisksView(node.id, node.report, deps.catalog.models());
+      },
+    );
 }
 
 /** A catalog model as this needs it: its name and weights source. */

@@ -1,8 +1,9 @@
 // The membership routes in process: who may remove, approve and hand out
 // per-node join tokens, what each answers, and what the audit log keeps.
-import Fastify from 'fastify';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { inProcessPlanes } from '../../../test/support/control-plane.js';
+import { createJsonApp } from '../../http/index.js';
 import { registerNodeIdentityRoutes } from './nodes.js';
 
 const TOKEN = 'admin-token-for-tests-0123456789';
@@ -107,7 +108,8 @@ describe('admin API built without an inventory', () => {
   // The join-token route answered 501 LLMGW_NO_STORE "has no inventory" here, blaming a store that
   // every real control plane has (store: none included) and sending an operator to fix the wrong thing.
   it('does not mount the join-token routes, so they answer 404 like any unknown path, never LLMGW_NO_STORE', async () => {
-    const app = Fastify();
+    // Built as the admin listener is, whose routes declare their requests in zod.
+    const app = createJsonApp({ logger: pino({ level: 'silent' }), bodyLimitBytes: 1 << 20 });
     registerNodeIdentityRoutes(app, {});
     await app.ready();
     try {

@@ -61,9 +61,10 @@ export function registerNodeIdentityRoutes(fastify: FastifyInstance, options: No
   // A live node still serving is most likely removed by mistake: drain first
   // (make-before-break), or say --force and have its replicas replaced as
   // if it were lost. A lost node goes at once: its replicas are already being replaced.
-  app.delete<{ Params: { id: string }; Querystring: { force?: string } }>(
+  const params = z.object({ id: z.string() });
+  app.delete(
     '/api/v1/nodes/:id',
-    needs('nodes.write'),
+    { ...needs('nodes.write'), schema: { params, querystring: z.object({ force: z.string().optional() }) } },
     async (request) => {
       const id = request.params.id;
       const inventory = inventoryOrThrow(id);
@@ -93,7 +94,7 @@ export function registerNodeIdentityRoutes(fastify: FastifyInstance, options: No
     },
   );
 
-  app.post<{ Params: { id: string } }>('/api/v1/nodes/:id/approve', needs('nodes.write'), async (request) => {
+  app.post('/api/v1/nodes/:id/approve', { ...needs('nodes.write'), schema: { params } }, async (request) => {
     const node = await inventoryOrThrow(request.params.id).approve(request.params.id, actorOf(request));
     options.onNodeState?.(node.id);
     const answer: NodeApprovedView = {

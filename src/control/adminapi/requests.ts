@@ -7,7 +7,8 @@ import type { FastifyInstance } from 'fastify';
 import type { RequestDetailView, RequestsView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { requestDetailView, requestRecordView, type RequestFilter, type RequestLog } from '../../gateway/index.js';
-import { needs } from '../../http/index.js';
+import { z } from 'zod';
+import { needs, type ZodTypeProvider } from '../../http/index.js';
 
 export interface RequestsApiDeps {
   log: RequestLog;
@@ -17,17 +18,27 @@ export interface RequestsApiDeps {
   shared: boolean;
 }
 
-export function registerRequestsApi(app: FastifyInstance, deps: RequestsApiDeps): void {
-  app.get<{ Querystring: { id?: string; model?: string; status?: string; failed?: string; limit?: string } }>(
+/** The list's query as the URL carries it: each a string, read by requestFilter (the dashboard's page reads it too). */
+const RequestsQuery = z.object({
+  id: z.string().optional(),
+  model: z.string().optional(),
+  status: z.string().optional(),
+  failed: z.string().optional(),
+  limit: z.string().optional(),
+});
+
+export function registerRequestsApi(fastify: FastifyInstance, deps: RequestsApiDeps): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  app.get(
     '/api/v1/requests',
-    needs('fleet.read'),
+    { ...needs('fleet.read'), schema: { querystring: RequestsQuery } },
     async (request): Promise<RequestsView> => {
       return requestsView(deps, requestFilter(request.query));
     },
   );
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/api/v1/requests/:id',
-    needs('fleet.read'),
+    { ...needs('fleet.read'), schema: { params: z.object({ id: z.string() }) } },
     async (request): Promise<RequestDetailView> => {
       const r = deps.log.get(request.params.id);
       if (!r) throw new LlmgwError('LLMGW_NOT_FOUND', requestMissing(deps, request.params.id));

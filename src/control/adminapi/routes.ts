@@ -90,8 +90,10 @@ export function registerAdminApi(fastify: FastifyInstance, options: AdminApiOpti
       void reply.header('link', `</api/v1/nodes?${nextPageQuery(params, page.next)}>; rel="next"`);
     return page.nodes;
   });
-  app.get<{ Querystring: { model?: string } }>('/api/v1/replicas', needs('fleet.read'), async (request) =>
-    replicaViews(options, request.query.model || undefined),
+  app.get(
+    '/api/v1/replicas',
+    { ...needs('fleet.read'), schema: { querystring: z.object({ model: z.string().optional() }) } },
+    async (request) => replicaViews(options, request.query.model || undefined),
   );
   app.get(
     '/api/v1/explain-placement',
@@ -146,12 +148,16 @@ export function registerAdminApi(fastify: FastifyInstance, options: AdminApiOpti
 
   registerPlanAndLogs(app, options);
 
-  app.delete<{ Params: { name: string } }>('/api/v1/models/:name', needs('models.write'), async (request) => {
-    if (!options.catalog.writable) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store');
-    await options.catalog.remove(request.params.name, actorOf(request));
-    options.onCatalogChange?.();
-    return { removed: request.params.name };
-  });
+  app.delete(
+    '/api/v1/models/:name',
+    { ...needs('models.write'), schema: { params: z.object({ name: z.string() }) } },
+    async (request) => {
+      if (!options.catalog.writable) throw new LlmgwError('LLMGW_NO_STORE', 'this control plane has no store');
+      await options.catalog.remove(request.params.name, actorOf(request));
+      options.onCatalogChange?.();
+      return { removed: request.params.name };
+    },
+  );
 }
 
 /**

@@ -5,13 +5,19 @@
 import type { FastifyInstance } from 'fastify';
 import { LlmgwError } from '../../errors/index.js';
 import { nodeDetailView, type ViewSources } from './views.js';
-import { needs } from '../../http/index.js';
+import { z } from 'zod';
+import { needs, type ZodTypeProvider } from '../../http/index.js';
 
 export function registerWhyRoutes(app: FastifyInstance, options: ViewSources): void {
-  app.get<{ Params: { id: string } }>('/api/v1/nodes/:id', needs('fleet.read'), async (request) => {
-    const id = request.params.id;
-    const view = nodeDetailView(options, id);
-    if (!view) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
-    return view;
-  });
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  typed.get(
+    '/api/v1/nodes/:id',
+    { ...needs('fleet.read'), schema: { params: z.object({ id: z.string() }) } },
+    async (request) => {
+      const id = request.params.id;
+      const view = nodeDetailView(options, id);
+      if (!view) throw new LlmgwError('LLMGW_NODE_NOT_FOUND', `no node "${id}"; llmgw ctl nodes lists the fleet`);
+      return view;
+    },
+  );
 }

@@ -8,7 +8,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BatchAdminView, BatchesAdminView, BatchPaceView } from '../../api/batch-types.js';
 import { LlmgwError } from '../../errors/index.js';
-import { needs, teamsInScope } from '../../http/index.js';
+import { z } from 'zod';
+import { needs, teamsInScope, type ZodTypeProvider } from '../../http/index.js';
 import { CANCELLABLE_STATUSES, isActive, type BatchRepository, type BatchRow } from './batch-store.js';
 import { progressOf } from './progress.js';
 
@@ -42,17 +43,19 @@ export function registerBatchesAdminApi(app: FastifyInstance, deps: BatchesAdmin
   app.get('/api/v1/batches', needs('batches.read'), async (request): Promise<BatchesAdminView> =>
     deps ? batchesView(deps, ownersInScope(request)) : { batches: [] },
   );
-  app.get<{ Params: { id: string } }>(
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  const params = z.object({ id: z.string() });
+  typed.get(
     '/api/v1/batches/:id',
-    needs('batches.read'),
+    { ...needs('batches.read'), schema: { params } },
     async (request): Promise<BatchAdminView> => {
       if (!deps) throw noBatches(request.params.id);
       return batchView(deps, await visible(deps, request, request.params.id));
     },
   );
-  app.post<{ Params: { id: string } }>(
+  typed.post(
     '/api/v1/batches/:id/cancel',
-    needs('batches.write'),
+    { ...needs('batches.write'), schema: { params } },
     async (request): Promise<BatchAdminView> => {
       if (!deps) throw noBatches(request.params.id);
       const row = await visible(deps, request, request.params.id);

@@ -70,4 +70,26 @@ describe('GET /api/v1/events', () => {
       'the admin token is required',
     ).toBe(401);
   });
+
+  it('answers a query its route does not declare (a field given twice) with 400 naming it, across the admin API', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'llmgw-admin-query-'));
+    const p = await ControlPlane.create(
+      compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN }),
+      { logger: pino({ level: 'silent' }) },
+    );
+    planes.push(p);
+    for (const [url, field] of [
+      ['/api/v1/events?model=a&model=b', 'model'],
+      ['/api/v1/requests?limit=1&limit=2', 'limit'],
+      ['/api/v1/audit?actor=a&actor=b', 'actor'],
+      ['/api/v1/replicas?model=a&model=b', 'model'],
+      ['/api/v1/weights/orphans?node=a&node=b', 'node'],
+    ] as const) {
+      const res = await p.adminApp.inject({ method: 'GET', url, headers: auth });
+      expect(res.statusCode, url).toBe(400);
+      expect(res.json<{ error: string }>().error, url).toMatch(new RegExp(`^${field}: .*received array`));
+      const anonymous = await p.adminApp.inject({ method: 'GET', url });
+      expect(anonymous.statusCode, `${url} without the token: refused before its query is read`).toBe(401);
+    }
+  });
 });

@@ -4,12 +4,22 @@ import type { FastifyInstance } from 'fastify';
 import type { EventView, EventsView } from '../../api/types.js';
 import { LlmgwError } from '../../errors/index.js';
 import { type Events, type FleetEvent, MAX_EVENT_LIST } from './events.js';
-import { needs } from '../../http/index.js';
+import { z } from 'zod';
+import { needs, type ZodTypeProvider } from '../../http/index.js';
 
 export function registerEventsApi(app: FastifyInstance, options: { events: Events }): void {
-  app.get<{ Querystring: { model?: string; limit?: string; after?: string } }>(
+  app.withTypeProvider<ZodTypeProvider>().get(
     '/api/v1/events',
-    needs('fleet.read'),
+    {
+      ...needs('fleet.read'),
+      schema: {
+        querystring: z.object({
+          model: z.string().optional(),
+          limit: z.string().optional(),
+          after: z.string().optional(),
+        }),
+      },
+    },
     async (request): Promise<EventsView> => {
       const q = request.query;
       const limit =

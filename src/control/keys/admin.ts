@@ -117,20 +117,24 @@ export function registerKeyAdmin(fastify: FastifyInstance, deps: KeyAdminDeps): 
     return { keys: keys.map((k) => keyView(k, now)) };
   });
 
-  app.delete<{ Params: { id: string } }>('/api/v1/keys/:id', needs('keys.write'), async (request) => {
-    const id = request.params.id;
-    const key = (await deps.keys.list()).find((k) => k.id === id);
-    // Another team's key reads as no key at all to a team-admin: its id says nothing about the other team.
-    if (key && !mayActOnTeam(request, keyTeam(key)))
-      throw new LlmgwError(
-        'LLMGW_NOT_FOUND',
-        `no key of your teams has the id "${id}"; \`GET /api/v1/keys\` lists them`,
-      );
-    const ok = await deps.keys.revoke(id, deps.now());
-    if (!ok) throw new LlmgwError('LLMGW_NOT_FOUND', `no key has the id "${id}"; \`GET /api/v1/keys\` lists them`);
-    await deps.audit(actorOf(request), 'key.revoke', id, {});
-    return { id, state: 'revoked' };
-  });
+  app.delete(
+    '/api/v1/keys/:id',
+    { ...needs('keys.write'), schema: { params: z.object({ id: z.string() }) } },
+    async (request) => {
+      const id = request.params.id;
+      const key = (await deps.keys.list()).find((k) => k.id === id);
+      // Another team's key reads as no key at all to a team-admin: its id says nothing about the other team.
+      if (key && !mayActOnTeam(request, keyTeam(key)))
+        throw new LlmgwError(
+          'LLMGW_NOT_FOUND',
+          `no key of your teams has the id "${id}"; \`GET /api/v1/keys\` lists them`,
+        );
+      const ok = await deps.keys.revoke(id, deps.now());
+      if (!ok) throw new LlmgwError('LLMGW_NOT_FOUND', `no key has the id "${id}"; \`GET /api/v1/keys\` lists them`);
+      await deps.audit(actorOf(request), 'key.revoke', id, {});
+      return { id, state: 'revoked' };
+    },
+  );
 }
 
 export interface UsageAdminDeps {

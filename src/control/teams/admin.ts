@@ -149,26 +149,30 @@ export function registerTeamAdmin(fastify: FastifyInstance, deps: TeamAdminDeps)
     },
   );
 
-  app.delete<{ Params: { name: string } }>('/api/v1/teams/:name', needs('teams.write'), async (request) => {
-    const name = request.params.name;
-    if (name === DEFAULT_TEAM)
-      throw new LlmgwError(
-        'LLMGW_CONFLICT',
-        `team "${DEFAULT_TEAM}" cannot be deleted: keys made without a team go there`,
-      );
-    if (!deps.teams.get(name))
-      throw new LlmgwError('LLMGW_NOT_FOUND', `no team is named "${name}"; \`GET /api/v1/teams\` lists them`);
-    const held = await keysOf(name);
-    if (held.length)
-      throw new LlmgwError(
-        'LLMGW_CONFLICT',
-        `team "${name}" still holds ${held.length} live key(s) (${held
-          .slice(0, 5)
-          .map((k) => k.id)
-          .join(', ')}); revoke them first (\`llmgw ctl keys revoke <id>\`)`,
-      );
-    await deps.teams.delete(name);
-    await deps.audit(actorOf(request), 'team.delete', name, {});
-    return { name, state: 'deleted' };
-  });
+  app.delete(
+    '/api/v1/teams/:name',
+    { ...needs('teams.write'), schema: { params: z.object({ name: z.string() }) } },
+    async (request) => {
+      const name = request.params.name;
+      if (name === DEFAULT_TEAM)
+        throw new LlmgwError(
+          'LLMGW_CONFLICT',
+          `team "${DEFAULT_TEAM}" cannot be deleted: keys made without a team go there`,
+        );
+      if (!deps.teams.get(name))
+        throw new LlmgwError('LLMGW_NOT_FOUND', `no team is named "${name}"; \`GET /api/v1/teams\` lists them`);
+      const held = await keysOf(name);
+      if (held.length)
+        throw new LlmgwError(
+          'LLMGW_CONFLICT',
+          `team "${name}" still holds ${held.length} live key(s) (${held
+            .slice(0, 5)
+            .map((k) => k.id)
+            .join(', ')}); revoke them first (\`llmgw ctl keys revoke <id>\`)`,
+        );
+      await deps.teams.delete(name);
+      await deps.audit(actorOf(request), 'team.delete', name, {});
+      return { name, state: 'deleted' };
+    },
+  );
 }

@@ -3,7 +3,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { CollectSummary, OrphansView } from '../../api/types.js';
 import type { AuditActor, Store } from '../store/index.js';
-import { actorOf, needs } from '../../http/index.js';
+import { z } from 'zod';
+import { actorOf, needs, type ZodTypeProvider } from '../../http/index.js';
 import { collect, type CollectDeps, orphansView } from './weights.js';
 import { COLLECT_ACTION, readLastCollects } from './last-collect.js';
 
@@ -11,12 +12,18 @@ export interface WeightsApiOptions extends CollectDeps {
   store: Store | null;
 }
 
-export function registerWeightsApi(app: FastifyInstance, options: WeightsApiOptions): void {
-  app.get<{ Querystring: { node?: string } }>('/api/v1/weights/orphans', needs('fleet.read'), async (request) =>
+/** `?node=`: one node's weights; absent or empty = every node's. */
+const NodeQuery = z.object({ node: z.string().optional() });
+
+export function registerWeightsApi(fastify: FastifyInstance, options: WeightsApiOptions): void {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  app.get('/api/v1/weights/orphans', { ...needs('fleet.read'), schema: { querystring: NodeQuery } }, async (request) =>
     orphansWithLastCollect(options, request.query.node || undefined),
   );
-  app.post<{ Querystring: { node?: string } }>('/api/v1/weights/collect', needs('weights.collect'), async (request) =>
-    collectAndAudit(options, request.query.node || undefined, actorOf(request)),
+  app.post(
+    '/api/v1/weights/collect',
+    { ...needs('weights.collect'), schema: { querystring: NodeQuery } },
+    async (request) => collectAndAudit(options, request.query.node || undefined, actorOf(request)),
   );
 }
 
