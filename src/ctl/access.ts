@@ -187,11 +187,12 @@ const FOLLOW_INTERVAL_MS = 1000;
 export async function logs(
   ctx: CtlContext,
   replica: string,
-  options: { shard?: number; lines: number; follow: boolean },
+  /** `lines` absent: as many as the control plane sends by default. */
+  options: { shard?: number; lines?: number; follow: boolean },
 ): Promise<number> {
   const first = await ctx.client.replicaLog(replica, {
     ...(options.shard === undefined ? {} : { shard: options.shard }),
-    lines: options.lines,
+    ...(options.lines === undefined ? {} : { lines: options.lines }),
   });
   if (ctx.json && !options.follow) {
     ctx.out.json(first);

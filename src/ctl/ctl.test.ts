@@ -126,7 +126,9 @@ beforeAll(async () => {
               ? collected
               : path === '/api/v1/events'
                 ? events
-                : undefined;
+                : path === '/api/v1/replicas/r-1a2b/log'
+                  ? { replica: 'r-1a2b', shard: 'r-1a2b-0', rank: 0, node: 'gpu-3', lines: ['ready'] }
+                  : undefined;
     // A page of one when asked for one, with the page headers a paging control plane sends; else the plain list, as an older one answers.
     if (path === '/api/v1/nodes' && new URL(req.url!, 'http://x').searchParams.get('limit') === '1') {
       res
@@ -289,6 +291,17 @@ describe('runCtl', () => {
     const json = await ctl('-o', 'json', 'events');
     expect(JSON.parse(json.stdout), "-o json is the API's own answer").toEqual(events);
     expect((await ctl('events', '--limit', 'lots')).code).toBe(2);
+  });
+
+  it("asks for a log's lines only when told how many: the control plane keeps the one default", async () => {
+    const plain = await ctl('logs', 'r-1a2b');
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout).toContain('ready');
+    expect(asked.at(-1)).toBe('/api/v1/replicas/r-1a2b/log');
+    expect((await ctl('logs', 'r-1a2b', '-n', '20')).code).toBe(0);
+    expect(asked.at(-1)).toBe('/api/v1/replicas/r-1a2b/log?lines=20');
+    expect((await ctl('logs', 'r-1a2b', '-n', '0')).code, 'refused before asking').toBe(2);
+    expect(asked.at(-1)).toBe('/api/v1/replicas/r-1a2b/log?lines=20');
   });
 
   it('returns 2 for usage errors instead of exiting the process', async () => {

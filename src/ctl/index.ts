@@ -443,17 +443,22 @@ function buildProgram(root: Command, run: Runner): Command {
     .argument('<replica>', 'replica id (from `replicas`)')
     .description("an engine's log, fetched from the node that runs it")
     .option('--shard <rank>', 'the shard of a multi-node replica; default 0')
-    .option('-n, --lines <n>', 'how many of the newest lines', '100')
+    .option('-n, --lines <n>', 'how many of the newest lines (default 100, at most 10000)')
     .option('-f, --follow', 'keep printing new lines until Ctrl-C')
     .action(
-      run((ctx, replica: string, o: { shard?: string; lines: string; follow?: boolean }) => {
+      run((ctx, replica: string, o: { shard?: string; lines?: string; follow?: boolean }) => {
         const shard = o.shard === undefined ? undefined : Number(o.shard);
         if (shard !== undefined && (!Number.isInteger(shard) || shard < 0))
           throw new UsageError(`--shard: "${o.shard}" is not a shard rank (0, 1, …)`);
-        const lines = Number(o.lines);
-        if (!Number.isInteger(lines) || lines < 1 || lines > 10_000)
+        // Absent: the control plane's default, the one place it is kept.
+        const lines = o.lines === undefined ? undefined : Number(o.lines);
+        if (lines !== undefined && (!Number.isInteger(lines) || lines < 1 || lines > 10_000))
           throw new UsageError(`--lines: "${o.lines}" is not a whole number from 1 to 10000`);
-        return access.logs(ctx, replica, { ...(shard === undefined ? {} : { shard }), lines, follow: !!o.follow });
+        return access.logs(ctx, replica, {
+          ...(shard === undefined ? {} : { shard }),
+          ...(lines === undefined ? {} : { lines }),
+          follow: !!o.follow,
+        });
       }),
     );
 
