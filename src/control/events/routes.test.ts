@@ -1,6 +1,7 @@
 // GET /api/v1/events through a whole control plane (no listener: inject):
 // the reconciler's decisions arrive in the log and come back in the wire
-// shape of src/api/types.ts, newest first, filtered as asked.
+// shape of src/api/types.ts, newest first, filtered as asked. Also the
+// admin routes' declared queries, which the same control plane shows.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,14 +18,20 @@ afterEach(async () => {
   await Promise.all(planes.splice(0).map((p) => p.close()));
 });
 
+/** A control plane on a SQLite file of its own, closed after the test. */
+async function plane(): Promise<ControlPlane> {
+  const dir = mkdtempSync(join(tmpdir(), 'llmgw-events-api-'));
+  const p = await ControlPlane.create(
+    compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN }),
+    { logger: pino({ level: 'silent' }) },
+  );
+  planes.push(p);
+  return p;
+}
+
 describe('GET /api/v1/events', () => {
   it("shows a pass's scaling decision and placement failure, newest first, by model, after an id, and refuses a bad limit", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-events-api-'));
-    const p = await ControlPlane.create(
-      compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN }),
-      { logger: pino({ level: 'silent' }) },
-    );
-    planes.push(p);
+    const p = await plane();
     const added = await p.adminApp.inject({
       method: 'POST',
       url: '/api/v1/models?force=true',
@@ -70,14 +77,11 @@ describe('GET /api/v1/events', () => {
       'the admin token is required',
     ).toBe(401);
   });
+});
 
-  it('answers a query its route does not declare (a field given twice) with 400 naming it, across the admin API', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'llmgw-admin-query-'));
-    const p = await ControlPlane.create(
-      compileControlOptions({ store: `sqlite:${join(dir, 'db')}`, admin_token: TOKEN }),
-      { logger: pino({ level: 'silent' }) },
-    );
-    planes.push(p);
+describe("the admin API's declared queries", () => {
+  it('answers a query its route does not declare (a field given twice) with 400 naming it', async () => {
+    const p = await plane();
     for (const [url, field] of [
       ['/api/v1/events?model=a&model=b', 'model'],
       ['/api/v1/requests?limit=1&limit=2', 'limit'],
