@@ -4,10 +4,11 @@
 // llama-server does) while the agent waits; it stops generating the moment a
 // client goes away, and counts those aborts for /health and the logs.
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isLlmgwError, LlmgwError } from '../../errors/index.js';
+import { openFileLimit } from '../../http/index.js';
 import { readServerTls } from '../../tls/index.js';
 import { API_KEY_REFUSAL, apiKeyGuards, bearerMatches } from '../api-key.js';
 import { chatChoice, ChoiceDeltas, openingDelta } from './chat-answer.js';
@@ -33,8 +34,10 @@ import {
 } from './openai.js';
 import { jsonTemplate, SseWriter, StreamPacer } from './sse.js';
 import { chatOutput } from './tools.js';
+import { boundedEngineServer, engineConnectionCap } from './listener.js';
 import {
   compileBuiltinEngineOptions,
+  sequenceLayout,
   type BuiltinEngineOptions,
   type CompiledBuiltinEngineOptions,
 } from './options.js';
@@ -190,7 +193,9 @@ class BuiltinEngineServer implements BuiltinEngine {
   ): Promise<BuiltinEngineServer> {
     // Read before binding: a wrong path fails the start naming the flag, with nothing listening.
     const tls = readServerTls(options.tlsCert, options.tlsKey, { cert: '--tls-cert', key: '--tls-key' });
-    const server = tls ? createHttpsServer(tls) : createServer();
+    // As many connections as it can run and queue requests, and some spare (listener.ts); the runtime lays the same out.
+    const layout = sequenceLayout(options, facts.trainedContextTokens);
+    const server = boundedEngineServer(tls, engineConnectionCap(layout, openFileLimit()), options.log);
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) => {
         reject(
