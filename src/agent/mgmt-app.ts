@@ -7,7 +7,7 @@
 // that the routes' tests build the listener exactly as the agent does.
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { bearerToken, createJsonApp, reservedFiles, sameSecret } from '../http/index.js';
+import { bearerToken, capWithinOpenFiles, createJsonApp, sameSecret, throttledRefusals } from '../http/index.js';
 import type { ServerTls } from '../tls/index.js';
 
 /** Largest body a management call sends (a list of cache paths to remove). */
@@ -23,9 +23,6 @@ const MGMT_MAX_CONNECTIONS = 128;
 /** How long a caller has to send a request's headers, and then its body, ms: a control plane sends both at once. */
 const MGMT_HEADERS_TIMEOUT_MS = 10_000;
 const MGMT_BODY_TIMEOUT_MS = 30_000;
-
-/** A flood at the cap is logged at most this often, ms: once is enough to say what happens, not once per connection. */
-const CAP_LOG_INTERVAL_MS = 60_000;
 
 export interface MgmtAppOptions {
   logger: Logger;
@@ -44,8 +41,7 @@ export interface MgmtAppOptions {
  * never under 16.
  */
 export function mgmtConnectionCap(openFiles: number | null): number {
-  if (openFiles === null) return MGMT_MAX_CONNECTIONS;
-  return Math.max(16, Math.min(MGMT_MAX_CONNECTIONS, Math.floor((openFiles - reservedFiles(openFiles)) / 2)));
+  return capWithinOpenFiles(MGMT_MAX_CONNECTIONS, openFiles);
 }
 
 /**
@@ -56,8 +52,6 @@ export function mgmtConnectionCap(openFiles: number | null): number {
  */
 export function createMgmtApp(options: MgmtAppOptions): FastifyInstance {
   const cap = mgmtConnectionCap(options.openFiles);
-  let closed = 0;
-  let loggedAtMs = -Infinity;
   const app = createJsonApp({
     logger: options.logger,
     bodyLimitBytes: MGMT_BODY_LIMIT_BYTES,
@@ -65,17 +59,12 @@ export function createMgmtApp(options: MgmtAppOptions): FastifyInstance {
     headersTimeoutMs: MGMT_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: MGMT_BODY_TIMEOUT_MS,
     maxConnections: cap,
-    onConnectionRefused: () => {
-      closed++;
-      const now = Date.now();
-      if (now - loggedAtMs < CAP_LOG_INTERVAL_MS) return;
-      loggedAtMs = now;
+    onConnectionRefused: throttledRefusals((closed) =>
       options.logger.warn(
         { max_connections: cap, closed_since_last_warning: closed },
         'management listener at its connection cap: the oldest connections with no request in flight are closed to make room',
-      );
-      closed = 0;
-    },
+      ),
+    ),
   });
   app.addHook('onRequest', async (req, reply) => {
     const token = options.token();

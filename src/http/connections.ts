@@ -136,6 +136,42 @@ export function reservedFiles(limit: number): number {
   return Math.max(64, Math.min(4096, Math.floor(limit / 10)));
 }
 
+/** The fewest connections a capped listener holds, however small the open-file limit. */
+const MIN_CONNECTION_CAP = 16;
+
+/**
+ * The cap of a listener that is its process's only one (an agent's, an
+ * engine's): `wanted`, lowered where the open-file limit is so small that it
+ * would leave the process too few descriptors for its own work, to half of
+ * what reservedFiles does not keep; never under 16. `openFiles` null = no
+ * known limit, and the cap is `wanted`.
+ */
+export function capWithinOpenFiles(wanted: number, openFiles: number | null): number {
+  if (openFiles === null) return wanted;
+  return Math.max(MIN_CONNECTION_CAP, Math.min(wanted, Math.floor((openFiles - reservedFiles(openFiles)) / 2)));
+}
+
+/**
+ * An onRefused for capConnections that says what happens once, not once per
+ * connection: `warn` gets the connections closed since it last spoke, at
+ * most once per `intervalMs` (a minute).
+ */
+export function throttledRefusals(
+  warn: (closedSinceLast: number) => void,
+  intervalMs = 60_000,
+  now: () => number = Date.now,
+): () => void {
+  let closed = 0;
+  let warnedAtMs = -Infinity;
+  return () => {
+    closed++;
+    if (now() - warnedAtMs < intervalMs) return;
+    warnedAtMs = now();
+    warn(closed);
+    closed = 0;
+  };
+}
+
 /**
  * Caps that fit the process's open-file limit: the defaults scaled down
  * together when their sum and a reserve (reservedFiles) exceed it, each at

@@ -48,15 +48,24 @@ export {
 } from './permissions.js';
 export {
   capConnections,
+  capWithinOpenFiles,
   connectionCapsFor,
   fitConnectionCaps,
   openFileLimit,
   registerConnectionRefusals,
   reservedFiles,
+  throttledRefusals,
   type ConnectionCap,
   type ListenerName,
 } from './connections.js';
-export { RequestInvalidError, requestProblems, zodValidatorCompiler, type ZodTypeProvider } from './schema.js';
+export {
+  listOrderQuery,
+  RequestInvalidError,
+  requestProblems,
+  wholeNumberQuery,
+  zodValidatorCompiler,
+  type ZodTypeProvider,
+} from './schema.js';
 export { FORM_LIMITS, FormReader, formBoundary, readForm, withFormField, type ReadForm } from './multipart.js';
 export {
   checkHost,
@@ -175,9 +184,45 @@ const REQUEST_ID_BYTES = new RandomHex(16);
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
+/**
+ * Reads application/json bodies on `scope`, which has no parser for them:
+ * an empty body is "nothing to say" (POST /weights/collect), not bad JSON,
+ * and anything else goes through Fastify's own parser, which refuses
+ * __proto__ tricks. `dropByteOrderMark`: a leading byte-order mark
+ * (PowerShell 5 writes one) is dropped rather than refused.
+ */
+export function addJsonParser(scope: FastifyInstance, options: { dropByteOrderMark?: boolean } = {}): void {
+  const strictJson = scope.getDefaultJsonParser('error', 'error');
+  scope.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = options.dropByteOrderMark ? (body as string).replace(/^\uFEFF/, '') : (body as string);
+    if (text.trim() === '') return done(null, undefined);
+    void strictJson(request, text, done);
+  });
+}
+
+/**
+ * Node server options that bound a client's time, as every listener llmgw
+ * runs bounds it: headers within `headersTimeoutMs`; the whole request within
+ * `bodyTimeoutMs` more (Node times requestTimeout from the request's start
+ * and stops once the request is in, so a long answer is not cut; 0 = no
+ * limit); checked often enough for a short limit to hold (Node checks every
+ * 30 s by default).
+ */
+export function boundedTimeouts(
+  headersTimeoutMs: number,
+  bodyTimeoutMs: number,
+): { headersTimeout: number; requestTimeout: number; connectionsCheckingInterval: number } {
+  return {
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: bodyTimeoutMs ? headersTimeoutMs + bodyTimeoutMs : 0,
+    connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(headersTimeoutMs / 4))),
+  };
+}
+
 export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   const shape = options.shapeError ?? adminErrorShape;
   const headersTimeoutMs = options.headersTimeoutMs ?? 30_000;
+  const timeouts = boundedTimeouts(headersTimeoutMs, options.bodyTimeoutMs ?? 0);
   const app = Fastify(
     withTls(options.https, headersTimeoutMs, {
       loggerInstance: options.logger as unknown as FastifyBaseLogger,
@@ -186,17 +231,11 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
       logController: new LogController({ disableRequestLogging: true }),
       return503OnClosing: true,
       forceCloseConnections: options.forceCloseConnections ?? 'idle',
-      // Clients get to send their headers in bounded time, like any server exposed to a network.
-      // Node checks these timeouts only every connectionsCheckingInterval (30 s by default): checked more often, a short limit holds.
-      // Fastify sets these two on the server itself, over anything in `http`. Node measures requestTimeout
-      // from the request's start, so it is the header allowance plus the body's.
+      // Clients get to send their headers in bounded time, like any server exposed to a network (boundedTimeouts).
+      // Fastify sets these two on the server itself, over anything in `http`.
       ...(options.keepAliveTimeoutMs ? { keepAliveTimeout: options.keepAliveTimeoutMs } : {}),
-      requestTimeout: options.bodyTimeoutMs ? headersTimeoutMs + options.bodyTimeoutMs : 0,
-      http: {
-        headersTimeout: headersTimeoutMs,
-        requestTimeout: 0,
-        connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(headersTimeoutMs / 4))),
-      } as never,
+      requestTimeout: timeouts.requestTimeout,
+      http: { ...timeouts, requestTimeout: 0 } as never,
       routerOptions: { ignoreTrailingSlash: true },
       ...(options.requestLoggers === false ? { childLoggerFactory: (logger: FastifyBaseLogger) => logger } : {}),
       ...(options.requestIds ? { genReqId: requestIdFor } : {}),
@@ -240,13 +279,7 @@ export function createJsonApp(options: JsonAppOptions): FastifyInstance {
   // listener): answered with 408, where Node alone would close the connection without a word.
   app.server.on('request', (request: IncomingMessage) => request.on('timeout', answerStalledBody));
 
-  // An empty body is "nothing to say" (POST /weights/collect), not bad JSON;
-  // anything else goes through Fastify's own parser, which refuses __proto__ tricks.
-  const strictJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
-    void strictJson(request, body as string, done);
-  });
+  addJsonParser(app);
 
   if (options.requestIds) {
     // On the raw response: answers the router writes itself (relayed, or written after hijacking) carry it too.

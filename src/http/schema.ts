@@ -13,7 +13,7 @@
 // type and a validator compiler. Responses are not serialized through zod:
 // every answer's bytes stay what JSON.stringify makes of the handler's value.
 import type { FastifySchemaCompiler, FastifyTypeProvider } from 'fastify';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { LlmgwError } from '../errors/index.js';
 import { describeIssues, formatPath } from '../validation/index.js';
 
@@ -22,6 +22,19 @@ export interface ZodTypeProvider extends FastifyTypeProvider {
   validator: this['schema'] extends z.ZodType ? z.output<this['schema']> : unknown;
   serializer: this['schema'] extends z.ZodType ? z.input<this['schema']> : unknown;
 }
+
+/**
+ * A query's page size or count (`?limit=`, `?lines=`): a whole number from 1
+ * to `max`, read from its text; absent = `fallback`. Anything else is refused
+ * in the same words on every route.
+ */
+export function wholeNumberQuery(max: number, fallback: number) {
+  const words = `want a whole number from 1 to ${max}`;
+  return z.coerce.number(words).int(words).min(1, words).max(max, words).default(fallback);
+}
+
+/** A listing's `?order=`: oldest or newest first; absent = newest first, as OpenAI's lists are. */
+export const listOrderQuery = z.enum(['asc', 'desc'], { error: 'want "asc" or "desc"' }).default('desc');
 
 /** Which part of a request a route schema checks, as Fastify names it. */
 export type RequestPart = 'body' | 'querystring' | 'params' | 'headers';

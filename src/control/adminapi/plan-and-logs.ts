@@ -16,7 +16,7 @@ import type { Inventory } from '../inventory/index.js';
 import { explain, type ProfileFit } from '../placement/index.js';
 import { toPlacementProfile, type Plan, type ReplicaRecord } from '../reconciler/index.js';
 import { usableMgmtAddr } from '../agentapi/report-checks.js';
-import { needs } from '../../http/index.js';
+import { needs, wholeNumberQuery } from '../../http/index.js';
 
 export interface PlanAndLogsDeps {
   catalog: Catalog;
@@ -42,16 +42,10 @@ const PLAN_WANTED = 'want a model definition, or {"models": [definitions]}';
 /** POST /api/v1/models/plan: an object; which definitions it holds, and whether they are sound, planView says. */
 const PlanBodySchema = z.looseObject({}, { error: PLAN_WANTED });
 
-const LINES_WANTED = 'want a whole number from 1 to 10000';
-
 /** The rank of the shard whose log is wanted stays a string: the answer to a bad one names the replica's ranks. */
 const LogQuerySchema = z.object({
   shard: z.string().optional(),
-  lines: z
-    .string({ error: LINES_WANTED })
-    .transform(Number)
-    .refine((n) => Number.isInteger(n) && n >= 1 && n <= 10_000, LINES_WANTED)
-    .prefault('100'),
+  lines: wholeNumberQuery(10_000, 100),
 });
 
 export function registerPlanAndLogs(fastify: FastifyInstance, deps: PlanAndLogsDeps): void {

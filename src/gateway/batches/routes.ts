@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { isLlmgwError, LlmgwError } from '../../errors/index.js';
-import { readForm, type ZodTypeProvider } from '../../http/index.js';
+import { addJsonParser, listOrderQuery, readForm, wholeNumberQuery, type ZodTypeProvider } from '../../http/index.js';
 import { routeConfig } from '../core/dialect.js';
 import { openai } from '../dialects/openai/index.js';
 import { CreateBatchBodySchema, type BatchCaller, type FilesAndBatches } from '../ports/batches.js';
@@ -34,15 +34,8 @@ function caller(request: FastifyRequest): BatchCaller {
 
 // The routes' declared query strings, path and bodies: checked before a handler runs, a misfit answered 400 in
 // OpenAI's shape naming its field (`param`), as every route's on a listener of llmgw's.
-const LIMIT_WORDS = 'want a whole number from 1 to 10000';
-const PageQuery = z.object({
-  limit: z.coerce.number(LIMIT_WORDS).int(LIMIT_WORDS).min(1, LIMIT_WORDS).max(10_000, LIMIT_WORDS).default(20),
-  after: z.string().optional(),
-});
-const FileListQuery = PageQuery.extend({
-  order: z.enum(['asc', 'desc'], { error: 'want "asc" or "desc"' }).default('desc'),
-  purpose: z.string().optional(),
-});
+const PageQuery = z.object({ limit: wholeNumberQuery(10_000, 20), after: z.string().optional() });
+const FileListQuery = PageQuery.extend({ order: listOrderQuery, purpose: z.string().optional() });
 const IdParams = z.object({ id: z.string() });
 /** An upload's bytes as the multipart parser keeps them (src/gateway/core/upload.ts); the form is read in the handler. */
 const NOT_A_FORM = 'send the file as multipart/form-data with fields file and purpose';
@@ -115,14 +108,9 @@ export function registerBatchRoutes(scope: FastifyInstance, service: FilesAndBat
   // theirs as bytes): parsed in a scope of its own, so its schema is shown the value. The key hook, the dialect and
   // the checks of the intake hooks are the gateway scope's, inherited.
   scope.register(async (json) => {
+    // No body at all is for the schema to name; a byte-order mark is dropped, as the inference routes drop it.
     json.removeContentTypeParser('application/json');
-    const strictJson = json.getDefaultJsonParser('error', 'error');
-    json.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-      // A byte-order mark (PowerShell 5 writes one) is not JSON; no body at all is for the schema to name.
-      const text = (body as string).replace(/^\uFEFF/, '');
-      if (text.trim() === '') return done(null, undefined);
-      void strictJson(request, text, done);
-    });
+    addJsonParser(json, { dropByteOrderMark: true });
     json
       .withTypeProvider<ZodTypeProvider>()
       .post('/v1/batches', { config, schema: { body: CreateBatchBodySchema } }, (request, reply) =>

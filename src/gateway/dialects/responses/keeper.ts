@@ -8,16 +8,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { listOrderQuery, wholeNumberQuery } from '../../../http/index.js';
 import type { ErrorCode } from '../../../errors/index.js';
 import type { ApiKeyRecord, ResponseStore, RoutedModel, StoredResponse } from '../../ports/index.js';
 import type { ResponsesRelayCall } from './relay.js';
 
-const LIMIT_WORDS = 'want a whole number from 1 to 100';
-
 /** GET /v1/responses/{id}/input_items's query, declared on its route: a page of up to 100 items, newest first by default. */
 export const InputItemsQuery = z.object({
-  limit: z.coerce.number(LIMIT_WORDS).int(LIMIT_WORDS).min(1, LIMIT_WORDS).max(100, LIMIT_WORDS).default(20),
-  order: z.enum(['asc', 'desc'], { error: 'want "asc" or "desc"' }).default('desc'),
+  limit: wholeNumberQuery(100, 20),
+  order: listOrderQuery,
   after: z.string().optional(),
 });
 export type InputItemsQuery = z.output<typeof InputItemsQuery>;
