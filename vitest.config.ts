@@ -16,6 +16,8 @@ const BUILT_UNIT_FILES = [
 export default defineConfig({
   test: {
     pool: 'forks',
+    // TMPDIR points at a directory of the run's own, removed when it ends (test/temp-root.ts).
+    globalSetup: ['test/temp-root.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: real processes per test file, so keep the fan-out modest.
