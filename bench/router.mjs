@@ -428,7 +428,7 @@ async function serveChunks(count) {
  */
 async function startNginx(url) {
   const { spawnSync } = await import('node:child_process');
-  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
   const probe = spawnSync('nginx', ['-v'], { stdio: 'ignore' });
@@ -458,6 +458,8 @@ http {
 `,
   );
   const child = spawn('nginx', ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // Its config, pid file and temp paths go with it.
+  child.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const base = `http://127.0.0.1:${port}`;
   // nginx prints nothing when it is up: poll until it answers.
   const probePool = new Pool(base);
