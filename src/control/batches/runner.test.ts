@@ -243,9 +243,14 @@ describe('the batch runner', () => {
       alone: true,
       tickMs: 20,
     });
+    let renewals = 0;
+    const renew = repo.renew.bind(repo);
+    repo.renew = (...args) => ((renewals += 1), renew(...args));
     await runToCompletion(runner, repo);
     expect(calls).toBe(3);
     expect((await repo.get('batch_1'))!).toMatchObject({ completed: 0, failed: 1 });
+    // A lease of 1e12 ms would make a renewal timer of a third of it, which Node fires every millisecond: held to 24d.
+    expect(renewals, 'no renewal within a lease far from its end').toBe(0);
     await store.close();
   });
 

@@ -16,6 +16,7 @@ import type { FileContent, ContentWriter } from './content.js';
 import type { FileRecord } from './files-store.js';
 import { lineStarts, requestAt } from './input.js';
 import { newId } from './service.js';
+import { MAX_TIMER_MS } from '../../units/index.js';
 
 /** How many MORE batch lines of a model may start now; 0 = wait. Asked per model at every look. */
 export interface BatchPace {
@@ -83,7 +84,8 @@ export class BatchRunner {
           .renew(this.owner, this.o.now() + this.o.leaseMs)
           .catch((err: unknown) => this.o.logger.warn({ err }, 'could not renew batch line leases'));
       },
-      Math.max(50, Math.floor(this.o.leaseMs / 3)),
+      // A third of the lease, within what a timer can hold (past it Node would renew every millisecond).
+      Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(this.o.leaseMs / 3))),
     ).unref();
     this.notify();
   }
