@@ -93,4 +93,17 @@ describe('agent options: defaults', () => {
       compileAgentOptions({ ...base, control: ['http://127.0.0.1:8082'], heartbeatInterval: '2s' }).heartbeatIntervalMs,
     ).toBe(2_000);
   });
+
+  it('refuses a heartbeat interval or control deadline longer than a timer can wait', () => {
+    const control = ['http://127.0.0.1:8082'];
+    expect(() => compileAgentOptions({ ...base, control, heartbeatInterval: '30d' })).toThrow(
+      /--heartbeat-interval 30d is longer than a timer can wait; give at most 24d/,
+    );
+    expect(() => compileAgentOptions({ ...base, control, controlDeadline: '25d' })).toThrow(
+      /--control-deadline 25d is longer than a timer can wait/,
+    );
+    expect(compileAgentOptions({ ...base, control, heartbeatInterval: '24d' }).heartbeatIntervalMs).toBe(
+      24 * 86_400_000,
+    );
+  });
 });

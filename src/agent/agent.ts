@@ -25,6 +25,7 @@ import {
 import { certificateProblem, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
 import { parseDurationMs } from '../units/index.js';
 import { parseOptions } from '../validation/options.js';
+import { overlongTimer } from '../validation/durations.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { openFileLimit } from '../http/index.js';
@@ -133,6 +134,10 @@ export function compileAgentOptions(options: AgentOptions): AgentConfig {
       'LLMGW_CONFIG_INVALID',
       `--control-deadline ${o.controlDeadline} would give up on every call at once; give a duration like 2s, or leave it out to derive it from the stale window`,
     );
+  const overlong =
+    overlongTimer('--heartbeat-interval', o.heartbeatInterval ?? '', interval) ??
+    (deadline === null ? null : overlongTimer('--control-deadline', o.controlDeadline ?? '', deadline));
+  if (overlong) throw new LlmgwError('LLMGW_CONFIG_INVALID', overlong);
   const at = o.mgmtAddr.lastIndexOf(':');
   checkControlTransport(o.control, o.ca, o.insecureHttp);
   if (o.engineTls && (!o.tlsCert || !o.tlsKey)) {

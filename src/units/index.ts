@@ -25,6 +25,14 @@ export function parseDurationMs(text: string): number | string {
   return Math.round(total);
 }
 
+/**
+ * The longest duration that may become a timer. Node's timers hold at most
+ * 2^31 - 1 ms (24.8 days) and fire after 1 ms for anything longer, so a
+ * request timeout of "30d" would end every request at once. Whole days, so
+ * the limit reads as "24d".
+ */
+export const MAX_TIMER_MS = 24 * 86_400_000;
+
 export function formatDurationMs(ms: number): string {
   if (ms % 3_600_000 === 0 && ms >= 3_600_000) return `${ms / 3_600_000}h`;
   if (ms % 60_000 === 0 && ms >= 60_000) return `${ms / 60_000}m`;

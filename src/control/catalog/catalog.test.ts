@@ -35,6 +35,11 @@ describe('catalog validation: one message per problem', () => {
     ['wrong type', base({ scaling: { min: 'two' } }), 'scaling.min'],
     ['min greater than max', base({ scaling: { min: 3, max: 2 } }), 'scaling: min (3) is greater than max (2)'],
     ['bad duration', base({ scaling: { idle_timeout: '10' } }), 'want a duration with a unit'],
+    [
+      'a queue timeout longer than a timer can wait',
+      base({ capacity: { per_replica: 4, queue_timeout: '30d' } }),
+      'capacity.queue_timeout: want a duration up to 24d',
+    ],
     ['unknown source scheme', base({ source: 's3://bucket/model' }), 'source scheme "s3:" is not supported'],
     ['source with no scheme', base({ source: 'Qwen/Qwen2.5' }), 'has no scheme'],
     ['plain http source', base({ source: 'http://example.com/m.gguf' }), 'uses plain http'],

@@ -3,6 +3,7 @@
 // plane reads. The written form keeps the seed's snake_case field names; the
 // compiled form carries units in its names.
 import { z } from 'zod';
+import { durationSchema } from '../../validation/durations.js';
 import { parseSource, unsafeProfileEnvNames, unsafeProfileEnvProblem } from '../../protocol/index.js';
 import { labelSelectorProblem } from '../placement/index.js';
 import { parseDurationMs } from '../../units/index.js';
@@ -40,9 +41,8 @@ const nameSchema = z
   .string()
   .regex(NAME_RE, 'want 1-128 letters, digits, ".", "_", ":", "/" or "-", starting with a letter or digit');
 
-const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
-  message: 'want a duration with a unit, like 90s or 5m',
-});
+/** A duration the scaler reads as a span of time (never a timer). */
+const duration = durationSchema({ like: '90s or 5m', maxMs: Infinity });
 
 export const ProfileSchema = z.strictObject({
   /** Shown in views and explain; absent = the engine's name (with a suffix if that repeats). */
@@ -168,7 +168,7 @@ export const ModelSchema = z.strictObject({
       /** Requests in flight per ready replica, from this gateway; the engine's --max-num-seqs is a good start. */
       per_replica: z.number().int().min(1).max(100_000),
       /** How long a request may wait for a place before a 503; absent = 30s. */
-      queue_timeout: duration.optional(),
+      queue_timeout: durationSchema({ like: '30s or 2m' }).optional(),
       /** Requests one team may have waiting for the model before the next is refused with a 429; absent = 256. */
       queue_per_team: z.number().int().min(1).max(1_000_000).optional(),
     })

@@ -8,6 +8,7 @@
 // the audit log, the API, a log line) writes as `set`. Apart from model.ts
 // because none of it is about replicas llmgw runs.
 import { inspect } from 'node:util';
+import { durationSchema } from '../../validation/durations.js';
 import { z } from 'zod';
 import type { RemoteReplicaTraits, SpillPolicy, SpillWhen } from '../../gateway/ports/index.js';
 import type { ServedEndpoint } from '../../gateway/ports/endpoints.js';
@@ -39,9 +40,7 @@ export const REMOTE_DEFAULTS = Object.freeze({
   maxQueueMs: 1_000,
 });
 
-const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
-  message: 'want a duration with a unit, like 30s or 500ms',
-});
+const duration = durationSchema({ like: '30s or 500ms' });
 
 export const RemoteSchema = z.strictObject({
   /** The base URL its API's paths go under (llmgw appends /v1/chat/completions): `https://api.example.com`. */

@@ -8,6 +8,7 @@
 // Apart from model.ts because none of it is about running replicas; the
 // gateway reads the compiled form through its port (src/gateway/ports/traffic.ts).
 import { z } from 'zod';
+import { durationSchema } from '../../validation/durations.js';
 import { SPLIT_BY, type ShadowRule, type SplitBy, type SplitTarget } from '../../gateway/ports/index.js';
 import { parseDurationMs } from '../../units/index.js';
 
@@ -51,12 +52,7 @@ export const ShadowSchema = z.strictObject({
   /** Absent = SHADOW_DEFAULTS.maxConcurrent. */
   max_concurrent: z.number().int().min(1).max(10_000).optional(),
   /** Absent = SHADOW_DEFAULTS.timeoutMs. */
-  timeout: z
-    .string()
-    .refine((v) => typeof parseDurationMs(v) === 'number' && (parseDurationMs(v) as number) > 0, {
-      message: 'want a duration above 0 with a unit, like 30s',
-    })
-    .optional(),
+  timeout: durationSchema({ like: '30s', aboveZero: true }).optional(),
 });
 
 /** The traffic keys of a definition, as written (what model.ts's schema adds). */

@@ -5,6 +5,7 @@
 // the feature's keys read together; index.ts spreads them into the one
 // schema and compiles them with compileBatches.
 import { dirname, join, resolve } from 'node:path';
+import { durationSchema } from '../../validation/durations.js';
 import { z } from 'zod';
 import { parseDurationMs, parseSizeBytes } from '../../units/index.js';
 
@@ -21,11 +22,6 @@ export const BATCH_DEFAULTS = Object.freeze({
   /** Half a model's places (at least one) kept free of batch lines for interactive arrivals (pace.ts). */
   batch_headroom: 0.5,
 });
-
-const positiveDuration = (what: string) =>
-  z.string().refine((v) => ((ms) => typeof ms === 'number' && ms > 0)(parseDurationMs(v)), {
-    message: `want a duration above 0 with a unit, like 30s or 24h (${what})`,
-  });
 
 export const BATCH_OPTIONS = {
   /**
@@ -45,8 +41,10 @@ export const BATCH_OPTIONS = {
   batch_max_lines: z
     .union([z.number().int().min(1).max(1e9), z.string().regex(/^[1-9]\d{0,8}$/, 'want a whole number, 1 or more')])
     .default(BATCH_DEFAULTS.batch_max_lines),
-  batch_lease: positiveDuration('batch_lease').default(BATCH_DEFAULTS.batch_lease),
-  batch_min_completion_window: positiveDuration('batch_min_completion_window').default(
+  /** A timer renews the leases every third of it. */
+  batch_lease: durationSchema({ like: '30s or 5m', aboveZero: true }).default(BATCH_DEFAULTS.batch_lease),
+  /** Compared with a batch's age, never a timer. */
+  batch_min_completion_window: durationSchema({ like: '1h or 24h', aboveZero: true, maxMs: Infinity }).default(
     BATCH_DEFAULTS.batch_min_completion_window,
   ),
   /** Share of a model's places batch lines leave free for interactive arrivals, 0..1; 0 = only the one place. */

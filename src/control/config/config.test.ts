@@ -73,6 +73,31 @@ describe('control configuration', () => {
     );
   });
 
+  it('refuses a timeout or interval longer than a timer can wait, or 0 where 0 would end every request or spin', () => {
+    // Node fires a timer of more than 2^31 - 1 ms after 1 ms: a request_timeout of 30d answered every request 504 at once.
+    for (const [key, value] of [
+      ['request_timeout', '30d'],
+      ['upstream_headers_timeout', '25d'],
+      ['idle_body_timeout', '1000h'],
+      ['cold_start_timeout', '25d'],
+      ['reconcile_interval', '30d'],
+      ['node_lost_after', '60d'],
+    ] as const) {
+      expect(() => loadControlConfig({ flags: { [key]: value } }), `${key} ${value}`).toThrow(
+        new RegExp(`${key}: want a duration .*up to 24d`),
+      );
+    }
+    for (const key of ['request_timeout', 'reconcile_interval', 'remote_probe_interval'] as const) {
+      expect(() => loadControlConfig({ flags: { [key]: '0s' } }), `${key} 0s`).toThrow(
+        new RegExp(`${key}: want a duration above 0 and up to 24d`),
+      );
+    }
+    expect(loadControlConfig({ flags: { request_timeout: '24d' } }).router.totalTimeoutMs).toBe(24 * 86_400_000);
+    expect(loadControlConfig({ flags: { idle_body_timeout: '0s' } }).router.idleBodyTimeoutMs, '0 = no limit').toBe(0);
+    // A stored response's age is no timer: longer is fine.
+    expect(loadControlConfig({ flags: { responses_ttl: '90d' } }).responses.ttlMs).toBe(90 * 86_400_000);
+  });
+
   it('reads max_held_per_key from file, env or flag, 32 by default, and refuses less than 1', () => {
     expect(loadControlConfig({ env: {} }).maxHeldPerKey).toBe(32);
     expect(loadControlConfig({ file: file('max_held_per_key: 4\n') }).maxHeldPerKey).toBe(4);

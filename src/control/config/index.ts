@@ -5,6 +5,7 @@
 // wrong value stops start-up with a sentence naming the key, instead of
 // surfacing later as a listener bound to the wrong place.
 import { readFileSync } from 'node:fs';
+import { durationSchema } from '../../validation/durations.js';
 import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -25,9 +26,10 @@ import { compilePrefixCache, PREFIX_CACHE_OPTIONS, type PrefixCacheSettings } fr
 
 export { CONTROL_DEFAULTS, MAX_CONNECTIONS_DEFAULTS };
 
-const duration = z.string().refine((v) => typeof parseDurationMs(v) === 'number', {
-  message: 'want a duration with a unit, like 500ms, 15s or 5m',
-});
+/** A duration that becomes a timer (at most 24d); see durationSchema. */
+const duration = durationSchema({ like: '500ms, 15s or 5m' });
+/** A timer's duration where 0 would end every request at once or spin a loop. */
+const positiveDuration = durationSchema({ like: '500ms, 15s or 5m', aboveZero: true });
 
 const size = z.string().refine((v) => typeof parseSizeBytes(v) === 'number', {
   message: 'want a size, like 64m or 1g (binary units; a bare number is bytes)',
@@ -82,7 +84,7 @@ export const ControlOptionsSchema = z.strictObject({
   /** A node that has not reported for this long is lost: its shards are given up and replaced. */
   node_lost_after: duration.default(CONTROL_DEFAULTS.node_lost_after),
   /** How often the reconciler runs a pass when nothing notifies it sooner. */
-  reconcile_interval: duration.default(CONTROL_DEFAULTS.reconcile_interval),
+  reconcile_interval: positiveDuration.default(CONTROL_DEFAULTS.reconcile_interval),
   /**
    * Most replicas the reconciler creates (or retries) in one pass, so that a
    * rack going dark does not start every replacement at once. Absent = 10%
@@ -112,7 +114,7 @@ export const ControlOptionsSchema = z.strictObject({
   /** Longest silence in a body: the client's request, or the engine's answer between chunks. */
   idle_body_timeout: duration.default(CONTROL_DEFAULTS.idle_body_timeout),
   /** A whole client request, holds and retries included; then 504 (or an error event once streaming). */
-  request_timeout: duration.default(CONTROL_DEFAULTS.request_timeout),
+  request_timeout: positiveDuration.default(CONTROL_DEFAULTS.request_timeout),
   /** Longest a request waits for a model with no ready replica while one starts. */
   cold_start_timeout: duration.default(CONTROL_DEFAULTS.cold_start_timeout),
   /**
@@ -186,7 +188,7 @@ export const ControlOptionsSchema = z.strictObject({
    */
   secrets_key_file: z.string().min(1).optional(),
   /** How often remote endpoints and peers are probed; a failed probe takes one out of routing until one passes. */
-  remote_probe_interval: duration.default(CONTROL_DEFAULTS.remote_probe_interval),
+  remote_probe_interval: positiveDuration.default(CONTROL_DEFAULTS.remote_probe_interval),
   /** True: /metrics on the admin listener answers without the admin token (for a scraper kept apart by the network). Absent = false. */
   metrics_public: z.union([z.boolean(), z.enum(['true', 'false'])]).default(CONTROL_DEFAULTS.metrics_public),
   /** Signing in to the dashboard and ctl through an OpenID Connect provider (src/control/config/oidc.ts, docs/people-and-sso.md). */
@@ -194,7 +196,7 @@ export const ControlOptionsSchema = z.strictObject({
   /** US dollars per GPU-hour per GPU class, for models with no token price (src/control/config/gpu-prices.ts). */
   ...GPU_PRICES_OPTIONS,
   /** How long a Responses API response (store: true) is kept for previous_response_id and GET, from when it was made. */
-  responses_ttl: duration.default(CONTROL_DEFAULTS.responses_ttl),
+  responses_ttl: durationSchema({ like: '1h or 30d', maxMs: Infinity }).default(CONTROL_DEFAULTS.responses_ttl),
   /**
    * The most one API key keeps of Responses API responses (their JSON);
    * past it the key's oldest go first. 0 = none is kept (previous_response_id

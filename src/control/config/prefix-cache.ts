@@ -5,6 +5,7 @@
 // keys read together; index.ts spreads them into the one schema, and their
 // defaults are the router's own (ROUTER_DEFAULTS), so the two cannot drift.
 import { z } from 'zod';
+import { durationSchema } from '../../validation/durations.js';
 import { ROUTER_DEFAULTS } from '../../gateway/core/options.js';
 import { formatDurationMs, parseDurationMs } from '../../units/index.js';
 
@@ -36,12 +37,9 @@ export const PREFIX_CACHE_OPTIONS = {
   /** Most prompts kept tokenised (as chain hashes), for the next turn of a conversation. At least 1. */
   prefix_cache_prompts: whole(1).default(PREFIX_CACHE_DEFAULTS.prefix_cache_prompts),
   /** Longest wait for an engine's /tokenize (in the background; a choice never waits for it). More than 0. */
-  prefix_cache_tokenize_timeout: z
-    .string()
-    .refine((v) => ((ms) => typeof ms === 'number' && ms > 0)(parseDurationMs(v)), {
-      message: 'want a duration above 0 with a unit, like 500ms or 2s',
-    })
-    .default(PREFIX_CACHE_DEFAULTS.prefix_cache_tokenize_timeout),
+  prefix_cache_tokenize_timeout: durationSchema({ like: '500ms or 2s', aboveZero: true }).default(
+    PREFIX_CACHE_DEFAULTS.prefix_cache_tokenize_timeout,
+  ),
 };
 
 /** The router's prefix-cache settings (RouterSettings' names), as the client listener passes them on. */

@@ -29,6 +29,13 @@ describe('compileRouterOptions', () => {
   it('refuses a negative or non-finite number, naming the setting', () => {
     expect(() => compileRouterOptions({ maxAttempts: -1 })).toThrow(/maxAttempts is -1/);
     expect(() => compileRouterOptions({ timeouts: { totalTimeoutMs: Number.NaN } })).toThrow(/totalTimeoutMs/);
+    // Past 2^31 - 1 ms Node fires a timer at once: every request would time out.
+    expect(() => compileRouterOptions({ timeouts: { totalTimeoutMs: 30 * 86_400_000 } })).toThrow(
+      /totalTimeoutMs is 2592000000; a timer waits at most/,
+    );
+    expect(compileRouterOptions({ timeouts: { totalTimeoutMs: 24 * 86_400_000 } }).timeouts.totalTimeoutMs).toBe(
+      24 * 86_400_000,
+    );
   });
 
   it("gives the control plane's configuration the same defaults", () => {

@@ -6,6 +6,7 @@
 // defaults for the same settings (timeouts, max_held_per_key) from this
 // table instead of repeating them.
 import { LlmgwError } from '../../errors/index.js';
+import { MAX_TIMER_MS } from '../../units/index.js';
 
 /** Every router default, in the unit its name carries. */
 export const ROUTER_DEFAULTS = Object.freeze({
@@ -181,12 +182,18 @@ export function compileRouterOptions(settings: RouterSettings): RouterOptions {
     if (!Number.isFinite(value) || value < 0) problems.push(`${name} is ${value}; want a number, 0 or more`);
     return value;
   };
+  /** A timeout becomes a timer: past MAX_TIMER_MS Node fires it at once, which would end every request. */
+  const timer = (name: keyof RouterTimeouts, value: number | undefined): number => {
+    const ms = pick(name, value);
+    if (ms > MAX_TIMER_MS) problems.push(`${name} is ${ms}; a timer waits at most ${MAX_TIMER_MS} ms (24 days)`);
+    return ms;
+  };
   const t = settings.timeouts ?? {};
   const timeouts = Object.freeze({
-    headersTimeoutMs: pick('headersTimeoutMs', t.headersTimeoutMs),
-    idleBodyTimeoutMs: pick('idleBodyTimeoutMs', t.idleBodyTimeoutMs),
-    totalTimeoutMs: pick('totalTimeoutMs', t.totalTimeoutMs),
-    coldStartTimeoutMs: pick('coldStartTimeoutMs', t.coldStartTimeoutMs),
+    headersTimeoutMs: timer('headersTimeoutMs', t.headersTimeoutMs),
+    idleBodyTimeoutMs: timer('idleBodyTimeoutMs', t.idleBodyTimeoutMs),
+    totalTimeoutMs: timer('totalTimeoutMs', t.totalTimeoutMs),
+    coldStartTimeoutMs: timer('coldStartTimeoutMs', t.coldStartTimeoutMs),
   });
   const numbers = {} as Record<(typeof NUMERIC)[number], number>;
   for (const name of NUMERIC) numbers[name] = pick(name, settings[name]);
