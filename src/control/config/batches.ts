@@ -4,10 +4,11 @@
 // shortest completion window a batch may ask for. Apart from index.ts so
 // the feature's keys read together; index.ts spreads them into the one
 // schema and compiles them with compileBatches.
+import { constants } from 'node:buffer';
 import { dirname, join, resolve } from 'node:path';
-import { durationSchema } from '../../validation/durations.js';
 import { z } from 'zod';
 import { parseDurationMs, parseSizeBytes } from '../../units/index.js';
+import { durationSchema } from '../../validation/durations.js';
 
 /** Defaults of the batch keys, as an operator would write them. */
 export const BATCH_DEFAULTS = Object.freeze({
@@ -23,6 +24,15 @@ export const BATCH_DEFAULTS = Object.freeze({
   batch_headroom: 0.5,
 });
 
+/**
+ * The largest files_max_size. A batch input is read as one string, to check
+ * its lines at upload and by the runner, and V8's strings end at
+ * MAX_STRING_LENGTH characters (512 MiB less 24 bytes on 64-bit Node); a
+ * byte of UTF-8 is at most one character. Past it a larger upload was taken
+ * and then answered 500.
+ */
+export const MAX_FILE_BYTES = constants.MAX_STRING_LENGTH;
+
 export const BATCH_OPTIONS = {
   /**
    * Where uploaded files and batch outputs are kept. Absent = `files` beside
@@ -30,11 +40,11 @@ export const BATCH_OPTIONS = {
    * directory every control plane sees, so another can take a batch over).
    */
   files_dir: z.string().min(1).optional(),
-  /** The largest file /v1/files takes (413 past it). */
+  /** The largest file /v1/files takes (413 past it); at most MAX_FILE_BYTES. */
   files_max_size: z
     .string()
-    .refine((v) => ((n) => typeof n === 'number' && n > 0)(parseSizeBytes(v)), {
-      message: 'want a size above 0, like 200m',
+    .refine((v) => ((n) => typeof n === 'number' && n > 0 && n <= MAX_FILE_BYTES)(parseSizeBytes(v)), {
+      message: `want a size above 0 and at most ${Math.floor(MAX_FILE_BYTES / 2 ** 20)}m, like 200m (a batch input is read as one string, and Node's strings end at 512 MiB)`,
     })
     .default(BATCH_DEFAULTS.files_max_size),
   /** The most lines one batch input file may hold (413 past it). */

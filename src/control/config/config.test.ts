@@ -1,3 +1,4 @@
+import { constants } from 'node:buffer';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import {
   loadControlConfig,
   MAX_CONNECTIONS_DEFAULTS,
 } from './index.js';
+import { MAX_FILE_BYTES } from './batches.js';
 
 function file(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'llmgw-config-'));
@@ -96,6 +98,16 @@ describe('control configuration', () => {
     expect(loadControlConfig({ flags: { idle_body_timeout: '0s' } }).router.idleBodyTimeoutMs, '0 = no limit').toBe(0);
     // A stored response's age is no timer: longer is fine.
     expect(loadControlConfig({ flags: { responses_ttl: '90d' } }).responses.ttlMs).toBe(90 * 86_400_000);
+  });
+
+  it('refuses a files_max_size past the longest string Node makes, which a batch input is read as', () => {
+    // A 600 MB input under files_max_size: 1g was taken, then answered 500 (ERR_STRING_TOO_LONG) when its lines were read.
+    expect(() => loadControlConfig({ flags: { files_max_size: '1g' } })).toThrow(
+      /files_max_size: want a size above 0 and at most 511m, like 200m \(a batch input is read as one string/,
+    );
+    expect(() => loadControlConfig({ flags: { files_max_size: '512m' } })).toThrow(/files_max_size/);
+    expect(loadControlConfig({ flags: { files_max_size: '511m' } }).batches.fileMaxBytes).toBe(511 * 2 ** 20);
+    expect(MAX_FILE_BYTES, 'bytes to UTF-8 characters: one at most each').toBe(constants.MAX_STRING_LENGTH);
   });
 
   it('reads max_held_per_key from file, env or flag, 32 by default, and refuses less than 1', () => {
