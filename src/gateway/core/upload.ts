@@ -5,6 +5,7 @@
 // part that passes a limit. Buffering the body and parsing it whole in one
 // call let 200,000 tiny fields hold every listener, heartbeats included,
 // for 5.7 s (issue #33).
+import { constants } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { errorCodes, type FastifyRequest } from 'fastify';
 import type { LlmgwError } from '../../errors/index.js';
@@ -40,7 +41,9 @@ export function readMultipartBody(
   payload: IncomingMessage,
   done: (err: Error | null, body?: Buffer) => void,
 ): void {
-  const limit = request.routeOptions.bodyLimit ?? Number.POSITIVE_INFINITY;
+  // The body is held whole in one Buffer: past Node's largest (4 GiB on Node 20) Buffer.concat would throw at the
+  // end of the body, out of every handler, and end the process.
+  const limit = Math.min(request.routeOptions.bodyLimit ?? Number.POSITIVE_INFINITY, constants.MAX_LENGTH);
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
   const reader = (request.routeOptions.config as UploadRouteConfig | undefined)?.multipartForm
