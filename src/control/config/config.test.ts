@@ -110,6 +110,17 @@ describe('control configuration', () => {
     expect(MAX_FILE_BYTES, 'bytes to UTF-8 characters: one at most each').toBe(constants.MAX_STRING_LENGTH);
   });
 
+  it.runIf(constants.MAX_LENGTH === 2 ** 32)(
+    'refuses a max_upload_size past the largest Buffer (Node 20: 4 GiB)',
+    () => {
+      // An upload is held whole: past it Buffer.concat threw at the end of the body and ended the process.
+      expect(() => loadControlConfig({ flags: { max_upload_size: '5g' } })).toThrow(
+        /max_upload_size: want a size up to 4 GiB, like 25m or 1g \(an upload is held whole in one Buffer\)/,
+      );
+      expect(loadControlConfig({ flags: { max_upload_size: '4g' } }).uploadLimitBytes).toBe(4 * 2 ** 30);
+    },
+  );
+
   it('reads max_held_per_key from file, env or flag, 32 by default, and refuses less than 1', () => {
     expect(loadControlConfig({ env: {} }).maxHeldPerKey).toBe(32);
     expect(loadControlConfig({ file: file('max_held_per_key: 4\n') }).maxHeldPerKey).toBe(4);

@@ -4,15 +4,16 @@
 // file, which beats the defaults. Validation happens once, here, so that a
 // wrong value stops start-up with a sentence naming the key, instead of
 // surfacing later as a listener bound to the wrong place.
+import { constants } from 'node:buffer';
 import { readFileSync } from 'node:fs';
-import { durationSchema } from '../../validation/durations.js';
 import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { isLlmgwError, LlmgwError, ValidationError } from '../../errors/index.js';
 import { isLoopbackHost } from '../../net/index.js';
 import { readCa, readServerTls, type ServerTls } from '../../tls/index.js';
-import { parseDurationMs, parseSizeBytes } from '../../units/index.js';
+import { formatBytes, parseDurationMs, parseSizeBytes } from '../../units/index.js';
+import { durationSchema } from '../../validation/durations.js';
 import { readSecretFile } from '../../validation/flags.js';
 import { parseOptions } from '../../validation/options.js';
 import { CONTROL_DEFAULTS, MAX_CONNECTIONS_DEFAULTS } from './defaults.js';
@@ -203,8 +204,17 @@ export const ControlOptionsSchema = z.strictObject({
    * then finds nothing).
    */
   responses_max_per_key: size.default(CONTROL_DEFAULTS.responses_max_per_key),
-  /** The largest upload the client listener reads (an audio file for /v1/audio/transcriptions); JSON bodies stay under 8 MiB. */
-  max_upload_size: size.default(CONTROL_DEFAULTS.max_upload_size),
+  /**
+   * The largest upload the client listener reads (an audio file for
+   * /v1/audio/transcriptions); JSON bodies stay under 8 MiB. An upload is
+   * held whole in one Buffer, so at most Node's largest (4 GiB on Node 20).
+   */
+  max_upload_size: z
+    .string()
+    .refine((v) => ((n) => typeof n === 'number' && n <= constants.MAX_LENGTH)(parseSizeBytes(v)), {
+      message: `want a size up to ${formatBytes(constants.MAX_LENGTH)}, like 25m or 1g (an upload is held whole in one Buffer)`,
+    })
+    .default(CONTROL_DEFAULTS.max_upload_size),
   /**
    * How far past what is live V8 lets the old generation grow before it
    * collects it, in percent (V8's --heap-growing-percent), set by `llmgw
