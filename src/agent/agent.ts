@@ -23,9 +23,8 @@ import {
   type ShardStatus,
 } from '../protocol/index.js';
 import { certificateProblem, isPlainHttpOffLoopback, readCa, readServerTls, type ServerTls } from '../tls/index.js';
-import { parseDurationMs } from '../units/index.js';
 import { parseOptions } from '../validation/options.js';
-import { overlongTimer } from '../validation/durations.js';
+import { timerFlagMs } from '../validation/durations.js';
 import { LLMGW_VERSION } from '../version.js';
 import { defaultNodeId, type Identity, loadIdentity, saveIdentity } from './identity.js';
 import { openFileLimit } from '../http/index.js';
@@ -125,19 +124,15 @@ export interface AgentConfig {
 export function compileAgentOptions(options: AgentOptions): AgentConfig {
   const o = parseOptions(AgentOptionsSchema, options, 'the agent options are not valid');
   const interval =
-    o.heartbeatInterval === undefined ? AGENT_DEFAULTS.heartbeatIntervalMs : parseDurationMs(o.heartbeatInterval);
-  if (typeof interval === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `heartbeat interval: ${interval}`);
-  const deadline = o.controlDeadline === undefined ? null : parseDurationMs(o.controlDeadline);
-  if (typeof deadline === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `--control-deadline: ${deadline}`);
+    o.heartbeatInterval === undefined
+      ? AGENT_DEFAULTS.heartbeatIntervalMs
+      : timerFlagMs('--heartbeat-interval', o.heartbeatInterval, 'heartbeat interval');
+  const deadline = o.controlDeadline === undefined ? null : timerFlagMs('--control-deadline', o.controlDeadline);
   if (deadline === 0)
     throw new LlmgwError(
       'LLMGW_CONFIG_INVALID',
       `--control-deadline ${o.controlDeadline} would give up on every call at once; give a duration like 2s, or leave it out to derive it from the stale window`,
     );
-  const overlong =
-    overlongTimer('--heartbeat-interval', o.heartbeatInterval ?? '', interval) ??
-    (deadline === null ? null : overlongTimer('--control-deadline', o.controlDeadline ?? '', deadline));
-  if (overlong) throw new LlmgwError('LLMGW_CONFIG_INVALID', overlong);
   const at = o.mgmtAddr.lastIndexOf(':');
   checkControlTransport(o.control, o.ca, o.insecureHttp);
   if (o.engineTls && (!o.tlsCert || !o.tlsKey)) {

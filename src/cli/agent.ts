@@ -21,8 +21,7 @@ import { LlmgwError } from '../errors/index.js';
 import { type ZodTypeProvider } from '../http/index.js';
 import { childLogger } from '../log/index.js';
 import { isPlainHttpOffLoopback, readCa } from '../tls/index.js';
-import { parseDurationMs } from '../units/index.js';
-import { overlongTimer } from '../validation/durations.js';
+import { timerFlagMs } from '../validation/durations.js';
 import { JOIN_TOKEN_FLAG, readTokenFile, tokenFlagWarning } from './token-flags.js';
 
 /** `llmgw agent`'s flags as commander gives them; absent = AGENT_DEFAULTS (or the default named). */
@@ -176,11 +175,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
       ? AGENT_DEFAULTS.livenessIntervalMs
       : flags.livenessInterval === '0'
         ? 0
-        : parseDurationMs(flags.livenessInterval);
-  if (typeof livenessIntervalMs === 'string')
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--liveness-interval: ${livenessIntervalMs}`);
-  const overlongLiveness = overlongTimer('--liveness-interval', flags.livenessInterval ?? '', livenessIntervalMs);
-  if (overlongLiveness) throw new LlmgwError('LLMGW_CONFIG_INVALID', overlongLiveness);
+        : timerFlagMs('--liveness-interval', flags.livenessInterval);
   const livenessFailures =
     flags.livenessFailures === undefined ? AGENT_DEFAULTS.livenessFailures : Number(flags.livenessFailures);
   if (!Number.isInteger(livenessFailures) || livenessFailures < 1) {
@@ -253,11 +248,7 @@ export async function startAgent(flags: AgentFlags, parentLogger?: pino.Logger):
       ? AGENT_DEFAULTS.loadIntervalMs
       : flags.loadInterval === '0'
         ? 0
-        : parseDurationMs(flags.loadInterval);
-  if (typeof loadIntervalMs === 'string')
-    throw new LlmgwError('LLMGW_CONFIG_INVALID', `--load-interval: ${loadIntervalMs}`);
-  const overlongLoad = overlongTimer('--load-interval', flags.loadInterval ?? '', loadIntervalMs);
-  if (overlongLoad) throw new LlmgwError('LLMGW_CONFIG_INVALID', overlongLoad);
+        : timerFlagMs('--load-interval', flags.loadInterval);
   // A load that changed is news the router should have now, not at the end of the long-poll.
   const scraper =
     loadIntervalMs > 0

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_TIMER_MS } from '../units/index.js';
-import { durationSchema, overlongTimer } from './durations.js';
+import { durationSchema, timerFlagMs } from './durations.js';
 
 describe('duration fields', () => {
   it('hold no timer longer than Node can: 24d, just under 2^31 - 1 ms', () => {
@@ -28,10 +28,12 @@ describe('duration fields', () => {
     expect(age.safeParse('soon').error?.issues[0]?.message).toBe('want a duration with a unit, like 30d');
   });
 
-  it('names a flag read by hand that is too long', () => {
-    expect(overlongTimer('--load-interval', '30d', 30 * 86_400_000)).toBe(
+  it('reads a flag by hand, naming it when it is no duration or too long', () => {
+    expect(() => timerFlagMs('--load-interval', '30d')).toThrow(
       '--load-interval 30d is longer than a timer can wait; give at most 24d',
     );
-    expect(overlongTimer('--load-interval', '24d', MAX_TIMER_MS)).toBeNull();
+    expect(timerFlagMs('--load-interval', '24d')).toBe(MAX_TIMER_MS);
+    expect(() => timerFlagMs('--load-interval', '30')).toThrow(/^--load-interval: "30" is not a duration/);
+    expect(() => timerFlagMs('--heartbeat-interval', 'soon', 'heartbeat interval')).toThrow(/^heartbeat interval: /);
   });
 });

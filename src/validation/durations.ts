@@ -5,6 +5,7 @@
 // code that arms the timer. One builder, so each field words its range the
 // same way.
 import { z } from 'zod';
+import { LlmgwError } from '../errors/index.js';
 import { MAX_TIMER_MS, parseDurationMs } from '../units/index.js';
 
 export interface DurationRange {
@@ -37,11 +38,17 @@ export function durationSchema(range: DurationRange): z.ZodString {
 }
 
 /**
- * For a duration read by hand (an agent's flag): a sentence when `ms` is
- * longer than a timer can wait, naming `what`; null when it fits.
+ * A duration flag read by hand (the agent's), in ms: throws
+ * LLMGW_CONFIG_INVALID when `text` is no duration (the message led by
+ * `named`, the flag unless told) or is longer than a timer can wait.
  */
-export function overlongTimer(what: string, text: string, ms: number): string | null {
-  return ms > MAX_TIMER_MS
-    ? `${what} ${text} is longer than a timer can wait; give at most ${longest(MAX_TIMER_MS)}`
-    : null;
+export function timerFlagMs(flag: string, text: string, named = flag): number {
+  const ms = parseDurationMs(text);
+  if (typeof ms === 'string') throw new LlmgwError('LLMGW_CONFIG_INVALID', `${named}: ${ms}`);
+  if (ms > MAX_TIMER_MS)
+    throw new LlmgwError(
+      'LLMGW_CONFIG_INVALID',
+      `${flag} ${text} is longer than a timer can wait; give at most ${longest(MAX_TIMER_MS)}`,
+    );
+  return ms;
 }
