@@ -26,6 +26,7 @@ const RequestsQuery = z.object({
   failed: z.string().optional(),
   limit: z.string().optional(),
 });
+export type RequestsQuery = z.output<typeof RequestsQuery>;
 
 export function registerRequestsApi(fastify: FastifyInstance, deps: RequestsApiDeps): void {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -65,13 +66,7 @@ export function requestMissing(deps: RequestsApiDeps, id: string): string {
 }
 
 /** The query checked: a bad value is a 400 saying what to write. */
-export function requestFilter(q: {
-  id?: string;
-  model?: string;
-  status?: string;
-  failed?: string;
-  limit?: string;
-}): RequestFilter {
+export function requestFilter(q: RequestsQuery): RequestFilter {
   const out: RequestFilter = {};
   if (q.id) out.id = q.id;
   if (q.model) out.model = q.model;
